@@ -1,0 +1,1 @@
+"""Adaptation stage: spec, generator and templates, the healer, and the independent gate."""

@@ -1,0 +1,133 @@
+"""Opening a board file: validation, engines, pragmas, schema creation and migration.
+
+Two engines share one file: writes go through an engine whose transactions start with
+`BEGIN IMMEDIATE` (the write lock is taken up front, so two writers never deadlock on a lock
+upgrade); reads use plain deferred transactions and never block behind a writer under WAL.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlmodel import SQLModel
+
+from ascendbridge.board.migrations import MIGRATIONS
+from ascendbridge.board.schema import SCHEMA_VERSION
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 30_000
+
+
+class BoardError(Exception):
+    """Any board problem a user must see as one clear line."""
+
+
+class BoardMissingError(BoardError):
+    pass
+
+
+def _check_file(path: Path, create: bool) -> None:
+    if path.is_dir():
+        raise BoardError(f"board path {path} is a directory, not a database file")
+    if not path.exists():
+        if not create:
+            raise BoardMissingError(
+                f"no board at {path}; create it with: scripts/board_ops.py init"
+            )
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise BoardError(f"cannot create board: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise BoardError(f"cannot create board: directory {parent} is not writable")
+        return
+    if path.stat().st_size == 0:
+        return
+    with path.open("rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
+    if head != SQLITE_MAGIC:
+        raise BoardError(f"{path} is not a SQLite database (wrong file header)")
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise BoardError(f"board {path} (or its directory) is not writable")
+
+
+def _make_engine(path: Path, immediate: bool) -> Engine:
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+        dbapi_conn.isolation_level = None  # let SQLAlchemy issue BEGIN itself
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        if immediate:  # must run outside a transaction; persistent once set
+            mode = cur.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise BoardError(f"board {path}: could not enable WAL journal (got {mode})")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def _read_version(conn) -> int | None:  # type: ignore[no-untyped-def]
+    has_table = conn.execute(
+        text("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_info'")
+    ).first()
+    if not has_table:
+        return None
+    row = conn.execute(text("SELECT value FROM schema_info WHERE key='schema_version'")).first()
+    return int(row[0]) if row else None
+
+
+def open_engines(path: Path, create: bool = False) -> tuple[Engine, Engine]:
+    """Validate the file, create or upgrade the schema, return (write_engine, read_engine)."""
+    path = Path(path)
+    _check_file(path, create)
+    write_engine = _make_engine(path, immediate=True)
+    try:
+        with write_engine.begin() as conn:
+            version = _read_version(conn)
+            if version is None:
+                tables = conn.execute(text("SELECT count(*) FROM sqlite_master")).scalar()
+                if tables:
+                    raise BoardError(f"{path} is a SQLite database but not an AscendBridge board")
+                if not create:
+                    raise BoardMissingError(
+                        f"board {path} is empty; create it with: scripts/board_ops.py init"
+                    )
+                SQLModel.metadata.create_all(conn)
+                conn.execute(
+                    text("INSERT INTO schema_info (key, value) VALUES ('schema_version', :v)"),
+                    {"v": str(SCHEMA_VERSION)},
+                )
+            elif version > SCHEMA_VERSION:
+                raise BoardError(
+                    f"board {path} has schema version {version}, newer than this AscendBridge "
+                    f"understands ({SCHEMA_VERSION}); upgrade AscendBridge"
+                )
+            else:
+                while version < SCHEMA_VERSION:
+                    MIGRATIONS[version](conn)
+                    version += 1
+                conn.execute(
+                    text("UPDATE schema_info SET value = :v WHERE key = 'schema_version'"),
+                    {"v": str(version)},
+                )
+    except sqlite3.DatabaseError as exc:  # pragma: no cover - reached through SQLAlchemy wrapping
+        write_engine.dispose()
+        raise BoardError(f"board {path}: {exc}") from exc
+    except BoardError:
+        write_engine.dispose()
+        raise
+    except Exception as exc:
+        write_engine.dispose()
+        cause = getattr(exc, "orig", exc)
+        raise BoardError(f"board {path}: {cause}") from exc
+    return write_engine, _make_engine(path, immediate=False)

@@ -1,0 +1,69 @@
+"""Forward migrations of the board schema.
+
+Each entry upgrades a board from version N to N+1 and runs inside the opening transaction, so a
+board is either fully upgraded or left untouched. `V1_DDL` is the schema as version 1 shipped it;
+it is kept so tests can create a genuine old board and watch it upgrade in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Connection, text
+
+from ascendbridge.board.schema import Metric
+
+V1_DDL: tuple[str, ...] = (
+    "CREATE TABLE schema_info (key VARCHAR NOT NULL PRIMARY KEY, value VARCHAR NOT NULL)",
+    """CREATE TABLE models (
+        id INTEGER NOT NULL PRIMARY KEY, model_id VARCHAR NOT NULL UNIQUE, source VARCHAR NOT NULL,
+        url VARCHAR, path VARCHAR, revision VARCHAR, description VARCHAR NOT NULL,
+        adaptation_name VARCHAR NOT NULL UNIQUE, priority INTEGER NOT NULL,
+        allow_remote_code BOOLEAN NOT NULL, skip_stages_json VARCHAR NOT NULL,
+        architecture VARCHAR, model_type VARCHAR, task_family VARCHAR, parameter_count INTEGER,
+        dtype VARCHAR, size_bytes INTEGER, license VARCHAR, gated BOOLEAN,
+        metadata_json VARCHAR NOT NULL, created_at VARCHAR NOT NULL)""",
+    "CREATE INDEX ix_models_model_id ON models (model_id)",
+    """CREATE TABLE tasks (
+        id INTEGER NOT NULL PRIMARY KEY,
+        model_pk INTEGER NOT NULL REFERENCES models (id) ON DELETE CASCADE,
+        stage VARCHAR NOT NULL, stage_order INTEGER NOT NULL, status VARCHAR NOT NULL,
+        attempts INTEGER NOT NULL, owner VARCHAR, lease_expires_at VARCHAR,
+        fencing_token INTEGER NOT NULL, started_at VARCHAR, finished_at VARCHAR,
+        result_json VARCHAR, diagnosis_json VARCHAR, updated_at VARCHAR NOT NULL,
+        UNIQUE (model_pk, stage))""",
+    "CREATE INDEX ix_tasks_stage_status ON tasks (stage, status)",
+    """CREATE TABLE attempts (
+        id INTEGER NOT NULL PRIMARY KEY,
+        task_id INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        number INTEGER NOT NULL, fencing_token INTEGER NOT NULL, command VARCHAR NOT NULL,
+        exit_code INTEGER, duration_s FLOAT, log_path VARCHAR, agent_backend VARCHAR NOT NULL,
+        fix_applied VARCHAR, outcome VARCHAR, diagnosis_json VARCHAR,
+        started_at VARCHAR NOT NULL, finished_at VARCHAR)""",
+    "CREATE INDEX ix_attempts_task_id ON attempts (task_id)",
+    """CREATE TABLE agents (
+        id VARCHAR NOT NULL PRIMARY KEY, role VARCHAR NOT NULL, pid INTEGER, host VARCHAR,
+        status VARCHAR NOT NULL, current_task_id INTEGER, last_heartbeat VARCHAR NOT NULL,
+        started_at VARCHAR NOT NULL)""",
+    """CREATE TABLE events (
+        id INTEGER NOT NULL PRIMARY KEY,
+        model_pk INTEGER REFERENCES models (id) ON DELETE CASCADE, stage VARCHAR,
+        kind VARCHAR NOT NULL, message VARCHAR NOT NULL, data_json VARCHAR NOT NULL,
+        origin VARCHAR NOT NULL, ts VARCHAR NOT NULL)""",
+    "CREATE INDEX ix_events_model_id ON events (model_pk, id)",
+    """CREATE TABLE guidance (
+        id INTEGER NOT NULL PRIMARY KEY,
+        model_pk INTEGER REFERENCES models (id) ON DELETE CASCADE, text VARCHAR NOT NULL,
+        origin VARCHAR NOT NULL, state VARCHAR NOT NULL, reply VARCHAR,
+        created_at VARCHAR NOT NULL, replied_at VARCHAR)""",
+    "INSERT INTO schema_info (key, value) VALUES ('schema_version', '1')",
+)
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Version 2 adds per-model pause and the metrics table."""
+    conn.execute(text("ALTER TABLE models ADD COLUMN paused BOOLEAN NOT NULL DEFAULT 0"))
+    Metric.__table__.create(conn)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}

@@ -1,0 +1,146 @@
+"""SQLModel tables of the board (DESIGN.md section 4).
+
+JSON-valued columns are stored as TEXT holding JSON; the store encodes and decodes them so the
+rest of the code only sees Python values. Timestamps are UTC ISO-8601 strings.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from sqlalchemy import Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+SCHEMA_VERSION = 2
+
+
+class SchemaInfo(SQLModel, table=True):
+    __tablename__ = "schema_info"
+
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class Model(SQLModel, table=True):
+    __tablename__ = "models"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_id: str = Field(unique=True, index=True)
+    source: str = "huggingface"  # huggingface | local | hf-cache
+    url: Optional[str] = None
+    path: Optional[str] = None
+    revision: Optional[str] = None
+    description: str = ""
+    adaptation_name: str = Field(unique=True)
+    priority: int = 0
+    allow_remote_code: bool = False
+    skip_stages_json: str = "[]"
+    paused: bool = False
+    # Discovered metadata (filled by the discovery stage).
+    architecture: Optional[str] = None
+    model_type: Optional[str] = None
+    task_family: Optional[str] = None
+    parameter_count: Optional[int] = None
+    dtype: Optional[str] = None
+    size_bytes: Optional[int] = None
+    license: Optional[str] = None
+    gated: Optional[bool] = None
+    metadata_json: str = "{}"
+    created_at: str
+
+
+class Task(SQLModel, table=True):
+    __tablename__ = "tasks"
+    __table_args__ = (
+        UniqueConstraint("model_pk", "stage"),
+        Index("ix_tasks_stage_status", "stage", "status"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_pk: int = Field(foreign_key="models.id", ondelete="CASCADE")
+    stage: str
+    stage_order: int
+    status: str = "waiting"
+    attempts: int = 0
+    owner: Optional[str] = None
+    lease_expires_at: Optional[str] = None
+    fencing_token: int = 0
+    started_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    result_json: Optional[str] = None
+    diagnosis_json: Optional[str] = None
+    updated_at: str
+
+
+class Attempt(SQLModel, table=True):
+    __tablename__ = "attempts"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    task_id: int = Field(foreign_key="tasks.id", index=True, ondelete="CASCADE")
+    number: int
+    fencing_token: int
+    command: str = ""
+    exit_code: Optional[int] = None
+    duration_s: Optional[float] = None
+    log_path: Optional[str] = None
+    agent_backend: str = "builtin"
+    fix_applied: Optional[str] = None
+    outcome: Optional[str] = None
+    diagnosis_json: Optional[str] = None
+    started_at: str
+    finished_at: Optional[str] = None
+
+
+class Agent(SQLModel, table=True):
+    __tablename__ = "agents"
+
+    id: str = Field(primary_key=True)
+    role: str
+    pid: Optional[int] = None
+    host: Optional[str] = None
+    status: str = "running"  # running | stopped | stale
+    current_task_id: Optional[int] = None
+    last_heartbeat: str
+    started_at: str
+
+
+class Event(SQLModel, table=True):
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_model_id", "model_pk", "id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_pk: Optional[int] = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
+    stage: Optional[str] = None
+    kind: str
+    message: str = ""
+    data_json: str = "{}"
+    origin: str = "system"
+    ts: str
+
+
+class Guidance(SQLModel, table=True):
+    __tablename__ = "guidance"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_pk: Optional[int] = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
+    text: str
+    origin: str = "cli"
+    state: str = "open"  # open | applied | answered | rejected
+    reply: Optional[str] = None
+    created_at: str
+    replied_at: Optional[str] = None
+
+
+class Metric(SQLModel, table=True):
+    __tablename__ = "metrics"
+    __table_args__ = (Index("ix_metrics_model_stage", "model_pk", "stage"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_pk: int = Field(foreign_key="models.id", ondelete="CASCADE")
+    stage: str
+    device: str = ""
+    dtype: str = ""
+    name: str
+    value: float
+    unit: str = ""
+    ts: str

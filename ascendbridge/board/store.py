@@ -1,0 +1,870 @@
+"""The board store: the only code that reads or writes the board's SQL.
+
+Every state change is one short `BEGIN IMMEDIATE` transaction that also appends its event, so
+a process killed at any moment leaves the board either before or after the change, never in
+between. Task ownership is a lease plus a fencing token: a worker whose lease was reclaimed
+holds a stale token and every write it attempts is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Optional
+
+from sqlalchemy import func, insert
+from sqlmodel import Session, col, select
+
+from ascendbridge.board.connection import BoardError, open_engines
+from ascendbridge.board.records import (
+    AgentRecord,
+    AttemptRecord,
+    EventRecord,
+    GuidanceRecord,
+    MetricRecord,
+    ModelRecord,
+    Registration,
+    TaskRecord,
+    dumps,
+    iso,
+    loads,
+    now_iso,
+    utcnow,
+)
+from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, Metric, Model, Task
+from ascendbridge.naming import base_adaptation_name, hashed_adaptation_name, validate_model_id
+from ascendbridge.stages import (
+    DONE_STATUSES,
+    OPTIONAL_STAGES,
+    STAGES,
+    check_stage,
+    check_status,
+    next_stage,
+    stage_index,
+)
+
+SOURCES = ("huggingface", "local", "hf-cache")
+GUIDANCE_STATES = ("open", "applied", "answered", "rejected")
+
+
+class UnknownModelError(BoardError):
+    pass
+
+
+class StaleTokenError(BoardError):
+    """The caller no longer owns the task (lease reclaimed or task moved on)."""
+
+
+class BoardStore:
+    """Typed operations on one board file. Create one per process (engines are not fork-safe)."""
+
+    def __init__(self, path: str | os.PathLike[str], create: bool = False) -> None:
+        self.path = Path(path)
+        self._write_engine, self._read_engine = open_engines(self.path, create=create)
+
+    @classmethod
+    def init(cls, path: str | os.PathLike[str]) -> "BoardStore":
+        return cls(path, create=True)
+
+    def close(self) -> None:
+        self._write_engine.dispose()
+        self._read_engine.dispose()
+
+    def __enter__(self) -> "BoardStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ sessions
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with Session(self._write_engine, expire_on_commit=False) as session:
+            with session.begin():
+                yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with Session(self._read_engine, expire_on_commit=False) as session:
+            with session.begin():
+                yield session
+
+    @staticmethod
+    def _event(
+        session: Session,
+        kind: str,
+        message: str,
+        model_pk: Optional[int] = None,
+        stage: Optional[str] = None,
+        data: Optional[dict[str, Any]] = None,
+        origin: str = "system",
+    ) -> None:
+        session.add(
+            Event(
+                model_pk=model_pk,
+                stage=stage,
+                kind=kind,
+                message=message,
+                data_json=dumps(data or {}),
+                origin=origin,
+                ts=now_iso(),
+            )
+        )
+
+    @staticmethod
+    def _model_row(session: Session, model_id: str) -> Model:
+        row = session.exec(select(Model).where(Model.model_id == model_id)).first()
+        if row is None:
+            raise UnknownModelError(f"unknown model '{model_id}' (see: board_ops.py list_models)")
+        return row
+
+    @staticmethod
+    def _task_row(session: Session, model_pk: int, stage: str) -> Task:
+        row = session.exec(
+            select(Task).where(Task.model_pk == model_pk, Task.stage == stage)
+        ).first()
+        if row is None:  # every model gets all its stage rows at registration
+            raise BoardError(f"board is inconsistent: no {stage} task for model #{model_pk}")
+        return row
+
+    # ------------------------------------------------------------------ models
+    def _validate_registration(self, reg: Registration) -> None:
+        validate_model_id(reg.model_id)
+        if reg.source not in SOURCES:
+            raise BoardError(f"unknown source '{reg.source}' (expected one of: {', '.join(SOURCES)})")
+        if reg.source == "local" and not reg.path:
+            raise BoardError(f"model '{reg.model_id}': source 'local' needs --path")
+        for stage in reg.skip_stages:
+            check_stage(stage)
+        if len(reg.description) > 2000:
+            raise BoardError(f"model '{reg.model_id}': description longer than 2000 characters")
+
+    def register_models(
+        self, registrations: Iterable[Registration], origin: str = "cli"
+    ) -> list[tuple[ModelRecord, bool]]:
+        """Register all or nothing. Returns (record, created) pairs; existing ids are reported."""
+        regs = list(registrations)
+        for reg in regs:
+            self._validate_registration(reg)
+        results: list[tuple[ModelRecord, bool]] = []
+        with self._write() as s:
+            ids = [r.model_id for r in regs]
+            existing = {
+                m.model_id: m
+                for chunk in _chunks(ids, 500)
+                for m in s.exec(select(Model).where(col(Model.model_id).in_(chunk))).all()
+            }
+            taken = set(s.exec(select(Model.adaptation_name)).all())
+            now = now_iso()
+            new_rows: list[Model] = []
+            seen: dict[str, Model] = {}
+            for reg in regs:
+                if reg.model_id in existing:
+                    results.append((ModelRecord.of(existing[reg.model_id]), False))
+                    continue
+                if reg.model_id in seen:
+                    results.append((ModelRecord.of(seen[reg.model_id]), False))
+                    continue
+                name = base_adaptation_name(reg.model_id)
+                if name in taken:
+                    name = hashed_adaptation_name(reg.model_id)
+                    if name in taken:
+                        raise BoardError(f"adaptation name collision for '{reg.model_id}'")
+                taken.add(name)
+                skip = sorted(set(reg.skip_stages) | set(OPTIONAL_STAGES))
+                row = Model(
+                    model_id=reg.model_id,
+                    source=reg.source,
+                    url=reg.url,
+                    path=reg.path,
+                    revision=reg.revision,
+                    description=reg.description,
+                    adaptation_name=name,
+                    priority=reg.priority,
+                    allow_remote_code=reg.allow_remote_code,
+                    skip_stages_json=dumps(skip),
+                    created_at=now,
+                )
+                seen[reg.model_id] = row
+                new_rows.append(row)
+            if new_rows:
+                s.add_all(new_rows)
+                s.flush()
+                task_rows = []
+                event_rows = []
+                for row in new_rows:
+                    for i, stage in enumerate(STAGES):
+                        task_rows.append(
+                            {
+                                "model_pk": row.id,
+                                "stage": stage,
+                                "stage_order": i,
+                                "status": "pending" if i == 0 else "waiting",
+                                "attempts": 0,
+                                "fencing_token": 0,
+                                "updated_at": now,
+                            }
+                        )
+                    event_rows.append(
+                        {
+                            "model_pk": row.id,
+                            "stage": None,
+                            "kind": "registered",
+                            "message": f"registered {row.model_id} as {row.adaptation_name}",
+                            "data_json": dumps({"source": row.source, "priority": row.priority}),
+                            "origin": origin,
+                            "ts": now,
+                        }
+                    )
+                    results.append((ModelRecord.of(row), True))
+                s.execute(insert(Task), task_rows)
+                s.execute(insert(Event), event_rows)
+        # Keep the caller's order (existing and new were appended in two passes).
+        order = {reg.model_id: i for i, reg in enumerate(regs)}
+        results.sort(key=lambda pair: order[pair[0].model_id])
+        return results
+
+    def get_model(self, model_id: str) -> ModelRecord:
+        with self._read() as s:
+            return ModelRecord.of(self._model_row(s, model_id))
+
+    def list_models(self) -> list[ModelRecord]:
+        with self._read() as s:
+            rows = s.exec(select(Model).order_by(col(Model.priority).desc(), Model.id)).all()
+            return [ModelRecord.of(r) for r in rows]
+
+    def update_model_metadata(
+        self, model_id: str, fields: dict[str, Any], metadata: dict[str, Any], origin: str = "discovery"
+    ) -> ModelRecord:
+        allowed = {
+            "architecture", "model_type", "task_family", "parameter_count",
+            "dtype", "size_bytes", "license", "gated",
+        }
+        bad = set(fields) - allowed
+        if bad:
+            raise BoardError(f"cannot set model fields: {', '.join(sorted(bad))}")
+        with self._write() as s:
+            row = self._model_row(s, model_id)
+            for key, value in fields.items():
+                setattr(row, key, value)
+            row.metadata_json = dumps(metadata)
+            s.add(row)
+            self._event(s, "metadata", "discovered metadata stored", row.id, "discovery",
+                        {k: v for k, v in fields.items()}, origin)
+            return ModelRecord.of(row)
+
+    def set_priority(self, model_id: str, priority: int, origin: str = "cli") -> ModelRecord:
+        with self._write() as s:
+            row = self._model_row(s, model_id)
+            old = row.priority
+            row.priority = priority
+            s.add(row)
+            self._event(s, "priority", f"priority {old} -> {priority}", row.id, None,
+                        {"old": old, "new": priority}, origin)
+            return ModelRecord.of(row)
+
+    def set_paused(self, model_id: str, paused: bool, origin: str = "cli") -> ModelRecord:
+        with self._write() as s:
+            row = self._model_row(s, model_id)
+            row.paused = paused
+            s.add(row)
+            self._event(s, "paused" if paused else "resumed",
+                        "model paused" if paused else "model resumed", row.id, None, {}, origin)
+            return ModelRecord.of(row)
+
+    def set_allow_remote_code(self, model_id: str, allow: bool, origin: str = "cli") -> ModelRecord:
+        with self._write() as s:
+            row = self._model_row(s, model_id)
+            row.allow_remote_code = allow
+            s.add(row)
+            self._event(s, "policy", f"allow_remote_code = {allow}", row.id, None,
+                        {"allow_remote_code": allow}, origin)
+            return ModelRecord.of(row)
+
+    # ------------------------------------------------------------------ task views
+    def list_tasks(
+        self,
+        stage: Optional[str] = None,
+        status: Optional[str] = None,
+        model_id: Optional[str] = None,
+    ) -> list[TaskRecord]:
+        if stage:
+            check_stage(stage)
+        if status:
+            check_status(status)
+        with self._read() as s:
+            q = select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id))
+            if stage:
+                q = q.where(Task.stage == stage)
+            if status:
+                q = q.where(Task.status == status)
+            if model_id:
+                q = q.where(Model.model_id == self._model_row(s, model_id).model_id)
+            q = q.order_by(Task.stage_order, col(Model.priority).desc(), Model.id)
+            return [TaskRecord.of(t, m) for t, m in s.exec(q).all()]
+
+    def get_task(self, task_id: int) -> TaskRecord:
+        with self._read() as s:
+            row = s.exec(
+                select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)
+            ).first()
+            if row is None:
+                raise BoardError(f"unknown task #{task_id}")
+            return TaskRecord.of(*row)
+
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        """stage -> status -> count, for progress tables and the dashboard funnel."""
+        with self._read() as s:
+            rows = s.exec(
+                select(Task.stage, Task.status, func.count()).group_by(Task.stage, Task.status)
+            ).all()
+        counts: dict[str, dict[str, int]] = {stage: {} for stage in STAGES}
+        for stage, status, n in rows:
+            counts.setdefault(stage, {})[status] = n
+        return counts
+
+    # ------------------------------------------------------------------ claims
+    def claim_next(
+        self,
+        owner: str,
+        lease_s: float,
+        stages: Optional[Iterable[str]] = None,
+        exclude_model_pks: Iterable[int] = (),
+    ) -> Optional[TaskRecord]:
+        """Atomically take the most urgent pending task: stage order, priority, registration."""
+        stage_list = [check_stage(x) for x in stages] if stages is not None else list(STAGES)
+        if not stage_list:
+            return None
+        excluded = list(exclude_model_pks)
+        with self._write() as s:
+            q = (
+                select(Task, Model)
+                .join(Model, col(Task.model_pk) == col(Model.id))
+                .where(Task.status == "pending", col(Task.stage).in_(stage_list), col(Model.paused).is_(False))
+                .order_by(Task.stage_order, col(Model.priority).desc(), Model.id)
+                .limit(1)
+            )
+            if excluded:
+                q = q.where(col(Model.id).not_in(excluded))
+            row = s.exec(q).first()
+            if row is None:
+                return None
+            task, model = row
+            self._take(s, task, owner, lease_s)
+            return TaskRecord.of(task, model)
+
+    def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord:
+        """Take one specific pending task, or raise if someone else has it."""
+        with self._write() as s:
+            row = s.exec(
+                select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)
+            ).first()
+            if row is None:
+                raise BoardError(f"unknown task #{task_id}")
+            task, model = row
+            if task.status != "pending":
+                raise StaleTokenError(f"task #{task_id} is {task.status}, not pending")
+            self._take(s, task, owner, lease_s)
+            return TaskRecord.of(task, model)
+
+    def _take(self, s: Session, task: Task, owner: str, lease_s: float) -> None:
+        now = utcnow()
+        task.status = "in_progress"
+        task.owner = owner
+        task.fencing_token += 1
+        task.attempts += 1
+        task.lease_expires_at = iso(now + timedelta(seconds=lease_s))
+        task.started_at = iso(now)
+        task.finished_at = None
+        task.updated_at = iso(now)
+        s.add(task)
+        self._event(s, "claimed", f"attempt {task.attempts} claimed by {owner}", task.model_pk,
+                    task.stage, {"owner": owner, "token": task.fencing_token, "attempt": task.attempts})
+
+    def _owned(self, s: Session, task_id: int, token: int) -> Task:
+        task = s.get(Task, task_id)
+        if task is None:
+            raise BoardError(f"unknown task #{task_id}")
+        if task.status != "in_progress" or task.fencing_token != token:
+            raise StaleTokenError(
+                f"task #{task_id}: fencing token {token} is stale "
+                f"(task is {task.status}, current token {task.fencing_token})"
+            )
+        return task
+
+    def heartbeat_task(self, task_id: int, token: int, lease_s: float) -> str:
+        """Extend the lease; returns the new expiry. Raises StaleTokenError if ownership is lost."""
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            task.lease_expires_at = iso(utcnow() + timedelta(seconds=lease_s))
+            s.add(task)
+            return task.lease_expires_at
+
+    def complete_task(
+        self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead"
+    ) -> TaskRecord:
+        """Mark completed (the gate has passed) and make the next stage pending."""
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            now = now_iso()
+            task.status = "completed"
+            task.owner = None
+            task.lease_expires_at = None
+            task.finished_at = now
+            task.updated_at = now
+            task.result_json = dumps(result)
+            task.diagnosis_json = None
+            s.add(task)
+            self._event(s, "completed", f"{task.stage} completed", task.model_pk, task.stage,
+                        {"token": token}, origin)
+            self._advance(s, task.model_pk, task.stage)
+            model = s.get(Model, task.model_pk)
+            return TaskRecord.of(task, model)
+
+    def fail_task(
+        self,
+        task_id: int,
+        token: int,
+        diagnosis: dict[str, Any],
+        status: str = "failed",
+        origin: str = "team-lead",
+    ) -> TaskRecord:
+        """End an attempt unsuccessfully: 'pending' retries, 'failed'/'blocked' are terminal."""
+        if status not in ("pending", "failed", "blocked", "skipped"):
+            raise BoardError(f"cannot fail a task into status '{status}'")
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            now = now_iso()
+            task.status = status
+            task.owner = None
+            task.lease_expires_at = None
+            task.finished_at = now
+            task.updated_at = now
+            task.diagnosis_json = dumps(diagnosis)
+            s.add(task)
+            kind = {"pending": "retry", "failed": "failed", "blocked": "blocked", "skipped": "skipped"}[status]
+            summary = diagnosis.get("summary") or diagnosis.get("reason") or ""
+            self._event(s, kind, f"{task.stage} {kind}: {summary}".rstrip(": "), task.model_pk,
+                        task.stage, {"token": token, "diagnosis": diagnosis}, origin)
+            if status == "skipped":
+                self._advance(s, task.model_pk, task.stage)
+            model = s.get(Model, task.model_pk)
+            return TaskRecord.of(task, model)
+
+    def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None:
+        """Give a task back untouched (shutdown): pending again, the attempt not counted."""
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            task.status = "pending"
+            task.owner = None
+            task.lease_expires_at = None
+            task.attempts = max(0, task.attempts - 1)
+            task.updated_at = now_iso()
+            s.add(task)
+            self._event(s, "released", f"{task.stage} returned to pending: {reason}", task.model_pk,
+                        task.stage, {"token": token}, origin)
+
+    def reclaim_expired(self, origin: str = "team-lead") -> list[TaskRecord]:
+        """Return every in-progress task whose lease has run out to pending."""
+        now = now_iso()
+        with self._write() as s:
+            rows = s.exec(
+                select(Task, Model)
+                .join(Model, col(Task.model_pk) == col(Model.id))
+                .where(Task.status == "in_progress", col(Task.lease_expires_at) < now)
+            ).all()
+            out = []
+            for task, model in rows:
+                owner = task.owner
+                task.status = "pending"
+                task.owner = None
+                task.lease_expires_at = None
+                task.updated_at = now
+                s.add(task)
+                self._event(s, "lease_expired", f"{task.stage}: lease of {owner} expired, back to pending",
+                            task.model_pk, task.stage, {"owner": owner, "token": task.fencing_token}, origin)
+                out.append(TaskRecord.of(task, model))
+            return out
+
+    def _advance(self, s: Session, model_pk: int, done_stage: str) -> None:
+        """Make the stage after `done_stage` pending, skipping stages the model's policy skips."""
+        model = s.get(Model, model_pk)
+        skip = set(_json_list(model.skip_stages_json))
+        stage = next_stage(done_stage)
+        while stage is not None:
+            task = self._task_row(s, model_pk, stage)
+            if task.status != "waiting":
+                return
+            now = now_iso()
+            task.updated_at = now
+            if stage in skip:
+                task.status = "skipped"
+                task.finished_at = now
+                s.add(task)
+                self._event(s, "skipped", f"{stage} skipped by policy", model_pk, stage, {})
+                stage = next_stage(stage)
+                continue
+            task.status = "pending"
+            s.add(task)
+            self._event(s, "pending", f"{stage} is now pending", model_pk, stage, {})
+            return
+
+    # ------------------------------------------------------------------ human steering
+    def retry(self, model_id: str, stage: Optional[str] = None, origin: str = "cli") -> TaskRecord:
+        """Return a failed/blocked/skipped stage (default: the first such) to pending."""
+        with self._write() as s:
+            model = self._model_row(s, model_id)
+            tasks = s.exec(select(Task).where(Task.model_pk == model.id).order_by(Task.stage_order)).all()
+            if stage is None:
+                target = next((t for t in tasks if t.status in ("failed", "blocked")), None)
+                if target is None:
+                    raise BoardError(f"model '{model_id}' has no failed or blocked stage to retry")
+            else:
+                check_stage(stage)
+                target = next(t for t in tasks if t.stage == stage)
+                if target.status not in ("failed", "blocked", "skipped"):
+                    raise BoardError(
+                        f"cannot retry {stage} of '{model_id}': it is {target.status} "
+                        "(only failed, blocked or skipped stages can be retried)"
+                    )
+                prev = [t for t in tasks if t.stage_order < target.stage_order]
+                if prev and prev[-1].status not in DONE_STATUSES:
+                    raise BoardError(f"cannot retry {stage} of '{model_id}': {prev[-1].stage} is {prev[-1].status}")
+            old = target.status
+            target.status = "pending"
+            target.attempts = 0
+            target.diagnosis_json = None
+            target.finished_at = None
+            target.updated_at = now_iso()
+            s.add(target)
+            self._event(s, "retry", f"{target.stage} {old} -> pending (retry requested)", model.id,
+                        target.stage, {"from": old}, origin)
+            return TaskRecord.of(target, model)
+
+    def skip(self, model_id: str, stage: str, origin: str = "cli") -> TaskRecord:
+        check_stage(stage)
+        with self._write() as s:
+            model = self._model_row(s, model_id)
+            task = self._task_row(s, model.id, stage)
+            if task.status in ("in_progress", "completed"):
+                raise BoardError(f"cannot skip {stage} of '{model_id}': it is {task.status}")
+            old = task.status
+            now = now_iso()
+            task.status = "skipped"
+            task.finished_at = now
+            task.updated_at = now
+            s.add(task)
+            skips = set(_json_list(model.skip_stages_json)) | {stage}
+            model.skip_stages_json = dumps(sorted(skips))
+            s.add(model)
+            self._event(s, "skipped", f"{stage} {old} -> skipped (requested)", model.id, stage,
+                        {"from": old}, origin)
+            prev = self._prev_done(s, model.id, stage)
+            if prev:
+                self._advance(s, model.id, stage)
+            return TaskRecord.of(task, model)
+
+    def _prev_done(self, s: Session, model_pk: int, stage: str) -> bool:
+        i = stage_index(stage)
+        if i == 0:
+            return True
+        return self._task_row(s, model_pk, STAGES[i - 1]).status in DONE_STATUSES
+
+    def rollback(self, model_id: str, to_stage: str, origin: str = "cli") -> list[TaskRecord]:
+        """Re-run from `to_stage`: it becomes pending, later stages wait for it again."""
+        check_stage(to_stage)
+        with self._write() as s:
+            model = self._model_row(s, model_id)
+            if not self._prev_done(s, model.id, to_stage):
+                raise BoardError(f"cannot roll '{model_id}' back to {to_stage}: its predecessor is not done")
+            busy = s.exec(
+                select(Task).where(Task.model_pk == model.id, Task.status == "in_progress")
+            ).first()
+            if busy is not None:
+                raise BoardError(
+                    f"cannot roll '{model_id}' back while {busy.stage} is in progress; pause it first"
+                )
+            now = now_iso()
+            changed = []
+            skips = set(_json_list(model.skip_stages_json))
+            tasks = s.exec(
+                select(Task).where(Task.model_pk == model.id, Task.stage_order >= stage_index(to_stage))
+                .order_by(Task.stage_order)
+            ).all()
+            for task in tasks:
+                old = task.status
+                task.status = "pending" if task.stage == to_stage else "waiting"
+                task.attempts = 0
+                task.result_json = None
+                task.diagnosis_json = None
+                task.started_at = None
+                task.finished_at = None
+                task.updated_at = now
+                s.add(task)
+                changed.append(TaskRecord.of(task, model))
+                self._event(s, "rollback", f"{task.stage} {old} -> {task.status} (rollback to {to_stage})",
+                            model.id, task.stage, {"from": old, "to_stage": to_stage}, origin)
+            skips.discard(to_stage)
+            model.skip_stages_json = dumps(sorted(skips))
+            s.add(model)
+            return changed
+
+    # ------------------------------------------------------------------ attempts
+    def start_attempt(
+        self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin"
+    ) -> int:
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            row = Attempt(
+                task_id=task_id,
+                number=task.attempts,
+                fencing_token=token,
+                command=command,
+                log_path=log_path,
+                agent_backend=agent_backend,
+                started_at=now_iso(),
+            )
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def finish_attempt(
+        self,
+        attempt_id: int,
+        exit_code: Optional[int],
+        duration_s: float,
+        outcome: str,
+        diagnosis: Optional[dict[str, Any]] = None,
+        fix_applied: Optional[str] = None,
+    ) -> None:
+        """Record how an attempt ended. Allowed after the lease is gone: it is history, not state."""
+        with self._write() as s:
+            row = s.get(Attempt, attempt_id)
+            if row is None:
+                raise BoardError(f"unknown attempt #{attempt_id}")
+            row.exit_code = exit_code
+            row.duration_s = duration_s
+            row.outcome = outcome
+            row.diagnosis_json = dumps(diagnosis) if diagnosis is not None else None
+            row.fix_applied = fix_applied
+            row.finished_at = now_iso()
+            s.add(row)
+
+    def list_attempts(self, model_id: str, stage: Optional[str] = None) -> list[tuple[str, AttemptRecord]]:
+        with self._read() as s:
+            model = self._model_row(s, model_id)
+            q = (
+                select(Task.stage, Attempt)
+                .join(Task, col(Attempt.task_id) == col(Task.id))
+                .where(Task.model_pk == model.id)
+                .order_by(Task.stage_order, Attempt.id)
+            )
+            if stage:
+                q = q.where(Task.stage == check_stage(stage))
+            return [(st, AttemptRecord.of(a)) for st, a in s.exec(q).all()]
+
+    # ------------------------------------------------------------------ agents
+    def register_agent(self, agent_id: str, role: str, pid: Optional[int] = None) -> AgentRecord:
+        now = now_iso()
+        with self._write() as s:
+            row = s.get(Agent, agent_id) or Agent(id=agent_id, role=role, last_heartbeat=now, started_at=now)
+            row.role = role
+            row.pid = pid if pid is not None else os.getpid()
+            row.host = socket.gethostname()
+            row.status = "running"
+            row.last_heartbeat = now
+            row.started_at = now
+            s.add(row)
+            self._event(s, "agent_started", f"{role} {agent_id} started", data={"pid": row.pid}, origin=agent_id)
+            return AgentRecord.of(row)
+
+    def agent_heartbeat(
+        self, agent_id: str, current_task_id: Optional[int] = None, status: str = "running"
+    ) -> AgentRecord:
+        with self._write() as s:
+            row = s.get(Agent, agent_id)
+            if row is None:
+                raise BoardError(f"unknown agent '{agent_id}' (register it first)")
+            row.last_heartbeat = now_iso()
+            row.current_task_id = current_task_id
+            row.status = status
+            s.add(row)
+            return AgentRecord.of(row)
+
+    def stop_agent(self, agent_id: str) -> None:
+        with self._write() as s:
+            row = s.get(Agent, agent_id)
+            if row is None:
+                return
+            row.status = "stopped"
+            row.current_task_id = None
+            row.last_heartbeat = now_iso()
+            s.add(row)
+            self._event(s, "agent_stopped", f"{row.role} {agent_id} stopped", origin=agent_id)
+
+    def list_agents(self) -> list[AgentRecord]:
+        with self._read() as s:
+            return [AgentRecord.of(r) for r in s.exec(select(Agent).order_by(Agent.started_at)).all()]
+
+    def cleanup_stale_agents(self, stale_after_s: float, origin: str = "cli") -> list[AgentRecord]:
+        """Agents silent for longer than the threshold: mark stale, expire their leases, requeue."""
+        cutoff = iso(utcnow() - timedelta(seconds=stale_after_s))
+        now = now_iso()
+        with self._write() as s:
+            stale = s.exec(
+                select(Agent).where(Agent.status == "running", col(Agent.last_heartbeat) < cutoff)
+            ).all()
+            out = []
+            for agent in stale:
+                agent.status = "stale"
+                s.add(agent)
+                tasks = s.exec(
+                    select(Task).where(Task.status == "in_progress", Task.owner == agent.id)
+                ).all()
+                for task in tasks:
+                    task.status = "pending"
+                    task.owner = None
+                    task.lease_expires_at = None
+                    task.updated_at = now
+                    s.add(task)
+                    self._event(s, "lease_expired", f"{task.stage}: owner {agent.id} is stale, back to pending",
+                                task.model_pk, task.stage, {"owner": agent.id}, origin)
+                self._event(s, "agent_stale", f"{agent.role} {agent.id} marked stale "
+                            f"(last heartbeat {agent.last_heartbeat})", data={"tasks": len(tasks)}, origin=origin)
+                out.append(AgentRecord.of(agent))
+            return out
+
+    # ------------------------------------------------------------------ events
+    def add_event(
+        self,
+        kind: str,
+        message: str,
+        model_id: Optional[str] = None,
+        stage: Optional[str] = None,
+        data: Optional[dict[str, Any]] = None,
+        origin: str = "system",
+    ) -> None:
+        with self._write() as s:
+            pk = self._model_row(s, model_id).id if model_id else None
+            self._event(s, kind, message, pk, stage, data, origin)
+
+    def list_events(
+        self, model_id: Optional[str] = None, after_id: int = 0, limit: int = 100, newest_first: bool = False
+    ) -> list[EventRecord]:
+        with self._read() as s:
+            q = select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
+            if model_id:
+                q = q.where(Event.model_pk == self._model_row(s, model_id).id)
+            if after_id:
+                q = q.where(col(Event.id) > after_id)
+            q = q.order_by(col(Event.id).desc() if newest_first else Event.id).limit(limit)
+            return [EventRecord.of(e, mid) for e, mid in s.exec(q).all()]
+
+    # ------------------------------------------------------------------ guidance
+    def add_guidance(self, text: str, model_id: Optional[str] = None, origin: str = "cli") -> GuidanceRecord:
+        text = (text or "").strip()
+        if not text:
+            raise BoardError("guidance text is empty")
+        if len(text) > 4000:
+            raise BoardError("guidance text is longer than 4000 characters")
+        with self._write() as s:
+            pk = self._model_row(s, model_id).id if model_id else None
+            row = Guidance(model_pk=pk, text=text, origin=origin, created_at=now_iso())
+            s.add(row)
+            s.flush()
+            self._event(s, "guidance", text[:200], pk, None, {"guidance_id": row.id}, origin)
+            return GuidanceRecord.of(row, model_id)
+
+    def list_guidance(self, model_id: Optional[str] = None, state: Optional[str] = None) -> list[GuidanceRecord]:
+        if state and state not in GUIDANCE_STATES:
+            raise BoardError(f"unknown guidance state '{state}' (expected one of: {', '.join(GUIDANCE_STATES)})")
+        with self._read() as s:
+            q = select(Guidance, Model.model_id).outerjoin(Model, col(Guidance.model_pk) == col(Model.id))
+            if model_id:
+                q = q.where(Guidance.model_pk == self._model_row(s, model_id).id)
+            if state:
+                q = q.where(Guidance.state == state)
+            return [GuidanceRecord.of(g, mid) for g, mid in s.exec(q.order_by(Guidance.id)).all()]
+
+    def reply_guidance(self, guidance_id: int, state: str, reply: str, origin: str = "team-lead") -> GuidanceRecord:
+        if state not in GUIDANCE_STATES or state == "open":
+            raise BoardError(f"cannot answer guidance with state '{state}'")
+        with self._write() as s:
+            row = s.get(Guidance, guidance_id)
+            if row is None:
+                raise BoardError(f"unknown guidance #{guidance_id}")
+            row.state = state
+            row.reply = reply
+            row.replied_at = now_iso()
+            s.add(row)
+            self._event(s, "guidance_reply", reply[:200], row.model_pk, None,
+                        {"guidance_id": row.id, "state": state}, origin)
+            model = s.get(Model, row.model_pk) if row.model_pk else None
+            return GuidanceRecord.of(row, model.model_id if model else None)
+
+    # ------------------------------------------------------------------ metrics
+    def add_metrics(
+        self, model_id: str, stage: str, values: dict[str, float], device: str = "", dtype: str = "",
+        units: Optional[dict[str, str]] = None,
+    ) -> None:
+        check_stage(stage)
+        now = now_iso()
+        with self._write() as s:
+            pk = self._model_row(s, model_id).id
+            for name, value in values.items():
+                s.add(Metric(model_pk=pk, stage=stage, device=device, dtype=dtype, name=name,
+                             value=float(value), unit=(units or {}).get(name, ""), ts=now))
+
+    def list_metrics(self, model_id: Optional[str] = None, stage: Optional[str] = None) -> list[MetricRecord]:
+        with self._read() as s:
+            q = select(Metric, Model.model_id).join(Model, col(Metric.model_pk) == col(Model.id))
+            if model_id:
+                q = q.where(Metric.model_pk == self._model_row(s, model_id).id)
+            if stage:
+                q = q.where(Metric.stage == check_stage(stage))
+            return [MetricRecord.of(m, mid) for m, mid in s.exec(q.order_by(Metric.id)).all()]
+
+    # ------------------------------------------------------------------ export
+    def export(self) -> dict[str, Any]:
+        """Everything on the board as plain JSON-able data."""
+        with self._read() as s:
+            version = s.exec(select(func.max(Event.id))).first()
+        models = self.list_models()
+        return {
+            "board": str(self.path),
+            "last_event_id": version or 0,
+            "models": [m.model_dump() for m in models],
+            "tasks": [t.model_dump() for t in self.list_tasks()],
+            "attempts": {
+                m.model_id: [{"stage": st, **a.model_dump()} for st, a in self.list_attempts(m.model_id)]
+                for m in models
+            },
+            "agents": [a.model_dump() for a in self.list_agents()],
+            "guidance": [g.model_dump() for g in self.list_guidance()],
+            "metrics": [x.model_dump() for x in self.list_metrics()],
+            "events": [e.model_dump() for e in self.list_events(limit=10**9)],
+        }
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _json_list(raw: str) -> list[str]:
+    return list(loads(raw, []))
+
+
+__all__ = [
+    "BoardStore",
+    "BoardError",
+    "StaleTokenError",
+    "UnknownModelError",
+    "Registration",
+    "SOURCES",
+    "GUIDANCE_STATES",
+]

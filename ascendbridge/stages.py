@@ -1,0 +1,63 @@
+"""Stage and status vocabulary shared by the board, the team lead, the CLIs and the dashboard.
+
+Kept free of imports so every layer can depend on it without cycles.
+"""
+
+from __future__ import annotations
+
+STAGES: tuple[str, ...] = (
+    "discovery",
+    "adaptation",
+    "healing",
+    "benchmark",
+    "optimization",
+    "business_benchmark",
+)
+
+# Stages that are skipped by policy unless a model (or the team lead) enables them.
+OPTIONAL_STAGES: frozenset[str] = frozenset({"business_benchmark"})
+
+# waiting: its predecessor has not completed yet (not runnable). Everything else is DESIGN.md 4.
+STATUSES: tuple[str, ...] = (
+    "waiting",
+    "pending",
+    "in_progress",
+    "completed",
+    "failed",
+    "blocked",
+    "skipped",
+)
+
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "blocked", "skipped"})
+# Statuses that let the next stage become pending.
+DONE_STATUSES: frozenset[str] = frozenset({"completed", "skipped"})
+
+
+class UnknownNameError(ValueError):
+    """A stage or status name that is not part of the vocabulary."""
+
+
+def check_stage(name: str) -> str:
+    if name not in STAGES:
+        raise UnknownNameError(f"unknown stage '{name}' (expected one of: {', '.join(STAGES)})")
+    return name
+
+
+def check_status(name: str) -> str:
+    if name not in STATUSES:
+        raise UnknownNameError(f"unknown status '{name}' (expected one of: {', '.join(STATUSES)})")
+    return name
+
+
+def stage_index(name: str) -> int:
+    return STAGES.index(check_stage(name))
+
+
+def previous_stage(name: str) -> str | None:
+    i = stage_index(name)
+    return STAGES[i - 1] if i > 0 else None
+
+
+def next_stage(name: str) -> str | None:
+    i = stage_index(name)
+    return STAGES[i + 1] if i + 1 < len(STAGES) else None

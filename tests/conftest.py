@@ -1,0 +1,27 @@
+"""Fixtures shared by every test area: an isolated board and framework paths per test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ascendbridge.board import BoardStore
+
+
+@pytest.fixture()
+def board_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh board file; ASCENDBRIDGE_* paths point into tmp so nothing touches the repo."""
+    path = tmp_path / "board.db"
+    monkeypatch.setenv("ASCENDBRIDGE_BOARD", str(path))
+    monkeypatch.setenv("ASCENDBRIDGE_LOGS", str(tmp_path / "logs"))
+    monkeypatch.setenv("ASCENDBRIDGE_ADAPTATIONS", str(tmp_path / "adaptations"))
+    (tmp_path / "adaptations").mkdir()
+    return path
+
+
+@pytest.fixture()
+def board(board_path: Path) -> BoardStore:
+    store = BoardStore.init(board_path)
+    yield store
+    store.close()

@@ -1,0 +1,1 @@
+"""Shared test helpers (real environments and boards, no mocks)."""

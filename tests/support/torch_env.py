@@ -1,0 +1,51 @@
+"""A shared, cached uv environment with CPU torch + transformers for tests that run model code.
+
+Tests of generated adaptations build their own environments through the product; this one is
+for unit tests of code that runs *inside* adaptation environments (runtime, comparator, ...).
+Creation is guarded by a file lock so parallel test processes build it once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from ascendbridge.config import REPO_ROOT, torch_source, uv_binary
+
+REQUIREMENTS = (
+    "torch==2.13.0",
+    "transformers>=4.46",
+    "safetensors>=0.4",
+    "numpy>=1.26",
+    "sentencepiece>=0.2",
+    "pillow>=10",
+)
+
+
+def torch_env_python() -> Path:
+    """Return the interpreter of the shared test environment, creating it if needed."""
+    source = torch_source()
+    key = hashlib.sha256("\n".join(REQUIREMENTS + (str(source.wheel_dir),)).encode()).hexdigest()[:12]
+    root = REPO_ROOT / ".cache" / f"test-torch-env-{key}"
+    python = root / "bin" / "python"
+    marker = root / ".complete"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return python
+        uv = uv_binary()
+        env = dict(os.environ)
+        subprocess.run([uv, "venv", "--quiet", "--python", "3.11", str(root)], check=True, env=env)
+        cmd = [uv, "pip", "install", "--quiet", "--python", str(python), *REQUIREMENTS]
+        if source.wheel_dir:
+            cmd += ["--find-links", source.wheel_dir]
+        else:
+            cmd += ["--index-url", "https://download.pytorch.org/whl/cpu",
+                    "--extra-index-url", "https://pypi.org/simple", "--index-strategy", "unsafe-best-match"]
+        subprocess.run(cmd, check=True, env=env)
+        marker.write_text("ok\n")
+    return python
