@@ -1,0 +1,44 @@
+"""What discovery learns about a model. Stored on the board (models.metadata_json) and read by
+the adapter to build the adaptation spec, so its fields are a contract between stages."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+
+class ModelInfo(BaseModel):
+    model_id: str
+    source: Literal["huggingface", "local", "hf-cache"]
+    revision: Optional[str] = None
+    local_dir: Optional[str] = None  # directory holding config.json (local / cached snapshot)
+    config: dict[str, Any] = Field(default_factory=dict)  # config.json as parsed
+    architectures: list[str] = Field(default_factory=list)
+    model_type: Optional[str] = None
+    task_family: Optional[str] = None  # one of ascendbridge.task_families.TASK_FAMILIES or None
+    task_family_reason: str = ""
+    model_class: Optional[str] = None  # transformers class to load (architecture or auto class)
+    parameter_count: Optional[int] = None
+    parameter_count_source: Literal["safetensors", "config_estimate", "unknown"] = "unknown"
+    dtype: Optional[str] = None  # e.g. "float32", "bfloat16" (from headers or config)
+    size_bytes: Optional[int] = None  # weights on disk (or in the repo)
+    has_weights: bool = False
+    weight_files: list[str] = Field(default_factory=list)
+    num_layers: Optional[int] = None
+    license: Optional[str] = None
+    gated: Optional[bool] = None
+    needs_remote_code: bool = False
+    remote_code_files: list[str] = Field(default_factory=list)
+    has_tokenizer: bool = False
+    has_processor: bool = False
+    sentence_transformers_pooling: Optional[str] = None  # "mean" | "cls" | "max" | None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class DiscoveryDecision(BaseModel):
+    """The stage's verdict on a model, with the reason a human can read."""
+
+    action: Literal["proceed", "skip", "block"]
+    reason: str
+    rule: Optional[str] = None  # e.g. "too_large", "remote_code_not_allowed", "gated_no_token"

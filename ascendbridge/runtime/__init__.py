@@ -1,0 +1,1 @@
+"""Running things outside the team lead's process: subprocesses, workers, executors, uv."""

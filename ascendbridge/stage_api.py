@@ -1,0 +1,65 @@
+"""The contract between the team lead and a stage.
+
+A stage is a small object with a name, a `run` that executes one model's work inside a worker
+subprocess, and a `gate` that independently re-verifies the evidence. The team lead marks a
+stage completed only when the gate passes; what `run` says is a proposal.
+
+Stages are found through the `ascendbridge.stages` entry-point group (see pyproject.toml), so
+the team lead never imports stage packages by name and third parties can add stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Protocol, TextIO, runtime_checkable
+
+from ascendbridge.board.records import ModelRecord, TaskRecord
+
+OutcomeStatus = Literal["done", "failed", "blocked", "skipped"]
+
+
+@dataclass
+class StageContext:
+    """Everything a stage needs for one model; the board record and the adaptation directory."""
+
+    model: ModelRecord
+    task: TaskRecord
+    adaptation_dir: Path
+    board_path: Path
+    log: TextIO  # progress lines for people; captured in logs/<adaptation>/<stage>/attempt-N.log
+    attempt: int = 1
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def say(self, message: str) -> None:
+        self.log.write(message.rstrip("\n") + "\n")
+        self.log.flush()
+
+
+@dataclass
+class StageOutcome:
+    """What a stage's run proposes. `done` still has to pass the gate."""
+
+    status: OutcomeStatus
+    summary: str
+    result: dict[str, Any] = field(default_factory=dict)
+    diagnosis: Optional[dict[str, Any]] = None  # machine-readable: {"rule", "summary", ...}
+    fix_applied: Optional[str] = None
+    model_fields: dict[str, Any] = field(default_factory=dict)  # discovered metadata columns
+    model_metadata: Optional[dict[str, Any]] = None  # full discovered metadata
+
+
+@dataclass
+class GateResult:
+    passed: bool
+    summary: str
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Stage(Protocol):
+    name: str
+
+    def run(self, ctx: StageContext) -> StageOutcome: ...
+
+    def gate(self, ctx: StageContext) -> GateResult: ...

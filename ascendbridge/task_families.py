@@ -1,0 +1,21 @@
+"""Canonical task-family names shared by discovery (framework side) and the adaptation runtime.
+
+The runtime (adaptation/runtime/ab_runtime/families.py) keeps its own copy of these names because
+it runs inside adaptation environments without the framework; a test keeps the two in sync.
+"""
+
+from __future__ import annotations
+
+TASK_FAMILIES: dict[str, str] = {
+    # family -> default transformers auto class
+    "causal_lm": "AutoModelForCausalLM",
+    "masked_lm": "AutoModelForMaskedLM",
+    "feature_extraction": "AutoModel",  # encoders / sentence embeddings (pooling if ST model)
+    "sequence_classification": "AutoModelForSequenceClassification",
+    "question_answering": "AutoModelForQuestionAnswering",
+    "token_classification": "AutoModelForTokenClassification",
+    "seq2seq": "AutoModelForSeq2SeqLM",  # T5 / BART / Marian style
+    "image_classification": "AutoModelForImageClassification",
+    "speech_seq2seq": "AutoModelForSpeechSeq2Seq",  # Whisper style
+    "vision_seq2seq": "AutoModelForVision2Seq",  # VisionEncoderDecoder style
+}

@@ -1,0 +1,1 @@
+"""Dashboard: the board live in a browser (FastAPI + Jinja2, vendored assets)."""
