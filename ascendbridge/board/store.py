@@ -433,7 +433,9 @@ class BoardStore:
         status: str = "failed",
         origin: str = "team-lead",
     ) -> TaskRecord:
-        """End an attempt unsuccessfully: 'pending' retries, 'failed'/'blocked' are terminal."""
+        """End an attempt without success. 'pending' retries; 'failed'/'blocked' are terminal for
+        the stage; 'skipped' means the model leaves the pipeline here (e.g. too large), so every
+        later stage is skipped too, with the same diagnosis."""
         if status not in ("pending", "failed", "blocked", "skipped"):
             raise BoardError(f"cannot fail a task into status '{status}'")
         with self._write() as s:
@@ -451,7 +453,18 @@ class BoardStore:
             self._event(s, kind, f"{task.stage} {kind}: {summary}".rstrip(": "), task.model_pk,
                         task.stage, {"token": token, "diagnosis": diagnosis}, origin)
             if status == "skipped":
-                self._advance(s, task.model_pk, task.stage)
+                later = s.exec(
+                    select(Task).where(Task.model_pk == task.model_pk, Task.stage_order > task.stage_order)
+                ).all()
+                for other in later:
+                    if other.status in ("waiting", "pending"):
+                        other.status = "skipped"
+                        other.finished_at = now
+                        other.updated_at = now
+                        other.diagnosis_json = dumps(diagnosis)
+                        s.add(other)
+                        self._event(s, "skipped", f"{other.stage} skipped: model left the pipeline at {task.stage}",
+                                    task.model_pk, other.stage, {}, origin)
             model = s.get(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
