@@ -92,10 +92,14 @@ class AdaptationSpec(BaseModel):
     sentence_transformers_pooling: Optional[str] = None  # "mean" | "cls" | None
     applied_fixes: list[AppliedFix] = Field(default_factory=list)
 
+    def to_json(self) -> str:
+        """The exact text of adaptation.json (stable key order, so re-saving is byte-identical)."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
     def save(self, directory: Path) -> Path:
         path = Path(directory) / SPEC_FILE
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
+        tmp.write_text(self.to_json())
         tmp.replace(path)
         return path
 
