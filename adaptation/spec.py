@@ -90,6 +90,10 @@ class AdaptationSpec(BaseModel):
     transformers_requirement: str = "transformers>=4.46"
     python_requirement: str = ">=3.10"
     sentence_transformers_pooling: Optional[str] = None  # "mean" | "cls" | None
+    # Healer fix for device mismatches: build and run the model with the run device as torch's
+    # default device (torch.set_default_device), so tensors model code creates without an
+    # explicit device land on the run device.
+    set_default_device: bool = False
     applied_fixes: list[AppliedFix] = Field(default_factory=list)
 
     def to_json(self) -> str:
