@@ -11,10 +11,16 @@ from ascendbridge.board.records import (
     Registration,
     TaskRecord,
 )
-from ascendbridge.board.store import BoardStore, StaleTokenError, UnknownModelError
+from ascendbridge.board.store import (
+    BoardStore,
+    InvalidRegistrationError,
+    StaleTokenError,
+    UnknownModelError,
+    validate_registration,
+)
 
 __all__ = [
     "AgentRecord", "AttemptRecord", "BoardError", "BoardMissingError", "BoardStore",
-    "EventRecord", "GuidanceRecord", "MetricRecord", "ModelRecord", "Registration",
-    "StaleTokenError", "TaskRecord", "UnknownModelError",
+    "EventRecord", "GuidanceRecord", "InvalidRegistrationError", "MetricRecord", "ModelRecord",
+    "Registration", "StaleTokenError", "TaskRecord", "UnknownModelError", "validate_registration",
 ]

@@ -7,8 +7,8 @@ upgrade); reads use plain deferred transactions and never block behind a writer 
 
 from __future__ import annotations
 
-import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, text
@@ -29,6 +29,23 @@ class BoardMissingError(BoardError):
     pass
 
 
+def _dir_writable(directory: Path) -> bool:
+    """Try it instead of asking os.access, which says yes to root even on read-only mounts."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return True
+    except OSError:
+        return False
+
+
+def _file_writable(path: Path) -> bool:
+    try:
+        with path.open("r+b"):
+            return True
+    except OSError:
+        return False
+
+
 def _check_file(path: Path, create: bool) -> None:
     if path.is_dir():
         raise BoardError(f"board path {path} is a directory, not a database file")
@@ -40,7 +57,7 @@ def _check_file(path: Path, create: bool) -> None:
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():
             raise BoardError(f"cannot create board: directory {parent} does not exist")
-        if not os.access(parent, os.W_OK):
+        if not _dir_writable(parent):
             raise BoardError(f"cannot create board: directory {parent} is not writable")
         return
     if path.stat().st_size == 0:
@@ -49,7 +66,7 @@ def _check_file(path: Path, create: bool) -> None:
         head = fh.read(len(SQLITE_MAGIC))
     if head != SQLITE_MAGIC:
         raise BoardError(f"{path} is not a SQLite database (wrong file header)")
-    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+    if not _file_writable(path) or not _dir_writable(path.parent):
         raise BoardError(f"board {path} (or its directory) is not writable")
 
 

@@ -9,6 +9,7 @@ holds a stale token and every write it attempts is refused.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -53,6 +54,36 @@ GUIDANCE_STATES = ("open", "applied", "answered", "rejected")
 
 class UnknownModelError(BoardError):
     pass
+
+
+class InvalidRegistrationError(BoardError, ValueError):
+    """A registration request that is wrong in itself (bad id, source, revision, url...)."""
+
+
+_REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+
+
+def validate_registration(reg: Registration) -> None:
+    """Check one registration before it touches the board; the CLI, the dashboard and
+    register_models share it so every entry point refuses the same things."""
+    try:
+        validate_model_id(reg.model_id)
+        for stage in reg.skip_stages:
+            check_stage(stage)
+    except ValueError as exc:
+        raise InvalidRegistrationError(str(exc)) from exc
+    if reg.source not in SOURCES:
+        raise InvalidRegistrationError(f"unknown source '{reg.source}' (expected one of: {', '.join(SOURCES)})")
+    if reg.source == "local" and not reg.path:
+        raise InvalidRegistrationError(f"model '{reg.model_id}': source 'local' needs --path")
+    if reg.revision is not None and (not _REVISION_RE.match(reg.revision) or ".." in reg.revision):
+        raise InvalidRegistrationError(
+            f"model '{reg.model_id}': revision '{reg.revision}' is not a branch, tag or commit name"
+        )
+    if reg.url is not None and not re.match(r"^https?://[^\s'\"`$;|&<>]+$", reg.url):
+        raise InvalidRegistrationError(f"model '{reg.model_id}': url must be a plain http(s):// address")
+    if len(reg.description) > 2000:
+        raise InvalidRegistrationError(f"model '{reg.model_id}': description longer than 2000 characters")
 
 
 class StaleTokenError(BoardError):
@@ -132,24 +163,13 @@ class BoardStore:
         return row
 
     # ------------------------------------------------------------------ models
-    def _validate_registration(self, reg: Registration) -> None:
-        validate_model_id(reg.model_id)
-        if reg.source not in SOURCES:
-            raise BoardError(f"unknown source '{reg.source}' (expected one of: {', '.join(SOURCES)})")
-        if reg.source == "local" and not reg.path:
-            raise BoardError(f"model '{reg.model_id}': source 'local' needs --path")
-        for stage in reg.skip_stages:
-            check_stage(stage)
-        if len(reg.description) > 2000:
-            raise BoardError(f"model '{reg.model_id}': description longer than 2000 characters")
-
     def register_models(
         self, registrations: Iterable[Registration], origin: str = "cli"
     ) -> list[tuple[ModelRecord, bool]]:
         """Register all or nothing. Returns (record, created) pairs; existing ids are reported."""
         regs = list(registrations)
         for reg in regs:
-            self._validate_registration(reg)
+            validate_registration(reg)
         results: list[tuple[ModelRecord, bool]] = []
         with self._write() as s:
             ids = [r.model_id for r in regs]
@@ -556,7 +576,29 @@ class BoardStore:
             s.add(target)
             self._event(s, "retry", f"{target.stage} {old} -> pending (retry requested)", model.id,
                         target.stage, {"from": old}, origin)
+            self._unskip_after(s, model, target, tasks)
             return TaskRecord.of(target, model)
+
+    def _unskip_after(self, s: Session, model: Model, target: Task, tasks: list[Task]) -> None:
+        """A retried stage re-enters the pipeline: it leaves the model's skip list, and the run of
+        skipped stages right after it (a cascade from 'model left the pipeline') waits again;
+        `_advance` re-applies the remaining skip policy as the chain moves on."""
+        skips = set(_json_list(model.skip_stages_json))
+        if target.stage in skips:
+            skips.discard(target.stage)
+            model.skip_stages_json = dumps(sorted(skips))
+            s.add(model)
+        for task in tasks:
+            if task.stage_order <= target.stage_order:
+                continue
+            if task.status not in ("skipped", "waiting"):
+                break
+            if task.status == "skipped":
+                task.status = "waiting"
+                task.diagnosis_json = None
+                task.finished_at = None
+                task.updated_at = now_iso()
+                s.add(task)
 
     def skip(self, model_id: str, stage: str, origin: str = "cli") -> TaskRecord:
         check_stage(stage)
@@ -877,6 +919,8 @@ __all__ = [
     "BoardError",
     "StaleTokenError",
     "UnknownModelError",
+    "InvalidRegistrationError",
+    "validate_registration",
     "Registration",
     "SOURCES",
     "GUIDANCE_STATES",

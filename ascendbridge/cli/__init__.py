@@ -1,0 +1,1 @@
+"""Command-line front ends: argument parsing, one-line errors, tables for people, JSON for tools."""

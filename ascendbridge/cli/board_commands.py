@@ -1,0 +1,371 @@
+"""The board_ops subcommands. Each takes parsed arguments and an Output and returns an exit code;
+all board access goes through BoardStore, and all failures are raised for errors.run_guarded."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ascendbridge.board import BoardStore, Registration, validate_registration
+from ascendbridge.board.schema import SCHEMA_VERSION
+from ascendbridge.cli.board_views import (
+    MODEL_FIELDS,
+    diagnosis_summary,
+    event_line,
+    model_table,
+    task_table,
+)
+from ascendbridge.cli.errors import EXIT_FAILURE, EXIT_OK, CliError
+from ascendbridge.cli.output import Output, progress
+from ascendbridge.cli.regfile import existing_path, parse_registration_file
+from ascendbridge.stages import STAGES, check_stage
+
+AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+MAX_PRIORITY = 1_000_000_000
+
+
+def open_store(args: argparse.Namespace) -> BoardStore:
+    return BoardStore(Path(args.board))
+
+
+def _tasks_by_model(store: BoardStore) -> dict[str, list]:
+    grouped: dict[str, list] = {}
+    for task in store.list_tasks():
+        grouped.setdefault(task.model_id, []).append(task)
+    return grouped
+
+
+# ---------------------------------------------------------------------------- board
+def cmd_init(args: argparse.Namespace, out: Output) -> int:
+    path = Path(args.board)
+    existed = path.exists() and path.stat().st_size > 0
+    with BoardStore.init(path):
+        pass
+    if out.json_mode:
+        out.json({"board": str(path), "created": not existed, "schema_version": SCHEMA_VERSION})
+    elif existed:
+        out.line(f"board {path} is ready (existing board kept, schema version {SCHEMA_VERSION})")
+    else:
+        out.line(f"created board {path} (schema version {SCHEMA_VERSION})")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- registration
+def _report_registrations(out: Output, results: list) -> None:
+    if out.json_mode:
+        out.json([
+            {"model_id": r.model_id, "adaptation_name": r.adaptation_name, "created": created}
+            for r, created in results
+        ])
+        return
+    for record, created in results:
+        if created:
+            out.line(f"registered {record.model_id} as {record.adaptation_name}")
+        else:
+            out.line(f"{record.model_id} is already registered (as {record.adaptation_name}); left unchanged")
+
+
+def cmd_register_model(args: argparse.Namespace, out: Output) -> int:
+    try:
+        path = existing_path(args.path, Path.cwd()) if args.path else None
+    except ValueError as exc:
+        raise CliError(f"--path: {exc}") from None
+    reg = Registration(
+        model_id=args.model_id,
+        source=args.source,
+        url=args.url,
+        path=path,
+        revision=args.revision,
+        description=args.description or "",
+        priority=args.priority,
+        allow_remote_code=args.allow_remote_code,
+    )
+    validate_registration(reg)  # before opening: a bad id must not even create WAL files
+    with open_store(args) as store:
+        _report_registrations(out, store.register_models([reg]))
+    return EXIT_OK
+
+
+def cmd_register_many(args: argparse.Namespace, out: Output) -> int:
+    try:
+        regs = parse_registration_file(Path(args.file))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    with open_store(args) as store:
+        if len(regs) >= 1000:
+            progress(f"registering {len(regs)} models from {args.file} ...")
+        results = store.register_models(regs)
+    if out.json_mode:
+        _report_registrations(out, results)
+        return EXIT_OK
+    created = sum(1 for _, c in results if c)
+    if len(results) <= 50:
+        _report_registrations(out, results)
+    out.line(f"{created} registered, {len(results) - created} already registered")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- listing
+def cmd_list_models(args: argparse.Namespace, out: Output) -> int:
+    with open_store(args) as store:
+        models = store.list_models()
+        tasks = _tasks_by_model(store)
+    if out.json_mode:
+        out.json([
+            {**m.model_dump(), "stages": {t.stage: t.status for t in tasks.get(m.model_id, [])}}
+            for m in models
+        ])
+    else:
+        model_table(out, models, tasks)
+    return EXIT_OK
+
+
+def make_list_tasks(stage: str):  # type: ignore[no-untyped-def]
+    def cmd(args: argparse.Namespace, out: Output) -> int:
+        with open_store(args) as store:
+            tasks = store.list_tasks(stage=stage, status=args.status)
+        if out.json_mode:
+            out.json([t.model_dump() for t in tasks])
+        else:
+            suffix = f" ({args.status})" if args.status else ""
+            task_table(out, f"{stage} tasks{suffix}", tasks)
+        return EXIT_OK
+
+    return cmd
+
+
+def cmd_show(args: argparse.Namespace, out: Output) -> int:
+    with open_store(args) as store:
+        model = store.get_model(args.model)
+        tasks = store.list_tasks(model_id=args.model)
+        attempts = store.list_attempts(args.model)
+        events = list(reversed(store.list_events(model_id=args.model, limit=args.events, newest_first=True)))
+        guidance = store.list_guidance(model_id=args.model, state="open")
+    if out.json_mode:
+        out.json({
+            "model": model.model_dump(),
+            "tasks": [t.model_dump() for t in tasks],
+            "attempts": [{"stage": st, **a.model_dump()} for st, a in attempts],
+            "events": [e.model_dump() for e in events],
+            "open_guidance": [g.model_dump() for g in guidance],
+        })
+        return EXIT_OK
+    data = model.model_dump()
+    pairs: list[tuple[str, Any]] = [(k, data[k]) for k in MODEL_FIELDS]
+    pairs += [(f"metadata.{k}", v) for k, v in sorted(model.metadata.items())]
+    out.fields(f"model {model.model_id}", pairs)
+    out.table(
+        "stages",
+        ("stage", "status", "attempts", "owner", "lease expires", "started", "finished", "diagnosis"),
+        ((t.stage, t.status, t.attempts, t.owner, t.lease_expires_at, t.started_at, t.finished_at,
+          diagnosis_summary(t.diagnosis)) for t in tasks),
+    )
+    out.table(
+        "attempts",
+        ("stage", "#", "exit", "duration s", "outcome", "backend", "fix", "log"),
+        ((st, a.number, a.exit_code, a.duration_s, a.outcome, a.agent_backend, a.fix_applied, a.log_path)
+         for st, a in attempts),
+    )
+    out.table("recent events", ("ts", "stage", "kind", "message"),
+              ((e.ts, e.stage, e.kind, e.message) for e in events))
+    out.table("open guidance", ("id", "created", "text"), ((g.id, g.created_at, g.text) for g in guidance))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- steering
+def cmd_set_priority(args: argparse.Namespace, out: Output) -> int:
+    if abs(args.priority) > MAX_PRIORITY:
+        raise CliError(f"priority {args.priority} is out of range (-{MAX_PRIORITY}..{MAX_PRIORITY})")
+    with open_store(args) as store:
+        record = store.set_priority(args.model, args.priority)
+    _done(out, f"{record.model_id}: priority {record.priority}", record.model_dump())
+    return EXIT_OK
+
+
+def cmd_retry(args: argparse.Namespace, out: Output) -> int:
+    stage = check_stage(args.stage) if args.stage else None
+    with open_store(args) as store:
+        task = store.retry(args.model, stage)
+    _done(out, f"{task.model_id}: {task.stage} is pending again", task.model_dump())
+    return EXIT_OK
+
+
+def cmd_skip(args: argparse.Namespace, out: Output) -> int:
+    check_stage(args.stage)
+    with open_store(args) as store:
+        task = store.skip(args.model, args.stage)
+    _done(out, f"{task.model_id}: {task.stage} skipped", task.model_dump())
+    return EXIT_OK
+
+
+def cmd_rollback(args: argparse.Namespace, out: Output) -> int:
+    check_stage(args.to)
+    with open_store(args) as store:
+        changed = store.rollback(args.model, args.to)
+    if out.json_mode:
+        out.json([t.model_dump() for t in changed])
+    else:
+        for task in changed:
+            out.line(f"{task.model_id}: {task.stage} -> {task.status}")
+    return EXIT_OK
+
+
+def cmd_pause(args: argparse.Namespace, out: Output) -> int:
+    paused = args.command == "pause"
+    with open_store(args) as store:
+        record = store.set_paused(args.model, paused)
+    _done(out, f"{record.model_id}: {'paused' if paused else 'resumed'}", record.model_dump())
+    return EXIT_OK
+
+
+def cmd_allow_remote_code(args: argparse.Namespace, out: Output) -> int:
+    with open_store(args) as store:
+        record = store.set_allow_remote_code(args.model, not args.revoke)
+    state = "allowed" if record.allow_remote_code else "not allowed"
+    _done(out, f"{record.model_id}: remote code {state}", record.model_dump())
+    return EXIT_OK
+
+
+def cmd_guide(args: argparse.Namespace, out: Output) -> int:
+    words = list(args.words)
+    model = None if args.all else words.pop(0)
+    text = " ".join(words).strip()
+    if not text:
+        raise CliError("guide needs a text: guide MODEL \"text\" or guide --all \"text\"")
+    with open_store(args) as store:
+        record = store.add_guidance(text, model_id=model)
+    _done(out, f"guidance #{record.id} recorded for {model or 'all models'} (open until the team lead answers)",
+          record.model_dump())
+    return EXIT_OK
+
+
+def _done(out: Output, message: str, data: dict[str, Any]) -> None:
+    if out.json_mode:
+        out.json(data)
+    else:
+        out.line(message)
+
+
+# ---------------------------------------------------------------------------- agents
+def cmd_heartbeat(args: argparse.Namespace, out: Output) -> int:
+    if not AGENT_ID_RE.match(args.agent_id):
+        raise CliError(f"agent id '{args.agent_id}' must be 1-128 characters of [A-Za-z0-9._:@-]")
+    if args.role is not None and not AGENT_ID_RE.match(args.role):
+        raise CliError(f"role '{args.role}' must be 1-128 characters of [A-Za-z0-9._:@-]")
+    with open_store(args) as store:
+        known = {a.id: a for a in store.list_agents()}.get(args.agent_id)
+        if known is None or (args.role is not None and args.role != known.role) or known.status != "running":
+            role = args.role or (known.role if known else None)
+            if role is None:
+                raise CliError(f"agent '{args.agent_id}' is new: give its --role")
+            record = store.register_agent(args.agent_id, role, pid=args.pid)
+            verb = "registered"
+        else:
+            record = store.agent_heartbeat(args.agent_id, current_task_id=args.task_id)
+            verb = "heartbeat"
+    _done(out, f"{verb} agent {record.id} ({record.role}) at {record.last_heartbeat}", record.model_dump())
+    return EXIT_OK
+
+
+def cmd_list_agents(args: argparse.Namespace, out: Output) -> int:
+    with open_store(args) as store:
+        agents = store.list_agents()
+    if out.json_mode:
+        out.json([a.model_dump() for a in agents])
+    else:
+        out.table("agents", ("id", "role", "status", "pid", "host", "task", "last heartbeat", "started"),
+                  ((a.id, a.role, a.status, a.pid, a.host, a.current_task_id, a.last_heartbeat, a.started_at)
+                   for a in agents))
+    return EXIT_OK
+
+
+def cmd_cleanup(args: argparse.Namespace, out: Output) -> int:
+    if args.stale_after <= 0:
+        raise CliError("--stale-after must be a positive number of seconds")
+    with open_store(args) as store:
+        stale = store.cleanup_stale_agents(args.stale_after)
+        reclaimed = store.reclaim_expired(origin="cli")
+    if out.json_mode:
+        out.json({"stale_agents": [a.model_dump() for a in stale],
+                  "expired_leases": [t.model_dump() for t in reclaimed]})
+        return EXIT_OK
+    for agent in stale:
+        out.line(f"agent {agent.id} ({agent.role}) is stale: last heartbeat {agent.last_heartbeat}")
+    for task in reclaimed:
+        out.line(f"{task.model_id}: {task.stage} lease expired, back to pending")
+    out.line(f"{len(stale)} stale agent(s) marked, {len(reclaimed)} expired lease(s) returned to pending")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- events, export
+def cmd_events(args: argparse.Namespace, out: Output) -> int:
+    if args.limit <= 0:
+        raise CliError("--limit must be a positive number")
+    if args.interval <= 0:
+        raise CliError("--interval must be a positive number of seconds")
+    with open_store(args) as store:
+        events = list(reversed(store.list_events(model_id=args.model, limit=args.limit, newest_first=True)))
+        if not args.follow:
+            if out.json_mode:
+                out.json([e.model_dump() for e in events])
+            else:
+                for event in events:
+                    out.line(event_line(event))
+            return EXIT_OK
+        return _follow(store, args, out, events)
+
+
+def _follow(store: BoardStore, args: argparse.Namespace, out: Output, backlog: list) -> int:
+    """Print the backlog, then poll for new events until SIGINT/SIGTERM (a normal way to stop)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    last_id = 0
+    try:
+        while True:
+            for event in backlog:
+                if out.json_mode:
+                    out.json_line(event.model_dump())
+                else:
+                    out.line(event_line(event))
+                last_id = event.id
+            time.sleep(args.interval)
+            backlog = store.list_events(model_id=args.model, after_id=last_id, limit=1000)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace, out: Output) -> int:
+    with open_store(args) as store:
+        data = store.export()
+    if not args.output:
+        out.json(data)
+        return EXIT_OK
+    target = Path(args.output)
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise CliError(f"cannot write {target}: directory {directory} does not exist", EXIT_FAILURE)
+    # Write beside the target and rename, so a reader never sees a half-written export.
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    except OSError as exc:
+        raise CliError(f"cannot write {target}: directory {directory}: {exc.strerror}", EXIT_FAILURE) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    counts = f"{len(data['models'])} models, {len(data['tasks'])} tasks, {len(data['events'])} events"
+    _done(out, f"exported {counts} to {target}", {"output": str(target), "models": len(data["models"])})
+    return EXIT_OK
+
+
+LIST_TASK_COMMANDS = {f"list_{stage}_tasks": stage for stage in STAGES}

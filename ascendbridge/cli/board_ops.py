@@ -1,0 +1,143 @@
+"""`scripts/board_ops.py`: inspect and steer the board from a shell.
+
+Global options (`--board`, `--json`) are accepted before or after the subcommand. Argument
+errors are one `error:` line and exit 2, like every other bad input (see errors.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from ascendbridge import config
+from ascendbridge.board.store import SOURCES
+from ascendbridge.cli import board_commands as cmds
+from ascendbridge.cli.errors import EXIT_USAGE, emit_error, run_guarded
+from ascendbridge.cli.output import Output
+from ascendbridge.stages import STAGES, STATUSES
+
+Handler = Callable[[argparse.Namespace, Output], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line instead of usage text plus a line."""
+
+    def error(self, message: str) -> NoReturn:
+        emit_error(f"{message} (see: {self.prog} --help)")
+        sys.exit(EXIT_USAGE)
+
+
+def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--board", metavar="PATH", default=default,
+                        help="board file (default: $ASCENDBRIDGE_BOARD or <repo>/board.db)")
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                        help="machine-readable JSON instead of tables")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="board_ops.py", description="Inspect and steer the AscendBridge board.")
+    _global_options(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    handlers: dict[str, Handler] = {}
+
+    def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        handlers[name] = handler
+        return sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+
+    add("init", cmds.cmd_init, "create the board (or upgrade an existing one in place)")
+
+    p = add("register_model", cmds.cmd_register_model, "register one model (idempotent)")
+    p.add_argument("--model_id", "--model-id", dest="model_id", required=True, help="e.g. org/name")
+    p.add_argument("--source", choices=SOURCES, default="huggingface")
+    p.add_argument("--url", help="http(s) address of the model page or repository")
+    p.add_argument("--path", help="local model directory (source local) or HF cache directory")
+    p.add_argument("--revision", help="branch, tag or commit")
+    p.add_argument("--description", default="")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    p.add_argument("--allow-remote-code", "--allow_remote_code", dest="allow_remote_code",
+                   action="store_true", help="allow trust_remote_code for this model")
+
+    p = add("register_many", cmds.cmd_register_many,
+            "register every model in a text (one id per line) or JSONL file; a bad line registers nothing")
+    p.add_argument("file", metavar="FILE")
+
+    add("list_models", cmds.cmd_list_models, "list models with their current stage")
+    for name, stage in cmds.LIST_TASK_COMMANDS.items():
+        p = add(name, cmds.make_list_tasks(stage), f"list {stage} tasks")
+        p.add_argument("--status", choices=STATUSES, help="only tasks with this status")
+
+    p = add("show", cmds.cmd_show, "one model: fields, stages, attempts, recent events, open guidance")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--events", type=int, default=20, help="how many recent events (default 20)")
+
+    p = add("set_priority", cmds.cmd_set_priority, "set a model's priority (higher runs first)")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("priority", metavar="N", type=int)
+
+    p = add("retry", cmds.cmd_retry, "return a failed/blocked/skipped stage to pending")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--stage", choices=STAGES, help="default: the first failed or blocked stage")
+
+    p = add("skip", cmds.cmd_skip, "skip one stage of a model")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--stage", choices=STAGES, required=True)
+
+    p = add("rollback", cmds.cmd_rollback, "re-run from STAGE: it becomes pending, later stages wait again")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--to", choices=STAGES, required=True, metavar="STAGE")
+
+    for name, help_text in (("pause", "stop scheduling a model"), ("resume", "schedule a paused model again")):
+        p = add(name, cmds.cmd_pause, help_text)
+        p.add_argument("model", metavar="MODEL")
+
+    p = add("allow_remote_code", cmds.cmd_allow_remote_code, "allow trust_remote_code for a model")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--revoke", action="store_true", help="forbid it again")
+
+    p = add("guide", cmds.cmd_guide, "leave guidance for the team lead: guide MODEL TEXT | guide --all TEXT")
+    p.add_argument("--all", action="store_true", help="guidance for every model")
+    p.add_argument("words", nargs="+", metavar="MODEL|TEXT")
+
+    p = add("heartbeat", cmds.cmd_heartbeat, "register or refresh an agent")
+    p.add_argument("--agent-id", "--agent_id", dest="agent_id", required=True)
+    p.add_argument("--role", help="needed when the agent is new")
+    p.add_argument("--pid", type=int, help="the agent's process id (default: the caller's)")
+    p.add_argument("--task-id", dest="task_id", type=int, help="the task it is working on")
+
+    add("list_agents", cmds.cmd_list_agents, "list agents and their last heartbeat")
+
+    p = add("cleanup", cmds.cmd_cleanup,
+            "mark silent agents stale and return their (and any expired) leases to pending")
+    p.add_argument("--stale-after", "--stale_after", dest="stale_after", type=float, default=300.0,
+                   metavar="SECONDS", help="silence after which an agent is stale (default 300)")
+
+    p = add("events", cmds.cmd_events, "recent events; --follow keeps printing new ones until Ctrl-C")
+    p.add_argument("--model", help="only this model's events")
+    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--limit", type=int, default=50, help="how many recent events (default 50)")
+    p.add_argument("--interval", type=float, default=1.0, help="poll interval for --follow (s)")
+
+    p = add("export", cmds.cmd_export, "dump the whole board as JSON")
+    p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+
+    parser.set_defaults(handlers=handlers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.board is None:
+        args.board = str(config.board_path())
+    if args.command == "heartbeat" and args.pid is None:
+        import os
+
+        args.pid = os.getppid()
+    handler: Handler = args.handlers[args.command]
+    out = Output(json_mode=bool(args.json))
+    return run_guarded(lambda: handler(args, out))
