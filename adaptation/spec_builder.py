@@ -1,0 +1,169 @@
+"""Turn a board model record (with discovery's ModelInfo in its metadata) into an AdaptationSpec.
+
+This is the built-in adapter's whole decision: which class to load, which inputs the task family
+feeds, how deep a dry run may build, which pooling a sentence-transformers model needs. Models
+it cannot decide for raise `AdaptationRefused` with a diagnosis the board can show; that is also
+where an LLM adapter can later be asked (`ask_llm_adapter`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from pydantic import ValidationError
+
+from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.board.records import ModelRecord
+from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.task_families import TASK_FAMILIES
+
+# What each family feeds the model (the runtime derives the exact set from forward()).
+FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
+    "causal_lm": ("input_ids", "attention_mask"),
+    "masked_lm": ("input_ids", "attention_mask"),
+    "feature_extraction": ("input_ids", "attention_mask"),
+    "sequence_classification": ("input_ids", "attention_mask"),
+    "question_answering": ("input_ids", "attention_mask"),
+    "token_classification": ("input_ids", "attention_mask"),
+    "seq2seq": ("input_ids", "attention_mask", "decoder_input_ids"),
+    "image_classification": ("pixel_values",),
+    "speech_seq2seq": ("input_features", "decoder_input_ids"),
+    "vision_seq2seq": ("pixel_values", "decoder_input_ids"),
+}
+
+# A config-initialised dry run holds the fp32 weights in memory; above this budget the depth is
+# reduced (ASCENDBRIDGE_DRY_RUN_MAX_BYTES overrides it).
+DEFAULT_DRY_RUN_MAX_BYTES = 2 * 1024**3
+BYTES_PER_PARAM_FP32 = 4
+DEFAULT_SEQ_LEN = 32
+_POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers")
+
+
+class AdaptationRefused(ValueError):
+    """The built-in adapter has no answer for this model; `diagnosis` says why."""
+
+    def __init__(self, rule: str, summary: str, **details: Any) -> None:
+        super().__init__(summary)
+        self.diagnosis: dict[str, Any] = {"rule": rule, "summary": summary, **details}
+
+
+def ask_llm_adapter(record: ModelRecord, refusal: AdaptationRefused) -> Optional[AdaptationSpec]:
+    """Hook for an LLM adapter (a later issue): return a spec for a model the rules refused.
+
+    Without a configured backend there is no answer, and the refusal stands.
+    """
+    return None
+
+
+def _model_info(record: ModelRecord) -> Optional[ModelInfo]:
+    if not record.metadata:
+        return None
+    try:
+        return ModelInfo.model_validate(record.metadata)
+    except ValidationError as exc:
+        raise AdaptationRefused(
+            "corrupt_metadata", f"discovered metadata of '{record.model_id}' is unreadable: "
+            f"{exc.errors()[0]['msg']} (re-run discovery)") from None
+
+
+def _first_int(cfg: dict[str, Any], keys: tuple[str, ...]) -> Optional[int]:
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _dry_run_budget() -> int:
+    raw = os.environ.get("ASCENDBRIDGE_DRY_RUN_MAX_BYTES")
+    if not raw:
+        return DEFAULT_DRY_RUN_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"ASCENDBRIDGE_DRY_RUN_MAX_BYTES={raw} is not an integer") from None
+    if value <= 0:
+        raise ValueError(f"ASCENDBRIDGE_DRY_RUN_MAX_BYTES={raw} must be positive")
+    return value
+
+
+def dry_run_max_layers(parameter_count: Optional[int], num_layers: Optional[int], budget: int) -> Optional[int]:
+    """Layers a config-initialised fp32 model may build within `budget` bytes (None = all).
+
+    The per-layer size is over-estimated (embeddings counted in), so the result errs small.
+    """
+    if not parameter_count or not num_layers:
+        return None
+    if parameter_count * BYTES_PER_PARAM_FP32 <= budget:
+        return None
+    per_layer = parameter_count * BYTES_PER_PARAM_FP32 / num_layers
+    return max(1, min(num_layers - 1, int(budget // per_layer)))
+
+
+def _inputs(family: str, cfg: dict[str, Any]) -> InputRecipe:
+    recipe = InputRecipe(input_names=list(FAMILY_INPUTS[family]))
+    max_positions = _first_int(cfg, _POSITION_KEYS)
+    if max_positions:
+        recipe.seq_len = min(DEFAULT_SEQ_LEN, max_positions)
+    if family in ("image_classification", "vision_seq2seq"):
+        vision = cfg.get("encoder") if family == "vision_seq2seq" and isinstance(cfg.get("encoder"), dict) else cfg
+        size = vision.get("image_size")
+        if isinstance(size, (list, tuple)) and size:
+            size = size[0]
+        if isinstance(size, int) and size > 0:
+            recipe.image_size = size
+    if family == "speech_seq2seq":
+        recipe.num_mel_bins = _first_int(cfg, ("num_mel_bins",))
+        source_positions = _first_int(cfg, ("max_source_positions",))
+        if source_positions:
+            recipe.audio_frames = 2 * source_positions  # Whisper's conv stride 2
+    return recipe
+
+
+def build_spec(record: ModelRecord) -> AdaptationSpec:
+    """The spec for one registered, discovered model; raise AdaptationRefused when undecidable."""
+    info = _model_info(record)
+    cfg = info.config if info else {}
+    family = record.task_family or (info.task_family if info else None)
+    if family not in TASK_FAMILIES:
+        reason = info.task_family_reason if info and info.task_family_reason else "discovery found no task family"
+        raise AdaptationRefused(
+            "unknown_task_family",
+            f"no built-in adaptation for '{record.model_id}': {reason}",
+            architecture=record.architecture, model_type=record.model_type, task_family=family,
+        )
+    needs_remote = bool(info and info.needs_remote_code)
+    if needs_remote and not record.allow_remote_code:
+        raise AdaptationRefused(
+            "remote_code_not_allowed",
+            f"'{record.model_id}' needs code from its repository and the board does not allow it "
+            "(a person can allow remote code for this model on the board)",
+        )
+    architectures = info.architectures if info else []
+    model_class = (info.model_class if info else None) or (
+        architectures[0] if architectures else TASK_FAMILIES[family]
+    )
+    parameter_count = record.parameter_count or (info.parameter_count if info else None)
+    num_layers = (info.num_layers if info else None) or _first_int(cfg, _LAYER_KEYS)
+    has_weights = info.has_weights if info else record.source != "local"
+    path = (info.local_dir if info else None) or record.path
+    return AdaptationSpec(
+        name=record.adaptation_name,
+        model=ModelSource(
+            model_id=record.model_id,
+            source=record.source,  # type: ignore[arg-type]  # the board validates sources
+            path=path,
+            revision=record.revision,
+            has_weights=has_weights,
+        ),
+        task_family=family,
+        model_class=model_class,
+        architecture=record.architecture or (architectures[0] if architectures else None),
+        model_type=record.model_type or (info.model_type if info else None),
+        trust_remote_code=needs_remote and record.allow_remote_code,
+        inputs=_inputs(family, cfg),
+        dry_run_max_layers=dry_run_max_layers(parameter_count, num_layers, _dry_run_budget()),
+        sentence_transformers_pooling=info.sentence_transformers_pooling if info else None,
+    )

@@ -1,0 +1,106 @@
+"""The Adaptation stage: build the spec from the board record, render the package, `uv lock`.
+
+Its gate is `scripts/check_adaptation.py --no-run` run as a separate process: files, spec,
+runtime copy, demo wrapper, pyproject extras/conflicts and `uv lock --check`. Running the demo
+is the Healing stage's job (its gate runs the full check), because a demo that fails here is
+exactly what the healer exists to fix; failing Adaptation for it would stop the pipeline before
+the healer could try.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from adaptation.generator import GeneratorError, generate
+from adaptation.spec import SPEC_FILE, AdaptationSpec
+from adaptation.spec_builder import AdaptationRefused, ask_llm_adapter, build_spec
+from ascendbridge.runtime.process import run_command
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+
+CHECKER = Path(__file__).resolve().parent / "scripts" / "check_adaptation.py"
+GATE_TIMEOUT_S = 600.0
+
+
+def _healed_spec(ctx: StageContext) -> Optional[AdaptationSpec]:
+    """A spec the healer already fixed for this model: re-adapting must not throw the fixes away."""
+    if not (ctx.adaptation_dir / SPEC_FILE).is_file():
+        return None
+    try:
+        spec = AdaptationSpec.load(ctx.adaptation_dir)
+    except ValueError:
+        return None  # corrupt: rebuilt from the board below
+    if spec.model.model_id == ctx.model.model_id and spec.applied_fixes:
+        return spec
+    return None
+
+
+class AdaptationStage:
+    name = "adaptation"
+
+    def run(self, ctx: StageContext) -> StageOutcome:
+        spec = _healed_spec(ctx)
+        if spec is not None:
+            ctx.say(f"keeping the healed spec ({len(spec.applied_fixes)} applied fixes)")
+        else:
+            try:
+                spec = build_spec(ctx.model)
+            except AdaptationRefused as refusal:
+                spec = ask_llm_adapter(ctx.model, refusal)
+                if spec is None:
+                    blocked = refusal.diagnosis["rule"] == "remote_code_not_allowed"
+                    return StageOutcome("blocked" if blocked else "failed", str(refusal),
+                                        diagnosis=refusal.diagnosis)
+        ctx.say(f"spec: {spec.task_family} via {spec.model_class}"
+                + (f", dry runs build at most {spec.dry_run_max_layers} layers" if spec.dry_run_max_layers else ""))
+        ctx.say(f"rendering {ctx.adaptation_dir}")
+        try:
+            generation = generate(spec, ctx.adaptation_dir, log=ctx.log)
+        except (GeneratorError, ValueError, OSError) as exc:
+            return StageOutcome("failed", f"rendering failed: {exc}",
+                                diagnosis={"rule": "render_failed", "summary": str(exc)})
+        if not generation.ok:
+            assert generation.lock is not None
+            tail = generation.lock.tail(15)
+            return StageOutcome("failed", "uv lock failed", diagnosis={
+                "rule": "lock_failed", "summary": "uv lock could not resolve the adaptation's dependencies",
+                "log_tail": tail})
+        changed = [str(p.relative_to(ctx.adaptation_dir)) for p in generation.changed]
+        ctx.say(f"{len(changed)} files written" + (f", uv lock took {generation.lock.duration_s:.1f} s"
+                                                   if generation.lock else ", lock unchanged"))
+        return StageOutcome("done", f"rendered {spec.name} ({spec.task_family}, {spec.model_class})", result={
+            "adaptation_dir": str(ctx.adaptation_dir),
+            "task_family": spec.task_family,
+            "model_class": spec.model_class,
+            "dry_run_max_layers": spec.dry_run_max_layers,
+            "files_changed": changed,
+            "lock_s": round(generation.lock.duration_s, 2) if generation.lock else None,
+        })
+
+    def gate(self, ctx: StageContext) -> GateResult:
+        argv = [sys.executable, str(CHECKER), "--adapt", ctx.model.adaptation_name,
+                "--adaptations-dir", str(ctx.adaptation_dir.parent), "--no-run", "--json"]
+        res = run_command(argv, timeout_s=GATE_TIMEOUT_S)
+        report = None
+        for line in reversed(res.output.splitlines()):
+            if line.startswith("{"):
+                try:
+                    report = json.loads(line)
+                except json.JSONDecodeError:
+                    pass
+                break
+        if not isinstance(report, dict):
+            return GateResult(False, f"check_adaptation.py gave no report (exit {res.exit_code}): "
+                              f"{res.tail(3)}", {"output_tail": res.tail(20)})
+        failed = [f"{c['name']}: {c['detail']}" for c in report.get("checks", []) if not c.get("passed")]
+        if report.get("error"):
+            failed.insert(0, report["error"])
+        passed = res.exit_code == 0 and report.get("passed") is True
+        summary = (f"{len(report.get('checks', []))} checks passed" if passed else "; ".join(failed)
+                   or f"check_adaptation.py exited {res.exit_code}")
+        return GateResult(passed, summary, report)
+
+
+ADAPTATION_STAGE = AdaptationStage()
