@@ -8,6 +8,14 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, Field
 
 
+class DiscoveryDecision(BaseModel):
+    """The stage's verdict on a model, with the reason a human can read."""
+
+    action: Literal["proceed", "skip", "block"]
+    reason: str
+    rule: Optional[str] = None  # e.g. "too_large", "remote_code_not_allowed", "gated_no_token"
+
+
 class ModelInfo(BaseModel):
     model_id: str
     source: Literal["huggingface", "local", "hf-cache"]
@@ -34,11 +42,10 @@ class ModelInfo(BaseModel):
     has_processor: bool = False
     sentence_transformers_pooling: Optional[str] = None  # "mean" | "cls" | "max" | None
     warnings: list[str] = Field(default_factory=list)
-
-
-class DiscoveryDecision(BaseModel):
-    """The stage's verdict on a model, with the reason a human can read."""
-
-    action: Literal["proceed", "skip", "block"]
-    reason: str
-    rule: Optional[str] = None  # e.g. "too_large", "remote_code_not_allowed", "gated_no_token"
+    # Added by discovery (additive; the fields above are the original contract).
+    resolved_revision: Optional[str] = None  # commit of the cached / hub snapshot read
+    parameters_by_dtype: dict[str, int] = Field(default_factory=dict)  # from safetensors headers
+    buffer_elements: int = 0  # non-float tensors in the weights (e.g. position_ids), not parameters
+    sentence_transformers: bool = False  # modules.json present
+    sentence_transformers_normalize: bool = False  # a Normalize module follows the pooling
+    decision: Optional[DiscoveryDecision] = None  # the stage's verdict, with its reason

@@ -1,0 +1,95 @@
+"""DISCOVERY_STAGE: the first stage of the pipeline (entry point `ascendbridge.stages`).
+
+run() reads the model's metadata from its source, decides proceed / skip / block with a reason,
+and leaves its evidence in a file for the gate. gate() re-derives the evidence independently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascendbridge.discovery.decisions import decide, weight_bytes
+from ascendbridge.discovery.discover import discover
+from ascendbridge.discovery.errors import DiscoveryError
+from ascendbridge.discovery.evidence import evidence_path, read_evidence, write_evidence
+from ascendbridge.discovery.gate import verify
+from ascendbridge.discovery.hub import hub_token
+from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+
+STATUS_OF_ACTION = {"proceed": "done", "skip": "skipped", "block": "blocked"}
+
+
+def model_fields(info: ModelInfo) -> dict[str, Any]:
+    """The board's metadata columns (BoardStore.update_model_metadata's allowed fields)."""
+    return {
+        "architecture": info.architectures[0] if info.architectures else info.model_class,
+        "model_type": info.model_type,
+        "task_family": info.task_family,
+        "parameter_count": info.parameter_count,
+        "dtype": info.dtype,
+        "size_bytes": info.size_bytes,
+        "license": info.license,
+        "gated": info.gated,
+    }
+
+
+def summary_lines(info: ModelInfo) -> list[str]:
+    count = f"{info.parameter_count:,}" if info.parameter_count is not None else "unknown"
+    size = f"{info.size_bytes:,} bytes" if info.size_bytes is not None else "no weights"
+    return [
+        f"architecture: {', '.join(info.architectures) or '-'} (model_type {info.model_type or '-'})",
+        f"task family: {info.task_family or 'none'} ({info.task_family_reason}); class {info.model_class or '-'}",
+        f"parameters: {count} ({info.parameter_count_source}), dtype {info.dtype or '-'}, {size}",
+        f"license: {info.license or '-'}, gated: {info.gated}, remote code: {info.needs_remote_code}, "
+        f"tokenizer: {info.has_tokenizer}, processor: {info.has_processor}",
+    ]
+
+
+class DiscoveryStage:
+    name = "discovery"
+
+    def run(self, ctx: StageContext) -> StageOutcome:
+        m = ctx.model
+        ctx.say(f"discovering {m.model_id} (source {m.source}{', path ' + m.path if m.path else ''})")
+        try:
+            info = discover(m.model_id, m.source, m.path, m.revision)
+            info.decision = decide(info, m.allow_remote_code, has_token=bool(hub_token()))
+        except DiscoveryError as exc:
+            ctx.say(f"error: {exc}")
+            return StageOutcome(status="failed", summary=str(exc), diagnosis={"rule": exc.rule, "summary": str(exc)})
+        for line in summary_lines(info) + [f"warning: {w}" for w in info.warnings]:
+            ctx.say(line)
+        decision = info.decision
+        ctx.say(f"decision: {decision.action}: {decision.reason}")
+        metadata = info.model_dump(mode="json")
+        path = evidence_path(m.adaptation_name, ctx.task.fencing_token)
+        write_evidence(path, metadata)
+        status = STATUS_OF_ACTION[decision.action]
+        return StageOutcome(
+            status=status,  # type: ignore[arg-type]
+            summary=decision.reason,
+            result={"decision": decision.model_dump(), "evidence": str(path),
+                    "weight_bytes": weight_bytes(info), "warnings": info.warnings},
+            diagnosis=None if status == "done" else {"rule": decision.rule, "summary": decision.reason},
+            model_fields=model_fields(info),
+            model_metadata=metadata,
+        )
+
+    def gate(self, ctx: StageContext) -> GateResult:
+        path = evidence_path(ctx.model.adaptation_name, ctx.task.fencing_token)
+        try:
+            info = ModelInfo.model_validate(read_evidence(path))
+        except (OSError, ValueError) as exc:
+            return GateResult(False, f"no readable discovery evidence at {path} ({type(exc).__name__})",
+                              {"evidence": str(path)})
+        checks = verify(info, ctx.model)
+        failed = checks.failed
+        for c in checks.items:
+            ctx.say(f"gate {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}")
+        summary = (f"{len(checks.items)} checks passed" if not failed
+                   else "; ".join(f"{c['check']}: {c['detail']}" for c in failed[:3]))
+        return GateResult(not failed, summary, {"evidence": str(path), "checks": checks.items})
+
+
+DISCOVERY_STAGE = DiscoveryStage()

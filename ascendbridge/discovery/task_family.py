@@ -1,0 +1,108 @@
+"""Map a config (architectures + model_type) to a task family from ascendbridge.task_families.
+
+Works by the architecture class name's head suffix, so architectures nobody listed still land
+in the right family (a new *ForCausalLM is a causal LM). What cannot be mapped gets family None
+and a reason a person can act on, never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ascendbridge.task_families import TASK_FAMILIES
+
+# Encoder-decoder text model types: their *ForConditionalGeneration is seq2seq.
+TEXT_SEQ2SEQ_TYPES = frozenset({
+    "t5", "mt5", "umt5", "longt5", "bart", "mbart", "marian", "pegasus", "pegasus_x", "m2m_100",
+    "nllb_moe", "blenderbot", "blenderbot-small", "led", "fsmt", "prophetnet", "xlm-prophetnet",
+    "bigbird_pegasus", "plbart", "mvp", "switch_transformers", "encoder-decoder", "t5gemma",
+})
+SPEECH_SEQ2SEQ_TYPES = frozenset({"whisper", "speech_to_text", "speech-encoder-decoder", "speecht5"})
+VISION_SEQ2SEQ_TYPES = frozenset({"vision-encoder-decoder"})
+
+# Head suffix -> family, longest suffixes first so "...ForImageClassificationWithTeacher" wins.
+SUFFIX_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("ForImageClassificationWithTeacher", "image_classification"),
+    ("ForSequenceClassification", "sequence_classification"),
+    ("ForTokenClassification", "token_classification"),
+    ("ForImageClassification", "image_classification"),
+    ("ForQuestionAnswering", "question_answering"),
+    ("ForSpeechSeq2Seq", "speech_seq2seq"),
+    ("ForSeq2SeqLM", "seq2seq"),
+    ("ForCausalLM", "causal_lm"),
+    ("LMHeadModel", "causal_lm"),  # GPT2LMHeadModel, OpenAIGPTLMHeadModel, ...
+    ("ForMaskedLM", "masked_lm"),
+)
+# Heads with no family of their own whose checkpoints still load as the bare encoder.
+BACKBONE_SUFFIXES = ("ForPreTraining",)
+
+
+@dataclass(frozen=True)
+class Classification:
+    family: Optional[str]
+    model_class: Optional[str]
+    reason: str
+
+
+def _seq2seq_family(model_type: str, cfg: dict[str, Any]) -> Optional[str]:
+    if model_type in SPEECH_SEQ2SEQ_TYPES:
+        return "speech_seq2seq"
+    if model_type in VISION_SEQ2SEQ_TYPES:
+        return "vision_seq2seq"
+    if model_type in TEXT_SEQ2SEQ_TYPES or cfg.get("is_encoder_decoder") is True:
+        return "seq2seq"
+    return None
+
+
+def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optional[Classification]:
+    for suffix, family in SUFFIX_FAMILIES:
+        if arch.endswith(suffix):
+            if family == "causal_lm" and suffix == "LMHeadModel" and _seq2seq_family(model_type, cfg):
+                family = _seq2seq_family(model_type, cfg) or family  # T5WithLMHeadModel and friends
+            return Classification(family, arch, f"architecture {arch} ends with {suffix}")
+    if arch.endswith("ForConditionalGeneration"):
+        family = _seq2seq_family(model_type, cfg)
+        if family:
+            return Classification(family, arch, f"{arch} with encoder-decoder model_type '{model_type}'")
+        return Classification(None, arch, f"{arch}: conditional generation for model_type '{model_type}' "
+                              "(multimodal or unknown) has no supported task family")
+    if arch in ("VisionEncoderDecoderModel",):
+        return Classification("vision_seq2seq", arch, "vision encoder-decoder")
+    if arch in ("SpeechEncoderDecoderModel",):
+        return Classification("speech_seq2seq", arch, "speech encoder-decoder")
+    if arch in ("EncoderDecoderModel",):
+        return Classification("seq2seq", arch, "text encoder-decoder")
+    if arch.endswith(BACKBONE_SUFFIXES):
+        return Classification("feature_extraction", TASK_FAMILIES["feature_extraction"],
+                              f"{arch} is a pre-training head; its encoder is loaded with AutoModel")
+    if arch.endswith("Model") and "For" not in arch:
+        return Classification("feature_extraction", arch, f"bare backbone {arch}")
+    return None
+
+
+def classify(cfg: dict[str, Any], sentence_transformers: bool = False) -> Classification:
+    """The task family for a parsed config.json; sentence_transformers = modules.json present."""
+    model_type = str(cfg.get("model_type") or "")
+    archs = cfg.get("architectures") or []
+    if not isinstance(archs, list):
+        archs = []
+    archs = [a for a in archs if isinstance(a, str)]
+    if sentence_transformers:
+        model_class = archs[0] if archs and archs[0].endswith("Model") else TASK_FAMILIES["feature_extraction"]
+        return Classification("feature_extraction", model_class, "sentence-transformers model (modules.json)")
+    for arch in archs:
+        found = _by_architecture(arch, model_type, cfg)
+        if found is not None:
+            return found
+    if archs:
+        return Classification(None, archs[0], f"architecture {archs[0]} has no supported task family "
+                              f"(supported: {', '.join(TASK_FAMILIES)})")
+    family = _seq2seq_family(model_type, cfg)
+    if family:
+        return Classification(family, TASK_FAMILIES[family],
+                              f"no architectures in config.json; model_type '{model_type}' is encoder-decoder")
+    if not model_type:
+        return Classification(None, None, "config.json names neither architectures nor model_type")
+    return Classification(None, None, f"config.json has no architectures; model_type '{model_type}' "
+                          "alone does not say which head to load")
