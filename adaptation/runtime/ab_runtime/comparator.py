@@ -1,0 +1,256 @@
+"""Accuracy verdicts for model outputs: target run vs reference run, per output tensor.
+
+Shared by the benchmark stage (accuracy_run.py and its gate) and the optimization stage. Runs
+inside adaptation environments: it imports torch and the standard library only, so the gates can
+load the framework's copy of this file by path and recompute every figure independently.
+
+Rules (all recorded in each result so a reader sees exactly what was applied):
+- structure: same output names and shapes; no nan/inf in the target where the reference is finite.
+- msprobe-style (default): cosine >= cosine_min (stricter for float32) and max abs error
+  <= bound * scale, where scale = max |reference| and the bound grows with the target dtype's
+  precision (Ascend's per-dtype standards: fp32 2^-13, fp16 2^-10, bf16 2^-7, times an
+  accumulation allowance for a whole model).
+- dynamo-harness (only where a float64 reference exists): RMSE(target, fp64) must not exceed
+  multiplier * RMSE(baseline, fp64) + floor * RMS(reference), i.e. the target may not be much
+  worse than the fp32 baseline was against the exact answer; the floor is wider for fp16/bf16,
+  whose rounding alone is far above an fp32 baseline's error.
+- integer / bool outputs (labels, ids): fraction of equal elements >= label_match_min.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Optional
+
+import torch
+
+# Ascend single-benchmark relative-error standards per dtype (ATK / msprobe).
+DTYPE_EPSILON: dict[str, float] = {
+    "float64": 2.0**-13,
+    "float32": 2.0**-13,
+    "float16": 2.0**-10,
+    "bfloat16": 2.0**-7,
+}
+LOW_PRECISION = frozenset({"float16", "bfloat16"})
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Tolerances for one target dtype; the spec's `tolerances` section feeds the defaults."""
+
+    cosine_min: float = 0.99
+    fp32_cosine_min: float = 0.9999
+    max_abs_err_scaled: float = 1e-3  # fp32 bound on max|t - r| / max|r|
+    accumulation_factor: float = 8.0  # low precision: bound = max(max_abs_err_scaled, factor * eps)
+    dynamo_multiplier: float = 2.0
+    dynamo_multiplier_low_precision: float = 3.0
+    dynamo_floor: float = 1e-4  # additive slack, relative to the reference's RMS
+    dynamo_floor_low_precision: float = 5e-2
+    label_match_min: float = 1.0
+    label_match_min_low_precision: float = 0.9
+    rel_err_floor: float = 1e-3  # max rel err divides by max(|r|, floor * scale)
+
+    def for_dtype(self, dtype: str) -> dict[str, Any]:
+        """The concrete numbers applied to an output computed in `dtype`."""
+        low = dtype in LOW_PRECISION
+        eps = DTYPE_EPSILON.get(dtype, DTYPE_EPSILON["float32"])
+        abs_bound = max(self.max_abs_err_scaled, self.accumulation_factor * eps) if low else self.max_abs_err_scaled
+        return {
+            "target_dtype": dtype,
+            "cosine_min": self.cosine_min if low else self.fp32_cosine_min,
+            "max_abs_err_scaled_max": abs_bound,
+            "dynamo_multiplier": self.dynamo_multiplier_low_precision if low else self.dynamo_multiplier,
+            "dynamo_floor_rms_scaled": self.dynamo_floor_low_precision if low else self.dynamo_floor,
+            "label_match_min": self.label_match_min_low_precision if low else self.label_match_min,
+            "rel_err_floor": self.rel_err_floor,
+        }
+
+    @classmethod
+    def from_spec(cls, tolerances: Optional[Mapping[str, Any]]) -> "Thresholds":
+        """Build from the spec's `tolerances` dict (unknown keys ignored, missing keys default)."""
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: float(v) for k, v in (tolerances or {}).items() if k in known})
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass
+class OutputComparison:
+    name: str
+    kind: str  # "float" | "label" | "mismatch"
+    verdict: str  # "pass" | "fail"
+    reasons: list[str] = field(default_factory=list)
+    shape: list[int] = field(default_factory=list)
+    reference_shape: list[int] = field(default_factory=list)
+    dtype: str = ""
+    metrics: dict[str, Optional[float]] = field(default_factory=dict)
+    applied: dict[str, Any] = field(default_factory=dict)
+
+
+def flatten_outputs(value: Any, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Named tensors from nested outputs: tensors, tuples/lists, dicts and ModelOutput objects.
+
+    ModelOutput is a dict subclass, so its None fields are absent and its names are kept. Caches
+    and other non-tensor objects (past_key_values) are skipped: they are not results.
+    """
+    out: dict[str, torch.Tensor] = {}
+    if isinstance(value, torch.Tensor):
+        out[prefix or "output"] = value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            out.update(flatten_outputs(item, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            out.update(flatten_outputs(item, f"{prefix}.{i}" if prefix else str(i)))
+    return out
+
+
+def _is_label(t: torch.Tensor) -> bool:
+    return not (t.is_floating_point() or t.is_complex())
+
+
+def _dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def _float_metrics(target: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
+    t = target.detach().to("cpu", torch.float64).flatten()
+    r = reference.detach().to("cpu", torch.float64).flatten()
+    diff = (t - r).abs()
+    scale = float(r.abs().max()) if r.numel() else 0.0
+    tn, rn = float(t.norm()), float(r.norm())
+    if tn == 0.0 and rn == 0.0:
+        cosine = 1.0
+    elif tn == 0.0 or rn == 0.0:
+        cosine = 0.0
+    else:
+        cosine = float(torch.dot(t, r) / (tn * rn))
+    return {
+        "cosine": cosine,
+        "max_abs_err": float(diff.max()) if diff.numel() else 0.0,
+        "rmse": float(diff.pow(2).mean().sqrt()) if diff.numel() else 0.0,
+        "scale": scale,
+    }
+
+
+def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    d = a.detach().to("cpu", torch.float64) - b.detach().to("cpu", torch.float64)
+    return float(d.pow(2).mean().sqrt()) if d.numel() else 0.0
+
+
+def compare_tensor(
+    name: str,
+    target: torch.Tensor,
+    reference: torch.Tensor,
+    thresholds: Thresholds,
+    target_dtype: str,
+    fp64_reference: Optional[torch.Tensor] = None,
+) -> OutputComparison:
+    """One output's verdict. `target_dtype` is the dtype the target run computed in."""
+    applied = thresholds.for_dtype(target_dtype)
+    result = OutputComparison(
+        name=name, kind="label" if _is_label(reference) else "float", verdict="pass",
+        shape=list(target.shape), reference_shape=list(reference.shape), dtype=_dtype_name(target),
+        applied=applied,
+    )
+    if target.shape != reference.shape:
+        result.kind, result.verdict = "mismatch", "fail"
+        result.reasons.append(f"shape {list(target.shape)} != reference {list(reference.shape)}")
+        return result
+    if _is_label(reference) != _is_label(target):
+        result.kind, result.verdict = "mismatch", "fail"
+        result.reasons.append(f"dtype kind {result.dtype} != reference {_dtype_name(reference)}")
+        return result
+    if result.kind == "label":
+        total = reference.numel()
+        equal = int((target.detach().cpu() == reference.detach().cpu()).sum()) if total else 0
+        rate = equal / total if total else 1.0
+        result.metrics = {"match_rate": rate, "elements": float(total)}
+        if rate < applied["label_match_min"]:
+            result.reasons.append(f"match rate {rate:.4f} < {applied['label_match_min']}")
+    else:
+        finite_t = bool(torch.isfinite(target).all())
+        finite_r = bool(torch.isfinite(reference).all())
+        result.metrics["finite"] = float(finite_t)
+        if not finite_r:
+            result.reasons.append("reference has nan/inf: no meaningful comparison")
+        elif not finite_t:
+            n_bad = int((~torch.isfinite(target)).sum())
+            result.reasons.append(f"target has {n_bad} nan/inf values")
+        else:
+            m = _float_metrics(target, reference)
+            floor = max(m["scale"] * applied["rel_err_floor"], 1e-30)
+            rel = (target.detach().to("cpu", torch.float64) - reference.detach().to("cpu", torch.float64)).abs()
+            rel = rel / reference.detach().to("cpu", torch.float64).abs().clamp_min(floor)
+            m["max_rel_err"] = float(rel.max()) if rel.numel() else 0.0
+            m["max_abs_err_scaled"] = m["max_abs_err"] / m["scale"] if m["scale"] > 0 else m["max_abs_err"]
+            result.metrics.update(m)
+            if m["cosine"] < applied["cosine_min"]:
+                result.reasons.append(f"cosine {m['cosine']:.6f} < {applied['cosine_min']}")
+            if m["max_abs_err_scaled"] > applied["max_abs_err_scaled_max"]:
+                result.reasons.append(
+                    f"max abs err {m['max_abs_err']:.3e} = {m['max_abs_err_scaled']:.3e} x scale "
+                    f"> {applied['max_abs_err_scaled_max']:.3e} x scale"
+                )
+            if fp64_reference is not None and fp64_reference.shape == reference.shape:
+                base = _rmse(reference, fp64_reference)
+                res = _rmse(target, fp64_reference)
+                ref_rms = float(reference.detach().to("cpu", torch.float64).pow(2).mean().sqrt())
+                allowed = applied["dynamo_multiplier"] * base + applied["dynamo_floor_rms_scaled"] * ref_rms
+                result.metrics.update({"rmse_vs_fp64": res, "baseline_rmse_vs_fp64": base,
+                                       "dynamo_allowed_rmse": allowed})
+                if res > allowed:
+                    result.reasons.append(f"RMSE vs float64 {res:.3e} > allowed {allowed:.3e} "
+                                          f"({applied['dynamo_multiplier']} x baseline {base:.3e} + floor)")
+    if result.reasons:
+        result.verdict = "fail"
+    return result
+
+
+def compare_outputs(
+    target: Any,
+    reference: Any,
+    thresholds: Thresholds,
+    target_dtype: str,
+    fp64_reference: Any = None,
+) -> dict[str, Any]:
+    """Compare nested outputs name by name; a missing or extra output fails the verdict."""
+    t, r = flatten_outputs(target), flatten_outputs(reference)
+    f64 = flatten_outputs(fp64_reference) if fp64_reference is not None else {}
+    outputs: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for name in sorted(set(r) - set(t)):
+        problems.append(f"output '{name}' missing from target")
+    for name in sorted(set(t) - set(r)):
+        problems.append(f"output '{name}' not in reference")
+    for name in sorted(set(t) & set(r)):
+        outputs[name] = asdict(compare_tensor(name, t[name], r[name], thresholds, target_dtype, f64.get(name)))
+    failed = [n for n, o in outputs.items() if o["verdict"] != "pass"]
+    if not outputs and not problems:
+        problems.append("no tensor outputs to compare")
+    verdict = "pass" if not failed and not problems else "fail"
+    return {
+        "verdict": verdict,
+        "failed_outputs": failed,
+        "problems": problems,
+        "float64_reference": bool(f64),
+        "thresholds": {"base": thresholds.as_dict(), "applied": thresholds.for_dtype(target_dtype)},
+        "outputs": outputs,
+    }
+
+
+def same_figures(a: Any, b: Any, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> bool:
+    """Deep equality of two comparison results, with float tolerance (JSON round trips)."""
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            return False
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_figures(a[k], b[k], rel_tol, abs_tol) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_figures(x, y, rel_tol, abs_tol) for x, y in zip(a, b))
+    return a == b

@@ -1,0 +1,145 @@
+"""Honest timing and one separate profiled run, for accuracy_run.py and the optimization stage.
+
+Timing rules (DESIGN.md section 7): the same warmup for every variant, the device synchronised
+before the clock starts and before it stops, the profiler never on while timing, statistics as
+median / p90 / min. Device specifics (synchronize, peak memory) come from the caller as small
+callables so this module stays free of NPU/CUDA imports and testable on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+Sync = Callable[[], None]
+
+
+@dataclass
+class Timing:
+    """Latency statistics in milliseconds over `iterations` timed calls after `warmup` calls."""
+
+    warmup: int
+    iterations: int
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    mean_ms: float
+    stdev_ms: float
+    samples_ms: list[float]
+    profiler_during_timing: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), same definition as numpy's default."""
+    if not values:
+        raise ValueError("no values")
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def summarize(samples_ms: list[float], warmup: int) -> Timing:
+    return Timing(
+        warmup=warmup,
+        iterations=len(samples_ms),
+        median_ms=statistics.median(samples_ms),
+        p90_ms=percentile(samples_ms, 90),
+        min_ms=min(samples_ms),
+        mean_ms=statistics.fmean(samples_ms),
+        stdev_ms=statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0,
+        samples_ms=samples_ms,
+    )
+
+
+def profiler_active() -> bool:
+    """True when a torch profiler is recording in this thread (timing must then refuse)."""
+    return bool(torch.autograd._profiler_enabled())
+
+
+def time_forward(
+    fn: Callable[[], Any], sync: Sync, warmup: int, iterations: int, seed: Optional[int] = None
+) -> Timing:
+    """Warm up, re-seed the RNG, then time `iterations` calls, each bracketed by device sync.
+
+    Re-seeding after warmup means a warmup can never change what the timed calls compute.
+    """
+    if iterations < 1:
+        raise ValueError("iterations must be >= 1")
+    if warmup < 0:
+        raise ValueError("warmup must be >= 0")
+    if profiler_active():
+        raise RuntimeError("a profiler is active: timing with the profiler on is not allowed")
+    with torch.inference_mode():
+        for _ in range(warmup):
+            fn()
+        sync()
+        if seed is not None:
+            torch.manual_seed(seed)
+        samples: list[float] = []
+        for _ in range(iterations):
+            sync()
+            start = time.perf_counter_ns()
+            fn()
+            sync()
+            samples.append((time.perf_counter_ns() - start) / 1e6)
+    return summarize(samples, warmup)
+
+
+def _profiler_activities(device_kind: str) -> list[Any]:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device_kind == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return activities
+
+
+def profile_forward(
+    fn: Callable[[], Any], sync: Sync, device_kind: str, trace_path: Path, steps: int = 2
+) -> dict[str, Any]:
+    """One separate profiled run (after timing) exported as a Chrome trace at `trace_path`.
+
+    On NPU the torch_npu profiler is used (documented API: torch_npu.profiler.profile with
+    ProfilerActivity.CPU/NPU and export_chrome_trace); elsewhere torch.profiler.
+    """
+    trace_path = Path(trace_path)
+    if device_kind == "npu":
+        import torch_npu  # noqa: F401  (only present in the ascend profile)
+
+        prof_mod = torch_npu.profiler
+        activities = [prof_mod.ProfilerActivity.CPU, prof_mod.ProfilerActivity.NPU]
+        profiler = prof_mod.profile(activities=activities)
+    else:
+        profiler = torch.profiler.profile(activities=_profiler_activities(device_kind))
+    with torch.inference_mode():
+        sync()
+        with profiler:
+            for _ in range(steps):
+                fn()
+            sync()
+    tmp = trace_path.with_suffix(".tmp.json")
+    profiler.export_chrome_trace(str(tmp))
+    events = _count_trace_events(tmp)
+    tmp.replace(trace_path)
+    return {"trace": trace_path.name, "profiled_steps": steps, "events": events,
+            "profiler": "torch_npu.profiler" if device_kind == "npu" else "torch.profiler"}
+
+
+def _count_trace_events(path: Path) -> int:
+    data = json.loads(Path(path).read_text())
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    return len(events)
+
+
+def throughput(samples_per_call: int, median_ms: float) -> Optional[float]:
+    """Samples per second at the median latency."""
+    return samples_per_call / (median_ms / 1000.0) if median_ms > 0 else None

@@ -1,0 +1,131 @@
+"""Comparator verdicts on constructed cases, computed by the real comparator in a torch env."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ascendbridge.config import REPO_ROOT
+from tests.support.torch_env import torch_env_python
+
+CASES = r'''
+import json, sys, importlib.util
+from collections import OrderedDict
+import torch
+spec = importlib.util.spec_from_file_location("cmp", sys.argv[1])
+cmp = importlib.util.module_from_spec(spec); sys.modules["cmp"] = cmp; spec.loader.exec_module(cmp)
+from transformers.modeling_outputs import SequenceClassifierOutput
+T = cmp.Thresholds()
+g = torch.Generator().manual_seed(0)
+ref = torch.randn(4, 16, 32, generator=g)
+f64 = ref.double() + 1e-9 * torch.randn(ref.shape, generator=g, dtype=torch.float64)
+out = {}
+out["identical"] = cmp.compare_outputs({"x": ref.clone()}, {"x": ref}, T, "float32", {"x": f64})
+out["fp32_perturbed"] = cmp.compare_outputs({"x": ref + 1e-6 * torch.randn(ref.shape, generator=g)}, {"x": ref}, T, "float32")
+out["fp32_too_far"] = cmp.compare_outputs({"x": ref + 1e-2 * torch.randn(ref.shape, generator=g)}, {"x": ref}, T, "float32")
+out["bf16_rounded"] = cmp.compare_outputs({"x": ref.to(torch.bfloat16)}, {"x": ref}, T, "bfloat16", {"x": f64})
+out["bf16_noise"] = cmp.compare_outputs({"x": (ref + 0.3 * torch.randn(ref.shape, generator=g)).to(torch.bfloat16)}, {"x": ref}, T, "bfloat16")
+bad = ref.clone(); bad[0, 0, 0] = float("nan")
+out["nan"] = cmp.compare_outputs({"x": bad}, {"x": ref}, T, "float32")
+out["wrong_shape"] = cmp.compare_outputs({"x": ref[:, :8]}, {"x": ref}, T, "float32")
+out["missing"] = cmp.compare_outputs({"y": ref}, {"x": ref}, T, "float32")
+nested_t = SequenceClassifierOutput(logits=ref[:, 0, :3].clone(), hidden_states=(ref.clone(), ref.clone() * 2))
+nested_r = SequenceClassifierOutput(logits=ref[:, 0, :3], hidden_states=(ref, ref * 2))
+out["nested"] = cmp.compare_outputs(nested_t, nested_r, T, "float32")
+nested_bad = SequenceClassifierOutput(logits=ref[:, 0, :3], hidden_states=(ref, ref * -2))
+out["nested_bad"] = cmp.compare_outputs(nested_bad, nested_r, T, "float32")
+out["dict_tuple"] = cmp.compare_outputs({"a": (ref, {"b": ref})}, {"a": (ref, {"b": ref})}, T, "float32")
+labels = torch.arange(100) % 7
+flip = labels.clone(); flip[:5] = (flip[:5] + 1) % 7
+out["labels_equal"] = cmp.compare_outputs({"pred": labels.clone()}, {"pred": labels}, T, "float32")
+out["labels_flip_fp32"] = cmp.compare_outputs({"pred": flip}, {"pred": labels}, T, "float32")
+out["labels_flip_bf16"] = cmp.compare_outputs({"pred": flip}, {"pred": labels}, T, "bfloat16")
+out["label_vs_float"] = cmp.compare_outputs({"pred": labels.float()}, {"pred": labels}, T, "float32")
+worse = ref + 1e-3 * torch.randn(ref.shape, generator=g)
+out["dynamo_worse_than_baseline"] = cmp.compare_outputs({"x": worse}, {"x": ref}, cmp.Thresholds(max_abs_err_scaled=1.0, fp32_cosine_min=0.9), "float32", {"x": f64})
+out["from_spec"] = cmp.Thresholds.from_spec({"cosine_min": 0.95, "unknown": 3}).for_dtype("bfloat16")
+out["same_figures_json"] = cmp.same_figures(json.loads(json.dumps(out["bf16_rounded"])), out["bf16_rounded"])
+tampered = json.loads(json.dumps(out["bf16_rounded"])); tampered["outputs"]["x"]["metrics"]["cosine"] -= 0.001
+out["same_figures_tampered"] = cmp.same_figures(tampered, out["bf16_rounded"])
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    script = tmp_path_factory.mktemp("cmp") / "cases.py"
+    script.write_text(CASES)
+    comparator = REPO_ROOT / "adaptation" / "runtime" / "ab_runtime" / "comparator.py"
+    proc = subprocess.run([str(torch_env_python()), str(script), str(comparator)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_identical_outputs_pass_with_float64_rule(verdicts: dict) -> None:
+    r = verdicts["identical"]
+    assert r["verdict"] == "pass" and r["float64_reference"] is True
+    m = r["outputs"]["x"]["metrics"]
+    assert m["cosine"] == pytest.approx(1.0) and m["max_abs_err"] == 0.0 and "rmse_vs_fp64" in m
+    assert r["thresholds"]["applied"]["cosine_min"] == 0.9999  # fp32 is stricter
+
+
+def test_slight_perturbation_passes_and_large_one_fails(verdicts: dict) -> None:
+    assert verdicts["fp32_perturbed"]["verdict"] == "pass"
+    too_far = verdicts["fp32_too_far"]
+    assert too_far["verdict"] == "fail" and too_far["failed_outputs"] == ["x"]
+    assert any("max abs err" in r for r in too_far["outputs"]["x"]["reasons"])
+
+
+def test_bf16_rounding_passes_with_dtype_aware_bounds_but_noise_fails(verdicts: dict) -> None:
+    ok = verdicts["bf16_rounded"]
+    assert ok["verdict"] == "pass", ok["outputs"]["x"]["reasons"]
+    assert ok["thresholds"]["applied"]["cosine_min"] == 0.99
+    assert ok["outputs"]["x"]["dtype"] == "bfloat16"
+    noisy = verdicts["bf16_noise"]
+    assert noisy["verdict"] == "fail"
+    assert any("cosine" in r for r in noisy["outputs"]["x"]["reasons"])
+
+
+def test_nan_fails(verdicts: dict) -> None:
+    r = verdicts["nan"]
+    assert r["verdict"] == "fail"
+    assert r["outputs"]["x"]["reasons"] == ["target has 1 nan/inf values"]
+
+
+def test_wrong_shape_and_missing_outputs_fail(verdicts: dict) -> None:
+    shape = verdicts["wrong_shape"]["outputs"]["x"]
+    assert shape["kind"] == "mismatch" and shape["verdict"] == "fail"
+    missing = verdicts["missing"]
+    assert missing["verdict"] == "fail"
+    assert "output 'x' missing from target" in missing["problems"]
+
+
+def test_nested_model_outputs_are_compared_per_tensor(verdicts: dict) -> None:
+    assert set(verdicts["nested"]["outputs"]) == {"logits", "hidden_states.0", "hidden_states.1"}
+    assert verdicts["nested"]["verdict"] == "pass"
+    assert verdicts["nested_bad"]["failed_outputs"] == ["hidden_states.1"]
+    assert set(verdicts["dict_tuple"]["outputs"]) == {"a.0", "a.1.b"}
+
+
+def test_labels_by_match_rate(verdicts: dict) -> None:
+    assert verdicts["labels_equal"]["outputs"]["pred"]["metrics"]["match_rate"] == 1.0
+    assert verdicts["labels_flip_fp32"]["verdict"] == "fail"  # fp32 wants every label equal
+    bf16 = verdicts["labels_flip_bf16"]
+    assert bf16["verdict"] == "pass" and bf16["outputs"]["pred"]["metrics"]["match_rate"] == 0.95
+    assert verdicts["label_vs_float"]["outputs"]["pred"]["kind"] == "mismatch"
+
+
+def test_dynamo_rule_rejects_error_far_above_the_fp32_baseline(verdicts: dict) -> None:
+    r = verdicts["dynamo_worse_than_baseline"]["outputs"]["x"]
+    assert r["verdict"] == "fail"
+    assert len(r["reasons"]) == 1 and r["reasons"][0].startswith("RMSE vs float64")
+
+
+def test_thresholds_from_spec_and_figure_comparison(verdicts: dict) -> None:
+    assert verdicts["from_spec"]["cosine_min"] == 0.95
+    assert verdicts["same_figures_json"] is True
+    assert verdicts["same_figures_tampered"] is False
