@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Optional, Sequence
+from typing import IO, Callable, Optional, Sequence
 
 DEFAULT_OUTPUT_CAP = 4 * 1024 * 1024  # bytes kept in the log per command
 KILL_GRACE_S = 5.0
@@ -62,8 +62,12 @@ def run_command(
     timeout_s: float = 600.0,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     log: Optional[IO[str]] = None,
+    on_start: Optional[Callable[[subprocess.Popen[bytes]], None]] = None,
 ) -> CommandResult:
-    """Run `argv` in a new session (process group); stream output to `log` up to `output_cap`."""
+    """Run `argv` in a new session (process group); stream output to `log` up to `output_cap`.
+
+    `on_start` receives the live process (e.g. so a scheduler can stop its group on shutdown).
+    """
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -74,6 +78,8 @@ def run_command(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    if on_start is not None:
+        on_start(proc)
     chunks: list[bytes] = []
     kept = 0
     truncated = False

@@ -1,0 +1,200 @@
+"""Executors: where a stage's run and gate execute for one claimed task.
+
+The team lead hands an executor a `Job` (the board record plus the adaptation directory) and
+gets back a `JobResult` (what the run proposed, what the gate found). Nothing else crosses the
+boundary, so a distributed executor (Ray, a cluster queue) can replace the local one without
+changing stages or the scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ascendbridge.board.records import ModelRecord, TaskRecord
+from ascendbridge.runtime.process import kill_group, run_command
+from ascendbridge.teamlead.registry import EXTRA_STAGES_ENV, StageRef
+
+
+@dataclass
+class Job:
+    """One attempt of one stage for one model, as claimed on the board."""
+
+    task: TaskRecord
+    model: ModelRecord
+    ref: StageRef
+    worker_id: str
+    adaptation_dir: Path
+    board_path: Path
+    log_path: Path
+    timeout_s: float
+    gate_timeout_s: float
+    lease_s: float
+    heartbeat_s: float
+    output_cap: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    extra_stages: str = ""  # ASCENDBRIDGE_EXTRA_STAGES for the worker (registry outside entry points)
+
+    @property
+    def stage(self) -> str:
+        return self.task.stage
+
+    @property
+    def attempt(self) -> int:
+        return self.task.attempts
+
+    @property
+    def token(self) -> int:
+        return self.task.fencing_token
+
+    def worker_argv(self, phase: str) -> list[str]:
+        return [
+            sys.executable, "-m", "ascendbridge.runtime.worker",
+            "--phase", phase, "--stage", self.stage, "--board", str(self.board_path),
+            "--task-id", str(self.task.id), "--token", str(self.token), "--worker-id", self.worker_id,
+            "--attempt", str(self.attempt), "--adaptation-dir", str(self.adaptation_dir),
+            "--result", str(self.result_path(phase)), "--lease-s", str(self.lease_s),
+            "--heartbeat-s", str(self.heartbeat_s), "--settings-json", json.dumps(self.settings),
+        ]
+
+    def command(self) -> str:
+        return shlex.join(self.worker_argv("run"))
+
+    def result_path(self, phase: str) -> Path:
+        return self.log_path.with_name(f"{self.log_path.stem}.{phase}.json")
+
+
+@dataclass
+class PhaseResult:
+    """How one worker process (run or gate) ended; `data` is its result file, if it wrote one."""
+
+    exit_code: Optional[int]
+    duration_s: float
+    timed_out: bool
+    data: Optional[dict[str, Any]]
+    log_tail: str = ""
+
+
+@dataclass
+class JobResult:
+    job: Job
+    run: Optional[PhaseResult] = None
+    gate: Optional[PhaseResult] = None
+    stopped: bool = False  # the executor was shut down before the job finished
+    duration_s: float = 0.0
+
+
+class Executor(ABC):
+    """Runs jobs concurrently; the team lead polls `collect` for finished ones."""
+
+    @abstractmethod
+    def submit(self, job: Job) -> None: ...
+
+    @abstractmethod
+    def collect(self, timeout_s: float) -> list[JobResult]:
+        """Finished jobs; waits up to `timeout_s` for the first one."""
+
+    @abstractmethod
+    def in_flight(self) -> int: ...
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop every running job; their results come back through `collect` with stopped=True."""
+
+
+class LocalProcessExecutor(Executor):
+    """One thread per job driving two contained subprocesses: the worker's run, then its gate."""
+
+    def __init__(self) -> None:
+        self._done: queue.Queue[JobResult] = queue.Queue()
+        self._lock = threading.Lock()
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}  # task id -> live process
+        self._count = 0
+        self._stopping = threading.Event()
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            self._count += 1
+        threading.Thread(target=self._drive, args=(job,), daemon=True, name=f"job-{job.task.id}").start()
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._count
+
+    def collect(self, timeout_s: float) -> list[JobResult]:
+        out: list[JobResult] = []
+        try:
+            out.append(self._done.get(timeout=timeout_s) if timeout_s > 0 else self._done.get_nowait())
+            while True:
+                out.append(self._done.get_nowait())
+        except queue.Empty:
+            pass
+        with self._lock:
+            self._count -= len(out)
+        return out
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            procs = list(self._procs.values())
+        threads = [threading.Thread(target=kill_group, args=(p.pid, 3.0)) for p in procs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def _phase(self, job: Job, phase: str, timeout_s: float, log: Any) -> PhaseResult:
+        result_path = job.result_path(phase)
+        result_path.unlink(missing_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if job.extra_stages:
+            env[EXTRA_STAGES_ENV] = job.extra_stages
+
+        def track(proc: subprocess.Popen[bytes]) -> None:
+            with self._lock:
+                self._procs[job.task.id] = proc
+            if self._stopping.is_set():  # stop() ran between our check and the spawn
+                kill_group(proc.pid, 3.0)
+
+        log.write(f"---- {phase} (worker {job.worker_id}, timeout {timeout_s:.0f} s)\n")
+        log.flush()
+        res = run_command(job.worker_argv(phase), cwd=job.adaptation_dir, env=env, timeout_s=timeout_s,
+                          output_cap=job.output_cap, log=log, on_start=track)
+        with self._lock:
+            self._procs.pop(job.task.id, None)
+        data = None
+        if result_path.exists():
+            try:
+                data = json.loads(result_path.read_text())
+            except (OSError, ValueError):
+                data = None
+        return PhaseResult(res.exit_code, res.duration_s, res.timed_out, data, res.tail(30))
+
+    def _drive(self, job: Job) -> None:
+        start = time.monotonic()
+        result = JobResult(job)
+        try:
+            job.log_path.parent.mkdir(parents=True, exist_ok=True)
+            job.adaptation_dir.mkdir(parents=True, exist_ok=True)
+            with job.log_path.open("a", encoding="utf-8") as log:
+                log.write(f"==== {job.stage} attempt {job.attempt} of {job.model.model_id} "
+                          f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
+                result.run = self._phase(job, "run", job.timeout_s, log)
+                wants_gate = result.run.data is not None and result.run.data.get("status") == "done"
+                if wants_gate and not self._stopping.is_set():
+                    result.gate = self._phase(job, "gate", job.gate_timeout_s, log)
+        except Exception as exc:  # a broken log dir must not lose the job: report it as a crash
+            result.run = PhaseResult(None, time.monotonic() - start, False, None, f"executor error: {exc}")
+        result.stopped = self._stopping.is_set()
+        result.duration_s = time.monotonic() - start
+        self._done.put(result)

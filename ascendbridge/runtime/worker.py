@@ -1,0 +1,190 @@
+"""One stage phase for one task, in its own process: `python -m ascendbridge.runtime.worker`.
+
+The team lead starts this once for the stage's `run` and once more for its `gate`, so the
+checker never shares a process (or monkey-patches) with the code it checks. While it works the
+worker keeps the task's lease alive with its fencing token; when the token goes stale (the lease
+was reclaimed) or the team lead that started it is gone, it stops its whole process group.
+It writes what happened as JSON to --result and never changes task state itself: the team lead
+gates every transition.
+
+Exit codes: 0 result written, 1 the stage (or its import) crashed (result written with the
+traceback summary), 2 usage error, 3 the task was not ours to begin with (stale token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Optional
+
+from ascendbridge.board import BoardError, BoardStore, StaleTokenError
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.teamlead.registry import STAGE_ROLES, load_stage, stage_refs
+
+EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_STALE = 0, 1, 2, 3
+OUTCOME_STATUSES = ("done", "failed", "blocked", "skipped")
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, default=str, indent=1))
+    os.replace(tmp, path)
+
+
+def _stop_group(message: str) -> None:
+    """Stop this worker and everything it started (only when we lead our own group)."""
+    print(f"[worker] {message}", flush=True)
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(EXIT_STALE)
+
+
+class LeaseKeeper(threading.Thread):
+    """Heartbeats the lease and the agent row; stops the worker when ownership is lost."""
+
+    def __init__(self, store: BoardStore, args: argparse.Namespace) -> None:
+        super().__init__(daemon=True, name="lease-keeper")
+        self.store, self.args = store, args
+        self.parent = os.getppid()
+        self.done = threading.Event()
+        self.last_beat = time.monotonic()  # execute() has just heartbeated
+
+    def run(self) -> None:
+        a = self.args
+        while not self.done.wait(min(a.heartbeat_s, 1.0)):
+            if os.getppid() != self.parent:
+                try:
+                    self.store.release_task(a.task_id, a.token, "team lead exited", origin=a.worker_id)
+                except BoardError:
+                    pass
+                _stop_group("team lead is gone: task released, stopping")
+            if time.monotonic() - self.last_beat < a.heartbeat_s:
+                continue
+            try:
+                self.store.heartbeat_task(a.task_id, a.token, a.lease_s)
+                self.store.agent_heartbeat(a.worker_id, a.task_id)
+                self.last_beat = time.monotonic()
+            except StaleTokenError as exc:
+                _stop_group(f"lease lost ({exc}); stopping")
+            except BoardError as exc:  # busy board: try again next beat, the lease has slack
+                print(f"[worker] heartbeat failed: {exc}", flush=True)
+
+
+def _context(store: BoardStore, args: argparse.Namespace) -> StageContext:
+    task = store.get_task(args.task_id)
+    model = store.get_model(task.model_id)
+    adaptation_dir = Path(args.adaptation_dir)
+    adaptation_dir.mkdir(parents=True, exist_ok=True)
+    settings = json.loads(args.settings_json) if args.settings_json else {}
+    return StageContext(model=model, task=task, adaptation_dir=adaptation_dir, board_path=Path(args.board),
+                        log=sys.stdout, attempt=args.attempt, settings=settings)
+
+
+def _crash(kind: str, exc: BaseException) -> dict[str, Any]:
+    traceback.print_exc(file=sys.stdout)
+    sys.stdout.flush()
+    return {"rule": kind, "summary": f"{kind.replace('_', ' ')}: {type(exc).__name__}: {exc}",
+            "exception": type(exc).__name__, "traceback_tail": traceback.format_exc()[-2000:]}
+
+
+def _outcome_dict(value: Any) -> dict[str, Any]:
+    if not isinstance(value, StageOutcome) or value.status not in OUTCOME_STATUSES:
+        raise TypeError(f"run() returned {value!r}, not a StageOutcome with status in {OUTCOME_STATUSES}")
+    return dataclasses.asdict(value)
+
+
+def _gate_dict(value: Any) -> dict[str, Any]:
+    if not isinstance(value, GateResult):
+        raise TypeError(f"gate() returned {value!r}, not a GateResult")
+    return dataclasses.asdict(value)
+
+
+def execute(args: argparse.Namespace) -> int:
+    result_path = Path(args.result)
+    store = BoardStore(args.board)
+    try:
+        store.heartbeat_task(args.task_id, args.token, args.lease_s)
+    except StaleTokenError as exc:
+        print(f"[worker] not starting: {exc}", flush=True)
+        return EXIT_STALE
+    role = STAGE_ROLES.get(args.stage, args.stage)
+    if args.phase == "run":
+        store.register_agent(args.worker_id, role)
+    store.agent_heartbeat(args.worker_id, args.task_id)
+    keeper = LeaseKeeper(store, args)
+    keeper.start()
+    print(f"[worker] {args.phase} of {args.stage} for task #{args.task_id} (token {args.token}, pid {os.getpid()})",
+          flush=True)
+    code = EXIT_OK
+    try:
+        ref = stage_refs().get(args.stage)
+        if ref is None:
+            raise LookupError(f"no implementation registered for stage '{args.stage}'")
+        try:
+            stage = load_stage(ref)
+        except Exception as exc:
+            data = _crash("stage_import_error", exc)
+            code = EXIT_CRASHED
+            payload = _failure_payload(args.phase, data)
+        else:
+            ctx = _context(store, args)
+            try:
+                if args.phase == "run":
+                    payload = _outcome_dict(stage.run(ctx))
+                else:
+                    payload = _gate_dict(stage.gate(ctx))
+            except Exception as exc:
+                data = _crash("stage_crashed" if args.phase == "run" else "gate_crashed", exc)
+                code = EXIT_CRASHED
+                payload = _failure_payload(args.phase, data)
+        write_json_atomic(result_path, payload)
+    finally:
+        keeper.done.set()
+    keeper.join(timeout=5)
+    store.close()
+    return code
+
+
+def _failure_payload(phase: str, diagnosis: dict[str, Any]) -> dict[str, Any]:
+    if phase == "run":
+        return {"status": "failed", "summary": diagnosis["summary"], "diagnosis": diagnosis, "result": {}}
+    return {"passed": False, "summary": diagnosis["summary"], "report": diagnosis}
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m ascendbridge.runtime.worker", description=__doc__.splitlines()[0])
+    p.add_argument("--phase", choices=("run", "gate"), required=True)
+    p.add_argument("--stage", required=True)
+    p.add_argument("--board", required=True)
+    p.add_argument("--task-id", type=int, required=True)
+    p.add_argument("--token", type=int, required=True)
+    p.add_argument("--worker-id", required=True)
+    p.add_argument("--attempt", type=int, default=1)
+    p.add_argument("--adaptation-dir", required=True)
+    p.add_argument("--result", required=True)
+    p.add_argument("--lease-s", type=float, default=60.0)
+    p.add_argument("--heartbeat-s", type=float, default=10.0)
+    p.add_argument("--settings-json", default="")
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+    args = parse_args(argv)
+    try:
+        return execute(args)
+    except BoardError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_CRASHED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

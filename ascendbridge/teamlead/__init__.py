@@ -1,0 +1,1 @@
+"""The team lead: deterministic scheduler that moves models through the gated stages."""

@@ -1,0 +1,204 @@
+"""Command line of one team-lead run: flags, lock, logging, signals, summary, exit codes.
+
+Exit codes (also in docs/teamlead.md):
+  0  finished: nothing runnable or running is left (--once), no task failed in this run
+  1  finished, but at least one task failed or was blocked in this run (see the summary)
+  2  usage or configuration error
+  3  board error (missing, corrupt or unwritable board)
+  4  another team lead is already running on this board
+  5  internal error (traceback in the team-lead log file)
+  130 / 143  stopped by SIGINT / SIGTERM; running tasks were returned to pending
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.config import board_path, logs_dir
+from ascendbridge.runtime.executor import LocalProcessExecutor
+from ascendbridge.stages import STATUSES
+from ascendbridge.teamlead.lock import InstanceLock, LockHeld
+from ascendbridge.teamlead.progress import Progress
+from ascendbridge.teamlead.registry import stage_refs
+from ascendbridge.teamlead.scheduler import RunStats, TeamLead
+from ascendbridge.teamlead.settings import (
+    SettingsError,
+    TeamLeadSettings,
+    env_number,
+    parse_stage_map,
+    stages_for,
+)
+
+EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_BOARD, EXIT_LOCKED, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
+LOG_BACKUPS = 14  # daily files kept
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="run_auto_team_lead.sh", description="One team-lead run: move registered models "
+                "through the gated stages. PROMPT_MODE=adaptation|benchmark|optimization|business|all.")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--once", action="store_true", help="exit when nothing is runnable or running (default)")
+    when.add_argument("--forever", action="store_true", help="keep polling for new registrations")
+    p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
+    p.add_argument("--stages", help="explicit stage list, e.g. discovery,adaptation (overrides PROMPT_MODE)")
+    p.add_argument("--mode", help="PROMPT_MODE (default: $PROMPT_MODE or all)")
+    p.add_argument("--workers", type=int, help="total concurrent tasks (default: $ASCENDBRIDGE_WORKERS or 2)")
+    p.add_argument("--stage-workers", help="per-stage caps, e.g. adaptation=1,benchmark=1")
+    p.add_argument("--attempts", type=int, help="attempt budget per stage (default 3)")
+    p.add_argument("--stage-attempts", help="per-stage budgets, e.g. healing=5")
+    p.add_argument("--timeout", type=float, help="wall-clock limit (s) of every stage run")
+    p.add_argument("--stage-timeout", help="per-stage limits in seconds, e.g. benchmark=7200")
+    p.add_argument("--gate-timeout", type=float, help="wall-clock limit (s) of a gate (default 1800)")
+    p.add_argument("--lease", type=float, help="task lease in seconds (default 60)")
+    p.add_argument("--heartbeat", type=float, help="heartbeat interval in seconds (default 10)")
+    p.add_argument("--poll", type=float, help="idle poll interval in seconds (default 1)")
+    p.add_argument("--output-cap", type=int, help="bytes of output kept per attempt log (default 4 MiB)")
+    p.add_argument("--agent-id", default="team-lead", help="agent id on the board (default team-lead)")
+    p.add_argument("--plain", action="store_true", help="plain log lines even on a terminal")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
+    st = TeamLeadSettings()
+    st.stages = stages_for(args.mode or os.environ.get("PROMPT_MODE"), args.stages)
+    st.workers = int(args.workers if args.workers is not None else env_number("ASCENDBRIDGE_WORKERS", 2, int))
+    if st.workers < 1 or st.workers > 256:
+        raise SettingsError("--workers must be between 1 and 256")
+    st.stage_limits = parse_stage_map(args.stage_workers, "--stage-workers", int)  # type: ignore[assignment]
+    st.attempt_budget = parse_stage_map(args.stage_attempts, "--stage-attempts", int)  # type: ignore[assignment]
+    if args.attempts is not None:
+        if args.attempts < 1:
+            raise SettingsError("--attempts must be at least 1")
+        st.default_attempts = args.attempts
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            raise SettingsError("--timeout must be positive")
+        st.stage_timeout_s = {stage: args.timeout for stage in st.stage_timeout_s}
+    st.stage_timeout_s.update(parse_stage_map(args.stage_timeout, "--stage-timeout", float))  # type: ignore[arg-type]
+    for name, flag, value, env in (
+        ("gate_timeout_s", "--gate-timeout", args.gate_timeout, "ASCENDBRIDGE_GATE_TIMEOUT_S"),
+        ("lease_s", "--lease", args.lease, "ASCENDBRIDGE_LEASE_S"),
+        ("heartbeat_s", "--heartbeat", args.heartbeat, "ASCENDBRIDGE_HEARTBEAT_S"),
+        ("poll_s", "--poll", args.poll, "ASCENDBRIDGE_POLL_S"),
+    ):
+        if value is not None and value <= 0:
+            raise SettingsError(f"{flag} must be positive")
+        setattr(st, name, float(value) if value is not None else env_number(env, getattr(st, name)))
+    if st.heartbeat_s * 2 > st.lease_s:
+        raise SettingsError(f"heartbeat ({st.heartbeat_s:g} s) must be at most half the lease ({st.lease_s:g} s)")
+    if args.output_cap is not None:
+        if args.output_cap < 1024:
+            raise SettingsError("--output-cap must be at least 1024 bytes")
+        st.output_cap = args.output_cap
+    st.forever = bool(args.forever)
+    st.agent_id = args.agent_id
+    return st
+
+
+def setup_logging(console: Console, live: bool) -> logging.Logger:
+    log = logging.getLogger("ascendbridge.teamlead")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    log.handlers.clear()
+    folder = logs_dir() / "team-lead"
+    folder.mkdir(parents=True, exist_ok=True)
+    daily = logging.handlers.TimedRotatingFileHandler(folder / "team_lead.log", when="midnight", utc=True,
+                                                      backupCount=LOG_BACKUPS, encoding="utf-8")
+    daily.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [pid %(process)d] %(message)s"))
+    log.addHandler(daily)
+    if live:
+        log.addHandler(RichHandler(console=console, show_path=False, markup=False))
+    else:
+        plain = logging.StreamHandler(sys.stderr)
+        plain.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+        log.addHandler(plain)
+    return log
+
+
+def print_summary(console: Console, store: BoardStore, lead: TeamLead, stats: RunStats) -> None:
+    table = Table(title="team-lead run summary")
+    table.add_column("stage")
+    for status in STATUSES:
+        table.add_column(status, justify="right")
+    counts = store.status_counts()
+    for stage in lead.settings.stages:
+        table.add_row(stage, *(str(counts.get(stage, {}).get(s, 0) or "") for s in STATUSES))
+    console.print(table)
+    done = ", ".join(f"{k} {v}" for k, v in sorted(stats.outcomes.items()))
+    console.print(f"this run: {done or 'nothing to do'}; {time.monotonic() - stats.started:.1f} s")
+    for stage, why in stats.not_runnable.items():
+        console.print(f"not runnable: {stage}: {why}")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings_from(args)
+        refs = stage_refs()
+    except (SettingsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    path = (args.board or board_path()).expanduser().resolve()
+    try:
+        store = BoardStore(path)
+    except BoardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BOARD
+    lock = InstanceLock(path)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    console = Console(stderr=True)
+    live = console.is_terminal and not args.plain
+    log = setup_logging(console, live)
+    received: list[int] = []
+    try:
+        with Progress(console, log, live) as progress:
+            lead = TeamLead(store, settings, LocalProcessExecutor(), refs, log, on_tick=progress)
+
+            def on_signal(signum: int, _frame: object) -> None:
+                if not received:
+                    log.info("%s received: stopping dispatch, stopping workers", signal.Signals(signum).name)
+                received.append(signum)
+                lead.stop_requested.set()
+
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+            stats = lead.run()
+        print_summary(Console(width=None if sys.stdout.isatty() else 110), store, lead, stats)
+    except BoardError as exc:
+        log.exception("board error")
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BOARD
+    except Exception as exc:
+        log.exception("internal error")
+        print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {logs_dir() / 'team-lead'})",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        lock.release()
+        store.close()
+    if received:
+        return 128 + received[0]
+    return EXIT_FAILURES if stats.outcomes["failed"] or stats.outcomes["blocked"] else EXIT_OK

@@ -1,0 +1,123 @@
+"""Human guidance: recognise directives, apply them through the store, reply with what was done.
+
+A comment is a directive only when every part of it (split on `;` and new lines) is one of:
+`priority N`, `skip STAGE`, `retry [STAGE]`, `pause`, `resume`, `allow-remote-code`. Anything
+else is free text for agents: kept on the board and answered as noted, never half-applied.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from ascendbridge.board import BoardError, BoardStore, GuidanceRecord
+from ascendbridge.stages import STAGES
+
+ORIGIN = "team-lead"
+
+
+@dataclass(frozen=True)
+class Directive:
+    verb: str  # priority | skip | retry | pause | resume | allow-remote-code
+    arg: Optional[str] = None
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.arg}" if self.arg is not None else self.verb
+
+
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("priority", re.compile(r"priority\s*[:=]?\s*(-?\d{1,6})")),
+    ("skip", re.compile(r"skip\s+([a-z_]+)")),
+    ("retry", re.compile(r"retry(?:\s+([a-z_]+))?")),
+    ("pause", re.compile(r"pause")),
+    ("resume", re.compile(r"resume")),
+    ("allow-remote-code", re.compile(r"allow[-_ ]remote[-_ ]code")),
+)
+
+
+class DirectiveError(ValueError):
+    pass
+
+
+def parse_directives(text: str) -> Optional[list[Directive]]:
+    """The directives in `text`, or None when it is free text. Raises on a bad stage name."""
+    parts = [p.strip().rstrip(".!").strip().lower() for p in re.split(r"[;\n]", text)]
+    parts = [p for p in parts if p]
+    if not parts:
+        return None
+    found: list[Directive] = []
+    for part in parts:
+        for verb, pattern in _PATTERNS:
+            m = pattern.fullmatch(part)
+            if m:
+                arg = m.group(1) if m.groups() else None
+                if verb in ("skip", "retry") and arg is not None and arg not in STAGES:
+                    raise DirectiveError(f"unknown stage '{arg}' (expected one of: {', '.join(STAGES)})")
+                found.append(Directive(verb, arg))
+                break
+        else:
+            return None
+    return found
+
+
+def _apply_one(store: BoardStore, d: Directive, model_id: str) -> str:
+    if d.verb == "priority":
+        store.set_priority(model_id, int(d.arg or 0), origin=ORIGIN)
+        return f"priority set to {d.arg}"
+    if d.verb == "skip":
+        store.skip(model_id, d.arg or "", origin=ORIGIN)
+        return f"{d.arg} skipped"
+    if d.verb == "retry":
+        task = store.retry(model_id, d.arg, origin=ORIGIN)
+        return f"{task.stage} returned to pending"
+    if d.verb in ("pause", "resume"):
+        store.set_paused(model_id, d.verb == "pause", origin=ORIGIN)
+        return "paused (a running attempt finishes)" if d.verb == "pause" else "resumed"
+    store.set_allow_remote_code(model_id, True, origin=ORIGIN)
+    return "remote code allowed"
+
+
+def apply_guidance(store: BoardStore, g: GuidanceRecord, log: Callable[[str], None]) -> str:
+    """Apply one open guidance record and reply on the board; returns the reply text."""
+    try:
+        directives = parse_directives(g.text)
+    except DirectiveError as exc:
+        reply = f"rejected: {exc}"
+        store.reply_guidance(g.id, "rejected", reply)
+        log(f"guidance #{g.id}: {reply}")
+        return reply
+    if directives is None:
+        reply = "noted: kept for agents working on " + (g.model_id or "every model")
+        store.reply_guidance(g.id, "answered", reply)
+        return reply
+    targets = [g.model_id] if g.model_id else [m.model_id for m in store.list_models()]
+    done: list[str] = []
+    errors: list[str] = []
+    for d in directives:
+        said: list[str] = []
+        for model_id in targets:
+            try:
+                said.append(_apply_one(store, d, model_id))
+            except BoardError as exc:
+                errors.append(f"{d} on {model_id}: {exc}")
+        if g.model_id:
+            done.extend(said)
+        elif said:
+            done.append(f"{d}: applied to {len(said)}/{len(targets)} models")
+    state = "applied" if done else "rejected"
+    reply = "; ".join(done) if done else "nothing applied"
+    if errors:
+        shown = "; ".join(errors[:3]) + (f" (+{len(errors) - 3} more)" if len(errors) > 3 else "")
+        reply += f"; not applied: {shown}"
+    store.reply_guidance(g.id, state, reply[:2000])
+    log(f"guidance #{g.id} ({g.model_id or 'all models'}): {reply[:300]}")
+    return reply
+
+
+def apply_open_guidance(store: BoardStore, log: Callable[[str], None]) -> int:
+    """Answer every open guidance record, oldest first; returns how many were handled."""
+    items = store.list_guidance(state="open")
+    for g in items:
+        apply_guidance(store, g, log)
+    return len(items)

@@ -1,0 +1,275 @@
+"""The team-lead loop: reclaim, apply guidance, dispatch, collect, gate, record.
+
+Only this loop changes task state, and only through the store with the task's fencing token:
+a worker proposes (its run's outcome), the stage's gate checks (in its own process), and the
+transition is recorded here. A result that arrives after its lease was reclaimed is discarded,
+so a task can never be completed twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ascendbridge.board import BoardError, BoardStore, StaleTokenError, TaskRecord
+from ascendbridge.config import adaptations_dir, logs_dir
+from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
+from ascendbridge.teamlead.guidance import apply_open_guidance
+from ascendbridge.teamlead.registry import StageRef, check_loadable, extra_stages_env
+from ascendbridge.teamlead.settings import TeamLeadSettings
+
+RECLAIM_EVERY_S = 1.0
+
+
+@dataclass
+class RunStats:
+    """What this team-lead run did (for the summary table and the exit code)."""
+
+    started: float = field(default_factory=time.monotonic)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    durations: list[float] = field(default_factory=list)
+    not_runnable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def dispatched(self) -> int:
+        return self.outcomes["dispatched"]
+
+
+class TeamLead:
+    def __init__(
+        self,
+        store: BoardStore,
+        settings: TeamLeadSettings,
+        executor: Executor,
+        refs: dict[str, StageRef],
+        log: logging.Logger,
+        on_tick: Optional[Callable[["TeamLead"], None]] = None,
+    ) -> None:
+        self.store, self.settings, self.executor, self.refs, self.log = store, settings, executor, refs, log
+        self.on_tick = on_tick
+        self.stats = RunStats()
+        self.stop_requested = threading.Event()
+        self.jobs: dict[int, tuple[Job, int, int]] = {}  # task id -> (job, attempt row id, slot)
+        self.free_slots = list(range(settings.workers, 0, -1))
+        self.extra_stages = extra_stages_env(refs)
+        self.runnable = self._runnable_stages()
+        self._last_reclaim = 0.0
+        self._last_beat = 0.0
+
+    # ------------------------------------------------------------------ setup
+    def _runnable_stages(self) -> list[str]:
+        runnable = []
+        for stage in self.settings.stages:
+            problem = check_loadable(self.refs.get(stage), stage)
+            if problem is None:
+                runnable.append(stage)
+            else:
+                self.stats.not_runnable[stage] = problem
+                self.log.warning("stage %s is not runnable; its tasks stay pending: %s", stage, problem)
+        return runnable
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> RunStats:
+        """Loop until nothing is runnable or running (--once) or until asked to stop."""
+        s = self.settings
+        self.store.register_agent(s.agent_id, "team-lead")
+        self.log.info("team lead %s: stages %s, %d worker(s), %s", s.agent_id, ",".join(s.stages),
+                      s.workers, "forever" if s.forever else "once")
+        try:
+            while not self.stop_requested.is_set():
+                self._housekeeping()
+                for result in self.executor.collect(0):
+                    self._finish(result)
+                dispatched = self._dispatch()
+                if self.on_tick:
+                    self.on_tick(self)
+                if not s.forever and dispatched == 0 and self.executor.in_flight() == 0:
+                    break
+                for result in self.executor.collect(s.poll_s):
+                    self._finish(result)
+        finally:
+            self._shutdown()
+        return self.stats
+
+    def _housekeeping(self) -> None:
+        now = time.monotonic()
+        if now - self._last_beat >= self.settings.heartbeat_s:
+            self.store.agent_heartbeat(self.settings.agent_id, status="running")
+            self._last_beat = now
+        if now - self._last_reclaim >= RECLAIM_EVERY_S:
+            for task in self.store.reclaim_expired(origin=self.settings.agent_id):
+                self.log.warning("%s/%s: lease of %s expired, back to pending", task.model_id, task.stage,
+                                 task.owner or "a lost worker")
+            self._last_reclaim = now
+        apply_open_guidance(self.store, self.log.info)
+
+    def _dispatch(self) -> int:
+        """Claim and start tasks while workers are free; returns how many were started."""
+        started = 0
+        running = Counter(job.stage for job, _, _ in self.jobs.values())
+        while self.free_slots and not self.stop_requested.is_set():
+            stages = [st for st in self.runnable if running[st] < self.settings.limit(st)]
+            if not stages:
+                break
+            slot = self.free_slots[-1]
+            busy_models = [job.model.pk for job, _, _ in self.jobs.values()]
+            task = self.store.claim_next(self._worker_id(slot), self.settings.lease_s, stages, busy_models)
+            if task is None:
+                break
+            if task.attempts > self.settings.budget(task.stage):
+                self._fail(task, {"rule": "attempt_budget_exhausted",
+                                  "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
+                continue
+            self.free_slots.pop()
+            self._start(task, slot)
+            running[task.stage] += 1
+            started += 1
+        return started
+
+    def _worker_id(self, slot: int) -> str:
+        return f"{self.settings.agent_id}.w{slot}"
+
+    def _start(self, task: TaskRecord, slot: int) -> None:
+        s = self.settings
+        model = self.store.get_model(task.model_id)
+        log_path = logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log"
+        job = Job(
+            task=task, model=model, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
+            adaptation_dir=adaptations_dir() / task.adaptation_name, board_path=self.store.path.resolve(),
+            log_path=log_path, timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
+            lease_s=s.lease_s, heartbeat_s=s.heartbeat_s, output_cap=s.output_cap,
+            settings=dict(s.stage_settings.get(task.stage, {})), extra_stages=self.extra_stages,
+        )
+        attempt_id = self.store.start_attempt(task.id, task.fencing_token, job.command(), str(log_path))
+        self.jobs[task.id] = (job, attempt_id, slot)
+        self.stats.outcomes["dispatched"] += 1
+        self.log.info("%s/%s: attempt %d started on %s", task.model_id, task.stage, task.attempts, job.worker_id)
+        self.executor.submit(job)
+
+    # ------------------------------------------------------------------ results
+    def _finish(self, result: JobResult) -> None:
+        job, attempt_id, slot = self.jobs.pop(result.job.task.id)
+        self.free_slots.append(slot)
+        outcome, diagnosis, fix = self._judge(job, result)
+        run = result.run
+        exit_code = run.exit_code if run else None
+        try:
+            self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome, diagnosis, fix)
+            self.store.agent_heartbeat(job.worker_id, None)
+        except BoardError as exc:
+            self.log.error("%s/%s: could not record the attempt: %s", job.model.model_id, job.stage, exc)
+        self.stats.outcomes[outcome] += 1
+        if outcome == "completed":
+            self.stats.durations.append(result.duration_s)
+        _append(job.log_path, f"[team-lead] attempt {job.attempt}: {outcome}"
+                + (f": {diagnosis.get('summary', '')}" if diagnosis else "") + "\n")
+
+    def _judge(self, job: Job, result: JobResult) -> tuple[str, Optional[dict[str, Any]], Optional[str]]:
+        """Decide the transition; returns (attempt outcome, diagnosis, fix applied)."""
+        name = f"{job.model.model_id}/{job.stage}"
+        if result.stopped:
+            try:
+                self.store.release_task(job.task.id, job.token, "team lead stopping", origin=self.settings.agent_id)
+            except StaleTokenError:
+                pass
+            self.log.info("%s: returned to pending (shutdown)", name)
+            return "released", None, None
+        run = result.run or PhaseResult(None, 0.0, False, None)
+        out = run.data
+        fix = out.get("fix_applied") if out else None
+        try:
+            if out is None:
+                diag = _crash_diagnosis("run", run, job)
+                return self._failure(job, diag), diag, fix
+            self._store_metadata(job, out)
+            status = out.get("status")
+            if status == "done":
+                gate = result.gate or PhaseResult(None, 0.0, False, None)
+                verdict = gate.data
+                if verdict is None:
+                    diag = _crash_diagnosis("gate", gate, job)
+                elif verdict.get("passed") is True:
+                    self.store.complete_task(job.task.id, job.token, {
+                        "summary": out.get("summary", ""), "result": out.get("result") or {},
+                        "gate": {"summary": verdict.get("summary", ""), "report": verdict.get("report") or {}},
+                        "fix_applied": fix, "attempt": job.attempt,
+                    }, origin=self.settings.agent_id)
+                    self.log.info("%s: completed (gate passed: %s)", name, verdict.get("summary", ""))
+                    return "completed", None, fix
+                else:
+                    diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.get('summary', '')}",
+                            "gate": verdict.get("report") or {}}
+                return self._failure(job, diag), diag, fix
+            diag = dict(out.get("diagnosis") or {})
+            diag.setdefault("rule", f"stage_{status}")
+            diag.setdefault("summary", out.get("summary", ""))
+            if status in ("blocked", "skipped"):
+                self._fail(job.task, diag, status=status)
+                return status, diag, fix
+            return self._failure(job, diag), diag, fix
+        except StaleTokenError as exc:
+            self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
+            return "stale", {"rule": "lease_lost", "summary": str(exc)}, fix
+
+    def _store_metadata(self, job: Job, out: dict[str, Any]) -> None:
+        fields, metadata = out.get("model_fields") or {}, out.get("model_metadata")
+        if not fields and metadata is None:
+            return
+        try:
+            current = self.store.get_model(job.model.model_id)
+            self.store.update_model_metadata(job.model.model_id, fields,
+                                             metadata if metadata is not None else current.metadata,
+                                             origin=job.stage)
+        except BoardError as exc:  # bad fields from a stage are its bug, not the scheduler's
+            self.log.error("%s/%s: metadata not stored: %s", job.model.model_id, job.stage, exc)
+
+    def _failure(self, job: Job, diag: dict[str, Any]) -> str:
+        """A failed attempt: retry while the stage's budget lasts, then mark failed."""
+        final = job.attempt >= self.settings.budget(job.stage)
+        self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=final)
+        return "failed" if final else "retry"
+
+    def _fail(self, task: TaskRecord, diag: dict[str, Any], final: bool = True, status: str = "") -> None:
+        budget = self.settings.budget(task.stage)
+        diag = {**diag, "attempt": task.attempts, "budget": budget}
+        status = status or ("failed" if final else "pending")
+        self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id)
+        level = logging.INFO if status == "skipped" else logging.WARNING
+        self.log.log(level, "%s/%s: %s (attempt %d/%d): %s", task.model_id, task.stage,
+                     "retrying" if status == "pending" else status, task.attempts, budget, diag.get("summary", ""))
+
+    # ------------------------------------------------------------------ shutdown
+    def _shutdown(self) -> None:
+        if self.jobs:
+            self.log.info("stopping %d running worker(s); their tasks go back to pending", len(self.jobs))
+            self.executor.stop()
+            deadline = time.monotonic() + 30
+            while self.jobs and time.monotonic() < deadline:
+                for result in self.executor.collect(0.5):
+                    self._finish(result)
+        for slot in range(1, self.settings.workers + 1):
+            self.store.stop_agent(self._worker_id(slot))
+        self.store.stop_agent(self.settings.agent_id)
+
+
+def _crash_diagnosis(phase: str, res: PhaseResult, job: Job) -> dict[str, Any]:
+    if res.timed_out:
+        limit = job.timeout_s if phase == "run" else job.gate_timeout_s
+        return {"rule": f"{phase}_timeout", "summary": f"{phase} killed after its {limit:.0f} s timeout",
+                "log_path": str(job.log_path)}
+    return {"rule": f"{phase}_crashed", "summary": f"{phase} worker exited with code {res.exit_code} "
+            "without a result", "exit_code": res.exit_code, "log_tail": res.log_tail[-2000:],
+            "log_path": str(job.log_path)}
+
+
+def _append(path: Path, text: str) -> None:
+    try:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError:
+        pass

@@ -1,0 +1,109 @@
+"""Team-lead settings: which stages run, how many workers, timeouts, attempt budgets.
+
+Every knob has a flag and an environment variable (so `.env` can set it), with defaults sized for
+real stages: model runs take minutes, so leases are a minute long and heartbeats frequent.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ascendbridge.stages import STAGES, check_stage
+
+# PROMPT_MODE -> stages the team lead schedules.
+PROMPT_MODES: dict[str, tuple[str, ...]] = {
+    "adaptation": ("discovery", "adaptation", "healing"),
+    "benchmark": ("benchmark",),
+    "optimization": ("optimization",),
+    "business": ("business_benchmark",),
+    "all": STAGES,
+}
+
+DEFAULT_STAGE_TIMEOUT_S: dict[str, float] = {
+    "discovery": 600.0,
+    "adaptation": 1800.0,
+    "healing": 3600.0,
+    "benchmark": 3600.0,
+    "optimization": 7200.0,
+    "business_benchmark": 7200.0,
+}
+
+
+class SettingsError(ValueError):
+    """A bad flag or environment value; shown to the user as one line."""
+
+
+@dataclass
+class TeamLeadSettings:
+    stages: tuple[str, ...] = STAGES
+    workers: int = 2
+    stage_limits: dict[str, int] = field(default_factory=dict)  # per-stage concurrency caps
+    attempt_budget: dict[str, int] = field(default_factory=dict)
+    default_attempts: int = 3
+    stage_timeout_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_STAGE_TIMEOUT_S))
+    gate_timeout_s: float = 1800.0
+    lease_s: float = 60.0
+    heartbeat_s: float = 10.0
+    poll_s: float = 1.0
+    output_cap: int = 4 * 1024 * 1024
+    forever: bool = False
+    agent_id: str = "team-lead"
+    stage_settings: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    def budget(self, stage: str) -> int:
+        return self.attempt_budget.get(stage, self.default_attempts)
+
+    def limit(self, stage: str) -> int:
+        return self.stage_limits.get(stage, self.workers)
+
+    def timeout(self, stage: str) -> float:
+        return self.stage_timeout_s.get(stage, 3600.0)
+
+
+def stages_for(mode: Optional[str], explicit: Optional[str]) -> tuple[str, ...]:
+    """An explicit `--stages a,b` wins over PROMPT_MODE; result is in pipeline order."""
+    if explicit:
+        names = [s.strip() for s in explicit.split(",") if s.strip()]
+        if not names:
+            raise SettingsError("--stages is empty")
+        for name in names:
+            try:
+                check_stage(name)
+            except ValueError as exc:
+                raise SettingsError(str(exc)) from None
+        return tuple(s for s in STAGES if s in names)
+    mode = (mode or "all").strip().lower()
+    if mode not in PROMPT_MODES:
+        raise SettingsError(f"unknown PROMPT_MODE '{mode}' (expected one of: {', '.join(PROMPT_MODES)})")
+    return PROMPT_MODES[mode]
+
+
+def parse_stage_map(raw: Optional[str], what: str, kind: type) -> dict[str, object]:
+    """`stage=value,stage=value` (for --stage-workers, --stage-timeout, --attempts)."""
+    out: dict[str, object] = {}
+    for item in filter(None, (p.strip() for p in (raw or "").split(","))):
+        name, sep, value = item.partition("=")
+        try:
+            check_stage(name.strip())
+            parsed = kind(value)
+        except ValueError:
+            raise SettingsError(f"{what}: '{item}' is not 'stage={kind.__name__}'") from None
+        if not sep or parsed <= 0:
+            raise SettingsError(f"{what}: '{item}' needs a positive value")
+        out[name.strip()] = parsed
+    return out
+
+
+def env_number(name: str, default: float, kind: type = float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number") from None
+    if value <= 0:
+        raise SettingsError(f"{name} must be positive")
+    return value

@@ -1,0 +1,117 @@
+"""Helpers for team-lead tests: toy models on a board, running the team lead, checking the log."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Optional
+
+from ascendbridge.board import BoardStore, Registration
+from ascendbridge.stages import TERMINAL_STATUSES
+
+from tests.teamlead.toy_stages import ALL
+
+FAST = ["--lease", "6", "--heartbeat", "1", "--poll", "0.2", "--plain"]
+
+
+def add_models(store: BoardStore, behaviours: dict[str, dict[str, str]], priority: int = 0) -> None:
+    store.register_models(
+        Registration(model_id=mid, source="local", path="/nonexistent", description=json.dumps(b), priority=priority)
+        for mid, b in behaviours.items()
+    )
+
+
+def tl_env(tmp: Path, extra: str = ALL) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(ASCENDBRIDGE_EXTRA_STAGES=extra, ASCENDBRIDGE_LOGS=str(tmp / "logs"),
+               ASCENDBRIDGE_ADAPTATIONS=str(tmp / "adaptations"), PYTHONUNBUFFERED="1")
+    env.pop("PROMPT_MODE", None)
+    return env
+
+
+def tl_argv(board: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board), *FAST, *args]
+
+
+def run_tl(board: Path, tmp: Path, *args: str, extra: str = ALL, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(tl_argv(board, *args), env=tl_env(tmp, extra), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def start_tl(board: Path, tmp: Path, *args: str, extra: str = ALL) -> subprocess.Popen[str]:
+    return subprocess.Popen(tl_argv(board, *args), env=tl_env(tmp, extra), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def statuses(store: BoardStore) -> dict[tuple[str, str], str]:
+    return {(t.model_id, t.stage): t.status for t in store.list_tasks()}
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid`, from /proc (the tests' own process tree only)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# Allowed task transitions in the event log, replayed per (model, stage).
+_NEXT: dict[str, dict[str, str]] = {
+    "waiting": {"pending": "pending", "skipped": "skipped"},
+    "pending": {"claimed": "in_progress", "skipped": "skipped"},
+    "in_progress": {"completed": "completed", "retry": "pending", "failed": "failed", "blocked": "blocked",
+                    "skipped": "skipped", "released": "pending", "lease_expired": "pending"},
+    "failed": {"retry": "pending"}, "blocked": {"retry": "pending"}, "skipped": {"retry": "pending"},
+    "completed": {},
+}
+TASK_EVENT_KINDS = {"pending", "claimed", "completed", "retry", "failed", "blocked", "skipped", "released",
+                    "lease_expired"}
+
+
+def check_event_log(store: BoardStore) -> Counter[tuple[str, str]]:
+    """Replay every task's events through the state machine; it must end where the board says.
+
+    Returns how many times each task was completed (callers assert exactly once)."""
+    state: dict[tuple[str, str], str] = defaultdict(lambda: "waiting")
+    completions: Counter[tuple[str, str]] = Counter()
+    for ev in store.list_events(limit=10**9):
+        if ev.stage is None or ev.kind not in TASK_EVENT_KINDS:
+            continue
+        key = (ev.model_id or "", ev.stage)
+        if state[key] == "waiting" and ev.stage == "discovery":
+            state[key] = "pending"  # the first stage is pending from registration
+        nxt = _NEXT[state[key]].get(ev.kind)
+        assert nxt is not None, f"{key}: event {ev.kind} not allowed in state {state[key]} ({ev.message})"
+        state[key] = nxt
+        if ev.kind == "completed":
+            completions[key] += 1
+    for key, status in statuses(store).items():
+        replayed = state[key] if key in state else ("pending" if key[1] == "discovery" else "waiting")
+        assert replayed == status, f"{key}: events say {replayed}, board says {status}"
+    return completions
+
+
+def all_terminal(store: BoardStore, stages: Optional[set[str]] = None) -> bool:
+    return all(t.status in TERMINAL_STATUSES for t in store.list_tasks() if stages is None or t.stage in stages)
+
+
+def attempts(store: BoardStore, model_id: str, stage: str) -> list[Any]:
+    return [a for _, a in store.list_attempts(model_id, stage)]

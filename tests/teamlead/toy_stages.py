@@ -1,0 +1,77 @@
+"""Small real stages for team-lead tests: they write evidence files; their gates check them.
+
+What a stage does for a model comes from the model's description, a JSON object mapping stage
+name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, writes nothing),
+blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam.
+Every run appends "<stage> attempt=<n> token=<t>" to <adaptation>/runs.log.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+
+
+class ToyStage:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _behaviour(self, ctx: StageContext) -> str:
+        try:
+            return str(json.loads(ctx.model.description or "{}").get(self.name, "ok"))
+        except ValueError:
+            return "ok"
+
+    def _evidence(self, ctx: StageContext):  # type: ignore[no-untyped-def]
+        return ctx.adaptation_dir / f"{self.name}.evidence"
+
+    def run(self, ctx: StageContext) -> StageOutcome:
+        how = self._behaviour(ctx)
+        with (ctx.adaptation_dir / "runs.log").open("a") as fh:
+            fh.write(f"{self.name} attempt={ctx.attempt} token={ctx.task.fencing_token}\n")
+        ctx.say(f"toy {self.name}: {how} (attempt {ctx.attempt})")
+        if how == "fail" or (how == "fail_once" and ctx.attempt == 1):
+            return StageOutcome("failed", "toy failure", diagnosis={"rule": "toy_failure", "summary": "toy failure"})
+        if how == "blocked":
+            return StageOutcome("blocked", "needs a human", diagnosis={"rule": "needs_token", "summary": "gated model"})
+        if how == "skipped":
+            return StageOutcome("skipped", "too large", diagnosis={"rule": "too_large", "summary": "too large"},
+                                model_fields={"parameter_count": 10**12})
+        if how == "crash":
+            raise RuntimeError("toy stage crashed")
+        if how == "hang_once" and ctx.attempt == 1:
+            # A child in the worker's group too: a timeout must take both down.
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            time.sleep(600)
+        if how.startswith("sleep:"):
+            time.sleep(float(how.split(":", 1)[1]))
+        if how == "spam":
+            for i in range(20000):
+                print(f"spam line {i} " + "x" * 80)
+        if how != "lie":
+            self._evidence(ctx).write_text(f"{ctx.model.model_id}:{self.name}")
+        fields = {"architecture": "ToyForCausalLM", "model_type": "toy"} if how == "meta" else {}
+        return StageOutcome("done", f"toy {self.name} done", result={"stage": self.name},
+                            model_fields=fields, model_metadata={"toy": True} if fields else None,
+                            fix_applied="toy-fix" if how == "meta" else None)
+
+    def gate(self, ctx: StageContext) -> GateResult:
+        path = self._evidence(ctx)
+        ok = path.exists() and path.read_text() == f"{ctx.model.model_id}:{self.name}"
+        ctx.say(f"toy gate {self.name}: {'pass' if ok else 'fail'}")
+        return GateResult(ok, "evidence matches" if ok else f"{path.name} missing or wrong", {"file": str(path)})
+
+
+DISCOVERY = ToyStage("discovery")
+ADAPTATION = ToyStage("adaptation")
+HEALING = ToyStage("healing")
+BENCHMARK = ToyStage("benchmark")
+OPTIMIZATION = ToyStage("optimization")
+
+ALL = "discovery=tests.teamlead.toy_stages:DISCOVERY,adaptation=tests.teamlead.toy_stages:ADAPTATION," \
+      "healing=tests.teamlead.toy_stages:HEALING,benchmark=tests.teamlead.toy_stages:BENCHMARK," \
+      "optimization=tests.teamlead.toy_stages:OPTIMIZATION"
