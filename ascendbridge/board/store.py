@@ -524,12 +524,16 @@ class BoardStore:
             return out
 
     def _advance(self, s: Session, model_pk: int, done_stage: str) -> None:
-        """Make the stage after `done_stage` pending, skipping stages the model's policy skips."""
+        """Make the stage after `done_stage` pending, skipping stages the model's policy skips and
+        passing over stages already skipped (a stage skipped before its predecessor finished)."""
         model = s.get(Model, model_pk)
         skip = set(_json_list(model.skip_stages_json))
         stage = next_stage(done_stage)
         while stage is not None:
             task = self._task_row(s, model_pk, stage)
+            if task.status == "skipped":
+                stage = next_stage(stage)
+                continue
             if task.status != "waiting":
                 return
             now = now_iso()

@@ -1,0 +1,109 @@
+"""Opening boards made by other versions: a genuine v1 board upgrades in place; newer ones,
+foreign SQLite files and non-SQLite files are refused without being touched."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ascendbridge.board import BoardError, BoardMissingError, BoardStore
+from ascendbridge.board.migrations import V1_DDL
+from ascendbridge.board.schema import SCHEMA_VERSION
+from ascendbridge.stages import STAGES
+
+TS = "2026-01-01T00:00:00.000000+00:00"
+
+
+def make_v1_board(path: Path) -> None:
+    """A board exactly as version 1 wrote it, with one model mid-pipeline."""
+    con = sqlite3.connect(path)
+    for ddl in V1_DDL:
+        con.execute(ddl)
+    con.execute(
+        "INSERT INTO models (id, model_id, source, description, adaptation_name, priority, allow_remote_code,"
+        " skip_stages_json, architecture, metadata_json, created_at)"
+        " VALUES (1, 'org/old-model', 'huggingface', 'from v1', 'org__old-model', 3, 0,"
+        " '[\"business_benchmark\"]', 'BertModel', '{\"layers\": 2}', ?)", (TS,))
+    for i, stage in enumerate(STAGES):
+        status = {0: "completed", 1: "pending"}.get(i, "waiting")
+        con.execute(
+            "INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, updated_at)"
+            " VALUES (1, ?, ?, ?, ?, ?, ?)", (stage, i, status, 1 if i == 0 else 0, 1 if i == 0 else 0, TS))
+    con.execute("INSERT INTO events (model_pk, stage, kind, message, data_json, origin, ts)"
+                " VALUES (1, NULL, 'registered', 'registered in v1', '{}', 'cli', ?)", (TS,))
+    con.execute("INSERT INTO guidance (model_pk, text, origin, state, created_at)"
+                " VALUES (1, 'keep fp32', 'cli', 'open', ?)", (TS,))
+    con.commit()
+    con.close()
+
+
+def schema_version(path: Path) -> int:
+    con = sqlite3.connect(path)
+    try:
+        return int(con.execute("SELECT value FROM schema_info WHERE key='schema_version'").fetchone()[0])
+    finally:
+        con.close()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_v1_board_upgrades_in_place_with_data_intact(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    make_v1_board(path)
+    assert schema_version(path) == 1
+    with BoardStore(path) as store:
+        model = store.get_model("org/old-model")
+        assert (model.description, model.priority, model.architecture, model.metadata) == (
+            "from v1", 3, "BertModel", {"layers": 2})
+        assert model.paused is False  # column added by the v2 migration
+        assert {t.stage: t.status for t in store.list_tasks()}["adaptation"] == "pending"
+        assert [g.text for g in store.list_guidance()] == ["keep fp32"]
+        assert [e.message for e in store.list_events()] == ["registered in v1"]
+        task = store.claim_next("worker", 60)
+        assert task.stage == "adaptation"
+        store.complete_task(task.id, task.fencing_token, {})
+        store.add_metrics("org/old-model", "adaptation", {"build_s": 1.5})  # metrics table exists now
+        store.set_paused("org/old-model", True)
+    assert schema_version(path) == SCHEMA_VERSION
+    with BoardStore(path) as again:  # reopening is a no-op
+        assert again.get_model("org/old-model").paused is True
+        assert len(again.list_metrics()) == 1
+
+
+def test_newer_board_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    BoardStore.init(path).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE schema_info SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+    before = digest(path)
+    with pytest.raises(BoardError, match="newer"):
+        BoardStore(path)
+    assert digest(path) == before
+
+
+def test_non_sqlite_and_foreign_sqlite_files_are_refused(tmp_path: Path) -> None:
+    text_file = tmp_path / "notes.db"
+    text_file.write_text("these are notes, not a database\n")
+    with pytest.raises(BoardError, match="not a SQLite database"):
+        BoardStore.init(text_file)
+    assert text_file.read_text() == "these are notes, not a database\n"
+    foreign = tmp_path / "other.db"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    with pytest.raises(BoardError, match="not an AscendBridge board"):
+        BoardStore.init(foreign)
+
+
+def test_missing_board_says_how_to_create_it(tmp_path: Path) -> None:
+    with pytest.raises(BoardMissingError, match="board_ops.py init"):
+        BoardStore(tmp_path / "absent.db")
+    assert not (tmp_path / "absent.db").exists()

@@ -1,0 +1,222 @@
+"""BoardStore semantics: registration, naming, stage transitions, steering, events, export."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascendbridge.board import (
+    BoardError,
+    BoardStore,
+    InvalidRegistrationError,
+    Registration,
+    UnknownModelError,
+)
+from ascendbridge.naming import hashed_adaptation_name
+from ascendbridge.stages import STAGES, UnknownNameError
+
+
+def statuses(board: BoardStore, model_id: str) -> dict[str, str]:
+    return {t.stage: t.status for t in board.list_tasks(model_id=model_id)}
+
+
+def event_kinds(board: BoardStore, model_id: str) -> list[str]:
+    return [e.kind for e in board.list_events(model_id=model_id, limit=1000)]
+
+
+def run_stage(board: BoardStore, model_id: str, stage: str) -> None:
+    """Claim and complete one stage of one model, as a worker would."""
+    task = board.claim_next(owner="test-worker", lease_s=60, stages=[stage])
+    assert task is not None and task.model_id == model_id
+    board.complete_task(task.id, task.fencing_token, {"ok": True})
+
+
+def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
+    [(record, created)] = board.register_models([Registration(model_id="org/Model-A")])
+    assert created and record.adaptation_name == "org__model-a"
+    assert statuses(board, "org/Model-A") == {
+        "discovery": "pending", "adaptation": "waiting", "healing": "waiting",
+        "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting",
+    }
+    assert record.skip_stages == ["business_benchmark"]  # optional stage: skipped by policy
+    assert event_kinds(board, "org/Model-A") == ["registered"]
+
+
+def test_registration_is_idempotent(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="gpt2", priority=5)])
+    again = board.register_models([Registration(model_id="gpt2", priority=9), Registration(model_id="gpt2")])
+    assert [created for _, created in again] == [False, False]
+    assert len(board.list_models()) == 1
+    assert board.get_model("gpt2").priority == 5  # the existing row is reported, not overwritten
+    assert len(board.list_tasks(model_id="gpt2")) == len(STAGES)
+    assert event_kinds(board, "gpt2") == ["registered"]
+
+
+def test_name_collision_gets_a_stable_hashed_name(board: BoardStore) -> None:
+    results = board.register_models([Registration(model_id="Org/Model"), Registration(model_id="org/model")])
+    first, second = (r for r, _ in results)
+    assert first.adaptation_name == "org__model"
+    assert second.adaptation_name == hashed_adaptation_name("org/model")
+    assert second.adaptation_name != first.adaptation_name
+    assert hashed_adaptation_name("org/model") == hashed_adaptation_name("org/model")
+
+
+@pytest.mark.parametrize(
+    "reg, message",
+    [
+        (Registration(model_id=""), "empty"),
+        (Registration(model_id="a" * 129), "at most 128"),
+        (Registration(model_id="/etc/passwd"), "absolute"),
+        (Registration(model_id="org/../x"), ".."),
+        (Registration(model_id="x;rm -rf ~"), "characters outside"),
+        (Registration(model_id="ok", source="ftp"), "unknown source"),
+        (Registration(model_id="ok", source="local"), "needs --path"),
+        (Registration(model_id="ok", revision="main; ls"), "revision"),
+        (Registration(model_id="ok", url="javascript:alert(1)"), "url"),
+        (Registration(model_id="ok", skip_stages=["nope"]), "unknown stage"),
+    ],
+)
+def test_bad_registrations_are_refused_before_any_write(board: BoardStore, reg: Registration, message: str) -> None:
+    with pytest.raises(InvalidRegistrationError, match=message):
+        board.register_models([Registration(model_id="good-one"), reg])
+    assert board.list_models() == []  # all or nothing
+    assert board.list_events() == []
+
+
+def test_completion_advances_and_policy_skips_optional_stage(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    for stage in STAGES[:-1]:
+        run_stage(board, "m", stage)
+    assert statuses(board, "m") == {s: "completed" for s in STAGES[:-1]} | {"business_benchmark": "skipped"}
+    kinds = event_kinds(board, "m")
+    assert kinds.count("claimed") == 5 and kinds.count("completed") == 5 and kinds[-1] == "skipped"
+
+
+def test_skip_before_predecessor_is_passed_over_later(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    board.skip("m", "adaptation")
+    assert statuses(board, "m")["adaptation"] == "skipped"
+    run_stage(board, "m", "discovery")
+    assert statuses(board, "m")["healing"] == "pending"
+
+
+def test_skip_after_failure_moves_the_pipeline_on(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    run_stage(board, "m", "discovery")
+    task = board.claim_next("w", 60, stages=["adaptation"])
+    board.fail_task(task.id, task.fencing_token, {"summary": "no rule"})
+    board.skip("m", "adaptation")
+    assert statuses(board, "m")["adaptation"] == "skipped"
+    assert statuses(board, "m")["healing"] == "pending"
+    with pytest.raises(BoardError, match="completed"):
+        board.skip("m", "discovery")
+
+
+def test_retry_returns_failed_stage_to_pending(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    task = board.claim_next("w", 60)
+    board.fail_task(task.id, task.fencing_token, {"summary": "boom"})
+    with pytest.raises(BoardError, match="only failed, blocked or skipped"):
+        board.retry("m", "adaptation")
+    retried = board.retry("m")
+    assert retried.stage == "discovery" and retried.status == "pending" and retried.attempts == 0
+    assert retried.diagnosis is None
+    assert event_kinds(board, "m")[-2:] == ["failed", "retry"]
+    with pytest.raises(BoardError, match="no failed or blocked stage"):
+        board.retry("m")
+
+
+def test_retry_after_model_left_pipeline_reopens_later_stages(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    task = board.claim_next("w", 60)
+    board.fail_task(task.id, task.fencing_token, {"summary": "too large"}, status="skipped")
+    assert set(statuses(board, "m").values()) == {"skipped"}
+    board.retry("m", "discovery")
+    assert statuses(board, "m")["discovery"] == "pending"
+    assert statuses(board, "m")["adaptation"] == "waiting"
+    for stage in STAGES[:-1]:
+        run_stage(board, "m", stage)
+    assert statuses(board, "m")["business_benchmark"] == "skipped"  # policy still applies
+
+
+def test_rollback_makes_stage_pending_and_later_stages_wait(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    for stage in ("discovery", "adaptation", "healing"):
+        run_stage(board, "m", stage)
+    changed = board.rollback("m", "adaptation")
+    assert [(t.stage, t.status) for t in changed] == [
+        ("adaptation", "pending"), ("healing", "waiting"), ("benchmark", "waiting"),
+        ("optimization", "waiting"), ("business_benchmark", "waiting"),
+    ]
+    assert statuses(board, "m")["discovery"] == "completed"
+    assert event_kinds(board, "m")[-5:] == ["rollback"] * 5
+    run_stage(board, "m", "adaptation")
+    assert statuses(board, "m")["healing"] == "pending"
+
+
+def test_rollback_refused_while_in_progress_or_before_predecessor(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    with pytest.raises(BoardError, match="predecessor is not done"):
+        board.rollback("m", "healing")
+    board.claim_next("w", 60)
+    with pytest.raises(BoardError, match="in progress"):
+        board.rollback("m", "discovery")
+
+
+def test_unknown_models_and_names(board: BoardStore) -> None:
+    for call in (
+        lambda: board.get_model("nope"),
+        lambda: board.retry("nope"),
+        lambda: board.skip("nope", "healing"),
+        lambda: board.rollback("nope", "discovery"),
+        lambda: board.set_priority("nope", 1),
+    ):
+        with pytest.raises(UnknownModelError):
+            call()
+    with pytest.raises(UnknownNameError):
+        board.list_tasks(stage="compile")
+    with pytest.raises(UnknownNameError):
+        board.list_tasks(status="done")
+
+
+def test_every_steering_change_appends_an_event(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    board.set_priority("m", 4)
+    board.set_paused("m", True)
+    board.set_paused("m", False)
+    board.set_allow_remote_code("m", True)
+    assert event_kinds(board, "m") == ["registered", "priority", "paused", "resumed", "policy"]
+    model = board.get_model("m")
+    assert (model.priority, model.paused, model.allow_remote_code) == (4, False, True)
+
+
+def test_paused_models_are_not_claimed(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="a", priority=1), Registration(model_id="b")])
+    board.set_paused("a", True)
+    assert board.claim_next("w", 60).model_id == "b"
+    assert board.claim_next("w", 60) is None
+
+
+def test_guidance_lifecycle(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    g = board.add_guidance("try bf16", model_id="m")
+    board.add_guidance("everyone: prefer sdpa")
+    assert [x.text for x in board.list_guidance(state="open")] == ["try bf16", "everyone: prefer sdpa"]
+    board.reply_guidance(g.id, "applied", "switched to bf16")
+    assert [x.model_id for x in board.list_guidance(state="open")] == [None]
+    assert board.list_guidance(model_id="m")[0].reply == "switched to bf16"
+    with pytest.raises(BoardError, match="empty"):
+        board.add_guidance("   ")
+    assert "guidance_reply" in event_kinds(board, "m")
+
+
+def test_metrics_and_export(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    board.add_metrics("m", "benchmark", {"latency_ms": 12.5, "cosine": 0.9999}, device="cpu", dtype="fp32",
+                      units={"latency_ms": "ms"})
+    metrics = {m.name: m for m in board.list_metrics(model_id="m", stage="benchmark")}
+    assert metrics["latency_ms"].value == 12.5 and metrics["latency_ms"].unit == "ms"
+    data = board.export()
+    assert [m["model_id"] for m in data["models"]] == ["m"]
+    assert len(data["tasks"]) == len(STAGES)
+    assert {x["name"] for x in data["metrics"]} == {"latency_ms", "cosine"}
+    assert data["last_event_id"] == data["events"][-1]["id"]
