@@ -63,6 +63,9 @@ def assemble(facts: SourceFacts) -> ModelInfo:
         count = estimate_parameters(cfg)
         count_source = "config_estimate" if count is not None else "unknown"
         dtype = mf.config_dtype(cfg)
+        if dtype is None:
+            dtype = "float32"  # what transformers loads when config.json names no dtype
+            warnings.append("config.json names no dtype: float32 assumed (transformers' default)")
         by_dtype = {}
         if weights:
             warnings.append(f"weights are not safetensors ({weights[0]}); parameter count estimated from config.json")

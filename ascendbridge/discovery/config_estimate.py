@@ -73,8 +73,10 @@ def estimate_parameters(cfg: dict[str, Any]) -> Optional[int]:
 
     vocab = first_int(cfg, "vocab_size") or 0
     embed = vocab * h
-    if cfg.get("position_embedding_type", "absolute") == "absolute" and "rope_theta" not in cfg:
+    rotary = any(k.startswith(("rope", "rotary")) for k in cfg)
+    if cfg.get("position_embedding_type", "absolute") == "absolute" and not rotary:
         embed += (first_int(cfg, "max_position_embeddings", "n_positions") or 0) * h
+        embed += ((first_int(cfg, "max_source_positions") or 0) + (first_int(cfg, "max_target_positions") or 0)) * h
     embed += (first_int(cfg, "type_vocab_size") or 0) * h
     patch = first_int(cfg, "patch_size")
     if patch:

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Regenerate the bundled demo models under demo_models/ with transformers' REAL config classes.
+
+Each demo is a config.json only (a truly tiny model: hidden 64, 2 layers, vocab 512), built by the
+config class of its architecture, then instantiated once to prove the config builds and to record
+the exact parameter count in demo_models/manifest.json (tests check discovery's config estimate
+against it). Needs torch + transformers: started with the framework python, it re-runs itself in
+the shared test torch environment (tests/support/torch_env.py).
+
+    uv run scripts/make_demo_models.py [--out demo_models]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# name -> (config class, architecture, task family, description, config kwargs)
+DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
+    "tiny-llama": ("LlamaConfig", "LlamaForCausalLM", "causal_lm", "Llama decoder (GQA, RoPE, SwiGLU)", dict(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2)),
+    "tiny-qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "causal_lm", "Qwen2 decoder (GQA, RoPE, qkv bias)", dict(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2)),
+    "tiny-gpt2": ("GPT2Config", "GPT2LMHeadModel", "causal_lm", "GPT-2 decoder (learned positions, no pad token)", dict(
+        vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)),
+    "tiny-bert": ("BertConfig", "BertForMaskedLM", "masked_lm", "BERT encoder with MLM head", dict(
+        vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        max_position_embeddings=256)),
+    "tiny-bert-classifier": ("BertConfig", "BertForSequenceClassification", "sequence_classification",
+                             "BERT encoder with a 3-way classification head", dict(
+        vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        max_position_embeddings=256, num_labels=3)),
+    "tiny-t5": ("T5Config", "T5ForConditionalGeneration", "seq2seq", "T5 encoder-decoder (relative attention)", dict(
+        vocab_size=512, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)),
+    "tiny-bart": ("BartConfig", "BartForConditionalGeneration", "seq2seq", "BART encoder-decoder", dict(
+        vocab_size=512, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=256)),
+    "tiny-vit": ("ViTConfig", "ViTForImageClassification", "image_classification", "ViT, 32x32 images, 10 classes", dict(
+        image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, num_labels=10)),
+    "tiny-whisper": ("WhisperConfig", "WhisperForConditionalGeneration", "speech_seq2seq",
+                     "Whisper speech encoder-decoder, 80 mel bins, 128 frames", dict(
+        vocab_size=512, num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+        max_source_positions=64, max_target_positions=64, pad_token_id=1, bos_token_id=2, eos_token_id=2,
+        decoder_start_token_id=3, suppress_tokens=[], begin_suppress_tokens=[])),
+}
+
+
+def in_torch_env() -> bool:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def relaunch() -> int:
+    """Re-run this script with the shared torch environment's interpreter."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from tests.support.torch_env import torch_env_python
+
+    print("starting in the shared torch environment (created on first use) ...", flush=True)
+    python = str(torch_env_python())
+    os.execv(python, [python, str(Path(__file__).resolve()), *sys.argv[1:]])
+    return 1  # not reached
+
+
+def build(out: Path) -> dict[str, Any]:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    manifest: dict[str, Any] = {"transformers_version": transformers.__version__, "models": {}}
+    for name, (config_cls, arch, family, description, kwargs) in DEMOS.items():
+        config = getattr(transformers, config_cls)(**kwargs)
+        config.architectures = [arch]
+        model = getattr(transformers, arch)(config)  # proves the config builds the real model
+        params = sum(p.numel() for p in model.parameters())
+        target = out / name
+        if target.exists():
+            shutil.rmtree(target)
+        config.save_pretrained(target)
+        manifest["models"][name] = {
+            "model_id": f"demo/{name}", "architecture": arch, "task_family": family,
+            "description": description, "parameters": params,
+        }
+        print(f"{name:22s} {arch:34s} {params:>9,d} parameters", flush=True)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(REPO_ROOT / "demo_models"), help="output directory")
+    args = parser.parse_args()
+    if not in_torch_env():
+        return relaunch()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    build(out)
+    print(f"wrote {len(DEMOS)} demo configs and manifest.json to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
