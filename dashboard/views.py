@@ -1,0 +1,185 @@
+"""The data behind each page, built once and served twice: as HTML and as JSON under /api/.
+
+Keeping one builder per page means the JSON API mirrors the pages by construction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
+from ascendbridge.board.records import AgentRecord
+from ascendbridge.stages import STAGES, STATUSES
+from dashboard import evidence
+from dashboard.context import Dashboard
+
+RECENT_EVENTS = 20
+MODEL_EVENTS = 50
+SPEEDUP_BINS = (0.0, 0.9, 1.0, 1.1, 1.5, 2.0, 3.0, 5.0)
+
+
+def _age_s(ts: str, now: datetime) -> Optional[float]:
+    try:
+        return max(0.0, (now - datetime.fromisoformat(ts)).total_seconds())
+    except ValueError:
+        return None
+
+
+def agent_rows(d: Dashboard) -> list[dict[str, Any]]:
+    """Agents with heartbeat age and a freshness word: fresh, late (missed a few), stale, stopped."""
+    agents: list[AgentRecord] = d.store.list_agents()
+    tasks = d.queries.agent_tasks([a.current_task_id for a in agents if a.current_task_id])
+    now = datetime.now(timezone.utc)
+    rows = []
+    for agent in agents:
+        age = _age_s(agent.last_heartbeat, now)
+        if agent.status != "running":
+            freshness = agent.status
+        elif age is not None and age <= d.heartbeat_fresh_s:
+            freshness = "fresh"
+        elif age is not None and age <= 5 * d.heartbeat_fresh_s:
+            freshness = "late"
+        else:
+            freshness = "stale"
+        task = tasks.get(agent.current_task_id) if agent.current_task_id else None
+        rows.append({
+            **agent.model_dump(),
+            "heartbeat_age_s": round(age, 1) if age is not None else None,
+            "freshness": freshness,
+            "current_model": task[0] if task else None,
+            "current_stage": task[1] if task else None,
+        })
+    return rows
+
+
+def funnel(counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    """Per stage: every status count plus how many models got through it (completed or skipped)."""
+    total = sum(counts.get(STAGES[0], {}).values())
+    rows = []
+    for stage in STAGES:
+        by_status = {s: counts.get(stage, {}).get(s, 0) for s in STATUSES}
+        through = by_status["completed"] + by_status["skipped"]
+        rows.append({
+            "stage": stage,
+            "statuses": by_status,
+            "through": through,
+            "through_pct": round(100 * through / total, 1) if total else 0.0,
+            "completed_pct": round(100 * by_status["completed"] / total, 1) if total else 0.0,
+        })
+    return rows
+
+
+def overview(
+    d: Dashboard, q: str = "", stage: Optional[str] = None, status: Optional[str] = None,
+    sort: str = "priority", order: str = "desc", page: int = 1, per_page: int = 50,
+) -> dict[str, Any]:
+    page_data = d.queries.search_models(q=q, stage=stage, status=status, sort=sort,
+                                        descending=order != "asc", page=page, per_page=per_page)
+    counts = d.store.status_counts()
+    return {
+        "total_models": sum(counts.get(STAGES[0], {}).values()),
+        "funnel": funnel(counts),
+        "filters": {"q": q, "stage": stage or "", "status": status or "", "sort": sort, "order": order,
+                    "per_page": per_page},
+        "models": {
+            "items": [vars(row) for row in page_data.items],
+            "total": page_data.total,
+            "page": page_data.page,
+            "pages": page_data.pages,
+            "per_page": page_data.per_page,
+        },
+        "agents": agent_rows(d),
+        "events": [e.model_dump() for e in d.store.list_events(limit=RECENT_EVENTS, newest_first=True)],
+        "last_event_id": d.queries.last_event_id(),
+        "choices": {"stages": list(STAGES), "statuses": list(STATUSES), "sorts": list(SORTS),
+                    "max_per_page": MAX_PER_PAGE},
+    }
+
+
+def _charts(runs: list[evidence.BenchmarkRun], notes: Optional[evidence.OptimizationNotes]) -> dict[str, Any]:
+    keys: list[str] = []
+    for run in runs:
+        keys += [k for k in run.latency if k not in keys]
+    latency = {
+        "labels": [r.label for r in runs],
+        "series": {k: [r.latency.get(k) for r in runs] for k in keys},
+    } if keys else None
+    pairs = notes.speedups() if notes else []
+    speedup = {"labels": [p[0] for p in pairs], "values": [p[1] for p in pairs]} if pairs else None
+    return {"latency": latency, "speedup": speedup}
+
+
+def model(d: Dashboard, model_id: str) -> dict[str, Any]:
+    record = d.store.get_model(model_id)
+    tasks = d.store.list_tasks(model_id=model_id)
+    attempts = d.store.list_attempts(model_id)
+    timeline = []
+    for task in tasks:
+        rows = []
+        for stage, attempt in attempts:
+            if stage != task.stage:
+                continue
+            tail = evidence.log_tail(attempt.log_path, d.logs_dir)
+            rows.append({**attempt.model_dump(), "log_tail": tail.text, "log_note": tail.note,
+                         "log_truncated": tail.truncated})
+        timeline.append({**task.model_dump(), "attempt_rows": rows})
+    adapt_dir = evidence.adaptation_dir(d.adaptations_dir, record.adaptation_name)
+    runs = evidence.benchmark_runs(adapt_dir)
+    notes = evidence.optimization_notes(adapt_dir)
+    return {
+        "model": record.model_dump(),
+        "timeline": timeline,
+        "guidance": [g.model_dump() for g in d.store.list_guidance(model_id)],
+        "events": [e.model_dump() for e in d.store.list_events(model_id, limit=MODEL_EVENTS, newest_first=True)],
+        "metrics": [m.model_dump() for m in d.store.list_metrics(model_id)],
+        "adaptation_present": adapt_dir is not None,
+        "benchmark_runs": runs,
+        "optimization_notes": notes,
+        "traces": [{"name": n, "size": s} for n, s in evidence.traces(adapt_dir)],
+        "charts": _charts(runs, notes),
+        "last_event_id": d.queries.last_event_id(),
+    }
+
+
+def _histogram(values: list[float]) -> dict[str, Any]:
+    edges = list(SPEEDUP_BINS)
+    labels = [f"{a:g}-{b:g}x" for a, b in zip(edges, edges[1:])] + [f">={edges[-1]:g}x"]
+    counts = [0] * len(labels)
+    for v in values:
+        i = next((k for k in range(len(edges) - 1) if v < edges[k + 1]), len(edges) - 1)
+        counts[i] += 1
+    return {"labels": labels, "counts": counts}
+
+
+def reports(d: Dashboard) -> dict[str, Any]:
+    rep = d.queries.reports()
+    speedups = [v for _, v in rep.speedups]
+    families = {
+        family: {stage: success_rate(stages.get(stage, {})) for stage in STAGES}
+        for family, stages in sorted(rep.success_by_family.items())
+    }
+    return {
+        "success_by_stage": [
+            {"stage": s, "rate": success_rate(c), "completed": c.get("completed", 0),
+             "failed": c.get("failed", 0), "blocked": c.get("blocked", 0)}
+            for s, c in rep.success_by_stage.items()
+        ],
+        "success_by_family": families,
+        "durations": [vars(x) for x in rep.durations],
+        "speedups": [{"model_id": m, "speedup": v} for m, v in rep.speedups],
+        "speedup_histogram": _histogram(speedups),
+        "speedup_geomean": _geomean(speedups),
+        "stages": list(STAGES),
+        "last_event_id": d.queries.last_event_id(),
+    }
+
+
+def _geomean(values: list[float]) -> Optional[float]:
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return None
+    product = 1.0
+    for v in positive:
+        product *= v ** (1 / len(positive))
+    return product

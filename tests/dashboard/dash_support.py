@@ -1,0 +1,127 @@
+"""Dashboard test support: a seeded board on disk and a real dashboard server on a loopback port.
+
+The server is the real start command (`python -m dashboard`) in a subprocess, so tests cross a
+socket, uvicorn and the ASGI stack exactly as a browser does. One server per test module keeps
+the area fast; tests use their own models so they do not depend on each other's writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from ascendbridge.board import BoardStore, Registration
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "test-token-0123456789abcdef"
+XSS_ID = "xss-org/payload-model"
+XSS_DESCRIPTION = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">"quoted" & more'
+
+
+@dataclass
+class Site:
+    url: str
+    token: str
+    root: Path
+    board_path: Path
+    logs: Path
+    adaptations: Path
+
+    def store(self) -> BoardStore:
+        return BoardStore(self.board_path)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=10)
+
+    def auth(self) -> dict[str, str]:
+        return {"X-AscendBridge-Token": self.token}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def seed_board(root: Path) -> tuple[Path, Path, Path]:
+    """A board with models in several states, attempts with logs, metrics and evidence files."""
+    board_path, logs, adaptations = root / "board.db", root / "logs", root / "adaptations"
+    logs.mkdir()
+    adaptations.mkdir()
+    store = BoardStore.init(board_path)
+    try:
+        store.register_models([
+            Registration(model_id="acme/llama-tiny", description="causal LM for the demo", priority=9),
+            Registration(model_id="acme/bert-mini", description="encoder with a broken config", priority=5),
+            Registration(model_id=XSS_ID, description=XSS_DESCRIPTION, priority=1),
+            *[Registration(model_id=f"bulk/model-{i:03d}", description=f"bulk model number {i}") for i in range(60)],
+        ])
+        store.update_model_metadata("acme/llama-tiny", {"task_family": "causal_lm", "architecture": "LlamaForCausalLM"}, {"layers": 2})
+        store.update_model_metadata("acme/bert-mini", {"task_family": "masked_lm"}, {})
+        store.register_agent("team-lead-test", "team-lead")
+        # llama: discovery completed after one attempt with a log inside the logs dir.
+        task = store.claim_task(store.list_tasks("discovery", model_id="acme/llama-tiny")[0].id, "team-lead-test", 60)
+        log = logs / "llama-discovery-1.log"
+        log.write_text("loading config\n<b>not bold</b>\nall good\n")
+        attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/llama-tiny", str(log))
+        store.finish_attempt(attempt, 0, 2.5, "passed")
+        store.complete_task(task.id, task.fencing_token, {"files": 3})
+        # bert: discovery failed; its attempt's log_path points outside the logs dir.
+        task = store.claim_task(store.list_tasks("discovery", model_id="acme/bert-mini")[0].id, "team-lead-test", 60)
+        attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/bert-mini", "/etc/passwd")
+        store.finish_attempt(attempt, 1, 0.7, "failed", {"summary": "corrupt config.json: unterminated string"})
+        store.fail_task(task.id, task.fencing_token, {"summary": "corrupt config.json: unterminated string"})
+        store.add_metrics("acme/llama-tiny", "optimization", {"speedup": 2.5})
+        store.add_metrics("acme/bert-mini", "optimization", {"speedup": 1.2})
+    finally:
+        store.close()
+    adapt = adaptations / "acme__llama-tiny"
+    adapt.mkdir()
+    (adapt / "benchmark_metrics_cpu_bf16_random_synthetic.json").write_text(json.dumps({
+        "latency": {"median_ms": 12.5, "p90_ms": 14.1, "min_ms": 11.8},
+        "throughput_samples_per_s": 320.0,
+        "accuracy": {"logits": {"cosine": 0.99931, "max_abs_err": 0.00091, "verdict": "pass",
+                                "thresholds": {"cosine": 0.99}}},
+        "environment": {"torch": "2.13.0+cpu"},
+    }))
+    (adapt / "optimization_notes.json").write_text(json.dumps({
+        "speedup": 2.5, "runtime_only": True,
+        "passes": [{"name": "bf16_autocast", "speedup": 2.5, "kept": True},
+                   {"name": "torch_compile", "speedup": 1.01, "kept": False, "reason": "inside the noise"}],
+    }))
+    (adapt / "trace_cpu_bf16_random_synthetic.json").write_text('{"traceEvents": [{"name": "aten::mm", "ph": "X"}]}')
+    (adapt / "demo.py").write_text("print('demo')\n")
+    (adapt / ".venv").mkdir()
+    (adapt / ".venv" / "big.bin").write_bytes(b"\0" * 1024)
+    (adapt / "leak.txt").symlink_to(board_path)
+    return board_path, logs, adaptations
+
+
+def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "ASCENDBRIDGE_DASHBOARD_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashboard", "--board", str(board_path), "--logs", str(logs),
+         "--adaptations", str(adaptations), "--port", str(port), "--heartbeat-fresh", "30"],
+        cwd=REPO, env=env, stdout=open(root / "server.log", "wb"), stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"dashboard exited: {(root / 'server.log').read_text()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("dashboard did not answer /healthz within 30 s")

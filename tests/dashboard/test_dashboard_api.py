@@ -1,0 +1,252 @@
+"""The dashboard over a real socket: pages, JSON API, actions, and every bad request refused
+with a clear 4xx and no change on the board."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+
+import httpx
+import pytest
+
+from tests.dashboard.dash_support import XSS_DESCRIPTION, XSS_ID, Site
+
+
+def last_event_id(site: Site) -> int:
+    with site.store() as store:
+        events = store.list_events(limit=1, newest_first=True)
+    return events[0].id if events else 0
+
+
+# ---------------------------------------------------------------------- pages and reads
+@pytest.mark.parametrize("path", ["/", "/reports", "/agents", "/api/docs", "/models/acme/llama-tiny",
+                                  "/?stage=discovery&status=failed", "/?q=bulk&sort=model_id&order=asc&page=2"])
+def test_pages_render(site: Site, path: str) -> None:
+    r = httpx.get(site.url + path)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in r.headers["content-security-policy"]
+    assert "cdn" not in r.text.lower() and "https://" not in r.text
+
+
+def test_overview_api_funnel_agents_events(site: Site) -> None:
+    data = httpx.get(site.url + "/api/overview").json()
+    assert data["total_models"] == 63
+    discovery = next(row for row in data["funnel"] if row["stage"] == "discovery")
+    assert discovery["statuses"]["completed"] == 1 and discovery["statuses"]["failed"] == 1
+    assert [a["id"] for a in data["agents"]] == ["team-lead-test"]
+    assert data["agents"][0]["freshness"] in ("fresh", "late", "stale")
+    assert data["events"][0]["id"] > data["events"][-1]["id"]  # newest first
+    assert data["models"]["items"][0]["model_id"] == "acme/llama-tiny"  # highest priority first
+
+
+def test_models_filter_search_sort_paginate(site: Site) -> None:
+    get = lambda **p: httpx.get(site.url + "/api/models", params=p).json()  # noqa: E731
+    failed = get(stage="discovery", status="failed")
+    assert [m["model_id"] for m in failed["items"]] == ["acme/bert-mini"]
+    assert failed["items"][0]["failure_reason"] == "corrupt config.json: unterminated string"
+    # search covers the failure reason, not only ids and descriptions
+    assert [m["model_id"] for m in get(q="UNTERMINATED")["items"]] == ["acme/bert-mini"]
+    assert [m["model_id"] for m in get(q="demo")["items"]] == ["acme/llama-tiny"]
+    assert get(q="100%")["total"] == 0  # LIKE wildcards are literal
+    at_adaptation = get(stage="adaptation")
+    assert [m["model_id"] for m in at_adaptation["items"]] == ["acme/llama-tiny"]
+    page1 = get(q="bulk", sort="model_id", order="asc", per_page=25)
+    page3 = get(q="bulk", sort="model_id", order="asc", per_page=25, page=3)
+    assert page1["total"] == 60 and page1["pages"] == 3
+    assert page1["items"][0]["model_id"] == "bulk/model-000"
+    assert [m["model_id"] for m in page3["items"]] == [f"bulk/model-{i:03d}" for i in range(50, 60)]
+    desc = get(q="bulk", sort="model_id", order="desc", per_page=1)
+    assert desc["items"][0]["model_id"] == "bulk/model-059"
+
+
+def test_model_api_has_timeline_evidence_and_safe_logs(site: Site) -> None:
+    data = httpx.get(site.url + "/api/models/acme/llama-tiny").json()
+    discovery = data["timeline"][0]
+    assert discovery["status"] == "completed"
+    assert "<b>not bold</b>" in discovery["attempt_rows"][0]["log_tail"]
+    run = data["benchmark_runs"][0]
+    assert run["label"] == "cpu_bf16_random_synthetic"
+    assert run["latency"] == {"median_ms": 12.5, "p90_ms": 14.1, "min_ms": 11.8}
+    assert run["accuracy"]["rows"][0]["cosine"] == 0.99931
+    assert data["charts"]["speedup"] == {"labels": ["bf16_autocast", "torch_compile"], "values": [2.5, 1.01]}
+    assert data["traces"][0]["name"] == "trace_cpu_bf16_random_synthetic.json"
+    bert = httpx.get(site.url + "/api/models/acme/bert-mini").json()
+    row = bert["timeline"][0]["attempt_rows"][0]
+    assert row["log_tail"] is None and "outside the logs directory" in row["log_note"]
+    assert "root:" not in httpx.get(site.url + "/models/acme/bert-mini").text
+    assert bert["benchmark_runs"] == [] and bert["optimization_notes"] is None
+
+
+def test_model_page_escapes_log_and_shows_no_evidence_yet(site: Site) -> None:
+    html = httpx.get(site.url + "/models/acme/llama-tiny").text
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in html and "<b>not bold</b>" not in html
+    assert "0.99931" in html and "bf16_autocast" in html
+    bert = httpx.get(site.url + "/models/acme/bert-mini").text
+    assert "No benchmark evidence yet." in bert and "No optimization notes yet." in bert
+
+
+def test_xss_payload_is_inert_in_html_and_json(site: Site) -> None:
+    for path in ("/", f"/models/{XSS_ID}", "/?q=pwned"):
+        html = httpx.get(site.url + path).text
+        assert "<script>window.__pwned" not in html
+        assert "<img src=x" not in html
+    html = httpx.get(site.url + f"/models/{XSS_ID}").text
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in html
+    assert httpx.get(site.url + f"/api/models/{XSS_ID}").json()["model"]["description"] == XSS_DESCRIPTION
+
+
+def test_downloads_zip_and_trace_are_path_safe(site: Site) -> None:
+    r = httpx.get(site.url + "/models/acme/llama-tiny/download.zip")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
+    names = zipfile.ZipFile(io.BytesIO(r.content)).namelist()
+    assert "acme__llama-tiny/demo.py" in names and "acme__llama-tiny/optimization_notes.json" in names
+    assert not any(".venv" in n or "leak.txt" in n for n in names)  # environments and symlinks stay out
+    trace = httpx.get(site.url + "/models/acme/llama-tiny/traces/trace_cpu_bf16_random_synthetic.json")
+    assert trace.status_code == 200 and trace.json()["traceEvents"][0]["name"] == "aten::mm"
+    for bad in ("..%2F..%2Fboard.db", "board.db", "trace_x.json", "trace_..json"):
+        r = httpx.get(site.url + f"/models/acme/llama-tiny/traces/{bad}")
+        assert r.status_code in (400, 404), bad
+        assert b"SQLite" not in r.content
+    r = httpx.get(site.url + "/models/acme/bert-mini/download.zip")
+    assert r.status_code == 404 and "no adaptation directory" in r.text
+    for raw in ("/board.db", "/static/../board.db", "/static/..%2f..%2fboard.db"):
+        assert b"SQLite format" not in httpx.get(site.url + raw).content
+
+
+def test_healthz_and_prometheus_metrics(site: Site) -> None:
+    assert httpx.get(site.url + "/healthz").json()["status"] == "ok"
+    r = httpx.get(site.url + "/metrics")
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    text = r.text
+    assert "# TYPE ascendbridge_tasks gauge" in text
+    assert re.search(r'^ascendbridge_tasks\{stage="discovery",status="failed"\} 1$', text, re.M)
+    assert re.search(r'^ascendbridge_attempts_total\{stage="discovery",outcome="passed"\} 1$', text, re.M)
+    assert re.search(r'^ascendbridge_attempt_duration_seconds_sum\{stage="discovery"\} 3\.2$', text, re.M)
+    assert re.search(r"^ascendbridge_models 63$", text, re.M)
+    for line in text.splitlines():
+        assert line.startswith("#") or re.match(r'^[a-z_]+(\{[^}]*\})? -?[0-9.e+]+$', line), line
+
+
+def test_reports_api(site: Site) -> None:
+    data = httpx.get(site.url + "/api/reports").json()
+    discovery = next(r for r in data["success_by_stage"] if r["stage"] == "discovery")
+    assert discovery["rate"] == 0.5
+    assert data["success_by_family"]["causal_lm"]["discovery"] == 1.0
+    assert data["success_by_family"]["masked_lm"]["discovery"] == 0.0
+    assert sorted(s["speedup"] for s in data["speedups"]) == [1.2, 2.5]
+    assert data["speedup_histogram"]["counts"][3] == 1  # 1.1-1.5x holds 1.2
+    assert data["speedup_geomean"] == pytest.approx((1.2 * 2.5) ** 0.5)
+
+
+def test_openapi_schema_lists_api(site: Site) -> None:
+    schema = httpx.get(site.url + "/api/openapi.json").json()
+    assert "/api/models" in schema["paths"] and "post" in schema["paths"]["/api/models"]
+    assert "/api/models/{model_id}/guidance" in schema["paths"]
+
+
+def test_board_writes_are_visible_immediately(site: Site) -> None:
+    """WAL: a commit by another process shows up on the next request, no restart, no cache."""
+    with site.store() as store:
+        store.add_guidance("visible at once?", model_id="bulk/model-007", origin="cli")
+        g = store.list_guidance("bulk/model-007")[-1]
+        store.reply_guidance(g.id, "answered", "yes, from the team lead")
+    data = httpx.get(site.url + "/api/models/bulk/model-007").json()
+    assert data["guidance"][-1]["reply"] == "yes, from the team lead"
+
+
+# ---------------------------------------------------------------------- actions
+def test_actions_change_board_and_record_dashboard_origin(site: Site) -> None:
+    with site.client() as c:
+        r = c.post("/api/models", json={"model_id": "new-org/fresh-model", "description": "from the API", "priority": 4},
+                   headers=site.auth())
+        assert r.status_code == 201 and r.json()["created"] is True
+        assert c.post("/api/models/new-org/fresh-model/priority", json={"priority": 42}, headers=site.auth()).json()["model"]["priority"] == 42
+        assert c.post("/api/models/new-org/fresh-model/pause", headers=site.auth()).json()["model"]["paused"] is True
+        assert c.post("/api/models/new-org/fresh-model/resume", headers=site.auth()).json()["model"]["paused"] is False
+        skip = c.post("/api/models/new-org/fresh-model/skip", json={"stage": "healing"}, headers=site.auth())
+        assert skip.json()["task"]["status"] == "skipped"
+        assert c.post("/api/models/acme/bert-mini/retry", json={"stage": "discovery"},
+                      headers={"Authorization": f"Bearer {site.token}"}).json()["task"]["status"] == "pending"
+        g = c.post("/api/models/new-org/fresh-model/guidance", json={"text": "prefer bf16"}, headers=site.auth())
+        assert g.status_code == 201 and g.json()["guidance"]["origin"] == "dashboard"
+        assert c.post("/api/guidance", json={"text": "global note"}, headers=site.auth()).status_code == 201
+    with site.store() as store:
+        model = store.get_model("new-org/fresh-model")
+        assert model.priority == 42 and not model.paused and "healing" in model.skip_stages
+        kinds = [(e.kind, e.origin) for e in store.list_events("new-org/fresh-model")]
+        assert store.list_tasks("discovery", model_id="acme/bert-mini")[0].status == "pending"
+    assert {k for k, o in kinds if o == "dashboard"} >= {"registered", "priority", "paused", "resumed", "skipped", "guidance"}
+
+
+def test_form_action_with_token_field_redirects_back(site: Site) -> None:
+    with site.client() as c:
+        r = c.post("/actions/priority", data={"token": site.token, "model_id": "bulk/model-001", "priority": "7",
+                                              "next": "/models/bulk/model-001"},
+                   headers={"Origin": site.url})
+        assert r.status_code == 303 and r.headers["location"] == "/models/bulk/model-001"
+        r = c.post("/actions/pause", data={"token": site.token, "model_id": "bulk/model-001", "next": "https://evil.example/"})
+        assert r.status_code == 303 and r.headers["location"] == "/models/bulk/model-001"  # no open redirect
+    with site.store() as store:
+        assert store.get_model("bulk/model-001").priority == 7
+
+
+BAD_REQUESTS = [
+    # (method, path, kwargs, expected status, message fragment)
+    ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": 1}}, 401, "missing action token"),
+    ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": 1}, "headers": {"X-AscendBridge-Token": "nope"}}, 403, "wrong action token"),
+    ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": 1}, "auth": True, "headers": {"Origin": "http://evil.example"}}, 403, "refused"),
+    ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": 1}, "auth": True, "headers": {"Sec-Fetch-Site": "cross-site"}}, 403, "cross-site"),
+    ("post", "/api/models/no-such/model/priority", {"json": {"priority": 1}, "auth": True}, 404, "unknown model"),
+    ("post", "/api/models/acme/llama-tiny/skip", {"json": {"stage": "deployment"}, "auth": True}, 400, "unknown stage"),
+    ("post", "/api/models/acme/llama-tiny/skip", {"json": {"stage": "discovery"}, "auth": True}, 409, "it is completed"),
+    ("post", "/api/models/acme/llama-tiny/retry", {"json": {"stage": "adaptation"}, "auth": True}, 409, "cannot retry"),
+    ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": "high"}, "auth": True}, 400, "priority"),
+    ("post", "/api/models/acme/llama-tiny/priority", {"content": b"priority=3", "auth": True}, 400, "JSON"),
+    ("post", "/api/models/acme/llama-tiny/priority", {"content": b"{not json", "auth": True, "headers": {"Content-Type": "application/json"}}, 400, "JSON"),
+    ("post", "/api/models", {"json": {"model_id": "../../etc/passwd"}, "auth": True}, 400, ".."),
+    ("post", "/api/models", {"json": {"model_id": "bad;rm -rf"}, "auth": True}, 400, "characters outside"),
+    ("post", "/api/models", {"json": {"model_id": "x/y", "source": "ftp"}, "auth": True}, 400, "unknown source"),
+    ("post", "/api/models/acme/llama-tiny/guidance", {"json": {"text": "   "}, "auth": True}, 400, "empty"),
+    ("post", "/api/models/acme/llama-tiny/guidance", {"content": json.dumps({"text": "x" * 70_000}).encode(), "auth": True, "headers": {"Content-Type": "application/json"}}, 413, "larger than"),
+    ("post", "/actions/priority", {"data": {"token": "wrong-token-value", "model_id": "acme/llama-tiny", "priority": "1"}}, 403, "wrong action token"),
+    ("post", "/actions/explode", {"data": {"model_id": "acme/llama-tiny"}, "auth": True}, 400, "unknown action"),
+    ("get", "/api/models/no-such/model", {}, 404, "unknown model"),
+    ("get", "/api/models?stage=nowhere", {}, 400, "unknown stage"),
+    ("get", "/api/models?status=exploded", {}, 400, "unknown status"),
+    ("get", "/api/models?page=0", {}, 400, "page"),
+    ("get", "/api/models?per_page=100000", {}, 400, "per_page"),
+    ("get", "/models/no-such/model", {}, 404, "unknown model"),
+]
+
+
+@pytest.mark.parametrize("method,path,kwargs,status,fragment", BAD_REQUESTS, ids=[f"{b[3]}-{b[4]}" for b in BAD_REQUESTS])
+def test_bad_requests_are_clear_4xx_and_change_nothing(site: Site, method: str, path: str, kwargs: dict,
+                                                       status: int, fragment: str) -> None:
+    kwargs = dict(kwargs)
+    headers = dict(kwargs.pop("headers", {}))
+    if kwargs.pop("auth", False):
+        headers.update(site.auth())
+    before = last_event_id(site)
+    r = httpx.request(method.upper(), site.url + path, headers=headers, timeout=10, **kwargs)
+    assert r.status_code == status, r.text
+    body = r.json()["error"] if path.startswith("/api/") else r.text
+    assert fragment in body
+    assert "Traceback" not in r.text
+    assert last_event_id(site) == before
+
+
+def test_streamed_oversized_body_is_refused(site: Site) -> None:
+    def chunks():  # no Content-Length: the cap must hold while streaming
+        yield b'{"text": "'
+        for _ in range(40):
+            yield b"y" * 4096
+        yield b'"}'
+
+    before = last_event_id(site)
+    r = httpx.post(site.url + "/api/models/acme/llama-tiny/guidance", content=chunks(),
+                   headers={**site.auth(), "Content-Type": "application/json"})
+    assert 400 <= r.status_code < 500
+    assert last_event_id(site) == before
