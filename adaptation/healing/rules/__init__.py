@@ -1,0 +1,48 @@
+"""The healing rule catalogue: an ordered registry of small, named rules.
+
+Order matters where messages overlap: hardware and access problems first (no spec edit helps),
+then packaging, resources, API versions, and finally input and config issues whose patterns are
+the most generic. `RULES` is the catalogue the classifier walks; `rule_named` finds one by name.
+"""
+
+from __future__ import annotations
+
+from adaptation.healing.rules.access import GatedRepoRule, RemoteCodeRule, WeightsUnreachableRule
+from adaptation.healing.rules.base import Block, Fix, FixContext, GiveUp, Match, Remedy, Rule, apply_changes
+from adaptation.healing.rules.config import MissingConfigAttributeRule
+from adaptation.healing.rules.dependencies import DependencyResolutionRule, MissingModuleRule
+from adaptation.healing.rules.devices import DeviceMismatchRule, NpuUnavailableRule
+from adaptation.healing.rules.inputs import PadTokenRule, SequenceTooLongRule
+from adaptation.healing.rules.memory import OutOfMemoryRule, TimeoutRule
+from adaptation.healing.rules.numerics import DtypeUnsupportedRule, NonFiniteOutputsRule
+from adaptation.healing.rules.transformers_compat import TransformersVersionRule
+
+RULES: tuple[Rule, ...] = (
+    NpuUnavailableRule(),
+    RemoteCodeRule(),
+    GatedRepoRule(),
+    WeightsUnreachableRule(),
+    DependencyResolutionRule(),
+    TimeoutRule(),
+    OutOfMemoryRule(),
+    MissingModuleRule(),
+    TransformersVersionRule(),
+    PadTokenRule(),
+    DtypeUnsupportedRule(),
+    NonFiniteOutputsRule(),
+    DeviceMismatchRule(),
+    MissingConfigAttributeRule(),
+    SequenceTooLongRule(),
+)
+
+
+def rule_named(name: str) -> Rule:
+    for rule in RULES:
+        if rule.name == name:
+            return rule
+    raise KeyError(f"unknown healing rule '{name}'")
+
+
+__all__ = [
+    "RULES", "rule_named", "Rule", "Match", "Fix", "Block", "GiveUp", "Remedy", "FixContext", "apply_changes",
+]

@@ -1,0 +1,55 @@
+"""Device problems: tensors created on another device, or an NPU that is not there."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from adaptation.healing.failure import Failure
+from adaptation.healing.rules.base import Block, FixContext, Fix, GiveUp, Match, Remedy, Rule
+from adaptation.spec import AdaptationSpec
+
+_MISMATCH = re.compile(
+    r"Expected all tensors to be on the same device|found at least two devices|"
+    r"Tensor on device \S+ is not on the expected device \S+|"
+    r"Expected (?:object|tensor) of device type \S+ but got device type \S+|"
+    r"Input type \(\S+\) and weight type \(\S+\) should be the same"
+)
+_NPU_MISSING = re.compile(
+    r"No module named 'torch_npu'|module 'torch' has no attribute 'npu'|"
+    r"(?:NPU|npu)\b[^\n]{0,80}(?:not available|unavailable|is not installed)|"
+    r"torch_npu[^\n]{0,80}(?:not available|unavailable|not installed|failed to load)|"
+    r"libascendcl\.so|ASCEND_HOME_PATH|Ascend toolkit|\bCANN\b"
+)
+
+
+class DeviceMismatchRule(Rule):
+    name = "device_mismatch"
+    description = ("Model code mixes devices (tensors made without a device): build and run with the run "
+                   "device as torch's default device.")
+
+    def match(self, failure: Failure) -> Optional[Match]:
+        found = _MISMATCH.search(failure.text)
+        return Match(f"tensors on different devices ({found.group(0)})") if found else None
+
+    def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
+        if spec.set_default_device:
+            return GiveUp("the run device is already torch's default device and tensors still mix devices")
+        return Fix("use the run device as torch's default device (set_default_device = true)",
+                   {"set_default_device": True})
+
+
+class NpuUnavailableRule(Rule):
+    name = "npu_unavailable"
+    description = "An NPU run was requested but torch_npu / CANN / an NPU is not available on this host."
+
+    def match(self, failure: Failure) -> Optional[Match]:
+        requested = (failure.result or {}).get("device_requested")
+        found = _NPU_MISSING.search(failure.text)
+        if found and (requested in (None, "npu") or "torch_npu" in found.group(0)):
+            return Match(f"no usable NPU ({found.group(0)})")
+        return None
+
+    def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
+        return Block("an NPU run needs an Ascend host with CANN and torch_npu (the `ascend` extra); "
+                     "this host has none. Run the healing stage on an NPU host or select the cpu/cuda profile")
