@@ -28,6 +28,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
 from adaptation.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
@@ -155,6 +157,17 @@ def check_demo_wrapper(report: Report, directory: Path) -> None:
                "demo.py contains code besides the ab_runtime.demo.main wrapper")
 
 
+def requirement_names(requirements: Any, problems: list[str], where: str) -> set[str]:
+    """Canonical names of a requirement list; unparsable entries are recorded as problems."""
+    names = set()
+    for text in requirements if isinstance(requirements, list) else []:
+        try:
+            names.add(canonicalize_name(Requirement(str(text)).name))
+        except InvalidRequirement:
+            problems.append(f"{where}: invalid requirement {text!r}")
+    return names
+
+
 def check_pyproject(report: Report, directory: Path) -> None:
     try:
         data = tomllib.loads((directory / "pyproject.toml").read_text())
@@ -164,14 +177,14 @@ def check_pyproject(report: Report, directory: Path) -> None:
     project = data.get("project", {})
     extras = project.get("optional-dependencies", {})
     problems = []
-    if not any(str(d).lower().startswith("transformers") for d in project.get("dependencies", [])):
+    if "transformers" not in requirement_names(project.get("dependencies", []), problems, "dependencies"):
         problems.append("transformers is not a dependency")
     for extra in EXTRAS:
-        reqs = [str(r).lower() for r in extras.get(extra, [])]
-        if not any(re.match(r"torch\b(?!-)", r) for r in reqs):
-            problems.append(f"extra '{extra}' does not pin torch")
-        if extra == "ascend" and not any(r.startswith(("torch-npu", "torch_npu")) for r in reqs):
-            problems.append("extra 'ascend' has no torch-npu")
+        names = requirement_names(extras.get(extra, []), problems, f"extra '{extra}'")
+        if "torch" not in names:
+            problems.append(f"extra '{extra}' does not require torch")
+        if extra == "ascend" and "torch-npu" not in names:
+            problems.append("extra 'ascend' does not require torch-npu")
     conflicts = data.get("tool", {}).get("uv", {}).get("conflicts", [])
     groups = [{item.get("extra") for item in group if isinstance(item, dict)} for group in conflicts
               if isinstance(group, list)]

@@ -1,0 +1,107 @@
+"""ADAPTATION_STAGE on real board records produced by real discovery of the bundled demo models."""
+
+from __future__ import annotations
+
+import io
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from adaptation.spec import AdaptationSpec, AppliedFix
+from adaptation.stage import ADAPTATION_STAGE
+from ascendbridge.board import BoardStore
+from ascendbridge.board.records import Registration
+from ascendbridge.config import REPO_ROOT, adaptations_dir
+from ascendbridge.discovery.discover import discover
+from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.stage_api import Stage, StageContext
+
+DEMO = REPO_ROOT / "demo_models"
+
+
+def discovered(board: BoardStore, model_id: str, info: ModelInfo, allow_remote_code: bool = False) -> StageContext:
+    board.register_models([Registration(model_id=model_id, source=info.source, path=info.local_dir,
+                                        allow_remote_code=allow_remote_code)])
+    fields = {"architecture": (info.architectures or [None])[0], "model_type": info.model_type,
+              "task_family": info.task_family, "parameter_count": info.parameter_count}
+    model = board.update_model_metadata(model_id, fields, info.model_dump(mode="json"))
+    task = board.list_tasks(stage="adaptation", model_id=model_id)[0]
+    return StageContext(model=model, task=task, adaptation_dir=adaptations_dir() / model.adaptation_name,
+                        board_path=board.path, log=io.StringIO())
+
+
+def demo_context(board: BoardStore, name: str) -> StageContext:
+    model_id = f"demo/{name}"
+    return discovered(board, model_id, discover(model_id, "local", str(DEMO / name)))
+
+
+def test_stage_is_registered_under_its_entry_point() -> None:
+    found = {ep.name: ep for ep in entry_points(group="ascendbridge.stages")}
+    stage = found["adaptation"].load()
+    assert stage is ADAPTATION_STAGE and isinstance(stage, Stage) and stage.name == "adaptation"
+
+
+def test_run_renders_and_locks_then_the_gate_passes(board: BoardStore) -> None:
+    ctx = demo_context(board, "tiny-gpt2")
+    outcome = ADAPTATION_STAGE.run(ctx)
+    assert outcome.status == "done", outcome
+    assert outcome.result["task_family"] == "causal_lm" and outcome.result["model_class"] == "GPT2LMHeadModel"
+    assert "uv.lock" in outcome.result["files_changed"] and outcome.result["lock_s"] > 0
+    spec = AdaptationSpec.load(ctx.adaptation_dir)
+    assert spec.model.path == str(DEMO / "tiny-gpt2") and spec.model.source == "local"
+    assert "rendering" in ctx.log.getvalue()
+    verdict = ADAPTATION_STAGE.gate(ctx)
+    assert verdict.passed, verdict.summary
+    assert {c["name"] for c in verdict.report["checks"]} >= {"files", "spec", "runtime", "pyproject", "lock"}
+
+    again = ADAPTATION_STAGE.run(ctx)  # unchanged record: nothing rewritten, no new lock
+    assert again.status == "done" and again.result["files_changed"] == [] and again.result["lock_s"] is None
+
+
+def test_rerun_keeps_the_healers_fixes(board: BoardStore) -> None:
+    ctx = demo_context(board, "tiny-bert")
+    assert ADAPTATION_STAGE.run(ctx).status == "done"
+    spec = AdaptationSpec.load(ctx.adaptation_dir)
+    spec.inputs.seq_len = 8
+    spec.applied_fixes.append(AppliedFix(rule="oom", description="shorter sequence", attempt=1))
+    spec.save(ctx.adaptation_dir)
+    outcome = ADAPTATION_STAGE.run(ctx)
+    assert outcome.status == "done" and "README.md" in outcome.result["files_changed"]
+    kept = AdaptationSpec.load(ctx.adaptation_dir)
+    assert kept.inputs.seq_len == 8 and kept.applied_fixes[0].rule == "oom"
+
+
+def test_unknown_family_fails_with_a_diagnosis_and_writes_nothing(board: BoardStore, tmp_path: Path) -> None:
+    info = ModelInfo(model_id="org/odd", source="huggingface", config={"model_type": "odd"},
+                     architectures=["OddForSomething"], model_type="odd",
+                     task_family_reason="architecture OddForSomething has no supported task family")
+    ctx = discovered(board, "org/odd", info)
+    outcome = ADAPTATION_STAGE.run(ctx)
+    assert outcome.status == "failed"
+    assert outcome.diagnosis["rule"] == "unknown_task_family" and "OddForSomething" in outcome.summary
+    assert not ctx.adaptation_dir.exists()
+
+
+def test_remote_code_without_permission_is_blocked(board: BoardStore) -> None:
+    info = ModelInfo(model_id="org/custom", source="huggingface", config={"model_type": "custom"},
+                     architectures=["CustomForCausalLM"], model_type="custom", task_family="causal_lm",
+                     model_class="CustomForCausalLM", needs_remote_code=True)
+    outcome = ADAPTATION_STAGE.run(discovered(board, "org/custom", info))
+    assert outcome.status == "blocked" and outcome.diagnosis["rule"] == "remote_code_not_allowed"
+
+
+def test_gate_fails_on_a_tampered_package(board: BoardStore) -> None:
+    ctx = demo_context(board, "tiny-llama")
+    assert ADAPTATION_STAGE.run(ctx).status == "done"
+    pyproject = ctx.adaptation_dir / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"torch-npu==', '"torch-npu-fake=='))
+    verdict = ADAPTATION_STAGE.gate(ctx)
+    assert not verdict.passed
+    assert "pyproject" in verdict.summary and "lock" in verdict.summary
+
+
+def test_gate_fails_when_nothing_was_rendered(board: BoardStore) -> None:
+    ctx = demo_context(board, "tiny-vit")
+    verdict = ADAPTATION_STAGE.gate(ctx)
+    assert not verdict.passed and "unknown adaptation" in verdict.summary
