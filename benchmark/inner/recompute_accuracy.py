@@ -1,0 +1,87 @@
+"""Gate helper: reload a run's saved outputs, recompute its accuracy figures, compare them.
+
+Run in the adaptation's interpreter: `python recompute_accuracy.py METRICS_JSON SPEC_JSON`.
+Prints one JSON object: {"ok", "problems", "recomputed_verdict", "outputs_checked"}. Thresholds
+come from the spec (adaptation.json), not from the metrics file, so loosening the thresholds
+recorded in the metrics file is itself a mismatch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from _framework import framework_module
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check(metrics_path: Path, spec_path: Path) -> dict[str, Any]:
+    import torch
+
+    comparator = framework_module("comparator")
+    metrics = json.loads(metrics_path.read_text())
+    spec = json.loads(spec_path.read_text())
+    evidence = metrics.get("evidence") or {}
+    outputs_path = metrics_path.parent / str(evidence.get("outputs", ""))
+    if not outputs_path.is_file():
+        return {"ok": False, "problems": [f"outputs file {outputs_path.name} not found"]}
+    if sha256(outputs_path) != evidence.get("outputs_sha256"):
+        return {"ok": False, "problems": [f"{outputs_path.name}: sha256 does not match the metrics file "
+                                          "(outputs changed or truncated after the run)"]}
+    try:
+        saved = torch.load(outputs_path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # any unreadable file is a failed check, reported in one line
+        return {"ok": False, "problems": [f"{outputs_path.name}: cannot be loaded ({exc.__class__.__name__})"]}
+    if not isinstance(saved, dict) or saved.get("format") != "ascendbridge.outputs/1":
+        return {"ok": False, "problems": [f"{outputs_path.name}: not an AscendBridge outputs file"]}
+    run = metrics.get("run") or {}
+    problems = []
+    for key in ("device", "dtype"):
+        if saved.get(key) != run.get(key):
+            problems.append(f"outputs file says {key}={saved.get(key)!r}, metrics say {run.get(key)!r}")
+    thresholds = comparator.Thresholds.from_spec(spec.get("tolerances"))
+    recomputed = comparator.compare_outputs(
+        saved["target"], saved["reference"], thresholds, str(saved.get("dtype")), saved.get("reference_fp64")
+    )
+    recorded = metrics.get("accuracy")
+    if not comparator.same_figures(recomputed, recorded):
+        problems.append("accuracy figures in the metrics file do not match the figures recomputed "
+                        "from the saved outputs" + _first_difference(recomputed, recorded))
+    return {"ok": not problems, "problems": problems, "recomputed_verdict": recomputed["verdict"],
+            "outputs_checked": sorted(recomputed["outputs"])}
+
+
+def _first_difference(a: Any, b: Any, path: str = "accuracy") -> str:
+    """Where two results first differ, for a useful one-line message."""
+    comparator = framework_module("comparator")
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                return f" (first at {path}.{key}: present in only one)"
+            if not comparator.same_figures(a[key], b[key]):
+                return _first_difference(a[key], b[key], f"{path}.{key}")
+        return ""
+    return f" (first at {path}: recomputed {a!r}, recorded {b!r})"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: recompute_accuracy.py METRICS_JSON SPEC_JSON", file=sys.stderr)
+        return 2
+    result = check(Path(argv[0]), Path(argv[1]))
+    print(json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+"""The Benchmark stage: render accuracy_run.py, run it per dtype in the adaptation's env, record.
+
+run: renders `accuracy_run.py` into the adaptation, syncs the device profile's environment and
+runs the script once per dtype (spec target first, then bfloat16 by default) through uv; every
+run's figures go to the board's metrics table. gate: `benchmark/scripts/check_accuracy_run.py`
+as a separate process, which re-derives the figures from the saved outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from adaptation import uv_env
+from adaptation.healing.steps import weights_available
+from adaptation.spec import AdaptationSpec
+from ascendbridge.board.store import BoardStore
+from ascendbridge.runtime.process import run_command
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from benchmark.render import render_accuracy_run
+from benchmark.settings import BenchmarkSettings
+
+CHECKER = Path(__file__).resolve().parent / "scripts" / "check_accuracy_run.py"
+GATE_TIMEOUT_S = 900.0
+
+
+def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool) -> list[str]:
+    argv = ["accuracy_run.py", "--device", settings.device, "--dtype", dtype, "--warmup", str(settings.warmup),
+            "--iters", str(settings.iters), "--num-samples", str(settings.num_samples)]
+    return argv + (["--use-pretrained"] if pretrained else [])
+
+
+def board_figures(result: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """The numeric figures of one accuracy_run RESULT for BoardStore.add_metrics."""
+    values: dict[str, float] = {}
+    units: dict[str, str] = {}
+    for key, unit in (("median_ms", "ms"), ("p90_ms", "ms"), ("reference_median_ms", "ms"),
+                      ("samples_per_s", "samples/s"), ("peak_memory_bytes", "bytes")):
+        if isinstance(result.get(key), (int, float)):
+            values[key] = float(result[key])
+            units[key] = unit
+    values["accuracy_pass"] = 1.0 if result.get("verdict") == "pass" else 0.0
+    return values, units
+
+
+def _diagnosis(dtype: str, command: Any, result: Optional[dict[str, Any]]) -> dict[str, Any]:
+    error = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
+    return {"rule": "benchmark_run_failed", "summary": f"accuracy_run.py ({dtype}) failed: {error}",
+            "dtype": dtype, "log_tail": command.tail(30)}
+
+
+class BenchmarkStage:
+    name = "benchmark"
+
+    def run(self, ctx: StageContext) -> StageOutcome:
+        try:
+            settings = BenchmarkSettings.from_sources(ctx.settings)
+            spec = AdaptationSpec.load(ctx.adaptation_dir)
+        except ValueError as exc:
+            return StageOutcome("failed", str(exc), diagnosis={"rule": "benchmark_setup", "summary": str(exc)})
+        render_accuracy_run(spec, ctx.adaptation_dir)
+        ctx.say(f"accuracy_run.py rendered; syncing the {settings.profile} environment")
+        sync = uv_env.sync(ctx.adaptation_dir, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
+        if not sync.ok:
+            return StageOutcome("failed", f"uv sync --extra {settings.profile} failed", diagnosis={
+                "rule": "sync_failed", "summary": "the adaptation environment could not be synced",
+                "log_tail": sync.tail(20)})
+        available, why = weights_available(spec)
+        pretrained = settings.real_weights and available
+        ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why})")
+        runs: list[dict[str, Any]] = []
+        store = BoardStore(ctx.board_path)
+        try:
+            for dtype in settings.dtypes_for(spec.dtype.target):
+                ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")
+                command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
+                                            timeout_s=settings.run_timeout_s, log=ctx.log)
+                result = uv_env.parse_result(command.output)
+                if command.exit_code not in (0, 2) or not result or not result.get("ok"):
+                    return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
+                                        result={"runs": runs}, diagnosis=_diagnosis(dtype, command, result))
+                values, units = board_figures(result)
+                store.add_metrics(ctx.model.model_id, "benchmark", values, device=result["device"],
+                                  dtype=dtype, units=units)
+                runs.append(result)
+        finally:
+            store.close()
+        summary = "; ".join(f"{r['device']} {r['dtype']}: median {r['median_ms']:.2f} ms, accuracy {r['verdict']}"
+                            for r in runs)
+        return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None})
+
+    def gate(self, ctx: StageContext) -> GateResult:
+        argv = [sys.executable, str(CHECKER), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
+        res = run_command(argv, timeout_s=GATE_TIMEOUT_S)
+        start = res.output.find("{")
+        try:
+            report = json.loads(res.output[start:]) if start >= 0 else None
+        except json.JSONDecodeError:
+            report = None
+        if not isinstance(report, dict):
+            return GateResult(False, f"check_accuracy_run.py gave no report (exit {res.exit_code}): {res.tail(3)}",
+                              {"output_tail": res.tail(20)})
+        passed = res.exit_code == 0 and report.get("passed") is True
+        return GateResult(passed, str(report.get("summary", "")), report)
+
+
+BENCHMARK_STAGE = BenchmarkStage()

@@ -1,0 +1,65 @@
+"""Tiny local models of three task families, rendered as adaptations, for the benchmark tests.
+
+The adaptations are real generator output (adaptation.generator.render_adaptation) plus the
+rendered accuracy_run.py; they run with the shared torch test environment's interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from adaptation.generator import render_adaptation
+from adaptation.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
+from adaptation.spec import RESULT_MARKER
+from benchmark.render import render_accuracy_run
+
+TINY_MODELS: dict[str, dict[str, Any]] = {
+    "tiny-bert": {
+        "family": "feature_extraction", "class": "BertModel", "dtype": "float32",
+        "config": {"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
+                   "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 128,
+                   "max_position_embeddings": 64, "type_vocab_size": 2},
+    },
+    "tiny-gpt2": {
+        "family": "causal_lm", "class": "GPT2LMHeadModel", "dtype": "bfloat16",
+        "config": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 32, "n_layer": 2,
+                   "n_head": 2, "vocab_size": 128, "n_positions": 64},
+    },
+    "tiny-vit": {
+        "family": "image_classification", "class": "ViTForImageClassification", "dtype": "float32",
+        "config": {"architectures": ["ViTForImageClassification"], "model_type": "vit", "hidden_size": 32,
+                   "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32,
+                   "patch_size": 8, "num_channels": 3, "num_labels": 3,
+                   "id2label": {"0": "a", "1": "b", "2": "c"}, "label2id": {"a": 0, "b": 1, "c": 2}},
+    },
+}
+
+
+def make_adaptation(root: Path, name: str) -> Path:
+    """Render adaptation `name` (config-only local model) with accuracy_run.py under root."""
+    info = TINY_MODELS[name]
+    model_dir = root / "models" / name
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.json").write_text(json.dumps(info["config"]))
+    spec = AdaptationSpec(
+        name=name,
+        model=ModelSource(model_id=f"demo/{name}", source="local", path=str(model_dir), has_weights=False),
+        task_family=info["family"], model_class=info["class"], model_type=info["config"]["model_type"],
+        inputs=InputRecipe(seq_len=16), dtype=DtypePolicy(target=info["dtype"]),
+    )
+    directory = root / "adaptations" / name
+    render_adaptation(spec, directory)
+    render_accuracy_run(spec, directory)
+    return directory
+
+
+def run_accuracy(python: Path, directory: Path, *args: str) -> tuple[int, dict[str, Any], str, str]:
+    """(exit code, parsed RESULT, stdout, stderr) of one accuracy_run.py run."""
+    proc = subprocess.run([str(python), "accuracy_run.py", "--warmup", "1", "--iters", "3", *args],
+                          cwd=directory, capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
+    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
+    return proc.returncode, result, proc.stdout, proc.stderr

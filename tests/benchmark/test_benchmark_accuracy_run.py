@@ -1,0 +1,137 @@
+"""accuracy_run.py on tiny models of three families, and the gate on real and tampered evidence."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ascendbridge.config import REPO_ROOT
+from benchmark.gate import check_adaptation
+from tests.benchmark.bench_support import make_adaptation, run_accuracy
+from tests.support.torch_env import torch_env_python
+
+CHECKER = REPO_ROOT / "benchmark" / "scripts" / "check_accuracy_run.py"
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    return torch_env_python()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, int, dict, str]]:
+    """One accuracy_run per model, in the spec's target dtype (bfloat16 for the GPT-2)."""
+    root = tmp_path_factory.mktemp("bench")
+    out = {}
+    for name in ("tiny-bert", "tiny-gpt2", "tiny-vit"):
+        directory = make_adaptation(root, name)
+        code, result, stdout, stderr = run_accuracy(python, directory, "--device", "cpu")
+        out[name] = (directory, code, result, stdout, stderr)
+    return out
+
+
+@pytest.mark.parametrize("name,dtype,outputs", [
+    ("tiny-bert", "float32", {"last_hidden_state", "pooler_output"}),
+    ("tiny-gpt2", "bfloat16", {"logits"}),
+    ("tiny-vit", "float32", {"logits"}),
+])
+def test_accuracy_run_writes_complete_evidence(runs: dict, name: str, dtype: str, outputs: set) -> None:
+    directory, code, result, stdout, stderr = runs[name]
+    assert code == 0, stdout + stderr
+    assert result["ok"] and result["verdict"] == "pass" and result["dtype"] == dtype
+    stem = f"cpu_{dtype}_dry_run_synthetic"
+    assert result["metrics"] == f"benchmark_metrics_{stem}.json"
+    for file in (f"outputs_{stem}.pt", f"trace_{stem}.json", f"benchmark_metrics_{stem}.json"):
+        assert (directory / file).is_file()
+    metrics = json.loads((directory / result["metrics"]).read_text())
+    assert metrics["profiler_during_timing"] is False
+    assert metrics["timing"]["iterations"] == 3 and metrics["timing"]["warmup"] == 1
+    assert metrics["reference_timing"]["warmup"] == metrics["timing"]["warmup"]
+    assert set(metrics["accuracy"]["outputs"]) == outputs
+    assert metrics["accuracy"]["float64_reference"] is True
+    for figures in metrics["accuracy"]["outputs"].values():
+        assert {"cosine", "max_abs_err", "max_rel_err", "rmse", "rmse_vs_fp64"} <= set(figures["metrics"])
+    assert metrics["run"]["mode"] == "dry_run" and metrics["model"]["layers_built"] == 2
+    assert metrics["environment"]["torch"].startswith("2.") and metrics["environment"]["transformers"]
+    trace = json.loads((directory / f"trace_{stem}.json").read_text())
+    assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+    assert stdout.rstrip().splitlines()[-1].startswith("ASCENDBRIDGE_RESULT ")
+
+
+def test_gate_passes_on_real_evidence(runs: dict, python: Path) -> None:
+    for name in runs:
+        report = check_adaptation(runs[name][0], str(python))
+        assert report.passed, report.as_dict()
+
+
+def _copy(runs: dict, tmp_path: Path, name: str = "tiny-bert") -> Path:
+    target = tmp_path / name
+    shutil.copytree(runs[name][0], target)
+    return target
+
+
+def _gate(directory: Path, python: Path) -> tuple[int, dict]:
+    proc = subprocess.run([sys.executable, str(CHECKER), "--adaptation-dir", str(directory), "--json",
+                           "--python", str(python)], capture_output=True, text=True, timeout=600)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_gate_fails_on_hand_edited_metrics(runs: dict, python: Path, tmp_path: Path) -> None:
+    directory = _copy(runs, tmp_path, "tiny-gpt2")  # bfloat16: real, non-zero errors to flatter
+    path = directory / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json"
+    metrics = json.loads(path.read_text())
+    figures = metrics["accuracy"]["outputs"]["logits"]["metrics"]
+    assert figures["max_abs_err"] > 0
+    figures["max_abs_err"] /= 10
+    path.write_text(json.dumps(metrics))
+    code, report = _gate(directory, python)
+    assert code == 1 and not report["passed"]
+    assert "do not match the figures recomputed" in report["summary"]
+
+
+def test_gate_fails_on_edited_latency(runs: dict, python: Path, tmp_path: Path) -> None:
+    directory = _copy(runs, tmp_path)
+    path = directory / "benchmark_metrics_cpu_float32_dry_run_synthetic.json"
+    metrics = json.loads(path.read_text())
+    metrics["timing"]["median_ms"] /= 3  # a "3x speedup" by hand
+    path.write_text(json.dumps(metrics))
+    code, report = _gate(directory, python)
+    assert code == 1 and "median" in report["summary"]
+
+
+def test_gate_fails_on_missing_trace(runs: dict, python: Path, tmp_path: Path) -> None:
+    directory = _copy(runs, tmp_path)
+    (directory / "trace_cpu_float32_dry_run_synthetic.json").unlink()
+    code, report = _gate(directory, python)
+    assert code == 1 and "trace file not found" in report["summary"]
+
+
+def test_gate_fails_on_truncated_outputs(runs: dict, python: Path, tmp_path: Path) -> None:
+    directory = _copy(runs, tmp_path)
+    path = directory / "outputs_cpu_float32_dry_run_synthetic.pt"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    code, report = _gate(directory, python)
+    assert code == 1 and "sha256 does not match" in report["summary"]
+
+
+def test_gate_without_evidence_or_with_bad_name(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "adaptation.json").write_text("{}")
+    report = check_adaptation(empty)
+    assert not report.passed and "no benchmark_metrics" in report.summary
+    proc = subprocess.run([sys.executable, str(CHECKER), "--adapt", "../etc"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+def test_bad_flags_give_one_line_error(runs: dict, python: Path) -> None:
+    directory = runs["tiny-bert"][0]
+    code, result, stdout, stderr = run_accuracy(python, directory, "--dataset", "imagenet")
+    assert code == 1 and result["ok"] is False and "dataset 'imagenet'" in result["error"]
+    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("error: dataset")
