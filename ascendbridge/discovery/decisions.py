@@ -60,7 +60,8 @@ def decide(info: ModelInfo, allow_remote_code: bool, has_token: bool,
     if info.gated and info.source == "huggingface" and not has_token:
         return DiscoveryDecision(
             action="block", rule="gated_no_token",
-            reason=f"{info.model_id} is gated on the Hub and no HF_TOKEN is set; request access, set HF_TOKEN, then retry",
+            reason=(f"{info.model_id} is gated on the Hub and no HF_TOKEN is set; "
+                    "request access, set HF_TOKEN, then retry"),
         )
     if info.needs_remote_code and not allow_remote_code:
         what = ", ".join(info.remote_code_files) or "auto_map in config.json"

@@ -13,15 +13,17 @@ import math
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ascendbridge.discovery.config_estimate import estimate_parameters
 from ascendbridge.discovery.decisions import decide
 from ascendbridge.discovery.errors import DiscoveryError
 from ascendbridge.discovery.hub import cache_dir, cached_snapshot, hub_offline, hub_token
 from ascendbridge.discovery.model_info import ModelInfo
-from ascendbridge.board.records import ModelRecord
 from ascendbridge.task_families import TASK_FAMILIES
+
+if TYPE_CHECKING:
+    from ascendbridge.board.records import ModelRecord
 
 _FLOAT_PREFIXES = ("F", "BF")  # F64 F32 F16 BF16 F8_* F6_* F4: floating point, counted as parameters
 
@@ -58,7 +60,8 @@ def resolve_directory(model: ModelRecord) -> Path:
     """Where the model's files are now, resolved from the board record (not from the claim)."""
     if model.source == "local":
         return Path(model.path or "").expanduser().resolve()
-    return cached_snapshot(model.model_id, model.revision, cache_dir(model.path if model.source == "hf-cache" else None))
+    cache = cache_dir(model.path if model.source == "hf-cache" else None)
+    return cached_snapshot(model.model_id, model.revision, cache)
 
 
 def check_directory(info: ModelInfo, model: ModelRecord, checks: Checks) -> None:

@@ -15,6 +15,7 @@ from ascendbridge.discovery.evidence import evidence_path, read_evidence, write_
 from ascendbridge.discovery.gate import verify
 from ascendbridge.discovery.hub import hub_token
 from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.discovery.render import summary_lines
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 
 STATUS_OF_ACTION = {"proceed": "done", "skip": "skipped", "block": "blocked"}
@@ -32,18 +33,6 @@ def model_fields(info: ModelInfo) -> dict[str, Any]:
         "license": info.license,
         "gated": info.gated,
     }
-
-
-def summary_lines(info: ModelInfo) -> list[str]:
-    count = f"{info.parameter_count:,}" if info.parameter_count is not None else "unknown"
-    size = f"{info.size_bytes:,} bytes" if info.size_bytes is not None else "no weights"
-    return [
-        f"architecture: {', '.join(info.architectures) or '-'} (model_type {info.model_type or '-'})",
-        f"task family: {info.task_family or 'none'} ({info.task_family_reason}); class {info.model_class or '-'}",
-        f"parameters: {count} ({info.parameter_count_source}), dtype {info.dtype or '-'}, {size}",
-        f"license: {info.license or '-'}, gated: {info.gated}, remote code: {info.needs_remote_code}, "
-        f"tokenizer: {info.has_tokenizer}, processor: {info.has_processor}",
-    ]
 
 
 class DiscoveryStage:

@@ -34,6 +34,8 @@ SUFFIX_FAMILIES: tuple[tuple[str, str], ...] = (
     ("LMHeadModel", "causal_lm"),  # GPT2LMHeadModel, OpenAIGPTLMHeadModel, ...
     ("ForMaskedLM", "masked_lm"),
 )
+# Model types whose "...WithLMHead..." class is a masked LM (XLM and its derivatives).
+MASKED_LM_HEAD_TYPES = frozenset({"xlm", "flaubert"})
 # Heads with no family of their own whose checkpoints still load as the bare encoder.
 BACKBONE_SUFFIXES = ("ForPreTraining",)
 
@@ -56,12 +58,14 @@ def _seq2seq_family(model_type: str, cfg: dict[str, Any]) -> Optional[str]:
 
 
 def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optional[Classification]:
+    if "WithLMHead" in arch:  # T5WithLMHeadModel, ReformerModelWithLMHead, XLMWithLMHeadModel
+        family = _seq2seq_family(model_type, cfg) or (
+            "masked_lm" if model_type in MASKED_LM_HEAD_TYPES else "causal_lm")
+        return Classification(family, arch, f"{arch}: LM head on model_type '{model_type}'")
     for suffix, family in SUFFIX_FAMILIES:
         if arch.endswith(suffix):
-            if family == "causal_lm" and suffix == "LMHeadModel" and _seq2seq_family(model_type, cfg):
-                family = _seq2seq_family(model_type, cfg) or family  # T5WithLMHeadModel and friends
             return Classification(family, arch, f"architecture {arch} ends with {suffix}")
-    if arch.endswith("ForConditionalGeneration"):
+    if arch.endswith(("ForConditionalGeneration", "MTModel")):  # MarianMTModel is Marian's LM class
         family = _seq2seq_family(model_type, cfg)
         if family:
             return Classification(family, arch, f"{arch} with encoder-decoder model_type '{model_type}'")

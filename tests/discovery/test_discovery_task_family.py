@@ -1,0 +1,88 @@
+"""Task families from architecture suffix + model_type, including architectures nobody listed."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascendbridge.discovery.task_family import classify
+from ascendbridge.task_families import TASK_FAMILIES
+
+
+@pytest.mark.parametrize(
+    "arch, model_type, family",
+    [
+        ("LlamaForCausalLM", "llama", "causal_lm"),
+        ("GPT2LMHeadModel", "gpt2", "causal_lm"),
+        ("ZorblaxNovaForCausalLM", "zorblax_nova", "causal_lm"),  # invented: the suffix decides
+        ("BertForMaskedLM", "bert", "masked_lm"),
+        ("DebertaV2ForSequenceClassification", "deberta-v2", "sequence_classification"),
+        ("RobertaForQuestionAnswering", "roberta", "question_answering"),
+        ("ElectraForTokenClassification", "electra", "token_classification"),
+        ("T5ForConditionalGeneration", "t5", "seq2seq"),
+        ("MarianMTModel", "marian", "seq2seq"),  # Marian's LM class has no head suffix
+        ("T5WithLMHeadModel", "t5", "seq2seq"),
+        ("XLMWithLMHeadModel", "xlm", "masked_lm"),
+        ("ReformerModelWithLMHead", "reformer", "causal_lm"),
+        ("T5Model", "t5", "feature_extraction"),  # bare backbone
+        ("BartForConditionalGeneration", "bart", "seq2seq"),
+        ("M2M100ForConditionalGeneration", "m2m_100", "seq2seq"),
+        ("FutureTextForConditionalGeneration", "future_text", None),  # not known encoder-decoder
+        ("WhisperForConditionalGeneration", "whisper", "speech_seq2seq"),
+        ("Speech2TextForConditionalGeneration", "speech_to_text", "speech_seq2seq"),
+        ("VisionEncoderDecoderModel", "vision-encoder-decoder", "vision_seq2seq"),
+        ("ViTForImageClassification", "vit", "image_classification"),
+        ("DeiTForImageClassificationWithTeacher", "deit", "image_classification"),
+        ("BertModel", "bert", "feature_extraction"),
+        ("LlavaForConditionalGeneration", "llava", None),
+        ("Wav2Vec2ForCTC", "wav2vec2", None),
+        ("BertForMultipleChoice", "bert", None),
+    ],
+)
+def test_architecture_suffixes(arch: str, model_type: str, family: str | None) -> None:
+    got = classify({"architectures": [arch], "model_type": model_type})
+    assert got.family == family, got.reason
+    assert got.reason
+    if family is not None:
+        assert family in TASK_FAMILIES
+        assert got.model_class == arch
+
+
+def test_encoder_decoder_flag_generalises() -> None:
+    got = classify({"architectures": ["NewMtForConditionalGeneration"], "model_type": "new_mt",
+                    "is_encoder_decoder": True})
+    assert got.family == "seq2seq"
+
+
+def test_pretraining_head_loads_the_backbone() -> None:
+    got = classify({"architectures": ["BertForPreTraining"], "model_type": "bert"})
+    assert (got.family, got.model_class) == ("feature_extraction", "AutoModel")
+
+
+def test_sentence_transformers_directory_is_feature_extraction() -> None:
+    got = classify({"architectures": ["BertModel"], "model_type": "bert"}, sentence_transformers=True)
+    assert (got.family, got.model_class) == ("feature_extraction", "BertModel")
+
+
+def test_later_architecture_can_decide() -> None:
+    got = classify({"architectures": ["Wav2Vec2ForCTC", "BertForMaskedLM"], "model_type": "bert"})
+    assert got.family == "masked_lm"
+
+
+@pytest.mark.parametrize(
+    "config, family, reason",
+    [
+        ({"model_type": "t5"}, "seq2seq", "encoder-decoder"),
+        ({"model_type": "whisper"}, "speech_seq2seq", "encoder-decoder"),
+        ({"model_type": "llama"}, None, "does not say which head"),
+        ({}, None, "neither architectures nor model_type"),
+    ],
+)
+def test_without_architectures(config: dict, family: str | None, reason: str) -> None:
+    got = classify(config)
+    assert got.family == family
+    assert reason in got.reason
+
+
+def test_unknown_head_reason_names_the_architecture() -> None:
+    got = classify({"architectures": ["Wav2Vec2ForCTC"], "model_type": "wav2vec2"})
+    assert "Wav2Vec2ForCTC" in got.reason and "supported" in got.reason
