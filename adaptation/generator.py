@@ -277,7 +277,10 @@ def generate(
     if directory / "pyproject.toml" in changed or not lock_file.is_file():
         before = lock_file.read_bytes() if lock_file.is_file() else None
         result.lock = lock(directory, log=log)
-        if lock_file.is_file() and lock_file.read_bytes() != before:
+        if not result.lock.ok and lock_file.is_file():
+            # A lock that no longer matches must not survive: the next generate re-locks.
+            lock_file.unlink()
+        if (lock_file.read_bytes() if lock_file.is_file() else None) != before:
             result.changed.append(lock_file)
     return result
 
