@@ -150,7 +150,10 @@ def print_summary(console: Console, store: BoardStore, lead: TeamLead, stats: Ru
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed as one line
+        return int(exc.code or 0)
     try:
         settings = settings_from(args)
         refs = stage_refs()

@@ -88,7 +88,7 @@ class TeamLead:
                 dispatched = self._dispatch()
                 if self.on_tick:
                     self.on_tick(self)
-                if not s.forever and dispatched == 0 and self.executor.in_flight() == 0:
+                if not s.forever and dispatched == 0 and self.executor.in_flight() == 0 and not self._orphans():
                     break
                 for result in self.executor.collect(s.poll_s):
                     self._finish(result)
@@ -100,6 +100,7 @@ class TeamLead:
         now = time.monotonic()
         if now - self._last_beat >= self.settings.heartbeat_s:
             self.store.agent_heartbeat(self.settings.agent_id, status="running")
+            self._keep_leases()
             self._last_beat = now
         if now - self._last_reclaim >= RECLAIM_EVERY_S:
             for task in self.store.reclaim_expired(origin=self.settings.agent_id):
@@ -107,6 +108,21 @@ class TeamLead:
                                  task.owner or "a lost worker")
             self._last_reclaim = now
         apply_open_guidance(self.store, self.log.info)
+
+    def _keep_leases(self) -> None:
+        """Extend the leases of our jobs too: covers a worker's start-up and the run -> gate gap,
+        when no worker process is heartbeating yet. A dead team lead stops doing this."""
+        for job, _, _ in self.jobs.values():
+            try:
+                self.store.heartbeat_task(job.task.id, job.token, self.settings.lease_s)
+            except StaleTokenError as exc:
+                self.log.warning("%s/%s: %s", job.model.model_id, job.stage, exc)
+
+    def _orphans(self) -> int:
+        """Tasks in progress on the board that no worker of ours runs (a killed team lead's):
+        --once waits for their leases to expire and runs them, instead of leaving them behind."""
+        counts = self.store.status_counts()
+        return sum(counts.get(stage, {}).get("in_progress", 0) for stage in self.runnable)
 
     def _dispatch(self) -> int:
         """Claim and start tasks while workers are free; returns how many were started."""

@@ -15,7 +15,7 @@ from ascendbridge.stages import TERMINAL_STATUSES
 
 from tests.teamlead.toy_stages import ALL
 
-FAST = ["--lease", "6", "--heartbeat", "1", "--poll", "0.2", "--plain"]
+FAST = ["--lease", "10", "--heartbeat", "1", "--poll", "0.2", "--plain"]
 
 
 def add_models(store: BoardStore, behaviours: dict[str, dict[str, str]], priority: int = 0) -> None:
