@@ -811,6 +811,32 @@ class BoardStore:
             pk = self._model_row(s, model_id).id if model_id else None
             self._event(s, kind, message, pk, stage, data, origin)
 
+    def add_events(
+        self, events: Iterable[tuple[str, str, Optional[str], Optional[str]]], origin: str = "system"
+    ) -> int:
+        """Append many (kind, message, model_id, stage) events in one transaction, all or none:
+        imports and benchmarks need a long history without one transaction per event."""
+        rows = list(events)
+        with self._write() as s:
+            wanted = sorted({mid for _, _, mid, _ in rows if mid})
+            pks: dict[str, int] = {}
+            for chunk in _chunks(wanted, 500):
+                pks.update(s.exec(select(Model.model_id, Model.id).where(col(Model.model_id).in_(chunk))).all())
+            missing = [mid for mid in wanted if mid not in pks]
+            if missing:
+                raise UnknownModelError(f"unknown model '{missing[0]}' (see: board_ops.py list_models)")
+            for _, _, _, stage in rows:
+                if stage is not None:
+                    check_stage(stage)
+            now = now_iso()
+            if rows:
+                s.execute(insert(Event), [
+                    {"model_pk": pks[mid] if mid else None, "stage": stage, "kind": kind, "message": message,
+                     "data_json": "{}", "origin": origin, "ts": now}
+                    for kind, message, mid, stage in rows
+                ])
+        return len(rows)
+
     def list_events(
         self, model_id: Optional[str] = None, after_id: int = 0, limit: int = 100, newest_first: bool = False
     ) -> list[EventRecord]:
