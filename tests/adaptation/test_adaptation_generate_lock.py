@@ -16,6 +16,10 @@ def test_lock_follows_pyproject_and_a_failed_lock_is_not_left_behind(tmp_path: P
     first = generate(spec, target)
     assert first.ok and first.lock is not None and target / "uv.lock" in first.changed
     assert lock(target, check=True).ok
+    locked = (target / "uv.lock").read_text()
+    # the ascend pairing resolves: torch 2.7.1 with torch-npu 2.7.1.post2; cpu takes the local wheel
+    assert 'name = "torch-npu"\nversion = "2.7.1.post2"' in locked
+    assert 'version = "2.13.0+cpu"' in locked
 
     spec.inputs.batch_size = 3  # spec-only change: no new lock
     second = generate(spec, target)
