@@ -1,0 +1,11 @@
+"""AscendBridge adaptation runtime: copied verbatim into every `adaptations/<name>/ab_runtime/`.
+
+It runs inside the adaptation's own uv environment (torch + transformers, optionally torch_npu)
+and never imports the framework, so a generated package stays self-contained. Modules:
+device (npu -> cuda -> cpu selection, the only NPU-specific code), families (task-family inputs
+and outputs), depth (dry-run depth reduction), loading (model from config or weights), demo.
+"""
+
+# Same string as adaptation/spec.py RESULT_MARKER (a framework test keeps them equal): gates parse
+# the one line that starts with it, never free text.
+RESULT_MARKER = "ASCENDBRIDGE_RESULT "

@@ -1,0 +1,151 @@
+"""`demo.py` of every adaptation: run the model once and say honestly what ran where.
+
+Readable progress lines go to stdout; the last line is RESULT_MARKER + JSON for the gates.
+Expected failures (bad spec, unavailable device, unsupported model) print one `error: ...`
+line; failures inside model code keep their full traceback on stderr for the healer, and both
+still end with a RESULT line with ok=false. Exit 0 only for a finite run on the requested device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from . import RESULT_MARKER
+from .errors import RuntimeDiagnosis, SpecError
+
+TRUE_VALUES = ("1", "true", "yes", "on")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # report like every other bad input, with a RESULT line
+        raise SpecError(f"bad arguments: {message}")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = _Parser(prog="demo.py", description="Run the adapted model once (npu -> cuda -> cpu).")
+    parser.add_argument("--device", default="auto", choices=("auto", "npu", "cuda", "cpu"))
+    parser.add_argument("--dry-run", action="store_true", help="weights from the config; also DRY_RUN=1")
+    parser.add_argument("--dtype", default=None, help="override the spec's dtype (float32, bfloat16, float16)")
+    parser.add_argument("--allow-fallback", action="store_true", help="run elsewhere if the device is missing, and report it")
+    parser.add_argument("--spec", default="adaptation.json", help="adaptation spec (default ./adaptation.json)")
+    args = parser.parse_args(list(argv))
+    args.dry_run = args.dry_run or os.environ.get("DRY_RUN", "").strip().lower() in TRUE_VALUES
+    return args
+
+
+def _versions() -> dict[str, Optional[str]]:
+    versions: dict[str, Optional[str]] = {"torch": None, "transformers": None, "torch_npu": None}
+    for name in versions:
+        module = sys.modules.get(name)
+        versions[name] = getattr(module, "__version__", None) if module else None
+    return versions
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    message = text[0] if text else ""
+    return message if isinstance(exc, RuntimeDiagnosis) else f"{type(exc).__name__}: {message}".rstrip(": ")
+
+
+def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """Fill `result` step by step, so a failure still reports everything learned before it."""
+    from .spec import load_spec
+
+    spec = load_spec(Path(args.spec))
+    result.update(model_id=spec.model_id, task_family=spec.task_family, mode="dry_run" if args.dry_run else "pretrained")
+    print(f"model: {spec.model_id} ({spec.model_class}, task family {spec.task_family})", flush=True)
+
+    import torch
+
+    from .device import device_env, host_peak_rss, peak_memory, reset_peak_memory, select_device, synchronize
+    from .families import get_family
+    from .loading import load_model, resolve_dtype
+
+    family = get_family(spec.task_family)
+    dtype_name = args.dtype or spec.dtype_fallback or spec.dtype_target
+    dtype = resolve_dtype(dtype_name)
+    result.update(dtype=dtype_name, versions=_versions())
+    if spec.dtype_fallback and not args.dtype:
+        print(f"dtype: {dtype_name} (fallback from {spec.dtype_target}, set in the spec)", flush=True)
+
+    device = select_device(args.device, allow_fallback=args.allow_fallback)
+    result.update(device_used=device.kind, device_name=device.name, fallback=device.fallback,
+                  fallback_reason=device.fallback_reason, device_env=device_env(), versions=_versions())
+    note = f" (FALLBACK: {device.fallback_reason})" if device.fallback else ""
+    print(f"device: requested {args.device}, using {device.torch_device} [{device.name}]{note}", flush=True)
+    for skipped in device.skipped if args.device == "auto" else ():
+        print(f"  not used: {skipped}", flush=True)
+
+    print(f"loading ({'dry run: weights initialised from the config' if args.dry_run else 'real weights'})...", flush=True)
+    reset_peak_memory(device)
+    loaded = load_model(spec, args.dry_run, device, dtype)
+    result.update(mode=loaded.mode, layers_built=loaded.layers_built, layers_total=loaded.layers_total,
+                  depth_reduced=loaded.depth_reduced, param_bytes=loaded.param_bytes)
+    print(f"loaded {type(loaded.model).__name__}: {loaded.origin}", flush=True)
+    for line in loaded.notes:
+        print(f"  note: {line}", flush=True)
+    if loaded.layers_total is not None:
+        reduced = f" (depth reduced: {loaded.stacks})" if loaded.depth_reduced else ""
+        print(f"layers: {loaded.layers_built} of {loaded.layers_total} built{reduced}", flush=True)
+
+    inputs = family.build_inputs(loaded.model, loaded.config, spec.recipe, spec.recipe.seed)
+    print("inputs: " + ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items()), flush=True)
+    from .inputs import forward_flags
+
+    on_device = {k: v.to(device.torch_device) for k, v in inputs.items()}
+    with torch.inference_mode():
+        raw = loaded.model(**on_device, **forward_flags(loaded.model))
+        outputs = family.named_outputs(raw, on_device, spec.sentence_transformers_pooling)
+    synchronize(device)
+
+    from .outputs import describe
+
+    described = describe(outputs)
+    result.update(outputs=described, device_peak_memory_bytes=peak_memory(device), host_peak_rss_bytes=host_peak_rss())
+    print(f"result: {family.summary(outputs, loaded.config)}", flush=True)
+    for name, stats in described.items():
+        print(f"  {name}: shape {stats['shape']} {stats['dtype']} finite={stats['finite']}", flush=True)
+    bad = [name for name, stats in described.items() if not stats["finite"]]
+    if bad:
+        raise RuntimeDiagnosis(f"non-finite values (nan/inf) in outputs: {', '.join(bad)}")
+    result["ok"] = True
+
+
+def main(argv: Sequence[str]) -> int:
+    started = time.monotonic()
+    result: dict[str, Any] = {
+        "ok": False, "model_id": None, "task_family": None, "mode": None, "device_requested": None,
+        "device_used": None, "device_name": None, "fallback": False, "fallback_reason": None,
+        "dtype": None, "layers_built": None, "layers_total": None, "depth_reduced": False,
+        "outputs": {}, "duration_s": None, "versions": _versions(), "error": None,
+    }
+    try:
+        args = parse_args(argv)
+        result["device_requested"] = args.device
+        _run(args, result)
+    except RuntimeDiagnosis as exc:
+        result["error"] = _one_line(exc)
+        result["error_kind"] = exc.kind
+        print(f"error: {result['error']}", file=sys.stderr, flush=True)
+    except Exception as exc:  # model code failed: the traceback is the healer's evidence
+        traceback.print_exc()
+        result["error"] = _one_line(exc)
+        result["error_kind"] = "exception"
+        print(f"error: {result['error']}", file=sys.stderr, flush=True)
+    result["duration_s"] = round(time.monotonic() - started, 3)
+    result["versions"] = _versions()
+    status = "ok" if result["ok"] else "FAILED"
+    print(f"{status} in {result['duration_s']:.1f} s", flush=True)
+    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

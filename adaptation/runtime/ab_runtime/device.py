@@ -1,0 +1,197 @@
+"""The one device layer: npu (torch_npu) -> cuda -> cpu, and nothing silent.
+
+All NPU-specific calls live here, written against torch_npu's documented API: importing
+torch_npu registers `torch.npu` (is_available, device_count, set_device, get_device_name,
+synchronize, max_memory_allocated, reset_peak_memory_stats, empty_cache). An explicitly
+requested device that is unavailable is an error; a fallback happens only when the caller allows
+it, and is then marked with its reason, because a CPU run reported as an NPU run is the classic
+false pass of NPU validation.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+import torch
+
+from .errors import DeviceUnavailable
+
+DEVICE_CHOICES = ("auto", "npu", "cuda", "cpu")
+# Environment that changes how torch_npu dispatches work; recorded with every result.
+NPU_ENV_VARS = ("ASCEND_RT_VISIBLE_DEVICES", "TASK_QUEUE_ENABLE", "PYTORCH_NPU_ALLOC_CONF")
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    requested: str
+    kind: str  # npu | cuda | cpu
+    torch_device: str  # what tensors are moved to, e.g. "npu:0"
+    name: str
+    fallback: bool
+    fallback_reason: Optional[str]
+    torch_npu_version: Optional[str]
+    skipped: tuple[str, ...] = ()  # why each earlier device in the order was not used
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def torch_npu_version() -> Optional[str]:
+    """Version of torch_npu if it imports, else None (never raises)."""
+    try:
+        import torch_npu  # noqa: F401  (registers torch.npu)
+    except Exception:
+        return None
+    return str(getattr(torch_npu, "__version__", "unknown"))
+
+
+def _probe_npu() -> tuple[bool, str]:
+    """(available, reason if not)."""
+    try:
+        import torch_npu  # noqa: F401
+    except ImportError as exc:
+        return False, f"torch_npu is not installed ({exc})"
+    except Exception as exc:  # CANN libraries missing or mismatched: import itself fails
+        return False, f"torch_npu failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    npu = getattr(torch, "npu", None)
+    if npu is None:
+        return False, "torch_npu imported but torch.npu is not registered"
+    try:
+        if not npu.is_available():
+            return False, "torch_npu is installed but torch.npu.is_available() is False (no NPU visible)"
+        if npu.device_count() < 1:
+            return False, "torch.npu.device_count() is 0"
+    except Exception as exc:
+        return False, f"torch.npu query failed: {type(exc).__name__}: {exc}"
+    return True, ""
+
+
+def _probe_cuda() -> tuple[bool, str]:
+    if not torch.cuda.is_available():
+        return False, "torch.cuda.is_available() is False"
+    return True, ""
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _activate(kind: str) -> tuple[str, str]:
+    """Make `kind` current and return (torch device string, device name)."""
+    if kind == "npu":
+        torch.npu.set_device("npu:0")
+        return "npu:0", str(torch.npu.get_device_name(0))
+    if kind == "cuda":
+        torch.cuda.set_device(0)
+        return "cuda:0", str(torch.cuda.get_device_name(0))
+    return "cpu", _cpu_name()
+
+
+PROBES = {"npu": _probe_npu, "cuda": _probe_cuda}
+
+
+def select_device(requested: str = "auto", allow_fallback: bool = False) -> DeviceChoice:
+    """Pick the device to run on.
+
+    auto: the first available of npu, cuda, cpu (not a fallback: nothing specific was asked).
+    npu/cuda: that device or DeviceUnavailable; with allow_fallback the next available device in
+    the npu -> cuda -> cpu order is used and the choice is marked fallback=True with the reason.
+    """
+    if requested not in DEVICE_CHOICES:
+        raise DeviceUnavailable(f"unknown device '{requested}', expected one of {', '.join(DEVICE_CHOICES)}")
+    npu_version = torch_npu_version()
+    order = ["npu", "cuda", "cpu"]
+    reasons: list[str] = []
+    if requested == "auto":
+        candidates = order
+    else:
+        candidates = order[order.index(requested):]
+    for kind in candidates:
+        probe = PROBES.get(kind)
+        available, reason = probe() if probe else (True, "")
+        if available:
+            fallback = requested not in ("auto", kind)
+            torch_device, name = _activate(kind)
+            return DeviceChoice(
+                requested=requested,
+                kind=kind,
+                torch_device=torch_device,
+                name=name,
+                fallback=fallback,
+                fallback_reason="; ".join(reasons) if fallback else None,
+                torch_npu_version=npu_version,
+                skipped=tuple(reasons),
+            )
+        reasons.append(f"{kind}: {reason}")
+        if requested != "auto" and not allow_fallback:
+            break
+    raise DeviceUnavailable(
+        f"device '{requested}' requested but not available ({'; '.join(reasons)}); "
+        "pass --allow-fallback to run elsewhere and report it"
+    )
+
+
+def device_env() -> dict[str, str]:
+    """The NPU-relevant environment variables that are set (values are not secrets)."""
+    return {name: os.environ[name] for name in NPU_ENV_VARS if name in os.environ}
+
+
+def _backend(kind: str) -> Any:
+    return getattr(torch, kind, None) if kind in ("npu", "cuda") else None
+
+
+def synchronize(choice: DeviceChoice) -> None:
+    """Wait for queued device work; a no-op on CPU. Timing without it measures dispatch only."""
+    backend = _backend(choice.kind)
+    if backend is not None:
+        backend.synchronize()
+
+
+def peak_memory(choice: DeviceChoice) -> Optional[int]:
+    """Peak bytes allocated on the device since the last reset; None on CPU (see host_peak_rss)."""
+    backend = _backend(choice.kind)
+    return int(backend.max_memory_allocated()) if backend is not None else None
+
+
+def reset_peak_memory(choice: DeviceChoice) -> None:
+    backend = _backend(choice.kind)
+    if backend is not None:
+        backend.reset_peak_memory_stats()
+
+
+def empty_cache(choice: DeviceChoice) -> None:
+    backend = _backend(choice.kind)
+    if backend is not None:
+        backend.empty_cache()
+
+
+def host_peak_rss() -> int:
+    """Peak resident memory of this process in bytes (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def device_memory_limit(choice: DeviceChoice) -> Optional[int]:
+    """Bytes a run may use on this device: total device memory, or MemAvailable on CPU."""
+    backend = _backend(choice.kind)
+    if backend is not None:
+        return int(backend.get_device_properties(0).total_memory)
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

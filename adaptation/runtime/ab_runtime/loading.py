@@ -1,0 +1,182 @@
+"""Load the model the spec names: from its config (dry run) or with its real weights.
+
+Dry run: only the config is fetched (local dir, HF cache, or the hub's config.json), weights are
+initialised from a fixed seed, and depth is reduced when the parameters would not fit the dry-run
+budget (ASCENDBRIDGE_DRY_RUN_MAX_GB, default 2) or spec.dry_run_max_layers. Pretrained: the
+weights come through transformers' own from_pretrained, which honours HF_HUB_OFFLINE and HF_TOKEN
+from the environment (the token is never read or printed here).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from .depth import DepthPlan, find_stacks, plan_depth
+from .device import DeviceChoice, device_memory_limit
+from .fastinit import fast_random_init
+from .errors import DryRunTooLarge, RuntimeDiagnosis, SpecError, UnsupportedModel
+from .spec import RunSpec
+
+DEFAULT_DRY_RUN_MAX_GB = 2.0
+# A dry run may exceed its budget at minimal depth, but never this share of the device's memory.
+HARD_MEMORY_SHARE = 0.8
+GiB = 1024**3
+# Above this many parameter bytes a dry run initialises with fast_random_init (tiled seeded fill).
+FAST_INIT_BYTES = 256 * 1024**2
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    config: Any
+    mode: str  # dry_run | pretrained
+    origin: str  # where config/weights came from, for the progress lines
+    dtype: torch.dtype
+    layers_total: Optional[int] = None
+    layers_built: Optional[int] = None
+    depth_reduced: bool = False
+    param_bytes: Optional[int] = None
+    budget_bytes: Optional[int] = None
+    stacks: dict[str, list[int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    value = getattr(torch, str(name), None)
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise SpecError(f"unknown floating dtype '{name}' (e.g. float32, bfloat16, float16)")
+    return value
+
+
+def model_class(spec: RunSpec) -> Any:
+    import transformers
+
+    cls = getattr(transformers, spec.model_class, None)
+    if cls is None or not hasattr(cls, "from_pretrained"):
+        raise UnsupportedModel(
+            f"transformers {transformers.__version__} has no model class '{spec.model_class}'"
+        )
+    return cls
+
+
+def _dtype_kwarg(dtype: torch.dtype) -> dict[str, Any]:
+    """transformers renamed torch_dtype= to dtype= in 4.56; support both sides of the rename."""
+    import transformers
+
+    major, minor = (int(p) for p in transformers.__version__.split(".")[:2])
+    return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
+
+
+def _source_kwargs(spec: RunSpec) -> tuple[str, dict[str, Any], str]:
+    """(identifier for from_pretrained, kwargs, human description of the source)."""
+    kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
+    if spec.revision:
+        kwargs["revision"] = spec.revision
+    if spec.source == "local" or (spec.path and (Path(spec.path) / "config.json").is_file()):
+        if not (Path(spec.path) / "config.json").is_file():
+            raise SpecError(f"local model directory {spec.path} has no config.json")
+        kwargs.pop("revision", None)
+        return spec.path, kwargs, f"local directory {spec.path}"
+    if spec.source == "hf-cache":
+        kwargs.update(cache_dir=spec.path, local_files_only=True)
+        return spec.model_id, kwargs, f"HF cache {spec.path or '(default)'} (offline)"
+    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
+    return spec.model_id, kwargs, "Hugging Face Hub" + (" (HF_HUB_OFFLINE: cache only)" if offline else "")
+
+
+def _set_override(config: Any, dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    target = config
+    for name in parents:
+        target = getattr(target, name, None)
+        if target is None:
+            raise SpecError(f"config override '{dotted}': the config has no '{name}'")
+    setattr(target, leaf, value)
+
+
+def load_config(spec: RunSpec) -> tuple[Any, str]:
+    """The model's config with spec.config_overrides applied, and where it came from."""
+    from transformers import AutoConfig
+
+    ident, kwargs, origin = _source_kwargs(spec)
+    config = AutoConfig.from_pretrained(ident, **kwargs)
+    for key, value in sorted(spec.config_overrides.items()):
+        _set_override(config, key, value)
+    if getattr(config, "architectures", None) is None:
+        # Auto classes iterate config.architectures to choose among several heads; a config saved
+        # without it (None) would crash there instead of taking the default head.
+        config.architectures = []
+    return config, origin
+
+
+def _builder(cls: Any, spec: RunSpec, dtype: torch.dtype) -> Callable[[Any], torch.nn.Module]:
+    """Config -> model through the spec's class: an Auto class or a concrete model class."""
+    kwargs = _dtype_kwarg(dtype)
+    if cls.__name__.startswith("Auto"):
+        return lambda config: cls.from_config(config, trust_remote_code=spec.trust_remote_code, **kwargs)
+    return lambda config: cls._from_config(config, **kwargs)
+
+
+def dry_run_budget() -> int:
+    raw = os.environ.get("ASCENDBRIDGE_DRY_RUN_MAX_GB")
+    try:
+        value = float(raw) if raw else DEFAULT_DRY_RUN_MAX_GB
+    except ValueError:
+        raise RuntimeDiagnosis(f"ASCENDBRIDGE_DRY_RUN_MAX_GB must be a number of GB, got '{raw}'") from None
+    if value <= 0:
+        raise RuntimeDiagnosis("ASCENDBRIDGE_DRY_RUN_MAX_GB must be positive")
+    return int(value * GiB)
+
+
+def _check_fits(plan: DepthPlan, device: DeviceChoice) -> None:
+    limit = device_memory_limit(device)
+    if plan.param_bytes is not None and limit is not None and plan.param_bytes > HARD_MEMORY_SHARE * limit:
+        raise DryRunTooLarge(
+            f"dry run needs {plan.param_bytes / GiB:.1f} GiB of parameters even at "
+            f"{plan.layers_built or 'full'} layer(s); {device.kind} has {limit / GiB:.1f} GiB available"
+        )
+
+
+def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.dtype) -> LoadedModel:
+    """Build or load the model in eval mode on the device, in the requested dtype."""
+    cls = model_class(spec)
+    config, origin = load_config(spec)
+    build = _builder(cls, spec, dtype)
+    notes: list[str] = []
+    if not dry_run and not spec.has_weights:
+        notes.append("the model has no weights: initialised from its config")
+        dry_run = True
+    if dry_run:
+        budget = dry_run_budget()
+        plan = plan_depth(config, build, dtype, budget, spec.dry_run_max_layers)
+        if plan.over_budget:
+            notes.append(
+                f"minimal depth needs {plan.param_bytes / GiB:.2f} GiB, above the "
+                f"{budget / GiB:.2f} GiB dry-run budget"
+            )
+        _check_fits(plan, device)
+        torch.manual_seed(spec.recipe.seed)
+        if plan.param_bytes and plan.param_bytes > FAST_INIT_BYTES:
+            notes.append("large tensors initialised by tiling a seeded random block (fast init)")
+            with fast_random_init(), torch.no_grad():
+                model = build(plan.config)
+        else:
+            model = build(plan.config)
+        loaded = LoadedModel(
+            model, plan.config, "dry_run", f"config from {origin}", dtype,
+            plan.layers_total, plan.layers_built, plan.depth_reduced, plan.param_bytes, budget,
+            plan.stacks, notes,
+        )
+    else:
+        ident, kwargs, _ = _source_kwargs(spec)
+        model = cls.from_pretrained(ident, config=config, **kwargs, **_dtype_kwarg(dtype))
+        layers = sum(s.total for s in find_stacks(config)) or None
+        loaded = LoadedModel(model, config, "pretrained", f"weights from {origin}", dtype, layers, layers, notes=notes)
+        loaded.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    loaded.model = loaded.model.to(device.torch_device).eval()
+    return loaded

@@ -1,0 +1,117 @@
+"""Read adaptation.json as plain JSON (no pydantic inside adaptation environments).
+
+Only the fields the runtime needs are read; defaults match adaptation/spec.py so a spec written
+by the framework and a hand-edited minimal one behave the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import SpecError
+
+
+@dataclass(frozen=True)
+class InputRecipe:
+    batch_size: int = 2
+    seq_len: int = 32
+    decoder_seq_len: int = 8
+    image_size: Optional[int] = None
+    num_mel_bins: Optional[int] = None
+    audio_frames: Optional[int] = None
+    seed: int = 1234
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    name: str
+    model_id: str
+    source: str  # huggingface | local | hf-cache
+    path: Optional[str]
+    revision: Optional[str]
+    has_weights: bool
+    task_family: str
+    model_class: str
+    trust_remote_code: bool = False
+    recipe: InputRecipe = field(default_factory=InputRecipe)
+    dtype_target: str = "float32"
+    dtype_fallback: Optional[str] = None
+    dry_run_max_layers: Optional[int] = None
+    config_overrides: dict[str, Any] = field(default_factory=dict)
+    sentence_transformers_pooling: Optional[str] = None
+
+
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise SpecError(f"spec field '{key}' must be an object")
+    return value
+
+
+def parse_spec(data: Any) -> RunSpec:
+    """Validate the fields the runtime uses; raise SpecError naming the first bad one."""
+    if not isinstance(data, dict):
+        raise SpecError("spec must be a JSON object")
+    model = _section(data, "model")
+    for owner, key in ((data, "task_family"), (data, "model_class"), (model, "model_id")):
+        if not isinstance(owner.get(key), str) or not owner.get(key):
+            raise SpecError(f"spec field '{key}' is missing or not a string")
+    source = model.get("source", "huggingface")
+    if source not in ("huggingface", "local", "hf-cache"):
+        raise SpecError(f"spec field 'model.source' is '{source}', expected huggingface|local|hf-cache")
+    if source == "local" and not model.get("path"):
+        raise SpecError("spec field 'model.path' is required when model.source is 'local'")
+    inputs = _section(data, "inputs")
+    dtype = _section(data, "dtype")
+    max_layers = data.get("dry_run_max_layers")
+    if max_layers is not None and (not isinstance(max_layers, int) or max_layers < 1):
+        raise SpecError("spec field 'dry_run_max_layers' must be a positive integer or null")
+    try:
+        recipe = InputRecipe(**{k: inputs[k] for k in InputRecipe.__dataclass_fields__ if k in inputs})
+    except TypeError as exc:
+        raise SpecError(f"spec field 'inputs' is invalid: {exc}") from None
+    for key in ("batch_size", "seq_len", "decoder_seq_len"):
+        if not isinstance(getattr(recipe, key), int) or getattr(recipe, key) < 1:
+            raise SpecError(f"spec field 'inputs.{key}' must be a positive integer")
+    overrides = data.get("config_overrides") or {}
+    if not isinstance(overrides, dict):
+        raise SpecError("spec field 'config_overrides' must be an object")
+    return RunSpec(
+        name=str(data.get("name") or model["model_id"]),
+        model_id=model["model_id"],
+        source=source,
+        path=model.get("path"),
+        revision=model.get("revision"),
+        has_weights=bool(model.get("has_weights", True)),
+        task_family=data["task_family"],
+        model_class=data["model_class"],
+        trust_remote_code=bool(data.get("trust_remote_code", False)),
+        recipe=recipe,
+        dtype_target=str(dtype.get("target") or "float32"),
+        dtype_fallback=dtype.get("fallback"),
+        dry_run_max_layers=max_layers,
+        config_overrides=overrides,
+        sentence_transformers_pooling=data.get("sentence_transformers_pooling"),
+    )
+
+
+def load_spec(path: Path) -> RunSpec:
+    """Load and validate adaptation.json; every problem is one SpecError line."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise SpecError(f"spec file not found: {path}") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read spec file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"spec file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    spec = parse_spec(data)
+    if spec.path and not Path(spec.path).is_absolute():
+        # A relative model path is relative to the adaptation directory, wherever it runs from.
+        spec = replace(spec, path=str((Path(path).parent / spec.path).resolve()))
+    return spec
