@@ -849,6 +849,15 @@ class BoardStore:
             q = q.order_by(col(Event.id).desc() if newest_first else Event.id).limit(limit)
             return [EventRecord.of(e, mid) for e, mid in s.exec(q).all()]
 
+    def latest_event(self, kind: str) -> Optional[EventRecord]:
+        """The newest event of one kind (e.g. the last `env_probe`), or None."""
+        with self._read() as s:
+            row = s.exec(
+                select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
+                .where(Event.kind == kind).order_by(col(Event.id).desc()).limit(1)
+            ).first()
+            return EventRecord.of(*row) if row else None
+
     # ------------------------------------------------------------------ guidance
     def add_guidance(self, text: str, model_id: Optional[str] = None, origin: str = "cli") -> GuidanceRecord:
         text = (text or "").strip()
