@@ -143,7 +143,7 @@ def _download(model_id: str, filename: str, sha: str, token: Optional[str]) -> P
     from huggingface_hub import hf_hub_download
 
     try:
-        return Path(hf_hub_download(model_id, filename, revision=sha, token=token or False,
+        return Path(hf_hub_download(model_id, filename, revision=sha, token=token or False, cache_dir=str(cache_dir()),
                                     endpoint=hub_endpoint(), etag_timeout=hub_timeout()))
     except Exception as exc:
         raise _translate(exc, model_id, filename) from None

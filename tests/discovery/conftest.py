@@ -7,12 +7,17 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -113,3 +118,134 @@ LLAMA_70B = {
 def llama_70b_config() -> dict[str, Any]:
     """Meta-Llama-3.1-70B's published config.json (the fields discovery reads)."""
     return dict(LLAMA_70B)
+
+
+# --------------------------------------------------------------------------- FakeHub
+# The Hugging Face Hub cannot be reached from here, so the Hub source is tested against this
+# stand-in: a real HTTP server that speaks the small part of the Hub's protocol discovery uses
+# (model info API, resolve URLs with HEAD + ranged GET, the Hub's X-Error-Code headers), driven by
+# the real huggingface_hub client. It records every request so tests can prove that the weights
+# themselves are never downloaded.
+
+@dataclass
+class FakeHubRepo:
+    directory: Path
+    commit: str
+    gated: bool = False
+
+    def files(self) -> dict[str, Path]:
+        return {p.relative_to(self.directory).as_posix(): p for p in sorted(self.directory.rglob("*"))
+                if p.is_file() and not p.name.startswith(".")}
+
+    def info(self, repo_id: str) -> dict[str, Any]:
+        from huggingface_hub.repocard import metadata_load
+
+        config = json.loads((self.directory / "config.json").read_text())
+        counts: dict[str, int] = {}
+        for name, path in self.files().items():
+            if name.endswith(".safetensors"):
+                raw = path.read_bytes()
+                (n,) = struct.unpack("<Q", raw[:8])
+                for key, t in json.loads(raw[8 : 8 + n]).items():
+                    if key != "__metadata__":
+                        counts[t["dtype"]] = counts.get(t["dtype"], 0) + math.prod(t["shape"])
+        readme = self.directory / "README.md"
+        return {
+            "id": repo_id, "modelId": repo_id, "sha": self.commit, "private": False,
+            "gated": "manual" if self.gated else False,
+            "siblings": [{"rfilename": n, "size": p.stat().st_size} for n, p in self.files().items()],
+            "cardData": (metadata_load(readme) or {}) if readme.is_file() else {},
+            "config": {k: config[k] for k in ("architectures", "model_type") if k in config},
+            **({"safetensors": {"parameters": counts, "total": sum(counts.values())}} if counts else {}),
+        }
+
+
+class FakeHubHandler(BaseHTTPRequestHandler):
+    server: "FakeHubServer"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self._serve(body=False)
+
+    def do_GET(self) -> None:
+        self._serve(body=True)
+
+    def _reply(self, status: int, data: bytes, headers: dict[str, str], body: bool) -> None:
+        self.send_response(status)
+        for key, value in {**headers, "Content-Length": str(len(data))}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def _error(self, status: int, code: str, body: bool) -> None:
+        self._reply(status, json.dumps({"error": code}).encode(),
+                    {"X-Error-Code": code, "X-Error-Message": code, "Content-Type": "application/json"}, body)
+
+    def _serve(self, body: bool) -> None:
+        path = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)
+        self.server.requests.append((self.command, path, self.headers.get("Range")))
+        if path.startswith("/api/models/"):
+            repo_id, _, revision = path[len("/api/models/"):].partition("/revision/")
+            repo = self.server.repos.get(repo_id)
+            if repo is None:
+                return self._error(401, "RepoNotFound", body)
+            if revision not in ("", "main", repo.commit):
+                return self._error(404, "RevisionNotFound", body)
+            return self._reply(200, json.dumps(repo.info(repo_id)).encode(), {"Content-Type": "application/json"}, body)
+        match = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+        repo = self.server.repos.get(match.group(1)) if match else None
+        if repo is None:
+            return self._error(401, "RepoNotFound", body)
+        if match.group(2) not in ("main", repo.commit):
+            return self._error(404, "RevisionNotFound", body)
+        if repo.gated and not self.headers.get("Authorization"):
+            return self._error(403, "GatedRepo", body)
+        file = repo.files().get(match.group(3))
+        if file is None:
+            return self._error(404, "EntryNotFound", body)
+        data = file.read_bytes()
+        headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+                   "Accept-Ranges": "bytes"}
+        ranged = re.match(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
+        if ranged:
+            start = int(ranged.group(1))
+            stop = int(ranged.group(2)) + 1 if ranged.group(2) else len(data)
+            return self._reply(206, data[start:stop], headers, body)
+        self._reply(200, data, headers, body)
+
+
+class FakeHubServer(ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), FakeHubHandler)
+        self.repos: dict[str, FakeHubRepo] = {}
+        self.requests: list[tuple[str, str, Optional[str]]] = []
+
+    def add(self, repo_id: str, directory: Path, commit: str, gated: bool = False) -> None:
+        self.repos[repo_id] = FakeHubRepo(directory, commit, gated)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def full_downloads(self, suffix: str) -> list[str]:
+        """GETs of whole files (no Range header) ending with suffix."""
+        return [p for m, p, r in self.requests if m == "GET" and r is None and p.endswith(suffix)]
+
+
+@pytest.fixture()
+def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHubServer]:
+    """A FakeHubServer; HF_ENDPOINT points at it and downloads land in a tmp HF cache."""
+    server = FakeHubServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no saved token
+    yield server
+    server.shutdown()
+    server.server_close()

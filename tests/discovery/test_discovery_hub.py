@@ -1,0 +1,85 @@
+"""The Hub source through the real huggingface_hub client, against FakeHubServer (the Hub
+itself is unreachable here): config and headers only, never the weights; gated repos."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+from ascendbridge.board import BoardStore
+from ascendbridge.board.records import Registration
+from ascendbridge.discovery.discover import discover
+from ascendbridge.discovery.stage import DISCOVERY_STAGE
+from ascendbridge.stage_api import StageContext
+
+COMMIT = "a" * 40
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_hub_reads_headers_not_weights(fake_hub, minilm_dir: Path, tmp_path: Path) -> None:
+    fake_hub.add(MINILM, minilm_dir, COMMIT)
+    info = discover(MINILM, "huggingface")
+    assert (info.parameter_count, info.parameter_count_source, info.dtype) == (22_713_216, "safetensors", "float32")
+    assert info.resolved_revision == COMMIT and info.gated is False and info.license == "apache-2.0"
+    assert info.size_bytes == 90_868_376 and info.has_tokenizer
+    assert (info.task_family, info.sentence_transformers_pooling) == ("feature_extraction", "mean")
+    assert fake_hub.full_downloads(".safetensors") == []  # only ranged reads of the header
+    assert any(r for m, p, r in fake_hub.requests if p.endswith("model.safetensors") and r)
+    assert Path(info.local_dir, "config.json").is_file()  # in the HF cache, like any download
+
+
+def test_sharded_hub_model(fake_hub, tmp_path: Path, safetensors_writer, model_writer) -> None:
+    repo = model_writer(tmp_path / "repo", {"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                                             "torch_dtype": "bfloat16"})
+    safetensors_writer(repo / "model-00001-of-00002.safetensors", {"a": ("BF16", [64, 64])})
+    safetensors_writer(repo / "model-00002-of-00002.safetensors", {"b": ("BF16", [64, 32])})
+    (repo / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    fake_hub.add("mistralai/tiny", repo, COMMIT)
+    info = discover("mistralai/tiny", "huggingface")
+    assert (info.parameter_count, info.dtype, info.task_family) == (64 * 64 + 64 * 32, "bfloat16", "causal_lm")
+    assert info.weight_files == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    assert fake_hub.full_downloads(".safetensors") == []
+
+
+def test_unknown_repo_is_one_line(fake_hub, cli) -> None:
+    proc = cli("nobody/nothing", env={"HF_HUB_OFFLINE": "0"})
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: nobody/nothing not found on http://127.0.0.1:")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_gated_repo_without_token_is_blocked_with_token_proceeds(fake_hub, minilm_dir: Path, cli,
+                                                                  monkeypatch) -> None:
+    fake_hub.add("meta-llama/gated-minilm", minilm_dir, COMMIT, gated=True)
+    proc = cli("meta-llama/gated-minilm", "--json", env={"HF_HUB_OFFLINE": "0"})
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["gated"] is True and info["decision"]["rule"] == "gated_no_token"
+    # The Hub's own count (all dtypes) stands in for the headers the client may not read.
+    assert info["parameter_count"] == 22_713_216 and info["buffer_elements"] == 512
+    assert fake_hub.full_downloads("config.json") == []
+
+    proc = cli("meta-llama/gated-minilm", "--json", env={"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_test_token"})
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["decision"]["action"] == "proceed" and info["parameter_count_source"] == "safetensors"
+    assert "hf_test_token" not in proc.stdout + proc.stderr
+
+
+def test_stage_and_gate_online(fake_hub, board: BoardStore, minilm_dir: Path, tmp_path: Path) -> None:
+    repo = shutil.copytree(minilm_dir, tmp_path / "repo")
+    fake_hub.add(MINILM, repo, COMMIT)
+    board.register_models([Registration(model_id=MINILM, source="huggingface")])
+    task = board.claim_next("w", 60, stages=["discovery"])
+    ctx = StageContext(model=board.get_model(MINILM), task=task, adaptation_dir=tmp_path / "a",
+                       board_path=board.path, log=io.StringIO())
+    assert DISCOVERY_STAGE.run(ctx).status == "done"
+    verdict = DISCOVERY_STAGE.gate(ctx)
+    assert verdict.passed, verdict.summary
+    # The commit the evidence is pinned to disappears (history rewritten): the gate cannot confirm.
+    fake_hub.add(MINILM, repo, "b" * 40)
+    moved = DISCOVERY_STAGE.gate(ctx)
+    assert not moved.passed and "RevisionNotFoundError" in moved.summary, moved.summary
