@@ -115,3 +115,37 @@ def all_terminal(store: BoardStore, stages: Optional[set[str]] = None) -> bool:
 
 def attempts(store: BoardStore, model_id: str, stage: str) -> list[Any]:
     return [a for _, a in store.list_attempts(model_id, stage)]
+
+
+def procs_in(folder: Path) -> list[int]:
+    """Live processes whose working directory is under `folder` (a test's workers and children)."""
+    folder = folder.resolve()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if (cwd == folder or folder in cwd.parents) and alive(int(entry.name)):
+            out.append(int(entry.name))
+    return out
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def runs_logged(tmp: Path, model_id: str, line: str) -> bool:
+    from ascendbridge.naming import base_adaptation_name
+
+    path = tmp / "adaptations" / base_adaptation_name(model_id) / "runs.log"
+    return path.exists() and line in path.read_text()

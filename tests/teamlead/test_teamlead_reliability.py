@@ -1,0 +1,119 @@
+"""Reliability: timeouts, killed workers, killed team leads, lost leases, the single-instance lock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ascendbridge.board import BoardStore
+from ascendbridge.naming import base_adaptation_name
+
+from tests.teamlead.tl_support import (
+    add_models, alive, attempts, check_event_log, procs_in, run_tl, start_tl, statuses, tl_env, wait_for,
+    runs_logged,
+)
+
+
+def _worker_pid(board: BoardStore, model_id: str, stage: str) -> int:
+    task = next(t for t in board.list_tasks(model_id=model_id) if t.stage == stage)
+    agent = next(a for a in board.list_agents() if a.id == task.owner)
+    return int(agent.pid or 0)
+
+
+def test_hung_worker_is_killed_at_its_timeout_and_a_killed_worker_is_retried(board: BoardStore,
+                                                                             tmp_path: Path) -> None:
+    add_models(board, {"org/hang": {"discovery": "hang_once"}, "org/victim": {"discovery": "hang_once"}})
+    lead = start_tl(board.path, tmp_path, "--stages", "discovery", "--stage-timeout", "discovery=20")
+    try:
+        wait_for(lambda: runs_logged(tmp_path, "org/victim", "attempt=1"), 60, what="victim's first attempt")
+        wait_for(lambda: board.list_agents() and _worker_pid(board, "org/victim", "discovery") > 0, 30,
+                 what="victim's worker pid")
+        os.kill(_worker_pid(board, "org/victim", "discovery"), signal.SIGKILL)
+        out, _ = lead.communicate(timeout=180)
+    finally:
+        lead.kill()
+    assert lead.returncode == 0, out[-3000:]
+    hang = attempts(board, "org/hang", "discovery")
+    assert [a.outcome for a in hang] == ["retry", "completed"]
+    assert hang[0].diagnosis["rule"] == "run_timeout" and hang[0].exit_code is None
+    assert "[killed after 20 s timeout]" in Path(hang[0].log_path).read_text()
+    victim = attempts(board, "org/victim", "discovery")
+    assert [a.outcome for a in victim] == ["retry", "completed"]
+    assert victim[0].diagnosis["rule"] == "run_crashed" and victim[0].exit_code == -signal.SIGKILL
+    assert procs_in(tmp_path / "adaptations") == []  # the hung children died with their groups
+    assert all(n == 1 for n in check_event_log(board).values())
+
+
+def test_second_team_lead_is_refused_and_sigterm_returns_tasks_to_pending(board: BoardStore,
+                                                                          tmp_path: Path) -> None:
+    add_models(board, {"org/slow": {"discovery": "sleep:60"}})
+    lead = start_tl(board.path, tmp_path, "--stages", "discovery", "--forever")
+    try:
+        wait_for(lambda: runs_logged(tmp_path, "org/slow", "attempt=1"), 60, what="the first attempt")
+        worker = _worker_pid(board, "org/slow", "discovery")
+        second = run_tl(board.path, tmp_path, "--stages", "discovery", timeout=60)
+        assert second.returncode == 4
+        assert second.stderr.strip() == (f"error: another team lead (pid {lead.pid}) is already running on this "
+                                         f"board (lock {board.path}-teamlead.lock)")
+        lead.send_signal(signal.SIGTERM)
+        out, _ = lead.communicate(timeout=60)
+    finally:
+        lead.kill()
+    assert lead.returncode == 128 + signal.SIGTERM, out[-3000:]
+    assert "SIGTERM received" in out and "team-lead run summary" in out
+    task = next(t for t in board.list_tasks(model_id="org/slow") if t.stage == "discovery")
+    assert task.status == "pending" and task.attempts == 0 and task.owner is None
+    assert [a.outcome for a in attempts(board, "org/slow", "discovery")] == ["released"]
+    assert not alive(worker) and procs_in(tmp_path / "adaptations") == []
+    assert {a.status for a in board.list_agents()} == {"stopped"}
+    check_event_log(board)
+
+
+def test_sigkilled_team_lead_loses_no_work_and_completes_nothing_twice(board: BoardStore, tmp_path: Path) -> None:
+    add_models(board, {f"org/m{i}": {"discovery": "sleep:3"} for i in range(3)})
+    lead = start_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--workers", "2")
+    wait_for(lambda: sum(runs_logged(tmp_path, f"org/m{i}", "attempt=1") for i in range(3)) >= 2, 60,
+             what="two running attempts")
+    in_flight = [t for t in board.list_tasks(status="in_progress")]
+    workers = [_worker_pid(board, t.model_id, t.stage) for t in in_flight]
+    lead.kill()  # SIGKILL: no cleanup at all
+    lead.wait()
+    # Orphaned workers notice their team lead is gone, stop, and give their tasks back.
+    wait_for(lambda: not board.list_tasks(status="in_progress"), 60, what="orphans to release their tasks")
+    wait_for(lambda: not any(alive(pid) for pid in workers if pid), 15, what="orphaned workers to exit")
+    released = [e for e in board.list_events(limit=10**6) if e.kind in ("released", "lease_expired")]
+    assert released
+    again = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--workers", "2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    st = statuses(board)
+    assert all(st[(f"org/m{i}", s)] == "completed" for i in range(3) for s in ("discovery", "adaptation"))
+    completions = check_event_log(board)
+    assert len(completions) == 6 and set(completions.values()) == {1}
+
+
+def test_worker_whose_lease_is_lost_stops_its_whole_group(board: BoardStore, tmp_path: Path) -> None:
+    add_models(board, {"org/stale": {"discovery": "hang_once"}})
+    task = board.claim_task(board.list_tasks(stage="discovery")[0].id, "test-owner", lease_s=30)
+    adaptation = tmp_path / "adaptations" / base_adaptation_name("org/stale")
+    argv = [sys.executable, "-m", "ascendbridge.runtime.worker", "--phase", "run", "--stage", "discovery",
+            "--board", str(board.path), "--task-id", str(task.id), "--token", str(task.fencing_token),
+            "--worker-id", "test-worker", "--adaptation-dir", str(adaptation), "--result", str(tmp_path / "r.json"),
+            "--lease-s", "30", "--heartbeat-s", "1"]
+    worker = subprocess.Popen(argv, env=tl_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True)
+    try:
+        wait_for(lambda: runs_logged(tmp_path, "org/stale", "attempt=1"), 60, what="the worker to start its run")
+        board.release_task(task.id, task.fencing_token, "taken away by the test")  # the token is now stale
+        out, _ = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+    assert worker.returncode == -signal.SIGKILL and "lease lost" in out
+    assert not (tmp_path / "r.json").exists()
+    wait_for(lambda: procs_in(adaptation) == [], 10, what="the worker's children to die")
+    # A worker started with a token that is already stale does nothing at all.
+    late = subprocess.run(argv, env=tl_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert late.returncode == 3 and "not starting" in late.stdout
