@@ -1,0 +1,26 @@
+"""Run ab_runtime.demo.main for several specs in ONE torch process (import cost is ~7 s each).
+
+`python batch_demo.py RUNTIME_PARENT ARGS_JSON` where ARGS_JSON is a list of argv lists; prints
+one JSON line per run: {"argv", "rc", "result" (the parsed RESULT line), "stdout", "stderr"}.
+It calls the same main() that demo.py calls; tests of the real demo.py process run it directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+
+sys.path.insert(0, sys.argv[1])
+
+from ab_runtime import RESULT_MARKER  # noqa: E402
+from ab_runtime.demo import main  # noqa: E402
+
+for argv in json.loads(sys.argv[2]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    lines = out.getvalue().splitlines()
+    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines and lines[-1].startswith(RESULT_MARKER) else None
+    print(json.dumps({"argv": argv, "rc": rc, "result": result, "stdout": out.getvalue(), "stderr": err.getvalue()}), flush=True)

@@ -1,0 +1,181 @@
+"""Every task family end to end on a tiny real config, held-out architectures, bad specs.
+
+All runs go through ab_runtime.demo.main in ONE torch process (batch_demo.py) to keep the suite
+fast; test_runtime_device.py and test_runtime_depth.py run the real demo.py as a process.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ascendbridge.task_families import TASK_FAMILIES
+from tests.runtime.rt_support import RUNTIME_PARENT, run_batch, spec_for, write_spec
+
+# family -> {output name: shape} for the tiny configs of tiny_models.py (batch 2, seq 32, dec 8)
+EXPECTED = {
+    "causal_lm": ("llama", {"logits": [2, 32, 128]}),
+    "masked_lm": ("bert-mlm", {"logits": [2, 32, 128]}),
+    "feature_extraction": ("bert-st", {"last_hidden_state": [2, 32, 32], "sentence_embedding": [2, 32]}),
+    "sequence_classification": ("roberta-cls", {"logits": [2, 3]}),
+    "question_answering": ("electra-qa", {"start_logits": [2, 32], "end_logits": [2, 32]}),
+    "token_classification": ("distilbert-tok", {"logits": [2, 32, 5]}),
+    "seq2seq": ("t5", {"logits": [2, 8, 128], "encoder_last_hidden_state": [2, 32, 32]}),
+    "image_classification": ("vit", {"logits": [2, 4]}),
+    "speech_seq2seq": ("whisper", {"logits": [2, 8, 128], "encoder_last_hidden_state": [2, 30, 32]}),
+    "vision_seq2seq": ("vit-gpt2", {"logits": [2, 8, 128]}),
+}
+
+
+def _hf_cache_layout(root: Path, source_dir: Path) -> Path:
+    """models--tiny--llama-cache/{refs/main, snapshots/<rev>/config.json}, as huggingface_hub lays it out."""
+    repo = root / "models--tiny--llama-cache"
+    snapshot = repo / "snapshots" / "0123456789abcdef0123456789abcdef01234567"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((source_dir / "config.json").read_text())
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(snapshot.name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_models: dict[str, dict[str, Any]], torch_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    specs = tmp_path_factory.mktemp("specs")
+    argvs: dict[str, list[str]] = {}
+    for name, entry in tiny_models.items():
+        extra = {"sentence_transformers_pooling": "mean"} if name == "bert-st" else {}
+        argvs[name] = ["--dry-run", "--device", "cpu", "--spec", write_spec(specs, name, spec_for(entry, **extra))]
+    llama = tiny_models["llama"]
+    argvs["llama-again"] = argvs["llama"]
+    cache = _hf_cache_layout(tmp_path_factory.mktemp("hf-cache"), Path(llama["path"]))
+    cached = spec_for(llama, model={"model_id": "tiny/llama-cache", "source": "hf-cache", "path": str(cache), "has_weights": False})
+    argvs["llama-hf-cache"] = ["--dry-run", "--spec", write_spec(specs, "cache", cached)]
+    capped = spec_for(tiny_models["gemma3-text"], dry_run_max_layers=1)
+    argvs["gemma3-capped"] = ["--dry-run", "--spec", write_spec(specs, "capped", capped)]
+    argvs["bf16"] = ["--dry-run", "--dtype", "bfloat16", "--spec", argvs["llama"][-1]]
+    bad = {
+        "unknown-family": spec_for(llama, task_family="protein_folding"),
+        "unknown-class": spec_for(llama, model_class="LlamaForTeleportation"),
+        "broken-model": spec_for(llama, config_overrides={"intermediate_size": -1}),
+        "no-class": {k: v for k, v in spec_for(llama).items() if k != "model_class"},
+        "bad-dtype": spec_for(llama, dtype={"target": "float12"}),
+    }
+    for name, spec in bad.items():
+        argvs[name] = ["--dry-run", "--spec", write_spec(specs, name, spec)]
+    (specs / "not-json.json").write_text("{not json")
+    argvs["not-json"] = ["--dry-run", "--spec", str(specs / "not-json.json")]
+    argvs["missing-spec"] = ["--dry-run", "--spec", str(specs / "nope.json")]
+    argvs["bad-flag"] = ["--device", "tpu", "--spec", argvs["llama"][-1]]
+    results = run_batch(torch_python, list(argvs.values()))
+    return dict(zip(argvs, results))
+
+
+def _ok(run: dict[str, Any]) -> dict[str, Any]:
+    result = run["result"]
+    assert run["rc"] == 0 and result and result["ok"], run["stderr"][-2000:] or run["stdout"][-2000:]
+    return result
+
+
+@pytest.mark.parametrize("family", sorted(EXPECTED))
+def test_each_family_runs_end_to_end(family: str, runs: dict[str, dict[str, Any]], tiny_models: dict) -> None:
+    name, shapes = EXPECTED[family]
+    assert tiny_models[name]["family"] == family
+    result = _ok(runs[name])
+    assert result["task_family"] == family and result["mode"] == "dry_run"
+    assert result["device_requested"] == "cpu" and result["device_used"] == "cpu" and result["fallback"] is False
+    assert result["layers_built"] == result["layers_total"] and result["depth_reduced"] is False
+    for output, shape in shapes.items():
+        assert result["outputs"][output]["shape"] == shape, result["outputs"]
+    assert all(stats["finite"] for stats in result["outputs"].values())
+    assert not any("past_key_values" in key for key in result["outputs"])
+    assert set(result["versions"]) == {"torch", "transformers", "torch_npu"} and result["versions"]["torch"]
+    assert "result: " in runs[name]["stdout"]
+
+
+def test_the_family_registry_matches_the_framework_names() -> None:
+    tree = ast.parse((RUNTIME_PARENT / "ab_runtime" / "families.py").read_text())
+    literal = next(node.value for node in tree.body if isinstance(node, ast.AnnAssign) and node.target.id == "TASK_FAMILIES")
+    assert ast.literal_eval(literal) == TASK_FAMILIES
+    assert set(EXPECTED) == set(TASK_FAMILIES)
+
+
+def test_inputs_follow_the_config_and_forward_signature(runs: dict[str, dict[str, Any]]) -> None:
+    assert "bbox [2, 32, 4]" in runs["layoutlm"]["stdout"]
+    assert "token_type_ids" not in runs["distilbert"]["stdout"]  # DistilBERT has no segment embeddings
+    assert "token_type_ids [2, 32]" in runs["bert-mlm"]["stdout"]
+    assert "input_features [2, 16, 60]" in runs["whisper"]["stdout"]  # 2 x max_source_positions frames
+    assert "input_features [2, 64, 16]" in runs["speech2text"]["stdout"]  # (frames, features) layout
+    assert "pixel_values [2, 3, 32, 32]" in runs["vit-gpt2"]["stdout"]
+    assert "decoder_input_ids [2, 8]" in runs["t5"]["stdout"]
+    assert "input_values [2, 16000]" in runs["wav2vec2"]["stdout"]
+    assert "input_ids [2, 32]" in runs["clip"]["stdout"] and "pixel_values [2, 3, 32, 32]" in runs["clip"]["stdout"]
+
+
+def test_held_out_architectures_run_or_fail_with_a_diagnosis(runs: dict[str, dict[str, Any]], tiny_models: dict) -> None:
+    held_out = [name for name, entry in tiny_models.items() if entry["group"] == "held_out"]
+    assert len(held_out) >= 14
+    for name in held_out:
+        run = runs[name]
+        if run["rc"] == 0:
+            assert run["result"]["ok"] and all(s["finite"] for s in run["result"]["outputs"].values()), name
+        else:
+            assert run["result"]["error_kind"] == "unsupported_model", (name, run["stderr"][-1500:])
+            assert "\n" not in run["result"]["error"]
+    # All of these run today; a regression to "diagnosed" must be a conscious change here.
+    assert [n for n in held_out if runs[n]["rc"] != 0] == []
+
+
+def test_unsupported_forward_is_a_clear_diagnosis(runs: dict[str, dict[str, Any]]) -> None:
+    run = runs["time-series"]
+    assert run["rc"] == 1 and run["result"]["ok"] is False
+    assert run["result"]["error_kind"] == "unsupported_model"
+    assert "requires 'past_values'" in run["result"]["error"]
+    assert run["stderr"].strip().splitlines() == [f"error: {run['result']['error']}"]
+
+
+def test_runs_are_deterministic_and_dtype_is_honoured(runs: dict[str, dict[str, Any]]) -> None:
+    assert _ok(runs["llama"])["outputs"] == _ok(runs["llama-again"])["outputs"]
+    bf16 = _ok(runs["bf16"])
+    assert bf16["dtype"] == "bfloat16" and bf16["outputs"]["logits"]["dtype"] == "bfloat16"
+
+
+def test_config_from_an_hf_cache_layout_offline(runs: dict[str, dict[str, Any]]) -> None:
+    result = _ok(runs["llama-hf-cache"])
+    assert result["model_id"] == "tiny/llama-cache"
+    assert "HF cache" in runs["llama-hf-cache"]["stdout"]
+
+
+def test_dry_run_max_layers_keeps_one_layer_of_each_kind(runs: dict[str, dict[str, Any]]) -> None:
+    # Gemma3 alternates sliding-window and full attention: a 1-layer cap still builds one of each.
+    result = _ok(runs["gemma3-capped"])
+    assert (result["layers_built"], result["layers_total"], result["depth_reduced"]) == (2, 6, True)
+
+
+@pytest.mark.parametrize("name,kind,needle", [
+    ("unknown-family", "unsupported_model", "unknown task family 'protein_folding'"),
+    ("unknown-class", "unsupported_model", "no model class 'LlamaForTeleportation'"),
+    ("no-class", "spec_error", "'model_class' is missing"),
+    ("bad-dtype", "spec_error", "unknown floating dtype 'float12'"),
+    ("not-json", "spec_error", "is not valid JSON"),
+    ("missing-spec", "spec_error", "spec file not found"),
+    ("bad-flag", "spec_error", "invalid choice: 'tpu'"),
+])
+def test_bad_input_is_one_line_without_traceback(name: str, kind: str, needle: str, runs: dict[str, dict[str, Any]]) -> None:
+    run = runs[name]
+    assert run["rc"] == 1 and run["result"]["ok"] is False
+    assert run["result"]["error_kind"] == kind and needle in run["result"]["error"]
+    assert run["stderr"].strip().splitlines() == [f"error: {run['result']['error']}"]
+    assert run["stdout"].strip().splitlines()[-1].startswith("ASCENDBRIDGE_RESULT ")
+
+
+def test_failure_in_model_code_keeps_the_traceback_for_the_healer(runs: dict[str, dict[str, Any]]) -> None:
+    run = runs["broken-model"]
+    assert run["rc"] == 1 and run["result"]["ok"] is False and run["result"]["error_kind"] == "exception"
+    assert "Traceback (most recent call last)" in run["stderr"]
+    assert run["result"]["error"].startswith("RuntimeError: ") and "\n" not in run["result"]["error"]
+    assert run["stderr"].strip().splitlines()[-1] == f"error: {run['result']['error']}"
+    assert json.loads(run["stdout"].strip().splitlines()[-1].split(" ", 1)[1])["ok"] is False
