@@ -42,8 +42,10 @@ def run_tl(board: Path, tmp: Path, *args: str, extra: str = ALL, timeout: float 
                           timeout=timeout)
 
 
-def start_tl(board: Path, tmp: Path, *args: str, extra: str = ALL) -> subprocess.Popen[str]:
-    return subprocess.Popen(tl_argv(board, *args), env=tl_env(tmp, extra), stdout=subprocess.PIPE,
+def start_tl(board: Path, tmp: Path, *args: str, extra: str = ALL, out: Optional[Path] = None) -> subprocess.Popen[str]:
+    """Start a team lead in the background; with `out`, its output goes to that file (never blocks)."""
+    stdout = out.open("a") if out else subprocess.PIPE
+    return subprocess.Popen(tl_argv(board, *args), env=tl_env(tmp, extra), stdout=stdout,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
