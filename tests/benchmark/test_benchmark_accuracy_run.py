@@ -12,27 +12,9 @@ import pytest
 
 from ascendbridge.config import REPO_ROOT
 from benchmark.gate import check_adaptation
-from tests.benchmark.bench_support import make_adaptation, run_accuracy
-from tests.support.torch_env import torch_env_python
+from tests.benchmark.bench_support import run_accuracy
 
 CHECKER = REPO_ROOT / "benchmark" / "scripts" / "check_accuracy_run.py"
-
-
-@pytest.fixture(scope="module")
-def python() -> Path:
-    return torch_env_python()
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, int, dict, str]]:
-    """One accuracy_run per model, in the spec's target dtype (bfloat16 for the GPT-2)."""
-    root = tmp_path_factory.mktemp("bench")
-    out = {}
-    for name in ("tiny-bert", "tiny-gpt2", "tiny-vit"):
-        directory = make_adaptation(root, name)
-        code, result, stdout, stderr = run_accuracy(python, directory, "--device", "cpu")
-        out[name] = (directory, code, result, stdout, stderr)
-    return out
 
 
 @pytest.mark.parametrize("name,dtype,outputs", [

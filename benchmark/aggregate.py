@@ -1,0 +1,102 @@
+"""Aggregate every adaptation's benchmark evidence into one report (JSON + CSV) and PNG figures.
+
+Reads metrics JSON only (the framework has no torch). One row per evidence set; unreadable
+files are listed as skipped with their reason rather than aborting the report.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmark.evidence import EvidenceError, load_metrics
+
+COLUMNS = (
+    "adaptation", "model_id", "task_family", "device", "device_name", "dtype", "mode", "dataset",
+    "median_ms", "p90_ms", "min_ms", "iterations", "warmup", "reference_median_ms", "speedup_vs_reference",
+    "samples_per_s", "peak_memory_bytes", "accuracy", "min_cosine", "max_abs_err_scaled", "parameters",
+    "layers_built", "layers_total", "depth_reduced", "torch", "torch_npu", "created_at",
+)
+
+
+def row(metrics: dict[str, Any]) -> dict[str, Any]:
+    run, timing, ref = metrics["run"], metrics["timing"], metrics["reference_timing"]
+    outputs = metrics["accuracy"]["outputs"].values()
+    floats = [o["metrics"] for o in outputs if o.get("kind") == "float" and "cosine" in o.get("metrics", {})]
+    model = metrics.get("model") or {}
+    return {
+        "adaptation": metrics.get("adaptation"), "model_id": metrics.get("model_id"),
+        "task_family": metrics.get("task_family"), "device": run["device"], "device_name": run.get("device_name"),
+        "dtype": run["dtype"], "mode": run["mode"], "dataset": run["dataset"],
+        "median_ms": timing["median_ms"], "p90_ms": timing["p90_ms"], "min_ms": timing["min_ms"],
+        "iterations": timing["iterations"], "warmup": timing["warmup"], "reference_median_ms": ref["median_ms"],
+        "speedup_vs_reference": ref["median_ms"] / timing["median_ms"],
+        "samples_per_s": metrics["throughput"]["samples_per_s"], "peak_memory_bytes": metrics.get("peak_memory_bytes"),
+        "accuracy": metrics["accuracy"]["verdict"],
+        "min_cosine": min((f["cosine"] for f in floats), default=None),
+        "max_abs_err_scaled": max((f["max_abs_err_scaled"] for f in floats), default=None),
+        "parameters": model.get("parameters"), "layers_built": model.get("layers_built"),
+        "layers_total": model.get("layers_total"), "depth_reduced": model.get("depth_reduced"),
+        "torch": metrics["environment"].get("torch"), "torch_npu": metrics["environment"].get("torch_npu"),
+        "created_at": metrics.get("created_at"),
+    }
+
+
+def collect(adaptations_root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    rows, skipped = [], []
+    for path in sorted(Path(adaptations_root).glob("*/benchmark_metrics_*.json")):
+        try:
+            rows.append(row(load_metrics(path)))
+        except (EvidenceError, KeyError, TypeError, ZeroDivisionError) as exc:
+            skipped.append({"file": str(path), "reason": str(exc) or type(exc).__name__})
+    return rows, skipped
+
+
+def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, csv_path = out_dir / "benchmark_summary.json", out_dir / "benchmark_summary.csv"
+    json_path.write_text(json.dumps({"runs": rows, "skipped": skipped}, indent=2, sort_keys=True) + "\n")
+    with open(csv_path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return [json_path, csv_path]
+
+
+def write_figures(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """Latency (median with p90 whisker) and worst cosine per run, as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not rows:
+        return []
+    labels = [f"{r['adaptation']}\n{r['device']} {r['dtype']}" for r in rows]
+    height = max(3.0, 0.45 * len(rows) + 1.5)
+    paths = []
+    fig, ax = plt.subplots(figsize=(9, height))
+    medians = [r["median_ms"] for r in rows]
+    spread = [max(r["p90_ms"] - r["median_ms"], 0.0) for r in rows]
+    ax.barh(labels, medians, xerr=[[0] * len(rows), spread], color="#4c72b0")
+    ax.set_xlabel("latency per forward, ms (median; whisker to p90)")
+    ax.set_title("AscendBridge benchmark: latency")
+    fig.tight_layout()
+    paths.append(out_dir / "latency.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(9, height))
+    cosines = [r["min_cosine"] if r["min_cosine"] is not None else 0.0 for r in rows]
+    colors = ["#55a868" if r["accuracy"] == "pass" else "#c44e52" for r in rows]
+    ax.barh(labels, [1.0 - c for c in cosines], color=colors)
+    ax.set_xscale("symlog", linthresh=1e-7)
+    ax.set_xlabel("1 - worst cosine vs CPU fp32 reference (green: accuracy pass, red: fail)")
+    ax.set_title("AscendBridge benchmark: accuracy")
+    fig.tight_layout()
+    paths.append(out_dir / "accuracy.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths

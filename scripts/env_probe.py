@@ -1,0 +1,66 @@
+"""Measure this machine's model environment and store it on the board.
+
+    uv run scripts/env_probe.py --adapt NAME [--device auto|npu|cuda|cpu] [--json]
+    uv run scripts/env_probe.py --python PATH ...      (any interpreter with torch)
+    uv run scripts/env_probe.py --show                 (the last stored probe)
+
+Records torch / torch_npu / transformers / CANN versions, device count and names, and measured
+GEMM throughput per dtype and copy bandwidth (used by `benchmark_tool.py roofline`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ascendbridge.board.connection import BoardError
+from ascendbridge.board.store import BoardStore
+from ascendbridge.config import adaptations_dir, board_path
+from benchmark.envs import EnvError, adaptation_python
+from benchmark.evidence import EvidenceError, resolve_adaptation
+from benchmark.probe import ProbeError, latest_probe, run_probe, store_probe, summary_line
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--adapt", help="use this adaptation's synced environment")
+    where.add_argument("--python", help="use this interpreter (must have torch)")
+    where.add_argument("--show", action="store_true", help="print the last stored probe")
+    parser.add_argument("--device", default="auto", choices=("auto", "npu", "cuda", "cpu"))
+    parser.add_argument("--budget-s", type=float, default=0.4, help="seconds per microbenchmark")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        store = BoardStore(board_path())
+    except BoardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if args.show:
+            probe = latest_probe(store)
+            if probe is None:
+                print("error: no environment probe on the board yet (run scripts/env_probe.py --adapt NAME)",
+                      file=sys.stderr)
+                return 1
+        else:
+            if args.python:
+                python = adaptation_python(Path("."), args.python)
+            else:
+                python = adaptation_python(resolve_adaptation(args.adapt, adaptations_dir()))
+            print(f"probing {args.device} with {python} ...", file=sys.stderr)
+            probe = run_probe(python, args.device, args.budget_s)
+            store_probe(store, probe)
+        print(json.dumps(probe, indent=2, sort_keys=True) if args.json else summary_line(probe))
+        return 0
+    except (EnvError, EvidenceError, ProbeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
