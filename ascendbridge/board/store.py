@@ -170,7 +170,6 @@ class BoardStore:
         regs = list(registrations)
         for reg in regs:
             validate_registration(reg)
-        results: list[tuple[ModelRecord, bool]] = []
         with self._write() as s:
             ids = [r.model_id for r in regs]
             existing = {
@@ -183,11 +182,7 @@ class BoardStore:
             new_rows: list[Model] = []
             seen: dict[str, Model] = {}
             for reg in regs:
-                if reg.model_id in existing:
-                    results.append((ModelRecord.of(existing[reg.model_id]), False))
-                    continue
-                if reg.model_id in seen:
-                    results.append((ModelRecord.of(seen[reg.model_id]), False))
+                if reg.model_id in existing or reg.model_id in seen:
                     continue
                 name = base_adaptation_name(reg.model_id)
                 if name in taken:
@@ -240,12 +235,16 @@ class BoardStore:
                             "ts": now,
                         }
                     )
-                    results.append((ModelRecord.of(row), True))
                 s.execute(insert(Task), task_rows)
                 s.execute(insert(Event), event_rows)
-        # Keep the caller's order (existing and new were appended in two passes).
-        order = {reg.model_id: i for i, reg in enumerate(regs)}
-        results.sort(key=lambda pair: order[pair[0].model_id])
+            records = {mid: ModelRecord.of(row) for mid, row in (existing | seen).items()}
+        # One pair per request, in the caller's order; an id listed twice is created only once.
+        results: list[tuple[ModelRecord, bool]] = []
+        reported: set[str] = set()
+        for reg in regs:
+            created = reg.model_id in seen and reg.model_id not in reported
+            reported.add(reg.model_id)
+            results.append((records[reg.model_id], created))
         return results
 
     def get_model(self, model_id: str) -> ModelRecord:

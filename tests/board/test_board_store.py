@@ -220,3 +220,10 @@ def test_metrics_and_export(board: BoardStore) -> None:
     assert len(data["tasks"]) == len(STAGES)
     assert {x["name"] for x in data["metrics"]} == {"latency_ms", "cosine"}
     assert data["last_event_id"] == data["events"][-1]["id"]
+
+
+def test_an_id_listed_twice_in_one_batch_is_registered_once(board: BoardStore) -> None:
+    results = board.register_models([Registration(model_id="gpt2"), Registration(model_id="bert"),
+                                     Registration(model_id="gpt2")])
+    assert [(r.model_id, created) for r, created in results] == [("gpt2", True), ("bert", True), ("gpt2", False)]
+    assert len(board.list_models()) == 2
