@@ -129,7 +129,7 @@ def _translate(exc: Exception, model_id: str, what: str) -> DiscoveryError:
     return DiscoveryError(f"fetching {what} of {model_id} failed: {type(exc).__name__}", "hub_error")
 
 
-def _remote_model_info(model_id: str, revision: Optional[str], token: Optional[str]) -> Any:
+def _remote_model_info(model_id: str, revision: Optional[str], token: Optional[str]) -> tuple[Any, Any]:
     from huggingface_hub import HfApi
 
     api = HfApi(endpoint=hub_endpoint(), token=token or False)
@@ -149,7 +149,7 @@ def _download(model_id: str, filename: str, sha: str, token: Optional[str]) -> P
         raise _translate(exc, model_id, filename) from None
 
 
-def _remote_headers(api: Any, model_id: str, sha: str) -> Any:
+def _remote_headers(api: Any, model_id: str, sha: str) -> Optional[WeightsSummary]:
     """Safetensors headers through huggingface_hub's range-read parser, re-validated here."""
     try:
         meta = api.get_safetensors_metadata(model_id, revision=sha, timeout=hub_timeout())

@@ -19,6 +19,8 @@ from ascendbridge.discovery.render import summary_lines
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 
 STATUS_OF_ACTION = {"proceed": "done", "skip": "skipped", "block": "blocked"}
+# Errors only a person can resolve (retrying would fail the same way): blocked, not failed.
+BLOCKING_RULES = frozenset({"gated_no_token"})
 
 
 def model_fields(info: ModelInfo) -> dict[str, Any]:
@@ -46,7 +48,8 @@ class DiscoveryStage:
             info.decision = decide(info, m.allow_remote_code, has_token=bool(hub_token()))
         except DiscoveryError as exc:
             ctx.say(f"error: {exc}")
-            return StageOutcome(status="failed", summary=str(exc), diagnosis={"rule": exc.rule, "summary": str(exc)})
+            status = "blocked" if exc.rule in BLOCKING_RULES else "failed"
+            return StageOutcome(status=status, summary=str(exc), diagnosis={"rule": exc.rule, "summary": str(exc)})
         for line in summary_lines(info) + [f"warning: {w}" for w in info.warnings]:
             ctx.say(line)
         decision = info.decision

@@ -201,7 +201,7 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             return self._error(401, "RepoNotFound", body)
         if match.group(2) not in ("main", repo.commit):
             return self._error(404, "RevisionNotFound", body)
-        if repo.gated and not self.headers.get("Authorization"):
+        if repo.gated and (self.server.refuse_tokens or not self.headers.get("Authorization")):
             return self._error(403, "GatedRepo", body)
         file = repo.files().get(match.group(3))
         if file is None:
@@ -222,6 +222,7 @@ class FakeHubServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), FakeHubHandler)
         self.repos: dict[str, FakeHubRepo] = {}
         self.requests: list[tuple[str, str, Optional[str]]] = []
+        self.refuse_tokens = False  # True: gated repos refuse every token (access not granted)
 
     def add(self, repo_id: str, directory: Path, commit: str, gated: bool = False) -> None:
         self.repos[repo_id] = FakeHubRepo(directory, commit, gated)
@@ -244,6 +245,9 @@ def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHu
     monkeypatch.setenv("HF_ENDPOINT", server.url)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    from huggingface_hub import constants  # read once at import: undo an offline environment
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no saved token
     yield server
