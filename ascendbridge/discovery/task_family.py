@@ -15,7 +15,7 @@ from ascendbridge.task_families import TASK_FAMILIES
 # Encoder-decoder text model types: their *ForConditionalGeneration is seq2seq.
 TEXT_SEQ2SEQ_TYPES = frozenset({
     "t5", "mt5", "umt5", "longt5", "bart", "mbart", "marian", "pegasus", "pegasus_x", "m2m_100",
-    "nllb_moe", "blenderbot", "blenderbot-small", "led", "fsmt", "prophetnet", "xlm-prophetnet",
+    "nllb-moe", "nllb_moe", "blenderbot", "blenderbot-small", "led", "fsmt", "prophetnet", "xlm-prophetnet",
     "bigbird_pegasus", "plbart", "mvp", "switch_transformers", "encoder-decoder", "t5gemma",
 })
 SPEECH_SEQ2SEQ_TYPES = frozenset({"whisper", "speech_to_text", "speech-encoder-decoder", "speecht5"})
