@@ -1,8 +1,9 @@
 """The healing gate: independent re-verification of what the healer claims.
 
-1. `adaptation/scripts/check_adaptation.py --adapt NAME --json` as a separate process (files,
+1. The healer's evidence must exist and belong to the current spec (sha256 of adaptation.json)
+   and device; otherwise there is nothing to re-verify and the gate fails at once.
+2. `adaptation/scripts/check_adaptation.py --adapt NAME --json` as a separate process (files,
    spec, lock, sync, a fresh dry run with device/shape/finiteness checks).
-2. The healer's evidence must belong to the current spec (sha256 of adaptation.json).
 3. When a real-weights run was claimed, it is re-run here (`demo.py` without --dry-run, through
    uv directly, not the healer's helpers) and must again be ok, pretrained, on the requested
    device without fallback, with finite outputs of the same names and shapes as claimed.
@@ -125,8 +126,11 @@ def healing_gate(directory: Path, name: str, device: str, timeout_s: float) -> t
     check("evidence_spec", evidence.get("spec_sha256") == current,
           "evidence belongs to the current adaptation.json" if evidence.get("spec_sha256") == current
           else "adaptation.json changed after the healer's passing run")
-    if evidence.get("device") != device:
-        check("evidence_device", False, f"evidence is for device {evidence.get('device')}, gate runs {device}")
+    check("evidence_device", evidence.get("device") == device,
+          f"evidence is for device {evidence.get('device')}, the gate checks {device}")
+    stale = [f"{c['name']}: {c['detail']}" for c in report["checks"] if not c["passed"]]
+    if stale:  # evidence for another spec or device: nothing to re-run against
+        return False, "; ".join(stale), report
     passed, detail, checker_report = run_checker(name, directory.parent, device, timeout_s)
     report["check_adaptation"] = checker_report
     check("check_adaptation", passed, "all checks passed" if passed else detail)

@@ -74,7 +74,7 @@ EXPECTED: dict[str, tuple[str, dict[str, Any], FixContext, Any]] = {
                                    {"inputs/seq_len": 14}),
     "non_finite_outputs": ("non_finite_outputs", {"dtype/target": "float16"}, FixContext(),
                            {"dtype/fallback": "float32"}),
-    "npu_unavailable": ("npu_unavailable", {}, FixContext(), Block),
+    "npu_unavailable": ("device_unavailable", {}, FixContext(), Block),
 }
 
 

@@ -11,14 +11,14 @@ from adaptation.healing.rules.access import GatedRepoRule, RemoteCodeRule, Weigh
 from adaptation.healing.rules.base import Block, Fix, FixContext, GiveUp, Match, Remedy, Rule, apply_changes
 from adaptation.healing.rules.config import MissingConfigAttributeRule
 from adaptation.healing.rules.dependencies import DependencyResolutionRule, MissingModuleRule
-from adaptation.healing.rules.devices import DeviceMismatchRule, NpuUnavailableRule
+from adaptation.healing.rules.devices import DeviceMismatchRule, DeviceUnavailableRule
 from adaptation.healing.rules.inputs import PadTokenRule, SequenceTooLongRule
 from adaptation.healing.rules.memory import OutOfMemoryRule, TimeoutRule
 from adaptation.healing.rules.numerics import DtypeUnsupportedRule, NonFiniteOutputsRule
 from adaptation.healing.rules.transformers_compat import TransformersVersionRule
 
 RULES: tuple[Rule, ...] = (
-    NpuUnavailableRule(),
+    DeviceUnavailableRule(),
     RemoteCodeRule(),
     GatedRepoRule(),
     WeightsUnreachableRule(),

@@ -39,17 +39,24 @@ class DeviceMismatchRule(Rule):
                    {"set_default_device": True})
 
 
-class NpuUnavailableRule(Rule):
-    name = "npu_unavailable"
-    description = "An NPU run was requested but torch_npu / CANN / an NPU is not available on this host."
+class DeviceUnavailableRule(Rule):
+    name = "device_unavailable"
+    description = ("The requested device is not usable here (torch_npu / CANN / no NPU, no CUDA): "
+                   "blocked until the stage runs on a host that has it; never a silent fallback.")
 
     def match(self, failure: Failure) -> Optional[Match]:
-        requested = (failure.result or {}).get("device_requested")
+        result = failure.result or {}
+        requested = result.get("device_requested")
         found = _NPU_MISSING.search(failure.text)
         if found and (requested in (None, "npu") or "torch_npu" in found.group(0)):
-            return Match(f"no usable NPU ({found.group(0)})")
+            return Match(f"no usable NPU ({found.group(0)})", {"device": "npu"})
+        if result.get("error_kind") == "device_unavailable":
+            return Match(f"device {requested} unavailable: {result.get('error')}", {"device": requested})
         return None
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
-        return Block("an NPU run needs an Ascend host with CANN and torch_npu (the `ascend` extra); "
-                     "this host has none. Run the healing stage on an NPU host or select the cpu/cuda profile")
+        if match.facts.get("device") == "npu":
+            return Block("an NPU run needs an Ascend host with CANN and torch_npu (the `ascend` extra); "
+                         "this host has none. Run the healing stage on an NPU host or select the cpu/cuda profile")
+        return Block(f"device {match.facts.get('device')} is not available on this host; run the stage where it "
+                     "is, or select another device profile")

@@ -22,6 +22,8 @@ class OutOfMemoryRule(Rule):
 
     def match(self, failure: Failure) -> Optional[Match]:
         found = _OOM.search(failure.text)
+        if (failure.result or {}).get("error_kind") == "dry_run_too_large":
+            return Match(f"the dry run does not fit memory: {failure.error}", {"phase": failure.phase})
         if found:
             return Match(f"out of memory ({found.group(0)})", {"phase": failure.phase})
         if failure.exit_code in _KILLED_SIGNALS and not failure.timed_out:
