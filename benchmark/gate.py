@@ -46,7 +46,23 @@ class GateReport:
         return asdict(self)
 
 
-def check_run(ev: EvidenceSet, spec_path: Path, python: Path) -> RunCheck:
+def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dict[str, list[str]]:
+    """Problems per metrics file from recomputing accuracy in the adaptation's interpreter."""
+    present = [ev for ev in evidence if (ev.named("outputs") or Path("/nonexistent")).is_file()]
+    if not present:
+        return {}
+    result = run_inner(python, "recompute_accuracy.py", [str(spec_path), *(str(ev.metrics_path) for ev in present)],
+                       cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
+    parsed = last_json(result.output)
+    if parsed is None:
+        tail = result.tail(3).replace("\n", " | ")
+        why = f"accuracy recomputation did not run (exit {result.exit_code}): {tail}"
+        return {ev.metrics_path.name: [why] for ev in present}
+    return {ev.metrics_path.name: [str(p) for p in (parsed.get(ev.metrics_path.name) or {"problems": [
+        "no recomputation result"]}).get("problems", [])] for ev in present}
+
+
+def check_run(ev: EvidenceSet, recomputed: dict[str, list[str]]) -> RunCheck:
     problems = check_metrics(ev.metrics)
     trace = ev.named("trace")
     if trace is None:
@@ -60,14 +76,7 @@ def check_run(ev: EvidenceSet, spec_path: Path, python: Path) -> RunCheck:
     if outputs is None or not outputs.is_file():
         problems.append(f"outputs file {outputs.name if outputs else '(unnamed)'} not found")
     else:
-        result = run_inner(python, "recompute_accuracy.py", [str(ev.metrics_path), str(spec_path)],
-                           cwd=ev.directory, timeout_s=RECOMPUTE_TIMEOUT_S)
-        parsed = last_json(result.output)
-        if parsed is None:
-            tail = result.tail(3).replace("\n", " | ")
-            problems.append(f"accuracy recomputation did not run (exit {result.exit_code}): {tail}")
-        else:
-            problems += [str(p) for p in parsed.get("problems", [])]
+        problems += recomputed.get(ev.metrics_path.name, [])
     verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
     return RunCheck(ev.label, ev.metrics_path.name, not problems, verdict, problems)
 
@@ -92,7 +101,8 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
         python = adaptation_python(adaptation_dir, python_override)
     except EnvError as exc:
         return GateReport(name, False, str(exc))
-    runs = [check_run(ev, spec_path, python) for ev in evidence]
+    recomputed = recompute(evidence, spec_path, python)
+    runs = [check_run(ev, recomputed) for ev in evidence]
     bad = [r for r in runs if not r.consistent]
     primary = [r for ev, r in zip(evidence, runs) if ev.run.get("dtype") == target_dtype]
     if bad:

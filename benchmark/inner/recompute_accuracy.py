@@ -1,7 +1,9 @@
 """Gate helper: reload a run's saved outputs, recompute its accuracy figures, compare them.
 
-Run in the adaptation's interpreter: `python recompute_accuracy.py METRICS_JSON SPEC_JSON`.
-Prints one JSON object: {"ok", "problems", "recomputed_verdict", "outputs_checked"}. Thresholds
+Run in the adaptation's interpreter: `python recompute_accuracy.py SPEC_JSON METRICS_JSON...`
+(one process for all of an adaptation's runs: importing torch is the expensive part). Prints one
+JSON object mapping each metrics file name to {"ok", "problems", "recomputed_verdict",
+"outputs_checked"}. Thresholds
 come from the spec (adaptation.json), not from the metrics file, so loosening the thresholds
 recorded in the metrics file is itself a mismatch.
 """
@@ -75,12 +77,13 @@ def _first_difference(a: Any, b: Any, path: str = "accuracy") -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: recompute_accuracy.py METRICS_JSON SPEC_JSON", file=sys.stderr)
+    if len(argv) < 2:
+        print("usage: recompute_accuracy.py SPEC_JSON METRICS_JSON...", file=sys.stderr)
         return 2
-    result = check(Path(argv[0]), Path(argv[1]))
-    print(json.dumps(result))
-    return 0 if result["ok"] else 1
+    spec = Path(argv[0])
+    results = {Path(m).name: check(Path(m), spec) for m in argv[1:]}
+    print(json.dumps(results))
+    return 0 if all(r["ok"] for r in results.values()) else 1
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,8 @@ def python() -> Path:
 def runs(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, int, dict, str, str]]:
     """One accuracy_run per tiny model, in the spec's target dtype (bfloat16 for the GPT-2)."""
     root = tmp_path_factory.mktemp("bench")
-    out = {}
-    for name in ("tiny-bert", "tiny-gpt2", "tiny-vit"):
-        directory = make_adaptation(root, name)
-        code, result, stdout, stderr = run_accuracy(python, directory, "--device", "cpu")
-        out[name] = (directory, code, result, stdout, stderr)
-    return out
+    names = ("tiny-bert", "tiny-gpt2", "tiny-vit")
+    dirs = {name: make_adaptation(root, name) for name in names}
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:  # separate processes; torch import dominates
+        done = {name: pool.submit(run_accuracy, python, dirs[name], "--device", "cpu") for name in names}
+    return {name: (dirs[name], *done[name].result()) for name in names}
