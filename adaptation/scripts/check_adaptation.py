@@ -21,7 +21,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 try:
     import tomllib
@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from adaptation.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
 from ascendbridge.config import adaptations_dir, uv_binary
-from ascendbridge.runtime.process import run_command
+from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parent.parent / "runtime" / "ab_runtime"
@@ -194,7 +194,8 @@ def check_pyproject(report: Report, directory: Path) -> None:
                "extras ascend (torch + torch-npu), cuda, cpu declared conflicting")
 
 
-def uv(directory: Path, args: list[str], timeout_s: float, extra_env: Optional[dict[str, str]] = None):
+def uv(directory: Path, args: list[str], timeout_s: float,
+       extra_env: Optional[dict[str, str]] = None) -> CommandResult:
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
     env.update(extra_env or {})
     return run_command([uv_binary(), *args], cwd=directory, env=env, timeout_s=timeout_s)
@@ -314,8 +315,16 @@ def print_report(report: Report) -> None:
     print(f"adaptation {report.adaptation} on {report.device}: {verdict}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes are bad input too: one `error:` line and exit 2, no usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description="Verify a generated adaptation by running it.")
+    parser = OneLineParser(description="Verify a generated adaptation by running it.")
     parser.add_argument("--adapt", required=True, metavar="NAME", help="adaptation name (directory)")
     parser.add_argument("--adaptations-dir", type=Path, default=None,
                         help="where adaptations live (default: ASCENDBRIDGE_ADAPTATIONS or <repo>/adaptations)")

@@ -178,3 +178,10 @@ def test_bad_names_are_one_line_errors(base: Path, name: str, message: str) -> N
     code, report, stderr = gate(base, "--no-run", name=name)
     assert code == 2 and message in report["error"]
     assert stderr.strip().splitlines() == [f"error: {report['error']}"]
+
+
+@pytest.mark.parametrize("args", [["--adapt", NAME, "--device", "tpu"], [], ["--adapt", NAME, "--timeout", "x"]])
+def test_usage_mistakes_are_one_line_errors(args: list[str]) -> None:
+    proc = subprocess.run([sys.executable, str(CHECKER), *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: ")
