@@ -148,7 +148,9 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
     parameter_count = record.parameter_count or (info.parameter_count if info else None)
     num_layers = (info.num_layers if info else None) or _first_int(cfg, _LAYER_KEYS)
     has_weights = info.has_weights if info else record.source != "local"
-    path = (info.local_dir if info else None) or record.path
+    # local: the model directory; hf-cache: the cache directory the model was registered with
+    # (None = the default cache), as the spec's ModelSource.path documents.
+    path = record.path if record.source != "local" else (info.local_dir if info else None) or record.path
     return AdaptationSpec(
         name=record.adaptation_name,
         model=ModelSource(

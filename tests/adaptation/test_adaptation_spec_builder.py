@@ -121,3 +121,13 @@ def test_corrupt_metadata_is_a_diagnosis_not_a_crash(board: BoardStore) -> None:
     with pytest.raises(AdaptationRefused) as refused:
         build_spec(rec)
     assert refused.value.diagnosis["rule"] == "corrupt_metadata"
+
+
+def test_hf_cache_models_point_at_the_cache_not_the_snapshot(board: BoardStore) -> None:
+    info = ModelInfo(model_id="org/cached", source="hf-cache", local_dir="/cache/models--org--cached/snapshots/abc",
+                     config={"model_type": "bert"}, architectures=["BertForMaskedLM"], model_type="bert",
+                     task_family="masked_lm", model_class="BertForMaskedLM", has_weights=True)
+    board.register_models([Registration(model_id=info.model_id, source="hf-cache", path="/cache")])
+    rec = board.update_model_metadata(info.model_id, {"task_family": "masked_lm"}, info.model_dump(mode="json"))
+    spec = build_spec(rec)
+    assert (spec.model.source, spec.model.path, spec.model.has_weights) == ("hf-cache", "/cache", True)
