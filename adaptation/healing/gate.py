@@ -79,7 +79,9 @@ def _outputs_ok(outputs: Any) -> Optional[str]:
     return None
 
 
-def verify_real_run(directory: Path, device: str, claimed: dict[str, Any], timeout_s: float) -> tuple[bool, str, dict[str, Any]]:
+def verify_real_run(
+    directory: Path, device: str, claimed: dict[str, Any], timeout_s: float
+) -> tuple[bool, str, dict[str, Any]]:
     """Re-run the real-weights demo in the adaptation's environment and compare with the claim."""
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV and k != "DRY_RUN"}
     res = run_command([uv_binary(), "run", "--no-sync", "python", "demo.py", "--device", device],

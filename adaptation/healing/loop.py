@@ -19,6 +19,7 @@ from adaptation.healing.classifier import Classification, classify
 from adaptation.healing.escalation import escalate
 from adaptation.healing.evidence import write_evidence
 from adaptation.healing.failure import Failure
+from adaptation.healing.redact import RedactingWriter
 from adaptation.healing.rules import Block, Fix, FixContext, GiveUp, apply_changes
 from adaptation.healing.settings import HealingSettings
 from adaptation.spec import AdaptationSpec, AppliedFix
@@ -110,6 +111,7 @@ def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
     """Heal the adaptation in `directory` (its adaptation.json is the spec) and report."""
     directory = Path(directory)
     spec = AdaptationSpec.load(directory)
+    log = RedactingWriter(log) if log is not None else None  # type: ignore[assignment]
     attempts: list[AttemptReport] = []
     last: Optional[dict[str, Any]] = None
     pending: Optional[Failure] = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TextIO
 
 _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"hf_[A-Za-z0-9]{20,}"),  # Hugging Face user access tokens
@@ -34,3 +35,17 @@ def redact(text: str) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + _MASK, text)
     return text
+
+
+class RedactingWriter:
+    """A text stream wrapper that redacts each write: command output is streamed line by line
+    into the attempt log, and the log must not carry secrets either."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(redact(text))
+
+    def flush(self) -> None:
+        self._stream.flush()

@@ -39,7 +39,8 @@ class HealingSettings:
 
         try:
             result = cls(
-                max_attempts=int(pick("healing_max_attempts", "ASCENDBRIDGE_HEALING_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)),
+                max_attempts=int(pick("healing_max_attempts", "ASCENDBRIDGE_HEALING_MAX_ATTEMPTS",
+                                      DEFAULT_MAX_ATTEMPTS)),
                 device=str(pick("device", "ASCENDBRIDGE_DEVICE", "cpu")),
                 demo_timeout_s=float(pick("healing_demo_timeout_s", "ASCENDBRIDGE_HEALING_DEMO_TIMEOUT_S",
                                           uv_env.DEMO_TIMEOUT_S)),

@@ -7,43 +7,12 @@ independently (see gate.py). Nothing here trusts what run() said.
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-from typing import Any
-
+from adaptation.healing.context import fix_context
 from adaptation.healing.gate import healing_gate
 from adaptation.healing.loop import heal
-from adaptation.healing.rules import FixContext
 from adaptation.healing.settings import HealingSettings
 from adaptation.spec import AdaptationSpec
-from ascendbridge.board.records import ModelRecord
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
-
-TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-
-
-def model_config(model: ModelRecord, spec: AdaptationSpec) -> dict[str, Any]:
-    """The model's config.json as discovery stored it, else read from a local model directory."""
-    config = (model.metadata or {}).get("config")
-    if isinstance(config, dict) and config:
-        return config
-    if spec.model.path:
-        try:
-            value = json.loads((Path(spec.model.path) / "config.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            value = None
-        if isinstance(value, dict):
-            return value
-    return {}
-
-
-def fix_context(ctx: StageContext, spec: AdaptationSpec) -> FixContext:
-    return FixContext(
-        model_config=model_config(ctx.model, spec),
-        allow_remote_code=ctx.model.allow_remote_code,
-        has_hf_token=any(os.environ.get(name) for name in TOKEN_VARIABLES),
-    )
 
 
 class HealingStage:
@@ -55,7 +24,8 @@ class HealingStage:
             spec = AdaptationSpec.load(ctx.adaptation_dir)
         except ValueError as exc:
             return StageOutcome("failed", str(exc), diagnosis={"rule": "bad_input", "summary": str(exc)})
-        report = heal(ctx.adaptation_dir, settings, fix_context(ctx, spec), ctx.say, ctx.log)
+        fixes_ctx = fix_context(spec, ctx.model.allow_remote_code, ctx.model.metadata)
+        report = heal(ctx.adaptation_dir, settings, fixes_ctx, ctx.say, ctx.log)
         fixes = report.fixes
         result = {
             "attempts": [a.as_dict() for a in report.attempts],

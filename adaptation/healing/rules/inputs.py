@@ -14,7 +14,9 @@ _POSITION_NAMES = ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_l
 _INDEX = re.compile(r"index out of range in self")
 _EXPANDED = re.compile(r"The expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\)")
 _SIZE = re.compile(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
-_TOO_LONG = re.compile(r"sequence length is longer than the specified maximum|exceeds the maximum (?:sequence|position)")
+_TOO_LONG = re.compile(
+    r"sequence length is longer than the specified maximum|exceeds the maximum (?:sequence|position)"
+)
 _PAD = re.compile(
     r"Cannot handle batch sizes > 1 if no padding token is defined|"
     r"does not have a padding token|Asking to pad but the tokenizer does not have a padding token|"
