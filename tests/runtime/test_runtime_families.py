@@ -56,6 +56,8 @@ def runs(tiny_models: dict[str, dict[str, Any]], torch_python: Path, tmp_path_fa
     argvs["llama-hf-cache"] = ["--dry-run", "--spec", write_spec(specs, "cache", cached)]
     capped = spec_for(tiny_models["gemma3-text"], dry_run_max_layers=1)
     argvs["gemma3-capped"] = ["--dry-run", "--spec", write_spec(specs, "capped", capped)]
+    moe = spec_for(tiny_models["deepseek-v3"], dry_run_max_layers=1)
+    argvs["deepseek-capped"] = ["--dry-run", "--spec", write_spec(specs, "moe", moe)]
     argvs["bf16"] = ["--dry-run", "--dtype", "bfloat16", "--spec", argvs["llama"][-1]]
     bad = {
         "unknown-family": spec_for(llama, task_family="protein_folding"),
@@ -153,6 +155,14 @@ def test_dry_run_max_layers_keeps_one_layer_of_each_kind(runs: dict[str, dict[st
     # Gemma3 alternates sliding-window and full attention: a 1-layer cap still builds one of each.
     result = _ok(runs["gemma3-capped"])
     assert (result["layers_built"], result["layers_total"], result["depth_reduced"]) == (2, 6, True)
+    # DeepSeek-V3: the first layer is dense, the rest MoE; the cap keeps one of each.
+    result = _ok(runs["deepseek-capped"])
+    assert (result["layers_built"], result["layers_total"]) == (2, 4)
+
+
+def test_recurrent_state_is_not_an_output(runs: dict[str, dict[str, Any]]) -> None:
+    outputs = _ok(runs["xlnet"])["outputs"]
+    assert list(outputs) == ["logits"] and outputs["logits"]["shape"] == [2, 32, 128]  # no XLNet mems
 
 
 @pytest.mark.parametrize("name,kind,needle", [

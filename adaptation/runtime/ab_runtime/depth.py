@@ -35,6 +35,7 @@ class Stack:
     layer_lists: list[str] = field(default_factory=list)  # per-layer lists to cut with it
     keep_order: list[int] = field(default_factory=list)  # layer indices in the order to keep
     first_of_kind: set[int] = field(default_factory=set)  # first layer of each distinct kind
+    floor: int = 1  # fewest layers that still include every kind (e.g. dense prefix + one MoE)
 
     @property
     def label(self) -> str:
@@ -43,7 +44,7 @@ class Stack:
 
     @property
     def minimum(self) -> int:
-        return max(1, len(self.first_of_kind))
+        return max(self.floor, len(self.first_of_kind))
 
 
 def _sub_configs(config: Any) -> list[tuple[str, Any]]:
@@ -88,6 +89,9 @@ def _stacks_of(config: Any, path: tuple[str, ...]) -> list[Stack]:
             stacks.extend(Stack(path, name, v, index=i) for i, v in enumerate(value))
     if primary is not None:
         _attach_layer_lists(primary, stored)
+        dense_prefix = _int_attr(stored, "first_k_dense_replace")  # DeepSeek: dense layers, then MoE
+        if dense_prefix and dense_prefix < primary.total:
+            primary.floor = dense_prefix + 1
     return stacks
 
 

@@ -1,8 +1,8 @@
 """Turn whatever a forward returned into named tensors, and describe them.
 
 ModelOutput, tuples and dicts are flattened into `name -> Tensor` (nested names joined with
-"."), skipping caches (past_key_values, Cache objects) and None: caches are not results, and
-their layout differs between transformers versions.
+"."), skipping caches (past_key_values, XLNet's mems, Cache objects) and None: caches are not
+results, their layout differs between transformers versions, and they are not batch-first.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-SKIPPED_KEYS = ("past_key_values", "cache")
+SKIPPED_KEYS = ("past_key_values", "cache")  # substrings of skipped output names
+SKIPPED_NAMES = ("mems", "past_buckets_states")  # exact names of other recurrent state
 
 
 def named_outputs(outputs: Any, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -26,7 +27,7 @@ def named_outputs(outputs: Any, prefix: str = "") -> dict[str, torch.Tensor]:
     else:
         return named  # Cache objects and other non-tensor values
     for key, value in items:
-        if value is None or any(s in key.lower() for s in SKIPPED_KEYS):
+        if value is None or key in SKIPPED_NAMES or any(s in key.lower() for s in SKIPPED_KEYS):
             continue
         name = f"{prefix}.{key}" if prefix else (key if isinstance(outputs, Mapping) else f"output_{key}")
         named.update(named_outputs(value, name))
