@@ -857,6 +857,16 @@ class BoardStore:
             ).first()
             return EventRecord.of(*row) if row else None
 
+    def events_of_kind(self, kind: str, model_id: Optional[str] = None, limit: int = 1000) -> list[EventRecord]:
+        """Events of one kind, newest first, optionally for one model (e.g. `agent_run`)."""
+        with self._read() as s:
+            q = (select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
+                 .where(Event.kind == kind))
+            if model_id:
+                q = q.where(Event.model_pk == self._model_row(s, model_id).id)
+            q = q.order_by(col(Event.id).desc()).limit(limit)
+            return [EventRecord.of(e, mid) for e, mid in s.exec(q).all()]
+
     # ------------------------------------------------------------------ guidance
     def add_guidance(self, text: str, model_id: Optional[str] = None, origin: str = "cli") -> GuidanceRecord:
         text = (text or "").strip()
