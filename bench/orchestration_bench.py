@@ -45,7 +45,8 @@ TRIVIAL = StageRef("discovery", "bench.trivial_stage:TRIVIAL", "register")
 class InProcessExecutor(Executor):
     """BENCH ONLY: runs run() and gate() in threads of the team lead. No isolation, no timeout."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, board: Path) -> None:
+        self.store = BoardStore(board)  # reads the model record, as a worker process would
         self.pool = ThreadPoolExecutor(max_workers=workers)
         self.done: list[JobResult] = []
         self.cond = threading.Condition()
@@ -60,7 +61,8 @@ class InProcessExecutor(Executor):
         stage = load_stage(job.ref)
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         with job.log_path.open("a") as log:
-            ctx = StageContext(job.model, job.task, job.adaptation_dir, job.board_path, log, job.attempt)
+            model = self.store.get_model(job.task.model_id)
+            ctx = StageContext(model, job.task, job.adaptation_dir, job.board_path, log, job.attempt)
             out = dataclasses.asdict(stage.run(ctx))
             verdict = dataclasses.asdict(stage.gate(ctx))
         took = time.monotonic() - start
@@ -82,6 +84,7 @@ class InProcessExecutor(Executor):
 
     def stop(self) -> None:
         self.pool.shutdown(wait=True)
+        self.store.close()
 
 
 class TimedLead(TeamLead):
@@ -101,7 +104,7 @@ class TimedLead(TeamLead):
         self.per_task.append(time.perf_counter() - self.t0.pop(result.job.task.id))
 
 
-def run_once(executor: Executor, tasks: int, workers: int) -> dict[str, float]:
+def run_once(kind: str, tasks: int, workers: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="ab-bench-") as tmp:
         os.environ["ASCENDBRIDGE_LOGS"] = f"{tmp}/logs"
         os.environ["ASCENDBRIDGE_ADAPTATIONS"] = f"{tmp}/adaptations"
@@ -113,11 +116,14 @@ def run_once(executor: Executor, tasks: int, workers: int) -> dict[str, float]:
         log = logging.getLogger("bench")
         log.addHandler(logging.NullHandler())
         log.propagate = False
+        executor = InProcessExecutor(workers, store.path) if kind == "in-process" else LocalProcessExecutor()
         lead = TimedLead(store, settings, executor, {"discovery": TRIVIAL}, log)
         start = time.perf_counter()
         stats = lead.run()
         wall = time.perf_counter() - start
         completed = stats.outcomes["completed"]
+        if isinstance(executor, InProcessExecutor):
+            executor.stop()
         store.close()
     assert completed == tasks, f"only {completed}/{tasks} completed"
     per = sorted(lead.per_task)
@@ -147,13 +153,12 @@ def main() -> int:
     results: dict[str, Any] = {"cpus": os.cpu_count(), "load_avg": os.getloadavg()[0]}
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}", flush=True)
     rows = []
-    for kind, make, n in (("in-process (bench only)", InProcessExecutor, args.tasks),
-                          ("local-process", lambda w: LocalProcessExecutor(), args.process_tasks)):
+    for kind, n in (("in-process", args.tasks), ("local-process", args.process_tasks)):
         for w in workers:
-            r = run_once(make(w), n, w)
+            r = run_once(kind, n, w)
             r["executor"] = kind
             rows.append(r)
-            print(f"{kind:24s} workers={w} tasks={n:5d}  median {r['median_ms']:8.1f} ms/task (dispatch->completed), "
+            print(f"{kind:13s} workers={w} tasks={n:5d}  median {r['median_ms']:8.1f} ms/task (dispatch->completed), "
                   f"p90 {r['p90_ms']:8.1f} ms, {r['tasks_per_s']:7.1f} tasks/s, wall/task {r['wall_per_task_ms']:7.1f} ms",
                   flush=True)
     results["runs"] = rows

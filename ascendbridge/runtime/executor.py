@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ascendbridge.board.records import ModelRecord, TaskRecord
+from ascendbridge.board.records import TaskRecord
 from ascendbridge.runtime.process import kill_group, run_command
 from ascendbridge.teamlead.registry import EXTRA_STAGES_ENV, StageRef
 
@@ -30,8 +30,7 @@ from ascendbridge.teamlead.registry import EXTRA_STAGES_ENV, StageRef
 class Job:
     """One attempt of one stage for one model, as claimed on the board."""
 
-    task: TaskRecord
-    model: ModelRecord
+    task: TaskRecord  # the board record (model id, adaptation name, token, attempt)
     ref: StageRef
     worker_id: str
     adaptation_dir: Path
@@ -187,7 +186,7 @@ class LocalProcessExecutor(Executor):
             job.log_path.parent.mkdir(parents=True, exist_ok=True)
             job.adaptation_dir.mkdir(parents=True, exist_ok=True)
             with job.log_path.open("a", encoding="utf-8") as log:
-                log.write(f"==== {job.stage} attempt {job.attempt} of {job.model.model_id} "
+                log.write(f"==== {job.stage} attempt {job.attempt} of {job.task.model_id} "
                           f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
                 result.run = self._phase(job, "run", job.timeout_s, log)
                 wants_gate = result.run.data is not None and result.run.data.get("status") == "done"

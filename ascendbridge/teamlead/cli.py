@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
@@ -135,7 +136,7 @@ def setup_logging(console: Console, live: bool) -> logging.Logger:
 
 
 def print_summary(console: Console, store: BoardStore, lead: TeamLead, stats: RunStats) -> None:
-    table = Table(title="team-lead run summary")
+    table = Table(title="team-lead run summary", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("stage")
     for status in STATUSES:
         table.add_column(status, justify="right")
@@ -189,7 +190,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
             stats = lead.run()
-        print_summary(Console(width=None if sys.stdout.isatty() else 110), store, lead, stats)
+            progress(lead, force=True)
+        # Wide enough for stage x status (100+ columns), never narrower than the terminal.
+        print_summary(Console(width=max(Console().width, 110)), store, lead, stats)
     except BoardError as exc:
         log.exception("board error")
         print(f"error: {exc}", file=sys.stderr)

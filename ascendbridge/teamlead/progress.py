@@ -76,10 +76,10 @@ class Progress:
         if self.live:
             self.live.stop()
 
-    def __call__(self, lead: "TeamLead") -> None:
+    def __call__(self, lead: "TeamLead", force: bool = False) -> None:
         now = time.monotonic()
         every = LIVE_EVERY_S if self.live else PLAIN_EVERY_S
-        if now - self._last < every:
+        if now - self._last < every and not force:
             return
         self._last = now
         if self.live:

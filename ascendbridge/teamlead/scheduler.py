@@ -24,6 +24,7 @@ from ascendbridge.teamlead.registry import StageRef, check_loadable, extra_stage
 from ascendbridge.teamlead.settings import TeamLeadSettings
 
 RECLAIM_EVERY_S = 1.0
+GUIDANCE_EVERY_S = 0.5  # people type guidance; half a second is invisible, a query per task is not
 
 
 @dataclass
@@ -58,8 +59,9 @@ class TeamLead:
         self.free_slots = list(range(settings.workers, 0, -1))
         self.extra_stages = extra_stages_env(refs)
         self.runnable = self._runnable_stages()
-        self._last_reclaim = 0.0
-        self._last_beat = 0.0
+        self._last_reclaim = self._last_beat = self._last_guidance = 0.0
+        self._idle: set[str] = set()  # worker agents whose job ended since the last heartbeat
+        self._used: set[str] = set()  # worker agents this run has started
 
     # ------------------------------------------------------------------ setup
     def _runnable_stages(self) -> list[str]:
@@ -89,7 +91,9 @@ class TeamLead:
                 if self.on_tick:
                     self.on_tick(self)
                 if not s.forever and dispatched == 0 and self.executor.in_flight() == 0 and not self._orphans():
-                    break
+                    if apply_open_guidance(self.store, self.log.info) == 0:  # a late "retry" still counts
+                        break
+                    continue
                 for result in self.executor.collect(s.poll_s):
                     self._finish(result)
         finally:
@@ -101,13 +105,19 @@ class TeamLead:
         if now - self._last_beat >= self.settings.heartbeat_s:
             self.store.agent_heartbeat(self.settings.agent_id, status="running")
             self._keep_leases()
+            busy = {job.worker_id for job, _, _ in self.jobs.values()}
+            for worker_id in self._idle - busy:
+                self.store.agent_heartbeat(worker_id, None)
+            self._idle.clear()
             self._last_beat = now
         if now - self._last_reclaim >= RECLAIM_EVERY_S:
             for task in self.store.reclaim_expired(origin=self.settings.agent_id):
                 self.log.warning("%s/%s: lease of %s expired, back to pending", task.model_id, task.stage,
                                  task.owner or "a lost worker")
             self._last_reclaim = now
-        apply_open_guidance(self.store, self.log.info)
+        if now - self._last_guidance >= GUIDANCE_EVERY_S:
+            apply_open_guidance(self.store, self.log.info)
+            self._last_guidance = now
 
     def _keep_leases(self) -> None:
         """Extend the leases of our jobs too: covers a worker's start-up and the run -> gate gap,
@@ -116,7 +126,7 @@ class TeamLead:
             try:
                 self.store.heartbeat_task(job.task.id, job.token, self.settings.lease_s)
             except StaleTokenError as exc:
-                self.log.warning("%s/%s: %s", job.model.model_id, job.stage, exc)
+                self.log.warning("%s/%s: %s", job.task.model_id, job.stage, exc)
 
     def _orphans(self) -> int:
         """Tasks in progress on the board that no worker of ours runs (a killed team lead's):
@@ -133,7 +143,7 @@ class TeamLead:
             if not stages:
                 break
             slot = self.free_slots[-1]
-            busy_models = [job.model.pk for job, _, _ in self.jobs.values()]
+            busy_models = [job.task.model_pk for job, _, _ in self.jobs.values()]
             task = self.store.claim_next(self._worker_id(slot), self.settings.lease_s, stages, busy_models)
             if task is None:
                 break
@@ -152,10 +162,9 @@ class TeamLead:
 
     def _start(self, task: TaskRecord, slot: int) -> None:
         s = self.settings
-        model = self.store.get_model(task.model_id)
         log_path = logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log"
         job = Job(
-            task=task, model=model, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
+            task=task, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
             adaptation_dir=adaptations_dir() / task.adaptation_name, board_path=self.store.path.resolve(),
             log_path=log_path, timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
             lease_s=s.lease_s, heartbeat_s=s.heartbeat_s, output_cap=s.output_cap,
@@ -163,6 +172,7 @@ class TeamLead:
         )
         attempt_id = self.store.start_attempt(task.id, task.fencing_token, job.command(), str(log_path))
         self.jobs[task.id] = (job, attempt_id, slot)
+        self._used.add(job.worker_id)
         self.stats.outcomes["dispatched"] += 1
         self.log.info("%s/%s: attempt %d started on %s", task.model_id, task.stage, task.attempts, job.worker_id)
         self.executor.submit(job)
@@ -176,9 +186,9 @@ class TeamLead:
         exit_code = run.exit_code if run else None
         try:
             self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome, diagnosis, fix)
-            self.store.agent_heartbeat(job.worker_id, None)
         except BoardError as exc:
-            self.log.error("%s/%s: could not record the attempt: %s", job.model.model_id, job.stage, exc)
+            self.log.error("%s/%s: could not record the attempt: %s", job.task.model_id, job.stage, exc)
+        self._idle.add(job.worker_id)
         self.stats.outcomes[outcome] += 1
         if outcome == "completed":
             self.stats.durations.append(result.duration_s)
@@ -187,7 +197,7 @@ class TeamLead:
 
     def _judge(self, job: Job, result: JobResult) -> tuple[str, Optional[dict[str, Any]], Optional[str]]:
         """Decide the transition; returns (attempt outcome, diagnosis, fix applied)."""
-        name = f"{job.model.model_id}/{job.stage}"
+        name = f"{job.task.model_id}/{job.stage}"
         if result.stopped:
             try:
                 self.store.release_task(job.task.id, job.token, "team lead stopping", origin=self.settings.agent_id)
@@ -237,12 +247,12 @@ class TeamLead:
         if not fields and metadata is None:
             return
         try:
-            current = self.store.get_model(job.model.model_id)
-            self.store.update_model_metadata(job.model.model_id, fields,
+            current = self.store.get_model(job.task.model_id)
+            self.store.update_model_metadata(job.task.model_id, fields,
                                              metadata if metadata is not None else current.metadata,
                                              origin=job.stage)
         except BoardError as exc:  # bad fields from a stage are its bug, not the scheduler's
-            self.log.error("%s/%s: metadata not stored: %s", job.model.model_id, job.stage, exc)
+            self.log.error("%s/%s: metadata not stored: %s", job.task.model_id, job.stage, exc)
 
     def _failure(self, job: Job, diag: dict[str, Any]) -> str:
         """A failed attempt: retry while the stage's budget lasts, then mark failed."""
@@ -268,8 +278,8 @@ class TeamLead:
             while self.jobs and time.monotonic() < deadline:
                 for result in self.executor.collect(0.5):
                     self._finish(result)
-        for slot in range(1, self.settings.workers + 1):
-            self.store.stop_agent(self._worker_id(slot))
+        for worker_id in sorted(self._used):
+            self.store.stop_agent(worker_id)
         self.store.stop_agent(self.settings.agent_id)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from ascendbridge.board import BoardStore, Registration
 from ascendbridge.teamlead import registry
 from ascendbridge.teamlead.cli import EXIT_BOARD, EXIT_USAGE, main
 from ascendbridge.teamlead.guidance import DirectiveError, apply_open_guidance, parse_directives
-from ascendbridge.teamlead.lock import InstanceLock, LockHeld
+from ascendbridge.teamlead.lock import InstanceLock
 from ascendbridge.teamlead.settings import PROMPT_MODES, SettingsError, parse_stage_map, stages_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +106,7 @@ def test_instance_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None
          "InstanceLock, LockHeld\ntry:\n InstanceLock(Path(sys.argv[1])).acquire()\nexcept LockHeld as e:\n"
          " print(e); sys.exit(4)", str(board)], capture_output=True, text=True)
     assert holder.returncode == 4
-    assert f"pid {__import__('os').getpid()}" in holder.stdout
+    assert f"pid {os.getpid()}" in holder.stdout
     first.release()
     again = InstanceLock(board)
     again.acquire()  # free once released
