@@ -35,6 +35,12 @@ llama = T.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=8
 full = plan_depth(llama, build, torch.float32, 10**9, None)
 tight = plan_depth(llama, build, torch.float32, 800_000, None)
 floor = plan_depth(llama, build, torch.float32, 1, None)
+
+def fragile(config):
+    torch.linspace(0, 1, 3).tolist()  # drop-path schedules in some model code: impossible on meta
+    return build(config)
+
+sized = plan_depth(llama, fragile, torch.float32, 800_000, None)
 bart = T.BartConfig(encoder_layers=6, decoder_layers=4)
 bart_stacks = find_stacks(bart)
 bart_cut = apply_depths(bart, bart_stacks, [2, 1])
@@ -46,6 +52,7 @@ print(json.dumps({
     "full": [full.layers_built, full.layers_total, full.depth_reduced, full.over_budget],
     "tight": [tight.layers_built, tight.layers_total, tight.param_bytes, tight.over_budget, tight.config.num_hidden_layers],
     "floor": [floor.layers_built, floor.over_budget],
+    "fallback": [sized.sized_by, sized.layers_built, sized.param_bytes, tight.layers_built],
     "swin": stacks(T.SwinConfig(depths=[2, 2, 6, 2])),
     "bart": stacks(bart), "bart_cut": [bart_cut.encoder_layers, bart_cut.num_hidden_layers, bart_cut.decoder_layers],
     "gemma_min": gemma_stacks[0].minimum, "gemma_cut": gemma_cut.layer_types,
@@ -64,6 +71,9 @@ def test_depth_planning_on_real_configs(torch_python: Path) -> None:
     built, total, param_bytes, over, config_layers = out["tight"]
     assert 1 < built < total == 8 and param_bytes <= 800_000 and not over and config_layers == built
     assert out["floor"] == [1, True]  # cannot go below one layer: recorded as over budget
+    sized_by, built, estimate, exact_built = out["fallback"]
+    assert sized_by.startswith("config estimate (meta build failed")
+    assert 1 <= built < 8 and abs(built - exact_built) <= 1 and estimate <= 800_000
     assert out["swin"] == [[f"depths[{i}]", d, [], 1] for i, d in enumerate([2, 2, 6, 2])]  # num_layers counts stages
     # BART's num_hidden_layers mirrors encoder_layers (stored or mapped, by version): never a third stack
     assert [s[:2] for s in out["bart"]] == [["encoder_layers", 6], ["decoder_layers", 4]]

@@ -178,35 +178,75 @@ def meta_param_bytes(build: BuildFn, config: Any, dtype: torch.dtype) -> int:
     return count * size
 
 
+HIDDEN_ATTRS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
+FFN_ATTRS = ("intermediate_size", "ffn_dim", "d_ff", "n_inner", "hidden_dim", "encoder_ffn_dim", "decoder_ffn_dim")
+
+
+def _first_int(holder: Any, names: tuple[str, ...]) -> Optional[int]:
+    for name in names:
+        value = getattr(holder, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def config_costs(config: Any, stacks: list[Stack], minimums: list[int], dtype: torch.dtype) -> tuple[int, list[int]]:
+    """Rough (base bytes, bytes per extra layer) from config sizes, for models that cannot be
+    built on the meta device: embeddings + head 2*V*h, a layer 4*h^2 (attention) + 3*h*ffn."""
+    size = torch.empty((), dtype=dtype).element_size()
+    per_layer = []
+    for stack in stacks:
+        holder = _resolve(config, stack.path)
+        hidden = _first_int(holder, HIDDEN_ATTRS) or 0
+        ffn = _first_int(holder, FFN_ATTRS) or 4 * hidden
+        per_layer.append((4 * hidden * hidden + 3 * hidden * ffn) * size)
+    holders = [config, *(_resolve(config, s.path) for s in stacks)]
+    vocab = next((v for h in holders if (v := _first_int(h, ("vocab_size",)))), 0)
+    hidden = next((v for h in holders if (v := _first_int(h, HIDDEN_ATTRS))), 0)
+    base = 2 * vocab * hidden * size + sum(c * m for c, m in zip(per_layer, minimums))
+    return base, per_layer
+
+
+def meta_costs(build: BuildFn, config: Any, stacks: list[Stack], minimums: list[int], dtype: torch.dtype) -> tuple[int, list[int]]:
+    """(bytes at minimal depth, bytes per extra layer of each stack), from meta builds."""
+    base = meta_param_bytes(build, apply_depths(config, stacks, minimums), dtype)
+    per_layer = []
+    for i, stack in enumerate(stacks):
+        if stack.total > minimums[i]:
+            grown = list(minimums)
+            grown[i] += 1
+            per_layer.append(max(0, meta_param_bytes(build, apply_depths(config, stacks, grown), dtype) - base))
+        else:
+            per_layer.append(0)
+    return base, per_layer
+
+
 @dataclass
 class DepthPlan:
     config: Any
     layers_total: Optional[int]
     layers_built: Optional[int]
     depth_reduced: bool
-    param_bytes: Optional[int]  # estimated parameter memory of what will be built
+    param_bytes: Optional[int]  # parameter memory of what will be built (None: unknown)
     over_budget: bool  # even the minimal depth exceeds the budget
     stacks: dict[str, list[int]]  # label -> [built, total]
+    sized_by: str = "meta"  # "meta" (exact) or why the config estimate was used
 
 
 def plan_depth(
     config: Any, build: BuildFn, dtype: torch.dtype, budget_bytes: int, max_layers: Optional[int]
 ) -> DepthPlan:
-    """Choose the deepest model within budget (and max_layers); estimates use meta builds only."""
+    """Choose the deepest model within budget (and max_layers), sized on the meta device, or
+    from the config when the model's code cannot run on meta (e.g. it calls .item() in __init__)."""
     stacks = find_stacks(config)
-    if not stacks:
-        return DepthPlan(config, None, None, False, meta_param_bytes(build, config, dtype), False, {})
     totals = [s.total for s in stacks]
     minimums = [s.minimum for s in stacks]
-    base = meta_param_bytes(build, apply_depths(config, stacks, minimums), dtype)
-    per_layer = []
-    for i, s in enumerate(stacks):
-        if s.total > minimums[i]:
-            grown = list(minimums)
-            grown[i] += 1
-            per_layer.append(max(0, meta_param_bytes(build, apply_depths(config, stacks, grown), dtype) - base))
-        else:
-            per_layer.append(0)
+    sized_by = "meta"
+    try:
+        base, per_layer = meta_costs(build, config, stacks, minimums, dtype)
+    except Exception as exc:
+        sized_by = f"config estimate (meta build failed: {type(exc).__name__})"
+        base, per_layer = config_costs(config, stacks, minimums, dtype)
 
     def estimate(depths: list[int]) -> int:
         return base + sum(c * (d - m) for c, d, m in zip(per_layer, depths, minimums))
@@ -219,14 +259,18 @@ def plan_depth(
         depths = distribute(stacks, target)
     reduced = depths != totals
     final = apply_depths(config, stacks, depths) if reduced else config
-    # Exact size of what will be built: cheap, it is either reduced or already within budget.
-    param_bytes = meta_param_bytes(build, final, dtype)
+    param_bytes: Optional[int] = estimate(depths)
+    if sized_by == "meta":  # exact size; cheap, the model is reduced or already within budget
+        param_bytes = meta_param_bytes(build, final, dtype)
+    elif not param_bytes:
+        param_bytes = None
     return DepthPlan(
         config=final,
-        layers_total=sum(totals),
-        layers_built=sum(depths),
+        layers_total=sum(totals) if stacks else None,
+        layers_built=sum(depths) if stacks else None,
         depth_reduced=reduced,
         param_bytes=param_bytes,
-        over_budget=param_bytes > budget_bytes,
+        over_budget=param_bytes is not None and param_bytes > budget_bytes,
         stacks={s.label: [d, s.total] for s, d in zip(stacks, depths)},
+        sized_by=sized_by,
     )

@@ -182,11 +182,14 @@ def host_peak_rss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def device_memory_limit(choice: DeviceChoice) -> Optional[int]:
-    """Bytes a run may use on this device: total device memory, or MemAvailable on CPU."""
+def device_total_memory(choice: DeviceChoice) -> Optional[int]:
+    """Total memory of the accelerator in bytes; None on CPU."""
     backend = _backend(choice.kind)
-    if backend is not None:
-        return int(backend.get_device_properties(0).total_memory)
+    return int(backend.get_device_properties(0).total_memory) if backend is not None else None
+
+
+def host_available_memory() -> Optional[int]:
+    """MemAvailable from /proc/meminfo in bytes (None where there is no such file)."""
     try:
         with open("/proc/meminfo") as handle:
             for line in handle:

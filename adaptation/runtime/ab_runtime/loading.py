@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .depth import DepthPlan, find_stacks, plan_depth
-from .device import DeviceChoice, device_memory_limit
+from .device import DeviceChoice, device_total_memory, host_available_memory
 from .fastinit import fast_random_init
 from .errors import DryRunTooLarge, RuntimeDiagnosis, SpecError, UnsupportedModel
 from .spec import RunSpec
@@ -134,12 +134,14 @@ def dry_run_budget() -> int:
 
 
 def _check_fits(plan: DepthPlan, device: DeviceChoice) -> None:
-    limit = device_memory_limit(device)
-    if plan.param_bytes is not None and limit is not None and plan.param_bytes > HARD_MEMORY_SHARE * limit:
-        raise DryRunTooLarge(
-            f"dry run needs {plan.param_bytes / GiB:.1f} GiB of parameters even at "
-            f"{plan.layers_built or 'full'} layer(s); {device.kind} has {limit / GiB:.1f} GiB available"
-        )
+    """The model is built in host memory, then moved: both must hold it."""
+    limits = {"host": host_available_memory(), device.kind: device_total_memory(device)}
+    for where, limit in limits.items():
+        if plan.param_bytes is not None and limit is not None and plan.param_bytes > HARD_MEMORY_SHARE * limit:
+            raise DryRunTooLarge(
+                f"dry run needs {plan.param_bytes / GiB:.1f} GiB of parameters even at "
+                f"{plan.layers_built or 'full'} layer(s); {where} has {limit / GiB:.1f} GiB available"
+            )
 
 
 def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.dtype) -> LoadedModel:
@@ -154,6 +156,8 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
     if dry_run:
         budget = dry_run_budget()
         plan = plan_depth(config, build, dtype, budget, spec.dry_run_max_layers)
+        if plan.sized_by != "meta":
+            notes.append(f"size from a {plan.sized_by}")
         if plan.over_budget:
             notes.append(
                 f"minimal depth needs {plan.param_bytes / GiB:.2f} GiB, above the "
