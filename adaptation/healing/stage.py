@@ -7,12 +7,16 @@ independently (see gate.py). Nothing here trusts what run() said.
 
 from __future__ import annotations
 
+from adaptation.healing.agent_escalation import install as install_agent_escalators
 from adaptation.healing.context import fix_context
 from adaptation.healing.gate import healing_gate
 from adaptation.healing.loop import heal
 from adaptation.healing.settings import HealingSettings
 from adaptation.spec import AdaptationSpec
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+
+
+install_agent_escalators()  # memory of past fixes, then the healer's LLM backend (builtin: none)
 
 
 class HealingStage:

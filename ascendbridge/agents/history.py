@@ -1,0 +1,164 @@
+"""Agent runs on the board, the budget they used, and the memory of fixes that worked.
+
+Each agent run is one board event of kind `agent_run` whose data holds backend, role, task kind,
+duration, outcome, files changed, prompt hash, tokens, failure signature and (when accepted) the
+fix. The budget is the sum over a model's runs for one role; the memory is the newest accepted
+run with a matching failure signature. Each remembered fix is also appended, human-readable, to
+`.claude/agent-memory/<role>/MEMORY.md` (ASCENDBRIDGE_AGENT_MEMORY moves that directory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ascendbridge.board import BoardStore
+from ascendbridge.board.connection import BoardError
+from ascendbridge.board.records import now_iso
+from ascendbridge.config import REPO_ROOT
+
+RUN_EVENT = "agent_run"
+REUSE_EVENT = "agent_memory_reuse"
+ACCEPTED = "accepted"
+# Outcomes that spent nothing (not counted against the budget).
+_FREE_OUTCOMES = ("budget_exhausted",)
+
+
+@dataclass
+class AgentRun:
+    backend: str
+    role: str
+    kind: str
+    outcome: str  # accepted | rejected_outside | rejected_gate | no_change | timeout | error | budget_exhausted
+    duration_s: float = 0.0
+    files_changed: list[str] = field(default_factory=list)
+    prompt_hash: str = ""
+    tokens: Optional[int] = None
+    signature: Optional[str] = None
+    detail: str = ""
+    fix: Optional[dict[str, Any]] = None
+    model_id: Optional[str] = None
+    stage: Optional[str] = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome == ACCEPTED
+
+    def message(self) -> str:
+        files = f", {len(self.files_changed)} file(s)" if self.files_changed else ""
+        return f"{self.role} via {self.backend}: {self.outcome} in {self.duration_s:.1f} s{files}: {self.detail}"[:500]
+
+
+def failure_signature(role: str, *parts: str) -> str:
+    """A stable id for a kind of failure: numbers, paths, hex and quoted names are normalised,
+    so the same error on another model (other sizes, other directories) matches."""
+    text = " | ".join(parts)
+    text = re.sub(r"(/[\w.\-]+)+", "<path>", text)
+    text = re.sub(r"0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b", "<hex>", text)
+    text = re.sub(r"\d+(\.\d+)?", "N", text)
+    text = re.sub(r"\s+", " ", text).strip().lower()
+    return hashlib.sha256(f"{role}|{text}".encode()).hexdigest()[:16]
+
+
+def _open(board_path: Optional[Path]) -> Optional[BoardStore]:
+    if board_path is None or not Path(board_path).exists():
+        return None
+    try:
+        return BoardStore(board_path)
+    except BoardError:
+        return None
+
+
+def _known_model(store: BoardStore, model_id: Optional[str]) -> Optional[str]:
+    if not model_id:
+        return None
+    try:
+        store.get_model(model_id)
+    except BoardError:
+        return None
+    return model_id
+
+
+def record_run(board_path: Optional[Path], run: AgentRun) -> None:
+    """Append the run to the board (no board: nothing to record, e.g. a hand-run without one)."""
+    store = _open(board_path)
+    if store is None:
+        return
+    with store:
+        data = {k: v for k, v in asdict(run).items() if k != "stage"}
+        store.add_event(RUN_EVENT, run.message(), model_id=_known_model(store, run.model_id), stage=run.stage,
+                        data=data, origin=f"agent:{run.backend}")
+
+
+@dataclass(frozen=True)
+class Usage:
+    attempts: int = 0
+    wall_s: float = 0.0
+    tokens: int = 0
+
+
+def usage(board_path: Optional[Path], model_id: Optional[str], role: str) -> Usage:
+    """What escalation already spent on this model for this role."""
+    store = _open(board_path)
+    if store is None or not model_id:
+        return Usage()
+    with store:
+        runs = [e.data for e in store.events_of_kind(RUN_EVENT)
+                if e.data.get("model_id") == model_id and e.data.get("role") == role
+                and e.data.get("outcome") not in _FREE_OUTCOMES]
+    return Usage(len(runs), sum(float(r.get("duration_s") or 0) for r in runs),
+                 sum(int(r.get("tokens") or 0) for r in runs))
+
+
+def list_runs(store: BoardStore, model_id: Optional[str] = None) -> list[dict[str, Any]]:
+    """The recorded agent runs (newest first) with their timestamp: for board_ops.py show."""
+    return [{"ts": e.ts, **e.data} for e in store.events_of_kind(RUN_EVENT, model_id=model_id)]
+
+
+def recall(board_path: Optional[Path], role: str, signature: str) -> Optional[AgentRun]:
+    """The newest accepted run of `role` that fixed a failure with this signature."""
+    store = _open(board_path)
+    if store is None:
+        return None
+    with store:
+        for event in store.events_of_kind(RUN_EVENT):
+            data = event.data
+            if (data.get("role") == role and data.get("signature") == signature
+                    and data.get("outcome") == ACCEPTED and data.get("fix")):
+                fields = {k: data.get(k) for k in AgentRun.__dataclass_fields__ if k in data}
+                return AgentRun(**fields)
+    return None
+
+
+def record_reuse(board_path: Optional[Path], role: str, signature: str, model_id: Optional[str],
+                 stage: Optional[str], description: str) -> None:
+    store = _open(board_path)
+    if store is None:
+        return
+    with store:
+        store.add_event(REUSE_EVENT, f"{role}: reused the recorded fix for failure {signature}: {description}"[:500],
+                        model_id=_known_model(store, model_id), stage=stage,
+                        data={"role": role, "signature": signature, "model_id": model_id}, origin="agent:memory")
+
+
+def memory_dir() -> Path:
+    return Path(os.environ.get("ASCENDBRIDGE_AGENT_MEMORY") or REPO_ROOT / ".claude" / "agent-memory")
+
+
+def remember(run: AgentRun, failure: str) -> Path:
+    """Append the lesson to the role's MEMORY.md (what failed, what fixed it, who and when)."""
+    path = memory_dir() / run.role / "MEMORY.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with path.open("a") as out:
+        if new:
+            out.write(f"# {run.role}: lessons recorded by agent runs\n\nEach entry: a failure signature, the "
+                      "failure, and the fix that passed the checkers. The built-in agent reuses them.\n")
+        out.write(f"\n## {run.signature} ({now_iso()[:19]}Z, {run.backend}, model {run.model_id})\n\n"
+                  f"- failure: {failure.strip()[:400]}\n- fix: {run.detail.strip()[:400]}\n"
+                  f"- changes: `{run.fix}`\n")
+    return path

@@ -1,0 +1,60 @@
+"""Shared helpers for the agent tests: a small real adaptation directory on a real board, and
+the scripted agent CLI (tests/agents/fake_agent_cli.py) wired in as `claude` and `codex`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adaptation.spec import AdaptationSpec, ModelSource
+from ascendbridge.board import BoardStore
+from ascendbridge.board.records import Registration
+
+FAKE_CLI = Path(__file__).resolve().parent / "fake_agent_cli.py"
+
+
+class AgentScript:
+    """The FakeAgentCli's script and call log for one test."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.script = tmp_path / "agent_script.json"
+        self.log = tmp_path / "agent_calls.jsonl"
+        self.log.touch()
+        self.set()
+        command = f"{sys.executable} {FAKE_CLI}"
+        monkeypatch.setenv("FAKE_AGENT_SCRIPT", str(self.script))
+        monkeypatch.setenv("FAKE_AGENT_LOG", str(self.log))
+        monkeypatch.setenv("ASCENDBRIDGE_CLAUDE_BIN", command)
+        monkeypatch.setenv("ASCENDBRIDGE_CODEX_BIN", command)
+        monkeypatch.setenv("ASCENDBRIDGE_AGENT_MEMORY", str(tmp_path / "agent-memory"))
+        for name in ("AGENT_BACKEND", "ASCENDBRIDGE_AGENT_BACKEND_HEALER", "ASCENDBRIDGE_AGENT_MAX_ATTEMPTS"):
+            monkeypatch.delenv(name, raising=False)
+
+    def set(self, *actions: dict[str, Any], usage: dict[str, int] | None = None) -> None:
+        self.script.write_text(json.dumps({"actions": list(actions), "usage": usage or {}}))
+
+    def calls(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+
+def make_adaptation(board: BoardStore, adaptations: Path, model_id: str = "demo/tiny-gpt2",
+                    overrides: dict[str, Any] | None = None) -> tuple[str, Path]:
+    """Register a model and write its adaptation.json (plus one rendered-looking file)."""
+    (record, _), = board.register_models([Registration(model_id=model_id, source="local", path="/nonexistent")])
+    directory = adaptations / record.adaptation_name
+    directory.mkdir(parents=True)
+    spec = AdaptationSpec(name=record.adaptation_name, task_family="causal_lm", model_class="GPT2LMHeadModel",
+                          model=ModelSource(model_id=model_id, source="local", path="/nonexistent",
+                                            has_weights=False),
+                          config_overrides=overrides or {"n_embd": 30})
+    spec.save(directory)
+    (directory / "demo.py").write_text("print('rendered')\n")
+    return record.model_id, directory
+
+
+def tree(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
