@@ -79,7 +79,7 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     result.update(device_used=device.kind, device_name=device.name, fallback=device.fallback,
                   fallback_reason=device.fallback_reason, device_env=device_env(), versions=_versions())
     note = f" (FALLBACK: {device.fallback_reason})" if device.fallback else ""
-    print(f"device: requested {args.device}, using {device.torch_device} [{device.name}]{note}", flush=True)
+    print(f"device: requested {args.device}, using {device.torch_device} [{device.name}], dtype {dtype_name}{note}", flush=True)
     for skipped in device.skipped if args.device == "auto" else ():
         print(f"  not used: {skipped}", flush=True)
 
@@ -124,7 +124,7 @@ def main(argv: Sequence[str]) -> int:
         "ok": False, "model_id": None, "task_family": None, "mode": None, "device_requested": None,
         "device_used": None, "device_name": None, "fallback": False, "fallback_reason": None,
         "dtype": None, "layers_built": None, "layers_total": None, "depth_reduced": False,
-        "outputs": {}, "duration_s": None, "versions": _versions(), "error": None,
+        "outputs": {}, "duration_s": None, "versions": _versions(), "error": None, "error_kind": None,
     }
     try:
         args = parse_args(argv)
