@@ -179,8 +179,7 @@ class BoardStore:
             }
             taken = set(s.exec(select(Model.adaptation_name)).all())
             now = now_iso()
-            new_rows: list[Model] = []
-            seen: dict[str, Model] = {}
+            seen: dict[str, dict[str, Any]] = {}  # new model_id -> its column values
             for reg in regs:
                 if reg.model_id in existing or reg.model_id in seen:
                     continue
@@ -191,31 +190,38 @@ class BoardStore:
                         raise BoardError(f"adaptation name collision for '{reg.model_id}'")
                 taken.add(name)
                 skip = sorted(set(reg.skip_stages) | set(OPTIONAL_STAGES))
-                row = Model(
-                    model_id=reg.model_id,
-                    source=reg.source,
-                    url=reg.url,
-                    path=reg.path,
-                    revision=reg.revision,
-                    description=reg.description,
-                    adaptation_name=name,
-                    priority=reg.priority,
-                    allow_remote_code=reg.allow_remote_code,
-                    skip_stages_json=dumps(skip),
-                    created_at=now,
-                )
-                seen[reg.model_id] = row
-                new_rows.append(row)
-            if new_rows:
-                s.add_all(new_rows)
-                s.flush()
+                seen[reg.model_id] = {
+                    "model_id": reg.model_id,
+                    "source": reg.source,
+                    "url": reg.url,
+                    "path": reg.path,
+                    "revision": reg.revision,
+                    "description": reg.description,
+                    "adaptation_name": name,
+                    "priority": reg.priority,
+                    "allow_remote_code": reg.allow_remote_code,
+                    "skip_stages_json": dumps(skip),
+                    "paused": False,
+                    "metadata_json": "{}",
+                    "created_at": now,
+                }
+            if seen:
+                # Core bulk inserts: building ORM objects cost ~1 ms per model, too slow for
+                # registering thousands at once (bench/board_bench.py).
+                s.execute(insert(Model), list(seen.values()))
+                new_ids = list(seen)
+                for chunk in _chunks(new_ids, 500):
+                    for pk, model_id in s.exec(
+                        select(Model.id, Model.model_id).where(col(Model.model_id).in_(chunk))
+                    ).all():
+                        seen[model_id]["id"] = pk
                 task_rows = []
                 event_rows = []
-                for row in new_rows:
+                for row in seen.values():
                     for i, stage in enumerate(STAGES):
                         task_rows.append(
                             {
-                                "model_pk": row.id,
+                                "model_pk": row["id"],
                                 "stage": stage,
                                 "stage_order": i,
                                 "status": "pending" if i == 0 else "waiting",
@@ -226,18 +232,19 @@ class BoardStore:
                         )
                     event_rows.append(
                         {
-                            "model_pk": row.id,
+                            "model_pk": row["id"],
                             "stage": None,
                             "kind": "registered",
-                            "message": f"registered {row.model_id} as {row.adaptation_name}",
-                            "data_json": dumps({"source": row.source, "priority": row.priority}),
+                            "message": f"registered {row['model_id']} as {row['adaptation_name']}",
+                            "data_json": dumps({"source": row["source"], "priority": row["priority"]}),
                             "origin": origin,
                             "ts": now,
                         }
                     )
                 s.execute(insert(Task), task_rows)
                 s.execute(insert(Event), event_rows)
-            records = {mid: ModelRecord.of(row) for mid, row in (existing | seen).items()}
+            records = {mid: ModelRecord.of(row) for mid, row in existing.items()}
+            records.update((mid, _new_model_record(row)) for mid, row in seen.items())
         # One pair per request, in the caller's order; an id listed twice is created only once.
         results: list[tuple[ModelRecord, bool]] = []
         reported: set[str] = set()
@@ -951,6 +958,12 @@ class BoardStore:
             "metrics": [x.model_dump() for x in self.list_metrics()],
             "events": [e.model_dump() for e in self.list_events(limit=10**9)],
         }
+
+
+def _new_model_record(row: dict[str, Any]) -> ModelRecord:
+    """The record of a just-inserted model straight from its column values (no ORM object)."""
+    fields = {k: v for k, v in row.items() if k not in ("id", "skip_stages_json", "metadata_json")}
+    return ModelRecord(pk=row["id"], skip_stages=loads(row["skip_stages_json"], []), metadata={}, **fields)
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

@@ -10,10 +10,18 @@ import re
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.board import BoardStore, Registration, validate_registration
+from ascendbridge.board import (
+    BoardStore,
+    EventRecord,
+    ModelRecord,
+    Registration,
+    TaskRecord,
+    validate_registration,
+)
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.cli.board_views import (
     MODEL_FIELDS,
@@ -35,8 +43,8 @@ def open_store(args: argparse.Namespace) -> BoardStore:
     return BoardStore(Path(args.board))
 
 
-def _tasks_by_model(store: BoardStore) -> dict[str, list]:
-    grouped: dict[str, list] = {}
+def _tasks_by_model(store: BoardStore) -> dict[str, list[TaskRecord]]:
+    grouped: dict[str, list[TaskRecord]] = {}
     for task in store.list_tasks():
         grouped.setdefault(task.model_id, []).append(task)
     return grouped
@@ -58,7 +66,7 @@ def cmd_init(args: argparse.Namespace, out: Output) -> int:
 
 
 # ---------------------------------------------------------------------------- registration
-def _report_registrations(out: Output, results: list) -> None:
+def _report_registrations(out: Output, results: list[tuple[ModelRecord, bool]]) -> None:
     if out.json_mode:
         out.json([
             {"model_id": r.model_id, "adaptation_name": r.adaptation_name, "created": created}
@@ -127,7 +135,9 @@ def cmd_list_models(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def make_list_tasks(stage: str):  # type: ignore[no-untyped-def]
+def make_list_tasks(stage: str) -> Callable[[argparse.Namespace, Output], int]:
+    """One `list_<stage>_tasks` handler per stage, so each stage has its own subcommand."""
+
     def cmd(args: argparse.Namespace, out: Output) -> int:
         with open_store(args) as store:
             tasks = store.list_tasks(stage=stage, status=args.status)
@@ -322,7 +332,7 @@ def cmd_events(args: argparse.Namespace, out: Output) -> int:
         return _follow(store, args, out, events)
 
 
-def _follow(store: BoardStore, args: argparse.Namespace, out: Output, backlog: list) -> int:
+def _follow(store: BoardStore, args: argparse.Namespace, out: Output, backlog: list[EventRecord]) -> int:
     """Print the backlog, then poll for new events until SIGINT/SIGTERM (a normal way to stop)."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     last_id = 0

@@ -7,6 +7,7 @@ errors are one `error:` line and exit 2, like every other bad input (see errors.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -135,9 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.board is None:
         args.board = str(config.board_path())
     if args.command == "heartbeat" and args.pid is None:
-        import os
-
-        args.pid = os.getppid()
+        args.pid = os.getppid()  # the script or shell that reports the heartbeat
     handler: Handler = args.handlers[args.command]
     out = Output(json_mode=bool(args.json))
     return run_guarded(lambda: handler(args, out))

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from ascendbridge.board import EventRecord, ModelRecord, TaskRecord
 from ascendbridge.cli.output import Output
-from ascendbridge.stages import DONE_STATUSES
+from ascendbridge.stages import DONE_STATUSES, STAGES
 
 MODEL_FIELDS = (
     "model_id", "adaptation_name", "source", "url", "path", "revision", "description", "priority",
@@ -38,8 +38,6 @@ def current_stage(tasks: list[TaskRecord]) -> str:
 
 
 def _stage_pos(stage: str) -> int:
-    from ascendbridge.stages import STAGES
-
     return STAGES.index(stage) if stage in STAGES else len(STAGES)
 
 

@@ -33,6 +33,7 @@ def run_stage(board: BoardStore, model_id: str, stage: str) -> None:
 def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
     [(record, created)] = board.register_models([Registration(model_id="org/Model-A")])
     assert created and record.adaptation_name == "org__model-a"
+    assert record == board.get_model("org/Model-A")  # the returned record is what was stored
     assert statuses(board, "org/Model-A") == {
         "discovery": "pending", "adaptation": "waiting", "healing": "waiting",
         "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting",
