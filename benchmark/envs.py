@@ -25,7 +25,7 @@ class EnvError(RuntimeError):
 def adaptation_python(adaptation_dir: Path, override: Optional[str] = None) -> Path:
     """`override` if given, else the adaptation's synced `.venv/bin/python`."""
     if override:
-        path = Path(override)
+        path = Path(override).absolute()  # not resolve(): a venv's python is a symlink to keep
         if not path.is_file():
             raise EnvError(f"--python {override}: no such interpreter")
         return path
@@ -40,6 +40,8 @@ def run_inner(python: Path, script: str, args: Sequence[str], cwd: Optional[Path
               timeout_s: float = 600.0) -> CommandResult:
     """`python -E -s benchmark/inner/<script> ARGS`: no env-var paths, no user site-packages."""
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV_VARS}
+    if not Path(python).is_file():
+        raise EnvError(f"interpreter {python} does not exist")
     return run_command([str(python), "-E", "-s", str(INNER_DIR / script), *args], cwd=cwd, env=env,
                        timeout_s=timeout_s)
 
