@@ -63,7 +63,7 @@ def run_checker(name: str, root: Path, device: str, timeout_s: float) -> tuple[b
     return passed, "; ".join(failed) or f"check_adaptation.py exited {res.exit_code}", report
 
 
-def _outputs_ok(outputs: Any) -> Optional[str]:
+def outputs_problem(outputs: Any) -> Optional[str]:
     """None when every output has a non-empty shape and is finite; else what is wrong."""
     if not isinstance(outputs, dict) or not outputs:
         return "no outputs reported"
@@ -97,7 +97,7 @@ def verify_real_run(
     if result.get("device_used") != device or result.get("fallback"):
         problems.append(f"re-run used {result.get('device_used')} (requested {device}, "
                         f"fallback={result.get('fallback')})")
-    bad = _outputs_ok(result.get("outputs"))
+    bad = outputs_problem(result.get("outputs"))
     if bad:
         problems.append(bad)
     shapes = {k: v.get("shape") for k, v in (result.get("outputs") or {}).items() if isinstance(v, dict)}

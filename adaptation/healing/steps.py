@@ -13,7 +13,7 @@ from typing import IO, Any, Optional
 
 from adaptation import uv_env
 from adaptation.generator import GeneratorError, generate
-from adaptation.healing.failure import Failure
+from adaptation.healing.failure import Failure, Phase
 from adaptation.healing.settings import HealingSettings
 from adaptation.spec import AdaptationSpec
 from ascendbridge.runtime.process import CommandResult
@@ -55,14 +55,25 @@ def rerender(spec: AdaptationSpec, directory: Path, log: Optional[IO[str]]) -> O
     return None
 
 
+def _broken_package(phase: Phase, exc: Exception) -> Failure:
+    """The package itself is unusable (e.g. pyproject.toml missing): nothing ran."""
+    return Failure(phase=phase, exit_code=None, timed_out=False, output=f"{type(exc).__name__}: {exc}\n")
+
+
 def lock(directory: Path, log: Optional[IO[str]]) -> Optional[Failure]:
     """`uv lock` (a no-op when current): the sync below is --locked."""
-    result = uv_env.lock(directory, log=log)
+    try:
+        result = uv_env.lock(directory, log=log)
+    except FileNotFoundError as exc:
+        return _broken_package("lock", exc)
     return None if result.ok else Failure.from_command("lock", result)
 
 
 def sync(directory: Path, settings: HealingSettings, log: Optional[IO[str]]) -> Optional[Failure]:
-    result = uv_env.sync(directory, settings.profile, timeout_s=settings.sync_timeout_s, log=log)
+    try:
+        result = uv_env.sync(directory, settings.profile, timeout_s=settings.sync_timeout_s, log=log)
+    except FileNotFoundError as exc:
+        return _broken_package("sync", exc)
     return None if result.ok else Failure.from_command("sync", result, settings.sync_timeout_s)
 
 
