@@ -24,8 +24,9 @@ from adaptation.healing.gate import run_checker
 from adaptation.healing.rules import Fix, apply_changes
 from adaptation.healing.settings import HealingSettings
 from adaptation.spec import SPEC_FILE, AdaptationSpec
-from ascendbridge.agents import AgentSettings, AgentTask, Verdict, failure_signature, run_agent
-from ascendbridge.agents.history import recall, record_reuse
+from ascendbridge.agents.history import failure_signature, recall, record_reuse
+from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
+from ascendbridge.agents.settings import AgentSettings
 from ascendbridge.config import board_path
 
 ROLE = "healer"
