@@ -7,7 +7,7 @@ the failure search and the reports have real work to do. Then starts the real da
 (`python -m dashboard`, uvicorn, one process) on a loopback port and fires concurrent requests
 at the overview page, a model page and /api/models, reporting p50 / p95 / max per endpoint.
 
-    uv run bench/dashboard_bench.py [--models 10000] [--events 100000] [--concurrency 8]
+    uv run bench/dashboard_bench.py [--models 10000] [--events 100000] [--concurrency 4]
                                     [--requests 200] [--board PATH] [--json OUT]
 """
 
@@ -150,7 +150,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=10_000)
     parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--requests", type=int, default=200, help="requests per endpoint")
     parser.add_argument("--board", type=Path, help="reuse this board if it exists, else build it there")
     parser.add_argument("--json", type=Path, help="also write the results here")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Query
@@ -39,7 +40,7 @@ def api_models(params: dict[str, Any] = Depends(page_params), d: Dashboard = Dep
         q=params["q"], stage=params["stage"], status=params["status"], sort=params["sort"],
         descending=params["order"] != "asc", page=params["page"], per_page=params["per_page"],
     )
-    return {"items": [vars(r) for r in page.items], "total": page.total, "page": page.page,
+    return {"items": [asdict(r) for r in page.items], "total": page.total, "page": page.page,
             "pages": page.pages, "per_page": page.per_page}
 
 

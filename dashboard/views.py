@@ -5,6 +5,7 @@ Keeping one builder per page means the JSON API mirrors the pages by constructio
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -76,14 +77,14 @@ def overview(
 ) -> dict[str, Any]:
     page_data = d.queries.search_models(q=q, stage=stage, status=status, sort=sort,
                                         descending=order != "asc", page=page, per_page=per_page)
-    counts = d.store.status_counts()
+    counts = d.queries.status_counts()
     return {
         "total_models": sum(counts.get(STAGES[0], {}).values()),
         "funnel": funnel(counts),
         "filters": {"q": q, "stage": stage or "", "status": status or "", "sort": sort, "order": order,
                     "per_page": per_page},
         "models": {
-            "items": [vars(row) for row in page_data.items],
+            "items": [asdict(row) for row in page_data.items],
             "total": page_data.total,
             "page": page_data.page,
             "pages": page_data.pages,
@@ -166,7 +167,7 @@ def reports(d: Dashboard) -> dict[str, Any]:
             for s, c in rep.success_by_stage.items()
         ],
         "success_by_family": families,
-        "durations": [vars(x) for x in rep.durations],
+        "durations": [asdict(x) for x in rep.durations],
         "speedups": [{"model_id": m, "speedup": v} for m, v in rep.speedups],
         "speedup_histogram": _histogram(speedups),
         "speedup_geomean": _geomean(speedups),

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import statistics
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,12 @@ SORTS: dict[str, str] = {
     "stage": "COALESCE(cur.stage_order, 99)",
 }
 MAX_PER_PAGE = 200
+CACHE_ENTRIES = 256
 _DONE_SQL = "('completed', 'skipped')"
+_ACTIVE_SQL = "('pending', 'in_progress', 'failed', 'blocked')"
+_STOPPED_SQL = "('failed', 'blocked', 'skipped')"  # tasks whose diagnosis is a failure reason
+# Naming every stage lets SQLite use the (stage, status) index for a status-only condition.
+_STAGES_SQL = ", ".join(f"'{x}'" for x in STAGES)
 
 
 class QueryError(ValueError):
@@ -111,10 +117,13 @@ class BoardQueries:
     """Read-only questions about one board file."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open a read-only connection pool on an existing board; answers are cached per event id."""
         self.path = Path(path)
         if not self.path.is_file():
             raise BoardMissingError(f"no board at {self.path}; create it with: scripts/board_ops.py init")
         self._engine = _read_only_engine(self.path)
+        self._cache: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        self._cache_lock = threading.Lock()
 
     def close(self) -> None:
         self._engine.dispose()
@@ -124,7 +133,38 @@ class BoardQueries:
         with self._engine.begin() as conn:
             yield conn
 
+    def _cached(self, conn: Connection, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """Reuse an answer while no event has been appended since it was computed.
+
+        Sound for what models and tasks show: every change to a model or a task's status,
+        attempts, owner or diagnosis appends an event in the same transaction (store.py), and
+        the event id is read in the same snapshot as the answer.
+        """
+        version = int(conn.execute(text("SELECT COALESCE(MAX(id), 0) FROM events")).scalar_one())
+        with self._cache_lock:
+            hit = self._cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = compute()
+        with self._cache_lock:
+            if len(self._cache) >= CACHE_ENTRIES:
+                self._cache.clear()
+            self._cache[key] = (version, value)
+        return value
+
     # ------------------------------------------------------------------ overview
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        """stage -> status -> count (the funnel), every stage and status present."""
+        with self._read() as conn:
+            def compute() -> dict[str, dict[str, int]]:
+                counts = {stage: {status: 0 for status in STATUSES} for stage in STAGES}
+                rows = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status"))
+                for stage, status, n in rows:
+                    counts.setdefault(stage, {})[status] = int(n)
+                return counts
+
+            return self._cached(conn, ("status_counts",), compute)
+
     def last_event_id(self) -> int:
         """Grows with every change on the board: cheap change detection for live pages."""
         with self._read() as conn:
@@ -143,8 +183,9 @@ class BoardQueries:
         """Filter and page the models.
 
         stage+status: that stage's task has that status (a funnel cell); stage alone: models
-        currently at that stage; status alone: models with any stage in that status. `q` matches
-        model id, description and failure reason (case-insensitive substring).
+        currently at that stage (pending, running, failed or blocked there); status alone: models
+        with any stage in that status. `q` matches model id, description and the failure reason
+        of failed, blocked or skipped stages (case-insensitive substring).
         """
         if stage:
             check_stage(stage)
@@ -156,53 +197,81 @@ class BoardQueries:
             raise QueryError("page must be 1 or more")
         if not 1 <= per_page <= MAX_PER_PAGE:
             raise QueryError(f"per_page must be between 1 and {MAX_PER_PAGE}")
+        where, params = self._model_filters(q, stage, status)
+        where_sql = f"WHERE {' AND '.join(where)}" if where else ""
+        direction = "DESC" if descending else "ASC"
+        # Sorting by progress needs every model's current stage; the other sorts only the page's.
+        progress = (
+            "LEFT JOIN (SELECT model_pk, MIN(stage_order) AS stage_order FROM tasks "
+            f"WHERE status NOT IN {_DONE_SQL} GROUP BY model_pk) cur ON cur.model_pk = m.id"
+            if sort == "stage" else ""
+        )
+        def compute(conn: Connection) -> ModelPage:
+            total = conn.execute(text(f"SELECT COUNT(*) FROM models m {where_sql}"), params).scalar_one()
+            rows = conn.execute(
+                text(
+                    "SELECT m.id, m.model_id, m.description, m.priority, m.paused, m.task_family, m.created_at "
+                    f"FROM models m {progress} {where_sql} "
+                    f"ORDER BY {SORTS[sort]} {direction}, m.id ASC LIMIT :limit OFFSET :offset"
+                ),
+                {**params, "limit": per_page, "offset": (page - 1) * per_page},
+            ).all()
+            current = self._current_tasks(conn, [r[0] for r in rows])
+            items = []
+            for r in rows:
+                cur = current.get(r[0])
+                items.append(ModelRow(
+                    model_id=r[1], description=r[2], priority=r[3], paused=bool(r[4]), task_family=r[5],
+                    created_at=r[6], current_stage=cur[0] if cur else None,
+                    current_status=cur[1] if cur else None, attempts=cur[2] if cur else 0,
+                    updated_at=cur[3] if cur else None, failure_reason=failure_reason(cur[4]) if cur else None,
+                ))
+            return ModelPage(items=items, total=int(total), page=page, per_page=per_page)
+
+        key = ("search", q, stage, status, sort, descending, page, per_page)
+        with self._read() as conn:
+            return self._cached(conn, key, lambda: compute(conn))
+
+    @staticmethod
+    def _model_filters(q: str, stage: Optional[str], status: Optional[str]) -> tuple[list[str], dict[str, Any]]:
+        """WHERE clauses on `models m`, each an indexed sub-select over tasks (no per-row scans)."""
         where: list[str] = []
         params: dict[str, Any] = {}
         if q.strip():
             params["q"] = _like(q.strip())
             where.append(
-                "(m.model_id LIKE :q ESCAPE '\\' OR m.description LIKE :q ESCAPE '\\' OR EXISTS ("
-                "SELECT 1 FROM tasks t WHERE t.model_pk = m.id AND t.diagnosis_json LIKE :q ESCAPE '\\'))"
+                "(m.model_id LIKE :q ESCAPE '\\' OR m.description LIKE :q ESCAPE '\\' OR m.id IN ("
+                f"SELECT model_pk FROM tasks WHERE stage IN ({_STAGES_SQL}) AND status IN {_STOPPED_SQL} "
+                "AND diagnosis_json LIKE :q ESCAPE '\\'))"
             )
         if stage and status:
             params.update(stage=stage, status=status)
-            where.append("EXISTS (SELECT 1 FROM tasks t WHERE t.model_pk = m.id AND t.stage = :stage AND t.status = :status)")
+            where.append("m.id IN (SELECT model_pk FROM tasks WHERE stage = :stage AND status = :status)")
         elif stage:
+            # A stage is pending, running, failed or blocked only once every earlier stage is done,
+            # so "currently at" is one lookup in the (stage, status) index.
             params["stage"] = stage
-            where.append("cur.stage = :stage")
+            where.append(f"m.id IN (SELECT model_pk FROM tasks WHERE stage = :stage AND status IN {_ACTIVE_SQL})")
         elif status:
             params["status"] = status
-            where.append("EXISTS (SELECT 1 FROM tasks t WHERE t.model_pk = m.id AND t.status = :status)")
-        current = (
-            "LEFT JOIN tasks cur ON cur.id = (SELECT t.id FROM tasks t WHERE t.model_pk = m.id "
-            f"AND t.status NOT IN {_DONE_SQL} ORDER BY t.stage_order LIMIT 1)"
-        )
-        where_sql = f"WHERE {' AND '.join(where)}" if where else ""
-        direction = "DESC" if descending else "ASC"
-        order_sql = f"ORDER BY {SORTS[sort]} {direction}, m.id ASC"
-        params.update(limit=per_page, offset=(page - 1) * per_page)
-        count_join = current if stage and not status else ""
-        with self._read() as conn:
-            total = conn.execute(
-                text(f"SELECT COUNT(*) FROM models m {count_join} {where_sql}"), params
-            ).scalar_one()
-            rows = conn.execute(
-                text(
-                    "SELECT m.model_id, m.description, m.priority, m.paused, m.task_family, m.created_at, "
-                    "cur.stage, cur.status, cur.attempts, cur.updated_at, cur.diagnosis_json "
-                    f"FROM models m {current} {where_sql} {order_sql} LIMIT :limit OFFSET :offset"
-                ),
-                params,
-            ).all()
-        items = [
-            ModelRow(
-                model_id=r[0], description=r[1], priority=r[2], paused=bool(r[3]), task_family=r[4],
-                created_at=r[5], current_stage=r[6], current_status=r[7], attempts=r[8] or 0,
-                updated_at=r[9], failure_reason=failure_reason(r[10]),
-            )
-            for r in rows
-        ]
-        return ModelPage(items=items, total=int(total), page=page, per_page=per_page)
+            where.append(f"m.id IN (SELECT model_pk FROM tasks WHERE stage IN ({_STAGES_SQL}) AND status = :status)")
+        return where, params
+
+    @staticmethod
+    def _current_tasks(conn: Connection, model_pks: list[int]) -> dict[int, tuple[Any, ...]]:
+        """model pk -> (stage, status, attempts, updated_at, diagnosis_json) of its first unfinished stage."""
+        if not model_pks:
+            return {}
+        marks = ", ".join(f":p{i}" for i in range(len(model_pks)))
+        rows = conn.execute(
+            text("SELECT model_pk, stage, status, attempts, updated_at, diagnosis_json FROM tasks "
+                 f"WHERE model_pk IN ({marks}) AND status NOT IN {_DONE_SQL} ORDER BY model_pk, stage_order"),
+            {f"p{i}": pk for i, pk in enumerate(model_pks)},
+        ).all()
+        out: dict[int, tuple[Any, ...]] = {}
+        for row in rows:
+            out.setdefault(row[0], tuple(row[1:]))
+        return out
 
     def agent_tasks(self, task_ids: list[int]) -> dict[int, tuple[str, str]]:
         """task id -> (model id, stage), for showing what each agent works on."""

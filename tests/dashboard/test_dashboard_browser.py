@@ -1,0 +1,138 @@
+"""The dashboard in Debian's chromium, headless, driven by selenium through the system chromedriver.
+
+Opens the overview, filters, opens a model, saves the token, posts guidance, sees the team
+lead's reply appear without a reload, and checks an HTML/script payload stays inert. Screenshots
+of the overview and a model page go to tmp, and to docs/screenshots/ when
+ASCENDBRIDGE_UPDATE_SCREENSHOTS=1 (so a plain test run leaves the working tree clean).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.dashboard.dash_support import REPO, XSS_DESCRIPTION, XSS_ID, Site
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    reason="needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver",
+)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1000", "--force-device-scale-factor=1",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(check: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception:  # the element may be mid-replacement by the live refresh
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def screenshot(driver, name: str, tmp: Path, height: int) -> None:  # type: ignore[no-untyped-def]
+    driver.set_window_size(1400, height)
+    time.sleep(0.3)
+    path = tmp / name
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+    if os.environ.get("ASCENDBRIDGE_UPDATE_SCREENSHOTS") == "1":
+        target = REPO / "docs" / "screenshots"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target / name)
+    driver.set_window_size(1400, 1000)
+
+
+def test_overview_filter_model_guidance_reply_and_inert_payload(site: Site, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    d = browser
+    d.get(site.url + "/")
+    assert "Overview" in d.title
+    # times are rewritten into the viewer's local time by the page's script
+    first_time = d.find_element(By.CSS_SELECTOR, "#events time")
+    wait_for(lambda: first_time.text != first_time.get_attribute("datetime"), what="local time conversion")
+    screenshot(d, "overview.png", tmp_path, 1300)
+
+    # filter: discovery failed -> only bert-mini
+    Select(d.find_element(By.NAME, "stage")).select_by_value("discovery")
+    Select(d.find_element(By.NAME, "status")).select_by_value("failed")
+    d.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+    wait_for(lambda: "status=failed" in d.current_url, what="filtered URL")
+    links = [a.text for a in d.find_elements(By.CSS_SELECTOR, "a.model-link")]
+    assert links == ["acme/bert-mini"]
+    assert "corrupt config.json" in d.find_element(By.CSS_SELECTOR, "td.reason").text
+
+    # search, then open a model from the table
+    d.get(site.url + "/?q=llama")
+    d.find_element(By.LINK_TEXT, "acme/llama-tiny").click()
+    wait_for(lambda: d.find_element(By.ID, "model-title").text.startswith("acme/llama-tiny"), what="model page")
+
+    # without a token the page refuses to post and says why
+    d.find_element(By.ID, "guidance-text").send_keys("no token yet")
+    d.find_element(By.CSS_SELECTOR, "#guidance-form button").click()
+    assert "token" in d.find_element(By.ID, "token-state").text
+    # save the token, post guidance
+    d.find_element(By.ID, "token-input").send_keys(site.token)
+    d.find_element(By.CSS_SELECTOR, "#token-form button").click()
+    wait_for(lambda: d.find_element(By.ID, "token-state").text == "saved", what="token saved")
+    box = d.find_element(By.ID, "guidance-text")
+    box.clear()
+    box.send_keys("Please try bf16 on CPU for this one.")
+    d.find_element(By.CSS_SELECTOR, "#guidance-form button").click()
+    wait_for(lambda: "Please try bf16" in d.find_element(By.ID, "guidance").text, what="guidance in the thread")
+    assert "waiting for the team lead" in d.find_element(By.ID, "guidance").text
+
+    # the team lead answers (through the store, as it does); the page shows it without a reload
+    d.execute_script("window.__noReload = true;")
+    with site.store() as store:
+        posted = [g for g in store.list_guidance("acme/llama-tiny") if g.text.startswith("Please try bf16")]
+        assert [g.origin for g in posted] == ["dashboard"]
+        store.reply_guidance(posted[0].id, "applied", "Applied: benchmark will run with bf16 autocast.")
+    wait_for(lambda: "Applied: benchmark will run" in d.find_element(By.ID, "guidance").text,
+             what="team lead reply via live refresh")
+    assert d.execute_script("return window.__noReload === true;")
+    screenshot(d, "model.png", tmp_path, 2300)
+
+    # an HTML/script payload in a description renders as text and runs nothing
+    for url in (f"{site.url}/models/{XSS_ID}", f"{site.url}/?q=payload"):
+        d.get(url)
+        time.sleep(0.3)
+        with pytest.raises(NoAlertPresentException):
+            d.switch_to.alert.text  # noqa: B018
+        assert d.execute_script("return typeof window.__pwned;") == "undefined"
+        assert not d.find_elements(By.CSS_SELECTOR, "main img")
+    d.get(f"{site.url}/models/{XSS_ID}")
+    assert d.find_element(By.ID, "model-description").text == XSS_DESCRIPTION
