@@ -6,8 +6,9 @@ Two executors are measured with the same scheduler, board and trivial stage:
     isolates the scheduler + board cost per task (claim, attempt rows, gate verdict, completion);
   * local-process (the real one: a worker subprocess for the run and another for the gate)
     adds what process isolation costs.
-Throughput is reported for 1..8 workers. Numbers are medians of per-task wall time from
-dispatch to recorded completion, and tasks/s for the whole run.
+Throughput is reported for 1..8 workers. Per task: the median wall time from dispatch to the
+recorded completion, wall time of the whole run / tasks, and CPU time (team-lead process, worker
+processes), which does not depend on how loaded the machine is.
 
   uv run python bench/orchestration_bench.py [--tasks 1000] [--process-tasks 24] [--workers 1,2,4,8]
 """
@@ -19,6 +20,7 @@ import dataclasses
 import json
 import logging
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -118,9 +120,10 @@ def run_once(kind: str, tasks: int, workers: int) -> dict[str, float]:
         log.propagate = False
         executor = InProcessExecutor(workers, store.path) if kind == "in-process" else LocalProcessExecutor()
         lead = TimedLead(store, settings, executor, {"discovery": TRIVIAL}, log)
-        start = time.perf_counter()
+        start, cpu0, kids0 = time.perf_counter(), time.process_time(), _children_cpu()
         stats = lead.run()
         wall = time.perf_counter() - start
+        cpu, kids = time.process_time() - cpu0, _children_cpu() - kids0
         completed = stats.outcomes["completed"]
         if isinstance(executor, InProcessExecutor):
             executor.stop()
@@ -129,7 +132,13 @@ def run_once(kind: str, tasks: int, workers: int) -> dict[str, float]:
     per = sorted(lead.per_task)
     return {"tasks": tasks, "workers": workers, "wall_s": wall, "tasks_per_s": tasks / wall,
             "median_ms": 1000 * statistics.median(per), "p90_ms": 1000 * per[int(0.9 * (len(per) - 1))],
-            "wall_per_task_ms": 1000 * wall / tasks}
+            "wall_per_task_ms": 1000 * wall / tasks, "lead_cpu_ms_per_task": 1000 * cpu / tasks,
+            "worker_cpu_ms_per_task": 1000 * kids / tasks}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def worker_startup_s(samples: int = 3) -> float:
@@ -159,7 +168,8 @@ def main() -> int:
             r["executor"] = kind
             rows.append(r)
             print(f"{kind:13s} workers={w} tasks={n:5d}  median {r['median_ms']:8.1f} ms/task (dispatch->completed), "
-                  f"p90 {r['p90_ms']:8.1f} ms, {r['tasks_per_s']:7.1f} tasks/s, wall/task {r['wall_per_task_ms']:7.1f} ms",
+                  f"p90 {r['p90_ms']:8.1f} ms, {r['tasks_per_s']:7.1f} tasks/s, wall/task {r['wall_per_task_ms']:7.1f} ms, "
+                  f"CPU/task: team lead {r['lead_cpu_ms_per_task']:6.1f} ms + workers {r['worker_cpu_ms_per_task']:7.1f} ms",
                   flush=True)
     results["runs"] = rows
     results["worker_process_startup_s"] = worker_startup_s()

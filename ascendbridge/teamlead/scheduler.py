@@ -107,7 +107,10 @@ class TeamLead:
             self._keep_leases()
             busy = {job.worker_id for job, _, _ in self.jobs.values()}
             for worker_id in self._idle - busy:
-                self.store.agent_heartbeat(worker_id, None)
+                try:
+                    self.store.agent_heartbeat(worker_id, None)
+                except BoardError:  # its worker died before registering: no row to update
+                    pass
             self._idle.clear()
             self._last_beat = now
         if now - self._last_reclaim >= RECLAIM_EVERY_S:
