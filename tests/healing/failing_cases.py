@@ -58,6 +58,18 @@ def _removed_name() -> None:
     exec("from transformers import TFBertModel")  # TensorFlow classes are gone in transformers 5
 
 
+@case("transformers_removed_module")
+def _removed_module() -> None:
+    import transformers.onnx  # noqa: F401  (removed in transformers 5)
+
+
+@case("unrelated_unexpected_kwarg")
+def _unrelated_kwarg() -> None:
+    def build_inputs(batch: int) -> None:
+        pass
+    build_inputs(batch=2, seq=8)
+
+
 @case("transformers_unexpected_kwarg")
 def _unexpected_kwarg() -> None:
     transformers.BertModel(tiny_bert(), add_pooling_layer=False, use_flash_attn=True)

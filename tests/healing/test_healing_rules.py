@@ -53,6 +53,8 @@ EXPECTED: dict[str, tuple[str, dict[str, Any], FixContext, Any]] = {
                                    {"dependencies/einops": "", "dependencies/timm": ""}),
     "transformers_removed_name": ("transformers_version", {}, FixContext(),
                                   {"transformers_requirement": "transformers>=4.46,<5"}),
+    "transformers_removed_module": ("transformers_version", {}, FixContext(),
+                                    {"transformers_requirement": "transformers>=4.46,<5"}),
     "transformers_unexpected_kwarg": ("transformers_version", {}, FixContext(),
                                       {"transformers_requirement": "transformers>=4.46,<5"}),
     "transformers_too_old": ("transformers_version", {"transformers_requirement": "transformers>=4.46,<5"},
@@ -151,6 +153,10 @@ def test_out_of_memory_ladder(captured: dict[str, str]) -> None:
     assert seen == [{"inputs/batch_size": 1}, {"inputs/seq_len": 8}, {"dry_run_max_layers": 2},
                     {"dry_run_max_layers": 1}]
     assert isinstance(remedy, GiveUp)
+
+
+def test_unrelated_keyword_error_is_not_blamed_on_transformers(captured: dict[str, str]) -> None:
+    assert classify(failure_of(captured["unrelated_unexpected_kwarg"])).rule_name == UNCLASSIFIED
 
 
 def test_unrecognised_failure_is_unclassified_with_tail(captured: dict[str, str]) -> None:

@@ -67,7 +67,8 @@ class MissingModuleRule(Rule):
 
     def match(self, failure: Failure) -> Optional[Match]:
         text = failure.text
-        names = [m.group(1) for m in _NO_MODULE.finditer(text)]
+        # transformers submodules that are gone are a version mismatch (transformers_version rule)
+        names = [m.group(1) for m in _NO_MODULE.finditer(text) if not m.group(1).startswith("transformers.")]
         names += [m.group(1) for m in _REQUIRES_LIB.finditer(text)]
         for m in _REQUIRES_PKGS.finditer(text):
             names += [x.strip() for x in m.group(1).split(",") if x.strip()]

@@ -12,8 +12,12 @@ from adaptation.spec import AdaptationSpec
 _OLD_API = re.compile(
     r"cannot import name '(\w+)' from 'transformers[\w.]*'|"
     r"module 'transformers[\w.]*' has no attribute '(\w+)'|"
-    r"(\w[\w.]*)\(\) got an unexpected keyword argument '(\w+)'"
+    r"No module named '(transformers\.[\w.]+)'"
 )
+_UNEXPECTED_KWARG = re.compile(r"(\w[\w.]*)\(\) got an unexpected keyword argument '(\w+)'")
+# A TypeError about keywords is transformers' only when raised in its code or by one of its classes.
+_TRANSFORMERS_FRAME = re.compile(r"[/\\]transformers[/\\]\S+\.py\"")
+_TRANSFORMERS_CLASS = re.compile(r"(?:Model|Config|Tokenizer\w*|Processor|For\w+|PreTrained\w+)(?:\.\w+)?$")
 _TOO_OLD = re.compile(
     r"Transformers does not recognize this architecture|your version of Transformers is out of date|"
     r"requires transformers\s*>=\s*[\d.]+"
@@ -36,10 +40,14 @@ class TransformersVersionRule(Rule):
         if _TOO_OLD.search(text):
             return Match("transformers is too old for this model", {"direction": "newer", "installed": installed})
         found = _OLD_API.search(text)
-        if found and "transformers" in text:
+        if found:
             what = next(g for g in found.groups() if g)
             return Match(f"transformers API mismatch: {found.group(0)}",
                          {"direction": "older", "name": what, "installed": installed})
+        kwarg = _UNEXPECTED_KWARG.search(text)
+        if kwarg and (_TRANSFORMERS_FRAME.search(text) or _TRANSFORMERS_CLASS.search(kwarg.group(1))):
+            return Match(f"transformers API mismatch: {kwarg.group(0)}",
+                         {"direction": "older", "name": kwarg.group(2), "installed": installed})
         return None
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
