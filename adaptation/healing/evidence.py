@@ -28,6 +28,10 @@ def write_evidence(directory: Path, record: dict[str, Any]) -> Path:
     return path
 
 
+def clear_evidence(directory: Path) -> None:
+    (Path(directory) / EVIDENCE_FILE).unlink(missing_ok=True)
+
+
 def read_evidence(directory: Path) -> Optional[dict[str, Any]]:
     """The evidence object, or None when absent or not a JSON object."""
     try:

@@ -17,7 +17,7 @@ from typing import IO, Any, Callable, Literal, Optional
 from adaptation.healing import steps
 from adaptation.healing.classifier import Classification, classify
 from adaptation.healing.escalation import escalate
-from adaptation.healing.evidence import write_evidence
+from adaptation.healing.evidence import clear_evidence, write_evidence
 from adaptation.healing.failure import Failure
 from adaptation.healing.redact import RedactingWriter
 from adaptation.healing.rules import Block, Fix, FixContext, GiveUp, apply_changes
@@ -112,6 +112,7 @@ def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
     directory = Path(directory)
     spec = AdaptationSpec.load(directory)
     log = RedactingWriter(log) if log is not None else None  # type: ignore[assignment]
+    clear_evidence(directory)  # only this run's passing attempt may leave evidence for the gate
     attempts: list[AttemptReport] = []
     last: Optional[dict[str, Any]] = None
     pending: Optional[Failure] = None
@@ -153,7 +154,13 @@ def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
             say(f"attempt {number}: no fix: {reason}")
             return HealReport("failed", f"{classification.rule_name}: {classification.summary} ({reason})",
                               spec, attempts, {**last, "reason": reason})
-        fixed = apply_changes(spec, fix.changes)
+        try:
+            fixed = apply_changes(spec, fix.changes)
+        except ValueError as exc:  # an escalator's proposal that is not a valid spec
+            reason = f"fix '{fix.description}' makes an invalid spec: {str(exc).splitlines()[0]}"
+            say(f"attempt {number}: {reason}")
+            return HealReport("failed", f"{classification.rule_name}: {reason}", spec, attempts,
+                              {**last, "reason": reason})
         if fixed == spec:
             say(f"attempt {number}: fix '{fix.description}' changes nothing; stopping")
             return HealReport("failed", f"{classification.rule_name}: the fix changes nothing", spec, attempts,

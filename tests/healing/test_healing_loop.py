@@ -64,3 +64,27 @@ def test_gate_fails_fast_on_evidence_for_another_device(tmp_path: Path) -> None:
 def test_output_checks(outputs: dict, problem: str | None) -> None:
     found = outputs_problem(outputs)
     assert (found is None) if problem is None else (problem in found)
+
+
+def test_stale_evidence_is_removed_when_a_new_heal_starts(tmp_path: Path) -> None:
+    directory = spec_only_package(tmp_path)
+    write_evidence(directory, {"device": "cpu", "dry_run": {"ok": True}, "real_run": None})
+    report = heal(directory, HealingSettings(max_attempts=1), FixContext(), lambda line: None)
+    assert report.status == "failed"
+    assert not (directory / "healing_evidence.json").exists()
+    passed, summary, _ = healing_gate(directory, directory.name, "cpu", 60)
+    assert not passed and "no healing_evidence.json" in summary
+
+
+def test_an_escalators_invalid_proposal_fails_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from adaptation.healing import escalation
+    from adaptation.healing.rules import Fix
+
+    monkeypatch.setattr(escalation, "_ESCALATORS", [])
+    monkeypatch.setattr(escalation, "_entry_points_loaded", True)
+    # stands in for an LLM backend (none exists here) that proposes a malformed edit
+    escalation.register_escalator("fake-llm", lambda c, s, d: Fix("bigger batch", {"inputs/batch_size": "lots"}))
+    directory = spec_only_package(tmp_path)
+    report = heal(directory, HealingSettings(max_attempts=2), FixContext(), lambda line: None)
+    assert report.status == "failed" and "invalid spec" in report.diagnosis["reason"]
+    assert AdaptationSpec.load(directory).applied_fixes == []  # nothing half-applied
