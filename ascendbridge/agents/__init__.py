@@ -4,11 +4,9 @@ The built-in agent (the deterministic rules in each stage) stays the default. A 
 given an LLM backend (`claude`, `codex`, `openai`); it is asked only when the rules have no
 answer, works in a copy of the adaptation directory, and its changes count only after the
 stage's checker passed on them. See docs/agents.md.
+
+Modules: settings (backend per role, budget), backend (interface, registry), cli_backends,
+openai_backend, sandbox, prompts, redact, history (board records, budget use, memory), runner.
+Import what you need from them; importing this package loads nothing (the board CLI reads
+history without loading the backends).
 """
-
-from ascendbridge.agents.history import AgentRun, failure_signature
-from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
-from ascendbridge.agents.settings import BACKENDS, ROLES, AgentSettings, Budget
-
-__all__ = ["AgentRun", "AgentSettings", "AgentTask", "BACKENDS", "Budget", "ROLES", "Verdict", "failure_signature",
-           "run_agent"]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ascendbridge.agents.history import list_runs as list_agent_runs
 from ascendbridge.board import (
     BoardStore,
     EventRecord,
@@ -158,6 +159,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         attempts = store.list_attempts(args.model)
         events = list(reversed(store.list_events(model_id=args.model, limit=args.events, newest_first=True)))
         guidance = store.list_guidance(model_id=args.model, state="open")
+        agent_runs = list_agent_runs(store, args.model)
     if out.json_mode:
         out.json({
             "model": model.model_dump(),
@@ -165,6 +167,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
             "attempts": [{"stage": st, **a.model_dump()} for st, a in attempts],
             "events": [e.model_dump() for e in events],
             "open_guidance": [g.model_dump() for g in guidance],
+            "agent_runs": agent_runs,
         })
         return EXIT_OK
     data = model.model_dump()
@@ -186,6 +189,10 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     out.table("recent events", ("ts", "stage", "kind", "message"),
               ((e.ts, e.stage, e.kind, e.message) for e in events))
     out.table("open guidance", ("id", "created", "text"), ((g.id, g.created_at, g.text) for g in guidance))
+    out.table("agent runs", ("ts", "role", "backend", "outcome", "duration s", "tokens", "files", "prompt", "detail"),
+              ((r["ts"], r.get("role"), r.get("backend"), r.get("outcome"), r.get("duration_s"), r.get("tokens"),
+                ", ".join(r.get("files_changed") or []), r.get("prompt_hash"), str(r.get("detail") or "")[:80])
+               for r in agent_runs))
     return EXIT_OK
 
 
