@@ -93,6 +93,9 @@ CATALOGUE = {
                                                num_experts_per_tok=2, n_group=2, topk_group=1, num_attention_heads=2,
                                                num_key_value_heads=2, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8,
                                                qk_nope_head_dim=8, v_head_dim=8)),
+    "llava": ("held_out", "causal_lm", "LlavaForConditionalGeneration",
+              lambda: T.LlavaConfig(vision_config=dict(model_type="clip_vision_model", projection_dim=16, **VISION),
+                                    text_config=dict(model_type="llama", num_key_value_heads=1, **TEXT), image_token_index=23)),
     # unsupported on purpose: its forward requires time-series inputs no builder makes
     "time-series": ("unsupported", "feature_extraction", "AutoModel",
                     lambda: T.TimeSeriesTransformerConfig(prediction_length=4, d_model=16, encoder_layers=1, decoder_layers=1,

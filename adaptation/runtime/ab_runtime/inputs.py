@@ -62,20 +62,38 @@ class InputContext:
         return seq
 
 
-def _token_ids(ctx: InputContext, vocab: Any, shape: tuple[int, int], pad: Any) -> torch.Tensor:
+def special_token_ids(config: Any) -> set[int]:
+    """Every *_token_id / *_token_index of the config and its sub-configs (pad, bos, eos, image,
+    video, ...): random text must not contain them, e.g. a stray image token makes a
+    vision-language model expect image features that were never given."""
+    found: set[int] = set()
+    holders = [config, *(v for v in vars(config).values() if hasattr(v, "to_dict") and hasattr(v, "model_type"))]
+    for holder in holders:
+        for name, value in vars(holder).items():
+            if not name.endswith(("_token_id", "_token_index", "_token_ids")):
+                continue
+            for item in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(item, int) and not isinstance(item, bool):
+                    found.add(item)
+    return found
+
+
+def _token_ids(ctx: InputContext, vocab: Any, shape: tuple[int, int]) -> torch.Tensor:
     if not isinstance(vocab, int) or vocab < 2:
         raise UnsupportedModel("the config has no usable vocab_size to build token ids from")
     low = 5 if vocab > 50 else 0  # keep clear of the usual special tokens
     ids = ctx.randint(low, vocab, shape)
-    if isinstance(pad, int) and 0 <= pad < vocab:
-        ids[ids == pad] = low if pad != low else low + 1
+    specials = special_token_ids(ctx.config)
+    safe = next((i for i in range(low, vocab) if i not in specials), None)
+    if safe is not None:
+        for token in specials:
+            ids[ids == token] = safe
     return ids
 
 
 def input_ids(ctx: InputContext) -> torch.Tensor:
     vocab = find_attr(ctx.config, ("vocab_size",), TEXT_SUBCONFIGS)
-    pad = find_attr(ctx.config, ("pad_token_id",), TEXT_SUBCONFIGS)
-    return _token_ids(ctx, vocab, (ctx.batch, ctx.text_len()), pad)
+    return _token_ids(ctx, vocab, (ctx.batch, ctx.text_len()))
 
 
 def attention_mask(ctx: InputContext) -> torch.Tensor:
@@ -106,13 +124,12 @@ def decoder_input_ids(ctx: InputContext) -> torch.Tensor:
     decoder = getattr(config, "decoder", None)
     if decoder is not None and getattr(decoder, "vocab_size", None):
         vocab = decoder.vocab_size
-    pad = find_attr(config, ("pad_token_id",), DECODER_SUBCONFIGS)
     start = find_attr(config, ("decoder_start_token_id", "bos_token_id", "pad_token_id"), DECODER_SUBCONFIGS)
     length = ctx.recipe.decoder_seq_len
     limit = find_attr(config, ("max_target_positions",), DECODER_SUBCONFIGS)
     if isinstance(limit, int) and limit > 1:
         length = min(length, limit)
-    ids = _token_ids(ctx, vocab, (ctx.batch, length), pad)
+    ids = _token_ids(ctx, vocab, (ctx.batch, length))
     if isinstance(start, int) and 0 <= start < vocab:
         ids[:, 0] = start
     return ids
@@ -189,8 +206,10 @@ def wanted_inputs(model: torch.nn.Module, config: Any, family_inputs: Iterable[s
     names = [main, *COMPANIONS.get(main, ()), *family_inputs]
     if getattr(config, "is_encoder_decoder", False):
         names.append("decoder_input_ids")
-    if main == "input_ids" and getattr(config, "vision_config", None) is not None:
-        names.append("pixel_values")  # text+vision models (CLIP-style) need both
+    dual_encoder = getattr(config, "vision_config", None) is not None and not any(
+        hasattr(config, a) for a in ("image_token_id", "image_token_index"))
+    if main == "input_ids" and dual_encoder:
+        names.append("pixel_values")  # CLIP-style text+vision models need both; VLMs run text-only
     return list(dict.fromkeys(names))
 
 
