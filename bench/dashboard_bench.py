@@ -119,8 +119,18 @@ def start_dashboard(board: Path, workdir: Path) -> tuple[subprocess.Popen[bytes]
     raise SystemExit("error: dashboard did not start within 60 s")
 
 
-def measure(url: str, paths: list[str], requests: int, concurrency: int) -> dict[str, float]:
-    """Latency of `requests` GETs cycling over `paths`, `concurrency` at a time."""
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (Linux /proc), to separate cost from queueing."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def measure(url: str, paths: list[str], requests: int, concurrency: int, server_pid: int) -> dict[str, float]:
+    """Latency of `requests` GETs cycling over `paths`, `concurrency` at a time, and the server's
+    CPU time per request (on a busy machine latency is mostly waiting for a core)."""
     with httpx.Client(base_url=url, timeout=30, limits=httpx.Limits(max_connections=concurrency)) as client:
         for path in paths[:3]:  # warm caches and connection pool
             client.get(path).raise_for_status()
@@ -132,11 +142,14 @@ def measure(url: str, paths: list[str], requests: int, concurrency: int) -> dict
             r.raise_for_status()
             return elapsed
 
+        cpu0 = cpu_seconds(server_pid)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(concurrency) as pool:
             times = sorted(pool.map(one, range(requests)))
         wall = time.perf_counter() - t0
+        cpu1 = cpu_seconds(server_pid)
     return {
+        "server_cpu_ms_per_request": round((cpu1 - cpu0) * 1000 / requests, 1) if cpu0 is not None and cpu1 is not None else None,
         "requests": requests,
         "concurrency": concurrency,
         "p50_ms": round(statistics.median(times), 1),
@@ -185,17 +198,22 @@ def main() -> int:
     try:
         for name, paths in endpoints.items():
             log(f"measuring {name} ({args.requests} requests, {args.concurrency} concurrent)")
-            results[name] = measure(url, paths, args.requests, args.concurrency)
+            results[name] = measure(url, paths, args.requests, args.concurrency, proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    print(f"board: {n_models} models, {n_events} events · target p95 < {TARGET_P95_MS:.0f} ms")
-    print(f"{'endpoint':28} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'req/s':>8}  verdict")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"board: {n_models} models, {n_events} events · {args.concurrency} concurrent · "
+          f"{os.cpu_count()} CPUs, load average {load:.1f} · target p95 < {TARGET_P95_MS:.0f} ms")
+    print(f"{'endpoint':28} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'req/s':>8} {'cpu ms/req':>11}  verdict")
     for name, r in results.items():
         verdict = "ok" if r["p95_ms"] < TARGET_P95_MS else "SLOW"
-        print(f"{name:28} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['max_ms']:8.1f} {r['req_per_s']:8.1f}  {verdict}")
+        cpu = r["server_cpu_ms_per_request"]
+        cpu_text = f"{cpu:11.1f}" if cpu is not None else f"{'n/a':>11}"
+        print(f"{name:28} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['max_ms']:8.1f} {r['req_per_s']:8.1f} {cpu_text}  {verdict}")
     if args.json:
-        args.json.write_text(json.dumps({"models": n_models, "events": n_events, "results": results}, indent=2))
+        args.json.write_text(json.dumps({"models": n_models, "events": n_events, "load_average": load,
+                                         "results": results}, indent=2))
     return 0 if all(r["p95_ms"] < TARGET_P95_MS for r in results.values()) else 1
 
 

@@ -64,7 +64,7 @@ def test_port_in_use(board: BoardStore, capsys: pytest.CaptureFixture[str]) -> N
                               f"cannot listen on 127.0.0.1:{port}")
 
 
-def test_generated_token_is_printed_and_works(board: BoardStore, tmp_path: Path) -> None:
+def test_generated_token_is_printed_and_works(board: BoardStore) -> None:
     board.register_models([Registration(model_id="cli/model")])
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "ASCENDBRIDGE_DASHBOARD_TOKEN"}
