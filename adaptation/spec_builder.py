@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
+from adaptation.agent_adapter import ask_adapter_agent
 from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.board.records import ModelRecord
 from ascendbridge.discovery.model_info import ModelInfo
@@ -50,11 +51,12 @@ class AdaptationRefused(ValueError):
 
 
 def ask_llm_adapter(record: ModelRecord, refusal: AdaptationRefused) -> Optional[AdaptationSpec]:
-    """Hook for an LLM adapter (a later issue): return a spec for a model the rules refused.
+    """Hook for an LLM adapter: return a spec for a model the rules refused.
 
-    Without a configured backend there is no answer, and the refusal stands.
+    Without a configured backend there is no answer, and the refusal stands
+    (adaptation/agent_adapter.py: memory first, then the adapter role's backend, gated).
     """
-    return None
+    return ask_adapter_agent(record, refusal.diagnosis)
 
 
 def _model_info(record: ModelRecord) -> Optional[ModelInfo]:

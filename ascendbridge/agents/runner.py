@@ -47,6 +47,7 @@ class AgentTask:
     signature: Optional[str] = None  # failure signature, for memory
     failure: str = ""  # one line, for MEMORY.md
     apply: bool = True  # copy accepted changes into `directory` (False: the caller applies the fix)
+    seed: dict[str, str] = field(default_factory=dict)  # files placed in the copy first (e.g. a draft spec)
     settings: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -81,7 +82,7 @@ def run_agent(task: AgentTask, check: Checker, board_path: Optional[Path], say: 
         return run
     prompt = render_prompt(task.kind, task.context)
     run.prompt_hash = prompt_hash(prompt)
-    workspace = Workspace(task.directory)
+    workspace = Workspace(task.directory, task.seed)
     start = time.monotonic()
     try:
         say(f"agent {task.role} ({name}): working on a copy of {task.directory.name} (timeout {timeout_s:.0f} s)")

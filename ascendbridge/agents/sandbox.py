@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 IGNORED = frozenset({".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
 
@@ -71,10 +72,10 @@ class Audit:
 
 
 class Workspace:
-    """Create with `Workspace(directory)`, run the agent in `.copy`, then `audit()`, and
+    """Create with `Workspace(directory, seed)`, run the agent in `.copy`, then `audit()`, and
     finally `close()` (which undoes outside edits to the real directory when asked to)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, seed: Optional[dict[str, str]] = None) -> None:
         self.original = Path(directory).resolve()
         self.root = Path(tempfile.mkdtemp(prefix="ab-agent-"))
         self.copy = self.root / self.original.name
@@ -84,6 +85,9 @@ class Workspace:
             shutil.copytree(self.original, self._pristine, symlinks=True, ignore=_ignore)
         else:
             self.copy.mkdir(parents=True)
+        for relative, text in (seed or {}).items():  # e.g. a draft spec for a new adaptation
+            if not write_inside(self.copy, relative, text):
+                raise ValueError(f"seed file {relative!r} lies outside the workspace")
         self._before_copy = snapshot(self.copy)
         self._before_original = snapshot(self.original)
 

@@ -84,6 +84,9 @@ def _context(store: BoardStore, args: argparse.Namespace) -> StageContext:
     adaptation_dir = Path(args.adaptation_dir)
     adaptation_dir.mkdir(parents=True, exist_ok=True)
     settings = json.loads(args.settings_json) if args.settings_json else {}
+    # Hooks deep inside a stage (agent escalation records, agent memory) find the board through
+    # ascendbridge.config.board_path(): point it at the board this worker serves.
+    os.environ["ASCENDBRIDGE_BOARD"] = str(args.board)
     return StageContext(model=model, task=task, adaptation_dir=adaptation_dir, board_path=Path(args.board),
                         log=sys.stdout, attempt=args.attempt, settings=settings)
 
