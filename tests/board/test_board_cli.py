@@ -313,5 +313,8 @@ def test_unwritable_directory(tmp_path: Path) -> None:
     board = directory / "board.db"
     assert_one_line_error(cli("--board", str(board), "init", cwd=tmp_path), 1, "not writable")
     assert not board.exists()
-    assert_one_line_error(cli("export", "-o", str(directory / "x.json"), cwd=tmp_path,
-                              board=tmp_path / "none.db"), 1, "init")
+    real_board = tmp_path / "board.db"
+    BoardStore.init(real_board).close()
+    assert_one_line_error(cli("export", "-o", str(directory / "x.json"), cwd=tmp_path, board=real_board),
+                          1, "cannot write")
+    assert not (directory / "x.json").exists()
