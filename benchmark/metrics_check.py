@@ -21,6 +21,14 @@ def _num(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _p90(values: list[float]) -> float:
+    """Linear-interpolated 90th percentile: the definition ab_runtime/measure.py records."""
+    data = sorted(values)
+    pos = (len(data) - 1) * 0.9
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
 def check_timing(name: str, timing: Any) -> list[str]:
     """Problems with one timing block (target or reference)."""
     if not isinstance(timing, dict):
@@ -47,6 +55,8 @@ def check_timing(name: str, timing: Any) -> list[str]:
                         f"{timing['min_ms']} / {timing['median_ms']} / {timing['p90_ms']}")
     if not math.isclose(timing["median_ms"], statistics.median(samples), rel_tol=1e-6):
         problems.append(f"{name}.median_ms does not match its samples")
+    if not math.isclose(timing["p90_ms"], _p90(samples), rel_tol=1e-6):
+        problems.append(f"{name}.p90_ms does not match its samples")
     if not math.isclose(timing["min_ms"], min(samples), rel_tol=1e-6):
         problems.append(f"{name}.min_ms does not match its samples")
     if timing.get("profiler_during_timing") is not False:

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from adaptation import uv_env
+from adaptation.generator import GeneratorError, update_readme_results
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
 from ascendbridge.board.store import BoardStore
 from ascendbridge.runtime.process import run_command
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
 from benchmark.settings import BenchmarkSettings
 
@@ -87,6 +89,10 @@ class BenchmarkStage:
                 runs.append(result)
         finally:
             store.close()
+        try:
+            update_readme_results(ctx.adaptation_dir, results_markdown(runs))
+        except (GeneratorError, OSError) as exc:
+            ctx.say(f"README not updated: {exc}")
         summary = "; ".join(f"{r['device']} {r['dtype']}: median {r['median_ms']:.2f} ms, accuracy {r['verdict']}"
                             for r in runs)
         return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None})

@@ -64,6 +64,9 @@ def _format_compare(result: dict[str, Any]) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    for name in (args.a, args.b):
+        if not Path(name).is_file():
+            raise ToolError(f"{name}: file not found")
     directory = resolve_adaptation(args.adapt, adaptations_dir()) if args.adapt else Path(".")
     python = adaptation_python(directory, args.python)
     tolerances = "{}"

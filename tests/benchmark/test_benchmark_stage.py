@@ -45,6 +45,8 @@ def test_stage_runs_both_dtypes_records_metrics_and_passes_its_gate(board: Board
     assert outcome.status == "done", (outcome.summary, outcome.diagnosis, ctx.log.getvalue()[-3000:])
     assert [r["dtype"] for r in outcome.result["runs"]] == ["float32", "bfloat16"]
     assert (ctx.adaptation_dir / "accuracy_run.py").is_file() and (ctx.adaptation_dir / ".venv").is_dir()
+    readme = (ctx.adaptation_dir / "README.md").read_text()
+    assert "| cpu (" in readme and "check_accuracy_run.py" in readme
     recorded = {(m.dtype, m.name): m.value for m in board.list_metrics("demo/tiny-bert", "benchmark")}
     assert recorded[("float32", "accuracy_pass")] == 1.0 and recorded[("bfloat16", "median_ms")] > 0
     gate = BENCHMARK_STAGE.gate(ctx)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from ascendbridge.board.store import BoardStore
 from ascendbridge.config import REPO_ROOT
 from benchmark.hotspots import analyse, self_times
-from benchmark.probe import latest_probe, run_probe, store_probe
+from benchmark.probe import latest_probe
 from benchmark.roofline import roofline
 from benchmark.trace import load_trace
 
@@ -84,29 +85,11 @@ def test_compare_two_real_outputs(runs: dict, python: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["verdict"] == "pass" and set(result["outputs"]) == {"logits"}
-    missing = tool("compare", out, str(directory / "nope.pt"), "--python", str(python))
+    missing = tool("compare", out, str(directory / "nope.pt"), "--python", str(python))  # checked before torch loads
     assert missing.returncode == 1 and "nope.pt: file not found" in missing.stderr
 
 
-def test_probe_on_this_machine_is_stored_and_feeds_roofline(runs: dict, python: Path, board: BoardStore) -> None:
-    probe = run_probe(python, "cpu", budget_s=0.1)
-    assert probe["measured_on"] == "cpu" and probe["versions"]["torch"].startswith("2.")
-    assert probe["devices"]["cpu"]["count"] >= 1 and probe["cann"] is None
-    assert probe["peaks"]["gemm_gflops"]["float32"] > 0 and probe["peaks"]["bandwidth_gbs"] > 0
-    store_probe(board, probe)
-    assert latest_probe(board, "cpu") == probe and latest_probe(board, "npu") is None
-    directory = runs["tiny-gpt2"][0]
-    metrics = json.loads((directory / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json").read_text())
-    r = roofline(metrics, probe)
-    # 2 x non-embedding params x tokens is the floor of the estimate.
-    model = metrics["model"]
-    assert r["gflops_per_forward"] * 1e9 >= 2 * (model["parameters"] - model["embedding_parameters"]) * 2 * 16
-    assert r["bound"] in ("compute", "memory") and r["pct_of_attainable"] > 0
-
-
-def test_probe_and_roofline_cli(runs: dict, python: Path, board: BoardStore, board_path: Path, tmp_path: Path) -> None:
-    import os
-
+def test_probe_on_this_machine_is_stored_and_feeds_roofline(runs: dict, python: Path, board: BoardStore, board_path: Path, tmp_path: Path) -> None:
     env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(runs["tiny-bert"][0].parent))
     none = tool("roofline", "tiny-bert", env=env)
     assert none.returncode == 1 and "no environment probe" in none.stderr
@@ -114,7 +97,16 @@ def test_probe_and_roofline_cli(runs: dict, python: Path, board: BoardStore, boa
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "GFLOP/s" in proc.stdout
-    assert board.latest_event("env_probe") is not None
+    probe = latest_probe(board, "cpu")
+    assert probe is not None and latest_probe(board, "npu") is None
+    assert probe["measured_on"] == "cpu" and probe["versions"]["torch"].startswith("2.")
+    assert probe["devices"]["cpu"]["count"] >= 1 and probe["cann"] is None
+    assert probe["peaks"]["gemm_gflops"]["float32"] > 0 and probe["peaks"]["bandwidth_gbs"] > 0
+    metrics = json.loads((runs["tiny-gpt2"][0] / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json").read_text())
+    r = roofline(metrics, probe)
+    model = metrics["model"]  # 2 x non-embedding params x tokens (2 x 16) is the floor of the estimate
+    assert r["gflops_per_forward"] * 1e9 >= 2 * (model["parameters"] - model["embedding_parameters"]) * 2 * 16
+    assert r["bound"] in ("compute", "memory") and r["pct_of_attainable"] > 0
     done = tool("roofline", "tiny-bert", env=env)
     assert done.returncode == 0, done.stderr
     assert "% of attainable" in done.stdout
@@ -123,8 +115,6 @@ def test_probe_and_roofline_cli(runs: dict, python: Path, board: BoardStore, boa
 
 
 def test_aggregate_writes_reports_and_figures(runs: dict, tmp_path: Path) -> None:
-    import os
-
     root = runs["tiny-bert"][0].parent
     (root / "broken").mkdir(exist_ok=True)
     (root / "broken" / "benchmark_metrics_cpu_float32_dry_run_synthetic.json").write_text("{}")
