@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from ascendbridge.board.store import BoardStore
 from ascendbridge.config import REPO_ROOT
