@@ -1,0 +1,96 @@
+"""Statistics of paired, interleaved A/B timings: speedup, its spread, and the keep decision.
+
+Pure Python (no torch) so the framework's notes checker can load this same file by path and
+recompute every figure the optimizer reported. One "pair" is a block of timed calls of A and a
+block of B timed call by call in alternation (A B B A ...), so both see the same load. A block's
+figure is its FASTEST call: on a shared machine preemption and thread-barrier stalls only ever
+add time (we measured single calls of a 3 ms model taking up to 1 s under load), so the minimum
+is the stable estimate of a call's cost, as in `timeit`. The pair's speedup is
+best(A block) / best(B block); the reported medians are the medians of the block figures and the
+speedup is their ratio. The interval is the distribution-free sign-test confidence interval for
+the median pair speedup, so a "gain" has to show up in nearly every pair, not just on average.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+CONFIDENCE = 0.90  # two-sided coverage of the sign-test interval (at least this much)
+DEFAULT_MIN_GAIN = 0.02  # a kept pass must be faster by more than 2 % at the interval's low end
+
+
+def sign_interval_rank(n: int, confidence: float = CONFIDENCE) -> int:
+    """1-based order-statistic rank k so that [x_(k), x_(n-k+1)] covers the median with >= confidence.
+
+    With few pairs no rank reaches the coverage; k = 1 (min..max) is then the widest honest choice.
+    """
+    alpha_half = (1.0 - confidence) / 2.0
+    best = 1
+    for k in range(1, n // 2 + 1):
+        tail = sum(math.comb(n, i) for i in range(k)) / 2.0**n  # P(Binomial(n, 1/2) < k)
+        if tail <= alpha_half:
+            best = k
+        else:
+            break
+    return best
+
+
+@dataclass
+class PairedResult:
+    """Figures of one paired comparison; `speedup` = baseline_median_ms / candidate_median_ms."""
+
+    pairs: int
+    warmup: int
+    iters_per_block: int
+    baseline_median_ms: float  # median over pairs of each baseline block's fastest call
+    candidate_median_ms: float
+    speedup: float
+    pair_speedups: list[float]
+    interval: list[float]  # [low, high] sign-test interval of the median pair speedup
+    confidence: float
+    baseline_noise: float  # (max - min) / median of the baseline block figures
+    baseline_samples_ms: list[float]
+    candidate_samples_ms: list[float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize_pairs(baseline_blocks: Sequence[Sequence[float]], candidate_blocks: Sequence[Sequence[float]],
+                    warmup: int) -> PairedResult:
+    """Figures from per-pair blocks of latencies (ms); both lists hold one block per pair."""
+    if len(baseline_blocks) != len(candidate_blocks) or not baseline_blocks:
+        raise ValueError("need the same number (>= 1) of baseline and candidate blocks")
+    if any(not b for b in baseline_blocks) or any(not c for c in candidate_blocks):
+        raise ValueError("empty timing block")
+    base_fig = [min(b) for b in baseline_blocks]
+    cand_fig = [min(c) for c in candidate_blocks]
+    pair_speedups = [b / c for b, c in zip(base_fig, cand_fig)]
+    base_med, cand_med = statistics.median(base_fig), statistics.median(cand_fig)
+    k = sign_interval_rank(len(pair_speedups))
+    ordered = sorted(pair_speedups)
+    return PairedResult(
+        pairs=len(pair_speedups), warmup=warmup, iters_per_block=len(baseline_blocks[0]),
+        baseline_median_ms=base_med, candidate_median_ms=cand_med, speedup=base_med / cand_med,
+        pair_speedups=pair_speedups, interval=[ordered[k - 1], ordered[len(ordered) - k]],
+        confidence=CONFIDENCE,
+        baseline_noise=(max(base_fig) - min(base_fig)) / base_med,
+        baseline_samples_ms=[x for b in baseline_blocks for x in b],
+        candidate_samples_ms=[x for c in candidate_blocks for x in c],
+    )
+
+
+def gain_decision(result: dict[str, Any], accuracy_verdict: str, min_gain: float = DEFAULT_MIN_GAIN) -> tuple[bool, str]:
+    """(keep, reason): keep only when accuracy holds and the whole interval is above 1 + min_gain."""
+    low, high = result["interval"]
+    if accuracy_verdict != "pass":
+        return False, "accuracy failed against the baseline outputs"
+    if low <= 1.0 + min_gain:
+        if high < 1.0:
+            return False, f"slower: pair speedups {low:.3f}..{high:.3f} all below 1"
+        return False, (f"no gain beyond noise: pair-speedup interval {low:.3f}..{high:.3f} "
+                       f"does not clear 1 + {min_gain:g}")
+    return True, f"faster beyond noise: x{result['speedup']:.3f}, interval {low:.3f}..{high:.3f}"

@@ -1,0 +1,409 @@
+"""The optimization pass catalogue: small named units, where each applies and how it is applied.
+
+A pass declares its device, kind (environment | precision | module_swap | layout | quantization |
+compile), an exclusive group (two passes of one group never combine, e.g. two precisions),
+`applies(traits)` (None when it applies, else the reason it does not) and `apply(build)`, which
+edits a `Build`: the model, the dtype inputs are cast to, an autocast dtype, per-call contexts
+(global switches set for the optimized calls only, so baseline and candidate can interleave in
+one process), torch.compile arguments and environment variables. `finalize` turns a Build into
+a callable. NPU and CUDA passes are never measured on a machine without that device: they are
+filtered out by `device` before anything runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+from . import npu_swaps
+
+KIND_ORDER = ("environment", "precision", "module_swap", "layout", "quantization", "compile")
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What a pass needs to know to decide whether it applies."""
+
+    device: str  # cpu | cuda | npu
+    task_family: str
+    model_type: str
+    baseline_dtype: str
+    linear_layers: int
+    conv_layers: int
+    rms_norms: int
+    swiglu_mlps: int
+    rotary: bool
+    attention_switchable: bool
+    head_dim: Optional[int]
+    threads: int
+    cores: int
+    bf16_gemm_speedup: Optional[float]  # measured bf16 / fp32 GEMM throughput on this CPU
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Build:
+    """A model being optimized; passes edit it, `finalize` makes it callable."""
+
+    model: torch.nn.Module
+    device_kind: str
+    input_dtype: torch.dtype
+    accuracy_dtype: str  # the dtype whose accuracy standard applies to the outputs
+    autocast: Optional[torch.dtype] = None
+    channels_last: bool = False
+    contexts: list[Callable[[], Any]] = field(default_factory=list)
+    compile_kwargs: Optional[dict[str, Any]] = None
+    env: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    device: str
+    kind: str
+    group: Optional[str]
+    summary: str
+    applies: Callable[[Traits], Optional[str]]
+    apply: Callable[[Build], None]
+    changes_code: bool = False
+    needs_restart: bool = False  # an environment variable read at import: cannot toggle in-process
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "device": self.device, "kind": self.kind, "group": self.group,
+                "summary": self.summary, "changes_code": self.changes_code, "needs_restart": self.needs_restart}
+
+
+# ---------------------------------------------------------------- traits
+
+def bf16_gemm_speedup(size: int = 384, reps: int = 5) -> float:
+    """How much faster a bf16 GEMM runs than fp32 on this CPU (best of `reps`)."""
+    def best(dtype: torch.dtype) -> float:
+        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+        torch.mm(a, b)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return best(torch.float32) / best(torch.bfloat16)
+
+
+def model_traits(model: torch.nn.Module, device: str, task_family: str, baseline_dtype: str,
+                 bf16_speedup: Optional[float] = None) -> Traits:
+    config = getattr(model, "config", None)
+    heads = getattr(config, "num_attention_heads", None)
+    hidden = getattr(config, "hidden_size", None)
+    head_dim = getattr(config, "head_dim", None) or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None)
+    return Traits(
+        device=device, task_family=task_family, model_type=str(getattr(config, "model_type", "")),
+        baseline_dtype=baseline_dtype,
+        linear_layers=sum(isinstance(m, torch.nn.Linear) for m in model.modules()),
+        conv_layers=sum(isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)) for m in model.modules()),
+        rms_norms=len(npu_swaps.rms_norm_modules(model)), swiglu_mlps=len(npu_swaps.swiglu_modules(model)),
+        rotary=npu_swaps.rotary_module(model) is not None,
+        attention_switchable=config is not None and hasattr(config, "_attn_implementation"),
+        head_dim=head_dim if isinstance(head_dim, int) else None,
+        threads=torch.get_num_threads(), cores=os.cpu_count() or 1,
+        bf16_gemm_speedup=bf16_speedup,
+    )
+
+
+# ---------------------------------------------------------------- helpers for apply
+
+def _cast(dtype: torch.dtype) -> Callable[[Build], None]:
+    def apply(build: Build) -> None:
+        build.model = build.model.to(dtype)
+        build.input_dtype = dtype
+        build.accuracy_dtype = DTYPE_NAMES[dtype]
+    return apply
+
+
+def _autocast(dtype: torch.dtype) -> Callable[[Build], None]:
+    def apply(build: Build) -> None:
+        build.autocast = dtype
+        build.accuracy_dtype = DTYPE_NAMES[dtype]
+    return apply
+
+
+def _compile(**kwargs: Any) -> Callable[[Build], None]:
+    def apply(build: Build) -> None:
+        build.compile_kwargs = dict(kwargs)
+    return apply
+
+
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _set_threads(n: Optional[int]) -> Callable[[Build], None]:
+    """n threads (None: one per core) around each optimized call."""
+    def apply(build: Build) -> None:
+        count = n or os.cpu_count() or 1
+        build.contexts.append(lambda: _threads(count))
+        build.notes.append(f"torch.set_num_threads({count}) around each call")
+    return apply
+
+
+@contextlib.contextmanager
+def _tf32() -> Iterator[None]:
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def _apply_tf32(build: Build) -> None:
+    build.contexts.append(_tf32)
+    build.accuracy_dtype = "float32"
+
+
+def _apply_channels_last(build: Build) -> None:
+    build.model = build.model.to(memory_format=torch.channels_last)
+    build.channels_last = True
+
+
+def _apply_int8(build: Build) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notice
+        from torch.ao.quantization import quantize_dynamic
+
+        build.model = quantize_dynamic(build.model, {torch.nn.Linear}, dtype=torch.qint8)
+    # int8 has no standard of its own in the comparator: the loosest documented one (bf16) applies.
+    build.accuracy_dtype = "bfloat16"
+
+
+def _apply_sdpa(build: Build) -> None:
+    setter = getattr(build.model, "set_attn_implementation", None)
+    if callable(setter):
+        setter("sdpa")
+    else:
+        build.model.config._attn_implementation = "sdpa"
+
+
+@contextlib.contextmanager
+def _npu_jit_off() -> Iterator[None]:
+    torch.npu.set_compile_mode(jit_compile=False)
+    try:
+        yield
+    finally:
+        torch.npu.set_compile_mode(jit_compile=True)
+
+
+def _apply_npu_jit_off(build: Build) -> None:
+    build.contexts.append(_npu_jit_off)
+
+
+def _apply_task_queue(build: Build) -> None:
+    build.env["TASK_QUEUE_ENABLE"] = "2"
+
+
+def _swap(fn: Callable[[torch.nn.Module], Any], label: str) -> Callable[[Build], None]:
+    def apply(build: Build) -> None:
+        result = fn(build.model)
+        build.notes.append(f"{label}: {result}")
+    return apply
+
+
+def _apply_rotary(build: Build) -> None:
+    if npu_swaps.install_rotary(build.model):
+        build.contexts.append(npu_swaps.rotary_active)
+
+
+def _apply_torchair(build: Build) -> None:
+    import torchair  # documented: torchair.get_npu_backend(compiler_config=CompilerConfig())
+
+    build.compile_kwargs = {"backend": torchair.get_npu_backend(compiler_config=torchair.CompilerConfig()),
+                            "dynamic": False}
+
+
+# ---------------------------------------------------------------- applicability helpers
+
+def _fp32_baseline(t: Traits) -> Optional[str]:
+    return None if t.baseline_dtype == "float32" else f"baseline already runs in {t.baseline_dtype}"
+
+
+def _cpu_bf16(t: Traits) -> Optional[str]:
+    if _fp32_baseline(t):
+        return _fp32_baseline(t)
+    if t.bf16_gemm_speedup is None or t.bf16_gemm_speedup < 1.2:
+        return f"this CPU runs bf16 GEMM no faster than fp32 (measured x{t.bf16_gemm_speedup or 0:.2f})"
+    return None
+
+
+def _needs(attr: str, what: str) -> Callable[[Traits], Optional[str]]:
+    return lambda t: None if getattr(t, attr) else f"model has no {what}"
+
+
+def _more_threads(t: Traits) -> Optional[str]:
+    return None if t.threads < t.cores else f"torch already uses {t.threads} threads for {t.cores} cores"
+
+
+def _one_thread(t: Traits) -> Optional[str]:
+    return None if t.threads > 1 else "torch already runs single-threaded"
+
+
+def _low_precision_attention(t: Traits) -> Optional[str]:
+    if not t.attention_switchable:
+        return "model has no switchable attention implementation"
+    if t.baseline_dtype not in ("float16", "bfloat16"):
+        return "npu_fusion_attention takes fp16/bf16 only; baseline is " + t.baseline_dtype
+    if t.head_dim is None or t.head_dim > 512:  # documented head-dim range of the operator
+        return f"head dim {t.head_dim} outside npu_fusion_attention's documented range"
+    return None
+
+
+def _rotary_applies(t: Traits) -> Optional[str]:
+    if not t.rotary:
+        return "model has no HF apply_rotary_pos_emb"
+    if t.head_dim is None or t.head_dim % 2:
+        return f"npu_rotary_mul (half mode) needs an even head dim, got {t.head_dim}"
+    return None
+
+
+def _always(_: Traits) -> Optional[str]:
+    return None
+
+
+CATALOGUE: tuple[Pass, ...] = (
+    # CPU
+    Pass("cpu_threads_all", "cpu", "environment", "threads", "torch intra-op threads = CPU cores",
+         _more_threads, _set_threads(None)),
+    Pass("cpu_threads_1", "cpu", "environment", "threads",
+         "one intra-op thread (no OpenMP barrier stalls when the CPU is shared or oversubscribed)",
+         _one_thread, _set_threads(1)),
+    Pass("cpu_bf16_autocast", "cpu", "precision", "precision", "torch.autocast('cpu', bfloat16)",
+         _cpu_bf16, _autocast(torch.bfloat16)),
+    Pass("cpu_bf16_cast", "cpu", "precision", "precision", "weights and float inputs cast to bfloat16",
+         _cpu_bf16, _cast(torch.bfloat16)),
+    Pass("cpu_int8_dynamic", "cpu", "quantization", "precision",
+         "dynamic int8 quantisation of nn.Linear (torch.ao quantize_dynamic)",
+         lambda t: _fp32_baseline(t) or _needs("linear_layers", "nn.Linear layers")(t), _apply_int8),
+    Pass("cpu_channels_last", "cpu", "layout", "layout", "channels_last memory format for conv models",
+         _needs("conv_layers", "convolution layers"), _apply_channels_last),
+    Pass("cpu_compile", "cpu", "compile", "compile", "torch.compile (inductor)", _always, _compile(backend="inductor")),
+    # CUDA
+    Pass("cuda_fp16", "cuda", "precision", "precision", "weights and float inputs cast to float16",
+         _fp32_baseline, _cast(torch.float16)),
+    Pass("cuda_bf16", "cuda", "precision", "precision", "weights and float inputs cast to bfloat16",
+         _fp32_baseline, _cast(torch.bfloat16)),
+    Pass("cuda_tf32", "cuda", "environment", "tf32", "TF32 matmul and cuDNN convolutions", _fp32_baseline, _apply_tf32),
+    Pass("cuda_sdpa", "cuda", "module_swap", "attention", "scaled_dot_product_attention (flash / mem-efficient)",
+         lambda t: None if t.attention_switchable else "model has no switchable attention implementation", _apply_sdpa),
+    Pass("cuda_compile_cudagraphs", "cuda", "compile", "compile", "torch.compile mode='reduce-overhead' (CUDA graphs)",
+         _always, _compile(backend="inductor", mode="reduce-overhead")),
+    # Ascend
+    Pass("npu_task_queue", "npu", "environment", "task_queue", "TASK_QUEUE_ENABLE=2 (two-level dispatch pipeline)",
+         _always, _apply_task_queue, needs_restart=True),
+    Pass("npu_jit_compile_off", "npu", "environment", "jit", "torch.npu.set_compile_mode(jit_compile=False)",
+         _always, _apply_npu_jit_off),
+    Pass("npu_fp16", "npu", "precision", "precision", "weights and float inputs cast to float16",
+         _fp32_baseline, _cast(torch.float16)),
+    Pass("npu_bf16", "npu", "precision", "precision", "weights and float inputs cast to bfloat16",
+         _fp32_baseline, _cast(torch.bfloat16)),
+    Pass("npu_rms_norm", "npu", "module_swap", "rms_norm", "RMSNorm -> torch_npu.npu_rms_norm",
+         _needs("rms_norms", "plain RMSNorm modules"), _swap(npu_swaps.swap_rms_norm, "RMSNorm modules swapped"),
+         changes_code=True),
+    Pass("npu_swiglu", "npu", "module_swap", "swiglu", "SwiGLU MLP -> torch_npu.npu_swiglu",
+         _needs("swiglu_mlps", "gate/up/down SiLU MLPs"), _swap(npu_swaps.swap_swiglu, "SwiGLU MLPs swapped"),
+         changes_code=True),
+    Pass("npu_rotary_mul", "npu", "module_swap", "rotary", "apply_rotary_pos_emb -> torch_npu.npu_rotary_mul",
+         _rotary_applies, _apply_rotary, changes_code=True),
+    Pass("npu_fusion_attention", "npu", "module_swap", "attention", "attention -> torch_npu.npu_fusion_attention",
+         _low_precision_attention, _swap(npu_swaps.swap_attention, "attention implementation set"), changes_code=True),
+    Pass("npu_torchair_compile", "npu", "compile", "compile", "torch.compile with torchair.get_npu_backend()",
+         _always, _apply_torchair),
+)
+BY_NAME = {p.name: p for p in CATALOGUE}
+
+
+def for_device(device: str) -> list[Pass]:
+    return [p for p in CATALOGUE if p.device == device]
+
+
+def get(names: list[str]) -> list[Pass]:
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        raise ValueError(f"unknown pass(es): {', '.join(unknown)} (known: {', '.join(BY_NAME)})")
+    return [BY_NAME[n] for n in names]
+
+
+def conflicts(chosen: list[Pass], candidate: Pass) -> Optional[str]:
+    for p in chosen:
+        if candidate.group is not None and p.group == candidate.group:
+            return f"same group '{p.group}' as {p.name}"
+    return None
+
+
+def ordered(chosen: list[Pass]) -> list[Pass]:
+    """Application order: environment, precision, module swaps, layout, quantization, compile last."""
+    return sorted(chosen, key=lambda p: KIND_ORDER.index(p.kind))
+
+
+def build(model: torch.nn.Module, chosen: list[Pass], device_kind: str, baseline_dtype: torch.dtype) -> Build:
+    b = Build(model=model, device_kind=device_kind, input_dtype=baseline_dtype,
+              accuracy_dtype=DTYPE_NAMES[baseline_dtype])
+    for p in ordered(chosen):
+        p.apply(b)
+    return b
+
+
+def finalize(b: Build, flags: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
+    """A callable `run(inputs) -> outputs` that applies the Build's contexts, autocast and compile."""
+    module: Any = b.model
+    if b.compile_kwargs is not None:
+        module = torch.compile(b.model, **b.compile_kwargs)
+
+    def run(inputs: dict[str, Any]) -> Any:
+        with contextlib.ExitStack() as stack:
+            for make in b.contexts:
+                stack.enter_context(make())
+            if b.autocast is not None:
+                stack.enter_context(torch.autocast(b.device_kind, dtype=b.autocast))
+            return module(**inputs, **flags)
+
+    return run
+
+
+def prepare_inputs(inputs: dict[str, Any], device: str, b: Build) -> dict[str, Any]:
+    """Inputs on `device`; floating ones in the Build's input dtype (channels_last for 4-D images)."""
+    out = {}
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor):
+            value = value.to(device=device, dtype=b.input_dtype if value.is_floating_point() else value.dtype)
+            if b.channels_last and value.dim() == 4 and value.is_floating_point():
+                value = value.contiguous(memory_format=torch.channels_last)
+        out[name] = value
+    return out
+
+
+def catalogue_table() -> list[dict[str, Any]]:
+    return [p.describe() for p in CATALOGUE]
+
+
+if __name__ == "__main__":  # `python -m ab_runtime.passes`: print the catalogue
+    import json
+
+    json.dump(catalogue_table(), sys.stdout, indent=2)
+    print()

@@ -1,0 +1,1 @@
+"""The Optimization stage: execution-grounded pass search, its evidence and its gates."""

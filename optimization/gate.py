@@ -1,0 +1,144 @@
+"""The optimization gates: the notes' consistency, and the optimized run re-verified by execution.
+
+`check_notes_gate`: optimization_notes.json is complete and self-consistent (notes_check) and
+accuracy_run_perf.py applies exactly the chosen passes.
+`check_perf_gate`: the *_perf evidence is complete (benchmark metrics checks), its accuracy
+figures are recomputed from the saved outputs (the benchmark gate's recomputation, thresholds
+from the spec), the notes' record of the perf run matches, and a fresh short paired measurement
+of baseline vs the chosen passes reproduces the reported speedup within tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from adaptation.spec import SPEC_FILE
+from benchmark.envs import EnvError, adaptation_python, last_json, run_inner
+from benchmark.evidence import EvidenceError, load_metrics
+from benchmark.metrics_check import check_metrics
+from benchmark.trace import TraceError, validate_trace
+from ascendbridge.runtime.process import run_command
+from optimization.notes_check import RUNTIME_DIR, check_notes, load_notes
+from optimization.render import rendered_passes
+
+INNER = Path(__file__).resolve().parent / "inner" / "reverify.py"
+DEFAULT_TOLERANCE = 0.5  # a reproduced speedup may fall to (1 - tolerance) x the reported one
+REVERIFY_TIMEOUT_S = 900.0
+
+
+@dataclass
+class Report:
+    adaptation: str
+    passed: bool
+    summary: str
+    problems: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
+    """Same digest as ab_runtime.optimize.accuracy_summary (kept in step by a test)."""
+    floats = [o["metrics"] for o in acc["outputs"].values() if o["kind"] == "float" and "cosine" in o["metrics"]]
+    return {"verdict": acc["verdict"], "target_dtype": acc["thresholds"]["applied"]["target_dtype"],
+            "failed_outputs": acc["failed_outputs"], "problems": acc["problems"],
+            "min_cosine": min((m["cosine"] for m in floats), default=None),
+            "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None)}
+
+
+def check_notes_gate(directory: Path) -> Report:
+    name = Path(directory).name
+    try:
+        notes = load_notes(directory)
+    except ValueError as exc:
+        return Report(name, False, str(exc))
+    problems = check_notes(notes, rendered_passes(directory))
+    if rendered_passes(directory) is None:
+        problems.append("accuracy_run_perf.py missing or without a PASSES list")
+    if problems:
+        return Report(name, False, f"{len(problems)} problem(s): {problems[0]}", problems)
+    final = notes["final"]
+    return Report(name, True, f"notes consistent: {final['outcome']}, chosen {notes['chosen'] or 'nothing'}, "
+                              f"speedup x{final['speedup']:.3f}")
+
+
+def _perf_metrics(directory: Path, notes: dict[str, Any]) -> tuple[Optional[Path], list[str]]:
+    named = (notes.get("perf_run") or {}).get("metrics")
+    if not isinstance(named, str) or "/" in named or not named.endswith("_perf.json"):
+        return None, ["notes.perf_run.metrics does not name a *_perf.json evidence file"]
+    path = Path(directory) / named
+    return (path, []) if path.is_file() else (None, [f"{named} not found"])
+
+
+def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, iters: int) -> dict[str, Any]:
+    argv = [str(python), "-E", "-s", str(INNER), str(RUNTIME_DIR.parent), str(Path(directory) / SPEC_FILE),
+            str(notes["device"]), str(pairs), str(iters), str(notes["settings"]["warmup"]), *notes["chosen"]]
+    result = run_command(argv, cwd=directory, timeout_s=REVERIFY_TIMEOUT_S)
+    parsed = last_json(result.output)
+    if parsed is None:
+        return {"error": f"re-measurement did not run (exit {result.exit_code}): {result.tail(2)}"}
+    return parsed
+
+
+def check_perf_gate(directory: Path, python_override: Optional[str] = None, tolerance: float = DEFAULT_TOLERANCE,
+                    pairs: int = 5, iters: int = 5) -> Report:
+    directory = Path(directory)
+    name = directory.name
+    try:
+        notes = load_notes(directory)
+    except ValueError as exc:
+        return Report(name, False, str(exc))
+    if not isinstance(notes, dict) or not isinstance(notes.get("chosen"), list) or not isinstance(notes.get("final"), dict):
+        return Report(name, False, "optimization_notes.json is malformed (run check_optimization_notes.py)")
+    path, problems = _perf_metrics(directory, notes)
+    if path is None:
+        return Report(name, False, problems[0], problems)
+    try:
+        metrics = load_metrics(path)
+        python = adaptation_python(directory, python_override)
+    except (EvidenceError, EnvError) as exc:
+        return Report(name, False, str(exc))
+    problems = check_metrics(metrics)
+    trace = directory / str((metrics.get("evidence") or {}).get("trace", ""))
+    try:
+        validate_trace(trace)
+    except TraceError as exc:
+        problems.append(str(exc))
+    applied = (metrics.get("optimization") or {}).get("passes")
+    if sorted(applied or []) != sorted(notes["chosen"]):
+        problems.append(f"the perf run applied {applied}, the notes chose {notes['chosen']}")
+    recomputed = run_inner(python, "recompute_accuracy.py", [str(directory / SPEC_FILE), str(path)], cwd=directory)
+    parsed = last_json(recomputed.output)
+    if parsed is None:
+        problems.append(f"accuracy recomputation did not run (exit {recomputed.exit_code})")
+    else:
+        problems += [str(p) for p in (parsed.get(path.name) or {}).get("problems", ["no recomputation result"])]
+    acc = metrics.get("accuracy") or {}
+    if not problems:
+        if accuracy_summary(acc) != (notes.get("perf_run") or {}).get("accuracy"):
+            problems.append("notes.perf_run.accuracy does not match the accuracy recomputed from the saved outputs")
+        if acc.get("verdict") != "pass":
+            problems.append("the optimized run failed accuracy")
+    details: dict[str, Any] = {"metrics": path.name}
+    if not problems and notes["chosen"]:
+        again = reverify(python, directory, notes, pairs, iters)
+        details["reproduced"] = again
+        claimed = float(notes["final"]["speedup"])
+        if "error" in again:
+            problems.append(f"re-measurement failed: {again['error']}")
+        elif again["speedup"] < claimed * (1 - tolerance) or again["speedup"] <= 1.0:
+            problems.append(f"speedup does not reproduce: reported x{claimed:.3f}, re-measured x{again['speedup']:.3f} "
+                            f"(interval {again['interval'][0]:.3f}..{again['interval'][1]:.3f}; needs "
+                            f">= x{max(claimed * (1 - tolerance), 1.0):.3f})")
+    if problems:
+        return Report(name, False, f"{len(problems)} problem(s): {problems[0]}", problems, details)
+    if notes["chosen"]:
+        summary = (f"optimized run verified: {', '.join(notes['chosen'])}, accuracy {acc.get('verdict')}, reported "
+                   f"x{notes['final']['speedup']:.3f}, re-measured x{details['reproduced']['speedup']:.3f}")
+    else:
+        summary = f"no gain claimed; baseline evidence verified, accuracy {acc.get('verdict')}"
+    return Report(name, True, summary, [], details)

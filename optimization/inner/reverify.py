@@ -1,0 +1,39 @@
+"""Gate helper: re-measure baseline vs the chosen passes, paired and interleaved, with the
+framework's copy of the runtime (not the adaptation's), in the adaptation's interpreter.
+
+    python reverify.py RUNTIME_PARENT SPEC_JSON DEVICE PAIRS ITERS WARMUP PASS...
+
+Prints one JSON object: speedup, interval, medians (or {"error": ...}).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 6:
+        print(json.dumps({"error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE PAIRS ITERS WARMUP PASS..."}))
+        return 2
+    sys.path.insert(0, argv[0])
+    from ab_runtime import passes
+    from ab_runtime.optimize import open_session, paired
+
+    spec, device, pairs, iters, warmup, names = argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5]), argv[6:]
+    try:
+        session = open_session(Path(spec), device, use_pretrained=False, num_samples=1)
+        base_build, base_run, _ = session.make([])
+        build, run, _ = session.make(passes.get(names))
+        figures = paired(session, session.timed_call(base_build, base_run), session.timed_call(build, run),
+                         pairs, warmup, iters)
+    except Exception as exc:  # reported as one line; the gate fails on it
+        print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}))
+        return 1
+    print(json.dumps({k: v for k, v in figures.items() if not k.endswith("_samples_ms")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,173 @@
+"""Schema and internal consistency of optimization_notes.json (framework side, no torch).
+
+Every paired row is recomputed from its raw samples with the runtime's own statistics module
+(loaded by path from THIS repository, never the adaptation's copy): medians, the speedup as the
+ratio of the medians, the per-pair speedups, the interval and the noise. The keep decision is
+re-derived from the figures and the accuracy verdict; the final result must be one of the
+measured rows (same passes, same figures) and measured against the baseline; warmup is a single
+figure applied to both sides and equal to the settings'.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Optional
+
+NOTES_FILE = "optimization_notes.json"
+NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
+RUNTIME_DIR = Path(__file__).resolve().parents[1] / "adaptation" / "runtime" / "ab_runtime"
+TOP_KEYS = ("model_id", "adaptation", "device", "settings", "baseline", "passes", "combination", "chosen", "final",
+            "runtime_only", "environment", "traits")
+FIGURES = ("pairs", "warmup", "iters_per_block", "baseline_median_ms", "candidate_median_ms", "speedup",
+           "pair_speedups", "interval", "baseline_noise")
+
+
+def pairstats() -> ModuleType:
+    """The framework's ab_runtime/pairstats.py (pure Python), loaded under a private name."""
+    key = "ascendbridge_framework_pairstats"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, RUNTIME_DIR / "pairstats.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+def close(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+    return a == b
+
+
+def check_paired(label: str, figures: Any, settings: dict[str, Any]) -> list[str]:
+    """Recompute one paired result from its samples; every reported figure must match."""
+    if not isinstance(figures, dict):
+        return [f"{label}.paired: missing"]
+    missing = [k for k in (*FIGURES, "baseline_samples_ms", "candidate_samples_ms") if k not in figures]
+    if missing:
+        return [f"{label}.paired: missing {', '.join(missing)}"]
+    problems = []
+    pairs, iters = figures["pairs"], figures["iters_per_block"]
+    base, cand = figures["baseline_samples_ms"], figures["candidate_samples_ms"]
+    if figures["warmup"] != settings.get("warmup"):
+        problems.append(f"{label}: warmup {figures['warmup']} != settings.warmup {settings.get('warmup')} "
+                        "(warmup must be symmetric and as configured)")
+    if not isinstance(pairs, int) or pairs < 5:
+        problems.append(f"{label}: {pairs} pairs (at least 5 required)")
+    ok_lists = all(isinstance(s, list) and s and all(isinstance(x, (int, float)) and x > 0 for x in s) for s in (base, cand))
+    if not ok_lists or not isinstance(iters, int) or iters < 1 or len(base) != len(cand) \
+            or len(base) != (pairs if isinstance(pairs, int) else 0) * iters:
+        return problems + [f"{label}: samples are not {pairs} pairs x {iters} positive latencies on both sides"]
+    recomputed = pairstats().summarize_pairs(
+        [base[i * iters:(i + 1) * iters] for i in range(pairs)],
+        [cand[i * iters:(i + 1) * iters] for i in range(pairs)], figures["warmup"]).as_dict()
+    for key in FIGURES:
+        if not close(recomputed[key], figures[key]):
+            problems.append(f"{label}.paired.{key}: reported {figures[key]!r}, recomputed from the samples "
+                            f"{recomputed[key]!r}")
+    return problems
+
+
+def _row_label(kind: str, i: int, row: dict[str, Any]) -> str:
+    return f"{kind}[{i}] ({'+'.join(row.get('passes') or []) or row.get('name', '?')})"
+
+
+def check_row(label: str, row: Any, settings: dict[str, Any]) -> list[str]:
+    if not isinstance(row, dict) or not isinstance(row.get("passes"), list):
+        return [f"{label}: not a row with a passes list"]
+    if not isinstance(row.get("kept"), bool) or not isinstance(row.get("reason"), str) or not row["reason"]:
+        return [f"{label}: kept (bool) and reason (text) are required"]
+    if not row.get("measured"):
+        return [f"{label}: kept without being measured"] if row["kept"] else []
+    problems = check_paired(label, row.get("paired"), settings)
+    acc = row.get("accuracy")
+    if not isinstance(acc, dict) or acc.get("verdict") not in ("pass", "fail"):
+        return problems + [f"{label}: accuracy verdict missing"]
+    if not problems:
+        keep, _ = pairstats().gain_decision(row["paired"], acc["verdict"], settings.get("min_gain", 0.0))
+        if keep != row["kept"]:
+            problems.append(f"{label}: kept={row['kept']} but the figures and accuracy say kept={keep}")
+    if "cold_start" not in row:
+        problems.append(f"{label}: cold_start missing")
+    return problems
+
+
+def check_final(notes: dict[str, Any]) -> list[str]:
+    final, chosen = notes["final"], notes["chosen"]
+    if not isinstance(final, dict) or not isinstance(chosen, list):
+        return ["final / chosen: malformed"]
+    if sorted(final.get("passes") or []) != sorted(chosen):
+        return [f"final.passes {final.get('passes')} != chosen {chosen}"]
+    singles = {r.get("name"): r for r in notes["passes"] if isinstance(r, dict)}
+    if not chosen:
+        problems = [] if final.get("outcome") == "no_gain" else ["no pass chosen but outcome is not 'no_gain'"]
+        kept = [n for n, r in singles.items() if r.get("kept")]
+        if kept:
+            problems.append(f"no gain reported although pass(es) {', '.join(kept)} were kept")
+        if final.get("speedup") != 1.0:
+            problems.append("no gain must report speedup 1.0")
+        return problems
+    problems = [] if final.get("outcome") == "gain" else ["passes chosen but outcome is not 'gain'"]
+    for name in chosen:
+        if not (singles.get(name) or {}).get("kept"):
+            problems.append(f"chosen pass {name} was not kept on its own")
+    rows = [r for r in notes["passes"] + notes["combination"]
+            if isinstance(r, dict) and r.get("measured") and r.get("kept") and not r.get("against")
+            and sorted(r.get("passes") or []) == sorted(chosen)]
+    match = next((r for r in rows if close(r["paired"]["speedup"], final.get("speedup"))
+                  and close(r["paired"]["baseline_median_ms"], final.get("baseline_median_ms"))
+                  and close(r["paired"]["candidate_median_ms"], final.get("optimized_median_ms"))), None)
+    if match is None:
+        problems.append("final result is not one of the measured rows against the baseline "
+                        "(same passes, kept, same speedup and medians)")
+    elif not close(final.get("speedup"), final.get("baseline_median_ms", 0) / max(final.get("optimized_median_ms") or 1e-30, 1e-30)):
+        problems.append("final.speedup != baseline_median_ms / optimized_median_ms")
+    return problems
+
+
+def check_notes(notes: Any, rendered: Optional[list[str]] = None) -> list[str]:
+    """All problems in one notes document; `rendered` = PASSES baked into accuracy_run_perf.py."""
+    if not isinstance(notes, dict) or notes.get("schema") != NOTES_SCHEMA:
+        return [f"not an optimization notes document (schema != {NOTES_SCHEMA})"]
+    missing = [k for k in TOP_KEYS if k not in notes]
+    if missing:
+        return [f"missing: {', '.join(missing)}"]
+    settings = notes["settings"]
+    if not isinstance(settings, dict) or settings.get("profiler_during_timing") is not False:
+        return ["settings: profiler_during_timing must be recorded as false"]
+    if not isinstance(notes["passes"], list) or not isinstance(notes["combination"], list):
+        return ["passes / combination must be lists"]
+    problems: list[str] = []
+    for kind in ("passes", "combination"):
+        for i, row in enumerate(notes[kind]):
+            problems += check_row(_row_label(kind, i, row if isinstance(row, dict) else {}), row, settings)
+    problems += check_final(notes)
+    changes = {r.get("name"): r.get("changes_code") for r in notes["passes"] if isinstance(r, dict)}
+    expected_runtime_only = not any(changes.get(n) for n in notes["chosen"])
+    if notes["runtime_only"] is not expected_runtime_only:
+        problems.append(f"runtime_only={notes['runtime_only']} but the chosen passes say {expected_runtime_only}")
+    env = notes["environment"]
+    if not isinstance(env, dict) or not all(k in env for k in ("torch", "python", "device_name")):
+        problems.append("environment: torch, python and device_name are required")
+    if rendered is not None and sorted(rendered) != sorted(notes["chosen"]):
+        problems.append(f"accuracy_run_perf.py applies {rendered}, the notes chose {notes['chosen']}")
+    return problems
+
+
+def load_notes(directory: Path) -> dict[str, Any]:
+    """The notes document; ValueError with one line when missing or not JSON."""
+    path = Path(directory) / NOTES_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{NOTES_FILE} not found in {directory}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{NOTES_FILE}: not valid JSON ({exc.__class__.__name__})") from None

@@ -1,0 +1,47 @@
+"""Render accuracy_run_perf.py into an adaptation with the chosen passes baked in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from adaptation.spec import AdaptationSpec
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+ACCURACY_RUN_PERF = "accuracy_run_perf.py"
+
+
+def render_text(spec: AdaptationSpec, passes: list[str], device: str) -> str:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined,
+                      keep_trailing_newline=True, autoescape=False)
+    return env.get_template(f"{ACCURACY_RUN_PERF}.j2").render(
+        model_id=spec.model.model_id, task_family=spec.task_family, device=device, passes=passes,
+        passes_literal=json.dumps(list(passes)))
+
+
+def render_accuracy_run_perf(spec: AdaptationSpec, directory: Path, passes: list[str], device: str) -> Path:
+    """Write `<directory>/accuracy_run_perf.py` atomically; untouched when the content is the same."""
+    path = Path(directory) / ACCURACY_RUN_PERF
+    text = render_text(spec, passes, device)
+    if not path.is_file() or path.read_text() != text:
+        tmp = path.with_suffix(".py.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def rendered_passes(directory: Path) -> list[str] | None:
+    """The PASSES list baked into an adaptation's accuracy_run_perf.py (None when absent/unreadable)."""
+    path = Path(directory) / ACCURACY_RUN_PERF
+    if not path.is_file():
+        return None
+    for line in path.read_text().splitlines():
+        if line.startswith("PASSES = "):
+            try:
+                value = json.loads(line[len("PASSES = "):])
+            except json.JSONDecodeError:
+                return None
+            return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
+    return None
