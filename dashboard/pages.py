@@ -30,7 +30,7 @@ def overview_page(request: Request, params: dict[str, Any] = Depends(page_params
     return render(request, "overview.html", {"page": "overview", **views.overview(d, **params)})
 
 
-@router.get("/models/{model_id:path}/download.zip")
+@router.get("/download/{model_id:path}")
 def download_adaptation(model_id: str, d: Dashboard = Depends(dashboard)) -> StreamingResponse:
     record = d.store.get_model(model_id)
     adapt_dir = evidence.adaptation_dir(d.adaptations_dir, record.adaptation_name)
@@ -48,7 +48,7 @@ def download_adaptation(model_id: str, d: Dashboard = Depends(dashboard)) -> Str
                              headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-@router.get("/models/{model_id:path}/traces/{name}")
+@router.get("/trace/{model_id:path}/{name}")
 def download_trace(model_id: str, name: str, d: Dashboard = Depends(dashboard)) -> FileResponse:
     record = d.store.get_model(model_id)
     path = evidence.trace_file(evidence.adaptation_dir(d.adaptations_dir, record.adaptation_name), name)

@@ -99,18 +99,18 @@ def test_xss_payload_is_inert_in_html_and_json(site: Site) -> None:
 
 
 def test_downloads_zip_and_trace_are_path_safe(site: Site) -> None:
-    r = httpx.get(site.url + "/models/acme/llama-tiny/download.zip")
+    r = httpx.get(site.url + "/download/acme/llama-tiny")
     assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
     names = zipfile.ZipFile(io.BytesIO(r.content)).namelist()
     assert "acme__llama-tiny/demo.py" in names and "acme__llama-tiny/optimization_notes.json" in names
     assert not any(".venv" in n or "leak.txt" in n for n in names)  # environments and symlinks stay out
-    trace = httpx.get(site.url + "/models/acme/llama-tiny/traces/trace_cpu_bf16_random_synthetic.json")
+    trace = httpx.get(site.url + "/trace/acme/llama-tiny/trace_cpu_bf16_random_synthetic.json")
     assert trace.status_code == 200 and trace.json()["traceEvents"][0]["name"] == "aten::mm"
     for bad in ("..%2F..%2Fboard.db", "board.db", "trace_x.json", "trace_..json"):
-        r = httpx.get(site.url + f"/models/acme/llama-tiny/traces/{bad}")
+        r = httpx.get(site.url + f"/trace/acme/llama-tiny/{bad}")
         assert r.status_code in (400, 404), bad
         assert b"SQLite" not in r.content
-    r = httpx.get(site.url + "/models/acme/bert-mini/download.zip")
+    r = httpx.get(site.url + "/download/acme/bert-mini")
     assert r.status_code == 404 and "no adaptation directory" in r.text
     for raw in ("/board.db", "/static/../board.db", "/static/..%2f..%2fboard.db"):
         assert b"SQLite format" not in httpx.get(site.url + raw).content
@@ -189,8 +189,15 @@ def test_form_action_with_token_field_redirects_back(site: Site) -> None:
         assert r.status_code == 303 and r.headers["location"] == "/models/bulk/model-001"
         r = c.post("/actions/pause", data={"token": site.token, "model_id": "bulk/model-001", "next": "https://evil.example/"})
         assert r.status_code == 303 and r.headers["location"] == "/models/bulk/model-001"  # no open redirect
+        r = c.post("/actions/register", data={"token": site.token, "model_id": "form-org/registered", "source": "huggingface",
+                                              "url": "", "path": "", "priority": "3", "description": "via the form", "next": ""})
+        assert r.status_code == 303 and r.headers["location"] == "/models/form-org/registered"
+        r = c.post("/actions/guidance", data={"token": site.token, "text": "global: prefer bf16", "next": "/"})
+        assert r.status_code == 303 and r.headers["location"] == "/"
     with site.store() as store:
         assert store.get_model("bulk/model-001").priority == 7
+        assert store.get_model("form-org/registered").description == "via the form"
+        assert [(g.model_id, g.origin) for g in store.list_guidance() if g.text == "global: prefer bf16"] == [(None, "dashboard")]
 
 
 BAD_REQUESTS = [
