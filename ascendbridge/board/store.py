@@ -61,6 +61,7 @@ class InvalidRegistrationError(BoardError, ValueError):
 
 
 _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+MAX_PRIORITY = 1_000_000_000  # well inside SQLite's 64-bit integers
 
 
 def validate_registration(reg: Registration) -> None:
@@ -84,6 +85,10 @@ def validate_registration(reg: Registration) -> None:
         raise InvalidRegistrationError(f"model '{reg.model_id}': url must be a plain http(s):// address")
     if len(reg.description) > 2000:
         raise InvalidRegistrationError(f"model '{reg.model_id}': description longer than 2000 characters")
+    if abs(reg.priority) > MAX_PRIORITY:
+        raise InvalidRegistrationError(
+            f"model '{reg.model_id}': priority {reg.priority} is out of range (-{MAX_PRIORITY}..{MAX_PRIORITY})"
+        )
 
 
 class StaleTokenError(BoardError):

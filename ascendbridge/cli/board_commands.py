@@ -24,6 +24,7 @@ from ascendbridge.board import (
     validate_registration,
 )
 from ascendbridge.board.schema import SCHEMA_VERSION
+from ascendbridge.board.store import MAX_PRIORITY
 from ascendbridge.cli.board_views import (
     MODEL_FIELDS,
     diagnosis_summary,
@@ -37,7 +38,6 @@ from ascendbridge.cli.regfile import existing_path, parse_registration_file
 from ascendbridge.stages import STAGES, check_stage
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
-MAX_PRIORITY = 1_000_000_000
 
 
 def open_store(args: argparse.Namespace) -> BoardStore:

@@ -231,6 +231,7 @@ BAD_COMMANDS: list[tuple[tuple[str, ...], int, str]] = [
     (("list_healing_tasks", "--status", "done"), 2, "invalid choice: 'done'"),
     (("skip", "beta"), 2, "--stage"),
     (("set_priority", "beta", "high"), 2, "invalid int value"),
+    (("set_priority", "beta", str(2**70)), 2, "out of range"),
     (("frobnicate",), 2, "invalid choice"),
     (("retry", "beta", "--stage", "healing"), 1, "cannot retry healing"),
     (("rollback", "beta", "--to", "benchmark"), 1, "predecessor is not done"),

@@ -74,6 +74,7 @@ def test_name_collision_gets_a_stable_hashed_name(board: BoardStore) -> None:
         (Registration(model_id="ok", revision="main; ls"), "revision"),
         (Registration(model_id="ok", url="javascript:alert(1)"), "url"),
         (Registration(model_id="ok", skip_stages=["nope"]), "unknown stage"),
+        (Registration(model_id="ok", priority=2**63), "out of range"),
     ],
 )
 def test_bad_registrations_are_refused_before_any_write(board: BoardStore, reg: Registration, message: str) -> None:
