@@ -117,3 +117,12 @@ def test_bad_flags_give_one_line_error(runs: dict, python: Path) -> None:
     code, result, stdout, stderr = run_accuracy(python, directory, "--dataset", "imagenet")
     assert code == 1 and result["ok"] is False and "dataset 'imagenet'" in result["error"]
     assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("error: dataset")
+
+
+def test_unavailable_npu_is_an_error_not_a_silent_cpu_run(runs: dict, python: Path) -> None:
+    directory = runs["tiny-vit"][0]
+    before = sorted(p.name for p in directory.glob("benchmark_metrics_*"))
+    code, result, stdout, stderr = run_accuracy(python, directory, "--device", "npu")
+    assert code == 1 and result["ok"] is False and "npu" in result["error"]
+    assert "Traceback" not in stderr
+    assert sorted(p.name for p in directory.glob("benchmark_metrics_*")) == before  # nothing written
