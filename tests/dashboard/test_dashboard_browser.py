@@ -1,9 +1,9 @@
 """The dashboard in Debian's chromium, headless, driven by selenium through the system chromedriver.
 
 Opens the overview, filters, opens a model, saves the token, posts guidance, sees the team
-lead's reply appear without a reload, and checks an HTML/script payload stays inert. Screenshots
-of the overview and a model page go to tmp, and to docs/screenshots/ when
-ASCENDBRIDGE_UPDATE_SCREENSHOTS=1 (so a plain test run leaves the working tree clean).
+lead's reply (from its real guidance handler) appear without a reload, and checks that an
+HTML/script payload stays inert. Screenshots of the overview and a model page go to tmp, and to
+docs/screenshots/ when ASCENDBRIDGE_UPDATE_SCREENSHOTS=1 (a plain run leaves the tree clean).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ascendbridge.teamlead.guidance import apply_open_guidance
 from tests.dashboard.dash_support import REPO, XSS_DESCRIPTION, XSS_ID, Site
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -115,13 +116,13 @@ def test_overview_filter_model_guidance_reply_and_inert_payload(site: Site, brow
     wait_for(lambda: "Please try bf16" in d.find_element(By.ID, "guidance").text, what="guidance in the thread")
     assert "waiting for the team lead" in d.find_element(By.ID, "guidance").text
 
-    # the team lead answers (through the store, as it does); the page shows it without a reload
+    # the team lead's own guidance handling answers it; the page shows the reply without a reload
     d.execute_script("window.__noReload = true;")
     with site.store() as store:
         posted = [g for g in store.list_guidance("acme/llama-tiny") if g.text.startswith("Please try bf16")]
-        assert [g.origin for g in posted] == ["dashboard"]
-        store.reply_guidance(posted[0].id, "applied", "Applied: benchmark will run with bf16 autocast.")
-    wait_for(lambda: "Applied: benchmark will run" in d.find_element(By.ID, "guidance").text,
+        assert [(g.origin, g.state) for g in posted] == [("dashboard", "open")]
+        assert apply_open_guidance(store, lambda _msg: None) == 1
+    wait_for(lambda: "noted: kept for agents working on acme/llama-tiny" in d.find_element(By.ID, "guidance").text,
              what="team lead reply via live refresh")
     assert d.execute_script("return window.__noReload === true;")
     screenshot(d, "model.png", tmp_path, 2300)
