@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from adaptation.healing.agent_escalation import install as install_agent_escalators
 from adaptation.healing.classifier import classify
 from adaptation.healing.context import fix_context
 from adaptation.healing.failure import Failure
@@ -84,6 +85,7 @@ def _settings(args: argparse.Namespace) -> HealingSettings:
 
 
 def cmd_heal(args: argparse.Namespace) -> int:
+    install_agent_escalators()  # same escalation path as the stage (the builtin backend answers nothing)
     directory = _directory(args.adapt, args.adaptations_dir)
     settings = _settings(args)
     try:

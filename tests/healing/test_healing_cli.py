@@ -62,7 +62,6 @@ def test_bad_spec_is_reported_not_raised(tmp_path: Path) -> None:
 
 def test_escalation_hook_is_asked_when_no_rule_knows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(escalation, "_ESCALATORS", [])
-    monkeypatch.setattr(escalation, "_entry_points_loaded", True)
     failure = Failure(phase="dry_run", exit_code=1, timed_out=False, output="ValueError: something new\n")
     classification = classify(failure)
     spec = AdaptationSpec(name="x", model=ModelSource(model_id="o/x"), task_family="causal_lm", model_class="M")

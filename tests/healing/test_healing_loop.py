@@ -81,7 +81,6 @@ def test_an_escalators_invalid_proposal_fails_cleanly(tmp_path: Path, monkeypatc
     from adaptation.healing.rules import Fix
 
     monkeypatch.setattr(escalation, "_ESCALATORS", [])
-    monkeypatch.setattr(escalation, "_entry_points_loaded", True)
     # stands in for an LLM backend (none exists here) that proposes a malformed edit
     escalation.register_escalator("fake-llm", lambda c, s, d: Fix("bigger batch", {"inputs/batch_size": "lots"}))
     directory = spec_only_package(tmp_path)
