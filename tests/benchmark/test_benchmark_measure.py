@@ -1,0 +1,65 @@
+"""Timing rules of ab_runtime/measure.py, run for real in the shared torch environment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ascendbridge.config import REPO_ROOT
+
+SCRIPT = r'''
+import json, sys, importlib.util
+import torch
+spec = importlib.util.spec_from_file_location("measure", sys.argv[1])
+m = importlib.util.module_from_spec(spec); sys.modules["measure"] = m; spec.loader.exec_module(m)
+out = {}
+x = torch.randn(256, 256)
+t = m.time_forward(lambda: x @ x, lambda: None, warmup=2, iterations=7, seed=3)
+out["timing"] = t.as_dict()
+with torch.profiler.profile():
+    try:
+        m.time_forward(lambda: x @ x, lambda: None, 0, 1)
+        out["refused"] = False
+    except RuntimeError as exc:
+        out["refused"] = str(exc)
+seen = []
+m.time_forward(lambda: seen.append(torch.rand(1).item()), lambda: None, warmup=3, iterations=2, seed=7)
+torch.manual_seed(7)
+out["reseeded"] = seen[3] == torch.rand(1).item() and seen[0] != seen[3]  # warmup cannot shift the timed calls
+big, small = torch.randn(384, 384), torch.randn(96, 96)
+p = m.time_paired(lambda: big @ big @ big, lambda: small @ small, lambda: None, warmup=1, pairs=7, seed=1)
+out["paired"] = p.as_dict()
+out["p90"] = m.percentile([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 90)
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def measured(python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    script = tmp_path_factory.mktemp("measure") / "m.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.run([str(python), str(script), str(REPO_ROOT / "adaptation/runtime/ab_runtime/measure.py")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_timing_statistics_are_consistent(measured: dict) -> None:
+    t = measured["timing"]
+    assert t["iterations"] == 7 and t["warmup"] == 2 and len(t["samples_ms"]) == 7
+    assert 0 < t["min_ms"] <= t["median_ms"] <= t["p90_ms"] and t["profiler_during_timing"] is False
+    assert measured["p90"] == pytest.approx(9.1)
+
+
+def test_timing_refuses_an_active_profiler_and_reseeds_after_warmup(measured: dict) -> None:
+    assert "profiler" in measured["refused"]
+    assert measured["reseeded"] is True
+
+
+def test_paired_interleaved_timing_sees_a_real_difference(measured: dict) -> None:
+    p = measured["paired"]
+    assert len(p["ratios"]) == 7 and p["a"]["iterations"] == p["b"]["iterations"] == 7
+    assert p["median_ratio"] > 1.0 and p["p10_ratio"] <= p["median_ratio"] <= p["p90_ratio"]
