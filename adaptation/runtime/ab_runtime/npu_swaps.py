@@ -73,7 +73,8 @@ def swiglu_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     for module in model.modules():
         parts = [getattr(module, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
         act = getattr(module, "act_fn", None)
-        if all(isinstance(p, torch.nn.Linear) for p in parts) and isinstance(act, torch.nn.SiLU):
+        silu = isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation"  # transformers' ACT2FN["silu"]
+        if all(isinstance(p, torch.nn.Linear) for p in parts) and silu:
             found.append(module)
     return found
 
@@ -162,11 +163,14 @@ def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
 def swap_attention(model: torch.nn.Module) -> bool:
     """Register fusion_attention with transformers and select it for this model only."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
         return False
     AttentionInterface.register(ATTENTION_NAME, fusion_attention)
+    # Without a registered mask builder transformers passes no mask at all (padding ignored).
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
     setter = getattr(model, "set_attn_implementation", None)
     if callable(setter):
         setter(ATTENTION_NAME)

@@ -1,0 +1,50 @@
+"""Session fixtures: the shared torch interpreter and real pass searches on tiny adaptations.
+
+The searches run concurrently as separate processes (torch import dominates their cost).
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.optimization.opt_support import demo_config, make_adaptation, run_py
+from tests.support.torch_env import torch_env_python
+
+CPU_PASSES = "cpu_threads_1,cpu_bf16_cast,cpu_bf16_autocast,cpu_int8_dynamic,cpu_compile"
+STRICT = {"fp32_cosine_min": 0.999999, "cosine_min": 0.999999, "max_abs_err_scaled": 1e-6, "accumulation_factor": 0.0}
+
+
+@pytest.fixture(scope="session")
+def python() -> Path:
+    return torch_env_python()
+
+
+@pytest.fixture(scope="session")
+def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, int, dict[str, Any], str]]:
+    """llama: every CPU pass but channels_last; vit: channels_last; strict: bf16/int8 under strict tolerances."""
+    root = tmp_path_factory.mktemp("opt")
+    llama = make_adaptation(root, "tiny-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python,
+                            batch=2, seq_len=32)
+    vit = make_adaptation(root, "tiny-vit", demo_config("tiny-vit"), "image_classification",
+                          "ViTForImageClassification", python)
+    strict = make_adaptation(root, "strict-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python)
+    spec = json.loads((strict / "adaptation.json").read_text())
+    spec["tolerances"] = STRICT
+    (strict / "adaptation.json").write_text(json.dumps(spec, indent=2))
+    jobs = {
+        "llama": (llama, ["-m", "ab_runtime.optimize", "--passes", CPU_PASSES, "--iters", "3"]),
+        "vit": (vit, ["-m", "ab_runtime.optimize", "--passes", "cpu_channels_last", "--iters", "3"]),
+        "strict": (strict, ["-m", "ab_runtime.optimize", "--passes", "cpu_bf16_cast,cpu_int8_dynamic", "--iters", "2"]),
+    }
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {k: pool.submit(run_py, python, d, *argv) for k, (d, argv) in jobs.items()}
+    return {k: (jobs[k][0], *futures[k].result()) for k in jobs}
+
+
+def notes_of(directory: Path) -> dict[str, Any]:
+    return json.loads((directory / "optimization_notes.json").read_text())

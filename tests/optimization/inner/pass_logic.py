@@ -1,0 +1,132 @@
+"""Pass applicability and construction checks, run in the shared torch env (prints one JSON).
+
+    python pass_logic.py ADAPTATION_RUNTIME_PARENT
+
+NPU and CUDA passes are NOT measured here (no such device): their applicability rules are
+evaluated on CPU-built models with device traits set to npu/cuda, and the NPU module swaps are
+constructed against FakeTorchNpu, a pure-torch stand-in for the four torch_npu operators that
+follows their documented semantics, so a swapped model must reproduce the original's outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+sys.path.insert(0, sys.argv[1])
+
+import torch  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, ViTConfig, ViTForImageClassification  # noqa: E402,F401
+
+
+class FakeTorchNpu(types.ModuleType):
+    """Pure-torch doubles of torch_npu's fused operators (documented formulas); counts calls."""
+
+    def __init__(self) -> None:
+        super().__init__("torch_npu")
+        self.calls: dict[str, int] = {}
+
+    def _count(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def npu_rms_norm(self, x, gamma, epsilon=1e-6):
+        self._count("npu_rms_norm")
+        assert gamma.dtype == x.dtype, "documented: gamma has x's dtype"
+        xf = x.float()
+        rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + epsilon)
+        return (xf * rstd).to(x.dtype) * gamma, rstd
+
+    def npu_swiglu(self, x, dim=-1):
+        self._count("npu_swiglu")
+        assert x.is_contiguous(), "documented: contiguous input only"
+        a, b = x.chunk(2, dim=dim)
+        return torch.nn.functional.silu(a) * b
+
+    def npu_rotary_mul(self, x, r1, r2, rotary_mode="half"):
+        self._count("npu_rotary_mul")
+        assert x.dim() == 4 and rotary_mode == "half"
+        x1, x2 = x.chunk(2, -1)
+        return r1 * x + r2 * torch.cat((-x2, x1), dim=-1)
+
+    def npu_fusion_attention(self, q, k, v, head_num, input_layout, *, atten_mask=None, scale=1.0, keep_prob=1.0, **kw):
+        self._count("npu_fusion_attention")
+        assert input_layout == "BNSD" and q.dtype in (torch.float16, torch.bfloat16) and q.shape[1] == head_num
+        scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+        if atten_mask is not None:
+            scores = scores.masked_fill(atten_mask, float("-inf"))  # True = masked out (documented)
+        weights = torch.softmax(scores, -1).nan_to_num(0.0)  # a fully masked (padding) row attends nothing
+        return (weights @ v.float()).to(q.dtype), None, None
+
+
+def tiny_llama(dtype=torch.float32):
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(dtype)
+
+
+def main() -> None:
+    from ab_runtime import passes
+
+    out: dict = {"not_measured": "NPU/CUDA passes: applicability and construction only, no timing on this CPU"}
+    out["catalogue"] = passes.catalogue_table()
+    llama = tiny_llama()
+    vit = ViTForImageClassification(ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                              intermediate_size=64, image_size=32, patch_size=8)).eval()
+    applies = {}
+    for label, model, device, dtype, bf16 in (("llama_cpu_fast_bf16", llama, "cpu", "float32", 4.0),
+                                              ("llama_cpu_slow_bf16", llama, "cpu", "float32", 1.0),
+                                              ("llama_cpu_bf16_baseline", llama, "cpu", "bfloat16", 4.0),
+                                              ("vit_cpu", vit, "cpu", "float32", 4.0),
+                                              ("llama_npu_fp32", llama, "npu", "float32", None),
+                                              ("llama_npu_bf16", llama, "npu", "bfloat16", None),
+                                              ("vit_npu_bf16", vit, "npu", "bfloat16", None),
+                                              ("llama_cuda", llama, "cuda", "float32", None)):
+        traits = passes.model_traits(model, device, "causal_lm", dtype, bf16)
+        applies[label] = {p.name: p.applies(traits) for p in passes.for_device(device)}
+    out["applies"] = applies
+
+    fake = FakeTorchNpu()
+    sys.modules["torch_npu"] = fake
+    ids = torch.randint(0, 128, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[1, :3] = 0  # left padding exercises the attention mask conversion
+    swaps = {}
+    for name, dtype in (("npu_rms_norm", torch.float32), ("npu_swiglu", torch.float32),
+                        ("npu_rotary_mul", torch.float32), ("npu_fusion_attention", torch.bfloat16)):
+        original = tiny_llama(dtype)
+        with torch.inference_mode():
+            want = original(input_ids=ids, attention_mask=mask).logits.float()
+        fake.calls.clear()
+        b = passes.build(tiny_llama(dtype), passes.get([name]), "cpu", dtype)
+        run = passes.finalize(b, {})
+        with torch.inference_mode():
+            got = run({"input_ids": ids, "attention_mask": mask}).logits.float()
+        valid = mask.bool()
+        swaps[name] = {"calls": dict(fake.calls), "notes": b.notes,
+                       "max_abs_diff": float((got - want)[valid].abs().max()),
+                       "scale": float(want.abs().max())}
+        if name == "npu_rotary_mul":  # outside rotary_active() the patched function is the original
+            fake.calls.clear()
+            with torch.inference_mode():
+                original(input_ids=ids, attention_mask=mask)
+            swaps[name]["calls_from_unoptimized_model"] = dict(fake.calls)
+    out["swaps"] = swaps
+
+    cuda = {}
+    for name in ("cuda_fp16", "cuda_bf16", "cuda_sdpa", "cuda_tf32", "cuda_compile_cudagraphs"):
+        model = tiny_llama()
+        model.set_attn_implementation("eager")
+        b = passes.build(model, passes.get([name]), "cuda", torch.float32)  # built, never run: no GPU here
+        cuda[name] = {"param_dtype": str(next(b.model.parameters()).dtype), "accuracy_dtype": b.accuracy_dtype,
+                      "attn": b.model.config._attn_implementation, "compile": b.compile_kwargs,
+                      "contexts": len(b.contexts)}
+    out["cuda"] = cuda
+    tq = passes.build(tiny_llama(), passes.get(["npu_task_queue"]), "npu", torch.float32)
+    out["npu_task_queue_env"] = tq.env
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main()
