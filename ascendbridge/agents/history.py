@@ -107,7 +107,8 @@ def usage(board_path: Optional[Path], model_id: Optional[str], role: str) -> Usa
     if store is None or not model_id:
         return Usage()
     with store:
-        runs = [e.data for e in store.events_of_kind(RUN_EVENT)
+        known = _known_model(store, model_id)  # registered: filter in SQL; else scan the newest runs
+        runs = [e.data for e in store.events_of_kind(RUN_EVENT, model_id=known)
                 if e.data.get("model_id") == model_id and e.data.get("role") == role
                 and e.data.get("outcome") not in _FREE_OUTCOMES]
     return Usage(len(runs), sum(float(r.get("duration_s") or 0) for r in runs),
