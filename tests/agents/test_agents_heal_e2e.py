@@ -78,4 +78,4 @@ def test_escalated_heal_passes_the_gate_and_is_reused_without_escalation(
     assert len(agent.calls()) == 1
     reuse, = board.events_of_kind(REUSE_EVENT)
     assert reuse.model_id == "demo/tiny-gpt2-b" and reuse.data["signature"] == run["signature"]
-    assert HEALING_STAGE.gate(ctx2).passed
+    assert AdaptationSpec.load(ctx2.adaptation_dir).applied_fixes[0].rule == "escalation:memory"
