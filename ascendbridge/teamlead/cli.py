@@ -40,6 +40,7 @@ from ascendbridge.teamlead.settings import (
     TeamLeadSettings,
     env_number,
     parse_stage_map,
+    parse_stage_settings,
     stages_for,
 )
 
@@ -73,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat", type=float, help="heartbeat interval in seconds (default 10)")
     p.add_argument("--poll", type=float, help="idle poll interval in seconds (default 1)")
     p.add_argument("--output-cap", type=int, help="bytes of output kept per attempt log (default 4 MiB)")
+    p.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
+                   help="a setting handed to a stage (ctx.settings); VALUE is JSON when it parses, else text")
     p.add_argument("--agent-id", default="team-lead", help="agent id on the board (default team-lead)")
     p.add_argument("--plain", action="store_true", help="plain log lines even on a terminal")
     return p
@@ -110,6 +113,7 @@ def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
         if args.output_cap < 1024:
             raise SettingsError("--output-cap must be at least 1024 bytes")
         st.output_cap = args.output_cap
+    st.stage_settings = parse_stage_settings(args.set)
     st.forever = bool(args.forever)
     st.agent_id = args.agent_id
     return st

@@ -6,6 +6,7 @@ real stages: model runs take minutes, so leases are a minute long and heartbeats
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -107,3 +108,23 @@ def env_number(name: str, default: float, kind: type = float) -> float:
     if value <= 0:
         raise SettingsError(f"{name} must be positive")
     return value
+
+
+def parse_stage_settings(items: list[str]) -> dict[str, dict[str, object]]:
+    """`--set benchmark.iterations=20` -> {"benchmark": {"iterations": 20}}."""
+    out: dict[str, dict[str, object]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        stage, dot, name = key.partition(".")
+        if not sep or not dot or not name:
+            raise SettingsError(f"--set: '{item}' is not STAGE.KEY=VALUE")
+        try:
+            check_stage(stage)
+        except ValueError as exc:
+            raise SettingsError(f"--set: {exc}") from None
+        try:
+            value: object = json.loads(raw)
+        except ValueError:
+            value = raw
+        out.setdefault(stage, {})[name] = value
+    return out

@@ -15,7 +15,9 @@ from ascendbridge.teamlead import registry
 from ascendbridge.teamlead.cli import EXIT_BOARD, EXIT_USAGE, main
 from ascendbridge.teamlead.guidance import DirectiveError, apply_open_guidance, parse_directives
 from ascendbridge.teamlead.lock import InstanceLock
-from ascendbridge.teamlead.settings import PROMPT_MODES, SettingsError, parse_stage_map, stages_for
+from ascendbridge.teamlead.settings import (
+    PROMPT_MODES, SettingsError, parse_stage_map, parse_stage_settings, stages_for,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,6 +73,10 @@ def test_prompt_modes_and_explicit_stages() -> None:
     assert parse_stage_map("adaptation=1,benchmark=2", "--stage-workers", int) == {"adaptation": 1, "benchmark": 2}
     with pytest.raises(SettingsError):
         parse_stage_map("adaptation=0", "--stage-workers", int)
+    assert parse_stage_settings(["benchmark.iterations=20", "benchmark.device=npu", "healing.rules=[1, 2]"]) == \
+        {"benchmark": {"iterations": 20, "device": "npu"}, "healing": {"rules": [1, 2]}}
+    with pytest.raises(SettingsError, match="STAGE.KEY=VALUE"):
+        parse_stage_settings(["iterations=20"])
 
 
 @pytest.mark.parametrize("argv, code, message", [

@@ -3,7 +3,7 @@
 What a stage does for a model comes from the model's description, a JSON object mapping stage
 name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, writes nothing),
 blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam.
-Every run appends "<stage> attempt=<n> token=<t>" to <adaptation>/runs.log.
+Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ class ToyStage:
     def run(self, ctx: StageContext) -> StageOutcome:
         how = self._behaviour(ctx)
         with (ctx.adaptation_dir / "runs.log").open("a") as fh:
-            fh.write(f"{self.name} attempt={ctx.attempt} token={ctx.task.fencing_token}\n")
+            fh.write(f"{self.name} attempt={ctx.attempt} token={ctx.task.fencing_token} "
+                     f"settings={json.dumps(ctx.settings, sort_keys=True)}\n")
         ctx.say(f"toy {self.name}: {how} (attempt {ctx.attempt})")
         if how == "fail" or (how == "fail_once" and ctx.attempt == 1):
             return StageOutcome("failed", "toy failure", diagnosis={"rule": "toy_failure", "summary": "toy failure"})
