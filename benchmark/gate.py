@@ -4,8 +4,9 @@ For every evidence set (one metrics file and the outputs and trace it names):
 1. the metrics are complete and consistent (benchmark.metrics_check, no torch);
 2. the trace is a valid Chrome trace with events (benchmark.trace);
 3. the saved outputs reload and the accuracy figures recomputed from them with the framework's
-   comparator and the spec's tolerances equal the recorded ones (benchmark/inner, run in the
-   adaptation's interpreter).
+   comparator and the spec's tolerances equal the recorded ones, and a re-execution of sample 0
+   with the framework's runtime reproduces the saved inputs, reference and target tensors
+   (benchmark/inner, run in the adaptation's interpreter).
 The gate passes when every set is consistent and the run in the spec's target dtype exists and
 passed accuracy. Other dtypes' accuracy verdicts are reported, not required.
 """
@@ -33,6 +34,7 @@ class RunCheck:
     consistent: bool
     verdict: Optional[str]  # recorded accuracy verdict, once the figures are verified
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -46,8 +48,9 @@ class GateReport:
         return asdict(self)
 
 
-def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dict[str, list[str]]:
-    """Problems per metrics file from recomputing accuracy in the adaptation's interpreter."""
+def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dict[str, dict[str, list[str]]]:
+    """{"problems", "notes"} per metrics file from recomputing accuracy and re-executing sample 0
+    in the adaptation's interpreter."""
     present = [ev for ev in evidence if (ev.named("outputs") or Path("/nonexistent")).is_file()]
     if not present:
         return {}
@@ -57,12 +60,16 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dic
     if parsed is None:
         tail = result.tail(3).replace("\n", " | ")
         why = f"accuracy recomputation did not run (exit {result.exit_code}): {tail}"
-        return {ev.metrics_path.name: [why] for ev in present}
-    return {ev.metrics_path.name: [str(p) for p in (parsed.get(ev.metrics_path.name) or {"problems": [
-        "no recomputation result"]}).get("problems", [])] for ev in present}
+        return {ev.metrics_path.name: {"problems": [why], "notes": []} for ev in present}
+    out = {}
+    for ev in present:
+        entry = parsed.get(ev.metrics_path.name) or {"problems": ["no recomputation result"]}
+        out[ev.metrics_path.name] = {"problems": [str(p) for p in entry.get("problems", [])],
+                                     "notes": [str(n) for n in entry.get("notes", [])]}
+    return out
 
 
-def check_run(ev: EvidenceSet, recomputed: dict[str, list[str]]) -> RunCheck:
+def check_run(ev: EvidenceSet, recomputed: dict[str, dict[str, list[str]]]) -> RunCheck:
     problems = check_metrics(ev.metrics)
     trace = ev.named("trace")
     if trace is None:
@@ -75,10 +82,11 @@ def check_run(ev: EvidenceSet, recomputed: dict[str, list[str]]) -> RunCheck:
     outputs = ev.named("outputs")
     if outputs is None or not outputs.is_file():
         problems.append(f"outputs file {outputs.name if outputs else '(unnamed)'} not found")
-    else:
-        problems += recomputed.get(ev.metrics_path.name, [])
+    rerun = recomputed.get(ev.metrics_path.name, {"problems": [], "notes": []})
+    if outputs is not None and outputs.is_file():
+        problems += rerun["problems"]
     verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
-    return RunCheck(ev.label, ev.metrics_path.name, not problems, verdict, problems)
+    return RunCheck(ev.label, ev.metrics_path.name, not problems, verdict, problems, rerun["notes"])
 
 
 def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> GateReport:

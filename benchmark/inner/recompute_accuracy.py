@@ -2,8 +2,9 @@
 
 Run in the adaptation's interpreter: `python recompute_accuracy.py SPEC_JSON METRICS_JSON...`
 (one process for all of an adaptation's runs: importing torch is the expensive part). Prints one
-JSON object mapping each metrics file name to {"ok", "problems", "recomputed_verdict",
-"outputs_checked"}. Thresholds
+JSON object mapping each metrics file name to {"ok", "problems", "notes", "recomputed_verdict",
+"outputs_checked"}. After the figures match, sample 0 is re-executed (reexecute.py) to show the
+saved inputs, reference and target tensors come from really running the model. Thresholds
 come from the spec (adaptation.json), not from the metrics file, so loosening the thresholds
 recorded in the metrics file is itself a mismatch.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from _framework import framework_module
+from reexecute import reexecute
 
 
 def sha256(path: Path) -> str:
@@ -59,7 +61,14 @@ def check(metrics_path: Path, spec_path: Path) -> dict[str, Any]:
     if not comparator.same_figures(recomputed, recorded):
         problems.append("accuracy figures in the metrics file do not match the figures recomputed "
                         "from the saved outputs" + _first_difference(recomputed, recorded))
-    return {"ok": not problems, "problems": problems, "recomputed_verdict": recomputed["verdict"],
+    notes: list[str] = []
+    if not problems:
+        try:
+            rerun_problems, notes = reexecute(spec_path, run, saved)
+        except Exception as exc:  # the evidence cannot be reproduced at all: that is the finding
+            rerun_problems = [f"re-execution failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
+        problems += rerun_problems
+    return {"ok": not problems, "problems": problems, "notes": notes, "recomputed_verdict": recomputed["verdict"],
             "outputs_checked": sorted(recomputed["outputs"])}
 
 

@@ -126,3 +126,36 @@ def test_unavailable_npu_is_an_error_not_a_silent_cpu_run(runs: dict, python: Pa
     assert code == 1 and result["ok"] is False and "npu" in result["error"]
     assert "Traceback" not in stderr
     assert sorted(p.name for p in directory.glob("benchmark_metrics_*")) == before  # nothing written
+
+
+FORGER = r'''
+import hashlib, json, sys, importlib.util
+from pathlib import Path
+import torch
+spec = importlib.util.spec_from_file_location("cmp", sys.argv[1])
+cmp = importlib.util.module_from_spec(spec); sys.modules["cmp"] = cmp; spec.loader.exec_module(cmp)
+directory = Path(sys.argv[2])
+metrics_path = directory / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json"
+outputs_path = directory / "outputs_cpu_bfloat16_dry_run_synthetic.pt"
+metrics = json.loads(metrics_path.read_text())
+saved = torch.load(outputs_path, weights_only=True)
+saved["target"] = {k: v.to(torch.bfloat16) for k, v in saved["reference"].items()}  # "perfect" bf16 results
+torch.save(saved, outputs_path)
+tolerances = json.loads((directory / "adaptation.json").read_text()).get("tolerances")
+metrics["accuracy"] = cmp.compare_outputs(saved["target"], saved["reference"], cmp.Thresholds.from_spec(tolerances),
+                                          "bfloat16", saved["reference_fp64"])
+metrics["evidence"]["outputs_sha256"] = hashlib.sha256(outputs_path.read_bytes()).hexdigest()
+metrics_path.write_text(json.dumps(metrics))
+'''
+
+
+def test_gate_re_executes_and_catches_consistently_forged_outputs(runs: dict, python: Path, tmp_path: Path) -> None:
+    directory = _copy(runs, tmp_path, "tiny-gpt2")
+    forger = tmp_path / "forge.py"
+    forger.write_text(FORGER)
+    comparator = REPO_ROOT / "adaptation" / "runtime" / "ab_runtime" / "comparator.py"
+    subprocess.run([str(python), str(forger), str(comparator), str(directory)], check=True, timeout=300,
+                   capture_output=True)
+    code, report = _gate(directory, python)
+    assert code == 1 and not report["passed"]
+    assert "target.logits: saved values differ from a re-run" in report["summary"]
