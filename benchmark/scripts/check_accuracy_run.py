@@ -45,6 +45,8 @@ def main(argv: list[str]) -> int:
             print(f"{run.label:40s} evidence {status:6s} accuracy {run.verdict or '-'}")
             for problem in run.problems:
                 print(f"    - {problem}")
+            for note in run.notes:
+                print(f"    ({note})")
         print(("PASS: " if report.passed else "FAIL: ") + report.summary)
     return 0 if report.passed else 1
 
