@@ -79,6 +79,8 @@ class Progress:
     def __call__(self, lead: "TeamLead", force: bool = False) -> None:
         now = time.monotonic()
         every = LIVE_EVERY_S if self.live else PLAIN_EVERY_S
+        if force and not self.live:
+            return  # plain mode: the summary table that follows says it all
         if now - self._last < every and not force:
             return
         self._last = now
