@@ -34,3 +34,14 @@ def test_spec_errors_need_no_torch(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"error: spec file not found: {tmp_path / 'missing.json'}"
     assert proc.stdout.strip().splitlines()[-1].startswith(RESULT_MARKER)
+
+
+def test_healer_device_fix_reaches_the_runtime_spec() -> None:
+    """The healer's device_mismatch fix sets spec.set_default_device; the runtime must read it."""
+    code = ("import sys, json; sys.path.insert(0, sys.argv[1]); from ab_runtime.spec import parse_spec; "
+            "base = {'task_family': 'causal_lm', 'model_class': 'GPT2LMHeadModel', 'model': {'model_id': 'a/b'}}; "
+            "print(json.dumps([parse_spec(base).set_default_device, "
+            "parse_spec({**base, 'set_default_device': True}).set_default_device]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(RUNTIME_PARENT)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[false, true]"

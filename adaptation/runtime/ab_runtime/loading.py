@@ -146,6 +146,10 @@ def _check_fits(plan: DepthPlan, device: DeviceChoice) -> None:
 
 def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.dtype) -> LoadedModel:
     """Build or load the model in eval mode on the device, in the requested dtype."""
+    if spec.set_default_device:
+        # Model code that creates tensors without a device (masks, position ids) then lands on
+        # the run device too; set for the whole process, as the forward pass needs it as well.
+        torch.set_default_device(device.torch_device)
     cls = model_class(spec)
     config, origin = load_config(spec)
     build = _builder(cls, spec, dtype)
