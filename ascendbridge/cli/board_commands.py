@@ -20,7 +20,6 @@ from ascendbridge.board import (
     EventRecord,
     ModelRecord,
     Registration,
-    TaskRecord,
     validate_registration,
 )
 from ascendbridge.board.schema import SCHEMA_VERSION
@@ -42,13 +41,6 @@ AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 
 def open_store(args: argparse.Namespace) -> BoardStore:
     return BoardStore(Path(args.board))
-
-
-def _tasks_by_model(store: BoardStore) -> dict[str, list[TaskRecord]]:
-    grouped: dict[str, list[TaskRecord]] = {}
-    for task in store.list_tasks():
-        grouped.setdefault(task.model_id, []).append(task)
-    return grouped
 
 
 # ---------------------------------------------------------------------------- board
@@ -125,14 +117,11 @@ def cmd_register_many(args: argparse.Namespace, out: Output) -> int:
 def cmd_list_models(args: argparse.Namespace, out: Output) -> int:
     with open_store(args) as store:
         models = store.list_models()
-        tasks = _tasks_by_model(store)
+        statuses = store.stage_statuses()
     if out.json_mode:
-        out.json([
-            {**m.model_dump(), "stages": {t.stage: t.status for t in tasks.get(m.model_id, [])}}
-            for m in models
-        ])
+        out.json([{**m.model_dump(), "stages": statuses.get(m.model_id, {})} for m in models])
     else:
-        model_table(out, models, tasks)
+        model_table(out, models, statuses)
     return EXIT_OK
 
 

@@ -29,25 +29,22 @@ def diagnosis_summary(diagnosis: Optional[dict[str, Any]], width: int = 100) -> 
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def current_stage(tasks: list[TaskRecord]) -> str:
-    """'stage: status' of the first stage not yet done, or 'done'."""
-    for task in sorted(tasks, key=lambda t: _stage_pos(t.stage)):
-        if task.status not in DONE_STATUSES:
-            return f"{task.stage}: {task.status}"
+def current_stage(statuses: dict[str, str]) -> str:
+    """'stage: status' of the first stage (in pipeline order) not yet done, or 'done'."""
+    for stage in STAGES:
+        status = statuses.get(stage)
+        if status is not None and status not in DONE_STATUSES:
+            return f"{stage}: {status}"
     return "done"
 
 
-def _stage_pos(stage: str) -> int:
-    return STAGES.index(stage) if stage in STAGES else len(STAGES)
-
-
-def model_table(out: Output, models: list[ModelRecord], tasks_by_model: dict[str, list[TaskRecord]]) -> None:
+def model_table(out: Output, models: list[ModelRecord], statuses: dict[str, dict[str, str]]) -> None:
     out.table(
         "models",
         ("model", "name", "source", "prio", "paused", "family", "progress"),
         (
             (m.model_id, m.adaptation_name, m.source, m.priority, m.paused, m.task_family,
-             current_stage(tasks_by_model.get(m.model_id, [])))
+             current_stage(statuses.get(m.model_id, {})))
             for m in models
         ),
     )

@@ -229,3 +229,13 @@ def test_an_id_listed_twice_in_one_batch_is_registered_once(board: BoardStore) -
                                      Registration(model_id="gpt2")])
     assert [(r.model_id, created) for r, created in results] == [("gpt2", True), ("bert", True), ("gpt2", False)]
     assert len(board.list_models()) == 2
+
+
+def test_stage_statuses_matches_task_records(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="a"), Registration(model_id="b")])
+    run_stage(board, "a", "discovery")
+    expected: dict[str, dict[str, str]] = {}
+    for task in board.list_tasks():
+        expected.setdefault(task.model_id, {})[task.stage] = task.status
+    assert board.stage_statuses() == expected
+    assert list(board.stage_statuses()["a"]) == list(STAGES)  # pipeline order
