@@ -34,7 +34,7 @@ ROLE = "healer"
 FORBIDDEN_KEYS = ("name", "model", "spec_version", "applied_fixes", "trust_remote_code")
 _NESTED = ("inputs", "dtype", "tolerances")
 _PHASE_COMMANDS = {
-    "render": "python -m adaptation.generator (render adaptation.json)",
+    "render": "re-render the package from adaptation.json (adaptation.generator.generate)",
     "lock": "uv lock",
     "sync": "uv sync --locked --extra <profile>",
     "dry_run": "uv run python demo.py --dry-run --device <device>",
