@@ -6,7 +6,9 @@ from pathlib import Path
 
 from ascendbridge.board import BoardStore
 
-from tests.teamlead.tl_support import add_models, attempts, check_event_log, run_tl, runs_logged, statuses
+from tests.teamlead.tl_support import (
+    add_models, attempts, check_event_log, max_in_flight, run_tl, runs_logged, statuses,
+)
 from tests.teamlead.toy_stages import ALL
 
 
@@ -22,7 +24,7 @@ def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore,
     })
     board.add_guidance("priority 9", "org/crash")
     run = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--workers", "3", "--attempts", "2",
-                 "--output-cap", "65536")
+                 "--output-cap", "65536", "--stage-workers", "adaptation=1")
     assert run.returncode == 1, run.stderr[-3000:]  # some tasks failed
     st = statuses(board)
     assert st[("org/ok", "discovery")] == st[("org/ok", "adaptation")] == "completed"
@@ -54,6 +56,7 @@ def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore,
     spam_log = Path(attempts(board, "org/spam", "discovery")[0].log_path)
     assert "[output capped at 65536 bytes]" in spam_log.read_text() and spam_log.stat().st_size < 2 * 65536 + 4096
     assert all(count == 1 for count in check_event_log(board).values())
+    assert max_in_flight(board, "adaptation") == 1 and max_in_flight(board) == 3  # per-stage and total caps
     agents = {a.id: a for a in board.list_agents()}
     assert agents["team-lead"].status == "stopped"
     started = {e.message.split()[0] for e in board.list_events(limit=10**6) if e.kind == "agent_started"}

@@ -151,3 +151,19 @@ def runs_logged(tmp: Path, model_id: str, line: str) -> bool:
 
     path = tmp / "adaptations" / base_adaptation_name(model_id) / "runs.log"
     return path.exists() and line in path.read_text()
+
+
+def max_in_flight(store: BoardStore, stage: Optional[str] = None) -> int:
+    """The most tasks (of `stage`, or of any stage) that were in progress at once, from the events."""
+    running: set[tuple[str, str]] = set()
+    most = 0
+    for ev in store.list_events(limit=10**9):
+        if ev.stage is None or (stage is not None and ev.stage != stage):
+            continue
+        key = (ev.model_id or "", ev.stage)
+        if ev.kind == "claimed":
+            running.add(key)
+            most = max(most, len(running))
+        elif ev.kind in TASK_EVENT_KINDS:
+            running.discard(key)
+    return most
