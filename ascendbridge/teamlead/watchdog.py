@@ -19,7 +19,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path
@@ -47,12 +47,18 @@ def heartbeat_age(store: Optional[BoardStore], agent_id: str, since: float) -> O
     return time.time() - last
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
 def parse_args(argv: Optional[list[str]]) -> tuple[argparse.Namespace, list[str]]:
-    p = argparse.ArgumentParser(prog="team_lead_watchdog.sh", description=__doc__.splitlines()[0],
+    p = _Parser(prog="team_lead_watchdog.sh", description=__doc__.splitlines()[0],
                                 epilog="Arguments after -- go to the team lead (it always runs with --forever).")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
-    p.add_argument("--stale-after", type=float, default=float(os.environ.get("WATCHDOG_STALE_S", 120)),
-                   help="restart when the heartbeat is older than this many seconds (default 120)")
+    p.add_argument("--stale-after", type=float,
+                   help="restart when the heartbeat is older than this many seconds ($WATCHDOG_STALE_S or 120)")
     p.add_argument("--check-every", type=float, default=5.0, help="seconds between checks (default 5)")
     p.add_argument("--max-backoff", type=float, default=300.0, help="longest wait between restarts (default 300)")
     p.add_argument("--healthy-after", type=float, default=600.0,
@@ -64,6 +70,11 @@ def parse_args(argv: Optional[list[str]]) -> tuple[argparse.Namespace, list[str]
     extra = raw[raw.index("--") + 1:] if "--" in raw else []
     mine = raw[: raw.index("--")] if "--" in raw else raw
     args = p.parse_args(mine)
+    if args.stale_after is None:
+        try:
+            args.stale_after = float(os.environ.get("WATCHDOG_STALE_S") or 120)
+        except ValueError:
+            p.error(f"WATCHDOG_STALE_S={os.environ['WATCHDOG_STALE_S']!r} is not a number")
     if min(args.stale_after, args.check_every, args.max_backoff) <= 0:
         p.error("durations must be positive")
     return args, extra

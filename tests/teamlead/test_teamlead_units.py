@@ -195,3 +195,32 @@ def test_progress_table_phases_percent_notes_and_totals(tmp_path: Path) -> None:
     assert _pt(state, "add", "x", "--estimate", "5q").stderr.startswith("error: '5q' is not a duration")
     (tmp_path / "junk.json").write_text("{")
     assert _pt(tmp_path / "junk.json", "show").stderr.strip().endswith("invalid JSON)")
+
+
+# ---------------------------------------------------------------- watchdog flags
+@pytest.mark.parametrize("argv, env, message", [
+    (["--stale-after", "0"], None, "durations must be positive"),
+    ([], "abc", "WATCHDOG_STALE_S='abc' is not a number"),
+    (["--bogus"], None, "unrecognized arguments: --bogus"),
+])
+def test_watchdog_usage_errors_are_one_line(argv: list[str], env: str | None, message: str,
+                                           monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from ascendbridge.teamlead import watchdog
+
+    if env is not None:
+        monkeypatch.setenv("WATCHDOG_STALE_S", env)
+    with pytest.raises(SystemExit) as exc:
+        watchdog.parse_args(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def test_watchdog_passes_team_lead_flags_after_double_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascendbridge.teamlead import watchdog
+
+    monkeypatch.setenv("WATCHDOG_STALE_S", "30")
+    args, extra = watchdog.parse_args(["--check-every", "2", "--", "--workers", "4"])
+    assert args.stale_after == 30 and args.check_every == 2 and extra == ["--workers", "4"]
+    argv = watchdog.Watchdog(args, extra).argv
+    assert argv[1:4] == ["-m", "ascendbridge.teamlead", "--forever"] and argv[-2:] == ["--workers", "4"]
