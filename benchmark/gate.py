@@ -13,6 +13,7 @@ passed accuracy. Other dtypes' accuracy verdicts are reported, not required.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,28 +49,8 @@ class GateReport:
         return asdict(self)
 
 
-def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dict[str, dict[str, list[str]]]:
-    """{"problems", "notes"} per metrics file from recomputing accuracy and re-executing sample 0
-    in the adaptation's interpreter."""
-    present = [ev for ev in evidence if (ev.named("outputs") or Path("/nonexistent")).is_file()]
-    if not present:
-        return {}
-    result = run_inner(python, "recompute_accuracy.py", [str(spec_path), *(str(ev.metrics_path) for ev in present)],
-                       cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
-    parsed = last_json(result.output)
-    if parsed is None:
-        tail = result.tail(3).replace("\n", " | ")
-        why = f"accuracy recomputation did not run (exit {result.exit_code}): {tail}"
-        return {ev.metrics_path.name: {"problems": [why], "notes": []} for ev in present}
-    out = {}
-    for ev in present:
-        entry = parsed.get(ev.metrics_path.name) or {"problems": ["no recomputation result"]}
-        out[ev.metrics_path.name] = {"problems": [str(p) for p in entry.get("problems", [])],
-                                     "notes": [str(n) for n in entry.get("notes", [])]}
-    return out
-
-
-def check_run(ev: EvidenceSet, recomputed: dict[str, dict[str, list[str]]]) -> RunCheck:
+def static_problems(ev: EvidenceSet) -> list[str]:
+    """Everything that can be checked without torch: figures, trace, outputs file and its hash."""
     problems = check_metrics(ev.metrics)
     trace = ev.named("trace")
     if trace is None:
@@ -82,11 +63,38 @@ def check_run(ev: EvidenceSet, recomputed: dict[str, dict[str, list[str]]]) -> R
     outputs = ev.named("outputs")
     if outputs is None or not outputs.is_file():
         problems.append(f"outputs file {outputs.name if outputs else '(unnamed)'} not found")
-    rerun = recomputed.get(ev.metrics_path.name, {"problems": [], "notes": []})
-    if outputs is not None and outputs.is_file():
-        problems += rerun["problems"]
-    verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
-    return RunCheck(ev.label, ev.metrics_path.name, not problems, verdict, problems, rerun["notes"])
+    elif _sha256(outputs) != (ev.metrics.get("evidence") or {}).get("outputs_sha256"):
+        problems.append(f"{outputs.name}: sha256 does not match the metrics file (outputs changed or "
+                        "truncated after the run)")
+    return problems
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dict[str, dict[str, list[str]]]:
+    """{"problems", "notes"} per metrics file from recomputing accuracy and re-executing sample 0
+    in the adaptation's interpreter (one process for all sets: importing torch dominates)."""
+    if not evidence:
+        return {}
+    result = run_inner(python, "recompute_accuracy.py", [str(spec_path), *(str(ev.metrics_path) for ev in evidence)],
+                       cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
+    parsed = last_json(result.output)
+    if parsed is None:
+        tail = result.tail(3).replace("\n", " | ")
+        why = f"accuracy recomputation did not run (exit {result.exit_code}): {tail}"
+        return {ev.metrics_path.name: {"problems": [why], "notes": []} for ev in evidence}
+    out = {}
+    for ev in evidence:
+        entry = parsed.get(ev.metrics_path.name) or {"problems": ["no recomputation result"]}
+        out[ev.metrics_path.name] = {"problems": [str(p) for p in entry.get("problems", [])],
+                                     "notes": [str(n) for n in entry.get("notes", [])]}
+    return out
 
 
 def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> GateReport:
@@ -109,8 +117,15 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
         python = adaptation_python(adaptation_dir, python_override)
     except EnvError as exc:
         return GateReport(name, False, str(exc))
-    recomputed = recompute(evidence, spec_path, python)
-    runs = [check_run(ev, recomputed) for ev in evidence]
+    static = {ev.metrics_path.name: static_problems(ev) for ev in evidence}
+    # Tensors are loaded only for sets whose static checks pass: a bad set already fails.
+    recomputed = recompute([ev for ev in evidence if not static[ev.metrics_path.name]], spec_path, python)
+    runs = []
+    for ev in evidence:
+        rerun = recomputed.get(ev.metrics_path.name, {"problems": [], "notes": []})
+        problems = static[ev.metrics_path.name] + rerun["problems"]
+        verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
+        runs.append(RunCheck(ev.label, ev.metrics_path.name, not problems, verdict, problems, rerun["notes"]))
     bad = [r for r in runs if not r.consistent]
     primary = [r for ev, r in zip(evidence, runs) if ev.run.get("dtype") == target_dtype]
     if bad:
