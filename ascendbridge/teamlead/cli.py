@@ -171,15 +171,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     except BoardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BOARD
+    console = Console(stderr=True)
+    live = console.is_terminal and not args.plain
+    try:
+        log = setup_logging(console, live)
+    except OSError as exc:
+        print(f"error: cannot write the team-lead log under {logs_dir()}: {exc.strerror or exc}", file=sys.stderr)
+        store.close()
+        return EXIT_USAGE
     lock = InstanceLock(path)
     try:
         lock.acquire()
     except LockHeld as exc:
         print(f"error: {exc}", file=sys.stderr)
+        store.close()
         return EXIT_LOCKED
-    console = Console(stderr=True)
-    live = console.is_terminal and not args.plain
-    log = setup_logging(console, live)
     received: list[int] = []
     try:
         with Progress(console, log, live) as progress:

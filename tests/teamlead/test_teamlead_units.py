@@ -102,6 +102,14 @@ def test_missing_or_corrupt_board_is_exit_3(tmp_path: Path, capsys: pytest.Captu
     assert len(lines) == 2 and all(line.startswith("error: ") for line in lines)
 
 
+def test_unwritable_log_folder_is_one_line(board: BoardStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("ASCENDBRIDGE_LOGS", str(tmp_path / "file" / "logs"))
+    assert main(["--board", str(board.path)]) == EXIT_USAGE
+    assert capsys.readouterr().err.strip().startswith("error: cannot write the team-lead log under ")
+
+
 # ---------------------------------------------------------------- lock
 def test_instance_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None:
     board = tmp_path / "board.db"
