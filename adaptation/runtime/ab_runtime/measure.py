@@ -96,56 +96,6 @@ def time_forward(
     return summarize(samples, warmup)
 
 
-@dataclass
-class PairedTiming:
-    """A and B timed interleaved (A B A B ...); ratio = A / B per pair, > 1 means B is faster."""
-
-    a: Timing
-    b: Timing
-    ratios: list[float]
-    median_ratio: float
-    p10_ratio: float
-    p90_ratio: float
-    significant: bool  # the whole p10..p90 band of ratios is on one side of 1: beyond pair noise
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def time_paired(
-    fn_a: Callable[[], Any], fn_b: Callable[[], Any], sync: Sync, warmup: int, pairs: int,
-    seed: Optional[int] = None,
-) -> PairedTiming:
-    """DESIGN.md section 7: same warmup for both, then `pairs` interleaved A/B calls, the RNG
-    re-seeded before every call, so drift in clocks or load hits both sides alike."""
-    if pairs < 5:
-        raise ValueError("at least 5 pairs are needed to judge a difference against noise")
-    if profiler_active():
-        raise RuntimeError("a profiler is active: timing with the profiler on is not allowed")
-    samples: dict[str, list[float]] = {"a": [], "b": []}
-    with torch.inference_mode():
-        for _ in range(warmup):
-            fn_a()
-            fn_b()
-        sync()
-        for _ in range(pairs):
-            for key, fn in (("a", fn_a), ("b", fn_b)):
-                if seed is not None:
-                    torch.manual_seed(seed)
-                sync()
-                start = time.perf_counter_ns()
-                fn()
-                sync()
-                samples[key].append((time.perf_counter_ns() - start) / 1e6)
-    ratios = [a / b for a, b in zip(samples["a"], samples["b"])]
-    p10, p90 = percentile(ratios, 10), percentile(ratios, 90)
-    return PairedTiming(
-        a=summarize(samples["a"], warmup), b=summarize(samples["b"], warmup), ratios=ratios,
-        median_ratio=statistics.median(ratios), p10_ratio=p10, p90_ratio=p90,
-        significant=p10 > 1.0 or p90 < 1.0,
-    )
-
-
 def _profiler_activities(device_kind: str) -> list[Any]:
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device_kind == "cuda":
