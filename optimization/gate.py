@@ -21,7 +21,7 @@ from benchmark.evidence import EvidenceError, load_metrics
 from benchmark.metrics_check import check_metrics
 from benchmark.trace import TraceError, validate_trace
 from ascendbridge.runtime.process import run_command
-from optimization.notes_check import RUNTIME_DIR, check_notes, load_notes
+from optimization.notes_check import RUNTIME_DIR, check_notes, close, load_notes
 from optimization.render import rendered_passes
 
 INNER = Path(__file__).resolve().parent / "inner" / "reverify.py"
@@ -119,7 +119,7 @@ def check_perf_gate(directory: Path, python_override: Optional[str] = None, tole
         problems += [str(p) for p in (parsed.get(path.name) or {}).get("problems", ["no recomputation result"])]
     acc = metrics.get("accuracy") or {}
     if not problems:
-        if accuracy_summary(acc) != (notes.get("perf_run") or {}).get("accuracy"):
+        if not close(accuracy_summary(acc), (notes.get("perf_run") or {}).get("accuracy")):
             problems.append("notes.perf_run.accuracy does not match the accuracy recomputed from the saved outputs")
         if acc.get("verdict") != "pass":
             problems.append("the optimized run failed accuracy")

@@ -40,6 +40,9 @@ def pairstats() -> ModuleType:
 
 
 def close(a: Any, b: Any) -> bool:
+    """Deep equality with a float tolerance (figures survive JSON round trips)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):

@@ -15,8 +15,8 @@ import pytest
 from tests.optimization.opt_support import demo_config, make_adaptation, run_py
 from tests.support.torch_env import torch_env_python
 
-CPU_PASSES = "cpu_threads_1,cpu_bf16_cast,cpu_bf16_autocast,cpu_int8_dynamic,cpu_compile"
-STRICT = {"fp32_cosine_min": 0.999999, "cosine_min": 0.999999, "max_abs_err_scaled": 1e-6, "accumulation_factor": 0.0}
+CPU_PASSES = "cpu_threads_1,cpu_bf16_cast,cpu_bf16_autocast,cpu_int8_dynamic"
+STRICT = {"fp32_cosine_min": 0.999999, "cosine_min": 0.999999, "max_abs_err_scaled": 1e-6}  # bf16 and int8 miss these
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +26,8 @@ def python() -> Path:
 
 @pytest.fixture(scope="session")
 def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, int, dict[str, Any], str]]:
-    """llama: every CPU pass but channels_last; vit: channels_last; strict: bf16/int8 under strict tolerances."""
+    """llama: the CPU passes; compile: torch.compile alone (slow cold start, so its own process); vit:
+    channels_last; strict: bf16/int8 under strict tolerances."""
     root = tmp_path_factory.mktemp("opt")
     llama = make_adaptation(root, "tiny-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python,
                             batch=2, seq_len=32)
@@ -39,6 +40,8 @@ def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
     jobs = {
         "llama": (llama, ["-m", "ab_runtime.optimize", "--passes", CPU_PASSES, "--iters", "3"]),
         "vit": (vit, ["-m", "ab_runtime.optimize", "--passes", "cpu_channels_last", "--iters", "3"]),
+        "compile": (llama, ["-m", "ab_runtime.optimize", "--passes", "cpu_compile", "--iters", "1", "--num-samples", "1",
+                            "--out", "compile_notes.json"]),
         "strict": (strict, ["-m", "ab_runtime.optimize", "--passes", "cpu_bf16_cast,cpu_int8_dynamic", "--iters", "2"]),
     }
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:

@@ -43,7 +43,7 @@ def test_catalogue_covers_every_device(logic: dict[str, Any]) -> None:
 def test_cpu_applicability(logic: dict[str, Any]) -> None:
     a = logic["applies"]
     assert a["llama_cpu_fast_bf16"]["cpu_bf16_cast"] is None and a["llama_cpu_fast_bf16"]["cpu_int8_dynamic"] is None
-    assert "no faster than fp32" in a["llama_cpu_slow_bf16"]["cpu_bf16_autocast"]
+    assert "no faster than fp32" in a["llama_cpu_slow_bf16"]["cpu_bf16_autocast"]  # no native bf16 either
     assert "already runs in bfloat16" in a["llama_cpu_bf16_baseline"]["cpu_bf16_cast"]
     assert "no convolution" in a["llama_cpu_fast_bf16"]["cpu_channels_last"]
     assert a["vit_cpu"]["cpu_channels_last"] is None

@@ -83,7 +83,7 @@ def main() -> None:
                                               ("llama_npu_bf16", llama, "npu", "bfloat16", None),
                                               ("vit_npu_bf16", vit, "npu", "bfloat16", None),
                                               ("llama_cuda", llama, "cuda", "float32", None)):
-        traits = passes.model_traits(model, device, "causal_lm", dtype, bf16)
+        traits = passes.model_traits(model, device, "causal_lm", dtype, bf16, bf16_native=False)
         applies[label] = {p.name: p.applies(traits) for p in passes.for_device(device)}
     out["applies"] = applies
 

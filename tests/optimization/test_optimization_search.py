@@ -1,0 +1,82 @@
+"""The pass search on real tiny adaptations: every CPU pass measured where it applies, paired,
+accuracy-checked against the baseline outputs; accuracy-breaking passes rejected; notes valid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from optimization.notes_check import check_notes
+from tests.optimization.conftest import notes_of
+
+
+def rows(notes: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in notes["passes"]}
+
+
+def test_every_cpu_pass_is_measured_where_it_applies(searches: dict) -> None:
+    directory, code, result, output = searches["llama"]
+    assert code == 0 and result["ok"], output[-3000:]
+    notes = notes_of(directory)
+    assert check_notes(notes) == []
+    measured = rows(notes)
+    for name in ("cpu_threads_1", "cpu_int8_dynamic"):
+        row = measured[name]
+        assert row["measured"], row["reason"]
+        assert row["paired"]["pairs"] == 5 and len(row["paired"]["candidate_samples_ms"]) == 15
+        assert row["accuracy"]["verdict"] in ("pass", "fail") and row["accuracy"]["min_cosine"] is not None
+        assert row["cold_start"]["first_call_ms"] > 0
+    for name in ("cpu_bf16_cast", "cpu_bf16_autocast"):  # measured, or honestly not applicable on this CPU
+        row = measured[name]
+        assert row["measured"] or "no faster than fp32" in row["reason"]
+        if row["measured"]:
+            assert row["accuracy"]["target_dtype"] == "bfloat16" and row["accuracy"]["verdict"] == "pass"
+    assert notes["final"]["outcome"] in ("gain", "no_gain") and notes["runtime_only"] is True
+    if notes["chosen"]:
+        assert all(measured[n]["kept"] for n in notes["chosen"])
+        assert notes["final"]["speedup"] > 1.0
+
+
+def test_compile_measured_with_its_cold_start_apart(searches: dict) -> None:
+    directory, code, result, output = searches["compile"]
+    assert code == 0 and result["ok"], output[-3000:]
+    notes = json.loads((directory / "compile_notes.json").read_text())
+    assert check_notes(notes) == []
+    row = rows(notes)["cpu_compile"]
+    assert row["measured"] and row["accuracy"]["verdict"] == "pass", row["reason"]
+    # compiling happens on the first call: reported as cold start, apart from steady-state latency
+    assert row["cold_start"]["first_call_ms"] > 3 * row["paired"]["candidate_median_ms"]
+    assert row["cold_start"]["first_call_ms"] > row["cold_start"]["baseline_first_call_ms"]
+
+
+def test_channels_last_measured_on_a_conv_model(searches: dict) -> None:
+    directory, code, result, output = searches["vit"]
+    assert code == 0, output[-3000:]
+    row = rows(notes_of(directory))["cpu_channels_last"]
+    assert row["measured"] and row["accuracy"]["verdict"] == "pass"
+    assert row["paired"]["speedup"] > 0
+
+
+def test_passes_that_break_accuracy_are_rejected(searches: dict) -> None:
+    directory, code, result, output = searches["strict"]
+    assert code == 0, output[-3000:]
+    notes = notes_of(directory)
+    for name in ("cpu_bf16_cast", "cpu_int8_dynamic"):
+        row = rows(notes)[name]
+        if row["measured"]:
+            assert row["accuracy"]["verdict"] == "fail" and not row["kept"]
+            assert row["reason"] == "accuracy failed against the baseline outputs"
+    assert rows(notes)["cpu_int8_dynamic"]["measured"]
+    assert notes["chosen"] == [] and notes["final"]["outcome"] == "no_gain"
+    assert check_notes(notes) == []
+
+
+def test_bad_arguments_are_one_line_errors(python: Path, searches: dict) -> None:
+    from tests.optimization.opt_support import run_py
+
+    directory = searches["strict"][0]
+    code, result, output = run_py(python, directory, "-m", "ab_runtime.optimize", "--passes", "npu_rms_norm")
+    assert code == 1 and "for another device" in output and "Traceback" not in output
+    code, result, output = run_py(python, directory, "-m", "ab_runtime.optimize", "--pairs", "3")
+    assert code == 1 and "--pairs must be >= 5" in output and result["ok"] is False
