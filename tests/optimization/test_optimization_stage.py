@@ -1,0 +1,70 @@
+"""OPTIMIZATION_STAGE end to end: real generator output, real uv environment, board metrics, gates."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from adaptation.generator import generate
+from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.board import BoardStore
+from ascendbridge.board.records import Registration
+from ascendbridge.config import adaptations_dir
+from ascendbridge.stage_api import StageContext
+from optimization.stage import OPTIMIZATION_STAGE, OptimizationSettings
+from tests.optimization.opt_support import demo_config
+
+
+def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: dict) -> StageContext:
+    model_dir = tmp_path / "models" / "tiny-llama"
+    model_dir.mkdir(parents=True)
+    (model_dir / "config.json").write_text(json.dumps(demo_config("tiny-llama")))
+    (record, _), = board.register_models([Registration(model_id="demo/tiny-llama", source="local", path=str(model_dir))])
+    task = board.list_tasks(stage="optimization", model_id=record.model_id)[0]
+    directory = adaptations_dir() / record.adaptation_name
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
+        task_family="causal_lm", model_class="LlamaForCausalLM", model_type="llama",
+        inputs=InputRecipe(batch_size=2, seq_len=32),
+    )
+    assert generate(spec, directory).ok
+    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
+                        log=io.StringIO(), settings=settings)
+
+
+@pytest.mark.timeout(1200)
+def test_stage_searches_runs_perf_records_and_passes_its_gates(board: BoardStore, board_path: Path,
+                                                                 tmp_path: Path) -> None:
+    ctx = make_context(board, board_path, tmp_path, {"device": "cpu", "optimization_passes": "cpu_threads_1,cpu_bf16_cast",
+                                                     "optimization_iters": 2, "optimization_num_samples": 1})
+    outcome = OPTIMIZATION_STAGE.run(ctx)
+    assert outcome.status == "done", (outcome.summary, outcome.diagnosis, ctx.log.getvalue()[-3000:])
+    directory = ctx.adaptation_dir
+    notes = json.loads((directory / "optimization_notes.json").read_text())
+    assert (directory / "accuracy_run_perf.py").is_file() and notes["perf_run"]["metrics"].endswith("_perf.json")
+    assert outcome.result["chosen"] == notes["chosen"] and notes["runtime_only"] is True
+    recorded = {m.name: m.value for m in board.list_metrics("demo/tiny-llama", "optimization")}
+    assert recorded["accuracy_pass"] == 1.0 and recorded["speedup"] == pytest.approx(notes["final"]["speedup"])
+    gate = OPTIMIZATION_STAGE.gate(ctx)
+    assert gate.passed, (gate.summary, gate.report)
+    assert len(gate.report["reports"]) == 2
+
+    notes["final"]["speedup"] *= 2  # an inflated claim fails the notes gate
+    (directory / "optimization_notes.json").write_text(json.dumps(notes))
+    gate = OPTIMIZATION_STAGE.gate(ctx)
+    assert not gate.passed and "check_optimization_notes.py" in gate.summary
+
+
+def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="pairs >= 5"):
+        OptimizationSettings.from_sources({"optimization_pairs": 3})
+    with pytest.raises(ValueError, match="unknown device"):
+        OptimizationSettings.from_sources({"device": "tpu"})
+    ctx = make_context(board, board_path, tmp_path, {"optimization_iters": "many"})
+    outcome = OPTIMIZATION_STAGE.run(ctx)
+    assert outcome.status == "failed" and "bad optimization setting" in outcome.summary
+    assert board.list_metrics("demo/tiny-llama") == []
