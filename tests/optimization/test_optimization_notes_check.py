@@ -90,3 +90,28 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     (tmp_path / "optimization_notes.json").write_text("{not json")
     broken = subprocess.run([sys.executable, str(SCRIPT), "--adaptation-dir", str(tmp_path)], capture_output=True, text=True)
     assert broken.returncode == 1 and "not valid JSON" in broken.stdout and "Traceback" not in broken.stderr
+
+
+def test_optimization_tool_aggregate_and_compare(tmp_path: Path) -> None:
+    import os
+
+    tool = SCRIPT.parent / "optimization_tool.py"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        doc = notes()
+        doc["adaptation"] = name
+        (tmp_path / name / "optimization_notes.json").write_text(json.dumps(doc))
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "optimization_notes.json").write_text("[]")
+    env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(tmp_path))
+    agg = subprocess.run([sys.executable, str(tool), "aggregate", "--out-dir", str(tmp_path / "r"),
+                          "--figures-dir", str(tmp_path / "f")], capture_output=True, text=True, env=env)
+    assert agg.returncode == 0, agg.stderr
+    assert "2 optimized model(s)" in agg.stdout and "1 skipped" in agg.stdout
+    summary = json.loads((tmp_path / "r" / "optimization_summary.json").read_text())
+    assert [m["chosen"] for m in summary["models"]] == ["cpu_bf16_cast", "cpu_bf16_cast"]
+    assert (tmp_path / "f" / "optimization_speedup.png").stat().st_size > 1000
+    cmp_ = subprocess.run([sys.executable, str(tool), "compare", "a", "b", "--json"], capture_output=True, text=True, env=env)
+    assert cmp_.returncode == 0 and json.loads(cmp_.stdout)["passes"]["cpu_bf16_cast"]["a"]["kept"] is True
+    bad = subprocess.run([sys.executable, str(tool), "compare", "a", "c"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr

@@ -1,0 +1,97 @@
+"""Optimization evidence tools.
+
+    uv run optimization/scripts/optimization_tool.py aggregate [--out-dir DIR] [--figures-dir DIR] [--json]
+    uv run optimization/scripts/optimization_tool.py compare A B [--json]
+
+aggregate: every adaptation's optimization_notes.json (under ASCENDBRIDGE_ADAPTATIONS) into
+optimization_summary.json / .csv and optimization_speedup.png. compare: two adaptations (names,
+or paths to notes files) side by side: final speedups and each pass's measured effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from _cli import REPO_ROOT  # noqa: I001  (sets up the repository import path)
+from ascendbridge.config import adaptations_dir
+from benchmark.evidence import EvidenceError, resolve_adaptation
+from optimization.aggregate import collect, compare, write_figure, write_reports
+from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
+
+
+def _notes(ref: str) -> dict[str, Any]:
+    path = Path(ref)
+    if not path.is_file():
+        path = resolve_adaptation(ref, adaptations_dir()) / NOTES_FILE
+    try:
+        notes = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EvidenceError(f"{path}: cannot be read ({type(exc).__name__})") from None
+    if not isinstance(notes, dict) or notes.get("schema") != NOTES_SCHEMA:
+        raise EvidenceError(f"{path}: not an optimization notes file")
+    return notes
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    rows, skipped = collect(adaptations_dir())
+    files = write_reports(rows, skipped, Path(args.out_dir)) + write_figure(rows, Path(args.figures_dir))
+    if args.json:
+        print(json.dumps({"models": len(rows), "skipped": skipped, "files": [str(p) for p in files]}))
+        return 0
+    print(f"{len(rows)} optimized model(s) from {adaptations_dir()}" + (f", {len(skipped)} skipped" if skipped else ""))
+    for r in rows:
+        print(f"  {r['adaptation']:28s} {r['outcome']:8s} x{_fmt(r['speedup'])} "
+              f"({_fmt(r['interval_low'])}..{_fmt(r['interval_high'])}) {r['chosen'] or '-'}")
+    for s in skipped:
+        print(f"  skipped {s['file']}: {s['reason']}")
+    for path in files:
+        print(f"  wrote {path}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    result = compare(_notes(args.a), _notes(args.b))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    a, b = result["a"], result["b"]
+    print(f"{'':24s} {a['adaptation'][:20]:>20s} {b['adaptation'][:20]:>20s}")
+    for key in ("device", "outcome", "chosen", "speedup", "baseline_median_ms", "optimized_median_ms", "accuracy"):
+        print(f"{key:24s} {_fmt(a[key]) if isinstance(a[key], float) else str(a[key]):>20s} "
+              f"{_fmt(b[key]) if isinstance(b[key], float) else str(b[key]):>20s}")
+    print("pass effects (speedup alone vs baseline; * = kept):")
+    for name, sides in result["passes"].items():
+        cells = [f"{_fmt((s or {}).get('speedup'))}{'*' if (s or {}).get('kept') else ' '}" for s in (sides["a"], sides["b"])]
+        print(f"  {name:22s} {cells[0]:>20s} {cells[1]:>20s}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    agg = sub.add_parser("aggregate", help="report + figure over all adaptations")
+    agg.add_argument("--out-dir", default=str(REPO_ROOT / "reports"))
+    agg.add_argument("--figures-dir", default=str(REPO_ROOT / "reports" / "figures"))
+    agg.add_argument("--json", action="store_true")
+    cmp_ = sub.add_parser("compare", help="two adaptations' notes side by side")
+    cmp_.add_argument("a")
+    cmp_.add_argument("b")
+    cmp_.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        return cmd_aggregate(args) if args.command == "aggregate" else cmd_compare(args)
+    except EvidenceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
