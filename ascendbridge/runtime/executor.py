@@ -146,7 +146,7 @@ class LocalProcessExecutor(Executor):
         self._stopping.set()
         with self._lock:
             procs = list(self._procs.values())
-        threads = [threading.Thread(target=kill_group, args=(p.pid, 3.0)) for p in procs]
+        threads = [threading.Thread(target=kill_group, args=(p.pid, 3.0, p)) for p in procs]
         for t in threads:
             t.start()
         for t in threads:
@@ -163,7 +163,7 @@ class LocalProcessExecutor(Executor):
             with self._lock:
                 self._procs[job.task.id] = proc
             if self._stopping.is_set():  # stop() ran between our check and the spawn
-                kill_group(proc.pid, 3.0)
+                kill_group(proc.pid, 3.0, proc)
 
         log.write(f"---- {phase} (worker {job.worker_id}, timeout {timeout_s:.0f} s)\n")
         log.flush()

@@ -36,14 +36,22 @@ class CommandResult:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
-def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
-    """SIGTERM the whole group, then SIGKILL whatever is still alive after the grace period."""
+def kill_group(
+    pgid: int, grace_s: float = KILL_GRACE_S, leader: Optional["subprocess.Popen[bytes]"] = None
+) -> None:
+    """SIGTERM the whole group, then SIGKILL whatever is still alive after the grace period.
+
+    Pass the group's `leader` when we are its parent: it is reaped while we wait, otherwise its
+    zombie keeps the group "alive" and the full grace period is spent for nothing.
+    """
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
+        if leader is not None:
+            leader.poll()
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
@@ -109,7 +117,7 @@ def run_command(
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        kill_group(proc.pid)
+        kill_group(proc.pid, leader=proc)
         proc.wait()
     finally:
         # Children that outlive the leader still hold the group; never leave them behind.

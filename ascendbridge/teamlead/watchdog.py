@@ -23,14 +23,21 @@ from typing import NoReturn, Optional
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path
-from ascendbridge.runtime.process import kill_group
 
 EXIT_STOPPED, EXIT_USAGE, EXIT_GAVE_UP = 0, 2, 6
 TEAM_LEAD_USAGE_EXIT = 2
+STOP_GRACE_S = 30.0  # a team lead releases its tasks on SIGTERM; give it time
 
 
 def say(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} watchdog: {message}", file=sys.stderr, flush=True)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def heartbeat_age(store: Optional[BoardStore], agent_id: str, since: float) -> Optional[float]:
@@ -101,11 +108,13 @@ class Watchdog:
         if child is None or child.poll() is not None:
             return
         say(f"stopping team lead pid {child.pid} ({why})")
+        for sig in (signal.SIGCONT, signal.SIGTERM):  # a stopped (hung) group must be able to take SIGTERM
+            _signal_group(child.pid, sig)
         try:
-            os.killpg(child.pid, signal.SIGCONT)  # a stopped (hung) group must be able to take SIGTERM
-        except ProcessLookupError:
-            pass
-        kill_group(child.pid, grace_s=30.0)
+            child.wait(timeout=STOP_GRACE_S)  # reaping it here: a zombie leader would look alive
+        except subprocess.TimeoutExpired:
+            say(f"team lead pid {child.pid} ignored SIGTERM for {STOP_GRACE_S:.0f} s; killing its group")
+        _signal_group(child.pid, signal.SIGKILL)  # whatever is left of the group
         child.wait()
 
     def _supervise(self, store: Optional[BoardStore]) -> Optional[int]:
