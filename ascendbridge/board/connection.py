@@ -7,6 +7,7 @@ upgrade); reads use plain deferred transactions and never block behind a writer 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -17,7 +18,6 @@ from sqlmodel import SQLModel
 from ascendbridge.board.migrations import MIGRATIONS
 from ascendbridge.board.schema import SCHEMA_VERSION
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 30_000
 
 
@@ -39,11 +39,11 @@ def _dir_writable(directory: Path) -> bool:
 
 
 def _file_writable(path: Path) -> bool:
-    try:
-        with path.open("r+b"):
-            return True
-    except OSError:
-        return False
+    """Ask, never open: closing any descriptor of the database file drops every POSIX lock this
+    process holds on it (SQLite's own included), after which another process may take itself for
+    the last connection and delete the WAL under everyone else. A read-only file that root can
+    still 'access' is caught by SQLite itself on the first write, which open_engines reports."""
+    return os.access(path, os.W_OK)
 
 
 def _check_file(path: Path, create: bool) -> None:
@@ -60,12 +60,8 @@ def _check_file(path: Path, create: bool) -> None:
         if not _dir_writable(parent):
             raise BoardError(f"cannot create board: directory {parent} is not writable")
         return
-    if path.stat().st_size == 0:
-        return
-    with path.open("rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
-    if head != SQLITE_MAGIC:
-        raise BoardError(f"{path} is not a SQLite database (wrong file header)")
+    # The file header is checked by SQLite itself on connect (see _wrap_open_error): reading it
+    # here would open and close the database file, which drops this process's SQLite locks.
     if not _file_writable(path) or not _dir_writable(path.parent):
         raise BoardError(f"board {path} (or its directory) is not writable")
 
@@ -137,14 +133,13 @@ def open_engines(path: Path, create: bool = False) -> tuple[Engine, Engine]:
                     text("UPDATE schema_info SET value = :v WHERE key = 'schema_version'"),
                     {"v": str(version)},
                 )
-    except sqlite3.DatabaseError as exc:  # pragma: no cover - reached through SQLAlchemy wrapping
-        write_engine.dispose()
-        raise BoardError(f"board {path}: {exc}") from exc
     except BoardError:
         write_engine.dispose()
         raise
     except Exception as exc:
         write_engine.dispose()
         cause = getattr(exc, "orig", exc)
+        if "file is not a database" in str(cause):
+            raise BoardError(f"{path} is not a SQLite database (wrong file header)") from exc
         raise BoardError(f"board {path}: {cause}") from exc
     return write_engine, _make_engine(path, immediate=False)
