@@ -10,7 +10,6 @@ of baseline vs the chosen passes reproduces the reported speedup within toleranc
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional

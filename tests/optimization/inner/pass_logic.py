@@ -17,7 +17,7 @@ import types
 sys.path.insert(0, sys.argv[1])
 
 import torch  # noqa: E402
-from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, ViTConfig, ViTForImageClassification  # noqa: E402,F401
+from transformers import AutoModelForCausalLM, LlamaConfig, ViTConfig, ViTForImageClassification  # noqa: E402
 
 
 class FakeTorchNpu(types.ModuleType):
