@@ -39,7 +39,7 @@ def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: 
 @pytest.mark.timeout(1200)
 def test_stage_searches_runs_perf_records_and_passes_its_gates(board: BoardStore, board_path: Path,
                                                                  tmp_path: Path) -> None:
-    ctx = make_context(board, board_path, tmp_path, {"device": "cpu", "optimization_passes": "cpu_threads_1,cpu_bf16_cast",
+    ctx = make_context(board, board_path, tmp_path, {"device": "cpu", "optimization_passes": "cpu_bf16_cast,cpu_int8_dynamic",
                                                      "optimization_iters": 2, "optimization_num_samples": 1})
     outcome = OPTIMIZATION_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, outcome.diagnosis, ctx.log.getvalue()[-3000:])
