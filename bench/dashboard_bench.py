@@ -63,6 +63,7 @@ def walk(store: BoardStore, model_id: str, rng: random.Random) -> None:
 
 def build_board(path: Path, models: int, events: int) -> None:
     rng = random.Random(0)
+    path.parent.mkdir(parents=True, exist_ok=True)
     store = BoardStore.init(path)
     try:
         ids = [f"org{i % 97}/model-{i:05d}" for i in range(models)]
