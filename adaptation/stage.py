@@ -9,7 +9,6 @@ the healer could try.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -17,7 +16,7 @@ from typing import Optional
 from adaptation.generator import GeneratorError, generate
 from adaptation.spec import SPEC_FILE, AdaptationSpec
 from adaptation.spec_builder import AdaptationRefused, ask_llm_adapter, build_spec
-from ascendbridge.runtime.process import run_command
+from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_adaptation.py"
@@ -82,16 +81,8 @@ class AdaptationStage:
     def gate(self, ctx: StageContext) -> GateResult:
         argv = [sys.executable, str(CHECKER), "--adapt", ctx.model.adaptation_name,
                 "--adaptations-dir", str(ctx.adaptation_dir.parent), "--no-run", "--json"]
-        res = run_command(argv, timeout_s=GATE_TIMEOUT_S)
-        report = None
-        for line in reversed(res.output.splitlines()):
-            if line.startswith("{"):
-                try:
-                    report = json.loads(line)
-                except json.JSONDecodeError:
-                    pass
-                break
-        if not isinstance(report, dict):
+        report, res = run_checker(argv, GATE_TIMEOUT_S)
+        if report is None:
             return GateResult(False, f"check_adaptation.py gave no report (exit {res.exit_code}): "
                               f"{res.tail(3)}", {"output_tail": res.tail(20)})
         failed = [f"{c['name']}: {c['detail']}" for c in report.get("checks", []) if not c.get("passed")]

@@ -8,7 +8,6 @@ use this module: it calls uv itself, so a bug here cannot make it pass.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import IO, Any, Optional
 from adaptation.spec import RESULT_MARKER
 from ascendbridge.config import uv_binary
 from ascendbridge.runtime.process import CommandResult, run_command
+from ascendbridge.runtime.reports import marked_json
 
 # demo.py --device value -> the pyproject extra that installs the matching torch
 DEVICE_PROFILES: dict[str, str] = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
@@ -96,14 +96,7 @@ class DemoRun:
 
 def parse_result(output: str) -> Optional[dict[str, Any]]:
     """The JSON object of the last `ASCENDBRIDGE_RESULT ` line, or None when there is none."""
-    for line in reversed(output.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            try:
-                value = json.loads(line[len(RESULT_MARKER):])
-            except json.JSONDecodeError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
+    return marked_json(output, RESULT_MARKER)
 
 
 def run_demo(directory: Path, args: Sequence[str] = ("--dry-run",), *, device: str = "cpu",

@@ -8,7 +8,6 @@ as a separate process, which re-derives the figures from the saved outputs.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -18,7 +17,7 @@ from adaptation.generator import GeneratorError, update_readme_results
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
 from ascendbridge.board.store import BoardStore
-from ascendbridge.runtime.process import run_command
+from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
@@ -99,13 +98,8 @@ class BenchmarkStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         argv = [sys.executable, str(CHECKER), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
-        res = run_command(argv, timeout_s=GATE_TIMEOUT_S)
-        start = res.output.find("{")
-        try:
-            report = json.loads(res.output[start:]) if start >= 0 else None
-        except json.JSONDecodeError:
-            report = None
-        if not isinstance(report, dict):
+        report, res = run_checker(argv, GATE_TIMEOUT_S)
+        if report is None:
             return GateResult(False, f"check_accuracy_run.py gave no report (exit {res.exit_code}): {res.tail(3)}",
                               {"output_tail": res.tail(20)})
         passed = res.exit_code == 0 and report.get("passed") is True

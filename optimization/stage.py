@@ -22,7 +22,7 @@ from adaptation.generator import RUNTIME_DIR
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
 from ascendbridge.board.store import BoardStore
-from ascendbridge.runtime.process import run_command
+from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from optimization.gate import accuracy_summary
 from optimization.notes_check import NOTES_FILE
@@ -167,13 +167,8 @@ class OptimizationStage:
         reports = []
         for script in ("check_optimization_notes.py", "check_accuracy_run_perf.py"):
             argv = [sys.executable, str(SCRIPTS / script), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
-            res = run_command(argv, timeout_s=GATE_TIMEOUT_S)
-            start = res.output.find("{")
-            try:
-                report = json.loads(res.output[start:]) if start >= 0 else None
-            except json.JSONDecodeError:
-                report = None
-            if not isinstance(report, dict):
+            report, res = run_checker(argv, GATE_TIMEOUT_S)
+            if report is None:
                 return GateResult(False, f"{script} gave no report (exit {res.exit_code}): {res.tail(3)}",
                                   {"output_tail": res.tail(20)})
             reports.append(report)

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -22,38 +21,17 @@ from adaptation.healing.evidence import read_evidence, spec_digest
 from adaptation.spec import RESULT_MARKER
 from ascendbridge.config import uv_binary
 from ascendbridge.runtime.process import run_command
+from ascendbridge.runtime.reports import json_report, marked_json
 
 CHECKER = Path(__file__).resolve().parent.parent / "scripts" / "check_adaptation.py"
 _FOREIGN_ENV = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
-
-
-def _last_json(output: str) -> Optional[dict[str, Any]]:
-    for line in reversed(output.splitlines()):
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
-
-
-def _result_line(output: str) -> Optional[dict[str, Any]]:
-    for line in reversed(output.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            try:
-                value = json.loads(line[len(RESULT_MARKER):])
-            except json.JSONDecodeError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
 
 
 def run_checker(name: str, root: Path, device: str, timeout_s: float) -> tuple[bool, str, dict[str, Any]]:
     argv = [sys.executable, str(CHECKER), "--adapt", name, "--adaptations-dir", str(root),
             "--device", device, "--json", "--timeout", str(timeout_s)]
     res = run_command(argv, timeout_s=timeout_s + 600)
-    report = _last_json(res.output)
+    report = json_report(res.output)
     if report is None:
         return False, f"check_adaptation.py gave no report (exit {res.exit_code}): {res.tail(3)}", {}
     failed = [f"{c.get('name')}: {c.get('detail')}" for c in report.get("checks", []) if not c.get("passed")]
@@ -86,7 +64,7 @@ def verify_real_run(
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV and k != "DRY_RUN"}
     res = run_command([uv_binary(), "run", "--no-sync", "python", "demo.py", "--device", device],
                       cwd=directory, env=env, timeout_s=timeout_s)
-    result = _result_line(res.output)
+    result = marked_json(res.output, RESULT_MARKER)
     if not res.ok or result is None:
         return False, f"real-weights re-run failed (exit {res.exit_code}): {res.tail(2)}", {"tail": res.tail(20)}
     problems = []
