@@ -7,10 +7,9 @@ script comes from this repository; only the interpreter comes from the adaptatio
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from ascendbridge.runtime.process import CommandResult, run_command
 
@@ -46,15 +45,3 @@ def run_inner(python: Path, script: str, args: Sequence[str], cwd: Optional[Path
                        timeout_s=timeout_s)
 
 
-def last_json(output: str) -> Optional[dict[str, Any]]:
-    """The last line of `output` that is a JSON object (inner scripts print one)."""
-    for line in reversed(output.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                return value
-    return None

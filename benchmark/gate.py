@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from adaptation.spec import SPEC_FILE
-from benchmark.envs import EnvError, adaptation_python, last_json, run_inner
+from ascendbridge.runtime.reports import json_report
+from benchmark.envs import EnvError, adaptation_python, run_inner
 from benchmark.evidence import EvidenceError, EvidenceSet, find_evidence
 from benchmark.metrics_check import check_metrics
 from benchmark.trace import TraceError, validate_trace
@@ -84,7 +85,7 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dic
         return {}
     result = run_inner(python, "recompute_accuracy.py", [str(spec_path), *(str(ev.metrics_path) for ev in evidence)],
                        cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
-    parsed = last_json(result.output)
+    parsed = json_report(result.output)
     if parsed is None:
         tail = result.tail(3).replace("\n", " | ")
         why = f"accuracy recomputation did not run (exit {result.exit_code}): {tail}"

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ascendbridge.board.store import BoardStore
-from benchmark.envs import last_json, run_inner
+from ascendbridge.runtime.reports import json_report
+from benchmark.envs import run_inner
 
 EVENT_KIND = "env_probe"
 PROBE_TIMEOUT_S = 300.0
@@ -24,7 +25,7 @@ class ProbeError(RuntimeError):
 def run_probe(python: Path, device: str = "auto", budget_s: float = 0.4) -> dict[str, Any]:
     result = run_inner(python, "probe.py", ["--device", device, "--budget-s", str(budget_s)],
                        timeout_s=PROBE_TIMEOUT_S)
-    data = last_json(result.output) if result.ok else None
+    data = json_report(result.output) if result.ok else None
     if data is None:
         errors = [ln for ln in result.output.splitlines() if ln.startswith("error: ")]
         raise ProbeError(errors[-1][len("error: "):] if errors else

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from adaptation.spec import SPEC_FILE
-from benchmark.envs import EnvError, adaptation_python, last_json, run_inner
+from ascendbridge.runtime.reports import json_report
+from benchmark.envs import EnvError, adaptation_python, run_inner
 from benchmark.evidence import EvidenceError, load_metrics
 from benchmark.metrics_check import check_metrics
 from benchmark.trace import TraceError, validate_trace
@@ -77,7 +78,7 @@ def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, i
     argv = [str(python), "-E", "-s", str(INNER), str(RUNTIME_DIR.parent), str(Path(directory) / SPEC_FILE),
             str(notes["device"]), str(pairs), str(iters), str(notes["settings"]["warmup"]), *notes["chosen"]]
     result = run_command(argv, cwd=directory, timeout_s=REVERIFY_TIMEOUT_S)
-    parsed = last_json(result.output)
+    parsed = json_report(result.output)
     if parsed is None:
         return {"error": f"re-measurement did not run (exit {result.exit_code}): {result.tail(2)}"}
     return parsed
@@ -111,7 +112,7 @@ def check_perf_gate(directory: Path, python_override: Optional[str] = None, tole
     if sorted(applied or []) != sorted(notes["chosen"]):
         problems.append(f"the perf run applied {applied}, the notes chose {notes['chosen']}")
     recomputed = run_inner(python, "recompute_accuracy.py", [str(directory / SPEC_FILE), str(path)], cwd=directory)
-    parsed = last_json(recomputed.output)
+    parsed = json_report(recomputed.output)
     if parsed is None:
         problems.append(f"accuracy recomputation did not run (exit {recomputed.exit_code})")
     else:

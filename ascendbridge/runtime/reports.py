@@ -30,13 +30,13 @@ def marked_json(output: str, marker: str) -> Optional[dict[str, Any]]:
 
 
 def json_report(output: str) -> Optional[dict[str, Any]]:
-    """A checker's `--json` report: its last JSON line, or one pretty-printed object at the end."""
+    """A checker's `--json` report: its last JSON-object line, or one pretty-printed object at the end."""
     for line in reversed(output.splitlines()):
+        line = line.strip()
         if line.startswith("{"):
             found = _as_object(line)
             if found is not None:
                 return found
-            break
     start = output.find("{")
     return _as_object(output[start:]) if start >= 0 else None
 

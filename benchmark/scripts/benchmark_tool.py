@@ -18,7 +18,8 @@ from ascendbridge.board.connection import BoardError
 from ascendbridge.board.store import BoardStore
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from benchmark.aggregate import collect, write_figures, write_reports
-from benchmark.envs import EnvError, adaptation_python, last_json, run_inner
+from ascendbridge.runtime.reports import json_report
+from benchmark.envs import EnvError, adaptation_python, run_inner
 from benchmark.evidence import EvidenceError, find_evidence, resolve_adaptation
 from benchmark.hotspots import analyse, format_report
 from benchmark.probe import latest_probe
@@ -75,7 +76,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     extra = ["--dtype", args.dtype] if args.dtype else []
     res = run_inner(python, "compare_outputs.py", [str(Path(args.a).resolve()), str(Path(args.b).resolve()),
                                                     "--tolerances", tolerances, *extra])
-    result = last_json(res.output)
+    result = json_report(res.output)
     if result is None:
         errors = [ln for ln in res.output.splitlines() if ln.startswith("error: ")]
         raise ToolError(errors[-1][len("error: "):] if errors else f"comparison failed: {res.tail(2)}")
