@@ -62,9 +62,23 @@ def _stop_group(message: str) -> None:
     os._exit(EXIT_STALE)
 
 
+_orphaned_release: list[Callable[[], None]] = []  # set by execute(): give the task back if the team lead died
+
+
 def _on_sigterm(signum: int, _frame: object) -> None:
-    """Timeout, shutdown or the team lead's death: nothing this attempt started may survive it."""
+    """Timeout, shutdown or the team lead's death: nothing this attempt started may survive it.
+    When the team lead died (parent-death signal) nobody else will release the task soon, so the
+    worker does, after its processes are gone and before it exits."""
     print("[worker] SIGTERM: stopping everything this attempt started", flush=True)
+    marker = AttemptMarker.parse(os.environ.get(ATTEMPT_ENV, ""))
+    if marker is not None:
+        kill_attempt(marker)
+    if os.getppid() != _team_lead_pid():
+        for release in _orphaned_release:
+            try:
+                release()
+            except BoardError:
+                pass
     _kill_descendants()
     os._exit(128 + signum)
 
@@ -103,6 +117,12 @@ class LeaseKeeper(threading.Thread):
                 _stop_group(f"lease lost ({exc}); stopping")
             except BoardError as exc:  # busy board: try again next beat, the lease has slack
                 print(f"[worker] heartbeat failed: {exc}", flush=True)
+
+
+def _release_alone(args: argparse.Namespace, reason: str) -> None:
+    """Release from a signal handler: its own connection, never the one the interrupted code holds."""
+    with BoardStore(args.board) as own:
+        own.release_task(args.task_id, args.token, reason, origin=args.worker_id)
 
 
 def _context(store: BoardStore, args: argparse.Namespace) -> StageContext:
@@ -155,6 +175,7 @@ def execute(args: argparse.Namespace) -> int:
     board(lambda: store.agent_heartbeat(args.worker_id, args.task_id), "the agent heartbeat")
     keeper = LeaseKeeper(store, args)
     keeper.start()
+    _orphaned_release.append(lambda: _release_alone(args, "team lead exited"))
     print(f"[worker] {args.phase} of {args.stage} for task #{args.task_id} (token {args.token}, pid {os.getpid()})",
           flush=True)
     code = EXIT_OK
