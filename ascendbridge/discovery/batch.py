@@ -38,7 +38,8 @@ def find_batch(query: BatchQuery, policy: BatchPolicy, id_list: Optional[Path] =
         if query.sort:
             raise DiscoveryError("--sort needs the Hub: the cache has no downloads or likes to rank by", "bad_query")
         cache_path = cache_dir(cache or None)
-        candidates = sources.cache_candidates(cache_path, ids if ids is not None else sources.cached_model_ids(cache_path))
+        cached = ids if ids is not None else sources.cached_model_ids(cache_path)
+        candidates = sources.cache_candidates(cache_path, cached)
         source = f"hf-cache: {cache_path}"
     elif ids is not None:
         candidates = sources.hub_models(ids, query.sort)
