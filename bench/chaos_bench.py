@@ -235,7 +235,7 @@ def load_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                         time.sleep(0.2)  # the server may still be starting
                         continue
                     reads[str(r.status_code)] += 1
-                    if r.status_code >= 500 or "locked" in r.text:
+                    if r.status_code >= 500 or "database is locked" in r.text:  # ("blocked" is a status)
                         user_errors.append(f"dashboard {path}: {r.status_code} {r.text[:200]}")
 
     def writer(n: int) -> None:
@@ -247,7 +247,7 @@ def load_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                    else ["guide", mid, "chaos bench guidance"])
             res = subprocess.run([sys.executable, "-m", "ascendbridge.cli.board_ops", "--board", str(board_path), *cmd],
                                  cwd=REPO_ROOT, env=env, capture_output=True, text=True)
-            if res.returncode != 0 and ("locked" in res.stderr or "busy" in res.stderr):
+            if res.returncode != 0 and ("database is locked" in res.stderr or "is busy" in res.stderr):
                 user_errors.append(f"cli {' '.join(cmd)}: {res.stderr.strip()[:200]}")
 
     threads = [threading.Thread(target=reader) for _ in range(2)] + [threading.Thread(target=writer, args=(i,))
