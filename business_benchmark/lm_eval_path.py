@@ -18,7 +18,23 @@ from ascendbridge.runtime.process import run_command
 from adaptation.uv_env import uv_environment
 
 LM_EVAL_REQUIREMENT = "lm-eval==0.4.13"
-LOCAL_TASKS_DIR = Path(__file__).resolve().parent / "data" / "lm_eval"
+LOCAL_TASK = "ab_choice_en"  # the bundled multiple-choice task over data/ab-choice-en.jsonl
+LOCAL_SET = "ab-choice-en"
+LOCAL_TASK_YAML = """task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data_file}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "Question: {{{{question}}}}\nAnswer:"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: answer
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+"""
 INSTALL_TIMEOUT_S = 900.0
 # lm-eval's per-sample metrics that are means over samples (what the gate can recompute)
 MEAN_METRICS = ("acc", "acc_norm", "exact_match")
@@ -34,9 +50,18 @@ def prepare_lm_eval(adaptation_dir: Path, log: Optional[IO[str]] = None) -> Opti
     return None if res.ok else f"installing {LM_EVAL_REQUIREMENT} failed: {res.tail(2)}"
 
 
-def lm_eval_argv(settings: Any) -> list[str]:
-    argv = ["--lm-eval", ",".join(settings.lm_eval_tasks),
-            "--lm-eval-include", str(settings.lm_eval_include or LOCAL_TASKS_DIR)]
+def write_local_task(adaptation_dir: Path) -> Path:
+    """The bundled task definition, pointing at the adaptation's copy of its set; returns its folder."""
+    folder = Path(adaptation_dir) / "business_data" / "lm_eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    data_file = (Path(adaptation_dir) / "business_data" / f"{LOCAL_SET}.jsonl").resolve()
+    (folder / f"{LOCAL_TASK}.yaml").write_text(LOCAL_TASK_YAML.format(task=LOCAL_TASK, data_file=data_file))
+    return folder
+
+
+def lm_eval_argv(settings: Any, adaptation_dir: Path) -> list[str]:
+    include = settings.lm_eval_include or write_local_task(adaptation_dir)
+    argv = ["--lm-eval", ",".join(settings.lm_eval_tasks), "--lm-eval-include", str(include)]
     return argv + (["--lm-eval-limit", str(settings.lm_eval_limit)] if settings.lm_eval_limit else [])
 
 

@@ -23,7 +23,7 @@ from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import PREDICTIONS_PREFIX, board_values, build_evidence, read_json, stem
-from business_benchmark.lm_eval_path import lm_eval_argv, prepare_lm_eval
+from business_benchmark.lm_eval_path import LOCAL_SET, lm_eval_argv, prepare_lm_eval
 from business_benchmark.mapping import evaluations_for_model
 from business_benchmark.render import BUSINESS_RUN, copy_sets, render_business_run
 from business_benchmark.settings import BusinessSettings
@@ -57,7 +57,7 @@ class BusinessBenchmarkStage:
             spec = AdaptationSpec.load(ctx.adaptation_dir)
             evaluations, notes = evaluations_for_model(ctx.model, json.loads(spec.to_json()))
             render_business_run(spec.model.model_id, spec.task_family, ctx.adaptation_dir)
-            copy_sets([e.set for e in evaluations], ctx.adaptation_dir)
+            copy_sets([e.set for e in evaluations] + ([LOCAL_SET] if settings.lm_eval_tasks else []), ctx.adaptation_dir)
         except (ValueError, DatasetError, OSError) as exc:
             return _failed(str(exc), "business_setup")
         dtype = settings.dtype_for(spec.dtype.target)
@@ -83,7 +83,7 @@ class BusinessBenchmarkStage:
             problem = prepare_lm_eval(ctx.adaptation_dir, ctx.log)
             if problem:
                 return _failed(problem, "lm_eval_install_failed")
-            argv += lm_eval_argv(settings)
+            argv += lm_eval_argv(settings, ctx.adaptation_dir)
         command = uv_env.run_in_env(ctx.adaptation_dir, argv, timeout_s=settings.run_timeout_s, log=ctx.log)
         result = uv_env.parse_result(command.output)
         if command.exit_code != 0 or not result or not result.get("ok"):

@@ -166,6 +166,18 @@ def seq2seq_sources() -> list[dict[str, Any]]:
     return [{"id": f"x{i:03d}", "source": f"summarize: {doc} {para}"} for i, (doc, _, para) in enumerate(TOPICS)]
 
 
+def multiple_choice() -> list[dict[str, Any]]:
+    """Each QA question with its answer and three other questions' answers as choices."""
+    out = []
+    answers = [answer for _, _, answer in QA]
+    for k, (_, question, answer) in enumerate(QA):
+        choices = [answers[(k + shift) % len(answers)] for shift in (0, 3, 7, 11)]
+        correct = k % 4
+        choices[0], choices[correct] = choices[correct], choices[0]
+        out.append({"id": f"mc{k:03d}", "question": question, "choices": choices, "answer": correct})
+    return out
+
+
 SETS: dict[str, tuple[str, str, Any]] = {
     "ab-text-en": ("perplexity", "English sentences for perplexity (a topic sentence and its paraphrase).",
                    perplexity_text),
@@ -180,6 +192,8 @@ SETS: dict[str, tuple[str, str, Any]] = {
                  question_answering),
     "ab-seq2seq-en": ("seq2seq", "Source texts for a text-to-text model (no gold targets: compared with the "
                       "reference's outputs).", seq2seq_sources),
+    "ab-choice-en": ("lm_eval", "Four-way multiple-choice questions for the local lm-evaluation-harness task "
+                     "(ab_choice_en).", multiple_choice),
 }
 
 

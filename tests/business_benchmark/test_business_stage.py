@@ -52,7 +52,9 @@ def test_stage_runs_records_board_metrics_and_passes_its_gate(board: BoardStore,
     recorded = {m.name: m for m in board.list_metrics("demo/tiny-bert-classifier", "business_benchmark")}
     assert recorded["business_pass"].value == 1.0 and recorded["real_weights"].value == 0.0
     assert recorded["ab-sentiment-en.label_agreement"].dtype == "bfloat16"  # float32 spec target -> bf16 run
-    shown = BoardQueries(board_path).business_results()["demo/tiny-bert-classifier"]
+    queries = BoardQueries(board_path)
+    shown = queries.business_results()["demo/tiny-bert-classifier"]
+    queries.close()
     assert shown["verdict"] == "pass" and "ab-sentiment-en.label_agreement" in shown["metrics"]
     gate = BUSINESS_BENCHMARK_STAGE.gate(ctx)
     assert gate.passed, gate.summary
