@@ -83,3 +83,25 @@ def test_download_datasets_lists_cache_and_unreachable_hub_is_one_line_exit_2(tm
                            text=True, env=env, timeout=120)
     assert fetch.returncode == 2 and len(fetch.stderr.strip().splitlines()) == 1 and fetch.stderr.startswith("error:")
     assert sha256_file(DATA_DIR / "ab-sts-en.jsonl") == json.loads((DATA_DIR / "ab-sts-en.card.json").read_text())["sha256"]
+
+
+def test_board_override_through_dataset_mapping(board_path: Path) -> None:
+    from ascendbridge.board import BoardStore, Registration
+
+    with BoardStore.init(board_path) as store:
+        store.register_models([Registration(model_id="org/enc")])
+        store.update_model_metadata("org/enc", {"task_family": "feature_extraction"}, {})
+    script = REPO / "business_benchmark" / "scripts" / "dataset_mapping.py"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(script), "--board", str(board_path), *args], capture_output=True,
+                              text=True, timeout=120)
+
+    assert run("--model", "org/enc").stdout.split() == ["ab-retrieval-en:retrieval", "ab-sts-en:similarity"]
+    assert run("--model", "org/enc", "--override", "ab-sts-en").stdout.split() == ["ab-sts-en:similarity"]
+    with BoardStore(board_path) as store:
+        assert store.get_model("org/enc").metadata["business_sets"] == ["ab-sts-en"]
+    bad = run("--model", "org/enc", "--override", "no-such-set")
+    assert bad.returncode == 2 and "unknown evaluation set" in bad.stderr
+    with BoardStore(board_path) as store:
+        assert store.get_model("org/enc").metadata["business_sets"] == ["ab-sts-en"]  # unchanged
