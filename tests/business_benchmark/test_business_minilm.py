@@ -76,3 +76,34 @@ def test_gate_rejects_a_target_outside_the_tolerance(minilm: tuple[Path, Path], 
     report = check_adaptation(directory, str(python))
     assert not report.passed and report.summary.startswith("pass rule failed") and "embedding_cosine_mean" in report.summary
     assert report.evidence[0].consistent  # the evidence itself is genuine: only the rule failed
+
+
+def test_business_tool_compare_and_aggregate(minilm: tuple[Path, Path], tmp_path: Path) -> None:
+    """compare: two hosts' evidence side by side (here a copy relabelled as a CUDA host's);
+    aggregate: JSON, CSV and the figure across adaptations."""
+    import os
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[2] / "business_benchmark" / "scripts" / "business_tool.py"
+    other = json.loads(minilm[1].read_text())
+    other["run"]["device"], other["run"]["device_name"] = "cuda", "imported from another host"
+    other_path = tmp_path / "business_metrics_cuda_bfloat16_pretrained.json"
+    other_path.write_text(json.dumps(other))
+    proc = subprocess.run([sys.executable, str(tool), "compare", str(minilm[1]), str(other_path), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["a"]["device"], result["b"]["device"]) == ("cpu", "cuda") and result["notes"] == []
+    spearman = next(r for r in result["rows"] if r["metric"] == "similarity_spearman")
+    assert spearman["a"] == spearman["b"] and spearman["a_items_per_s"] > 0
+    env = {**os.environ, "ASCENDBRIDGE_ADAPTATIONS": str(minilm[0].parent)}
+    proc = subprocess.run([sys.executable, str(tool), "aggregate", "--out-dir", str(tmp_path / "out"), "--json"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["skipped"] == [] and summary["rows"] >= 8
+    assert {Path(f).name for f in summary["files"]} == {"business_summary.json", "business_summary.csv", "business_scores.png"}
+    bad = subprocess.run([sys.executable, str(tool), "compare", str(tmp_path / "missing.json"), str(other_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.strip().splitlines()) == 1
