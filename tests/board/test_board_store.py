@@ -38,7 +38,7 @@ def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
         "discovery": "pending", "adaptation": "waiting", "healing": "waiting",
         "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting",
     }
-    assert record.skip_stages == ["business_benchmark"]  # optional stage: skipped by policy
+    assert record.skip_stages == []  # every stage runs by default, business_benchmark included
     assert event_kinds(board, "org/Model-A") == ["registered"]
 
 
@@ -84,8 +84,8 @@ def test_bad_registrations_are_refused_before_any_write(board: BoardStore, reg: 
     assert board.list_events() == []
 
 
-def test_completion_advances_and_policy_skips_optional_stage(board: BoardStore) -> None:
-    board.register_models([Registration(model_id="m")])
+def test_completion_advances_and_policy_skips_a_stage(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m", skip_stages=["business_benchmark"])])
     for stage in STAGES[:-1]:
         run_stage(board, "m", stage)
     assert statuses(board, "m") == {s: "completed" for s in STAGES[:-1]} | {"business_benchmark": "skipped"}
@@ -128,7 +128,7 @@ def test_retry_returns_failed_stage_to_pending(board: BoardStore) -> None:
 
 
 def test_retry_after_model_left_pipeline_reopens_later_stages(board: BoardStore) -> None:
-    board.register_models([Registration(model_id="m")])
+    board.register_models([Registration(model_id="m", skip_stages=["business_benchmark"])])
     task = board.claim_next("w", 60)
     board.fail_task(task.id, task.fencing_token, {"summary": "too large"}, status="skipped")
     assert set(statuses(board, "m").values()) == {"skipped"}
