@@ -10,13 +10,13 @@ taken before the run. Build outputs (.venv, caches) are neither copied nor audit
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+from adaptation.runtime.ab_runtime.fileops import sha256_file
 
 IGNORED = frozenset({".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
 
@@ -39,7 +39,7 @@ def snapshot(root: Path) -> dict[str, str]:
             if path.is_symlink():
                 state[rel] = "link:" + os.readlink(path)
             else:
-                state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+                state[rel] = sha256_file(path)
     return state
 
 
