@@ -49,7 +49,7 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
             problems.append(f"outputs file says {key}={saved.get(key)!r}, metrics say {run.get(key)!r}")
     if metrics_path.name.startswith("perf_"):
         recomputed = comparator.judge_optimized(saved["target"], saved["reference"], str(spec.get("task_family")),
-                                                str(saved.get("dtype")))
+                                                str(saved.get("dtype")), spec.get("tolerances"))
     else:
         thresholds = comparator.Thresholds.from_spec(spec.get("tolerances"))
         recomputed = comparator.compare_outputs(

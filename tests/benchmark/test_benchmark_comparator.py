@@ -57,6 +57,8 @@ out["ties_bf16_standard"] = cmp.compare_outputs({"logits": ties.to(torch.bfloat1
 out["ties_budget"] = cmp.judge_optimized({"logits": ties.to(torch.bfloat16)}, {"logits": ties}, "causal_lm", "bfloat16")
 out["budget_rounded"] = cmp.judge_optimized({"logits": ref.to(torch.bfloat16)}, {"logits": ref}, "causal_lm", "bfloat16")
 out["budget_embeddings"] = cmp.judge_optimized({"x": ref.to(torch.bfloat16)}, {"x": ref}, "feature_extraction", "bfloat16")
+out["budget_tightened"] = cmp.judge_optimized({"logits": ref.to(torch.bfloat16)}, {"logits": ref}, "causal_lm", "bfloat16", {"optimization": {"cosine_min": 0.999999}})
+out["budget_loosened"] = cmp.judge_optimized({"logits": ties.to(torch.bfloat16)}, {"logits": ties}, "causal_lm", "bfloat16", {"optimization": {"top1_agreement_min": 0.0}})
 out["same_figures_json"] = cmp.same_figures(json.loads(json.dumps(out["bf16_rounded"])), out["bf16_rounded"])
 tampered = json.loads(json.dumps(out["bf16_rounded"])); tampered["outputs"]["x"]["metrics"]["cosine"] -= 0.001
 out["same_figures_tampered"] = cmp.same_figures(tampered, out["bf16_rounded"])
@@ -167,3 +169,12 @@ def test_precision_passes_are_judged_by_the_optimization_budget_against_fp32(ver
     ok = verdicts["budget_rounded"]
     assert ok["verdict"] == "pass" and ok["outputs"]["logits"]["metrics"]["top1_agreement"] >= 0.9
     assert "top1_agreement" not in verdicts["budget_embeddings"]["outputs"]["x"]["metrics"]  # cosine only
+
+
+def test_a_spec_may_only_tighten_the_optimization_budget(verdicts: dict) -> None:
+    tight = verdicts["budget_tightened"]
+    assert tight["verdict"] == "fail" and tight["thresholds"]["applied"]["cosine_min"] == 0.999999
+    assert [d["decision"] for d in tight["thresholds"]["applied"]["decisions"]] == ["tightened"]
+    loose = verdicts["budget_loosened"]
+    assert loose["verdict"] == "fail" and loose["thresholds"]["applied"]["top1_agreement_min"] == 0.9
+    assert loose["thresholds"]["applied"]["decisions"][0]["decision"].startswith("refused")

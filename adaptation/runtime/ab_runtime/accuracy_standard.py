@@ -62,7 +62,8 @@ TABLE: dict[tuple[str, str], Row] = {
 # recorded in the gate report). Anything looser is refused.
 ADJUSTABLE = ("cosine_min", "max_abs_err_scaled_max", "label_match_min")
 HIGHER_IS_STRICTER = {"cosine_min": True, "max_abs_err_scaled_max": False, "label_match_min": True}
-PHYSICAL = {"cosine_min": (-1.0, 1.0), "max_abs_err_scaled_max": (0.0, float("inf")), "label_match_min": (0.0, 1.0)}
+PHYSICAL = {"cosine_min": (-1.0, 1.0), "max_abs_err_scaled_max": (0.0, float("inf")), "label_match_min": (0.0, 1.0),
+            "top1_agreement_min": (0.0, 1.0)}
 
 
 def loosest(dtype: str, key: str) -> float:
@@ -80,6 +81,7 @@ def loosest(dtype: str, key: str) -> float:
 # agreement: the fraction of positions whose argmax over the last axis (next token, label, class,
 # start/end position) equals the reference's, on the outputs the task family names below.
 OPTIMIZATION_BUDGET_NAME = "optimization-budget/1"
+BUDGET_SECTION = "optimization"  # tolerances.optimization: requests that tighten the budget
 OPTIMIZATION_BUDGET: dict[str, float] = {"cosine_min": 0.99, "max_abs_err_scaled_max": 0.0625,
                                          "top1_agreement_min": 0.9, "label_match_min": 0.9}
 TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
@@ -92,10 +94,37 @@ TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
 
 
 
-def budget_statement(family: str) -> dict[str, Any]:
-    """The optimization budget as the notes state it: its name, numbers, reference and outputs."""
-    return {"name": OPTIMIZATION_BUDGET_NAME, "against": "float32 reference", **OPTIMIZATION_BUDGET,
-            "top1_outputs": list(TOP1_OUTPUTS.get(family, ()))}
+def budget_statement(family: str, tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The optimization budget as the notes state it: its name, numbers, reference and outputs,
+    after the spec's `tolerances.optimization` requests, which may only tighten it."""
+    budget = dict(OPTIMIZATION_BUDGET)
+    try:
+        requests = normalize(tolerances).get(BUDGET_SECTION, {})
+        decisions = [_decide_budget(key, value) for key, value in sorted(requests.items())]
+    except (ValueError, TypeError) as exc:
+        decisions = [{"dtype": BUDGET_SECTION, "key": "*", "requested": None, "decision": f"refused: {exc}"}]
+    for d in decisions:
+        if d["key"] in budget:
+            budget[d["key"]] = d["applied"]
+    return {"name": OPTIMIZATION_BUDGET_NAME, "against": "float32 reference", **budget,
+            "top1_outputs": list(TOP1_OUTPUTS.get(family, ())),
+            "decisions": [d for d in decisions if d["decision"] != "unchanged"]}
+
+
+def _decide_budget(key: str, requested: float) -> dict[str, Any]:
+    standard = OPTIMIZATION_BUDGET[key]
+    stricter = requested <= standard if key == "max_abs_err_scaled_max" else requested >= standard
+    low, high = PHYSICAL.get(key, (0.0, 1.0))
+    if not low <= requested <= high:
+        decision, applied = f"refused: outside [{low}, {high}]", standard
+    elif requested == standard:
+        decision, applied = "unchanged", standard
+    elif stricter:
+        decision, applied = "tightened", requested
+    else:
+        decision, applied = "refused: the optimization budget can only be tightened", standard
+    return {"dtype": BUDGET_SECTION, "key": key, "standard": standard, "requested": requested, "bound": standard,
+            "applied": applied, "decision": decision}
 
 
 # Before the standard, specs carried these three flat keys with these values (the framework's
@@ -131,13 +160,15 @@ def normalize(tolerances: Optional[Mapping[str, Any]]) -> dict[str, dict[str, fl
         return out
     out = {}
     for dtype, requests in tolerances.items():
-        if dtype not in DTYPE_EPSILON:
-            raise ValueError(f"tolerances: '{dtype}' is not a dtype of the standard ({', '.join(DTYPE_EPSILON)})")
+        if dtype not in DTYPE_EPSILON and dtype != BUDGET_SECTION:
+            raise ValueError(f"tolerances: '{dtype}' is neither a dtype of the standard ({', '.join(DTYPE_EPSILON)}) "
+                             f"nor '{BUDGET_SECTION}'")
         if not isinstance(requests, Mapping):
             raise ValueError(f"tolerances.{dtype} must be an object")
+        allowed = tuple(OPTIMIZATION_BUDGET) if dtype == BUDGET_SECTION else ADJUSTABLE
         for key, value in requests.items():
-            if key not in ADJUSTABLE:
-                raise ValueError(f"tolerances.{dtype}.{key}: not adjustable (only {', '.join(ADJUSTABLE)})")
+            if key not in allowed:
+                raise ValueError(f"tolerances.{dtype}.{key}: not adjustable (only {', '.join(allowed)})")
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"tolerances.{dtype}.{key} must be a number")
             out.setdefault(dtype, {})[key] = float(value)

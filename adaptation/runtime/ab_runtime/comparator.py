@@ -247,9 +247,10 @@ class OptimizationBudget:
     compare_outputs applies: the same numbers whatever dtype a pass computes in."""
 
     family: str = "*"
+    tolerances: Mapping[str, Any] = field(default_factory=dict)  # the spec's section (may tighten only)
 
     def for_dtype(self, dtype: str) -> dict[str, Any]:
-        statement = standard.budget_statement(self.family)
+        statement = standard.budget_statement(self.family, self.tolerances)
         return {"standard": statement.pop("name"), "target_dtype": dtype, **statement, "rel_err_floor": 1e-3}
 
     def as_dict(self) -> dict[str, Any]:
@@ -264,13 +265,15 @@ def top1_agreement(target: torch.Tensor, reference: torch.Tensor) -> float:
     return float((t == r).float().mean())
 
 
-def judge_optimized(optimized: Any, reference: Any, family: str, computed_in: str) -> dict[str, Any]:
+def judge_optimized(optimized: Any, reference: Any, family: str, computed_in: str,
+                    tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """An optimized configuration's outputs against the float32 reference outputs, judged by the
     optimization budget (cosine, max error, top-1 agreement), never by the dtype of its passes.
 
-    `computed_in` (the dtype the passes compute in) is recorded, not used to pick thresholds.
+    `computed_in` (the dtype the passes compute in) is recorded, not used to pick thresholds; the
+    spec's `tolerances.optimization` may only tighten the budget.
     """
-    budget = OptimizationBudget(family)
+    budget = OptimizationBudget(family, dict(tolerances or {}))
     result = compare_outputs(optimized, reference, budget, computed_in)
     applied = result["thresholds"]["applied"]
     for name, out in result["outputs"].items():

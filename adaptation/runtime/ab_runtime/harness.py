@@ -108,7 +108,8 @@ class Session:
     def judge_optimized(self, b: passes.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
         """An optimized configuration's verdict: the one optimization budget against the float32
         reference (comparator.judge_optimized), never the standard of the dtype its passes use."""
-        return judge_optimized(out, self.reference_out, self.spec.task_family, b.accuracy_dtype)
+        return judge_optimized(out, self.reference_out, self.spec.task_family, b.accuracy_dtype,
+                               self.thresholds.tolerances)
 
     def timed_call(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
         inputs = passes.prepare_inputs(self.samples[0], self.choice.torch_device, b)
