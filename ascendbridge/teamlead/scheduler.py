@@ -228,13 +228,15 @@ class TeamLead:
                             "gate": verdict.get("report") or {}}
                 diag = _with_unverified(diag, out)
                 return self._failure(job, diag), diag, fix
-            diag = _with_unverified(dict(out.get("diagnosis") or {}), out)
+            diag = dict(out.get("diagnosis") or {})
             diag.setdefault("rule", f"stage_{status}")
             diag.setdefault("summary", out.get("summary", ""))
             if status in ("blocked", "skipped"):  # the program's decision: its metadata says why
+                diag = _with_unverified(diag, {"metrics": out.get("metrics")})  # figures never stored
                 self._fail(job.task, diag, status=status, fields=out.get("model_fields") or {},
                            metadata=out.get("model_metadata"))
                 return status, diag, fix
+            diag = _with_unverified(diag, out)
             return self._failure(job, diag), diag, fix
         except StaleTokenError as exc:
             self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
