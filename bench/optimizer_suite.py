@@ -66,9 +66,13 @@ def render(root: Path, name: str, info: dict[str, Any], python: Path, batch: int
 
 def search(directory: Path, pairs: int, iters: int, timeout: float) -> dict[str, Any]:
     start = time.perf_counter()
-    proc = subprocess.run([str(directory / ".venv" / "bin" / "python"), "-m", "ab_runtime.optimize", "--device", "cpu",
-                           "--pairs", str(pairs), "--iters", str(iters)],
-                          cwd=directory, capture_output=True, text=True, timeout=timeout)
+    try:
+        proc = subprocess.run([str(directory / ".venv" / "bin" / "python"), "-m", "ab_runtime.optimize", "--device",
+                               "cpu", "--pairs", str(pairs), "--iters", str(iters)],
+                              cwd=directory, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"result": {"ok": False, "error": f"search timed out after {timeout:.0f} s"}, "notes": None,
+                "wall_s": time.perf_counter() - start}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {"ok": False, "error": proc.stderr[-500:]}
     notes = json.loads((directory / "optimization_notes.json").read_text()) if result.get("ok") else None
