@@ -4,7 +4,7 @@ run: chooses the model's evaluations (business_benchmark.mapping, board override
 renders business_run.py and copies the sets into the adaptation, syncs the device profile's
 environment, runs business_run.py there (predictions of the reference and the target on the same
 items), derives metrics and the pass rule's verdict with framework code (business_metrics_*.json)
-and records the figures on the board. gate: scripts/check_business_benchmark.py, a separate
+and proposes the figures (the team lead writes them with the gated completion). gate: scripts/check_business_benchmark.py, a separate
 process that recomputes everything and re-runs a sample.
 """
 
@@ -18,9 +18,8 @@ from typing import Any
 from adaptation import uv_env
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
-from ascendbridge.board.store import BoardStore
 from ascendbridge.runtime.reports import run_checker
-from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import PREDICTIONS_PREFIX, board_values, build_evidence, read_json, stem
 from business_benchmark.lm_eval_path import LOCAL_SET, lm_eval_argv, prepare_lm_eval
@@ -32,16 +31,10 @@ CHECKER = Path(__file__).resolve().parent / "scripts" / "check_business_benchmar
 GATE_TIMEOUT_S = 1800.0
 
 
-def record_metrics(ctx: StageContext, evidence: dict[str, Any]) -> None:
-    """THE ONE PLACE the business figures reach the board (metrics table, stage business_benchmark).
-    When stages return metrics in their StageOutcome instead, move this into the outcome."""
+def business_figures(evidence: dict[str, Any]) -> list[FigureSet]:
+    """The business figures the team lead writes with the gated completion (stage business_benchmark)."""
     values, units = board_values(evidence)
-    store = BoardStore(ctx.board_path)
-    try:
-        store.add_metrics(ctx.model.model_id, "business_benchmark", values, device=evidence["run"]["device"],
-                          dtype=evidence["run"]["dtype"], units=units)
-    finally:
-        store.close()
+    return [FigureSet(values, device=evidence["run"]["device"], dtype=evidence["run"]["dtype"], units=units)]
 
 
 def _failed(summary: str, rule: str, **extra: Any) -> StageOutcome:
@@ -93,7 +86,7 @@ class BusinessBenchmarkStage:
             evidence = read_json(build_evidence(predictions, settings.rule, notes))
         except (DatasetError, ValueError) as exc:
             return _failed(f"business metrics could not be derived: {exc}", "business_metrics_failed")
-        record_metrics(ctx, evidence)
+        figures = business_figures(evidence)
         summary = f"{evidence['run']['device']} {dtype} vs cpu float32 ({evidence['scores']}): " + "; ".join(
             f"{ev['set']} {ev['verdict']}" for ev in evidence["evaluations"])
         outcome_result = {"verdict": evidence["verdict"], "weights": evidence["weights"],
@@ -103,8 +96,8 @@ class BusinessBenchmarkStage:
                        if not c["passed"]]
             return StageOutcome("failed", f"pass rule failed: {', '.join(failing[:4])}", result=outcome_result,
                                 diagnosis={"rule": "business_pass_rule_failed", "summary": summary,
-                                           "failing_checks": failing})
-        return StageOutcome("done", summary, result=outcome_result)
+                                           "failing_checks": failing}, metrics=figures)
+        return StageOutcome("done", summary, result=outcome_result, metrics=figures)
 
     def gate(self, ctx: StageContext) -> GateResult:
         argv = [sys.executable, str(CHECKER), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]

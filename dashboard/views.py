@@ -134,7 +134,10 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "timeline": timeline,
         "guidance": [g.model_dump() for g in d.store.list_guidance(model_id)],
         "events": [e.model_dump() for e in d.store.list_events(model_id, limit=MODEL_EVENTS, newest_first=True)],
-        "metrics": [m.model_dump() for m in d.store.list_metrics(model_id)],
+        "metrics": [m.model_dump() for m in d.store.list_metrics(model_id)],  # gated figures only
+        # Evidence files on disk are the model's figures only once their stage's gate passed.
+        "verified": {stage: any(t.stage == stage and t.status == "completed" for t in tasks)
+                     for stage in ("benchmark", "optimization")},
         "business": d.queries.business_results([model_id]).get(model_id),
         "adaptation_present": adapt_dir is not None,
         "benchmark_runs": runs,

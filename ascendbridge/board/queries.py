@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
+from adaptation.runtime.ab_runtime.pairstats import percentile
 from ascendbridge.board.connection import BoardMissingError, busy_timeout_ms
 from ascendbridge.board.records import loads
 from ascendbridge.stages import STAGES, STATUSES, check_stage, check_status
@@ -105,12 +106,6 @@ def failure_reason(diagnosis_json: Optional[str]) -> Optional[str]:
 def _like(term: str) -> str:
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile: a value that was actually measured."""
-    index = max(0, min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1))))
-    return sorted_values[index]
 
 
 class BoardQueries:
@@ -347,7 +342,7 @@ class BoardQueries:
                     stage=stage,
                     attempts=len(values),
                     median_s=statistics.median(values) if values else None,
-                    p90_s=_percentile(values, 0.9) if values else None,
+                    p90_s=percentile(values, 90) if values else None,
                     total_s=sum(values),
                 )
             )

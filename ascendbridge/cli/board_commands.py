@@ -149,6 +149,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         events = list(reversed(store.list_events(model_id=args.model, limit=args.events, newest_first=True)))
         guidance = store.list_guidance(model_id=args.model, state="open")
         agent_runs = list_agent_runs(store, args.model)
+        figures = store.list_metrics(model_id=args.model)  # gated figures only (complete_task writes them)
     if out.json_mode:
         out.json({
             "model": model.model_dump(),
@@ -157,6 +158,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
             "events": [e.model_dump() for e in events],
             "open_guidance": [g.model_dump() for g in guidance],
             "agent_runs": agent_runs,
+            "figures": [f.model_dump() for f in figures],
         })
         return EXIT_OK
     data = model.model_dump()
@@ -169,6 +171,8 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         ((t.stage, t.status, t.attempts, t.owner, t.lease_expires_at, t.started_at, t.finished_at,
           diagnosis_summary(t.diagnosis)) for t in tasks),
     )
+    out.table("figures (gated)", ("stage", "name", "value", "unit", "device", "dtype", "ts"),
+              ((f.stage, f.name, f.value, f.unit, f.device, f.dtype, f.ts) for f in figures))
     out.table(
         "attempts",
         ("stage", "#", "exit", "duration s", "outcome", "backend", "fix", "log"),

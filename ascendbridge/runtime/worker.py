@@ -34,15 +34,14 @@ from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, At
                                               kill_attempt)
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import STAGE_ROLES, load_stage, stage_refs
+from adaptation.runtime.ab_runtime.fileops import write_text_atomic
 
 EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_STALE = 0, 1, 2, 3
 OUTCOME_STATUSES = ("done", "failed", "blocked", "skipped")
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, default=str, indent=1))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, default=str, indent=1))
 
 
 def _kill_descendants() -> None:

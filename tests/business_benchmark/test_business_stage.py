@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from ascendbridge.board.queries import BoardQueries
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
 from ascendbridge.stage_api import StageContext
+from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.registry import check_loadable, stage_refs
 from business_benchmark.stage import BUSINESS_BENCHMARK_STAGE
 from tests.business_benchmark.business_support import demo_dir
@@ -42,13 +44,22 @@ def test_stage_is_registered_and_runnable() -> None:
 
 
 @pytest.mark.timeout(900)
-def test_stage_runs_records_board_metrics_and_passes_its_gate(board: BoardStore, board_path: Path) -> None:
+def test_stage_runs_passes_its_gate_and_its_figures_reach_the_board_on_completion(board: BoardStore, board_path: Path) -> None:
     ctx = make_context(board, board_path, {"device": "cpu", "business_max_items": 4, "business_threads": 1})
     outcome = BUSINESS_BENCHMARK_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, outcome.diagnosis, ctx.log.getvalue()[-3000:])
     assert outcome.result["weights"] == "config-initialised" and "agreement only" in outcome.summary
     assert (ctx.adaptation_dir / "business_run.py").is_file()
     assert (ctx.adaptation_dir / "business_data" / "ab-sentiment-en.jsonl").is_file()
+    # The figures travel in the outcome; nothing reaches the board before the gate passed.
+    assert board.list_metrics("demo/tiny-bert-classifier") == []
+    gate = BUSINESS_BENCHMARK_STAGE.gate(ctx)
+    assert gate.passed, gate.summary
+    for stage in STAGES[:STAGES.index("business_benchmark")]:  # make the task claimable
+        board.skip("demo/tiny-bert-classifier", stage)
+    task = board.claim_task(ctx.task.id, "test", 60.0)  # the team lead's fenced completion
+    board.complete_task(task.id, task.fencing_token, {"summary": outcome.summary},
+                        figures=[asdict(f) for f in outcome.metrics])
     recorded = {m.name: m for m in board.list_metrics("demo/tiny-bert-classifier", "business_benchmark")}
     assert recorded["business_pass"].value == 1.0 and recorded["real_weights"].value == 0.0
     assert recorded["ab-sentiment-en.label_agreement"].dtype == "bfloat16"  # float32 spec target -> bf16 run
@@ -56,8 +67,6 @@ def test_stage_runs_records_board_metrics_and_passes_its_gate(board: BoardStore,
     shown = queries.business_results()["demo/tiny-bert-classifier"]
     queries.close()
     assert shown["verdict"] == "pass" and "ab-sentiment-en.label_agreement" in shown["metrics"]
-    gate = BUSINESS_BENCHMARK_STAGE.gate(ctx)
-    assert gate.passed, gate.summary
 
 
 def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path) -> None:

@@ -73,14 +73,15 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
         log.write_text("loading config\n<b>not bold</b>\nall good\n")
         attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/llama-tiny", str(log))
         store.finish_attempt(attempt, 0, 2.5, "passed")
-        store.complete_task(task.id, task.fencing_token, {"files": 3})
+        store.complete_task(task.id, task.fencing_token, {"files": 3}, figures=[{"values": {"speedup": 2.5}}])
         # bert: discovery failed; its attempt's log_path points outside the logs dir.
         task = store.claim_task(store.list_tasks("discovery", model_id="acme/bert-mini")[0].id, "team-lead-test", 60)
         attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/bert-mini", "/etc/passwd")
-        store.finish_attempt(attempt, 1, 0.7, "failed", {"summary": "corrupt config.json: unterminated string"})
-        store.fail_task(task.id, task.fencing_token, {"summary": "corrupt config.json: unterminated string"})
-        store.add_metrics("acme/llama-tiny", "optimization", {"speedup": 2.5})
-        store.add_metrics("acme/bert-mini", "optimization", {"speedup": 1.2})
+        # Its run proposed a speedup the gate never passed: kept in the attempt, labelled unverified.
+        failed = {"summary": "corrupt config.json: unterminated string",
+                  "unverified": {"metrics": [{"values": {"speedup": 1.2}}]}}
+        store.finish_attempt(attempt, 1, 0.7, "failed", failed)
+        store.fail_task(task.id, task.fencing_token, failed)
     finally:
         store.close()
     adapt = adaptations / "acme__llama-tiny"
@@ -105,7 +106,8 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
     return board_path, logs, adaptations
 
 
-def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path,
+                 wait_s: float = 30) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "ASCENDBRIDGE_DASHBOARD_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -114,7 +116,7 @@ def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) ->
         cwd=REPO, env=env, stdout=open(root / "server.log", "wb"), stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"dashboard exited: {(root / 'server.log').read_text()}")
@@ -124,4 +126,4 @@ def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) ->
         except httpx.HTTPError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("dashboard did not answer /healthz within 30 s")
+    raise RuntimeError(f"dashboard did not answer /healthz within {wait_s:.0f} s")

@@ -136,9 +136,10 @@ def test_reports_api(site: Site) -> None:
     assert discovery["rate"] == 0.5
     assert data["success_by_family"]["causal_lm"]["discovery"] == 1.0
     assert data["success_by_family"]["masked_lm"]["discovery"] == 0.0
-    assert sorted(s["speedup"] for s in data["speedups"]) == [1.2, 2.5]
-    assert data["speedup_histogram"]["counts"][3] == 1  # 1.1-1.5x holds 1.2
-    assert data["speedup_geomean"] == pytest.approx((1.2 * 2.5) ** 0.5)
+    # bert-mini's x1.2 came from a run whose gate never passed: it is no model's figure.
+    assert data["speedups"] == [{"model_id": "acme/llama-tiny", "speedup": 2.5}]
+    assert data["speedup_histogram"]["counts"][3] == 0  # 1.1-1.5x would hold 1.2
+    assert data["speedup_geomean"] == pytest.approx(2.5)
 
 
 def test_openapi_schema_lists_api(site: Site) -> None:
