@@ -88,7 +88,7 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any]) -> tu
     def forward(net: Any, device: str, dt: Any) -> dict[str, Any]:
         moved = {k: v.to(device=device, dtype=dt if v.is_floating_point() else v.dtype) for k, v in inputs.items()}
         with torch.inference_mode():
-            named = family.named_outputs(net(**moved, **flags), moved, pooling)
+            named = family.named_outputs(net(**moved, **flags), moved, pooling, spec.sentence_transformers_normalize)
         return {k: v.detach().to("cpu") for k, v in named.items()}
 
     first = {k: v[0] for k, v in saved["reference"].items()}
