@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -64,12 +65,19 @@ class Output:
         self._console.print(text)
 
     def table(self, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]],
-              detail: Sequence[str] = ()) -> None:
-        """`detail` names columns shown only with --wide (a narrow terminal keeps the rest)."""
+              detail: Sequence[str] = (), widths: dict[str, int] | None = None) -> None:
+        """A table. `detail` names columns shown only with --wide (a narrow terminal keeps the
+        rest). With `widths` (every column's width) it is drawn compact, one space between
+        columns and cells folding, so its width is known in advance (e.g. to fit 100 columns)."""
         keep = [i for i, name in enumerate(columns) if self.wide or name not in detail]
-        table = Table(title=title, title_justify="left", show_lines=False)
+        if widths and not self.wide:
+            table = Table(title=title, title_justify="left", show_lines=False, box=box.SIMPLE_HEAD,
+                          show_edge=False, padding=0)
+        else:
+            table = Table(title=title, title_justify="left", show_lines=False)
         for i in keep:
-            table.add_column(columns[i], overflow="fold")
+            width = (widths or {}).get(columns[i]) if not self.wide else None
+            table.add_column(columns[i], overflow="fold", width=width)
         count = 0
         for row in rows:
             table.add_row(*(cell(row[i], self.wide) for i in keep))
