@@ -22,6 +22,7 @@ from ascendbridge.board import BoardStore, Registration
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
+HEALTHZ_WAIT_S = 120.0  # a generous bound: a loaded 2-core machine took over 30 s to start uvicorn
 XSS_ID = "xss-org/payload-model"
 XSS_DESCRIPTION = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">"quoted" & more'
 
@@ -124,7 +125,7 @@ def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) ->
         cwd=REPO, env=env, stdout=open(root / "server.log", "wb"), stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HEALTHZ_WAIT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"dashboard exited: {(root / 'server.log').read_text()}")
@@ -134,4 +135,4 @@ def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) ->
         except httpx.HTTPError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("dashboard did not answer /healthz within 30 s")
+    raise RuntimeError(f"dashboard did not answer /healthz within {HEALTHZ_WAIT_S:.0f} s")
