@@ -179,7 +179,10 @@ def test_board_of_a_real_run_shows_attempts_charts_and_verdicts(real_site: Site,
     d.get(real_site.url + "/")
     row = d.find_element(By.XPATH, "//a[text()='demo/tiny-bert']/ancestor::tr")
     cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
-    assert cells[2:5] == ["optimization", "completed", "5"], cells  # stage, status, attempts of all 5 stages
+    with real_site.store() as store:  # a loaded machine may retry a stage: count what the board holds
+        tasks = store.list_tasks(model_id="demo/tiny-bert")
+    attempts = sum(t.attempts for t in tasks)
+    assert attempts >= 5 and cells[2:5] == ["optimization", "completed", str(attempts)], cells
     assert cells[6] not in ("", "—"), cells  # updated
     d.get(real_site.url + "/models/demo/tiny-bert")
     for chart in ("latency-chart", "speedup-chart"):
