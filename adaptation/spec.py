@@ -120,6 +120,9 @@ class AdaptationSpec(BaseModel):
     transformers_requirement: str = "transformers>=4.46"
     python_requirement: str = ">=3.10"
     sentence_transformers_pooling: Optional[str] = None  # "mean" | "cls" | None
+    # modules.json ends with a Normalize module: sentence embeddings are L2-normalised, as
+    # sentence-transformers' encode() returns them.
+    sentence_transformers_normalize: bool = False
     # Healer fix for device mismatches: build and run the model with the run device as torch's
     # default device (torch.set_default_device), so tensors model code creates without an
     # explicit device land on the run device.

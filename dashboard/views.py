@@ -99,17 +99,36 @@ def overview(
     }
 
 
+LATENCY_SERIES = (("median_ms", "median ms"), ("p90_ms", "p90 ms"), ("min_ms", "min ms"))
+
+
 def _charts(runs: list[evidence.BenchmarkRun], notes: Optional[evidence.OptimizationNotes]) -> dict[str, Any]:
-    keys: list[str] = []
-    for run in runs:
-        keys += [k for k in run.latency if k not in keys]
-    latency = {
-        "labels": [r.label for r in runs],
-        "series": {k: [r.latency.get(k) for r in runs] for k in keys},
-    } if keys else None
+    """Chart data: latency per benchmark run (target and CPU float32 reference medians, from the
+    metrics files' `timing` blocks) and the measured speedup of every optimization pass."""
+    timed = [r for r in runs if r.latency]
+    latency = None
+    if timed:
+        series = {label: [r.latency.get(key) for r in timed] for key, label in LATENCY_SERIES
+                  if any(key in r.latency for r in timed)}
+        if any("median_ms" in r.reference_latency for r in timed):
+            series["reference median ms"] = [r.reference_latency.get("median_ms") for r in timed]
+        latency = {"labels": [r.label for r in timed], "series": series}
     pairs = notes.speedups() if notes else []
     speedup = {"labels": [p[0] for p in pairs], "values": [p[1] for p in pairs]} if pairs else None
     return {"latency": latency, "speedup": speedup}
+
+
+def parameter_counts(record: Any, runs: list[evidence.BenchmarkRun]) -> list[dict[str, Any]]:
+    """Every parameter count the evidence holds, each with where it comes from: discovery's
+    (often an estimate from config.json) and the model the benchmark really built."""
+    counts = []
+    if record.parameter_count is not None:
+        source = (record.metadata or {}).get("parameter_count_source") or "discovery"
+        counts.append({"value": record.parameter_count, "source": f"discovery ({str(source).replace('_', ' ')})"})
+    built = {r.figures.get("model.parameters") for r in runs if isinstance(r.figures.get("model.parameters"), int)}
+    for value in sorted(built):
+        counts.append({"value": value, "source": "benchmark (the model as built and run)"})
+    return counts
 
 
 def model(d: Dashboard, model_id: str) -> dict[str, Any]:
@@ -144,6 +163,7 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "optimization_notes": notes,
         "traces": [{"name": n, "size": s} for n, s in evidence.traces(adapt_dir)],
         "charts": _charts(runs, notes),
+        "parameter_counts": parameter_counts(record, runs),
         "last_event_id": d.queries.last_event_id(),
     }
 

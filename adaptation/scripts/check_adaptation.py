@@ -7,7 +7,10 @@ checks the files, the spec, the pyproject extras and conflicts, that ab_runtime/
 this repository ships and demo.py only delegates to it, `uv lock --check`, then syncs the
 device's profile and runs `demo.py --dry-run` itself and verifies from the RESULT line which
 device actually ran (no hidden fallback), the mode, and that every output has the expected shape
-and is finite. Exit 0 only when every check passes, 1 when one fails, 2 on bad input.
+and is finite. Library parity: when the model's own library is installed in the package's
+environment and the weights are local, `python -m ab_runtime.parity` must find the package's
+outputs equal to the library's (sentence-transformers encode, transformers pipelines) within the
+float32 tolerance. Exit 0 only when every check passes, 1 when one fails, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -286,6 +289,36 @@ def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str,
     check_result(report, spec, device, result)
 
 
+def _result_line(output: str) -> Optional[dict[str, Any]]:
+    lines = [ln for ln in output.splitlines() if ln.startswith(RESULT_MARKER)]
+    try:
+        data = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_parity(report: Report, directory: Path, spec: AdaptationSpec, timeout_s: float) -> None:
+    """The package against the model's own library on real input (ab_runtime.parity). Weights on
+    the Hub are not downloaded by a gate: parity is then reported as not checked, with why."""
+    if not spec.model.has_weights or spec.model.source == "huggingface":
+        report.add("library_parity", True, "not checked: no local weights (parity compares real weights only)")
+        return
+    progress("python -m ab_runtime.parity")
+    res = uv(directory, ["run", "--no-sync", "python", "-m", "ab_runtime.parity"], timeout_s)
+    parity = _result_line(res.output)
+    if parity is None:
+        report.add("library_parity", False, f"parity check gave no result (exit {res.exit_code}): {_last_lines(res.output)}")
+        return
+    if not parity.get("checked"):
+        report.add("library_parity", True, f"not checked: {parity.get('reason')}")
+        return
+    figures = (f" (max abs err scaled {parity['max_abs_err']:.2g}, min cosine {parity['min_cosine']:.7f}, "
+               f"{parity['inputs']} inputs)" if parity.get("max_abs_err") is not None else "")
+    report.add("library_parity", bool(parity.get("ok")) and res.ok,
+               f"{parity.get('library')}: {parity.get('reason')}{figures}")
+
+
 def gate(name: str, root: Path, device: str, run: bool, timeout_s: float) -> Report:
     report = Report(adaptation=name, device=device)
     try:
@@ -302,6 +335,8 @@ def gate(name: str, root: Path, device: str, run: bool, timeout_s: float) -> Rep
         # Run even when e.g. the runtime copy was modified: the report then also shows what the
         # modified code claimed, which is what a reviewer wants to see next to the FAIL.
         run_demo(report, directory, spec, device, timeout_s)
+        if report.passed:
+            check_parity(report, directory, spec, timeout_s)
     elif run:
         report.add("run", False, "demo not run: uv.lock does not match pyproject.toml")
     return report

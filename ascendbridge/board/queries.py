@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from adaptation.runtime.ab_runtime.pairstats import percentile
 from ascendbridge.board.connection import BoardMissingError, busy_timeout_ms
 from ascendbridge.board.records import loads
-from ascendbridge.stages import STAGES, STATUSES, check_stage, check_status
+from ascendbridge.stages import DONE_STATUSES, STAGES, STATUSES, check_stage, check_status
 
 # Sort keys a caller may ask for, mapped to SQL that only this module writes.
 SORTS: dict[str, str] = {
@@ -56,7 +56,7 @@ class ModelRow:
     paused: bool
     task_family: Optional[str]
     created_at: str
-    current_stage: Optional[str]  # None when every stage is completed or skipped
+    current_stage: Optional[str]  # first unfinished stage, else the last completed one
     current_status: Optional[str]
     attempts: int
     updated_at: Optional[str]
@@ -254,18 +254,31 @@ class BoardQueries:
 
     @staticmethod
     def _current_tasks(conn: Connection, model_pks: list[int]) -> dict[int, tuple[Any, ...]]:
-        """model pk -> (stage, status, attempts, updated_at, diagnosis_json) of its first unfinished stage."""
+        """model pk -> (stage, status, attempts, updated_at, diagnosis_json) of where it stands.
+
+        The stage is the first unfinished one, or, once every stage is done, the last stage that
+        ran (completed); attempts count every stage's attempts and updated_at is the latest
+        change, so a finished model reads "optimization completed, 5 attempts, 08:03", not blank.
+        """
         if not model_pks:
             return {}
         marks = ", ".join(f":p{i}" for i in range(len(model_pks)))
         rows = conn.execute(
             text("SELECT model_pk, stage, status, attempts, updated_at, diagnosis_json FROM tasks "
-                 f"WHERE model_pk IN ({marks}) AND status NOT IN {_DONE_SQL} ORDER BY model_pk, stage_order"),
+                 f"WHERE model_pk IN ({marks}) ORDER BY model_pk, stage_order"),
             {f"p{i}": pk for i, pk in enumerate(model_pks)},
         ).all()
-        out: dict[int, tuple[Any, ...]] = {}
+        by_model: dict[int, list[Any]] = {}
         for row in rows:
-            out.setdefault(row[0], tuple(row[1:]))
+            by_model.setdefault(row[0], []).append(row)
+        out: dict[int, tuple[Any, ...]] = {}
+        for pk, tasks in by_model.items():
+            unfinished = [t for t in tasks if t[2] not in DONE_STATUSES]
+            ran = [t for t in tasks if t[2] == "completed"]
+            cur = unfinished[0] if unfinished else (ran[-1] if ran else tasks[-1])
+            attempts = sum(int(t[3] or 0) for t in tasks)
+            updated = max((t[4] for t in tasks if t[4]), default=None)
+            out[pk] = (cur[1], cur[2], attempts, updated, cur[5])
         return out
 
     def agent_tasks(self, task_ids: list[int]) -> dict[int, tuple[str, str]]:

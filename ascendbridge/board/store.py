@@ -817,6 +817,21 @@ class BoardStore:
                 q = q.where(Task.stage == check_stage(stage))
             return [(st, AttemptRecord.of(a)) for st, a in s.exec(q).all()]
 
+    def completed_durations(self) -> dict[str, list[float]]:
+        """stage -> durations (s) of every completed attempt on the board, oldest first: the
+        basis of the team lead's ETA (a stage's typical cost here, from this run and earlier)."""
+        with self._read() as s:
+            q = (
+                select(Task.stage, Attempt.duration_s)
+                .join(Task, col(Attempt.task_id) == col(Task.id))
+                .where(Attempt.outcome == "completed", col(Attempt.duration_s).is_not(None))
+                .order_by(Attempt.id)
+            )
+            out: dict[str, list[float]] = {}
+            for stage, seconds in s.exec(q).all():
+                out.setdefault(stage, []).append(float(seconds))
+            return out
+
     # ------------------------------------------------------------------ agents
     def register_agent(self, agent_id: str, role: str, pid: Optional[int] = None) -> AgentRecord:
         now = now_iso()

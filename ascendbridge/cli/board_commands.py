@@ -170,6 +170,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         ("stage", "status", "attempts", "owner", "lease expires", "started", "finished", "diagnosis"),
         ((t.stage, t.status, t.attempts, t.owner, t.lease_expires_at, t.started_at, t.finished_at,
           diagnosis_summary(t.diagnosis)) for t in tasks),
+        detail=("owner", "lease expires", "started"),
     )
     out.table("figures (gated)", ("stage", "name", "value", "unit", "device", "dtype", "ts"),
               ((f.stage, f.name, f.value, f.unit, f.device, f.dtype, f.ts) for f in figures))
@@ -178,6 +179,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         ("stage", "#", "exit", "duration s", "outcome", "backend", "fix", "log"),
         ((st, a.number, a.exit_code, a.duration_s, a.outcome, a.agent_backend, a.fix_applied, a.log_path)
          for st, a in attempts),
+        detail=("backend",),
     )
     out.table("recent events", ("ts", "stage", "kind", "message"),
               ((e.ts, e.stage, e.kind, e.message) for e in events))
@@ -185,7 +187,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     out.table("agent runs", ("ts", "role", "backend", "outcome", "duration s", "tokens", "files", "prompt", "detail"),
               ((r["ts"], r.get("role"), r.get("backend"), r.get("outcome"), r.get("duration_s"), r.get("tokens"),
                 ", ".join(r.get("files_changed") or []), r.get("prompt_hash"), str(r.get("detail") or "")[:80])
-               for r in agent_runs))
+               for r in agent_runs), detail=("tokens", "files", "prompt"))
     return EXIT_OK
 
 
@@ -292,7 +294,7 @@ def cmd_list_agents(args: argparse.Namespace, out: Output) -> int:
     else:
         out.table("agents", ("id", "role", "status", "pid", "host", "task", "last heartbeat", "started"),
                   ((a.id, a.role, a.status, a.pid, a.host, a.current_task_id, a.last_heartbeat, a.started_at)
-                   for a in agents))
+                   for a in agents), detail=("pid", "host", "started"))
     return EXIT_OK
 
 

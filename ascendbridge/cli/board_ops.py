@@ -37,6 +37,9 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                         help="board file (default: $ASCENDBRIDGE_BOARD or <repo>/board.db)")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
                         help="machine-readable JSON instead of tables")
+    parser.add_argument("--wide", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                        help="every table column at full width (default: fit the terminal, 100 columns "
+                             "when not a terminal)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,5 +147,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "heartbeat" and args.pid is None:
         args.pid = os.getppid()  # the script or shell that reports the heartbeat
     handler: Handler = args.handlers[args.command]
-    out = Output(json_mode=bool(args.json))
+    out = Output(json_mode=bool(args.json), wide=bool(args.wide))
     return run_guarded(lambda: handler(args, out))

@@ -43,7 +43,6 @@ class RunStats:
 
     started: float = field(default_factory=time.monotonic)
     outcomes: Counter[str] = field(default_factory=Counter)
-    durations: list[float] = field(default_factory=list)
     not_runnable: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -285,8 +284,9 @@ class TeamLead:
         self.jobs.pop(result.job.task.id)
         self.free_slots.append(slot)
         attempt_dir.discard(job.work_dir)  # promoted already when it passed its gate
-        run = result.run
-        exit_code = run.exit_code if run else None
+        # The phase that decided the outcome: the gate when it ran, else the stage's run.
+        decisive = result.gate or result.run
+        exit_code = decisive.exit_code if decisive else None
         try:
             retry_busy(lambda: self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome,
                                                          diagnosis, fix),
@@ -295,8 +295,6 @@ class TeamLead:
             self.log.error("%s/%s: could not record the attempt: %s", job.task.model_id, job.stage, exc)
         self._idle.add(job.worker_id)
         self.stats.outcomes[outcome] += 1
-        if outcome == "completed":
-            self.stats.durations.append(result.duration_s)
         _append(job.log_path, f"[team-lead] attempt {job.attempt}: {outcome}"
                 + (f": {diagnosis.get('summary', '')}" if diagnosis else "") + "\n")
 

@@ -70,7 +70,8 @@ def test_model_api_has_timeline_evidence_and_safe_logs(site: Site) -> None:
     run = data["benchmark_runs"][0]
     assert run["label"] == "cpu_bf16_random_synthetic"
     assert run["latency"] == {"median_ms": 12.5, "p90_ms": 14.1, "min_ms": 11.8}
-    assert run["accuracy"]["rows"][0]["cosine"] == 0.99931
+    assert run["verdict"] == "pass" and run["outputs"][0]["measured"] == {"cosine": 0.99931, "max_abs_err": 0.00091}
+    assert data["charts"]["latency"]["series"]["reference median ms"] == [20.0]
     assert data["charts"]["speedup"] == {"labels": ["bf16_autocast", "torch_compile"], "values": [2.5, 1.01]}
     assert data["traces"][0]["name"] == "trace_cpu_bf16_random_synthetic.json"
     bert = httpx.get(site.url + "/api/models/acme/bert-mini").json()

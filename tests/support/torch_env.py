@@ -22,6 +22,7 @@ REQUIREMENTS = (
     "numpy>=1.26",
     "sentencepiece>=0.2",
     "pillow>=10",
+    "sentence-transformers>=3",  # library parity tests (ab_runtime.parity) compare against it
 )
 
 

@@ -91,7 +91,8 @@ class Session:
         with torch.inference_mode():
             for inputs in self.samples:
                 moved = passes.prepare_inputs(inputs, self.choice.torch_device, b)
-                named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling)
+                named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling,
+                                                  self.spec.sentence_transformers_normalize)
                 for name, tensor in named.items():
                     per_name.setdefault(name, []).append(tensor.detach().to("cpu"))
         stacked = {}
