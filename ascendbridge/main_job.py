@@ -18,6 +18,7 @@ from rich.table import Table
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
+from ascendbridge.stacks import describe
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
@@ -75,6 +76,16 @@ def _next_steps(store: BoardStore, console: Console) -> None:
     console.print("  open the dashboard:       uv run scripts/dashboard.py   (http://127.0.0.1:8765)")
 
 
+def _print_stacks(store: BoardStore, console: Console) -> None:
+    """The software stack(s) the board's figures were measured on (stacks recorded per result)."""
+    stacks = store.list_stacks()
+    used = {m.stack_id for m in store.list_metrics() if m.stack_id}
+    for sid in sorted(used):
+        console.print(f"stack {sid}: {describe(stacks.get(sid) or {})}")
+    if not used:
+        console.print("stack: no measured result on this board yet")
+
+
 def _passes(args: argparse.Namespace) -> list[tuple[str, int]]:
     """Preparation runs in parallel; timing stages run one model at a time, because two timed
     runs sharing this machine's cores would measure each other rather than the model."""
@@ -108,6 +119,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                          "--stages", stages]))
         if code >= 2:  # usage, board, lock or internal error: later passes would fail the same way
             break
+    _print_stacks(store, console)
     _next_steps(store, console)
     store.close()
     return code

@@ -21,6 +21,8 @@ from adaptation import uv_env
 from adaptation.generator import RUNTIME_DIR
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
+from adaptation.stack import StackError, describe, env_stack
+from ascendbridge.envmode import use_model_env
 from ascendbridge.board.store import BoardStore
 from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
@@ -103,6 +105,7 @@ class OptimizationStage:
     name = "optimization"
 
     def run(self, ctx: StageContext) -> StageOutcome:
+        use_model_env(ctx.model)
         try:
             settings = OptimizationSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
@@ -113,6 +116,11 @@ class OptimizationStage:
         sync = uv_env.sync(ctx.adaptation_dir, profile, log=ctx.log)
         if not sync.ok:
             return _failed(f"uv sync --extra {profile} failed", "sync_failed", sync)
+        try:
+            stack = env_stack(ctx.adaptation_dir)
+        except StackError as exc:
+            return _failed(str(exc), "stack_probe_failed")
+        ctx.say(f"stack {stack['stack_id']}: {describe(stack['data'])}")
         available, why = weights_available(spec)
         pretrained = settings.real_weights and available
         ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why}); searching the pass catalogue")
@@ -148,8 +156,9 @@ class OptimizationStage:
             for key in ("baseline_median_ms", "optimized_median_ms"):
                 if isinstance(final.get(key), (int, float)):
                     values[key], units[key] = float(final[key]), "ms"
+            # Stack id: every figure names the stack it was measured on (stacks.stack_id).
             store.add_metrics(ctx.model.model_id, "optimization", values, device=result["device"],
-                              dtype=result["dtype"], units=units)
+                              dtype=result["dtype"], units=units, stack=stack)
         finally:
             store.close()
         if result["verdict"] != "pass":
@@ -161,9 +170,11 @@ class OptimizationStage:
             summary = (f"{'+'.join(notes['chosen'])}: x{final['speedup']:.2f} ({low:.2f}..{high:.2f}) "
                        f"{final['baseline_median_ms']:.2f} -> {final['optimized_median_ms']:.2f} ms, accuracy pass")
         return StageOutcome("done", summary, result={"chosen": notes["chosen"], "outcome": final["outcome"],
-                                                     "speedup": final["speedup"], "perf_run": notes["perf_run"]})
+                                                     "speedup": final["speedup"], "perf_run": notes["perf_run"],
+                                                     "stack": stack})
 
     def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
         reports = []
         for script in ("check_optimization_notes.py", "check_accuracy_run_perf.py"):
             argv = [sys.executable, str(SCRIPTS / script), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]

@@ -36,7 +36,7 @@ from ascendbridge.board.records import (
     now_iso,
     utcnow,
 )
-from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, Metric, Model, Task
+from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, Metric, Model, Stack, Task
 from ascendbridge.naming import base_adaptation_name, hashed_adaptation_name, validate_model_id
 from ascendbridge.stages import (
     DONE_STATUSES,
@@ -207,6 +207,8 @@ class BoardStore:
                     "allow_remote_code": reg.allow_remote_code,
                     "skip_stages_json": dumps(skip),
                     "paused": False,
+                    "env_mode": "",
+                    "env_python": None,
                     "metadata_json": "{}",
                     "created_at": now,
                 }
@@ -938,15 +940,45 @@ class BoardStore:
     # ------------------------------------------------------------------ metrics
     def add_metrics(
         self, model_id: str, stage: str, values: dict[str, float], device: str = "", dtype: str = "",
-        units: Optional[dict[str, str]] = None,
+        units: Optional[dict[str, str]] = None, stack: Optional[dict[str, Any]] = None,
     ) -> None:
+        """Append figures; `stack` ({"stack_id": ..., "data": {...}}) is stored once per stack id
+        and every figure names it."""
         check_stage(stage)
         now = now_iso()
+        sid = str((stack or {}).get("stack_id") or "")
         with self._write() as s:
             pk = self._model_row(s, model_id).id
+            if sid and s.get(Stack, sid) is None:
+                s.add(Stack(stack_id=sid, data_json=dumps((stack or {}).get("data") or {}), first_seen=now))
             for name, value in values.items():
                 s.add(Metric(model_pk=pk, stage=stage, device=device, dtype=dtype, name=name,
-                             value=float(value), unit=(units or {}).get(name, ""), ts=now))
+                             value=float(value), unit=(units or {}).get(name, ""), stack_id=sid, ts=now))
+
+    def get_stack(self, stack_id: str) -> Optional[dict[str, Any]]:
+        """The recorded stack of an id (None when unknown)."""
+        with self._read() as s:
+            row = s.get(Stack, stack_id)
+            return loads(row.data_json, {}) if row else None
+
+    def list_stacks(self) -> dict[str, dict[str, Any]]:
+        with self._read() as s:
+            return {row.stack_id: loads(row.data_json, {}) for row in s.exec(select(Stack).order_by(Stack.first_seen))}
+
+    def set_env_mode(self, model_id: str, mode: str, python: Optional[str] = None, origin: str = "cli") -> ModelRecord:
+        """Per-model environment mode: "" (the run's), "locked", or "system" with its interpreter."""
+        if mode not in ("", "locked", "system"):
+            raise BoardError(f"unknown environment mode '{mode}' (expected locked or system)")
+        if mode == "system" and not python:
+            raise BoardError("environment mode 'system' needs the interpreter's path")
+        with self._write() as s:
+            row = self._model_row(s, model_id)
+            row.env_mode, row.env_python = mode, (python if mode == "system" else None)
+            s.add(row)
+            self._event(s, "policy", f"environment mode = {mode or 'run default'}"
+                        + (f" ({python})" if row.env_python else ""), row.id, None,
+                        {"env_mode": mode, "env_python": row.env_python}, origin)
+            return ModelRecord.of(row)
 
     def list_metrics(self, model_id: Optional[str] = None, stage: Optional[str] = None) -> list[MetricRecord]:
         with self._read() as s:
@@ -975,6 +1007,7 @@ class BoardStore:
             "agents": [a.model_dump() for a in self.list_agents()],
             "guidance": [g.model_dump() for g in self.list_guidance()],
             "metrics": [x.model_dump() for x in self.list_metrics()],
+            "stacks": self.list_stacks(),
             "events": [e.model_dump() for e in self.list_events(limit=10**9)],
         }
 
