@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
 from ascendbridge.runtime.reports import json_report
-from ascendbridge.stacks import describe, stack_id
+from ascendbridge.stacks import stack_id
 from benchmark.envs import run_inner
 
 PROBE_TIMEOUT_S = 120.0

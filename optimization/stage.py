@@ -21,7 +21,8 @@ from adaptation import uv_env
 from adaptation.generator import RUNTIME_DIR
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
-from adaptation.stack import StackError, describe, env_stack
+from adaptation.stack import StackError, env_stack
+from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
 from ascendbridge.board.store import BoardStore
 from ascendbridge.runtime.reports import run_checker
