@@ -31,7 +31,21 @@ from ascendbridge.envmode import EnvChoice  # noqa: E402
 from benchmark.render import render_accuracy_run  # noqa: E402
 
 DEFAULT_MODELS = ("tiny-bert", "tiny-llama", "tiny-vit")
-RUN_TIMEOUT_S = 240.0
+RUN_TIMEOUT_S = 400.0
+REPORT_RESERVE_S = 20.0  # kept back from --limit-s so the report is always written
+
+
+class Deadline:
+    """The whole check's time limit: every step gets what is left of it."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.end = time.monotonic() + limit_s - REPORT_RESERVE_S
+
+    def left(self) -> float:
+        return max(1.0, min(RUN_TIMEOUT_S, self.end - time.monotonic()))
+
+    def spent(self) -> bool:
+        return time.monotonic() >= self.end
 
 
 def demo_spec(name: str) -> AdaptationSpec:
@@ -46,7 +60,7 @@ def demo_spec(name: str) -> AdaptationSpec:
                           inputs=InputRecipe(seq_len=32))
 
 
-def check_one(name: str, root: Path, device: str, source: TorchSource) -> dict[str, Any]:
+def check_one(name: str, root: Path, device: str, source: TorchSource, deadline: Deadline) -> dict[str, Any]:
     started = time.monotonic()
     spec = demo_spec(name)
     directory = root / name
@@ -57,18 +71,18 @@ def check_one(name: str, root: Path, device: str, source: TorchSource) -> dict[s
     if not sync.ok:
         return {**row, "error": sync.tail(1)}
     row["stack"] = json.loads((directory / ".venv" / "ascendbridge-env.json").read_text())["stack"]
-    demo = uv_env.run_demo(directory, device=device, timeout_s=RUN_TIMEOUT_S)
+    demo = uv_env.run_demo(directory, device=device, timeout_s=deadline.left())
     if not demo.ok:
         return {**row, "error": f"dry run: {(demo.result or {}).get('error') or demo.command.tail(1)}"}
     bench = uv_env.run_in_env(directory, ["accuracy_run.py", "--device", device, "--warmup", "3", "--iters", "20"],
-                              timeout_s=RUN_TIMEOUT_S)
+                              timeout_s=deadline.left())
     result = uv_env.parse_result(bench.output)
     if not result or not result.get("ok"):
         return {**row, "error": f"benchmark: {(result or {}).get('error') or bench.tail(1)}"}
     row["benchmark"] = {k: result.get(k) for k in ("dtype", "median_ms", "p90_ms", "samples_per_s", "verdict",
                                                    "device_name", "reference_median_ms")}
     opt = uv_env.run_in_env(directory, ["-m", "ab_runtime.optimize", "--device", device, "--pairs", "5", "--iters", "5",
-                                        "--warmup", "2"], timeout_s=RUN_TIMEOUT_S)
+                                        "--warmup", "2"], timeout_s=deadline.left())
     found = uv_env.parse_result(opt.output)
     if opt.exit_code != 0 or not found or not found.get("ok"):
         return {**row, "error": f"optimization: {(found or {}).get('error') or opt.tail(1)}"}
@@ -96,11 +110,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--out", type=Path, default=REPO / "logs" / "accelerator_check")
     p.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    p.add_argument("--limit-s", type=float, default=600.0, help="the whole check's time limit (default 600)")
     args = p.parse_args(argv)
+    deadline = Deadline(args.limit_s)
     args.out.mkdir(parents=True, exist_ok=True)
     source = TorchSource(profiles=torch_source().profiles, wheel_dir=None)  # nothing is locked or installed
-    rows = [check_one(name.strip(), args.out / "packages", args.device, source)
-            for name in args.models.split(",") if name.strip()]
+    rows = []
+    for name in filter(None, (n.strip() for n in args.models.split(","))):
+        if deadline.spent():
+            rows.append({"model": name, "device": args.device, "ok": False, "error": "not run: time limit reached"})
+            continue
+        rows.append(check_one(name, args.out / "packages", args.device, source, deadline))
     stack = next((r["stack"] for r in rows if r.get("stack")), None)
     report = {"device": args.device, "python": sys.executable, "stack": describe(stack) if stack else "-",
               "stack_detail": stack, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "models": rows}

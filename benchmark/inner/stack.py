@@ -5,11 +5,13 @@
 Prints one JSON object: Python, torch, torch_npu, transformers (None where absent), the CANN
 version from the toolkit's version file (shared with probe.py), the Ascend driver and firmware
 from `npu-smi` and the CUDA runtime and NVIDIA driver on GPUs, each only where present. Fast:
-it imports the packages and reads files, it measures nothing, so every result can carry it.
+it reads package metadata and files without importing torch (an import costs seconds) and
+measures nothing, so every result can carry it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import platform
 import re
@@ -17,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Optional
 
 from probe import cann_version
@@ -58,11 +61,23 @@ def npu_driver() -> Optional[dict[str, str]]:
     return out or None
 
 
-def cuda_stack(torch: Any) -> Optional[dict[str, Any]]:
+def torch_cuda_version() -> Optional[str]:
+    """The CUDA runtime torch was built for, read from torch/version.py (None for CPU/NPU builds)."""
+    spec = importlib.util.find_spec("torch")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "version.py"
+        if path.is_file():
+            match = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", path.read_text(), re.M)
+            return match.group(1) if match else None
+    return None
+
+
+def cuda_stack() -> Optional[dict[str, Any]]:
     """CUDA runtime torch was built for and, where nvidia-smi exists, the driver and GPU names."""
-    if torch is None or not getattr(torch.version, "cuda", None):
+    runtime = torch_cuda_version()
+    if not runtime:
         return None
-    out: dict[str, Any] = {"runtime": torch.version.cuda}
+    out: dict[str, Any] = {"runtime": runtime}
     smi = _tool(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"])
     if smi:
         rows = [line.split(",", 1) for line in smi.strip().splitlines() if "," in line]
@@ -73,26 +88,15 @@ def cuda_stack(torch: Any) -> Optional[dict[str, Any]]:
 
 
 def main() -> int:
-    try:
-        import torch
-    except Exception:
-        torch = None
-    torch_npu_version = None
-    try:
-        import torch_npu
-
-        torch_npu_version = str(getattr(torch_npu, "__version__", None) or _dist_version("torch-npu"))
-    except Exception:
-        pass
     stack = {
         "python": platform.python_version(),
         "executable": sys.executable,
-        "torch": str(torch.__version__) if torch is not None else None,
-        "torch_npu": torch_npu_version,
+        "torch": _dist_version("torch"),
+        "torch_npu": _dist_version("torch-npu"),
         "transformers": _dist_version("transformers"),
         "cann": (cann_version() or {}).get("version"),
         "npu_driver": npu_driver(),
-        "cuda": cuda_stack(torch),
+        "cuda": cuda_stack(),
     }
     print(json.dumps(stack, sort_keys=True))
     return 0
