@@ -15,6 +15,7 @@ from typing import NoReturn
 from ascendbridge import config
 from ascendbridge.board.store import SOURCES
 from ascendbridge.cli import board_commands as cmds
+from ascendbridge.cli import discover_command
 from ascendbridge.cli.errors import EXIT_USAGE, emit_error, run_guarded
 from ascendbridge.cli.output import Output
 from ascendbridge.stages import STAGES, STATUSES
@@ -66,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("register_many", cmds.cmd_register_many,
             "register every model in a text (one id per line) or JSONL file; a bad line registers nothing")
     p.add_argument("file", metavar="FILE")
+
+    p = add("discover", discover_command.cmd_discover,
+            "find models on the Hub (or in the HF cache, or a list), select and de-duplicate them, "
+            "register the kept ones with --register")
+    discover_command.add_arguments(p)
 
     add("list_models", cmds.cmd_list_models, "list models with their current stage")
     for name, stage in cmds.LIST_TASK_COMMANDS.items():

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -54,10 +55,17 @@ class Output:
     def line(self, text: str) -> None:
         self._console.print(text)
 
-    def table(self, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-        table = Table(title=title, title_justify="left", show_lines=False)
+    def table(self, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+              widths: dict[str, int] | None = None) -> None:
+        """A table. With `widths` (every column's width) it is drawn compact, one space between
+        columns and cells folding, so its width is known in advance (e.g. to fit 100 columns)."""
+        if widths:
+            table = Table(title=title, title_justify="left", show_lines=False, box=box.SIMPLE_HEAD,
+                          show_edge=False, padding=0)
+        else:
+            table = Table(title=title, title_justify="left", show_lines=False)
         for name in columns:
-            table.add_column(name, overflow="fold")
+            table.add_column(name, overflow="fold", width=(widths or {}).get(name))
         count = 0
         for row in rows:
             table.add_row(*(cell(v) for v in row))

@@ -94,7 +94,7 @@ NETWORK_ERROR_NAMES = frozenset({"TransportError", "TimeoutException", "Connecti
 HTTP_LIBRARIES = frozenset({"httpx", "httpx2", "requests", "urllib3"})
 
 
-def _network_error(exc: BaseException) -> bool:
+def network_error(exc: BaseException) -> bool:
     """A transport failure of whichever HTTP client this huggingface_hub version uses."""
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
@@ -102,7 +102,7 @@ def _network_error(exc: BaseException) -> bool:
                for c in type(exc).__mro__)
 
 
-def _translate(exc: Exception, model_id: str, what: str) -> DiscoveryError:
+def translate_hub_error(exc: Exception, model_id: str, what: str) -> DiscoveryError:
     """Map huggingface_hub / httpx failures onto one actionable line each."""
     from huggingface_hub import errors as e
 
@@ -117,7 +117,7 @@ def _translate(exc: Exception, model_id: str, what: str) -> DiscoveryError:
     if isinstance(exc, e.HFValidationError):
         return DiscoveryError(f"'{model_id}' is not a valid Hugging Face repo id", "invalid_model_id")
     cause = exc.__cause__ or exc.__context__
-    if _network_error(exc) or (cause is not None and _network_error(cause)) or isinstance(
+    if network_error(exc) or (cause is not None and network_error(cause)) or isinstance(
         exc, e.LocalEntryNotFoundError
     ):
         return HubUnreachableError(f"cannot reach the Hugging Face Hub at {hub_endpoint()} while fetching "
@@ -129,14 +129,19 @@ def _translate(exc: Exception, model_id: str, what: str) -> DiscoveryError:
     return DiscoveryError(f"fetching {what} of {model_id} failed: {type(exc).__name__}", "hub_error")
 
 
-def _remote_model_info(model_id: str, revision: Optional[str], token: Optional[str]) -> tuple[Any, Any]:
+def hub_api(token: Optional[str]) -> Any:
+    """An HfApi for HF_ENDPOINT; False (not None) without a token, so no saved token leaks in."""
     from huggingface_hub import HfApi
 
-    api = HfApi(endpoint=hub_endpoint(), token=token or False)
+    return HfApi(endpoint=hub_endpoint(), token=token or False)
+
+
+def _remote_model_info(model_id: str, revision: Optional[str], token: Optional[str]) -> tuple[Any, Any]:
+    api = hub_api(token)
     try:
         return api, api.model_info(model_id, revision=revision, files_metadata=True, timeout=hub_timeout())
     except Exception as exc:  # translated to one line; nothing else is caught this broadly
-        raise _translate(exc, model_id, "model info") from None
+        raise translate_hub_error(exc, model_id, "model info") from None
 
 
 def _download(model_id: str, filename: str, sha: str, token: Optional[str]) -> Path:
@@ -146,7 +151,7 @@ def _download(model_id: str, filename: str, sha: str, token: Optional[str]) -> P
         return Path(hf_hub_download(model_id, filename, revision=sha, token=token or False, cache_dir=str(cache_dir()),
                                     endpoint=hub_endpoint(), etag_timeout=hub_timeout()))
     except Exception as exc:
-        raise _translate(exc, model_id, filename) from None
+        raise translate_hub_error(exc, model_id, filename) from None
 
 
 def _remote_headers(api: Any, model_id: str, sha: str) -> Optional[WeightsSummary]:
@@ -160,7 +165,7 @@ def _remote_headers(api: Any, model_id: str, sha: str) -> Optional[WeightsSummar
             return None
         if isinstance(exc, e.SafetensorsParsingError):
             raise DiscoveryError(f"{model_id}: corrupt safetensors header on the Hub", "corrupt_safetensors") from None
-        raise _translate(exc, model_id, "safetensors headers") from None
+        raise translate_hub_error(exc, model_id, "safetensors headers") from None
     headers = []
     for fname, file_meta in sorted(meta.files_metadata.items()):
         header = {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)}
@@ -170,7 +175,7 @@ def _remote_headers(api: Any, model_id: str, sha: str) -> Optional[WeightsSummar
     return summarize(headers)
 
 
-def _hub_counted_weights(counted: Any, files: dict[str, Optional[int]]) -> Optional[WeightsSummary]:
+def hub_counted_weights(counted: Any, files: dict[str, Optional[int]]) -> Optional[WeightsSummary]:
     """The Hub's own per-dtype count of a repo's safetensors (readable without access)."""
     if counted is None or not counted.parameters:
         return None
@@ -207,7 +212,7 @@ def info_from_hub(model_id: str, revision: Optional[str] = None) -> ModelInfo:
         # the architecture, and the stage blocks the model until a token is configured.
         config = dict(remote.config or {})
         warnings.append("gated repo and no HF_TOKEN: config taken from the Hub's model summary")
-        weights = _hub_counted_weights(remote.safetensors, files)
+        weights = hub_counted_weights(remote.safetensors, files)
     else:
         config_path = _download(model_id, mf.CONFIG_FILE, sha, token)
         config = mf.load_config(config_path)

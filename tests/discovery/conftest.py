@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -132,12 +132,23 @@ class FakeHubRepo:
     directory: Path
     commit: str
     gated: bool = False
+    # Listing fields (downloads, likes, pipeline_tag, library_name, tags, ...) and card overrides.
+    listing: dict[str, Any] = field(default_factory=dict)
+    card: dict[str, Any] = field(default_factory=dict)
+    uid: str = ""  # the Hub's internal id (`_id`), the same under every name of the repo
 
     def files(self) -> dict[str, Path]:
         return {p.relative_to(self.directory).as_posix(): p for p in sorted(self.directory.rglob("*"))
                 if p.is_file() and not p.name.startswith(".")}
 
-    def info(self, repo_id: str) -> dict[str, Any]:
+    def _sibling(self, name: str, path: Path, blobs: bool) -> dict[str, Any]:
+        entry: dict[str, Any] = {"rfilename": name, "size": path.stat().st_size}
+        if blobs and name.endswith((".safetensors", ".bin", ".gguf")):  # LFS files: the Hub serves their sha256
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            entry["lfs"] = {"sha256": digest, "size": path.stat().st_size, "pointerSize": 134}
+        return entry
+
+    def info(self, repo_id: str, blobs: bool = False) -> dict[str, Any]:
         from huggingface_hub.repocard import metadata_load
 
         config = json.loads((self.directory / "config.json").read_text())
@@ -150,13 +161,15 @@ class FakeHubRepo:
                     if key != "__metadata__":
                         counts[t["dtype"]] = counts.get(t["dtype"], 0) + math.prod(t["shape"])
         readme = self.directory / "README.md"
+        card = {**((metadata_load(readme) or {}) if readme.is_file() else {}), **self.card}
         return {
-            "id": repo_id, "modelId": repo_id, "sha": self.commit, "private": False,
+            "id": repo_id, "modelId": repo_id, "_id": self.uid or repo_id, "sha": self.commit, "private": False,
             "gated": "manual" if self.gated else False,
-            "siblings": [{"rfilename": n, "size": p.stat().st_size} for n, p in self.files().items()],
-            "cardData": (metadata_load(readme) or {}) if readme.is_file() else {},
-            "config": {k: config[k] for k in ("architectures", "model_type") if k in config},
+            "siblings": [self._sibling(n, p, blobs) for n, p in self.files().items()],
+            "cardData": card,
+            "config": {k: config[k] for k in ("architectures", "model_type", "auto_map") if k in config},
             **({"safetensors": {"parameters": counts, "total": sum(counts.values())}} if counts else {}),
+            **self.listing,
         }
 
 
@@ -185,18 +198,25 @@ class FakeHubHandler(BaseHTTPRequestHandler):
                     {"X-Error-Code": code, "X-Error-Message": code, "Content-Type": "application/json"}, body)
 
     def _serve(self, body: bool) -> None:
-        path = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)
+        url = urllib.parse.urlparse(self.path)
+        path = urllib.parse.unquote(url.path)
         self.server.requests.append((self.command, path, self.headers.get("Range")))
+        if path == "/api/models":
+            listing = self.server.listing(urllib.parse.parse_qs(url.query))
+            return self._reply(200, json.dumps(listing).encode(), {"Content-Type": "application/json"}, body)
         if path.startswith("/api/models/"):
             repo_id, _, revision = path[len("/api/models/"):].partition("/revision/")
+            repo_id = self.server.canonical(repo_id)
             repo = self.server.repos.get(repo_id)
             if repo is None:
                 return self._error(401, "RepoNotFound", body)
             if revision not in ("", "main", repo.commit):
                 return self._error(404, "RevisionNotFound", body)
-            return self._reply(200, json.dumps(repo.info(repo_id)).encode(), {"Content-Type": "application/json"}, body)
+            blobs = urllib.parse.parse_qs(url.query).get("blobs", [""])[-1].lower() == "true"
+            return self._reply(200, json.dumps(repo.info(repo_id, blobs)).encode(),
+                               {"Content-Type": "application/json"}, body)
         match = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
-        repo = self.server.repos.get(match.group(1)) if match else None
+        repo = self.server.repos.get(self.server.canonical(match.group(1))) if match else None
         if repo is None:
             return self._error(401, "RepoNotFound", body)
         if match.group(2) not in ("main", repo.commit):
@@ -223,9 +243,40 @@ class FakeHubServer(ThreadingHTTPServer):
         self.repos: dict[str, FakeHubRepo] = {}
         self.requests: list[tuple[str, str, Optional[str]]] = []
         self.refuse_tokens = False  # True: gated repos refuse every token (access not granted)
+        self.aliases: dict[str, str] = {}
 
-    def add(self, repo_id: str, directory: Path, commit: str, gated: bool = False) -> None:
-        self.repos[repo_id] = FakeHubRepo(directory, commit, gated)
+    def add(self, repo_id: str, directory: Path, commit: str, gated: bool = False, *,
+            card: Optional[dict[str, Any]] = None, **listing: Any) -> None:
+        """A repo; `listing` holds list fields (downloads=, likes=, pipeline_tag=, tags=, ...)."""
+        self.repos[repo_id] = FakeHubRepo(directory, commit, gated, listing, card or {}, uid=f"uid-{repo_id}")
+
+    def rename(self, old: str, new: str) -> None:
+        """The repo `new` was once called `old`: the Hub still answers under the old name."""
+        self.aliases[old] = new
+
+    def canonical(self, repo_id: str) -> str:
+        """Ids are case-insensitive on the Hub, and a renamed repo redirects to its new name."""
+        repo_id = self.aliases.get(repo_id, repo_id)
+        return next((r for r in self.repos if r.casefold() == repo_id.casefold()), repo_id)
+
+    def listing(self, params: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """GET /api/models: search, author, pipeline_tag, filter (tags), sort (descending),
+        limit; only `id`, `_id` and the `expand`ed fields of each model, as the Hub answers."""
+        one = {k: v[-1] for k, v in params.items()}
+        rows = [repo.info(rid) for rid, repo in self.repos.items()]
+        if "search" in one:
+            rows = [r for r in rows if one["search"].casefold() in r["id"].casefold()]
+        if "author" in one:
+            rows = [r for r in rows if r["id"].split("/")[0] == one["author"]]
+        if "pipeline_tag" in one:
+            rows = [r for r in rows if r.get("pipeline_tag") == one["pipeline_tag"]]
+        for tag in params.get("filter", []):
+            rows = [r for r in rows if tag in r.get("tags", []) or tag == r.get("library_name")]
+        if "sort" in one:
+            rows.sort(key=lambda r: r.get(one["sort"]) or 0, reverse=True)
+        rows = rows[: int(one.get("limit", 1000))]
+        expand = params.get("expand", [])
+        return [{"id": r["id"], "_id": r["_id"], **{k: r[k] for k in expand if k in r}} for r in rows]
 
     @property
     def url(self) -> str:

@@ -1,6 +1,9 @@
 """Session fixtures: the shared torch interpreter and real pass searches on tiny adaptations.
 
-The searches run concurrently as separate processes (torch import dominates their cost).
+The searches run concurrently as separate processes (torch import dominates their cost). Each
+search that depends on the CPU forces it: ASCENDBRIDGE_CPU_BF16 picks the bf16 branch (`native`
+for llama and strict, `none` for bf16_none) and OMP_NUM_THREADS=2 makes cpu_threads_1 apply
+whatever the core count, so which passes are measured never depends on the machine.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from tests.optimization.opt_support import demo_config, make_adaptation, run_py
 from tests.support.torch_env import torch_env_python
 
 CPU_PASSES = "cpu_threads_1,cpu_bf16_cast,cpu_bf16_autocast,cpu_int8_dynamic"
+BF16_PASSES = "cpu_bf16_cast,cpu_bf16_autocast"
+NATIVE, NO_BF16 = {"ASCENDBRIDGE_CPU_BF16": "native"}, {"ASCENDBRIDGE_CPU_BF16": "none"}
 STRICT = {"fp32_cosine_min": 0.999999, "cosine_min": 0.999999, "max_abs_err_scaled": 1e-6}  # bf16 and int8 miss these
 
 
@@ -26,8 +31,9 @@ def python() -> Path:
 
 @pytest.fixture(scope="session")
 def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, int, dict[str, Any], str]]:
-    """llama: the CPU passes; compile: torch.compile alone (slow cold start, so its own process); vit:
-    channels_last; strict: bf16/int8 under strict tolerances."""
+    """llama: the CPU passes (bf16 forced native); bf16_none: the bf16 passes with bf16 forced none
+    (nothing measured, so cheap); compile: torch.compile alone (slow cold start, so its own process);
+    vit: channels_last; strict: bf16/int8 under strict tolerances (bf16 forced native)."""
     root = tmp_path_factory.mktemp("opt")
     llama = make_adaptation(root, "tiny-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python,
                             batch=2, seq_len=32)
@@ -38,16 +44,20 @@ def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
     spec["tolerances"] = STRICT
     (strict / "adaptation.json").write_text(json.dumps(spec, indent=2))
     jobs = {
-        "llama": (llama, ["-m", "ab_runtime.optimize", "--passes", CPU_PASSES, "--iters", "3"]),
-        "vit": (vit, ["-m", "ab_runtime.optimize", "--passes", "cpu_channels_last", "--iters", "3"]),
+        "llama": (llama, ["-m", "ab_runtime.optimize", "--passes", CPU_PASSES, "--iters", "3"],
+                  {**NATIVE, "OMP_NUM_THREADS": "2"}),
+        "bf16_none": (llama, ["-m", "ab_runtime.optimize", "--passes", BF16_PASSES, "--num-samples", "1",
+                              "--out", "bf16_none_notes.json"], NO_BF16),
+        "vit": (vit, ["-m", "ab_runtime.optimize", "--passes", "cpu_channels_last", "--iters", "3"], {}),
         "compile": (llama, ["-m", "ab_runtime.optimize", "--passes", "cpu_compile", "--iters", "1", "--num-samples", "1",
-                            "--out", "compile_notes.json"]),
-        "strict": (strict, ["-m", "ab_runtime.optimize", "--passes", "cpu_bf16_cast,cpu_int8_dynamic", "--iters", "2"]),
+                            "--out", "compile_notes.json"], {}),
+        "strict": (strict, ["-m", "ab_runtime.optimize", "--passes", "cpu_bf16_cast,cpu_int8_dynamic", "--iters", "2"],
+                   NATIVE),
     }
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        futures = {k: pool.submit(run_py, python, d, *argv) for k, (d, argv) in jobs.items()}
+        futures = {k: pool.submit(run_py, python, d, *argv, env=env) for k, (d, argv, env) in jobs.items()}
     return {k: (jobs[k][0], *futures[k].result()) for k in jobs}
 
 
-def notes_of(directory: Path) -> dict[str, Any]:
-    return json.loads((directory / "optimization_notes.json").read_text())
+def notes_of(directory: Path, name: str = "optimization_notes.json") -> dict[str, Any]:
+    return json.loads((directory / name).read_text())

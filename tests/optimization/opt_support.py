@@ -8,6 +8,7 @@ accuracy_run_perf.py and both gates run exactly as in a synced adaptation.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any, Optional
@@ -43,9 +44,12 @@ def demo_config(name: str) -> dict[str, Any]:
     return json.loads((DEMO / name / "config.json").read_text())
 
 
-def run_py(python: Path, directory: Path, *argv: str, timeout: float = 900) -> tuple[int, dict[str, Any], str]:
-    """(exit code, parsed RESULT, combined output) of `python ARGV` in the adaptation."""
-    proc = subprocess.run([str(python), *argv], cwd=directory, capture_output=True, text=True, timeout=timeout)
+def run_py(python: Path, directory: Path, *argv: str, timeout: float = 900,
+           env: Optional[dict[str, str]] = None) -> tuple[int, dict[str, Any], str]:
+    """(exit code, parsed RESULT, combined output) of `python ARGV` in the adaptation; `env` is
+    added to (and overrides) the inherited environment."""
+    proc = subprocess.run([str(python), *argv], cwd=directory, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
     return proc.returncode, result, proc.stdout + proc.stderr

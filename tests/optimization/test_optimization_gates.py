@@ -55,7 +55,8 @@ def test_tampered_notes_fail_the_notes_gate(honest: Path, tmp_path: Path) -> Non
     directory = tmp_path / "t"
     shutil.copytree(honest, directory, symlinks=True)
     notes = json.loads((directory / NOTES_FILE).read_text())
-    notes["passes"][0]["paired"]["candidate_median_ms"] /= 3  # a flattering latency
+    measured = next(r for r in notes["passes"] if r.get("paired"))  # the first measured pass, whatever the CPU
+    measured["paired"]["candidate_median_ms"] /= 3  # a flattering latency
     (directory / NOTES_FILE).write_text(json.dumps(notes))
     run = subprocess.run([sys.executable, str(SCRIPTS / "check_optimization_notes.py"), "--adaptation-dir", str(directory)],
                          capture_output=True, text=True)

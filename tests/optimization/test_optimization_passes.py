@@ -47,6 +47,16 @@ def test_cpu_applicability(logic: dict[str, Any]) -> None:
     assert "already runs in bfloat16" in a["llama_cpu_bf16_baseline"]["cpu_bf16_cast"]
     assert "no convolution" in a["llama_cpu_fast_bf16"]["cpu_channels_last"]
     assert a["vit_cpu"]["cpu_channels_last"] is None
+    # native bf16 instructions make the bf16 passes apply even when the GEMM micro-benchmark shows no gain
+    assert a["llama_cpu_native_bf16"]["cpu_bf16_cast"] is None and a["llama_cpu_native_bf16"]["cpu_bf16_autocast"] is None
+
+
+@pytest.mark.parametrize("branch", ["native", "none"])
+def test_cpu_bf16_probe_can_be_forced(logic: dict[str, Any], branch: str) -> None:
+    """ASCENDBRIDGE_CPU_BF16 decides the probe and the traits, and skips the GEMM micro-benchmark."""
+    forced = logic["probe"][branch]
+    assert forced == {"native": branch == "native", "traits_native": branch == "native", "gemm_speedup": None}
+    assert logic["probe"]["bad"] == "ASCENDBRIDGE_CPU_BF16 must be one of native, none (or unset), got 'avx512'"
 
 
 def test_npu_applicability_not_measured(logic: dict[str, Any]) -> None:

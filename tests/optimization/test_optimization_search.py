@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from optimization.notes_check import check_notes
-from tests.optimization.conftest import notes_of
+from tests.optimization.conftest import BF16_PASSES, notes_of
 
 
 def rows(notes: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -27,15 +29,31 @@ def test_every_cpu_pass_is_measured_where_it_applies(searches: dict) -> None:
         assert row["paired"]["pairs"] == 5 and len(row["paired"]["candidate_samples_ms"]) == 15
         assert row["accuracy"]["verdict"] in ("pass", "fail") and row["accuracy"]["min_cosine"] is not None
         assert row["cold_start"]["first_call_ms"] > 0
-    for name in ("cpu_bf16_cast", "cpu_bf16_autocast"):  # measured, or honestly not applicable on this CPU
-        row = measured[name]
-        assert row["measured"] or "no faster than fp32" in row["reason"]
-        if row["measured"]:
-            assert row["accuracy"]["target_dtype"] == "bfloat16" and row["accuracy"]["verdict"] == "pass"
     assert notes["final"]["outcome"] in ("gain", "no_gain") and notes["runtime_only"] is True
     if notes["chosen"]:
         assert all(measured[n]["kept"] for n in notes["chosen"])
         assert notes["final"]["speedup"] > 1.0
+
+
+@pytest.mark.parametrize("branch", ["native", "none"])
+def test_bf16_passes_follow_the_cpu_probe(searches: dict, branch: str) -> None:
+    """ASCENDBRIDGE_CPU_BF16 forced by the fixture: native -> both bf16 passes measured in bf16 with
+    accuracy intact; none -> neither measured, with the reason, and nothing chosen."""
+    directory, code, result, output = searches["llama" if branch == "native" else "bf16_none"]
+    assert code == 0 and result["ok"], output[-3000:]
+    notes = notes_of(directory, "optimization_notes.json" if branch == "native" else "bf16_none_notes.json")
+    assert check_notes(notes) == [] and notes["traits"]["cpu_bf16_native"] is (branch == "native")
+    for name in BF16_PASSES.split(","):
+        row = rows(notes)[name]
+        if branch == "native":
+            assert row["measured"] and row["accuracy"]["target_dtype"] == "bfloat16", row["reason"]
+            assert row["accuracy"]["verdict"] == "pass"
+        else:
+            reason = "not applicable: this CPU has no native bf16 (bf16 GEMM speed not measured)"
+            assert not row["measured"] and row["reason"] == reason
+    if branch == "none":
+        assert notes["chosen"] == [] and notes["final"]["outcome"] == "no_gain"
+        assert notes["environment"]["bf16_gemm_speedup"] is None
 
 
 def test_compile_measured_with_its_cold_start_apart(searches: dict) -> None:
@@ -62,12 +80,10 @@ def test_passes_that_break_accuracy_are_rejected(searches: dict) -> None:
     directory, code, result, output = searches["strict"]
     assert code == 0, output[-3000:]
     notes = notes_of(directory)
-    for name in ("cpu_bf16_cast", "cpu_int8_dynamic"):
+    for name in ("cpu_bf16_cast", "cpu_int8_dynamic"):  # both measured: bf16 is forced native
         row = rows(notes)[name]
-        if row["measured"]:
-            assert row["accuracy"]["verdict"] == "fail" and not row["kept"]
-            assert row["reason"] == "accuracy failed against the baseline outputs"
-    assert rows(notes)["cpu_int8_dynamic"]["measured"]
+        assert row["measured"] and row["accuracy"]["verdict"] == "fail" and not row["kept"]
+        assert row["reason"] == "accuracy failed against the baseline outputs"
     assert notes["chosen"] == [] and notes["final"]["outcome"] == "no_gain"
     assert check_notes(notes) == []
 
@@ -80,3 +96,7 @@ def test_bad_arguments_are_one_line_errors(python: Path, searches: dict) -> None
     assert code == 1 and "for another device" in output and "Traceback" not in output
     code, result, output = run_py(python, directory, "-m", "ab_runtime.optimize", "--pairs", "3")
     assert code == 1 and "--pairs must be >= 5" in output and result["ok"] is False
+    before = sorted(p.name for p in directory.iterdir())
+    code, result, output = run_py(python, directory, "-m", "ab_runtime.optimize", env={"ASCENDBRIDGE_CPU_BF16": "yes"})
+    assert code == 1 and "ASCENDBRIDGE_CPU_BF16 must be one of native, none (or unset), got 'yes'" in output
+    assert "Traceback" not in output and result["ok"] is False and sorted(p.name for p in directory.iterdir()) == before

@@ -331,6 +331,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before anything is loaded or written
     session = open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples)
     names = [n for n in args.passes.replace(",", " ").split() if n]
     try:
@@ -340,7 +341,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     wrong = [p.name for p in candidates if p.device != session.choice.kind]
     if wrong:
         raise SearchError(f"pass(es) {', '.join(wrong)} are for another device than {session.choice.kind}")
-    speed = passes.bf16_gemm_speedup() if session.choice.kind == "cpu" else None
+    speed = passes.cpu_bf16_gemm_speedup() if session.choice.kind == "cpu" else None
     traits = passes.model_traits(session.reference, session.choice.kind, session.spec.task_family,
                                  session.baseline_dtype_name, speed)
     say(f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "

@@ -22,7 +22,10 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 
 from . import npu_swaps
+from .errors import RuntimeDiagnosis
 
+CPU_BF16_ENV = "ASCENDBRIDGE_CPU_BF16"  # native | none: override the CPU bf16 probe (tests, diagnosis)
+CPU_BF16_CHOICES = ("native", "none")
 KIND_ORDER = ("environment", "precision", "module_swap", "layout", "quantization", "compile")
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -101,13 +104,36 @@ def bf16_gemm_speedup(size: int = 384, reps: int = 10) -> float:
     return best(torch.float32) / best(torch.bfloat16)
 
 
+def cpu_bf16_override() -> Optional[str]:
+    """The forced CPU bf16 branch from ASCENDBRIDGE_CPU_BF16 (native | none), or None to probe.
+
+    Lets the tests run both branches on any CPU and lets a user rule the CPU's features out when
+    diagnosing a search; a bad value is a one-line RuntimeDiagnosis.
+    """
+    raw = os.environ.get(CPU_BF16_ENV, "").strip()
+    if not raw:
+        return None
+    if raw not in CPU_BF16_CHOICES:
+        raise RuntimeDiagnosis(f"{CPU_BF16_ENV} must be one of {', '.join(CPU_BF16_CHOICES)} (or unset), got '{raw}'")
+    return raw
+
+
 def cpu_bf16_native() -> bool:
-    """True when /proc/cpuinfo lists avx512_bf16 or amx_bf16 (Linux; False elsewhere)."""
+    """True when forced `native`, or (unforced) when /proc/cpuinfo lists avx512_bf16 or amx_bf16."""
+    forced = cpu_bf16_override()
+    if forced is not None:
+        return forced == "native"
     try:
         flags = open("/proc/cpuinfo").read().split()
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def cpu_bf16_gemm_speedup() -> Optional[float]:
+    """The GEMM micro-benchmark, skipped (None) when the branch is forced: a forced `none` must not
+    be overturned by a lucky measurement."""
+    return None if cpu_bf16_override() is not None else bf16_gemm_speedup()
 
 
 def model_traits(model: torch.nn.Module, device: str, task_family: str, baseline_dtype: str,
@@ -260,9 +286,12 @@ def _cpu_bf16(t: Traits) -> Optional[str]:
         return _fp32_baseline(t)
     # Native bf16 instructions, or a measured GEMM gain (a micro-benchmark alone misleads on a busy
     # machine): the paired measurement of the whole model then decides whether it is faster.
-    if not t.cpu_bf16_native and (t.bf16_gemm_speedup is None or t.bf16_gemm_speedup < 1.2):
-        return (f"this CPU has no native bf16 and runs bf16 GEMM no faster than fp32 "
-                f"(measured x{t.bf16_gemm_speedup or 0:.2f})")
+    if t.cpu_bf16_native:
+        return None
+    if t.bf16_gemm_speedup is None:
+        return "this CPU has no native bf16 (bf16 GEMM speed not measured)"
+    if t.bf16_gemm_speedup < 1.2:
+        return f"this CPU has no native bf16 and runs bf16 GEMM no faster than fp32 (measured x{t.bf16_gemm_speedup:.2f})"
     return None
 
 

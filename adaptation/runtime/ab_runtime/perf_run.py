@@ -53,6 +53,7 @@ def _sha256(path: Path) -> str:
 
 def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
     chosen = passes.get(chosen_names)
+    passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before any evidence is written
     session = open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples)
     wrong = [p.name for p in chosen if p.device != session.choice.kind]
     if wrong:

@@ -11,6 +11,7 @@ follows their documented semantics, so a swapped model must reproduce the origin
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 
@@ -66,6 +67,30 @@ def tiny_llama(dtype=torch.float32):
     return AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(dtype)
 
 
+def forced_probe(passes) -> dict:
+    """What ASCENDBRIDGE_CPU_BF16 makes the probe, the GEMM micro-benchmark and model_traits report."""
+    from ab_runtime.errors import RuntimeDiagnosis
+
+    saved, result = os.environ.get(passes.CPU_BF16_ENV), {}
+    try:
+        for value in passes.CPU_BF16_CHOICES:
+            os.environ[passes.CPU_BF16_ENV] = value
+            traits = passes.model_traits(tiny_llama(), "cpu", "causal_lm", "float32")
+            result[value] = {"native": passes.cpu_bf16_native(), "traits_native": traits.cpu_bf16_native,
+                             "gemm_speedup": passes.cpu_bf16_gemm_speedup()}
+        os.environ[passes.CPU_BF16_ENV] = "avx512"
+        try:
+            passes.cpu_bf16_native()
+            result["bad"] = None
+        except RuntimeDiagnosis as exc:
+            result["bad"] = str(exc)
+    finally:
+        os.environ.pop(passes.CPU_BF16_ENV, None)
+        if saved is not None:
+            os.environ[passes.CPU_BF16_ENV] = saved
+    return result
+
+
 def main() -> None:
     from ab_runtime import passes
 
@@ -85,7 +110,10 @@ def main() -> None:
                                               ("llama_cuda", llama, "cuda", "float32", None)):
         traits = passes.model_traits(model, device, "causal_lm", dtype, bf16, bf16_native=False)
         applies[label] = {p.name: p.applies(traits) for p in passes.for_device(device)}
+    native = passes.model_traits(llama, "cpu", "causal_lm", "float32", 1.0, bf16_native=True)
+    applies["llama_cpu_native_bf16"] = {p.name: p.applies(native) for p in passes.for_device("cpu")}
     out["applies"] = applies
+    out["probe"] = forced_probe(passes)
 
     fake = FakeTorchNpu()
     sys.modules["torch_npu"] = fake
