@@ -17,7 +17,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -60,6 +60,13 @@ def demo_spec(name: str) -> AdaptationSpec:
                           inputs=InputRecipe(seq_len=32))
 
 
+def _why(command: Any, result: Optional[dict[str, Any]]) -> str:
+    """One line: the run's own error, a timeout (the check's limit), or the last output line."""
+    if command.timed_out:
+        return f"stopped at the time limit after {command.duration_s:.0f} s"
+    return str((result or {}).get("error") or f"exit {command.exit_code}: {command.tail(1)}")
+
+
 def check_one(name: str, root: Path, device: str, source: TorchSource, deadline: Deadline) -> dict[str, Any]:
     started = time.monotonic()
     spec = demo_spec(name)
@@ -73,19 +80,19 @@ def check_one(name: str, root: Path, device: str, source: TorchSource, deadline:
     row["stack"] = json.loads((directory / ".venv" / "ascendbridge-env.json").read_text())["stack"]
     demo = uv_env.run_demo(directory, device=device, timeout_s=deadline.left())
     if not demo.ok:
-        return {**row, "error": f"dry run: {(demo.result or {}).get('error') or demo.command.tail(1)}"}
+        return {**row, "error": f"dry run: {_why(demo.command, demo.result)}"}
     bench = uv_env.run_in_env(directory, ["accuracy_run.py", "--device", device, "--warmup", "3", "--iters", "20"],
                               timeout_s=deadline.left())
     result = uv_env.parse_result(bench.output)
     if not result or not result.get("ok"):
-        return {**row, "error": f"benchmark: {(result or {}).get('error') or bench.tail(1)}"}
+        return {**row, "error": f"benchmark: {_why(bench, result)}"}
     row["benchmark"] = {k: result.get(k) for k in ("dtype", "median_ms", "p90_ms", "samples_per_s", "verdict",
                                                    "device_name", "reference_median_ms")}
     opt = uv_env.run_in_env(directory, ["-m", "ab_runtime.optimize", "--device", device, "--pairs", "5", "--iters", "5",
                                         "--warmup", "2"], timeout_s=deadline.left())
     found = uv_env.parse_result(opt.output)
     if opt.exit_code != 0 or not found or not found.get("ok"):
-        return {**row, "error": f"optimization: {(found or {}).get('error') or opt.tail(1)}"}
+        return {**row, "error": f"optimization: {_why(opt, found)}"}
     notes = json.loads((directory / "optimization_notes.json").read_text())
     row["optimization"] = {"chosen": notes["chosen"], "speedup": notes["final"].get("speedup"),
                            "outcome": notes["final"].get("outcome"), "passes_tried": len(notes.get("passes", []))}
