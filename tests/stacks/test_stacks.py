@@ -20,7 +20,7 @@ from adaptation import uv_env
 from adaptation.revalidation.compare import compare
 from adaptation.spec import AdaptationSpec
 from adaptation.stack import StackMismatch, check_stack
-from ascendbridge.board import BoardStore
+from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.envmode import EnvChoice
 from ascendbridge.stages import STAGES
@@ -181,3 +181,22 @@ def test_team_lead_refuses_system_mode_without_an_interpreter(
     assert team_lead(["--once", "--board", board, "--env", "system", "--python", str(tmp_path / "nope")]) == 2
     assert "does not exist or is not executable" in capsys.readouterr().err
     assert not (tmp_path / "board.db").exists()  # refused before the board was opened
+
+
+def test_old_board_upgrades_to_stacks_and_metrics_name_their_stack(tmp_path: Path) -> None:
+    """A v1 board gains the v3 columns and table in place; a figure then names its stack."""
+    from tests.board.test_board_migration import make_v1_board
+
+    path = tmp_path / "old.db"
+    make_v1_board(path)
+    stack = {"stack_id": "abc123abc123", "data": {"python": "3.11.7", "torch": "2.13.0+cpu"}}
+    with BoardStore(path) as store:
+        assert store.get_model("org/old-model").env_mode == ""
+        store.add_metrics("org/old-model", "benchmark", {"median_ms": 2.0}, stack=stack)
+        store.add_metrics("org/old-model", "benchmark", {"median_ms": 2.1}, stack=stack)  # stored once
+        assert [m.stack_id for m in store.list_metrics("org/old-model")] == ["abc123abc123"] * 2
+        assert store.list_stacks() == {"abc123abc123": stack["data"]}
+        record = store.set_env_mode("org/old-model", "system", "/opt/vendor/bin/python")
+        assert (record.env_mode, record.env_python) == ("system", "/opt/vendor/bin/python")
+        with pytest.raises(BoardError, match="needs the interpreter"):
+            store.set_env_mode("org/old-model", "system")
