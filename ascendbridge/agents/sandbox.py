@@ -5,7 +5,8 @@ The agent runs in `<tmp>/<name>/`. Afterwards every change is classified: inside
 (allowed, candidates for the gate) or outside it (anything new in the workspace root, any
 change to the real adaptation directory, a symlink in the copy pointing out of it, or a path the
 backend itself refused). Outside edits to the real directory are undone from a pristine copy
-taken before the run. Build outputs (.venv, caches) are neither copied nor audited.
+taken before the run, swapped in atomically. Build outputs (.venv, caches) are neither copied
+nor audited.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from ascendbridge.runtime.attempt_dir import replace_dir
 
 IGNORED = frozenset({".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
 
@@ -113,19 +116,25 @@ class Workspace:
                 target.unlink()
 
     def restore_original(self) -> None:
-        """Undo whatever happened to the real directory during the run (outside edits)."""
+        """Undo whatever happened to the real directory during the run (outside edits).
+
+        The pristine state is rebuilt beside it and swapped in with one rename, so a crash at any
+        moment leaves either the edited or the restored directory, never an empty or half-copied
+        one. Build outputs (.venv, caches) are kept: hard-linked into the restored copy."""
         if snapshot(self.original) == self._before_original:
             return
-        keep = [self.original / name for name in IGNORED if (self.original / name).exists()]
-        for entry in self.original.iterdir() if self.original.exists() else []:
-            if entry in keep:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        restored = self.original.with_name(f".{self.original.name}.restore-{os.getpid()}")
+        shutil.rmtree(restored, ignore_errors=True)
         if self._pristine.exists():
-            shutil.copytree(self._pristine, self.original, symlinks=True, dirs_exist_ok=True)
+            shutil.copytree(self._pristine, restored, symlinks=True)
+        else:
+            restored.mkdir()
+        for name in IGNORED:
+            kept = self.original / name
+            if kept.is_dir() and not kept.is_symlink():
+                shutil.copytree(kept, restored / name, symlinks=True, copy_function=os.link)
+        replace_dir(restored, self.original)
+        shutil.rmtree(restored, ignore_errors=True)  # now the edited state
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

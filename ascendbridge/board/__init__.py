@@ -1,6 +1,6 @@
 """The board: SQLite schema, migrations and the store (the only code that writes SQL)."""
 
-from ascendbridge.board.connection import BoardError, BoardMissingError
+from ascendbridge.board.connection import BoardBusyError, BoardError, BoardMissingError
 from ascendbridge.board.records import (
     AgentRecord,
     AttemptRecord,
@@ -20,7 +20,7 @@ from ascendbridge.board.store import (
 )
 
 __all__ = [
-    "AgentRecord", "AttemptRecord", "BoardError", "BoardMissingError", "BoardStore",
+    "AgentRecord", "AttemptRecord", "BoardBusyError", "BoardError", "BoardMissingError", "BoardStore",
     "EventRecord", "GuidanceRecord", "InvalidRegistrationError", "MetricRecord", "ModelRecord",
     "Registration", "StaleTokenError", "TaskRecord", "UnknownModelError", "validate_registration",
 ]

@@ -18,7 +18,17 @@ from sqlmodel import SQLModel
 from ascendbridge.board.migrations import MIGRATIONS
 from ascendbridge.board.schema import SCHEMA_VERSION
 
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_ENV = "ASCENDBRIDGE_BOARD_BUSY_TIMEOUT_S"  # how long one statement waits for the lock
+
+
+def busy_timeout_ms() -> int:
+    """SQLite's busy timeout: 30 s unless the environment says otherwise (tests shorten it to
+    provoke a busy board without waiting half a minute)."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV, "")
+    try:
+        return max(1, int(float(raw) * 1000)) if raw else 30_000
+    except ValueError:
+        raise BoardError(f"{BUSY_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
 
 
 class BoardError(Exception):
@@ -27,6 +37,10 @@ class BoardError(Exception):
 
 class BoardMissingError(BoardError):
     pass
+
+
+class BoardBusyError(BoardError):
+    """The board stayed locked by another writer for longer than the busy timeout: try again."""
 
 
 def _dir_writable(directory: Path) -> bool:
@@ -67,13 +81,14 @@ def _check_file(path: Path, create: bool) -> None:
 
 
 def _make_engine(path: Path, immediate: bool) -> Engine:
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    timeout_ms = busy_timeout_ms()
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": timeout_ms / 1000})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
         dbapi_conn.isolation_level = None  # let SQLAlchemy issue BEGIN itself
         cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout = {timeout_ms}")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.execute("PRAGMA synchronous = NORMAL")
         if immediate:  # must run outside a transaction; persistent once set

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
-from ascendbridge.board.connection import BUSY_TIMEOUT_MS, BoardMissingError
+from ascendbridge.board.connection import BoardMissingError, busy_timeout_ms
 from ascendbridge.board.records import loads
 from ascendbridge.stages import STAGES, STATUSES, check_stage, check_status
 
@@ -363,14 +363,15 @@ def success_rate(status_counts: dict[str, int]) -> Optional[float]:
 
 
 def _read_only_engine(path: Path) -> Engine:
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_MS / 1000,
+    timeout_ms = busy_timeout_ms()
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": timeout_ms / 1000,
                                                               "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy's begin event issues BEGIN itself
         cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout = {timeout_ms}")
         cur.execute("PRAGMA query_only = ON")
         cur.close()
 

@@ -13,14 +13,16 @@ import re
 import socket
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional
 
 from sqlalchemy import func, insert
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
 
-from ascendbridge.board.connection import BoardError, open_engines
+from ascendbridge.board.connection import BoardBusyError, BoardError, open_engines
 from ascendbridge.board.records import (
     AgentRecord,
     AttemptRecord,
@@ -119,15 +121,31 @@ class BoardStore:
     # ------------------------------------------------------------------ sessions
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        with Session(self._write_engine, expire_on_commit=False) as session:
-            with session.begin():
-                yield session
+        with _busy_as_board_error(self.path):
+            with Session(self._write_engine, expire_on_commit=False) as session:
+                with session.begin():
+                    yield session
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
-        with Session(self._read_engine, expire_on_commit=False) as session:
-            with session.begin():
-                yield session
+        snapshot = _SNAPSHOT.get()
+        if snapshot is not None and snapshot[0] is self:  # inside snapshot(): one shared transaction
+            yield snapshot[1]
+            return
+        with _busy_as_board_error(self.path):
+            with Session(self._read_engine, expire_on_commit=False) as session:
+                with session.begin():
+                    yield session
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Run several reads in one read transaction, so they see one consistent board (export)."""
+        with self._read() as session:
+            token = _SNAPSHOT.set((self, session))
+            try:
+                yield
+            finally:
+                _SNAPSHOT.reset(token)
 
     @staticmethod
     def _event(
@@ -699,6 +717,31 @@ class BoardStore:
             s.add(model)
             return changed
 
+    # ------------------------------------------------------------------ containment
+    @contextmanager
+    def while_owned(self, task_id: int, token: int, lease_s: float) -> Iterator[None]:
+        """Hold the board's write lock while the caller acts for the task's current owner (the
+        team lead promoting a gated attempt directory): raises StaleTokenError before the body
+        runs if `token` is stale, and no reclaim can interleave until the body is done."""
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            task.lease_expires_at = iso(utcnow() + timedelta(seconds=lease_s))
+            s.add(task)
+            yield
+
+    def interruptions(self, task_id: int) -> int:
+        """Attempts of this task that ended without an outcome (released, lease expired) since its
+        last outcome or a person's retry/rollback: what bounds a crash loop."""
+        with self._read() as s:
+            task = s.get(Task, task_id)
+            if task is None:
+                raise BoardError(f"unknown task #{task_id}")
+            mine = (Event.model_pk == task.model_pk, Event.stage == task.stage)
+            last_reset = s.exec(select(func.max(Event.id)).where(
+                *mine, col(Event.kind).in_(_OUTCOME_EVENTS))).first() or 0
+            return s.exec(select(func.count()).select_from(Event).where(
+                *mine, col(Event.kind).in_(_INTERRUPTION_EVENTS), col(Event.id) > last_reset)).one()
+
     # ------------------------------------------------------------------ attempts
     def start_attempt(
         self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin"
@@ -991,9 +1034,13 @@ class BoardStore:
 
     # ------------------------------------------------------------------ export
     def export(self) -> dict[str, Any]:
-        """Everything on the board as plain JSON-able data."""
-        with self._read() as s:
+        """Everything on the board as plain JSON-able data, read in one transaction (one snapshot:
+        writers that commit meanwhile are not half in it)."""
+        with self.snapshot(), self._read() as s:
             version = s.exec(select(func.max(Event.id))).first()
+            return self._export_rows(version)
+
+    def _export_rows(self, version: Optional[int]) -> dict[str, Any]:
         models = self.list_models()
         return {
             "board": str(self.path),
@@ -1010,6 +1057,24 @@ class BoardStore:
             "stacks": self.list_stacks(),
             "events": [e.model_dump() for e in self.list_events(limit=10**9)],
         }
+
+
+_SNAPSHOT: ContextVar[Optional[tuple["BoardStore", Session]]] = ContextVar("board_snapshot", default=None)
+_INTERRUPTION_EVENTS = ("released", "lease_expired")
+_OUTCOME_EVENTS = ("completed", "failed", "blocked", "skipped", "retry", "rollback")
+
+
+@contextmanager
+def _busy_as_board_error(path: Path) -> Iterator[None]:
+    """A lock held past the busy timeout is a BoardBusyError (callers retry it), not a raw
+    SQLAlchemy error."""
+    try:
+        yield
+    except OperationalError as exc:
+        text = str(exc.orig if exc.orig is not None else exc)
+        if "locked" in text or "busy" in text:
+            raise BoardBusyError(f"board {path} is busy (locked by another writer): {text}") from exc
+        raise
 
 
 def _new_model_record(row: dict[str, Any]) -> ModelRecord:

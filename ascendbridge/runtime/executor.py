@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ascendbridge.board.records import TaskRecord
+from ascendbridge.runtime import attempt_dir
+from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt,
+                                              marker_for)
 from ascendbridge.runtime.process import kill_group, run_command
 from ascendbridge.teamlead.registry import EXTRA_STAGES_ENV, StageRef
 
@@ -56,12 +59,21 @@ class Job:
     def token(self) -> int:
         return self.task.fencing_token
 
+    @property
+    def work_dir(self) -> Path:
+        """The attempt's staging copy of `adaptation_dir`: where its run and gate work."""
+        return attempt_dir.staging_dir(self.adaptation_dir, self.stage, self.token)
+
+    @property
+    def marker(self) -> AttemptMarker:
+        return marker_for(self.board_path, self.task.id, self.token)
+
     def worker_argv(self, phase: str) -> list[str]:
         return [
             sys.executable, "-m", "ascendbridge.runtime.worker",
             "--phase", phase, "--stage", self.stage, "--board", str(self.board_path),
             "--task-id", str(self.task.id), "--token", str(self.token), "--worker-id", self.worker_id,
-            "--attempt", str(self.attempt), "--adaptation-dir", str(self.adaptation_dir),
+            "--attempt", str(self.attempt), "--adaptation-dir", str(self.work_dir),
             "--result", str(self.result_path(phase)), "--lease-s", str(self.lease_s),
             "--heartbeat-s", str(self.heartbeat_s), "--settings-json", json.dumps(self.settings),
         ]
@@ -112,12 +124,15 @@ class Executor(ABC):
 
 
 class LocalProcessExecutor(Executor):
-    """One thread per job driving two contained subprocesses: the worker's run, then its gate."""
+    """One thread per job driving two contained subprocesses: the worker's run, then its gate.
+
+    Each worker leads a new session and carries the attempt's marker; a stop kills its group
+    and every process with that marker."""
 
     def __init__(self) -> None:
         self._done: queue.Queue[JobResult] = queue.Queue()
         self._lock = threading.Lock()
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}  # task id -> live process
+        self._procs: dict[int, tuple[subprocess.Popen[bytes], AttemptMarker]] = {}  # task id -> live worker
         self._count = 0
         self._stopping = threading.Event()
 
@@ -146,7 +161,7 @@ class LocalProcessExecutor(Executor):
         self._stopping.set()
         with self._lock:
             procs = list(self._procs.values())
-        threads = [threading.Thread(target=kill_group, args=(p.pid, 3.0, p)) for p in procs]
+        threads = [threading.Thread(target=_kill_job, args=(p, m)) for p, m in procs]
         for t in threads:
             t.start()
         for t in threads:
@@ -155,20 +170,24 @@ class LocalProcessExecutor(Executor):
     def _phase(self, job: Job, phase: str, timeout_s: float, log: Any) -> PhaseResult:
         result_path = job.result_path(phase)
         result_path.unlink(missing_ok=True)
+        if phase == "run":  # a gate verdict left by an earlier attempt of the same number is not ours
+            job.result_path("gate").unlink(missing_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env[ATTEMPT_ENV] = str(job.marker)
+        env[TEAM_LEAD_PID_ENV] = str(os.getpid())
         if job.extra_stages:
             env[EXTRA_STAGES_ENV] = job.extra_stages
 
         def track(proc: subprocess.Popen[bytes]) -> None:
             with self._lock:
-                self._procs[job.task.id] = proc
+                self._procs[job.task.id] = (proc, job.marker)
             if self._stopping.is_set():  # stop() ran between our check and the spawn
-                kill_group(proc.pid, 3.0, proc)
+                _kill_job(proc, job.marker)
 
         log.write(f"---- {phase} (worker {job.worker_id}, timeout {timeout_s:.0f} s)\n")
         log.flush()
-        res = run_command(job.worker_argv(phase), cwd=job.adaptation_dir, env=env, timeout_s=timeout_s,
-                          output_cap=job.output_cap, log=log, on_start=track)
+        res = run_command(job.worker_argv(phase), cwd=job.work_dir, env=env, timeout_s=timeout_s,
+                          output_cap=job.output_cap, log=log, on_start=track, new_session=True)
         with self._lock:
             self._procs.pop(job.task.id, None)
         data = None
@@ -184,7 +203,7 @@ class LocalProcessExecutor(Executor):
         result = JobResult(job)
         try:
             job.log_path.parent.mkdir(parents=True, exist_ok=True)
-            job.adaptation_dir.mkdir(parents=True, exist_ok=True)
+            attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
             with job.log_path.open("a", encoding="utf-8") as log:
                 log.write(f"==== {job.stage} attempt {job.attempt} of {job.task.model_id} "
                           f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
@@ -197,3 +216,10 @@ class LocalProcessExecutor(Executor):
         result.stopped = self._stopping.is_set()
         result.duration_s = time.monotonic() - start
         self._done.put(result)
+
+
+def _kill_job(proc: subprocess.Popen[bytes], marker: AttemptMarker) -> None:
+    """Stop one worker: SIGTERM its group (it kills what it started), then every process that
+    still carries the attempt's marker."""
+    kill_group(proc.pid, 3.0, proc)
+    kill_attempt(marker)

@@ -1,7 +1,11 @@
-"""Run one command contained: own process group, wall-clock timeout, capped output.
+"""Run one command contained: wall-clock timeout, capped output, nothing left running after it.
 
 Model code never runs in the team lead; everything goes through here so a crash, hang or flood
-of output in a model run is contained and reported the same way everywhere.
+of output in a model run is contained and reported the same way everywhere. Only the executor
+starts a new session (one per attempt: the containment unit); a nested command stays in its
+caller's process group, so a group kill of the attempt reaches it. Each command carries its own
+marker in its environment (ascendbridge.runtime.containment), and whatever still carries it when
+the command ends (or times out) is killed, even a process that left the group.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Optional, Sequence
+
+from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, terminate, tree
 
 DEFAULT_OUTPUT_CAP = 4 * 1024 * 1024  # bytes kept in the log per command
 KILL_GRACE_S = 5.0
@@ -71,20 +78,27 @@ def run_command(
     output_cap: int = DEFAULT_OUTPUT_CAP,
     log: Optional[IO[str]] = None,
     on_start: Optional[Callable[[subprocess.Popen[bytes]], None]] = None,
+    new_session: bool = False,
 ) -> CommandResult:
-    """Run `argv` in a new session (process group); stream output to `log` up to `output_cap`.
+    """Run `argv`; stream output to `log` up to `output_cap`; kill all it started when it ends.
 
+    `new_session` makes the command a containment unit of its own (the executor's worker only).
     `on_start` receives the live process (e.g. so a scheduler can stop its group on shutdown).
     """
     start = time.monotonic()
+    command_id = uuid.uuid4().hex
+    child_env = dict(os.environ if env is None else env)
+    child_env[COMMAND_ENV] = command_id
+    if ATTEMPT_ENV in os.environ:  # a caller's scrubbed environment must not drop the attempt's marker
+        child_env.setdefault(ATTEMPT_ENV, os.environ[ATTEMPT_ENV])
     proc = subprocess.Popen(
         list(argv),
         cwd=str(cwd) if cwd else None,
-        env=env,
+        env=child_env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
+        start_new_session=new_session,
     )
     if on_start is not None:
         on_start(proc)
@@ -117,14 +131,19 @@ def run_command(
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        kill_group(proc.pid, leader=proc)
+        if new_session:
+            kill_group(proc.pid, leader=proc)
+        else:  # our own group holds the caller too: kill only this command's tree
+            terminate(tree(proc.pid) + command_processes(command_id), KILL_GRACE_S)
         proc.wait()
     finally:
-        # Children that outlive the leader still hold the group; never leave them behind.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # Children that outlive the leader (in the group, or escaped from it) never stay behind.
+        if new_session:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        terminate(command_processes(command_id), 0.0)  # the leader is reaped: its pid may be reused
     pump.join(timeout=5)
     output = b"".join(chunks).decode("utf-8", "replace")
     if timed_out and log is not None:

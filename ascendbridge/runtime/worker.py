@@ -3,7 +3,10 @@
 The team lead starts this once for the stage's `run` and once more for its `gate`, so the
 checker never shares a process (or monkey-patches) with the code it checks. While it works the
 worker keeps the task's lease alive with its fencing token; when the token goes stale (the lease
-was reclaimed) or the team lead that started it is gone, it stops its whole process group.
+was reclaimed) or the team lead that started it is gone, it stops everything it started: its
+process group and every process carrying its attempt marker (ascendbridge.runtime.containment).
+The kernel tells it at once when the team lead dies (parent-death signal, SIGTERM); the lease
+keeper's parent check is the fallback for a parent that died before the signal was armed.
 It writes what happened as JSON to --result and never changes task state itself: the team lead
 gates every transition.
 
@@ -23,9 +26,12 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ascendbridge.board import BoardError, BoardStore, StaleTokenError
+from ascendbridge.runtime.busy import retry_busy
+from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, die_with_parent,
+                                              kill_attempt)
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import STAGE_ROLES, load_stage, stage_refs
 
@@ -39,12 +45,47 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _stop_group(message: str) -> None:
-    """Stop this worker and everything it started (only when we lead our own group)."""
-    print(f"[worker] {message}", flush=True)
+def _kill_descendants() -> None:
+    """Kill every other process of this attempt: by marker (any depth, in or out of our group),
+    then our group (we lead it when the executor started us)."""
+    marker = AttemptMarker.parse(os.environ.get(ATTEMPT_ENV, ""))
+    if marker is not None:
+        kill_attempt(marker)
     if os.getpgrp() == os.getpid():
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # what the marker missed (a scrubbed environment), and us
+
+
+def _stop_group(message: str) -> None:
+    """Stop this worker and everything it started."""
+    print(f"[worker] {message}", flush=True)
+    _kill_descendants()
     os._exit(EXIT_STALE)
+
+
+_orphaned_release: list[Callable[[], None]] = []  # set by execute(): give the task back if the team lead died
+
+
+def _on_sigterm(signum: int, _frame: object) -> None:
+    """Timeout, shutdown or the team lead's death: nothing this attempt started may survive it.
+    When the team lead died (parent-death signal) nobody else will release the task soon, so the
+    worker does, after its processes are gone and before it exits."""
+    print("[worker] SIGTERM: stopping everything this attempt started", flush=True)
+    marker = AttemptMarker.parse(os.environ.get(ATTEMPT_ENV, ""))
+    if marker is not None:
+        kill_attempt(marker)
+    if os.getppid() != _team_lead_pid():
+        for release in _orphaned_release:
+            try:
+                release()
+            except BoardError:
+                pass
+    _kill_descendants()
+    os._exit(128 + signum)
+
+
+def _team_lead_pid() -> int:
+    raw = os.environ.get(TEAM_LEAD_PID_ENV, "")
+    return int(raw) if raw.isdigit() else os.getppid()
 
 
 class LeaseKeeper(threading.Thread):
@@ -53,7 +94,7 @@ class LeaseKeeper(threading.Thread):
     def __init__(self, store: BoardStore, args: argparse.Namespace) -> None:
         super().__init__(daemon=True, name="lease-keeper")
         self.store, self.args = store, args
-        self.parent = os.getppid()
+        self.parent = _team_lead_pid()
         self.done = threading.Event()
         self.last_beat = time.monotonic()  # execute() has just heartbeated
 
@@ -76,6 +117,12 @@ class LeaseKeeper(threading.Thread):
                 _stop_group(f"lease lost ({exc}); stopping")
             except BoardError as exc:  # busy board: try again next beat, the lease has slack
                 print(f"[worker] heartbeat failed: {exc}", flush=True)
+
+
+def _release_alone(args: argparse.Namespace, reason: str) -> None:
+    """Release from a signal handler: its own connection, never the one the interrupted code holds."""
+    with BoardStore(args.board) as own:
+        own.release_task(args.task_id, args.token, reason, origin=args.worker_id)
 
 
 def _context(store: BoardStore, args: argparse.Namespace) -> StageContext:
@@ -113,17 +160,22 @@ def _gate_dict(value: Any) -> dict[str, Any]:
 def execute(args: argparse.Namespace) -> int:
     result_path = Path(args.result)
     store = BoardStore(args.board)
+
+    def board(call: Callable[[], object], what: str) -> None:  # a busy board delays, never crashes, the start
+        retry_busy(call, what, lambda line: print(f"[worker] {line}", flush=True), give_up_after_s=args.lease_s / 2)
+
     try:
-        store.heartbeat_task(args.task_id, args.token, args.lease_s)
+        board(lambda: store.heartbeat_task(args.task_id, args.token, args.lease_s), "the first heartbeat")
     except StaleTokenError as exc:
         print(f"[worker] not starting: {exc}", flush=True)
         return EXIT_STALE
     role = STAGE_ROLES.get(args.stage, args.stage)
     if args.phase == "run":
-        store.register_agent(args.worker_id, role)
-    store.agent_heartbeat(args.worker_id, args.task_id)
+        board(lambda: store.register_agent(args.worker_id, role), "registering")
+    board(lambda: store.agent_heartbeat(args.worker_id, args.task_id), "the agent heartbeat")
     keeper = LeaseKeeper(store, args)
     keeper.start()
+    _orphaned_release.append(lambda: _release_alone(args, "team lead exited"))
     print(f"[worker] {args.phase} of {args.stage} for task #{args.task_id} (token {args.token}, pid {os.getpid()})",
           flush=True)
     code = EXIT_OK
@@ -182,6 +234,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[list[str]] = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    die_with_parent(signal.SIGTERM)
     try:
         return execute(args)
     except BoardError as exc:

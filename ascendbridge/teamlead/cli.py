@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage-workers", help="per-stage caps, e.g. adaptation=1,benchmark=1")
     p.add_argument("--attempts", type=int, help="attempt budget per stage (default 3)")
     p.add_argument("--stage-attempts", help="per-stage budgets, e.g. healing=5")
+    p.add_argument("--max-interruptions", type=int,
+                   help="attempts ended without an outcome (killed, lease lost, shutdown) before a task "
+                        "fails (default: $ASCENDBRIDGE_MAX_INTERRUPTIONS or 3)")
     p.add_argument("--timeout", type=float, help="wall-clock limit (s) of every stage run")
     p.add_argument("--stage-timeout", help="per-stage limits in seconds, e.g. benchmark=7200")
     p.add_argument("--gate-timeout", type=float, help="wall-clock limit (s) of a gate (default 1800)")
@@ -98,6 +101,10 @@ def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
         if args.attempts < 1:
             raise SettingsError("--attempts must be at least 1")
         st.default_attempts = args.attempts
+    st.max_interruptions = int(args.max_interruptions if args.max_interruptions is not None
+                               else env_number("ASCENDBRIDGE_MAX_INTERRUPTIONS", 3, int))
+    if st.max_interruptions < 1:
+        raise SettingsError("--max-interruptions must be at least 1")
     if args.timeout is not None:
         if args.timeout <= 0:
             raise SettingsError("--timeout must be positive")

@@ -4,10 +4,17 @@ Only this loop changes task state, and only through the store with the task's fe
 a worker proposes (its run's outcome), the stage's gate checks (in its own process), and the
 transition is recorded here. A result that arrives after its lease was reclaimed is discarded,
 so a task can never be completed twice.
+
+Containment: each attempt works in a staging copy of its adaptation directory, promoted in one
+rename only when its gate passed and its token is still current (ascendbridge.runtime.attempt_dir).
+A team lead that starts kills whatever attempt processes a previous one left on its board,
+records the results its workers had finished, and releases the rest. A task whose attempts keep
+ending without an outcome fails after `max_interruptions`. A busy board is retried, never fatal.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -16,8 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ascendbridge.board import BoardError, BoardStore, StaleTokenError, TaskRecord
+from ascendbridge.board import BoardBusyError, BoardError, BoardStore, StaleTokenError, TaskRecord
 from ascendbridge.config import adaptations_dir, logs_dir
+from ascendbridge.runtime import attempt_dir
+from ascendbridge.runtime.busy import retry_busy
+from ascendbridge.runtime.containment import kill_board_attempts
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
 from ascendbridge.teamlead.guidance import apply_open_guidance
 from ascendbridge.teamlead.registry import StageRef, check_loadable, extra_stages_env
@@ -61,6 +71,7 @@ class TeamLead:
         self.runnable = self._runnable_stages()
         self._last_reclaim = self._last_beat = self._last_guidance = 0.0
         self._idle: set[str] = set()  # worker agents whose job ended since the last heartbeat
+        self._unrecorded: list[JobResult] = []  # finished jobs the busy board has not taken yet
         self._used: set[str] = set()  # worker agents this run has started
 
     # ------------------------------------------------------------------ setup
@@ -83,9 +94,10 @@ class TeamLead:
         self.log.info("team lead %s: stages %s, %d worker(s), %s", s.agent_id, ",".join(s.stages),
                       s.workers, "forever" if s.forever else "once")
         try:
+            retry_busy(self._recover, "start-up recovery", self.log.warning, stop=self.stop_requested)
             while not self.stop_requested.is_set():
                 self._housekeeping()
-                for result in self.executor.collect(0):
+                for result in self._take_unrecorded() + self.executor.collect(0):
                     self._finish(result)
                 dispatched = self._dispatch()
                 if self.on_tick:
@@ -100,7 +112,63 @@ class TeamLead:
             self._shutdown()
         return self.stats
 
+    def _take_unrecorded(self) -> list[JobResult]:
+        out, self._unrecorded = self._unrecorded, []
+        return out
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        """After a crash or SIGKILL of a previous team lead on this board: no process of its attempts
+        survives, finished results are recorded, unfinished attempts go back to pending (counted as
+        interruptions), and their staging copies are removed."""
+        killed = kill_board_attempts(self.store.path)
+        if killed:
+            self.log.warning("killed %d process(es) left running by a previous team lead's attempts", killed)
+        prefix = f"{self.settings.agent_id}.w"
+        for task in self.store.list_tasks(status="in_progress"):
+            if not (task.owner or "").startswith(prefix) or task.stage not in self.runnable:
+                continue
+            if self._adopt(task):
+                continue
+            try:
+                self.store.release_task(task.id, task.fencing_token, "team lead restarted; its attempt was killed",
+                                        origin=self.settings.agent_id)
+                self.log.warning("%s/%s: attempt of a previous team lead killed, back to pending",
+                                 task.model_id, task.stage)
+            except StaleTokenError:
+                pass
+        names = {m.adaptation_name for m in self.store.list_models()}
+        for path in attempt_dir.discard_all(adaptations_dir(), names):
+            self.log.info("removed the staging copy %s of a dead attempt", path)
+
+    def _adopt(self, task: TaskRecord) -> bool:
+        """Record a result a killed team lead's worker had finished (its result files are complete:
+        the run's outcome, and the gate's verdict when the run was done). Fenced like any result."""
+        rows = [a for _, a in self.store.list_attempts(task.model_id, task.stage)
+                if a.fencing_token == task.fencing_token and a.outcome is None and a.log_path]
+        if not rows:
+            return False
+        job = self._job(task, 0, Path(rows[-1].log_path))
+        run, gate = _read_result(job.result_path("run")), _read_result(job.result_path("gate"))
+        if run is None or (run.get("status") == "done" and gate is None) or not job.work_dir.is_dir():
+            return False
+        result = JobResult(job, run=PhaseResult(None, 0.0, False, run),
+                           gate=PhaseResult(None, 0.0, False, gate) if gate is not None else None)
+        outcome, diagnosis, fix = self._judge(job, result)
+        self.store.finish_attempt(rows[-1].id, None, 0.0, outcome, diagnosis, fix)
+        attempt_dir.discard(job.work_dir)
+        self.log.info("%s/%s: recorded the finished result of a previous team lead's attempt: %s",
+                      task.model_id, task.stage, outcome)
+        self.stats.outcomes[outcome] += 1
+        return True
+
     def _housekeeping(self) -> None:
+        try:
+            self._housekeeping_once()
+        except BoardBusyError as exc:  # the next tick tries again
+            self.log.warning("board busy during housekeeping, retrying next tick: %s", exc)
+
+    def _housekeeping_once(self) -> None:
         now = time.monotonic()
         if now - self._last_beat >= self.settings.heartbeat_s:
             self.store.agent_heartbeat(self.settings.agent_id, status="running")
@@ -147,9 +215,15 @@ class TeamLead:
                 break
             slot = self.free_slots[-1]
             busy_models = [job.task.model_pk for job, _, _ in self.jobs.values()]
-            task = self.store.claim_next(self._worker_id(slot), self.settings.lease_s, stages, busy_models)
+            try:
+                task = self.store.claim_next(self._worker_id(slot), self.settings.lease_s, stages, busy_models)
+            except BoardBusyError as exc:
+                self.log.warning("board busy, dispatching again next tick: %s", exc)
+                break
             if task is None:
                 break
+            if self._crash_looping(task):
+                continue
             if task.attempts > self.settings.budget(task.stage):
                 self._fail(task, {"rule": "attempt_budget_exhausted",
                                   "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
@@ -160,20 +234,37 @@ class TeamLead:
             started += 1
         return started
 
+    def _crash_looping(self, task: TaskRecord) -> bool:
+        """Fail a just-claimed task whose last attempts all ended without an outcome."""
+        count = self.store.interruptions(task.id)
+        if count < self.settings.max_interruptions:
+            return False
+        self._fail(task, {"rule": "interrupted_too_often",
+                          "summary": f"{count} attempts in a row ended without an outcome (worker or team lead "
+                                     "killed, lease lost, shutdown); not starting another",
+                          "interruptions": count, "max_interruptions": self.settings.max_interruptions}, final=True)
+        return True
+
     def _worker_id(self, slot: int) -> str:
         return f"{self.settings.agent_id}.w{slot}"
 
-    def _start(self, task: TaskRecord, slot: int) -> None:
+    def _job(self, task: TaskRecord, slot: int, log_path: Optional[Path] = None) -> Job:
         s = self.settings
-        log_path = logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log"
-        job = Job(
+        return Job(
             task=task, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
             adaptation_dir=adaptations_dir() / task.adaptation_name, board_path=self.store.path.resolve(),
-            log_path=log_path, timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
+            log_path=log_path or logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log",
+            timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
             lease_s=s.lease_s, heartbeat_s=s.heartbeat_s, output_cap=s.output_cap,
             settings=dict(s.stage_settings.get(task.stage, {})), extra_stages=self.extra_stages,
         )
-        attempt_id = self.store.start_attempt(task.id, task.fencing_token, job.command(), str(log_path))
+
+    def _start(self, task: TaskRecord, slot: int) -> None:
+        job = self._job(task, slot)
+        log_path = job.log_path
+        attempt_id = retry_busy(lambda: self.store.start_attempt(task.id, task.fencing_token, job.command(),
+                                                                 str(log_path)),
+                                "recording an attempt", self.log.warning)
         self.jobs[task.id] = (job, attempt_id, slot)
         self._used.add(job.worker_id)
         self.stats.outcomes["dispatched"] += 1
@@ -182,13 +273,24 @@ class TeamLead:
 
     # ------------------------------------------------------------------ results
     def _finish(self, result: JobResult) -> None:
-        job, attempt_id, slot = self.jobs.pop(result.job.task.id)
+        job, attempt_id, slot = self.jobs[result.job.task.id]
+        name = f"{job.task.model_id}/{job.stage}"
+        try:  # a verdict is never dropped: after a minute of a busy board, it waits for the next tick
+            outcome, diagnosis, fix = retry_busy(lambda: self._judge(job, result), f"recording {name}",
+                                                 self.log.warning, give_up_after_s=60.0)
+        except BoardBusyError as exc:
+            self.log.error("%s: board still busy, the result waits (%s): %s", name, job.result_path("gate").parent, exc)
+            self._unrecorded.append(result)
+            return
+        self.jobs.pop(result.job.task.id)
         self.free_slots.append(slot)
-        outcome, diagnosis, fix = self._judge(job, result)
+        attempt_dir.discard(job.work_dir)  # promoted already when it passed its gate
         run = result.run
         exit_code = run.exit_code if run else None
         try:
-            self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome, diagnosis, fix)
+            retry_busy(lambda: self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome,
+                                                         diagnosis, fix),
+                       f"recording the attempt of {name}", self.log.warning, give_up_after_s=60.0)
         except BoardError as exc:
             self.log.error("%s/%s: could not record the attempt: %s", job.task.model_id, job.stage, exc)
         self._idle.add(job.worker_id)
@@ -223,11 +325,12 @@ class TeamLead:
                 if verdict is None:
                     diag = _crash_diagnosis("gate", gate, job)
                 elif verdict.get("passed") is True:
-                    self.store.complete_task(job.task.id, job.token, {
+                    self._promote(job)
+                    self.store.complete_task(job.task.id, job.token, attempt_dir.relocate({
                         "summary": out.get("summary", ""), "result": out.get("result") or {},
                         "gate": {"summary": verdict.get("summary", ""), "report": verdict.get("report") or {}},
                         "fix_applied": fix, "attempt": job.attempt,
-                    }, origin=self.settings.agent_id)
+                    }, job.work_dir, job.adaptation_dir), origin=self.settings.agent_id)
                     self.log.info("%s: completed (gate passed: %s)", name, verdict.get("summary", ""))
                     return "completed", None, fix
                 else:
@@ -243,7 +346,18 @@ class TeamLead:
             return self._failure(job, diag), diag, fix
         except StaleTokenError as exc:
             self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
+            self.store.add_event("stale_result_discarded", f"{job.stage}: result of attempt {job.attempt} "
+                                 f"(token {job.token}) discarded, its lease was lost",
+                                 job.task.model_id, job.stage, {"token": job.token}, self.settings.agent_id)
             return "stale", {"rule": "lease_lost", "summary": str(exc)}, fix
+
+    def _promote(self, job: Job) -> None:
+        """Swap the gated staging copy in, holding the board's write lock with the token checked
+        (StaleTokenError: nothing is promoted). A retry after a busy board finds it done."""
+        if not job.work_dir.is_dir():
+            return
+        with self.store.while_owned(job.task.id, job.token, self.settings.lease_s):
+            attempt_dir.promote(job.work_dir, job.adaptation_dir)
 
     def _store_metadata(self, job: Job, out: dict[str, Any]) -> None:
         fields, metadata = out.get("model_fields") or {}, out.get("model_metadata")
@@ -279,11 +393,14 @@ class TeamLead:
             self.executor.stop()
             deadline = time.monotonic() + 30
             while self.jobs and time.monotonic() < deadline:
-                for result in self.executor.collect(0.5):
+                for result in self._take_unrecorded() + self.executor.collect(0.5):
                     self._finish(result)
-        for worker_id in sorted(self._used):
-            self.store.stop_agent(worker_id)
-        self.store.stop_agent(self.settings.agent_id)
+        try:
+            for worker_id in sorted(self._used):
+                self.store.stop_agent(worker_id)
+            self.store.stop_agent(self.settings.agent_id)
+        except BoardBusyError as exc:  # the rows go stale; cleanup_stale_agents handles them
+            self.log.warning("board busy at shutdown, agent rows not marked stopped: %s", exc)
 
 
 def _crash_diagnosis(phase: str, res: PhaseResult, job: Job) -> dict[str, Any]:
@@ -294,6 +411,15 @@ def _crash_diagnosis(phase: str, res: PhaseResult, job: Job) -> dict[str, Any]:
     return {"rule": f"{phase}_crashed", "summary": f"{phase} worker exited with code {res.exit_code} "
             "without a result", "exit_code": res.exit_code, "log_tail": res.log_tail[-2000:],
             "log_path": str(job.log_path)}
+
+
+def _read_result(path: Path) -> Optional[dict[str, Any]]:
+    """A worker's result file, or None when absent or unreadable (written atomically, so never half)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _append(path: Path, text: str) -> None:

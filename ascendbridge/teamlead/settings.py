@@ -43,6 +43,7 @@ class TeamLeadSettings:
     stage_limits: dict[str, int] = field(default_factory=dict)  # per-stage concurrency caps
     attempt_budget: dict[str, int] = field(default_factory=dict)
     default_attempts: int = 3
+    max_interruptions: int = 3  # attempts ended without an outcome (killed, lease lost) before `failed`
     stage_timeout_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_STAGE_TIMEOUT_S))
     gate_timeout_s: float = 1800.0
     lease_s: float = 60.0

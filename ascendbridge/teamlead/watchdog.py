@@ -1,7 +1,9 @@
 """Keep a team lead running: restart it when it exits or when its board heartbeat goes stale.
 
 The watchdog starts the team lead in a new process group and only ever signals that group
-(never processes found by name). Restarts back off exponentially (reset after a run that lasted
+(never processes found by name). After a team lead ends, however it ended, the watchdog kills
+every process still carrying an attempt marker of its board (workers lead their own groups, so a
+group kill of the team lead does not reach them; see ascendbridge.runtime.containment). Restarts back off exponentially (reset after a run that lasted
 --healthy-after seconds). A usage error (exit 2) is not retried: it would fail the same way.
 
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error (its own or the team lead's),
@@ -23,6 +25,7 @@ from typing import NoReturn, Optional
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path
+from ascendbridge.runtime.containment import kill_board_attempts
 
 EXIT_STOPPED, EXIT_USAGE, EXIT_GAVE_UP = 0, 2, 6
 TEAM_LEAD_USAGE_EXIT = 2
@@ -116,6 +119,13 @@ class Watchdog:
             say(f"team lead pid {child.pid} ignored SIGTERM for {STOP_GRACE_S:.0f} s; killing its group")
         _signal_group(child.pid, signal.SIGKILL)  # whatever is left of the group
         child.wait()
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """No attempt of a dead team lead keeps running (or writing) until the next one starts."""
+        killed = kill_board_attempts(self.board)
+        if killed:
+            say(f"killed {killed} process(es) left by the team lead's attempts")
 
     def _supervise(self, store: Optional[BoardStore]) -> Optional[int]:
         """Wait for the child to exit (its code) or go stale (None)."""
@@ -142,6 +152,8 @@ class Watchdog:
                 self.child = subprocess.Popen(self.argv, start_new_session=True)
                 say(f"team lead started, pid {self.child.pid}")
                 code = self._supervise(store)
+                if code is not None:  # it exited by itself (or was SIGKILLed): its workers may not have
+                    self._sweep()
                 if self.stop.is_set():
                     break
                 if code == TEAM_LEAD_USAGE_EXIT:

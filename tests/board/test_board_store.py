@@ -239,3 +239,22 @@ def test_stage_statuses_matches_task_records(board: BoardStore) -> None:
         expected.setdefault(task.model_id, {})[task.stage] = task.status
     assert board.stage_statuses() == expected
     assert list(board.stage_statuses()["a"]) == list(STAGES)  # pipeline order
+
+
+def test_export_is_one_snapshot_while_another_process_writes(board: BoardStore) -> None:
+    """export() reads in one transaction: its events end exactly at its last_event_id even while
+    another process commits events between its queries."""
+    import subprocess
+    import sys
+
+    board.register_models([Registration(model_id=f"org/s{i}") for i in range(30)])
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom ascendbridge.board import BoardStore\nstore = BoardStore(sys.argv[1])\n"
+        "end = time.time() + 8\nwhile time.time() < end:\n    store.add_event('note', 'busy writer')\n"), str(board.path)])
+    try:
+        for _ in range(15):
+            data = board.export()
+            assert max(e["id"] for e in data["events"]) == data["last_event_id"]
+    finally:
+        writer.kill()
+        writer.wait()

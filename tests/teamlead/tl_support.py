@@ -149,8 +149,16 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2, what: str 
 def runs_logged(tmp: Path, model_id: str, line: str) -> bool:
     from ascendbridge.naming import base_adaptation_name
 
-    path = tmp / "adaptations" / base_adaptation_name(model_id) / "runs.log"
-    return path.exists() and line in path.read_text()
+    name = base_adaptation_name(model_id)  # the promoted directory, or an attempt's staging copy
+    paths = [tmp / "adaptations" / name / "runs.log", *(tmp / "adaptations" / ".attempts").glob(f"{name}.*/{name}/runs.log")]
+    return any(line in _read(path) for path in paths)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:  # a staging copy discarded while we looked
+        return ""
 
 
 def max_in_flight(store: BoardStore, stage: Optional[str] = None) -> int:

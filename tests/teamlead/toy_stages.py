@@ -3,7 +3,8 @@
 What a stage does for a model comes from the model's description, a JSON object mapping stage
 name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, writes nothing),
 blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam.
-Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log.
+Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
+the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
 
 from __future__ import annotations

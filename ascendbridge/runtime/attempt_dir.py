@@ -1,0 +1,128 @@
+"""Attempt directories: an attempt works on a staging copy; only a gated result replaces the real one.
+
+`adaptations/<name>/` always holds the last gated state. Each attempt gets
+`adaptations/.attempts/<name>.<stage>.<token>/<name>/` (same file system, same base name, so uv projects
+and `resolve_adaptation` see the directory they expect), a copy of the real directory in which
+the run and the gate work. When the gate passes, the team lead swaps the copy in with one
+`renameat2(RENAME_EXCHANGE)`: at no moment is `adaptations/<name>/` missing, empty or
+half-copied. An orphaned process of a stale attempt can only write into its own copy, which is
+deleted with the attempt.
+
+The `.venv` inside is a build output: its files are hard-linked, not copied (uv itself installs
+by hard-linking from its cache and replaces files instead of writing into them), so a staging
+copy costs directory entries, not gigabytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+STAGING_ROOT = ".attempts"
+LINKED = ".venv"  # hard-linked, not copied
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def staging_dir(live: Path, stage: str, token: int) -> Path:
+    return live.parent / STAGING_ROOT / f"{live.name}.{stage}.{token}" / live.name
+
+
+def _attempt_root(staging: Path) -> Path:
+    return staging.parent
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    """Copy `source` to the new directory `target`, hard-linking the files of its `.venv`."""
+    venv = source / LINKED
+
+    def copy(src: str, dst: str) -> Any:
+        if Path(src).is_relative_to(venv):
+            try:
+                os.link(src, dst, follow_symlinks=False)
+                return dst
+            except OSError:
+                pass
+        return shutil.copy2(src, dst, follow_symlinks=False)
+
+    shutil.copytree(source, target, symlinks=True, copy_function=copy)
+
+
+def prepare(live: Path, stage: str, token: int) -> Path:
+    """A fresh staging copy of `live` (an empty directory when `live` does not exist yet)."""
+    staging = staging_dir(live, stage, token)
+    discard(staging)
+    staging.parent.mkdir(parents=True)
+    if live.is_dir():
+        copy_tree(live, staging)
+    else:
+        staging.mkdir()
+    return staging
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two directories atomically; False when the kernel or file system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, f"cannot swap {a} and {b}: {os.strerror(err)}")
+
+
+def replace_dir(new: Path, live: Path) -> None:
+    """Make `new` the content of `live` in one step; `new` then holds the previous content (or is
+    gone when `live` did not exist). Without RENAME_EXCHANGE, two renames: `live` is briefly
+    absent, but never half-written."""
+    if not live.exists():
+        os.rename(new, live)
+        return
+    if exchange(new, live):
+        return
+    aside = new.with_name(new.name + ".previous")
+    os.rename(live, aside)
+    os.rename(new, live)
+    os.rename(aside, new)
+
+
+def promote(staging: Path, live: Path) -> None:
+    """Put a gated attempt's directory in place of the real one; drop the previous state."""
+    live.parent.mkdir(parents=True, exist_ok=True)
+    replace_dir(staging, live)
+    discard(staging)
+
+
+def discard(staging: Path) -> None:
+    shutil.rmtree(_attempt_root(staging), ignore_errors=True)
+
+
+def discard_all(adaptations: Path, names: set[str]) -> list[Path]:
+    """Remove the staging copies of these adaptations (a restarted team lead: their attempts are
+    dead); returns what was removed."""
+    root = adaptations / STAGING_ROOT
+    removed = []
+    for attempt in sorted(root.iterdir()) if root.is_dir() else []:
+        if any((attempt / name).exists() for name in names):
+            shutil.rmtree(attempt, ignore_errors=True)
+            removed.append(attempt)
+    return removed
+
+
+def relocate(data: Any, staging: Path, live: Path) -> Any:
+    """Paths inside a result that point into the staging copy, pointing at the promoted directory."""
+    if isinstance(data, str):
+        return data.replace(str(staging), str(live))
+    if isinstance(data, dict):
+        return {k: relocate(v, staging, live) for k, v in data.items()}
+    if isinstance(data, list):
+        return [relocate(v, staging, live) for v in data]
+    return data
