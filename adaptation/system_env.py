@@ -135,7 +135,11 @@ def sync_system(directory: Path, choice: EnvChoice, device: str, log: Optional[I
                 raise StackError(f"installing {len(missing)} missing package(s) failed: {res.tail(1)}")
         record = {"mode": "system", "base": str(choice.python), "stack": stack, "stack_id": stack_id(stack),
                   "installed": sorted(str(r) for r in missing)}
-        (directory / ".venv" / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        # Replace, never write into: a staging copy's .venv files are hard links to the live ones.
+        marker_path = directory / ".venv" / MARKER
+        tmp = marker_path.with_name(MARKER + ".tmp")
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        tmp.replace(marker_path)
     except (StackError, ValueError, OSError) as exc:
         return _failed(argv, str(exc), started)
     message = (f"system environment on {choice.python}: stack {record['stack_id']}; installed "
