@@ -20,6 +20,7 @@ from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
 from ascendbridge.run_summary import model_results, results_table
+from ascendbridge.stacks import describe
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
@@ -94,6 +95,16 @@ def _next_steps(store: BoardStore, console: Console) -> None:
         console.print(line, soft_wrap=True)
 
 
+def _print_stacks(store: BoardStore, console: Console) -> None:
+    """The software stack(s) the board's figures were measured on (stacks recorded per result)."""
+    stacks = store.list_stacks()
+    used = {m.stack_id for m in store.list_metrics() if m.stack_id}
+    for sid in sorted(used):
+        console.print(f"stack {sid}: {describe(stacks.get(sid) or {})}")
+    if not used:
+        console.print("stack: no measured result on this board yet")
+
+
 def _passes(args: argparse.Namespace) -> list[tuple[str, int]]:
     """Preparation runs in parallel; timing stages run one model at a time, because two timed
     runs sharing this machine's cores would measure each other rather than the model."""
@@ -130,6 +141,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             break
     stages = [s for stages, _ in _passes(args) for s in stages.split(",")]
     console.print(results_table(model_results(store, stages, adaptations_dir()), REPO_ROOT))
+    _print_stacks(store, console)
     _next_steps(store, console)
     store.close()
     return code

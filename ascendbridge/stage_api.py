@@ -44,6 +44,7 @@ class FigureSet:
     device: str = ""
     dtype: str = ""
     units: dict[str, str] = field(default_factory=dict)
+    stack: Optional[dict[str, Any]] = None  # {"stack_id", "data"}: the software stack it was measured on
 
 
 @dataclass

@@ -16,6 +16,9 @@ from adaptation import uv_env
 from adaptation.generator import GeneratorError, update_readme_results
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
+from adaptation.stack import StackError, env_stack
+from ascendbridge.stacks import describe
+from ascendbridge.envmode import use_model_env
 from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from benchmark.readme import results_markdown
@@ -55,6 +58,7 @@ class BenchmarkStage:
     name = "benchmark"
 
     def run(self, ctx: StageContext) -> StageOutcome:
+        use_model_env(ctx.model)
         try:
             settings = BenchmarkSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
@@ -67,6 +71,11 @@ class BenchmarkStage:
             return StageOutcome("failed", f"uv sync --extra {settings.profile} failed", diagnosis={
                 "rule": "sync_failed", "summary": "the adaptation environment could not be synced",
                 "log_tail": sync.tail(20)})
+        try:
+            stack = env_stack(ctx.adaptation_dir)
+        except StackError as exc:
+            return StageOutcome("failed", str(exc), diagnosis={"rule": "stack_probe_failed", "summary": str(exc)})
+        ctx.say(f"stack {stack['stack_id']}: {describe(stack['data'])}")
         available, why = weights_available(spec)
         pretrained = settings.real_weights and available
         ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why})")
@@ -81,7 +90,8 @@ class BenchmarkStage:
                 return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
                                     result={"runs": runs}, diagnosis=_diagnosis(dtype, command, result))
             values, units = board_figures(result)
-            figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units))
+            # Stack id: every figure names the stack it was measured on (stacks.stack_id).
+            figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units, stack=stack))
             runs.append(result)
         try:
             update_readme_results(ctx.adaptation_dir, results_markdown(runs))
@@ -89,10 +99,11 @@ class BenchmarkStage:
             ctx.say(f"README not updated: {exc}")
         summary = "; ".join(f"{r['device']} {r['dtype']}: median {r['median_ms']:.2f} ms, accuracy {r['verdict']}"
                             for r in runs)
-        return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None},
-                            metrics=figures)
+        return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None,
+                                                     "stack": stack}, metrics=figures)
 
     def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
         argv = [sys.executable, str(CHECKER), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
         report, res = run_checker(argv, GATE_TIMEOUT_S)
         if report is None:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
 from ascendbridge.board.records import AgentRecord
+from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES, STATUSES
 from dashboard import evidence
 from dashboard.context import Dashboard
@@ -158,6 +159,7 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "verified": {stage: any(t.stage == stage and t.status == "completed" for t in tasks)
                      for stage in ("benchmark", "optimization")},
         "business": d.queries.business_results([model_id]).get(model_id),
+        "stacks": {sid: describe(data) for sid, data in d.store.list_stacks().items()},
         "adaptation_present": adapt_dir is not None,
         "benchmark_runs": runs,
         "optimization_notes": notes,
@@ -200,6 +202,24 @@ def reports(d: Dashboard) -> dict[str, Any]:
         "business": d.queries.business_results(),
         "last_event_id": d.queries.last_event_id(),
     }
+
+
+def regressions(d: Dashboard) -> dict[str, Any]:
+    """The latest re-validation verdict per package (events of kind `revalidation`), worst first."""
+    latest: dict[str, Any] = {}
+    for event in d.store.events_of_kind("revalidation"):
+        if event.model_id and (event.model_id not in latest or event.id > latest[event.model_id].id):
+            latest[event.model_id] = event
+    order = {"broken": 0, "regressed": 1, "improved": 2, "unchanged": 3}
+    rows = sorted(({**e.data, "ts": e.ts} for e in latest.values()), key=lambda r: (order.get(r.get("verdict"), 4),
+                                                                    -(r.get("worst_worse_by") or 0)))
+    stacks = {sid: describe(data) for sid, data in d.store.list_stacks().items()}
+    for row in rows:
+        detail = row.get("stack_detail")
+        if row.get("current_stack") and detail:
+            stacks.setdefault(row["current_stack"], describe(detail))
+    return {"rows": rows, "stacks": stacks, "counts": {v: sum(1 for r in rows if r.get("verdict") == v) for v in order},
+            "last_event_id": d.queries.last_event_id()}
 
 
 def _geomean(values: list[float]) -> Optional[float]:

@@ -20,6 +20,9 @@ from adaptation import uv_env
 from adaptation.generator import RUNTIME_DIR
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
+from adaptation.stack import StackError, env_stack
+from ascendbridge.stacks import describe
+from ascendbridge.envmode import use_model_env
 from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from optimization.gate import accuracy_summary
@@ -77,6 +80,7 @@ class OptimizationStage:
     name = "optimization"
 
     def run(self, ctx: StageContext) -> StageOutcome:
+        use_model_env(ctx.model)
         try:
             settings = OptimizationSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
@@ -87,6 +91,11 @@ class OptimizationStage:
         sync = uv_env.sync(ctx.adaptation_dir, profile, log=ctx.log)
         if not sync.ok:
             return _failed(f"uv sync --extra {profile} failed", "sync_failed", sync)
+        try:
+            stack = env_stack(ctx.adaptation_dir)
+        except StackError as exc:
+            return _failed(str(exc), "stack_probe_failed")
+        ctx.say(f"stack {stack['stack_id']}: {describe(stack['data'])}")
         available, why = weights_available(spec)
         pretrained = settings.real_weights and available
         ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why}); searching the pass catalogue")
@@ -121,16 +130,19 @@ class OptimizationStage:
             if isinstance(final.get(key), (int, float)):
                 values[key], units[key] = float(final[key]), "ms"
         # Written by the team lead only when the gates pass (StageOutcome.metrics).
-        figures = [FigureSet(values, device=result["device"], dtype=result["dtype"], units=units)]
+        # Stack id: every figure names the stack it was measured on (stacks.stack_id).
+        figures = [FigureSet(values, device=result["device"], dtype=result["dtype"], units=units, stack=stack)]
         if result["verdict"] != "pass":
             return _failed("the optimized run failed accuracy", "optimization_accuracy")
         return StageOutcome("done", outcome_summary(final), result={
             "chosen": notes["chosen"], "outcome": final["outcome"], "speedup": final["speedup"],
             "selection_speedup": final.get("selection_speedup"),
             "environment_settings": final.get("environment_settings", []),
-            "model_changes": final.get("model_changes", []), "perf_run": notes["perf_run"]}, metrics=figures)
+            "model_changes": final.get("model_changes", []), "perf_run": notes["perf_run"],
+            "stack": stack}, metrics=figures)
 
     def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
         reports = []
         for script in ("check_optimization_notes.py", "check_accuracy_run_perf.py"):
             argv = [sys.executable, str(SCRIPTS / script), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]

@@ -41,6 +41,7 @@ from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parent.parent / "runtime" / "ab_runtime"
+SYSTEM_MARKER = "ascendbridge-env.json"  # written by system mode (adaptation/system_env.py)
 REQUIRED_FILES = ("pyproject.toml", "uv.lock", "README.md", SPEC_FILE, "demo.py",
                   "ab_runtime/__init__.py", "ab_runtime/demo.py")
 PROFILES = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
@@ -259,16 +260,54 @@ def check_outputs(report: Report, spec: AdaptationSpec, outputs: Any) -> None:
                ", ".join(f"{n} {outputs[n]['shape']}" for n in outputs) + ", all finite")
 
 
+def system_marker(directory: Path) -> Optional[dict[str, Any]]:
+    """The record a system-mode environment leaves in `.venv/ascendbridge-env.json` (None: locked)."""
+    try:
+        data = json.loads((directory / ".venv" / SYSTEM_MARKER).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and data.get("mode") == "system" else None
+
+
+def check_system_env(report: Report, directory: Path, marker: dict[str, Any]) -> bool:
+    """System mode: the venv sees the system stack, and torch / torch_npu come from it, not from
+    the venv itself (nothing replaced them)."""
+    python = directory / ".venv" / "bin" / "python"
+    code = ("import json, sys, torch; print(json.dumps({'torch': torch.__version__, 'file': torch.__file__, "
+            "'prefix': sys.prefix}))")
+    res = run_command([str(python), "-c", code], cwd=directory, timeout_s=300)
+    found = json.loads(res.output.strip().splitlines()[-1]) if res.ok else None
+    if found is None:
+        return report.add("sync", False, f"system environment cannot import torch: {_last_lines(res.output)}")
+    recorded = (marker.get("stack") or {}).get("torch")
+    inside = Path(found["file"]).resolve().is_relative_to(Path(found["prefix"]).resolve())
+    if found["torch"] != recorded or inside:
+        return report.add("sync", False, f"torch {found['torch']} at {found['file']} is not the system stack's "
+                          f"torch {recorded}" + (" (installed into the venv)" if inside else ""))
+    return report.add("sync", True, f"system environment on {marker.get('base')}: torch {found['torch']} "
+                      "from the system stack")
+
+
 def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str, timeout_s: float) -> None:
     profile = PROFILES[device]
-    progress(f"uv sync --locked --extra {profile}")
-    res = uv(directory, ["sync", "--locked", "--extra", profile], 1800)
-    if not report.add("sync", res.ok, f"environment synced for extra '{profile}'" if res.ok else
-                      f"uv sync --extra {profile} failed: {_last_lines(res.output)}"):
-        return
-    progress(f"demo.py --dry-run --device {device}")
-    res = uv(directory, ["run", "--no-sync", "python", "demo.py", "--dry-run", "--device", device],
-             timeout_s)
+    marker = system_marker(directory)
+    if marker is not None:
+        progress("system environment: checking its stack")
+        if not check_system_env(report, directory, marker):
+            return
+        argv = [str(directory / ".venv" / "bin" / "python"), "demo.py", "--dry-run", "--device", device]
+        progress(f"demo.py --dry-run --device {device}")
+        res = run_command(argv, cwd=directory, timeout_s=timeout_s,
+                          env={k: v for k, v in os.environ.items() if k not in FOREIGN_ENV})
+    else:
+        progress(f"uv sync --locked --extra {profile}")
+        res = uv(directory, ["sync", "--locked", "--extra", profile], 1800)
+        if not report.add("sync", res.ok, f"environment synced for extra '{profile}'" if res.ok else
+                          f"uv sync --extra {profile} failed: {_last_lines(res.output)}"):
+            return
+        progress(f"demo.py --dry-run --device {device}")
+        res = uv(directory, ["run", "--no-sync", "python", "demo.py", "--dry-run", "--device", device],
+                 timeout_s)
     exited = "timed out" if res.timed_out else f"exit code {res.exit_code}"
     report.add("demo_exit", res.ok, f"demo.py {exited} in {res.duration_s:.1f} s" +
                ("" if res.ok else f": {_last_lines(res.output)}"))

@@ -39,7 +39,7 @@ from ascendbridge.board.records import (
     now_iso,
     utcnow,
 )
-from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, Metric, Model, Task
+from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, Metric, Model, Stack, Task
 from ascendbridge.naming import base_adaptation_name, hashed_adaptation_name, validate_model_id
 from ascendbridge.stages import (
     DONE_STATUSES,
@@ -226,6 +226,8 @@ class BoardStore:
                     "allow_remote_code": reg.allow_remote_code,
                     "skip_stages_json": dumps(skip),
                     "paused": False,
+                    "env_mode": "",
+                    "env_python": None,
                     "metadata_json": "{}",
                     "created_at": now,
                 }
@@ -477,7 +479,7 @@ class BoardStore:
         model_metadata: Optional[dict[str, Any]] = None,
     ) -> TaskRecord:
         """Mark completed (the gate has passed), make the next stage pending, and write the stage's
-        figures ({"values", "device", "dtype", "units"} each) and model metadata: all in one
+        figures ({"values", "device", "dtype", "units", "stack"} each) and model metadata: all in one
         transaction under the fencing token, so only gated numbers ever reach the board."""
         figures = [dict(f) for f in figures]
         for figure in figures:
@@ -488,10 +490,15 @@ class BoardStore:
                 self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
             now = now_iso()
             for figure in figures:
+                stack = figure.get("stack") or {}
+                sid = str(stack.get("stack_id") or "")
+                if sid and s.get(Stack, sid) is None:  # each stack is stored once; every figure names it
+                    s.add(Stack(stack_id=sid, data_json=dumps(stack.get("data") or {}), first_seen=now))
+                    s.flush()
                 for name, value in figure["values"].items():
                     s.add(Metric(model_pk=task.model_pk, stage=task.stage, device=str(figure.get("device") or ""),
                                  dtype=str(figure.get("dtype") or ""), name=name, value=float(value),
-                                 unit=(figure.get("units") or {}).get(name, ""), ts=now))
+                                 unit=(figure.get("units") or {}).get(name, ""), stack_id=sid, ts=now))
             task.status = "completed"
             task.owner = None
             task.lease_expires_at = None
@@ -1019,6 +1026,31 @@ class BoardStore:
     # ------------------------------------------------------------------ metrics
     # Figures are written only by complete_task (a passing gate, under the fencing token).
 
+    def get_stack(self, stack_id: str) -> Optional[dict[str, Any]]:
+        """The recorded stack of an id (None when unknown)."""
+        with self._read() as s:
+            row = s.get(Stack, stack_id)
+            return loads(row.data_json, {}) if row else None
+
+    def list_stacks(self) -> dict[str, dict[str, Any]]:
+        with self._read() as s:
+            return {row.stack_id: loads(row.data_json, {}) for row in s.exec(select(Stack).order_by(Stack.first_seen))}
+
+    def set_env_mode(self, model_id: str, mode: str, python: Optional[str] = None, origin: str = "cli") -> ModelRecord:
+        """Per-model environment mode: "" (the run's), "locked", or "system" with its interpreter."""
+        if mode not in ("", "locked", "system"):
+            raise BoardError(f"unknown environment mode '{mode}' (expected locked or system)")
+        if mode == "system" and not python:
+            raise BoardError("environment mode 'system' needs the interpreter's path")
+        with self._write() as s:
+            row = self._model_row(s, model_id)
+            row.env_mode, row.env_python = mode, (python if mode == "system" else None)
+            s.add(row)
+            self._event(s, "policy", f"environment mode = {mode or 'run default'}"
+                        + (f" ({python})" if row.env_python else ""), row.id, None,
+                        {"env_mode": mode, "env_python": row.env_python}, origin)
+            return ModelRecord.of(row)
+
     def list_metrics(self, model_id: Optional[str] = None, stage: Optional[str] = None) -> list[MetricRecord]:
         with self._read() as s:
             q = select(Metric, Model.model_id).join(Model, col(Metric.model_pk) == col(Model.id))
@@ -1050,6 +1082,7 @@ class BoardStore:
             "agents": [a.model_dump() for a in self.list_agents()],
             "guidance": [g.model_dump() for g in self.list_guidance()],
             "metrics": [x.model_dump() for x in self.list_metrics()],
+            "stacks": self.list_stacks(),
             "events": [e.model_dump() for e in self.list_events(limit=10**9)],
         }
 

@@ -245,6 +245,17 @@ def cmd_allow_remote_code(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+def cmd_set_env(args: argparse.Namespace, out: Output) -> int:
+    """Per-model environment mode (wins over the team-lead run's --env)."""
+    mode = "" if args.env == "default" else args.env
+    python = str(Path(args.python).expanduser().absolute()) if args.python else None
+    with open_store(args) as store:
+        record = store.set_env_mode(args.model, mode, python)
+    _done(out, f"{record.model_id}: environment {record.env_mode or 'run default'}"
+          + (f" on {record.env_python}" if record.env_python else ""), record.model_dump())
+    return EXIT_OK
+
+
 def cmd_guide(args: argparse.Namespace, out: Output) -> int:
     words = list(args.words)
     model = None if args.all else words.pop(0)

@@ -109,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--revoke", action="store_true", help="forbid it again")
 
+    p = add("set_env", cmds.cmd_set_env, "environment mode of a model's runs: locked, system (--python) or default")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--env", required=True, choices=("locked", "system", "default"))
+    p.add_argument("--python", help="the system interpreter with torch (/torch_npu) preinstalled (--env system)")
+
     p = add("guide", cmds.cmd_guide, "leave guidance for the team lead: guide MODEL TEXT | guide --all TEXT")
     p.add_argument("--all", action="store_true", help="guidance for every model")
     p.add_argument("words", nargs="+", metavar="MODEL|TEXT")

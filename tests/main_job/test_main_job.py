@@ -69,18 +69,18 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
     board.register_models([Registration(model_id="org/fast-model-with-a-rather-long-name"),
                            Registration(model_id="org/broken")])
     stages = list(PREPARATION_STAGES + MEASUREMENT_STAGES)
+    figures = {"benchmark": {"median_ms": 12.345}, "optimization": {"speedup": 1.42}}
     for stage in stages:
         task = board.claim_task(board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60)
-        board.complete_task(task.id, task.fencing_token, {})
+        board.complete_task(task.id, task.fencing_token, {}, figures=[
+            {"values": figures[stage], "device": "cpu", "dtype": "float32"}] if stage in figures else ())
     task = board.claim_task(board.list_tasks("discovery", model_id="org/broken")[0].id, "t", 60)
     board.fail_task(task.id, task.fencing_token, {"summary": "no config.json in /data/broken"})
-    board.add_metrics("org/fast-model-with-a-rather-long-name", "benchmark", {"median_ms": 12.345}, "cpu", "float32")
-    board.add_metrics("org/fast-model-with-a-rather-long-name", "optimization", {"speedup": 1.42}, "cpu", "float32")
     (adaptations_dir() / "org__fast-model-with-a-rather-long-name").mkdir()
     results = {r.model_id: r for r in model_results(board, stages, adaptations_dir())}
     fast, broken = results["org/fast-model-with-a-rather-long-name"], results["org/broken"]
     assert (fast.outcome, fast.latency_ms, fast.latency_basis, fast.speedup) == (
-        "all 5 stages done", 12.345, "cpu float32", 1.42)
+        f"all {len(stages)} stages done", 12.345, "cpu float32", 1.42)
     assert (broken.outcome, broken.latency_ms, broken.speedup) == ("discovery failed: no config.json in /data/broken",
                                                                     None, None)
     out = io.StringIO()
