@@ -4,7 +4,7 @@ Precedence is the same everywhere: the team lead's `--set STAGE.KEY=VALUE` (it a
 StageContext.settings), then the environment variable ASCENDBRIDGE_<KEY>, then the default. A key
 is the setting's full name (`benchmark_iters`, `healing_max_attempts`, `device`): a class with
 `key_prefix = "benchmark_"` names its field `iters` and reads `benchmark_iters` /
-ASCENDBRIDGE_BENCHMARK_ITERS. Every setting is listed in docs/runtime.md ("Settings").
+ASCENDBRIDGE_BENCHMARK_ITERS. Every setting is listed in docs/teamlead.md ("Stage settings").
 """
 
 from __future__ import annotations
@@ -24,6 +24,12 @@ class StageSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True,
                                       env_ignore_empty=True)  # VAR= means "not set"
     key_prefix: ClassVar[str] = ""
+    label: ClassVar[str] = ""  # names these settings in errors; default: key_prefix ("benchmark")
+
+    @classmethod
+    def shown(cls, key: str) -> str:
+        """How an error names a key: the key itself (a class whose keys also have flags adds them)."""
+        return key
 
     @classmethod
     def env_names(cls) -> dict[str, str]:
@@ -49,15 +55,15 @@ class StageSettings(BaseSettings):
             return cls(**given)
         except ValidationError as exc:
             first = exc.errors()[0]
-            what = cls.key_prefix.rstrip("_") or "stage"
+            what = cls.label or cls.key_prefix.rstrip("_") or "stage"
             loc = [str(p) for p in first.get("loc", ())]
             name = next((k for k, f in keys.items() if loc and f == loc[0]), ".".join(loc))
             message = str(first.get("msg", "")).removeprefix("Value error, ")
-            raise ValueError(f"bad {what} setting {name}: {message}" if name
+            raise ValueError(f"bad {what} setting {cls.shown(name)}: {message}" if name
                              else f"bad {what} setting: {message}") from None
 
 
 def setting_keys(cls: type[StageSettings]) -> list[tuple[str, str, Any]]:
-    """(key, environment variable, default) of every field: what docs/runtime.md lists."""
+    """(key, environment variable, default) of every field: what docs/teamlead.md lists."""
     env = cls.env_names()
     return [(key, env[name], cls.model_fields[name].default) for key, name in cls.keys().items()]

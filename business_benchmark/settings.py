@@ -1,12 +1,15 @@
-"""Business benchmark settings: the stage context's settings, else ASCENDBRIDGE_* variables, else defaults."""
+"""Business benchmark settings (ascendbridge.settings): `--set business_benchmark.KEY`, then
+ASCENDBRIDGE_BUSINESS_*, then defaults. The pass rule may only be tightened (PassRule.tightened)."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Annotated, Any, Optional
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from adaptation import uv_env
+from ascendbridge.settings import StageSettings
 from business_benchmark.pass_rule import PassRule
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -25,19 +28,62 @@ def _bounds(raw: Any) -> dict[str, float]:
     return out
 
 
-@dataclass(frozen=True)
-class BusinessSettings:
-    device: str = "cpu"
+class BusinessSettings(StageSettings):
+    model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_BUSINESS_")
+    key_prefix = "business_"
+
+    device: str = Field("cpu", validation_alias="ascendbridge_device")
     dtype: Optional[str] = None  # None: the spec's target, or bfloat16 when that is float32
     real_weights: bool = True
-    max_items: int = 0  # per set; 0 = all
-    rule: PassRule = field(default_factory=PassRule)
-    lm_eval_tasks: tuple[str, ...] = ()
+    max_items: int = Field(0, ge=0)  # per set; 0 = all
+    rtol: Optional[float] = None  # relative tolerance of the task metric; only a tighter one is taken
+    bounds: Annotated[dict[str, float], NoDecode] = {}  # agreement bounds, `name=value,...`; only tighter
+    lm_eval_tasks: Annotated[tuple[str, ...], NoDecode] = Field((), validation_alias="ascendbridge_business_lm_eval")
     lm_eval_include: Optional[str] = None
-    lm_eval_limit: int = 0
-    threads: int = 0  # torch intra-op threads for business_run.py (0: torch's default)
-    run_timeout_s: float = 1800.0
-    sync_timeout_s: float = uv_env.SYNC_TIMEOUT_S
+    lm_eval_limit: int = Field(0, ge=0)
+    threads: int = Field(0, ge=0)  # torch intra-op threads for business_run.py (0: torch's default)
+    run_timeout_s: float = Field(1800.0, gt=0, validation_alias="ascendbridge_business_timeout_s")
+    sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
+
+    @field_validator("dtype", "rtol", "lm_eval_include", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and value not in DTYPES:
+            raise ValueError(f"bad business dtype {value} (expected: {', '.join(DTYPES)})")
+        return value
+
+    @field_validator("rtol")
+    @classmethod
+    def _tighter_rtol(cls, value: Optional[float]) -> Optional[float]:
+        PassRule.tightened(rtol=value)  # refuses a looser one
+        return value
+
+    @field_validator("bounds", mode="before")
+    @classmethod
+    def _tighter_bounds(cls, value: object) -> dict[str, float]:
+        bounds = _bounds(value)
+        PassRule.tightened(bounds=bounds)  # refuses an unknown metric or a looser bound
+        return bounds
+
+    @field_validator("lm_eval_tasks", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return tuple(value.replace(",", " ").split()) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _device(self) -> "BusinessSettings":
+        uv_env.profile_for_device(self.device)  # validates the device name
+        return self
+
+    @property
+    def rule(self) -> PassRule:
+        """The framework's pass rule with this run's tightenings."""
+        return PassRule.tightened(self.rtol, self.bounds)
 
     @property
     def profile(self) -> str:
@@ -49,40 +95,3 @@ class BusinessSettings:
         if self.dtype:
             return self.dtype
         return "bfloat16" if spec_target == "float32" else spec_target
-
-    @classmethod
-    def from_sources(cls, settings: Optional[Mapping[str, Any]] = None) -> "BusinessSettings":
-        settings = settings or {}
-
-        def pick(key: str, env: str, default: Any) -> Any:
-            if settings.get(key) is not None:
-                return settings[key]
-            return os.environ.get(env, default)
-
-        dtype = pick("business_dtype", "ASCENDBRIDGE_BUSINESS_DTYPE", "") or None
-        if dtype is not None and dtype not in DTYPES:
-            raise ValueError(f"bad business dtype {dtype} (expected: {', '.join(DTYPES)})")
-        raw_rtol = pick("business_rtol", "ASCENDBRIDGE_BUSINESS_RTOL", "")
-        tasks = pick("business_lm_eval", "ASCENDBRIDGE_BUSINESS_LM_EVAL", "")
-        try:
-            rule = PassRule.tightened(float(raw_rtol) if raw_rtol not in ("", None) else None,
-                                      _bounds(pick("business_bounds", "ASCENDBRIDGE_BUSINESS_BOUNDS", "")))
-            result = cls(
-                device=str(pick("device", "ASCENDBRIDGE_DEVICE", "cpu")),
-                dtype=dtype,
-                real_weights=str(pick("business_real_weights", "ASCENDBRIDGE_BUSINESS_REAL_WEIGHTS", "1")).lower()
-                not in ("0", "false", "no", "off"),
-                max_items=int(pick("business_max_items", "ASCENDBRIDGE_BUSINESS_MAX_ITEMS", 0)),
-                rule=rule,
-                lm_eval_tasks=tuple(tasks.replace(",", " ").split()) if isinstance(tasks, str) else tuple(tasks),
-                lm_eval_include=pick("business_lm_eval_include", "ASCENDBRIDGE_BUSINESS_LM_EVAL_INCLUDE", "") or None,
-                lm_eval_limit=int(pick("business_lm_eval_limit", "ASCENDBRIDGE_BUSINESS_LM_EVAL_LIMIT", 0)),
-                threads=int(pick("business_threads", "ASCENDBRIDGE_BUSINESS_THREADS", 0)),
-                run_timeout_s=float(pick("business_timeout_s", "ASCENDBRIDGE_BUSINESS_TIMEOUT_S", 1800.0)),
-            )
-        except ValueError as exc:
-            raise ValueError(f"bad business setting: {exc}") from None
-        if result.max_items < 0 or result.threads < 0:
-            raise ValueError("bad business setting: business_max_items and business_threads must be >= 0")
-        result.profile  # validates the device name
-        return result

@@ -37,9 +37,9 @@ from ascendbridge.teamlead.progress import Progress
 from ascendbridge.teamlead.registry import stage_refs
 from ascendbridge.teamlead.scheduler import RunStats, TeamLead
 from ascendbridge.teamlead.settings import (
+    RunSettings,
     SettingsError,
     TeamLeadSettings,
-    env_number,
     parse_stage_map,
     parse_stage_settings,
     stages_for,
@@ -92,35 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
     st = TeamLeadSettings()
     st.stages = stages_for(args.mode or os.environ.get("PROMPT_MODE"), args.stages)
-    st.workers = int(args.workers if args.workers is not None else env_number("ASCENDBRIDGE_WORKERS", 2, int))
-    if st.workers < 1 or st.workers > 256:
-        raise SettingsError("--workers must be between 1 and 256")
+    run = run_settings(args)
+    for name in RunSettings.model_fields:
+        setattr(st, name, getattr(run, name))
     st.stage_limits = parse_stage_map(args.stage_workers, "--stage-workers", int)  # type: ignore[assignment]
     st.attempt_budget = parse_stage_map(args.stage_attempts, "--stage-attempts", int)  # type: ignore[assignment]
     if args.attempts is not None:
         if args.attempts < 1:
             raise SettingsError("--attempts must be at least 1")
         st.default_attempts = args.attempts
-    st.max_interruptions = int(args.max_interruptions if args.max_interruptions is not None
-                               else env_number("ASCENDBRIDGE_MAX_INTERRUPTIONS", 3, int))
-    if st.max_interruptions < 1:
-        raise SettingsError("--max-interruptions must be at least 1")
     if args.timeout is not None:
         if args.timeout <= 0:
             raise SettingsError("--timeout must be positive")
         st.stage_timeout_s = {stage: args.timeout for stage in st.stage_timeout_s}
     st.stage_timeout_s.update(parse_stage_map(args.stage_timeout, "--stage-timeout", float))  # type: ignore[arg-type]
-    for name, flag, value, env in (
-        ("gate_timeout_s", "--gate-timeout", args.gate_timeout, "ASCENDBRIDGE_GATE_TIMEOUT_S"),
-        ("lease_s", "--lease", args.lease, "ASCENDBRIDGE_LEASE_S"),
-        ("heartbeat_s", "--heartbeat", args.heartbeat, "ASCENDBRIDGE_HEARTBEAT_S"),
-        ("poll_s", "--poll", args.poll, "ASCENDBRIDGE_POLL_S"),
-    ):
-        if value is not None and value <= 0:
-            raise SettingsError(f"{flag} must be positive")
-        setattr(st, name, float(value) if value is not None else env_number(env, getattr(st, name)))
-    if st.heartbeat_s * 2 > st.lease_s:
-        raise SettingsError(f"heartbeat ({st.heartbeat_s:g} s) must be at most half the lease ({st.lease_s:g} s)")
     if args.output_cap is not None:
         if args.output_cap < 1024:
             raise SettingsError("--output-cap must be at least 1024 bytes")
@@ -130,6 +115,16 @@ def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
     st.agent_id = args.agent_id
     apply_env_mode(args)
     return st
+
+
+def run_settings(args: argparse.Namespace) -> RunSettings:
+    """The flags that were given, then ASCENDBRIDGE_<KEY>, then the defaults (ascendbridge.settings)."""
+    given = {"workers": args.workers, "max_interruptions": args.max_interruptions, "gate_timeout_s": args.gate_timeout,
+             "lease_s": args.lease, "heartbeat_s": args.heartbeat, "poll_s": args.poll}
+    try:
+        return RunSettings.from_sources(given)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def apply_env_mode(args: argparse.Namespace) -> None:

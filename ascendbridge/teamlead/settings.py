@@ -1,16 +1,21 @@
 """Team-lead settings: which stages run, how many workers, timeouts, attempt budgets.
 
-Every knob has a flag and an environment variable (so `.env` can set it), with defaults sized for
-real stages: model runs take minutes, so leases are a minute long and heartbeats frequent.
+The run settings (workers, interruptions, gate timeout, lease, heartbeat, poll) are an
+ascendbridge.settings class like every stage's: the flag, then ASCENDBRIDGE_<KEY> (so `.env` can set
+it), then the default. Defaults are sized for real stages: model runs take minutes, so leases are a
+minute long and heartbeats frequent.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, ClassVar, Optional
 
+from pydantic import Field, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from ascendbridge.settings import StageSettings
 from ascendbridge.stages import STAGES, check_stage
 
 # PROMPT_MODE -> stages the team lead schedules.
@@ -36,19 +41,51 @@ class SettingsError(ValueError):
     """A bad flag or environment value; shown to the user as one line."""
 
 
+class RunSettings(StageSettings):
+    """The team lead's own knobs that have both a flag and a variable (keys in docs/teamlead.md)."""
+
+    model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_")
+    label = "team-lead"
+    FLAGS: ClassVar[dict[str, str]] = {"workers": "--workers", "max_interruptions": "--max-interruptions",
+                                       "gate_timeout_s": "--gate-timeout", "lease_s": "--lease",
+                                       "heartbeat_s": "--heartbeat", "poll_s": "--poll"}
+
+    workers: int = Field(2, ge=1, le=256)  # total concurrent tasks
+    max_interruptions: int = Field(3, ge=1)  # attempts ended without an outcome before `failed`
+    gate_timeout_s: float = Field(1800.0, gt=0)
+    lease_s: float = Field(60.0, gt=0)
+    heartbeat_s: float = Field(10.0, gt=0)
+    poll_s: float = Field(1.0, gt=0)
+
+    @classmethod
+    def shown(cls, key: str) -> str:
+        return f"{key} ({cls.FLAGS[key]})" if key in cls.FLAGS else key
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> "RunSettings":
+        if self.heartbeat_s * 2 > self.lease_s:  # a lease must survive one missed heartbeat
+            raise ValueError(f"heartbeat ({self.heartbeat_s:g} s) must be at most half the lease ({self.lease_s:g} s)")
+        return self
+
+
+def _default(name: str) -> Any:
+    """TeamLeadSettings' defaults are RunSettings' (one place states them)."""
+    return RunSettings.model_fields[name].default
+
+
 @dataclass
 class TeamLeadSettings:
     stages: tuple[str, ...] = STAGES
-    workers: int = 2
+    workers: int = _default("workers")
     stage_limits: dict[str, int] = field(default_factory=dict)  # per-stage concurrency caps
     attempt_budget: dict[str, int] = field(default_factory=dict)
     default_attempts: int = 3
-    max_interruptions: int = 3  # attempts ended without an outcome (killed, lease lost) before `failed`
+    max_interruptions: int = _default("max_interruptions")  # attempts ended without an outcome (killed, lease lost) before `failed`
     stage_timeout_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_STAGE_TIMEOUT_S))
-    gate_timeout_s: float = 1800.0
-    lease_s: float = 60.0
-    heartbeat_s: float = 10.0
-    poll_s: float = 1.0
+    gate_timeout_s: float = _default("gate_timeout_s")
+    lease_s: float = _default("lease_s")
+    heartbeat_s: float = _default("heartbeat_s")
+    poll_s: float = _default("poll_s")
     output_cap: int = 4 * 1024 * 1024
     forever: bool = False
     agent_id: str = "team-lead"
@@ -96,19 +133,6 @@ def parse_stage_map(raw: Optional[str], what: str, kind: type) -> dict[str, obje
             raise SettingsError(f"{what}: '{item}' needs a positive value")
         out[name.strip()] = parsed
     return out
-
-
-def env_number(name: str, default: float, kind: type = float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not a number") from None
-    if value <= 0:
-        raise SettingsError(f"{name} must be positive")
-    return value
 
 
 def parse_stage_settings(items: list[str]) -> dict[str, dict[str, object]]:
