@@ -129,6 +129,12 @@ def test_board_ops_show_lists_agent_runs(board: BoardStore, board_path: Path, tm
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert text.returncode == 0, text.stderr
     section = text.stdout[text.stdout.index("agent runs"):]
+    for value in ("healer", "openai", "rejected_gate"):  # 100 columns: the detail columns wait for --wide
+        assert value in section
+    wide = subprocess.run([sys.executable, str(script), "--board", str(board_path), "--wide", "show", "org/m"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert wide.returncode == 0, wide.stderr
+    section = wide.stdout[wide.stdout.index("agent runs"):]
     for value in ("healer", "openai", "rejected_gate", "2100", "adaptation.json", "abcd1234abcd1234"):
         assert value in section
     shown = subprocess.run([sys.executable, str(script), "--board", str(board_path), "--json", "show", "org/m"],
