@@ -1,0 +1,90 @@
+"""Agents on the board: the team lead and its workers announce themselves and heartbeat, so a
+silent one can be marked stale and its leases requeued."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from typing import Optional
+
+from sqlmodel import col, select
+
+from ascendbridge.board.base import StoreBase
+from ascendbridge.board.connection import BoardError
+from ascendbridge.board.records import AgentRecord, iso, now_iso, utcnow
+from ascendbridge.board.schema import Agent, Task
+
+
+class AgentStore(StoreBase):
+    """Register, heartbeat, stop, list and clean up agents."""
+
+    def register_agent(self, agent_id: str, role: str, pid: Optional[int] = None) -> AgentRecord:
+        now = now_iso()
+        with self._write() as s:
+            row = s.get(Agent, agent_id) or Agent(id=agent_id, role=role, last_heartbeat=now, started_at=now)
+            row.role = role
+            row.pid = pid if pid is not None else os.getpid()
+            row.host = socket.gethostname()
+            row.status = "running"
+            row.last_heartbeat = now
+            row.started_at = now
+            s.add(row)
+            self._event(s, "agent_started", f"{role} {agent_id} started", data={"pid": row.pid}, origin=agent_id)
+            return AgentRecord.of(row)
+
+    def agent_heartbeat(
+        self, agent_id: str, current_task_id: Optional[int] = None, status: str = "running"
+    ) -> AgentRecord:
+        with self._write() as s:
+            row = s.get(Agent, agent_id)
+            if row is None:
+                raise BoardError(f"unknown agent '{agent_id}' (register it first)")
+            row.last_heartbeat = now_iso()
+            row.current_task_id = current_task_id
+            row.status = status
+            s.add(row)
+            return AgentRecord.of(row)
+
+    def stop_agent(self, agent_id: str) -> None:
+        with self._write() as s:
+            row = s.get(Agent, agent_id)
+            if row is None:
+                return
+            row.status = "stopped"
+            row.current_task_id = None
+            row.last_heartbeat = now_iso()
+            s.add(row)
+            self._event(s, "agent_stopped", f"{row.role} {agent_id} stopped", origin=agent_id)
+
+    def list_agents(self) -> list[AgentRecord]:
+        with self._read() as s:
+            return [AgentRecord.of(r) for r in s.exec(select(Agent).order_by(Agent.started_at)).all()]
+
+    def cleanup_stale_agents(self, stale_after_s: float, origin: str = "cli") -> list[AgentRecord]:
+        """Agents silent for longer than the threshold: mark stale, expire their leases, requeue."""
+        cutoff = iso(utcnow() - timedelta(seconds=stale_after_s))
+        now = now_iso()
+        with self._write() as s:
+            stale = s.exec(
+                select(Agent).where(Agent.status == "running", col(Agent.last_heartbeat) < cutoff)
+            ).all()
+            out = []
+            for agent in stale:
+                agent.status = "stale"
+                s.add(agent)
+                tasks = s.exec(
+                    select(Task).where(Task.status == "in_progress", Task.owner == agent.id)
+                ).all()
+                for task in tasks:
+                    task.status = "pending"
+                    task.owner = None
+                    task.lease_expires_at = None
+                    task.updated_at = now
+                    s.add(task)
+                    self._event(s, "lease_expired", f"{task.stage}: owner {agent.id} is stale, back to pending",
+                                task.model_pk, task.stage, {"owner": agent.id}, origin)
+                self._event(s, "agent_stale", f"{agent.role} {agent.id} marked stale "
+                            f"(last heartbeat {agent.last_heartbeat})", data={"tasks": len(tasks)}, origin=origin)
+                out.append(AgentRecord.of(agent))
+            return out

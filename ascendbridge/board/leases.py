@@ -1,0 +1,335 @@
+"""The lease protocol: what the scheduler and its workers need from the board.
+
+Task ownership is a lease plus a fencing token: a worker whose lease was reclaimed holds a stale
+token and every write it attempts is refused. `LeaseBoard` is the narrow interface the team
+lead's scheduler is written against; `LeaseStore` is its SQL implementation (part of BoardStore).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Optional, Protocol, runtime_checkable
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from ascendbridge.board.base import StaleTokenError, StoreBase
+from ascendbridge.board.connection import BoardError
+from ascendbridge.board.records import TaskRecord, dumps, iso, now_iso, utcnow
+from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
+from ascendbridge.stages import STAGES, check_stage
+
+
+@runtime_checkable
+class LeaseBoard(Protocol):
+    """Claim, heartbeat, complete, fail, release, reclaim: the lease protocol, plus what
+    containment uses (while_owned, interruptions) and the attempt records written under a lease."""
+
+    path: Path
+
+    def claim_next(self, owner: str, lease_s: float, stages: Optional[Iterable[str]] = None,
+                   exclude_model_pks: Iterable[int] = ()) -> Optional[TaskRecord]: ...
+
+    def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord: ...
+
+    def heartbeat_task(self, task_id: int, token: int, lease_s: float) -> str: ...
+
+    def complete_task(self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
+                      figures: Iterable[dict[str, Any]] = (), model_fields: Optional[dict[str, Any]] = None,
+                      model_metadata: Optional[dict[str, Any]] = None) -> TaskRecord: ...
+
+    def fail_task(self, task_id: int, token: int, diagnosis: dict[str, Any], status: str = "failed",
+                  origin: str = "team-lead", model_fields: Optional[dict[str, Any]] = None,
+                  model_metadata: Optional[dict[str, Any]] = None) -> TaskRecord: ...
+
+    def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None: ...
+
+    def reclaim_expired(self, origin: str = "team-lead") -> list[TaskRecord]: ...
+
+    def while_owned(self, task_id: int, token: int, lease_s: float) -> AbstractContextManager[None]: ...
+
+    def interruptions(self, task_id: int) -> int: ...
+
+    def start_attempt(self, task_id: int, token: int, command: str, log_path: str,
+                      agent_backend: str = "builtin") -> int: ...
+
+    def finish_attempt(self, attempt_id: int, exit_code: Optional[int], duration_s: float, outcome: str,
+                       diagnosis: Optional[dict[str, Any]] = None, fix_applied: Optional[str] = None) -> None: ...
+
+
+class LeaseStore(StoreBase):
+    """The SQL side of LeaseBoard: every write checks the caller's fencing token."""
+
+    # ------------------------------------------------------------------ claims
+    def claim_next(
+        self,
+        owner: str,
+        lease_s: float,
+        stages: Optional[Iterable[str]] = None,
+        exclude_model_pks: Iterable[int] = (),
+    ) -> Optional[TaskRecord]:
+        """Atomically take the most urgent pending task: stage order, priority, registration."""
+        stage_list = [check_stage(x) for x in stages] if stages is not None else list(STAGES)
+        if not stage_list:
+            return None
+        excluded = list(exclude_model_pks)
+        with self._write() as s:
+            q = (
+                select(Task, Model)
+                .join(Model, col(Task.model_pk) == col(Model.id))
+                .where(Task.status == "pending", col(Task.stage).in_(stage_list), col(Model.paused).is_(False))
+                .order_by(Task.stage_order, col(Model.priority).desc(), Model.id)
+                .limit(1)
+            )
+            if excluded:
+                q = q.where(col(Model.id).not_in(excluded))
+            row = s.exec(q).first()
+            if row is None:
+                return None
+            task, model = row
+            self._take(s, task, owner, lease_s)
+            return TaskRecord.of(task, model)
+
+    def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord:
+        """Take one specific pending task, or raise if someone else has it."""
+        with self._write() as s:
+            row = s.exec(
+                select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)
+            ).first()
+            if row is None:
+                raise BoardError(f"unknown task #{task_id}")
+            task, model = row
+            if task.status != "pending":
+                raise StaleTokenError(f"task #{task_id} is {task.status}, not pending")
+            self._take(s, task, owner, lease_s)
+            return TaskRecord.of(task, model)
+
+    def _take(self, s: Session, task: Task, owner: str, lease_s: float) -> None:
+        now = utcnow()
+        task.status = "in_progress"
+        task.owner = owner
+        task.fencing_token += 1
+        task.attempts += 1
+        task.lease_expires_at = iso(now + timedelta(seconds=lease_s))
+        task.started_at = iso(now)
+        task.finished_at = None
+        task.updated_at = iso(now)
+        s.add(task)
+        self._event(s, "claimed", f"attempt {task.attempts} claimed by {owner}", task.model_pk,
+                    task.stage, {"owner": owner, "token": task.fencing_token, "attempt": task.attempts})
+
+    def heartbeat_task(self, task_id: int, token: int, lease_s: float) -> str:
+        """Extend the lease; returns the new expiry. Raises StaleTokenError if ownership is lost."""
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            task.lease_expires_at = iso(utcnow() + timedelta(seconds=lease_s))
+            s.add(task)
+            return task.lease_expires_at
+
+    def complete_task(
+        self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
+        figures: Iterable[dict[str, Any]] = (), model_fields: Optional[dict[str, Any]] = None,
+        model_metadata: Optional[dict[str, Any]] = None,
+    ) -> TaskRecord:
+        """Mark completed (the gate has passed), make the next stage pending, and write the stage's
+        figures ({"values", "device", "dtype", "units", "stack"} each) and model metadata: all in one
+        transaction under the fencing token, so only gated numbers ever reach the board."""
+        figures = [dict(f) for f in figures]
+        for figure in figures:
+            _check_figure(figure)
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            if model_fields or model_metadata is not None:
+                self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
+            now = now_iso()
+            for figure in figures:
+                stack = figure.get("stack") or {}
+                sid = str(stack.get("stack_id") or "")
+                if sid and s.get(Stack, sid) is None:  # each stack is stored once; every figure names it
+                    s.add(Stack(stack_id=sid, data_json=dumps(stack.get("data") or {}), first_seen=now))
+                    s.flush()
+                for name, value in figure["values"].items():
+                    s.add(Metric(model_pk=task.model_pk, stage=task.stage, device=str(figure.get("device") or ""),
+                                 dtype=str(figure.get("dtype") or ""), name=name, value=float(value),
+                                 unit=(figure.get("units") or {}).get(name, ""), stack_id=sid, ts=now))
+            task.status = "completed"
+            task.owner = None
+            task.lease_expires_at = None
+            task.finished_at = now
+            task.updated_at = now
+            task.result_json = dumps(result)
+            task.diagnosis_json = None
+            s.add(task)
+            self._event(s, "completed", f"{task.stage} completed", task.model_pk, task.stage,
+                        {"token": token}, origin)
+            self._advance(s, task.model_pk, task.stage)
+            model = s.get(Model, task.model_pk)
+            return TaskRecord.of(task, model)
+
+    def fail_task(
+        self,
+        task_id: int,
+        token: int,
+        diagnosis: dict[str, Any],
+        status: str = "failed",
+        origin: str = "team-lead",
+        model_fields: Optional[dict[str, Any]] = None,
+        model_metadata: Optional[dict[str, Any]] = None,
+    ) -> TaskRecord:
+        """End an attempt without success. 'pending' retries; 'failed'/'blocked' are terminal for
+        the stage; 'skipped' means the model leaves the pipeline here (e.g. too large), so every
+        later stage is skipped too, with the same diagnosis. Model metadata (the program's reason
+        to skip or block, never figures) is written in the same fenced transaction."""
+        if status not in ("pending", "failed", "blocked", "skipped"):
+            raise BoardError(f"cannot fail a task into status '{status}'")
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            if model_fields or model_metadata is not None:
+                self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
+            now = now_iso()
+            task.status = status
+            task.owner = None
+            task.lease_expires_at = None
+            task.finished_at = now
+            task.updated_at = now
+            task.diagnosis_json = dumps(diagnosis)
+            s.add(task)
+            kind = {"pending": "retry", "failed": "failed", "blocked": "blocked", "skipped": "skipped"}[status]
+            summary = diagnosis.get("summary") or diagnosis.get("reason") or ""
+            self._event(s, kind, f"{task.stage} {kind}: {summary}".rstrip(": "), task.model_pk,
+                        task.stage, {"token": token, "diagnosis": diagnosis}, origin)
+            if status == "skipped":
+                later = s.exec(
+                    select(Task).where(Task.model_pk == task.model_pk, Task.stage_order > task.stage_order)
+                ).all()
+                for other in later:
+                    if other.status in ("waiting", "pending"):
+                        other.status = "skipped"
+                        other.finished_at = now
+                        other.updated_at = now
+                        other.diagnosis_json = dumps(diagnosis)
+                        s.add(other)
+                        self._event(s, "skipped", f"{other.stage} skipped: model left the pipeline at {task.stage}",
+                                    task.model_pk, other.stage, {}, origin)
+            model = s.get(Model, task.model_pk)
+            return TaskRecord.of(task, model)
+
+    def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None:
+        """Give a task back untouched (shutdown): pending again, the attempt not counted."""
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            task.status = "pending"
+            task.owner = None
+            task.lease_expires_at = None
+            task.attempts = max(0, task.attempts - 1)
+            task.updated_at = now_iso()
+            s.add(task)
+            self._event(s, "released", f"{task.stage} returned to pending: {reason}", task.model_pk,
+                        task.stage, {"token": token}, origin)
+
+    def reclaim_expired(self, origin: str = "team-lead") -> list[TaskRecord]:
+        """Return every in-progress task whose lease has run out to pending."""
+        now = now_iso()
+        with self._write() as s:
+            rows = s.exec(
+                select(Task, Model)
+                .join(Model, col(Task.model_pk) == col(Model.id))
+                .where(Task.status == "in_progress", col(Task.lease_expires_at) < now)
+            ).all()
+            out = []
+            for task, model in rows:
+                owner = task.owner
+                task.status = "pending"
+                task.owner = None
+                task.lease_expires_at = None
+                task.updated_at = now
+                s.add(task)
+                self._event(s, "lease_expired", f"{task.stage}: lease of {owner} expired, back to pending",
+                            task.model_pk, task.stage, {"owner": owner, "token": task.fencing_token}, origin)
+                out.append(TaskRecord.of(task, model))
+            return out
+
+    # ------------------------------------------------------------------ containment
+    @contextmanager
+    def while_owned(self, task_id: int, token: int, lease_s: float) -> Iterator[None]:
+        """Hold the board's write lock while the caller acts for the task's current owner (the
+        team lead promoting a gated attempt directory): raises StaleTokenError before the body
+        runs if `token` is stale, and no reclaim can interleave until the body is done."""
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            task.lease_expires_at = iso(utcnow() + timedelta(seconds=lease_s))
+            s.add(task)
+            yield
+
+    def interruptions(self, task_id: int) -> int:
+        """Attempts of this task that ended without an outcome (released, lease expired) since its
+        last outcome or a person's retry/rollback: what bounds a crash loop."""
+        with self._read() as s:
+            task = s.get(Task, task_id)
+            if task is None:
+                raise BoardError(f"unknown task #{task_id}")
+            mine = (Event.model_pk == task.model_pk, Event.stage == task.stage)
+            last_reset = s.exec(select(func.max(Event.id)).where(
+                *mine, col(Event.kind).in_(_OUTCOME_EVENTS))).first() or 0
+            return s.exec(select(func.count()).select_from(Event).where(
+                *mine, col(Event.kind).in_(_INTERRUPTION_EVENTS), col(Event.id) > last_reset)).one()
+
+    # ------------------------------------------------------------------ attempts
+    def start_attempt(
+        self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin"
+    ) -> int:
+        with self._write() as s:
+            task = self._owned(s, task_id, token)
+            row = Attempt(
+                task_id=task_id,
+                number=task.attempts,
+                fencing_token=token,
+                command=command,
+                log_path=log_path,
+                agent_backend=agent_backend,
+                started_at=now_iso(),
+            )
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def finish_attempt(
+        self,
+        attempt_id: int,
+        exit_code: Optional[int],
+        duration_s: float,
+        outcome: str,
+        diagnosis: Optional[dict[str, Any]] = None,
+        fix_applied: Optional[str] = None,
+    ) -> None:
+        """Record how an attempt ended. Allowed after the lease is gone: it is history, not state."""
+        with self._write() as s:
+            row = s.get(Attempt, attempt_id)
+            if row is None:
+                raise BoardError(f"unknown attempt #{attempt_id}")
+            row.exit_code = exit_code
+            row.duration_s = duration_s
+            row.outcome = outcome
+            row.diagnosis_json = dumps(diagnosis) if diagnosis is not None else None
+            row.fix_applied = fix_applied
+            row.finished_at = now_iso()
+            s.add(row)
+
+
+_INTERRUPTION_EVENTS = ("released", "lease_expired")
+_OUTCOME_EVENTS = ("completed", "failed", "blocked", "skipped", "retry", "rollback")
+
+
+def _check_figure(figure: dict[str, Any]) -> None:
+    """A stage's figures must be finite numbers with string names: refuse the whole completion otherwise."""
+    values = figure.get("values")
+    if not isinstance(values, dict) or not values:
+        raise BoardError("a figure set needs a non-empty 'values' object")
+    for name, value in values.items():
+        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise BoardError(f"figure {name!r} = {value!r} is not a finite number")

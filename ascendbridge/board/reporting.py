@@ -1,0 +1,227 @@
+"""Reporting: task views, attempt history, events, metrics and the one-snapshot export.
+
+Reads only, apart from appending events; figures reach the board only through complete_task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from sqlalchemy import func, insert
+from sqlmodel import col, select
+
+from ascendbridge.board.base import StoreBase, UnknownModelError, _chunks
+from ascendbridge.board.connection import BoardError
+from ascendbridge.board.records import AttemptRecord, EventRecord, MetricRecord, TaskRecord, loads, now_iso
+from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
+from ascendbridge.stages import STAGES, check_stage, check_status
+
+
+class ReportingStore(StoreBase):
+    """What the dashboard, the CLI and export read. `export` also calls list_models, list_agents
+    and list_guidance, which BoardStore gets from its other parts."""
+
+    # ------------------------------------------------------------------ task views
+    def list_tasks(
+        self,
+        stage: Optional[str] = None,
+        status: Optional[str] = None,
+        model_id: Optional[str] = None,
+    ) -> list[TaskRecord]:
+        if stage:
+            check_stage(stage)
+        if status:
+            check_status(status)
+        with self._read() as s:
+            q = select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id))
+            if stage:
+                q = q.where(Task.stage == stage)
+            if status:
+                q = q.where(Task.status == status)
+            if model_id:
+                q = q.where(Model.model_id == self._model_row(s, model_id).model_id)
+            q = q.order_by(Task.stage_order, col(Model.priority).desc(), Model.id)
+            return [TaskRecord.of(t, m) for t, m in s.exec(q).all()]
+
+    def get_task(self, task_id: int) -> TaskRecord:
+        with self._read() as s:
+            row = s.exec(
+                select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)
+            ).first()
+            if row is None:
+                raise BoardError(f"unknown task #{task_id}")
+            return TaskRecord.of(*row)
+
+    def stage_statuses(self) -> dict[str, dict[str, str]]:
+        """model_id -> stage -> status for every model, in stage order. Three columns instead of
+        full task records: on a 10,000-model board that is the difference between ~1 s and ~10 s."""
+        with self._read() as s:
+            rows = s.exec(
+                select(Model.model_id, Task.stage, Task.status)
+                .join(Model, col(Task.model_pk) == col(Model.id))
+                .order_by(Task.model_pk, Task.stage_order)
+            ).all()
+        out: dict[str, dict[str, str]] = {}
+        for model_id, stage, status in rows:
+            out.setdefault(model_id, {})[stage] = status
+        return out
+
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        """stage -> status -> count, for progress tables and the dashboard funnel."""
+        with self._read() as s:
+            rows = s.exec(
+                select(Task.stage, Task.status, func.count()).group_by(Task.stage, Task.status)
+            ).all()
+        counts: dict[str, dict[str, int]] = {stage: {} for stage in STAGES}
+        for stage, status, n in rows:
+            counts.setdefault(stage, {})[status] = n
+        return counts
+
+    # ------------------------------------------------------------------ attempts
+    def list_attempts(self, model_id: str, stage: Optional[str] = None) -> list[tuple[str, AttemptRecord]]:
+        with self._read() as s:
+            model = self._model_row(s, model_id)
+            q = (
+                select(Task.stage, Attempt)
+                .join(Task, col(Attempt.task_id) == col(Task.id))
+                .where(Task.model_pk == model.id)
+                .order_by(Task.stage_order, Attempt.id)
+            )
+            if stage:
+                q = q.where(Task.stage == check_stage(stage))
+            return [(st, AttemptRecord.of(a)) for st, a in s.exec(q).all()]
+
+    def completed_durations(self) -> dict[str, list[float]]:
+        """stage -> durations (s) of every completed attempt on the board, oldest first: the
+        basis of the team lead's ETA (a stage's typical cost here, from this run and earlier)."""
+        with self._read() as s:
+            q = (
+                select(Task.stage, Attempt.duration_s)
+                .join(Task, col(Attempt.task_id) == col(Task.id))
+                .where(Attempt.outcome == "completed", col(Attempt.duration_s).is_not(None))
+                .order_by(Attempt.id)
+            )
+            out: dict[str, list[float]] = {}
+            for stage, seconds in s.exec(q).all():
+                out.setdefault(stage, []).append(float(seconds))
+            return out
+
+    # ------------------------------------------------------------------ events
+    def add_event(
+        self,
+        kind: str,
+        message: str,
+        model_id: Optional[str] = None,
+        stage: Optional[str] = None,
+        data: Optional[dict[str, Any]] = None,
+        origin: str = "system",
+    ) -> None:
+        with self._write() as s:
+            pk = self._model_row(s, model_id).id if model_id else None
+            self._event(s, kind, message, pk, stage, data, origin)
+
+    def add_events(
+        self, events: Iterable[tuple[str, str, Optional[str], Optional[str]]], origin: str = "system"
+    ) -> int:
+        """Append many (kind, message, model_id, stage) events in one transaction, all or none:
+        imports and benchmarks need a long history without one transaction per event."""
+        rows = list(events)
+        with self._write() as s:
+            wanted = sorted({mid for _, _, mid, _ in rows if mid})
+            pks: dict[str, int] = {}
+            for chunk in _chunks(wanted, 500):
+                pks.update(s.exec(select(Model.model_id, Model.id).where(col(Model.model_id).in_(chunk))).all())
+            missing = [mid for mid in wanted if mid not in pks]
+            if missing:
+                raise UnknownModelError(f"unknown model '{missing[0]}' (see: board_ops.py list_models)")
+            for _, _, _, stage in rows:
+                if stage is not None:
+                    check_stage(stage)
+            now = now_iso()
+            if rows:
+                s.execute(insert(Event), [
+                    {"model_pk": pks[mid] if mid else None, "stage": stage, "kind": kind, "message": message,
+                     "data_json": "{}", "origin": origin, "ts": now}
+                    for kind, message, mid, stage in rows
+                ])
+        return len(rows)
+
+    def list_events(
+        self, model_id: Optional[str] = None, after_id: int = 0, limit: int = 100, newest_first: bool = False
+    ) -> list[EventRecord]:
+        with self._read() as s:
+            q = select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
+            if model_id:
+                q = q.where(Event.model_pk == self._model_row(s, model_id).id)
+            if after_id:
+                q = q.where(col(Event.id) > after_id)
+            q = q.order_by(col(Event.id).desc() if newest_first else Event.id).limit(limit)
+            return [EventRecord.of(e, mid) for e, mid in s.exec(q).all()]
+
+    def latest_event(self, kind: str) -> Optional[EventRecord]:
+        """The newest event of one kind (e.g. the last `env_probe`), or None."""
+        with self._read() as s:
+            row = s.exec(
+                select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
+                .where(Event.kind == kind).order_by(col(Event.id).desc()).limit(1)
+            ).first()
+            return EventRecord.of(*row) if row else None
+
+    def events_of_kind(self, kind: str, model_id: Optional[str] = None, limit: int = 1000) -> list[EventRecord]:
+        """Events of one kind, newest first, optionally for one model (e.g. `agent_run`)."""
+        with self._read() as s:
+            q = (select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
+                 .where(Event.kind == kind))
+            if model_id:
+                q = q.where(Event.model_pk == self._model_row(s, model_id).id)
+            q = q.order_by(col(Event.id).desc()).limit(limit)
+            return [EventRecord.of(e, mid) for e, mid in s.exec(q).all()]
+
+    # ------------------------------------------------------------------ metrics
+    # Figures are written only by complete_task (a passing gate, under the fencing token).
+
+    def get_stack(self, stack_id: str) -> Optional[dict[str, Any]]:
+        """The recorded stack of an id (None when unknown)."""
+        with self._read() as s:
+            row = s.get(Stack, stack_id)
+            return loads(row.data_json, {}) if row else None
+
+    def list_stacks(self) -> dict[str, dict[str, Any]]:
+        with self._read() as s:
+            return {row.stack_id: loads(row.data_json, {}) for row in s.exec(select(Stack).order_by(Stack.first_seen))}
+
+    def list_metrics(self, model_id: Optional[str] = None, stage: Optional[str] = None) -> list[MetricRecord]:
+        with self._read() as s:
+            q = select(Metric, Model.model_id).join(Model, col(Metric.model_pk) == col(Model.id))
+            if model_id:
+                q = q.where(Metric.model_pk == self._model_row(s, model_id).id)
+            if stage:
+                q = q.where(Metric.stage == check_stage(stage))
+            return [MetricRecord.of(m, mid) for m, mid in s.exec(q.order_by(Metric.id)).all()]
+
+    # ------------------------------------------------------------------ export
+    def export(self) -> dict[str, Any]:
+        """Everything on the board as plain JSON-able data, read in one transaction (one snapshot:
+        writers that commit meanwhile are not half in it)."""
+        with self.snapshot(), self._read() as s:
+            version = s.exec(select(func.max(Event.id))).first()
+            return self._export_rows(version)
+
+    def _export_rows(self, version: Optional[int]) -> dict[str, Any]:
+        models = self.list_models()
+        return {
+            "board": str(self.path),
+            "last_event_id": version or 0,
+            "models": [m.model_dump() for m in models],
+            "tasks": [t.model_dump() for t in self.list_tasks()],
+            "attempts": {
+                m.model_id: [{"stage": st, **a.model_dump()} for st, a in self.list_attempts(m.model_id)]
+                for m in models
+            },
+            "agents": [a.model_dump() for a in self.list_agents()],
+            "guidance": [g.model_dump() for g in self.list_guidance()],
+            "metrics": [x.model_dump() for x in self.list_metrics()],
+            "stacks": self.list_stacks(),
+            "events": [e.model_dump() for e in self.list_events(limit=10**9)],
+        }
