@@ -17,10 +17,16 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from adaptation.generator import generate
+from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.board import BoardStore
+from ascendbridge.board.records import Registration
 from ascendbridge.naming import base_adaptation_name
 
 from tests.agents.agent_support import FAKE_CLI
+from tests.benchmark.bench_support import TINY_MODELS
 from tests.chaos.chaos_stages import AGENT_STAGES, PARTS
 from tests.chaos.test_chaos_containment import (assert_no_loss_no_duplicates, marked, register, start_lead,
                                                 survivors)
@@ -58,8 +64,13 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
                                                                               tmp_path: Path) -> None:
     rng = random.Random(23)
     models = {"org/gw": "worker", "org/gp": "probe"}  # what is killed mid-gate, per model
-    register(board, {m: {"hold": 0.05, "slow_gate": "adaptation", "gate_hold": 20} for m in models})
-    lead = start_lead(board.path, tmp_path, "--workers", "2", "--stages", "discovery,adaptation")
+    register(board, {m: {"hold": 0.05, "slow_gate": "discovery", "gate_hold": 20} for m in models})
+    for model in models:  # the previous gated state the killed attempt must not disturb
+        state = tmp_path / "adaptations" / base_adaptation_name(model) / "state"
+        state.mkdir(parents=True)
+        for i in range(PARTS):
+            (state / f"part-{i}.txt").write_text("previous:0")
+    lead = start_lead(board.path, tmp_path, "--workers", "2")
     try:
         for model, victim in models.items():
             wait_for(lambda: gate_probe_of(tmp_path, model), 120, interval=0.05, what=f"the gate of {model}")
@@ -68,7 +79,7 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
             marker = marked()[probe]
             escaped = int((tmp_path / "pids" / f"{probe}.gate").read_text())
             previous = state_of(tmp_path, model)
-            assert one_generation(previous, "discovery"), previous  # gated by discovery; adaptation's is staged
+            assert one_generation(previous, "previous"), previous  # the attempt's parts are in its staging copy
             time.sleep(rng.uniform(0.1, 1.0))
             os.kill(parent_of(probe) if victim == "worker" else probe, signal.SIGKILL)
             wait_for(lambda: not alive(escaped), 15, what=f"the gate's escaped child ({model})")
@@ -80,9 +91,9 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
     assert lead.returncode == 0, (tmp_path / "lead.out").read_text()[-3000:]
     rules = set()
     for model in models:
-        assert statuses(board)[(model, "adaptation")] == "completed"
-        assert one_generation(state_of(tmp_path, model), "adaptation"), state_of(tmp_path, model)
-        rules |= {a.diagnosis.get("rule") for _, a in board.list_attempts(model, "adaptation") if a.diagnosis}
+        assert statuses(board)[(model, "discovery")] == "completed"
+        assert one_generation(state_of(tmp_path, model), "discovery"), state_of(tmp_path, model)
+        rules |= {a.diagnosis.get("rule") for _, a in board.list_attempts(model, "discovery") if a.diagnosis}
     assert {"gate_crashed", "gate_failed"} <= rules, rules  # each killed gate counted as a failed attempt
     assert not [p for p, m in marked().items() if m.endswith("@" + str(board.path.resolve()))]
     assert_no_loss_no_duplicates(board)
@@ -166,3 +177,63 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file of an adaptation directory except its environment (hard-linked into copies)."""
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file() and ".venv" not in p.relative_to(directory).parts}
+
+
+def _in_timed_loop(tmp: Path, marker: str) -> bool:
+    """accuracy_run.py of the attempt is alive and has logged the line printed just before its
+    timed calls (and not yet the latency line printed after them)."""
+    log = tmp / "logs" / base_adaptation_name("demo/tiny-bert") / "discovery" / "attempt-1.log"
+    text = log.read_text() if log.is_file() else ""
+    running = any(m == marker and "accuracy_run.py" in _cmdline(p) for p, m in marked().items())
+    return running and "accuracy vs reference:" in text and "latency cpu" not in text
+
+
+@pytest.mark.timeout(900)
+def test_team_lead_killed_in_the_real_benchmarks_timed_loop(board: BoardStore, tmp_path: Path) -> None:
+    """The real BENCHMARK_STAGE (uv sync with torch, accuracy_run.py) on the smallest demo model;
+    registered as this board's first stage so the team lead runs it alone."""
+    rng = random.Random(41)
+    model_dir = tmp_path / "models" / "tiny-bert"
+    model_dir.mkdir(parents=True)
+    (model_dir / "config.json").write_text(json.dumps(TINY_MODELS["tiny-bert"]["config"]))
+    (record, _), = board.register_models([Registration(model_id="demo/tiny-bert", source="local",
+                                                       path=str(model_dir))])
+    directory = tmp_path / "adaptations" / record.adaptation_name
+    spec = AdaptationSpec(name=record.adaptation_name, task_family="feature_extraction", model_class="BertModel",
+                          model_type="bert", inputs=InputRecipe(batch_size=2, seq_len=16),
+                          model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir),
+                                            has_weights=False))
+    assert generate(spec, directory).ok
+    before = _snapshot(directory)
+    env = {"ASCENDBRIDGE_EXTRA_STAGES": "discovery=benchmark.stage:BENCHMARK_STAGE", "ASCENDBRIDGE_DEVICE": "cpu",
+           "ASCENDBRIDGE_BENCHMARK_DTYPES": "float32", "ASCENDBRIDGE_BENCHMARK_WARMUP": "1",
+           "ASCENDBRIDGE_BENCHMARK_ITERS": "1500", "ASCENDBRIDGE_BENCHMARK_NUM_SAMPLES": "1"}
+    lead = start_lead(board.path, tmp_path, **env)
+    try:
+        wait_for(lambda: [m for m in marked().values() if m.endswith("@" + str(board.path.resolve()))], 120,
+                 what="the benchmark attempt")
+        marker = next(m for m in marked().values() if m.endswith("@" + str(board.path.resolve())))
+        wait_for(lambda: _in_timed_loop(tmp_path, marker), 600, interval=0.05, what="the timed loop")
+        time.sleep(rng.uniform(0.0, 0.5))  # 2 x 1,500 timed calls take seconds
+        assert _in_timed_loop(tmp_path, marker), "the timed loop ended before the kill: raise the iterations"
+        lead.kill()
+        lead.wait()
+        wait_for(lambda: not survivors(marker), 15, what="accuracy_run.py and uv to die with the team lead")
+        assert _snapshot(directory) == before  # the killed run wrote only into its staging copy
+        env["ASCENDBRIDGE_BENCHMARK_ITERS"] = "3"
+        lead = start_lead(board.path, tmp_path, **env)
+        lead.wait(timeout=600)
+    finally:
+        lead.kill()
+    assert lead.returncode == 0, (tmp_path / "lead.out").read_text()[-3000:]
+    assert statuses(board)[("demo/tiny-bert", "discovery")] == "completed"
+    after = _snapshot(directory)
+    assert "benchmark_metrics_cpu_float32_dry_run_synthetic.json" in after and after.keys() > before.keys()
+    assert not [p for p, m in marked().items() if m.endswith("@" + str(board.path.resolve()))]
+    assert_no_loss_no_duplicates(board)
