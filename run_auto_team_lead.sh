@@ -2,13 +2,13 @@
 # One team-lead run over the board (see docs/teamlead.md for flags and exit codes).
 #   PROMPT_MODE=adaptation|benchmark|optimization|business|all (default all), or --stages a,b
 #   --once (default) | --forever, --workers N, --stage-workers stage=N,...
-# Single instance per board (exit 4 if another team lead runs); loads ./.env when present.
+# Works without uv on PATH (bootstraps it like run_main_job.sh). Single instance per board
+# (exit 4 if another team lead runs); loads ./.env when present.
 set -euo pipefail
-cd "$(dirname "$0")"
-if [[ -f .env ]]; then
-  set -a
-  # shellcheck disable=SC1091
-  source ./.env
-  set +a
-fi
-exec uv run --quiet python -m ascendbridge.teamlead "$@"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+# shellcheck source=scripts/bootstrap_uv.sh
+source "$ROOT/scripts/bootstrap_uv.sh"
+ab_bootstrap_uv "$ROOT"
+ab_load_env "$ROOT"
+exec "$UV_BIN" run --quiet python -m ascendbridge.teamlead "$@"

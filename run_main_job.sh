@@ -8,12 +8,6 @@ cd "$ROOT"
 # shellcheck source=scripts/bootstrap_uv.sh
 source "$ROOT/scripts/bootstrap_uv.sh"
 ab_bootstrap_uv "$ROOT"
-export PATH="$(dirname "$UV_BIN"):$PATH"
-if [[ -f .env ]]; then
-  set -a
-  # shellcheck disable=SC1091
-  source ./.env
-  set +a
-fi
+ab_load_env "$ROOT"
 "$UV_BIN" sync --locked --quiet
 exec "$UV_BIN" run --locked python -m ascendbridge.main_job "$@"

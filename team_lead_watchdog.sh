@@ -3,11 +3,10 @@
 #   ./team_lead_watchdog.sh [--stale-after S] [--check-every S] [--max-restarts N] [-- TEAM-LEAD ARGS]
 # Loads ./.env when present. Stop it with SIGTERM (or Ctrl-C): it stops the team lead it started.
 set -euo pipefail
-cd "$(dirname "$0")"
-if [[ -f .env ]]; then
-  set -a
-  # shellcheck disable=SC1091
-  source ./.env
-  set +a
-fi
-exec uv run --quiet python -m ascendbridge.teamlead.watchdog "$@"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+# shellcheck source=scripts/bootstrap_uv.sh
+source "$ROOT/scripts/bootstrap_uv.sh"
+ab_bootstrap_uv "$ROOT"
+ab_load_env "$ROOT"
+exec "$UV_BIN" run --quiet python -m ascendbridge.teamlead.watchdog "$@"

@@ -21,7 +21,7 @@ from adaptation.generator import GeneratorError, generate
 from adaptation.healing.gate import run_checker
 from adaptation.healing.rules import apply_changes
 from adaptation.healing.settings import HealingSettings
-from adaptation.spec import SPEC_FILE, AdaptationSpec, ModelSource
+from adaptation.spec import SPEC_FILE, AdaptationSpec, ModelSource, forbidden_change
 from ascendbridge.agents.history import failure_signature, recall, record_reuse
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.settings import AgentSettings
@@ -31,7 +31,6 @@ from ascendbridge.task_families import TASK_FAMILIES
 
 ROLE = "adapter"
 ESCALATED_REFUSALS = ("unknown_task_family",)  # never remote code: that is a person's decision
-_FIXED_KEYS = ("name", "model", "trust_remote_code", "spec_version", "applied_fixes")
 
 
 def draft_spec(record: ModelRecord) -> AdaptationSpec:
@@ -57,9 +56,9 @@ def _check(draft: AdaptationSpec, copy: Path, changed: list[str]) -> Verdict:
     except (ValueError, ValidationError) as exc:
         return Verdict(False, f"the written {SPEC_FILE} is not a valid spec: {str(exc).splitlines()[0]}")
     changes = _changes(draft, proposed)
-    fixed = sorted(set(changes) & set(_FIXED_KEYS))
-    if fixed:
-        return Verdict(False, f"the agent changed {', '.join(fixed)}, which an adapter may not change")
+    refusal = forbidden_change(changes, "adapter")
+    if refusal:
+        return Verdict(False, refusal)
     if proposed.task_family not in TASK_FAMILIES:
         return Verdict(False, f"task family '{proposed.task_family}' is not one the runtime knows")
     if not proposed.model_class:

@@ -20,10 +20,12 @@ import jinja2
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from adaptation.runtime.ab_runtime import accuracy_standard
 from adaptation.spec import SPEC_FILE, AdaptationSpec
 from adaptation.uv_env import PROFILES, lock
 from ascendbridge.config import TorchSource, torch_source as configured_torch_source
 from ascendbridge.runtime.process import CommandResult
+from adaptation.runtime.ab_runtime.fileops import write_bytes_atomic
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
@@ -192,6 +194,7 @@ def render_files(
         "weights_origin": _weights_origin(spec),
         "input_names": ", ".join(f"`{n}`" for n in spec.inputs.input_names) or "from the forward signature",
         "results_block": _results_block(existing_readme),
+        "accuracy": accuracy_standard.resolve(spec.dtype.target, spec.tolerances),
     }
     files = {
         "pyproject.toml": env.get_template("pyproject.toml.j2").render(context),
@@ -210,9 +213,7 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
     if path.is_file() and path.read_bytes() == data:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    write_bytes_atomic(path, data)
     return True
 
 

@@ -7,15 +7,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from adaptation.runtime.ab_runtime import accuracy_standard
+from adaptation.runtime.ab_runtime.fileops import write_text_atomic
 
 SPEC_FILE = "adaptation.json"
 SPEC_VERSION = 1
 # demo.py, accuracy_run.py and accuracy_run_perf.py print exactly one line starting with this
 # marker followed by a JSON object; gates parse that line, never free text.
 RESULT_MARKER = "ASCENDBRIDGE_RESULT "
+
+
+# Spec keys no agent (adapter, healer) may change, each with the reason given when a proposal tries.
+FORBIDDEN_KEYS: dict[str, str] = {
+    "name": "the adaptation's name is the board's",
+    "model": "the model's identity and source are a person's registration",
+    "spec_version": "the spec version belongs to the framework",
+    "applied_fixes": "the fix history is provenance, written by the program",
+    "trust_remote_code": "running a model's remote code is a person's decision on the board",
+    "tolerances": "accuracy thresholds are the framework's standard; only a person may request a "
+                  "bounded change",
+}
+
+
+def forbidden_change(changed_keys: Any, role: str) -> Optional[str]:
+    """The one-line refusal for a proposal that changes a forbidden key (top level of `changed_keys`
+    such as "dtype" or "tolerances/float32"), or None when it touches none."""
+    hit = sorted({str(key).split("/")[0] for key in changed_keys} & set(FORBIDDEN_KEYS))
+    if not hit:
+        return None
+    reasons = "; ".join(f"{key}: {FORBIDDEN_KEYS[key]}" for key in hit)
+    return f"the agent changed {', '.join(hit)}, which the {role} role may not change ({reasons})"
 
 
 class ModelSource(BaseModel):
@@ -51,12 +76,14 @@ class DtypePolicy(BaseModel):
     fallback: Optional[str] = None  # used when the device rejects `target` (healer sets it)
 
 
-class Tolerances(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _tolerance_requests(value: Any) -> dict[str, dict[str, float]]:
+    """The spec's threshold requests as {dtype: {key: value}} (legacy flat keys translated).
 
-    cosine_min: float = 0.99
-    max_abs_err_scaled: float = 1e-3
-    fp32_cosine_min: float = 0.9999
+    The numbers themselves belong to the framework's accuracy standard
+    (adaptation/runtime/ab_runtime/accuracy_standard.py): a request looser than its bound is kept
+    here, refused by the standard and reported by the benchmark gate.
+    """
+    return accuracy_standard.normalize(value)
 
 
 class AppliedFix(BaseModel):
@@ -81,7 +108,10 @@ class AdaptationSpec(BaseModel):
     trust_remote_code: bool = False
     inputs: InputRecipe = Field(default_factory=InputRecipe)
     dtype: DtypePolicy = Field(default_factory=DtypePolicy)
-    tolerances: Tolerances = Field(default_factory=Tolerances)
+    # Requests against the framework's accuracy standard, {dtype: {threshold: value}}; a person's
+    # decision (agents may not change it), bounded and reported by the gates.
+    tolerances: Annotated[dict[str, dict[str, float]], BeforeValidator(_tolerance_requests)] = Field(
+        default_factory=dict)
     # Dry run: at most this many layers are built (recorded in output); None = the full depth.
     dry_run_max_layers: Optional[int] = None
     config_overrides: dict[str, Any] = Field(default_factory=dict)
@@ -90,6 +120,9 @@ class AdaptationSpec(BaseModel):
     transformers_requirement: str = "transformers>=4.46"
     python_requirement: str = ">=3.10"
     sentence_transformers_pooling: Optional[str] = None  # "mean" | "cls" | None
+    # modules.json ends with a Normalize module: sentence embeddings are L2-normalised, as
+    # sentence-transformers' encode() returns them.
+    sentence_transformers_normalize: bool = False
     # Healer fix for device mismatches: build and run the model with the run device as torch's
     # default device (torch.set_default_device), so tensors model code creates without an
     # explicit device land on the run device.
@@ -102,9 +135,7 @@ class AdaptationSpec(BaseModel):
 
     def save(self, directory: Path) -> Path:
         path = Path(directory) / SPEC_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)
+        write_text_atomic(path, self.to_json())
         return path
 
     @classmethod

@@ -9,12 +9,16 @@ use this module: it calls uv itself, so a bug here cannot make it pass.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
+from adaptation import system_env
 from adaptation.spec import RESULT_MARKER
+from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
+from adaptation.system_env import sync_system
 from ascendbridge.config import uv_binary
 from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.runtime.reports import marked_json
@@ -22,6 +26,7 @@ from ascendbridge.runtime.reports import marked_json
 # demo.py --device value -> the pyproject extra that installs the matching torch
 DEVICE_PROFILES: dict[str, str] = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
 PROFILES: tuple[str, ...] = ("ascend", "cuda", "cpu")
+DEVICE_OF_PROFILE: dict[str, str] = {p: d for d, p in DEVICE_PROFILES.items()}
 
 LOCK_TIMEOUT_S = 300.0
 SYNC_TIMEOUT_S = 1800.0  # a first sync of a CUDA/NPU profile downloads gigabytes
@@ -65,10 +70,22 @@ def lock(directory: Path, *, check: bool = False, timeout_s: float = LOCK_TIMEOU
 
 
 def sync(directory: Path, profile: str, *, timeout_s: float = SYNC_TIMEOUT_S,
-         log: Optional[IO[str]] = None) -> CommandResult:
-    """`uv sync --locked --extra PROFILE`: install exactly the lock's packages for one profile."""
+         log: Optional[IO[str]] = None, env: Optional[EnvChoice] = None) -> CommandResult:
+    """Make the adaptation's `.venv` for one profile, in the environment mode of `env` (default:
+    the run's, ASCENDBRIDGE_ENV): `locked` = `uv sync --locked --extra PROFILE` (exactly the
+    lock's packages); `system` = layered on the given interpreter's torch (adaptation.system_env).
+    A bad mode or a mismatched stack comes back as a failed result with one `error:` line."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile '{profile}' (expected one of: {', '.join(PROFILES)})")
+    if env is None:
+        try:
+            env = env_choice()
+        except EnvModeError as exc:
+            return CommandResult(["sync", str(directory)], 2, 0.0, False, f"error: {exc}\n", False)
+    if env.system:
+        return sync_system(Path(directory), env, DEVICE_OF_PROFILE[profile], log)
+    if system_env.marker(directory) is not None:  # a system-mode venv must not receive the lock's torch
+        shutil.rmtree(Path(directory) / ".venv")
     return _uv(directory, ["sync", "--locked", "--extra", profile], timeout_s, log)
 
 
@@ -78,7 +95,13 @@ def run_in_env(directory: Path, argv: Sequence[str], *, timeout_s: float = DEMO_
 
     `--no-sync`: a run never changes the environment (a plain `uv run` would re-sync it
     without the profile's extra and could remove torch).
+    A system-mode environment runs with its own interpreter directly (no uv on such hosts).
     """
+    if system_env.marker(directory) is not None:
+        python = Path(directory) / ".venv" / "bin" / "python"
+        extra = {"VIRTUAL_ENV": str(python.parent.parent), **(env or {})}
+        return run_command([str(python), *argv], cwd=Path(directory), env=uv_environment(extra),
+                           timeout_s=timeout_s, log=log)
     return _uv(directory, ["run", "--no-sync", "python", *argv], timeout_s, log, env)
 
 

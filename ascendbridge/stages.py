@@ -14,8 +14,9 @@ STAGES: tuple[str, ...] = (
     "business_benchmark",
 )
 
-# Stages that are skipped by policy unless a model (or the team lead) enables them.
-OPTIONAL_STAGES: frozenset[str] = frozenset({"business_benchmark"})
+# Stages that are skipped by policy unless a model (or the team lead) enables them. Empty: every
+# stage, business_benchmark included, runs by default; a model's skip policy can still skip one.
+OPTIONAL_STAGES: frozenset[str] = frozenset()
 
 # waiting: its predecessor has not completed yet (not runnable). Everything else is DESIGN.md 4.
 STATUSES: tuple[str, ...] = (

@@ -44,8 +44,9 @@ def log(msg: str) -> None:
 
 
 def walk(store: BoardStore, model_id: str, rng: random.Random) -> None:
-    """Move one model through 1-4 stages with real claims and attempts; some fail."""
-    for stage in STAGES[: rng.randint(1, 4)]:
+    """Move one model through 1-5 stages with real claims and attempts; some fail. A completed
+    optimization carries its speedup (figures reach the board only with a completion)."""
+    for stage in STAGES[: rng.randint(1, 5)]:
         task = store.list_tasks(stage, model_id=model_id)[0]
         claimed = store.claim_task(task.id, "bench-agent", 600)
         attempt = store.start_attempt(claimed.id, claimed.fencing_token, f"run {stage}", "")
@@ -56,9 +57,8 @@ def walk(store: BoardStore, model_id: str, rng: random.Random) -> None:
             store.fail_task(claimed.id, claimed.fencing_token, {"summary": reason})
             return
         store.finish_attempt(attempt, 0, rng.uniform(5, 300), "passed")
-        store.complete_task(claimed.id, claimed.fencing_token, {"bench": True})
-        if stage == "benchmark":
-            store.add_metrics(model_id, "optimization", {"speedup": round(rng.lognormvariate(0.5, 0.4), 3)})
+        figures = [{"values": {"speedup": round(rng.lognormvariate(0.5, 0.4), 3)}}] if stage == "optimization" else []
+        store.complete_task(claimed.id, claimed.fencing_token, {"bench": True}, figures=figures)
 
 
 def build_board(path: Path, models: int, events: int) -> None:

@@ -11,23 +11,26 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmark.evidence import EvidenceError, load_metrics
+from benchmark.evidence import EvidenceError, EvidenceSet, load_metrics
 
 COLUMNS = (
-    "adaptation", "model_id", "task_family", "device", "device_name", "dtype", "mode", "dataset",
+    "adaptation", "evidence_set", "model_id", "task_family", "device", "device_name", "dtype", "mode", "dataset",
     "median_ms", "p90_ms", "min_ms", "iterations", "warmup", "reference_median_ms", "speedup_vs_reference",
     "samples_per_s", "peak_memory_bytes", "accuracy", "min_cosine", "max_abs_err_scaled", "parameters",
     "layers_built", "layers_total", "depth_reduced", "torch", "torch_npu", "created_at",
 )
 
 
-def row(metrics: dict[str, Any]) -> dict[str, Any]:
+def row(evidence: EvidenceSet) -> dict[str, Any]:
+    """One evidence set's figures; `evidence_set` tells the benchmark's run from the optimization's
+    `_perf` run of the same device, dtype, mode and dataset."""
+    metrics = evidence.metrics
     run, timing, ref = metrics["run"], metrics["timing"], metrics["reference_timing"]
     outputs = metrics["accuracy"]["outputs"].values()
     floats = [o["metrics"] for o in outputs if o.get("kind") == "float" and "cosine" in o.get("metrics", {})]
     model = metrics.get("model") or {}
     return {
-        "adaptation": metrics.get("adaptation"), "model_id": metrics.get("model_id"),
+        "adaptation": metrics.get("adaptation"), "evidence_set": evidence.label, "model_id": metrics.get("model_id"),
         "task_family": metrics.get("task_family"), "device": run["device"], "device_name": run.get("device_name"),
         "dtype": run["dtype"], "mode": run["mode"], "dataset": run["dataset"],
         "median_ms": timing["median_ms"], "p90_ms": timing["p90_ms"], "min_ms": timing["min_ms"],
@@ -48,7 +51,7 @@ def collect(adaptations_root: Path) -> tuple[list[dict[str, Any]], list[dict[str
     rows, skipped = [], []
     for path in sorted(Path(adaptations_root).glob("*/benchmark_metrics_*.json")):
         try:
-            rows.append(row(load_metrics(path)))
+            rows.append(row(EvidenceSet(path, load_metrics(path))))
         except (EvidenceError, KeyError, TypeError, ZeroDivisionError) as exc:
             skipped.append({"file": str(path), "reason": str(exc) or type(exc).__name__})
     return rows, skipped
@@ -75,7 +78,7 @@ def write_figures(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     if not rows:
         return []
-    labels = [f"{r['adaptation']}\n{r['device']} {r['dtype']}" for r in rows]
+    labels = [f"{r['adaptation']}\n{r['evidence_set']}" for r in rows]
     height = max(3.0, 0.45 * len(rows) + 1.5)
     paths = []
     fig, ax = plt.subplots(figsize=(9, height))

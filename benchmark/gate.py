@@ -1,32 +1,42 @@
 """The benchmark gate: re-verify an adaptation's accuracy_run evidence by execution.
 
-For every evidence set (one metrics file and the outputs and trace it names):
+First, before anything in the directory is trusted: accuracy_run.py must be byte-identical to what
+the generator renders from the spec and ab_runtime/ to the framework's copy (benchmark.integrity).
+Then, for every evidence set (one metrics file and the outputs and trace it names):
 1. the metrics are complete and consistent (benchmark.metrics_check, no torch);
 2. the trace is a valid Chrome trace with events (benchmark.trace);
 3. the saved outputs reload and the accuracy figures recomputed from them with the framework's
-   comparator and the spec's tolerances equal the recorded ones, and a re-execution of sample 0
+   comparator and the framework's accuracy standard (the spec's `tolerances` only request bounded
+   changes; each is reported as a decision) equal the recorded ones, and a re-execution of sample 0
    with the framework's runtime reproduces the saved inputs, reference and target tensors
-   (benchmark/inner, run in the adaptation's interpreter).
+   (benchmark/inner, run in the adaptation's interpreter);
+4. the target's latency, re-measured there with the same harness (benchmark.gate.latency_check):
+   a report more than LATENCY_BAND times faster than the fastest re-measured call fails (a shared
+   machine only adds time, so fastest calls are the stable estimate); a slower report is noted.
 The gate passes when every set is consistent and the run in the spec's target dtype exists and
 passed accuracy. Other dtypes' accuracy verdicts are reported, not required.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from adaptation.spec import SPEC_FILE
+from adaptation.runtime.ab_runtime import accuracy_standard
+from adaptation.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.reports import json_report
 from benchmark.envs import EnvError, adaptation_python, run_inner
 from benchmark.evidence import EvidenceError, EvidenceSet, find_evidence
+from benchmark.integrity import code_problems
 from benchmark.metrics_check import check_metrics
+from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from benchmark.trace import TraceError, validate_trace
+from adaptation.runtime.ab_runtime.fileops import sha256_file
 
 RECOMPUTE_TIMEOUT_S = 600.0
+LATENCY_BAND = 1.5  # a reported timing may be at most this much faster than the gate's re-measurement
 
 
 @dataclass
@@ -45,6 +55,9 @@ class GateReport:
     passed: bool
     summary: str
     runs: list[RunCheck] = field(default_factory=list)
+    # The framework's accuracy standard applied to the target dtype, with every request of the
+    # spec's `tolerances` (tightened, loosened within bounds, refused): a human-visible decision.
+    accuracy_standard: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,18 +77,32 @@ def static_problems(ev: EvidenceSet) -> list[str]:
     outputs = ev.named("outputs")
     if outputs is None or not outputs.is_file():
         problems.append(f"outputs file {outputs.name if outputs else '(unnamed)'} not found")
-    elif _sha256(outputs) != (ev.metrics.get("evidence") or {}).get("outputs_sha256"):
+    elif sha256_file(outputs) != (ev.metrics.get("evidence") or {}).get("outputs_sha256"):
         problems.append(f"{outputs.name}: sha256 does not match the metrics file (outputs changed or "
                         "truncated after the run)")
     return problems
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def latency_check(reported: dict[str, Any], remeasured: Optional[dict[str, Any]],
+                  band: float = LATENCY_BAND) -> tuple[list[str], list[str]]:
+    """(problems, notes) comparing a reported target timing with the gate's own re-measurement.
+
+    Load on a shared machine only ever adds time, so fastest calls are compared (the stable
+    estimate of a call's cost): a report whose fastest call (and so its median) is more than
+    `band` times faster than the fastest re-measured call fails; a slower report is noted.
+    """
+    if remeasured is None:
+        return [], ["latency not re-measured (device not present here)"]
+    median, fastest_reported = float(reported["median_ms"]), float(reported["min_ms"])
+    fastest, again = float(remeasured["min_ms"]), float(remeasured["median_ms"])
+    if fastest_reported * band < fastest:
+        return [f"reported latency (median {median:.3f} ms, fastest {fastest_reported:.3f} ms) is "
+                f"x{fastest / fastest_reported:.2f} faster than the gate's fastest re-measured call ({fastest:.3f} ms; "
+                f"allowed band x{band:g}): the latency does not reproduce"], []
+    note = f"latency re-measured: median {again:.3f} ms, fastest {fastest:.3f} ms (reported median {median:.3f} ms)"
+    if fastest_reported > fastest * band:
+        note += f"; the report is x{fastest_reported / fastest:.2f} slower than the re-measurement (noted, not a failure)"
+    return [], [note]
 
 
 def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dict[str, dict[str, list[str]]]:
@@ -83,7 +110,8 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dic
     in the adaptation's interpreter (one process for all sets: importing torch dominates)."""
     if not evidence:
         return {}
-    result = run_inner(python, "recompute_accuracy.py", [str(spec_path), *(str(ev.metrics_path) for ev in evidence)],
+    argv = ["--latency-band", str(LATENCY_BAND), str(spec_path), *(str(ev.metrics_path) for ev in evidence)]
+    result = run_inner(python, "recompute_accuracy.py", argv,
                        cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
     parsed = json_report(result.output)
     if parsed is None:
@@ -93,8 +121,12 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path) -> dic
     out = {}
     for ev in evidence:
         entry = parsed.get(ev.metrics_path.name) or {"problems": ["no recomputation result"]}
-        out[ev.metrics_path.name] = {"problems": [str(p) for p in entry.get("problems", [])],
-                                     "notes": [str(n) for n in entry.get("notes", [])]}
+        problems = [str(p) for p in entry.get("problems", [])]
+        notes = [str(n) for n in entry.get("notes", [])]
+        if not problems:
+            slow, said = latency_check(ev.metrics["timing"], entry.get("remeasured_timing"))
+            problems, notes = problems + slow, notes + said
+        out[ev.metrics_path.name] = {"problems": problems, "notes": notes}
     return out
 
 
@@ -106,8 +138,13 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
     try:
         spec = json.loads(spec_path.read_text())
         target_dtype = str((spec.get("dtype") or {}).get("target") or "float32")
-    except (OSError, json.JSONDecodeError, AttributeError):
+        expected = {ACCURACY_RUN: render_accuracy_run_text(AdaptationSpec.load(adaptation_dir))}
+    except (OSError, ValueError, AttributeError):
         return GateReport(name, False, f"{SPEC_FILE} missing or unreadable in {adaptation_dir}")
+    untrusted = code_problems(adaptation_dir, expected)
+    if untrusted:
+        return GateReport(name, False, f"code not as generated: {untrusted[0]}"
+                          + (f" (and {len(untrusted) - 1} more)" if len(untrusted) > 1 else ""))
     try:
         evidence = find_evidence(adaptation_dir)
     except EvidenceError as exc:
@@ -121,6 +158,8 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
     static = {ev.metrics_path.name: static_problems(ev) for ev in evidence}
     # Tensors are loaded only for sets whose static checks pass: a bad set already fails.
     recomputed = recompute([ev for ev in evidence if not static[ev.metrics_path.name]], spec_path, python)
+    standard = accuracy_standard.resolve(target_dtype, spec.get("tolerances"))
+    decided = "".join(f"; {line}" for line in accuracy_standard.human_decisions(standard["decisions"]))
     runs = []
     for ev in evidence:
         rerun = recomputed.get(ev.metrics_path.name, {"problems": [], "notes": []})
@@ -138,5 +177,5 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
         summary = f"accuracy failed in the target dtype {target_dtype} ({primary[0].label})"
     else:
         verdicts = ", ".join(f"{r.label}: {r.verdict}" for r in runs)
-        return GateReport(name, True, f"{len(runs)} evidence set(s) verified ({verdicts})", runs)
-    return GateReport(name, False, summary, runs)
+        return GateReport(name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs, standard)
+    return GateReport(name, False, summary + decided, runs, standard)

@@ -12,6 +12,8 @@ import math
 import statistics
 from typing import Any
 
+from adaptation.runtime.ab_runtime.pairstats import percentile
+
 REQUIRED_RUN_KEYS = ("device", "device_name", "dtype", "mode", "dataset", "num_samples")
 REQUIRED_ENV_KEYS = ("torch", "transformers", "torch_npu", "python")
 TIMING_KEYS = ("median_ms", "p90_ms", "min_ms", "iterations", "warmup", "samples_ms")
@@ -19,14 +21,6 @@ TIMING_KEYS = ("median_ms", "p90_ms", "min_ms", "iterations", "warmup", "samples
 
 def _num(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _p90(values: list[float]) -> float:
-    """Linear-interpolated 90th percentile: the definition ab_runtime/measure.py records."""
-    data = sorted(values)
-    pos = (len(data) - 1) * 0.9
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
 def check_timing(name: str, timing: Any) -> list[str]:
@@ -55,7 +49,7 @@ def check_timing(name: str, timing: Any) -> list[str]:
                         f"{timing['min_ms']} / {timing['median_ms']} / {timing['p90_ms']}")
     if not math.isclose(timing["median_ms"], statistics.median(samples), rel_tol=1e-6):
         problems.append(f"{name}.median_ms does not match its samples")
-    if not math.isclose(timing["p90_ms"], _p90(samples), rel_tol=1e-6):
+    if not math.isclose(timing["p90_ms"], percentile(samples, 90), rel_tol=1e-6):
         problems.append(f"{name}.p90_ms does not match its samples")
     if not math.isclose(timing["min_ms"], min(samples), rel_tol=1e-6):
         problems.append(f"{name}.min_ms does not match its samples")

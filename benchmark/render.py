@@ -11,6 +11,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from adaptation.spec import AdaptationSpec
+from adaptation.runtime.ab_runtime.fileops import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ACCURACY_RUN = "accuracy_run.py"
@@ -29,7 +30,5 @@ def render_accuracy_run(spec: AdaptationSpec, directory: Path) -> Path:
     path = Path(directory) / ACCURACY_RUN
     text = render_accuracy_run_text(spec)
     if not path.is_file() or path.read_text() != text:
-        tmp = path.with_suffix(".py.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_text_atomic(path, text)
     return path

@@ -2,7 +2,7 @@
 
 run: renders `accuracy_run.py` into the adaptation, syncs the device profile's environment and
 runs the script once per dtype (spec target first, then bfloat16 by default) through uv; every
-run's figures go to the board's metrics table. gate: `benchmark/scripts/check_accuracy_run.py`
+run's figures travel in the outcome (the team lead writes them with the gate's completion). gate: `benchmark/scripts/check_accuracy_run.py`
 as a separate process, which re-derives the figures from the saved outputs.
 """
 
@@ -16,9 +16,11 @@ from adaptation import uv_env
 from adaptation.generator import GeneratorError, update_readme_results
 from adaptation.healing.steps import weights_available
 from adaptation.spec import AdaptationSpec
-from ascendbridge.board.store import BoardStore
+from adaptation.stack import StackError, env_stack
+from ascendbridge.stacks import describe
+from ascendbridge.envmode import use_model_env
 from ascendbridge.runtime.reports import run_checker
-from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
 from benchmark.settings import BenchmarkSettings
@@ -34,7 +36,7 @@ def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool) ->
 
 
 def board_figures(result: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
-    """The numeric figures of one accuracy_run RESULT for BoardStore.add_metrics."""
+    """The numeric figures of one accuracy_run RESULT, for the outcome's FigureSet."""
     values: dict[str, float] = {}
     units: dict[str, str] = {}
     for key, unit in (("median_ms", "ms"), ("p90_ms", "ms"), ("reference_median_ms", "ms"),
@@ -56,6 +58,7 @@ class BenchmarkStage:
     name = "benchmark"
 
     def run(self, ctx: StageContext) -> StageOutcome:
+        use_model_env(ctx.model)
         try:
             settings = BenchmarkSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
@@ -68,35 +71,39 @@ class BenchmarkStage:
             return StageOutcome("failed", f"uv sync --extra {settings.profile} failed", diagnosis={
                 "rule": "sync_failed", "summary": "the adaptation environment could not be synced",
                 "log_tail": sync.tail(20)})
+        try:
+            stack = env_stack(ctx.adaptation_dir)
+        except StackError as exc:
+            return StageOutcome("failed", str(exc), diagnosis={"rule": "stack_probe_failed", "summary": str(exc)})
+        ctx.say(f"stack {stack['stack_id']}: {describe(stack['data'])}")
         available, why = weights_available(spec)
         pretrained = settings.real_weights and available
         ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why})")
         runs: list[dict[str, Any]] = []
-        store = BoardStore(ctx.board_path)
-        try:
-            for dtype in settings.dtypes_for(spec.dtype.target):
-                ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")
-                command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
-                                            timeout_s=settings.run_timeout_s, log=ctx.log)
-                result = uv_env.parse_result(command.output)
-                if command.exit_code not in (0, 2) or not result or not result.get("ok"):
-                    return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
-                                        result={"runs": runs}, diagnosis=_diagnosis(dtype, command, result))
-                values, units = board_figures(result)
-                store.add_metrics(ctx.model.model_id, "benchmark", values, device=result["device"],
-                                  dtype=dtype, units=units)
-                runs.append(result)
-        finally:
-            store.close()
+        figures: list[FigureSet] = []
+        for dtype in settings.dtypes_for(spec.dtype.target):
+            ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")
+            command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
+                                        timeout_s=settings.timeout_s, log=ctx.log)
+            result = uv_env.parse_result(command.output)
+            if command.exit_code not in (0, 2) or not result or not result.get("ok"):
+                return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
+                                    result={"runs": runs}, diagnosis=_diagnosis(dtype, command, result))
+            values, units = board_figures(result)
+            # Stack id: every figure names the stack it was measured on (stacks.stack_id).
+            figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units, stack=stack))
+            runs.append(result)
         try:
             update_readme_results(ctx.adaptation_dir, results_markdown(runs))
         except (GeneratorError, OSError) as exc:
             ctx.say(f"README not updated: {exc}")
         summary = "; ".join(f"{r['device']} {r['dtype']}: median {r['median_ms']:.2f} ms, accuracy {r['verdict']}"
                             for r in runs)
-        return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None})
+        return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None,
+                                                     "stack": stack}, metrics=figures)
 
     def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
         argv = [sys.executable, str(CHECKER), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
         report, res = run_checker(argv, GATE_TIMEOUT_S)
         if report is None:

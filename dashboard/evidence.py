@@ -1,8 +1,9 @@
 """Stage evidence read from disk: benchmark metrics, optimization notes, traces, logs, zips.
 
-The stage packages own the evidence formats and they evolve, so this reader is tolerant: it
-shows the numbers it recognises (latency figures, per-output accuracy rows, tables of tried
-passes) and says "no evidence yet" for what does not exist. Every path it opens is resolved and
+The stage packages own the evidence formats (benchmark_metrics_*.json: `timing`,
+`reference_timing`, `accuracy.outputs`; optimization_notes.json: `passes`, `combination`, `final`)
+and they evolve, so this reader is tolerant: it shows what it recognises, skips what it does not,
+and says "no evidence yet" for what does not exist. Every path it opens is resolved and
 checked to lie inside its root (the adaptations or the logs directory): a board row pointing at
 /etc/passwd, or a symlink planted in an adaptation, shows nothing.
 """
@@ -64,38 +65,6 @@ def flatten(data: dict[str, Any], prefix: str = "", depth: int = 1) -> dict[str,
     return out
 
 
-@dataclass
-class Table:
-    """Rows of scalars with the union of their columns, in first-seen order."""
-
-    title: str
-    columns: list[str]
-    rows: list[dict[str, Scalar]]
-
-
-def table_of(title: str, value: Any, name_keys: tuple[str, ...] = ("name", "output", "pass")) -> Optional[Table]:
-    """A dict of dicts or a list of dicts as a table; anything else is not a table."""
-    items: list[tuple[str, dict[str, Any]]] = []
-    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
-        items = [(str(k), v) for k, v in value.items()]
-    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        for i, v in enumerate(value):
-            label = next((str(v[k]) for k in name_keys if k in v and _scalar(v[k])), str(i))
-            items.append((label, v))
-    if not items:
-        return None
-    rows: list[dict[str, Scalar]] = []
-    columns: list[str] = []
-    for label, item in items:
-        row: dict[str, Scalar] = {"name": label}
-        row.update({k: v for k, v in flatten(item).items() if k not in name_keys})
-        for key in row:
-            if key not in columns:
-                columns.append(key)
-        rows.append(row)
-    return Table(title=title, columns=columns, rows=rows)
-
-
 def _load_json(path: Path) -> Optional[dict[str, Any]]:
     try:
         if path.stat().st_size > MAX_JSON_BYTES:
@@ -107,24 +76,76 @@ def _load_json(path: Path) -> Optional[dict[str, Any]]:
 
 
 @dataclass
+class OutputAccuracy:
+    """One compared output tensor: its verdict and measured figures first, thresholds apart."""
+
+    name: str
+    verdict: str
+    kind: str
+    measured: dict[str, Scalar]
+    thresholds: dict[str, Scalar]
+    reasons: list[str]
+
+
+# Measured figures in the order a reader wants them; the others follow in file order.
+MEASURED_FIRST = ("cosine", "max_abs_err_scaled", "max_abs_err", "max_rel_err", "rmse_vs_fp64",
+                  "baseline_rmse_vs_fp64", "label_match")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def output_accuracy(accuracy: Any) -> list[OutputAccuracy]:
+    """Per output of a metrics file's `accuracy.outputs` (ascendbridge.benchmark_metrics/1)."""
+    outputs = accuracy.get("outputs") if isinstance(accuracy, dict) else None
+    if not isinstance(outputs, dict):
+        return []
+    rows = []
+    for name, item in outputs.items():
+        if not isinstance(item, dict):
+            continue
+        metrics = item.get("metrics") if isinstance(item.get("metrics"), dict) else {}
+        measured = {k: v for k, v in metrics.items() if _scalar(v)}
+        ordered = {k: measured[k] for k in MEASURED_FIRST if k in measured}
+        ordered.update({k: v for k, v in measured.items() if k not in ordered})
+        applied = item.get("applied") if isinstance(item.get("applied"), dict) else {}
+        rows.append(OutputAccuracy(
+            name=str(item.get("name") or name), verdict=str(item.get("verdict") or "?"),
+            kind=str(item.get("kind") or ""), measured=ordered,
+            thresholds={k: v for k, v in applied.items() if _scalar(v)},
+            reasons=[str(r) for r in item.get("reasons") or [] if _scalar(r)],
+        ))
+    return rows
+
+
+@dataclass
 class BenchmarkRun:
     """One benchmark_metrics_<device>_<dtype>_<mode>_<dataset>.json file."""
 
     file: str
     label: str
-    latency: dict[str, float]
-    accuracy: Optional[Table]
+    latency: dict[str, float]  # the target run's `timing`: median_ms, p90_ms, min_ms, mean_ms, ...
+    reference_latency: dict[str, float]  # the CPU float32 reference's `reference_timing`
+    verdict: Optional[str]
+    outputs: list[OutputAccuracy]
     figures: dict[str, Scalar]
     readable: bool = True
 
+    @property
+    def measured_columns(self) -> list[str]:
+        """Union of the outputs' measured figure names, in reading order (for one table)."""
+        columns: list[str] = []
+        for out in self.outputs:
+            columns += [k for k in out.measured if k not in columns]
+        return columns
 
-def _latency(data: dict[str, Any]) -> dict[str, float]:
-    block = data.get("latency") or data.get("latency_ms")
-    source = block if isinstance(block, dict) else {k: v for k, v in data.items() if k.startswith("latency")}
-    return {
-        k: float(v) for k, v in source.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
-    }
+
+def _timing(block: Any) -> dict[str, float]:
+    """The scalar figures of a timing block (the raw samples stay in the file)."""
+    if not isinstance(block, dict):
+        return {}
+    return {k: float(v) for k, v in block.items() if _number(v)}
 
 
 def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
@@ -137,18 +158,19 @@ def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
             continue
         data = _load_json(path)
         if data is None:
-            runs.append(BenchmarkRun(path.name, match["label"], {}, None, {}, readable=False))
+            runs.append(BenchmarkRun(path.name, match["label"], {}, {}, None, [], {}, readable=False))
             continue
         accuracy = data.get("accuracy")
-        if isinstance(accuracy, dict) and isinstance(accuracy.get("outputs"), (dict, list)):
-            accuracy = accuracy["outputs"]
-        rest = {k: v for k, v in data.items() if k not in ("accuracy", "latency", "latency_ms")}
+        verdict = accuracy.get("verdict") if isinstance(accuracy, dict) else None
+        rest = {k: v for k, v in data.items() if k not in ("accuracy", "timing", "reference_timing")}
         runs.append(
             BenchmarkRun(
                 file=path.name,
                 label=match["label"],
-                latency=_latency(data),
-                accuracy=table_of("accuracy vs reference", accuracy),
+                latency=_timing(data.get("timing")),
+                reference_latency=_timing(data.get("reference_timing")),
+                verdict=str(verdict) if verdict is not None else None,
+                outputs=output_accuracy(accuracy),
                 figures=flatten(rest),
             )
         )
@@ -156,26 +178,52 @@ def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
 
 
 @dataclass
+class PassRow:
+    """One optimization pass (or combination step) as a person reads it."""
+
+    name: str  # "cpu_bf16_cast", or "a + b" for a combination
+    tried: str  # "measured", "not measured"
+    speedup: Optional[float]
+    interval: Optional[tuple[float, float]]
+    accuracy: Optional[str]
+    kept: bool
+    reason: str
+
+
+@dataclass
 class OptimizationNotes:
-    summary: dict[str, Scalar]
-    tables: list[Table] = field(default_factory=list)
+    passes: list[PassRow] = field(default_factory=list)
+    final: dict[str, Scalar] = field(default_factory=dict)  # chosen passes, speedup, interval, outcome
+    baseline: dict[str, Scalar] = field(default_factory=dict)
     readable: bool = True
 
     def speedups(self) -> list[tuple[str, float]]:
-        """(row name, speedup) pairs from the notes' tables, for the speedup chart."""
-        out = []
-        for table in self.tables:
-            key = next((c for c in table.columns if "speedup" in c.lower()), None)
-            if key is None:
-                continue
-            for row in table.rows:
-                value = row.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    out.append((f"{row['name']}", float(value)))
-        return out
+        """(pass, measured speedup) for every measured pass, for the speedup chart."""
+        return [(p.name, p.speedup) for p in self.passes if p.speedup is not None]
+
+
+def _interval(value: Any) -> Optional[tuple[float, float]]:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def _pass_row(item: dict[str, Any]) -> PassRow:
+    paired = item.get("paired") if isinstance(item.get("paired"), dict) else {}
+    accuracy = item.get("accuracy") if isinstance(item.get("accuracy"), dict) else {}
+    names = item.get("passes") if isinstance(item.get("passes"), list) else []
+    name = str(item.get("name") or " + ".join(str(n) for n in names) or "?")
+    speedup = paired.get("speedup")
+    return PassRow(
+        name=name, tried="measured" if item.get("measured") else "not measured",
+        speedup=float(speedup) if _number(speedup) else None, interval=_interval(paired.get("interval")),
+        accuracy=str(accuracy["verdict"]) if accuracy.get("verdict") is not None else None,
+        kept=item.get("kept") is True, reason=str(item.get("reason") or ""),
+    )
 
 
 def optimization_notes(adapt_dir: Optional[Path]) -> Optional[OptimizationNotes]:
+    """optimization_notes.json: its passes, combination steps, the final choice and the baseline."""
     if adapt_dir is None:
         return None
     path = adapt_dir / "optimization_notes.json"
@@ -183,11 +231,16 @@ def optimization_notes(adapt_dir: Optional[Path]) -> Optional[OptimizationNotes]
         return None
     data = _load_json(path)
     if data is None:
-        return OptimizationNotes(summary={}, readable=False)
-    tables = [t for key, value in data.items() if (t := table_of(key, value)) is not None]
-    table_keys = {t.title for t in tables}
-    summary = flatten({k: v for k, v in data.items() if k not in table_keys})
-    return OptimizationNotes(summary=summary, tables=tables)
+        return OptimizationNotes(readable=False)
+    rows = [_pass_row(item) for key in ("passes", "combination")
+            for item in (data.get(key) if isinstance(data.get(key), list) else []) if isinstance(item, dict)]
+    final = data.get("final") if isinstance(data.get("final"), dict) else {}
+    baseline = data.get("baseline") if isinstance(data.get("baseline"), dict) else {}
+    summary = flatten({k: v for k, v in final.items() if k not in ("cold_start", "accuracy")}, depth=0)
+    if isinstance(final.get("accuracy"), dict) and final["accuracy"].get("verdict") is not None:
+        summary["accuracy"] = final["accuracy"]["verdict"]
+    return OptimizationNotes(passes=rows, final=summary,
+                             baseline=flatten({k: v for k, v in baseline.items() if k != "cold_start"}, depth=0))
 
 
 def traces(adapt_dir: Optional[Path]) -> list[tuple[str, int]]:

@@ -65,6 +65,11 @@ def reports_page(request: Request, d: Dashboard = Depends(dashboard)) -> HTMLRes
     return render(request, "reports.html", {"page": "reports", **views.reports(d)})
 
 
+@router.get("/regressions", response_class=HTMLResponse)
+def regressions_page(request: Request, d: Dashboard = Depends(dashboard)) -> HTMLResponse:
+    return render(request, "regressions.html", {"page": "regressions", **views.regressions(d)})
+
+
 @router.get("/agents", response_class=HTMLResponse)
 def agents_page(request: Request, d: Dashboard = Depends(dashboard)) -> HTMLResponse:
     return render(request, "agents.html", {"page": "agents", "agents": views.agent_rows(d),

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
 from ascendbridge.board.records import AgentRecord
+from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES, STATUSES
 from dashboard import evidence
 from dashboard.context import Dashboard
@@ -90,6 +91,7 @@ def overview(
             "pages": page_data.pages,
             "per_page": page_data.per_page,
         },
+        "business": d.queries.business_results([row.model_id for row in page_data.items]),
         "agents": agent_rows(d),
         "events": [e.model_dump() for e in d.store.list_events(limit=RECENT_EVENTS, newest_first=True)],
         "last_event_id": d.queries.last_event_id(),
@@ -98,17 +100,36 @@ def overview(
     }
 
 
+LATENCY_SERIES = (("median_ms", "median ms"), ("p90_ms", "p90 ms"), ("min_ms", "min ms"))
+
+
 def _charts(runs: list[evidence.BenchmarkRun], notes: Optional[evidence.OptimizationNotes]) -> dict[str, Any]:
-    keys: list[str] = []
-    for run in runs:
-        keys += [k for k in run.latency if k not in keys]
-    latency = {
-        "labels": [r.label for r in runs],
-        "series": {k: [r.latency.get(k) for r in runs] for k in keys},
-    } if keys else None
+    """Chart data: latency per benchmark run (target and CPU float32 reference medians, from the
+    metrics files' `timing` blocks) and the measured speedup of every optimization pass."""
+    timed = [r for r in runs if r.latency]
+    latency = None
+    if timed:
+        series = {label: [r.latency.get(key) for r in timed] for key, label in LATENCY_SERIES
+                  if any(key in r.latency for r in timed)}
+        if any("median_ms" in r.reference_latency for r in timed):
+            series["reference median ms"] = [r.reference_latency.get("median_ms") for r in timed]
+        latency = {"labels": [r.label for r in timed], "series": series}
     pairs = notes.speedups() if notes else []
     speedup = {"labels": [p[0] for p in pairs], "values": [p[1] for p in pairs]} if pairs else None
     return {"latency": latency, "speedup": speedup}
+
+
+def parameter_counts(record: Any, runs: list[evidence.BenchmarkRun]) -> list[dict[str, Any]]:
+    """Every parameter count the evidence holds, each with where it comes from: discovery's
+    (often an estimate from config.json) and the model the benchmark really built."""
+    counts = []
+    if record.parameter_count is not None:
+        source = (record.metadata or {}).get("parameter_count_source") or "discovery"
+        counts.append({"value": record.parameter_count, "source": f"discovery ({str(source).replace('_', ' ')})"})
+    built = {r.figures.get("model.parameters") for r in runs if isinstance(r.figures.get("model.parameters"), int)}
+    for value in sorted(built):
+        counts.append({"value": value, "source": "benchmark (the model as built and run)"})
+    return counts
 
 
 def model(d: Dashboard, model_id: str) -> dict[str, Any]:
@@ -133,12 +154,18 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "timeline": timeline,
         "guidance": [g.model_dump() for g in d.store.list_guidance(model_id)],
         "events": [e.model_dump() for e in d.store.list_events(model_id, limit=MODEL_EVENTS, newest_first=True)],
-        "metrics": [m.model_dump() for m in d.store.list_metrics(model_id)],
+        "metrics": [m.model_dump() for m in d.store.list_metrics(model_id)],  # gated figures only
+        # Evidence files on disk are the model's figures only once their stage's gate passed.
+        "verified": {stage: any(t.stage == stage and t.status == "completed" for t in tasks)
+                     for stage in ("benchmark", "optimization")},
+        "business": d.queries.business_results([model_id]).get(model_id),
+        "stacks": {sid: describe(data) for sid, data in d.store.list_stacks().items()},
         "adaptation_present": adapt_dir is not None,
         "benchmark_runs": runs,
         "optimization_notes": notes,
         "traces": [{"name": n, "size": s} for n, s in evidence.traces(adapt_dir)],
         "charts": _charts(runs, notes),
+        "parameter_counts": parameter_counts(record, runs),
         "last_event_id": d.queries.last_event_id(),
     }
 
@@ -172,8 +199,27 @@ def reports(d: Dashboard) -> dict[str, Any]:
         "speedup_histogram": _histogram(speedups),
         "speedup_geomean": _geomean(speedups),
         "stages": list(STAGES),
+        "business": d.queries.business_results(),
         "last_event_id": d.queries.last_event_id(),
     }
+
+
+def regressions(d: Dashboard) -> dict[str, Any]:
+    """The latest re-validation verdict per package (events of kind `revalidation`), worst first."""
+    latest: dict[str, Any] = {}
+    for event in d.store.events_of_kind("revalidation"):
+        if event.model_id and (event.model_id not in latest or event.id > latest[event.model_id].id):
+            latest[event.model_id] = event
+    order = {"broken": 0, "regressed": 1, "improved": 2, "unchanged": 3}
+    rows = sorted(({**e.data, "ts": e.ts} for e in latest.values()), key=lambda r: (order.get(r.get("verdict"), 4),
+                                                                    -(r.get("worst_worse_by") or 0)))
+    stacks = {sid: describe(data) for sid, data in d.store.list_stacks().items()}
+    for row in rows:
+        detail = row.get("stack_detail")
+        if row.get("current_stack") and detail:
+            stacks.setdefault(row["current_stack"], describe(detail))
+    return {"rows": rows, "stacks": stacks, "counts": {v: sum(1 for r in rows if r.get("verdict") == v) for v in order},
+            "last_event_id": d.queries.last_event_id()}
 
 
 def _geomean(values: list[float]) -> Optional[float]:

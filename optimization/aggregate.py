@@ -9,7 +9,8 @@ from typing import Any
 
 from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
 
-COLUMNS = ("adaptation", "model_id", "device", "outcome", "chosen", "speedup", "interval_low", "interval_high",
+COLUMNS = ("adaptation", "model_id", "device", "outcome", "chosen", "speedup", "selection_speedup", "interval_low",
+           "interval_high",
            "baseline_median_ms", "optimized_median_ms", "accuracy", "passes_tried", "passes_measured",
            "first_call_ms", "runtime_only")
 
@@ -21,7 +22,7 @@ def row(notes: dict[str, Any]) -> dict[str, Any]:
     return {
         "adaptation": notes["adaptation"], "model_id": notes["model_id"], "device": notes["device"],
         "outcome": final["outcome"], "chosen": "+".join(notes["chosen"]), "speedup": final["speedup"],
-        "interval_low": interval[0], "interval_high": interval[1],
+        "selection_speedup": final.get("selection_speedup"), "interval_low": interval[0], "interval_high": interval[1],
         "baseline_median_ms": final.get("baseline_median_ms"), "optimized_median_ms": final.get("optimized_median_ms"),
         "accuracy": ((notes.get("perf_run") or {}).get("accuracy") or {}).get("verdict"),
         "passes_tried": len(notes["passes"]), "passes_measured": len(measured),

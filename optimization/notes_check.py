@@ -3,9 +3,11 @@
 Every paired row is recomputed from its raw samples with the runtime's own statistics module
 (loaded by path from THIS repository, never the adaptation's copy): medians, the speedup as the
 ratio of the medians, the per-pair speedups, the interval and the noise. The keep decision is
-re-derived from the figures and the accuracy verdict; the final result must be one of the
-measured rows (same passes, same figures) and measured against the baseline; warmup is a single
-figure applied to both sides and equal to the settings'.
+re-derived from the figures and the accuracy verdict; the search's selection must be one of the
+measured rows (same passes, same figures) against the baseline; the final result must be what
+the fresh confirmation run's figures give (recomputed with pairstats.confirmed_final: kept only
+when the confirmed interval clears 1 + min_gain); warmup is a single figure applied to both
+sides and equal to the settings'.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ import math
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
 RUNTIME_DIR = Path(__file__).resolve().parents[1] / "adaptation" / "runtime" / "ab_runtime"
-TOP_KEYS = ("model_id", "adaptation", "device", "settings", "baseline", "passes", "combination", "chosen", "final",
-            "runtime_only", "environment", "traits")
+TOP_KEYS = ("model_id", "adaptation", "device", "settings", "baseline", "passes", "combination", "selection",
+            "confirmation", "chosen", "final", "runtime_only", "environment", "traits")
 FIGURES = ("pairs", "warmup", "iters_per_block", "baseline_median_ms", "candidate_median_ms", "speedup",
            "pair_speedups", "interval", "baseline_noise")
 
@@ -103,41 +105,62 @@ def check_row(label: str, row: Any, settings: dict[str, Any]) -> list[str]:
     return problems
 
 
-def check_final(notes: dict[str, Any]) -> list[str]:
-    final, chosen = notes["final"], notes["chosen"]
-    if not isinstance(final, dict) or not isinstance(chosen, list):
-        return ["final / chosen: malformed"]
-    if sorted(final.get("passes") or []) != sorted(chosen):
-        return [f"final.passes {final.get('passes')} != chosen {chosen}"]
+def check_selection(notes: dict[str, Any]) -> list[str]:
+    """The search's selection is one of its measured rows against the baseline (or nothing, honestly)."""
+    selection = notes["selection"]
+    if not isinstance(selection, dict) or not isinstance(selection.get("passes"), list):
+        return ["selection: malformed"]
+    chosen = selection["passes"]
     singles = {r.get("name"): r for r in notes["passes"] if isinstance(r, dict)}
     if not chosen:
-        problems = [] if final.get("outcome") == "no_gain" else ["no pass chosen but outcome is not 'no_gain'"]
+        problems = [] if selection.get("outcome") == "no_gain" else ["nothing selected but outcome is not 'no_gain'"]
         kept = [n for n, r in singles.items() if r.get("kept")]
         if kept:
-            problems.append(f"no gain reported although pass(es) {', '.join(kept)} were kept")
-        if final.get("speedup") != 1.0:
-            problems.append("no gain must report speedup 1.0")
+            problems.append(f"nothing selected although pass(es) {', '.join(kept)} were kept")
+        if selection.get("speedup") != 1.0:
+            problems.append("selecting nothing must report speedup 1.0")
         return problems
-    problems = [] if final.get("outcome") == "gain" else ["passes chosen but outcome is not 'gain'"]
+    problems = [] if selection.get("outcome") == "gain" else ["passes selected but outcome is not 'gain'"]
     for name in chosen:
         if not (singles.get(name) or {}).get("kept"):
-            problems.append(f"chosen pass {name} was not kept on its own")
+            problems.append(f"selected pass {name} was not kept on its own")
     rows = [r for r in notes["passes"] + notes["combination"]
             if isinstance(r, dict) and r.get("measured") and r.get("kept") and not r.get("against")
             and sorted(r.get("passes") or []) == sorted(chosen)]
-    match = next((r for r in rows if close(r["paired"]["speedup"], final.get("speedup"))
-                  and close(r["paired"]["baseline_median_ms"], final.get("baseline_median_ms"))
-                  and close(r["paired"]["candidate_median_ms"], final.get("optimized_median_ms"))), None)
+    match = next((r for r in rows if close(r["paired"]["speedup"], selection.get("speedup"))
+                  and close(r["paired"]["baseline_median_ms"], selection.get("baseline_median_ms"))
+                  and close(r["paired"]["candidate_median_ms"], selection.get("optimized_median_ms"))), None)
     if match is None:
-        problems.append("final result is not one of the measured rows against the baseline "
+        problems.append("selection is not one of the measured rows against the baseline "
                         "(same passes, kept, same speedup and medians)")
-    elif not close(final.get("speedup"), final.get("baseline_median_ms", 0) / max(final.get("optimized_median_ms") or 1e-30, 1e-30)):
-        problems.append("final.speedup != baseline_median_ms / optimized_median_ms")
     return problems
 
 
-def check_notes(notes: Any, rendered: Optional[list[str]] = None) -> list[str]:
-    """All problems in one notes document; `rendered` = PASSES baked into accuracy_run_perf.py."""
+def check_final(notes: dict[str, Any]) -> list[str]:
+    """`final` is exactly what the fresh confirmation run's figures give (pairstats.confirmed_final)."""
+    selection, confirmation, final = notes["selection"], notes["confirmation"], notes["final"]
+    if not isinstance(confirmation, dict) or not isinstance(final, dict):
+        return ["confirmation / final: malformed"]
+    figures = None
+    if selection.get("passes"):
+        if not confirmation.get("measured") or sorted(confirmation.get("passes") or []) != sorted(selection["passes"]):
+            return ["the selection was not confirmed by a fresh measurement of the same passes"]
+        problems = check_paired("confirmation", confirmation.get("paired"), notes["settings"])
+        if problems:
+            return problems
+        figures = confirmation["paired"]
+    kinds = {r.get("name"): r.get("kind", "") for r in notes["passes"] if isinstance(r, dict)}
+    expected = pairstats().confirmed_final(selection, figures, kinds, notes["settings"].get("min_gain", 0.0))
+    if not close(expected, final):
+        diff = sorted(k for k in set(expected) | set(final) if not close(expected.get(k), final.get(k)))
+        return [f"final does not follow from the confirmation run (differs at: {', '.join(diff)})"]
+    if sorted(notes["chosen"]) != sorted(final["passes"]):
+        return [f"chosen {notes['chosen']} != final.passes {final['passes']}"]
+    return []
+
+
+def check_notes(notes: Any) -> list[str]:
+    """All problems in one notes document (the wrapper is checked by benchmark.integrity)."""
     if not isinstance(notes, dict) or notes.get("schema") != NOTES_SCHEMA:
         return [f"not an optimization notes document (schema != {NOTES_SCHEMA})"]
     missing = [k for k in TOP_KEYS if k not in notes]
@@ -152,7 +175,8 @@ def check_notes(notes: Any, rendered: Optional[list[str]] = None) -> list[str]:
     for kind in ("passes", "combination"):
         for i, row in enumerate(notes[kind]):
             problems += check_row(_row_label(kind, i, row if isinstance(row, dict) else {}), row, settings)
-    problems += check_final(notes)
+    selection_problems = check_selection(notes)
+    problems += selection_problems or check_final(notes)
     changes = {r.get("name"): r.get("changes_code") for r in notes["passes"] if isinstance(r, dict)}
     expected_runtime_only = not any(changes.get(n) for n in notes["chosen"])
     if notes["runtime_only"] is not expected_runtime_only:
@@ -160,8 +184,6 @@ def check_notes(notes: Any, rendered: Optional[list[str]] = None) -> list[str]:
     env = notes["environment"]
     if not isinstance(env, dict) or not all(k in env for k in ("torch", "python", "device_name")):
         problems.append("environment: torch, python and device_name are required")
-    if rendered is not None and sorted(rendered) != sorted(notes["chosen"]):
-        problems.append(f"accuracy_run_perf.py applies {rendered}, the notes chose {notes['chosen']}")
     return problems
 
 

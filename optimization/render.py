@@ -8,9 +8,11 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from adaptation.spec import AdaptationSpec
+from adaptation.runtime.ab_runtime.fileops import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ACCURACY_RUN_PERF = "accuracy_run_perf.py"
+PERF_METRICS_PREFIX = "perf_metrics_"  # ab_runtime.perf_run's evidence; never benchmark_metrics_*
 
 
 def render_text(spec: AdaptationSpec, passes: list[str], device: str) -> str:
@@ -26,22 +28,5 @@ def render_accuracy_run_perf(spec: AdaptationSpec, directory: Path, passes: list
     path = Path(directory) / ACCURACY_RUN_PERF
     text = render_text(spec, passes, device)
     if not path.is_file() or path.read_text() != text:
-        tmp = path.with_suffix(".py.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_text_atomic(path, text)
     return path
-
-
-def rendered_passes(directory: Path) -> list[str] | None:
-    """The PASSES list baked into an adaptation's accuracy_run_perf.py (None when absent/unreadable)."""
-    path = Path(directory) / ACCURACY_RUN_PERF
-    if not path.is_file():
-        return None
-    for line in path.read_text().splitlines():
-        if line.startswith("PASSES = "):
-            try:
-                value = json.loads(line[len("PASSES = "):])
-            except json.JSONDecodeError:
-                return None
-            return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
-    return None

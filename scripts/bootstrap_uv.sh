@@ -1,7 +1,25 @@
 #!/usr/bin/env bash
 # Sourced by the entry-point scripts: makes `uv` available, installing it from PyPI if missing.
 # Needs only python3 (>= 3.10) and access to PyPI; installs into <repo>/.uv-bootstrap, never system-wide.
+# After ab_bootstrap_uv, UV_BIN is the uv to use and its directory leads PATH, so the processes
+# the entry points start (watchdog -> team lead -> gates) find the same uv.
 ab_bootstrap_uv() {
+  _ab_find_uv "$1" || return 1
+  PATH="$(dirname "$UV_BIN"):$PATH"
+  export PATH UV_BIN
+}
+
+# Exports the variables of <repo>/.env when it exists (the README's configuration file).
+ab_load_env() {
+  if [[ -f "$1/.env" ]]; then
+    set -a
+    # shellcheck disable=SC1091
+    source "$1/.env"
+    set +a
+  fi
+}
+
+_ab_find_uv() {
   local root="$1"
   if command -v uv >/dev/null 2>&1; then
     UV_BIN="$(command -v uv)"

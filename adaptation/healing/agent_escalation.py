@@ -23,15 +23,13 @@ from adaptation.healing.escalation import register_escalator, registered_escalat
 from adaptation.healing.gate import run_checker
 from adaptation.healing.rules import Fix, apply_changes
 from adaptation.healing.settings import HealingSettings
-from adaptation.spec import SPEC_FILE, AdaptationSpec
+from adaptation.spec import SPEC_FILE, AdaptationSpec, forbidden_change
 from ascendbridge.agents.history import failure_signature, recall, record_reuse
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.settings import AgentSettings
 from ascendbridge.config import board_path
 
 ROLE = "healer"
-# Keys an agent may not change: identity, provenance and the remote-code policy (a person's call).
-FORBIDDEN_KEYS = ("name", "model", "spec_version", "applied_fixes", "trust_remote_code")
 _NESTED = ("inputs", "dtype", "tolerances")
 _PHASE_COMMANDS = {
     "render": "re-render the package from adaptation.json (adaptation.generator.generate)",
@@ -71,9 +69,9 @@ def _check_proposal(spec: AdaptationSpec, settings: HealingSettings, copy: Path,
     except (ValueError, ValidationError) as exc:
         return Verdict(False, f"the edited {SPEC_FILE} is not a valid spec: {str(exc).splitlines()[0]}")
     changes = spec_changes(spec, proposed)
-    forbidden = sorted({path.split("/")[0] for path in changes} & set(FORBIDDEN_KEYS))
-    if forbidden:
-        return Verdict(False, f"the agent changed {', '.join(forbidden)}, which a healer may not change")
+    refusal = forbidden_change(changes, "healer")
+    if refusal:
+        return Verdict(False, refusal)
     if not changes:
         return Verdict(False, f"the edited {SPEC_FILE} changes nothing")
     try:

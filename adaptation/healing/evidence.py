@@ -6,25 +6,23 @@ they ran with (sha256 of adaptation.json), so the gate can re-run and compare ra
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Optional
 
 from adaptation.spec import SPEC_FILE
+from adaptation.runtime.ab_runtime.fileops import sha256_file, write_text_atomic
 
 EVIDENCE_FILE = "healing_evidence.json"
 
 
 def spec_digest(directory: Path) -> str:
-    return hashlib.sha256((Path(directory) / SPEC_FILE).read_bytes()).hexdigest()
+    return sha256_file(Path(directory) / SPEC_FILE)
 
 
 def write_evidence(directory: Path, record: dict[str, Any]) -> Path:
     path = Path(directory) / EVIDENCE_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"spec_sha256": spec_digest(directory), **record}, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps({"spec_sha256": spec_digest(directory), **record}, indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -13,6 +13,7 @@ from adaptation.healing.gate import healing_gate
 from adaptation.healing.loop import heal
 from adaptation.healing.settings import HealingSettings
 from adaptation.spec import AdaptationSpec
+from ascendbridge.envmode import use_model_env
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 
 
@@ -23,6 +24,7 @@ class HealingStage:
     name = "healing"
 
     def run(self, ctx: StageContext) -> StageOutcome:
+        use_model_env(ctx.model)
         try:
             settings = HealingSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
@@ -50,6 +52,7 @@ class HealingStage:
         )
 
     def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
         try:
             settings = HealingSettings.from_sources(ctx.settings)
         except ValueError as exc:

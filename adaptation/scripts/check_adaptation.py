@@ -7,7 +7,10 @@ checks the files, the spec, the pyproject extras and conflicts, that ab_runtime/
 this repository ships and demo.py only delegates to it, `uv lock --check`, then syncs the
 device's profile and runs `demo.py --dry-run` itself and verifies from the RESULT line which
 device actually ran (no hidden fallback), the mode, and that every output has the expected shape
-and is finite. Exit 0 only when every check passes, 1 when one fails, 2 on bad input.
+and is finite. Library parity: when the model's own library is installed in the package's
+environment and the weights are local, `python -m ab_runtime.parity` must find the package's
+outputs equal to the library's (sentence-transformers encode, transformers pipelines) within the
+float32 tolerance. Exit 0 only when every check passes, 1 when one fails, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parent.parent / "runtime" / "ab_runtime"
+SYSTEM_MARKER = "ascendbridge-env.json"  # written by system mode (adaptation/system_env.py)
 REQUIRED_FILES = ("pyproject.toml", "uv.lock", "README.md", SPEC_FILE, "demo.py",
                   "ab_runtime/__init__.py", "ab_runtime/demo.py")
 PROFILES = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
@@ -256,16 +260,54 @@ def check_outputs(report: Report, spec: AdaptationSpec, outputs: Any) -> None:
                ", ".join(f"{n} {outputs[n]['shape']}" for n in outputs) + ", all finite")
 
 
+def system_marker(directory: Path) -> Optional[dict[str, Any]]:
+    """The record a system-mode environment leaves in `.venv/ascendbridge-env.json` (None: locked)."""
+    try:
+        data = json.loads((directory / ".venv" / SYSTEM_MARKER).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and data.get("mode") == "system" else None
+
+
+def check_system_env(report: Report, directory: Path, marker: dict[str, Any]) -> bool:
+    """System mode: the venv sees the system stack, and torch / torch_npu come from it, not from
+    the venv itself (nothing replaced them)."""
+    python = directory / ".venv" / "bin" / "python"
+    code = ("import json, sys, torch; print(json.dumps({'torch': torch.__version__, 'file': torch.__file__, "
+            "'prefix': sys.prefix}))")
+    res = run_command([str(python), "-c", code], cwd=directory, timeout_s=300)
+    found = json.loads(res.output.strip().splitlines()[-1]) if res.ok else None
+    if found is None:
+        return report.add("sync", False, f"system environment cannot import torch: {_last_lines(res.output)}")
+    recorded = (marker.get("stack") or {}).get("torch")
+    inside = Path(found["file"]).resolve().is_relative_to(Path(found["prefix"]).resolve())
+    if found["torch"] != recorded or inside:
+        return report.add("sync", False, f"torch {found['torch']} at {found['file']} is not the system stack's "
+                          f"torch {recorded}" + (" (installed into the venv)" if inside else ""))
+    return report.add("sync", True, f"system environment on {marker.get('base')}: torch {found['torch']} "
+                      "from the system stack")
+
+
 def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str, timeout_s: float) -> None:
     profile = PROFILES[device]
-    progress(f"uv sync --locked --extra {profile}")
-    res = uv(directory, ["sync", "--locked", "--extra", profile], 1800)
-    if not report.add("sync", res.ok, f"environment synced for extra '{profile}'" if res.ok else
-                      f"uv sync --extra {profile} failed: {_last_lines(res.output)}"):
-        return
-    progress(f"demo.py --dry-run --device {device}")
-    res = uv(directory, ["run", "--no-sync", "python", "demo.py", "--dry-run", "--device", device],
-             timeout_s)
+    marker = system_marker(directory)
+    if marker is not None:
+        progress("system environment: checking its stack")
+        if not check_system_env(report, directory, marker):
+            return
+        argv = [str(directory / ".venv" / "bin" / "python"), "demo.py", "--dry-run", "--device", device]
+        progress(f"demo.py --dry-run --device {device}")
+        res = run_command(argv, cwd=directory, timeout_s=timeout_s,
+                          env={k: v for k, v in os.environ.items() if k not in FOREIGN_ENV})
+    else:
+        progress(f"uv sync --locked --extra {profile}")
+        res = uv(directory, ["sync", "--locked", "--extra", profile], 1800)
+        if not report.add("sync", res.ok, f"environment synced for extra '{profile}'" if res.ok else
+                          f"uv sync --extra {profile} failed: {_last_lines(res.output)}"):
+            return
+        progress(f"demo.py --dry-run --device {device}")
+        res = uv(directory, ["run", "--no-sync", "python", "demo.py", "--dry-run", "--device", device],
+                 timeout_s)
     exited = "timed out" if res.timed_out else f"exit code {res.exit_code}"
     report.add("demo_exit", res.ok, f"demo.py {exited} in {res.duration_s:.1f} s" +
                ("" if res.ok else f": {_last_lines(res.output)}"))
@@ -286,6 +328,36 @@ def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str,
     check_result(report, spec, device, result)
 
 
+def _result_line(output: str) -> Optional[dict[str, Any]]:
+    lines = [ln for ln in output.splitlines() if ln.startswith(RESULT_MARKER)]
+    try:
+        data = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_parity(report: Report, directory: Path, spec: AdaptationSpec, timeout_s: float) -> None:
+    """The package against the model's own library on real input (ab_runtime.parity). Weights on
+    the Hub are not downloaded by a gate: parity is then reported as not checked, with why."""
+    if not spec.model.has_weights or spec.model.source == "huggingface":
+        report.add("library_parity", True, "not checked: no local weights (parity compares real weights only)")
+        return
+    progress("python -m ab_runtime.parity")
+    res = uv(directory, ["run", "--no-sync", "python", "-m", "ab_runtime.parity"], timeout_s)
+    parity = _result_line(res.output)
+    if parity is None:
+        report.add("library_parity", False, f"parity check gave no result (exit {res.exit_code}): {_last_lines(res.output)}")
+        return
+    if not parity.get("checked"):
+        report.add("library_parity", True, f"not checked: {parity.get('reason')}")
+        return
+    figures = (f" (max abs err scaled {parity['max_abs_err']:.2g}, min cosine {parity['min_cosine']:.7f}, "
+               f"{parity['inputs']} inputs)" if parity.get("max_abs_err") is not None else "")
+    report.add("library_parity", bool(parity.get("ok")) and res.ok,
+               f"{parity.get('library')}: {parity.get('reason')}{figures}")
+
+
 def gate(name: str, root: Path, device: str, run: bool, timeout_s: float) -> Report:
     report = Report(adaptation=name, device=device)
     try:
@@ -302,6 +374,8 @@ def gate(name: str, root: Path, device: str, run: bool, timeout_s: float) -> Rep
         # Run even when e.g. the runtime copy was modified: the report then also shows what the
         # modified code claimed, which is what a reviewer wants to see next to the FAIL.
         run_demo(report, directory, spec, device, timeout_s)
+        if report.passed:
+            check_parity(report, directory, spec, timeout_s)
     elif run:
         report.add("run", False, "demo not run: uv.lock does not match pyproject.toml")
     return report

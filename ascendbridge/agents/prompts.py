@@ -20,7 +20,7 @@ from ascendbridge.config import REPO_ROOT
 
 PROMPTS_DIR = REPO_ROOT / "prompts"
 ROLES_DIR = REPO_ROOT / ".claude" / "agents"
-TASK_KINDS = ("heal", "adapt_unknown_family", "optimize_candidates")
+TASK_KINDS = ("heal", "adapt_unknown_family")
 
 
 def _environment() -> jinja2.Environment:

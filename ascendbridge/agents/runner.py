@@ -39,7 +39,7 @@ Checker = Callable[[Path, list[str]], Verdict]  # (workspace copy, changed paths
 @dataclass
 class AgentTask:
     role: str
-    kind: str  # prompt template: heal | adapt_unknown_family | optimize_candidates
+    kind: str  # prompt template: heal | adapt_unknown_family
     directory: Path  # the adaptation directory the agent may change
     context: dict[str, Any]  # template values (redacted before rendering)
     model_id: Optional[str] = None

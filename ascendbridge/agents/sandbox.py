@@ -11,13 +11,13 @@ nor audited.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+from adaptation.runtime.ab_runtime.fileops import sha256_file
 
 from ascendbridge.runtime.attempt_dir import replace_dir
 
@@ -42,7 +42,7 @@ def snapshot(root: Path) -> dict[str, str]:
             if path.is_symlink():
                 state[rel] = "link:" + os.readlink(path)
             else:
-                state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+                state[rel] = sha256_file(path)
     return state
 
 

@@ -2,7 +2,8 @@
 
 Resolution order for a role's backend: the run's settings `agent_backends[role]`, the variable
 ASCENDBRIDGE_AGENT_BACKEND_<ROLE> (e.g. ..._HEALER), the run's settings `agent_backend`,
-AGENT_BACKEND, and finally `builtin`, so nothing changes unless someone opts in.
+AGENT_BACKEND, and finally `builtin`, so nothing changes unless someone opts in. The budget is
+an ascendbridge.settings class like every stage's (settings, then ASCENDBRIDGE_AGENT_*, then defaults).
 """
 
 from __future__ import annotations
@@ -11,33 +12,31 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-ROLES = ("team-lead", "adapter", "healer", "benchmark-runner", "npu-optimizer")
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from ascendbridge.settings import StageSettings
+
+ROLES = ("team-lead", "adapter", "healer", "benchmark-runner")
 BACKENDS = ("builtin", "claude", "codex", "openai")
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(StageSettings):
     """Per migrated model and role: how many agent runs, how much wall time and how many tokens
-    (where the backend reports them) escalation may spend in total, and one run's timeout."""
+    (where the backend reports them) escalation may spend in total, and one run's timeout.
+    Keys agent_max_attempts, agent_max_wall_s, agent_max_tokens, agent_timeout_s (ascendbridge.settings)."""
 
-    max_attempts: int = 2
-    max_wall_s: float = 1800.0
-    max_tokens: int = 400_000
-    run_timeout_s: float = 900.0
+    model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_AGENT_")
+    key_prefix = "agent_"
+
+    max_attempts: int = Field(2, gt=0)
+    max_wall_s: float = Field(1800.0, gt=0)
+    max_tokens: int = Field(400_000, gt=0)
+    run_timeout_s: float = Field(900.0, gt=0, validation_alias="ascendbridge_agent_timeout_s")
 
 
 def _role_env(role: str) -> str:
     return "ASCENDBRIDGE_AGENT_BACKEND_" + role.upper().replace("-", "_")
-
-
-def _number(raw: Any, name: str, kind: type) -> Any:
-    try:
-        value = kind(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"bad agent setting {name}={raw!r}: not a number") from None
-    if value <= 0:
-        raise ValueError(f"bad agent setting {name}={raw!r}: must be positive")
-    return value
 
 
 @dataclass(frozen=True)
@@ -69,16 +68,5 @@ class AgentSettings:
             if name not in BACKENDS:
                 raise ValueError(f"unknown agent backend '{name}' for role {role} (backends: {', '.join(BACKENDS)})")
 
-        def pick(key: str, kind: type, default: Any) -> Any:
-            env = "ASCENDBRIDGE_" + key.upper()
-            raw = settings.get(key) if settings.get(key) is not None else os.environ.get(env)
-            return default if raw in (None, "") else _number(raw, key, kind)
-
-        base = Budget()
-        budget = Budget(
-            max_attempts=pick("agent_max_attempts", int, base.max_attempts),
-            max_wall_s=pick("agent_max_wall_s", float, base.max_wall_s),
-            max_tokens=pick("agent_max_tokens", int, base.max_tokens),
-            run_timeout_s=pick("agent_timeout_s", float, base.run_timeout_s),
-        )
+        budget = Budget.from_sources(settings)
         return cls(backends=backends, budget=budget)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, text
 
-from ascendbridge.board.schema import Metric
+from ascendbridge.board.schema import Stack
 
 V1_DDL: tuple[str, ...] = (
     "CREATE TABLE schema_info (key VARCHAR NOT NULL PRIMARY KEY, value VARCHAR NOT NULL)",
@@ -60,10 +60,30 @@ V1_DDL: tuple[str, ...] = (
 )
 
 
+# The metrics table as version 2 created it (frozen: later versions alter it in their own step).
+V2_METRICS_DDL: tuple[str, ...] = (
+    """CREATE TABLE metrics (
+        id INTEGER NOT NULL PRIMARY KEY,
+        model_pk INTEGER NOT NULL REFERENCES models (id) ON DELETE CASCADE,
+        stage VARCHAR NOT NULL, device VARCHAR NOT NULL, dtype VARCHAR NOT NULL, name VARCHAR NOT NULL,
+        value FLOAT NOT NULL, unit VARCHAR NOT NULL, ts VARCHAR NOT NULL)""",
+    "CREATE INDEX ix_metrics_model_stage ON metrics (model_pk, stage)",
+)
+
+
 def _v1_to_v2(conn: Connection) -> None:
     """Version 2 adds per-model pause and the metrics table."""
     conn.execute(text("ALTER TABLE models ADD COLUMN paused BOOLEAN NOT NULL DEFAULT 0"))
-    Metric.__table__.create(conn)
+    for statement in V2_METRICS_DDL:
+        conn.execute(text(statement))
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+def _v2_to_v3(conn: Connection) -> None:
+    """Version 3 adds stacks: the stack id per metric, the stacks table, per-model env mode."""
+    conn.execute(text("ALTER TABLE models ADD COLUMN env_mode VARCHAR NOT NULL DEFAULT ''"))
+    conn.execute(text("ALTER TABLE models ADD COLUMN env_python VARCHAR"))
+    conn.execute(text("ALTER TABLE metrics ADD COLUMN stack_id VARCHAR NOT NULL DEFAULT ''"))
+    Stack.__table__.create(conn)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}

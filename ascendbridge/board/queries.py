@@ -21,9 +21,10 @@ from typing import Any, Optional
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
+from adaptation.runtime.ab_runtime.pairstats import percentile
 from ascendbridge.board.connection import BoardMissingError, busy_timeout_ms
 from ascendbridge.board.records import loads
-from ascendbridge.stages import STAGES, STATUSES, check_stage, check_status
+from ascendbridge.stages import DONE_STATUSES, STAGES, STATUSES, check_stage, check_status
 
 # Sort keys a caller may ask for, mapped to SQL that only this module writes.
 SORTS: dict[str, str] = {
@@ -55,7 +56,7 @@ class ModelRow:
     paused: bool
     task_family: Optional[str]
     created_at: str
-    current_stage: Optional[str]  # None when every stage is completed or skipped
+    current_stage: Optional[str]  # first unfinished stage, else the last completed one
     current_status: Optional[str]
     attempts: int
     updated_at: Optional[str]
@@ -105,12 +106,6 @@ def failure_reason(diagnosis_json: Optional[str]) -> Optional[str]:
 def _like(term: str) -> str:
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile: a value that was actually measured."""
-    index = max(0, min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1))))
-    return sorted_values[index]
 
 
 class BoardQueries:
@@ -259,18 +254,31 @@ class BoardQueries:
 
     @staticmethod
     def _current_tasks(conn: Connection, model_pks: list[int]) -> dict[int, tuple[Any, ...]]:
-        """model pk -> (stage, status, attempts, updated_at, diagnosis_json) of its first unfinished stage."""
+        """model pk -> (stage, status, attempts, updated_at, diagnosis_json) of where it stands.
+
+        The stage is the first unfinished one, or, once every stage is done, the last stage that
+        ran (completed); attempts count every stage's attempts and updated_at is the latest
+        change, so a finished model reads "optimization completed, 5 attempts, 08:03", not blank.
+        """
         if not model_pks:
             return {}
         marks = ", ".join(f":p{i}" for i in range(len(model_pks)))
         rows = conn.execute(
             text("SELECT model_pk, stage, status, attempts, updated_at, diagnosis_json FROM tasks "
-                 f"WHERE model_pk IN ({marks}) AND status NOT IN {_DONE_SQL} ORDER BY model_pk, stage_order"),
+                 f"WHERE model_pk IN ({marks}) ORDER BY model_pk, stage_order"),
             {f"p{i}": pk for i, pk in enumerate(model_pks)},
         ).all()
-        out: dict[int, tuple[Any, ...]] = {}
+        by_model: dict[int, list[Any]] = {}
         for row in rows:
-            out.setdefault(row[0], tuple(row[1:]))
+            by_model.setdefault(row[0], []).append(row)
+        out: dict[int, tuple[Any, ...]] = {}
+        for pk, tasks in by_model.items():
+            unfinished = [t for t in tasks if t[2] not in DONE_STATUSES]
+            ran = [t for t in tasks if t[2] == "completed"]
+            cur = unfinished[0] if unfinished else (ran[-1] if ran else tasks[-1])
+            attempts = sum(int(t[3] or 0) for t in tasks)
+            updated = max((t[4] for t in tasks if t[4]), default=None)
+            out[pk] = (cur[1], cur[2], attempts, updated, cur[5])
         return out
 
     def agent_tasks(self, task_ids: list[int]) -> dict[int, tuple[str, str]]:
@@ -347,11 +355,40 @@ class BoardQueries:
                     stage=stage,
                     attempts=len(values),
                     median_s=statistics.median(values) if values else None,
-                    p90_s=_percentile(values, 0.9) if values else None,
+                    p90_s=percentile(values, 90) if values else None,
                     total_s=sum(values),
                 )
             )
         out.speedups = [(r[0], float(r[1])) for r in speedups]
+        return out
+
+
+    def business_results(self, model_ids: Optional[list[str]] = None) -> dict[str, dict[str, Any]]:
+        """The latest business_benchmark figures per model: {model_id: {"verdict", "weights",
+        "device", "dtype", "metrics": {name: value}}} (the stage records `business_pass`,
+        `real_weights` and `<set>.<metric>` values; each name's newest value counts)."""
+        sql = ("SELECT m.model_id, x.name, x.value, x.device, x.dtype FROM metrics x "
+               "JOIN models m ON m.id = x.model_pk WHERE x.stage = 'business_benchmark' AND x.id = "
+               "(SELECT MAX(y.id) FROM metrics y WHERE y.model_pk = x.model_pk AND y.stage = x.stage "
+               "AND y.name = x.name)")
+        params: dict[str, Any] = {}
+        if model_ids is not None:
+            if not model_ids:
+                return {}
+            names = [f"id{i}" for i in range(len(model_ids))]
+            sql += f" AND m.model_id IN ({', '.join(':' + n for n in names)})"
+            params = dict(zip(names, model_ids))
+        out: dict[str, dict[str, Any]] = {}
+        with self._read() as conn:
+            for model_id, name, value, device, dtype in conn.execute(text(sql + " ORDER BY m.model_id, x.name"), params):
+                entry = out.setdefault(model_id, {"verdict": None, "weights": None, "device": device, "dtype": dtype,
+                                                  "metrics": {}})
+                if name == "business_pass":
+                    entry["verdict"] = "pass" if value >= 1.0 else "fail"
+                elif name == "real_weights":
+                    entry["weights"] = "real" if value >= 1.0 else "config-initialised (agreement only)"
+                else:
+                    entry["metrics"][name] = float(value)
         return out
 
 

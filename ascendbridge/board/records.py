@@ -46,6 +46,8 @@ class ModelRecord(BaseModel):
     allow_remote_code: bool = False
     skip_stages: list[str] = Field(default_factory=list)
     paused: bool = False
+    env_mode: str = ""
+    env_python: Optional[str] = None
     architecture: Optional[str] = None
     model_type: Optional[str] = None
     task_family: Optional[str] = None
@@ -186,6 +188,7 @@ class MetricRecord(BaseModel):
     name: str
     value: float
     unit: str
+    stack_id: str = ""
     ts: str
 
     @classmethod

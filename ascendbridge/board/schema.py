@@ -11,7 +11,7 @@ from typing import Optional
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class SchemaInfo(SQLModel, table=True):
@@ -36,6 +36,9 @@ class Model(SQLModel, table=True):
     allow_remote_code: bool = False
     skip_stages_json: str = "[]"
     paused: bool = False
+    # Environment mode of this model's runs: "" = the team-lead run's, "locked" or "system".
+    env_mode: str = ""
+    env_python: Optional[str] = None  # the system interpreter (env_mode "system")
     # Discovered metadata (filled by the discovery stage).
     architecture: Optional[str] = None
     model_type: Optional[str] = None
@@ -143,4 +146,15 @@ class Metric(SQLModel, table=True):
     name: str
     value: float
     unit: str = ""
+    stack_id: str = ""  # the software stack the figure was measured on (stacks.stack_id)
     ts: str
+
+
+class Stack(SQLModel, table=True):
+    """One software stack results were measured on (adaptation/stack.py probes it)."""
+
+    __tablename__ = "stacks"
+
+    stack_id: str = Field(primary_key=True)
+    data_json: str = "{}"
+    first_seen: str

@@ -8,6 +8,7 @@ holds a stale token and every write it attempts is refused.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -38,7 +39,7 @@ from ascendbridge.board.records import (
     now_iso,
     utcnow,
 )
-from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, Metric, Model, Task
+from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, Metric, Model, Stack, Task
 from ascendbridge.naming import base_adaptation_name, hashed_adaptation_name, validate_model_id
 from ascendbridge.stages import (
     DONE_STATUSES,
@@ -225,6 +226,8 @@ class BoardStore:
                     "allow_remote_code": reg.allow_remote_code,
                     "skip_stages_json": dumps(skip),
                     "paused": False,
+                    "env_mode": "",
+                    "env_python": None,
                     "metadata_json": "{}",
                     "created_at": now,
                 }
@@ -289,22 +292,25 @@ class BoardStore:
     def update_model_metadata(
         self, model_id: str, fields: dict[str, Any], metadata: dict[str, Any], origin: str = "discovery"
     ) -> ModelRecord:
-        allowed = {
-            "architecture", "model_type", "task_family", "parameter_count",
-            "dtype", "size_bytes", "license", "gated",
-        }
-        bad = set(fields) - allowed
-        if bad:
-            raise BoardError(f"cannot set model fields: {', '.join(sorted(bad))}")
+        """Set metadata columns outside any stage (imports, tools, tests). A stage's metadata
+        reaches the board only with its gated completion (complete_task)."""
         with self._write() as s:
             row = self._model_row(s, model_id)
-            for key, value in fields.items():
-                setattr(row, key, value)
-            row.metadata_json = dumps(metadata)
-            s.add(row)
-            self._event(s, "metadata", "discovered metadata stored", row.id, "discovery",
-                        {k: v for k, v in fields.items()}, origin)
+            self._set_metadata(s, row, fields, metadata, origin)
             return ModelRecord.of(row)
+
+    def _set_metadata(self, s: Session, row: Model, fields: dict[str, Any], metadata: Optional[dict[str, Any]],
+                      origin: str) -> None:
+        bad = set(fields) - METADATA_FIELDS
+        if bad:
+            raise BoardError(f"cannot set model fields: {', '.join(sorted(bad))}")
+        for key, value in fields.items():
+            setattr(row, key, value)
+        if metadata is not None:
+            row.metadata_json = dumps(metadata)
+        s.add(row)
+        self._event(s, "metadata", "discovered metadata stored", row.id, "discovery",
+                    {k: v for k, v in fields.items()}, origin)
 
     def set_priority(self, model_id: str, priority: int, origin: str = "cli") -> ModelRecord:
         with self._write() as s:
@@ -468,12 +474,31 @@ class BoardStore:
             return task.lease_expires_at
 
     def complete_task(
-        self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead"
+        self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
+        figures: Iterable[dict[str, Any]] = (), model_fields: Optional[dict[str, Any]] = None,
+        model_metadata: Optional[dict[str, Any]] = None,
     ) -> TaskRecord:
-        """Mark completed (the gate has passed) and make the next stage pending."""
+        """Mark completed (the gate has passed), make the next stage pending, and write the stage's
+        figures ({"values", "device", "dtype", "units", "stack"} each) and model metadata: all in one
+        transaction under the fencing token, so only gated numbers ever reach the board."""
+        figures = [dict(f) for f in figures]
+        for figure in figures:
+            _check_figure(figure)
         with self._write() as s:
             task = self._owned(s, task_id, token)
+            if model_fields or model_metadata is not None:
+                self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
             now = now_iso()
+            for figure in figures:
+                stack = figure.get("stack") or {}
+                sid = str(stack.get("stack_id") or "")
+                if sid and s.get(Stack, sid) is None:  # each stack is stored once; every figure names it
+                    s.add(Stack(stack_id=sid, data_json=dumps(stack.get("data") or {}), first_seen=now))
+                    s.flush()
+                for name, value in figure["values"].items():
+                    s.add(Metric(model_pk=task.model_pk, stage=task.stage, device=str(figure.get("device") or ""),
+                                 dtype=str(figure.get("dtype") or ""), name=name, value=float(value),
+                                 unit=(figure.get("units") or {}).get(name, ""), stack_id=sid, ts=now))
             task.status = "completed"
             task.owner = None
             task.lease_expires_at = None
@@ -495,14 +520,19 @@ class BoardStore:
         diagnosis: dict[str, Any],
         status: str = "failed",
         origin: str = "team-lead",
+        model_fields: Optional[dict[str, Any]] = None,
+        model_metadata: Optional[dict[str, Any]] = None,
     ) -> TaskRecord:
         """End an attempt without success. 'pending' retries; 'failed'/'blocked' are terminal for
         the stage; 'skipped' means the model leaves the pipeline here (e.g. too large), so every
-        later stage is skipped too, with the same diagnosis."""
+        later stage is skipped too, with the same diagnosis. Model metadata (the program's reason
+        to skip or block, never figures) is written in the same fenced transaction."""
         if status not in ("pending", "failed", "blocked", "skipped"):
             raise BoardError(f"cannot fail a task into status '{status}'")
         with self._write() as s:
             task = self._owned(s, task_id, token)
+            if model_fields or model_metadata is not None:
+                self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
             now = now_iso()
             task.status = status
             task.owner = None
@@ -794,6 +824,21 @@ class BoardStore:
                 q = q.where(Task.stage == check_stage(stage))
             return [(st, AttemptRecord.of(a)) for st, a in s.exec(q).all()]
 
+    def completed_durations(self) -> dict[str, list[float]]:
+        """stage -> durations (s) of every completed attempt on the board, oldest first: the
+        basis of the team lead's ETA (a stage's typical cost here, from this run and earlier)."""
+        with self._read() as s:
+            q = (
+                select(Task.stage, Attempt.duration_s)
+                .join(Task, col(Attempt.task_id) == col(Task.id))
+                .where(Attempt.outcome == "completed", col(Attempt.duration_s).is_not(None))
+                .order_by(Attempt.id)
+            )
+            out: dict[str, list[float]] = {}
+            for stage, seconds in s.exec(q).all():
+                out.setdefault(stage, []).append(float(seconds))
+            return out
+
     # ------------------------------------------------------------------ agents
     def register_agent(self, agent_id: str, role: str, pid: Optional[int] = None) -> AgentRecord:
         now = now_iso()
@@ -979,17 +1024,32 @@ class BoardStore:
             return GuidanceRecord.of(row, model.model_id if model else None)
 
     # ------------------------------------------------------------------ metrics
-    def add_metrics(
-        self, model_id: str, stage: str, values: dict[str, float], device: str = "", dtype: str = "",
-        units: Optional[dict[str, str]] = None,
-    ) -> None:
-        check_stage(stage)
-        now = now_iso()
+    # Figures are written only by complete_task (a passing gate, under the fencing token).
+
+    def get_stack(self, stack_id: str) -> Optional[dict[str, Any]]:
+        """The recorded stack of an id (None when unknown)."""
+        with self._read() as s:
+            row = s.get(Stack, stack_id)
+            return loads(row.data_json, {}) if row else None
+
+    def list_stacks(self) -> dict[str, dict[str, Any]]:
+        with self._read() as s:
+            return {row.stack_id: loads(row.data_json, {}) for row in s.exec(select(Stack).order_by(Stack.first_seen))}
+
+    def set_env_mode(self, model_id: str, mode: str, python: Optional[str] = None, origin: str = "cli") -> ModelRecord:
+        """Per-model environment mode: "" (the run's), "locked", or "system" with its interpreter."""
+        if mode not in ("", "locked", "system"):
+            raise BoardError(f"unknown environment mode '{mode}' (expected locked or system)")
+        if mode == "system" and not python:
+            raise BoardError("environment mode 'system' needs the interpreter's path")
         with self._write() as s:
-            pk = self._model_row(s, model_id).id
-            for name, value in values.items():
-                s.add(Metric(model_pk=pk, stage=stage, device=device, dtype=dtype, name=name,
-                             value=float(value), unit=(units or {}).get(name, ""), ts=now))
+            row = self._model_row(s, model_id)
+            row.env_mode, row.env_python = mode, (python if mode == "system" else None)
+            s.add(row)
+            self._event(s, "policy", f"environment mode = {mode or 'run default'}"
+                        + (f" ({python})" if row.env_python else ""), row.id, None,
+                        {"env_mode": mode, "env_python": row.env_python}, origin)
+            return ModelRecord.of(row)
 
     def list_metrics(self, model_id: Optional[str] = None, stage: Optional[str] = None) -> list[MetricRecord]:
         with self._read() as s:
@@ -1022,6 +1082,7 @@ class BoardStore:
             "agents": [a.model_dump() for a in self.list_agents()],
             "guidance": [g.model_dump() for g in self.list_guidance()],
             "metrics": [x.model_dump() for x in self.list_metrics()],
+            "stacks": self.list_stacks(),
             "events": [e.model_dump() for e in self.list_events(limit=10**9)],
         }
 
@@ -1042,6 +1103,21 @@ def _busy_as_board_error(path: Path) -> Iterator[None]:
         if "locked" in text or "busy" in text:
             raise BoardBusyError(f"board {path} is busy (locked by another writer): {text}") from exc
         raise
+
+
+METADATA_FIELDS = frozenset({"architecture", "model_type", "task_family", "parameter_count", "dtype",
+                             "size_bytes", "license", "gated"})
+
+
+def _check_figure(figure: dict[str, Any]) -> None:
+    """A stage's figures must be finite numbers with string names: refuse the whole completion otherwise."""
+    values = figure.get("values")
+    if not isinstance(values, dict) or not values:
+        raise BoardError("a figure set needs a non-empty 'values' object")
+    for name, value in values.items():
+        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise BoardError(f"figure {name!r} = {value!r} is not a finite number")
 
 
 def _new_model_record(row: dict[str, Any]) -> ModelRecord:

@@ -149,6 +149,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         events = list(reversed(store.list_events(model_id=args.model, limit=args.events, newest_first=True)))
         guidance = store.list_guidance(model_id=args.model, state="open")
         agent_runs = list_agent_runs(store, args.model)
+        figures = store.list_metrics(model_id=args.model)  # gated figures only (complete_task writes them)
     if out.json_mode:
         out.json({
             "model": model.model_dump(),
@@ -157,6 +158,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
             "events": [e.model_dump() for e in events],
             "open_guidance": [g.model_dump() for g in guidance],
             "agent_runs": agent_runs,
+            "figures": [f.model_dump() for f in figures],
         })
         return EXIT_OK
     data = model.model_dump()
@@ -168,12 +170,16 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         ("stage", "status", "attempts", "owner", "lease expires", "started", "finished", "diagnosis"),
         ((t.stage, t.status, t.attempts, t.owner, t.lease_expires_at, t.started_at, t.finished_at,
           diagnosis_summary(t.diagnosis)) for t in tasks),
+        detail=("owner", "lease expires", "started"),
     )
+    out.table("figures (gated)", ("stage", "name", "value", "unit", "device", "dtype", "ts"),
+              ((f.stage, f.name, f.value, f.unit, f.device, f.dtype, f.ts) for f in figures))
     out.table(
         "attempts",
         ("stage", "#", "exit", "duration s", "outcome", "backend", "fix", "log"),
         ((st, a.number, a.exit_code, a.duration_s, a.outcome, a.agent_backend, a.fix_applied, a.log_path)
          for st, a in attempts),
+        detail=("backend",),
     )
     out.table("recent events", ("ts", "stage", "kind", "message"),
               ((e.ts, e.stage, e.kind, e.message) for e in events))
@@ -181,7 +187,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     out.table("agent runs", ("ts", "role", "backend", "outcome", "duration s", "tokens", "files", "prompt", "detail"),
               ((r["ts"], r.get("role"), r.get("backend"), r.get("outcome"), r.get("duration_s"), r.get("tokens"),
                 ", ".join(r.get("files_changed") or []), r.get("prompt_hash"), str(r.get("detail") or "")[:80])
-               for r in agent_runs))
+               for r in agent_runs), detail=("tokens", "files", "prompt"))
     return EXIT_OK
 
 
@@ -239,6 +245,17 @@ def cmd_allow_remote_code(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+def cmd_set_env(args: argparse.Namespace, out: Output) -> int:
+    """Per-model environment mode (wins over the team-lead run's --env)."""
+    mode = "" if args.env == "default" else args.env
+    python = str(Path(args.python).expanduser().absolute()) if args.python else None
+    with open_store(args) as store:
+        record = store.set_env_mode(args.model, mode, python)
+    _done(out, f"{record.model_id}: environment {record.env_mode or 'run default'}"
+          + (f" on {record.env_python}" if record.env_python else ""), record.model_dump())
+    return EXIT_OK
+
+
 def cmd_guide(args: argparse.Namespace, out: Output) -> int:
     words = list(args.words)
     model = None if args.all else words.pop(0)
@@ -288,7 +305,7 @@ def cmd_list_agents(args: argparse.Namespace, out: Output) -> int:
     else:
         out.table("agents", ("id", "role", "status", "pid", "host", "task", "last heartbeat", "started"),
                   ((a.id, a.role, a.status, a.pid, a.host, a.current_task_id, a.last_heartbeat, a.started_at)
-                   for a in agents))
+                   for a in agents), detail=("pid", "host", "started"))
     return EXIT_OK
 
 

@@ -37,6 +37,9 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                         help="board file (default: $ASCENDBRIDGE_BOARD or <repo>/board.db)")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
                         help="machine-readable JSON instead of tables")
+    parser.add_argument("--wide", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                        help="every table column at full width (default: fit the terminal, 100 columns "
+                             "when not a terminal)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--revoke", action="store_true", help="forbid it again")
 
+    p = add("set_env", cmds.cmd_set_env, "environment mode of a model's runs: locked, system (--python) or default")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--env", required=True, choices=("locked", "system", "default"))
+    p.add_argument("--python", help="the system interpreter with torch (/torch_npu) preinstalled (--env system)")
+
     p = add("guide", cmds.cmd_guide, "leave guidance for the team lead: guide MODEL TEXT | guide --all TEXT")
     p.add_argument("--all", action="store_true", help="guidance for every model")
     p.add_argument("words", nargs="+", metavar="MODEL|TEXT")
@@ -144,5 +152,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "heartbeat" and args.pid is None:
         args.pid = os.getppid()  # the script or shell that reports the heartbeat
     handler: Handler = args.handlers[args.command]
-    out = Output(json_mode=bool(args.json))
+    out = Output(json_mode=bool(args.json), wide=bool(args.wide))
     return run_guarded(lambda: handler(args, out))

@@ -59,6 +59,7 @@ def task_table(out: Output, title: str, tasks: list[TaskRecord]) -> None:
              t.updated_at, diagnosis_summary(t.diagnosis, 60))
             for t in tasks
         ),
+        detail=("owner", "lease expires"),
     )
 
 

@@ -24,7 +24,7 @@ BLOCKING_RULES = frozenset({"gated_no_token"})
 
 
 def model_fields(info: ModelInfo) -> dict[str, Any]:
-    """The board's metadata columns (BoardStore.update_model_metadata's allowed fields)."""
+    """The board's metadata columns (BoardStore.METADATA_FIELDS), written with the gated completion."""
     return {
         "architecture": info.architectures[0] if info.architectures else info.model_class,
         "model_type": info.model_type,

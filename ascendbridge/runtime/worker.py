@@ -10,8 +10,11 @@ keeper's parent check is the fallback for a parent that died before the signal w
 It writes what happened as JSON to --result and never changes task state itself: the team lead
 gates every transition.
 
-Exit codes: 0 result written, 1 the stage (or its import) crashed (result written with the
-traceback summary), 2 usage error, 3 the task was not ours to begin with (stale token).
+Exit codes: 0 result written and the phase succeeded (run: done or skipped; gate: passed),
+1 the stage (or its import) crashed (result written with the traceback summary), 2 usage error,
+3 the task was not ours to begin with (stale token), 4 result written and the phase did not
+succeed (run: failed or blocked; gate: not passed), so an attempt's exit code on the board says
+whether it worked, as a person reading `board_ops.py show` expects.
 """
 
 from __future__ import annotations
@@ -34,15 +37,14 @@ from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, At
                                               kill_attempt)
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import STAGE_ROLES, load_stage, stage_refs
+from adaptation.runtime.ab_runtime.fileops import write_text_atomic
 
-EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_STALE = 0, 1, 2, 3
+EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_STALE, EXIT_UNSUCCESSFUL = 0, 1, 2, 3, 4
 OUTCOME_STATUSES = ("done", "failed", "blocked", "skipped")
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, default=str, indent=1))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, default=str, indent=1))
 
 
 def _kill_descendants() -> None:
@@ -201,11 +203,19 @@ def execute(args: argparse.Namespace) -> int:
                 code = EXIT_CRASHED
                 payload = _failure_payload(args.phase, data)
         write_json_atomic(result_path, payload)
+        if code == EXIT_OK and not _succeeded(args.phase, payload):
+            code = EXIT_UNSUCCESSFUL
     finally:
         keeper.done.set()
     keeper.join(timeout=5)
     store.close()
     return code
+
+
+def _succeeded(phase: str, payload: dict[str, Any]) -> bool:
+    if phase == "run":
+        return payload.get("status") in ("done", "skipped")
+    return payload.get("passed") is True
 
 
 def _failure_payload(phase: str, diagnosis: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from rich.table import Table
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path, logs_dir
+from ascendbridge.envmode import ENV_MODE_VAR, ENV_MODES, SYSTEM_PYTHON_VAR, EnvModeError, env_choice
 from ascendbridge.runtime.executor import LocalProcessExecutor
 from ascendbridge.stages import STATUSES
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
@@ -79,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-cap", type=int, help="bytes of output kept per attempt log (default 4 MiB)")
     p.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
                    help="a setting handed to a stage (ctx.settings); VALUE is JSON when it parses, else text")
+    p.add_argument("--env", choices=ENV_MODES, help="environment mode of model runs: locked (each package's "
+                   "uv.lock, default) or system (layered on --python's torch/torch_npu); $ASCENDBRIDGE_ENV")
+    p.add_argument("--python", type=Path, help="system-mode interpreter with torch (/torch_npu) preinstalled; "
+                   "$ASCENDBRIDGE_SYSTEM_PYTHON")
     p.add_argument("--agent-id", default="team-lead", help="agent id on the board (default team-lead)")
     p.add_argument("--plain", action="store_true", help="plain log lines even on a terminal")
     return p
@@ -123,7 +128,21 @@ def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
     st.stage_settings = parse_stage_settings(args.set)
     st.forever = bool(args.forever)
     st.agent_id = args.agent_id
+    apply_env_mode(args)
     return st
+
+
+def apply_env_mode(args: argparse.Namespace) -> None:
+    """Hand --env / --python to every worker through the environment (ascendbridge.envmode), after
+    checking them: a bad mode or interpreter is a usage error before any model runs."""
+    if args.env:
+        os.environ[ENV_MODE_VAR] = args.env
+    if args.python:
+        os.environ[SYSTEM_PYTHON_VAR] = str(args.python.expanduser().absolute())
+    try:
+        env_choice()
+    except EnvModeError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def setup_logging(console: Console, live: bool) -> logging.Logger:

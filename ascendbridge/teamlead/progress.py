@@ -2,12 +2,12 @@
 
 With a terminal the table redraws in place (overall percent and ETA on top); without one
 (CI, a log file, the watchdog) a progress line is logged every PLAIN_EVERY_S seconds instead.
+Every line recomputes the ETA (teamlead/eta.py) and shows what it rests on.
 """
 
 from __future__ import annotations
 
 import logging
-import statistics
 import time
 from typing import TYPE_CHECKING, Optional
 
@@ -16,7 +16,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ascendbridge.board.records import utcnow
 from ascendbridge.stages import TERMINAL_STATUSES
+from ascendbridge.teamlead.eta import Eta, estimate
 
 if TYPE_CHECKING:
     from ascendbridge.teamlead.scheduler import TeamLead
@@ -28,35 +30,21 @@ STYLE = {"completed": "green", "failed": "red", "blocked": "magenta", "skipped":
          "in_progress": "bold yellow", "pending": "cyan", "waiting": "dim"}
 
 
-def _fmt_s(seconds: Optional[float]) -> str:
-    if seconds is None:
-        return "?"
-    seconds = int(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+def overall(lead: "TeamLead", durations: dict[str, list[float]]) -> tuple[int, int, Eta]:
+    """(terminal tasks, all tasks) over the selected stages, and the ETA of the rest."""
+    tasks = [t for t in lead.store.list_tasks() if t.stage in lead.settings.stages]
+    done = sum(1 for t in tasks if t.status in TERMINAL_STATUSES)
+    runnable = [s for s in lead.settings.stages if s not in lead.stats.not_runnable]
+    workers = {stage: min(lead.settings.workers, lead.settings.limit(stage)) for stage in runnable}
+    eta = estimate(tasks, runnable, durations, workers, utcnow())
+    return done, len(tasks), eta
 
 
-def overall(lead: "TeamLead") -> tuple[int, int, Optional[float]]:
-    """(terminal tasks, all tasks) over the selected stages, and an ETA in seconds."""
-    counts = lead.store.status_counts()
-    total = done = 0
-    for stage in lead.settings.stages:
-        for status, n in counts.get(stage, {}).items():
-            total += n
-            done += n if status in TERMINAL_STATUSES else 0
-    eta = None
-    if lead.stats.durations:
-        per_task = statistics.median(lead.stats.durations)
-        eta = per_task * (total - done) / max(1, lead.settings.workers)
-    return done, total, eta
-
-
-def summary_line(lead: "TeamLead") -> str:
-    done, total, eta = overall(lead)
+def summary_line(lead: "TeamLead", durations: dict[str, list[float]]) -> str:
+    done, total, eta = overall(lead, durations)
     pct = 100.0 * done / total if total else 100.0
     return (f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "
-            f"ETA {_fmt_s(eta) if done < total else '0s'}")
+            f"{eta.text() if done < total else 'ETA 0s'}")
 
 
 class Progress:
@@ -66,6 +54,16 @@ class Progress:
         self.console, self.log = console, log
         self.live: Optional[Live] = Live(console=console, auto_refresh=False) if live else None
         self._last = 0.0
+        self._durations: dict[str, list[float]] = {}
+        self._finished_seen = -1  # attempts finished when the durations were last read
+
+    def durations(self, lead: "TeamLead") -> dict[str, list[float]]:
+        """The board's completed-attempt durations, re-read only after an attempt finished."""
+        finished = sum(n for k, n in lead.stats.outcomes.items() if k != "dispatched")
+        if finished != self._finished_seen:
+            self._durations = lead.store.completed_durations()
+            self._finished_seen = finished
+        return self._durations
 
     def __enter__(self) -> "Progress":
         if self.live:
@@ -87,7 +85,7 @@ class Progress:
         if self.live:
             self.live.update(self.render(lead), refresh=True)
         else:
-            self.log.info(summary_line(lead))
+            self.log.info(summary_line(lead, self.durations(lead)))
 
     def render(self, lead: "TeamLead") -> Group:
         stages = lead.settings.stages
@@ -108,4 +106,4 @@ class Progress:
             table.add_row(model_id, *(Text(per_stage.get(st, "-"), style=STYLE.get(per_stage.get(st, ""), ""))
                                       for st in stages))
         more = f" (+{len(rows) - MAX_ROWS} more models)" if len(rows) > MAX_ROWS else ""
-        return Group(Text(summary_line(lead) + more, style="bold"), table)
+        return Group(Text(summary_line(lead, self.durations(lead)) + more, style="bold"), table)

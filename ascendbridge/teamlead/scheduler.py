@@ -43,7 +43,6 @@ class RunStats:
 
     started: float = field(default_factory=time.monotonic)
     outcomes: Counter[str] = field(default_factory=Counter)
-    durations: list[float] = field(default_factory=list)
     not_runnable: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -285,8 +284,9 @@ class TeamLead:
         self.jobs.pop(result.job.task.id)
         self.free_slots.append(slot)
         attempt_dir.discard(job.work_dir)  # promoted already when it passed its gate
-        run = result.run
-        exit_code = run.exit_code if run else None
+        # The phase that decided the outcome: the gate when it ran, else the stage's run.
+        decisive = result.gate or result.run
+        exit_code = decisive.exit_code if decisive else None
         try:
             retry_busy(lambda: self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome,
                                                          diagnosis, fix),
@@ -295,8 +295,6 @@ class TeamLead:
             self.log.error("%s/%s: could not record the attempt: %s", job.task.model_id, job.stage, exc)
         self._idle.add(job.worker_id)
         self.stats.outcomes[outcome] += 1
-        if outcome == "completed":
-            self.stats.durations.append(result.duration_s)
         _append(job.log_path, f"[team-lead] attempt {job.attempt}: {outcome}"
                 + (f": {diagnosis.get('summary', '')}" if diagnosis else "") + "\n")
 
@@ -317,7 +315,6 @@ class TeamLead:
             if out is None:
                 diag = _crash_diagnosis("run", run, job)
                 return self._failure(job, diag), diag, fix
-            self._store_metadata(job, out)
             status = out.get("status")
             if status == "done":
                 gate = result.gate or PhaseResult(None, 0.0, False, None)
@@ -325,24 +322,21 @@ class TeamLead:
                 if verdict is None:
                     diag = _crash_diagnosis("gate", gate, job)
                 elif verdict.get("passed") is True:
-                    self._promote(job)
-                    self.store.complete_task(job.task.id, job.token, attempt_dir.relocate({
-                        "summary": out.get("summary", ""), "result": out.get("result") or {},
-                        "gate": {"summary": verdict.get("summary", ""), "report": verdict.get("report") or {}},
-                        "fix_applied": fix, "attempt": job.attempt,
-                    }, job.work_dir, job.adaptation_dir), origin=self.settings.agent_id)
-                    self.log.info("%s: completed (gate passed: %s)", name, verdict.get("summary", ""))
-                    return "completed", None, fix
+                    return self._complete(job, out, verdict, fix)
                 else:
                     diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.get('summary', '')}",
                             "gate": verdict.get("report") or {}}
+                diag = _with_unverified(diag, out)
                 return self._failure(job, diag), diag, fix
             diag = dict(out.get("diagnosis") or {})
             diag.setdefault("rule", f"stage_{status}")
             diag.setdefault("summary", out.get("summary", ""))
-            if status in ("blocked", "skipped"):
-                self._fail(job.task, diag, status=status)
+            if status in ("blocked", "skipped"):  # the program's decision: its metadata says why
+                diag = _with_unverified(diag, {"metrics": out.get("metrics")})  # figures never stored
+                self._fail(job.task, diag, status=status, fields=out.get("model_fields") or {},
+                           metadata=out.get("model_metadata"))
                 return status, diag, fix
+            diag = _with_unverified(diag, out)
             return self._failure(job, diag), diag, fix
         except StaleTokenError as exc:
             self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
@@ -359,17 +353,27 @@ class TeamLead:
         with self.store.while_owned(job.task.id, job.token, self.settings.lease_s):
             attempt_dir.promote(job.work_dir, job.adaptation_dir)
 
-    def _store_metadata(self, job: Job, out: dict[str, Any]) -> None:
-        fields, metadata = out.get("model_fields") or {}, out.get("model_metadata")
-        if not fields and metadata is None:
-            return
+    def _complete(self, job: Job, out: dict[str, Any], verdict: dict[str, Any],
+                  fix: Optional[str]) -> tuple[str, Optional[dict[str, Any]], Optional[str]]:
+        """The gate passed: completion, the stage's figures and its metadata in one fenced transaction."""
+        name = f"{job.task.model_id}/{job.stage}"
+        result = {"summary": out.get("summary", ""), "result": out.get("result") or {},
+                  "gate": {"summary": verdict.get("summary", ""), "report": verdict.get("report") or {}},
+                  "fix_applied": fix, "attempt": job.attempt}
+        result = attempt_dir.relocate(result, job.work_dir, job.adaptation_dir)
         try:
-            current = self.store.get_model(job.task.model_id)
-            self.store.update_model_metadata(job.task.model_id, fields,
-                                             metadata if metadata is not None else current.metadata,
-                                             origin=job.stage)
-        except BoardError as exc:  # bad fields from a stage are its bug, not the scheduler's
-            self.log.error("%s/%s: metadata not stored: %s", job.task.model_id, job.stage, exc)
+            self._promote(job)
+            self.store.complete_task(job.task.id, job.token, result, origin=self.settings.agent_id,
+                                     figures=out.get("metrics") or [], model_fields=out.get("model_fields") or {},
+                                     model_metadata=out.get("model_metadata"))
+        except (StaleTokenError, BoardBusyError):
+            raise
+        except BoardError as exc:  # bad figures or fields from a stage are its bug: the attempt fails
+            diag = _with_unverified({"rule": "bad_stage_figures", "summary": f"the stage's figures were refused: {exc}"},
+                                    out)
+            return self._failure(job, diag), diag, fix
+        self.log.info("%s: completed (gate passed: %s)", name, verdict.get("summary", ""))
+        return "completed", None, fix
 
     def _failure(self, job: Job, diag: dict[str, Any]) -> str:
         """A failed attempt: retry while the stage's budget lasts, then mark failed."""
@@ -377,11 +381,19 @@ class TeamLead:
         self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=final)
         return "failed" if final else "retry"
 
-    def _fail(self, task: TaskRecord, diag: dict[str, Any], final: bool = True, status: str = "") -> None:
+    def _fail(self, task: TaskRecord, diag: dict[str, Any], final: bool = True, status: str = "",
+              fields: Optional[dict[str, Any]] = None, metadata: Optional[dict[str, Any]] = None) -> None:
         budget = self.settings.budget(task.stage)
         diag = {**diag, "attempt": task.attempts, "budget": budget}
         status = status or ("failed" if final else "pending")
-        self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id)
+        try:
+            self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id,
+                                 model_fields=fields, model_metadata=metadata)
+        except (StaleTokenError, BoardBusyError):
+            raise
+        except BoardError as exc:  # bad fields from a stage are its bug: record the decision without them
+            self.log.error("%s/%s: metadata not stored: %s", task.model_id, task.stage, exc)
+            self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id)
         level = logging.INFO if status == "skipped" else logging.WARNING
         self.log.log(level, "%s/%s: %s (attempt %d/%d): %s", task.model_id, task.stage,
                      "retrying" if status == "pending" else status, task.attempts, budget, diag.get("summary", ""))
@@ -401,6 +413,13 @@ class TeamLead:
             self.store.stop_agent(self.settings.agent_id)
         except BoardBusyError as exc:  # the rows go stale; cleanup_stale_agents handles them
             self.log.warning("board busy at shutdown, agent rows not marked stopped: %s", exc)
+
+
+def _with_unverified(diag: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """A diagnosis that keeps what the run proposed for the board, labelled unverified: the
+    attempt record shows it; the model's figures never include it."""
+    proposed = {key: out[key] for key in ("metrics", "model_fields", "model_metadata") if out.get(key)}
+    return {**diag, "unverified": proposed} if proposed else diag
 
 
 def _crash_diagnosis(phase: str, res: PhaseResult, job: Job) -> dict[str, Any]:

@@ -1,25 +1,27 @@
 """Gate helper: re-run sample 0 of a benchmark run and check the saved tensors are real.
 
 Uses the FRAMEWORK's copy of the adaptation runtime (put first on sys.path), never the
-adaptation's: rebuild the model the same seeded way accuracy_run.py does, rebuild sample 0's
-inputs, and require (1) the saved inputs to be exactly those, (2) the saved CPU float32
-reference to match a fresh reference forward, (3) the saved target outputs to match a fresh
-forward on the same device and dtype. On CPU, runs are reproducible, so (3) is tight; on
+adaptation's, and its one harness (ab_runtime.harness): rebuild the model the same seeded way
+the run did, rebuild sample 0's inputs, and require (1) the saved inputs to be exactly those,
+(2) the saved CPU float32 reference to match a fresh reference forward, (3) the saved target
+outputs to match a fresh forward of the same configuration (the run's passes applied) on the
+same device and dtype; then re-time that configuration briefly. On CPU, runs are reproducible, so (3) is tight; on
 accelerators it allows twice the dtype's rounding step. A device that is not present here
 (NPU evidence checked on a CPU machine) is reported as a note, not a pass or a failure.
 """
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from _framework import RUNTIME_DIR
 
 DTYPE_STEP = {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
 REFERENCE_TOLERANCE = 1e-5  # max |fresh - saved| / max |saved| for the CPU float32 reference
+RETIME = (2, 10)  # warmup, timed calls per round of the gate's own latency re-measurement
+RETIME_ROUNDS = 3  # more rounds only while the fastest call is still outside the gate's band
 
 
 def _runtime() -> Any:
@@ -56,45 +58,46 @@ def _mismatch(name: str, fresh: dict[str, Any], saved: dict[str, Any], tolerance
     return problems
 
 
-def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(problems, notes) from re-running sample 0 of one run."""
+def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enough_ms: float = float("inf"),
+              retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str], Optional[dict[str, Any]]]:
+    """(problems, notes, re-measured target timing or None) from re-running sample 0 of one run.
+
+    The target is rebuilt with the passes the run applied (saved["passes"]; none for a benchmark
+    run) from the run's baseline dtype, so an optimized configuration (int8, autocast, compile)
+    is re-executed as itself; then it is timed briefly with the same harness (`retime` =
+    warmup, iterations) so the gate can compare the reported latency with a fresh one: up to
+    RETIME_ROUNDS rounds while the fastest call is above `enough_ms` (the gate's band around the
+    reported fastest call), since a shared machine can slow a whole round; the round with the
+    fastest call is returned.
+    """
     import torch
 
     _runtime()
-    from ab_runtime import device as ab_device
-    from ab_runtime import families, loading
+    from ab_runtime import harness, passes
     from ab_runtime.errors import RuntimeDiagnosis
-    from ab_runtime.inputs import forward_flags
-    from ab_runtime.spec import load_spec
 
-    spec = load_spec(spec_path)
     try:
-        choice = ab_device.select_device(str(run.get("device")), allow_fallback=False)
+        session = harness.open_session(spec_path, str(run.get("device")), run.get("mode") == "pretrained", 1,
+                                       str(saved.get("baseline_dtype") or run.get("dtype")))
     except RuntimeDiagnosis:
-        return [], [f"re-execution skipped: device {run.get('device')} is not available here"]
-    dtype_name = str(run.get("dtype"))
-    dtype = getattr(torch, dtype_name)
-    cpu = choice if choice.kind == "cpu" else ab_device.select_device("cpu")
-    torch.manual_seed(spec.recipe.seed)
-    loaded = loading.load_model(spec, dry_run=run.get("mode") != "pretrained", device=cpu, dtype=torch.float32)
-    model = loaded.model.eval()
-    family = families.get_family(spec.task_family)
-    inputs = family.build_inputs(model, loaded.config, spec.recipe, spec.recipe.seed)
+        return [], [f"re-execution skipped: device {run.get('device')} is not available here"], None
+    applied = [str(n) for n in saved.get("passes") or []]
     problems = [f"saved input '{k}' is not the seeded input the run must have used"
-                for k, v in saved["inputs"].items() if k not in inputs or not torch.equal(inputs[k], v)]
-    flags = forward_flags(model)
-    pooling = spec.sentence_transformers_pooling
-
-    def forward(net: Any, device: str, dt: Any) -> dict[str, Any]:
-        moved = {k: v.to(device=device, dtype=dt if v.is_floating_point() else v.dtype) for k, v in inputs.items()}
-        with torch.inference_mode():
-            named = family.named_outputs(net(**moved, **flags), moved, pooling)
-        return {k: v.detach().to("cpu") for k, v in named.items()}
-
+                for k, v in saved["inputs"].items()
+                if k not in session.samples[0] or not torch.equal(session.samples[0][k], v)]
     first = {k: v[0] for k, v in saved["reference"].items()}
-    problems += _mismatch("reference", forward(model, "cpu", torch.float32), first, REFERENCE_TOLERANCE)
-    target = copy.deepcopy(model).to(device=choice.torch_device, dtype=dtype)
-    tolerance = REFERENCE_TOLERANCE if choice.kind == "cpu" else 2 * DTYPE_STEP.get(dtype_name, 2.0**-7)
-    problems += _mismatch("target", forward(target, choice.torch_device, dtype),
-                          {k: v[0] for k, v in saved["target"].items()}, tolerance)
-    return problems, [f"re-executed sample 0 on {choice.kind} ({choice.name})"]
+    problems += _mismatch("reference", {k: v[0] for k, v in session.reference_out.items()}, first, REFERENCE_TOLERANCE)
+    build, forward, _ = session.make(passes.get(applied))
+    fresh = session.outputs(build, forward)
+    dtype_name = str(run.get("dtype"))
+    tolerance = REFERENCE_TOLERANCE if session.choice.kind == "cpu" else 2 * DTYPE_STEP.get(dtype_name, 2.0**-7)
+    problems += _mismatch("target", {k: v[0] for k, v in fresh.items()}, {k: v[0] for k, v in saved["target"].items()},
+                          tolerance)
+    fn = session.timed_call(build, forward)
+    rounds = []
+    while len(rounds) < RETIME_ROUNDS and (not rounds or min(r["min_ms"] for r in rounds) > enough_ms):
+        rounds.append(session.time(fn, *retime).as_dict())
+    timing = {**min(rounds, key=lambda r: r["min_ms"]), "rounds": len(rounds)}
+    what = f"with passes {', '.join(applied)}" if applied else "as the benchmark target"
+    return problems, [f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}; "
+                      f"re-timed: median {timing['median_ms']:.3f} ms, fastest {timing['min_ms']:.3f} ms"], timing

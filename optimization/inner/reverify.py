@@ -1,7 +1,8 @@
 """Gate helper: re-measure baseline vs the chosen passes, paired and interleaved, with the
-framework's copy of the runtime (not the adaptation's), in the adaptation's interpreter.
+framework's copy of the runtime and its one harness (not the adaptation's), in the adaptation's
+interpreter.
 
-    python reverify.py RUNTIME_PARENT SPEC_JSON DEVICE PAIRS ITERS WARMUP PASS...
+    python reverify.py RUNTIME_PARENT SPEC_JSON DEVICE MODE PAIRS ITERS WARMUP PASS...
 
 Prints one JSON object: speedup, interval, medians (or {"error": ...}).
 """
@@ -14,20 +15,17 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 6:
-        print(json.dumps({"error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE PAIRS ITERS WARMUP PASS..."}))
+    if len(argv) < 7:
+        print(json.dumps({"error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE MODE PAIRS ITERS WARMUP PASS..."}))
         return 2
     sys.path.insert(0, argv[0])
-    from ab_runtime import passes
-    from ab_runtime.optimize import open_session, paired
+    from ab_runtime import harness, passes
 
-    spec, device, pairs, iters, warmup, names = argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5]), argv[6:]
+    spec, device, mode = argv[1], argv[2], argv[3]
+    pairs, iters, warmup, names = int(argv[4]), int(argv[5]), int(argv[6]), argv[7:]
     try:
-        session = open_session(Path(spec), device, use_pretrained=False, num_samples=1)
-        base_build, base_run, _ = session.make([])
-        build, run, _ = session.make(passes.get(names))
-        figures = paired(session, session.timed_call(base_build, base_run), session.timed_call(build, run),
-                         pairs, warmup, iters)
+        session = harness.open_session(Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1)
+        figures = harness.paired_against_baseline(session, passes.get(names), pairs, warmup, iters)
     except Exception as exc:  # reported as one line; the gate fails on it
         print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}))
         return 1

@@ -58,7 +58,15 @@ def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
     assert ADAPTATION_STAGE.run(ctx).status == "failed"  # identity changed: rejected
     assert "may not change" in board.events_of_kind(RUN_EVENT)[0].data["detail"]
 
-    monkeypatch.setenv("ASCENDBRIDGE_AGENT_MAX_ATTEMPTS", "3")
+    monkeypatch.setenv("ASCENDBRIDGE_AGENT_MAX_ATTEMPTS", "4")
+
+    agent.set({"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
+              {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
+              {"set_json": "adaptation.json", "key": "tolerances/float32", "value": {"cosine_min": 0.5}})
+    assert ADAPTATION_STAGE.run(ctx).status == "failed"  # thresholds are the framework's: refused, with why
+    detail = board.events_of_kind(RUN_EVENT)[0].data["detail"]
+    assert "changed tolerances" in detail and "framework's standard" in detail
+
     agent.set({"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
               {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"})
     done = ADAPTATION_STAGE.run(ctx)
@@ -67,10 +75,10 @@ def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
     assert (spec.task_family, spec.model_class, spec.model.model_id) == ("causal_lm", "GPT2LMHeadModel", "lab/odd-gpt2")
     accepted = board.events_of_kind(RUN_EVENT)[0].data
     assert accepted["outcome"] == "accepted" and "check_adaptation.py passed" in accepted["detail"]
-    assert len(agent.calls()) == 3
+    assert len(agent.calls()) == 4
 
     other = unknown_model(board, "lab/odd-gpt2-twin")
     reused = ADAPTATION_STAGE.run(context(board, board_path, other))
     assert reused.status == "done", reused.summary
-    assert len(agent.calls()) == 3  # not asked again
+    assert len(agent.calls()) == 4  # not asked again
     assert board.events_of_kind(REUSE_EVENT)[0].model_id == "lab/odd-gpt2-twin"

@@ -12,7 +12,8 @@ import pytest
 
 from ascendbridge.config import REPO_ROOT
 from benchmark.gate import check_adaptation
-from tests.benchmark.bench_support import run_accuracy
+from benchmark.gate import latency_check
+from tests.benchmark.bench_support import make_adaptation, run_accuracy
 
 CHECKER = REPO_ROOT / "benchmark" / "scripts" / "check_accuracy_run.py"
 
@@ -103,11 +104,11 @@ def test_gate_fails_on_truncated_outputs(runs: dict, python: Path, tmp_path: Pat
 
 
 def test_gate_without_evidence_or_with_bad_name(tmp_path: Path) -> None:
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    (empty / "adaptation.json").write_text("{}")
+    empty = make_adaptation(tmp_path, "tiny-vit")
     report = check_adaptation(empty)
     assert not report.passed and "no benchmark_metrics" in report.summary
+    (empty / "adaptation.json").write_text("{}")
+    assert "adaptation.json missing or unreadable" in check_adaptation(empty).summary
     proc = subprocess.run([sys.executable, str(CHECKER), "--adapt", "../etc"], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
 
@@ -159,3 +160,51 @@ def test_gate_re_executes_and_catches_consistently_forged_outputs(runs: dict, py
     code, report = _gate(directory, python)
     assert code == 1 and not report["passed"]
     assert "target.logits: saved values differ from a re-run" in report["summary"]
+
+
+def test_gate_refuses_an_accuracy_run_edited_to_time_less_work(runs: dict, python: Path, tmp_path: Path) -> None:
+    """The wrapper must be what the generator renders: an edit that times less work is refused
+    before any figure is trusted (the evidence itself is left as the honest run wrote it)."""
+    directory = _copy(runs, tmp_path)
+    script = directory / "accuracy_run.py"
+    script.write_text(script.read_text().replace("main(sys.argv[1:])", "main(sys.argv[1:] + ['--iters', '1'])"))
+    code, report = _gate(directory, python)
+    assert code == 1 and "accuracy_run.py differs from what the generator renders" in report["summary"]
+
+
+def test_gate_refuses_an_edited_runtime(runs: dict, python: Path, tmp_path: Path) -> None:
+    directory = _copy(runs, tmp_path)
+    measure = directory / "ab_runtime" / "measure.py"
+    measure.write_text(measure.read_text().replace("samples.append((time.perf_counter_ns() - start) / 1e6)",
+                                                   "samples.append((time.perf_counter_ns() - start) / 2e6)"))
+    (directory / "ab_runtime" / "extra.py").write_text("")
+    code, report = _gate(directory, python)
+    assert code == 1 and "ab_runtime/measure.py differs from the framework's copy" in report["summary"]
+    assert "and 1 more" in report["summary"]  # the added module is reported too
+
+
+def test_latency_band_fails_a_claim_faster_than_the_re_measurement() -> None:
+    again = {"median_ms": 110.0, "min_ms": 100.0}
+    problems, _ = latency_check({"median_ms": 50.0, "min_ms": 45.0}, again)  # reported 2x faster than reality
+    assert problems and "does not reproduce" in problems[0]
+    assert latency_check({"median_ms": 104.0, "min_ms": 98.0}, again) == ([], [
+        "latency re-measured: median 110.000 ms, fastest 100.000 ms (reported median 104.000 ms)"])
+    problems, notes = latency_check({"median_ms": 400.0, "min_ms": 300.0}, again)  # slower: reported, not failed
+    assert problems == [] and "slower than the re-measurement (noted" in notes[0]
+
+
+def test_gate_re_measures_a_consistently_doctored_latency(runs: dict, python: Path, tmp_path: Path) -> None:
+    """Every timing figure replaced consistently (samples, median, p90, min, throughput) by 1 us a
+    call, which no forward pass reaches: the file checks out, only the gate's own re-measurement
+    with the same harness exposes it. (A noisy run is not scaled: a shared machine can slow one
+    run 100x, so a relative forgery could look plausible; the band itself is tested above.)"""
+    directory = _copy(runs, tmp_path)
+    path = directory / "benchmark_metrics_cpu_float32_dry_run_synthetic.json"
+    metrics = json.loads(path.read_text())
+    timing = metrics["timing"]
+    timing["samples_ms"] = [0.001] * len(timing["samples_ms"])
+    timing.update(median_ms=0.001, p90_ms=0.001, min_ms=0.001, mean_ms=0.001, stdev_ms=0.0)
+    metrics["throughput"]["samples_per_s"] = metrics["throughput"]["batch_size"] / 1e-6
+    path.write_text(json.dumps(metrics))
+    code, report = _gate(directory, python)
+    assert code == 1 and "the latency does not reproduce" in report["summary"], report

@@ -44,8 +44,21 @@ out["labels_flip_fp32"] = cmp.compare_outputs({"pred": flip}, {"pred": labels}, 
 out["labels_flip_bf16"] = cmp.compare_outputs({"pred": flip}, {"pred": labels}, T, "bfloat16")
 out["label_vs_float"] = cmp.compare_outputs({"pred": labels.float()}, {"pred": labels}, T, "float32")
 worse = ref + 1e-3 * torch.randn(ref.shape, generator=g)
-out["dynamo_worse_than_baseline"] = cmp.compare_outputs({"x": worse}, {"x": ref}, cmp.Thresholds(max_abs_err_scaled=1.0, fp32_cosine_min=0.9), "float32", {"x": f64})
-out["from_spec"] = cmp.Thresholds.from_spec({"cosine_min": 0.95, "unknown": 3}).for_dtype("bfloat16")
+loose = cmp.Thresholds.from_spec({"float32": {"cosine_min": 0.999, "max_abs_err_scaled_max": 4e-3}})
+out["dynamo_worse_than_baseline"] = cmp.compare_outputs({"x": worse}, {"x": ref}, loose, "float32", {"x": f64})
+out["from_spec"] = cmp.Thresholds.from_spec({"bfloat16": {"cosine_min": 0.985}}).for_dtype("bfloat16")
+noisy = {"x": (ref + 0.3 * torch.randn(ref.shape, generator=g)).to(torch.bfloat16)}
+out["hand_loosened_flat"] = cmp.compare_outputs(noisy, {"x": ref}, cmp.Thresholds.from_spec({"cosine_min": 0.0, "max_abs_err_scaled": 10.0}), "bfloat16")
+out["hand_loosened"] = cmp.compare_outputs(noisy, {"x": ref}, cmp.Thresholds.from_spec({"bfloat16": {"cosine_min": 0.5, "max_abs_err_scaled_max": 10.0}}), "bfloat16")
+# Logits with near-ties: bf16 rounding keeps cosine and max error inside the bf16 standard, but the
+# predicted token changes almost everywhere; the optimization budget (vs fp32) catches it.
+ties = 100.0 + 1e-3 * torch.randn(4, 16, 32, generator=g)
+out["ties_bf16_standard"] = cmp.compare_outputs({"logits": ties.to(torch.bfloat16)}, {"logits": ties}, T, "bfloat16")
+out["ties_budget"] = cmp.judge_optimized({"logits": ties.to(torch.bfloat16)}, {"logits": ties}, "causal_lm", "bfloat16")
+out["budget_rounded"] = cmp.judge_optimized({"logits": ref.to(torch.bfloat16)}, {"logits": ref}, "causal_lm", "bfloat16")
+out["budget_embeddings"] = cmp.judge_optimized({"x": ref.to(torch.bfloat16)}, {"x": ref}, "feature_extraction", "bfloat16")
+out["budget_tightened"] = cmp.judge_optimized({"logits": ref.to(torch.bfloat16)}, {"logits": ref}, "causal_lm", "bfloat16", {"optimization": {"cosine_min": 0.999999}})
+out["budget_loosened"] = cmp.judge_optimized({"logits": ties.to(torch.bfloat16)}, {"logits": ties}, "causal_lm", "bfloat16", {"optimization": {"top1_agreement_min": 0.0}})
 out["same_figures_json"] = cmp.same_figures(json.loads(json.dumps(out["bf16_rounded"])), out["bf16_rounded"])
 tampered = json.loads(json.dumps(out["bf16_rounded"])); tampered["outputs"]["x"]["metrics"]["cosine"] -= 0.001
 out["same_figures_tampered"] = cmp.same_figures(tampered, out["bf16_rounded"])
@@ -125,6 +138,43 @@ def test_dynamo_rule_rejects_error_far_above_the_fp32_baseline(verdicts: dict) -
 
 
 def test_thresholds_from_spec_and_figure_comparison(verdicts: dict) -> None:
-    assert verdicts["from_spec"]["cosine_min"] == 0.95
+    within = verdicts["from_spec"]
+    assert within["cosine_min"] == 0.985 and within["standard"] == "ascendbridge-accuracy/1"
+    assert [d["decision"] for d in within["decisions"]] == ["loosened within the framework's bound"]
     assert verdicts["same_figures_json"] is True
     assert verdicts["same_figures_tampered"] is False
+
+
+@pytest.mark.parametrize("case", ["hand_loosened_flat", "hand_loosened"])
+def test_tolerances_loosened_beyond_the_bounds_do_not_change_the_verdict(verdicts: dict, case: str) -> None:
+    """The noisy bf16 output fails the standard; a spec asking for looser thresholds than the
+    framework's bounds (old flat keys or per-dtype) is refused, and the refusal is recorded."""
+    r = verdicts[case]
+    assert r["verdict"] == verdicts["bf16_noise"]["verdict"] == "fail"
+    applied = r["thresholds"]["applied"]
+    assert (applied["cosine_min"], applied["max_abs_err_scaled_max"]) == (0.99, 0.0625)
+    assert applied["decisions"] and all(d["decision"].startswith("refused") for d in applied["decisions"])
+
+
+def test_precision_passes_are_judged_by_the_optimization_budget_against_fp32(verdicts: dict) -> None:
+    """bf16 rounding of near-tied logits passes the bf16 standard, yet changes the top-1 token:
+    the optimization budget (named, the same for every pass) fails it."""
+    assert verdicts["ties_bf16_standard"]["verdict"] == "pass"
+    budget = verdicts["ties_budget"]
+    assert budget["verdict"] == "fail" and budget["failed_outputs"] == ["logits"]
+    applied = budget["thresholds"]["applied"]
+    assert applied["standard"] == "optimization-budget/1" and applied["against"] == "float32 reference"
+    assert budget["outputs"]["logits"]["metrics"]["top1_agreement"] < 0.9
+    assert any("top-1 agreement" in r for r in budget["outputs"]["logits"]["reasons"])
+    ok = verdicts["budget_rounded"]
+    assert ok["verdict"] == "pass" and ok["outputs"]["logits"]["metrics"]["top1_agreement"] >= 0.9
+    assert "top1_agreement" not in verdicts["budget_embeddings"]["outputs"]["x"]["metrics"]  # cosine only
+
+
+def test_a_spec_may_only_tighten_the_optimization_budget(verdicts: dict) -> None:
+    tight = verdicts["budget_tightened"]
+    assert tight["verdict"] == "fail" and tight["thresholds"]["applied"]["cosine_min"] == 0.999999
+    assert [d["decision"] for d in tight["thresholds"]["applied"]["decisions"]] == ["tightened"]
+    loose = verdicts["budget_loosened"]
+    assert loose["verdict"] == "fail" and loose["thresholds"]["applied"]["top1_agreement_min"] == 0.9
+    assert loose["thresholds"]["applied"]["decisions"][0]["decision"].startswith("refused")

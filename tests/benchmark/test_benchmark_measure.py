@@ -11,10 +11,11 @@ import pytest
 from ascendbridge.config import REPO_ROOT
 
 SCRIPT = r'''
-import json, sys, importlib.util
+import json, sys
+from pathlib import Path
 import torch
-spec = importlib.util.spec_from_file_location("measure", sys.argv[1])
-m = importlib.util.module_from_spec(spec); sys.modules["measure"] = m; spec.loader.exec_module(m)
+sys.path.insert(0, str(Path(sys.argv[1]).parent.parent))  # the framework's runtime package (relative imports)
+from ab_runtime import measure as m
 out = {}
 x = torch.randn(256, 256)
 t = m.time_forward(lambda: x @ x, lambda: None, warmup=2, iterations=7, seed=3)

@@ -66,8 +66,8 @@ def test_v1_board_upgrades_in_place_with_data_intact(tmp_path: Path) -> None:
         assert [e.message for e in store.list_events()] == ["registered in v1"]
         task = store.claim_next("worker", 60)
         assert task.stage == "adaptation"
-        store.complete_task(task.id, task.fencing_token, {})
-        store.add_metrics("org/old-model", "adaptation", {"build_s": 1.5})  # metrics table exists now
+        store.complete_task(task.id, task.fencing_token, {},
+                            figures=[{"values": {"build_s": 1.5}}])  # metrics table exists now
         store.set_paused("org/old-model", True)
     assert schema_version(path) == SCHEMA_VERSION
     with BoardStore(path) as again:  # reopening is a no-op

@@ -9,6 +9,7 @@ from ascendbridge.board import (
     BoardStore,
     InvalidRegistrationError,
     Registration,
+    StaleTokenError,
     UnknownModelError,
 )
 from ascendbridge.naming import hashed_adaptation_name
@@ -38,7 +39,7 @@ def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
         "discovery": "pending", "adaptation": "waiting", "healing": "waiting",
         "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting",
     }
-    assert record.skip_stages == ["business_benchmark"]  # optional stage: skipped by policy
+    assert record.skip_stages == []  # every stage runs by default, business_benchmark included
     assert event_kinds(board, "org/Model-A") == ["registered"]
 
 
@@ -84,8 +85,8 @@ def test_bad_registrations_are_refused_before_any_write(board: BoardStore, reg: 
     assert board.list_events() == []
 
 
-def test_completion_advances_and_policy_skips_optional_stage(board: BoardStore) -> None:
-    board.register_models([Registration(model_id="m")])
+def test_completion_advances_and_policy_skips_a_stage(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m", skip_stages=["business_benchmark"])])
     for stage in STAGES[:-1]:
         run_stage(board, "m", stage)
     assert statuses(board, "m") == {s: "completed" for s in STAGES[:-1]} | {"business_benchmark": "skipped"}
@@ -128,7 +129,7 @@ def test_retry_returns_failed_stage_to_pending(board: BoardStore) -> None:
 
 
 def test_retry_after_model_left_pipeline_reopens_later_stages(board: BoardStore) -> None:
-    board.register_models([Registration(model_id="m")])
+    board.register_models([Registration(model_id="m", skip_stages=["business_benchmark"])])
     task = board.claim_next("w", 60)
     board.fail_task(task.id, task.fencing_token, {"summary": "too large"}, status="skipped")
     assert set(statuses(board, "m").values()) == {"skipped"}
@@ -211,12 +212,23 @@ def test_guidance_lifecycle(board: BoardStore) -> None:
     assert "guidance_reply" in event_kinds(board, "m")
 
 
-def test_metrics_and_export(board: BoardStore) -> None:
+def test_figures_reach_the_board_only_with_a_fenced_completion(board: BoardStore) -> None:
     board.register_models([Registration(model_id="m")])
-    board.add_metrics("m", "benchmark", {"latency_ms": 12.5, "cosine": 0.9999}, device="cpu", dtype="fp32",
-                      units={"latency_ms": "ms"})
-    metrics = {m.name: m for m in board.list_metrics(model_id="m", stage="benchmark")}
+    task = board.claim_next("w", 60)
+    figures = [{"values": {"latency_ms": 12.5, "cosine": 0.9999}, "device": "cpu", "dtype": "fp32",
+                "units": {"latency_ms": "ms"}}]
+    with pytest.raises(BoardError, match="not a finite number"):  # the whole completion is refused
+        board.complete_task(task.id, task.fencing_token, {}, figures=[{"values": {"latency_ms": float("nan")}}])
+    with pytest.raises(StaleTokenError):
+        board.complete_task(task.id, task.fencing_token + 1, {}, figures=figures,
+                            model_fields={"task_family": "causal_lm"})
+    assert board.list_metrics() == [] and board.get_model("m").task_family is None
+    assert board.get_task(task.id).status == "in_progress"
+    board.complete_task(task.id, task.fencing_token, {}, figures=figures,
+                        model_fields={"task_family": "causal_lm"}, model_metadata={"layers": 2})
+    metrics = {m.name: m for m in board.list_metrics(model_id="m", stage="discovery")}
     assert metrics["latency_ms"].value == 12.5 and metrics["latency_ms"].unit == "ms"
+    assert (board.get_model("m").task_family, board.get_model("m").metadata) == ("causal_lm", {"layers": 2})
     data = board.export()
     assert [m["model_id"] for m in data["models"]] == ["m"]
     assert len(data["tasks"]) == len(STAGES)

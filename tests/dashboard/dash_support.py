@@ -22,6 +22,7 @@ from ascendbridge.board import BoardStore, Registration
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
+HEALTHZ_WAIT_S = 120.0  # a generous bound: a loaded 2-core machine took over 30 s to start uvicorn
 XSS_ID = "xss-org/payload-model"
 XSS_DESCRIPTION = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">"quoted" & more'
 
@@ -73,29 +74,40 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
         log.write_text("loading config\n<b>not bold</b>\nall good\n")
         attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/llama-tiny", str(log))
         store.finish_attempt(attempt, 0, 2.5, "passed")
-        store.complete_task(task.id, task.fencing_token, {"files": 3})
+        store.complete_task(task.id, task.fencing_token, {"files": 3}, figures=[{"values": {"speedup": 2.5}}])
         # bert: discovery failed; its attempt's log_path points outside the logs dir.
         task = store.claim_task(store.list_tasks("discovery", model_id="acme/bert-mini")[0].id, "team-lead-test", 60)
         attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/bert-mini", "/etc/passwd")
-        store.finish_attempt(attempt, 1, 0.7, "failed", {"summary": "corrupt config.json: unterminated string"})
-        store.fail_task(task.id, task.fencing_token, {"summary": "corrupt config.json: unterminated string"})
-        store.add_metrics("acme/llama-tiny", "optimization", {"speedup": 2.5})
-        store.add_metrics("acme/bert-mini", "optimization", {"speedup": 1.2})
+        # Its run proposed a speedup the gate never passed: kept in the attempt, labelled unverified.
+        failed = {"summary": "corrupt config.json: unterminated string",
+                  "unverified": {"metrics": [{"values": {"speedup": 1.2}}]}}
+        store.finish_attempt(attempt, 1, 0.7, "failed", failed)
+        store.fail_task(task.id, task.fencing_token, failed)
     finally:
         store.close()
     adapt = adaptations / "acme__llama-tiny"
     adapt.mkdir()
+    # Evidence in the stages' formats (ascendbridge.benchmark_metrics/1, ab_runtime.optimize notes).
     (adapt / "benchmark_metrics_cpu_bf16_random_synthetic.json").write_text(json.dumps({
-        "latency": {"median_ms": 12.5, "p90_ms": 14.1, "min_ms": 11.8},
-        "throughput_samples_per_s": 320.0,
-        "accuracy": {"logits": {"cosine": 0.99931, "max_abs_err": 0.00091, "verdict": "pass",
-                                "thresholds": {"cosine": 0.99}}},
+        "schema": "ascendbridge.benchmark_metrics/1",
+        "timing": {"median_ms": 12.5, "p90_ms": 14.1, "min_ms": 11.8, "samples_ms": [12.5, 11.8, 14.1]},
+        "reference_timing": {"median_ms": 20.0, "p90_ms": 21.0, "min_ms": 19.5},
+        "throughput": {"samples_per_s": 320.0},
+        "accuracy": {"verdict": "pass", "outputs": {"logits": {
+            "name": "logits", "kind": "float", "verdict": "pass", "reasons": [],
+            "metrics": {"max_abs_err": 0.00091, "cosine": 0.99931},
+            "applied": {"cosine_min": 0.99, "max_abs_err_scaled_max": 0.0625}}}},
         "environment": {"torch": "2.13.0+cpu"},
+        "model": {"parameters": 120707},
     }))
     (adapt / "optimization_notes.json").write_text(json.dumps({
-        "speedup": 2.5, "runtime_only": True,
-        "passes": [{"name": "bf16_autocast", "speedup": 2.5, "kept": True},
-                   {"name": "torch_compile", "speedup": 1.01, "kept": False, "reason": "inside the noise"}],
+        "runtime_only": True, "chosen": ["bf16_autocast"],
+        "passes": [{"name": "bf16_autocast", "measured": True, "kept": True, "reason": "faster beyond the noise",
+                    "paired": {"speedup": 2.5, "interval": [2.2, 2.8]}, "accuracy": {"verdict": "pass"}},
+                   {"name": "torch_compile", "measured": True, "kept": False, "reason": "inside the noise",
+                    "paired": {"speedup": 1.01, "interval": [0.95, 1.07]}, "accuracy": {"verdict": "pass"}}],
+        "combination": [],
+        "final": {"passes": ["bf16_autocast"], "outcome": "gain", "speedup": 2.5, "interval": [2.2, 2.8]},
     }))
     (adapt / "trace_cpu_bf16_random_synthetic.json").write_text('{"traceEvents": [{"name": "aten::mm", "ph": "X"}]}')
     (adapt / "demo.py").write_text("print('demo')\n")
@@ -105,7 +117,8 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
     return board_path, logs, adaptations
 
 
-def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path,
+                 wait_s: float = HEALTHZ_WAIT_S) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "ASCENDBRIDGE_DASHBOARD_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -114,7 +127,7 @@ def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) ->
         cwd=REPO, env=env, stdout=open(root / "server.log", "wb"), stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"dashboard exited: {(root / 'server.log').read_text()}")
@@ -124,4 +137,4 @@ def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path) ->
         except httpx.HTTPError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("dashboard did not answer /healthz within 30 s")
+    raise RuntimeError(f"dashboard did not answer /healthz within {wait_s:.0f} s")

@@ -137,3 +137,70 @@ def test_overview_filter_model_guidance_reply_and_inert_payload(site: Site, brow
         assert not d.find_elements(By.CSS_SELECTOR, "main img")
     d.get(f"{site.url}/models/{XSS_ID}")
     assert d.find_element(By.ID, "model-description").text == XSS_DESCRIPTION
+
+
+@pytest.fixture(scope="module")
+def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """The board of a real pipeline run: demo/tiny-bert (config-only, from demo_models/) through
+    discovery..optimization by the team lead, with short timing settings, then a real dashboard.
+    What the board shows comes from the board API and the evidence files the stages wrote."""
+    import subprocess
+    import sys
+
+    from ascendbridge.board import BoardStore, Registration
+    from tests.dashboard.dash_support import TOKEN, start_server
+
+    root = tmp_path_factory.mktemp("real-run")
+    board_path, logs, adaptations = root / "board.db", root / "logs", root / "adaptations"
+    with BoardStore.init(board_path) as store:
+        store.register_models([Registration(model_id="demo/tiny-bert", source="local",
+                                            path=str(REPO / "demo_models" / "tiny-bert"))])
+    env = {**os.environ, "ASCENDBRIDGE_ADAPTATIONS": str(adaptations), "ASCENDBRIDGE_LOGS": str(logs),
+           "ASCENDBRIDGE_BENCHMARK_DTYPES": "float32", "ASCENDBRIDGE_BENCHMARK_ITERS": "3",
+           "ASCENDBRIDGE_BENCHMARK_WARMUP": "1", "ASCENDBRIDGE_OPTIMIZATION_PASSES": "cpu_threads_1",
+           "ASCENDBRIDGE_OPTIMIZATION_ITERS": "1", "ASCENDBRIDGE_OPTIMIZATION_WARMUP": "0"}
+    lead = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--once", "--plain", "--board", str(board_path),
+                           "--stages", "discovery,adaptation,healing,benchmark,optimization"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert lead.returncode == 0, lead.stderr[-3000:]
+    proc, url = start_server(root, board_path, logs, adaptations)
+    try:
+        yield Site(url, TOKEN, root, board_path, logs, adaptations)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.timeout(1800)  # the real run: ~3 min on an idle 2-core machine, 10+ under heavy load
+def test_board_of_a_real_run_shows_attempts_charts_and_verdicts(real_site: Site, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(real_site.url + "/")
+    row = d.find_element(By.XPATH, "//a[text()='demo/tiny-bert']/ancestor::tr")
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    with real_site.store() as store:  # a loaded machine may retry a stage: count what the board holds
+        tasks = store.list_tasks(model_id="demo/tiny-bert")
+    attempts = sum(t.attempts for t in tasks)
+    assert attempts >= 5 and cells[2:5] == ["optimization", "completed", str(attempts)], cells
+    assert cells[6] not in ("", "—"), cells  # updated
+    d.get(real_site.url + "/models/demo/tiny-bert")
+    for chart in ("latency-chart", "speedup-chart"):
+        wait_for(lambda: d.execute_script(f"return !!window.Chart.getChart('{chart}')"), what=f"{chart} drawn")
+    latency = d.execute_script("return window.Chart.getChart('latency-chart').data")
+    assert latency["labels"] == ["cpu_float32_dry_run_synthetic", "cpu_float32_dry_run_synthetic_perf"]
+    assert all(v > 0 for v in latency["datasets"][0]["data"])
+    speedup = d.execute_script("return window.Chart.getChart('speedup-chart').data")
+    assert speedup["labels"] == ["cpu_threads_1"] and speedup["datasets"][0]["data"][0] > 0
+    # accuracy: the verdict of every output lies inside the window, with no horizontal scrolling
+    width = d.execute_script("return window.innerWidth")
+    verdicts = d.find_elements(By.CSS_SELECTOR, "table.accuracy .verdict")
+    assert verdicts and all(v.text == "pass" for v in verdicts)
+    assert all(v.rect["x"] + v.rect["width"] <= width for v in verdicts)
+    thresholds = d.find_element(By.CSS_SELECTOR, "details.thresholds")
+    assert not thresholds.get_attribute("open") and "cosine min" not in thresholds.text.split("\n", 1)[-1]
+    passes = d.find_element(By.CSS_SELECTOR, "table.passes").text
+    assert "cpu_threads_1" in passes and "measured" in passes
+    assert "final choice:" in d.find_element(By.ID, "final-choice").text
+    counts = d.find_element(By.ID, "parameter-counts").text
+    assert "benchmark (the model as built and run)" in counts and "discovery" in counts

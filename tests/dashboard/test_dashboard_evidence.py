@@ -11,33 +11,57 @@ import pytest
 from dashboard import evidence
 
 
-def test_benchmark_runs_parse_known_shapes_and_flag_unreadable(tmp_path: Path) -> None:
-    (tmp_path / "benchmark_metrics_npu_fp16_pretrained_wikitext.json").write_text(json.dumps({
-        "latency_median_ms": 3.0, "latency_p90_ms": 4.0,
-        "accuracy": {"outputs": [{"name": "last_hidden_state", "cosine": 0.999, "passed": True}]},
+def test_benchmark_runs_read_timing_and_per_output_accuracy(tmp_path: Path) -> None:
+    (tmp_path / "benchmark_metrics_npu_float16_pretrained_wikitext.json").write_text(json.dumps({
+        "timing": {"median_ms": 3.0, "p90_ms": 4.0, "samples_ms": [3.0, 4.0], "profiler_during_timing": False},
+        "reference_timing": {"median_ms": 9.0},
+        "accuracy": {"verdict": "fail", "outputs": {
+            "last_hidden_state": {"name": "last_hidden_state", "kind": "float", "verdict": "fail",
+                                  "reasons": ["cosine 0.98 < 0.99"],
+                                  "metrics": {"rmse_vs_fp64": 0.1, "cosine": 0.98, "finite": True},
+                                  "applied": {"cosine_min": 0.99}},
+            "pooler_output": {"name": "pooler_output", "kind": "float", "verdict": "pass",
+                              "metrics": {"cosine": 0.9999, "max_abs_err_scaled": 0.001}}}},
         "environment": {"torch": "2.7.1", "torch_npu": "2.7.1.post2"},
     }))
     (tmp_path / "benchmark_metrics_cpu_fp32_random_synthetic.json").write_text("{truncated")
     (tmp_path / "benchmark_metrics_bad name.json").write_text("{}")
     runs = evidence.benchmark_runs(tmp_path)
-    assert [r.label for r in runs] == ["cpu_fp32_random_synthetic", "npu_fp16_pretrained_wikitext"]
+    assert [r.label for r in runs] == ["cpu_fp32_random_synthetic", "npu_float16_pretrained_wikitext"]
     assert runs[0].readable is False
     npu = runs[1]
-    assert npu.latency == {"latency_median_ms": 3.0, "latency_p90_ms": 4.0}
-    assert npu.accuracy.rows == [{"name": "last_hidden_state", "cosine": 0.999, "passed": True}]
+    assert npu.latency == {"median_ms": 3.0, "p90_ms": 4.0}  # samples stay in the file, booleans are no figure
+    assert npu.reference_latency == {"median_ms": 9.0} and npu.verdict == "fail"
+    hidden, pooler = npu.outputs
+    assert (hidden.name, hidden.verdict, hidden.reasons) == ("last_hidden_state", "fail", ["cosine 0.98 < 0.99"])
+    assert list(hidden.measured) == ["cosine", "rmse_vs_fp64", "finite"]  # cosine first, whatever the file order
+    assert hidden.thresholds == {"cosine_min": 0.99} and pooler.thresholds == {}
+    assert npu.measured_columns == ["cosine", "rmse_vs_fp64", "finite", "max_abs_err_scaled"]
     assert npu.figures["environment.torch_npu"] == "2.7.1.post2"
     assert evidence.benchmark_runs(None) == []
 
 
-def test_optimization_notes_tables_and_speedups(tmp_path: Path) -> None:
+def test_optimization_notes_passes_final_choice_and_speedups(tmp_path: Path) -> None:
     assert evidence.optimization_notes(tmp_path) is None
     (tmp_path / "optimization_notes.json").write_text(json.dumps({
-        "speedup": 2.0, "chosen": ["bf16"], "tried": {"bf16": {"speedup": 2.0, "kept": True},
-                                                     "int8": {"speedup": 0.7, "kept": False}}}))
+        "passes": [{"name": "bf16", "measured": True, "kept": True, "reason": "faster",
+                    "paired": {"speedup": 2.0, "interval": [1.8, 2.2]}, "accuracy": {"verdict": "pass"}},
+                   {"name": "int8", "measured": False, "kept": False, "reason": "not applicable: no Linear"}],
+        "combination": [{"passes": ["bf16", "threads"], "measured": True, "kept": False, "reason": "no gain",
+                         "paired": {"speedup": 1.0, "interval": [0.9, 1.1]}}],
+        "final": {"passes": ["bf16"], "outcome": "gain", "speedup": 2.0, "interval": [1.8, 2.2],
+                  "accuracy": {"verdict": "pass", "min_cosine": 0.999}, "cold_start": {"build_s": 1.0}},
+    }))
     notes = evidence.optimization_notes(tmp_path)
-    assert notes.summary == {"speedup": 2.0, "chosen": "bf16"}
-    assert notes.tables[0].title == "tried" and notes.tables[0].columns == ["name", "speedup", "kept"]
-    assert notes.speedups() == [("bf16", 2.0), ("int8", 0.7)]
+    assert [(p.name, p.tried, p.speedup, p.interval, p.kept) for p in notes.passes] == [
+        ("bf16", "measured", 2.0, (1.8, 2.2), True), ("int8", "not measured", None, None, False),
+        ("bf16 + threads", "measured", 1.0, (0.9, 1.1), False)]
+    assert notes.passes[1].reason == "not applicable: no Linear"
+    assert notes.final == {"passes": "bf16", "outcome": "gain", "speedup": 2.0, "interval": "1.8, 2.2",
+                           "accuracy": "pass"}
+    assert notes.speedups() == [("bf16", 2.0), ("bf16 + threads", 1.0)]
+    (tmp_path / "optimization_notes.json").write_text("[not an object]")
+    assert evidence.optimization_notes(tmp_path).readable is False
 
 
 def test_log_tail_only_inside_logs_dir_and_capped(tmp_path: Path) -> None:

@@ -13,13 +13,14 @@ from ascendbridge.board.queries import BoardQueries, QueryError, success_rate
 from ascendbridge.stages import UnknownNameError
 
 
-def finish(store: BoardStore, model_id: str, stage: str, ok: bool, seconds: float, reason: str = "") -> None:
+def finish(store: BoardStore, model_id: str, stage: str, ok: bool, seconds: float, reason: str = "",
+           figures: tuple[dict, ...] = ()) -> None:
     task = next(t for t in store.list_tasks(stage, model_id=model_id))
     claimed = store.claim_task(task.id, "agent-x", 60)
     attempt = store.start_attempt(claimed.id, claimed.fencing_token, "cmd", "")
     store.finish_attempt(attempt, 0 if ok else 1, seconds, "passed" if ok else "failed")
     if ok:
-        store.complete_task(claimed.id, claimed.fencing_token, {})
+        store.complete_task(claimed.id, claimed.fencing_token, {}, figures=figures)
     else:
         store.fail_task(claimed.id, claimed.fencing_token, {"summary": reason})
 
@@ -33,11 +34,10 @@ def queries(board: BoardStore) -> BoardQueries:
     ])
     board.update_model_metadata("a/one", {"task_family": "causal_lm"}, {})
     board.update_model_metadata("b/two", {"task_family": "causal_lm"}, {})
-    finish(board, "a/one", "discovery", True, 2.0)
-    finish(board, "a/one", "adaptation", True, 4.0)
+    # Figures reach the board only with a completion (the seeds carry a speedup on two of them).
+    finish(board, "a/one", "discovery", True, 2.0, figures=({"values": {"speedup": 1.5}},))
+    finish(board, "a/one", "adaptation", True, 4.0, figures=({"values": {"speedup": 3.0}},))  # the latest counts
     finish(board, "b/two", "discovery", False, 1.0, "gated model: no HF_TOKEN")
-    board.add_metrics("a/one", "optimization", {"speedup": 1.5})
-    board.add_metrics("a/one", "optimization", {"speedup": 3.0})  # the latest counts
     q = BoardQueries(board.path)
     yield q
     q.close()

@@ -52,3 +52,44 @@ def test_timing_stages_run_one_model_at_a_time() -> None:
     assert default == [(",".join(PREPARATION_STAGES), 4), (",".join(MEASUREMENT_STAGES), 1)]
     explicit = _passes(build_parser().parse_args(["--stages", "discovery", "--workers", "3"]))
     assert explicit == [("discovery", 3)]
+
+
+def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Per model: how far it got (or why it stopped), latency, speedup, evidence; commands go
+    through ./ab and stay on one line at 80 columns when output is not a terminal."""
+    import io
+
+    from rich.console import Console
+
+    from ascendbridge.board import Registration
+    from ascendbridge.config import adaptations_dir
+    from ascendbridge.main_job import _next_steps
+    from ascendbridge.run_summary import model_results, results_table
+
+    board.register_models([Registration(model_id="org/fast-model-with-a-rather-long-name"),
+                           Registration(model_id="org/broken")])
+    stages = list(PREPARATION_STAGES + MEASUREMENT_STAGES)
+    figures = {"benchmark": {"median_ms": 12.345}, "optimization": {"speedup": 1.42}}
+    for stage in stages:
+        task = board.claim_task(board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60)
+        board.complete_task(task.id, task.fencing_token, {}, figures=[
+            {"values": figures[stage], "device": "cpu", "dtype": "float32"}] if stage in figures else ())
+    task = board.claim_task(board.list_tasks("discovery", model_id="org/broken")[0].id, "t", 60)
+    board.fail_task(task.id, task.fencing_token, {"summary": "no config.json in /data/broken"})
+    (adaptations_dir() / "org__fast-model-with-a-rather-long-name").mkdir()
+    results = {r.model_id: r for r in model_results(board, stages, adaptations_dir())}
+    fast, broken = results["org/fast-model-with-a-rather-long-name"], results["org/broken"]
+    assert (fast.outcome, fast.latency_ms, fast.latency_basis, fast.speedup) == (
+        f"all {len(stages)} stages done", 12.345, "cpu float32", 1.42)
+    assert (broken.outcome, broken.latency_ms, broken.speedup) == ("discovery failed: no config.json in /data/broken",
+                                                                    None, None)
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=False)
+    console.print(results_table(list(results.values()), tmp_path))
+    _next_steps(board, console)
+    text = out.getvalue()
+    assert "12.35 ms (cpu float32)" in text and "1.42x" in text and "adaptations/org__fast-model" in text
+    commands = [line for line in text.splitlines() if " run " in line and ("ab" in line)]
+    assert any(line.rstrip().endswith("run demo.py --dry-run") and "--directory" in line for line in commands)
+    assert any(line.rstrip().endswith("run scripts/board_ops.py show <model_id>") for line in commands)
+    assert not any(line.strip() in ("run demo.py --dry-run", "--dry-run") for line in text.splitlines())

@@ -89,3 +89,26 @@ def test_cuda_and_env_passes_construct_not_measured(logic: dict[str, Any]) -> No
     assert c["cuda_tf32"]["contexts"] == 1
     assert c["cuda_compile_cudagraphs"]["compile"] == {"backend": "inductor", "mode": "reduce-overhead"}
     assert logic["npu_task_queue_env"] == {"TASK_QUEUE_ENABLE": "2"}
+
+
+def test_fusion_attention_uses_native_gqa_and_the_compressed_causal_mask(logic: dict[str, Any]) -> None:
+    swap = logic["swaps"]["npu_fusion_attention"]
+    assert swap["padded_call"]["q_heads"] == 4 and swap["padded_call"]["kv_heads"] == 2  # no key/value repetition
+    assert swap["padded_call"]["sparse_mode"] == 0 and swap["padded_call"]["mask_shape"] == [2, 1, 12, 12]
+    # no padding: transformers' sdpa default (causal) through sparse_mode 2 and the documented 2048 x 2048 mask
+    assert swap["causal_call"] == {"q_heads": 4, "kv_heads": 2, "sparse_mode": 2, "mask_shape": [2048, 2048]}
+    assert swap["causal_max_abs_diff"] <= 0.02 * swap["scale"]
+
+
+def test_fusion_attention_falls_back_for_soft_capping_and_sinks(logic: dict[str, Any]) -> None:
+    assert logic["swaps"]["npu_fusion_attention"]["fused_calls_with_softcap_or_sinks"] == 0
+
+
+def test_jit_compile_mode_is_restored_to_what_it_was(logic: dict[str, Any]) -> None:
+    """Restoring a hard-coded True ran the interleaved baseline in another mode than before."""
+    assert logic["jit"]["True"] == {"inside": False, "after": True}
+    assert logic["jit"]["False"] == {"inside": False, "after": False}
+
+
+def test_rotary_swap_checks_the_documented_head_dim(logic: dict[str, Any]) -> None:
+    assert "head dim 128 only, got 64" in logic["rotary_head_dim_64"]

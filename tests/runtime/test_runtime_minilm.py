@@ -40,3 +40,41 @@ def test_minilm_real_weights_mean_pooled_embedding(torch_python: Path, minilm_di
     # every weight came from the checkpoint: transformers reports missing/newly initialised ones
     assert "newly initialized" not in proc.stderr and "were not initialized" not in proc.stderr
     assert "weights from local directory" in proc.stdout and "embedding dim 384" in proc.stdout
+
+
+def _minilm_spec(minilm_dir: Path, normalize: bool) -> dict:
+    return {"name": "all-minilm-l6-v2",
+            "model": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "source": "local", "path": str(minilm_dir)},
+            "task_family": "feature_extraction", "model_class": "BertModel",
+            "sentence_transformers_pooling": "mean", "sentence_transformers_normalize": normalize}
+
+
+def test_minilm_text_and_library_parity(torch_python: Path, minilm_dir: Path, tmp_path: Path) -> None:
+    """--text runs the model's tokenizer; the package's embeddings equal sentence-transformers'
+    encode() (Pooling + Normalize from modules.json) within float32 tolerance, offline; without
+    the Normalize module the parity check catches the difference."""
+    import subprocess
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    good = make_adaptation(tmp_path / "minilm", _minilm_spec(minilm_dir, normalize=True))
+    proc = run_demo(torch_python, good, "--device", "cpu", "--text", "Ascend runs this sentence.", env=env)
+    result = parse_result(proc.stdout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert result["inputs"] == "the model's own preprocessor"
+    assert result["outputs"]["sentence_embedding"]["shape"] == [1, 384]
+    assert "L2 norm 1.0000" in proc.stdout  # the Normalize module of modules.json
+    parity = subprocess.run([str(torch_python), "-m", "ab_runtime.parity"], cwd=good, capture_output=True,
+                            text=True, timeout=300, env=env)
+    report = parse_result(parity.stdout)
+    assert parity.returncode == 0, parity.stdout[-2000:] + parity.stderr[-2000:]
+    assert report["checked"] and report["ok"] and report["library"] == "sentence-transformers"
+    assert report["max_abs_err"] <= 1e-4 and report["min_cosine"] >= 0.99999 and report["inputs"] == 3
+    unnormalised = make_adaptation(tmp_path / "minilm-no-normalize", _minilm_spec(minilm_dir, normalize=False))
+    parity = subprocess.run([str(torch_python), "-m", "ab_runtime.parity"], cwd=unnormalised, capture_output=True,
+                            text=True, timeout=300, env=env)
+    report = parse_result(parity.stdout)
+    assert parity.returncode == 1 and report["checked"] and not report["ok"]
+    assert "differ from sentence-transformers" in report["reason"]
+    bad = run_demo(torch_python, good, "--device", "cpu", "--image", "cat.png", env=env)
+    assert bad.returncode == 1
+    assert "error: task family feature_extraction takes --text, not --image" in bad.stderr

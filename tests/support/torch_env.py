@@ -22,13 +22,16 @@ REQUIREMENTS = (
     "numpy>=1.26",
     "sentencepiece>=0.2",
     "pillow>=10",
+    "sentence-transformers>=3",  # library parity tests (ab_runtime.parity) compare against it
 )
 
 
-def torch_env_python() -> Path:
-    """Return the interpreter of the shared test environment, creating it if needed."""
+def torch_env_python(extra: tuple[str, ...] = ()) -> Path:
+    """Return the interpreter of the shared test environment, creating it if needed; `extra`
+    requirements make a separate cached environment (the shared one is never changed)."""
     source = torch_source()
-    key = hashlib.sha256("\n".join(REQUIREMENTS + (str(source.wheel_dir),)).encode()).hexdigest()[:12]
+    requirements = REQUIREMENTS + tuple(extra)
+    key = hashlib.sha256("\n".join(requirements + (str(source.wheel_dir),)).encode()).hexdigest()[:12]
     root = REPO_ROOT / ".cache" / f"test-torch-env-{key}"
     python = root / "bin" / "python"
     marker = root / ".complete"
@@ -40,7 +43,7 @@ def torch_env_python() -> Path:
         uv = uv_binary()
         env = dict(os.environ)
         subprocess.run([uv, "venv", "--quiet", "--python", "3.11", str(root)], check=True, env=env)
-        cmd = [uv, "pip", "install", "--quiet", "--python", str(python), *REQUIREMENTS]
+        cmd = [uv, "pip", "install", "--quiet", "--python", str(python), *requirements]
         if source.wheel_dir:
             cmd += ["--find-links", source.wheel_dir]
         else:

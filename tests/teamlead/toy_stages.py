@@ -2,7 +2,8 @@
 
 What a stage does for a model comes from the model's description, a JSON object mapping stage
 name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, writes nothing),
-blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam.
+blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam,
+figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence).
 Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
 the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 
 
 class ToyStage:
@@ -54,12 +55,14 @@ class ToyStage:
         if how == "spam":
             for i in range(20000):
                 print(f"spam line {i} " + "x" * 80)
-        if how != "lie":
+        if how != "lie" and not how.startswith("figures_lie:"):
             self._evidence(ctx).write_text(f"{ctx.model.model_id}:{self.name}")
+        proposed = [FigureSet({"speedup": float(how.split(":", 1)[1])}, units={"speedup": "x"})] \
+            if how.startswith("figures") else []
         fields = {"architecture": "ToyForCausalLM", "model_type": "toy"} if how == "meta" else {}
         return StageOutcome("done", f"toy {self.name} done", result={"stage": self.name},
                             model_fields=fields, model_metadata={"toy": True} if fields else None,
-                            fix_applied="toy-fix" if how == "meta" else None)
+                            fix_applied="toy-fix" if how == "meta" else None, metrics=proposed)
 
     def gate(self, ctx: StageContext) -> GateResult:
         path = self._evidence(ctx)

@@ -4,6 +4,11 @@ Shared by the benchmark stage (accuracy_run.py and its gate) and the optimizatio
 inside adaptation environments: it imports torch and the standard library only, so the gates can
 load the framework's copy of this file by path and recompute every figure independently.
 
+The numbers are the framework's accuracy standard (accuracy_standard.py, one table per dtype and
+task family); a spec's `tolerances` only request changes the standard bounds. Optimized
+configurations are judged by judge_optimized: the one optimization budget against the float32
+reference, whatever dtype the passes compute in.
+
 Rules (all recorded in each result so a reader sees exactly what was applied):
 - structure: same output names and shapes; no nan/inf in the target where the reference is finite.
 - msprobe-style (default): cosine >= cosine_min (stricter for float32) and max abs error
@@ -19,61 +24,56 @@ Rules (all recorded in each result so a reader sees exactly what was applied):
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Mapping, Optional
 
 import torch
 
-# Ascend single-benchmark relative-error standards per dtype (ATK / msprobe).
-DTYPE_EPSILON: dict[str, float] = {
-    "float64": 2.0**-13,
-    "float32": 2.0**-13,
-    "float16": 2.0**-10,
-    "bfloat16": 2.0**-7,
-}
-LOW_PRECISION = frozenset({"float16", "bfloat16"})
+def _load_standard() -> ModuleType:
+    """accuracy_standard next to this file: a package import inside adaptations, a file-path import
+    when a gate loads the framework's copy of this module by path."""
+    try:
+        from . import accuracy_standard
+        return accuracy_standard
+    except ImportError:
+        path = Path(__file__).with_name("accuracy_standard.py")
+        name = f"{__name__}_accuracy_standard"
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None, f"cannot load {path}"
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module  # dataclasses resolve their module through sys.modules
+            spec.loader.exec_module(module)
+        return sys.modules[name]
+
+
+standard = _load_standard()
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Tolerances for one target dtype; the spec's `tolerances` section feeds the defaults."""
+    """The framework's accuracy standard plus the spec's `tolerances` requests, which the standard
+    bounds (accuracy_standard.resolve): a spec can tighten, or loosen within stated bounds, never more."""
 
-    cosine_min: float = 0.99
-    fp32_cosine_min: float = 0.9999
-    max_abs_err_scaled: float = 1e-3  # fp32 bound on max|t - r| / max|r|
-    accumulation_factor: float = 8.0  # low precision: bound = max(max_abs_err_scaled, factor * eps)
-    dynamo_multiplier: float = 2.0
-    dynamo_multiplier_low_precision: float = 3.0
-    dynamo_floor: float = 1e-4  # additive slack, relative to the reference's RMS
-    dynamo_floor_low_precision: float = 5e-2
-    label_match_min: float = 1.0
-    label_match_min_low_precision: float = 0.9
-    rel_err_floor: float = 1e-3  # max rel err divides by max(|r|, floor * scale)
+    tolerances: Mapping[str, Any] = field(default_factory=dict)  # the spec's section, as written
+    family: str = "*"
 
     def for_dtype(self, dtype: str) -> dict[str, Any]:
-        """The concrete numbers applied to an output computed in `dtype`."""
-        low = dtype in LOW_PRECISION
-        eps = DTYPE_EPSILON.get(dtype, DTYPE_EPSILON["float32"])
-        abs_bound = max(self.max_abs_err_scaled, self.accumulation_factor * eps) if low else self.max_abs_err_scaled
-        return {
-            "target_dtype": dtype,
-            "cosine_min": self.cosine_min if low else self.fp32_cosine_min,
-            "max_abs_err_scaled_max": abs_bound,
-            "dynamo_multiplier": self.dynamo_multiplier_low_precision if low else self.dynamo_multiplier,
-            "dynamo_floor_rms_scaled": self.dynamo_floor_low_precision if low else self.dynamo_floor,
-            "label_match_min": self.label_match_min_low_precision if low else self.label_match_min,
-            "rel_err_floor": self.rel_err_floor,
-        }
+        """The concrete numbers applied to an output computed in `dtype`, with the decisions taken."""
+        return standard.resolve(dtype, self.tolerances, self.family)
 
     @classmethod
-    def from_spec(cls, tolerances: Optional[Mapping[str, Any]]) -> "Thresholds":
-        """Build from the spec's `tolerances` dict (unknown keys ignored, missing keys default)."""
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: float(v) for k, v in (tolerances or {}).items() if k in known})
+    def from_spec(cls, tolerances: Optional[Mapping[str, Any]], family: str = "*") -> "Thresholds":
+        """From the spec's `tolerances` section (requests only: the standard decides what applies)."""
+        return cls(dict(tolerances or {}), family)
 
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
+    def as_dict(self) -> dict[str, Any]:
+        return {"standard": standard.STANDARD_NAME, "requested": dict(self.tolerances)}
 
 
 @dataclass
@@ -144,12 +144,12 @@ def compare_tensor(
     name: str,
     target: torch.Tensor,
     reference: torch.Tensor,
-    thresholds: Thresholds,
+    thresholds: "Thresholds | OptimizationBudget",
     target_dtype: str,
     fp64_reference: Optional[torch.Tensor] = None,
 ) -> OutputComparison:
     """One output's verdict. `target_dtype` is the dtype the target run computed in."""
-    applied = thresholds.for_dtype(target_dtype)
+    applied = {k: v for k, v in thresholds.for_dtype(target_dtype).items() if k != "decisions"}
     result = OutputComparison(
         name=name, kind="label" if _is_label(reference) else "float", verdict="pass",
         shape=list(target.shape), reference_shape=list(reference.shape), dtype=_dtype_name(target),
@@ -212,7 +212,7 @@ def compare_tensor(
 def compare_outputs(
     target: Any,
     reference: Any,
-    thresholds: Thresholds,
+    thresholds: "Thresholds | OptimizationBudget",
     target_dtype: str,
     fp64_reference: Any = None,
 ) -> dict[str, Any]:
@@ -239,6 +239,54 @@ def compare_outputs(
         "thresholds": {"base": thresholds.as_dict(), "applied": thresholds.for_dtype(target_dtype)},
         "outputs": outputs,
     }
+
+
+@dataclass(frozen=True)
+class OptimizationBudget:
+    """The one optimization accuracy budget (accuracy_standard.OPTIMIZATION_BUDGET), in the shape
+    compare_outputs applies: the same numbers whatever dtype a pass computes in."""
+
+    family: str = "*"
+    tolerances: Mapping[str, Any] = field(default_factory=dict)  # the spec's section (may tighten only)
+
+    def for_dtype(self, dtype: str) -> dict[str, Any]:
+        statement = standard.budget_statement(self.family, self.tolerances)
+        return {"standard": statement.pop("name"), "target_dtype": dtype, **statement, "rel_err_floor": 1e-3}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"standard": standard.OPTIMIZATION_BUDGET_NAME, "family": self.family}
+
+
+def top1_agreement(target: torch.Tensor, reference: torch.Tensor) -> float:
+    """Fraction of positions whose argmax over the last axis (token, label, position) is the reference's."""
+    if target.shape != reference.shape or target.dim() == 0 or not reference.numel():
+        return 0.0
+    t, r = target.detach().to("cpu", torch.float32).argmax(-1), reference.detach().to("cpu", torch.float32).argmax(-1)
+    return float((t == r).float().mean())
+
+
+def judge_optimized(optimized: Any, reference: Any, family: str, computed_in: str,
+                    tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """An optimized configuration's outputs against the float32 reference outputs, judged by the
+    optimization budget (cosine, max error, top-1 agreement), never by the dtype of its passes.
+
+    `computed_in` (the dtype the passes compute in) is recorded, not used to pick thresholds; the
+    spec's `tolerances.optimization` may only tighten the budget.
+    """
+    budget = OptimizationBudget(family, dict(tolerances or {}))
+    result = compare_outputs(optimized, reference, budget, computed_in)
+    applied = result["thresholds"]["applied"]
+    for name, out in result["outputs"].items():
+        if out["kind"] != "float" or name.rsplit(".", 1)[-1] not in applied["top1_outputs"]:
+            continue
+        rate = top1_agreement(flatten_outputs(optimized)[name], flatten_outputs(reference)[name])
+        out["metrics"]["top1_agreement"] = rate
+        if rate < applied["top1_agreement_min"]:
+            out["reasons"].append(f"top-1 agreement {rate:.4f} < {applied['top1_agreement_min']}")
+            out["verdict"] = "fail"
+    result["failed_outputs"] = sorted(n for n, o in result["outputs"].items() if o["verdict"] != "pass")
+    result["verdict"] = "pass" if not result["failed_outputs"] and not result["problems"] else "fail"
+    return result
 
 
 def same_figures(a: Any, b: Any, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> bool:

@@ -1,5 +1,7 @@
 """`demo.py` of every adaptation: run the model once and say honestly what ran where.
 
+Inputs are seeded synthetic tensors, or with --text / --image / --audio a real input through the
+model's own tokenizer / image processor / feature extractor (ab_runtime.preprocess).
 Readable progress lines go to stdout; the last line is RESULT_MARKER + JSON for the gates.
 Expected failures (bad spec, unavailable device, unsupported model) print one `error: ...`
 line; failures inside model code keep their full traceback on stderr for the healer, and both
@@ -35,6 +37,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--dtype", default=None, help="override the spec's dtype (float32, bfloat16, float16)")
     parser.add_argument("--allow-fallback", action="store_true", help="run elsewhere if the device is missing, and report it")
     parser.add_argument("--spec", default="adaptation.json", help="adaptation spec (default ./adaptation.json)")
+    real = parser.add_mutually_exclusive_group()
+    real.add_argument("--text", help="run on this text, through the model's own tokenizer (text families)")
+    real.add_argument("--image", metavar="PATH", help="run on this image, through the model's image processor")
+    real.add_argument("--audio", metavar="WAV", help="run on this 16-bit PCM WAV, through the model's feature extractor")
     args = parser.parse_args(list(argv))
     args.dry_run = args.dry_run or os.environ.get("DRY_RUN", "").strip().lower() in TRUE_VALUES
     return args
@@ -95,14 +101,23 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
         reduced = f" (depth reduced: {loaded.stacks})" if loaded.depth_reduced else ""
         print(f"layers: {loaded.layers_built} of {loaded.layers_total} built{reduced}", flush=True)
 
-    inputs = family.build_inputs(loaded.model, loaded.config, spec.recipe, spec.recipe.seed)
-    print("inputs: " + ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items()), flush=True)
+    if args.text or args.image or args.audio:
+        from .preprocess import real_inputs
+
+        inputs = real_inputs(spec, loaded.model, args.text, args.image, args.audio)
+        source = "the model's own preprocessor"
+    else:
+        inputs = family.build_inputs(loaded.model, loaded.config, spec.recipe, spec.recipe.seed)
+        source = f"seeded synthetic (seed {spec.recipe.seed})"
+    result["inputs"] = source
+    print(f"inputs ({source}): " + ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items()), flush=True)
     from .inputs import forward_flags
 
     on_device = {k: v.to(device.torch_device) for k, v in inputs.items()}
     with torch.inference_mode():
         raw = loaded.model(**on_device, **forward_flags(loaded.model))
-        outputs = family.named_outputs(raw, on_device, spec.sentence_transformers_pooling)
+        outputs = family.named_outputs(raw, on_device, spec.sentence_transformers_pooling,
+                                       spec.sentence_transformers_normalize)
     synchronize(device)
 
     from .outputs import describe

@@ -115,11 +115,15 @@ class Family:
         return build_model_inputs(model, config, recipe, self.extra_inputs)
 
     def named_outputs(
-        self, outputs: Any, inputs: dict[str, torch.Tensor], pooling: Optional[str] = None
+        self, outputs: Any, inputs: dict[str, torch.Tensor], pooling: Optional[str] = None, normalize: bool = False
     ) -> dict[str, torch.Tensor]:
+        """The forward's tensors by name, plus the sentence-transformers head when the spec has one:
+        Pooling (`pooling`) then Normalize (`normalize`), as modules.json chains them, so the
+        sentence_embedding equals what sentence-transformers' encode() returns."""
         named = flatten_outputs(outputs)
         if self.pools and pooling and "last_hidden_state" in named:
-            named["sentence_embedding"] = pool(named["last_hidden_state"], inputs.get("attention_mask"), pooling)
+            pooled = pool(named["last_hidden_state"], inputs.get("attention_mask"), pooling)
+            named["sentence_embedding"] = torch.nn.functional.normalize(pooled, p=2, dim=-1) if normalize else pooled
         if not named:
             raise UnsupportedModel("the forward returned no tensors")
         return named

@@ -72,7 +72,7 @@ def _dtype_kwarg(dtype: torch.dtype) -> dict[str, Any]:
     return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
 
 
-def _source_kwargs(spec: RunSpec) -> tuple[str, dict[str, Any], str]:
+def source_kwargs(spec: RunSpec) -> tuple[str, dict[str, Any], str]:
     """(identifier for from_pretrained, kwargs, human description of the source)."""
     kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
     if spec.revision:
@@ -103,7 +103,7 @@ def load_config(spec: RunSpec) -> tuple[Any, str]:
     """The model's config with spec.config_overrides applied, and where it came from."""
     from transformers import AutoConfig
 
-    ident, kwargs, origin = _source_kwargs(spec)
+    ident, kwargs, origin = source_kwargs(spec)
     config = AutoConfig.from_pretrained(ident, **kwargs)
     for key, value in sorted(spec.config_overrides.items()):
         _set_override(config, key, value)
@@ -181,7 +181,7 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
             plan.stacks, notes,
         )
     else:
-        ident, kwargs, _ = _source_kwargs(spec)
+        ident, kwargs, _ = source_kwargs(spec)
         model = cls.from_pretrained(ident, config=config, **kwargs, **_dtype_kwarg(dtype))
         layers = sum(s.total for s in find_stacks(config)) or None
         loaded = LoadedModel(model, config, "pretrained", f"weights from {origin}", dtype, layers, layers, notes=notes)

@@ -9,7 +9,6 @@ callables so this module stays free of NPU/CUDA imports and testable on CPU.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -17,6 +16,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
+
+from .fileops import atomic_path
+from .pairstats import percentile
 
 Sync = Callable[[], None]
 
@@ -37,16 +39,6 @@ class Timing:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100), same definition as numpy's default."""
-    if not values:
-        raise ValueError("no values")
-    data = sorted(values)
-    pos = (len(data) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
 def summarize(samples_ms: list[float], warmup: int) -> Timing:
@@ -126,10 +118,9 @@ def profile_forward(
             for _ in range(steps):
                 fn()
             sync()
-    tmp = trace_path.with_suffix(".tmp.json")
-    profiler.export_chrome_trace(str(tmp))
-    events = _count_trace_events(tmp)
-    tmp.replace(trace_path)
+    with atomic_path(trace_path) as tmp:
+        profiler.export_chrome_trace(str(tmp))
+        events = _count_trace_events(tmp)
     return {"trace": trace_path.name, "profiled_steps": steps, "events": events,
             "profiler": "torch_npu.profiler" if device_kind == "npu" else "torch.profiler"}
 

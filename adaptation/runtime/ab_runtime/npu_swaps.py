@@ -5,13 +5,21 @@ Signatures follow torch_npu's documentation:
   x of 1..8 dims (older releases: 2..8).
 - npu_swiglu(input, dim=-1) -> swish(A) * B with A, B the two halves of `input` along dim;
   1..8 dims, dim size even, contiguous input; Atlas A2 only.
-- npu_rotary_mul(input, r1, r2, rotary_mode='half') -> r1 * x + r2 * rotate_half(x); 4-D x
-  (BNSD here), cos/sin broadcast as B1SD, head dim even.
+- npu_rotary_mul(x, r1, r2) -> r1 * x + r2 * rotate_half(x); 4-D x, cos/sin broadcast as B1SD
+  against BNSD. Documented limits differ by release: Ascend Extension for PyTorch 6.0.0 says
+  D == 128, B and N <= 1000 and, for BNSD, no B*N > 8*S; 7.0.0 (jit_compile=False) says D < 896
+  and even, B and N < 1000. The installed release cannot be told reliably from
+  torch_npu.__version__, so ROTARY_LIMITS holds the limits both documents allow (the stricter).
 - npu_fusion_attention(query, key, value, head_num, input_layout, *, atten_mask=None, scale=1.,
-  keep_prob=1., ...) -> (attention_out, ...); fp16/bf16 only; atten_mask is bool with True =
-  masked out, shaped [B,1,S1,S2] / [B,N,S1,S2] / [S1,S2].
+  keep_prob=1., sparse_mode=0, ...) -> (attention_out, ...) (6.0.0 / 7.0.0): fp16/bf16; key and
+  value may have fewer heads than the query (grouped-query attention: N_q % N_kv == 0), so they
+  are passed as they are, never repeated; atten_mask is bool with True = masked out, shaped
+  [B,1,S1,S2] / [B,N,S1,S2] / [S1,S2]; sparse_mode 2 (leftUpCausal) takes the documented
+  compressed causal mask, triu(ones(2048, 2048), 1), instead of a full S1 x S2 one; head dim <= 512.
 Every swap checks these limits per call and falls back to the original code outside them, so a
-swap can never change what is computed for shapes the operator does not document.
+swap can never change what is computed for shapes the operator does not document; attention also
+falls back when the call carries what the fused kernel does not compute (logit soft-capping,
+attention sinks, dropout), to the attention implementation the model had before the swap.
 Swaps that patch a module-level function are switched on per call through a context variable,
 so the baseline and the optimized model can run interleaved in one process.
 """
@@ -28,7 +36,14 @@ import torch
 
 ROTARY_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("ab_npu_rotary", default=False)
 ATTENTION_NAME = "ab_npu_fusion_attention"
+ORIGINAL_ATTENTION = "_ab_attn_implementation_before_npu_swap"
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+ROTARY_LIMITS = {"head_dim": 128, "max_batch": 999, "max_heads": 999, "bnsd_max_bn_per_s": 8}
+FUSION_MAX_HEAD_DIM = 512
+CAUSAL_MASK_SIZE = 2048  # the documented compressed mask for sparse_mode 2 / 3
+SPARSE_LEFT_UP_CAUSAL = 2
+UNSUPPORTED_ATTENTION_KWARGS = ("softcap", "s_aux", "sliding_window", "position_bias")
+_CAUSAL_MASKS: dict[Any, torch.Tensor] = {}
 
 
 def _npu() -> Any:
@@ -101,6 +116,15 @@ def rotary_module(model: torch.nn.Module) -> Optional[types.ModuleType]:
     return module if callable(fn) else None
 
 
+def rotary_fits(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor) -> bool:
+    """BNSD q/k with cos/sin of the same head dim, inside ROTARY_LIMITS."""
+    if q.dim() != 4 or k.dim() != 4 or not cos.shape[-1] == q.shape[-1] == k.shape[-1]:
+        return False
+    lim = ROTARY_LIMITS
+    return all(t.shape[-1] == lim["head_dim"] and t.shape[0] <= lim["max_batch"] and t.shape[1] <= lim["max_heads"]
+               and t.shape[0] * t.shape[1] <= lim["bnsd_max_bn_per_s"] * t.shape[2] for t in (q, k))
+
+
 def install_rotary(model: torch.nn.Module) -> bool:
     """Patch the modeling module's apply_rotary_pos_emb once; active only inside rotary_active()."""
     module = rotary_module(model)
@@ -112,8 +136,7 @@ def install_rotary(model: torch.nn.Module) -> bool:
 
     def apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                              *args: Any, unsqueeze_dim: int = 1, **kwargs: Any) -> Any:
-        full = q.dim() == 4 and k.dim() == 4 and cos.shape[-1] == q.shape[-1] == k.shape[-1]
-        if not ROTARY_ACTIVE.get() or not full or q.shape[-1] % 2 or unsqueeze_dim != 1 or args or kwargs:
+        if not ROTARY_ACTIVE.get() or unsqueeze_dim != 1 or args or kwargs or not rotary_fits(q, k, cos):
             return original(q, k, cos, sin, *args, unsqueeze_dim=unsqueeze_dim, **kwargs)
         c, s = cos.unsqueeze(1).to(q.dtype), sin.unsqueeze(1).to(q.dtype)  # B1SD against BNSD
         npu = _npu()
@@ -133,30 +156,61 @@ def rotary_active() -> Iterator[None]:
         ROTARY_ACTIVE.reset(token)
 
 
-def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
-    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+def _causal_mask(device: torch.device) -> torch.Tensor:
+    """The documented compressed causal mask for sparse_mode 2 / 3 (True = masked), one per device."""
+    if device not in _CAUSAL_MASKS:
+        ones = torch.ones(CAUSAL_MASK_SIZE, CAUSAL_MASK_SIZE, dtype=torch.bool, device=device)
+        _CAUSAL_MASKS[device] = ones.triu(1)
+    return _CAUSAL_MASKS[device]
+
+
+def _original_attention(module: torch.nn.Module) -> Callable[..., Any]:
+    """The attention function the model used before the swap (eager: its modeling module's own)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    name = getattr(getattr(module, "config", None), ORIGINAL_ATTENTION, "sdpa")
+    if name == "eager":
+        eager = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+        return eager if callable(eager) else sdpa_attention_forward
+    return ALL_ATTENTION_FUNCTIONS.get(name, sdpa_attention_forward)
+
+
+def fused_attention_supported(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+                              attention_mask: Optional[torch.Tensor], dropout: float, kwargs: dict[str, Any]) -> bool:
+    """True when npu_fusion_attention computes exactly what this call asks for."""
+    carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
+    return (query.dtype in LOW_PRECISION and query.shape[1] % key.shape[1] == 0 and not carries
+            and getattr(module, "sinks", None) is None and not dropout
+            and query.shape[-1] <= FUSION_MAX_HEAD_DIM and (attention_mask is None or attention_mask.dim() == 4))
 
 
 def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                      attention_mask: Optional[torch.Tensor], scaling: Optional[float] = None,
                      dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """transformers attention-interface function (BNSD inputs) backed by npu_fusion_attention."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    """transformers attention-interface function (BNSD inputs) backed by npu_fusion_attention.
 
+    Causal default as transformers' sdpa path: causal when no mask is given, the query is longer
+    than one token and the module does not say is_causal=False; torch's is_causal is top-left
+    aligned, which is sparse_mode 2 (leftUpCausal).
+    """
+    if not fused_attention_supported(module, query, key, attention_mask, dropout, kwargs):
+        return _original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
+                                           dropout=dropout, **kwargs)
     heads, q_len, k_len, head_dim = query.shape[1], query.shape[2], key.shape[2], query.shape[3]
-    if query.dtype not in LOW_PRECISION or heads % key.shape[1] or (attention_mask is not None and attention_mask.dim() != 4):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
-    key, value = _repeat_kv(key, heads // key.shape[1]), _repeat_kv(value, heads // value.shape[1])
+    is_causal = kwargs.get("is_causal")
+    is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+    sparse_mode = 0
     if attention_mask is not None:
         mask = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < -1.0
         mask = mask[..., :k_len]
-    elif getattr(module, "is_causal", False) and q_len > 1:
-        mask = torch.ones(q_len, k_len, dtype=torch.bool, device=query.device).triu(1 + k_len - q_len)
+    elif is_causal and q_len > 1:
+        mask, sparse_mode = _causal_mask(query.device), SPARSE_LEFT_UP_CAUSAL
     else:
         mask = None
     scale = float(scaling) if scaling is not None else head_dim ** -0.5
     out = _npu().npu_fusion_attention(query.contiguous(), key.contiguous(), value.contiguous(), heads, "BNSD",
-                                      atten_mask=mask, scale=scale, keep_prob=1.0)[0]
+                                      atten_mask=mask, scale=scale, keep_prob=1.0, sparse_mode=sparse_mode)[0]
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -168,6 +222,8 @@ def swap_attention(model: torch.nn.Module) -> bool:
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
         return False
+    if config._attn_implementation != ATTENTION_NAME:
+        setattr(config, ORIGINAL_ATTENTION, config._attn_implementation or "sdpa")
     AttentionInterface.register(ATTENTION_NAME, fusion_attention)
     # Without a registered mask builder transformers passes no mask at all (padding ignored).
     AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)

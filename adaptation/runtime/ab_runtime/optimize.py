@@ -7,169 +7,30 @@ applicable pass alone is built from the same float32 reference weights, its outp
 with the float32 baseline outputs by the shared comparator (dtype-aware thresholds, float64
 reference where it fits), then timed against the baseline PAIRED and INTERLEAVED (same warmup,
 RNG re-seeded before each block, profiler off). Kept passes are combined greedily, each step
-measured against the current best the same way, and the final choice verified against the
-baseline. Cold start (building + first call, which includes compilation) is measured separately.
+measured against the current best the same way, and the combination verified against the
+baseline: that is the `selection`. Its own figure is the best of many noisy measurements, so it
+is not reported: a fresh process (ab_runtime.confirm) re-measures baseline vs the selection and
+its figures give `final` (or `no_gain`). Cold start (building + first call, which includes
+compilation) is measured separately. All building, inputs and timing come from ab_runtime.harness.
 Writes optimization_notes.json; the last line printed is `ASCENDBRIDGE_RESULT {json}`.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import json
-import platform
 import sys
-import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import torch
-
-from . import RESULT_MARKER, families, loading, pairstats, passes
+from . import RESULT_MARKER, accuracy_standard, confirm, harness, pairstats, passes
 from . import device as ab_device
-from .comparator import Thresholds, compare_outputs
 from .errors import RuntimeDiagnosis
-from .inputs import forward_flags
-from .measure import profiler_active
-from .spec import load_spec
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-FP64_MAX_PARAMS = 256 * 1024**2
-
-
-class SearchError(Exception):
-    """Bad arguments or an impossible request: one line on stderr."""
-
-
-def say(message: str) -> None:
-    print(message, flush=True)
-
-
-@dataclass
-class Session:
-    """Everything the search and the perf run share: model, inputs, reference outputs, baseline."""
-
-    spec: Any
-    choice: Any
-    family: Any
-    reference: torch.nn.Module  # float32 on CPU: the weights every variant starts from
-    baseline_dtype: torch.dtype
-    samples: list[dict[str, Any]]
-    reference_out: dict[str, torch.Tensor]
-    fp64_out: Optional[dict[str, torch.Tensor]]
-    thresholds: Thresholds
-    mode: str
-    loaded: Any
-
-    @property
-    def baseline_dtype_name(self) -> str:
-        return passes.DTYPE_NAMES[self.baseline_dtype]
-
-    def sync(self) -> None:
-        ab_device.synchronize(self.choice)
-
-    def make(self, chosen: list[passes.Pass]) -> tuple[passes.Build, Callable[[dict[str, Any]], Any], float]:
-        """A fresh variant from the reference weights: (build, run, seconds to build it)."""
-        start = time.perf_counter()
-        model = copy.deepcopy(self.reference).to(device=self.choice.torch_device, dtype=self.baseline_dtype).eval()
-        flags = forward_flags(model)
-        b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
-        run = passes.finalize(b, flags)
-        return b, run, time.perf_counter() - start
-
-    def outputs(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> dict[str, torch.Tensor]:
-        per_name: dict[str, list[torch.Tensor]] = {}
-        with torch.inference_mode():
-            for inputs in self.samples:
-                moved = passes.prepare_inputs(inputs, self.choice.torch_device, b)
-                named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling)
-                for name, tensor in named.items():
-                    per_name.setdefault(name, []).append(tensor.detach().to("cpu"))
-        return {name: torch.stack(ts) for name, ts in per_name.items()}
-
-    def accuracy(self, b: passes.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
-        return compare_outputs(out, self.reference_out, self.thresholds, b.accuracy_dtype, self.fp64_out)
-
-    def timed_call(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
-        inputs = passes.prepare_inputs(self.samples[0], self.choice.torch_device, b)
-        return lambda: run(inputs)
-
-
-def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples: int,
-                 dtype: Optional[str] = None) -> Session:
-    spec = load_spec(spec_path)
-    choice = ab_device.select_device(device, allow_fallback=False)
-    family = families.get_family(spec.task_family)
-    baseline_name = dtype or spec.dtype_target
-    if baseline_name not in DTYPES:
-        raise SearchError(f"baseline dtype '{baseline_name}' is not supported ({', '.join(DTYPES)})")
-    torch.manual_seed(spec.recipe.seed)
-    cpu = choice if choice.kind == "cpu" else ab_device.select_device("cpu")
-    loaded = loading.load_model(spec, dry_run=not use_pretrained, device=cpu, dtype=torch.float32)
-    reference = loaded.model.eval()
-    samples = [family.build_inputs(reference, loaded.config, spec.recipe, spec.recipe.seed + i)
-               for i in range(num_samples)]
-    tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
-    session = Session(spec, choice, family, reference, DTYPES[baseline_name], samples, {}, None,
-                      Thresholds.from_spec(tolerances), loaded.mode, loaded)
-    ref_build = passes.Build(reference, "cpu", torch.float32, "float32")
-    cpu_session = copy.copy(session)
-    cpu_session.choice = cpu
-    session.reference_out = cpu_session.outputs(ref_build, passes.finalize(ref_build, forward_flags(reference)))
-    if sum(p.numel() for p in reference.parameters()) <= FP64_MAX_PARAMS:
-        exact = copy.deepcopy(reference).to(torch.float64)
-        b64 = passes.Build(exact, "cpu", torch.float64, "float64")
-        session.fp64_out = cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact)))
-        del exact
-    return session
-
-
-def paired(session: Session, base: Callable[[], Any], cand: Callable[[], Any], pairs: int, warmup: int,
-           iters: int) -> dict[str, Any]:
-    """`pairs` blocks of `iters` A/B call pairs, interleaved A B B A A B ... so both sides see the
-    same load; the same warmup for both, the RNG re-seeded before every call, the profiler off."""
-    if profiler_active():
-        raise SearchError("a profiler is active: timing with the profiler on is not allowed")
-    seed = session.spec.recipe.seed
-    base_blocks: list[list[float]] = [[] for _ in range(pairs)]
-    cand_blocks: list[list[float]] = [[] for _ in range(pairs)]
-
-    def timed(fn: Callable[[], Any]) -> float:
-        torch.manual_seed(seed)
-        session.sync()
-        start = time.perf_counter_ns()
-        fn()
-        session.sync()
-        return (time.perf_counter_ns() - start) / 1e6
-
-    with torch.inference_mode():
-        for fn in (base, cand):
-            for _ in range(warmup):
-                fn()
-        session.sync()
-        for i in range(pairs):
-            for j in range(iters):
-                if (i * iters + j) % 2 == 0:
-                    base_blocks[i].append(timed(base))
-                    cand_blocks[i].append(timed(cand))
-                else:
-                    cand_blocks[i].append(timed(cand))
-                    base_blocks[i].append(timed(base))
-    return pairstats.summarize_pairs(base_blocks, cand_blocks, warmup).as_dict()
-
-
-def first_call_ms(session: Session, fn: Callable[[], Any]) -> float:
-    with torch.inference_mode():
-        session.sync()
-        start = time.perf_counter_ns()
-        fn()
-        session.sync()
-    return (time.perf_counter_ns() - start) / 1e6
 
 
 def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
@@ -188,15 +49,15 @@ def _compile_room() -> None:
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
 
 
-def search(session: Session, candidates: list[passes.Pass], traits: passes.Traits, pairs: int, warmup: int,
+def search(session: harness.Session, candidates: list[passes.Pass], traits: passes.Traits, pairs: int, warmup: int,
            iters: int, min_gain: float) -> dict[str, Any]:
     """The whole search; returns the notes body (without file-level metadata)."""
     _compile_room()
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.timed_call(base_build, base_run)
-    base_first = first_call_ms(session, base_fn)
+    base_first = harness.first_call_ms(session, base_fn)
     base_acc = session.accuracy(base_build, session.outputs(base_build, base_run))
-    say(f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
+    harness.say(f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
         f"{base_acc['verdict']}; first call {base_first:.1f} ms")
     rows: list[dict[str, Any]] = []
     built: dict[str, Callable[[], Any]] = {}
@@ -213,16 +74,16 @@ def search(session: Session, candidates: list[passes.Pass], traits: passes.Trait
             try:
                 b, run, build_s = session.make([p])
                 fn = session.timed_call(b, run)
-                first = first_call_ms(session, fn)
-                acc = session.accuracy(b, session.outputs(b, run))
-                figures = paired(session, base_fn, fn, pairs, warmup, iters)
-            except SearchError:
+                first = harness.first_call_ms(session, fn)
+                acc = session.judge_optimized(b, session.outputs(b, run))
+                figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
+            except harness.HarnessError:
                 raise
             except Exception as exc:  # a pass that cannot run on this model is rejected, not fatal
                 first_line = str(exc).splitlines()[0] if str(exc) else ""
                 row.update(measured=False, kept=False, reason=f"failed to apply or run: {type(exc).__name__}: {first_line}")
                 rows.append(row)
-                say(f"pass {p.name}: {row['reason']}")
+                harness.say(f"pass {p.name}: {row['reason']}")
                 continue
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
             row.update(measured=True, kept=keep, reason=reason, accuracy=accuracy_summary(acc), paired=figures,
@@ -231,7 +92,7 @@ def search(session: Session, candidates: list[passes.Pass], traits: passes.Trait
             if keep:
                 built[p.name] = fn
         rows.append(row)
-        say(f"pass {p.name}: {'KEPT' if row['kept'] else 'rejected'} - {row['reason']}")
+        harness.say(f"pass {p.name}: {'KEPT' if row['kept'] else 'rejected'} - {row['reason']}")
 
     kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["paired"]["speedup"])
     combination: list[dict[str, Any]] = []
@@ -250,22 +111,22 @@ def search(session: Session, candidates: list[passes.Pass], traits: passes.Trait
             else:
                 b, run, build_s = session.make(cand)
                 fn = session.timed_call(b, run)
-                first = first_call_ms(session, fn)
-                acc = session.accuracy(b, session.outputs(b, run))
-                figures = paired(session, current_fn, fn, pairs, warmup, iters)
+                first = harness.first_call_ms(session, fn)
+                acc = session.judge_optimized(b, session.outputs(b, run))
+                figures = harness.paired(session, current_fn, fn, pairs, warmup, iters)
                 keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
                 step.update(measured=True, kept=keep, reason=reason, accuracy=accuracy_summary(acc), paired=figures,
                             cold_start={"build_s": build_s, "first_call_ms": first})
                 if keep:
                     chosen, current_fn = step["passes"], fn
             combination.append(step)
-            say(f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}")
+            harness.say(f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}")
         if len(chosen) > 1:  # verify the combination against the baseline itself
             b, run, build_s = session.make(passes.get(chosen))
             fn = session.timed_call(b, run)
-            first = first_call_ms(session, fn)
-            acc = session.accuracy(b, session.outputs(b, run))
-            figures = paired(session, base_fn, fn, pairs, warmup, iters)
+            first = harness.first_call_ms(session, fn)
+            acc = session.judge_optimized(b, session.outputs(b, run))
+            figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
             verify = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
                       "accuracy": accuracy_summary(acc), "paired": figures,
@@ -276,38 +137,29 @@ def search(session: Session, candidates: list[passes.Pass], traits: passes.Trait
             else:
                 chosen, final_row = [kept[0]["name"]], kept[0]
                 verify["reason"] += "; the best single pass is kept instead"
-            say(f"verify {'+'.join(verify['passes'])} vs baseline: x{figures['speedup']:.3f}")
+            harness.say(f"verify {'+'.join(verify['passes'])} vs baseline: x{figures['speedup']:.3f}")
 
-    chosen_passes = passes.get(chosen)
-    final = {"passes": list(chosen), "outcome": "gain" if chosen else "no_gain"}
+    selection: dict[str, Any] = {"passes": list(chosen), "outcome": "gain" if chosen else "no_gain"}
     if final_row is not None:
         pf = final_row["paired"]
-        final.update(baseline_median_ms=pf["baseline_median_ms"], optimized_median_ms=pf["candidate_median_ms"],
-                     speedup=pf["speedup"], interval=pf["interval"], confidence=pf["confidence"],
-                     pairs=pf["pairs"], accuracy=final_row["accuracy"], cold_start=final_row["cold_start"])
+        selection.update(baseline_median_ms=pf["baseline_median_ms"], optimized_median_ms=pf["candidate_median_ms"],
+                         speedup=pf["speedup"], interval=pf["interval"], confidence=pf["confidence"],
+                         pairs=pf["pairs"], accuracy=final_row["accuracy"], cold_start=final_row["cold_start"])
     else:
-        final.update(speedup=1.0, reason="no pass was faster beyond the measured noise with accuracy intact")
+        selection.update(speedup=1.0, reason="no pass was faster beyond the measured noise with accuracy intact")
     return {
         "baseline": {"device": session.choice.kind, "dtype": session.baseline_dtype_name, "mode": session.mode,
                      "description": "eager model in the spec's target dtype (the benchmark harness's target)",
                      "accuracy_vs_float32_reference": accuracy_summary(base_acc),
                      "cold_start": {"build_s": base_build_s, "first_call_ms": base_first}},
-        "passes": rows, "combination": combination, "chosen": list(chosen), "final": final,
-        "runtime_only": not any(p.changes_code for p in chosen_passes),
+        "passes": rows, "combination": combination, "selection": selection,
     }
 
 
-def environment(session: Session, traits: passes.Traits) -> dict[str, Any]:
-    try:
-        import transformers
-
-        tf_version: Optional[str] = transformers.__version__
-    except ImportError:
-        tf_version = None
-    return {"torch": torch.__version__, "torch_npu": session.choice.torch_npu_version, "transformers": tf_version,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "device_name": session.choice.name, "threads": torch.get_num_threads(), "cores": traits.cores,
-            "bf16_gemm_speedup": traits.bf16_gemm_speedup, "device_env": ab_device.device_env()}
+def environment(session: harness.Session, traits: passes.Traits) -> dict[str, Any]:
+    """The harness's environment record plus the traits the catalogue's rules read."""
+    return {**harness.environment(session), "threads": traits.threads, "cores": traits.cores,
+            "bf16_gemm_speedup": traits.bf16_gemm_speedup}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -324,27 +176,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", default=NOTES_FILE)
     args = p.parse_args(argv)
     if args.pairs < 5 or args.iters < 1 or args.warmup < 0 or args.num_samples < 1:
-        raise SearchError("--pairs must be >= 5, --iters and --num-samples >= 1, --warmup >= 0")
+        raise harness.HarnessError("--pairs must be >= 5, --iters and --num-samples >= 1, --warmup >= 0")
     if not 0 <= args.min_gain < 1:
-        raise SearchError("--min-gain must be in [0, 1)")
+        raise harness.HarnessError("--min-gain must be in [0, 1)")
     return args
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before anything is loaded or written
-    session = open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples)
+    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples)
     names = [n for n in args.passes.replace(",", " ").split() if n]
     try:
         candidates = passes.get(names) if names else passes.for_device(session.choice.kind)
     except ValueError as exc:
-        raise SearchError(str(exc)) from None
+        raise harness.HarnessError(str(exc)) from None
     wrong = [p.name for p in candidates if p.device != session.choice.kind]
     if wrong:
-        raise SearchError(f"pass(es) {', '.join(wrong)} are for another device than {session.choice.kind}")
+        raise harness.HarnessError(f"pass(es) {', '.join(wrong)} are for another device than {session.choice.kind}")
     speed = passes.cpu_bf16_gemm_speedup() if session.choice.kind == "cpu" else None
     traits = passes.model_traits(session.reference, session.choice.kind, session.spec.task_family,
                                  session.baseline_dtype_name, speed)
-    say(f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "
+    harness.say(f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "
         f"{len(candidates)} catalogue pass(es); {args.pairs} pairs x {args.iters} iters, warmup {args.warmup}")
     body = search(session, candidates, traits, args.pairs, args.warmup, args.iters, args.min_gain)
     notes = {
@@ -355,15 +207,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "settings": {"pairs": args.pairs, "iters_per_block": args.iters, "warmup": args.warmup,
                      "num_samples": args.num_samples, "min_gain": args.min_gain, "confidence": pairstats.CONFIDENCE,
                      "seed": session.spec.recipe.seed, "profiler_during_timing": False},
+        # Every pass is judged by this one budget against the float32 reference (comparator.judge_optimized).
+        "accuracy_budget": accuracy_standard.budget_statement(session.spec.task_family, session.thresholds.tolerances),
         "traits": traits.as_dict(), **body, "environment": environment(session, traits),
     }
     out = Path(args.out)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(notes, indent=2, sort_keys=True) + "\n")
-    tmp.replace(out)
+    harness.write_json(out, notes)
+    sel = notes["selection"]
+    harness.say(f"selected: {', '.join(sel['passes']) or 'nothing (no gain)'} at x{sel['speedup']:.3f} in the search; "
+                "confirming in a fresh process")
+    try:
+        confirm.run_fresh(out, Path(args.spec), args.device, args.use_pretrained)
+    except BaseException:
+        out.unlink(missing_ok=True)  # notes without a confirmed result must not survive
+        raise
+    notes = json.loads(out.read_text())
     final = notes["final"]
-    say(f"chosen: {', '.join(notes['chosen']) or 'nothing (no gain)'}; speedup x{final['speedup']:.3f} -> {out.name}")
     return {"ok": True, "chosen": notes["chosen"], "outcome": final["outcome"], "speedup": final["speedup"],
+            "selection_speedup": final.get("selection_speedup"),
             "baseline_median_ms": final.get("baseline_median_ms"), "optimized_median_ms": final.get("optimized_median_ms"),
             "notes": out.name, "runtime_only": notes["runtime_only"], "error": None}
 
@@ -375,7 +236,7 @@ def main(argv: list[str]) -> int:
         code = 0
     except SystemExit:
         raise
-    except (SearchError, RuntimeDiagnosis) as exc:
+    except (harness.HarnessError, RuntimeDiagnosis) as exc:
         print(f"error: {exc}", file=sys.stderr)
         result["error"], code = str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 1
     except Exception as exc:  # model code failed: keep the traceback for the healer

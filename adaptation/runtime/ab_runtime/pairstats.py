@@ -16,10 +16,21 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 CONFIDENCE = 0.90  # two-sided coverage of the sign-test interval (at least this much)
 DEFAULT_MIN_GAIN = 0.02  # a kept pass must be faster by more than 2 % at the interval's low end
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), same definition as numpy's default."""
+    if not values:
+        raise ValueError("no values")
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
 
 
 def sign_interval_rank(n: int, confidence: float = CONFIDENCE) -> int:
@@ -94,3 +105,37 @@ def gain_decision(result: dict[str, Any], accuracy_verdict: str, min_gain: float
         return False, (f"no gain beyond noise: pair-speedup interval {low:.3f}..{high:.3f} "
                        f"does not clear 1 + {min_gain:g}")
     return True, f"faster beyond noise: x{result['speedup']:.3f}, interval {low:.3f}..{high:.3f}"
+
+
+def confirmed_final(selection: dict[str, Any], confirmation: Optional[dict[str, Any]], kinds: dict[str, str],
+                    min_gain: float = DEFAULT_MIN_GAIN) -> dict[str, Any]:
+    """The reported result: the search's selection only as far as a FRESH paired run confirms it.
+
+    The selection is the best of many noisy measurements, so its own figure is biased upwards
+    (winner's curse); the confirmation is an independent measurement of baseline vs the selected
+    configuration. Kept only when the confirmation's interval clears 1 + min_gain; otherwise the
+    outcome is `no_gain` with the baseline kept (an honest, completed result). Environment
+    settings (thread counts, task queue, JIT mode) are listed apart from model changes.
+    """
+    chosen = list(selection.get("passes") or [])
+    if not chosen:
+        return {"passes": [], "outcome": "no_gain", "speedup": 1.0, "selection_speedup": None,
+                "reason": selection.get("reason") or "no pass was faster beyond the measured noise",
+                "environment_settings": [], "model_changes": []}
+    if not confirmation:
+        raise ValueError("a selection with passes needs a confirmation run")
+    keep, why = gain_decision(confirmation, (selection.get("accuracy") or {}).get("verdict", "fail"), min_gain)
+    if not keep:
+        return {"passes": [], "outcome": "no_gain", "speedup": 1.0, "selection_speedup": selection.get("speedup"),
+                "confirmed_speedup": confirmation["speedup"], "confirmed_interval": confirmation["interval"],
+                "rejected": chosen, "environment_settings": [], "model_changes": [],
+                "reason": (f"the confirmation run did not reproduce the search's x{selection.get('speedup', 0):.3f} "
+                           f"for {'+'.join(chosen)}: {why}; baseline kept")}
+    return {"passes": chosen, "outcome": "gain", "speedup": confirmation["speedup"],
+            "interval": confirmation["interval"], "confidence": confirmation["confidence"],
+            "pairs": confirmation["pairs"], "baseline_median_ms": confirmation["baseline_median_ms"],
+            "optimized_median_ms": confirmation["candidate_median_ms"],
+            "selection_speedup": selection.get("speedup"), "accuracy": selection.get("accuracy"),
+            "cold_start": selection.get("cold_start"), "reason": f"confirmed by a fresh paired run: {why}",
+            "environment_settings": [n for n in chosen if kinds.get(n) == "environment"],
+            "model_changes": [n for n in chosen if kinds.get(n) != "environment"]}

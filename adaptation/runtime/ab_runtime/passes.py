@@ -61,7 +61,7 @@ class Build:
     model: torch.nn.Module
     device_kind: str
     input_dtype: torch.dtype
-    accuracy_dtype: str  # the dtype whose accuracy standard applies to the outputs
+    accuracy_dtype: str  # the dtype the outputs are computed in (recorded; passes are judged by the budget)
     autocast: Optional[torch.dtype] = None
     channels_last: bool = False
     contexts: list[Callable[[], Any]] = field(default_factory=list)
@@ -227,7 +227,8 @@ def _apply_int8(build: Build) -> None:
         from torch.ao.quantization import quantize_dynamic
 
         build.model = quantize_dynamic(build.model, {torch.nn.Linear}, dtype=torch.qint8)
-    # int8 has no standard of its own in the comparator: the loosest documented one (bf16) applies.
+    # The label files use; the verdict is the optimization budget's against the float32 reference
+    # (comparator.judge_optimized), as for every pass.
     build.accuracy_dtype = "bfloat16"
 
 
@@ -241,11 +242,20 @@ def _apply_sdpa(build: Build) -> None:
 
 @contextlib.contextmanager
 def _npu_jit_off() -> Iterator[None]:
-    torch.npu.set_compile_mode(jit_compile=False)
+    """jit_compile=False for the optimized calls only; the mode before is restored afterwards.
+
+    torch_npu documents `torch_npu.npu.is_jit_compile_false()` (True when JIT compilation is off)
+    next to `set_compile_mode(jit_compile=...)`; restoring a hard-coded True would run the
+    interleaved baseline in another mode than the process default and flatter the pass.
+    """
+    import torch_npu
+
+    was_off = bool(torch_npu.npu.is_jit_compile_false())
+    torch_npu.npu.set_compile_mode(jit_compile=False)
     try:
         yield
     finally:
-        torch.npu.set_compile_mode(jit_compile=True)
+        torch_npu.npu.set_compile_mode(jit_compile=not was_off)
 
 
 def _apply_npu_jit_off(build: Build) -> None:
@@ -312,7 +322,7 @@ def _low_precision_attention(t: Traits) -> Optional[str]:
         return "model has no switchable attention implementation"
     if t.baseline_dtype not in ("float16", "bfloat16"):
         return "npu_fusion_attention takes fp16/bf16 only; baseline is " + t.baseline_dtype
-    if t.head_dim is None or t.head_dim > 512:  # documented head-dim range of the operator
+    if t.head_dim is None or t.head_dim > npu_swaps.FUSION_MAX_HEAD_DIM:  # documented head-dim range
         return f"head dim {t.head_dim} outside npu_fusion_attention's documented range"
     return None
 
@@ -320,8 +330,9 @@ def _low_precision_attention(t: Traits) -> Optional[str]:
 def _rotary_applies(t: Traits) -> Optional[str]:
     if not t.rotary:
         return "model has no HF apply_rotary_pos_emb"
-    if t.head_dim is None or t.head_dim % 2:
-        return f"npu_rotary_mul (half mode) needs an even head dim, got {t.head_dim}"
+    if t.head_dim != npu_swaps.ROTARY_LIMITS["head_dim"]:
+        return (f"npu_rotary_mul: the limits common to its 6.0.0 (D == 128) and 7.0.0 (D < 896, even) documentation "
+                f"allow head dim {npu_swaps.ROTARY_LIMITS['head_dim']} only, got {t.head_dim}")
     return None
 
 
@@ -378,6 +389,35 @@ CATALOGUE: tuple[Pass, ...] = (
     Pass("npu_torchair_compile", "npu", "compile", "compile", "torch.compile with torchair.get_npu_backend()",
          _always, _apply_torchair),
 )
+EXTRA_PASSES_ENV = "AB_RUNTIME_EXTRA_PASSES"
+
+
+def _extra_passes() -> tuple[Pass, ...]:
+    """Passes from the file named by AB_RUNTIME_EXTRA_PASSES (`extra_passes(Pass)` there), else none.
+
+    This is how tests add passes of known cost (a fixed sleep, cached outputs) so that the search,
+    the confirmation and the gates are exercised against controlled effects, never machine luck.
+    Unset in production; the gates recognise such passes by name only when the same variable is
+    set in their own environment.
+    """
+    path = os.environ.get(EXTRA_PASSES_ENV)
+    if not path:
+        return ()
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ab_runtime_extra_passes", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{EXTRA_PASSES_ENV}={path}: cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    extra = tuple(module.extra_passes(Pass))
+    clash = [p.name for p in extra if p.name in {c.name for c in CATALOGUE}]
+    if clash:
+        raise ValueError(f"{EXTRA_PASSES_ENV}: pass name(s) {', '.join(clash)} already in the catalogue")
+    return extra
+
+
+CATALOGUE = CATALOGUE + _extra_passes()
 BY_NAME = {p.name: p for p in CATALOGUE}
 
 
@@ -390,6 +430,14 @@ def get(names: list[str]) -> list[Pass]:
     if unknown:
         raise ValueError(f"unknown pass(es): {', '.join(unknown)} (known: {', '.join(BY_NAME)})")
     return [BY_NAME[n] for n in names]
+
+
+def split_settings(names: list[str]) -> dict[str, list[str]]:
+    """Chosen passes split into process settings (threads, task queue, JIT mode, TF32) and model
+    changes: a thread count that "wins" on a loaded machine describes the machine, not the model."""
+    chosen = get(names)
+    return {"environment_settings": [p.name for p in chosen if p.kind == "environment"],
+            "model_changes": [p.name for p in chosen if p.kind != "environment"]}
 
 
 def conflicts(chosen: list[Pass], candidate: Pass) -> Optional[str]:

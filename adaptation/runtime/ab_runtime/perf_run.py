@@ -2,31 +2,33 @@
 
 Builds the float32 reference (and a float64 one where it fits), the baseline (spec dtype, eager)
 and the optimized model (the chosen passes, from the same weights); compares the optimized
-outputs with the float32 reference outputs under the standard of the dtype the passes compute
-in; times baseline and optimized PAIRED and INTERLEAVED; then one separate profiled run.
-Writes <kind>_<device>_<dtype>_<mode>_<dataset>_perf.<ext> files in the benchmark metrics schema
+outputs with the float32 reference outputs by the one optimization budget (never the standard of
+the dtype the passes compute in); times baseline and optimized PAIRED and INTERLEAVED; then one separate profiled run.
+Writes perf_<kind>_<device>_<dtype>_<mode>_<dataset>.<ext> files in the benchmark metrics schema
 (`timing` = optimized, `reference_timing` = the un-optimized baseline from the same pairs), so
-the benchmark gate's checks and accuracy recomputation apply to them unchanged.
+the benchmark gate's checks, accuracy recomputation and re-execution (which applies the same
+passes) serve the perf gate unchanged; the `perf_` prefix keeps them out of the benchmark
+gate's `benchmark_metrics_*.json`. Building, inputs and timing come from ab_runtime.harness.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from . import RESULT_MARKER, passes
+from . import RESULT_MARKER, harness, passes
 from . import device as ab_device
+from .benchmark_run import METRICS_SCHEMA, OUTPUTS_FORMAT
 from .errors import RuntimeDiagnosis
 from .measure import profile_forward, summarize, throughput
-from .optimize import SearchError, environment, open_session, paired, say
+from .optimize import environment
+
+PERF_PREFIX = "perf_"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -43,52 +45,48 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out-dir", default=".")
     args = p.parse_args(argv)
     if args.pairs < 5 or args.iters < 1 or args.warmup < 0 or args.num_samples < 1 or args.profile_steps < 1:
-        raise SearchError("--pairs must be >= 5, --iters, --num-samples and --profile-steps >= 1, --warmup >= 0")
+        raise harness.HarnessError("--pairs must be >= 5, --iters, --num-samples and --profile-steps >= 1, --warmup >= 0")
     return args
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
     chosen = passes.get(chosen_names)
     passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before any evidence is written
-    session = open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples)
+    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples)
     wrong = [p.name for p in chosen if p.device != session.choice.kind]
     if wrong:
-        raise SearchError(f"pass(es) {', '.join(wrong)} were chosen for another device than {session.choice.kind}")
-    say(f"model {session.spec.model_id}: passes {', '.join(chosen_names) or '(none: baseline)'} on {session.choice.kind}")
+        raise harness.HarnessError(f"pass(es) {', '.join(wrong)} were chosen for another device than {session.choice.kind}")
+    harness.say(f"model {session.spec.model_id}: passes {', '.join(chosen_names) or '(none: baseline)'} on {session.choice.kind}")
     base_build, base_run, _ = session.make([])
     b, run_opt, build_s = session.make(chosen)
     for key, value in b.env.items():
-        say(f"note: pass environment {key}={value} must be set before torch_npu loads (set it in the shell)")
+        harness.say(f"note: pass environment {key}={value} must be set before torch_npu loads (set it in the shell)")
     opt_out = session.outputs(b, run_opt)
-    accuracy = session.accuracy(b, opt_out)
-    say(f"accuracy vs float32 reference ({b.accuracy_dtype} standard): {accuracy['verdict']}")
+    accuracy = session.judge_optimized(b, opt_out)
+    harness.say(f"accuracy vs float32 reference (optimization budget, computed in {b.accuracy_dtype}): "
+                f"{accuracy['verdict']}")
     base_fn, opt_fn = session.timed_call(base_build, base_run), session.timed_call(b, run_opt)
-    figures = paired(session, base_fn, opt_fn, args.pairs, args.warmup, args.iters)
+    figures = harness.paired(session, base_fn, opt_fn, args.pairs, args.warmup, args.iters)
     timing = summarize(figures["candidate_samples_ms"], args.warmup).as_dict()
     reference_timing = summarize(figures["baseline_samples_ms"], args.warmup).as_dict()
-    say(f"paired: baseline median {figures['baseline_median_ms']:.3f} ms, optimized {figures['candidate_median_ms']:.3f} ms, "
+    harness.say(f"paired: baseline median {figures['baseline_median_ms']:.3f} ms, optimized {figures['candidate_median_ms']:.3f} ms, "
         f"x{figures['speedup']:.3f} (interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f})")
 
-    stem = f"{session.choice.kind}_{b.accuracy_dtype}_{session.mode}_{args.dataset}_perf"
+    stem = f"{session.choice.kind}_{b.accuracy_dtype}_{session.mode}_{args.dataset}"
     out_dir = Path(args.out_dir)
-    files = {"outputs": f"outputs_{stem}.pt", "trace": f"trace_{stem}.json", "metrics": f"benchmark_metrics_{stem}.json"}
-    outputs_path = out_dir / files["outputs"]
-    tmp = outputs_path.with_suffix(".pt.tmp")
-    torch.save({"format": "ascendbridge.outputs/1", "device": session.choice.kind, "dtype": b.accuracy_dtype,
-                "mode": session.mode, "dataset": args.dataset, "target": opt_out, "reference": session.reference_out,
-                "reference_fp64": session.fp64_out, "passes": list(chosen_names),
-                "inputs": {k: v for k, v in session.samples[0].items() if isinstance(v, torch.Tensor)}}, tmp)
-    tmp.replace(outputs_path)
+    files = {"outputs": f"{PERF_PREFIX}outputs_{stem}.pt", "trace": f"{PERF_PREFIX}trace_{stem}.json",
+             "metrics": f"{PERF_PREFIX}metrics_{stem}.json"}
+    outputs_sha = harness.save_outputs(out_dir / files["outputs"], {
+        "format": OUTPUTS_FORMAT, "device": session.choice.kind, "dtype": b.accuracy_dtype, "mode": session.mode,
+        "dataset": args.dataset, "target": opt_out, "reference": session.reference_out,
+        "reference_fp64": session.fp64_out, "passes": list(chosen_names),
+        "baseline_dtype": session.baseline_dtype_name, "inputs": harness.saved_inputs(session)})
     profile = profile_forward(opt_fn, session.sync, session.choice.kind, out_dir / files["trace"], steps=args.profile_steps)
     traits = passes.model_traits(session.reference, session.choice.kind, session.spec.task_family,
                                  session.baseline_dtype_name)
     batch = session.spec.recipe.batch_size
     metrics = {
-        "schema": "ascendbridge.benchmark_metrics/1",
+        "schema": METRICS_SCHEMA,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "model_id": session.spec.model_id, "adaptation": session.spec.name, "task_family": session.spec.task_family,
         "run": {"device": session.choice.kind, "device_requested": args.device, "torch_device": session.choice.torch_device,
@@ -105,13 +103,10 @@ def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
         "peak_memory_bytes": ab_device.peak_memory(session.choice) if session.choice.kind != "cpu" else ab_device.host_peak_rss(),
         "peak_memory_source": "device_allocator" if session.choice.kind != "cpu" else "host_peak_rss",
         "accuracy": accuracy, "environment": environment(session, traits), "profile": profile,
-        "evidence": {"outputs": files["outputs"], "trace": files["trace"], "outputs_sha256": _sha256(outputs_path)},
+        "evidence": {"outputs": files["outputs"], "trace": files["trace"], "outputs_sha256": outputs_sha},
     }
-    metrics_path = out_dir / files["metrics"]
-    tmp = metrics_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    tmp.replace(metrics_path)
-    say(f"evidence: {files['metrics']}, {files['outputs']}, {files['trace']}")
+    harness.write_json(out_dir / files["metrics"], metrics)
+    harness.say(f"evidence: {files['metrics']}, {files['outputs']}, {files['trace']}")
     return {"ok": True, "verdict": accuracy["verdict"], "device": session.choice.kind, "dtype": b.accuracy_dtype,
             "mode": session.mode, "passes": list(chosen_names), "speedup": figures["speedup"],
             "baseline_median_ms": figures["baseline_median_ms"], "optimized_median_ms": figures["candidate_median_ms"],
@@ -127,7 +122,7 @@ def main(argv: list[str], chosen_names: list[str]) -> int:
         code = 0 if result["verdict"] == "pass" else 2
     except SystemExit:
         raise
-    except (SearchError, RuntimeDiagnosis, ValueError) as exc:
+    except (harness.HarnessError, RuntimeDiagnosis, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         result["error"], code = str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 1
     except Exception as exc:  # model code failed: keep the traceback for the healer

@@ -42,6 +42,7 @@ class RunSpec:
     dry_run_max_layers: Optional[int] = None
     config_overrides: dict[str, Any] = field(default_factory=dict)
     sentence_transformers_pooling: Optional[str] = None
+    sentence_transformers_normalize: bool = False  # modules.json's Normalize: L2-normalised embeddings
     set_default_device: bool = False  # healer fix for "tensors on different devices"
 
 
@@ -96,6 +97,7 @@ def parse_spec(data: Any) -> RunSpec:
         dry_run_max_layers=max_layers,
         config_overrides=overrides,
         sentence_transformers_pooling=data.get("sentence_transformers_pooling"),
+        sentence_transformers_normalize=bool(data.get("sentence_transformers_normalize", False)),
         set_default_device=bool(data.get("set_default_device", False)),
     )
 

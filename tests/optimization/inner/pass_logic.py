@@ -27,6 +27,8 @@ class FakeTorchNpu(types.ModuleType):
     def __init__(self) -> None:
         super().__init__("torch_npu")
         self.calls: dict[str, int] = {}
+        self.npu = FakeNpuModule()
+        self.last_attention: dict = {}
 
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -50,18 +52,43 @@ class FakeTorchNpu(types.ModuleType):
         x1, x2 = x.chunk(2, -1)
         return r1 * x + r2 * torch.cat((-x2, x1), dim=-1)
 
-    def npu_fusion_attention(self, q, k, v, head_num, input_layout, *, atten_mask=None, scale=1.0, keep_prob=1.0, **kw):
+    def npu_fusion_attention(self, q, k, v, head_num, input_layout, *, atten_mask=None, scale=1.0, keep_prob=1.0,
+                             sparse_mode=0, **kw):
         self._count("npu_fusion_attention")
         assert input_layout == "BNSD" and q.dtype in (torch.float16, torch.bfloat16) and q.shape[1] == head_num
+        assert head_num % k.shape[1] == 0, "documented: N_q must be a multiple of N_kv"
+        self.last_attention = {"q_heads": q.shape[1], "kv_heads": k.shape[1], "sparse_mode": sparse_mode,
+                               "mask_shape": list(atten_mask.shape) if atten_mask is not None else None}
+        groups = head_num // k.shape[1]  # native GQA: the kernel groups query heads itself
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+        if sparse_mode in (2, 3):
+            assert atten_mask is not None and tuple(atten_mask.shape) == (2048, 2048), "documented compressed mask"
+            s1, s2 = q.shape[2], k.shape[2]
+            atten_mask = torch.ones(s1, s2, dtype=torch.bool).triu(1 if sparse_mode == 2 else 1 + s2 - s1)
         if atten_mask is not None:
             scores = scores.masked_fill(atten_mask, float("-inf"))  # True = masked out (documented)
         weights = torch.softmax(scores, -1).nan_to_num(0.0)  # a fully masked (padding) row attends nothing
         return (weights @ v.float()).to(q.dtype), None, None
 
 
+class FakeNpuModule(types.ModuleType):
+    """torch_npu.npu: the documented compile-mode switch and its query."""
+
+    def __init__(self) -> None:
+        super().__init__("torch_npu.npu")
+        self.jit_compile = True
+
+    def set_compile_mode(self, jit_compile: bool) -> None:
+        self.jit_compile = bool(jit_compile)
+
+    def is_jit_compile_false(self) -> bool:
+        return not self.jit_compile
+
+
 def tiny_llama(dtype=torch.float32):
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    """Head dim 128 (inside npu_rotary_mul's documented limits), grouped-query attention 4:2."""
+    cfg = LlamaConfig(hidden_size=512, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(dtype)
@@ -92,7 +119,7 @@ def forced_probe(passes) -> dict:
 
 
 def main() -> None:
-    from ab_runtime import passes
+    from ab_runtime import npu_swaps, passes
 
     out: dict = {"not_measured": "NPU/CUDA passes: applicability and construction only, no timing on this CPU"}
     out["catalogue"] = passes.catalogue_table()
@@ -113,6 +140,10 @@ def main() -> None:
     native = passes.model_traits(llama, "cpu", "causal_lm", "float32", 1.0, bf16_native=True)
     applies["llama_cpu_native_bf16"] = {p.name: p.applies(native) for p in passes.for_device("cpu")}
     out["applies"] = applies
+    import dataclasses
+
+    narrow = dataclasses.replace(passes.model_traits(llama, "npu", "causal_lm", "bfloat16"), head_dim=64)
+    out["rotary_head_dim_64"] = passes.BY_NAME["npu_rotary_mul"].applies(narrow)
     out["probe"] = forced_probe(passes)
 
     fake = FakeTorchNpu()
@@ -140,7 +171,31 @@ def main() -> None:
             with torch.inference_mode():
                 original(input_ids=ids, attention_mask=mask)
             swaps[name]["calls_from_unoptimized_model"] = dict(fake.calls)
+        if name == "npu_fusion_attention":
+            swaps[name]["padded_call"] = dict(fake.last_attention)
+            with torch.inference_mode():  # no padding: transformers passes no mask, the causal default applies
+                want = original(input_ids=ids).logits.float()
+                got = run({"input_ids": ids}).logits.float()
+            swaps[name]["causal_call"] = dict(fake.last_attention)
+            swaps[name]["causal_max_abs_diff"] = float((got - want).abs().max())
+            eager = tiny_llama(dtype)
+            eager.set_attn_implementation("eager")  # the model's own code is what the swap falls back to
+            attention = passes.build(eager, passes.get([name]), "cpu", dtype).model.model.layers[0].self_attn
+            q = torch.randn(1, 4, 5, 128, dtype=dtype)
+            kv = torch.randn(1, 2, 5, 128, dtype=dtype)
+            before = fake.calls.get("npu_fusion_attention", 0)
+            for extra in ({"softcap": 30.0}, {"s_aux": torch.zeros(4)}):  # Gemma-2 soft-capping, gpt-oss sinks
+                npu_swaps.fusion_attention(attention, q, kv, kv, None, scaling=0.1, **extra)
+            swaps[name]["fused_calls_with_softcap_or_sinks"] = fake.calls.get("npu_fusion_attention", 0) - before
     out["swaps"] = swaps
+    jit = {}
+    for default in (True, False):  # the process default must survive the pass's calls
+        fake.npu.set_compile_mode(jit_compile=default)
+        b = passes.build(tiny_llama(), passes.get(["npu_jit_compile_off"]), "npu", torch.float32)
+        with b.contexts[0]():
+            inside = fake.npu.jit_compile
+        jit[str(default)] = {"inside": inside, "after": fake.npu.jit_compile}
+    out["jit"] = jit
 
     cuda = {}
     for name in ("cuda_fp16", "cuda_bf16", "cuda_sdpa", "cuda_tf32", "cuda_compile_cudagraphs"):

@@ -1,0 +1,111 @@
+"""Compare a re-run's figures with an adaptation's recorded baseline: one verdict per package.
+
+The rule is optimum-habana's CI rule: accuracy must still pass, and latency or throughput worse
+than a tolerance (default 5 %) is a regression; better than the tolerance is an improvement.
+Pure functions on board metrics, so the verdicts can be re-derived from the report alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+DEFAULT_TOLERANCE = 0.05
+VERDICTS: tuple[str, ...] = ("unchanged", "improved", "regressed", "broken")
+# figure -> True when a higher value is better
+FIGURES: dict[str, bool] = {"median_ms": False, "samples_per_s": True}
+
+
+@dataclass
+class FigureChange:
+    dtype: str
+    name: str
+    baseline: float
+    current: float
+
+    @property
+    def ratio(self) -> float:
+        return self.current / self.baseline if self.baseline else float("inf")
+
+    def worse_by(self) -> float:
+        """How much worse (fraction; negative = better): slower latency or lower throughput."""
+        return (1.0 / self.ratio - 1.0) if FIGURES[self.name] else (self.ratio - 1.0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": round(self.ratio, 4), "worse_by": round(self.worse_by(), 4)}
+
+
+@dataclass
+class Verdict:
+    """One package's re-validation outcome."""
+
+    model_id: str
+    adaptation: str
+    verdict: str
+    summary: str
+    changes: list[FigureChange] = field(default_factory=list)
+    failure: Optional[str] = None
+    baseline_stack: Optional[str] = None
+    current_stack: Optional[str] = None
+
+    @property
+    def worst(self) -> Optional[FigureChange]:
+        return max(self.changes, key=lambda c: c.worse_by(), default=None)
+
+    def as_dict(self) -> dict[str, Any]:
+        worst = self.worst
+        return {"model_id": self.model_id, "adaptation": self.adaptation, "verdict": self.verdict,
+                "summary": self.summary, "failure": self.failure, "baseline_stack": self.baseline_stack,
+                "current_stack": self.current_stack, "worst_worse_by": round(worst.worse_by(), 4) if worst else None,
+                "changes": [c.as_dict() for c in self.changes]}
+
+
+def latest_figures(metrics: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """dtype -> {figure name: value, ..., "stack_id", "device"} from board MetricRecords (last wins)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in metrics:
+        row = out.setdefault(m.dtype, {})
+        row[m.name] = m.value
+        row["stack_id"], row["device"] = m.stack_id, m.device
+    return out
+
+
+def compare(model_id: str, adaptation: str, baseline: dict[str, dict[str, Any]],
+            current: dict[str, dict[str, Any]], tolerance: float = DEFAULT_TOLERANCE) -> Verdict:
+    """The verdict for one package from baseline and current figures (latest_figures shape)."""
+    base_stack = next((row.get("stack_id") for row in baseline.values() if row.get("stack_id")), None)
+    cur_stack = next((row.get("stack_id") for row in current.values() if row.get("stack_id")), None)
+    verdict = Verdict(model_id, adaptation, "unchanged", "", baseline_stack=base_stack, current_stack=cur_stack)
+    missing = [d for d in baseline if d not in current]
+    if missing:
+        verdict.verdict, verdict.failure = "broken", f"no re-run figures for {', '.join(missing)}"
+        verdict.summary = verdict.failure
+        return verdict
+    failed = [d for d in baseline if current[d].get("accuracy_pass") != 1.0]
+    for dtype, row in baseline.items():
+        for name in FIGURES:
+            if isinstance(row.get(name), float) and isinstance(current[dtype].get(name), float) and row[name] > 0:
+                verdict.changes.append(FigureChange(dtype, name, row[name], current[dtype][name]))
+    worst = verdict.worst
+    best = min(verdict.changes, key=lambda c: c.worse_by(), default=None)
+    if failed:
+        verdict.verdict = "regressed"
+        verdict.summary = f"accuracy no longer passes ({', '.join(failed)})"
+    elif worst is not None and worst.worse_by() > tolerance:
+        verdict.verdict = "regressed"
+        verdict.summary = (f"{worst.dtype} {worst.name} {worst.worse_by():+.1%} worse "
+                           f"({worst.baseline:.4g} -> {worst.current:.4g})")
+    elif best is not None and best.worse_by() < -tolerance:
+        verdict.verdict = "improved"
+        verdict.summary = (f"{best.dtype} {best.name} {-best.worse_by():.1%} better "
+                           f"({best.baseline:.4g} -> {best.current:.4g})")
+    else:
+        spread = max((abs(c.worse_by()) for c in verdict.changes), default=0.0)
+        verdict.summary = f"within {tolerance:.0%} (largest change {spread:.1%})"
+    return verdict
+
+
+def broken(model_id: str, adaptation: str, failure: str, baseline_stack: Optional[str] = None) -> Verdict:
+    return Verdict(model_id, adaptation, "broken", f"broken: {failure}", failure=failure,
+                   baseline_stack=baseline_stack)

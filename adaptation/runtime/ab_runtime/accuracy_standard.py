@@ -1,0 +1,221 @@
+"""The framework's accuracy standard: one table of thresholds per target dtype and task family.
+
+The thresholds belong to the framework, not to the adaptation: a spec's `tolerances` section may
+only tighten a threshold, or loosen it within the bound this table states; a request beyond the
+bound is refused (the standard's value applies) and every accepted or refused change is returned
+as a decision the gate report shows to people. Agents may not touch `tolerances` at all (the
+healer's FORBIDDEN_KEYS).
+
+An optimized configuration is judged by one named budget (OPTIMIZATION_BUDGET) against the float32
+reference, never by the lower dtype a pass computes in.
+
+Standard library only: ab_runtime.comparator applies it inside adaptations, and the framework's
+gates import this same file (adaptation/runtime/ab_runtime/accuracy_standard.py), so there is one
+copy of every number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Optional
+
+STANDARD_NAME = "ascendbridge-accuracy/1"
+
+# Ascend single-benchmark relative-error standards per dtype (ATK / msprobe), times an
+# accumulation allowance of 8 for a whole model in low precision.
+DTYPE_EPSILON: dict[str, float] = {"float64": 2.0**-13, "float32": 2.0**-13, "float16": 2.0**-10,
+                                   "bfloat16": 2.0**-7}
+LOW_PRECISION = frozenset({"float16", "bfloat16"})
+ACCUMULATION_FACTOR = 8.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """The thresholds applied to outputs computed in one dtype."""
+
+    cosine_min: float
+    max_abs_err_scaled_max: float  # bound on max|t - r| / max|r|
+    label_match_min: float  # integer / bool outputs: fraction of equal elements
+    dynamo_multiplier: float  # RMSE vs float64 may be this many times the fp32 baseline's ...
+    dynamo_floor_rms_scaled: float  # ... plus this fraction of the reference's RMS
+    rel_err_floor: float = 1e-3  # max rel err divides by max(|r|, floor * scale)
+
+
+_FP32 = Row(cosine_min=0.9999, max_abs_err_scaled_max=1e-3, label_match_min=1.0, dynamo_multiplier=2.0,
+            dynamo_floor_rms_scaled=1e-4)
+
+
+def _low(dtype: str) -> Row:
+    return Row(cosine_min=0.99, max_abs_err_scaled_max=ACCUMULATION_FACTOR * DTYPE_EPSILON[dtype],
+               label_match_min=0.9, dynamo_multiplier=3.0, dynamo_floor_rms_scaled=5e-2)
+
+
+# (task family, dtype) -> Row; family "*" is every family without a row of its own.
+TABLE: dict[tuple[str, str], Row] = {
+    ("*", "float64"): _FP32,
+    ("*", "float32"): _FP32,
+    ("*", "float16"): _low("float16"),
+    ("*", "bfloat16"): _low("bfloat16"),
+}
+
+# Keys a spec may set, and the loosest value it may set per dtype class (a human's decision,
+# recorded in the gate report). Anything looser is refused.
+ADJUSTABLE = ("cosine_min", "max_abs_err_scaled_max", "label_match_min")
+HIGHER_IS_STRICTER = {"cosine_min": True, "max_abs_err_scaled_max": False, "label_match_min": True}
+PHYSICAL = {"cosine_min": (-1.0, 1.0), "max_abs_err_scaled_max": (0.0, float("inf")), "label_match_min": (0.0, 1.0),
+            "top1_agreement_min": (0.0, 1.0)}
+
+
+def loosest(dtype: str, key: str) -> float:
+    """The bound a spec may loosen `key` to for `dtype`: stated here, documented in docs/benchmark.md."""
+    row = row_for("*", dtype)
+    if key == "max_abs_err_scaled_max":
+        return 4.0 * row.max_abs_err_scaled_max
+    if key == "cosine_min":
+        return 0.999 if dtype not in LOW_PRECISION else 0.98
+    return 0.99 if dtype not in LOW_PRECISION else 0.8
+
+
+# The optimization accuracy budget: an optimized configuration's outputs against the float32
+# reference outputs, whatever dtype its passes compute in. "top1_agreement_min" is the task-level
+# agreement: the fraction of positions whose argmax over the last axis (next token, label, class,
+# start/end position) equals the reference's, on the outputs the task family names below.
+OPTIMIZATION_BUDGET_NAME = "optimization-budget/1"
+BUDGET_SECTION = "optimization"  # tolerances.optimization: requests that tighten the budget
+OPTIMIZATION_BUDGET: dict[str, float] = {"cosine_min": 0.99, "max_abs_err_scaled_max": 0.0625,
+                                         "top1_agreement_min": 0.9, "label_match_min": 0.9}
+TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "causal_lm": ("logits",), "masked_lm": ("logits",), "seq2seq": ("logits",),
+    "speech_seq2seq": ("logits",), "vision_seq2seq": ("logits",),
+    "sequence_classification": ("logits",), "token_classification": ("logits",),
+    "image_classification": ("logits",), "question_answering": ("start_logits", "end_logits"),
+    "feature_extraction": (),  # embeddings: cosine and max error only
+}
+
+
+
+def budget_statement(family: str, tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The optimization budget as the notes state it: its name, numbers, reference and outputs,
+    after the spec's `tolerances.optimization` requests, which may only tighten it."""
+    budget = dict(OPTIMIZATION_BUDGET)
+    try:
+        requests = normalize(tolerances).get(BUDGET_SECTION, {})
+        decisions = [_decide_budget(key, value) for key, value in sorted(requests.items())]
+    except (ValueError, TypeError) as exc:
+        decisions = [{"dtype": BUDGET_SECTION, "key": "*", "requested": None, "decision": f"refused: {exc}"}]
+    for d in decisions:
+        if d["key"] in budget:
+            budget[d["key"]] = d["applied"]
+    return {"name": OPTIMIZATION_BUDGET_NAME, "against": "float32 reference", **budget,
+            "top1_outputs": list(TOP1_OUTPUTS.get(family, ())),
+            "decisions": [d for d in decisions if d["decision"] != "unchanged"]}
+
+
+def _decide_budget(key: str, requested: float) -> dict[str, Any]:
+    standard = OPTIMIZATION_BUDGET[key]
+    stricter = requested <= standard if key == "max_abs_err_scaled_max" else requested >= standard
+    low, high = PHYSICAL.get(key, (0.0, 1.0))
+    if not low <= requested <= high:
+        decision, applied = f"refused: outside [{low}, {high}]", standard
+    elif requested == standard:
+        decision, applied = "unchanged", standard
+    elif stricter:
+        decision, applied = "tightened", requested
+    else:
+        decision, applied = "refused: the optimization budget can only be tightened", standard
+    return {"dtype": BUDGET_SECTION, "key": key, "standard": standard, "requested": requested, "bound": standard,
+            "applied": applied, "decision": decision}
+
+
+# Before the standard, specs carried these three flat keys with these values (the framework's
+# defaults then): they meant "the standard" and are read as no request at all.
+_LEGACY_KEYS = {"cosine_min": 0.99, "fp32_cosine_min": 0.9999, "max_abs_err_scaled": 1e-3}
+
+
+def row_for(family: str, dtype: str) -> Row:
+    """The table's row; dtypes outside the table (int8 weights, ...) get the float32 row."""
+    return TABLE.get((family, dtype)) or TABLE.get(("*", dtype)) or TABLE[("*", "float32")]
+
+
+def normalize(tolerances: Optional[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """A spec's `tolerances` as {dtype: {key: value}}; legacy flat keys are translated.
+
+    Raises ValueError naming the first key or value that is not a threshold request.
+    """
+    if not tolerances:
+        return {}
+    if not isinstance(tolerances, Mapping):
+        raise ValueError("tolerances must be an object {dtype: {threshold: value}}")
+    if set(tolerances) <= set(_LEGACY_KEYS):
+        legacy = {k: float(v) for k, v in tolerances.items() if float(v) != _LEGACY_KEYS[k]}
+        out: dict[str, dict[str, float]] = {}
+        for key, value in legacy.items():
+            if key == "cosine_min":
+                for dtype in sorted(LOW_PRECISION):
+                    out.setdefault(dtype, {})["cosine_min"] = value
+            elif key == "fp32_cosine_min":
+                out.setdefault("float32", {})["cosine_min"] = value
+            else:
+                out.setdefault("float32", {})["max_abs_err_scaled_max"] = value
+        return out
+    out = {}
+    for dtype, requests in tolerances.items():
+        if dtype not in DTYPE_EPSILON and dtype != BUDGET_SECTION:
+            raise ValueError(f"tolerances: '{dtype}' is neither a dtype of the standard ({', '.join(DTYPE_EPSILON)}) "
+                             f"nor '{BUDGET_SECTION}'")
+        if not isinstance(requests, Mapping):
+            raise ValueError(f"tolerances.{dtype} must be an object")
+        allowed = tuple(OPTIMIZATION_BUDGET) if dtype == BUDGET_SECTION else ADJUSTABLE
+        for key, value in requests.items():
+            if key not in allowed:
+                raise ValueError(f"tolerances.{dtype}.{key}: not adjustable (only {', '.join(allowed)})")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"tolerances.{dtype}.{key} must be a number")
+            out.setdefault(dtype, {})[key] = float(value)
+    return out
+
+
+def decide(dtype: str, key: str, requested: float, family: str = "*") -> dict[str, Any]:
+    """One request judged against the standard: tightened, loosened within the bound, or refused."""
+    standard = getattr(row_for(family, dtype), key)
+    bound = loosest(dtype, key)
+    low, high = PHYSICAL[key]
+    stricter = requested >= standard if HIGHER_IS_STRICTER[key] else requested <= standard
+    within = requested >= bound if HIGHER_IS_STRICTER[key] else requested <= bound
+    if not low <= requested <= high:
+        decision, applied = f"refused: outside [{low}, {high}]", standard
+    elif requested == standard:
+        decision, applied = "unchanged", standard
+    elif stricter:
+        decision, applied = "tightened", requested
+    elif within:
+        decision, applied = "loosened within the framework's bound", requested
+    else:
+        decision, applied = f"refused: looser than the framework's bound {bound:g}", standard
+    return {"dtype": dtype, "key": key, "standard": standard, "requested": requested, "bound": bound,
+            "applied": applied, "decision": decision}
+
+
+def resolve(dtype: str, tolerances: Optional[Mapping[str, Any]] = None, family: str = "*") -> dict[str, Any]:
+    """The thresholds applied to outputs computed in `dtype`, after the spec's requests.
+
+    An unreadable `tolerances` section applies the standard unchanged and says so in the decisions.
+    """
+    row = asdict(row_for(family, dtype))
+    try:
+        requests = normalize(tolerances).get(dtype, {})
+        decisions = [decide(dtype, key, value, family) for key, value in sorted(requests.items())]
+    except (ValueError, TypeError) as exc:
+        decisions = [{"dtype": dtype, "key": "*", "requested": None, "decision": f"refused: {exc}"}]
+    for d in decisions:
+        if d["key"] in row:
+            row[d["key"]] = d["applied"]
+    return {"standard": STANDARD_NAME, "target_dtype": dtype, **row,
+            "decisions": [d for d in decisions if d["decision"] != "unchanged"]}
+
+
+def human_decisions(decisions: list[dict[str, Any]]) -> list[str]:
+    """One line per decision, for gate reports and summaries."""
+    return [f"tolerances.{d['dtype']}.{d['key']} = {d['requested']}: {d['decision']}"
+            + (f" (standard {d['standard']:g}, applied {d['applied']:g})" if "applied" in d else "")
+            for d in decisions]

@@ -1,0 +1,145 @@
+"""The benchmark run behind every adaptation's accuracy_run.py (a thin generated wrapper).
+
+What it does, in order: open a harness Session (the model built once on CPU in float32,
+config-initialised and seeded or real weights, a float64 copy as the exact reference where it
+fits, the seeded input samples); build the target on the device in the target dtype; run every
+sample through it; compare with the shared comparator; time the reference and the target with
+the same warmup and iterations (profiler off, device synchronised around each call); then one
+separate profiled run exported as a Chrome trace.
+
+Writes, named <kind>_<device>_<dtype>_<mode>_<dataset>.<ext>:
+  outputs_*.pt               target / reference / float64 outputs and the inputs
+  trace_*.json               Chrome trace (open in https://ui.perfetto.dev)
+  benchmark_metrics_*.json   latency, throughput, peak memory, accuracy per output, environment
+The last line printed is `ASCENDBRIDGE_RESULT {json}`. Exit 0: evidence written and accuracy
+passed; 2: evidence written, accuracy failed; 1: the run failed (error on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import RESULT_MARKER, harness
+from . import device as ab_device
+from .errors import RuntimeDiagnosis
+from .measure import profile_forward, throughput
+
+DATASETS = ("synthetic",)
+METRICS_SCHEMA = "ascendbridge.benchmark_metrics/1"
+OUTPUTS_FORMAT = "ascendbridge.outputs/1"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Accuracy and latency evidence for this adaptation.")
+    p.add_argument("--device", default="auto", choices=ab_device.DEVICE_CHOICES)
+    p.add_argument("--dtype", default=None, choices=sorted(harness.DTYPES), help="target dtype (default: spec)")
+    p.add_argument("--use-pretrained", action="store_true", help="real weights (default: config-initialised)")
+    p.add_argument("--num-samples", type=int, default=2, help="seeded input batches compared")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls before timing (same for both runs)")
+    p.add_argument("--iters", type=int, default=10, help="timed calls")
+    p.add_argument("--dataset", default="synthetic", help="input source (only 'synthetic' here)")
+    p.add_argument("--profile-steps", type=int, default=2, help="forward calls in the profiled run")
+    p.add_argument("--spec", default="adaptation.json")
+    p.add_argument("--out-dir", default=".", help="where the evidence files go")
+    args = p.parse_args(argv)
+    if args.num_samples < 1 or args.iters < 1 or args.warmup < 0 or args.profile_steps < 1:
+        raise harness.HarnessError("--num-samples, --iters and --profile-steps must be >= 1, --warmup >= 0")
+    if args.dataset not in DATASETS:
+        raise harness.HarnessError(f"dataset '{args.dataset}' is not available here (choices: {', '.join(DATASETS)}); "
+                                   "real datasets belong to the business benchmark stage")
+    return args
+
+
+def names(device: str, dtype: str, mode: str, dataset: str) -> dict[str, str]:
+    stem = f"{device}_{dtype}_{mode}_{dataset}"
+    return {"outputs": f"outputs_{stem}.pt", "trace": f"trace_{stem}.json", "metrics": f"benchmark_metrics_{stem}.json"}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples, args.dtype)
+    spec, choice, dtype_name, mode = session.spec, session.choice, session.baseline_dtype_name, session.mode
+    out_dir = Path(args.out_dir)
+    files = names(choice.kind, dtype_name, mode, args.dataset)
+    summary = harness.model_summary(session)
+    harness.say(f"model {spec.model_id} ({spec.task_family}), target {choice.kind} ({choice.name}) {dtype_name}")
+    harness.say(f"built {summary['class']} ({session.loaded.origin}, mode {mode}): {summary['parameters']:,} parameters, "
+                f"layers {summary['layers_built']}/{summary['layers_total']}"
+                f"{' (depth reduced)' if summary['depth_reduced'] else ''}")
+    for note in session.loaded.notes:
+        harness.say(f"note: {note}")
+    harness.say(f"reference: CPU float32; float64 reference {session.fp64_note}")
+
+    target, target_run, _ = session.make([])
+    target_out = session.outputs(target, target_run)
+    accuracy = session.accuracy(target, target_out)
+    failed = accuracy["failed_outputs"] + accuracy["problems"]
+    harness.say(f"accuracy vs reference: {accuracy['verdict']}" + (f" (failed: {', '.join(failed)})" if failed else ""))
+
+    reference_timing = session.time(session.reference_call(), args.warmup, args.iters, on_device=False).as_dict()
+    target_fn = session.timed_call(target, target_run)
+    ab_device.reset_peak_memory(choice)
+    timing = session.time(target_fn, args.warmup, args.iters).as_dict()
+    peak = ab_device.peak_memory(choice)
+    peak_source = "device_allocator"
+    if peak is None:
+        peak, peak_source = ab_device.host_peak_rss(), "host_peak_rss"
+    harness.say(f"latency {choice.kind} {dtype_name}: median {timing['median_ms']:.3f} ms, p90 {timing['p90_ms']:.3f} ms "
+                f"(reference CPU float32 median {reference_timing['median_ms']:.3f} ms; warmup {args.warmup}, "
+                f"iters {args.iters})")
+
+    outputs_sha = harness.save_outputs(out_dir / files["outputs"], {
+        "format": OUTPUTS_FORMAT, "device": choice.kind, "dtype": dtype_name, "mode": mode, "dataset": args.dataset,
+        "target": target_out, "reference": session.reference_out, "reference_fp64": session.fp64_out,
+        "passes": [], "inputs": harness.saved_inputs(session)})
+    profile = profile_forward(target_fn, session.sync, choice.kind, out_dir / files["trace"], steps=args.profile_steps)
+    harness.say(f"profiled run: {profile['events']} trace events -> {files['trace']}")
+
+    batch = spec.recipe.batch_size
+    metrics = {
+        "schema": METRICS_SCHEMA,
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "model_id": spec.model_id, "adaptation": spec.name, "task_family": spec.task_family,
+        "run": {"device": choice.kind, "device_requested": args.device, "torch_device": choice.torch_device,
+                "device_name": choice.name, "fallback": choice.fallback, "dtype": dtype_name, "mode": mode,
+                "dataset": args.dataset, "num_samples": args.num_samples, "seed": spec.recipe.seed,
+                "reference": {"device": "cpu", "dtype": "float32", "float64": session.fp64_out is not None,
+                              "float64_note": session.fp64_note}},
+        "model": summary, "inputs": harness.input_shapes(session),
+        "timing": timing, "reference_timing": reference_timing, "profiler_during_timing": False,
+        "throughput": {"batch_size": batch, "samples_per_s": throughput(batch, timing["median_ms"])},
+        "peak_memory_bytes": peak, "peak_memory_source": peak_source,
+        "accuracy": accuracy, "environment": harness.environment(session), "profile": profile,
+        "evidence": {"outputs": files["outputs"], "trace": files["trace"], "outputs_sha256": outputs_sha},
+    }
+    harness.write_json(out_dir / files["metrics"], metrics)
+    harness.say(f"evidence: {files['metrics']}, {files['outputs']}, {files['trace']}")
+    return {"ok": True, "verdict": accuracy["verdict"], "device": choice.kind, "device_name": choice.name,
+            "dtype": dtype_name, "mode": mode, "dataset": args.dataset, "median_ms": timing["median_ms"],
+            "p90_ms": timing["p90_ms"], "reference_median_ms": reference_timing["median_ms"],
+            "samples_per_s": metrics["throughput"]["samples_per_s"], "peak_memory_bytes": peak,
+            "metrics": files["metrics"], "outputs": files["outputs"], "trace": files["trace"],
+            "failed_outputs": accuracy["failed_outputs"], "error": None}
+
+
+def main(argv: list[str]) -> int:
+    result: dict[str, Any] = {"ok": False, "error": None}
+    try:
+        result = run(parse_args(argv))
+        code = 0 if result["verdict"] == "pass" else 2
+    except SystemExit:
+        raise
+    except (harness.HarnessError, RuntimeDiagnosis) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        result["error"], code = str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 1
+    except Exception as exc:  # model code failed: keep the traceback for the healer
+        traceback.print_exc()
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        result["error"], code = f"{type(exc).__name__}: {first}", 1
+    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
+    return code

@@ -1,0 +1,262 @@
+"""The one measurement harness: a Session loads, casts, builds inputs, runs samples, times, records.
+
+Everything that produces or checks evidence goes through this module: the benchmark run
+(benchmark_run.py behind accuracy_run.py), the pass search and its confirmation (optimize.py),
+the optimized run (perf_run.py behind accuracy_run_perf.py) and the gates' re-execution and
+re-measurement (benchmark/inner, optimization/inner, which load the FRAMEWORK's copy of this
+package). So the code that times is the code the gates verify.
+
+A Session holds the float32 CPU reference model (config-initialised and seeded, or real
+weights), the seeded input samples, the float32 and float64 reference outputs and the baseline
+dtype on the target device. `make(passes)` builds a variant from the reference weights with
+the given catalogue passes applied (no passes: the benchmark's target model), so re-execution
+and re-measurement rebuild exactly the configuration that was measured.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from . import families, loading, pairstats, passes
+from . import device as ab_device
+from .comparator import Thresholds, compare_outputs, judge_optimized
+from .fileops import atomic_path, sha256_file, write_text_atomic
+from .inputs import forward_flags
+from .measure import Timing, profiler_active, time_forward
+from .spec import load_spec
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+FP64_REFERENCE_MAX_BYTES = 4 * 1024**3  # a float64 copy larger than this is skipped (recorded)
+CONFIG_KEYS = (
+    "model_type", "hidden_size", "d_model", "n_embd", "num_hidden_layers", "num_layers", "n_layer",
+    "encoder_layers", "decoder_layers", "num_attention_heads", "n_head", "intermediate_size", "d_ff",
+    "vocab_size", "max_position_embeddings", "image_size", "patch_size", "num_channels",
+    "is_encoder_decoder", "num_key_value_heads", "head_dim",
+)
+
+
+class HarnessError(Exception):
+    """A bad argument or an impossible request: one line on stderr, no traceback."""
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+@dataclass
+class Session:
+    """Model, inputs, reference outputs and baseline dtype shared by every run of one process."""
+
+    spec: Any
+    spec_path: Path
+    choice: Any
+    family: Any
+    reference: torch.nn.Module  # float32 on CPU: the weights every variant starts from
+    baseline_dtype: torch.dtype
+    samples: list[dict[str, Any]]
+    reference_out: dict[str, torch.Tensor]
+    fp64_out: Optional[dict[str, torch.Tensor]]
+    fp64_note: str
+    thresholds: Thresholds
+    mode: str
+    loaded: Any
+
+    @property
+    def baseline_dtype_name(self) -> str:
+        return passes.DTYPE_NAMES[self.baseline_dtype]
+
+    def sync(self) -> None:
+        ab_device.synchronize(self.choice)
+
+    def make(self, chosen: list[passes.Pass]) -> tuple[passes.Build, Callable[[dict[str, Any]], Any], float]:
+        """A fresh variant from the reference weights: (build, run, seconds to build it)."""
+        start = time.perf_counter()
+        model = copy.deepcopy(self.reference).to(device=self.choice.torch_device, dtype=self.baseline_dtype).eval()
+        flags = forward_flags(model)
+        b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
+        run = passes.finalize(b, flags)
+        return b, run, time.perf_counter() - start
+
+    def outputs(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> dict[str, torch.Tensor]:
+        """Every sample forwarded; each named output stacked over samples (dim 0), on CPU."""
+        per_name: dict[str, list[torch.Tensor]] = {}
+        with torch.inference_mode():
+            for inputs in self.samples:
+                moved = passes.prepare_inputs(inputs, self.choice.torch_device, b)
+                named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling,
+                                                  self.spec.sentence_transformers_normalize)
+                for name, tensor in named.items():
+                    per_name.setdefault(name, []).append(tensor.detach().to("cpu"))
+        stacked = {}
+        for name, tensors in per_name.items():
+            if len({tuple(t.shape) for t in tensors}) != 1:
+                raise HarnessError(f"output '{name}' changes shape between samples; cannot stack")
+            stacked[name] = torch.stack(tensors)
+        return stacked
+
+    def accuracy(self, b: passes.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """The benchmark's verdict: the framework's accuracy standard for the dtype computed in."""
+        return compare_outputs(out, self.reference_out, self.thresholds, b.accuracy_dtype, self.fp64_out)
+
+    def judge_optimized(self, b: passes.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """An optimized configuration's verdict: the one optimization budget against the float32
+        reference (comparator.judge_optimized), never the standard of the dtype its passes use."""
+        return judge_optimized(out, self.reference_out, self.spec.task_family, b.accuracy_dtype,
+                               self.thresholds.tolerances)
+
+    def timed_call(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
+        inputs = passes.prepare_inputs(self.samples[0], self.choice.torch_device, b)
+        return lambda: run(inputs)
+
+    def reference_call(self) -> Callable[[], Any]:
+        """Sample 0 through the CPU float32 reference (the benchmark's reference timing)."""
+        inputs = {k: v for k, v in self.samples[0].items()}
+        flags = forward_flags(self.reference)
+        return lambda: self.reference(**inputs, **flags)
+
+    def time(self, fn: Callable[[], Any], warmup: int, iters: int, on_device: bool = True) -> Timing:
+        """Same seed, warmup and iterations for every timed run (the RNG is re-seeded after warmup)."""
+        seed = self.spec.recipe.seed
+        torch.manual_seed(seed)
+        return time_forward(fn, self.sync if on_device else (lambda: None), warmup, iters, seed=seed)
+
+
+def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples: int,
+                 dtype: Optional[str] = None) -> Session:
+    """Build the reference model, the seeded samples and the float32 / float64 reference outputs."""
+    spec = load_spec(Path(spec_path))
+    choice = ab_device.select_device(device, allow_fallback=False)
+    family = families.get_family(spec.task_family)
+    baseline_name = dtype or spec.dtype_target
+    if baseline_name not in DTYPES:
+        raise HarnessError(f"dtype '{baseline_name}' is not supported (choices: {', '.join(sorted(DTYPES))})")
+    torch.manual_seed(spec.recipe.seed)
+    cpu = choice if choice.kind == "cpu" else ab_device.select_device("cpu")
+    loaded = loading.load_model(spec, dry_run=not use_pretrained, device=cpu, dtype=torch.float32)
+    reference = loaded.model.eval()
+    samples = [family.build_inputs(reference, loaded.config, spec.recipe, spec.recipe.seed + i)
+               for i in range(num_samples)]
+    tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
+    session = Session(spec, Path(spec_path), choice, family, reference, DTYPES[baseline_name], samples, {}, None,
+                      "built", Thresholds.from_spec(tolerances), loaded.mode, loaded)
+    cpu_session = copy.copy(session)
+    cpu_session.choice = cpu
+    ref_build = passes.Build(reference, "cpu", torch.float32, "float32")
+    session.reference_out = cpu_session.outputs(ref_build, passes.finalize(ref_build, forward_flags(reference)))
+    if sum(p.numel() for p in reference.parameters()) * 8 <= FP64_REFERENCE_MAX_BYTES:
+        exact = copy.deepcopy(reference).to(torch.float64)
+        b64 = passes.Build(exact, "cpu", torch.float64, "float64")
+        session.fp64_out = cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact)))
+        del exact
+    else:
+        session.fp64_note = f"skipped: a float64 copy would exceed {FP64_REFERENCE_MAX_BYTES // 1024**3} GiB"
+    return session
+
+
+def paired(session: Session, base: Callable[[], Any], cand: Callable[[], Any], pairs: int, warmup: int,
+           iters: int) -> dict[str, Any]:
+    """`pairs` blocks of `iters` A/B call pairs, interleaved A B B A A B ... so both sides see the
+    same load; the same warmup for both, the RNG re-seeded before every call, the profiler off."""
+    if profiler_active():
+        raise HarnessError("a profiler is active: timing with the profiler on is not allowed")
+    seed = session.spec.recipe.seed
+    base_blocks: list[list[float]] = [[] for _ in range(pairs)]
+    cand_blocks: list[list[float]] = [[] for _ in range(pairs)]
+
+    def timed(fn: Callable[[], Any]) -> float:
+        torch.manual_seed(seed)
+        session.sync()
+        start = time.perf_counter_ns()
+        fn()
+        session.sync()
+        return (time.perf_counter_ns() - start) / 1e6
+
+    with torch.inference_mode():
+        for fn in (base, cand):
+            for _ in range(warmup):
+                fn()
+        session.sync()
+        for i in range(pairs):
+            for j in range(iters):
+                if (i * iters + j) % 2 == 0:
+                    base_blocks[i].append(timed(base))
+                    cand_blocks[i].append(timed(cand))
+                else:
+                    cand_blocks[i].append(timed(cand))
+                    base_blocks[i].append(timed(base))
+    return pairstats.summarize_pairs(base_blocks, cand_blocks, warmup).as_dict()
+
+
+def paired_against_baseline(session: Session, chosen: list[passes.Pass], pairs: int, warmup: int,
+                            iters: int) -> dict[str, Any]:
+    """A fresh baseline and a fresh `chosen` variant, timed paired and interleaved."""
+    base_build, base_run, _ = session.make([])
+    build, run, _ = session.make(chosen)
+    return paired(session, session.timed_call(base_build, base_run), session.timed_call(build, run),
+                  pairs, warmup, iters)
+
+
+def first_call_ms(session: Session, fn: Callable[[], Any]) -> float:
+    with torch.inference_mode():
+        session.sync()
+        start = time.perf_counter_ns()
+        fn()
+        session.sync()
+    return (time.perf_counter_ns() - start) / 1e6
+
+
+def model_summary(session: Session) -> dict[str, Any]:
+    """Parameter counts and the config figures the roofline estimate needs."""
+    model, loaded = session.reference, session.loaded
+    embedding = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters())
+    config = getattr(model, "config", None)
+    cfg = {k: getattr(config, k) for k in CONFIG_KEYS
+           if config is not None and isinstance(getattr(config, k, None), (int, float, str, bool))}
+    return {
+        "class": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
+        "embedding_parameters": embedding, "layers_built": loaded.layers_built, "layers_total": loaded.layers_total,
+        "depth_reduced": bool(loaded.depth_reduced), "origin": loaded.origin, "notes": list(loaded.notes),
+        "config": cfg,
+    }
+
+
+def environment(session: Session) -> dict[str, Any]:
+    """Versions, device and the process settings (threads) every evidence file records."""
+    try:
+        import transformers
+
+        tf_version: Optional[str] = transformers.__version__
+    except ImportError:
+        tf_version = None
+    return {"torch": torch.__version__, "torch_npu": session.choice.torch_npu_version, "transformers": tf_version,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "device_name": session.choice.name, "device_env": ab_device.device_env(),
+            "torch_threads": torch.get_num_threads()}
+
+
+def input_shapes(session: Session) -> dict[str, Any]:
+    return {k: {"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
+            for k, v in session.samples[0].items() if isinstance(v, torch.Tensor)}
+
+
+def saved_inputs(session: Session) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in session.samples[0].items() if isinstance(v, torch.Tensor)}
+
+
+def save_outputs(path: Path, record: dict[str, Any]) -> str:
+    """torch.save `record` atomically at `path`; returns the file's sha256 for the metrics file."""
+    with atomic_path(path) as tmp:
+        torch.save(record, tmp)
+    return sha256_file(path)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,87 @@
+"""The main job's closing table: per model, how far it got, its latency and speedup, its evidence.
+
+Read only through the board (tasks and the metrics the gated stages recorded), so it shows what
+the gates accepted, wherever the stages wrote their files. A person reads one line per model and
+knows what to open or retry next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from rich.table import Table
+
+from ascendbridge.board import BoardStore, MetricRecord, TaskRecord
+from ascendbridge.stages import DONE_STATUSES
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    model_id: str
+    outcome: str  # "all 5 stages completed" / "healing failed: <reason>" / "benchmark pending"
+    latency_ms: Optional[float]  # benchmark median, target device and dtype
+    latency_basis: str  # "cpu float32"
+    speedup: Optional[float]  # optimization's confirmed speedup over the baseline
+    evidence: Path
+
+
+def _outcome(tasks: Sequence[TaskRecord]) -> str:
+    stuck = next((t for t in tasks if t.status not in DONE_STATUSES), None)
+    if stuck is None:
+        skipped = [t.stage for t in tasks if t.status == "skipped"]
+        return f"all {len(tasks)} stages done" + (f" (skipped: {', '.join(skipped)})" if skipped else "")
+    reason = ""
+    if stuck.diagnosis:
+        reason = str(stuck.diagnosis.get("summary") or stuck.diagnosis.get("reason") or "")
+    status = stuck.status.replace("_", " ")
+    return f"{stuck.stage} {status}" + (f": {reason}" if reason else "")
+
+
+def _latest(metrics: Sequence[MetricRecord], stage: str, name: str) -> Optional[MetricRecord]:
+    found = [m for m in metrics if m.stage == stage and m.name == name]
+    return max(found, key=lambda m: m.ts) if found else None
+
+
+def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -> list[ModelResult]:
+    """One result per registered model over `stages`, in registration order."""
+    by_model: dict[str, list[TaskRecord]] = {}
+    for task in store.list_tasks():
+        if task.stage in stages:
+            by_model.setdefault(task.model_id, []).append(task)
+    metrics: dict[str, list[MetricRecord]] = {}
+    for metric in store.list_metrics():
+        metrics.setdefault(metric.model_id, []).append(metric)
+    out = []
+    for model in store.list_models():
+        tasks = sorted(by_model.get(model.model_id, []), key=lambda t: stages.index(t.stage))
+        mine = metrics.get(model.model_id, [])
+        latency = _latest(mine, "benchmark", "median_ms")
+        speedup = _latest(mine, "optimization", "speedup")
+        out.append(ModelResult(
+            model_id=model.model_id,
+            outcome=_outcome(tasks) if tasks else "no task in these stages",
+            latency_ms=latency.value if latency else None,
+            latency_basis=f"{latency.device} {latency.dtype}" if latency else "",
+            speedup=speedup.value if speedup else None,
+            evidence=adaptations / model.adaptation_name,
+        ))
+    return out
+
+
+def results_table(results: Sequence[ModelResult], root: Path) -> Table:
+    """The table; evidence paths relative to `root` when they lie under it."""
+    table = Table(title="results per model", title_justify="left")
+    table.add_column("model", overflow="fold")
+    table.add_column("outcome", overflow="fold")
+    table.add_column("latency", justify="right", no_wrap=True)
+    table.add_column("speedup", justify="right", no_wrap=True)
+    table.add_column("evidence", overflow="fold")
+    for r in results:
+        latency = f"{r.latency_ms:.2f} ms ({r.latency_basis})" if r.latency_ms is not None else "—"
+        speedup = f"{r.speedup:.2f}x" if r.speedup is not None else "—"
+        evidence = r.evidence.relative_to(root) if r.evidence.is_relative_to(root) else r.evidence
+        table.add_row(r.model_id, r.outcome, latency, speedup, f"{evidence}/" if r.evidence.is_dir() else "—")
+    return table

@@ -1,0 +1,144 @@
+"""Accelerator check: demo models in system mode on a plain Python with torch (no uv, no network).
+
+    python3 bench/accelerator_check.py --device cuda|cpu [--out DIR] [--models a,b,c]
+
+Renders a few bundled demo models, makes each package's environment in system mode on THIS
+interpreter (nothing is installed: torch and transformers must already be there), checks the
+stack against the compatibility table, runs the demo's dry run, the benchmark (accuracy_run.py)
+and the optimization's pass search (ab_runtime.optimize) on --device, and writes one report
+(accelerator_check.json + .md). Needs from the interpreter: torch, transformers, pydantic, jinja2,
+packaging. bench/accelerator_check.sh is the entry point with the 10-minute limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from adaptation import uv_env  # noqa: E402
+from adaptation.generator import render_adaptation  # noqa: E402
+from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource  # noqa: E402
+from ascendbridge.stacks import describe  # noqa: E402
+from ascendbridge.config import TorchSource, torch_source  # noqa: E402
+from ascendbridge.envmode import EnvChoice  # noqa: E402
+from benchmark.render import render_accuracy_run  # noqa: E402
+
+DEFAULT_MODELS = ("tiny-bert", "tiny-llama", "tiny-vit")
+RUN_TIMEOUT_S = 400.0
+REPORT_RESERVE_S = 20.0  # kept back from --limit-s so the report is always written
+
+
+class Deadline:
+    """The whole check's time limit: every step gets what is left of it."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.end = time.monotonic() + limit_s - REPORT_RESERVE_S
+
+    def left(self) -> float:
+        return max(1.0, min(RUN_TIMEOUT_S, self.end - time.monotonic()))
+
+    def spent(self) -> bool:
+        return time.monotonic() >= self.end
+
+
+def demo_spec(name: str) -> AdaptationSpec:
+    info = json.loads((REPO / "demo_models" / "manifest.json").read_text())["models"][name]
+    model_dir = REPO / "demo_models" / name
+    config = json.loads((model_dir / "config.json").read_text())
+    has_weights = any(model_dir.glob("*.safetensors"))
+    return AdaptationSpec(name=name, model=ModelSource(model_id=info["model_id"], source="local", path=str(model_dir),
+                                                       has_weights=has_weights),
+                          task_family=info["task_family"], model_class=info["architecture"],
+                          architecture=info["architecture"], model_type=config.get("model_type"),
+                          inputs=InputRecipe(seq_len=32))
+
+
+def _why(command: Any, result: Optional[dict[str, Any]]) -> str:
+    """One line: the run's own error, a timeout (the check's limit), or the last output line."""
+    if command.timed_out:
+        return f"stopped at the time limit after {command.duration_s:.0f} s"
+    return str((result or {}).get("error") or f"exit {command.exit_code}: {command.tail(1)}")
+
+
+def check_one(name: str, root: Path, device: str, source: TorchSource, deadline: Deadline) -> dict[str, Any]:
+    started = time.monotonic()
+    spec = demo_spec(name)
+    directory = root / name
+    render_adaptation(spec, directory, source)
+    render_accuracy_run(spec, directory)
+    row: dict[str, Any] = {"model": name, "device": device, "ok": False}
+    sync = uv_env.sync(directory, uv_env.profile_for_device(device), env=EnvChoice("system", Path(sys.executable)))
+    if not sync.ok:
+        return {**row, "error": sync.tail(1)}
+    row["stack"] = json.loads((directory / ".venv" / "ascendbridge-env.json").read_text())["stack"]
+    demo = uv_env.run_demo(directory, device=device, timeout_s=deadline.left())
+    if not demo.ok:
+        return {**row, "error": f"dry run: {_why(demo.command, demo.result)}"}
+    bench = uv_env.run_in_env(directory, ["accuracy_run.py", "--device", device, "--warmup", "3", "--iters", "20"],
+                              timeout_s=deadline.left())
+    result = uv_env.parse_result(bench.output)
+    if not result or not result.get("ok"):
+        return {**row, "error": f"benchmark: {_why(bench, result)}"}
+    row["benchmark"] = {k: result.get(k) for k in ("dtype", "median_ms", "p90_ms", "samples_per_s", "verdict",
+                                                   "device_name", "reference_median_ms")}
+    opt = uv_env.run_in_env(directory, ["-m", "ab_runtime.optimize", "--device", device, "--pairs", "5", "--iters", "5",
+                                        "--warmup", "2"], timeout_s=deadline.left())
+    found = uv_env.parse_result(opt.output)
+    if opt.exit_code != 0 or not found or not found.get("ok"):
+        return {**row, "error": f"optimization: {_why(opt, found)}"}
+    notes = json.loads((directory / "optimization_notes.json").read_text())
+    row["optimization"] = {"chosen": notes["chosen"], "speedup": notes["final"].get("speedup"),
+                           "outcome": notes["final"].get("outcome"), "passes_tried": len(notes.get("passes", []))}
+    return {**row, "ok": True, "duration_s": round(time.monotonic() - started, 1)}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Accelerator check ({report['device']})", "", f"{report['stack']}; {report['finished_at']}", "",
+             "| model | median ms | samples/s | accuracy | chosen passes | speedup | time |", "|---|---|---|---|---|---|---|"]
+    for r in report["models"]:
+        if not r["ok"]:
+            lines.append(f"| {r['model']} | failed: {r.get('error', '').replace('|', '/')} | | | | | |")
+            continue
+        b, o = r["benchmark"], r["optimization"]
+        lines.append(f"| {r['model']} | {b['median_ms']:.3f} | {b['samples_per_s']:.1f} | {b['verdict']} | "
+                     f"{', '.join(o['chosen']) or 'none'} | {o['speedup'] or 0:.2f}x ({o['outcome']}) | {r['duration_s']} s |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--out", type=Path, default=REPO / "logs" / "accelerator_check")
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    p.add_argument("--limit-s", type=float, default=600.0, help="the whole check's time limit (default 600)")
+    args = p.parse_args(argv)
+    deadline = Deadline(args.limit_s)
+    args.out.mkdir(parents=True, exist_ok=True)
+    source = TorchSource(profiles=torch_source().profiles, wheel_dir=None)  # nothing is locked or installed
+    rows = []
+    for name in filter(None, (n.strip() for n in args.models.split(","))):
+        if deadline.spent():
+            rows.append({"model": name, "device": args.device, "ok": False, "error": "not run: time limit reached"})
+            continue
+        rows.append(check_one(name, args.out / "packages", args.device, source, deadline))
+    stack = next((r["stack"] for r in rows if r.get("stack")), None)
+    report = {"device": args.device, "python": sys.executable, "stack": describe(stack) if stack else "-",
+              "stack_detail": stack, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "models": rows}
+    (args.out / "accelerator_check.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    (args.out / "accelerator_check.md").write_text(markdown(report))
+    print(markdown(report))
+    failed = [r for r in rows if not r["ok"]]
+    for r in failed:
+        print(f"error: {r['model']}: {r.get('error')}", file=sys.stderr)
+    return 1 if failed or not rows else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

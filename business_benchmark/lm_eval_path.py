@@ -1,0 +1,80 @@
+"""The optional lm-evaluation-harness path: `lm_eval.simple_evaluate` on the adaptation's model.
+
+lm-eval is not in the adaptation's lock (it would drag its whole dependency tree into every
+package): when a run asks for it (`business_lm_eval` setting, `--lm-eval TASKS` of
+business_run.py), it is installed into the adaptation's synced `.venv` with `uv pip install`.
+Tasks are lm-eval task names, or local task definitions found under `business_lm_eval_include`
+(a directory of task YAML files; the bundled `data/lm_eval/` one runs offline over a bundled file).
+The reference and the target each run every task; the pass rule compares their task metrics.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO, Any, Optional
+
+from ascendbridge.config import uv_binary
+from ascendbridge.runtime.process import run_command
+from adaptation.uv_env import uv_environment
+
+LM_EVAL_REQUIREMENT = "lm-eval[hf]==0.4.13"  # the hf extra brings accelerate, which HFLM needs
+LOCAL_TASK = "ab_choice_en"  # the bundled multiple-choice task over data/ab-choice-en.jsonl
+LOCAL_SET = "ab-choice-en"
+LOCAL_TASK_YAML = """task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data_file}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "Question: {{{{question}}}}\nAnswer:"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: answer
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+"""
+INSTALL_TIMEOUT_S = 900.0
+# lm-eval's per-sample metrics that are means over samples (what the gate can recompute)
+MEAN_METRICS = ("acc", "acc_norm", "exact_match")
+
+
+def prepare_lm_eval(adaptation_dir: Path, log: Optional[IO[str]] = None) -> Optional[str]:
+    """Install lm-eval into the adaptation's .venv; None on success, else one line."""
+    python = Path(adaptation_dir) / ".venv" / "bin" / "python"
+    if not python.is_file():
+        return f"{adaptation_dir} has no synced .venv for lm-eval"
+    res = run_command([uv_binary(), "pip", "install", "--quiet", "--python", str(python), LM_EVAL_REQUIREMENT],
+                      cwd=adaptation_dir, env=uv_environment(), timeout_s=INSTALL_TIMEOUT_S, log=log)
+    return None if res.ok else f"installing {LM_EVAL_REQUIREMENT} failed: {res.tail(2)}"
+
+
+def write_local_task(adaptation_dir: Path) -> Path:
+    """The bundled task definition, pointing at the adaptation's copy of its set; returns its folder."""
+    folder = Path(adaptation_dir) / "business_data" / "lm_eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    data_file = (Path(adaptation_dir) / "business_data" / f"{LOCAL_SET}.jsonl").resolve()
+    (folder / f"{LOCAL_TASK}.yaml").write_text(LOCAL_TASK_YAML.format(task=LOCAL_TASK, data_file=data_file))
+    return folder
+
+
+def lm_eval_argv(settings: Any, adaptation_dir: Path) -> list[str]:
+    include = settings.lm_eval_include or write_local_task(adaptation_dir)
+    argv = ["--lm-eval", ",".join(settings.lm_eval_tasks), "--lm-eval-include", str(include)]
+    return argv + (["--lm-eval-limit", str(settings.lm_eval_limit)] if settings.lm_eval_limit else [])
+
+
+def derive_lm_eval(section: dict[str, Any]) -> dict[str, Any]:
+    """Task metrics of the reference and the target per lm-eval task, recomputed from the logged
+    per-sample values: {"task": {"<task>.<metric>": {"target", "reference"}}, "agreement": {}}."""
+    task: dict[str, dict[str, float]] = {}
+    for which in ("reference", "target"):
+        for name, samples in sorted((section.get(which) or {}).get("samples", {}).items()):
+            for metric in MEAN_METRICS:
+                values = [float(s[metric]) for s in samples if isinstance(s.get(metric), (int, float))]
+                if values:
+                    task.setdefault(f"{name}.{metric}", {})[which] = sum(values) / len(values)
+    if not task:
+        raise ValueError("lm-eval results carry no per-sample metrics to recompute")
+    return {"task": task, "agreement": {}}

@@ -1,0 +1,79 @@
+"""Business evidence tools.
+
+    uv run business_benchmark/scripts/business_tool.py compare A.json B.json [--json]
+    uv run business_benchmark/scripts/business_tool.py aggregate [--out-dir DIR] [--json]
+
+compare: two business_metrics_*.json files side by side (e.g. one from an Ascend host, one from
+a CUDA host): task metrics, agreement, items/s and tokens/s, and each side's verdict.
+aggregate: every adaptation's business evidence -> business_summary.{json,csv} and
+business_scores.png under --out-dir (default business_benchmark/reports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ascendbridge.config import REPO_ROOT, adaptations_dir
+from business_benchmark.datasets import DatasetError
+from business_benchmark.evidence import read_json
+from business_benchmark.report import collect, compare, write_figure, write_reports
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else ("-" if value is None else str(value))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    result = compare(read_json(Path(args.a)), read_json(Path(args.b)))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for label in ("a", "b"):
+        s = result[label]
+        print(f"{label.upper()}: {s['device']} ({s['device_name']}) {s['dtype']}, {s['weights']} weights, verdict {s['verdict']}")
+    print(f"{'set':18s} {'metric':32s} {'A':>10s} {'B':>10s} {'A items/s':>10s} {'B items/s':>10s}")
+    for row in result["rows"]:
+        print(f"{row['set']:18s} {row['metric']:32s} {_fmt(row['a']):>10s} {_fmt(row['b']):>10s} "
+              f"{_fmt(row['a_items_per_s']):>10s} {_fmt(row['b_items_per_s']):>10s}")
+    for note in result["notes"]:
+        print(f"note: {note}")
+    return 0
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    rows, skipped = collect(adaptations_dir())
+    files = write_reports(rows, skipped, Path(args.out_dir)) + write_figure(rows, Path(args.out_dir))
+    if args.json:
+        print(json.dumps({"rows": len(rows), "skipped": skipped, "files": [str(p) for p in files]}))
+    else:
+        print(f"{len(rows)} metric row(s), {len(skipped)} skipped file(s)")
+        for path in files:
+            print(f"  {path}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("compare", help="two business evidence files side by side")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("aggregate", help="report across every adaptation's business evidence")
+    p.add_argument("--out-dir", default=str(REPO_ROOT / "business_benchmark" / "reports"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_aggregate)
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except (DatasetError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

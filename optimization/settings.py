@@ -1,0 +1,34 @@
+"""Optimization settings (ascendbridge.settings): `--set optimization.KEY`, then
+ASCENDBRIDGE_OPTIMIZATION_*, then defaults."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from adaptation import uv_env
+from ascendbridge.settings import StageSettings
+
+
+class OptimizationSettings(StageSettings):
+    model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_OPTIMIZATION_")
+    key_prefix = "optimization_"
+
+    device: str = Field("cpu", validation_alias="ascendbridge_device")
+    pairs: int = Field(5, ge=5)  # paired, interleaved blocks (at least 5: docs/optimization.md)
+    iters: int = Field(5, ge=1)
+    warmup: int = Field(2, ge=0)
+    num_samples: int = Field(2, ge=1)
+    min_gain: float = Field(0.02, ge=0)
+    passes: str = ""  # comma-separated subset of the catalogue; empty = all for the device
+    real_weights: bool = True
+    timeout_s: float = Field(1800.0, gt=0)
+
+    @model_validator(mode="after")
+    def _device(self) -> "OptimizationSettings":
+        uv_env.profile_for_device(self.device)  # validates the device name
+        return self
+
+    def common_args(self, pretrained: bool) -> list[str]:
+        return ["--device", self.device, "--pairs", str(self.pairs), "--iters", str(self.iters), "--warmup",
+                str(self.warmup), "--num-samples", str(self.num_samples)] + (["--use-pretrained"] if pretrained else [])

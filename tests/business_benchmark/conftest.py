@@ -1,0 +1,50 @@
+"""Session fixtures: the torch interpreter, the real MiniLM business run, three tiny agreement-only runs."""
+
+from __future__ import annotations
+
+import io
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from ascendbridge.demo_models import ensure_minilm
+from tests.business_benchmark.business_support import demo_dir, make_adaptation, run_business
+from tests.support.torch_env import torch_env_python
+
+# One intra-op thread per run: on a shared 2-core machine two threads per process thrash (30x slower).
+THREADS = ("--threads", "1")
+TINY = {"tiny-gpt2": ("causal_lm", "GPT2LMHeadModel"), "tiny-t5": ("seq2seq", "T5ForConditionalGeneration"),
+        "tiny-bert-classifier": ("sequence_classification", "BertForSequenceClassification")}
+
+
+@pytest.fixture(scope="session")
+def python() -> Path:
+    return torch_env_python()
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory: pytest.TempPathFactory, python: Path) -> tuple[Path, Path]:
+    """(adaptation dir, metrics file) of the real all-MiniLM-L6-v2, CPU bfloat16 vs CPU float32."""
+    log = io.StringIO()
+    model_dir = ensure_minilm(log=log)
+    if model_dir is None:
+        pytest.skip(f"all-MiniLM-L6-v2 unavailable: {log.getvalue().strip()}")
+    directory = make_adaptation(tmp_path_factory.mktemp("business"), "all-minilm-l6-v2", model_dir,
+                                "feature_extraction", "BertModel", has_weights=True, pooling="mean",
+                                model_id="sentence-transformers/all-MiniLM-L6-v2")
+    metrics, _, _ = run_business(python, directory, "feature_extraction", pretrained=True, sentence_transformers=True,
+                                 extra=THREADS, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return directory, metrics
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, Path]]:
+    """Config-only demo models (no weights, no tokenizer), 4 items per set, run in parallel."""
+    root = tmp_path_factory.mktemp("business-tiny")
+    dirs = {name: make_adaptation(root, name, demo_dir(name), family, cls) for name, (family, cls) in TINY.items()}
+    with ThreadPoolExecutor(max_workers=len(TINY)) as pool:
+        done = {name: pool.submit(run_business, python, dirs[name], TINY[name][0], extra=(*THREADS, "--max-items", "4"))
+                for name in TINY}
+    return {name: (dirs[name], done[name].result()[0]) for name in TINY}

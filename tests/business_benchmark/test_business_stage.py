@@ -1,0 +1,77 @@
+"""BUSINESS_BENCHMARK_STAGE end to end: generator output, a real uv env, board metrics, the gate."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from adaptation.generator import generate
+from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.board import BoardStore
+from ascendbridge.board.queries import BoardQueries
+from ascendbridge.board.records import Registration
+from ascendbridge.config import adaptations_dir
+from ascendbridge.stage_api import StageContext
+from ascendbridge.stages import STAGES
+from ascendbridge.teamlead.registry import check_loadable, stage_refs
+from business_benchmark.stage import BUSINESS_BENCHMARK_STAGE
+from tests.business_benchmark.business_support import demo_dir
+
+
+def make_context(board: BoardStore, board_path: Path, settings: dict) -> StageContext:
+    model_dir = demo_dir("tiny-bert-classifier")
+    (record, _), = board.register_models([Registration(model_id="demo/tiny-bert-classifier", source="local",
+                                                       path=str(model_dir))])
+    task = board.list_tasks(stage="business_benchmark", model_id=record.model_id)[0]
+    directory = adaptations_dir() / record.adaptation_name
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
+        task_family="sequence_classification", model_class="BertForSequenceClassification", model_type="bert",
+        inputs=InputRecipe(batch_size=1, seq_len=16),
+    )
+    assert generate(spec, directory).ok
+    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
+                        log=io.StringIO(), settings=settings)
+
+
+def test_stage_is_registered_and_runnable() -> None:
+    ref = stage_refs().get("business_benchmark")
+    assert ref is not None and ref.source == "entry-point" and check_loadable(ref, "business_benchmark") is None
+
+
+@pytest.mark.timeout(900)
+def test_stage_runs_passes_its_gate_and_its_figures_reach_the_board_on_completion(board: BoardStore, board_path: Path) -> None:
+    ctx = make_context(board, board_path, {"device": "cpu", "business_max_items": 4, "business_threads": 1})
+    outcome = BUSINESS_BENCHMARK_STAGE.run(ctx)
+    assert outcome.status == "done", (outcome.summary, outcome.diagnosis, ctx.log.getvalue()[-3000:])
+    assert outcome.result["weights"] == "config-initialised" and "agreement only" in outcome.summary
+    assert (ctx.adaptation_dir / "business_run.py").is_file()
+    assert (ctx.adaptation_dir / "business_data" / "ab-sentiment-en.jsonl").is_file()
+    # The figures travel in the outcome; nothing reaches the board before the gate passed.
+    assert board.list_metrics("demo/tiny-bert-classifier") == []
+    gate = BUSINESS_BENCHMARK_STAGE.gate(ctx)
+    assert gate.passed, gate.summary
+    for stage in STAGES[:STAGES.index("business_benchmark")]:  # make the task claimable
+        board.skip("demo/tiny-bert-classifier", stage)
+    task = board.claim_task(ctx.task.id, "test", 60.0)  # the team lead's fenced completion
+    board.complete_task(task.id, task.fencing_token, {"summary": outcome.summary},
+                        figures=[asdict(f) for f in outcome.metrics])
+    recorded = {m.name: m for m in board.list_metrics("demo/tiny-bert-classifier", "business_benchmark")}
+    assert recorded["business_pass"].value == 1.0 and recorded["real_weights"].value == 0.0
+    assert recorded["ab-sentiment-en.label_agreement"].dtype == "bfloat16"  # float32 spec target -> bf16 run
+    queries = BoardQueries(board_path)
+    shown = queries.business_results()["demo/tiny-bert-classifier"]
+    queries.close()
+    assert shown["verdict"] == "pass" and "ab-sentiment-en.label_agreement" in shown["metrics"]
+
+
+def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path) -> None:
+    ctx = make_context(board, board_path, {"business_bounds": "label_agreement=0.1"})
+    outcome = BUSINESS_BENCHMARK_STAGE.run(ctx)
+    assert outcome.status == "failed" and "loosen" in outcome.summary
+    assert board.list_metrics("demo/tiny-bert-classifier") == []
+    assert not (ctx.adaptation_dir / "business_run.py").exists()
