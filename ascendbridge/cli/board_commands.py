@@ -33,7 +33,7 @@ from ascendbridge.cli.board_views import (
 )
 from ascendbridge.cli.errors import EXIT_FAILURE, EXIT_OK, CliError
 from ascendbridge.cli.output import Output, progress
-from ascendbridge.cli.regfile import existing_path, parse_registration_file
+from ascendbridge.registration_file import existing_path, parse_registration_file
 from ascendbridge.stages import STAGES, check_stage
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ascendbridge.cli.regfile import RegistrationFileError, parse_registration_file
+from ascendbridge.registration_file import RegistrationFileError, parse_registration_file
 from ascendbridge.discovery import model_files as mf
 from ascendbridge.discovery.assemble import SourceFacts, assemble
 from ascendbridge.discovery.batch_model import SORT_KEYS, BatchQuery, Candidate
