@@ -190,6 +190,9 @@ class LocalProcessExecutor(Executor):
                           output_cap=job.output_cap, log=log, on_start=track, new_session=True)
         with self._lock:
             self._procs.pop(job.task.id, None)
+        # The worker is gone. One that was SIGKILLed cleaned up nothing: what its nested commands
+        # started outside its group carries their command ids, not its own, but still the marker.
+        kill_attempt(job.marker)
         data = None
         if result_path.exists():
             try:

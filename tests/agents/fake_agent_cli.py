@@ -8,6 +8,8 @@ actions in the JSON file $FAKE_AGENT_SCRIPT, in order:
   {"set_json": "adaptation.json", "key": "config_overrides", "value": {}}   edit a JSON file
   {"write": "path (relative to cwd, or absolute)", "text": "..."}           write a file
   {"sleep": 30}                                                             hang
+  {"spawn": "pidfile"}          start a child in its own session (as a daemonising tool would),
+                                write its pid to pidfile; it sleeps 600 s
   {"exit": 3}                                                               exit with a code
 
 and finally prints a Claude-Code-style JSON result with the script's "usage" (token counts).
@@ -15,6 +17,7 @@ and finally prints a Claude-Code-style JSON result with the script's "usage" (to
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,6 +52,9 @@ def main() -> int:
             target = Path(action["write"])
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(action["text"])
+        elif "spawn" in action:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+            Path(action["spawn"]).write_text(str(child.pid))
         elif "sleep" in action:
             time.sleep(float(action["sleep"]))
         elif "exit" in action:
