@@ -4,8 +4,8 @@ The re-validation script (adaptation/scripts/run_completed_adaptations.py) runs 
 board of its own whose `benchmark` slot is this stage (ASCENDBRIDGE_EXTRA_STAGES), so every
 package gets the team lead's devices, containment, leases and attempt log. run: sync the
 environment in the model's mode, healing's dry run (demo.py), then the Benchmark stage's run
-and, when `revalidation_optimize` is set, the Optimization stage's run, each writing its figures
-(with the stack id) to this board. gate: the Benchmark gate (and the Optimization gate) re-derive
+and, when `revalidation_optimize` is set, the Optimization stage's run; the Benchmark figures (with
+their stack id) travel in the outcome and reach this board with the gated completion. gate: the Benchmark gate (and the Optimization gate) re-derive
 those figures from the saved evidence. The comparison with the baseline is the script's job.
 """
 
@@ -60,7 +60,9 @@ class RevalidationStage:
             if opt.status != "done":
                 return opt
             result["optimization"] = opt.result
-        return StageOutcome("done", bench.summary, result=result)
+        # The Benchmark figures are what re-validation compares; the team lead writes them with the
+        # gated completion (the Optimization's stay in `result`: this board's task is the benchmark's).
+        return StageOutcome("done", bench.summary, result=result, metrics=bench.metrics)
 
     def gate(self, ctx: StageContext) -> GateResult:
         verdict = BENCHMARK_STAGE.gate(ctx)

@@ -116,7 +116,7 @@ def test_inputs_follow_the_config_and_forward_signature(runs: dict[str, dict[str
     assert "input_values [2, 16000]" in runs["wav2vec2"]["stdout"]
     assert "input_ids [2, 32]" in runs["clip"]["stdout"] and "pixel_values [2, 3, 32, 32]" in runs["clip"]["stdout"]
     # a vision-language model runs its text path: no pixel_values, and no stray image token (23, which the seeded draw hits) in the text
-    assert "inputs: input_ids [2, 32], attention_mask [2, 32]\n" in runs["llava"]["stdout"]
+    assert "inputs (seeded synthetic (seed 1234)): input_ids [2, 32], attention_mask [2, 32]\n" in runs["llava"]["stdout"]
 
 
 def test_held_out_architectures_run_or_fail_with_a_diagnosis(runs: dict[str, dict[str, Any]], tiny_models: dict) -> None:
