@@ -7,6 +7,7 @@ so discovery never has to parse names that may themselves contain underscores.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from dataclasses import dataclass
@@ -32,6 +33,39 @@ def resolve_adaptation(name: str, root: Path) -> Path:
     if not path.is_dir():
         raise EvidenceError(f"no adaptation '{name}' in {root}")
     return path
+
+
+def checker_arguments(description: str, argv: list[str]) -> tuple[argparse.Namespace, Path]:
+    """The command line every evidence checker shares (--adapt NAME | --adaptation-dir DIR, --json,
+    --python): (arguments, adaptation directory); EvidenceError with one line for a bad place."""
+    parser = argparse.ArgumentParser(description=description)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--adapt", help="adaptation name (under ASCENDBRIDGE_ADAPTATIONS)")
+    where.add_argument("--adaptation-dir", help="adaptation directory (anywhere)")
+    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+    parser.add_argument("--python", help="interpreter with torch (default: the adaptation's .venv)")
+    args = parser.parse_args(argv)
+    if args.adapt:
+        from ascendbridge.config import adaptations_dir
+
+        return args, resolve_adaptation(args.adapt, adaptations_dir())
+    directory = Path(args.adaptation_dir)
+    if not directory.is_dir():
+        raise EvidenceError(f"no adaptation directory {directory}")
+    return args, directory
+
+
+def print_checks(rows: list[tuple[str, bool, Optional[str], list[str], list[str]]], label_width: int,
+                 verdict_word: str, passed: bool, summary: str) -> None:
+    """Checker output for people: per evidence set (label, consistent, verdict, problems, notes) a
+    line with its problems and notes under it, then PASS/FAIL and the summary."""
+    for label, consistent, verdict, problems, notes in rows:
+        print(f"{label:{label_width}s} evidence {'ok' if consistent else 'FAILED':6s} {verdict_word} {verdict or '-'}")
+        for problem in problems:
+            print(f"    - {problem}")
+        for note in notes:
+            print(f"    ({note})")
+    print(("PASS: " if passed else "FAIL: ") + summary)
 
 
 def evidence_name(kind: str, device: str, dtype: str, mode: str, dataset: str) -> str:

@@ -7,11 +7,12 @@ synthetic inputs (images, audio features) are sets too, without a file: their ca
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
+
+from adaptation.runtime.ab_runtime.fileops import sha256_file
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SYNTHETIC_SETS: dict[str, dict[str, Any]] = {
@@ -24,14 +25,6 @@ SYNTHETIC_SETS: dict[str, dict[str, Any]] = {
 
 class DatasetError(ValueError):
     """A set that is unknown, unreadable, or does not match its data card."""
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

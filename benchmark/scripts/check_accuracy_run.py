@@ -8,31 +8,16 @@ and the target-dtype run passed accuracy; 1 when the gate fails; 2 on bad usage.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
-from ascendbridge.config import adaptations_dir
-from benchmark.evidence import EvidenceError, resolve_adaptation
+from benchmark.evidence import EvidenceError, checker_arguments, print_checks
 from benchmark.gate import check_adaptation
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--adapt", help="adaptation name (under ASCENDBRIDGE_ADAPTATIONS)")
-    where.add_argument("--adaptation-dir", help="adaptation directory (anywhere)")
-    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
-    parser.add_argument("--python", help="interpreter with torch (default: the adaptation's .venv)")
-    args = parser.parse_args(argv)
     try:
-        if args.adapt:
-            directory = resolve_adaptation(args.adapt, adaptations_dir())
-        else:
-            directory = Path(args.adaptation_dir)
-            if not directory.is_dir():
-                raise EvidenceError(f"no adaptation directory {directory}")
+        args, directory = checker_arguments(__doc__.splitlines()[0], argv)
     except EvidenceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -40,14 +25,8 @@ def main(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
-        for run in report.runs:
-            status = "ok" if run.consistent else "FAILED"
-            print(f"{run.label:40s} evidence {status:6s} accuracy {run.verdict or '-'}")
-            for problem in run.problems:
-                print(f"    - {problem}")
-            for note in run.notes:
-                print(f"    ({note})")
-        print(("PASS: " if report.passed else "FAIL: ") + report.summary)
+        print_checks([(r.label, r.consistent, r.verdict, r.problems, r.notes) for r in report.runs], 40,
+                     "accuracy", report.passed, report.summary)
     return 0 if report.passed else 1
 
 
