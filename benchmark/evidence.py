@@ -78,9 +78,6 @@ def evidence_name(kind: str, device: str, dtype: str, mode: str, dataset: str) -
     return f"{kind}_{device}_{dtype}_{mode}_{dataset}.{KINDS[kind]}"
 
 
-PERF_SUFFIX = "_perf"  # ab_runtime.perf_run names its files <kind>_<device>_<dtype>_<mode>_<dataset>_perf.<ext>
-
-
 @dataclass(frozen=True)
 class EvidenceSet:
     """One run's metrics file and the files it names."""
@@ -104,11 +101,10 @@ class EvidenceSet:
 
     @property
     def label(self) -> str:
-        """device/dtype/mode/dataset, plus '/perf' for the optimization's run of the chosen passes
-        (same run parameters as the benchmark's, a different configuration: never the same label)."""
+        """device/dtype/mode/dataset. The optimization's perf runs have files of their own
+        (perf_metrics_*), so a benchmark label never names one."""
         r = self.run
-        base = f"{r.get('device', '?')}/{r.get('dtype', '?')}/{r.get('mode', '?')}/{r.get('dataset', '?')}"
-        return base + ("/perf" if self.metrics_path.stem.endswith(PERF_SUFFIX) else "")
+        return f"{r.get('device', '?')}/{r.get('dtype', '?')}/{r.get('mode', '?')}/{r.get('dataset', '?')}"
 
 
 def load_metrics(path: Path) -> dict[str, Any]:

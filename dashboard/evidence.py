@@ -24,7 +24,8 @@ LOG_TAIL_BYTES = 8 * 1024
 MAX_ZIP_INPUT_BYTES = 2 * 1024**3
 ZIP_SKIP_DIRS = frozenset({".venv", "__pycache__", ".pytest_cache", ".git", ".mypy_cache"})
 TRACE_NAME = re.compile(r"^trace_[A-Za-z0-9._-]+\.json$")
-_METRICS_NAME = re.compile(r"^benchmark_metrics_(?P<label>[A-Za-z0-9._-]+)\.json$")
+# The benchmark's runs, then the optimization's perf runs of the chosen passes (labelled `<run>_perf`).
+_METRICS_NAME = re.compile(r"^(?P<kind>benchmark|perf)_metrics_(?P<label>[A-Za-z0-9._-]+)\.json$")
 
 Scalar = str | int | float | bool | None
 
@@ -152,13 +153,15 @@ def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
     if adapt_dir is None:
         return []
     runs = []
-    for path in sorted(adapt_dir.glob("benchmark_metrics_*.json")):
+    paths = sorted(adapt_dir.glob("benchmark_metrics_*.json")) + sorted(adapt_dir.glob("perf_metrics_*.json"))
+    for path in paths:
         match = _METRICS_NAME.match(path.name)
         if not match or inside(path, adapt_dir) is None:
             continue
+        label = match["label"] + ("_perf" if match["kind"] == "perf" else "")
         data = _load_json(path)
         if data is None:
-            runs.append(BenchmarkRun(path.name, match["label"], {}, {}, None, [], {}, readable=False))
+            runs.append(BenchmarkRun(path.name, label, {}, {}, None, [], {}, readable=False))
             continue
         accuracy = data.get("accuracy")
         verdict = accuracy.get("verdict") if isinstance(accuracy, dict) else None
@@ -166,7 +169,7 @@ def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
         runs.append(
             BenchmarkRun(
                 file=path.name,
-                label=match["label"],
+                label=label,
                 latency=_timing(data.get("timing")),
                 reference_latency=_timing(data.get("reference_timing")),
                 verdict=str(verdict) if verdict is not None else None,
