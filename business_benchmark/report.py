@@ -6,11 +6,10 @@ host): nothing here needs the adaptation or torch.
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
 from typing import Any
 
+from benchmark.aggregate import write_summary
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import METRICS_PREFIX, read_json
 
@@ -67,14 +66,7 @@ def collect(adaptations_root: Path) -> tuple[list[dict[str, Any]], list[dict[str
 
 
 def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, csv_path = out_dir / "business_summary.json", out_dir / "business_summary.csv"
-    json_path.write_text(json.dumps({"rows": rows, "skipped": skipped}, indent=2, sort_keys=True) + "\n")
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    return [json_path, csv_path]
+    return write_summary(rows, skipped, out_dir, "business_summary", "rows", COLUMNS)
 
 
 def write_figure(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:

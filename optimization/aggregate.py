@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
 
+from benchmark.aggregate import write_summary
 from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
 
 COLUMNS = ("adaptation", "model_id", "device", "outcome", "chosen", "speedup", "selection_speedup", "interval_low",
@@ -45,14 +45,7 @@ def collect(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
 
 
 def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, csv_path = out_dir / "optimization_summary.json", out_dir / "optimization_summary.csv"
-    json_path.write_text(json.dumps({"models": rows, "skipped": skipped}, indent=2, sort_keys=True) + "\n")
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    return [json_path, csv_path]
+    return write_summary(rows, skipped, out_dir, "optimization_summary", "models", COLUMNS)
 
 
 def write_figure(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
