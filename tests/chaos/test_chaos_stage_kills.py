@@ -33,10 +33,40 @@ from tests.chaos.test_chaos_containment import (assert_no_loss_no_duplicates, ma
 from tests.teamlead.tl_support import alive, statuses, wait_for
 
 
+class Swapped(Exception):
+    """The directory being read was exchanged out of its path (and is being removed) mid-read."""
+
+
 def state_of(tmp: Path, model_id: str) -> list[str]:
-    """The parts of the promoted adaptation directory, in order ([] when there is none yet)."""
-    state = tmp / "adaptations" / base_adaptation_name(model_id) / "state"
-    return [p.read_text() for p in sorted(state.glob("part-*.txt"))] if state.is_dir() else []
+    """The parts of the promoted adaptation directory, in order ([] when there is none yet).
+
+    Reads through one directory fd: the promotion exchanges the whole directory atomically, and
+    reading part by part through the path would mix the two generations across the swap."""
+    promoted = tmp / "adaptations" / base_adaptation_name(model_id)
+    try:
+        top = os.open(promoted, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return []
+    try:
+        state = os.open("state", os.O_RDONLY | os.O_DIRECTORY, dir_fd=top)
+        try:
+            parts = [_read_at(state, n) for n in sorted(os.listdir(state)) if n.startswith("part-")]
+        finally:
+            os.close(state)
+    except FileNotFoundError:
+        parts = []
+    try:
+        if os.fstat(top).st_ino != os.stat(promoted).st_ino:  # swapped out, perhaps half removed
+            raise Swapped(promoted)
+    finally:
+        os.close(top)
+    return parts
+
+
+def _read_at(directory: int, name: str) -> str:
+    fd = os.open(name, os.O_RDONLY, dir_fd=directory)
+    with os.fdopen(fd) as handle:
+        return handle.read()
 
 
 def one_generation(parts: list[str], stage: str) -> bool:
@@ -125,7 +155,9 @@ class DirectoryWatch(threading.Thread):
         while not self.stop.wait(0.005):
             try:
                 parts = state_of(self.tmp, self.model_id)
-            except OSError as exc:  # a part vanished while we read it: a directory being replaced
+            except Swapped:  # what we opened was exchanged out mid-read: a stale generation
+                continue
+            except OSError as exc:
                 parts = [f"unreadable: {exc}"]
             self.samples += 1
             if not (one_generation(parts, "discovery") or one_generation(parts, "adaptation")):
