@@ -31,7 +31,15 @@ FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
     "image_classification": ("pixel_values",),
     "speech_seq2seq": ("input_features", "decoder_input_ids"),
     "vision_seq2seq": ("pixel_values", "decoder_input_ids"),
+    # audio, time series, LLM embedders and rerankers (issue 13)
+    "ctc_speech_recognition": ("input_values",),
+    "audio_classification": ("input_values",),
+    "time_series_forecasting": ("past_values",),
+    "llm_embedding": ("input_ids", "attention_mask"),
+    "reranker": ("input_ids", "attention_mask"),
 }
+# Families whose sentence embedding is pooled even without modules.json, and how.
+DEFAULT_POOLING = {"llm_embedding": "lasttoken"}
 
 # A config-initialised dry run holds the fp32 weights in memory; above this budget the depth is
 # reduced (ASCENDBRIDGE_DRY_RUN_MAX_BYTES overrides it).
@@ -169,6 +177,6 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         trust_remote_code=needs_remote and record.allow_remote_code,
         inputs=_inputs(family, cfg),
         dry_run_max_layers=dry_run_max_layers(parameter_count, num_layers, _dry_run_budget()),
-        sentence_transformers_pooling=info.sentence_transformers_pooling if info else None,
+        sentence_transformers_pooling=(info.sentence_transformers_pooling if info else None) or DEFAULT_POOLING.get(family),
         sentence_transformers_normalize=bool(info.sentence_transformers_normalize) if info else False,
     )

@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     with torch.inference_mode():
         raw = loaded.model(**on_device, **forward_flags(loaded.model))
         outputs = family.named_outputs(raw, on_device, spec.sentence_transformers_pooling,
-                                       spec.sentence_transformers_normalize)
+                                       spec.sentence_transformers_normalize, loaded.config)
     synchronize(device)
 
     from .outputs import describe

@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import families, loading, pairstats, passes
+from . import families, loading, moe, pairstats, passes
 from . import device as ab_device
 from .comparator import Thresholds, compare_outputs, judge_optimized
 from .fileops import atomic_path, sha256_file, write_text_atomic
@@ -92,7 +92,7 @@ class Session:
             for inputs in self.samples:
                 moved = passes.prepare_inputs(inputs, self.choice.torch_device, b)
                 named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling,
-                                                  self.spec.sentence_transformers_normalize)
+                                                  self.spec.sentence_transformers_normalize, self.loaded.config)
                 for name, tensor in named.items():
                     per_name.setdefault(name, []).append(tensor.detach().to("cpu"))
         stacked = {}
@@ -146,13 +146,15 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
                for i in range(num_samples)]
     tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
     session = Session(spec, Path(spec_path), choice, family, reference, DTYPES[baseline_name], samples, {}, None,
-                      "built", Thresholds.from_spec(tolerances), loaded.mode, loaded)
+                      "built", Thresholds.from_spec(tolerances, spec.task_family), loaded.mode, loaded)
     cpu_session = copy.copy(session)
     cpu_session.choice = cpu
     ref_build = passes.Build(reference, "cpu", torch.float32, "float32")
     session.reference_out = cpu_session.outputs(ref_build, passes.finalize(ref_build, forward_flags(reference)))
     if sum(p.numel() for p in reference.parameters()) * 8 <= FP64_REFERENCE_MAX_BYTES:
         exact = copy.deepcopy(reference).to(torch.float64)
+        eager = moe.float64_path(exact)
+        session.fp64_note = f"built ({eager})" if eager else session.fp64_note
         b64 = passes.Build(exact, "cpu", torch.float64, "float64")
         session.fp64_out = cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact)))
         del exact
