@@ -28,6 +28,12 @@ EXPECTED = {
     "image_classification": ("vit", {"logits": [2, 4]}),
     "speech_seq2seq": ("whisper", {"logits": [2, 8, 128], "encoder_last_hidden_state": [2, 30, 32]}),
     "vision_seq2seq": ("vit-gpt2", {"logits": [2, 8, 128]}),
+    # issue 13 (tests/coverage runs them through the stages)
+    "ctc_speech_recognition": ("wav2vec2-ctc", {"logits": [2, 798, 32]}),
+    "audio_classification": ("ast", {"logits": [2, 3]}),
+    "time_series_forecasting": ("patchtst", {"prediction_outputs": [2, 8, 2]}),
+    "llm_embedding": ("qwen3-embed", {"sentence_embedding": [2, 32]}),
+    "reranker": ("bert-rerank", {"logits": [2, 1]}),
 }
 
 
