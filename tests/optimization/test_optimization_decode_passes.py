@@ -40,7 +40,7 @@ def test_static_cache_compile_runs_on_cpu_and_matches_eager_token_for_token(deco
     cpu = decode["cpu_static"]
     assert cpu["forward_compiled"] and cpu["kwargs"]["cache_implementation"] == "static"
     assert cpu["agreement"] == {"match_rate": 1.0, "first_divergence": None, "per_row_first_divergence": [None, None],
-                                "tokens": 8}
+                                "compared": 8}
     assert cpu["verdict"]["verdict"] == "pass" and cpu["verdict"]["rule"] == "generation-greedy/1"
 
 
@@ -81,7 +81,7 @@ def test_fused_infer_attention_follows_the_installed_signature(decode: dict[str,
 
 def test_greedy_comparison_and_its_rule(decode: dict[str, Any]) -> None:
     assert decode["divergence"] == {"match_rate": 0.75, "first_divergence": 3, "per_row_first_divergence": [None, 3],
-                                    "tokens": 12}
+                                    "compared": 12}
     assert decode["divergence_short"]["first_divergence"] == 4  # a candidate that stopped early
     assert decode["verdicts"] == {"1.0": "pass", "0.9": "pass", "0.75": "fail"}
     assert decode["verdict_strict"] == "fail"  # tolerances.optimization.top1_agreement_min = 1.0
@@ -96,3 +96,11 @@ def test_decode_passes_are_in_the_pass_listing(decode: dict[str, Any]) -> None:
     assert all(r["documented"] and r["kind"] == "decode" for r in listed.values())
     assert len(set(decode["listing_names"])) == len(decode["listing_names"])
     assert "reduce-overhead = CUDA graphs" in listed["cuda_static_cache_cudagraphs"]["summary"]
+
+
+def test_fused_attention_runs_inside_the_captured_decode_graph(decode: dict[str, Any]) -> None:
+    """torchair graph + fused attention combined: the swap is traced into the full-graph capture
+    (its release keyword resolved at swap time, nothing inspected per call) and tokens still match."""
+    both = decode["combined"]
+    assert both["graphs"] == 2 and both["modes"] == ["max-autotune"]
+    assert both["attn"] == "ab_npu_fused_infer_attention" and both["agreement"]["match_rate"] == 1.0

@@ -80,7 +80,8 @@ def token_agreement(reference: torch.Tensor, candidate: torch.Tensor) -> dict[st
 
     match_rate: the fraction of reference positions the candidate reproduces (a shorter candidate's
     missing positions count as different); first_divergence: the first new-token index where any
-    row differs (None when all agree); per_row_first_divergence likewise per row.
+    row differs (None when all agree); per_row_first_divergence likewise per row; compared: positions
+    compared: the names the generation workload reports (match rate, first divergence).
     """
     if reference.dim() != 2 or candidate.dim() != 2 or reference.shape[0] != candidate.shape[0]:
         raise ValueError(f"token_agreement needs two (batch, tokens) tensors of one batch, got "
@@ -96,7 +97,7 @@ def token_agreement(reference: torch.Tensor, candidate: torch.Tensor) -> dict[st
     diverged = [r for r in rows if r is not None]
     return {"match_rate": float(same.double().mean()) if same.numel() else 1.0,
             "first_divergence": min(diverged) if diverged else None, "per_row_first_divergence": rows,
-            "tokens": int(same.numel())}
+            "compared": int(same.numel())}
 
 
 # ---------------------------------------------------------------- applicability helpers
@@ -221,7 +222,8 @@ def _torchair(mode: Optional[str]) -> Callable[[torch.nn.Module, dict[str, Any]]
 
 
 def _fused_attention(model: torch.nn.Module, kwargs: dict[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
-    npu_swaps.swap_decode_attention(model)
+    if not npu_swaps.swap_decode_attention(model):
+        raise RuntimeError("npu_fused_infer_attention: the installed operator takes neither `scale` nor `scale_value`")
     return model, dict(kwargs)
 
 

@@ -269,12 +269,14 @@ def fused_infer_supported(module: torch.nn.Module, query: torch.Tensor, key: tor
 
 def fused_infer_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                           attention_mask: Optional[torch.Tensor], scaling: Optional[float] = None,
-                          dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+                          dropout: float = 0.0, *, scale_keyword: str = "scale",
+                          **kwargs: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     """transformers attention-interface function: decode steps through npu_fused_infer_attention_score
-    (BNSD), prefill and everything outside the documented limits through the original attention."""
-    keyword = fused_infer_scale_keyword() if fused_infer_supported(module, query, key, attention_mask, dropout,
-                                                                   kwargs) else None
-    if keyword is None:
+    (BNSD), prefill and everything outside the documented limits through the original attention.
+
+    `scale_keyword` is resolved once when the swap is installed (swap_decode_attention), never per
+    call, so a graph capture of the decode step (torchair) has nothing to inspect at run time."""
+    if not fused_infer_supported(module, query, key, attention_mask, dropout, kwargs):
         return _original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
                                            dropout=dropout, **kwargs)
     mask = None
@@ -284,7 +286,7 @@ def fused_infer_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
     scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
     out = _npu().npu_fused_infer_attention_score(
         query.contiguous(), key.contiguous(), value.contiguous(), atten_mask=mask, num_heads=query.shape[1],
-        num_key_value_heads=key.shape[1], input_layout="BNSD", **{keyword: scale})[0]
+        num_key_value_heads=key.shape[1], input_layout="BNSD", **{scale_keyword: scale})[0]
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -311,5 +313,11 @@ def swap_attention(model: torch.nn.Module, name: str = ATTENTION_NAME,
 
 
 def swap_decode_attention(model: torch.nn.Module) -> bool:
-    """Select fused_infer_attention (decode steps on npu_fused_infer_attention_score) for this model."""
-    return swap_attention(model, FUSED_INFER_NAME, fused_infer_attention)
+    """Select fused_infer_attention (decode steps on npu_fused_infer_attention_score) for this model,
+    with the scale keyword of the installed release; False (nothing changed) when it names neither."""
+    import functools
+
+    keyword = fused_infer_scale_keyword()
+    if keyword is None:
+        return False
+    return swap_attention(model, FUSED_INFER_NAME, functools.partial(fused_infer_attention, scale_keyword=keyword))
