@@ -123,6 +123,24 @@ def budget_statement(family: str, tolerances: Optional[Mapping[str, Any]] = None
             "decisions": [d for d in decisions if d["decision"] != "unchanged"]}
 
 
+GENERATION_RULE_NAME = "generation-greedy/1"
+
+
+def generation_verdict(match_rate: float, first_divergence: Optional[int], family: str,
+                       tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """An optimized generation's greedy tokens judged against the eager reference's.
+
+    The rule is the budget's task-level agreement: the fraction of equal generated tokens must reach
+    `top1_agreement_min` (the bound a forward pass's next-token argmax is held to; a spec asking
+    `tolerances.optimization.top1_agreement_min = 1.0` demands token-for-token equality). Greedy
+    decoding feeds each token back, so one early divergence changes everything after it: the
+    first divergence is reported with the rate, as NPU porting tools do to locate drift.
+    """
+    need = budget_statement(family, tolerances)["top1_agreement_min"]
+    return {"rule": GENERATION_RULE_NAME, "match_rate": match_rate, "first_divergence": first_divergence,
+            "match_rate_min": need, "verdict": "pass" if match_rate >= need else "fail"}
+
+
 def _decide_budget(key: str, requested: float) -> dict[str, Any]:
     standard = OPTIMIZATION_BUDGET[key]
     stricter = requested <= standard if key == "max_abs_err_scaled_max" else requested >= standard
