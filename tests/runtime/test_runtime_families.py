@@ -143,7 +143,7 @@ def test_unsupported_forward_is_a_clear_diagnosis(runs: dict[str, dict[str, Any]
     run = runs["time-series"]
     assert run["rc"] == 1 and run["result"]["ok"] is False
     assert run["result"]["error_kind"] == "unsupported_model"
-    assert "requires 'past_values'" in run["result"]["error"]
+    assert "requires 'past_time_features'" in run["result"]["error"]  # past_values is built (forecasters); time features are not
     assert run["stderr"].strip().splitlines() == [f"error: {run['result']['error']}"]
 
 

@@ -108,7 +108,7 @@ CATALOGUE = {
     "llava": ("held_out", "causal_lm", "LlavaForConditionalGeneration",
               lambda: T.LlavaConfig(vision_config=dict(model_type="clip_vision_model", projection_dim=16, **VISION),
                                     text_config=dict(model_type="llama", num_key_value_heads=1, **TEXT), image_token_index=23)),
-    # unsupported on purpose: its forward requires time-series inputs no builder makes
+    # unsupported on purpose: its forward requires time features no builder makes (past_values is built)
     "time-series": ("unsupported", "feature_extraction", "AutoModel",
                     lambda: T.TimeSeriesTransformerConfig(prediction_length=4, d_model=16, encoder_layers=1, decoder_layers=1,
                                                           encoder_attention_heads=2, decoder_attention_heads=2)),
