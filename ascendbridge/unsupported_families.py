@@ -47,7 +47,7 @@ MISSING: tuple[MissingFamily, ...] = (
                   "Wav2Vec2ForXVector, Wav2Vec2ForAudioFrameClassification",
                   "raw audio input; speaker embeddings (cosine) or per-frame labels compared"),
     MissingFamily("document_question_answering", ("LayoutLMv3ForQuestionAnswering", "LayoutLMv2ForQuestionAnswering"),
-                  "LayoutLMv3ForQuestionAnswering (today classified question_answering and refused at run time)",
+                  "LayoutLMv3ForQuestionAnswering (today classified question_answering by its head, without the inputs it needs)",
                   "bounding boxes (bbox) and page pixel_values besides input_ids, built as the processor's OCR output"),
     MissingFamily("graph_classification", ("ForGraphClassification",), "GraphormerForGraphClassification",
                   "graph tensors (node / edge features, spatial positions) built from a seeded graph"),
