@@ -31,7 +31,7 @@ from ascendbridge.board import BoardStore, Registration
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.demo_models import demo_registrations, list_demo_models
 from ascendbridge.task_families import TASK_FAMILIES
-from ascendbridge.unsupported_families import remaining
+from ascendbridge.unsupported_families import needed_family, remaining
 
 sys.path.insert(0, str(REPO_ROOT))
 from tests.benchmark.bench_support import TINY_MODELS  # noqa: E402  (the test families' tiny configs)
@@ -106,6 +106,15 @@ def _cell(task: Any) -> str:
     return f"{task.status}{refusal} ({diag.get('rule', '?')})"
 
 
+def _note(diagnosis: dict[str, Any], architecture: str) -> str:
+    """The table's short reason: the family a refused architecture needs, else the remedy or summary."""
+    need = needed_family(architecture) if diagnosis.get("rule") == "unknown_task_family" else None
+    if need is not None:
+        return f"needs the {need.family} family (docs/adaptation.md)"
+    text = str(diagnosis.get("remedy") or diagnosis.get("summary") or "")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
 def collect(store: BoardStore, stages: list[str]) -> list[dict[str, Any]]:
     rows = []
     for model in store.list_models():
@@ -117,8 +126,7 @@ def collect(store: BoardStore, stages: list[str]) -> list[dict[str, Any]]:
             "stages": {s: _cell(tasks[s]) for s in stages},
             "attempts": sum(tasks[s].attempts for s in stages),
             "passed": all(tasks[s].status == "completed" for s in stages),
-            "note": ((failed.diagnosis or {}).get("remedy") or (failed.diagnosis or {}).get("summary", ""))
-            if failed else "",
+            "note": _note(failed.diagnosis or {}, model.architecture or "") if failed else "",
             "remedy": (failed.diagnosis or {}).get("remedy") if failed else None,
         })
     return sorted(rows, key=lambda r: (r["family"], r["model"]))
@@ -143,10 +151,10 @@ def family_lines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def markdown(rows: list[dict[str, Any]], families: list[dict[str, Any]], stages: list[str]) -> str:
     out = ["| family | examples | outcome |", "| --- | --- | --- |"]
     out += [f"| {f['family']} | {f['examples']} | {f['outcome']} |" for f in families]
-    out += ["", "| family | model | architecture | " + " | ".join(stages) + " | attempts | remedy / reason |",
+    out += ["", "| family | model | architecture | " + " | ".join(stages) + " | attempts (all stages) | remedy / reason |",
             "| --- | --- | --- | " + " | ".join("---" for _ in stages) + " | --- | --- |"]
     for r in rows:
-        note = r["note"].split("; ")[0].replace("|", "/")  # the first clause; --json has it whole
+        note = r["note"].replace("|", "/")
         out.append(f"| {r['family']} | {r['model']} | {r['architecture']} | "
                    + " | ".join(r["stages"][s] for s in stages) + f" | {r['attempts']} | {note} |")
     return "\n".join(out) + "\n"

@@ -64,6 +64,14 @@ def keep_module_fp32(spec: AdaptationSpec, failure: Failure) -> Optional[Adaptat
     return fixed.model_copy(update={"applied_fixes": [*fixed.applied_fixes, applied]})
 
 
+def _use_spec(ctx: StageContext, spec: AdaptationSpec) -> Optional[str]:
+    """Save `spec` and re-render the package and accuracy_run.py from it; the error, if any."""
+    spec.save(ctx.adaptation_dir)
+    broken = rerender(spec, ctx.adaptation_dir, ctx.log)
+    render_accuracy_run(spec, ctx.adaptation_dir)
+    return broken.error if broken is not None else None
+
+
 def dtype_finding(result: dict[str, Any], remedy: Optional[str], kept: bool) -> dict[str, Any]:
     """What the board and the report show for an operator that refused a dtype: kept (the remedy
     made the dtype run, its evidence set is kept) or not (the dtype's set is left out)."""
@@ -156,11 +164,10 @@ class BenchmarkStage:
         if fixed is None:
             failure["remedy"] = "no remedy left: the module is already kept in float32"
             return spec, result, failure
-        fixed.save(ctx.adaptation_dir)
-        broken = rerender(fixed, ctx.adaptation_dir, ctx.log)
-        render_accuracy_run(fixed, ctx.adaptation_dir)
+        broken = _use_spec(ctx, fixed)
         if broken is not None:
-            failure["remedy"] = f"re-rendering with the fix failed: {broken.error}"
+            failure["remedy"] = f"re-rendering with the fix failed: {broken}"
+            _use_spec(ctx, spec)
             return spec, result, failure
         fix = fixed.applied_fixes[-1]
         ctx.say(f"healer: {fix.description}; running {dtype} again")
@@ -171,7 +178,8 @@ class BenchmarkStage:
             return fixed, {**retried, "remedy": fix.description, "finding": (result or {}).get("finding")}, None
         failure = _diagnosis(dtype, command, retried)
         failure["remedy"] = f"tried: {fix.description}; the dtype still fails"
-        return fixed, {**(retried or {}), "finding": (retried or {}).get("finding") or result.get("finding")}, failure
+        _use_spec(ctx, spec)  # a fix that did not help is not kept
+        return spec, {**(retried or {}), "finding": (retried or {}).get("finding") or result.get("finding")}, failure
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
