@@ -37,6 +37,9 @@ REFUSALS: dict[str, str] = {
                            "ab_runtime/families.py (docs/adaptation.md lists what each missing family needs), "
                            "or an adapter agent (docs/agents.md)",
     "corrupt_metadata": "re-run discovery for the model (`board_ops.py retry MODEL --stage discovery`)",
+    # healing: the runtime itself refuses the model (ab_runtime.errors.UnsupportedModel / SpecError)
+    "unsupported_model": "a task family or input recipe the runtime can drive for this model "
+                         "(docs/adaptation.md, \"Families not supported yet\"), or an adapter agent (docs/agents.md)",
     # every stage's own settings
     "bad_input": "fix the setting or the adaptation.json named in the reason, then retry",
     "benchmark_setup": "fix the setting or the adaptation.json named in the reason, then retry",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from adaptation.healing.classifier import classify
+from adaptation.healing.failure import Failure
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.refusals import is_refusal, remedy
 from tests.teamlead.tl_support import attempts, check_event_log, run_tl, statuses
@@ -63,3 +65,12 @@ def test_only_failures_that_can_change_are_retried() -> None:
     assert not is_refusal({"rule": "unknown_task_family", "retryable": True})  # a stage may overrule the table
     assert "HF_TOKEN" in remedy({"rule": "gated_no_token"})
     assert remedy({"rule": "unknown_task_family", "architecture": "XForNothingKnown"}).startswith("a task family")
+
+
+def test_the_runtimes_own_refusal_is_a_healing_refusal() -> None:
+    result = {"ok": False, "error": "the forward of FooModel takes no input the runtime can build",
+              "error_kind": "unsupported_model"}
+    failure = Failure(phase="dry_run", exit_code=1, timed_out=False, output="error: ...\n", result=result)
+    diagnosis = classify(failure).diagnosis()
+    assert diagnosis["rule"] == "unsupported_model" and is_refusal(diagnosis)
+    assert "task family" in remedy(diagnosis)
