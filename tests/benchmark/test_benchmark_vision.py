@@ -77,7 +77,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
     finally:
         board.close()
     with ThreadPoolExecutor(max_workers=len(MODELS)) as pool:
-        done = {name: pool.submit(run_accuracy, python, out[name]["dir"], "--device", "cpu", "--num-samples", "1")
+        done = {name: pool.submit(run_accuracy, python, out[name]["dir"], "--device", "cpu", "--num-samples", "1",
+                              "--profile-steps", "1")
                 for name in MODELS}
     for name, future in done.items():
         out[name]["run"] = future.result()
