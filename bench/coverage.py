@@ -3,8 +3,8 @@
     uv run bench/coverage.py [--stages discovery,adaptation,healing] [--workers 2] [--out DIR]
                              [--markdown FILE] [--json]
 
-Registers, on a throwaway board (or --out DIR), the bundled demo models, the benchmark tests'
-tiny models (tests/benchmark/bench_support.py), one tiny config per registry family that neither
+Registers, on a throwaway board (or --out DIR), the bundled demo models, the tests' tiny models
+(TEST_FAMILY_SOURCES: the benchmark, vision and audio tests' tables), one tiny config per registry family that neither
 covers (EXAMPLES below), and one refused architecture per family still missing
 (ascendbridge/unsupported_families.py); then one team-lead run (`--once`, attempt budget 3) of
 the real stages. The table has one row per model: its family, each stage's outcome (a refusal
@@ -17,6 +17,7 @@ stage run, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -34,7 +35,14 @@ from ascendbridge.task_families import TASK_FAMILIES
 from ascendbridge.unsupported_families import needed_family, remaining
 
 sys.path.insert(0, str(REPO_ROOT))
-from tests.benchmark.bench_support import TINY_MODELS  # noqa: E402  (the test families' tiny configs)
+
+# Where the tests keep their tiny models: (module, attribute); each entry is either
+# {"config": ..., "family": ...} or a tuple (config, family, ...). A module that is missing is skipped.
+TEST_FAMILY_SOURCES = (
+    ("tests.benchmark.bench_support", "TINY_MODELS"),
+    ("tests.benchmark.test_benchmark_vision", "MODELS"),
+    ("tests.benchmark.test_benchmark_audio", "MODELS"),
+)
 
 _BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
          "intermediate_size": 64, "vocab_size": 128, "max_position_embeddings": 64, "type_vocab_size": 2}
@@ -54,6 +62,20 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 PREPARATION = "discovery,adaptation,healing"
 
 
+def test_models() -> dict[str, tuple[str, dict[str, Any]]]:
+    """name -> (family, config.json) of every tiny model the tests define (TEST_FAMILY_SOURCES)."""
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for module_name, attribute in TEST_FAMILY_SOURCES:
+        try:
+            table = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError):
+            continue
+        for name, entry in table.items():
+            config, family = (entry["config"], entry["family"]) if isinstance(entry, dict) else (entry[0], entry[1])
+            found.setdefault(name, (family, config))
+    return found
+
+
 def _write_model(root: Path, model_id: str, config: dict[str, Any]) -> str:
     directory = root / model_id.replace("/", "--")
     directory.mkdir(parents=True, exist_ok=True)
@@ -65,7 +87,8 @@ def registrations(models_root: Path, one_per_family: bool = False) -> list[Regis
     """The demo models, the test families' tiny models, the examples and one refusal per missing family
     (with `one_per_family`, only the first model of each family: a quicker run)."""
     regs = demo_registrations(include_minilm=False)
-    configs = {f"tests/{name}": info["config"] for name, info in TINY_MODELS.items()}
+    tests = test_models()
+    configs = {f"tests/{name}": config for name, (_, config) in tests.items()}
     if one_per_family:
         covered: set[str] = set()
         demos = []
@@ -74,12 +97,11 @@ def registrations(models_root: Path, one_per_family: bool = False) -> list[Regis
                 covered.add(demo.task_family)
                 demos.append(reg)
         regs = demos
-        tests = {}
-        for name, info in TINY_MODELS.items():
-            if info["family"] not in covered:
-                covered.add(info["family"])
-                tests[f"tests/{name}"] = info["config"]
-        configs = tests
+        configs = {}
+        for name, (family, config) in tests.items():
+            if family not in covered:
+                covered.add(family)
+                configs[f"tests/{name}"] = config
     configs.update(EXAMPLES)
     for missing in remaining():
         suffix = next((s for s in missing.suffixes if s.startswith("For")), None)
