@@ -24,4 +24,11 @@ TASK_FAMILIES: dict[str, str] = {
     "time_series_forecasting": "AutoModelForTimeSeriesPrediction",  # PatchTST, TimesFM
     "llm_embedding": "AutoModel",  # decoder LLM backbone as an embedder (Qwen3-Embedding): last-token pooling
     "reranker": "AutoModelForSequenceClassification",  # cross-encoder with one relevance score
+    # --- vision and vision-language families (issue 13) ---
+    "image_text_to_text": "AutoModelForImageTextToText",  # VLMs: Qwen2.5-VL, Gemma 3, LLaVA style
+    "zero_shot_image_classification": "AutoModelForZeroShotImageClassification",  # CLIP / SigLIP: image-text similarity
+    "object_detection": "AutoModelForObjectDetection",  # DETR, RT-DETR, YOLOS
+    "semantic_segmentation": "AutoModelForSemanticSegmentation",  # Segformer, DPT-seg, BEiT-seg
+    "depth_estimation": "AutoModelForDepthEstimation",  # DPT, Depth Anything, GLPN
+    # --- end vision families ---
 }

@@ -58,6 +58,9 @@ MODELS: dict[str, tuple[str, str, dict[str, Any]]] = {
                "expert_layer_offset": 1, "mamba_d_state": 4, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 8,
                **MOE, **{**TEXT, "num_hidden_layers": 4}}),
 }
+# The same models as (config.json, family), the shape bench/coverage.py reads test tables in.
+COVERAGE_MODELS = {f"coverage/{name}": ({"architectures": [cls], **config}, family)
+                   for name, (family, cls, config) in MODELS.items()}
 # Small inputs keep the suite fast: 0.1 s of 16 kHz audio; the rest from the configs.
 RECIPE_OVERRIDES: dict[str, dict[str, Any]] = {
     "ctc_speech_recognition": {"audio_frames": 1600}, "audio_classification": {"audio_frames": 1600},

@@ -119,7 +119,7 @@ def test_discovery_names_each_family_and_the_adapter_builds_its_spec(pipeline: P
     assert tagged.family == "reranker" and "text-ranking" in tagged.reason
     assert classify({"architectures": ["BertForSequenceClassification"], "model_type": "bert", "num_labels": 2}).family \
         == "sequence_classification"
-    assert classify({"architectures": ["BertModel"], "model_type": "bert"}, True, "lasttoken").family == "llm_embedding"
+    assert classify({"architectures": ["BertModel"], "model_type": "bert"}, True, pooling="lasttoken").family == "llm_embedding"
     assert classify({"model_type": "patchtsmixer"}).family is None
 
 

@@ -111,4 +111,4 @@ def test_hub_pipeline_tag_decides_what_the_config_cannot(fake_hub, tmp_path: Pat
     info = discover("ibm/tiny-mixer", "huggingface")
     assert info.task_family == "time_series_forecasting"
     assert info.model_class == "AutoModelForTimeSeriesPrediction"
-    assert "pipeline tag time-series-forecasting" in info.task_family_reason
+    assert "pipeline tag is 'time-series-forecasting'" in info.task_family_reason

@@ -64,6 +64,13 @@ TABLE: dict[tuple[str, str], Row] = {
     # A reranker gives one score per pair: the cosine over a handful of scores hides a wrong
     # score easily, so in low precision it must reach 0.995 (the error bound is the standard's).
     **{("reranker", d): replace(_low(d), cosine_min=0.995) for d in sorted(LOW_PRECISION)},
+    # --- vision families (issue 13) ---
+    # A segmentation mask is an argmax per pixel: with thousands of pixels one near-tie between two
+    # classes flips a pixel even in float32, so the mask may differ in 1 pixel in 1000 (its logits
+    # are held to the float32 row). Low precision keeps the default 0.9 of pixels.
+    ("semantic_segmentation", "float64"): replace(_FP32, label_match_min=0.999),
+    ("semantic_segmentation", "float32"): replace(_FP32, label_match_min=0.999),
+    # --- end vision families ---
 }
 
 # Keys a spec may set, and the loosest value it may set per dtype class (a human's decision,
@@ -102,6 +109,13 @@ TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
     # embeddings and single rerank scores have no argmax to agree on
     "ctc_speech_recognition": ("logits",), "audio_classification": ("logits",),
     "time_series_forecasting": (), "llm_embedding": (), "reranker": (),
+    # --- vision families (issue 13) ---
+    "image_text_to_text": ("logits",),  # the next token after image and text
+    "zero_shot_image_classification": ("logits_per_image", "logits_per_text"),  # the best-matching text / image
+    "object_detection": ("logits",),  # each query's class (boxes and scores: cosine and max error)
+    "semantic_segmentation": (),  # class axis is dim 1: the derived mask is compared as labels instead
+    "depth_estimation": (),  # a regression map: cosine and max error only
+    # --- end vision families ---
 }
 
 

@@ -14,9 +14,10 @@ from typing import Any, Callable, Optional
 import torch
 
 from .errors import UnsupportedModel
-from .inputs import build_model_inputs
+from .inputs import Signature, build_model_inputs
 from .moe import routing_outputs, routing_top_k
 from .outputs import named_outputs as flatten_outputs
+from . import vision_tasks
 from .spec import InputRecipe
 
 TASK_FAMILIES: dict[str, str] = {
@@ -36,9 +37,19 @@ TASK_FAMILIES: dict[str, str] = {
     "time_series_forecasting": "AutoModelForTimeSeriesPrediction",
     "llm_embedding": "AutoModel",
     "reranker": "AutoModelForSequenceClassification",
+    # --- vision and vision-language families (issue 13) ---
+    "image_text_to_text": "AutoModelForImageTextToText",
+    "zero_shot_image_classification": "AutoModelForZeroShotImageClassification",
+    "object_detection": "AutoModelForObjectDetection",
+    "semantic_segmentation": "AutoModelForSemanticSegmentation",
+    "depth_estimation": "AutoModelForDepthEstimation",
+    # --- end vision families ---
 }
 
 Summary = Callable[[dict[str, torch.Tensor], Any], str]
+Derive = Callable[[dict[str, torch.Tensor], Any], dict[str, torch.Tensor]]
+# (model, config, recipe, float dtype, accepted forward names) -> inputs, or None for the generic path
+InputBuilder = Callable[[torch.nn.Module, Any, InputRecipe, torch.dtype, frozenset[str]], Optional[dict[str, torch.Tensor]]]
 
 
 def _first(outputs: dict[str, torch.Tensor], *names: str) -> Optional[torch.Tensor]:
@@ -183,13 +194,29 @@ class Family:
     extra_inputs: tuple[str, ...] = ()
     pools: bool = False  # adds a sentence_embedding when the spec names a pooling mode
     default_pooling: Optional[str] = None  # pooling when the spec names none (LLM embedders: last token)
-    kept_outputs: tuple[str, ...] = ()  # the outputs a user checks (empty: every output)
+    # Outputs kept when present, any of them (forecasters name their forecast differently);
+    # accuracy_outputs below requires every one it names.
+    kept_outputs: tuple[str, ...] = ()
+    # The outputs a user checks (compared by the benchmark, shown by the demo); () keeps every one.
+    accuracy_outputs: tuple[str, ...] = ()
+    derive: Optional[Derive] = None  # task results computed from the forward (scores, masks)
+    input_builder: Optional[InputBuilder] = None  # a family-specific input path (VLM image + text)
+    input_note: Optional[Callable[[Any], str]] = None  # which input path runs, for the progress lines
+    generates: bool = False  # the demo also generates a few tokens greedily
 
     def build_inputs(self, model: torch.nn.Module, config: Any, recipe: InputRecipe, seed: int) -> dict[str, torch.Tensor]:
         """Seeded inputs for the model's forward (on CPU; the caller moves them)."""
         if seed != recipe.seed:
             recipe = replace(recipe, seed=seed)
+        if self.input_builder is not None:
+            float_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+            special = self.input_builder(model, config, recipe, float_dtype, Signature.of(model).accepted)
+            if special is not None:
+                return special
         return build_model_inputs(model, config, recipe, self.extra_inputs)
+
+    def describe_inputs(self, config: Any) -> Optional[str]:
+        return self.input_note(config) if self.input_note is not None else None
 
     def named_outputs(
         self, outputs: Any, inputs: dict[str, torch.Tensor], pooling: Optional[str] = None, normalize: bool = False,
@@ -197,8 +224,9 @@ class Family:
     ) -> dict[str, torch.Tensor]:
         """The forward's tensors by name, plus the sentence-transformers head when the spec has one:
         Pooling (`pooling`) then Normalize (`normalize`), as modules.json chains them, so the
-        sentence_embedding equals what sentence-transformers' encode() returns. With the model's
-        config, MoE router logits also give routing decisions (routing_outputs)."""
+        sentence_embedding equals what sentence-transformers' encode() returns. A family that
+        names its accuracy outputs keeps only those (and what `derive` computes from them). With
+        the model's config, MoE router logits also give routing decisions (routing_outputs)."""
         named = flatten_outputs(outputs)
         pooling = pooling or self.default_pooling
         if self.pools and pooling and "last_hidden_state" in named:
@@ -213,10 +241,35 @@ class Family:
                 raise UnsupportedModel(f"the forward returned none of the {self.name} outputs "
                                        f"({', '.join(self.kept_outputs)}); it returned {', '.join(named) or 'nothing'}")
             named = kept
+        if self.accuracy_outputs:
+            missing = [n for n in self.accuracy_outputs if n not in named]
+            if missing:
+                raise UnsupportedModel(f"the forward returned no {', '.join(missing)} (task family {self.name} "
+                                       f"compares {', '.join(self.accuracy_outputs)})")
+            named = {n: named[n] for n in self.accuracy_outputs}
+        if self.derive is not None:
+            named.update(self.derive(named, config))
         if not named:
             raise UnsupportedModel("the forward returned no tensors")
         return named
 
+
+# --- vision and vision-language families (issue 13) ---
+VISION_FAMILIES = (
+    Family("image_text_to_text", TASK_FAMILIES["image_text_to_text"], vision_tasks.next_token_summary,
+           accuracy_outputs=("logits",), input_builder=vision_tasks.vlm_input_builder,
+           input_note=vision_tasks.vlm_input_note, generates=True),
+    Family("zero_shot_image_classification", TASK_FAMILIES["zero_shot_image_classification"],
+           vision_tasks.similarity_summary, ("pixel_values",),
+           accuracy_outputs=("logits_per_image", "logits_per_text", "image_embeds", "text_embeds")),
+    Family("object_detection", TASK_FAMILIES["object_detection"], vision_tasks.detection_summary, ("pixel_values",),
+           accuracy_outputs=("logits", "pred_boxes"), derive=vision_tasks.derive_detections),
+    Family("semantic_segmentation", TASK_FAMILIES["semantic_segmentation"], vision_tasks.segmentation_summary,
+           ("pixel_values",), accuracy_outputs=("logits",), derive=vision_tasks.derive_mask),
+    Family("depth_estimation", TASK_FAMILIES["depth_estimation"], vision_tasks.depth_summary, ("pixel_values",),
+           accuracy_outputs=("predicted_depth",)),
+)
+# --- end vision families ---
 
 FAMILIES: dict[str, Family] = {
     f.name: f
@@ -240,6 +293,7 @@ FAMILIES: dict[str, Family] = {
         Family("llm_embedding", TASK_FAMILIES["llm_embedding"], llm_embedding, pools=True, default_pooling="lasttoken",
                kept_outputs=("sentence_embedding",)),
         Family("reranker", TASK_FAMILIES["reranker"], rerank_scores, kept_outputs=("logits",)),
+        *VISION_FAMILIES,
     )
 }
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import families, loading, moe, pairstats, passes
+from . import families, loading, moe, pairstats, passes, precision
 from . import device as ab_device
 from .comparator import Thresholds, compare_outputs, judge_optimized
 from .fileops import atomic_path, sha256_file, write_text_atomic
@@ -80,6 +80,7 @@ class Session:
         """A fresh variant from the reference weights: (build, run, seconds to build it)."""
         start = time.perf_counter()
         model = copy.deepcopy(self.reference).to(device=self.choice.torch_device, dtype=self.baseline_dtype).eval()
+        precision.keep_in_fp32(model, list(self.spec.keep_fp32_modules), self.baseline_dtype)
         flags = forward_flags(model)
         b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
         run = passes.finalize(b, flags)
@@ -152,15 +153,28 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
     ref_build = passes.Build(reference, "cpu", torch.float32, "float32")
     session.reference_out = cpu_session.outputs(ref_build, passes.finalize(ref_build, forward_flags(reference)))
     if sum(p.numel() for p in reference.parameters()) * 8 <= FP64_REFERENCE_MAX_BYTES:
-        exact = copy.deepcopy(reference).to(torch.float64)
-        eager = moe.float64_path(exact)
-        session.fp64_note = f"built ({eager})" if eager else session.fp64_note
-        b64 = passes.Build(exact, "cpu", torch.float64, "float64")
-        session.fp64_out = cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact)))
-        del exact
+        session.fp64_out, session.fp64_note = _fp64_reference(cpu_session, reference)
     else:
         session.fp64_note = f"skipped: a float64 copy would exceed {FP64_REFERENCE_MAX_BYTES // 1024**3} GiB"
     return session
+
+
+def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[Optional[dict[str, torch.Tensor]], str]:
+    """The float64 outputs, or None with the reason when the model cannot run in float64 (XGLM's
+    finfo(float64).min mask meets a float32 buffer; GptOss's grouped expert matmul has no double
+    kernel): the comparison then goes on against the float32 reference alone."""
+    exact = copy.deepcopy(reference).to(torch.float64)
+    eager = moe.float64_path(exact)  # MoE: experts run eagerly, so the float64 reference exists
+    b64 = passes.Build(exact, "cpu", torch.float64, "float64")
+    try:
+        return cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact))), f"built ({eager})" if eager else "built"
+    except (RuntimeError, TypeError, ValueError) as exc:  # the model's own code refusing float64
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        operator = precision.operator_from_traceback(exc)
+        return None, (f"failed: {type(exc).__name__}: {first}" + (f" (in {operator})" if operator else "")
+                      + "; compared against the float32 reference only")
+    finally:
+        del exact
 
 
 def paired(session: Session, base: Callable[[], Any], cand: Callable[[], Any], pairs: int, warmup: int,
