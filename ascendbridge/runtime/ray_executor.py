@@ -62,10 +62,11 @@ def cluster_accelerator(resources: dict[str, float]) -> Optional[str]:
 
 
 def task_options(resources: dict[str, float]) -> dict[str, Any]:
-    """`.options()` of the Ray task for these resources; no Ray retry (the team lead owns retries)."""
+    """`.options()` of the Ray task for these resources; no Ray retry (the team lead owns retries);
+    spread over the hosts (each task is a whole model run, not a small function to pack)."""
     custom = {k: v for k, v in resources.items() if k not in ("CPU", "GPU")}
     return {"num_cpus": resources.get("CPU", 0.0), "num_gpus": resources.get("GPU", 0.0), "resources": custom,
-            "max_retries": 0}
+            "max_retries": 0, "scheduling_strategy": "SPREAD"}
 
 
 def forwarded_env(environ: Optional[dict[str, str]] = None) -> dict[str, str]:
@@ -146,6 +147,11 @@ class RayExecutor(Executor):
     def __init__(self, address: Optional[str] = None) -> None:
         if address:
             check_reachable(address)
+        # The team lead runs under `uv run` (run_auto_team_lead.sh); Ray's uv hook would then start
+        # every Ray worker through `uv run` of the driver's command line, which breaks the worker
+        # start-up. The nodes already run the framework env (`ray start` from it): turn the hook off
+        # (read when ray is imported).
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         try:
             import ray
         except ImportError:
