@@ -7,7 +7,7 @@ configs (cheap: it reads files). Slots are the team lead's --workers; Ray tasks 
 each (non-timed stages), on a one-node Ray cluster this bench starts on this machine (or the
 cluster at --ray-address). Each configuration runs --reps times; figures are the median with the
 min-max across repetitions; per-task time is dispatch -> recorded verdict (median of all tasks,
-with p10-p90).
+with p10-p90). One untimed warm-up run per executor first (Ray starts its worker processes then).
 
   uv run python bench/scaling_bench.py [--tasks 8] [--reps 2] [--slots 1,2,4] [--executors local,ray]
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -103,6 +104,7 @@ def main() -> int:
     p.add_argument("--executors", default="local,ray")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start a one-node one here)")
     args = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the cluster (finally)
     slots = [int(s) for s in args.slots.split(",")]
     cluster = None
     address = args.ray_address
@@ -120,6 +122,7 @@ def main() -> int:
         for kind in args.executors.split(","):
             executor = make_executor(kind, address)
             try:
+                run_once(executor, "trivial", max(slots), max(slots))  # warm-up, not reported: Ray starts its workers
                 for stage in args.stages.split(","):
                     for n in slots:
                         runs = [run_once(executor, stage, args.tasks, n) for _ in range(args.reps)]
