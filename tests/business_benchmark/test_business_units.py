@@ -105,3 +105,35 @@ def test_board_override_through_dataset_mapping(board_path: Path) -> None:
     assert bad.returncode == 2 and "unknown evaluation set" in bad.stderr
     with BoardStore(board_path) as store:
         assert store.get_model("org/enc").metadata["business_sets"] == ["ab-sts-en"]  # unchanged
+
+
+def _speech(reference: list[int], target: list[int], index: int) -> dict:
+    """One speech item as business_run.py saves it: generated token ids and their text."""
+    return {"id": f"seeded-audio-{index:03d}",
+            "reference": {"tokens": reference, "text": " ".join(map(str, reference))},
+            "target": {"tokens": target, "text": " ".join(map(str, target))}}
+
+
+def test_vision_and_speech_metrics_on_constructed_predictions() -> None:
+    """Known answers: 3 of 4 image labels agree; the speech target has 1 substitution in item 0, is
+    exact in item 1 and empty in item 2 (2 deletions): WER 3 / 8 reference words."""
+    labels = [(7, 7), (3, 3), (1, 5), (0, 0)]
+    images = [{"id": f"seeded-images-{i:03d}", "reference": {"label": r}, "target": {"label": t}}
+              for i, (r, t) in enumerate(labels)]
+    vision = evaluate("image_classification", images, {}, real_weights=True)
+    assert vision == {"task": {}, "agreement": {"top1_agreement": 0.75}}  # seeded images carry no gold labels
+    assert verdict(checks(vision, PassRule())) == "fail"  # below the 0.9 floor
+    assert evaluate("image_classification", images[:2], {}, real_weights=False)["agreement"]["top1_agreement"] == 1.0
+
+    speech = [_speech([5, 6, 7, 8], [5, 6, 9, 8], 0), _speech([1, 2], [1, 2], 1), _speech([4, 4], [], 2)]
+    result = evaluate("speech_seq2seq", speech, {}, real_weights=True)
+    assert result["task"] == {}
+    agreement = result["agreement"]
+    assert agreement["wer_vs_reference"] == pytest.approx(3 / 8)
+    assert agreement["exact_match"] == pytest.approx(1 / 3)
+    assert agreement["token_match_rate"] == pytest.approx(5 / 8)  # matched ids / reference ids
+    assert (agreement["first_divergence_min"], agreement["first_divergence_mean"]) == (0.0, pytest.approx(4 / 3))
+    assert verdict(checks(result, PassRule())) == "pass"  # WER 0.375 <= 0.5, token match 0.625 >= 0.5
+    worse = evaluate("speech_seq2seq", [_speech([1, 2, 3, 4], [9, 9, 9, 4], 0)], {}, real_weights=True)
+    assert worse["agreement"]["wer_vs_reference"] == pytest.approx(0.75)
+    assert verdict(checks(worse, PassRule())) == "fail"
