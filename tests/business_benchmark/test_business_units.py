@@ -137,3 +137,28 @@ def test_vision_and_speech_metrics_on_constructed_predictions() -> None:
     worse = evaluate("speech_seq2seq", [_speech([1, 2, 3, 4], [9, 9, 9, 4], 0)], {}, real_weights=True)
     assert worse["agreement"]["wer_vs_reference"] == pytest.approx(0.75)
     assert verdict(checks(worse, PassRule())) == "fail"
+
+
+def test_prepare_lm_eval_targets_the_package_env_and_an_uninstallable_extra_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a synced .venv nothing runs; with one, uv installs lm-eval[hf] into THAT interpreter,
+    and when it cannot (offline, empty cache: the package is nowhere to be found) the error is one
+    line naming the requirement and uv's reason, and the environment is left as it was."""
+    from ascendbridge.config import uv_binary
+    from business_benchmark.lm_eval_path import LM_EVAL_REQUIREMENT, install_argv, prepare_lm_eval
+
+    directory = tmp_path / "adaptation"
+    directory.mkdir()
+    assert prepare_lm_eval(directory) == f"{directory} has no synced .venv for lm-eval"
+    subprocess.run([uv_binary(), "venv", "--quiet", str(directory / ".venv")], check=True, timeout=120)
+    python = directory / ".venv" / "bin" / "python"
+    assert install_argv(directory) == [uv_binary(), "pip", "install", "--quiet", "--python", str(python),
+                                       LM_EVAL_REQUIREMENT]
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "empty-uv-cache"))
+    problem = prepare_lm_eval(directory)
+    assert problem is not None and "\n" not in problem
+    assert problem.startswith(f"installing {LM_EVAL_REQUIREMENT} failed: ") and "lm-eval" in problem.split(": ", 1)[1]
+    listed = subprocess.run([uv_binary(), "pip", "list", "--python", str(python), "--format", "json"],
+                            capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(listed.stdout) == []  # nothing half-installed
