@@ -10,6 +10,7 @@ against what transformers itself answers on the same weights; all runs share one
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,11 @@ def runs(torch_python: Path, weighted_models: dict, tmp_path_factory: pytest.Tem
                                        "dtype": {"target": "float32"}, **extra})
 
     gpt2 = spec("gpt2", GPT2, "causal_lm", "GPT2LMHeadModel")
+    bare = shutil.copytree(weighted_models[GPT2]["path"], root / "gpt2-no-tokenizer",
+                           ignore=shutil.ignore_patterns("tokenizer*", "special_tokens_map.json"))
+    no_tokenizer = write_spec(root, "bare", {"name": "bare", "model": {"model_id": "tiny/bare", "source": "local",
+                                                                       "path": str(bare)},
+                                             "task_family": "causal_lm", "model_class": "GPT2LMHeadModel"})
     classifier = spec("classifier", CLASSIFIER, "sequence_classification", "BertForSequenceClassification")
     encoder = spec("encoder", CLASSIFIER, "feature_extraction", "BertModel")
     changed = spec("changed", CLASSIFIER, "sequence_classification", "BertForSequenceClassification",
@@ -41,6 +47,7 @@ def runs(torch_python: Path, weighted_models: dict, tmp_path_factory: pytest.Tem
         "labelled": ["--spec", classifier, "--device", "cpu", "--text", REQUEST["text"]],
         "dry": ["--spec", gpt2, "--device", "cpu", "--dry-run"],
         "bad": ["--spec", gpt2, "--device", "cpu", "--max-new-tokens", "0"],
+        "no_tokenizer": ["--spec", no_tokenizer, "--device", "cpu"],
         "parity_classifier": {"module": "parity", "argv": ["--spec", classifier]},
         "parity_encoder": {"module": "parity", "argv": ["--spec", encoder]},
         "parity_changed": {"module": "parity", "argv": ["--spec", changed]},
@@ -68,6 +75,10 @@ def test_causal_lm_generates_classifier_names_its_label_dry_run_says_random(runs
     assert dry["rc"] == 0 and dry["result"]["mode"] == "dry_run"
     assert dry["result"]["answer"]["kind"] == "random_weights" and "answer:" not in dry["stdout"]
     assert "note: these outputs come from random weights" in dry["stdout"]
+
+    bare = runs["no_tokenizer"]  # real weights, no tokenizer: the run stands, there is no answer to give
+    assert bare["rc"] == 0 and bare["result"]["mode"] == "pretrained" and bare["result"]["answer"] is None
+    assert "answer: none (the model ships no usable Tokenizer" in bare["stdout"]
 
     bad = runs["bad"]
     assert bad["rc"] == 1 and bad["result"]["ok"] is False

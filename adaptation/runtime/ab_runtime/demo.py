@@ -166,8 +166,8 @@ def _answer(args: argparse.Namespace, spec: Any, loaded: Any, family: Any, devic
         return None
     try:
         tokenizer = load_tokenizer(spec)
-    except RuntimeDiagnosis as exc:
-        print(f"answer: none, the model ships no tokenizer ({exc})", flush=True)
+    except (RuntimeDiagnosis, ImportError) as exc:  # no tokenizer, or one needing a missing library
+        print(f"answer: none ({_one_line(exc)})", flush=True)
         return None
     if spec.task_family == "causal_lm":
         return _generated(args.text or DEFAULT_PROMPT, tokenizer, loaded.model, device, args.max_new_tokens)

@@ -39,8 +39,14 @@ def _load(kind: str, spec: RunSpec) -> Any:
 
 
 def load_tokenizer(spec: RunSpec) -> Any:
-    """The tokenizer the model ships; UnsupportedModel (one line) when it ships none."""
-    return _load("AutoTokenizer", spec)
+    """The tokenizer the model ships; UnsupportedModel (one line) when it ships none. transformers 5
+    builds an empty tokenizer (vocabulary 0) for a directory without tokenizer files instead of
+    raising: that is no tokenizer either."""
+    tokenizer = _load("AutoTokenizer", spec)
+    if getattr(tokenizer, "vocab_size", None) == 0:
+        _, _, origin = source_kwargs(spec)
+        raise UnsupportedModel(f"the model ships no usable Tokenizer ({origin}): no tokenizer files, the vocabulary is empty")
+    return tokenizer
 
 
 def tokenize(spec: RunSpec, texts: Sequence[str]) -> dict[str, torch.Tensor]:
