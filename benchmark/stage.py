@@ -32,11 +32,20 @@ GATE_TIMEOUT_S = 900.0
 def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool) -> list[str]:
     argv = ["accuracy_run.py", "--device", settings.device, "--dtype", dtype, "--warmup", str(settings.warmup),
             "--iters", str(settings.iters), "--num-samples", str(settings.num_samples)]
+    argv += ["--workload", settings.workload] if settings.workload else []
     return argv + (["--use-pretrained"] if pretrained else [])
 
 
-def board_figures(result: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
-    """The numeric figures of one accuracy_run RESULT, for the outcome's FigureSet."""
+WORKLOAD_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "tokens_per_s": "tokens/s", "batch_tokens_per_s": "tokens/s",
+                  "decode_bandwidth_gbs": "GB/s", "throughput_samples_per_s": "samples/s",
+                  "knee_samples_per_s": "samples/s", "batch1_latency_ms": "ms"}
+
+
+def board_figures(result: dict[str, Any], probe_bandwidth_gbs: Optional[float] = None
+                  ) -> tuple[dict[str, float], dict[str, str]]:
+    """The numeric figures of one accuracy_run RESULT, for the outcome's FigureSet: the forward's,
+    the workload's headline (TTFT / TPOT / tokens/s, or sweep throughput) and the decode bandwidth
+    as a percentage of the environment probe's measured bandwidth on that device kind."""
     values: dict[str, float] = {}
     units: dict[str, str] = {}
     for key, unit in (("median_ms", "ms"), ("p90_ms", "ms"), ("reference_median_ms", "ms"),
@@ -45,7 +54,30 @@ def board_figures(result: dict[str, Any]) -> tuple[dict[str, float], dict[str, s
             values[key] = float(result[key])
             units[key] = unit
     values["accuracy_pass"] = 1.0 if result.get("verdict") == "pass" else 0.0
+    workload = result.get("workload_figures") or {}
+    for key, unit in WORKLOAD_UNITS.items():
+        if isinstance(workload.get(key), (int, float)):
+            values[key], units[key] = float(workload[key]), unit
+    if isinstance(workload.get("peak_memory_bytes"), (int, float)):
+        values["workload_peak_memory_bytes"], units["workload_peak_memory_bytes"] = float(workload["peak_memory_bytes"]), "bytes"
+    if "decode_bandwidth_gbs" in values and probe_bandwidth_gbs:
+        values["decode_bandwidth_pct"] = 100.0 * values["decode_bandwidth_gbs"] / probe_bandwidth_gbs
+        units["decode_bandwidth_pct"] = "% of probe bandwidth"
     return values, units
+
+
+def probe_bandwidth(board_path: Path, device_kind: str) -> Optional[float]:
+    """The copy bandwidth (GB/s) of the board's last environment probe on `device_kind`, if any."""
+    from ascendbridge.board.store import BoardStore
+    from benchmark.probe import latest_probe
+
+    try:
+        with BoardStore(board_path) as store:
+            probe = latest_probe(store, device_kind)
+    except Exception:  # no board or no probe here: the percentage is simply not computed
+        return None
+    value = ((probe or {}).get("peaks") or {}).get("bandwidth_gbs")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def _diagnosis(dtype: str, command: Any, result: Optional[dict[str, Any]]) -> dict[str, Any]:
@@ -89,7 +121,7 @@ class BenchmarkStage:
             if command.exit_code not in (0, 2) or not result or not result.get("ok"):
                 return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
                                     result={"runs": runs}, diagnosis=_diagnosis(dtype, command, result))
-            values, units = board_figures(result)
+            values, units = board_figures(result, probe_bandwidth(ctx.board_path, result["device"]))
             # Stack id: every figure names the stack it was measured on (stacks.stack_id).
             figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units, stack=stack))
             runs.append(result)

@@ -84,7 +84,8 @@ def check_generation(body: dict[str, Any]) -> list[str]:
                                 f"({again})")
     headline = {"tpot_ms": first["tpot_ms"]["median_ms"], "tokens_per_s": first["tokens_per_s"],
                 "ttft_ms": first["ttft_ms"]["median_ms"], "batch_tokens_per_s": last["tokens_per_s"],
-                "batch": last["batch"]}
+                "batch": last["batch"], "decode_bandwidth_gbs": first["decode_bandwidth_gbs"],
+                "peak_memory_bytes": max(r.get("peak_memory_bytes") or 0 for r in runs)}
     return problems + _same("workload.headline", body.get("headline"), headline)
 
 
@@ -109,7 +110,8 @@ def check_sweep(body: dict[str, Any]) -> list[str]:
     at_knee = next((p for p in points if p["batch"] == body.get("knee_batch")), None)
     headline = {"batch1_latency_ms": points[0]["median_ms"] if points[0]["batch"] == 1 else None,
                 "throughput_samples_per_s": max(p["samples_per_s"] for p in points),
-                "knee_samples_per_s": at_knee["samples_per_s"] if at_knee else None}
+                "knee_samples_per_s": at_knee["samples_per_s"] if at_knee else None,
+                "peak_memory_bytes": max(p.get("peak_memory_bytes") or 0 for p in points)}
     return problems + _same("workload.headline", body.get("headline"), headline)
 
 

@@ -214,10 +214,11 @@ def paired(session: Session, base: Callable[[], Any], cand: Callable[[], Any], p
 
 def paired_against_baseline(session: Session, chosen: list[passes.Pass], pairs: int, warmup: int,
                             iters: int) -> dict[str, Any]:
-    """A fresh baseline and a fresh `chosen` variant, timed paired and interleaved."""
+    """A fresh baseline and a fresh `chosen` variant, timed paired and interleaved on the session
+    workload's headline call (workloads.headline_call)."""
     base_build, base_run, _ = session.make([])
     build, run, _ = session.make(chosen)
-    return paired(session, session.timed_call(base_build, base_run), session.timed_call(build, run),
+    return paired(session, session.headline_call(base_build, base_run), session.headline_call(build, run),
                   pairs, warmup, iters)
 
 

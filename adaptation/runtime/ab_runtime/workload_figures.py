@@ -1,4 +1,4 @@
-"""The workload figures as pure functions of raw samples (standard library only).
+"""Workload profiles and their figures as pure functions of raw samples (standard library only).
 
 The runtime computes its figures with these and the benchmark gate (benchmark/metrics_check.py,
 framework side, no torch) recomputes them with the same functions from the recorded samples, so a
@@ -7,13 +7,70 @@ figure that does not follow from its samples fails the gate.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
+from dataclasses import dataclass
 from typing import Any, Optional
 
+from .errors import SpecError
 from .pairstats import percentile
 
 KNEE_FRACTION = 0.9  # the knee: the smallest batch reaching this share of the best throughput
-STAT_KEYS = ("median_ms", "p90_ms", "min_ms", "stdev_ms")
+WORKLOADS = ("generation", "encoder_generation", "batch_sweep", "forward")
+GENERATION_FAMILIES = ("causal_lm",)
+ENCODER_DECODER_FAMILIES = ("seq2seq", "speech_seq2seq", "vision_seq2seq")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named profile and its sizes; the spec's `workload` section overrides any field."""
+
+    name: str
+    prompt_len: int = 32
+    new_tokens: int = 16
+    batch: int = 4  # the larger generation batch (batch 1 is always measured)
+    sweep: tuple[int, ...] = (1, 8, 32)
+    headline_batch: int = 8  # encoders: the batch the optimizer's headline throughput is timed at
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "sweep": list(self.sweep)}
+
+
+def family_default(family: str) -> str:
+    if family in GENERATION_FAMILIES:
+        return "generation"
+    if family in ENCODER_DECODER_FAMILIES:
+        return "encoder_generation"
+    return "batch_sweep"
+
+
+def resolve(family: str, section: Optional[dict[str, Any]], override: Optional[str] = None) -> Workload:
+    """The workload of a model: `override` (the team lead's benchmark.workload) or the spec's
+    `workload.name` or the family's default, with the spec's sizes; SpecError names a bad field."""
+    section = dict(section or {})
+    name = override or section.pop("name", None) or family_default(family)
+    section.pop("name", None)
+    if name not in WORKLOADS:
+        raise SpecError(f"workload '{name}' is unknown (choices: {', '.join(WORKLOADS)})")
+    if name in ("generation", "encoder_generation") and family not in GENERATION_FAMILIES + ENCODER_DECODER_FAMILIES:
+        raise SpecError(f"workload '{name}' needs a generating family (causal_lm or an encoder-decoder), "
+                        f"not {family}")
+    if name == "generation" and family in ENCODER_DECODER_FAMILIES:
+        name = "encoder_generation"
+    unknown = sorted(set(section) - {f.name for f in dataclasses.fields(Workload)})
+    if unknown:
+        raise SpecError(f"spec field 'workload' has unknown key(s): {', '.join(unknown)}")
+    if "sweep" in section:
+        section["sweep"] = tuple(section["sweep"])
+    workload = Workload(name, **section)
+    for key in ("prompt_len", "new_tokens", "batch", "headline_batch"):
+        if not isinstance(getattr(workload, key), int) or getattr(workload, key) < 1:
+            raise SpecError(f"spec field 'workload.{key}' must be a positive integer")
+    if workload.new_tokens < 2:
+        raise SpecError("spec field 'workload.new_tokens' must be >= 2 (TPOT needs a decode step)")
+    if not workload.sweep or any(not isinstance(b, int) or b < 1 for b in workload.sweep):
+        raise SpecError("spec field 'workload.sweep' must be a list of positive integers")
+    return workload
 
 
 def stats(samples_ms: list[float]) -> dict[str, float]:

@@ -23,7 +23,6 @@ else the eager `HFDecoder` below. Nothing else here changes when such a pass exi
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
@@ -31,68 +30,11 @@ from typing import Any, Callable, Optional, Protocol
 import torch
 
 from . import passes
-from .errors import SpecError
 from .inputs import Signature
 from .measure import profiler_active
-from .workload_figures import KNEE_FRACTION, decode_bandwidth_gbs, divergence, generation_figures, knee, stats
-
-WORKLOADS = ("generation", "encoder_generation", "batch_sweep", "forward")
-GENERATION_FAMILIES = ("causal_lm",)
-ENCODER_DECODER_FAMILIES = ("seq2seq", "speech_seq2seq", "vision_seq2seq")
-WORKLOAD_SCHEMA = "ascendbridge.workload/1"
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A named profile and its sizes; the spec's `workload` section overrides any field."""
-
-    name: str
-    prompt_len: int = 32
-    new_tokens: int = 16
-    batch: int = 4  # the larger generation batch (batch 1 is always measured)
-    sweep: tuple[int, ...] = (1, 8, 32)
-    headline_batch: int = 8  # encoders: the batch the optimizer's headline throughput is timed at
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "sweep": list(self.sweep)}
-
-
-def family_default(family: str) -> str:
-    if family in GENERATION_FAMILIES:
-        return "generation"
-    if family in ENCODER_DECODER_FAMILIES:
-        return "encoder_generation"
-    return "batch_sweep"
-
-
-def resolve(family: str, section: Optional[dict[str, Any]], override: Optional[str] = None) -> Workload:
-    """The workload of a model: `override` (the team lead's benchmark.workload) or the spec's
-    `workload.name` or the family's default, with the spec's sizes; SpecError names a bad field."""
-    section = dict(section or {})
-    name = override or section.pop("name", None) or family_default(family)
-    section.pop("name", None)
-    if name not in WORKLOADS:
-        raise SpecError(f"workload '{name}' is unknown (choices: {', '.join(WORKLOADS)})")
-    if name in ("generation", "encoder_generation") and family not in GENERATION_FAMILIES + ENCODER_DECODER_FAMILIES:
-        raise SpecError(f"workload '{name}' needs a generating family (causal_lm or an encoder-decoder), "
-                        f"not {family}")
-    if name == "generation" and family in ENCODER_DECODER_FAMILIES:
-        name = "encoder_generation"
-    unknown = sorted(set(section) - {f.name for f in dataclasses.fields(Workload)})
-    if unknown:
-        raise SpecError(f"spec field 'workload' has unknown key(s): {', '.join(unknown)}")
-    if "sweep" in section:
-        section["sweep"] = tuple(section["sweep"])
-    workload = Workload(name, **section)
-    for key in ("prompt_len", "new_tokens", "batch", "headline_batch"):
-        if not isinstance(getattr(workload, key), int) or getattr(workload, key) < 1:
-            raise SpecError(f"spec field 'workload.{key}' must be a positive integer")
-    if workload.new_tokens < 2:
-        raise SpecError("spec field 'workload.new_tokens' must be >= 2 (TPOT needs a decode step)")
-    if not workload.sweep or any(not isinstance(b, int) or b < 1 for b in workload.sweep):
-        raise SpecError("spec field 'workload.sweep' must be a list of positive integers")
-    return workload
-
+from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
+    ENCODER_DECODER_FAMILIES, KNEE_FRACTION, WORKLOADS, Workload, decode_bandwidth_gbs, divergence,
+    generation_figures, knee, resolve, stats)
 
 # --- decoding --------------------------------------------------------------------------------
 
@@ -298,7 +240,9 @@ def measure_generation(session: Any, build: passes.Build, workload: Workload, wa
             "reference_tokens": reference_tokens,
             "headline": {"tpot_ms": first["tpot_ms"]["median_ms"], "tokens_per_s": first["tokens_per_s"],
                          "ttft_ms": first["ttft_ms"]["median_ms"],
-                         "batch_tokens_per_s": results[-1]["tokens_per_s"], "batch": results[-1]["batch"]}}
+                         "batch_tokens_per_s": results[-1]["tokens_per_s"], "batch": results[-1]["batch"],
+                         "decode_bandwidth_gbs": first["decode_bandwidth_gbs"],
+                         "peak_memory_bytes": max(r["peak_memory_bytes"] for r in results)}}
 
 
 def reference_tokens(session: Any, workload: Workload) -> list[int]:
@@ -347,7 +291,11 @@ def measure_sweep(session: Any, build: passes.Build, run: Callable[[dict[str, An
     return {"points": points, "stopped": stopped, "knee_batch": best, "knee_fraction": KNEE_FRACTION,
             "headline": {"batch1_latency_ms": points[0]["median_ms"] if points[0]["batch"] == 1 else None,
                          "throughput_samples_per_s": max(p["samples_per_s"] for p in points),
-                         "knee_samples_per_s": at_knee["samples_per_s"]}}
+                         "knee_samples_per_s": at_knee["samples_per_s"],
+                         "peak_memory_bytes": max(p["peak_memory_bytes"] for p in points)}}
+
+
+WORKLOAD_SCHEMA = "ascendbridge.workload/1"
 
 
 def measure(session: Any, build: passes.Build, run: Callable[[dict[str, Any]], Any], warmup: int,
