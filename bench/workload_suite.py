@@ -9,7 +9,7 @@ renders a real adaptation with the shared CPU torch test environment as its inte
      ab_runtime.optimize --passes ...`): its confirmed choice and speedup;
   3. one process measuring the workload (ab_runtime.workloads.measure, the benchmark's code) for the
      eager baseline and for the confirmed choice, with the same harness, warmup and iterations.
-Printed per model: TTFT / TPOT (median ± stdev) / tokens/s at batch 1 and at the larger batch, the
+Printed per model (as each finishes): TTFT / TPOT (median ± stdev) / tokens/s at batch 1 and at the larger batch, the
 decode bandwidth as % of the probe's, greedy agreement with the CPU float32 reference, for eager
 and the choice; for encoders the sweep's best throughput and knee.
 
@@ -22,6 +22,7 @@ CPU figures on a shared machine are load-dominated: the run prints the load aver
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -39,7 +40,8 @@ from adaptation.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRec
 from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"
-DEFAULT_MODELS = "tiny-llama,tiny-qwen2,tiny-gpt2,tiny-t5,tiny-bert"
+print = functools.partial(print, flush=True)  # noqa: A001  (progress shows while a long run goes on)
+DEFAULT_MODELS = "tiny-gpt2,tiny-bert,tiny-t5,tiny-qwen2,tiny-llama"
 # Runs inside the adaptation's interpreter: the eager baseline and the chosen passes, one harness.
 MEASURE = """
 import json, sys
@@ -48,8 +50,8 @@ chosen = [n for n in sys.argv[1].split(",") if n]
 warmup, iters = int(sys.argv[2]), int(sys.argv[3])
 session = harness.open_session("adaptation.json", "cpu", False, 1)
 out = {}
-for label, names in (("eager", []), ("choice", chosen)):
-    if label == "choice" and not names:
+for label, names in (("eager", []), ("chosen", chosen)):
+    if label == "chosen" and not names:
         break
     build, run, _ = session.make(passes.get(names))
     out[label] = workloads.measure(session, build, run, warmup, iters)
@@ -156,7 +158,7 @@ def main() -> int:
             choice = entry["choice"]
             print(f"  optimizer (headline, confirmed): {'+'.join(choice['passes']) or 'eager'} "
                   f"x{choice['confirmed_speedup'] or 1:.2f} ({choice['outcome'] or choice['error']})")
-            for label in ("eager", "choice"):
+            for label in ("eager", "chosen"):
                 if entry.get(label):
                     print(f"  {label:6s} {describe(entry[label], bandwidth)}")
     wall = time.perf_counter() - start

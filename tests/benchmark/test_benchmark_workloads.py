@@ -48,6 +48,7 @@ def test_sweep_knee_on_injected_measurements() -> None:
 def test_workload_resolution_and_bad_input() -> None:
     assert wf.resolve("causal_lm", None).name == "generation"
     assert wf.resolve("seq2seq", {"name": "generation"}).name == "encoder_generation"
+    assert wf.resolve("causal_lm", {}, "encoder_generation").name == "generation"
     assert wf.resolve("feature_extraction", {"sweep": [1, 2]}).sweep == (1, 2)
     assert wf.resolve("causal_lm", {"name": "generation"}, "forward").name == "forward"  # the lead's override wins
     for family, section, why in (("masked_lm", {"name": "generation"}, "needs a generating family"),

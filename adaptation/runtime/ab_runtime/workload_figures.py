@@ -55,8 +55,8 @@ def resolve(family: str, section: Optional[dict[str, Any]], override: Optional[s
     if name in ("generation", "encoder_generation") and family not in GENERATION_FAMILIES + ENCODER_DECODER_FAMILIES:
         raise SpecError(f"workload '{name}' needs a generating family (causal_lm or an encoder-decoder), "
                         f"not {family}")
-    if name == "generation" and family in ENCODER_DECODER_FAMILIES:
-        name = "encoder_generation"
+    if name in ("generation", "encoder_generation"):  # the family decides whether there is an encoder
+        name = "encoder_generation" if family in ENCODER_DECODER_FAMILIES else "generation"
     unknown = sorted(set(section) - {f.name for f in dataclasses.fields(Workload)})
     if unknown:
         raise SpecError(f"spec field 'workload' has unknown key(s): {', '.join(unknown)}")
