@@ -74,6 +74,9 @@ class DtypePolicy(BaseModel):
     reference: str = "float32"  # CPU reference dtype
     target: str = "float32"  # dtype on the chosen device
     fallback: Optional[str] = None  # used when the device rejects `target` (healer sets it)
+    # Module classes kept in float32 inside lower-precision runs (the healer's remedy for an
+    # operator without a kernel for that dtype, e.g. FNet's FFT in bfloat16 on CPU).
+    keep_fp32_modules: list[str] = Field(default_factory=list)
 
 
 def _tolerance_requests(value: Any) -> dict[str, dict[str, float]]:

@@ -14,8 +14,11 @@ from typing import Any, Optional
 
 from adaptation import uv_env
 from adaptation.generator import GeneratorError, update_readme_results
-from adaptation.healing.steps import weights_available
-from adaptation.spec import AdaptationSpec
+from adaptation.healing.failure import Failure
+from adaptation.healing.rules.base import Fix, FixContext, apply_changes
+from adaptation.healing.rules.numerics import DtypeUnsupportedRule
+from adaptation.healing.steps import rerender, weights_available
+from adaptation.spec import AdaptationSpec, AppliedFix
 from adaptation.stack import StackError, env_stack
 from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
@@ -27,6 +30,7 @@ from benchmark.settings import BenchmarkSettings
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_accuracy_run.py"
 GATE_TIMEOUT_S = 900.0
+DTYPE_RULE = DtypeUnsupportedRule()
 
 
 def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool) -> list[str]:
@@ -64,6 +68,37 @@ def board_figures(result: dict[str, Any], probe_bandwidth_gbs: Optional[float] =
         values["decode_bandwidth_pct"] = 100.0 * values["decode_bandwidth_gbs"] / probe_bandwidth_gbs
         units["decode_bandwidth_pct"] = "% of probe bandwidth"
     return values, units
+
+
+def keep_module_fp32(spec: AdaptationSpec, failure: Failure) -> Optional[AdaptationSpec]:
+    """The healer's dtype rule applied to a benchmark failure: the spec with the refusing module's
+    class kept in float32 (recorded in applied_fixes), or None when the rule has no such fix."""
+    match = DTYPE_RULE.match(failure)
+    remedy = DTYPE_RULE.remedy(spec, match, FixContext()) if match else None
+    if not isinstance(remedy, Fix) or "dtype/keep_fp32_modules" not in remedy.changes:
+        return None
+    fixed = apply_changes(spec, remedy.changes)
+    applied = AppliedFix(rule=DTYPE_RULE.name, description=remedy.description, changes=remedy.changes, attempt=1)
+    return fixed.model_copy(update={"applied_fixes": [*fixed.applied_fixes, applied]})
+
+
+def _use_spec(ctx: StageContext, spec: AdaptationSpec) -> Optional[str]:
+    """Save `spec` and re-render the package and accuracy_run.py from it; the error, if any."""
+    spec.save(ctx.adaptation_dir)
+    broken = rerender(spec, ctx.adaptation_dir, ctx.log)
+    render_accuracy_run(spec, ctx.adaptation_dir)
+    return broken.error if broken is not None else None
+
+
+def dtype_finding(result: dict[str, Any], remedy: Optional[str], kept: bool) -> dict[str, Any]:
+    """What the board and the report show for an operator that refused a dtype: kept (the remedy
+    made the dtype run, its evidence set is kept) or not (the dtype's set is left out)."""
+    found = result["finding"]
+    outcome = (f"remedy applied: {remedy}; the {found.get('dtype')} evidence set is kept" if kept else
+               f"{remedy or 'no remedy tried'}; the {found.get('dtype')} evidence set is left out")
+    summary = (f"{found.get('operator') or 'an operator'} in {found.get('module')} ({found.get('module_class')}) "
+               f"refuses {found.get('dtype')} on {found.get('device')} ({found.get('error')}); {outcome}")
+    return {**found, "remedy": remedy, "kept": kept, "summary": summary}
 
 
 def probe_bandwidth(board_path: Path, device_kind: str) -> Optional[float]:
@@ -113,14 +148,20 @@ class BenchmarkStage:
         ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why})")
         runs: list[dict[str, Any]] = []
         figures: list[FigureSet] = []
+        findings: list[dict[str, Any]] = []
         for dtype in settings.dtypes_for(spec.dtype.target):
-            ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")
-            command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
-                                        timeout_s=settings.timeout_s, log=ctx.log)
-            result = uv_env.parse_result(command.output)
-            if command.exit_code not in (0, 2) or not result or not result.get("ok"):
-                return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
-                                    result={"runs": runs}, diagnosis=_diagnosis(dtype, command, result))
+            spec, result, failure = self._run_dtype(ctx, settings, spec, dtype, pretrained)
+            if failure is not None:
+                if dtype == spec.dtype.target or not (result or {}).get("finding"):
+                    return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
+                                        result={"runs": runs, "dtype_findings": findings}, diagnosis=failure)
+                findings.append(dtype_finding(result, failure.get("remedy"), kept=False))  # type: ignore[arg-type]
+                ctx.say(f"finding: {findings[-1]['summary']}")
+                continue
+            assert result is not None
+            if result.get("finding"):
+                findings.append(dtype_finding(result, result.get("remedy"), kept=True))
+                ctx.say(f"finding: {findings[-1]['summary']}")
             values, units = board_figures(result, probe_bandwidth(ctx.board_path, result["device"]))
             # Stack id: every figure names the stack it was measured on (stacks.stack_id).
             figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units, stack=stack))
@@ -129,10 +170,48 @@ class BenchmarkStage:
             update_readme_results(ctx.adaptation_dir, results_markdown(runs))
         except (GeneratorError, OSError) as exc:
             ctx.say(f"README not updated: {exc}")
-        summary = "; ".join(f"{r['device']} {r['dtype']}: median {r['median_ms']:.2f} ms, accuracy {r['verdict']}"
-                            for r in runs)
+        summary = "; ".join([f"{r['device']} {r['dtype']}: median {r['median_ms']:.2f} ms, accuracy {r['verdict']}"
+                             for r in runs] + [f"finding: {f['summary']}" for f in findings])
         return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None,
-                                                     "stack": stack}, metrics=figures)
+                                                     "stack": stack, "dtype_findings": findings,
+                                                     "reference_fp64": {r["dtype"]: r.get("reference_fp64")
+                                                                        for r in runs}},
+                            metrics=figures)
+
+    def _run_dtype(self, ctx: StageContext, settings: BenchmarkSettings, spec: AdaptationSpec, dtype: str,
+                   pretrained: bool) -> tuple[AdaptationSpec, Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+        """One dtype's accuracy_run.py; when an operator refuses a lower-precision dtype, the healer's
+        rule proposes keeping its module in float32 and the dtype is run once more with that fix.
+        Returns (spec, RESULT, failure diagnosis or None)."""
+        ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")
+        command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
+                                    timeout_s=settings.timeout_s, log=ctx.log)
+        result = uv_env.parse_result(command.output)
+        if command.exit_code in (0, 2) and result and result.get("ok"):
+            return spec, result, None
+        failure = _diagnosis(dtype, command, result)
+        if dtype == spec.dtype.target or not (result or {}).get("finding"):
+            return spec, result, failure
+        fixed = keep_module_fp32(spec, Failure.from_command("benchmark", command))
+        if fixed is None:
+            failure["remedy"] = "no remedy left: the module is already kept in float32"
+            return spec, result, failure
+        broken = _use_spec(ctx, fixed)
+        if broken is not None:
+            failure["remedy"] = f"re-rendering with the fix failed: {broken}"
+            _use_spec(ctx, spec)
+            return spec, result, failure
+        fix = fixed.applied_fixes[-1]
+        ctx.say(f"healer: {fix.description}; running {dtype} again")
+        command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
+                                    timeout_s=settings.timeout_s, log=ctx.log)
+        retried = uv_env.parse_result(command.output)
+        if command.exit_code in (0, 2) and retried and retried.get("ok"):
+            return fixed, {**retried, "remedy": fix.description, "finding": (result or {}).get("finding")}, None
+        failure = _diagnosis(dtype, command, retried)
+        failure["remedy"] = f"tried: {fix.description}; the dtype still fails"
+        _use_spec(ctx, spec)  # a fix that did not help is not kept
+        return spec, {**(retried or {}), "finding": (retried or {}).get("finding") or result.get("finding")}, failure
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)

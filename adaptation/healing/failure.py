@@ -13,7 +13,7 @@ from adaptation.healing.redact import redact
 from adaptation.uv_env import parse_result
 from ascendbridge.runtime.process import CommandResult
 
-Phase = Literal["render", "lock", "sync", "dry_run", "real_run"]
+Phase = Literal["render", "lock", "sync", "dry_run", "real_run", "benchmark"]
 TAIL_LINES = 40
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)):?\s?(.*)$")
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 
 from ascendbridge.board import BoardBusyError, BoardError, BoardStore, StaleTokenError, TaskRecord
 from ascendbridge.config import adaptations_dir, logs_dir
+from ascendbridge.refusals import as_refusal, is_refusal
 from ascendbridge.runtime import attempt_dir
 from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import kill_board_attempts
@@ -331,6 +332,8 @@ class TeamLead:
             diag = dict(out.get("diagnosis") or {})
             diag.setdefault("rule", f"stage_{status}")
             diag.setdefault("summary", out.get("summary", ""))
+            if is_refusal(diag):  # deterministic: recorded with its remedy, never retried
+                diag = as_refusal(diag)
             if status in ("blocked", "skipped"):  # the program's decision: its metadata says why
                 diag = _with_unverified(diag, {"metrics": out.get("metrics")})  # figures never stored
                 self._fail(job.task, diag, status=status, fields=out.get("model_fields") or {},
@@ -376,8 +379,9 @@ class TeamLead:
         return "completed", None, fix
 
     def _failure(self, job: Job, diag: dict[str, Any]) -> str:
-        """A failed attempt: retry while the stage's budget lasts, then mark failed."""
-        final = job.attempt >= self.settings.budget(job.stage)
+        """A failed attempt: retry while the stage's budget lasts, then mark failed. A refusal
+        (ascendbridge/refusals.py: a retry cannot change it) fails on its first attempt."""
+        final = is_refusal(diag) or job.attempt >= self.settings.budget(job.stage)
         self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=final)
         return "failed" if final else "retry"
 
@@ -395,8 +399,9 @@ class TeamLead:
             self.log.error("%s/%s: metadata not stored: %s", task.model_id, task.stage, exc)
             self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id)
         level = logging.INFO if status == "skipped" else logging.WARNING
-        self.log.log(level, "%s/%s: %s (attempt %d/%d): %s", task.model_id, task.stage,
-                     "retrying" if status == "pending" else status, task.attempts, budget, diag.get("summary", ""))
+        self.log.log(level, "%s/%s: %s (attempt %d/%d): %s%s", task.model_id, task.stage,
+                     "retrying" if status == "pending" else status, task.attempts, budget, diag.get("summary", ""),
+                     f" (refusal, not retried; remedy: {diag['remedy']})" if diag.get("retryable") is False else "")
 
     # ------------------------------------------------------------------ shutdown
     def _shutdown(self) -> None:

@@ -35,6 +35,17 @@ TINY_MODELS: dict[str, dict[str, Any]] = {
                    "patch_size": 8, "num_channels": 3, "num_labels": 3,
                    "id2label": {"0": "a", "1": "b", "2": "c"}, "label2id": {"a": 0, "b": 1, "c": 2}},
     },
+    # Models that cannot run in one of the benchmark's dtypes (tests/benchmark/test_benchmark_dtype_findings.py).
+    "tiny-fnet": {  # its FFT has no bfloat16 kernel on CPU
+        "family": "feature_extraction", "class": "FNetModel", "dtype": "float32",
+        "config": {"architectures": ["FNetModel"], "model_type": "fnet", "hidden_size": 32, "num_hidden_layers": 2,
+                   "intermediate_size": 37, "vocab_size": 128, "max_position_embeddings": 64, "type_vocab_size": 2},
+    },
+    "tiny-xglm": {  # its attention mask is finfo(float64).min, which overflows a float32 buffer in float64
+        "family": "causal_lm", "class": "XGLMForCausalLM", "dtype": "float32",
+        "config": {"architectures": ["XGLMForCausalLM"], "model_type": "xglm", "d_model": 32, "num_layers": 2,
+                   "attention_heads": 2, "ffn_dim": 37, "vocab_size": 128, "max_position_embeddings": 64},
+    },
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from adaptation.healing.rules.access import GatedRepoRule, RemoteCodeRule, WeightsUnreachableRule
 from adaptation.healing.rules.base import Block, Fix, FixContext, GiveUp, Match, Remedy, Rule, apply_changes
-from adaptation.healing.rules.config import MissingConfigAttributeRule
+from adaptation.healing.rules.config import MissingConfigAttributeRule, UnsupportedModelRule
 from adaptation.healing.rules.dependencies import DependencyResolutionRule, MissingModuleRule
 from adaptation.healing.rules.devices import DeviceMismatchRule, DeviceUnavailableRule
 from adaptation.healing.rules.inputs import PadTokenRule, SequenceTooLongRule
@@ -33,6 +33,7 @@ RULES: tuple[Rule, ...] = (
     DeviceMismatchRule(),
     MissingConfigAttributeRule(),
     SequenceTooLongRule(),
+    UnsupportedModelRule(),
 )
 
 

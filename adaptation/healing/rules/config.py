@@ -83,3 +83,19 @@ class MissingConfigAttributeRule(Rule):
         else:
             return GiveUp(f"no sane default known for '{attribute}'; it must come from the model's config")
         return Fix(f"config override {attribute} = {value!r}", {f"config_overrides/{attribute}": value})
+
+
+class UnsupportedModelRule(Rule):
+    name = "unsupported_model"
+    description = ("The runtime refuses the model (a forward signature or family it cannot drive, an unreadable "
+                   "spec): no spec edit of the catalogue helps, and a retry gives the same answer.")
+
+    def match(self, failure: Failure) -> Optional[Match]:
+        kind = (failure.result or {}).get("error_kind")
+        if kind in ("unsupported_model", "spec_error"):
+            return Match(f"the runtime refuses the model: {failure.error}", {"error_kind": kind})
+        return None
+
+    def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
+        return GiveUp("the runtime cannot drive this model as specified (a task family or input recipe for it "
+                      "is needed: docs/adaptation.md, \"Families not supported yet\")")

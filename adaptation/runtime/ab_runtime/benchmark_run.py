@@ -25,9 +25,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import RESULT_MARKER, harness, workloads
+from . import RESULT_MARKER, harness, passes, precision, workloads
 from . import device as ab_device
-from .errors import RuntimeDiagnosis
+from .errors import DtypeRefused, RuntimeDiagnosis
 from .measure import profile_forward, throughput
 
 DATASETS = ("synthetic",)
@@ -63,6 +63,22 @@ def names(device: str, dtype: str, mode: str, dataset: str) -> dict[str, str]:
     return {"outputs": f"outputs_{stem}.pt", "trace": f"trace_{stem}.json", "metrics": f"benchmark_metrics_{stem}.json"}
 
 
+def target_outputs(session: harness.Session, target: passes.Build, target_run: Any) -> dict[str, Any]:
+    """The target's outputs; a lower-precision run that fails is probed module by module, and an
+    operator refusing the dtype becomes a DtypeRefused finding instead of a bare traceback."""
+    try:
+        return session.outputs(target, target_run)
+    except Exception:
+        if session.baseline_dtype == harness.DTYPES["float32"]:
+            raise
+        inputs = passes.prepare_inputs(session.samples[0], session.choice.torch_device, target)
+        found = precision.probe_dtype_failure(target.model, lambda: target_run(inputs))
+        if found is None:
+            raise
+        raise DtypeRefused({**found, "dtype": session.baseline_dtype_name, "device": session.choice.kind,
+                            "kept_fp32": list(session.spec.keep_fp32_modules)}) from None
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples, args.dtype,
                                    args.workload)
@@ -79,7 +95,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     harness.say(f"reference: CPU float32; float64 reference {session.fp64_note}")
 
     target, target_run, _ = session.make([])
-    target_out = session.outputs(target, target_run)
+    target_out = target_outputs(session, target, target_run)
     accuracy = session.accuracy(target, target_out)
     failed = accuracy["failed_outputs"] + accuracy["problems"]
     harness.say(f"accuracy vs reference: {accuracy['verdict']}" + (f" (failed: {', '.join(failed)})" if failed else ""))
@@ -132,7 +148,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "p90_ms": timing["p90_ms"], "reference_median_ms": reference_timing["median_ms"],
             "samples_per_s": metrics["throughput"]["samples_per_s"], "peak_memory_bytes": peak,
             "metrics": files["metrics"], "outputs": files["outputs"], "trace": files["trace"],
-            "failed_outputs": accuracy["failed_outputs"], "workload": session.workload.name,
+            "failed_outputs": accuracy["failed_outputs"], "reference_fp64": session.fp64_note,
+            "keep_fp32_modules": list(spec.keep_fp32_modules), "workload": session.workload.name,
             "workload_figures": workload["headline"] if workload else None, "error": None}
 
 
@@ -160,6 +177,9 @@ def main(argv: list[str]) -> int:
         raise
     except (harness.HarnessError, RuntimeDiagnosis) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if isinstance(exc, DtypeRefused):
+            print(precision.FINDING_MARKER + json.dumps(exc.finding, sort_keys=True, default=str), flush=True)
+            result["finding"] = exc.finding
         result["error"], code = str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 1
     except Exception as exc:  # model code failed: keep the traceback for the healer
         traceback.print_exc()

@@ -36,3 +36,17 @@ class DryRunTooLarge(RuntimeDiagnosis):
     """Even the smallest depth of the model does not fit the memory available for a dry run."""
 
     kind = "dry_run_too_large"
+
+
+class DtypeRefused(RuntimeDiagnosis):
+    """An operator of the model has no kernel for the run's dtype on this device. `finding`
+    names it (module, class, operator, dtype, device), so the stage records a finding and the
+    healer can keep that module in float32; the other dtypes' evidence stands."""
+
+    kind = "dtype_refused"
+
+    def __init__(self, finding: dict[str, object]) -> None:
+        super().__init__(f"{finding.get('operator') or 'an operator'} in {finding.get('module')} "
+                         f"({finding.get('module_class')}) does not run in {finding.get('dtype')} on "
+                         f"{finding.get('device')}: {finding.get('error')}")
+        self.finding = finding

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import families, loading, pairstats, passes, workloads
+from . import families, loading, pairstats, passes, precision, workloads
 from . import device as ab_device
 from .comparator import Thresholds, compare_outputs, judge_optimized
 from .fileops import atomic_path, sha256_file, write_text_atomic
@@ -83,6 +83,7 @@ class Session:
         """A fresh variant from the reference weights: (build, run, seconds to build it)."""
         start = time.perf_counter()
         model = copy.deepcopy(self.reference).to(device=self.choice.torch_device, dtype=self.baseline_dtype).eval()
+        precision.keep_in_fp32(model, list(self.spec.keep_fp32_modules), self.baseline_dtype)
         flags = forward_flags(model)
         b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
         run = passes.finalize(b, flags)
@@ -95,7 +96,7 @@ class Session:
             for inputs in self.samples:
                 moved = passes.prepare_inputs(inputs, self.choice.torch_device, b)
                 named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling,
-                                                  self.spec.sentence_transformers_normalize)
+                                                  self.spec.sentence_transformers_normalize, self.loaded.config)
                 for name, tensor in named.items():
                     per_name.setdefault(name, []).append(tensor.detach().to("cpu"))
         stacked = {}
@@ -163,19 +164,33 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
                for i in range(num_samples)]
     tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
     session = Session(spec, Path(spec_path), choice, family, reference, DTYPES[baseline_name], samples, {}, None,
-                      "built", Thresholds.from_spec(tolerances), loaded.mode, loaded, profile)
+                      "built", Thresholds.from_spec(tolerances, spec.task_family), loaded.mode, loaded, profile)
     cpu_session = copy.copy(session)
     cpu_session.choice = cpu
     ref_build = passes.Build(reference, "cpu", torch.float32, "float32")
     session.reference_out = cpu_session.outputs(ref_build, passes.finalize(ref_build, forward_flags(reference)))
     if sum(p.numel() for p in reference.parameters()) * 8 <= FP64_REFERENCE_MAX_BYTES:
-        exact = copy.deepcopy(reference).to(torch.float64)
-        b64 = passes.Build(exact, "cpu", torch.float64, "float64")
-        session.fp64_out = cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact)))
-        del exact
+        session.fp64_out, session.fp64_note = _fp64_reference(cpu_session, reference)
     else:
         session.fp64_note = f"skipped: a float64 copy would exceed {FP64_REFERENCE_MAX_BYTES // 1024**3} GiB"
     return session
+
+
+def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[Optional[dict[str, torch.Tensor]], str]:
+    """The float64 outputs, or None with the reason when the model cannot run in float64 (XGLM's
+    finfo(float64).min mask meets a float32 buffer; GptOss's grouped expert matmul has no double
+    kernel): the comparison then goes on against the float32 reference alone."""
+    exact = copy.deepcopy(reference).to(torch.float64)
+    b64 = passes.Build(exact, "cpu", torch.float64, "float64")
+    try:
+        return cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact))), "built"
+    except (RuntimeError, TypeError, ValueError) as exc:  # the model's own code refusing float64
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        operator = precision.operator_from_traceback(exc)
+        return None, (f"failed: {type(exc).__name__}: {first}" + (f" (in {operator})" if operator else "")
+                      + "; compared against the float32 reference only")
+    finally:
+        del exact
 
 
 def paired(session: Session, base: Callable[[], Any], cand: Callable[[], Any], pairs: int, warmup: int,

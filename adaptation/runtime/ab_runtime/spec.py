@@ -39,6 +39,7 @@ class RunSpec:
     recipe: InputRecipe = field(default_factory=InputRecipe)
     dtype_target: str = "float32"
     dtype_fallback: Optional[str] = None
+    keep_fp32_modules: tuple[str, ...] = ()  # module classes run in float32 inside low-precision runs
     dry_run_max_layers: Optional[int] = None
     config_overrides: dict[str, Any] = field(default_factory=dict)
     sentence_transformers_pooling: Optional[str] = None
@@ -52,6 +53,14 @@ def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SpecError(f"spec field '{key}' must be an object")
     return value
+
+
+def _names(value: Any, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise SpecError(f"spec field '{key}' must be a list of class names")
+    return tuple(value)
 
 
 def parse_spec(data: Any) -> RunSpec:
@@ -96,6 +105,7 @@ def parse_spec(data: Any) -> RunSpec:
         recipe=recipe,
         dtype_target=str(dtype.get("target") or "float32"),
         dtype_fallback=dtype.get("fallback"),
+        keep_fp32_modules=_names(dtype.get("keep_fp32_modules"), "dtype.keep_fp32_modules"),
         dry_run_max_layers=max_layers,
         config_overrides=overrides,
         sentence_transformers_pooling=data.get("sentence_transformers_pooling"),

@@ -1,0 +1,74 @@
+"""Which stage failures are refusals (deterministic: a retry gives the same answer) and what unlocks them.
+
+The team lead retries a failed attempt while the stage's budget lasts, because load, a busy Hub
+or a timeout can change the next time. A refusal cannot: no task family for the architecture,
+a model too large for the device, remote code the board does not allow, a gated repo and no
+token, a corrupt config, a bad setting. Retrying those only triples the log. So a diagnosis is
+classified here, in one table: a refusal ends the task on its first attempt (`failed`, or
+`blocked` where a person's action unlocks it) with its reason and the remedy a person can act
+on. A stage may also mark its own diagnosis `"retryable": false` (or `true`, to overrule the table).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ascendbridge.unsupported_families import needed_family
+
+# rule -> the remedy a person can act on. Every rule not listed can change on retry.
+REFUSALS: dict[str, str] = {
+    # discovery
+    "too_large": "run on a device with more memory (ASCENDBRIDGE_DEVICE_MEMORY_GB) or register a smaller "
+                 "or quantized variant",
+    "gated_no_token": "request access on the Hub, set HF_TOKEN for that account, then `board_ops.py retry MODEL`",
+    "remote_code_not_allowed": "review the repository's code, then `board_ops.py allow_remote_code MODEL` "
+                               "and `board_ops.py retry MODEL`",
+    "invalid_model_id": "register the model under a valid Hub id or local path",
+    "bad_source": "register the model with source huggingface, local or hf-cache",
+    "not_found": "check the model id / revision (or the local path), then register it again",
+    "not_in_cache": "download the model into the HF cache (`huggingface-cli download MODEL`), then retry",
+    "missing_directory": "make the registered local directory exist, then retry",
+    "missing_config": "add the model's config.json, then retry",
+    "corrupt_config": "repair config.json, then retry",
+    "corrupt_safetensors": "re-download the weights, then retry",
+    "bad_setting": "fix the setting named in the reason, then retry",
+    # adaptation
+    "unknown_task_family": "a task family for this architecture in ascendbridge/task_families.py and "
+                           "ab_runtime/families.py (docs/adaptation.md lists what each missing family needs), "
+                           "or an adapter agent (docs/agents.md)",
+    "corrupt_metadata": "re-run discovery for the model (`board_ops.py retry MODEL --stage discovery`)",
+    # healing: the runtime itself refuses the model (ab_runtime.errors.UnsupportedModel / SpecError)
+    "unsupported_model": "a task family or input recipe the runtime can drive for this model "
+                         "(docs/adaptation.md, \"Families not supported yet\"), or an adapter agent (docs/agents.md)",
+    # every stage's own settings
+    "bad_input": "fix the setting or the adaptation.json named in the reason, then retry",
+    "benchmark_setup": "fix the setting or the adaptation.json named in the reason, then retry",
+}
+
+
+def is_refusal(diagnosis: Optional[dict[str, Any]]) -> bool:
+    """True when retrying cannot change the outcome (the table, or the stage's own `retryable`)."""
+    if not diagnosis:
+        return False
+    retryable = diagnosis.get("retryable")
+    if isinstance(retryable, bool):
+        return not retryable
+    return diagnosis.get("rule") in REFUSALS
+
+
+def remedy(diagnosis: dict[str, Any]) -> str:
+    """What unlocks a refusal: the stage's own remedy, else the table's, naming the family needed."""
+    if diagnosis.get("remedy"):
+        return str(diagnosis["remedy"])
+    rule = str(diagnosis.get("rule") or "")
+    text = REFUSALS.get(rule, "")
+    if rule == "unknown_task_family":
+        need = needed_family(str(diagnosis.get("architecture") or ""))
+        if need is not None:
+            return f"needs the {need.family} task family ({need.needs}); {text}"
+    return text
+
+
+def as_refusal(diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """The diagnosis recorded for a refusal: marked not retryable, with its remedy."""
+    return {**diagnosis, "retryable": False, "remedy": remedy(diagnosis)}

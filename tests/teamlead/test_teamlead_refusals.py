@@ -1,0 +1,76 @@
+"""Refusals do not retry: the real discovery and adaptation stages under the team lead, with an
+attempt budget of 3, end deterministic refusals on their first attempt with reason and remedy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from adaptation.healing.classifier import classify
+from adaptation.healing.failure import Failure
+from ascendbridge.board import BoardStore, Registration
+from ascendbridge.refusals import is_refusal, remedy
+from tests.teamlead.tl_support import attempts, check_event_log, run_tl, statuses
+
+
+def _model_dir(root: Path, name: str, config: object) -> str:
+    directory = root / name
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+    return str(directory)
+
+
+def test_refusals_end_on_the_first_attempt_with_reason_and_remedy(board: BoardStore, tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    video = {"architectures": ["VideoMAEForVideoClassification"], "model_type": "videomae", "hidden_size": 32,
+             "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    remote = {"architectures": ["ToyForCausalLM"], "model_type": "toy",
+              "auto_map": {"AutoModelForCausalLM": "modeling_toy.ToyForCausalLM"}}
+    board.register_models([
+        Registration(model_id="org/video", source="local", path=_model_dir(models, "video", video)),
+        Registration(model_id="org/corrupt", source="local", path=_model_dir(models, "corrupt", "{not json")),
+        Registration(model_id="org/remote", source="local", path=_model_dir(models, "remote", remote)),
+    ])
+    run = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--attempts", "3", "--workers", "3",
+                 extra="")
+    assert run.returncode == 1, run.stderr[-3000:]  # refusals are failures / blocks of this run
+    st = statuses(board)
+    assert st[("org/video", "discovery")] == "completed" and st[("org/video", "adaptation")] == "failed"
+    assert st[("org/corrupt", "discovery")] == "failed"
+    assert st[("org/remote", "discovery")] == "blocked"
+    for model_id, stage, rule in (("org/video", "adaptation", "unknown_task_family"),
+                                  ("org/corrupt", "discovery", "corrupt_config"),
+                                  ("org/remote", "discovery", "remote_code_not_allowed")):
+        tried = attempts(board, model_id, stage)
+        assert len(tried) == 1 and tried[0].outcome in ("failed", "blocked"), (model_id, tried)
+        task = next(t for t in board.list_tasks(model_id=model_id) if t.stage == stage)
+        assert task.attempts == 1 and task.diagnosis["rule"] == rule
+        assert task.diagnosis["retryable"] is False and task.diagnosis["remedy"], task.diagnosis
+        events = [e.kind for e in board.list_events(model_id=model_id, limit=1000) if e.stage == stage]
+        assert "retry" not in events and events.count("claimed") == 1, events
+    video_diag = next(t for t in board.list_tasks(model_id="org/video") if t.stage == "adaptation").diagnosis
+    assert "VideoMAEForVideoClassification" in video_diag["summary"]
+    assert video_diag["remedy"].startswith("needs the video_classification task family")
+    assert "allow_remote_code" in next(t for t in board.list_tasks(model_id="org/remote")
+                                       if t.stage == "discovery").diagnosis["remedy"]
+    assert "refusal, not retried" in run.stdout + run.stderr
+    assert all(count <= 1 for count in check_event_log(board).values())
+
+
+def test_only_failures_that_can_change_are_retried() -> None:
+    assert not is_refusal({"rule": "hub_unreachable"}) and not is_refusal({"rule": "run_timeout"})
+    assert not is_refusal({"rule": "gate_failed"}) and not is_refusal(None)
+    assert is_refusal({"rule": "too_large"}) and is_refusal({"rule": "gated_no_token"})
+    assert is_refusal({"rule": "anything", "retryable": False})
+    assert not is_refusal({"rule": "unknown_task_family", "retryable": True})  # a stage may overrule the table
+    assert "HF_TOKEN" in remedy({"rule": "gated_no_token"})
+    assert remedy({"rule": "unknown_task_family", "architecture": "XForNothingKnown"}).startswith("a task family")
+
+
+def test_the_runtimes_own_refusal_is_a_healing_refusal() -> None:
+    result = {"ok": False, "error": "the forward of FooModel takes no input the runtime can build",
+              "error_kind": "unsupported_model"}
+    failure = Failure(phase="dry_run", exit_code=1, timed_out=False, output="error: ...\n", result=result)
+    diagnosis = classify(failure).diagnosis()
+    assert diagnosis["rule"] == "unsupported_model" and is_refusal(diagnosis)
+    assert "task family" in remedy(diagnosis)
