@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run the test suite: bootstraps uv if missing, syncs the framework environment from uv.lock,
-# then runs pytest. Extra arguments go to pytest (e.g. ./run_tests.sh tests/board -x).
+# with the ray extra (the Ray executor's tests run a real local Ray cluster), then runs pytest.
+# Extra arguments go to pytest (e.g. ./run_tests.sh tests/board -x).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
 # shellcheck source=scripts/bootstrap_uv.sh
 source "$ROOT/scripts/bootstrap_uv.sh"
 ab_bootstrap_uv "$ROOT"
-"$UV_BIN" sync --locked --quiet
-exec "$UV_BIN" run --locked pytest "$@"
+"$UV_BIN" sync --locked --extra ray --quiet
+exec "$UV_BIN" run --locked --extra ray pytest "$@"

@@ -89,6 +89,20 @@ def _tolerance_requests(value: Any) -> dict[str, dict[str, float]]:
     return accuracy_standard.normalize(value)
 
 
+class WorkloadSpec(BaseModel):
+    """The workload profile the benchmark and the optimizer measure (ab_runtime/workloads.py):
+    its name (None: the task family's default) and any sizes that differ from the profile's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
+    prompt_len: Optional[int] = Field(None, ge=1)
+    new_tokens: Optional[int] = Field(None, ge=2)
+    batch: Optional[int] = Field(None, ge=1)
+    sweep: Optional[list[Annotated[int, Field(ge=1)]]] = Field(None, min_length=1)
+    headline_batch: Optional[int] = Field(None, ge=1)
+
+
 class AppliedFix(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -130,6 +144,7 @@ class AdaptationSpec(BaseModel):
     # default device (torch.set_default_device), so tensors model code creates without an
     # explicit device land on the run device.
     set_default_device: bool = False
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     applied_fixes: list[AppliedFix] = Field(default_factory=list)
 
     def to_json(self) -> str:

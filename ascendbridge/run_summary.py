@@ -1,4 +1,5 @@
-"""The main job's closing table: per model, how far it got, its latency and speedup, its evidence.
+"""The main job's closing table: per model, how far it got, its latency, TPOT (generating models)
+and speedup, its evidence.
 
 Read only through the board (tasks and the metrics the gated stages recorded), so it shows what
 the gates accepted, wherever the stages wrote their files. A person reads one line per model and
@@ -26,6 +27,8 @@ class ModelResult:
     latency_basis: str  # "cpu float32"
     speedup: Optional[float]  # optimization's confirmed speedup over the baseline
     evidence: Path
+    tpot_ms: Optional[float] = None  # generation workload (causal LMs, encoder-decoders): time per output token
+    tokens_per_s: Optional[float] = None  # batch-1 decode throughput
 
 
 def _outcome(tasks: Sequence[TaskRecord]) -> str:
@@ -60,6 +63,7 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
         mine = metrics.get(model.model_id, [])
         latency = _latest(mine, "benchmark", "median_ms")
         speedup = _latest(mine, "optimization", "speedup")
+        tpot, tokens = _latest(mine, "benchmark", "tpot_ms"), _latest(mine, "benchmark", "tokens_per_s")
         out.append(ModelResult(
             model_id=model.model_id,
             outcome=_outcome(tasks) if tasks else "no task in these stages",
@@ -67,6 +71,8 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
             latency_basis=f"{latency.device} {latency.dtype}" if latency else "",
             speedup=speedup.value if speedup else None,
             evidence=adaptations / model.adaptation_name,
+            tpot_ms=tpot.value if tpot else None,
+            tokens_per_s=tokens.value if tokens else None,
         ))
     return out
 
@@ -77,11 +83,14 @@ def results_table(results: Sequence[ModelResult], root: Path) -> Table:
     table.add_column("model", overflow="fold")
     table.add_column("outcome", overflow="fold")
     table.add_column("latency", justify="right", no_wrap=True)
+    table.add_column("TPOT", justify="right", no_wrap=True)
     table.add_column("speedup", justify="right", no_wrap=True)
     table.add_column("evidence", overflow="fold")
     for r in results:
         latency = f"{r.latency_ms:.2f} ms ({r.latency_basis})" if r.latency_ms is not None else "—"
         speedup = f"{r.speedup:.2f}x" if r.speedup is not None else "—"
+        tpot = (f"{r.tpot_ms:.2f} ms ({r.tokens_per_s:.0f} tok/s)" if r.tpot_ms is not None and r.tokens_per_s
+                else "—")
         evidence = r.evidence.relative_to(root) if r.evidence.is_relative_to(root) else r.evidence
-        table.add_row(r.model_id, r.outcome, latency, speedup, f"{evidence}/" if r.evidence.is_dir() else "—")
+        table.add_row(r.model_id, r.outcome, latency, tpot, speedup, f"{evidence}/" if r.evidence.is_dir() else "—")
     return table

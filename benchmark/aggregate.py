@@ -13,12 +13,31 @@ from typing import Any, Sequence
 
 from benchmark.evidence import EvidenceError, EvidenceSet, load_metrics
 
+WORKLOAD_COLUMNS = (
+    "workload", "ttft_ms", "tpot_ms", "tpot_stdev_ms", "tokens_per_s", "batch_tokens_per_s", "decode_bandwidth_gbs",
+    "first_divergence", "greedy_match_rate", "throughput_samples_per_s", "knee_batch", "workload_peak_memory_bytes",
+)
 COLUMNS = (
     "adaptation", "evidence_set", "model_id", "task_family", "device", "device_name", "dtype", "mode", "dataset",
     "median_ms", "p90_ms", "min_ms", "iterations", "warmup", "reference_median_ms", "speedup_vs_reference",
     "samples_per_s", "peak_memory_bytes", "accuracy", "min_cosine", "max_abs_err_scaled", "parameters",
-    "layers_built", "layers_total", "depth_reduced", "torch", "torch_npu", "created_at",
+    "layers_built", "layers_total", "depth_reduced", *WORKLOAD_COLUMNS, "torch", "torch_npu", "created_at",
 )
+
+
+def workload_columns(body: Any) -> dict[str, Any]:
+    """The workload's headline columns (None for the forward workload or older evidence)."""
+    if not isinstance(body, dict):
+        return dict.fromkeys(WORKLOAD_COLUMNS)
+    head, name = body.get("headline") or {}, (body.get("workload") or {}).get("name")
+    agree = body.get("greedy_vs_reference") or {}
+    first = (body.get("runs") or [{}])[0]
+    return {"workload": name, "ttft_ms": head.get("ttft_ms"), "tpot_ms": head.get("tpot_ms"),
+            "tpot_stdev_ms": (first.get("tpot_ms") or {}).get("stdev_ms"), "tokens_per_s": head.get("tokens_per_s"),
+            "batch_tokens_per_s": head.get("batch_tokens_per_s"), "decode_bandwidth_gbs": head.get("decode_bandwidth_gbs"),
+            "first_divergence": agree.get("first_divergence"), "greedy_match_rate": agree.get("match_rate"),
+            "throughput_samples_per_s": head.get("throughput_samples_per_s"), "knee_batch": body.get("knee_batch"),
+            "workload_peak_memory_bytes": head.get("peak_memory_bytes")}
 
 
 def row(evidence: EvidenceSet) -> dict[str, Any]:
@@ -42,6 +61,7 @@ def row(evidence: EvidenceSet) -> dict[str, Any]:
         "max_abs_err_scaled": max((f["max_abs_err_scaled"] for f in floats), default=None),
         "parameters": model.get("parameters"), "layers_built": model.get("layers_built"),
         "layers_total": model.get("layers_total"), "depth_reduced": model.get("depth_reduced"),
+        **workload_columns(metrics.get("workload")),
         "torch": metrics["environment"].get("torch"), "torch_npu": metrics["environment"].get("torch_npu"),
         "created_at": metrics.get("created_at"),
     }

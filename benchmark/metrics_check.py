@@ -13,6 +13,7 @@ import statistics
 from typing import Any
 
 from adaptation.runtime.ab_runtime.pairstats import percentile
+from benchmark.workload_check import check_workload
 
 REQUIRED_RUN_KEYS = ("device", "device_name", "dtype", "mode", "dataset", "num_samples")
 REQUIRED_ENV_KEYS = ("torch", "transformers", "torch_npu", "python")
@@ -104,4 +105,4 @@ def check_metrics(metrics: dict[str, Any]) -> list[str]:
     ev = metrics.get("evidence")
     if not isinstance(ev, dict) or not all(isinstance(ev.get(k), str) for k in ("outputs", "trace", "outputs_sha256")):
         problems.append("evidence: outputs, trace and outputs_sha256 must be named")
-    return problems
+    return problems + check_workload(metrics)

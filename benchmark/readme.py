@@ -5,6 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 
+def workload_line(result: dict[str, Any]) -> str:
+    """One line of a run's workload headline (generation or batch sweep); empty when there is none."""
+    w = result.get("workload_figures") or {}
+    where = f"{result['device']} {result['dtype']}"
+    if isinstance(w.get("tpot_ms"), (int, float)):
+        return (f"\nWorkload {result.get('workload')} ({where}): TTFT {w['ttft_ms']:.3f} ms, TPOT {w['tpot_ms']:.3f} ms, "
+                f"{w['tokens_per_s']:.1f} tokens/s at batch 1, {w['batch_tokens_per_s']:.1f} tokens/s at batch {w['batch']}.")
+    if isinstance(w.get("throughput_samples_per_s"), (int, float)):
+        return (f"\nWorkload {result.get('workload')} ({where}): best throughput "
+                f"{w['throughput_samples_per_s']:.1f} samples/s, {w['knee_samples_per_s']:.1f} samples/s at the knee.")
+    return ""
+
+
 def results_markdown(runs: list[dict[str, Any]]) -> str:
     """A table of accuracy_run RESULTs plus how to read and re-check the evidence."""
     lines = [
@@ -22,6 +35,7 @@ def results_markdown(runs: list[dict[str, Any]]) -> str:
             f"| {r['device']} | {r['dtype']} | {r['mode']} | {r['median_ms']:.3f} | {r['p90_ms']:.3f} | "
             f"{r['reference_median_ms']:.3f} | - | {r['verdict']} |"
         )
+    lines += [line for line in map(workload_line, runs) if line]
     lines += [
         "",
         "Evidence per run: `benchmark_metrics_<device>_<dtype>_<mode>_<dataset>.json` (latency, memory,",

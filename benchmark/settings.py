@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -23,6 +23,8 @@ class BenchmarkSettings(StageSettings):
     iters: int = Field(10, ge=1)
     num_samples: int = Field(2, ge=1)
     real_weights: bool = True  # --use-pretrained when weights are available
+    # Workload profile (ab_runtime/workloads.py); None: the spec's, else the task family's default.
+    workload: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
     timeout_s: float = Field(900.0, gt=0)  # one accuracy_run.py
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
 

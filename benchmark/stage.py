@@ -36,11 +36,20 @@ DTYPE_RULE = DtypeUnsupportedRule()
 def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool) -> list[str]:
     argv = ["accuracy_run.py", "--device", settings.device, "--dtype", dtype, "--warmup", str(settings.warmup),
             "--iters", str(settings.iters), "--num-samples", str(settings.num_samples)]
+    argv += ["--workload", settings.workload] if settings.workload else []
     return argv + (["--use-pretrained"] if pretrained else [])
 
 
-def board_figures(result: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
-    """The numeric figures of one accuracy_run RESULT, for the outcome's FigureSet."""
+WORKLOAD_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "tokens_per_s": "tokens/s", "batch_tokens_per_s": "tokens/s",
+                  "decode_bandwidth_gbs": "GB/s", "throughput_samples_per_s": "samples/s",
+                  "knee_samples_per_s": "samples/s", "batch1_latency_ms": "ms"}
+
+
+def board_figures(result: dict[str, Any], probe_bandwidth_gbs: Optional[float] = None
+                  ) -> tuple[dict[str, float], dict[str, str]]:
+    """The numeric figures of one accuracy_run RESULT, for the outcome's FigureSet: the forward's,
+    the workload's headline (TTFT / TPOT / tokens/s, or sweep throughput) and the decode bandwidth
+    as a percentage of the environment probe's measured bandwidth on that device kind."""
     values: dict[str, float] = {}
     units: dict[str, str] = {}
     for key, unit in (("median_ms", "ms"), ("p90_ms", "ms"), ("reference_median_ms", "ms"),
@@ -49,6 +58,15 @@ def board_figures(result: dict[str, Any]) -> tuple[dict[str, float], dict[str, s
             values[key] = float(result[key])
             units[key] = unit
     values["accuracy_pass"] = 1.0 if result.get("verdict") == "pass" else 0.0
+    workload = result.get("workload_figures") or {}
+    for key, unit in WORKLOAD_UNITS.items():
+        if isinstance(workload.get(key), (int, float)):
+            values[key], units[key] = float(workload[key]), unit
+    if isinstance(workload.get("peak_memory_bytes"), (int, float)):
+        values["workload_peak_memory_bytes"], units["workload_peak_memory_bytes"] = float(workload["peak_memory_bytes"]), "bytes"
+    if "decode_bandwidth_gbs" in values and probe_bandwidth_gbs:
+        values["decode_bandwidth_pct"] = 100.0 * values["decode_bandwidth_gbs"] / probe_bandwidth_gbs
+        units["decode_bandwidth_pct"] = "% of probe bandwidth"
     return values, units
 
 
@@ -81,6 +99,20 @@ def dtype_finding(result: dict[str, Any], remedy: Optional[str], kept: bool) -> 
     summary = (f"{found.get('operator') or 'an operator'} in {found.get('module')} ({found.get('module_class')}) "
                f"refuses {found.get('dtype')} on {found.get('device')} ({found.get('error')}); {outcome}")
     return {**found, "remedy": remedy, "kept": kept, "summary": summary}
+
+
+def probe_bandwidth(board_path: Path, device_kind: str) -> Optional[float]:
+    """The copy bandwidth (GB/s) of the board's last environment probe on `device_kind`, if any."""
+    from ascendbridge.board.store import BoardStore
+    from benchmark.probe import latest_probe
+
+    try:
+        with BoardStore(board_path) as store:
+            probe = latest_probe(store, device_kind)
+    except Exception:  # no board or no probe here: the percentage is simply not computed
+        return None
+    value = ((probe or {}).get("peaks") or {}).get("bandwidth_gbs")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def _diagnosis(dtype: str, command: Any, result: Optional[dict[str, Any]]) -> dict[str, Any]:
@@ -130,7 +162,7 @@ class BenchmarkStage:
             if result.get("finding"):
                 findings.append(dtype_finding(result, result.get("remedy"), kept=True))
                 ctx.say(f"finding: {findings[-1]['summary']}")
-            values, units = board_figures(result)
+            values, units = board_figures(result, probe_bandwidth(ctx.board_path, result["device"]))
             # Stack id: every figure names the stack it was measured on (stacks.stack_id).
             figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units, stack=stack))
             runs.append(result)

@@ -40,14 +40,21 @@ INSTALL_TIMEOUT_S = 900.0
 MEAN_METRICS = ("acc", "acc_norm", "exact_match")
 
 
+def install_argv(adaptation_dir: Path) -> list[str]:
+    """The uv command that installs lm-eval into the adaptation's own .venv (never the framework's)."""
+    python = Path(adaptation_dir) / ".venv" / "bin" / "python"
+    return [uv_binary(), "pip", "install", "--quiet", "--python", str(python), LM_EVAL_REQUIREMENT]
+
+
 def prepare_lm_eval(adaptation_dir: Path, log: Optional[IO[str]] = None) -> Optional[str]:
     """Install lm-eval into the adaptation's .venv; None on success, else one line."""
-    python = Path(adaptation_dir) / ".venv" / "bin" / "python"
-    if not python.is_file():
+    if not (Path(adaptation_dir) / ".venv" / "bin" / "python").is_file():
         return f"{adaptation_dir} has no synced .venv for lm-eval"
-    res = run_command([uv_binary(), "pip", "install", "--quiet", "--python", str(python), LM_EVAL_REQUIREMENT],
-                      cwd=adaptation_dir, env=uv_environment(), timeout_s=INSTALL_TIMEOUT_S, log=log)
-    return None if res.ok else f"installing {LM_EVAL_REQUIREMENT} failed: {res.tail(2)}"
+    res = run_command(install_argv(adaptation_dir), cwd=adaptation_dir, env=uv_environment(),
+                      timeout_s=INSTALL_TIMEOUT_S, log=log)
+    if res.timed_out:
+        return f"installing {LM_EVAL_REQUIREMENT} timed out after {INSTALL_TIMEOUT_S:.0f} s"
+    return None if res.ok else f"installing {LM_EVAL_REQUIREMENT} failed: {res.tail_line(2)}"
 
 
 def write_local_task(adaptation_dir: Path) -> Path:

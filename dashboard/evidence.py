@@ -132,6 +132,10 @@ class BenchmarkRun:
     outputs: list[OutputAccuracy]
     figures: dict[str, Scalar]
     readable: bool = True
+    # The workload's headline (TTFT / TPOT / tokens/s / decode bandwidth, or sweep throughput and
+    # knee) and, for a batch sweep, (batch, samples/s) per point for the sweep chart.
+    workload: dict[str, Scalar] = field(default_factory=dict)
+    sweep: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def measured_columns(self) -> list[str]:
@@ -147,6 +151,23 @@ def _timing(block: Any) -> dict[str, float]:
     if not isinstance(block, dict):
         return {}
     return {k: float(v) for k, v in block.items() if _number(v)}
+
+
+def workload_summary(body: Any) -> tuple[dict[str, Scalar], list[tuple[int, float]]]:
+    """(headline figures, sweep points) of a metrics file's `workload` block; empty when absent."""
+    if not isinstance(body, dict) or not isinstance(body.get("headline"), dict):
+        return {}, []
+    head: dict[str, Scalar] = {k: v for k, v in body["headline"].items() if _scalar(v)}
+    head["name"] = str((body.get("workload") or {}).get("name", ""))
+    agree = body.get("greedy_vs_reference")
+    if isinstance(agree, dict):
+        head["greedy_match_rate"] = agree.get("match_rate") if _number(agree.get("match_rate")) else None
+        head["first_divergence"] = agree.get("first_divergence") if _number(agree.get("first_divergence")) else None
+    if _number(body.get("knee_batch")):
+        head["knee_batch"] = body["knee_batch"]
+    points = [(int(p["batch"]), float(p["samples_per_s"])) for p in body.get("points") or []
+              if isinstance(p, dict) and _number(p.get("batch")) and _number(p.get("samples_per_s"))]
+    return head, points
 
 
 def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
@@ -165,7 +186,8 @@ def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
             continue
         accuracy = data.get("accuracy")
         verdict = accuracy.get("verdict") if isinstance(accuracy, dict) else None
-        rest = {k: v for k, v in data.items() if k not in ("accuracy", "timing", "reference_timing")}
+        rest = {k: v for k, v in data.items() if k not in ("accuracy", "timing", "reference_timing", "workload")}
+        workload, sweep = workload_summary(data.get("workload"))
         runs.append(
             BenchmarkRun(
                 file=path.name,
@@ -175,6 +197,8 @@ def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
                 verdict=str(verdict) if verdict is not None else None,
                 outputs=output_accuracy(accuracy),
                 figures=flatten(rest),
+                workload=workload,
+                sweep=sweep,
             )
         )
     return runs

@@ -105,7 +105,8 @@ LATENCY_SERIES = (("median_ms", "median ms"), ("p90_ms", "p90 ms"), ("min_ms", "
 
 def _charts(runs: list[evidence.BenchmarkRun], notes: Optional[evidence.OptimizationNotes]) -> dict[str, Any]:
     """Chart data: latency per benchmark run (target and CPU float32 reference medians, from the
-    metrics files' `timing` blocks) and the measured speedup of every optimization pass."""
+    metrics files' `timing` blocks), the measured speedup of every optimization pass, and the
+    throughput over the batch sweep of the first run that has one."""
     timed = [r for r in runs if r.latency]
     latency = None
     if timed:
@@ -116,7 +117,10 @@ def _charts(runs: list[evidence.BenchmarkRun], notes: Optional[evidence.Optimiza
         latency = {"labels": [r.label for r in timed], "series": series}
     pairs = notes.speedups() if notes else []
     speedup = {"labels": [p[0] for p in pairs], "values": [p[1] for p in pairs]} if pairs else None
-    return {"latency": latency, "speedup": speedup}
+    swept = next((r for r in runs if r.sweep), None)
+    sweep = ({"labels": [f"batch {b}" for b, _ in swept.sweep], "values": [t for _, t in swept.sweep],
+              "run": swept.label} if swept else None)
+    return {"latency": latency, "speedup": speedup, "sweep": sweep}
 
 
 def parameter_counts(record: Any, runs: list[evidence.BenchmarkRun]) -> list[dict[str, Any]]:

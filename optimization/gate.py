@@ -92,7 +92,8 @@ def _perf_metrics(directory: Path, notes: dict[str, Any]) -> tuple[Optional[Path
 
 def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, iters: int) -> dict[str, Any]:
     mode = str((notes.get("baseline") or {}).get("mode", "dry_run"))
-    argv = [str(python), "-E", "-s", str(INNER), str(RUNTIME_DIR.parent), str(Path(directory) / SPEC_FILE),
+    workload = notes["settings"].get("workload")
+    argv = [str(python), "-E", "-s", str(INNER), *([f"--workload={workload}"] if workload else []), str(RUNTIME_DIR.parent), str(Path(directory) / SPEC_FILE),
             str(notes["device"]), mode, str(pairs), str(iters), str(notes["settings"]["warmup"]), *notes["chosen"]]
     result = run_command(argv, cwd=directory, timeout_s=REVERIFY_TIMEOUT_S)
     parsed = json_report(result.output)

@@ -3,6 +3,8 @@ ASCENDBRIDGE_OPTIMIZATION_*, then defaults."""
 
 from __future__ import annotations
 
+from typing import Literal, Optional
+
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
@@ -23,6 +25,9 @@ class OptimizationSettings(StageSettings):
     passes: str = ""  # comma-separated subset of the catalogue; empty = all for the device
     real_weights: bool = True
     timeout_s: float = Field(1800.0, gt=0)
+    # The workload whose headline figure is optimized (ab_runtime/workloads.py); None: the spec's,
+    # else the task family's default (generation: TPOT; encoders: throughput at headline_batch).
+    workload: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
 
     @model_validator(mode="after")
     def _device(self) -> "OptimizationSettings":

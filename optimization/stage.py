@@ -100,6 +100,7 @@ class OptimizationStage:
         pretrained = settings.real_weights and available
         ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why}); searching the pass catalogue")
         argv = ["-m", "ab_runtime.optimize", *settings.common_args(pretrained), "--min-gain", str(settings.min_gain)]
+        argv += ["--workload", settings.workload] if settings.workload else []
         if settings.passes:
             argv += ["--passes", settings.passes]
         search = uv_env.run_in_env(ctx.adaptation_dir, argv, timeout_s=settings.timeout_s, log=ctx.log)

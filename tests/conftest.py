@@ -25,3 +25,11 @@ def board(board_path: Path) -> BoardStore:
     store = BoardStore.init(board_path)
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def weighted_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Tiny BERT classifier and GPT-2 with saved weights and tokenizers (tests/support/weighted_models.py)."""
+    from tests.support.weighted_models import build_weighted_models
+
+    return build_weighted_models(tmp_path_factory.mktemp("weighted-models"))

@@ -46,6 +46,8 @@ class Job:
     output_cap: int
     settings: dict[str, Any] = field(default_factory=dict)
     extra_stages: str = ""  # ASCENDBRIDGE_EXTRA_STAGES for the worker (registry outside entry points)
+    detached_context: Optional[Path] = None  # records file for a worker that cannot see the board (Ray)
+    env: dict[str, str] = field(default_factory=dict)  # extra environment of the worker (Ray: the head's settings)
 
     @property
     def stage(self) -> str:
@@ -76,7 +78,7 @@ class Job:
             "--attempt", str(self.attempt), "--adaptation-dir", str(self.work_dir),
             "--result", str(self.result_path(phase)), "--lease-s", str(self.lease_s),
             "--heartbeat-s", str(self.heartbeat_s), "--settings-json", json.dumps(self.settings),
-        ]
+        ] + (["--detached-context", str(self.detached_context)] if self.detached_context else [])
 
     def command(self) -> str:
         return shlex.join(self.worker_argv("run"))
@@ -103,6 +105,8 @@ class JobResult:
     gate: Optional[PhaseResult] = None
     stopped: bool = False  # the executor was shut down before the job finished
     duration_s: float = 0.0
+    lost: str = ""  # why the host running it went away mid-job (Ray): the task goes back to pending
+    placement: dict[str, Any] = field(default_factory=dict)  # where it ran (host, devices), for the event log
 
 
 class Executor(ABC):
@@ -121,6 +125,9 @@ class Executor(ABC):
     @abstractmethod
     def stop(self) -> None:
         """Stop every running job; their results come back through `collect` with stopped=True."""
+
+    def close(self) -> None:
+        """Release what the executor holds (a cluster connection); called once the team lead is done."""
 
 
 class LocalProcessExecutor(Executor):
@@ -172,7 +179,7 @@ class LocalProcessExecutor(Executor):
         result_path.unlink(missing_ok=True)
         if phase == "run":  # a gate verdict left by an earlier attempt of the same number is not ours
             job.result_path("gate").unlink(missing_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **job.env)
         env[ATTEMPT_ENV] = str(job.marker)
         env[TEAM_LEAD_PID_ENV] = str(os.getpid())
         if job.extra_stages:

@@ -42,6 +42,10 @@ class CommandResult:
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.output.splitlines()[-lines:])
 
+    def tail_line(self, lines: int = 2) -> str:
+        """The last non-empty output lines as ONE line, for errors that must stay one line."""
+        return " | ".join([ln.strip() for ln in self.output.splitlines() if ln.strip()][-lines:])
+
 
 def kill_group(
     pgid: int, grace_s: float = KILL_GRACE_S, leader: Optional["subprocess.Popen[bytes]"] = None

@@ -15,6 +15,11 @@ Exit codes: 0 result written and the phase succeeded (run: done or skipped; gate
 3 the task was not ours to begin with (stale token), 4 result written and the phase did not
 succeed (run: failed or blocked; gate: not passed), so an attempt's exit code on the board says
 whether it worked, as a person reading `board_ops.py show` expects.
+
+With --detached-context (the Ray executor, ascendbridge.runtime.ray_executor) the worker runs on a
+host that cannot see the board: the model and task records come from that JSON file, the team lead
+keeps the lease, and the worker never opens the board. It stops when the process that started it
+(the Ray task) is gone.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ascendbridge.board import BoardError, BoardStore, StaleTokenError
+from ascendbridge.board.records import ModelRecord, TaskRecord
 from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, die_with_parent,
                                               kill_attempt)
@@ -127,9 +133,13 @@ def _release_alone(args: argparse.Namespace, reason: str) -> None:
         own.release_task(args.task_id, args.token, reason, origin=args.worker_id)
 
 
-def _context(store: BoardStore, args: argparse.Namespace) -> StageContext:
-    task = store.get_task(args.task_id)
-    model = store.get_model(task.model_id)
+def _context(store: Optional[BoardStore], args: argparse.Namespace) -> StageContext:
+    if store is None:
+        records = json.loads(Path(args.detached_context).read_text())
+        task, model = TaskRecord(**records["task"]), ModelRecord(**records["model"])
+    else:
+        task = store.get_task(args.task_id)
+        model = store.get_model(task.model_id)
     adaptation_dir = Path(args.adaptation_dir)
     adaptation_dir.mkdir(parents=True, exist_ok=True)
     settings = json.loads(args.settings_json) if args.settings_json else {}
@@ -159,8 +169,23 @@ def _gate_dict(value: Any) -> dict[str, Any]:
     return dataclasses.asdict(value)
 
 
+class ParentWatch(threading.Thread):
+    """The detached worker's keeper: no board to heartbeat, only the parent (the Ray task) to outlive."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="parent-watch")
+        self.parent = _team_lead_pid()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(1.0):
+            if os.getppid() != self.parent:
+                _stop_group("the Ray task that started this worker is gone, stopping")
+
+
 def execute(args: argparse.Namespace) -> int:
-    result_path = Path(args.result)
+    if args.detached_context:
+        return _run_phase(args, None, ParentWatch())
     store = BoardStore(args.board)
 
     def board(call: Callable[[], object], what: str) -> None:  # a busy board delays, never crashes, the start
@@ -175,9 +200,14 @@ def execute(args: argparse.Namespace) -> int:
     if args.phase == "run":
         board(lambda: store.register_agent(args.worker_id, role), "registering")
     board(lambda: store.agent_heartbeat(args.worker_id, args.task_id), "the agent heartbeat")
-    keeper = LeaseKeeper(store, args)
-    keeper.start()
     _orphaned_release.append(lambda: _release_alone(args, "team lead exited"))
+    return _run_phase(args, store, LeaseKeeper(store, args))
+
+
+def _run_phase(args: argparse.Namespace, store: Optional[BoardStore], keeper: Any) -> int:
+    """Run the stage's phase while `keeper` watches ownership; write the result file."""
+    result_path = Path(args.result)
+    keeper.start()
     print(f"[worker] {args.phase} of {args.stage} for task #{args.task_id} (token {args.token}, pid {os.getpid()})",
           flush=True)
     code = EXIT_OK
@@ -208,7 +238,8 @@ def execute(args: argparse.Namespace) -> int:
     finally:
         keeper.done.set()
     keeper.join(timeout=5)
-    store.close()
+    if store is not None:
+        store.close()
     return code
 
 
@@ -238,6 +269,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--lease-s", type=float, default=60.0)
     p.add_argument("--heartbeat-s", type=float, default=10.0)
     p.add_argument("--settings-json", default="")
+    p.add_argument("--detached-context", default="",
+                   help="JSON file with the model and task records: run without the board (Ray executor)")
     return p.parse_args(argv)
 
 

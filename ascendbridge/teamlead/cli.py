@@ -30,7 +30,8 @@ from rich.table import Table
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path, logs_dir
 from ascendbridge.envmode import ENV_MODE_VAR, ENV_MODES, SYSTEM_PYTHON_VAR, EnvModeError, env_choice
-from ascendbridge.runtime.executor import LocalProcessExecutor
+from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
+from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.stages import STATUSES
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
@@ -84,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "uv.lock, default) or system (layered on --python's torch/torch_npu); $ASCENDBRIDGE_ENV")
     p.add_argument("--python", type=Path, help="system-mode interpreter with torch (/torch_npu) preinstalled; "
                    "$ASCENDBRIDGE_SYSTEM_PYTHON")
+    p.add_argument("--executor", choices=("local", "ray"),
+                   help="where stage runs execute: local subprocesses (default) or Ray tasks on a cluster "
+                        "(needs `uv sync --extra ray`); $ASCENDBRIDGE_EXECUTOR")
+    p.add_argument("--ray-address", help="Ray cluster to join, e.g. 10.0.0.1:6379 (default: $ASCENDBRIDGE_RAY_ADDRESS, "
+                   "then RAY_ADDRESS, else a new single-host Ray instance)")
     p.add_argument("--agent-id", default="team-lead", help="agent id on the board (default team-lead)")
     p.add_argument("--plain", action="store_true", help="plain log lines even on a terminal")
     return p
@@ -120,7 +126,8 @@ def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
 def run_settings(args: argparse.Namespace) -> RunSettings:
     """The flags that were given, then ASCENDBRIDGE_<KEY>, then the defaults (ascendbridge.settings)."""
     given = {"workers": args.workers, "max_interruptions": args.max_interruptions, "gate_timeout_s": args.gate_timeout,
-             "lease_s": args.lease, "heartbeat_s": args.heartbeat, "poll_s": args.poll}
+             "lease_s": args.lease, "heartbeat_s": args.heartbeat, "poll_s": args.poll, "executor": args.executor,
+             "ray_address": args.ray_address}
     try:
         return RunSettings.from_sources(given)
     except ValueError as exc:
@@ -138,6 +145,13 @@ def apply_env_mode(args: argparse.Namespace) -> None:
         env_choice()
     except EnvModeError as exc:
         raise SettingsError(str(exc)) from None
+
+
+def make_executor(settings: TeamLeadSettings) -> Executor:
+    """The local executor, or a Ray one joined to its cluster (RayUnavailable: one line for the user)."""
+    if settings.executor == "ray":
+        return RayExecutor(settings.ray_address)
+    return LocalProcessExecutor()
 
 
 def setup_logging(console: Console, live: bool) -> logging.Logger:
@@ -207,10 +221,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         store.close()
         return EXIT_LOCKED
+    try:
+        executor = make_executor(settings)
+    except RayUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        lock.release()
+        store.close()
+        return EXIT_USAGE
     received: list[int] = []
     try:
         with Progress(console, log, live) as progress:
-            lead = TeamLead(store, settings, LocalProcessExecutor(), refs, log, on_tick=progress)
+            lead = TeamLead(store, settings, executor, refs, log, on_tick=progress)
 
             def on_signal(signum: int, _frame: object) -> None:
                 if not received:
@@ -234,6 +255,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               file=sys.stderr)
         return EXIT_INTERNAL
     finally:
+        executor.close()
         lock.release()
         store.close()
     if received:

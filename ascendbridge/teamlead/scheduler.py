@@ -296,18 +296,35 @@ class TeamLead:
             self.log.error("%s/%s: could not record the attempt: %s", job.task.model_id, job.stage, exc)
         self._idle.add(job.worker_id)
         self.stats.outcomes[outcome] += 1
+        if result.placement:
+            self._record_placement(job, result)
         _append(job.log_path, f"[team-lead] attempt {job.attempt}: {outcome}"
                 + (f": {diagnosis.get('summary', '')}" if diagnosis else "") + "\n")
+
+    def _record_placement(self, job: Job, result: JobResult) -> None:
+        """Which host and device ran the attempt, and when (a distributed executor reports it)."""
+        where = result.placement
+        devices = ",".join(f"{kind}:{'+'.join(ids)}" for kind, ids in sorted(where.get("devices", {}).items()))
+        try:
+            self.store.add_event("attempt_placement", f"{job.stage} attempt {job.attempt} ran on "
+                                 f"{where.get('host', '?')} {devices or 'CPU'}", job.task.model_id, job.stage,
+                                 {**where, "token": job.token, "attempt": job.attempt}, self.settings.agent_id)
+        except BoardError as exc:  # the verdict is recorded; a lost placement line is only logged
+            self.log.warning("%s/%s: placement not recorded: %s", job.task.model_id, job.stage, exc)
 
     def _judge(self, job: Job, result: JobResult) -> tuple[str, Optional[dict[str, Any]], Optional[str]]:
         """Decide the transition; returns (attempt outcome, diagnosis, fix applied)."""
         name = f"{job.task.model_id}/{job.stage}"
-        if result.stopped:
+        if result.stopped or result.lost:
+            reason = f"the host running it was lost ({result.lost})" if result.lost else "team lead stopping"
             try:
-                self.store.release_task(job.task.id, job.token, "team lead stopping", origin=self.settings.agent_id)
+                self.store.release_task(job.task.id, job.token, reason, origin=self.settings.agent_id)
             except StaleTokenError:
                 pass
-            self.log.info("%s: returned to pending (shutdown)", name)
+            if result.lost:
+                self.log.warning("%s: returned to pending: %s", name, reason)
+            else:
+                self.log.info("%s: returned to pending (shutdown)", name)
             return "released", None, None
         run = result.run or PhaseResult(None, 0.0, False, None)
         out = run.data

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -48,7 +48,8 @@ class RunSettings(StageSettings):
     label = "team-lead"
     FLAGS: ClassVar[dict[str, str]] = {"workers": "--workers", "max_interruptions": "--max-interruptions",
                                        "gate_timeout_s": "--gate-timeout", "lease_s": "--lease",
-                                       "heartbeat_s": "--heartbeat", "poll_s": "--poll"}
+                                       "heartbeat_s": "--heartbeat", "poll_s": "--poll", "executor": "--executor",
+                                       "ray_address": "--ray-address"}
 
     workers: int = Field(2, ge=1, le=256)  # total concurrent tasks
     max_interruptions: int = Field(3, ge=1)  # attempts ended without an outcome before `failed`
@@ -56,6 +57,8 @@ class RunSettings(StageSettings):
     lease_s: float = Field(60.0, gt=0)
     heartbeat_s: float = Field(10.0, gt=0)
     poll_s: float = Field(1.0, gt=0)
+    executor: Literal["local", "ray"] = "local"  # where stage runs execute: this host, or a Ray cluster
+    ray_address: Optional[str] = None  # the Ray cluster to join (host:port); unset: RAY_ADDRESS or a new local one
 
     @classmethod
     def shown(cls, key: str) -> str:
@@ -86,6 +89,8 @@ class TeamLeadSettings:
     lease_s: float = _default("lease_s")
     heartbeat_s: float = _default("heartbeat_s")
     poll_s: float = _default("poll_s")
+    executor: str = _default("executor")
+    ray_address: Optional[str] = _default("ray_address")
     output_cap: int = 4 * 1024 * 1024
     forever: bool = False
     agent_id: str = "team-lead"

@@ -67,7 +67,8 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
     if not problems:
         try:
             enough = float((metrics.get("timing") or {}).get("min_ms", 0.0)) * band
-            rerun_problems, notes, remeasured = reexecute(spec_path, run, saved, enough)
+            rerun_problems, notes, remeasured = reexecute(spec_path, run, saved, enough,
+                                                          workload=metrics.get("workload"), band=band)
         except Exception as exc:  # the evidence cannot be reproduced at all: that is the finding
             rerun_problems = [f"re-execution failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
         problems += rerun_problems

@@ -58,8 +58,73 @@ def _mismatch(name: str, fresh: dict[str, Any], saved: dict[str, Any], tolerance
     return problems
 
 
+def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any], band: float,
+                   retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str]]:
+    """(problems, notes) from re-running a recorded workload with the same harness: the CPU float32
+    reference's greedy tokens regenerated (they must equal the recorded ones exactly), the target's
+    batch-1 greedy tokens regenerated (equal on CPU; a difference on an accelerator is noted), and
+    the headline re-timed: a reported fastest decode step (or sweep-point call) more than `band` times
+    faster than the fastest re-measured one fails, as for the forward latency."""
+    import dataclasses
+
+    from ab_runtime import workloads
+
+    recorded = body["workload"]
+    profile = workloads.Workload(**{**recorded, "sweep": tuple(recorded["sweep"])})
+    session.workload = profile
+    problems: list[str] = []
+    if profile.name in ("generation", "encoder_generation"):
+        reference = workloads.reference_tokens(session, profile)
+        if body.get("reference_tokens") != reference:
+            problems.append("workload.reference_tokens are not the CPU float32 reference's greedy tokens")
+        first = body["runs"][0]
+        batch1 = dataclasses.replace(profile, batch=1)
+        runs: list[dict[str, Any]] = []
+
+        def fastest_now() -> float:
+            runs.append(workloads.measure_generation(session, build, batch1, 1, retime[1] // 2, reference)["runs"][0])
+            return min(min(steps) for steps in runs[-1]["decode_steps_ms"])
+
+        # Fastest single decode step on both sides: load only ever adds time, so it is the stable estimate.
+        reported, what, notes = float(min(min(steps) for steps in first["decode_steps_ms"])), "decode step", []
+        fastest = _fastest_of_rounds(fastest_now, reported * band)
+        if runs[0]["tokens"][0] != first["tokens"][0]:
+            why = (f"the target's greedy tokens do not reproduce (first difference at token "
+                   f"{workloads.divergence(runs[0]['tokens'][0], first['tokens'][0])['first_divergence']})")
+            (problems if session.choice.kind == "cpu" else notes).append(why)
+    else:
+        point = next(p for p in body["points"] if p["batch"] == body["knee_batch"])
+        inputs = passes_inputs(session, build, point["batch"])
+        reported, notes, what = float(point["min_ms"]), [], f"batch-{point['batch']} latency"
+        fastest = _fastest_of_rounds(lambda: session.time(lambda: forward(inputs), *retime).as_dict()["min_ms"],
+                                     reported * band)
+    if reported * band < fastest:
+        problems.append(f"reported fastest {what} {reported:.3f} ms is x{fastest / reported:.2f} faster than the gate's "
+                        f"re-measurement ({fastest:.3f} ms; allowed band x{band:g}): the workload does not reproduce")
+    else:
+        notes.append(f"workload {profile.name} re-run: fastest {what} {fastest:.3f} ms (reported {reported:.3f} ms)")
+    return problems, notes
+
+
+def _fastest_of_rounds(round_min: Any, enough_ms: float) -> float:
+    """The fastest call over up to RETIME_ROUNDS rounds, stopping once one is within `enough_ms`."""
+    best = round_min()
+    for _ in range(RETIME_ROUNDS - 1):
+        if best <= enough_ms:
+            break
+        best = min(best, round_min())
+    return best
+
+
+def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
+    from ab_runtime import passes
+
+    return passes.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
+
+
 def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enough_ms: float = float("inf"),
-              retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str], Optional[dict[str, Any]]]:
+              retime: tuple[int, int] = RETIME, workload: Optional[dict[str, Any]] = None,
+              band: float = float("inf")) -> tuple[list[str], list[str], Optional[dict[str, Any]]]:
     """(problems, notes, re-measured target timing or None) from re-running sample 0 of one run.
 
     The target is rebuilt with the passes the run applied (saved["passes"]; none for a benchmark
@@ -99,5 +164,9 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enoug
         rounds.append(session.time(fn, *retime).as_dict())
     timing = {**min(rounds, key=lambda r: r["min_ms"]), "rounds": len(rounds)}
     what = f"with passes {', '.join(applied)}" if applied else "as the benchmark target"
-    return problems, [f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}; "
-                      f"re-timed: median {timing['median_ms']:.3f} ms, fastest {timing['min_ms']:.3f} ms"], timing
+    notes = [f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}; "
+             f"re-timed: median {timing['median_ms']:.3f} ms, fastest {timing['min_ms']:.3f} ms"]
+    if workload is not None:
+        more, said = rerun_workload(session, build, forward, workload, band, retime)
+        problems, notes = problems + more, notes + said
+    return problems, notes, timing

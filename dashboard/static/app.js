@@ -130,6 +130,10 @@
         return { label: k, data: data.latency.series[k] };
       }), "latency");
     }
+    if (data.sweep) {
+      bar("sweep-chart", data.sweep.labels, [{ label: "throughput (samples/s), " + data.sweep.run, data: data.sweep.values }],
+        "samples/s");
+    }
     if (data.speedup) {
       bar("speedup-chart", data.speedup.labels, [{ label: "speedup (x)", data: data.speedup.values }], "x");
     }

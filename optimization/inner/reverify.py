@@ -2,7 +2,9 @@
 framework's copy of the runtime and its one harness (not the adaptation's), in the adaptation's
 interpreter.
 
-    python reverify.py RUNTIME_PARENT SPEC_JSON DEVICE MODE PAIRS ITERS WARMUP PASS...
+    python reverify.py [--workload=NAME] RUNTIME_PARENT SPEC_JSON DEVICE MODE PAIRS ITERS WARMUP PASS...
+
+(--workload: the workload whose headline call the optimizer timed, from the notes' settings.)
 
 Prints one JSON object: speedup, interval, medians (or {"error": ...}).
 """
@@ -15,6 +17,9 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
+    workload = None
+    if argv and argv[0].startswith("--workload="):
+        workload, argv = argv[0].split("=", 1)[1] or None, argv[1:]
     if len(argv) < 7:
         print(json.dumps({"error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE MODE PAIRS ITERS WARMUP PASS..."}))
         return 2
@@ -24,7 +29,8 @@ def main(argv: list[str]) -> int:
     spec, device, mode = argv[1], argv[2], argv[3]
     pairs, iters, warmup, names = int(argv[4]), int(argv[5]), int(argv[6]), argv[7:]
     try:
-        session = harness.open_session(Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1)
+        session = harness.open_session(Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1,
+                                       workload=workload)
         figures = harness.paired_against_baseline(session, passes.get(names), pairs, warmup, iters)
     except Exception as exc:  # reported as one line; the gate fails on it
         print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}))

@@ -1,10 +1,12 @@
-"""The gate, for real: uv lock + uv sync --extra cpu + demo.py --dry-run on a tiny BERT, and the
-ways it must fail (missing/tampered files, a demo that lies about its device, non-finite
-outputs, a stale lock, bad names)."""
+"""The gate, for real: uv lock + uv sync --extra cpu + demo.py --dry-run on a tiny BERT, library
+parity on its saved weights in the package's own environment, and the ways it must fail
+(missing/tampered files, a demo that lies about its device, non-finite outputs, a package that
+answers differently from transformers, a stale lock, bad names)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -60,6 +62,15 @@ def copy_of(base: Path, tmp_path: Path) -> Path:
     return target
 
 
+def synced_copy_of(base: Path, tmp_path: Path) -> Path:
+    """A copy that keeps base's synced environment (hard links: no second torch install), so the
+    gate's `uv sync --locked` finds it up to date; without one the gate syncs it itself."""
+    target = copy_of(base, tmp_path)
+    if (base / ".venv").is_dir():
+        shutil.copytree(base / ".venv", target / ".venv", symlinks=True, copy_function=os.link)
+    return target
+
+
 def gate(directory: Path, *extra: str, name: str = NAME) -> tuple[int, dict, str]:
     proc = subprocess.run(
         [sys.executable, str(CHECKER), "--adapt", name, "--adaptations-dir", str(directory.parent), "--json", *extra],
@@ -84,6 +95,33 @@ def test_gate_passes_a_generated_adaptation_by_running_it(base: Path) -> None:
     result = report["result"]
     assert (result["device_requested"], result["device_used"], result["fallback"]) == ("cpu", "cpu", False)
     assert result["outputs"]["last_hidden_state"]["shape"] == [2, 16, 32]
+
+
+def test_library_parity_runs_in_the_package_env_and_a_differing_package_fails(
+        base: Path, tmp_path: Path, weighted_models: dict) -> None:
+    """With local weights and a tokenizer, the gate runs ab_runtime.parity in the package's own
+    environment (transformers is a package dependency): the package's last_hidden_state equals the
+    feature-extraction pipeline's. A config override the library does not apply makes the package
+    answer differently from the model: library_parity fails and the gate exits 1."""
+    directory = synced_copy_of(base, tmp_path)
+    spec = AdaptationSpec.load(directory)
+    spec.model.path, spec.model.has_weights = weighted_models["tiny-bert-classifier"]["path"], True
+    render_adaptation(spec, directory)
+    code, report, _ = gate(directory)
+    parity = checks(report)["library_parity"]
+    assert code == 0 and report["passed"], report
+    assert parity["passed"] and parity["detail"].startswith(
+        "transformers feature-extraction pipeline: equal within float32 tolerance (max abs err scaled ")
+    assert parity["detail"].endswith(", 3 inputs)")
+
+    spec.config_overrides = {"layer_norm_eps": 0.5}
+    render_adaptation(spec, directory)
+    code, report, _ = gate(directory)
+    by_name = checks(report)
+    assert code == 1 and report["passed"] is False
+    assert by_name["demo_exit"]["passed"] and by_name["outputs"]["passed"]  # the dry run alone cannot tell
+    assert not by_name["library_parity"]["passed"]
+    assert "outputs differ from transformers feature-extraction pipeline" in by_name["library_parity"]["detail"]
 
 
 def test_text_report_has_one_line_per_check(base: Path) -> None:

@@ -68,6 +68,7 @@ def test_renders_every_file_of_the_package(tmp_path: Path, spec: AdaptationSpec,
     assert NO_RESULTS in readme
     demo = (target / "demo.py").read_text()
     assert "from ab_runtime.demo import main" in demo and "demo/tiny-bert" in demo
+    assert 'uv run demo.py --text "..."' in demo and "--image" not in demo  # the input this family takes
 
 
 def test_pyproject_declares_conflicting_extras_and_local_wheels(

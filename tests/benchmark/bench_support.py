@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptation.generator import render_adaptation
-from adaptation.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
+from adaptation.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
 from adaptation.spec import RESULT_MARKER
 from benchmark.render import render_accuracy_run
 
@@ -49,6 +49,10 @@ TINY_MODELS: dict[str, dict[str, Any]] = {
 }
 
 
+# Small workload sizes so every tiny run (generation or batch sweep) stays within the test budget.
+TINY_WORKLOAD = WorkloadSpec(prompt_len=8, new_tokens=4, batch=2, sweep=[1, 4], headline_batch=4)
+
+
 def make_adaptation(root: Path, name: str) -> Path:
     """Render adaptation `name` (config-only local model) with accuracy_run.py under root."""
     info = TINY_MODELS[name]
@@ -60,6 +64,7 @@ def make_adaptation(root: Path, name: str) -> Path:
         model=ModelSource(model_id=f"demo/{name}", source="local", path=str(model_dir), has_weights=False),
         task_family=info["family"], model_class=info["class"], model_type=info["config"]["model_type"],
         inputs=InputRecipe(seq_len=16), dtype=DtypePolicy(target=info["dtype"]),
+        workload=TINY_WORKLOAD,
     )
     directory = root / "adaptations" / name
     render_adaptation(spec, directory)

@@ -1,4 +1,4 @@
-"""Session fixtures: the torch interpreter, the real MiniLM business run, three tiny agreement-only runs."""
+"""Session fixtures: the torch interpreter, the real MiniLM business run, five tiny agreement-only runs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from tests.support.torch_env import torch_env_python
 # One intra-op thread per run: on a shared 2-core machine two threads per process thrash (30x slower).
 THREADS = ("--threads", "1")
 TINY = {"tiny-gpt2": ("causal_lm", "GPT2LMHeadModel"), "tiny-t5": ("seq2seq", "T5ForConditionalGeneration"),
-        "tiny-bert-classifier": ("sequence_classification", "BertForSequenceClassification")}
+        "tiny-bert-classifier": ("sequence_classification", "BertForSequenceClassification"),
+        "tiny-vit": ("image_classification", "ViTForImageClassification"),
+        "tiny-whisper": ("speech_seq2seq", "WhisperForConditionalGeneration")}
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Config-only demo models (causal LM, seq2seq, classifier): the agreement-only path, labelled so."""
+"""Config-only demo models (causal LM, seq2seq, classifier, vision, speech): the agreement-only
+path, labelled so, on the bundled (seeded image / audio) sets."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ EXPECTED = {  # the agreement metrics each family's evaluations must report
                   "ab-prompts-en": {"exact_match", "token_match_rate", "first_divergence_mean"}},
     "tiny-t5": {"ab-seq2seq-en": {"chrf_vs_reference", "bleu_vs_reference", "token_match_rate"}},
     "tiny-bert-classifier": {"ab-sentiment-en": {"label_agreement"}},
+    "tiny-vit": {"seeded-images": {"top1_agreement"}},
+    "tiny-whisper": {"seeded-audio": {"wer_vs_reference", "token_match_rate", "exact_match"}},
 }
 
 

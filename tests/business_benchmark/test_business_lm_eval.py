@@ -15,7 +15,7 @@ import pytest
 
 from business_benchmark.datasets import DATA_DIR
 from business_benchmark.gate import check_adaptation
-from business_benchmark.lm_eval_path import LM_EVAL_REQUIREMENT, LOCAL_SET, LOCAL_TASK, write_local_task
+from business_benchmark.lm_eval_path import LM_EVAL_REQUIREMENT, LOCAL_SET, LOCAL_TASK, prepare_lm_eval, write_local_task
 from business_benchmark.render import copy_sets
 from tests.business_benchmark.business_support import demo_dir, load, make_adaptation, run_business
 from tests.business_benchmark.conftest import THREADS
@@ -48,7 +48,7 @@ PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", unk_tok
 
 
 @pytest.mark.timeout(1200)
-def test_lm_eval_local_task_reference_and_target_then_gate(tmp_path: Path) -> None:
+def test_lm_eval_local_task_reference_and_target_then_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     python = torch_env_python(extra=(LM_EVAL_REQUIREMENT,))
     model_dir = tiny_gpt2_with_tokenizer(tmp_path, python)
     directory = make_adaptation(tmp_path / "adaptations", "tiny-gpt2-tok", model_dir, "causal_lm", "GPT2LMHeadModel")
@@ -71,3 +71,8 @@ def test_lm_eval_local_task_reference_and_target_then_gate(tmp_path: Path) -> No
             sum(s["acc"] for s in samples) / 8)
     report = check_adaptation(directory, str(python))
     assert report.passed, report.summary
+    # The stage's install step, on this same env (not a second one): lm-eval[hf] is already there, so
+    # uv finds it satisfied without the network.
+    (directory / ".venv").symlink_to(python.parent.parent, target_is_directory=True)
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    assert prepare_lm_eval(directory) is None

@@ -105,3 +105,60 @@ def test_board_override_through_dataset_mapping(board_path: Path) -> None:
     assert bad.returncode == 2 and "unknown evaluation set" in bad.stderr
     with BoardStore(board_path) as store:
         assert store.get_model("org/enc").metadata["business_sets"] == ["ab-sts-en"]  # unchanged
+
+
+def _speech(reference: list[int], target: list[int], index: int) -> dict:
+    """One speech item as business_run.py saves it: generated token ids and their text."""
+    return {"id": f"seeded-audio-{index:03d}",
+            "reference": {"tokens": reference, "text": " ".join(map(str, reference))},
+            "target": {"tokens": target, "text": " ".join(map(str, target))}}
+
+
+def test_vision_and_speech_metrics_on_constructed_predictions() -> None:
+    """Known answers: 3 of 4 image labels agree; the speech target has 1 substitution in item 0, is
+    exact in item 1 and empty in item 2 (2 deletions): WER 3 / 8 reference words."""
+    labels = [(7, 7), (3, 3), (1, 5), (0, 0)]
+    images = [{"id": f"seeded-images-{i:03d}", "reference": {"label": r}, "target": {"label": t}}
+              for i, (r, t) in enumerate(labels)]
+    vision = evaluate("image_classification", images, {}, real_weights=True)
+    assert vision == {"task": {}, "agreement": {"top1_agreement": 0.75}}  # seeded images carry no gold labels
+    assert verdict(checks(vision, PassRule())) == "fail"  # below the 0.9 floor
+    assert evaluate("image_classification", images[:2], {}, real_weights=False)["agreement"]["top1_agreement"] == 1.0
+
+    speech = [_speech([5, 6, 7, 8], [5, 6, 9, 8], 0), _speech([1, 2], [1, 2], 1), _speech([4, 4], [], 2)]
+    result = evaluate("speech_seq2seq", speech, {}, real_weights=True)
+    assert result["task"] == {}
+    agreement = result["agreement"]
+    assert agreement["wer_vs_reference"] == pytest.approx(3 / 8)
+    assert agreement["exact_match"] == pytest.approx(1 / 3)
+    assert agreement["token_match_rate"] == pytest.approx(5 / 8)  # matched ids / reference ids
+    assert (agreement["first_divergence_min"], agreement["first_divergence_mean"]) == (0.0, pytest.approx(4 / 3))
+    assert verdict(checks(result, PassRule())) == "pass"  # WER 0.375 <= 0.5, token match 0.625 >= 0.5
+    worse = evaluate("speech_seq2seq", [_speech([1, 2, 3, 4], [9, 9, 9, 4], 0)], {}, real_weights=True)
+    assert worse["agreement"]["wer_vs_reference"] == pytest.approx(0.75)
+    assert verdict(checks(worse, PassRule())) == "fail"
+
+
+def test_prepare_lm_eval_targets_the_package_env_and_an_uninstallable_extra_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a synced .venv nothing runs; with one, uv installs lm-eval[hf] into THAT interpreter,
+    and when it cannot (offline, empty cache: the package is nowhere to be found) the error is one
+    line naming the requirement and uv's reason, and the environment is left as it was."""
+    from ascendbridge.config import uv_binary
+    from business_benchmark.lm_eval_path import LM_EVAL_REQUIREMENT, install_argv, prepare_lm_eval
+
+    directory = tmp_path / "adaptation"
+    directory.mkdir()
+    assert prepare_lm_eval(directory) == f"{directory} has no synced .venv for lm-eval"
+    subprocess.run([uv_binary(), "venv", "--quiet", str(directory / ".venv")], check=True, timeout=120)
+    python = directory / ".venv" / "bin" / "python"
+    assert install_argv(directory) == [uv_binary(), "pip", "install", "--quiet", "--python", str(python),
+                                       LM_EVAL_REQUIREMENT]
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "empty-uv-cache"))
+    problem = prepare_lm_eval(directory)
+    assert problem is not None and "\n" not in problem
+    assert problem.startswith(f"installing {LM_EVAL_REQUIREMENT} failed: ") and "lm-eval" in problem.split(": ", 1)[1]
+    listed = subprocess.run([uv_binary(), "pip", "list", "--python", str(python), "--format", "json"],
+                            capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(listed.stdout) == []  # nothing half-installed

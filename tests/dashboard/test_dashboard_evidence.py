@@ -107,3 +107,24 @@ def test_zip_leaves_out_environments_caches_and_symlinks(tmp_path: Path) -> None
     with evidence.zip_adaptation(adapt) as spool:
         names = zipfile.ZipFile(spool).namelist()
     assert names == ["m/pyproject.toml", "m/model_files/patched.py"]
+
+
+def test_workload_headline_and_sweep_chart(tmp_path: Path) -> None:
+    """TTFT / TPOT / tokens/s of a generation run and the batch-sweep chart of an encoder run."""
+    from dashboard.views import _charts
+
+    base = {"timing": {"median_ms": 2.0}, "reference_timing": {}, "accuracy": {"verdict": "pass", "outputs": {}}}
+    (tmp_path / "benchmark_metrics_cpu_float32_dry_run_synthetic.json").write_text(json.dumps({**base, "workload": {
+        "workload": {"name": "generation"}, "greedy_vs_reference": {"match_rate": 0.75, "first_divergence": 3},
+        "headline": {"ttft_ms": 9.0, "tpot_ms": 1.5, "tokens_per_s": 666.7, "batch": 4, "batch_tokens_per_s": 2000.0,
+                     "decode_bandwidth_gbs": 0.4}}}))
+    (tmp_path / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json").write_text(json.dumps({**base, "workload": {
+        "workload": {"name": "batch_sweep"}, "knee_batch": 8,
+        "points": [{"batch": 1, "samples_per_s": 100.0}, {"batch": 8, "samples_per_s": 700.0}, {"batch": "x"}],
+        "headline": {"throughput_samples_per_s": 700.0, "knee_samples_per_s": 700.0, "batch1_latency_ms": 10.0}}}))
+    bf16, fp32 = evidence.benchmark_runs(tmp_path)
+    assert (fp32.workload["tpot_ms"], fp32.workload["first_divergence"], fp32.workload["name"]) == (1.5, 3, "generation")
+    assert bf16.sweep == [(1, 100.0), (8, 700.0)] and bf16.workload["knee_batch"] == 8
+    assert _charts([bf16, fp32], None)["sweep"] == {"labels": ["batch 1", "batch 8"], "values": [100.0, 700.0],
+                                                     "run": bf16.label}
+    assert _charts([fp32], None)["sweep"] is None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from adaptation.generator import generate
-from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource, WorkloadSpec
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
@@ -32,6 +32,7 @@ def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: 
         model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
         task_family="causal_lm", model_class="LlamaForCausalLM", model_type="llama",
         inputs=InputRecipe(batch_size=2, seq_len=32),
+        workload=WorkloadSpec(name="forward"),  # the test-only passes act on one forward's outputs
     )
     assert generate(spec, directory).ok
     return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,

@@ -1,6 +1,7 @@
 """Run ab_runtime.demo.main for several specs in ONE torch process (import cost is ~7 s each).
 
-`python batch_demo.py RUNTIME_PARENT ARGS_JSON` where ARGS_JSON is a list of argv lists; prints
+`python batch_demo.py RUNTIME_PARENT ARGS_JSON` where ARGS_JSON is a list of argv lists (or of
+{"module": "parity", "argv": [...]} to call `python -m ab_runtime.parity`'s main instead); prints
 one JSON line per run: {"argv", "rc", "result" (the parsed RESULT line), "stdout", "stderr"}.
 It calls the same main() that demo.py calls; tests of the real demo.py process run it directly.
 """
@@ -8,6 +9,7 @@ It calls the same main() that demo.py calls; tests of the real demo.py process r
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import sys
@@ -15,9 +17,10 @@ import sys
 sys.path.insert(0, sys.argv[1])
 
 from ab_runtime import RESULT_MARKER  # noqa: E402
-from ab_runtime.demo import main  # noqa: E402
 
-for argv in json.loads(sys.argv[2]):
+for run in json.loads(sys.argv[2]):
+    module, argv = (run["module"], run["argv"]) if isinstance(run, dict) else ("demo", run)
+    main = importlib.import_module(f"ab_runtime.{module}").main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(argv)

@@ -56,8 +56,9 @@ def parse_result(stdout: str) -> Optional[dict[str, Any]]:
     return json.loads(lines[-1][len(RESULT_MARKER):])
 
 
-def run_batch(python: Path, argvs: list[list[str]], env: Optional[dict[str, str]] = None) -> list[dict[str, Any]]:
-    """ab_runtime.demo.main once per argv list, all in one torch process (imports cost ~7 s)."""
+def run_batch(python: Path, argvs: list[Any], env: Optional[dict[str, str]] = None) -> list[dict[str, Any]]:
+    """ab_runtime.demo.main once per argv list (ab_runtime.parity's for {"module": "parity", "argv"}),
+    all in one torch process (imports cost ~7 s)."""
     proc = subprocess.run(
         [str(python), str(HERE / "batch_demo.py"), str(RUNTIME_PARENT), json.dumps(argvs)],
         capture_output=True, text=True, timeout=600, env=env,

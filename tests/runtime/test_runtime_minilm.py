@@ -40,6 +40,12 @@ def test_minilm_real_weights_mean_pooled_embedding(torch_python: Path, minilm_di
     # every weight came from the checkpoint: transformers reports missing/newly initialised ones
     assert "newly initialized" not in proc.stderr and "were not initialized" not in proc.stderr
     assert "weights from local directory" in proc.stdout and "embedding dim 384" in proc.stdout
+    # the answer in words: a related pair of sentences is far closer than an unrelated one
+    answer = result["answer"]
+    assert answer["kind"] == "similarity" and len(answer["sentences"]) == 3 and len(answer["cosine"]) == 2
+    related, unrelated = answer["cosine"]
+    assert related > unrelated + 0.3 and -1 <= unrelated and related <= 1
+    assert f"answer: similarity of {answer['sentences'][0]!r} vs {answer['sentences'][1]!r}: {related:.4f}" in proc.stdout
 
 
 def _minilm_spec(minilm_dir: Path, normalize: bool) -> dict:

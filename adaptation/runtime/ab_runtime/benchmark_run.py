@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import RESULT_MARKER, harness, passes, precision
+from . import RESULT_MARKER, harness, passes, precision, workloads
 from . import device as ab_device
 from .errors import DtypeRefused, RuntimeDiagnosis
 from .measure import profile_forward, throughput
@@ -45,6 +45,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=10, help="timed calls")
     p.add_argument("--dataset", default="synthetic", help="input source (only 'synthetic' here)")
     p.add_argument("--profile-steps", type=int, default=2, help="forward calls in the profiled run")
+    p.add_argument("--workload", default=None, choices=workloads.WORKLOADS,
+                   help="workload profile (default: the spec's, else the task family's)")
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--out-dir", default=".", help="where the evidence files go")
     args = p.parse_args(argv)
@@ -78,7 +80,8 @@ def target_outputs(session: harness.Session, target: passes.Build, target_run: A
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples, args.dtype)
+    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples, args.dtype,
+                                   args.workload)
     spec, choice, dtype_name, mode = session.spec, session.choice, session.baseline_dtype_name, session.mode
     out_dir = Path(args.out_dir)
     files = names(choice.kind, dtype_name, mode, args.dataset)
@@ -109,6 +112,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"(reference CPU float32 median {reference_timing['median_ms']:.3f} ms; warmup {args.warmup}, "
                 f"iters {args.iters})")
 
+    workload = workloads.measure(session, target, target_run, args.warmup, args.iters)
+    if workload is not None:
+        harness.say(f"workload {session.workload.name}: {headline_text(workload)}")
+
     outputs_sha = harness.save_outputs(out_dir / files["outputs"], {
         "format": OUTPUTS_FORMAT, "device": choice.kind, "dtype": dtype_name, "mode": mode, "dataset": args.dataset,
         "target": target_out, "reference": session.reference_out, "reference_fp64": session.fp64_out,
@@ -131,6 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "throughput": {"batch_size": batch, "samples_per_s": throughput(batch, timing["median_ms"])},
         "peak_memory_bytes": peak, "peak_memory_source": peak_source,
         "accuracy": accuracy, "environment": harness.environment(session), "profile": profile,
+        "workload": workload,
         "evidence": {"outputs": files["outputs"], "trace": files["trace"], "outputs_sha256": outputs_sha},
     }
     harness.write_json(out_dir / files["metrics"], metrics)
@@ -141,7 +149,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "samples_per_s": metrics["throughput"]["samples_per_s"], "peak_memory_bytes": peak,
             "metrics": files["metrics"], "outputs": files["outputs"], "trace": files["trace"],
             "failed_outputs": accuracy["failed_outputs"], "reference_fp64": session.fp64_note,
-            "keep_fp32_modules": list(spec.keep_fp32_modules), "error": None}
+            "keep_fp32_modules": list(spec.keep_fp32_modules), "workload": session.workload.name,
+            "workload_figures": workload["headline"] if workload else None, "error": None}
+
+
+def headline_text(workload: dict[str, Any]) -> str:
+    """The workload's headline figures as one line for people."""
+    h = workload["headline"]
+    if "tpot_ms" in h:
+        agree = workload.get("greedy_vs_reference") or {}
+        first = agree.get("first_divergence")
+        return (f"TTFT {h['ttft_ms']:.3f} ms, TPOT {h['tpot_ms']:.3f} ms, {h['tokens_per_s']:.1f} tokens/s at batch 1, "
+                f"{h['batch_tokens_per_s']:.1f} tokens/s at batch {h['batch']}; greedy tokens vs CPU float32 "
+                f"reference: match {agree.get('match_rate', 0):.2f}, "
+                + ("no divergence" if first is None else f"first divergence at token {first}"))
+    return (f"throughput {h['throughput_samples_per_s']:.1f} samples/s (knee at batch {workload['knee_batch']}), "
+            f"batch-1 latency {h['batch1_latency_ms'] or float('nan'):.3f} ms"
+            + (f"; sweep stopped: {workload['stopped']}" if workload.get("stopped") else ""))
 
 
 def main(argv: list[str]) -> int:

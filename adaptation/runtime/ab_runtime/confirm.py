@@ -52,7 +52,8 @@ def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool
     chosen = list(notes["selection"]["passes"])
     figures = None
     if chosen:
-        session = harness.open_session(spec_path, device, use_pretrained, num_samples=1)
+        session = harness.open_session(spec_path, device, use_pretrained, num_samples=1,
+                                       workload=settings.get("workload"))
         figures = harness.paired_against_baseline(session, passes.get(chosen), pairs, int(settings["warmup"]), iters)
         harness.say(f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "
                     f"(interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f}); the search said "

@@ -1,7 +1,10 @@
 """`demo.py` of every adaptation: run the model once and say honestly what ran where.
 
 Inputs are seeded synthetic tensors, or with --text / --image / --audio a real input through the
-model's own tokenizer / image processor / feature extractor (ab_runtime.preprocess).
+model's own tokenizer / image processor / feature extractor (ab_runtime.preprocess). With real
+weights and a tokenizer the run ends with the model's answer in words (a causal LM's generated
+text, a classifier's label name, an embedder's similarity of two sentences); a dry run says its
+outputs come from random weights, so nobody mistakes shapes for an answer.
 Readable progress lines go to stdout; the last line is RESULT_MARKER + JSON for the gates.
 Expected failures (bad spec, unavailable device, unsupported model) print one `error: ...`
 line; failures inside model code keep their full traceback on stderr for the healer, and both
@@ -24,11 +27,24 @@ from .errors import RuntimeDiagnosis, SpecError
 
 TRUE_VALUES = ("1", "true", "yes", "on")
 GENERATED_TOKENS = 4  # generative families (VLMs) show a short greedy continuation
+DEFAULT_PROMPT = "The capital of France is"  # a causal LM continues this unless --text is given
+DEFAULT_TEXT = "This film was a delight from start to finish."  # other text families read this
+# An embedder compares the first with the second (related) and the third (unrelated) sentence.
+SENTENCES = ("A man is playing a guitar.", "Someone is playing a musical instrument.",
+             "The stock market fell sharply today.")
+RANDOM_WEIGHTS_NOTE = ("these outputs come from random weights (initialised from the config), "
+                       "not from the trained model: they show the package runs, not what the model answers")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # report like every other bad input, with a RESULT line
         raise SpecError(f"bad arguments: {message}")
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -42,6 +58,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     real.add_argument("--text", help="run on this text, through the model's own tokenizer (text families)")
     real.add_argument("--image", metavar="PATH", help="run on this image, through the model's image processor")
     real.add_argument("--audio", metavar="WAV", help="run on this 16-bit PCM WAV, through the model's feature extractor")
+    parser.add_argument("--max-new-tokens", type=_positive_int, default=8, help="tokens a causal LM generates for its answer")
     args = parser.parse_args(list(argv))
     args.dry_run = args.dry_run or os.environ.get("DRY_RUN", "").strip().lower() in TRUE_VALUES
     return args
@@ -130,7 +147,8 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
 
     described = describe(outputs)
     result.update(outputs=described, device_peak_memory_bytes=peak_memory(device), host_peak_rss_bytes=host_peak_rss())
-    print(f"result: {family.summary(outputs, loaded.config)}", flush=True)
+    summary = family.summary(outputs, loaded.config)
+    print(f"result: {summary}", flush=True)
     if generated is not None:
         result["generated_ids"] = generated.tolist()
         print(f"generated (greedy, {GENERATED_TOKENS} tokens) for sample 0: {generated[0].tolist()}", flush=True)
@@ -139,7 +157,88 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     bad = [name for name, stats in described.items() if not stats["finite"]]
     if bad:
         raise RuntimeDiagnosis(f"non-finite values (nan/inf) in outputs: {', '.join(bad)}")
+    result["answer"] = _answer(args, spec, loaded, family, device, summary if args.text else None)
     result["ok"] = True
+
+
+def _answer(args: argparse.Namespace, spec: Any, loaded: Any, family: Any, device: Any,
+            text_summary: Optional[str]) -> Optional[dict[str, Any]]:
+    """The model's answer in words, for a person reading the run; None when there is none to give
+    (no tokenizer, an image or audio family). Random weights never pass for an answer.
+    `text_summary`: the family's summary of the run above when it read --text."""
+    if loaded.mode != "pretrained":
+        print(f"note: {RANDOM_WEIGHTS_NOTE}", flush=True)
+        return {"kind": "random_weights", "text": RANDOM_WEIGHTS_NOTE}
+    from .preprocess import TEXT_FAMILIES, load_tokenizer
+
+    if spec.task_family not in TEXT_FAMILIES or args.image or args.audio:
+        return None
+    try:
+        tokenizer = load_tokenizer(spec)
+    except (RuntimeDiagnosis, ImportError) as exc:  # no tokenizer, or one needing a missing library
+        print(f"answer: none ({_one_line(exc)})", flush=True)
+        return None
+    if spec.task_family == "causal_lm":
+        return _generated(args.text or DEFAULT_PROMPT, tokenizer, loaded.model, device, args.max_new_tokens)
+    if family.pools:
+        return _similarity((args.text or SENTENCES[0],) + SENTENCES[1:], spec, loaded.model, family, device)
+    return _summarised(args.text or DEFAULT_TEXT, spec, loaded, family, device, text_summary)
+
+
+def _generated(prompt: str, tokenizer: Any, model: Any, device: Any, new_tokens: int) -> dict[str, Any]:
+    """Greedy continuation of `prompt` with the KV cache, decoded by the model's tokenizer."""
+    import torch
+
+    encoded = tokenizer(prompt, return_tensors="pt")
+    inputs = {k: v.to(device.torch_device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.inference_mode():
+        out = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False, pad_token_id=pad)
+    new = out[0, inputs["input_ids"].shape[1]:].tolist()
+    text = tokenizer.decode(new, skip_special_tokens=True)
+    print(f"answer: {prompt!r} -> {text!r} ({len(new)} new tokens, greedy)", flush=True)
+    return {"kind": "generation", "prompt": prompt, "text": text, "token_ids": new}
+
+
+def _similarity(sentences: Sequence[str], spec: Any, model: Any, family: Any, device: Any) -> dict[str, Any]:
+    """Cosine similarity of the first sentence's embedding with each other one's (the package's
+    own pooling and normalisation; mean pooling when the spec names none)."""
+    import torch
+
+    from .inputs import Signature, forward_flags
+    from .preprocess import tokenize
+
+    accepted = Signature.of(model).accepted
+    batch = {k: v.to(device.torch_device) for k, v in tokenize(spec, sentences).items() if k in accepted}
+    with torch.inference_mode():
+        named = family.named_outputs(model(**batch, **forward_flags(model)), batch,
+                                     spec.sentence_transformers_pooling or "mean", spec.sentence_transformers_normalize)
+    if "sentence_embedding" not in named:
+        raise RuntimeDiagnosis("the model gave no last_hidden_state to pool into sentence embeddings")
+    embeddings = named["sentence_embedding"].float()
+    scores = [round(float(torch.nn.functional.cosine_similarity(embeddings[0], other, dim=0)), 4)
+              for other in embeddings[1:]]
+    pairs = "; ".join(f"vs {s!r}: {c:.4f}" for s, c in zip(sentences[1:], scores))
+    print(f"answer: similarity of {sentences[0]!r} {pairs}", flush=True)
+    return {"kind": "similarity", "sentences": list(sentences), "cosine": scores}
+
+
+def _summarised(text: str, spec: Any, loaded: Any, family: Any, device: Any,
+                summary: Optional[str]) -> dict[str, Any]:
+    """The family's own summary of the model's outputs on real text (a classifier: its label name);
+    the run above gave it already when it read --text, else the default text is read now."""
+    if summary is None:
+        import torch
+
+        from .inputs import forward_flags
+        from .preprocess import real_inputs
+
+        inputs = {k: v.to(device.torch_device) for k, v in real_inputs(spec, loaded.model, text=text).items()}
+        with torch.inference_mode():
+            outputs = family.named_outputs(loaded.model(**inputs, **forward_flags(loaded.model)), inputs)
+        summary = family.summary(outputs, loaded.config)
+    print(f"answer: on {text!r}: {summary}", flush=True)
+    return {"kind": "summary", "input": text, "text": summary}
 
 
 def main(argv: Sequence[str]) -> int:

@@ -16,6 +16,7 @@ and re-measurement rebuild exactly the configuration that was measured.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import platform
 import time
@@ -25,12 +26,13 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import families, loading, moe, pairstats, passes, precision
+from . import families, loading, moe, pairstats, passes, precision, workloads
 from . import device as ab_device
 from .comparator import Thresholds, compare_outputs, judge_optimized
 from .fileops import atomic_path, sha256_file, write_text_atomic
 from .inputs import forward_flags
 from .measure import Timing, profiler_active, time_forward
+from .errors import SpecError
 from .spec import load_spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -68,6 +70,7 @@ class Session:
     thresholds: Thresholds
     mode: str
     loaded: Any
+    workload: workloads.Workload
 
     @property
     def baseline_dtype_name(self) -> str:
@@ -113,6 +116,15 @@ class Session:
         return judge_optimized(out, self.reference_out, self.spec.task_family, b.accuracy_dtype,
                                self.thresholds.tolerances)
 
+    def workload_inputs(self, batch: int, seq_len: Optional[int]) -> dict[str, torch.Tensor]:
+        """Seeded inputs of the family at another batch (and prompt length), for the workloads."""
+        recipe = dataclasses.replace(self.spec.recipe, batch_size=batch, **({"seq_len": seq_len} if seq_len else {}))
+        return self.family.build_inputs(self.reference, self.loaded.config, recipe, recipe.seed)
+
+    def headline_call(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
+        """What the optimizer times: one unit of the workload's headline figure (workloads.headline_call)."""
+        return workloads.headline_call(self, b, run)
+
     def timed_call(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
         inputs = passes.prepare_inputs(self.samples[0], self.choice.torch_device, b)
         return lambda: run(inputs)
@@ -131,9 +143,14 @@ class Session:
 
 
 def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples: int,
-                 dtype: Optional[str] = None) -> Session:
-    """Build the reference model, the seeded samples and the float32 / float64 reference outputs."""
+                 dtype: Optional[str] = None, workload: Optional[str] = None) -> Session:
+    """Build the reference model, the seeded samples and the float32 / float64 reference outputs;
+    `workload` overrides the spec's workload profile (the team lead's benchmark.workload)."""
     spec = load_spec(Path(spec_path))
+    try:
+        profile = workloads.resolve(spec.task_family, spec.workload, workload)
+    except SpecError as exc:
+        raise HarnessError(str(exc)) from None
     choice = ab_device.select_device(device, allow_fallback=False)
     family = families.get_family(spec.task_family)
     baseline_name = dtype or spec.dtype_target
@@ -147,7 +164,7 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
                for i in range(num_samples)]
     tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
     session = Session(spec, Path(spec_path), choice, family, reference, DTYPES[baseline_name], samples, {}, None,
-                      "built", Thresholds.from_spec(tolerances, spec.task_family), loaded.mode, loaded)
+                      "built", Thresholds.from_spec(tolerances, spec.task_family), loaded.mode, loaded, profile)
     cpu_session = copy.copy(session)
     cpu_session.choice = cpu
     ref_build = passes.Build(reference, "cpu", torch.float32, "float32")
@@ -213,10 +230,11 @@ def paired(session: Session, base: Callable[[], Any], cand: Callable[[], Any], p
 
 def paired_against_baseline(session: Session, chosen: list[passes.Pass], pairs: int, warmup: int,
                             iters: int) -> dict[str, Any]:
-    """A fresh baseline and a fresh `chosen` variant, timed paired and interleaved."""
+    """A fresh baseline and a fresh `chosen` variant, timed paired and interleaved on the session
+    workload's headline call (workloads.headline_call)."""
     base_build, base_run, _ = session.make([])
     build, run, _ = session.make(chosen)
-    return paired(session, session.timed_call(base_build, base_run), session.timed_call(build, run),
+    return paired(session, session.headline_call(base_build, base_run), session.headline_call(build, run),
                   pairs, warmup, iters)
 
 

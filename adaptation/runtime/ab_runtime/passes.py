@@ -69,6 +69,9 @@ class Build:
     compile_kwargs: Optional[dict[str, Any]] = None
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # A decode pass's decoder factory `(build, model) -> workloads.Decoder` (decode_passes.py);
+    # None: eager decoding through the model's own KV cache (workloads.HFDecoder).
+    decoder: Optional[Callable[["Build", torch.nn.Module], Any]] = None
 
 
 @dataclass(frozen=True)
@@ -469,14 +472,21 @@ def finalize(b: Build, flags: dict[str, Any]) -> Callable[[dict[str, Any]], Any]
         module = torch.compile(b.model, **b.compile_kwargs)
 
     def run(inputs: dict[str, Any]) -> Any:
-        with contextlib.ExitStack() as stack:
-            for make in b.contexts:
-                stack.enter_context(make())
-            if b.autocast is not None:
-                stack.enter_context(torch.autocast(b.device_kind, dtype=b.autocast))
+        with build_contexts(b):
             return module(**inputs, **flags)
 
     return run
+
+
+@contextlib.contextmanager
+def build_contexts(b: Build) -> Iterator[None]:
+    """The Build's contexts and autocast, for any call into its model (a forward, an encoder)."""
+    with contextlib.ExitStack() as stack:
+        for make in b.contexts:
+            stack.enter_context(make())
+        if b.autocast is not None:
+            stack.enter_context(torch.autocast(b.device_kind, dtype=b.autocast))
+        yield
 
 
 def prepare_inputs(inputs: dict[str, Any], device: str, b: Build) -> dict[str, Any]:

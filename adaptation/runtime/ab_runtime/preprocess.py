@@ -39,10 +39,25 @@ def _load(kind: str, spec: RunSpec) -> Any:
         raise UnsupportedModel(f"the model ships no usable {kind.removeprefix('Auto')} ({origin}): {first}") from None
 
 
+def load_tokenizer(spec: RunSpec) -> Any:
+    """The tokenizer the model ships; UnsupportedModel (one line) when it ships none. transformers 5
+    builds an empty tokenizer (vocabulary 0) for a directory without tokenizer files instead of
+    raising: that is no tokenizer either."""
+    tokenizer = _load("AutoTokenizer", spec)
+    if getattr(tokenizer, "vocab_size", None) == 0:
+        _, _, origin = source_kwargs(spec)
+        raise UnsupportedModel(f"the model ships no usable Tokenizer ({origin}): no tokenizer files, the vocabulary is empty")
+    return tokenizer
+
+
 def tokenize(spec: RunSpec, texts: Sequence[str]) -> dict[str, torch.Tensor]:
     """The model's tokenizer over `texts`, padded to one batch (as sentence-transformers does)."""
-    tokenizer = _load("AutoTokenizer", spec)
-    return dict(tokenizer(list(texts), padding=True, truncation=True, max_length=MAX_TEXT_TOKENS,
+    tokenizer = load_tokenizer(spec)
+    if len(texts) > 1 and tokenizer.pad_token is None:  # GPT-2-style tokenizers ship no pad token
+        if tokenizer.eos_token is None:
+            raise UnsupportedModel("the tokenizer has neither a pad nor an eos token to pad a batch of texts with")
+        tokenizer.pad_token = tokenizer.eos_token
+    return dict(tokenizer(list(texts), padding=len(texts) > 1, truncation=True, max_length=MAX_TEXT_TOKENS,
                           return_tensors="pt"))
 
 

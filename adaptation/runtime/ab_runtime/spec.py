@@ -45,6 +45,7 @@ class RunSpec:
     sentence_transformers_pooling: Optional[str] = None
     sentence_transformers_normalize: bool = False  # modules.json's Normalize: L2-normalised embeddings
     set_default_device: bool = False  # healer fix for "tensors on different devices"
+    workload: dict[str, Any] = field(default_factory=dict)  # name + sizes (ab_runtime.workloads.resolve)
 
 
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -87,6 +88,7 @@ def parse_spec(data: Any) -> RunSpec:
     for key in ("batch_size", "seq_len", "decoder_seq_len"):
         if not isinstance(getattr(recipe, key), int) or getattr(recipe, key) < 1:
             raise SpecError(f"spec field 'inputs.{key}' must be a positive integer")
+    workload = _section(data, "workload")
     overrides = data.get("config_overrides") or {}
     if not isinstance(overrides, dict):
         raise SpecError("spec field 'config_overrides' must be an object")
@@ -109,6 +111,7 @@ def parse_spec(data: Any) -> RunSpec:
         sentence_transformers_pooling=data.get("sentence_transformers_pooling"),
         sentence_transformers_normalize=bool(data.get("sentence_transformers_normalize", False)),
         set_default_device=bool(data.get("set_default_device", False)),
+        workload={k: v for k, v in workload.items() if v is not None},
     )
 
 
