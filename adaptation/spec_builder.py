@@ -31,6 +31,12 @@ FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
     "image_classification": ("pixel_values",),
     "speech_seq2seq": ("input_features", "decoder_input_ids"),
     "vision_seq2seq": ("pixel_values", "decoder_input_ids"),
+    # audio, time series, LLM embedders and rerankers (issue 13)
+    "ctc_speech_recognition": ("input_values",),
+    "audio_classification": ("input_values",),
+    "time_series_forecasting": ("past_values",),
+    "llm_embedding": ("input_ids", "attention_mask"),
+    "reranker": ("input_ids", "attention_mask"),
     # --- vision families (issue 13) ---
     "image_text_to_text": ("input_ids", "attention_mask", "pixel_values"),  # + image grid / token types per model
     "zero_shot_image_classification": ("input_ids", "attention_mask", "pixel_values"),
@@ -39,6 +45,8 @@ FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
     "depth_estimation": ("pixel_values",),
     # --- end vision families ---
 }
+# Families whose sentence embedding is pooled even without modules.json, and how.
+DEFAULT_POOLING = {"llm_embedding": "lasttoken"}
 IMAGE_FAMILIES = ("image_classification", "vision_seq2seq", "zero_shot_image_classification", "object_detection",
                   "semantic_segmentation", "depth_estimation")
 VISION_SUBCONFIGS = ("vision_config", "backbone_config")
@@ -182,6 +190,6 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         trust_remote_code=needs_remote and record.allow_remote_code,
         inputs=_inputs(family, cfg),
         dry_run_max_layers=dry_run_max_layers(parameter_count, num_layers, _dry_run_budget()),
-        sentence_transformers_pooling=info.sentence_transformers_pooling if info else None,
+        sentence_transformers_pooling=(info.sentence_transformers_pooling if info else None) or DEFAULT_POOLING.get(family),
         sentence_transformers_normalize=bool(info.sentence_transformers_normalize) if info else False,
     )

@@ -18,6 +18,12 @@ TASK_FAMILIES: dict[str, str] = {
     "image_classification": "AutoModelForImageClassification",
     "speech_seq2seq": "AutoModelForSpeechSeq2Seq",  # Whisper style
     "vision_seq2seq": "AutoModelForVision2Seq",  # VisionEncoderDecoder style
+    # audio, time series, LLM embedders and rerankers (issue 13)
+    "ctc_speech_recognition": "AutoModelForCTC",  # wav2vec2 / HuBERT style, greedy CTC transcripts
+    "audio_classification": "AutoModelForAudioClassification",  # AST, wav2vec2 / HuBERT heads
+    "time_series_forecasting": "AutoModelForTimeSeriesPrediction",  # PatchTST, TimesFM
+    "llm_embedding": "AutoModel",  # decoder LLM backbone as an embedder (Qwen3-Embedding): last-token pooling
+    "reranker": "AutoModelForSequenceClassification",  # cross-encoder with one relevance score
     # --- vision and vision-language families (issue 13) ---
     "image_text_to_text": "AutoModelForImageTextToText",  # VLMs: Qwen2.5-VL, Gemma 3, LLaVA style
     "zero_shot_image_classification": "AutoModelForZeroShotImageClassification",  # CLIP / SigLIP: image-text similarity

@@ -4,7 +4,7 @@
                              [--markdown FILE] [--json]
 
 Registers, on a throwaway board (or --out DIR), the bundled demo models, the tests' tiny models
-(TEST_FAMILY_SOURCES: the benchmark, vision and audio tests' tables), one tiny config per registry family that neither
+(TEST_FAMILY_SOURCES: the benchmark, vision and coverage tests' tables), one tiny config per registry family that neither
 covers (EXAMPLES below), and one refused architecture per family still missing
 (ascendbridge/unsupported_families.py); then one team-lead run (`--once`, attempt budget 3) of
 the real stages. The table has one row per model: its family, each stage's outcome (a refusal
@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO_ROOT))
 TEST_FAMILY_SOURCES = (
     ("tests.benchmark.bench_support", "TINY_MODELS"),
     ("tests.benchmark.test_benchmark_vision", "MODELS"),
-    ("tests.benchmark.test_benchmark_audio", "MODELS"),
+    ("tests.coverage.coverage_support", "COVERAGE_MODELS"),  # audio, time series, embedders, MoE, SSM
 )
 
 _BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,

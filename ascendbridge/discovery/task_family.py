@@ -23,6 +23,7 @@ VISION_SEQ2SEQ_TYPES = frozenset({"vision-encoder-decoder"})
 
 # Head suffix -> family, longest suffixes first so "...ForImageClassificationWithTeacher" wins.
 SUFFIX_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("ForAudioClassification", "audio_classification"),  # issue 13
     ("ForImageClassificationWithTeacher", "image_classification"),
     ("ForSequenceClassification", "sequence_classification"),
     ("ForTokenClassification", "token_classification"),
@@ -33,6 +34,8 @@ SUFFIX_FAMILIES: tuple[tuple[str, str], ...] = (
     ("ForCausalLM", "causal_lm"),
     ("LMHeadModel", "causal_lm"),  # GPT2LMHeadModel, OpenAIGPTLMHeadModel, ...
     ("ForMaskedLM", "masked_lm"),
+    ("ForCTC", "ctc_speech_recognition"),  # issue 13
+    ("ForPrediction", "time_series_forecasting"),  # PatchTSTForPrediction, TimesFmModelForPrediction
     # --- vision families (issue 13) ---
     ("ForZeroShotImageClassification", "zero_shot_image_classification"),
     ("ForSemanticSegmentation", "semantic_segmentation"),
@@ -51,6 +54,10 @@ PIPELINE_TAG_FAMILIES: dict[str, str] = {
     "zero-shot-image-classification": "zero_shot_image_classification",
     "object-detection": "object_detection",
     "depth-estimation": "depth_estimation",
+    # audio, time series, rerankers (issue 13)
+    "audio-classification": "audio_classification",
+    "time-series-forecasting": "time_series_forecasting",
+    "text-ranking": "reranker",
 }
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 
@@ -75,6 +82,49 @@ def _by_pipeline_tag(tag: Optional[str], arch: Optional[str], reason: str) -> Op
 
 # Heads with no family of their own whose checkpoints still load as the bare encoder.
 BACKBONE_SUFFIXES = ("ForPreTraining",)
+
+
+# --- audio, time series, LLM embedders and rerankers (issue 13) ---
+# Speech encoders whose ...ForSequenceClassification head classifies audio clips, not text.
+AUDIO_TYPES = frozenset({
+    "wav2vec2", "wav2vec2-conformer", "wav2vec2-bert", "hubert", "wavlm", "data2vec-audio", "unispeech",
+    "unispeech-sat", "sew", "sew-d", "audio-spectrogram-transformer", "whisper",
+})
+# Decoder-only LLM types: their bare ...Model is an embedder with last-token pooling.
+DECODER_LLM_TYPES = frozenset({
+    "llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
+    "mixtral", "gpt2", "gpt_neox", "falcon", "olmo", "olmo2", "starcoder2", "deepseek_v3", "glm", "glm4",
+})
+
+
+def _num_labels(cfg: dict[str, Any]) -> Optional[int]:
+    labels = cfg.get("id2label")
+    if isinstance(labels, dict) and labels:
+        return len(labels)
+    value = cfg.get("num_labels")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _is_decoder_llm(model_type: str, cfg: dict[str, Any]) -> bool:
+    """A decoder-only language model config (its bare backbone embeds by the last token)."""
+    return model_type in DECODER_LLM_TYPES or ("num_key_value_heads" in cfg and not cfg.get("is_encoder_decoder"))
+
+
+def refine(found: Classification, model_type: str, cfg: dict[str, Any], pipeline_tag: Optional[str],
+           pooling: Optional[str]) -> Classification:
+    """Families the head suffix alone cannot tell: audio clip classifiers, rerankers (one label or the
+    Hub's text-ranking tag) and LLM-backbone embedders (decoder type or last-token pooling)."""
+    arch = found.model_class or ""
+    if found.family == "sequence_classification":
+        if model_type in AUDIO_TYPES or pipeline_tag == "audio-classification":
+            return Classification("audio_classification", arch, f"{arch} on audio model_type '{model_type}'")
+        if _num_labels(cfg) == 1 or pipeline_tag == "text-ranking":
+            why = "one label" if _num_labels(cfg) == 1 else "Hub pipeline tag text-ranking"
+            return Classification("reranker", arch, f"{arch} with {why}: a cross-encoder reranker (relevance score)")
+    if found.family == "feature_extraction" and (pooling == "lasttoken" or _is_decoder_llm(model_type, cfg)):
+        why = "last-token pooling" if pooling == "lasttoken" else f"decoder LLM model_type '{model_type}'"
+        return Classification("llm_embedding", found.model_class, f"{found.reason}; {why}: an LLM-backbone embedder")
+    return found
 
 
 @dataclass(frozen=True)
@@ -129,9 +179,15 @@ def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optiona
 
 
 def classify(cfg: dict[str, Any], sentence_transformers: bool = False,
-             pipeline_tag: Optional[str] = None) -> Classification:
-    """The task family for a parsed config.json; sentence_transformers = modules.json present;
-    pipeline_tag = the Hub's tag (model card), which settles bare backbones and unknown heads."""
+             pipeline_tag: Optional[str] = None, pooling: Optional[str] = None) -> Classification:
+    """The task family for a parsed config.json; sentence_transformers = modules.json present
+    (`pooling` its pooling mode); pipeline_tag = the Hub's tag (model card), which settles bare
+    backbones and unknown heads; then the families a head suffix alone cannot tell (refine)."""
+    found = _classify(cfg, sentence_transformers, pipeline_tag)
+    return refine(found, str(cfg.get("model_type") or ""), cfg, pipeline_tag, pooling) if found.family else found
+
+
+def _classify(cfg: dict[str, Any], sentence_transformers: bool, pipeline_tag: Optional[str]) -> Classification:
     model_type = str(cfg.get("model_type") or "")
     archs = cfg.get("architectures") or []
     if not isinstance(archs, list):

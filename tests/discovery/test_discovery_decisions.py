@@ -77,8 +77,8 @@ def test_too_large_wins_over_remote_code() -> None:
 
 
 def test_unknown_architecture_proceeds_with_its_reason(tmp_path: Path, model_writer) -> None:
-    info = discover("a/ctc", "local", str(model_writer(tmp_path, {"architectures": ["Wav2Vec2ForCTC"],
-                                                                "model_type": "wav2vec2"})))
-    assert info.task_family is None and "Wav2Vec2ForCTC" in info.task_family_reason
+    info = discover("a/xvector", "local", str(model_writer(tmp_path, {"architectures": ["Wav2Vec2ForXVector"],
+                                                                    "model_type": "wav2vec2"})))
+    assert info.task_family is None and "Wav2Vec2ForXVector" in info.task_family_reason
     decision = decide(info, False, False, memory_gb=64)
     assert decision.action == "proceed" and "no task family" in decision.reason

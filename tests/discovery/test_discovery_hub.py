@@ -102,3 +102,13 @@ def test_token_without_access_blocks_the_stage(fake_hub, board: BoardStore, mini
     outcome = DISCOVERY_STAGE.run(ctx)
     assert outcome.status == "blocked" and outcome.diagnosis["rule"] == "gated_no_token"
     assert "hf_token_without_access" not in outcome.summary + ctx.log.getvalue()
+
+
+def test_hub_pipeline_tag_decides_what_the_config_cannot(fake_hub, tmp_path: Path, model_writer) -> None:
+    """A config without architectures says no head; the Hub's own pipeline tag (not in the card) names it."""
+    repo = model_writer(tmp_path / "mixer", {"model_type": "patchtsmixer", "context_length": 32})
+    fake_hub.add("ibm/tiny-mixer", repo, COMMIT, pipeline_tag="time-series-forecasting")
+    info = discover("ibm/tiny-mixer", "huggingface")
+    assert info.task_family == "time_series_forecasting"
+    assert info.model_class == "AutoModelForTimeSeriesPrediction"
+    assert "pipeline tag is 'time-series-forecasting'" in info.task_family_reason

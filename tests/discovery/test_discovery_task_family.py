@@ -34,8 +34,16 @@ from ascendbridge.task_families import TASK_FAMILIES
         ("DeiTForImageClassificationWithTeacher", "deit", "image_classification"),
         ("BertModel", "bert", "feature_extraction"),
         ("LlavaForConditionalGeneration", "llava", None),
-        ("Wav2Vec2ForCTC", "wav2vec2", None),
+        ("Wav2Vec2ForXVector", "wav2vec2", None),
         ("BertForMultipleChoice", "bert", None),
+        # issue 13: audio, time series, LLM embedders
+        ("Wav2Vec2ForCTC", "wav2vec2", "ctc_speech_recognition"),
+        ("HubertForSequenceClassification", "hubert", "audio_classification"),
+        ("ASTForAudioClassification", "audio-spectrogram-transformer", "audio_classification"),
+        ("PatchTSTForPrediction", "patchtst", "time_series_forecasting"),
+        ("TimesFmModelForPrediction", "timesfm", "time_series_forecasting"),
+        ("BertForNextSentencePrediction", "bert", None),  # not a forecaster
+        ("Qwen3Model", "qwen3", "llm_embedding"),
     ],
 )
 def test_architecture_suffixes(arch: str, model_type: str, family: str | None) -> None:
@@ -64,7 +72,7 @@ def test_sentence_transformers_directory_is_feature_extraction() -> None:
 
 
 def test_later_architecture_can_decide() -> None:
-    got = classify({"architectures": ["Wav2Vec2ForCTC", "BertForMaskedLM"], "model_type": "bert"})
+    got = classify({"architectures": ["Wav2Vec2ForXVector", "BertForMaskedLM"], "model_type": "bert"})
     assert got.family == "masked_lm"
 
 
@@ -84,8 +92,8 @@ def test_without_architectures(config: dict, family: str | None, reason: str) ->
 
 
 def test_unknown_head_reason_names_the_architecture() -> None:
-    got = classify({"architectures": ["Wav2Vec2ForCTC"], "model_type": "wav2vec2"})
-    assert "Wav2Vec2ForCTC" in got.reason and "supported" in got.reason
+    got = classify({"architectures": ["Wav2Vec2ForXVector"], "model_type": "wav2vec2"})
+    assert "Wav2Vec2ForXVector" in got.reason and "supported" in got.reason
 
 
 # --- vision families (issue 13) ---

@@ -28,6 +28,12 @@ EXPECTED = {
     "image_classification": ("vit", {"logits": [2, 4]}),
     "speech_seq2seq": ("whisper", {"logits": [2, 8, 128], "encoder_last_hidden_state": [2, 30, 32]}),
     "vision_seq2seq": ("vit-gpt2", {"logits": [2, 8, 128]}),
+    # issue 13 (tests/coverage runs them through the stages)
+    "ctc_speech_recognition": ("wav2vec2-ctc", {"logits": [2, 798, 32]}),
+    "audio_classification": ("ast", {"logits": [2, 3]}),
+    "time_series_forecasting": ("patchtst", {"prediction_outputs": [2, 8, 2]}),
+    "llm_embedding": ("qwen3-embed", {"sentence_embedding": [2, 32]}),
+    "reranker": ("bert-rerank", {"logits": [2, 1]}),
     # --- vision families (issue 13): only the accuracy outputs a user checks, plus derived results ---
     "image_text_to_text": ("qwen2.5-vl", {"logits": [2, 50, 128]}),  # 32 text + 16 image tokens + 2 markers
     "zero_shot_image_classification": ("siglip", {"logits_per_image": [2, 2], "logits_per_text": [2, 2],
@@ -151,7 +157,7 @@ def test_unsupported_forward_is_a_clear_diagnosis(runs: dict[str, dict[str, Any]
     run = runs["time-series"]
     assert run["rc"] == 1 and run["result"]["ok"] is False
     assert run["result"]["error_kind"] == "unsupported_model"
-    assert "requires 'past_values'" in run["result"]["error"]
+    assert "requires 'past_time_features'" in run["result"]["error"]  # past_values is built (forecasters); time features are not
     assert run["stderr"].strip().splitlines() == [f"error: {run['result']['error']}"]
 
 

@@ -54,6 +54,18 @@ CATALOGUE = {
                                         decoder_ffn_dim=64, max_source_positions=30, max_target_positions=32,
                                         suppress_tokens=[], begin_suppress_tokens=[], **DECODER_IDS)),
     "vit-gpt2": ("family", "vision_seq2seq", "VisionEncoderDecoderModel", vision_encoder_decoder),
+    # issue 13: audio, time series, LLM embedders, rerankers
+    "wav2vec2-ctc": ("family", "ctc_speech_recognition", "AutoModelForCTC",
+                     lambda: T.Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                              conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8),
+                                              num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, vocab_size=32)),
+    "ast": ("family", "audio_classification", "AutoModelForAudioClassification",
+            lambda: T.ASTConfig(num_mel_bins=32, max_length=64, num_labels=3, **{k: v for k, v in TEXT.items() if k != "vocab_size"})),
+    "patchtst": ("family", "time_series_forecasting", "PatchTSTForPrediction",
+                 lambda: T.PatchTSTConfig(num_input_channels=2, context_length=32, patch_length=8, patch_stride=8,
+                                          prediction_length=8, d_model=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=32)),
+    "qwen3-embed": ("family", "llm_embedding", "AutoModel", lambda: T.Qwen3Config(num_key_value_heads=1, head_dim=16, **TEXT)),
+    "bert-rerank": ("family", "reranker", "AutoModelForSequenceClassification", lambda: T.BertConfig(num_labels=1, **TEXT)),
     # held out: architectures no issue names
     "layoutlm": ("held_out", "token_classification", "AutoModelForTokenClassification", lambda: T.LayoutLMConfig(num_labels=3, **TEXT)),
     "distilbert": ("held_out", "sequence_classification", "AutoModelForSequenceClassification",
@@ -145,7 +157,7 @@ CATALOGUE = {
                              reshape_hidden_states=False),
         patch_size=14, reassemble_hidden_size=32, neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16)),
     # --- end vision families ---
-    # unsupported on purpose: its forward requires time-series inputs no builder makes
+    # unsupported on purpose: its forward requires time features no builder makes (past_values is built)
     "time-series": ("unsupported", "feature_extraction", "AutoModel",
                     lambda: T.TimeSeriesTransformerConfig(prediction_length=4, d_model=16, encoder_layers=1, decoder_layers=1,
                                                           encoder_attention_heads=2, decoder_attention_heads=2)),

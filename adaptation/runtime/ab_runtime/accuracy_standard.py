@@ -56,6 +56,14 @@ TABLE: dict[tuple[str, str], Row] = {
     ("*", "float32"): _FP32,
     ("*", "float16"): _low("float16"),
     ("*", "bfloat16"): _low("bfloat16"),
+    # --- audio, time series, LLM embedders, rerankers (issue 13) ---
+    # Forecasts compound over the horizon and through instance normalisation (loc/scale): in low
+    # precision the bound doubles; float32 keeps the standard.
+    **{("time_series_forecasting", d): replace(_low(d), max_abs_err_scaled_max=2 * _low(d).max_abs_err_scaled_max)
+       for d in sorted(LOW_PRECISION)},
+    # A reranker gives one score per pair: the cosine over a handful of scores hides a wrong
+    # score easily, so in low precision it must reach 0.995 (the error bound is the standard's).
+    **{("reranker", d): replace(_low(d), cosine_min=0.995) for d in sorted(LOW_PRECISION)},
     # --- vision families (issue 13) ---
     # A segmentation mask is an argmax per pixel: with thousands of pixels one near-tie between two
     # classes flips a pixel even in float32, so the mask may differ in 1 pixel in 1000 (its logits
@@ -97,6 +105,10 @@ TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
     "sequence_classification": ("logits",), "token_classification": ("logits",),
     "image_classification": ("logits",), "question_answering": ("start_logits", "end_logits"),
     "feature_extraction": (),  # embeddings: cosine and max error only
+    # issue 13: CTC frames' argmax is the greedy transcript; one label per clip; forecasts,
+    # embeddings and single rerank scores have no argmax to agree on
+    "ctc_speech_recognition": ("logits",), "audio_classification": ("logits",),
+    "time_series_forecasting": (), "llm_embedding": (), "reranker": (),
     # --- vision families (issue 13) ---
     "image_text_to_text": ("logits",),  # the next token after image and text
     "zero_shot_image_classification": ("logits_per_image", "logits_per_text"),  # the best-matching text / image

@@ -15,6 +15,7 @@ import torch
 
 from .errors import UnsupportedModel
 from .inputs import Signature, build_model_inputs
+from .moe import routing_outputs, routing_top_k
 from .outputs import named_outputs as flatten_outputs
 from . import vision_tasks
 from .spec import InputRecipe
@@ -30,6 +31,12 @@ TASK_FAMILIES: dict[str, str] = {
     "image_classification": "AutoModelForImageClassification",
     "speech_seq2seq": "AutoModelForSpeechSeq2Seq",
     "vision_seq2seq": "AutoModelForVision2Seq",
+    # audio, time series, LLM embedders and rerankers (issue 13)
+    "ctc_speech_recognition": "AutoModelForCTC",
+    "audio_classification": "AutoModelForAudioClassification",
+    "time_series_forecasting": "AutoModelForTimeSeriesPrediction",
+    "llm_embedding": "AutoModel",
+    "reranker": "AutoModelForSequenceClassification",
     # --- vision and vision-language families (issue 13) ---
     "image_text_to_text": "AutoModelForImageTextToText",
     "zero_shot_image_classification": "AutoModelForZeroShotImageClassification",
@@ -59,7 +66,9 @@ def top_tokens(outputs: dict[str, torch.Tensor], config: Any) -> str:
     if logits is None or logits.dim() < 2:
         return _fallback(outputs)
     ids = logits[0, -1].float().topk(min(5, logits.shape[-1])).indices.tolist()
-    return f"top token ids at the last position: {ids}"
+    routes = [v[0, 0].tolist() for n, v in outputs.items() if n.startswith("routing.") and v.dim() == 3]
+    moe = f"; experts of the first token per MoE layer: {routes}" if routes else ""
+    return f"top token ids at the last position: {ids}{moe}"
 
 
 def _label(config: Any, index: int) -> str:
@@ -98,17 +107,83 @@ def embedding_norm(outputs: dict[str, torch.Tensor], config: Any) -> str:
     return f"hidden states {list(hidden.shape)}, mean token norm {float(hidden[0].float().norm(dim=-1).mean()):.4f}"
 
 
+# --- summaries of the audio, time-series, embedder and reranker families (issue 13) ---
+
+
+def _ctc_vocabulary(config: Any) -> dict[int, str]:
+    """id -> token from the vocab.json the model ships next to its config (CTC tokenizers' file)."""
+    import json
+    from pathlib import Path
+
+    path = Path(str(getattr(config, "_name_or_path", "") or "")) / "vocab.json"
+    try:
+        vocab = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return {int(i): str(t) for t, i in vocab.items() if isinstance(i, int)} if isinstance(vocab, dict) else {}
+
+
+def ctc_transcript(outputs: dict[str, torch.Tensor], config: Any) -> str:
+    """Greedy CTC decoding of the first item: argmax per frame, repeats collapsed, blanks removed."""
+    logits = _first(outputs, "logits")
+    if logits is None or logits.dim() != 3:
+        return _fallback(outputs)
+    blank = getattr(config, "pad_token_id", None)
+    blank = 0 if blank is None else int(blank)
+    frames = logits[0].argmax(-1).tolist()
+    ids = [t for i, t in enumerate(frames) if t != blank and (i == 0 or t != frames[i - 1])]
+    shown = f"{ids[:16]}{' ...' if len(ids) > 16 else ''}"
+    vocab = _ctc_vocabulary(config)
+    special = {t for t, token in vocab.items() if token.startswith("<") and token.endswith(">")}
+    text = "".join(vocab.get(t, "?") for t in ids if t not in special).replace("|", " ") if vocab else None
+    chars = f", characters {text[:40]!r}" if text is not None else ""
+    return f"greedy CTC transcript ({len(frames)} frames, blank {blank}): {len(ids)} tokens {shown}{chars}"
+
+
+def forecast(outputs: dict[str, torch.Tensor], config: Any) -> str:
+    values = _first(outputs, "prediction_outputs", "mean_predictions", "sequences")
+    if values is None or values.dim() < 2:
+        return _fallback(outputs)
+    series = values[0] if values.dim() == 2 else values[0, :, 0]
+    channels = f", {values.shape[-1]} channels (first shown)" if values.dim() == 3 else ""
+    first = ", ".join(f"{float(v):.4f}" for v in series[:3].float())
+    return f"forecast horizon {values.shape[1]} steps{channels}: first values [{first}]"
+
+
+def llm_embedding(outputs: dict[str, torch.Tensor], config: Any) -> str:
+    pooled = _first(outputs, "sentence_embedding")
+    if pooled is None:
+        return _fallback(outputs)
+    vectors = pooled.float()
+    line = f"last-token embedding dim {vectors.shape[-1]}, L2 norm {float(vectors[0].norm()):.4f}"
+    if vectors.shape[0] > 1:
+        line += f", cosine(first, second) {float(torch.nn.functional.cosine_similarity(vectors[0], vectors[1], dim=0)):.4f}"
+    return line
+
+
+def rerank_scores(outputs: dict[str, torch.Tensor], config: Any) -> str:
+    logits = _first(outputs, "logits")
+    if logits is None or logits.dim() != 2 or logits.shape[-1] != 1:
+        return _fallback(outputs)
+    return "relevance scores (one per query-document pair): " + ", ".join(f"{float(v):.4f}" for v in logits[:, 0])
+
+
 def pool(hidden: torch.Tensor, mask: Optional[torch.Tensor], mode: str) -> torch.Tensor:
     """sentence-transformers pooling over tokens: mean (mask-weighted), cls or max."""
     if mode == "cls":
         return hidden[:, 0]
+    if mode == "lasttoken":  # decoder embedders (Qwen3-Embedding): the last real token, left or right padding
+        if mask is None or bool(mask[:, -1].all()):
+            return hidden[:, -1]
+        last = mask.long().sum(dim=1) - 1
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
     weights = (mask if mask is not None else torch.ones(hidden.shape[:2], device=hidden.device))
     weights = weights.unsqueeze(-1).to(hidden.dtype)
     if mode == "max":
         return hidden.masked_fill(weights == 0, float("-inf")).max(dim=1).values
     if mode == "mean":
         return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-    raise UnsupportedModel(f"unknown sentence-transformers pooling '{mode}' (expected mean, cls or max)")
+    raise UnsupportedModel(f"unknown sentence-transformers pooling '{mode}' (expected mean, cls, max or lasttoken)")
 
 
 @dataclass(frozen=True)
@@ -118,6 +193,10 @@ class Family:
     summary: Summary
     extra_inputs: tuple[str, ...] = ()
     pools: bool = False  # adds a sentence_embedding when the spec names a pooling mode
+    default_pooling: Optional[str] = None  # pooling when the spec names none (LLM embedders: last token)
+    # Outputs kept when present, any of them (forecasters name their forecast differently);
+    # accuracy_outputs below requires every one it names.
+    kept_outputs: tuple[str, ...] = ()
     # The outputs a user checks (compared by the benchmark, shown by the demo); () keeps every one.
     accuracy_outputs: tuple[str, ...] = ()
     derive: Optional[Derive] = None  # task results computed from the forward (scores, masks)
@@ -146,11 +225,22 @@ class Family:
         """The forward's tensors by name, plus the sentence-transformers head when the spec has one:
         Pooling (`pooling`) then Normalize (`normalize`), as modules.json chains them, so the
         sentence_embedding equals what sentence-transformers' encode() returns. A family that
-        names its accuracy outputs keeps only those (and what `derive` computes from them)."""
+        names its accuracy outputs keeps only those (and what `derive` computes from them). With
+        the model's config, MoE router logits also give routing decisions (routing_outputs)."""
         named = flatten_outputs(outputs)
+        pooling = pooling or self.default_pooling
         if self.pools and pooling and "last_hidden_state" in named:
             pooled = pool(named["last_hidden_state"], inputs.get("attention_mask"), pooling)
             named["sentence_embedding"] = torch.nn.functional.normalize(pooled, p=2, dim=-1) if normalize else pooled
+        top_k = routing_top_k(config) if config is not None else None
+        if top_k and any(n.startswith("router_logits") for n in named):
+            named = routing_outputs(named, inputs, top_k)
+        if self.kept_outputs:
+            kept = {n: v for n, v in named.items() if n in self.kept_outputs}
+            if not kept:
+                raise UnsupportedModel(f"the forward returned none of the {self.name} outputs "
+                                       f"({', '.join(self.kept_outputs)}); it returned {', '.join(named) or 'nothing'}")
+            named = kept
         if self.accuracy_outputs:
             missing = [n for n in self.accuracy_outputs if n not in named]
             if missing:
@@ -194,6 +284,15 @@ FAMILIES: dict[str, Family] = {
         Family("image_classification", TASK_FAMILIES["image_classification"], predicted_label, ("pixel_values",)),
         Family("speech_seq2seq", TASK_FAMILIES["speech_seq2seq"], top_tokens, ("decoder_input_ids",)),
         Family("vision_seq2seq", TASK_FAMILIES["vision_seq2seq"], top_tokens, ("pixel_values", "decoder_input_ids")),
+        # audio, time series, LLM embedders and rerankers (issue 13)
+        Family("ctc_speech_recognition", TASK_FAMILIES["ctc_speech_recognition"], ctc_transcript,
+               kept_outputs=("logits",)),
+        Family("audio_classification", TASK_FAMILIES["audio_classification"], predicted_label, kept_outputs=("logits",)),
+        Family("time_series_forecasting", TASK_FAMILIES["time_series_forecasting"], forecast,
+               kept_outputs=("prediction_outputs", "mean_predictions", "full_predictions", "sequences")),
+        Family("llm_embedding", TASK_FAMILIES["llm_embedding"], llm_embedding, pools=True, default_pooling="lasttoken",
+               kept_outputs=("sentence_embedding",)),
+        Family("reranker", TASK_FAMILIES["reranker"], rerank_scores, kept_outputs=("logits",)),
         *VISION_FAMILIES,
     )
 }

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import families, loading, pairstats, passes, precision, workloads
+from . import families, loading, moe, pairstats, passes, precision, workloads
 from . import device as ab_device
 from .comparator import Thresholds, compare_outputs, judge_optimized
 from .fileops import atomic_path, sha256_file, write_text_atomic
@@ -181,9 +181,10 @@ def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[O
     finfo(float64).min mask meets a float32 buffer; GptOss's grouped expert matmul has no double
     kernel): the comparison then goes on against the float32 reference alone."""
     exact = copy.deepcopy(reference).to(torch.float64)
+    eager = moe.float64_path(exact)  # MoE: experts run eagerly, so the float64 reference exists
     b64 = passes.Build(exact, "cpu", torch.float64, "float64")
     try:
-        return cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact))), "built"
+        return cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact))), f"built ({eager})" if eager else "built"
     except (RuntimeError, TypeError, ValueError) as exc:  # the model's own code refusing float64
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         operator = precision.operator_from_traceback(exc)

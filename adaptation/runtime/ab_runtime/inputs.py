@@ -167,8 +167,59 @@ def input_features(ctx: InputContext) -> torch.Tensor:
     raise UnsupportedModel("forward takes input_features but the config has neither num_mel_bins nor input_feat_per_channel")
 
 
+# --- audio through the model's own feature extractor, time series (issue 13) ---
+EXTRACTOR_SIZES = ("num_mel_bins", "max_length", "sampling_rate")  # extractor arguments the config sizes
+
+
+def feature_extractor(config: Any) -> Any:
+    """The feature extractor class transformers pairs with this model type, built with the config's
+    sizes (AST: num_mel_bins, max_length); None when the type has none. No Hub access."""
+    try:
+        import transformers
+        from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+    except ImportError:
+        return None
+    cls = getattr(transformers, FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(config, "model_type", ""), "") or "", None)
+    if cls is None:
+        return None
+    accepted = inspect.signature(cls.__init__).parameters
+    sizes = {k: getattr(config, k) for k in EXTRACTOR_SIZES if k in accepted and isinstance(getattr(config, k, None), int)}
+    return cls(**sizes)
+
+
+def waveform(ctx: InputContext, samples: int) -> torch.Tensor:
+    """Seeded speech-like audio in [-1, 1]: three tones between 100 and 800 Hz per item plus noise."""
+    t = torch.arange(samples, dtype=torch.float32) / 16000.0
+    freqs = 100.0 + ctx.randint(0, 700, (ctx.batch, 3, 1)).float()
+    tones = torch.sin(2 * torch.pi * freqs * t).sum(dim=1) / 3.0
+    noise = torch.randn((ctx.batch, samples), generator=ctx.generator)
+    return (0.8 * tones + 0.05 * noise).clamp(-1.0, 1.0)
+
+
 def input_values(ctx: InputContext) -> torch.Tensor:
-    return ctx.randn((ctx.batch, ctx.recipe.audio_frames or 16000))
+    """Raw audio (wav2vec2, HuBERT) or a spectrogram (AST): seeded audio through the feature
+    extractor of the model type, so normalisation and layout are the model's own; a model type
+    without one gets the seeded audio as is."""
+    audio = waveform(ctx, ctx.recipe.audio_frames or 16000)
+    extractor = feature_extractor(ctx.config)
+    if extractor is None:
+        return audio.to(ctx.float_dtype)
+    rate = getattr(extractor, "sampling_rate", 16000)
+    values = extractor(list(audio.numpy()), sampling_rate=rate, return_tensors="pt")["input_values"]
+    return values.to(ctx.float_dtype)
+
+
+def past_values(ctx: InputContext) -> torch.Tensor:
+    """A seeded history of context_length steps (trend + season + noise): (batch, steps) for
+    univariate forecasters (TimesFM), (batch, steps, channels) with num_input_channels (PatchTST)."""
+    steps = find_attr(ctx.config, ("context_length",)) or ctx.recipe.seq_len
+    channels = find_attr(ctx.config, ("num_input_channels",))
+    shape = (ctx.batch, int(steps), int(channels)) if channels else (ctx.batch, int(steps))
+    t = torch.arange(int(steps), dtype=torch.float32).reshape(1, -1, *([1] if channels else []))
+    level = torch.rand(shape[:1] + (1,) * (len(shape) - 1), generator=ctx.generator) * 10
+    season = torch.sin(2 * torch.pi * t / 7.0) * 2
+    noise = torch.randn(shape, generator=ctx.generator) * 0.1
+    return (level + 0.05 * t + season + noise).to(ctx.float_dtype)
 
 
 BUILDERS: dict[str, Callable[[InputContext], Optional[torch.Tensor]]] = {
@@ -180,6 +231,7 @@ BUILDERS: dict[str, Callable[[InputContext], Optional[torch.Tensor]]] = {
     "pixel_values": pixel_values,
     "input_features": input_features,
     "input_values": input_values,
+    "past_values": past_values,
 }
 
 
@@ -245,6 +297,12 @@ def build_model_inputs(
 
 
 def forward_flags(model: torch.nn.Module) -> dict[str, Any]:
-    """Keyword flags for a plain inference forward: named outputs, no KV cache to carry."""
+    """Keyword flags for a plain inference forward: named outputs, no KV cache to carry, and
+    the router logits of a mixture-of-experts model."""
     accepted = Signature.of(model).accepted
-    return {k: v for k, v in (("return_dict", True), ("use_cache", False)) if k in accepted}
+    flags = {k: v for k, v in (("return_dict", True), ("use_cache", False)) if k in accepted}
+    from .moe import routing_top_k  # moe imports find_attr from here
+
+    if "output_router_logits" in accepted and routing_top_k(getattr(model, "config", None)):
+        flags["output_router_logits"] = True  # MoE: routes are compared as decisions (families.routing_outputs)
+    return flags

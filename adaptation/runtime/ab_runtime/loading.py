@@ -21,6 +21,7 @@ from .device import DeviceChoice, device_total_memory, host_available_memory
 from .fastinit import fast_random_init
 from .errors import DryRunTooLarge, RuntimeDiagnosis, SpecError, UnsupportedModel
 from .spec import RunSpec
+from .ssm import kernel_notes
 
 DEFAULT_DRY_RUN_MAX_GB = 2.0
 # A dry run may exceed its budget at minimal depth, but never this share of the device's memory.
@@ -186,5 +187,6 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
         layers = sum(s.total for s in find_stacks(config)) or None
         loaded = LoadedModel(model, config, "pretrained", f"weights from {origin}", dtype, layers, layers, notes=notes)
         loaded.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    loaded.notes.extend(kernel_notes(config))
     loaded.model = loaded.model.to(device.torch_device).eval()
     return loaded

@@ -20,10 +20,10 @@ from .loading import source_kwargs
 from .spec import RunSpec
 
 TEXT_FAMILIES = frozenset({"causal_lm", "masked_lm", "feature_extraction", "sequence_classification",
-                           "question_answering", "token_classification", "seq2seq"})
+                           "question_answering", "token_classification", "seq2seq", "llm_embedding", "reranker"})
 IMAGE_FAMILIES = frozenset({"image_classification", "vision_seq2seq",
                             "object_detection", "semantic_segmentation", "depth_estimation"})
-AUDIO_FAMILIES = frozenset({"speech_seq2seq"})
+AUDIO_FAMILIES = frozenset({"speech_seq2seq", "ctc_speech_recognition", "audio_classification"})
 MAX_TEXT_TOKENS = 512
 
 
