@@ -128,6 +128,10 @@ class AdaptationSpec(BaseModel):
     # explicit device land on the run device.
     set_default_device: bool = False
     applied_fixes: list[AppliedFix] = Field(default_factory=list)
+    # Discovery's plan for a model larger than one device (ascendbridge/discovery/decisions.py):
+    # {"devices": N, "strategy": "device_map", "tensor_parallel_degree": T, ...}; the team lead gives
+    # its timed stages N devices at once. None: one device.
+    device_plan: Optional[dict[str, Any]] = None
 
     def to_json(self) -> str:
         """The exact text of adaptation.json (stable key order, so re-saving is byte-identical)."""

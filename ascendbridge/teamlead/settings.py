@@ -48,7 +48,8 @@ class RunSettings(StageSettings):
     label = "team-lead"
     FLAGS: ClassVar[dict[str, str]] = {"workers": "--workers", "max_interruptions": "--max-interruptions",
                                        "gate_timeout_s": "--gate-timeout", "lease_s": "--lease",
-                                       "heartbeat_s": "--heartbeat", "poll_s": "--poll"}
+                                       "heartbeat_s": "--heartbeat", "poll_s": "--poll", "devices": "--devices",
+                                       "timed_cores": "--timed-cores"}
 
     workers: int = Field(2, ge=1, le=256)  # total concurrent tasks
     max_interruptions: int = Field(3, ge=1)  # attempts ended without an outcome before `failed`
@@ -56,6 +57,8 @@ class RunSettings(StageSettings):
     lease_s: float = Field(60.0, gt=0)
     heartbeat_s: float = Field(10.0, gt=0)
     poll_s: float = Field(1.0, gt=0)
+    devices: Optional[str] = None  # npu:0-7 | cuda:0,1 | cpu[:LIST]; None: found on the host
+    timed_cores: Optional[int] = Field(None, ge=1)  # cores per timed run on a CPU-only host (default: a quarter)
 
     @classmethod
     def shown(cls, key: str) -> str:
@@ -86,6 +89,8 @@ class TeamLeadSettings:
     lease_s: float = _default("lease_s")
     heartbeat_s: float = _default("heartbeat_s")
     poll_s: float = _default("poll_s")
+    devices: Optional[str] = _default("devices")
+    timed_cores: Optional[int] = _default("timed_cores")
     output_cap: int = 4 * 1024 * 1024
     forever: bool = False
     agent_id: str = "team-lead"

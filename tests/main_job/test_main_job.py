@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ascendbridge.board import BoardStore
 from ascendbridge.demo_models import list_demo_models
-from ascendbridge.main_job import MEASUREMENT_STAGES, PREPARATION_STAGES, _passes, build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,13 +44,6 @@ def test_unusable_board_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert proc.returncode == 3
     assert proc.stderr.strip() == f"error: {fake} is not a SQLite database (wrong file header)"
     assert fake.read_text() == "not a database\n"
-
-
-def test_timing_stages_run_one_model_at_a_time() -> None:
-    default = _passes(build_parser().parse_args(["--workers", "4"]))
-    assert default == [(",".join(PREPARATION_STAGES), 4), (",".join(MEASUREMENT_STAGES), 1)]
-    explicit = _passes(build_parser().parse_args(["--stages", "discovery", "--workers", "3"]))
-    assert explicit == [("discovery", 3)]
 
 
 def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
