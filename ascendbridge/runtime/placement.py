@@ -8,8 +8,9 @@ A job's placement reaches it through its environment:
 - CUDA: CUDA_VISIBLE_DEVICES=<its cards>, so its cuda:0 is its own card.
 - Ascend: ASCEND_RT_VISIBLE_DEVICES=<its cards>, so its npu:0 is its own card, except for the
   stages whose run includes the profiled run (benchmark, optimization: accuracy_run.py and
-  accuracy_run_perf.py profile in the same process that times). CANN documents the mask as not
-  supported together with profiling, so those jobs get no mask and ASCENDBRIDGE_NPU_INDEX=<the
+  accuracy_run_perf.py profile in the same process that times). CANN's environment variable
+  reference (8.3.RC1, envref_07_0028) says the mask is not supported while profiling, so those
+  jobs get no mask and ASCENDBRIDGE_NPU_INDEX=<the
   physical index>; the device layer (ab_runtime/device.py) then calls torch.npu.set_device(index).
   Exclusivity does not depend on the mask: the pool never hands one card to two timed jobs.
 - CPU-only host: cores are split once, at start, into timed slots (`timed_cores` cores each) and
