@@ -194,7 +194,7 @@ def render_files(
         "weights_origin": _weights_origin(spec),
         "input_names": ", ".join(f"`{n}`" for n in spec.inputs.input_names) or "from the forward signature",
         "results_block": _results_block(existing_readme),
-        "accuracy": accuracy_standard.resolve(spec.dtype.target, spec.tolerances),
+        "accuracy": accuracy_standard.resolve(spec.dtype.target, spec.tolerances, spec.task_family),
     }
     files = {
         "pyproject.toml": env.get_template("pyproject.toml.j2").render(context),

@@ -31,7 +31,17 @@ FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
     "image_classification": ("pixel_values",),
     "speech_seq2seq": ("input_features", "decoder_input_ids"),
     "vision_seq2seq": ("pixel_values", "decoder_input_ids"),
+    # --- vision families (issue 13) ---
+    "image_text_to_text": ("input_ids", "attention_mask", "pixel_values"),  # + image grid / token types per model
+    "zero_shot_image_classification": ("input_ids", "attention_mask", "pixel_values"),
+    "object_detection": ("pixel_values",),
+    "semantic_segmentation": ("pixel_values",),
+    "depth_estimation": ("pixel_values",),
+    # --- end vision families ---
 }
+IMAGE_FAMILIES = ("image_classification", "vision_seq2seq", "zero_shot_image_classification", "object_detection",
+                  "semantic_segmentation", "depth_estimation")
+VISION_SUBCONFIGS = ("vision_config", "backbone_config")
 
 # A config-initialised dry run holds the fp32 weights in memory; above this budget the depth is
 # reduced (ASCENDBRIDGE_DRY_RUN_MAX_BYTES overrides it).
@@ -109,9 +119,12 @@ def _inputs(family: str, cfg: dict[str, Any]) -> InputRecipe:
     max_positions = _first_int(cfg, _POSITION_KEYS)
     if max_positions:
         recipe.seq_len = min(DEFAULT_SEQ_LEN, max_positions)
-    if family in ("image_classification", "vision_seq2seq"):
+    if family in IMAGE_FAMILIES:
         vision = cfg.get("encoder") if family == "vision_seq2seq" and isinstance(cfg.get("encoder"), dict) else cfg
         size = vision.get("image_size")
+        for sub in VISION_SUBCONFIGS:  # CLIP's vision_config, DPT / Depth Anything's backbone_config
+            if size is None and isinstance(cfg.get(sub), dict):
+                size = cfg[sub].get("image_size")
         if isinstance(size, (list, tuple)) and size:
             size = size[0]
         if isinstance(size, int) and size > 0:

@@ -18,4 +18,11 @@ TASK_FAMILIES: dict[str, str] = {
     "image_classification": "AutoModelForImageClassification",
     "speech_seq2seq": "AutoModelForSpeechSeq2Seq",  # Whisper style
     "vision_seq2seq": "AutoModelForVision2Seq",  # VisionEncoderDecoder style
+    # --- vision and vision-language families (issue 13) ---
+    "image_text_to_text": "AutoModelForImageTextToText",  # VLMs: Qwen2.5-VL, Gemma 3, LLaVA style
+    "zero_shot_image_classification": "AutoModelForZeroShotImageClassification",  # CLIP / SigLIP: image-text similarity
+    "object_detection": "AutoModelForObjectDetection",  # DETR, RT-DETR, YOLOS
+    "semantic_segmentation": "AutoModelForSemanticSegmentation",  # Segformer, DPT-seg, BEiT-seg
+    "depth_estimation": "AutoModelForDepthEstimation",  # DPT, Depth Anything, GLPN
+    # --- end vision families ---
 }

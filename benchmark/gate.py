@@ -158,7 +158,7 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
     static = {ev.metrics_path.name: static_problems(ev) for ev in evidence}
     # Tensors are loaded only for sets whose static checks pass: a bad set already fails.
     recomputed = recompute([ev for ev in evidence if not static[ev.metrics_path.name]], spec_path, python)
-    standard = accuracy_standard.resolve(target_dtype, spec.get("tolerances"))
+    standard = accuracy_standard.resolve(target_dtype, spec.get("tolerances"), str(spec.get("task_family") or "*"))
     decided = "".join(f"; {line}" for line in accuracy_standard.human_decisions(standard["decisions"]))
     runs = []
     for ev in evidence:

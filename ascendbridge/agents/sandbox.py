@@ -1,7 +1,8 @@
 """The agent's workspace: a throw-away copy of one adaptation directory, and the audit of what
 the agent changed.
 
-The agent runs in `<tmp>/<name>/`. Afterwards every change is classified: inside the copy
+The agent runs in `<tmp>/<name>/` (`<tmp>` inside the attempt's root when the directory is a
+staging copy, so it is discarded with the attempt even after a SIGKILL). Afterwards every change is classified: inside the copy
 (allowed, candidates for the gate) or outside it (anything new in the workspace root, any
 change to the real adaptation directory, a symlink in the copy pointing out of it, or a path the
 backend itself refused). Outside edits to the real directory are undone from a pristine copy
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 from adaptation.runtime.ab_runtime.fileops import sha256_file
 
-from ascendbridge.runtime.attempt_dir import replace_dir
+from ascendbridge.runtime.attempt_dir import attempt_scratch, replace_dir
 
 IGNORED = frozenset({".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
 
@@ -80,9 +81,10 @@ class Workspace:
 
     def __init__(self, directory: Path, seed: Optional[dict[str, str]] = None) -> None:
         self.original = Path(directory).resolve()
-        self.root = Path(tempfile.mkdtemp(prefix="ab-agent-"))
+        scratch = attempt_scratch(self.original)  # in the attempt: a killed team lead leaks nothing
+        self.root = Path(tempfile.mkdtemp(prefix="ab-agent-", dir=scratch))
         self.copy = self.root / self.original.name
-        self._pristine = Path(tempfile.mkdtemp(prefix="ab-agent-pristine-")) / self.original.name
+        self._pristine = Path(tempfile.mkdtemp(prefix="ab-agent-pristine-", dir=scratch)) / self.original.name
         if self.original.is_dir():
             shutil.copytree(self.original, self.copy, symlinks=True, ignore=_ignore)
             shutil.copytree(self.original, self._pristine, symlinks=True, ignore=_ignore)

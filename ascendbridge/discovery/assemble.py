@@ -45,7 +45,7 @@ def weight_files(facts: SourceFacts) -> list[str]:
 def assemble(facts: SourceFacts) -> ModelInfo:
     cfg = facts.config
     names = list(facts.files)
-    cls = classify(cfg, facts.sentence_transformers)
+    cls = classify(cfg, facts.sentence_transformers, mf.pipeline_tag(facts.card))
     warnings = list(facts.warnings)
     weights = weight_files(facts)
     sizes = [facts.files.get(n) for n in weights]

@@ -203,6 +203,8 @@ def info_from_hub(model_id: str, revision: Optional[str] = None) -> ModelInfo:
     gated = bool(remote.gated)
     files = {s.rfilename: s.size for s in (remote.siblings or [])}
     card = remote.card_data.to_dict() if remote.card_data is not None else {}
+    if getattr(remote, "pipeline_tag", None) and not card.get("pipeline_tag"):
+        card["pipeline_tag"] = remote.pipeline_tag  # the Hub's own tag where the card declares none
     if mf.CONFIG_FILE not in files:
         raise DiscoveryError(f"{model_id} has no config.json (not a transformers model)", "missing_config")
     warnings: list[str] = []

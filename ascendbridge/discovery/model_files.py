@@ -115,6 +115,12 @@ def license_of(card: dict[str, Any]) -> Optional[str]:
     return str(value) if value else None
 
 
+def pipeline_tag(card: dict[str, Any]) -> Optional[str]:
+    """The card's `pipeline_tag` (the task the Hub lists the model under), if it names one."""
+    value = card.get("pipeline_tag")
+    return value if isinstance(value, str) and value else None
+
+
 def gated_in_card(card: dict[str, Any]) -> Optional[bool]:
     """A card that asks for access (extra_gated_*) belongs to a gated repo; otherwise unknown."""
     if card.get("gated") in (True, "auto", "manual") or any(k.startswith("extra_gated") for k in card):

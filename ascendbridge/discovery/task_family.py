@@ -33,9 +33,46 @@ SUFFIX_FAMILIES: tuple[tuple[str, str], ...] = (
     ("ForCausalLM", "causal_lm"),
     ("LMHeadModel", "causal_lm"),  # GPT2LMHeadModel, OpenAIGPTLMHeadModel, ...
     ("ForMaskedLM", "masked_lm"),
+    # --- vision families (issue 13) ---
+    ("ForZeroShotImageClassification", "zero_shot_image_classification"),
+    ("ForSemanticSegmentation", "semantic_segmentation"),
+    ("ForDepthEstimation", "depth_estimation"),
+    ("ForObjectDetection", "object_detection"),
+    ("ForImageTextToText", "image_text_to_text"),
+    # --- end vision families ---
 )
 # Model types whose "...WithLMHead..." class is a masked LM (XLM and its derivatives).
 MASKED_LM_HEAD_TYPES = frozenset({"xlm", "flaubert"})
+# --- vision families (issue 13) ---
+# The Hub's pipeline tag -> family, used where the architecture alone does not say which task a
+# checkpoint serves (a bare *Model, or a class nobody listed). An explicit head suffix wins.
+PIPELINE_TAG_FAMILIES: dict[str, str] = {
+    "image-text-to-text": "image_text_to_text",
+    "zero-shot-image-classification": "zero_shot_image_classification",
+    "object-detection": "object_detection",
+    "depth-estimation": "depth_estimation",
+}
+IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+
+
+def _is_vlm(cfg: dict[str, Any]) -> bool:
+    """A vision tower feeding a language model through image tokens (Qwen2.5-VL, Gemma 3, LLaVA)."""
+    return isinstance(cfg.get("vision_config"), dict) and any(isinstance(cfg.get(k), int) for k in IMAGE_TOKEN_KEYS)
+
+
+def _is_dual_encoder(cfg: dict[str, Any]) -> bool:
+    """Separate text and vision towers scored against each other (CLIP, SigLIP): no image tokens."""
+    return (isinstance(cfg.get("vision_config"), dict) and isinstance(cfg.get("text_config"), dict)
+            and not any(k in cfg for k in IMAGE_TOKEN_KEYS))
+
+
+def _by_pipeline_tag(tag: Optional[str], arch: Optional[str], reason: str) -> Optional[Classification]:
+    family = PIPELINE_TAG_FAMILIES.get(tag or "")
+    if family is None:
+        return None
+    return Classification(family, arch or TASK_FAMILIES[family], f"{reason}; the Hub's pipeline tag is '{tag}'")
+# --- end vision families ---
+
 # Heads with no family of their own whose checkpoints still load as the bare encoder.
 BACKBONE_SUFFIXES = ("ForPreTraining",)
 
@@ -69,6 +106,9 @@ def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optiona
         family = _seq2seq_family(model_type, cfg)
         if family:
             return Classification(family, arch, f"{arch} with encoder-decoder model_type '{model_type}'")
+        if _is_vlm(cfg):
+            return Classification("image_text_to_text", arch,
+                                  f"{arch}: a vision tower and image tokens in the config (vision-language model)")
         return Classification(None, arch, f"{arch}: conditional generation for model_type '{model_type}' "
                               "(multimodal or unknown) has no supported task family")
     if arch in ("VisionEncoderDecoderModel",):
@@ -80,13 +120,18 @@ def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optiona
     if arch.endswith(BACKBONE_SUFFIXES):
         return Classification("feature_extraction", TASK_FAMILIES["feature_extraction"],
                               f"{arch} is a pre-training head; its encoder is loaded with AutoModel")
+    if arch.endswith("Model") and "For" not in arch and _is_dual_encoder(cfg):
+        return Classification("zero_shot_image_classification", arch,
+                              f"{arch}: text and vision towers without image tokens (CLIP-style image-text similarity)")
     if arch.endswith("Model") and "For" not in arch:
         return Classification("feature_extraction", arch, f"bare backbone {arch}")
     return None
 
 
-def classify(cfg: dict[str, Any], sentence_transformers: bool = False) -> Classification:
-    """The task family for a parsed config.json; sentence_transformers = modules.json present."""
+def classify(cfg: dict[str, Any], sentence_transformers: bool = False,
+             pipeline_tag: Optional[str] = None) -> Classification:
+    """The task family for a parsed config.json; sentence_transformers = modules.json present;
+    pipeline_tag = the Hub's tag (model card), which settles bare backbones and unknown heads."""
     model_type = str(cfg.get("model_type") or "")
     archs = cfg.get("architectures") or []
     if not isinstance(archs, list):
@@ -97,8 +142,16 @@ def classify(cfg: dict[str, Any], sentence_transformers: bool = False) -> Classi
         return Classification("feature_extraction", model_class, "sentence-transformers model (modules.json)")
     for arch in archs:
         found = _by_architecture(arch, model_type, cfg)
+        if found is not None and found.family is None:  # an unknown conditional-generation head
+            found = _by_pipeline_tag(pipeline_tag, arch, found.reason) or found
+        elif found is not None and found.reason.startswith("bare backbone"):  # the tag names the head to load
+            found = _by_pipeline_tag(pipeline_tag, None, found.reason) or found
         if found is not None:
             return found
+    tagged = _by_pipeline_tag(pipeline_tag, archs[0] if archs else None,
+                              f"architecture {archs[0]} names no head" if archs else "no architectures in config.json")
+    if tagged is not None:
+        return tagged
     if archs:
         return Classification(None, archs[0], f"architecture {archs[0]} has no supported task family "
                               f"(supported: {', '.join(TASK_FAMILIES)})")

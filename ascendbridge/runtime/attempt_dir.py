@@ -36,6 +36,13 @@ def _attempt_root(staging: Path) -> Path:
     return staging.parent
 
 
+def attempt_scratch(directory: Path) -> Path | None:
+    """The attempt root owning a staging copy (None for any other directory): scratch files
+    made there are discarded with the attempt, even when the process that made them is killed."""
+    root = directory.parent
+    return root if root.parent.name == STAGING_ROOT and root.name.startswith(directory.name + ".") else None
+
+
 def copy_tree(source: Path, target: Path) -> None:
     """Copy `source` to the new directory `target`, hard-linking the files of its `.venv`."""
     venv = source / LINKED

@@ -51,7 +51,7 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
         recomputed = comparator.judge_optimized(saved["target"], saved["reference"], str(spec.get("task_family")),
                                                 str(saved.get("dtype")), spec.get("tolerances"))
     else:
-        thresholds = comparator.Thresholds.from_spec(spec.get("tolerances"))
+        thresholds = comparator.Thresholds.from_spec(spec.get("tolerances"), str(spec.get("task_family") or "*"))
         recomputed = comparator.compare_outputs(
             saved["target"], saved["reference"], thresholds, str(saved.get("dtype")), saved.get("reference_fp64")
         )

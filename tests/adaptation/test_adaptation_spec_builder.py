@@ -131,3 +131,21 @@ def test_hf_cache_models_point_at_the_cache_not_the_snapshot(board: BoardStore) 
     rec = board.update_model_metadata(info.model_id, {"task_family": "masked_lm"}, info.model_dump(mode="json"))
     spec = build_spec(rec)
     assert (spec.model.source, spec.model.path, spec.model.has_weights) == ("hf-cache", "/cache", True)
+
+
+# --- vision families (issue 13) ---
+@pytest.mark.parametrize("config, family, inputs, image_size", [
+    ({"model_type": "siglip", "vision_config": {"image_size": 224}, "text_config": {}},
+     "zero_shot_image_classification", ["input_ids", "attention_mask", "pixel_values"], 224),
+    ({"model_type": "depth_anything", "backbone_config": {"image_size": 518}}, "depth_estimation", ["pixel_values"], 518),
+    ({"model_type": "rt_detr"}, "object_detection", ["pixel_values"], None),  # no size: the runtime's default
+    ({"model_type": "qwen2_5_vl", "vision_config": {"patch_size": 14}}, "image_text_to_text",
+     ["input_ids", "attention_mask", "pixel_values"], None),  # the VLM's image layout sizes its own image
+])
+def test_vision_families_size_their_images_from_the_vision_config(
+        board: BoardStore, config: dict, family: str, inputs: list, image_size: Any) -> None:
+    info = ModelInfo(model_id=f"org/{config['model_type']}", source="huggingface", config=config,
+                     architectures=["X"], model_type=config["model_type"], task_family=family, model_class="X")
+    spec = build_spec(record(board, info.model_id, info))
+    assert (spec.task_family, spec.inputs.input_names, spec.inputs.image_size) == (family, inputs, image_size)
+# --- end vision families ---

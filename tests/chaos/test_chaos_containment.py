@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.naming import base_adaptation_name
+from ascendbridge.runtime.attempt_dir import discard, staging_dir
 from ascendbridge.teamlead.lock import lock_path_for
 
 from tests.chaos.chaos_stages import PARTS, STAGES
@@ -211,7 +212,7 @@ RESTORER = textwrap.dedent("""\
 def test_sandbox_restore_killed_at_random_moments_never_leaves_a_half_copied_directory(tmp_path: Path) -> None:
     rng = random.Random(11)
     for round_ in range(4):
-        target = tmp_path / f"r{round_}" / "adapt"
+        target = staging_dir(tmp_path / f"r{round_}" / "adapt", "healing", 1)  # an attempt's staging copy
         (target / ".venv").mkdir(parents=True)
         (target / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
         for i in range(400):
@@ -227,6 +228,10 @@ def test_sandbox_restore_killed_at_random_moments_never_leaves_a_half_copied_dir
         assert len(files) == 400 and len(contents) == 1, f"round {round_}: {len(files)} files, {contents}"
         assert (contents == {"good"}) == (not (target / "extra.txt").exists())
         assert (target / ".venv" / "pyvenv.cfg").exists()
+        scratch = sorted(p.name.rsplit("-", 1)[0] for p in target.parent.glob("ab-agent-*"))
+        assert scratch == ["ab-agent", "ab-agent-pristine"], scratch  # the killed workspace's files
+        discard(target)  # ... go with the attempt: nothing leaks into the system temp directory
+        assert not target.parent.exists()
 
 
 def test_busy_board_is_waited_out_and_nothing_is_lost_or_recorded_twice(board: BoardStore, tmp_path: Path) -> None:

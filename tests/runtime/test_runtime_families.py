@@ -28,7 +28,19 @@ EXPECTED = {
     "image_classification": ("vit", {"logits": [2, 4]}),
     "speech_seq2seq": ("whisper", {"logits": [2, 8, 128], "encoder_last_hidden_state": [2, 30, 32]}),
     "vision_seq2seq": ("vit-gpt2", {"logits": [2, 8, 128]}),
+    # --- vision families (issue 13): only the accuracy outputs a user checks, plus derived results ---
+    "image_text_to_text": ("qwen2.5-vl", {"logits": [2, 50, 128]}),  # 32 text + 16 image tokens + 2 markers
+    "zero_shot_image_classification": ("siglip", {"logits_per_image": [2, 2], "logits_per_text": [2, 2],
+                                                  "image_embeds": [2, 32], "text_embeds": [2, 32]}),
+    "object_detection": ("detr", {"logits": [2, 8, 4], "pred_boxes": [2, 8, 4], "scores": [2, 8]}),
+    "semantic_segmentation": ("segformer", {"logits": [2, 3, 8, 8], "mask": [2, 8, 8]}),
+    "depth_estimation": ("dpt", {"predicted_depth": [2, 64, 64]}),
+    # --- end vision families ---
 }
+
+
+VISION_FAMILY_NAMES = ("image_text_to_text", "zero_shot_image_classification", "object_detection",
+                       "semantic_segmentation", "depth_estimation")
 
 
 def _hf_cache_layout(root: Path, source_dir: Path) -> Path:
@@ -92,6 +104,8 @@ def test_each_family_runs_end_to_end(family: str, runs: dict[str, dict[str, Any]
     assert result["layers_built"] == result["layers_total"] and result["depth_reduced"] is False
     for output, shape in shapes.items():
         assert result["outputs"][output]["shape"] == shape, result["outputs"]
+    if family in VISION_FAMILY_NAMES:  # these families report exactly the outputs a user checks
+        assert set(result["outputs"]) == set(shapes), result["outputs"]
     assert all(stats["finite"] for stats in result["outputs"].values())
     assert not any("past_key_values" in key for key in result["outputs"])
     assert set(result["versions"]) == {"torch", "transformers", "torch_npu"} and result["versions"]["torch"]
@@ -191,3 +205,36 @@ def test_failure_in_model_code_keeps_the_traceback_for_the_healer(runs: dict[str
     assert run["result"]["error"].startswith("RuntimeError: ") and "\n" not in run["result"]["error"]
     assert run["stderr"].strip().splitlines()[-1] == f"error: {run['result']['error']}"
     assert json.loads(run["stdout"].strip().splitlines()[-1].split(" ", 1)[1])["ok"] is False
+
+
+# --- vision families (issue 13) ---
+def test_a_vlm_runs_image_and_text_through_its_image_processor(runs: dict[str, dict[str, Any]]) -> None:
+    qwen, gemma = runs["qwen2.5-vl"]["stdout"], runs["gemma3-vlm"]["stdout"]
+    # Qwen2.5-VL: flattened patches (2 images x 8 x 8 patches, 3 x 2 x 4 x 4 values) and the grid metadata
+    assert "image + text: qwen2_5_vl image processor" in qwen
+    assert "pixel_values [128, 96], image_grid_thw [2, 3]" in qwen and "mm_token_type_ids [2, 50]" in qwen
+    # Gemma 3: whole images, <start_of_image> + 4 soft tokens + <end_of_image> in the text, token types
+    assert "pixel_values [2, 3, 32, 32]" in gemma and "token_type_ids [2, 38]" in gemma
+    for name in ("qwen2.5-vl", "gemma3-vlm"):
+        assert len(runs[name]["result"]["generated_ids"][0]) == 4 and "generated (greedy, 4 tokens)" in runs[name]["stdout"]
+
+
+def test_a_vlm_without_an_image_layout_runs_text_only_and_says_so(runs: dict[str, dict[str, Any]]) -> None:
+    run = runs["llava-vlm"]
+    assert _ok(run)["inputs"].endswith("text-only fallback: no image layout for model_type 'llava' "
+                                       "(known: gemma3, qwen2_5_vl, qwen2_vl)")
+    assert "pixel_values" not in run["stdout"] and "input_ids [2, 32], attention_mask [2, 32]" in run["stdout"]
+
+
+def test_vision_summaries_read_as_task_results(runs: dict[str, dict[str, Any]]) -> None:
+    def summary(name: str) -> str:
+        return next(line for line in runs[name]["stdout"].splitlines() if line.startswith("result: "))
+
+    assert "best text per image: image 0 -> text" in summary("siglip")
+    assert summary("rt-detr").startswith("result: 10 queries, top detections of image 0: ")
+    assert "score " in summary("rt-detr") and "box (cx, cy, w, h) [" in summary("rt-detr")
+    assert any(f"({label})" in summary("rt-detr") for label in ("cat", "dog", "car"))
+    assert "mask [8, 8] of image 0, " in summary("segformer") and "%" in summary("segformer")
+    assert summary("depth-anything").startswith("result: depth map [28, 28] of image 0: range ")
+    assert set(runs["yolos"]["result"]["outputs"]) == {"logits", "pred_boxes", "scores"}
+# --- end vision families ---

@@ -19,6 +19,7 @@ DECODER_IDS = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start
 SEQ2SEQ = dict(vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
                decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
                **DECODER_IDS)
+LABELS = dict(num_labels=3, id2label={0: "cat", 1: "dog", 2: "car"}, label2id={"cat": 0, "dog": 1, "car": 2})
 VISION = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=2,
               num_attention_heads=2, intermediate_size=64)
 
@@ -96,6 +97,54 @@ CATALOGUE = {
     "llava": ("held_out", "causal_lm", "LlavaForConditionalGeneration",
               lambda: T.LlavaConfig(vision_config=dict(model_type="clip_vision_model", projection_dim=16, **VISION),
                                     text_config=dict(model_type="llama", num_key_value_heads=1, **TEXT), image_token_index=23)),
+    # --- vision families (issue 13) ---
+    "qwen2.5-vl": ("family", "image_text_to_text", "Qwen2_5_VLForConditionalGeneration", lambda: T.Qwen2_5_VLConfig(
+        text_config=dict(model_type="qwen2_5_vl_text", num_key_value_heads=1, max_position_embeddings=128,
+                         rope_parameters=dict(rope_type="default", mrope_section=[2, 3, 3], rope_theta=10000.0), **TEXT),
+        vision_config=dict(model_type="qwen2_5_vl_vision", depth=2, hidden_size=32, num_heads=2, intermediate_size=64,
+                           patch_size=4, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=32,
+                           window_size=16, fullatt_block_indexes=[1]),
+        image_token_id=120, video_token_id=121, vision_start_token_id=122, vision_end_token_id=123)),
+    "gemma3-vlm": ("held_out", "image_text_to_text", "Gemma3ForConditionalGeneration", lambda: T.Gemma3Config(
+        text_config=dict(model_type="gemma3_text", num_key_value_heads=1, head_dim=16, sliding_window=8,
+                         max_position_embeddings=128, **TEXT),
+        vision_config=dict(model_type="siglip_vision_model", **VISION),
+        mm_tokens_per_image=4, image_token_index=120, boi_token_index=121, eoi_token_index=122)),
+    "llava-vlm": ("held_out", "image_text_to_text", "LlavaForConditionalGeneration",  # no layout: text-only fallback
+                  lambda: T.LlavaConfig(vision_config=dict(model_type="clip_vision_model", projection_dim=16, **VISION),
+                                        text_config=dict(model_type="llama", num_key_value_heads=1, **TEXT),
+                                        image_token_index=23)),
+    "siglip": ("family", "zero_shot_image_classification", "SiglipModel",
+               lambda: T.SiglipConfig(text_config=dict(**TEXT, max_position_embeddings=40), vision_config=VISION)),
+    "clip-zero-shot": ("held_out", "zero_shot_image_classification", "CLIPModel",
+                       lambda: T.CLIPConfig(text_config=dict(**TEXT, max_position_embeddings=40, bos_token_id=0, eos_token_id=2,
+                                                             pad_token_id=1), vision_config=VISION, projection_dim=16)),
+    "detr": ("family", "object_detection", "DetrForObjectDetection", lambda: T.DetrConfig(
+        use_timm_backbone=False, use_pretrained_backbone=False,
+        backbone_config=dict(model_type="resnet", embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                             layer_type="basic", out_features=["stage2"]),
+        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=8, **LABELS)),
+    "rt-detr": ("held_out", "object_detection", "RTDetrForObjectDetection", lambda: T.RTDetrConfig(
+        backbone_config=dict(model_type="rt_detr_resnet", embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+                             layer_type="basic", out_features=["stage2", "stage3", "stage4"]),
+        use_pretrained_backbone=False, encoder_hidden_dim=16, encoder_in_channels=[16, 32, 64], encoder_ffn_dim=32,
+        encoder_attention_heads=2, d_model=16, decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=32,
+        num_queries=10, decoder_n_points=2, decoder_in_channels=[16, 16, 16], anchor_image_size=None, **LABELS)),
+    "yolos": ("held_out", "object_detection", "YolosForObjectDetection",
+              lambda: T.YolosConfig(**{**VISION, "image_size": [32, 32]}, num_detection_tokens=5, **LABELS)),
+    "segformer": ("family", "semantic_segmentation", "SegformerForSemanticSegmentation", lambda: T.SegformerConfig(
+        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3], strides=[4, 2],
+        num_attention_heads=[1, 2], mlp_ratios=[2, 2], decoder_hidden_size=16, image_size=32, **LABELS)),
+    "dpt": ("family", "depth_estimation", "DPTForDepthEstimation", lambda: T.DPTConfig(
+        **{**VISION, "num_hidden_layers": 4}, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[8, 16, 32, 32],
+        fusion_hidden_size=16, head_in_index=-1)),
+    "depth-anything": ("held_out", "depth_estimation", "DepthAnythingForDepthEstimation", lambda: T.DepthAnythingConfig(
+        backbone_config=dict(model_type="dinov2", hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                             intermediate_size=64, image_size=28, patch_size=14, out_indices=[1, 2, 3, 4],
+                             reshape_hidden_states=False),
+        patch_size=14, reassemble_hidden_size=32, neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16)),
+    # --- end vision families ---
     # unsupported on purpose: its forward requires time-series inputs no builder makes
     "time-series": ("unsupported", "feature_extraction", "AutoModel",
                     lambda: T.TimeSeriesTransformerConfig(prediction_length=4, d_model=16, encoder_layers=1, decoder_layers=1,

@@ -16,7 +16,7 @@ copy of every number.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Optional
 
 STANDARD_NAME = "ascendbridge-accuracy/1"
@@ -56,6 +56,13 @@ TABLE: dict[tuple[str, str], Row] = {
     ("*", "float32"): _FP32,
     ("*", "float16"): _low("float16"),
     ("*", "bfloat16"): _low("bfloat16"),
+    # --- vision families (issue 13) ---
+    # A segmentation mask is an argmax per pixel: with thousands of pixels one near-tie between two
+    # classes flips a pixel even in float32, so the mask may differ in 1 pixel in 1000 (its logits
+    # are held to the float32 row). Low precision keeps the default 0.9 of pixels.
+    ("semantic_segmentation", "float64"): replace(_FP32, label_match_min=0.999),
+    ("semantic_segmentation", "float32"): replace(_FP32, label_match_min=0.999),
+    # --- end vision families ---
 }
 
 # Keys a spec may set, and the loosest value it may set per dtype class (a human's decision,
@@ -90,6 +97,13 @@ TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
     "sequence_classification": ("logits",), "token_classification": ("logits",),
     "image_classification": ("logits",), "question_answering": ("start_logits", "end_logits"),
     "feature_extraction": (),  # embeddings: cosine and max error only
+    # --- vision families (issue 13) ---
+    "image_text_to_text": ("logits",),  # the next token after image and text
+    "zero_shot_image_classification": ("logits_per_image", "logits_per_text"),  # the best-matching text / image
+    "object_detection": ("logits",),  # each query's class (boxes and scores: cosine and max error)
+    "semantic_segmentation": (),  # class axis is dim 1: the derived mask is compared as labels instead
+    "depth_estimation": (),  # a regression map: cosine and max error only
+    # --- end vision families ---
 }
 
 
@@ -109,6 +123,24 @@ def budget_statement(family: str, tolerances: Optional[Mapping[str, Any]] = None
     return {"name": OPTIMIZATION_BUDGET_NAME, "against": "float32 reference", **budget,
             "top1_outputs": list(TOP1_OUTPUTS.get(family, ())),
             "decisions": [d for d in decisions if d["decision"] != "unchanged"]}
+
+
+GENERATION_RULE_NAME = "generation-greedy/1"
+
+
+def generation_verdict(match_rate: float, first_divergence: Optional[int], family: str,
+                       tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """An optimized generation's greedy tokens judged against the eager reference's.
+
+    The rule is the budget's task-level agreement: the fraction of equal generated tokens must reach
+    `top1_agreement_min` (the bound a forward pass's next-token argmax is held to; a spec asking
+    `tolerances.optimization.top1_agreement_min = 1.0` demands token-for-token equality). Greedy
+    decoding feeds each token back, so one early divergence changes everything after it: the
+    first divergence is reported with the rate, as NPU porting tools do to locate drift.
+    """
+    need = budget_statement(family, tolerances)["top1_agreement_min"]
+    return {"rule": GENERATION_RULE_NAME, "match_rate": match_rate, "first_divergence": first_divergence,
+            "match_rate_min": need, "verdict": "pass" if match_rate >= need else "fail"}
 
 
 def _decide_budget(key: str, requested: float) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from . import RESULT_MARKER
 from .errors import RuntimeDiagnosis, SpecError
 
 TRUE_VALUES = ("1", "true", "yes", "on")
+GENERATED_TOKENS = 4  # generative families (VLMs) show a short greedy continuation
 
 
 class _Parser(argparse.ArgumentParser):
@@ -109,15 +110,20 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     else:
         inputs = family.build_inputs(loaded.model, loaded.config, spec.recipe, spec.recipe.seed)
         source = f"seeded synthetic (seed {spec.recipe.seed})"
+        path = family.describe_inputs(loaded.config)
+        if path:
+            source += f"; {path}"
     result["inputs"] = source
     print(f"inputs ({source}): " + ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items()), flush=True)
     from .inputs import forward_flags
+    from .vision_tasks import generate_ids
 
     on_device = {k: v.to(device.torch_device) for k, v in inputs.items()}
     with torch.inference_mode():
         raw = loaded.model(**on_device, **forward_flags(loaded.model))
         outputs = family.named_outputs(raw, on_device, spec.sentence_transformers_pooling,
-                                       spec.sentence_transformers_normalize)
+                                       spec.sentence_transformers_normalize, loaded.config)
+        generated = generate_ids(loaded.model, on_device, GENERATED_TOKENS) if family.generates else None
     synchronize(device)
 
     from .outputs import describe
@@ -125,6 +131,9 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     described = describe(outputs)
     result.update(outputs=described, device_peak_memory_bytes=peak_memory(device), host_peak_rss_bytes=host_peak_rss())
     print(f"result: {family.summary(outputs, loaded.config)}", flush=True)
+    if generated is not None:
+        result["generated_ids"] = generated.tolist()
+        print(f"generated (greedy, {GENERATED_TOKENS} tokens) for sample 0: {generated[0].tolist()}", flush=True)
     for name, stats in described.items():
         print(f"  {name}: shape {stats['shape']} {stats['dtype']} finite={stats['finite']}", flush=True)
     bad = [name for name, stats in described.items() if not stats["finite"]]

@@ -72,6 +72,19 @@ def _probe_npu() -> tuple[bool, str]:
     return True, ""
 
 
+def torchair_module() -> Any:
+    """torchair, imported after torch_npu as its documentation requires (ImportError when absent).
+
+    Used by the decode graph-mode passes: `torchair.CompilerConfig()`, `config.mode`
+    ("max-autotune": Ascend IR graph, the default; "reduce-overhead": aclgraph where the installed
+    release offers it) and `torchair.get_npu_backend(compiler_config=config)`.
+    """
+    import torch_npu  # noqa: F401  (must come first)
+    import torchair
+
+    return torchair
+
+
 def _probe_cuda() -> tuple[bool, str]:
     if not torch.cuda.is_available():
         return False, "torch.cuda.is_available() is False"

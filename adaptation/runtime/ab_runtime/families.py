@@ -14,8 +14,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from .errors import UnsupportedModel
-from .inputs import build_model_inputs
+from .inputs import Signature, build_model_inputs
 from .outputs import named_outputs as flatten_outputs
+from . import vision_tasks
 from .spec import InputRecipe
 
 TASK_FAMILIES: dict[str, str] = {
@@ -29,9 +30,19 @@ TASK_FAMILIES: dict[str, str] = {
     "image_classification": "AutoModelForImageClassification",
     "speech_seq2seq": "AutoModelForSpeechSeq2Seq",
     "vision_seq2seq": "AutoModelForVision2Seq",
+    # --- vision and vision-language families (issue 13) ---
+    "image_text_to_text": "AutoModelForImageTextToText",
+    "zero_shot_image_classification": "AutoModelForZeroShotImageClassification",
+    "object_detection": "AutoModelForObjectDetection",
+    "semantic_segmentation": "AutoModelForSemanticSegmentation",
+    "depth_estimation": "AutoModelForDepthEstimation",
+    # --- end vision families ---
 }
 
 Summary = Callable[[dict[str, torch.Tensor], Any], str]
+Derive = Callable[[dict[str, torch.Tensor], Any], dict[str, torch.Tensor]]
+# (model, config, recipe, float dtype, accepted forward names) -> inputs, or None for the generic path
+InputBuilder = Callable[[torch.nn.Module, Any, InputRecipe, torch.dtype, frozenset[str]], Optional[dict[str, torch.Tensor]]]
 
 
 def _first(outputs: dict[str, torch.Tensor], *names: str) -> Optional[torch.Tensor]:
@@ -107,27 +118,68 @@ class Family:
     summary: Summary
     extra_inputs: tuple[str, ...] = ()
     pools: bool = False  # adds a sentence_embedding when the spec names a pooling mode
+    # The outputs a user checks (compared by the benchmark, shown by the demo); () keeps every one.
+    accuracy_outputs: tuple[str, ...] = ()
+    derive: Optional[Derive] = None  # task results computed from the forward (scores, masks)
+    input_builder: Optional[InputBuilder] = None  # a family-specific input path (VLM image + text)
+    input_note: Optional[Callable[[Any], str]] = None  # which input path runs, for the progress lines
+    generates: bool = False  # the demo also generates a few tokens greedily
 
     def build_inputs(self, model: torch.nn.Module, config: Any, recipe: InputRecipe, seed: int) -> dict[str, torch.Tensor]:
         """Seeded inputs for the model's forward (on CPU; the caller moves them)."""
         if seed != recipe.seed:
             recipe = replace(recipe, seed=seed)
+        if self.input_builder is not None:
+            float_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+            special = self.input_builder(model, config, recipe, float_dtype, Signature.of(model).accepted)
+            if special is not None:
+                return special
         return build_model_inputs(model, config, recipe, self.extra_inputs)
 
+    def describe_inputs(self, config: Any) -> Optional[str]:
+        return self.input_note(config) if self.input_note is not None else None
+
     def named_outputs(
-        self, outputs: Any, inputs: dict[str, torch.Tensor], pooling: Optional[str] = None, normalize: bool = False
+        self, outputs: Any, inputs: dict[str, torch.Tensor], pooling: Optional[str] = None, normalize: bool = False,
+        config: Any = None,
     ) -> dict[str, torch.Tensor]:
         """The forward's tensors by name, plus the sentence-transformers head when the spec has one:
         Pooling (`pooling`) then Normalize (`normalize`), as modules.json chains them, so the
-        sentence_embedding equals what sentence-transformers' encode() returns."""
+        sentence_embedding equals what sentence-transformers' encode() returns. A family that
+        names its accuracy outputs keeps only those (and what `derive` computes from them)."""
         named = flatten_outputs(outputs)
         if self.pools and pooling and "last_hidden_state" in named:
             pooled = pool(named["last_hidden_state"], inputs.get("attention_mask"), pooling)
             named["sentence_embedding"] = torch.nn.functional.normalize(pooled, p=2, dim=-1) if normalize else pooled
+        if self.accuracy_outputs:
+            missing = [n for n in self.accuracy_outputs if n not in named]
+            if missing:
+                raise UnsupportedModel(f"the forward returned no {', '.join(missing)} (task family {self.name} "
+                                       f"compares {', '.join(self.accuracy_outputs)})")
+            named = {n: named[n] for n in self.accuracy_outputs}
+        if self.derive is not None:
+            named.update(self.derive(named, config))
         if not named:
             raise UnsupportedModel("the forward returned no tensors")
         return named
 
+
+# --- vision and vision-language families (issue 13) ---
+VISION_FAMILIES = (
+    Family("image_text_to_text", TASK_FAMILIES["image_text_to_text"], vision_tasks.next_token_summary,
+           accuracy_outputs=("logits",), input_builder=vision_tasks.vlm_input_builder,
+           input_note=vision_tasks.vlm_input_note, generates=True),
+    Family("zero_shot_image_classification", TASK_FAMILIES["zero_shot_image_classification"],
+           vision_tasks.similarity_summary, ("pixel_values",),
+           accuracy_outputs=("logits_per_image", "logits_per_text", "image_embeds", "text_embeds")),
+    Family("object_detection", TASK_FAMILIES["object_detection"], vision_tasks.detection_summary, ("pixel_values",),
+           accuracy_outputs=("logits", "pred_boxes"), derive=vision_tasks.derive_detections),
+    Family("semantic_segmentation", TASK_FAMILIES["semantic_segmentation"], vision_tasks.segmentation_summary,
+           ("pixel_values",), accuracy_outputs=("logits",), derive=vision_tasks.derive_mask),
+    Family("depth_estimation", TASK_FAMILIES["depth_estimation"], vision_tasks.depth_summary, ("pixel_values",),
+           accuracy_outputs=("predicted_depth",)),
+)
+# --- end vision families ---
 
 FAMILIES: dict[str, Family] = {
     f.name: f
@@ -142,6 +194,7 @@ FAMILIES: dict[str, Family] = {
         Family("image_classification", TASK_FAMILIES["image_classification"], predicted_label, ("pixel_values",)),
         Family("speech_seq2seq", TASK_FAMILIES["speech_seq2seq"], top_tokens, ("decoder_input_ids",)),
         Family("vision_seq2seq", TASK_FAMILIES["vision_seq2seq"], top_tokens, ("pixel_values", "decoder_input_ids")),
+        *VISION_FAMILIES,
     )
 }
 

@@ -92,7 +92,7 @@ class Session:
             for inputs in self.samples:
                 moved = passes.prepare_inputs(inputs, self.choice.torch_device, b)
                 named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling,
-                                                  self.spec.sentence_transformers_normalize)
+                                                  self.spec.sentence_transformers_normalize, self.loaded.config)
                 for name, tensor in named.items():
                     per_name.setdefault(name, []).append(tensor.detach().to("cpu"))
         stacked = {}
@@ -146,7 +146,7 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
                for i in range(num_samples)]
     tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
     session = Session(spec, Path(spec_path), choice, family, reference, DTYPES[baseline_name], samples, {}, None,
-                      "built", Thresholds.from_spec(tolerances), loaded.mode, loaded)
+                      "built", Thresholds.from_spec(tolerances, spec.task_family), loaded.mode, loaded)
     cpu_session = copy.copy(session)
     cpu_session.choice = cpu
     ref_build = passes.Build(reference, "cpu", torch.float32, "float32")

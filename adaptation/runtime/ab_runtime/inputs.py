@@ -209,7 +209,8 @@ def wanted_inputs(model: torch.nn.Module, config: Any, family_inputs: Iterable[s
     dual_encoder = getattr(config, "vision_config", None) is not None and not any(
         hasattr(config, a) for a in ("image_token_id", "image_token_index"))
     if main == "input_ids" and dual_encoder:
-        names.append("pixel_values")  # CLIP-style text+vision models need both; VLMs run text-only
+        names.append("pixel_values")  # CLIP-style text+vision models need both; a VLM here runs text-only
+        # (the image_text_to_text family feeds VLMs image + text through vision_inputs.py)
     return list(dict.fromkeys(names))
 
 

@@ -16,6 +16,15 @@ Signatures follow torch_npu's documentation:
   are passed as they are, never repeated; atten_mask is bool with True = masked out, shaped
   [B,1,S1,S2] / [B,N,S1,S2] / [S1,S2]; sparse_mode 2 (leftUpCausal) takes the documented
   compressed causal mask, triu(ones(2048, 2048), 1), instead of a full S1 x S2 one; head dim <= 512.
+- npu_fused_infer_attention_score(query, key, value, *, atten_mask=None, ..., num_heads=1, scale=1.0,
+  ..., input_layout="BSH", num_key_value_heads=0, ...) -> (attention_out, softmax_lse): the decode swap
+  (fused_infer_attention) calls it only for one-token queries (Q_S == 1, the IncreFlashAttention
+  branch) in BNSD layout. The scale keyword was renamed between releases: `scale_value` in
+  Ascend Extension for PyTorch 6.0.0 / 6.0.RC3, `scale` in 7.0.0 (and op-plugin's current docs);
+  the installed operator's own argument names decide (fused_infer_scale_keyword). Limits of the
+  7.0.0 page for Q_S == 1, float inputs: fp16/bf16 (Atlas A2/A3), B <= 65536, N <= 256,
+  KV_S <= 262144, D <= 512, num_heads a multiple of num_key_value_heads with ratio <= 64,
+  atten_mask bool (True = masked) shaped (B, 1, 1, KV_S).
 Every swap checks these limits per call and falls back to the original code outside them, so a
 swap can never change what is computed for shapes the operator does not document; attention also
 falls back when the call carries what the fused kernel does not compute (logit soft-capping,
@@ -36,6 +45,7 @@ import torch
 
 ROTARY_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("ab_npu_rotary", default=False)
 ATTENTION_NAME = "ab_npu_fusion_attention"
+FUSED_INFER_NAME = "ab_npu_fused_infer_attention"
 ORIGINAL_ATTENTION = "_ab_attn_implementation_before_npu_swap"
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 ROTARY_LIMITS = {"head_dim": 128, "max_batch": 999, "max_heads": 999, "bnsd_max_bn_per_s": 8}
@@ -44,6 +54,11 @@ CAUSAL_MASK_SIZE = 2048  # the documented compressed mask for sparse_mode 2 / 3
 SPARSE_LEFT_UP_CAUSAL = 2
 UNSUPPORTED_ATTENTION_KWARGS = ("softcap", "s_aux", "sliding_window", "position_bias")
 _CAUSAL_MASKS: dict[Any, torch.Tensor] = {}
+FUSED_INFER_LIMITS = {"max_batch": 65536, "max_heads": 256, "max_kv_len": 262144, "max_head_dim": 512,
+                      "max_group": 64}
+# The scale keyword of npu_fused_infer_attention_score, by release documentation.
+FUSED_INFER_SCALE_KEYWORDS = {"scale": "Ascend Extension for PyTorch 7.0.0 (`scale`)",
+                              "scale_value": "Ascend Extension for PyTorch 6.0.0 / 6.0.RC3 (`scale_value`)"}
 
 
 def _npu() -> Any:
@@ -214,22 +229,95 @@ def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
     return out.transpose(1, 2).contiguous(), None
 
 
-def swap_attention(model: torch.nn.Module) -> bool:
-    """Register fusion_attention with transformers and select it for this model only."""
+def op_argument_names(op: Any) -> tuple[str, ...]:
+    """The argument names of a torch_npu operator: its registered schema (torch.ops overloads), else
+    its Python signature; () when neither can be read."""
+    import inspect
+
+    for holder in (getattr(op, "default", None), op):
+        schema = getattr(holder, "_schema", None)
+        if schema is not None:
+            return tuple(a.name for a in schema.arguments)
+    try:
+        return tuple(inspect.signature(op).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def fused_infer_scale_keyword() -> Optional[str]:
+    """`scale` (7.0.0 signature) or `scale_value` (6.0.0), as the installed operator names it; None
+    when torch_npu has no npu_fused_infer_attention_score or names neither."""
+    op = getattr(_npu(), "npu_fused_infer_attention_score", None)
+    names = op_argument_names(op) if op is not None else ()
+    return next((k for k in FUSED_INFER_SCALE_KEYWORDS if k in names), None)
+
+
+def fused_infer_supported(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+                          attention_mask: Optional[torch.Tensor], dropout: float, kwargs: dict[str, Any]) -> bool:
+    """True when this is a decode call (one query token) inside the documented Q_S == 1 limits."""
+    lim = FUSED_INFER_LIMITS
+    batch, heads, q_len, head_dim = query.shape
+    kv_heads = key.shape[1]
+    carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
+    mask_ok = attention_mask is None or (attention_mask.dim() == 4 and attention_mask.shape[1] == 1
+                                         and attention_mask.shape[2] == 1)
+    return (q_len == 1 and query.dtype in LOW_PRECISION and key.dtype == query.dtype and not carries and mask_ok
+            and getattr(module, "sinks", None) is None and not dropout and batch <= lim["max_batch"]
+            and heads <= lim["max_heads"] and head_dim <= lim["max_head_dim"] and key.shape[2] <= lim["max_kv_len"]
+            and heads % kv_heads == 0 and heads // kv_heads <= lim["max_group"])
+
+
+def fused_infer_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          attention_mask: Optional[torch.Tensor], scaling: Optional[float] = None,
+                          dropout: float = 0.0, *, scale_keyword: str = "scale",
+                          **kwargs: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """transformers attention-interface function: decode steps through npu_fused_infer_attention_score
+    (BNSD), prefill and everything outside the documented limits through the original attention.
+
+    `scale_keyword` is resolved once when the swap is installed (swap_decode_attention), never per
+    call, so a graph capture of the decode step (torchair) has nothing to inspect at run time."""
+    if not fused_infer_supported(module, query, key, attention_mask, dropout, kwargs):
+        return _original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
+                                           dropout=dropout, **kwargs)
+    mask = None
+    if attention_mask is not None:  # transformers: bool True = attend, or additive float; the op: True = masked
+        mask = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < -1.0
+        mask = mask[..., :key.shape[2]].contiguous()
+    scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
+    out = _npu().npu_fused_infer_attention_score(
+        query.contiguous(), key.contiguous(), value.contiguous(), atten_mask=mask, num_heads=query.shape[1],
+        num_key_value_heads=key.shape[1], input_layout="BNSD", **{scale_keyword: scale})[0]
+    return out.transpose(1, 2).contiguous(), None
+
+
+def swap_attention(model: torch.nn.Module, name: str = ATTENTION_NAME,
+                   function: Callable[..., Any] = fusion_attention) -> bool:
+    """Register `function` with transformers under `name` and select it for this model only."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
         return False
-    if config._attn_implementation != ATTENTION_NAME:
+    if config._attn_implementation not in (ATTENTION_NAME, FUSED_INFER_NAME):
         setattr(config, ORIGINAL_ATTENTION, config._attn_implementation or "sdpa")
-    AttentionInterface.register(ATTENTION_NAME, fusion_attention)
+    AttentionInterface.register(name, function)
     # Without a registered mask builder transformers passes no mask at all (padding ignored).
-    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+    AttentionMaskInterface.register(name, sdpa_mask)
     setter = getattr(model, "set_attn_implementation", None)
     if callable(setter):
-        setter(ATTENTION_NAME)
+        setter(name)
     else:
-        config._attn_implementation = ATTENTION_NAME
+        config._attn_implementation = name
     return True
+
+
+def swap_decode_attention(model: torch.nn.Module) -> bool:
+    """Select fused_infer_attention (decode steps on npu_fused_infer_attention_score) for this model,
+    with the scale keyword of the installed release; False (nothing changed) when it names neither."""
+    import functools
+
+    keyword = fused_infer_scale_keyword()
+    if keyword is None:
+        return False
+    return swap_attention(model, FUSED_INFER_NAME, functools.partial(fused_infer_attention, scale_keyword=keyword))

@@ -6,7 +6,8 @@ compile), an exclusive group (two passes of one group never combine, e.g. two pr
 edits a `Build`: the model, the dtype inputs are cast to, an autocast dtype, per-call contexts
 (global switches set for the optimized calls only, so baseline and candidate can interleave in
 one process), torch.compile arguments and environment variables. `finalize` turns a Build into
-a callable. NPU and CUDA passes are never measured on a machine without that device: they are
+a callable. Passes that act on generation's decode loop are in ab_runtime.decode_passes; the
+listing (`catalogue_table`) shows both. NPU and CUDA passes are never measured on a machine without that device: they are
 filtered out by `device` before anything runs.
 """
 
@@ -84,7 +85,8 @@ class Pass:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "device": self.device, "kind": self.kind, "group": self.group,
-                "summary": self.summary, "changes_code": self.changes_code, "needs_restart": self.needs_restart}
+                "summary": self.summary, "changes_code": self.changes_code, "needs_restart": self.needs_restart,
+                "workload": "forward"}
 
 
 # ---------------------------------------------------------------- traits
@@ -499,10 +501,14 @@ def prepare_inputs(inputs: dict[str, Any], device: str, b: Build) -> dict[str, A
 
 
 def catalogue_table() -> list[dict[str, Any]]:
-    return [p.describe() for p in CATALOGUE]
+    """Forward-pass passes (`workload: forward`) and the decode passes of ab_runtime.decode_passes
+    (`workload: generation`), which act on `generate` and are listed, applied and gated there."""
+    from . import decode_passes
+
+    return [p.describe() for p in CATALOGUE] + decode_passes.catalogue_table()
 
 
-if __name__ == "__main__":  # `python -m ab_runtime.passes`: print the catalogue
+if __name__ == "__main__":  # `python -m ab_runtime.passes`: print both catalogues
     import json
 
     json.dump(catalogue_table(), sys.stdout, indent=2)

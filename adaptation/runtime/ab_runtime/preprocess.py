@@ -21,7 +21,8 @@ from .spec import RunSpec
 
 TEXT_FAMILIES = frozenset({"causal_lm", "masked_lm", "feature_extraction", "sequence_classification",
                            "question_answering", "token_classification", "seq2seq"})
-IMAGE_FAMILIES = frozenset({"image_classification", "vision_seq2seq"})
+IMAGE_FAMILIES = frozenset({"image_classification", "vision_seq2seq",
+                            "object_detection", "semantic_segmentation", "depth_estimation"})
 AUDIO_FAMILIES = frozenset({"speech_seq2seq"})
 MAX_TEXT_TOKENS = 512
 
