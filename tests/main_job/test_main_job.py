@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ascendbridge.board import BoardStore
 from ascendbridge.demo_models import list_demo_models
+from ascendbridge.main_job import PIPELINE
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +61,7 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
 
     board.register_models([Registration(model_id="org/fast-model-with-a-rather-long-name"),
                            Registration(model_id="org/broken")])
-    stages = list(PREPARATION_STAGES + MEASUREMENT_STAGES)
+    stages = list(PIPELINE)
     figures = {"benchmark": {"median_ms": 12.345}, "optimization": {"speedup": 1.42}}
     for stage in stages:
         task = board.claim_task(board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60)
