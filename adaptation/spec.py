@@ -146,6 +146,10 @@ class AdaptationSpec(BaseModel):
     set_default_device: bool = False
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     applied_fixes: list[AppliedFix] = Field(default_factory=list)
+    # Discovery's plan for a model larger than one device (ascendbridge/discovery/decisions.py):
+    # {"devices": N, "strategy": "device_map", "tensor_parallel_degree": T, ...}; the team lead gives
+    # its timed stages N devices at once. None: one device.
+    device_plan: Optional[dict[str, Any]] = None
 
     def to_json(self) -> str:
         """The exact text of adaptation.json (stable key order, so re-saving is byte-identical)."""

@@ -192,4 +192,5 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         dry_run_max_layers=dry_run_max_layers(parameter_count, num_layers, _dry_run_budget()),
         sentence_transformers_pooling=(info.sentence_transformers_pooling if info else None) or DEFAULT_POOLING.get(family),
         sentence_transformers_normalize=bool(info.sentence_transformers_normalize) if info else False,
+        device_plan=info.decision.plan if info and info.decision else None,
     )

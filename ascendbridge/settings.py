@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Mapping, Optional, TypeVar
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "ASCENDBRIDGE_"
@@ -67,3 +67,19 @@ def setting_keys(cls: type[StageSettings]) -> list[tuple[str, str, Any]]:
     """(key, environment variable, default) of every field: what docs/teamlead.md lists."""
     env = cls.env_names()
     return [(key, env[name], cls.model_fields[name].default) for key, name in cls.keys().items()]
+
+
+class DeviceSettings(StageSettings):
+    """What discovery sizes models against. `device_pool` is set by the team lead for its jobs (JSON:
+    one entry per host, {"host", "kind", "count", "memory_gb"}); `device_memory_gb` overrides every
+    host's per-device memory, and is the one device assumed when there is no pool (discovery run
+    by hand; a CPU-only host, whose "device" is its RAM budget)."""
+
+    label = "device"
+    DEFAULT_MEMORY_GB: ClassVar[float] = 64.0
+
+    device_memory_gb: Optional[float] = Field(None, gt=0)
+    device_pool: Optional[str] = None
+
+    def memory_gb(self) -> float:
+        return self.device_memory_gb if self.device_memory_gb is not None else self.DEFAULT_MEMORY_GB

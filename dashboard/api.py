@@ -59,6 +59,11 @@ def api_agents(d: Dashboard = Depends(dashboard)) -> Any:
     return views.agent_rows(d)
 
 
+@router.get("/api/hosts", tags=["pages"], summary="Each host's devices and what holds them now")
+def api_hosts(d: Dashboard = Depends(dashboard)) -> Any:
+    return views.host_rows(d, views.agent_rows(d))
+
+
 @router.get("/api/events", tags=["pages"], summary="Board events after an id (oldest first)")
 def api_events(
     after: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000), d: Dashboard = Depends(dashboard)

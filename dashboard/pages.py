@@ -72,7 +72,8 @@ def regressions_page(request: Request, d: Dashboard = Depends(dashboard)) -> HTM
 
 @router.get("/agents", response_class=HTMLResponse)
 def agents_page(request: Request, d: Dashboard = Depends(dashboard)) -> HTMLResponse:
-    return render(request, "agents.html", {"page": "agents", "agents": views.agent_rows(d),
+    agents = views.agent_rows(d)
+    return render(request, "agents.html", {"page": "agents", "agents": agents, "hosts": views.host_rows(d, agents),
                                            "fresh_s": d.heartbeat_fresh_s,
                                            "last_event_id": d.queries.last_event_id()})
 

@@ -55,6 +55,23 @@ def agent_rows(d: Dashboard) -> list[dict[str, Any]]:
     return rows
 
 
+def host_rows(d: Dashboard, agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each host's devices as its team lead found them, with the model and stage holding each now."""
+    holders: dict[tuple[str, str], str] = {}
+    for agent in agents:
+        if agent["current_model"] and agent["status"] == "running":
+            runs = d.store.list_attempts(agent["current_model"], agent["current_stage"])
+            if runs and runs[-1][1].finished_at is None:
+                for label in runs[-1][1].devices.split():
+                    holders[(runs[-1][1].host or "", label)] = f"{agent['current_model']} · {agent['current_stage']}"
+    rows = []
+    for dev in d.store.list_host_devices():
+        held = [v for (host, label), v in holders.items() if host == dev.host and
+                (label == dev.label or (dev.kind == "cpu" and label.startswith("cpu:")))]
+        rows.append({**dev.model_dump(), "label": dev.label, "held_by": held})
+    return rows
+
+
 def funnel(counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
     """Per stage: every status count plus how many models got through it (completed or skipped)."""
     total = sum(counts.get(STAGES[0], {}).values())

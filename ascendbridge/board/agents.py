@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import socket
 from datetime import timedelta
-from typing import Optional
+from typing import Any, Optional
 
-from sqlmodel import col, select
+from sqlmodel import col, delete, select
 
 from ascendbridge.board.base import StoreBase
 from ascendbridge.board.connection import BoardError
-from ascendbridge.board.records import AgentRecord, iso, now_iso, utcnow
-from ascendbridge.board.schema import Agent, Task
+from ascendbridge.board.records import AgentRecord, HostDeviceRecord, dumps, iso, now_iso, utcnow
+from ascendbridge.board.schema import Agent, HostDevice, Task
 
 
 class AgentStore(StoreBase):
@@ -56,6 +56,31 @@ class AgentStore(StoreBase):
             row.last_heartbeat = now_iso()
             s.add(row)
             self._event(s, "agent_stopped", f"{row.role} {agent_id} stopped", origin=agent_id)
+
+    def record_host_devices(self, host: str, rows: list[dict[str, Any]], source: str,
+                            origin: str = "team-lead") -> list[HostDeviceRecord]:
+        """Replace what the board knows of `host`'s devices with what its team lead found now."""
+        if not rows:
+            raise BoardError(f"no devices to record for host '{host}'")
+        now = now_iso()
+        with self._write() as s:
+            s.exec(delete(HostDevice).where(col(HostDevice.host) == host))  # type: ignore[call-overload]
+            out = []
+            for r in rows:
+                row = HostDevice(host=host, kind=str(r["kind"]), index=int(r["index"]), name=str(r.get("name") or ""),
+                                 memory_gb=r.get("memory_gb"), cpus_json=dumps(list(r.get("cpus") or [])),
+                                 source=source, seen_at=now)
+                s.add(row)
+                out.append(HostDeviceRecord.of(row))
+            labels = [d.label for d in out]
+            self._event(s, "devices_detected", f"{host}: {', '.join(labels)} ({source})",
+                        data={"host": host, "devices": labels, "source": source}, origin=origin)
+            return out
+
+    def list_host_devices(self) -> list[HostDeviceRecord]:
+        with self._read() as s:
+            rows = s.exec(select(HostDevice).order_by(HostDevice.host, HostDevice.kind, HostDevice.index)).all()
+            return [HostDeviceRecord.of(r) for r in rows]
 
     def list_agents(self) -> list[AgentRecord]:
         with self._read() as s:

@@ -55,7 +55,7 @@ class LeaseBoard(Protocol):
     def interruptions(self, task_id: int) -> int: ...
 
     def start_attempt(self, task_id: int, token: int, command: str, log_path: str,
-                      agent_backend: str = "builtin") -> int: ...
+                      agent_backend: str = "builtin", placement: Optional[dict[str, Any]] = None) -> int: ...
 
     def finish_attempt(self, attempt_id: int, exit_code: Optional[int], duration_s: float, outcome: str,
                        diagnosis: Optional[dict[str, Any]] = None, fix_applied: Optional[str] = None) -> None: ...
@@ -280,8 +280,11 @@ class LeaseStore(StoreBase):
 
     # ------------------------------------------------------------------ attempts
     def start_attempt(
-        self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin"
+        self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin",
+        placement: Optional[dict[str, Any]] = None,
     ) -> int:
+        """Record an attempt; with a placement ({"host", "devices", "cpus", "env", "exclusive"}) also
+        where it runs, and a `placed` event (the event log then shows which device ran what)."""
         with self._write() as s:
             task = self._owned(s, task_id, token)
             row = Attempt(
@@ -292,9 +295,16 @@ class LeaseStore(StoreBase):
                 log_path=log_path,
                 agent_backend=agent_backend,
                 started_at=now_iso(),
+                host=(placement or {}).get("host"),
+                devices=" ".join((placement or {}).get("devices") or []) if (placement or {}).get("exclusive") else "",
             )
             s.add(row)
             s.flush()
+            if placement is not None:
+                where = row.devices or "cores " + (",".join(map(str, placement.get("cpus") or [])) or "any")
+                self._event(s, "placed", f"{task.stage}: attempt {task.attempts} on {row.host} {where}",
+                            task.model_pk, task.stage, {**placement, "attempt_id": row.id, "token": token},
+                            origin=task.owner or "team-lead")
             return row.id
 
     def finish_attempt(
@@ -318,6 +328,11 @@ class LeaseStore(StoreBase):
             row.fix_applied = fix_applied
             row.finished_at = now_iso()
             s.add(row)
+            if row.devices:  # the devices it held are free again: the event log pairs this with `placed`
+                task = s.get(Task, row.task_id)
+                self._event(s, "devices_released", f"{row.devices} released ({outcome})",
+                            task.model_pk if task else None, task.stage if task else None,
+                            {"host": row.host, "devices": row.devices.split(" "), "attempt_id": row.id})
 
 
 _INTERRUPTION_EVENTS = ("released", "lease_expired")

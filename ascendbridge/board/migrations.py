@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, text
 
-from ascendbridge.board.schema import Stack
+from ascendbridge.board.schema import HostDevice, Stack
 
 V1_DDL: tuple[str, ...] = (
     "CREATE TABLE schema_info (key VARCHAR NOT NULL PRIMARY KEY, value VARCHAR NOT NULL)",
@@ -86,4 +86,11 @@ def _v2_to_v3(conn: Connection) -> None:
     Stack.__table__.create(conn)
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(conn: Connection) -> None:
+    """Version 4 adds devices: where each attempt ran and what it held, and each host's devices."""
+    conn.execute(text("ALTER TABLE attempts ADD COLUMN host VARCHAR"))
+    conn.execute(text("ALTER TABLE attempts ADD COLUMN devices VARCHAR NOT NULL DEFAULT ''"))
+    HostDevice.__table__.create(conn)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
-from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, Metric, Model, Task
+from ascendbridge.board.schema import Agent, Attempt, Event, Guidance, HostDevice, Metric, Model, Task
 
 
 def utcnow() -> datetime:
@@ -120,6 +120,8 @@ class AttemptRecord(BaseModel):
     diagnosis: Optional[dict[str, Any]] = None
     started_at: str
     finished_at: Optional[str] = None
+    host: Optional[str] = None
+    devices: str = ""
 
     @classmethod
     def of(cls, row: Attempt) -> "AttemptRecord":
@@ -178,6 +180,25 @@ class AgentRecord(BaseModel):
     @classmethod
     def of(cls, row: Agent) -> "AgentRecord":
         return cls(**row.model_dump())
+
+
+class HostDeviceRecord(BaseModel):
+    host: str
+    kind: str
+    index: int
+    name: str = ""
+    memory_gb: Optional[float] = None
+    cpus: list[int] = Field(default_factory=list)
+    source: str = ""
+    seen_at: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.index}" if self.kind != "cpu" else "cpu"
+
+    @classmethod
+    def of(cls, row: HostDevice) -> "HostDeviceRecord":
+        return cls(cpus=loads(row.cpus_json) or [], **row.model_dump(exclude={"cpus_json"}))
 
 
 class MetricRecord(BaseModel):

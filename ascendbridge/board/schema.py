@@ -11,7 +11,7 @@ from typing import Optional
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class SchemaInfo(SQLModel, table=True):
@@ -92,6 +92,8 @@ class Attempt(SQLModel, table=True):
     diagnosis_json: Optional[str] = None
     started_at: str
     finished_at: Optional[str] = None
+    host: Optional[str] = None  # where it ran (the team lead's host for local jobs)
+    devices: str = ""  # what it held exclusively, space-separated: "npu:3 npu:4", "cpu:1,2"; "" for preparation
 
 
 class Agent(SQLModel, table=True):
@@ -158,3 +160,18 @@ class Stack(SQLModel, table=True):
     stack_id: str = Field(primary_key=True)
     data_json: str = "{}"
     first_seen: str
+
+
+class HostDevice(SQLModel, table=True):
+    """One device of one host as the team lead found it at start (a CPU-only host: one 'cpu' row)."""
+
+    __tablename__ = "host_devices"
+
+    host: str = Field(primary_key=True)
+    kind: str = Field(primary_key=True)  # npu | cuda | cpu
+    index: int = Field(primary_key=True)
+    name: str = ""
+    memory_gb: Optional[float] = None
+    cpus_json: str = "[]"  # the cores this host's team lead may use
+    source: str = ""  # npu-smi | nvidia-smi | --devices | affinity
+    seen_at: str

@@ -176,9 +176,9 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
               ((f.stage, f.name, f.value, f.unit, f.device, f.dtype, f.ts) for f in figures))
     out.table(
         "attempts",
-        ("stage", "#", "exit", "duration s", "outcome", "backend", "fix", "log"),
-        ((st, a.number, a.exit_code, a.duration_s, a.outcome, a.agent_backend, a.fix_applied, a.log_path)
-         for st, a in attempts),
+        ("stage", "#", "exit", "duration s", "outcome", "host", "devices", "backend", "fix", "log"),
+        ((st, a.number, a.exit_code, a.duration_s, a.outcome, a.host, a.devices, a.agent_backend, a.fix_applied,
+          a.log_path) for st, a in attempts),
         detail=("backend",),
     )
     out.table("recent events", ("ts", "stage", "kind", "message"),

@@ -13,7 +13,7 @@ import re
 from typing import Optional
 
 from ascendbridge.discovery.batch_model import BatchPolicy, Candidate
-from ascendbridge.discovery.decisions import GIB, MEMORY_MARGIN, decide, device_memory_gb, weight_bytes
+from ascendbridge.discovery.decisions import GIB, MEMORY_MARGIN, decide, host_pool, weight_bytes
 
 FORMAT_MARKERS = ("gguf", "awq", "gptq", "onnx", "mlx")
 # Name tokens that only say how a variant is stored, stripped to find its base by name.
@@ -68,10 +68,11 @@ def _allowed_licence(licence: Optional[str], allowed: list[str]) -> bool:
     return bool(keys & set(allowed))
 
 
-def _why_decided(cand: Candidate, rule: str, memory_gb: float) -> str:
+def _why_decided(cand: Candidate, rule: str, memory_gb: Optional[float]) -> str:
     if rule == "too_large":
         need = (weight_bytes(cand.info) or 0) * MEMORY_MARGIN / GIB
-        return f"too large: {need:.1f} > {memory_gb:g} GiB"
+        most = max(h.count * h.memory_gb for h in host_pool(memory_gb))
+        return f"too large: {need:.1f} > {most:g} GiB"
     if rule == "gated_no_token":
         return "gated; no HF_TOKEN"
     if rule == "remote_code_not_allowed":
@@ -80,7 +81,7 @@ def _why_decided(cand: Candidate, rule: str, memory_gb: float) -> str:
 
 
 def apply_policy(candidates: list[Candidate], policy: BatchPolicy) -> None:
-    memory = policy.memory_gb if policy.memory_gb is not None else device_memory_gb()
+    memory = policy.memory_gb  # None: the team lead's device pool, else ASCENDBRIDGE_DEVICE_MEMORY_GB
     for cand in candidates:
         if not cand.kept:
             continue

@@ -14,6 +14,9 @@ class DiscoveryDecision(BaseModel):
     action: Literal["proceed", "skip", "block"]
     reason: str
     rule: Optional[str] = None  # e.g. "too_large", "remote_code_not_allowed", "gated_no_token"
+    # How its timed stages run: {"devices": N, "strategy": "single" | "device_map", "tensor_parallel_degree",
+    # "host", "kind", "per_device_gb", "need_gb"}; None when its size is unknown.
+    plan: Optional[dict[str, Any]] = None
 
 
 class ModelInfo(BaseModel):

@@ -25,6 +25,7 @@ from ascendbridge.board.records import TaskRecord
 from ascendbridge.runtime import attempt_dir
 from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt,
                                               marker_for)
+from ascendbridge.runtime.placement import CPU_AFFINITY_ENV, NPU_INDEX_ENV, Placement
 from ascendbridge.runtime.process import kill_group, run_command
 from ascendbridge.teamlead.registry import EXTRA_STAGES_ENV, StageRef
 
@@ -48,6 +49,7 @@ class Job:
     extra_stages: str = ""  # ASCENDBRIDGE_EXTRA_STAGES for the worker (registry outside entry points)
     detached_context: Optional[Path] = None  # records file for a worker that cannot see the board (Ray)
     env: dict[str, str] = field(default_factory=dict)  # extra environment of the worker (Ray: the head's settings)
+    placement: Optional[Placement] = None  # its devices / cores and the environment that says so
 
     @property
     def stage(self) -> str:
@@ -180,6 +182,10 @@ class LocalProcessExecutor(Executor):
         if phase == "run":  # a gate verdict left by an earlier attempt of the same number is not ours
             job.result_path("gate").unlink(missing_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1", **job.env)
+        for name in (CPU_AFFINITY_ENV, NPU_INDEX_ENV):  # only this job's placement decides these
+            env.pop(name, None)
+        if job.placement is not None:
+            env.update(job.placement.env)
         env[ATTEMPT_ENV] = str(job.marker)
         env[TEAM_LEAD_PID_ENV] = str(os.getpid())
         if job.extra_stages:

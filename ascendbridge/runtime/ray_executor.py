@@ -31,14 +31,13 @@ from typing import Any, Optional
 from ascendbridge.board import BoardStore
 from ascendbridge.runtime import attempt_dir
 from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
+from ascendbridge.runtime.devices import Device, HostInventory
 from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult
+from ascendbridge.runtime.placement import stage_resources
 
 RAY_MISSING = "the Ray executor needs the ray extra: run `uv sync --extra ray` (or pip install 'ray>=2.60')"
 
-# Stand-in for the device layer's stage_resources() (issue 17, device inventory): the stages that
-# need a device to themselves. Swap for that function when it is on main.
-TIMED_STAGES = frozenset({"benchmark", "optimization", "business_benchmark"})
-ACCELERATORS = ("NPU", "GPU")  # Ray's resource names for Ascend NPUs and CUDA GPUs, in preference order
+KIND_OF = {"NPU": "npu", "GPU": "cuda"}  # Ray's accelerator resource names -> the device layer's kinds
 
 # Head-side paths the node must not inherit; every other ASCENDBRIDGE_* setting travels with the job.
 HEAD_ONLY_ENV = frozenset({"ASCENDBRIDGE_BOARD", "ASCENDBRIDGE_LOGS", "ASCENDBRIDGE_ADAPTATIONS"})
@@ -49,16 +48,20 @@ class RayUnavailable(RuntimeError):
     """Ray is not installed or the cluster cannot be reached; the message is one line for the user."""
 
 
-def stage_resources(stage: str, accelerator: Optional[str]) -> dict[str, float]:
-    """What one task of `stage` reserves on the cluster: a device of its own for timed stages."""
-    if stage in TIMED_STAGES and accelerator:
-        return {accelerator: 1.0}
-    return {"CPU": 1.0}
-
-
 def cluster_accelerator(resources: dict[str, float]) -> Optional[str]:
     """The accelerator kind the cluster offers (Ray detects NPUs and GPUs), or None on CPU only."""
-    return next((name for name in ACCELERATORS if resources.get(name, 0) >= 1), None)
+    return next((name for name in KIND_OF if resources.get(name, 0) >= 1), None)
+
+
+def cluster_inventory(resources: dict[str, float]) -> HostInventory:
+    """The whole cluster as one pool: its accelerators (or its CPUs) bound how many timed tasks
+    the team lead has in flight; Ray itself decides which node and card each one gets."""
+    accelerator = cluster_accelerator(resources)
+    if accelerator is None:
+        return HostInventory("ray-cluster", "cpu", (), tuple(range(int(resources.get("CPU", 1)))), source="ray")
+    kind = KIND_OF[accelerator]
+    devices = tuple(Device(kind, i) for i in range(int(resources[accelerator])))
+    return HostInventory("ray-cluster", kind, devices, tuple(range(int(resources.get("CPU", 1)))), source="ray")
 
 
 def task_options(resources: dict[str, float]) -> dict[str, Any]:
@@ -176,10 +179,16 @@ class RayExecutor(Executor):
         store = self._stores.get(job.board_path) or self._stores.setdefault(job.board_path, BoardStore(job.board_path))
         records = {"task": job.task.model_dump(mode="json"),
                    "model": store.get_model(job.task.model_id).model_dump(mode="json")}
-        sent = dataclasses.replace(job, env={**self._env, **job.env})
-        options = task_options(stage_resources(job.stage, self.accelerator))
+        # The head's placement (cores, card index) means nothing on another node: Ray assigns them there.
+        sent = dataclasses.replace(job, env={**self._env, **job.env}, placement=None)
+        count = len(job.placement.devices) if job.placement is not None and job.placement.devices else 1
+        kind = KIND_OF.get(self.accelerator or "", "cpu")
+        options = task_options(stage_resources(job.stage, kind, count))
         ref = self._remote.options(**options).remote(sent, pack(job.work_dir), records)
         self._refs[ref] = job
+
+    def inventory(self) -> HostInventory:
+        return cluster_inventory(self._ray.cluster_resources())
 
     def in_flight(self) -> int:
         return len(self._refs)

@@ -41,6 +41,7 @@ from ascendbridge.board.records import ModelRecord, TaskRecord
 from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, die_with_parent,
                                               kill_attempt)
+from ascendbridge.runtime.placement import apply_cpu_affinity
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import STAGE_ROLES, load_stage, stage_refs
 from adaptation.runtime.ab_runtime.fileops import write_text_atomic
@@ -277,6 +278,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[list[str]] = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     args = parse_args(argv)
+    try:
+        apply_cpu_affinity()  # before anything starts: every process of this phase inherits the cores
+    except (ValueError, OSError) as exc:
+        print(f"error: cannot pin this worker to its cores: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     signal.signal(signal.SIGTERM, _on_sigterm)
     die_with_parent(signal.SIGTERM)
     try:

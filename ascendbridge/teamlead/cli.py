@@ -13,6 +13,7 @@ Exit codes (also in docs/teamlead.md):
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import logging.handlers
 import os
@@ -30,7 +31,9 @@ from rich.table import Table
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path, logs_dir
 from ascendbridge.envmode import ENV_MODE_VAR, ENV_MODES, SYSTEM_PYTHON_VAR, EnvModeError, env_choice
+from ascendbridge.runtime.devices import HostInventory, detect
 from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
+from ascendbridge.runtime.placement import POOL_ENV, DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.stages import STATUSES
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
@@ -78,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lease", type=float, help="task lease in seconds (default 60)")
     p.add_argument("--heartbeat", type=float, help="heartbeat interval in seconds (default 10)")
     p.add_argument("--poll", type=float, help="idle poll interval in seconds (default 1)")
+    p.add_argument("--devices", help="devices for timed stages: npu:0-7, cuda:0,1 or cpu[:CORES] (default: "
+                   "$ASCENDBRIDGE_DEVICES, else found with npu-smi / nvidia-smi, else this process's CPU cores)")
+    p.add_argument("--timed-cores", type=int, help="CPU-only host: cores each timed run gets to itself (default: "
+                   "$ASCENDBRIDGE_TIMED_CORES or a quarter of the cores)")
     p.add_argument("--output-cap", type=int, help="bytes of output kept per attempt log (default 4 MiB)")
     p.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
                    help="a setting handed to a stage (ctx.settings); VALUE is JSON when it parses, else text")
@@ -127,7 +134,7 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
     """The flags that were given, then ASCENDBRIDGE_<KEY>, then the defaults (ascendbridge.settings)."""
     given = {"workers": args.workers, "max_interruptions": args.max_interruptions, "gate_timeout_s": args.gate_timeout,
              "lease_s": args.lease, "heartbeat_s": args.heartbeat, "poll_s": args.poll, "executor": args.executor,
-             "ray_address": args.ray_address}
+             "ray_address": args.ray_address, "devices": args.devices, "timed_cores": args.timed_cores}
     try:
         return RunSettings.from_sources(given)
     except ValueError as exc:
@@ -197,9 +204,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         settings = settings_from(args)
         refs = stage_refs()
+        pool = DevicePool(detect(settings.devices), settings.timed_cores)  # DeviceSpecError: a bad --devices
     except (SettingsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    os.environ[POOL_ENV] = json.dumps([pool_entry(pool)])  # discovery sizes models against these devices
     path = (args.board or board_path()).expanduser().resolve()
     try:
         store = BoardStore(path)
@@ -223,6 +232,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_LOCKED
     try:
         executor = make_executor(settings)
+        if isinstance(executor, RayExecutor):  # the cluster's devices, not this host's, bound timed tasks
+            pool = DevicePool(executor.inventory())
     except RayUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         lock.release()
@@ -231,7 +242,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     received: list[int] = []
     try:
         with Progress(console, log, live) as progress:
-            lead = TeamLead(store, settings, executor, refs, log, on_tick=progress)
+            lead = TeamLead(store, settings, executor, refs, log, on_tick=progress, pool=pool)
 
             def on_signal(signum: int, _frame: object) -> None:
                 if not received:

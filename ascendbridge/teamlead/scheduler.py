@@ -29,7 +29,9 @@ from ascendbridge.refusals import as_refusal, is_refusal
 from ascendbridge.runtime import attempt_dir
 from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import kill_board_attempts
+from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
+from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed
 from ascendbridge.teamlead.guidance import apply_open_guidance
 from ascendbridge.teamlead.registry import StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.settings import TeamLeadSettings
@@ -60,9 +62,12 @@ class TeamLead:
         refs: dict[str, StageRef],
         log: logging.Logger,
         on_tick: Optional[Callable[["TeamLead"], None]] = None,
+        pool: Optional[DevicePool] = None,
     ) -> None:
         self.store, self.settings, self.executor, self.refs, self.log = store, settings, executor, refs, log
         self.on_tick = on_tick
+        # Timed stages take devices (or, on a CPU-only host, core groups) from here, exclusively.
+        self.pool = pool or DevicePool(detect(settings.devices), settings.timed_cores)
         self.stats = RunStats()
         self.stop_requested = threading.Event()
         self.jobs: dict[int, tuple[Job, int, int]] = {}  # task id -> (job, attempt row id, slot)
@@ -91,8 +96,13 @@ class TeamLead:
         """Loop until nothing is runnable or running (--once) or until asked to stop."""
         s = self.settings
         self.store.register_agent(s.agent_id, "team-lead")
+        inventory = self.pool.inventory
+        self.store.record_host_devices(inventory.host, inventory.as_rows(), inventory.source, origin=s.agent_id)
         self.log.info("team lead %s: stages %s, %d worker(s), %s", s.agent_id, ",".join(s.stages),
                       s.workers, "forever" if s.forever else "once")
+        self.log.info("devices: %s; %s", inventory.describe(), self.pool.describe())
+        for warning in self.pool.warnings:
+            self.log.warning("devices: %s", warning)
         try:
             retry_busy(self._recover, "start-up recovery", self.log.warning, stop=self.stop_requested)
             while not self.stop_requested.is_set():
@@ -206,15 +216,20 @@ class TeamLead:
         return sum(counts.get(stage, {}).get("in_progress", 0) for stage in self.runnable)
 
     def _dispatch(self) -> int:
-        """Claim and start tasks while workers are free; returns how many were started."""
+        """Claim and start tasks while workers (and, for timed stages, devices) are free; returns how
+        many were started."""
         started = 0
         running = Counter(job.stage for job, _, _ in self.jobs.values())
         while self.free_slots and not self.stop_requested.is_set():
-            stages = [st for st in self.runnable if running[st] < self.settings.limit(st)]
+            free = self.pool.free()
+            stages = [st for st in self.runnable if running[st] < self.settings.limit(st)
+                      and (free > 0 or not is_timed(st))]
             if not stages:
                 break
             slot = self.free_slots[-1]
             busy_models = [job.task.model_pk for job, _, _ in self.jobs.values()]
+            if any(is_timed(st) for st in stages):  # a model sharded over N devices waits for N free ones
+                busy_models += self._needing_more_than(free)
             try:
                 task = self.store.claim_next(self._worker_id(slot), self.settings.lease_s, stages, busy_models)
             except BoardBusyError as exc:
@@ -228,11 +243,43 @@ class TeamLead:
                 self._fail(task, {"rule": "attempt_budget_exhausted",
                                   "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
                 continue
+            placement = self._place(task)
+            if placement is None:
+                continue
             self.free_slots.pop()
-            self._start(task, slot)
+            self._start(task, slot, placement)
             running[task.stage] += 1
             started += 1
         return started
+
+    def _needing_more_than(self, free: int) -> list[int]:
+        """Models waiting in a timed stage whose plan needs more devices than are free now (but no more
+        than the host has: those are claimed and blocked by _place)."""
+        if free >= self.pool.capacity:
+            return []
+        big = {m.pk for m in self.store.list_models() if free < devices_needed(m.metadata) <= self.pool.capacity}
+        if not big:
+            return []
+        return sorted({t.model_pk for t in self.store.list_tasks(status="pending")
+                       if t.model_pk in big and is_timed(t.stage)})
+
+    def _place(self, task: TaskRecord) -> Optional[Placement]:
+        """The just-claimed task's devices; a model this host can never hold is blocked with the numbers."""
+        need = devices_needed(self.store.get_model(task.model_id).metadata) if is_timed(task.stage) else 1
+        placement = self.pool.acquire(task.stage, need)
+        if placement is not None:
+            return placement
+        if need > self.pool.capacity:
+            self._fail(task, {"rule": "not_enough_devices",
+                              "summary": f"its plan needs {need} {self.pool.kind} device(s) at once; "
+                                         f"this host has {self.pool.capacity} timed slot(s)",
+                              "devices_needed": need, "host_slots": self.pool.capacity}, status="blocked")
+            return None
+        try:  # raced: the devices were taken between the check and the claim (cannot happen single-threaded)
+            self.store.release_task(task.id, task.fencing_token, "no free device", origin=self.settings.agent_id)
+        except StaleTokenError:
+            pass
+        return None
 
     def _crash_looping(self, task: TaskRecord) -> bool:
         """Fail a just-claimed task whose last attempts all ended without an outcome."""
@@ -248,7 +295,8 @@ class TeamLead:
     def _worker_id(self, slot: int) -> str:
         return f"{self.settings.agent_id}.w{slot}"
 
-    def _job(self, task: TaskRecord, slot: int, log_path: Optional[Path] = None) -> Job:
+    def _job(self, task: TaskRecord, slot: int, log_path: Optional[Path] = None,
+             placement: Optional[Placement] = None) -> Job:
         s = self.settings
         return Job(
             task=task, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
@@ -257,18 +305,20 @@ class TeamLead:
             timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
             lease_s=s.lease_s, heartbeat_s=s.heartbeat_s, output_cap=s.output_cap,
             settings=dict(s.stage_settings.get(task.stage, {})), extra_stages=self.extra_stages,
+            placement=placement,
         )
 
-    def _start(self, task: TaskRecord, slot: int) -> None:
-        job = self._job(task, slot)
+    def _start(self, task: TaskRecord, slot: int, placement: Placement) -> None:
+        job = self._job(task, slot, placement=placement)
         log_path = job.log_path
         attempt_id = retry_busy(lambda: self.store.start_attempt(task.id, task.fencing_token, job.command(),
-                                                                 str(log_path)),
+                                                                 str(log_path), placement=placement.as_dict()),
                                 "recording an attempt", self.log.warning)
         self.jobs[task.id] = (job, attempt_id, slot)
         self._used.add(job.worker_id)
         self.stats.outcomes["dispatched"] += 1
-        self.log.info("%s/%s: attempt %d started on %s", task.model_id, task.stage, task.attempts, job.worker_id)
+        self.log.info("%s/%s: attempt %d started on %s%s", task.model_id, task.stage, task.attempts, job.worker_id,
+                      f" ({' '.join(placement.devices)})" if placement.devices else "")
         self.executor.submit(job)
 
     # ------------------------------------------------------------------ results
@@ -284,6 +334,8 @@ class TeamLead:
             return
         self.jobs.pop(result.job.task.id)
         self.free_slots.append(slot)
+        if job.placement is not None:
+            self.pool.release(job.placement)
         attempt_dir.discard(job.work_dir)  # promoted already when it passed its gate
         # The phase that decided the outcome: the gate when it ran, else the stage's run.
         decisive = result.gate or result.run

@@ -49,7 +49,8 @@ class RunSettings(StageSettings):
     FLAGS: ClassVar[dict[str, str]] = {"workers": "--workers", "max_interruptions": "--max-interruptions",
                                        "gate_timeout_s": "--gate-timeout", "lease_s": "--lease",
                                        "heartbeat_s": "--heartbeat", "poll_s": "--poll", "executor": "--executor",
-                                       "ray_address": "--ray-address"}
+                                       "ray_address": "--ray-address", "devices": "--devices",
+                                       "timed_cores": "--timed-cores"}
 
     workers: int = Field(2, ge=1, le=256)  # total concurrent tasks
     max_interruptions: int = Field(3, ge=1)  # attempts ended without an outcome before `failed`
@@ -59,6 +60,8 @@ class RunSettings(StageSettings):
     poll_s: float = Field(1.0, gt=0)
     executor: Literal["local", "ray"] = "local"  # where stage runs execute: this host, or a Ray cluster
     ray_address: Optional[str] = None  # the Ray cluster to join (host:port); unset: RAY_ADDRESS or a new local one
+    devices: Optional[str] = None  # npu:0-7 | cuda:0,1 | cpu[:LIST]; None: found on the host
+    timed_cores: Optional[int] = Field(None, ge=1)  # cores per timed run on a CPU-only host (default: a quarter)
 
     @classmethod
     def shown(cls, key: str) -> str:
@@ -91,6 +94,8 @@ class TeamLeadSettings:
     poll_s: float = _default("poll_s")
     executor: str = _default("executor")
     ray_address: Optional[str] = _default("ray_address")
+    devices: Optional[str] = _default("devices")
+    timed_cores: Optional[int] = _default("timed_cores")
     output_cap: int = 4 * 1024 * 1024
     forever: bool = False
     agent_id: str = "team-lead"

@@ -98,7 +98,9 @@ def _gemm_size(torch: Any, device: str, dtype: Any, sync: Callable[[], None], n:
 
 
 def microbenchmarks(torch: Any, kind: str, budget_s: float) -> dict[str, Any]:
-    device = {"npu": "npu:0", "cuda": "cuda:0"}.get(kind, "cpu")
+    # A timed job's own card: ASCENDBRIDGE_NPU_INDEX where the team lead ran it unmasked (a profiled stage).
+    npu = os.environ.get("ASCENDBRIDGE_NPU_INDEX", "0").split(",")[0].strip() or "0"
+    device = {"npu": f"npu:{npu}", "cuda": "cuda:0"}.get(kind, "cpu")
     backend = getattr(torch, kind, None) if kind != "cpu" else None
     sync = backend.synchronize if backend is not None else (lambda: None)
     n = 1024 if kind == "cpu" else 4096

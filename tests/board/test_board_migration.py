@@ -66,6 +66,17 @@ def test_v1_board_upgrades_in_place_with_data_intact(tmp_path: Path) -> None:
         assert [e.message for e in store.list_events()] == ["registered in v1"]
         task = store.claim_next("worker", 60)
         assert task.stage == "adaptation"
+        placed = {"host": "h1", "devices": ["npu:3", "npu:4"], "cpus": [], "env": {"ASCENDBRIDGE_NPU_INDEX": "3,4"},
+                  "exclusive": True}
+        attempt = store.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed)  # v4 columns
+        store.finish_attempt(attempt, 0, 1.0, "completed")
+        assert [(a.host, a.devices) for _, a in store.list_attempts("org/old-model")] == [("h1", "npu:3 npu:4")]
+        events = [e for e in store.list_events() if e.kind in ("placed", "devices_released")]
+        assert [(e.kind, e.data["devices"]) for e in events] == [("placed", ["npu:3", "npu:4"]),
+                                                                 ("devices_released", ["npu:3", "npu:4"])]
+        rows = store.record_host_devices("h1", [{"kind": "npu", "index": i, "memory_gb": 64.0} for i in (3, 4)],
+                                         "npu-smi")  # v4 table
+        assert [r.label for r in store.list_host_devices()] == [r.label for r in rows] == ["npu:3", "npu:4"]
         store.complete_task(task.id, task.fencing_token, {},
                             figures=[{"values": {"build_s": 1.5}}])  # metrics table exists now
         store.set_paused("org/old-model", True)

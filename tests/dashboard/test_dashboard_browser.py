@@ -160,7 +160,10 @@ def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
            "ASCENDBRIDGE_BENCHMARK_WARMUP": "1", "ASCENDBRIDGE_OPTIMIZATION_PASSES": "cpu_threads_1",
            "ASCENDBRIDGE_OPTIMIZATION_ITERS": "1", "ASCENDBRIDGE_OPTIMIZATION_WARMUP": "0"}
     lead = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--once", "--plain", "--board", str(board_path),
-                           "--stages", "discovery,adaptation,healing,benchmark,optimization"],
+                           "--stages", "discovery,adaptation,healing,benchmark,optimization",
+                           # cpu_threads_1 applies only to a run with more than one core: on a 2-core machine
+                           # the default split pins a timed run to one, so give timed runs every core here
+                           "--timed-cores", str(len(os.sched_getaffinity(0)))],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert lead.returncode == 0, lead.stderr[-3000:]
     proc, url = start_server(root, board_path, logs, adaptations)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ascendbridge.board import BoardStore
 from ascendbridge.demo_models import list_demo_models
-from ascendbridge.main_job import MEASUREMENT_STAGES, PREPARATION_STAGES, _passes, build_parser
+from ascendbridge.main_job import PIPELINE
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,13 +47,6 @@ def test_unusable_board_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert fake.read_text() == "not a database\n"
 
 
-def test_timing_stages_run_one_model_at_a_time() -> None:
-    default = _passes(build_parser().parse_args(["--workers", "4"]))
-    assert default == [(",".join(PREPARATION_STAGES), 4), (",".join(MEASUREMENT_STAGES), 1)]
-    explicit = _passes(build_parser().parse_args(["--stages", "discovery", "--workers", "3"]))
-    assert explicit == [("discovery", 3)]
-
-
 def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Per model: how far it got (or why it stopped), latency, speedup, evidence; commands go
     through ./ab and stay on one line at 80 columns when output is not a terminal."""
@@ -68,7 +61,7 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
 
     board.register_models([Registration(model_id="org/fast-model-with-a-rather-long-name"),
                            Registration(model_id="org/broken")])
-    stages = list(PREPARATION_STAGES + MEASUREMENT_STAGES)
+    stages = list(PIPELINE)
     figures = {"benchmark": {"median_ms": 12.345, "tpot_ms": 3.21, "tokens_per_s": 311.5},
                "optimization": {"speedup": 1.42}}
     for stage in stages:

@@ -21,7 +21,8 @@ import pytest
 
 from ascendbridge.board import BoardStore
 from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
-from ascendbridge.runtime.ray_executor import RAY_MISSING, TIMED_STAGES
+from ascendbridge.runtime.placement import TIMED_STAGES
+from ascendbridge.runtime.ray_executor import RAY_MISSING
 from tests.support.ray_cluster import LocalRayCluster, _free_port
 from tests.teamlead.tl_support import add_models, check_event_log, run_tl, start_tl, statuses, wait_for
 

@@ -21,7 +21,10 @@ from .errors import DeviceUnavailable
 
 DEVICE_CHOICES = ("auto", "npu", "cuda", "cpu")
 # Environment that changes how torch_npu dispatches work; recorded with every result.
-NPU_ENV_VARS = ("ASCEND_RT_VISIBLE_DEVICES", "TASK_QUEUE_ENABLE", "PYTORCH_NPU_ALLOC_CONF")
+NPU_ENV_VARS = ("ASCEND_RT_VISIBLE_DEVICES", "ASCENDBRIDGE_NPU_INDEX", "TASK_QUEUE_ENABLE", "PYTORCH_NPU_ALLOC_CONF")
+# The physical card(s) of a job that runs without ASCEND_RT_VISIBLE_DEVICES: CANN does not support
+# that mask together with profiling, so the team lead hands profiled (timed) runs their card this way.
+NPU_INDEX_ENV = "ASCENDBRIDGE_NPU_INDEX"
 
 
 @dataclass(frozen=True)
@@ -99,11 +102,23 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def npu_index() -> int:
+    """The NPU this process uses: the first of ASCENDBRIDGE_NPU_INDEX (a physical index, no mask), else 0
+    (with ASCEND_RT_VISIBLE_DEVICES, npu:0 is the first card of the mask)."""
+    raw = os.environ.get(NPU_INDEX_ENV, "").split(",")[0].strip()
+    if not raw:
+        return 0
+    if not raw.isdigit():
+        raise DeviceUnavailable(f"{NPU_INDEX_ENV}={os.environ[NPU_INDEX_ENV]!r} is not an NPU index")
+    return int(raw)
+
+
 def _activate(kind: str) -> tuple[str, str]:
     """Make `kind` current and return (torch device string, device name)."""
     if kind == "npu":
-        torch.npu.set_device("npu:0")
-        return "npu:0", str(torch.npu.get_device_name(0))
+        index = npu_index()
+        torch.npu.set_device(index)  # torch_npu: torch.npu.set_device(int | "npu:N")
+        return f"npu:{index}", str(torch.npu.get_device_name(index))
     if kind == "cuda":
         torch.cuda.set_device(0)
         return "cuda:0", str(torch.cuda.get_device_name(0))

@@ -156,7 +156,7 @@ def model_traits(model: torch.nn.Module, device: str, task_family: str, baseline
         rotary=npu_swaps.rotary_module(model) is not None,
         attention_switchable=config is not None and hasattr(config, "_attn_implementation"),
         head_dim=head_dim if isinstance(head_dim, int) else None,
-        threads=torch.get_num_threads(), cores=os.cpu_count() or 1,
+        threads=torch.get_num_threads(), cores=usable_cores(),
         bf16_gemm_speedup=bf16_speedup,
         cpu_bf16_native=cpu_bf16_native() if bf16_native is None and device == "cpu" else bool(bf16_native),
     )
@@ -185,6 +185,15 @@ def _compile(**kwargs: Any) -> Callable[[Build], None]:
     return apply
 
 
+def usable_cores() -> int:
+    """Cores this process may run on: its affinity mask (a team lead pins timed runs to their own
+    cores), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 @contextlib.contextmanager
 def _threads(n: int) -> Iterator[None]:
     before = torch.get_num_threads()
@@ -198,7 +207,7 @@ def _threads(n: int) -> Iterator[None]:
 def _set_threads(n: Optional[int]) -> Callable[[Build], None]:
     """n threads (None: one per core) around each optimized call."""
     def apply(build: Build) -> None:
-        count = n or os.cpu_count() or 1
+        count = n or usable_cores()
         build.contexts.append(lambda: _threads(count))
         build.notes.append(f"torch.set_num_threads({count}) around each call")
     return apply

@@ -1,0 +1,170 @@
+"""What each stage needs, and which devices or cores one job gets.
+
+Preparation stages (discovery, adaptation, healing: healing's demo runs use `--device cpu`) need a
+CPU. Timed stages (benchmark, optimization, business_benchmark) need devices exclusively: two
+timed runs on one card, or on one set of cores, measure each other rather than the model.
+
+A job's placement reaches it through its environment:
+- CUDA: CUDA_VISIBLE_DEVICES=<its cards>, so its cuda:0 is its own card.
+- Ascend: ASCEND_RT_VISIBLE_DEVICES=<its cards>, so its npu:0 is its own card, except for the
+  stages whose run includes the profiled run (benchmark, optimization: accuracy_run.py and
+  accuracy_run_perf.py profile in the same process that times). CANN's environment variable
+  reference (8.3.RC1, envref_07_0028) says the mask is not supported while profiling, so those
+  jobs get no mask and ASCENDBRIDGE_NPU_INDEX=<the
+  physical index>; the device layer (ab_runtime/device.py) then calls torch.npu.set_device(index).
+  Exclusivity does not depend on the mask: the pool never hands one card to two timed jobs.
+- CPU-only host: cores are split once, at start, into timed slots (`timed_cores` cores each) and
+  the rest for preparation; a timed job is pinned to its slot's cores, every other job to the
+  preparation cores (ASCENDBRIDGE_CPU_AFFINITY, applied by the worker with os.sched_setaffinity,
+  inherited by everything it starts), so no other work lands on a timed run's cores.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ascendbridge.runtime.devices import HostInventory, parse_index_list
+
+TIMED_STAGES = frozenset({"benchmark", "optimization", "business_benchmark"})
+PROFILING_STAGES = frozenset({"benchmark", "optimization"})  # their run includes the profiled run
+CPU_AFFINITY_ENV = "ASCENDBRIDGE_CPU_AFFINITY"
+NPU_INDEX_ENV = "ASCENDBRIDGE_NPU_INDEX"
+VISIBLE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
+RESOURCE_NAME = {"npu": "NPU", "cuda": "GPU", "cpu": "CPU"}  # Ray's resource names
+
+
+def is_timed(stage_name: str) -> bool:
+    return stage_name in TIMED_STAGES
+
+
+def stage_resources(stage_name: str, accelerator: str = "cpu", count: int = 1) -> dict[str, float]:
+    """What one task of `stage_name` claims, in Ray's resource names: {"CPU": 1} for preparation;
+    {"NPU": count} / {"GPU": count} for a timed stage on an Ascend / CUDA host; on a CPU-only host
+    a timed stage claims `count` whole cores ({"CPU": count})."""
+    if not is_timed(stage_name):
+        return {"CPU": 1.0}
+    return {RESOURCE_NAME[accelerator]: float(count)}
+
+
+def default_timed_cores(total: int) -> int:
+    """Cores per timed run on a CPU-only host: a quarter of them (at least one)."""
+    return max(1, total // 4)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one job runs: the host, its devices (labels like npu:3), its cores, its environment."""
+
+    host: str
+    devices: tuple[str, ...] = ()
+    cpus: tuple[int, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    exclusive: bool = False  # a timed job: nothing else runs on these devices / cores
+    slots: tuple[int, ...] = ()  # the pool's slots it holds (given back by DevicePool.release)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"host": self.host, "devices": list(self.devices), "cpus": list(self.cpus), "env": dict(self.env),
+                "exclusive": self.exclusive}
+
+
+class DevicePool:
+    """The host's devices for timed jobs, handed out exclusively and taken back when the job ends."""
+
+    def __init__(self, inventory: HostInventory, timed_cores: Optional[int] = None) -> None:
+        self.inventory = inventory
+        self.kind = inventory.kind
+        cpus = list(inventory.cpus)
+        self.warnings: list[str] = list(inventory.warnings)
+        if self.kind != "cpu":
+            self.slots: list[tuple[int, ...]] = [(d.index,) for d in inventory.devices]
+            self.preparation_cpus: tuple[int, ...] = ()  # not pinned: timed jobs own cards, not cores
+        else:
+            per = timed_cores or default_timed_cores(len(cpus))
+            if per >= len(cpus):
+                self.slots = [tuple(cpus)]
+                self.preparation_cpus = tuple(cpus)
+                self.warnings.append(f"{len(cpus)} core(s) for {per} per timed run: timed runs share their "
+                                     "cores with preparation (give the host more cores or lower --timed-cores)")
+            else:
+                count = max(1, (len(cpus) - 1) // per)  # at least one core stays for preparation
+                timed = cpus[len(cpus) - count * per:]
+                self.slots = [tuple(timed[i * per:(i + 1) * per]) for i in range(count)]
+                self.preparation_cpus = tuple(cpus[:len(cpus) - count * per])
+        self._free = list(range(len(self.slots)))
+
+    @property
+    def capacity(self) -> int:
+        """Timed slots on this host: cards on an accelerator host, core groups on a CPU-only one."""
+        return len(self.slots)
+
+    def free(self) -> int:
+        return len(self._free)
+
+    def describe(self) -> str:
+        if self.kind != "cpu":
+            return f"{self.capacity} {self.kind.upper()} slot(s) for timed stages, one card each"
+        prep = ",".join(map(str, self.preparation_cpus))
+        slots = "; ".join(",".join(map(str, s)) for s in self.slots)
+        return f"{self.capacity} timed slot(s) on cores [{slots}]; preparation on cores [{prep}]"
+
+    def acquire(self, stage: str, count: int = 1) -> Optional[Placement]:
+        """A placement for one job of `stage`; None when a timed stage finds fewer than `count` free
+        slots (a model sharded over N devices claims N at once). Preparation always gets one."""
+        host = self.inventory.host
+        if not is_timed(stage):
+            cpus = self.preparation_cpus
+            return Placement(host, (), cpus, {CPU_AFFINITY_ENV: _cpu_list(cpus)} if cpus else {})
+        if count > len(self._free):
+            return None
+        taken, self._free = sorted(self._free)[:count], sorted(self._free)[count:]
+        if self.kind == "cpu":
+            cpus = tuple(c for i in taken for c in self.slots[i])
+            return Placement(host, (f"cpu:{_cpu_list(cpus)}",), cpus, {CPU_AFFINITY_ENV: _cpu_list(cpus)}, True,
+                             tuple(taken))
+        indices = tuple(self.slots[i][0] for i in taken)
+        labels = tuple(f"{self.kind}:{i}" for i in indices)
+        env = {VISIBLE_ENV[self.kind]: ",".join(map(str, indices))}
+        if self.kind == "npu" and stage in PROFILING_STAGES:
+            env = {NPU_INDEX_ENV: ",".join(map(str, indices))}
+        return Placement(host, labels, (), env, True, tuple(taken))
+
+    def release(self, placement: Placement) -> None:
+        """Give a timed job's slots back (preparation placements hold nothing)."""
+        for slot in placement.slots:
+            if slot not in self._free:
+                self._free.append(slot)
+
+
+def _cpu_list(cpus: tuple[int, ...]) -> str:
+    return ",".join(map(str, cpus))
+
+
+POOL_ENV = "ASCENDBRIDGE_DEVICE_POOL"  # the hosts' devices, JSON, for discovery's size decisions
+
+
+def devices_needed(metadata: Optional[dict[str, Any]]) -> int:
+    """Devices a model's timed stages claim at once: its discovery plan's count (1 without a plan)."""
+    plan = ((metadata or {}).get("decision") or {}).get("plan") or {}
+    try:
+        return max(1, int(plan.get("devices") or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def pool_entry(pool: DevicePool) -> dict[str, Any]:
+    """One host of ASCENDBRIDGE_DEVICE_POOL: its kind, its timed slots and each device's memory."""
+    memory = [d.memory_gb for d in pool.inventory.devices if d.memory_gb is not None]
+    return {"host": pool.inventory.host, "kind": pool.kind, "count": pool.capacity,
+            "memory_gb": min(memory) if memory and pool.kind != "cpu" else None}
+
+
+def apply_cpu_affinity() -> Optional[tuple[int, ...]]:
+    """Pin this process (and all it starts later) to ASCENDBRIDGE_CPU_AFFINITY's cores, if set."""
+    raw = os.environ.get(CPU_AFFINITY_ENV, "").strip()
+    if not raw:
+        return None
+    cpus = parse_index_list(raw, CPU_AFFINITY_ENV)
+    os.sched_setaffinity(0, cpus)
+    return cpus
