@@ -36,6 +36,7 @@ import torch
 
 from . import npu_swaps
 from .device import DeviceChoice, torchair_module
+from .workload_figures import divergence
 
 LOW_PRECISION = ("float16", "bfloat16")
 # Product names the torchair guide lists for aclgraph, as the chips report themselves
@@ -86,18 +87,12 @@ def token_agreement(reference: torch.Tensor, candidate: torch.Tensor) -> dict[st
     if reference.dim() != 2 or candidate.dim() != 2 or reference.shape[0] != candidate.shape[0]:
         raise ValueError(f"token_agreement needs two (batch, tokens) tensors of one batch, got "
                          f"{tuple(reference.shape)} and {tuple(candidate.shape)}")
-    width = reference.shape[1]
-    same = torch.zeros(reference.shape, dtype=torch.bool)
-    overlap = min(width, candidate.shape[1])
-    same[:, :overlap] = reference[:, :overlap].cpu() == candidate[:, :overlap].cpu()
-    rows: list[Optional[int]] = []
-    for row in same:
-        wrong = (~row).nonzero()
-        rows.append(int(wrong[0]) if len(wrong) else None)
-    diverged = [r for r in rows if r is not None]
-    return {"match_rate": float(same.double().mean()) if same.numel() else 1.0,
-            "first_divergence": min(diverged) if diverged else None, "per_row_first_divergence": rows,
-            "compared": int(same.numel())}
+    rows = [divergence(c.tolist(), r.tolist()) for r, c in zip(reference.cpu(), candidate.cpu())]
+    compared = sum(r["compared"] for r in rows)
+    diverged = [r["first_divergence"] for r in rows if r["first_divergence"] is not None]
+    return {"match_rate": sum(r["match_rate"] * r["compared"] for r in rows) / compared if compared else 1.0,
+            "first_divergence": min(diverged) if diverged else None,
+            "per_row_first_divergence": [r["first_divergence"] for r in rows], "compared": compared}
 
 
 # ---------------------------------------------------------------- applicability helpers
