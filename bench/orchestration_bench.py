@@ -97,9 +97,9 @@ class TimedLead(TeamLead):
         self.t0: dict[int, float] = {}
         self.per_task: list[float] = []
 
-    def _start(self, task, slot):  # type: ignore[no-untyped-def]
+    def _start(self, task, *where):  # type: ignore[no-untyped-def]  # (slot, placement): the scheduler's own
         self.t0[task.id] = time.perf_counter()
-        super()._start(task, slot)
+        super()._start(task, *where)
 
     def _finish(self, result):  # type: ignore[no-untyped-def]
         super()._finish(result)

@@ -31,28 +31,11 @@ sys.path.insert(0, str(REPO))
 from ascendbridge.board import BoardStore, Registration  # noqa: E402
 from ascendbridge.runtime.executor import Executor, LocalProcessExecutor  # noqa: E402
 from ascendbridge.teamlead.registry import StageRef, stage_refs  # noqa: E402
-from ascendbridge.teamlead.scheduler import TeamLead  # noqa: E402
 from ascendbridge.teamlead.settings import TeamLeadSettings  # noqa: E402
+from bench.orchestration_bench import TimedLead  # noqa: E402
 
 STAGES = {"trivial": StageRef("discovery", "bench.trivial_stage:TRIVIAL", "env"), "discovery": None}
 DEMO = ("tiny-bert", "tiny-gpt2", "tiny-llama", "tiny-t5")
-
-
-class TimedLead(TeamLead):
-    """The real scheduler, timing each task from dispatch to its recorded verdict."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.t0: dict[int, float] = {}
-        self.per_task: list[float] = []
-
-    def _start(self, task, slot):  # type: ignore[no-untyped-def]
-        self.t0[task.id] = time.perf_counter()
-        super()._start(task, slot)
-
-    def _finish(self, result):  # type: ignore[no-untyped-def]
-        super()._finish(result)
-        self.per_task.append(time.perf_counter() - self.t0.pop(result.job.task.id))
 
 
 def run_once(executor: Executor, stage: str, tasks: int, slots: int) -> dict[str, Any]:
