@@ -10,6 +10,10 @@ is re-executed WITH the chosen passes applied, the notes' record of the perf run
 fresh paired measurement of baseline vs the chosen passes (the gate's own, with the framework's
 harness) must itself clear 1 + min_gain at its interval's low end, exactly as the optimizer's
 confirmation had to. There is no tolerance that lets a slowdown pass as an optimization.
+For a generation or sweep workload the perf evidence must carry the workload the optimizer
+optimized (its figures are re-derived by the metrics checks and re-run, decoder rebuilt from the
+pass names, by the re-execution), and for generation its greedy-token verdict is recomputed with
+the framework's accuracy_standard and must pass.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import json
+
+from adaptation.runtime.ab_runtime import accuracy_standard
 from adaptation.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.reports import json_report
 from benchmark.envs import EnvError, adaptation_python, run_inner
@@ -102,6 +109,38 @@ def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, i
     return parsed
 
 
+def workload_problems(directory: Path, notes: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
+    """The perf evidence times and records the workload the optimizer optimized; a generation
+    workload's greedy tokens pass the framework's rule (recomputed here, never trusted)."""
+    optimized = notes["settings"].get("workload") or "forward"
+    ran = (metrics.get("optimization") or {}).get("workload") or "forward"
+    if ran != optimized:
+        return [f"the perf run timed the {ran} workload, the optimizer optimized {optimized}"]
+    body = metrics.get("workload")
+    if optimized == "forward":
+        return []
+    if not isinstance(body, dict) or (body.get("workload") or {}).get("name") != optimized:
+        return [f"the perf evidence has no {optimized} workload figures (the headline the optimizer optimized)"]
+    if optimized not in ("generation", "encoder_generation"):
+        return []
+    agreement = body.get("greedy_vs_reference") or {}
+    try:
+        spec = json.loads((Path(directory) / SPEC_FILE).read_text())
+        expected = accuracy_standard.generation_verdict(float(agreement["match_rate"]), agreement.get("first_divergence"),
+                                                        str(spec.get("task_family")), spec.get("tolerances"))
+    except (KeyError, TypeError, ValueError, OSError) as exc:
+        return [f"workload.greedy_vs_reference cannot be judged: {type(exc).__name__}: {exc}"]
+    recorded = (metrics.get("optimization") or {}).get("generation_accuracy") or {}
+    problems = []
+    if recorded.get("verdict") != expected["verdict"] or not close(recorded.get("match_rate"), expected["match_rate"]):
+        problems.append(f"optimization.generation_accuracy {recorded.get('verdict')!r} does not follow from the recorded "
+                        f"greedy tokens ({expected['verdict']}, match rate {expected['match_rate']:.3f})")
+    if expected["verdict"] != "pass":
+        problems.append(f"the optimized generation's greedy tokens match the reference at {expected['match_rate']:.3f} "
+                        f"< {expected['match_rate_min']} (first divergence {expected['first_divergence']})")
+    return problems
+
+
 def check_perf_gate(directory: Path, python_override: Optional[str] = None, pairs: int = 5, iters: int = 5) -> Report:
     directory = Path(directory)
     name = directory.name
@@ -131,6 +170,7 @@ def check_perf_gate(directory: Path, python_override: Optional[str] = None, pair
     applied = (metrics.get("optimization") or {}).get("passes")
     if sorted(applied or []) != sorted(notes["chosen"]):
         problems.append(f"the perf run applied {applied}, the notes chose {notes['chosen']}")
+    problems += workload_problems(directory, notes, metrics)
     recomputed = run_inner(python, "recompute_accuracy.py", [str(directory / SPEC_FILE), str(path)], cwd=directory)
     parsed = json_report(recomputed.output)
     if parsed is None:

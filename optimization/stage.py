@@ -3,7 +3,8 @@
 run: syncs the device profile's environment, runs the search (`python -m ab_runtime.optimize`)
 in the adaptation, which selects a configuration and then confirms it in a fresh paired run
 (ab_runtime.confirm) before it writes optimization_notes.json; renders accuracy_run_perf.py with
-the confirmed passes (none: "no gain", the run is then the baseline itself), runs it, records
+the confirmed passes (none: "no gain", the run is then the baseline itself), runs it on the
+workload the search optimized (generation: TPOT / tokens/s, with the decode passes), records
 the perf run in the notes and the confirmed figures on the board. gate: check_optimization_notes.py and
 check_accuracy_run_perf.py as separate processes.
 """
@@ -112,8 +113,9 @@ class OptimizationStage:
         render_accuracy_run_perf(spec, ctx.adaptation_dir, notes["chosen"], notes["device"])
         _model_files(ctx.adaptation_dir, notes)
         ctx.say(f"chosen: {', '.join(notes['chosen']) or 'nothing (no gain)'}; running accuracy_run_perf.py")
-        perf = uv_env.run_in_env(ctx.adaptation_dir, ["accuracy_run_perf.py", *settings.common_args(pretrained)],
-                                 timeout_s=settings.timeout_s, log=ctx.log)
+        # the perf run times the headline of the workload the search optimized
+        perf_argv = ["accuracy_run_perf.py", *settings.common_args(pretrained), "--workload", notes["settings"]["workload"]]
+        perf = uv_env.run_in_env(ctx.adaptation_dir, perf_argv, timeout_s=settings.timeout_s, log=ctx.log)
         result = uv_env.parse_result(perf.output)
         if perf.exit_code not in (0, 2) or not result or not result.get("ok"):
             return _failed("accuracy_run_perf.py failed", "optimization_perf_failed", perf, result)

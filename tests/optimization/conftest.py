@@ -3,7 +3,10 @@
 The searches run concurrently as separate processes (torch import dominates their cost). Each
 search that depends on the CPU forces it: ASCENDBRIDGE_CPU_BF16 picks the bf16 branch (`native`
 for llama and strict, `none` for bf16_none) and OMP_NUM_THREADS=2 makes cpu_threads_1 apply
-whatever the core count, so which passes are measured never depends on the machine.
+whatever the core count, so which passes are measured never depends on the machine. The decode
+search optimizes a tiny generation workload: the real CPU decode pass is measured (kept or not,
+as the machine says) next to a test-only decode pass of known cost (test_cached_decode), which is
+the certain winner the confirmation, the perf run and the gates re-execute.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from adaptation.spec import WorkloadSpec
+from ascendbridge.config import REPO_ROOT
 from tests.optimization.opt_support import demo_config, make_adaptation, run_py
 from tests.support.torch_env import torch_env_python
 
@@ -24,6 +29,11 @@ NATIVE, NO_BF16 = {"ASCENDBRIDGE_CPU_BF16": "native"}, {"ASCENDBRIDGE_CPU_BF16":
 # A person's request that tightens the optimization budget (tolerances.optimization): bf16 and
 # int8 miss it, so they are rejected on accuracy whatever the machine.
 STRICT = {"optimization": {"cosine_min": 0.999999, "max_abs_err_scaled_max": 1e-6}}
+KNOWN_COST = Path(__file__).resolve().parent / "inner" / "known_cost_passes.py"
+# The real CPU decode pass, the test-only one of known cost, and one NPU and one CUDA decode pass
+# (listed with the reason they do not apply on this CPU).
+DECODE_PASSES = "cpu_static_cache_compile,test_cached_decode,npu_static_cache_torchair,cuda_static_cache_cudagraphs"
+TINY_GENERATION = WorkloadSpec(name="generation", prompt_len=8, new_tokens=4, batch=2)
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +45,8 @@ def python() -> Path:
 def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, int, dict[str, Any], str]]:
     """llama: the CPU passes (bf16 forced native); bf16_none: the bf16 passes with bf16 forced none
     (nothing measured, so cheap); compile: torch.compile alone (slow cold start, so its own process);
-    vit: channels_last; strict: bf16/int8 under strict tolerances (bf16 forced native)."""
+    vit: channels_last; strict: bf16/int8 under strict tolerances (bf16 forced native); decode: the
+    decode passes on a tiny generation workload (inductor's cache in .cache/torchinductor)."""
     root = tmp_path_factory.mktemp("opt")
     llama = make_adaptation(root, "tiny-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python,
                             batch=2, seq_len=32)
@@ -45,6 +56,10 @@ def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
     spec = json.loads((strict / "adaptation.json").read_text())
     spec["tolerances"] = STRICT
     (strict / "adaptation.json").write_text(json.dumps(spec, indent=2))
+    gen = make_adaptation(root, "gen-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python,
+                          workload=TINY_GENERATION)
+    decode_env = {"AB_RUNTIME_EXTRA_PASSES": str(KNOWN_COST),
+                  "TORCHINDUCTOR_CACHE_DIR": str(REPO_ROOT / ".cache" / "torchinductor")}
     jobs = {
         "llama": (llama, ["-m", "ab_runtime.optimize", "--passes", CPU_PASSES, "--iters", "3"],
                   {**NATIVE, "OMP_NUM_THREADS": "2"}),
@@ -55,6 +70,8 @@ def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
                             "--out", "compile_notes.json"], {}),
         "strict": (strict, ["-m", "ab_runtime.optimize", "--passes", "cpu_bf16_cast,cpu_int8_dynamic", "--iters", "2"],
                    NATIVE),
+        "decode": (gen, ["-m", "ab_runtime.optimize", "--passes", DECODE_PASSES, "--iters", "1", "--num-samples", "1"],
+                   decode_env),
     }
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = {k: pool.submit(run_py, python, d, *argv, env=env) for k, (d, argv, env) in jobs.items()}

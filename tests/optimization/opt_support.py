@@ -22,7 +22,8 @@ DEMO = REPO_ROOT / "demo_models"
 
 def make_adaptation(root: Path, name: str, config: dict[str, Any], family: str, model_class: str,
                     python: Optional[Path] = None, batch: int = 2, seq_len: int = 16,
-                    image_size: Optional[int] = None, dtype: str = "float32") -> Path:
+                    image_size: Optional[int] = None, dtype: str = "float32",
+                    workload: Optional[WorkloadSpec] = None) -> Path:
     model_dir = root / "models" / name
     model_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "config.json").write_text(json.dumps(config))
@@ -30,9 +31,9 @@ def make_adaptation(root: Path, name: str, config: dict[str, Any], family: str, 
         name=name, model=ModelSource(model_id=f"demo/{name}", source="local", path=str(model_dir), has_weights=False),
         task_family=family, model_class=model_class, model_type=config["model_type"],
         inputs=InputRecipe(batch_size=batch, seq_len=seq_len, image_size=image_size), dtype=DtypePolicy(target=dtype),
-        # The pass-search tests time the accuracy forward (their figures and costs were sized for it);
-        # the generation / sweep headline of the optimizer is exercised by bench/workload_suite.py.
-        workload=WorkloadSpec(name="forward"),
+        # The pass-search tests time the accuracy forward (their figures and costs were sized for it)
+        # unless a test names a workload (the decode-pass search: a tiny generation).
+        workload=workload or WorkloadSpec(name="forward"),
     )
     directory = root / "adaptations" / name
     render_adaptation(spec, directory)
@@ -56,3 +57,22 @@ def run_py(python: Path, directory: Path, *argv: str, timeout: float = 900,
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
     return proc.returncode, result, proc.stdout + proc.stderr
+
+
+def finish(python: Path, directory: Path, chosen: list[str], *extra: str) -> dict[str, Any]:
+    """What the optimization stage does after the search: render accuracy_run_perf.py with `chosen`,
+    run it (`extra`: more arguments, e.g. the workload), record the perf run in the notes."""
+    from optimization.gate import accuracy_summary
+    from optimization.notes_check import NOTES_FILE
+    from optimization.render import render_accuracy_run_perf
+
+    render_accuracy_run_perf(AdaptationSpec.load(directory), directory, chosen, "cpu")
+    code, result, output = run_py(python, directory, "accuracy_run_perf.py", "--device", "cpu", "--iters", "2", *extra)
+    assert code == 0 and result["ok"], output[-3000:]
+    notes = json.loads((directory / NOTES_FILE).read_text())
+    metrics = json.loads((directory / result["metrics"]).read_text())
+    notes["perf_run"] = {"metrics": result["metrics"], "outputs": result["outputs"], "trace": result["trace"],
+                         "speedup": result["speedup"], "interval": result["interval"],
+                         "accuracy": accuracy_summary(metrics["accuracy"])}
+    (directory / NOTES_FILE).write_text(json.dumps(notes))
+    return result

@@ -13,12 +13,10 @@ from typing import Any
 
 import pytest
 
-from adaptation.spec import AdaptationSpec
 from benchmark.evidence import find_evidence
-from optimization.gate import accuracy_summary, check_notes_gate, check_perf_gate
+from optimization.gate import check_notes_gate, check_perf_gate
 from optimization.notes_check import NOTES_FILE, check_notes, pairstats
-from optimization.render import render_accuracy_run_perf
-from tests.optimization.opt_support import run_py
+from tests.optimization.opt_support import finish, run_py
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "optimization" / "scripts"
 KNOWN_COST = Path(__file__).resolve().parent / "inner" / "known_cost_passes.py"
@@ -45,20 +43,6 @@ def select(notes: dict[str, Any], name: str, kind: str, base_ms: float, cand_ms:
                           "optimized_median_ms": paired["candidate_median_ms"], "interval": paired["interval"],
                           "accuracy": row["accuracy"], "cold_start": row["cold_start"]}
     return notes
-
-
-def finish(python: Path, directory: Path, chosen: list[str]) -> dict[str, Any]:
-    """What the stage does after the search: render, run accuracy_run_perf.py, record it in the notes."""
-    render_accuracy_run_perf(AdaptationSpec.load(directory), directory, chosen, "cpu")
-    code, result, output = run_py(python, directory, "accuracy_run_perf.py", "--device", "cpu", "--iters", "2")
-    assert code == 0 and result["ok"], output[-3000:]
-    notes = json.loads((directory / NOTES_FILE).read_text())
-    metrics = json.loads((directory / result["metrics"]).read_text())
-    notes["perf_run"] = {"metrics": result["metrics"], "outputs": result["outputs"], "trace": result["trace"],
-                         "speedup": result["speedup"], "interval": result["interval"],
-                         "accuracy": accuracy_summary(metrics["accuracy"])}
-    (directory / NOTES_FILE).write_text(json.dumps(notes))
-    return result
 
 
 @pytest.fixture(scope="module")

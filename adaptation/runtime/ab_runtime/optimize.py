@@ -15,6 +15,11 @@ baseline: that is the `selection`. Its own figure is the best of many noisy meas
 is not reported: a fresh process (ab_runtime.confirm) re-measures baseline vs the selection and
 its figures give `final` (or `no_gain`). Cold start (building + first call, which includes
 compilation) is measured separately. All building, inputs and timing come from ab_runtime.harness.
+For a generation workload the catalogue's decode passes (kind `decode`: static KV cache + compile,
+CUDA graphs, torchair, aclgraph, fused incremental attention) are candidates like every pass, and
+every candidate's verdict adds the greedy-token comparison of its headline generation with the
+CPU float32 reference's (match rate, first divergence; accuracy_standard.generation_verdict): a
+configuration that changes the generated tokens beyond the budget is rejected on accuracy.
 Writes optimization_notes.json; the last line printed is `ASCENDBRIDGE_RESULT {json}`.
 """
 
@@ -28,8 +33,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import RESULT_MARKER, accuracy_standard, confirm, harness, pairstats, passes
+import torch
+
+from . import RESULT_MARKER, accuracy_standard, confirm, decode_passes, harness, pairstats, passes, workloads
 from . import device as ab_device
+from .workload_figures import divergence
 from .errors import RuntimeDiagnosis
 
 NOTES_FILE = "optimization_notes.json"
@@ -49,6 +57,44 @@ def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
             "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None)}
 
 
+def generation_accuracy(session: harness.Session, produced: Any, reference: list[int]) -> dict[str, Any]:
+    """The greedy tokens of one headline generation (batch 1) against the reference's, judged by
+    the framework's rule (accuracy_standard.generation_verdict)."""
+    agreement = divergence(produced.tokens[0], reference)
+    verdict = accuracy_standard.generation_verdict(agreement["match_rate"], agreement["first_divergence"],
+                                                   session.spec.task_family, session.thresholds.tolerances)
+    return {**verdict, "compared": agreement["compared"]}
+
+
+def judge(session: harness.Session, b: passes.Build, run: Callable[[dict[str, Any]], Any], fn: Callable[[], Any],
+          reference: Optional[list[int]]) -> dict[str, Any]:
+    """A configuration's accuracy digest: the forward outputs by the optimization budget and, for a
+    generation workload (`reference` tokens given), its greedy tokens; it passes only if both do."""
+    summary = accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
+    if reference is None:
+        return summary
+    with torch.inference_mode():
+        generation = generation_accuracy(session, fn(), reference)
+    summary["generation"] = generation
+    if generation["verdict"] != "pass":
+        summary["verdict"] = "fail"
+        summary["problems"] = list(summary["problems"]) + [
+            f"greedy tokens match the reference at {generation['match_rate']:.3f} < {generation['match_rate_min']} "
+            f"(first divergence at new token {generation['first_divergence']})"]
+    return summary
+
+
+def decode_reasons(session: harness.Session) -> dict[str, Optional[str]]:
+    """Why each decode pass does (None) or does not apply to this device, model and generation
+    shape (decode_passes.applicability); empty for workloads without a decode loop."""
+    w = session.workload
+    if w.name not in passes.GENERATION_WORKLOADS:
+        return {}
+    shape = decode_passes.DecodeConfig(batch=w.batch, prompt_tokens=w.prompt_len, new_tokens=w.new_tokens,
+                                       dtype=session.baseline_dtype_name)
+    return {r["name"]: r["reason"] for r in decode_passes.applicability(session.choice, session.reference, shape)}
+
+
 def _compile_room() -> None:
     """Many compiled copies of one model class in one process: keep dynamo from falling back."""
     import torch._dynamo
@@ -63,7 +109,12 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
-    base_acc = session.accuracy(base_build, session.outputs(base_build, base_run))
+    base_acc = accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
+    reference = (workloads.reference_tokens(session, session.workload)
+                 if session.workload.name in passes.GENERATION_WORKLOADS else None)
+    if reference is not None:
+        with torch.inference_mode():
+            base_acc["generation"] = generation_accuracy(session, base_fn(), reference)
     harness.say(f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
         f"{base_acc['verdict']}; first call {base_first:.1f} ms")
     rows: list[dict[str, Any]] = []
@@ -82,7 +133,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
                 b, run, build_s = session.make([p])
                 fn = session.headline_call(b, run)
                 first = harness.first_call_ms(session, fn)
-                acc = session.judge_optimized(b, session.outputs(b, run))
+                acc = judge(session, b, run, fn, reference)
                 figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
             except harness.HarnessError:
                 raise
@@ -93,7 +144,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
                 harness.say(f"pass {p.name}: {row['reason']}")
                 continue
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-            row.update(measured=True, kept=keep, reason=reason, accuracy=accuracy_summary(acc), paired=figures,
+            row.update(measured=True, kept=keep, reason=reason, accuracy=acc, paired=figures,
                        cold_start={"build_s": build_s, "first_call_ms": first,
                                    "baseline_first_call_ms": base_first})
             if keep:
@@ -119,10 +170,10 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
                 b, run, build_s = session.make(cand)
                 fn = session.headline_call(b, run)
                 first = harness.first_call_ms(session, fn)
-                acc = session.judge_optimized(b, session.outputs(b, run))
+                acc = judge(session, b, run, fn, reference)
                 figures = harness.paired(session, current_fn, fn, pairs, warmup, iters)
                 keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-                step.update(measured=True, kept=keep, reason=reason, accuracy=accuracy_summary(acc), paired=figures,
+                step.update(measured=True, kept=keep, reason=reason, accuracy=acc, paired=figures,
                             cold_start={"build_s": build_s, "first_call_ms": first})
                 if keep:
                     chosen, current_fn = step["passes"], fn
@@ -132,11 +183,11 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
             b, run, build_s = session.make(passes.get(chosen))
             fn = session.headline_call(b, run)
             first = harness.first_call_ms(session, fn)
-            acc = session.judge_optimized(b, session.outputs(b, run))
+            acc = judge(session, b, run, fn, reference)
             figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
             verify = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
-                      "accuracy": accuracy_summary(acc), "paired": figures,
+                      "accuracy": acc, "paired": figures,
                       "cold_start": {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first}}
             combination.append(verify)
             if keep and figures["speedup"] >= kept[0]["paired"]["speedup"] / (1 + min_gain):
@@ -157,9 +208,10 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
     return {
         "baseline": {"device": session.choice.kind, "dtype": session.baseline_dtype_name, "mode": session.mode,
                      "description": "eager model in the spec's target dtype (the benchmark harness's target)",
-                     "accuracy_vs_float32_reference": accuracy_summary(base_acc),
+                     "accuracy_vs_float32_reference": base_acc,
                      "cold_start": {"build_s": base_build_s, "first_call_ms": base_first}},
         "passes": rows, "combination": combination, "selection": selection,
+        **({"reference_tokens": reference} if reference is not None else {}),
     }
 
 
@@ -196,15 +248,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                    workload=args.workload)
     names = [n for n in args.passes.replace(",", " ").split() if n]
     try:
-        candidates = passes.get(names) if names else passes.for_device(session.choice.kind)
+        candidates = passes.get(names) if names else passes.search_candidates(session.choice.kind)
     except ValueError as exc:
         raise harness.HarnessError(str(exc)) from None
-    wrong = [p.name for p in candidates if p.device != session.choice.kind]
+    # decode passes of another device are listed with their reason; forward passes are refused
+    wrong = [p.name for p in candidates if p.device != session.choice.kind and p.kind != "decode"]
     if wrong:
         raise harness.HarnessError(f"pass(es) {', '.join(wrong)} are for another device than {session.choice.kind}")
     speed = passes.cpu_bf16_gemm_speedup() if session.choice.kind == "cpu" else None
     traits = passes.model_traits(session.reference, session.choice.kind, session.spec.task_family,
-                                 session.baseline_dtype_name, speed)
+                                 session.baseline_dtype_name, speed, workload=session.workload.name,
+                                 decode=decode_reasons(session))
     harness.say(f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "
         f"{len(candidates)} catalogue pass(es); {args.pairs} pairs x {args.iters} iters, warmup {args.warmup}")
     body = search(session, candidates, traits, args.pairs, args.warmup, args.iters, args.min_gain)

@@ -6,14 +6,20 @@ compile), an exclusive group (two passes of one group never combine, e.g. two pr
 edits a `Build`: the model, the dtype inputs are cast to, an autocast dtype, per-call contexts
 (global switches set for the optimized calls only, so baseline and candidate can interleave in
 one process), torch.compile arguments and environment variables. `finalize` turns a Build into
-a callable. Passes that act on generation's decode loop are in ab_runtime.decode_passes; the
-listing (`catalogue_table`) shows both. NPU and CUDA passes are never measured on a machine without that device: they are
-filtered out by `device` before anything runs.
+a callable. The decode passes of ab_runtime.decode_passes (static KV cache + compile, CUDA graphs,
+torchair, aclgraph, fused incremental attention) enter this catalogue as kind `decode`: they apply
+only to a generation workload (their reasons are computed once per search into `Traits.decode`),
+act on the model's forward and set `Build.decoder`, so generation (workloads.decoder_for) runs
+their decode loop, and they are rebuilt by name like every pass (confirmation, perf run, gates).
+Forward passes of another device are never measured on a machine without that device: they are
+filtered out by `device` before anything runs; decode passes of another device are listed with
+the reason they do not apply.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -22,12 +28,16 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from . import npu_swaps
+from . import decode_passes, npu_swaps
 from .errors import RuntimeDiagnosis
 
 CPU_BF16_ENV = "ASCENDBRIDGE_CPU_BF16"  # native | none: override the CPU bf16 probe (tests, diagnosis)
 CPU_BF16_CHOICES = ("native", "none")
-KIND_ORDER = ("environment", "precision", "module_swap", "layout", "quantization", "compile")
+KIND_ORDER = ("environment", "precision", "module_swap", "layout", "quantization", "compile", "decode")
+GENERATION_WORKLOADS = ("generation", "encoder_generation")
+# A decode pass's group in this catalogue: a decode graph compiles the forward (never with another
+# compile pass), the fused decode attention sets the attention implementation (never with another).
+DECODE_GROUPS = {"decode_graph": "compile", "decode_attention": "attention"}
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
@@ -50,6 +60,10 @@ class Traits:
     cores: int
     bf16_gemm_speedup: Optional[float]  # measured bf16 / fp32 GEMM throughput on this CPU
     cpu_bf16_native: bool = False  # the CPU advertises bf16 instructions (avx512_bf16 / amx_bf16)
+    workload: str = "forward"  # the workload whose headline is optimized (decode passes need generation)
+    # decode pass name -> why it does not apply on this device / model / generation shape (None: it
+    # applies); decode_passes.applicability, evaluated once per search (optimize.decode_reasons).
+    decode: dict[str, Optional[str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -69,9 +83,10 @@ class Build:
     compile_kwargs: Optional[dict[str, Any]] = None
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    # A decode pass's decoder factory `(build, model) -> workloads.Decoder` (decode_passes.py);
-    # None: eager decoding through the model's own KV cache (workloads.HFDecoder).
-    decoder: Optional[Callable[["Build", torch.nn.Module], Any]] = None
+    # A decode pass's decoder factory `(build, model, encoder_decoder, new_tokens) -> workloads.Decoder`
+    # (set by the kind-`decode` passes); None: eager decoding through the model's own KV cache
+    # (workloads.HFDecoder).
+    decoder: Optional[Callable[["Build", torch.nn.Module, bool, int], Any]] = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +104,7 @@ class Pass:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "device": self.device, "kind": self.kind, "group": self.group,
                 "summary": self.summary, "changes_code": self.changes_code, "needs_restart": self.needs_restart,
-                "workload": "forward"}
+                "workload": "generation" if self.kind == "decode" else "forward"}
 
 
 # ---------------------------------------------------------------- traits
@@ -142,7 +157,8 @@ def cpu_bf16_gemm_speedup() -> Optional[float]:
 
 
 def model_traits(model: torch.nn.Module, device: str, task_family: str, baseline_dtype: str,
-                 bf16_speedup: Optional[float] = None, bf16_native: Optional[bool] = None) -> Traits:
+                 bf16_speedup: Optional[float] = None, bf16_native: Optional[bool] = None,
+                 workload: str = "forward", decode: Optional[dict[str, Optional[str]]] = None) -> Traits:
     config = getattr(model, "config", None)
     heads = getattr(config, "num_attention_heads", None)
     hidden = getattr(config, "hidden_size", None)
@@ -159,6 +175,7 @@ def model_traits(model: torch.nn.Module, device: str, task_family: str, baseline
         threads=torch.get_num_threads(), cores=usable_cores(),
         bf16_gemm_speedup=bf16_speedup,
         cpu_bf16_native=cpu_bf16_native() if bf16_native is None and device == "cpu" else bool(bf16_native),
+        workload=workload, decode=dict(decode or {}),
     )
 
 
@@ -354,6 +371,45 @@ def _always(_: Traits) -> Optional[str]:
     return None
 
 
+def _decode_applies(name: str) -> Callable[[Traits], Optional[str]]:
+    def applies(t: Traits) -> Optional[str]:
+        if t.workload not in GENERATION_WORKLOADS:
+            return f"acts on generate's decode loop; the optimized workload is {t.workload}"
+        if name not in t.decode:
+            return "decode applicability was not evaluated for this search"
+        return t.decode[name]
+    return applies
+
+
+def _apply_decode(dp: Any) -> Callable[[Build], None]:
+    """The decode pass edits the model (swapped attention) and compiles its forward; the compiled
+    forward is taken back off the module and used by its decoder only (a static KV cache where the
+    pass names one), so generation runs the pass while the accuracy forward stays as it was: a
+    decode pass is judged by the greedy tokens of its generation (optimize.judge)."""
+    def apply(build: Build) -> None:
+        model, kwargs = dp.apply(build.model, {})
+        compiled = model.__dict__.pop("forward", None)  # set by the passes that compile model.forward
+        build.model = model
+        static = kwargs.get("cache_implementation") == "static"
+        build.decoder = functools.partial(_pass_decoder, forward=compiled, static=static)
+        build.notes.append(f"{dp.name}: {dp.summary}")
+    return apply
+
+
+def _pass_decoder(b: Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int,
+                  forward: Optional[Callable[..., Any]], static: bool) -> Any:
+    from . import workloads  # workloads imports this module
+
+    if static:
+        return workloads.StaticCacheDecoder(b, model, encoder_decoder, new_tokens=new_tokens, forward=forward)
+    return workloads.HFDecoder(b, model, encoder_decoder, forward=forward)
+
+
+def _decode_catalogue() -> tuple[Pass, ...]:
+    return tuple(Pass(dp.name, dp.device, "decode", DECODE_GROUPS[dp.group], dp.summary, _decode_applies(dp.name),
+                      _apply_decode(dp), changes_code=dp.changes_code) for dp in decode_passes.CATALOGUE)
+
+
 CATALOGUE: tuple[Pass, ...] = (
     # CPU
     Pass("cpu_threads_all", "cpu", "environment", "threads", "torch intra-op threads = CPU cores",
@@ -402,7 +458,7 @@ CATALOGUE: tuple[Pass, ...] = (
          _low_precision_attention, _swap(npu_swaps.swap_attention, "attention implementation set"), changes_code=True),
     Pass("npu_torchair_compile", "npu", "compile", "compile", "torch.compile with torchair.get_npu_backend()",
          _always, _apply_torchair),
-)
+) + _decode_catalogue()
 EXTRA_PASSES_ENV = "AB_RUNTIME_EXTRA_PASSES"
 
 
@@ -437,6 +493,12 @@ BY_NAME = {p.name: p for p in CATALOGUE}
 
 def for_device(device: str) -> list[Pass]:
     return [p for p in CATALOGUE if p.device == device]
+
+
+def search_candidates(device: str) -> list[Pass]:
+    """The default search: every pass of the device, then the other devices' decode passes, which
+    are only listed (their rows say why they do not apply here)."""
+    return for_device(device) + [p for p in CATALOGUE if p.kind == "decode" and p.device != device]
 
 
 def get(names: list[str]) -> list[Pass]:
@@ -511,11 +573,10 @@ def prepare_inputs(inputs: dict[str, Any], device: str, b: Build) -> dict[str, A
 
 
 def catalogue_table() -> list[dict[str, Any]]:
-    """Forward-pass passes (`workload: forward`) and the decode passes of ab_runtime.decode_passes
-    (`workload: generation`), which act on `generate` and are listed, applied and gated there."""
-    from . import decode_passes
-
-    return [p.describe() for p in CATALOGUE] + decode_passes.catalogue_table()
+    """Forward-pass passes (`workload: forward`) and the decode passes (`workload: generation`,
+    with the documented API each follows), each listed once."""
+    decode = {r["name"]: r for r in decode_passes.catalogue_table()}
+    return [{**decode[p.name], "group": p.group} if p.name in decode else p.describe() for p in CATALOGUE]
 
 
 if __name__ == "__main__":  # `python -m ab_runtime.passes`: print both catalogues

@@ -9,6 +9,12 @@ Writes perf_<kind>_<device>_<dtype>_<mode>_<dataset>.<ext> files in the benchmar
 the benchmark gate's checks, accuracy recomputation and re-execution (which applies the same
 passes) serve the perf gate unchanged; the `perf_` prefix keeps them out of the benchmark
 gate's `benchmark_metrics_*.json`. Building, inputs and timing come from ab_runtime.harness.
+What the pairs time is the workload's headline call, the one the optimizer optimized (a batch-1
+greedy generation for generation workloads, a forward at the headline batch for a sweep, else the
+accuracy forward); for a generation or sweep workload the `workload` block (workloads.measure:
+TTFT / TPOT / tokens/s or the sweep, of the optimized configuration, re-derived by the perf gate)
+is added, and for generation the greedy tokens are judged too (`optimization.generation_accuracy`):
+the run passes accuracy only when the forward outputs and the greedy tokens both pass.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import RESULT_MARKER, harness, passes
+import torch
+
+from . import RESULT_MARKER, harness, passes, workloads
 from . import device as ab_device
 from .benchmark_run import METRICS_SCHEMA, OUTPUTS_FORMAT
 from .errors import RuntimeDiagnosis
 from .measure import profile_forward, summarize, throughput
-from .optimize import environment
+from .optimize import environment, generation_accuracy
 
 PERF_PREFIX = "perf_"
 
@@ -41,6 +49,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--profile-steps", type=int, default=2)
     p.add_argument("--dataset", default="synthetic", choices=("synthetic",))
     p.add_argument("--use-pretrained", action="store_true")
+    p.add_argument("--workload", default=None, help="workload the optimizer optimized (default: the spec's)")
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--out-dir", default=".")
     args = p.parse_args(argv)
@@ -52,7 +61,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
     chosen = passes.get(chosen_names)
     passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before any evidence is written
-    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples)
+    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples,
+                                   workload=args.workload)
     wrong = [p.name for p in chosen if p.device != session.choice.kind]
     if wrong:
         raise harness.HarnessError(f"pass(es) {', '.join(wrong)} were chosen for another device than {session.choice.kind}")
@@ -65,7 +75,14 @@ def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
     accuracy = session.judge_optimized(b, opt_out)
     harness.say(f"accuracy vs float32 reference (optimization budget, computed in {b.accuracy_dtype}): "
                 f"{accuracy['verdict']}")
-    base_fn, opt_fn = session.timed_call(base_build, base_run), session.timed_call(b, run_opt)
+    base_fn, opt_fn = session.headline_call(base_build, base_run), session.headline_call(b, run_opt)
+    workload = workloads.measure(session, b, run_opt, args.warmup, args.iters)
+    generation = None
+    if workload is not None and workload.get("reference_tokens") is not None:
+        with torch.inference_mode():
+            generation = generation_accuracy(session, opt_fn(), workload["reference_tokens"])
+        harness.say(f"greedy tokens vs the float32 reference: match {generation['match_rate']:.3f}, first divergence "
+                    f"{generation['first_divergence']}: {generation['verdict']}")
     figures = harness.paired(session, base_fn, opt_fn, args.pairs, args.warmup, args.iters)
     timing = summarize(figures["candidate_samples_ms"], args.warmup).as_dict()
     reference_timing = summarize(figures["baseline_samples_ms"], args.warmup).as_dict()
@@ -84,7 +101,8 @@ def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
     profile = profile_forward(opt_fn, session.sync, session.choice.kind, out_dir / files["trace"], steps=args.profile_steps)
     traits = passes.model_traits(session.reference, session.choice.kind, session.spec.task_family,
                                  session.baseline_dtype_name)
-    batch = session.spec.recipe.batch_size
+    batch = {"generation": 1, "encoder_generation": 1,
+             "batch_sweep": session.workload.headline_batch}.get(session.workload.name, session.spec.recipe.batch_size)
     metrics = {
         "schema": METRICS_SCHEMA,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -97,21 +115,26 @@ def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
         "optimization": {"passes": list(chosen_names), "baseline_dtype": session.baseline_dtype_name,
                          "paired": {k: v for k, v in figures.items() if not k.endswith("_samples_ms")},
                          "cold_start": {"build_s": build_s}, "runtime_only": not any(p.changes_code for p in chosen),
-                         "reference_timing_is": "the un-optimized baseline, measured in the same interleaved pairs"},
+                         "reference_timing_is": "the un-optimized baseline, measured in the same interleaved pairs",
+                         "workload": session.workload.name, "timed": session.workload.name + " headline call",
+                         "generation_accuracy": generation},
         "timing": timing, "reference_timing": reference_timing, "profiler_during_timing": False,
         "throughput": {"batch_size": batch, "samples_per_s": throughput(batch, timing["median_ms"])},
         "peak_memory_bytes": ab_device.peak_memory(session.choice) if session.choice.kind != "cpu" else ab_device.host_peak_rss(),
         "peak_memory_source": "device_allocator" if session.choice.kind != "cpu" else "host_peak_rss",
-        "accuracy": accuracy, "environment": environment(session, traits), "profile": profile,
+        "accuracy": accuracy, "environment": environment(session, traits), "profile": profile, "workload": workload,
         "evidence": {"outputs": files["outputs"], "trace": files["trace"], "outputs_sha256": outputs_sha},
     }
     harness.write_json(out_dir / files["metrics"], metrics)
     harness.say(f"evidence: {files['metrics']}, {files['outputs']}, {files['trace']}")
-    return {"ok": True, "verdict": accuracy["verdict"], "device": session.choice.kind, "dtype": b.accuracy_dtype,
+    verdict = "pass" if accuracy["verdict"] == "pass" and (generation is None or generation["verdict"] == "pass") \
+        else "fail"
+    return {"ok": True, "verdict": verdict, "device": session.choice.kind, "dtype": b.accuracy_dtype,
             "mode": session.mode, "passes": list(chosen_names), "speedup": figures["speedup"],
             "baseline_median_ms": figures["baseline_median_ms"], "optimized_median_ms": figures["candidate_median_ms"],
             "interval": figures["interval"], "metrics": files["metrics"], "outputs": files["outputs"],
-            "trace": files["trace"], "error": None}
+            "trace": files["trace"], "workload": session.workload.name,
+            "workload_figures": workload["headline"] if workload else None, "error": None}
 
 
 def main(argv: list[str], chosen_names: list[str]) -> int:

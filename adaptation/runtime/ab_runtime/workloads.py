@@ -17,12 +17,15 @@ memory-bound: the bytes read per decode step (weights + the mean KV cache) over 
 achieved bandwidth, which the framework sets against the environment probe's measured bandwidth.
 
 Hook for decode passes (static KV cache + compile, CUDA graphs, torchair, fused attention):
-a pass sets `Build.decoder` to a factory `(build, model) -> Decoder`; `decoder_for` picks it,
-else the eager `HFDecoder` below. Nothing else here changes when such a pass exists.
+a pass sets `Build.decoder` to a factory `(build, model, encoder_decoder, new_tokens) -> Decoder`;
+`decoder_for` picks it, else the eager `HFDecoder` below. The static-cache passes decode through
+`StaticCacheDecoder`: the same greedy loop with a transformers StaticCache sized for the prompt
+plus the new tokens, so the compiled forward sees fixed cache shapes.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
@@ -82,12 +85,23 @@ class HFDecoder:
     run: Callable[[dict[str, Any]], Any] = field(init=False)
     cache_name: str = field(init=False)
     state: dict[str, Any] = field(default_factory=dict)
+    # A decode pass's compiled model.forward, called instead of the Build's model (None: the model).
+    forward: Optional[Callable[..., Any]] = None
 
     def __post_init__(self) -> None:
         accepted = Signature.of(self.model).accepted
         self.cache_name = "cache" if "cache" in accepted else "past_key_values"
         flags = {k: v for k, v in (("return_dict", True), ("use_cache", True)) if k in accepted}
-        self.run = passes.finalize(self.build, flags)
+        if self.forward is None:
+            self.run = passes.finalize(self.build, flags)
+        else:
+            forward = self.forward
+
+            def run(inputs: dict[str, Any]) -> Any:
+                with passes.build_contexts(self.build):
+                    return forward(**inputs, **flags)
+
+            self.run = run
 
     def encode(self, inputs: dict[str, Any]) -> None:
         """Encoder-decoders: run the encoder once and keep its output for every decoder step."""
@@ -104,6 +118,14 @@ class HFDecoder:
         self.state["cache"] = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         return out.logits[:, -1].argmax(-1)
 
+    def fresh_cache(self, inputs: dict[str, Any], prompt_len: int) -> dict[str, Any]:
+        """Extra keywords of the prefill call: none here, the model creates its dynamic cache."""
+        return {}
+
+    def step_extra(self) -> dict[str, Any]:
+        """Extra keywords of a decode step call (a static cache's position)."""
+        return {}
+
     def prefill(self, inputs: dict[str, Any]) -> torch.Tensor:
         if self.encoder_decoder:
             start = decoder_start(self.model)
@@ -112,13 +134,15 @@ class HFDecoder:
             call = {"encoder_outputs": self.state["encoder_outputs"], "decoder_input_ids": first}
             if self.state.get("attention_mask") is not None:
                 call["attention_mask"] = self.state["attention_mask"]
+            call.update(self.fresh_cache(inputs, 1))
             return self._next(self.run(call))
         self.state = {"attention_mask": inputs.get("attention_mask")}
         call = {k: inputs[k] for k in ("input_ids", "attention_mask") if inputs.get(k) is not None}
+        call.update(self.fresh_cache(inputs, int(inputs["input_ids"].shape[1])))
         return self._next(self.run(call))
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        call: dict[str, Any] = {self.cache_name: self.state["cache"]}
+        call: dict[str, Any] = {self.cache_name: self.state["cache"], **self.step_extra()}
         if self.encoder_decoder:
             call.update(encoder_outputs=self.state["encoder_outputs"], decoder_input_ids=tokens[:, None])
             if self.state.get("attention_mask") is not None:
@@ -139,6 +163,61 @@ class HFDecoder:
         return next(v for v in inputs.values() if isinstance(v, torch.Tensor)).device
 
 
+def static_cache(model: torch.nn.Module, batch: int, length: int, device: Any, dtype: torch.dtype,
+                 encoder_len: Optional[int] = None) -> Any:
+    """A transformers StaticCache as generate builds one (`cache_implementation="static"`):
+    `StaticCache(config=, max_cache_len=)` in transformers 5 (tensors sized at the first update),
+    with max_batch_size / device / dtype where the installed release asks for them (4.x); an
+    EncoderDecoderCache of a self-attention and a cross-attention one for encoder-decoders."""
+    from transformers import StaticCache
+
+    accepted = inspect.signature(StaticCache.__init__).parameters
+    text = getattr(model.config, "get_text_config", None)
+    config = text(decoder=True) if callable(text) else model.config
+    sizes = {"max_batch_size": batch, "batch_size": batch, "device": device, "dtype": dtype}
+
+    def one(max_len: int) -> Any:
+        return StaticCache(config=config, max_cache_len=max_len, **{k: v for k, v in sizes.items() if k in accepted})
+
+    cache = one(length)
+    if encoder_len is None:
+        return cache
+    from transformers import EncoderDecoderCache
+
+    return EncoderDecoderCache(cache, one(encoder_len))
+
+
+@dataclass
+class StaticCacheDecoder(HFDecoder):
+    """HFDecoder's greedy loop with a static KV cache of prompt + `new_tokens` positions (the
+    decode passes that compile the forward: fixed cache shapes, one graph per phase). Where the
+    forward takes `cache_position` (transformers 4.x) the positions are passed explicitly."""
+
+    new_tokens: int = 0
+    position: int = field(default=0, init=False)
+
+    def fresh_cache(self, inputs: dict[str, Any], prompt_len: int) -> dict[str, Any]:
+        tensor = next(v for v in inputs.values() if isinstance(v, torch.Tensor))
+        dtype = next(self.model.parameters()).dtype
+        encoder_len = None
+        if self.encoder_decoder:
+            encoder_len = int(self.state["encoder_outputs"][0].shape[1])
+        cache = static_cache(self.model, int(tensor.shape[0]), prompt_len + self.new_tokens, tensor.device, dtype,
+                             encoder_len)
+        self.position = prompt_len
+        call = {self.cache_name: cache}
+        if "cache_position" in Signature.of(self.model).accepted:
+            call["cache_position"] = torch.arange(prompt_len, device=tensor.device)
+        return call
+
+    def step_extra(self) -> dict[str, Any]:
+        if "cache_position" not in Signature.of(self.model).accepted:
+            return {}
+        position = torch.tensor([self.position], device=next(self.model.parameters()).device)
+        self.position += 1
+        return {"cache_position": position}
+
+
 def decoder_start(model: torch.nn.Module) -> int:
     config = model.config
     for key in ("decoder_start_token_id", "bos_token_id", "pad_token_id"):
@@ -148,10 +227,13 @@ def decoder_start(model: torch.nn.Module) -> int:
     return 0
 
 
-def decoder_for(build: passes.Build, model: torch.nn.Module, encoder_decoder: bool) -> Decoder:
-    """The decoder of a Build: a decode pass's own (`Build.decoder`, see decode_passes.py) or eager."""
+def decoder_for(build: passes.Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int) -> Decoder:
+    """The decoder of a Build: a decode pass's own (`Build.decoder`, set by the kind-`decode`
+    passes of ab_runtime.passes) or eager."""
     factory = build.decoder
-    return factory(build, model) if factory is not None else HFDecoder(build, model, encoder_decoder)
+    if factory is not None:
+        return factory(build, model, encoder_decoder, new_tokens)
+    return HFDecoder(build, model, encoder_decoder)
 
 
 @dataclass
@@ -208,7 +290,7 @@ def measure_generation(session: Any, build: passes.Build, workload: Workload, wa
     for batch in dict.fromkeys((1, workload.batch)):
         inputs = passes.prepare_inputs(session.workload_inputs(batch, workload.prompt_len),
                                        session.choice.torch_device, build)
-        decoder = decoder_for(build, build.model, enc_dec)
+        decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
         with torch.inference_mode():
             for _ in range(warmup):
                 generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec)
@@ -321,7 +403,7 @@ def headline_call(session: Any, build: passes.Build, run: Callable[[dict[str, An
         enc_dec = session.spec.task_family in ENCODER_DECODER_FAMILIES
         inputs = passes.prepare_inputs(session.workload_inputs(1, workload.prompt_len), session.choice.torch_device,
                                        build)
-        decoder = decoder_for(build, build.model, enc_dec)
+        decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
         return lambda: generate(decoder, inputs, workload.new_tokens, lambda: None, enc_dec)
     if workload.name == "batch_sweep":
         inputs = passes.prepare_inputs(session.workload_inputs(workload.headline_batch, None),

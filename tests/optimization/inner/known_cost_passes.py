@@ -7,6 +7,9 @@ of machine luck:
 - test_cached_outputs: returns the outputs of the first call for the same input objects; outputs
   unchanged (they ARE the model's outputs). A certain, large speedup (a dictionary lookup
   against a forward pass), so the gates' "clears 1 + min_gain" is exercised deterministically.
+- test_cached_decode: a decode pass (kind `decode`, through Build.decoder like the real ones): the
+  first generation from given input objects runs the eager decoder and records its tokens, later
+  ones replay them. Greedy tokens unchanged, a certain, large generation speedup.
 """
 
 from __future__ import annotations
@@ -48,6 +51,49 @@ class _Cached:
         return out
 
 
+class _ReplayDecoder:
+    """A workloads.Decoder: eager decoding once per input objects, then the recorded tokens."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.recorded: list[tuple[Any, list[Any]]] = []
+        self.tokens: list[Any] = []
+        self.live = False
+        self.index = 0
+
+    def encode(self, inputs: Any) -> None:
+        self.inner.encode(inputs)
+
+    def prefill(self, inputs: Any) -> Any:
+        seen = next((tokens for key, tokens in self.recorded if key is inputs), None)
+        self.live, self.index = seen is None, 0
+        if seen is None:
+            self.tokens = [self.inner.prefill(inputs)]
+            self.recorded.append((inputs, self.tokens))
+        else:
+            self.tokens = seen
+        return self.tokens[0]
+
+    def step(self, tokens: Any) -> Any:
+        self.index += 1
+        if self.live:
+            self.tokens.append(self.inner.step(tokens))
+        return self.tokens[self.index]
+
+    def cache_bytes(self) -> int:
+        return self.inner.cache_bytes()
+
+
+def _replay_decoder(build: Any, model: Any, encoder_decoder: bool, new_tokens: int) -> Any:
+    from ab_runtime import workloads
+
+    return _ReplayDecoder(workloads.HFDecoder(build, model, encoder_decoder))
+
+
+def _apply_replay(build: Any) -> None:
+    build.decoder = _replay_decoder
+
+
 def _apply_twice(build: Any) -> None:
     build.model = _Twice(build.model)
 
@@ -66,4 +112,6 @@ def extra_passes(Pass: Any) -> tuple[Any, ...]:  # noqa: N803 (the catalogue's P
              _always, _apply_twice),
         Pass("test_cached_outputs", "cpu", "compile", None, "TEST ONLY: outputs cached per input objects",
              _always, _apply_cache),
+        Pass("test_cached_decode", "cpu", "decode", "compile", "TEST ONLY: greedy tokens replayed per input objects",
+             _always, _apply_replay),
     )
