@@ -2,18 +2,22 @@
 """Workload suite: TTFT, TPOT, tokens/s (generation) or throughput (encoders), eager vs the
 optimizer's confirmed choice, with spread and the decode bandwidth percentage, per model, one run.
 
-For each demo model (demo_models/: tiny Llama, Qwen2, GPT-2, T5, BART, BERT, ... as configs) this
-renders a real adaptation with the shared CPU torch test environment as its interpreter, then:
+For each demo model (demo_models/: tiny Llama, Qwen2, GPT-2, T5, BART, BERT, ViT, Whisper as
+configs; all of them by default) this renders a real adaptation with the shared CPU torch test
+environment as its interpreter, then:
   1. the environment probe (benchmark/inner/probe.py) once: the measured copy bandwidth;
   2. the optimizer's search and confirmation on the workload's headline (`python -m
-     ab_runtime.optimize --passes ...`): its confirmed choice and speedup;
+     ab_runtime.optimize`, by default over the optimizer's own catalogue for CPU: every CPU pass and,
+     for generation models, the decode passes, `cpu_static_cache_compile` measured and the CUDA /
+     NPU ones listed as not applicable; `--passes` narrows it): its confirmed choice and speedup,
+     and each decode pass's verdict;
   3. one process measuring the workload (ab_runtime.workloads.measure, the benchmark's code) for the
      eager baseline and for the confirmed choice, with the same harness, warmup and iterations.
 Printed per model (as each finishes): TTFT / TPOT (median ± stdev) / tokens/s at batch 1 and at the larger batch, the
 decode bandwidth as % of the probe's, greedy agreement with the CPU float32 reference, for eager
 and the choice; for encoders the sweep's best throughput and knee.
 
-  uv run python bench/workload_suite.py [--models tiny-gpt2,tiny-bert] [--passes cpu_threads_1]
+  uv run python bench/workload_suite.py [--models tiny-gpt2,tiny-bert] [--passes cpu_threads_1,...]
       [--prompt-len 16] [--new-tokens 8] [--iters 3] [--out bench_workloads.json]
 
 CPU figures on a shared machine are load-dominated: the run prints the load average with them.
@@ -41,7 +45,7 @@ from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"
 print = functools.partial(print, flush=True)  # noqa: A001  (progress shows while a long run goes on)
-DEFAULT_MODELS = "tiny-gpt2,tiny-bert,tiny-t5,tiny-qwen2,tiny-llama"
+TORCHINDUCTOR_CACHE = REPO / ".cache" / "torchinductor"  # compiled kernels survive between runs
 # Runs inside the adaptation's interpreter: the eager baseline and the chosen passes, one harness.
 MEASURE = """
 import json, sys
@@ -72,7 +76,8 @@ def render(root: Path, name: str, info: dict[str, Any], python: Path, workload: 
 
 
 def run(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(TORCHINDUCTOR_CACHE))}
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def probe_bandwidth(python: Path) -> float:
@@ -82,10 +87,19 @@ def probe_bandwidth(python: Path) -> float:
 
 
 def optimize(directory: Path, pass_names: str, timeout: float) -> dict[str, Any]:
+    """The search's RESULT plus each decode pass's verdict from its notes (name -> kept / reason)."""
     proc = run([str(directory / ".venv" / "bin" / "python"), "-m", "ab_runtime.optimize", "--device", "cpu",
-                "--pairs", "5", "--iters", "1", "--warmup", "1", "--passes", pass_names], directory, timeout)
+                "--pairs", "5", "--iters", "1", "--warmup", "1", *(["--passes", pass_names] if pass_names else [])],
+               directory, timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {"ok": False, "error": proc.stderr[-300:]}
+    notes = directory / "optimization_notes.json"
+    if notes.is_file():
+        rows = json.loads(notes.read_text())["passes"]
+        result["decode_passes"] = {r["name"]: {"kept": r["kept"], "reason": r["reason"],
+                                               "speedup": (r.get("paired") or {}).get("speedup"),
+                                               "generation": (r.get("accuracy") or {}).get("generation")}
+                                   for r in rows if r.get("kind") == "decode"}
     return result
 
 
@@ -116,8 +130,9 @@ def describe(body: dict[str, Any], bandwidth: float) -> str:
 def main() -> int:
     manifest = json.loads((DEMO / "manifest.json").read_text())["models"]
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=DEFAULT_MODELS)
-    p.add_argument("--passes", default="cpu_threads_1", help="catalogue passes the optimizer may choose from")
+    p.add_argument("--models", default=",".join(manifest), help="demo models (default: all of demo_models/)")
+    p.add_argument("--passes", default="", help="catalogue passes the optimizer may choose from (default: the "
+                   "optimizer's own catalogue for CPU, decode passes included)")
     p.add_argument("--prompt-len", type=int, default=16)
     p.add_argument("--new-tokens", type=int, default=8)
     p.add_argument("--batch", type=int, default=4)
@@ -147,6 +162,7 @@ def main() -> int:
                 opt = optimize(directory, args.passes, args.timeout)
                 entry["choice"] = {"passes": opt.get("chosen") or [], "confirmed_speedup": opt.get("speedup"),
                                    "outcome": opt.get("outcome"), "error": opt.get("error")}
+                entry["decode_passes"] = opt.get("decode_passes") or {}
                 entry.update(measure(directory, entry["choice"]["passes"], args.warmup, args.iters, args.timeout))
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 entry["error"] = str(exc)
@@ -158,6 +174,9 @@ def main() -> int:
             choice = entry["choice"]
             print(f"  optimizer (headline, confirmed): {'+'.join(choice['passes']) or 'eager'} "
                   f"x{choice['confirmed_speedup'] or 1:.2f} ({choice['outcome'] or choice['error']})")
+            for pass_name, verdict in entry["decode_passes"].items():
+                figure = f" x{verdict['speedup']:.2f}" if verdict["speedup"] else ""
+                print(f"  decode pass {pass_name}: {'KEPT' if verdict['kept'] else 'rejected'}{figure} - {verdict['reason']}")
             for label in ("eager", "chosen"):
                 if entry.get(label):
                     print(f"  {label:6s} {describe(entry[label], bandwidth)}")
