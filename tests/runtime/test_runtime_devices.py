@@ -15,12 +15,7 @@ from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.runtime.devices import DeviceSpecError, detect, parse_npu_smi, parse_spec, run_tool
 from ascendbridge.runtime.placement import DevicePool, devices_needed, pool_entry, stage_resources
 
-from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X
-
-
-def fake_runner(npu: str | None = None, nvidia: str | None = None):  # type: ignore[no-untyped-def]
-    """A probe runner that answers like a host with these tools (None: tool not installed)."""
-    return lambda argv: {"npu-smi": npu, "nvidia-smi": nvidia}[argv[0]]
+from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 
 
 def test_inventories_found_explicit_and_refused() -> None:
