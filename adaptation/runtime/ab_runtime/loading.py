@@ -67,7 +67,7 @@ def model_class(spec: RunSpec) -> Any:
     return cls
 
 
-def _dtype_kwarg(dtype: torch.dtype) -> dict[str, Any]:
+def dtype_kwarg(dtype: torch.dtype) -> dict[str, Any]:
     """transformers renamed torch_dtype= to dtype= in 4.56; support both sides of the rename."""
     import transformers
 
@@ -119,7 +119,7 @@ def load_config(spec: RunSpec) -> tuple[Any, str]:
 
 def _builder(cls: Any, spec: RunSpec, dtype: torch.dtype) -> Callable[[Any], torch.nn.Module]:
     """Config -> model through the spec's class: an Auto class or a concrete model class."""
-    kwargs = _dtype_kwarg(dtype)
+    kwargs = dtype_kwarg(dtype)
     if cls.__name__.startswith("Auto"):
         return lambda config: cls.from_config(config, trust_remote_code=spec.trust_remote_code, **kwargs)
     return lambda config: cls._from_config(config, **kwargs)
@@ -193,7 +193,7 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
             device_map = build_device_map(skeleton, shard, dtype)
             del skeleton
             kwargs["device_map"] = device_map
-        model = cls.from_pretrained(ident, config=config, **kwargs, **_dtype_kwarg(dtype))
+        model = cls.from_pretrained(ident, config=config, **kwargs, **dtype_kwarg(dtype))
         layers = sum(s.total for s in find_stacks(config)) or None
         loaded = LoadedModel(model, config, "pretrained", f"weights from {origin}", dtype, layers, layers, notes=notes)
         loaded.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
