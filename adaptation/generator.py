@@ -34,6 +34,9 @@ RUNTIME_NAME = "ab_runtime"
 
 # Every adaptation needs these besides transformers (spec.transformers_requirement) and torch.
 BASE_DEPENDENCIES: tuple[str, ...] = ("safetensors>=0.4", "numpy>=1.26", "huggingface_hub>=0.26")
+# A model whose discovery plan spreads it over several devices loads through transformers' device_map,
+# which needs accelerate (ab_runtime/sharding.py).
+SHARDING_DEPENDENCY = "accelerate>=1.0"
 
 # Stages write measured results between these markers; re-rendering keeps what they wrote.
 RESULTS_START = "<!-- ascendbridge:results:start -->"
@@ -93,6 +96,8 @@ def _requirement(text: str) -> str:
 def project_dependencies(spec: AdaptationSpec) -> list[str]:
     """transformers, the base set, then the spec's extra dependencies (validated, sorted)."""
     deps = [_requirement(spec.transformers_requirement), *BASE_DEPENDENCIES]
+    if int((spec.device_plan or {}).get("devices") or 1) > 1 and "accelerate" not in spec.dependencies:
+        deps.append(SHARDING_DEPENDENCY)
     for name, specifier in sorted(spec.dependencies.items()):
         req = _requirement(f"{name}{specifier}")
         if canonicalize_name(Requirement(req).name) != canonicalize_name(name):

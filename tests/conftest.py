@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from ascendbridge.board import BoardStore
+from benchmark.gate import LATENCY_BAND_ENV
+
+# The benchmark gate re-times the target and fails a report more than x1.5 faster than its own
+# fastest call. Whether an honest run stays inside x1.5 depends on the machine's load when the gate
+# re-times (issue #18: no outcome may depend on it), so the suite widens the band for every test and
+# the processes they start. The band's own behaviour is tested with explicit values
+# (tests/benchmark/test_benchmark_accuracy_run.py), and a forged 1 us call fails x20 by far.
+SUITE_LATENCY_BAND = "20"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault(LATENCY_BAND_ENV, SUITE_LATENCY_BAND)
+
+
+# The suite runs on pytest-xdist workers (`-n auto --dist loadgroup`, pyproject.toml). A worker
+# builds its own session and module fixtures, so tests sharing an expensive one must share a worker:
+# every test of a file is one group (its module fixtures are built once), and the tests of several
+# files that use one of these session fixtures (built evidence, searches, tiny checkpoints) are one
+# group with them.
+SHARED_SESSION_FIXTURES = ("runs", "searches", "tiny_models", "weighted_models", "minilm", "tiny_runs")
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The group of one test: its expensive session fixture's, else its file's."""
+    info = getattr(item, "_fixtureinfo", None)
+    for name in SHARED_SESSION_FIXTURES:
+        definitions = info.name2fixturedefs.get(name) if info is not None else None
+        if definitions and definitions[-1].scope == "session":
+            return f"{definitions[-1].baseid or '.'}::{name}"
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
 
 
 @pytest.fixture()

@@ -220,6 +220,7 @@ class ReportingStore(StoreBase):
                 for m in models
             },
             "agents": [a.model_dump() for a in self.list_agents()],
+            "host_devices": [d.model_dump() for d in self.list_host_devices()],  # attempts carry host/devices
             "guidance": [g.model_dump() for g in self.list_guidance()],
             "metrics": [x.model_dump() for x in self.list_metrics()],
             "stacks": self.list_stacks(),

@@ -9,7 +9,7 @@ import os
 import re
 import signal
 import tempfile
-import time
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -346,21 +346,24 @@ def cmd_events(args: argparse.Namespace, out: Output) -> int:
 
 
 def _follow(store: BoardStore, args: argparse.Namespace, out: Output, backlog: list[EventRecord]) -> int:
-    """Print the backlog, then poll for new events until SIGINT/SIGTERM (a normal way to stop)."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    """Print the backlog, then poll for new events until SIGINT/SIGTERM (a normal way to stop).
+
+    The signals only set a flag that the wait between polls sees: a KeyboardInterrupt raised inside
+    the database driver or the connection pool could leave a lock held and hang the exit."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     last_id = 0
-    try:
-        while True:
-            for event in backlog:
-                if out.json_mode:
-                    out.json_line(event.model_dump())
-                else:
-                    out.line(event_line(event))
-                last_id = event.id
-            time.sleep(args.interval)
-            backlog = store.list_events(model_id=args.model, after_id=last_id, limit=1000)
-    except KeyboardInterrupt:
-        return EXIT_OK
+    while True:
+        for event in backlog:
+            if out.json_mode:
+                out.json_line(event.model_dump())
+            else:
+                out.line(event_line(event))
+            last_id = event.id
+        if stop.wait(args.interval):
+            return EXIT_OK
+        backlog = store.list_events(model_id=args.model, after_id=last_id, limit=1000)
 
 
 def cmd_export(args: argparse.Namespace, out: Output) -> int:

@@ -1,7 +1,9 @@
 """The host's device inventory: which NPUs, CUDA GPUs and CPU cores the team lead may schedule on.
 
-Found at start without torch (the framework environment has none): NPUs from `npu-smi info`
-(Ascend's driver tool, always installed with the driver), CUDA GPUs from `nvidia-smi`, CPU cores
+Found at start without torch (the framework environment has none): NPUs from torch_npu when a probe
+environment has it (the `--python` interpreter, ASCENDBRIDGE_SYSTEM_PYTHON: torch_npu counts the cards
+the runtime will really see), else from `npu-smi info` (Ascend's driver tool, always installed with
+the driver), CUDA GPUs from `nvidia-smi`, CPU cores
 from the process's own affinity mask (os.sched_getaffinity: a container's or taskset's limits
 count, not the machine's core total). An explicit `--devices npu:0-7` / `cuda:0,1` / `cpu[:0-7]`
 wins: it is checked against what the tools found, and trusted with a warning when the tool is
@@ -10,6 +12,7 @@ missing (a container without the driver tools mounted).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -50,7 +53,7 @@ class HostInventory:
     kind: str  # npu | cuda | cpu: the kind timed stages run on
     devices: tuple[Device, ...]  # accelerators; empty when kind == "cpu"
     cpus: tuple[int, ...]  # cores this process may use
-    source: str = ""  # how it was found: "npu-smi", "nvidia-smi", "--devices", "affinity"
+    source: str = ""  # how it was found: "torch_npu", "npu-smi", "nvidia-smi", "--devices", "affinity"
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
     def describe(self) -> str:
@@ -156,11 +159,49 @@ PROBES: dict[str, tuple[list[str], Callable[[str], list[Device]]]] = {
 }
 
 
-def probe(kind: str, runner: Runner = run_tool) -> Optional[list[Device]]:
-    """Devices of `kind` its tool reports, or None when the tool is absent or failed."""
+# Run by the probe environment's interpreter. Ascend Extension for PyTorch's device API (torch_npu.npu,
+# "NPU Device" in its API list, e.g. release 6.0.0 for CANN 8.0): device_count(), get_device_name(i),
+# get_device_properties(i).total_memory (bytes). Indices are the runtime's logical ones.
+TORCH_NPU_PROBE = """
+import json
+import torch_npu
+npu = torch_npu.npu
+print(json.dumps([{"index": i, "name": str(npu.get_device_name(i)),
+                   "memory": int(getattr(npu.get_device_properties(i), "total_memory", 0) or 0)}
+                  for i in range(int(npu.device_count()))]))
+"""
+
+
+def parse_torch_npu(text: str) -> list[Device]:
+    """TORCH_NPU_PROBE's JSON line -> devices (memory in GiB; 0 bytes: unknown)."""
+    lines = text.strip().splitlines()
+    try:
+        rows = json.loads(lines[-1]) if lines else []
+        return [Device("npu", int(r["index"]), str(r["name"]), round(int(r["memory"]) / 1024**3, 1) or None)
+                for r in rows]
+    except (ValueError, TypeError, KeyError):
+        return []
+
+
+def probe_python() -> Optional[str]:
+    """The probe environment: the system-mode interpreter (--python) when one is configured."""
+    from ascendbridge.envmode import SYSTEM_PYTHON_VAR
+
+    return os.environ.get(SYSTEM_PYTHON_VAR, "").strip() or None
+
+
+def probe(kind: str, runner: Runner = run_tool, python: Optional[str] = None) -> tuple[Optional[list[Device]], str]:
+    """(devices of `kind`, the source that reported them); devices None when no source answered.
+    NPUs: torch_npu in the probe environment `python` first (it fails without torch_npu or cards),
+    then npu-smi."""
+    if kind == "npu" and python:
+        out = runner([python, "-c", TORCH_NPU_PROBE])
+        found = parse_torch_npu(out) if out is not None else []
+        if found:
+            return found, "torch_npu"
     argv, parse = PROBES[kind]
     out = runner(argv)
-    return None if out is None else parse(out)
+    return (None if out is None else parse(out)), argv[0]
 
 
 def host_cpus() -> tuple[int, ...]:
@@ -168,15 +209,17 @@ def host_cpus() -> tuple[int, ...]:
 
 
 def detect(spec: Optional[str] = None, runner: Runner = run_tool, cpus: Optional[tuple[int, ...]] = None,
-           host: Optional[str] = None) -> HostInventory:
-    """The inventory: the explicit spec when given (checked), else NPUs, else GPUs, else CPU only."""
+           host: Optional[str] = None, python: Optional[str] = None) -> HostInventory:
+    """The inventory: the explicit spec when given (checked), else NPUs, else GPUs, else CPU only.
+    `python`: the probe environment for torch_npu (default: probe_python())."""
     host = host or socket.gethostname()
     cpus = host_cpus() if cpus is None else cpus
+    python = python or probe_python()
     if not spec:
         for kind in ("npu", "cuda"):
-            found = probe(kind, runner)
+            found, source = probe(kind, runner, python)
             if found:
-                return HostInventory(host, kind, tuple(found), cpus, PROBES[kind][0][0])
+                return HostInventory(host, kind, tuple(found), cpus, source)
         return HostInventory(host, "cpu", (), cpus, "affinity")
     kind, indices = parse_spec(spec)
     if kind == "cpu":
@@ -188,8 +231,7 @@ def detect(spec: Optional[str] = None, runner: Runner = run_tool, cpus: Optional
                                   f"process (allowed: {','.join(map(str, cpus))})")
         return HostInventory(host, "cpu", (), tuple(indices), "--devices")
     assert indices is not None
-    found = probe(kind, runner)
-    tool = PROBES[kind][0][0]
+    found, tool = probe(kind, runner, python)
     if found is None:
         warning = f"{tool} not found: trusting --devices {spec} without checking it"
         return HostInventory(host, kind, tuple(Device(kind, i) for i in indices), cpus, "--devices", (warning,))

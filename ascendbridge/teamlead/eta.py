@@ -4,8 +4,10 @@ A single median over every task (discovery takes seconds, benchmark minutes) was
 estimate recomputed only when a task completed froze between completions. Here each stage's
 typical cost is the median of its completed attempts on the board (this run and earlier ones),
 every unfinished task of a stage costs that median (a running one: what is left of it, given how
-long it has run), and a stage's work is divided by its worker count. The estimate carries its
-basis, so a reader can tell a guess from one sample from a figure over many.
+long it has run), and a stage's work is divided by how many of its tasks run at once
+(`concurrency`: the workers, but for a timed stage never more than the pool's timed slots, since a
+timed task waits for a device of its own). The estimate carries its basis, so a reader can tell a
+guess from one sample from a figure over many.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from datetime import datetime
 from typing import Optional
 
 from ascendbridge.board import TaskRecord
+from ascendbridge.runtime.placement import is_timed
 from ascendbridge.stages import TERMINAL_STATUSES
 
 
@@ -80,6 +83,17 @@ def _running_for(task: TaskRecord, now: datetime) -> float:
     if started.tzinfo is None and now.tzinfo is not None:
         started = started.replace(tzinfo=now.tzinfo)
     return max(0.0, (now - started).total_seconds())
+
+
+def concurrency(stages: Iterable[str], workers: int, limits: Mapping[str, int], timed_slots: int) -> dict[str, int]:
+    """Tasks of each stage that run at once: --workers and the stage's cap (`limits`, default
+    --workers); a timed stage also needs a device (or a CPU core group) of its own, so at most the
+    pool's `timed_slots` run together, whatever --workers says."""
+    out = {}
+    for stage in stages:
+        n = min(workers, limits.get(stage, workers))
+        out[stage] = max(1, min(n, timed_slots) if is_timed(stage) else n)
+    return out
 
 
 def estimate(

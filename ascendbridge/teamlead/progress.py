@@ -18,7 +18,7 @@ from rich.text import Text
 
 from ascendbridge.board.records import utcnow
 from ascendbridge.stages import TERMINAL_STATUSES
-from ascendbridge.teamlead.eta import Eta, estimate
+from ascendbridge.teamlead.eta import Eta, concurrency, estimate
 
 if TYPE_CHECKING:
     from ascendbridge.teamlead.scheduler import TeamLead
@@ -35,7 +35,7 @@ def overall(lead: "TeamLead", durations: dict[str, list[float]]) -> tuple[int, i
     tasks = [t for t in lead.store.list_tasks() if t.stage in lead.settings.stages]
     done = sum(1 for t in tasks if t.status in TERMINAL_STATUSES)
     runnable = [s for s in lead.settings.stages if s not in lead.stats.not_runnable]
-    workers = {stage: min(lead.settings.workers, lead.settings.limit(stage)) for stage in runnable}
+    workers = concurrency(runnable, lead.settings.workers, lead.settings.stage_limits, lead.pool.capacity)
     eta = estimate(tasks, runnable, durations, workers, utcnow())
     return done, len(tasks), eta
 

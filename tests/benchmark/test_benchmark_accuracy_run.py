@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.config import REPO_ROOT
-from benchmark.gate import check_adaptation
-from benchmark.gate import latency_check
+from benchmark.gate import LATENCY_BAND, LATENCY_BAND_ENV, check_adaptation, latency_band, latency_check
 from tests.benchmark.bench_support import make_adaptation, run_accuracy
 
 CHECKER = REPO_ROOT / "benchmark" / "scripts" / "check_accuracy_run.py"
@@ -191,6 +190,23 @@ def test_latency_band_fails_a_claim_faster_than_the_re_measurement() -> None:
         "latency re-measured: median 110.000 ms, fastest 100.000 ms (reported median 104.000 ms)"])
     problems, notes = latency_check({"median_ms": 400.0, "min_ms": 300.0}, again)  # slower: reported, not failed
     assert problems == [] and "slower than the re-measurement (noted" in notes[0]
+
+
+def test_latency_band_setting(runs: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite runs with a widened band (tests/conftest.py); unset means x1.5; a bad value is
+    bad usage of the gate (exit 2, one line), before any evidence is read."""
+    monkeypatch.delenv(LATENCY_BAND_ENV)
+    assert latency_band() == LATENCY_BAND == 1.5
+    monkeypatch.setenv(LATENCY_BAND_ENV, "3")
+    assert latency_band() == 3.0
+    for raw in ("fast", "0.5", "inf", "nan"):
+        monkeypatch.setenv(LATENCY_BAND_ENV, raw)
+        with pytest.raises(ValueError, match=f"{LATENCY_BAND_ENV}={raw}: expected a finite number >= 1"):
+            latency_band()
+    proc = subprocess.run([sys.executable, str(CHECKER), "--adaptation-dir", str(_copy(runs, tmp_path))],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert f"{LATENCY_BAND_ENV}=nan" in proc.stderr
 
 
 def test_gate_re_measures_a_consistently_doctored_latency(runs: dict, python: Path, tmp_path: Path) -> None:

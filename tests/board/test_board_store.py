@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ascendbridge.board import (
@@ -234,6 +236,23 @@ def test_figures_reach_the_board_only_with_a_fenced_completion(board: BoardStore
     assert len(data["tasks"]) == len(STAGES)
     assert {x["name"] for x in data["metrics"]} == {"latency_ms", "cosine"}
     assert data["last_event_id"] == data["events"][-1]["id"]
+
+
+def test_export_carries_the_hosts_devices_and_where_each_attempt_ran(board: BoardStore) -> None:
+    board.register_models([Registration(model_id="m")])
+    task = board.claim_next("w", 60)
+    placed = {"host": "h1", "devices": ["npu:6", "npu:7"], "cpus": [], "exclusive": True,
+              "env": {"ASCEND_RT_VISIBLE_DEVICES": "6,7"}}
+    board.finish_attempt(board.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed),
+                         0, 1.0, "completed")
+    board.record_host_devices("h1", [{"kind": "npu", "index": i, "name": "910B3", "memory_gb": 64.0} for i in (6, 7)],
+                              "torch_npu")
+    board.record_host_devices("h2", [{"kind": "cpu", "index": 0, "name": "4 cores", "cpus": [0, 1, 2, 3]}], "affinity")
+    data = json.loads(json.dumps(board.export()))  # what `board_ops.py export` writes
+    assert [(d["host"], d["kind"], d["index"], d["memory_gb"], d["cpus"], d["source"]) for d in data["host_devices"]] == [
+        ("h1", "npu", 6, 64.0, [], "torch_npu"), ("h1", "npu", 7, 64.0, [], "torch_npu"),
+        ("h2", "cpu", 0, None, [0, 1, 2, 3], "affinity")]
+    assert [(a["stage"], a["host"], a["devices"]) for a in data["attempts"]["m"]] == [("discovery", "h1", "npu:6 npu:7")]
 
 
 def test_an_id_listed_twice_in_one_batch_is_registered_once(board: BoardStore) -> None:

@@ -125,9 +125,67 @@ def test_torch_npu_that_fails_to_import_is_a_diagnosis(torch_python: Path, tmp_p
     assert out["auto"]["kind"] == "cpu"
 
 
+SHARD_PROBE = '''
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import torch, transformers
+from ab_runtime import sharding
+from ab_runtime.device import DeviceChoice, accelerator_indices
+from ab_runtime.errors import DeviceUnavailable
+config = transformers.AutoConfig.from_pretrained(sys.argv[2])
+config.num_hidden_layers = 16
+with sharding.empty_weights():
+    skeleton = transformers.AutoModelForCausalLM.from_config(config)
+out = {}
+npu = DeviceChoice("npu", "npu", "npu:4", "FakeTorchNpu", False, None, None)
+os.environ["ASCENDBRIDGE_NPU_INDEX"] = "4,5"  # a profiled job: physical cards, no mask
+for n, kind, visible in ((2, "npu", accelerator_indices(npu)), (8, "cuda", tuple(range(8)))):
+    shard = sharding.shard_plan({"devices": n, "strategy": "device_map", "per_device_gb": 64}, kind, visible)
+    out[str(n)] = {"devices": shard.devices, "first": shard.first_device, "max_memory": shard.max_memory(),
+                   "map": sharding.build_device_map(skeleton, shard, torch.bfloat16)}
+out["one"] = sharding.shard_plan({"devices": 1}, "cuda", (0, 1))
+out["cpu"] = sharding.shard_plan({"devices": 8, "per_device_gb": 64}, "cpu", ())
+for label, plan, kind, visible in (("too_few", {"devices": 8}, "cuda", (0, 1)),
+                                   ("too_small", {"devices": 2, "per_device_gb": 0.0001}, "npu", (0, 1))):
+    try:
+        shard = sharding.shard_plan(plan, kind, visible)
+        sharding.build_device_map(skeleton, shard, torch.bfloat16)
+    except DeviceUnavailable as exc:
+        out[label] = str(exc)
+print(json.dumps(out))
+'''
+
+
+def test_a_plan_over_n_devices_builds_a_balanced_device_map_over_the_claimed_cards(torch_python: Path,
+                                                                                   tiny_models: dict) -> None:
+    """The map sharding would load with, for fake 2-card (ASCENDBRIDGE_NPU_INDEX=4,5) and 8-card
+    plans on a 16-layer skeleton (meta device: nothing allocated, no accelerator needed)."""
+    proc = subprocess.run([str(torch_python), "-c", SHARD_PROBE, str(RUNTIME_PARENT), tiny_models["llama"]["path"]],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    layers = [f"model.layers.{i}" for i in range(16)]
+    for n, kind, cards in (("2", "npu", [4, 5]), ("8", "cuda", list(range(8)))):
+        plan, devices = out[n], [f"{kind}:{i}" for i in cards]
+        assert plan["devices"] == devices and plan["first"] == devices[0]
+        assert plan["max_memory"] == {str(i): "64GiB" for i in cards}
+        placed = plan["map"]
+        assert placed["model.embed_tokens"] == devices[0]  # the inputs' card holds the first module
+        assert all(layer in placed for layer in layers)  # a decoder layer (_no_split_modules) is never split
+        assert set(placed.values()) <= set(devices) and len(set(placed.values())) > len(devices) // 2
+        order = [devices.index(placed[name]) for name in placed]
+        assert order == sorted(order)  # the cards are filled in module order, no hop back
+    assert out["one"] is None and out["cpu"] is None  # one device, or a CPU run: loaded as a whole, as today
+    assert "shards it over 8 cuda devices but this job sees 2 (cuda: 0,1)" in out["too_few"]
+    assert "does not fit 2 x 0.0001 GiB npu devices" in out["too_small"]
+
+
 @pytest.fixture(scope="module")
 def adaptation(tiny_models: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_adaptation(tmp_path_factory.mktemp("adapt") / "tiny-llama", spec_for(tiny_models["llama"]))
+    """tiny-llama with a two-device plan from discovery: on CPU it loads whole, as without one."""
+    plan = {"devices": 2, "strategy": "device_map", "per_device_gb": 64, "tensor_parallel_degree": 2}
+    return make_adaptation(tmp_path_factory.mktemp("adapt") / "tiny-llama",
+                           spec_for(tiny_models["llama"], device_plan=plan))
 
 
 def test_demo_py_with_npu_requested_on_cpu_fails_honestly(torch_python: Path, adaptation: Path) -> None:
@@ -149,3 +207,4 @@ def test_demo_py_allowed_fallback_runs_and_says_so(torch_python: Path, adaptatio
     assert "torch_npu is not installed" in result["fallback_reason"]
     assert "FALLBACK" in proc.stdout
     assert result["outputs"]["logits"]["shape"] == [2, 32, 128]
+    assert result["sharding"] is None  # the spec's two-device plan does not apply on CPU

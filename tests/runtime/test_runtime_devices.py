@@ -5,20 +5,17 @@ Inventories are fakes (tests/support/fake_devices.py): no NPU or GPU exists here
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
 from ascendbridge.discovery.decisions import GIB, decide, device_plan, host_pool
 from ascendbridge.discovery.model_info import ModelInfo
-from ascendbridge.runtime.devices import DeviceSpecError, detect, parse_npu_smi, parse_spec
+from ascendbridge.runtime.devices import DeviceSpecError, detect, parse_npu_smi, parse_spec, run_tool
 from ascendbridge.runtime.placement import DevicePool, devices_needed, pool_entry, stage_resources
 
-from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X
-
-
-def fake_runner(npu: str | None = None, nvidia: str | None = None):  # type: ignore[no-untyped-def]
-    """A probe runner that answers like a host with these tools (None: tool not installed)."""
-    return lambda argv: {"npu-smi": npu, "nvidia-smi": nvidia}[argv[0]]
+from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 
 
 def test_inventories_found_explicit_and_refused() -> None:
@@ -45,6 +42,40 @@ def test_inventories_found_explicit_and_refused() -> None:
             parse_spec(bad)
     with pytest.raises(DeviceSpecError, match="core"):
         detect("cpu:5", fake_runner(), cpus=(0, 1))
+
+
+# A test double for Huawei's torch_npu (no NPU can exist here): torch_npu.npu's documented device calls.
+FAKE_TORCH_NPU = '''"""FakeTorchNpu: four 64 GiB cards, answering like torch_npu.npu."""
+import types
+
+npu = types.SimpleNamespace(
+    device_count=lambda: 4,
+    get_device_name=lambda i: f"Ascend910B3 (FakeTorchNpu {i})",
+    get_device_properties=lambda i: types.SimpleNamespace(total_memory=64 * 1024**3),
+)
+'''
+
+
+def test_torch_npu_in_the_probe_environment_is_asked_before_npu_smi(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real probe process (this interpreter) imports the fake torch_npu from its PYTHONPATH."""
+    (tmp_path / "torch_npu").mkdir()
+    (tmp_path / "torch_npu" / "__init__.py").write_text(FAKE_TORCH_NPU)
+    smi = fake_runner(npu=FAKE_NPU_SMI_8X64)
+
+    def runner(argv: list[str]) -> str | None:  # the probe interpreter really runs; npu-smi is faked
+        return run_tool(argv) if argv[0] == sys.executable else smi(argv)
+
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    found = detect(None, runner, cpus=(0, 1), host="h1", python=sys.executable)
+    assert (found.kind, found.source, [d.label for d in found.devices]) == ("npu", "torch_npu", [f"npu:{i}" for i in range(4)])
+    assert found.devices[2].name == "Ascend910B3 (FakeTorchNpu 2)" and {d.memory_gb for d in found.devices} == {64.0}
+    with pytest.raises(DeviceSpecError, match=r"npu:4,5 not found by torch_npu \(it reports npu: 0,1,2,3\)"):
+        detect("npu:0-5", runner, cpus=(0,), python=sys.executable)
+    (tmp_path / "torch_npu" / "__init__.py").write_text('raise OSError("libascendcl.so missing (FakeTorchNpu)")\n')
+    broken = detect(None, runner, cpus=(0,), host="h1", python=sys.executable)
+    assert (broken.source, len(broken.devices)) == ("npu-smi", 8)  # torch_npu unusable: the driver tool answers
+    assert detect(None, smi, cpus=(0,), host="h1").source == "npu-smi"  # no probe environment: not asked
 
 
 def test_pool_hands_out_devices_exclusively_with_the_right_variable() -> None:

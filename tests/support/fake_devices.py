@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 _HEAD = """+------------------------------------------------------------------------------------------------+
 | npu-smi 23.0.6                   Version: 23.0.6                                               |
@@ -44,3 +44,9 @@ def install_fake_tools(folder: Path, npu_smi: Optional[str] = None, nvidia_smi: 
         tool.write_text(f"#!/bin/sh\ncat '{folder / (name + '.out')}'\n")
         tool.chmod(0o755)
     return f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def fake_runner(npu: Optional[str] = None, nvidia: Optional[str] = None) -> Callable[[list[str]], Optional[str]]:
+    """A probe runner (ascendbridge.runtime.devices.Runner) that answers like a host with these
+    tools' output (None: the tool is not installed), without running anything."""
+    return lambda argv: {"npu-smi": npu, "nvidia-smi": nvidia}[argv[0]]

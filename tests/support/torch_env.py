@@ -23,6 +23,7 @@ REQUIREMENTS = (
     "sentencepiece>=0.2",
     "pillow>=10",
     "sentence-transformers>=3",  # library parity tests (ab_runtime.parity) compare against it
+    "accelerate>=1.0",  # device_map sharding of models larger than one device (ab_runtime.sharding)
 )
 
 

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
 
-from ascendbridge.board import TaskRecord
-from ascendbridge.teamlead.eta import estimate
+from ascendbridge.board import BoardStore, Registration, TaskRecord
+from ascendbridge.runtime.devices import detect
+from ascendbridge.runtime.placement import DevicePool
+from ascendbridge.teamlead.eta import concurrency, estimate
+from ascendbridge.teamlead.progress import overall
+from ascendbridge.teamlead.scheduler import RunStats
+from ascendbridge.teamlead.settings import TeamLeadSettings
+
+from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 
 NOW = datetime(2026, 12, 1, 7, 0, 0, tzinfo=timezone.utc)
 
@@ -41,3 +50,23 @@ def test_eta_counts_down_while_a_task_runs_and_flags_unmeasured_stages() -> None
     nothing = estimate([task("benchmark", "pending")], stages, {}, workers, NOW)
     assert nothing.seconds is None and nothing.text() == "ETA ? [benchmark ? x1 (no sample yet)]"
     assert estimate([task("healing", "completed")], stages, durations, workers, NOW).text() == "ETA 0s"
+
+
+def test_timed_stages_divide_by_the_pools_timed_slots_not_the_workers(tmp_path: Path) -> None:
+    """8 workers: discovery runs 8 at a time everywhere, benchmark only as many as there are
+    devices (8 NPUs, 2 GPUs) or timed core slots (one on a 2-core CPU host)."""
+    store = BoardStore.init(tmp_path / "board.db")
+    store.register_models([Registration(model_id=f"m{i}") for i in range(4)])
+    durations = {"discovery": [10.0], "benchmark": [100.0]}
+    settings = TeamLeadSettings(stages=("discovery", "benchmark"), workers=8)
+    seen = {}
+    for label, inventory in (("npu", detect(None, fake_runner(npu=FAKE_NPU_SMI_8X64), cpus=(0, 1), host="h")),
+                             ("cuda", detect(None, fake_runner(nvidia=FAKE_NVIDIA_SMI_2X), cpus=(0, 1), host="h")),
+                             ("cpu", detect(None, fake_runner(), cpus=(0, 1), host="h"))):
+        lead = SimpleNamespace(store=store, settings=settings, pool=DevicePool(inventory), stats=RunStats())
+        _, total, eta = overall(lead, durations)  # type: ignore[arg-type]  # the parts overall() reads
+        seen[label] = (total, eta.seconds)
+    store.close()
+    assert seen == {"npu": (8, 4 * 10 / 8 + 4 * 100 / 8), "cuda": (8, 4 * 10 / 8 + 4 * 100 / 2),
+                    "cpu": (8, 4 * 10 / 8 + 4 * 100 / 1)}
+    assert concurrency(["benchmark", "healing"], 8, {"benchmark": 1}, 8) == {"benchmark": 1, "healing": 8}

@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     reset_peak_memory(device)
     loaded = load_model(spec, args.dry_run, device, dtype)
     result.update(mode=loaded.mode, layers_built=loaded.layers_built, layers_total=loaded.layers_total,
-                  depth_reduced=loaded.depth_reduced, param_bytes=loaded.param_bytes)
+                  depth_reduced=loaded.depth_reduced, param_bytes=loaded.param_bytes, sharding=loaded.sharding)
     print(f"loaded {type(loaded.model).__name__}: {loaded.origin}", flush=True)
     for line in loaded.notes:
         print(f"  note: {line}", flush=True)
@@ -288,7 +288,7 @@ def main(argv: Sequence[str]) -> int:
     result: dict[str, Any] = {
         "ok": False, "model_id": None, "task_family": None, "mode": None, "device_requested": None,
         "device_used": None, "device_name": None, "fallback": False, "fallback_reason": None,
-        "dtype": None, "layers_built": None, "layers_total": None, "depth_reduced": False,
+        "dtype": None, "layers_built": None, "layers_total": None, "depth_reduced": False, "sharding": None,
         "outputs": {}, "duration_s": None, "versions": _versions(), "error": None, "error_kind": None,
     }
     try:

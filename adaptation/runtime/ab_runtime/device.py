@@ -113,6 +113,21 @@ def npu_index() -> int:
     return int(raw)
 
 
+def accelerator_indices(choice: DeviceChoice) -> tuple[int, ...]:
+    """The cards this job may use, in torch's numbering (first: the one _activate made current).
+    NPU without a mask: ASCENDBRIDGE_NPU_INDEX's physical indices; otherwise 0..device_count()-1,
+    the cards of ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES. None on CPU."""
+    if choice.kind == "cpu":
+        return ()
+    raw = os.environ.get(NPU_INDEX_ENV, "").strip()
+    if choice.kind == "npu" and raw:
+        parts = [p.strip() for p in raw.split(",") if p.strip()]
+        if not all(p.isdigit() for p in parts):
+            raise DeviceUnavailable(f"{NPU_INDEX_ENV}={raw!r} is not a list of NPU indices")
+        return tuple(int(p) for p in parts)
+    return tuple(range(int(_backend(choice.kind).device_count())))
+
+
 def _activate(kind: str) -> tuple[str, str]:
     """Make `kind` current and return (torch device string, device name)."""
     if kind == "npu":

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import families, loading, moe, pairstats, passes, precision, workloads
+from . import families, loading, moe, pairstats, passes, precision, sharding, workloads
 from . import device as ab_device
 from .comparator import Thresholds, compare_outputs, judge_optimized
 from .fileops import atomic_path, sha256_file, write_text_atomic
@@ -71,6 +71,8 @@ class Session:
     mode: str
     loaded: Any
     workload: workloads.Workload
+    shard: Optional[sharding.ShardPlan] = None  # the claimed cards of a model larger than one device
+    device_map: Optional[dict[str, str]] = None  # where make() placed the last variant's modules
 
     @property
     def baseline_dtype_name(self) -> str:
@@ -82,8 +84,9 @@ class Session:
     def make(self, chosen: list[passes.Pass]) -> tuple[passes.Build, Callable[[dict[str, Any]], Any], float]:
         """A fresh variant from the reference weights: (build, run, seconds to build it)."""
         start = time.perf_counter()
-        model = copy.deepcopy(self.reference).to(device=self.choice.torch_device, dtype=self.baseline_dtype).eval()
+        model = copy.deepcopy(self.reference).to(dtype=self.baseline_dtype)
         precision.keep_in_fp32(model, list(self.spec.keep_fp32_modules), self.baseline_dtype)
+        model, self.device_map = sharding.place(model, self.choice, self.shard, self.baseline_dtype)
         flags = forward_flags(model)
         b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
         run = passes.finalize(b, flags)
@@ -164,7 +167,8 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
                for i in range(num_samples)]
     tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
     session = Session(spec, Path(spec_path), choice, family, reference, DTYPES[baseline_name], samples, {}, None,
-                      "built", Thresholds.from_spec(tolerances, spec.task_family), loaded.mode, loaded, profile)
+                      "built", Thresholds.from_spec(tolerances, spec.task_family), loaded.mode, loaded, profile,
+                      sharding.plan_for(spec.device_plan, choice))
     cpu_session = copy.copy(session)
     cpu_session.choice = cpu
     ref_build = passes.Build(reference, "cpu", torch.float32, "float32")
@@ -273,7 +277,8 @@ def environment(session: Session) -> dict[str, Any]:
     return {"torch": torch.__version__, "torch_npu": session.choice.torch_npu_version, "transformers": tf_version,
             "python": platform.python_version(), "platform": platform.platform(),
             "device_name": session.choice.name, "device_env": ab_device.device_env(),
-            "torch_threads": torch.get_num_threads()}
+            "torch_threads": torch.get_num_threads(),
+            "sharding": session.shard.evidence(session.device_map or {}) if session.shard else None}
 
 
 def input_shapes(session: Session) -> dict[str, Any]:

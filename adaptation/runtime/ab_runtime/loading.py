@@ -21,6 +21,7 @@ from .device import DeviceChoice, device_total_memory, host_available_memory
 from .fastinit import fast_random_init
 from .errors import DryRunTooLarge, RuntimeDiagnosis, SpecError, UnsupportedModel
 from .spec import RunSpec
+from .sharding import build_device_map, empty_weights, place, plan_for
 from .ssm import kernel_notes
 
 DEFAULT_DRY_RUN_MAX_GB = 2.0
@@ -45,6 +46,7 @@ class LoadedModel:
     budget_bytes: Optional[int] = None
     stacks: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    sharding: Optional[dict[str, Any]] = None  # ShardPlan.evidence(map) when spread over several cards
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -65,7 +67,7 @@ def model_class(spec: RunSpec) -> Any:
     return cls
 
 
-def _dtype_kwarg(dtype: torch.dtype) -> dict[str, Any]:
+def dtype_kwarg(dtype: torch.dtype) -> dict[str, Any]:
     """transformers renamed torch_dtype= to dtype= in 4.56; support both sides of the rename."""
     import transformers
 
@@ -117,7 +119,7 @@ def load_config(spec: RunSpec) -> tuple[Any, str]:
 
 def _builder(cls: Any, spec: RunSpec, dtype: torch.dtype) -> Callable[[Any], torch.nn.Module]:
     """Config -> model through the spec's class: an Auto class or a concrete model class."""
-    kwargs = _dtype_kwarg(dtype)
+    kwargs = dtype_kwarg(dtype)
     if cls.__name__.startswith("Auto"):
         return lambda config: cls.from_config(config, trust_remote_code=spec.trust_remote_code, **kwargs)
     return lambda config: cls._from_config(config, **kwargs)
@@ -155,6 +157,8 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
     config, origin = load_config(spec)
     build = _builder(cls, spec, dtype)
     notes: list[str] = []
+    shard = plan_for(spec.device_plan, device)  # None: one device or CPU, loaded as a whole
+    device_map: Optional[dict[str, str]] = None
     if not dry_run and not spec.has_weights:
         notes.append("the model has no weights: initialised from its config")
         dry_run = True
@@ -183,10 +187,22 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
         )
     else:
         ident, kwargs, _ = source_kwargs(spec)
-        model = cls.from_pretrained(ident, config=config, **kwargs, **_dtype_kwarg(dtype))
+        if shard is not None:  # real weights go straight onto the claimed cards, never whole onto one
+            with empty_weights():
+                skeleton = build(config)
+            device_map = build_device_map(skeleton, shard, dtype)
+            del skeleton
+            kwargs["device_map"] = device_map
+        model = cls.from_pretrained(ident, config=config, **kwargs, **dtype_kwarg(dtype))
         layers = sum(s.total for s in find_stacks(config)) or None
         loaded = LoadedModel(model, config, "pretrained", f"weights from {origin}", dtype, layers, layers, notes=notes)
         loaded.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     loaded.notes.extend(kernel_notes(config))
-    loaded.model = loaded.model.to(device.torch_device).eval()
+    if device_map is None:  # not already on its cards through from_pretrained(device_map=...)
+        loaded.model, device_map = place(loaded.model, device, shard, dtype)
+    else:
+        loaded.model = loaded.model.eval()
+    if shard is not None and device_map is not None:
+        loaded.sharding = shard.evidence(device_map)
+        loaded.notes.append(f"sharded over {', '.join(shard.devices)} (device_map; inputs on {shard.first_device})")
     return loaded

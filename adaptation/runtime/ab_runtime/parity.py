@@ -110,7 +110,9 @@ def _pipeline(task: str, output: str) -> Callable[[Any, str], tuple[list[Any], l
         import torch
         from transformers import pipeline
 
-        pipe = pipeline(task, model=ident, device="cpu", torch_dtype=torch.float32)
+        from .loading import dtype_kwarg
+
+        pipe = pipeline(task, model=ident, device="cpu", **dtype_kwarg(torch.float32))
         ours = [o[output][0] for o in _package_outputs(spec, SENTENCES, batched=False)]
         theirs = []
         for text in SENTENCES:

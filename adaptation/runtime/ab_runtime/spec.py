@@ -46,6 +46,7 @@ class RunSpec:
     sentence_transformers_normalize: bool = False  # modules.json's Normalize: L2-normalised embeddings
     set_default_device: bool = False  # healer fix for "tensors on different devices"
     workload: dict[str, Any] = field(default_factory=dict)  # name + sizes (ab_runtime.workloads.resolve)
+    device_plan: Optional[dict[str, Any]] = None  # discovery's size plan; N > 1 devices: ab_runtime.sharding
 
 
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -89,6 +90,9 @@ def parse_spec(data: Any) -> RunSpec:
         if not isinstance(getattr(recipe, key), int) or getattr(recipe, key) < 1:
             raise SpecError(f"spec field 'inputs.{key}' must be a positive integer")
     workload = _section(data, "workload")
+    device_plan = data.get("device_plan")
+    if device_plan is not None and not isinstance(device_plan, dict):
+        raise SpecError("spec field 'device_plan' must be an object or null")
     overrides = data.get("config_overrides") or {}
     if not isinstance(overrides, dict):
         raise SpecError("spec field 'config_overrides' must be an object")
@@ -112,6 +116,7 @@ def parse_spec(data: Any) -> RunSpec:
         sentence_transformers_normalize=bool(data.get("sentence_transformers_normalize", False)),
         set_default_device=bool(data.get("set_default_device", False)),
         workload={k: v for k, v in workload.items() if v is not None},
+        device_plan=device_plan,
     )
 
 
