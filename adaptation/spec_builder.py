@@ -50,6 +50,10 @@ DEFAULT_POOLING = {"llm_embedding": "lasttoken"}
 IMAGE_FAMILIES = ("image_classification", "vision_seq2seq", "zero_shot_image_classification", "object_detection",
                   "semantic_segmentation", "depth_estimation")
 VISION_SUBCONFIGS = ("vision_config", "backbone_config")
+# Image processors (a VLM's seeded inputs go through its own, even in a dry run) and demo.py
+# --image need PIL, which transformers does not install: the package declares it.
+PIL_FAMILIES = (*IMAGE_FAMILIES, "image_text_to_text")
+PIL_REQUIREMENT = {"pillow": ">=10"}
 
 # A config-initialised dry run holds the fp32 weights in memory; above this budget the depth is
 # reduced (ASCENDBRIDGE_DRY_RUN_MAX_BYTES overrides it).
@@ -193,4 +197,5 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         sentence_transformers_pooling=(info.sentence_transformers_pooling if info else None) or DEFAULT_POOLING.get(family),
         sentence_transformers_normalize=bool(info.sentence_transformers_normalize) if info else False,
         device_plan=info.decision.plan if info and info.decision else None,
+        dependencies=dict(PIL_REQUIREMENT) if family in PIL_FAMILIES else {},
     )

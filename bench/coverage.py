@@ -1,7 +1,7 @@
 """Coverage: every demo model and test family through the preparation stages, as a family x outcome table.
 
     uv run bench/coverage.py [--stages discovery,adaptation,healing] [--workers 2] [--out DIR]
-                             [--markdown FILE] [--json]
+                             [--one-per-family] [--families a,b] [--markdown FILE] [--json]
 
 Registers, on a throwaway board (or --out DIR), the bundled demo models, the tests' tiny models
 (TEST_FAMILY_SOURCES: the benchmark, vision and coverage tests' tables), one tiny config per registry family that neither
@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.config import REPO_ROOT
@@ -46,18 +46,34 @@ TEST_FAMILY_SOURCES = (
 
 _BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
          "intermediate_size": 64, "vocab_size": 128, "max_position_embeddings": 64, "type_vocab_size": 2}
-# Tiny configs for registry families that no demo model or test model covers.
-EXAMPLES: dict[str, dict[str, Any]] = {
-    "coverage/tiny-bert-qa": {"architectures": ["BertForQuestionAnswering"], **_BERT},
-    "coverage/tiny-bert-ner": {"architectures": ["BertForTokenClassification"], **_BERT, "num_labels": 5},
-    "coverage/tiny-vit-gpt2": {  # an image captioner: ViT encoder, GPT-2 decoder with cross-attention
+# Tiny configs (family, config.json) for registry families that no demo model or test model covers.
+EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "coverage/tiny-bert-qa": ("question_answering", {"architectures": ["BertForQuestionAnswering"], **_BERT}),
+    "coverage/tiny-bert-ner": ("token_classification",
+                               {"architectures": ["BertForTokenClassification"], **_BERT, "num_labels": 5}),
+    "coverage/tiny-vit-gpt2": ("vision_seq2seq", {  # an image captioner: ViT encoder, GPT-2 decoder with cross-attention
         "architectures": ["VisionEncoderDecoderModel"], "model_type": "vision-encoder-decoder",
         "decoder_start_token_id": 0, "pad_token_id": 0,
         "encoder": {"model_type": "vit", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
                     "intermediate_size": 64, "image_size": 32, "patch_size": 8, "num_channels": 3},
         "decoder": {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": 128,
                     "n_positions": 64, "add_cross_attention": True, "is_decoder": True},
-    },
+    }),
+    "coverage/tiny-detr": ("object_detection", {
+        "architectures": ["DetrForObjectDetection"], "model_type": "detr", "use_timm_backbone": False,
+        "use_pretrained_backbone": False, "backbone_config": {
+            "model_type": "resnet", "embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1],
+            "layer_type": "basic", "out_features": ["stage2"]},
+        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "num_queries": 8,
+        "id2label": {"0": "cat", "1": "dog", "2": "car"}, "label2id": {"cat": 0, "dog": 1, "car": 2},
+    }),
+    "coverage/tiny-dpt": ("depth_estimation", {
+        "architectures": ["DPTForDepthEstimation"], "model_type": "dpt", "image_size": 32, "patch_size": 8,
+        "num_channels": 3, "hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 2,
+        "intermediate_size": 64, "backbone_out_indices": [0, 1, 2, 3], "neck_hidden_sizes": [8, 16, 32, 32],
+        "fusion_hidden_size": 16, "head_in_index": -1,
+    }),
 }
 PREPARATION = "discovery,adaptation,healing"
 
@@ -83,27 +99,31 @@ def _write_model(root: Path, model_id: str, config: dict[str, Any]) -> str:
     return str(directory)
 
 
-def registrations(models_root: Path, one_per_family: bool = False) -> list[Registration]:
+def registrations(models_root: Path, one_per_family: bool = False,
+                  families: Optional[set[str]] = None) -> list[Registration]:
     """The demo models, the test families' tiny models, the examples and one refusal per missing family
-    (with `one_per_family`, only the first model of each family: a quicker run)."""
-    regs = demo_registrations(include_minilm=False)
-    tests = test_models()
-    configs = {f"tests/{name}": config for name, (_, config) in tests.items()}
-    if one_per_family:
-        covered: set[str] = set()
-        demos = []
-        for reg, demo in zip(regs, list_demo_models()):
-            if demo.task_family not in covered:
-                covered.add(demo.task_family)
-                demos.append(reg)
-        regs = demos
-        configs = {}
-        for name, (family, config) in tests.items():
-            if family not in covered:
-                covered.add(family)
-                configs[f"tests/{name}"] = config
-    configs.update(EXAMPLES)
-    for missing in remaining():
+    (with `one_per_family`, only the first model of each family: a quicker run; with `families`,
+    only the models of those families, and no refusals)."""
+    wanted = (lambda family: True) if families is None else families.__contains__
+    demos = [(reg, demo.task_family) for reg, demo in zip(demo_registrations(include_minilm=False), list_demo_models())]
+    candidates = [*(("demo", reg, family) for reg, family in demos),
+                  # a test table's own prefix ("coverage/x") would make an invalid id: tests/<last part>
+                  *(("config", f"tests/{name.rsplit('/', 1)[-1]}", (family, config))
+                    for name, (family, config) in test_models().items()),
+                  *(("config", mid, example) for mid, example in EXAMPLES.items())]
+    covered: set[str] = set()
+    regs: list[Registration] = []
+    configs: dict[str, dict[str, Any]] = {}
+    for kind, item, detail in candidates:
+        family = detail if kind == "demo" else detail[0]
+        if not wanted(family) or (one_per_family and family in covered):
+            continue
+        covered.add(family)
+        if kind == "demo":
+            regs.append(item)
+        else:
+            configs[item] = detail[1]
+    for missing in remaining() if families is None else ():
         suffix = next((s for s in missing.suffixes if s.startswith("For")), None)
         if suffix:  # an architecture only known by its head, as a new user's model would be
             configs[f"refused/{missing.family}"] = {"architectures": [f"Coverage{suffix}"], "model_type": "coverage"}
@@ -154,13 +174,16 @@ def collect(store: BoardStore, stages: list[str]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["family"], r["model"]))
 
 
-def family_lines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per registry family (and per refused model's missing family): examples and outcome."""
+def family_lines(rows: list[dict[str, Any]], only: Optional[set[str]] = None) -> list[dict[str, Any]]:
+    """One line per registry family (and per refused model's missing family): examples and outcome;
+    with `only`, the lines of those families."""
     by_family: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_family[row["family"]].append(row)
     lines = []
     for family in list(TASK_FAMILIES) + sorted(set(by_family) - set(TASK_FAMILIES)):
+        if only is not None and family not in only:
+            continue
         examples = by_family.get(family, [])
         passed = sum(r["passed"] for r in examples)
         outcome = ("no example" if not examples else f"{passed}/{len(examples)} passed" if family in TASK_FAMILIES
@@ -187,11 +210,17 @@ def main(argv: list[str]) -> int:
     p.add_argument("--stages", default=PREPARATION, help=f"team-lead stages (default {PREPARATION})")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--one-per-family", action="store_true", help="only the first example of each family")
+    p.add_argument("--families", help="only these task families, comma-separated (no refusals then)")
     p.add_argument("--out", type=Path, help="keep the board, adaptations and logs here (default: a temp dir)")
     p.add_argument("--markdown", type=Path, help="also write the tables to this file")
     p.add_argument("--json", action="store_true", help="print JSON instead of the tables")
     args = p.parse_args(argv)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    families = {f.strip() for f in args.families.split(",") if f.strip()} if args.families else None
+    unknown = sorted((families or set()) - set(TASK_FAMILIES))
+    if unknown:
+        print(f"error: unknown task families {', '.join(unknown)} (known: {', '.join(TASK_FAMILIES)})", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="ab-coverage-") as tmp:
         out = (args.out or Path(tmp)).resolve()
         out.mkdir(parents=True, exist_ok=True)
@@ -200,7 +229,7 @@ def main(argv: list[str]) -> int:
             print(f"error: {board_path} exists; use an empty --out", file=sys.stderr)
             return 2
         store = BoardStore.init(board_path)
-        store.register_models(registrations(out / "models", args.one_per_family))
+        store.register_models(registrations(out / "models", args.one_per_family, families))
         start = time.monotonic()
         run = run_team_lead(board_path, out, ",".join(stages), args.workers)
         wall = time.monotonic() - start
@@ -209,11 +238,11 @@ def main(argv: list[str]) -> int:
             return 1
         rows = collect(store, stages)
         store.close()
-    families = family_lines(rows)
+    lines = family_lines(rows, families)
     if args.json:
-        print(json.dumps({"stages": stages, "wall_s": round(wall, 1), "families": families, "models": rows}, indent=2))
+        print(json.dumps({"stages": stages, "wall_s": round(wall, 1), "families": lines, "models": rows}, indent=2))
     else:
-        text = markdown(rows, families, stages)
+        text = markdown(rows, lines, stages)
         print(text + f"\n{len(rows)} models, stages {','.join(stages)}, team lead {wall:.0f} s")
         if args.markdown:
             args.markdown.write_text(text)

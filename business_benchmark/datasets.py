@@ -20,6 +20,10 @@ SYNTHETIC_SETS: dict[str, dict[str, Any]] = {
                       "description": "Seeded random pixel tensors at the model's image size (no gold labels)."},
     "seeded-audio": {"kind": "speech_seq2seq", "items": 8,
                      "description": "Seeded random log-mel features at the model's feature size (no gold text)."},
+    "seeded-inputs": {"kind": "outputs_agreement", "items": 4,
+                      "description": "Seeded inputs from the task family's own input builder (images through the "
+                                     "image processor, audio, series, text); no gold: target vs reference "
+                                     "agreement of the family's accuracy outputs only."},
 }
 
 

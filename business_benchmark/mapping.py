@@ -19,8 +19,12 @@ TASK_SET_KINDS: dict[str, tuple[str, ...]] = {
     "retrieval": ("retrieval",), "similarity": ("similarity",), "classification": ("classification",),
     "token_classification": ("classification",), "question_answering": ("question_answering",),
     "seq2seq": ("seq2seq",), "image_classification": ("image_classification",),
-    "speech_seq2seq": ("speech_seq2seq",),
+    "speech_seq2seq": ("speech_seq2seq",), "outputs_agreement": ("outputs_agreement",),
 }
+# Families with no task set yet (issue 13): agreement only, on the family's own seeded inputs.
+AGREEMENT_ONLY_FAMILIES = ("ctc_speech_recognition", "audio_classification", "time_series_forecasting", "llm_embedding",
+                           "reranker", "image_text_to_text", "zero_shot_image_classification", "object_detection",
+                           "semantic_segmentation", "depth_estimation")
 FAMILY_EVALUATIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "causal_lm": (("ab-text-en", "perplexity"), ("ab-prompts-en", "generation")),
     "masked_lm": (("ab-text-en", "fill_mask"),),
@@ -32,6 +36,7 @@ FAMILY_EVALUATIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "image_classification": (("seeded-images", "image_classification"),),
     "vision_seq2seq": (("seeded-images", "image_classification"),),
     "speech_seq2seq": (("seeded-audio", "speech_seq2seq"),),
+    **{family: (("seeded-inputs", "outputs_agreement"),) for family in AGREEMENT_ONLY_FAMILIES},
 }
 # Hugging Face pipeline tags that name a family more precisely than the architecture does.
 PIPELINE_TAG_FAMILIES: dict[str, str] = {

@@ -255,11 +255,30 @@ def speech_seq2seq(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]],
     return {}, {"wer_vs_reference": float(jiwer.wer(reference, target)), **_token_agreement(items)}
 
 
+def outputs_agreement(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool) -> tuple[Metrics, Metrics]:
+    """No task score (the seeded inputs have no gold): the lowest cosine of a float output's values
+    over all items and outputs, and the share of per-position argmaxes (an integer output's
+    decisions) the target and the reference agree on."""
+    cosines, agree, total = [], 0, 0
+    for it in items:
+        for name, ref in it["reference"]["outputs"].items():
+            tgt = it["target"]["outputs"][name]
+            if "values" in ref:
+                a, b = np.asarray(tgt["values"], dtype=float), np.asarray(ref["values"], dtype=float)
+                cosines.append(1.0 if np.array_equal(a, b) else float(_cosines(a[None], b[None])[0]))
+            agree += sum(a == b for a, b in zip(tgt["argmax"], ref["argmax"]))
+            total += len(ref["argmax"])
+    agreement = {"output_argmax_agreement": agree / max(total, 1)}
+    if cosines:
+        agreement["output_cosine_min"] = float(min(cosines))
+    return {}, agreement
+
+
 TASKS: dict[str, Callable[[list[dict[str, Any]], dict[str, dict[str, Any]], bool], tuple[Metrics, Metrics]]] = {
     "perplexity": perplexity, "generation": generation, "fill_mask": fill_mask, "retrieval": retrieval,
     "similarity": similarity, "classification": classification, "token_classification": token_classification,
     "question_answering": question_answering, "seq2seq": seq2seq, "image_classification": image_classification,
-    "speech_seq2seq": speech_seq2seq,
+    "speech_seq2seq": speech_seq2seq, "outputs_agreement": outputs_agreement,
 }
 # Task scores where lower is better (the pass rule's direction).
 LOWER_IS_BETTER = frozenset({"perplexity"})

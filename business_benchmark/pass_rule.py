@@ -30,6 +30,9 @@ AGREEMENT_BOUNDS: dict[str, tuple[str, float]] = {
     "perplexity_ratio": ("band", 0.05),
     "chrf_vs_reference": ("min", 50.0),
     "wer_vs_reference": ("max", 0.5),
+    # agreement-only families (seeded inputs, no gold): the family's accuracy outputs
+    "output_cosine_min": ("min", 0.99),
+    "output_argmax_agreement": ("min", 0.8),
 }
 
 

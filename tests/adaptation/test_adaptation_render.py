@@ -72,6 +72,19 @@ def test_renders_every_file_of_the_package(tmp_path: Path, spec: AdaptationSpec,
     assert 'uv run demo.py --text "..."' in demo and "--image" not in demo  # the input this family takes
 
 
+@pytest.mark.parametrize("family,usage", [
+    ("image_text_to_text", 'uv run demo.py --image PATH --text "..."'),
+    ("zero_shot_image_classification", 'uv run demo.py --image PATH --labels "a cat,a dog"'),
+    ("ctc_speech_recognition", "uv run demo.py --audio WAV"),
+])
+def test_demo_usage_names_the_input_the_family_takes(family: str, usage: str, tmp_path: Path,
+                                                     spec: AdaptationSpec, wheel_dir: Path) -> None:
+    spec.task_family = family
+    render_adaptation(spec, tmp_path / spec.name, torch_source(str(wheel_dir)))
+    demo = (tmp_path / spec.name / "demo.py").read_text()
+    assert usage in demo and '--text "..."   # your text' not in demo
+
+
 def test_pyproject_declares_conflicting_extras_and_local_wheels(
     tmp_path: Path, spec: AdaptationSpec, wheel_dir: Path
 ) -> None:

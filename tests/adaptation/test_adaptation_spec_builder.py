@@ -148,4 +148,5 @@ def test_vision_families_size_their_images_from_the_vision_config(
                      architectures=["X"], model_type=config["model_type"], task_family=family, model_class="X")
     spec = build_spec(record(board, info.model_id, info))
     assert (spec.task_family, spec.inputs.input_names, spec.inputs.image_size) == (family, inputs, image_size)
+    assert spec.dependencies == {"pillow": ">=10"}  # image processors need PIL; transformers does not install it
 # --- end vision families ---

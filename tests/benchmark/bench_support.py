@@ -6,14 +6,19 @@ rendered accuracy_run.py; they run with the shared torch test environment's inte
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from adaptation.generator import render_adaptation
+from adaptation.generator import generate, render_adaptation
 from adaptation.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
 from adaptation.spec import RESULT_MARKER
+from ascendbridge.board import BoardStore
+from ascendbridge.board.records import Registration
+from ascendbridge.config import adaptations_dir
+from ascendbridge.stage_api import StageContext
 from benchmark.render import render_accuracy_run
 
 TINY_MODELS: dict[str, dict[str, Any]] = {
@@ -79,3 +84,24 @@ def run_accuracy(python: Path, directory: Path, *args: str) -> tuple[int, dict[s
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
     return proc.returncode, result, proc.stdout, proc.stderr
+
+
+def stage_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: dict,
+                  name: str = "tiny-bert") -> StageContext:
+    """The benchmark task of tiny model `name` registered on the board, its package generated."""
+    info = TINY_MODELS[name]
+    model_dir = tmp_path / "models" / name
+    model_dir.mkdir(parents=True)
+    (model_dir / "config.json").write_text(json.dumps(info["config"]))
+    (record, _), = board.register_models([Registration(model_id=f"demo/{name}", source="local", path=str(model_dir))])
+    task = board.list_tasks(stage="benchmark", model_id=record.model_id)[0]
+    directory = adaptations_dir() / record.adaptation_name
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
+        task_family=info["family"], model_class=info["class"], model_type=info["config"]["model_type"],
+        inputs=InputRecipe(batch_size=2, seq_len=16),
+    )
+    assert generate(spec, directory).ok
+    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
+                        log=io.StringIO(), settings=settings)

@@ -1,56 +1,52 @@
-"""BENCHMARK_STAGE end to end: real generator output, real uv environment, board metrics, gate."""
+"""BENCHMARK_STAGE end to end: real generator output, real uv environment, a dtype finding healed, board metrics, gate."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from adaptation.generator import generate
-from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from adaptation.healing.failure import Failure
+from adaptation.spec import AdaptationSpec
 from ascendbridge.board import BoardStore
-from ascendbridge.board.records import Registration
-from ascendbridge.config import adaptations_dir
-from ascendbridge.stage_api import StageContext
-from benchmark.stage import BENCHMARK_STAGE, board_figures
-from tests.benchmark.bench_support import TINY_MODELS
-
-
-def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: dict) -> StageContext:
-    model_dir = tmp_path / "models" / "tiny-bert"
-    model_dir.mkdir(parents=True)
-    (model_dir / "config.json").write_text(json.dumps(TINY_MODELS["tiny-bert"]["config"]))
-    (record, _), = board.register_models([Registration(model_id="demo/tiny-bert", source="local", path=str(model_dir))])
-    task = board.list_tasks(stage="benchmark", model_id=record.model_id)[0]
-    directory = adaptations_dir() / record.adaptation_name
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
-        task_family="feature_extraction", model_class="BertModel", model_type="bert",
-        inputs=InputRecipe(batch_size=2, seq_len=16),
-    )
-    assert generate(spec, directory).ok
-    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
-                        log=io.StringIO(), settings=settings)
+from benchmark.stage import BENCHMARK_STAGE, board_figures, keep_module_fp32
+from tests.benchmark.bench_support import stage_context as make_context
 
 
 @pytest.mark.timeout(900)
-def test_stage_runs_both_dtypes_records_metrics_and_passes_its_gate(board: BoardStore, board_path: Path,
-                                                                     tmp_path: Path) -> None:
+def test_stage_runs_both_dtypes_heals_a_dtype_finding_records_metrics_and_passes_its_gate(
+        board: BoardStore, board_path: Path, tmp_path: Path) -> None:
+    """A tiny FNetModel: float32 passes; its FFT refuses bfloat16 on CPU, a located finding; the
+    healer's rule keeps FNetBasicFourierTransform in float32, the bfloat16 rerun passes, the stage
+    ends done with both evidence sets, and its gate passes."""
     ctx = make_context(board, board_path, tmp_path, {"device": "cpu", "benchmark_iters": 3, "benchmark_warmup": 1,
-                                                     "benchmark_num_samples": 1})
+                                                     "benchmark_num_samples": 1}, name="tiny-fnet")
     outcome = BENCHMARK_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, outcome.diagnosis, ctx.log.getvalue()[-3000:])
-    assert [r["dtype"] for r in outcome.result["runs"]] == ["float32", "bfloat16"]
+    assert [(r["dtype"], r["verdict"]) for r in outcome.result["runs"]] == [("float32", "pass"), ("bfloat16", "pass")]
     assert (ctx.adaptation_dir / "accuracy_run.py").is_file() and (ctx.adaptation_dir / ".venv").is_dir()
     readme = (ctx.adaptation_dir / "README.md").read_text()
     assert "| cpu (" in readme and "check_accuracy_run.py" in readme
     # The figures travel in the outcome; the team lead writes them with the gate's completion.
     proposed = {(f.dtype, name): value for f in outcome.metrics for name, value in f.values.items()}
     assert proposed[("float32", "accuracy_pass")] == 1.0 and proposed[("bfloat16", "median_ms")] > 0
-    assert board.list_metrics("demo/tiny-bert") == []  # the stage never writes the board itself
+    assert board.list_metrics("demo/tiny-fnet") == []  # the stage never writes the board itself
+
+    finding, = outcome.result["dtype_findings"]
+    assert finding["dtype"] == "bfloat16" and finding["device"] == "cpu" and finding["kept"] is True
+    assert finding["module_class"] == "FNetBasicFourierTransform" and finding["module"].startswith("encoder.layer.0.fourier")
+    assert "fft" in finding["operator"] and "Unsupported dtype BFloat16" in finding["error"]
+    assert "remedy applied: keep FNetBasicFourierTransform in float32" in finding["summary"]
+    assert "bfloat16 evidence set is kept" in outcome.summary
+    assert "ASCENDBRIDGE_DTYPE_FINDING " in ctx.log.getvalue()  # the finding is its own line for people and logs
+    assert outcome.result["runs"][1]["keep_fp32_modules"] == ["FNetBasicFourierTransform"]
+    fixed = AdaptationSpec.load(ctx.adaptation_dir)  # the package keeps the remedy
+    assert fixed.dtype.keep_fp32_modules == ["FNetBasicFourierTransform"]
+    assert fixed.applied_fixes[-1].rule == "dtype_unsupported"
+    failure = Failure(phase="benchmark", exit_code=1, timed_out=False, output="", result={"finding": finding})
+    assert keep_module_fp32(fixed, failure) is None  # the rule never proposes the same island twice
+
     gate = BENCHMARK_STAGE.gate(ctx)
     assert gate.passed, gate.summary
     assert len(gate.report["runs"]) == 2

@@ -1,8 +1,9 @@
-"""Session fixtures: the torch interpreter, the real MiniLM business run, five tiny agreement-only runs."""
+"""Session fixtures: the torch interpreter, the real MiniLM business run, six tiny agreement-only runs."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +19,8 @@ THREADS = ("--threads", "1")
 TINY = {"tiny-gpt2": ("causal_lm", "GPT2LMHeadModel"), "tiny-t5": ("seq2seq", "T5ForConditionalGeneration"),
         "tiny-bert-classifier": ("sequence_classification", "BertForSequenceClassification"),
         "tiny-vit": ("image_classification", "ViTForImageClassification"),
-        "tiny-whisper": ("speech_seq2seq", "WhisperForConditionalGeneration")}
+        "tiny-whisper": ("speech_seq2seq", "WhisperForConditionalGeneration"),
+        "tiny-qwen-vl": ("image_text_to_text", "Qwen2_5_VLForConditionalGeneration")}
 
 
 @pytest.fixture(scope="session")
@@ -43,9 +45,16 @@ def minilm(tmp_path_factory: pytest.TempPathFactory, python: Path) -> tuple[Path
 
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, Path]]:
-    """Config-only demo models (no weights, no tokenizer), 4 items per set, run in parallel."""
+    """Config-only demo models (no weights, no tokenizer) and a tiny Qwen2.5-VL (an issue-13 family:
+    agreement on its seeded image + text inputs), 4 items per set, run in parallel."""
+    from tests.benchmark.test_benchmark_vision import MODELS
+
     root = tmp_path_factory.mktemp("business-tiny")
-    dirs = {name: make_adaptation(root, name, demo_dir(name), family, cls) for name, (family, cls) in TINY.items()}
+    models = {name: demo_dir(name) for name in TINY}
+    models["tiny-qwen-vl"] = root / "models" / "tiny-qwen-vl"
+    models["tiny-qwen-vl"].mkdir(parents=True)
+    (models["tiny-qwen-vl"] / "config.json").write_text(json.dumps(MODELS["qwen2.5-vl"][0]))
+    dirs = {name: make_adaptation(root, name, models[name], family, cls) for name, (family, cls) in TINY.items()}
     with ThreadPoolExecutor(max_workers=len(TINY)) as pool:
         done = {name: pool.submit(run_business, python, dirs[name], TINY[name][0], extra=(*THREADS, "--max-items", "4"))
                 for name in TINY}

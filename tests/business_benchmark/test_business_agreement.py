@@ -1,5 +1,6 @@
-"""Config-only demo models (causal LM, seq2seq, classifier, vision, speech): the agreement-only
-path, labelled so, on the bundled (seeded image / audio) sets."""
+"""Config-only demo models (causal LM, seq2seq, classifier, vision, speech) and a VLM of a family
+with no task set yet: the agreement-only path, labelled so, on the bundled (seeded image / audio /
+family input) sets."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ EXPECTED = {  # the agreement metrics each family's evaluations must report
     "tiny-bert-classifier": {"ab-sentiment-en": {"label_agreement"}},
     "tiny-vit": {"seeded-images": {"top1_agreement"}},
     "tiny-whisper": {"seeded-audio": {"wer_vs_reference", "token_match_rate", "exact_match"}},
+    "tiny-qwen-vl": {"seeded-inputs": {"output_cosine_min", "output_argmax_agreement"}},  # agreement-only family
 }
 
 

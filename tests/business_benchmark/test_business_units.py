@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ascendbridge.task_families import TASK_FAMILIES
 from business_benchmark.datasets import DATA_DIR, DatasetError, list_sets, load_card, load_items, sha256_file, verify_file
-from business_benchmark.mapping import Evaluation, evaluations_for
+from business_benchmark.mapping import AGREEMENT_ONLY_FAMILIES, Evaluation, evaluations_for
 from business_benchmark.metrics import answer_f1, evaluate, spearman
 from business_benchmark.pass_rule import PassRule, checks, verdict
 
@@ -137,6 +138,30 @@ def test_vision_and_speech_metrics_on_constructed_predictions() -> None:
     worse = evaluate("speech_seq2seq", [_speech([1, 2, 3, 4], [9, 9, 9, 4], 0)], {}, real_weights=True)
     assert worse["agreement"]["wer_vs_reference"] == pytest.approx(0.75)
     assert verdict(checks(worse, PassRule())) == "fail"
+
+
+def test_agreement_only_families_compare_their_outputs_on_seeded_inputs() -> None:
+    """Every issue-13 family gets the seeded-inputs agreement evaluation. Known answers: a float
+    output identical in item 0 and opposite in item 1 (cosine -1); argmaxes and an integer mask's
+    decisions agree on 2/2 + 3/4 in item 0 and 0/2 + 4/4 in item 1: 9 of 12."""
+    for family in AGREEMENT_ONLY_FAMILIES:
+        assert evaluations_for(family) == [Evaluation("seeded-inputs", "outputs_agreement")]
+    assert [f for f in TASK_FAMILIES if not evaluations_for(f)] == []  # a new family needs its evaluation here
+    assert load_card("seeded-inputs").kind == "outputs_agreement" and load_card("seeded-inputs").sha256 is None
+
+    def item(i: int, target: list[float], argmax: list[int], mask: list[int]) -> dict:
+        reference = {"outputs": {"logits": {"values": [1.0, 2.0], "argmax": [1, 0]}, "mask": {"argmax": [0, 1, 2, 2]}}}
+        return {"id": f"seeded-inputs-{i:03d}", "reference": reference,
+                "target": {"outputs": {"logits": {"values": target, "argmax": argmax}, "mask": {"argmax": mask}}}}
+
+    same = evaluate("outputs_agreement", [item(0, [1.0, 2.0], [1, 0], [0, 1, 2, 2])], {}, real_weights=False)
+    assert same == {"task": {}, "agreement": {"output_argmax_agreement": 1.0, "output_cosine_min": 1.0}}
+    assert verdict(checks(same, PassRule())) == "pass"
+    mixed = evaluate("outputs_agreement", [item(0, [1.0, 2.0], [1, 0], [0, 1, 2, 0]),
+                                           item(1, [-1.0, -2.0], [0, 1], [0, 1, 2, 2])], {}, real_weights=False)
+    assert mixed["agreement"]["output_cosine_min"] == pytest.approx(-1.0)
+    assert mixed["agreement"]["output_argmax_agreement"] == pytest.approx((2 + 3 + 0 + 4) / 12)
+    assert verdict(checks(mixed, PassRule())) == "fail"
 
 
 def test_prepare_lm_eval_targets_the_package_env_and_an_uninstallable_extra_is_one_line(

@@ -3,6 +3,8 @@ against what transformers itself answers on the same weights; all runs share one
 
 - demo.py reads like a result: a causal LM generates and decodes, a classifier names its label;
   a dry run says its outputs come from random weights.
+- An image answers in words: a VLM's greedy text about a PNG and a CLIP model's best candidate
+  label with its probability, equal to transformers' own; bad image input is one line.
 - Library parity through transformers' pipelines (ab_runtime.parity): the text-classification
   pipeline's raw scores and the feature-extraction pipeline's hidden states equal the package's
   outputs; a config override the library does not apply is caught with exit 1.
@@ -42,7 +44,19 @@ def runs(torch_python: Path, weighted_models: dict, tmp_path_factory: pytest.Tem
     encoder = spec("encoder", CLASSIFIER, "feature_extraction", "BertModel")
     changed = spec("changed", CLASSIFIER, "sequence_classification", "BertForSequenceClassification",
                    config_overrides={"layer_norm_eps": 0.5})
+    clip = spec("clip", "tiny-clip", "zero_shot_image_classification", "CLIPModel")
+    vlm = spec("vlm", "tiny-qwen-vl", "image_text_to_text", "Qwen2_5_VLForConditionalGeneration")
+    image, labels = weighted_models["image"]["path"], ",".join(REQUEST["labels"])
+    (root / "not-an-image.png").write_text("plain text")
     argvs = {
+        "clip": ["--spec", clip, "--device", "cpu", "--image", image, "--labels", labels],
+        "vlm": ["--spec", vlm, "--device", "cpu", "--image", image, "--text", REQUEST["vlm_prompt"],
+                "--max-new-tokens", str(REQUEST["new_tokens"])],
+        "vlm_dry": ["--spec", vlm, "--device", "cpu", "--dry-run", "--image", image],
+        "clip_no_labels": ["--spec", clip, "--device", "cpu", "--image", image],
+        "clip_missing_image": ["--spec", clip, "--device", "cpu", "--image", str(root / "nope.png"), "--labels", labels],
+        "vlm_unreadable_image": ["--spec", vlm, "--device", "cpu", "--image", str(root / "not-an-image.png")],
+        "labels_without_image": ["--spec", classifier, "--device", "cpu", "--labels", labels],
         "generated": ["--spec", gpt2, "--device", "cpu", "--max-new-tokens", str(REQUEST["new_tokens"])],
         "labelled": ["--spec", classifier, "--device", "cpu", "--text", REQUEST["text"]],
         "dry": ["--spec", gpt2, "--device", "cpu", "--dry-run"],
@@ -96,3 +110,41 @@ def test_pipeline_parity_equal_and_a_changed_config_is_caught(runs: dict) -> Non
     run, report = runs["parity_changed"], runs["parity_changed"]["result"]
     assert run["rc"] == 1 and report["checked"] and not report["ok"] and report["max_abs_err"] > 1e-4
     assert report["reason"].startswith("outputs differ from transformers text-classification pipeline: max abs err")
+
+
+def test_vlm_and_clip_answer_an_image_in_words(runs: dict, weighted_models: dict) -> None:
+    image = weighted_models["image"]["path"]
+    clip = runs["clip"]
+    assert clip["rc"] == 0, clip["stderr"][-2000:]
+    answer, expected = clip["result"]["answer"], weighted_models["tiny-clip"]  # transformers' zero-shot pipeline
+    assert answer["kind"] == "zero_shot_label" and answer["labels"] == REQUEST["labels"]
+    assert answer["label"] == expected["label"] and abs(answer["probability"] - expected["score"]) < 1e-4
+    assert abs(sum(answer["probabilities"]) - 1.0) < 1e-4  # CLIP: a softmax over the candidate texts
+    assert f"answer: {image} is {expected['label']!r} (probability " in clip["stdout"]
+    assert "random weights" not in clip["stdout"]
+
+    vlm = runs["vlm"]
+    assert vlm["rc"] == 0, vlm["stderr"][-2000:]
+    answer = vlm["result"]["answer"]
+    assert answer["kind"] == "generation" and answer["prompt"] == REQUEST["vlm_prompt"]
+    assert answer["text"] == weighted_models["tiny-qwen-vl"]["continuation"] and answer["text"].strip()
+    assert "image + text: qwen2_5_vl image processor" not in vlm["stdout"]  # the real image, not a seeded one
+    assert "pixel_values [48, 96], image_grid_thw [1, 3]" in vlm["stdout"]
+    assert f"answer: on {image} {REQUEST['vlm_prompt']!r} -> {answer['text']!r}" in vlm["stdout"]
+
+    dry = runs["vlm_dry"]
+    assert dry["rc"] == 0 and dry["result"]["answer"]["kind"] == "random_weights", dry["stderr"][-2000:]
+    assert "note: these outputs come from random weights" in dry["stdout"] and "answer:" not in dry["stdout"]
+
+
+@pytest.mark.parametrize("name,error", [
+    ("clip_no_labels", 'zero-shot image classification needs candidate texts: --labels "a cat,a dog"'),
+    ("clip_missing_image", "no such file: "),
+    ("vlm_unreadable_image", "cannot read image "),
+    ("labels_without_image", "--labels (candidate texts) go with --image, for zero-shot image classification only"),
+])
+def test_bad_image_input_is_one_line(name: str, error: str, runs: dict) -> None:
+    run = runs[name]
+    assert run["rc"] == 1 and run["result"]["ok"] is False and run["result"]["error_kind"] == "spec_error"
+    assert error in run["result"]["error"] and "Traceback" not in run["stderr"]  # loading's progress bars go to stderr too
+    assert run["stderr"].strip().splitlines()[-1] == f"error: {run['result']['error']}"

@@ -3,7 +3,8 @@
 Inputs are seeded synthetic tensors, or with --text / --image / --audio a real input through the
 model's own tokenizer / image processor / feature extractor (ab_runtime.preprocess). With real
 weights and a tokenizer the run ends with the model's answer in words (a causal LM's generated
-text, a classifier's label name, an embedder's similarity of two sentences); a dry run says its
+text, a classifier's label name, an embedder's similarity of two sentences, a VLM's text about
+--image, the best of --labels for a CLIP/SigLIP model with its probability); a dry run says its
 outputs come from random weights, so nobody mistakes shapes for an answer.
 Readable progress lines go to stdout; the last line is RESULT_MARKER + JSON for the gates.
 Expected failures (bad spec, unavailable device, unsupported model) print one `error: ...`
@@ -32,6 +33,7 @@ DEFAULT_TEXT = "This film was a delight from start to finish."  # other text fam
 # An embedder compares the first with the second (related) and the third (unrelated) sentence.
 SENTENCES = ("A man is playing a guitar.", "Someone is playing a musical instrument.",
              "The stock market fell sharply today.")
+IMAGE_ANSWERS = ("image_text_to_text", "zero_shot_image_classification")  # families that answer --image in words
 RANDOM_WEIGHTS_NOTE = ("these outputs come from random weights (initialised from the config), "
                        "not from the trained model: they show the package runs, not what the model answers")
 
@@ -54,10 +56,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--dtype", default=None, help="override the spec's dtype (float32, bfloat16, float16)")
     parser.add_argument("--allow-fallback", action="store_true", help="run elsewhere if the device is missing, and report it")
     parser.add_argument("--spec", default="adaptation.json", help="adaptation spec (default ./adaptation.json)")
-    real = parser.add_mutually_exclusive_group()
-    real.add_argument("--text", help="run on this text, through the model's own tokenizer (text families)")
-    real.add_argument("--image", metavar="PATH", help="run on this image, through the model's image processor")
-    real.add_argument("--audio", metavar="WAV", help="run on this 16-bit PCM WAV, through the model's feature extractor")
+    parser.add_argument("--text", help="run on this text, through the model's own tokenizer (text families; "
+                        "a VLM's prompt with --image)")
+    parser.add_argument("--image", metavar="PATH", help="run on this image, through the model's image processor")
+    parser.add_argument("--labels", metavar="TEXTS", help='zero-shot image classification: candidate texts, '
+                        'comma-separated ("a cat,a dog"), with --image')
+    parser.add_argument("--audio", metavar="WAV", help="run on this 16-bit PCM WAV, through the model's feature extractor")
     parser.add_argument("--max-new-tokens", type=_positive_int, default=8, help="tokens a causal LM generates for its answer")
     args = parser.parse_args(list(argv))
     args.dry_run = args.dry_run or os.environ.get("DRY_RUN", "").strip().lower() in TRUE_VALUES
@@ -119,10 +123,10 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
         reduced = f" (depth reduced: {loaded.stacks})" if loaded.depth_reduced else ""
         print(f"layers: {loaded.layers_built} of {loaded.layers_total} built{reduced}", flush=True)
 
-    if args.text or args.image or args.audio:
+    if args.text or args.image or args.audio or args.labels is not None:
         from .preprocess import real_inputs
 
-        inputs = real_inputs(spec, loaded.model, args.text, args.image, args.audio)
+        inputs = real_inputs(spec, loaded.model, args.text, args.image, args.audio, args.labels)
         source = "the model's own preprocessor"
     else:
         inputs = family.build_inputs(loaded.model, loaded.config, spec.recipe, spec.recipe.seed)
@@ -157,18 +161,56 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     bad = [name for name, stats in described.items() if not stats["finite"]]
     if bad:
         raise RuntimeDiagnosis(f"non-finite values (nan/inf) in outputs: {', '.join(bad)}")
-    result["answer"] = _answer(args, spec, loaded, family, device, summary if args.text else None)
+    if args.image and spec.task_family in IMAGE_ANSWERS:
+        result["answer"] = _image_answer(args, spec, loaded, on_device, outputs)
+    else:
+        result["answer"] = _answer(args, spec, loaded, family, device, summary if args.text else None)
     result["ok"] = True
+
+
+def _random_weights() -> dict[str, Any]:
+    print(f"note: {RANDOM_WEIGHTS_NOTE}", flush=True)
+    return {"kind": "random_weights", "text": RANDOM_WEIGHTS_NOTE}
+
+
+def _image_answer(args: argparse.Namespace, spec: Any, loaded: Any,
+                  inputs: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """A VLM's generated text about --image, or the best of --labels for a CLIP/SigLIP model, from
+    the run above on the real inputs; random weights never pass for an answer."""
+    if loaded.mode != "pretrained":
+        return _random_weights()
+    if spec.task_family == "zero_shot_image_classification":
+        from .preprocess import parse_labels
+        from .vision_tasks import label_probabilities
+
+        labels = parse_labels(args.labels)
+        probs = label_probabilities(outputs["logits_per_image"][0], loaded.config).tolist()
+        best = max(range(len(labels)), key=probs.__getitem__)
+        shown = ", ".join(f"{label!r} {p:.4f}" for label, p in zip(labels, probs))
+        print(f"answer: {args.image} is {labels[best]!r} (probability {probs[best]:.4f}; {shown})", flush=True)
+        return {"kind": "zero_shot_label", "image": args.image, "label": labels[best],
+                "probability": round(probs[best], 6), "labels": labels, "probabilities": [round(p, 6) for p in probs]}
+    import torch
+
+    from .preprocess import VLM_PROMPT, load_tokenizer
+
+    tokenizer, prompt = load_tokenizer(spec), args.text or VLM_PROMPT
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.inference_mode():
+        out = loaded.model.generate(**inputs, max_new_tokens=args.max_new_tokens, do_sample=False, pad_token_id=pad)
+    new = out[0, inputs["input_ids"].shape[1]:].tolist()
+    text = tokenizer.decode(new, skip_special_tokens=True)
+    print(f"answer: on {args.image} {prompt!r} -> {text!r} ({len(new)} new tokens, greedy)", flush=True)
+    return {"kind": "generation", "image": args.image, "prompt": prompt, "text": text, "token_ids": new}
 
 
 def _answer(args: argparse.Namespace, spec: Any, loaded: Any, family: Any, device: Any,
             text_summary: Optional[str]) -> Optional[dict[str, Any]]:
     """The model's answer in words, for a person reading the run; None when there is none to give
-    (no tokenizer, an image or audio family). Random weights never pass for an answer.
-    `text_summary`: the family's summary of the run above when it read --text."""
+    (no tokenizer, an image or audio family without a worded answer). Random weights never pass
+    for an answer. `text_summary`: the family's summary of the run above when it read --text."""
     if loaded.mode != "pretrained":
-        print(f"note: {RANDOM_WEIGHTS_NOTE}", flush=True)
-        return {"kind": "random_weights", "text": RANDOM_WEIGHTS_NOTE}
+        return _random_weights()
     from .preprocess import TEXT_FAMILIES, load_tokenizer
 
     if spec.task_family not in TEXT_FAMILIES or args.image or args.audio:

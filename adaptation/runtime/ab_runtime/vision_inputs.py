@@ -104,14 +104,20 @@ def image_text_inputs(ctx: InputContext, layout: ImageLayout, accepted: frozense
     text = input_ids(ctx)
     rows = [text[i, :TEXT_PREFIX].tolist() + layout.block(config, pixels, i) + text[i, TEXT_PREFIX:].tolist()
             for i in range(ctx.batch)]
+    inputs = {k: v for k, v in image_text_batch(config, layout, pixels, rows).items() if k in accepted}
+    if "pixel_values" in inputs:
+        inputs["pixel_values"] = inputs["pixel_values"].to(ctx.float_dtype)
+    return inputs
+
+
+def image_text_batch(config: Any, layout: ImageLayout, pixels: dict[str, Any], rows: list[list[int]]) -> dict[str, torch.Tensor]:
+    """Token rows (image blocks already placed) and the image processor's tensors as one forward
+    batch, with the per-token modality input the model's processor adds (seeded and real images)."""
     ids = torch.tensor(rows, dtype=torch.long)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if layout.token_types:
         inputs[layout.token_types] = (ids == image_token_id(config)).long()
     inputs.update({k: v for k, v in pixels.items() if isinstance(v, torch.Tensor)})
-    inputs = {k: v for k, v in inputs.items() if k in accepted}
-    if "pixel_values" in inputs:
-        inputs["pixel_values"] = inputs["pixel_values"].to(ctx.float_dtype)
     return inputs
 
 

@@ -76,6 +76,18 @@ def similarity_summary(outputs: dict[str, torch.Tensor], config: Any) -> str:
     return f"image-text similarity {list(sims.shape)}: best text per image: {pairs}"
 
 
+def sigmoid_scores(config: Any) -> bool:
+    """SigLIP scores each image-text pair on its own (sigmoid); CLIP-style models share a softmax."""
+    return str(getattr(config, "model_type", "")).startswith("siglip")
+
+
+def label_probabilities(logits_per_image: torch.Tensor, config: Any) -> torch.Tensor:
+    """One image's probability per candidate text, as transformers' zero-shot pipeline scores it:
+    a sigmoid per pair for SigLIP, a softmax over the texts for CLIP-style models."""
+    logits = logits_per_image.float()
+    return logits.sigmoid() if sigmoid_scores(config) else logits.softmax(-1)
+
+
 def next_token_summary(outputs: dict[str, torch.Tensor], config: Any) -> str:
     logits = outputs["logits"]
     ids = logits[0, -1].float().topk(min(5, logits.shape[-1])).indices.tolist()
