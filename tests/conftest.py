@@ -12,10 +12,11 @@ from benchmark.gate import LATENCY_BAND_ENV
 
 # The benchmark gate re-times the target and fails a report more than x1.5 faster than its own
 # fastest call. Whether an honest run stays inside x1.5 depends on the machine's load when the gate
-# re-times (issue #18: no outcome may depend on it), so the suite widens the band for every test and
-# the processes they start. The band's own behaviour is tested with explicit values
-# (tests/benchmark/test_benchmark_accuracy_run.py), and a forged 1 us call fails x20 by far.
-SUITE_LATENCY_BAND = "20"
+# re-times (issue #18: no outcome may depend on it; a gate re-timing under a load of 14 on one core
+# came out x261 slower than its report), so the suite widens the band for every test and the
+# processes they start. The band's own behaviour is tested with explicit values, the forged-latency
+# test with the default x1.5 (tests/benchmark/test_benchmark_accuracy_run.py).
+SUITE_LATENCY_BAND = "1000"
 
 
 def pytest_configure(config: pytest.Config) -> None:

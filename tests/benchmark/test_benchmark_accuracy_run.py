@@ -209,11 +209,14 @@ def test_latency_band_setting(runs: dict, tmp_path: Path, monkeypatch: pytest.Mo
     assert f"{LATENCY_BAND_ENV}=nan" in proc.stderr
 
 
-def test_gate_re_measures_a_consistently_doctored_latency(runs: dict, python: Path, tmp_path: Path) -> None:
+def test_gate_re_measures_a_consistently_doctored_latency(runs: dict, python: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Every timing figure replaced consistently (samples, median, p90, min, throughput) by 1 us a
     call, which no forward pass reaches: the file checks out, only the gate's own re-measurement
-    with the same harness exposes it. (A noisy run is not scaled: a shared machine can slow one
-    run 100x, so a relative forgery could look plausible; the band itself is tested above.)"""
+    with the same harness exposes it, in the default band. (A noisy run is not scaled: a shared
+    machine can slow one run 100x, so a relative forgery could look plausible; the band itself is
+    tested above.)"""
+    monkeypatch.setenv(LATENCY_BAND_ENV, str(LATENCY_BAND))
     directory = _copy(runs, tmp_path)
     path = directory / "benchmark_metrics_cpu_float32_dry_run_synthetic.json"
     metrics = json.loads(path.read_text())
