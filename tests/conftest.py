@@ -41,6 +41,7 @@ def xdist_group_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
