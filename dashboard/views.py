@@ -221,6 +221,7 @@ def reports(d: Dashboard) -> dict[str, Any]:
         "speedup_geomean": _geomean(speedups),
         "stages": list(STAGES),
         "business": d.queries.business_results(),
+        "workloads": d.queries.workload_results(),
         "last_event_id": d.queries.last_event_id(),
     }
 

@@ -38,6 +38,10 @@ CACHE_ENTRIES = 256
 _DONE_SQL = "('completed', 'skipped')"
 _ACTIVE_SQL = "('pending', 'in_progress', 'failed', 'blocked')"
 _STOPPED_SQL = "('failed', 'blocked', 'skipped')"  # tasks whose diagnosis is a failure reason
+# The benchmark stage's workload figures (benchmark/stage.py board_figures) shown across models.
+WORKLOAD_FIGURES = ("ttft_ms", "tpot_ms", "tokens_per_s", "batch_tokens_per_s", "decode_bandwidth_gbs",
+                    "decode_bandwidth_pct", "throughput_samples_per_s", "knee_samples_per_s", "batch1_latency_ms",
+                    "workload_peak_memory_bytes")
 # Naming every stage lets SQLite use the (stage, status) index for a status-only condition.
 _STAGES_SQL = ", ".join(f"'{x}'" for x in STAGES)
 
@@ -390,6 +394,29 @@ class BoardQueries:
                 else:
                     entry["metrics"][name] = float(value)
         return out
+
+
+    def workload_results(self) -> list[dict[str, Any]]:
+        """The gated workload figures across models, one row per model and benchmarked device /
+        dtype: {"model_id", "device", "dtype", "figures": {name: value}} (the benchmark stage's
+        TTFT / TPOT / tokens/s / decode bandwidth, or sweep throughput and knee; the newest value of
+        each name counts), with the model's confirmed `speedup` from the optimization stage."""
+        names = ", ".join(f"'{n}'" for n in WORKLOAD_FIGURES)
+        sql = ("SELECT m.model_id, x.device, x.dtype, x.name, x.value FROM metrics x "
+               "JOIN models m ON m.id = x.model_pk WHERE x.stage = 'benchmark' AND x.name IN (" + names + ") "
+               "AND x.id = (SELECT MAX(y.id) FROM metrics y WHERE y.model_pk = x.model_pk AND y.stage = x.stage "
+               "AND y.name = x.name AND y.device = x.device AND y.dtype = x.dtype)")
+        rows: dict[tuple[str, str, str], dict[str, float]] = {}
+        with self._read() as conn:
+            for model_id, device, dtype, name, value in conn.execute(text(sql)):
+                rows.setdefault((model_id, device, dtype), {})[name] = float(value)
+            speedups = dict(conn.execute(text(
+                "SELECT m.model_id, x.value FROM metrics x JOIN models m ON m.id = x.model_pk "
+                "WHERE x.stage = 'optimization' AND x.name = 'speedup' AND x.id = (SELECT MAX(y.id) FROM metrics y "
+                "WHERE y.model_pk = x.model_pk AND y.stage = x.stage AND y.name = x.name)")).all())
+        return [{"model_id": m, "device": device, "dtype": dtype, "figures": figures,
+                 "speedup": float(speedups[m]) if m in speedups else None}
+                for (m, device, dtype), figures in sorted(rows.items())]
 
 
 def success_rate(status_counts: dict[str, int]) -> Optional[float]:

@@ -208,3 +208,10 @@ def test_board_of_a_real_run_shows_attempts_charts_and_verdicts(real_site: Site,
     assert "final choice:" in d.find_element(By.ID, "final-choice").text
     counts = d.find_element(By.ID, "parameter-counts").text
     assert "benchmark (the model as built and run)" in counts and "discovery" in counts
+    # the reports page's table across models holds the gated encoder sweep and the confirmed speedup
+    d.get(real_site.url + "/reports")
+    row = d.find_element(By.XPATH, "//section[@id='workload-results']//a[text()='demo/tiny-bert']/ancestor::tr")
+    header = [th.get_attribute("textContent") for th in d.find_elements(By.CSS_SELECTOR, "#workload-results thead th")]
+    shown = dict(zip(header, (c.text for c in row.find_elements(By.TAG_NAME, "td"))))
+    assert shown["run"] == "cpu float32" and float(shown["samples/s"]) > 0 and float(shown["batch-1 ms"]) > 0, shown
+    assert shown["TPOT ms"] == "—" and shown["speedup"].endswith("x"), shown
