@@ -2,8 +2,9 @@
 
     python -m ab_runtime.optimize --device cpu [--pairs 5] [--iters 3] [--warmup 2] [--passes a,b]
 
-What is timed is the workload's headline (ab_runtime/workloads.headline_call): a batch-1 greedy
-generation for generation workloads (TPOT and tokens/s), a forward at the headline batch for a
+What is timed is the workload's headline (ab_runtime/workloads.headline_call): a greedy generation
+at batch 1 and one at the workload's larger batch for generation workloads (TPOT and tokens/s at
+both), a forward at the headline batch for a
 batch sweep (throughput), the accuracy forward otherwise.
 Baseline: the benchmark harness's target model (the spec's dtype on the device, eager). Each
 applicable pass alone is built from the same float32 reference weights, its outputs compared
@@ -42,8 +43,10 @@ from .errors import RuntimeDiagnosis
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
-HEADLINES = {"generation": "batch-1 greedy generation of workload.new_tokens tokens (decode-dominated: TPOT)",
-             "encoder_generation": "batch-1 encoder + greedy generation of workload.new_tokens tokens",
+HEADLINES = {"generation": "greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch "
+                           "(decode-dominated: TPOT and batch tokens/s)",
+             "encoder_generation": "encoder + greedy generation of workload.new_tokens tokens at batch 1 and at "
+                                   "workload.batch",
              "batch_sweep": "one forward at workload.headline_batch (throughput)",
              "forward": "one forward of the accuracy inputs"}
 

@@ -10,6 +10,10 @@ of machine luck:
 - test_cached_decode: a decode pass (kind `decode`, through Build.decoder like the real ones): the
   first generation from given input objects runs the eager decoder and records its tokens, later
   ones replay them. Greedy tokens unchanged, a certain, large generation speedup.
+- test_batch1_decode: a decode pass specialised to batch 1 (as a static-cache graph is to its
+  shape): it replays at batch 1 like test_cached_decode and decodes every larger batch three
+  times over. Greedy tokens unchanged; a certain win at batch 1 and a certain, larger loss at the
+  workload's larger batch, so a headline that times both batches must not keep it.
 """
 
 from __future__ import annotations
@@ -84,14 +88,51 @@ class _ReplayDecoder:
         return self.inner.cache_bytes()
 
 
+class _Batch1Decoder:
+    """Batch 1: _ReplayDecoder. A larger batch: three eager decoders in lockstep, the first's tokens."""
+
+    def __init__(self, make: Any) -> None:
+        self.replay = _ReplayDecoder(make())
+        self.slow = [make() for _ in range(3)]
+        self.active: list[Any] = []
+
+    def _choose(self, inputs: Any) -> list[Any]:
+        batch = int(next(v for v in inputs.values() if hasattr(v, "shape")).shape[0])
+        self.active = [self.replay] if batch == 1 else self.slow
+        return self.active
+
+    def encode(self, inputs: Any) -> None:  # encoder-decoders only; prefill follows
+        for decoder in self._choose(inputs):
+            decoder.encode(inputs)
+
+    def prefill(self, inputs: Any) -> Any:
+        return [decoder.prefill(inputs) for decoder in self._choose(inputs)][0]
+
+    def step(self, tokens: Any) -> Any:
+        return [decoder.step(tokens) for decoder in self.active][0]
+
+    def cache_bytes(self) -> int:
+        return self.active[0].cache_bytes()
+
+
 def _replay_decoder(build: Any, model: Any, encoder_decoder: bool, new_tokens: int) -> Any:
     from ab_runtime import workloads
 
     return _ReplayDecoder(workloads.HFDecoder(build, model, encoder_decoder))
 
 
+def _batch1_decoder(build: Any, model: Any, encoder_decoder: bool, new_tokens: int) -> Any:
+    from ab_runtime import workloads
+
+    return _Batch1Decoder(lambda: workloads.HFDecoder(build, model, encoder_decoder))
+
+
 def _apply_replay(build: Any) -> None:
     build.decoder = _replay_decoder
+
+
+def _apply_batch1(build: Any) -> None:
+    build.decoder = _batch1_decoder
 
 
 def _apply_twice(build: Any) -> None:
@@ -114,4 +155,6 @@ def extra_passes(Pass: Any) -> tuple[Any, ...]:  # noqa: N803 (the catalogue's P
              _always, _apply_cache),
         Pass("test_cached_decode", "cpu", "decode", "compile", "TEST ONLY: greedy tokens replayed per input objects",
              _always, _apply_replay),
+        Pass("test_batch1_decode", "cpu", "decode", "compile",
+             "TEST ONLY: replayed at batch 1, decoded three times over at a larger batch", _always, _apply_batch1),
     )
