@@ -98,7 +98,9 @@ def main() -> int:
         cluster = LocalRayCluster(npus_per_node=0, cpus_per_node=max(slots)).start(nodes=1)
         address = cluster.address
         print(f"one-node Ray cluster started in {time.perf_counter() - t:.0f} s", flush=True)
-    print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (shared machine: figures are noisy)")
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    busy = " (a busy machine: the figures measure its load too)" if load > cpus / 2 else ""
+    print(f"cpus {cpus}, load average {load:.1f}{busy}", flush=True)
     print(f"{'executor':8s} {'stage':9s} {'slots':>5s}  {'tasks/min median [min-max]':>28s}  "
           f"{'per task ms median [p10-p90]':>30s}", flush=True)
     try:
