@@ -3,8 +3,10 @@
 One tiny model per family group (a VLM with a real image-processor input, a CLIP-style dual
 encoder, a dense-prediction model): discovery reads the directory, the built-in adapter builds
 the spec from the board record, the generator renders the package, accuracy_run.py runs it in the
-shared torch env, and the benchmark gate re-verifies the VLM's evidence by re-execution. Every
-family's demo (healing's dry run) runs in tests/runtime/test_runtime_families.py.
+shared torch env, and the benchmark gate re-verifies the VLM's evidence by re-execution. The VLM
+goes through the real Adaptation and Healing stages (its package's own uv environment, where an
+image processor needs PIL: the dependency only such a run can show missing). Every family's demo
+(healing's dry run) runs in tests/runtime/test_runtime_families.py.
 """
 
 from __future__ import annotations
@@ -17,13 +19,17 @@ from typing import Any
 import pytest
 
 from adaptation.generator import render_adaptation
+from adaptation.healing.stage import HEALING_STAGE
+from adaptation.spec import AdaptationSpec
 from adaptation.spec_builder import build_spec
+from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.discovery.directory import info_from_directory
 from benchmark.gate import check_adaptation
 from benchmark.render import render_accuracy_run
 from tests.benchmark.bench_support import run_accuracy
+from tests.coverage.coverage_support import stage_context
 
 TEXT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 128}
 VISION = {"image_size": 32, "patch_size": 8, "num_channels": 3, "hidden_size": 32, "num_hidden_layers": 2,
@@ -54,35 +60,73 @@ MODELS: dict[str, tuple[dict[str, Any], str, set[str]]] = {
 }
 
 
+HEALED = "qwen2.5-vl"  # through the real Adaptation and Healing stages
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, Any]:
-    """Discovery, spec, rendered package and one accuracy run per model (runs in parallel)."""
+    """Discovery, spec, rendered package and one accuracy run per model (runs in parallel; the
+    VLM's after its Healing stage, which syncs its own environment while the others run)."""
     root = tmp_path_factory.mktemp("vision")
-    board = BoardStore.init(root / "board.db")
     out: dict[str, Any] = {}
-    try:
-        for name, (config, _, _) in MODELS.items():
-            model_dir = root / "models" / name
-            model_dir.mkdir(parents=True)
-            (model_dir / "config.json").write_text(json.dumps(config))
-            info = info_from_directory(model_dir, f"tiny/{name}", "local")
-            board.register_models([Registration(model_id=info.model_id, source="local", path=str(model_dir))])
-            columns = {"architecture": info.architectures[0], "model_type": info.model_type,
-                       "task_family": info.task_family, "parameter_count": info.parameter_count}
-            spec = build_spec(board.update_model_metadata(info.model_id, columns, info.model_dump(mode="json")))
-            directory = root / "adaptations" / spec.name
-            render_adaptation(spec, directory)
-            render_accuracy_run(spec, directory)
-            out[name] = {"info": info, "spec": spec, "dir": directory}
-    finally:
-        board.close()
-    with ThreadPoolExecutor(max_workers=len(MODELS)) as pool:
-        done = {name: pool.submit(run_accuracy, python, out[name]["dir"], "--device", "cpu", "--num-samples", "1",
-                              "--profile-steps", "1")
-                for name in MODELS}
-    for name, future in done.items():
-        out[name]["run"] = future.result()
+    accuracy_args = ("--device", "cpu", "--num-samples", "1", "--profile-steps", "1")
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in (("ASCENDBRIDGE_BOARD", root / "board.db"), ("ASCENDBRIDGE_LOGS", root / "logs"),
+                           ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations")):
+            env.setenv(key, str(value))
+        (root / "adaptations").mkdir()
+        board = BoardStore.init(root / "board.db")
+        try:
+            for name, (config, _, _) in MODELS.items():
+                model_dir = root / "models" / name
+                model_dir.mkdir(parents=True)
+                (model_dir / "config.json").write_text(json.dumps(config))
+                info = info_from_directory(model_dir, f"tiny/{name}", "local")
+                board.register_models([Registration(model_id=info.model_id, source="local", path=str(model_dir))])
+                columns = {"architecture": info.architectures[0], "model_type": info.model_type,
+                           "task_family": info.task_family, "parameter_count": info.parameter_count}
+                record = board.update_model_metadata(info.model_id, columns, info.model_dump(mode="json"))
+                if name == HEALED:  # the real stage: spec, render, uv lock; then its gate
+                    ctx = stage_context(board, info.model_id, "adaptation")
+                    adapted = ADAPTATION_STAGE.run(ctx)
+                    assert adapted.status == "done", adapted.summary
+                    assert ADAPTATION_STAGE.gate(ctx).passed
+                    directory, spec = ctx.adaptation_dir, AdaptationSpec.load(ctx.adaptation_dir)
+                else:
+                    spec = build_spec(record)
+                    directory = root / "adaptations" / spec.name
+                    render_adaptation(spec, directory)
+                    render_accuracy_run(spec, directory)
+                out[name] = {"info": info, "spec": spec, "dir": directory}
+            heal_ctx = stage_context(board, out[HEALED]["info"].model_id, "healing", healing_max_attempts=1)
+
+            def heal_then_run() -> tuple[int, dict, str, str]:
+                out[HEALED]["healing"] = (HEALING_STAGE.run(heal_ctx), heal_ctx)
+                render_accuracy_run(AdaptationSpec.load(out[HEALED]["dir"]), out[HEALED]["dir"])
+                return run_accuracy(python, out[HEALED]["dir"], *accuracy_args)
+
+            with ThreadPoolExecutor(max_workers=len(MODELS)) as pool:
+                done = {name: pool.submit(heal_then_run) if name == HEALED else
+                        pool.submit(run_accuracy, python, out[name]["dir"], *accuracy_args) for name in MODELS}
+                for name, future in done.items():
+                    out[name]["run"] = future.result()
+        finally:
+            board.close()
     return out
+
+
+def test_the_vlm_passes_adaptation_and_healing_in_its_own_environment(prepared: dict[str, Any]) -> None:
+    """Healing synced the VLM package's own uv environment (pillow included, as its spec declares)
+    and ran its demo there on an image through the model type's image processor, first attempt."""
+    outcome, ctx = prepared[HEALED]["healing"]
+    log = ctx.log.getvalue()
+    assert outcome.status == "done" and len(outcome.result["attempts"]) == 1, f"{outcome.summary}\n{log[-3000:]}"
+    dry = outcome.result["dry_run"]
+    assert dry["ok"] and dry["task_family"] == "image_text_to_text" and "logits" in dry["outputs"], dry
+    assert "image_grid_thw" in log and "pixel_values" in log, log[-3000:]
+    directory = prepared[HEALED]["dir"]
+    assert "pillow>=10" in (directory / "pyproject.toml").read_text()
+    assert list((directory / ".venv").glob("lib/python*/site-packages/PIL/Image.py"))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
