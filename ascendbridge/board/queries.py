@@ -337,11 +337,7 @@ class BoardQueries:
                 text("SELECT t.stage, a.duration_s FROM attempts a JOIN tasks t ON t.id = a.task_id "
                      "WHERE a.duration_s IS NOT NULL")
             ).all()
-            speedups = conn.execute(
-                text("SELECT m.model_id, x.value FROM metrics x JOIN models m ON m.id = x.model_pk "
-                     "WHERE x.name = 'speedup' AND x.id = (SELECT MAX(y.id) FROM metrics y "
-                     "WHERE y.model_pk = x.model_pk AND y.name = 'speedup') ORDER BY x.value")
-            ).all()
+            speedups = _latest_speedups(conn)
         for stage in STAGES:
             out.success_by_stage[stage] = {s: 0 for s in STATUSES}
         for family, stage, status, n in rows:
@@ -363,7 +359,7 @@ class BoardQueries:
                     total_s=sum(values),
                 )
             )
-        out.speedups = [(r[0], float(r[1])) for r in speedups]
+        out.speedups = speedups
         return out
 
 
@@ -400,7 +396,7 @@ class BoardQueries:
         """The gated workload figures across models, one row per model and benchmarked device /
         dtype: {"model_id", "device", "dtype", "figures": {name: value}} (the benchmark stage's
         TTFT / TPOT / tokens/s / decode bandwidth, or sweep throughput and knee; the newest value of
-        each name counts), with the model's confirmed `speedup` from the optimization stage."""
+        each name counts), with the model's latest `speedup` (the optimization stage's, as in reports)."""
         names = ", ".join(f"'{n}'" for n in WORKLOAD_FIGURES)
         sql = ("SELECT m.model_id, x.device, x.dtype, x.name, x.value FROM metrics x "
                "JOIN models m ON m.id = x.model_pk WHERE x.stage = 'benchmark' AND x.name IN (" + names + ") "
@@ -410,14 +406,20 @@ class BoardQueries:
         with self._read() as conn:
             for model_id, device, dtype, name, value in conn.execute(text(sql)):
                 rows.setdefault((model_id, device, dtype), {})[name] = float(value)
-            speedups = dict(conn.execute(text(
-                "SELECT m.model_id, x.value FROM metrics x JOIN models m ON m.id = x.model_pk "
-                "WHERE x.stage = 'optimization' AND x.name = 'speedup' AND x.id = (SELECT MAX(y.id) FROM metrics y "
-                "WHERE y.model_pk = x.model_pk AND y.stage = x.stage AND y.name = x.name)")).all())
+            speedups = dict(_latest_speedups(conn))
         return [{"model_id": m, "device": device, "dtype": dtype, "figures": figures,
                  "speedup": float(speedups[m]) if m in speedups else None}
                 for (m, device, dtype), figures in sorted(rows.items())]
 
+
+def _latest_speedups(conn: Connection) -> list[tuple[str, float]]:
+    """(model id, latest `speedup` metric) per model, slowest first."""
+    rows = conn.execute(
+        text("SELECT m.model_id, x.value FROM metrics x JOIN models m ON m.id = x.model_pk "
+             "WHERE x.name = 'speedup' AND x.id = (SELECT MAX(y.id) FROM metrics y "
+             "WHERE y.model_pk = x.model_pk AND y.name = 'speedup') ORDER BY x.value")
+    ).all()
+    return [(r[0], float(r[1])) for r in rows]
 
 def success_rate(status_counts: dict[str, int]) -> Optional[float]:
     """completed / (completed + failed + blocked); None before any stage has finished."""

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from tests.dashboard.dash_support import TOKEN, Site, seed_board, start_server
+from tests.dashboard.dash_support import TOKEN, Site, seed_board, served
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("dashboard")
     board_path, logs, adaptations = seed_board(root)
-    proc, url = start_server(root, board_path, logs, adaptations)
-    try:
+    with served(root, board_path, logs, adaptations) as url:
         yield Site(url, TOKEN, root, board_path, logs, adaptations)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,7 +119,7 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
     return board_path, logs, adaptations
 
 
-def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path,
+def _start_server(root: Path, board_path: Path, logs: Path, adaptations: Path,
                  wait_s: float = HEALTHZ_WAIT_S) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "ASCENDBRIDGE_DASHBOARD_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
@@ -138,3 +140,18 @@ def start_server(root: Path, board_path: Path, logs: Path, adaptations: Path,
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"dashboard did not answer /healthz within {wait_s:.0f} s")
+
+
+@contextmanager
+def served(root: Path, board_path: Path, logs: Path, adaptations: Path,
+           wait_s: float = HEALTHZ_WAIT_S) -> Iterator[str]:
+    """The real dashboard on a loopback port for the `with` block (its URL), stopped after it."""
+    proc, url = _start_server(root, board_path, logs, adaptations, wait_s)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -148,7 +148,7 @@ def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     import sys
 
     from ascendbridge.board import BoardStore, Registration
-    from tests.dashboard.dash_support import TOKEN, start_server
+    from tests.dashboard.dash_support import TOKEN, served
 
     root = tmp_path_factory.mktemp("real-run")
     board_path, logs, adaptations = root / "board.db", root / "logs", root / "adaptations"
@@ -166,12 +166,8 @@ def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                            "--timed-cores", str(len(os.sched_getaffinity(0)))],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert lead.returncode == 0, lead.stderr[-3000:]
-    proc, url = start_server(root, board_path, logs, adaptations)
-    try:
+    with served(root, board_path, logs, adaptations) as url:
         yield Site(url, TOKEN, root, board_path, logs, adaptations)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.mark.timeout(1800)  # the real run: ~3 min on an idle 2-core machine, 10+ under heavy load

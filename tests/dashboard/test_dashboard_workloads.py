@@ -3,7 +3,6 @@ optimization stage's confirmed speedup next to them, and nothing from a run whos
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.board.queries import BoardQueries
-from tests.dashboard.dash_support import start_server
+from tests.dashboard.dash_support import served
 
 STAGES_BEFORE = ("discovery", "adaptation", "healing")
 GENERATION_BF16 = {"ttft_ms": 9.5, "tpot_ms": 1.25, "tokens_per_s": 800.0, "batch_tokens_per_s": 1500.0,
@@ -93,15 +92,8 @@ def workload_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     board_path = seed(root)
     (root / "logs").mkdir()
     (root / "adaptations").mkdir()
-    proc, url = start_server(root, board_path, root / "logs", root / "adaptations")
-    try:
+    with served(root, board_path, root / "logs", root / "adaptations") as url:
         yield url, board_path
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_workload_results_are_the_gated_figures_per_evidence_set(workload_site: tuple[str, Path]) -> None:

@@ -17,7 +17,7 @@ import httpx
 
 from ascendbridge.board import BoardStore
 from ascendbridge.config import REPO_ROOT
-from tests.dashboard.dash_support import start_server
+from tests.dashboard.dash_support import served
 from tests.teamlead.tl_support import add_models, attempts, run_tl, statuses
 
 
@@ -44,16 +44,9 @@ def test_failed_gate_figures_never_become_the_models_figures(board: BoardStore, 
 
     # API and dashboard pages: the same.
     logs, adaptations = tmp_path / "logs", tmp_path / "adaptations"
-    proc, url = start_server(tmp_path, board.path, logs, adaptations, wait_s=120)  # a loaded machine starts it slowly
-    try:
+    with served(tmp_path, board.path, logs, adaptations, wait_s=120) as url:  # a loaded machine starts it slowly
         reports = httpx.get(url + "/api/reports", timeout=10).json()
         assert reports["speedups"] == [{"model_id": "org/honest", "speedup": 1.8}]
         assert httpx.get(url + "/api/models/org/liar", timeout=10).json()["metrics"] == []
         assert httpx.get(url + "/api/models/org/honest", timeout=10).json()["metrics"][0]["value"] == 1.8
         assert "9.5" not in httpx.get(url + "/reports", timeout=10).text
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
