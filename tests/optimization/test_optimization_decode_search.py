@@ -57,7 +57,7 @@ def test_the_search_measures_the_cpu_decode_pass_on_the_generation_headline(deco
 
 
 def test_a_decode_pass_that_wins_only_at_batch_1_is_not_kept(decoded: Path) -> None:
-    """test_batch1_decode replays at batch 1 and decodes three times over at the workload's larger
+    """test_batch1_decode replays at batch 1 and decodes ten times over at the workload's larger
     batch: timed on batch 1 alone it would be a certain gain; the headline times both batches."""
     notes = notes_of(decoded)
     assert "at batch 1 and at workload.batch" in notes["settings"]["headline"]
