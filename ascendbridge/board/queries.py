@@ -391,7 +391,6 @@ class BoardQueries:
                     entry["metrics"][name] = float(value)
         return out
 
-
     def workload_results(self) -> list[dict[str, Any]]:
         """The gated workload figures across models, one row per model and benchmarked device /
         dtype: {"model_id", "device", "dtype", "figures": {name: value}} (the benchmark stage's
@@ -408,7 +407,7 @@ class BoardQueries:
                 rows.setdefault((model_id, device, dtype), {})[name] = float(value)
             speedups = dict(_latest_speedups(conn))
         return [{"model_id": m, "device": device, "dtype": dtype, "figures": figures,
-                 "speedup": float(speedups[m]) if m in speedups else None}
+                 "speedup": speedups.get(m)}
                 for (m, device, dtype), figures in sorted(rows.items())]
 
 
@@ -420,6 +419,7 @@ def _latest_speedups(conn: Connection) -> list[tuple[str, float]]:
              "WHERE y.model_pk = x.model_pk AND y.name = 'speedup') ORDER BY x.value")
     ).all()
     return [(r[0], float(r[1])) for r in rows]
+
 
 def success_rate(status_counts: dict[str, int]) -> Optional[float]:
     """completed / (completed + failed + blocked); None before any stage has finished."""

@@ -55,7 +55,6 @@ def test_the_search_measures_the_cpu_decode_pass_on_the_generation_headline(deco
     assert set(notes["traits"]["decode"]) >= {"cpu_static_cache_compile", "npu_fused_infer_attention"}
 
 
-
 def test_a_decode_pass_that_wins_only_at_batch_1_is_not_kept(decoded: Path) -> None:
     """test_batch1_decode replays at batch 1 and decodes ten times over at the workload's larger
     batch: timed on batch 1 alone it would be a certain gain; the headline times both batches."""
@@ -65,6 +64,7 @@ def test_a_decode_pass_that_wins_only_at_batch_1_is_not_kept(decoded: Path) -> N
     assert row["measured"] and not row["kept"], row
     assert row["paired"]["speedup"] < 1.0, row["paired"]
     assert row["accuracy"]["generation"]["verdict"] == "pass"  # its tokens are right: only its speed loses
+
 
 def test_decode_passes_of_other_devices_are_listed_as_not_applicable(decoded: Path) -> None:
     listed = rows(notes_of(decoded))

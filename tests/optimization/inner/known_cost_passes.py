@@ -13,13 +13,14 @@ of machine luck:
 - test_batch1_decode: a decode pass specialised to batch 1 (as a static-cache graph is to its
   shape): it replays at batch 1 like test_cached_decode and decodes every larger batch
   SLOW_COPIES times over (ten: a loss of about x0.2, so large that no load on a shared CI machine
-  turns it into a measured gain; three copies once measured x1.33 under load). Greedy tokens unchanged; a certain win at batch 1 and a certain, larger loss at the
-  workload's larger batch, so a headline that times both batches must not keep it.
+  turns it into a measured gain; three copies once measured x1.33 under load). Greedy tokens
+  unchanged; a certain win at batch 1 and a certain, larger loss at the workload's larger batch,
+  so a headline that times both batches must not keep it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 
 class _Twice:
@@ -95,7 +96,7 @@ SLOW_COPIES = 10
 class _Batch1Decoder:
     """Batch 1: _ReplayDecoder. A larger batch: SLOW_COPIES eager decoders in lockstep, the first's tokens."""
 
-    def __init__(self, make: Any) -> None:
+    def __init__(self, make: Callable[[], Any]) -> None:
         self.replay = _ReplayDecoder(make())
         self.slow = [make() for _ in range(SLOW_COPIES)]
         self.active: list[Any] = []
