@@ -20,16 +20,17 @@ import jinja2
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from adaptation.runtime.ab_runtime import accuracy_standard
+import ab_runtime
+from ab_runtime import accuracy_standard
 from adaptation.spec import SPEC_FILE, AdaptationSpec
 from adaptation.uv_env import PROFILES, lock
 from ascendbridge.config import TorchSource, torch_source as configured_torch_source
 from ascendbridge.runtime.process import CommandResult
-from adaptation.runtime.ab_runtime.fileops import write_bytes_atomic
+from ab_runtime.fileops import write_bytes_atomic
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
-RUNTIME_DIR = PACKAGE_DIR / "runtime" / "ab_runtime"
+RUNTIME_DIR = Path(ab_runtime.__file__).resolve().parent  # the top-level runtime package, shipped verbatim
 RUNTIME_NAME = "ab_runtime"
 
 # Every adaptation needs these besides transformers (spec.transformers_requirement) and torch.

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from adaptation.runtime.ab_runtime import accuracy_standard
-from adaptation.runtime.ab_runtime.fileops import write_text_atomic
+from ab_runtime import accuracy_standard
+from ab_runtime.fileops import write_text_atomic
 
 SPEC_FILE = "adaptation.json"
 SPEC_VERSION = 1
@@ -83,7 +83,7 @@ def _tolerance_requests(value: Any) -> dict[str, dict[str, float]]:
     """The spec's threshold requests as {dtype: {key: value}} (legacy flat keys translated).
 
     The numbers themselves belong to the framework's accuracy standard
-    (adaptation/runtime/ab_runtime/accuracy_standard.py): a request looser than its bound is kept
+    (ab_runtime/accuracy_standard.py): a request looser than its bound is kept
     here, refused by the standard and reported by the benchmark gate.
     """
     return accuracy_standard.normalize(value)

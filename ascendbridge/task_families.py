@@ -1,6 +1,6 @@
 """Canonical task-family names shared by discovery (framework side) and the adaptation runtime.
 
-The runtime (adaptation/runtime/ab_runtime/families.py) keeps its own copy of these names because
+The runtime (ab_runtime/families.py) keeps its own copy of these names because
 it runs inside adaptation environments without the framework; a test keeps the two in sync.
 """
 

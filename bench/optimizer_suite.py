@@ -9,7 +9,7 @@ INTERLEAVED, with accuracy checked against the float32 baseline outputs:
   * torch.compile alone (cpu_compile) and every other single pass alone (bf16 autocast, bf16 cast,
     int8 dynamic, threads, channels_last where a model has convolutions);
   * the optimizer's selection (kept passes combined greedily), then its confirmation: a fresh
-    process re-measures baseline vs the selection (ab_runtime.confirm) and only that figure is
+    process re-measures baseline vs the selection (ab_runtime.optimize.confirm) and only that figure is
     reported; kept only when its interval clears 1 + min_gain, otherwise "no gain".
 Printed per model: the selection figure and the confirmed figure side by side (the winner's
 curse, measured), the confirmed choice next to torch.compile alone and bf16 autocast alone, then

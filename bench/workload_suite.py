@@ -49,7 +49,8 @@ TORCHINDUCTOR_CACHE = REPO / ".cache" / "torchinductor"  # compiled kernels surv
 # Runs inside the adaptation's interpreter: the eager baseline and the chosen passes, one harness.
 MEASURE = """
 import json, sys
-from ab_runtime import harness, passes, workloads
+from ab_runtime import harness, workloads
+from ab_runtime.optimize import passes
 chosen = [n for n in sys.argv[1].split(",") if n]
 warmup, iters = int(sys.argv[2]), int(sys.argv[3])
 session = harness.open_session("adaptation.json", "cpu", False, 1)

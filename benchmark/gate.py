@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from adaptation.runtime.ab_runtime import accuracy_standard
+from ab_runtime import accuracy_standard
 from adaptation.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.reports import json_report
 from benchmark.envs import EnvError, adaptation_python, run_inner
@@ -35,7 +35,7 @@ from benchmark.integrity import code_problems
 from benchmark.metrics_check import check_metrics
 from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from benchmark.trace import TraceError, validate_trace
-from adaptation.runtime.ab_runtime.fileops import sha256_file
+from ab_runtime.fileops import sha256_file
 
 RECOMPUTE_TIMEOUT_S = 600.0
 LATENCY_BAND = 1.5  # a reported timing may be at most this much faster than the gate's re-measurement

@@ -3,7 +3,7 @@
 Evidence is only as good as the code that produced it. A generated wrapper (accuracy_run.py,
 accuracy_run_perf.py) must be byte-identical to what the generator renders from the spec, and
 the adaptation's `ab_runtime/` must be byte-identical to the framework's copy
-(adaptation/runtime/ab_runtime): no file changed, missing or added. Only then does a gate look
+(ab_runtime): no file changed, missing or added. Only then does a gate look
 at the figures. No torch needed.
 """
 

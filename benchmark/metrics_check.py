@@ -12,7 +12,7 @@ import math
 import statistics
 from typing import Any
 
-from adaptation.runtime.ab_runtime.pairstats import percentile
+from ab_runtime.pairstats import percentile
 from benchmark.workload_check import check_workload
 
 REQUIRED_RUN_KEYS = ("device", "device_name", "dtype", "mode", "dataset", "num_samples")

@@ -11,7 +11,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from adaptation.spec import AdaptationSpec
-from adaptation.runtime.ab_runtime.fileops import write_text_atomic
+from ab_runtime.fileops import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ACCURACY_RUN = "accuracy_run.py"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from adaptation.runtime.ab_runtime import workload_figures as wf
+from ab_runtime import workload_figures as wf
 
 GENERATION = ("generation", "encoder_generation")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from adaptation.runtime.ab_runtime.fileops import sha256_file
+from ab_runtime.fileops import sha256_file
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SYNTHETIC_SETS: dict[str, dict[str, Any]] = {

@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 import json
 
-from adaptation.runtime.ab_runtime import accuracy_standard
+from ab_runtime import accuracy_standard
 from adaptation.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.reports import json_report
 from benchmark.envs import EnvError, adaptation_python, run_inner

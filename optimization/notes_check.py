@@ -22,7 +22,7 @@ from typing import Any
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
-RUNTIME_DIR = Path(__file__).resolve().parents[1] / "adaptation" / "runtime" / "ab_runtime"
+RUNTIME_DIR = Path(__file__).resolve().parents[1] / "ab_runtime"
 TOP_KEYS = ("model_id", "adaptation", "device", "settings", "baseline", "passes", "combination", "selection",
             "confirmation", "chosen", "final", "runtime_only", "environment", "traits")
 FIGURES = ("pairs", "warmup", "iters_per_block", "baseline_median_ms", "candidate_median_ms", "speedup",

@@ -8,11 +8,11 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from adaptation.spec import AdaptationSpec
-from adaptation.runtime.ab_runtime.fileops import write_text_atomic
+from ab_runtime.fileops import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ACCURACY_RUN_PERF = "accuracy_run_perf.py"
-PERF_METRICS_PREFIX = "perf_metrics_"  # ab_runtime.perf_run's evidence; never benchmark_metrics_*
+PERF_METRICS_PREFIX = "perf_metrics_"  # ab_runtime.optimize.perf_run's evidence; never benchmark_metrics_*
 
 
 def render_text(spec: AdaptationSpec, passes: list[str], device: str) -> str:

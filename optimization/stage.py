@@ -2,7 +2,7 @@
 
 run: syncs the device profile's environment, runs the search (`python -m ab_runtime.optimize`)
 in the adaptation, which selects a configuration and then confirms it in a fresh paired run
-(ab_runtime.confirm) before it writes optimization_notes.json; renders accuracy_run_perf.py with
+(ab_runtime.optimize.confirm) before it writes optimization_notes.json; renders accuracy_run_perf.py with
 the confirmed passes (none: "no gain", the run is then the baseline itself), runs it on the
 workload the search optimized (generation: TPOT / tokens/s, with the decode passes), records
 the perf run in the notes and the confirmed figures on the board. gate: check_optimization_notes.py and
@@ -30,7 +30,7 @@ from optimization.gate import accuracy_summary
 from optimization.notes_check import NOTES_FILE
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings
-from adaptation.runtime.ab_runtime.fileops import write_text_atomic
+from ab_runtime.fileops import write_text_atomic
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 GATE_TIMEOUT_S = 1200.0
@@ -54,7 +54,7 @@ def _model_files(directory: Path, notes: dict[str, Any]) -> None:
         return
     target = directory / "model_files"
     target.mkdir(exist_ok=True)
-    shutil.copyfile(RUNTIME_DIR / "npu_swaps.py", target / "npu_swaps.py")
+    shutil.copyfile(RUNTIME_DIR / "optimize" / "npu_swaps.py", target / "npu_swaps.py")
     (target / "README.md").write_text("Module swaps applied by accuracy_run_perf.py at load time "
                                       f"(passes: {', '.join(notes['chosen'])}); source copied from ab_runtime.\n")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from adaptation.spec import SPEC_FILE
-from adaptation.runtime.ab_runtime.fileops import sha256_file, write_text_atomic
+from ab_runtime.fileops import sha256_file, write_text_atomic
 
 EVIDENCE_FILE = "healing_evidence.json"
 

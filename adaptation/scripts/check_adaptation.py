@@ -40,7 +40,7 @@ from ascendbridge.config import adaptations_dir, uv_binary
 from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.task_families import TASK_FAMILIES
 
-REFERENCE_RUNTIME = Path(__file__).resolve().parent.parent / "runtime" / "ab_runtime"
+REFERENCE_RUNTIME = Path(__file__).resolve().parents[2] / "ab_runtime"
 SYSTEM_MARKER = "ascendbridge-env.json"  # written by system mode (adaptation/system_env.py)
 REQUIRED_FILES = ("pyproject.toml", "uv.lock", "README.md", SPEC_FILE, "demo.py",
                   "ab_runtime/__init__.py", "ab_runtime/demo.py")

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
-from adaptation.runtime.ab_runtime.fileops import sha256_file
+from ab_runtime.fileops import sha256_file
 
 from ascendbridge.runtime.attempt_dir import attempt_scratch, replace_dir
 

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
-from adaptation.runtime.ab_runtime.pairstats import percentile
+from ab_runtime.pairstats import percentile
 from ascendbridge.board.connection import BoardMissingError, busy_timeout_ms
 from ascendbridge.board.records import loads
 from ascendbridge.stages import DONE_STATUSES, STAGES, STATUSES, check_stage, check_status

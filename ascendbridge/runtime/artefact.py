@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from adaptation.runtime.ab_runtime.fileops import sha256_file
+from ab_runtime.fileops import sha256_file
 from ascendbridge.runtime.attempt_dir import LINKED
 
 

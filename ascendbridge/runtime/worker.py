@@ -44,7 +44,7 @@ from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, At
 from ascendbridge.runtime.placement import apply_cpu_affinity
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import STAGE_ROLES, load_stage, stage_refs
-from adaptation.runtime.ab_runtime.fileops import write_text_atomic
+from ab_runtime.fileops import write_text_atomic
 
 EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_STALE, EXIT_UNSUCCESSFUL = 0, 1, 2, 3, 4
 OUTCOME_STATUSES = ("done", "failed", "blocked", "skipped")

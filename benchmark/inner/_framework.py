@@ -8,11 +8,11 @@ from pathlib import Path
 from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_DIR = REPO_ROOT / "adaptation" / "runtime" / "ab_runtime"
+RUNTIME_DIR = REPO_ROOT / "ab_runtime"
 
 
 def framework_module(name: str) -> ModuleType:
-    """Import `adaptation/runtime/ab_runtime/<name>.py` of THIS repository under a private name."""
+    """Import `ab_runtime/<name>.py` of THIS repository under a private name."""
     path = RUNTIME_DIR / f"{name}.py"
     key = f"ascendbridge_framework_{name}"
     if key in sys.modules:

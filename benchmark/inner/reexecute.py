@@ -117,7 +117,7 @@ def _fastest_of_rounds(round_min: Any, enough_ms: float) -> float:
 
 
 def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
-    from ab_runtime import passes
+    from ab_runtime.optimize import passes
 
     return passes.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
 
@@ -138,7 +138,8 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enoug
     import torch
 
     _runtime()
-    from ab_runtime import harness, passes
+    from ab_runtime import harness
+    from ab_runtime.optimize import passes
     from ab_runtime.errors import RuntimeDiagnosis
 
     try:

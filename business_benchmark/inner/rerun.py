@@ -3,7 +3,7 @@
     python -E -s rerun.py SCRIPT [business_run.py args...]
 
 SCRIPT is the template rendered by the gate (never the adaptation's copy); the framework's
-adaptation/runtime is put first on sys.path so `import ab_runtime` cannot pick up the adaptation's.
+repository root (the parent of ab_runtime/) is put first on sys.path so `import ab_runtime` cannot pick up the adaptation's.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import runpy
 import sys
 from pathlib import Path
 
-RUNTIME_PARENT = Path(__file__).resolve().parents[2] / "adaptation" / "runtime"
+RUNTIME_PARENT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

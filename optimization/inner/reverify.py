@@ -24,7 +24,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE MODE PAIRS ITERS WARMUP PASS..."}))
         return 2
     sys.path.insert(0, argv[0])
-    from ab_runtime import harness, passes
+    from ab_runtime import harness
+    from ab_runtime.optimize import passes
 
     spec, device, mode = argv[1], argv[2], argv[3]
     pairs, iters, warmup, names = int(argv[4]), int(argv[5]), int(argv[6]), argv[7:]

@@ -153,7 +153,7 @@ def test_gate_re_executes_and_catches_consistently_forged_outputs(runs: dict, py
     directory = _copy(runs, tmp_path, "tiny-gpt2")
     forger = tmp_path / "forge.py"
     forger.write_text(FORGER)
-    comparator = REPO_ROOT / "adaptation" / "runtime" / "ab_runtime" / "comparator.py"
+    comparator = REPO_ROOT / "ab_runtime" / "comparator.py"
     subprocess.run([str(python), str(forger), str(comparator), str(directory)], check=True, timeout=300,
                    capture_output=True)
     code, report = _gate(directory, python)

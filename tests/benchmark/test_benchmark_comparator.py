@@ -70,7 +70,7 @@ print(json.dumps(out))
 def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict:
     script = tmp_path_factory.mktemp("cmp") / "cases.py"
     script.write_text(CASES)
-    comparator = REPO_ROOT / "adaptation" / "runtime" / "ab_runtime" / "comparator.py"
+    comparator = REPO_ROOT / "ab_runtime" / "comparator.py"
     proc = subprocess.run([str(torch_env_python()), str(script), str(comparator)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -39,7 +39,7 @@ print(json.dumps(out))
 def measured(python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     script = tmp_path_factory.mktemp("measure") / "m.py"
     script.write_text(SCRIPT)
-    proc = subprocess.run([str(python), str(script), str(REPO_ROOT / "adaptation/runtime/ab_runtime/measure.py")],
+    proc = subprocess.run([str(python), str(script), str(REPO_ROOT / "ab_runtime/measure.py")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])

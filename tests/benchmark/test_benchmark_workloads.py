@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.runtime.ab_runtime import workload_figures as wf
-from adaptation.runtime.ab_runtime.errors import SpecError
+from ab_runtime import workload_figures as wf
+from ab_runtime.errors import SpecError
 from benchmark.gate import check_adaptation
 from benchmark.metrics_check import check_metrics
 from benchmark.settings import BenchmarkSettings

@@ -1,4 +1,4 @@
-"""Decode passes (ab_runtime.decode_passes): selection, fallback, greedy-token gating.
+"""Decode passes (ab_runtime.optimize.decode_passes): selection, fallback, greedy-token gating.
 
 cpu_static_cache_compile really runs here (static KV cache + torch.compile, inductor) and must
 reproduce eager greedy generation token for token. NPU and CUDA decode passes are NOT MEASURED
@@ -30,7 +30,7 @@ DECODE_PASSES = {"cpu_static_cache_compile", "cuda_static_cache_compile", "cuda_
 @pytest.fixture(scope="module")
 def decode(python: Path) -> dict[str, Any]:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(REPO_ROOT / ".cache" / "torchinductor")}
-    proc = subprocess.run([str(python), str(INNER), str(REPO_ROOT / "adaptation" / "runtime"), str(DEMO_LLAMA)],
+    proc = subprocess.run([str(python), str(INNER), str(REPO_ROOT), str(DEMO_LLAMA)],
                           capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -96,7 +96,7 @@ def test_a_claimed_gain_the_confirmation_run_does_not_reproduce_ends_no_gain(hon
     notes = select(json.loads((directory / NOTES_FILE).read_text()), "test_twice", "compile", 13.0, 10.0)
     assert 1.25 < notes["selection"]["speedup"] < 1.35
     (directory / NOTES_FILE).write_text(json.dumps(notes))
-    code, result, output = run_py(python, directory, "-m", "ab_runtime.confirm", "--device", "cpu")
+    code, result, output = run_py(python, directory, "-m", "ab_runtime.optimize.confirm", "--device", "cpu")
     assert code == 0 and result["ok"], output[-3000:]
     notes = json.loads((directory / NOTES_FILE).read_text())
     final = notes["final"]

@@ -166,7 +166,7 @@ def test_perf_evidence_has_its_own_name_the_benchmark_gate_never_takes(tmp_path:
     from benchmark.evidence import METRICS_SCHEMA, find_evidence
     from optimization.render import PERF_METRICS_PREFIX
 
-    runtime = (Path(__file__).resolve().parents[2] / "adaptation" / "runtime" / "ab_runtime" / "perf_run.py").read_text()
+    runtime = (Path(__file__).resolve().parents[2] / "ab_runtime" / "optimize" / "perf_run.py").read_text()
     assert 'PERF_PREFIX = "perf_"' in runtime and PERF_METRICS_PREFIX == "perf_metrics_"  # what perf_run writes
     (tmp_path / f"{PERF_METRICS_PREFIX}cpu_float32_dry_run_synthetic.json").write_text(json.dumps({"schema": METRICS_SCHEMA}))
     assert find_evidence(tmp_path) == []

@@ -22,7 +22,7 @@ INNER = Path(__file__).resolve().parent / "inner" / "pass_logic.py"
 
 @pytest.fixture(scope="module")
 def logic(python: Path) -> dict[str, Any]:
-    proc = subprocess.run([str(python), str(INNER), str(REPO_ROOT / "adaptation" / "runtime")],
+    proc = subprocess.run([str(python), str(INNER), str(REPO_ROOT)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

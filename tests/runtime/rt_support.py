@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 HERE = Path(__file__).resolve().parent
-RUNTIME_PARENT = HERE.parents[1] / "adaptation" / "runtime"
+RUNTIME_PARENT = HERE.parents[1]
 RESULT_MARKER = "ASCENDBRIDGE_RESULT "
 # What the generator's demo.py template boils down to.
 DEMO_WRAPPER = "import sys\n\nfrom ab_runtime.demo import main\n\nraise SystemExit(main(sys.argv[1:]))\n"

@@ -120,7 +120,8 @@ def choice(kind: str, name: str = "test"):
 
 
 def main() -> None:
-    from ab_runtime import accuracy_standard, decode_passes, passes
+    from ab_runtime import accuracy_standard
+    from ab_runtime.optimize import decode_passes, passes
 
     base = {**json.loads(open(sys.argv[2]).read()), "num_hidden_layers": 1}  # one layer: less to compile
     out: dict[str, Any] = {"not_measured": "NPU/CUDA decode passes: applicability and construction only"}
@@ -167,7 +168,7 @@ def main() -> None:
 
     reference16 = generate(llama(base, torch.bfloat16), {})
     fused = {}
-    from ab_runtime import npu_swaps
+    from ab_runtime.optimize import npu_swaps
 
     for keyword in ("scale", "scale_value", None):
         npu = FakeDecodeTorchNpu(keyword)

@@ -1,4 +1,4 @@
-"""TEST-ONLY passes of known cost, loaded by ab_runtime.passes through AB_RUNTIME_EXTRA_PASSES.
+"""TEST-ONLY passes of known cost, loaded by ab_runtime.optimize.passes through AB_RUNTIME_EXTRA_PASSES.
 
 They let the search, the confirmation and the gates be tested against controlled effects instead
 of machine luck:

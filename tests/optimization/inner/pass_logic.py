@@ -119,7 +119,7 @@ def forced_probe(passes) -> dict:
 
 
 def main() -> None:
-    from ab_runtime import npu_swaps, passes
+    from ab_runtime.optimize import npu_swaps, passes
 
     out: dict = {"not_measured": "NPU/CUDA passes: applicability and construction only, no timing on this CPU"}
     out["catalogue"] = passes.catalogue_table()

@@ -13,7 +13,7 @@ reference where it fits), then timed against the baseline PAIRED and INTERLEAVED
 RNG re-seeded before each block, profiler off). Kept passes are combined greedily, each step
 measured against the current best the same way, and the combination verified against the
 baseline: that is the `selection`. Its own figure is the best of many noisy measurements, so it
-is not reported: a fresh process (ab_runtime.confirm) re-measures baseline vs the selection and
+is not reported: a fresh process (ab_runtime.optimize.confirm) re-measures baseline vs the selection and
 its figures give `final` (or `no_gain`). Cold start (building + first call, which includes
 compilation) is measured separately. All building, inputs and timing come from ab_runtime.harness.
 For a generation workload the catalogue's decode passes (kind `decode`: static KV cache + compile,
@@ -36,10 +36,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import RESULT_MARKER, accuracy_standard, confirm, decode_passes, harness, pairstats, passes, workloads
-from . import device as ab_device
-from .workload_figures import divergence
-from .errors import RuntimeDiagnosis
+from .. import RESULT_MARKER, accuracy_standard, harness, pairstats, workloads
+from . import confirm, decode_passes, passes
+from .. import device as ab_device
+from ..workload_figures import divergence
+from ..errors import RuntimeDiagnosis
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"

@@ -29,11 +29,12 @@ from typing import Any
 
 import torch
 
-from . import RESULT_MARKER, harness, passes, workloads
-from . import device as ab_device
-from .benchmark_run import METRICS_SCHEMA, OUTPUTS_FORMAT
-from .errors import RuntimeDiagnosis
-from .measure import profile_forward, summarize, throughput
+from .. import RESULT_MARKER, harness, workloads
+from . import passes
+from .. import device as ab_device
+from ..errors import RuntimeDiagnosis
+from ..measure import profile_forward, summarize, throughput
+from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
 from .optimize import environment, generation_accuracy
 
 PERF_PREFIX = "perf_"

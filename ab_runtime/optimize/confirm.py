@@ -1,6 +1,6 @@
 """The confirmation run: a fresh process re-measures baseline vs the search's selection.
 
-    python -m ab_runtime.confirm --device cpu [--notes optimization_notes.json] [--pairs 5] ...
+    python -m ab_runtime.optimize.confirm --device cpu [--notes optimization_notes.json] [--pairs 5] ...
 
 The search measures every candidate and keeps the best-looking one, so the selection's own
 figure is the maximum of noisy measurements (winner's curse: on a loaded machine the search
@@ -21,9 +21,10 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional
 
-from . import RESULT_MARKER, harness, pairstats, passes
-from . import device as ab_device
-from .errors import RuntimeDiagnosis
+from .. import RESULT_MARKER, harness, pairstats
+from . import passes
+from .. import device as ab_device
+from ..errors import RuntimeDiagnosis
 
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 
@@ -68,8 +69,8 @@ def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool
 
 def run_fresh(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool,
               timeout_s: float = 1800.0) -> dict[str, Any]:
-    """`python -m ab_runtime.confirm` in a new process (this interpreter); its RESULT, or an error."""
-    argv = [sys.executable, "-m", "ab_runtime.confirm", "--device", device, "--notes", str(Path(notes_path).resolve()),
+    """`python -m ab_runtime.optimize.confirm` in a new process (this interpreter); its RESULT, or an error."""
+    argv = [sys.executable, "-m", "ab_runtime.optimize.confirm", "--device", device, "--notes", str(Path(notes_path).resolve()),
             "--spec", str(Path(spec_path).resolve())] + (["--use-pretrained"] if use_pretrained else [])
     proc = subprocess.run(argv, cwd=PACKAGE_PARENT, capture_output=True, text=True, timeout=timeout_s)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]

@@ -1,7 +1,7 @@
 """sha256 of a file and atomic file writes: the one implementation of each.
 
 Standard library only: code inside adaptations imports it as `ab_runtime.fileops`, the framework
-as `adaptation.runtime.ab_runtime.fileops`, and the gates' inner scripts load the framework's copy
+as `ab_runtime.fileops`, and the gates' inner scripts load the framework's copy
 by path, so every writer and every checker use the same code.
 """
 

@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional, Protocol
 
 import torch
 
-from . import passes
+from .optimize import passes
 from .inputs import Signature
 from .measure import profiler_active
 from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
@@ -229,7 +229,7 @@ def decoder_start(model: torch.nn.Module) -> int:
 
 def decoder_for(build: passes.Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int) -> Decoder:
     """The decoder of a Build: a decode pass's own (`Build.decoder`, set by the kind-`decode`
-    passes of ab_runtime.passes) or eager."""
+    passes of ab_runtime.optimize.passes) or eager."""
     factory = build.decoder
     if factory is not None:
         return factory(build, model, encoder_decoder, new_tokens)

@@ -25,14 +25,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import RESULT_MARKER, harness, passes, precision, workloads
-from . import device as ab_device
-from .errors import DtypeRefused, RuntimeDiagnosis
-from .measure import profile_forward, throughput
+from .. import RESULT_MARKER, harness, precision, workloads
+from ..optimize import passes
+from .. import device as ab_device
+from ..errors import DtypeRefused, RuntimeDiagnosis
+from ..measure import profile_forward, throughput
+from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
 
 DATASETS = ("synthetic",)
-METRICS_SCHEMA = "ascendbridge.benchmark_metrics/1"
-OUTPUTS_FORMAT = "ascendbridge.outputs/1"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -6,7 +6,7 @@ compile), an exclusive group (two passes of one group never combine, e.g. two pr
 edits a `Build`: the model, the dtype inputs are cast to, an autocast dtype, per-call contexts
 (global switches set for the optimized calls only, so baseline and candidate can interleave in
 one process), torch.compile arguments and environment variables. `finalize` turns a Build into
-a callable. The decode passes of ab_runtime.decode_passes (static KV cache + compile, CUDA graphs,
+a callable. The decode passes of ab_runtime.optimize.decode_passes (static KV cache + compile, CUDA graphs,
 torchair, aclgraph, fused incremental attention) enter this catalogue as kind `decode`: they apply
 only to a generation workload (their reasons are computed once per search into `Traits.decode`),
 act on the model's forward and set `Build.decoder`, so generation (workloads.decoder_for) runs
@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 
 from . import decode_passes, npu_swaps
-from .errors import RuntimeDiagnosis
+from ..errors import RuntimeDiagnosis
 
 CPU_BF16_ENV = "ASCENDBRIDGE_CPU_BF16"  # native | none: override the CPU bf16 probe (tests, diagnosis)
 CPU_BF16_CHOICES = ("native", "none")
@@ -398,7 +398,7 @@ def _apply_decode(dp: Any) -> Callable[[Build], None]:
 
 def _pass_decoder(b: Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int,
                   forward: Optional[Callable[..., Any]], static: bool) -> Any:
-    from . import workloads  # workloads imports this module
+    from .. import workloads  # workloads imports this module
 
     if static:
         return workloads.StaticCacheDecoder(b, model, encoder_decoder, new_tokens=new_tokens, forward=forward)
@@ -579,7 +579,7 @@ def catalogue_table() -> list[dict[str, Any]]:
     return [{**decode[p.name], "group": p.group} if p.name in decode else p.describe() for p in CATALOGUE]
 
 
-if __name__ == "__main__":  # `python -m ab_runtime.passes`: print both catalogues
+if __name__ == "__main__":  # `python -m ab_runtime.optimize.passes`: print both catalogues
     import json
 
     json.dump(catalogue_table(), sys.stdout, indent=2)

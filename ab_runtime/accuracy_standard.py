@@ -10,7 +10,7 @@ An optimized configuration is judged by one named budget (OPTIMIZATION_BUDGET) a
 reference, never by the lower dtype a pass computes in.
 
 Standard library only: ab_runtime.comparator applies it inside adaptations, and the framework's
-gates import this same file (adaptation/runtime/ab_runtime/accuracy_standard.py), so there is one
+gates import this same file (ab_runtime/accuracy_standard.py), so there is one
 copy of every number.
 """
 

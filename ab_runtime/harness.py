@@ -26,7 +26,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import families, loading, moe, pairstats, passes, precision, sharding, workloads
+from . import families, loading, moe, pairstats, precision, sharding, workloads
+from .optimize import passes
 from . import device as ab_device
 from .comparator import Thresholds, compare_outputs, judge_optimized
 from .fileops import atomic_path, sha256_file, write_text_atomic

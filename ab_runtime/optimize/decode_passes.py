@@ -1,7 +1,7 @@
 """Decode passes: what speeds up `generate` (the per-token decode loop), per device, and where not.
 
 A forward-pass benchmark never runs the decode loop, so these passes live apart from the forward
-catalogue (ab_runtime.passes) and act on generation: each has a name, a device, an exclusive
+catalogue (ab_runtime.optimize.passes) and act on generation: each has a name, a device, an exclusive
 group, `applicable(device, model, config)` (None when it applies, else why not: device, release,
 model shape, outside the documented limits) and `apply(model, generate_kwargs)`, which returns the
 model and the keyword arguments for `model.generate(**inputs, **generate_kwargs)`.
@@ -20,7 +20,7 @@ Documented APIs they follow:
   `torchair.get_npu_backend(compiler_config=config)`, `torch.compile(..., backend=npu_backend)`;
   `config.mode = "reduce-overhead"` is aclgraph, documented from the 7.0.0 guide on as an
   experimental feature for Atlas A2 / A3 only, with `dynamic=True` not supported.
-- `torch_npu.npu_fused_infer_attention_score`: see ab_runtime.npu_swaps (signature by release,
+- `torch_npu.npu_fused_infer_attention_score`: see ab_runtime.optimize.npu_swaps (signature by release,
   limits, per-call fallback).
 NPU passes import torch_npu / torchair only when applied or asked about; on a machine without them
 they say why they do not apply. Accuracy: `token_agreement` compares greedy tokens with the eager
@@ -35,8 +35,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import npu_swaps
-from .device import DeviceChoice, torchair_module
-from .workload_figures import divergence
+from ..device import DeviceChoice, torchair_module
+from ..workload_figures import divergence
 
 LOW_PRECISION = ("float16", "bfloat16")
 # Product names the torchair guide lists for aclgraph, as the chips report themselves
