@@ -6,6 +6,6 @@ device (npu -> cuda -> cpu selection, the only NPU-specific code), families (tas
 and outputs), depth (dry-run depth reduction), loading (model from config or weights), demo.
 """
 
-# Same string as adaptation/spec.py RESULT_MARKER (a framework test keeps them equal): gates parse
+# Same string as ascendbridge/package/spec.py RESULT_MARKER (a framework test keeps them equal): gates parse
 # the one line that starts with it, never free text.
 RESULT_MARKER = "ASCENDBRIDGE_RESULT "

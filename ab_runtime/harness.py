@@ -3,7 +3,7 @@
 Everything that produces or checks evidence goes through this module: the benchmark run
 (benchmark_run.py behind accuracy_run.py), the pass search and its confirmation (optimize.py),
 the optimized run (perf_run.py behind accuracy_run_perf.py) and the gates' re-execution and
-re-measurement (benchmark/inner, optimization/inner, which load the FRAMEWORK's copy of this
+re-measurement (ascendbridge/gatekit/inner, optimization/inner, which load the FRAMEWORK's copy of this
 package). So the code that times is the code the gates verify.
 
 A Session holds the float32 CPU reference model (config-initialised and seeded, or real

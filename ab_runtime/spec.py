@@ -1,6 +1,6 @@
 """Read adaptation.json as plain JSON (no pydantic inside adaptation environments).
 
-Only the fields the runtime needs are read; defaults match adaptation/spec.py so a spec written
+Only the fields the runtime needs are read; defaults match ascendbridge/package/spec.py so a spec written
 by the framework and a hand-edited minimal one behave the same.
 """
 

@@ -12,7 +12,7 @@
 
 Every figure is timed the harness's way (the same warmup for every variant, the RNG re-seeded
 after warmup, the device synchronised around every timed call, the profiler off) and recorded with
-its raw samples, so the benchmark gate recomputes it (benchmark/metrics_check.py). Decode is
+its raw samples, so the benchmark gate recomputes it (ascendbridge/gatekit/metrics_check.py). Decode is
 memory-bound: the bytes read per decode step (weights + the mean KV cache) over TPOT give the
 achieved bandwidth, which the framework sets against the environment probe's measured bandwidth.
 

@@ -17,11 +17,9 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from adaptation.generator import GeneratorError, generate
-from adaptation.healing.gate import run_checker
-from adaptation.healing.rules import apply_changes
-from adaptation.healing.settings import HealingSettings
-from adaptation.spec import SPEC_FILE, AdaptationSpec, ModelSource, forbidden_change
+from ascendbridge.package.generator import GeneratorError, generate
+from ascendbridge.package.checker import CheckSettings, run_package_checker
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, ModelSource, apply_changes, forbidden_change
 from ascendbridge.agents.history import failure_signature, recall, record_reuse
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.settings import AgentSettings
@@ -69,8 +67,8 @@ def _check(draft: AdaptationSpec, copy: Path, changed: list[str]) -> Verdict:
         return Verdict(False, f"the proposed spec does not render: {exc}")
     if generation.lock is not None and not generation.lock.ok:
         return Verdict(False, f"uv lock fails on the proposed spec: {generation.lock.tail(2)}")
-    settings = HealingSettings.from_sources()
-    passed, summary, _ = run_checker(proposed.name, copy.parent, settings.device, settings.demo_timeout_s)
+    settings = CheckSettings.from_sources()
+    passed, summary, _ = run_package_checker(proposed.name, copy.parent, settings.device, settings.demo_timeout_s)
     if not passed:
         return Verdict(False, f"check_adaptation.py failed on the proposal: {summary}")
     return Verdict(True, f"check_adaptation.py passed: {proposed.task_family} via {proposed.model_class}", changes)

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from pydantic import ValidationError
 
 from adaptation.agent_adapter import ask_adapter_agent
-from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.board.records import ModelRecord
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.task_families import TASK_FAMILIES

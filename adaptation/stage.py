@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from adaptation.generator import GeneratorError, generate
-from adaptation.spec import SPEC_FILE, AdaptationSpec
+from ascendbridge.package.generator import GeneratorError, generate
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from adaptation.spec_builder import AdaptationRefused, ask_llm_adapter, build_spec
 from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome

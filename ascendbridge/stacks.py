@@ -1,6 +1,6 @@
 """Stack identity: the short id every result names, and the one line people read.
 
-Pure functions on the probe's dict (benchmark/inner/stack.py), kept in the kernel so the board,
+Pure functions on the probe's dict (ascendbridge/gatekit/inner/stack.py), kept in the kernel so the board,
 the main job and the dashboard can show stacks without importing a stage package.
 """
 

@@ -22,9 +22,9 @@ from typing import Any, Optional
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from adaptation import uv_env  # noqa: E402
-from adaptation.generator import render_adaptation  # noqa: E402
-from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource  # noqa: E402
+from ascendbridge.package import uv_env  # noqa: E402
+from ascendbridge.package.generator import render_adaptation  # noqa: E402
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource  # noqa: E402
 from ascendbridge.stacks import describe  # noqa: E402
 from ascendbridge.config import TorchSource, torch_source  # noqa: E402
 from ascendbridge.envmode import EnvChoice  # noqa: E402

@@ -42,8 +42,8 @@ from typing import Any, Optional
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from adaptation.generator import render_adaptation  # noqa: E402
-from adaptation.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource  # noqa: E402
+from ascendbridge.package.generator import render_adaptation  # noqa: E402
+from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource  # noqa: E402
 from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"

@@ -5,7 +5,7 @@ optimizer's confirmed choice, with spread and the decode bandwidth percentage, p
 For each demo model (demo_models/: tiny Llama, Qwen2, GPT-2, T5, BART, BERT, ViT, Whisper as
 configs; all of them by default) this renders a real adaptation with the shared CPU torch test
 environment as its interpreter, then:
-  1. the environment probe (benchmark/inner/probe.py) once: the measured copy bandwidth;
+  1. the environment probe (ascendbridge/gatekit/inner/probe.py) once: the measured copy bandwidth;
   2. the optimizer's search and confirmation on the workload's headline (`python -m
      ab_runtime.optimize`, by default over the optimizer's own catalogue for CPU: every CPU pass and,
      for generation models, the decode passes, `cpu_static_cache_compile` measured and the CUDA /
@@ -39,8 +39,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from adaptation.generator import render_adaptation  # noqa: E402
-from adaptation.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec  # noqa: E402
+from ascendbridge.package.generator import render_adaptation  # noqa: E402
+from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec  # noqa: E402
 from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"

@@ -6,12 +6,12 @@ files are listed as skipped with their reason rather than aborting the report.
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from benchmark.evidence import EvidenceError, EvidenceSet, load_metrics
+from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
+from ascendbridge.gatekit.summary import write_summary
+from benchmark.evidence import EvidenceSet
 
 WORKLOAD_COLUMNS = (
     "workload", "ttft_ms", "tpot_ms", "tpot_stdev_ms", "tokens_per_s", "batch_tokens_per_s", "decode_bandwidth_gbs",
@@ -75,20 +75,6 @@ def collect(adaptations_root: Path) -> tuple[list[dict[str, Any]], list[dict[str
         except (EvidenceError, KeyError, TypeError, ZeroDivisionError) as exc:
             skipped.append({"file": str(path), "reason": str(exc) or type(exc).__name__})
     return rows, skipped
-
-
-def write_summary(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path, stem: str,
-                  rows_key: str, columns: Sequence[str]) -> list[Path]:
-    """`<stem>.json` ({rows_key: rows, "skipped": [...]}) and `<stem>.csv` (one row each): the one
-    writer of every tool's aggregate report (benchmark, optimization, business)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, csv_path = out_dir / f"{stem}.json", out_dir / f"{stem}.csv"
-    json_path.write_text(json.dumps({rows_key: rows, "skipped": skipped}, indent=2, sort_keys=True) + "\n")
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(columns))
-        writer.writeheader()
-        writer.writerows(rows)
-    return [json_path, csv_path]
 
 
 def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:

@@ -1,15 +1,15 @@
 """The benchmark gate: re-verify an adaptation's accuracy_run evidence by execution.
 
 First, before anything in the directory is trusted: accuracy_run.py must be byte-identical to what
-the generator renders from the spec and ab_runtime/ to the framework's copy (benchmark.integrity).
+the generator renders from the spec and ab_runtime/ to the framework's copy (ascendbridge.gatekit.integrity).
 Then, for every evidence set (one metrics file and the outputs and trace it names):
-1. the metrics are complete and consistent (benchmark.metrics_check, no torch);
-2. the trace is a valid Chrome trace with events (benchmark.trace);
+1. the metrics are complete and consistent (ascendbridge.gatekit.metrics_check, no torch);
+2. the trace is a valid Chrome trace with events (ascendbridge.gatekit.trace);
 3. the saved outputs reload and the accuracy figures recomputed from them with the framework's
    comparator and the framework's accuracy standard (the spec's `tolerances` only request bounded
    changes; each is reported as a decision) equal the recorded ones, and a re-execution of sample 0
    with the framework's runtime reproduces the saved inputs, reference and target tensors
-   (benchmark/inner, run in the adaptation's interpreter);
+   (ascendbridge/gatekit/inner, run in the adaptation's interpreter);
 4. the target's latency, re-measured there with the same harness (benchmark.gate.latency_check):
    a report more than the latency band (x1.5, `ASCENDBRIDGE_LATENCY_BAND`) times faster than the
    fastest re-measured call fails (a shared machine only adds time, so fastest calls are the stable
@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ab_runtime import accuracy_standard
-from adaptation.spec import SPEC_FILE, AdaptationSpec
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.reports import json_report
-from benchmark.envs import EnvError, adaptation_python, run_inner
-from benchmark.evidence import EvidenceError, EvidenceSet, find_evidence
-from benchmark.integrity import code_problems
-from benchmark.metrics_check import check_metrics
+from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
+from ascendbridge.gatekit.evidence import EvidenceError
+from benchmark.evidence import EvidenceSet, find_evidence
+from ascendbridge.gatekit.integrity import code_problems
+from ascendbridge.gatekit.metrics_check import check_metrics
 from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
-from benchmark.trace import TraceError, validate_trace
+from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ab_runtime.fileops import sha256_file
 
 RECOMPUTE_TIMEOUT_S = 600.0

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from benchmark.trace import complete_events
+from ascendbridge.gatekit.trace import complete_events
 
 COVERAGE = 0.90
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}

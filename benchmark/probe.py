@@ -1,6 +1,6 @@
 """The environment probe (framework side): run it in an adaptation's env, store it on the board.
 
-The probe itself (benchmark/inner/probe.py) needs torch, so it runs with an adaptation's
+The probe itself (ascendbridge/gatekit/inner/probe.py) needs torch, so it runs with an adaptation's
 interpreter; its JSON is stored as a board event of kind `env_probe`, which the roofline tool
 and the dashboard read back with BoardStore.latest_event.
 """
@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from ascendbridge.board.store import BoardStore
 from ascendbridge.runtime.reports import json_report
-from benchmark.envs import run_inner
+from ascendbridge.gatekit.envs import run_inner
 
 EVENT_KIND = "env_probe"
 PROBE_TIMEOUT_S = 300.0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package.spec import AdaptationSpec
 from ab_runtime.fileops import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from adaptation import uv_env
+from ascendbridge.package import uv_env
 from ascendbridge.settings import StageSettings
 
 DTYPES = ("float32", "bfloat16", "float16")

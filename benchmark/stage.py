@@ -12,14 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from adaptation import uv_env
-from adaptation.generator import GeneratorError, update_readme_results
-from adaptation.healing.failure import Failure
-from adaptation.healing.rules.base import Fix, FixContext, apply_changes
-from adaptation.healing.rules.numerics import DtypeUnsupportedRule
-from adaptation.healing.steps import rerender, weights_available
-from adaptation.spec import AdaptationSpec, AppliedFix
-from adaptation.stack import StackError, env_stack
+from ascendbridge.package import uv_env
+from ascendbridge.package.generator import GeneratorError, update_readme_results
+from healing.failure import Failure
+from healing.rules.base import Fix, FixContext
+from healing.rules.numerics import DtypeUnsupportedRule
+from ascendbridge.package.weights import weights_available
+from healing.steps import rerender
+from ascendbridge.package.spec import AdaptationSpec, AppliedFix, apply_changes
+from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
 from ascendbridge.runtime.reports import run_checker

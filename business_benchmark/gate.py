@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from benchmark.envs import EnvError, adaptation_python, run_inner
+from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from business_benchmark.datasets import DATA_DIR, DatasetError, load_card, sha256_file, verify_file
 from business_benchmark.evidence import derive, find_metrics, read_json
 from business_benchmark.pass_rule import PassRule

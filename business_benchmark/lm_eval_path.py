@@ -15,7 +15,7 @@ from typing import IO, Any, Optional
 
 from ascendbridge.config import uv_binary
 from ascendbridge.runtime.process import run_command
-from adaptation.uv_env import uv_environment
+from ascendbridge.package.uv_env import uv_environment
 
 LM_EVAL_REQUIREMENT = "lm-eval[hf]==0.4.13"  # the hf extra brings accelerate, which HFLM needs
 LOCAL_TASK = "ab_choice_en"  # the bundled multiple-choice task over data/ab-choice-en.jsonl

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmark.aggregate import write_summary
+from ascendbridge.gatekit.summary import write_summary
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import METRICS_PREFIX, read_json
 

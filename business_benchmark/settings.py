@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from adaptation import uv_env
+from ascendbridge.package import uv_env
 from ascendbridge.settings import StageSettings
 from business_benchmark.pass_rule import PassRule
 

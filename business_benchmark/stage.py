@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adaptation import uv_env
-from adaptation.healing.steps import weights_available
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package import uv_env
+from ascendbridge.package.weights import weights_available
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from business_benchmark.datasets import DatasetError

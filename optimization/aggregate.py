@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmark.aggregate import write_summary
+from ascendbridge.gatekit.summary import write_summary
 from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
 
 COLUMNS = ("adaptation", "model_id", "device", "outcome", "chosen", "speedup", "selection_speedup", "interval_low",

@@ -1,6 +1,6 @@
 """The optimization gates: the notes' consistency, and the optimized run re-verified by execution.
 
-Both gates first check the code (benchmark.integrity): accuracy_run_perf.py byte-identical to
+Both gates first check the code (ascendbridge.gatekit.integrity): accuracy_run_perf.py byte-identical to
 what the generator renders from the spec and the notes' chosen passes, ab_runtime/ identical to
 the framework's copy. Only then:
 `check_notes_gate`: optimization_notes.json is complete and self-consistent (notes_check).
@@ -25,13 +25,13 @@ from typing import Any, Optional
 import json
 
 from ab_runtime import accuracy_standard
-from adaptation.spec import SPEC_FILE, AdaptationSpec
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.reports import json_report
-from benchmark.envs import EnvError, adaptation_python, run_inner
-from benchmark.evidence import EvidenceError, load_metrics
-from benchmark.integrity import code_problems
-from benchmark.metrics_check import check_metrics
-from benchmark.trace import TraceError, validate_trace
+from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
+from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
+from ascendbridge.gatekit.integrity import code_problems
+from ascendbridge.gatekit.metrics_check import check_metrics
+from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ascendbridge.runtime.process import run_command
 from optimization.notes_check import RUNTIME_DIR, check_notes, close, load_notes
 from optimization.render import ACCURACY_RUN_PERF, PERF_METRICS_PREFIX, render_text
@@ -62,7 +62,7 @@ def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
 
 
 def untrusted_code(directory: Path, notes: dict[str, Any]) -> list[str]:
-    """benchmark.integrity for the perf wrapper rendered with the notes' choice, and ab_runtime/."""
+    """ascendbridge.gatekit.integrity for the perf wrapper rendered with the notes' choice, and ab_runtime/."""
     try:
         spec = AdaptationSpec.load(directory)
         expected = {ACCURACY_RUN_PERF: render_text(spec, list(notes["chosen"]), str(notes["device"]))}

@@ -160,7 +160,7 @@ def check_final(notes: dict[str, Any]) -> list[str]:
 
 
 def check_notes(notes: Any) -> list[str]:
-    """All problems in one notes document (the wrapper is checked by benchmark.integrity)."""
+    """All problems in one notes document (the wrapper is checked by ascendbridge.gatekit.integrity)."""
     if not isinstance(notes, dict) or notes.get("schema") != NOTES_SCHEMA:
         return [f"not an optimization notes document (schema != {NOTES_SCHEMA})"]
     missing = [k for k in TOP_KEYS if k not in notes]

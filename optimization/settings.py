@@ -8,7 +8,7 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from adaptation import uv_env
+from ascendbridge.package import uv_env
 from ascendbridge.settings import StageSettings
 
 

@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from adaptation import uv_env
-from adaptation.generator import RUNTIME_DIR
-from adaptation.healing.steps import weights_available
-from adaptation.spec import AdaptationSpec
-from adaptation.stack import StackError, env_stack
+from ascendbridge.package import uv_env
+from ascendbridge.package.generator import RUNTIME_DIR
+from ascendbridge.package.weights import weights_available
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
 from ascendbridge.runtime.reports import run_checker

@@ -18,8 +18,8 @@ from pathlib import Path
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.store import BoardStore
 from ascendbridge.config import adaptations_dir, board_path
-from benchmark.envs import EnvError, adaptation_python
-from benchmark.evidence import EvidenceError, resolve_adaptation
+from ascendbridge.gatekit.envs import EnvError, adaptation_python
+from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from benchmark.probe import ProbeError, latest_probe, run_probe, store_probe, summary_line
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adaptation import uv_env
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package import uv_env
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.envmode import use_model_env
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from benchmark.settings import BenchmarkSettings

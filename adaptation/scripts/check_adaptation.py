@@ -2,7 +2,7 @@
 
     check_adaptation.py --adapt NAME [--adaptations-dir DIR] [--device cpu] [--json] [--no-run]
 
-Independent of the generator on purpose (it never imports adaptation.generator or uv_env): it
+Independent of the generator on purpose (it never imports ascendbridge.package.generator or uv_env): it
 checks the files, the spec, the pyproject extras and conflicts, that ab_runtime/ is the runtime
 this repository ships and demo.py only delegates to it, `uv lock --check`, then syncs the
 device's profile and runs `demo.py --dry-run` itself and verifies from the RESULT line which
@@ -35,13 +35,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
-from adaptation.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
+from ascendbridge.package.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
 from ascendbridge.config import adaptations_dir, uv_binary
 from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parents[2] / "ab_runtime"
-SYSTEM_MARKER = "ascendbridge-env.json"  # written by system mode (adaptation/system_env.py)
+SYSTEM_MARKER = "ascendbridge-env.json"  # written by system mode (ascendbridge/package/system_env.py)
 REQUIRED_FILES = ("pyproject.toml", "uv.lock", "README.md", SPEC_FILE, "demo.py",
                   "ab_runtime/__init__.py", "ab_runtime/demo.py")
 PROFILES = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}

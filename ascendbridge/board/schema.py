@@ -153,7 +153,7 @@ class Metric(SQLModel, table=True):
 
 
 class Stack(SQLModel, table=True):
-    """One software stack results were measured on (adaptation/stack.py probes it)."""
+    """One software stack results were measured on (ascendbridge/package/stack.py probes it)."""
 
     __tablename__ = "stacks"
 

@@ -19,12 +19,13 @@ from ascendbridge.board.store import BoardStore
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from benchmark.aggregate import collect, write_figures, write_reports
 from ascendbridge.runtime.reports import json_report
-from benchmark.envs import EnvError, adaptation_python, run_inner
-from benchmark.evidence import EvidenceError, find_evidence, resolve_adaptation
+from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
+from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
+from benchmark.evidence import find_evidence
 from benchmark.hotspots import analyse, format_report
 from benchmark.probe import latest_probe
 from benchmark.roofline import RooflineError, format_roofline, roofline
-from benchmark.trace import TraceError, load_trace
+from ascendbridge.gatekit.trace import TraceError, load_trace
 
 
 class ToolError(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from benchmark.evidence import EvidenceError, checker_arguments, print_checks
+from ascendbridge.gatekit.evidence import EvidenceError, checker_arguments, print_checks
 from business_benchmark.gate import check_adaptation
 
 

@@ -11,7 +11,7 @@ if str(REPO_ROOT) not in sys.path:  # `uv run optimization/scripts/...py` from a
     sys.path.insert(0, str(REPO_ROOT))
 
 from ascendbridge.config import adaptations_dir  # noqa: E402
-from benchmark.evidence import EvidenceError, resolve_adaptation  # noqa: E402
+from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation  # noqa: E402
 
 
 def add_where(parser: argparse.ArgumentParser) -> None:

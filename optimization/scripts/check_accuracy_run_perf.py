@@ -18,7 +18,7 @@ import json
 import sys
 
 from _cli import add_where, resolve  # noqa: I001  (sets up the repository import path)
-from benchmark.evidence import EvidenceError
+from ascendbridge.gatekit.evidence import EvidenceError
 from optimization.gate import check_perf_gate
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from _cli import REPO_ROOT  # noqa: I001  (sets up the repository import path)
 from ascendbridge.config import adaptations_dir
-from benchmark.evidence import EvidenceError, resolve_adaptation
+from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from optimization.aggregate import collect, compare, write_figure, write_reports
 from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 
 TINY_BERT_CONFIG = {
     "architectures": ["BertModel"],

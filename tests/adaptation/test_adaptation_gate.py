@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.generator import generate, render_adaptation
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package.generator import generate, render_adaptation
+from ascendbridge.package.spec import AdaptationSpec
 
 from tests.adaptation.helpers import tiny_bert_dir, tiny_bert_spec
 

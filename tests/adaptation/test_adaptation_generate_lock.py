@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptation.generator import generate
-from adaptation.uv_env import lock
+from ascendbridge.package.generator import generate
+from ascendbridge.package.uv_env import lock
 
 from tests.adaptation.helpers import tiny_bert_dir, tiny_bert_spec
 

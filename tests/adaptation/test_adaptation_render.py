@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.generator import (
+from ascendbridge.package.generator import (
     NO_RESULTS,
     RUNTIME_DIR,
     GeneratorError,
@@ -15,7 +15,7 @@ from adaptation.generator import (
     render_adaptation,
     update_readme_results,
 )
-from adaptation.spec import AdaptationSpec, AppliedFix
+from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from ascendbridge.config import TorchProfile, TorchSource
 
 from tests.adaptation.helpers import tiny_bert_dir, tiny_bert_spec

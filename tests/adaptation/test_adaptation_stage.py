@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.spec import AdaptationSpec, AppliedFix
+from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.uv_env import parse_result, profile_for_device, sync, uv_environment
+from ascendbridge.package.uv_env import parse_result, profile_for_device, sync, uv_environment
 
 
 def test_parse_result_takes_the_last_marker_line() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from adaptation.spec import AdaptationSpec, ModelSource
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 

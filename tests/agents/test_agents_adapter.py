@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package.spec import AdaptationSpec
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.agents.history import REUSE_EVENT, RUN_EVENT
 from ascendbridge.board import BoardStore

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptation.healing.agent_escalation import _check_proposal
-from adaptation.healing.settings import HealingSettings
-from adaptation.spec import SPEC_FILE, AdaptationSpec, InputRecipe, ModelSource, forbidden_change
+from healing.agent_escalation import _check_proposal
+from healing.settings import HealingSettings
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, InputRecipe, ModelSource, forbidden_change
 from ascendbridge.config import REPO_ROOT
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.generator import render_adaptation
-from adaptation.healing.stage import HEALING_STAGE
-from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.generator import render_adaptation
+from healing.stage import HEALING_STAGE
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.agents.history import REUSE_EVENT, RUN_EVENT, memory_dir
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration

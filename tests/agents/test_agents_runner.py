@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.history import RUN_EVENT, memory_dir
 from ascendbridge.board import BoardStore

@@ -1,6 +1,6 @@
 """Tiny local models of three task families, rendered as adaptations, for the benchmark tests.
 
-The adaptations are real generator output (adaptation.generator.render_adaptation) plus the
+The adaptations are real generator output (ascendbridge.package.generator.render_adaptation) plus the
 rendered accuracy_run.py; they run with the shared torch test environment's interpreter.
 """
 
@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from adaptation.generator import generate, render_adaptation
-from adaptation.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
-from adaptation.spec import RESULT_MARKER
+from ascendbridge.package.generator import generate, render_adaptation
+from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
+from ascendbridge.package.spec import RESULT_MARKER
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir

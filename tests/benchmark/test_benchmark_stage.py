@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.healing.failure import Failure
-from adaptation.spec import AdaptationSpec
+from healing.failure import Failure
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.board import BoardStore
 from benchmark.stage import BENCHMARK_STAGE, board_figures, keep_module_fp32
 from tests.benchmark.bench_support import stage_context as make_context

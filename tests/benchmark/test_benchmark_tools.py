@@ -15,7 +15,7 @@ from ascendbridge.config import REPO_ROOT
 from benchmark.hotspots import analyse, self_times
 from benchmark.probe import latest_probe
 from benchmark.roofline import roofline
-from benchmark.trace import load_trace
+from ascendbridge.gatekit.trace import load_trace
 
 TOOL = REPO_ROOT / "benchmark" / "scripts" / "benchmark_tool.py"
 PROBE = REPO_ROOT / "scripts" / "env_probe.py"

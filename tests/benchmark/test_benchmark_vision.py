@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from adaptation.generator import render_adaptation
-from adaptation.healing.stage import HEALING_STAGE
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package.generator import render_adaptation
+from healing.stage import HEALING_STAGE
+from ascendbridge.package.spec import AdaptationSpec
 from adaptation.spec_builder import build_spec
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore

@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
-from adaptation.generator import render_adaptation
-from adaptation.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
 from business_benchmark.evidence import PREDICTIONS_PREFIX, build_evidence, read_json, stem
 from business_benchmark.mapping import evaluations_for
 from business_benchmark.pass_rule import PassRule

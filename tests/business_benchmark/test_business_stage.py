@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.generator import generate
-from adaptation.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.generator import generate
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.board import BoardStore
 from ascendbridge.board.queries import BoardQueries
 from ascendbridge.board.records import Registration

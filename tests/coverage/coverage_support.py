@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from adaptation.generator import render_adaptation
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import AdaptationSpec
 from adaptation.spec_builder import build_spec
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration

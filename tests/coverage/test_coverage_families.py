@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from adaptation.healing.stage import HEALING_STAGE
-from adaptation.spec import AdaptationSpec
+from healing.stage import HEALING_STAGE
+from ascendbridge.package.spec import AdaptationSpec
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.discovery.task_family import classify

@@ -1,4 +1,4 @@
-"""`python -m adaptation.healing`: catalogue listing, classification of a real failure log, bad
+"""`python -m healing`: catalogue listing, classification of a real failure log, bad
 input handling (one `error:` line, exit 2, no traceback), and the escalation hook."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.healing import escalation
-from adaptation.healing.classifier import classify
-from adaptation.healing.failure import Failure
-from adaptation.healing.rules import RULES, Fix
-from adaptation.spec import AdaptationSpec, ModelSource
+from healing import escalation
+from healing.classifier import classify
+from healing.failure import Failure
+from healing.rules import RULES, Fix
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.runtime.process import run_command
 
 
 def healer(*args: str) -> tuple[int, str]:
-    res = run_command([sys.executable, "-m", "adaptation.healing", *args], cwd=REPO_ROOT, timeout_s=120)
+    res = run_command([sys.executable, "-m", "healing", *args], cwd=REPO_ROOT, timeout_s=120)
     return res.exit_code, res.output
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.generator import render_adaptation
-from adaptation.healing.evidence import EVIDENCE_FILE
-from adaptation.healing.stage import HEALING_STAGE
-from adaptation.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
+from ascendbridge.package.generator import render_adaptation
+from healing.evidence import EVIDENCE_FILE
+from healing.stage import HEALING_STAGE
+from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from adaptation.healing.evidence import write_evidence
-from adaptation.healing.gate import healing_gate, outputs_problem
-from adaptation.healing.loop import heal
-from adaptation.healing.rules import FixContext
-from adaptation.healing.settings import HealingSettings
-from adaptation.spec import AdaptationSpec, ModelSource
+from healing.evidence import write_evidence
+from healing.gate import healing_gate, outputs_problem
+from healing.loop import heal
+from healing.rules import FixContext
+from healing.settings import HealingSettings
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
 
 
 def spec_only_package(root: Path) -> Path:
@@ -77,8 +77,8 @@ def test_stale_evidence_is_removed_when_a_new_heal_starts(tmp_path: Path) -> Non
 
 
 def test_an_escalators_invalid_proposal_fails_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from adaptation.healing import escalation
-    from adaptation.healing.rules import Fix
+    from healing import escalation
+    from healing.rules import Fix
 
     monkeypatch.setattr(escalation, "_ESCALATORS", [])
     # stands in for an LLM backend (none exists here) that proposes a malformed edit

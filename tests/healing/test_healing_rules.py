@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from adaptation.healing.classifier import UNCLASSIFIED, classify
-from adaptation.healing.failure import Failure
-from adaptation.healing.rules import RULES, Block, Fix, FixContext, GiveUp, apply_changes, rule_named
-from adaptation.spec import AdaptationSpec, ModelSource
+from healing.classifier import UNCLASSIFIED, classify
+from healing.failure import Failure
+from healing.rules import RULES, Block, Fix, FixContext, GiveUp, apply_changes, rule_named
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.runtime.process import run_command
 from tests.support.torch_env import torch_env_python
 
@@ -35,7 +35,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def failure_of(output: str, phase: str = "dry_run") -> Failure:
-    from adaptation.uv_env import parse_result
+    from ascendbridge.package.uv_env import parse_result
 
     return Failure(phase=phase, exit_code=1, timed_out=False, output=output, result=parse_result(output))
 
@@ -170,7 +170,7 @@ def test_unrecognised_failure_is_unclassified_with_tail(captured: dict[str, str]
 
 def test_dependency_resolution_on_a_real_uv_failure(tmp_path: Path) -> None:
     """uv really fails to resolve a pin that does not exist; the rule relaxes exactly that pin."""
-    from adaptation import uv_env
+    from ascendbridge.package import uv_env
 
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "resolve-me"\nversion = "0"\nrequires-python = ">=3.10"\n'

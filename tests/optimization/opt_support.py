@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
-from adaptation.generator import render_adaptation
-from adaptation.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
 from ascendbridge.config import REPO_ROOT
 
 DEMO = REPO_ROOT / "demo_models"

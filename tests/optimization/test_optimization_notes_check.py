@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from adaptation.spec import AdaptationSpec
+from ascendbridge.package.spec import AdaptationSpec
 from optimization.notes_check import NOTES_SCHEMA, check_notes, pairstats
 from optimization.render import render_accuracy_run_perf
 from tests.optimization.opt_support import demo_config, make_adaptation
@@ -163,7 +163,8 @@ def test_optimization_tool_aggregate_and_compare(tmp_path: Path) -> None:
 
 
 def test_perf_evidence_has_its_own_name_the_benchmark_gate_never_takes(tmp_path: Path) -> None:
-    from benchmark.evidence import METRICS_SCHEMA, find_evidence
+    from ascendbridge.gatekit.evidence import METRICS_SCHEMA
+    from benchmark.evidence import find_evidence
     from optimization.render import PERF_METRICS_PREFIX
 
     runtime = (Path(__file__).resolve().parents[2] / "ab_runtime" / "optimize" / "perf_run.py").read_text()

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from adaptation.spec import RESULT_MARKER
+from ascendbridge.package.spec import RESULT_MARKER
 from tests.runtime.rt_support import RUNTIME_PARENT
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from adaptation import uv_env
+from ascendbridge.package import uv_env
 from adaptation.revalidation.compare import compare
-from adaptation.spec import AdaptationSpec
-from adaptation.stack import StackMismatch, check_stack
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.stack import StackMismatch, check_stack
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.envmode import EnvChoice

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adaptation.healing.settings import HealingSettings
+from healing.settings import HealingSettings
 from ascendbridge.agents.settings import Budget
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.settings import StageSettings, setting_keys

@@ -1,0 +1,47 @@
+"""Run framework-owned scripts in an adaptation's interpreter (the env that has torch).
+
+The framework has no torch, so anything that loads tensors (the gate's recomputation, `compare`,
+the environment probe) runs a script from `ascendbridge/gatekit/inner/` with the adaptation's Python. The
+script comes from this repository; only the interpreter comes from the adaptation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ascendbridge.runtime.process import CommandResult, run_command
+
+INNER_DIR = Path(__file__).resolve().parent / "inner"
+_FOREIGN_ENV_VARS = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
+
+
+class EnvError(RuntimeError):
+    """No usable interpreter for an adaptation."""
+
+
+def adaptation_python(adaptation_dir: Path, override: Optional[str] = None) -> Path:
+    """`override` if given, else the adaptation's synced `.venv/bin/python`."""
+    if override:
+        path = Path(override).absolute()  # not resolve(): a venv's python is a symlink to keep
+        if not path.is_file():
+            raise EnvError(f"--python {override}: no such interpreter")
+        return path
+    python = Path(adaptation_dir) / ".venv" / "bin" / "python"
+    if not python.is_file():
+        raise EnvError(f"{adaptation_dir} has no synced environment (.venv); run "
+                       f"`uv sync --extra cpu` there (or --extra ascend / cuda) first")
+    return python
+
+
+def run_inner(python: Path, script: str, args: Sequence[str], cwd: Optional[Path] = None,
+              timeout_s: float = 600.0) -> CommandResult:
+    """`python -E -s ascendbridge/gatekit/inner/<script> ARGS`: no env-var paths, no user site-packages."""
+    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV_VARS}
+    if not Path(python).is_file():
+        raise EnvError(f"interpreter {python} does not exist")
+    return run_command([str(python), "-E", "-s", str(INNER_DIR / script), *args], cwd=cwd, env=env,
+                       timeout_s=timeout_s)
+
+

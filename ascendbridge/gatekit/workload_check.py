@@ -1,0 +1,132 @@
+"""Re-derive a benchmark metrics file's workload figures from its raw samples (no torch).
+
+Every TTFT / TPOT / encoder / sweep statistic, tokens/s, decode bandwidth, the knee of the batch
+sweep, the greedy match rate and first divergence, and the headline figures are recomputed with
+the runtime's own pure functions (ab_runtime/workload_figures.py) and must equal the recorded
+ones. The re-execution half (the reference's greedy tokens regenerated, TPOT re-timed) runs in
+the adaptation's interpreter (ascendbridge/gatekit/inner/reexecute.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ab_runtime import workload_figures as wf
+
+GENERATION = ("generation", "encoder_generation")
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-6)
+
+
+def _positive_list(value: Any) -> bool:
+    return (isinstance(value, list) and bool(value)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value))
+
+
+def _same(where: str, recorded: Any, recomputed: dict[str, Any]) -> list[str]:
+    if not isinstance(recorded, dict):
+        return [f"{where}: missing"]
+    return [f"{where}.{k}: recorded {recorded.get(k)!r}, its samples give {v!r}"
+            for k, v in recomputed.items() if not _close(recorded.get(k), v)]
+
+
+def check_generation(body: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    runs = body.get("runs")
+    if not isinstance(runs, list) or not runs:
+        return ["workload.runs: missing"]
+    for i, run in enumerate(runs):
+        where = f"workload.runs[{i}]"
+        ttft, steps = run.get("ttft_samples_ms"), run.get("decode_steps_ms")
+        if not _positive_list(ttft) or not isinstance(steps, list) or not all(_positive_list(s) for s in steps):
+            problems.append(f"{where}: ttft_samples_ms and decode_steps_ms must be positive latencies")
+            continue
+        if not len(ttft) == len(steps) == run.get("iterations"):
+            problems.append(f"{where}: iterations {run.get('iterations')} != {len(ttft)} TTFT / {len(steps)} decode samples")
+        if any(len(s) != run.get("new_tokens", 0) - 1 for s in steps):
+            problems.append(f"{where}: every run must time new_tokens - 1 decode steps")
+        fig = wf.generation_figures(ttft, steps, int(run.get("batch", 0)))
+        problems += _same(f"{where}.ttft_ms", run.get("ttft_ms"), fig["ttft_ms"])
+        problems += _same(f"{where}.tpot_ms", run.get("tpot_ms"), fig["tpot_ms"])
+        if not _close(run.get("tokens_per_s"), fig["tokens_per_s"]):
+            problems.append(f"{where}.tokens_per_s does not equal batch / TPOT")
+        if "encoder_samples_ms" in run:
+            problems += _same(f"{where}.encoder_ms", run.get("encoder_ms"), wf.stats(run["encoder_samples_ms"])
+                              if _positive_list(run["encoder_samples_ms"]) else {"median_ms": -1})
+        bytes_per_step = run.get("bytes_per_decode_step")
+        if not isinstance(bytes_per_step, int) or bytes_per_step < run.get("weight_bytes", 0) or bytes_per_step <= 0:
+            problems.append(f"{where}.bytes_per_decode_step: must be at least the weight bytes")
+        elif not _close(run.get("decode_bandwidth_gbs"), wf.decode_bandwidth_gbs(bytes_per_step, fig["tpot_ms"]["median_ms"])):
+            problems.append(f"{where}.decode_bandwidth_gbs does not equal bytes per step / TPOT")
+        if run.get("peak_memory_bytes") is not None and (not isinstance(run["peak_memory_bytes"], int)
+                                                         or run["peak_memory_bytes"] < run.get("kv_cache_bytes", 0)):
+            problems.append(f"{where}.peak_memory_bytes is below the KV cache it held")
+    if problems:
+        return problems
+    first, last = runs[0], runs[-1]
+    if first.get("batch") != 1:
+        problems.append("workload.runs[0] must be the batch-1 run")
+    reference = body.get("reference_tokens")
+    tokens = first.get("tokens")
+    if reference is not None:
+        if not (isinstance(tokens, list) and tokens and isinstance(tokens[0], list)):
+            problems.append("workload.runs[0].tokens: missing")
+        else:
+            again = wf.divergence(tokens[0], reference)
+            recorded = body.get("greedy_vs_reference") or {}
+            if any(recorded.get(k) != v and not _close(recorded.get(k), v) for k, v in again.items()):
+                problems.append(f"workload.greedy_vs_reference {recorded} does not follow from the recorded tokens "
+                                f"({again})")
+    headline = {"tpot_ms": first["tpot_ms"]["median_ms"], "tokens_per_s": first["tokens_per_s"],
+                "ttft_ms": first["ttft_ms"]["median_ms"], "batch_tokens_per_s": last["tokens_per_s"],
+                "batch": last["batch"], "decode_bandwidth_gbs": first["decode_bandwidth_gbs"],
+                "peak_memory_bytes": max(r.get("peak_memory_bytes") or 0 for r in runs)}
+    return problems + _same("workload.headline", body.get("headline"), headline)
+
+
+def check_sweep(body: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    points = body.get("points")
+    if not isinstance(points, list) or not points:
+        return ["workload.points: missing"]
+    for i, p in enumerate(points):
+        where = f"workload.points[{i}]"
+        if not _positive_list(p.get("samples_ms")) or not isinstance(p.get("batch"), int):
+            problems.append(f"{where}: batch and samples_ms must be recorded")
+            continue
+        problems += _same(where, p, wf.stats(p["samples_ms"]))
+        if not _close(p.get("samples_per_s"), p["batch"] * 1000.0 / wf.stats(p["samples_ms"])["median_ms"]):
+            problems.append(f"{where}.samples_per_s does not equal batch / median latency")
+    if problems:
+        return problems
+    if body.get("knee_batch") != wf.knee(points, float(body.get("knee_fraction", wf.KNEE_FRACTION))):
+        problems.append(f"workload.knee_batch {body.get('knee_batch')} is not the knee of the recorded sweep "
+                        f"({wf.knee(points)})")
+    at_knee = next((p for p in points if p["batch"] == body.get("knee_batch")), None)
+    headline = {"batch1_latency_ms": points[0]["median_ms"] if points[0]["batch"] == 1 else None,
+                "throughput_samples_per_s": max(p["samples_per_s"] for p in points),
+                "knee_samples_per_s": at_knee["samples_per_s"] if at_knee else None,
+                "peak_memory_bytes": max(p.get("peak_memory_bytes") or 0 for p in points)}
+    return problems + _same("workload.headline", body.get("headline"), headline)
+
+
+def check_workload(metrics: dict[str, Any]) -> list[str]:
+    """Problems with the metrics file's `workload` block (None, for the forward workload, is fine)."""
+    body = metrics.get("workload")
+    if body is None:
+        return []
+    if not isinstance(body, dict) or not isinstance(body.get("workload"), dict):
+        return ["workload: must be an object naming its profile"]
+    if body.get("profiler_during_timing") is not False:
+        return ["workload: profiler_during_timing must be recorded as false"]
+    name = body["workload"].get("name")
+    if name in GENERATION:
+        return check_generation(body)
+    if name == "batch_sweep":
+        return check_sweep(body)
+    return [f"workload: unknown profile {name!r}"]

@@ -1,0 +1,181 @@
+"""The adaptation spec (`adaptations/<name>/adaptation.json`): the single source every generated
+file is rendered from. The healer fixes failures by editing the spec, never the rendered files,
+so re-rendering an unchanged spec reproduces the package byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from ab_runtime import accuracy_standard
+from ab_runtime.fileops import write_text_atomic
+
+SPEC_FILE = "adaptation.json"
+SPEC_VERSION = 1
+# demo.py, accuracy_run.py and accuracy_run_perf.py print exactly one line starting with this
+# marker followed by a JSON object; gates parse that line, never free text.
+RESULT_MARKER = "ASCENDBRIDGE_RESULT "
+
+
+# Spec keys no agent (adapter, healer) may change, each with the reason given when a proposal tries.
+FORBIDDEN_KEYS: dict[str, str] = {
+    "name": "the adaptation's name is the board's",
+    "model": "the model's identity and source are a person's registration",
+    "spec_version": "the spec version belongs to the framework",
+    "applied_fixes": "the fix history is provenance, written by the program",
+    "trust_remote_code": "running a model's remote code is a person's decision on the board",
+    "tolerances": "accuracy thresholds are the framework's standard; only a person may request a "
+                  "bounded change",
+}
+
+
+def forbidden_change(changed_keys: Any, role: str) -> Optional[str]:
+    """The one-line refusal for a proposal that changes a forbidden key (top level of `changed_keys`
+    such as "dtype" or "tolerances/float32"), or None when it touches none."""
+    hit = sorted({str(key).split("/")[0] for key in changed_keys} & set(FORBIDDEN_KEYS))
+    if not hit:
+        return None
+    reasons = "; ".join(f"{key}: {FORBIDDEN_KEYS[key]}" for key in hit)
+    return f"the agent changed {', '.join(hit)}, which the {role} role may not change ({reasons})"
+
+
+class ModelSource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model_id: str
+    source: Literal["huggingface", "local", "hf-cache"] = "huggingface"
+    path: Optional[str] = None  # local directory (source=local) or cache dir (hf-cache)
+    revision: Optional[str] = None
+    has_weights: bool = True  # False: config-only model, always config-initialised
+
+
+class InputRecipe(BaseModel):
+    """How the task family builds deterministic inputs (see adaptation runtime families)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch_size: int = 2
+    seq_len: int = 32
+    decoder_seq_len: int = 8
+    image_size: Optional[int] = None
+    num_mel_bins: Optional[int] = None
+    audio_frames: Optional[int] = None
+    seed: int = 1234
+    input_names: list[str] = Field(default_factory=list)  # from the forward signature
+
+
+class DtypePolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reference: str = "float32"  # CPU reference dtype
+    target: str = "float32"  # dtype on the chosen device
+    fallback: Optional[str] = None  # used when the device rejects `target` (healer sets it)
+    # Module classes kept in float32 inside lower-precision runs (the healer's remedy for an
+    # operator without a kernel for that dtype, e.g. FNet's FFT in bfloat16 on CPU).
+    keep_fp32_modules: list[str] = Field(default_factory=list)
+
+
+def _tolerance_requests(value: Any) -> dict[str, dict[str, float]]:
+    """The spec's threshold requests as {dtype: {key: value}} (legacy flat keys translated).
+
+    The numbers themselves belong to the framework's accuracy standard
+    (ab_runtime/accuracy_standard.py): a request looser than its bound is kept
+    here, refused by the standard and reported by the benchmark gate.
+    """
+    return accuracy_standard.normalize(value)
+
+
+class WorkloadSpec(BaseModel):
+    """The workload profile the benchmark and the optimizer measure (ab_runtime/workloads.py):
+    its name (None: the task family's default) and any sizes that differ from the profile's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
+    prompt_len: Optional[int] = Field(None, ge=1)
+    new_tokens: Optional[int] = Field(None, ge=2)
+    batch: Optional[int] = Field(None, ge=1)
+    sweep: Optional[list[Annotated[int, Field(ge=1)]]] = Field(None, min_length=1)
+    headline_batch: Optional[int] = Field(None, ge=1)
+
+
+class AppliedFix(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rule: str
+    description: str
+    changes: dict[str, Any] = Field(default_factory=dict)
+    attempt: Optional[int] = None
+
+
+class AdaptationSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    spec_version: int = SPEC_VERSION
+    name: str  # adaptation directory name (from the board)
+    model: ModelSource
+    task_family: str
+    model_class: str  # transformers class name, e.g. "BertModel", "AutoModelForCausalLM"
+    architecture: Optional[str] = None
+    model_type: Optional[str] = None
+    trust_remote_code: bool = False
+    inputs: InputRecipe = Field(default_factory=InputRecipe)
+    dtype: DtypePolicy = Field(default_factory=DtypePolicy)
+    # Requests against the framework's accuracy standard, {dtype: {threshold: value}}; a person's
+    # decision (agents may not change it), bounded and reported by the gates.
+    tolerances: Annotated[dict[str, dict[str, float]], BeforeValidator(_tolerance_requests)] = Field(
+        default_factory=dict)
+    # Dry run: at most this many layers are built (recorded in output); None = the full depth.
+    dry_run_max_layers: Optional[int] = None
+    config_overrides: dict[str, Any] = Field(default_factory=dict)
+    # Extra pip requirements for every profile, e.g. {"sentencepiece": ">=0.2"}.
+    dependencies: dict[str, str] = Field(default_factory=dict)
+    transformers_requirement: str = "transformers>=4.46"
+    python_requirement: str = ">=3.10"
+    sentence_transformers_pooling: Optional[str] = None  # "mean" | "cls" | None
+    # modules.json ends with a Normalize module: sentence embeddings are L2-normalised, as
+    # sentence-transformers' encode() returns them.
+    sentence_transformers_normalize: bool = False
+    # Healer fix for device mismatches: build and run the model with the run device as torch's
+    # default device (torch.set_default_device), so tensors model code creates without an
+    # explicit device land on the run device.
+    set_default_device: bool = False
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    applied_fixes: list[AppliedFix] = Field(default_factory=list)
+    # Discovery's plan for a model larger than one device (ascendbridge/discovery/decisions.py):
+    # {"devices": N, "strategy": "device_map", "tensor_parallel_degree": T, ...}; the team lead gives
+    # its timed stages N devices at once. None: one device.
+    device_plan: Optional[dict[str, Any]] = None
+
+    def to_json(self) -> str:
+        """The exact text of adaptation.json (stable key order, so re-saving is byte-identical)."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+    def save(self, directory: Path) -> Path:
+        path = Path(directory) / SPEC_FILE
+        write_text_atomic(path, self.to_json())
+        return path
+
+    @classmethod
+    def load(cls, directory: Path) -> "AdaptationSpec":
+        path = Path(directory) / SPEC_FILE
+        try:
+            return cls.model_validate_json(path.read_text())
+        except FileNotFoundError:
+            raise ValueError(f"no {SPEC_FILE} in {directory}") from None
+
+
+def apply_changes(spec: AdaptationSpec, changes: dict[str, Any]) -> AdaptationSpec:
+    """Return a validated copy of `spec` with each "a/b/c" path set to its value."""
+    data = spec.model_dump(mode="json")
+    for path, value in changes.items():
+        *parents, leaf = path.split("/")
+        node = data
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return AdaptationSpec.model_validate(data)

@@ -1,0 +1,132 @@
+"""uv operations on one adaptation directory (lock, sync, run its demo), contained.
+
+The generator, the healer and the benchmark stage all drive adaptation environments through
+these few functions so every uv call gets the same clean environment, timeout and output cap
+(`ascendbridge.runtime.process.run_command`). The gate (`scripts/check_adaptation.py`) does NOT
+use this module: it calls uv itself, so a bug here cannot make it pass.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Optional
+
+from ascendbridge.package import system_env
+from ascendbridge.package.spec import RESULT_MARKER
+from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
+from ascendbridge.package.system_env import sync_system
+from ascendbridge.config import uv_binary
+from ascendbridge.runtime.process import CommandResult, run_command
+from ascendbridge.runtime.reports import marked_json
+
+# demo.py --device value -> the pyproject extra that installs the matching torch
+DEVICE_PROFILES: dict[str, str] = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
+PROFILES: tuple[str, ...] = ("ascend", "cuda", "cpu")
+DEVICE_OF_PROFILE: dict[str, str] = {p: d for d, p in DEVICE_PROFILES.items()}
+
+LOCK_TIMEOUT_S = 300.0
+SYNC_TIMEOUT_S = 1800.0  # a first sync of a CUDA/NPU profile downloads gigabytes
+DEMO_TIMEOUT_S = 600.0
+
+# Variables that would point uv at another environment than the adaptation's own .venv
+# (e.g. the framework's, when the framework itself runs under `uv run`).
+_FOREIGN_ENV_VARS = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
+
+
+def uv_environment(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """The process environment for uv and model runs: ours minus foreign venv pointers."""
+    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV_VARS}
+    env.setdefault("UV_NO_PROGRESS", "1")
+    env.update(extra or {})
+    return env
+
+
+def profile_for_device(device: str) -> str:
+    """Map a demo --device (npu|cuda|cpu) to its extra; raise ValueError on anything else."""
+    if device not in DEVICE_PROFILES:
+        raise ValueError(f"unknown device '{device}' (expected one of: {', '.join(DEVICE_PROFILES)})")
+    return DEVICE_PROFILES[device]
+
+
+def _uv(
+    directory: Path, args: Sequence[str], timeout_s: float, log: Optional[IO[str]],
+    env: Optional[Mapping[str, str]] = None,
+) -> CommandResult:
+    directory = Path(directory)
+    if not (directory / "pyproject.toml").is_file():
+        raise FileNotFoundError(f"no pyproject.toml in {directory}")
+    return run_command([uv_binary(), *args], cwd=directory, env=uv_environment(env),
+                       timeout_s=timeout_s, log=log)
+
+
+def lock(directory: Path, *, check: bool = False, timeout_s: float = LOCK_TIMEOUT_S,
+         log: Optional[IO[str]] = None) -> CommandResult:
+    """`uv lock` (or `uv lock --check`: fail when uv.lock does not match pyproject.toml)."""
+    return _uv(directory, ["lock", "--check"] if check else ["lock"], timeout_s, log)
+
+
+def sync(directory: Path, profile: str, *, timeout_s: float = SYNC_TIMEOUT_S,
+         log: Optional[IO[str]] = None, env: Optional[EnvChoice] = None) -> CommandResult:
+    """Make the adaptation's `.venv` for one profile, in the environment mode of `env` (default:
+    the run's, ASCENDBRIDGE_ENV): `locked` = `uv sync --locked --extra PROFILE` (exactly the
+    lock's packages); `system` = layered on the given interpreter's torch (ascendbridge.package.system_env).
+    A bad mode or a mismatched stack comes back as a failed result with one `error:` line."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile '{profile}' (expected one of: {', '.join(PROFILES)})")
+    if env is None:
+        try:
+            env = env_choice()
+        except EnvModeError as exc:
+            return CommandResult(["sync", str(directory)], 2, 0.0, False, f"error: {exc}\n", False)
+    if env.system:
+        return sync_system(Path(directory), env, DEVICE_OF_PROFILE[profile], log)
+    if system_env.marker(directory) is not None:  # a system-mode venv must not receive the lock's torch
+        shutil.rmtree(Path(directory) / ".venv")
+    return _uv(directory, ["sync", "--locked", "--extra", profile], timeout_s, log)
+
+
+def run_in_env(directory: Path, argv: Sequence[str], *, timeout_s: float = DEMO_TIMEOUT_S,
+               log: Optional[IO[str]] = None, env: Optional[Mapping[str, str]] = None) -> CommandResult:
+    """Run `python ARGV...` in the adaptation's synced environment, cwd = the adaptation.
+
+    `--no-sync`: a run never changes the environment (a plain `uv run` would re-sync it
+    without the profile's extra and could remove torch).
+    A system-mode environment runs with its own interpreter directly (no uv on such hosts).
+    """
+    if system_env.marker(directory) is not None:
+        python = Path(directory) / ".venv" / "bin" / "python"
+        extra = {"VIRTUAL_ENV": str(python.parent.parent), **(env or {})}
+        return run_command([str(python), *argv], cwd=Path(directory), env=uv_environment(extra),
+                           timeout_s=timeout_s, log=log)
+    return _uv(directory, ["run", "--no-sync", "python", *argv], timeout_s, log, env)
+
+
+@dataclass
+class DemoRun:
+    """One demo.py run: the contained command and its parsed RESULT line (None if absent)."""
+
+    command: CommandResult
+    result: Optional[dict[str, Any]]
+
+    @property
+    def ok(self) -> bool:
+        return self.command.ok and bool(self.result and self.result.get("ok"))
+
+
+def parse_result(output: str) -> Optional[dict[str, Any]]:
+    """The JSON object of the last `ASCENDBRIDGE_RESULT ` line, or None when there is none."""
+    return marked_json(output, RESULT_MARKER)
+
+
+def run_demo(directory: Path, args: Sequence[str] = ("--dry-run",), *, device: str = "cpu",
+             timeout_s: float = DEMO_TIMEOUT_S, log: Optional[IO[str]] = None,
+             env: Optional[Mapping[str, str]] = None) -> DemoRun:
+    """Run `demo.py --device DEVICE ARGS...` (environment must be synced) and parse its result."""
+    profile_for_device(device)
+    command = run_in_env(directory, ["demo.py", "--device", device, *args],
+                         timeout_s=timeout_s, log=log, env=env)
+    return DemoRun(command=command, result=parse_result(command.output))

@@ -1,0 +1,47 @@
+"""The run needs more memory or time than it has: shrink the workload step by step."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from healing.failure import Failure
+from healing.rules.base import FixContext, Match, Remedy, Rule, shrink_workload
+from ascendbridge.package.spec import AdaptationSpec
+
+_OOM = re.compile(
+    r"DefaultCPUAllocator: can't allocate memory|CUDA out of memory|NPU out of memory|"
+    r"OutOfMemoryError|\bMemoryError\b|out of memory|Cannot allocate memory"
+)
+_KILLED_SIGNALS = (-9, 137)  # SIGKILL: what the kernel's OOM killer sends
+
+
+class OutOfMemoryRule(Rule):
+    name = "out_of_memory"
+    description = "Out of memory (host, CUDA or NPU): smaller batch, then shorter sequence, then fewer dry-run layers."
+
+    def match(self, failure: Failure) -> Optional[Match]:
+        found = _OOM.search(failure.text)
+        if (failure.result or {}).get("error_kind") == "dry_run_too_large":
+            return Match(f"the dry run does not fit memory: {failure.error}", {"phase": failure.phase})
+        if found:
+            return Match(f"out of memory ({found.group(0)})", {"phase": failure.phase})
+        if failure.exit_code in _KILLED_SIGNALS and not failure.timed_out:
+            return Match("killed by SIGKILL without a timeout (the kernel's OOM killer?)", {"phase": failure.phase})
+        return None
+
+    def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
+        return shrink_workload(spec, match.facts.get("phase", ""), ctx, "out of memory")
+
+
+class TimeoutRule(Rule):
+    name = "timeout"
+    description = "The run hung or was too slow and was killed at its timeout: run a smaller workload."
+
+    def match(self, failure: Failure) -> Optional[Match]:
+        if failure.timed_out:
+            return Match(f"killed after the {failure.timeout_s or 0:.0f} s timeout", {"phase": failure.phase})
+        return None
+
+    def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
+        return shrink_workload(spec, match.facts.get("phase", ""), ctx, "timed out")

@@ -1,0 +1,65 @@
+"""HEALING_STAGE: the team lead's entry point to the healer (ascendbridge.stage_api.Stage).
+
+run(ctx) heals the adaptation the Adaptation stage rendered (see loop.py) and proposes
+done / failed / blocked with the diagnosis and every attempt; gate(ctx) re-verifies
+independently (see gate.py). Nothing here trusts what run() said.
+"""
+
+from __future__ import annotations
+
+from healing.agent_escalation import install as install_agent_escalators
+from healing.context import fix_context
+from healing.gate import healing_gate
+from healing.loop import heal
+from healing.settings import HealingSettings
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.envmode import use_model_env
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+
+
+install_agent_escalators()  # memory of past fixes, then the healer's LLM backend (builtin: none)
+
+
+class HealingStage:
+    name = "healing"
+
+    def run(self, ctx: StageContext) -> StageOutcome:
+        use_model_env(ctx.model)
+        try:
+            settings = HealingSettings.from_sources(ctx.settings)
+            spec = AdaptationSpec.load(ctx.adaptation_dir)
+        except ValueError as exc:
+            return StageOutcome("failed", str(exc), diagnosis={"rule": "bad_input", "summary": str(exc)})
+        fixes_ctx = fix_context(spec, ctx.model.allow_remote_code, ctx.model.metadata)
+        report = heal(ctx.adaptation_dir, settings, fixes_ctx, ctx.say, ctx.log)
+        fixes = report.fixes
+        result = {
+            "attempts": [a.as_dict() for a in report.attempts],
+            "fixes": fixes,
+            "device": settings.device,
+            "profile": settings.profile,
+            "dry_run": report.dry_run,
+            "real_run": report.real_run,
+            "real_weights": report.real_run is not None,
+            "real_weights_reason": report.real_weights_reason,
+        }
+        return StageOutcome(
+            status=report.status,
+            summary=report.summary,
+            result=result,
+            diagnosis=report.diagnosis,
+            fix_applied="; ".join(fixes) or None,
+        )
+
+    def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
+        try:
+            settings = HealingSettings.from_sources(ctx.settings)
+        except ValueError as exc:
+            return GateResult(False, str(exc))
+        passed, summary, report = healing_gate(ctx.adaptation_dir, ctx.model.adaptation_name,
+                                               settings.device, settings.demo_timeout_s)
+        return GateResult(passed, summary, report)
+
+
+HEALING_STAGE = HealingStage()
