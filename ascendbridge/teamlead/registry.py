@@ -96,6 +96,15 @@ def stage_refs(environ: Optional[dict[str, str]] = None) -> dict[str, StageRef]:
     return refs
 
 
+def entry_point_stage(name: str) -> Any:
+    """The stage the installed packages declare for `name` (entry points only, never an override),
+    loaded: for a stage that runs others in its slot (re-validation fills `benchmark` on its board)."""
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    if not found:
+        raise StageLoadError(f"no entry point for stage '{name}' (group {ENTRY_POINT_GROUP})")
+    return load_stage(StageRef(name, found[0].value.replace(" ", ""), "entry-point"))
+
+
 def extra_stages_env(refs: dict[str, StageRef]) -> str:
     """The env value that makes a worker subprocess see the same non-entry-point stages."""
     return ",".join(f"{r.name}={r.target}" for r in refs.values() if r.source != "entry-point")

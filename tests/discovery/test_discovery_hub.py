@@ -11,7 +11,7 @@ from pathlib import Path
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.discovery.discover import discover
-from ascendbridge.discovery.stage import DISCOVERY_STAGE
+from discovery.stage import DISCOVERY_STAGE
 from ascendbridge.stage_api import StageContext
 
 COMMIT = "a" * 40

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.package import uv_env
-from adaptation.revalidation.compare import compare
+from ascendbridge.revalidation.compare import compare
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import StackMismatch, check_stack
 from ascendbridge.board import BoardError, BoardStore
@@ -30,8 +30,8 @@ from tests.stacks.stack_support import slowed_stack
 from tests.support.torch_env import torch_env_python
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "adaptation" / "scripts" / "run_completed_adaptations.py"
-EXPORTER = REPO / "adaptation" / "scripts" / "package_adaptations.py"
+SCRIPT = REPO / "scripts" / "run_completed_adaptations.py"
+EXPORTER = REPO / "scripts" / "package_adaptations.py"
 BASELINE_MS = 400.0
 
 

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 # ---------------------------------------------------------------- registry
 def test_entry_points_env_and_register_stage_override_in_that_order(monkeypatch: pytest.MonkeyPatch) -> None:
     refs = registry.stage_refs({})
-    assert refs["discovery"].target == "ascendbridge.discovery.stage:DISCOVERY_STAGE"
+    assert refs["discovery"].target == "discovery.stage:DISCOVERY_STAGE"
     assert refs["discovery"].source == "entry-point"
     env = {registry.EXTRA_STAGES_ENV: "discovery=tests.teamlead.toy_stages:DISCOVERY, optimization=a.b:C"}
     refs = registry.stage_refs(env)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adaptation.revalidation.compare import VERDICTS, Verdict
+from ascendbridge.revalidation.compare import VERDICTS, Verdict
 
 REPORT_JSON = "revalidation.json"
 REPORT_MD = "revalidation.md"

@@ -1,12 +1,12 @@
 """Re-validate completed adaptations on the current stack; report unchanged / improved / regressed / broken.
 
-    uv run adaptation/scripts/run_completed_adaptations.py [--models a,b] [--board board.db]
+    uv run scripts/run_completed_adaptations.py [--models a,b] [--board board.db]
         [--device cpu|cuda|npu] [--env locked|system --python PATH] [--optimize]
         [--tolerance 0.05] [--iters 10] [--warmup 3] [--workers 1] [--out DIR] [--json]
 
 Every completed adaptation (Benchmark completed on the board), or the selection, is copied to a
 scratch directory (the package and its recorded evidence stay untouched) and re-run through a
-team lead on a board of its own, one task per adaptation (adaptation/revalidation/stage.py):
+team lead on a board of its own, one task per adaptation (ascendbridge/revalidation/stage.py):
 healing's dry run, the benchmark and, with --optimize, the optimization, each gated. The
 figures are compared with the adaptation's recorded baseline on the main board (accuracy must
 pass; latency or throughput worse than the tolerance is a regression). Writes revalidation.json,
@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Optional
 
-from adaptation.revalidation.compare import DEFAULT_TOLERANCE, Verdict, broken, compare, latest_figures
-from adaptation.revalidation.report import write_report
+from ascendbridge.revalidation.compare import DEFAULT_TOLERANCE, Verdict, broken, compare, latest_figures
+from ascendbridge.revalidation.report import write_report
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import ModelRecord, Registration, now_iso
 from ascendbridge.config import adaptations_dir, board_path, logs_dir
@@ -37,7 +37,7 @@ from ascendbridge.stages import STAGES
 
 EVENT_KIND = "revalidation"
 STAGE_SLOT = "benchmark"  # the re-validation board runs REVALIDATION_STAGE in this slot
-STAGE_TARGET = "adaptation.revalidation.stage:REVALIDATION_STAGE"
+STAGE_TARGET = "ascendbridge.revalidation.stage:REVALIDATION_STAGE"
 TEAM_LEAD_TIMEOUT_S = 6 * 3600.0
 
 

@@ -11,8 +11,8 @@ from typing import Any
 from ascendbridge.discovery.decisions import decide, weight_bytes
 from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.errors import DiscoveryError
-from ascendbridge.discovery.evidence import evidence_path, read_evidence, write_evidence
-from ascendbridge.discovery.gate import verify
+from discovery.evidence import evidence_path, read_evidence, write_evidence
+from discovery.gate import verify
 from ascendbridge.discovery.hub import hub_token
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.discovery.render import summary_lines

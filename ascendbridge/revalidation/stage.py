@@ -1,10 +1,11 @@
 """REVALIDATION_STAGE: one team-lead task per completed adaptation, on the current stack.
 
-The re-validation script (adaptation/scripts/run_completed_adaptations.py) runs a team lead on a
+The re-validation script (scripts/run_completed_adaptations.py) runs a team lead on a
 board of its own whose `benchmark` slot is this stage (ASCENDBRIDGE_EXTRA_STAGES), so every
 package gets the team lead's devices, containment, leases and attempt log. run: sync the
 environment in the model's mode, healing's dry run (demo.py), then the Benchmark stage's run
-and, when `revalidation_optimize` is set, the Optimization stage's run; the Benchmark figures (with
+and, when `revalidation_optimize` is set, the Optimization stage's run (both loaded through their
+entry points, never imported); the Benchmark figures (with
 their stack id) travel in the outcome and reach this board with the gated completion. gate: the Benchmark gate (and the Optimization gate) re-derive
 those figures from the saved evidence. The comparison with the baseline is the script's job.
 """
@@ -13,15 +14,37 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from ascendbridge.envmode import use_model_env
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.envmode import use_model_env
+from ascendbridge.settings import StageSettings
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
-from benchmark.settings import BenchmarkSettings
-from benchmark.stage import BENCHMARK_STAGE
-from optimization.stage import OPTIMIZATION_STAGE
+from ascendbridge.teamlead.registry import entry_point_stage
 
 OPTIMIZE_KEY = "revalidation_optimize"
+
+
+class RevalidationSettings(StageSettings):
+    """The environment it syncs before the dry run: the benchmark's keys (device, sync timeout),
+    since re-validation fills the benchmark's slot and its runs are the benchmark's."""
+
+    model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_BENCHMARK_")
+    key_prefix = "benchmark_"
+
+    device: str = Field("cpu", validation_alias="ascendbridge_device")
+    sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
+
+    @model_validator(mode="after")
+    def _device(self) -> "RevalidationSettings":
+        uv_env.profile_for_device(self.device)  # validates the device name
+        return self
+
+    @property
+    def profile(self) -> str:
+        return uv_env.profile_for_device(self.device)
 
 
 def _optimize(ctx: StageContext) -> bool:
@@ -38,7 +61,7 @@ class RevalidationStage:
     def run(self, ctx: StageContext) -> StageOutcome:
         use_model_env(ctx.model)
         try:
-            settings = BenchmarkSettings.from_sources(ctx.settings)
+            settings = RevalidationSettings.from_sources(ctx.settings)
             AdaptationSpec.load(ctx.adaptation_dir)
         except ValueError as exc:
             return _failed("revalidation_setup", str(exc))
@@ -51,12 +74,12 @@ class RevalidationStage:
         if not demo.ok:
             error = (demo.result or {}).get("error") or f"exit {demo.command.exit_code}"
             return _failed("dry_run_failed", f"demo.py --dry-run failed: {error}", log_tail=demo.command.tail(30))
-        bench = BENCHMARK_STAGE.run(ctx)
+        bench = entry_point_stage("benchmark").run(ctx)
         if bench.status != "done":
             return bench
         result: dict[str, Any] = {"dry_run": demo.result, "benchmark": bench.result}
         if _optimize(ctx):
-            opt = OPTIMIZATION_STAGE.run(ctx)
+            opt = entry_point_stage("optimization").run(ctx)
             if opt.status != "done":
                 return opt
             result["optimization"] = opt.result
@@ -65,10 +88,10 @@ class RevalidationStage:
         return StageOutcome("done", bench.summary, result=result, metrics=bench.metrics)
 
     def gate(self, ctx: StageContext) -> GateResult:
-        verdict = BENCHMARK_STAGE.gate(ctx)
+        verdict = entry_point_stage("benchmark").gate(ctx)
         if not verdict.passed or not _optimize(ctx):
             return verdict
-        opt = OPTIMIZATION_STAGE.gate(ctx)
+        opt = entry_point_stage("optimization").gate(ctx)
         return GateResult(opt.passed, f"{verdict.summary}; {opt.summary}", {"benchmark": verdict.report,
                                                                              "optimization": opt.report})
 

@@ -1,6 +1,6 @@
 """Export completed adaptations as a standalone adaptations repository, or as zip files.
 
-    uv run adaptation/scripts/package_adaptations.py --out DIR [--models a,b] [--zip]
+    uv run scripts/package_adaptations.py --out DIR [--models a,b] [--zip]
         [--board board.db] [--adaptations-dir adaptations]
 
 Each completed adaptation (Benchmark completed on the board) becomes a self-contained folder:
@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, NoReturn, Optional
 
-from adaptation.export import check_package
+from ascendbridge.export import check_package
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import ModelRecord, now_iso
 from ascendbridge.config import adaptations_dir, board_path
