@@ -30,6 +30,9 @@ class StageContext:
     log: TextIO  # progress lines for people; captured in logs/<adaptation>/<stage>/attempt-N.log
     attempt: int = 1
     settings: dict[str, Any] = field(default_factory=dict)
+    # Open directives for this stage (teamlead/guidance.py open_directives), read by the worker's
+    # side of the team lead: the healer's is a later stage's spec_change, sent back to it.
+    directives: list[dict[str, Any]] = field(default_factory=list)
 
     def say(self, message: str) -> None:
         self.log.write(message.rstrip("\n") + "\n")
@@ -64,6 +67,11 @@ class StageOutcome:
     model_fields: dict[str, Any] = field(default_factory=dict)  # discovered metadata columns
     model_metadata: Optional[dict[str, Any]] = None  # full discovered metadata
     metrics: list[FigureSet] = field(default_factory=list)
+    # A finding only a spec change can act on (an operator that refuses a dtype: keep its module in
+    # float32): {"rule": the healing rule that fixes it, "summary", "finding": {...}}. The team lead
+    # turns it into a directive for the healer and rolls the model back to healing; the stage that
+    # found it runs again after the healer's fix (teamlead/guidance.py send_back).
+    spec_change: Optional[dict[str, Any]] = None
 
 
 @dataclass

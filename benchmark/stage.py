@@ -14,12 +14,8 @@ from typing import Any, Optional
 
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import GeneratorError, update_readme_results
-from healing.failure import Failure
-from healing.rules.base import Fix, FixContext
-from healing.rules.numerics import DtypeUnsupportedRule
 from ascendbridge.package.weights import weights_available
-from healing.steps import rerender
-from ascendbridge.package.spec import AdaptationSpec, AppliedFix, apply_changes
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
@@ -31,7 +27,7 @@ from benchmark.settings import BenchmarkSettings
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_accuracy_run.py"
 GATE_TIMEOUT_S = 900.0
-DTYPE_RULE = DtypeUnsupportedRule()
+DTYPE_RULE = "dtype_unsupported"  # the healer's rule that keeps a refusing module in float32
 
 
 def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool) -> list[str]:
@@ -71,24 +67,28 @@ def board_figures(result: dict[str, Any], probe_bandwidth_gbs: Optional[float] =
     return values, units
 
 
-def keep_module_fp32(spec: AdaptationSpec, failure: Failure) -> Optional[AdaptationSpec]:
-    """The healer's dtype rule applied to a benchmark failure: the spec with the refusing module's
-    class kept in float32 (recorded in applied_fixes), or None when the rule has no such fix."""
-    match = DTYPE_RULE.match(failure)
-    remedy = DTYPE_RULE.remedy(spec, match, FixContext()) if match else None
-    if not isinstance(remedy, Fix) or "dtype/keep_fp32_modules" not in remedy.changes:
+def spec_change(finding: dict[str, Any], spec: AdaptationSpec) -> Optional[dict[str, Any]]:
+    """What the healer must change for a located dtype refusal: keep the module's class in float32
+    (its rule, DTYPE_RULE). None when the class is already kept: the island did not help, and the
+    dtype's evidence set is left out instead."""
+    module_class = finding.get("module_class")
+    if not module_class or module_class in spec.dtype.keep_fp32_modules:
         return None
-    fixed = apply_changes(spec, remedy.changes)
-    applied = AppliedFix(rule=DTYPE_RULE.name, description=remedy.description, changes=remedy.changes, attempt=1)
-    return fixed.model_copy(update={"applied_fixes": [*fixed.applied_fixes, applied]})
+    return {"rule": DTYPE_RULE, "finding": finding,
+            "summary": f"{finding.get('dtype')} needs a spec change: a float32 island for {module_class} "
+                       f"({finding.get('module')}: {finding.get('operator') or 'an operator'} refuses "
+                       f"{finding.get('dtype')} on {finding.get('device')})"}
 
 
-def _use_spec(ctx: StageContext, spec: AdaptationSpec) -> Optional[str]:
-    """Save `spec` and re-render the package and accuracy_run.py from it; the error, if any."""
-    spec.save(ctx.adaptation_dir)
-    broken = rerender(spec, ctx.adaptation_dir, ctx.log)
-    render_accuracy_run(spec, ctx.adaptation_dir)
-    return broken.error if broken is not None else None
+def island_findings(spec: AdaptationSpec, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The healer's float32 islands (DTYPE_RULE fixes) that let a lower-precision run pass: kept."""
+    fixes = [f.description for f in spec.applied_fixes if f.rule == DTYPE_RULE]
+    return [{"dtype": r["dtype"], "device": r["device"], "module_class": ", ".join(r["keep_fp32_modules"]),
+             "remedy": "; ".join(fixes), "kept": True,
+             "summary": f"{', '.join(r['keep_fp32_modules'])} kept in float32 inside {r['dtype']} runs on "
+                        f"{r['device']}; remedy applied: {'; '.join(fixes) or 'spec keep_fp32_modules'}; "
+                        f"the {r['dtype']} evidence set is kept"}
+            for r in runs if r.get("keep_fp32_modules") and r.get("dtype") != "float32"]
 
 
 def dtype_finding(result: dict[str, Any], remedy: Optional[str], kept: bool) -> dict[str, Any]:
@@ -151,22 +151,30 @@ class BenchmarkStage:
         figures: list[FigureSet] = []
         findings: list[dict[str, Any]] = []
         for dtype in settings.dtypes_for(spec.dtype.target):
-            spec, result, failure = self._run_dtype(ctx, settings, spec, dtype, pretrained)
+            result, failure = self._run_dtype(ctx, settings, dtype, pretrained)
             if failure is not None:
-                if dtype == spec.dtype.target or not (result or {}).get("finding"):
+                finding = (result or {}).get("finding")
+                if dtype == spec.dtype.target or not finding:
                     return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
                                         result={"runs": runs, "dtype_findings": findings}, diagnosis=failure)
-                findings.append(dtype_finding(result, failure.get("remedy"), kept=False))  # type: ignore[arg-type]
+                change = spec_change(finding, spec)
+                if change is not None:  # the healer's to fix; this stage runs again after it
+                    ctx.say(f"finding: {change['summary']}; back to healing")
+                    return StageOutcome("failed", change["summary"], result={"runs": runs, "dtype_findings": findings},
+                                        diagnosis={**failure, "rule": "spec_change_needed", "summary": change["summary"]},
+                                        spec_change=change)
+                remedy = "no remedy left: the module is already kept in float32"
+                findings.append(dtype_finding(result, remedy, kept=False))  # type: ignore[arg-type]
                 ctx.say(f"finding: {findings[-1]['summary']}")
                 continue
             assert result is not None
-            if result.get("finding"):
-                findings.append(dtype_finding(result, result.get("remedy"), kept=True))
-                ctx.say(f"finding: {findings[-1]['summary']}")
             values, units = board_figures(result, probe_bandwidth(ctx.board_path, result["device"]))
             # Stack id: every figure names the stack it was measured on (stacks.stack_id).
             figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units, stack=stack))
             runs.append(result)
+        for kept in island_findings(spec, runs):
+            findings.append(kept)
+            ctx.say(f"finding: {kept['summary']}")
         try:
             update_readme_results(ctx.adaptation_dir, results_markdown(runs))
         except (GeneratorError, OSError) as exc:
@@ -179,40 +187,17 @@ class BenchmarkStage:
                                                                         for r in runs}},
                             metrics=figures)
 
-    def _run_dtype(self, ctx: StageContext, settings: BenchmarkSettings, spec: AdaptationSpec, dtype: str,
-                   pretrained: bool) -> tuple[AdaptationSpec, Optional[dict[str, Any]], Optional[dict[str, Any]]]:
-        """One dtype's accuracy_run.py; when an operator refuses a lower-precision dtype, the healer's
-        rule proposes keeping its module in float32 and the dtype is run once more with that fix.
-        Returns (spec, RESULT, failure diagnosis or None)."""
+    def _run_dtype(self, ctx: StageContext, settings: BenchmarkSettings, dtype: str, pretrained: bool
+                   ) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+        """One dtype's accuracy_run.py: (RESULT, failure diagnosis or None). A refusing operator's
+        finding is in the RESULT; the stage never changes the spec itself (spec_change)."""
         ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")
         command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
                                     timeout_s=settings.timeout_s, log=ctx.log)
         result = uv_env.parse_result(command.output)
         if command.exit_code in (0, 2) and result and result.get("ok"):
-            return spec, result, None
-        failure = _diagnosis(dtype, command, result)
-        if dtype == spec.dtype.target or not (result or {}).get("finding"):
-            return spec, result, failure
-        fixed = keep_module_fp32(spec, Failure.from_command("benchmark", command))
-        if fixed is None:
-            failure["remedy"] = "no remedy left: the module is already kept in float32"
-            return spec, result, failure
-        broken = _use_spec(ctx, fixed)
-        if broken is not None:
-            failure["remedy"] = f"re-rendering with the fix failed: {broken}"
-            _use_spec(ctx, spec)
-            return spec, result, failure
-        fix = fixed.applied_fixes[-1]
-        ctx.say(f"healer: {fix.description}; running {dtype} again")
-        command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
-                                    timeout_s=settings.timeout_s, log=ctx.log)
-        retried = uv_env.parse_result(command.output)
-        if command.exit_code in (0, 2) and retried and retried.get("ok"):
-            return fixed, {**retried, "remedy": fix.description, "finding": (result or {}).get("finding")}, None
-        failure = _diagnosis(dtype, command, retried)
-        failure["remedy"] = f"tried: {fix.description}; the dtype still fails"
-        _use_spec(ctx, spec)  # a fix that did not help is not kept
-        return spec, {**(retried or {}), "finding": (retried or {}).get("finding") or result.get("finding")}, failure
+            return result, None
+        return result, _diagnosis(dtype, command, result)
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)

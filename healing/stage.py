@@ -1,6 +1,7 @@
 """HEALING_STAGE: the team lead's entry point to the healer (ascendbridge.stage_api.Stage).
 
-run(ctx) heals the adaptation the Adaptation stage rendered (see loop.py) and proposes
+run(ctx) first applies the team lead's open directives (a later stage's finding that needs a spec
+change, directives.py), then heals the adaptation the Adaptation stage rendered (see loop.py) and proposes
 done / failed / blocked with the diagnosis and every attempt; gate(ctx) re-verifies
 independently (see gate.py). Nothing here trusts what run() said.
 """
@@ -8,6 +9,7 @@ independently (see gate.py). Nothing here trusts what run() said.
 from __future__ import annotations
 
 from healing.agent_escalation import install as install_agent_escalators
+from healing.directives import apply_directives
 from healing.context import fix_context
 from healing.gate import healing_gate
 from healing.loop import heal
@@ -31,8 +33,11 @@ class HealingStage:
         except ValueError as exc:
             return StageOutcome("failed", str(exc), diagnosis={"rule": "bad_input", "summary": str(exc)})
         fixes_ctx = fix_context(spec, ctx.model.allow_remote_code, ctx.model.metadata)
+        directed, broken = apply_directives(ctx.adaptation_dir, ctx.directives, fixes_ctx, ctx.say, ctx.log)
+        if broken is not None:
+            return StageOutcome("failed", broken, diagnosis={"rule": "directive_failed", "summary": broken})
         report = heal(ctx.adaptation_dir, settings, fixes_ctx, ctx.say, ctx.log)
-        fixes = report.fixes
+        fixes = directed + report.fixes
         result = {
             "attempts": [a.as_dict() for a in report.attempts],
             "fixes": fixes,

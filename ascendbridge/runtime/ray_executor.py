@@ -34,6 +34,7 @@ from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
 from ascendbridge.runtime.devices import Device, HostInventory
 from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult
 from ascendbridge.runtime.placement import stage_resources
+from ascendbridge.teamlead.guidance import open_directives
 
 RAY_MISSING = "the Ray executor needs the ray extra: run `uv sync --extra ray` (or pip install 'ray>=2.60')"
 
@@ -178,7 +179,8 @@ class RayExecutor(Executor):
         attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
         store = self._stores.get(job.board_path) or self._stores.setdefault(job.board_path, BoardStore(job.board_path))
         records = {"task": job.task.model_dump(mode="json"),
-                   "model": store.get_model(job.task.model_id).model_dump(mode="json")}
+                   "model": store.get_model(job.task.model_id).model_dump(mode="json"),
+                   "directives": open_directives(store, job.task.model_id, job.task.stage)}
         # The head's placement (cores, card index) means nothing on another node: Ray assigns them there.
         sent = dataclasses.replace(job, env={**self._env, **job.env}, placement=None)
         count = len(job.placement.devices) if job.placement is not None and job.placement.devices else 1

@@ -43,6 +43,7 @@ from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, At
                                               kill_attempt)
 from ascendbridge.runtime.placement import apply_cpu_affinity
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.teamlead.guidance import open_directives
 from ascendbridge.teamlead.registry import STAGE_ROLES, load_stage, stage_refs
 from ab_runtime.fileops import write_text_atomic
 
@@ -138,9 +139,11 @@ def _context(store: Optional[BoardStore], args: argparse.Namespace) -> StageCont
     if store is None:
         records = json.loads(Path(args.detached_context).read_text())
         task, model = TaskRecord(**records["task"]), ModelRecord(**records["model"])
+        directives = list(records.get("directives") or [])
     else:
         task = store.get_task(args.task_id)
         model = store.get_model(task.model_id)
+        directives = open_directives(store, model.model_id, task.stage)
     adaptation_dir = Path(args.adaptation_dir)
     adaptation_dir.mkdir(parents=True, exist_ok=True)
     settings = json.loads(args.settings_json) if args.settings_json else {}
@@ -148,7 +151,7 @@ def _context(store: Optional[BoardStore], args: argparse.Namespace) -> StageCont
     # ascendbridge.config.board_path(): point it at the board this worker serves.
     os.environ["ASCENDBRIDGE_BOARD"] = str(args.board)
     return StageContext(model=model, task=task, adaptation_dir=adaptation_dir, board_path=Path(args.board),
-                        log=sys.stdout, attempt=args.attempt, settings=settings)
+                        log=sys.stdout, attempt=args.attempt, settings=settings, directives=directives)
 
 
 def _crash(kind: str, exc: BaseException) -> dict[str, Any]:

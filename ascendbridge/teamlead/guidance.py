@@ -3,18 +3,24 @@
 A comment is a directive only when every part of it (split on `;` and new lines) is one of:
 `priority N`, `skip STAGE`, `retry [STAGE]`, `pause`, `resume`, `allow-remote-code`. Anything
 else is free text for agents: kept on the board and answered as noted, never half-applied.
+
+A stage's own finding can be a directive too: a run whose outcome carries a `spec_change` (the
+benchmark's dtype island) is sent back (`send_back`): a `directive` event for the healer, which
+applies it at the start of its next run (`open_directives`), and a rollback to healing.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
-from ascendbridge.board import BoardError, BoardStore, GuidanceRecord
+from ascendbridge.board import BoardError, BoardStore, GuidanceRecord, TaskRecord
 from ascendbridge.stages import STAGES
 
 ORIGIN = "team-lead"
+HEALER = "healing"  # the stage that changes specs: a spec change goes back through it
+DIRECTIVE_EVENT = "directive"
 
 
 @dataclass(frozen=True)
@@ -121,3 +127,21 @@ def apply_open_guidance(store: BoardStore, log: Callable[[str], None]) -> int:
     for g in items:
         apply_guidance(store, g, log)
     return len(items)
+
+
+def send_back(store: BoardStore, model_id: str, from_stage: str, change: dict[str, Any],
+              origin: str = ORIGIN) -> list[TaskRecord]:
+    """A stage found what only a spec change can fix: record it as a directive for the healer, then
+    roll the model back to healing (the finding stage and those after it wait again). The directive
+    comes first: a rollback without it would only find the same thing again."""
+    store.add_event(DIRECTIVE_EVENT, f"{HEALER}: {change.get('summary', '')} (found by {from_stage})", model_id,
+                    HEALER, {**change, "from_stage": from_stage}, origin)
+    return store.rollback(model_id, HEALER, origin=origin)
+
+
+def open_directives(store: BoardStore, model_id: str, stage: str = HEALER) -> list[dict[str, Any]]:
+    """The directives for `stage` since it last completed, oldest first: each is applied by the run
+    that completes after it (a failed attempt starts from the unchanged package and applies it again)."""
+    done = max((e.id for e in store.events_of_kind("completed", model_id) if e.stage == stage), default=0)
+    return [e.data for e in reversed(store.events_of_kind(DIRECTIVE_EVENT, model_id))
+            if e.stage == stage and e.id > done]

@@ -32,7 +32,7 @@ from ascendbridge.runtime.containment import kill_board_attempts
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
 from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed
-from ascendbridge.teamlead.guidance import apply_open_guidance
+from ascendbridge.teamlead.guidance import apply_open_guidance, send_back
 from ascendbridge.teamlead.registry import StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.settings import TeamLeadSettings
 
@@ -403,6 +403,9 @@ class TeamLead:
             diag.setdefault("summary", out.get("summary", ""))
             if is_refusal(diag):  # deterministic: recorded with its remedy, never retried
                 diag = as_refusal(diag)
+            if status == "failed" and out.get("spec_change"):
+                diag = _with_unverified(diag, out)
+                return self._send_back(job, diag, out["spec_change"]), diag, fix
             if status in ("blocked", "skipped"):  # the program's decision: its metadata says why
                 diag = _with_unverified(diag, {"metrics": out.get("metrics")})  # figures never stored
                 self._fail(job.task, diag, status=status, fields=out.get("model_fields") or {},
@@ -453,6 +456,23 @@ class TeamLead:
         final = is_refusal(diag) or job.attempt >= self.settings.budget(job.stage)
         self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=final)
         return "failed" if final else "retry"
+
+    def _send_back(self, job: Job, diag: dict[str, Any], change: dict[str, Any]) -> str:
+        """The run found what only a spec change fixes: this attempt fails, the healer gets the
+        finding as a directive and the model rolls back to healing (guidance.send_back); the stage
+        runs again after the healer's fix. A board that refuses the rollback leaves the failure.
+        Returns the attempt's outcome: `sent_back`, or `failed` when the rollback was refused."""
+        name = f"{job.task.model_id}/{job.stage}"
+        self._fail(job.task, {**diag, "log_path": str(job.log_path), "spec_change": change}, final=True)
+        try:
+            send_back(self.store, job.task.model_id, job.stage, change, origin=self.settings.agent_id)
+        except (StaleTokenError, BoardBusyError):
+            raise
+        except BoardError as exc:
+            self.log.warning("%s: spec change not sent back to healing: %s", name, exc)
+            return "failed"
+        self.log.info("%s: sent back to healing: %s", name, change.get("summary", ""))
+        return "sent_back"  # not a failure of this run: the stage waits for the healer's fix
 
     def _fail(self, task: TaskRecord, diag: dict[str, Any], final: bool = True, status: str = "",
               fields: Optional[dict[str, Any]] = None, metadata: Optional[dict[str, Any]] = None) -> None:

@@ -84,3 +84,24 @@ def test_unloadable_stage_waits_and_import_crash_is_a_failed_attempt(board: Boar
     log = Path(attempts(board, "org/one", "adaptation")[0].log_path).read_text()
     assert "Traceback" in log and "toy stage module is broken at import time" in log
     check_event_log(board)
+
+
+def test_a_spec_change_goes_back_through_healing_then_the_stage_runs_again(board: BoardStore, tmp_path: Path) -> None:
+    """A benchmark outcome with a spec change: its attempt fails, the healer gets the finding as a
+    directive (a board event), the model rolls back to healing, healing runs with the directive,
+    and the benchmark runs again and completes."""
+    add_models(board, {"org/island": {"benchmark": "spec_change_once"}})
+    run = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation,healing,benchmark", "--attempts", "1")
+    assert run.returncode == 0, run.stderr[-3000:]
+    st = statuses(board)
+    assert st[("org/island", "healing")] == st[("org/island", "benchmark")] == "completed"
+    assert [a.outcome for a in attempts(board, "org/island", "benchmark")] == ["sent_back", "completed"]
+    assert [a.outcome for a in attempts(board, "org/island", "healing")] == ["completed", "completed"]
+    directive, = board.events_of_kind("directive", "org/island")
+    assert directive.stage == "healing" and directive.data["from_stage"] == "benchmark"
+    assert directive.data["finding"] == {"module_class": "Toy"}
+    kinds = [(e.kind, e.stage) for e in board.list_events(model_id="org/island", limit=1000)]
+    assert ("rollback", "healing") in kinds and ("rollback", "benchmark") in kinds
+    log = (tmp_path / "adaptations" / board.get_model("org/island").adaptation_name / "runs.log").read_text()
+    assert log.count("healing attempt=") == 2 and 'healing directives=[{"finding": {"module_class": "Toy"}' in log
+    assert "sent back to healing: toy needs a spec change" in run.stdout + run.stderr

@@ -3,7 +3,9 @@
 What a stage does for a model comes from the model's description, a JSON object mapping stage
 name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, writes nothing),
 blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam,
-figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence).
+figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence),
+spec_change_once (fails with a spec change until a stage logged the directives it was given:
+every stage writes the open directives of its context to runs.log).
 Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
 the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
@@ -37,6 +39,14 @@ class ToyStage:
             fh.write(f"{self.name} attempt={ctx.attempt} token={ctx.task.fencing_token} "
                      f"settings={json.dumps(ctx.settings, sort_keys=True)}\n")
         ctx.say(f"toy {self.name}: {how} (attempt {ctx.attempt})")
+        if ctx.directives:
+            with (ctx.adaptation_dir / "runs.log").open("a") as fh:
+                fh.write(f"{self.name} directives={json.dumps(ctx.directives, sort_keys=True)}\n")
+        if how == "spec_change_once" and " directives=" not in (ctx.adaptation_dir / "runs.log").read_text():
+            change = {"rule": "toy_rule", "summary": "toy needs a spec change", "finding": {"module_class": "Toy"}}
+            return StageOutcome("failed", change["summary"], diagnosis={"rule": "spec_change_needed",
+                                                                         "summary": change["summary"]},
+                                spec_change=change)
         if how == "fail" or (how == "fail_once" and ctx.attempt == 1):
             return StageOutcome("failed", "toy failure", diagnosis={"rule": "toy_failure", "summary": "toy failure"})
         if how == "blocked":
