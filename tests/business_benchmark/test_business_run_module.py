@@ -44,7 +44,8 @@ def ran(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, Any
         {"dir": str(dirs[key]), "argv": ["--device", "cpu", "--dtype", "bfloat16", "--out", "predictions.json",
                                          "--max-items", str(ITEMS), *(f"--eval={e}" for e in MODELS[key][4])]}
         for key in MODELS]
-    jobs += [{"dir": str(dirs["gpt2"]), "argv": ["--device", "cpu", "--out", "bad.json", *argv]} for argv in BAD.values()]
+    jobs += [{"dir": str(dirs["gpt2"]), "argv": ["--device", "cpu", "--out", "bad.json", *argv]}
+             for argv in BAD.values()]
     jobs.append({"greedy": str(dirs["gpt2"])})
     proc = subprocess.run([str(python), str(JOBS), str(RUNTIME_PARENT), json.dumps(jobs)], capture_output=True,
                           text=True, timeout=600)
@@ -123,7 +124,7 @@ def test_the_cached_greedy_decoder_gives_the_tokens_of_a_full_rerun(ran: dict[st
 def test_bad_input_is_one_line_and_exit_2(ran: dict[str, Any], case: str, expected: str) -> None:
     run = ran[case]
     assert run["code"] == 2
-    assert run["stderr"].strip().splitlines() == [run["stderr"].strip()] and run["stderr"].startswith(f"error: {expected}")
+    assert len(run["stderr"].strip().splitlines()) == 1 and run["stderr"].startswith(f"error: {expected}")
     result = json.loads(run["stdout"].strip().splitlines()[-1][len(RESULT_MARKER):])
     assert result["ok"] is False and result["error"].startswith(expected)
     assert not (ran["dirs"]["gpt2"] / "bad.json").exists()

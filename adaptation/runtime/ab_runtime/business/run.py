@@ -42,7 +42,8 @@ EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="business_run.py", description="Business benchmark predictions for this adaptation.")
+    p = argparse.ArgumentParser(prog="business_run.py",
+                                description="Business benchmark predictions for this adaptation.")
     p.add_argument("--device", default="auto", choices=ab_device.DEVICE_CHOICES)
     p.add_argument("--dtype", default=None, choices=sorted(harness.DTYPES), help="target dtype (default: spec)")
     p.add_argument("--use-pretrained", action="store_true", help="real weights (default: config-initialised)")

@@ -49,7 +49,8 @@ class ModelTokenizer:
         return list(self.tok(text, add_special_tokens=True)["input_ids"])
 
     def encode_pair(self, first: str, second: str) -> list[int]:
-        return list(self.tok(first, second, add_special_tokens=True, truncation=True, max_length=MAX_TOKENS)["input_ids"])
+        encoded = self.tok(first, second, add_special_tokens=True, truncation=True, max_length=MAX_TOKENS)
+        return list(encoded["input_ids"])
 
     def decode(self, ids: list[int]) -> str:
         text = str(self.tok.decode(ids, skip_special_tokens=True)).strip()
