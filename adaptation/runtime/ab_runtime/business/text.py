@@ -67,9 +67,9 @@ def load_tokenizer(spec: Any, config: Any) -> Tokenizer:
         return ByteTokenizer(vocab)  # a local model without tokenizer files (transformers may invent one)
     try:
         tok = ModelTokenizer(model_tokenizer(spec))
-    except UnsupportedModel:  # no usable tokenizer files: config-only models
+        probe = tok.encode(PROBE)
+    except (UnsupportedModel, ValueError):  # no usable tokenizer files (config-only models), or one that cannot encode
         return ByteTokenizer(vocab)
-    probe = tok.encode(PROBE)
     return tok if probe and max(probe) < vocab else ByteTokenizer(vocab)
 
 
