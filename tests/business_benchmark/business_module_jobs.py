@@ -3,7 +3,7 @@
     python business_module_jobs.py RUNTIME_PARENT JOBS_JSON
 
 A job is {"dir": adaptation dir, "argv": [...]} (main run with cwd = dir, stdout / stderr
-captured) or {"greedy": adaptation dir} (the cached greedy decoder's tokens on the float32
+and the RESULT line captured) or {"greedy": adaptation dir} (the cached greedy decoder's tokens on the float32
 reference next to a full re-run of the sequence per token). One JSON line per job.
 """
 
@@ -18,13 +18,18 @@ from pathlib import Path
 
 
 def run_main(directory: str, argv: list[str]) -> dict:
+    """main(argv) with cwd = directory: exit code, stdout, stderr and the RESULT line's JSON
+    (None unless it is the last line of stdout)."""
+    from ab_runtime import RESULT_MARKER
     from ab_runtime.business.run import main
 
     out, err = io.StringIO(), io.StringIO()
     os.chdir(directory)
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
-    return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+    last = (out.getvalue().strip().splitlines() or [""])[-1]
+    result = json.loads(last[len(RESULT_MARKER):]) if last.startswith(RESULT_MARKER) else None
+    return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue(), "result": result}
 
 
 def greedy(directory: str) -> dict:

@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from adaptation.spec import RESULT_MARKER
 from business_benchmark.datasets import DATA_DIR
-from tests.business_benchmark.business_support import REPO, demo_dir, make_adaptation
+from business_benchmark.inner.rerun import RUNTIME_PARENT  # the framework's runtime, as the gate runs it
+from tests.business_benchmark.business_support import demo_dir, make_adaptation
 
 JOBS = Path(__file__).resolve().parent / "business_module_jobs.py"
-RUNTIME_PARENT = REPO / "adaptation" / "runtime"
 MODELS = {  # name -> (demo model, family, class, pooling, evaluations)
     "classifier": ("tiny-bert-classifier", "sequence_classification", "BertForSequenceClassification", None,
                    ["ab-sentiment-en:classification"]),
@@ -59,7 +58,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, Any
 def _predictions(ran: dict[str, Any], key: str) -> dict[str, Any]:
     run = ran[key]
     assert run["code"] == 0, run["stderr"][-3000:]
-    result = json.loads(run["stdout"].strip().splitlines()[-1][len(RESULT_MARKER):])
+    result = run["result"]
     assert result["ok"] and result["device"] == "cpu" and result["dtype"] == "bfloat16"
     assert result["mode"] == "dry_run" and result["tokenizer"] == "byte-fallback"
     return json.loads((ran["dirs"][key] / "predictions.json").read_text())
@@ -125,6 +124,6 @@ def test_bad_input_is_one_line_and_exit_2(ran: dict[str, Any], case: str, expect
     run = ran[case]
     assert run["code"] == 2
     assert len(run["stderr"].strip().splitlines()) == 1 and run["stderr"].startswith(f"error: {expected}")
-    result = json.loads(run["stdout"].strip().splitlines()[-1][len(RESULT_MARKER):])
+    result = run["result"]
     assert result["ok"] is False and result["error"].startswith(expected)
     assert not (ran["dirs"]["gpt2"] / "bad.json").exists()
