@@ -85,9 +85,7 @@ class Session:
     def make(self, chosen: list[passes.Pass]) -> tuple[passes.Build, Callable[[dict[str, Any]], Any], float]:
         """A fresh variant from the reference weights: (build, run, seconds to build it)."""
         start = time.perf_counter()
-        model = copy.deepcopy(self.reference).to(dtype=self.baseline_dtype)
-        precision.keep_in_fp32(model, list(self.spec.keep_fp32_modules), self.baseline_dtype)
-        model, self.device_map = sharding.place(model, self.choice, self.shard, self.baseline_dtype)
+        model, self.device_map = place_target(self.reference, self.spec, self.choice, self.shard, self.baseline_dtype)
         flags = forward_flags(model)
         b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
         run = passes.finalize(b, flags)
@@ -146,6 +144,25 @@ class Session:
         return time_forward(fn, self.sync if on_device else (lambda: None), warmup, iters, seed=seed)
 
 
+def load_reference(spec: Any, choice: Any, use_pretrained: bool) -> loading.LoadedModel:
+    """The float32 CPU reference every run compares with: real weights, or config-initialised
+    from the recipe's seed (the same weights in every process)."""
+    torch.manual_seed(spec.recipe.seed)
+    cpu = choice if choice.kind == "cpu" else ab_device.select_device("cpu")
+    loaded = loading.load_model(spec, dry_run=not use_pretrained, device=cpu, dtype=torch.float32)
+    loaded.model.eval()
+    return loaded
+
+
+def place_target(reference: torch.nn.Module, spec: Any, choice: Any, shard: Optional[sharding.ShardPlan],
+                 dtype: torch.dtype) -> tuple[torch.nn.Module, Optional[dict[str, str]]]:
+    """A copy of the reference weights in `dtype` with the spec's float32 islands, on the device
+    (or spread over the claimed cards): the target model every run measures."""
+    model = copy.deepcopy(reference).to(dtype=dtype)
+    precision.keep_in_fp32(model, list(spec.keep_fp32_modules), dtype)
+    return sharding.place(model, choice, shard, dtype)
+
+
 def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples: int,
                  dtype: Optional[str] = None, workload: Optional[str] = None) -> Session:
     """Build the reference model, the seeded samples and the float32 / float64 reference outputs;
@@ -160,10 +177,9 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
     baseline_name = dtype or spec.dtype_target
     if baseline_name not in DTYPES:
         raise HarnessError(f"dtype '{baseline_name}' is not supported (choices: {', '.join(sorted(DTYPES))})")
-    torch.manual_seed(spec.recipe.seed)
+    loaded = load_reference(spec, choice, use_pretrained)
+    reference = loaded.model
     cpu = choice if choice.kind == "cpu" else ab_device.select_device("cpu")
-    loaded = loading.load_model(spec, dry_run=not use_pretrained, device=cpu, dtype=torch.float32)
-    reference = loaded.model.eval()
     samples = [family.build_inputs(reference, loaded.config, spec.recipe, spec.recipe.seed + i)
                for i in range(num_samples)]
     tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
@@ -269,17 +285,23 @@ def model_summary(session: Session) -> dict[str, Any]:
 
 def environment(session: Session) -> dict[str, Any]:
     """Versions, device and the process settings (threads) every evidence file records."""
+    return environment_of(session.choice, session.shard, session.device_map)
+
+
+def environment_of(choice: Any, shard: Optional[sharding.ShardPlan],
+                   device_map: Optional[dict[str, str]]) -> dict[str, Any]:
+    """`environment` of a run that holds no Session (the business run)."""
     try:
         import transformers
 
         tf_version: Optional[str] = transformers.__version__
     except ImportError:
         tf_version = None
-    return {"torch": torch.__version__, "torch_npu": session.choice.torch_npu_version, "transformers": tf_version,
+    return {"torch": torch.__version__, "torch_npu": choice.torch_npu_version, "transformers": tf_version,
             "python": platform.python_version(), "platform": platform.platform(),
-            "device_name": session.choice.name, "device_env": ab_device.device_env(),
+            "device_name": choice.name, "device_env": ab_device.device_env(),
             "torch_threads": torch.get_num_threads(),
-            "sharding": session.shard.evidence(session.device_map or {}) if session.shard else None}
+            "sharding": shard.evidence(device_map or {}) if shard else None}
 
 
 def input_shapes(session: Session) -> dict[str, Any]:

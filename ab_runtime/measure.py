@@ -88,6 +88,16 @@ def time_forward(
     return summarize(samples, warmup)
 
 
+def clocked(fn: Callable[[], Any], sync: Sync) -> tuple[Any, float]:
+    """One call of `fn` and its milliseconds, the device synchronised before the clock starts and
+    before it stops: for runs that time each call once (a generation's phases, a business item)."""
+    sync()
+    start = time.perf_counter_ns()
+    value = fn()
+    sync()
+    return value, (time.perf_counter_ns() - start) / 1e6
+
+
 def _profiler_activities(device_kind: str) -> list[Any]:
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device_kind == "cuda":

@@ -26,7 +26,6 @@ plus the new tokens, so the compiled forward sees fixed cache shapes.
 from __future__ import annotations
 
 import inspect
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
@@ -34,7 +33,7 @@ import torch
 
 from .optimize import passes
 from .inputs import Signature
-from .measure import profiler_active
+from .measure import clocked, profiler_active
 from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
     ENCODER_DECODER_FAMILIES, KNEE_FRACTION, WORKLOADS, Workload, decode_bandwidth_gbs, divergence,
     generation_figures, knee, resolve, stats)
@@ -249,23 +248,15 @@ class GenerationRun:
 def generate(decoder: Decoder, inputs: dict[str, Any], new_tokens: int, sync: Callable[[], None],
              encoder_decoder: bool) -> GenerationRun:
     """One greedy generation, each phase bracketed by device synchronisation."""
-
-    def clocked(fn: Callable[[], Any]) -> tuple[Any, float]:
-        sync()
-        start = time.perf_counter_ns()
-        value = fn()
-        sync()
-        return value, (time.perf_counter_ns() - start) / 1e6
-
     encoder_ms = None
     if encoder_decoder:
-        _, encoder_ms = clocked(lambda: decoder.encode(inputs))
-    token, prefill_ms = clocked(lambda: decoder.prefill(inputs))
+        _, encoder_ms = clocked(lambda: decoder.encode(inputs), sync)
+    token, prefill_ms = clocked(lambda: decoder.prefill(inputs), sync)
     ttft = prefill_ms + (encoder_ms or 0.0)
     after_prefill = decoder.cache_bytes()
     produced, steps = [token], []
     for _ in range(new_tokens - 1):
-        token, ms = clocked(lambda: decoder.step(produced[-1]))
+        token, ms = clocked(lambda: decoder.step(produced[-1]), sync)
         produced.append(token)
         steps.append(ms)
     tokens = torch.stack(produced, dim=1).to("cpu").tolist()

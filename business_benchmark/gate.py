@@ -1,6 +1,8 @@
 """The business benchmark gate: re-verify an adaptation's business evidence by execution.
 
-For every business_metrics_*.json:
+First, the code: business_run.py must be what the framework renders for the spec and ab_runtime/
+(where ab_runtime.business, the code that made the predictions, lives) byte-identical to the
+framework's copy (ascendbridge.gatekit.integrity). Then, for every business_metrics_*.json:
 1. the predictions file it names exists and has the recorded sha256 (not edited after the run);
 2. every set the run read has its data card's sha256, and so do the framework's copy and the
    adaptation's copy of the set;
@@ -23,10 +25,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
+from ascendbridge.gatekit.integrity import code_problems
+from ascendbridge.package.spec import AdaptationSpec
 from business_benchmark.datasets import DATA_DIR, DatasetError, load_card, sha256_file, verify_file
 from business_benchmark.evidence import derive, find_metrics, read_json
 from business_benchmark.pass_rule import PassRule
-from business_benchmark.render import DATA_SUBDIR, render_business_run_text
+from business_benchmark.render import BUSINESS_RUN, DATA_SUBDIR, render_business_run_text
 
 RERUN = Path(__file__).resolve().parent / "inner" / "rerun.py"
 RERUN_TIMEOUT_S = 900.0
@@ -143,7 +147,7 @@ def rerun_problems(predictions: dict[str, Any], adaptation_dir: Path, python: Pa
     if predictions.get("mode") == "pretrained":
         args.append("--use-pretrained")
     with tempfile.TemporaryDirectory(prefix="business-rerun-") as tmp:
-        script = Path(tmp) / "business_run.py"
+        script = Path(tmp) / BUSINESS_RUN
         script.write_text(render_business_run_text(str(predictions.get("model_id")), str(predictions.get("task_family"))))
         out = Path(tmp) / "rerun.json"
         res = run_inner(python, str(RERUN), [str(script), *args, "--out", str(out)], cwd=adaptation_dir,
@@ -189,6 +193,15 @@ def check_file(metrics_path: Path, adaptation_dir: Path, python: Path) -> Eviden
     return EvidenceCheck(name, not problems, evidence.get("verdict") if not problems else None, problems, notes)
 
 
+def untrusted_code(adaptation_dir: Path) -> list[str]:
+    """ascendbridge.gatekit.integrity for business_run.py rendered from the spec, and ab_runtime/."""
+    try:
+        spec = AdaptationSpec.load(adaptation_dir)
+    except (OSError, ValueError) as exc:
+        return [f"cannot render {BUSINESS_RUN} to compare: {str(exc).splitlines()[0]}"]
+    return code_problems(adaptation_dir, {BUSINESS_RUN: render_business_run_text(spec.model.model_id, spec.task_family)})
+
+
 def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> GateReport:
     """The full gate for one adaptation directory; never raises for bad evidence."""
     adaptation_dir = Path(adaptation_dir)
@@ -196,6 +209,10 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
     files = find_metrics(adaptation_dir)
     if not files:
         return GateReport(name, False, "no business_metrics_*.json: the business benchmark has not produced evidence")
+    untrusted = untrusted_code(adaptation_dir)
+    if untrusted:
+        return GateReport(name, False, f"code not as generated: {untrusted[0]}"
+                          + (f" (and {len(untrusted) - 1} more)" if len(untrusted) > 1 else ""))
     try:
         python = adaptation_python(adaptation_dir, python_override)
     except EnvError as exc:

@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ascendbridge.envmode import use_model_env
 from ascendbridge.package import uv_env
-from ascendbridge.package.weights import weights_available
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.weights import weights_available
 from ascendbridge.runtime.reports import run_checker
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from business_benchmark.datasets import DatasetError
@@ -45,6 +46,7 @@ class BusinessBenchmarkStage:
     name = "business_benchmark"
 
     def run(self, ctx: StageContext) -> StageOutcome:
+        use_model_env(ctx.model)  # a `system` model syncs its system venv, never `uv sync --locked`
         try:
             settings = BusinessSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
@@ -100,6 +102,7 @@ class BusinessBenchmarkStage:
         return StageOutcome("done", summary, result=outcome_result, metrics=figures)
 
     def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
         argv = [sys.executable, str(CHECKER), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
         report, res = run_checker(argv, GATE_TIMEOUT_S)
         if report is None:

@@ -47,6 +47,21 @@ def test_gate_rejects_edited_predictions(minilm: tuple[Path, Path], python: Path
     assert not report.passed and "predictions edited" in report.summary
 
 
+def test_gate_rejects_edited_runtime_or_wrapper_code(minilm: tuple[Path, Path], python: Path, tmp_path: Path) -> None:
+    """The predictions come from ab_runtime.business: an edited copy of it (or of the wrapper) is
+    not the framework's code, so its evidence is not trusted, whatever the figures say."""
+    directory = _copy(minilm[0], tmp_path / "runtime")
+    tasks = directory / "ab_runtime" / "business" / "tasks.py"
+    tasks.write_text(tasks.read_text() + "\n# tuned\n")
+    report = check_adaptation(directory, str(python))
+    assert not report.passed and report.summary == ("code not as generated: ab_runtime/business/tasks.py differs "
+                                                    "from the framework's copy (edited after rendering)")
+    directory = _copy(minilm[0], tmp_path / "wrapper")
+    (directory / "business_run.py").write_text("print('ASCENDBRIDGE_RESULT {}')\n")
+    report = check_adaptation(directory, str(python))
+    assert not report.passed and report.summary.startswith("code not as generated: business_run.py differs")
+
+
 def test_gate_rejects_a_dataset_that_does_not_match_its_card(minilm: tuple[Path, Path], python: Path,
                                                              tmp_path: Path) -> None:
     directory = _copy(minilm[0], tmp_path)

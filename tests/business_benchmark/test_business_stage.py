@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import io
-from dataclasses import asdict
+import json
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
 from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.stack import MARKER, system_marker
 from ascendbridge.board import BoardStore
 from ascendbridge.board.queries import BoardQueries
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
+from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.registry import check_loadable, stage_refs
@@ -75,3 +78,22 @@ def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path) -> None:
     assert outcome.status == "failed" and "loosen" in outcome.summary
     assert board.list_metrics("demo/tiny-bert-classifier") == []
     assert not (ctx.adaptation_dir / "business_run.py").exists()
+
+
+def test_a_system_mode_model_is_synced_in_its_own_mode(board: BoardStore, board_path: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The board says `system` for this model (the run's default is locked): the stage syncs the
+    system way (here its interpreter is gone: one error line), and never runs `uv sync --locked`,
+    which would delete the model's system venv."""
+    monkeypatch.setenv(ENV_MODE_VAR, "locked")  # restored after the test: the stage sets the model's mode
+    monkeypatch.setenv(SYSTEM_PYTHON_VAR, "")
+    ctx = make_context(board, board_path, {"device": "cpu"})
+    gone = tmp_path / "vendor" / "bin" / "python"
+    ctx = replace(ctx, model=board.set_env_mode(ctx.model.model_id, "system", str(gone)))
+    venv = ctx.adaptation_dir / ".venv"
+    venv.mkdir()
+    (venv / MARKER).write_text(json.dumps({"mode": "system", "base": str(gone)}))
+    outcome = BUSINESS_BENCHMARK_STAGE.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis["rule"] == "sync_failed", outcome.summary
+    assert f"system interpreter {gone} does not exist" in outcome.diagnosis["log_tail"]
+    assert system_marker(ctx.adaptation_dir) is not None  # the system venv is still there

@@ -18,7 +18,7 @@ def test_result_marker_is_the_framework_marker() -> None:
 
 
 def test_runtime_never_imports_the_framework() -> None:
-    for path in (RUNTIME_PARENT / "ab_runtime").glob("*.py"):
+    for path in (RUNTIME_PARENT / "ab_runtime").rglob("*.py"):  # subpackages too (business/)
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
