@@ -4,7 +4,7 @@ The re-validation script (adaptation/scripts/run_completed_adaptations.py) runs 
 board of its own whose `benchmark` slot is this stage (ASCENDBRIDGE_EXTRA_STAGES), so every
 package gets the team lead's devices, containment, leases and attempt log. run: sync the
 environment in the model's mode, healing's dry run (demo.py), then the Benchmark stage's run
-and, when `revalidation_optimize` is set, the Optimization stage's run; the Benchmark figures (with
+and, when `adaptation.revalidation_optimize` is set, the Optimization stage's run; the Benchmark figures (with
 their stack id) travel in the outcome and reach this board with the gated completion. gate: the Benchmark gate (and the Optimization gate) re-derive
 those figures from the saved evidence. The comparison with the baseline is the script's job.
 """
@@ -14,18 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 from adaptation import uv_env
+from adaptation.settings import AdaptationSettings
 from adaptation.spec import AdaptationSpec
 from ascendbridge.envmode import use_model_env
+from ascendbridge.settings import section
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from benchmark.settings import BenchmarkSettings
 from benchmark.stage import BENCHMARK_STAGE
 from optimization.stage import OPTIMIZATION_STAGE
 
-OPTIMIZE_KEY = "revalidation_optimize"
 
-
-def _optimize(ctx: StageContext) -> bool:
-    return str(ctx.settings.get(OPTIMIZE_KEY, "")).lower() in ("1", "true", "yes", "on")
+def _optimize() -> bool:
+    """`--set adaptation.revalidation_optimize=true` (the stage runs in the benchmark slot, its
+    own switch lives in the adaptation section)."""
+    return section(AdaptationSettings).revalidation_optimize
 
 
 def _failed(rule: str, summary: str, **extra: Any) -> StageOutcome:
@@ -55,7 +57,7 @@ class RevalidationStage:
         if bench.status != "done":
             return bench
         result: dict[str, Any] = {"dry_run": demo.result, "benchmark": bench.result}
-        if _optimize(ctx):
+        if _optimize():
             opt = OPTIMIZATION_STAGE.run(ctx)
             if opt.status != "done":
                 return opt
@@ -66,7 +68,7 @@ class RevalidationStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         verdict = BENCHMARK_STAGE.gate(ctx)
-        if not verdict.passed or not _optimize(ctx):
+        if not verdict.passed or not _optimize():
             return verdict
         opt = OPTIMIZATION_STAGE.gate(ctx)
         return GateResult(opt.passed, f"{verdict.summary}; {opt.summary}", {"benchmark": verdict.report,
