@@ -61,17 +61,19 @@ def env_choice(model_mode: Optional[str] = None, model_python: Optional[str] = N
 def use_model_env(model: object) -> None:
     """Make a model's own mode (board: env_mode / env_python) the mode of this worker process.
 
-    A stage calls this first in `run`; one process runs one task, so the worker's settings become
-    the model's (every uv_env.sync below follows them), and so does the environment of the model
-    runs and checker programs it starts (separate programs that read ASCENDBRIDGE_ENV themselves)."""
+    A stage calls this first in `run` and `gate`; one process runs one task, so the worker's
+    settings become the model's and every uv_env.sync below follows them. A stage run without a
+    worker (by hand, in a test) has no installed settings: there the process environment, which
+    its settings are read from, takes the model's mode."""
     mode = getattr(model, "env_mode", "") or ""
     if not mode:
         return
     python = getattr(model, "env_python", None)
-    envs = section(EnvsSettings).model_copy(update={"env": mode, **({"system_python": python} if python else {})})
     current = installed()
     if current is not None:
-        install(current.replace(envs))
+        update = {"env": mode, **({"system_python": python} if python else {})}
+        install(current.replace(current.of(EnvsSettings).model_copy(update=update)))
+        return
     os.environ[ENV_MODE_VAR] = mode
     if python:
         os.environ[SYSTEM_PYTHON_VAR] = python

@@ -52,6 +52,10 @@ _PAYLOAD_ONLY: ContextVar[bool] = ContextVar("payload_only", default=False)  # s
 class SettingsError(ValueError):
     """A bad flag, `--set` or environment value; shown to the user as one line (exit 2)."""
 
+    def diagnosis(self) -> dict[str, Any]:
+        """How every stage reports it: rule `bad_setting`, a refusal (retrying cannot fix it)."""
+        return {"rule": "bad_setting", "summary": str(self)}
+
 
 class StageSettings(BaseSettings):
     """Base of every settings class; subclasses set `key_prefix` and their env_prefix to match."""

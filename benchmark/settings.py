@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from adaptation import uv_env
@@ -44,10 +44,11 @@ class BenchmarkSettings(StageSettings):
             raise ValueError(f"bad benchmark dtype(s) {', '.join(bad)} (expected: {', '.join(DTYPES)})")
         return value
 
-    @model_validator(mode="after")
-    def _device(self) -> "BenchmarkSettings":
-        uv_env.profile_for_device(self.device)  # validates the device name
-        return self
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        uv_env.profile_for_device(value)  # validates the device name
+        return value
 
     @property
     def profile(self) -> str:

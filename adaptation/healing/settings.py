@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from adaptation import uv_env
@@ -21,10 +21,11 @@ class HealingSettings(StageSettings):
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
     real_weights: bool = True  # run demo.py with real weights when they are available
 
-    @model_validator(mode="after")
-    def _device(self) -> "HealingSettings":
-        uv_env.profile_for_device(self.device)  # validates the device name
-        return self
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        uv_env.profile_for_device(value)  # validates the device name
+        return value
 
     @property
     def profile(self) -> str:

@@ -17,7 +17,7 @@ from adaptation import uv_env
 from adaptation.settings import AdaptationSettings
 from adaptation.spec import AdaptationSpec
 from ascendbridge.envmode import use_model_env
-from ascendbridge.settings import section
+from ascendbridge.settings import SettingsError, section
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from benchmark.settings import BenchmarkSettings
 from benchmark.stage import BENCHMARK_STAGE
@@ -42,6 +42,8 @@ class RevalidationStage:
         try:
             settings = BenchmarkSettings.from_sources(ctx.settings)
             AdaptationSpec.load(ctx.adaptation_dir)
+        except SettingsError as exc:
+            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
         except ValueError as exc:
             return _failed("revalidation_setup", str(exc))
         ctx.say(f"syncing the {settings.profile} environment")

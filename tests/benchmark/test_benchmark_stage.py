@@ -63,7 +63,7 @@ def test_stage_runs_both_dtypes_heals_a_dtype_finding_records_metrics_and_passes
 def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
     ctx = make_context(board, board_path, tmp_path, {"benchmark_dtypes": "float8"})
     outcome = BENCHMARK_STAGE.run(ctx)
-    assert outcome.status == "failed" and "float8" in outcome.summary
+    assert outcome.status == "failed" and "float8" in outcome.summary and outcome.diagnosis["rule"] == "bad_setting"
     assert board.list_metrics("demo/tiny-bert") == []
 
 

@@ -4,9 +4,12 @@ environment value the same way, and the model reaches a worker as its typed sett
 
 from __future__ import annotations
 
+import importlib
+import io
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 from typing import Any, get_args
 
 import pytest
@@ -26,6 +29,8 @@ from ascendbridge.settings import (
     setting_keys,
     settings_table,
 )
+from ascendbridge.refusals import is_refusal
+from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.settings import RunSettings
 from benchmark.settings import BenchmarkSettings
@@ -152,3 +157,24 @@ def test_team_lead_and_business_settings_share_the_mechanism(monkeypatch: pytest
         BusinessSettings.from_sources({"business_bounds": {"label_agreement": 0.5}})
     with pytest.raises(ValueError, match="bad business setting business_dtype: bad business dtype float8"):
         BusinessSettings.from_sources({"business_dtype": "float8"})
+
+
+@pytest.mark.parametrize("target, bad", [
+    ("adaptation.healing.stage:HEALING_STAGE", {"healing_max_attempts": 0}),
+    ("benchmark.stage:BENCHMARK_STAGE", {"benchmark_iters": "many"}),
+    ("optimization.stage:OPTIMIZATION_STAGE", {"optimization_pairs": 3}),
+    ("business_benchmark.stage:BUSINESS_BENCHMARK_STAGE", {"business_dtype": "float8"}),
+    ("adaptation.revalidation.stage:REVALIDATION_STAGE", {"device": "tpu"}),
+])
+def test_a_bad_setting_is_the_same_refusal_in_every_stage(target: str, bad: dict[str, Any], tmp_path: Any) -> None:
+    """Whichever stage reads it, a bad value fails the run before any work with one diagnosis:
+    rule `bad_setting` (a refusal: the team lead does not retry it) and the one-line message."""
+    module, _, attr = target.partition(":")
+    stage = getattr(importlib.import_module(module), attr)
+    model = SimpleNamespace(env_mode="", env_python=None, model_id="org/m", adaptation_name="m")
+    ctx = StageContext(model=model, task=SimpleNamespace(), adaptation_dir=tmp_path, board_path=tmp_path / "b.db",  # type: ignore[arg-type]
+                       log=io.StringIO(), settings=bad)
+    outcome = stage.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis["rule"] == "bad_setting" and is_refusal(outcome.diagnosis)
+    assert outcome.summary.startswith("bad ") and " setting " in outcome.summary and "\n" not in outcome.summary
+    assert list(tmp_path.iterdir()) == []  # nothing rendered, synced or written
