@@ -73,7 +73,7 @@ def test_unloadable_stage_waits_and_import_crash_is_a_failed_attempt(board: Boar
     assert first.returncode == 0, first.stderr[-2000:]
     # The worker gets the team lead's typed settings: the stage's section and the agents'.
     assert runs_logged(tmp_path, "org/one", 'discovery attempt=1 token=1 settings={"agent_backend": null')
-    assert runs_logged(tmp_path, "org/one", '"hub_timeout": 2.0}')
+    assert runs_logged(tmp_path, "org/one", '"hub_timeout": 2.0,')
     assert statuses(board)[("org/one", "adaptation")] == "pending"
     assert first.stderr.count("stage adaptation is not runnable") == 1
     assert "not runnable: adaptation" in first.stdout
