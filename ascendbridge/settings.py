@@ -58,7 +58,8 @@ class SettingsError(ValueError):
 
 
 class StageSettings(BaseSettings):
-    """Base of every settings class; subclasses set `key_prefix` and their env_prefix to match."""
+    """Base of every section (a stage's or the kernel's); subclasses set `key_prefix` and their
+    env_prefix to match."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True,
                                       env_ignore_empty=True)  # VAR= means "not set"
