@@ -35,7 +35,7 @@ from ascendbridge.runtime.devices import HostInventory, detect
 from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
 from ascendbridge.runtime.placement import DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
-from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, install, root_class
+from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, install
 from ascendbridge.stages import STATUSES
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
@@ -146,12 +146,12 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
         if v is not None}
     envs = {"env": args.env, "system_python": str(args.python.expanduser().absolute()) if args.python else None}
     given["envs"] = {**given.get("envs", {}), **{k: v for k, v in envs.items() if v is not None}}
-    return root_class().resolve(given)
+    return Settings.resolve(given)
 
 
 def with_pool(resolved: Optional[Settings], pool: DevicePool) -> Settings:
     """The settings with the team lead's device pool (discovery sizes models against these devices)."""
-    resolved = resolved or root_class().resolve()
+    resolved = resolved or Settings.resolve()
     devices = resolved.of(DeviceSettings).model_copy(update={"device_pool": json.dumps([pool_entry(pool)])})
     return resolved.replace(devices)
 
