@@ -8,15 +8,16 @@ where an LLM adapter can later be asked (`ask_llm_adapter`).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 from pydantic import ValidationError
 
 from adaptation.agent_adapter import ask_adapter_agent
+from adaptation.settings import AdaptationSettings
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.board.records import ModelRecord
 from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.settings import section
 from ascendbridge.task_families import TASK_FAMILIES
 
 # What each family feeds the model (the runtime derives the exact set from forward()).
@@ -101,16 +102,8 @@ def _first_int(cfg: dict[str, Any], keys: tuple[str, ...]) -> Optional[int]:
 
 
 def _dry_run_budget() -> int:
-    raw = os.environ.get("ASCENDBRIDGE_DRY_RUN_MAX_BYTES")
-    if not raw:
-        return DEFAULT_DRY_RUN_MAX_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"ASCENDBRIDGE_DRY_RUN_MAX_BYTES={raw} is not an integer") from None
-    if value <= 0:
-        raise ValueError(f"ASCENDBRIDGE_DRY_RUN_MAX_BYTES={raw} must be positive")
-    return value
+    """ASCENDBRIDGE_DRY_RUN_MAX_BYTES (adaptation settings); a bad value is ValueError, one line."""
+    return section(AdaptationSettings).dry_run_max_bytes or DEFAULT_DRY_RUN_MAX_BYTES
 
 
 def dry_run_max_layers(parameter_count: Optional[int], num_layers: Optional[int], budget: int) -> Optional[int]:

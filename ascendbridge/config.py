@@ -1,7 +1,6 @@
-"""Framework settings: where the board, logs and adaptations live, and where torch comes from.
-
-Everything is read from the environment (a `.env` file is loaded by the shell entry points), with
-defaults relative to the repository root so a fresh clone works without configuration.
+"""Framework paths and where torch comes from, read through the one settings model
+(ascendbridge.settings: sections `paths` and `envs`; a `.env` file is loaded by the shell entry
+points), with defaults relative to the repository root so a fresh clone works without configuration.
 """
 
 from __future__ import annotations
@@ -13,32 +12,29 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from ascendbridge.settings import REPO_ROOT, EnvsSettings, PathSettings, section
 
-
-def _env_path(name: str, default: Path) -> Path:
-    raw = os.environ.get(name)
-    return Path(raw).expanduser().resolve() if raw else default
+__all__ = ["REPO_ROOT", "adaptations_dir", "board_path", "logs_dir", "torch_source", "uv_binary"]
 
 
 def board_path() -> Path:
-    """ASCENDBRIDGE_BOARD, default <repo>/board.db."""
-    return _env_path("ASCENDBRIDGE_BOARD", REPO_ROOT / "board.db")
+    """ASCENDBRIDGE_BOARD, default <repo>/board.db (inside a worker: the board it serves)."""
+    return section(PathSettings).board
 
 
 def adaptations_dir() -> Path:
     """ASCENDBRIDGE_ADAPTATIONS, default <repo>/adaptations."""
-    return _env_path("ASCENDBRIDGE_ADAPTATIONS", REPO_ROOT / "adaptations")
+    return section(PathSettings).adaptations
 
 
 def logs_dir() -> Path:
     """ASCENDBRIDGE_LOGS, default <repo>/logs."""
-    return _env_path("ASCENDBRIDGE_LOGS", REPO_ROOT / "logs")
+    return section(PathSettings).logs
 
 
 def uv_binary() -> str:
     """The uv that manages adaptation environments: the framework's own dependency first."""
-    explicit = os.environ.get("ASCENDBRIDGE_UV")
+    explicit = section(EnvsSettings).uv
     if explicit:
         return explicit
     try:
@@ -107,21 +103,12 @@ class TorchSource:
         return self.profiles[name]
 
 
-DEFAULT_TORCH_CPU = "2.13.0"
-DEFAULT_TORCH_CUDA = "2.9.1"
-# torch-npu releases pair with torch releases; 2.7.1.post2 is a published pairing.
-DEFAULT_TORCH_ASCEND = "2.7.1"
-DEFAULT_TORCH_NPU = "2.7.1.post2"
-
-
 def torch_source() -> TorchSource:
-    """Read pins from ASCENDBRIDGE_TORCH_{CPU,CUDA,ASCEND}, ASCENDBRIDGE_TORCH_NPU, and the wheel
+    """Pins from ASCENDBRIDGE_TORCH_{CPU,CUDA,ASCEND}, ASCENDBRIDGE_TORCH_NPU, and the wheel
     directory from ASCENDBRIDGE_WHEEL_DIR ('auto' = pip's configured find-links, 'none' = PyPI)."""
-    cpu = os.environ.get("ASCENDBRIDGE_TORCH_CPU", DEFAULT_TORCH_CPU)
-    cuda = os.environ.get("ASCENDBRIDGE_TORCH_CUDA", DEFAULT_TORCH_CUDA)
-    ascend = os.environ.get("ASCENDBRIDGE_TORCH_ASCEND", DEFAULT_TORCH_ASCEND)
-    npu = os.environ.get("ASCENDBRIDGE_TORCH_NPU", DEFAULT_TORCH_NPU)
-    wheel_setting = os.environ.get("ASCENDBRIDGE_WHEEL_DIR", "auto")
+    envs = section(EnvsSettings)
+    cpu, cuda, ascend, npu = envs.torch_cpu, envs.torch_cuda, envs.torch_ascend, envs.torch_npu
+    wheel_setting = envs.wheel_dir
     if wheel_setting == "auto":
         wheel_dir = _pip_find_links()
     elif wheel_setting in ("", "none"):
@@ -130,9 +117,7 @@ def torch_source() -> TorchSource:
         if not Path(wheel_setting).is_dir():
             raise ValueError(f"ASCENDBRIDGE_WHEEL_DIR={wheel_setting} is not a directory")
         wheel_dir = wheel_setting
-    cpu_index = None if wheel_dir else os.environ.get(
-        "ASCENDBRIDGE_TORCH_CPU_INDEX", "https://download.pytorch.org/whl/cpu"
-    )
+    cpu_index = None if wheel_dir else envs.torch_cpu_index
     profiles = {
         "cpu": TorchProfile("cpu", (f"torch=={cpu}",), cpu_index),
         "cuda": TorchProfile("cuda", (f"torch=={cuda}",)),

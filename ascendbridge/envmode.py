@@ -1,8 +1,9 @@
 """Environment modes of model runs: `locked` (the package's uv.lock) or `system` (a venv layered
 on an interpreter that already has torch / torch_npu, e.g. an Ascend host's vendor stack).
 
-The team lead takes the mode per run (`--env system --python PATH`, which sets these variables
-for every worker) and per model from the board (models.env_mode / env_python, which win).
+The team lead takes the mode per run (`--env system --python PATH`, or ASCENDBRIDGE_ENV /
+ASCENDBRIDGE_SYSTEM_PYTHON: the `envs` section of ascendbridge.settings, which reaches every worker
+as its typed settings) and per model from the board (models.env_mode / env_python, which win).
 Kept in the kernel so the team lead can validate its flags without importing a stage package.
 """
 
@@ -12,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from ascendbridge.settings import EnvsSettings, install, installed, section
 
 ENV_MODES: tuple[str, ...] = ("locked", "system")
 ENV_MODE_VAR = "ASCENDBRIDGE_ENV"
@@ -34,14 +37,19 @@ class EnvChoice:
         return self.mode == "system"
 
 
-def env_choice(model_mode: Optional[str] = None, model_python: Optional[str] = None) -> EnvChoice:
-    """The model's own mode (board) wins over the run's (ASCENDBRIDGE_ENV / _SYSTEM_PYTHON)."""
-    mode = (model_mode or os.environ.get(ENV_MODE_VAR) or "locked").strip().lower()
+def env_choice(model_mode: Optional[str] = None, model_python: Optional[str] = None,
+               run: Optional[EnvsSettings] = None) -> EnvChoice:
+    """The model's own mode (board) wins over the run's (`run`, else this process's settings)."""
+    try:
+        run = run or section(EnvsSettings)
+    except ValueError as exc:  # a bad ASCENDBRIDGE_ENV: the same one line as a bad mode
+        raise EnvModeError(str(exc)) from None
+    mode = (model_mode or run.env).strip().lower()
     if mode not in ENV_MODES:
         raise EnvModeError(f"unknown environment mode '{mode}' (expected one of: {', '.join(ENV_MODES)})")
     if mode == "locked":
         return EnvChoice("locked")
-    raw = model_python or os.environ.get(SYSTEM_PYTHON_VAR)
+    raw = model_python or run.system_python
     if not raw:
         raise EnvModeError(f"environment mode 'system' needs an interpreter (--python PATH or {SYSTEM_PYTHON_VAR})")
     python = Path(raw).expanduser()
@@ -53,11 +61,19 @@ def env_choice(model_mode: Optional[str] = None, model_python: Optional[str] = N
 def use_model_env(model: object) -> None:
     """Make a model's own mode (board: env_mode / env_python) the mode of this worker process.
 
-    A stage calls this first in `run`; one process runs one task, so the process environment is
-    the model's, and every uv_env.sync below (and the gates it starts) follows it."""
+    A stage calls this first in `run` and `gate`; one process runs one task, so the worker's
+    settings become the model's and every uv_env.sync below follows them. A stage run without a
+    worker (by hand, in a test) has no installed settings: there the process environment, which
+    its settings are read from, takes the model's mode."""
     mode = getattr(model, "env_mode", "") or ""
-    if mode:
-        os.environ[ENV_MODE_VAR] = mode
-        python = getattr(model, "env_python", None)
-        if python:
-            os.environ[SYSTEM_PYTHON_VAR] = python
+    if not mode:
+        return
+    python = getattr(model, "env_python", None)
+    current = installed()
+    if current is not None:
+        update = {"env": mode, **({"system_python": python} if python else {})}
+        install(current.replace(current.of(EnvsSettings).model_copy(update=update)))
+        return
+    os.environ[ENV_MODE_VAR] = mode
+    if python:
+        os.environ[SYSTEM_PYTHON_VAR] = python

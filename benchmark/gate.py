@@ -21,7 +21,6 @@ passed accuracy. Other dtypes' accuracy verdicts are reported, not required.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -36,28 +35,22 @@ from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.metrics_check import check_metrics
 from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from ascendbridge.gatekit.trace import TraceError, validate_trace
+from ascendbridge.settings import section
 from ab_runtime.fileops import sha256_file
+from benchmark.settings import BenchmarkSettings
 
 RECOMPUTE_TIMEOUT_S = 600.0
 LATENCY_BAND = 1.5  # a reported timing may be at most this much faster than the gate's re-measurement
-LATENCY_BAND_ENV = "ASCENDBRIDGE_LATENCY_BAND"
+LATENCY_BAND_ENV = "ASCENDBRIDGE_LATENCY_BAND"  # BenchmarkSettings.latency_band
 
 
 def latency_band() -> float:
-    """The band in force: ASCENDBRIDGE_LATENCY_BAND, else LATENCY_BAND. An operator on a machine
-    whose load they cannot control widens it knowingly (the test suite does, see tests/conftest.py:
-    an honest run must not fail on the machine's luck); a forged 1 us call still fails any sane band.
-    Raises ValueError (one line) on a value that is not a number >= 1."""
-    raw = os.environ.get(LATENCY_BAND_ENV, "").strip()
-    if not raw:
-        return LATENCY_BAND
-    try:
-        band = float(raw)
-    except ValueError:
-        band = float("nan")
-    if not band >= 1.0 or band == float("inf"):
-        raise ValueError(f"{LATENCY_BAND_ENV}={raw}: expected a finite number >= 1 (default {LATENCY_BAND:g})")
-    return band
+    """The band in force: ASCENDBRIDGE_LATENCY_BAND (benchmark settings), else LATENCY_BAND. An
+    operator on a machine whose load they cannot control widens it knowingly (the test suite does,
+    see tests/conftest.py: an honest run must not fail on the machine's luck); a forged 1 us call
+    still fails any sane band. Raises ValueError (one line) on a value that is not a number >= 1."""
+    band = section(BenchmarkSettings).latency_band
+    return LATENCY_BAND if band is None else band
 
 
 @dataclass

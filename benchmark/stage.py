@@ -20,6 +20,7 @@ from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
 from ascendbridge.runtime.reports import run_checker
+from ascendbridge.settings import SettingsError
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
@@ -130,6 +131,8 @@ class BenchmarkStage:
         try:
             settings = BenchmarkSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
+        except SettingsError as exc:
+            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
         except ValueError as exc:
             return StageOutcome("failed", str(exc), diagnosis={"rule": "benchmark_setup", "summary": str(exc)})
         render_accuracy_run(spec, ctx.adaptation_dir)

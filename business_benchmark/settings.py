@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from ascendbridge.package import uv_env
@@ -75,10 +75,11 @@ class BusinessSettings(StageSettings):
     def _split(cls, value: object) -> object:
         return tuple(value.replace(",", " ").split()) if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _device(self) -> "BusinessSettings":
-        uv_env.profile_for_device(self.device)  # validates the device name
-        return self
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        uv_env.profile_for_device(value)  # validates the device name
+        return value
 
     @property
     def rule(self) -> PassRule:

@@ -20,6 +20,7 @@ from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
 from ascendbridge.runtime.reports import run_checker
+from ascendbridge.settings import SettingsError
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import PREDICTIONS_PREFIX, board_values, build_evidence, read_json, stem
@@ -53,6 +54,8 @@ class BusinessBenchmarkStage:
             evaluations, notes = evaluations_for_model(ctx.model, json.loads(spec.to_json()))
             render_business_run(spec.model.model_id, spec.task_family, ctx.adaptation_dir)
             copy_sets([e.set for e in evaluations] + ([LOCAL_SET] if settings.lm_eval_tasks else []), ctx.adaptation_dir)
+        except SettingsError as exc:
+            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
         except (ValueError, DatasetError, OSError) as exc:
             return _failed(str(exc), "business_setup")
         dtype = settings.dtype_for(spec.dtype.target)

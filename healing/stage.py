@@ -16,6 +16,7 @@ from healing.loop import heal
 from healing.settings import HealingSettings
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.envmode import use_model_env
+from ascendbridge.settings import SettingsError
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 
 
@@ -30,6 +31,8 @@ class HealingStage:
         try:
             settings = HealingSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
+        except SettingsError as exc:
+            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
         except ValueError as exc:
             return StageOutcome("failed", str(exc), diagnosis={"rule": "bad_input", "summary": str(exc)})
         fixes_ctx = fix_context(spec, ctx.model.allow_remote_code, ctx.model.metadata)

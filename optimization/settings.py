@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.package import uv_env
@@ -29,10 +29,11 @@ class OptimizationSettings(StageSettings):
     # else the task family's default (generation: TPOT; encoders: throughput at headline_batch).
     workload: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
 
-    @model_validator(mode="after")
-    def _device(self) -> "OptimizationSettings":
-        uv_env.profile_for_device(self.device)  # validates the device name
-        return self
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        uv_env.profile_for_device(value)  # validates the device name
+        return value
 
     def common_args(self, pretrained: bool) -> list[str]:
         return ["--device", self.device, "--pairs", str(self.pairs), "--iters", str(self.iters), "--warmup",

@@ -25,6 +25,7 @@ from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
 from ascendbridge.runtime.reports import run_checker
+from ascendbridge.settings import SettingsError
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from optimization.gate import accuracy_summary
 from optimization.notes_check import NOTES_FILE
@@ -85,6 +86,8 @@ class OptimizationStage:
         try:
             settings = OptimizationSettings.from_sources(ctx.settings)
             spec = AdaptationSpec.load(ctx.adaptation_dir)
+        except SettingsError as exc:
+            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
         except ValueError as exc:
             return _failed(str(exc), "optimization_setup")
         profile = uv_env.profile_for_device(settings.device)

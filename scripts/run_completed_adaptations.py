@@ -28,10 +28,12 @@ from typing import Any, NoReturn, Optional
 
 from ascendbridge.revalidation.compare import DEFAULT_TOLERANCE, Verdict, broken, compare, latest_figures
 from ascendbridge.revalidation.report import write_report
+from ascendbridge.revalidation.stage import BenchmarkSlotSettings
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import ModelRecord, Registration, now_iso
 from ascendbridge.config import adaptations_dir, board_path, logs_dir
 from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
+from ascendbridge.settings import EnvsSettings, section
 from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES
 
@@ -47,12 +49,21 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _default_device() -> str:
+    """ASCENDBRIDGE_DEVICE (the device the stages' sections share); a bad value is one line, exit 2."""
+    try:
+        return BenchmarkSlotSettings.from_sources().device
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p = _Parser(prog="run_completed_adaptations.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--board", type=Path, help="main board (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--adaptations-dir", type=Path, help="where the packages are (default: ./adaptations)")
     p.add_argument("--models", default="", help="comma-separated model ids or adaptation names (default: all completed)")
-    p.add_argument("--device", default=os.environ.get("ASCENDBRIDGE_DEVICE", "cpu"), choices=("cpu", "cuda", "npu"))
+    p.add_argument("--device", default=_default_device(), choices=("cpu", "cuda", "npu"))
     p.add_argument("--env", choices=("locked", "system"), help="environment mode (default: each model's, else $ASCENDBRIDGE_ENV)")
     p.add_argument("--python", type=Path, help="system-mode interpreter")
     p.add_argument("--optimize", action="store_true", help="re-run the optimization too")
@@ -67,7 +78,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         p.error("--tolerance must be between 0 and 1")
     if args.iters < 1 or args.warmup < 0 or args.workers < 1:
         p.error("--iters and --workers must be >= 1, --warmup >= 0")
-    if args.env == "system" and not args.python and not os.environ.get(SYSTEM_PYTHON_VAR):
+    if args.env == "system" and not args.python and not section(EnvsSettings).system_python:
         p.error(f"--env system needs --python PATH (or {SYSTEM_PYTHON_VAR})")
     return args
 
@@ -117,10 +128,10 @@ def run_team_lead(args: argparse.Namespace, run_dir: Path, dtypes: str) -> int:
         env[ENV_MODE_VAR] = args.env
     if args.python:
         env[SYSTEM_PYTHON_VAR] = str(args.python.expanduser().absolute())
-    sets = {"device": args.device, "benchmark_iters": args.iters, "benchmark_warmup": args.warmup,
-            "benchmark_dtypes": dtypes, "revalidation_optimize": "1" if args.optimize else ""}
+    sets = {"device": args.device, "iters": args.iters, "warmup": args.warmup, "dtypes": dtypes}
     argv = [sys.executable, "-m", "ascendbridge.teamlead", "--once", "--plain", "--board", str(run_dir / "revalidation.db"),
-            "--stages", STAGE_SLOT, "--workers", str(args.workers), "--attempts", "1"]
+            "--stages", STAGE_SLOT, "--workers", str(args.workers), "--attempts", "1",
+            "--set", f"revalidation.optimize={'true' if args.optimize else 'false'}"]
     for key, value in sets.items():
         argv += ["--set", f"{STAGE_SLOT}.{key}={value}"]
     with (run_dir / "team_lead.out").open("w") as out:

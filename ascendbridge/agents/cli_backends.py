@@ -12,25 +12,25 @@ Flags (from each tool's CLI reference):
   carry `usage`)
 
 The executables are `claude` / `codex` on PATH unless ASCENDBRIDGE_CLAUDE_BIN /
-ASCENDBRIDGE_CODEX_BIN say otherwise; ASCENDBRIDGE_CLAUDE_MODEL / ASCENDBRIDGE_CODEX_MODEL pick
-the model.
+ASCENDBRIDGE_CODEX_BIN say otherwise (a command line); ASCENDBRIDGE_CLAUDE_MODEL /
+ASCENDBRIDGE_CODEX_MODEL pick the model (the `agent` section of ascendbridge.settings).
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 
 from ascendbridge.agents.backend import BackendReply, BackendRequest, agent_environment, register_backend, reported_tokens
+from ascendbridge.agents.settings import AgentConfig
 from ascendbridge.runtime.process import run_command
+from ascendbridge.settings import section
 
 MAX_TURNS = 30
 _OUTPUT_CAP = 2_000_000
 
 
-def _binary(variable: str, default: str) -> list[str]:
-    """The CLI command; the variable may hold a command line (e.g. "python3 /path/cli.py")."""
-    return shlex.split(os.environ.get(variable) or default)
+def _config() -> AgentConfig:
+    return section(AgentConfig)
 
 
 def _run(argv: list[str], request: BackendRequest, tool: str, variable: str) -> BackendReply:
@@ -47,12 +47,13 @@ class ClaudeBackend:
     name = "claude"
 
     def run(self, request: BackendRequest) -> BackendReply:
-        argv = [*_binary("ASCENDBRIDGE_CLAUDE_BIN", "claude"), "-p", request.prompt,
+        config = _config()
+        argv = [*shlex.split(config.claude_bin), "-p", request.prompt,
                 "--output-format", "json", "--permission-mode", "acceptEdits",
                 "--allowedTools", "Read Edit Write Glob Grep",
                 "--append-system-prompt", request.role_contract, "--max-turns", str(MAX_TURNS)]
-        if os.environ.get("ASCENDBRIDGE_CLAUDE_MODEL"):
-            argv += ["--model", os.environ["ASCENDBRIDGE_CLAUDE_MODEL"]]
+        if config.claude_model:
+            argv += ["--model", config.claude_model]
         return _run(argv, request, "claude", "ASCENDBRIDGE_CLAUDE_BIN")
 
 
@@ -60,10 +61,11 @@ class CodexBackend:
     name = "codex"
 
     def run(self, request: BackendRequest) -> BackendReply:
-        argv = [*_binary("ASCENDBRIDGE_CODEX_BIN", "codex"), "exec", "--sandbox", "workspace-write",
+        config = _config()
+        argv = [*shlex.split(config.codex_bin), "exec", "--sandbox", "workspace-write",
                 "--skip-git-repo-check", "--ephemeral", "--json", "-C", str(request.workspace)]
-        if os.environ.get("ASCENDBRIDGE_CODEX_MODEL"):
-            argv += ["-m", os.environ["ASCENDBRIDGE_CODEX_MODEL"]]
+        if config.codex_model:
+            argv += ["-m", config.codex_model]
         argv.append(f"{request.role_contract}\n\n---\n\n{request.prompt}")
         return _run(argv, request, "codex", "ASCENDBRIDGE_CODEX_BIN")
 

@@ -10,7 +10,6 @@ run with a matching failure signature. Each remembered fix is also appended, hum
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,7 +18,9 @@ from typing import Any, Optional
 from ascendbridge.board import BoardStore
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import now_iso
+from ascendbridge.agents.settings import AgentConfig
 from ascendbridge.config import REPO_ROOT
+from ascendbridge.settings import section
 
 RUN_EVENT = "agent_run"
 REUSE_EVENT = "agent_memory_reuse"
@@ -147,7 +148,7 @@ def record_reuse(board_path: Optional[Path], role: str, signature: str, model_id
 
 
 def memory_dir() -> Path:
-    return Path(os.environ.get("ASCENDBRIDGE_AGENT_MEMORY") or REPO_ROOT / ".claude" / "agent-memory")
+    return section(AgentConfig).memory or REPO_ROOT / ".claude" / "agent-memory"
 
 
 def remember(run: AgentRun, failure: str) -> Path:

@@ -5,9 +5,10 @@ A chat model cannot edit files itself, so the prompt asks for one JSON object
 this backend writes those files into the workspace copy, refusing any path that would land
 outside it (the refusal is reported, and the sandbox then rejects the whole run).
 
-Configuration (environment): ASCENDBRIDGE_OPENAI_BASE_URL or OPENAI_BASE_URL (default
-https://api.openai.com/v1), ASCENDBRIDGE_OPENAI_MODEL or OPENAI_MODEL (required),
-ASCENDBRIDGE_OPENAI_API_KEY or OPENAI_API_KEY (optional for local servers).
+Configuration: ASCENDBRIDGE_OPENAI_BASE_URL (the `agent` section of ascendbridge.settings) or
+OPENAI_BASE_URL (default https://api.openai.com/v1), ASCENDBRIDGE_OPENAI_MODEL or OPENAI_MODEL
+(required), and from the environment the credential ASCENDBRIDGE_OPENAI_API_KEY or OPENAI_API_KEY
+(optional for local servers).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import httpx
 
 from ascendbridge.agents.backend import BackendReply, BackendRequest, json_object_in, register_backend
 from ascendbridge.agents.sandbox import write_inside
+from ascendbridge.agents.settings import AgentConfig
+from ascendbridge.settings import section
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 REPLY_FORMAT = ('Answer with one JSON object and nothing else: {"summary": "<one line: what you changed and why>", '
@@ -38,11 +41,12 @@ class OpenAIBackend:
     name = "openai"
 
     def run(self, request: BackendRequest) -> BackendReply:
-        base = (_env("ASCENDBRIDGE_OPENAI_BASE_URL", "OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        model = _env("ASCENDBRIDGE_OPENAI_MODEL", "OPENAI_MODEL")
+        config = section(AgentConfig)
+        base = (config.openai_base_url or _env("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        model = config.openai_model or _env("OPENAI_MODEL")
         if not model:
             return BackendReply(None, False, "", error="no model: set ASCENDBRIDGE_OPENAI_MODEL (or OPENAI_MODEL)")
-        key = _env("ASCENDBRIDGE_OPENAI_API_KEY", "OPENAI_API_KEY")
+        key = _env("ASCENDBRIDGE_OPENAI_API_KEY", "OPENAI_API_KEY")  # a credential: not in settings
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         body = {"model": model, "temperature": 0, "messages": [
             {"role": "system", "content": f"{request.role_contract}\n\n{REPLY_FORMAT}"},

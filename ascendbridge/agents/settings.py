@@ -1,18 +1,20 @@
 """Which backend each role uses, and the budget of one escalation, from settings or environment.
 
-Resolution order for a role's backend: the run's settings `agent_backends[role]`, the variable
-ASCENDBRIDGE_AGENT_BACKEND_<ROLE> (e.g. ..._HEALER), the run's settings `agent_backend`,
-AGENT_BACKEND, and finally `builtin`, so nothing changes unless someone opts in. The budget is
-an ascendbridge.settings class like every stage's (settings, then ASCENDBRIDGE_AGENT_*, then defaults).
+Resolution order for a role's backend: the run's settings `agent_backends[role]` (or
+ASCENDBRIDGE_AGENT_BACKENDS), the variable ASCENDBRIDGE_AGENT_BACKEND_<ROLE> (e.g. ..._HEALER), the
+run's settings `agent_backend` (or ASCENDBRIDGE_AGENT_BACKEND), AGENT_BACKEND, and finally
+`builtin`, so nothing changes unless someone opts in. All of it is the `agent` section of
+ascendbridge.settings (settings, then ASCENDBRIDGE_AGENT_*, then defaults).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.settings import StageSettings
@@ -21,28 +23,63 @@ ROLES = ("team-lead", "adapter", "healer", "benchmark-runner")
 BACKENDS = ("builtin", "claude", "codex", "openai")
 
 
-class Budget(StageSettings):
-    """Per migrated model and role: how many agent runs, how much wall time and how many tokens
-    (where the backend reports them) escalation may spend in total, and one run's timeout.
-    Keys agent_max_attempts, agent_max_wall_s, agent_max_tokens, agent_timeout_s (ascendbridge.settings)."""
+class AgentConfig(StageSettings):
+    """The `agent` section: which backend each role uses, the agent CLIs, and per migrated model and
+    role how many agent runs, how much wall time and how many tokens (where the backend reports
+    them) escalation may spend in total, and one run's timeout. Keys agent_* (ascendbridge.settings);
+    the OpenAI API key is a credential, read by openai_backend.py itself, never part of settings."""
 
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_AGENT_")
     key_prefix = "agent_"
+    label = "agent"
 
     max_attempts: int = Field(2, gt=0)
     max_wall_s: float = Field(1800.0, gt=0)
     max_tokens: int = Field(400_000, gt=0)
     run_timeout_s: float = Field(900.0, gt=0, validation_alias="ascendbridge_agent_timeout_s")
+    backend: Optional[str] = None  # every role's backend (after a role's own); None: AGENT_BACKEND, then builtin
+    backends: dict[str, str] = {}  # role -> backend (JSON in the environment)
+    backend_team_lead: Optional[str] = None
+    backend_adapter: Optional[str] = None
+    backend_healer: Optional[str] = None
+    backend_benchmark_runner: Optional[str] = None
+    memory: Optional[Path] = None  # the agent-memory folder; None: <repo>/.claude/agent-memory
+    claude_bin: str = Field("claude", validation_alias="ascendbridge_claude_bin")  # a command line
+    claude_model: Optional[str] = Field(None, validation_alias="ascendbridge_claude_model")
+    codex_bin: str = Field("codex", validation_alias="ascendbridge_codex_bin")
+    codex_model: Optional[str] = Field(None, validation_alias="ascendbridge_codex_model")
+    openai_base_url: Optional[str] = Field(None, validation_alias="ascendbridge_openai_base_url")
+    openai_model: Optional[str] = Field(None, validation_alias="ascendbridge_openai_model")
+
+    @field_validator("backend", "backend_team_lead", "backend_adapter", "backend_healer", "backend_benchmark_runner")
+    @classmethod
+    def _known_backend(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else _backend(value)
+
+    @field_validator("backends")
+    @classmethod
+    def _known_roles(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown_roles = sorted(set(value) - set(ROLES))
+        if unknown_roles:
+            raise ValueError(f"unknown agent role '{unknown_roles[0]}' (roles: {', '.join(ROLES)})")
+        return {role: _backend(name) for role, name in value.items()}
+
+    def role_backend(self, role: str) -> Optional[str]:
+        """The role's own choice: `agent_backends[role]`, then ASCENDBRIDGE_AGENT_BACKEND_<ROLE>."""
+        return self.backends.get(role) or getattr(self, "backend_" + role.replace("-", "_"))
 
 
-def _role_env(role: str) -> str:
-    return "ASCENDBRIDGE_AGENT_BACKEND_" + role.upper().replace("-", "_")
+def _backend(name: str) -> str:
+    name = name.strip().lower()
+    if name not in BACKENDS:
+        raise ValueError(f"unknown agent backend '{name}' (backends: {', '.join(BACKENDS)})")
+    return name
 
 
 @dataclass(frozen=True)
 class AgentSettings:
     backends: Mapping[str, str]  # role -> backend name, every role resolved
-    budget: Budget
+    budget: AgentConfig
 
     def backend_for(self, role: str) -> str:
         if role not in ROLES:
@@ -51,22 +88,7 @@ class AgentSettings:
 
     @classmethod
     def from_sources(cls, settings: Optional[Mapping[str, Any]] = None) -> "AgentSettings":
-        """Resolve every role's backend and the budget; raise ValueError on a bad value."""
-        settings = settings or {}
-        per_role = settings.get("agent_backends") or {}
-        if not isinstance(per_role, Mapping):
-            raise ValueError("bad agent setting agent_backends: expected a role -> backend mapping")
-        unknown_roles = sorted(set(per_role) - set(ROLES))
-        if unknown_roles:
-            raise ValueError(f"unknown agent role '{unknown_roles[0]}' (roles: {', '.join(ROLES)})")
-        default = settings.get("agent_backend") or os.environ.get("AGENT_BACKEND") or "builtin"
-        backends = {
-            role: str(per_role.get(role) or os.environ.get(_role_env(role)) or default).strip().lower()
-            for role in ROLES
-        }
-        for role, name in backends.items():
-            if name not in BACKENDS:
-                raise ValueError(f"unknown agent backend '{name}' for role {role} (backends: {', '.join(BACKENDS)})")
-
-        budget = Budget.from_sources(settings)
-        return cls(backends=backends, budget=budget)
+        """Resolve every role's backend and the budget; raise ValueError (one line) on a bad value."""
+        config = AgentConfig.from_sources(settings)
+        default = config.backend or _backend(os.environ.get("AGENT_BACKEND") or "builtin")
+        return cls(backends={role: config.role_backend(role) or default for role in ROLES}, budget=config)

@@ -17,18 +17,17 @@ from sqlmodel import SQLModel
 
 from ascendbridge.board.migrations import MIGRATIONS
 from ascendbridge.board.schema import SCHEMA_VERSION
+from ascendbridge.settings import GeneralSettings, section
 
-BUSY_TIMEOUT_ENV = "ASCENDBRIDGE_BOARD_BUSY_TIMEOUT_S"  # how long one statement waits for the lock
 
 
 def busy_timeout_ms() -> int:
-    """SQLite's busy timeout: 30 s unless the environment says otherwise (tests shorten it to
+    """SQLite's busy timeout: 30 s unless the settings say otherwise (tests shorten it to
     provoke a busy board without waiting half a minute)."""
-    raw = os.environ.get(BUSY_TIMEOUT_ENV, "")
     try:
-        return max(1, int(float(raw) * 1000)) if raw else 30_000
-    except ValueError:
-        raise BoardError(f"{BUSY_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+        return max(1, int(section(GeneralSettings).board_busy_timeout_s * 1000))
+    except ValueError as exc:
+        raise BoardError(str(exc)) from None
 
 
 class BoardError(Exception):

@@ -6,7 +6,6 @@ I/O), 2 the input was wrong (arguments, model ids, stage/status names, unknown m
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ascendbridge.board import BoardError, InvalidRegistrationError, UnknownModelError
 from ascendbridge.naming import InvalidModelIdError
+from ascendbridge.settings import GeneralSettings, section
 from ascendbridge.stages import UnknownNameError
 
 EXIT_OK = 0
@@ -37,6 +37,14 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _debug() -> bool:
+    """ASCENDBRIDGE_DEBUG (general settings); a bad value there is no reason to hide the traceback."""
+    try:
+        return section(GeneralSettings).debug
+    except ValueError:
+        return True
 
 
 def emit_error(message: str) -> None:
@@ -70,7 +78,7 @@ def run_guarded(command: Callable[[], int]) -> int:
         emit_error("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: still one line, the traceback only on request
-        if os.environ.get("ASCENDBRIDGE_DEBUG"):
+        if _debug():
             traceback.print_exc()
         emit_error(f"internal error: {type(exc).__name__}: {exc} (set ASCENDBRIDGE_DEBUG=1 for details)")
         return EXIT_FAILURE

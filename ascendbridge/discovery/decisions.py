@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Any, Optional
 
 from pydantic import BaseModel
 
 from ascendbridge.discovery.errors import DiscoveryError
 from ascendbridge.discovery.model_info import DiscoveryDecision, ModelInfo
-from ascendbridge.settings import DeviceSettings
+from ascendbridge.settings import DeviceSettings, section
 
 DEFAULT_DEVICE_MEMORY_GB = DeviceSettings.DEFAULT_MEMORY_GB
 # Weights must leave room for activations, the KV cache and the runtime's own allocations.
@@ -32,11 +31,9 @@ BYTES_PER_ELEMENT = {
 
 def _settings() -> DeviceSettings:
     try:
-        return DeviceSettings.from_sources()
-    except ValueError:
-        raw = os.environ.get("ASCENDBRIDGE_DEVICE_MEMORY_GB", "")
-        raise DiscoveryError(f"ASCENDBRIDGE_DEVICE_MEMORY_GB={raw!r} is not a positive number of GiB",
-                             "bad_setting") from None
+        return section(DeviceSettings)
+    except ValueError as exc:
+        raise DiscoveryError(str(exc), "bad_setting") from None
 
 
 def device_memory_gb() -> float:

@@ -42,10 +42,11 @@ def hub_endpoint() -> str:
 
 
 def hub_timeout() -> float:
-    try:
-        return float(os.environ.get("ASCENDBRIDGE_HUB_TIMEOUT", DEFAULT_TIMEOUT_S))
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
+    """ASCENDBRIDGE_HUB_TIMEOUT (the discovery section of ascendbridge.settings)."""
+    from ascendbridge.discovery.settings import DiscoverySettings
+    from ascendbridge.settings import section
+
+    return section(DiscoverySettings).hub_timeout
 
 
 def hub_token() -> Optional[str]:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.package import uv_env
@@ -29,10 +29,11 @@ class CheckSettings(StageSettings):
     device: str = Field("cpu", validation_alias="ascendbridge_device")  # demo.py --device; selects the extra
     demo_timeout_s: float = Field(uv_env.DEMO_TIMEOUT_S, gt=0)
 
-    @model_validator(mode="after")
-    def _device(self) -> "CheckSettings":
-        uv_env.profile_for_device(self.device)  # validates the device name
-        return self
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        uv_env.profile_for_device(value)  # validates the device name (the error names the key)
+        return value
 
 
 def run_package_checker(name: str, root: Path, device: str, timeout_s: float) -> tuple[bool, str, dict[str, Any]]:

@@ -4,7 +4,7 @@ The re-validation script (scripts/run_completed_adaptations.py) runs a team lead
 board of its own whose `benchmark` slot is this stage (ASCENDBRIDGE_EXTRA_STAGES), so every
 package gets the team lead's devices, containment, leases and attempt log. run: sync the
 environment in the model's mode, healing's dry run (demo.py), then the Benchmark stage's run
-and, when `revalidation_optimize` is set, the Optimization stage's run (both loaded through their
+and, when `revalidation.optimize` is set, the Optimization stage's run (both loaded through their
 entry points, never imported); the Benchmark figures (with
 their stack id) travel in the outcome and reach this board with the gated completion. gate: the Benchmark gate (and the Optimization gate) re-derive
 those figures from the saved evidence. The comparison with the baseline is the script's job.
@@ -14,20 +14,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.envmode import use_model_env
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.settings import StageSettings
+from ascendbridge.revalidation.settings import RevalidationSettings
+from ascendbridge.settings import SettingsError, StageSettings, section
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import entry_point_stage
 
-OPTIMIZE_KEY = "revalidation_optimize"
 
 
-class RevalidationSettings(StageSettings):
+class BenchmarkSlotSettings(StageSettings):
     """The environment it syncs before the dry run: the benchmark's keys (device, sync timeout),
     since re-validation fills the benchmark's slot and its runs are the benchmark's."""
 
@@ -37,18 +37,20 @@ class RevalidationSettings(StageSettings):
     device: str = Field("cpu", validation_alias="ascendbridge_device")
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
 
-    @model_validator(mode="after")
-    def _device(self) -> "RevalidationSettings":
-        uv_env.profile_for_device(self.device)  # validates the device name
-        return self
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        uv_env.profile_for_device(value)  # validates the device name (the error names the key)
+        return value
 
     @property
     def profile(self) -> str:
         return uv_env.profile_for_device(self.device)
 
 
-def _optimize(ctx: StageContext) -> bool:
-    return str(ctx.settings.get(OPTIMIZE_KEY, "")).lower() in ("1", "true", "yes", "on")
+def _optimize() -> bool:
+    """`--set revalidation.optimize=true` (scripts/run_completed_adaptations.py --optimize)."""
+    return section(RevalidationSettings).optimize
 
 
 def _failed(rule: str, summary: str, **extra: Any) -> StageOutcome:
@@ -61,8 +63,10 @@ class RevalidationStage:
     def run(self, ctx: StageContext) -> StageOutcome:
         use_model_env(ctx.model)
         try:
-            settings = RevalidationSettings.from_sources(ctx.settings)
+            settings = BenchmarkSlotSettings.from_sources(ctx.settings)
             AdaptationSpec.load(ctx.adaptation_dir)
+        except SettingsError as exc:
+            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
         except ValueError as exc:
             return _failed("revalidation_setup", str(exc))
         ctx.say(f"syncing the {settings.profile} environment")
@@ -78,7 +82,7 @@ class RevalidationStage:
         if bench.status != "done":
             return bench
         result: dict[str, Any] = {"dry_run": demo.result, "benchmark": bench.result}
-        if _optimize(ctx):
+        if _optimize():
             opt = entry_point_stage("optimization").run(ctx)
             if opt.status != "done":
                 return opt
@@ -89,7 +93,7 @@ class RevalidationStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         verdict = entry_point_stage("benchmark").gate(ctx)
-        if not verdict.passed or not _optimize(ctx):
+        if not verdict.passed or not _optimize():
             return verdict
         opt = entry_point_stage("optimization").gate(ctx)
         return GateResult(opt.passed, f"{verdict.summary}; {opt.summary}", {"benchmark": verdict.report,

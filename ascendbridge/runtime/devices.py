@@ -185,9 +185,9 @@ def parse_torch_npu(text: str) -> list[Device]:
 
 def probe_python() -> Optional[str]:
     """The probe environment: the system-mode interpreter (--python) when one is configured."""
-    from ascendbridge.envmode import SYSTEM_PYTHON_VAR
+    from ascendbridge.settings import EnvsSettings, section
 
-    return os.environ.get(SYSTEM_PYTHON_VAR, "").strip() or None
+    return (section(EnvsSettings).system_python or "").strip() or None
 
 
 def probe(kind: str, runner: Runner = run_tool, python: Optional[str] = None) -> tuple[Optional[list[Device]], str]:

@@ -45,7 +45,7 @@ class Job:
     lease_s: float
     heartbeat_s: float
     output_cap: int
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)  # the team lead's settings (ascendbridge.settings payload)
     extra_stages: str = ""  # ASCENDBRIDGE_EXTRA_STAGES for the worker (registry outside entry points)
     detached_context: Optional[Path] = None  # records file for a worker that cannot see the board (Ray)
     env: dict[str, str] = field(default_factory=dict)  # extra environment of the worker (Ray: the head's settings)

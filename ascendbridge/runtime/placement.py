@@ -141,9 +141,6 @@ def _cpu_list(cpus: tuple[int, ...]) -> str:
     return ",".join(map(str, cpus))
 
 
-POOL_ENV = "ASCENDBRIDGE_DEVICE_POOL"  # the hosts' devices, JSON, for discovery's size decisions
-
-
 def devices_needed(metadata: Optional[dict[str, Any]]) -> int:
     """Devices a model's timed stages claim at once: its discovery plan's count (1 without a plan)."""
     plan = ((metadata or {}).get("decision") or {}).get("plan") or {}
@@ -154,7 +151,7 @@ def devices_needed(metadata: Optional[dict[str, Any]]) -> int:
 
 
 def pool_entry(pool: DevicePool) -> dict[str, Any]:
-    """One host of ASCENDBRIDGE_DEVICE_POOL: its kind, its timed slots and each device's memory."""
+    """One host of the `devices.device_pool` setting: its kind, its timed slots and each device's memory."""
     memory = [d.memory_gb for d in pool.inventory.devices if d.memory_gb is not None]
     return {"host": pool.inventory.host, "kind": pool.kind, "count": pool.capacity,
             "memory_gb": min(memory) if memory and pool.kind != "cpu" else None}

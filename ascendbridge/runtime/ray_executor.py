@@ -74,7 +74,8 @@ def task_options(resources: dict[str, float]) -> dict[str, Any]:
 
 
 def forwarded_env(environ: Optional[dict[str, str]] = None) -> dict[str, str]:
-    """The team lead's settings a node's worker needs (env mode, stage registry, PYTHONPATH)."""
+    """The environment a node's worker needs (stage registry, model-run variables, PYTHONPATH); its
+    settings travel with the job (ascendbridge.settings payload)."""
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items()
             if (k.startswith("ASCENDBRIDGE_") and k not in HEAD_ONLY_ENV) or k == "PYTHONPATH"}

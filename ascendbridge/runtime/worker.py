@@ -42,6 +42,7 @@ from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, die_with_parent,
                                               kill_attempt)
 from ascendbridge.runtime.placement import apply_cpu_affinity
+from ascendbridge.settings import PathSettings, Settings, SettingsError, install, installed
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.guidance import open_directives
 from ascendbridge.teamlead.registry import STAGE_ROLES, load_stage, stage_refs
@@ -146,12 +147,10 @@ def _context(store: Optional[BoardStore], args: argparse.Namespace) -> StageCont
         directives = open_directives(store, model.model_id, task.stage)
     adaptation_dir = Path(args.adaptation_dir)
     adaptation_dir.mkdir(parents=True, exist_ok=True)
-    settings = json.loads(args.settings_json) if args.settings_json else {}
-    # Hooks deep inside a stage (agent escalation records, agent memory) find the board through
-    # ascendbridge.config.board_path(): point it at the board this worker serves.
-    os.environ["ASCENDBRIDGE_BOARD"] = str(args.board)
+    settings = installed() or Settings.resolve()
     return StageContext(model=model, task=task, adaptation_dir=adaptation_dir, board_path=Path(args.board),
-                        log=sys.stdout, attempt=args.attempt, settings=settings, directives=directives)
+                        log=sys.stdout, attempt=args.attempt, settings=settings.for_stage(args.stage),
+                        directives=directives)
 
 
 def _crash(kind: str, exc: BaseException) -> dict[str, Any]:
@@ -272,7 +271,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--result", required=True)
     p.add_argument("--lease-s", type=float, default=60.0)
     p.add_argument("--heartbeat-s", type=float, default=10.0)
-    p.add_argument("--settings-json", default="")
+    p.add_argument("--settings-json", default="", help="the team lead's settings (ascendbridge.settings payload)")
     p.add_argument("--detached-context", default="",
                    help="JSON file with the model and task records: run without the board (Ray executor)")
     return p.parse_args(argv)
@@ -285,6 +284,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         apply_cpu_affinity()  # before anything starts: every process of this phase inherits the cores
     except (ValueError, OSError) as exc:
         print(f"error: cannot pin this worker to its cores: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    try:  # the team lead's typed settings; hooks deep inside a stage read them (and this board) via section()
+        install(Settings.from_payload(args.settings_json, paths=PathSettings.from_sources({"board": args.board})))
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     signal.signal(signal.SIGTERM, _on_sigterm)
     die_with_parent(signal.SIGTERM)

@@ -30,15 +30,16 @@ from rich.table import Table
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path, logs_dir
-from ascendbridge.envmode import ENV_MODE_VAR, ENV_MODES, SYSTEM_PYTHON_VAR, EnvModeError, env_choice
+from ascendbridge.envmode import ENV_MODES, EnvModeError, env_choice
 from ascendbridge.runtime.devices import HostInventory, detect
 from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
-from ascendbridge.runtime.placement import POOL_ENV, DevicePool, pool_entry
+from ascendbridge.runtime.placement import DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
+from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, install
 from ascendbridge.stages import STATUSES
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
-from ascendbridge.teamlead.registry import stage_refs
+from ascendbridge.teamlead.registry import StageRef, stage_refs
 from ascendbridge.teamlead.scheduler import RunStats, TeamLead
 from ascendbridge.teamlead.settings import (
     RunSettings,
@@ -87,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "$ASCENDBRIDGE_TIMED_CORES or a quarter of the cores)")
     p.add_argument("--output-cap", type=int, help="bytes of output kept per attempt log (default 4 MiB)")
     p.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
-                   help="a setting handed to a stage (ctx.settings); VALUE is JSON when it parses, else text")
+                   help="a setting of a stage or section (docs/settings.md), e.g. benchmark.iters=20; VALUE is "
+                        "JSON when it parses, else text; an unknown key or a bad value is refused")
     p.add_argument("--env", choices=ENV_MODES, help="environment mode of model runs: locked (each package's "
                    "uv.lock, default) or system (layered on --python's torch/torch_npu); $ASCENDBRIDGE_ENV")
     p.add_argument("--python", type=Path, help="system-mode interpreter with torch (/torch_npu) preinstalled; "
@@ -105,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
     st = TeamLeadSettings()
     st.stages = stages_for(args.mode or os.environ.get("PROMPT_MODE"), args.stages)
-    run = run_settings(args)
+    st.resolved = resolve_settings(args)
+    run = st.resolved.of(RunSettings)
     for name in RunSettings.model_fields:
         setattr(st, name, getattr(run, name))
     st.stage_limits = parse_stage_map(args.stage_workers, "--stage-workers", int)  # type: ignore[assignment]
@@ -123,35 +126,34 @@ def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
         if args.output_cap < 1024:
             raise SettingsError("--output-cap must be at least 1024 bytes")
         st.output_cap = args.output_cap
-    st.stage_settings = parse_stage_settings(args.set)
     st.forever = bool(args.forever)
     st.agent_id = args.agent_id
-    apply_env_mode(args)
+    try:
+        env_choice(run=st.resolved.of(EnvsSettings))  # a bad mode or interpreter: before any model runs
+    except EnvModeError as exc:
+        raise SettingsError(str(exc)) from None
     return st
 
 
-def run_settings(args: argparse.Namespace) -> RunSettings:
-    """The flags that were given, then ASCENDBRIDGE_<KEY>, then the defaults (ascendbridge.settings)."""
-    given = {"workers": args.workers, "max_interruptions": args.max_interruptions, "gate_timeout_s": args.gate_timeout,
-             "lease_s": args.lease, "heartbeat_s": args.heartbeat, "poll_s": args.poll, "executor": args.executor,
-             "ray_address": args.ray_address, "devices": args.devices, "timed_cores": args.timed_cores}
-    try:
-        return RunSettings.from_sources(given)
-    except ValueError as exc:
-        raise SettingsError(str(exc)) from None
+def resolve_settings(args: argparse.Namespace) -> Settings:
+    """The one settings model, resolved once: the flags and `--set`, then ASCENDBRIDGE_*, then the
+    defaults (ascendbridge.settings). Workers get it as typed settings, not through the environment."""
+    given: dict[str, dict[str, object]] = parse_stage_settings(args.set)
+    given["run"] = {k: v for k, v in {
+        "workers": args.workers, "max_interruptions": args.max_interruptions, "gate_timeout_s": args.gate_timeout,
+        "lease_s": args.lease, "heartbeat_s": args.heartbeat, "poll_s": args.poll, "executor": args.executor,
+        "ray_address": args.ray_address, "devices": args.devices, "timed_cores": args.timed_cores}.items()
+        if v is not None}
+    envs = {"env": args.env, "system_python": str(args.python.expanduser().absolute()) if args.python else None}
+    given["envs"] = {**given.get("envs", {}), **{k: v for k, v in envs.items() if v is not None}}
+    return Settings.resolve(given)
 
 
-def apply_env_mode(args: argparse.Namespace) -> None:
-    """Hand --env / --python to every worker through the environment (ascendbridge.envmode), after
-    checking them: a bad mode or interpreter is a usage error before any model runs."""
-    if args.env:
-        os.environ[ENV_MODE_VAR] = args.env
-    if args.python:
-        os.environ[SYSTEM_PYTHON_VAR] = str(args.python.expanduser().absolute())
-    try:
-        env_choice()
-    except EnvModeError as exc:
-        raise SettingsError(str(exc)) from None
+def with_pool(resolved: Optional[Settings], pool: DevicePool) -> Settings:
+    """The settings with the team lead's device pool (discovery sizes models against these devices)."""
+    resolved = resolved or Settings.resolve()
+    devices = resolved.of(DeviceSettings).model_copy(update={"device_pool": json.dumps([pool_entry(pool)])})
+    return resolved.replace(devices)
 
 
 def make_executor(settings: TeamLeadSettings) -> Executor:
@@ -204,11 +206,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         settings = settings_from(args)
         refs = stage_refs()
-        pool = DevicePool(detect(settings.devices), settings.timed_cores)  # DeviceSpecError: a bad --devices
+        python = settings.resolved.of(EnvsSettings).system_python if settings.resolved else None
+        pool = DevicePool(detect(settings.devices, python=python), settings.timed_cores)  # DeviceSpecError: a bad --devices
     except (SettingsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    os.environ[POOL_ENV] = json.dumps([pool_entry(pool)])  # discovery sizes models against these devices
+    settings.resolved = with_pool(settings.resolved, pool)
+    install(settings.resolved)  # this process reads the settings its workers get
+    try:
+        return serve(args, settings, refs, pool)
+    finally:
+        install(None)
+
+
+def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, StageRef], pool: DevicePool) -> int:
+    """Open the board, take the lock and run the team lead until done or stopped; the exit code."""
     path = (args.board or board_path()).expanduser().resolve()
     try:
         store = BoardStore(path)

@@ -32,6 +32,7 @@ from ascendbridge.runtime.containment import kill_board_attempts
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
 from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed
+from ascendbridge.settings import Settings
 from ascendbridge.teamlead.guidance import apply_open_guidance, send_back
 from ascendbridge.teamlead.registry import StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.settings import TeamLeadSettings
@@ -73,6 +74,8 @@ class TeamLead:
         self.jobs: dict[int, tuple[Job, int, int]] = {}  # task id -> (job, attempt row id, slot)
         self.free_slots = list(range(settings.workers, 0, -1))
         self.extra_stages = extra_stages_env(refs)
+        # Resolved once; every worker validates this back into the model (ascendbridge.settings).
+        self.worker_settings: dict[str, Any] = json.loads((settings.resolved or Settings.resolve()).payload())
         self.runnable = self._runnable_stages()
         self._last_reclaim = self._last_beat = self._last_guidance = 0.0
         self._idle: set[str] = set()  # worker agents whose job ended since the last heartbeat
@@ -304,7 +307,7 @@ class TeamLead:
             log_path=log_path or logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log",
             timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
             lease_s=s.lease_s, heartbeat_s=s.heartbeat_s, output_cap=s.output_cap,
-            settings=dict(s.stage_settings.get(task.stage, {})), extra_stages=self.extra_stages,
+            settings=self.worker_settings, extra_stages=self.extra_stages,
             placement=placement,
         )
 

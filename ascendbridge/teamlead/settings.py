@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal, Optional
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from ascendbridge.settings import StageSettings
+from ascendbridge.settings import FLAG_SECTIONS, HOST_SECTIONS, Settings, SettingsError, StageSettings
 from ascendbridge.stages import STAGES, check_stage
 
 # PROMPT_MODE -> stages the team lead schedules.
@@ -35,10 +35,6 @@ DEFAULT_STAGE_TIMEOUT_S: dict[str, float] = {
     "optimization": 7200.0,
     "business_benchmark": 7200.0,
 }
-
-
-class SettingsError(ValueError):
-    """A bad flag or environment value; shown to the user as one line."""
 
 
 class RunSettings(StageSettings):
@@ -99,7 +95,7 @@ class TeamLeadSettings:
     output_cap: int = 4 * 1024 * 1024
     forever: bool = False
     agent_id: str = "team-lead"
-    stage_settings: dict[str, dict[str, object]] = field(default_factory=dict)
+    resolved: Optional[Settings] = None  # the one settings model (env + flags + --set); None: from the environment
 
     def budget(self, stage: str) -> int:
         return self.attempt_budget.get(stage, self.default_attempts)
@@ -146,17 +142,18 @@ def parse_stage_map(raw: Optional[str], what: str, kind: type) -> dict[str, obje
 
 
 def parse_stage_settings(items: list[str]) -> dict[str, dict[str, object]]:
-    """`--set benchmark.iterations=20` -> {"benchmark": {"iterations": 20}}."""
+    """`--set benchmark.iters=20` -> {"benchmark": {"iters": 20}}; which sections and keys exist is
+    Settings.resolve's to say (an unknown one is refused there, before anything runs)."""
     out: dict[str, dict[str, object]] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         stage, dot, name = key.partition(".")
         if not sep or not dot or not name:
             raise SettingsError(f"--set: '{item}' is not STAGE.KEY=VALUE")
-        try:
-            check_stage(stage)
-        except ValueError as exc:
-            raise SettingsError(f"--set: {exc}") from None
+        if stage in FLAG_SECTIONS:
+            raise SettingsError(f"--set: '{item}': the team lead's own settings are flags ({', '.join(RunSettings.FLAGS.values())})")
+        if stage in HOST_SECTIONS:
+            raise SettingsError(f"--set: '{item}': paths belong to each host (--board, ASCENDBRIDGE_{name.upper()})")
         try:
             value: object = json.loads(raw)
         except ValueError:

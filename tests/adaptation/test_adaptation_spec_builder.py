@@ -68,7 +68,7 @@ def test_budget_comes_from_the_environment(board: BoardStore, monkeypatch: pytes
     spec = build_spec(rec)
     assert spec.dry_run_max_layers == 2 and spec.inputs.seq_len == 16
     monkeypatch.setenv("ASCENDBRIDGE_DRY_RUN_MAX_BYTES", "lots")
-    with pytest.raises(ValueError, match="not an integer"):
+    with pytest.raises(ValueError, match="^bad adaptation setting dry_run_max_bytes: Input should be a valid integer"):
         build_spec(rec)
 
 

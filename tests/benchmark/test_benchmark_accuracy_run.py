@@ -201,12 +201,12 @@ def test_latency_band_setting(runs: dict, tmp_path: Path, monkeypatch: pytest.Mo
     assert latency_band() == 3.0
     for raw in ("fast", "0.5", "inf", "nan"):
         monkeypatch.setenv(LATENCY_BAND_ENV, raw)
-        with pytest.raises(ValueError, match=f"{LATENCY_BAND_ENV}={raw}: expected a finite number >= 1"):
+        with pytest.raises(ValueError, match="^bad benchmark setting latency_band: "):
             latency_band()
     proc = subprocess.run([sys.executable, str(CHECKER), "--adaptation-dir", str(_copy(runs, tmp_path))],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
-    assert f"{LATENCY_BAND_ENV}=nan" in proc.stderr
+    assert "bad benchmark setting latency_band" in proc.stderr
 
 
 def test_gate_re_measures_a_consistently_doctored_latency(runs: dict, python: Path, tmp_path: Path,

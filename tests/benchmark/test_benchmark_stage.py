@@ -96,7 +96,7 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
 def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
     ctx = make_context(board, board_path, tmp_path, {"benchmark_dtypes": "float8"})
     outcome = BENCHMARK_STAGE.run(ctx)
-    assert outcome.status == "failed" and "float8" in outcome.summary
+    assert outcome.status == "failed" and "float8" in outcome.summary and outcome.diagnosis["rule"] == "bad_setting"
     assert board.list_metrics("demo/tiny-bert") == []
 
 

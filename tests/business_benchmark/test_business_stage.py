@@ -75,7 +75,7 @@ def test_stage_runs_passes_its_gate_and_its_figures_reach_the_board_on_completio
 def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path) -> None:
     ctx = make_context(board, board_path, {"business_bounds": "label_agreement=0.1"})
     outcome = BUSINESS_BENCHMARK_STAGE.run(ctx)
-    assert outcome.status == "failed" and "loosen" in outcome.summary
+    assert outcome.status == "failed" and "loosen" in outcome.summary and outcome.diagnosis["rule"] == "bad_setting"
     assert board.list_metrics("demo/tiny-bert-classifier") == []
     assert not (ctx.adaptation_dir / "business_run.py").exists()
 

@@ -29,7 +29,7 @@ def test_configured_memory_changes_the_verdict(tmp_path: Path, model_writer, lla
     monkeypatch.setenv("ASCENDBRIDGE_DEVICE_MEMORY_GB", "150")  # 131 GiB x 1.2 margin = 158 > 150
     assert decide(info, False, False).action == "skip"
     monkeypatch.setenv("ASCENDBRIDGE_DEVICE_MEMORY_GB", "lots")
-    with pytest.raises(DiscoveryError, match="not a positive number"):
+    with pytest.raises(DiscoveryError, match="^bad device setting device_memory_gb: Input should be a valid number"):
         decide(info, False, False)
 
 

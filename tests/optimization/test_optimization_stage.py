@@ -78,4 +78,5 @@ def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path, tmp_path
     ctx = make_context(board, board_path, tmp_path, {"optimization_iters": "many"})
     outcome = OPTIMIZATION_STAGE.run(ctx)
     assert outcome.status == "failed" and "bad optimization setting" in outcome.summary
+    assert outcome.diagnosis["rule"] == "bad_setting"  # a refusal, the same in every stage
     assert board.list_metrics("demo/tiny-llama") == []

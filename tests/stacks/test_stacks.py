@@ -177,7 +177,7 @@ def test_team_lead_refuses_system_mode_without_an_interpreter(
     from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
     from ascendbridge.teamlead.cli import main as team_lead
 
-    monkeypatch.setenv(ENV_MODE_VAR, "locked")  # restored after the test: the CLI sets them
+    monkeypatch.setenv(ENV_MODE_VAR, "locked")
     monkeypatch.setenv(SYSTEM_PYTHON_VAR, "")
     board = str(tmp_path / "board.db")
     assert team_lead(["--once", "--board", board, "--env", "system"]) == 2

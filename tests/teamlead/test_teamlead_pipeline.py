@@ -68,10 +68,12 @@ def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore,
 def test_unloadable_stage_waits_and_import_crash_is_a_failed_attempt(board: BoardStore, tmp_path: Path) -> None:
     add_models(board, {"org/one": {}})
     missing = ALL.replace("tests.teamlead.toy_stages:ADAPTATION", "tests.teamlead.no_such_module:STAGE")
-    first = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--set", "discovery.depth=2",
+    first = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--set", "discovery.hub_timeout=2",
                    extra=missing)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert runs_logged(tmp_path, "org/one", 'discovery attempt=1 token=1 settings={"depth": 2}')
+    # The worker gets the team lead's typed settings: the stage's section and the agents'.
+    assert runs_logged(tmp_path, "org/one", 'discovery attempt=1 token=1 settings={"agent_backend": null')
+    assert runs_logged(tmp_path, "org/one", '"hub_timeout": 2.0,')
     assert statuses(board)[("org/one", "adaptation")] == "pending"
     assert first.stderr.count("stage adaptation is not runnable") == 1
     assert "not runnable: adaptation" in first.stdout

@@ -1,27 +1,131 @@
-"""Every stage setting is documented once: the table in docs/teamlead.md names each key and its
-environment variable (read from the settings classes themselves, so a new field must be listed)."""
+"""One settings model, documented in one table: docs/settings.md's table is generated from the
+model (a new field, section or stage must be listed, with a meaning), every section refuses a bad
+environment value the same way, and the model reaches a worker as its typed settings."""
 
 from __future__ import annotations
+
+import importlib
+import io
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import Any, get_args
 
 import pytest
 
 from healing.settings import HealingSettings
-from ascendbridge.agents.settings import Budget
 from ascendbridge.config import REPO_ROOT
-from ascendbridge.settings import StageSettings, setting_keys
+from ascendbridge.settings import (
+    PathSettings,
+    Settings,
+    SettingsError,
+    doc_meanings,
+    doc_table,
+    install,
+    main as settings_doc_main,
+    section,
+    section_classes,
+    setting_keys,
+    settings_table,
+)
+from ascendbridge.refusals import is_refusal
+from ascendbridge.stage_api import StageContext
+from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.settings import RunSettings
 from benchmark.settings import BenchmarkSettings
 from business_benchmark.settings import BusinessSettings
-from optimization.settings import OptimizationSettings
 
-DOC = (REPO_ROOT / "docs" / "teamlead.md").read_text()
+DOC = (REPO_ROOT / "docs" / "settings.md").read_text()
 
 
-@pytest.mark.parametrize("cls", [BenchmarkSettings, OptimizationSettings, HealingSettings, Budget,
-                                 BusinessSettings, RunSettings])
-def test_every_setting_is_in_the_one_table(cls: type[StageSettings]) -> None:
-    for key, env, _ in setting_keys(cls):
-        assert f"| `{key}` | `{env}` |" in DOC, f"{key} ({env}) missing from docs/teamlead.md"
+def test_the_one_table_is_the_model() -> None:
+    table = doc_table(DOC)
+    assert table and table == settings_table(doc_meanings(DOC)), "docs/settings.md is out of date: " \
+        "uv run python -m ascendbridge.settings --write"
+    rows = [line for line in table.splitlines() if "`ASCENDBRIDGE_" in line]
+    assert all(not line.rstrip().endswith("|  |") for line in rows), "a setting without a meaning"
+    envs = {env for cls in section_classes().values() for _, env, _ in setting_keys(cls)}
+    assert len(rows) == sum(len(setting_keys(cls)) for cls in section_classes().values())
+    assert envs == set(doc_meanings(DOC)) and "ASCENDBRIDGE_BENCHMARK_ITERS" in envs
+    assert settings_doc_main([]) == 0
+
+
+def test_one_model_has_every_stage_and_the_kernel_sections() -> None:
+    assert set(STAGES) <= set(section_classes())
+    assert {"run", "paths", "envs", "devices", "general", "agent"} <= set(section_classes())
+    settings = Settings.resolve()
+    assert settings.of(BenchmarkSettings).iters == 10 and settings.of(RunSettings).workers == 2
+
+
+def _numeric_fields() -> list[tuple[str, str]]:
+    """(section, environment variable) of every int / float field of every section."""
+    out = []
+    for name, cls in section_classes().items():
+        env = cls.env_names()
+        for field, info in cls.model_fields.items():
+            kinds = set(get_args(info.annotation)) or {info.annotation}
+            if kinds & {int, float}:
+                out.append((name, env[field]))
+    return out
+
+
+@pytest.mark.parametrize("name, env", _numeric_fields())
+def test_a_bad_environment_value_is_the_same_refusal_in_every_section(name: str, env: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(env, "not-a-number")
+    label = section_classes()[name].label or section_classes()[name].key_prefix.rstrip("_")
+    with pytest.raises(SettingsError, match=rf"^bad {label} setting [a-z_]+( \(--[a-z-]+\))?: ") as caught:
+        Settings.resolve()
+    assert "\n" not in str(caught.value)
+
+
+def test_set_names_keys_short_or_full_and_refuses_unknown_ones() -> None:
+    assert Settings.resolve({"benchmark": {"iters": 5}}).of(BenchmarkSettings).iters == 5  # once silently ignored
+    assert Settings.resolve({"benchmark": {"benchmark_iters": 6}}).of(BenchmarkSettings).iters == 6
+    assert Settings.resolve({"business_benchmark": {"lm_eval": "a,b"}}).of(BusinessSettings).lm_eval_tasks == ("a", "b")
+    with pytest.raises(SettingsError, match=r"^unknown benchmark setting 'iterations' \(known: .*iters"):
+        Settings.resolve({"benchmark": {"iterations": 5}})
+    with pytest.raises(SettingsError, match=r"^unknown settings section 'benchmarks' \(expected one of: run, "):
+        Settings.resolve({"benchmarks": {"iters": 5}})
+    with pytest.raises(SettingsError, match=r"^bad benchmark setting benchmark_iters: Input should be greater"):
+        Settings.resolve({"benchmark": {"iters": 0}})
+
+
+def test_a_worker_gets_the_team_leads_values_not_its_own_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASCENDBRIDGE_HEALING_MAX_ATTEMPTS", "6")
+    resolved = Settings.resolve({"benchmark": {"iters": 5}})
+    payload = resolved.payload()
+    sent = json.loads(payload)  # only what differs from the defaults (tests/conftest.py widens the latency band)
+    assert sent["benchmark"] == {"iters": 5, "latency_band": 1000.0} and sent["healing"] == {"max_attempts": 6}
+    assert "paths" not in sent and sent["general"] == {}  # paths are host-local
+    monkeypatch.setenv("ASCENDBRIDGE_BENCHMARK_ITERS", "9")  # the worker's own environment differs
+    monkeypatch.setenv("ASCENDBRIDGE_BENCHMARK_WARMUP", "7")
+    monkeypatch.delenv("ASCENDBRIDGE_HEALING_MAX_ATTEMPTS")
+    worker = Settings.from_payload(payload, paths=PathSettings.from_sources({"board": "/tmp/b.db"}))
+    assert worker == resolved.replace(worker.of(PathSettings))
+    bench = worker.of(BenchmarkSettings)
+    assert (bench.iters, bench.warmup, worker.of(HealingSettings).max_attempts) == (5, 3, 6)
+    ctx = worker.for_stage("benchmark")
+    assert ctx["benchmark_iters"] == 5 and ctx["agent_max_attempts"] == 2 and "healing_max_attempts" not in ctx
+    install(worker)
+    try:
+        assert section(BenchmarkSettings).iters == 5 and str(section(PathSettings).board) == "/tmp/b.db"
+    finally:
+        install(None)
+    assert section(BenchmarkSettings).iters == 9  # outside a worker: the environment
+    with pytest.raises(SettingsError, match="^bad settings payload: "):
+        Settings.from_payload('{"benchmark": {"iters": "many"}}')
+
+
+def test_a_worker_refuses_a_bad_payload_in_one_line(tmp_path: Any) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ascendbridge.runtime.worker", "--phase", "run", "--stage", "benchmark",
+                           "--board", str(tmp_path / "b.db"), "--task-id", "1", "--token", "1", "--worker-id", "w",
+                           "--adaptation-dir", str(tmp_path), "--result", str(tmp_path / "r.json"),
+                           "--settings-json", '{"benchmark": {"iters": 0}}'],
+                          capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: bad settings payload: ")
+    assert proc.stderr.strip().count("\n") == 0 and not (tmp_path / "b.db").exists()
 
 
 def test_precedence_is_settings_then_environment_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,3 +157,24 @@ def test_team_lead_and_business_settings_share_the_mechanism(monkeypatch: pytest
         BusinessSettings.from_sources({"business_bounds": {"label_agreement": 0.5}})
     with pytest.raises(ValueError, match="bad business setting business_dtype: bad business dtype float8"):
         BusinessSettings.from_sources({"business_dtype": "float8"})
+
+
+@pytest.mark.parametrize("target, bad", [
+    ("healing.stage:HEALING_STAGE", {"healing_max_attempts": 0}),
+    ("benchmark.stage:BENCHMARK_STAGE", {"benchmark_iters": "many"}),
+    ("optimization.stage:OPTIMIZATION_STAGE", {"optimization_pairs": 3}),
+    ("business_benchmark.stage:BUSINESS_BENCHMARK_STAGE", {"business_dtype": "float8"}),
+    ("ascendbridge.revalidation.stage:REVALIDATION_STAGE", {"device": "tpu"}),
+])
+def test_a_bad_setting_is_the_same_refusal_in_every_stage(target: str, bad: dict[str, Any], tmp_path: Any) -> None:
+    """Whichever stage reads it, a bad value fails the run before any work with one diagnosis:
+    rule `bad_setting` (a refusal: the team lead does not retry it) and the one-line message."""
+    module, _, attr = target.partition(":")
+    stage = getattr(importlib.import_module(module), attr)
+    model = SimpleNamespace(env_mode="", env_python=None, model_id="org/m", adaptation_name="m")
+    ctx = StageContext(model=model, task=SimpleNamespace(), adaptation_dir=tmp_path, board_path=tmp_path / "b.db",  # type: ignore[arg-type]
+                       log=io.StringIO(), settings=bad)
+    outcome = stage.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis["rule"] == "bad_setting" and is_refusal(outcome.diagnosis)
+    assert outcome.summary.startswith("bad ") and " setting " in outcome.summary and "\n" not in outcome.summary
+    assert list(tmp_path.iterdir()) == []  # nothing rendered, synced or written

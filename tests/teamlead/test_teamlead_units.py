@@ -73,10 +73,41 @@ def test_prompt_modes_and_explicit_stages() -> None:
     assert parse_stage_map("adaptation=1,benchmark=2", "--stage-workers", int) == {"adaptation": 1, "benchmark": 2}
     with pytest.raises(SettingsError):
         parse_stage_map("adaptation=0", "--stage-workers", int)
-    assert parse_stage_settings(["benchmark.iterations=20", "benchmark.device=npu", "healing.rules=[1, 2]"]) == \
-        {"benchmark": {"iterations": 20, "device": "npu"}, "healing": {"rules": [1, 2]}}
+    assert parse_stage_settings(["benchmark.iters=20", "benchmark.device=npu", "business_benchmark.bounds=[1, 2]"]) == \
+        {"benchmark": {"iters": 20, "device": "npu"}, "business_benchmark": {"bounds": [1, 2]}}
     with pytest.raises(SettingsError, match="STAGE.KEY=VALUE"):
         parse_stage_settings(["iterations=20"])
+    with pytest.raises(SettingsError, match=r"flags \(--workers"):
+        parse_stage_settings(["run.workers=3"])
+
+
+@pytest.mark.parametrize("argv, env, message", [
+    (["--set", "benchmark.iterations=5"], {}, "error: unknown benchmark setting 'iterations' (known: "),
+    (["--set", "benchmarks.iters=5"], {}, "error: unknown settings section 'benchmarks' (expected one of: "),
+    (["--set", "benchmark.iters=0"], {}, "error: bad benchmark setting benchmark_iters: Input should be greater"),
+    (["--set", "healing.max_attempts=lots"], {}, "error: bad healing setting healing_max_attempts: Input should be"),
+    (["--set", "paths.board=/x"], {}, "error: --set: 'paths.board=/x': paths belong to each host"),
+    ([], {"ASCENDBRIDGE_BENCHMARK_ITERS": "0"}, "error: bad benchmark setting benchmark_iters: Input should be greater"),
+    ([], {"ASCENDBRIDGE_HEALING_MAX_ATTEMPTS": "lots"}, "error: bad healing setting healing_max_attempts: Input should"),
+    ([], {"ASCENDBRIDGE_BUSINESS_DTYPE": "float8"}, "error: bad business setting business_dtype: bad business dtype"),
+    ([], {"ASCENDBRIDGE_ENV": "sideways"}, "error: bad environment setting env: Input should be 'locked' or 'system'"),
+])
+def test_bad_settings_are_refused_before_anything_runs(argv: list[str], env: dict[str, str], message: str,
+                                                       board: BoardStore, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """--set with an unknown section or key, or a bad value from --set or the environment: exit 2,
+    one line, and nothing written (no board event, no claimed task, no team-lead log)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    board.register_models([Registration(model_id="org/one", source="huggingface")])
+    events, tasks = len(board.list_events(limit=10**6)), [(t.id, t.status, t.attempts) for t in board.list_tasks()]
+    assert main(["--board", str(board.path), "--once", *argv]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert len(board.list_events(limit=10**6)) == events
+    assert [(t.id, t.status, t.attempts) for t in board.list_tasks()] == tasks and not board.list_agents()
+    assert not (tmp_path / "logs" / "team-lead").exists()
 
 
 @pytest.mark.parametrize("argv, code, message", [
