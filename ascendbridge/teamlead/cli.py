@@ -36,6 +36,7 @@ from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
 from ascendbridge.runtime.placement import POOL_ENV, DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.stages import STATUSES
+from ascendbridge.teamlead.guidance import apply_open_guidance
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
 from ascendbridge.teamlead.registry import stage_refs
@@ -241,8 +242,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_USAGE
     received: list[int] = []
     try:
-        with Progress(console, log, live) as progress:
-            lead = TeamLead(store, settings, executor, refs, log, on_tick=progress, pool=pool)
+        with Progress(console, log, live, store.completed_durations) as progress:
+            lead = TeamLead(store, settings, executor, refs, log, on_tick=progress, pool=pool,
+                            apply_guidance=lambda: apply_open_guidance(store, log.info))
 
             def on_signal(signum: int, _frame: object) -> None:
                 if not received:

@@ -3,7 +3,8 @@
 What a stage does for a model comes from the model's description, a JSON object mapping stage
 name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, writes nothing),
 blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam,
-figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence).
+figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence),
+agent (done, after an agent run recorded in the agent history, which counts the runs before it).
 Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
 the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from ascendbridge.agents import history
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 
 
@@ -50,6 +52,11 @@ class ToyStage:
             # A child in the worker's group too: a timeout must take both down.
             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
             time.sleep(600)
+        if how == "agent":
+            runs_before = history.usage(ctx.board_path, ctx.model.model_id, "healer").attempts
+            history.record_run(history.AgentRun(backend="toy", role="healer", kind="heal", outcome="no_change",
+                                                model_id=ctx.model.model_id, stage=self.name,
+                                                detail=f"runs before this one: {runs_before}"))
         if how.startswith("sleep:"):
             time.sleep(float(how.split(":", 1)[1]))
         if how == "spam":
