@@ -211,9 +211,9 @@ class TeamLead:
 
     def _keep_leases(self) -> None:
         """The one heartbeat of every lease (workers never touch the board): while this team lead
-        lives its jobs keep their tasks; when it dies the leases expire. A lease found lost (reclaimed,
-        or reset by a person) cancels its job at once: everything the attempt started is stopped, and
-        its result, when it comes, is discarded as stale."""
+        lives its jobs keep their tasks; when it dies the leases expire. A lease found lost (it ran out
+        and was reclaimed) cancels its job at once: everything the attempt started is stopped, and its
+        result, when it comes, is discarded as stale."""
         for job, _, _ in self.jobs.values():
             if job.task.id in self._lost:
                 continue

@@ -87,8 +87,8 @@ def test_sigkilled_team_lead_loses_no_work_and_completes_nothing_twice(board: Bo
     workers = [_worker_pid(board, t.model_id, t.stage) for t in in_flight]
     lead.kill()  # SIGKILL: no cleanup at all
     lead.wait()
-    # Orphaned workers stop at once (parent-death signal) and give their tasks back; a task claimed
-    # in the instant before its worker started has nobody to release it: the next team lead does.
+    # Orphaned workers stop at once (parent-death signal); their tasks are the next team lead's to
+    # release (workers never touch the board).
     wait_for(lambda: not any(alive(pid) for pid in workers if pid), 15, what="orphaned workers to exit")
     again = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--workers", "2")
     assert again.returncode == 0, again.stderr[-3000:]
