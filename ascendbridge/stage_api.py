@@ -10,12 +10,12 @@ the team lead never imports stage packages by name and third parties can add sta
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Protocol, TextIO, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from ascendbridge.board.reader import BoardReader, open_reader
 from ascendbridge.board.records import ModelRecord, TaskRecord
@@ -45,79 +45,64 @@ class StageContext:
         self.log.flush()
 
 
-class Wire(BaseModel):
-    """A model that crosses the process boundary as JSON: positional construction like the dataclasses
-    it replaced (`GateResult(False, "why")`), unknown keys refused, so both sides share one schema."""
-
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
-
-    def __init__(self, *args: Any, **data: Any) -> None:
-        names = list(type(self).__pydantic_fields__)
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__} takes at most {len(names)} positional arguments")
-        for name, value in zip(names, args):
-            if name in data:
-                raise TypeError(f"{type(self).__name__} got two values for '{name}'")
-            data[name] = value
-        super().__init__(**data)
-
-    def to_json(self) -> str:
-        """The wire form; values a stage put in free-form dicts (paths, numpy scalars) become strings."""
-        return self.model_dump_json(indent=1, fallback=str)
+# What crosses the process boundary is a pydantic dataclass: validated when a stage builds it and
+# again when the other side reads its JSON (ascendbridge/runtime/payload.py, one TypeAdapter per
+# type), unknown keys refused; a dataclass keeps the positional constructor stages use
+# (`GateResult(False, "why")`) visible to type checkers.
+WIRE = ConfigDict(extra="forbid")
 
 
-class FigureSet(Wire):
+@pydantic_dataclass(config=WIRE)
+class FigureSet:
     """Numbers a stage proposes for the board (one device / dtype); written by BoardStore.complete_task."""
 
     values: dict[str, float]
     device: str = ""
     dtype: str = ""
-    units: dict[str, str] = Field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
     stack: Optional[dict[str, Any]] = None  # {"stack_id", "data"}: the software stack it was measured on
 
 
-class AgentEvent(Wire):
+@pydantic_dataclass(config=WIRE)
+class AgentEvent:
     """One agent-history event (ascendbridge/agents/history.py) of this attempt's model and stage:
     the stage records it in memory, the team lead writes it with the attempt's verdict."""
 
     kind: str
     message: str
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
     origin: str = "system"
 
 
-# `model_fields` is the outcome's long-standing field name (stages pass it); pydantic warns that it
-# shadows BaseModel.model_fields, which this package reads only on the class (__pydantic_fields__).
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message='Field name "model_fields"', category=UserWarning)
+@pydantic_dataclass(config=WIRE)
+class StageOutcome:
+    """What a stage's run proposes. `done` still has to pass the gate.
 
-    class StageOutcome(Wire):
-        """What a stage's run proposes. `done` still has to pass the gate.
+    Stages never write the board: the team lead writes `metrics`, the model metadata and the agent
+    history `events` in the same transaction as the attempt's verdict, under the fencing token. A
+    failed gate's figures stay in the attempt record, labelled unverified.
+    """
 
-        Stages never write the board: the team lead writes `metrics`, the model metadata and the agent
-        history `events` in the same transaction as the attempt's verdict, under the fencing token. A
-        failed gate's figures stay in the attempt record, labelled unverified.
-        """
+    status: OutcomeStatus
+    summary: str
+    result: dict[str, Any] = field(default_factory=dict)
+    diagnosis: Optional[dict[str, Any]] = None  # machine-readable: {"rule", "summary", ...}
+    fix_applied: Optional[str] = None
+    model_fields: dict[str, Any] = field(default_factory=dict)  # discovered metadata columns
+    model_metadata: Optional[dict[str, Any]] = None  # full discovered metadata
+    metrics: list[FigureSet] = field(default_factory=list)
+    events: list[AgentEvent] = field(default_factory=list)
 
-        status: OutcomeStatus
-        summary: str
-        result: dict[str, Any] = Field(default_factory=dict)
-        diagnosis: Optional[dict[str, Any]] = None  # machine-readable: {"rule", "summary", ...}
-        fix_applied: Optional[str] = None
-        model_fields: dict[str, Any] = Field(default_factory=dict)  # discovered metadata columns
-        model_metadata: Optional[dict[str, Any]] = None  # full discovered metadata
-        metrics: list[FigureSet] = Field(default_factory=list)
-        events: list[AgentEvent] = Field(default_factory=list)
-
-        @property
-        def succeeded(self) -> bool:
-            return self.status in ("done", "skipped")
+    @property
+    def succeeded(self) -> bool:
+        return self.status in ("done", "skipped")
 
 
-class GateResult(Wire):
+@pydantic_dataclass(config=WIRE)
+class GateResult:
     passed: bool
     summary: str
-    report: dict[str, Any] = Field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:

@@ -48,7 +48,8 @@ with warnings.catch_warnings():
     class ModelRecord(ModelColumns):
         pk: int
         skip_stages: list[str] = Field(default_factory=list)
-        metadata: dict[str, Any] = Field(default_factory=dict)
+        # a record is no table: SQLModel's class-level MetaData means nothing here
+        metadata: dict[str, Any] = Field(default_factory=dict)  # type: ignore[assignment,misc]
 
         @classmethod
         def of(cls, row: Model) -> "ModelRecord":

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ascendbridge.runtime import attempt_dir
+from ascendbridge.runtime import attempt_dir, payload
 from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
 from ascendbridge.runtime.devices import Device, HostInventory
 from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult
@@ -246,8 +246,8 @@ def _relocated(phase: Optional[PhaseResult[Any]], node_dir: Path, head_dir: Path
     """A phase result whose paths point at the head's staging copy instead of the node's."""
     if phase is None or phase.data is None:
         return phase
-    moved = attempt_dir.relocate(phase.data.model_dump(mode="json"), node_dir, head_dir)
-    return dataclasses.replace(phase, data=type(phase.data).model_validate(moved))
+    moved = attempt_dir.relocate(payload.to_data(phase.data), node_dir, head_dir)
+    return dataclasses.replace(phase, data=payload.from_data(type(phase.data), moved, "a relocated result"))
 
 
 def _first_line(exc: BaseException) -> str:

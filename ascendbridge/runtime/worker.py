@@ -32,12 +32,10 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import ValidationError
-
 from ascendbridge.agents import history
 from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, die_with_parent,
                                               kill_attempt)
-from ascendbridge.runtime.payload import PayloadError, PhaseData, WorkerJob, load, one_line, result_model, write
+from ascendbridge.runtime.payload import PayloadError, Phase, PhaseData, WorkerJob, checked, load, result_model, write
 from ascendbridge.runtime.placement import apply_cpu_affinity
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import load_stage, stage_refs
@@ -105,18 +103,7 @@ def _crash(kind: str, exc: BaseException) -> dict[str, Any]:
             "exception": type(exc).__name__, "traceback_tail": traceback.format_exc()[-2000:]}
 
 
-def _checked(phase: str, value: Any) -> PhaseData:
-    """The stage's answer, validated through its wire form: what is written is what the team lead accepts."""
-    model = result_model(phase)  # type: ignore[arg-type]  # phase is "run" or "gate" (argparse choices)
-    if not isinstance(value, model):
-        raise TypeError(f"{phase}() returned {type(value).__name__}, not a {model.__name__}")
-    try:
-        return model.model_validate_json(value.to_json())
-    except ValidationError as exc:
-        raise TypeError(one_line(exc, f"the {model.__name__} {phase}() returned")) from None
-
-
-def _failure(phase: str, diagnosis: dict[str, Any]) -> PhaseData:
+def _failure(phase: Phase, diagnosis: dict[str, Any]) -> PhaseData:
     if phase == "run":
         return StageOutcome("failed", diagnosis["summary"], diagnosis=diagnosis)
     return GateResult(False, diagnosis["summary"], diagnosis)
@@ -140,7 +127,8 @@ def execute(job: WorkerJob) -> int:
         else:
             ctx = _context(job)
             try:
-                payload = _checked(job.phase, stage.run(ctx) if job.phase == "run" else stage.gate(ctx))
+                answer = stage.run(ctx) if job.phase == "run" else stage.gate(ctx)
+                payload = checked(result_model(job.phase), answer, f"what {job.phase}() returned")
             except Exception as exc:
                 rule = "stage_crashed" if job.phase == "run" else "gate_crashed"
                 code, payload = EXIT_CRASHED, _failure(job.phase, _crash(rule, exc))

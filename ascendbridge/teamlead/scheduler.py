@@ -410,7 +410,7 @@ class TeamLead:
             if out is None:
                 diag = _crash_diagnosis("run", run, job)
                 return self._failure(job, diag), diag, fix
-            events = [e.model_dump() for e in out.events]
+            events = [payload.to_data(e) for e in out.events]
             if out.status == "done":
                 gate = result.gate or PhaseResult(None, 0.0, False, None)
                 verdict = gate.data
@@ -461,11 +461,11 @@ class TeamLead:
                   "gate": {"summary": verdict.summary, "report": verdict.report},
                   "fix_applied": fix, "attempt": job.attempt}
         result = attempt_dir.relocate(result, job.work_dir, job.adaptation_dir)
-        events = [e.model_dump() for e in out.events]
+        events = [payload.to_data(e) for e in out.events]
         try:
             self._promote(job)
             self.store.complete_task(job.task.id, job.token, result, origin=self.settings.agent_id,
-                                     figures=[f.model_dump() for f in out.metrics], model_fields=out.model_fields,
+                                     figures=[payload.to_data(f) for f in out.metrics], model_fields=out.model_fields,
                                      model_metadata=out.model_metadata, events=events)
         except (StaleTokenError, BoardBusyError):
             raise
@@ -523,9 +523,8 @@ class TeamLead:
 def _with_unverified(diag: dict[str, Any], out: StageOutcome) -> dict[str, Any]:
     """A diagnosis that keeps what the run proposed for the board, labelled unverified: the
     attempt record shows it; the model's figures never include it."""
-    proposed = {key: value for key, value in out.model_dump(mode="json", include={"metrics", "model_fields",
-                                                                                   "model_metadata"}).items()
-                if value}
+    proposed = {key: value for key, value in payload.to_data(out).items()
+                if key in ("metrics", "model_fields", "model_metadata") and value}
     return {**diag, "unverified": proposed} if proposed else diag
 
 
