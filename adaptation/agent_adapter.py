@@ -88,7 +88,7 @@ def ask_adapter_agent(record: ModelRecord, refusal: dict[str, Any]) -> Optional[
     signature = failure_signature(ROLE, str(refusal.get("rule")), str(record.architecture), str(record.model_type))
     known = recall(board_path(), ROLE, signature)
     if known is not None and known.fix:
-        record_reuse(board_path(), ROLE, signature, record.model_id, "adaptation", known.detail)
+        record_reuse(ROLE, signature, record.model_id, known.detail)
         return apply_changes(draft, known.fix)
     task = AgentTask(
         role=ROLE, kind="adapt_unknown_family", directory=adaptations_dir() / record.adaptation_name,

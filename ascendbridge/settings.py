@@ -11,7 +11,7 @@ ASCENDBRIDGE_BENCHMARK_ITERS; `--set benchmark.iters=5` and `--set benchmark.ben
 name the same setting. Every setting is listed in docs/settings.md (generated from this model).
 
 The team lead resolves the model once (`Settings.resolve`) and hands it to each worker as JSON
-(`Settings.payload`, `--settings-json`); the worker validates it back (`Settings.from_payload`) and
+(`Settings.payload`, in the worker's job file: `WorkerJob.settings`); the worker validates it back (`Settings.from_payload`) and
 `install`s it, so code inside the worker reads the team lead's values through `section()`.
 
 ASCENDBRIDGE_* names read outside this model, on purpose:
@@ -280,7 +280,7 @@ class Settings(BaseModel):
         return {name: getattr(self, name) for name in type(self).model_fields}
 
     def payload(self) -> str:
-        """What a worker receives (--settings-json): every section but the host-local ones, only the
+        """What a worker receives (`WorkerJob.settings` in its job file): every section but the host-local ones, only the
         values that differ from the defaults (short command lines), as JSON."""
         return json.dumps({name: value.model_dump(mode="json", exclude_defaults=True)
                            for name, value in self.sections().items() if name not in HOST_SECTIONS},

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Protocol, TextIO, runtime_checkable
 
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from ascendbridge.board.reader import BoardReader, open_reader
 from ascendbridge.board.records import ModelRecord, TaskRecord
 
 OutcomeStatus = Literal["done", "failed", "blocked", "skipped"]
@@ -21,7 +25,8 @@ OutcomeStatus = Literal["done", "failed", "blocked", "skipped"]
 
 @dataclass
 class StageContext:
-    """Everything a stage needs for one model; the board record and the adaptation directory."""
+    """Everything a stage needs for one model: the records the team lead claimed, the adaptation
+    directory, and (through `read_board`) a read-only view of the board."""
 
     model: ModelRecord
     task: TaskRecord
@@ -34,12 +39,23 @@ class StageContext:
     # side of the team lead: the healer's is a later stage's spec_change, sent back to it.
     directives: list[dict[str, Any]] = field(default_factory=list)
 
+    def read_board(self) -> Optional[BoardReader]:
+        """The board, read-only (the caller closes it); None on a host without it (a Ray node)."""
+        return open_reader(self.board_path)
+
     def say(self, message: str) -> None:
         self.log.write(message.rstrip("\n") + "\n")
         self.log.flush()
 
 
-@dataclass
+# What crosses the process boundary is a pydantic dataclass: validated when a stage builds it and
+# again when the other side reads its JSON (ascendbridge/runtime/payload.py, one TypeAdapter per
+# type), unknown keys refused; a dataclass keeps the positional constructor stages use
+# (`GateResult(False, "why")`) visible to type checkers.
+WIRE = ConfigDict(extra="forbid")
+
+
+@pydantic_dataclass(config=WIRE)
 class FigureSet:
     """Numbers a stage proposes for the board (one device / dtype); written by BoardStore.complete_task."""
 
@@ -50,13 +66,24 @@ class FigureSet:
     stack: Optional[dict[str, Any]] = None  # {"stack_id", "data"}: the software stack it was measured on
 
 
-@dataclass
+@pydantic_dataclass(config=WIRE)
+class AgentEvent:
+    """One agent-history event (ascendbridge/agents/history.py) of this attempt's model and stage:
+    the stage records it in memory, the team lead writes it with the attempt's verdict."""
+
+    kind: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+    origin: str = "system"
+
+
+@pydantic_dataclass(config=WIRE)
 class StageOutcome:
     """What a stage's run proposes. `done` still has to pass the gate.
 
-    Stages never write the board: the team lead writes `metrics` and the model metadata in the
-    same transaction as the gate's completion, under the fencing token. A failed gate's figures
-    stay in the attempt record, labelled unverified.
+    Stages never write the board: the team lead writes `metrics`, the model metadata and the agent
+    history `events` in the same transaction as the attempt's verdict, under the fencing token. A
+    failed gate's figures stay in the attempt record, labelled unverified.
     """
 
     status: OutcomeStatus
@@ -72,13 +99,22 @@ class StageOutcome:
     # turns it into a directive for the healer and rolls the model back to healing; the stage that
     # found it runs again after the healer's fix (teamlead/guidance.py send_back).
     spec_change: Optional[dict[str, Any]] = None
+    events: list[AgentEvent] = field(default_factory=list)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status in ("done", "skipped")
 
 
-@dataclass
+@pydantic_dataclass(config=WIRE)
 class GateResult:
     passed: bool
     summary: str
     report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.passed
 
 
 @runtime_checkable

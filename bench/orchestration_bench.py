@@ -16,7 +16,6 @@ processes), which does not depend on how loaded the machine is.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -47,8 +46,7 @@ TRIVIAL = StageRef("discovery", "bench.trivial_stage:TRIVIAL", "register")
 class InProcessExecutor(Executor):
     """BENCH ONLY: runs run() and gate() in threads of the team lead. No isolation, no timeout."""
 
-    def __init__(self, workers: int, board: Path) -> None:
-        self.store = BoardStore(board)  # reads the model record, as a worker process would
+    def __init__(self, workers: int) -> None:
         self.pool = ThreadPoolExecutor(max_workers=workers)
         self.done: list[JobResult] = []
         self.cond = threading.Condition()
@@ -63,10 +61,9 @@ class InProcessExecutor(Executor):
         stage = load_stage(job.ref)
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         with job.log_path.open("a") as log:
-            model = self.store.get_model(job.task.model_id)
-            ctx = StageContext(model, job.task, job.adaptation_dir, job.board_path, log, job.attempt)
-            out = dataclasses.asdict(stage.run(ctx))
-            verdict = dataclasses.asdict(stage.gate(ctx))
+            ctx = StageContext(job.model, job.task, job.adaptation_dir, job.board_path, log, job.attempt)
+            out = stage.run(ctx)
+            verdict = stage.gate(ctx)
         took = time.monotonic() - start
         result = JobResult(job, PhaseResult(0, took, False, out), PhaseResult(0, 0.0, False, verdict), False, took)
         with self.cond:
@@ -84,9 +81,11 @@ class InProcessExecutor(Executor):
     def in_flight(self) -> int:
         return self.count
 
+    def cancel(self, job: Job) -> None:
+        """A thread cannot be stopped: the bench's leases are never lost (one team lead, no people)."""
+
     def stop(self) -> None:
         self.pool.shutdown(wait=True)
-        self.store.close()
 
 
 class TimedLead(TeamLead):
@@ -97,7 +96,7 @@ class TimedLead(TeamLead):
         self.t0: dict[int, float] = {}
         self.per_task: list[float] = []
 
-    def _start(self, task, *where):  # type: ignore[no-untyped-def]  # (slot, placement): the scheduler's own
+    def _start(self, task, *where):  # type: ignore[no-untyped-def]  # (model, slot, placement): the scheduler's own
         self.t0[task.id] = time.perf_counter()
         super()._start(task, *where)
 
@@ -118,7 +117,7 @@ def run_once(kind: str, tasks: int, workers: int) -> dict[str, float]:
         log = logging.getLogger("bench")
         log.addHandler(logging.NullHandler())
         log.propagate = False
-        executor = InProcessExecutor(workers, store.path) if kind == "in-process" else LocalProcessExecutor()
+        executor = InProcessExecutor(workers) if kind == "in-process" else LocalProcessExecutor()
         lead = TimedLead(store, settings, executor, {"discovery": TRIVIAL}, log)
         start, cpu0, kids0 = time.perf_counter(), time.process_time(), _children_cpu()
         stats = lead.run()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from ascendbridge.board.reader import BoardReader
 from ascendbridge.board.store import BoardStore
 from ascendbridge.runtime.reports import json_report
 from ascendbridge.gatekit.envs import run_inner
@@ -45,7 +46,7 @@ def store_probe(store: BoardStore, probe: dict[str, Any], origin: str = "env_pro
     store.add_event(EVENT_KIND, summary_line(probe), data=probe, origin=origin)
 
 
-def latest_probe(store: BoardStore, device_kind: Optional[str] = None) -> Optional[dict[str, Any]]:
+def latest_probe(store: BoardReader, device_kind: Optional[str] = None) -> Optional[dict[str, Any]]:
     """The last stored probe, if it was measured on `device_kind` (any kind when None)."""
     event = store.latest_event(EVENT_KIND)
     if event is None or (device_kind and event.data.get("measured_on") != device_kind):

@@ -103,16 +103,17 @@ def dtype_finding(result: dict[str, Any], remedy: Optional[str], kept: bool) -> 
     return {**found, "remedy": remedy, "kept": kept, "summary": summary}
 
 
-def probe_bandwidth(board_path: Path, device_kind: str) -> Optional[float]:
+def probe_bandwidth(ctx: StageContext, device_kind: str) -> Optional[float]:
     """The copy bandwidth (GB/s) of the board's last environment probe on `device_kind`, if any."""
-    from ascendbridge.board.store import BoardStore
     from benchmark.probe import latest_probe
 
-    try:
-        with BoardStore(board_path) as store:
-            probe = latest_probe(store, device_kind)
-    except Exception:  # no board or no probe here: the percentage is simply not computed
+    board = ctx.read_board()
+    if board is None:  # no board on this host: the percentage is simply not computed
         return None
+    try:
+        probe = latest_probe(board, device_kind)
+    finally:
+        board.close()
     value = ((probe or {}).get("peaks") or {}).get("bandwidth_gbs")
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
@@ -171,7 +172,7 @@ class BenchmarkStage:
                 ctx.say(f"finding: {findings[-1]['summary']}")
                 continue
             assert result is not None
-            values, units = board_figures(result, probe_bandwidth(ctx.board_path, result["device"]))
+            values, units = board_figures(result, probe_bandwidth(ctx, result["device"]))
             # Stack id: every figure names the stack it was measured on (stacks.stack_id).
             figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units, stack=stack))
             runs.append(result)

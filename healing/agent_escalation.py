@@ -97,7 +97,7 @@ def memory_escalator(classification: Classification, spec: AdaptationSpec, direc
             return None  # already tried here: let the next escalator answer
     except ValidationError:
         return None
-    record_reuse(board_path(), ROLE, signature, spec.model.model_id, "healing", known.detail)
+    record_reuse(ROLE, signature, spec.model.model_id, known.detail)
     return Fix(f"recorded fix for failure {signature} (found by {known.backend} on {known.model_id})", known.fix)
 
 

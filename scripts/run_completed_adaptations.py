@@ -18,7 +18,6 @@ package on the main board (the dashboard's Regressions page). Exit 0: nothing re
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess

@@ -5,6 +5,12 @@ duration, outcome, files changed, prompt hash, tokens, failure signature and (wh
 fix. The budget is the sum over a model's runs for one role; the memory is the newest accepted
 run with a matching failure signature. Each remembered fix is also appended, human-readable, to
 `.claude/agent-memory/<role>/MEMORY.md` (ASCENDBRIDGE_AGENT_MEMORY moves that directory).
+
+Agents run inside a stage's worker, which never writes the board: `record_run` / `record_reuse`
+keep the event in this process, the worker puts what `take_events` returns into the stage's
+outcome, and the team lead writes it with the attempt's verdict, under the fencing token. The
+budget and the memory read the board through the read-only BoardReader and count this process's
+own runs too, so a second agent run in the same attempt sees the first.
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ascendbridge.board import BoardStore
-from ascendbridge.board.connection import BoardError
+from ascendbridge.board import BoardStore, UnknownModelError
+from ascendbridge.board.reader import open_reader
 from ascendbridge.board.records import now_iso
 from ascendbridge.agents.settings import AgentConfig
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.settings import section
+from ascendbridge.stage_api import AgentEvent
 
 RUN_EVENT = "agent_run"
 REUSE_EVENT = "agent_memory_reuse"
@@ -65,34 +72,36 @@ def failure_signature(role: str, *parts: str) -> str:
     return hashlib.sha256(f"{role}|{text}".encode()).hexdigest()[:16]
 
 
-def _open(board_path: Optional[Path]) -> Optional[BoardStore]:
-    if board_path is None or not Path(board_path).exists():
-        return None
+_pending: list[AgentEvent] = []  # this process's events, until the worker puts them in the outcome
+
+
+def take_events() -> list[AgentEvent]:
+    """The events recorded in this process since the last call (the worker's outcome carries them)."""
+    out = list(_pending)
+    _pending.clear()
+    return out
+
+
+def record_run(run: AgentRun) -> None:
+    """Keep the run for the stage's outcome; the team lead writes it to the board."""
+    data = {k: v for k, v in asdict(run).items() if k != "stage"}
+    _pending.append(AgentEvent(RUN_EVENT, run.message(), data, f"agent:{run.backend}"))
+
+
+def _runs(board_path: Optional[Path], model_id: Optional[str] = None) -> list[dict[str, Any]]:
+    """Agent runs newest first: this process's own (not on the board yet), then the board's."""
+    own = [e.data for e in reversed(_pending) if e.kind == RUN_EVENT]
+    reader = open_reader(board_path)
+    if reader is None:
+        return own
     try:
-        return BoardStore(board_path)
-    except BoardError:
-        return None
-
-
-def _known_model(store: BoardStore, model_id: Optional[str]) -> Optional[str]:
-    if not model_id:
-        return None
-    try:
-        store.get_model(model_id)
-    except BoardError:
-        return None
-    return model_id
-
-
-def record_run(board_path: Optional[Path], run: AgentRun) -> None:
-    """Append the run to the board (no board: nothing to record, e.g. a hand-run without one)."""
-    store = _open(board_path)
-    if store is None:
-        return
-    with store:
-        data = {k: v for k, v in asdict(run).items() if k != "stage"}
-        store.add_event(RUN_EVENT, run.message(), model_id=_known_model(store, run.model_id), stage=run.stage,
-                        data=data, origin=f"agent:{run.backend}")
+        try:
+            events = reader.events_of_kind(RUN_EVENT, model_id=model_id)
+        except UnknownModelError:  # not registered on this board: scan the newest runs
+            events = reader.events_of_kind(RUN_EVENT)
+    finally:
+        reader.close()
+    return own + [e.data for e in events]
 
 
 @dataclass(frozen=True)
@@ -104,14 +113,10 @@ class Usage:
 
 def usage(board_path: Optional[Path], model_id: Optional[str], role: str) -> Usage:
     """What escalation already spent on this model for this role."""
-    store = _open(board_path)
-    if store is None or not model_id:
+    if not model_id:
         return Usage()
-    with store:
-        known = _known_model(store, model_id)  # registered: filter in SQL; else scan the newest runs
-        runs = [e.data for e in store.events_of_kind(RUN_EVENT, model_id=known)
-                if e.data.get("model_id") == model_id and e.data.get("role") == role
-                and e.data.get("outcome") not in _FREE_OUTCOMES]
+    runs = [r for r in _runs(board_path, model_id) if r.get("model_id") == model_id and r.get("role") == role
+            and r.get("outcome") not in _FREE_OUTCOMES]
     return Usage(len(runs), sum(float(r.get("duration_s") or 0) for r in runs),
                  sum(int(r.get("tokens") or 0) for r in runs))
 
@@ -123,28 +128,18 @@ def list_runs(store: BoardStore, model_id: Optional[str] = None) -> list[dict[st
 
 def recall(board_path: Optional[Path], role: str, signature: str) -> Optional[AgentRun]:
     """The newest accepted run of `role` that fixed a failure with this signature."""
-    store = _open(board_path)
-    if store is None:
-        return None
-    with store:
-        for event in store.events_of_kind(RUN_EVENT):
-            data = event.data
-            if (data.get("role") == role and data.get("signature") == signature
-                    and data.get("outcome") == ACCEPTED and data.get("fix")):
-                fields = {k: data.get(k) for k in AgentRun.__dataclass_fields__ if k in data}
-                return AgentRun(**fields)
+    for data in _runs(board_path):
+        if (data.get("role") == role and data.get("signature") == signature
+                and data.get("outcome") == ACCEPTED and data.get("fix")):
+            return AgentRun(**{k: data.get(k) for k in AgentRun.__dataclass_fields__ if k in data})
     return None
 
 
-def record_reuse(board_path: Optional[Path], role: str, signature: str, model_id: Optional[str],
-                 stage: Optional[str], description: str) -> None:
-    store = _open(board_path)
-    if store is None:
-        return
-    with store:
-        store.add_event(REUSE_EVENT, f"{role}: reused the recorded fix for failure {signature}: {description}"[:500],
-                        model_id=_known_model(store, model_id), stage=stage,
-                        data={"role": role, "signature": signature, "model_id": model_id}, origin="agent:memory")
+def record_reuse(role: str, signature: str, model_id: Optional[str], description: str) -> None:
+    """Keep a reuse of a remembered fix for the stage's outcome, like record_run."""
+    message = f"{role}: reused the recorded fix for failure {signature}: {description}"[:500]
+    _pending.append(AgentEvent(REUSE_EVENT, message, {"role": role, "signature": signature, "model_id": model_id},
+                               "agent:memory"))
 
 
 def memory_dir() -> Path:

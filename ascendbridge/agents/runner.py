@@ -78,7 +78,7 @@ def run_agent(task: AgentTask, check: Checker, board_path: Optional[Path], say: 
     if exhausted:
         run.outcome, run.detail = "budget_exhausted", exhausted
         say(f"agent {task.role} ({name}): not asked: {exhausted}")
-        record_run(board_path, run)
+        record_run(run)
         return run
     prompt = render_prompt(task.kind, task.context)
     run.prompt_hash = prompt_hash(prompt)
@@ -114,7 +114,7 @@ def run_agent(task: AgentTask, check: Checker, board_path: Optional[Path], say: 
         workspace.close()
     run.detail = redact(run.detail)
     say(f"agent {task.role} ({name}): {run.outcome}: {run.detail}")
-    record_run(board_path, run)
+    record_run(run)
     if run.accepted and run.signature and run.fix:
         remember(run, task.failure)
     return run

@@ -1,8 +1,10 @@
-"""The lease protocol: what the scheduler and its workers need from the board.
+"""The lease protocol: what the team lead's scheduler needs from the board.
 
-Task ownership is a lease plus a fencing token: a worker whose lease was reclaimed holds a stale
-token and every write it attempts is refused. `LeaseBoard` is the narrow interface the team
-lead's scheduler is written against; `LeaseStore` is its SQL implementation (part of BoardStore).
+Task ownership is a lease plus a fencing token, kept by the team lead alone (workers never open
+the board): a result whose lease was reclaimed carries a stale token and every write with it is
+refused. `LeaseBoard` is the narrow interface the scheduler is written against and the only one
+it uses; `LeaseStore` is the SQL of its lease part (part of BoardStore), the agent rows and the
+planning reads come from the store's other parts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from sqlmodel import Session, col, select
 
 from ascendbridge.board.base import StaleTokenError, StoreBase
 from ascendbridge.board.connection import BoardError
-from ascendbridge.board.records import TaskRecord, dumps, iso, now_iso, utcnow
+from ascendbridge.board.records import (AgentRecord, AttemptRecord, HostDeviceRecord, ModelRecord, TaskRecord, dumps,
+                                        iso, now_iso, utcnow)
 from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import STAGES, check_stage
 
@@ -27,7 +30,9 @@ from ascendbridge.stages import STAGES, check_stage
 @runtime_checkable
 class LeaseBoard(Protocol):
     """Claim, heartbeat, complete, fail, release, reclaim: the lease protocol, plus what
-    containment uses (while_owned, interruptions) and the attempt records written under a lease."""
+    containment uses (while_owned, interruptions), the attempt records written under a lease, and
+    the little else the scheduler touches: its agent rows, one event kind per finding, and the
+    reads it plans with (recovery, sharded models, orphaned tasks)."""
 
     path: Path
 
@@ -40,11 +45,13 @@ class LeaseBoard(Protocol):
 
     def complete_task(self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
                       figures: Iterable[dict[str, Any]] = (), model_fields: Optional[dict[str, Any]] = None,
-                      model_metadata: Optional[dict[str, Any]] = None) -> TaskRecord: ...
+                      model_metadata: Optional[dict[str, Any]] = None,
+                      events: Iterable[dict[str, Any]] = ()) -> TaskRecord: ...
 
     def fail_task(self, task_id: int, token: int, diagnosis: dict[str, Any], status: str = "failed",
                   origin: str = "team-lead", model_fields: Optional[dict[str, Any]] = None,
-                  model_metadata: Optional[dict[str, Any]] = None) -> TaskRecord: ...
+                  model_metadata: Optional[dict[str, Any]] = None,
+                  events: Iterable[dict[str, Any]] = ()) -> TaskRecord: ...
 
     def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None: ...
 
@@ -59,6 +66,32 @@ class LeaseBoard(Protocol):
 
     def finish_attempt(self, attempt_id: int, exit_code: Optional[int], duration_s: float, outcome: str,
                        diagnosis: Optional[dict[str, Any]] = None, fix_applied: Optional[str] = None) -> None: ...
+
+    # The team lead's and its workers' agent rows (AgentStore).
+    def register_agent(self, agent_id: str, role: str, pid: Optional[int] = None) -> AgentRecord: ...
+
+    def agent_heartbeat(self, agent_id: str, current_task_id: Optional[int] = None,
+                        status: str = "running") -> AgentRecord: ...
+
+    def stop_agent(self, agent_id: str) -> None: ...
+
+    def record_host_devices(self, host: str, rows: list[dict[str, Any]], source: str,
+                            origin: str = "team-lead") -> list[HostDeviceRecord]: ...
+
+    # What the scheduler plans with and reports (RegistryStore, ReportingStore).
+    def get_model(self, model_id: str) -> ModelRecord: ...
+
+    def list_models(self) -> list[ModelRecord]: ...
+
+    def list_tasks(self, stage: Optional[str] = None, status: Optional[str] = None,
+                   model_id: Optional[str] = None) -> list[TaskRecord]: ...
+
+    def list_attempts(self, model_id: str, stage: Optional[str] = None) -> list[tuple[str, AttemptRecord]]: ...
+
+    def status_counts(self) -> dict[str, dict[str, int]]: ...
+
+    def add_event(self, kind: str, message: str, model_id: Optional[str] = None, stage: Optional[str] = None,
+                  data: Optional[dict[str, Any]] = None, origin: str = "system") -> None: ...
 
 
 class LeaseStore(StoreBase):
@@ -133,10 +166,11 @@ class LeaseStore(StoreBase):
     def complete_task(
         self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
         figures: Iterable[dict[str, Any]] = (), model_fields: Optional[dict[str, Any]] = None,
-        model_metadata: Optional[dict[str, Any]] = None,
+        model_metadata: Optional[dict[str, Any]] = None, events: Iterable[dict[str, Any]] = (),
     ) -> TaskRecord:
         """Mark completed (the gate has passed), make the next stage pending, and write the stage's
-        figures ({"values", "device", "dtype", "units", "stack"} each) and model metadata: all in one
+        figures ({"values", "device", "dtype", "units", "stack"} each), model metadata and the
+        attempt's agent-history events ({"kind", "message", "data", "origin"}): all in one
         transaction under the fencing token, so only gated numbers ever reach the board."""
         figures = [dict(f) for f in figures]
         for figure in figures:
@@ -164,6 +198,7 @@ class LeaseStore(StoreBase):
             task.result_json = dumps(result)
             task.diagnosis_json = None
             s.add(task)
+            self._attempt_events(s, task, events)
             self._event(s, "completed", f"{task.stage} completed", task.model_pk, task.stage,
                         {"token": token}, origin)
             self._advance(s, task.model_pk, task.stage)
@@ -179,11 +214,13 @@ class LeaseStore(StoreBase):
         origin: str = "team-lead",
         model_fields: Optional[dict[str, Any]] = None,
         model_metadata: Optional[dict[str, Any]] = None,
+        events: Iterable[dict[str, Any]] = (),
     ) -> TaskRecord:
         """End an attempt without success. 'pending' retries; 'failed'/'blocked' are terminal for
         the stage; 'skipped' means the model leaves the pipeline here (e.g. too large), so every
         later stage is skipped too, with the same diagnosis. Model metadata (the program's reason
-        to skip or block, never figures) is written in the same fenced transaction."""
+        to skip or block, never figures) and the attempt's agent-history events are written in the
+        same fenced transaction."""
         if status not in ("pending", "failed", "blocked", "skipped"):
             raise BoardError(f"cannot fail a task into status '{status}'")
         with self._write() as s:
@@ -198,6 +235,7 @@ class LeaseStore(StoreBase):
             task.updated_at = now
             task.diagnosis_json = dumps(diagnosis)
             s.add(task)
+            self._attempt_events(s, task, events)
             kind = {"pending": "retry", "failed": "failed", "blocked": "blocked", "skipped": "skipped"}[status]
             summary = diagnosis.get("summary") or diagnosis.get("reason") or ""
             self._event(s, kind, f"{task.stage} {kind}: {summary}".rstrip(": "), task.model_pk,
@@ -217,6 +255,12 @@ class LeaseStore(StoreBase):
                                     task.model_pk, other.stage, {}, origin)
             model = s.get(Model, task.model_pk)
             return TaskRecord.of(task, model)
+
+    def _attempt_events(self, s: Session, task: Task, events: Iterable[dict[str, Any]]) -> None:
+        """What an attempt's agents did (ascendbridge/agents/history.py), under the task's model and stage."""
+        for e in events:
+            self._event(s, str(e["kind"]), str(e.get("message", "")), task.model_pk, task.stage,
+                        dict(e.get("data") or {}), str(e.get("origin") or "system"))
 
     def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None:
         """Give a task back untouched (shutdown): pending again, the attempt not counted."""

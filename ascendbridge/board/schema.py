@@ -1,7 +1,10 @@
-"""SQLModel tables of the board (DESIGN.md section 4).
+"""SQLModel tables of the board: each table's columns are declared once, here.
 
-JSON-valued columns are stored as TEXT holding JSON; the store encodes and decodes them so the
-rest of the code only sees Python values. Timestamps are UTC ISO-8601 strings.
+A table's plain columns live in a `<Table>Columns` class that both the table and its read model
+(ascendbridge/board/records.py) derive from; the table adds its keys and its JSON-as-TEXT
+columns, the record adds the decoded values and joined names. JSON-valued columns are stored as
+TEXT holding JSON; the store encodes and decodes them so the rest of the code only sees Python
+values. Timestamps are UTC ISO-8601 strings.
 """
 
 from __future__ import annotations
@@ -21,10 +24,7 @@ class SchemaInfo(SQLModel, table=True):
     value: str
 
 
-class Model(SQLModel, table=True):
-    __tablename__ = "models"
-
-    id: Optional[int] = Field(default=None, primary_key=True)
+class ModelColumns(SQLModel):
     model_id: str = Field(unique=True, index=True)
     source: str = "huggingface"  # huggingface | local | hf-cache
     url: Optional[str] = None
@@ -34,7 +34,6 @@ class Model(SQLModel, table=True):
     adaptation_name: str = Field(unique=True)
     priority: int = 0
     allow_remote_code: bool = False
-    skip_stages_json: str = "[]"
     paused: bool = False
     # Environment mode of this model's runs: "" = the team-lead run's, "locked" or "system".
     env_mode: str = ""
@@ -48,11 +47,30 @@ class Model(SQLModel, table=True):
     size_bytes: Optional[int] = None
     license: Optional[str] = None
     gated: Optional[bool] = None
-    metadata_json: str = "{}"
     created_at: str
 
 
-class Task(SQLModel, table=True):
+class Model(ModelColumns, table=True):
+    __tablename__ = "models"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    skip_stages_json: str = "[]"
+    metadata_json: str = "{}"
+
+
+class TaskColumns(SQLModel):
+    stage: str
+    status: str = "waiting"
+    attempts: int = 0
+    owner: Optional[str] = None
+    lease_expires_at: Optional[str] = None
+    fencing_token: int = 0
+    started_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    updated_at: str
+
+
+class Task(TaskColumns, table=True):
     __tablename__ = "tasks"
     __table_args__ = (
         UniqueConstraint("model_pk", "stage"),
@@ -61,25 +79,12 @@ class Task(SQLModel, table=True):
 
     id: Optional[int] = Field(default=None, primary_key=True)
     model_pk: int = Field(foreign_key="models.id", ondelete="CASCADE")
-    stage: str
     stage_order: int
-    status: str = "waiting"
-    attempts: int = 0
-    owner: Optional[str] = None
-    lease_expires_at: Optional[str] = None
-    fencing_token: int = 0
-    started_at: Optional[str] = None
-    finished_at: Optional[str] = None
     result_json: Optional[str] = None
     diagnosis_json: Optional[str] = None
-    updated_at: str
 
 
-class Attempt(SQLModel, table=True):
-    __tablename__ = "attempts"
-
-    id: Optional[int] = Field(default=None, primary_key=True)
-    task_id: int = Field(foreign_key="tasks.id", index=True, ondelete="CASCADE")
+class AttemptColumns(SQLModel):
     number: int
     fencing_token: int
     command: str = ""
@@ -89,16 +94,21 @@ class Attempt(SQLModel, table=True):
     agent_backend: str = "builtin"
     fix_applied: Optional[str] = None
     outcome: Optional[str] = None
-    diagnosis_json: Optional[str] = None
     started_at: str
     finished_at: Optional[str] = None
     host: Optional[str] = None  # where it ran (the team lead's host for local jobs)
     devices: str = ""  # what it held exclusively, space-separated: "npu:3 npu:4", "cpu:1,2"; "" for preparation
 
 
-class Agent(SQLModel, table=True):
-    __tablename__ = "agents"
+class Attempt(AttemptColumns, table=True):
+    __tablename__ = "attempts"
 
+    id: Optional[int] = Field(default=None, primary_key=True)
+    task_id: int = Field(foreign_key="tasks.id", index=True, ondelete="CASCADE")
+    diagnosis_json: Optional[str] = None
+
+
+class AgentColumns(SQLModel):
     id: str = Field(primary_key=True)
     role: str
     pid: Optional[int] = None
@@ -109,25 +119,28 @@ class Agent(SQLModel, table=True):
     started_at: str
 
 
-class Event(SQLModel, table=True):
+class Agent(AgentColumns, table=True):
+    __tablename__ = "agents"
+
+
+class EventColumns(SQLModel):
+    stage: Optional[str] = None
+    kind: str
+    message: str = ""
+    origin: str = "system"
+    ts: str
+
+
+class Event(EventColumns, table=True):
     __tablename__ = "events"
     __table_args__ = (Index("ix_events_model_id", "model_pk", "id"),)
 
     id: Optional[int] = Field(default=None, primary_key=True)
     model_pk: Optional[int] = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
-    stage: Optional[str] = None
-    kind: str
-    message: str = ""
     data_json: str = "{}"
-    origin: str = "system"
-    ts: str
 
 
-class Guidance(SQLModel, table=True):
-    __tablename__ = "guidance"
-
-    id: Optional[int] = Field(default=None, primary_key=True)
-    model_pk: Optional[int] = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
+class GuidanceColumns(SQLModel):
     text: str
     origin: str = "cli"
     state: str = "open"  # open | applied | answered | rejected
@@ -136,12 +149,14 @@ class Guidance(SQLModel, table=True):
     replied_at: Optional[str] = None
 
 
-class Metric(SQLModel, table=True):
-    __tablename__ = "metrics"
-    __table_args__ = (Index("ix_metrics_model_stage", "model_pk", "stage"),)
+class Guidance(GuidanceColumns, table=True):
+    __tablename__ = "guidance"
 
     id: Optional[int] = Field(default=None, primary_key=True)
-    model_pk: int = Field(foreign_key="models.id", ondelete="CASCADE")
+    model_pk: Optional[int] = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
+
+
+class MetricColumns(SQLModel):
     stage: str
     device: str = ""
     dtype: str = ""
@@ -150,6 +165,14 @@ class Metric(SQLModel, table=True):
     unit: str = ""
     stack_id: str = ""  # the software stack the figure was measured on (stacks.stack_id)
     ts: str
+
+
+class Metric(MetricColumns, table=True):
+    __tablename__ = "metrics"
+    __table_args__ = (Index("ix_metrics_model_stage", "model_pk", "stage"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_pk: int = Field(foreign_key="models.id", ondelete="CASCADE")
 
 
 class Stack(SQLModel, table=True):
@@ -162,16 +185,19 @@ class Stack(SQLModel, table=True):
     first_seen: str
 
 
-class HostDevice(SQLModel, table=True):
-    """One device of one host as the team lead found it at start (a CPU-only host: one 'cpu' row)."""
-
-    __tablename__ = "host_devices"
-
+class HostDeviceColumns(SQLModel):
     host: str = Field(primary_key=True)
     kind: str = Field(primary_key=True)  # npu | cuda | cpu
     index: int = Field(primary_key=True)
     name: str = ""
     memory_gb: Optional[float] = None
-    cpus_json: str = "[]"  # the cores this host's team lead may use
     source: str = ""  # npu-smi | nvidia-smi | --devices | affinity
     seen_at: str
+
+
+class HostDevice(HostDeviceColumns, table=True):
+    """One device of one host as the team lead found it at start (a CPU-only host: one 'cpu' row)."""
+
+    __tablename__ = "host_devices"
+
+    cpus_json: str = "[]"  # the cores this host's team lead may use

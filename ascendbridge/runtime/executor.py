@@ -1,14 +1,15 @@
 """Executors: where a stage's run and gate execute for one claimed task.
 
-The team lead hands an executor a `Job` (the board record plus the adaptation directory) and
-gets back a `JobResult` (what the run proposed, what the gate found). Nothing else crosses the
-boundary, so a distributed executor (Ray, a cluster queue) can replace the local one without
-changing stages or the scheduler.
+The team lead hands an executor a `Job` (the task and model records it claimed plus the adaptation
+directory) and gets back a `JobResult` (what the run proposed, what the gate found, as validated
+`StageOutcome` / `GateResult` models). A worker process gets its part of the job as a `WorkerJob`
+file (ascendbridge.runtime.payload) and never reads the board. Nothing else crosses the boundary,
+so a distributed executor (Ray, a cluster queue) can replace the local one without changing
+stages or the scheduler.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import shlex
@@ -19,14 +20,16 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Generic, Optional, TypeVar
 
-from ascendbridge.board.records import TaskRecord
+from ascendbridge.board.records import ModelRecord, TaskRecord
 from ascendbridge.runtime import attempt_dir
+from ascendbridge.runtime import payload
 from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt,
                                               marker_for)
 from ascendbridge.runtime.placement import CPU_AFFINITY_ENV, NPU_INDEX_ENV, Placement
 from ascendbridge.runtime.process import kill_group, run_command
+from ascendbridge.stage_api import GateResult, StageOutcome
 from ascendbridge.teamlead.registry import EXTRA_STAGES_ENV, StageRef
 
 
@@ -35,6 +38,7 @@ class Job:
     """One attempt of one stage for one model, as claimed on the board."""
 
     task: TaskRecord  # the board record (model id, adaptation name, token, attempt)
+    model: ModelRecord  # its model's record: the worker gets both from the team lead, not the board
     ref: StageRef
     worker_id: str
     adaptation_dir: Path
@@ -46,8 +50,8 @@ class Job:
     heartbeat_s: float
     output_cap: int
     settings: dict[str, Any] = field(default_factory=dict)  # the team lead's settings (ascendbridge.settings payload)
+    directives: list[dict[str, Any]] = field(default_factory=list)  # open directives for this stage (guidance)
     extra_stages: str = ""  # ASCENDBRIDGE_EXTRA_STAGES for the worker (registry outside entry points)
-    detached_context: Optional[Path] = None  # records file for a worker that cannot see the board (Ray)
     env: dict[str, str] = field(default_factory=dict)  # extra environment of the worker (Ray: the head's settings)
     placement: Optional[Placement] = None  # its devices / cores and the environment that says so
 
@@ -72,39 +76,47 @@ class Job:
     def marker(self) -> AttemptMarker:
         return marker_for(self.board_path, self.task.id, self.token)
 
+    def worker_job(self, phase: payload.Phase) -> payload.WorkerJob:
+        """What the worker of `phase` gets: everything it needs, so it never reads the board."""
+        return payload.WorkerJob(phase=phase, stage=self.stage, task=self.task, model=self.model,
+                                 worker_id=self.worker_id, adaptation_dir=self.work_dir,
+                                 result=self.result_path(phase), board=self.board_path, settings=self.settings,
+                                 directives=self.directives)
+
     def worker_argv(self, phase: str) -> list[str]:
-        return [
-            sys.executable, "-m", "ascendbridge.runtime.worker",
-            "--phase", phase, "--stage", self.stage, "--board", str(self.board_path),
-            "--task-id", str(self.task.id), "--token", str(self.token), "--worker-id", self.worker_id,
-            "--attempt", str(self.attempt), "--adaptation-dir", str(self.work_dir),
-            "--result", str(self.result_path(phase)), "--lease-s", str(self.lease_s),
-            "--heartbeat-s", str(self.heartbeat_s), "--settings-json", json.dumps(self.settings),
-        ] + (["--detached-context", str(self.detached_context)] if self.detached_context else [])
+        return [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(self.job_path(phase))]
 
     def command(self) -> str:
         return shlex.join(self.worker_argv("run"))
+
+    def job_path(self, phase: str) -> Path:
+        return self.log_path.with_name(f"{self.log_path.stem}.{phase}.job.json")
 
     def result_path(self, phase: str) -> Path:
         return self.log_path.with_name(f"{self.log_path.stem}.{phase}.json")
 
 
+PhaseData = TypeVar("PhaseData", StageOutcome, GateResult)
+
+
 @dataclass
-class PhaseResult:
-    """How one worker process (run or gate) ended; `data` is its result file, if it wrote one."""
+class PhaseResult(Generic[PhaseData]):
+    """How one worker process (run or gate) ended; `data` is its validated result file, if it wrote
+    one; `refused` says in one line why a result file it wrote was not accepted."""
 
     exit_code: Optional[int]
     duration_s: float
     timed_out: bool
-    data: Optional[dict[str, Any]]
+    data: Optional[PhaseData]
     log_tail: str = ""
+    refused: str = ""
 
 
 @dataclass
 class JobResult:
     job: Job
-    run: Optional[PhaseResult] = None
-    gate: Optional[PhaseResult] = None
+    run: Optional[PhaseResult[StageOutcome]] = None
+    gate: Optional[PhaseResult[GateResult]] = None
     stopped: bool = False  # the executor was shut down before the job finished
     duration_s: float = 0.0
     lost: str = ""  # why the host running it went away mid-job (Ray): the task goes back to pending
@@ -123,6 +135,10 @@ class Executor(ABC):
 
     @abstractmethod
     def in_flight(self) -> int: ...
+
+    @abstractmethod
+    def cancel(self, job: Job) -> None:
+        """Stop one running job (its lease was lost); its result comes back through `collect`."""
 
     @abstractmethod
     def stop(self) -> None:
@@ -144,6 +160,7 @@ class LocalProcessExecutor(Executor):
         self._procs: dict[int, tuple[subprocess.Popen[bytes], AttemptMarker]] = {}  # task id -> live worker
         self._count = 0
         self._stopping = threading.Event()
+        self._cancelled: set[tuple[int, int]] = set()  # (task id, token) of lost leases: no further phase starts
 
     def submit(self, job: Job) -> None:
         with self._lock:
@@ -166,6 +183,13 @@ class LocalProcessExecutor(Executor):
             self._count -= len(out)
         return out
 
+    def cancel(self, job: Job) -> None:
+        with self._lock:
+            self._cancelled.add((job.task.id, job.token))
+            running = self._procs.get(job.task.id)
+        if running is not None and running[1] == job.marker:
+            _kill_job(*running)
+
     def stop(self) -> None:
         self._stopping.set()
         with self._lock:
@@ -176,11 +200,12 @@ class LocalProcessExecutor(Executor):
         for t in threads:
             t.join()
 
-    def _phase(self, job: Job, phase: str, timeout_s: float, log: Any) -> PhaseResult:
+    def _phase(self, job: Job, phase: payload.Phase, timeout_s: float, log: Any) -> PhaseResult[Any]:
         result_path = job.result_path(phase)
         result_path.unlink(missing_ok=True)
         if phase == "run":  # a gate verdict left by an earlier attempt of the same number is not ours
             job.result_path("gate").unlink(missing_ok=True)
+        payload.write(job.job_path(phase), job.worker_job(phase))
         env = dict(os.environ, PYTHONUNBUFFERED="1", **job.env)
         for name in (CPU_AFFINITY_ENV, NPU_INDEX_ENV):  # only this job's placement decides these
             env.pop(name, None)
@@ -194,7 +219,7 @@ class LocalProcessExecutor(Executor):
         def track(proc: subprocess.Popen[bytes]) -> None:
             with self._lock:
                 self._procs[job.task.id] = (proc, job.marker)
-            if self._stopping.is_set():  # stop() ran between our check and the spawn
+            if self._stopping.is_set() or (job.task.id, job.token) in self._cancelled:  # raced stop() / cancel()
                 _kill_job(proc, job.marker)
 
         log.write(f"---- {phase} (worker {job.worker_id}, timeout {timeout_s:.0f} s)\n")
@@ -206,13 +231,10 @@ class LocalProcessExecutor(Executor):
         # The worker is gone. One that was SIGKILLed cleaned up nothing: what its nested commands
         # started outside its group carries their command ids, not its own, but still the marker.
         kill_attempt(job.marker)
-        data = None
-        if result_path.exists():
-            try:
-                data = json.loads(result_path.read_text())
-            except (OSError, ValueError):
-                data = None
-        return PhaseResult(res.exit_code, res.duration_s, res.timed_out, data, res.tail(30))
+        data, refused = payload.read_result(result_path, phase)
+        if refused:
+            log.write(f"---- {refused}\n")
+        return PhaseResult(res.exit_code, res.duration_s, res.timed_out, data, res.tail(30), refused)
 
     def _drive(self, job: Job) -> None:
         start = time.monotonic()
@@ -224,8 +246,8 @@ class LocalProcessExecutor(Executor):
                 log.write(f"==== {job.stage} attempt {job.attempt} of {job.task.model_id} "
                           f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
                 result.run = self._phase(job, "run", job.timeout_s, log)
-                wants_gate = result.run.data is not None and result.run.data.get("status") == "done"
-                if wants_gate and not self._stopping.is_set():
+                wants_gate = result.run.data is not None and result.run.data.status == "done"
+                if wants_gate and not self._stopping.is_set() and (job.task.id, job.token) not in self._cancelled:
                     result.gate = self._phase(job, "gate", job.gate_timeout_s, log)
         except Exception as exc:  # a broken log dir must not lose the job: report it as a crash
             result.run = PhaseResult(None, time.monotonic() - start, False, None, f"executor error: {exc}")

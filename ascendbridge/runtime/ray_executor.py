@@ -1,12 +1,13 @@
 """The Ray executor: each claimed task's run and gate as one Ray task, on any host of a Ray cluster.
 
 Same interface as the local executor (ascendbridge.runtime.executor); the team lead is unchanged
-and stays the single writer of the board. What crosses to a node: the Job, the model and task
-records, and the attempt's staging copy packed with its sha256 (ascendbridge.runtime.artefact).
-On the node a LocalProcessExecutor runs the usual worker subprocesses in a scratch folder, the
-worker in detached mode (it never opens the board: the team lead keeps the lease). What comes
-back: the run's outcome, the gate's verdict, the attempt log and the packed result directory,
-which the head checks and unpacks into its staging copy before the team lead gates and promotes.
+and stays the single writer of the board. What crosses to a node: the Job (with the task and
+model records the team lead claimed) and the attempt's staging copy packed with its sha256
+(ascendbridge.runtime.artefact). On the node a LocalProcessExecutor runs the usual worker
+subprocesses in a scratch folder; workers never open the board anywhere, and the team lead keeps
+the lease. What comes back: the run's outcome, the gate's verdict (validated models), the attempt
+log and the packed result directory, which the head checks and unpacks into its staging copy
+before the team lead gates and promotes.
 
 Resources: timed stages ask for one accelerator of the kind the cluster has ({"NPU": 1} when
 Ray found Ascend NPUs, {"GPU": 1} for CUDA), so Ray never runs two on one device and sets
@@ -19,7 +20,6 @@ fencing token, runs it wherever there is room.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import socket
@@ -28,13 +28,11 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ascendbridge.board import BoardStore
-from ascendbridge.runtime import attempt_dir
+from ascendbridge.runtime import attempt_dir, payload
 from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
 from ascendbridge.runtime.devices import Device, HostInventory
 from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult
 from ascendbridge.runtime.placement import stage_resources
-from ascendbridge.teamlead.guidance import open_directives
 
 RAY_MISSING = "the Ray executor needs the ray extra: run `uv sync --extra ray` (or pip install 'ray>=2.60')"
 
@@ -108,7 +106,7 @@ class NodeReport:
     placement: dict[str, Any]
 
 
-def run_on_node(job: Job, artefact: Artefact, records: dict[str, Any]) -> NodeReport:
+def run_on_node(job: Job, artefact: Artefact) -> NodeReport:
     """Body of the Ray task: the job's run and gate in a scratch folder of this node."""
     import ray
 
@@ -123,10 +121,8 @@ def run_on_node(job: Job, artefact: Artefact, records: dict[str, Any]) -> NodeRe
     try:
         live = root / "adaptations" / job.adaptation_dir.name
         unpack(artefact, live)
-        context_file = root / "records.json"
-        context_file.write_text(json.dumps(records, default=str))
         node_job = dataclasses.replace(job, adaptation_dir=live, board_path=root / "board-not-on-this-host.db",
-                                       log_path=root / "logs" / job.log_path.name, detached_context=context_file)
+                                       log_path=root / "logs" / job.log_path.name)
         local = LocalProcessExecutor()
         local.submit(node_job)
         done: list[JobResult] = []
@@ -171,23 +167,19 @@ class RayExecutor(Executor):
         self.accelerator = cluster_accelerator(ray.cluster_resources())
         self._remote = ray.remote(run_on_node)
         self._refs: dict[Any, Job] = {}  # Ray object ref -> job
-        self._stores: dict[Path, BoardStore] = {}  # read-only use: the model record of each job
+        self._cancelled: set[Any] = set()  # refs cancelled because their lease was lost
         self._env = forwarded_env()
         self._stopping = False
 
     def submit(self, job: Job) -> None:
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
-        store = self._stores.get(job.board_path) or self._stores.setdefault(job.board_path, BoardStore(job.board_path))
-        records = {"task": job.task.model_dump(mode="json"),
-                   "model": store.get_model(job.task.model_id).model_dump(mode="json"),
-                   "directives": open_directives(store, job.task.model_id, job.task.stage)}
         # The head's placement (cores, card index) means nothing on another node: Ray assigns them there.
         sent = dataclasses.replace(job, env={**self._env, **job.env}, placement=None)
         count = len(job.placement.devices) if job.placement is not None and job.placement.devices else 1
         kind = KIND_OF.get(self.accelerator or "", "cpu")
         options = task_options(stage_resources(job.stage, kind, count))
-        ref = self._remote.options(**options).remote(sent, pack(job.work_dir), records)
+        ref = self._remote.options(**options).remote(sent, pack(job.work_dir))
         self._refs[ref] = job
 
     def inventory(self) -> HostInventory:
@@ -207,18 +199,26 @@ class RayExecutor(Executor):
             ready += more
         return [self._result(self._refs.pop(ref), ref) for ref in ready]
 
+    def cancel(self, job: Job) -> None:
+        for ref, running in self._refs.items():
+            if running is job:
+                self._cancelled.add(ref)
+                self._ray.cancel(ref, force=True)
+
     def stop(self) -> None:
         self._stopping = True
         for ref in list(self._refs):
             self._ray.cancel(ref, force=True)
 
     def close(self) -> None:
-        for store in self._stores.values():
-            store.close()
         self._ray.shutdown()
 
     def _result(self, job: Job, ref: Any) -> JobResult:
         exceptions = self._ray.exceptions
+        if ref in self._cancelled:  # its lease was lost: an attempt without an outcome, the team lead fences it
+            self._cancelled.discard(ref)
+            return JobResult(job, run=PhaseResult(None, 0.0, False, None, "cancelled: its lease was lost"),
+                             stopped=self._stopping)
         try:
             report: NodeReport = self._ray.get(ref)
         except exceptions.RayTaskError as exc:  # our own code raised on the node: a crash of this attempt
@@ -243,11 +243,12 @@ class RayExecutor(Executor):
         return result
 
 
-def _relocated(phase: Optional[PhaseResult], node_dir: Path, head_dir: Path) -> Optional[PhaseResult]:
+def _relocated(phase: Optional[PhaseResult[Any]], node_dir: Path, head_dir: Path) -> Optional[PhaseResult[Any]]:
     """A phase result whose paths point at the head's staging copy instead of the node's."""
     if phase is None or phase.data is None:
         return phase
-    return dataclasses.replace(phase, data=attempt_dir.relocate(phase.data, node_dir, head_dir))
+    moved = attempt_dir.relocate(payload.to_data(phase.data), node_dir, head_dir)
+    return dataclasses.replace(phase, data=payload.from_data(type(phase.data), moved, "a relocated result"))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -31,12 +31,13 @@ from rich.table import Table
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path, logs_dir
 from ascendbridge.envmode import ENV_MODES, EnvModeError, env_choice
-from ascendbridge.runtime.devices import HostInventory, detect
+from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
 from ascendbridge.runtime.placement import DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, install
 from ascendbridge.stages import STATUSES
+from ascendbridge.teamlead.guidance import BoardSteering
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
 from ascendbridge.teamlead.registry import StageRef, stage_refs
@@ -253,8 +254,9 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
         return EXIT_USAGE
     received: list[int] = []
     try:
-        with Progress(console, log, live) as progress:
-            lead = TeamLead(store, settings, executor, refs, log, on_tick=progress, pool=pool)
+        with Progress(console, log, live, store.completed_durations) as progress:
+            lead = TeamLead(store, settings, executor, refs, log, on_tick=progress, pool=pool,
+                            steering=BoardSteering(store, log.info))
 
             def on_signal(signum: int, _frame: object) -> None:
                 if not received:

@@ -145,3 +145,20 @@ def open_directives(store: BoardStore, model_id: str, stage: str = HEALER) -> li
     done = max((e.id for e in store.events_of_kind("completed", model_id) if e.stage == stage), default=0)
     return [e.data for e in reversed(store.events_of_kind(DIRECTIVE_EVENT, model_id))
             if e.stage == stage and e.id > done]
+
+
+class BoardSteering:
+    """The team lead's steering (scheduler.Steering) on one board: people's open guidance, sending a
+    stage's spec finding back to the healer, and the directives a stage's worker is handed."""
+
+    def __init__(self, store: BoardStore, log: Callable[[str], None]) -> None:
+        self.store, self.log = store, log
+
+    def apply_open(self) -> int:
+        return apply_open_guidance(self.store, self.log)
+
+    def send_back(self, model_id: str, from_stage: str, change: dict[str, Any], origin: str) -> object:
+        return send_back(self.store, model_id, from_stage, change, origin=origin)
+
+    def directives(self, model_id: str, stage: str) -> list[dict[str, Any]]:
+        return open_directives(self.store, model_id, stage)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -50,8 +50,10 @@ def summary_line(lead: "TeamLead", durations: dict[str, list[float]]) -> str:
 class Progress:
     """Called by the team lead once per loop; throttles itself."""
 
-    def __init__(self, console: Console, log: logging.Logger, live: bool) -> None:
+    def __init__(self, console: Console, log: logging.Logger, live: bool,
+                 read_durations: Callable[[], dict[str, list[float]]]) -> None:
         self.console, self.log = console, log
+        self.read_durations = read_durations  # the board's reporting part: not the scheduler's lease interface
         self.live: Optional[Live] = Live(console=console, auto_refresh=False) if live else None
         self._last = 0.0
         self._durations: dict[str, list[float]] = {}
@@ -61,7 +63,7 @@ class Progress:
         """The board's completed-attempt durations, re-read only after an attempt finished."""
         finished = sum(n for k, n in lead.stats.outcomes.items() if k != "dispatched")
         if finished != self._finished_seen:
-            self._durations = lead.store.completed_durations()
+            self._durations = self.read_durations()
             self._finished_seen = finished
         return self._durations
 

@@ -1,9 +1,11 @@
 """The team-lead loop: reclaim, apply guidance, dispatch, collect, gate, record.
 
-Only this loop changes task state, and only through the store with the task's fencing token:
-a worker proposes (its run's outcome), the stage's gate checks (in its own process), and the
-transition is recorded here. A result that arrives after its lease was reclaimed is discarded,
-so a task can never be completed twice.
+Only this loop changes task state, and only through the board's narrow `LeaseBoard` interface
+with the task's fencing token: a worker proposes (its run's `StageOutcome`), the stage's gate
+checks (its `GateResult`, in its own process), and the transition is recorded here, with the
+agent-history events the run carried. The team lead alone keeps the leases of its jobs (workers
+never open the board); when one is lost it cancels that job. A result that arrives after its
+lease was reclaimed is discarded, so a task can never be completed twice.
 
 Containment: each attempt works in a staging copy of its adaptation directory, promoted in one
 rename only when its gate passed and its token is still current (ascendbridge.runtime.attempt_dir).
@@ -19,22 +21,24 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
-from ascendbridge.board import BoardBusyError, BoardError, BoardStore, StaleTokenError, TaskRecord
+from ascendbridge.board import BoardBusyError, BoardError, ModelRecord, StaleTokenError, TaskRecord
+from ascendbridge.board.leases import LeaseBoard
 from ascendbridge.config import adaptations_dir, logs_dir
 from ascendbridge.refusals import as_refusal, is_refusal
-from ascendbridge.runtime import attempt_dir
+from ascendbridge.runtime import attempt_dir, payload
 from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import kill_board_attempts
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
 from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed
 from ascendbridge.settings import Settings
-from ascendbridge.teamlead.guidance import apply_open_guidance, send_back
-from ascendbridge.teamlead.registry import StageRef, check_loadable, extra_stages_env
+from ascendbridge.stage_api import GateResult, StageOutcome
+from ascendbridge.teamlead.registry import STAGE_ROLES, StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.settings import TeamLeadSettings
 
 RECLAIM_EVERY_S = 1.0
@@ -54,19 +58,34 @@ class RunStats:
         return self.outcomes["dispatched"]
 
 
+class Steering(Protocol):
+    """People's guidance and the healer's directives (ascendbridge.teamlead.guidance.BoardSteering):
+    the loop says when, the steering writes the board through its own interface."""
+
+    def apply_open(self) -> int: ...
+
+    def send_back(self, model_id: str, from_stage: str, change: dict[str, Any], origin: str) -> object: ...
+
+    def directives(self, model_id: str, stage: str) -> list[dict[str, Any]]: ...
+
+
 class TeamLead:
     def __init__(
         self,
-        store: BoardStore,
+        store: LeaseBoard,
         settings: TeamLeadSettings,
         executor: Executor,
         refs: dict[str, StageRef],
         log: logging.Logger,
         on_tick: Optional[Callable[["TeamLead"], None]] = None,
         pool: Optional[DevicePool] = None,
+        steering: Optional[Steering] = None,
     ) -> None:
         self.store, self.settings, self.executor, self.refs, self.log = store, settings, executor, refs, log
         self.on_tick = on_tick
+        # People's guidance and the healer's directives (ascendbridge.teamlead.guidance) steer the
+        # board through their own interface; the loop only says when.
+        self.steering = steering
         # Timed stages take devices (or, on a CPU-only host, core groups) from here, exclusively.
         self.pool = pool or DevicePool(detect(settings.devices), settings.timed_cores)
         self.stats = RunStats()
@@ -81,6 +100,7 @@ class TeamLead:
         self._idle: set[str] = set()  # worker agents whose job ended since the last heartbeat
         self._unrecorded: list[JobResult] = []  # finished jobs the busy board has not taken yet
         self._used: set[str] = set()  # worker agents this run has started
+        self._lost: set[int] = set()  # task ids of running jobs whose lease was lost (cancelled)
 
     # ------------------------------------------------------------------ setup
     def _runnable_stages(self) -> list[str]:
@@ -116,7 +136,7 @@ class TeamLead:
                 if self.on_tick:
                     self.on_tick(self)
                 if not s.forever and dispatched == 0 and self.executor.in_flight() == 0 and not self._orphans():
-                    if apply_open_guidance(self.store, self.log.info) == 0:  # a late "retry" still counts
+                    if self._apply_guidance() == 0:  # a late "retry" still counts
                         break
                     continue
                 for result in self.executor.collect(s.poll_s):
@@ -161,12 +181,13 @@ class TeamLead:
                 if a.fencing_token == task.fencing_token and a.outcome is None and a.log_path]
         if not rows:
             return False
-        job = self._job(task, 0, Path(rows[-1].log_path))
-        run, gate = _read_result(job.result_path("run")), _read_result(job.result_path("gate"))
-        if run is None or (run.get("status") == "done" and gate is None) or not job.work_dir.is_dir():
+        job = self._job(task, self.store.get_model(task.model_id), 0, Path(rows[-1].log_path))
+        run, _ = payload.read_result(job.result_path("run"), "run")
+        gate, _ = payload.read_result(job.result_path("gate"), "gate")
+        if not isinstance(run, StageOutcome) or (run.status == "done" and gate is None) or not job.work_dir.is_dir():
             return False
         result = JobResult(job, run=PhaseResult(None, 0.0, False, run),
-                           gate=PhaseResult(None, 0.0, False, gate) if gate is not None else None)
+                           gate=PhaseResult(None, 0.0, False, gate) if isinstance(gate, GateResult) else None)
         outcome, diagnosis, fix = self._judge(job, result)
         self.store.finish_attempt(rows[-1].id, None, 0.0, outcome, diagnosis, fix)
         attempt_dir.discard(job.work_dir)
@@ -200,17 +221,24 @@ class TeamLead:
                                  task.owner or "a lost worker")
             self._last_reclaim = now
         if now - self._last_guidance >= GUIDANCE_EVERY_S:
-            apply_open_guidance(self.store, self.log.info)
+            self._apply_guidance()
             self._last_guidance = now
 
     def _keep_leases(self) -> None:
-        """Extend the leases of our jobs too: covers a worker's start-up and the run -> gate gap,
-        when no worker process is heartbeating yet. A dead team lead stops doing this."""
+        """The one heartbeat of every lease (workers never touch the board): while this team lead
+        lives its jobs keep their tasks; when it dies the leases expire. A lease found lost (it ran out
+        and was reclaimed) cancels its job at once: everything the attempt started is stopped, and its
+        result, when it comes, is discarded as stale."""
         for job, _, _ in self.jobs.values():
+            if job.task.id in self._lost:
+                continue
             try:
                 self.store.heartbeat_task(job.task.id, job.token, self.settings.lease_s)
+                self.store.agent_heartbeat(job.worker_id, job.task.id)
             except StaleTokenError as exc:
-                self.log.warning("%s/%s: %s", job.task.model_id, job.stage, exc)
+                self.log.warning("%s/%s: lease lost (%s); stopping its attempt", job.task.model_id, job.stage, exc)
+                self._lost.add(job.task.id)
+                self.executor.cancel(job)
 
     def _orphans(self) -> int:
         """Tasks in progress on the board that no worker of ours runs (a killed team lead's):
@@ -246,11 +274,12 @@ class TeamLead:
                 self._fail(task, {"rule": "attempt_budget_exhausted",
                                   "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
                 continue
-            placement = self._place(task)
+            model = self.store.get_model(task.model_id)
+            placement = self._place(task, model)
             if placement is None:
                 continue
             self.free_slots.pop()
-            self._start(task, slot, placement)
+            self._start(task, model, slot, placement)
             running[task.stage] += 1
             started += 1
         return started
@@ -266,9 +295,9 @@ class TeamLead:
         return sorted({t.model_pk for t in self.store.list_tasks(status="pending")
                        if t.model_pk in big and is_timed(t.stage)})
 
-    def _place(self, task: TaskRecord) -> Optional[Placement]:
+    def _place(self, task: TaskRecord, model: ModelRecord) -> Optional[Placement]:
         """The just-claimed task's devices; a model this host can never hold is blocked with the numbers."""
-        need = devices_needed(self.store.get_model(task.model_id).metadata) if is_timed(task.stage) else 1
+        need = devices_needed(model.metadata) if is_timed(task.stage) else 1
         placement = self.pool.acquire(task.stage, need)
         if placement is not None:
             return placement
@@ -298,25 +327,33 @@ class TeamLead:
     def _worker_id(self, slot: int) -> str:
         return f"{self.settings.agent_id}.w{slot}"
 
-    def _job(self, task: TaskRecord, slot: int, log_path: Optional[Path] = None,
+    def _job(self, task: TaskRecord, model: ModelRecord, slot: int, log_path: Optional[Path] = None,
              placement: Optional[Placement] = None) -> Job:
         s = self.settings
         return Job(
-            task=task, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
+            task=task, model=model, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
             adaptation_dir=adaptations_dir() / task.adaptation_name, board_path=self.store.path.resolve(),
             log_path=log_path or logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log",
             timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
             lease_s=s.lease_s, heartbeat_s=s.heartbeat_s, output_cap=s.output_cap,
             settings=self.worker_settings, extra_stages=self.extra_stages,
             placement=placement,
+            directives=self.steering.directives(task.model_id, task.stage) if self.steering is not None else [],
         )
 
-    def _start(self, task: TaskRecord, slot: int, placement: Placement) -> None:
-        job = self._job(task, slot, placement=placement)
+    def _start(self, task: TaskRecord, model: ModelRecord, slot: int, placement: Placement) -> None:
+        job = self._job(task, model, slot, placement=placement)
         log_path = job.log_path
-        attempt_id = retry_busy(lambda: self.store.start_attempt(task.id, task.fencing_token, job.command(),
-                                                                 str(log_path), placement=placement.as_dict()),
-                                "recording an attempt", self.log.warning)
+
+        def record() -> int:
+            """The attempt, and the worker's agent row (role = the stage's), kept by the team lead."""
+            attempt = self.store.start_attempt(task.id, task.fencing_token, job.command(), str(log_path),
+                                               placement=placement.as_dict())
+            self.store.register_agent(job.worker_id, STAGE_ROLES.get(task.stage, task.stage))
+            self.store.agent_heartbeat(job.worker_id, task.id)
+            return attempt
+
+        attempt_id = retry_busy(record, "recording an attempt", self.log.warning)
         self.jobs[task.id] = (job, attempt_id, slot)
         self._used.add(job.worker_id)
         self.stats.outcomes["dispatched"] += 1
@@ -336,6 +373,7 @@ class TeamLead:
             self._unrecorded.append(result)
             return
         self.jobs.pop(result.job.task.id)
+        self._lost.discard(job.task.id)
         self.free_slots.append(slot)
         if job.placement is not None:
             self.pool.release(job.placement)
@@ -383,39 +421,40 @@ class TeamLead:
             return "released", None, None
         run = result.run or PhaseResult(None, 0.0, False, None)
         out = run.data
-        fix = out.get("fix_applied") if out else None
+        fix = out.fix_applied if out else None
         try:
             if out is None:
                 diag = _crash_diagnosis("run", run, job)
                 return self._failure(job, diag), diag, fix
-            status = out.get("status")
-            if status == "done":
+            events = [payload.to_data(e) for e in out.events]
+            if out.status == "done":
                 gate = result.gate or PhaseResult(None, 0.0, False, None)
                 verdict = gate.data
                 if verdict is None:
                     diag = _crash_diagnosis("gate", gate, job)
-                elif verdict.get("passed") is True:
-                    return self._complete(job, out, verdict, fix)
+                elif verdict.passed:
+                    return self._complete(job, out, verdict)
                 else:
-                    diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.get('summary', '')}",
-                            "gate": verdict.get("report") or {}}
+                    diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.summary}",
+                            "gate": verdict.report}
                 diag = _with_unverified(diag, out)
-                return self._failure(job, diag), diag, fix
-            diag = dict(out.get("diagnosis") or {})
-            diag.setdefault("rule", f"stage_{status}")
-            diag.setdefault("summary", out.get("summary", ""))
+                return self._failure(job, diag, events), diag, fix
+            diag = dict(out.diagnosis or {})
+            diag.setdefault("rule", f"stage_{out.status}")
+            diag.setdefault("summary", out.summary)
             if is_refusal(diag):  # deterministic: recorded with its remedy, never retried
                 diag = as_refusal(diag)
-            if status == "failed" and out.get("spec_change"):
+            if out.status == "failed" and out.spec_change:
                 diag = _with_unverified(diag, out)
-                return self._send_back(job, diag, out["spec_change"]), diag, fix
-            if status in ("blocked", "skipped"):  # the program's decision: its metadata says why
-                diag = _with_unverified(diag, {"metrics": out.get("metrics")})  # figures never stored
-                self._fail(job.task, diag, status=status, fields=out.get("model_fields") or {},
-                           metadata=out.get("model_metadata"))
-                return status, diag, fix
+                return self._send_back(job, diag, out.spec_change, events), diag, fix
+            if out.status in ("blocked", "skipped"):  # the program's decision: its metadata says why
+                figures_only = StageOutcome(out.status, out.summary, metrics=out.metrics)
+                diag = _with_unverified(diag, figures_only)  # figures never stored
+                self._fail(job.task, diag, status=out.status, fields=out.model_fields, metadata=out.model_metadata,
+                           events=events)
+                return out.status, diag, fix
             diag = _with_unverified(diag, out)
-            return self._failure(job, diag), diag, fix
+            return self._failure(job, diag, events), diag, fix
         except StaleTokenError as exc:
             self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
             self.store.add_event("stale_result_discarded", f"{job.stage}: result of attempt {job.attempt} "
@@ -431,44 +470,55 @@ class TeamLead:
         with self.store.while_owned(job.task.id, job.token, self.settings.lease_s):
             attempt_dir.promote(job.work_dir, job.adaptation_dir)
 
-    def _complete(self, job: Job, out: dict[str, Any], verdict: dict[str, Any],
-                  fix: Optional[str]) -> tuple[str, Optional[dict[str, Any]], Optional[str]]:
-        """The gate passed: completion, the stage's figures and its metadata in one fenced transaction."""
+    def _complete(self, job: Job, out: StageOutcome,
+                  verdict: GateResult) -> tuple[str, Optional[dict[str, Any]], Optional[str]]:
+        """The gate passed: completion, the stage's figures, its metadata and its agent events in one
+        fenced transaction."""
         name = f"{job.task.model_id}/{job.stage}"
-        result = {"summary": out.get("summary", ""), "result": out.get("result") or {},
-                  "gate": {"summary": verdict.get("summary", ""), "report": verdict.get("report") or {}},
+        fix = out.fix_applied
+        result = {"summary": out.summary, "result": out.result,
+                  "gate": {"summary": verdict.summary, "report": verdict.report},
                   "fix_applied": fix, "attempt": job.attempt}
         result = attempt_dir.relocate(result, job.work_dir, job.adaptation_dir)
+        events = [payload.to_data(e) for e in out.events]
         try:
             self._promote(job)
             self.store.complete_task(job.task.id, job.token, result, origin=self.settings.agent_id,
-                                     figures=out.get("metrics") or [], model_fields=out.get("model_fields") or {},
-                                     model_metadata=out.get("model_metadata"))
+                                     figures=[payload.to_data(f) for f in out.metrics], model_fields=out.model_fields,
+                                     model_metadata=out.model_metadata, events=events)
         except (StaleTokenError, BoardBusyError):
             raise
         except BoardError as exc:  # bad figures or fields from a stage are its bug: the attempt fails
             diag = _with_unverified({"rule": "bad_stage_figures", "summary": f"the stage's figures were refused: {exc}"},
                                     out)
-            return self._failure(job, diag), diag, fix
-        self.log.info("%s: completed (gate passed: %s)", name, verdict.get("summary", ""))
+            return self._failure(job, diag, events), diag, fix
+        self.log.info("%s: completed (gate passed: %s)", name, verdict.summary)
         return "completed", None, fix
 
-    def _failure(self, job: Job, diag: dict[str, Any]) -> str:
+    def _failure(self, job: Job, diag: dict[str, Any], events: Sequence[dict[str, Any]] = ()) -> str:
         """A failed attempt: retry while the stage's budget lasts, then mark failed. A refusal
         (ascendbridge/refusals.py: a retry cannot change it) fails on its first attempt."""
         final = is_refusal(diag) or job.attempt >= self.settings.budget(job.stage)
-        self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=final)
+        self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=final, events=events)
         return "failed" if final else "retry"
 
-    def _send_back(self, job: Job, diag: dict[str, Any], change: dict[str, Any]) -> str:
+    def _apply_guidance(self) -> int:
+        """People's open guidance, applied; how many items."""
+        return self.steering.apply_open() if self.steering is not None else 0
+
+    def _send_back(self, job: Job, diag: dict[str, Any], change: dict[str, Any],
+                   events: Sequence[dict[str, Any]] = ()) -> str:
         """The run found what only a spec change fixes: this attempt fails, the healer gets the
         finding as a directive and the model rolls back to healing (guidance.send_back); the stage
         runs again after the healer's fix. A board that refuses the rollback leaves the failure.
         Returns the attempt's outcome: `sent_back`, or `failed` when the rollback was refused."""
         name = f"{job.task.model_id}/{job.stage}"
-        self._fail(job.task, {**diag, "log_path": str(job.log_path), "spec_change": change}, final=True)
+        self._fail(job.task, {**diag, "log_path": str(job.log_path), "spec_change": change}, final=True, events=events)
+        if self.steering is None:
+            self.log.warning("%s: spec change not sent back to healing: no steering on this board", name)
+            return "failed"
         try:
-            send_back(self.store, job.task.model_id, job.stage, change, origin=self.settings.agent_id)
+            self.steering.send_back(job.task.model_id, job.stage, change, self.settings.agent_id)
         except (StaleTokenError, BoardBusyError):
             raise
         except BoardError as exc:
@@ -478,18 +528,20 @@ class TeamLead:
         return "sent_back"  # not a failure of this run: the stage waits for the healer's fix
 
     def _fail(self, task: TaskRecord, diag: dict[str, Any], final: bool = True, status: str = "",
-              fields: Optional[dict[str, Any]] = None, metadata: Optional[dict[str, Any]] = None) -> None:
+              fields: Optional[dict[str, Any]] = None, metadata: Optional[dict[str, Any]] = None,
+              events: Sequence[dict[str, Any]] = ()) -> None:
         budget = self.settings.budget(task.stage)
         diag = {**diag, "attempt": task.attempts, "budget": budget}
         status = status or ("failed" if final else "pending")
         try:
             self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id,
-                                 model_fields=fields, model_metadata=metadata)
+                                 model_fields=fields, model_metadata=metadata, events=events)
         except (StaleTokenError, BoardBusyError):
             raise
         except BoardError as exc:  # bad fields from a stage are its bug: record the decision without them
             self.log.error("%s/%s: metadata not stored: %s", task.model_id, task.stage, exc)
-            self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id)
+            self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id,
+                                 events=events)
         level = logging.INFO if status == "skipped" else logging.WARNING
         self.log.log(level, "%s/%s: %s (attempt %d/%d): %s%s", task.model_id, task.stage,
                      "retrying" if status == "pending" else status, task.attempts, budget, diag.get("summary", ""),
@@ -512,30 +564,25 @@ class TeamLead:
             self.log.warning("board busy at shutdown, agent rows not marked stopped: %s", exc)
 
 
-def _with_unverified(diag: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+def _with_unverified(diag: dict[str, Any], out: StageOutcome) -> dict[str, Any]:
     """A diagnosis that keeps what the run proposed for the board, labelled unverified: the
     attempt record shows it; the model's figures never include it."""
-    proposed = {key: out[key] for key in ("metrics", "model_fields", "model_metadata") if out.get(key)}
+    proposed = {key: value for key, value in payload.to_data(out).items()
+                if key in ("metrics", "model_fields", "model_metadata") and value}
     return {**diag, "unverified": proposed} if proposed else diag
 
 
-def _crash_diagnosis(phase: str, res: PhaseResult, job: Job) -> dict[str, Any]:
+def _crash_diagnosis(phase: str, res: PhaseResult[Any], job: Job) -> dict[str, Any]:
     if res.timed_out:
         limit = job.timeout_s if phase == "run" else job.gate_timeout_s
         return {"rule": f"{phase}_timeout", "summary": f"{phase} killed after its {limit:.0f} s timeout",
                 "log_path": str(job.log_path)}
+    if res.refused:  # the worker wrote a result that does not match the schema
+        return {"rule": f"{phase}_bad_result", "summary": res.refused, "exit_code": res.exit_code,
+                "log_path": str(job.log_path)}
     return {"rule": f"{phase}_crashed", "summary": f"{phase} worker exited with code {res.exit_code} "
             "without a result", "exit_code": res.exit_code, "log_tail": res.log_tail[-2000:],
             "log_path": str(job.log_path)}
-
-
-def _read_result(path: Path) -> Optional[dict[str, Any]]:
-    """A worker's result file, or None when absent or unreadable (written atomically, so never half)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _append(path: Path, text: str) -> None:

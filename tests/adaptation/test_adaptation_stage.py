@@ -6,7 +6,6 @@ import io
 from importlib.metadata import entry_points
 from pathlib import Path
 
-import pytest
 
 from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from adaptation.stage import ADAPTATION_STAGE

@@ -11,10 +11,22 @@ from typing import Any
 import pytest
 
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
-from ascendbridge.board import BoardStore
+from ascendbridge.agents import history
+from ascendbridge.board import BoardStore, UnknownModelError
 from ascendbridge.board.records import Registration
 
 FAKE_CLI = Path(__file__).resolve().parent / "fake_agent_cli.py"
+
+
+def record_history(board: BoardStore) -> None:
+    """Play the team lead for stages run in this process: write the agent-history events they kept
+    (a worker puts them in its outcome; the team lead writes them with the attempt's verdict)."""
+    for event in history.take_events():
+        model_id = event.data.get("model_id")
+        try:
+            board.add_event(event.kind, event.message, model_id, data=event.data, origin=event.origin)
+        except UnknownModelError:
+            board.add_event(event.kind, event.message, data=event.data, origin=event.origin)
 
 
 class AgentScript:

@@ -17,7 +17,7 @@ from ascendbridge.board import BoardStore
 from ascendbridge.board.records import ModelRecord, Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.stage_api import StageContext
-from tests.agents.agent_support import AgentScript
+from tests.agents.agent_support import AgentScript, record_history
 
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
@@ -41,6 +41,7 @@ def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
     ctx = context(board, board_path, record)
 
     refused = ADAPTATION_STAGE.run(ctx)  # built-in agent: the refusal stands, nobody is asked
+    record_history(board)
     assert refused.status == "failed" and refused.diagnosis["rule"] == "unknown_task_family"
     assert agent.calls() == []
 
@@ -48,6 +49,7 @@ def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
     agent.set({"set_json": "adaptation.json", "key": "task_family", "value": "telepathy"},
               {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"})
     rejected = ADAPTATION_STAGE.run(ctx)
+    record_history(board)
     assert rejected.status == "failed"
     assert [e.data["outcome"] for e in board.events_of_kind(RUN_EVENT)] == ["rejected_gate"]
     assert "telepathy" in board.events_of_kind(RUN_EVENT)[0].data["detail"]
@@ -56,6 +58,7 @@ def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
               {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
               {"set_json": "adaptation.json", "key": "model/model_id", "value": "someone/else"})
     assert ADAPTATION_STAGE.run(ctx).status == "failed"  # identity changed: rejected
+    record_history(board)
     assert "may not change" in board.events_of_kind(RUN_EVENT)[0].data["detail"]
 
     monkeypatch.setenv("ASCENDBRIDGE_AGENT_MAX_ATTEMPTS", "4")
@@ -64,12 +67,14 @@ def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
               {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
               {"set_json": "adaptation.json", "key": "tolerances/float32", "value": {"cosine_min": 0.5}})
     assert ADAPTATION_STAGE.run(ctx).status == "failed"  # thresholds are the framework's: refused, with why
+    record_history(board)
     detail = board.events_of_kind(RUN_EVENT)[0].data["detail"]
     assert "changed tolerances" in detail and "framework's standard" in detail
 
     agent.set({"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
               {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"})
     done = ADAPTATION_STAGE.run(ctx)
+    record_history(board)
     assert done.status == "done", done.summary
     spec = AdaptationSpec.load(ctx.adaptation_dir)
     assert (spec.task_family, spec.model_class, spec.model.model_id) == ("causal_lm", "GPT2LMHeadModel", "lab/odd-gpt2")
@@ -79,6 +84,7 @@ def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
 
     other = unknown_model(board, "lab/odd-gpt2-twin")
     reused = ADAPTATION_STAGE.run(context(board, board_path, other))
+    record_history(board)
     assert reused.status == "done", reused.summary
     assert len(agent.calls()) == 4  # not asked again
     assert board.events_of_kind(REUSE_EVENT)[0].model_id == "lab/odd-gpt2-twin"

@@ -19,6 +19,8 @@ from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
 
+from tests.agents.agent_support import record_history
+
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,10 +122,10 @@ def test_agent_links_are_restored_by_the_script(tmp_path: Path) -> None:
 
 def test_board_ops_show_lists_agent_runs(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
     board.register_models([Registration(model_id="org/m", source="local", path="/m")])
-    record_run(board_path, AgentRun(backend="openai", role="healer", kind="heal", outcome="rejected_gate",
-                                    duration_s=4.2, files_changed=["adaptation.json"], prompt_hash="abcd1234abcd1234",
-                                    tokens=2100, detail="check_adaptation.py failed", model_id="org/m",
-                                    stage="healing"))
+    record_run(AgentRun(backend="openai", role="healer", kind="heal", outcome="rejected_gate",
+                        duration_s=4.2, files_changed=["adaptation.json"], prompt_hash="abcd1234abcd1234",
+                        tokens=2100, detail="check_adaptation.py failed", model_id="org/m", stage="healing"))
+    record_history(board)
     script = REPO_ROOT / "scripts" / "board_ops.py"
     text = subprocess.run([sys.executable, str(script), "--board", str(board_path), "show", "org/m"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)

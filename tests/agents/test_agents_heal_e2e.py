@@ -23,7 +23,7 @@ from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.stage_api import StageContext
-from tests.agents.agent_support import AgentScript
+from tests.agents.agent_support import AgentScript, record_history
 
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
@@ -54,6 +54,7 @@ def test_escalated_heal_passes_the_gate_and_is_reused_without_escalation(
 
     ctx, log = broken_adaptation(board, board_path, "demo/tiny-gpt2-a")
     outcome = HEALING_STAGE.run(ctx)
+    record_history(board)
     assert outcome.status == "done", f"{outcome.summary}\n{log.getvalue()[-3000:]}"
     attempts = outcome.result["attempts"]
     assert attempts[0]["diagnosis"]["rule"] == "unclassified" and attempts[-1]["passed"]
@@ -73,6 +74,7 @@ def test_escalated_heal_passes_the_gate_and_is_reused_without_escalation(
     agent.set({"exit": 9})  # were it asked, it would fail
     ctx2, log2 = broken_adaptation(board, board_path, "demo/tiny-gpt2-b")
     outcome2 = HEALING_STAGE.run(ctx2)
+    record_history(board)
     assert outcome2.status == "done", f"{outcome2.summary}\n{log2.getvalue()[-3000:]}"
     assert outcome2.result["attempts"][0]["fix"]["rule"] == "escalation:memory"
     assert len(agent.calls()) == 1

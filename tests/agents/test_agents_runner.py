@@ -16,7 +16,7 @@ from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.history import RUN_EVENT, memory_dir
 from ascendbridge.board import BoardStore
-from tests.agents.agent_support import AgentScript, make_adaptation, tree
+from tests.agents.agent_support import AgentScript, make_adaptation, record_history, tree
 from tests.agents.chat_server import FakeChatCompletionsServer
 
 SECRET = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
@@ -51,6 +51,7 @@ def heal_task(directory: Path, model_id: str, **settings: object) -> AgentTask:
 
 
 def runs(board: BoardStore) -> list[dict]:
+    record_history(board)
     return [e.data for e in board.events_of_kind(RUN_EVENT)]
 
 
@@ -148,6 +149,7 @@ def test_secrets_never_reach_the_prompt_or_the_board(board: BoardStore, board_pa
     for secret in (SECRET, "sk-proj-abcdefghijklmnopqrstuvwxyz012345", "s3cr3t-value-1234", "ghp_0123456789abcdef"):
         assert secret not in prompt and secret not in " ".join(call["argv"])
     assert call["env_has_hf_token"] is False  # the agent process never gets the HF token
+    record_history(board)
     board_text = json.dumps([e.model_dump() for e in board.list_events(limit=1000)])
     assert SECRET not in board_text and "s3cr3t-value-1234" not in board_text
 

@@ -21,6 +21,7 @@ import pytest
 
 from ascendbridge.board import BoardStore
 from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
+from ascendbridge.runtime.payload import PayloadError, WorkerJob, load
 from ascendbridge.runtime.placement import TIMED_STAGES
 from ascendbridge.runtime.ray_executor import RAY_MISSING
 from tests.support.ray_cluster import LocalRayCluster, _free_port
@@ -80,6 +81,14 @@ def cluster() -> Iterator[LocalRayCluster]:
     assert running.alive_processes() == [], "ray processes left after teardown"
 
 
+def _job_stage(path: Path) -> str:
+    """The stage of a worker's job file ("" once the node's scratch folder is gone)."""
+    try:
+        return load(WorkerJob, path, "the job file").stage
+    except PayloadError:
+        return ""
+
+
 def _worker_pids(cluster: LocalRayCluster, node: int, stages: set[str]) -> list[int]:
     """Our worker subprocesses running one of `stages` on that node."""
     out = []
@@ -88,7 +97,7 @@ def _worker_pids(cluster: LocalRayCluster, node: int, stages: set[str]) -> list[
             argv = proc.cmdline()
         except psutil.Error:
             continue
-        if "ascendbridge.runtime.worker" in argv and argv[argv.index("--stage") + 1] in stages:
+        if "ascendbridge.runtime.worker" in argv and _job_stage(Path(argv[argv.index("--job") + 1])) in stages:
             out.append(proc.pid)
     return out
 

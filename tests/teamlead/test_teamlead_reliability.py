@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from ascendbridge.board import BoardStore
 from ascendbridge.naming import base_adaptation_name
 
 from tests.teamlead.tl_support import (
-    add_models, alive, attempts, check_event_log, procs_in, run_tl, start_tl, statuses, tl_env, wait_for,
+    add_models, alive, attempts, check_event_log, procs_in, run_tl, start_tl, statuses, wait_for,
     runs_logged,
 )
 
 
 def _worker_pid(board: BoardStore, model_id: str, stage: str) -> int:
+    """The live worker of the task's current attempt: its job file sits in logs/<adaptation>/<stage>/."""
     task = next(t for t in board.list_tasks(model_id=model_id) if t.stage == stage)
-    agent = next(a for a in board.list_agents() if a.id == task.owner)
-    return int(agent.pid or 0)
+    where = f"/{task.adaptation_name}/{stage}/attempt-{task.attempts}.run.job.json"
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if b"ascendbridge.runtime.worker" in argv and any(arg.decode().endswith(where) for arg in argv):
+            return int(entry.name)
+    return 0
 
 
 def test_hung_worker_is_killed_at_its_timeout_and_a_killed_worker_is_retried(board: BoardStore,
@@ -29,7 +35,7 @@ def test_hung_worker_is_killed_at_its_timeout_and_a_killed_worker_is_retried(boa
     lead = start_tl(board.path, tmp_path, "--stages", "discovery", "--stage-timeout", "discovery=20")
     try:
         wait_for(lambda: runs_logged(tmp_path, "org/victim", "attempt=1"), 60, what="victim's first attempt")
-        wait_for(lambda: board.list_agents() and _worker_pid(board, "org/victim", "discovery") > 0, 30,
+        wait_for(lambda: _worker_pid(board, "org/victim", "discovery") > 0, 30,
                  what="victim's worker pid")
         os.kill(_worker_pid(board, "org/victim", "discovery"), signal.SIGKILL)
         out, _ = lead.communicate(timeout=180)
@@ -81,8 +87,8 @@ def test_sigkilled_team_lead_loses_no_work_and_completes_nothing_twice(board: Bo
     workers = [_worker_pid(board, t.model_id, t.stage) for t in in_flight]
     lead.kill()  # SIGKILL: no cleanup at all
     lead.wait()
-    # Orphaned workers stop at once (parent-death signal) and give their tasks back; a task claimed
-    # in the instant before its worker started has nobody to release it: the next team lead does.
+    # Orphaned workers stop at once (parent-death signal); their tasks are the next team lead's to
+    # release (workers never touch the board).
     wait_for(lambda: not any(alive(pid) for pid in workers if pid), 15, what="orphaned workers to exit")
     again = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--workers", "2")
     assert again.returncode == 0, again.stderr[-3000:]
@@ -94,26 +100,27 @@ def test_sigkilled_team_lead_loses_no_work_and_completes_nothing_twice(board: Bo
     assert len(completions) == 6 and set(completions.values()) == {1}
 
 
-def test_worker_whose_lease_is_lost_stops_its_whole_group(board: BoardStore, tmp_path: Path) -> None:
+def test_a_lost_lease_stops_the_attempt_and_its_result_is_discarded(board: BoardStore, tmp_path: Path) -> None:
+    """The team lead keeps the lease (workers never touch the board): when it finds the lease lost it
+    cancels the job, whose whole group dies, and records nothing from it but `stale`."""
     add_models(board, {"org/stale": {"discovery": "hang_once"}})
-    task = board.claim_task(board.list_tasks(stage="discovery")[0].id, "test-owner", lease_s=30)
     adaptation = tmp_path / "adaptations" / base_adaptation_name("org/stale")
-    argv = [sys.executable, "-m", "ascendbridge.runtime.worker", "--phase", "run", "--stage", "discovery",
-            "--board", str(board.path), "--task-id", str(task.id), "--token", str(task.fencing_token),
-            "--worker-id", "test-worker", "--adaptation-dir", str(adaptation), "--result", str(tmp_path / "r.json"),
-            "--lease-s", "30", "--heartbeat-s", "1"]
-    worker = subprocess.Popen(argv, env=tl_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, start_new_session=True)
+    lead = start_tl(board.path, tmp_path, "--stages", "discovery", "--forever")
     try:
         wait_for(lambda: runs_logged(tmp_path, "org/stale", "attempt=1"), 60, what="the worker to start its run")
+        wait_for(lambda: _worker_pid(board, "org/stale", "discovery") > 0, 30, what="the worker's pid")
+        worker = _worker_pid(board, "org/stale", "discovery")
+        task = next(t for t in board.list_tasks(model_id="org/stale"))
         board.release_task(task.id, task.fencing_token, "taken away by the test")  # the token is now stale
-        out, _ = worker.communicate(timeout=30)
+        wait_for(lambda: not alive(worker), 30, what="the cancelled worker to die")
+        wait_for(lambda: any(e.kind == "stale_result_discarded" for e in board.list_events(limit=10**6)), 30,
+                 what="the stale result to be discarded")
+        lead.send_signal(signal.SIGTERM)
+        out, _ = lead.communicate(timeout=60)
     finally:
-        if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGKILL)
-    assert worker.returncode == -signal.SIGKILL and "lease lost" in out
-    assert not (tmp_path / "r.json").exists()
-    wait_for(lambda: procs_in(adaptation) == [], 10, what="the worker's children to die")
-    # A worker started with a token that is already stale does nothing at all.
-    late = subprocess.run(argv, env=tl_env(tmp_path), capture_output=True, text=True, timeout=60)
-    assert late.returncode == 3 and "not starting" in late.stdout
+        lead.kill()
+    assert "lease lost" in out and "stopping its attempt" in out, out[-3000:]
+    first = attempts(board, "org/stale", "discovery")[0]
+    assert first.outcome == "stale" and first.fencing_token == task.fencing_token
+    assert procs_in(adaptation.parent) == []
+    check_event_log(board)

@@ -29,10 +29,13 @@ from ascendbridge.settings import (
     setting_keys,
     settings_table,
 )
+from ascendbridge.board import BoardStore
 from ascendbridge.refusals import is_refusal
+from ascendbridge.runtime.payload import WorkerJob, write
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.settings import RunSettings
+from tests.teamlead.tl_support import add_models
 from benchmark.settings import BenchmarkSettings
 from business_benchmark.settings import BusinessSettings
 
@@ -118,14 +121,17 @@ def test_a_worker_gets_the_team_leads_values_not_its_own_environment(monkeypatch
         Settings.from_payload('{"benchmark": {"iters": "many"}}')
 
 
-def test_a_worker_refuses_a_bad_payload_in_one_line(tmp_path: Any) -> None:
-    proc = subprocess.run([sys.executable, "-m", "ascendbridge.runtime.worker", "--phase", "run", "--stage", "benchmark",
-                           "--board", str(tmp_path / "b.db"), "--task-id", "1", "--token", "1", "--worker-id", "w",
-                           "--adaptation-dir", str(tmp_path), "--result", str(tmp_path / "r.json"),
-                           "--settings-json", '{"benchmark": {"iters": 0}}'],
+def test_a_worker_refuses_a_bad_payload_in_one_line(board: BoardStore, tmp_path: Any) -> None:
+    add_models(board, {"org/bad-settings": {}})
+    task = board.claim_task(board.list_tasks(model_id="org/bad-settings")[0].id, "test-owner", lease_s=60)
+    job = WorkerJob(phase="run", stage="benchmark", task=task, model=board.get_model("org/bad-settings"),
+                    worker_id="w", adaptation_dir=tmp_path / "work", result=tmp_path / "r.json",
+                    board=tmp_path / "b.db", settings={"benchmark": {"iters": 0}})
+    write(tmp_path / "job.json", job)
+    proc = subprocess.run([sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "job.json")],
                           capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert proc.returncode == 2 and proc.stderr.startswith("error: bad settings payload: ")
-    assert proc.stderr.strip().count("\n") == 0 and not (tmp_path / "b.db").exists()
+    assert proc.stderr.strip().count("\n") == 0 and not (tmp_path / "b.db").exists() and not (tmp_path / "r.json").exists()
 
 
 def test_precedence_is_settings_then_environment_then_default(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,8 @@ name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, w
 blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam,
 figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence),
 spec_change_once (fails with a spec change until a stage logged the directives it was given:
-every stage writes the open directives of its context to runs.log).
+every stage writes the open directives of its context to runs.log),
+agent (done, after an agent run recorded in the agent history, which counts the runs before it).
 Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
 the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from ascendbridge.agents import history
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 
 
@@ -60,6 +62,11 @@ class ToyStage:
             # A child in the worker's group too: a timeout must take both down.
             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
             time.sleep(600)
+        if how == "agent":
+            runs_before = history.usage(ctx.board_path, ctx.model.model_id, "healer").attempts
+            history.record_run(history.AgentRun(backend="toy", role="healer", kind="heal", outcome="no_change",
+                                                model_id=ctx.model.model_id, stage=self.name,
+                                                detail=f"runs before this one: {runs_before}"))
         if how.startswith("sleep:"):
             time.sleep(float(how.split(":", 1)[1]))
         if how == "spam":
