@@ -4,6 +4,9 @@ It runs inside the adaptation's own uv environment (torch + transformers, option
 and never imports the framework, so a generated package stays self-contained. Modules:
 device (npu -> cuda -> cpu selection, the only NPU-specific code), families (task-family inputs
 and outputs), depth (dry-run depth reduction), loading (model from config or weights), demo.
+Laid out like the stages: the modules several stages use sit here (harness, measure, comparator,
+accuracy_standard, ...); `optimize/` is the optimizer's side (pass catalogue, search, confirmation,
+perf run) and `bench/` the benchmark's (benchmark_run).
 """
 
 # Same string as ascendbridge/package/spec.py RESULT_MARKER (a framework test keeps them equal): gates parse

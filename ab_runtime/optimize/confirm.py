@@ -26,7 +26,7 @@ from . import passes
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
 
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding ab_runtime/
 
 
 def apply_confirmation(notes: dict[str, Any], figures: Optional[dict[str, Any]], pairs: int) -> dict[str, Any]:
