@@ -26,7 +26,7 @@ from ascendbridge.stages import UnknownNameError
 from dashboard import actions, api, pages
 from dashboard.context import Dashboard
 from dashboard.evidence import EvidenceError
-from dashboard.security import MAX_BODY_BYTES, ActionDenied, BodyLimitMiddleware
+from dashboard.security import LOOPBACK_NAMES, MAX_BODY_BYTES, ActionDenied, BodyLimitMiddleware, HostAllowMiddleware
 
 STATIC_DIR = Path(__file__).parent / "static"
 _JSON_PREFIXES = ("/api/", "/healthz", "/metrics")
@@ -76,8 +76,10 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     heartbeat_fresh_s: float = 60.0,
     store: Optional[BoardStore] = None,
+    hosts: frozenset[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
-    """Open the board (it must exist) and build the app. Raises BoardError with a clear message."""
+    """Open the board (it must exist) and build the app, answering only requests whose Host is
+    one of `hosts` (security.allowed_hosts). Raises BoardError with a clear message."""
     store = store or BoardStore(board)
     state = Dashboard(store=store, queries=BoardQueries(store.path), token=token, logs_dir=logs_dir,
                       adaptations_dir=adaptations_dir, heartbeat_fresh_s=heartbeat_fresh_s)
@@ -118,4 +120,5 @@ def create_app(
         )
         return response
 
+    app.add_middleware(HostAllowMiddleware, hosts=hosts)  # added last: runs first, on every route
     return app
