@@ -88,6 +88,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"action token: from ${TOKEN_ENV}", flush=True)
     else:
         print(f"action token: {token}  (set ${TOKEN_ENV} to choose your own)", flush=True)
+    if app.state.dashboard.store.read_only:
+        print(f"note: board {board} is not writable: pages work, actions answer 409", flush=True)
     if not _is_loopback(args.host):
         print(f"warning: listening on {args.host}, reachable from other machines; actions still need the token",
               file=sys.stderr, flush=True)

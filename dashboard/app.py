@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ascendbridge.board import BoardError, BoardStore, UnknownModelError
+from ascendbridge.board.connection import writable
 from ascendbridge.board.queries import BoardQueries, QueryError
 from ascendbridge.naming import InvalidModelIdError
 from ascendbridge.stages import UnknownNameError
@@ -80,7 +81,8 @@ def create_app(
 ) -> FastAPI:
     """Open the board (it must exist) and build the app, answering only requests whose Host is
     one of `hosts` (security.allowed_hosts). Raises BoardError with a clear message."""
-    store = store or BoardStore(board)
+    if store is None:  # a board it cannot write is still shown; its actions answer 409
+        store = BoardStore(board, read_only=Path(board).is_file() and not writable(Path(board)))
     state = Dashboard(store=store, queries=BoardQueries(store.path), token=token, logs_dir=logs_dir,
                       adaptations_dir=adaptations_dir, heartbeat_fresh_s=heartbeat_fresh_s)
     @asynccontextmanager

@@ -36,6 +36,7 @@ from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
 from ascendbridge.runtime.placement import POOL_ENV, DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.stages import STATUSES
+from ascendbridge.teamlead.diskspace import min_free_bytes
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
 from ascendbridge.teamlead.registry import stage_refs
@@ -161,6 +162,9 @@ def make_executor(settings: TeamLeadSettings) -> Executor:
     return LocalProcessExecutor()
 
 
+FILE_ONLY = "file_only"  # a log record's extra: for the log file, not the terminal (a traceback)
+
+
 def setup_logging(console: Console, live: bool) -> logging.Logger:
     log = logging.getLogger("ascendbridge.teamlead")
     log.setLevel(logging.INFO)
@@ -173,11 +177,12 @@ def setup_logging(console: Console, live: bool) -> logging.Logger:
     daily.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [pid %(process)d] %(message)s"))
     log.addHandler(daily)
     if live:
-        log.addHandler(RichHandler(console=console, show_path=False, markup=False))
+        screen: logging.Handler = RichHandler(console=console, show_path=False, markup=False)
     else:
-        plain = logging.StreamHandler(sys.stderr)
-        plain.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-        log.addHandler(plain)
+        screen = logging.StreamHandler(sys.stderr)
+        screen.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    screen.addFilter(lambda record: not getattr(record, FILE_ONLY, False))
+    log.addHandler(screen)
     return log
 
 
@@ -203,6 +208,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return int(exc.code or 0)
     try:
         settings = settings_from(args)
+        min_free_bytes()  # a bad ASCENDBRIDGE_MIN_FREE_MB is a usage error, before anything starts
         refs = stage_refs()
         pool = DevicePool(detect(settings.devices), settings.timed_cores)  # DeviceSpecError: a bad --devices
     except (SettingsError, ValueError) as exc:
@@ -256,8 +262,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             progress(lead, force=True)
         # Wide enough for stage x status (100+ columns), never narrower than the terminal.
         print_summary(Console(width=max(Console().width, 110)), store, lead, stats)
-    except BoardError as exc:
-        log.exception("board error")
+    except BoardError as exc:  # corrupt, full, unwritable: one line here, the traceback in the log file
+        log.error("board error", exc_info=True, extra={FILE_ONLY: True})
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BOARD
     except Exception as exc:
@@ -269,6 +275,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         executor.close()
         lock.release()
         store.close()
+    if lead.short_of_space:
+        print(f"error: {lead.short_of_space}", file=sys.stderr)
+        return EXIT_BOARD
     if received:
         return 128 + received[0]
     return EXIT_FAILURES if stats.outcomes["failed"] or stats.outcomes["blocked"] else EXIT_OK

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ascendbridge import capped_read
 from ascendbridge.board import BoardBusyError, BoardError, BoardStore, StaleTokenError, TaskRecord
 from ascendbridge.config import adaptations_dir, logs_dir
 from ascendbridge.refusals import as_refusal, is_refusal
@@ -32,6 +33,7 @@ from ascendbridge.runtime.containment import kill_board_attempts
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
 from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed
+from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
 from ascendbridge.teamlead.guidance import apply_open_guidance
 from ascendbridge.teamlead.registry import StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.settings import TeamLeadSettings
@@ -78,6 +80,8 @@ class TeamLead:
         self._idle: set[str] = set()  # worker agents whose job ended since the last heartbeat
         self._unrecorded: list[JobResult] = []  # finished jobs the busy board has not taken yet
         self._used: set[str] = set()  # worker agents this run has started
+        self.min_free = min_free_bytes()
+        self.short_of_space: Optional[str] = None  # why this run stopped early: too little free space
 
     # ------------------------------------------------------------------ setup
     def _runnable_stages(self) -> list[str]:
@@ -109,6 +113,8 @@ class TeamLead:
                 self._housekeeping()
                 for result in self._take_unrecorded() + self.executor.collect(0):
                     self._finish(result)
+                if self._out_of_space():
+                    break
                 dispatched = self._dispatch()
                 if self.on_tick:
                     self.on_tick(self)
@@ -121,6 +127,15 @@ class TeamLead:
         finally:
             self._shutdown()
         return self.stats
+
+    def _out_of_space(self) -> bool:
+        """Too little free space for the board, adaptations or logs (diskspace.py): stop now, while
+        the running attempts can still be recorded as released."""
+        self.short_of_space = shortage({"the board": self.store.path.parent, "adaptations": adaptations_dir(),
+                                        "logs": logs_dir()}, self.min_free)
+        if self.short_of_space:
+            self.log.warning("stopping: %s", self.short_of_space)
+        return self.short_of_space is not None
 
     def _take_unrecorded(self) -> list[JobResult]:
         out, self._unrecorded = self._unrecorded, []
@@ -509,7 +524,7 @@ def _crash_diagnosis(phase: str, res: PhaseResult, job: Job) -> dict[str, Any]:
 def _read_result(path: Path) -> Optional[dict[str, Any]]:
     """A worker's result file, or None when absent or unreadable (written atomically, so never half)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(capped_read.read_text(path, capped_read.EVIDENCE_MAX_BYTES))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
