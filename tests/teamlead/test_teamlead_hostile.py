@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardStore, Registration
+from ascendbridge.runtime import attempt_dir
 from tests.teamlead.tl_support import add_models, runs_logged, tl_argv, tl_env, wait_for
 
 EXIT_BOARD = 3
@@ -104,3 +105,20 @@ def test_the_threshold_must_be_a_number(board: BoardStore, tmp_path: Path) -> No
     proc = subprocess.run(tl_argv(board.path), env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: ASCENDBRIDGE_MIN_FREE_MB='lots' is not a number of MiB"
+
+
+def test_an_attempt_that_made_nothing_leaves_no_empty_adaptation_directory(tmp_path: Path) -> None:
+    """Discovery writes its evidence under logs/: promoting its empty copy used to create an empty
+    adaptations/<name>/ that a refused adaptation then left behind."""
+    live = tmp_path / "adaptations" / "org__m"
+    staging = attempt_dir.prepare(live, "discovery", 1)
+    attempt_dir.promote(staging, live)
+    assert not live.exists() and not staging.exists()
+    staging = attempt_dir.prepare(live, "adaptation", 2)
+    (staging / "adaptation.json").write_text("{}")
+    attempt_dir.promote(staging, live)
+    assert (live / "adaptation.json").is_file() and not staging.exists()
+    staging = attempt_dir.prepare(live, "healing", 3)  # an existing directory is still swapped, even emptied
+    (staging / "adaptation.json").unlink()
+    attempt_dir.promote(staging, live)
+    assert live.is_dir() and not any(live.iterdir())
