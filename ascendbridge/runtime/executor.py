@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ascendbridge import capped_read
 from ascendbridge.board.records import TaskRecord
 from ascendbridge.runtime import attempt_dir
 from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt,
@@ -209,7 +210,7 @@ class LocalProcessExecutor(Executor):
         data = None
         if result_path.exists():
             try:
-                data = json.loads(result_path.read_text())
+                data = json.loads(capped_read.read_text(result_path, capped_read.EVIDENCE_MAX_BYTES))
             except (OSError, ValueError):
                 data = None
         return PhaseResult(res.exit_code, res.duration_s, res.timed_out, data, res.tail(30))
