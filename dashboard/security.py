@@ -171,6 +171,9 @@ class HostAllowMiddleware:
         if host_of(header) in self.hosts:
             await self.app(scope, receive, send)
             return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
         message = f"Host '{header[:100]}' is not a name of this dashboard (allow it with --allow-host or ${HOSTS_ENV})"
         body = json.dumps({"error": message}).encode()
         await send({"type": "http.response.start", "status": 421,
