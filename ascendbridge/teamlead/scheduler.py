@@ -161,10 +161,20 @@ class TeamLead:
                 self.log.warning("%s/%s: attempt of a previous team lead killed, back to pending",
                                  task.model_id, task.stage)
             except StaleTokenError:
-                pass
+                continue
+            self._close_killed_attempts(task)
         names = {m.adaptation_name for m in self.store.list_models()}
         for path in attempt_dir.discard_all(adaptations_dir(), names):
             self.log.info("removed the staging copy %s of a dead attempt", path)
+
+    def _close_killed_attempts(self, task: TaskRecord) -> None:
+        """Close the attempt rows a dead team lead left open (it died before recording them: a
+        full disk, SIGKILL) as released, so no attempt stays without an outcome."""
+        for _, row in self.store.list_attempts(task.model_id, task.stage):
+            if row.fencing_token == task.fencing_token and row.outcome is None:
+                self.store.finish_attempt(row.id, None, 0.0, "released",
+                                          {"rule": "team_lead_restarted",
+                                           "summary": "its team lead died before recording it; killed at restart"})
 
     def _adopt(self, task: TaskRecord) -> bool:
         """Record a result a killed team lead's worker had finished (its result files are complete:

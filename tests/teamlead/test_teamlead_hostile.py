@@ -122,3 +122,26 @@ def test_an_attempt_that_made_nothing_leaves_no_empty_adaptation_directory(tmp_p
     (staging / "adaptation.json").unlink()
     attempt_dir.promote(staging, live)
     assert live.is_dir() and not any(live.iterdir())
+
+
+def test_a_restarted_team_lead_closes_the_attempts_its_dead_predecessor_left_open(board: BoardStore,
+                                                                                    tmp_path: Path) -> None:
+    """A team lead killed before it could record its attempt (SIGKILL here; a full disk does the
+    same): the next one releases the task and closes the attempt, which never stays NULL."""
+    add_models(board, {"org/slow": {"discovery": "sleep:120"}})
+    lead = subprocess.Popen(tl_argv(board.path, "--stages", "discovery"), env=tl_env(tmp_path), text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: runs_logged(tmp_path, "org/slow", "attempt=1"), 90, what="the first attempt")
+    finally:
+        lead.kill()
+        lead.wait()
+    [open_row] = [a for _, a in board.list_attempts("org/slow", "discovery")]
+    assert open_row.outcome is None
+    proc = subprocess.run(tl_argv(board.path, "--stages", "discovery", "--max-interruptions", "1"),
+                          env=tl_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr
+    assert "attempts in a row ended without an outcome" in proc.stderr, proc.stderr[-3000:]
+    [closed] = [a for _, a in board.list_attempts("org/slow", "discovery")]
+    assert closed.outcome == "released" and closed.finished_at
+    assert closed.diagnosis["rule"] == "team_lead_restarted"
