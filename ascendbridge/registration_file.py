@@ -8,15 +8,17 @@ registered, so a bad line (reported with its number) registers nothing.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from ascendbridge import capped_read
 from ascendbridge.board import BoardError, Registration, validate_registration
 
 FIELDS = frozenset(Registration.model_fields)
-MAX_FILE_BYTES = 64 * 1024 * 1024
+PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))  # kernel views, never a model's files
 
 
 class RegistrationFileError(ValueError):
@@ -42,26 +44,35 @@ def _from_json(raw: str, base_dir: Path) -> Registration:
         where = ".".join(str(p) for p in first["loc"]) or "line"
         raise ValueError(f"field {where}: {first['msg']}") from exc
     if reg.path:  # relative paths are relative to the file, so a file can travel with its models
-        reg.path = existing_path(reg.path, base_dir)
+        reg.path = model_path(reg.path, base_dir, reg.source)
     return reg
 
 
-def existing_path(raw: str, base_dir: Path) -> str:
-    """The absolute form of a model path (relative to `base_dir`); it must exist, because the
-    board is read from other working directories and a typo would only surface at discovery."""
+def model_path(raw: str, base_dir: Path, source: str) -> str:
+    """The absolute form of a model path (relative to `base_dir`), checked now because the board
+    is read from other working directories and a mistake would only surface at discovery: a
+    readable directory outside /proc, /sys and /dev, holding a config.json for source 'local'
+    (for 'hf-cache' it is the cache directory). ValueError says what it is instead."""
     resolved = (base_dir / Path(raw).expanduser()).resolve()
     if not resolved.exists():
         raise ValueError(f"path {resolved} does not exist")
+    if any(resolved == root or root in resolved.parents for root in PSEUDO_FILE_SYSTEMS):
+        raise ValueError(f"path {resolved} is a kernel file system, not a model directory")
+    if not resolved.is_dir():
+        raise ValueError(f"path {resolved} is not a directory")
+    if not os.access(resolved, os.R_OK | os.X_OK):
+        raise ValueError(f"path {resolved} is not readable")
+    if source == "local" and not (resolved / "config.json").is_file():
+        raise ValueError(f"path {resolved} has no config.json (not a Hugging Face model directory)")
     return str(resolved)
 
 
 def parse_registration_file(path: Path) -> list[Registration]:
     """Every registration in the file, or RegistrationFileError naming the first bad line."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise RegistrationFileError(f"{path} is {size} bytes; registration files are limited to 64 MiB")
-        text = path.read_text(encoding="utf-8")
+        text = capped_read.read_text(path, capped_read.LIST_MAX_BYTES)
+    except capped_read.FileTooLargeError as exc:
+        raise RegistrationFileError(f"registration file {exc.strerror}") from None
     except FileNotFoundError:
         raise RegistrationFileError(f"registration file {path} does not exist") from None
     except IsADirectoryError:

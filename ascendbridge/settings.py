@@ -182,6 +182,13 @@ class GeneralSettings(StageSettings):
 
     debug: bool = False  # CLIs print the traceback of an internal error
     board_busy_timeout_s: float = Field(30.0, gt=0)  # how long one board statement waits for the lock
+    # Time bound of the integrity check (PRAGMA quick_check) a writer runs when it opens the board;
+    # a larger board is then opened unchecked rather than late; 0 skips it.
+    board_check_s: float = Field(5.0, ge=0)
+    # Free space (MiB) the team lead needs for the board, adaptations and logs before it dispatches; 0: no check.
+    min_free_mb: float = Field(256.0, ge=0)
+    # More Host names the dashboard answers to (comma-separated; also --allow-host).
+    dashboard_hosts: str = ""
 
 
 class DeviceSettings(StageSettings):

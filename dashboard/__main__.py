@@ -16,7 +16,7 @@ from typing import Optional
 
 from ascendbridge import config
 from ascendbridge.board import BoardError
-from dashboard.security import TOKEN_ENV, check_token_strength, new_token
+from dashboard.security import HOSTS_ENV, TOKEN_ENV, allowed_hosts, check_token_strength, new_token
 
 DEFAULT_PORT = 8765
 
@@ -39,6 +39,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--logs", type=Path, default=None, help="logs directory (default: $ASCENDBRIDGE_LOGS)")
     parser.add_argument("--adaptations", type=Path, default=None,
                         help="adaptations directory (default: $ASCENDBRIDGE_ADAPTATIONS)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests for this Host name (repeatable; also "
+                             f"${HOSTS_ENV}, comma-separated); loopback names and --host always")
     parser.add_argument("--heartbeat-fresh", type=float, default=60.0, metavar="SECONDS",
                         help="an agent heartbeat older than this is shown as late (default 60)")
     return parser.parse_args(argv)
@@ -74,7 +77,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         logs = (args.logs or config.logs_dir()).expanduser().resolve()
         adaptations = (args.adaptations or config.adaptations_dir()).expanduser().resolve()
         _check_bindable(args.host, args.port)
-        app = create_app(board, token, logs, adaptations, heartbeat_fresh_s=args.heartbeat_fresh)
+        app = create_app(board, token, logs, adaptations, heartbeat_fresh_s=args.heartbeat_fresh,
+                         hosts=allowed_hosts(args.host, args.allow_host))
     except (BoardError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -84,6 +88,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"action token: from ${TOKEN_ENV}", flush=True)
     else:
         print(f"action token: {token}  (set ${TOKEN_ENV} to choose your own)", flush=True)
+    if app.state.dashboard.store.read_only:
+        print(f"note: board {board} is not writable: pages work, actions answer 409", flush=True)
     if not _is_loopback(args.host):
         print(f"warning: listening on {args.host}, reachable from other machines; actions still need the token",
               file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ goes through BoardStore with origin 'dashboard', so the board's event log says w
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Request
@@ -16,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ascendbridge.board import BoardError, Registration
 from ascendbridge.naming import InvalidModelIdError
+from ascendbridge.registration_file import model_path
 from dashboard.context import Dashboard, dashboard
 from dashboard.security import ActionDenied, authorize
 
@@ -57,6 +59,8 @@ class GuidanceBody(BaseModel):
 def register(d: Dashboard, body: RegisterBody) -> dict[str, Any]:
     reg = Registration(**body.model_dump())
     try:
+        if reg.path:  # the same checks as board_ops register_model --path
+            reg.path = model_path(reg.path, Path.cwd(), reg.source)
         [(record, created)] = d.store.register_models([reg], origin=ORIGIN)
     except (InvalidModelIdError, BoardError, ValueError) as exc:
         raise BadAction(str(exc)) from exc

@@ -20,13 +20,14 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ascendbridge.board import BoardError, BoardStore, UnknownModelError
+from ascendbridge.board.connection import writable
 from ascendbridge.board.queries import BoardQueries, QueryError
 from ascendbridge.naming import InvalidModelIdError
 from ascendbridge.stages import UnknownNameError
 from dashboard import actions, api, pages
 from dashboard.context import Dashboard
 from dashboard.evidence import EvidenceError
-from dashboard.security import MAX_BODY_BYTES, ActionDenied, BodyLimitMiddleware
+from dashboard.security import LOOPBACK_NAMES, MAX_BODY_BYTES, ActionDenied, BodyLimitMiddleware, HostAllowMiddleware
 
 STATIC_DIR = Path(__file__).parent / "static"
 _JSON_PREFIXES = ("/api/", "/healthz", "/metrics")
@@ -76,9 +77,12 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     heartbeat_fresh_s: float = 60.0,
     store: Optional[BoardStore] = None,
+    hosts: frozenset[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
-    """Open the board (it must exist) and build the app. Raises BoardError with a clear message."""
-    store = store or BoardStore(board)
+    """Open the board (it must exist) and build the app, answering only requests whose Host is
+    one of `hosts` (security.allowed_hosts). Raises BoardError with a clear message."""
+    if store is None:  # a board it cannot write is still shown; its actions answer 409
+        store = BoardStore(board, read_only=Path(board).is_file() and not writable(Path(board)))
     state = Dashboard(store=store, queries=BoardQueries(store.path), token=token, logs_dir=logs_dir,
                       adaptations_dir=adaptations_dir, heartbeat_fresh_s=heartbeat_fresh_s)
     @asynccontextmanager
@@ -118,4 +122,5 @@ def create_app(
         )
         return response
 
+    app.add_middleware(HostAllowMiddleware, hosts=hosts)  # added last: runs first, on every route
     return app

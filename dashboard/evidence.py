@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Optional
 
+from ascendbridge import capped_read
+
 MAX_JSON_BYTES = 4 * 1024 * 1024
 LOG_TAIL_BYTES = 8 * 1024
 MAX_ZIP_INPUT_BYTES = 2 * 1024**3
@@ -68,9 +70,7 @@ def flatten(data: dict[str, Any], prefix: str = "", depth: int = 1) -> dict[str,
 
 def _load_json(path: Path) -> Optional[dict[str, Any]]:
     try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(capped_read.read_text(path, MAX_JSON_BYTES))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

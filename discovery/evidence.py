@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ascendbridge import capped_read
 from ascendbridge.config import logs_dir
 
 
@@ -34,4 +35,4 @@ def write_evidence(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_evidence(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(capped_read.read_text(path, capped_read.EVIDENCE_MAX_BYTES))

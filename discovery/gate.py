@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ascendbridge import capped_read
 from ascendbridge.discovery.config_estimate import estimate_parameters
 from ascendbridge.discovery.decisions import decide
 from ascendbridge.discovery.errors import DiscoveryError
 from ascendbridge.discovery.hub import cache_dir, cached_snapshot, hub_offline, hub_token
 from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.discovery.safetensors_header import MAX_HEADER_BYTES
 from ascendbridge.task_families import TASK_FAMILIES
 
 if TYPE_CHECKING:
@@ -45,6 +47,8 @@ def count_float_elements(path: Path) -> tuple[int, int]:
     """(float elements, bytes the header's tensors span) of one safetensors file."""
     with path.open("rb") as fh:
         (n,) = struct.unpack("<Q", fh.read(8))
+        if n > MAX_HEADER_BYTES:
+            raise ValueError(f"{path.name}: safetensors header of {n} bytes, over {MAX_HEADER_BYTES}")
         header = json.loads(fh.read(n))
     floats, end = 0, 0
     for key, t in header.items():
@@ -67,7 +71,7 @@ def resolve_directory(model: ModelRecord) -> Path:
 def check_directory(info: ModelInfo, model: ModelRecord, checks: Checks) -> None:
     directory = resolve_directory(model)
     checks.add("same_directory", str(directory) == info.local_dir, f"{directory} vs claimed {info.local_dir}")
-    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    config = json.loads(capped_read.read_text(directory / "config.json", capped_read.CONFIG_MAX_BYTES))
     checks.add("config_matches", config == info.config, "config.json re-parsed")
     checks.add("architectures_match", list(config.get("architectures") or []) == info.architectures,
                f"{config.get('architectures')} vs {info.architectures}")

@@ -1,6 +1,13 @@
 """The board: SQLite schema, migrations and the store (the only code that writes SQL)."""
 
-from ascendbridge.board.connection import BoardBusyError, BoardError, BoardMissingError
+from ascendbridge.board.connection import (
+    BoardBusyError,
+    BoardCorruptError,
+    BoardError,
+    BoardFullError,
+    BoardMissingError,
+    BoardReadOnlyError,
+)
 from ascendbridge.board.records import (
     AgentRecord,
     AttemptRecord,
@@ -20,7 +27,8 @@ from ascendbridge.board.store import (
 )
 
 __all__ = [
-    "AgentRecord", "AttemptRecord", "BoardBusyError", "BoardError", "BoardMissingError", "BoardStore",
+    "AgentRecord", "AttemptRecord", "BoardBusyError", "BoardCorruptError", "BoardError", "BoardFullError",
+    "BoardMissingError", "BoardReadOnlyError", "BoardStore",
     "EventRecord", "GuidanceRecord", "InvalidRegistrationError", "MetricRecord", "ModelRecord",
     "Registration", "StaleTokenError", "TaskRecord", "UnknownModelError", "validate_registration",
 ]

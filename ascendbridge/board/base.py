@@ -15,10 +15,17 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Session, select
 
-from ascendbridge.board.connection import BoardBusyError, BoardError, open_engines
+from ascendbridge.board.connection import (
+    BoardBusyError,
+    BoardError,
+    BoardReadOnlyError,
+    board_error,
+    open_engines,
+    open_read_only,
+)
 from ascendbridge.board.records import dumps, loads, now_iso
 from ascendbridge.board.schema import Event, Model, Task
 from ascendbridge.stages import next_stage
@@ -42,9 +49,16 @@ _Store = TypeVar("_Store", bound="StoreBase")
 class StoreBase:
     """Typed operations on one board file. Create one per process (engines are not fork-safe)."""
 
-    def __init__(self, path: str | os.PathLike[str], create: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], create: bool = False, read_only: bool = False) -> None:
+        """Open for writing (integrity checked, schema created or upgraded), or with `read_only`
+        for reading alone (a board on a read-only file system or a file this user cannot write;
+        every write raises BoardReadOnlyError)."""
         self.path = Path(path)
-        self._write_engine, self._read_engine = open_engines(self.path, create=create)
+        self.read_only = read_only
+        if read_only:
+            self._write_engine = self._read_engine = open_read_only(self.path)
+        else:
+            self._write_engine, self._read_engine = open_engines(self.path, create=create)
 
     @classmethod
     def init(cls: type[_Store], path: str | os.PathLike[str]) -> _Store:
@@ -63,6 +77,9 @@ class StoreBase:
     # ------------------------------------------------------------------ sessions
     @contextmanager
     def _write(self) -> Iterator[Session]:
+        if self.read_only:
+            raise BoardReadOnlyError(f"board {self.path} is open read-only (the file or its directory is not "
+                                     "writable); this command changes the board")
         with _busy_as_board_error(self.path):
             with Session(self._write_engine, expire_on_commit=False) as session:
                 with session.begin():
@@ -185,15 +202,19 @@ _SNAPSHOT: ContextVar[Optional[tuple["StoreBase", Session]]] = ContextVar("board
 
 @contextmanager
 def _busy_as_board_error(path: Path) -> Iterator[None]:
-    """A lock held past the busy timeout is a BoardBusyError (callers retry it), not a raw
-    SQLAlchemy error."""
+    """A lock held past the busy timeout is a BoardBusyError (callers retry it), a malformed file
+    a BoardCorruptError, a full disk a BoardFullError: never a raw SQLAlchemy error."""
     try:
         yield
-    except OperationalError as exc:
-        text = str(exc.orig if exc.orig is not None else exc)
-        if "locked" in text or "busy" in text:
+    except DatabaseError as exc:
+        cause = exc.orig if exc.orig is not None else exc
+        text = str(cause)
+        if isinstance(exc, OperationalError) and ("locked" in text or "busy" in text):
             raise BoardBusyError(f"board {path} is busy (locked by another writer): {text}") from exc
-        raise
+        error = board_error(path, cause)
+        if type(error) is BoardError:  # nothing the board's own kinds cover: the original error
+            raise
+        raise error from exc
 
 
 METADATA_FIELDS = frozenset({"architecture", "model_type", "task_family", "parameter_count", "dtype",

@@ -10,15 +10,19 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
+import time
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlmodel import SQLModel
 
 from ascendbridge.board.migrations import MIGRATIONS
 from ascendbridge.board.schema import SCHEMA_VERSION
-from ascendbridge.settings import GeneralSettings, section
+from ascendbridge.settings import GeneralSettings, SettingsError, section
 
+RECOVER_HINT = ("restore a backup copy of the board, or salvage it: "
+                "sqlite3 BOARD .recover | sqlite3 NEW.db (docs/board.md, \"A corrupt board\")")
 
 
 def busy_timeout_ms() -> int:
@@ -42,6 +46,48 @@ class BoardBusyError(BoardError):
     """The board stayed locked by another writer for longer than the busy timeout: try again."""
 
 
+class BoardCorruptError(BoardError):
+    """The board file is malformed (SQLite's integrity check or a statement says so): nothing is
+    written into it; the message says how to recover."""
+
+
+class BoardFullError(BoardError):
+    """The disk holding the board (or its journal) is full: the write was rolled back."""
+
+
+class BoardReadOnlyError(BoardError):
+    """A write on a board opened read-only (the file or its directory is not writable)."""
+
+
+def check_budget_s() -> float:
+    """How long the integrity check may run (general.board_check_s; 0: skip)."""
+    try:
+        return section(GeneralSettings).board_check_s
+    except SettingsError as exc:
+        raise BoardError(str(exc)) from None
+
+
+def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
+    """`PRAGMA quick_check`, stopped after the budget (a huge board is then opened unchecked rather
+    than late). Raises BoardCorruptError naming the first problem found."""
+    budget = check_budget_s()
+    if budget <= 0:
+        return
+    deadline = time.monotonic() + budget
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    try:
+        rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+    except sqlite3.DatabaseError as exc:
+        if "interrupted" in str(exc):
+            return
+        raise BoardCorruptError(f"board {path} is corrupt ({exc}); {RECOVER_HINT}") from exc
+    finally:
+        conn.set_progress_handler(None, 0)
+    if rows and rows[0][0] != "ok":
+        first = " ".join(str(rows[0][0]).replace("*** in database main ***", "").split())
+        raise BoardCorruptError(f"board {path} is corrupt ({first}); {RECOVER_HINT}")
+
+
 def _dir_writable(directory: Path) -> bool:
     """Try it instead of asking os.access, which says yes to root even on read-only mounts."""
     try:
@@ -57,6 +103,11 @@ def _file_writable(path: Path) -> bool:
     the last connection and delete the WAL under everyone else. A read-only file that root can
     still 'access' is caught by SQLite itself on the first write, which open_engines reports."""
     return os.access(path, os.W_OK)
+
+
+def writable(path: Path) -> bool:
+    """Whether this process can write the board file and its directory (WAL and journal files)."""
+    return _file_writable(path) and _dir_writable(path.parent)
 
 
 def _check_file(path: Path, create: bool) -> None:
@@ -75,8 +126,9 @@ def _check_file(path: Path, create: bool) -> None:
         return
     # The file header is checked by SQLite itself on connect (see _wrap_open_error): reading it
     # here would open and close the database file, which drops this process's SQLite locks.
-    if not _file_writable(path) or not _dir_writable(path.parent):
-        raise BoardError(f"board {path} (or its directory) is not writable")
+    if not writable(path):
+        raise BoardReadOnlyError(f"board {path} (or its directory) is not writable; reading commands "
+                                 "(list_models, show, export) still work")
 
 
 def _make_engine(path: Path, immediate: bool) -> Engine:
@@ -114,11 +166,14 @@ def _read_version(conn) -> int | None:  # type: ignore[no-untyped-def]
 
 
 def open_engines(path: Path, create: bool = False) -> tuple[Engine, Engine]:
-    """Validate the file, create or upgrade the schema, return (write_engine, read_engine)."""
+    """Validate the file, check its integrity (bounded in time), create or upgrade the schema,
+    return (write_engine, read_engine)."""
     path = Path(path)
     _check_file(path, create)
     write_engine = _make_engine(path, immediate=True)
     try:
+        with write_engine.connect() as conn:
+            _quick_check(conn.connection.dbapi_connection, path)  # type: ignore[arg-type]
         with write_engine.begin() as conn:
             version = _read_version(conn)
             if version is None:
@@ -155,5 +210,91 @@ def open_engines(path: Path, create: bool = False) -> tuple[Engine, Engine]:
         cause = getattr(exc, "orig", exc)
         if "file is not a database" in str(cause):
             raise BoardError(f"{path} is not a SQLite database (wrong file header)") from exc
-        raise BoardError(f"board {path}: {cause}") from exc
+        raise board_error(path, cause) from exc
     return write_engine, _make_engine(path, immediate=False)
+
+
+def board_error(path: Path, cause: BaseException) -> BoardError:
+    """The BoardError for an SQLite failure: corrupt and full are their own kinds (the team lead
+    exits 3 on both, and says what to do)."""
+    text = str(cause)
+    if "malformed" in text or isinstance(cause, sqlite3.DatabaseError) and "corrupt" in text:
+        return BoardCorruptError(f"board {path} is corrupt ({text}); {RECOVER_HINT}")
+    if "disk is full" in text or "disk I/O error" in text and _free_bytes(path.parent) == 0:
+        return BoardFullError(f"board {path}: the disk is full ({text}); free space on "
+                              f"{path.parent} and start again (nothing half-written was kept)")
+    return BoardError(f"board {path}: {text}")
+
+
+def _free_bytes(directory: Path) -> int:
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return -1
+    return st.f_bavail * st.f_frsize
+
+
+def read_only_engine(path: Path) -> Engine:
+    """An engine that can only read, on a board that may sit on a read-only file system or be a
+    file this user cannot write: `mode=ro`, and when SQLite cannot open the WAL index there
+    (read-only directory, no `-shm` file), `immutable=1` (nothing can change it through this
+    mount anyway). `PRAGMA query_only` on every connection."""
+    path = Path(path)
+    if path.is_dir():
+        raise BoardError(f"board path {path} is a directory, not a database file")
+    if not path.is_file():
+        raise BoardMissingError(f"no board at {path}; create it with: scripts/board_ops.py init")
+    timeout_ms = busy_timeout_ms()
+    base = f"file:{quote(str(path.absolute()))}?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(base, uri=True, timeout=timeout_ms / 1000, check_same_thread=False)
+            conn.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "unable to open" not in str(exc) or _dir_writable(path.parent):
+                raise
+            conn = sqlite3.connect(base + "&immutable=1", uri=True, timeout=timeout_ms / 1000,
+                                   check_same_thread=False)
+        return conn
+
+    engine = create_engine("sqlite://", creator=connect)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+        dbapi_conn.isolation_level = None  # SQLAlchemy's begin event issues BEGIN itself
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+        cur.execute("PRAGMA query_only = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def open_read_only(path: Path) -> Engine:
+    """A read-only engine on an existing board of this schema version (an older one must be
+    upgraded by a writer first: `board_ops.py init`)."""
+    engine = read_only_engine(path)
+    try:
+        with engine.connect() as conn:
+            version = _read_version(conn)
+    except Exception as exc:
+        engine.dispose()
+        cause = getattr(exc, "orig", exc)
+        if "file is not a database" in str(cause):
+            raise BoardError(f"{path} is not a SQLite database (wrong file header)") from exc
+        raise board_error(path, cause) from exc
+    if version != SCHEMA_VERSION:
+        engine.dispose()
+        if version is None:
+            raise BoardError(f"{path} is not an AscendBridge board (or an empty one)")
+        if version > SCHEMA_VERSION:
+            raise BoardError(f"board {path} has schema version {version}, newer than this AscendBridge "
+                             f"understands ({SCHEMA_VERSION}); upgrade AscendBridge")
+        raise BoardError(f"board {path} has schema version {version}; upgrade it with write access first "
+                         f"(scripts/board_ops.py init)")
+    return engine

@@ -10,7 +10,6 @@ consistent WAL snapshot per question, and a reader never blocks the team lead's 
 from __future__ import annotations
 
 import os
-import sqlite3
 import statistics
 import threading
 from collections.abc import Callable, Iterator
@@ -19,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, text
 
 from ab_runtime.pairstats import percentile
-from ascendbridge.board.connection import BoardMissingError, busy_timeout_ms
+from ascendbridge.board.connection import BoardMissingError, read_only_engine
 from ascendbridge.board.records import loads
 from ascendbridge.stages import DONE_STATUSES, STAGES, STATUSES, check_stage, check_status
 
@@ -120,7 +119,7 @@ class BoardQueries:
         self.path = Path(path)
         if not self.path.is_file():
             raise BoardMissingError(f"no board at {self.path}; create it with: scripts/board_ops.py init")
-        self._engine = _read_only_engine(self.path)
+        self._engine = read_only_engine(self.path)
         self._cache: dict[tuple[Any, ...], tuple[int, Any]] = {}
         self._cache_lock = threading.Lock()
 
@@ -426,23 +425,3 @@ def success_rate(status_counts: dict[str, int]) -> Optional[float]:
     done = status_counts.get("completed", 0)
     finished = done + status_counts.get("failed", 0) + status_counts.get("blocked", 0)
     return done / finished if finished else None
-
-
-def _read_only_engine(path: Path) -> Engine:
-    timeout_ms = busy_timeout_ms()
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": timeout_ms / 1000,
-                                                              "check_same_thread": False})
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
-        dbapi_conn.isolation_level = None  # SQLAlchemy's begin event issues BEGIN itself
-        cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-        cur.execute("PRAGMA query_only = ON")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN")
-
-    return engine

@@ -33,14 +33,16 @@ from ascendbridge.cli.board_views import (
 )
 from ascendbridge.cli.errors import EXIT_FAILURE, EXIT_OK, CliError
 from ascendbridge.cli.output import Output, progress
-from ascendbridge.registration_file import existing_path, parse_registration_file
+from ascendbridge.registration_file import model_path, parse_registration_file
 from ascendbridge.stages import STAGES, check_stage
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 
 
-def open_store(args: argparse.Namespace) -> BoardStore:
-    return BoardStore(Path(args.board))
+def open_store(args: argparse.Namespace, read_only: bool = False) -> BoardStore:
+    """The board for one command; reading commands open it read-only, so they work on a board
+    they cannot write (a read-only mount, another user's file) and never write into it."""
+    return BoardStore(Path(args.board), read_only=read_only)
 
 
 # ---------------------------------------------------------------------------- board
@@ -75,7 +77,7 @@ def _report_registrations(out: Output, results: list[tuple[ModelRecord, bool]]) 
 
 def cmd_register_model(args: argparse.Namespace, out: Output) -> int:
     try:
-        path = existing_path(args.path, Path.cwd()) if args.path else None
+        path = model_path(args.path, Path.cwd(), args.source) if args.path else None
     except ValueError as exc:
         raise CliError(f"--path: {exc}") from None
     reg = Registration(
@@ -115,7 +117,7 @@ def cmd_register_many(args: argparse.Namespace, out: Output) -> int:
 
 # ---------------------------------------------------------------------------- listing
 def cmd_list_models(args: argparse.Namespace, out: Output) -> int:
-    with open_store(args) as store:
+    with open_store(args, read_only=True) as store:
         models = store.list_models()
         statuses = store.stage_statuses()
     if out.json_mode:
@@ -129,7 +131,7 @@ def make_list_tasks(stage: str) -> Callable[[argparse.Namespace, Output], int]:
     """One `list_<stage>_tasks` handler per stage, so each stage has its own subcommand."""
 
     def cmd(args: argparse.Namespace, out: Output) -> int:
-        with open_store(args) as store:
+        with open_store(args, read_only=True) as store:
             tasks = store.list_tasks(stage=stage, status=args.status)
         if out.json_mode:
             out.json([t.model_dump() for t in tasks])
@@ -142,7 +144,7 @@ def make_list_tasks(stage: str) -> Callable[[argparse.Namespace, Output], int]:
 
 
 def cmd_show(args: argparse.Namespace, out: Output) -> int:
-    with open_store(args) as store:
+    with open_store(args, read_only=True) as store:
         model = store.get_model(args.model)
         tasks = store.list_tasks(model_id=args.model)
         attempts = store.list_attempts(args.model)
@@ -298,7 +300,7 @@ def cmd_heartbeat(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_list_agents(args: argparse.Namespace, out: Output) -> int:
-    with open_store(args) as store:
+    with open_store(args, read_only=True) as store:
         agents = store.list_agents()
     if out.json_mode:
         out.json([a.model_dump() for a in agents])
@@ -333,7 +335,7 @@ def cmd_events(args: argparse.Namespace, out: Output) -> int:
         raise CliError("--limit must be a positive number")
     if args.interval <= 0:
         raise CliError("--interval must be a positive number of seconds")
-    with open_store(args) as store:
+    with open_store(args, read_only=True) as store:
         events = list(reversed(store.list_events(model_id=args.model, limit=args.limit, newest_first=True)))
         if not args.follow:
             if out.json_mode:
@@ -367,7 +369,7 @@ def _follow(store: BoardStore, args: argparse.Namespace, out: Output, backlog: l
 
 
 def cmd_export(args: argparse.Namespace, out: Output) -> int:
-    with open_store(args) as store:
+    with open_store(args, read_only=True) as store:
         data = store.export()
     if not args.output:
         out.json(data)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -29,6 +30,14 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         emit_error(f"{message} (see: {self.prog} --help)")
         sys.exit(EXIT_USAGE)
+
+
+def ascii_int(raw: str) -> int:
+    """An integer in ASCII digits only: int() also takes full-width and Arabic-Indic digits
+    ('１２' -> 12), which a person reading the board or a script would not recognise."""
+    if not re.fullmatch(r"[+-]?[0-9]+", raw.strip()):
+        raise argparse.ArgumentTypeError(f"invalid int value: '{raw}' (a whole number in ASCII digits)")
+    return int(raw)
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -63,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--path", help="local model directory (source local) or HF cache directory")
     p.add_argument("--revision", help="branch, tag or commit")
     p.add_argument("--description", default="")
-    p.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    p.add_argument("--priority", type=ascii_int, default=0, help="higher runs first (default 0)")
     p.add_argument("--allow-remote-code", "--allow_remote_code", dest="allow_remote_code",
                    action="store_true", help="allow trust_remote_code for this model")
 
@@ -83,11 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("show", cmds.cmd_show, "one model: fields, stages, attempts, recent events, open guidance")
     p.add_argument("model", metavar="MODEL")
-    p.add_argument("--events", type=int, default=20, help="how many recent events (default 20)")
+    p.add_argument("--events", type=ascii_int, default=20, help="how many recent events (default 20)")
 
     p = add("set_priority", cmds.cmd_set_priority, "set a model's priority (higher runs first)")
     p.add_argument("model", metavar="MODEL")
-    p.add_argument("priority", metavar="N", type=int)
+    p.add_argument("priority", metavar="N", type=ascii_int)
 
     p = add("retry", cmds.cmd_retry, "return a failed/blocked/skipped stage to pending")
     p.add_argument("model", metavar="MODEL")
@@ -121,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("heartbeat", cmds.cmd_heartbeat, "register or refresh an agent")
     p.add_argument("--agent-id", "--agent_id", dest="agent_id", required=True)
     p.add_argument("--role", help="needed when the agent is new")
-    p.add_argument("--pid", type=int, help="the agent's process id (default: the caller's)")
-    p.add_argument("--task-id", dest="task_id", type=int, help="the task it is working on")
+    p.add_argument("--pid", type=ascii_int, help="the agent's process id (default: the caller's)")
+    p.add_argument("--task-id", dest="task_id", type=ascii_int, help="the task it is working on")
 
     add("list_agents", cmds.cmd_list_agents, "list agents and their last heartbeat")
 
@@ -134,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("events", cmds.cmd_events, "recent events; --follow keeps printing new ones until Ctrl-C")
     p.add_argument("--model", help="only this model's events")
     p.add_argument("--follow", "-f", action="store_true")
-    p.add_argument("--limit", type=int, default=50, help="how many recent events (default 50)")
+    p.add_argument("--limit", type=ascii_int, default=50, help="how many recent events (default 50)")
     p.add_argument("--interval", type=float, default=1.0, help="poll interval for --follow (s)")
 
     p = add("export", cmds.cmd_export, "dump the whole board as JSON")

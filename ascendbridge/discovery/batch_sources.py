@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ascendbridge import capped_read
 from ascendbridge.registration_file import RegistrationFileError, parse_registration_file
 from ascendbridge.discovery import model_files as mf
 from ascendbridge.discovery.assemble import SourceFacts, assemble
@@ -235,7 +236,7 @@ def read_id_list(path: Path) -> list[str]:
     """Model ids from a text file (one per line, # comments) or a JSON array of ids or objects
     with a model_id / id / modelId field (e.g. saved from the Hub API)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = capped_read.read_text(path, capped_read.LIST_MAX_BYTES)
     except (OSError, UnicodeDecodeError) as exc:
         raise DiscoveryError(f"cannot read model list {path}: {getattr(exc, 'strerror', None) or exc}",
                              "bad_list") from None

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ascendbridge import capped_read
 from ascendbridge.discovery.errors import DiscoveryError
 
 CONFIG_FILE = "config.json"
@@ -38,11 +39,14 @@ POOLING_KEYS = (
 
 
 def load_json(path: Path, what: str, rule: str) -> Any:
-    """Parse a JSON file, turning every defect into one DiscoveryError line."""
+    """Parse a JSON file (at most capped_read.CONFIG_MAX_BYTES), turning every defect into one
+    DiscoveryError line."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(capped_read.read_text(path, capped_read.CONFIG_MAX_BYTES))
     except FileNotFoundError:
         raise DiscoveryError(f"{what} not found at {path}", rule) from None
+    except capped_read.FileTooLargeError as exc:
+        raise DiscoveryError(f"{what}: {exc.strerror}", rule) from None
     except UnicodeDecodeError:
         raise DiscoveryError(f"{what} is not UTF-8 text ({path})", rule) from None
     except json.JSONDecodeError as exc:
@@ -99,9 +103,12 @@ def card_metadata(readme: Path) -> tuple[dict[str, Any], Optional[str]]:
     if not readme.is_file():
         return {}, None
     try:
-        from huggingface_hub.repocard import metadata_load
+        from huggingface_hub.repocard import RepoCard
 
-        return metadata_load(readme) or {}, None
+        text = capped_read.read_text(readme, capped_read.CONFIG_MAX_BYTES).removeprefix("\ufeff")
+        return RepoCard(text).data.to_dict(), None
+    except capped_read.FileTooLargeError as exc:
+        return {}, f"README.md not read: {exc.strerror}"
     except Exception as exc:  # a card's YAML is free text written by people
         return {}, f"README.md front matter unreadable: {type(exc).__name__}"
 

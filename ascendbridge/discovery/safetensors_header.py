@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ascendbridge import capped_read
 from ascendbridge.discovery.errors import DiscoveryError
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's own limit
@@ -149,7 +150,7 @@ def summarize(headers: Iterable[tuple[str, dict[str, Any]]]) -> WeightsSummary:
 def shard_names(index_path: Path) -> list[str]:
     """The shard files a sharded checkpoint's index lists, in a stable order."""
     try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
+        index = json.loads(capped_read.read_text(index_path, capped_read.CONFIG_MAX_BYTES))
         weight_map = index["weight_map"]
         names = sorted(set(weight_map.values()))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):

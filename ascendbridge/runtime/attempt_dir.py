@@ -102,7 +102,12 @@ def replace_dir(new: Path, live: Path) -> None:
 
 
 def promote(staging: Path, live: Path) -> None:
-    """Put a gated attempt's directory in place of the real one; drop the previous state."""
+    """Put a gated attempt's directory in place of the real one; drop the previous state. An
+    attempt that made nothing (discovery, or a stage refused before writing) where there was
+    nothing creates no empty `adaptations/<name>/`."""
+    if not live.exists() and not any(staging.iterdir()):
+        discard(staging)
+        return
     live.parent.mkdir(parents=True, exist_ok=True)
     replace_dir(staging, live)
     discard(staging)

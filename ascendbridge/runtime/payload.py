@@ -20,6 +20,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from ascendbridge.board.records import ModelRecord, TaskRecord
 from ascendbridge.stage_api import WIRE, GateResult, StageOutcome
 from ab_runtime.fileops import write_text_atomic
+from ascendbridge import capped_read
 
 Phase = Literal["run", "gate"]
 PhaseData = Union[StageOutcome, GateResult]
@@ -111,7 +112,7 @@ def checked(model: type[_W], value: Any, what: str) -> _W:
 
 def load(model: type[_W], path: Path, what: str) -> _W:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = capped_read.read_text(path, capped_read.EVIDENCE_MAX_BYTES)  # a result or job file, never whole
     except (OSError, UnicodeDecodeError) as exc:
         raise PayloadError(f"{what} {path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     return parse(model, text, f"{what} {path}")

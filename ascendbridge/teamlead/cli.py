@@ -37,6 +37,7 @@ from ascendbridge.runtime.placement import DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, install
 from ascendbridge.stages import STATUSES
+from ascendbridge.teamlead.diskspace import min_free_bytes
 from ascendbridge.teamlead.guidance import BoardSteering
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
@@ -164,6 +165,9 @@ def make_executor(settings: TeamLeadSettings) -> Executor:
     return LocalProcessExecutor()
 
 
+FILE_ONLY = "file_only"  # a log record's extra: for the log file, not the terminal (a traceback)
+
+
 def setup_logging(console: Console, live: bool) -> logging.Logger:
     log = logging.getLogger("ascendbridge.teamlead")
     log.setLevel(logging.INFO)
@@ -176,11 +180,12 @@ def setup_logging(console: Console, live: bool) -> logging.Logger:
     daily.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [pid %(process)d] %(message)s"))
     log.addHandler(daily)
     if live:
-        log.addHandler(RichHandler(console=console, show_path=False, markup=False))
+        screen: logging.Handler = RichHandler(console=console, show_path=False, markup=False)
     else:
-        plain = logging.StreamHandler(sys.stderr)
-        plain.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-        log.addHandler(plain)
+        screen = logging.StreamHandler(sys.stderr)
+        screen.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    screen.addFilter(lambda record: not getattr(record, FILE_ONLY, False))
+    log.addHandler(screen)
     return log
 
 
@@ -206,6 +211,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return int(exc.code or 0)
     try:
         settings = settings_from(args)
+        min_free_bytes()  # a bad ASCENDBRIDGE_MIN_FREE_MB is a usage error, before anything starts
         refs = stage_refs()
         python = settings.resolved.of(EnvsSettings).system_python if settings.resolved else None
         pool = DevicePool(detect(settings.devices, python=python), settings.timed_cores)  # DeviceSpecError: a bad --devices
@@ -270,8 +276,8 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
             progress(lead, force=True)
         # Wide enough for stage x status (100+ columns), never narrower than the terminal.
         print_summary(Console(width=max(Console().width, 110)), store, lead, stats)
-    except BoardError as exc:
-        log.exception("board error")
+    except BoardError as exc:  # corrupt, full, unwritable: one line here, the traceback in the log file
+        log.error("board error", exc_info=True, extra={FILE_ONLY: True})
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BOARD
     except Exception as exc:
@@ -283,6 +289,9 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
         executor.close()
         lock.release()
         store.close()
+    if lead.short_of_space:
+        print(f"error: {lead.short_of_space}", file=sys.stderr)
+        return EXIT_BOARD
     if received:
         return 128 + received[0]
     return EXIT_FAILURES if stats.outcomes["failed"] or stats.outcomes["blocked"] else EXIT_OK

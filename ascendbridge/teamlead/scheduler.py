@@ -38,6 +38,7 @@ from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
 from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed
 from ascendbridge.settings import Settings
 from ascendbridge.stage_api import GateResult, StageOutcome
+from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
 from ascendbridge.teamlead.registry import STAGE_ROLES, StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.settings import TeamLeadSettings
 
@@ -101,6 +102,8 @@ class TeamLead:
         self._unrecorded: list[JobResult] = []  # finished jobs the busy board has not taken yet
         self._used: set[str] = set()  # worker agents this run has started
         self._lost: set[int] = set()  # task ids of running jobs whose lease was lost (cancelled)
+        self.min_free = min_free_bytes()
+        self.short_of_space: Optional[str] = None  # why this run stopped early: too little free space
 
     # ------------------------------------------------------------------ setup
     def _runnable_stages(self) -> list[str]:
@@ -132,6 +135,8 @@ class TeamLead:
                 self._housekeeping()
                 for result in self._take_unrecorded() + self.executor.collect(0):
                     self._finish(result)
+                if self._out_of_space():
+                    break
                 dispatched = self._dispatch()
                 if self.on_tick:
                     self.on_tick(self)
@@ -144,6 +149,15 @@ class TeamLead:
         finally:
             self._shutdown()
         return self.stats
+
+    def _out_of_space(self) -> bool:
+        """Too little free space for the board, adaptations or logs (diskspace.py): stop now, while
+        the running attempts can still be recorded as released."""
+        self.short_of_space = shortage({"the board": self.store.path.parent, "adaptations": adaptations_dir(),
+                                        "logs": logs_dir()}, self.min_free)
+        if self.short_of_space:
+            self.log.warning("stopping: %s", self.short_of_space)
+        return self.short_of_space is not None
 
     def _take_unrecorded(self) -> list[JobResult]:
         out, self._unrecorded = self._unrecorded, []
@@ -169,10 +183,20 @@ class TeamLead:
                 self.log.warning("%s/%s: attempt of a previous team lead killed, back to pending",
                                  task.model_id, task.stage)
             except StaleTokenError:
-                pass
+                continue
+            self._close_killed_attempts(task)
         names = {m.adaptation_name for m in self.store.list_models()}
         for path in attempt_dir.discard_all(adaptations_dir(), names):
             self.log.info("removed the staging copy %s of a dead attempt", path)
+
+    def _close_killed_attempts(self, task: TaskRecord) -> None:
+        """Close the attempt rows a dead team lead left open (it died before recording them: a
+        full disk, SIGKILL) as released, so no attempt stays without an outcome."""
+        for _, row in self.store.list_attempts(task.model_id, task.stage):
+            if row.fencing_token == task.fencing_token and row.outcome is None:
+                self.store.finish_attempt(row.id, None, 0.0, "released",
+                                          {"rule": "team_lead_restarted",
+                                           "summary": "its team lead died before recording it; killed at restart"})
 
     def _adopt(self, task: TaskRecord) -> bool:
         """Record a result a killed team lead's worker had finished (its result files are complete:

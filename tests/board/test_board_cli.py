@@ -82,6 +82,7 @@ def test_init_register_list_show(tmp_path: Path) -> None:
                           "--description", "[bold]not markup[/bold]", "--json", cwd=tmp_path, board=board))
     assert created == [{"model_id": "org/Alpha", "adaptation_name": "org__alpha", "created": True}]
     (tmp_path / "weights" / "tiny").mkdir(parents=True)
+    (tmp_path / "weights" / "tiny" / "config.json").write_text("{}")  # a model directory has its config
     ok(cli("register_model", "--model_id", "local/tiny", "--source", "local", "--path", "weights/tiny",
            "--revision", "v1.0", "--allow-remote-code", cwd=tmp_path, board=board))
     again, listed, table, pending, adaptation, optimization, shown = cli_many([
@@ -109,6 +110,7 @@ def test_init_register_list_show(tmp_path: Path) -> None:
 
 def test_register_many_text_and_jsonl(tmp_path: Path, board: BoardStore, board_path: Path) -> None:
     (tmp_path / "models" / "tiny").mkdir(parents=True)
+    (tmp_path / "models" / "tiny" / "config.json").write_text("{}")
     regfile = tmp_path / "models" / "list.txt"
     regfile.write_text(
         "# demo models\n\ngpt2\nbert-base-uncased   # trailing comment\n"

@@ -247,15 +247,18 @@ def test_bad_requests_are_clear_4xx_and_change_nothing(site: Site, method: str, 
     assert last_event_id(site) == before
 
 
-def test_streamed_oversized_body_is_refused(site: Site) -> None:
-    def chunks():  # no Content-Length: the cap must hold while streaming
+@pytest.mark.parametrize("path", ["/api/models/acme/llama-tiny/guidance", "/api/guidance", "/api/models",
+                                  "/api/models/acme/llama-tiny/priority"])
+def test_streamed_oversized_body_is_refused(site: Site, path: str) -> None:
+    def chunks():  # no Content-Length: the cap must hold while streaming, with the same 413
         yield b'{"text": "'
         for _ in range(40):
             yield b"y" * 4096
         yield b'"}'
 
     before = last_event_id(site)
-    r = httpx.post(site.url + "/api/models/acme/llama-tiny/guidance", content=chunks(),
+    r = httpx.post(site.url + path, content=chunks(),
                    headers={**site.auth(), "Content-Type": "application/json"})
-    assert 400 <= r.status_code < 500
+    assert r.status_code == 413, r.text
+    assert "larger than" in r.json()["error"]
     assert last_event_id(site) == before

@@ -54,7 +54,9 @@ def test_readme_commands_work_without_uv_on_path(clone: Path) -> None:
         ("./ab run scripts/board_ops.py register_model --model_id demo/tiny-bert --source local "
          "--path demo_models/tiny-bert", 0),
         ("./ab run scripts/board_ops.py register_model --model_id broken/no-config --source local "
-         "--path demo_models", 0),
+         "--path demo_models", 2),  # no config.json there: refused at registration
+        ("./ab run scripts/board_ops.py register_model --model_id broken/no-config --source hf-cache "
+         "--path demo_models", 0),  # a directory, but no HF cache holding it: discovery fails
         ("./run_auto_team_lead.sh --stages discovery --attempts 1 --plain", 1),  # one model fails discovery
         ("./team_lead_watchdog.sh --help", 0),
         ("./ab run scripts/dashboard.py --help", 0),
