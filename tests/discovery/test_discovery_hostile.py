@@ -19,7 +19,7 @@ from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.discovery.batch_sources import read_id_list
 from ascendbridge.discovery.errors import DiscoveryError
-from ascendbridge.discovery.stage import DISCOVERY_STAGE
+from discovery.stage import DISCOVERY_STAGE
 from ascendbridge.refusals import is_refusal
 from ascendbridge.stage_api import StageContext
 
