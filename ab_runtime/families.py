@@ -14,8 +14,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from .errors import UnsupportedModel
-from .inputs import Signature, build_model_inputs
-from .moe import routing_outputs, routing_top_k
+from .inputs import Signature, build_model_inputs, routing_top_k
+from .moe import routing_outputs
 from .outputs import named_outputs as flatten_outputs
 from . import vision_tasks
 from .spec import InputRecipe

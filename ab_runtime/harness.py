@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import families, loading, moe, pairstats, precision, sharding, workloads
+from . import build as ab_build
 from .optimize import passes
 from . import device as ab_device
 from .comparator import Thresholds, compare_outputs, judge_optimized
@@ -77,26 +78,26 @@ class Session:
 
     @property
     def baseline_dtype_name(self) -> str:
-        return passes.DTYPE_NAMES[self.baseline_dtype]
+        return ab_build.DTYPE_NAMES[self.baseline_dtype]
 
     def sync(self) -> None:
         ab_device.synchronize(self.choice)
 
-    def make(self, chosen: list[passes.Pass]) -> tuple[passes.Build, Callable[[dict[str, Any]], Any], float]:
+    def make(self, chosen: list[passes.Pass]) -> tuple[ab_build.Build, Callable[[dict[str, Any]], Any], float]:
         """A fresh variant from the reference weights: (build, run, seconds to build it)."""
         start = time.perf_counter()
         model, self.device_map = place_target(self.reference, self.spec, self.choice, self.shard, self.baseline_dtype)
         flags = forward_flags(model)
         b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
-        run = passes.finalize(b, flags)
+        run = ab_build.finalize(b, flags)
         return b, run, time.perf_counter() - start
 
-    def outputs(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> dict[str, torch.Tensor]:
+    def outputs(self, b: ab_build.Build, run: Callable[[dict[str, Any]], Any]) -> dict[str, torch.Tensor]:
         """Every sample forwarded; each named output stacked over samples (dim 0), on CPU."""
         per_name: dict[str, list[torch.Tensor]] = {}
         with torch.inference_mode():
             for inputs in self.samples:
-                moved = passes.prepare_inputs(inputs, self.choice.torch_device, b)
+                moved = ab_build.prepare_inputs(inputs, self.choice.torch_device, b)
                 named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling,
                                                   self.spec.sentence_transformers_normalize, self.loaded.config)
                 for name, tensor in named.items():
@@ -108,11 +109,11 @@ class Session:
             stacked[name] = torch.stack(tensors)
         return stacked
 
-    def accuracy(self, b: passes.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
+    def accuracy(self, b: ab_build.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
         """The benchmark's verdict: the framework's accuracy standard for the dtype computed in."""
         return compare_outputs(out, self.reference_out, self.thresholds, b.accuracy_dtype, self.fp64_out)
 
-    def judge_optimized(self, b: passes.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
+    def judge_optimized(self, b: ab_build.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
         """An optimized configuration's verdict: the one optimization budget against the float32
         reference (comparator.judge_optimized), never the standard of the dtype its passes use."""
         return judge_optimized(out, self.reference_out, self.spec.task_family, b.accuracy_dtype,
@@ -123,12 +124,12 @@ class Session:
         recipe = dataclasses.replace(self.spec.recipe, batch_size=batch, **({"seq_len": seq_len} if seq_len else {}))
         return self.family.build_inputs(self.reference, self.loaded.config, recipe, recipe.seed)
 
-    def headline_call(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
+    def headline_call(self, b: ab_build.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
         """What the optimizer times: one unit of the workload's headline figure (workloads.headline_call)."""
         return workloads.headline_call(self, b, run)
 
-    def timed_call(self, b: passes.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
-        inputs = passes.prepare_inputs(self.samples[0], self.choice.torch_device, b)
+    def timed_call(self, b: ab_build.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
+        inputs = ab_build.prepare_inputs(self.samples[0], self.choice.torch_device, b)
         return lambda: run(inputs)
 
     def reference_call(self) -> Callable[[], Any]:
@@ -188,8 +189,8 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
                       sharding.plan_for(spec.device_plan, choice))
     cpu_session = copy.copy(session)
     cpu_session.choice = cpu
-    ref_build = passes.Build(reference, "cpu", torch.float32, "float32")
-    session.reference_out = cpu_session.outputs(ref_build, passes.finalize(ref_build, forward_flags(reference)))
+    ref_build = ab_build.Build(reference, "cpu", torch.float32, "float32")
+    session.reference_out = cpu_session.outputs(ref_build, ab_build.finalize(ref_build, forward_flags(reference)))
     if sum(p.numel() for p in reference.parameters()) * 8 <= FP64_REFERENCE_MAX_BYTES:
         session.fp64_out, session.fp64_note = _fp64_reference(cpu_session, reference)
     else:
@@ -203,9 +204,9 @@ def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[O
     kernel): the comparison then goes on against the float32 reference alone."""
     exact = copy.deepcopy(reference).to(torch.float64)
     eager = moe.float64_path(exact)  # MoE: experts run eagerly, so the float64 reference exists
-    b64 = passes.Build(exact, "cpu", torch.float64, "float64")
+    b64 = ab_build.Build(exact, "cpu", torch.float64, "float64")
     try:
-        return cpu_session.outputs(b64, passes.finalize(b64, forward_flags(exact))), f"built ({eager})" if eager else "built"
+        return cpu_session.outputs(b64, ab_build.finalize(b64, forward_flags(exact))), f"built ({eager})" if eager else "built"
     except (RuntimeError, TypeError, ValueError) as exc:  # the model's own code refusing float64
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         operator = precision.operator_from_traceback(exc)

@@ -36,6 +36,13 @@ def find_attr(config: Any, names: Iterable[str], subconfigs: Iterable[str] = ())
     return None
 
 
+def routing_top_k(config: Any) -> Optional[int]:
+    """Experts per token of a mixture-of-experts config (None: not an MoE model)."""
+    experts = find_attr(config, ("num_experts", "num_local_experts", "n_routed_experts"), TEXT_SUBCONFIGS)
+    k = find_attr(config, ("num_experts_per_tok", "moe_topk", "top_k"), TEXT_SUBCONFIGS)
+    return int(k) if isinstance(experts, int) and experts > 1 and isinstance(k, int) and k > 0 else None
+
+
 @dataclass
 class InputContext:
     config: Any
@@ -301,7 +308,6 @@ def forward_flags(model: torch.nn.Module) -> dict[str, Any]:
     the router logits of a mixture-of-experts model."""
     accepted = Signature.of(model).accepted
     flags = {k: v for k, v in (("return_dict", True), ("use_cache", False)) if k in accepted}
-    from .moe import routing_top_k  # moe imports find_attr from here
 
     if "output_router_logits" in accepted and routing_top_k(getattr(model, "config", None)):
         flags["output_router_logits"] = True  # MoE: routes are compared as decisions (families.routing_outputs)

@@ -9,18 +9,11 @@ arithmetic, one expert at a time.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
-from .inputs import TEXT_SUBCONFIGS, find_attr
-
-
-def routing_top_k(config: Any) -> Optional[int]:
-    """Experts per token of a mixture-of-experts config (None: not an MoE model)."""
-    experts = find_attr(config, ("num_experts", "num_local_experts", "n_routed_experts"), TEXT_SUBCONFIGS)
-    k = find_attr(config, ("num_experts_per_tok", "moe_topk", "top_k"), TEXT_SUBCONFIGS)
-    return int(k) if isinstance(experts, int) and experts > 1 and isinstance(k, int) and k > 0 else None
+from .inputs import routing_top_k
 
 
 def routing_outputs(named: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], top_k: int) -> dict[str, torch.Tensor]:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional, Protocol
 
 import torch
 
-from .optimize import passes
+from . import build as ab_build
 from .inputs import Signature
 from .measure import clocked, profiler_active
 from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
@@ -78,7 +78,7 @@ class HFDecoder:
     the Build's contexts and autocast; the parameter is `cache` (transformers 5) or
     `past_key_values` (4.x), whichever the forward takes."""
 
-    build: passes.Build
+    build: ab_build.Build
     model: torch.nn.Module
     encoder_decoder: bool
     run: Callable[[dict[str, Any]], Any] = field(init=False)
@@ -92,12 +92,12 @@ class HFDecoder:
         self.cache_name = "cache" if "cache" in accepted else "past_key_values"
         flags = {k: v for k, v in (("return_dict", True), ("use_cache", True)) if k in accepted}
         if self.forward is None:
-            self.run = passes.finalize(self.build, flags)
+            self.run = ab_build.finalize(self.build, flags)
         else:
             forward = self.forward
 
             def run(inputs: dict[str, Any]) -> Any:
-                with passes.build_contexts(self.build):
+                with ab_build.build_contexts(self.build):
                     return forward(**inputs, **flags)
 
             self.run = run
@@ -109,7 +109,7 @@ class HFDecoder:
         enc_inputs = {k: v for k, v in inputs.items() if not k.startswith("decoder_")}
         accepted = Signature.of(encoder).accepted
         enc_inputs = {k: v for k, v in enc_inputs.items() if k in accepted or k == main}
-        with passes.build_contexts(self.build):
+        with ab_build.build_contexts(self.build):
             self.state = {"encoder_outputs": encoder(**enc_inputs, return_dict=True),
                           "attention_mask": inputs.get("attention_mask")}
 
@@ -226,7 +226,7 @@ def decoder_start(model: torch.nn.Module) -> int:
     return 0
 
 
-def decoder_for(build: passes.Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int) -> Decoder:
+def decoder_for(build: ab_build.Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int) -> Decoder:
     """The decoder of a Build: a decode pass's own (`Build.decoder`, set by the kind-`decode`
     passes of ab_runtime.optimize.passes) or eager."""
     factory = build.decoder
@@ -267,7 +267,7 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def measure_generation(session: Any, build: passes.Build, workload: Workload, warmup: int, iters: int,
+def measure_generation(session: Any, build: ab_build.Build, workload: Workload, warmup: int, iters: int,
                        reference_tokens: Optional[list[int]]) -> dict[str, Any]:
     """TTFT / TPOT / tokens/s at batch 1 and `workload.batch`, peak memory and decode bandwidth
     per batch, and the batch-1 greedy tokens against the reference's."""
@@ -279,7 +279,7 @@ def measure_generation(session: Any, build: passes.Build, workload: Workload, wa
     weights = weight_bytes(build.model)
     results = []
     for batch in dict.fromkeys((1, workload.batch)):
-        inputs = passes.prepare_inputs(session.workload_inputs(batch, workload.prompt_len),
+        inputs = ab_build.prepare_inputs(session.workload_inputs(batch, workload.prompt_len),
                                        session.choice.torch_device, build)
         decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
         with torch.inference_mode():
@@ -321,7 +321,7 @@ def measure_generation(session: Any, build: passes.Build, workload: Workload, wa
 def reference_tokens(session: Any, workload: Workload) -> list[int]:
     """The CPU float32 reference's batch-1 greedy tokens (the answer a port is compared with)."""
     enc_dec = session.spec.task_family in ENCODER_DECODER_FAMILIES
-    build = passes.Build(session.reference, "cpu", torch.float32, "float32")
+    build = ab_build.Build(session.reference, "cpu", torch.float32, "float32")
     inputs = session.workload_inputs(1, workload.prompt_len)
     with torch.inference_mode():
         run = generate(HFDecoder(build, session.reference, enc_dec), inputs, workload.new_tokens, lambda: None,
@@ -333,7 +333,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
-def measure_sweep(session: Any, build: passes.Build, run: Callable[[dict[str, Any]], Any], workload: Workload,
+def measure_sweep(session: Any, build: ab_build.Build, run: Callable[[dict[str, Any]], Any], workload: Workload,
                   warmup: int, iters: int) -> dict[str, Any]:
     """Latency and throughput per batch of the sweep, stopping at the first batch out of memory."""
     from . import device as ab_device
@@ -341,7 +341,7 @@ def measure_sweep(session: Any, build: passes.Build, run: Callable[[dict[str, An
     points: list[dict[str, Any]] = []
     stopped = None
     for batch in workload.sweep:
-        inputs = passes.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
+        inputs = ab_build.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
         ab_device.reset_peak_memory(session.choice)
         try:
             timing = session.time(lambda: run(inputs), warmup, iters).as_dict()
@@ -371,7 +371,7 @@ def measure_sweep(session: Any, build: passes.Build, run: Callable[[dict[str, An
 WORKLOAD_SCHEMA = "ascendbridge.workload/1"
 
 
-def measure(session: Any, build: passes.Build, run: Callable[[dict[str, Any]], Any], warmup: int,
+def measure(session: Any, build: ab_build.Build, run: Callable[[dict[str, Any]], Any], warmup: int,
             iters: int) -> Optional[dict[str, Any]]:
     """The session's workload measured on `build` (None for `forward`: the accuracy run covers it)."""
     workload = session.workload
@@ -385,7 +385,7 @@ def measure(session: Any, build: passes.Build, run: Callable[[dict[str, Any]], A
     return body
 
 
-def headline_call(session: Any, build: passes.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
+def headline_call(session: Any, build: ab_build.Build, run: Callable[[dict[str, Any]], Any]) -> Callable[[], Any]:
     """One unit of the workload's headline figure, for the optimizer's paired timing: for
     generation workloads a greedy generation of N tokens at batch 1 and one at the workload's
     larger batch (dominated by decode, so TPOT and batch tokens/s decide: a shape-specialised
@@ -395,7 +395,7 @@ def headline_call(session: Any, build: passes.Build, run: Callable[[dict[str, An
     if workload.name in ("generation", "encoder_generation"):
         enc_dec = session.spec.task_family in ENCODER_DECODER_FAMILIES
         batches = sorted({1, workload.batch})
-        inputs = [passes.prepare_inputs(session.workload_inputs(b, workload.prompt_len), session.choice.torch_device,
+        inputs = [ab_build.prepare_inputs(session.workload_inputs(b, workload.prompt_len), session.choice.torch_device,
                                         build) for b in batches]
         decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
 
@@ -405,7 +405,7 @@ def headline_call(session: Any, build: passes.Build, run: Callable[[dict[str, An
 
         return both_batches
     if workload.name == "batch_sweep":
-        inputs = passes.prepare_inputs(session.workload_inputs(workload.headline_batch, None),
+        inputs = ab_build.prepare_inputs(session.workload_inputs(workload.headline_batch, None),
                                        session.choice.torch_device, build)
         return lambda: run(inputs)
     return session.timed_call(build, run)

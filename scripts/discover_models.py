@@ -15,7 +15,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 try:
-    from ascendbridge.cli.discover_command import main
+    from ascendbridge.cli.board_ops import discover_main as main
 except ModuleNotFoundError as exc:  # e.g. the system python instead of the framework venv
     sys.stderr.write(
         f"error: missing dependency '{exc.name}'; run with the framework environment: "

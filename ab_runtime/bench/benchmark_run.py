@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import RESULT_MARKER, harness, precision, workloads
-from ..optimize import passes
+from .. import build as ab_build
 from .. import device as ab_device
 from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
@@ -63,7 +63,7 @@ def names(device: str, dtype: str, mode: str, dataset: str) -> dict[str, str]:
     return {"outputs": f"outputs_{stem}.pt", "trace": f"trace_{stem}.json", "metrics": f"benchmark_metrics_{stem}.json"}
 
 
-def target_outputs(session: harness.Session, target: passes.Build, target_run: Any) -> dict[str, Any]:
+def target_outputs(session: harness.Session, target: ab_build.Build, target_run: Any) -> dict[str, Any]:
     """The target's outputs; a lower-precision run that fails is probed module by module, and an
     operator refusing the dtype becomes a DtypeRefused finding instead of a bare traceback."""
     try:
@@ -71,7 +71,7 @@ def target_outputs(session: harness.Session, target: passes.Build, target_run: A
     except Exception:
         if session.baseline_dtype == harness.DTYPES["float32"]:
             raise
-        inputs = passes.prepare_inputs(session.samples[0], session.choice.torch_device, target)
+        inputs = ab_build.prepare_inputs(session.samples[0], session.choice.torch_device, target)
         found = precision.probe_dtype_failure(target.model, lambda: target_run(inputs))
         if found is None:
             raise

@@ -1,6 +1,6 @@
 """The reference (CPU float32) and the target (device, dtype) models, run on the same inputs.
 
-Each side is a harness Build (passes.Build with no passes: the benchmark's target model), so a
+Each side is a harness Build (ab_build.Build with no passes: the benchmark's target model), so a
 forward here is the harness's forward (its input placement, its contexts), and every call is
 timed on measure.clocked (the device synchronised before and after). Greedy tokens come from the
 runtime's one decoder (workloads.HFDecoder through workloads.generate, the benchmark's): the
@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from .. import workloads
-from ..optimize import passes
+from .. import build as ab_build
 from .. import device as ab_device
 from ..inputs import forward_flags
 from ..measure import clocked
@@ -28,11 +28,11 @@ class Pair:
 
     def __init__(self, reference: torch.nn.Module, target: torch.nn.Module, choice: Any, dtype: torch.dtype,
                  dtype_name: str, config: Any) -> None:
-        self.builds = {"reference": passes.Build(reference, "cpu", torch.float32, "float32"),
-                       "target": passes.Build(target, choice.kind, dtype, dtype_name)}
+        self.builds = {"reference": ab_build.Build(reference, "cpu", torch.float32, "float32"),
+                       "target": ab_build.Build(target, choice.kind, dtype, dtype_name)}
         self.devices = {"reference": "cpu", "target": choice.torch_device}
         flags = forward_flags(reference)
-        self.runs = {which: passes.finalize(b, flags) for which, b in self.builds.items()}
+        self.runs = {which: ab_build.finalize(b, flags) for which, b in self.builds.items()}
         self.syncs: dict[str, Callable[[], None]] = {"reference": lambda: None,
                                                      "target": lambda: ab_device.synchronize(choice)}
         self.choice, self.config = choice, config
@@ -44,7 +44,7 @@ class Pair:
 
     def prepare(self, which: str, inputs: dict[str, Any]) -> dict[str, Any]:
         """Inputs on the side's device, floating ones in its dtype."""
-        return passes.prepare_inputs(inputs, self.devices[which], self.builds[which])
+        return ab_build.prepare_inputs(inputs, self.devices[which], self.builds[which])
 
     def forward(self, which: str, **inputs: Any) -> Any:
         """One timed forward of `which` ("reference" or "target")."""

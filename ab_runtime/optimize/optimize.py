@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .. import RESULT_MARKER, accuracy_standard, harness, pairstats, workloads
+from .. import build as ab_build
 from . import confirm, decode_passes, passes
 from .. import device as ab_device
 from ..workload_figures import divergence
@@ -70,7 +71,7 @@ def generation_accuracy(session: harness.Session, produced: Any, reference: list
     return {**verdict, "compared": agreement["compared"]}
 
 
-def judge(session: harness.Session, b: passes.Build, run: Callable[[dict[str, Any]], Any], fn: Callable[[], Any],
+def judge(session: harness.Session, b: ab_build.Build, run: Callable[[dict[str, Any]], Any], fn: Callable[[], Any],
           reference: Optional[list[int]]) -> dict[str, Any]:
     """A configuration's accuracy digest: the forward outputs by the optimization budget and, for a
     generation workload (`reference` tokens given), its greedy tokens; it passes only if both do."""

@@ -3,9 +3,9 @@
 A pass declares its device, kind (environment | precision | module_swap | layout | quantization |
 compile), an exclusive group (two passes of one group never combine, e.g. two precisions),
 `applies(traits)` (None when it applies, else the reason it does not) and `apply(build)`, which
-edits a `Build`: the model, the dtype inputs are cast to, an autocast dtype, per-call contexts
+edits a `Build` (ab_runtime.build): the model, the dtype inputs are cast to, an autocast dtype, per-call contexts
 (global switches set for the optimized calls only, so baseline and candidate can interleave in
-one process), torch.compile arguments and environment variables. `finalize` turns a Build into
+one process), torch.compile arguments and environment variables. `ab_runtime.build.finalize` turns a Build into
 a callable. The decode passes of ab_runtime.optimize.decode_passes (static KV cache + compile, CUDA graphs,
 torchair, aclgraph, fused incremental attention) enter this catalogue as kind `decode`: they apply
 only to a generation workload (their reasons are computed once per search into `Traits.decode`),
@@ -29,6 +29,8 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 
 from . import decode_passes, npu_swaps
+from .. import workloads
+from ..build import DTYPE_NAMES, Build
 from ..errors import RuntimeDiagnosis
 
 CPU_BF16_ENV = "ASCENDBRIDGE_CPU_BF16"  # native | none: override the CPU bf16 probe (tests, diagnosis)
@@ -38,7 +40,6 @@ GENERATION_WORKLOADS = ("generation", "encoder_generation")
 # A decode pass's group in this catalogue: a decode graph compiles the forward (never with another
 # compile pass), the fused decode attention sets the attention implementation (never with another).
 DECODE_GROUPS = {"decode_graph": "compile", "decode_attention": "attention"}
-DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
 @dataclass(frozen=True)
@@ -67,26 +68,6 @@ class Traits:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-@dataclass
-class Build:
-    """A model being optimized; passes edit it, `finalize` makes it callable."""
-
-    model: torch.nn.Module
-    device_kind: str
-    input_dtype: torch.dtype
-    accuracy_dtype: str  # the dtype the outputs are computed in (recorded; passes are judged by the budget)
-    autocast: Optional[torch.dtype] = None
-    channels_last: bool = False
-    contexts: list[Callable[[], Any]] = field(default_factory=list)
-    compile_kwargs: Optional[dict[str, Any]] = None
-    env: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    # A decode pass's decoder factory `(build, model, encoder_decoder, new_tokens) -> workloads.Decoder`
-    # (set by the kind-`decode` passes); None: eager decoding through the model's own KV cache
-    # (workloads.HFDecoder).
-    decoder: Optional[Callable[["Build", torch.nn.Module, bool, int], Any]] = None
 
 
 @dataclass(frozen=True)
@@ -398,8 +379,6 @@ def _apply_decode(dp: Any) -> Callable[[Build], None]:
 
 def _pass_decoder(b: Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int,
                   forward: Optional[Callable[..., Any]], static: bool) -> Any:
-    from .. import workloads  # workloads imports this module
-
     if static:
         return workloads.StaticCacheDecoder(b, model, encoder_decoder, new_tokens=new_tokens, forward=forward)
     return workloads.HFDecoder(b, model, encoder_decoder, forward=forward)
@@ -534,42 +513,6 @@ def build(model: torch.nn.Module, chosen: list[Pass], device_kind: str, baseline
     for p in ordered(chosen):
         p.apply(b)
     return b
-
-
-def finalize(b: Build, flags: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
-    """A callable `run(inputs) -> outputs` that applies the Build's contexts, autocast and compile."""
-    module: Any = b.model
-    if b.compile_kwargs is not None:
-        module = torch.compile(b.model, **b.compile_kwargs)
-
-    def run(inputs: dict[str, Any]) -> Any:
-        with build_contexts(b):
-            return module(**inputs, **flags)
-
-    return run
-
-
-@contextlib.contextmanager
-def build_contexts(b: Build) -> Iterator[None]:
-    """The Build's contexts and autocast, for any call into its model (a forward, an encoder)."""
-    with contextlib.ExitStack() as stack:
-        for make in b.contexts:
-            stack.enter_context(make())
-        if b.autocast is not None:
-            stack.enter_context(torch.autocast(b.device_kind, dtype=b.autocast))
-        yield
-
-
-def prepare_inputs(inputs: dict[str, Any], device: str, b: Build) -> dict[str, Any]:
-    """Inputs on `device`; floating ones in the Build's input dtype (channels_last for 4-D images)."""
-    out = {}
-    for name, value in inputs.items():
-        if isinstance(value, torch.Tensor):
-            value = value.to(device=device, dtype=b.input_dtype if value.is_floating_point() else value.dtype)
-            if b.channels_last and value.dim() == 4 and value.is_floating_point():
-                value = value.contiguous(memory_format=torch.channels_last)
-        out[name] = value
-    return out
 
 
 def catalogue_table() -> list[dict[str, Any]]:

@@ -163,3 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handlers[args.command]
     out = Output(json_mode=bool(args.json), wide=bool(args.wide))
     return run_guarded(lambda: handler(args, out))
+
+
+def discover_main(argv: Sequence[str] | None = None) -> int:
+    """scripts/discover_models.py: the same command as `board_ops.py discover`."""
+    return main(["discover", *(sys.argv[1:] if argv is None else argv)])

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -128,9 +127,3 @@ def cmd_discover(args: argparse.Namespace, out: Output) -> int:
         _print(out, result, board)
     return EXIT_OK
 
-
-def main(argv: Optional[list[str]] = None) -> int:
-    """scripts/discover_models.py: the same command as `board_ops.py discover`."""
-    from ascendbridge.cli.board_ops import main as board_ops_main
-
-    return board_ops_main(["discover", *(sys.argv[1:] if argv is None else argv)])

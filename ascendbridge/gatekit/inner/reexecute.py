@@ -117,9 +117,9 @@ def _fastest_of_rounds(round_min: Any, enough_ms: float) -> float:
 
 
 def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
-    from ab_runtime.optimize import passes
+    from ab_runtime.build import prepare_inputs
 
-    return passes.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
+    return prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
 
 
 def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enough_ms: float = float("inf"),

@@ -119,6 +119,7 @@ def forced_probe(passes) -> dict:
 
 
 def main() -> None:
+    from ab_runtime import build as ab_build
     from ab_runtime.optimize import npu_swaps, passes
 
     out: dict = {"not_measured": "NPU/CUDA passes: applicability and construction only, no timing on this CPU"}
@@ -159,7 +160,7 @@ def main() -> None:
             want = original(input_ids=ids, attention_mask=mask).logits.float()
         fake.calls.clear()
         b = passes.build(tiny_llama(dtype), passes.get([name]), "cpu", dtype)
-        run = passes.finalize(b, {})
+        run = ab_build.finalize(b, {})
         with torch.inference_mode():
             got = run({"input_ids": ids, "attention_mask": mask}).logits.float()
         valid = mask.bool()
