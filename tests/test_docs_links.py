@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
+SELF = Path(__file__).resolve().relative_to(REPO).as_posix()
 SCANNED = (".py", ".md", ".sh", ".j2")
 # What is made at run time (a citation of it names what a run leaves, not a file of the tree): the
 # generated packages, logs, and the agents' memory files.
@@ -89,6 +90,8 @@ def citations(name: str, text: str) -> Iterator[tuple[int, str, str]]:
 def scanned_files() -> Iterator[tuple[str, str]]:
     """(name, text) of each scanned file; a link (AGENTS.md -> CLAUDE.md) is read once, as its target."""
     for name in tracked():
+        if name == SELF:  # its examples of stale citations are the point
+            continue
         if name.endswith(SCANNED) and (REPO / name).is_file() and not (REPO / name).is_symlink():
             yield name, (REPO / name).read_text(encoding="utf-8", errors="replace")
 
