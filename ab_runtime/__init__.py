@@ -6,7 +6,7 @@ device (npu -> cuda -> cpu selection, the only NPU-specific code), families (tas
 and outputs), depth (dry-run depth reduction), loading (model from config or weights), demo.
 Laid out like the stages: the modules several stages use sit here (harness, measure, comparator,
 accuracy_standard, ...); `optimize/` is the optimizer's side (pass catalogue, search, confirmation,
-perf run) and `bench/` the benchmark's (benchmark_run).
+perf run), `bench/` the benchmark's (benchmark_run) and `business/` the business benchmark's (run).
 """
 
 # Same string as ascendbridge/package/spec.py RESULT_MARKER (a framework test keeps them equal): gates parse

@@ -1,6 +1,6 @@
 """Honest timing and one separate profiled run, for accuracy_run.py and the optimization stage.
 
-Timing rules (DESIGN.md section 7): the same warmup for every variant, the device synchronised
+Timing rules (docs/benchmark.md, "Timing helpers"): the same warmup for every variant, the device synchronised
 before the clock starts and before it stops, the profiler never on while timing, statistics as
 median / p90 / min. Device specifics (synchronize, peak memory) come from the caller as small
 callables so this module stays free of NPU/CUDA imports and testable on CPU.

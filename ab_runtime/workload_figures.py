@@ -1,6 +1,6 @@
 """Workload profiles and their figures as pure functions of raw samples (standard library only).
 
-The runtime computes its figures with these and the benchmark gate (ascendbridge/gatekit/metrics_check.py,
+The runtime computes its figures with these and the benchmark gate (ascendbridge/gatekit/workload_check.py,
 framework side, no torch) recomputes them with the same functions from the recorded samples, so a
 figure that does not follow from its samples fails the gate.
 """

@@ -18,7 +18,8 @@ STAGES: tuple[str, ...] = (
 # stage, business_benchmark included, runs by default; a model's skip policy can still skip one.
 OPTIONAL_STAGES: frozenset[str] = frozenset()
 
-# waiting: its predecessor has not completed yet (not runnable). Everything else is DESIGN.md 4.
+# waiting: its predecessor has not completed yet (not runnable). The transitions between them:
+# docs/architecture.md, "Board states".
 STATUSES: tuple[str, ...] = (
     "waiting",
     "pending",

@@ -3,7 +3,7 @@
 An evaluation is (set, task): the bundled set to read and the task the runner performs on it.
 A model's board metadata may override the choice (`business_sets`: a list of set names, each
 with the task its data card names). Hub sets are suggestions for teams with Hub access
-(scripts/download_datasets.py fetches them); the stage itself runs the bundled sets offline.
+(business_benchmark/scripts/download_datasets.py fetches them); the stage itself runs the bundled sets offline.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ run: chooses the model's evaluations (business_benchmark.mapping, board override
 renders business_run.py and copies the sets into the adaptation, syncs the device profile's
 environment, runs business_run.py there (predictions of the reference and the target on the same
 items), derives metrics and the pass rule's verdict with framework code (business_metrics_*.json)
-and proposes the figures (the team lead writes them with the gated completion). gate: scripts/check_business_benchmark.py, a separate
-process that recomputes everything and re-runs a sample.
+and proposes the figures (the team lead writes them with the gated completion).
+gate: business_benchmark/scripts/check_business_benchmark.py, a separate process that recomputes
+everything and re-runs a sample.
 """
 
 from __future__ import annotations

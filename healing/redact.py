@@ -1,7 +1,7 @@
 """Secret redaction for everything the healer stores or prints (board diagnoses, logs).
 
-Tracebacks can carry URLs with tokens or echoed environment values; DESIGN.md 8 says secrets never
-land in the board or logs, so every text that leaves a failed run goes through `redact` first.
+Tracebacks can carry URLs with tokens or echoed environment values; secrets never land in the
+board or logs (docs/agents.md, "Records, memory, redaction"), so every text that leaves a failed run goes through `redact` first.
 """
 
 from __future__ import annotations

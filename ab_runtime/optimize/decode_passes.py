@@ -7,7 +7,7 @@ model shape, outside the documented limits) and `apply(model, generate_kwargs)`,
 model and the keyword arguments for `model.generate(**inputs, **generate_kwargs)`.
 
 Documented APIs they follow:
-- transformers "Optimizing inference" (docs/source/en/llm_optims.md, "Static kv-cache and
+- transformers "Optimizing inference" (https://huggingface.co/docs/transformers/llm_optims, "Static kv-cache and
   torch.compile", option 1): `cache_implementation="static"` and
   `model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)`. The
   cache is passed to `generate` as its documented keyword (same effect as setting

@@ -1,4 +1,4 @@
-"""LLM agents as a bounded, audited escalation path (DESIGN.md section 6).
+"""LLM agents as a bounded, audited escalation path (docs/agents.md).
 
 The built-in agent (the deterministic rules in each stage) stays the default. A role may be
 given an LLM backend (`claude`, `codex`, `openai`); it is asked only when the rules have no

@@ -2,7 +2,7 @@
 
 The generator, the healer and the benchmark stage all drive adaptation environments through
 these few functions so every uv call gets the same clean environment, timeout and output cap
-(`ascendbridge.runtime.process.run_command`). The gate (`scripts/check_adaptation.py`) does NOT
+(`ascendbridge.runtime.process.run_command`). The gate (`adaptation/scripts/check_adaptation.py`) does NOT
 use this module: it calls uv itself, so a bug here cannot make it pass.
 """
 

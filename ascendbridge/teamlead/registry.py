@@ -19,7 +19,7 @@ from ascendbridge.stages import STAGES, check_stage
 ENTRY_POINT_GROUP = "ascendbridge.stages"
 EXTRA_STAGES_ENV = "ASCENDBRIDGE_EXTRA_STAGES"
 
-# Agent role of the worker that runs each stage (DESIGN.md section 6).
+# Agent role of the worker that runs each stage (docs/agents.md, "Roles and backends").
 STAGE_ROLES: dict[str, str] = {
     "discovery": "discoverer",
     "adaptation": "adapter",
