@@ -30,17 +30,17 @@ import argparse
 import datetime
 import json
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 
-from .. import RESULT_MARKER, accuracy_standard, harness, pairstats, workloads
+from .. import accuracy_standard, harness, pairstats, workloads
 from . import confirm, decode_passes, passes
 from .. import device as ab_device
 from ..workload_figures import divergence
 from ..errors import RuntimeDiagnosis
+from ..result import run_main
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
@@ -299,20 +299,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    result: dict[str, Any] = {"ok": False, "error": None}
-    try:
-        result = run(parse_args(argv))
-        code = 0
-    except SystemExit:
-        raise
-    except (harness.HarnessError, RuntimeDiagnosis) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        result["error"], code = str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 1
-    except Exception as exc:  # model code failed: keep the traceback for the healer
-        traceback.print_exc()
-        result["error"], code = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
-    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
-    return code
+    return run_main(lambda: run(parse_args(argv)), failures=(harness.HarnessError, RuntimeDiagnosis))
 
 
 if __name__ == "__main__":

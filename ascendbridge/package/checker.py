@@ -4,7 +4,6 @@ a package only through it. It is run by path, never imported, so no stage import
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.package import uv_env
-from ascendbridge.runtime.process import run_command
-from ascendbridge.runtime.reports import json_report
+from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.settings import StageSettings
 
 CHECKER = Path(__file__).resolve().parents[2] / "adaptation" / "scripts" / "check_adaptation.py"
@@ -37,14 +35,7 @@ class CheckSettings(StageSettings):
 
 
 def run_package_checker(name: str, root: Path, device: str, timeout_s: float) -> tuple[bool, str, dict[str, Any]]:
-    argv = [sys.executable, str(CHECKER), "--adapt", name, "--adaptations-dir", str(root),
-            "--device", device, "--json", "--timeout", str(timeout_s)]
-    res = run_command(argv, timeout_s=timeout_s + 600)
-    report = json_report(res.output)
-    if report is None:
-        return False, f"check_adaptation.py gave no report (exit {res.exit_code}): {res.tail(3)}", {}
-    failed = [f"{c.get('name')}: {c.get('detail')}" for c in report.get("checks", []) if not c.get("passed")]
-    if report.get("error"):
-        failed.insert(0, str(report["error"]))
-    passed = res.exit_code == 0 and report.get("passed") is True
-    return passed, "; ".join(failed) or f"check_adaptation.py exited {res.exit_code}", report
+    """(passed, summary, report) of the package checker's full run (the demo included)."""
+    result = checker_gate(CHECKER, ["--adapt", name, "--adaptations-dir", str(root), "--device", device,
+                                    "--timeout", str(timeout_s)], timeout_s + 600)
+    return result.passed, result.summary, result.report

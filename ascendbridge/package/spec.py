@@ -13,12 +13,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ab_runtime import accuracy_standard
 from ab_runtime.fileops import write_text_atomic
+# Re-exported: a model run ends with exactly one line starting with this marker followed by a JSON
+# object (ab_runtime/result.py writes and reads it); gates parse that line, never free text.
+from ab_runtime.result import RESULT_MARKER  # noqa: F401
 
 SPEC_FILE = "adaptation.json"
 SPEC_VERSION = 1
-# demo.py, accuracy_run.py and accuracy_run_perf.py print exactly one line starting with this
-# marker followed by a JSON object; gates parse that line, never free text.
-RESULT_MARKER = "ASCENDBRIDGE_RESULT "
 
 
 # Spec keys no agent (adapter, healer) may change, each with the reason given when a proposal tries.

@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from ascendbridge.envmode import use_model_env
-from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.package import uv_env
 from ascendbridge.revalidation.settings import RevalidationSettings
-from ascendbridge.settings import SettingsError, StageSettings, section
+from ascendbridge.settings import StageSettings, section
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import entry_point_stage
 
@@ -61,14 +61,9 @@ class RevalidationStage:
     name = "benchmark"  # the slot it fills on the re-validation board
 
     def run(self, ctx: StageContext) -> StageOutcome:
-        use_model_env(ctx.model)
-        try:
-            settings = BenchmarkSlotSettings.from_sources(ctx.settings)
-            AdaptationSpec.load(ctx.adaptation_dir)
-        except SettingsError as exc:
-            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
-        except ValueError as exc:
-            return _failed("revalidation_setup", str(exc))
+        return run_with_inputs(ctx, BenchmarkSlotSettings, "revalidation_setup", self._run)
+
+    def _run(self, ctx: StageContext, settings: BenchmarkSlotSettings, spec: AdaptationSpec) -> StageOutcome:
         ctx.say(f"syncing the {settings.profile} environment")
         sync = uv_env.sync(ctx.adaptation_dir, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
         if not sync.ok:

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from ascendbridge.board.connection import BoardError
 from ascendbridge.board.store import BoardStore
+from ascendbridge.cli.errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from benchmark.aggregate import collect, write_figures, write_reports
-from ascendbridge.runtime.reports import json_report
+from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from benchmark.evidence import find_evidence
@@ -116,7 +116,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Benchmark evidence tools: aggregate, compare, hotspots, roofline.")
+    p = OneLineParser(description="Benchmark evidence tools: aggregate, compare, hotspots, roofline.")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("aggregate", help="all adaptations -> reports (JSON, CSV) and figures (PNG)")
     a.add_argument("--out-dir", default=str(REPO_ROOT / "benchmark" / "reports"))
@@ -145,13 +145,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str]) -> int:
+def _run(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
-    except (ToolError, EnvError, EvidenceError, TraceError, RooflineError, BoardError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return int(args.func(args))
+    except RooflineError as exc:  # the board lacks what the figure needs (a probe): not the input's fault
+        raise CliError(str(exc), EXIT_FAILURE) from None
+    except (ToolError, EnvError, EvidenceError, TraceError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def main(argv: list[str]) -> int:
+    """Exit 0 done, 1 the board or a run failed, 2 bad input (one `error:` line)."""
+    return run_guarded(lambda: _run(argv))
 
 
 if __name__ == "__main__":
