@@ -55,15 +55,6 @@ class OptimizationGateReport(GateReport):
         return self.problems
 
 
-def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
-    """Same digest as ab_runtime.optimize.accuracy_summary (kept in step by a test)."""
-    floats = [o["metrics"] for o in acc["outputs"].values() if o["kind"] == "float" and "cosine" in o["metrics"]]
-    return {"verdict": acc["verdict"], "target_dtype": acc["thresholds"]["applied"]["target_dtype"],
-            "failed_outputs": acc["failed_outputs"], "problems": acc["problems"],
-            "min_cosine": min((m["cosine"] for m in floats), default=None),
-            "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None)}
-
-
 def untrusted_code(directory: Path, notes: dict[str, Any]) -> list[str]:
     """ascendbridge.gatekit.integrity for the perf wrapper rendered with the notes' choice, and ab_runtime/."""
     try:
@@ -182,7 +173,7 @@ def check_perf_gate(directory: Path, python_override: Optional[str] = None, pair
         problems += [str(p) for p in (parsed.get(path.name) or {}).get("problems", ["no recomputation result"])]
     acc = metrics.get("accuracy") or {}
     if not problems:
-        if not recorded_matches(accuracy_summary(acc), (notes.get("perf_run") or {}).get("accuracy")):
+        if not recorded_matches(accuracy_standard.accuracy_summary(acc), (notes.get("perf_run") or {}).get("accuracy")):
             problems.append("notes.perf_run.accuracy does not match the accuracy recomputed from the saved outputs")
         if acc.get("verdict") != "pass":
             problems.append("the optimized run failed accuracy")

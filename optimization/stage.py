@@ -26,7 +26,7 @@ from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_inputs import run_with_inputs
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
-from optimization.gate import accuracy_summary
+from ab_runtime.accuracy_standard import accuracy_summary
 from optimization.notes_check import NOTES_FILE
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings

@@ -52,15 +52,6 @@ HEADLINES = {"generation": "greedy generation of workload.new_tokens tokens at b
              "forward": "one forward of the accuracy inputs"}
 
 
-def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
-    """Verdict, the standard applied and the worst figures (the full result is in the perf run)."""
-    floats = [o["metrics"] for o in acc["outputs"].values() if o["kind"] == "float" and "cosine" in o["metrics"]]
-    return {"verdict": acc["verdict"], "target_dtype": acc["thresholds"]["applied"]["target_dtype"],
-            "failed_outputs": acc["failed_outputs"], "problems": acc["problems"],
-            "min_cosine": min((m["cosine"] for m in floats), default=None),
-            "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None)}
-
-
 def generation_accuracy(session: harness.Session, produced: Any, reference: list[int]) -> dict[str, Any]:
     """The greedy tokens of one headline generation (batch 1) against the reference's, judged by
     the framework's rule (accuracy_standard.generation_verdict)."""
@@ -74,7 +65,7 @@ def judge(session: harness.Session, b: passes.Build, run: Callable[[dict[str, An
           reference: Optional[list[int]]) -> dict[str, Any]:
     """A configuration's accuracy digest: the forward outputs by the optimization budget and, for a
     generation workload (`reference` tokens given), its greedy tokens; it passes only if both do."""
-    summary = accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
+    summary = accuracy_standard.accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
     if reference is None:
         return summary
     with torch.inference_mode():
@@ -113,7 +104,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
-    base_acc = accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
+    base_acc = accuracy_standard.accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
     reference = (workloads.reference_tokens(session, session.workload)
                  if session.workload.name in passes.GENERATION_WORKLOADS else None)
     if reference is not None:

@@ -29,13 +29,18 @@ def _same(where: str, recorded: Any, recomputed: dict[str, Any]) -> list[str]:
             for k, v in recomputed.items() if not recorded_matches(recorded.get(k), v)]
 
 
+def _entries(body: dict[str, Any], key: str) -> list[tuple[str, Any]]:
+    """(where, entry) for each entry of the workload's list `key`; empty when it is missing."""
+    entries = body.get(key)
+    return [(f"workload.{key}[{i}]", e) for i, e in enumerate(entries)] if isinstance(entries, list) else []
+
+
 def check_generation(body: dict[str, Any]) -> list[str]:
     problems: list[str] = []
-    runs = body.get("runs")
-    if not isinstance(runs, list) or not runs:
+    if not _entries(body, "runs"):
         return ["workload.runs: missing"]
-    for i, run in enumerate(runs):
-        where = f"workload.runs[{i}]"
+    runs: list[dict[str, Any]] = body["runs"]
+    for where, run in _entries(body, "runs"):
         ttft, steps = run.get("ttft_samples_ms"), run.get("decode_steps_ms")
         if not _positive_list(ttft) or not isinstance(steps, list) or not all(_positive_list(s) for s in steps):
             problems.append(f"{where}: ttft_samples_ms and decode_steps_ms must be positive latencies")
@@ -84,12 +89,11 @@ def check_generation(body: dict[str, Any]) -> list[str]:
 
 
 def check_sweep(body: dict[str, Any]) -> list[str]:
-    problems: list[str] = []
-    points = body.get("points")
-    if not isinstance(points, list) or not points:
+    if not _entries(body, "points"):
         return ["workload.points: missing"]
-    for i, p in enumerate(points):
-        where = f"workload.points[{i}]"
+    points: list[dict[str, Any]] = body["points"]
+    problems: list[str] = []
+    for where, p in _entries(body, "points"):
         if not _positive_list(p.get("samples_ms")) or not isinstance(p.get("batch"), int):
             problems.append(f"{where}: batch and samples_ms must be recorded")
             continue

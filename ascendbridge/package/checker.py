@@ -7,31 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.package import uv_env
 from ascendbridge.gatekit.checker import checker_gate
-from ascendbridge.settings import StageSettings
+from ascendbridge.package.device_settings import DeviceSettings
 
 CHECKER = Path(__file__).resolve().parents[2] / "adaptation" / "scripts" / "check_adaptation.py"
 
 
-class CheckSettings(StageSettings):
+class CheckSettings(DeviceSettings):
     """Where and how long the checker's dry run runs: the healing settings' device and demo timeout
     (HealingSettings extends this), so every caller checks a package the same way."""
 
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_HEALING_")
     key_prefix = "healing_"
 
-    device: str = Field("cpu", validation_alias="ascendbridge_device")  # demo.py --device; selects the extra
     demo_timeout_s: float = Field(uv_env.DEMO_TIMEOUT_S, gt=0)
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        uv_env.profile_for_device(value)  # validates the device name (the error names the key)
-        return value
 
 
 def run_package_checker(name: str, root: Path, device: str, timeout_s: float) -> tuple[bool, str, dict[str, Any]]:

@@ -14,38 +14,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_inputs import run_with_inputs
 from ascendbridge.package import uv_env
 from ascendbridge.revalidation.settings import RevalidationSettings
-from ascendbridge.settings import StageSettings, section
+from ascendbridge.package.device_settings import DeviceSettings
+from ascendbridge.settings import section
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import entry_point_stage
 
 
 
-class BenchmarkSlotSettings(StageSettings):
+class BenchmarkSlotSettings(DeviceSettings):
     """The environment it syncs before the dry run: the benchmark's keys (device, sync timeout),
     since re-validation fills the benchmark's slot and its runs are the benchmark's."""
 
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_BENCHMARK_")
     key_prefix = "benchmark_"
 
-    device: str = Field("cpu", validation_alias="ascendbridge_device")
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        uv_env.profile_for_device(value)  # validates the device name (the error names the key)
-        return value
-
-    @property
-    def profile(self) -> str:
-        return uv_env.profile_for_device(self.device)
 
 
 def _optimize() -> bool:
