@@ -16,7 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from ascendbridge.cli.errors import OneLineParser, run_cli
+from ascendbridge.cli.errors import run_cli
+from ascendbridge.cli.evidence_tool import add_compare, tool_parser
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import read_metrics
@@ -56,24 +57,12 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> OneLineParser:
-    parser = OneLineParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("compare", help="two business evidence files side by side")
-    p.add_argument("a")
-    p.add_argument("b")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(run=cmd_compare)
-    p = sub.add_parser("aggregate", help="report across every adaptation's business evidence")
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "business_benchmark" / "reports"))
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(run=cmd_aggregate)
-    return parser
-
-
 def main(argv: list[str]) -> int:
     """Exit 0 done, 2 bad input (not business evidence, unreadable files): one `error:` line."""
-    return run_cli(argv, parser(), (DatasetError,))
+    parser, sub = tool_parser(__doc__.splitlines()[0], cmd_aggregate, REPO_ROOT / "business_benchmark" / "reports",
+                              "report across every adaptation's business evidence")
+    add_compare(sub, cmd_compare, "two business evidence files side by side")
+    return run_cli(argv, parser, (DatasetError,))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.cli.errors import OneLineParser, run_cli
+from ascendbridge.cli.errors import run_cli
+from ascendbridge.cli.evidence_tool import add_compare, tool_parser
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from optimization.aggregate import collect, compare, write_figure, write_reports
@@ -82,25 +83,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> OneLineParser:
-    parser = OneLineParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    agg = sub.add_parser("aggregate", help="report + figure over all adaptations")
-    agg.add_argument("--out-dir", default=str(REPO_ROOT / "reports"))
-    agg.add_argument("--figures-dir", default=str(REPO_ROOT / "reports" / "figures"))
-    agg.add_argument("--json", action="store_true")
-    agg.set_defaults(run=cmd_aggregate)
-    cmp_ = sub.add_parser("compare", help="two adaptations' notes side by side")
-    cmp_.add_argument("a")
-    cmp_.add_argument("b")
-    cmp_.add_argument("--json", action="store_true")
-    cmp_.set_defaults(run=cmd_compare)
-    return parser
-
-
 def main(argv: list[str]) -> int:
     """Exit 0 done, 2 bad input (not notes files, unknown adaptations): one `error:` line."""
-    return run_cli(argv, parser(), (EvidenceError,))
+    parser, sub = tool_parser(__doc__.splitlines()[0], cmd_aggregate, REPO_ROOT / "reports",
+                              "report + figure over all adaptations", REPO_ROOT / "reports" / "figures")
+    add_compare(sub, cmd_compare, "two adaptations' notes side by side")
+    return run_cli(argv, parser, (EvidenceError,))
 
 
 if __name__ == "__main__":
