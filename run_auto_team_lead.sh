@@ -6,9 +6,7 @@
 # (exit 4 if another team lead runs); loads ./.env when present.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cd "$ROOT"
 # shellcheck source=scripts/bootstrap_uv.sh
 source "$ROOT/scripts/bootstrap_uv.sh"
-ab_bootstrap_uv "$ROOT"
-ab_load_env "$ROOT"
+ab_entry_point "$ROOT"
 exec "$UV_BIN" run --quiet python -m ascendbridge.teamlead "$@"

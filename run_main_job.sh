@@ -4,10 +4,8 @@
 # Arguments go to ascendbridge.main_job (--help lists them).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cd "$ROOT"
 # shellcheck source=scripts/bootstrap_uv.sh
 source "$ROOT/scripts/bootstrap_uv.sh"
-ab_bootstrap_uv "$ROOT"
-ab_load_env "$ROOT"
+ab_entry_point "$ROOT"
 "$UV_BIN" sync --locked --quiet
 exec "$UV_BIN" run --locked python -m ascendbridge.main_job "$@"

@@ -4,9 +4,7 @@
 # Loads ./.env when present. Stop it with SIGTERM (or Ctrl-C): it stops the team lead it started.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cd "$ROOT"
 # shellcheck source=scripts/bootstrap_uv.sh
 source "$ROOT/scripts/bootstrap_uv.sh"
-ab_bootstrap_uv "$ROOT"
-ab_load_env "$ROOT"
+ab_entry_point "$ROOT"
 exec "$UV_BIN" run --quiet python -m ascendbridge.teamlead.watchdog "$@"

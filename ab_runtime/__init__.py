@@ -9,6 +9,7 @@ accuracy_standard, ...); `optimize/` is the optimizer's side (pass catalogue, se
 perf run), `bench/` the benchmark's (benchmark_run) and `business/` the business benchmark's (run).
 """
 
-# Same string as ascendbridge/package/spec.py RESULT_MARKER (a framework test keeps them equal): gates parse
-# the one line that starts with it, never free text.
-RESULT_MARKER = "ASCENDBRIDGE_RESULT "
+# The RESULT line's marker (ab_runtime/result.py writes and reads that line; the gates parse it, never free text).
+from .result import RESULT_MARKER
+
+__all__ = ["RESULT_MARKER"]

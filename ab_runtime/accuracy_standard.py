@@ -157,17 +157,28 @@ def generation_verdict(match_rate: float, first_divergence: Optional[int], famil
 
 def _decide_budget(key: str, requested: float) -> dict[str, Any]:
     standard = OPTIMIZATION_BUDGET[key]
-    stricter = requested <= standard if key == "max_abs_err_scaled_max" else requested >= standard
-    low, high = PHYSICAL.get(key, (0.0, 1.0))
+    return _judge(BUDGET_SECTION, key, requested, standard, standard, key != "max_abs_err_scaled_max",
+                  PHYSICAL.get(key, (0.0, 1.0)), "refused: the optimization budget can only be tightened")
+
+
+def _judge(section: str, key: str, requested: float, standard: float, bound: float, higher_is_stricter: bool,
+           limits: tuple[float, float], too_loose: str) -> dict[str, Any]:
+    """One request against its standard and the loosest bound allowed (`too_loose` past it): the
+    decision record every gate report shows."""
+    low, high = limits
+    stricter = requested >= standard if higher_is_stricter else requested <= standard
+    within = requested >= bound if higher_is_stricter else requested <= bound
     if not low <= requested <= high:
         decision, applied = f"refused: outside [{low}, {high}]", standard
     elif requested == standard:
         decision, applied = "unchanged", standard
     elif stricter:
         decision, applied = "tightened", requested
+    elif within:
+        decision, applied = "loosened within the framework's bound", requested
     else:
-        decision, applied = "refused: the optimization budget can only be tightened", standard
-    return {"dtype": BUDGET_SECTION, "key": key, "standard": standard, "requested": requested, "bound": standard,
+        decision, applied = too_loose, standard
+    return {"dtype": section, "key": key, "standard": standard, "requested": requested, "bound": bound,
             "applied": applied, "decision": decision}
 
 
@@ -221,23 +232,9 @@ def normalize(tolerances: Optional[Mapping[str, Any]]) -> dict[str, dict[str, fl
 
 def decide(dtype: str, key: str, requested: float, family: str = "*") -> dict[str, Any]:
     """One request judged against the standard: tightened, loosened within the bound, or refused."""
-    standard = getattr(row_for(family, dtype), key)
-    bound = loosest(dtype, key)
-    low, high = PHYSICAL[key]
-    stricter = requested >= standard if HIGHER_IS_STRICTER[key] else requested <= standard
-    within = requested >= bound if HIGHER_IS_STRICTER[key] else requested <= bound
-    if not low <= requested <= high:
-        decision, applied = f"refused: outside [{low}, {high}]", standard
-    elif requested == standard:
-        decision, applied = "unchanged", standard
-    elif stricter:
-        decision, applied = "tightened", requested
-    elif within:
-        decision, applied = "loosened within the framework's bound", requested
-    else:
-        decision, applied = f"refused: looser than the framework's bound {bound:g}", standard
-    return {"dtype": dtype, "key": key, "standard": standard, "requested": requested, "bound": bound,
-            "applied": applied, "decision": decision}
+    standard, bound = getattr(row_for(family, dtype), key), loosest(dtype, key)
+    return _judge(dtype, key, requested, standard, bound, HIGHER_IS_STRICTER[key], PHYSICAL[key],
+                  f"refused: looser than the framework's bound {bound:g}")
 
 
 def resolve(dtype: str, tolerances: Optional[Mapping[str, Any]] = None, family: str = "*") -> dict[str, Any]:
@@ -263,3 +260,14 @@ def human_decisions(decisions: list[dict[str, Any]]) -> list[str]:
     return [f"tolerances.{d['dtype']}.{d['key']} = {d['requested']}: {d['decision']}"
             + (f" (standard {d['standard']:g}, applied {d['applied']:g})" if "applied" in d else "")
             for d in decisions]
+
+
+def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
+    """A comparison result's digest: verdict, the standard applied and the worst figures. The
+    optimizer records it in its notes, the optimization gate recomputes it (the full result is in
+    the perf run's metrics)."""
+    floats = [o["metrics"] for o in acc["outputs"].values() if o["kind"] == "float" and "cosine" in o["metrics"]]
+    return {"verdict": acc["verdict"], "target_dtype": acc["thresholds"]["applied"]["target_dtype"],
+            "failed_outputs": acc["failed_outputs"], "problems": acc["problems"],
+            "min_cosine": min((m["cosine"] for m in floats), default=None),
+            "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None)}

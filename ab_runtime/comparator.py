@@ -25,7 +25,6 @@ Rules (all recorded in each result so a reader sees exactly what was applied):
 from __future__ import annotations
 
 import importlib.util
-import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -350,17 +349,3 @@ def judge_optimized(optimized: Any, reference: Any, family: str, computed_in: st
     result["verdict"] = "pass" if not result["failed_outputs"] and not result["problems"] else "fail"
     return result
 
-
-def same_figures(a: Any, b: Any, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> bool:
-    """Deep equality of two comparison results, with float tolerance (JSON round trips)."""
-    if isinstance(a, float) or isinstance(b, float):
-        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
-            return False
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_figures(a[k], b[k], rel_tol, abs_tol) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same_figures(x, y, rel_tol, abs_tol) for x, y in zip(a, b))
-    return a == b

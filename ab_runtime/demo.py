@@ -15,7 +15,6 @@ still end with a RESULT line with ok=false. Exit 0 only for a finite run on the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -23,8 +22,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from . import RESULT_MARKER
 from .errors import RuntimeDiagnosis, SpecError
+from .result import emit_result
 
 TRUE_VALUES = ("1", "true", "yes", "on")
 GENERATED_TOKENS = 4  # generative families (VLMs) show a short greedy continuation
@@ -308,7 +307,7 @@ def main(argv: Sequence[str]) -> int:
     result["versions"] = _versions()
     status = "ok" if result["ok"] else "FAILED"
     print(f"{status} in {result['duration_s']:.1f} s", flush=True)
-    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
+    emit_result(result)
     return 0 if result["ok"] else 1
 
 

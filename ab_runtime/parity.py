@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from . import RESULT_MARKER
 from .errors import RuntimeDiagnosis
+from .result import emit_result
 
 SENTENCES = (
     "A package must answer exactly like the model's own library.",
@@ -168,7 +167,7 @@ def main(argv: Sequence[str]) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         result = Parity(True, False, reason=f"{type(exc).__name__}: {first}".rstrip(": "))
     print(f"parity: {result.library or '-'}: {result.reason}", flush=True)
-    print(RESULT_MARKER + json.dumps(asdict(result), sort_keys=True), flush=True)
+    emit_result(asdict(result))
     return 0 if result.ok else 1
 
 

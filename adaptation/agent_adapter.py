@@ -15,11 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import ValidationError
 
 from ascendbridge.package.generator import GeneratorError, generate
 from ascendbridge.package.checker import CheckSettings, run_package_checker
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, ModelSource, apply_changes, forbidden_change
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, ModelSource, apply_changes, load_proposal
 from ascendbridge.agents.history import failure_signature, recall, record_reuse
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.settings import AgentSettings
@@ -47,16 +46,10 @@ def _changes(draft: AdaptationSpec, proposed: AdaptationSpec) -> dict[str, Any]:
 
 
 def _check(draft: AdaptationSpec, copy: Path, changed: list[str]) -> Verdict:
-    if changed != [SPEC_FILE]:
-        return Verdict(False, f"an adapter may write only {SPEC_FILE}; it changed {', '.join(changed[:5])}")
-    try:
-        proposed = AdaptationSpec.load(copy)
-    except (ValueError, ValidationError) as exc:
-        return Verdict(False, f"the written {SPEC_FILE} is not a valid spec: {str(exc).splitlines()[0]}")
+    proposed = load_proposal(draft, copy, changed, "adapter")
+    if isinstance(proposed, str):
+        return Verdict(False, proposed)
     changes = _changes(draft, proposed)
-    refusal = forbidden_change(changes, "adapter")
-    if refusal:
-        return Verdict(False, refusal)
     if proposed.task_family not in TASK_FAMILIES:
         return Verdict(False, f"task family '{proposed.task_family}' is not one the runtime knows")
     if not proposed.model_class:

@@ -9,14 +9,13 @@ the healer could try.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 from ascendbridge.package.generator import GeneratorError, generate
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from adaptation.spec_builder import AdaptationRefused, ask_llm_adapter, build_spec
-from ascendbridge.runtime.reports import run_checker
+from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_adaptation.py"
@@ -79,19 +78,8 @@ class AdaptationStage:
         })
 
     def gate(self, ctx: StageContext) -> GateResult:
-        argv = [sys.executable, str(CHECKER), "--adapt", ctx.model.adaptation_name,
-                "--adaptations-dir", str(ctx.adaptation_dir.parent), "--no-run", "--json"]
-        report, res = run_checker(argv, GATE_TIMEOUT_S)
-        if report is None:
-            return GateResult(False, f"check_adaptation.py gave no report (exit {res.exit_code}): "
-                              f"{res.tail(3)}", {"output_tail": res.tail(20)})
-        failed = [f"{c['name']}: {c['detail']}" for c in report.get("checks", []) if not c.get("passed")]
-        if report.get("error"):
-            failed.insert(0, report["error"])
-        passed = res.exit_code == 0 and report.get("passed") is True
-        summary = (f"{len(report.get('checks', []))} checks passed" if passed else "; ".join(failed)
-                   or f"check_adaptation.py exited {res.exit_code}")
-        return GateResult(passed, summary, report)
+        return checker_gate(CHECKER, ["--adapt", ctx.model.adaptation_name, "--adaptations-dir",
+                                      str(ctx.adaptation_dir.parent), "--no-run"], GATE_TIMEOUT_S)
 
 
 ADAPTATION_STAGE = AdaptationStage()

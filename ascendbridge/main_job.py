@@ -16,6 +16,7 @@ from typing import Optional
 from rich.console import Console
 from rich.table import Table
 
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
@@ -28,14 +29,8 @@ PIPELINE = ("discovery", "adaptation", "healing", "benchmark", "optimization", "
 RESULTS_WIDTH = 120
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="run_main_job.sh", description="Run the bundled offline demo models through "
+    p = OneLineParser(prog="run_main_job.sh", description="Run the bundled offline demo models through "
                 "Discovery, Adaptation, Healing, Benchmark, Optimization and the business benchmark.")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--workers", type=int, default=2,

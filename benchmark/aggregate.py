@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
-from ascendbridge.gatekit.summary import write_summary
+from ascendbridge.gatekit.summary import collect_rows, pyplot, save_figure, write_summary
 from benchmark.evidence import EvidenceSet
 
 WORKLOAD_COLUMNS = (
@@ -68,13 +68,9 @@ def row(evidence: EvidenceSet) -> dict[str, Any]:
 
 
 def collect(adaptations_root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    rows, skipped = [], []
-    for path in sorted(Path(adaptations_root).glob("*/benchmark_metrics_*.json")):
-        try:
-            rows.append(row(EvidenceSet(path, load_metrics(path))))
-        except (EvidenceError, KeyError, TypeError, ZeroDivisionError) as exc:
-            skipped.append({"file": str(path), "reason": str(exc) or type(exc).__name__})
-    return rows, skipped
+    return collect_rows(adaptations_root, "*/benchmark_metrics_*.json",
+                        lambda path: [row(EvidenceSet(path, load_metrics(path)))],
+                        (EvidenceError, KeyError, TypeError, ZeroDivisionError))
 
 
 def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:
@@ -83,10 +79,7 @@ def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out
 
 def write_figures(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """Latency (median with p90 whisker) and worst cosine per run, as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out_dir.mkdir(parents=True, exist_ok=True)
     if not rows:
@@ -100,10 +93,7 @@ def write_figures(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     ax.barh(labels, medians, xerr=[[0] * len(rows), spread], color="#4c72b0")
     ax.set_xlabel("latency per forward, ms (median; whisker to p90)")
     ax.set_title("AscendBridge benchmark: latency")
-    fig.tight_layout()
-    paths.append(out_dir / "latency.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir / "latency.png"))
     fig, ax = plt.subplots(figsize=(9, height))
     cosines = [r["min_cosine"] if r["min_cosine"] is not None else 0.0 for r in rows]
     colors = ["#55a868" if r["accuracy"] == "pass" else "#c44e52" for r in rows]
@@ -111,8 +101,5 @@ def write_figures(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     ax.set_xscale("symlog", linthresh=1e-7)
     ax.set_xlabel("1 - worst cosine vs CPU fp32 reference (green: accuracy pass, red: fail)")
     ax.set_title("AscendBridge benchmark: accuracy")
-    fig.tight_layout()
-    paths.append(out_dir / "accuracy.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir / "accuracy.png"))
     return paths

@@ -21,17 +21,20 @@ passed accuracy. Other dtypes' accuracy verdicts are reported, not required.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
+
+from pydantic.dataclasses import dataclass
 
 from ab_runtime import accuracy_standard
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
-from ascendbridge.runtime.reports import json_report
+from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError
 from benchmark.evidence import EvidenceSet, find_evidence
 from ascendbridge.gatekit.integrity import code_problems
+from ascendbridge.gatekit.report import EvidenceCheck, GateReport, untrusted_summary
 from ascendbridge.gatekit.metrics_check import check_metrics
 from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from ascendbridge.gatekit.trace import TraceError, validate_trace
@@ -54,27 +57,18 @@ def latency_band() -> float:
 
 
 @dataclass
-class RunCheck:
-    label: str
-    metrics_file: str
-    consistent: bool
-    verdict: Optional[str]  # recorded accuracy verdict, once the figures are verified
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+class AccuracyGateReport(GateReport):
+    """One EvidenceCheck per accuracy_run evidence set (`label`: its run), and the standard applied."""
 
-
-@dataclass
-class GateReport:
-    adaptation: str
-    passed: bool
-    summary: str
-    runs: list[RunCheck] = field(default_factory=list)
+    runs: list[EvidenceCheck] = field(default_factory=list)
     # The framework's accuracy standard applied to the target dtype, with every request of the
     # spec's `tolerances` (tightened, loosened within bounds, refused): a human-visible decision.
     accuracy_standard: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    verdict_word: ClassVar[str] = "accuracy"
+
+    def checks(self) -> list[EvidenceCheck]:
+        return self.runs
 
 
 def static_problems(ev: EvidenceSet) -> list[str]:
@@ -145,7 +139,7 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
     return out
 
 
-def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> GateReport:
+def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> AccuracyGateReport:
     """The full gate for one adaptation directory; never raises for bad evidence."""
     adaptation_dir = Path(adaptation_dir)
     name = adaptation_dir.name
@@ -153,27 +147,26 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
     try:
         band = latency_band()
     except ValueError as exc:
-        return GateReport(name, False, str(exc))
+        return AccuracyGateReport(name, False, str(exc))
     try:
         spec = json.loads(spec_path.read_text())
         target_dtype = str((spec.get("dtype") or {}).get("target") or "float32")
         expected = {ACCURACY_RUN: render_accuracy_run_text(AdaptationSpec.load(adaptation_dir))}
     except (OSError, ValueError, AttributeError):
-        return GateReport(name, False, f"{SPEC_FILE} missing or unreadable in {adaptation_dir}")
+        return AccuracyGateReport(name, False, f"{SPEC_FILE} missing or unreadable in {adaptation_dir}")
     untrusted = code_problems(adaptation_dir, expected)
     if untrusted:
-        return GateReport(name, False, f"code not as generated: {untrusted[0]}"
-                          + (f" (and {len(untrusted) - 1} more)" if len(untrusted) > 1 else ""))
+        return AccuracyGateReport(name, False, untrusted_summary(untrusted))
     try:
         evidence = find_evidence(adaptation_dir)
     except EvidenceError as exc:
-        return GateReport(name, False, str(exc))
+        return AccuracyGateReport(name, False, str(exc))
     if not evidence:
-        return GateReport(name, False, "no benchmark_metrics_*.json: accuracy_run.py has not produced evidence")
+        return AccuracyGateReport(name, False, "no benchmark_metrics_*.json: accuracy_run.py has not produced evidence")
     try:
         python = adaptation_python(adaptation_dir, python_override)
     except EnvError as exc:
-        return GateReport(name, False, str(exc))
+        return AccuracyGateReport(name, False, str(exc))
     static = {ev.metrics_path.name: static_problems(ev) for ev in evidence}
     # Tensors are loaded only for sets whose static checks pass: a bad set already fails.
     recomputed = recompute([ev for ev in evidence if not static[ev.metrics_path.name]], spec_path, python, band)
@@ -184,7 +177,7 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
         rerun = recomputed.get(ev.metrics_path.name, {"problems": [], "notes": []})
         problems = static[ev.metrics_path.name] + rerun["problems"]
         verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
-        runs.append(RunCheck(ev.label, ev.metrics_path.name, not problems, verdict, problems, rerun["notes"]))
+        runs.append(EvidenceCheck(ev.metrics_path.name, not problems, verdict, problems, rerun["notes"], ev.label))
     bad = [r for r in runs if not r.consistent]
     primary = [r for ev, r in zip(evidence, runs) if ev.run.get("dtype") == target_dtype]
     if bad:
@@ -196,5 +189,5 @@ def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None
         summary = f"accuracy failed in the target dtype {target_dtype} ({primary[0].label})"
     else:
         verdicts = ", ".join(f"{r.label}: {r.verdict}" for r in runs)
-        return GateReport(name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs, standard)
-    return GateReport(name, False, summary + decided, runs, standard)
+        return AccuracyGateReport(name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs, standard)
+    return AccuracyGateReport(name, False, summary + decided, runs, standard)

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from ascendbridge.board.reader import BoardReader
 from ascendbridge.board.store import BoardStore
-from ascendbridge.runtime.reports import json_report
+from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import run_inner
 
 EVENT_KIND = "env_probe"

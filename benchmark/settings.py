@@ -8,16 +8,15 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from ascendbridge.package import uv_env
-from ascendbridge.settings import StageSettings
+from ascendbridge.package.device_settings import DeviceSettings
 
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-class BenchmarkSettings(StageSettings):
+class BenchmarkSettings(DeviceSettings):
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_BENCHMARK_")
     key_prefix = "benchmark_"
 
-    device: str = Field("cpu", validation_alias="ascendbridge_device")  # accuracy_run.py --device (npu -> ascend)
     dtypes: Annotated[tuple[str, ...], NoDecode] = ()  # empty: the spec's target dtype, then bfloat16
     warmup: int = Field(3, ge=0)
     iters: int = Field(10, ge=1)
@@ -43,16 +42,6 @@ class BenchmarkSettings(StageSettings):
         if bad:
             raise ValueError(f"bad benchmark dtype(s) {', '.join(bad)} (expected: {', '.join(DTYPES)})")
         return value
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        uv_env.profile_for_device(value)  # validates the device name
-        return value
-
-    @property
-    def profile(self) -> str:
-        return uv_env.profile_for_device(self.device)
 
     def dtypes_for(self, target: str) -> list[str]:
         """The dtypes to run: configured ones, or the spec's target followed by bfloat16."""

@@ -8,7 +8,6 @@ as a separate process, which re-derives the figures from the saved outputs.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,8 +18,8 @@ from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
-from ascendbridge.runtime.reports import run_checker
-from ascendbridge.settings import SettingsError
+from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
@@ -128,14 +127,9 @@ class BenchmarkStage:
     name = "benchmark"
 
     def run(self, ctx: StageContext) -> StageOutcome:
-        use_model_env(ctx.model)
-        try:
-            settings = BenchmarkSettings.from_sources(ctx.settings)
-            spec = AdaptationSpec.load(ctx.adaptation_dir)
-        except SettingsError as exc:
-            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
-        except ValueError as exc:
-            return StageOutcome("failed", str(exc), diagnosis={"rule": "benchmark_setup", "summary": str(exc)})
+        return run_with_inputs(ctx, BenchmarkSettings, "benchmark_setup", self._run)
+
+    def _run(self, ctx: StageContext, settings: BenchmarkSettings, spec: AdaptationSpec) -> StageOutcome:
         render_accuracy_run(spec, ctx.adaptation_dir)
         ctx.say(f"accuracy_run.py rendered; syncing the {settings.profile} environment")
         sync = uv_env.sync(ctx.adaptation_dir, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
@@ -205,13 +199,7 @@ class BenchmarkStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
-        argv = [sys.executable, str(CHECKER), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
-        report, res = run_checker(argv, GATE_TIMEOUT_S)
-        if report is None:
-            return GateResult(False, f"check_accuracy_run.py gave no report (exit {res.exit_code}): {res.tail(3)}",
-                              {"output_tail": res.tail(20)})
-        passed = res.exit_code == 0 and report.get("passed") is True
-        return GateResult(passed, str(report.get("summary", "")), report)
+        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
 
 
 BENCHMARK_STAGE = BenchmarkStage()

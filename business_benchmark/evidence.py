@@ -39,6 +39,14 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_metrics(path: Path) -> dict[str, Any]:
+    """A business_metrics_*.json (its schema checked); DatasetError with one line otherwise."""
+    data = read_json(path)
+    if data.get("schema") != SCHEMA or not isinstance(data.get("evaluations"), list):
+        raise DatasetError(f"{Path(path).name} is not a business metrics file (schema != {SCHEMA})")
+    return data
+
+
 def gold_items(set_name: str) -> dict[str, dict[str, Any]]:
     """The framework's copy of a set, digest-checked against its data card, keyed by item id."""
     return {str(item["id"]): item for item in load_items(load_card(set_name))}

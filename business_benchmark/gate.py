@@ -18,14 +18,17 @@ framework's copy (ascendbridge.gatekit.integrity). Then, for every business_metr
 from __future__ import annotations
 
 import json
-import math
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Optional
 
+from pydantic.dataclasses import dataclass
+
+from ascendbridge.gatekit.compare import recorded_differences
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.integrity import code_problems
+from ascendbridge.gatekit.report import EvidenceCheck, GateReport, untrusted_summary
 from ascendbridge.package.spec import AdaptationSpec
 from business_benchmark.datasets import DATA_DIR, DatasetError, load_card, sha256_file, verify_file
 from business_benchmark.evidence import derive, find_metrics, read_json
@@ -40,38 +43,13 @@ DEVICE_MISSING_MARK = "is not available"
 
 
 @dataclass
-class EvidenceCheck:
-    metrics_file: str
-    consistent: bool
-    verdict: Optional[str]
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+class BusinessGateReport(GateReport):
+    """One EvidenceCheck per business_metrics_*.json."""
 
-
-@dataclass
-class GateReport:
-    adaptation: str
-    passed: bool
-    summary: str
     evidence: list[EvidenceCheck] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _differences(recorded: Any, fresh: Any, path: str, out: list[str]) -> None:
-    """Where two JSON values differ (floats to 1e-9 relative), appended as `path: recorded != fresh`."""
-    if isinstance(fresh, dict) and isinstance(recorded, dict):
-        for key in sorted(set(fresh) | set(recorded)):
-            _differences(recorded.get(key), fresh.get(key), f"{path}.{key}", out)
-    elif isinstance(fresh, list) and isinstance(recorded, list) and len(fresh) == len(recorded):
-        for i, (a, b) in enumerate(zip(recorded, fresh)):
-            _differences(a, b, f"{path}[{i}]", out)
-    elif isinstance(fresh, float) and isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
-        if not math.isclose(fresh, recorded, rel_tol=1e-9, abs_tol=1e-12):
-            out.append(f"{path}: recorded {recorded} != recomputed {fresh}")
-    elif fresh != recorded:
-        out.append(f"{path}: recorded {recorded!r} != recomputed {fresh!r}")
+    def checks(self) -> list[EvidenceCheck]:
+        return self.evidence
 
 
 def recompute_problems(evidence: dict[str, Any], predictions: dict[str, Any], rule: PassRule) -> list[str]:
@@ -81,13 +59,13 @@ def recompute_problems(evidence: dict[str, Any], predictions: dict[str, Any], ru
         return [str(exc)]
     diffs: list[str] = []
     for key in ("weights", "scores", "verdict"):
-        _differences(evidence.get(key), fresh[key], key, diffs)
+        diffs += recorded_differences(evidence.get(key), fresh[key], key)
     recorded_evs = evidence.get("evaluations") or []
     if len(recorded_evs) != len(fresh["evaluations"]):
         return diffs + [f"evaluations: {len(recorded_evs)} recorded, {len(fresh['evaluations'])} in the predictions"]
     for rec, new in zip(recorded_evs, fresh["evaluations"]):
         for key in ("set", "task", "items", "metrics", "checks", "verdict"):
-            _differences(rec.get(key), new[key], f"{new['set']}.{key}", diffs)
+            diffs += recorded_differences(rec.get(key), new[key], f"{new['set']}.{key}")
     return [f"metric does not recompute: {d}" for d in diffs[:5]]
 
 
@@ -202,30 +180,29 @@ def untrusted_code(adaptation_dir: Path) -> list[str]:
     return code_problems(adaptation_dir, {BUSINESS_RUN: render_business_run_text(spec.model.model_id, spec.task_family)})
 
 
-def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> GateReport:
+def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> BusinessGateReport:
     """The full gate for one adaptation directory; never raises for bad evidence."""
     adaptation_dir = Path(adaptation_dir)
     name = adaptation_dir.name
     files = find_metrics(adaptation_dir)
     if not files:
-        return GateReport(name, False, "no business_metrics_*.json: the business benchmark has not produced evidence")
+        return BusinessGateReport(name, False, "no business_metrics_*.json: the business benchmark has not produced evidence")
     untrusted = untrusted_code(adaptation_dir)
     if untrusted:
-        return GateReport(name, False, f"code not as generated: {untrusted[0]}"
-                          + (f" (and {len(untrusted) - 1} more)" if len(untrusted) > 1 else ""))
+        return BusinessGateReport(name, False, untrusted_summary(untrusted))
     try:
         python = adaptation_python(adaptation_dir, python_override)
     except EnvError as exc:
-        return GateReport(name, False, str(exc))
+        return BusinessGateReport(name, False, str(exc))
     checked = [check_file(path, adaptation_dir, python) for path in files]
     bad = [c for c in checked if not c.consistent]
     if bad:
-        return GateReport(name, False, f"{len(bad)} of {len(checked)} evidence file(s) failed: {bad[0].metrics_file}: "
+        return BusinessGateReport(name, False, f"{len(bad)} of {len(checked)} evidence file(s) failed: {bad[0].metrics_file}: "
                           f"{bad[0].problems[0]}", checked)
     failed = [c for c in checked if c.verdict != "pass"]
     if failed:
         evidence = json.loads((adaptation_dir / failed[0].metrics_file).read_text())
         first = next((f"{ev['set']} {c['metric']}" for ev in evidence["evaluations"] for c in ev["checks"]
                       if not c["passed"]), "no checks")
-        return GateReport(name, False, f"pass rule failed in {failed[0].metrics_file} ({first})", checked)
-    return GateReport(name, True, f"{len(checked)} business evidence file(s) verified, pass rule held", checked)
+        return BusinessGateReport(name, False, f"pass rule failed in {failed[0].metrics_file} ({first})", checked)
+    return BusinessGateReport(name, True, f"{len(checked)} business evidence file(s) verified, pass rule held", checked)

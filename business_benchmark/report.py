@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.gatekit.summary import write_summary
+from ascendbridge.gatekit.summary import collect_rows, pyplot, save_figure, write_summary
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import METRICS_PREFIX, read_json
 
@@ -56,13 +56,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def collect(adaptations_root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    rows, skipped = [], []
-    for path in sorted(Path(adaptations_root).glob(f"*/{METRICS_PREFIX}*.json")):
-        try:
-            rows += flat_rows(read_json(path))
-        except (DatasetError, KeyError, TypeError, AttributeError) as exc:
-            skipped.append({"file": str(path), "reason": str(exc) or type(exc).__name__})
-    return rows, skipped
+    return collect_rows(adaptations_root, f"*/{METRICS_PREFIX}*.json", lambda path: flat_rows(read_json(path)),
+                        (DatasetError, KeyError, TypeError, AttributeError))
 
 
 def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:
@@ -71,10 +66,7 @@ def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out
 
 def write_figure(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """Task scores: target vs reference per (model, set, metric); agreement-only models are absent."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     task = [r for r in rows if r["kind"] == "task" and r["target"] is not None and r["reference"] is not None]
     if not task:
@@ -89,8 +81,4 @@ def write_figure(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     ax.set_yticks(y, labels)
     ax.set_title("AscendBridge business benchmark: task scores, target vs reference")
     ax.legend(loc="lower right")
-    fig.tight_layout()
-    path = out_dir / "business_scores.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir / "business_scores.png")]

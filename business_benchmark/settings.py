@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from ascendbridge.package import uv_env
-from ascendbridge.settings import StageSettings
+from ascendbridge.package.device_settings import DeviceSettings
 from business_benchmark.pass_rule import PassRule
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -28,11 +28,10 @@ def _bounds(raw: Any) -> dict[str, float]:
     return out
 
 
-class BusinessSettings(StageSettings):
+class BusinessSettings(DeviceSettings):
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_BUSINESS_")
     key_prefix = "business_"
 
-    device: str = Field("cpu", validation_alias="ascendbridge_device")
     dtype: Optional[str] = None  # None: the spec's target, or bfloat16 when that is float32
     real_weights: bool = True
     max_items: int = Field(0, ge=0)  # per set; 0 = all
@@ -75,20 +74,10 @@ class BusinessSettings(StageSettings):
     def _split(cls, value: object) -> object:
         return tuple(value.replace(",", " ").split()) if isinstance(value, str) else value
 
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        uv_env.profile_for_device(value)  # validates the device name
-        return value
-
     @property
     def rule(self) -> PassRule:
         """The framework's pass rule with this run's tightenings."""
         return PassRule.tightened(self.rtol, self.bounds)
-
-    @property
-    def profile(self) -> str:
-        return uv_env.profile_for_device(self.device)
 
     def dtype_for(self, spec_target: str) -> str:
         """A float32 target compared with the float32 reference on the same CPU would test nothing:

@@ -12,16 +12,15 @@ everything and re-runs a sample.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from ascendbridge.envmode import use_model_env
-from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.package import uv_env
 from ascendbridge.package.weights import weights_available
-from ascendbridge.runtime.reports import run_checker
-from ascendbridge.settings import SettingsError
+from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import PREDICTIONS_PREFIX, board_values, build_evidence, read_json, stem
@@ -48,15 +47,13 @@ class BusinessBenchmarkStage:
     name = "business_benchmark"
 
     def run(self, ctx: StageContext) -> StageOutcome:
-        use_model_env(ctx.model)  # a `system` model syncs its system venv, never `uv sync --locked`
+        return run_with_inputs(ctx, BusinessSettings, "business_setup", self._run)
+
+    def _run(self, ctx: StageContext, settings: BusinessSettings, spec: AdaptationSpec) -> StageOutcome:
         try:
-            settings = BusinessSettings.from_sources(ctx.settings)
-            spec = AdaptationSpec.load(ctx.adaptation_dir)
             evaluations, notes = evaluations_for_model(ctx.model, json.loads(spec.to_json()))
             render_business_run(spec.model.model_id, spec.task_family, ctx.adaptation_dir)
             copy_sets([e.set for e in evaluations] + ([LOCAL_SET] if settings.lm_eval_tasks else []), ctx.adaptation_dir)
-        except SettingsError as exc:
-            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
         except (ValueError, DatasetError, OSError) as exc:
             return _failed(str(exc), "business_setup")
         dtype = settings.dtype_for(spec.dtype.target)
@@ -107,13 +104,7 @@ class BusinessBenchmarkStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
-        argv = [sys.executable, str(CHECKER), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
-        report, res = run_checker(argv, GATE_TIMEOUT_S)
-        if report is None:
-            return GateResult(False, f"check_business_benchmark.py gave no report (exit {res.exit_code}): {res.tail(3)}",
-                              {"output_tail": res.tail(20)})
-        passed = res.exit_code == 0 and report.get("passed") is True
-        return GateResult(passed, str(report.get("summary", "")), report)
+        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
 
 
 BUSINESS_BENCHMARK_STAGE = BusinessBenchmarkStage()

@@ -16,6 +16,7 @@ from typing import Optional
 
 from ascendbridge import config
 from ascendbridge.board import BoardError
+from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
 from dashboard.security import HOSTS_ENV, TOKEN_ENV, allowed_hosts, check_token_strength, new_token
 
 DEFAULT_PORT = 8765
@@ -32,7 +33,7 @@ def _port(raw: str) -> int:
 
 
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="dashboard", description="Serve the AscendBridge board in a browser.")
+    parser = OneLineParser(prog="dashboard", description="Serve the AscendBridge board in a browser.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--board", type=Path, default=None, help="board.db (default: $ASCENDBRIDGE_BOARD or ./board.db)")
@@ -65,6 +66,11 @@ def _is_loopback(host: str) -> bool:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    """Exit 0 after serving, 1 when the board cannot be used, 2 on bad input (one `error:` line)."""
+    return run_guarded(lambda: _serve(argv))
+
+
+def _serve(argv: Optional[list[str]]) -> int:
     args = parse_args(argv)
     try:
         import uvicorn
@@ -80,8 +86,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         app = create_app(board, token, logs, adaptations, heartbeat_fresh_s=args.heartbeat_fresh,
                          hosts=allowed_hosts(args.host, args.allow_host))
     except (BoardError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     url_host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"dashboard: http://{url_host}:{args.port}/  (board {board})", flush=True)
     if TOKEN_ENV in os.environ:

@@ -23,7 +23,7 @@ from healing.escalation import register_escalator, registered_escalators
 from ascendbridge.package.checker import run_package_checker
 from healing.rules import Fix, apply_changes
 from healing.settings import HealingSettings
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, forbidden_change
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, load_proposal
 from ascendbridge.agents.history import failure_signature, recall, record_reuse
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.settings import AgentSettings
@@ -61,17 +61,10 @@ def spec_changes(old: AdaptationSpec, new: AdaptationSpec) -> dict[str, Any]:
 
 def _check_proposal(spec: AdaptationSpec, settings: HealingSettings, copy: Path, changed: list[str]) -> Verdict:
     """The gate for an agent's proposal, run on the workspace copy."""
-    if changed != [SPEC_FILE]:
-        others = [p for p in changed if p != SPEC_FILE]
-        return Verdict(False, f"a healer may change only {SPEC_FILE}; it changed {', '.join(others[:5])}")
-    try:
-        proposed = AdaptationSpec.load(copy)
-    except (ValueError, ValidationError) as exc:
-        return Verdict(False, f"the edited {SPEC_FILE} is not a valid spec: {str(exc).splitlines()[0]}")
+    proposed = load_proposal(spec, copy, changed, "healer")
+    if isinstance(proposed, str):
+        return Verdict(False, proposed)
     changes = spec_changes(spec, proposed)
-    refusal = forbidden_change(changes, "healer")
-    if refusal:
-        return Verdict(False, refusal)
     if not changes:
         return Verdict(False, f"the edited {SPEC_FILE} changes nothing")
     try:

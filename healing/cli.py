@@ -27,6 +27,7 @@ from healing.rules import RULES
 from healing.settings import HealingSettings
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.uv_env import parse_result
+from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import adaptations_dir
 
 EXIT = {"done": 0, "failed": 1, "blocked": 3}
@@ -118,7 +119,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m healing", description="The AscendBridge healer.")
+    p = OneLineParser(prog="python -m healing", description="The AscendBridge healer.")
     sub = p.add_subparsers(dest="command", required=True)
     rules = sub.add_parser("rules", help="list the rule catalogue")
     rules.add_argument("--json", action="store_true")
@@ -145,12 +146,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    """Exit codes of ascendbridge/cli/errors.py: 2 for bad input (one `error:` line)."""
+    return run_guarded(lambda: _run(argv))
+
+
+def _run(argv: Optional[list[str]]) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        return int(args.func(args))
     except BadInput as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+        raise CliError(str(exc)) from None

@@ -12,19 +12,15 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 from healing.evidence import read_evidence, spec_digest
 from ascendbridge.package.checker import run_package_checker
-from ascendbridge.package.spec import RESULT_MARKER
 from ascendbridge.config import uv_binary
 from ascendbridge.runtime.process import run_command
-from ascendbridge.runtime.reports import marked_json
-
-_FOREIGN_ENV = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
-
+from ascendbridge.gatekit.envs import model_run_env
+from ab_runtime.result import read_result
 
 def outputs_problem(outputs: Any) -> Optional[str]:
     """None when every output has a non-empty shape and is finite; else what is wrong."""
@@ -46,10 +42,9 @@ def verify_real_run(
     directory: Path, device: str, claimed: dict[str, Any], timeout_s: float
 ) -> tuple[bool, str, dict[str, Any]]:
     """Re-run the real-weights demo in the adaptation's environment and compare with the claim."""
-    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV and k != "DRY_RUN"}
     res = run_command([uv_binary(), "run", "--no-sync", "python", "demo.py", "--device", device],
-                      cwd=directory, env=env, timeout_s=timeout_s)
-    result = marked_json(res.output, RESULT_MARKER)
+                      cwd=directory, env=model_run_env(drop=("DRY_RUN",)), timeout_s=timeout_s)
+    result = read_result(res.output)
     if not res.ok or result is None:
         return False, f"real-weights re-run failed (exit {res.exit_code}): {res.tail(2)}", {"tail": res.tail(20)}
     problems = []

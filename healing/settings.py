@@ -18,7 +18,3 @@ class HealingSettings(CheckSettings):
     max_attempts: int = Field(DEFAULT_MAX_ATTEMPTS, ge=1)  # runs in total, the first included
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
     real_weights: bool = True  # run demo.py with real weights when they are available
-
-    @property
-    def profile(self) -> str:
-        return uv_env.profile_for_device(self.device)

@@ -14,9 +14,9 @@ from healing.context import fix_context
 from healing.gate import healing_gate
 from healing.loop import heal
 from healing.settings import HealingSettings
-from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.envmode import use_model_env
-from ascendbridge.settings import SettingsError
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.stage_inputs import run_with_inputs
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 
 
@@ -27,14 +27,9 @@ class HealingStage:
     name = "healing"
 
     def run(self, ctx: StageContext) -> StageOutcome:
-        use_model_env(ctx.model)
-        try:
-            settings = HealingSettings.from_sources(ctx.settings)
-            spec = AdaptationSpec.load(ctx.adaptation_dir)
-        except SettingsError as exc:
-            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
-        except ValueError as exc:
-            return StageOutcome("failed", str(exc), diagnosis={"rule": "bad_input", "summary": str(exc)})
+        return run_with_inputs(ctx, HealingSettings, "bad_input", self._run)
+
+    def _run(self, ctx: StageContext, settings: HealingSettings, spec: AdaptationSpec) -> StageOutcome:
         fixes_ctx = fix_context(spec, ctx.model.allow_remote_code, ctx.model.metadata)
         directed, broken = apply_directives(ctx.adaptation_dir, ctx.directives, fixes_ctx, ctx.say, ctx.log)
         if broken is not None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.gatekit.summary import write_summary
+from ascendbridge.gatekit.summary import collect_rows, pyplot, save_figure, write_summary
 from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
 
 COLUMNS = ("adaptation", "model_id", "device", "outcome", "chosen", "speedup", "selection_speedup", "interval_low",
@@ -32,16 +32,14 @@ def row(notes: dict[str, Any]) -> dict[str, Any]:
 
 def collect(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Rows for every readable notes file under root/*/; the rest listed as skipped with a reason."""
-    rows, skipped = [], []
-    for path in sorted(Path(root).glob(f"*/{NOTES_FILE}")):
-        try:
-            notes = json.loads(path.read_text())
-            if notes.get("schema") != NOTES_SCHEMA:
-                raise ValueError(f"schema != {NOTES_SCHEMA}")
-            rows.append(row(notes))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            skipped.append({"file": str(path), "reason": f"{type(exc).__name__}: {exc}"})
-    return rows, skipped
+    return collect_rows(root, f"*/{NOTES_FILE}", _rows, (OSError, ValueError, KeyError, TypeError, AttributeError))
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    notes = json.loads(path.read_text())
+    if notes.get("schema") != NOTES_SCHEMA:
+        raise ValueError(f"schema != {NOTES_SCHEMA}")
+    return [row(notes)]
 
 
 def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:
@@ -52,11 +50,7 @@ def write_figure(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """Speedup per model (bar) with its interval (whisker); 1.0 = no gain."""
     if not rows:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
     labels = [f"{r['adaptation']}\n{r['chosen'] or 'no gain'}" for r in rows]
     speed = [r["speedup"] for r in rows]
@@ -68,11 +62,7 @@ def write_figure(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     ax.set_xscale("log")
     ax.set_xlabel("speedup over the eager baseline (paired median ratio; whisker: sign-test interval)")
     ax.set_title("AscendBridge optimization")
-    fig.tight_layout()
-    path = out_dir / "optimization_speedup.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir / "optimization_speedup.png")]
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

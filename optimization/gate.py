@@ -18,22 +18,26 @@ the framework's accuracy_standard and must pass.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Optional
+
+from pydantic.dataclasses import dataclass
 
 import json
 
 from ab_runtime import accuracy_standard
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
-from ascendbridge.runtime.reports import json_report
+from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
+from ascendbridge.gatekit.compare import recorded_matches
 from ascendbridge.gatekit.integrity import code_problems
+from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.gatekit.metrics_check import check_metrics
 from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ascendbridge.runtime.process import run_command
-from optimization.notes_check import RUNTIME_DIR, check_notes, close, load_notes
+from optimization.notes_check import RUNTIME_DIR, check_notes, load_notes
 from optimization.render import ACCURACY_RUN_PERF, PERF_METRICS_PREFIX, render_text
 
 INNER = Path(__file__).resolve().parent / "inner" / "reverify.py"
@@ -41,24 +45,14 @@ REVERIFY_TIMEOUT_S = 900.0
 
 
 @dataclass
-class Report:
-    adaptation: str
-    passed: bool
-    summary: str
+class OptimizationGateReport(GateReport):
+    """Both optimization gates' report: their problems, and the perf gate's re-measurement."""
+
     problems: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
-    """Same digest as ab_runtime.optimize.accuracy_summary (kept in step by a test)."""
-    floats = [o["metrics"] for o in acc["outputs"].values() if o["kind"] == "float" and "cosine" in o["metrics"]]
-    return {"verdict": acc["verdict"], "target_dtype": acc["thresholds"]["applied"]["target_dtype"],
-            "failed_outputs": acc["failed_outputs"], "problems": acc["problems"],
-            "min_cosine": min((m["cosine"] for m in floats), default=None),
-            "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None)}
+    def problem_lines(self) -> list[str]:
+        return self.problems
 
 
 def untrusted_code(directory: Path, notes: dict[str, Any]) -> list[str]:
@@ -71,20 +65,20 @@ def untrusted_code(directory: Path, notes: dict[str, Any]) -> list[str]:
     return code_problems(directory, expected)
 
 
-def check_notes_gate(directory: Path) -> Report:
+def check_notes_gate(directory: Path) -> OptimizationGateReport:
     name = Path(directory).name
     try:
         notes = load_notes(directory)
     except ValueError as exc:
-        return Report(name, False, str(exc))
+        return OptimizationGateReport(name, False, str(exc))
     problems = check_notes(notes)
     if not problems:
         problems = untrusted_code(directory, notes)
     if problems:
-        return Report(name, False, f"{len(problems)} problem(s): {problems[0]}", problems)
+        return OptimizationGateReport(name, False, f"{len(problems)} problem(s): {problems[0]}", problems)
     final = notes["final"]
     selection = final.get("selection_speedup")
-    return Report(name, True, f"notes consistent: {final['outcome']}, chosen {notes['chosen'] or 'nothing'}, "
+    return OptimizationGateReport(name, True, f"notes consistent: {final['outcome']}, chosen {notes['chosen'] or 'nothing'}, "
                               f"confirmed x{final['speedup']:.3f}"
                               + (f" (search's selection figure x{selection:.3f})" if selection else ""))
 
@@ -132,7 +126,7 @@ def workload_problems(directory: Path, notes: dict[str, Any], metrics: dict[str,
         return [f"workload.greedy_vs_reference cannot be judged: {type(exc).__name__}: {exc}"]
     recorded = (metrics.get("optimization") or {}).get("generation_accuracy") or {}
     problems = []
-    if recorded.get("verdict") != expected["verdict"] or not close(recorded.get("match_rate"), expected["match_rate"]):
+    if recorded.get("verdict") != expected["verdict"] or not recorded_matches(recorded.get("match_rate"), expected["match_rate"]):
         problems.append(f"optimization.generation_accuracy {recorded.get('verdict')!r} does not follow from the recorded "
                         f"greedy tokens ({expected['verdict']}, match rate {expected['match_rate']:.3f})")
     if expected["verdict"] != "pass":
@@ -141,26 +135,26 @@ def workload_problems(directory: Path, notes: dict[str, Any], metrics: dict[str,
     return problems
 
 
-def check_perf_gate(directory: Path, python_override: Optional[str] = None, pairs: int = 5, iters: int = 5) -> Report:
+def check_perf_gate(directory: Path, python_override: Optional[str] = None, pairs: int = 5, iters: int = 5) -> OptimizationGateReport:
     directory = Path(directory)
     name = directory.name
     try:
         notes = load_notes(directory)
     except ValueError as exc:
-        return Report(name, False, str(exc))
+        return OptimizationGateReport(name, False, str(exc))
     if not isinstance(notes, dict) or not isinstance(notes.get("chosen"), list) or not isinstance(notes.get("final"), dict):
-        return Report(name, False, "optimization_notes.json is malformed (run check_optimization_notes.py)")
+        return OptimizationGateReport(name, False, "optimization_notes.json is malformed (run check_optimization_notes.py)")
     untrusted = untrusted_code(directory, notes)
     if untrusted:
-        return Report(name, False, f"code not as generated: {untrusted[0]}", untrusted)
+        return OptimizationGateReport(name, False, untrusted_summary(untrusted), untrusted)
     path, problems = _perf_metrics(directory, notes)
     if path is None:
-        return Report(name, False, problems[0], problems)
+        return OptimizationGateReport(name, False, problems[0], problems)
     try:
         metrics = load_metrics(path)
         python = adaptation_python(directory, python_override)
     except (EvidenceError, EnvError) as exc:
-        return Report(name, False, str(exc))
+        return OptimizationGateReport(name, False, str(exc))
     problems = check_metrics(metrics)
     trace = directory / str((metrics.get("evidence") or {}).get("trace", ""))
     try:
@@ -179,7 +173,7 @@ def check_perf_gate(directory: Path, python_override: Optional[str] = None, pair
         problems += [str(p) for p in (parsed.get(path.name) or {}).get("problems", ["no recomputation result"])]
     acc = metrics.get("accuracy") or {}
     if not problems:
-        if not close(accuracy_summary(acc), (notes.get("perf_run") or {}).get("accuracy")):
+        if not recorded_matches(accuracy_standard.accuracy_summary(acc), (notes.get("perf_run") or {}).get("accuracy")):
             problems.append("notes.perf_run.accuracy does not match the accuracy recomputed from the saved outputs")
         if acc.get("verdict") != "pass":
             problems.append("the optimized run failed accuracy")
@@ -196,10 +190,10 @@ def check_perf_gate(directory: Path, python_override: Optional[str] = None, pair
                             f"gives x{again['speedup']:.3f} (interval {again['interval'][0]:.3f}.."
                             f"{again['interval'][1]:.3f}), whose low end must clear 1 + min_gain = {1 + min_gain:g}")
     if problems:
-        return Report(name, False, f"{len(problems)} problem(s): {problems[0]}", problems, details)
+        return OptimizationGateReport(name, False, f"{len(problems)} problem(s): {problems[0]}", problems, details)
     if notes["chosen"]:
         summary = (f"optimized run verified: {', '.join(notes['chosen'])}, accuracy {acc.get('verdict')}, reported "
                    f"x{notes['final']['speedup']:.3f}, re-measured x{details['reproduced']['speedup']:.3f}")
     else:
         summary = f"no gain claimed; baseline evidence verified, accuracy {acc.get('verdict')}"
-    return Report(name, True, summary, [], details)
+    return OptimizationGateReport(name, True, summary, [], details)

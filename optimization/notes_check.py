@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from ascendbridge.gatekit.compare import recorded_matches
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
@@ -39,17 +40,6 @@ def pairstats() -> ModuleType:
         sys.modules[key] = module
         spec.loader.exec_module(module)
     return sys.modules[key]
-
-
-def close(a: Any, b: Any) -> bool:
-    """Deep equality with a float tolerance (figures survive JSON round trips)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
-    return a == b
 
 
 def check_paired(label: str, figures: Any, settings: dict[str, Any]) -> list[str]:
@@ -75,7 +65,7 @@ def check_paired(label: str, figures: Any, settings: dict[str, Any]) -> list[str
         [base[i * iters:(i + 1) * iters] for i in range(pairs)],
         [cand[i * iters:(i + 1) * iters] for i in range(pairs)], figures["warmup"]).as_dict()
     for key in FIGURES:
-        if not close(recomputed[key], figures[key]):
+        if not recorded_matches(recomputed[key], figures[key]):
             problems.append(f"{label}.paired.{key}: reported {figures[key]!r}, recomputed from the samples "
                             f"{recomputed[key]!r}")
     return problems
@@ -127,9 +117,9 @@ def check_selection(notes: dict[str, Any]) -> list[str]:
     rows = [r for r in notes["passes"] + notes["combination"]
             if isinstance(r, dict) and r.get("measured") and r.get("kept") and not r.get("against")
             and sorted(r.get("passes") or []) == sorted(chosen)]
-    match = next((r for r in rows if close(r["paired"]["speedup"], selection.get("speedup"))
-                  and close(r["paired"]["baseline_median_ms"], selection.get("baseline_median_ms"))
-                  and close(r["paired"]["candidate_median_ms"], selection.get("optimized_median_ms"))), None)
+    match = next((r for r in rows if recorded_matches(r["paired"]["speedup"], selection.get("speedup"))
+                  and recorded_matches(r["paired"]["baseline_median_ms"], selection.get("baseline_median_ms"))
+                  and recorded_matches(r["paired"]["candidate_median_ms"], selection.get("optimized_median_ms"))), None)
     if match is None:
         problems.append("selection is not one of the measured rows against the baseline "
                         "(same passes, kept, same speedup and medians)")
@@ -151,8 +141,8 @@ def check_final(notes: dict[str, Any]) -> list[str]:
         figures = confirmation["paired"]
     kinds = {r.get("name"): r.get("kind", "") for r in notes["passes"] if isinstance(r, dict)}
     expected = pairstats().confirmed_final(selection, figures, kinds, notes["settings"].get("min_gain", 0.0))
-    if not close(expected, final):
-        diff = sorted(k for k in set(expected) | set(final) if not close(expected.get(k), final.get(k)))
+    if not recorded_matches(expected, final):
+        diff = sorted(k for k in set(expected) | set(final) if not recorded_matches(expected.get(k), final.get(k)))
         return [f"final does not follow from the confirmation run (differs at: {', '.join(diff)})"]
     if sorted(notes["chosen"]) != sorted(final["passes"]):
         return [f"chosen {notes['chosen']} != final.passes {final['passes']}"]

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from ascendbridge.package import uv_env
-from ascendbridge.settings import StageSettings
+from ascendbridge.package.device_settings import DeviceSettings
 
 
-class OptimizationSettings(StageSettings):
+class OptimizationSettings(DeviceSettings):
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_OPTIMIZATION_")
     key_prefix = "optimization_"
 
-    device: str = Field("cpu", validation_alias="ascendbridge_device")
     pairs: int = Field(5, ge=5)  # paired, interleaved blocks (at least 5: docs/optimization.md)
     iters: int = Field(5, ge=1)
     warmup: int = Field(2, ge=0)
@@ -28,12 +26,6 @@ class OptimizationSettings(StageSettings):
     # The workload whose headline figure is optimized (ab_runtime/workloads.py); None: the spec's,
     # else the task family's default (generation: TPOT; encoders: throughput at headline_batch).
     workload: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        uv_env.profile_for_device(value)  # validates the device name
-        return value
 
     def common_args(self, pretrained: bool) -> list[str]:
         return ["--device", self.device, "--pairs", str(self.pairs), "--iters", str(self.iters), "--warmup",

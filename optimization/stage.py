@@ -13,21 +13,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import RUNTIME_DIR
 from ascendbridge.package.weights import weights_available
-from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.stacks import describe
 from ascendbridge.envmode import use_model_env
-from ascendbridge.runtime.reports import run_checker
-from ascendbridge.settings import SettingsError
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
-from optimization.gate import accuracy_summary
+from ab_runtime.accuracy_standard import accuracy_summary
 from optimization.notes_check import NOTES_FILE
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings
@@ -82,14 +81,9 @@ class OptimizationStage:
     name = "optimization"
 
     def run(self, ctx: StageContext) -> StageOutcome:
-        use_model_env(ctx.model)
-        try:
-            settings = OptimizationSettings.from_sources(ctx.settings)
-            spec = AdaptationSpec.load(ctx.adaptation_dir)
-        except SettingsError as exc:
-            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
-        except ValueError as exc:
-            return _failed(str(exc), "optimization_setup")
+        return run_with_inputs(ctx, OptimizationSettings, "optimization_setup", self._run)
+
+    def _run(self, ctx: StageContext, settings: OptimizationSettings, spec: AdaptationSpec) -> StageOutcome:
         profile = uv_env.profile_for_device(settings.device)
         ctx.say(f"syncing the {profile} environment")
         sync = uv_env.sync(ctx.adaptation_dir, profile, log=ctx.log)
@@ -151,14 +145,12 @@ class OptimizationStage:
         use_model_env(ctx.model)
         reports = []
         for script in ("check_optimization_notes.py", "check_accuracy_run_perf.py"):
-            argv = [sys.executable, str(SCRIPTS / script), "--adaptation-dir", str(ctx.adaptation_dir), "--json"]
-            report, res = run_checker(argv, GATE_TIMEOUT_S)
-            if report is None:
-                return GateResult(False, f"{script} gave no report (exit {res.exit_code}): {res.tail(3)}",
-                                  {"output_tail": res.tail(20)})
-            reports.append(report)
-            if res.exit_code != 0 or report.get("passed") is not True:
-                return GateResult(False, f"{script}: {report.get('summary', '')}", {"reports": reports})
+            result = checker_gate(SCRIPTS / script, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+            if "output_tail" in result.report:  # no report at all
+                return result
+            reports.append(result.report)
+            if not result.passed:
+                return GateResult(False, f"{script}: {result.summary}", {"reports": reports})
         return GateResult(True, "; ".join(str(r.get("summary", "")) for r in reports), {"reports": reports})
 
 

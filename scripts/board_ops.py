@@ -5,23 +5,7 @@ Runs from any working directory, as `uv run scripts/board_ops.py ...` or with th
 venv's python; see docs/board.md.
 """
 
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-try:
-    from ascendbridge.cli.board_ops import main
-except ModuleNotFoundError as exc:  # e.g. the system python instead of the framework venv
-    sys.stderr.write(
-        f"error: missing dependency '{exc.name}'; run with the framework environment: "
-        f"uv run --project {REPO_ROOT} {Path(__file__).resolve()} ...\n"
-    )
-    sys.exit(1)
+from _launch import launch
 
 if __name__ == "__main__":
-    sys.exit(main())
+    launch("ascendbridge.cli.board_ops")

@@ -19,6 +19,14 @@ ab_load_env() {
   fi
 }
 
+# The preamble the repository's entry points share: work from the repository, uv available,
+# ./.env loaded.
+ab_entry_point() {
+  cd "$1"
+  ab_bootstrap_uv "$1"
+  ab_load_env "$1"
+}
+
 _ab_find_uv() {
   local root="$1"
   if command -v uv >/dev/null 2>&1; then

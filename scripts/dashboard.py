@@ -1,14 +1,7 @@
 #!/usr/bin/env python3
 """Start the dashboard (same as `python -m dashboard`): uv run scripts/dashboard.py [--port N]."""
 
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dashboard.__main__ import main  # noqa: E402
+from _launch import launch
 
 if __name__ == "__main__":
-    sys.exit(main())
+    launch("dashboard.__main__")

@@ -10,13 +10,12 @@ GEMM throughput per dtype and copy bandwidth (used by `benchmark_tool.py rooflin
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-from ascendbridge.board.connection import BoardError
 from ascendbridge.board.store import BoardStore
+from ascendbridge.cli.errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
 from ascendbridge.config import adaptations_dir, board_path
 from ascendbridge.gatekit.envs import EnvError, adaptation_python
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
@@ -24,7 +23,12 @@ from benchmark.probe import ProbeError, latest_probe, run_probe, store_probe, su
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Exit 0 probed (or shown), 1 the board or the probe failed, 2 bad input (one `error:` line)."""
+    return run_guarded(lambda: _run(argv))
+
+
+def _run(argv: list[str]) -> int:
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--adapt", help="use this adaptation's synced environment")
     where.add_argument("--python", help="use this interpreter (must have torch)")
@@ -33,31 +37,29 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--budget-s", type=float, default=0.4, help="seconds per microbenchmark")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    python = None
+    try:  # the input first: a bad --adapt or --python is refused before the board is opened
+        if args.python:
+            python = adaptation_python(Path("."), args.python)
+        elif args.adapt:
+            python = adaptation_python(resolve_adaptation(args.adapt, adaptations_dir()))
+    except (EnvError, EvidenceError) as exc:
+        raise CliError(str(exc)) from None
+    store = BoardStore(board_path())
     try:
-        store = BoardStore(board_path())
-    except BoardError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    try:
-        if args.show:
+        if python is None:
             probe = latest_probe(store)
             if probe is None:
-                print("error: no environment probe on the board yet (run scripts/env_probe.py --adapt NAME)",
-                      file=sys.stderr)
-                return 1
+                raise CliError("no environment probe on the board yet (run scripts/env_probe.py --adapt NAME)",
+                               EXIT_FAILURE)
         else:
-            if args.python:
-                python = adaptation_python(Path("."), args.python)
-            else:
-                python = adaptation_python(resolve_adaptation(args.adapt, adaptations_dir()))
             print(f"probing {args.device} with {python} ...", file=sys.stderr)
             probe = run_probe(python, args.device, args.budget_s)
             store_probe(store, probe)
         print(json.dumps(probe, indent=2, sort_keys=True) if args.json else summary_line(probe))
         return 0
-    except (EnvError, EvidenceError, ProbeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except ProbeError as exc:
+        raise CliError(str(exc), EXIT_FAILURE) from None
     finally:
         store.close()
 

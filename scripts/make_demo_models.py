@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,8 +102,17 @@ def build(out: Path) -> dict[str, Any]:
     return manifest
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is one `error:` line and exit 2, as in every CLI (ascendbridge/cli/errors.py,
+    which this script cannot import: it also runs in the torch environment, without the framework)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO_ROOT / "demo_models"), help="output directory")
     args = parser.parse_args()
     if not in_torch_env():

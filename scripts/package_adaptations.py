@@ -13,15 +13,15 @@ Exit 0: exported; 2: bad input (nothing written).
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.export import check_package
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import ModelRecord, now_iso
@@ -36,12 +36,6 @@ root = Path(__file__).resolve().parent
 codes = [subprocess.run([sys.executable, str(p), *sys.argv[1:]]).returncode for p in sorted(root.glob("*/check_package.py"))]
 sys.exit(max(codes, default=2))
 '''
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
 
 
 def completed(store: BoardStore, wanted: str) -> list[ModelRecord]:
@@ -101,7 +95,7 @@ def readme(manifests: list[dict[str, Any]]) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = _Parser(prog="package_adaptations.py", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="package_adaptations.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="export directory (must not exist or be empty)")
     p.add_argument("--models", default="", help="comma-separated model ids or adaptation names (default: all completed)")
     p.add_argument("--zip", action="store_true", help="one zip file per package instead of a repository")

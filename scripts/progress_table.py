@@ -23,7 +23,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, NoReturn, Optional
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -188,8 +188,17 @@ def apply(args: argparse.Namespace) -> None:
             phase["percent"] = 100.0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is one `error:` line and exit 2, as in every CLI (ascendbridge/cli/errors.py,
+    which this standalone script does not import)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def parse(argv: Optional[list[str]]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="progress_table.py", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="progress_table.py", description=__doc__.splitlines()[0])
     p.add_argument("--file", required=True, help="JSON state file")
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("add", help="add a phase with an estimate")

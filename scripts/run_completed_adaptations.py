@@ -23,8 +23,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.revalidation.compare import DEFAULT_TOLERANCE, Verdict, broken, compare, latest_figures
 from ascendbridge.revalidation.report import write_report
 from ascendbridge.revalidation.stage import BenchmarkSlotSettings
@@ -42,12 +43,6 @@ STAGE_TARGET = "ascendbridge.revalidation.stage:REVALIDATION_STAGE"
 TEAM_LEAD_TIMEOUT_S = 6 * 3600.0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def _default_device() -> str:
     """ASCENDBRIDGE_DEVICE (the device the stages' sections share); a bad value is one line, exit 2."""
     try:
@@ -58,7 +53,7 @@ def _default_device() -> str:
 
 
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
-    p = _Parser(prog="run_completed_adaptations.py", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="run_completed_adaptations.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--board", type=Path, help="main board (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--adaptations-dir", type=Path, help="where the packages are (default: ./adaptations)")
     p.add_argument("--models", default="", help="comma-separated model ids or adaptation names (default: all completed)")

@@ -20,17 +20,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
-from .. import RESULT_MARKER, harness, precision, workloads
+from .. import harness, precision, workloads
 from .. import build as ab_build
 from .. import device as ab_device
 from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
 from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
+from ..result import run_main
 
 DATASETS = ("synthetic",)
 
@@ -168,22 +167,13 @@ def headline_text(workload: dict[str, Any]) -> str:
             + (f"; sweep stopped: {workload['stopped']}" if workload.get("stopped") else ""))
 
 
+def _finding(exc: BaseException, result: dict[str, Any]) -> None:
+    """A refusing operator's finding: its own marked line, and in the RESULT."""
+    if isinstance(exc, DtypeRefused):
+        print(precision.FINDING_MARKER + json.dumps(exc.finding, sort_keys=True, default=str), flush=True)
+        result["finding"] = exc.finding
+
+
 def main(argv: list[str]) -> int:
-    result: dict[str, Any] = {"ok": False, "error": None}
-    try:
-        result = run(parse_args(argv))
-        code = 0 if result["verdict"] == "pass" else 2
-    except SystemExit:
-        raise
-    except (harness.HarnessError, RuntimeDiagnosis) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if isinstance(exc, DtypeRefused):
-            print(precision.FINDING_MARKER + json.dumps(exc.finding, sort_keys=True, default=str), flush=True)
-            result["finding"] = exc.finding
-        result["error"], code = str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 1
-    except Exception as exc:  # model code failed: keep the traceback for the healer
-        traceback.print_exc()
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        result["error"], code = f"{type(exc).__name__}: {first}", 1
-    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
-    return code
+    return run_main(lambda: run(parse_args(argv)), lambda result: 0 if result["verdict"] == "pass" else 2,
+                    failures=(harness.HarnessError, RuntimeDiagnosis), on_failure=_finding)

@@ -19,26 +19,24 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
-import traceback
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
-from .. import RESULT_MARKER, harness, sharding
+from .. import harness, sharding
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
 from ..fileops import write_text_atomic
 from ..harness import HarnessError, say
 from ..spec import load_spec
+from ..result import run_main
 from .lm_eval_run import run_lm_eval
 from .pair import SIDES, Pair
 from .tasks import GENERATING_TASKS, SEEDED_ITEMS, SEEDED_TASKS, TASKS, predict
 from .text import load_tokenizer
 
 PREDICTIONS_FORMAT = "ascendbridge.business_predictions/1"
-EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -151,19 +149,4 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     """Run, print the RESULT line last; 0 written, 1 failed, 2 a bad flag or set."""
-    result: dict[str, Any] = {"ok": False, "error": None}
-    try:
-        result = run(parse_args(argv))
-        code = 0
-    except SystemExit:
-        raise
-    except (HarnessError, RuntimeDiagnosis) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        code = EXIT_BAD_INPUT if isinstance(exc, HarnessError) else EXIT_FAILED
-        result["error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    except Exception as exc:  # model code failed: keep the traceback for the healer
-        traceback.print_exc()
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        result["error"], code = f"{type(exc).__name__}: {first}", EXIT_FAILED
-    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
-    return code
+    return run_main(lambda: run(parse_args(argv)), failures=(RuntimeDiagnosis,), bad_input=(HarnessError,))

@@ -30,18 +30,18 @@ import argparse
 import datetime
 import json
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 
-from .. import RESULT_MARKER, accuracy_standard, harness, pairstats, workloads
+from .. import accuracy_standard, harness, pairstats, workloads
 from .. import build as ab_build
 from . import confirm, decode_passes, passes
 from .. import device as ab_device
 from ..workload_figures import divergence
 from ..errors import RuntimeDiagnosis
+from ..result import run_main
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
@@ -51,15 +51,6 @@ HEADLINES = {"generation": "greedy generation of workload.new_tokens tokens at b
                                    "workload.batch",
              "batch_sweep": "one forward at workload.headline_batch (throughput)",
              "forward": "one forward of the accuracy inputs"}
-
-
-def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
-    """Verdict, the standard applied and the worst figures (the full result is in the perf run)."""
-    floats = [o["metrics"] for o in acc["outputs"].values() if o["kind"] == "float" and "cosine" in o["metrics"]]
-    return {"verdict": acc["verdict"], "target_dtype": acc["thresholds"]["applied"]["target_dtype"],
-            "failed_outputs": acc["failed_outputs"], "problems": acc["problems"],
-            "min_cosine": min((m["cosine"] for m in floats), default=None),
-            "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None)}
 
 
 def generation_accuracy(session: harness.Session, produced: Any, reference: list[int]) -> dict[str, Any]:
@@ -75,7 +66,7 @@ def judge(session: harness.Session, b: ab_build.Build, run: Callable[[dict[str, 
           reference: Optional[list[int]]) -> dict[str, Any]:
     """A configuration's accuracy digest: the forward outputs by the optimization budget and, for a
     generation workload (`reference` tokens given), its greedy tokens; it passes only if both do."""
-    summary = accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
+    summary = accuracy_standard.accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
     if reference is None:
         return summary
     with torch.inference_mode():
@@ -114,7 +105,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
-    base_acc = accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
+    base_acc = accuracy_standard.accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
     reference = (workloads.reference_tokens(session, session.workload)
                  if session.workload.name in passes.GENERATION_WORKLOADS else None)
     if reference is not None:
@@ -300,20 +291,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    result: dict[str, Any] = {"ok": False, "error": None}
-    try:
-        result = run(parse_args(argv))
-        code = 0
-    except SystemExit:
-        raise
-    except (harness.HarnessError, RuntimeDiagnosis) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        result["error"], code = str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 1
-    except Exception as exc:  # model code failed: keep the traceback for the healer
-        traceback.print_exc()
-        result["error"], code = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
-    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
-    return code
+    return run_main(lambda: run(parse_args(argv)), failures=(harness.HarnessError, RuntimeDiagnosis))
 
 
 if __name__ == "__main__":

@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .. import RESULT_MARKER, harness, workloads
+from .. import harness, workloads
 from . import passes
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
 from ..measure import profile_forward, summarize, throughput
 from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
+from ..result import run_main
 from .optimize import environment, generation_accuracy
 
 PERF_PREFIX = "perf_"
@@ -140,17 +138,5 @@ def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str], chosen_names: list[str]) -> int:
     """Exit 0: evidence written, accuracy passed; 2: written, accuracy failed; 1: the run failed."""
-    result: dict[str, Any] = {"ok": False, "error": None}
-    try:
-        result = run(parse_args(argv), chosen_names)
-        code = 0 if result["verdict"] == "pass" else 2
-    except SystemExit:
-        raise
-    except (harness.HarnessError, RuntimeDiagnosis, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        result["error"], code = str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 1
-    except Exception as exc:  # model code failed: keep the traceback for the healer
-        traceback.print_exc()
-        result["error"], code = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
-    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
-    return code
+    return run_main(lambda: run(parse_args(argv), chosen_names), lambda result: 0 if result["verdict"] == "pass" else 2,
+                    failures=(harness.HarnessError, RuntimeDiagnosis, ValueError))

@@ -15,16 +15,14 @@ float32 tolerance. Exit 0 only when every check passes, 1 when one fails, 2 on b
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import math
-import os
 import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
 try:
     import tomllib
@@ -37,7 +35,10 @@ from pydantic import ValidationError
 
 from ascendbridge.package.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
 from ascendbridge.config import adaptations_dir, uv_binary
+from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.runtime.process import CommandResult, run_command
+from ab_runtime.result import read_result
 from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parents[2] / "ab_runtime"
@@ -53,7 +54,6 @@ WRAPPERS = (
     "if __name__ == '__main__':\n    raise SystemExit(main(sys.argv[1:]))\n",
     "import sys\nfrom ab_runtime.demo import main\nraise SystemExit(main(sys.argv[1:]))\n",
 )
-FOREIGN_ENV = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
 
 
 class BadInput(Exception):
@@ -83,8 +83,16 @@ class Report:
     def passed(self) -> bool:
         return self.error is None and bool(self.checks) and all(c.passed for c in self.checks)
 
+    @property
+    def summary(self) -> str:
+        """One line: how many checks passed, else the input error and the failed checks."""
+        if self.passed:
+            return f"{len(self.checks)} checks passed"
+        failed = [f"{c.name}: {c.detail}" for c in self.checks if not c.passed]
+        return "; ".join(([self.error] if self.error else []) + failed) or "no checks ran"
+
     def as_dict(self) -> dict[str, Any]:
-        return {"adaptation": self.adaptation, "device": self.device, "passed": self.passed,
+        return {"adaptation": self.adaptation, "device": self.device, "passed": self.passed, "summary": self.summary,
                 "error": self.error, "checks": [asdict(c) for c in self.checks], "result": self.result}
 
 
@@ -200,7 +208,7 @@ def check_pyproject(report: Report, directory: Path) -> None:
 
 def uv(directory: Path, args: list[str], timeout_s: float,
        extra_env: Optional[dict[str, str]] = None) -> CommandResult:
-    env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
+    env = model_run_env()
     env.update(extra_env or {})
     return run_command([uv_binary(), *args], cwd=directory, env=env, timeout_s=timeout_s)
 
@@ -298,7 +306,7 @@ def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str,
         argv = [str(directory / ".venv" / "bin" / "python"), "demo.py", "--dry-run", "--device", device]
         progress(f"demo.py --dry-run --device {device}")
         res = run_command(argv, cwd=directory, timeout_s=timeout_s,
-                          env={k: v for k, v in os.environ.items() if k not in FOREIGN_ENV})
+                          env=model_run_env())
     else:
         progress(f"uv sync --locked --extra {profile}")
         res = uv(directory, ["sync", "--locked", "--extra", profile], 1800)
@@ -328,15 +336,6 @@ def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str,
     check_result(report, spec, device, result)
 
 
-def _result_line(output: str) -> Optional[dict[str, Any]]:
-    lines = [ln for ln in output.splitlines() if ln.startswith(RESULT_MARKER)]
-    try:
-        data = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else None
-    except json.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def check_parity(report: Report, directory: Path, spec: AdaptationSpec, timeout_s: float) -> None:
     """The package against the model's own library on real input (ab_runtime.parity). Weights on
     the Hub are not downloaded by a gate: parity is then reported as not checked, with why."""
@@ -345,7 +344,7 @@ def check_parity(report: Report, directory: Path, spec: AdaptationSpec, timeout_
         return
     progress("python -m ab_runtime.parity")
     res = uv(directory, ["run", "--no-sync", "python", "-m", "ab_runtime.parity"], timeout_s)
-    parity = _result_line(res.output)
+    parity = read_result(res.output)
     if parity is None:
         report.add("library_parity", False, f"parity check gave no result (exit {res.exit_code}): {_last_lines(res.output)}")
         return
@@ -389,15 +388,12 @@ def print_report(report: Report) -> None:
     print(f"adaptation {report.adaptation} on {report.device}: {verdict}")
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """Usage mistakes are bad input too: one `error:` line and exit 2, no usage dump."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def main(argv: Optional[list[str]] = None) -> int:
+    """Exit 0 pass, 1 fail, 2 bad input (one `error:` line; with --json the report names it too)."""
+    return run_guarded(lambda: _run(sys.argv[1:] if argv is None else argv))
+
+
+def _run(argv: list[str]) -> int:
     parser = OneLineParser(description="Verify a generated adaptation by running it.")
     parser.add_argument("--adapt", required=True, metavar="NAME", help="adaptation name (directory)")
     parser.add_argument("--adaptations-dir", type=Path, default=None,
@@ -415,8 +411,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     elif report.error is None:
         print_report(report)
     if report.error is not None:
-        print(f"error: {report.error}", file=sys.stderr)
-        return 2
+        raise CliError(report.error)
     return 0 if report.passed else 1
 
 

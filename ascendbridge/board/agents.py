@@ -102,13 +102,7 @@ class AgentStore(StoreBase):
                     select(Task).where(Task.status == "in_progress", Task.owner == agent.id)
                 ).all()
                 for task in tasks:
-                    task.status = "pending"
-                    task.owner = None
-                    task.lease_expires_at = None
-                    task.updated_at = now
-                    s.add(task)
-                    self._event(s, "lease_expired", f"{task.stage}: owner {agent.id} is stale, back to pending",
-                                task.model_pk, task.stage, {"owner": agent.id}, origin)
+                    self._back_to_pending(s, task, now, f"owner {agent.id} is stale", {"owner": agent.id}, origin)
                 self._event(s, "agent_stale", f"{agent.role} {agent.id} marked stale "
                             f"(last heartbeat {agent.last_heartbeat})", data={"tasks": len(tasks)}, origin=origin)
                 out.append(AgentRecord.of(agent))

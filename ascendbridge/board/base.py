@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from sqlalchemy.exc import DatabaseError, OperationalError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ascendbridge.board.connection import (
     BoardBusyError,
@@ -145,6 +145,23 @@ class StoreBase:
         return row
 
     # ------------------------------------------------------------------ shared by several parts
+    @staticmethod
+    def _task_with_model(s: Session, task_id: int) -> tuple[Task, Model]:
+        """A task and its model, or BoardError for an unknown task id."""
+        row = s.exec(select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)).first()
+        if row is None:
+            raise BoardError(f"unknown task #{task_id}")
+        return row[0], row[1]
+
+    def _back_to_pending(self, s: Session, task: Task, now: str, detail: str, data: dict[str, Any], origin: str) -> None:
+        """A task whose owner is gone (lease expired, owner stale) returns to pending, with its event."""
+        task.status = "pending"
+        task.owner = None
+        task.lease_expires_at = None
+        task.updated_at = now
+        s.add(task)
+        self._event(s, "lease_expired", f"{task.stage}: {detail}, back to pending", task.model_pk, task.stage, data, origin)
+
     def _owned(self, s: Session, task_id: int, token: int) -> Task:
         task = s.get(Task, task_id)
         if task is None:

@@ -206,12 +206,18 @@ def open_engines(path: Path, create: bool = False) -> tuple[Engine, Engine]:
         write_engine.dispose()
         raise
     except Exception as exc:
-        write_engine.dispose()
-        cause = getattr(exc, "orig", exc)
-        if "file is not a database" in str(cause):
-            raise BoardError(f"{path} is not a SQLite database (wrong file header)") from exc
-        raise board_error(path, cause) from exc
+        raise open_error(write_engine, path, exc) from exc
     return write_engine, _make_engine(path, immediate=False)
+
+
+def open_error(engine: Engine, path: Path, exc: Exception) -> BoardError:
+    """Why the board at `path` could not be opened, its engine disposed (a file that is no SQLite
+    database says so)."""
+    engine.dispose()
+    cause = getattr(exc, "orig", exc)
+    if "file is not a database" in str(cause):
+        return BoardError(f"{path} is not a SQLite database (wrong file header)")
+    return board_error(path, cause)
 
 
 def board_error(path: Path, cause: BaseException) -> BoardError:
@@ -283,11 +289,7 @@ def open_read_only(path: Path) -> Engine:
         with engine.connect() as conn:
             version = _read_version(conn)
     except Exception as exc:
-        engine.dispose()
-        cause = getattr(exc, "orig", exc)
-        if "file is not a database" in str(cause):
-            raise BoardError(f"{path} is not a SQLite database (wrong file header)") from exc
-        raise board_error(path, cause) from exc
+        raise open_error(engine, path, exc) from exc
     if version != SCHEMA_VERSION:
         engine.dispose()
         if version is None:

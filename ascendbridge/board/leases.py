@@ -130,12 +130,7 @@ class LeaseStore(StoreBase):
     def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord:
         """Take one specific pending task, or raise if someone else has it."""
         with self._write() as s:
-            row = s.exec(
-                select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)
-            ).first()
-            if row is None:
-                raise BoardError(f"unknown task #{task_id}")
-            task, model = row
+            task, model = self._task_with_model(s, task_id)
             if task.status != "pending":
                 raise StaleTokenError(f"task #{task_id} is {task.status}, not pending")
             self._take(s, task, owner, lease_s)
@@ -286,14 +281,8 @@ class LeaseStore(StoreBase):
             ).all()
             out = []
             for task, model in rows:
-                owner = task.owner
-                task.status = "pending"
-                task.owner = None
-                task.lease_expires_at = None
-                task.updated_at = now
-                s.add(task)
-                self._event(s, "lease_expired", f"{task.stage}: lease of {owner} expired, back to pending",
-                            task.model_pk, task.stage, {"owner": owner, "token": task.fencing_token}, origin)
+                self._back_to_pending(s, task, now, f"lease of {task.owner} expired",
+                                      {"owner": task.owner, "token": task.fencing_token}, origin)
                 out.append(TaskRecord.of(task, model))
             return out
 

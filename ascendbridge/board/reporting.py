@@ -12,7 +12,6 @@ from sqlalchemy import func, insert
 from sqlmodel import col, select
 
 from ascendbridge.board.base import StoreBase, UnknownModelError, _chunks
-from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import AttemptRecord, EventRecord, MetricRecord, TaskRecord, loads, now_iso
 from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import STAGES, check_stage, check_status
@@ -46,12 +45,7 @@ class ReportingStore(StoreBase):
 
     def get_task(self, task_id: int) -> TaskRecord:
         with self._read() as s:
-            row = s.exec(
-                select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)
-            ).first()
-            if row is None:
-                raise BoardError(f"unknown task #{task_id}")
-            return TaskRecord.of(*row)
+            return TaskRecord.of(*self._task_with_model(s, task_id))
 
     def stage_statuses(self) -> dict[str, dict[str, str]]:
         """model_id -> stage -> status for every model, in stage order. Three columns instead of

@@ -6,7 +6,7 @@ its event, like every other board write.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from sqlmodel import Session, col, select
 
@@ -34,21 +34,21 @@ class SteeringStore(StoreBase):
             return ModelRecord.of(row)
 
     def set_paused(self, model_id: str, paused: bool, origin: str = "cli") -> ModelRecord:
-        with self._write() as s:
-            row = self._model_row(s, model_id)
-            row.paused = paused
-            s.add(row)
-            self._event(s, "paused" if paused else "resumed",
-                        "model paused" if paused else "model resumed", row.id, None, {}, origin)
-            return ModelRecord.of(row)
+        return self._set_model_field(model_id, "paused", paused, "paused" if paused else "resumed",
+                                     "model paused" if paused else "model resumed", {}, origin)
 
     def set_allow_remote_code(self, model_id: str, allow: bool, origin: str = "cli") -> ModelRecord:
+        return self._set_model_field(model_id, "allow_remote_code", allow, "policy", f"allow_remote_code = {allow}",
+                                     {"allow_remote_code": allow}, origin)
+
+    def _set_model_field(self, model_id: str, field: str, value: Any, kind: str, message: str, data: dict[str, Any],
+                         origin: str) -> ModelRecord:
+        """One field of a model set by a person, with its event."""
         with self._write() as s:
             row = self._model_row(s, model_id)
-            row.allow_remote_code = allow
+            setattr(row, field, value)
             s.add(row)
-            self._event(s, "policy", f"allow_remote_code = {allow}", row.id, None,
-                        {"allow_remote_code": allow}, origin)
+            self._event(s, kind, message, row.id, None, data, origin)
             return ModelRecord.of(row)
 
     def set_env_mode(self, model_id: str, mode: str, python: Optional[str] = None, origin: str = "cli") -> ModelRecord:

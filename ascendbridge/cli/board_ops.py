@@ -11,25 +11,16 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
 from ascendbridge import config
 from ascendbridge.board.store import SOURCES
 from ascendbridge.cli import board_commands as cmds
 from ascendbridge.cli import discover_command
-from ascendbridge.cli.errors import EXIT_USAGE, emit_error, run_guarded
+from ascendbridge.cli.errors import OneLineParser, run_guarded
 from ascendbridge.cli.output import Output
 from ascendbridge.stages import STAGES, STATUSES
 
 Handler = Callable[[argparse.Namespace, Output], int]
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line instead of usage text plus a line."""
-
-    def error(self, message: str) -> NoReturn:
-        emit_error(f"{message} (see: {self.prog} --help)")
-        sys.exit(EXIT_USAGE)
 
 
 def ascii_int(raw: str) -> int:
@@ -52,7 +43,7 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="board_ops.py", description="Inspect and steer the AscendBridge board.")
+    parser = OneLineParser(prog="board_ops.py", description="Inspect and steer the AscendBridge board.")
     _global_options(parser, suppress=False)
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common, suppress=True)

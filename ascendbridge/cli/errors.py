@@ -6,9 +6,11 @@ I/O), 2 the input was wrong (arguments, model ids, stage/status names, unknown m
 
 from __future__ import annotations
 
+import argparse
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -54,6 +56,15 @@ def emit_error(message: str) -> None:
     sys.stderr.flush()
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """The argument parser of every CLI: a usage mistake is one `error:` line and exit 2 (inside
+    run_guarded or not), not argparse's usage text plus a line."""
+
+    def error(self, message: str) -> NoReturn:
+        emit_error(f"{message} (see: {self.prog} --help)")
+        sys.exit(EXIT_USAGE)
+
+
 def run_guarded(command: Callable[[], int]) -> int:
     """Run a command and map every expected exception to (one line, exit code)."""
     try:
@@ -82,3 +93,18 @@ def run_guarded(command: Callable[[], int]) -> int:
             traceback.print_exc()
         emit_error(f"internal error: {type(exc).__name__}: {exc} (set ASCENDBRIDGE_DEBUG=1 for details)")
         return EXIT_FAILURE
+
+
+def run_cli(argv: Sequence[str], parser: argparse.ArgumentParser,
+            input_errors: tuple[type[Exception], ...] = ()) -> int:
+    """A whole CLI: parse `argv`, run the command the parser chose (`set_defaults(run=FUNCTION)`,
+    FUNCTION(args) -> exit code) under run_guarded; an exception in `input_errors` is bad input
+    (one line, exit 2)."""
+    def command() -> int:
+        args = parser.parse_args(list(argv))
+        try:
+            return int(args.run(args))
+        except input_errors as exc:
+            raise CliError(str(exc)) from None
+
+    return run_guarded(command)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.discovery.decisions import decide
 from ascendbridge.discovery.discover import SOURCES, discover
 from ascendbridge.discovery.errors import DiscoveryError, HubUnreachableError
@@ -22,14 +23,8 @@ from ascendbridge.discovery.render import render
 EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage dump
-        sys.stderr.write(f"error: {message} (see --help)\n")
-        sys.exit(EXIT_USAGE)
-
-
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
-    p = _Parser(prog="get_model_info.py", description=__doc__.splitlines()[0],
+    p = OneLineParser(prog="get_model_info.py", description=__doc__.splitlines()[0],
                 epilog="Exit codes: 0 ok, 1 bad input, 2 usage, 3 Hub unreachable.")
     p.add_argument("model", help="model id (org/name), or a directory with --source local")
     p.add_argument("--source", choices=SOURCES, default=None,

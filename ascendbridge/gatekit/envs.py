@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from ascendbridge.runtime.process import CommandResult, run_command
 
 INNER_DIR = Path(__file__).resolve().parent / "inner"
-_FOREIGN_ENV_VARS = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
+# The one list of variables stripped from every model run's environment: each would point the run
+# at another environment than the adaptation's own .venv (e.g. the framework's, when the framework
+# itself runs under `uv run`).
+STRIPPED_ENV = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
+
+
+def model_run_env(extra: Optional[Mapping[str, str]] = None, drop: Sequence[str] = ()) -> dict[str, str]:
+    """This process's environment for a model run: without STRIPPED_ENV (and `drop`), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in STRIPPED_ENV and k not in drop}
+    env.update(extra or {})
+    return env
 
 
 class EnvError(RuntimeError):
@@ -38,10 +48,9 @@ def adaptation_python(adaptation_dir: Path, override: Optional[str] = None) -> P
 def run_inner(python: Path, script: str, args: Sequence[str], cwd: Optional[Path] = None,
               timeout_s: float = 600.0) -> CommandResult:
     """`python -E -s ascendbridge/gatekit/inner/<script> ARGS`: no env-var paths, no user site-packages."""
-    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV_VARS}
     if not Path(python).is_file():
         raise EnvError(f"interpreter {python} does not exist")
-    return run_command([str(python), "-E", "-s", str(INNER_DIR / script), *args], cwd=cwd, env=env,
+    return run_command([str(python), "-E", "-s", str(INNER_DIR / script), *args], cwd=cwd, env=model_run_env(),
                        timeout_s=timeout_s)
 
 

@@ -1,14 +1,12 @@
-"""Evidence plumbing every gate shares: the one evidence error, the checker command line
-(--adapt NAME | --adaptation-dir DIR, --json, --python), its people-facing output, and the metrics
-file's schema, which benchmark_run and the optimizer's perf_run both write."""
+"""Evidence basics every gate shares: the one evidence error, resolving an adaptation by name, and
+the metrics file's schema, which benchmark_run and the optimizer's perf_run both write."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 METRICS_SCHEMA = "ascendbridge.benchmark_metrics/1"  # ab_runtime/outputs.py writes the same string
 _ADAPTATION_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -26,39 +24,6 @@ def resolve_adaptation(name: str, root: Path) -> Path:
     if not path.is_dir():
         raise EvidenceError(f"no adaptation '{name}' in {root}")
     return path
-
-
-def checker_arguments(description: str, argv: list[str]) -> tuple[argparse.Namespace, Path]:
-    """The command line every evidence checker shares (--adapt NAME | --adaptation-dir DIR, --json,
-    --python): (arguments, adaptation directory); EvidenceError with one line for a bad place."""
-    parser = argparse.ArgumentParser(description=description)
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--adapt", help="adaptation name (under ASCENDBRIDGE_ADAPTATIONS)")
-    where.add_argument("--adaptation-dir", help="adaptation directory (anywhere)")
-    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
-    parser.add_argument("--python", help="interpreter with torch (default: the adaptation's .venv)")
-    args = parser.parse_args(argv)
-    if args.adapt:
-        from ascendbridge.config import adaptations_dir
-
-        return args, resolve_adaptation(args.adapt, adaptations_dir())
-    directory = Path(args.adaptation_dir)
-    if not directory.is_dir():
-        raise EvidenceError(f"no adaptation directory {directory}")
-    return args, directory
-
-
-def print_checks(rows: list[tuple[str, bool, Optional[str], list[str], list[str]]], label_width: int,
-                 verdict_word: str, passed: bool, summary: str) -> None:
-    """Checker output for people: per evidence set (label, consistent, verdict, problems, notes) a
-    line with its problems and notes under it, then PASS/FAIL and the summary."""
-    for label, consistent, verdict, problems, notes in rows:
-        print(f"{label:{label_width}s} evidence {'ok' if consistent else 'FAILED':6s} {verdict_word} {verdict or '-'}")
-        for problem in problems:
-            print(f"    - {problem}")
-        for note in notes:
-            print(f"    ({note})")
-    print(("PASS: " if passed else "FAIL: ") + summary)
 
 
 def load_metrics(path: Path) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import statistics
 from typing import Any
 
 from ab_runtime.pairstats import percentile
+from ascendbridge.gatekit.compare import recorded_matches
 from ascendbridge.gatekit.workload_check import check_workload
 
 REQUIRED_RUN_KEYS = ("device", "device_name", "dtype", "mode", "dataset", "num_samples")
@@ -48,11 +49,11 @@ def check_timing(name: str, timing: Any) -> list[str]:
     if not timing["min_ms"] <= timing["median_ms"] <= timing["p90_ms"]:
         problems.append(f"{name}: expected min <= median <= p90, got "
                         f"{timing['min_ms']} / {timing['median_ms']} / {timing['p90_ms']}")
-    if not math.isclose(timing["median_ms"], statistics.median(samples), rel_tol=1e-6):
+    if not recorded_matches(timing["median_ms"], statistics.median(samples)):
         problems.append(f"{name}.median_ms does not match its samples")
-    if not math.isclose(timing["p90_ms"], percentile(samples, 90), rel_tol=1e-6):
+    if not recorded_matches(timing["p90_ms"], percentile(samples, 90)):
         problems.append(f"{name}.p90_ms does not match its samples")
-    if not math.isclose(timing["min_ms"], min(samples), rel_tol=1e-6):
+    if not recorded_matches(timing["min_ms"], min(samples)):
         problems.append(f"{name}.min_ms does not match its samples")
     if timing.get("profiler_during_timing") is not False:
         problems.append(f"{name}: profiler_during_timing must be recorded as false")
@@ -86,7 +87,7 @@ def check_metrics(metrics: dict[str, Any]) -> list[str]:
         problems.append("throughput.samples_per_s: must be a positive number")
     elif _num(timing.get("median_ms")) and _num(tp.get("batch_size")):
         expected = tp["batch_size"] / (timing["median_ms"] / 1000.0)
-        if not math.isclose(tp["samples_per_s"], expected, rel_tol=1e-6):
+        if not recorded_matches(tp["samples_per_s"], expected):
             problems.append("throughput.samples_per_s does not match batch_size / median latency")
     mem = metrics.get("peak_memory_bytes", "missing")
     if mem == "missing" or not (mem is None or (isinstance(mem, int) and mem >= 0)):

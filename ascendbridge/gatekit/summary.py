@@ -1,11 +1,12 @@
-"""The one writer of every stage tool's aggregate report (JSON + CSV)."""
+"""Every stage tool's aggregate report: the evidence files collected into rows, the report written
+(JSON + CSV) and its figures saved, the same way for the benchmark, optimization and business."""
 
 from __future__ import annotations
 
 import csv
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 def write_summary(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path, stem: str,
@@ -20,3 +21,35 @@ def write_summary(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out
         writer.writeheader()
         writer.writerows(rows)
     return [json_path, csv_path]
+
+
+def collect_rows(root: Path, pattern: str, rows_of: Callable[[Path], list[dict[str, Any]]],
+                 errors: tuple[type[Exception], ...]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """(rows, skipped): `rows_of(file)` for every file under `root` matching `pattern`; a file that
+    raises one of `errors` is skipped with its reason."""
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for path in sorted(Path(root).glob(pattern)):
+        try:
+            rows += rows_of(path)
+        except errors as exc:
+            skipped.append({"file": str(path), "reason": f"{type(exc).__name__}: {exc}"})
+    return rows, skipped
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (imported only when a figure is drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay out, write as PNG and close one figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+    return path

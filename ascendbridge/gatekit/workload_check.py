@@ -9,18 +9,12 @@ the adaptation's interpreter (ascendbridge/gatekit/inner/reexecute.py).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ab_runtime import workload_figures as wf
+from ascendbridge.gatekit.compare import recorded_matches
 
 GENERATION = ("generation", "encoder_generation")
-
-
-def _close(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is b
-    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-6)
 
 
 def _positive_list(value: Any) -> bool:
@@ -32,16 +26,21 @@ def _same(where: str, recorded: Any, recomputed: dict[str, Any]) -> list[str]:
     if not isinstance(recorded, dict):
         return [f"{where}: missing"]
     return [f"{where}.{k}: recorded {recorded.get(k)!r}, its samples give {v!r}"
-            for k, v in recomputed.items() if not _close(recorded.get(k), v)]
+            for k, v in recomputed.items() if not recorded_matches(recorded.get(k), v)]
+
+
+def _entries(body: dict[str, Any], key: str) -> list[tuple[str, Any]]:
+    """(where, entry) for each entry of the workload's list `key`; empty when it is missing."""
+    entries = body.get(key)
+    return [(f"workload.{key}[{i}]", e) for i, e in enumerate(entries)] if isinstance(entries, list) else []
 
 
 def check_generation(body: dict[str, Any]) -> list[str]:
     problems: list[str] = []
-    runs = body.get("runs")
-    if not isinstance(runs, list) or not runs:
+    if not _entries(body, "runs"):
         return ["workload.runs: missing"]
-    for i, run in enumerate(runs):
-        where = f"workload.runs[{i}]"
+    runs: list[dict[str, Any]] = body["runs"]
+    for where, run in _entries(body, "runs"):
         ttft, steps = run.get("ttft_samples_ms"), run.get("decode_steps_ms")
         if not _positive_list(ttft) or not isinstance(steps, list) or not all(_positive_list(s) for s in steps):
             problems.append(f"{where}: ttft_samples_ms and decode_steps_ms must be positive latencies")
@@ -53,7 +52,7 @@ def check_generation(body: dict[str, Any]) -> list[str]:
         fig = wf.generation_figures(ttft, steps, int(run.get("batch", 0)))
         problems += _same(f"{where}.ttft_ms", run.get("ttft_ms"), fig["ttft_ms"])
         problems += _same(f"{where}.tpot_ms", run.get("tpot_ms"), fig["tpot_ms"])
-        if not _close(run.get("tokens_per_s"), fig["tokens_per_s"]):
+        if not recorded_matches(run.get("tokens_per_s"), fig["tokens_per_s"]):
             problems.append(f"{where}.tokens_per_s does not equal batch / TPOT")
         if "encoder_samples_ms" in run:
             problems += _same(f"{where}.encoder_ms", run.get("encoder_ms"), wf.stats(run["encoder_samples_ms"])
@@ -61,7 +60,7 @@ def check_generation(body: dict[str, Any]) -> list[str]:
         bytes_per_step = run.get("bytes_per_decode_step")
         if not isinstance(bytes_per_step, int) or bytes_per_step < run.get("weight_bytes", 0) or bytes_per_step <= 0:
             problems.append(f"{where}.bytes_per_decode_step: must be at least the weight bytes")
-        elif not _close(run.get("decode_bandwidth_gbs"), wf.decode_bandwidth_gbs(bytes_per_step, fig["tpot_ms"]["median_ms"])):
+        elif not recorded_matches(run.get("decode_bandwidth_gbs"), wf.decode_bandwidth_gbs(bytes_per_step, fig["tpot_ms"]["median_ms"])):
             problems.append(f"{where}.decode_bandwidth_gbs does not equal bytes per step / TPOT")
         if run.get("peak_memory_bytes") is not None and (not isinstance(run["peak_memory_bytes"], int)
                                                          or run["peak_memory_bytes"] < run.get("kv_cache_bytes", 0)):
@@ -79,7 +78,7 @@ def check_generation(body: dict[str, Any]) -> list[str]:
         else:
             again = wf.divergence(tokens[0], reference)
             recorded = body.get("greedy_vs_reference") or {}
-            if any(recorded.get(k) != v and not _close(recorded.get(k), v) for k, v in again.items()):
+            if any(recorded.get(k) != v and not recorded_matches(recorded.get(k), v) for k, v in again.items()):
                 problems.append(f"workload.greedy_vs_reference {recorded} does not follow from the recorded tokens "
                                 f"({again})")
     headline = {"tpot_ms": first["tpot_ms"]["median_ms"], "tokens_per_s": first["tokens_per_s"],
@@ -90,17 +89,16 @@ def check_generation(body: dict[str, Any]) -> list[str]:
 
 
 def check_sweep(body: dict[str, Any]) -> list[str]:
-    problems: list[str] = []
-    points = body.get("points")
-    if not isinstance(points, list) or not points:
+    if not _entries(body, "points"):
         return ["workload.points: missing"]
-    for i, p in enumerate(points):
-        where = f"workload.points[{i}]"
+    points: list[dict[str, Any]] = body["points"]
+    problems: list[str] = []
+    for where, p in _entries(body, "points"):
         if not _positive_list(p.get("samples_ms")) or not isinstance(p.get("batch"), int):
             problems.append(f"{where}: batch and samples_ms must be recorded")
             continue
         problems += _same(where, p, wf.stats(p["samples_ms"]))
-        if not _close(p.get("samples_per_s"), p["batch"] * 1000.0 / wf.stats(p["samples_ms"])["median_ms"]):
+        if not recorded_matches(p.get("samples_per_s"), p["batch"] * 1000.0 / wf.stats(p["samples_ms"])["median_ms"]):
             problems.append(f"{where}.samples_per_s does not equal batch / median latency")
     if problems:
         return problems

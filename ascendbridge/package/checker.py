@@ -4,47 +4,31 @@ a package only through it. It is run by path, never imported, so no stage import
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.package import uv_env
-from ascendbridge.runtime.process import run_command
-from ascendbridge.runtime.reports import json_report
-from ascendbridge.settings import StageSettings
+from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.package.device_settings import DeviceSettings
 
 CHECKER = Path(__file__).resolve().parents[2] / "adaptation" / "scripts" / "check_adaptation.py"
 
 
-class CheckSettings(StageSettings):
+class CheckSettings(DeviceSettings):
     """Where and how long the checker's dry run runs: the healing settings' device and demo timeout
     (HealingSettings extends this), so every caller checks a package the same way."""
 
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_HEALING_")
     key_prefix = "healing_"
 
-    device: str = Field("cpu", validation_alias="ascendbridge_device")  # demo.py --device; selects the extra
     demo_timeout_s: float = Field(uv_env.DEMO_TIMEOUT_S, gt=0)
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        uv_env.profile_for_device(value)  # validates the device name (the error names the key)
-        return value
 
 
 def run_package_checker(name: str, root: Path, device: str, timeout_s: float) -> tuple[bool, str, dict[str, Any]]:
-    argv = [sys.executable, str(CHECKER), "--adapt", name, "--adaptations-dir", str(root),
-            "--device", device, "--json", "--timeout", str(timeout_s)]
-    res = run_command(argv, timeout_s=timeout_s + 600)
-    report = json_report(res.output)
-    if report is None:
-        return False, f"check_adaptation.py gave no report (exit {res.exit_code}): {res.tail(3)}", {}
-    failed = [f"{c.get('name')}: {c.get('detail')}" for c in report.get("checks", []) if not c.get("passed")]
-    if report.get("error"):
-        failed.insert(0, str(report["error"]))
-    passed = res.exit_code == 0 and report.get("passed") is True
-    return passed, "; ".join(failed) or f"check_adaptation.py exited {res.exit_code}", report
+    """(passed, summary, report) of the package checker's full run (the demo included)."""
+    result = checker_gate(CHECKER, ["--adapt", name, "--adaptations-dir", str(root), "--device", device,
+                                    "--timeout", str(timeout_s)], timeout_s + 600)
+    return result.passed, result.summary, result.report

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ab_runtime import accuracy_standard
 from ab_runtime.fileops import write_text_atomic
+# Re-exported: a model run ends with exactly one line starting with this marker followed by a JSON
+# object (ab_runtime/result.py writes and reads it); gates parse that line, never free text.
+from ab_runtime.result import RESULT_MARKER  # noqa: F401
 
 SPEC_FILE = "adaptation.json"
 SPEC_VERSION = 1
-# demo.py, accuracy_run.py and accuracy_run_perf.py print exactly one line starting with this
-# marker followed by a JSON object; gates parse that line, never free text.
-RESULT_MARKER = "ASCENDBRIDGE_RESULT "
 
 
 # Spec keys no agent (adapter, healer) may change, each with the reason given when a proposal tries.
@@ -41,6 +41,21 @@ def forbidden_change(changed_keys: Any, role: str) -> Optional[str]:
         return None
     reasons = "; ".join(f"{key}: {FORBIDDEN_KEYS[key]}" for key in hit)
     return f"the agent changed {', '.join(hit)}, which the {role} role may not change ({reasons})"
+
+
+def load_proposal(original: "AdaptationSpec", copy: Path, changed: list[str], role: str) -> Union["AdaptationSpec", str]:
+    """An agent's proposal in its workspace copy: the spec it wrote, or the one-line refusal (it
+    changed a file other than the spec, wrote no valid spec, or changed a key its role may not)."""
+    if changed != [SPEC_FILE]:
+        others = [p for p in changed if p != SPEC_FILE]
+        article = "an" if role[0] in "aeiou" else "a"
+        return f"{article} {role} may change only {SPEC_FILE}; it changed {', '.join(others[:5]) or 'nothing'}"
+    try:
+        proposed = AdaptationSpec.load(copy)
+    except ValueError as exc:  # pydantic's ValidationError included
+        return f"the proposed {SPEC_FILE} is not a valid spec: {str(exc).splitlines()[0]}"
+    before, after = original.model_dump(mode="json"), proposed.model_dump(mode="json")
+    return forbidden_change([k for k in set(before) | set(after) if before.get(k) != after.get(k)], role) or proposed
 
 
 class ModelSource(BaseModel):

@@ -15,7 +15,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
-from ascendbridge.runtime.reports import json_report
+from ascendbridge.gatekit.checker import json_report
 from ascendbridge.stacks import stack_id
 from ascendbridge.gatekit.envs import run_inner
 

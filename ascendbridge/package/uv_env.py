@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import IO, Any, Optional
 
 from ascendbridge.package import system_env
-from ascendbridge.package.spec import RESULT_MARKER
 from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
 from ascendbridge.package.system_env import sync_system
 from ascendbridge.config import uv_binary
 from ascendbridge.runtime.process import CommandResult, run_command
-from ascendbridge.runtime.reports import marked_json
+from ascendbridge.gatekit.envs import model_run_env
+# A run's RESULT line is read with the runtime's own reader (the same marker the run printed).
+from ab_runtime.result import read_result as parse_result
 
 # demo.py --device value -> the pyproject extra that installs the matching torch
 DEVICE_PROFILES: dict[str, str] = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
@@ -32,17 +33,10 @@ LOCK_TIMEOUT_S = 300.0
 SYNC_TIMEOUT_S = 1800.0  # a first sync of a CUDA/NPU profile downloads gigabytes
 DEMO_TIMEOUT_S = 600.0
 
-# Variables that would point uv at another environment than the adaptation's own .venv
-# (e.g. the framework's, when the framework itself runs under `uv run`).
-_FOREIGN_ENV_VARS = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
-
 
 def uv_environment(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """The process environment for uv and model runs: ours minus foreign venv pointers."""
-    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV_VARS}
-    env.setdefault("UV_NO_PROGRESS", "1")
-    env.update(extra or {})
-    return env
+    return model_run_env({"UV_NO_PROGRESS": os.environ.get("UV_NO_PROGRESS", "1"), **(extra or {})})
 
 
 def profile_for_device(device: str) -> str:
@@ -115,11 +109,6 @@ class DemoRun:
     @property
     def ok(self) -> bool:
         return self.command.ok and bool(self.result and self.result.get("ok"))
-
-
-def parse_result(output: str) -> Optional[dict[str, Any]]:
-    """The JSON object of the last `ASCENDBRIDGE_RESULT ` line, or None when there is none."""
-    return marked_json(output, RESULT_MARKER)
 
 
 def run_demo(directory: Path, args: Sequence[str] = ("--dry-run",), *, device: str = "cpu",

@@ -14,38 +14,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from ascendbridge.envmode import use_model_env
-from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.package import uv_env
 from ascendbridge.revalidation.settings import RevalidationSettings
-from ascendbridge.settings import SettingsError, StageSettings, section
+from ascendbridge.package.device_settings import DeviceSettings
+from ascendbridge.settings import section
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import entry_point_stage
 
 
 
-class BenchmarkSlotSettings(StageSettings):
+class BenchmarkSlotSettings(DeviceSettings):
     """The environment it syncs before the dry run: the benchmark's keys (device, sync timeout),
     since re-validation fills the benchmark's slot and its runs are the benchmark's."""
 
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_BENCHMARK_")
     key_prefix = "benchmark_"
 
-    device: str = Field("cpu", validation_alias="ascendbridge_device")
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        uv_env.profile_for_device(value)  # validates the device name (the error names the key)
-        return value
-
-    @property
-    def profile(self) -> str:
-        return uv_env.profile_for_device(self.device)
 
 
 def _optimize() -> bool:
@@ -61,14 +51,9 @@ class RevalidationStage:
     name = "benchmark"  # the slot it fills on the re-validation board
 
     def run(self, ctx: StageContext) -> StageOutcome:
-        use_model_env(ctx.model)
-        try:
-            settings = BenchmarkSlotSettings.from_sources(ctx.settings)
-            AdaptationSpec.load(ctx.adaptation_dir)
-        except SettingsError as exc:
-            return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
-        except ValueError as exc:
-            return _failed("revalidation_setup", str(exc))
+        return run_with_inputs(ctx, BenchmarkSlotSettings, "revalidation_setup", self._run)
+
+    def _run(self, ctx: StageContext, settings: BenchmarkSlotSettings, spec: AdaptationSpec) -> StageOutcome:
         ctx.say(f"syncing the {settings.profile} environment")
         sync = uv_env.sync(ctx.adaptation_dir, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
         if not sync.ok:

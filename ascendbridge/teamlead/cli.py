@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path, logs_dir
 from ascendbridge.envmode import ENV_MODES, EnvModeError, env_choice
@@ -56,14 +57,8 @@ EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_BOARD, EXIT_LOCKED, EXIT_INTERNAL = 0, 
 LOG_BACKUPS = 14  # daily files kept
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="run_auto_team_lead.sh", description="One team-lead run: move registered models "
+    p = OneLineParser(prog="run_auto_team_lead.sh", description="One team-lead run: move registered models "
                 "through the gated stages. PROMPT_MODE=adaptation|benchmark|optimization|business|all.")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="exit when nothing is runnable or running (default)")

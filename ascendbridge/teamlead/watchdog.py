@@ -21,8 +21,9 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Optional
 
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path
 from ascendbridge.runtime.containment import kill_board_attempts
@@ -57,14 +58,8 @@ def heartbeat_age(store: Optional[BoardStore], agent_id: str, since: float) -> O
     return time.time() - last
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-
 def parse_args(argv: Optional[list[str]]) -> tuple[argparse.Namespace, list[str]]:
-    p = _Parser(prog="team_lead_watchdog.sh", description=__doc__.splitlines()[0],
+    p = OneLineParser(prog="team_lead_watchdog.sh", description=__doc__.splitlines()[0],
                                 epilog="Arguments after -- go to the team lead (it always runs with --forever).")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--stale-after", type=float,

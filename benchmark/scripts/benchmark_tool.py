@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from ascendbridge.board.connection import BoardError
 from ascendbridge.board.store import BoardStore
+from ascendbridge.cli.errors import EXIT_FAILURE, CliError, run_guarded
+from ascendbridge.cli.evidence_tool import add_compare, tool_parser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from benchmark.aggregate import collect, write_figures, write_reports
-from ascendbridge.runtime.reports import json_report
+from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from benchmark.evidence import find_evidence
@@ -116,42 +117,40 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Benchmark evidence tools: aggregate, compare, hotspots, roofline.")
-    sub = p.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("aggregate", help="all adaptations -> reports (JSON, CSV) and figures (PNG)")
-    a.add_argument("--out-dir", default=str(REPO_ROOT / "benchmark" / "reports"))
-    a.add_argument("--figures-dir", default=str(REPO_ROOT / "benchmark" / "figures"))
-    a.add_argument("--json", action="store_true")
-    a.set_defaults(func=cmd_aggregate)
-    c = sub.add_parser("compare", help="accuracy table of B.pt against A.pt")
-    c.add_argument("a")
-    c.add_argument("b")
+    p, sub = tool_parser("Benchmark evidence tools: aggregate, compare, hotspots, roofline.", cmd_aggregate,
+                         REPO_ROOT / "benchmark" / "reports", "all adaptations -> reports (JSON, CSV) and figures (PNG)",
+                         REPO_ROOT / "benchmark" / "figures")
+    c = add_compare(sub, cmd_compare, "accuracy table of B.pt against A.pt")
     env = c.add_mutually_exclusive_group(required=True)
     env.add_argument("--adapt", help="load the tensors with this adaptation's environment (and its tolerances)")
     env.add_argument("--python", help="load the tensors with this interpreter (must have torch)")
     c.add_argument("--dtype", help="dtype B was computed in (default: from the file)")
-    c.add_argument("--json", action="store_true")
-    c.set_defaults(func=cmd_compare)
     h = sub.add_parser("hotspots", help="operators ranked by self time in a Chrome trace")
     h.add_argument("trace")
     h.add_argument("--top", type=int, default=20)
     h.add_argument("--json", action="store_true")
-    h.set_defaults(func=cmd_hotspots)
+    h.set_defaults(run=cmd_hotspots)
     r = sub.add_parser("roofline", help="percent of attainable throughput vs the measured peaks")
     r.add_argument("name", help="adaptation name")
     r.add_argument("--dtype", help="which run (default: the spec's target dtype)")
     r.add_argument("--json", action="store_true")
-    r.set_defaults(func=cmd_roofline)
+    r.set_defaults(run=cmd_roofline)
     return p
 
 
-def main(argv: list[str]) -> int:
+def _run(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
-    except (ToolError, EnvError, EvidenceError, TraceError, RooflineError, BoardError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return int(args.run(args))
+    except RooflineError as exc:  # the board lacks what the figure needs (a probe): not the input's fault
+        raise CliError(str(exc), EXIT_FAILURE) from None
+    except (ToolError, EnvError, EvidenceError, TraceError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def main(argv: list[str]) -> int:
+    """Exit 0 done, 1 the board or a run failed, 2 bad input (one `error:` line)."""
+    return run_guarded(lambda: _run(argv))
 
 
 if __name__ == "__main__":

@@ -9,27 +9,21 @@ ASCENDBRIDGE_LATENCY_BAND included).
 
 from __future__ import annotations
 
-import json
+import argparse
 import sys
+from pathlib import Path
 
-from ascendbridge.gatekit.evidence import EvidenceError, checker_arguments, print_checks
-from benchmark.gate import check_adaptation, latency_band
+from ascendbridge.gatekit.checker import checker_main
+from benchmark.gate import AccuracyGateReport, check_adaptation, latency_band
+
+
+def check(args: argparse.Namespace, directory: Path) -> AccuracyGateReport:
+    latency_band()  # a bad band is bad input (ValueError): refused before anything runs
+    return check_adaptation(directory, args.python)
 
 
 def main(argv: list[str]) -> int:
-    try:
-        args, directory = checker_arguments(__doc__.splitlines()[0], argv)
-        latency_band()
-    except (EvidenceError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    report = check_adaptation(directory, args.python)
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
-    else:
-        print_checks([(r.label, r.consistent, r.verdict, r.problems, r.notes) for r in report.runs], 40,
-                     "accuracy", report.passed, report.summary)
-    return 0 if report.passed else 1
+    return checker_main(__doc__.splitlines()[0], argv, check)
 
 
 if __name__ == "__main__":

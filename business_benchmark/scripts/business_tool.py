@@ -16,9 +16,11 @@ import json
 import sys
 from pathlib import Path
 
+from ascendbridge.cli.errors import run_cli
+from ascendbridge.cli.evidence_tool import add_compare, tool_parser
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from business_benchmark.datasets import DatasetError
-from business_benchmark.evidence import read_json
+from business_benchmark.evidence import read_metrics
 from business_benchmark.report import collect, compare, write_figure, write_reports
 
 
@@ -27,7 +29,7 @@ def _fmt(value: object) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    result = compare(read_json(Path(args.a)), read_json(Path(args.b)))
+    result = compare(read_metrics(Path(args.a)), read_metrics(Path(args.b)))
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -56,23 +58,11 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("compare", help="two business evidence files side by side")
-    p.add_argument("a")
-    p.add_argument("b")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_compare)
-    p = sub.add_parser("aggregate", help="report across every adaptation's business evidence")
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "business_benchmark" / "reports"))
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_aggregate)
-    args = parser.parse_args(argv)
-    try:
-        return args.fn(args)
-    except (DatasetError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    """Exit 0 done, 2 bad input (not business evidence, unreadable files): one `error:` line."""
+    parser, sub = tool_parser(__doc__.splitlines()[0], cmd_aggregate, REPO_ROOT / "business_benchmark" / "reports",
+                              "report across every adaptation's business evidence")
+    add_compare(sub, cmd_compare, "two business evidence files side by side")
+    return run_cli(argv, parser, (DatasetError,))
 
 
 if __name__ == "__main__":

@@ -10,18 +10,22 @@ Exit 0; 2 on bad usage, an unknown set or model (one line on stderr).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import board_path
 from business_benchmark.datasets import DatasetError
 from business_benchmark.mapping import evaluations_for
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_guarded(lambda: _run(argv))
+
+
+def _run(argv: list[str]) -> int:
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--family")
     what.add_argument("--model", help="a model on the board")
@@ -51,8 +55,7 @@ def main(argv: list[str]) -> int:
                 evaluations = evaluations_for(model.task_family, meta.get("pipeline_tag"), None, st,
                                               model.metadata.get("business_sets"))
     except (DatasetError, BoardError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     if args.json:
         print(json.dumps([e.as_dict() for e in evaluations]))
     else:

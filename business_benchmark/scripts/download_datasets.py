@@ -13,12 +13,12 @@ switches (HF_HUB_OFFLINE, HF_DATASETS_OFFLINE). The bundled sets need none of th
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import sys
 from typing import Optional
 
+from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
 from business_benchmark.datasets import list_sets, load_card
 from business_benchmark.mapping import HUB_SETS
 
@@ -55,7 +55,11 @@ def fetch(repo: str, config: Optional[str], split: Optional[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_guarded(lambda: _run(argv))
+
+
+def _run(argv: list[str]) -> int:
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--list", action="store_true", help="bundled sets and Hub sets in the cache")
     what.add_argument("--family", help="fetch the Hub sets mapped to this task family")
@@ -69,8 +73,7 @@ def main(argv: list[str]) -> int:
     if args.family:
         sets = HUB_SETS.get((args.family, args.language))
         if not sets:
-            print(f"error: no Hub sets mapped for family {args.family} in language {args.language}", file=sys.stderr)
-            return 2
+            raise CliError(f"no Hub sets mapped for family {args.family} in language {args.language}")
     else:
         sets = ((args.dataset, args.config, args.split or None),)
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
@@ -79,8 +82,7 @@ def main(argv: list[str]) -> int:
             fetch(repo, config, split)
         except Exception as exc:  # connection refused, 401/404, offline mode without a cache
             first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-            print(f"error: cannot fetch {repo} from {endpoint}: {type(exc).__name__}: {first}", file=sys.stderr)
-            return 2
+            raise CliError(f"cannot fetch {repo} from {endpoint}: {type(exc).__name__}: {first}") from None
     return 0
 
 

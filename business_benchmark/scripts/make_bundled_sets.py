@@ -11,9 +11,11 @@ sha256 digest. The gate refuses a set whose file no longer matches its card.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from ascendbridge.cli.errors import OneLineParser, run_guarded
 from business_benchmark.datasets import DATA_DIR, sha256_file
 
 LICENCE = "Apache-2.0 (written for this repository)"
@@ -206,7 +208,12 @@ def write_set(name: str, kind: str, description: str, items: list[dict[str, Any]
     (out / f"{name}.card.json").write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    return run_guarded(lambda: _run(argv))
+
+
+def _run(argv: list[str]) -> int:
+    OneLineParser(description=__doc__.splitlines()[0]).parse_args(argv)  # no options: --help, or a one-line error
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     for name, (kind, description, make) in SETS.items():
         write_set(name, kind, description, make(), DATA_DIR)
@@ -215,4 +222,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -14,38 +14,27 @@ Exit 0 pass, 1 fail, 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from pathlib import Path
 
-from _cli import add_where, resolve  # noqa: I001  (sets up the repository import path)
-from ascendbridge.gatekit.evidence import EvidenceError
-from optimization.gate import check_perf_gate
+from ascendbridge.cli.errors import CliError
+from ascendbridge.gatekit.checker import checker_main
+from optimization.gate import OptimizationGateReport, check_perf_gate
+
+
+def _measurement(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=5)
+
+
+def check(args: argparse.Namespace, directory: Path) -> OptimizationGateReport:
+    if args.pairs < 5 or args.iters < 1:
+        raise CliError("--pairs must be >= 5 and --iters >= 1")
+    return check_perf_gate(directory, args.python, args.pairs, args.iters)
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_where(parser)
-    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
-    parser.add_argument("--python", help="interpreter with torch (default: the adaptation's .venv)")
-    parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=5)
-    args = parser.parse_args(argv)
-    if args.pairs < 5 or args.iters < 1:
-        print("error: --pairs must be >= 5 and --iters >= 1", file=sys.stderr)
-        return 2
-    try:
-        directory = resolve(args)
-    except EvidenceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    report = check_perf_gate(directory, args.python, args.pairs, args.iters)
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
-    else:
-        for problem in report.problems:
-            print(f"  - {problem}")
-        print(("PASS: " if report.passed else "FAIL: ") + report.summary)
-    return 0 if report.passed else 1
+    return checker_main(__doc__.splitlines()[0], argv, check, extra=_measurement)
 
 
 if __name__ == "__main__":

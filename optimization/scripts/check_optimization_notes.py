@@ -10,33 +10,14 @@ passes. Exit 0 pass, 1 fail, 2 bad usage.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
-from _cli import add_where, resolve  # noqa: I001  (sets up the repository import path)
-from ascendbridge.gatekit.evidence import EvidenceError
+from ascendbridge.gatekit.checker import checker_main
 from optimization.gate import check_notes_gate
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_where(parser)
-    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
-    args = parser.parse_args(argv)
-    try:
-        directory = resolve(args)
-    except EvidenceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    report = check_notes_gate(directory)
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
-    else:
-        for problem in report.problems:
-            print(f"  - {problem}")
-        print(("PASS: " if report.passed else "FAIL: ") + report.summary)
-    return 0 if report.passed else 1
+    return checker_main(__doc__.splitlines()[0], argv, lambda args, directory: check_notes_gate(directory), python=False)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _cli import REPO_ROOT  # noqa: I001  (sets up the repository import path)
-from ascendbridge.config import adaptations_dir
+from ascendbridge.cli.errors import run_cli
+from ascendbridge.cli.evidence_tool import add_compare, tool_parser
+from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from optimization.aggregate import collect, compare, write_figure, write_reports
-from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
+from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA, TOP_KEYS
 
 
 def _notes(ref: str) -> dict[str, Any]:
@@ -33,6 +34,9 @@ def _notes(ref: str) -> dict[str, Any]:
         raise EvidenceError(f"{path}: cannot be read ({type(exc).__name__})") from None
     if not isinstance(notes, dict) or notes.get("schema") != NOTES_SCHEMA:
         raise EvidenceError(f"{path}: not an optimization notes file")
+    missing = [key for key in TOP_KEYS if key not in notes]
+    if missing:
+        raise EvidenceError(f"{path}: not a complete optimization notes file (no {', '.join(missing)})")
     return notes
 
 
@@ -58,7 +62,12 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    result = compare(_notes(args.a), _notes(args.b))
+    a, b = _notes(args.a), _notes(args.b)
+    try:
+        result = compare(a, b)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise EvidenceError(f"the notes files are malformed ({type(exc).__name__}: {exc}); "
+                            "check them with check_optimization_notes.py") from None
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -75,22 +84,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    agg = sub.add_parser("aggregate", help="report + figure over all adaptations")
-    agg.add_argument("--out-dir", default=str(REPO_ROOT / "reports"))
-    agg.add_argument("--figures-dir", default=str(REPO_ROOT / "reports" / "figures"))
-    agg.add_argument("--json", action="store_true")
-    cmp_ = sub.add_parser("compare", help="two adaptations' notes side by side")
-    cmp_.add_argument("a")
-    cmp_.add_argument("b")
-    cmp_.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        return cmd_aggregate(args) if args.command == "aggregate" else cmd_compare(args)
-    except EvidenceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    """Exit 0 done, 2 bad input (not notes files, unknown adaptations): one `error:` line."""
+    parser, sub = tool_parser(__doc__.splitlines()[0], cmd_aggregate, REPO_ROOT / "reports",
+                              "report + figure over all adaptations", REPO_ROOT / "reports" / "figures")
+    add_compare(sub, cmd_compare, "two adaptations' notes side by side")
+    return run_cli(argv, parser, (EvidenceError,))
 
 
 if __name__ == "__main__":

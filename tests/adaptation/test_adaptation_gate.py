@@ -30,6 +30,9 @@ _real_main = main
 
 def main(argv):
     import builtins
+    import json
+
+    from ab_runtime.result import RESULT_MARKER
 
     real_print = builtins.print
 

@@ -17,25 +17,20 @@ import pytest
 
 from ascendbridge.package.generator import render_adaptation
 from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe
 from ascendbridge.agents.history import REUSE_EVENT, RUN_EVENT, memory_dir
 from ascendbridge.board import BoardStore
-from ascendbridge.board.records import Registration
-from ascendbridge.config import REPO_ROOT, adaptations_dir
+from ascendbridge.config import REPO_ROOT
 from ascendbridge.stage_api import StageContext
 from tests.agents.agent_support import AgentScript, record_history
+from tests.support.local_model import register_local
 
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
 
 def broken_adaptation(board: BoardStore, board_path: Path, model_id: str) -> tuple[StageContext, io.StringIO]:
-    (record, _), = board.register_models([Registration(model_id=model_id, source="local", path=str(TINY_GPT2))])
-    task = board.list_tasks(stage="healing", model_id=record.model_id)[0]
-    directory = adaptations_dir() / record.adaptation_name
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        model=ModelSource(model_id=record.model_id, source="local", path=str(TINY_GPT2), has_weights=False),
-        task_family="causal_lm", model_class="GPT2LMHeadModel", model_type="gpt2",
+    record, task, directory, spec = register_local(
+        board, model_id, TINY_GPT2, "healing", "causal_lm", "GPT2LMHeadModel", "gpt2",
         inputs=InputRecipe(batch_size=2, seq_len=16), config_overrides={"n_embd": 30},  # 30 is no multiple of 4 heads
     )
     render_adaptation(spec, directory)

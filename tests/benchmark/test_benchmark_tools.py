@@ -74,7 +74,7 @@ def test_hotspots_bad_trace_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "trace.json"
     bad.write_text("{not json")
     proc = tool("hotspots", str(bad))
-    assert proc.returncode == 1 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
 
 
 def test_compare_two_real_outputs(runs: dict, python: Path) -> None:
@@ -85,7 +85,7 @@ def test_compare_two_real_outputs(runs: dict, python: Path) -> None:
     result = json.loads(proc.stdout)
     assert result["verdict"] == "pass" and set(result["outputs"]) == {"logits"}
     missing = tool("compare", out, str(directory / "nope.pt"), "--python", str(python))  # checked before torch loads
-    assert missing.returncode == 1 and "nope.pt: file not found" in missing.stderr
+    assert missing.returncode == 2 and "nope.pt: file not found" in missing.stderr
 
 
 def test_probe_on_this_machine_is_stored_and_feeds_roofline(runs: dict, python: Path, board: BoardStore, board_path: Path, tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_probe_on_this_machine_is_stored_and_feeds_roofline(runs: dict, python: 
     assert done.returncode == 0, done.stderr
     assert "% of attainable" in done.stdout
     wrong = tool("roofline", "tiny-bert", "--dtype", "float16", env=env)
-    assert wrong.returncode == 1 and "no float16 run" in wrong.stderr
+    assert wrong.returncode == 2 and "no float16 run" in wrong.stderr
 
 
 def test_aggregate_writes_reports_and_figures(runs: dict, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardCorruptError, BoardFullError, BoardStore, Registration
+from tests.support.read_only import read_only_view
 from tests.board.test_board_cli import SCRIPT, assert_one_line_error, cli, ok, ok_json
 
 PAGE = 4096
@@ -65,15 +66,8 @@ def read_only_board(tmp_path: Path) -> Iterator[Path]:
     view.mkdir()
     with BoardStore.init(real / "board.db") as store:
         store.register_models([Registration(model_id="org/alpha", priority=3), Registration(model_id="org/beta")])
-    try:
-        subprocess.run(["mount", "--bind", str(real), str(view)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot bind-mount here: {getattr(exc, 'stderr', b'') or exc}")
-    try:
-        subprocess.run(["mount", "-o", "remount,ro,bind", str(view)], check=True, capture_output=True)
+    with read_only_view(real, view):
         yield view / "board.db"
-    finally:
-        subprocess.run(["umount", str(view)], check=False)
 
 
 def test_reading_commands_work_on_a_read_only_board(read_only_board: Path, tmp_path: Path) -> None:

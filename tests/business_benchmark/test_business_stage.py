@@ -10,32 +10,24 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.spec import InputRecipe
 from ascendbridge.package.stack import MARKER, system_marker
 from ascendbridge.board import BoardStore
 from ascendbridge.board.queries import BoardQueries
-from ascendbridge.board.records import Registration
-from ascendbridge.config import adaptations_dir
 from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.registry import check_loadable, stage_refs
 from business_benchmark.stage import BUSINESS_BENCHMARK_STAGE
 from tests.business_benchmark.business_support import demo_dir
+from tests.support.local_model import register_local
 
 
 def make_context(board: BoardStore, board_path: Path, settings: dict) -> StageContext:
     model_dir = demo_dir("tiny-bert-classifier")
-    (record, _), = board.register_models([Registration(model_id="demo/tiny-bert-classifier", source="local",
-                                                       path=str(model_dir))])
-    task = board.list_tasks(stage="business_benchmark", model_id=record.model_id)[0]
-    directory = adaptations_dir() / record.adaptation_name
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
-        task_family="sequence_classification", model_class="BertForSequenceClassification", model_type="bert",
-        inputs=InputRecipe(batch_size=1, seq_len=16),
-    )
+    record, task, directory, spec = register_local(
+        board, "demo/tiny-bert-classifier", model_dir, "business_benchmark", "sequence_classification",
+        "BertForSequenceClassification", "bert", inputs=InputRecipe(batch_size=1, seq_len=16))
     assert generate(spec, directory).ok
     return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
                         log=io.StringIO(), settings=settings)

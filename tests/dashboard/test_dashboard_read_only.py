@@ -3,13 +3,12 @@ a read-only SQLite connection; actions answer 409 in one line and write nothing.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.dashboard.dash_support import TOKEN, seed_board, served
+from tests.support.read_only import read_only_view
 
 
 def test_a_read_only_board_is_shown_and_actions_are_refused(tmp_path: Path) -> None:
@@ -17,21 +16,13 @@ def test_a_read_only_board_is_shown_and_actions_are_refused(tmp_path: Path) -> N
     real.mkdir()
     view.mkdir()
     board_path, logs, adaptations = seed_board(real)
-    try:
-        subprocess.run(["mount", "--bind", str(real), str(view)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot bind-mount here: {getattr(exc, 'stderr', b'') or exc}")
-    try:
-        subprocess.run(["mount", "-o", "remount,ro,bind", str(view)], check=True, capture_output=True)
-        with served(tmp_path, view / "board.db", logs, adaptations) as url:
-            for path in ("/", "/api/models", "/models/acme/llama-tiny", "/api/events", "/metrics", "/reports"):
-                assert httpx.get(url + path, timeout=10).status_code == 200, path
-            r = httpx.post(url + "/api/models/acme/llama-tiny/priority", json={"priority": 3},
-                           headers={"X-AscendBridge-Token": TOKEN}, timeout=10)
-            assert r.status_code == 409 and "read-only" in r.json()["error"], r.text
-        assert "is not writable" in (tmp_path / "server.log").read_text()
-    finally:
-        subprocess.run(["umount", str(view)], check=False)
+    with read_only_view(real, view), served(tmp_path, view / "board.db", logs, adaptations) as url:
+        for path in ("/", "/api/models", "/models/acme/llama-tiny", "/api/events", "/metrics", "/reports"):
+            assert httpx.get(url + path, timeout=10).status_code == 200, path
+        r = httpx.post(url + "/api/models/acme/llama-tiny/priority", json={"priority": 3},
+                       headers={"X-AscendBridge-Token": TOKEN}, timeout=10)
+        assert r.status_code == 409 and "read-only" in r.json()["error"], r.text
+    assert "is not writable" in (tmp_path / "server.log").read_text()
 
 
 def test_registering_a_path_that_is_not_a_model_directory_is_a_400(tmp_path: Path) -> None:

@@ -20,12 +20,12 @@ import pytest
 from ascendbridge.package.generator import render_adaptation
 from healing.evidence import EVIDENCE_FILE
 from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
+from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe
 from ascendbridge.board import BoardStore
-from ascendbridge.board.records import Registration
-from ascendbridge.config import REPO_ROOT, adaptations_dir
+from ascendbridge.config import REPO_ROOT
 from ascendbridge.demo_models import ensure_minilm
 from ascendbridge.stage_api import StageContext
+from tests.support.local_model import register_local
 
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
@@ -33,15 +33,8 @@ TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 def make_context(board: BoardStore, board_path: Path, spec_updates: dict, model_dir: Path = TINY_GPT2,
                  model_id: str = "demo/tiny-gpt2") -> tuple[StageContext, io.StringIO]:
     """Register a local model and render its package from a (deliberately flawed) spec."""
-    (record, _), = board.register_models([Registration(model_id=model_id, source="local", path=str(model_dir))])
-    task = board.list_tasks(stage="healing", model_id=record.model_id)[0]
-    directory = adaptations_dir() / record.adaptation_name
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
-        task_family="causal_lm", model_class="GPT2LMHeadModel", model_type="gpt2",
-        inputs=InputRecipe(batch_size=2, seq_len=16),
-    )
+    record, task, directory, spec = register_local(board, model_id, model_dir, "healing", "causal_lm", "GPT2LMHeadModel",
+                                                   "gpt2", inputs=InputRecipe(batch_size=2, seq_len=16))
     spec = AdaptationSpec.model_validate({**spec.model_dump(), **spec_updates})
     render_adaptation(spec, directory)
     log = io.StringIO()

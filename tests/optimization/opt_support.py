@@ -62,7 +62,7 @@ def run_py(python: Path, directory: Path, *argv: str, timeout: float = 900,
 def finish(python: Path, directory: Path, chosen: list[str], *extra: str) -> dict[str, Any]:
     """What the optimization stage does after the search: render accuracy_run_perf.py with `chosen`,
     run it (`extra`: more arguments, e.g. the workload), record the perf run in the notes."""
-    from optimization.gate import accuracy_summary
+    from ab_runtime.accuracy_standard import accuracy_summary
     from optimization.notes_check import NOTES_FILE
     from optimization.render import render_accuracy_run_perf
 

@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource, WorkloadSpec
+from ascendbridge.package.spec import InputRecipe, WorkloadSpec
 from ascendbridge.board import BoardStore
-from ascendbridge.board.records import Registration
-from ascendbridge.config import adaptations_dir
 from ascendbridge.stage_api import StageContext
 from optimization.stage import OPTIMIZATION_STAGE, OptimizationSettings
 from tests.optimization.opt_support import demo_config
+from tests.support.local_model import register_local
 
 KNOWN_COST = Path(__file__).resolve().parent / "inner" / "known_cost_passes.py"
 
@@ -24,13 +23,8 @@ def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: 
     model_dir = tmp_path / "models" / "tiny-llama"
     model_dir.mkdir(parents=True)
     (model_dir / "config.json").write_text(json.dumps(demo_config("tiny-llama")))
-    (record, _), = board.register_models([Registration(model_id="demo/tiny-llama", source="local", path=str(model_dir))])
-    task = board.list_tasks(stage="optimization", model_id=record.model_id)[0]
-    directory = adaptations_dir() / record.adaptation_name
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
-        task_family="causal_lm", model_class="LlamaForCausalLM", model_type="llama",
+    record, task, directory, spec = register_local(
+        board, "demo/tiny-llama", model_dir, "optimization", "causal_lm", "LlamaForCausalLM", "llama",
         inputs=InputRecipe(batch_size=2, seq_len=32),
         workload=WorkloadSpec(name="forward"),  # the test-only passes act on one forward's outputs
     )

@@ -1,11 +1,11 @@
-"""Reading checker reports and marked result lines (ascendbridge.runtime.reports)."""
+"""Reading checker reports and marked result lines (ascendbridge.gatekit.checker)."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from ascendbridge.runtime.reports import json_report, marked_json, run_checker
+from ascendbridge.gatekit.checker import json_report, marked_json, run_checker
 
 MARK = "ASCENDBRIDGE_RESULT "
 

@@ -12,8 +12,11 @@ from tests.runtime.rt_support import RUNTIME_PARENT
 
 
 def test_result_marker_is_the_framework_marker() -> None:
-    tree = ast.parse((RUNTIME_PARENT / "ab_runtime" / "__init__.py").read_text())
-    values = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)}
+    """One definition, in the runtime every adaptation ships (ab_runtime/result.py); the framework's
+    name for it is that same string."""
+    tree = ast.parse((RUNTIME_PARENT / "ab_runtime" / "result.py").read_text())
+    values = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body
+              if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant)}
     assert values["RESULT_MARKER"] == RESULT_MARKER
 
 

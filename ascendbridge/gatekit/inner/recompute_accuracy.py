@@ -56,9 +56,10 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
             saved["target"], saved["reference"], thresholds, str(saved.get("dtype")), saved.get("reference_fp64")
         )
     recorded = metrics.get("accuracy")
-    if not comparator.same_figures(recomputed, recorded):
+    differences = framework_module("figures").recorded_differences(recorded, recomputed, "accuracy")
+    if differences:
         problems.append("accuracy figures in the metrics file do not match the figures recomputed "
-                        "from the saved outputs" + _first_difference(recomputed, recorded))
+                        f"from the saved outputs (first at {differences[0]})")
     notes: list[str] = []
     remeasured = None
     recorded_passes = (metrics.get("optimization") or {}).get("passes") or []
@@ -75,18 +76,6 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
     return {"ok": not problems, "problems": problems, "notes": notes, "recomputed_verdict": recomputed["verdict"],
             "outputs_checked": sorted(recomputed["outputs"]), "remeasured_timing": remeasured}
 
-
-def _first_difference(a: Any, b: Any, path: str = "accuracy") -> str:
-    """Where two results first differ, for a useful one-line message."""
-    comparator = framework_module("comparator")
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b), key=str):
-            if key not in a or key not in b:
-                return f" (first at {path}.{key}: present in only one)"
-            if not comparator.same_figures(a[key], b[key]):
-                return _first_difference(a[key], b[key], f"{path}.{key}")
-        return ""
-    return f" (first at {path}: recomputed {a!r}, recorded {b!r})"
 
 
 def main(argv: list[str]) -> int:
