@@ -21,7 +21,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from . import RESULT_MARKER
 from .errors import RuntimeDiagnosis, SpecError
@@ -39,7 +39,7 @@ RANDOM_WEIGHTS_NOTE = ("these outputs come from random weights (initialised from
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # report like every other bad input, with a RESULT line
+    def error(self, message: str) -> NoReturn:  # report like every other bad input, with a RESULT line
         raise SpecError(f"bad arguments: {message}")
 
 

@@ -69,7 +69,7 @@ def _stacks_of(config: Any, path: tuple[str, ...]) -> list[Stack]:
     primary: Optional[Stack] = None
     for name in generic:
         value = _int_attr(stored, name)
-        if value in encoder_values:
+        if value is None or value in encoder_values:
             continue  # e.g. BART's num_hidden_layers mirrors encoder_layers
         if primary is None:
             primary = Stack(path, name, value)

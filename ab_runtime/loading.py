@@ -81,7 +81,7 @@ def source_kwargs(spec: RunSpec) -> tuple[str, dict[str, Any], str]:
     if spec.revision:
         kwargs["revision"] = spec.revision
     if spec.source == "local" or (spec.path and (Path(spec.path) / "config.json").is_file()):
-        if not (Path(spec.path) / "config.json").is_file():
+        if not spec.path or not (Path(spec.path) / "config.json").is_file():
             raise SpecError(f"local model directory {spec.path} has no config.json")
         kwargs.pop("revision", None)
         return spec.path, kwargs, f"local directory {spec.path}"
@@ -167,7 +167,7 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
         plan = plan_depth(config, build, dtype, budget, spec.dry_run_max_layers)
         if plan.sized_by != "meta":
             notes.append(f"size from a {plan.sized_by}")
-        if plan.over_budget:
+        if plan.over_budget and plan.param_bytes is not None:
             notes.append(
                 f"minimal depth needs {plan.param_bytes / GiB:.2f} GiB, above the "
                 f"{budget / GiB:.2f} GiB dry-run budget"

@@ -133,6 +133,7 @@ def check(spec: Any) -> Parity:
 
     ident, _, _ = source_kwargs(spec)
     tolerance = {"max_abs_err_scaled": FP32_MAX_ABS_ERR, "cosine_min": FP32_MIN_COSINE}
+    runner: Callable[[Any, str], tuple[list[Any], list[Any]]]
     if spec.sentence_transformers_pooling:
         library, runner = "sentence-transformers", _sentence_transformers
         if not _installed("sentence_transformers"):

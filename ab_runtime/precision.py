@@ -116,6 +116,6 @@ def keep_in_fp32(model: torch.nn.Module, class_names: list[str], dtype: torch.dt
                 out = _original(*_cast_floats(list(args), torch.float32), **_cast_floats(kwargs, torch.float32))
             return _cast_floats(out, dtype)
 
-        module.forward = forward  # type: ignore[method-assign]
+        module.forward = forward
         changed.append(name or "(model)")
     return changed

@@ -405,7 +405,7 @@ def headline_call(session: Any, build: passes.Build, run: Callable[[dict[str, An
 
         return both_batches
     if workload.name == "batch_sweep":
-        inputs = passes.prepare_inputs(session.workload_inputs(workload.headline_batch, None),
-                                       session.choice.torch_device, build)
-        return lambda: run(inputs)
+        headline = passes.prepare_inputs(session.workload_inputs(workload.headline_batch, None),
+                                         session.choice.torch_device, build)
+        return lambda: run(headline)
     return session.timed_call(build, run)

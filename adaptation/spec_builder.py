@@ -125,7 +125,7 @@ def _inputs(family: str, cfg: dict[str, Any]) -> InputRecipe:
     if max_positions:
         recipe.seq_len = min(DEFAULT_SEQ_LEN, max_positions)
     if family in IMAGE_FAMILIES:
-        vision = cfg.get("encoder") if family == "vision_seq2seq" and isinstance(cfg.get("encoder"), dict) else cfg
+        vision = encoder if family == "vision_seq2seq" and isinstance(encoder := cfg.get("encoder"), dict) else cfg
         size = vision.get("image_size")
         for sub in VISION_SUBCONFIGS:  # CLIP's vision_config, DPT / Depth Anything's backbone_config
             if size is None and isinstance(cfg.get(sub), dict):
@@ -175,7 +175,7 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         name=record.adaptation_name,
         model=ModelSource(
             model_id=record.model_id,
-            source=record.source,  # type: ignore[arg-type]  # the board validates sources
+            source=record.source,  # the board validates sources
             path=path,
             revision=record.revision,
             has_weights=has_weights,

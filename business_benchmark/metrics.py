@@ -232,9 +232,10 @@ def seq2seq(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: 
     agreement = {"chrf_vs_reference": float(sacrebleu.corpus_chrf(target, [reference]).score),
                  "bleu_vs_reference": float(sacrebleu.corpus_bleu(target, [reference]).score),
                  **_token_agreement(items)}
-    golds = [gold[it["id"]].get("target") for it in items]
+    targets = [gold[it["id"]].get("target") for it in items]
+    golds = [g for g in targets if isinstance(g, str)]
     task: Metrics = {}
-    if real and all(isinstance(g, str) for g in golds) and golds:
+    if real and golds and len(golds) == len(targets):
         task = {"chrf": _pair(float(sacrebleu.corpus_chrf(target, [golds]).score),
                               float(sacrebleu.corpus_chrf(reference, [golds]).score)),
                 "bleu": _pair(float(sacrebleu.corpus_bleu(target, [golds]).score),

@@ -43,7 +43,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = []
     for key in sorted(set(rows_a) | set(rows_b)):
         ra, rb = rows_a.get(key), rows_b.get(key)
-        out.append({"set": key[0], "metric": key[1], "kind": (ra or rb)["kind"],
+        out.append({"set": key[0], "metric": key[1], "kind": (ra or rows_b[key])["kind"],
                     "a": ra["target"] if ra else None, "b": rb["target"] if rb else None,
                     "a_items_per_s": ra["target_items_per_s"] if ra else None,
                     "b_items_per_s": rb["target_items_per_s"] if rb else None,

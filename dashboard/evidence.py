@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any, Optional, TypeGuard
 
 from ascendbridge import capped_read
 
@@ -93,7 +93,7 @@ MEASURED_FIRST = ("cosine", "max_abs_err_scaled", "max_abs_err", "max_rel_err", 
                   "baseline_rmse_vs_fp64", "label_match")
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -106,11 +106,11 @@ def output_accuracy(accuracy: Any) -> list[OutputAccuracy]:
     for name, item in outputs.items():
         if not isinstance(item, dict):
             continue
-        metrics = item.get("metrics") if isinstance(item.get("metrics"), dict) else {}
+        metrics = got if isinstance(got := item.get("metrics"), dict) else {}
         measured = {k: v for k, v in metrics.items() if _scalar(v)}
         ordered = {k: measured[k] for k in MEASURED_FIRST if k in measured}
         ordered.update({k: v for k, v in measured.items() if k not in ordered})
-        applied = item.get("applied") if isinstance(item.get("applied"), dict) else {}
+        applied = got if isinstance(got := item.get("applied"), dict) else {}
         rows.append(OutputAccuracy(
             name=str(item.get("name") or name), verdict=str(item.get("verdict") or "?"),
             kind=str(item.get("kind") or ""), measured=ordered,
@@ -236,9 +236,9 @@ def _interval(value: Any) -> Optional[tuple[float, float]]:
 
 
 def _pass_row(item: dict[str, Any]) -> PassRow:
-    paired = item.get("paired") if isinstance(item.get("paired"), dict) else {}
-    accuracy = item.get("accuracy") if isinstance(item.get("accuracy"), dict) else {}
-    names = item.get("passes") if isinstance(item.get("passes"), list) else []
+    paired = got if isinstance(got := item.get("paired"), dict) else {}
+    accuracy = got if isinstance(got := item.get("accuracy"), dict) else {}
+    names = got if isinstance(got := item.get("passes"), list) else []
     name = str(item.get("name") or " + ".join(str(n) for n in names) or "?")
     speedup = paired.get("speedup")
     return PassRow(
@@ -260,9 +260,9 @@ def optimization_notes(adapt_dir: Optional[Path]) -> Optional[OptimizationNotes]
     if data is None:
         return OptimizationNotes(readable=False)
     rows = [_pass_row(item) for key in ("passes", "combination")
-            for item in (data.get(key) if isinstance(data.get(key), list) else []) if isinstance(item, dict)]
-    final = data.get("final") if isinstance(data.get("final"), dict) else {}
-    baseline = data.get("baseline") if isinstance(data.get("baseline"), dict) else {}
+            for item in (listed if isinstance(listed := data.get(key), list) else []) if isinstance(item, dict)]
+    final = got if isinstance(got := data.get("final"), dict) else {}
+    baseline = got if isinstance(got := data.get("baseline"), dict) else {}
     summary = flatten({k: v for k, v in final.items() if k not in ("cold_start", "accuracy")}, depth=0)
     if isinstance(final.get("accuracy"), dict) and final["accuracy"].get("verdict") is not None:
         summary["accuracy"] = final["accuracy"]["verdict"]

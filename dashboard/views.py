@@ -147,7 +147,7 @@ def parameter_counts(record: Any, runs: list[evidence.BenchmarkRun]) -> list[dic
     if record.parameter_count is not None:
         source = (record.metadata or {}).get("parameter_count_source") or "discovery"
         counts.append({"value": record.parameter_count, "source": f"discovery ({str(source).replace('_', ' ')})"})
-    built = {r.figures.get("model.parameters") for r in runs if isinstance(r.figures.get("model.parameters"), int)}
+    built = {n for r in runs if isinstance(n := r.figures.get("model.parameters"), int)}
     for value in sorted(built):
         counts.append({"value": value, "source": "benchmark (the model as built and run)"})
     return counts
@@ -233,7 +233,7 @@ def regressions(d: Dashboard) -> dict[str, Any]:
         if event.model_id and (event.model_id not in latest or event.id > latest[event.model_id].id):
             latest[event.model_id] = event
     order = {"broken": 0, "regressed": 1, "improved": 2, "unchanged": 3}
-    rows = sorted(({**e.data, "ts": e.ts} for e in latest.values()), key=lambda r: (order.get(r.get("verdict"), 4),
+    rows = sorted(({**e.data, "ts": e.ts} for e in latest.values()), key=lambda r: (order.get(str(r.get("verdict")), 4),
                                                                     -(r.get("worst_worse_by") or 0)))
     stacks = {sid: describe(data) for sid, data in d.store.list_stacks().items()}
     for row in rows:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Literal, Optional
+from typing import IO, Any, Callable, Literal, Optional, cast
 
 from healing import steps
 from healing.classifier import Classification, classify
@@ -112,11 +112,14 @@ def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
     """Heal the adaptation in `directory` (its adaptation.json is the spec) and report."""
     directory = Path(directory)
     spec = AdaptationSpec.load(directory)
-    log = RedactingWriter(log) if log is not None else None  # type: ignore[assignment]
+    # RedactingWriter is a duck-typed text stream (write/flush): what every log user calls
+    log = cast(IO[str], RedactingWriter(log)) if log is not None else None
     clear_evidence(directory)  # only this run's passing attempt may leave evidence for the gate
     attempts: list[AttemptReport] = []
     last: Optional[dict[str, Any]] = None
     pending: Optional[Failure] = None
+    failure: Optional[Failure]
+    results: dict[str, Any]
     for number in range(1, settings.max_attempts + 1):
         say(f"attempt {number}/{settings.max_attempts}: {spec.name} on {settings.device} "
             f"(profile {settings.profile})")

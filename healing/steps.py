@@ -62,7 +62,7 @@ def demo(directory: Path, settings: HealingSettings, dry_run: bool, log: Optiona
     """Run demo.py on the configured device; a run passes only with exit 0 and an ok RESULT."""
     args = ("--dry-run",) if dry_run else ()
     run = uv_env.run_demo(directory, args, device=settings.device, timeout_s=settings.demo_timeout_s, log=log)
-    phase = "dry_run" if dry_run else "real_run"
+    phase: Phase = "dry_run" if dry_run else "real_run"
     command: CommandResult = run.command
     expected_mode = "dry_run" if dry_run else "pretrained"
     if run.ok and run.result and run.result.get("mode") == expected_mode:

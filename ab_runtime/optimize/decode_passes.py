@@ -167,7 +167,7 @@ def _fused_attention_applies(device: DeviceChoice, model: torch.nn.Module, confi
     hidden = getattr(cfg, "hidden_size", None)
     head_dim = getattr(cfg, "head_dim", None) or (hidden // heads if isinstance(hidden, int) and heads else None)
     lim = npu_swaps.FUSED_INFER_LIMITS
-    if not isinstance(heads, int) or not isinstance(head_dim, int):
+    if not isinstance(heads, int) or not isinstance(head_dim, int) or not isinstance(kv_heads, int):
         return "model config names no attention heads / head dim"
     if head_dim > lim["max_head_dim"] or heads > lim["max_heads"]:
         return f"head dim {head_dim} / heads {heads} outside the documented D <= 512, N <= 256"

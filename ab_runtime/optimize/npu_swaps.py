@@ -158,7 +158,7 @@ def install_rotary(model: torch.nn.Module) -> bool:
         return npu.npu_rotary_mul(q, c, s), npu.npu_rotary_mul(k, c, s)
 
     apply_rotary_pos_emb._ab_npu_rotary = True  # type: ignore[attr-defined]
-    module.apply_rotary_pos_emb = apply_rotary_pos_emb
+    module.apply_rotary_pos_emb = apply_rotary_pos_emb  # type: ignore[attr-defined]  # a transformers modeling module, typed as a bare ModuleType
     return True
 
 

@@ -190,7 +190,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
             acc = judge(session, b, run, fn, reference)
             figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-            verify = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
+            verify: dict[str, Any] = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
                       "accuracy": acc, "paired": figures,
                       "cold_start": {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first}}
             combination.append(verify)

@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, Optional
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -163,7 +163,7 @@ def check_demo_wrapper(report: Report, directory: Path) -> None:
 
 def requirement_names(requirements: Any, problems: list[str], where: str) -> set[str]:
     """Canonical names of a requirement list; unparsable entries are recorded as problems."""
-    names = set()
+    names: set[str] = set()
     for text in requirements if isinstance(requirements, list) else []:
         try:
             names.add(canonicalize_name(Requirement(str(text)).name))
@@ -180,7 +180,7 @@ def check_pyproject(report: Report, directory: Path) -> None:
         return
     project = data.get("project", {})
     extras = project.get("optional-dependencies", {})
-    problems = []
+    problems: list[str] = []
     if "transformers" not in requirement_names(project.get("dependencies", []), problems, "dependencies"):
         problems.append("transformers is not a dependency")
     for extra in EXTRAS:

@@ -131,7 +131,7 @@ def recall(board_path: Optional[Path], role: str, signature: str) -> Optional[Ag
     for data in _runs(board_path):
         if (data.get("role") == role and data.get("signature") == signature
                 and data.get("outcome") == ACCEPTED and data.get("fix")):
-            return AgentRun(**{k: data.get(k) for k in AgentRun.__dataclass_fields__ if k in data})
+            return AgentRun(**{k: data[k] for k in AgentRun.__dataclass_fields__ if k in data})
     return None
 
 

@@ -64,7 +64,7 @@ class AgentStore(StoreBase):
             raise BoardError(f"no devices to record for host '{host}'")
         now = now_iso()
         with self._write() as s:
-            s.exec(delete(HostDevice).where(col(HostDevice.host) == host))  # type: ignore[call-overload]
+            s.exec(delete(HostDevice).where(col(HostDevice.host) == host))
             out = []
             for r in rows:
                 row = HostDevice(host=host, kind=str(r["kind"]), index=int(r["index"]), name=str(r.get("name") or ""),
@@ -79,7 +79,7 @@ class AgentStore(StoreBase):
 
     def list_host_devices(self) -> list[HostDeviceRecord]:
         with self._read() as s:
-            rows = s.exec(select(HostDevice).order_by(HostDevice.host, HostDevice.kind, HostDevice.index)).all()
+            rows = s.exec(select(HostDevice).order_by(col(HostDevice.host), col(HostDevice.kind), col(HostDevice.index))).all()
             return [HostDeviceRecord.of(r) for r in rows]
 
     def list_agents(self) -> list[AgentRecord]:

@@ -19,7 +19,7 @@ from typing import Any, Optional, Protocol, runtime_checkable
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from ascendbridge.board.base import StaleTokenError, StoreBase
+from ascendbridge.board.base import StaleTokenError, StoreBase, _pk
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import (AgentRecord, AttemptRecord, HostDeviceRecord, ModelRecord, TaskRecord, dumps,
                                         iso, now_iso, utcnow)
@@ -178,7 +178,7 @@ class LeaseStore(StoreBase):
         with self._write() as s:
             task = self._owned(s, task_id, token)
             if model_fields or model_metadata is not None:
-                self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
+                self._set_metadata(s, s.get_one(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
             now = now_iso()
             for figure in figures:
                 stack = figure.get("stack") or {}
@@ -202,7 +202,7 @@ class LeaseStore(StoreBase):
             self._event(s, "completed", f"{task.stage} completed", task.model_pk, task.stage,
                         {"token": token}, origin)
             self._advance(s, task.model_pk, task.stage)
-            model = s.get(Model, task.model_pk)
+            model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
     def fail_task(
@@ -226,7 +226,7 @@ class LeaseStore(StoreBase):
         with self._write() as s:
             task = self._owned(s, task_id, token)
             if model_fields or model_metadata is not None:
-                self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
+                self._set_metadata(s, s.get_one(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
             now = now_iso()
             task.status = status
             task.owner = None
@@ -253,7 +253,7 @@ class LeaseStore(StoreBase):
                         s.add(other)
                         self._event(s, "skipped", f"{other.stage} skipped: model left the pipeline at {task.stage}",
                                     task.model_pk, other.stage, {}, origin)
-            model = s.get(Model, task.model_pk)
+            model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
     def _attempt_events(self, s: Session, task: Task, events: Iterable[dict[str, Any]]) -> None:
@@ -349,7 +349,7 @@ class LeaseStore(StoreBase):
                 self._event(s, "placed", f"{task.stage}: attempt {task.attempts} on {row.host} {where}",
                             task.model_pk, task.stage, {**placement, "attempt_id": row.id, "token": token},
                             origin=task.owner or "team-lead")
-            return row.id
+            return _pk(row)
 
     def finish_attempt(
         self,

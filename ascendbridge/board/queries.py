@@ -156,7 +156,7 @@ class BoardQueries:
         with self._read() as conn:
             def compute() -> dict[str, dict[str, int]]:
                 counts = {stage: {status: 0 for status in STATUSES} for stage in STAGES}
-                rows = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status"))
+                rows = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status")).tuples()
                 for stage, status, n in rows:
                     counts.setdefault(stage, {})[status] = int(n)
                 return counts
@@ -205,7 +205,7 @@ class BoardQueries:
             if sort == "stage" else ""
         )
         def compute(conn: Connection) -> ModelPage:
-            total = conn.execute(text(f"SELECT COUNT(*) FROM models m {where_sql}"), params).scalar_one()
+            total: int = conn.execute(text(f"SELECT COUNT(*) FROM models m {where_sql}"), params).scalar_one()
             rows = conn.execute(
                 text(
                     "SELECT m.id, m.model_id, m.description, m.priority, m.paused, m.task_family, m.created_at "
@@ -302,7 +302,7 @@ class BoardQueries:
     def counts(self) -> dict[str, Any]:
         """Totals for /metrics: tasks per stage and status, attempts per stage and outcome."""
         with self._read() as conn:
-            models = conn.execute(text("SELECT COUNT(*) FROM models")).scalar_one()
+            models: int = conn.execute(text("SELECT COUNT(*) FROM models")).scalar_one()
             tasks = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status")).all()
             attempts = conn.execute(
                 text("SELECT t.stage, COALESCE(a.outcome, 'running'), COUNT(*), COALESCE(SUM(a.duration_s), 0) "
@@ -310,7 +310,7 @@ class BoardQueries:
             ).all()
             agents = conn.execute(text("SELECT status, COUNT(*) FROM agents GROUP BY status")).all()
             guidance = conn.execute(text("SELECT state, COUNT(*) FROM guidance GROUP BY state")).all()
-            last_event = conn.execute(text("SELECT COALESCE(MAX(id), 0) FROM events")).scalar_one()
+            last_event: int = conn.execute(text("SELECT COALESCE(MAX(id), 0) FROM events")).scalar_one()
         return {
             "models": int(models),
             "tasks": [(r[0], r[1], int(r[2])) for r in tasks],
@@ -331,11 +331,11 @@ class BoardQueries:
             rows = conn.execute(
                 text("SELECT COALESCE(m.task_family, 'unknown'), t.stage, t.status, COUNT(*) "
                      "FROM tasks t JOIN models m ON m.id = t.model_pk GROUP BY 1, 2, 3")
-            ).all()
+            ).tuples().all()
             durations = conn.execute(
                 text("SELECT t.stage, a.duration_s FROM attempts a JOIN tasks t ON t.id = a.task_id "
                      "WHERE a.duration_s IS NOT NULL")
-            ).all()
+            ).tuples().all()
             speedups = _latest_speedups(conn)
         for stage in STAGES:
             out.success_by_stage[stage] = {s: 0 for s in STATUSES}
@@ -379,7 +379,7 @@ class BoardQueries:
             params = dict(zip(names, model_ids))
         out: dict[str, dict[str, Any]] = {}
         with self._read() as conn:
-            for model_id, name, value, device, dtype in conn.execute(text(sql + " ORDER BY m.model_id, x.name"), params):
+            for model_id, name, value, device, dtype in conn.execute(text(sql + " ORDER BY m.model_id, x.name"), params).tuples():
                 entry = out.setdefault(model_id, {"verdict": None, "weights": None, "device": device, "dtype": dtype,
                                                   "metrics": {}})
                 if name == "business_pass":
@@ -402,7 +402,7 @@ class BoardQueries:
                "AND y.name = x.name AND y.device = x.device AND y.dtype = x.dtype)")
         rows: dict[tuple[str, str, str], dict[str, float]] = {}
         with self._read() as conn:
-            for model_id, device, dtype, name, value in conn.execute(text(sql)):
+            for model_id, device, dtype, name, value in conn.execute(text(sql)).tuples():
                 rows.setdefault((model_id, device, dtype), {})[name] = float(value)
             speedups = dict(_latest_speedups(conn))
         return [{"model_id": m, "device": device, "dtype": dtype, "figures": figures,

@@ -41,7 +41,7 @@ class ReportingStore(StoreBase):
                 q = q.where(Task.status == status)
             if model_id:
                 q = q.where(Model.model_id == self._model_row(s, model_id).model_id)
-            q = q.order_by(Task.stage_order, col(Model.priority).desc(), Model.id)
+            q = q.order_by(col(Task.stage_order), col(Model.priority).desc(), col(Model.id))
             return [TaskRecord.of(t, m) for t, m in s.exec(q).all()]
 
     def get_task(self, task_id: int) -> TaskRecord:
@@ -60,7 +60,7 @@ class ReportingStore(StoreBase):
             rows = s.exec(
                 select(Model.model_id, Task.stage, Task.status)
                 .join(Model, col(Task.model_pk) == col(Model.id))
-                .order_by(Task.model_pk, Task.stage_order)
+                .order_by(col(Task.model_pk), col(Task.stage_order))
             ).all()
         out: dict[str, dict[str, str]] = {}
         for model_id, stage, status in rows:
@@ -156,7 +156,7 @@ class ReportingStore(StoreBase):
                 q = q.where(Event.model_pk == self._model_row(s, model_id).id)
             if after_id:
                 q = q.where(col(Event.id) > after_id)
-            q = q.order_by(col(Event.id).desc() if newest_first else Event.id).limit(limit)
+            q = q.order_by(col(Event.id).desc() if newest_first else col(Event.id)).limit(limit)
             return [EventRecord.of(e, mid) for e, mid in s.exec(q).all()]
 
     def latest_event(self, kind: str) -> Optional[EventRecord]:
@@ -198,31 +198,4 @@ class ReportingStore(StoreBase):
                 q = q.where(Metric.model_pk == self._model_row(s, model_id).id)
             if stage:
                 q = q.where(Metric.stage == check_stage(stage))
-            return [MetricRecord.of(m, mid) for m, mid in s.exec(q.order_by(Metric.id)).all()]
-
-    # ------------------------------------------------------------------ export
-    def export(self) -> dict[str, Any]:
-        """Everything on the board as plain JSON-able data, read in one transaction (one snapshot:
-        writers that commit meanwhile are not half in it)."""
-        with self.snapshot(), self._read() as s:
-            version = s.exec(select(func.max(Event.id))).first()
-            return self._export_rows(version)
-
-    def _export_rows(self, version: Optional[int]) -> dict[str, Any]:
-        models = self.list_models()
-        return {
-            "board": str(self.path),
-            "last_event_id": version or 0,
-            "models": [m.model_dump() for m in models],
-            "tasks": [t.model_dump() for t in self.list_tasks()],
-            "attempts": {
-                m.model_id: [{"stage": st, **a.model_dump()} for st, a in self.list_attempts(m.model_id)]
-                for m in models
-            },
-            "agents": [a.model_dump() for a in self.list_agents()],
-            "host_devices": [d.model_dump() for d in self.list_host_devices()],  # attempts carry host/devices
-            "guidance": [g.model_dump() for g in self.list_guidance()],
-            "metrics": [x.model_dump() for x in self.list_metrics()],
-            "stacks": self.list_stacks(),
-            "events": [e.model_dump() for e in self.list_events(limit=10**9)],
-        }
+            return [MetricRecord.of(m, mid) for m, mid in s.exec(q.order_by(col(Metric.id))).all()]

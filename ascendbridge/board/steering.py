@@ -10,7 +10,7 @@ from typing import Optional
 
 from sqlmodel import Session, col, select
 
-from ascendbridge.board.base import StoreBase, _json_list
+from ascendbridge.board.base import StoreBase, _json_list, _pk
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import GuidanceRecord, ModelRecord, TaskRecord, dumps, now_iso
 from ascendbridge.board.schema import Guidance, Model, Task
@@ -124,7 +124,7 @@ class SteeringStore(StoreBase):
         check_stage(stage)
         with self._write() as s:
             model = self._model_row(s, model_id)
-            task = self._task_row(s, model.id, stage)
+            task = self._task_row(s, _pk(model), stage)
             if task.status in ("in_progress", "completed"):
                 raise BoardError(f"cannot skip {stage} of '{model_id}': it is {task.status}")
             old = task.status
@@ -138,9 +138,9 @@ class SteeringStore(StoreBase):
             s.add(model)
             self._event(s, "skipped", f"{stage} {old} -> skipped (requested)", model.id, stage,
                         {"from": old}, origin)
-            prev = self._prev_done(s, model.id, stage)
+            prev = self._prev_done(s, _pk(model), stage)
             if prev:
-                self._advance(s, model.id, stage)
+                self._advance(s, _pk(model), stage)
             return TaskRecord.of(task, model)
 
     def _prev_done(self, s: Session, model_pk: int, stage: str) -> bool:
@@ -154,7 +154,7 @@ class SteeringStore(StoreBase):
         check_stage(to_stage)
         with self._write() as s:
             model = self._model_row(s, model_id)
-            if not self._prev_done(s, model.id, to_stage):
+            if not self._prev_done(s, _pk(model), to_stage):
                 raise BoardError(f"cannot roll '{model_id}' back to {to_stage}: its predecessor is not done")
             busy = s.exec(
                 select(Task).where(Task.model_pk == model.id, Task.status == "in_progress")
@@ -212,7 +212,7 @@ class SteeringStore(StoreBase):
                 q = q.where(Guidance.model_pk == self._model_row(s, model_id).id)
             if state:
                 q = q.where(Guidance.state == state)
-            return [GuidanceRecord.of(g, mid) for g, mid in s.exec(q.order_by(Guidance.id)).all()]
+            return [GuidanceRecord.of(g, mid) for g, mid in s.exec(q.order_by(col(Guidance.id))).all()]
 
     def reply_guidance(self, guidance_id: int, state: str, reply: str, origin: str = "team-lead") -> GuidanceRecord:
         if state not in GUIDANCE_STATES or state == "open":

@@ -75,7 +75,7 @@ def assemble(facts: SourceFacts) -> ModelInfo:
     archs = cfg.get("architectures") or []
     return ModelInfo(
         model_id=facts.model_id,
-        source=facts.source,  # type: ignore[arg-type]
+        source=facts.source,
         revision=facts.revision,
         resolved_revision=facts.resolved_revision,
         local_dir=facts.local_dir,
@@ -86,7 +86,7 @@ def assemble(facts: SourceFacts) -> ModelInfo:
         task_family_reason=cls.reason,
         model_class=cls.model_class,
         parameter_count=count,
-        parameter_count_source=count_source,  # type: ignore[arg-type]
+        parameter_count_source=count_source,
         parameters_by_dtype=by_dtype,
         buffer_elements=facts.weights.buffer_elements if facts.weights else 0,
         dtype=dtype,

@@ -64,7 +64,7 @@ def _licence(card: dict[str, Any], tags: Iterable[str]) -> Optional[str]:
 def _unavailable(model_id: str, rank: int, error: DiscoveryError, source: str = "huggingface") -> Candidate:
     """A listed model that could not be read: a dropped row with the reason, not a failed batch."""
     cand = Candidate(model_id=model_id, rank=rank, repo_key=model_id.casefold(),
-                     info=ModelInfo(model_id=model_id, source=source))  # type: ignore[arg-type]
+                     info=ModelInfo(model_id=model_id, source=source))
     cand.drop(error.rule, str(error))
     return cand
 

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 from ascendbridge.discovery.decisions import decide
 from ascendbridge.discovery.discover import SOURCES, discover
@@ -23,7 +23,7 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage dump
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage dump
         sys.stderr.write(f"error: {message} (see --help)\n")
         sys.exit(EXIT_USAGE)
 

@@ -153,9 +153,9 @@ def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optiona
         if arch.endswith(suffix):
             return Classification(family, arch, f"architecture {arch} ends with {suffix}")
     if arch.endswith(("ForConditionalGeneration", "MTModel")):  # MarianMTModel is Marian's LM class
-        family = _seq2seq_family(model_type, cfg)
-        if family:
-            return Classification(family, arch, f"{arch} with encoder-decoder model_type '{model_type}'")
+        seq2seq = _seq2seq_family(model_type, cfg)
+        if seq2seq:
+            return Classification(seq2seq, arch, f"{arch} with encoder-decoder model_type '{model_type}'")
         if _is_vlm(cfg):
             return Classification("image_text_to_text", arch,
                                   f"{arch}: a vision tower and image tokens in the config (vision-language model)")

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any, Optional
 
-from packaging.markers import default_environment
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
@@ -75,7 +79,6 @@ def pinned_requirements(directory: Path, log: Optional[IO[str]] = None) -> list[
     if not res.ok:
         raise StackError(f"uv export of {directory.name}'s lock failed: {res.tail(1)}")
     wanted: list[Requirement] = []
-    env = default_environment()
     for line in res.output.splitlines():
         line = line.strip()
         if not line or line.startswith(("#", "-")):
@@ -84,7 +87,7 @@ def pinned_requirements(directory: Path, log: Optional[IO[str]] = None) -> list[
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if (req.marker is None or req.marker.evaluate(env)) and canonicalize_name(req.name) not in NEVER_INSTALLED:
+        if (req.marker is None or req.marker.evaluate()) and canonicalize_name(req.name) not in NEVER_INSTALLED:
             wanted.append(req)
     return wanted
 

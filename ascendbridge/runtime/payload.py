@@ -85,7 +85,7 @@ def to_json(value: Any) -> str:
 def parse(model: type[_W], text: str, what: str) -> _W:
     """`text` validated as `model`; PayloadError (one line) when it does not match."""
     try:
-        return _adapter(model).validate_json(text)  # type: ignore[no-any-return]  # an instance of `model`
+        return _adapter(model).validate_json(text)
     except ValidationError as exc:
         raise PayloadError(one_line(exc, what)) from None
 
@@ -98,7 +98,7 @@ def to_data(value: Any) -> Any:
 def from_data(model: type[_W], data: Any, what: str) -> _W:
     """`data` (the wire form as Python values) validated as `model`; PayloadError (one line) if not."""
     try:
-        return _adapter(model).validate_python(data)  # type: ignore[no-any-return]  # an instance of `model`
+        return _adapter(model).validate_python(data)
     except ValidationError as exc:
         raise PayloadError(one_line(exc, what)) from None
 

@@ -20,6 +20,7 @@ fencing token, runs it wherever there is room.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import socket
@@ -160,7 +161,7 @@ class RayExecutor(Executor):
         self._ray = ray
         where = address or "a new local Ray instance"
         try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=True)
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise RayUnavailable(f"cannot reach the Ray cluster at {where}: {first}") from None

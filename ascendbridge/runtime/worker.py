@@ -24,6 +24,7 @@ exit code on the board says whether it worked, as a person reading `board_ops.py
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import signal
@@ -151,7 +152,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+    if isinstance(sys.stdout, io.TextIOWrapper):  # not when a caller swapped stdout for a plain stream
+        sys.stdout.reconfigure(line_buffering=True)
     args = parse_args(argv)
     try:
         job = load(WorkerJob, args.job, "the job file")

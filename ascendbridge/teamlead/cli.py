@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 from rich import box
 from rich.console import Console
@@ -57,7 +57,7 @@ LOG_BACKUPS = 14  # daily files kept
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         print(f"error: {message} (see --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 

@@ -205,7 +205,9 @@ class TeamLead:
                 if a.fencing_token == task.fencing_token and a.outcome is None and a.log_path]
         if not rows:
             return False
-        job = self._job(task, self.store.get_model(task.model_id), 0, Path(rows[-1].log_path))
+        log_path = rows[-1].log_path
+        assert log_path is not None  # rows are filtered on it
+        job = self._job(task, self.store.get_model(task.model_id), 0, Path(log_path))
         run, _ = payload.read_result(job.result_path("run"), "run")
         gate, _ = payload.read_result(job.result_path("gate"), "gate")
         if not isinstance(run, StageOutcome) or (run.status == "done" and gate is None) or not job.work_dir.is_dir():

@@ -66,6 +66,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.list:
         return list_cached()
+    sets: Optional[tuple[tuple[str, Optional[str], Optional[str]], ...]]
     if args.family:
         sets = HUB_SETS.get((args.family, args.language))
         if not sets:

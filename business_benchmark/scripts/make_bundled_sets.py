@@ -142,7 +142,7 @@ def similarity() -> list[dict[str, Any]]:
 
 
 def labelled() -> list[dict[str, Any]]:
-    items = []
+    items: list[dict[str, Any]] = []
     for i, item in enumerate(ITEMS):
         for j in range(3):
             items.append({"id": f"l{len(items):03d}", "text": f"I thought {item} was {POSITIVE[(i + j) % 6]}.",

@@ -86,6 +86,7 @@ def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any],
             return min(min(steps) for steps in runs[-1]["decode_steps_ms"])
 
         # Fastest single decode step on both sides: load only ever adds time, so it is the stable estimate.
+        notes: list[str]
         reported, what, notes = float(min(min(steps) for steps in first["decode_steps_ms"])), "decode step", []
         fastest = _fastest_of_rounds(fastest_now, reported * band)
         if runs[0]["tokens"][0] != first["tokens"][0]:
@@ -160,7 +161,7 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enoug
     problems += _mismatch("target", {k: v[0] for k, v in fresh.items()}, {k: v[0] for k, v in saved["target"].items()},
                           tolerance)
     fn = session.timed_call(build, forward)
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     while len(rounds) < RETIME_ROUNDS and (not rounds or min(r["min_ms"] for r in rounds) > enough_ms):
         rounds.append(session.time(fn, *retime).as_dict())
     timing = {**min(rounds, key=lambda r: r["min_ms"]), "rounds": len(rounds)}
