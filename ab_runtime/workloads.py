@@ -25,6 +25,7 @@ plus the new tokens, so the compiled forward sees fixed cache shapes.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
@@ -344,7 +345,7 @@ def measure_sweep(session: Any, build: passes.Build, run: Callable[[dict[str, An
         inputs = passes.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
         ab_device.reset_peak_memory(session.choice)
         try:
-            timing = session.time(lambda: run(inputs), warmup, iters).as_dict()
+            timing = session.time(functools.partial(run, inputs), warmup, iters).as_dict()
         except RuntimeError as exc:
             if not is_out_of_memory(exc):
                 raise

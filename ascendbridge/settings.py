@@ -226,7 +226,7 @@ def _load(target: str, name: str) -> type[StageSettings]:
     try:
         cls = getattr(importlib.import_module(module), attr)
     except Exception as exc:  # a section that cannot load is a configuration error, one line
-        raise SettingsError(f"settings section '{name}' ({target}) cannot be loaded: {type(exc).__name__}: {exc}")
+        raise SettingsError(f"settings section '{name}' ({target}) cannot be loaded: {type(exc).__name__}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, StageSettings)):
         raise SettingsError(f"settings section '{name}' ({target}) is not a StageSettings class")
     return cls

@@ -83,7 +83,7 @@ def family_for(task_family: Optional[str], pipeline_tag: Optional[str] = None) -
 def task_for_set(name: str, family: str) -> str:
     """The task a board override's set runs as: the family's own task for that kind of set."""
     kind = load_card(name).kind
-    for set_name, task in FAMILY_EVALUATIONS[family]:
+    for _set_name, task in FAMILY_EVALUATIONS[family]:
         if kind in TASK_SET_KINDS[task]:
             return task
     tasks = [t for t, kinds in TASK_SET_KINDS.items() if kind in kinds]

@@ -259,8 +259,8 @@ def optimization_notes(adapt_dir: Optional[Path]) -> Optional[OptimizationNotes]
     data = _load_json(path)
     if data is None:
         return OptimizationNotes(readable=False)
-    rows = [_pass_row(item) for key in ("passes", "combination")
-            for item in (listed if isinstance(listed := data.get(key), list) else []) if isinstance(item, dict)]
+    lists = [listed for key in ("passes", "combination") if isinstance(listed := data.get(key), list)]
+    rows = [_pass_row(item) for items in lists for item in items if isinstance(item, dict)]
     final = got if isinstance(got := data.get("final"), dict) else {}
     baseline = got if isinstance(got := data.get("baseline"), dict) else {}
     summary = flatten({k: v for k, v in final.items() if k not in ("cold_start", "accuracy")}, depth=0)

@@ -57,7 +57,7 @@ class ModelTokenizer:
         return text or " ".join(str(i) for i in ids)  # only special tokens: compare the ids
 
 
-Tokenizer = Union[ByteTokenizer, ModelTokenizer]
+Tokenizer = ByteTokenizer | ModelTokenizer
 
 
 def load_tokenizer(spec: Any, config: Any) -> Tokenizer:

@@ -23,7 +23,7 @@ from ab_runtime.fileops import write_text_atomic
 from ascendbridge import capped_read
 
 Phase = Literal["run", "gate"]
-PhaseData = Union[StageOutcome, GateResult]
+PhaseData = StageOutcome | GateResult
 _W = TypeVar("_W")
 
 

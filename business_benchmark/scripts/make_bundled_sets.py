@@ -170,7 +170,7 @@ def multiple_choice() -> list[dict[str, Any]]:
     """Each QA question with its answer and three other questions' answers as choices."""
     out = []
     answers = [answer for _, _, answer in QA]
-    for k, (_, question, answer) in enumerate(QA):
+    for k, (_, question, _answer) in enumerate(QA):
         choices = [answers[(k + shift) % len(answers)] for shift in (0, 3, 7, 11)]
         correct = k % 4
         choices[0], choices[correct] = choices[correct], choices[0]

@@ -39,7 +39,7 @@ class GiveUp:
     reason: str
 
 
-Remedy = Union[Fix, Block, GiveUp]
+Remedy = Fix | Block | GiveUp
 
 
 @dataclass(frozen=True)

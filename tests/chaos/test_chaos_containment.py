@@ -183,7 +183,7 @@ def test_a_task_whose_team_lead_keeps_dying_fails_after_three_interruptions(boar
         time.sleep(rng.uniform(0.0, 0.5))
         lead.kill()
         lead.wait()
-        wait_for(lambda: not (set(marked().values()) & markers), 15, what="the orphaned attempt to die")
+        wait_for(lambda markers=markers: not (set(marked().values()) & markers), 15, what="the orphaned attempt to die")
         for pid in loop_pids(tmp_path):
             (tmp_path / "pids" / f"{pid}.loop").unlink()
     lead = start_lead(board.path, tmp_path)

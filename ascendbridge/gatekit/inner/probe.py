@@ -11,6 +11,7 @@ model's achieved throughput against these measured peaks, not against datasheet 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -111,7 +112,7 @@ def microbenchmarks(torch: Any, kind: str, budget_s: float) -> dict[str, Any]:
             size = _gemm_size(torch, device, getattr(torch, name), sync, n, budget_s)
             a = torch.randn(size, size, device=device).to(getattr(torch, name))
             b = torch.randn(size, size, device=device).to(getattr(torch, name))
-            seconds = _timed(lambda: torch.mm(a, b), sync, budget_s)
+            seconds = _timed(functools.partial(torch.mm, a, b), sync, budget_s)
             gemm[name], sizes[name] = round(2.0 * size**3 / seconds / 1e9, 2), size
         except (RuntimeError, TypeError):  # dtype not supported by this device's matmul
             gemm[name] = None
