@@ -6,7 +6,7 @@ Reads only, apart from appending events; figures reach the board only through co
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from sqlalchemy import func, insert
 from sqlmodel import col, select
@@ -17,10 +17,22 @@ from ascendbridge.board.records import AttemptRecord, EventRecord, MetricRecord,
 from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import STAGES, check_stage, check_status
 
+if TYPE_CHECKING:
+    from ascendbridge.board.records import AgentRecord, GuidanceRecord, HostDeviceRecord, ModelRecord
+
 
 class ReportingStore(StoreBase):
     """What the dashboard, the CLI and export read. `export` also calls list_models, list_agents
     and list_guidance, which BoardStore gets from its other parts."""
+
+    if TYPE_CHECKING:  # those parts' methods, declared for the type checker only (no second definition)
+        def list_models(self) -> list[ModelRecord]: ...
+
+        def list_agents(self) -> list[AgentRecord]: ...
+
+        def list_host_devices(self) -> list[HostDeviceRecord]: ...
+
+        def list_guidance(self, model_id: Optional[str] = None, state: Optional[str] = None) -> list[GuidanceRecord]: ...
 
     # ------------------------------------------------------------------ task views
     def list_tasks(
@@ -199,3 +211,30 @@ class ReportingStore(StoreBase):
             if stage:
                 q = q.where(Metric.stage == check_stage(stage))
             return [MetricRecord.of(m, mid) for m, mid in s.exec(q.order_by(col(Metric.id))).all()]
+
+    # ------------------------------------------------------------------ export
+    def export(self) -> dict[str, Any]:
+        """Everything on the board as plain JSON-able data, read in one transaction (one snapshot:
+        writers that commit meanwhile are not half in it)."""
+        with self.snapshot(), self._read() as s:
+            version = s.exec(select(func.max(Event.id))).first()
+            return self._export_rows(version)
+
+    def _export_rows(self, version: Optional[int]) -> dict[str, Any]:
+        models = self.list_models()
+        return {
+            "board": str(self.path),
+            "last_event_id": version or 0,
+            "models": [m.model_dump() for m in models],
+            "tasks": [t.model_dump() for t in self.list_tasks()],
+            "attempts": {
+                m.model_id: [{"stage": st, **a.model_dump()} for st, a in self.list_attempts(m.model_id)]
+                for m in models
+            },
+            "agents": [a.model_dump() for a in self.list_agents()],
+            "host_devices": [d.model_dump() for d in self.list_host_devices()],  # attempts carry host/devices
+            "guidance": [g.model_dump() for g in self.list_guidance()],
+            "metrics": [x.model_dump() for x in self.list_metrics()],
+            "stacks": self.list_stacks(),
+            "events": [e.model_dump() for e in self.list_events(limit=10**9)],
+        }
