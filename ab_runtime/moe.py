@@ -9,14 +9,14 @@ arithmetic, one expert at a time.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
 from .inputs import TEXT_SUBCONFIGS, find_attr
 
 
-def routing_top_k(config: Any) -> Optional[int]:
+def routing_top_k(config: Any) -> int | None:
     """Experts per token of a mixture-of-experts config (None: not an MoE model)."""
     experts = find_attr(config, ("num_experts", "num_local_experts", "n_routed_experts"), TEXT_SUBCONFIGS)
     k = find_attr(config, ("num_experts_per_tok", "moe_topk", "top_k"), TEXT_SUBCONFIGS)
@@ -45,7 +45,7 @@ def routing_outputs(named: dict[str, torch.Tensor], inputs: dict[str, torch.Tens
     return out
 
 
-def float64_path(model: torch.nn.Module) -> Optional[str]:
+def float64_path(model: torch.nn.Module) -> str | None:
     """Switch an MoE model's experts to the eager implementation for a float64 run; returns the
     note to record, or None when nothing changed (not MoE, or already eager)."""
     setter = getattr(model, "set_experts_implementation", None)

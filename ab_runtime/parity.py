@@ -23,9 +23,10 @@ import argparse
 import importlib.util
 import json
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from . import RESULT_MARKER
 from .errors import RuntimeDiagnosis
@@ -44,12 +45,12 @@ FP32_MIN_COSINE = 0.99999
 class Parity:
     checked: bool
     ok: bool
-    library: Optional[str] = None
+    library: str | None = None
     reason: str = ""
     inputs: int = 0
-    max_abs_err: Optional[float] = None
-    min_cosine: Optional[float] = None
-    tolerance: Optional[dict[str, float]] = None
+    max_abs_err: float | None = None
+    min_cosine: float | None = None
+    tolerance: dict[str, float] | None = None
 
 
 def compare(package: Sequence[Any], library: Sequence[Any]) -> tuple[float, float]:

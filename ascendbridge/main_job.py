@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 from rich.console import Console
 from rich.table import Table
@@ -104,7 +104,7 @@ def _print_stacks(store: BoardStore, console: Console) -> None:
         console.print("stack: no measured result on this board yet")
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:

@@ -23,20 +23,20 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ab_runtime import accuracy_standard
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
-from ascendbridge.runtime.reports import json_report
+from ab_runtime.fileops import sha256_file
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError
-from benchmark.evidence import EvidenceSet, find_evidence
 from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.metrics_check import check_metrics
-from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from ascendbridge.gatekit.trace import TraceError, validate_trace
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
+from ascendbridge.runtime.reports import json_report
 from ascendbridge.settings import section
-from ab_runtime.fileops import sha256_file
+from benchmark.evidence import EvidenceSet, find_evidence
+from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from benchmark.settings import BenchmarkSettings
 
 RECOMPUTE_TIMEOUT_S = 600.0
@@ -58,7 +58,7 @@ class RunCheck:
     label: str
     metrics_file: str
     consistent: bool
-    verdict: Optional[str]  # recorded accuracy verdict, once the figures are verified
+    verdict: str | None  # recorded accuracy verdict, once the figures are verified
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -97,7 +97,7 @@ def static_problems(ev: EvidenceSet) -> list[str]:
     return problems
 
 
-def latency_check(reported: dict[str, Any], remeasured: Optional[dict[str, Any]],
+def latency_check(reported: dict[str, Any], remeasured: dict[str, Any] | None,
                   band: float = LATENCY_BAND) -> tuple[list[str], list[str]]:
     """(problems, notes) comparing a reported target timing with the gate's own re-measurement.
 
@@ -145,7 +145,7 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
     return out
 
 
-def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> GateReport:
+def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -> GateReport:
     """The full gate for one adaptation directory; never raises for bad evidence."""
     adaptation_dir = Path(adaptation_dir)
     name = adaptation_dir.name

@@ -22,7 +22,7 @@ import math
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.integrity import code_problems
@@ -43,7 +43,7 @@ DEVICE_MISSING_MARK = "is not available"
 class EvidenceCheck:
     metrics_file: str
     consistent: bool
-    verdict: Optional[str]
+    verdict: str | None
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -202,7 +202,7 @@ def untrusted_code(adaptation_dir: Path) -> list[str]:
     return code_problems(adaptation_dir, {BUSINESS_RUN: render_business_run_text(spec.model.model_id, spec.task_family)})
 
 
-def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> GateReport:
+def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -> GateReport:
     """The full gate for one adaptation directory; never raises for bad evidence."""
     adaptation_dir = Path(adaptation_dir)
     name = adaptation_dir.name

@@ -11,7 +11,6 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -76,7 +75,7 @@ def create_app(
     adaptations_dir: Path,
     max_body_bytes: int = MAX_BODY_BYTES,
     heartbeat_fresh_s: float = 60.0,
-    store: Optional[BoardStore] = None,
+    store: BoardStore | None = None,
     hosts: frozenset[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
     """Open the board (it must exist) and build the app, answering only requests whose Host is

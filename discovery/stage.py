@@ -11,12 +11,12 @@ from typing import Any
 from ascendbridge.discovery.decisions import decide, weight_bytes
 from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.errors import DiscoveryError
-from discovery.evidence import evidence_path, read_evidence, write_evidence
-from discovery.gate import verify
 from ascendbridge.discovery.hub import hub_token
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.discovery.render import summary_lines
 from ascendbridge.stage_api import GateResult, OutcomeStatus, StageContext, StageOutcome
+from discovery.evidence import evidence_path, read_evidence, write_evidence
+from discovery.gate import verify
 
 STATUS_OF_ACTION: dict[str, OutcomeStatus] = {"proceed": "done", "skip": "skipped", "block": "blocked"}
 # Errors only a person can resolve (retrying would fail the same way): blocked, not failed.

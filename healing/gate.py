@@ -14,19 +14,19 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from healing.evidence import read_evidence, spec_digest
+from ascendbridge.config import uv_binary
 from ascendbridge.package.checker import run_package_checker
 from ascendbridge.package.spec import RESULT_MARKER
-from ascendbridge.config import uv_binary
 from ascendbridge.runtime.process import run_command
 from ascendbridge.runtime.reports import marked_json
+from healing.evidence import read_evidence, spec_digest
 
 _FOREIGN_ENV = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
 
 
-def outputs_problem(outputs: Any) -> Optional[str]:
+def outputs_problem(outputs: Any) -> str | None:
     """None when every output has a non-empty shape and is finite; else what is wrong."""
     if not isinstance(outputs, dict) or not outputs:
         return "no outputs reported"

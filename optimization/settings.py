@@ -3,7 +3,7 @@ ASCENDBRIDGE_OPTIMIZATION_*, then defaults."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
@@ -27,7 +27,7 @@ class OptimizationSettings(StageSettings):
     timeout_s: float = Field(1800.0, gt=0)
     # The workload whose headline figure is optimized (ab_runtime/workloads.py); None: the spec's,
     # else the task family's default (generation: TPOT; encoders: throughput at headline_batch).
-    workload: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
+    workload: Literal["generation", "encoder_generation", "batch_sweep", "forward"] | None = None
 
     @field_validator("device")
     @classmethod

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dashboard.__main__ import main  # noqa: E402
+from dashboard.__main__ import main
 
 if __name__ == "__main__":
     sys.exit(main())

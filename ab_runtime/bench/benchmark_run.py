@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import RESULT_MARKER, harness, precision, workloads
-from ..optimize import passes
 from .. import device as ab_device
 from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
+from ..optimize import passes
 from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
 
 DATASETS = ("synthetic",)

@@ -9,15 +9,16 @@ prompt prefilled once, then one cached step per token.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from .. import workloads
-from ..optimize import passes
 from .. import device as ab_device
+from .. import workloads
 from ..inputs import forward_flags
 from ..measure import clocked
+from ..optimize import passes
 
 NEW_TOKENS = 8  # greedy tokens per prompt / source
 SIDES = ("reference", "target")

@@ -22,7 +22,7 @@ import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -67,7 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def read_set(data_dir: Path, name: str, task: str) -> tuple[list[dict[str, Any]], Optional[str]]:
+def read_set(data_dir: Path, name: str, task: str) -> tuple[list[dict[str, Any]], str | None]:
     """(items, sha256 of the set file); a seeded task's items are indices (no file, no digest)."""
     if task in SEEDED_TASKS:
         return [{"id": f"{name}-{i:03d}", "index": i} for i in range(SEEDED_ITEMS[task])], None
@@ -89,7 +89,7 @@ def chosen(items: list[dict[str, Any]], wanted: set[str], max_items: int) -> lis
 
 
 def evaluate(pair: Pair, spec: Any, tok: Any, pooling: str, name: str, task: str,
-             items: list[dict[str, Any]], digest: Optional[str]) -> dict[str, Any]:
+             items: list[dict[str, Any]], digest: str | None) -> dict[str, Any]:
     """One evaluation: both sides' predictions per item and the seconds each side spent."""
     pair.seconds = {which: 0.0 for which in SIDES}
     rows = []

@@ -23,13 +23,14 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import torch
 
-from . import decode_passes, npu_swaps
 from ..errors import RuntimeDiagnosis
+from . import decode_passes, npu_swaps
 
 CPU_BF16_ENV = "ASCENDBRIDGE_CPU_BF16"  # native | none: override the CPU bf16 probe (tests, diagnosis)
 CPU_BF16_CHOICES = ("native", "none")
@@ -55,15 +56,15 @@ class Traits:
     swiglu_mlps: int
     rotary: bool
     attention_switchable: bool
-    head_dim: Optional[int]
+    head_dim: int | None
     threads: int
     cores: int
-    bf16_gemm_speedup: Optional[float]  # measured bf16 / fp32 GEMM throughput on this CPU
+    bf16_gemm_speedup: float | None  # measured bf16 / fp32 GEMM throughput on this CPU
     cpu_bf16_native: bool = False  # the CPU advertises bf16 instructions (avx512_bf16 / amx_bf16)
     workload: str = "forward"  # the workload whose headline is optimized (decode passes need generation)
     # decode pass name -> why it does not apply on this device / model / generation shape (None: it
     # applies); decode_passes.applicability, evaluated once per search (optimize.decode_reasons).
-    decode: dict[str, Optional[str]] = field(default_factory=dict)
+    decode: dict[str, str | None] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -77,16 +78,16 @@ class Build:
     device_kind: str
     input_dtype: torch.dtype
     accuracy_dtype: str  # the dtype the outputs are computed in (recorded; passes are judged by the budget)
-    autocast: Optional[torch.dtype] = None
+    autocast: torch.dtype | None = None
     channels_last: bool = False
     contexts: list[Callable[[], Any]] = field(default_factory=list)
-    compile_kwargs: Optional[dict[str, Any]] = None
+    compile_kwargs: dict[str, Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # A decode pass's decoder factory `(build, model, encoder_decoder, new_tokens) -> workloads.Decoder`
     # (set by the kind-`decode` passes); None: eager decoding through the model's own KV cache
     # (workloads.HFDecoder).
-    decoder: Optional[Callable[["Build", torch.nn.Module, bool, int], Any]] = None
+    decoder: Callable[[Build, torch.nn.Module, bool, int], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,9 @@ class Pass:
     name: str
     device: str
     kind: str
-    group: Optional[str]
+    group: str | None
     summary: str
-    applies: Callable[[Traits], Optional[str]]
+    applies: Callable[[Traits], str | None]
     apply: Callable[[Build], None]
     changes_code: bool = False
     needs_restart: bool = False  # an environment variable read at import: cannot toggle in-process
@@ -124,7 +125,7 @@ def bf16_gemm_speedup(size: int = 384, reps: int = 10) -> float:
     return best(torch.float32) / best(torch.bfloat16)
 
 
-def cpu_bf16_override() -> Optional[str]:
+def cpu_bf16_override() -> str | None:
     """The forced CPU bf16 branch from ASCENDBRIDGE_CPU_BF16 (native | none), or None to probe.
 
     Lets the tests run both branches on any CPU and lets a user rule the CPU's features out when
@@ -150,15 +151,15 @@ def cpu_bf16_native() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def cpu_bf16_gemm_speedup() -> Optional[float]:
+def cpu_bf16_gemm_speedup() -> float | None:
     """The GEMM micro-benchmark, skipped (None) when the branch is forced: a forced `none` must not
     be overturned by a lucky measurement."""
     return None if cpu_bf16_override() is not None else bf16_gemm_speedup()
 
 
 def model_traits(model: torch.nn.Module, device: str, task_family: str, baseline_dtype: str,
-                 bf16_speedup: Optional[float] = None, bf16_native: Optional[bool] = None,
-                 workload: str = "forward", decode: Optional[dict[str, Optional[str]]] = None) -> Traits:
+                 bf16_speedup: float | None = None, bf16_native: bool | None = None,
+                 workload: str = "forward", decode: dict[str, str | None] | None = None) -> Traits:
     config = getattr(model, "config", None)
     heads = getattr(config, "num_attention_heads", None)
     hidden = getattr(config, "hidden_size", None)
@@ -221,7 +222,7 @@ def _threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _set_threads(n: Optional[int]) -> Callable[[Build], None]:
+def _set_threads(n: int | None) -> Callable[[Build], None]:
     """n threads (None: one per core) around each optimized call."""
     def apply(build: Build) -> None:
         count = n or usable_cores()
@@ -318,11 +319,11 @@ def _apply_torchair(build: Build) -> None:
 
 # ---------------------------------------------------------------- applicability helpers
 
-def _fp32_baseline(t: Traits) -> Optional[str]:
+def _fp32_baseline(t: Traits) -> str | None:
     return None if t.baseline_dtype == "float32" else f"baseline already runs in {t.baseline_dtype}"
 
 
-def _cpu_bf16(t: Traits) -> Optional[str]:
+def _cpu_bf16(t: Traits) -> str | None:
     if _fp32_baseline(t):
         return _fp32_baseline(t)
     # Native bf16 instructions, or a measured GEMM gain (a micro-benchmark alone misleads on a busy
@@ -336,19 +337,19 @@ def _cpu_bf16(t: Traits) -> Optional[str]:
     return None
 
 
-def _needs(attr: str, what: str) -> Callable[[Traits], Optional[str]]:
+def _needs(attr: str, what: str) -> Callable[[Traits], str | None]:
     return lambda t: None if getattr(t, attr) else f"model has no {what}"
 
 
-def _more_threads(t: Traits) -> Optional[str]:
+def _more_threads(t: Traits) -> str | None:
     return None if t.threads < t.cores else f"torch already uses {t.threads} threads for {t.cores} cores"
 
 
-def _one_thread(t: Traits) -> Optional[str]:
+def _one_thread(t: Traits) -> str | None:
     return None if t.threads > 1 else "torch already runs single-threaded"
 
 
-def _low_precision_attention(t: Traits) -> Optional[str]:
+def _low_precision_attention(t: Traits) -> str | None:
     if not t.attention_switchable:
         return "model has no switchable attention implementation"
     if t.baseline_dtype not in ("float16", "bfloat16"):
@@ -358,7 +359,7 @@ def _low_precision_attention(t: Traits) -> Optional[str]:
     return None
 
 
-def _rotary_applies(t: Traits) -> Optional[str]:
+def _rotary_applies(t: Traits) -> str | None:
     if not t.rotary:
         return "model has no HF apply_rotary_pos_emb"
     if t.head_dim != npu_swaps.ROTARY_LIMITS["head_dim"]:
@@ -367,12 +368,12 @@ def _rotary_applies(t: Traits) -> Optional[str]:
     return None
 
 
-def _always(_: Traits) -> Optional[str]:
+def _always(_: Traits) -> str | None:
     return None
 
 
-def _decode_applies(name: str) -> Callable[[Traits], Optional[str]]:
-    def applies(t: Traits) -> Optional[str]:
+def _decode_applies(name: str) -> Callable[[Traits], str | None]:
+    def applies(t: Traits) -> str | None:
         if t.workload not in GENERATION_WORKLOADS:
             return f"acts on generate's decode loop; the optimized workload is {t.workload}"
         if name not in t.decode:
@@ -397,7 +398,7 @@ def _apply_decode(dp: Any) -> Callable[[Build], None]:
 
 
 def _pass_decoder(b: Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int,
-                  forward: Optional[Callable[..., Any]], static: bool) -> Any:
+                  forward: Callable[..., Any] | None, static: bool) -> Any:
     from .. import workloads  # workloads imports this module
 
     if static:
@@ -516,7 +517,7 @@ def split_settings(names: list[str]) -> dict[str, list[str]]:
             "model_changes": [p.name for p in chosen if p.kind != "environment"]}
 
 
-def conflicts(chosen: list[Pass], candidate: Pass) -> Optional[str]:
+def conflicts(chosen: list[Pass], candidate: Pass) -> str | None:
     for p in chosen:
         if candidate.group is not None and p.group == candidate.group:
             return f"same group '{p.group}' as {p.name}"

@@ -30,11 +30,11 @@ from typing import Any
 import torch
 
 from .. import RESULT_MARKER, harness, workloads
-from . import passes
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
 from ..measure import profile_forward, summarize, throughput
 from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
+from . import passes
 from .optimize import environment, generation_accuracy
 
 PERF_PREFIX = "perf_"

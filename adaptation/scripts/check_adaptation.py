@@ -24,7 +24,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,8 +35,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
-from ascendbridge.package.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
 from ascendbridge.config import adaptations_dir, uv_binary
+from ascendbridge.package.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.task_families import TASK_FAMILIES
 
@@ -72,8 +72,8 @@ class Report:
     adaptation: str
     device: str
     checks: list[Check] = field(default_factory=list)
-    result: Optional[dict[str, Any]] = None
-    error: Optional[str] = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
 
     def add(self, name: str, passed: bool, detail: str) -> bool:
         self.checks.append(Check(name, passed, detail))
@@ -199,7 +199,7 @@ def check_pyproject(report: Report, directory: Path) -> None:
 
 
 def uv(directory: Path, args: list[str], timeout_s: float,
-       extra_env: Optional[dict[str, str]] = None) -> CommandResult:
+       extra_env: dict[str, str] | None = None) -> CommandResult:
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
     env.update(extra_env or {})
     return run_command([uv_binary(), *args], cwd=directory, env=env, timeout_s=timeout_s)
@@ -217,7 +217,7 @@ def check_lock(report: Report, directory: Path) -> bool:
                       f"uv lock --check failed: {_last_lines(res.output)}")
 
 
-def _device_type(value: Any) -> Optional[str]:
+def _device_type(value: Any) -> str | None:
     return str(value).split(":")[0] if value else None
 
 
@@ -260,7 +260,7 @@ def check_outputs(report: Report, spec: AdaptationSpec, outputs: Any) -> None:
                ", ".join(f"{n} {outputs[n]['shape']}" for n in outputs) + ", all finite")
 
 
-def system_marker(directory: Path) -> Optional[dict[str, Any]]:
+def system_marker(directory: Path) -> dict[str, Any] | None:
     """The record a system-mode environment leaves in `.venv/ascendbridge-env.json` (None: locked)."""
     try:
         data = json.loads((directory / ".venv" / SYSTEM_MARKER).read_text())
@@ -328,7 +328,7 @@ def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str,
     check_result(report, spec, device, result)
 
 
-def _result_line(output: str) -> Optional[dict[str, Any]]:
+def _result_line(output: str) -> dict[str, Any] | None:
     lines = [ln for ln in output.splitlines() if ln.startswith(RESULT_MARKER)]
     try:
         data = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else None
@@ -397,7 +397,7 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(description="Verify a generated adaptation by running it.")
     parser.add_argument("--adapt", required=True, metavar="NAME", help="adaptation name (directory)")
     parser.add_argument("--adaptations-dir", type=Path, default=None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 from sqlmodel import col, delete, select
 
@@ -19,7 +19,7 @@ from ascendbridge.board.schema import Agent, HostDevice, Task
 class AgentStore(StoreBase):
     """Register, heartbeat, stop, list and clean up agents."""
 
-    def register_agent(self, agent_id: str, role: str, pid: Optional[int] = None) -> AgentRecord:
+    def register_agent(self, agent_id: str, role: str, pid: int | None = None) -> AgentRecord:
         now = now_iso()
         with self._write() as s:
             row = s.get(Agent, agent_id) or Agent(id=agent_id, role=role, last_heartbeat=now, started_at=now)
@@ -34,7 +34,7 @@ class AgentStore(StoreBase):
             return AgentRecord.of(row)
 
     def agent_heartbeat(
-        self, agent_id: str, current_task_id: Optional[int] = None, status: str = "running"
+        self, agent_id: str, current_task_id: int | None = None, status: str = "running"
     ) -> AgentRecord:
         with self._write() as s:
             row = s.get(Agent, agent_id)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Session, select
@@ -111,9 +111,9 @@ class StoreBase:
         session: Session,
         kind: str,
         message: str,
-        model_pk: Optional[int] = None,
-        stage: Optional[str] = None,
-        data: Optional[dict[str, Any]] = None,
+        model_pk: int | None = None,
+        stage: str | None = None,
+        data: dict[str, Any] | None = None,
         origin: str = "system",
     ) -> None:
         session.add(
@@ -156,7 +156,7 @@ class StoreBase:
             )
         return task
 
-    def _set_metadata(self, s: Session, row: Model, fields: dict[str, Any], metadata: Optional[dict[str, Any]],
+    def _set_metadata(self, s: Session, row: Model, fields: dict[str, Any], metadata: dict[str, Any] | None,
                       origin: str) -> None:
         bad = set(fields) - METADATA_FIELDS
         if bad:
@@ -197,7 +197,7 @@ class StoreBase:
             return
 
 
-_SNAPSHOT: ContextVar[Optional[tuple["StoreBase", Session]]] = ContextVar("board_snapshot", default=None)
+_SNAPSHOT: ContextVar[tuple[StoreBase, Session] | None] = ContextVar("board_snapshot", default=None)
 
 
 @contextmanager

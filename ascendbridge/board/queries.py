@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from sqlalchemy import Connection, text
 
@@ -57,13 +57,13 @@ class ModelRow:
     description: str
     priority: int
     paused: bool
-    task_family: Optional[str]
+    task_family: str | None
     created_at: str
-    current_stage: Optional[str]  # first unfinished stage, else the last completed one
-    current_status: Optional[str]
+    current_stage: str | None  # first unfinished stage, else the last completed one
+    current_status: str | None
     attempts: int
-    updated_at: Optional[str]
-    failure_reason: Optional[str]
+    updated_at: str | None
+    failure_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ class ModelPage:
 class DurationStats:
     stage: str
     attempts: int
-    median_s: Optional[float]
-    p90_s: Optional[float]
+    median_s: float | None
+    p90_s: float | None
     total_s: float
 
 
@@ -97,7 +97,7 @@ class Reports:
     speedups: list[tuple[str, float]] = field(default_factory=list)
 
 
-def failure_reason(diagnosis_json: Optional[str]) -> Optional[str]:
+def failure_reason(diagnosis_json: str | None) -> str | None:
     """The one-line reason a stage stopped, from its diagnosis (summary, else reason)."""
     diagnosis = loads(diagnosis_json)
     if not isinstance(diagnosis, dict):
@@ -171,8 +171,8 @@ class BoardQueries:
     def search_models(
         self,
         q: str = "",
-        stage: Optional[str] = None,
-        status: Optional[str] = None,
+        stage: str | None = None,
+        status: str | None = None,
         sort: str = "priority",
         descending: bool = True,
         page: int = 1,
@@ -231,7 +231,7 @@ class BoardQueries:
             return self._cached(conn, key, lambda: compute(conn))
 
     @staticmethod
-    def _model_filters(q: str, stage: Optional[str], status: Optional[str]) -> tuple[list[str], dict[str, Any]]:
+    def _model_filters(q: str, stage: str | None, status: str | None) -> tuple[list[str], dict[str, Any]]:
         """WHERE clauses on `models m`, each an indexed sub-select over tasks (no per-row scans)."""
         where: list[str] = []
         params: dict[str, Any] = {}
@@ -362,7 +362,7 @@ class BoardQueries:
         return out
 
 
-    def business_results(self, model_ids: Optional[list[str]] = None) -> dict[str, dict[str, Any]]:
+    def business_results(self, model_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """The latest business_benchmark figures per model: {model_id: {"verdict", "weights",
         "device", "dtype", "metrics": {name: value}}} (the stage records `business_pass`,
         `real_weights` and `<set>.<metric>` values; each name's newest value counts)."""
@@ -420,7 +420,7 @@ def _latest_speedups(conn: Connection) -> list[tuple[str, float]]:
     return [(r[0], float(r[1])) for r in rows]
 
 
-def success_rate(status_counts: dict[str, int]) -> Optional[float]:
+def success_rate(status_counts: dict[str, int]) -> float | None:
     """completed / (completed + failed + blocked); None before any stage has finished."""
     done = status_counts.get("completed", 0)
     finished = done + status_counts.get("failed", 0) + status_counts.get("blocked", 0)

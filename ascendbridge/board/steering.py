@@ -6,8 +6,6 @@ its event, like every other board write.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from sqlmodel import Session, col, select
 
 from ascendbridge.board.base import StoreBase, _json_list, _pk
@@ -51,7 +49,7 @@ class SteeringStore(StoreBase):
                         {"allow_remote_code": allow}, origin)
             return ModelRecord.of(row)
 
-    def set_env_mode(self, model_id: str, mode: str, python: Optional[str] = None, origin: str = "cli") -> ModelRecord:
+    def set_env_mode(self, model_id: str, mode: str, python: str | None = None, origin: str = "cli") -> ModelRecord:
         """Per-model environment mode: "" (the run's), "locked", or "system" with its interpreter."""
         if mode not in ("", "locked", "system"):
             raise BoardError(f"unknown environment mode '{mode}' (expected locked or system)")
@@ -67,7 +65,7 @@ class SteeringStore(StoreBase):
             return ModelRecord.of(row)
 
     # ------------------------------------------------------------------ human steering
-    def retry(self, model_id: str, stage: Optional[str] = None, origin: str = "cli") -> TaskRecord:
+    def retry(self, model_id: str, stage: str | None = None, origin: str = "cli") -> TaskRecord:
         """Return a failed/blocked/skipped stage (default: the first such) to pending."""
         with self._write() as s:
             model = self._model_row(s, model_id)
@@ -189,7 +187,7 @@ class SteeringStore(StoreBase):
             return changed
 
     # ------------------------------------------------------------------ guidance
-    def add_guidance(self, text: str, model_id: Optional[str] = None, origin: str = "cli") -> GuidanceRecord:
+    def add_guidance(self, text: str, model_id: str | None = None, origin: str = "cli") -> GuidanceRecord:
         text = (text or "").strip()
         if not text:
             raise BoardError("guidance text is empty")
@@ -203,7 +201,7 @@ class SteeringStore(StoreBase):
             self._event(s, "guidance", text[:200], pk, None, {"guidance_id": row.id}, origin)
             return GuidanceRecord.of(row, model_id)
 
-    def list_guidance(self, model_id: Optional[str] = None, state: Optional[str] = None) -> list[GuidanceRecord]:
+    def list_guidance(self, model_id: str | None = None, state: str | None = None) -> list[GuidanceRecord]:
         if state and state not in GUIDANCE_STATES:
             raise BoardError(f"unknown guidance state '{state}' (expected one of: {', '.join(GUIDANCE_STATES)})")
         with self._read() as s:

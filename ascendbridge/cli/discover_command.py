@@ -11,7 +11,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -129,7 +129,7 @@ def cmd_discover(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """scripts/discover_models.py: the same command as `board_ops.py discover`."""
     from ascendbridge.cli.board_ops import main as board_ops_main
 

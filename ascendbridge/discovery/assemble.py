@@ -4,7 +4,7 @@ the Hub, by the HF cache and by a local copy comes out identical."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.discovery import model_files as mf
 from ascendbridge.discovery.config_estimate import estimate_parameters, num_layers
@@ -21,16 +21,16 @@ class SourceFacts:
     model_id: str
     source: str
     config: dict[str, Any]
-    files: dict[str, Optional[int]]
-    weights: Optional[WeightsSummary] = None
+    files: dict[str, int | None]
+    weights: WeightsSummary | None = None
     card: dict[str, Any] = field(default_factory=dict)
-    revision: Optional[str] = None
-    resolved_revision: Optional[str] = None
-    local_dir: Optional[str] = None
-    gated: Optional[bool] = None
-    license: Optional[str] = None
+    revision: str | None = None
+    resolved_revision: str | None = None
+    local_dir: str | None = None
+    gated: bool | None = None
+    license: str | None = None
     sentence_transformers: bool = False
-    pooling: Optional[str] = None
+    pooling: str | None = None
     normalize: bool = False
     warnings: list[str] = field(default_factory=list)
 
@@ -52,7 +52,7 @@ def assemble(facts: SourceFacts) -> ModelInfo:
     size_bytes = sum(s for s in sizes if s is not None) if weights and None not in sizes else None
 
     if facts.weights is not None:
-        count: Optional[int] = facts.weights.parameter_count
+        count: int | None = facts.weights.parameter_count
         count_source = "safetensors"
         dtype = facts.weights.dtype
         by_dtype = facts.weights.parameters_by_dtype

@@ -8,8 +8,8 @@ script comes from this repository; only the interpreter comes from the adaptatio
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ascendbridge.runtime.process import CommandResult, run_command
 
@@ -21,7 +21,7 @@ class EnvError(RuntimeError):
     """No usable interpreter for an adaptation."""
 
 
-def adaptation_python(adaptation_dir: Path, override: Optional[str] = None) -> Path:
+def adaptation_python(adaptation_dir: Path, override: str | None = None) -> Path:
     """`override` if given, else the adaptation's synced `.venv/bin/python`."""
     if override:
         path = Path(override).absolute()  # not resolve(): a venv's python is a symlink to keep
@@ -35,7 +35,7 @@ def adaptation_python(adaptation_dir: Path, override: Optional[str] = None) -> P
     return python
 
 
-def run_inner(python: Path, script: str, args: Sequence[str], cwd: Optional[Path] = None,
+def run_inner(python: Path, script: str, args: Sequence[str], cwd: Path | None = None,
               timeout_s: float = 600.0) -> CommandResult:
     """`python -E -s ascendbridge/gatekit/inner/<script> ARGS`: no env-var paths, no user site-packages."""
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV_VARS}

@@ -8,7 +8,7 @@ import argparse
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 METRICS_SCHEMA = "ascendbridge.benchmark_metrics/1"  # ab_runtime/outputs.py writes the same string
 _ADAPTATION_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -48,7 +48,7 @@ def checker_arguments(description: str, argv: list[str]) -> tuple[argparse.Names
     return args, directory
 
 
-def print_checks(rows: list[tuple[str, bool, Optional[str], list[str], list[str]]], label_width: int,
+def print_checks(rows: list[tuple[str, bool, str | None, list[str], list[str]]], label_width: int,
                  verdict_word: str, passed: bool, summary: str) -> None:
     """Checker output for people: per evidence set (label, consistent, verdict, problems, notes) a
     line with its problems and notes under it, then PASS/FAIL and the summary."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
 def write_summary(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path, stem: str,

@@ -13,13 +13,13 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
+from ascendbridge.config import uv_binary
+from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
 from ascendbridge.package import system_env
 from ascendbridge.package.spec import RESULT_MARKER
-from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
 from ascendbridge.package.system_env import sync_system
-from ascendbridge.config import uv_binary
 from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.runtime.reports import marked_json
 
@@ -37,7 +37,7 @@ DEMO_TIMEOUT_S = 600.0
 _FOREIGN_ENV_VARS = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
 
 
-def uv_environment(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def uv_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The process environment for uv and model runs: ours minus foreign venv pointers."""
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV_VARS}
     env.setdefault("UV_NO_PROGRESS", "1")
@@ -53,8 +53,8 @@ def profile_for_device(device: str) -> str:
 
 
 def _uv(
-    directory: Path, args: Sequence[str], timeout_s: float, log: Optional[IO[str]],
-    env: Optional[Mapping[str, str]] = None,
+    directory: Path, args: Sequence[str], timeout_s: float, log: IO[str] | None,
+    env: Mapping[str, str] | None = None,
 ) -> CommandResult:
     directory = Path(directory)
     if not (directory / "pyproject.toml").is_file():
@@ -64,13 +64,13 @@ def _uv(
 
 
 def lock(directory: Path, *, check: bool = False, timeout_s: float = LOCK_TIMEOUT_S,
-         log: Optional[IO[str]] = None) -> CommandResult:
+         log: IO[str] | None = None) -> CommandResult:
     """`uv lock` (or `uv lock --check`: fail when uv.lock does not match pyproject.toml)."""
     return _uv(directory, ["lock", "--check"] if check else ["lock"], timeout_s, log)
 
 
 def sync(directory: Path, profile: str, *, timeout_s: float = SYNC_TIMEOUT_S,
-         log: Optional[IO[str]] = None, env: Optional[EnvChoice] = None) -> CommandResult:
+         log: IO[str] | None = None, env: EnvChoice | None = None) -> CommandResult:
     """Make the adaptation's `.venv` for one profile, in the environment mode of `env` (default:
     the run's, ASCENDBRIDGE_ENV): `locked` = `uv sync --locked --extra PROFILE` (exactly the
     lock's packages); `system` = layered on the given interpreter's torch (ascendbridge.package.system_env).
@@ -90,7 +90,7 @@ def sync(directory: Path, profile: str, *, timeout_s: float = SYNC_TIMEOUT_S,
 
 
 def run_in_env(directory: Path, argv: Sequence[str], *, timeout_s: float = DEMO_TIMEOUT_S,
-               log: Optional[IO[str]] = None, env: Optional[Mapping[str, str]] = None) -> CommandResult:
+               log: IO[str] | None = None, env: Mapping[str, str] | None = None) -> CommandResult:
     """Run `python ARGV...` in the adaptation's synced environment, cwd = the adaptation.
 
     `--no-sync`: a run never changes the environment (a plain `uv run` would re-sync it
@@ -110,21 +110,21 @@ class DemoRun:
     """One demo.py run: the contained command and its parsed RESULT line (None if absent)."""
 
     command: CommandResult
-    result: Optional[dict[str, Any]]
+    result: dict[str, Any] | None
 
     @property
     def ok(self) -> bool:
         return self.command.ok and bool(self.result and self.result.get("ok"))
 
 
-def parse_result(output: str) -> Optional[dict[str, Any]]:
+def parse_result(output: str) -> dict[str, Any] | None:
     """The JSON object of the last `ASCENDBRIDGE_RESULT ` line, or None when there is none."""
     return marked_json(output, RESULT_MARKER)
 
 
 def run_demo(directory: Path, args: Sequence[str] = ("--dry-run",), *, device: str = "cpu",
-             timeout_s: float = DEMO_TIMEOUT_S, log: Optional[IO[str]] = None,
-             env: Optional[Mapping[str, str]] = None) -> DemoRun:
+             timeout_s: float = DEMO_TIMEOUT_S, log: IO[str] | None = None,
+             env: Mapping[str, str] | None = None) -> DemoRun:
     """Run `demo.py --device DEVICE ARGS...` (environment must be synced) and parse its result."""
     profile_for_device(device)
     command = run_in_env(directory, ["demo.py", "--device", device, *args],

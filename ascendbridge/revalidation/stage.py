@@ -26,7 +26,6 @@ from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 from ascendbridge.teamlead.registry import entry_point_stage
 
 
-
 class BenchmarkSlotSettings(StageSettings):
     """The environment it syncs before the dry run: the benchmark's keys (device, sync timeout),
     since re-validation fills the benchmark's slot and its runs are the benchmark's."""

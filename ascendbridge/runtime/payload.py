@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal, Optional, TypeVar, Union
+from typing import Any, Literal, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from ascendbridge.board.records import ModelRecord, TaskRecord
-from ascendbridge.stage_api import WIRE, GateResult, StageOutcome
 from ab_runtime.fileops import write_text_atomic
 from ascendbridge import capped_read
+from ascendbridge.board.records import ModelRecord, TaskRecord
+from ascendbridge.stage_api import WIRE, GateResult, StageOutcome
 
 Phase = Literal["run", "gate"]
 PhaseData = StageOutcome | GateResult
@@ -127,7 +127,7 @@ def write(path: Path, value: Any) -> None:
     write_text_atomic(path, to_json(value))
 
 
-def read_result(path: Path, phase: Phase) -> tuple[Optional[PhaseData], str]:
+def read_result(path: Path, phase: Phase) -> tuple[PhaseData | None, str]:
     """A worker's result file: (the validated model, "") or (None, why not); absent is (None, "")."""
     if not path.exists():
         return None, ""

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.runtime.process import CommandResult, run_command
 
 
-def _as_object(text: str) -> Optional[dict[str, Any]]:
+def _as_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
@@ -21,7 +21,7 @@ def _as_object(text: str) -> Optional[dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
-def marked_json(output: str, marker: str) -> Optional[dict[str, Any]]:
+def marked_json(output: str, marker: str) -> dict[str, Any] | None:
     """The JSON object on the last line that starts with `marker`, or None."""
     for line in reversed(output.splitlines()):
         if line.startswith(marker):
@@ -29,7 +29,7 @@ def marked_json(output: str, marker: str) -> Optional[dict[str, Any]]:
     return None
 
 
-def json_report(output: str) -> Optional[dict[str, Any]]:
+def json_report(output: str) -> dict[str, Any] | None:
     """A checker's `--json` report: its last JSON-object line, or one pretty-printed object at the end."""
     for line in reversed(output.splitlines()):
         line = line.strip()
@@ -41,7 +41,7 @@ def json_report(output: str) -> Optional[dict[str, Any]]:
     return _as_object(output[start:]) if start >= 0 else None
 
 
-def run_checker(argv: Sequence[str], timeout_s: float) -> tuple[Optional[dict[str, Any]], CommandResult]:
+def run_checker(argv: Sequence[str], timeout_s: float) -> tuple[dict[str, Any] | None, CommandResult]:
     """Run a checker contained (own process group, timeout, capped output); parse its report."""
     res = run_command(list(argv), timeout_s=timeout_s)
     return json_report(res.output), res

@@ -21,7 +21,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.config import board_path
@@ -43,7 +43,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def heartbeat_age(store: Optional[BoardStore], agent_id: str, since: float) -> Optional[float]:
+def heartbeat_age(store: BoardStore | None, agent_id: str, since: float) -> float | None:
     """Seconds since the team lead's last heartbeat, counted from `since` (its start) at most."""
     if store is None:
         return None
@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def parse_args(argv: Optional[list[str]]) -> tuple[argparse.Namespace, list[str]]:
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p = _Parser(prog="team_lead_watchdog.sh", description=__doc__.splitlines()[0],
                                 epilog="Arguments after -- go to the team lead (it always runs with --forever).")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
@@ -97,9 +97,9 @@ class Watchdog:
         base = args.command.split() if args.command else [sys.executable, "-m", "ascendbridge.teamlead", "--forever"]
         self.argv = [*base, "--board", str(self.board), "--agent-id", args.agent_id, *extra]
         self.stop = threading.Event()
-        self.child: Optional[subprocess.Popen[bytes]] = None
+        self.child: subprocess.Popen[bytes] | None = None
 
-    def _store(self) -> Optional[BoardStore]:
+    def _store(self) -> BoardStore | None:
         try:
             return BoardStore(self.board)
         except BoardError as exc:
@@ -127,7 +127,7 @@ class Watchdog:
         if killed:
             say(f"killed {killed} process(es) left by the team lead's attempts")
 
-    def _supervise(self, store: Optional[BoardStore]) -> Optional[int]:
+    def _supervise(self, store: BoardStore | None) -> int | None:
         """Wait for the child to exit (its code) or go stale (None)."""
         assert self.child is not None
         started = time.time()
@@ -176,7 +176,7 @@ class Watchdog:
         return EXIT_STOPPED
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args, extra = parse_args(argv)
     dog = Watchdog(args, extra)
 

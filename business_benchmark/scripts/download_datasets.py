@@ -17,7 +17,6 @@ import argparse
 import importlib.util
 import os
 import sys
-from typing import Optional
 
 from business_benchmark.datasets import list_sets, load_card
 from business_benchmark.mapping import HUB_SETS
@@ -41,7 +40,7 @@ def list_cached() -> int:
     return 0
 
 
-def fetch(repo: str, config: Optional[str], split: Optional[str]) -> None:
+def fetch(repo: str, config: str | None, split: str | None) -> None:
     if importlib.util.find_spec("datasets") is not None:
         import datasets
 
@@ -66,7 +65,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.list:
         return list_cached()
-    sets: Optional[tuple[tuple[str, Optional[str], Optional[str]], ...]]
+    sets: tuple[tuple[str, str | None, str | None], ...] | None
     if args.family:
         sets = HUB_SETS.get((args.family, args.language))
         if not sets:

@@ -17,7 +17,8 @@ import argparse
 import json
 import sys
 
-from _cli import add_where, resolve  # noqa: I001  (sets up the repository import path)
+from _cli import add_where, resolve  # sets up the repository import path
+
 from ascendbridge.gatekit.evidence import EvidenceError
 from optimization.gate import check_perf_gate
 

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _cli import REPO_ROOT  # noqa: I001  (sets up the repository import path)
+from _cli import REPO_ROOT  # sets up the repository import path
+
 from ascendbridge.config import adaptations_dir
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from optimization.aggregate import collect, compare, write_figure, write_reports

@@ -16,7 +16,6 @@ import pytest
 
 from ascendbridge.package.generator import generate, render_adaptation
 from ascendbridge.package.spec import AdaptationSpec
-
 from tests.adaptation.helpers import tiny_bert_dir, tiny_bert_spec
 
 CHECKER = Path(__file__).resolve().parents[2] / "adaptation" / "scripts" / "check_adaptation.py"

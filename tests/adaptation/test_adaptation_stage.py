@@ -6,14 +6,13 @@ import io
 from importlib.metadata import entry_points
 from pathlib import Path
 
-
-from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from ascendbridge.stage_api import Stage, StageContext
 
 DEMO = REPO_ROOT / "demo_models"

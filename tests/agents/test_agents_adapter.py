@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.spec import AdaptationSpec
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.agents.history import REUSE_EVENT, RUN_EVENT
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import ModelRecord, Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
 from tests.agents.agent_support import AgentScript, record_history
 

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.generator import render_adaptation
-from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.agents.history import REUSE_EVENT, RUN_EVENT, memory_dir
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.stage_api import StageContext
+from healing.stage import HEALING_STAGE
 from tests.agents.agent_support import AgentScript, record_history
 
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"

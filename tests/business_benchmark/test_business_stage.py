@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
-from ascendbridge.package.stack import MARKER, system_marker
 from ascendbridge.board import BoardStore
 from ascendbridge.board.queries import BoardQueries
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
 from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
+from ascendbridge.package.generator import generate
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.stack import MARKER, system_marker
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.registry import check_loadable, stage_refs

@@ -23,7 +23,6 @@ from ascendbridge.board import BoardStore, Registration
 from ascendbridge.naming import base_adaptation_name
 from ascendbridge.runtime.attempt_dir import discard, staging_dir
 from ascendbridge.teamlead.lock import lock_path_for
-
 from tests.chaos.chaos_stages import PARTS, STAGES
 from tests.teamlead.tl_support import FAST, alive, check_event_log, statuses, tl_env, wait_for
 

@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.discovery.task_family import classify
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
 from benchmark.evidence import find_evidence
 from benchmark.gate import recompute
 from benchmark.render import render_accuracy_run
+from healing.stage import HEALING_STAGE
 from tests.benchmark.bench_support import run_accuracy
 from tests.coverage.coverage_support import HERE, prepare, register, stage_context, write_models
 from tests.runtime.rt_support import RUNTIME_PARENT, run_batch

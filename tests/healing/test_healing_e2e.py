@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.generator import render_adaptation
-from healing.evidence import EVIDENCE_FILE
-from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.demo_models import ensure_minilm
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
 from ascendbridge.stage_api import StageContext
+from healing.evidence import EVIDENCE_FILE
+from healing.stage import HEALING_STAGE
 
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
+from ascendbridge.runtime.process import run_command
 from healing.classifier import UNCLASSIFIED, classify
 from healing.failure import Failure
 from healing.rules import RULES, Block, Fix, FixContext, GiveUp, apply_changes, rule_named
-from ascendbridge.package.spec import AdaptationSpec, ModelSource
-from ascendbridge.runtime.process import run_command
 from tests.support.torch_env import torch_env_python
 
 CASES_SCRIPT = Path(__file__).with_name("failing_cases.py")

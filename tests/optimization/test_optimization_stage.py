@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource, WorkloadSpec
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
+from ascendbridge.package.generator import generate
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource, WorkloadSpec
 from ascendbridge.stage_api import StageContext
 from optimization.stage import OPTIMIZATION_STAGE, OptimizationSettings
 from tests.optimization.opt_support import demo_config

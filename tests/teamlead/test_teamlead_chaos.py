@@ -13,9 +13,15 @@ import time
 from pathlib import Path
 
 from ascendbridge.board import BoardStore
-
 from tests.teamlead.tl_support import (
-    add_models, check_event_log, children_of, procs_in, run_tl, start_tl, statuses, wait_for,
+    add_models,
+    check_event_log,
+    children_of,
+    procs_in,
+    run_tl,
+    start_tl,
+    statuses,
+    wait_for,
 )
 
 MODELS = 6

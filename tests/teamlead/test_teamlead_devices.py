@@ -8,14 +8,13 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.runtime.placement import TIMED_STAGES
 from ascendbridge.teamlead.cli import main as team_lead_main
-
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, install_fake_tools
 from tests.teamlead.tl_support import check_event_log, statuses, tl_argv, tl_env
 from tests.teamlead.toy_device_stages import RECORD_ENV, STAGES
@@ -24,7 +23,7 @@ SKIP = ["adaptation", "healing", "optimization"]  # discovery (CPU) -> benchmark
 
 
 def _run(board: BoardStore, tmp: Path, models: dict[str, dict[str, Any]], *args: str,
-         path: Optional[str] = None) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+         path: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     board.register_models(Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(d),
                                        skip_stages=SKIP) for m, d in models.items())
     record = tmp / "device_runs.jsonl"

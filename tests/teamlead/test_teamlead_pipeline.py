@@ -5,9 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ascendbridge.board import BoardStore
-
 from tests.teamlead.tl_support import (
-    add_models, attempts, check_event_log, max_in_flight, run_tl, runs_logged, statuses,
+    add_models,
+    attempts,
+    check_event_log,
+    max_in_flight,
+    run_tl,
+    runs_logged,
+    statuses,
 )
 from tests.teamlead.toy_stages import ALL
 

@@ -8,10 +8,17 @@ from pathlib import Path
 
 from ascendbridge.board import BoardStore
 from ascendbridge.naming import base_adaptation_name
-
 from tests.teamlead.tl_support import (
-    add_models, alive, attempts, check_event_log, procs_in, run_tl, start_tl, statuses, wait_for,
+    add_models,
+    alive,
+    attempts,
+    check_event_log,
+    procs_in,
+    run_tl,
     runs_logged,
+    start_tl,
+    statuses,
+    wait_for,
 )
 
 

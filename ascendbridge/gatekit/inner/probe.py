@@ -17,13 +17,14 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 CANN_VERSION_FILES = ("version.cfg", "ascend_toolkit_install.info", "version.info")
 
 
-def cann_version() -> Optional[dict[str, str]]:
+def cann_version() -> dict[str, str] | None:
     """CANN's version from ASCEND_TOOLKIT_HOME (or the default install path) when present."""
     roots = [os.environ.get("ASCEND_TOOLKIT_HOME"), os.environ.get("ASCEND_HOME_PATH"),
              "/usr/local/Ascend/ascend-toolkit/latest"]
@@ -38,7 +39,7 @@ def cann_version() -> Optional[dict[str, str]]:
     return None
 
 
-def _version(module: str) -> Optional[str]:
+def _version(module: str) -> str | None:
     try:
         mod = __import__(module)
     except Exception:
@@ -105,7 +106,7 @@ def microbenchmarks(torch: Any, kind: str, budget_s: float) -> dict[str, Any]:
     backend = getattr(torch, kind, None) if kind != "cpu" else None
     sync = backend.synchronize if backend is not None else (lambda: None)
     n = 1024 if kind == "cpu" else 4096
-    gemm: dict[str, Optional[float]] = {}
+    gemm: dict[str, float | None] = {}
     sizes: dict[str, int] = {}
     for name in ("float32", "bfloat16", "float16"):
         try:

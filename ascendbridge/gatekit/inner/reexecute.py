@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from _framework import RUNTIME_DIR
 
@@ -124,8 +124,8 @@ def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
 
 
 def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enough_ms: float = float("inf"),
-              retime: tuple[int, int] = RETIME, workload: Optional[dict[str, Any]] = None,
-              band: float = float("inf")) -> tuple[list[str], list[str], Optional[dict[str, Any]]]:
+              retime: tuple[int, int] = RETIME, workload: dict[str, Any] | None = None,
+              band: float = float("inf")) -> tuple[list[str], list[str], dict[str, Any] | None]:
     """(problems, notes, re-measured target timing or None) from re-running sample 0 of one run.
 
     The target is rebuilt with the passes the run applied (saved["passes"]; none for a benchmark
@@ -140,8 +140,8 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enoug
 
     _runtime()
     from ab_runtime import harness
-    from ab_runtime.optimize import passes
     from ab_runtime.errors import RuntimeDiagnosis
+    from ab_runtime.optimize import passes
 
     try:
         session = harness.open_session(spec_path, str(run.get("device")), run.get("mode") == "pretrained", 1,
