@@ -51,8 +51,9 @@ SLOW_FIXTURES = frozenset(SHARED_SESSION_FIXTURES + ("python", "torch_python", "
 
 def is_slow(item: pytest.Item) -> bool:
     """Whether the test belongs to the slow tier: marked so, or needing a slow fixture."""
-    return item.get_closest_marker("slow") is not None or not SLOW_FIXTURES.isdisjoint(
-        getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("slow") or item.get_closest_marker("lm_eval"):  # lm_eval builds its own torch env
+        return True
+    return not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into groups

@@ -25,6 +25,8 @@ from ascendbridge.stage_api import StageContext
 from healing.stage import HEALING_STAGE
 from tests.agents.agent_support import AgentScript, record_history
 
+pytestmark = pytest.mark.slow  # fast tier: heals a real adaptation in a real uv environment
+
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
 

@@ -27,6 +27,8 @@ from ascendbridge.stage_api import StageContext
 from healing.evidence import EVIDENCE_FILE
 from healing.stage import HEALING_STAGE
 
+pytestmark = pytest.mark.slow  # fast tier: heals real adaptations in real uv environments
+
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
 

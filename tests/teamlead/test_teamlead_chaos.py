@@ -12,6 +12,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.board import BoardStore
 from tests.teamlead.tl_support import (
     add_models,
@@ -23,6 +25,8 @@ from tests.teamlead.tl_support import (
     statuses,
     wait_for,
 )
+
+pytestmark = pytest.mark.slow  # fast tier: kills real team-lead runs over and over
 
 MODELS = 6
 STAGES = ("discovery", "adaptation")

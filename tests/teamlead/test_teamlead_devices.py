@@ -63,6 +63,7 @@ def _by_job(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
     return {(r["model"], r["stage"]): r for r in runs}
 
 
+@pytest.mark.slow  # fast tier: a real team-lead run of a device fleet
 def test_eight_npus_one_card_per_timed_task_and_sharded_models_claim_several(board: BoardStore, tmp_path: Path) -> None:
     models = {f"org/m{i}": {} for i in range(3)}
     models["org/big"] = {"plan_devices": 3}
@@ -92,6 +93,7 @@ def test_eight_npus_one_card_per_timed_task_and_sharded_models_claim_several(boa
     assert bench[0].devices.count("npu:") == 3 and bench[0].host == placed[0]["host"]
 
 
+@pytest.mark.slow  # fast tier: a real team-lead run of a device fleet
 def test_two_gpus_each_timed_job_sees_only_its_card(board: BoardStore, tmp_path: Path) -> None:
     path = install_fake_tools(tmp_path / "bin", nvidia_smi=FAKE_NVIDIA_SMI_2X)
     _, runs = _run(board, tmp_path, {f"org/g{i}": {} for i in range(2)}, "--workers", "4", path=path)
@@ -104,6 +106,7 @@ def test_two_gpus_each_timed_job_sees_only_its_card(board: BoardStore, tmp_path:
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="isolating timed runs needs two cores")
+@pytest.mark.slow  # fast tier: a real team-lead run of a device fleet
 def test_cpu_only_host_gives_timed_runs_their_own_cores(board: BoardStore, tmp_path: Path) -> None:
     """The defaults of ./run_auto_team_lead.sh on this CPU-only machine: no --devices, 2 workers."""
     _, runs = _run(board, tmp_path, {f"org/c{i}": {} for i in range(2)})
