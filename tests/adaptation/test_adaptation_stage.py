@@ -6,6 +6,8 @@ import io
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
+
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
@@ -89,6 +91,7 @@ def test_remote_code_without_permission_is_blocked(board: BoardStore) -> None:
     assert outcome.status == "blocked" and outcome.diagnosis["rule"] == "remote_code_not_allowed"
 
 
+@pytest.mark.slow  # fast tier: a real adaptation and its gate
 def test_gate_fails_on_a_tampered_package(board: BoardStore) -> None:
     ctx = demo_context(board, "tiny-llama")
     assert ADAPTATION_STAGE.run(ctx).status == "done"

@@ -34,6 +34,7 @@ def context(board: BoardStore, board_path: Path, record: ModelRecord) -> StageCo
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # fast tier: real adaptations, twice
 def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
         board: BoardStore, board_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = AgentScript(tmp_path, monkeypatch)

@@ -47,6 +47,7 @@ def test_stage_is_registered_and_runnable() -> None:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow  # fast tier: a real business run
 def test_stage_runs_passes_its_gate_and_its_figures_reach_the_board_on_completion(board: BoardStore, board_path: Path) -> None:
     ctx = make_context(board, board_path, {"device": "cpu", "business_max_items": 4, "business_threads": 1})
     outcome = BUSINESS_BENCHMARK_STAGE.run(ctx)

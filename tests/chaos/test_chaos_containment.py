@@ -19,12 +19,16 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.naming import base_adaptation_name
 from ascendbridge.runtime.attempt_dir import discard, staging_dir
 from ascendbridge.teamlead.lock import lock_path_for
 from tests.chaos.chaos_stages import PARTS, STAGES
 from tests.teamlead.tl_support import FAST, alive, check_event_log, statuses, tl_env, wait_for
+
+pytestmark = pytest.mark.slow  # fast tier: kills real team-lead runs
 
 ATTEMPT_ENV = "ASCENDBRIDGE_ATTEMPT"
 

@@ -30,6 +30,8 @@ from tests.chaos.chaos_stages import AGENT_STAGES, PARTS
 from tests.chaos.test_chaos_containment import assert_no_loss_no_duplicates, marked, register, start_lead, survivors
 from tests.teamlead.tl_support import alive, statuses, wait_for
 
+pytestmark = pytest.mark.slow  # fast tier: kills real stage runs
+
 
 class Swapped(Exception):
     """The directory being read was exchanged out of its path (and is being removed) mid-read."""

@@ -32,6 +32,8 @@ from tests.coverage.coverage_support import HERE, prepare, register, stage_conte
 from tests.runtime.rt_support import RUNTIME_PARENT, run_batch
 from tests.support.torch_env import torch_env_python
 
+pytestmark = pytest.mark.slow  # fast tier: every family through the preparation stages
+
 # One benchmark run per family group; PatchTST in bfloat16, where its family's row of the table applies.
 BENCHMARKED = {"wav2vec2-ctc": "float32", "patchtst": "bfloat16", "qwen3-embed": "float32", "jamba": "float32"}
 HEALED = "wav2vec2-ctc"  # the CTC model with audio input goes through the real Adaptation and Healing stages

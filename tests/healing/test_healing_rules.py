@@ -88,6 +88,7 @@ def test_catalogue_has_at_least_twelve_named_unique_rules() -> None:
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
+@pytest.mark.slow  # fast tier: real failing runs in a torch environment
 def test_rule_on_real_failure(case: str, captured: dict[str, str]) -> None:
     rule_name, before, ctx, expected = EXPECTED[case]
     classification = classify(failure_of(captured[case]))

@@ -40,6 +40,7 @@ def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: 
 
 
 @pytest.mark.timeout(1200)
+@pytest.mark.slow  # fast tier: a real optimizer search
 def test_stage_searches_runs_perf_records_and_passes_its_gates(board: BoardStore, board_path: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # cached outputs (a test-only pass of known, large gain) make the confirmed outcome and the

@@ -29,6 +29,8 @@ from tests.benchmark.bench_support import make_adaptation
 from tests.stacks.stack_support import slowed_stack
 from tests.support.torch_env import torch_env_python
 
+pytestmark = pytest.mark.slow  # fast tier: builds real stack environments
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "run_completed_adaptations.py"
 EXPORTER = REPO / "scripts" / "package_adaptations.py"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.board import BoardStore
 from tests.teamlead.tl_support import (
     add_models,
@@ -15,6 +17,8 @@ from tests.teamlead.tl_support import (
     statuses,
 )
 from tests.teamlead.toy_stages import ALL
+
+pytestmark = pytest.mark.slow  # fast tier: real team-lead runs through the gated stages
 
 
 def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore, tmp_path: Path) -> None:
