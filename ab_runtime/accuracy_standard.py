@@ -16,8 +16,9 @@ copy of every number.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping, Optional
+from typing import Any
 
 STANDARD_NAME = "ascendbridge-accuracy/1"
 
@@ -120,7 +121,7 @@ TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
 
 
 
-def budget_statement(family: str, tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+def budget_statement(family: str, tolerances: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The optimization budget as the notes state it: its name, numbers, reference and outputs,
     after the spec's `tolerances.optimization` requests, which may only tighten it."""
     budget = dict(OPTIMIZATION_BUDGET)
@@ -140,8 +141,8 @@ def budget_statement(family: str, tolerances: Optional[Mapping[str, Any]] = None
 GENERATION_RULE_NAME = "generation-greedy/1"
 
 
-def generation_verdict(match_rate: float, first_divergence: Optional[int], family: str,
-                       tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+def generation_verdict(match_rate: float, first_divergence: int | None, family: str,
+                       tolerances: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """An optimized generation's greedy tokens judged against the eager reference's.
 
     The rule is the budget's task-level agreement: the fraction of equal generated tokens must reach
@@ -192,7 +193,7 @@ def row_for(family: str, dtype: str) -> Row:
     return TABLE.get((family, dtype)) or TABLE.get(("*", dtype)) or TABLE[("*", "float32")]
 
 
-def normalize(tolerances: Optional[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+def normalize(tolerances: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
     """A spec's `tolerances` as {dtype: {key: value}}; legacy flat keys are translated.
 
     Raises ValueError naming the first key or value that is not a threshold request.
@@ -237,7 +238,7 @@ def decide(dtype: str, key: str, requested: float, family: str = "*") -> dict[st
                   f"refused: looser than the framework's bound {bound:g}")
 
 
-def resolve(dtype: str, tolerances: Optional[Mapping[str, Any]] = None, family: str = "*") -> dict[str, Any]:
+def resolve(dtype: str, tolerances: Mapping[str, Any] | None = None, family: str = "*") -> dict[str, Any]:
     """The thresholds applied to outputs computed in `dtype`, after the spec's requests.
 
     An unreadable `tolerances` section applies the standard unchanged and says so in the decisions.

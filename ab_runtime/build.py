@@ -7,8 +7,9 @@ layout) is applied is here. The pass catalogue that edits a Build is `ab_runtime
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import torch
 
@@ -23,16 +24,16 @@ class Build:
     device_kind: str
     input_dtype: torch.dtype
     accuracy_dtype: str  # the dtype the outputs are computed in (recorded; passes are judged by the budget)
-    autocast: Optional[torch.dtype] = None
+    autocast: torch.dtype | None = None
     channels_last: bool = False
     contexts: list[Callable[[], Any]] = field(default_factory=list)
-    compile_kwargs: Optional[dict[str, Any]] = None
+    compile_kwargs: dict[str, Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # A decode pass's decoder factory `(build, model, encoder_decoder, new_tokens) -> workloads.Decoder`
     # (set by the kind-`decode` passes); None: eager decoding through the model's own KV cache
     # (workloads.HFDecoder).
-    decoder: Optional[Callable[["Build", torch.nn.Module, bool, int], Any]] = None
+    decoder: Callable[[Build, torch.nn.Module, bool, int], Any] | None = None
 
 
 

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import torch
+
 
 def _load_standard() -> ModuleType:
     """accuracy_standard next to this file: a package import inside adaptations, a file-path import
@@ -67,7 +69,7 @@ class Thresholds:
         return standard.resolve(dtype, self.tolerances, self.family)
 
     @classmethod
-    def from_spec(cls, tolerances: Optional[Mapping[str, Any]], family: str = "*") -> "Thresholds":
+    def from_spec(cls, tolerances: Mapping[str, Any] | None, family: str = "*") -> Thresholds:
         """From the spec's `tolerances` section (requests only: the standard decides what applies)."""
         return cls(dict(tolerances or {}), family)
 
@@ -84,7 +86,7 @@ class OutputComparison:
     shape: list[int] = field(default_factory=list)
     reference_shape: list[int] = field(default_factory=list)
     dtype: str = ""
-    metrics: dict[str, Optional[float]] = field(default_factory=dict)
+    metrics: dict[str, float | None] = field(default_factory=dict)
     applied: dict[str, Any] = field(default_factory=dict)
 
 
@@ -143,9 +145,9 @@ def compare_tensor(
     name: str,
     target: torch.Tensor,
     reference: torch.Tensor,
-    thresholds: "Thresholds | OptimizationBudget",
+    thresholds: Thresholds | OptimizationBudget,
     target_dtype: str,
-    fp64_reference: Optional[torch.Tensor] = None,
+    fp64_reference: torch.Tensor | None = None,
 ) -> OutputComparison:
     """One output's verdict. `target_dtype` is the dtype the target run computed in."""
     applied = {k: v for k, v in thresholds.for_dtype(target_dtype).items() if k != "decisions"}
@@ -211,7 +213,7 @@ def compare_tensor(
 def compare_outputs(
     target: Any,
     reference: Any,
-    thresholds: "Thresholds | OptimizationBudget",
+    thresholds: Thresholds | OptimizationBudget,
     target_dtype: str,
     fp64_reference: Any = None,
 ) -> dict[str, Any]:
@@ -327,7 +329,7 @@ def top1_agreement(target: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def judge_optimized(optimized: Any, reference: Any, family: str, computed_in: str,
-                    tolerances: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+                    tolerances: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """An optimized configuration's outputs against the float32 reference outputs, judged by the
     optimization budget (cosine, max error, top-1 agreement), never by the dtype of its passes.
 

@@ -19,8 +19,9 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, NoReturn
 
 from .errors import RuntimeDiagnosis, SpecError
 from .result import emit_result
@@ -38,7 +39,7 @@ RANDOM_WEIGHTS_NOTE = ("these outputs come from random weights (initialised from
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # report like every other bad input, with a RESULT line
+    def error(self, message: str) -> NoReturn:  # report like every other bad input, with a RESULT line
         raise SpecError(f"bad arguments: {message}")
 
 
@@ -67,8 +68,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def _versions() -> dict[str, Optional[str]]:
-    versions: dict[str, Optional[str]] = {"torch": None, "transformers": None, "torch_npu": None}
+def _versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"torch": None, "transformers": None, "torch_npu": None}
     for name in versions:
         module = sys.modules.get(name)
         versions[name] = getattr(module, "__version__", None) if module else None
@@ -204,7 +205,7 @@ def _image_answer(args: argparse.Namespace, spec: Any, loaded: Any,
 
 
 def _answer(args: argparse.Namespace, spec: Any, loaded: Any, family: Any, device: Any,
-            text_summary: Optional[str]) -> Optional[dict[str, Any]]:
+            text_summary: str | None) -> dict[str, Any] | None:
     """The model's answer in words, for a person reading the run; None when there is none to give
     (no tokenizer, an image or audio family without a worded answer). Random weights never pass
     for an answer. `text_summary`: the family's summary of the run above when it read --text."""
@@ -265,7 +266,7 @@ def _similarity(sentences: Sequence[str], spec: Any, model: Any, family: Any, de
 
 
 def _summarised(text: str, spec: Any, loaded: Any, family: Any, device: Any,
-                summary: Optional[str]) -> dict[str, Any]:
+                summary: str | None) -> dict[str, Any]:
     """The family's own summary of the model's outputs on real text (a classifier: its label name);
     the run above gave it already when it read --text, else the default text is read now."""
     if summary is None:

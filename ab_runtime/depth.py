@@ -10,8 +10,9 @@ include one of each kind, so no kind of layer is skipped.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -30,7 +31,7 @@ class Stack:
     path: tuple[str, ...]  # sub-config attribute path from the root config
     attr: str
     total: int
-    index: Optional[int] = None  # element of a per-stage list attribute
+    index: int | None = None  # element of a per-stage list attribute
     aliases: list[str] = field(default_factory=list)  # stored attrs that mirror this one
     layer_lists: list[str] = field(default_factory=list)  # per-layer lists to cut with it
     keep_order: list[int] = field(default_factory=list)  # layer indices in the order to keep
@@ -53,7 +54,7 @@ def _sub_configs(config: Any) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in vars(config).items() if isinstance(v, PretrainedConfig)]
 
 
-def _int_attr(stored: dict[str, Any], name: str) -> Optional[int]:
+def _int_attr(stored: dict[str, Any], name: str) -> int | None:
     value = stored.get(name)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
@@ -66,10 +67,10 @@ def _stacks_of(config: Any, path: tuple[str, ...]) -> list[Stack]:
     # With per-stage depth lists, a generic count equal to the number of stages counts stages
     # (Swin's num_layers), not layers: it is not a depth to cut.
     generic = [a for a in GENERIC_ATTRS if _int_attr(stored, a) and _int_attr(stored, a) not in stage_counts]
-    primary: Optional[Stack] = None
+    primary: Stack | None = None
     for name in generic:
         value = _int_attr(stored, name)
-        if value in encoder_values:
+        if value is None or value in encoder_values:
             continue  # e.g. BART's num_hidden_layers mirrors encoder_layers
         if primary is None:
             primary = Stack(path, name, value)
@@ -182,7 +183,7 @@ HIDDEN_ATTRS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
 FFN_ATTRS = ("intermediate_size", "ffn_dim", "d_ff", "n_inner", "hidden_dim", "encoder_ffn_dim", "decoder_ffn_dim")
 
 
-def _first_int(holder: Any, names: tuple[str, ...]) -> Optional[int]:
+def _first_int(holder: Any, names: tuple[str, ...]) -> int | None:
     for name in names:
         value = getattr(holder, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -224,17 +225,17 @@ def meta_costs(build: BuildFn, config: Any, stacks: list[Stack], minimums: list[
 @dataclass
 class DepthPlan:
     config: Any
-    layers_total: Optional[int]
-    layers_built: Optional[int]
+    layers_total: int | None
+    layers_built: int | None
     depth_reduced: bool
-    param_bytes: Optional[int]  # parameter memory of what will be built (None: unknown)
+    param_bytes: int | None  # parameter memory of what will be built (None: unknown)
     over_budget: bool  # even the minimal depth exceeds the budget
     stacks: dict[str, list[int]]  # label -> [built, total]
     sized_by: str = "meta"  # "meta" (exact) or why the config estimate was used
 
 
 def plan_depth(
-    config: Any, build: BuildFn, dtype: torch.dtype, budget_bytes: int, max_layers: Optional[int]
+    config: Any, build: BuildFn, dtype: torch.dtype, budget_bytes: int, max_layers: int | None
 ) -> DepthPlan:
     """Choose the deepest model within budget (and max_layers), sized on the meta device, or
     from the config when the model's code cannot run on meta (e.g. it calls .item() in __init__)."""
@@ -259,7 +260,7 @@ def plan_depth(
         depths = distribute(stacks, target)
     reduced = depths != totals
     final = apply_depths(config, stacks, depths) if reduced else config
-    param_bytes: Optional[int] = estimate(depths)
+    param_bytes: int | None = estimate(depths)
     if sized_by == "meta":  # exact size; cheap, the model is reduced or already within budget
         param_bytes = meta_param_bytes(build, final, dtype)
     elif not param_bytes:

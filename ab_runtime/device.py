@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import platform
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -34,18 +34,18 @@ class DeviceChoice:
     torch_device: str  # what tensors are moved to, e.g. "npu:0"
     name: str
     fallback: bool
-    fallback_reason: Optional[str]
-    torch_npu_version: Optional[str]
+    fallback_reason: str | None
+    torch_npu_version: str | None
     skipped: tuple[str, ...] = ()  # why each earlier device in the order was not used
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def torch_npu_version() -> Optional[str]:
+def torch_npu_version() -> str | None:
     """Version of torch_npu if it imports, else None (never raises)."""
     try:
-        import torch_npu  # noqa: F401  (registers torch.npu)
+        import torch_npu  # registers torch.npu
     except Exception:
         return None
     return str(getattr(torch_npu, "__version__", "unknown"))
@@ -200,7 +200,7 @@ def synchronize(choice: DeviceChoice) -> None:
         backend.synchronize()
 
 
-def peak_memory(choice: DeviceChoice) -> Optional[int]:
+def peak_memory(choice: DeviceChoice) -> int | None:
     """Peak bytes allocated on the device since the last reset; None on CPU (see host_peak_rss)."""
     backend = _backend(choice.kind)
     return int(backend.max_memory_allocated()) if backend is not None else None
@@ -225,13 +225,13 @@ def host_peak_rss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def device_total_memory(choice: DeviceChoice) -> Optional[int]:
+def device_total_memory(choice: DeviceChoice) -> int | None:
     """Total memory of the accelerator in bytes; None on CPU."""
     backend = _backend(choice.kind)
     return int(backend.get_device_properties(0).total_memory) if backend is not None else None
 
 
-def host_available_memory() -> Optional[int]:
+def host_available_memory() -> int | None:
     """MemAvailable from /proc/meminfo in bytes (None where there is no such file)."""
     try:
         with open("/proc/meminfo") as handle:

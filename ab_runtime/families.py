@@ -8,16 +8,17 @@ imply (e.g. decoder_input_ids for encoder-decoders).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
+from . import vision_tasks
 from .errors import UnsupportedModel
 from .inputs import Signature, build_model_inputs, routing_top_k
 from .moe import routing_outputs
 from .outputs import named_outputs as flatten_outputs
-from . import vision_tasks
 from .spec import InputRecipe
 
 TASK_FAMILIES: dict[str, str] = {
@@ -49,10 +50,10 @@ TASK_FAMILIES: dict[str, str] = {
 Summary = Callable[[dict[str, torch.Tensor], Any], str]
 Derive = Callable[[dict[str, torch.Tensor], Any], dict[str, torch.Tensor]]
 # (model, config, recipe, float dtype, accepted forward names) -> inputs, or None for the generic path
-InputBuilder = Callable[[torch.nn.Module, Any, InputRecipe, torch.dtype, frozenset[str]], Optional[dict[str, torch.Tensor]]]
+InputBuilder = Callable[[torch.nn.Module, Any, InputRecipe, torch.dtype, frozenset[str]], dict[str, torch.Tensor] | None]
 
 
-def _first(outputs: dict[str, torch.Tensor], *names: str) -> Optional[torch.Tensor]:
+def _first(outputs: dict[str, torch.Tensor], *names: str) -> torch.Tensor | None:
     return next((outputs[n] for n in names if n in outputs), None)
 
 
@@ -168,7 +169,7 @@ def rerank_scores(outputs: dict[str, torch.Tensor], config: Any) -> str:
     return "relevance scores (one per query-document pair): " + ", ".join(f"{float(v):.4f}" for v in logits[:, 0])
 
 
-def pool(hidden: torch.Tensor, mask: Optional[torch.Tensor], mode: str) -> torch.Tensor:
+def pool(hidden: torch.Tensor, mask: torch.Tensor | None, mode: str) -> torch.Tensor:
     """sentence-transformers pooling over tokens: mean (mask-weighted), cls or max."""
     if mode == "cls":
         return hidden[:, 0]
@@ -193,15 +194,15 @@ class Family:
     summary: Summary
     extra_inputs: tuple[str, ...] = ()
     pools: bool = False  # adds a sentence_embedding when the spec names a pooling mode
-    default_pooling: Optional[str] = None  # pooling when the spec names none (LLM embedders: last token)
+    default_pooling: str | None = None  # pooling when the spec names none (LLM embedders: last token)
     # Outputs kept when present, any of them (forecasters name their forecast differently);
     # accuracy_outputs below requires every one it names.
     kept_outputs: tuple[str, ...] = ()
     # The outputs a user checks (compared by the benchmark, shown by the demo); () keeps every one.
     accuracy_outputs: tuple[str, ...] = ()
-    derive: Optional[Derive] = None  # task results computed from the forward (scores, masks)
-    input_builder: Optional[InputBuilder] = None  # a family-specific input path (VLM image + text)
-    input_note: Optional[Callable[[Any], str]] = None  # which input path runs, for the progress lines
+    derive: Derive | None = None  # task results computed from the forward (scores, masks)
+    input_builder: InputBuilder | None = None  # a family-specific input path (VLM image + text)
+    input_note: Callable[[Any], str] | None = None  # which input path runs, for the progress lines
     generates: bool = False  # the demo also generates a few tokens greedily
 
     def build_inputs(self, model: torch.nn.Module, config: Any, recipe: InputRecipe, seed: int) -> dict[str, torch.Tensor]:
@@ -215,11 +216,11 @@ class Family:
                 return special
         return build_model_inputs(model, config, recipe, self.extra_inputs)
 
-    def describe_inputs(self, config: Any) -> Optional[str]:
+    def describe_inputs(self, config: Any) -> str | None:
         return self.input_note(config) if self.input_note is not None else None
 
     def named_outputs(
-        self, outputs: Any, inputs: dict[str, torch.Tensor], pooling: Optional[str] = None, normalize: bool = False,
+        self, outputs: Any, inputs: dict[str, torch.Tensor], pooling: str | None = None, normalize: bool = False,
         config: Any = None,
     ) -> dict[str, torch.Tensor]:
         """The forward's tensors by name, plus the sentence-transformers head when the spec has one:

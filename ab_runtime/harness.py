@@ -20,21 +20,22 @@ import dataclasses
 import json
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
-from . import families, loading, moe, pairstats, precision, sharding, workloads
 from . import build as ab_build
-from .optimize import passes
 from . import device as ab_device
+from . import families, loading, moe, pairstats, precision, sharding, workloads
 from .comparator import Thresholds, compare_outputs, judge_optimized
+from .errors import SpecError
 from .fileops import atomic_path, sha256_file, write_text_atomic
 from .inputs import forward_flags
 from .measure import Timing, profiler_active, time_forward
-from .errors import SpecError
+from .optimize import passes
 from .spec import load_spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -67,14 +68,14 @@ class Session:
     baseline_dtype: torch.dtype
     samples: list[dict[str, Any]]
     reference_out: dict[str, torch.Tensor]
-    fp64_out: Optional[dict[str, torch.Tensor]]
+    fp64_out: dict[str, torch.Tensor] | None
     fp64_note: str
     thresholds: Thresholds
     mode: str
     loaded: Any
     workload: workloads.Workload
-    shard: Optional[sharding.ShardPlan] = None  # the claimed cards of a model larger than one device
-    device_map: Optional[dict[str, str]] = None  # where make() placed the last variant's modules
+    shard: sharding.ShardPlan | None = None  # the claimed cards of a model larger than one device
+    device_map: dict[str, str] | None = None  # where make() placed the last variant's modules
 
     @property
     def baseline_dtype_name(self) -> str:
@@ -119,7 +120,7 @@ class Session:
         return judge_optimized(out, self.reference_out, self.spec.task_family, b.accuracy_dtype,
                                self.thresholds.tolerances)
 
-    def workload_inputs(self, batch: int, seq_len: Optional[int]) -> dict[str, torch.Tensor]:
+    def workload_inputs(self, batch: int, seq_len: int | None) -> dict[str, torch.Tensor]:
         """Seeded inputs of the family at another batch (and prompt length), for the workloads."""
         recipe = dataclasses.replace(self.spec.recipe, batch_size=batch, **({"seq_len": seq_len} if seq_len else {}))
         return self.family.build_inputs(self.reference, self.loaded.config, recipe, recipe.seed)
@@ -155,8 +156,8 @@ def load_reference(spec: Any, choice: Any, use_pretrained: bool) -> loading.Load
     return loaded
 
 
-def place_target(reference: torch.nn.Module, spec: Any, choice: Any, shard: Optional[sharding.ShardPlan],
-                 dtype: torch.dtype) -> tuple[torch.nn.Module, Optional[dict[str, str]]]:
+def place_target(reference: torch.nn.Module, spec: Any, choice: Any, shard: sharding.ShardPlan | None,
+                 dtype: torch.dtype) -> tuple[torch.nn.Module, dict[str, str] | None]:
     """A copy of the reference weights in `dtype` with the spec's float32 islands, on the device
     (or spread over the claimed cards): the target model every run measures."""
     model = copy.deepcopy(reference).to(dtype=dtype)
@@ -165,7 +166,7 @@ def place_target(reference: torch.nn.Module, spec: Any, choice: Any, shard: Opti
 
 
 def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples: int,
-                 dtype: Optional[str] = None, workload: Optional[str] = None) -> Session:
+                 dtype: str | None = None, workload: str | None = None) -> Session:
     """Build the reference model, the seeded samples and the float32 / float64 reference outputs;
     `workload` overrides the spec's workload profile (the team lead's benchmark.workload)."""
     spec = load_spec(Path(spec_path))
@@ -198,7 +199,7 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
     return session
 
 
-def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[Optional[dict[str, torch.Tensor]], str]:
+def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[dict[str, torch.Tensor] | None, str]:
     """The float64 outputs, or None with the reason when the model cannot run in float64 (XGLM's
     finfo(float64).min mask meets a float32 buffer; GptOss's grouped expert matmul has no double
     kernel): the comparison then goes on against the float32 reference alone."""
@@ -289,13 +290,13 @@ def environment(session: Session) -> dict[str, Any]:
     return environment_of(session.choice, session.shard, session.device_map)
 
 
-def environment_of(choice: Any, shard: Optional[sharding.ShardPlan],
-                   device_map: Optional[dict[str, str]]) -> dict[str, Any]:
+def environment_of(choice: Any, shard: sharding.ShardPlan | None,
+                   device_map: dict[str, str] | None) -> dict[str, Any]:
     """`environment` of a run that holds no Session (the business run)."""
     try:
         import transformers
 
-        tf_version: Optional[str] = transformers.__version__
+        tf_version: str | None = transformers.__version__
     except ImportError:
         tf_version = None
     return {"torch": torch.__version__, "torch_npu": choice.torch_npu_version, "transformers": tf_version,

@@ -8,8 +8,9 @@ through a torch.Generator so the reference and the device run see identical tens
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import torch
 
@@ -36,7 +37,7 @@ def find_attr(config: Any, names: Iterable[str], subconfigs: Iterable[str] = ())
     return None
 
 
-def routing_top_k(config: Any) -> Optional[int]:
+def routing_top_k(config: Any) -> int | None:
     """Experts per token of a mixture-of-experts config (None: not an MoE model)."""
     experts = find_attr(config, ("num_experts", "num_local_experts", "n_routed_experts"), TEXT_SUBCONFIGS)
     k = find_attr(config, ("num_experts_per_tok", "moe_topk", "top_k"), TEXT_SUBCONFIGS)
@@ -107,7 +108,7 @@ def attention_mask(ctx: InputContext) -> torch.Tensor:
     return torch.ones((ctx.batch, ctx.text_len()), dtype=torch.long)
 
 
-def token_type_ids(ctx: InputContext) -> Optional[torch.Tensor]:
+def token_type_ids(ctx: InputContext) -> torch.Tensor | None:
     type_vocab = find_attr(ctx.config, ("type_vocab_size",), TEXT_SUBCONFIGS)
     if not isinstance(type_vocab, int) or type_vocab < 1:
         return None  # the model has no segment embeddings (DistilBERT, RoBERTa-style with 1 is fine)
@@ -229,7 +230,7 @@ def past_values(ctx: InputContext) -> torch.Tensor:
     return (level + 0.05 * t + season + noise).to(ctx.float_dtype)
 
 
-BUILDERS: dict[str, Callable[[InputContext], Optional[torch.Tensor]]] = {
+BUILDERS: dict[str, Callable[[InputContext], torch.Tensor | None]] = {
     "input_ids": input_ids,
     "attention_mask": attention_mask,
     "token_type_ids": token_type_ids,
@@ -249,7 +250,7 @@ class Signature:
     takes_kwargs: bool
 
     @classmethod
-    def of(cls, model: torch.nn.Module) -> "Signature":
+    def of(cls, model: torch.nn.Module) -> Signature:
         params = inspect.signature(model.forward).parameters.values()
         named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         return cls(

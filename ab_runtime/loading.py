@@ -10,18 +10,19 @@ from the environment (the token is never read or printed here).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
 from .depth import DepthPlan, find_stacks, plan_depth
 from .device import DeviceChoice, device_total_memory, host_available_memory
-from .fastinit import fast_random_init
 from .errors import DryRunTooLarge, RuntimeDiagnosis, SpecError, UnsupportedModel
-from .spec import RunSpec
+from .fastinit import fast_random_init
 from .sharding import build_device_map, empty_weights, place, plan_for
+from .spec import RunSpec
 from .ssm import kernel_notes
 
 DEFAULT_DRY_RUN_MAX_GB = 2.0
@@ -39,14 +40,14 @@ class LoadedModel:
     mode: str  # dry_run | pretrained
     origin: str  # where config/weights came from, for the progress lines
     dtype: torch.dtype
-    layers_total: Optional[int] = None
-    layers_built: Optional[int] = None
+    layers_total: int | None = None
+    layers_built: int | None = None
     depth_reduced: bool = False
-    param_bytes: Optional[int] = None
-    budget_bytes: Optional[int] = None
+    param_bytes: int | None = None
+    budget_bytes: int | None = None
     stacks: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    sharding: Optional[dict[str, Any]] = None  # ShardPlan.evidence(map) when spread over several cards
+    sharding: dict[str, Any] | None = None  # ShardPlan.evidence(map) when spread over several cards
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -81,7 +82,7 @@ def source_kwargs(spec: RunSpec) -> tuple[str, dict[str, Any], str]:
     if spec.revision:
         kwargs["revision"] = spec.revision
     if spec.source == "local" or (spec.path and (Path(spec.path) / "config.json").is_file()):
-        if not (Path(spec.path) / "config.json").is_file():
+        if not spec.path or not (Path(spec.path) / "config.json").is_file():
             raise SpecError(f"local model directory {spec.path} has no config.json")
         kwargs.pop("revision", None)
         return spec.path, kwargs, f"local directory {spec.path}"
@@ -158,7 +159,7 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
     build = _builder(cls, spec, dtype)
     notes: list[str] = []
     shard = plan_for(spec.device_plan, device)  # None: one device or CPU, loaded as a whole
-    device_map: Optional[dict[str, str]] = None
+    device_map: dict[str, str] | None = None
     if not dry_run and not spec.has_weights:
         notes.append("the model has no weights: initialised from its config")
         dry_run = True
@@ -167,7 +168,7 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
         plan = plan_depth(config, build, dtype, budget, spec.dry_run_max_layers)
         if plan.sized_by != "meta":
             notes.append(f"size from a {plan.sized_by}")
-        if plan.over_budget:
+        if plan.over_budget and plan.param_bytes is not None:
             notes.append(
                 f"minimal depth needs {plan.param_bytes / GiB:.2f} GiB, above the "
                 f"{budget / GiB:.2f} GiB dry-run budget"

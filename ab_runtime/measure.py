@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -60,7 +61,7 @@ def profiler_active() -> bool:
 
 
 def time_forward(
-    fn: Callable[[], Any], sync: Sync, warmup: int, iterations: int, seed: Optional[int] = None
+    fn: Callable[[], Any], sync: Sync, warmup: int, iterations: int, seed: int | None = None
 ) -> Timing:
     """Warm up, re-seed the RNG, then time `iterations` calls, each bracketed by device sync.
 
@@ -115,7 +116,7 @@ def profile_forward(
     """
     trace_path = Path(trace_path)
     if device_kind == "npu":
-        import torch_npu  # noqa: F401  (only present in the ascend profile)
+        import torch_npu  # only present in the ascend profile
 
         prof_mod = torch_npu.profiler
         activities = [prof_mod.ProfilerActivity.CPU, prof_mod.ProfilerActivity.NPU]
@@ -141,6 +142,6 @@ def _count_trace_events(path: Path) -> int:
     return len(events)
 
 
-def throughput(samples_per_call: int, median_ms: float) -> Optional[float]:
+def throughput(samples_per_call: int, median_ms: float) -> float | None:
     """Samples per second at the median latency."""
     return samples_per_call / (median_ms / 1000.0) if median_ms > 0 else None

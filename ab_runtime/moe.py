@@ -9,8 +9,6 @@ arithmetic, one expert at a time.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from .inputs import routing_top_k
@@ -38,7 +36,7 @@ def routing_outputs(named: dict[str, torch.Tensor], inputs: dict[str, torch.Tens
     return out
 
 
-def float64_path(model: torch.nn.Module) -> Optional[str]:
+def float64_path(model: torch.nn.Module) -> str | None:
     """Switch an MoE model's experts to the eager implementation for a float64 run; returns the
     note to record, or None when nothing changed (not MoE, or already eager)."""
     setter = getattr(model, "set_experts_implementation", None)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 CONFIDENCE = 0.90  # two-sided coverage of the sign-test interval (at least this much)
 DEFAULT_MIN_GAIN = 0.02  # a kept pass must be faster by more than 2 % at the interval's low end
@@ -107,7 +108,7 @@ def gain_decision(result: dict[str, Any], accuracy_verdict: str, min_gain: float
     return True, f"faster beyond noise: x{result['speedup']:.3f}, interval {low:.3f}..{high:.3f}"
 
 
-def confirmed_final(selection: dict[str, Any], confirmation: Optional[dict[str, Any]], kinds: dict[str, str],
+def confirmed_final(selection: dict[str, Any], confirmation: dict[str, Any] | None, kinds: dict[str, str],
                     min_gain: float = DEFAULT_MIN_GAIN) -> dict[str, Any]:
     """The reported result: the search's selection only as far as a FRESH paired run confirms it.
 

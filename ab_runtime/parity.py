@@ -22,9 +22,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from .errors import RuntimeDiagnosis
 from .result import emit_result
@@ -43,12 +44,12 @@ FP32_MIN_COSINE = 0.99999
 class Parity:
     checked: bool
     ok: bool
-    library: Optional[str] = None
+    library: str | None = None
     reason: str = ""
     inputs: int = 0
-    max_abs_err: Optional[float] = None
-    min_cosine: Optional[float] = None
-    tolerance: Optional[dict[str, float]] = None
+    max_abs_err: float | None = None
+    min_cosine: float | None = None
+    tolerance: dict[str, float] | None = None
 
 
 def compare(package: Sequence[Any], library: Sequence[Any]) -> tuple[float, float]:
@@ -132,6 +133,7 @@ def check(spec: Any) -> Parity:
 
     ident, _, _ = source_kwargs(spec)
     tolerance = {"max_abs_err_scaled": FP32_MAX_ABS_ERR, "cosine_min": FP32_MIN_COSINE}
+    runner: Callable[[Any, str], tuple[list[Any], list[Any]]]
     if spec.sentence_transformers_pooling:
         library, runner = "sentence-transformers", _sentence_transformers
         if not _installed("sentence_transformers"):

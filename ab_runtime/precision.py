@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import traceback
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -20,7 +21,7 @@ FINDING_MARKER = "ASCENDBRIDGE_DTYPE_FINDING "
 _TORCH_CALL = re.compile(r"\b(torch(?:\.\w+)+|F\.\w+)\s*\(")
 
 
-def operator_from_traceback(exc: BaseException) -> Optional[str]:
+def operator_from_traceback(exc: BaseException) -> str | None:
     """The torch call on the innermost traceback line that names one (e.g. torch.fft.fftn)."""
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         found = _TORCH_CALL.search(frame.line or "")
@@ -34,7 +35,7 @@ class _FailingOp(torch.overrides.TorchFunctionMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.failed: Optional[str] = None
+        self.failed: str | None = None
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         try:
@@ -51,7 +52,7 @@ def _qualified(func: Any) -> str:
     return f"{module}.{name}" if module and module != "builtins" else name
 
 
-def probe_dtype_failure(model: torch.nn.Module, call: Callable[[], Any]) -> Optional[dict[str, Any]]:
+def probe_dtype_failure(model: torch.nn.Module, call: Callable[[], Any]) -> dict[str, Any] | None:
     """Run `call` (one forward of `model`) with a module stack kept by hooks; when it raises,
     return the innermost module executing at the time, its class, the operator and the error.
     None when the call succeeds (the failure was not in the forward)."""
@@ -116,6 +117,6 @@ def keep_in_fp32(model: torch.nn.Module, class_names: list[str], dtype: torch.dt
                 out = _original(*_cast_floats(list(args), torch.float32), **_cast_floats(kwargs, torch.float32))
             return _cast_floats(out, dtype)
 
-        module.forward = forward  # type: ignore[method-assign]
+        module.forward = forward
         changed.append(name or "(model)")
     return changed

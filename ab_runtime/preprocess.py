@@ -13,8 +13,9 @@ it. Only inputs the model's forward accepts are kept.
 from __future__ import annotations
 
 import wave
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import torch
 
@@ -103,7 +104,7 @@ def _prompt_ids(tokenizer: Any, prompt: str, block: list[int]) -> list[int]:
     return lead + encode(before) + block + encode(after)
 
 
-def _image(spec: RunSpec, config: Any, path: Path, prompt: Optional[str], labels: Optional[str]) -> dict[str, torch.Tensor]:
+def _image(spec: RunSpec, config: Any, path: Path, prompt: str | None, labels: str | None) -> dict[str, torch.Tensor]:
     pixels = dict(_load("AutoImageProcessor", spec)(images=_open_image(path), return_tensors="pt"))
     if spec.task_family == "zero_shot_image_classification":
         padding = (dict(padding="max_length", max_length=SIGLIP_TEXT_TOKENS) if sigmoid_scores(config)
@@ -140,8 +141,8 @@ def _audio(spec: RunSpec, path: Path) -> dict[str, torch.Tensor]:
     return dict(extractor(samples.numpy(), sampling_rate=rate, return_tensors="pt"))
 
 
-def _input_kind(family: str, text: Optional[str], image: Optional[str], audio: Optional[str],
-                labels: Optional[str]) -> tuple[str, str]:
+def _input_kind(family: str, text: str | None, image: str | None, audio: str | None,
+                labels: str | None) -> tuple[str, str]:
     """Which real input the run reads; combinations the family does not take are a one-line error."""
     if labels is not None and not (image and family == "zero_shot_image_classification"):
         raise SpecError("--labels (candidate texts) go with --image, for zero-shot image classification only")
@@ -161,8 +162,8 @@ def _input_kind(family: str, text: Optional[str], image: Optional[str], audio: O
     return kind, value
 
 
-def real_inputs(spec: RunSpec, model: torch.nn.Module, text: Optional[str] = None, image: Optional[str] = None,
-                audio: Optional[str] = None, labels: Optional[str] = None) -> dict[str, torch.Tensor]:
+def real_inputs(spec: RunSpec, model: torch.nn.Module, text: str | None = None, image: str | None = None,
+                audio: str | None = None, labels: str | None = None) -> dict[str, torch.Tensor]:
     """Preprocessed inputs for the kind of input given; a family that does not take that kind of
     input (or that combination) is a one-line error naming what it takes."""
     kind, value = _input_kind(spec.task_family, text, image, audio, labels)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 RESULT_MARKER = "ASCENDBRIDGE_RESULT "
 EXIT_FAILED = 1  # the run failed (expected diagnosis, or the model code raised)
@@ -33,7 +34,7 @@ def emit_result(result: Result) -> None:
     print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
 
 
-def read_result(output: str) -> Optional[Result]:
+def read_result(output: str) -> Result | None:
     """The JSON object of the last RESULT line of a run's output, or None when there is none."""
     for line in reversed(output.splitlines()):
         if line.startswith(RESULT_MARKER):
@@ -47,7 +48,7 @@ def read_result(output: str) -> Optional[Result]:
 
 def run_main(run: Callable[[], Result], exit_code: Callable[[Result], int] = lambda result: 0,
              failures: tuple[type[BaseException], ...] = (), bad_input: tuple[type[BaseException], ...] = (),
-             on_failure: Optional[Callable[[BaseException, Result], None]] = None) -> int:
+             on_failure: Callable[[BaseException, Result], None] | None = None) -> int:
     """Run a script's body and print its RESULT line last; return its exit code.
 
     `exit_code(result)` for a finished run; an exception in `bad_input` exits 2 and one in

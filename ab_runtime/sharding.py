@@ -16,8 +16,9 @@ changes: the model is moved with `.to(device)` as before.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import torch
 
@@ -31,7 +32,7 @@ class ShardPlan:
 
     kind: str  # npu | cuda
     indices: tuple[int, ...]
-    per_device_gb: Optional[float]  # the plan's memory per card; None: what accelerate finds free
+    per_device_gb: float | None  # the plan's memory per card; None: what accelerate finds free
 
     @property
     def devices(self) -> list[str]:
@@ -41,7 +42,7 @@ class ShardPlan:
     def first_device(self) -> str:
         return self.devices[0]
 
-    def max_memory(self) -> Optional[dict[int, str]]:
+    def max_memory(self) -> dict[int, str] | None:
         """accelerate's `max_memory`: each claimed card's cap, e.g. {0: "64GiB", 1: "64GiB"}."""
         if self.per_device_gb is None:
             return None
@@ -52,7 +53,7 @@ class ShardPlan:
         return {"devices": self.devices, "max_memory": self.max_memory(), "map": dict(device_map)}
 
 
-def planned_devices(device_plan: Optional[dict[str, Any]]) -> int:
+def planned_devices(device_plan: dict[str, Any] | None) -> int:
     """Devices discovery's plan claims (1 without a plan, or with an unreadable count)."""
     try:
         return max(1, int((device_plan or {}).get("devices") or 1))
@@ -60,7 +61,7 @@ def planned_devices(device_plan: Optional[dict[str, Any]]) -> int:
         return 1
 
 
-def shard_plan(device_plan: Optional[dict[str, Any]], kind: str, visible: tuple[int, ...]) -> Optional[ShardPlan]:
+def shard_plan(device_plan: dict[str, Any] | None, kind: str, visible: tuple[int, ...]) -> ShardPlan | None:
     """The shard plan for a job on `kind` seeing the accelerators `visible`; None when the model
     loads as today (a one-device plan, or a CPU run: a CPU host counts as one device). A plan for
     more cards than the job sees is an error, not a silent single-card load that cannot fit."""
@@ -76,7 +77,7 @@ def shard_plan(device_plan: Optional[dict[str, Any]], kind: str, visible: tuple[
     return ShardPlan(kind, tuple(visible[:need]), float(raw) if isinstance(raw, (int, float)) and raw > 0 else None)
 
 
-def plan_for(device_plan: Optional[dict[str, Any]], choice: DeviceChoice) -> Optional[ShardPlan]:
+def plan_for(device_plan: dict[str, Any] | None, choice: DeviceChoice) -> ShardPlan | None:
     """shard_plan for the device this process selected (its visible cards from the device layer)."""
     return shard_plan(device_plan, choice.kind, accelerator_indices(choice))
 
@@ -113,8 +114,8 @@ def empty_weights() -> Iterator[None]:
         yield
 
 
-def place(model: torch.nn.Module, choice: DeviceChoice, shard: Optional[ShardPlan],
-          dtype: torch.dtype) -> tuple[torch.nn.Module, Optional[dict[str, str]]]:
+def place(model: torch.nn.Module, choice: DeviceChoice, shard: ShardPlan | None,
+          dtype: torch.dtype) -> tuple[torch.nn.Module, dict[str, str] | None]:
     """The model on its device(s) in eval mode, and its device map (None: one device)."""
     if shard is None:
         return model.to(choice.torch_device).eval(), None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .errors import SpecError
 
@@ -19,9 +19,9 @@ class InputRecipe:
     batch_size: int = 2
     seq_len: int = 32
     decoder_seq_len: int = 8
-    image_size: Optional[int] = None
-    num_mel_bins: Optional[int] = None
-    audio_frames: Optional[int] = None
+    image_size: int | None = None
+    num_mel_bins: int | None = None
+    audio_frames: int | None = None
     seed: int = 1234
 
 
@@ -30,23 +30,23 @@ class RunSpec:
     name: str
     model_id: str
     source: str  # huggingface | local | hf-cache
-    path: Optional[str]
-    revision: Optional[str]
+    path: str | None
+    revision: str | None
     has_weights: bool
     task_family: str
     model_class: str
     trust_remote_code: bool = False
     recipe: InputRecipe = field(default_factory=InputRecipe)
     dtype_target: str = "float32"
-    dtype_fallback: Optional[str] = None
+    dtype_fallback: str | None = None
     keep_fp32_modules: tuple[str, ...] = ()  # module classes run in float32 inside low-precision runs
-    dry_run_max_layers: Optional[int] = None
+    dry_run_max_layers: int | None = None
     config_overrides: dict[str, Any] = field(default_factory=dict)
-    sentence_transformers_pooling: Optional[str] = None
+    sentence_transformers_pooling: str | None = None
     sentence_transformers_normalize: bool = False  # modules.json's Normalize: L2-normalised embeddings
     set_default_device: bool = False  # healer fix for "tensors on different devices"
     workload: dict[str, Any] = field(default_factory=dict)  # name + sizes (ab_runtime.workloads.resolve)
-    device_plan: Optional[dict[str, Any]] = None  # discovery's size plan; N > 1 devices: ab_runtime.sharding
+    device_plan: dict[str, Any] | None = None  # discovery's size plan; N > 1 devices: ab_runtime.sharding
 
 
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:

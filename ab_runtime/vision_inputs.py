@@ -11,8 +11,9 @@ the run says so (`text-only fallback: <reason>`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -30,7 +31,7 @@ class ImageLayout:
     processor: Callable[[Any, int], Any]  # (config, image side) -> a transformers image processor
     image_side: Callable[[Any], int]  # config -> side length of the seeded square image
     block: Callable[[Any, dict[str, torch.Tensor], int], list[int]]  # (config, pixels, image index) -> ids
-    token_types: Optional[str] = None  # name of the per-token modality input the processor returns
+    token_types: str | None = None  # name of the per-token modality input the processor returns
 
 
 def _qwen_processor(config: Any, side: int) -> Any:
@@ -72,12 +73,12 @@ LAYOUTS: dict[str, ImageLayout] = {
 }
 
 
-def image_token_id(config: Any) -> Optional[int]:
+def image_token_id(config: Any) -> int | None:
     value = getattr(config, "image_token_id", None)
     return value if value is not None else getattr(config, "image_token_index", None)
 
 
-def layout_for(config: Any) -> tuple[Optional[ImageLayout], str]:
+def layout_for(config: Any) -> tuple[ImageLayout | None, str]:
     """The model's layout, or None and the reason the run falls back to text only."""
     model_type = str(getattr(config, "model_type", ""))
     layout = LAYOUTS.get(model_type)
@@ -122,7 +123,7 @@ def image_text_batch(config: Any, layout: ImageLayout, pixels: dict[str, Any], r
 
 
 def vlm_inputs(model: torch.nn.Module, config: Any, recipe: InputRecipe, float_dtype: torch.dtype,
-               accepted: frozenset[str]) -> Optional[dict[str, torch.Tensor]]:
+               accepted: frozenset[str]) -> dict[str, torch.Tensor] | None:
     """Image + text inputs, or None when the model has no layout (the caller runs text only)."""
     layout, _ = layout_for(config)
     if layout is None:

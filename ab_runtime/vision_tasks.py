@@ -8,7 +8,7 @@ compared by the benchmark like any output) and `*_summary` turns them into one l
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -95,7 +95,7 @@ def next_token_summary(outputs: dict[str, torch.Tensor], config: Any) -> str:
 
 
 def vlm_input_builder(model: torch.nn.Module, config: Any, recipe: InputRecipe, float_dtype: torch.dtype,
-                      accepted: frozenset[str]) -> Optional[dict[str, torch.Tensor]]:
+                      accepted: frozenset[str]) -> dict[str, torch.Tensor] | None:
     return vlm_inputs(model, config, recipe, float_dtype, accepted)
 
 
@@ -103,7 +103,7 @@ def vlm_input_note(config: Any) -> str:
     return layout_for(config)[1]
 
 
-def generate_ids(model: torch.nn.Module, inputs: dict[str, torch.Tensor], new_tokens: int) -> Optional[torch.Tensor]:
+def generate_ids(model: torch.nn.Module, inputs: dict[str, torch.Tensor], new_tokens: int) -> torch.Tensor | None:
     """Greedy continuation (no sampling, so it is reproducible); None when the model cannot generate."""
     if not hasattr(model, "generate") or "input_ids" not in inputs:
         return None

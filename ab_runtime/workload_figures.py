@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from .errors import SpecError
 from .pairstats import percentile
@@ -44,7 +44,7 @@ def family_default(family: str) -> str:
     return "batch_sweep"
 
 
-def resolve(family: str, section: Optional[dict[str, Any]], override: Optional[str] = None) -> Workload:
+def resolve(family: str, section: dict[str, Any] | None, override: str | None = None) -> Workload:
     """The workload of a model: `override` (the team lead's benchmark.workload) or the spec's
     `workload.name` or the family's default, with the spec's sizes; SpecError names a bad field."""
     section = dict(section or {})
@@ -88,7 +88,7 @@ def divergence(target: list[int], reference: list[int]) -> dict[str, Any]:
     return {"match_rate": matches / n if n else 1.0, "first_divergence": first, "compared": n}
 
 
-def knee(points: list[dict[str, Any]], fraction: float = KNEE_FRACTION) -> Optional[int]:
+def knee(points: list[dict[str, Any]], fraction: float = KNEE_FRACTION) -> int | None:
     """The smallest batch whose throughput reaches `fraction` of the best measured throughput:
     past it, a larger batch buys little and costs latency and memory."""
     measured = [p for p in points if isinstance(p.get("samples_per_s"), (int, float))]

@@ -25,9 +25,11 @@ plus the new tokens, so the compiled forward sees fixed cache shapes.
 
 from __future__ import annotations
 
+import functools
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -35,8 +37,17 @@ from . import build as ab_build
 from .inputs import Signature
 from .measure import clocked, profiler_active
 from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
-    ENCODER_DECODER_FAMILIES, KNEE_FRACTION, WORKLOADS, Workload, decode_bandwidth_gbs, divergence,
-    generation_figures, knee, resolve, stats)
+    ENCODER_DECODER_FAMILIES,
+    KNEE_FRACTION,
+    WORKLOADS,
+    Workload,
+    decode_bandwidth_gbs,
+    divergence,
+    generation_figures,
+    knee,
+    resolve,
+    stats,
+)
 
 # --- decoding --------------------------------------------------------------------------------
 
@@ -85,7 +96,7 @@ class HFDecoder:
     cache_name: str = field(init=False)
     state: dict[str, Any] = field(default_factory=dict)
     # A decode pass's compiled model.forward, called instead of the Build's model (None: the model).
-    forward: Optional[Callable[..., Any]] = None
+    forward: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         accepted = Signature.of(self.model).accepted
@@ -163,7 +174,7 @@ class HFDecoder:
 
 
 def static_cache(model: torch.nn.Module, batch: int, length: int, device: Any, dtype: torch.dtype,
-                 encoder_len: Optional[int] = None) -> Any:
+                 encoder_len: int | None = None) -> Any:
     """A transformers StaticCache as generate builds one (`cache_implementation="static"`):
     `StaticCache(config=, max_cache_len=)` in transformers 5 (tensors sized at the first update),
     with max_batch_size / device / dtype where the installed release asks for them (4.x); an
@@ -238,7 +249,7 @@ def decoder_for(build: ab_build.Build, model: torch.nn.Module, encoder_decoder: 
 @dataclass
 class GenerationRun:
     tokens: list[list[int]]  # [batch][new_tokens]
-    encoder_ms: Optional[float]
+    encoder_ms: float | None
     ttft_ms: float
     steps_ms: list[float]
     cache_after_prefill: int
@@ -268,7 +279,7 @@ def weight_bytes(model: torch.nn.Module) -> int:
 
 
 def measure_generation(session: Any, build: ab_build.Build, workload: Workload, warmup: int, iters: int,
-                       reference_tokens: Optional[list[int]]) -> dict[str, Any]:
+                       reference_tokens: list[int] | None) -> dict[str, Any]:
     """TTFT / TPOT / tokens/s at batch 1 and `workload.batch`, peak memory and decode bandwidth
     per batch, and the batch-1 greedy tokens against the reference's."""
     from . import device as ab_device
@@ -344,7 +355,7 @@ def measure_sweep(session: Any, build: ab_build.Build, run: Callable[[dict[str, 
         inputs = ab_build.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
         ab_device.reset_peak_memory(session.choice)
         try:
-            timing = session.time(lambda: run(inputs), warmup, iters).as_dict()
+            timing = session.time(functools.partial(run, inputs), warmup, iters).as_dict()
         except RuntimeError as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -372,7 +383,7 @@ WORKLOAD_SCHEMA = "ascendbridge.workload/1"
 
 
 def measure(session: Any, build: ab_build.Build, run: Callable[[dict[str, Any]], Any], warmup: int,
-            iters: int) -> Optional[dict[str, Any]]:
+            iters: int) -> dict[str, Any] | None:
     """The session's workload measured on `build` (None for `forward`: the accuracy run covers it)."""
     workload = session.workload
     body: dict[str, Any] = {"schema": WORKLOAD_SCHEMA, "workload": workload.as_dict(), "profiler_during_timing": False}

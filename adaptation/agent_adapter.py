@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-
-from ascendbridge.package.generator import GeneratorError, generate
-from ascendbridge.package.checker import CheckSettings, run_package_checker
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, ModelSource, apply_changes, load_proposal
 from ascendbridge.agents.history import failure_signature, recall, record_reuse
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.settings import AgentSettings
 from ascendbridge.board.records import ModelRecord
 from ascendbridge.config import adaptations_dir, board_path
+from ascendbridge.package.checker import CheckSettings, run_package_checker
+from ascendbridge.package.generator import GeneratorError, generate
+from ascendbridge.package.spec import (
+    SPEC_FILE,
+    AdaptationSpec,
+    ModelSource,
+    apply_changes,
+    load_proposal,
+)
 from ascendbridge.task_families import TASK_FAMILIES
 
 ROLE = "adapter"
@@ -67,7 +72,7 @@ def _check(draft: AdaptationSpec, copy: Path, changed: list[str]) -> Verdict:
     return Verdict(True, f"check_adaptation.py passed: {proposed.task_family} via {proposed.model_class}", changes)
 
 
-def ask_adapter_agent(record: ModelRecord, refusal: dict[str, Any]) -> Optional[AdaptationSpec]:
+def ask_adapter_agent(record: ModelRecord, refusal: dict[str, Any]) -> AdaptationSpec | None:
     """A spec for a refused model from memory or the adapter's LLM backend, or None."""
     if refusal.get("rule") not in ESCALATED_REFUSALS:
         return None

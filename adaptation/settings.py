@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from ascendbridge.settings import StageSettings
@@ -13,4 +11,4 @@ class AdaptationSettings(StageSettings):
     label = "adaptation"
 
     # Bytes of weights above which the spec's dry run is reduced (spec_builder.py); None: its default.
-    dry_run_max_bytes: Optional[int] = Field(None, gt=0)
+    dry_run_max_bytes: int | None = Field(None, gt=0)

@@ -8,15 +8,15 @@ where an LLM adapter can later be asked (`ask_llm_adapter`).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
 from adaptation.agent_adapter import ask_adapter_agent
 from adaptation.settings import AdaptationSettings
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.board.records import ModelRecord
 from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.settings import section
 from ascendbridge.task_families import TASK_FAMILIES
 
@@ -73,7 +73,7 @@ class AdaptationRefused(ValueError):
         self.diagnosis: dict[str, Any] = {"rule": rule, "summary": summary, **details}
 
 
-def ask_llm_adapter(record: ModelRecord, refusal: AdaptationRefused) -> Optional[AdaptationSpec]:
+def ask_llm_adapter(record: ModelRecord, refusal: AdaptationRefused) -> AdaptationSpec | None:
     """Hook for an LLM adapter: return a spec for a model the rules refused.
 
     Without a configured backend there is no answer, and the refusal stands
@@ -82,7 +82,7 @@ def ask_llm_adapter(record: ModelRecord, refusal: AdaptationRefused) -> Optional
     return ask_adapter_agent(record, refusal.diagnosis)
 
 
-def _model_info(record: ModelRecord) -> Optional[ModelInfo]:
+def _model_info(record: ModelRecord) -> ModelInfo | None:
     if not record.metadata:
         return None
     try:
@@ -93,7 +93,7 @@ def _model_info(record: ModelRecord) -> Optional[ModelInfo]:
             f"{exc.errors()[0]['msg']} (re-run discovery)") from None
 
 
-def _first_int(cfg: dict[str, Any], keys: tuple[str, ...]) -> Optional[int]:
+def _first_int(cfg: dict[str, Any], keys: tuple[str, ...]) -> int | None:
     for key in keys:
         value = cfg.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -106,7 +106,7 @@ def _dry_run_budget() -> int:
     return section(AdaptationSettings).dry_run_max_bytes or DEFAULT_DRY_RUN_MAX_BYTES
 
 
-def dry_run_max_layers(parameter_count: Optional[int], num_layers: Optional[int], budget: int) -> Optional[int]:
+def dry_run_max_layers(parameter_count: int | None, num_layers: int | None, budget: int) -> int | None:
     """Layers a config-initialised fp32 model may build within `budget` bytes (None = all).
 
     The per-layer size is over-estimated (embeddings counted in), so the result errs small.
@@ -125,7 +125,7 @@ def _inputs(family: str, cfg: dict[str, Any]) -> InputRecipe:
     if max_positions:
         recipe.seq_len = min(DEFAULT_SEQ_LEN, max_positions)
     if family in IMAGE_FAMILIES:
-        vision = cfg.get("encoder") if family == "vision_seq2seq" and isinstance(cfg.get("encoder"), dict) else cfg
+        vision = encoder if family == "vision_seq2seq" and isinstance(encoder := cfg.get("encoder"), dict) else cfg
         size = vision.get("image_size")
         for sub in VISION_SUBCONFIGS:  # CLIP's vision_config, DPT / Depth Anything's backbone_config
             if size is None and isinstance(cfg.get(sub), dict):
@@ -175,7 +175,7 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         name=record.adaptation_name,
         model=ModelSource(
             model_id=record.model_id,
-            source=record.source,  # type: ignore[arg-type]  # the board validates sources
+            source=record.source,  # the board validates sources
             path=path,
             revision=record.revision,
             has_weights=has_weights,

@@ -10,19 +10,18 @@ the healer could try.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
-from ascendbridge.package.generator import GeneratorError, generate
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from adaptation.spec_builder import AdaptationRefused, ask_llm_adapter, build_spec
 from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.package.generator import GeneratorError, generate
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_adaptation.py"
 GATE_TIMEOUT_S = 600.0
 
 
-def _healed_spec(ctx: StageContext) -> Optional[AdaptationSpec]:
+def _healed_spec(ctx: StageContext) -> AdaptationSpec | None:
     """A spec the healer already fixed for this model: re-adapting must not throw the fixes away."""
     if not (ctx.adaptation_dir / SPEC_FILE).is_file():
         return None

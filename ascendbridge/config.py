@@ -44,7 +44,7 @@ def uv_binary() -> str:
     except Exception:
         found = shutil.which("uv")
         if not found:
-            raise RuntimeError("no uv binary found; install the framework with its dependencies")
+            raise RuntimeError("no uv binary found; install the framework with its dependencies") from None
         return found
 
 
@@ -71,9 +71,9 @@ def _pip_find_links() -> str | None:
             parser.read(path)
         except configparser.Error:
             continue
-        for section in ("global", "install"):
-            if parser.has_option(section, "find-links"):
-                candidates.append(parser.get(section, "find-links"))
+        for part in ("global", "install"):
+            if parser.has_option(part, "find-links"):
+                candidates.append(parser.get(part, "find-links"))
     for value in candidates:
         for item in value.split():
             if Path(item).is_dir():

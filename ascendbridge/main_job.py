@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional
 
 from rich.console import Console
 from rich.table import Table
 
-from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
 from ascendbridge.run_summary import model_results, results_table
@@ -99,7 +98,7 @@ def _print_stacks(store: BoardStore, console: Console) -> None:
         console.print("stack: no measured result on this board yet")
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:

@@ -11,7 +11,7 @@ on. A stage may also mark its own diagnosis `"retryable": false` (or `true`, to 
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.unsupported_families import needed_family
 
@@ -46,7 +46,7 @@ REFUSALS: dict[str, str] = {
 }
 
 
-def is_refusal(diagnosis: Optional[dict[str, Any]]) -> bool:
+def is_refusal(diagnosis: dict[str, Any] | None) -> bool:
     """True when retrying cannot change the outcome (the table, or the stage's own `retryable`)."""
     if not diagnosis:
         return False

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from rich.table import Table
 
@@ -23,12 +22,12 @@ from ascendbridge.stages import DONE_STATUSES
 class ModelResult:
     model_id: str
     outcome: str  # "all 5 stages completed" / "healing failed: <reason>" / "benchmark pending"
-    latency_ms: Optional[float]  # benchmark median, target device and dtype
+    latency_ms: float | None  # benchmark median, target device and dtype
     latency_basis: str  # "cpu float32"
-    speedup: Optional[float]  # optimization's confirmed speedup over the baseline
+    speedup: float | None  # optimization's confirmed speedup over the baseline
     evidence: Path
-    tpot_ms: Optional[float] = None  # generation workload (causal LMs, encoder-decoders): time per output token
-    tokens_per_s: Optional[float] = None  # batch-1 decode throughput
+    tpot_ms: float | None = None  # generation workload (causal LMs, encoder-decoders): time per output token
+    tokens_per_s: float | None = None  # batch-1 decode throughput
 
 
 def _outcome(tasks: Sequence[TaskRecord]) -> str:
@@ -43,7 +42,7 @@ def _outcome(tasks: Sequence[TaskRecord]) -> str:
     return f"{stuck.stage} {status}" + (f": {reason}" if reason else "")
 
 
-def _latest(metrics: Sequence[MetricRecord], stage: str, name: str) -> Optional[MetricRecord]:
+def _latest(metrics: Sequence[MetricRecord], stage: str, name: str) -> MetricRecord | None:
     found = [m for m in metrics if m.stage == stage and m.name == name]
     return max(found, key=lambda m: m.ts) if found else None
 

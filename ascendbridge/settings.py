@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Mapping
 from contextvars import ContextVar
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Mapping, Optional, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -105,7 +106,7 @@ class StageSettings(BaseSettings):
         return out
 
     @classmethod
-    def from_sources(cls: type[S], settings: Optional[Mapping[str, Any]] = None) -> S:
+    def from_sources(cls: type[S], settings: Mapping[str, Any] | None = None) -> S:
         """The run's settings (full keys), then the environment, then defaults; ValueError in one line.
 
         Keys this class does not define are ignored: one StageContext.settings serves several classes.
@@ -145,7 +146,7 @@ class PathSettings(StageSettings):
     board: Path = REPO_ROOT / "board.db"
     adaptations: Path = REPO_ROOT / "adaptations"
     logs: Path = REPO_ROOT / "logs"
-    minilm_dir: Optional[Path] = None  # the demo MiniLM model directory (ascendbridge/demo_models.py)
+    minilm_dir: Path | None = None  # the demo MiniLM model directory (ascendbridge/demo_models.py)
 
     @field_validator("board", "adaptations", "logs", mode="after")
     @classmethod
@@ -159,8 +160,8 @@ class EnvsSettings(StageSettings):
     label = "environment"
 
     env: Literal["locked", "system"] = "locked"  # the run's mode; a model's own (board) wins
-    system_python: Optional[str] = None  # system mode's interpreter with torch (/torch_npu)
-    uv: Optional[str] = None  # the uv binary; None: the framework's own dependency, then PATH
+    system_python: str | None = None  # system mode's interpreter with torch (/torch_npu)
+    uv: str | None = None  # the uv binary; None: the framework's own dependency, then PATH
     torch_cpu: str = "2.13.0"
     torch_cuda: str = "2.9.1"
     torch_ascend: str = "2.7.1"  # torch-npu releases pair with torch releases
@@ -200,8 +201,8 @@ class DeviceSettings(StageSettings):
     label = "device"
     DEFAULT_MEMORY_GB: ClassVar[float] = 64.0
 
-    device_memory_gb: Optional[float] = Field(None, gt=0)
-    device_pool: Optional[str] = None
+    device_memory_gb: float | None = Field(None, gt=0)
+    device_pool: str | None = None
 
     def memory_gb(self) -> float:
         return self.device_memory_gb if self.device_memory_gb is not None else self.DEFAULT_MEMORY_GB
@@ -226,7 +227,7 @@ def _load(target: str, name: str) -> type[StageSettings]:
     try:
         cls = getattr(importlib.import_module(module), attr)
     except Exception as exc:  # a section that cannot load is a configuration error, one line
-        raise SettingsError(f"settings section '{name}' ({target}) cannot be loaded: {type(exc).__name__}: {exc}")
+        raise SettingsError(f"settings section '{name}' ({target}) cannot be loaded: {type(exc).__name__}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, StageSettings)):
         raise SettingsError(f"settings section '{name}' ({target}) is not a StageSettings class")
     return cls
@@ -249,7 +250,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     @classmethod
-    def resolve(cls, given: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Settings":
+    def resolve(cls, given: Mapping[str, Mapping[str, Any]] | None = None) -> Settings:
         """Every section from `given` (section -> key -> value), then the environment, then defaults.
 
         SettingsError (one line) on an unknown section or key, or on a bad value from either source."""
@@ -278,7 +279,7 @@ class Settings(BaseModel):
                 return value
         raise KeyError(f"no settings section of class {cls.__name__}")
 
-    def replace(self, value: StageSettings) -> "Settings":
+    def replace(self, value: StageSettings) -> Settings:
         """A copy with the section of `value`'s class replaced by `value`."""
         name = next(n for n, v in self.sections().items() if type(v) is type(value))
         return self.model_copy(update={name: value})
@@ -294,7 +295,7 @@ class Settings(BaseModel):
                           separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_payload(cls, raw: str, paths: Optional[PathSettings] = None) -> "Settings":
+    def from_payload(cls, raw: str, paths: PathSettings | None = None) -> Settings:
         """The team lead's payload validated back into the model: no environment is read, except for
         the host-local `paths` (this host's, or `paths`). SettingsError (one line) when it does not fit."""
         try:
@@ -337,16 +338,16 @@ def root_class() -> type[Settings]:
     return create_model("Settings", __base__=Settings, **fields)
 
 
-_installed: Optional[Settings] = None
+_installed: Settings | None = None
 
 
-def install(settings: Optional[Settings]) -> None:
+def install(settings: Settings | None) -> None:
     """Make `settings` this process's (a worker, after validating the team lead's payload)."""
     global _installed
     _installed = settings
 
 
-def installed() -> Optional[Settings]:
+def installed() -> Settings | None:
     return _installed
 
 
@@ -405,7 +406,7 @@ def doc_table(doc: str) -> str:
     return doc[start:end + len(DOC_END)] if 0 <= start < end else ""
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """`python -m ascendbridge.settings [--write]`: check (or rewrite) docs/settings.md's table."""
     import sys
 

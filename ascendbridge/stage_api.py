@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Protocol, TextIO, runtime_checkable
+from typing import Any, Literal, Protocol, TextIO, runtime_checkable
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -39,7 +39,7 @@ class StageContext:
     # side of the team lead: the healer's is a later stage's spec_change, sent back to it.
     directives: list[dict[str, Any]] = field(default_factory=list)
 
-    def read_board(self) -> Optional[BoardReader]:
+    def read_board(self) -> BoardReader | None:
         """The board, read-only (the caller closes it); None on a host without it (a Ray node)."""
         return open_reader(self.board_path)
 
@@ -63,7 +63,7 @@ class FigureSet:
     device: str = ""
     dtype: str = ""
     units: dict[str, str] = field(default_factory=dict)
-    stack: Optional[dict[str, Any]] = None  # {"stack_id", "data"}: the software stack it was measured on
+    stack: dict[str, Any] | None = None  # {"stack_id", "data"}: the software stack it was measured on
 
 
 @pydantic_dataclass(config=WIRE)
@@ -89,16 +89,16 @@ class StageOutcome:
     status: OutcomeStatus
     summary: str
     result: dict[str, Any] = field(default_factory=dict)
-    diagnosis: Optional[dict[str, Any]] = None  # machine-readable: {"rule", "summary", ...}
-    fix_applied: Optional[str] = None
+    diagnosis: dict[str, Any] | None = None  # machine-readable: {"rule", "summary", ...}
+    fix_applied: str | None = None
     model_fields: dict[str, Any] = field(default_factory=dict)  # discovered metadata columns
-    model_metadata: Optional[dict[str, Any]] = None  # full discovered metadata
+    model_metadata: dict[str, Any] | None = None  # full discovered metadata
     metrics: list[FigureSet] = field(default_factory=list)
     # A finding only a spec change can act on (an operator that refuses a dtype: keep its module in
     # float32): {"rule": the healing rule that fixes it, "summary", "finding": {...}}. The team lead
     # turns it into a directive for the healer and rolls the model back to healing; the stage that
     # found it runs again after the healer's fix (teamlead/guidance.py send_back).
-    spec_change: Optional[dict[str, Any]] = None
+    spec_change: dict[str, Any] | None = None
     events: list[AgentEvent] = field(default_factory=list)
 
     @property

@@ -4,7 +4,7 @@ stage's settings section and the adaptation spec. A bad setting is the refusal e
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ascendbridge.envmode import use_model_env
 from ascendbridge.package.spec import AdaptationSpec

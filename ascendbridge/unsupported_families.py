@@ -8,7 +8,6 @@ joins ascendbridge/task_families.py drops out of `remaining()` on its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from ascendbridge.task_families import TASK_FAMILIES
 
@@ -61,6 +60,6 @@ def remaining() -> list[MissingFamily]:
     return [m for m in MISSING if m.family not in TASK_FAMILIES]
 
 
-def needed_family(architecture: str) -> Optional[MissingFamily]:
+def needed_family(architecture: str) -> MissingFamily | None:
     """The missing family an architecture would need, by its class name's ending; None if unknown."""
     return next((m for m in remaining() if architecture and architecture.endswith(m.suffixes)), None)

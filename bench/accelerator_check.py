@@ -17,17 +17,17 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from ascendbridge.config import TorchSource, torch_source  # noqa: E402
+from ascendbridge.envmode import EnvChoice  # noqa: E402
 from ascendbridge.package import uv_env  # noqa: E402
 from ascendbridge.package.generator import render_adaptation  # noqa: E402
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource  # noqa: E402
 from ascendbridge.stacks import describe  # noqa: E402
-from ascendbridge.config import TorchSource, torch_source  # noqa: E402
-from ascendbridge.envmode import EnvChoice  # noqa: E402
 from benchmark.render import render_accuracy_run  # noqa: E402
 
 DEFAULT_MODELS = ("tiny-bert", "tiny-llama", "tiny-vit")
@@ -60,7 +60,7 @@ def demo_spec(name: str) -> AdaptationSpec:
                           inputs=InputRecipe(seq_len=32))
 
 
-def _why(command: Any, result: Optional[dict[str, Any]]) -> str:
+def _why(command: Any, result: dict[str, Any] | None) -> str:
     """One line: the run's own error, a timeout (the check's limit), or the last output line."""
     if command.timed_out:
         return f"stopped at the time limit after {command.duration_s:.0f} s"

@@ -25,11 +25,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.package import uv_env
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.discovery.discover import discover
+from ascendbridge.package import uv_env
 from ascendbridge.stage_api import StageContext
 
 DEMO = REPO_ROOT / "demo_models"

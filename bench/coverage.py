@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.config import REPO_ROOT
@@ -100,13 +100,13 @@ def _write_model(root: Path, model_id: str, config: dict[str, Any]) -> str:
 
 
 def registrations(models_root: Path, one_per_family: bool = False,
-                  families: Optional[set[str]] = None) -> list[Registration]:
+                  families: set[str] | None = None) -> list[Registration]:
     """The demo models, the test families' tiny models, the examples and one refusal per missing family
     (with `one_per_family`, only the first model of each family: a quicker run; with `families`,
     only the models of those families, and no refusals)."""
     wanted = (lambda family: True) if families is None else families.__contains__
     demos = [(reg, demo.task_family) for reg, demo in zip(demo_registrations(include_minilm=False), list_demo_models())]
-    candidates = [*(("demo", reg, family) for reg, family in demos),
+    candidates: list[tuple[str, Any, Any]] = [*(("demo", reg, family) for reg, family in demos),
                   # a test table's own prefix ("coverage/x") would make an invalid id: tests/<last part>
                   *(("config", f"tests/{name.rsplit('/', 1)[-1]}", (family, config))
                     for name, (family, config) in test_models().items()),
@@ -174,7 +174,7 @@ def collect(store: BoardStore, stages: list[str]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["family"], r["model"]))
 
 
-def family_lines(rows: list[dict[str, Any]], only: Optional[set[str]] = None) -> list[dict[str, Any]]:
+def family_lines(rows: list[dict[str, Any]], only: set[str] | None = None) -> list[dict[str, Any]]:
     """One line per registry family (and per refused model's missing family): examples and outcome;
     with `only`, the lines of those families."""
     by_family: dict[str, list[dict[str, Any]]] = defaultdict(list)

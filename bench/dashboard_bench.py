@@ -25,6 +25,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -129,7 +130,7 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def measure(url: str, paths: list[str], requests: int, concurrency: int, server_pid: int) -> dict[str, float]:
+def measure(url: str, paths: list[str], requests: int, concurrency: int, server_pid: int) -> dict[str, Any]:
     """Latency of `requests` GETs cycling over `paths`, `concurrency` at a time, and the server's
     CPU time per request (on a busy machine latency is mostly waiting for a core)."""
     with httpx.Client(base_url=url, timeout=30, limits=httpx.Limits(max_connections=concurrency)) as client:

@@ -37,7 +37,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -79,7 +79,7 @@ def search(directory: Path, pairs: int, iters: int, timeout: float) -> dict[str,
     return {"result": result, "notes": notes, "wall_s": time.perf_counter() - start}
 
 
-def cell(row: Optional[dict[str, Any]]) -> dict[str, Any]:
+def cell(row: dict[str, Any] | None) -> dict[str, Any]:
     """One column of one model: speedup, interval, accuracy verdict, or why it was not measured."""
     if row is None:
         return {"status": "absent"}
@@ -121,7 +121,7 @@ def fmt(c: dict[str, Any]) -> str:
     return text + (" acc-fail" if c["accuracy"] != "pass" else "")
 
 
-def geomean(values: list[float]) -> Optional[float]:
+def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 

@@ -33,8 +33,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ascendbridge.board import BoardStore, Registration  # noqa: E402
+from ascendbridge.board import BoardStore, ModelRecord, Registration, TaskRecord  # noqa: E402
 from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult  # noqa: E402
+from ascendbridge.runtime.placement import Placement  # noqa: E402
 from ascendbridge.stage_api import StageContext  # noqa: E402
 from ascendbridge.teamlead.registry import StageRef, load_stage  # noqa: E402
 from ascendbridge.teamlead.scheduler import TeamLead  # noqa: E402
@@ -96,16 +97,16 @@ class TimedLead(TeamLead):
         self.t0: dict[int, float] = {}
         self.per_task: list[float] = []
 
-    def _start(self, task, *where):  # type: ignore[no-untyped-def]  # (model, slot, placement): the scheduler's own
+    def _start(self, task: TaskRecord, model: ModelRecord, slot: int, placement: Placement) -> None:
         self.t0[task.id] = time.perf_counter()
-        super()._start(task, *where)
+        super()._start(task, model, slot, placement)
 
-    def _finish(self, result):  # type: ignore[no-untyped-def]
+    def _finish(self, result: JobResult) -> None:
         super()._finish(result)
         self.per_task.append(time.perf_counter() - self.t0.pop(result.job.task.id))
 
 
-def run_once(kind: str, tasks: int, workers: int) -> dict[str, float]:
+def run_once(kind: str, tasks: int, workers: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ab-bench-") as tmp:
         os.environ["ASCENDBRIDGE_LOGS"] = f"{tmp}/logs"
         os.environ["ASCENDBRIDGE_ADAPTATIONS"] = f"{tmp}/adaptations"

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -70,7 +70,7 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[int(q * (len(ordered) - 1))]
 
 
-def make_executor(kind: str, address: Optional[str]) -> Executor:
+def make_executor(kind: str, address: str | None) -> Executor:
     if kind == "local":
         return LocalProcessExecutor()
     from ascendbridge.runtime.ray_executor import RayExecutor

@@ -40,11 +40,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ascendbridge.package.generator import render_adaptation  # noqa: E402
-from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec  # noqa: E402
+from ascendbridge.package.spec import (  # noqa: E402
+    RESULT_MARKER,
+    AdaptationSpec,
+    DtypePolicy,
+    InputRecipe,
+    ModelSource,
+    WorkloadSpec,
+)
 from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"
-print = functools.partial(print, flush=True)  # noqa: A001  (progress shows while a long run goes on)
+print = functools.partial(print, flush=True)  # progress shows while a long run goes on
 TORCHINDUCTOR_CACHE = REPO / ".cache" / "torchinductor"  # compiled kernels survive between runs
 # Runs inside the adaptation's interpreter: the eager baseline and the chosen passes, one harness.
 MEASURE = """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
 
@@ -40,7 +40,7 @@ class EvidenceSet:
     def directory(self) -> Path:
         return self.metrics_path.parent
 
-    def named(self, key: str) -> Optional[Path]:
+    def named(self, key: str) -> Path | None:
         name = (self.metrics.get("evidence") or {}).get(key)
         if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
             return None

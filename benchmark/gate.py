@@ -23,23 +23,23 @@ from __future__ import annotations
 import json
 from dataclasses import field
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from pydantic.dataclasses import dataclass
 
 from ab_runtime import accuracy_standard
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
+from ab_runtime.fileops import sha256_file
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError
-from benchmark.evidence import EvidenceSet, find_evidence
 from ascendbridge.gatekit.integrity import code_problems
-from ascendbridge.gatekit.report import EvidenceCheck, GateReport, untrusted_summary
 from ascendbridge.gatekit.metrics_check import check_metrics
-from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
+from ascendbridge.gatekit.report import EvidenceCheck, GateReport, untrusted_summary
 from ascendbridge.gatekit.trace import TraceError, validate_trace
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.settings import section
-from ab_runtime.fileops import sha256_file
+from benchmark.evidence import EvidenceSet, find_evidence
+from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from benchmark.settings import BenchmarkSettings
 
 RECOMPUTE_TIMEOUT_S = 600.0
@@ -91,7 +91,7 @@ def static_problems(ev: EvidenceSet) -> list[str]:
     return problems
 
 
-def latency_check(reported: dict[str, Any], remeasured: Optional[dict[str, Any]],
+def latency_check(reported: dict[str, Any], remeasured: dict[str, Any] | None,
                   band: float = LATENCY_BAND) -> tuple[list[str], list[str]]:
     """(problems, notes) comparing a reported target timing with the gate's own re-measurement.
 
@@ -139,7 +139,7 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
     return out
 
 
-def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> AccuracyGateReport:
+def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -> AccuracyGateReport:
     """The full gate for one adaptation directory; never raises for bad evidence."""
     adaptation_dir = Path(adaptation_dir)
     name = adaptation_dir.name

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ascendbridge.gatekit.trace import complete_events
 
@@ -102,7 +103,8 @@ def _rank(pairs: list[tuple[dict[str, Any], float]], busy: float, window: float,
         totals[event["name"]][1] += 1
     ranked = sorted(totals.items(), key=lambda kv: kv[1][0], reverse=True)
     total_self = sum(v[0] for _, v in ranked) or 1.0
-    rows, cumulative, covering = [], 0.0, 0
+    rows: list[dict[str, Any]] = []
+    cumulative, covering = 0.0, 0
     for name, (self_us, count) in ranked:
         cumulative += self_us
         if covering == 0 and cumulative >= COVERAGE * total_self:

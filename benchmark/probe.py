@@ -8,7 +8,7 @@ and the dashboard read back with BoardStore.latest_event.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.board.reader import BoardReader
 from ascendbridge.board.store import BoardStore
@@ -46,7 +46,7 @@ def store_probe(store: BoardStore, probe: dict[str, Any], origin: str = "env_pro
     store.add_event(EVENT_KIND, summary_line(probe), data=probe, origin=origin)
 
 
-def latest_probe(store: BoardReader, device_kind: Optional[str] = None) -> Optional[dict[str, Any]]:
+def latest_probe(store: BoardReader, device_kind: str | None = None) -> dict[str, Any] | None:
     """The last stored probe, if it was measured on `device_kind` (any kind when None)."""
     event = store.latest_event(EVENT_KIND)
     if event is None or (device_kind and event.data.get("measured_on") != device_kind):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from ascendbridge.package.spec import AdaptationSpec
 from ab_runtime.fileops import write_text_atomic
+from ascendbridge.package.spec import AdaptationSpec
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ACCURACY_RUN = "accuracy_run.py"

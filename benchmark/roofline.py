@@ -14,7 +14,7 @@ bandwidth on the same kind of device. Attainable = min(peak FLOP/s, intensity x 
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
 VOCAB_FAMILIES = {"causal_lm", "masked_lm", "seq2seq", "speech_seq2seq", "vision_seq2seq"}
@@ -25,7 +25,7 @@ class RooflineError(ValueError):
     """Not enough recorded figures (or no matching probe) to place the run."""
 
 
-def _first(cfg: dict[str, Any], *keys: str) -> Optional[float]:
+def _first(cfg: dict[str, Any], *keys: str) -> float | None:
     for key in keys:
         value = cfg.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
@@ -79,7 +79,7 @@ def estimate(metrics: dict[str, Any]) -> dict[str, float]:
             "weight_bytes": float(weights), "activation_bytes": activations + logits}
 
 
-def roofline(metrics: dict[str, Any], probe: Optional[dict[str, Any]]) -> dict[str, Any]:
+def roofline(metrics: dict[str, Any], probe: dict[str, Any] | None) -> dict[str, Any]:
     """Achieved vs attainable throughput for one run; needs a probe of the same device kind."""
     run = metrics.get("run") or {}
     if probe is None:

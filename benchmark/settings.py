@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -23,12 +23,12 @@ class BenchmarkSettings(DeviceSettings):
     num_samples: int = Field(2, ge=1)
     real_weights: bool = True  # --use-pretrained when weights are available
     # Workload profile (ab_runtime/workloads.py); None: the spec's, else the task family's default.
-    workload: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
+    workload: Literal["generation", "encoder_generation", "batch_sweep", "forward"] | None = None
     timeout_s: float = Field(900.0, gt=0)  # one accuracy_run.py
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
     # How much faster than the gate's re-measurement a reported timing may be (benchmark/gate.py);
     # None: its default (x1.5). A finite number >= 1.
-    latency_band: Optional[float] = Field(None, ge=1.0, allow_inf_nan=False, validation_alias="ascendbridge_latency_band")
+    latency_band: float | None = Field(None, ge=1.0, allow_inf_nan=False, validation_alias="ascendbridge_latency_band")
 
     @field_validator("dtypes", mode="before")
     @classmethod

@@ -9,18 +9,18 @@ as a separate process, which re-derives the figures from the saved outputs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from ascendbridge.envmode import use_model_env
+from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import GeneratorError, update_readme_results
-from ascendbridge.package.weights import weights_available
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import StackError, env_stack
+from ascendbridge.package.weights import weights_available
 from ascendbridge.stacks import describe
-from ascendbridge.envmode import use_model_env
-from ascendbridge.stage_inputs import run_with_inputs
-from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
+from ascendbridge.stage_inputs import run_with_inputs
 from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
 from benchmark.settings import BenchmarkSettings
@@ -42,7 +42,7 @@ WORKLOAD_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "tokens_per_s": "tokens/s", 
                   "knee_samples_per_s": "samples/s", "batch1_latency_ms": "ms"}
 
 
-def board_figures(result: dict[str, Any], probe_bandwidth_gbs: Optional[float] = None
+def board_figures(result: dict[str, Any], probe_bandwidth_gbs: float | None = None
                   ) -> tuple[dict[str, float], dict[str, str]]:
     """The numeric figures of one accuracy_run RESULT, for the outcome's FigureSet: the forward's,
     the workload's headline (TTFT / TPOT / tokens/s, or sweep throughput) and the decode bandwidth
@@ -67,7 +67,7 @@ def board_figures(result: dict[str, Any], probe_bandwidth_gbs: Optional[float] =
     return values, units
 
 
-def spec_change(finding: dict[str, Any], spec: AdaptationSpec) -> Optional[dict[str, Any]]:
+def spec_change(finding: dict[str, Any], spec: AdaptationSpec) -> dict[str, Any] | None:
     """What the healer must change for a located dtype refusal: keep the module's class in float32
     (its rule, DTYPE_RULE). None when the class is already kept: the island did not help, and the
     dtype's evidence set is left out instead."""
@@ -91,7 +91,7 @@ def island_findings(spec: AdaptationSpec, runs: list[dict[str, Any]]) -> list[di
             for r in runs if r.get("keep_fp32_modules") and r.get("dtype") != "float32"]
 
 
-def dtype_finding(result: dict[str, Any], remedy: Optional[str], kept: bool) -> dict[str, Any]:
+def dtype_finding(result: dict[str, Any], remedy: str | None, kept: bool) -> dict[str, Any]:
     """What the board and the report show for an operator that refused a dtype: kept (the remedy
     made the dtype run, its evidence set is kept) or not (the dtype's set is left out)."""
     found = result["finding"]
@@ -102,7 +102,7 @@ def dtype_finding(result: dict[str, Any], remedy: Optional[str], kept: bool) -> 
     return {**found, "remedy": remedy, "kept": kept, "summary": summary}
 
 
-def probe_bandwidth(ctx: StageContext, device_kind: str) -> Optional[float]:
+def probe_bandwidth(ctx: StageContext, device_kind: str) -> float | None:
     """The copy bandwidth (GB/s) of the board's last environment probe on `device_kind`, if any."""
     from benchmark.probe import latest_probe
 
@@ -117,7 +117,7 @@ def probe_bandwidth(ctx: StageContext, device_kind: str) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _diagnosis(dtype: str, command: Any, result: Optional[dict[str, Any]]) -> dict[str, Any]:
+def _diagnosis(dtype: str, command: Any, result: dict[str, Any] | None) -> dict[str, Any]:
     error = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
     return {"rule": "benchmark_run_failed", "summary": f"accuracy_run.py ({dtype}) failed: {error}",
             "dtype": dtype, "log_tail": command.tail(30)}
@@ -186,7 +186,7 @@ class BenchmarkStage:
                             metrics=figures)
 
     def _run_dtype(self, ctx: StageContext, settings: BenchmarkSettings, dtype: str, pretrained: bool
-                   ) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+                   ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """One dtype's accuracy_run.py: (RESULT, failure diagnosis or None). A refusing operator's
         finding is in the RESULT; the stage never changes the spec itself (spec_change)."""
         ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")

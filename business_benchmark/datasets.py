@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ab_runtime.fileops import sha256_file
 
@@ -39,8 +39,8 @@ class DataCard:
     licence: str
     items: int
     how_made: str
-    sha256: Optional[str]  # None for seeded synthetic sets (nothing on disk to digest)
-    file: Optional[str]
+    sha256: str | None  # None for seeded synthetic sets (nothing on disk to digest)
+    file: str | None
     language: str = "en"
 
     def as_dict(self) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def list_sets(data_dir: Path = DATA_DIR) -> list[str]:
     return sorted(p.name[: -len(".card.json")] for p in Path(data_dir).glob("*.card.json")) + sorted(SYNTHETIC_SETS)
 
 
-def verify_file(card: DataCard, path: Path) -> Optional[str]:
+def verify_file(card: DataCard, path: Path) -> str | None:
     """None when `path` is the file the card describes (sha256), else why not (one line)."""
     if card.sha256 is None:
         return None

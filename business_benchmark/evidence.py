@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from business_benchmark import metrics as task_metrics
 from business_benchmark.datasets import DatasetError, load_card, load_items, sha256_file
@@ -111,7 +111,7 @@ def derive(predictions: dict[str, Any], rule: PassRule) -> dict[str, Any]:
             "verdict": "pass" if all(e["verdict"] == "pass" for e in evaluations) else "fail"}
 
 
-def build_evidence(predictions_path: Path, rule: PassRule, notes: Optional[list[str]] = None) -> Path:
+def build_evidence(predictions_path: Path, rule: PassRule, notes: list[str] | None = None) -> Path:
     """Write business_metrics_<stem>.json next to the predictions; return its path."""
     predictions_path = Path(predictions_path)
     predictions = read_json(predictions_path)

@@ -21,7 +21,7 @@ import json
 import tempfile
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic.dataclasses import dataclass
 
@@ -180,7 +180,7 @@ def untrusted_code(adaptation_dir: Path) -> list[str]:
     return code_problems(adaptation_dir, {BUSINESS_RUN: render_business_run_text(spec.model.model_id, spec.task_family)})
 
 
-def check_adaptation(adaptation_dir: Path, python_override: Optional[str] = None) -> BusinessGateReport:
+def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -> BusinessGateReport:
     """The full gate for one adaptation directory; never raises for bad evidence."""
     adaptation_dir = Path(adaptation_dir)
     name = adaptation_dir.name

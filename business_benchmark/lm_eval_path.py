@@ -11,11 +11,11 @@ The reference and the target each run every task; the pass rule compares their t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 from ascendbridge.config import uv_binary
-from ascendbridge.runtime.process import run_command
 from ascendbridge.package.uv_env import uv_environment
+from ascendbridge.runtime.process import run_command
 
 LM_EVAL_REQUIREMENT = "lm-eval[hf]==0.4.13"  # the hf extra brings accelerate, which HFLM needs
 LOCAL_TASK = "ab_choice_en"  # the bundled multiple-choice task over data/ab-choice-en.jsonl
@@ -46,7 +46,7 @@ def install_argv(adaptation_dir: Path) -> list[str]:
     return [uv_binary(), "pip", "install", "--quiet", "--python", str(python), LM_EVAL_REQUIREMENT]
 
 
-def prepare_lm_eval(adaptation_dir: Path, log: Optional[IO[str]] = None) -> Optional[str]:
+def prepare_lm_eval(adaptation_dir: Path, log: IO[str] | None = None) -> str | None:
     """Install lm-eval into the adaptation's .venv; None on success, else one line."""
     if not (Path(adaptation_dir) / ".venv" / "bin" / "python").is_file():
         return f"{adaptation_dir} has no synced .venv for lm-eval"

@@ -9,7 +9,7 @@ with the task its data card names). Hub sets are suggestions for teams with Hub 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from business_benchmark.datasets import DatasetError, load_card
 
@@ -48,7 +48,7 @@ PIPELINE_TAG_FAMILIES: dict[str, str] = {
     "image-to-text": "vision_seq2seq",
 }
 # Hub sets per (family, language) for download_datasets.py: (repo id, config, split).
-HUB_SETS: dict[tuple[str, str], tuple[tuple[str, Optional[str], str], ...]] = {
+HUB_SETS: dict[tuple[str, str], tuple[tuple[str, str | None, str], ...]] = {
     ("causal_lm", "en"): (("Salesforce/wikitext", "wikitext-2-raw-v1", "test"),),
     ("masked_lm", "en"): (("Salesforce/wikitext", "wikitext-2-raw-v1", "test"),),
     ("feature_extraction", "en"): (("mteb/stsbenchmark-sts", None, "test"), ("mteb/scifact", "corpus", "corpus")),
@@ -71,7 +71,7 @@ class Evaluation:
         return {"set": self.set, "task": self.task}
 
 
-def family_for(task_family: Optional[str], pipeline_tag: Optional[str] = None) -> str:
+def family_for(task_family: str | None, pipeline_tag: str | None = None) -> str:
     """The family to evaluate: the pipeline tag's when it names one, else the discovered family."""
     family = PIPELINE_TAG_FAMILIES.get(pipeline_tag or "") or task_family
     if family not in FAMILY_EVALUATIONS:
@@ -83,7 +83,7 @@ def family_for(task_family: Optional[str], pipeline_tag: Optional[str] = None) -
 def task_for_set(name: str, family: str) -> str:
     """The task a board override's set runs as: the family's own task for that kind of set."""
     kind = load_card(name).kind
-    for set_name, task in FAMILY_EVALUATIONS[family]:
+    for _set_name, task in FAMILY_EVALUATIONS[family]:
         if kind in TASK_SET_KINDS[task]:
             return task
     tasks = [t for t, kinds in TASK_SET_KINDS.items() if kind in kinds]
@@ -92,8 +92,8 @@ def task_for_set(name: str, family: str) -> str:
     raise DatasetError(f"set '{name}' (kind {kind}) has no task for family {family}")
 
 
-def evaluations_for(task_family: Optional[str], pipeline_tag: Optional[str] = None, language: Optional[str] = None,
-                    sentence_transformers: bool = False, override: Optional[list[str]] = None) -> list[Evaluation]:
+def evaluations_for(task_family: str | None, pipeline_tag: str | None = None, language: str | None = None,
+                    sentence_transformers: bool = False, override: list[str] | None = None) -> list[Evaluation]:
     """The evaluations for one model. A sentence-transformers model is an embedding model whatever
     its head; a board override replaces the family's sets."""
     family = "feature_extraction" if sentence_transformers else family_for(task_family, pipeline_tag)
@@ -102,7 +102,7 @@ def evaluations_for(task_family: Optional[str], pipeline_tag: Optional[str] = No
     return [Evaluation(s, t) for s, t in FAMILY_EVALUATIONS[family]]
 
 
-def language_note(family: str, language: Optional[str]) -> Optional[str]:
+def language_note(family: str, language: str | None) -> str | None:
     """A note when the bundled (English) sets do not match the model's language."""
     if not language or language in ("en", "multilingual"):
         return None

@@ -13,7 +13,8 @@ import math
 import re
 import string
 from collections import Counter
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ TOP_K = 10
 
 
 # ------------------------------------------------------------------------------- small helpers
-def _mean(values: list[float]) -> Optional[float]:
+def _mean(values: list[float]) -> float | None:
     return float(sum(values) / len(values)) if values else None
 
 
@@ -52,7 +53,7 @@ def _ranks(values: list[float]) -> np.ndarray:
     return ranks
 
 
-def spearman(a: list[float], b: list[float]) -> Optional[float]:
+def spearman(a: list[float], b: list[float]) -> float | None:
     if len(a) < 2:
         return None
     ra, rb = _ranks(a), _ranks(b)
@@ -216,7 +217,7 @@ def question_answering(items: list[dict[str, Any]], gold: dict[str, dict[str, An
                  "answer_f1_agreement": _mean([answer_f1(it["target"]["text"], it["reference"]["text"]) for it in items])}
     task: Metrics = {}
     if real:
-        def scores(which: str, fn: Callable[[str, str], float]) -> Optional[float]:
+        def scores(which: str, fn: Callable[[str, str], float]) -> float | None:
             return _mean([fn(it[which]["text"], str(gold[it["id"]]["answer"])) for it in items])
 
         task = {"exact_match": _pair(scores("target", answer_em), scores("reference", answer_em)),
@@ -232,9 +233,10 @@ def seq2seq(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: 
     agreement = {"chrf_vs_reference": float(sacrebleu.corpus_chrf(target, [reference]).score),
                  "bleu_vs_reference": float(sacrebleu.corpus_bleu(target, [reference]).score),
                  **_token_agreement(items)}
-    golds = [gold[it["id"]].get("target") for it in items]
+    targets = [gold[it["id"]].get("target") for it in items]
+    golds = [g for g in targets if isinstance(g, str)]
     task: Metrics = {}
-    if real and all(isinstance(g, str) for g in golds) and golds:
+    if real and golds and len(golds) == len(targets):
         task = {"chrf": _pair(float(sacrebleu.corpus_chrf(target, [golds]).score),
                               float(sacrebleu.corpus_chrf(reference, [golds]).score)),
                 "bleu": _pair(float(sacrebleu.corpus_bleu(target, [golds]).score),

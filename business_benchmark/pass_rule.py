@@ -13,7 +13,7 @@ recorded rule and this one, so an edited evidence file cannot loosen it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from business_benchmark.metrics import LOWER_IS_BETTER
 
@@ -48,7 +48,7 @@ class PassRule:
                              "only); agreement: min = value >= bound, max = value <= bound, band = |value - 1| <= bound"}
 
     @classmethod
-    def tightened(cls, rtol: Optional[float] = None, bounds: Optional[dict[str, float]] = None) -> "PassRule":
+    def tightened(cls, rtol: float | None = None, bounds: dict[str, float] | None = None) -> PassRule:
         """The framework rule, made stricter where asked; a looser request is refused."""
         rule = cls()
         if rtol is not None:
@@ -65,7 +65,7 @@ class PassRule:
         return rule
 
     @classmethod
-    def from_record(cls, recorded: Any) -> tuple["PassRule", list[str]]:
+    def from_record(cls, recorded: Any) -> tuple[PassRule, list[str]]:
         """The stricter of a recorded rule and the framework's, with notes on what was ignored."""
         notes: list[str] = []
         base = cls()

@@ -43,14 +43,15 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = []
     for key in sorted(set(rows_a) | set(rows_b)):
         ra, rb = rows_a.get(key), rows_b.get(key)
-        out.append({"set": key[0], "metric": key[1], "kind": (ra or rb)["kind"],
+        out.append({"set": key[0], "metric": key[1], "kind": (ra or rows_b[key])["kind"],
                     "a": ra["target"] if ra else None, "b": rb["target"] if rb else None,
                     "a_items_per_s": ra["target_items_per_s"] if ra else None,
                     "b_items_per_s": rb["target_items_per_s"] if rb else None,
                     "a_tokens_per_s": ra["target_tokens_per_s"] if ra else None,
                     "b_tokens_per_s": rb["target_tokens_per_s"] if rb else None})
-    side = lambda e: {"device": (e.get("run") or {}).get("device"), "device_name": (e.get("run") or {}).get("device_name"),
-                      "dtype": (e.get("run") or {}).get("dtype"), "weights": e.get("weights"), "verdict": e.get("verdict")}
+    def side(e: dict[str, Any]) -> dict[str, Any]:
+        return {"device": (e.get("run") or {}).get("device"), "device_name": (e.get("run") or {}).get("device_name"),
+                "dtype": (e.get("run") or {}).get("dtype"), "weights": e.get("weights"), "verdict": e.get("verdict")}
     notes = [] if a.get("model_id") == b.get("model_id") else [f"different models: {a.get('model_id')} vs {b.get('model_id')}"]
     return {"a": side(a), "b": side(b), "rows": out, "notes": notes}
 

@@ -3,7 +3,7 @@ ASCENDBRIDGE_BUSINESS_*, then defaults. The pass rule may only be tightened (Pas
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -32,13 +32,13 @@ class BusinessSettings(DeviceSettings):
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_BUSINESS_")
     key_prefix = "business_"
 
-    dtype: Optional[str] = None  # None: the spec's target, or bfloat16 when that is float32
+    dtype: str | None = None  # None: the spec's target, or bfloat16 when that is float32
     real_weights: bool = True
     max_items: int = Field(0, ge=0)  # per set; 0 = all
-    rtol: Optional[float] = None  # relative tolerance of the task metric; only a tighter one is taken
+    rtol: float | None = None  # relative tolerance of the task metric; only a tighter one is taken
     bounds: Annotated[dict[str, float], NoDecode] = {}  # agreement bounds, `name=value,...`; only tighter
     lm_eval_tasks: Annotated[tuple[str, ...], NoDecode] = Field((), validation_alias="ascendbridge_business_lm_eval")
-    lm_eval_include: Optional[str] = None
+    lm_eval_include: str | None = None
     lm_eval_limit: int = Field(0, ge=0)
     threads: int = Field(0, ge=0)  # torch intra-op threads for business_run.py (0: torch's default)
     run_timeout_s: float = Field(1800.0, gt=0, validation_alias="ascendbridge_business_timeout_s")
@@ -51,14 +51,14 @@ class BusinessSettings(DeviceSettings):
 
     @field_validator("dtype")
     @classmethod
-    def _known_dtype(cls, value: Optional[str]) -> Optional[str]:
+    def _known_dtype(cls, value: str | None) -> str | None:
         if value is not None and value not in DTYPES:
             raise ValueError(f"bad business dtype {value} (expected: {', '.join(DTYPES)})")
         return value
 
     @field_validator("rtol")
     @classmethod
-    def _tighter_rtol(cls, value: Optional[float]) -> Optional[float]:
+    def _tighter_rtol(cls, value: float | None) -> float | None:
         PassRule.tightened(rtol=value)  # refuses a looser one
         return value
 

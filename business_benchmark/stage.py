@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.envmode import use_model_env
-from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.stage_inputs import run_with_inputs
-from ascendbridge.package import uv_env
-from ascendbridge.package.weights import weights_available
 from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.package import uv_env
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
+from ascendbridge.stage_inputs import run_with_inputs
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import PREDICTIONS_PREFIX, board_values, build_evidence, read_json, stem
 from business_benchmark.lm_eval_path import LOCAL_SET, lm_eval_argv, prepare_lm_eval

@@ -12,7 +12,6 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Optional
 
 from ascendbridge import config
 from ascendbridge.board import BoardError
@@ -32,7 +31,7 @@ def _port(raw: str) -> int:
     return port
 
 
-def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineParser(prog="dashboard", description="Serve the AscendBridge board in a browser.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
@@ -65,12 +64,12 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Exit 0 after serving, 1 when the board cannot be used, 2 on bad input (one `error:` line)."""
     return run_guarded(lambda: _serve(argv))
 
 
-def _serve(argv: Optional[list[str]]) -> int:
+def _serve(argv: list[str] | None) -> int:
     args = parse_args(argv)
     try:
         import uvicorn

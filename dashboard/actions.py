@@ -8,7 +8,7 @@ goes through BoardStore with origin 'dashboard', so the board's event log says w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -32,9 +32,9 @@ class BadAction(Exception):
 class RegisterBody(BaseModel):
     model_id: str = Field(max_length=200)
     source: str = "huggingface"
-    url: Optional[str] = Field(default=None, max_length=2000)
-    path: Optional[str] = Field(default=None, max_length=4000)
-    revision: Optional[str] = Field(default=None, max_length=200)
+    url: str | None = Field(default=None, max_length=2000)
+    path: str | None = Field(default=None, max_length=4000)
+    revision: str | None = Field(default=None, max_length=200)
     description: str = Field(default="", max_length=2000)
     priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
 
@@ -44,7 +44,7 @@ class PriorityBody(BaseModel):
 
 
 class StageBody(BaseModel):
-    stage: Optional[str] = None
+    stage: str | None = None
 
 
 class SkipBody(BaseModel):
@@ -83,7 +83,7 @@ def pause(d: Dashboard, model_id: str, paused: bool) -> dict[str, Any]:
     return {"model": d.store.set_paused(model_id, paused, origin=ORIGIN).model_dump()}
 
 
-def guidance(d: Dashboard, model_id: Optional[str], body: GuidanceBody) -> dict[str, Any]:
+def guidance(d: Dashboard, model_id: str | None, body: GuidanceBody) -> dict[str, Any]:
     try:
         record = d.store.add_guidance(body.text, model_id=model_id, origin=ORIGIN)
     except BoardError as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.encoders import jsonable_encoder
@@ -18,8 +18,8 @@ router = APIRouter()
 
 def page_params(
     q: str = Query("", max_length=200, description="substring of model id, description or failure reason"),
-    stage: Optional[str] = Query(None, description="stage filter (alone: models currently at that stage)"),
-    status: Optional[str] = Query(None, description="status filter (with stage: that stage's status)"),
+    stage: str | None = Query(None, description="stage filter (alone: models currently at that stage)"),
+    status: str | None = Query(None, description="status filter (with stage: that stage's status)"),
     sort: str = Query("priority", description="priority | model_id | created | stage"),
     order: str = Query("desc", pattern="^(asc|desc)$"),
     page: int = Query(1, ge=1, le=1_000_000),

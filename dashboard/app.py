@@ -8,10 +8,9 @@ action is one store call, and the store call is one transaction.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -76,7 +75,7 @@ def create_app(
     adaptations_dir: Path,
     max_body_bytes: int = MAX_BODY_BYTES,
     heartbeat_fresh_s: float = 60.0,
-    store: Optional[BoardStore] = None,
+    store: BoardStore | None = None,
     hosts: frozenset[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
     """Open the board (it must exist) and build the app, answering only requests whose Host is
@@ -110,7 +109,7 @@ def create_app(
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.middleware("http")
-    async def _headers(request: Request, call_next):  # type: ignore[no-untyped-def]
+    async def _headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         response = await call_next(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")

@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any, TypeGuard
 
 from ascendbridge import capped_read
 
@@ -36,7 +36,7 @@ class EvidenceError(Exception):
     """A requested evidence file that does not exist or may not be served."""
 
 
-def inside(path: Path, root: Path) -> Optional[Path]:
+def inside(path: Path, root: Path) -> Path | None:
     """The resolved path if it lies inside root (symlinks followed), else None."""
     try:
         resolved = path.resolve()
@@ -45,7 +45,7 @@ def inside(path: Path, root: Path) -> Optional[Path]:
         return None
 
 
-def adaptation_dir(adaptations_root: Path, adaptation_name: str) -> Optional[Path]:
+def adaptation_dir(adaptations_root: Path, adaptation_name: str) -> Path | None:
     found = inside(adaptations_root / adaptation_name, adaptations_root)
     return found if found is not None and found.is_dir() else None
 
@@ -68,7 +68,7 @@ def flatten(data: dict[str, Any], prefix: str = "", depth: int = 1) -> dict[str,
     return out
 
 
-def _load_json(path: Path) -> Optional[dict[str, Any]]:
+def _load_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(capped_read.read_text(path, MAX_JSON_BYTES))
     except (OSError, ValueError):
@@ -93,7 +93,7 @@ MEASURED_FIRST = ("cosine", "max_abs_err_scaled", "max_abs_err", "max_rel_err", 
                   "baseline_rmse_vs_fp64", "label_match")
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -106,11 +106,11 @@ def output_accuracy(accuracy: Any) -> list[OutputAccuracy]:
     for name, item in outputs.items():
         if not isinstance(item, dict):
             continue
-        metrics = item.get("metrics") if isinstance(item.get("metrics"), dict) else {}
+        metrics = got if isinstance(got := item.get("metrics"), dict) else {}
         measured = {k: v for k, v in metrics.items() if _scalar(v)}
         ordered = {k: measured[k] for k in MEASURED_FIRST if k in measured}
         ordered.update({k: v for k, v in measured.items() if k not in ordered})
-        applied = item.get("applied") if isinstance(item.get("applied"), dict) else {}
+        applied = got if isinstance(got := item.get("applied"), dict) else {}
         rows.append(OutputAccuracy(
             name=str(item.get("name") or name), verdict=str(item.get("verdict") or "?"),
             kind=str(item.get("kind") or ""), measured=ordered,
@@ -128,7 +128,7 @@ class BenchmarkRun:
     label: str
     latency: dict[str, float]  # the target run's `timing`: median_ms, p90_ms, min_ms, mean_ms, ...
     reference_latency: dict[str, float]  # the CPU float32 reference's `reference_timing`
-    verdict: Optional[str]
+    verdict: str | None
     outputs: list[OutputAccuracy]
     figures: dict[str, Scalar]
     readable: bool = True
@@ -170,7 +170,7 @@ def workload_summary(body: Any) -> tuple[dict[str, Scalar], list[tuple[int, floa
     return head, points
 
 
-def benchmark_runs(adapt_dir: Optional[Path]) -> list[BenchmarkRun]:
+def benchmark_runs(adapt_dir: Path | None) -> list[BenchmarkRun]:
     if adapt_dir is None:
         return []
     runs = []
@@ -210,9 +210,9 @@ class PassRow:
 
     name: str  # "cpu_bf16_cast", or "a + b" for a combination
     tried: str  # "measured", "not measured"
-    speedup: Optional[float]
-    interval: Optional[tuple[float, float]]
-    accuracy: Optional[str]
+    speedup: float | None
+    interval: tuple[float, float] | None
+    accuracy: str | None
     kept: bool
     reason: str
 
@@ -229,16 +229,16 @@ class OptimizationNotes:
         return [(p.name, p.speedup) for p in self.passes if p.speedup is not None]
 
 
-def _interval(value: Any) -> Optional[tuple[float, float]]:
+def _interval(value: Any) -> tuple[float, float] | None:
     if isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) for v in value):
         return float(value[0]), float(value[1])
     return None
 
 
 def _pass_row(item: dict[str, Any]) -> PassRow:
-    paired = item.get("paired") if isinstance(item.get("paired"), dict) else {}
-    accuracy = item.get("accuracy") if isinstance(item.get("accuracy"), dict) else {}
-    names = item.get("passes") if isinstance(item.get("passes"), list) else []
+    paired = got if isinstance(got := item.get("paired"), dict) else {}
+    accuracy = got if isinstance(got := item.get("accuracy"), dict) else {}
+    names = got if isinstance(got := item.get("passes"), list) else []
     name = str(item.get("name") or " + ".join(str(n) for n in names) or "?")
     speedup = paired.get("speedup")
     return PassRow(
@@ -249,7 +249,7 @@ def _pass_row(item: dict[str, Any]) -> PassRow:
     )
 
 
-def optimization_notes(adapt_dir: Optional[Path]) -> Optional[OptimizationNotes]:
+def optimization_notes(adapt_dir: Path | None) -> OptimizationNotes | None:
     """optimization_notes.json: its passes, combination steps, the final choice and the baseline."""
     if adapt_dir is None:
         return None
@@ -259,10 +259,10 @@ def optimization_notes(adapt_dir: Optional[Path]) -> Optional[OptimizationNotes]
     data = _load_json(path)
     if data is None:
         return OptimizationNotes(readable=False)
-    rows = [_pass_row(item) for key in ("passes", "combination")
-            for item in (data.get(key) if isinstance(data.get(key), list) else []) if isinstance(item, dict)]
-    final = data.get("final") if isinstance(data.get("final"), dict) else {}
-    baseline = data.get("baseline") if isinstance(data.get("baseline"), dict) else {}
+    lists = [listed for key in ("passes", "combination") if isinstance(listed := data.get(key), list)]
+    rows = [_pass_row(item) for items in lists for item in items if isinstance(item, dict)]
+    final = got if isinstance(got := data.get("final"), dict) else {}
+    baseline = got if isinstance(got := data.get("baseline"), dict) else {}
     summary = flatten({k: v for k, v in final.items() if k not in ("cold_start", "accuracy")}, depth=0)
     if isinstance(final.get("accuracy"), dict) and final["accuracy"].get("verdict") is not None:
         summary["accuracy"] = final["accuracy"]["verdict"]
@@ -270,7 +270,7 @@ def optimization_notes(adapt_dir: Optional[Path]) -> Optional[OptimizationNotes]
                              baseline=flatten({k: v for k, v in baseline.items() if k != "cold_start"}, depth=0))
 
 
-def traces(adapt_dir: Optional[Path]) -> list[tuple[str, int]]:
+def traces(adapt_dir: Path | None) -> list[tuple[str, int]]:
     """(file name, size) of the Chrome traces an adaptation holds."""
     if adapt_dir is None:
         return []
@@ -281,7 +281,7 @@ def traces(adapt_dir: Optional[Path]) -> list[tuple[str, int]]:
     return out
 
 
-def trace_file(adapt_dir: Optional[Path], name: str) -> Path:
+def trace_file(adapt_dir: Path | None, name: str) -> Path:
     if adapt_dir is None:
         raise EvidenceError("this model has no adaptation directory yet")
     if not TRACE_NAME.match(name):
@@ -294,12 +294,12 @@ def trace_file(adapt_dir: Optional[Path], name: str) -> Path:
 
 @dataclass(frozen=True)
 class LogTail:
-    text: Optional[str]
+    text: str | None
     note: str = ""
     truncated: bool = False
 
 
-def log_tail(log_path: Optional[str], logs_root: Path, max_bytes: int = LOG_TAIL_BYTES) -> LogTail:
+def log_tail(log_path: str | None, logs_root: Path, max_bytes: int = LOG_TAIL_BYTES) -> LogTail:
     """The end of an attempt's log, only if the file lies inside the logs directory."""
     if not log_path:
         return LogTail(None, "no log recorded")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ def download_adaptation(model_id: str, d: Dashboard = Depends(dashboard)) -> Str
         raise evidence.EvidenceError(f"model '{model_id}' has no adaptation directory yet")
     archive = evidence.zip_adaptation(adapt_dir)
 
-    def chunks():  # type: ignore[no-untyped-def]
+    def chunks() -> Iterator[bytes]:
         with archive:
             while block := archive.read(1 << 16):
                 yield block

@@ -14,7 +14,6 @@ import hmac
 import json
 import secrets
 from collections.abc import Iterable
-from typing import Optional
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -50,7 +49,7 @@ def check_token_strength(token: str) -> str:
     return token
 
 
-def presented_token(request: Request, form_token: Optional[str] = None) -> Optional[str]:
+def presented_token(request: Request, form_token: str | None = None) -> str | None:
     header = request.headers.get(TOKEN_HEADER)
     if header:
         return header
@@ -66,7 +65,7 @@ def _same_site(url: str, request: Request) -> bool:
     return parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
 
 
-def authorize(request: Request, expected: str, form_token: Optional[str] = None) -> None:
+def authorize(request: Request, expected: str, form_token: str | None = None) -> None:
     """Raise ActionDenied unless the request is same-site and carries the right token."""
     if request.headers.get("sec-fetch-site") == "cross-site":
         raise ActionDenied(403, "cross-site request refused")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
 from ascendbridge.board.records import AgentRecord
@@ -21,7 +21,7 @@ MODEL_EVENTS = 50
 SPEEDUP_BINS = (0.0, 0.9, 1.0, 1.1, 1.5, 2.0, 3.0, 5.0)
 
 
-def _age_s(ts: str, now: datetime) -> Optional[float]:
+def _age_s(ts: str, now: datetime) -> float | None:
     try:
         return max(0.0, (now - datetime.fromisoformat(ts)).total_seconds())
     except ValueError:
@@ -90,7 +90,7 @@ def funnel(counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
 
 
 def overview(
-    d: Dashboard, q: str = "", stage: Optional[str] = None, status: Optional[str] = None,
+    d: Dashboard, q: str = "", stage: str | None = None, status: str | None = None,
     sort: str = "priority", order: str = "desc", page: int = 1, per_page: int = 50,
 ) -> dict[str, Any]:
     page_data = d.queries.search_models(q=q, stage=stage, status=status, sort=sort,
@@ -120,7 +120,7 @@ def overview(
 LATENCY_SERIES = (("median_ms", "median ms"), ("p90_ms", "p90 ms"), ("min_ms", "min ms"))
 
 
-def _charts(runs: list[evidence.BenchmarkRun], notes: Optional[evidence.OptimizationNotes]) -> dict[str, Any]:
+def _charts(runs: list[evidence.BenchmarkRun], notes: evidence.OptimizationNotes | None) -> dict[str, Any]:
     """Chart data: latency per benchmark run (target and CPU float32 reference medians, from the
     metrics files' `timing` blocks), the measured speedup of every optimization pass, and the
     throughput over the batch sweep of the first run that has one."""
@@ -147,7 +147,7 @@ def parameter_counts(record: Any, runs: list[evidence.BenchmarkRun]) -> list[dic
     if record.parameter_count is not None:
         source = (record.metadata or {}).get("parameter_count_source") or "discovery"
         counts.append({"value": record.parameter_count, "source": f"discovery ({str(source).replace('_', ' ')})"})
-    built = {r.figures.get("model.parameters") for r in runs if isinstance(r.figures.get("model.parameters"), int)}
+    built = {n for r in runs if isinstance(n := r.figures.get("model.parameters"), int)}
     for value in sorted(built):
         counts.append({"value": value, "source": "benchmark (the model as built and run)"})
     return counts
@@ -233,7 +233,7 @@ def regressions(d: Dashboard) -> dict[str, Any]:
         if event.model_id and (event.model_id not in latest or event.id > latest[event.model_id].id):
             latest[event.model_id] = event
     order = {"broken": 0, "regressed": 1, "improved": 2, "unchanged": 3}
-    rows = sorted(({**e.data, "ts": e.ts} for e in latest.values()), key=lambda r: (order.get(r.get("verdict"), 4),
+    rows = sorted(({**e.data, "ts": e.ts} for e in latest.values()), key=lambda r: (order.get(str(r.get("verdict")), 4),
                                                                     -(r.get("worst_worse_by") or 0)))
     stacks = {sid: describe(data) for sid, data in d.store.list_stacks().items()}
     for row in rows:
@@ -244,7 +244,7 @@ def regressions(d: Dashboard) -> dict[str, Any]:
             "last_event_id": d.queries.last_event_id()}
 
 
-def _geomean(values: list[float]) -> Optional[float]:
+def _geomean(values: list[float]) -> float | None:
     positive = [v for v in values if v > 0]
     if not positive:
         return None

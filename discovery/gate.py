@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 from ascendbridge import capped_read
 from ascendbridge.discovery.config_estimate import estimate_parameters
@@ -113,7 +114,7 @@ def check_hub(info: ModelInfo, model: ModelRecord, checks: Checks) -> None:
     checks.add("gated", bool(remote.gated) == bool(info.gated), f"{remote.gated} vs {info.gated}")
 
 
-def verify(info: ModelInfo, model: ModelRecord, has_token: Optional[bool] = None) -> Checks:
+def verify(info: ModelInfo, model: ModelRecord, has_token: bool | None = None) -> Checks:
     """Every check the gate runs; DiscoveryError and I/O errors become failed checks."""
     checks = Checks()
     checks.add("model_id", info.model_id == model.model_id, f"{info.model_id} vs {model.model_id}")

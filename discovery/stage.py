@@ -11,14 +11,14 @@ from typing import Any
 from ascendbridge.discovery.decisions import decide, weight_bytes
 from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.errors import DiscoveryError
-from discovery.evidence import evidence_path, read_evidence, write_evidence
-from discovery.gate import verify
 from ascendbridge.discovery.hub import hub_token
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.discovery.render import summary_lines
-from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import GateResult, OutcomeStatus, StageContext, StageOutcome
+from discovery.evidence import evidence_path, read_evidence, write_evidence
+from discovery.gate import verify
 
-STATUS_OF_ACTION = {"proceed": "done", "skip": "skipped", "block": "blocked"}
+STATUS_OF_ACTION: dict[str, OutcomeStatus] = {"proceed": "done", "skip": "skipped", "block": "blocked"}
 # Errors only a person can resolve (retrying would fail the same way): blocked, not failed.
 BLOCKING_RULES = frozenset({"gated_no_token"})
 
@@ -48,7 +48,7 @@ class DiscoveryStage:
             info.decision = decide(info, m.allow_remote_code, has_token=bool(hub_token()))
         except DiscoveryError as exc:
             ctx.say(f"error: {exc}")
-            status = "blocked" if exc.rule in BLOCKING_RULES else "failed"
+            status: OutcomeStatus = "blocked" if exc.rule in BLOCKING_RULES else "failed"
             return StageOutcome(status=status, summary=str(exc), diagnosis={"rule": exc.rule, "summary": str(exc)})
         for line in summary_lines(info) + [f"warning: {w}" for w in info.warnings]:
             ctx.say(line)
@@ -59,7 +59,7 @@ class DiscoveryStage:
         write_evidence(path, metadata)
         status = STATUS_OF_ACTION[decision.action]
         return StageOutcome(
-            status=status,  # type: ignore[arg-type]
+            status=status,
             summary=decision.reason,
             result={"decision": decision.model_dump(), "evidence": str(path),
                     "weight_bytes": weight_bytes(info), "warnings": info.warnings},

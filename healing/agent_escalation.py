@@ -13,21 +13,21 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
-from ascendbridge.package.generator import GeneratorError, generate
-from healing.classifier import Classification
-from healing.escalation import register_escalator, registered_escalators
-from ascendbridge.package.checker import run_package_checker
-from healing.rules import Fix, apply_changes
-from healing.settings import HealingSettings
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, load_proposal
 from ascendbridge.agents.history import failure_signature, recall, record_reuse
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.settings import AgentSettings
 from ascendbridge.config import board_path
+from ascendbridge.package.checker import run_package_checker
+from ascendbridge.package.generator import GeneratorError, generate
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, load_proposal
+from healing.classifier import Classification
+from healing.escalation import register_escalator, registered_escalators
+from healing.rules import Fix, apply_changes
+from healing.settings import HealingSettings
 
 ROLE = "healer"
 _NESTED = ("inputs", "dtype", "tolerances")
@@ -79,7 +79,7 @@ def _check_proposal(spec: AdaptationSpec, settings: HealingSettings, copy: Path,
     return Verdict(True, f"check_adaptation.py passed on the proposal ({', '.join(sorted(changes))})", changes)
 
 
-def memory_escalator(classification: Classification, spec: AdaptationSpec, directory: Path) -> Optional[Fix]:
+def memory_escalator(classification: Classification, spec: AdaptationSpec, directory: Path) -> Fix | None:
     """A recorded fix for this failure signature, if it would change this spec."""
     signature = signature_of(classification)
     known = recall(board_path(), ROLE, signature)
@@ -94,7 +94,7 @@ def memory_escalator(classification: Classification, spec: AdaptationSpec, direc
     return Fix(f"recorded fix for failure {signature} (found by {known.backend} on {known.model_id})", known.fix)
 
 
-def agent_escalator(classification: Classification, spec: AdaptationSpec, directory: Path) -> Optional[Fix]:
+def agent_escalator(classification: Classification, spec: AdaptationSpec, directory: Path) -> Fix | None:
     """Ask the healer's LLM backend; None when it is the built-in agent or the proposal failed."""
     try:
         settings = HealingSettings.from_sources()

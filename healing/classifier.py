@@ -7,8 +7,9 @@ carries only redacted text (the Failure is built from redacted output) and short
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from healing.failure import Failure
 from healing.rules import RULES, Match, Rule
@@ -19,8 +20,8 @@ _MAX_FACT_CHARS = 300
 
 @dataclass(frozen=True)
 class Classification:
-    rule: Optional[Rule]  # None: no rule recognised the failure
-    match: Optional[Match]
+    rule: Rule | None  # None: no rule recognised the failure
+    match: Match | None
     failure: Failure
 
     @property

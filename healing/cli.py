@@ -14,8 +14,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.config import adaptations_dir
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.uv_env import parse_result
 from healing.agent_escalation import install as install_agent_escalators
 from healing.classifier import classify
 from healing.context import fix_context
@@ -25,10 +29,6 @@ from healing.loop import heal
 from healing.redact import redact
 from healing.rules import RULES
 from healing.settings import HealingSettings
-from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.package.uv_env import parse_result
-from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
-from ascendbridge.config import adaptations_dir
 
 EXIT = {"done": 0, "failed": 1, "blocked": 3}
 PHASES = ("render", "lock", "sync", "dry_run", "real_run")
@@ -38,7 +38,7 @@ class BadInput(Exception):
     pass
 
 
-def _directory(name: str, root: Optional[Path]) -> Path:
+def _directory(name: str, root: Path | None) -> Path:
     base = (root or adaptations_dir()).resolve()
     if not name or "/" in name or "\\" in name or name.startswith(".") or name != name.strip():
         raise BadInput(f"'{name}' is not an adaptation name")
@@ -145,12 +145,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Exit codes of ascendbridge/cli/errors.py: 2 for bad input (one `error:` line)."""
     return run_guarded(lambda: _run(argv))
 
 
-def _run(argv: Optional[list[str]]) -> int:
+def _run(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))

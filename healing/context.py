@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from healing.rules import FixContext
 from ascendbridge.package.spec import AdaptationSpec
+from healing.rules import FixContext
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 
-def model_config(spec: AdaptationSpec, metadata: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def model_config(spec: AdaptationSpec, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """The config discovery stored on the board, else config.json of a local model directory."""
     config = (metadata or {}).get("config")
     if isinstance(config, dict) and config:
@@ -28,7 +28,7 @@ def model_config(spec: AdaptationSpec, metadata: Optional[dict[str, Any]] = None
 
 
 def fix_context(spec: AdaptationSpec, allow_remote_code: bool,
-                metadata: Optional[dict[str, Any]] = None) -> FixContext:
+                metadata: dict[str, Any] | None = None) -> FixContext:
     return FixContext(
         model_config=model_config(spec, metadata),
         allow_remote_code=allow_remote_code,

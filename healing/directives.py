@@ -4,8 +4,9 @@ re-renders before its usual attempts, so the fix goes through healing and its ga
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any
 
 from ascendbridge.package.spec import AdaptationSpec, AppliedFix, apply_changes
 from healing.failure import Failure
@@ -14,7 +15,7 @@ from healing.steps import rerender
 
 
 def apply_directives(directory: Path, directives: list[dict[str, Any]], ctx: FixContext,
-                     say: Callable[[str], None], log: Optional[IO[str]] = None) -> tuple[list[str], Optional[str]]:
+                     say: Callable[[str], None], log: IO[str] | None = None) -> tuple[list[str], str | None]:
     """Apply each directive's fix to the package in `directory`: (fixes applied, the error that
     stopped it or None). A directive whose rule proposes no fix is reported, never half-applied."""
     spec = AdaptationSpec.load(directory)

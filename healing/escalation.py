@@ -11,14 +11,14 @@ through the same loop and gate as a rule's: agents propose, the program gates.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
+from ascendbridge.package.spec import AdaptationSpec
 from healing.classifier import Classification
 from healing.rules import Fix
-from ascendbridge.package.spec import AdaptationSpec
 
-Escalator = Callable[[Classification, AdaptationSpec, Path], Optional[Fix]]
+Escalator = Callable[[Classification, AdaptationSpec, Path], Fix | None]
 _ESCALATORS: list[tuple[str, Escalator]] = []
 
 
@@ -31,7 +31,7 @@ def registered_escalators() -> list[str]:
     return [name for name, _ in _ESCALATORS]
 
 
-def escalate(classification: Classification, spec: AdaptationSpec, directory: Path) -> Optional[tuple[str, Fix]]:
+def escalate(classification: Classification, spec: AdaptationSpec, directory: Path) -> tuple[str, Fix] | None:
     """Ask each escalator in turn; the first proposed fix wins, with the escalator's name."""
     for name, escalator in _ESCALATORS:
         try:

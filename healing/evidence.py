@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from ascendbridge.package.spec import SPEC_FILE
 from ab_runtime.fileops import sha256_file, write_text_atomic
+from ascendbridge.package.spec import SPEC_FILE
 
 EVIDENCE_FILE = "healing_evidence.json"
 
@@ -30,7 +30,7 @@ def clear_evidence(directory: Path) -> None:
     (Path(directory) / EVIDENCE_FILE).unlink(missing_ok=True)
 
 
-def read_evidence(directory: Path) -> Optional[dict[str, Any]]:
+def read_evidence(directory: Path) -> dict[str, Any] | None:
     """The evidence object, or None when absent or not a JSON object."""
     try:
         value = json.loads((Path(directory) / EVIDENCE_FILE).read_text())

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
-from healing.redact import redact
 from ascendbridge.package.uv_env import parse_result
 from ascendbridge.runtime.process import CommandResult
+from healing.redact import redact
 
 Phase = Literal["render", "lock", "sync", "dry_run", "real_run", "benchmark"]
 TAIL_LINES = 40
@@ -21,14 +21,14 @@ _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exi
 @dataclass(frozen=True)
 class Failure:
     phase: Phase
-    exit_code: Optional[int]
+    exit_code: int | None
     timed_out: bool
     output: str  # combined stdout + stderr, already redacted
-    result: Optional[dict[str, Any]] = None  # the ASCENDBRIDGE_RESULT object, if printed
-    timeout_s: Optional[float] = None
+    result: dict[str, Any] | None = None  # the ASCENDBRIDGE_RESULT object, if printed
+    timeout_s: float | None = None
 
     @classmethod
-    def from_command(cls, phase: Phase, command: CommandResult, timeout_s: Optional[float] = None) -> "Failure":
+    def from_command(cls, phase: Phase, command: CommandResult, timeout_s: float | None = None) -> Failure:
         output = redact(command.output)
         return cls(phase=phase, exit_code=command.exit_code, timed_out=command.timed_out,
                    output=output, result=parse_result(output), timeout_s=timeout_s)

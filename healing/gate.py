@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from healing.evidence import read_evidence, spec_digest
-from ascendbridge.package.checker import run_package_checker
-from ascendbridge.config import uv_binary
-from ascendbridge.runtime.process import run_command
-from ascendbridge.gatekit.envs import model_run_env
 from ab_runtime.result import read_result
+from ascendbridge.config import uv_binary
+from ascendbridge.gatekit.envs import model_run_env
+from ascendbridge.package.checker import run_package_checker
+from ascendbridge.runtime.process import run_command
+from healing.evidence import read_evidence, spec_digest
 
-def outputs_problem(outputs: Any) -> Optional[str]:
+
+def outputs_problem(outputs: Any) -> str | None:
     """None when every output has a non-empty shape and is finite; else what is wrong."""
     if not isinstance(outputs, dict) or not outputs:
         return "no outputs reported"

@@ -10,10 +10,13 @@ failed with the machine-readable diagnosis.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Literal, Optional
+from typing import IO, Any, Literal, cast
 
+from ascendbridge.package.spec import AdaptationSpec, AppliedFix
+from ascendbridge.package.weights import weights_available
 from healing import steps
 from healing.classifier import Classification, classify
 from healing.escalation import escalate
@@ -22,8 +25,6 @@ from healing.failure import Failure
 from healing.redact import RedactingWriter
 from healing.rules import Block, Fix, FixContext, GiveUp, apply_changes
 from healing.settings import HealingSettings
-from ascendbridge.package.spec import AdaptationSpec, AppliedFix
-from ascendbridge.package.weights import weights_available
 
 Say = Callable[[str], None]
 HealStatus = Literal["done", "failed", "blocked"]
@@ -35,8 +36,8 @@ class AttemptReport:
     passed: bool
     duration_s: float
     steps: list[str] = field(default_factory=list)  # steps that passed, in order
-    diagnosis: Optional[dict[str, Any]] = None
-    fix: Optional[dict[str, Any]] = None  # the AppliedFix, dumped
+    diagnosis: dict[str, Any] | None = None
+    fix: dict[str, Any] | None = None  # the AppliedFix, dumped
 
     def as_dict(self) -> dict[str, Any]:
         return {"number": self.number, "passed": self.passed, "duration_s": round(self.duration_s, 2),
@@ -49,9 +50,9 @@ class HealReport:
     summary: str
     spec: AdaptationSpec
     attempts: list[AttemptReport]
-    diagnosis: Optional[dict[str, Any]] = None
-    dry_run: Optional[dict[str, Any]] = None
-    real_run: Optional[dict[str, Any]] = None
+    diagnosis: dict[str, Any] | None = None
+    dry_run: dict[str, Any] | None = None
+    real_run: dict[str, Any] | None = None
     real_weights_reason: str = ""
 
     @property
@@ -60,7 +61,7 @@ class HealReport:
 
 
 def _run_attempt(directory: Path, spec: AdaptationSpec, settings: HealingSettings, report: AttemptReport,
-                 log: Optional[IO[str]], say: Say) -> tuple[Optional[Failure], dict[str, Any]]:
+                 log: IO[str] | None, say: Say) -> tuple[Failure | None, dict[str, Any]]:
     """Run the steps; return the first failure (or None) and the RESULTs of the demo runs."""
     results: dict[str, Any] = {}
     for name, step in (("lock", lambda: steps.lock(directory, log)),
@@ -89,7 +90,7 @@ def _run_attempt(directory: Path, spec: AdaptationSpec, settings: HealingSetting
 
 
 def _fix_for(classification: Classification, spec: AdaptationSpec, directory: Path,
-             ctx: FixContext) -> tuple[Optional[Fix], Optional[Block], str, str]:
+             ctx: FixContext) -> tuple[Fix | None, Block | None, str, str]:
     """The rule's remedy, or the escalation hook's; returns (fix, block, reason, origin)."""
     reason = "no rule recognises this failure"
     if classification.rule and classification.match:
@@ -108,15 +109,18 @@ def _fix_for(classification: Classification, spec: AdaptationSpec, directory: Pa
 
 
 def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
-         log: Optional[IO[str]] = None) -> HealReport:
+         log: IO[str] | None = None) -> HealReport:
     """Heal the adaptation in `directory` (its adaptation.json is the spec) and report."""
     directory = Path(directory)
     spec = AdaptationSpec.load(directory)
-    log = RedactingWriter(log) if log is not None else None  # type: ignore[assignment]
+    # RedactingWriter is a duck-typed text stream (write/flush): what every log user calls
+    log = cast(IO[str], RedactingWriter(log)) if log is not None else None
     clear_evidence(directory)  # only this run's passing attempt may leave evidence for the gate
     attempts: list[AttemptReport] = []
-    last: Optional[dict[str, Any]] = None
-    pending: Optional[Failure] = None
+    last: dict[str, Any] | None = None
+    pending: Failure | None = None
+    failure: Failure | None
+    results: dict[str, Any]
     for number in range(1, settings.max_attempts + 1):
         say(f"attempt {number}/{settings.max_attempts}: {spec.name} on {settings.device} "
             f"(profile {settings.profile})")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TextIO
+from typing import IO
 
 _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"hf_[A-Za-z0-9]{20,}"),  # Hugging Face user access tokens
@@ -41,7 +41,7 @@ class RedactingWriter:
     """A text stream wrapper that redacts each write: command output is streamed line by line
     into the attempt log, and the log must not carry secrets either."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:

@@ -8,17 +8,16 @@ independently (see gate.py). Nothing here trusts what run() said.
 
 from __future__ import annotations
 
+from ascendbridge.envmode import use_model_env
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_inputs import run_with_inputs
 from healing.agent_escalation import install as install_agent_escalators
-from healing.directives import apply_directives
 from healing.context import fix_context
+from healing.directives import apply_directives
 from healing.gate import healing_gate
 from healing.loop import heal
 from healing.settings import HealingSettings
-from ascendbridge.envmode import use_model_env
-from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.stage_inputs import run_with_inputs
-from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
-
 
 install_agent_escalators()  # memory of past fixes, then the healer's LLM backend (builtin: none)
 

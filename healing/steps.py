@@ -9,23 +9,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import GeneratorError, generate
-from healing.failure import Failure, Phase
-from healing.settings import HealingSettings
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.runtime.process import CommandResult
+from healing.failure import Failure, Phase
+from healing.settings import HealingSettings
+
 
 @dataclass
 class DemoOutcome:
-    failure: Optional[Failure]
-    result: Optional[dict[str, Any]]
+    failure: Failure | None
+    result: dict[str, Any] | None
     duration_s: float
 
 
-def rerender(spec: AdaptationSpec, directory: Path, log: Optional[IO[str]]) -> Optional[Failure]:
+def rerender(spec: AdaptationSpec, directory: Path, log: IO[str] | None) -> Failure | None:
     """Render the package from the (fixed) spec; `uv lock` runs when pyproject.toml changed."""
     try:
         generation = generate(spec, directory, log=log)
@@ -41,7 +42,7 @@ def _broken_package(phase: Phase, exc: Exception) -> Failure:
     return Failure(phase=phase, exit_code=None, timed_out=False, output=f"{type(exc).__name__}: {exc}\n")
 
 
-def lock(directory: Path, log: Optional[IO[str]]) -> Optional[Failure]:
+def lock(directory: Path, log: IO[str] | None) -> Failure | None:
     """`uv lock` (a no-op when current): the sync below is --locked."""
     try:
         result = uv_env.lock(directory, log=log)
@@ -50,7 +51,7 @@ def lock(directory: Path, log: Optional[IO[str]]) -> Optional[Failure]:
     return None if result.ok else Failure.from_command("lock", result)
 
 
-def sync(directory: Path, settings: HealingSettings, log: Optional[IO[str]]) -> Optional[Failure]:
+def sync(directory: Path, settings: HealingSettings, log: IO[str] | None) -> Failure | None:
     try:
         result = uv_env.sync(directory, settings.profile, timeout_s=settings.sync_timeout_s, log=log)
     except FileNotFoundError as exc:
@@ -58,11 +59,11 @@ def sync(directory: Path, settings: HealingSettings, log: Optional[IO[str]]) -> 
     return None if result.ok else Failure.from_command("sync", result, settings.sync_timeout_s)
 
 
-def demo(directory: Path, settings: HealingSettings, dry_run: bool, log: Optional[IO[str]]) -> DemoOutcome:
+def demo(directory: Path, settings: HealingSettings, dry_run: bool, log: IO[str] | None) -> DemoOutcome:
     """Run demo.py on the configured device; a run passes only with exit 0 and an ok RESULT."""
     args = ("--dry-run",) if dry_run else ()
     run = uv_env.run_demo(directory, args, device=settings.device, timeout_s=settings.demo_timeout_s, log=log)
-    phase = "dry_run" if dry_run else "real_run"
+    phase: Phase = "dry_run" if dry_run else "real_run"
     command: CommandResult = run.command
     expected_mode = "dry_run" if dry_run else "pretrained"
     if run.ok and run.result and run.result.get("mode") == expected_mode:

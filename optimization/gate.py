@@ -18,24 +18,23 @@ the framework's accuracy_standard and must pass.
 
 from __future__ import annotations
 
+import json
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic.dataclasses import dataclass
 
-import json
-
 from ab_runtime import accuracy_standard
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.gatekit.checker import json_report
+from ascendbridge.gatekit.compare import recorded_matches
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
-from ascendbridge.gatekit.compare import recorded_matches
 from ascendbridge.gatekit.integrity import code_problems
-from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.gatekit.metrics_check import check_metrics
+from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.gatekit.trace import TraceError, validate_trace
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.process import run_command
 from optimization.notes_check import RUNTIME_DIR, check_notes, load_notes
 from optimization.render import ACCURACY_RUN_PERF, PERF_METRICS_PREFIX, render_text
@@ -83,7 +82,7 @@ def check_notes_gate(directory: Path) -> OptimizationGateReport:
                               + (f" (search's selection figure x{selection:.3f})" if selection else ""))
 
 
-def _perf_metrics(directory: Path, notes: dict[str, Any]) -> tuple[Optional[Path], list[str]]:
+def _perf_metrics(directory: Path, notes: dict[str, Any]) -> tuple[Path | None, list[str]]:
     named = (notes.get("perf_run") or {}).get("metrics")
     if not isinstance(named, str) or "/" in named or not named.startswith(PERF_METRICS_PREFIX):
         return None, [f"notes.perf_run.metrics does not name a {PERF_METRICS_PREFIX}*.json evidence file"]
@@ -135,7 +134,7 @@ def workload_problems(directory: Path, notes: dict[str, Any], metrics: dict[str,
     return problems
 
 
-def check_perf_gate(directory: Path, python_override: Optional[str] = None, pairs: int = 5, iters: int = 5) -> OptimizationGateReport:
+def check_perf_gate(directory: Path, python_override: str | None = None, pairs: int = 5, iters: int = 5) -> OptimizationGateReport:
     directory = Path(directory)
     name = directory.name
     try:

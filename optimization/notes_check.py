@@ -106,7 +106,7 @@ def check_selection(notes: dict[str, Any]) -> list[str]:
         problems = [] if selection.get("outcome") == "no_gain" else ["nothing selected but outcome is not 'no_gain'"]
         kept = [n for n, r in singles.items() if r.get("kept")]
         if kept:
-            problems.append(f"nothing selected although pass(es) {', '.join(kept)} were kept")
+            problems.append(f"nothing selected although pass(es) {', '.join(str(n) for n in kept)} were kept")
         if selection.get("speedup") != 1.0:
             problems.append("selecting nothing must report speedup 1.0")
         return problems

@@ -3,7 +3,7 @@ ASCENDBRIDGE_OPTIMIZATION_*, then defaults."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
@@ -25,7 +25,7 @@ class OptimizationSettings(DeviceSettings):
     timeout_s: float = Field(1800.0, gt=0)
     # The workload whose headline figure is optimized (ab_runtime/workloads.py); None: the spec's,
     # else the task family's default (generation: TPOT; encoders: throughput at headline_batch).
-    workload: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
+    workload: Literal["generation", "encoder_generation", "batch_sweep", "forward"] | None = None
 
     def common_args(self, pretrained: bool) -> list[str]:
         return ["--device", self.device, "--pairs", str(self.pairs), "--iters", str(self.iters), "--warmup",

@@ -14,29 +14,29 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from ab_runtime.accuracy_standard import accuracy_summary
+from ab_runtime.fileops import write_text_atomic
+from ascendbridge.envmode import use_model_env
+from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import RUNTIME_DIR
-from ascendbridge.package.weights import weights_available
-from ascendbridge.package.stack import StackError, env_stack
-from ascendbridge.stacks import describe
-from ascendbridge.envmode import use_model_env
 from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.stage_inputs import run_with_inputs
-from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.package.stack import StackError, env_stack
+from ascendbridge.package.weights import weights_available
+from ascendbridge.stacks import describe
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
-from ab_runtime.accuracy_standard import accuracy_summary
+from ascendbridge.stage_inputs import run_with_inputs
 from optimization.notes_check import NOTES_FILE
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings
-from ab_runtime.fileops import write_text_atomic
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 GATE_TIMEOUT_S = 1200.0
 
 
-def _failed(summary: str, rule: str, command: Any = None, result: Optional[dict[str, Any]] = None) -> StageOutcome:
+def _failed(summary: str, rule: str, command: Any = None, result: dict[str, Any] | None = None) -> StageOutcome:
     diagnosis: dict[str, Any] = {"rule": rule, "summary": summary}
     if command is not None:
         diagnosis["error"] = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")

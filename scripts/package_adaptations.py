@@ -19,13 +19,13 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from ascendbridge.cli.errors import OneLineParser
-from ascendbridge.export import check_package
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import ModelRecord, now_iso
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import adaptations_dir, board_path
+from ascendbridge.export import check_package
 from ascendbridge.stacks import describe
 
 CHECK_ALL = '''"""Re-verify every package of this export (each folder's own check_package.py)."""
@@ -94,7 +94,7 @@ def readme(manifests: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="package_adaptations.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="export directory (must not exist or be empty)")
     p.add_argument("--models", default="", help="comma-separated model ids or adaptation names (default: all completed)")

@@ -21,9 +21,10 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, NoReturn, Optional
+from typing import Any, NoReturn
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -47,7 +48,7 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def parse_percent(text: str) -> Optional[float]:
+def parse_percent(text: str) -> float | None:
     """'9/24' -> 37.5, '40%' -> 40.0; None for anything else (then it is a note)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)\s*", text)
     if m:
@@ -59,7 +60,7 @@ def parse_percent(text: str) -> Optional[float]:
     return min(100.0, float(m.group(1))) if m else None
 
 
-def fmt(seconds: Optional[float]) -> str:
+def fmt(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     s = int(round(seconds))
@@ -197,7 +198,7 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def parse(argv: Optional[list[str]]) -> argparse.Namespace:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     p = OneLineParser(prog="progress_table.py", description=__doc__.splitlines()[0])
     p.add_argument("--file", required=True, help="JSON state file")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -219,7 +220,7 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
         apply(args)

@@ -23,16 +23,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.board.records import ModelRecord, Registration, now_iso
 from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.config import adaptations_dir, board_path, logs_dir
+from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
 from ascendbridge.revalidation.compare import DEFAULT_TOLERANCE, Verdict, broken, compare, latest_figures
 from ascendbridge.revalidation.report import write_report
 from ascendbridge.revalidation.stage import BenchmarkSlotSettings
-from ascendbridge.board import BoardError, BoardStore
-from ascendbridge.board.records import ModelRecord, Registration, now_iso
-from ascendbridge.config import adaptations_dir, board_path, logs_dir
-from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
 from ascendbridge.settings import EnvsSettings, section
 from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES
@@ -52,7 +52,7 @@ def _default_device() -> str:
         raise SystemExit(2) from None
 
 
-def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = OneLineParser(prog="run_completed_adaptations.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--board", type=Path, help="main board (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--adaptations-dir", type=Path, help="where the packages are (default: ./adaptations)")
@@ -148,7 +148,7 @@ def verdicts(main: BoardStore, board: BoardStore, models: list[ModelRecord], tol
     return out
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     path = (args.board or board_path()).expanduser().resolve()
     packages = (args.adaptations_dir or adaptations_dir()).expanduser().resolve()

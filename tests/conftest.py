@@ -41,10 +41,27 @@ def xdist_group_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+# The fast tier (`./run_tests.sh -m "not slow"`, README) leaves out what makes a test slow: a
+# fixture that builds or uses the shared torch environment (`python`, `torch_python`: real model
+# runs), the shared evidence built with it (SHARED_SESSION_FIXTURES), a real Ray cluster, a real
+# browser, or a real pipeline run behind the browser. Tests slow for another reason (a real
+# team-lead run with model stages, fresh uv environments) carry an explicit @pytest.mark.slow.
+SLOW_FIXTURES = frozenset(SHARED_SESSION_FIXTURES + ("python", "torch_python", "cluster", "browser", "real_site"))
+
+
+def is_slow(item: pytest.Item) -> bool:
+    """Whether the test belongs to the slow tier: marked so, or needing a slow fixture."""
+    if item.get_closest_marker("slow") or item.get_closest_marker("lm_eval"):  # lm_eval builds its own torch env
+        return True
+    return not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+        if is_slow(item):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture()

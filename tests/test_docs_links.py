@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 SELF = Path(__file__).resolve().relative_to(REPO).as_posix()

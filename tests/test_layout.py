@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Iterator
 
 if sys.version_info >= (3, 11):
     import tomllib

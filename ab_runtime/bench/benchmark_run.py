@@ -23,9 +23,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import harness, precision, workloads
 from .. import build as ab_build
 from .. import device as ab_device
+from .. import harness, precision, workloads
 from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
 from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT

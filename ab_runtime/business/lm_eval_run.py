@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ..harness import HarnessError, say
 from .pair import SIDES, Pair
@@ -11,7 +11,7 @@ from .text import ModelTokenizer, Tokenizer
 LM_EVAL_SAMPLE_METRICS = ("acc", "acc_norm", "exact_match")
 
 
-def run_lm_eval(pair: Pair, tok: Tokenizer, tasks_arg: str, include: Optional[str], limit: int) -> dict[str, Any]:
+def run_lm_eval(pair: Pair, tok: Tokenizer, tasks_arg: str, include: str | None, limit: int) -> dict[str, Any]:
     """lm_eval.simple_evaluate on the reference and on the target (the model objects themselves,
     so the device and dtype are this run's); per-sample metrics are kept for the gate."""
     try:

@@ -9,13 +9,14 @@ prompt prefilled once, then one cached step per token.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from .. import workloads
 from .. import build as ab_build
 from .. import device as ab_device
+from .. import workloads
 from ..inputs import forward_flags
 from ..measure import clocked
 

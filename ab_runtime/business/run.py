@@ -20,17 +20,17 @@ import argparse
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
-from .. import harness, sharding
 from .. import device as ab_device
+from .. import harness, sharding
 from ..errors import RuntimeDiagnosis
 from ..fileops import write_text_atomic
 from ..harness import HarnessError, say
-from ..spec import load_spec
 from ..result import run_main
+from ..spec import load_spec
 from .lm_eval_run import run_lm_eval
 from .pair import SIDES, Pair
 from .tasks import GENERATING_TASKS, SEEDED_ITEMS, SEEDED_TASKS, TASKS, predict
@@ -65,7 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def read_set(data_dir: Path, name: str, task: str) -> tuple[list[dict[str, Any]], Optional[str]]:
+def read_set(data_dir: Path, name: str, task: str) -> tuple[list[dict[str, Any]], str | None]:
     """(items, sha256 of the set file); a seeded task's items are indices (no file, no digest)."""
     if task in SEEDED_TASKS:
         return [{"id": f"{name}-{i:03d}", "index": i} for i in range(SEEDED_ITEMS[task])], None
@@ -87,7 +87,7 @@ def chosen(items: list[dict[str, Any]], wanted: set[str], max_items: int) -> lis
 
 
 def evaluate(pair: Pair, spec: Any, tok: Any, pooling: str, name: str, task: str,
-             items: list[dict[str, Any]], digest: Optional[str]) -> dict[str, Any]:
+             items: list[dict[str, Any]], digest: str | None) -> dict[str, Any]:
     """One evaluation: both sides' predictions per item and the seconds each side spent."""
     pair.seconds = {which: 0.0 for which in SIDES}
     rows = []

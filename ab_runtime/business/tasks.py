@@ -8,7 +8,8 @@ function returns plain JSON (floats rounded to ROUND decimals) for the predictio
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

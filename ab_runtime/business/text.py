@@ -8,7 +8,7 @@ demo models) still gets agreement figures, on byte ids recorded as `byte-fallbac
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from ..errors import UnsupportedModel
 from ..inputs import TEXT_POSITION_LIMITS, TEXT_SUBCONFIGS, find_attr
@@ -57,7 +57,7 @@ class ModelTokenizer:
         return text or " ".join(str(i) for i in ids)  # only special tokens: compare the ids
 
 
-Tokenizer = Union[ByteTokenizer, ModelTokenizer]
+Tokenizer = ByteTokenizer | ModelTokenizer
 
 
 def load_tokenizer(spec: Any, config: Any) -> Tokenizer:

@@ -19,17 +19,17 @@ import subprocess
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .. import RESULT_MARKER, harness, pairstats
-from . import passes
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
+from . import passes
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding ab_runtime/
 
 
-def apply_confirmation(notes: dict[str, Any], figures: Optional[dict[str, Any]], pairs: int) -> dict[str, Any]:
+def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pairs: int) -> dict[str, Any]:
     """Notes with `confirmation`, `final`, `chosen` and `runtime_only` set from `figures`."""
     selection = notes["selection"]
     kinds = {r["name"]: r.get("kind", "") for r in notes["passes"] if isinstance(r, dict) and "name" in r}
@@ -44,8 +44,8 @@ def apply_confirmation(notes: dict[str, Any], figures: Optional[dict[str, Any]],
             "runtime_only": not any(changes.get(n) for n in final["passes"])}
 
 
-def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: Optional[int],
-            iters: Optional[int]) -> dict[str, Any]:
+def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int | None,
+            iters: int | None) -> dict[str, Any]:
     notes = json.loads(Path(notes_path).read_text())
     settings = notes["settings"]
     pairs = pairs or int(settings["pairs"])

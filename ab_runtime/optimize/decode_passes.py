@@ -29,14 +29,15 @@ reference and accuracy_standard.generation_verdict judges them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
-from . import npu_swaps
 from ..device import DeviceChoice, torchair_module
 from ..workload_figures import divergence
+from . import npu_swaps
 
 LOW_PRECISION = ("float16", "bfloat16")
 # Product names the torchair guide lists for aclgraph, as the chips report themselves
@@ -64,7 +65,7 @@ class DecodePass:
     group: str  # two passes of one group never combine
     summary: str
     documented: str  # the API and release followed
-    applicable: Callable[[DeviceChoice, torch.nn.Module, DecodeConfig], Optional[str]]
+    applicable: Callable[[DeviceChoice, torch.nn.Module, DecodeConfig], str | None]
     apply: Callable[[torch.nn.Module, dict[str, Any]], tuple[torch.nn.Module, dict[str, Any]]]
     changes_code: bool = False
 
@@ -101,12 +102,12 @@ def _config_of(model: torch.nn.Module) -> Any:
     return getattr(model, "config", None)
 
 
-def _generates(model: torch.nn.Module) -> Optional[str]:
+def _generates(model: torch.nn.Module) -> str | None:
     can = getattr(model, "can_generate", None)
     return None if callable(can) and can() else "model does not generate (no GenerationMixin head)"
 
 
-def _static_cache_ready(model: torch.nn.Module, config: DecodeConfig) -> Optional[str]:
+def _static_cache_ready(model: torch.nn.Module, config: DecodeConfig) -> str | None:
     """transformers' own flag for static cache + full-graph compile, and a cache that fits."""
     if _generates(model):
         return _generates(model)
@@ -122,11 +123,11 @@ def _static_cache_ready(model: torch.nn.Module, config: DecodeConfig) -> Optiona
     return None
 
 
-def _on(kind: str) -> Callable[[DeviceChoice], Optional[str]]:
+def _on(kind: str) -> Callable[[DeviceChoice], str | None]:
     return lambda device: None if device.kind == kind else f"{kind} pass; this run is on {device.kind}"
 
 
-def _import_reason(load: Callable[[], Any], what: str) -> Optional[str]:
+def _import_reason(load: Callable[[], Any], what: str) -> str | None:
     try:
         load()
     except Exception as exc:  # absent, or CANN libraries missing: import itself fails
@@ -134,15 +135,15 @@ def _import_reason(load: Callable[[], Any], what: str) -> Optional[str]:
     return None
 
 
-def _static_compile_applies(kind: str) -> Callable[[DeviceChoice, torch.nn.Module, DecodeConfig], Optional[str]]:
+def _static_compile_applies(kind: str) -> Callable[[DeviceChoice, torch.nn.Module, DecodeConfig], str | None]:
     return lambda device, model, config: _on(kind)(device) or _static_cache_ready(model, config)
 
 
-def _torchair_applies(device: DeviceChoice, model: torch.nn.Module, config: DecodeConfig) -> Optional[str]:
+def _torchair_applies(device: DeviceChoice, model: torch.nn.Module, config: DecodeConfig) -> str | None:
     return _on("npu")(device) or _import_reason(torchair_module, "torchair") or _static_cache_ready(model, config)
 
 
-def _aclgraph_applies(device: DeviceChoice, model: torch.nn.Module, config: DecodeConfig) -> Optional[str]:
+def _aclgraph_applies(device: DeviceChoice, model: torch.nn.Module, config: DecodeConfig) -> str | None:
     why = _torchair_applies(device, model, config)
     if why:
         return why
@@ -153,7 +154,7 @@ def _aclgraph_applies(device: DeviceChoice, model: torch.nn.Module, config: Deco
     return None
 
 
-def _fused_attention_applies(device: DeviceChoice, model: torch.nn.Module, config: DecodeConfig) -> Optional[str]:
+def _fused_attention_applies(device: DeviceChoice, model: torch.nn.Module, config: DecodeConfig) -> str | None:
     why = _on("npu")(device) or _generates(model)
     if why:
         return why
@@ -167,7 +168,7 @@ def _fused_attention_applies(device: DeviceChoice, model: torch.nn.Module, confi
     hidden = getattr(cfg, "hidden_size", None)
     head_dim = getattr(cfg, "head_dim", None) or (hidden // heads if isinstance(hidden, int) and heads else None)
     lim = npu_swaps.FUSED_INFER_LIMITS
-    if not isinstance(heads, int) or not isinstance(head_dim, int):
+    if not isinstance(heads, int) or not isinstance(head_dim, int) or not isinstance(kv_heads, int):
         return "model config names no attention heads / head dim"
     if head_dim > lim["max_head_dim"] or heads > lim["max_heads"]:
         return f"head dim {head_dim} / heads {heads} outside the documented D <= 512, N <= 256"
@@ -203,7 +204,7 @@ def _static_compile(**compile_kwargs: Any) -> Callable[[torch.nn.Module, dict[st
     return apply
 
 
-def _torchair(mode: Optional[str]) -> Callable[[torch.nn.Module, dict[str, Any]], tuple[torch.nn.Module, dict[str, Any]]]:
+def _torchair(mode: str | None) -> Callable[[torch.nn.Module, dict[str, Any]], tuple[torch.nn.Module, dict[str, Any]]]:
     def apply(model: torch.nn.Module, kwargs: dict[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
         torchair = torchair_module()
         config = torchair.CompilerConfig()

@@ -38,8 +38,9 @@ from __future__ import annotations
 import contextvars
 import sys
 import types
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import torch
 
@@ -124,7 +125,7 @@ def swap_swiglu(model: torch.nn.Module) -> int:
     return len(modules)
 
 
-def rotary_module(model: torch.nn.Module) -> Optional[types.ModuleType]:
+def rotary_module(model: torch.nn.Module) -> types.ModuleType | None:
     """The model's modeling module when it defines HF's apply_rotary_pos_emb(q, k, cos, sin, ...)."""
     module = sys.modules.get(type(model).__module__)
     fn = getattr(module, "apply_rotary_pos_emb", None)
@@ -158,7 +159,7 @@ def install_rotary(model: torch.nn.Module) -> bool:
         return npu.npu_rotary_mul(q, c, s), npu.npu_rotary_mul(k, c, s)
 
     apply_rotary_pos_emb._ab_npu_rotary = True  # type: ignore[attr-defined]
-    module.apply_rotary_pos_emb = apply_rotary_pos_emb
+    module.apply_rotary_pos_emb = apply_rotary_pos_emb  # type: ignore[attr-defined]  # a transformers modeling module, typed as a bare ModuleType
     return True
 
 
@@ -192,7 +193,7 @@ def _original_attention(module: torch.nn.Module) -> Callable[..., Any]:
 
 
 def fused_attention_supported(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
-                              attention_mask: Optional[torch.Tensor], dropout: float, kwargs: dict[str, Any]) -> bool:
+                              attention_mask: torch.Tensor | None, dropout: float, kwargs: dict[str, Any]) -> bool:
     """True when npu_fusion_attention computes exactly what this call asks for."""
     carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
     return (query.dtype in LOW_PRECISION and query.shape[1] % key.shape[1] == 0 and not carries
@@ -201,7 +202,7 @@ def fused_attention_supported(module: torch.nn.Module, query: torch.Tensor, key:
 
 
 def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     attention_mask: Optional[torch.Tensor], scaling: Optional[float] = None,
+                     attention_mask: torch.Tensor | None, scaling: float | None = None,
                      dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """transformers attention-interface function (BNSD inputs) backed by npu_fusion_attention.
 
@@ -244,7 +245,7 @@ def op_argument_names(op: Any) -> tuple[str, ...]:
         return ()
 
 
-def fused_infer_scale_keyword() -> Optional[str]:
+def fused_infer_scale_keyword() -> str | None:
     """`scale` (7.0.0 signature) or `scale_value` (6.0.0), as the installed operator names it; None
     when torch_npu has no npu_fused_infer_attention_score or names neither."""
     op = getattr(_npu(), "npu_fused_infer_attention_score", None)
@@ -253,7 +254,7 @@ def fused_infer_scale_keyword() -> Optional[str]:
 
 
 def fused_infer_supported(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
-                          attention_mask: Optional[torch.Tensor], dropout: float, kwargs: dict[str, Any]) -> bool:
+                          attention_mask: torch.Tensor | None, dropout: float, kwargs: dict[str, Any]) -> bool:
     """True when this is a decode call (one query token) inside the documented Q_S == 1 limits."""
     lim = FUSED_INFER_LIMITS
     batch, heads, q_len, head_dim = query.shape
@@ -268,9 +269,9 @@ def fused_infer_supported(module: torch.nn.Module, query: torch.Tensor, key: tor
 
 
 def fused_infer_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                          attention_mask: Optional[torch.Tensor], scaling: Optional[float] = None,
+                          attention_mask: torch.Tensor | None, scaling: float | None = None,
                           dropout: float = 0.0, *, scale_keyword: str = "scale",
-                          **kwargs: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+                          **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     """transformers attention-interface function: decode steps through npu_fused_infer_attention_score
     (BNSD), prefill and everything outside the documented limits through the original attention.
 

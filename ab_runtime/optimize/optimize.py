@@ -30,18 +30,19 @@ import argparse
 import datetime
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
 from .. import accuracy_standard, harness, pairstats, workloads
 from .. import build as ab_build
-from . import confirm, decode_passes, passes
 from .. import device as ab_device
-from ..workload_figures import divergence
 from ..errors import RuntimeDiagnosis
 from ..result import run_main
+from ..workload_figures import divergence
+from . import confirm, decode_passes, passes
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
@@ -63,7 +64,7 @@ def generation_accuracy(session: harness.Session, produced: Any, reference: list
 
 
 def judge(session: harness.Session, b: ab_build.Build, run: Callable[[dict[str, Any]], Any], fn: Callable[[], Any],
-          reference: Optional[list[int]]) -> dict[str, Any]:
+          reference: list[int] | None) -> dict[str, Any]:
     """A configuration's accuracy digest: the forward outputs by the optimization budget and, for a
     generation workload (`reference` tokens given), its greedy tokens; it passes only if both do."""
     summary = accuracy_standard.accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
@@ -80,7 +81,7 @@ def judge(session: harness.Session, b: ab_build.Build, run: Callable[[dict[str, 
     return summary
 
 
-def decode_reasons(session: harness.Session) -> dict[str, Optional[str]]:
+def decode_reasons(session: harness.Session) -> dict[str, str | None]:
     """Why each decode pass does (None) or does not apply to this device, model and generation
     shape (decode_passes.applicability); empty for workloads without a decode loop."""
     w = session.workload
@@ -151,7 +152,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
     kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["paired"]["speedup"])
     combination: list[dict[str, Any]] = []
     chosen: list[str] = []
-    final_row: Optional[dict[str, Any]] = None
+    final_row: dict[str, Any] | None = None
     if kept:
         chosen = [kept[0]["name"]]
         final_row = kept[0]
@@ -182,7 +183,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
             acc = judge(session, b, run, fn, reference)
             figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-            verify = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
+            verify: dict[str, Any] = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
                       "accuracy": acc, "paired": figures,
                       "cold_start": {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first}}
             combination.append(verify)

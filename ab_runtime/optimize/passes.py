@@ -23,15 +23,16 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import torch
 
-from . import decode_passes, npu_swaps
 from .. import workloads
 from ..build import DTYPE_NAMES, Build
 from ..errors import RuntimeDiagnosis
+from . import decode_passes, npu_swaps
 
 CPU_BF16_ENV = "ASCENDBRIDGE_CPU_BF16"  # native | none: override the CPU bf16 probe (tests, diagnosis)
 CPU_BF16_CHOICES = ("native", "none")
@@ -56,15 +57,15 @@ class Traits:
     swiglu_mlps: int
     rotary: bool
     attention_switchable: bool
-    head_dim: Optional[int]
+    head_dim: int | None
     threads: int
     cores: int
-    bf16_gemm_speedup: Optional[float]  # measured bf16 / fp32 GEMM throughput on this CPU
+    bf16_gemm_speedup: float | None  # measured bf16 / fp32 GEMM throughput on this CPU
     cpu_bf16_native: bool = False  # the CPU advertises bf16 instructions (avx512_bf16 / amx_bf16)
     workload: str = "forward"  # the workload whose headline is optimized (decode passes need generation)
     # decode pass name -> why it does not apply on this device / model / generation shape (None: it
     # applies); decode_passes.applicability, evaluated once per search (optimize.decode_reasons).
-    decode: dict[str, Optional[str]] = field(default_factory=dict)
+    decode: dict[str, str | None] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -75,9 +76,9 @@ class Pass:
     name: str
     device: str
     kind: str
-    group: Optional[str]
+    group: str | None
     summary: str
-    applies: Callable[[Traits], Optional[str]]
+    applies: Callable[[Traits], str | None]
     apply: Callable[[Build], None]
     changes_code: bool = False
     needs_restart: bool = False  # an environment variable read at import: cannot toggle in-process
@@ -105,7 +106,7 @@ def bf16_gemm_speedup(size: int = 384, reps: int = 10) -> float:
     return best(torch.float32) / best(torch.bfloat16)
 
 
-def cpu_bf16_override() -> Optional[str]:
+def cpu_bf16_override() -> str | None:
     """The forced CPU bf16 branch from ASCENDBRIDGE_CPU_BF16 (native | none), or None to probe.
 
     Lets the tests run both branches on any CPU and lets a user rule the CPU's features out when
@@ -131,15 +132,15 @@ def cpu_bf16_native() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def cpu_bf16_gemm_speedup() -> Optional[float]:
+def cpu_bf16_gemm_speedup() -> float | None:
     """The GEMM micro-benchmark, skipped (None) when the branch is forced: a forced `none` must not
     be overturned by a lucky measurement."""
     return None if cpu_bf16_override() is not None else bf16_gemm_speedup()
 
 
 def model_traits(model: torch.nn.Module, device: str, task_family: str, baseline_dtype: str,
-                 bf16_speedup: Optional[float] = None, bf16_native: Optional[bool] = None,
-                 workload: str = "forward", decode: Optional[dict[str, Optional[str]]] = None) -> Traits:
+                 bf16_speedup: float | None = None, bf16_native: bool | None = None,
+                 workload: str = "forward", decode: dict[str, str | None] | None = None) -> Traits:
     config = getattr(model, "config", None)
     heads = getattr(config, "num_attention_heads", None)
     hidden = getattr(config, "hidden_size", None)
@@ -202,7 +203,7 @@ def _threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _set_threads(n: Optional[int]) -> Callable[[Build], None]:
+def _set_threads(n: int | None) -> Callable[[Build], None]:
     """n threads (None: one per core) around each optimized call."""
     def apply(build: Build) -> None:
         count = n or usable_cores()
@@ -299,11 +300,11 @@ def _apply_torchair(build: Build) -> None:
 
 # ---------------------------------------------------------------- applicability helpers
 
-def _fp32_baseline(t: Traits) -> Optional[str]:
+def _fp32_baseline(t: Traits) -> str | None:
     return None if t.baseline_dtype == "float32" else f"baseline already runs in {t.baseline_dtype}"
 
 
-def _cpu_bf16(t: Traits) -> Optional[str]:
+def _cpu_bf16(t: Traits) -> str | None:
     if _fp32_baseline(t):
         return _fp32_baseline(t)
     # Native bf16 instructions, or a measured GEMM gain (a micro-benchmark alone misleads on a busy
@@ -317,19 +318,19 @@ def _cpu_bf16(t: Traits) -> Optional[str]:
     return None
 
 
-def _needs(attr: str, what: str) -> Callable[[Traits], Optional[str]]:
+def _needs(attr: str, what: str) -> Callable[[Traits], str | None]:
     return lambda t: None if getattr(t, attr) else f"model has no {what}"
 
 
-def _more_threads(t: Traits) -> Optional[str]:
+def _more_threads(t: Traits) -> str | None:
     return None if t.threads < t.cores else f"torch already uses {t.threads} threads for {t.cores} cores"
 
 
-def _one_thread(t: Traits) -> Optional[str]:
+def _one_thread(t: Traits) -> str | None:
     return None if t.threads > 1 else "torch already runs single-threaded"
 
 
-def _low_precision_attention(t: Traits) -> Optional[str]:
+def _low_precision_attention(t: Traits) -> str | None:
     if not t.attention_switchable:
         return "model has no switchable attention implementation"
     if t.baseline_dtype not in ("float16", "bfloat16"):
@@ -339,7 +340,7 @@ def _low_precision_attention(t: Traits) -> Optional[str]:
     return None
 
 
-def _rotary_applies(t: Traits) -> Optional[str]:
+def _rotary_applies(t: Traits) -> str | None:
     if not t.rotary:
         return "model has no HF apply_rotary_pos_emb"
     if t.head_dim != npu_swaps.ROTARY_LIMITS["head_dim"]:
@@ -348,12 +349,12 @@ def _rotary_applies(t: Traits) -> Optional[str]:
     return None
 
 
-def _always(_: Traits) -> Optional[str]:
+def _always(_: Traits) -> str | None:
     return None
 
 
-def _decode_applies(name: str) -> Callable[[Traits], Optional[str]]:
-    def applies(t: Traits) -> Optional[str]:
+def _decode_applies(name: str) -> Callable[[Traits], str | None]:
+    def applies(t: Traits) -> str | None:
         if t.workload not in GENERATION_WORKLOADS:
             return f"acts on generate's decode loop; the optimized workload is {t.workload}"
         if name not in t.decode:
@@ -378,7 +379,7 @@ def _apply_decode(dp: Any) -> Callable[[Build], None]:
 
 
 def _pass_decoder(b: Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int,
-                  forward: Optional[Callable[..., Any]], static: bool) -> Any:
+                  forward: Callable[..., Any] | None, static: bool) -> Any:
     if static:
         return workloads.StaticCacheDecoder(b, model, encoder_decoder, new_tokens=new_tokens, forward=forward)
     return workloads.HFDecoder(b, model, encoder_decoder, forward=forward)
@@ -495,7 +496,7 @@ def split_settings(names: list[str]) -> dict[str, list[str]]:
             "model_changes": [p.name for p in chosen if p.kind != "environment"]}
 
 
-def conflicts(chosen: list[Pass], candidate: Pass) -> Optional[str]:
+def conflicts(chosen: list[Pass], candidate: Pass) -> str | None:
     for p in chosen:
         if candidate.group is not None and p.group == candidate.group:
             return f"same group '{p.group}' as {p.name}"

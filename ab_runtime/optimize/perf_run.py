@@ -26,13 +26,13 @@ from typing import Any
 
 import torch
 
-from .. import harness, workloads
-from . import passes
 from .. import device as ab_device
+from .. import harness, workloads
 from ..errors import RuntimeDiagnosis
 from ..measure import profile_forward, summarize, throughput
 from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
 from ..result import run_main
+from . import passes
 from .optimize import environment, generation_accuracy
 
 PERF_PREFIX = "perf_"

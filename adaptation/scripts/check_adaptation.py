@@ -22,23 +22,24 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-try:
+from ascendbridge.package.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
+
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
-from ascendbridge.package.spec import RESULT_MARKER, SPEC_FILE, AdaptationSpec
-from ascendbridge.config import adaptations_dir, uv_binary
+from ab_runtime.result import read_result
 from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.config import adaptations_dir, uv_binary
 from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.runtime.process import CommandResult, run_command
-from ab_runtime.result import read_result
 from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parents[2] / "ab_runtime"
@@ -72,8 +73,8 @@ class Report:
     adaptation: str
     device: str
     checks: list[Check] = field(default_factory=list)
-    result: Optional[dict[str, Any]] = None
-    error: Optional[str] = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
 
     def add(self, name: str, passed: bool, detail: str) -> bool:
         self.checks.append(Check(name, passed, detail))
@@ -171,7 +172,7 @@ def check_demo_wrapper(report: Report, directory: Path) -> None:
 
 def requirement_names(requirements: Any, problems: list[str], where: str) -> set[str]:
     """Canonical names of a requirement list; unparsable entries are recorded as problems."""
-    names = set()
+    names: set[str] = set()
     for text in requirements if isinstance(requirements, list) else []:
         try:
             names.add(canonicalize_name(Requirement(str(text)).name))
@@ -188,7 +189,7 @@ def check_pyproject(report: Report, directory: Path) -> None:
         return
     project = data.get("project", {})
     extras = project.get("optional-dependencies", {})
-    problems = []
+    problems: list[str] = []
     if "transformers" not in requirement_names(project.get("dependencies", []), problems, "dependencies"):
         problems.append("transformers is not a dependency")
     for extra in EXTRAS:
@@ -207,7 +208,7 @@ def check_pyproject(report: Report, directory: Path) -> None:
 
 
 def uv(directory: Path, args: list[str], timeout_s: float,
-       extra_env: Optional[dict[str, str]] = None) -> CommandResult:
+       extra_env: dict[str, str] | None = None) -> CommandResult:
     env = model_run_env()
     env.update(extra_env or {})
     return run_command([uv_binary(), *args], cwd=directory, env=env, timeout_s=timeout_s)
@@ -225,7 +226,7 @@ def check_lock(report: Report, directory: Path) -> bool:
                       f"uv lock --check failed: {_last_lines(res.output)}")
 
 
-def _device_type(value: Any) -> Optional[str]:
+def _device_type(value: Any) -> str | None:
     return str(value).split(":")[0] if value else None
 
 
@@ -268,7 +269,7 @@ def check_outputs(report: Report, spec: AdaptationSpec, outputs: Any) -> None:
                ", ".join(f"{n} {outputs[n]['shape']}" for n in outputs) + ", all finite")
 
 
-def system_marker(directory: Path) -> Optional[dict[str, Any]]:
+def system_marker(directory: Path) -> dict[str, Any] | None:
     """The record a system-mode environment leaves in `.venv/ascendbridge-env.json` (None: locked)."""
     try:
         data = json.loads((directory / ".venv" / SYSTEM_MARKER).read_text())
@@ -388,7 +389,7 @@ def print_report(report: Report) -> None:
     print(f"adaptation {report.adaptation} on {report.device}: {verdict}")
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Exit 0 pass, 1 fail, 2 bad input (one `error:` line; with --json the report names it too)."""
     return run_guarded(lambda: _run(sys.argv[1:] if argv is None else argv))
 

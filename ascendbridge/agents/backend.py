@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Protocol
 
 # The agent process never needs Hugging Face credentials: they stay out of its environment.
 _HIDDEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
@@ -28,10 +29,10 @@ class BackendRequest:
 
 @dataclass
 class BackendReply:
-    exit_code: Optional[int]
+    exit_code: int | None
     timed_out: bool
     output: str  # what the backend printed or answered (redacted before it is stored)
-    tokens: Optional[int] = None  # input + output tokens, when the backend reports them
+    tokens: int | None = None  # input + output tokens, when the backend reports them
     refused_paths: list[str] = field(default_factory=list)  # writes the backend itself refused
     error: str = ""
 
@@ -51,10 +52,10 @@ def agent_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _HIDDEN_ENV}
 
 
-def reported_tokens(output: str) -> Optional[int]:
+def reported_tokens(output: str) -> int | None:
     """Sum input+output tokens from every JSON object (or JSON line) carrying a `usage` block:
     Claude Code's `--output-format json` result and Codex's `--json` events both do."""
-    total: Optional[int] = None
+    total: int | None = None
     candidates = [output] + output.splitlines()
     seen: set[str] = set()
     for text in candidates:
@@ -88,7 +89,7 @@ def make_backend(name: str) -> Backend:
     return _REGISTRY[name]()
 
 
-def json_object_in(text: str) -> Optional[dict[str, Any]]:
+def json_object_in(text: str) -> dict[str, Any] | None:
     """The first JSON object in a reply: a ```json fenced block, else the outermost {...}."""
     starts = [i for i in (text.find("```json"), text.find("```")) if i >= 0]
     if starts:

@@ -20,7 +20,13 @@ from __future__ import annotations
 
 import shlex
 
-from ascendbridge.agents.backend import BackendReply, BackendRequest, agent_environment, register_backend, reported_tokens
+from ascendbridge.agents.backend import (
+    BackendReply,
+    BackendRequest,
+    agent_environment,
+    register_backend,
+    reported_tokens,
+)
 from ascendbridge.agents.settings import AgentConfig
 from ascendbridge.runtime.process import run_command
 from ascendbridge.settings import section

@@ -19,12 +19,12 @@ import hashlib
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from ascendbridge.agents.settings import AgentConfig
 from ascendbridge.board import BoardStore, UnknownModelError
 from ascendbridge.board.reader import open_reader
 from ascendbridge.board.records import now_iso
-from ascendbridge.agents.settings import AgentConfig
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.settings import section
 from ascendbridge.stage_api import AgentEvent
@@ -45,12 +45,12 @@ class AgentRun:
     duration_s: float = 0.0
     files_changed: list[str] = field(default_factory=list)
     prompt_hash: str = ""
-    tokens: Optional[int] = None
-    signature: Optional[str] = None
+    tokens: int | None = None
+    signature: str | None = None
     detail: str = ""
-    fix: Optional[dict[str, Any]] = None
-    model_id: Optional[str] = None
-    stage: Optional[str] = None
+    fix: dict[str, Any] | None = None
+    model_id: str | None = None
+    stage: str | None = None
 
     @property
     def accepted(self) -> bool:
@@ -88,7 +88,7 @@ def record_run(run: AgentRun) -> None:
     _pending.append(AgentEvent(RUN_EVENT, run.message(), data, f"agent:{run.backend}"))
 
 
-def _runs(board_path: Optional[Path], model_id: Optional[str] = None) -> list[dict[str, Any]]:
+def _runs(board_path: Path | None, model_id: str | None = None) -> list[dict[str, Any]]:
     """Agent runs newest first: this process's own (not on the board yet), then the board's."""
     own = [e.data for e in reversed(_pending) if e.kind == RUN_EVENT]
     reader = open_reader(board_path)
@@ -111,7 +111,7 @@ class Usage:
     tokens: int = 0
 
 
-def usage(board_path: Optional[Path], model_id: Optional[str], role: str) -> Usage:
+def usage(board_path: Path | None, model_id: str | None, role: str) -> Usage:
     """What escalation already spent on this model for this role."""
     if not model_id:
         return Usage()
@@ -121,21 +121,21 @@ def usage(board_path: Optional[Path], model_id: Optional[str], role: str) -> Usa
                  sum(int(r.get("tokens") or 0) for r in runs))
 
 
-def list_runs(store: BoardStore, model_id: Optional[str] = None) -> list[dict[str, Any]]:
+def list_runs(store: BoardStore, model_id: str | None = None) -> list[dict[str, Any]]:
     """The recorded agent runs (newest first) with their timestamp: for board_ops.py show."""
     return [{"ts": e.ts, **e.data} for e in store.events_of_kind(RUN_EVENT, model_id=model_id)]
 
 
-def recall(board_path: Optional[Path], role: str, signature: str) -> Optional[AgentRun]:
+def recall(board_path: Path | None, role: str, signature: str) -> AgentRun | None:
     """The newest accepted run of `role` that fixed a failure with this signature."""
     for data in _runs(board_path):
         if (data.get("role") == role and data.get("signature") == signature
                 and data.get("outcome") == ACCEPTED and data.get("fix")):
-            return AgentRun(**{k: data.get(k) for k in AgentRun.__dataclass_fields__ if k in data})
+            return AgentRun(**{k: data[k] for k in AgentRun.__dataclass_fields__ if k in data})
     return None
 
 
-def record_reuse(role: str, signature: str, model_id: Optional[str], description: str) -> None:
+def record_reuse(role: str, signature: str, model_id: str | None, description: str) -> None:
     """Keep a reuse of a remembered fix for the stage's outcome, like record_run."""
     message = f"{role}: reused the recorded fix for failure {signature}: {description}"[:500]
     _pending.append(AgentEvent(REUSE_EVENT, message, {"role": role, "signature": signature, "model_id": model_id},

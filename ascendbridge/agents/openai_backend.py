@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import Any
 
 import httpx
 
@@ -30,7 +30,7 @@ REPLY_FORMAT = ('Answer with one JSON object and nothing else: {"summary": "<one
                 'Use an empty "files" object when you have no fix.')
 
 
-def _env(*names: str) -> Optional[str]:
+def _env(*names: str) -> str | None:
     for name in names:
         if os.environ.get(name):
             return os.environ[name]

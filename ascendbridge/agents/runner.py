@@ -11,9 +11,10 @@ the real directory are undone, and the run is recorded with the reason.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from ascendbridge.agents import cli_backends, openai_backend  # noqa: F401  (register the backends)
 from ascendbridge.agents.backend import BackendRequest, make_backend
@@ -30,7 +31,7 @@ Say = Callable[[str], None]
 class Verdict:
     passed: bool
     summary: str
-    fix: Optional[dict[str, Any]] = None  # what to remember for this failure signature
+    fix: dict[str, Any] | None = None  # what to remember for this failure signature
 
 
 Checker = Callable[[Path, list[str]], Verdict]  # (workspace copy, changed paths) -> verdict
@@ -42,16 +43,16 @@ class AgentTask:
     kind: str  # prompt template: heal | adapt_unknown_family
     directory: Path  # the adaptation directory the agent may change
     context: dict[str, Any]  # template values (redacted before rendering)
-    model_id: Optional[str] = None
-    stage: Optional[str] = None
-    signature: Optional[str] = None  # failure signature, for memory
+    model_id: str | None = None
+    stage: str | None = None
+    signature: str | None = None  # failure signature, for memory
     failure: str = ""  # one line, for MEMORY.md
     apply: bool = True  # copy accepted changes into `directory` (False: the caller applies the fix)
     seed: dict[str, str] = field(default_factory=dict)  # files placed in the copy first (e.g. a draft spec)
     settings: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _budget_left(task: AgentTask, settings: AgentSettings, board_path: Optional[Path]) -> tuple[Optional[str], float]:
+def _budget_left(task: AgentTask, settings: AgentSettings, board_path: Path | None) -> tuple[str | None, float]:
     """(why the budget is exhausted or None, the timeout this run may use)."""
     budget = settings.budget
     used = usage(board_path, task.model_id, task.role)
@@ -65,7 +66,7 @@ def _budget_left(task: AgentTask, settings: AgentSettings, board_path: Optional[
     return None, min(budget.run_timeout_s, left)
 
 
-def run_agent(task: AgentTask, check: Checker, board_path: Optional[Path], say: Say) -> Optional[AgentRun]:
+def run_agent(task: AgentTask, check: Checker, board_path: Path | None, say: Say) -> AgentRun | None:
     """Escalate `task` to its role's configured backend; None when the role uses the built-in
     agent (no LLM configured). Raises ValueError only for bad configuration."""
     settings = AgentSettings.from_sources(task.settings)

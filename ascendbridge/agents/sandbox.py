@@ -17,9 +17,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
-from ab_runtime.fileops import sha256_file
 
+from ab_runtime.fileops import sha256_file
 from ascendbridge.runtime.attempt_dir import attempt_scratch, replace_dir
 
 IGNORED = frozenset({".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
@@ -79,7 +78,7 @@ class Workspace:
     """Create with `Workspace(directory, seed)`, run the agent in `.copy`, then `audit()`, and
     finally `close()` (which undoes outside edits to the real directory when asked to)."""
 
-    def __init__(self, directory: Path, seed: Optional[dict[str, str]] = None) -> None:
+    def __init__(self, directory: Path, seed: dict[str, str] | None = None) -> None:
         self.original = Path(directory).resolve()
         scratch = attempt_scratch(self.original)  # in the attempt: a killed team lead leaks nothing
         self.root = Path(tempfile.mkdtemp(prefix="ab-agent-", dir=scratch))

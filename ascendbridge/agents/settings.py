@@ -10,9 +10,10 @@ ascendbridge.settings (settings, then ASCENDBRIDGE_AGENT_*, then defaults).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
@@ -37,23 +38,23 @@ class AgentConfig(StageSettings):
     max_wall_s: float = Field(1800.0, gt=0)
     max_tokens: int = Field(400_000, gt=0)
     run_timeout_s: float = Field(900.0, gt=0, validation_alias="ascendbridge_agent_timeout_s")
-    backend: Optional[str] = None  # every role's backend (after a role's own); None: AGENT_BACKEND, then builtin
+    backend: str | None = None  # every role's backend (after a role's own); None: AGENT_BACKEND, then builtin
     backends: dict[str, str] = {}  # role -> backend (JSON in the environment)
-    backend_team_lead: Optional[str] = None
-    backend_adapter: Optional[str] = None
-    backend_healer: Optional[str] = None
-    backend_benchmark_runner: Optional[str] = None
-    memory: Optional[Path] = None  # the agent-memory folder; None: <repo>/.claude/agent-memory
+    backend_team_lead: str | None = None
+    backend_adapter: str | None = None
+    backend_healer: str | None = None
+    backend_benchmark_runner: str | None = None
+    memory: Path | None = None  # the agent-memory folder; None: <repo>/.claude/agent-memory
     claude_bin: str = Field("claude", validation_alias="ascendbridge_claude_bin")  # a command line
-    claude_model: Optional[str] = Field(None, validation_alias="ascendbridge_claude_model")
+    claude_model: str | None = Field(None, validation_alias="ascendbridge_claude_model")
     codex_bin: str = Field("codex", validation_alias="ascendbridge_codex_bin")
-    codex_model: Optional[str] = Field(None, validation_alias="ascendbridge_codex_model")
-    openai_base_url: Optional[str] = Field(None, validation_alias="ascendbridge_openai_base_url")
-    openai_model: Optional[str] = Field(None, validation_alias="ascendbridge_openai_model")
+    codex_model: str | None = Field(None, validation_alias="ascendbridge_codex_model")
+    openai_base_url: str | None = Field(None, validation_alias="ascendbridge_openai_base_url")
+    openai_model: str | None = Field(None, validation_alias="ascendbridge_openai_model")
 
     @field_validator("backend", "backend_team_lead", "backend_adapter", "backend_healer", "backend_benchmark_runner")
     @classmethod
-    def _known_backend(cls, value: Optional[str]) -> Optional[str]:
+    def _known_backend(cls, value: str | None) -> str | None:
         return None if value is None else _backend(value)
 
     @field_validator("backends")
@@ -64,7 +65,7 @@ class AgentConfig(StageSettings):
             raise ValueError(f"unknown agent role '{unknown_roles[0]}' (roles: {', '.join(ROLES)})")
         return {role: _backend(name) for role, name in value.items()}
 
-    def role_backend(self, role: str) -> Optional[str]:
+    def role_backend(self, role: str) -> str | None:
         """The role's own choice: `agent_backends[role]`, then ASCENDBRIDGE_AGENT_BACKEND_<ROLE>."""
         return self.backends.get(role) or getattr(self, "backend_" + role.replace("-", "_"))
 
@@ -87,7 +88,7 @@ class AgentSettings:
         return self.backends[role]
 
     @classmethod
-    def from_sources(cls, settings: Optional[Mapping[str, Any]] = None) -> "AgentSettings":
+    def from_sources(cls, settings: Mapping[str, Any] | None = None) -> AgentSettings:
         """Resolve every role's backend and the budget; raise ValueError (one line) on a bad value."""
         config = AgentConfig.from_sources(settings)
         default = config.backend or _backend(os.environ.get("AGENT_BACKEND") or "builtin")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 from sqlmodel import col, delete, select
 
@@ -19,7 +19,7 @@ from ascendbridge.board.schema import Agent, HostDevice, Task
 class AgentStore(StoreBase):
     """Register, heartbeat, stop, list and clean up agents."""
 
-    def register_agent(self, agent_id: str, role: str, pid: Optional[int] = None) -> AgentRecord:
+    def register_agent(self, agent_id: str, role: str, pid: int | None = None) -> AgentRecord:
         now = now_iso()
         with self._write() as s:
             row = s.get(Agent, agent_id) or Agent(id=agent_id, role=role, last_heartbeat=now, started_at=now)
@@ -34,7 +34,7 @@ class AgentStore(StoreBase):
             return AgentRecord.of(row)
 
     def agent_heartbeat(
-        self, agent_id: str, current_task_id: Optional[int] = None, status: str = "running"
+        self, agent_id: str, current_task_id: int | None = None, status: str = "running"
     ) -> AgentRecord:
         with self._write() as s:
             row = s.get(Agent, agent_id)
@@ -64,7 +64,7 @@ class AgentStore(StoreBase):
             raise BoardError(f"no devices to record for host '{host}'")
         now = now_iso()
         with self._write() as s:
-            s.exec(delete(HostDevice).where(col(HostDevice.host) == host))  # type: ignore[call-overload]
+            s.exec(delete(HostDevice).where(col(HostDevice.host) == host))
             out = []
             for r in rows:
                 row = HostDevice(host=host, kind=str(r["kind"]), index=int(r["index"]), name=str(r.get("name") or ""),
@@ -79,7 +79,7 @@ class AgentStore(StoreBase):
 
     def list_host_devices(self) -> list[HostDeviceRecord]:
         with self._read() as s:
-            rows = s.exec(select(HostDevice).order_by(HostDevice.host, HostDevice.kind, HostDevice.index)).all()
+            rows = s.exec(select(HostDevice).order_by(col(HostDevice.host), col(HostDevice.kind), col(HostDevice.index))).all()
             return [HostDeviceRecord.of(r) for r in rows]
 
     def list_agents(self) -> list[AgentRecord]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Session, col, select
@@ -27,7 +27,7 @@ from ascendbridge.board.connection import (
     open_read_only,
 )
 from ascendbridge.board.records import dumps, loads, now_iso
-from ascendbridge.board.schema import Event, Model, Task
+from ascendbridge.board.schema import Attempt, Event, Model, Task
 from ascendbridge.stages import next_stage
 
 
@@ -111,9 +111,9 @@ class StoreBase:
         session: Session,
         kind: str,
         message: str,
-        model_pk: Optional[int] = None,
-        stage: Optional[str] = None,
-        data: Optional[dict[str, Any]] = None,
+        model_pk: int | None = None,
+        stage: str | None = None,
+        data: dict[str, Any] | None = None,
         origin: str = "system",
     ) -> None:
         session.add(
@@ -173,7 +173,7 @@ class StoreBase:
             )
         return task
 
-    def _set_metadata(self, s: Session, row: Model, fields: dict[str, Any], metadata: Optional[dict[str, Any]],
+    def _set_metadata(self, s: Session, row: Model, fields: dict[str, Any], metadata: dict[str, Any] | None,
                       origin: str) -> None:
         bad = set(fields) - METADATA_FIELDS
         if bad:
@@ -189,7 +189,7 @@ class StoreBase:
     def _advance(self, s: Session, model_pk: int, done_stage: str) -> None:
         """Make the stage after `done_stage` pending, skipping stages the model's policy skips and
         passing over stages already skipped (a stage skipped before its predecessor finished)."""
-        model = s.get(Model, model_pk)
+        model = s.get_one(Model, model_pk)
         skip = set(_json_list(model.skip_stages_json))
         stage = next_stage(done_stage)
         while stage is not None:
@@ -214,7 +214,7 @@ class StoreBase:
             return
 
 
-_SNAPSHOT: ContextVar[Optional[tuple["StoreBase", Session]]] = ContextVar("board_snapshot", default=None)
+_SNAPSHOT: ContextVar[tuple[StoreBase, Session] | None] = ContextVar("board_snapshot", default=None)
 
 
 @contextmanager
@@ -241,6 +241,13 @@ METADATA_FIELDS = frozenset({"architecture", "model_type", "task_family", "param
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def _pk(row: Model | Attempt) -> int:
+    """A stored row's id, typed as set (it is None only before the row's first flush)."""
+    if row.id is None:
+        raise BoardError(f"board is inconsistent: a stored {type(row).__name__} row has no id")
+    return row.id
 
 
 def _json_list(raw: str) -> list[str]:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlmodel import SQLModel
 
 from ascendbridge.board.migrations import MIGRATIONS
@@ -149,13 +149,13 @@ def _make_engine(path: Path, immediate: bool) -> Engine:
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+    def _on_begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
 
 
-def _read_version(conn) -> int | None:  # type: ignore[no-untyped-def]
+def _read_version(conn: Connection) -> int | None:
     has_table = conn.execute(
         text("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_info'")
     ).first()
@@ -275,7 +275,7 @@ def read_only_engine(path: Path) -> Engine:
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+    def _on_begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN")
 
     return engine

@@ -14,15 +14,24 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from ascendbridge.board.base import StaleTokenError, StoreBase
+from ascendbridge.board.base import StaleTokenError, StoreBase, _pk
 from ascendbridge.board.connection import BoardError
-from ascendbridge.board.records import (AgentRecord, AttemptRecord, HostDeviceRecord, ModelRecord, TaskRecord, dumps,
-                                        iso, now_iso, utcnow)
+from ascendbridge.board.records import (
+    AgentRecord,
+    AttemptRecord,
+    HostDeviceRecord,
+    ModelRecord,
+    TaskRecord,
+    dumps,
+    iso,
+    now_iso,
+    utcnow,
+)
 from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import STAGES, check_stage
 
@@ -36,21 +45,21 @@ class LeaseBoard(Protocol):
 
     path: Path
 
-    def claim_next(self, owner: str, lease_s: float, stages: Optional[Iterable[str]] = None,
-                   exclude_model_pks: Iterable[int] = ()) -> Optional[TaskRecord]: ...
+    def claim_next(self, owner: str, lease_s: float, stages: Iterable[str] | None = None,
+                   exclude_model_pks: Iterable[int] = ()) -> TaskRecord | None: ...
 
     def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord: ...
 
     def heartbeat_task(self, task_id: int, token: int, lease_s: float) -> str: ...
 
     def complete_task(self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
-                      figures: Iterable[dict[str, Any]] = (), model_fields: Optional[dict[str, Any]] = None,
-                      model_metadata: Optional[dict[str, Any]] = None,
+                      figures: Iterable[dict[str, Any]] = (), model_fields: dict[str, Any] | None = None,
+                      model_metadata: dict[str, Any] | None = None,
                       events: Iterable[dict[str, Any]] = ()) -> TaskRecord: ...
 
     def fail_task(self, task_id: int, token: int, diagnosis: dict[str, Any], status: str = "failed",
-                  origin: str = "team-lead", model_fields: Optional[dict[str, Any]] = None,
-                  model_metadata: Optional[dict[str, Any]] = None,
+                  origin: str = "team-lead", model_fields: dict[str, Any] | None = None,
+                  model_metadata: dict[str, Any] | None = None,
                   events: Iterable[dict[str, Any]] = ()) -> TaskRecord: ...
 
     def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None: ...
@@ -62,15 +71,15 @@ class LeaseBoard(Protocol):
     def interruptions(self, task_id: int) -> int: ...
 
     def start_attempt(self, task_id: int, token: int, command: str, log_path: str,
-                      agent_backend: str = "builtin", placement: Optional[dict[str, Any]] = None) -> int: ...
+                      agent_backend: str = "builtin", placement: dict[str, Any] | None = None) -> int: ...
 
-    def finish_attempt(self, attempt_id: int, exit_code: Optional[int], duration_s: float, outcome: str,
-                       diagnosis: Optional[dict[str, Any]] = None, fix_applied: Optional[str] = None) -> None: ...
+    def finish_attempt(self, attempt_id: int, exit_code: int | None, duration_s: float, outcome: str,
+                       diagnosis: dict[str, Any] | None = None, fix_applied: str | None = None) -> None: ...
 
     # The team lead's and its workers' agent rows (AgentStore).
-    def register_agent(self, agent_id: str, role: str, pid: Optional[int] = None) -> AgentRecord: ...
+    def register_agent(self, agent_id: str, role: str, pid: int | None = None) -> AgentRecord: ...
 
-    def agent_heartbeat(self, agent_id: str, current_task_id: Optional[int] = None,
+    def agent_heartbeat(self, agent_id: str, current_task_id: int | None = None,
                         status: str = "running") -> AgentRecord: ...
 
     def stop_agent(self, agent_id: str) -> None: ...
@@ -83,15 +92,15 @@ class LeaseBoard(Protocol):
 
     def list_models(self) -> list[ModelRecord]: ...
 
-    def list_tasks(self, stage: Optional[str] = None, status: Optional[str] = None,
-                   model_id: Optional[str] = None) -> list[TaskRecord]: ...
+    def list_tasks(self, stage: str | None = None, status: str | None = None,
+                   model_id: str | None = None) -> list[TaskRecord]: ...
 
-    def list_attempts(self, model_id: str, stage: Optional[str] = None) -> list[tuple[str, AttemptRecord]]: ...
+    def list_attempts(self, model_id: str, stage: str | None = None) -> list[tuple[str, AttemptRecord]]: ...
 
     def status_counts(self) -> dict[str, dict[str, int]]: ...
 
-    def add_event(self, kind: str, message: str, model_id: Optional[str] = None, stage: Optional[str] = None,
-                  data: Optional[dict[str, Any]] = None, origin: str = "system") -> None: ...
+    def add_event(self, kind: str, message: str, model_id: str | None = None, stage: str | None = None,
+                  data: dict[str, Any] | None = None, origin: str = "system") -> None: ...
 
 
 class LeaseStore(StoreBase):
@@ -102,9 +111,9 @@ class LeaseStore(StoreBase):
         self,
         owner: str,
         lease_s: float,
-        stages: Optional[Iterable[str]] = None,
+        stages: Iterable[str] | None = None,
         exclude_model_pks: Iterable[int] = (),
-    ) -> Optional[TaskRecord]:
+    ) -> TaskRecord | None:
         """Atomically take the most urgent pending task: stage order, priority, registration."""
         stage_list = [check_stage(x) for x in stages] if stages is not None else list(STAGES)
         if not stage_list:
@@ -160,8 +169,8 @@ class LeaseStore(StoreBase):
 
     def complete_task(
         self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
-        figures: Iterable[dict[str, Any]] = (), model_fields: Optional[dict[str, Any]] = None,
-        model_metadata: Optional[dict[str, Any]] = None, events: Iterable[dict[str, Any]] = (),
+        figures: Iterable[dict[str, Any]] = (), model_fields: dict[str, Any] | None = None,
+        model_metadata: dict[str, Any] | None = None, events: Iterable[dict[str, Any]] = (),
     ) -> TaskRecord:
         """Mark completed (the gate has passed), make the next stage pending, and write the stage's
         figures ({"values", "device", "dtype", "units", "stack"} each), model metadata and the
@@ -173,7 +182,7 @@ class LeaseStore(StoreBase):
         with self._write() as s:
             task = self._owned(s, task_id, token)
             if model_fields or model_metadata is not None:
-                self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
+                self._set_metadata(s, s.get_one(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
             now = now_iso()
             for figure in figures:
                 stack = figure.get("stack") or {}
@@ -197,7 +206,7 @@ class LeaseStore(StoreBase):
             self._event(s, "completed", f"{task.stage} completed", task.model_pk, task.stage,
                         {"token": token}, origin)
             self._advance(s, task.model_pk, task.stage)
-            model = s.get(Model, task.model_pk)
+            model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
     def fail_task(
@@ -207,8 +216,8 @@ class LeaseStore(StoreBase):
         diagnosis: dict[str, Any],
         status: str = "failed",
         origin: str = "team-lead",
-        model_fields: Optional[dict[str, Any]] = None,
-        model_metadata: Optional[dict[str, Any]] = None,
+        model_fields: dict[str, Any] | None = None,
+        model_metadata: dict[str, Any] | None = None,
         events: Iterable[dict[str, Any]] = (),
     ) -> TaskRecord:
         """End an attempt without success. 'pending' retries; 'failed'/'blocked' are terminal for
@@ -221,7 +230,7 @@ class LeaseStore(StoreBase):
         with self._write() as s:
             task = self._owned(s, task_id, token)
             if model_fields or model_metadata is not None:
-                self._set_metadata(s, s.get(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
+                self._set_metadata(s, s.get_one(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
             now = now_iso()
             task.status = status
             task.owner = None
@@ -248,7 +257,7 @@ class LeaseStore(StoreBase):
                         s.add(other)
                         self._event(s, "skipped", f"{other.stage} skipped: model left the pipeline at {task.stage}",
                                     task.model_pk, other.stage, {}, origin)
-            model = s.get(Model, task.model_pk)
+            model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
     def _attempt_events(self, s: Session, task: Task, events: Iterable[dict[str, Any]]) -> None:
@@ -314,7 +323,7 @@ class LeaseStore(StoreBase):
     # ------------------------------------------------------------------ attempts
     def start_attempt(
         self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin",
-        placement: Optional[dict[str, Any]] = None,
+        placement: dict[str, Any] | None = None,
     ) -> int:
         """Record an attempt; with a placement ({"host", "devices", "cpus", "env", "exclusive"}) also
         where it runs, and a `placed` event (the event log then shows which device ran what)."""
@@ -338,16 +347,16 @@ class LeaseStore(StoreBase):
                 self._event(s, "placed", f"{task.stage}: attempt {task.attempts} on {row.host} {where}",
                             task.model_pk, task.stage, {**placement, "attempt_id": row.id, "token": token},
                             origin=task.owner or "team-lead")
-            return row.id
+            return _pk(row)
 
     def finish_attempt(
         self,
         attempt_id: int,
-        exit_code: Optional[int],
+        exit_code: int | None,
         duration_s: float,
         outcome: str,
-        diagnosis: Optional[dict[str, Any]] = None,
-        fix_applied: Optional[str] = None,
+        diagnosis: dict[str, Any] | None = None,
+        fix_applied: str | None = None,
     ) -> None:
         """Record how an attempt ended. Allowed after the lease is gone: it is history, not state."""
         with self._write() as s:

@@ -83,14 +83,14 @@ def _v2_to_v3(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE models ADD COLUMN env_mode VARCHAR NOT NULL DEFAULT ''"))
     conn.execute(text("ALTER TABLE models ADD COLUMN env_python VARCHAR"))
     conn.execute(text("ALTER TABLE metrics ADD COLUMN stack_id VARCHAR NOT NULL DEFAULT ''"))
-    Stack.__table__.create(conn)
+    Stack.__table__.create(conn)  # type: ignore[attr-defined]  # SQLModel sets __table__ on table models; its stubs omit it
 
 
 def _v3_to_v4(conn: Connection) -> None:
     """Version 4 adds devices: where each attempt ran and what it held, and each host's devices."""
     conn.execute(text("ALTER TABLE attempts ADD COLUMN host VARCHAR"))
     conn.execute(text("ALTER TABLE attempts ADD COLUMN devices VARCHAR NOT NULL DEFAULT ''"))
-    HostDevice.__table__.create(conn)
+    HostDevice.__table__.create(conn)  # type: ignore[attr-defined]  # SQLModel sets __table__ on table models; its stubs omit it
 
 
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from sqlalchemy import Connection, text
 
@@ -57,13 +57,13 @@ class ModelRow:
     description: str
     priority: int
     paused: bool
-    task_family: Optional[str]
+    task_family: str | None
     created_at: str
-    current_stage: Optional[str]  # first unfinished stage, else the last completed one
-    current_status: Optional[str]
+    current_stage: str | None  # first unfinished stage, else the last completed one
+    current_status: str | None
     attempts: int
-    updated_at: Optional[str]
-    failure_reason: Optional[str]
+    updated_at: str | None
+    failure_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ class ModelPage:
 class DurationStats:
     stage: str
     attempts: int
-    median_s: Optional[float]
-    p90_s: Optional[float]
+    median_s: float | None
+    p90_s: float | None
     total_s: float
 
 
@@ -97,7 +97,7 @@ class Reports:
     speedups: list[tuple[str, float]] = field(default_factory=list)
 
 
-def failure_reason(diagnosis_json: Optional[str]) -> Optional[str]:
+def failure_reason(diagnosis_json: str | None) -> str | None:
     """The one-line reason a stage stopped, from its diagnosis (summary, else reason)."""
     diagnosis = loads(diagnosis_json)
     if not isinstance(diagnosis, dict):
@@ -156,7 +156,7 @@ class BoardQueries:
         with self._read() as conn:
             def compute() -> dict[str, dict[str, int]]:
                 counts = {stage: {status: 0 for status in STATUSES} for stage in STAGES}
-                rows = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status"))
+                rows = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status")).tuples()
                 for stage, status, n in rows:
                     counts.setdefault(stage, {})[status] = int(n)
                 return counts
@@ -171,8 +171,8 @@ class BoardQueries:
     def search_models(
         self,
         q: str = "",
-        stage: Optional[str] = None,
-        status: Optional[str] = None,
+        stage: str | None = None,
+        status: str | None = None,
         sort: str = "priority",
         descending: bool = True,
         page: int = 1,
@@ -205,7 +205,7 @@ class BoardQueries:
             if sort == "stage" else ""
         )
         def compute(conn: Connection) -> ModelPage:
-            total = conn.execute(text(f"SELECT COUNT(*) FROM models m {where_sql}"), params).scalar_one()
+            total: int = conn.execute(text(f"SELECT COUNT(*) FROM models m {where_sql}"), params).scalar_one()
             rows = conn.execute(
                 text(
                     "SELECT m.id, m.model_id, m.description, m.priority, m.paused, m.task_family, m.created_at "
@@ -231,7 +231,7 @@ class BoardQueries:
             return self._cached(conn, key, lambda: compute(conn))
 
     @staticmethod
-    def _model_filters(q: str, stage: Optional[str], status: Optional[str]) -> tuple[list[str], dict[str, Any]]:
+    def _model_filters(q: str, stage: str | None, status: str | None) -> tuple[list[str], dict[str, Any]]:
         """WHERE clauses on `models m`, each an indexed sub-select over tasks (no per-row scans)."""
         where: list[str] = []
         params: dict[str, Any] = {}
@@ -302,7 +302,7 @@ class BoardQueries:
     def counts(self) -> dict[str, Any]:
         """Totals for /metrics: tasks per stage and status, attempts per stage and outcome."""
         with self._read() as conn:
-            models = conn.execute(text("SELECT COUNT(*) FROM models")).scalar_one()
+            models: int = conn.execute(text("SELECT COUNT(*) FROM models")).scalar_one()
             tasks = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status")).all()
             attempts = conn.execute(
                 text("SELECT t.stage, COALESCE(a.outcome, 'running'), COUNT(*), COALESCE(SUM(a.duration_s), 0) "
@@ -310,7 +310,7 @@ class BoardQueries:
             ).all()
             agents = conn.execute(text("SELECT status, COUNT(*) FROM agents GROUP BY status")).all()
             guidance = conn.execute(text("SELECT state, COUNT(*) FROM guidance GROUP BY state")).all()
-            last_event = conn.execute(text("SELECT COALESCE(MAX(id), 0) FROM events")).scalar_one()
+            last_event: int = conn.execute(text("SELECT COALESCE(MAX(id), 0) FROM events")).scalar_one()
         return {
             "models": int(models),
             "tasks": [(r[0], r[1], int(r[2])) for r in tasks],
@@ -331,11 +331,11 @@ class BoardQueries:
             rows = conn.execute(
                 text("SELECT COALESCE(m.task_family, 'unknown'), t.stage, t.status, COUNT(*) "
                      "FROM tasks t JOIN models m ON m.id = t.model_pk GROUP BY 1, 2, 3")
-            ).all()
+            ).tuples().all()
             durations = conn.execute(
                 text("SELECT t.stage, a.duration_s FROM attempts a JOIN tasks t ON t.id = a.task_id "
                      "WHERE a.duration_s IS NOT NULL")
-            ).all()
+            ).tuples().all()
             speedups = _latest_speedups(conn)
         for stage in STAGES:
             out.success_by_stage[stage] = {s: 0 for s in STATUSES}
@@ -362,7 +362,7 @@ class BoardQueries:
         return out
 
 
-    def business_results(self, model_ids: Optional[list[str]] = None) -> dict[str, dict[str, Any]]:
+    def business_results(self, model_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """The latest business_benchmark figures per model: {model_id: {"verdict", "weights",
         "device", "dtype", "metrics": {name: value}}} (the stage records `business_pass`,
         `real_weights` and `<set>.<metric>` values; each name's newest value counts)."""
@@ -379,7 +379,7 @@ class BoardQueries:
             params = dict(zip(names, model_ids))
         out: dict[str, dict[str, Any]] = {}
         with self._read() as conn:
-            for model_id, name, value, device, dtype in conn.execute(text(sql + " ORDER BY m.model_id, x.name"), params):
+            for model_id, name, value, device, dtype in conn.execute(text(sql + " ORDER BY m.model_id, x.name"), params).tuples():
                 entry = out.setdefault(model_id, {"verdict": None, "weights": None, "device": device, "dtype": dtype,
                                                   "metrics": {}})
                 if name == "business_pass":
@@ -402,7 +402,7 @@ class BoardQueries:
                "AND y.name = x.name AND y.device = x.device AND y.dtype = x.dtype)")
         rows: dict[tuple[str, str, str], dict[str, float]] = {}
         with self._read() as conn:
-            for model_id, device, dtype, name, value in conn.execute(text(sql)):
+            for model_id, device, dtype, name, value in conn.execute(text(sql)).tuples():
                 rows.setdefault((model_id, device, dtype), {})[name] = float(value)
             speedups = dict(_latest_speedups(conn))
         return [{"model_id": m, "device": device, "dtype": dtype, "figures": figures,
@@ -420,7 +420,7 @@ def _latest_speedups(conn: Connection) -> list[tuple[str, float]]:
     return [(r[0], float(r[1])) for r in rows]
 
 
-def success_rate(status_counts: dict[str, int]) -> Optional[float]:
+def success_rate(status_counts: dict[str, int]) -> float | None:
     """completed / (completed + failed + blocked); None before any stage has finished."""
     done = status_counts.get("completed", 0)
     finished = done + status_counts.get("failed", 0) + status_counts.get("blocked", 0)

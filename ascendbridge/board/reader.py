@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Protocol
 from urllib.parse import quote
 
 from sqlalchemy import create_engine
@@ -31,9 +31,9 @@ class BoardReader(Protocol):
 
     def get_model(self, model_id: str) -> ModelRecord: ...
 
-    def latest_event(self, kind: str) -> Optional[EventRecord]: ...
+    def latest_event(self, kind: str) -> EventRecord | None: ...
 
-    def events_of_kind(self, kind: str, model_id: Optional[str] = None, limit: int = 1000) -> list[EventRecord]: ...
+    def events_of_kind(self, kind: str, model_id: str | None = None, limit: int = 1000) -> list[EventRecord]: ...
 
     def close(self) -> None: ...
 
@@ -56,14 +56,14 @@ class ReadOnlyBoard(RegistryStore, ReportingStore):
         yield  # pragma: no cover (a generator, so the signature matches StoreBase._write)
 
 
-def open_reader(path: Optional[Path]) -> Optional[BoardReader]:
+def open_reader(path: Path | None) -> BoardReader | None:
     """The board at `path` for reading, or None when there is none here (no path, no file, not a board)."""
     if path is None or not Path(path).is_file():
         return None
     reader = ReadOnlyBoard(path)
     try:
         reader.latest_event("schema_check")  # a file that is not a readable board is no board
-    except Exception:  # noqa: BLE001 - any failure here means: nothing to read
+    except Exception:  # any failure here means: nothing to read
         reader.close()
         return None
     return reader

@@ -9,13 +9,28 @@ from __future__ import annotations
 import json
 import warnings
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ascendbridge.board.schema import (Agent, AgentColumns, Attempt, AttemptColumns, Event, EventColumns, Guidance,
-                                       GuidanceColumns, HostDevice, HostDeviceColumns, Metric, MetricColumns, Model,
-                                       ModelColumns, Task, TaskColumns)
+from ascendbridge.board.schema import (
+    Agent,
+    AgentColumns,
+    Attempt,
+    AttemptColumns,
+    Event,
+    EventColumns,
+    Guidance,
+    GuidanceColumns,
+    HostDevice,
+    HostDeviceColumns,
+    Metric,
+    MetricColumns,
+    Model,
+    ModelColumns,
+    Task,
+    TaskColumns,
+)
 
 
 def utcnow() -> datetime:
@@ -30,7 +45,7 @@ def now_iso() -> str:
     return iso(utcnow())
 
 
-def loads(raw: Optional[str], default: Any = None) -> Any:
+def loads(raw: str | None, default: Any = None) -> Any:
     if raw is None or raw == "":
         return default
     return json.loads(raw)
@@ -52,7 +67,7 @@ with warnings.catch_warnings():
         metadata: dict[str, Any] = Field(default_factory=dict)  # type: ignore[assignment,misc]
 
         @classmethod
-        def of(cls, row: Model) -> "ModelRecord":
+        def of(cls, row: Model) -> ModelRecord:
             data = row.model_dump(exclude={"id", "skip_stages_json", "metadata_json"})
             return cls(
                 pk=row.id,
@@ -68,11 +83,11 @@ class TaskRecord(TaskColumns):
     model_id: str
     adaptation_name: str
     priority: int
-    result: Optional[dict[str, Any]] = None
-    diagnosis: Optional[dict[str, Any]] = None
+    result: dict[str, Any] | None = None
+    diagnosis: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, task: Task, model: Model) -> "TaskRecord":
+    def of(cls, task: Task, model: Model) -> TaskRecord:
         data = task.model_dump(
             exclude={"result_json", "diagnosis_json", "stage_order", "model_pk", "id"}
         )
@@ -91,36 +106,36 @@ class TaskRecord(TaskColumns):
 class AttemptRecord(AttemptColumns):
     id: int
     task_id: int
-    diagnosis: Optional[dict[str, Any]] = None
+    diagnosis: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, row: Attempt) -> "AttemptRecord":
+    def of(cls, row: Attempt) -> AttemptRecord:
         return cls(diagnosis=loads(row.diagnosis_json), **row.model_dump(exclude={"diagnosis_json"}))
 
 
 class EventRecord(EventColumns):
     id: int
-    model_id: Optional[str] = None
+    model_id: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def of(cls, row: Event, model_id: Optional[str]) -> "EventRecord":
+    def of(cls, row: Event, model_id: str | None) -> EventRecord:
         return cls(id=row.id, model_id=model_id, data=loads(row.data_json, {}),
                    **row.model_dump(exclude={"id", "model_pk", "data_json"}))
 
 
 class GuidanceRecord(GuidanceColumns):
     id: int
-    model_id: Optional[str] = None
+    model_id: str | None = None
 
     @classmethod
-    def of(cls, row: Guidance, model_id: Optional[str]) -> "GuidanceRecord":
+    def of(cls, row: Guidance, model_id: str | None) -> GuidanceRecord:
         return cls(model_id=model_id, **row.model_dump(exclude={"model_pk"}))
 
 
 class AgentRecord(AgentColumns):
     @classmethod
-    def of(cls, row: Agent) -> "AgentRecord":
+    def of(cls, row: Agent) -> AgentRecord:
         return cls(**row.model_dump())
 
 
@@ -132,7 +147,7 @@ class HostDeviceRecord(HostDeviceColumns):
         return f"{self.kind}:{self.index}" if self.kind != "cpu" else "cpu"
 
     @classmethod
-    def of(cls, row: HostDevice) -> "HostDeviceRecord":
+    def of(cls, row: HostDevice) -> HostDeviceRecord:
         return cls(cpus=loads(row.cpus_json) or [], **row.model_dump(exclude={"cpus_json"}))
 
 
@@ -140,7 +155,7 @@ class MetricRecord(MetricColumns):
     model_id: str
 
     @classmethod
-    def of(cls, row: Metric, model_id: str) -> "MetricRecord":
+    def of(cls, row: Metric, model_id: str) -> MetricRecord:
         return cls(model_id=model_id, **row.model_dump(exclude={"id", "model_pk"}))
 
 
@@ -149,9 +164,9 @@ class Registration(BaseModel):
 
     model_id: str
     source: str = "huggingface"
-    url: Optional[str] = None
-    path: Optional[str] = None
-    revision: Optional[str] = None
+    url: str | None = None
+    path: str | None = None
+    revision: str | None = None
     description: str = ""
     priority: int = 0
     allow_remote_code: bool = False

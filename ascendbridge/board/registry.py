@@ -152,7 +152,7 @@ class RegistryStore(StoreBase):
 
     def list_models(self) -> list[ModelRecord]:
         with self._read() as s:
-            rows = s.exec(select(Model).order_by(col(Model.priority).desc(), Model.id)).all()
+            rows = s.exec(select(Model).order_by(col(Model.priority).desc(), col(Model.id))).all()
             return [ModelRecord.of(r) for r in rows]
 
     def update_model_metadata(

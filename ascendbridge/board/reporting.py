@@ -6,7 +6,7 @@ Reads only, apart from appending events; figures reach the board only through co
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, insert
 from sqlmodel import col, select
@@ -16,17 +16,29 @@ from ascendbridge.board.records import AttemptRecord, EventRecord, MetricRecord,
 from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import STAGES, check_stage, check_status
 
+if TYPE_CHECKING:
+    from ascendbridge.board.records import AgentRecord, GuidanceRecord, HostDeviceRecord, ModelRecord
+
 
 class ReportingStore(StoreBase):
     """What the dashboard, the CLI and export read. `export` also calls list_models, list_agents
     and list_guidance, which BoardStore gets from its other parts."""
 
+    if TYPE_CHECKING:  # those parts' methods, declared for the type checker only (no second definition)
+        def list_models(self) -> list[ModelRecord]: ...
+
+        def list_agents(self) -> list[AgentRecord]: ...
+
+        def list_host_devices(self) -> list[HostDeviceRecord]: ...
+
+        def list_guidance(self, model_id: str | None = None, state: str | None = None) -> list[GuidanceRecord]: ...
+
     # ------------------------------------------------------------------ task views
     def list_tasks(
         self,
-        stage: Optional[str] = None,
-        status: Optional[str] = None,
-        model_id: Optional[str] = None,
+        stage: str | None = None,
+        status: str | None = None,
+        model_id: str | None = None,
     ) -> list[TaskRecord]:
         if stage:
             check_stage(stage)
@@ -40,7 +52,7 @@ class ReportingStore(StoreBase):
                 q = q.where(Task.status == status)
             if model_id:
                 q = q.where(Model.model_id == self._model_row(s, model_id).model_id)
-            q = q.order_by(Task.stage_order, col(Model.priority).desc(), Model.id)
+            q = q.order_by(col(Task.stage_order), col(Model.priority).desc(), col(Model.id))
             return [TaskRecord.of(t, m) for t, m in s.exec(q).all()]
 
     def get_task(self, task_id: int) -> TaskRecord:
@@ -54,7 +66,7 @@ class ReportingStore(StoreBase):
             rows = s.exec(
                 select(Model.model_id, Task.stage, Task.status)
                 .join(Model, col(Task.model_pk) == col(Model.id))
-                .order_by(Task.model_pk, Task.stage_order)
+                .order_by(col(Task.model_pk), col(Task.stage_order))
             ).all()
         out: dict[str, dict[str, str]] = {}
         for model_id, stage, status in rows:
@@ -73,7 +85,7 @@ class ReportingStore(StoreBase):
         return counts
 
     # ------------------------------------------------------------------ attempts
-    def list_attempts(self, model_id: str, stage: Optional[str] = None) -> list[tuple[str, AttemptRecord]]:
+    def list_attempts(self, model_id: str, stage: str | None = None) -> list[tuple[str, AttemptRecord]]:
         with self._read() as s:
             model = self._model_row(s, model_id)
             q = (
@@ -106,9 +118,9 @@ class ReportingStore(StoreBase):
         self,
         kind: str,
         message: str,
-        model_id: Optional[str] = None,
-        stage: Optional[str] = None,
-        data: Optional[dict[str, Any]] = None,
+        model_id: str | None = None,
+        stage: str | None = None,
+        data: dict[str, Any] | None = None,
         origin: str = "system",
     ) -> None:
         with self._write() as s:
@@ -116,7 +128,7 @@ class ReportingStore(StoreBase):
             self._event(s, kind, message, pk, stage, data, origin)
 
     def add_events(
-        self, events: Iterable[tuple[str, str, Optional[str], Optional[str]]], origin: str = "system"
+        self, events: Iterable[tuple[str, str, str | None, str | None]], origin: str = "system"
     ) -> int:
         """Append many (kind, message, model_id, stage) events in one transaction, all or none:
         imports and benchmarks need a long history without one transaction per event."""
@@ -142,7 +154,7 @@ class ReportingStore(StoreBase):
         return len(rows)
 
     def list_events(
-        self, model_id: Optional[str] = None, after_id: int = 0, limit: int = 100, newest_first: bool = False
+        self, model_id: str | None = None, after_id: int = 0, limit: int = 100, newest_first: bool = False
     ) -> list[EventRecord]:
         with self._read() as s:
             q = select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
@@ -150,10 +162,10 @@ class ReportingStore(StoreBase):
                 q = q.where(Event.model_pk == self._model_row(s, model_id).id)
             if after_id:
                 q = q.where(col(Event.id) > after_id)
-            q = q.order_by(col(Event.id).desc() if newest_first else Event.id).limit(limit)
+            q = q.order_by(col(Event.id).desc() if newest_first else col(Event.id)).limit(limit)
             return [EventRecord.of(e, mid) for e, mid in s.exec(q).all()]
 
-    def latest_event(self, kind: str) -> Optional[EventRecord]:
+    def latest_event(self, kind: str) -> EventRecord | None:
         """The newest event of one kind (e.g. the last `env_probe`), or None."""
         with self._read() as s:
             row = s.exec(
@@ -162,7 +174,7 @@ class ReportingStore(StoreBase):
             ).first()
             return EventRecord.of(*row) if row else None
 
-    def events_of_kind(self, kind: str, model_id: Optional[str] = None, limit: int = 1000) -> list[EventRecord]:
+    def events_of_kind(self, kind: str, model_id: str | None = None, limit: int = 1000) -> list[EventRecord]:
         """Events of one kind, newest first, optionally for one model (e.g. `agent_run`)."""
         with self._read() as s:
             q = (select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
@@ -175,7 +187,7 @@ class ReportingStore(StoreBase):
     # ------------------------------------------------------------------ metrics
     # Figures are written only by complete_task (a passing gate, under the fencing token).
 
-    def get_stack(self, stack_id: str) -> Optional[dict[str, Any]]:
+    def get_stack(self, stack_id: str) -> dict[str, Any] | None:
         """The recorded stack of an id (None when unknown)."""
         with self._read() as s:
             row = s.get(Stack, stack_id)
@@ -185,14 +197,14 @@ class ReportingStore(StoreBase):
         with self._read() as s:
             return {row.stack_id: loads(row.data_json, {}) for row in s.exec(select(Stack).order_by(Stack.first_seen))}
 
-    def list_metrics(self, model_id: Optional[str] = None, stage: Optional[str] = None) -> list[MetricRecord]:
+    def list_metrics(self, model_id: str | None = None, stage: str | None = None) -> list[MetricRecord]:
         with self._read() as s:
             q = select(Metric, Model.model_id).join(Model, col(Metric.model_pk) == col(Model.id))
             if model_id:
                 q = q.where(Metric.model_pk == self._model_row(s, model_id).id)
             if stage:
                 q = q.where(Metric.stage == check_stage(stage))
-            return [MetricRecord.of(m, mid) for m, mid in s.exec(q.order_by(Metric.id)).all()]
+            return [MetricRecord.of(m, mid) for m, mid in s.exec(q.order_by(col(Metric.id))).all()]
 
     # ------------------------------------------------------------------ export
     def export(self) -> dict[str, Any]:
@@ -202,7 +214,7 @@ class ReportingStore(StoreBase):
             version = s.exec(select(func.max(Event.id))).first()
             return self._export_rows(version)
 
-    def _export_rows(self, version: Optional[int]) -> dict[str, Any]:
+    def _export_rows(self, version: int | None) -> dict[str, Any]:
         models = self.list_models()
         return {
             "board": str(self.path),

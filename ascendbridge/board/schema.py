@@ -9,8 +9,6 @@ values. Timestamps are UTC ISO-8601 strings.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -27,9 +25,9 @@ class SchemaInfo(SQLModel, table=True):
 class ModelColumns(SQLModel):
     model_id: str = Field(unique=True, index=True)
     source: str = "huggingface"  # huggingface | local | hf-cache
-    url: Optional[str] = None
-    path: Optional[str] = None
-    revision: Optional[str] = None
+    url: str | None = None
+    path: str | None = None
+    revision: str | None = None
     description: str = ""
     adaptation_name: str = Field(unique=True)
     priority: int = 0
@@ -37,23 +35,23 @@ class ModelColumns(SQLModel):
     paused: bool = False
     # Environment mode of this model's runs: "" = the team-lead run's, "locked" or "system".
     env_mode: str = ""
-    env_python: Optional[str] = None  # the system interpreter (env_mode "system")
+    env_python: str | None = None  # the system interpreter (env_mode "system")
     # Discovered metadata (filled by the discovery stage).
-    architecture: Optional[str] = None
-    model_type: Optional[str] = None
-    task_family: Optional[str] = None
-    parameter_count: Optional[int] = None
-    dtype: Optional[str] = None
-    size_bytes: Optional[int] = None
-    license: Optional[str] = None
-    gated: Optional[bool] = None
+    architecture: str | None = None
+    model_type: str | None = None
+    task_family: str | None = None
+    parameter_count: int | None = None
+    dtype: str | None = None
+    size_bytes: int | None = None
+    license: str | None = None
+    gated: bool | None = None
     created_at: str
 
 
 class Model(ModelColumns, table=True):
     __tablename__ = "models"
 
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     skip_stages_json: str = "[]"
     metadata_json: str = "{}"
 
@@ -62,11 +60,11 @@ class TaskColumns(SQLModel):
     stage: str
     status: str = "waiting"
     attempts: int = 0
-    owner: Optional[str] = None
-    lease_expires_at: Optional[str] = None
+    owner: str | None = None
+    lease_expires_at: str | None = None
     fencing_token: int = 0
-    started_at: Optional[str] = None
-    finished_at: Optional[str] = None
+    started_at: str | None = None
+    finished_at: str | None = None
     updated_at: str
 
 
@@ -77,44 +75,44 @@ class Task(TaskColumns, table=True):
         Index("ix_tasks_stage_status", "stage", "status"),
     )
 
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     model_pk: int = Field(foreign_key="models.id", ondelete="CASCADE")
     stage_order: int
-    result_json: Optional[str] = None
-    diagnosis_json: Optional[str] = None
+    result_json: str | None = None
+    diagnosis_json: str | None = None
 
 
 class AttemptColumns(SQLModel):
     number: int
     fencing_token: int
     command: str = ""
-    exit_code: Optional[int] = None
-    duration_s: Optional[float] = None
-    log_path: Optional[str] = None
+    exit_code: int | None = None
+    duration_s: float | None = None
+    log_path: str | None = None
     agent_backend: str = "builtin"
-    fix_applied: Optional[str] = None
-    outcome: Optional[str] = None
+    fix_applied: str | None = None
+    outcome: str | None = None
     started_at: str
-    finished_at: Optional[str] = None
-    host: Optional[str] = None  # where it ran (the team lead's host for local jobs)
+    finished_at: str | None = None
+    host: str | None = None  # where it ran (the team lead's host for local jobs)
     devices: str = ""  # what it held exclusively, space-separated: "npu:3 npu:4", "cpu:1,2"; "" for preparation
 
 
 class Attempt(AttemptColumns, table=True):
     __tablename__ = "attempts"
 
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     task_id: int = Field(foreign_key="tasks.id", index=True, ondelete="CASCADE")
-    diagnosis_json: Optional[str] = None
+    diagnosis_json: str | None = None
 
 
 class AgentColumns(SQLModel):
     id: str = Field(primary_key=True)
     role: str
-    pid: Optional[int] = None
-    host: Optional[str] = None
+    pid: int | None = None
+    host: str | None = None
     status: str = "running"  # running | stopped | stale
-    current_task_id: Optional[int] = None
+    current_task_id: int | None = None
     last_heartbeat: str
     started_at: str
 
@@ -124,7 +122,7 @@ class Agent(AgentColumns, table=True):
 
 
 class EventColumns(SQLModel):
-    stage: Optional[str] = None
+    stage: str | None = None
     kind: str
     message: str = ""
     origin: str = "system"
@@ -135,8 +133,8 @@ class Event(EventColumns, table=True):
     __tablename__ = "events"
     __table_args__ = (Index("ix_events_model_id", "model_pk", "id"),)
 
-    id: Optional[int] = Field(default=None, primary_key=True)
-    model_pk: Optional[int] = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
+    id: int | None = Field(default=None, primary_key=True)
+    model_pk: int | None = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
     data_json: str = "{}"
 
 
@@ -144,16 +142,16 @@ class GuidanceColumns(SQLModel):
     text: str
     origin: str = "cli"
     state: str = "open"  # open | applied | answered | rejected
-    reply: Optional[str] = None
+    reply: str | None = None
     created_at: str
-    replied_at: Optional[str] = None
+    replied_at: str | None = None
 
 
 class Guidance(GuidanceColumns, table=True):
     __tablename__ = "guidance"
 
-    id: Optional[int] = Field(default=None, primary_key=True)
-    model_pk: Optional[int] = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
+    id: int | None = Field(default=None, primary_key=True)
+    model_pk: int | None = Field(default=None, foreign_key="models.id", ondelete="CASCADE")
 
 
 class MetricColumns(SQLModel):
@@ -171,7 +169,7 @@ class Metric(MetricColumns, table=True):
     __tablename__ = "metrics"
     __table_args__ = (Index("ix_metrics_model_stage", "model_pk", "stage"),)
 
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     model_pk: int = Field(foreign_key="models.id", ondelete="CASCADE")
 
 
@@ -190,7 +188,7 @@ class HostDeviceColumns(SQLModel):
     kind: str = Field(primary_key=True)  # npu | cuda | cpu
     index: int = Field(primary_key=True)
     name: str = ""
-    memory_gb: Optional[float] = None
+    memory_gb: float | None = None
     source: str = ""  # npu-smi | nvidia-smi | --devices | affinity
     seen_at: str
 

@@ -6,11 +6,11 @@ its event, like every other board write.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from sqlmodel import Session, col, select
 
-from ascendbridge.board.base import StoreBase, _json_list
+from ascendbridge.board.base import StoreBase, _json_list, _pk
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import GuidanceRecord, ModelRecord, TaskRecord, dumps, now_iso
 from ascendbridge.board.schema import Guidance, Model, Task
@@ -51,7 +51,7 @@ class SteeringStore(StoreBase):
             self._event(s, kind, message, row.id, None, data, origin)
             return ModelRecord.of(row)
 
-    def set_env_mode(self, model_id: str, mode: str, python: Optional[str] = None, origin: str = "cli") -> ModelRecord:
+    def set_env_mode(self, model_id: str, mode: str, python: str | None = None, origin: str = "cli") -> ModelRecord:
         """Per-model environment mode: "" (the run's), "locked", or "system" with its interpreter."""
         if mode not in ("", "locked", "system"):
             raise BoardError(f"unknown environment mode '{mode}' (expected locked or system)")
@@ -67,7 +67,7 @@ class SteeringStore(StoreBase):
             return ModelRecord.of(row)
 
     # ------------------------------------------------------------------ human steering
-    def retry(self, model_id: str, stage: Optional[str] = None, origin: str = "cli") -> TaskRecord:
+    def retry(self, model_id: str, stage: str | None = None, origin: str = "cli") -> TaskRecord:
         """Return a failed/blocked/skipped stage (default: the first such) to pending."""
         with self._write() as s:
             model = self._model_row(s, model_id)
@@ -124,7 +124,7 @@ class SteeringStore(StoreBase):
         check_stage(stage)
         with self._write() as s:
             model = self._model_row(s, model_id)
-            task = self._task_row(s, model.id, stage)
+            task = self._task_row(s, _pk(model), stage)
             if task.status in ("in_progress", "completed"):
                 raise BoardError(f"cannot skip {stage} of '{model_id}': it is {task.status}")
             old = task.status
@@ -138,9 +138,9 @@ class SteeringStore(StoreBase):
             s.add(model)
             self._event(s, "skipped", f"{stage} {old} -> skipped (requested)", model.id, stage,
                         {"from": old}, origin)
-            prev = self._prev_done(s, model.id, stage)
+            prev = self._prev_done(s, _pk(model), stage)
             if prev:
-                self._advance(s, model.id, stage)
+                self._advance(s, _pk(model), stage)
             return TaskRecord.of(task, model)
 
     def _prev_done(self, s: Session, model_pk: int, stage: str) -> bool:
@@ -154,7 +154,7 @@ class SteeringStore(StoreBase):
         check_stage(to_stage)
         with self._write() as s:
             model = self._model_row(s, model_id)
-            if not self._prev_done(s, model.id, to_stage):
+            if not self._prev_done(s, _pk(model), to_stage):
                 raise BoardError(f"cannot roll '{model_id}' back to {to_stage}: its predecessor is not done")
             busy = s.exec(
                 select(Task).where(Task.model_pk == model.id, Task.status == "in_progress")
@@ -189,7 +189,7 @@ class SteeringStore(StoreBase):
             return changed
 
     # ------------------------------------------------------------------ guidance
-    def add_guidance(self, text: str, model_id: Optional[str] = None, origin: str = "cli") -> GuidanceRecord:
+    def add_guidance(self, text: str, model_id: str | None = None, origin: str = "cli") -> GuidanceRecord:
         text = (text or "").strip()
         if not text:
             raise BoardError("guidance text is empty")
@@ -203,7 +203,7 @@ class SteeringStore(StoreBase):
             self._event(s, "guidance", text[:200], pk, None, {"guidance_id": row.id}, origin)
             return GuidanceRecord.of(row, model_id)
 
-    def list_guidance(self, model_id: Optional[str] = None, state: Optional[str] = None) -> list[GuidanceRecord]:
+    def list_guidance(self, model_id: str | None = None, state: str | None = None) -> list[GuidanceRecord]:
         if state and state not in GUIDANCE_STATES:
             raise BoardError(f"unknown guidance state '{state}' (expected one of: {', '.join(GUIDANCE_STATES)})")
         with self._read() as s:
@@ -212,7 +212,7 @@ class SteeringStore(StoreBase):
                 q = q.where(Guidance.model_pk == self._model_row(s, model_id).id)
             if state:
                 q = q.where(Guidance.state == state)
-            return [GuidanceRecord.of(g, mid) for g, mid in s.exec(q.order_by(Guidance.id)).all()]
+            return [GuidanceRecord.of(g, mid) for g, mid in s.exec(q.order_by(col(Guidance.id))).all()]
 
     def reply_guidance(self, guidance_id: int, state: str, reply: str, origin: str = "team-lead") -> GuidanceRecord:
         if state not in GUIDANCE_STATES or state == "open":

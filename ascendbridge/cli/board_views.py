@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.board import EventRecord, ModelRecord, TaskRecord
 from ascendbridge.cli.output import Output
@@ -16,7 +16,7 @@ MODEL_FIELDS = (
 )
 
 
-def diagnosis_summary(diagnosis: Optional[dict[str, Any]], width: int = 100) -> str:
+def diagnosis_summary(diagnosis: dict[str, Any] | None, width: int = 100) -> str:
     """The one thing a person needs from a diagnosis: its summary, else a compact dump."""
     if not diagnosis:
         return ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.cli.errors import OneLineParser
 
@@ -15,7 +15,7 @@ Command = Callable[[argparse.Namespace], int]
 
 
 def tool_parser(description: str, aggregate: Command, reports_dir: Path, aggregate_help: str,
-                figures_dir: Optional[Path] = None) -> tuple[OneLineParser, Any]:
+                figures_dir: Path | None = None) -> tuple[OneLineParser, Any]:
     """(parser, its subcommands) with `aggregate [--out-dir DIR] [--figures-dir DIR] [--json]`
     (--figures-dir where the tool draws its figures apart from its reports)."""
     parser = OneLineParser(description=description)

@@ -4,7 +4,7 @@ the Hub, by the HF cache and by a local copy comes out identical."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.discovery import model_files as mf
 from ascendbridge.discovery.config_estimate import estimate_parameters, num_layers
@@ -21,16 +21,16 @@ class SourceFacts:
     model_id: str
     source: str
     config: dict[str, Any]
-    files: dict[str, Optional[int]]
-    weights: Optional[WeightsSummary] = None
+    files: dict[str, int | None]
+    weights: WeightsSummary | None = None
     card: dict[str, Any] = field(default_factory=dict)
-    revision: Optional[str] = None
-    resolved_revision: Optional[str] = None
-    local_dir: Optional[str] = None
-    gated: Optional[bool] = None
-    license: Optional[str] = None
+    revision: str | None = None
+    resolved_revision: str | None = None
+    local_dir: str | None = None
+    gated: bool | None = None
+    license: str | None = None
     sentence_transformers: bool = False
-    pooling: Optional[str] = None
+    pooling: str | None = None
     normalize: bool = False
     warnings: list[str] = field(default_factory=list)
 
@@ -52,7 +52,7 @@ def assemble(facts: SourceFacts) -> ModelInfo:
     size_bytes = sum(s for s in sizes if s is not None) if weights and None not in sizes else None
 
     if facts.weights is not None:
-        count: Optional[int] = facts.weights.parameter_count
+        count: int | None = facts.weights.parameter_count
         count_source = "safetensors"
         dtype = facts.weights.dtype
         by_dtype = facts.weights.parameters_by_dtype
@@ -75,7 +75,7 @@ def assemble(facts: SourceFacts) -> ModelInfo:
     archs = cfg.get("architectures") or []
     return ModelInfo(
         model_id=facts.model_id,
-        source=facts.source,  # type: ignore[arg-type]
+        source=facts.source,
         revision=facts.revision,
         resolved_revision=facts.resolved_revision,
         local_dir=facts.local_dir,
@@ -86,7 +86,7 @@ def assemble(facts: SourceFacts) -> ModelInfo:
         task_family_reason=cls.reason,
         model_class=cls.model_class,
         parameter_count=count,
-        parameter_count_source=count_source,  # type: ignore[arg-type]
+        parameter_count_source=count_source,
         parameters_by_dtype=by_dtype,
         buffer_elements=facts.weights.buffer_elements if facts.weights else 0,
         dtype=dtype,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from ascendbridge.board import Registration
 from ascendbridge.discovery import batch_select as select
@@ -21,19 +20,19 @@ class BatchResult:
     query: BatchQuery
     policy: BatchPolicy
     candidates: list[Candidate]
-    cache: Optional[Path] = None  # set when the models were read from the local HF cache
+    cache: Path | None = None  # set when the models were read from the local HF cache
 
     @property
     def kept(self) -> list[Candidate]:
         return [c for c in self.candidates if c.kept]
 
 
-def find_batch(query: BatchQuery, policy: BatchPolicy, id_list: Optional[Path] = None,
-               cache: Optional[str] = None) -> BatchResult:
+def find_batch(query: BatchQuery, policy: BatchPolicy, id_list: Path | None = None,
+               cache: str | None = None) -> BatchResult:
     """Read the candidates and apply every rule. `cache` ('' for the default cache) or
     HF_HUB_OFFLINE selects the local HF cache; `id_list` restricts the batch to listed ids."""
     ids = sources.read_id_list(id_list) if id_list is not None else None
-    cache_path: Optional[Path] = None
+    cache_path: Path | None = None
     if cache is not None or hub_offline():
         if query.sort:
             raise DiscoveryError("--sort needs the Hub: the cache has no downloads or likes to rank by", "bad_query")

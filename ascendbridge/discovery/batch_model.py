@@ -8,7 +8,7 @@ cache and a list of ids select the same way.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -24,24 +24,24 @@ MAX_LIMIT = 10_000
 class BatchQuery(BaseModel):
     """Which models to look at: HfApi.list_models' parameters, validated before any request."""
 
-    task: Optional[str] = None  # pipeline tag, e.g. text-generation, feature-extraction
-    library: Optional[str] = None  # e.g. transformers, sentence-transformers
-    author: Optional[str] = None
-    search: Optional[str] = None
-    language: Optional[str] = None  # e.g. en
-    sort: Optional[str] = None  # None: the Hub listing by downloads, a list in its own order
-    limit: Optional[int] = None  # None: 50 from the Hub listing, all of a list or the cache
+    task: str | None = None  # pipeline tag, e.g. text-generation, feature-extraction
+    library: str | None = None  # e.g. transformers, sentence-transformers
+    author: str | None = None
+    search: str | None = None
+    language: str | None = None  # e.g. en
+    sort: str | None = None  # None: the Hub listing by downloads, a list in its own order
+    limit: int | None = None  # None: 50 from the Hub listing, all of a list or the cache
 
     @field_validator("sort")
     @classmethod
-    def _known_sort(cls, value: Optional[str]) -> Optional[str]:
+    def _known_sort(cls, value: str | None) -> str | None:
         if value is not None and value not in SORT_KEYS:
             raise ValueError(f"unknown sort key '{value}' (expected one of: {', '.join(SORT_KEYS)})")
         return value
 
     @field_validator("limit")
     @classmethod
-    def _sane_limit(cls, value: Optional[int]) -> Optional[int]:
+    def _sane_limit(cls, value: int | None) -> int | None:
         if value is not None and not 1 <= value <= MAX_LIMIT:
             raise ValueError(f"limit {value} is out of range (1..{MAX_LIMIT})")
         return value
@@ -54,8 +54,8 @@ class BatchPolicy(BaseModel):
     allow_remote_code: bool = False
     exclude_gated: bool = False  # drop gated repos even when a token is set
     has_token: bool = False
-    max_params: Optional[int] = None
-    memory_gb: Optional[float] = None  # None: ASCENDBRIDGE_DEVICE_MEMORY_GB (decisions.py)
+    max_params: int | None = None
+    memory_gb: float | None = None  # None: ASCENDBRIDGE_DEVICE_MEMORY_GB (decisions.py)
 
 
 class Candidate(BaseModel):
@@ -64,22 +64,22 @@ class Candidate(BaseModel):
     model_id: str
     rank: int  # 1-based position in the listing / list / cache
     repo_key: str  # identity of the repository: the Hub's internal id, else the case-folded id
-    task: Optional[str] = None
-    library: Optional[str] = None
+    task: str | None = None
+    library: str | None = None
     languages: list[str] = Field(default_factory=list)
-    downloads: Optional[int] = None
-    likes: Optional[int] = None
+    downloads: int | None = None
+    likes: int | None = None
     tags: list[str] = Field(default_factory=list)
     base_models: list[str] = Field(default_factory=list)  # card base_model and base_model:* tags
     weight_sha256: list[str] = Field(default_factory=list)  # sorted; empty when unknown
     info: ModelInfo
     kept: bool = True
-    rule: Optional[str] = None  # why it was dropped: license_not_allowed, too_large, same_weights, ...
+    rule: str | None = None  # why it was dropped: license_not_allowed, too_large, same_weights, ...
     why: str = ""  # short reason for the table
     detail: str = ""  # the full reason
-    duplicate_of: Optional[str] = None
+    duplicate_of: str | None = None
 
-    def drop(self, rule: str, why: str, detail: str = "", duplicate_of: Optional[str] = None) -> None:
+    def drop(self, rule: str, why: str, detail: str = "", duplicate_of: str | None = None) -> None:
         self.kept, self.rule, self.why = False, rule, why
         self.detail = detail or why
         self.duplicate_of = duplicate_of

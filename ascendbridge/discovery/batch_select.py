@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from ascendbridge.discovery.batch_model import BatchPolicy, Candidate
 from ascendbridge.discovery.decisions import GIB, MEMORY_MARGIN, decide, host_pool, weight_bytes
@@ -21,7 +20,7 @@ STORAGE_TOKEN_RE = re.compile(r"^(gguf|awq|gptq|onnx|mlx|\d+-?bits?|int\d+|q\d+(
 SI = ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "k"))
 
 
-def short_count(value: Optional[int]) -> str:
+def short_count(value: int | None) -> str:
     """22.7M, 7.0B: counts that fit a table column."""
     if value is None:
         return "?"
@@ -35,7 +34,7 @@ def _name_tokens(model_id: str) -> list[str]:
     return [t for t in re.split(r"[-_.]", model_id.rsplit("/", 1)[-1].casefold()) if t]
 
 
-def format_variant(cand: Candidate) -> Optional[str]:
+def format_variant(cand: Candidate) -> str | None:
     """GGUF / AWQ / GPTQ / ONNX / MLX when the tags or the id say the repo is a converted copy."""
     words = {t.casefold() for t in cand.tags} | set(_name_tokens(cand.model_id))
     words |= set(re.split(r"[-_.]", cand.model_id.split("/", 1)[0].casefold()))  # mlx-community/...
@@ -59,7 +58,7 @@ def drop_same_repository(candidates: list[Candidate]) -> None:
             first[cand.repo_key] = cand.model_id
 
 
-def _allowed_licence(licence: Optional[str], allowed: list[str]) -> bool:
+def _allowed_licence(licence: str | None, allowed: list[str]) -> bool:
     if not licence:
         return False
     keys = {licence.casefold()}
@@ -68,7 +67,7 @@ def _allowed_licence(licence: Optional[str], allowed: list[str]) -> bool:
     return bool(keys & set(allowed))
 
 
-def _why_decided(cand: Candidate, rule: str, memory_gb: Optional[float]) -> str:
+def _why_decided(cand: Candidate, rule: str, memory_gb: float | None) -> str:
     if rule == "too_large":
         need = (weight_bytes(cand.info) or 0) * MEMORY_MARGIN / GIB
         most = max(h.count * h.memory_gb for h in host_pool(memory_gb))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from ascendbridge import capped_read
-from ascendbridge.registration_file import RegistrationFileError, parse_registration_file
 from ascendbridge.discovery import model_files as mf
 from ascendbridge.discovery.assemble import SourceFacts, assemble
 from ascendbridge.discovery.batch_model import SORT_KEYS, BatchQuery, Candidate
@@ -32,6 +32,7 @@ from ascendbridge.discovery.hub import (
 )
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.naming import InvalidModelIdError, validate_model_id
+from ascendbridge.registration_file import RegistrationFileError, parse_registration_file
 
 DEFAULT_LIMIT = 50
 DEFAULT_SORT = "downloads"
@@ -57,20 +58,20 @@ def base_models_of(card: dict[str, Any], tags: Iterable[str]) -> list[str]:
     return sorted(set(found))
 
 
-def _licence(card: dict[str, Any], tags: Iterable[str]) -> Optional[str]:
+def _licence(card: dict[str, Any], tags: Iterable[str]) -> str | None:
     return mf.license_of(card) or next((t.split(":", 1)[1] for t in tags if t.startswith("license:")), None)
 
 
 def _unavailable(model_id: str, rank: int, error: DiscoveryError, source: str = "huggingface") -> Candidate:
     """A listed model that could not be read: a dropped row with the reason, not a failed batch."""
     cand = Candidate(model_id=model_id, rank=rank, repo_key=model_id.casefold(),
-                     info=ModelInfo(model_id=model_id, source=source))  # type: ignore[arg-type]
+                     info=ModelInfo(model_id=model_id, source=source))
     cand.drop(error.rule, str(error))
     return cand
 
 
 # ---------------------------------------------------------------------------- the Hub
-def candidate_from_hub(model: Any, rank: int, listed_as: Optional[str] = None) -> Candidate:
+def candidate_from_hub(model: Any, rank: int, listed_as: str | None = None) -> Candidate:
     """A huggingface_hub ModelInfo (from list_models or model_info) as a Candidate."""
     siblings = list(model.siblings or [])
     files = {s.rfilename: s.size for s in siblings}
@@ -141,7 +142,7 @@ def _model_info(api: Any, model_id: str) -> Any:
         raise translate_hub_error(exc, model_id, "model info") from None
 
 
-def hub_models(ids: list[str], sort: Optional[str]) -> list[Candidate]:
+def hub_models(ids: list[str], sort: str | None) -> list[Candidate]:
     """The listed ids through HfApi.model_info; a renamed repo comes back under its new id."""
     api = hub_api(hub_token())
     found: list[tuple[Any, str]] = []
@@ -190,7 +191,7 @@ def cached_model_ids(cache: Path) -> list[str]:
     return sorted(r.repo_id for r in repos if r.repo_type == "model")
 
 
-def _blob_sha256(snapshot: Path, name: str) -> Optional[str]:
+def _blob_sha256(snapshot: Path, name: str) -> str | None:
     """huggingface_hub names an LFS file's blob by its sha256; other blobs by their git sha1."""
     blob = (snapshot / name).resolve().name
     return blob if SHA256_RE.match(blob) else None
@@ -217,7 +218,7 @@ def cache_candidates(cache: Path, ids: list[str]) -> list[Candidate]:
     return out
 
 
-def query_mismatch(cand: Candidate, query: BatchQuery) -> Optional[str]:
+def query_mismatch(cand: Candidate, query: BatchQuery) -> str | None:
     """Why a model from a list or the cache falls outside the query (the Hub filters its listing)."""
     if query.task and cand.task != query.task:
         return f"task {cand.task or 'unknown'}, not {query.task}"

@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.discovery.decisions import decide
@@ -23,7 +22,7 @@ from ascendbridge.discovery.render import render
 EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
-def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = OneLineParser(prog="get_model_info.py", description=__doc__.splitlines()[0],
                 epilog="Exit codes: 0 ok, 1 bad input, 2 usage, 3 Hub unreachable.")
     p.add_argument("model", help="model id (org/name), or a directory with --source local")
@@ -37,7 +36,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def resolve(args: argparse.Namespace) -> tuple[str, str, Optional[str]]:
+def resolve(args: argparse.Namespace) -> tuple[str, str, str | None]:
     """(model id, source, path): a directory given as MODEL is a local model named after it."""
     source, path, model_id = args.source, args.path, args.model
     if source is None:
@@ -47,7 +46,7 @@ def resolve(args: argparse.Namespace) -> tuple[str, str, Optional[str]]:
     return model_id, source, path
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     model_id, source, path = resolve(args)
     try:

@@ -8,13 +8,13 @@ callers must label the result parameter_count_source='config_estimate'.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 GATED_ACTIVATIONS = ("silu", "swish", "swiglu", "geglu", "gelu_pytorch_tanh_gated")
 NESTED_TEXT_KEYS = ("text_config", "language_config", "llm_config")
 
 
-def first_int(cfg: dict[str, Any], *keys: str) -> Optional[int]:
+def first_int(cfg: dict[str, Any], *keys: str) -> int | None:
     for key in keys:
         value = cfg.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -22,7 +22,7 @@ def first_int(cfg: dict[str, Any], *keys: str) -> Optional[int]:
     return None
 
 
-def num_layers(cfg: dict[str, Any]) -> Optional[int]:
+def num_layers(cfg: dict[str, Any]) -> int | None:
     """Depth of the main stack (the encoder for encoder-decoders), as the dry run reduces it."""
     found = first_int(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers")
     if found is not None:
@@ -42,7 +42,7 @@ def _block(h: int, heads: int, kv_heads: int, head_dim: int, inter: int, gated: 
     return attn + mlp + 4 * h  # norms and biases, roughly
 
 
-def estimate_parameters(cfg: dict[str, Any]) -> Optional[int]:
+def estimate_parameters(cfg: dict[str, Any]) -> int | None:
     """A best-effort count, or None when the config lacks the sizes to estimate from."""
     enc, dec = cfg.get("encoder"), cfg.get("decoder")
     if isinstance(enc, dict) and isinstance(dec, dict):  # VisionEncoderDecoder / EncoderDecoder

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -53,7 +53,7 @@ class PoolHost(BaseModel):
         return f"{self.host} ({self.count} x {self.memory_gb:g} GiB {self.kind})"
 
 
-def host_pool(memory_gb: Optional[float] = None) -> list[PoolHost]:
+def host_pool(memory_gb: float | None = None) -> list[PoolHost]:
     """The hosts models are sized against: the team lead's ASCENDBRIDGE_DEVICE_POOL, else one device.
     An explicit memory (argument or ASCENDBRIDGE_DEVICE_MEMORY_GB) replaces each device's memory; a
     CPU host counts as one device (its timed slots share one RAM)."""
@@ -74,9 +74,9 @@ def host_pool(memory_gb: Optional[float] = None) -> list[PoolHost]:
     return hosts
 
 
-def device_plan(need_bytes: int, pool: list[PoolHost]) -> Optional[dict[str, Any]]:
+def device_plan(need_bytes: int, pool: list[PoolHost]) -> dict[str, Any] | None:
     """The fewest devices of one host that hold `need_bytes` (margin included), or None if no host can."""
-    best: Optional[tuple[int, PoolHost]] = None
+    best: tuple[int, PoolHost] | None = None
     for host in pool:
         n = max(1, math.ceil(need_bytes * MEMORY_MARGIN / (host.memory_gb * GIB)))
         if n <= host.count and (best is None or n < best[0]):
@@ -90,7 +90,7 @@ def device_plan(need_bytes: int, pool: list[PoolHost]) -> Optional[dict[str, Any
             "tensor_parallel_degree": tp if tp <= host.count else n}
 
 
-def weight_bytes(info: ModelInfo) -> Optional[int]:
+def weight_bytes(info: ModelInfo) -> int | None:
     """Bytes the weights take on the device in the model's own dtype (float32 when unknown)."""
     if info.parameter_count is None:
         return None
@@ -100,7 +100,7 @@ def weight_bytes(info: ModelInfo) -> Optional[int]:
 
 
 def decide(info: ModelInfo, allow_remote_code: bool, has_token: bool,
-           memory_gb: Optional[float] = None) -> DiscoveryDecision:
+           memory_gb: float | None = None) -> DiscoveryDecision:
     pool = host_pool(memory_gb)
     need = weight_bytes(info)
     plan = device_plan(need, pool) if need is not None else None

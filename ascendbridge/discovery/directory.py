@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 from ascendbridge.discovery import model_files as mf
 from ascendbridge.discovery.assemble import SourceFacts, assemble
@@ -15,9 +14,9 @@ from ascendbridge.discovery.safetensors_header import summarize_directory
 MAX_LISTED_FILES = 5000  # a model directory, not a dataset: stop listing past this
 
 
-def list_files(directory: Path, max_depth: int = 2) -> dict[str, Optional[int]]:
+def list_files(directory: Path, max_depth: int = 2) -> dict[str, int | None]:
     """Relative file names (symlinks followed, as the HF cache's snapshots are links) -> size."""
-    out: dict[str, Optional[int]] = {}
+    out: dict[str, int | None] = {}
     base_depth = len(directory.parts)
     for root, dirs, files in os.walk(directory, followlinks=False):
         rel_depth = len(Path(root).parts) - base_depth
@@ -25,7 +24,7 @@ def list_files(directory: Path, max_depth: int = 2) -> dict[str, Optional[int]]:
         for name in files:
             path = Path(root) / name
             try:
-                size: Optional[int] = path.stat().st_size
+                size: int | None = path.stat().st_size
             except OSError:
                 size = None  # a dangling link (an incomplete cache download)
             out[path.relative_to(directory).as_posix()] = size
@@ -49,8 +48,8 @@ def info_from_directory(
     directory: Path,
     model_id: str,
     source: str,
-    revision: Optional[str] = None,
-    resolved_revision: Optional[str] = None,
+    revision: str | None = None,
+    resolved_revision: str | None = None,
 ) -> ModelInfo:
     directory = check_directory(directory.expanduser().resolve())
     config = mf.load_config(directory / mf.CONFIG_FILE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.discovery import model_files as mf
 from ascendbridge.discovery.assemble import SourceFacts, assemble
@@ -49,14 +49,14 @@ def hub_timeout() -> float:
     return section(DiscoverySettings).hub_timeout
 
 
-def hub_token() -> Optional[str]:
+def hub_token() -> str | None:
     """HF_TOKEN or the token saved by `hf auth login`; never logged or stored."""
     from huggingface_hub import get_token
 
     return os.environ.get("HF_TOKEN") or get_token()
 
 
-def cache_dir(override: Optional[str] = None) -> Path:
+def cache_dir(override: str | None = None) -> Path:
     """HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
     if override:
         return Path(override).expanduser()
@@ -68,7 +68,7 @@ def cache_dir(override: Optional[str] = None) -> Path:
     return Path(home).expanduser() / "hub"
 
 
-def cached_snapshot(model_id: str, revision: Optional[str], cache: Path) -> Path:
+def cached_snapshot(model_id: str, revision: str | None, cache: Path) -> Path:
     """The snapshot folder of a cached model, resolved offline by huggingface_hub itself."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
@@ -82,7 +82,7 @@ def cached_snapshot(model_id: str, revision: Optional[str], cache: Path) -> Path
         raise DiscoveryError(f"'{model_id}' is not a valid Hugging Face repo id", "invalid_model_id") from None
 
 
-def info_from_cache(model_id: str, revision: Optional[str], cache_override: Optional[str] = None,
+def info_from_cache(model_id: str, revision: str | None, cache_override: str | None = None,
                     source: str = "hf-cache") -> ModelInfo:
     snapshot = cached_snapshot(model_id, revision, cache_dir(cache_override))
     info = info_from_directory(snapshot, model_id, source, revision, resolved_revision=snapshot.name)
@@ -130,14 +130,14 @@ def translate_hub_error(exc: Exception, model_id: str, what: str) -> DiscoveryEr
     return DiscoveryError(f"fetching {what} of {model_id} failed: {type(exc).__name__}", "hub_error")
 
 
-def hub_api(token: Optional[str]) -> Any:
+def hub_api(token: str | None) -> Any:
     """An HfApi for HF_ENDPOINT; False (not None) without a token, so no saved token leaks in."""
     from huggingface_hub import HfApi
 
     return HfApi(endpoint=hub_endpoint(), token=token or False)
 
 
-def _remote_model_info(model_id: str, revision: Optional[str], token: Optional[str]) -> tuple[Any, Any]:
+def _remote_model_info(model_id: str, revision: str | None, token: str | None) -> tuple[Any, Any]:
     api = hub_api(token)
     try:
         return api, api.model_info(model_id, revision=revision, files_metadata=True, timeout=hub_timeout())
@@ -145,7 +145,7 @@ def _remote_model_info(model_id: str, revision: Optional[str], token: Optional[s
         raise translate_hub_error(exc, model_id, "model info") from None
 
 
-def _download(model_id: str, filename: str, sha: str, token: Optional[str]) -> Path:
+def _download(model_id: str, filename: str, sha: str, token: str | None) -> Path:
     from huggingface_hub import hf_hub_download
 
     try:
@@ -155,7 +155,7 @@ def _download(model_id: str, filename: str, sha: str, token: Optional[str]) -> P
         raise translate_hub_error(exc, model_id, filename) from None
 
 
-def _remote_headers(api: Any, model_id: str, sha: str) -> Optional[WeightsSummary]:
+def _remote_headers(api: Any, model_id: str, sha: str) -> WeightsSummary | None:
     """Safetensors headers through huggingface_hub's range-read parser, re-validated here."""
     try:
         meta = api.get_safetensors_metadata(model_id, revision=sha, timeout=hub_timeout())
@@ -176,7 +176,7 @@ def _remote_headers(api: Any, model_id: str, sha: str) -> Optional[WeightsSummar
     return summarize(headers)
 
 
-def hub_counted_weights(counted: Any, files: dict[str, Optional[int]]) -> Optional[WeightsSummary]:
+def hub_counted_weights(counted: Any, files: dict[str, int | None]) -> WeightsSummary | None:
     """The Hub's own per-dtype count of a repo's safetensors (readable without access)."""
     if counted is None or not counted.parameters:
         return None
@@ -192,7 +192,7 @@ def hub_counted_weights(counted: Any, files: dict[str, Optional[int]]) -> Option
     return out
 
 
-def info_from_hub(model_id: str, revision: Optional[str] = None) -> ModelInfo:
+def info_from_hub(model_id: str, revision: str | None = None) -> ModelInfo:
     """Config, card data and weight headers from the Hub; the local cache when HF_HUB_OFFLINE."""
     if hub_offline():
         info = info_from_cache(model_id, revision, source="huggingface")
@@ -209,7 +209,7 @@ def info_from_hub(model_id: str, revision: Optional[str] = None) -> ModelInfo:
     if mf.CONFIG_FILE not in files:
         raise DiscoveryError(f"{model_id} has no config.json (not a transformers model)", "missing_config")
     warnings: list[str] = []
-    local_dir: Optional[str] = None
+    local_dir: str | None = None
     if gated and not token:
         # The files cannot be read without a token; the Hub's summary of the config still names
         # the architecture, and the stage blocks the model until a token is configured.

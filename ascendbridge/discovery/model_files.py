@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from ascendbridge import capped_read
 from ascendbridge.discovery.errors import DiscoveryError
@@ -98,7 +99,7 @@ def has_any(names: Iterable[str], wanted: frozenset[str]) -> bool:
     return any(n.rsplit("/", 1)[-1] in wanted for n in names)
 
 
-def card_metadata(readme: Path) -> tuple[dict[str, Any], Optional[str]]:
+def card_metadata(readme: Path) -> tuple[dict[str, Any], str | None]:
     """(front matter, warning) of a model card; a broken card is a warning, never an error."""
     if not readme.is_file():
         return {}, None
@@ -113,7 +114,7 @@ def card_metadata(readme: Path) -> tuple[dict[str, Any], Optional[str]]:
         return {}, f"README.md front matter unreadable: {type(exc).__name__}"
 
 
-def license_of(card: dict[str, Any]) -> Optional[str]:
+def license_of(card: dict[str, Any]) -> str | None:
     value = card.get("license")
     if isinstance(value, list):
         value = ", ".join(str(v) for v in value)
@@ -122,20 +123,20 @@ def license_of(card: dict[str, Any]) -> Optional[str]:
     return str(value) if value else None
 
 
-def pipeline_tag(card: dict[str, Any]) -> Optional[str]:
+def pipeline_tag(card: dict[str, Any]) -> str | None:
     """The card's `pipeline_tag` (the task the Hub lists the model under), if it names one."""
     value = card.get("pipeline_tag")
     return value if isinstance(value, str) and value else None
 
 
-def gated_in_card(card: dict[str, Any]) -> Optional[bool]:
+def gated_in_card(card: dict[str, Any]) -> bool | None:
     """A card that asks for access (extra_gated_*) belongs to a gated repo; otherwise unknown."""
     if card.get("gated") in (True, "auto", "manual") or any(k.startswith("extra_gated") for k in card):
         return True
     return None
 
 
-def sentence_transformers_info(directory: Path) -> tuple[bool, Optional[str], bool]:
+def sentence_transformers_info(directory: Path) -> tuple[bool, str | None, bool]:
     """(is a sentence-transformers model, pooling mode, normalizes) from modules.json."""
     modules_path = directory / MODULES_FILE
     if not modules_path.is_file():
@@ -143,7 +144,7 @@ def sentence_transformers_info(directory: Path) -> tuple[bool, Optional[str], bo
     modules = load_json(modules_path, MODULES_FILE, "corrupt_config")
     if not isinstance(modules, list):
         raise DiscoveryError(f"{MODULES_FILE} is not a JSON list ({modules_path})", "corrupt_config")
-    pooling: Optional[str] = None
+    pooling: str | None = None
     normalize = False
     for module in modules:
         if not isinstance(module, dict):
@@ -156,7 +157,7 @@ def sentence_transformers_info(directory: Path) -> tuple[bool, Optional[str], bo
     return True, pooling, normalize
 
 
-def _pooling_mode(path: Path) -> Optional[str]:
+def _pooling_mode(path: Path) -> str | None:
     if not path.is_file() or ".." in path.parts:
         return None
     cfg = load_json(path, "pooling config", "corrupt_config")
@@ -170,7 +171,7 @@ def _pooling_mode(path: Path) -> Optional[str]:
     return None
 
 
-def config_dtype(config: dict[str, Any]) -> Optional[str]:
+def config_dtype(config: dict[str, Any]) -> str | None:
     """transformers 5 writes 'dtype', older versions 'torch_dtype'."""
     for key in ("dtype", "torch_dtype"):
         value = config.get(key)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ascendbridge import capped_read
 from ascendbridge.discovery.errors import DiscoveryError

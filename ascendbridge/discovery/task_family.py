@@ -8,7 +8,7 @@ and a reason a person can act on, never an exception.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.task_families import TASK_FAMILIES
 
@@ -73,7 +73,7 @@ def _is_dual_encoder(cfg: dict[str, Any]) -> bool:
             and not any(k in cfg for k in IMAGE_TOKEN_KEYS))
 
 
-def _by_pipeline_tag(tag: Optional[str], arch: Optional[str], reason: str) -> Optional[Classification]:
+def _by_pipeline_tag(tag: str | None, arch: str | None, reason: str) -> Classification | None:
     family = PIPELINE_TAG_FAMILIES.get(tag or "")
     if family is None:
         return None
@@ -97,7 +97,7 @@ DECODER_LLM_TYPES = frozenset({
 })
 
 
-def _num_labels(cfg: dict[str, Any]) -> Optional[int]:
+def _num_labels(cfg: dict[str, Any]) -> int | None:
     labels = cfg.get("id2label")
     if isinstance(labels, dict) and labels:
         return len(labels)
@@ -110,8 +110,8 @@ def _is_decoder_llm(model_type: str, cfg: dict[str, Any]) -> bool:
     return model_type in DECODER_LLM_TYPES or ("num_key_value_heads" in cfg and not cfg.get("is_encoder_decoder"))
 
 
-def refine(found: Classification, model_type: str, cfg: dict[str, Any], pipeline_tag: Optional[str],
-           pooling: Optional[str]) -> Classification:
+def refine(found: Classification, model_type: str, cfg: dict[str, Any], pipeline_tag: str | None,
+           pooling: str | None) -> Classification:
     """Families the head suffix alone cannot tell: audio clip classifiers, rerankers (one label or the
     Hub's text-ranking tag) and LLM-backbone embedders (decoder type or last-token pooling)."""
     arch = found.model_class or ""
@@ -129,12 +129,12 @@ def refine(found: Classification, model_type: str, cfg: dict[str, Any], pipeline
 
 @dataclass(frozen=True)
 class Classification:
-    family: Optional[str]
-    model_class: Optional[str]
+    family: str | None
+    model_class: str | None
     reason: str
 
 
-def _seq2seq_family(model_type: str, cfg: dict[str, Any]) -> Optional[str]:
+def _seq2seq_family(model_type: str, cfg: dict[str, Any]) -> str | None:
     if model_type in SPEECH_SEQ2SEQ_TYPES:
         return "speech_seq2seq"
     if model_type in VISION_SEQ2SEQ_TYPES:
@@ -144,7 +144,7 @@ def _seq2seq_family(model_type: str, cfg: dict[str, Any]) -> Optional[str]:
     return None
 
 
-def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optional[Classification]:
+def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Classification | None:
     if "WithLMHead" in arch:  # T5WithLMHeadModel, ReformerModelWithLMHead, XLMWithLMHeadModel
         family = _seq2seq_family(model_type, cfg) or (
             "masked_lm" if model_type in MASKED_LM_HEAD_TYPES else "causal_lm")
@@ -153,9 +153,9 @@ def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optiona
         if arch.endswith(suffix):
             return Classification(family, arch, f"architecture {arch} ends with {suffix}")
     if arch.endswith(("ForConditionalGeneration", "MTModel")):  # MarianMTModel is Marian's LM class
-        family = _seq2seq_family(model_type, cfg)
-        if family:
-            return Classification(family, arch, f"{arch} with encoder-decoder model_type '{model_type}'")
+        seq2seq = _seq2seq_family(model_type, cfg)
+        if seq2seq:
+            return Classification(seq2seq, arch, f"{arch} with encoder-decoder model_type '{model_type}'")
         if _is_vlm(cfg):
             return Classification("image_text_to_text", arch,
                                   f"{arch}: a vision tower and image tokens in the config (vision-language model)")
@@ -179,7 +179,7 @@ def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Optiona
 
 
 def classify(cfg: dict[str, Any], sentence_transformers: bool = False,
-             pipeline_tag: Optional[str] = None, pooling: Optional[str] = None) -> Classification:
+             pipeline_tag: str | None = None, pooling: str | None = None) -> Classification:
     """The task family for a parsed config.json; sentence_transformers = modules.json present
     (`pooling` its pooling mode); pipeline_tag = the Hub's tag (model card), which settles bare
     backbones and unknown heads; then the families a head suffix alone cannot tell (refine)."""
@@ -187,7 +187,7 @@ def classify(cfg: dict[str, Any], sentence_transformers: bool = False,
     return refine(found, str(cfg.get("model_type") or ""), cfg, pipeline_tag, pooling) if found.family else found
 
 
-def _classify(cfg: dict[str, Any], sentence_transformers: bool, pipeline_tag: Optional[str]) -> Classification:
+def _classify(cfg: dict[str, Any], sentence_transformers: bool, pipeline_tag: str | None) -> Classification:
     model_type = str(cfg.get("model_type") or "")
     archs = cfg.get("architectures") or []
     if not isinstance(archs, list):

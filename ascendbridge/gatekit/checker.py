@@ -15,7 +15,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
@@ -24,7 +24,7 @@ from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.stage_api import GateResult
 
 
-def _as_object(text: str) -> Optional[dict[str, Any]]:
+def _as_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
@@ -32,7 +32,7 @@ def _as_object(text: str) -> Optional[dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
-def marked_json(output: str, marker: str) -> Optional[dict[str, Any]]:
+def marked_json(output: str, marker: str) -> dict[str, Any] | None:
     """The JSON object on the last line that starts with `marker`, or None."""
     for line in reversed(output.splitlines()):
         if line.startswith(marker):
@@ -40,7 +40,7 @@ def marked_json(output: str, marker: str) -> Optional[dict[str, Any]]:
     return None
 
 
-def json_report(output: str) -> Optional[dict[str, Any]]:
+def json_report(output: str) -> dict[str, Any] | None:
     """A checker's `--json` report: its last JSON-object line, or one pretty-printed object at the end."""
     for line in reversed(output.splitlines()):
         line = line.strip()
@@ -52,7 +52,7 @@ def json_report(output: str) -> Optional[dict[str, Any]]:
     return _as_object(output[start:]) if start >= 0 else None
 
 
-def run_checker(argv: Sequence[str], timeout_s: float) -> tuple[Optional[dict[str, Any]], CommandResult]:
+def run_checker(argv: Sequence[str], timeout_s: float) -> tuple[dict[str, Any] | None, CommandResult]:
     """Run a checker contained (own process group, timeout, capped output); parse its report."""
     res = run_command(list(argv), timeout_s=timeout_s)
     return json_report(res.output), res
@@ -70,7 +70,7 @@ def checker_gate(script: Path, args: Sequence[str], timeout_s: float) -> GateRes
 
 
 def checker_arguments(description: str, argv: Sequence[str],
-                      extra: Optional[Callable[[argparse.ArgumentParser], None]] = None,
+                      extra: Callable[[argparse.ArgumentParser], None] | None = None,
                       python: bool = True) -> tuple[argparse.Namespace, Path]:
     """The command line every evidence checker shares (--adapt NAME | --adaptation-dir DIR, --json,
     --python unless `python` is False, and what `extra` adds): (arguments, adaptation directory).
@@ -99,7 +99,7 @@ def checker_arguments(description: str, argv: Sequence[str],
 
 
 def checker_main(description: str, argv: Sequence[str], check: Callable[[argparse.Namespace, Path], GateReport],
-                 extra: Optional[Callable[[argparse.ArgumentParser], None]] = None, python: bool = True) -> int:
+                 extra: Callable[[argparse.ArgumentParser], None] | None = None, python: bool = True) -> int:
     """A checker's whole `main`: parse the shared command line (plus `extra`), run `check`
     (which raises CliError or ValueError for an input it refuses before checking anything), print
     the report (text, or JSON with --json) and return 0 pass / 1 fail / 2 bad input."""

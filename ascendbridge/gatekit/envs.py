@@ -8,8 +8,8 @@ script comes from this repository; only the interpreter comes from the adaptatio
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 from ascendbridge.runtime.process import CommandResult, run_command
 
@@ -20,7 +20,7 @@ INNER_DIR = Path(__file__).resolve().parent / "inner"
 STRIPPED_ENV = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH")
 
 
-def model_run_env(extra: Optional[Mapping[str, str]] = None, drop: Sequence[str] = ()) -> dict[str, str]:
+def model_run_env(extra: Mapping[str, str] | None = None, drop: Sequence[str] = ()) -> dict[str, str]:
     """This process's environment for a model run: without STRIPPED_ENV (and `drop`), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if k not in STRIPPED_ENV and k not in drop}
     env.update(extra or {})
@@ -31,7 +31,7 @@ class EnvError(RuntimeError):
     """No usable interpreter for an adaptation."""
 
 
-def adaptation_python(adaptation_dir: Path, override: Optional[str] = None) -> Path:
+def adaptation_python(adaptation_dir: Path, override: str | None = None) -> Path:
     """`override` if given, else the adaptation's synced `.venv/bin/python`."""
     if override:
         path = Path(override).absolute()  # not resolve(): a venv's python is a symlink to keep
@@ -45,7 +45,7 @@ def adaptation_python(adaptation_dir: Path, override: Optional[str] = None) -> P
     return python
 
 
-def run_inner(python: Path, script: str, args: Sequence[str], cwd: Optional[Path] = None,
+def run_inner(python: Path, script: str, args: Sequence[str], cwd: Path | None = None,
               timeout_s: float = 600.0) -> CommandResult:
     """`python -E -s ascendbridge/gatekit/inner/<script> ARGS`: no env-var paths, no user site-packages."""
     if not Path(python).is_file():

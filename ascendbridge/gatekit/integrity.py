@@ -9,8 +9,8 @@ at the figures. No torch needed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from ascendbridge.package.generator import RUNTIME_DIR, RUNTIME_NAME
 

@@ -82,7 +82,7 @@ def check_metrics(metrics: dict[str, Any]) -> list[str]:
             problems.append(f"warmup differs between {a} ({ta.get('warmup')}) and {b} ({tb.get('warmup')}): "
                             "warmup must be symmetric")
     tp = metrics.get("throughput")
-    timing = metrics.get("timing") if isinstance(metrics.get("timing"), dict) else {}
+    timing = got if isinstance(got := metrics.get("timing"), dict) else {}
     if not isinstance(tp, dict) or not _num(tp.get("samples_per_s")) or tp["samples_per_s"] <= 0:
         problems.append("throughput.samples_per_s: must be a positive number")
     elif _num(timing.get("median_ms")) and _num(tp.get("batch_size")):

@@ -10,7 +10,7 @@ gate that checks evidence sets lists one EvidenceCheck per set.
 from __future__ import annotations
 
 from dataclasses import asdict, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from pydantic.dataclasses import dataclass
 
@@ -25,10 +25,10 @@ class EvidenceCheck:
 
     metrics_file: str
     consistent: bool
-    verdict: Optional[str]
+    verdict: str | None
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    label: Optional[str] = None  # a people-facing name of the set (default: its file)
+    label: str | None = None  # a people-facing name of the set (default: its file)
 
 
 @dataclass

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 
 def write_summary(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path, stem: str,

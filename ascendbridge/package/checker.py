@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from ascendbridge.package import uv_env
 from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
 
 CHECKER = Path(__file__).resolve().parents[2] / "adaptation" / "scripts" / "check_adaptation.py"

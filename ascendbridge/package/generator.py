@@ -14,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 import jinja2
 from packaging.requirements import InvalidRequirement, Requirement
@@ -22,11 +22,12 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 import ab_runtime
 from ab_runtime import accuracy_standard
+from ab_runtime.fileops import write_bytes_atomic
+from ascendbridge.config import TorchSource
+from ascendbridge.config import torch_source as configured_torch_source
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.package.uv_env import PROFILES, lock
-from ascendbridge.config import TorchSource, torch_source as configured_torch_source
 from ascendbridge.runtime.process import CommandResult
-from ab_runtime.fileops import write_bytes_atomic
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
@@ -61,7 +62,7 @@ class Generation:
     """What `generate` did: files written or removed, and the `uv lock` run (None if not needed)."""
 
     changed: list[Path] = field(default_factory=list)
-    lock: Optional[CommandResult] = None
+    lock: CommandResult | None = None
 
     @property
     def ok(self) -> bool:
@@ -127,7 +128,7 @@ def _torch_sources(source: TorchSource) -> tuple[list[dict[str, str]], list[dict
     return sources, [{"name": n, "url": u} for u, n in indexes.items()]
 
 
-def local_python_version(source: TorchSource) -> Optional[str]:
+def local_python_version(source: TorchSource) -> str | None:
     """The Python (X.Y) whose local torch wheel satisfies the cpu pin, when a wheel dir is used.
 
     The wheel dir usually holds one build for one interpreter; without the pin uv could pick
@@ -169,7 +170,7 @@ def _weights_origin(spec: AdaptationSpec) -> str:
     return "downloaded from the Hugging Face Hub; set HF_TOKEN for gated models"
 
 
-def _results_block(existing_readme: Optional[str]) -> str:
+def _results_block(existing_readme: str | None) -> str:
     body = NO_RESULTS
     if existing_readme:
         match = _RESULTS_RE.search(existing_readme)
@@ -179,7 +180,7 @@ def _results_block(existing_readme: Optional[str]) -> str:
 
 
 def render_files(
-    spec: AdaptationSpec, source: TorchSource, existing_readme: Optional[str] = None
+    spec: AdaptationSpec, source: TorchSource, existing_readme: str | None = None
 ) -> dict[str, str]:
     """Relative path -> text of every templated file (the runtime copy is handled separately)."""
     env = _environment()
@@ -247,7 +248,7 @@ def _sync_runtime(runtime_dir: Path, target: Path) -> list[Path]:
 def render_adaptation(
     spec: AdaptationSpec,
     directory: Path,
-    torch_source: Optional[TorchSource] = None,
+    torch_source: TorchSource | None = None,
     runtime_dir: Path = RUNTIME_DIR,
 ) -> list[Path]:
     """Render the package into `directory` (named after the spec); return the files changed."""
@@ -272,8 +273,8 @@ def render_adaptation(
 def generate(
     spec: AdaptationSpec,
     directory: Path,
-    torch_source: Optional[TorchSource] = None,
-    log: Optional[IO[str]] = None,
+    torch_source: TorchSource | None = None,
+    log: IO[str] | None = None,
     runtime_dir: Path = RUNTIME_DIR,
 ) -> Generation:
     """Render, then `uv lock` when pyproject.toml changed or there is no uv.lock yet."""

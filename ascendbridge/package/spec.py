@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ab_runtime import accuracy_standard
 from ab_runtime.fileops import write_text_atomic
+
 # Re-exported: a model run ends with exactly one line starting with this marker followed by a JSON
 # object (ab_runtime/result.py writes and reads it); gates parse that line, never free text.
 from ab_runtime.result import RESULT_MARKER  # noqa: F401
@@ -33,7 +34,7 @@ FORBIDDEN_KEYS: dict[str, str] = {
 }
 
 
-def forbidden_change(changed_keys: Any, role: str) -> Optional[str]:
+def forbidden_change(changed_keys: Any, role: str) -> str | None:
     """The one-line refusal for a proposal that changes a forbidden key (top level of `changed_keys`
     such as "dtype" or "tolerances/float32"), or None when it touches none."""
     hit = sorted({str(key).split("/")[0] for key in changed_keys} & set(FORBIDDEN_KEYS))
@@ -43,7 +44,7 @@ def forbidden_change(changed_keys: Any, role: str) -> Optional[str]:
     return f"the agent changed {', '.join(hit)}, which the {role} role may not change ({reasons})"
 
 
-def load_proposal(original: "AdaptationSpec", copy: Path, changed: list[str], role: str) -> Union["AdaptationSpec", str]:
+def load_proposal(original: AdaptationSpec, copy: Path, changed: list[str], role: str) -> AdaptationSpec | str:
     """An agent's proposal in its workspace copy: the spec it wrote, or the one-line refusal (it
     changed a file other than the spec, wrote no valid spec, or changed a key its role may not)."""
     if changed != [SPEC_FILE]:
@@ -63,8 +64,8 @@ class ModelSource(BaseModel):
 
     model_id: str
     source: Literal["huggingface", "local", "hf-cache"] = "huggingface"
-    path: Optional[str] = None  # local directory (source=local) or cache dir (hf-cache)
-    revision: Optional[str] = None
+    path: str | None = None  # local directory (source=local) or cache dir (hf-cache)
+    revision: str | None = None
     has_weights: bool = True  # False: config-only model, always config-initialised
 
 
@@ -76,9 +77,9 @@ class InputRecipe(BaseModel):
     batch_size: int = 2
     seq_len: int = 32
     decoder_seq_len: int = 8
-    image_size: Optional[int] = None
-    num_mel_bins: Optional[int] = None
-    audio_frames: Optional[int] = None
+    image_size: int | None = None
+    num_mel_bins: int | None = None
+    audio_frames: int | None = None
     seed: int = 1234
     input_names: list[str] = Field(default_factory=list)  # from the forward signature
 
@@ -88,7 +89,7 @@ class DtypePolicy(BaseModel):
 
     reference: str = "float32"  # CPU reference dtype
     target: str = "float32"  # dtype on the chosen device
-    fallback: Optional[str] = None  # used when the device rejects `target` (healer sets it)
+    fallback: str | None = None  # used when the device rejects `target` (healer sets it)
     # Module classes kept in float32 inside lower-precision runs (the healer's remedy for an
     # operator without a kernel for that dtype, e.g. FNet's FFT in bfloat16 on CPU).
     keep_fp32_modules: list[str] = Field(default_factory=list)
@@ -110,12 +111,12 @@ class WorkloadSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Optional[Literal["generation", "encoder_generation", "batch_sweep", "forward"]] = None
-    prompt_len: Optional[int] = Field(None, ge=1)
-    new_tokens: Optional[int] = Field(None, ge=2)
-    batch: Optional[int] = Field(None, ge=1)
-    sweep: Optional[list[Annotated[int, Field(ge=1)]]] = Field(None, min_length=1)
-    headline_batch: Optional[int] = Field(None, ge=1)
+    name: Literal["generation", "encoder_generation", "batch_sweep", "forward"] | None = None
+    prompt_len: int | None = Field(None, ge=1)
+    new_tokens: int | None = Field(None, ge=2)
+    batch: int | None = Field(None, ge=1)
+    sweep: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
+    headline_batch: int | None = Field(None, ge=1)
 
 
 class AppliedFix(BaseModel):
@@ -124,7 +125,7 @@ class AppliedFix(BaseModel):
     rule: str
     description: str
     changes: dict[str, Any] = Field(default_factory=dict)
-    attempt: Optional[int] = None
+    attempt: int | None = None
 
 
 class AdaptationSpec(BaseModel):
@@ -135,8 +136,8 @@ class AdaptationSpec(BaseModel):
     model: ModelSource
     task_family: str
     model_class: str  # transformers class name, e.g. "BertModel", "AutoModelForCausalLM"
-    architecture: Optional[str] = None
-    model_type: Optional[str] = None
+    architecture: str | None = None
+    model_type: str | None = None
     trust_remote_code: bool = False
     inputs: InputRecipe = Field(default_factory=InputRecipe)
     dtype: DtypePolicy = Field(default_factory=DtypePolicy)
@@ -145,13 +146,13 @@ class AdaptationSpec(BaseModel):
     tolerances: Annotated[dict[str, dict[str, float]], BeforeValidator(_tolerance_requests)] = Field(
         default_factory=dict)
     # Dry run: at most this many layers are built (recorded in output); None = the full depth.
-    dry_run_max_layers: Optional[int] = None
+    dry_run_max_layers: int | None = None
     config_overrides: dict[str, Any] = Field(default_factory=dict)
     # Extra pip requirements for every profile, e.g. {"sentencepiece": ">=0.2"}.
     dependencies: dict[str, str] = Field(default_factory=dict)
     transformers_requirement: str = "transformers>=4.46"
     python_requirement: str = ">=3.10"
-    sentence_transformers_pooling: Optional[str] = None  # "mean" | "cls" | None
+    sentence_transformers_pooling: str | None = None  # "mean" | "cls" | None
     # modules.json ends with a Normalize module: sentence embeddings are L2-normalised, as
     # sentence-transformers' encode() returns them.
     sentence_transformers_normalize: bool = False
@@ -164,7 +165,7 @@ class AdaptationSpec(BaseModel):
     # Discovery's plan for a model larger than one device (ascendbridge/discovery/decisions.py):
     # {"devices": N, "strategy": "device_map", "tensor_parallel_degree": T, ...}; the team lead gives
     # its timed stages N devices at once. None: one device.
-    device_plan: Optional[dict[str, Any]] = None
+    device_plan: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         """The exact text of adaptation.json (stable key order, so re-saving is byte-identical)."""
@@ -176,7 +177,7 @@ class AdaptationSpec(BaseModel):
         return path
 
     @classmethod
-    def load(cls, directory: Path) -> "AdaptationSpec":
+    def load(cls, directory: Path) -> AdaptationSpec:
         path = Path(directory) / SPEC_FILE
         try:
             return cls.model_validate_json(path.read_text())

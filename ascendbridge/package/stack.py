@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
 from ascendbridge.gatekit.checker import json_report
-from ascendbridge.stacks import stack_id
 from ascendbridge.gatekit.envs import run_inner
+from ascendbridge.stacks import stack_id
 
 PROBE_TIMEOUT_S = 120.0
 MARKER = "ascendbridge-env.json"  # in a system-mode .venv: mode, base interpreter, stack, installed
@@ -53,7 +53,7 @@ def env_for_model(model: Any) -> EnvChoice:
         raise StackError(str(exc)) from None
 
 
-def system_marker(directory: Path) -> Optional[dict[str, Any]]:
+def system_marker(directory: Path) -> dict[str, Any] | None:
     """The record a system-mode `.venv` keeps (ascendbridge/package/system_env.py), or None (locked)."""
     try:
         data = json.loads((Path(directory) / ".venv" / MARKER).read_text())

@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
+import sys
 import time
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
-from packaging.markers import default_environment
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ascendbridge.config import torch_source, uv_binary
+from ascendbridge.envmode import EnvChoice
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import MARKER, StackError, check_stack, probe_stack, stack_id
 from ascendbridge.package.stack import system_marker as marker
-from ascendbridge.envmode import EnvChoice
-from ascendbridge.config import torch_source, uv_binary
 from ascendbridge.runtime.process import CommandResult, run_command
 
 PTH_FILE = "_ascendbridge_system_stack.pth"
@@ -51,7 +55,7 @@ def _json_of(python: Path, code: str) -> Any:
     return json.loads(res.output.strip().splitlines()[-1])
 
 
-def _uv() -> Optional[str]:
+def _uv() -> str | None:
     try:
         return uv_binary()
     except RuntimeError:  # a plain host with torch and no uv: fine while nothing is missing
@@ -64,7 +68,7 @@ def _direct_requirements(directory: Path) -> list[Requirement]:
     return [Requirement(r) for r in data.get("project", {}).get("dependencies", [])]
 
 
-def pinned_requirements(directory: Path, log: Optional[IO[str]] = None) -> list[Requirement]:
+def pinned_requirements(directory: Path, log: IO[str] | None = None) -> list[Requirement]:
     """The lock's pins of the base dependencies (no device extra), for this platform; without
     uv, the package's direct dependencies."""
     uv = _uv()
@@ -75,7 +79,6 @@ def pinned_requirements(directory: Path, log: Optional[IO[str]] = None) -> list[
     if not res.ok:
         raise StackError(f"uv export of {directory.name}'s lock failed: {res.tail(1)}")
     wanted: list[Requirement] = []
-    env = default_environment()
     for line in res.output.splitlines():
         line = line.strip()
         if not line or line.startswith(("#", "-")):
@@ -84,12 +87,12 @@ def pinned_requirements(directory: Path, log: Optional[IO[str]] = None) -> list[
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if (req.marker is None or req.marker.evaluate(env)) and canonicalize_name(req.name) not in NEVER_INSTALLED:
+        if (req.marker is None or req.marker.evaluate()) and canonicalize_name(req.name) not in NEVER_INSTALLED:
             wanted.append(req)
     return wanted
 
 
-def _make_venv(directory: Path, base: Path, log: Optional[IO[str]]) -> Path:
+def _make_venv(directory: Path, base: Path, log: IO[str] | None) -> Path:
     venv = directory / ".venv"
     if venv.exists():
         shutil.rmtree(venv)
@@ -105,7 +108,7 @@ def _make_venv(directory: Path, base: Path, log: Optional[IO[str]]) -> Path:
     return python
 
 
-def sync_system(directory: Path, choice: EnvChoice, device: str, log: Optional[IO[str]] = None) -> CommandResult:
+def sync_system(directory: Path, choice: EnvChoice, device: str, log: IO[str] | None = None) -> CommandResult:
     """Make (or keep) the system-mode `.venv`; a failed CommandResult with one `error:` line when
     the stack does not fit or anything else fails. Nothing is installed before the check."""
     directory = Path(directory)

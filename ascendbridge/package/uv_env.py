@@ -13,16 +13,16 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
-from ascendbridge.package import system_env
-from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
-from ascendbridge.package.system_env import sync_system
-from ascendbridge.config import uv_binary
-from ascendbridge.runtime.process import CommandResult, run_command
-from ascendbridge.gatekit.envs import model_run_env
 # A run's RESULT line is read with the runtime's own reader (the same marker the run printed).
 from ab_runtime.result import read_result as parse_result
+from ascendbridge.config import uv_binary
+from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
+from ascendbridge.gatekit.envs import model_run_env
+from ascendbridge.package import system_env
+from ascendbridge.package.system_env import sync_system
+from ascendbridge.runtime.process import CommandResult, run_command
 
 # demo.py --device value -> the pyproject extra that installs the matching torch
 DEVICE_PROFILES: dict[str, str] = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
@@ -34,7 +34,7 @@ SYNC_TIMEOUT_S = 1800.0  # a first sync of a CUDA/NPU profile downloads gigabyte
 DEMO_TIMEOUT_S = 600.0
 
 
-def uv_environment(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def uv_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The process environment for uv and model runs: ours minus foreign venv pointers."""
     return model_run_env({"UV_NO_PROGRESS": os.environ.get("UV_NO_PROGRESS", "1"), **(extra or {})})
 
@@ -47,8 +47,8 @@ def profile_for_device(device: str) -> str:
 
 
 def _uv(
-    directory: Path, args: Sequence[str], timeout_s: float, log: Optional[IO[str]],
-    env: Optional[Mapping[str, str]] = None,
+    directory: Path, args: Sequence[str], timeout_s: float, log: IO[str] | None,
+    env: Mapping[str, str] | None = None,
 ) -> CommandResult:
     directory = Path(directory)
     if not (directory / "pyproject.toml").is_file():
@@ -58,13 +58,13 @@ def _uv(
 
 
 def lock(directory: Path, *, check: bool = False, timeout_s: float = LOCK_TIMEOUT_S,
-         log: Optional[IO[str]] = None) -> CommandResult:
+         log: IO[str] | None = None) -> CommandResult:
     """`uv lock` (or `uv lock --check`: fail when uv.lock does not match pyproject.toml)."""
     return _uv(directory, ["lock", "--check"] if check else ["lock"], timeout_s, log)
 
 
 def sync(directory: Path, profile: str, *, timeout_s: float = SYNC_TIMEOUT_S,
-         log: Optional[IO[str]] = None, env: Optional[EnvChoice] = None) -> CommandResult:
+         log: IO[str] | None = None, env: EnvChoice | None = None) -> CommandResult:
     """Make the adaptation's `.venv` for one profile, in the environment mode of `env` (default:
     the run's, ASCENDBRIDGE_ENV): `locked` = `uv sync --locked --extra PROFILE` (exactly the
     lock's packages); `system` = layered on the given interpreter's torch (ascendbridge.package.system_env).
@@ -84,7 +84,7 @@ def sync(directory: Path, profile: str, *, timeout_s: float = SYNC_TIMEOUT_S,
 
 
 def run_in_env(directory: Path, argv: Sequence[str], *, timeout_s: float = DEMO_TIMEOUT_S,
-               log: Optional[IO[str]] = None, env: Optional[Mapping[str, str]] = None) -> CommandResult:
+               log: IO[str] | None = None, env: Mapping[str, str] | None = None) -> CommandResult:
     """Run `python ARGV...` in the adaptation's synced environment, cwd = the adaptation.
 
     `--no-sync`: a run never changes the environment (a plain `uv run` would re-sync it
@@ -104,7 +104,7 @@ class DemoRun:
     """One demo.py run: the contained command and its parsed RESULT line (None if absent)."""
 
     command: CommandResult
-    result: Optional[dict[str, Any]]
+    result: dict[str, Any] | None
 
     @property
     def ok(self) -> bool:
@@ -112,8 +112,8 @@ class DemoRun:
 
 
 def run_demo(directory: Path, args: Sequence[str] = ("--dry-run",), *, device: str = "cpu",
-             timeout_s: float = DEMO_TIMEOUT_S, log: Optional[IO[str]] = None,
-             env: Optional[Mapping[str, str]] = None) -> DemoRun:
+             timeout_s: float = DEMO_TIMEOUT_S, log: IO[str] | None = None,
+             env: Mapping[str, str] | None = None) -> DemoRun:
     """Run `demo.py --device DEVICE ARGS...` (environment must be synced) and parse its result."""
     profile_for_device(device)
     command = run_in_env(directory, ["demo.py", "--device", device, *args],

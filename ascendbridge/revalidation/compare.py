@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 DEFAULT_TOLERANCE = 0.05
 VERDICTS: tuple[str, ...] = ("unchanged", "improved", "regressed", "broken")
@@ -45,12 +45,12 @@ class Verdict:
     verdict: str
     summary: str
     changes: list[FigureChange] = field(default_factory=list)
-    failure: Optional[str] = None
-    baseline_stack: Optional[str] = None
-    current_stack: Optional[str] = None
+    failure: str | None = None
+    baseline_stack: str | None = None
+    current_stack: str | None = None
 
     @property
-    def worst(self) -> Optional[FigureChange]:
+    def worst(self) -> FigureChange | None:
         return max(self.changes, key=lambda c: c.worse_by(), default=None)
 
     def as_dict(self) -> dict[str, Any]:
@@ -106,6 +106,6 @@ def compare(model_id: str, adaptation: str, baseline: dict[str, dict[str, Any]],
     return verdict
 
 
-def broken(model_id: str, adaptation: str, failure: str, baseline_stack: Optional[str] = None) -> Verdict:
+def broken(model_id: str, adaptation: str, failure: str, baseline_stack: str | None = None) -> Verdict:
     return Verdict(model_id, adaptation, "broken", f"broken: {failure}", failure=failure,
                    baseline_stack=baseline_stack)

@@ -17,15 +17,14 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.stage_inputs import run_with_inputs
 from ascendbridge.package import uv_env
-from ascendbridge.revalidation.settings import RevalidationSettings
 from ascendbridge.package.device_settings import DeviceSettings
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.revalidation.settings import RevalidationSettings
 from ascendbridge.settings import section
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_inputs import run_with_inputs
 from ascendbridge.teamlead.registry import entry_point_stage
-
 
 
 class BenchmarkSlotSettings(DeviceSettings):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from ascendbridge.board import BoardBusyError
 
@@ -19,7 +20,7 @@ LONGEST_WAIT_S = 5.0
 
 
 def retry_busy(call: Callable[[], T], what: str, say: Callable[[str], None],
-               give_up_after_s: Optional[float] = None, stop: Optional[threading.Event] = None) -> T:
+               give_up_after_s: float | None = None, stop: threading.Event | None = None) -> T:
     """`call()` until it does not raise BoardBusyError; waits 0.2 s, 0.4 s, ... up to 5 s between
     tries. Re-raises the last error after `give_up_after_s` (None: never) or once `stop` is set."""
     wait, began = FIRST_WAIT_S, time.monotonic()

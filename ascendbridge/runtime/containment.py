@@ -18,9 +18,9 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 import psutil
 
@@ -43,7 +43,7 @@ class AttemptMarker:
         return f"{self.task_id}:{self.token}@{self.board}"
 
     @classmethod
-    def parse(cls, raw: str) -> Optional["AttemptMarker"]:
+    def parse(cls, raw: str) -> AttemptMarker | None:
         ids, sep, board = raw.partition("@")
         task, colon, token = ids.partition(":")
         if not sep or not colon or not task.isdigit() or not token.isdigit():

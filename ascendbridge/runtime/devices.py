@@ -18,13 +18,13 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Optional
 
 KINDS = ("npu", "cuda", "cpu")
 PROBE_TIMEOUT_S = 20.0
 # A tool's output, or None when the tool is not installed (injectable for tests and Ray nodes).
-Runner = Callable[[list[str]], Optional[str]]
+Runner = Callable[[list[str]], str | None]
 
 
 class DeviceSpecError(ValueError):
@@ -38,7 +38,7 @@ class Device:
     kind: str  # npu | cuda | cpu
     index: int
     name: str = ""
-    memory_gb: Optional[float] = None  # device memory (HBM / VRAM), GiB; None for CPU cores
+    memory_gb: float | None = None  # device memory (HBM / VRAM), GiB; None for CPU cores
 
     @property
     def label(self) -> str:
@@ -89,7 +89,7 @@ def parse_index_list(raw: str, what: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def parse_spec(spec: str) -> tuple[str, Optional[tuple[int, ...]]]:
+def parse_spec(spec: str) -> tuple[str, tuple[int, ...] | None]:
     """`npu:0-7` -> ("npu", (0..7)); `cuda:0,1`; `cpu` -> ("cpu", None); `cpu:0-3` -> cores 0..3."""
     kind, sep, rest = spec.strip().lower().partition(":")
     if kind not in KINDS:
@@ -111,7 +111,7 @@ def parse_npu_smi(text: str) -> list[Device]:
     chip row `| Chip | Bus-Id | AICore Memory-Usage(MB) HBM-Usage(MB) |`; memory is the last
     `used / total` pair (HBM on 910 cards). The process table that follows is ignored."""
     devices: list[Device] = []
-    pending: Optional[tuple[int, str]] = None
+    pending: tuple[int, str] | None = None
     for line in text.splitlines():
         if "Process id" in line or "Process name" in line:
             break
@@ -134,14 +134,14 @@ def parse_nvidia_smi(text: str) -> list[Device]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[0].isdigit():
             try:
-                memory: Optional[float] = round(float(parts[2]) / 1024, 1)
+                memory: float | None = round(float(parts[2]) / 1024, 1)
             except ValueError:
                 memory = None
             devices.append(Device("cuda", int(parts[0]), parts[1], memory))
     return devices
 
 
-def run_tool(argv: list[str]) -> Optional[str]:
+def run_tool(argv: list[str]) -> str | None:
     """A probe tool's stdout; None when it is not installed or fails (a host without that kind)."""
     if shutil.which(argv[0]) is None:
         return None
@@ -183,14 +183,14 @@ def parse_torch_npu(text: str) -> list[Device]:
         return []
 
 
-def probe_python() -> Optional[str]:
+def probe_python() -> str | None:
     """The probe environment: the system-mode interpreter (--python) when one is configured."""
     from ascendbridge.settings import EnvsSettings, section
 
     return (section(EnvsSettings).system_python or "").strip() or None
 
 
-def probe(kind: str, runner: Runner = run_tool, python: Optional[str] = None) -> tuple[Optional[list[Device]], str]:
+def probe(kind: str, runner: Runner = run_tool, python: str | None = None) -> tuple[list[Device] | None, str]:
     """(devices of `kind`, the source that reported them); devices None when no source answered.
     NPUs: torch_npu in the probe environment `python` first (it fails without torch_npu or cards),
     then npu-smi."""
@@ -208,8 +208,8 @@ def host_cpus() -> tuple[int, ...]:
     return tuple(sorted(os.sched_getaffinity(0)))
 
 
-def detect(spec: Optional[str] = None, runner: Runner = run_tool, cpus: Optional[tuple[int, ...]] = None,
-           host: Optional[str] = None, python: Optional[str] = None) -> HostInventory:
+def detect(spec: str | None = None, runner: Runner = run_tool, cpus: tuple[int, ...] | None = None,
+           host: str | None = None, python: str | None = None) -> HostInventory:
     """The inventory: the explicit spec when given (checked), else NPUs, else GPUs, else CPU only.
     `python`: the probe environment for torch_npu (default: probe_python())."""
     host = host or socket.gethostname()

@@ -20,13 +20,11 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Optional, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ascendbridge.board.records import ModelRecord, TaskRecord
-from ascendbridge.runtime import attempt_dir
-from ascendbridge.runtime import payload
-from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt,
-                                              marker_for)
+from ascendbridge.runtime import attempt_dir, payload
+from ascendbridge.runtime.containment import ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt, marker_for
 from ascendbridge.runtime.placement import CPU_AFFINITY_ENV, NPU_INDEX_ENV, Placement
 from ascendbridge.runtime.process import kill_group, run_command
 from ascendbridge.stage_api import GateResult, StageOutcome
@@ -53,7 +51,7 @@ class Job:
     directives: list[dict[str, Any]] = field(default_factory=list)  # open directives for this stage (guidance)
     extra_stages: str = ""  # ASCENDBRIDGE_EXTRA_STAGES for the worker (registry outside entry points)
     env: dict[str, str] = field(default_factory=dict)  # extra environment of the worker (Ray: the head's settings)
-    placement: Optional[Placement] = None  # its devices / cores and the environment that says so
+    placement: Placement | None = None  # its devices / cores and the environment that says so
 
     @property
     def stage(self) -> str:
@@ -104,10 +102,10 @@ class PhaseResult(Generic[PhaseData]):
     """How one worker process (run or gate) ended; `data` is its validated result file, if it wrote
     one; `refused` says in one line why a result file it wrote was not accepted."""
 
-    exit_code: Optional[int]
+    exit_code: int | None
     duration_s: float
     timed_out: bool
-    data: Optional[PhaseData]
+    data: PhaseData | None
     log_tail: str = ""
     refused: str = ""
 
@@ -115,8 +113,8 @@ class PhaseResult(Generic[PhaseData]):
 @dataclass
 class JobResult:
     job: Job
-    run: Optional[PhaseResult[StageOutcome]] = None
-    gate: Optional[PhaseResult[GateResult]] = None
+    run: PhaseResult[StageOutcome] | None = None
+    gate: PhaseResult[GateResult] | None = None
     stopped: bool = False  # the executor was shut down before the job finished
     duration_s: float = 0.0
     lost: str = ""  # why the host running it went away mid-job (Ray): the task goes back to pending
@@ -144,7 +142,7 @@ class Executor(ABC):
     def stop(self) -> None:
         """Stop every running job; their results come back through `collect` with stopped=True."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (a default no-op: only an executor holding something overrides it)
         """Release what the executor holds (a cluster connection); called once the team lead is done."""
 
 

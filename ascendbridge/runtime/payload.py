@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal, Optional, TypeVar, Union
+from typing import Any, Literal, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from ascendbridge.board.records import ModelRecord, TaskRecord
-from ascendbridge.stage_api import WIRE, GateResult, StageOutcome
 from ab_runtime.fileops import write_text_atomic
 from ascendbridge import capped_read
+from ascendbridge.board.records import ModelRecord, TaskRecord
+from ascendbridge.stage_api import WIRE, GateResult, StageOutcome
 
 Phase = Literal["run", "gate"]
-PhaseData = Union[StageOutcome, GateResult]
+PhaseData = StageOutcome | GateResult
 _W = TypeVar("_W")
 
 
@@ -85,7 +85,7 @@ def to_json(value: Any) -> str:
 def parse(model: type[_W], text: str, what: str) -> _W:
     """`text` validated as `model`; PayloadError (one line) when it does not match."""
     try:
-        return _adapter(model).validate_json(text)  # type: ignore[no-any-return]  # an instance of `model`
+        return _adapter(model).validate_json(text)
     except ValidationError as exc:
         raise PayloadError(one_line(exc, what)) from None
 
@@ -98,7 +98,7 @@ def to_data(value: Any) -> Any:
 def from_data(model: type[_W], data: Any, what: str) -> _W:
     """`data` (the wire form as Python values) validated as `model`; PayloadError (one line) if not."""
     try:
-        return _adapter(model).validate_python(data)  # type: ignore[no-any-return]  # an instance of `model`
+        return _adapter(model).validate_python(data)
     except ValidationError as exc:
         raise PayloadError(one_line(exc, what)) from None
 
@@ -127,7 +127,7 @@ def write(path: Path, value: Any) -> None:
     write_text_atomic(path, to_json(value))
 
 
-def read_result(path: Path, phase: Phase) -> tuple[Optional[PhaseData], str]:
+def read_result(path: Path, phase: Phase) -> tuple[PhaseData | None, str]:
     """A worker's result file: (the validated model, "") or (None, why not); absent is (None, "")."""
     if not path.exists():
         return None, ""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.runtime.devices import HostInventory, parse_index_list
 
@@ -72,7 +72,7 @@ class Placement:
 class DevicePool:
     """The host's devices for timed jobs, handed out exclusively and taken back when the job ends."""
 
-    def __init__(self, inventory: HostInventory, timed_cores: Optional[int] = None) -> None:
+    def __init__(self, inventory: HostInventory, timed_cores: int | None = None) -> None:
         self.inventory = inventory
         self.kind = inventory.kind
         cpus = list(inventory.cpus)
@@ -109,7 +109,7 @@ class DevicePool:
         slots = "; ".join(",".join(map(str, s)) for s in self.slots)
         return f"{self.capacity} timed slot(s) on cores [{slots}]; preparation on cores [{prep}]"
 
-    def acquire(self, stage: str, count: int = 1) -> Optional[Placement]:
+    def acquire(self, stage: str, count: int = 1) -> Placement | None:
         """A placement for one job of `stage`; None when a timed stage finds fewer than `count` free
         slots (a model sharded over N devices claims N at once). Preparation always gets one."""
         host = self.inventory.host
@@ -141,7 +141,7 @@ def _cpu_list(cpus: tuple[int, ...]) -> str:
     return ",".join(map(str, cpus))
 
 
-def devices_needed(metadata: Optional[dict[str, Any]]) -> int:
+def devices_needed(metadata: dict[str, Any] | None) -> int:
     """Devices a model's timed stages claim at once: its discovery plan's count (1 without a plan)."""
     plan = ((metadata or {}).get("decision") or {}).get("plan") or {}
     try:
@@ -157,7 +157,7 @@ def pool_entry(pool: DevicePool) -> dict[str, Any]:
             "memory_gb": min(memory) if memory and pool.kind != "cpu" else None}
 
 
-def apply_cpu_affinity() -> Optional[tuple[int, ...]]:
+def apply_cpu_affinity() -> tuple[int, ...] | None:
     """Pin this process (and all it starts later) to ASCENDBRIDGE_CPU_AFFINITY's cores, if set."""
     raw = os.environ.get(CPU_AFFINITY_ENV, "").strip()
     if not raw:

@@ -16,9 +16,10 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Optional, Sequence
+from typing import IO
 
 from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, terminate, tree
 
@@ -29,7 +30,7 @@ KILL_GRACE_S = 5.0
 @dataclass
 class CommandResult:
     argv: list[str]
-    exit_code: Optional[int]  # None when killed at the timeout
+    exit_code: int | None  # None when killed at the timeout
     duration_s: float
     timed_out: bool
     output: str  # combined stdout+stderr, capped (the tail is kept when truncated)
@@ -48,7 +49,7 @@ class CommandResult:
 
 
 def kill_group(
-    pgid: int, grace_s: float = KILL_GRACE_S, leader: Optional["subprocess.Popen[bytes]"] = None
+    pgid: int, grace_s: float = KILL_GRACE_S, leader: subprocess.Popen[bytes] | None = None
 ) -> None:
     """SIGTERM the whole group, then SIGKILL whatever is still alive after the grace period.
 
@@ -76,12 +77,12 @@ def kill_group(
 
 def run_command(
     argv: Sequence[str],
-    cwd: Optional[Path] = None,
-    env: Optional[dict[str, str]] = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
     timeout_s: float = 600.0,
     output_cap: int = DEFAULT_OUTPUT_CAP,
-    log: Optional[IO[str]] = None,
-    on_start: Optional[Callable[[subprocess.Popen[bytes]], None]] = None,
+    log: IO[str] | None = None,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
     new_session: bool = False,
 ) -> CommandResult:
     """Run `argv`; stream output to `log` up to `output_cap`; kill all it started when it ends.

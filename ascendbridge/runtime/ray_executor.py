@@ -20,13 +20,14 @@ fencing token, runs it wherever there is room.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.runtime import attempt_dir, payload
 from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
@@ -47,7 +48,7 @@ class RayUnavailable(RuntimeError):
     """Ray is not installed or the cluster cannot be reached; the message is one line for the user."""
 
 
-def cluster_accelerator(resources: dict[str, float]) -> Optional[str]:
+def cluster_accelerator(resources: dict[str, float]) -> str | None:
     """The accelerator kind the cluster offers (Ray detects NPUs and GPUs), or None on CPU only."""
     return next((name for name in KIND_OF if resources.get(name, 0) >= 1), None)
 
@@ -71,7 +72,7 @@ def task_options(resources: dict[str, float]) -> dict[str, Any]:
             "max_retries": 0, "scheduling_strategy": "SPREAD"}
 
 
-def forwarded_env(environ: Optional[dict[str, str]] = None) -> dict[str, str]:
+def forwarded_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a node's worker needs (stage registry, model-run variables, PYTHONPATH); its
     settings travel with the job (ascendbridge.settings payload)."""
     env = os.environ if environ is None else environ
@@ -96,12 +97,12 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
 class NodeReport:
     """What a Ray task sends back to the head."""
 
-    run: Optional[PhaseResult]
-    gate: Optional[PhaseResult]
+    run: PhaseResult | None
+    gate: PhaseResult | None
     stopped: bool
     duration_s: float
     work_dir: str  # the node's staging copy: paths in the results point into it
-    artefact: Optional[Artefact]  # the staging copy after the run and gate
+    artefact: Artefact | None  # the staging copy after the run and gate
     log_text: str
     placement: dict[str, Any]
 
@@ -145,7 +146,7 @@ def run_on_node(job: Job, artefact: Artefact) -> NodeReport:
 class RayExecutor(Executor):
     """Submits each job as a Ray task with its stage's resources; collects finished ones."""
 
-    def __init__(self, address: Optional[str] = None) -> None:
+    def __init__(self, address: str | None = None) -> None:
         if address:
             check_reachable(address)
         # The team lead runs under `uv run` (run_auto_team_lead.sh); Ray's uv hook would then start
@@ -160,7 +161,7 @@ class RayExecutor(Executor):
         self._ray = ray
         where = address or "a new local Ray instance"
         try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=True)
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise RayUnavailable(f"cannot reach the Ray cluster at {where}: {first}") from None
@@ -243,7 +244,7 @@ class RayExecutor(Executor):
         return result
 
 
-def _relocated(phase: Optional[PhaseResult[Any]], node_dir: Path, head_dir: Path) -> Optional[PhaseResult[Any]]:
+def _relocated(phase: PhaseResult[Any] | None, node_dir: Path, head_dir: Path) -> PhaseResult[Any] | None:
     """A phase result whose paths point at the head's staging copy instead of the node's."""
     if phase is None or phase.data is None:
         return phase

@@ -24,6 +24,7 @@ exit code on the board says whether it worked, as a person reading `board_ops.py
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import signal
@@ -31,11 +32,16 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.agents import history
-from ascendbridge.runtime.containment import (ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, die_with_parent,
-                                              kill_attempt)
+from ascendbridge.runtime.containment import (
+    ATTEMPT_ENV,
+    TEAM_LEAD_PID_ENV,
+    AttemptMarker,
+    die_with_parent,
+    kill_attempt,
+)
 from ascendbridge.runtime.payload import PayloadError, Phase, PhaseData, WorkerJob, checked, load, result_model, write
 from ascendbridge.runtime.placement import apply_cpu_affinity
 from ascendbridge.settings import PathSettings, Settings, SettingsError, install, installed
@@ -144,14 +150,15 @@ def execute(job: WorkerJob) -> int:
     return code
 
 
-def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m ascendbridge.runtime.worker", description=__doc__.splitlines()[0])
     p.add_argument("--job", required=True, type=Path, help="the WorkerJob JSON file the team lead wrote")
     return p.parse_args(argv)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+def main(argv: list[str] | None = None) -> int:
+    if isinstance(sys.stdout, io.TextIOWrapper):  # not when a caller swapped stdout for a plain stream
+        sys.stdout.reconfigure(line_buffering=True)
     args = parse_args(argv)
     try:
         job = load(WorkerJob, args.job, "the job file")

@@ -21,15 +21,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
-from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import board_path, logs_dir
 from ascendbridge.envmode import ENV_MODES, EnvModeError, env_choice
 from ascendbridge.runtime.devices import detect
@@ -146,7 +145,7 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
     return Settings.resolve(given)
 
 
-def with_pool(resolved: Optional[Settings], pool: DevicePool) -> Settings:
+def with_pool(resolved: Settings | None, pool: DevicePool) -> Settings:
     """The settings with the team lead's device pool (discovery sizes models against these devices)."""
     resolved = resolved or Settings.resolve()
     devices = resolved.of(DeviceSettings).model_copy(update={"device_pool": json.dumps([pool_entry(pool)])})
@@ -199,7 +198,7 @@ def print_summary(console: Console, store: BoardStore, lead: TeamLead, stats: Ru
         console.print(f"not runnable: {stage}: {why}")
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already printed as one line

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 from ascendbridge.settings import GeneralSettings, section
 
@@ -37,7 +36,7 @@ def free_bytes(path: Path) -> int:
     return 0
 
 
-def shortage(places: dict[str, Path], need: int) -> Optional[str]:
+def shortage(places: dict[str, Path], need: int) -> str | None:
     """One line naming the first place with less than `need` bytes free, or None."""
     if need <= 0:
         return None

@@ -16,7 +16,6 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Optional
 
 from ascendbridge.board import TaskRecord
 from ascendbridge.runtime.placement import is_timed
@@ -28,14 +27,14 @@ class StageBasis:
     """What one stage contributes: its median, how many samples it rests on, the work left."""
 
     stage: str
-    median_s: Optional[float]
+    median_s: float | None
     samples: int
     left: int  # unfinished tasks of this stage (pending, waiting or running)
 
 
 @dataclass(frozen=True)
 class Eta:
-    seconds: Optional[float]  # None: nothing measured yet for any stage with work left
+    seconds: float | None  # None: nothing measured yet for any stage with work left
     stages: list[StageBasis] = field(default_factory=list)
 
     @property
@@ -64,7 +63,7 @@ class Eta:
         return f"ETA {'>=' if self.partial else ''}{fmt_s(self.seconds)} [{self.basis()}]"
 
 
-def fmt_s(seconds: Optional[float]) -> str:
+def fmt_s(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     seconds = int(round(seconds))
@@ -110,7 +109,7 @@ def estimate(
     for task in tasks:
         if task.stage in left and task.status not in TERMINAL_STATUSES:
             left[task.stage].append(task)
-    total: Optional[float] = None
+    total: float | None = None
     basis = []
     for stage in order:
         samples = durations.get(stage, [])

@@ -12,8 +12,9 @@ applies it at the start of its next run (`open_directives`), and a rollback to h
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ascendbridge.board import BoardError, BoardStore, GuidanceRecord, TaskRecord
 from ascendbridge.stages import STAGES
@@ -26,7 +27,7 @@ DIRECTIVE_EVENT = "directive"
 @dataclass(frozen=True)
 class Directive:
     verb: str  # priority | skip | retry | pause | resume | allow-remote-code
-    arg: Optional[str] = None
+    arg: str | None = None
 
     def __str__(self) -> str:
         return f"{self.verb} {self.arg}" if self.arg is not None else self.verb
@@ -46,7 +47,7 @@ class DirectiveError(ValueError):
     pass
 
 
-def parse_directives(text: str) -> Optional[list[Directive]]:
+def parse_directives(text: str) -> list[Directive] | None:
     """The directives in `text`, or None when it is free text. Raises on a bad stage name."""
     parts = [p.strip().rstrip(".!").strip().lower() for p in re.split(r"[;\n]", text)]
     parts = [p for p in parts if p]

@@ -9,13 +9,12 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
-from typing import Optional
 
 
 class LockHeld(Exception):
     """Another team lead holds the lock (its pid, when it wrote one)."""
 
-    def __init__(self, path: Path, pid: Optional[int]) -> None:
+    def __init__(self, path: Path, pid: int | None) -> None:
         super().__init__(f"another team lead{f' (pid {pid})' if pid else ''} is already running on this board "
                          f"(lock {path})")
         self.pid = pid
@@ -28,7 +27,7 @@ def lock_path_for(board: Path) -> Path:
 class InstanceLock:
     def __init__(self, board: Path) -> None:
         self.path = lock_path_for(board)
-        self._fd: Optional[int] = None
+        self._fd: int | None = None
 
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

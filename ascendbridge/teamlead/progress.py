@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -30,7 +31,7 @@ STYLE = {"completed": "green", "failed": "red", "blocked": "magenta", "skipped":
          "in_progress": "bold yellow", "pending": "cyan", "waiting": "dim"}
 
 
-def overall(lead: "TeamLead", durations: dict[str, list[float]]) -> tuple[int, int, Eta]:
+def overall(lead: TeamLead, durations: dict[str, list[float]]) -> tuple[int, int, Eta]:
     """(terminal tasks, all tasks) over the selected stages, and the ETA of the rest."""
     tasks = [t for t in lead.store.list_tasks() if t.stage in lead.settings.stages]
     done = sum(1 for t in tasks if t.status in TERMINAL_STATUSES)
@@ -40,7 +41,7 @@ def overall(lead: "TeamLead", durations: dict[str, list[float]]) -> tuple[int, i
     return done, len(tasks), eta
 
 
-def summary_line(lead: "TeamLead", durations: dict[str, list[float]]) -> str:
+def summary_line(lead: TeamLead, durations: dict[str, list[float]]) -> str:
     done, total, eta = overall(lead, durations)
     pct = 100.0 * done / total if total else 100.0
     return (f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "
@@ -54,12 +55,12 @@ class Progress:
                  read_durations: Callable[[], dict[str, list[float]]]) -> None:
         self.console, self.log = console, log
         self.read_durations = read_durations  # the board's reporting part: not the scheduler's lease interface
-        self.live: Optional[Live] = Live(console=console, auto_refresh=False) if live else None
+        self.live: Live | None = Live(console=console, auto_refresh=False) if live else None
         self._last = 0.0
         self._durations: dict[str, list[float]] = {}
         self._finished_seen = -1  # attempts finished when the durations were last read
 
-    def durations(self, lead: "TeamLead") -> dict[str, list[float]]:
+    def durations(self, lead: TeamLead) -> dict[str, list[float]]:
         """The board's completed-attempt durations, re-read only after an attempt finished."""
         finished = sum(n for k, n in lead.stats.outcomes.items() if k != "dispatched")
         if finished != self._finished_seen:
@@ -67,7 +68,7 @@ class Progress:
             self._finished_seen = finished
         return self._durations
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.live:
             self.live.start()
         return self
@@ -76,7 +77,7 @@ class Progress:
         if self.live:
             self.live.stop()
 
-    def __call__(self, lead: "TeamLead", force: bool = False) -> None:
+    def __call__(self, lead: TeamLead, force: bool = False) -> None:
         now = time.monotonic()
         every = LIVE_EVERY_S if self.live else PLAIN_EVERY_S
         if force and not self.live:
@@ -89,7 +90,7 @@ class Progress:
         else:
             self.log.info(summary_line(lead, self.durations(lead)))
 
-    def render(self, lead: "TeamLead") -> Group:
+    def render(self, lead: TeamLead) -> Group:
         stages = lead.settings.stages
         table = Table(title=None, expand=False)
         table.add_column("model")

@@ -12,7 +12,7 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.stages import STAGES, check_stage
 
@@ -84,7 +84,7 @@ def parse_extra_stages(raw: str) -> dict[str, StageRef]:
     return refs
 
 
-def stage_refs(environ: Optional[dict[str, str]] = None) -> dict[str, StageRef]:
+def stage_refs(environ: dict[str, str] | None = None) -> dict[str, StageRef]:
     """All declared stages: entry points, overridden by the env var, overridden by register_stage."""
     env = os.environ if environ is None else environ
     refs: dict[str, StageRef] = {}
@@ -110,7 +110,7 @@ def extra_stages_env(refs: dict[str, StageRef]) -> str:
     return ",".join(f"{r.name}={r.target}" for r in refs.values() if r.source != "entry-point")
 
 
-def check_loadable(ref: Optional[StageRef], name: str) -> Optional[str]:
+def check_loadable(ref: StageRef | None, name: str) -> str | None:
     """None when the stage's module exists; otherwise why the stage cannot run (one line)."""
     if ref is None:
         return f"no implementation registered for stage '{name}' (entry point group {ENTRY_POINT_GROUP})"

@@ -21,10 +21,10 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Protocol
 
 from ascendbridge.board import BoardBusyError, BoardError, ModelRecord, StaleTokenError, TaskRecord
 from ascendbridge.board.leases import LeaseBoard
@@ -78,9 +78,9 @@ class TeamLead:
         executor: Executor,
         refs: dict[str, StageRef],
         log: logging.Logger,
-        on_tick: Optional[Callable[["TeamLead"], None]] = None,
-        pool: Optional[DevicePool] = None,
-        steering: Optional[Steering] = None,
+        on_tick: Callable[[TeamLead], None] | None = None,
+        pool: DevicePool | None = None,
+        steering: Steering | None = None,
     ) -> None:
         self.store, self.settings, self.executor, self.refs, self.log = store, settings, executor, refs, log
         self.on_tick = on_tick
@@ -103,7 +103,7 @@ class TeamLead:
         self._used: set[str] = set()  # worker agents this run has started
         self._lost: set[int] = set()  # task ids of running jobs whose lease was lost (cancelled)
         self.min_free = min_free_bytes()
-        self.short_of_space: Optional[str] = None  # why this run stopped early: too little free space
+        self.short_of_space: str | None = None  # why this run stopped early: too little free space
 
     # ------------------------------------------------------------------ setup
     def _runnable_stages(self) -> list[str]:
@@ -205,7 +205,9 @@ class TeamLead:
                 if a.fencing_token == task.fencing_token and a.outcome is None and a.log_path]
         if not rows:
             return False
-        job = self._job(task, self.store.get_model(task.model_id), 0, Path(rows[-1].log_path))
+        log_path = rows[-1].log_path
+        assert log_path is not None  # rows are filtered on it
+        job = self._job(task, self.store.get_model(task.model_id), 0, Path(log_path))
         run, _ = payload.read_result(job.result_path("run"), "run")
         gate, _ = payload.read_result(job.result_path("gate"), "gate")
         if not isinstance(run, StageOutcome) or (run.status == "done" and gate is None) or not job.work_dir.is_dir():
@@ -319,7 +321,7 @@ class TeamLead:
         return sorted({t.model_pk for t in self.store.list_tasks(status="pending")
                        if t.model_pk in big and is_timed(t.stage)})
 
-    def _place(self, task: TaskRecord, model: ModelRecord) -> Optional[Placement]:
+    def _place(self, task: TaskRecord, model: ModelRecord) -> Placement | None:
         """The just-claimed task's devices; a model this host can never hold is blocked with the numbers."""
         need = devices_needed(model.metadata) if is_timed(task.stage) else 1
         placement = self.pool.acquire(task.stage, need)
@@ -351,8 +353,8 @@ class TeamLead:
     def _worker_id(self, slot: int) -> str:
         return f"{self.settings.agent_id}.w{slot}"
 
-    def _job(self, task: TaskRecord, model: ModelRecord, slot: int, log_path: Optional[Path] = None,
-             placement: Optional[Placement] = None) -> Job:
+    def _job(self, task: TaskRecord, model: ModelRecord, slot: int, log_path: Path | None = None,
+             placement: Placement | None = None) -> Job:
         s = self.settings
         return Job(
             task=task, model=model, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
@@ -429,7 +431,7 @@ class TeamLead:
         except BoardError as exc:  # the verdict is recorded; a lost placement line is only logged
             self.log.warning("%s/%s: placement not recorded: %s", job.task.model_id, job.stage, exc)
 
-    def _judge(self, job: Job, result: JobResult) -> tuple[str, Optional[dict[str, Any]], Optional[str]]:
+    def _judge(self, job: Job, result: JobResult) -> tuple[str, dict[str, Any] | None, str | None]:
         """Decide the transition; returns (attempt outcome, diagnosis, fix applied)."""
         name = f"{job.task.model_id}/{job.stage}"
         if result.stopped or result.lost:
@@ -495,7 +497,7 @@ class TeamLead:
             attempt_dir.promote(job.work_dir, job.adaptation_dir)
 
     def _complete(self, job: Job, out: StageOutcome,
-                  verdict: GateResult) -> tuple[str, Optional[dict[str, Any]], Optional[str]]:
+                  verdict: GateResult) -> tuple[str, dict[str, Any] | None, str | None]:
         """The gate passed: completion, the stage's figures, its metadata and its agent events in one
         fenced transaction."""
         name = f"{job.task.model_id}/{job.stage}"
@@ -552,7 +554,7 @@ class TeamLead:
         return "sent_back"  # not a failure of this run: the stage waits for the healer's fix
 
     def _fail(self, task: TaskRecord, diag: dict[str, Any], final: bool = True, status: str = "",
-              fields: Optional[dict[str, Any]] = None, metadata: Optional[dict[str, Any]] = None,
+              fields: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
               events: Sequence[dict[str, Any]] = ()) -> None:
         budget = self.settings.budget(task.stage)
         diag = {**diag, "attempt": task.attempts, "budget": budget}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -55,16 +55,16 @@ class RunSettings(StageSettings):
     heartbeat_s: float = Field(10.0, gt=0)
     poll_s: float = Field(1.0, gt=0)
     executor: Literal["local", "ray"] = "local"  # where stage runs execute: this host, or a Ray cluster
-    ray_address: Optional[str] = None  # the Ray cluster to join (host:port); unset: RAY_ADDRESS or a new local one
-    devices: Optional[str] = None  # npu:0-7 | cuda:0,1 | cpu[:LIST]; None: found on the host
-    timed_cores: Optional[int] = Field(None, ge=1)  # cores per timed run on a CPU-only host (default: a quarter)
+    ray_address: str | None = None  # the Ray cluster to join (host:port); unset: RAY_ADDRESS or a new local one
+    devices: str | None = None  # npu:0-7 | cuda:0,1 | cpu[:LIST]; None: found on the host
+    timed_cores: int | None = Field(None, ge=1)  # cores per timed run on a CPU-only host (default: a quarter)
 
     @classmethod
     def shown(cls, key: str) -> str:
         return f"{key} ({cls.FLAGS[key]})" if key in cls.FLAGS else key
 
     @model_validator(mode="after")
-    def _heartbeat_within_lease(self) -> "RunSettings":
+    def _heartbeat_within_lease(self) -> RunSettings:
         if self.heartbeat_s * 2 > self.lease_s:  # a lease must survive one missed heartbeat
             raise ValueError(f"heartbeat ({self.heartbeat_s:g} s) must be at most half the lease ({self.lease_s:g} s)")
         return self
@@ -89,13 +89,13 @@ class TeamLeadSettings:
     heartbeat_s: float = _default("heartbeat_s")
     poll_s: float = _default("poll_s")
     executor: str = _default("executor")
-    ray_address: Optional[str] = _default("ray_address")
-    devices: Optional[str] = _default("devices")
-    timed_cores: Optional[int] = _default("timed_cores")
+    ray_address: str | None = _default("ray_address")
+    devices: str | None = _default("devices")
+    timed_cores: int | None = _default("timed_cores")
     output_cap: int = 4 * 1024 * 1024
     forever: bool = False
     agent_id: str = "team-lead"
-    resolved: Optional[Settings] = None  # the one settings model (env + flags + --set); None: from the environment
+    resolved: Settings | None = None  # the one settings model (env + flags + --set); None: from the environment
 
     def budget(self, stage: str) -> int:
         return self.attempt_budget.get(stage, self.default_attempts)
@@ -107,7 +107,7 @@ class TeamLeadSettings:
         return self.stage_timeout_s.get(stage, 3600.0)
 
 
-def stages_for(mode: Optional[str], explicit: Optional[str]) -> tuple[str, ...]:
+def stages_for(mode: str | None, explicit: str | None) -> tuple[str, ...]:
     """An explicit `--stages a,b` wins over PROMPT_MODE; result is in pipeline order."""
     if explicit:
         names = [s.strip() for s in explicit.split(",") if s.strip()]
@@ -125,7 +125,7 @@ def stages_for(mode: Optional[str], explicit: Optional[str]) -> tuple[str, ...]:
     return PROMPT_MODES[mode]
 
 
-def parse_stage_map(raw: Optional[str], what: str, kind: type) -> dict[str, object]:
+def parse_stage_map(raw: str | None, what: str, kind: type) -> dict[str, object]:
     """`stage=value,stage=value` (for --stage-workers, --stage-timeout, --attempts)."""
     out: dict[str, object] = {}
     for item in filter(None, (p.strip() for p in (raw or "").split(","))):

@@ -21,10 +21,9 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
-from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import board_path
 from ascendbridge.runtime.containment import kill_board_attempts
 
@@ -44,7 +43,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def heartbeat_age(store: Optional[BoardStore], agent_id: str, since: float) -> Optional[float]:
+def heartbeat_age(store: BoardStore | None, agent_id: str, since: float) -> float | None:
     """Seconds since the team lead's last heartbeat, counted from `since` (its start) at most."""
     if store is None:
         return None
@@ -58,7 +57,7 @@ def heartbeat_age(store: Optional[BoardStore], agent_id: str, since: float) -> O
     return time.time() - last
 
 
-def parse_args(argv: Optional[list[str]]) -> tuple[argparse.Namespace, list[str]]:
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p = OneLineParser(prog="team_lead_watchdog.sh", description=__doc__.splitlines()[0],
                                 epilog="Arguments after -- go to the team lead (it always runs with --forever).")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
@@ -92,9 +91,9 @@ class Watchdog:
         base = args.command.split() if args.command else [sys.executable, "-m", "ascendbridge.teamlead", "--forever"]
         self.argv = [*base, "--board", str(self.board), "--agent-id", args.agent_id, *extra]
         self.stop = threading.Event()
-        self.child: Optional[subprocess.Popen[bytes]] = None
+        self.child: subprocess.Popen[bytes] | None = None
 
-    def _store(self) -> Optional[BoardStore]:
+    def _store(self) -> BoardStore | None:
         try:
             return BoardStore(self.board)
         except BoardError as exc:
@@ -122,7 +121,7 @@ class Watchdog:
         if killed:
             say(f"killed {killed} process(es) left by the team lead's attempts")
 
-    def _supervise(self, store: Optional[BoardStore]) -> Optional[int]:
+    def _supervise(self, store: BoardStore | None) -> int | None:
         """Wait for the child to exit (its code) or go stale (None)."""
         assert self.child is not None
         started = time.time()
@@ -171,7 +170,7 @@ class Watchdog:
         return EXIT_STOPPED
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args, extra = parse_args(argv)
     dog = Watchdog(args, extra)
 

@@ -12,21 +12,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.board.store import BoardStore
 from ascendbridge.cli.errors import EXIT_FAILURE, CliError, run_guarded
 from ascendbridge.cli.evidence_tool import add_compare, tool_parser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
-from benchmark.aggregate import collect, write_figures, write_reports
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
+from ascendbridge.gatekit.trace import TraceError, load_trace
+from benchmark.aggregate import collect, write_figures, write_reports
 from benchmark.evidence import find_evidence
 from benchmark.hotspots import analyse, format_report
 from benchmark.probe import latest_probe
 from benchmark.roofline import RooflineError, format_roofline, roofline
-from ascendbridge.gatekit.trace import TraceError, load_trace
 
 
 class ToolError(Exception):
@@ -92,7 +92,7 @@ def cmd_hotspots(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pick_metrics(name: str, dtype: Optional[str]) -> dict[str, Any]:
+def _pick_metrics(name: str, dtype: str | None) -> dict[str, Any]:
     directory = resolve_adaptation(name, adaptations_dir())
     sets = find_evidence(directory)
     if not sets:

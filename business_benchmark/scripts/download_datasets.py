@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from typing import Optional
 
 from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
 from business_benchmark.datasets import list_sets, load_card
@@ -41,7 +40,7 @@ def list_cached() -> int:
     return 0
 
 
-def fetch(repo: str, config: Optional[str], split: Optional[str]) -> None:
+def fetch(repo: str, config: str | None, split: str | None) -> None:
     if importlib.util.find_spec("datasets") is not None:
         import datasets
 
@@ -70,6 +69,7 @@ def _run(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.list:
         return list_cached()
+    sets: tuple[tuple[str, str | None, str | None], ...] | None
     if args.family:
         sets = HUB_SETS.get((args.family, args.language))
         if not sets:

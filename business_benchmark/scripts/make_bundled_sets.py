@@ -144,7 +144,7 @@ def similarity() -> list[dict[str, Any]]:
 
 
 def labelled() -> list[dict[str, Any]]:
-    items = []
+    items: list[dict[str, Any]] = []
     for i, item in enumerate(ITEMS):
         for j in range(3):
             items.append({"id": f"l{len(items):03d}", "text": f"I thought {item} was {POSITIVE[(i + j) % 6]}.",
@@ -172,7 +172,7 @@ def multiple_choice() -> list[dict[str, Any]]:
     """Each QA question with its answer and three other questions' answers as choices."""
     out = []
     answers = [answer for _, _, answer in QA]
-    for k, (_, question, answer) in enumerate(QA):
+    for k, (_, question, _answer) in enumerate(QA):
         choices = [answers[(k + shift) % len(answers)] for shift in (0, 3, 7, 11)]
         correct = k % 4
         choices[0], choices[correct] = choices[correct], choices[0]

@@ -7,8 +7,8 @@ the most generic. `RULES` is the catalogue the classifier walks; `rule_named` fi
 
 from __future__ import annotations
 
-from healing.rules.access import GatedRepoRule, RemoteCodeRule, WeightsUnreachableRule
 from ascendbridge.package.spec import apply_changes
+from healing.rules.access import GatedRepoRule, RemoteCodeRule, WeightsUnreachableRule
 from healing.rules.base import Block, Fix, FixContext, GiveUp, Match, Remedy, Rule
 from healing.rules.config import MissingConfigAttributeRule, UnsupportedModelRule
 from healing.rules.dependencies import DependencyResolutionRule, MissingModuleRule

@@ -7,11 +7,10 @@ token, provide a local copy), except remote code once the board's policy allows 
 from __future__ import annotations
 
 import re
-from typing import Optional
 
-from healing.failure import Failure
-from healing.rules.base import Block, FixContext, Fix, GiveUp, Match, Remedy, Rule
 from ascendbridge.package.spec import AdaptationSpec
+from healing.failure import Failure
+from healing.rules.base import Block, Fix, FixContext, GiveUp, Match, Remedy, Rule
 
 _REMOTE = re.compile(
     r"contains custom code which must be executed|trust_remote_code=True|"
@@ -33,7 +32,7 @@ class RemoteCodeRule(Rule):
     name = "remote_code"
     description = "The model ships its own Python code; it runs only when the board allows remote code."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         if _REMOTE.search(failure.text):
             return Match("the model needs trust_remote_code (custom code in the repository)")
         return None
@@ -51,7 +50,7 @@ class GatedRepoRule(Rule):
     name = "gated_repo"
     description = "401/403 or a gated repository: access needs an authorised HF token."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         found = _GATED.search(failure.text)
         return Match(f"access denied by the hub ({found.group(0)})") if found else None
 
@@ -65,7 +64,7 @@ class WeightsUnreachableRule(Rule):
     name = "weights_unreachable"
     description = "Config or weights could not be fetched (offline, no network, not in the cache)."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         found = _UNREACHABLE.search(failure.text)
         return Match(f"model files unreachable ({found.group(0)})") if found else None
 

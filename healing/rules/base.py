@@ -9,10 +9,10 @@ further fix (`GiveUp`), which lets the loop escalate or end as failed with the d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
-from healing.failure import Failure
 from ascendbridge.package.spec import AdaptationSpec
+from healing.failure import Failure
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class GiveUp:
     reason: str
 
 
-Remedy = Union[Fix, Block, GiveUp]
+Remedy = Fix | Block | GiveUp
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class FixContext:
     allow_remote_code: bool = False
     has_hf_token: bool = False
 
-    def config_value(self, *names: str) -> Optional[Any]:
+    def config_value(self, *names: str) -> Any | None:
         """The first of `names` present in the model config (or its text_config), else None."""
         sources = [self.model_config]
         if isinstance(self.model_config.get("text_config"), dict):
@@ -68,14 +68,14 @@ class Rule:
     name: str = ""
     description: str = ""
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         raise NotImplementedError
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         raise NotImplementedError
 
 
-def layer_count(spec: AdaptationSpec, ctx: FixContext) -> Optional[int]:
+def layer_count(spec: AdaptationSpec, ctx: FixContext) -> int | None:
     """How many layers the model has, from the spec's dry-run limit or the config."""
     if spec.dry_run_max_layers:
         return spec.dry_run_max_layers

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
-from healing.failure import Failure
-from healing.rules.base import FixContext, Fix, GiveUp, Match, Remedy, Rule
 from ascendbridge.package.spec import AdaptationSpec
+from healing.failure import Failure
+from healing.rules.base import Fix, FixContext, GiveUp, Match, Remedy, Rule
 
 _MISSING = re.compile(r"'(\w*Config)' object has no attribute '(\w+)'")
 
@@ -63,7 +64,7 @@ class MissingConfigAttributeRule(Rule):
     name = "missing_config_attribute"
     description = "The model code reads a config attribute that is missing: set it via config_overrides."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         found = _MISSING.search(failure.text)
         if not found:
             return None
@@ -90,7 +91,7 @@ class UnsupportedModelRule(Rule):
     description = ("The runtime refuses the model (a forward signature or family it cannot drive, an unreadable "
                    "spec): no spec edit of the catalogue helps, and a retry gives the same answer.")
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         kind = (failure.result or {}).get("error_kind")
         if kind in ("unsupported_model", "spec_error"):
             return Match(f"the runtime refuses the model: {failure.error}", {"error_kind": kind})

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
-from healing.failure import Failure
-from healing.rules.base import FixContext, Fix, GiveUp, Match, Remedy, Rule
 from ascendbridge.package.spec import AdaptationSpec
+from healing.failure import Failure
+from healing.rules.base import Fix, FixContext, GiveUp, Match, Remedy, Rule
 
 # import name (top-level module, or the name transformers prints) -> PyPI distribution
 PYPI_NAMES: dict[str, str] = {
@@ -65,7 +64,7 @@ class MissingModuleRule(Rule):
     name = "missing_module"
     description = "A Python module the model code imports is not installed: add it to the spec's dependencies."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         text = failure.text
         # transformers submodules that are gone are a version mismatch (transformers_version rule)
         names = [m.group(1) for m in _NO_MODULE.finditer(text) if not m.group(1).startswith("transformers.")]
@@ -93,7 +92,7 @@ class DependencyResolutionRule(Rule):
     name = "dependency_resolution"
     description = "uv cannot resolve or install the pins: relax the spec's pins it names."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         if failure.phase not in ("lock", "sync") or not _RESOLUTION.search(failure.text):
             return None
         lines = [x.strip(" ×╰─▶│") for x in failure.output.splitlines() if _RESOLUTION.search(x)]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
-from healing.failure import Failure
-from healing.rules.base import Block, FixContext, Fix, GiveUp, Match, Remedy, Rule
 from ascendbridge.package.spec import AdaptationSpec
+from healing.failure import Failure
+from healing.rules.base import Block, Fix, FixContext, GiveUp, Match, Remedy, Rule
 
 _MISMATCH = re.compile(
     r"Expected all tensors to be on the same device|found at least two devices|"
@@ -28,7 +27,7 @@ class DeviceMismatchRule(Rule):
     description = ("Model code mixes devices (tensors made without a device): build and run with the run "
                    "device as torch's default device.")
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         found = _MISMATCH.search(failure.text)
         return Match(f"tensors on different devices ({found.group(0)})") if found else None
 
@@ -44,7 +43,7 @@ class DeviceUnavailableRule(Rule):
     description = ("The requested device is not usable here (torch_npu / CANN / no NPU, no CUDA): "
                    "blocked until the stage runs on a host that has it; never a silent fallback.")
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         result = failure.result or {}
         requested = result.get("device_requested")
         found = _NPU_MISSING.search(failure.text)

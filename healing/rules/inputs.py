@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
-from healing.failure import Failure
-from healing.rules.base import FixContext, Fix, GiveUp, Match, Remedy, Rule
 from ascendbridge.package.spec import AdaptationSpec
+from healing.failure import Failure
+from healing.rules.base import Fix, FixContext, GiveUp, Match, Remedy, Rule
 
 _POSITION_NAMES = ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length",
                    "max_sequence_length", "max_source_positions")
@@ -28,7 +27,7 @@ class SequenceTooLongRule(Rule):
     name = "sequence_too_long"
     description = "The input sequence is longer than the model's positions: shorten inputs.seq_len."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         text = failure.text
         for pattern in (_EXPANDED, _SIZE):
             found = pattern.search(text)
@@ -58,7 +57,7 @@ class PadTokenRule(Rule):
     name = "pad_token"
     description = "The model needs a padding token for batched inputs: set pad_token_id (eos, else 0)."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         found = _PAD.search(failure.text)
         return Match(f"no padding token defined ({found.group(0)})") if found else None
 

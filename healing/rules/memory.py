@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
+from ascendbridge.package.spec import AdaptationSpec
 from healing.failure import Failure
 from healing.rules.base import FixContext, Match, Remedy, Rule, shrink_workload
-from ascendbridge.package.spec import AdaptationSpec
 
 _OOM = re.compile(
     r"DefaultCPUAllocator: can't allocate memory|CUDA out of memory|NPU out of memory|"
@@ -20,7 +19,7 @@ class OutOfMemoryRule(Rule):
     name = "out_of_memory"
     description = "Out of memory (host, CUDA or NPU): smaller batch, then shorter sequence, then fewer dry-run layers."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         found = _OOM.search(failure.text)
         if (failure.result or {}).get("error_kind") == "dry_run_too_large":
             return Match(f"the dry run does not fit memory: {failure.error}", {"phase": failure.phase})
@@ -38,7 +37,7 @@ class TimeoutRule(Rule):
     name = "timeout"
     description = "The run hung or was too slow and was killed at its timeout: run a smaller workload."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         if failure.timed_out:
             return Match(f"killed after the {failure.timeout_s or 0:.0f} s timeout", {"phase": failure.phase})
         return None

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
-from healing.failure import Failure
-from healing.rules.base import FixContext, Fix, GiveUp, Match, Remedy, Rule
 from ascendbridge.package.spec import AdaptationSpec
+from healing.failure import Failure
+from healing.rules.base import Fix, FixContext, GiveUp, Match, Remedy, Rule
 
 _DTYPE_NAMES = r"(Half|BFloat16|Float8_\w+|ComplexHalf)"
 _UNSUPPORTED = re.compile(
@@ -29,7 +28,7 @@ class DtypeUnsupportedRule(Rule):
     description = ("An op has no kernel for the low-precision dtype on this device: keep the module the "
                    "runtime's probe named in float32 (dtype.keep_fp32_modules), else fall back to float32.")
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         finding = (failure.result or {}).get("finding")
         if isinstance(finding, dict) and finding.get("module_class"):
             return Match(f"{finding.get('operator') or 'an op'} in {finding.get('module')} "
@@ -56,7 +55,7 @@ class NonFiniteOutputsRule(Rule):
     name = "non_finite_outputs"
     description = "The model ran but produced nan/inf (low-precision overflow): fall back to float32."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         outputs = (failure.result or {}).get("outputs") or {}
         bad = sorted(n for n, o in outputs.items() if isinstance(o, dict) and o.get("finite") is False)
         if bad:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
-from healing.failure import Failure
-from healing.rules.base import FixContext, Fix, GiveUp, Match, Remedy, Rule
 from ascendbridge.package.spec import AdaptationSpec
+from healing.failure import Failure
+from healing.rules.base import Fix, FixContext, GiveUp, Match, Remedy, Rule
 
 _OLD_API = re.compile(
     r"cannot import name '(\w+)' from 'transformers[\w.]*'|"
@@ -25,7 +24,7 @@ _TOO_OLD = re.compile(
 PRE_5_PIN = "transformers>=4.46,<5"
 
 
-def _major(version: object) -> Optional[int]:
+def _major(version: object) -> int | None:
     match = re.match(r"(\d+)\.", str(version or ""))
     return int(match.group(1)) if match else None
 
@@ -34,7 +33,7 @@ class TransformersVersionRule(Rule):
     name = "transformers_version"
     description = "API/version mismatch with transformers (removed names, unknown kwargs, too old): pin transformers."
 
-    def match(self, failure: Failure) -> Optional[Match]:
+    def match(self, failure: Failure) -> Match | None:
         text = failure.text
         installed = (failure.result or {}).get("versions", {}).get("transformers") if failure.result else None
         if _TOO_OLD.search(text):

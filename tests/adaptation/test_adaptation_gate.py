@@ -16,8 +16,9 @@ import pytest
 
 from ascendbridge.package.generator import generate, render_adaptation
 from ascendbridge.package.spec import AdaptationSpec
-
 from tests.adaptation.helpers import tiny_bert_dir, tiny_bert_spec
+
+pytestmark = pytest.mark.slow  # fast tier: the gate runs each generated adaptation in a real uv environment
 
 CHECKER = Path(__file__).resolve().parents[2] / "adaptation" / "scripts" / "check_adaptation.py"
 NAME = "tiny-bert"

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from ascendbridge.package.generator import generate
 from ascendbridge.package.uv_env import lock
-
 from tests.adaptation.helpers import tiny_bert_dir, tiny_bert_spec
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
+from ascendbridge.config import TorchProfile, TorchSource
 from ascendbridge.package.generator import (
     NO_RESULTS,
     RUNTIME_DIR,
@@ -16,8 +17,6 @@ from ascendbridge.package.generator import (
     update_readme_results,
 )
 from ascendbridge.package.spec import AdaptationSpec, AppliedFix
-from ascendbridge.config import TorchProfile, TorchSource
-
 from tests.adaptation.helpers import tiny_bert_dir, tiny_bert_spec
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"

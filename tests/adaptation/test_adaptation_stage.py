@@ -6,14 +6,15 @@ import io
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
 
-from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.model_info import ModelInfo
+from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from ascendbridge.stage_api import Stage, StageContext
 
 DEMO = REPO_ROOT / "demo_models"
@@ -90,6 +91,7 @@ def test_remote_code_without_permission_is_blocked(board: BoardStore) -> None:
     assert outcome.status == "blocked" and outcome.diagnosis["rule"] == "remote_code_not_allowed"
 
 
+@pytest.mark.slow  # fast tier: a real adaptation and its gate
 def test_gate_fails_on_a_tampered_package(board: BoardStore) -> None:
     ctx = demo_context(board, "tiny-llama")
     assert ADAPTATION_STAGE.run(ctx).status == "done"

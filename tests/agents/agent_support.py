@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.agents import history
 from ascendbridge.board import BoardStore, UnknownModelError
 from ascendbridge.board.records import Registration
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
 
 FAKE_CLI = Path(__file__).resolve().parent / "fake_agent_cli.py"
 

@@ -21,7 +21,7 @@ class FakeChatCompletionsServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+            def do_POST(self) -> None:  # http.server naming
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 if self.path != "/v1/chat/completions":
@@ -52,7 +52,7 @@ class FakeChatCompletionsServer:
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FakeChatCompletionsServer":
+    def __enter__(self) -> FakeChatCompletionsServer:
         self._thread.start()
         return self
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.spec import AdaptationSpec
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.agents.history import REUSE_EVENT, RUN_EVENT
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import ModelRecord, Registration
 from ascendbridge.config import REPO_ROOT, adaptations_dir
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
 from tests.agents.agent_support import AgentScript, record_history
 
@@ -34,6 +34,7 @@ def context(board: BoardStore, board_path: Path, record: ModelRecord) -> StageCo
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # fast tier: real adaptations, twice
 def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
         board: BoardStore, board_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = AgentScript(tmp_path, monkeypatch)

@@ -18,7 +18,6 @@ from ascendbridge.agents.settings import ROLES, AgentSettings
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
-
 from tests.agents.agent_support import record_history
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ascendbridge.config import REPO_ROOT
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, InputRecipe, ModelSource, forbidden_change
 from healing.agent_escalation import _check_proposal
 from healing.settings import HealingSettings
-from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, InputRecipe, ModelSource, forbidden_change
-from ascendbridge.config import REPO_ROOT
 
 
 def test_healer_proposal_changing_tolerances_is_refused_with_a_reason(tmp_path: Path) -> None:

@@ -15,15 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.generator import render_adaptation
-from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe
 from ascendbridge.agents.history import REUSE_EVENT, RUN_EVENT, memory_dir
 from ascendbridge.board import BoardStore
 from ascendbridge.config import REPO_ROOT
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe
 from ascendbridge.stage_api import StageContext
+from healing.stage import HEALING_STAGE
 from tests.agents.agent_support import AgentScript, record_history
 from tests.support.local_model import register_local
+
+pytestmark = pytest.mark.slow  # fast tier: heals a real adaptation in a real uv environment
 
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.agents.history import RUN_EVENT, memory_dir
+from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.board import BoardStore
+from ascendbridge.package.spec import AdaptationSpec
 from tests.agents.agent_support import AgentScript, make_adaptation, record_history, tree
 from tests.agents.chat_server import FakeChatCompletionsServer
 

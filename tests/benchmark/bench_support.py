@@ -12,12 +12,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.package.generator import generate, render_adaptation
-from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
-from ascendbridge.package.spec import RESULT_MARKER
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
+from ascendbridge.package.generator import generate, render_adaptation
+from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
 from ascendbridge.stage_api import StageContext
 from benchmark.render import render_accuracy_run
 

@@ -18,6 +18,7 @@ from tests.benchmark.bench_support import stage_context as make_context
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow  # fast tier: benchmark, healer and gate on a real model
 def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_the_gate_too(
         board: BoardStore, board_path: Path, tmp_path: Path) -> None:
     """A tiny FNetModel: float32 passes; its FFT refuses bfloat16 on CPU, a located finding. The

@@ -9,13 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from ascendbridge.board.store import BoardStore
 from ascendbridge.config import REPO_ROOT
+from ascendbridge.gatekit.trace import load_trace
 from benchmark.hotspots import analyse, self_times
 from benchmark.probe import latest_probe
 from benchmark.roofline import roofline
-from ascendbridge.gatekit.trace import load_trace
 
 TOOL = REPO_ROOT / "benchmark" / "scripts" / "benchmark_tool.py"
 PROBE = REPO_ROOT / "scripts" / "env_probe.py"

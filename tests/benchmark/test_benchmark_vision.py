@@ -18,16 +18,16 @@ from typing import Any
 
 import pytest
 
-from ascendbridge.package.generator import render_adaptation
-from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec
 from adaptation.spec_builder import build_spec
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.discovery.directory import info_from_directory
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import AdaptationSpec
 from benchmark.gate import check_adaptation
 from benchmark.render import render_accuracy_run
+from healing.stage import HEALING_STAGE
 from tests.benchmark.bench_support import run_accuracy
 from tests.coverage.coverage_support import stage_context
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardCorruptError, BoardFullError, BoardStore, Registration
-from tests.support.read_only import read_only_view
 from tests.board.test_board_cli import SCRIPT, assert_one_line_error, cli, ok, ok_json
+from tests.support.read_only import read_only_view
 
 PAGE = 4096
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource
@@ -24,7 +24,7 @@ DEMO = REPO / "demo_models"
 
 
 def make_adaptation(root: Path, name: str, model_dir: Path, family: str, model_class: str, *,
-                    has_weights: bool = False, pooling: Optional[str] = None, model_id: Optional[str] = None) -> Path:
+                    has_weights: bool = False, pooling: str | None = None, model_id: str | None = None) -> Path:
     spec = AdaptationSpec(
         name=name,
         model=ModelSource(model_id=model_id or f"demo/{name}", source="local", path=str(model_dir),
@@ -41,7 +41,7 @@ def make_adaptation(root: Path, name: str, model_dir: Path, family: str, model_c
 
 def run_business(python: Path, directory: Path, family: str, *, dtype: str = "bfloat16", pretrained: bool = False,
                  sentence_transformers: bool = False, extra: tuple[str, ...] = (),
-                 env: Optional[dict[str, str]] = None) -> tuple[Path, dict[str, Any], subprocess.CompletedProcess]:
+                 env: dict[str, str] | None = None) -> tuple[Path, dict[str, Any], subprocess.CompletedProcess]:
     """Run business_run.py, then derive the evidence: (metrics path, RESULT, process)."""
     mode = "pretrained" if pretrained else "dry_run"
     out = f"{PREDICTIONS_PREFIX}{stem('cpu', dtype, mode)}.json"

@@ -15,7 +15,13 @@ import pytest
 
 from business_benchmark.datasets import DATA_DIR
 from business_benchmark.gate import check_adaptation
-from business_benchmark.lm_eval_path import LM_EVAL_REQUIREMENT, LOCAL_SET, LOCAL_TASK, prepare_lm_eval, write_local_task
+from business_benchmark.lm_eval_path import (
+    LM_EVAL_REQUIREMENT,
+    LOCAL_SET,
+    LOCAL_TASK,
+    prepare_lm_eval,
+    write_local_task,
+)
 from business_benchmark.render import copy_sets
 from tests.business_benchmark.business_support import demo_dir, load, make_adaptation, run_business
 from tests.business_benchmark.conftest import THREADS

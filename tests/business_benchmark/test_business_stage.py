@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import InputRecipe
-from ascendbridge.package.stack import MARKER, system_marker
 from ascendbridge.board import BoardStore
 from ascendbridge.board.queries import BoardQueries
 from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
+from ascendbridge.package.generator import generate
+from ascendbridge.package.spec import InputRecipe
+from ascendbridge.package.stack import MARKER, system_marker
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.registry import check_loadable, stage_refs
@@ -39,6 +39,7 @@ def test_stage_is_registered_and_runnable() -> None:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow  # fast tier: a real business run
 def test_stage_runs_passes_its_gate_and_its_figures_reach_the_board_on_completion(board: BoardStore, board_path: Path) -> None:
     ctx = make_context(board, board_path, {"device": "cpu", "business_max_items": 4, "business_threads": 1})
     outcome = BUSINESS_BENCHMARK_STAGE.run(ctx)

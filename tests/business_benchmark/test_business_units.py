@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.task_families import TASK_FAMILIES
-from business_benchmark.datasets import DATA_DIR, DatasetError, list_sets, load_card, load_items, sha256_file, verify_file
+from business_benchmark.datasets import (
+    DATA_DIR,
+    DatasetError,
+    list_sets,
+    load_card,
+    load_items,
+    sha256_file,
+    verify_file,
+)
 from business_benchmark.mapping import AGREEMENT_ONLY_FAMILIES, Evaluation, evaluations_for
 from business_benchmark.metrics import answer_f1, evaluate, spearman
 from business_benchmark.pass_rule import PassRule, checks, verdict

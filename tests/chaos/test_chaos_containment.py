@@ -19,13 +19,16 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.naming import base_adaptation_name
 from ascendbridge.runtime.attempt_dir import discard, staging_dir
 from ascendbridge.teamlead.lock import lock_path_for
-
 from tests.chaos.chaos_stages import PARTS, STAGES
 from tests.teamlead.tl_support import FAST, alive, check_event_log, statuses, tl_env, wait_for
+
+pytestmark = pytest.mark.slow  # fast tier: kills real team-lead runs
 
 ATTEMPT_ENV = "ASCENDBRIDGE_ATTEMPT"
 
@@ -183,7 +186,7 @@ def test_a_task_whose_team_lead_keeps_dying_fails_after_three_interruptions(boar
         time.sleep(rng.uniform(0.0, 0.5))
         lead.kill()
         lead.wait()
-        wait_for(lambda: not (set(marked().values()) & markers), 15, what="the orphaned attempt to die")
+        wait_for(lambda markers=markers: not (set(marked().values()) & markers), 15, what="the orphaned attempt to die")
         for pid in loop_pids(tmp_path):
             (tmp_path / "pids" / f"{pid}.loop").unlink()
     lead = start_lead(board.path, tmp_path)

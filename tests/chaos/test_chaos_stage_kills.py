@@ -19,18 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.naming import base_adaptation_name
-
+from ascendbridge.package.generator import generate
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from tests.agents.agent_support import FAKE_CLI
 from tests.benchmark.bench_support import TINY_MODELS
 from tests.chaos.chaos_stages import AGENT_STAGES, PARTS
-from tests.chaos.test_chaos_containment import (assert_no_loss_no_duplicates, marked, register, start_lead,
-                                                survivors)
+from tests.chaos.test_chaos_containment import assert_no_loss_no_duplicates, marked, register, start_lead, survivors
 from tests.teamlead.tl_support import alive, statuses, wait_for
+
+pytestmark = pytest.mark.slow  # fast tier: kills real stage runs
 
 
 class Swapped(Exception):
@@ -103,7 +103,7 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
     lead = start_lead(board.path, tmp_path, "--workers", "2")
     try:
         for model, victim in models.items():
-            wait_for(lambda: gate_probe_of(tmp_path, model), 120, interval=0.05, what=f"the gate of {model}")
+            wait_for(lambda model=model: gate_probe_of(tmp_path, model), 120, interval=0.05, what=f"the gate of {model}")
             probe = gate_probe_of(tmp_path, model)
             assert probe is not None
             marker = marked()[probe]
@@ -112,8 +112,8 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
             assert one_generation(previous, "previous"), previous  # the attempt's parts are in its staging copy
             time.sleep(rng.uniform(0.1, 1.0))
             os.kill(parent_of(probe) if victim == "worker" else probe, signal.SIGKILL)
-            wait_for(lambda: not alive(escaped), 15, what=f"the gate's escaped child ({model})")
-            wait_for(lambda: not survivors(marker), 15, what=f"every process of the killed gate of {model}")
+            wait_for(lambda escaped=escaped: not alive(escaped), 15, what=f"the gate's escaped child ({model})")
+            wait_for(lambda marker=marker: not survivors(marker), 15, what=f"every process of the killed gate of {model}")
             assert state_of(tmp_path, model) == previous
         lead.wait(timeout=180)
     finally:

@@ -11,15 +11,15 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from ascendbridge.package.generator import render_adaptation
-from ascendbridge.package.spec import AdaptationSpec
 from adaptation.spec_builder import build_spec
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
 from ascendbridge.discovery.discover import discover
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
 from benchmark.render import render_accuracy_run
 
@@ -100,7 +100,7 @@ def stage_context(board: BoardStore, model_id: str, stage: str, **settings: Any)
                         board_path=board.path, log=io.StringIO(), settings={"device": "cpu", **settings})
 
 
-def prepare(ctx: StageContext, dtype: Optional[str] = None) -> AdaptationSpec:
+def prepare(ctx: StageContext, dtype: str | None = None) -> AdaptationSpec:
     """The built-in adapter's spec for the record (small audio; `dtype` as the target), rendered
     with accuracy_run.py; no lock: the torch test env runs the package."""
     spec = build_spec(ctx.model)

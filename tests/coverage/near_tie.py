@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, sys.argv[1])
 
-from ab_runtime.comparator import Thresholds, compare_outputs  # noqa: E402
+from ab_runtime.comparator import Thresholds, compare_outputs
 
 saved = torch.load(sys.argv[2], map_location="cpu", weights_only=True)
 reference = saved["reference"]

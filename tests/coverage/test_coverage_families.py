@@ -18,19 +18,21 @@ from typing import Any
 
 import pytest
 
-from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.discovery.task_family import classify
+from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
 from benchmark.evidence import find_evidence
 from benchmark.gate import recompute
 from benchmark.render import render_accuracy_run
+from healing.stage import HEALING_STAGE
 from tests.benchmark.bench_support import run_accuracy
 from tests.coverage.coverage_support import HERE, prepare, register, stage_context, write_models
 from tests.runtime.rt_support import RUNTIME_PARENT, run_batch
 from tests.support.torch_env import torch_env_python
+
+pytestmark = pytest.mark.slow  # fast tier: every family through the preparation stages
 
 # One benchmark run per family group; PatchTST in bfloat16, where its family's row of the table applies.
 BENCHMARKED = {"wav2vec2-ctc": "float32", "patchtst": "bfloat16", "qwen3-embed": "float32", "jamba": "float32"}

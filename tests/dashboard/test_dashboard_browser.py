@@ -186,7 +186,7 @@ def test_board_of_a_real_run_shows_attempts_charts_and_verdicts(real_site: Site,
     assert cells[6] not in ("", "—"), cells  # updated
     d.get(real_site.url + "/models/demo/tiny-bert")
     for chart in ("latency-chart", "speedup-chart"):
-        wait_for(lambda: d.execute_script(f"return !!window.Chart.getChart('{chart}')"), what=f"{chart} drawn")
+        wait_for(lambda chart=chart: d.execute_script(f"return !!window.Chart.getChart('{chart}')"), what=f"{chart} drawn")
     latency = d.execute_script("return window.Chart.getChart('latency-chart').data")
     assert latency["labels"] == ["cpu_float32_dry_run_synthetic", "cpu_float32_dry_run_synthetic_perf"]
     assert all(v > 0 for v in latency["datasets"][0]["data"])

@@ -14,10 +14,11 @@ import subprocess
 import sys
 import threading
 import urllib.parse
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import pytest
 
@@ -174,7 +175,7 @@ class FakeHubRepo:
 
 
 class FakeHubHandler(BaseHTTPRequestHandler):
-    server: "FakeHubServer"
+    server: FakeHubServer
 
     def log_message(self, *args: object) -> None:
         pass
@@ -241,12 +242,12 @@ class FakeHubServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), FakeHubHandler)
         self.repos: dict[str, FakeHubRepo] = {}
-        self.requests: list[tuple[str, str, Optional[str]]] = []
+        self.requests: list[tuple[str, str, str | None]] = []
         self.refuse_tokens = False  # True: gated repos refuse every token (access not granted)
         self.aliases: dict[str, str] = {}
 
     def add(self, repo_id: str, directory: Path, commit: str, gated: bool = False, *,
-            card: Optional[dict[str, Any]] = None, **listing: Any) -> None:
+            card: dict[str, Any] | None = None, **listing: Any) -> None:
         """A repo; `listing` holds list fields (downloads=, likes=, pipeline_tag=, tags=, ...)."""
         self.repos[repo_id] = FakeHubRepo(directory, commit, gated, listing, card or {}, uid=f"uid-{repo_id}")
 

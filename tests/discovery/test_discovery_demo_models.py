@@ -11,10 +11,10 @@ import subprocess
 import sys
 import threading
 import zipfile
+from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

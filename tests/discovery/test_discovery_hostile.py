@@ -19,9 +19,9 @@ from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.discovery.batch_sources import read_id_list
 from ascendbridge.discovery.errors import DiscoveryError
-from discovery.stage import DISCOVERY_STAGE
 from ascendbridge.refusals import is_refusal
 from ascendbridge.stage_api import StageContext
+from discovery.stage import DISCOVERY_STAGE
 
 CLI = REPO_ROOT / "scripts" / "get_model_info.py"
 LIMIT_AS = "--as=1500000000"  # 1.5 GB: enough for the CLI, far too little to read 8 GB

@@ -11,8 +11,8 @@ from pathlib import Path
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.discovery.discover import discover
-from discovery.stage import DISCOVERY_STAGE
 from ascendbridge.stage_api import StageContext
+from discovery.stage import DISCOVERY_STAGE
 
 COMMIT = "a" * 40
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

@@ -11,9 +11,9 @@ from pathlib import Path
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.demo_models import list_demo_models
+from ascendbridge.stage_api import Stage, StageContext
 from discovery.evidence import evidence_path
 from discovery.stage import DISCOVERY_STAGE
-from ascendbridge.stage_api import Stage, StageContext
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import subprocess
 import sys
 import tempfile
-import subprocess
 import threading
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import transformers
@@ -204,7 +204,7 @@ def run_case(name: str) -> str:
               "fallback": False, "outputs": {}, "versions": versions, "error": None}
     try:
         outputs = CASES[name]()
-    except BaseException as exc:  # noqa: BLE001 - every failure is the point of the case
+    except BaseException as exc:  # every failure is the point of the case
         result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return traceback.format_exc() + RESULT_MARKER + json.dumps(result) + "\n"
     if isinstance(outputs, str):  # a child process's traceback

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from ascendbridge.config import REPO_ROOT
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
+from ascendbridge.runtime.process import run_command
 from healing import escalation
 from healing.classifier import classify
 from healing.failure import Failure
 from healing.rules import RULES, Fix
-from ascendbridge.package.spec import AdaptationSpec, ModelSource
-from ascendbridge.config import REPO_ROOT
-from ascendbridge.runtime.process import run_command
 
 
 def healer(*args: str) -> tuple[int, str]:

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package.generator import render_adaptation
-from healing.evidence import EVIDENCE_FILE
-from healing.stage import HEALING_STAGE
-from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe
 from ascendbridge.board import BoardStore
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.demo_models import ensure_minilm
+from ascendbridge.package.generator import render_adaptation
+from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe
 from ascendbridge.stage_api import StageContext
+from healing.evidence import EVIDENCE_FILE
+from healing.stage import HEALING_STAGE
 from tests.support.local_model import register_local
 
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"

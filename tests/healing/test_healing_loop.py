@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from healing.evidence import write_evidence
 from healing.gate import healing_gate, outputs_problem
 from healing.loop import heal
 from healing.rules import FixContext
 from healing.settings import HealingSettings
-from ascendbridge.package.spec import AdaptationSpec, ModelSource
 
 
 def spec_only_package(root: Path) -> Path:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
+from ascendbridge.runtime.process import run_command
 from healing.classifier import UNCLASSIFIED, classify
 from healing.failure import Failure
 from healing.rules import RULES, Block, Fix, FixContext, GiveUp, apply_changes, rule_named
-from ascendbridge.package.spec import AdaptationSpec, ModelSource
-from ascendbridge.runtime.process import run_command
 from tests.support.torch_env import torch_env_python
 
 CASES_SCRIPT = Path(__file__).with_name("failing_cases.py")
@@ -88,6 +88,7 @@ def test_catalogue_has_at_least_twelve_named_unique_rules() -> None:
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
+@pytest.mark.slow  # fast tier: real failing runs in a torch environment
 def test_rule_on_real_failure(case: str, captured: dict[str, str]) -> None:
     rule_name, before, ctx, expected = EXPECTED[case]
     classification = classify(failure_of(captured[case]))

@@ -17,6 +17,8 @@ import pytest
 
 from ascendbridge.config import uv_binary
 
+pytestmark = pytest.mark.slow  # fast tier: clones the repository and runs its commands from scratch
+
 REPO = Path(__file__).resolve().parents[2]
 NARROW = 100
 

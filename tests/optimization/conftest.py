@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ascendbridge.package.spec import WorkloadSpec
 from ascendbridge.config import REPO_ROOT
+from ascendbridge.package.spec import WorkloadSpec
 from tests.optimization.opt_support import demo_config, make_adaptation, run_py
 from tests.support.torch_env import torch_env_python
 

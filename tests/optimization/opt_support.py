@@ -11,19 +11,19 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from ascendbridge.config import REPO_ROOT
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
-from ascendbridge.config import REPO_ROOT
 
 DEMO = REPO_ROOT / "demo_models"
 
 
 def make_adaptation(root: Path, name: str, config: dict[str, Any], family: str, model_class: str,
-                    python: Optional[Path] = None, batch: int = 2, seq_len: int = 16,
-                    image_size: Optional[int] = None, dtype: str = "float32",
-                    workload: Optional[WorkloadSpec] = None) -> Path:
+                    python: Path | None = None, batch: int = 2, seq_len: int = 16,
+                    image_size: int | None = None, dtype: str = "float32",
+                    workload: WorkloadSpec | None = None) -> Path:
     model_dir = root / "models" / name
     model_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "config.json").write_text(json.dumps(config))
@@ -49,7 +49,7 @@ def demo_config(name: str) -> dict[str, Any]:
 
 
 def run_py(python: Path, directory: Path, *argv: str, timeout: float = 900,
-           env: Optional[dict[str, str]] = None) -> tuple[int, dict[str, Any], str]:
+           env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
     """(exit code, parsed RESULT, combined output) of `python ARGV` in the adaptation; `env` is
     added to (and overrides) the inherited environment."""
     proc = subprocess.run([str(python), *argv], cwd=directory, capture_output=True, text=True, timeout=timeout,

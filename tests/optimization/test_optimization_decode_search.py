@@ -14,8 +14,9 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ascendbridge.board import BoardStore
 from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe, WorkloadSpec
-from ascendbridge.board import BoardStore
 from ascendbridge.stage_api import StageContext
 from optimization.stage import OPTIMIZATION_STAGE, OptimizationSettings
 from tests.optimization.opt_support import demo_config
@@ -34,6 +34,7 @@ def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: 
 
 
 @pytest.mark.timeout(1200)
+@pytest.mark.slow  # fast tier: a real optimizer search
 def test_stage_searches_runs_perf_records_and_passes_its_gates(board: BoardStore, board_path: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # cached outputs (a test-only pass of known, large gain) make the confirmed outcome and the

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, sys.argv[1])
 
-from ab_runtime import RESULT_MARKER  # noqa: E402
+from ab_runtime import RESULT_MARKER
 
 for run in json.loads(sys.argv[2]):
     module, argv = (run["module"], run["argv"]) if isinstance(run, dict) else ("demo", run)

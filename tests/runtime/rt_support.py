@@ -10,7 +10,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_PARENT = HERE.parents[1]
@@ -48,7 +48,7 @@ def make_adaptation(root: Path, spec: dict[str, Any]) -> Path:
     return root
 
 
-def parse_result(stdout: str) -> Optional[dict[str, Any]]:
+def parse_result(stdout: str) -> dict[str, Any] | None:
     """The RESULT line's JSON when it is the last stdout line, else None."""
     lines = stdout.strip().splitlines()
     if not lines or not lines[-1].startswith(RESULT_MARKER):
@@ -56,7 +56,7 @@ def parse_result(stdout: str) -> Optional[dict[str, Any]]:
     return json.loads(lines[-1][len(RESULT_MARKER):])
 
 
-def run_batch(python: Path, argvs: list[Any], env: Optional[dict[str, str]] = None) -> list[dict[str, Any]]:
+def run_batch(python: Path, argvs: list[Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """ab_runtime.demo.main once per argv list (ab_runtime.parity's for {"module": "parity", "argv"}),
     all in one torch process (imports cost ~7 s)."""
     proc = subprocess.run(
@@ -69,7 +69,7 @@ def run_batch(python: Path, argvs: list[Any], env: Optional[dict[str, str]] = No
     return runs
 
 
-def run_demo(python: Path, directory: Path, *args: str, env: Optional[dict[str, str]] = None,
+def run_demo(python: Path, directory: Path, *args: str, env: dict[str, str] | None = None,
              timeout: int = 300) -> subprocess.CompletedProcess:
     """`python demo.py ARGS` with cwd = the adaptation directory, as a user runs it."""
     return subprocess.run([str(python), "demo.py", *args], cwd=directory, capture_output=True,

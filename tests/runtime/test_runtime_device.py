@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -70,7 +70,7 @@ print(json.dumps(out))
 '''
 
 
-def _probe(python: Path, fake_dir: Optional[Path]) -> dict[str, Any]:
+def _probe(python: Path, fake_dir: Path | None) -> dict[str, Any]:
     env = dict(os.environ)
     if fake_dir is not None:
         env["PYTHONPATH"] = str(fake_dir)

@@ -17,17 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.package import uv_env
-from ascendbridge.revalidation.compare import compare
-from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.package.stack import StackMismatch, check_stack
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.envmode import EnvChoice
+from ascendbridge.package import uv_env
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.stack import StackMismatch, check_stack
+from ascendbridge.revalidation.compare import compare
 from ascendbridge.stages import STAGES
 from tests.benchmark.bench_support import make_adaptation
 from tests.stacks.stack_support import slowed_stack
 from tests.support.torch_env import torch_env_python
+
+pytestmark = pytest.mark.slow  # fast tier: builds real stack environments
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "run_completed_adaptations.py"

@@ -9,8 +9,8 @@ lookup, subprocess, parser) runs unchanged in a real team-lead process.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 _HEAD = """+------------------------------------------------------------------------------------------------+
 | npu-smi 23.0.6                   Version: 23.0.6                                               |
@@ -33,7 +33,7 @@ FAKE_NPU_SMI_8X64 = _HEAD + "".join(_CARD.format(i=i, bus=f"{0xC1 + i:02X}") for
 FAKE_NVIDIA_SMI_2X = "0, NVIDIA H200, 143771\n1, NVIDIA H200, 143771\n"
 
 
-def install_fake_tools(folder: Path, npu_smi: Optional[str] = None, nvidia_smi: Optional[str] = None) -> str:
+def install_fake_tools(folder: Path, npu_smi: str | None = None, nvidia_smi: str | None = None) -> str:
     """Write the fake tools into `folder`; returns a PATH that finds them first."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (("npu-smi", npu_smi), ("nvidia-smi", nvidia_smi)):
@@ -46,7 +46,7 @@ def install_fake_tools(folder: Path, npu_smi: Optional[str] = None, nvidia_smi: 
     return f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-def fake_runner(npu: Optional[str] = None, nvidia: Optional[str] = None) -> Callable[[list[str]], Optional[str]]:
+def fake_runner(npu: str | None = None, nvidia: str | None = None) -> Callable[[list[str]], str | None]:
     """A probe runner (ascendbridge.runtime.devices.Runner) that answers like a host with these
     tools' output (None: the tool is not installed), without running anything."""
     return lambda argv: {"npu-smi": npu, "nvidia-smi": nvidia}[argv[0]]

@@ -21,7 +21,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
 
 import psutil
 
@@ -81,7 +80,7 @@ class LocalRayCluster:
             time.sleep(0.3)
         return proc
 
-    def start(self, nodes: int = 2, timeout_s: float = 120.0) -> "LocalRayCluster":
+    def start(self, nodes: int = 2, timeout_s: float = 120.0) -> LocalRayCluster:
         try:
             self._start(True, timeout_s)
             for _ in range(nodes - 1):
@@ -138,9 +137,9 @@ class LocalRayCluster:
                 continue
         return out
 
-    def __enter__(self) -> "LocalRayCluster":
+    def __enter__(self) -> LocalRayCluster:
         return self
 
-    def __exit__(self, *exc: object) -> Optional[bool]:
+    def __exit__(self, *exc: object) -> bool | None:
         self.stop()
         return None

@@ -12,11 +12,21 @@ import signal
 import time
 from pathlib import Path
 
-from ascendbridge.board import BoardStore
+import pytest
 
+from ascendbridge.board import BoardStore
 from tests.teamlead.tl_support import (
-    add_models, check_event_log, children_of, procs_in, run_tl, start_tl, statuses, wait_for,
+    add_models,
+    check_event_log,
+    children_of,
+    procs_in,
+    run_tl,
+    start_tl,
+    statuses,
+    wait_for,
 )
+
+pytestmark = pytest.mark.slow  # fast tier: kills real team-lead runs over and over
 
 MODELS = 6
 STAGES = ("discovery", "adaptation")

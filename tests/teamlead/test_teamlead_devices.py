@@ -8,14 +8,13 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.runtime.placement import TIMED_STAGES
 from ascendbridge.teamlead.cli import main as team_lead_main
-
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, install_fake_tools
 from tests.teamlead.tl_support import check_event_log, statuses, tl_argv, tl_env
 from tests.teamlead.toy_device_stages import RECORD_ENV, STAGES
@@ -24,7 +23,7 @@ SKIP = ["adaptation", "healing", "optimization"]  # discovery (CPU) -> benchmark
 
 
 def _run(board: BoardStore, tmp: Path, models: dict[str, dict[str, Any]], *args: str,
-         path: Optional[str] = None) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+         path: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     board.register_models(Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(d),
                                        skip_stages=SKIP) for m, d in models.items())
     record = tmp / "device_runs.jsonl"
@@ -64,6 +63,7 @@ def _by_job(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
     return {(r["model"], r["stage"]): r for r in runs}
 
 
+@pytest.mark.slow  # fast tier: a real team-lead run of a device fleet
 def test_eight_npus_one_card_per_timed_task_and_sharded_models_claim_several(board: BoardStore, tmp_path: Path) -> None:
     models = {f"org/m{i}": {} for i in range(3)}
     models["org/big"] = {"plan_devices": 3}
@@ -93,6 +93,7 @@ def test_eight_npus_one_card_per_timed_task_and_sharded_models_claim_several(boa
     assert bench[0].devices.count("npu:") == 3 and bench[0].host == placed[0]["host"]
 
 
+@pytest.mark.slow  # fast tier: a real team-lead run of a device fleet
 def test_two_gpus_each_timed_job_sees_only_its_card(board: BoardStore, tmp_path: Path) -> None:
     path = install_fake_tools(tmp_path / "bin", nvidia_smi=FAKE_NVIDIA_SMI_2X)
     _, runs = _run(board, tmp_path, {f"org/g{i}": {} for i in range(2)}, "--workers", "4", path=path)
@@ -105,6 +106,7 @@ def test_two_gpus_each_timed_job_sees_only_its_card(board: BoardStore, tmp_path:
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="isolating timed runs needs two cores")
+@pytest.mark.slow  # fast tier: a real team-lead run of a device fleet
 def test_cpu_only_host_gives_timed_runs_their_own_cores(board: BoardStore, tmp_path: Path) -> None:
     """The defaults of ./run_auto_team_lead.sh on this CPU-only machine: no --devices, 2 workers."""
     _, runs = _run(board, tmp_path, {f"org/c{i}": {} for i in range(2)})

@@ -13,7 +13,6 @@ from ascendbridge.teamlead.eta import concurrency, estimate
 from ascendbridge.teamlead.progress import overall
 from ascendbridge.teamlead.scheduler import RunStats
 from ascendbridge.teamlead.settings import TeamLeadSettings
-
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 
 NOW = datetime(2026, 12, 1, 7, 0, 0, tzinfo=timezone.utc)

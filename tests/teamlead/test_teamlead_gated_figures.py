@@ -14,11 +14,14 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ascendbridge.board import BoardStore
 from ascendbridge.config import REPO_ROOT
 from tests.dashboard.dash_support import served
 from tests.teamlead.tl_support import add_models, attempts, run_tl, statuses
+
+pytestmark = pytest.mark.slow  # fast tier: a real team-lead run through the gates
 
 
 def test_failed_gate_figures_never_become_the_models_figures(board: BoardStore, tmp_path: Path) -> None:

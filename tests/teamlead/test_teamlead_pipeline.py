@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ascendbridge.board import BoardStore
+import pytest
 
+from ascendbridge.board import BoardStore
 from tests.teamlead.tl_support import (
-    add_models, attempts, check_event_log, max_in_flight, run_tl, runs_logged, statuses,
+    add_models,
+    attempts,
+    check_event_log,
+    max_in_flight,
+    run_tl,
+    runs_logged,
+    statuses,
 )
 from tests.teamlead.toy_stages import ALL
+
+pytestmark = pytest.mark.slow  # fast tier: real team-lead runs through the gated stages
 
 
 def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore, tmp_path: Path) -> None:

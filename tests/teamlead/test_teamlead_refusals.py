@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from healing.classifier import classify
-from healing.failure import Failure
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.refusals import is_refusal, remedy
+from healing.classifier import classify
+from healing.failure import Failure
 from tests.teamlead.tl_support import attempts, check_event_log, run_tl, statuses
 
 

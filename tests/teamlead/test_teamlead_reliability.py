@@ -6,12 +6,21 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.board import BoardStore
 from ascendbridge.naming import base_adaptation_name
-
 from tests.teamlead.tl_support import (
-    add_models, alive, attempts, check_event_log, procs_in, run_tl, start_tl, statuses, wait_for,
+    add_models,
+    alive,
+    attempts,
+    check_event_log,
+    procs_in,
+    run_tl,
     runs_logged,
+    start_tl,
+    statuses,
+    wait_for,
 )
 
 
@@ -29,6 +38,7 @@ def _worker_pid(board: BoardStore, model_id: str, stage: str) -> int:
     return 0
 
 
+@pytest.mark.slow  # fast tier: waits out a worker timeout
 def test_hung_worker_is_killed_at_its_timeout_and_a_killed_worker_is_retried(board: BoardStore,
                                                                              tmp_path: Path) -> None:
     add_models(board, {"org/hang": {"discovery": "hang_once"}, "org/victim": {"discovery": "hang_once"}})
@@ -78,6 +88,7 @@ def test_second_team_lead_is_refused_and_sigterm_returns_tasks_to_pending(board:
     check_event_log(board)
 
 
+@pytest.mark.slow  # fast tier: repeated real team-lead runs
 def test_sigkilled_team_lead_loses_no_work_and_completes_nothing_twice(board: BoardStore, tmp_path: Path) -> None:
     add_models(board, {f"org/m{i}": {"discovery": "sleep:3"} for i in range(3)})
     lead = start_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--workers", "2")

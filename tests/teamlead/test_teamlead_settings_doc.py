@@ -14,8 +14,10 @@ from typing import Any, get_args
 
 import pytest
 
-from healing.settings import HealingSettings
+from ascendbridge.board import BoardStore
 from ascendbridge.config import REPO_ROOT
+from ascendbridge.refusals import is_refusal
+from ascendbridge.runtime.payload import WorkerJob, write
 from ascendbridge.settings import (
     PathSettings,
     Settings,
@@ -23,21 +25,21 @@ from ascendbridge.settings import (
     doc_meanings,
     doc_table,
     install,
-    main as settings_doc_main,
     section,
     section_classes,
     setting_keys,
     settings_table,
 )
-from ascendbridge.board import BoardStore
-from ascendbridge.refusals import is_refusal
-from ascendbridge.runtime.payload import WorkerJob, write
+from ascendbridge.settings import (
+    main as settings_doc_main,
+)
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.settings import RunSettings
-from tests.teamlead.tl_support import add_models
 from benchmark.settings import BenchmarkSettings
 from business_benchmark.settings import BusinessSettings
+from healing.settings import HealingSettings
+from tests.teamlead.tl_support import add_models
 
 DOC = (REPO_ROOT / "docs" / "settings.md").read_text()
 

@@ -16,7 +16,11 @@ from ascendbridge.teamlead.cli import EXIT_BOARD, EXIT_USAGE, main
 from ascendbridge.teamlead.guidance import DirectiveError, apply_open_guidance, parse_directives
 from ascendbridge.teamlead.lock import InstanceLock
 from ascendbridge.teamlead.settings import (
-    PROMPT_MODES, SettingsError, parse_stage_map, parse_stage_settings, stages_for,
+    PROMPT_MODES,
+    SettingsError,
+    parse_stage_map,
+    parse_stage_settings,
+    stages_for,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from ascendbridge.board import BoardStore
-
 from tests.teamlead.tl_support import alive, tl_env, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,6 @@ from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.reader import open_reader
 from ascendbridge.runtime.payload import PayloadError, Phase, WorkerJob, parse, read_result, to_json, write
 from ascendbridge.stage_api import AgentEvent, FigureSet, GateResult, StageOutcome
-
 from tests.teamlead.tl_support import add_models, run_tl, tl_env
 
 

@@ -8,11 +8,10 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.stages import TERMINAL_STATUSES
-
 from tests.teamlead.toy_stages import ALL
 
 FAST = ["--lease", "10", "--heartbeat", "1", "--poll", "0.2", "--plain"]
@@ -42,7 +41,7 @@ def run_tl(board: Path, tmp: Path, *args: str, extra: str = ALL, timeout: float 
                           timeout=timeout)
 
 
-def start_tl(board: Path, tmp: Path, *args: str, extra: str = ALL, out: Optional[Path] = None) -> subprocess.Popen[str]:
+def start_tl(board: Path, tmp: Path, *args: str, extra: str = ALL, out: Path | None = None) -> subprocess.Popen[str]:
     """Start a team lead in the background; with `out`, its output goes to that file (never blocks)."""
     stdout = out.open("a") if out else subprocess.PIPE
     return subprocess.Popen(tl_argv(board, *args), env=tl_env(tmp, extra), stdout=stdout,
@@ -111,7 +110,7 @@ def check_event_log(store: BoardStore) -> Counter[tuple[str, str]]:
     return completions
 
 
-def all_terminal(store: BoardStore, stages: Optional[set[str]] = None) -> bool:
+def all_terminal(store: BoardStore, stages: set[str] | None = None) -> bool:
     return all(t.status in TERMINAL_STATUSES for t in store.list_tasks() if stages is None or t.stage in stages)
 
 
@@ -161,7 +160,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def max_in_flight(store: BoardStore, stage: Optional[str] = None) -> int:
+def max_in_flight(store: BoardStore, stage: str | None = None) -> int:
     """The most tasks (of `stage`, or of any stage) that were in progress at once, from the events."""
     running: set[tuple[str, str]] = set()
     most = 0

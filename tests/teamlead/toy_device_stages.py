@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 from ascendbridge.stage_api import StageContext, StageOutcome
-
 from tests.teamlead.toy_stages import ToyStage
 
 RECORD_ENV = "TOY_DEVICE_RECORD"

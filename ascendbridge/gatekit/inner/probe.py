@@ -11,18 +11,20 @@ model's achieved throughput against these measured peaks, not against datasheet 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 CANN_VERSION_FILES = ("version.cfg", "ascend_toolkit_install.info", "version.info")
 
 
-def cann_version() -> Optional[dict[str, str]]:
+def cann_version() -> dict[str, str] | None:
     """CANN's version from ASCEND_TOOLKIT_HOME (or the default install path) when present."""
     roots = [os.environ.get("ASCEND_TOOLKIT_HOME"), os.environ.get("ASCEND_HOME_PATH"),
              "/usr/local/Ascend/ascend-toolkit/latest"]
@@ -37,7 +39,7 @@ def cann_version() -> Optional[dict[str, str]]:
     return None
 
 
-def _version(module: str) -> Optional[str]:
+def _version(module: str) -> str | None:
     try:
         mod = __import__(module)
     except Exception:
@@ -104,14 +106,14 @@ def microbenchmarks(torch: Any, kind: str, budget_s: float) -> dict[str, Any]:
     backend = getattr(torch, kind, None) if kind != "cpu" else None
     sync = backend.synchronize if backend is not None else (lambda: None)
     n = 1024 if kind == "cpu" else 4096
-    gemm: dict[str, Optional[float]] = {}
+    gemm: dict[str, float | None] = {}
     sizes: dict[str, int] = {}
     for name in ("float32", "bfloat16", "float16"):
         try:
             size = _gemm_size(torch, device, getattr(torch, name), sync, n, budget_s)
             a = torch.randn(size, size, device=device).to(getattr(torch, name))
             b = torch.randn(size, size, device=device).to(getattr(torch, name))
-            seconds = _timed(lambda: torch.mm(a, b), sync, budget_s)
+            seconds = _timed(functools.partial(torch.mm, a, b), sync, budget_s)
             gemm[name], sizes[name] = round(2.0 * size**3 / seconds / 1e9, 2), size
         except (RuntimeError, TypeError):  # dtype not supported by this device's matmul
             gemm[name] = None

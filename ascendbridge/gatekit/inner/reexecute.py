@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from _framework import RUNTIME_DIR
 
@@ -86,6 +86,7 @@ def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any],
             return min(min(steps) for steps in runs[-1]["decode_steps_ms"])
 
         # Fastest single decode step on both sides: load only ever adds time, so it is the stable estimate.
+        notes: list[str]
         reported, what, notes = float(min(min(steps) for steps in first["decode_steps_ms"])), "decode step", []
         fastest = _fastest_of_rounds(fastest_now, reported * band)
         if runs[0]["tokens"][0] != first["tokens"][0]:
@@ -123,8 +124,8 @@ def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
 
 
 def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enough_ms: float = float("inf"),
-              retime: tuple[int, int] = RETIME, workload: Optional[dict[str, Any]] = None,
-              band: float = float("inf")) -> tuple[list[str], list[str], Optional[dict[str, Any]]]:
+              retime: tuple[int, int] = RETIME, workload: dict[str, Any] | None = None,
+              band: float = float("inf")) -> tuple[list[str], list[str], dict[str, Any] | None]:
     """(problems, notes, re-measured target timing or None) from re-running sample 0 of one run.
 
     The target is rebuilt with the passes the run applied (saved["passes"]; none for a benchmark
@@ -139,8 +140,8 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enoug
 
     _runtime()
     from ab_runtime import harness
-    from ab_runtime.optimize import passes
     from ab_runtime.errors import RuntimeDiagnosis
+    from ab_runtime.optimize import passes
 
     try:
         session = harness.open_session(spec_path, str(run.get("device")), run.get("mode") == "pretrained", 1,
@@ -160,7 +161,7 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enoug
     problems += _mismatch("target", {k: v[0] for k, v in fresh.items()}, {k: v[0] for k, v in saved["target"].items()},
                           tolerance)
     fn = session.timed_call(build, forward)
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     while len(rounds) < RETIME_ROUNDS and (not rounds or min(r["min_ms"] for r in rounds) > enough_ms):
         rounds.append(session.time(fn, *retime).as_dict())
     timing = {**min(rounds, key=lambda r: r["min_ms"]), "rounds": len(rounds)}

@@ -20,21 +20,21 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from probe import cann_version
 
 TOOL_TIMEOUT_S = 20.0
 
 
-def _dist_version(name: str) -> Optional[str]:
+def _dist_version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
 
 
-def _tool(argv: list[str]) -> Optional[str]:
+def _tool(argv: list[str]) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
     try:
@@ -44,7 +44,7 @@ def _tool(argv: list[str]) -> Optional[str]:
     return done.stdout if done.returncode == 0 else None
 
 
-def npu_driver() -> Optional[dict[str, str]]:
+def npu_driver() -> dict[str, str] | None:
     """Driver and firmware from `npu-smi info` (header `Version:`) and `npu-smi info -t board -i 0`
     (`Firmware Version`), as the Ascend HDK documents them; None without npu-smi."""
     info = _tool(["npu-smi", "info"])
@@ -61,7 +61,7 @@ def npu_driver() -> Optional[dict[str, str]]:
     return out or None
 
 
-def torch_cuda_version() -> Optional[str]:
+def torch_cuda_version() -> str | None:
     """The CUDA runtime torch was built for, read from torch/version.py (None for CPU/NPU builds)."""
     spec = importlib.util.find_spec("torch")
     for folder in (spec.submodule_search_locations or []) if spec else []:
@@ -72,7 +72,7 @@ def torch_cuda_version() -> Optional[str]:
     return None
 
 
-def cuda_stack() -> Optional[dict[str, Any]]:
+def cuda_stack() -> dict[str, Any] | None:
     """CUDA runtime torch was built for and, where nvidia-smi exists, the driver and GPU names."""
     runtime = torch_cuda_version()
     if not runtime:

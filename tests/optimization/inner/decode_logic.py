@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import sys
 import types
-from typing import Any, Optional
+from typing import Any
 
 sys.path.insert(0, sys.argv[1])
 
-import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, LlamaConfig  # noqa: E402
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig
 
 PROMPT, NEW, BATCH = 5, 4, 2
 
@@ -31,7 +31,7 @@ PROMPT, NEW, BATCH = 5, 4, 2
 class FakeDecodeTorchNpu(types.ModuleType):
     """torch_npu double: npu_fused_infer_attention_score with one release's keyword; counts calls."""
 
-    def __init__(self, keyword: Optional[str], count: bool = True) -> None:
+    def __init__(self, keyword: str | None, count: bool = True) -> None:
         super().__init__("torch_npu")
         self.log: list[int] = []
         self.count = count  # off under graph capture: dynamo guards on the log and would recompile per call
@@ -71,7 +71,7 @@ class FakeTorchair(types.ModuleType):
     def __init__(self, has_mode: bool) -> None:
         super().__init__("torchair")
         self.graphs = 0
-        self.modes: list[Optional[str]] = []
+        self.modes: list[str | None] = []
         fake = self
 
         class CompilerConfig:

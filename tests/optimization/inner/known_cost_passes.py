@@ -20,7 +20,8 @@ of machine luck:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 
 class _Twice:
@@ -148,11 +149,11 @@ def _apply_cache(build: Any) -> None:
     build.model = _Cached(build.model)
 
 
-def _always(_: Any) -> Optional[str]:
+def _always(_: Any) -> str | None:
     return None
 
 
-def extra_passes(Pass: Any) -> tuple[Any, ...]:  # noqa: N803 (the catalogue's Pass class)
+def extra_passes(Pass: Any) -> tuple[Any, ...]:  # the catalogue's Pass class
     return (
         Pass("test_twice", "cpu", "compile", None, "TEST ONLY: the forward pass twice per call",
              _always, _apply_twice),

@@ -17,8 +17,8 @@ import types
 
 sys.path.insert(0, sys.argv[1])
 
-import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, LlamaConfig, ViTConfig, ViTForImageClassification  # noqa: E402
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, ViTConfig, ViTForImageClassification
 
 
 class FakeTorchNpu(types.ModuleType):
