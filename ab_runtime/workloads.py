@@ -416,7 +416,7 @@ def headline_call(session: Any, build: ab_build.Build, run: Callable[[dict[str, 
 
         return both_batches
     if workload.name == "batch_sweep":
-        inputs = ab_build.prepare_inputs(session.workload_inputs(workload.headline_batch, None),
-                                       session.choice.torch_device, build)
-        return lambda: run(inputs)
+        sweep_inputs = ab_build.prepare_inputs(session.workload_inputs(workload.headline_batch, None),
+                                               session.choice.torch_device, build)
+        return lambda: run(sweep_inputs)
     return session.timed_call(build, run)

@@ -45,7 +45,7 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="board_ops.py", description="Inspect and steer the AscendBridge board.")
     _global_options(parser, suppress=False)
-    common = argparse.ArgumentParser(add_help=False)
+    common = OneLineParser(add_help=False)
     _global_options(common, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     handlers: dict[str, Handler] = {}
