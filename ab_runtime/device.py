@@ -58,10 +58,7 @@ def _probe_npu() -> tuple[bool, str]:
     except ImportError as exc:
         return False, f"torch_npu is not installed ({exc})"
     except Exception as exc:  # CANN libraries missing or mismatched: import itself fails
-        return (
-            False,
-            f"torch_npu failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-        )
+        return False, f"torch_npu failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     npu = getattr(torch, "npu", None)
     if npu is None:
         return False, "torch_npu imported but torch.npu is not registered"
@@ -161,7 +158,7 @@ def select_device(requested: str = "auto", allow_fallback: bool = False) -> Devi
     if requested == "auto":
         candidates = order
     else:
-        candidates = order[order.index(requested) :]
+        candidates = order[order.index(requested):]
     for kind in candidates:
         probe = PROBES.get(kind)
         available, reason = probe() if probe else (True, "")

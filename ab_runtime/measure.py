@@ -60,7 +60,9 @@ def profiler_active() -> bool:
     return bool(torch.autograd._profiler_enabled())
 
 
-def time_forward(fn: Callable[[], Any], sync: Sync, warmup: int, iterations: int, seed: int | None = None) -> Timing:
+def time_forward(
+    fn: Callable[[], Any], sync: Sync, warmup: int, iterations: int, seed: int | None = None
+) -> Timing:
     """Warm up, re-seed the RNG, then time `iterations` calls, each bracketed by device sync.
 
     Re-seeding after warmup means a warmup can never change what the timed calls compute.
@@ -130,12 +132,8 @@ def profile_forward(
     with atomic_path(trace_path) as tmp:
         profiler.export_chrome_trace(str(tmp))
         events = _count_trace_events(tmp)
-    return {
-        "trace": trace_path.name,
-        "profiled_steps": steps,
-        "events": events,
-        "profiler": "torch_npu.profiler" if device_kind == "npu" else "torch.profiler",
-    }
+    return {"trace": trace_path.name, "profiled_steps": steps, "events": events,
+            "profiler": "torch_npu.profiler" if device_kind == "npu" else "torch.profiler"}
 
 
 def _count_trace_events(path: Path) -> int:

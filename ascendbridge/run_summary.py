@@ -63,18 +63,16 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
         latency = _latest(mine, "benchmark", "median_ms")
         speedup = _latest(mine, "optimization", "speedup")
         tpot, tokens = _latest(mine, "benchmark", "tpot_ms"), _latest(mine, "benchmark", "tokens_per_s")
-        out.append(
-            ModelResult(
-                model_id=model.model_id,
-                outcome=_outcome(tasks) if tasks else "no task in these stages",
-                latency_ms=latency.value if latency else None,
-                latency_basis=f"{latency.device} {latency.dtype}" if latency else "",
-                speedup=speedup.value if speedup else None,
-                evidence=adaptations / model.adaptation_name,
-                tpot_ms=tpot.value if tpot else None,
-                tokens_per_s=tokens.value if tokens else None,
-            )
-        )
+        out.append(ModelResult(
+            model_id=model.model_id,
+            outcome=_outcome(tasks) if tasks else "no task in these stages",
+            latency_ms=latency.value if latency else None,
+            latency_basis=f"{latency.device} {latency.dtype}" if latency else "",
+            speedup=speedup.value if speedup else None,
+            evidence=adaptations / model.adaptation_name,
+            tpot_ms=tpot.value if tpot else None,
+            tokens_per_s=tokens.value if tokens else None,
+        ))
     return out
 
 
@@ -90,7 +88,8 @@ def results_table(results: Sequence[ModelResult], root: Path) -> Table:
     for r in results:
         latency = f"{r.latency_ms:.2f} ms ({r.latency_basis})" if r.latency_ms is not None else "—"
         speedup = f"{r.speedup:.2f}x" if r.speedup is not None else "—"
-        tpot = f"{r.tpot_ms:.2f} ms ({r.tokens_per_s:.0f} tok/s)" if r.tpot_ms is not None and r.tokens_per_s else "—"
+        tpot = (f"{r.tpot_ms:.2f} ms ({r.tokens_per_s:.0f} tok/s)" if r.tpot_ms is not None and r.tokens_per_s
+                else "—")
         evidence = r.evidence.relative_to(root) if r.evidence.is_relative_to(root) else r.evidence
         table.add_row(r.model_id, r.outcome, latency, tpot, speedup, f"{evidence}/" if r.evidence.is_dir() else "—")
     return table

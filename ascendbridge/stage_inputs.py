@@ -12,12 +12,8 @@ from ascendbridge.settings import S, SettingsError
 from ascendbridge.stage_api import StageContext, StageOutcome
 
 
-def run_with_inputs(
-    ctx: StageContext,
-    settings_class: type[S],
-    rule: str,
-    run: Callable[[StageContext, S, AdaptationSpec], StageOutcome],
-) -> StageOutcome:
+def run_with_inputs(ctx: StageContext, settings_class: type[S], rule: str,
+                    run: Callable[[StageContext, S, AdaptationSpec], StageOutcome]) -> StageOutcome:
     """`run(ctx, settings, spec)`, or, when they cannot be read, the failed outcome."""
     use_model_env(ctx.model)  # a `system` model syncs its system venv, never `uv sync --locked`
     try:

@@ -86,15 +86,13 @@ def static_problems(ev: EvidenceSet) -> list[str]:
     if outputs is None or not outputs.is_file():
         problems.append(f"outputs file {outputs.name if outputs else '(unnamed)'} not found")
     elif sha256_file(outputs) != (ev.metrics.get("evidence") or {}).get("outputs_sha256"):
-        problems.append(
-            f"{outputs.name}: sha256 does not match the metrics file (outputs changed or truncated after the run)"
-        )
+        problems.append(f"{outputs.name}: sha256 does not match the metrics file (outputs changed or "
+                        "truncated after the run)")
     return problems
 
 
-def latency_check(
-    reported: dict[str, Any], remeasured: dict[str, Any] | None, band: float = LATENCY_BAND
-) -> tuple[list[str], list[str]]:
+def latency_check(reported: dict[str, Any], remeasured: dict[str, Any] | None,
+                  band: float = LATENCY_BAND) -> tuple[list[str], list[str]]:
     """(problems, notes) comparing a reported target timing with the gate's own re-measurement.
 
     Load on a shared machine only ever adds time, so fastest calls are compared (the stable
@@ -106,28 +104,24 @@ def latency_check(
     median, fastest_reported = float(reported["median_ms"]), float(reported["min_ms"])
     fastest, again = float(remeasured["min_ms"]), float(remeasured["median_ms"])
     if fastest_reported * band < fastest:
-        return [
-            f"reported latency (median {median:.3f} ms, fastest {fastest_reported:.3f} ms) is "
-            f"x{fastest / fastest_reported:.2f} faster than the gate's fastest re-measured call ({fastest:.3f} ms; "
-            f"allowed band x{band:g}): the latency does not reproduce"
-        ], []
+        return [f"reported latency (median {median:.3f} ms, fastest {fastest_reported:.3f} ms) is "
+                f"x{fastest / fastest_reported:.2f} faster than the gate's fastest re-measured call ({fastest:.3f} ms; "
+                f"allowed band x{band:g}): the latency does not reproduce"], []
     note = f"latency re-measured: median {again:.3f} ms, fastest {fastest:.3f} ms (reported median {median:.3f} ms)"
     if fastest_reported > fastest * band:
-        note += (
-            f"; the report is x{fastest_reported / fastest:.2f} slower than the re-measurement (noted, not a failure)"
-        )
+        note += f"; the report is x{fastest_reported / fastest:.2f} slower than the re-measurement (noted, not a failure)"
     return [], [note]
 
 
-def recompute(
-    evidence: list[EvidenceSet], spec_path: Path, python: Path, band: float = LATENCY_BAND
-) -> dict[str, dict[str, list[str]]]:
+def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
+              band: float = LATENCY_BAND) -> dict[str, dict[str, list[str]]]:
     """{"problems", "notes"} per metrics file from recomputing accuracy and re-executing sample 0
     in the adaptation's interpreter (one process for all sets: importing torch dominates)."""
     if not evidence:
         return {}
     argv = ["--latency-band", str(band), str(spec_path), *(str(ev.metrics_path) for ev in evidence)]
-    result = run_inner(python, "recompute_accuracy.py", argv, cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
+    result = run_inner(python, "recompute_accuracy.py", argv,
+                       cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
     parsed = json_report(result.output)
     if parsed is None:
         tail = result.tail(3).replace("\n", " | ")
@@ -195,7 +189,5 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
         summary = f"accuracy failed in the target dtype {target_dtype} ({primary[0].label})"
     else:
         verdicts = ", ".join(f"{r.label}: {r.verdict}" for r in runs)
-        return AccuracyGateReport(
-            name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs, standard
-        )
+        return AccuracyGateReport(name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs, standard)
     return AccuracyGateReport(name, False, summary + decided, runs, standard)

@@ -77,12 +77,9 @@ def check_notes_gate(directory: Path) -> OptimizationGateReport:
         return OptimizationGateReport(name, False, f"{len(problems)} problem(s): {problems[0]}", problems)
     final = notes["final"]
     selection = final.get("selection_speedup")
-    return OptimizationGateReport(
-        name,
-        True,
-        f"notes consistent: {final['outcome']}, chosen {notes['chosen'] or 'nothing'}, "
-        f"confirmed x{final['speedup']:.3f}" + (f" (search's selection figure x{selection:.3f})" if selection else ""),
-    )
+    return OptimizationGateReport(name, True, f"notes consistent: {final['outcome']}, chosen {notes['chosen'] or 'nothing'}, "
+                              f"confirmed x{final['speedup']:.3f}"
+                              + (f" (search's selection figure x{selection:.3f})" if selection else ""))
 
 
 def _perf_metrics(directory: Path, notes: dict[str, Any]) -> tuple[Path | None, list[str]]:
@@ -96,21 +93,8 @@ def _perf_metrics(directory: Path, notes: dict[str, Any]) -> tuple[Path | None, 
 def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, iters: int) -> dict[str, Any]:
     mode = str((notes.get("baseline") or {}).get("mode", "dry_run"))
     workload = notes["settings"].get("workload")
-    argv = [
-        str(python),
-        "-E",
-        "-s",
-        str(INNER),
-        *([f"--workload={workload}"] if workload else []),
-        str(RUNTIME_DIR.parent),
-        str(Path(directory) / SPEC_FILE),
-        str(notes["device"]),
-        mode,
-        str(pairs),
-        str(iters),
-        str(notes["settings"]["warmup"]),
-        *notes["chosen"],
-    ]
+    argv = [str(python), "-E", "-s", str(INNER), *([f"--workload={workload}"] if workload else []), str(RUNTIME_DIR.parent), str(Path(directory) / SPEC_FILE),
+            str(notes["device"]), mode, str(pairs), str(iters), str(notes["settings"]["warmup"]), *notes["chosen"]]
     result = run_command(argv, cwd=directory, timeout_s=REVERIFY_TIMEOUT_S)
     parsed = json_report(result.output)
     if parsed is None:
@@ -135,48 +119,30 @@ def workload_problems(directory: Path, notes: dict[str, Any], metrics: dict[str,
     agreement = body.get("greedy_vs_reference") or {}
     try:
         spec = json.loads((Path(directory) / SPEC_FILE).read_text())
-        expected = accuracy_standard.generation_verdict(
-            float(agreement["match_rate"]),
-            agreement.get("first_divergence"),
-            str(spec.get("task_family")),
-            spec.get("tolerances"),
-        )
+        expected = accuracy_standard.generation_verdict(float(agreement["match_rate"]), agreement.get("first_divergence"),
+                                                        str(spec.get("task_family")), spec.get("tolerances"))
     except (KeyError, TypeError, ValueError, OSError) as exc:
         return [f"workload.greedy_vs_reference cannot be judged: {type(exc).__name__}: {exc}"]
     recorded = (metrics.get("optimization") or {}).get("generation_accuracy") or {}
     problems = []
-    if recorded.get("verdict") != expected["verdict"] or not recorded_matches(
-        recorded.get("match_rate"), expected["match_rate"]
-    ):
-        problems.append(
-            f"optimization.generation_accuracy {recorded.get('verdict')!r} does not follow from the recorded "
-            f"greedy tokens ({expected['verdict']}, match rate {expected['match_rate']:.3f})"
-        )
+    if recorded.get("verdict") != expected["verdict"] or not recorded_matches(recorded.get("match_rate"), expected["match_rate"]):
+        problems.append(f"optimization.generation_accuracy {recorded.get('verdict')!r} does not follow from the recorded "
+                        f"greedy tokens ({expected['verdict']}, match rate {expected['match_rate']:.3f})")
     if expected["verdict"] != "pass":
-        problems.append(
-            f"the optimized generation's greedy tokens match the reference at {expected['match_rate']:.3f} "
-            f"< {expected['match_rate_min']} (first divergence {expected['first_divergence']})"
-        )
+        problems.append(f"the optimized generation's greedy tokens match the reference at {expected['match_rate']:.3f} "
+                        f"< {expected['match_rate_min']} (first divergence {expected['first_divergence']})")
     return problems
 
 
-def check_perf_gate(
-    directory: Path, python_override: str | None = None, pairs: int = 5, iters: int = 5
-) -> OptimizationGateReport:
+def check_perf_gate(directory: Path, python_override: str | None = None, pairs: int = 5, iters: int = 5) -> OptimizationGateReport:
     directory = Path(directory)
     name = directory.name
     try:
         notes = load_notes(directory)
     except ValueError as exc:
         return OptimizationGateReport(name, False, str(exc))
-    if (
-        not isinstance(notes, dict)
-        or not isinstance(notes.get("chosen"), list)
-        or not isinstance(notes.get("final"), dict)
-    ):
-        return OptimizationGateReport(
-            name, False, "optimization_notes.json is malformed (run check_optimization_notes.py)"
-        )
+    if not isinstance(notes, dict) or not isinstance(notes.get("chosen"), list) or not isinstance(notes.get("final"), dict):
+        return OptimizationGateReport(name, False, "optimization_notes.json is malformed (run check_optimization_notes.py)")
     untrusted = untrusted_code(directory, notes)
     if untrusted:
         return OptimizationGateReport(name, False, untrusted_summary(untrusted), untrusted)
@@ -219,18 +185,14 @@ def check_perf_gate(
         if "error" in again:
             problems.append(f"re-measurement failed: {again['error']}")
         elif again["interval"][0] <= 1.0 + min_gain:
-            problems.append(
-                f"speedup does not reproduce: reported x{claimed:.3f}, the gate's own paired re-measurement "
-                f"gives x{again['speedup']:.3f} (interval {again['interval'][0]:.3f}.."
-                f"{again['interval'][1]:.3f}), whose low end must clear 1 + min_gain = {1 + min_gain:g}"
-            )
+            problems.append(f"speedup does not reproduce: reported x{claimed:.3f}, the gate's own paired re-measurement "
+                            f"gives x{again['speedup']:.3f} (interval {again['interval'][0]:.3f}.."
+                            f"{again['interval'][1]:.3f}), whose low end must clear 1 + min_gain = {1 + min_gain:g}")
     if problems:
         return OptimizationGateReport(name, False, f"{len(problems)} problem(s): {problems[0]}", problems, details)
     if notes["chosen"]:
-        summary = (
-            f"optimized run verified: {', '.join(notes['chosen'])}, accuracy {acc.get('verdict')}, reported "
-            f"x{notes['final']['speedup']:.3f}, re-measured x{details['reproduced']['speedup']:.3f}"
-        )
+        summary = (f"optimized run verified: {', '.join(notes['chosen'])}, accuracy {acc.get('verdict')}, reported "
+                   f"x{notes['final']['speedup']:.3f}, re-measured x{details['reproduced']['speedup']:.3f}")
     else:
         summary = f"no gain claimed; baseline evidence verified, accuracy {acc.get('verdict')}"
     return OptimizationGateReport(name, True, summary, [], details)

@@ -39,9 +39,7 @@ GATE_TIMEOUT_S = 1200.0
 def _failed(summary: str, rule: str, command: Any = None, result: dict[str, Any] | None = None) -> StageOutcome:
     diagnosis: dict[str, Any] = {"rule": rule, "summary": summary}
     if command is not None:
-        diagnosis["error"] = (result or {}).get("error") or (
-            "timed out" if command.timed_out else f"exit {command.exit_code}"
-        )
+        diagnosis["error"] = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
         diagnosis["log_tail"] = command.tail(30)
     return StageOutcome("failed", summary, diagnosis=diagnosis)
 
@@ -57,10 +55,8 @@ def _model_files(directory: Path, notes: dict[str, Any]) -> None:
     target = directory / "model_files"
     target.mkdir(exist_ok=True)
     shutil.copyfile(RUNTIME_DIR / "optimize" / "npu_swaps.py", target / "npu_swaps.py")
-    (target / "README.md").write_text(
-        "Module swaps applied by accuracy_run_perf.py at load time "
-        f"(passes: {', '.join(notes['chosen'])}); source copied from ab_runtime.\n"
-    )
+    (target / "README.md").write_text("Module swaps applied by accuracy_run_perf.py at load time "
+                                      f"(passes: {', '.join(notes['chosen'])}); source copied from ab_runtime.\n")
 
 
 def outcome_summary(final: dict[str, Any]) -> str:
@@ -68,24 +64,17 @@ def outcome_summary(final: dict[str, Any]) -> str:
     selection = final.get("selection_speedup")
     searched = f"; the search's own figure was x{selection:.2f}" if selection else ""
     if final["outcome"] != "gain":
-        return (
-            f"no gain: {final.get('reason', 'nothing faster beyond noise')}"
-            if selection
-            else "no gain: no pass was faster beyond the measured noise with accuracy intact"
-        )
+        return f"no gain: {final.get('reason', 'nothing faster beyond noise')}" if selection else \
+            "no gain: no pass was faster beyond the measured noise with accuracy intact"
     low, high = final["interval"]
     parts = []
     if final.get("model_changes"):
         parts.append(f"model changes {'+'.join(final['model_changes'])}")
     if final.get("environment_settings"):
-        parts.append(
-            f"environment settings {'+'.join(final['environment_settings'])} (describe this machine's "
-            "load and cores, not the model)"
-        )
-    return (
-        f"{'; '.join(parts)}: confirmed x{final['speedup']:.2f} ({low:.2f}..{high:.2f}) "
-        f"{final['baseline_median_ms']:.2f} -> {final['optimized_median_ms']:.2f} ms{searched}, accuracy pass"
-    )
+        parts.append(f"environment settings {'+'.join(final['environment_settings'])} (describe this machine's "
+                     "load and cores, not the model)")
+    return (f"{'; '.join(parts)}: confirmed x{final['speedup']:.2f} ({low:.2f}..{high:.2f}) "
+            f"{final['baseline_median_ms']:.2f} -> {final['optimized_median_ms']:.2f} ms{searched}, accuracy pass")
 
 
 class OptimizationStage:
@@ -122,33 +111,20 @@ class OptimizationStage:
         _model_files(ctx.adaptation_dir, notes)
         ctx.say(f"chosen: {', '.join(notes['chosen']) or 'nothing (no gain)'}; running accuracy_run_perf.py")
         # the perf run times the headline of the workload the search optimized
-        perf_argv = [
-            "accuracy_run_perf.py",
-            *settings.common_args(pretrained),
-            "--workload",
-            notes["settings"]["workload"],
-        ]
+        perf_argv = ["accuracy_run_perf.py", *settings.common_args(pretrained), "--workload", notes["settings"]["workload"]]
         perf = uv_env.run_in_env(ctx.adaptation_dir, perf_argv, timeout_s=settings.timeout_s, log=ctx.log)
         result = uv_env.parse_result(perf.output)
         if perf.exit_code not in (0, 2) or not result or not result.get("ok"):
             return _failed("accuracy_run_perf.py failed", "optimization_perf_failed", perf, result)
         metrics = json.loads((ctx.adaptation_dir / result["metrics"]).read_text())
-        notes["perf_run"] = {
-            "metrics": result["metrics"],
-            "outputs": result["outputs"],
-            "trace": result["trace"],
-            "speedup": result["speedup"],
-            "interval": result["interval"],
-            "accuracy": accuracy_summary(metrics["accuracy"]),
-        }
+        notes["perf_run"] = {"metrics": result["metrics"], "outputs": result["outputs"], "trace": result["trace"],
+                             "speedup": result["speedup"], "interval": result["interval"],
+                             "accuracy": accuracy_summary(metrics["accuracy"])}
         _write_json(notes_path, notes)
         final = notes["final"]
-        values = {
-            "speedup": float(final["speedup"]),
-            "perf_speedup": float(result["speedup"]),
-            "accuracy_pass": 1.0 if result["verdict"] == "pass" else 0.0,
-            "passes_chosen": float(len(notes["chosen"])),
-        }
+        values = {"speedup": float(final["speedup"]), "perf_speedup": float(result["speedup"]),
+                  "accuracy_pass": 1.0 if result["verdict"] == "pass" else 0.0,
+                  "passes_chosen": float(len(notes["chosen"]))}
         units = {"speedup": "x", "perf_speedup": "x", "accuracy_pass": "bool", "passes_chosen": "count"}
         for key in ("baseline_median_ms", "optimized_median_ms"):
             if isinstance(final.get(key), (int, float)):
@@ -158,21 +134,12 @@ class OptimizationStage:
         figures = [FigureSet(values, device=result["device"], dtype=result["dtype"], units=units, stack=stack)]
         if result["verdict"] != "pass":
             return _failed("the optimized run failed accuracy", "optimization_accuracy")
-        return StageOutcome(
-            "done",
-            outcome_summary(final),
-            result={
-                "chosen": notes["chosen"],
-                "outcome": final["outcome"],
-                "speedup": final["speedup"],
-                "selection_speedup": final.get("selection_speedup"),
-                "environment_settings": final.get("environment_settings", []),
-                "model_changes": final.get("model_changes", []),
-                "perf_run": notes["perf_run"],
-                "stack": stack,
-            },
-            metrics=figures,
-        )
+        return StageOutcome("done", outcome_summary(final), result={
+            "chosen": notes["chosen"], "outcome": final["outcome"], "speedup": final["speedup"],
+            "selection_speedup": final.get("selection_speedup"),
+            "environment_settings": final.get("environment_settings", []),
+            "model_changes": final.get("model_changes", []), "perf_run": notes["perf_run"],
+            "stack": stack}, metrics=figures)
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)

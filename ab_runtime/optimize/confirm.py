@@ -36,27 +36,16 @@ def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pa
     if figures is None:
         confirmation: dict[str, Any] = {"measured": False, "passes": [], "reason": "nothing was selected"}
     else:
-        confirmation = {
-            "measured": True,
-            "passes": list(selection["passes"]),
-            "process": "fresh",
-            "pairs": pairs,
-            "paired": figures,
-        }
+        confirmation = {"measured": True, "passes": list(selection["passes"]), "process": "fresh", "pairs": pairs,
+                        "paired": figures}
     final = pairstats.confirmed_final(selection, figures, kinds, float(notes["settings"]["min_gain"]))
     changes = {r["name"]: bool(r.get("changes_code")) for r in notes["passes"] if isinstance(r, dict) and "name" in r}
-    return {
-        **notes,
-        "confirmation": confirmation,
-        "final": final,
-        "chosen": list(final["passes"]),
-        "runtime_only": not any(changes.get(n) for n in final["passes"]),
-    }
+    return {**notes, "confirmation": confirmation, "final": final, "chosen": list(final["passes"]),
+            "runtime_only": not any(changes.get(n) for n in final["passes"])}
 
 
-def confirm(
-    notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int | None, iters: int | None
-) -> dict[str, Any]:
+def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int | None,
+            iters: int | None) -> dict[str, Any]:
     notes = json.loads(Path(notes_path).read_text())
     settings = notes["settings"]
     pairs = pairs or int(settings["pairs"])
@@ -64,53 +53,33 @@ def confirm(
     chosen = list(notes["selection"]["passes"])
     figures = None
     if chosen:
-        session = harness.open_session(
-            spec_path, device, use_pretrained, num_samples=1, workload=settings.get("workload")
-        )
+        session = harness.open_session(spec_path, device, use_pretrained, num_samples=1,
+                                       workload=settings.get("workload"))
         figures = harness.paired_against_baseline(session, passes.get(chosen), pairs, int(settings["warmup"]), iters)
-        harness.say(
-            f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "
-            f"(interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f}); the search said "
-            f"x{notes['selection']['speedup']:.3f}"
-        )
+        harness.say(f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "
+                    f"(interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f}); the search said "
+                    f"x{notes['selection']['speedup']:.3f}")
     notes = apply_confirmation(notes, figures, pairs)
     harness.write_json(Path(notes_path), notes)
     final = notes["final"]
     harness.say(f"final: {'+'.join(final['passes']) or 'baseline (no gain)'}, x{final['speedup']:.3f}")
-    return {
-        "ok": True,
-        "outcome": final["outcome"],
-        "chosen": notes["chosen"],
-        "speedup": final["speedup"],
-        "selection_speedup": final.get("selection_speedup"),
-        "error": None,
-    }
+    return {"ok": True, "outcome": final["outcome"], "chosen": notes["chosen"], "speedup": final["speedup"],
+            "selection_speedup": final.get("selection_speedup"), "error": None}
 
 
-def run_fresh(
-    notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, timeout_s: float = 1800.0
-) -> dict[str, Any]:
+def run_fresh(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool,
+              timeout_s: float = 1800.0) -> dict[str, Any]:
     """`python -m ab_runtime.optimize.confirm` in a new process (this interpreter); its RESULT, or an error."""
-    argv = [
-        sys.executable,
-        "-m",
-        "ab_runtime.optimize.confirm",
-        "--device",
-        device,
-        "--notes",
-        str(Path(notes_path).resolve()),
-        "--spec",
-        str(Path(spec_path).resolve()),
-    ] + (["--use-pretrained"] if use_pretrained else [])
+    argv = [sys.executable, "-m", "ab_runtime.optimize.confirm", "--device", device, "--notes", str(Path(notes_path).resolve()),
+            "--spec", str(Path(spec_path).resolve())] + (["--use-pretrained"] if use_pretrained else [])
     proc = subprocess.run(argv, cwd=PACKAGE_PARENT, capture_output=True, text=True, timeout=timeout_s)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     sys.stdout.write("".join(f"{ln}\n" for ln in proc.stdout.splitlines() if not ln.startswith(RESULT_MARKER)))
     sys.stderr.write(proc.stderr)
-    result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {}
+    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
     if proc.returncode != 0 or not result.get("ok"):
-        raise harness.HarnessError(
-            f"the confirmation run failed (exit {proc.returncode}): {result.get('error') or proc.stderr.strip()[-200:]}"
-        )
+        raise harness.HarnessError(f"the confirmation run failed (exit {proc.returncode}): "
+                                   f"{result.get('error') or proc.stderr.strip()[-200:]}")
     return result
 
 
@@ -137,9 +106,7 @@ def main(argv: list[str]) -> int:
     except SystemExit:
         raise
     except (harness.HarnessError, RuntimeDiagnosis, FileNotFoundError, KeyError, ValueError) as exc:
-        message = (
-            f"the notes have no {exc} (not written by ab_runtime.optimize)" if isinstance(exc, KeyError) else str(exc)
-        )
+        message = f"the notes have no {exc} (not written by ab_runtime.optimize)" if isinstance(exc, KeyError) else str(exc)
         print(f"error: {message}", file=sys.stderr)
         result["error"], code = (message.splitlines() or [type(exc).__name__])[0], 1
     except Exception as exc:  # model code failed: keep the traceback

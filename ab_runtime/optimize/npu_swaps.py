@@ -55,12 +55,11 @@ CAUSAL_MASK_SIZE = 2048  # the documented compressed mask for sparse_mode 2 / 3
 SPARSE_LEFT_UP_CAUSAL = 2
 UNSUPPORTED_ATTENTION_KWARGS = ("softcap", "s_aux", "sliding_window", "position_bias")
 _CAUSAL_MASKS: dict[Any, torch.Tensor] = {}
-FUSED_INFER_LIMITS = {"max_batch": 65536, "max_heads": 256, "max_kv_len": 262144, "max_head_dim": 512, "max_group": 64}
+FUSED_INFER_LIMITS = {"max_batch": 65536, "max_heads": 256, "max_kv_len": 262144, "max_head_dim": 512,
+                      "max_group": 64}
 # The scale keyword of npu_fused_infer_attention_score, by release documentation.
-FUSED_INFER_SCALE_KEYWORDS = {
-    "scale": "Ascend Extension for PyTorch 7.0.0 (`scale`)",
-    "scale_value": "Ascend Extension for PyTorch 6.0.0 / 6.0.RC3 (`scale_value`)",
-}
+FUSED_INFER_SCALE_KEYWORDS = {"scale": "Ascend Extension for PyTorch 7.0.0 (`scale`)",
+                              "scale_value": "Ascend Extension for PyTorch 6.0.0 / 6.0.RC3 (`scale_value`)"}
 
 
 def _npu() -> Any:
@@ -77,13 +76,8 @@ def rms_norm_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
         weight = getattr(module, "weight", None)
         eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
         # Gemma-style norms scale by (1 + weight): not what npu_rms_norm computes.
-        if (
-            name.endswith("RMSNorm")
-            and "Gemma" not in name
-            and isinstance(weight, torch.nn.Parameter)
-            and weight.dim() == 1
-            and isinstance(eps, float)
-        ):
+        if name.endswith("RMSNorm") and "Gemma" not in name and isinstance(weight, torch.nn.Parameter) \
+                and weight.dim() == 1 and isinstance(eps, float):
             found.append(module)
     return found
 
@@ -95,9 +89,7 @@ def swap_rms_norm(model: torch.nn.Module) -> int:
         original = module.forward
         eps = float(getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6)))
 
-        def forward(
-            self: torch.nn.Module, x: torch.Tensor, _orig: Callable = original, _eps: float = eps
-        ) -> torch.Tensor:
+        def forward(self: torch.nn.Module, x: torch.Tensor, _orig: Callable = original, _eps: float = eps) -> torch.Tensor:
             if not 1 <= x.dim() <= 8 or x.shape[-1] != self.weight.shape[0]:
                 return _orig(x)
             return _npu().npu_rms_norm(x, self.weight.to(x.dtype), epsilon=_eps)[0]
@@ -145,13 +137,8 @@ def rotary_fits(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor) -> bool:
     if q.dim() != 4 or k.dim() != 4 or not cos.shape[-1] == q.shape[-1] == k.shape[-1]:
         return False
     lim = ROTARY_LIMITS
-    return all(
-        t.shape[-1] == lim["head_dim"]
-        and t.shape[0] <= lim["max_batch"]
-        and t.shape[1] <= lim["max_heads"]
-        and t.shape[0] * t.shape[1] <= lim["bnsd_max_bn_per_s"] * t.shape[2]
-        for t in (q, k)
-    )
+    return all(t.shape[-1] == lim["head_dim"] and t.shape[0] <= lim["max_batch"] and t.shape[1] <= lim["max_heads"]
+               and t.shape[0] * t.shape[1] <= lim["bnsd_max_bn_per_s"] * t.shape[2] for t in (q, k))
 
 
 def install_rotary(model: torch.nn.Module) -> bool:
@@ -163,15 +150,8 @@ def install_rotary(model: torch.nn.Module) -> bool:
     if getattr(original, "_ab_npu_rotary", False):
         return True
 
-    def apply_rotary_pos_emb(
-        q: torch.Tensor,
-        k: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        *args: Any,
-        unsqueeze_dim: int = 1,
-        **kwargs: Any,
-    ) -> Any:
+    def apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                             *args: Any, unsqueeze_dim: int = 1, **kwargs: Any) -> Any:
         if not ROTARY_ACTIVE.get() or unsqueeze_dim != 1 or args or kwargs or not rotary_fits(q, k, cos):
             return original(q, k, cos, sin, *args, unsqueeze_dim=unsqueeze_dim, **kwargs)
         c, s = cos.unsqueeze(1).to(q.dtype), sin.unsqueeze(1).to(q.dtype)  # B1SD against BNSD
@@ -212,37 +192,18 @@ def _original_attention(module: torch.nn.Module) -> Callable[..., Any]:
     return ALL_ATTENTION_FUNCTIONS.get(name, sdpa_attention_forward)
 
 
-def fused_attention_supported(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float,
-    kwargs: dict[str, Any],
-) -> bool:
+def fused_attention_supported(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+                              attention_mask: torch.Tensor | None, dropout: float, kwargs: dict[str, Any]) -> bool:
     """True when npu_fusion_attention computes exactly what this call asks for."""
     carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
-    return (
-        query.dtype in LOW_PRECISION
-        and query.shape[1] % key.shape[1] == 0
-        and not carries
-        and getattr(module, "sinks", None) is None
-        and not dropout
-        and query.shape[-1] <= FUSION_MAX_HEAD_DIM
-        and (attention_mask is None or attention_mask.dim() == 4)
-    )
+    return (query.dtype in LOW_PRECISION and query.shape[1] % key.shape[1] == 0 and not carries
+            and getattr(module, "sinks", None) is None and not dropout
+            and query.shape[-1] <= FUSION_MAX_HEAD_DIM and (attention_mask is None or attention_mask.dim() == 4))
 
 
-def fusion_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
+def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     attention_mask: torch.Tensor | None, scaling: float | None = None,
+                     dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """transformers attention-interface function (BNSD inputs) backed by npu_fusion_attention.
 
     Causal default as transformers' sdpa path: causal when no mask is given, the query is longer
@@ -250,9 +211,8 @@ def fusion_attention(
     aligned, which is sparse_mode 2 (leftUpCausal).
     """
     if not fused_attention_supported(module, query, key, attention_mask, dropout, kwargs):
-        return _original_attention(module)(
-            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
-        )
+        return _original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
+                                           dropout=dropout, **kwargs)
     heads, q_len, k_len, head_dim = query.shape[1], query.shape[2], key.shape[2], query.shape[3]
     is_causal = kwargs.get("is_causal")
     is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
@@ -264,18 +224,9 @@ def fusion_attention(
         mask, sparse_mode = _causal_mask(query.device), SPARSE_LEFT_UP_CAUSAL
     else:
         mask = None
-    scale = float(scaling) if scaling is not None else head_dim**-0.5
-    out = _npu().npu_fusion_attention(
-        query.contiguous(),
-        key.contiguous(),
-        value.contiguous(),
-        heads,
-        "BNSD",
-        atten_mask=mask,
-        scale=scale,
-        keep_prob=1.0,
-        sparse_mode=sparse_mode,
-    )[0]
+    scale = float(scaling) if scaling is not None else head_dim ** -0.5
+    out = _npu().npu_fusion_attention(query.contiguous(), key.contiguous(), value.contiguous(), heads, "BNSD",
+                                      atten_mask=mask, scale=scale, keep_prob=1.0, sparse_mode=sparse_mode)[0]
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -302,81 +253,46 @@ def fused_infer_scale_keyword() -> str | None:
     return next((k for k in FUSED_INFER_SCALE_KEYWORDS if k in names), None)
 
 
-def fused_infer_supported(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float,
-    kwargs: dict[str, Any],
-) -> bool:
+def fused_infer_supported(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+                          attention_mask: torch.Tensor | None, dropout: float, kwargs: dict[str, Any]) -> bool:
     """True when this is a decode call (one query token) inside the documented Q_S == 1 limits."""
     lim = FUSED_INFER_LIMITS
     batch, heads, q_len, head_dim = query.shape
     kv_heads = key.shape[1]
     carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
-    mask_ok = attention_mask is None or (
-        attention_mask.dim() == 4 and attention_mask.shape[1] == 1 and attention_mask.shape[2] == 1
-    )
-    return (
-        q_len == 1
-        and query.dtype in LOW_PRECISION
-        and key.dtype == query.dtype
-        and not carries
-        and mask_ok
-        and getattr(module, "sinks", None) is None
-        and not dropout
-        and batch <= lim["max_batch"]
-        and heads <= lim["max_heads"]
-        and head_dim <= lim["max_head_dim"]
-        and key.shape[2] <= lim["max_kv_len"]
-        and heads % kv_heads == 0
-        and heads // kv_heads <= lim["max_group"]
-    )
+    mask_ok = attention_mask is None or (attention_mask.dim() == 4 and attention_mask.shape[1] == 1
+                                         and attention_mask.shape[2] == 1)
+    return (q_len == 1 and query.dtype in LOW_PRECISION and key.dtype == query.dtype and not carries and mask_ok
+            and getattr(module, "sinks", None) is None and not dropout and batch <= lim["max_batch"]
+            and heads <= lim["max_heads"] and head_dim <= lim["max_head_dim"] and key.shape[2] <= lim["max_kv_len"]
+            and heads % kv_heads == 0 and heads // kv_heads <= lim["max_group"])
 
 
-def fused_infer_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    *,
-    scale_keyword: str = "scale",
-    **kwargs: Any,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+def fused_infer_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          attention_mask: torch.Tensor | None, scaling: float | None = None,
+                          dropout: float = 0.0, *, scale_keyword: str = "scale",
+                          **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     """transformers attention-interface function: decode steps through npu_fused_infer_attention_score
     (BNSD), prefill and everything outside the documented limits through the original attention.
 
     `scale_keyword` is resolved once when the swap is installed (swap_decode_attention), never per
     call, so a graph capture of the decode step (torchair) has nothing to inspect at run time."""
     if not fused_infer_supported(module, query, key, attention_mask, dropout, kwargs):
-        return _original_attention(module)(
-            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
-        )
+        return _original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
+                                           dropout=dropout, **kwargs)
     mask = None
     if attention_mask is not None:  # transformers: bool True = attend, or additive float; the op: True = masked
         mask = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < -1.0
-        mask = mask[..., : key.shape[2]].contiguous()
+        mask = mask[..., :key.shape[2]].contiguous()
     scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
     out = _npu().npu_fused_infer_attention_score(
-        query.contiguous(),
-        key.contiguous(),
-        value.contiguous(),
-        atten_mask=mask,
-        num_heads=query.shape[1],
-        num_key_value_heads=key.shape[1],
-        input_layout="BNSD",
-        **{scale_keyword: scale},
-    )[0]
+        query.contiguous(), key.contiguous(), value.contiguous(), atten_mask=mask, num_heads=query.shape[1],
+        num_key_value_heads=key.shape[1], input_layout="BNSD", **{scale_keyword: scale})[0]
     return out.transpose(1, 2).contiguous(), None
 
 
-def swap_attention(
-    model: torch.nn.Module, name: str = ATTENTION_NAME, function: Callable[..., Any] = fusion_attention
-) -> bool:
+def swap_attention(model: torch.nn.Module, name: str = ATTENTION_NAME,
+                   function: Callable[..., Any] = fusion_attention) -> bool:
     """Register `function` with transformers under `name` and select it for this model only."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask

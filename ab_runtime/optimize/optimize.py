@@ -46,32 +46,25 @@ from . import confirm, decode_passes, passes
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
-HEADLINES = {
-    "generation": "greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch "
-    "(decode-dominated: TPOT and batch tokens/s)",
-    "encoder_generation": "encoder + greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch",
-    "batch_sweep": "one forward at workload.headline_batch (throughput)",
-    "forward": "one forward of the accuracy inputs",
-}
+HEADLINES = {"generation": "greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch "
+                           "(decode-dominated: TPOT and batch tokens/s)",
+             "encoder_generation": "encoder + greedy generation of workload.new_tokens tokens at batch 1 and at "
+                                   "workload.batch",
+             "batch_sweep": "one forward at workload.headline_batch (throughput)",
+             "forward": "one forward of the accuracy inputs"}
 
 
 def generation_accuracy(session: harness.Session, produced: Any, reference: list[int]) -> dict[str, Any]:
     """The greedy tokens of one headline generation (batch 1) against the reference's, judged by
     the framework's rule (accuracy_standard.generation_verdict)."""
     agreement = divergence(produced.tokens[0], reference)
-    verdict = accuracy_standard.generation_verdict(
-        agreement["match_rate"], agreement["first_divergence"], session.spec.task_family, session.thresholds.tolerances
-    )
+    verdict = accuracy_standard.generation_verdict(agreement["match_rate"], agreement["first_divergence"],
+                                                   session.spec.task_family, session.thresholds.tolerances)
     return {**verdict, "compared": agreement["compared"]}
 
 
-def judge(
-    session: harness.Session,
-    b: ab_build.Build,
-    run: Callable[[dict[str, Any]], Any],
-    fn: Callable[[], Any],
-    reference: list[int] | None,
-) -> dict[str, Any]:
+def judge(session: harness.Session, b: ab_build.Build, run: Callable[[dict[str, Any]], Any], fn: Callable[[], Any],
+          reference: list[int] | None) -> dict[str, Any]:
     """A configuration's accuracy digest: the forward outputs by the optimization budget and, for a
     generation workload (`reference` tokens given), its greedy tokens; it passes only if both do."""
     summary = accuracy_standard.accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
@@ -84,8 +77,7 @@ def judge(
         summary["verdict"] = "fail"
         summary["problems"] = list(summary["problems"]) + [
             f"greedy tokens match the reference at {generation['match_rate']:.3f} < {generation['match_rate_min']} "
-            f"(first divergence at new token {generation['first_divergence']})"
-        ]
+            f"(first divergence at new token {generation['first_divergence']})"]
     return summary
 
 
@@ -95,9 +87,8 @@ def decode_reasons(session: harness.Session) -> dict[str, str | None]:
     w = session.workload
     if w.name not in passes.GENERATION_WORKLOADS:
         return {}
-    shape = decode_passes.DecodeConfig(
-        batch=w.batch, prompt_tokens=w.prompt_len, new_tokens=w.new_tokens, dtype=session.baseline_dtype_name
-    )
+    shape = decode_passes.DecodeConfig(batch=w.batch, prompt_tokens=w.prompt_len, new_tokens=w.new_tokens,
+                                       dtype=session.baseline_dtype_name)
     return {r["name"]: r["reason"] for r in decode_passes.applicability(session.choice, session.reference, shape)}
 
 
@@ -108,53 +99,32 @@ def _compile_room() -> None:
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
 
 
-def search(
-    session: harness.Session,
-    candidates: list[passes.Pass],
-    traits: passes.Traits,
-    pairs: int,
-    warmup: int,
-    iters: int,
-    min_gain: float,
-) -> dict[str, Any]:
+def search(session: harness.Session, candidates: list[passes.Pass], traits: passes.Traits, pairs: int, warmup: int,
+           iters: int, min_gain: float) -> dict[str, Any]:
     """The whole search; returns the notes body (without file-level metadata)."""
     _compile_room()
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
     base_acc = accuracy_standard.accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
-    reference = (
-        workloads.reference_tokens(session, session.workload)
-        if session.workload.name in passes.GENERATION_WORKLOADS
-        else None
-    )
+    reference = (workloads.reference_tokens(session, session.workload)
+                 if session.workload.name in passes.GENERATION_WORKLOADS else None)
     if reference is not None:
         with torch.inference_mode():
             base_acc["generation"] = generation_accuracy(session, base_fn(), reference)
-    harness.say(
-        f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
-        f"{base_acc['verdict']}; first call {base_first:.1f} ms"
-    )
+    harness.say(f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
+        f"{base_acc['verdict']}; first call {base_first:.1f} ms")
     rows: list[dict[str, Any]] = []
     built: dict[str, Callable[[], Any]] = {}
     for p in candidates:
         why_not = p.applies(traits)
-        row: dict[str, Any] = {
-            "name": p.name,
-            "passes": [p.name],
-            "kind": p.kind,
-            "group": p.group,
-            "changes_code": p.changes_code,
-            "applicable": why_not is None,
-        }
+        row: dict[str, Any] = {"name": p.name, "passes": [p.name], "kind": p.kind, "group": p.group,
+                               "changes_code": p.changes_code, "applicable": why_not is None}
         if why_not is not None:
             row.update(measured=False, kept=False, reason=f"not applicable: {why_not}")
         elif p.needs_restart:
-            row.update(
-                measured=False,
-                kept=False,
-                reason="needs a fresh process (environment read at import): not measured in-process",
-            )
+            row.update(measured=False, kept=False,
+                       reason="needs a fresh process (environment read at import): not measured in-process")
         else:
             try:
                 b, run, build_s = session.make([p])
@@ -166,21 +136,14 @@ def search(
                 raise
             except Exception as exc:  # a pass that cannot run on this model is rejected, not fatal
                 first_line = str(exc).splitlines()[0] if str(exc) else ""
-                row.update(
-                    measured=False, kept=False, reason=f"failed to apply or run: {type(exc).__name__}: {first_line}"
-                )
+                row.update(measured=False, kept=False, reason=f"failed to apply or run: {type(exc).__name__}: {first_line}")
                 rows.append(row)
                 harness.say(f"pass {p.name}: {row['reason']}")
                 continue
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-            row.update(
-                measured=True,
-                kept=keep,
-                reason=reason,
-                accuracy=acc,
-                paired=figures,
-                cold_start={"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first},
-            )
+            row.update(measured=True, kept=keep, reason=reason, accuracy=acc, paired=figures,
+                       cold_start={"build_s": build_s, "first_call_ms": first,
+                                   "baseline_first_call_ms": base_first})
             if keep:
                 built[p.name] = fn
         rows.append(row)
@@ -207,20 +170,12 @@ def search(
                 acc = judge(session, b, run, fn, reference)
                 figures = harness.paired(session, current_fn, fn, pairs, warmup, iters)
                 keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-                step.update(
-                    measured=True,
-                    kept=keep,
-                    reason=reason,
-                    accuracy=acc,
-                    paired=figures,
-                    cold_start={"build_s": build_s, "first_call_ms": first},
-                )
+                step.update(measured=True, kept=keep, reason=reason, accuracy=acc, paired=figures,
+                            cold_start={"build_s": build_s, "first_call_ms": first})
                 if keep:
                     chosen, current_fn = step["passes"], fn
             combination.append(step)
-            harness.say(
-                f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}"
-            )
+            harness.say(f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}")
         if len(chosen) > 1:  # verify the combination against the baseline itself
             b, run, build_s = session.make(passes.get(chosen))
             fn = session.headline_call(b, run)
@@ -228,16 +183,9 @@ def search(
             acc = judge(session, b, run, fn, reference)
             figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-            verify: dict[str, Any] = {
-                "passes": list(chosen),
-                "against": [],
-                "measured": True,
-                "kept": keep,
-                "reason": reason,
-                "accuracy": acc,
-                "paired": figures,
-                "cold_start": {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first},
-            }
+            verify: dict[str, Any] = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
+                      "accuracy": acc, "paired": figures,
+                      "cold_start": {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first}}
             combination.append(verify)
             if keep and figures["speedup"] >= kept[0]["paired"]["speedup"] / (1 + min_gain):
                 final_row = verify
@@ -249,42 +197,25 @@ def search(
     selection: dict[str, Any] = {"passes": list(chosen), "outcome": "gain" if chosen else "no_gain"}
     if final_row is not None:
         pf = final_row["paired"]
-        selection.update(
-            baseline_median_ms=pf["baseline_median_ms"],
-            optimized_median_ms=pf["candidate_median_ms"],
-            speedup=pf["speedup"],
-            interval=pf["interval"],
-            confidence=pf["confidence"],
-            pairs=pf["pairs"],
-            accuracy=final_row["accuracy"],
-            cold_start=final_row["cold_start"],
-        )
+        selection.update(baseline_median_ms=pf["baseline_median_ms"], optimized_median_ms=pf["candidate_median_ms"],
+                         speedup=pf["speedup"], interval=pf["interval"], confidence=pf["confidence"],
+                         pairs=pf["pairs"], accuracy=final_row["accuracy"], cold_start=final_row["cold_start"])
     else:
         selection.update(speedup=1.0, reason="no pass was faster beyond the measured noise with accuracy intact")
     return {
-        "baseline": {
-            "device": session.choice.kind,
-            "dtype": session.baseline_dtype_name,
-            "mode": session.mode,
-            "description": "eager model in the spec's target dtype (the benchmark harness's target)",
-            "accuracy_vs_float32_reference": base_acc,
-            "cold_start": {"build_s": base_build_s, "first_call_ms": base_first},
-        },
-        "passes": rows,
-        "combination": combination,
-        "selection": selection,
+        "baseline": {"device": session.choice.kind, "dtype": session.baseline_dtype_name, "mode": session.mode,
+                     "description": "eager model in the spec's target dtype (the benchmark harness's target)",
+                     "accuracy_vs_float32_reference": base_acc,
+                     "cold_start": {"build_s": base_build_s, "first_call_ms": base_first}},
+        "passes": rows, "combination": combination, "selection": selection,
         **({"reference_tokens": reference} if reference is not None else {}),
     }
 
 
 def environment(session: harness.Session, traits: passes.Traits) -> dict[str, Any]:
     """The harness's environment record plus the traits the catalogue's rules read."""
-    return {
-        **harness.environment(session),
-        "threads": traits.threads,
-        "cores": traits.cores,
-        "bf16_gemm_speedup": traits.bf16_gemm_speedup,
-    }
+    return {**harness.environment(session), "threads": traits.threads, "cores": traits.cores,
+            "bf16_gemm_speedup": traits.bf16_gemm_speedup}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -310,9 +241,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before anything is loaded or written
-    session = harness.open_session(
-        Path(args.spec), args.device, args.use_pretrained, args.num_samples, workload=args.workload
-    )
+    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples,
+                                   workload=args.workload)
     names = [n for n in args.passes.replace(",", " ").split() if n]
     try:
         candidates = passes.get(names) if names else passes.search_candidates(session.choice.kind)
@@ -323,54 +253,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if wrong:
         raise harness.HarnessError(f"pass(es) {', '.join(wrong)} are for another device than {session.choice.kind}")
     speed = passes.cpu_bf16_gemm_speedup() if session.choice.kind == "cpu" else None
-    traits = passes.model_traits(
-        session.reference,
-        session.choice.kind,
-        session.spec.task_family,
-        session.baseline_dtype_name,
-        speed,
-        workload=session.workload.name,
-        decode=decode_reasons(session),
-    )
-    harness.say(
-        f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "
-        f"{len(candidates)} catalogue pass(es); {args.pairs} pairs x {args.iters} iters, warmup {args.warmup}"
-    )
+    traits = passes.model_traits(session.reference, session.choice.kind, session.spec.task_family,
+                                 session.baseline_dtype_name, speed, workload=session.workload.name,
+                                 decode=decode_reasons(session))
+    harness.say(f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "
+        f"{len(candidates)} catalogue pass(es); {args.pairs} pairs x {args.iters} iters, warmup {args.warmup}")
     body = search(session, candidates, traits, args.pairs, args.warmup, args.iters, args.min_gain)
     notes = {
         "schema": NOTES_SCHEMA,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model_id": session.spec.model_id,
-        "adaptation": session.spec.name,
-        "task_family": session.spec.task_family,
-        "device": session.choice.kind,
-        "device_name": session.choice.name,
-        "settings": {
-            "pairs": args.pairs,
-            "iters_per_block": args.iters,
-            "warmup": args.warmup,
-            "num_samples": args.num_samples,
-            "min_gain": args.min_gain,
-            "confidence": pairstats.CONFIDENCE,
-            "seed": session.spec.recipe.seed,
-            "profiler_during_timing": False,
-            # What each paired call times (workloads.headline_call): the headline of this workload.
-            "workload": session.workload.name,
-            "headline": HEADLINES[session.workload.name],
-        },
+        "model_id": session.spec.model_id, "adaptation": session.spec.name, "task_family": session.spec.task_family,
+        "device": session.choice.kind, "device_name": session.choice.name,
+        "settings": {"pairs": args.pairs, "iters_per_block": args.iters, "warmup": args.warmup,
+                     "num_samples": args.num_samples, "min_gain": args.min_gain, "confidence": pairstats.CONFIDENCE,
+                     "seed": session.spec.recipe.seed, "profiler_during_timing": False,
+                     # What each paired call times (workloads.headline_call): the headline of this workload.
+                     "workload": session.workload.name, "headline": HEADLINES[session.workload.name]},
         # Every pass is judged by this one budget against the float32 reference (comparator.judge_optimized).
         "accuracy_budget": accuracy_standard.budget_statement(session.spec.task_family, session.thresholds.tolerances),
-        "traits": traits.as_dict(),
-        **body,
-        "environment": environment(session, traits),
+        "traits": traits.as_dict(), **body, "environment": environment(session, traits),
     }
     out = Path(args.out)
     harness.write_json(out, notes)
     sel = notes["selection"]
-    harness.say(
-        f"selected: {', '.join(sel['passes']) or 'nothing (no gain)'} at x{sel['speedup']:.3f} in the search; "
-        "confirming in a fresh process"
-    )
+    harness.say(f"selected: {', '.join(sel['passes']) or 'nothing (no gain)'} at x{sel['speedup']:.3f} in the search; "
+                "confirming in a fresh process")
     try:
         confirm.run_fresh(out, Path(args.spec), args.device, args.use_pretrained)
     except BaseException:
@@ -378,18 +285,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise
     notes = json.loads(out.read_text())
     final = notes["final"]
-    return {
-        "ok": True,
-        "chosen": notes["chosen"],
-        "outcome": final["outcome"],
-        "speedup": final["speedup"],
-        "selection_speedup": final.get("selection_speedup"),
-        "baseline_median_ms": final.get("baseline_median_ms"),
-        "optimized_median_ms": final.get("optimized_median_ms"),
-        "notes": out.name,
-        "runtime_only": notes["runtime_only"],
-        "error": None,
-    }
+    return {"ok": True, "chosen": notes["chosen"], "outcome": final["outcome"], "speedup": final["speedup"],
+            "selection_speedup": final.get("selection_speedup"),
+            "baseline_median_ms": final.get("baseline_median_ms"), "optimized_median_ms": final.get("optimized_median_ms"),
+            "notes": out.name, "runtime_only": notes["runtime_only"], "error": None}
 
 
 def main(argv: list[str]) -> int:

@@ -67,3 +67,4 @@ def open_reader(path: Path | None) -> BoardReader | None:
         reader.close()
         return None
     return reader
+

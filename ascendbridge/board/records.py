@@ -88,7 +88,9 @@ class TaskRecord(TaskColumns):
 
     @classmethod
     def of(cls, task: Task, model: Model) -> TaskRecord:
-        data = task.model_dump(exclude={"result_json", "diagnosis_json", "stage_order", "model_pk", "id"})
+        data = task.model_dump(
+            exclude={"result_json", "diagnosis_json", "stage_order", "model_pk", "id"}
+        )
         return cls(
             id=task.id,
             model_pk=model.id,
@@ -118,12 +120,8 @@ class EventRecord(EventColumns):
 
     @classmethod
     def of(cls, row: Event, model_id: str | None) -> EventRecord:
-        return cls(
-            id=row.id,
-            model_id=model_id,
-            data=loads(row.data_json, {}),
-            **row.model_dump(exclude={"id", "model_pk", "data_json"}),
-        )
+        return cls(id=row.id, model_id=model_id, data=loads(row.data_json, {}),
+                   **row.model_dump(exclude={"id", "model_pk", "data_json"}))
 
 
 class GuidanceRecord(GuidanceColumns):

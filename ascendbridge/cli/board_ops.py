@@ -33,21 +33,13 @@ def ascii_int(raw: str) -> int:
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
-    parser.add_argument(
-        "--board", metavar="PATH", default=default, help="board file (default: $ASCENDBRIDGE_BOARD or <repo>/board.db)"
-    )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
-        help="machine-readable JSON instead of tables",
-    )
-    parser.add_argument(
-        "--wide",
-        action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
-        help="every table column at full width (default: fit the terminal, 100 columns when not a terminal)",
-    )
+    parser.add_argument("--board", metavar="PATH", default=default,
+                        help="board file (default: $ASCENDBRIDGE_BOARD or <repo>/board.db)")
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                        help="machine-readable JSON instead of tables")
+    parser.add_argument("--wide", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                        help="every table column at full width (default: fit the terminal, 100 columns "
+                             "when not a terminal)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,27 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", help="branch, tag or commit")
     p.add_argument("--description", default="")
     p.add_argument("--priority", type=ascii_int, default=0, help="higher runs first (default 0)")
-    p.add_argument(
-        "--allow-remote-code",
-        "--allow_remote_code",
-        dest="allow_remote_code",
-        action="store_true",
-        help="allow trust_remote_code for this model",
-    )
+    p.add_argument("--allow-remote-code", "--allow_remote_code", dest="allow_remote_code",
+                   action="store_true", help="allow trust_remote_code for this model")
 
-    p = add(
-        "register_many",
-        cmds.cmd_register_many,
-        "register every model in a text (one id per line) or JSONL file; a bad line registers nothing",
-    )
+    p = add("register_many", cmds.cmd_register_many,
+            "register every model in a text (one id per line) or JSONL file; a bad line registers nothing")
     p.add_argument("file", metavar="FILE")
 
-    p = add(
-        "discover",
-        discover_command.cmd_discover,
-        "find models on the Hub (or in the HF cache, or a list), select and de-duplicate them, "
-        "register the kept ones with --register",
-    )
+    p = add("discover", discover_command.cmd_discover,
+            "find models on the Hub (or in the HF cache, or a list), select and de-duplicate them, "
+            "register the kept ones with --register")
     discover_command.add_arguments(p)
 
     add("list_models", cmds.cmd_list_models, "list models with their current stage")
@@ -145,18 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("list_agents", cmds.cmd_list_agents, "list agents and their last heartbeat")
 
-    p = add(
-        "cleanup", cmds.cmd_cleanup, "mark silent agents stale and return their (and any expired) leases to pending"
-    )
-    p.add_argument(
-        "--stale-after",
-        "--stale_after",
-        dest="stale_after",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
-        help="silence after which an agent is stale (default 300)",
-    )
+    p = add("cleanup", cmds.cmd_cleanup,
+            "mark silent agents stale and return their (and any expired) leases to pending")
+    p.add_argument("--stale-after", "--stale_after", dest="stale_after", type=float, default=300.0,
+                   metavar="SECONDS", help="silence after which an agent is stale (default 300)")
 
     p = add("events", cmds.cmd_events, "recent events; --follow keeps printing new ones until Ctrl-C")
     p.add_argument("--model", help="only this model's events")

@@ -39,7 +39,8 @@ def check_directory(directory: Path) -> Path:
     if not directory.is_dir():
         raise DiscoveryError(f"{directory} is not a directory", "missing_directory")
     if not (directory / mf.CONFIG_FILE).is_file():
-        raise DiscoveryError(f"no config.json in {directory} (not a Hugging Face model directory)", "missing_config")
+        raise DiscoveryError(f"no config.json in {directory} (not a Hugging Face model directory)",
+                             "missing_config")
     return directory
 
 

@@ -36,7 +36,7 @@ def marked_json(output: str, marker: str) -> dict[str, Any] | None:
     """The JSON object on the last line that starts with `marker`, or None."""
     for line in reversed(output.splitlines()):
         if line.startswith(marker):
-            return _as_object(line[len(marker) :])
+            return _as_object(line[len(marker):])
     return None
 
 
@@ -64,20 +64,14 @@ def checker_gate(script: Path, args: Sequence[str], timeout_s: float) -> GateRes
     lines: that result's report is `{"output_tail": ...}` alone."""
     report, res = run_checker([sys.executable, str(script), *args, "--json"], timeout_s)
     if report is None:
-        return GateResult(
-            False,
-            f"{Path(script).name} gave no report (exit {res.exit_code}): {res.tail(3)}",
-            {"output_tail": res.tail(20)},
-        )
+        return GateResult(False, f"{Path(script).name} gave no report (exit {res.exit_code}): {res.tail(3)}",
+                          {"output_tail": res.tail(20)})
     return GateResult(res.exit_code == 0 and report.get("passed") is True, str(report.get("summary", "")), report)
 
 
-def checker_arguments(
-    description: str,
-    argv: Sequence[str],
-    extra: Callable[[argparse.ArgumentParser], None] | None = None,
-    python: bool = True,
-) -> tuple[argparse.Namespace, Path]:
+def checker_arguments(description: str, argv: Sequence[str],
+                      extra: Callable[[argparse.ArgumentParser], None] | None = None,
+                      python: bool = True) -> tuple[argparse.Namespace, Path]:
     """The command line every evidence checker shares (--adapt NAME | --adaptation-dir DIR, --json,
     --python unless `python` is False, and what `extra` adds): (arguments, adaptation directory).
     A bad argument or place is a CliError (exit 2, one line)."""
@@ -104,17 +98,11 @@ def checker_arguments(
     return args, directory
 
 
-def checker_main(
-    description: str,
-    argv: Sequence[str],
-    check: Callable[[argparse.Namespace, Path], GateReport],
-    extra: Callable[[argparse.ArgumentParser], None] | None = None,
-    python: bool = True,
-) -> int:
+def checker_main(description: str, argv: Sequence[str], check: Callable[[argparse.Namespace, Path], GateReport],
+                 extra: Callable[[argparse.ArgumentParser], None] | None = None, python: bool = True) -> int:
     """A checker's whole `main`: parse the shared command line (plus `extra`), run `check`
     (which raises CliError or ValueError for an input it refuses before checking anything), print
     the report (text, or JSON with --json) and return 0 pass / 1 fail / 2 bad input."""
-
     def command() -> int:
         args, directory = checker_arguments(description, argv, extra, python)
         try:

@@ -76,18 +76,10 @@ class Job:
 
     def worker_job(self, phase: payload.Phase) -> payload.WorkerJob:
         """What the worker of `phase` gets: everything it needs, so it never reads the board."""
-        return payload.WorkerJob(
-            phase=phase,
-            stage=self.stage,
-            task=self.task,
-            model=self.model,
-            worker_id=self.worker_id,
-            adaptation_dir=self.work_dir,
-            result=self.result_path(phase),
-            board=self.board_path,
-            settings=self.settings,
-            directives=self.directives,
-        )
+        return payload.WorkerJob(phase=phase, stage=self.stage, task=self.task, model=self.model,
+                                 worker_id=self.worker_id, adaptation_dir=self.work_dir,
+                                 result=self.result_path(phase), board=self.board_path, settings=self.settings,
+                                 directives=self.directives)
 
     def worker_argv(self, phase: str) -> list[str]:
         return [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(self.job_path(phase))]
@@ -230,16 +222,8 @@ class LocalProcessExecutor(Executor):
 
         log.write(f"---- {phase} (worker {job.worker_id}, timeout {timeout_s:.0f} s)\n")
         log.flush()
-        res = run_command(
-            job.worker_argv(phase),
-            cwd=job.work_dir,
-            env=env,
-            timeout_s=timeout_s,
-            output_cap=job.output_cap,
-            log=log,
-            on_start=track,
-            new_session=True,
-        )
+        res = run_command(job.worker_argv(phase), cwd=job.work_dir, env=env, timeout_s=timeout_s,
+                          output_cap=job.output_cap, log=log, on_start=track, new_session=True)
         with self._lock:
             self._procs.pop(job.task.id, None)
         # The worker is gone. One that was SIGKILLed cleaned up nothing: what its nested commands
@@ -257,10 +241,8 @@ class LocalProcessExecutor(Executor):
             job.log_path.parent.mkdir(parents=True, exist_ok=True)
             attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
             with job.log_path.open("a", encoding="utf-8") as log:
-                log.write(
-                    f"==== {job.stage} attempt {job.attempt} of {job.task.model_id} "
-                    f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n"
-                )
+                log.write(f"==== {job.stage} attempt {job.attempt} of {job.task.model_id} "
+                          f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
                 result.run = self._phase(job, "run", job.timeout_s, log)
                 wants_gate = result.run.data is not None and result.run.data.status == "done"
                 if wants_gate and not self._stopping.is_set() and (job.task.id, job.token) not in self._cancelled:

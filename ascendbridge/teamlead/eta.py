@@ -117,8 +117,7 @@ def estimate(
         basis.append(StageBasis(stage, median, len(samples), len(left[stage])))
         if median is None or not left[stage]:
             continue
-        work = sum(
-            max(0.0, median - _running_for(t, now)) if t.status == "in_progress" else median for t in left[stage]
-        )
+        work = sum(max(0.0, median - _running_for(t, now)) if t.status == "in_progress" else median
+                   for t in left[stage])
         total = (total or 0.0) + work / max(1, workers.get(stage, 1))
     return Eta(total, basis)

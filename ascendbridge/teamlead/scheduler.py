@@ -124,13 +124,8 @@ class TeamLead:
         self.store.register_agent(s.agent_id, "team-lead")
         inventory = self.pool.inventory
         self.store.record_host_devices(inventory.host, inventory.as_rows(), inventory.source, origin=s.agent_id)
-        self.log.info(
-            "team lead %s: stages %s, %d worker(s), %s",
-            s.agent_id,
-            ",".join(s.stages),
-            s.workers,
-            "forever" if s.forever else "once",
-        )
+        self.log.info("team lead %s: stages %s, %d worker(s), %s", s.agent_id, ",".join(s.stages),
+                      s.workers, "forever" if s.forever else "once")
         self.log.info("devices: %s; %s", inventory.describe(), self.pool.describe())
         for warning in self.pool.warnings:
             self.log.warning("devices: %s", warning)
@@ -158,9 +153,8 @@ class TeamLead:
     def _out_of_space(self) -> bool:
         """Too little free space for the board, adaptations or logs (diskspace.py): stop now, while
         the running attempts can still be recorded as released."""
-        self.short_of_space = shortage(
-            {"the board": self.store.path.parent, "adaptations": adaptations_dir(), "logs": logs_dir()}, self.min_free
-        )
+        self.short_of_space = shortage({"the board": self.store.path.parent, "adaptations": adaptations_dir(),
+                                        "logs": logs_dir()}, self.min_free)
         if self.short_of_space:
             self.log.warning("stopping: %s", self.short_of_space)
         return self.short_of_space is not None
@@ -184,15 +178,10 @@ class TeamLead:
             if self._adopt(task):
                 continue
             try:
-                self.store.release_task(
-                    task.id,
-                    task.fencing_token,
-                    "team lead restarted; its attempt was killed",
-                    origin=self.settings.agent_id,
-                )
-                self.log.warning(
-                    "%s/%s: attempt of a previous team lead killed, back to pending", task.model_id, task.stage
-                )
+                self.store.release_task(task.id, task.fencing_token, "team lead restarted; its attempt was killed",
+                                        origin=self.settings.agent_id)
+                self.log.warning("%s/%s: attempt of a previous team lead killed, back to pending",
+                                 task.model_id, task.stage)
             except StaleTokenError:
                 continue
             self._close_killed_attempts(task)
@@ -205,25 +194,15 @@ class TeamLead:
         full disk, SIGKILL) as released, so no attempt stays without an outcome."""
         for _, row in self.store.list_attempts(task.model_id, task.stage):
             if row.fencing_token == task.fencing_token and row.outcome is None:
-                self.store.finish_attempt(
-                    row.id,
-                    None,
-                    0.0,
-                    "released",
-                    {
-                        "rule": "team_lead_restarted",
-                        "summary": "its team lead died before recording it; killed at restart",
-                    },
-                )
+                self.store.finish_attempt(row.id, None, 0.0, "released",
+                                          {"rule": "team_lead_restarted",
+                                           "summary": "its team lead died before recording it; killed at restart"})
 
     def _adopt(self, task: TaskRecord) -> bool:
         """Record a result a killed team lead's worker had finished (its result files are complete:
         the run's outcome, and the gate's verdict when the run was done). Fenced like any result."""
-        rows = [
-            a
-            for _, a in self.store.list_attempts(task.model_id, task.stage)
-            if a.fencing_token == task.fencing_token and a.outcome is None and a.log_path
-        ]
+        rows = [a for _, a in self.store.list_attempts(task.model_id, task.stage)
+                if a.fencing_token == task.fencing_token and a.outcome is None and a.log_path]
         if not rows:
             return False
         log_path = rows[-1].log_path
@@ -233,20 +212,13 @@ class TeamLead:
         gate, _ = payload.read_result(job.result_path("gate"), "gate")
         if not isinstance(run, StageOutcome) or (run.status == "done" and gate is None) or not job.work_dir.is_dir():
             return False
-        result = JobResult(
-            job,
-            run=PhaseResult(None, 0.0, False, run),
-            gate=PhaseResult(None, 0.0, False, gate) if isinstance(gate, GateResult) else None,
-        )
+        result = JobResult(job, run=PhaseResult(None, 0.0, False, run),
+                           gate=PhaseResult(None, 0.0, False, gate) if isinstance(gate, GateResult) else None)
         outcome, diagnosis, fix = self._judge(job, result)
         self.store.finish_attempt(rows[-1].id, None, 0.0, outcome, diagnosis, fix)
         attempt_dir.discard(job.work_dir)
-        self.log.info(
-            "%s/%s: recorded the finished result of a previous team lead's attempt: %s",
-            task.model_id,
-            task.stage,
-            outcome,
-        )
+        self.log.info("%s/%s: recorded the finished result of a previous team lead's attempt: %s",
+                      task.model_id, task.stage, outcome)
         self.stats.outcomes[outcome] += 1
         return True
 
@@ -271,12 +243,8 @@ class TeamLead:
             self._last_beat = now
         if now - self._last_reclaim >= RECLAIM_EVERY_S:
             for task in self.store.reclaim_expired(origin=self.settings.agent_id):
-                self.log.warning(
-                    "%s/%s: lease of %s expired, back to pending",
-                    task.model_id,
-                    task.stage,
-                    task.owner or "a lost worker",
-                )
+                self.log.warning("%s/%s: lease of %s expired, back to pending", task.model_id, task.stage,
+                                 task.owner or "a lost worker")
             self._last_reclaim = now
         if now - self._last_guidance >= GUIDANCE_EVERY_S:
             self._apply_guidance()
@@ -311,9 +279,8 @@ class TeamLead:
         running = Counter(job.stage for job, _, _ in self.jobs.values())
         while self.free_slots and not self.stop_requested.is_set():
             free = self.pool.free()
-            stages = [
-                st for st in self.runnable if running[st] < self.settings.limit(st) and (free > 0 or not is_timed(st))
-            ]
+            stages = [st for st in self.runnable if running[st] < self.settings.limit(st)
+                      and (free > 0 or not is_timed(st))]
             if not stages:
                 break
             slot = self.free_slots[-1]
@@ -330,14 +297,8 @@ class TeamLead:
             if self._crash_looping(task):
                 continue
             if task.attempts > self.settings.budget(task.stage):
-                self._fail(
-                    task,
-                    {
-                        "rule": "attempt_budget_exhausted",
-                        "summary": f"{task.attempts - 1} attempts were interrupted or failed",
-                    },
-                    final=True,
-                )
+                self._fail(task, {"rule": "attempt_budget_exhausted",
+                                  "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
                 continue
             model = self.store.get_model(task.model_id)
             placement = self._place(task, model)
@@ -357,9 +318,8 @@ class TeamLead:
         big = {m.pk for m in self.store.list_models() if free < devices_needed(m.metadata) <= self.pool.capacity}
         if not big:
             return []
-        return sorted(
-            {t.model_pk for t in self.store.list_tasks(status="pending") if t.model_pk in big and is_timed(t.stage)}
-        )
+        return sorted({t.model_pk for t in self.store.list_tasks(status="pending")
+                       if t.model_pk in big and is_timed(t.stage)})
 
     def _place(self, task: TaskRecord, model: ModelRecord) -> Placement | None:
         """The just-claimed task's devices; a model this host can never hold is blocked with the numbers."""
@@ -368,17 +328,10 @@ class TeamLead:
         if placement is not None:
             return placement
         if need > self.pool.capacity:
-            self._fail(
-                task,
-                {
-                    "rule": "not_enough_devices",
-                    "summary": f"its plan needs {need} {self.pool.kind} device(s) at once; "
-                    f"this host has {self.pool.capacity} timed slot(s)",
-                    "devices_needed": need,
-                    "host_slots": self.pool.capacity,
-                },
-                status="blocked",
-            )
+            self._fail(task, {"rule": "not_enough_devices",
+                              "summary": f"its plan needs {need} {self.pool.kind} device(s) at once; "
+                                         f"this host has {self.pool.capacity} timed slot(s)",
+                              "devices_needed": need, "host_slots": self.pool.capacity}, status="blocked")
             return None
         try:  # raced: the devices were taken between the check and the claim (cannot happen single-threaded)
             self.store.release_task(task.id, task.fencing_token, "no free device", origin=self.settings.agent_id)
@@ -391,46 +344,25 @@ class TeamLead:
         count = self.store.interruptions(task.id)
         if count < self.settings.max_interruptions:
             return False
-        self._fail(
-            task,
-            {
-                "rule": "interrupted_too_often",
-                "summary": f"{count} attempts in a row ended without an outcome (worker or team lead "
-                "killed, lease lost, shutdown); not starting another",
-                "interruptions": count,
-                "max_interruptions": self.settings.max_interruptions,
-            },
-            final=True,
-        )
+        self._fail(task, {"rule": "interrupted_too_often",
+                          "summary": f"{count} attempts in a row ended without an outcome (worker or team lead "
+                                     "killed, lease lost, shutdown); not starting another",
+                          "interruptions": count, "max_interruptions": self.settings.max_interruptions}, final=True)
         return True
 
     def _worker_id(self, slot: int) -> str:
         return f"{self.settings.agent_id}.w{slot}"
 
-    def _job(
-        self,
-        task: TaskRecord,
-        model: ModelRecord,
-        slot: int,
-        log_path: Path | None = None,
-        placement: Placement | None = None,
-    ) -> Job:
+    def _job(self, task: TaskRecord, model: ModelRecord, slot: int, log_path: Path | None = None,
+             placement: Placement | None = None) -> Job:
         s = self.settings
         return Job(
-            task=task,
-            model=model,
-            ref=self.refs[task.stage],
-            worker_id=self._worker_id(slot),
-            adaptation_dir=adaptations_dir() / task.adaptation_name,
-            board_path=self.store.path.resolve(),
+            task=task, model=model, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
+            adaptation_dir=adaptations_dir() / task.adaptation_name, board_path=self.store.path.resolve(),
             log_path=log_path or logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log",
-            timeout_s=s.timeout(task.stage),
-            gate_timeout_s=s.gate_timeout_s,
-            lease_s=s.lease_s,
-            heartbeat_s=s.heartbeat_s,
-            output_cap=s.output_cap,
-            settings=self.worker_settings,
-            extra_stages=self.extra_stages,
+            timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
+            lease_s=s.lease_s, heartbeat_s=s.heartbeat_s, output_cap=s.output_cap,
+            settings=self.worker_settings, extra_stages=self.extra_stages,
             placement=placement,
             directives=self.steering.directives(task.model_id, task.stage) if self.steering is not None else [],
         )
@@ -441,9 +373,8 @@ class TeamLead:
 
         def record() -> int:
             """The attempt, and the worker's agent row (role = the stage's), kept by the team lead."""
-            attempt = self.store.start_attempt(
-                task.id, task.fencing_token, job.command(), str(log_path), placement=placement.as_dict()
-            )
+            attempt = self.store.start_attempt(task.id, task.fencing_token, job.command(), str(log_path),
+                                               placement=placement.as_dict())
             self.store.register_agent(job.worker_id, STAGE_ROLES.get(task.stage, task.stage))
             self.store.agent_heartbeat(job.worker_id, task.id)
             return attempt
@@ -452,14 +383,8 @@ class TeamLead:
         self.jobs[task.id] = (job, attempt_id, slot)
         self._used.add(job.worker_id)
         self.stats.outcomes["dispatched"] += 1
-        self.log.info(
-            "%s/%s: attempt %d started on %s%s",
-            task.model_id,
-            task.stage,
-            task.attempts,
-            job.worker_id,
-            f" ({' '.join(placement.devices)})" if placement.devices else "",
-        )
+        self.log.info("%s/%s: attempt %d started on %s%s", task.model_id, task.stage, task.attempts, job.worker_id,
+                      f" ({' '.join(placement.devices)})" if placement.devices else "")
         self.executor.submit(job)
 
     # ------------------------------------------------------------------ results
@@ -467,9 +392,8 @@ class TeamLead:
         job, attempt_id, slot = self.jobs[result.job.task.id]
         name = f"{job.task.model_id}/{job.stage}"
         try:  # a verdict is never dropped: after a minute of a busy board, it waits for the next tick
-            outcome, diagnosis, fix = retry_busy(
-                lambda: self._judge(job, result), f"recording {name}", self.log.warning, give_up_after_s=60.0
-            )
+            outcome, diagnosis, fix = retry_busy(lambda: self._judge(job, result), f"recording {name}",
+                                                 self.log.warning, give_up_after_s=60.0)
         except BoardBusyError as exc:
             self.log.error("%s: board still busy, the result waits (%s): %s", name, job.result_path("gate").parent, exc)
             self._unrecorded.append(result)
@@ -484,38 +408,26 @@ class TeamLead:
         decisive = result.gate or result.run
         exit_code = decisive.exit_code if decisive else None
         try:
-            retry_busy(
-                lambda: self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome, diagnosis, fix),
-                f"recording the attempt of {name}",
-                self.log.warning,
-                give_up_after_s=60.0,
-            )
+            retry_busy(lambda: self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome,
+                                                         diagnosis, fix),
+                       f"recording the attempt of {name}", self.log.warning, give_up_after_s=60.0)
         except BoardError as exc:
             self.log.error("%s/%s: could not record the attempt: %s", job.task.model_id, job.stage, exc)
         self._idle.add(job.worker_id)
         self.stats.outcomes[outcome] += 1
         if result.placement:
             self._record_placement(job, result)
-        _append(
-            job.log_path,
-            f"[team-lead] attempt {job.attempt}: {outcome}"
-            + (f": {diagnosis.get('summary', '')}" if diagnosis else "")
-            + "\n",
-        )
+        _append(job.log_path, f"[team-lead] attempt {job.attempt}: {outcome}"
+                + (f": {diagnosis.get('summary', '')}" if diagnosis else "") + "\n")
 
     def _record_placement(self, job: Job, result: JobResult) -> None:
         """Which host and device ran the attempt, and when (a distributed executor reports it)."""
         where = result.placement
         devices = ",".join(f"{kind}:{'+'.join(ids)}" for kind, ids in sorted(where.get("devices", {}).items()))
         try:
-            self.store.add_event(
-                "attempt_placement",
-                f"{job.stage} attempt {job.attempt} ran on {where.get('host', '?')} {devices or 'CPU'}",
-                job.task.model_id,
-                job.stage,
-                {**where, "token": job.token, "attempt": job.attempt},
-                self.settings.agent_id,
-            )
+            self.store.add_event("attempt_placement", f"{job.stage} attempt {job.attempt} ran on "
+                                 f"{where.get('host', '?')} {devices or 'CPU'}", job.task.model_id, job.stage,
+                                 {**where, "token": job.token, "attempt": job.attempt}, self.settings.agent_id)
         except BoardError as exc:  # the verdict is recorded; a lost placement line is only logged
             self.log.warning("%s/%s: placement not recorded: %s", job.task.model_id, job.stage, exc)
 
@@ -549,7 +461,8 @@ class TeamLead:
                 elif verdict.passed:
                     return self._complete(job, out, verdict)
                 else:
-                    diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.summary}", "gate": verdict.report}
+                    diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.summary}",
+                            "gate": verdict.report}
                 diag = _with_unverified(diag, out)
                 return self._failure(job, diag, events), diag, fix
             diag = dict(out.diagnosis or {})
@@ -563,27 +476,16 @@ class TeamLead:
             if out.status in ("blocked", "skipped"):  # the program's decision: its metadata says why
                 figures_only = StageOutcome(out.status, out.summary, metrics=out.metrics)
                 diag = _with_unverified(diag, figures_only)  # figures never stored
-                self._fail(
-                    job.task,
-                    diag,
-                    status=out.status,
-                    fields=out.model_fields,
-                    metadata=out.model_metadata,
-                    events=events,
-                )
+                self._fail(job.task, diag, status=out.status, fields=out.model_fields, metadata=out.model_metadata,
+                           events=events)
                 return out.status, diag, fix
             diag = _with_unverified(diag, out)
             return self._failure(job, diag, events), diag, fix
         except StaleTokenError as exc:
             self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
-            self.store.add_event(
-                "stale_result_discarded",
-                f"{job.stage}: result of attempt {job.attempt} (token {job.token}) discarded, its lease was lost",
-                job.task.model_id,
-                job.stage,
-                {"token": job.token},
-                self.settings.agent_id,
-            )
+            self.store.add_event("stale_result_discarded", f"{job.stage}: result of attempt {job.attempt} "
+                                 f"(token {job.token}) discarded, its lease was lost",
+                                 job.task.model_id, job.stage, {"token": job.token}, self.settings.agent_id)
             return "stale", {"rule": "lease_lost", "summary": str(exc)}, fix
 
     def _promote(self, job: Job) -> None:
@@ -594,40 +496,27 @@ class TeamLead:
         with self.store.while_owned(job.task.id, job.token, self.settings.lease_s):
             attempt_dir.promote(job.work_dir, job.adaptation_dir)
 
-    def _complete(
-        self, job: Job, out: StageOutcome, verdict: GateResult
-    ) -> tuple[str, dict[str, Any] | None, str | None]:
+    def _complete(self, job: Job, out: StageOutcome,
+                  verdict: GateResult) -> tuple[str, dict[str, Any] | None, str | None]:
         """The gate passed: completion, the stage's figures, its metadata and its agent events in one
         fenced transaction."""
         name = f"{job.task.model_id}/{job.stage}"
         fix = out.fix_applied
-        result = {
-            "summary": out.summary,
-            "result": out.result,
-            "gate": {"summary": verdict.summary, "report": verdict.report},
-            "fix_applied": fix,
-            "attempt": job.attempt,
-        }
+        result = {"summary": out.summary, "result": out.result,
+                  "gate": {"summary": verdict.summary, "report": verdict.report},
+                  "fix_applied": fix, "attempt": job.attempt}
         result = attempt_dir.relocate(result, job.work_dir, job.adaptation_dir)
         events = [payload.to_data(e) for e in out.events]
         try:
             self._promote(job)
-            self.store.complete_task(
-                job.task.id,
-                job.token,
-                result,
-                origin=self.settings.agent_id,
-                figures=[payload.to_data(f) for f in out.metrics],
-                model_fields=out.model_fields,
-                model_metadata=out.model_metadata,
-                events=events,
-            )
+            self.store.complete_task(job.task.id, job.token, result, origin=self.settings.agent_id,
+                                     figures=[payload.to_data(f) for f in out.metrics], model_fields=out.model_fields,
+                                     model_metadata=out.model_metadata, events=events)
         except (StaleTokenError, BoardBusyError):
             raise
         except BoardError as exc:  # bad figures or fields from a stage are its bug: the attempt fails
-            diag = _with_unverified(
-                {"rule": "bad_stage_figures", "summary": f"the stage's figures were refused: {exc}"}, out
-            )
+            diag = _with_unverified({"rule": "bad_stage_figures", "summary": f"the stage's figures were refused: {exc}"},
+                                    out)
             return self._failure(job, diag, events), diag, fix
         self.log.info("%s: completed (gate passed: %s)", name, verdict.summary)
         return "completed", None, fix
@@ -643,9 +532,8 @@ class TeamLead:
         """People's open guidance, applied; how many items."""
         return self.steering.apply_open() if self.steering is not None else 0
 
-    def _send_back(
-        self, job: Job, diag: dict[str, Any], change: dict[str, Any], events: Sequence[dict[str, Any]] = ()
-    ) -> str:
+    def _send_back(self, job: Job, diag: dict[str, Any], change: dict[str, Any],
+                   events: Sequence[dict[str, Any]] = ()) -> str:
         """The run found what only a spec change fixes: this attempt fails, the healer gets the
         finding as a directive and the model rolls back to healing (guidance.send_back); the stage
         runs again after the healer's fix. A board that refuses the rollback leaves the failure.
@@ -665,49 +553,25 @@ class TeamLead:
         self.log.info("%s: sent back to healing: %s", name, change.get("summary", ""))
         return "sent_back"  # not a failure of this run: the stage waits for the healer's fix
 
-    def _fail(
-        self,
-        task: TaskRecord,
-        diag: dict[str, Any],
-        final: bool = True,
-        status: str = "",
-        fields: dict[str, Any] | None = None,
-        metadata: dict[str, Any] | None = None,
-        events: Sequence[dict[str, Any]] = (),
-    ) -> None:
+    def _fail(self, task: TaskRecord, diag: dict[str, Any], final: bool = True, status: str = "",
+              fields: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
+              events: Sequence[dict[str, Any]] = ()) -> None:
         budget = self.settings.budget(task.stage)
         diag = {**diag, "attempt": task.attempts, "budget": budget}
         status = status or ("failed" if final else "pending")
         try:
-            self.store.fail_task(
-                task.id,
-                task.fencing_token,
-                diag,
-                status=status,
-                origin=self.settings.agent_id,
-                model_fields=fields,
-                model_metadata=metadata,
-                events=events,
-            )
+            self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id,
+                                 model_fields=fields, model_metadata=metadata, events=events)
         except (StaleTokenError, BoardBusyError):
             raise
         except BoardError as exc:  # bad fields from a stage are its bug: record the decision without them
             self.log.error("%s/%s: metadata not stored: %s", task.model_id, task.stage, exc)
-            self.store.fail_task(
-                task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id, events=events
-            )
+            self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id,
+                                 events=events)
         level = logging.INFO if status == "skipped" else logging.WARNING
-        self.log.log(
-            level,
-            "%s/%s: %s (attempt %d/%d): %s%s",
-            task.model_id,
-            task.stage,
-            "retrying" if status == "pending" else status,
-            task.attempts,
-            budget,
-            diag.get("summary", ""),
-            f" (refusal, not retried; remedy: {diag['remedy']})" if diag.get("retryable") is False else "",
-        )
+        self.log.log(level, "%s/%s: %s (attempt %d/%d): %s%s", task.model_id, task.stage,
+                     "retrying" if status == "pending" else status, task.attempts, budget, diag.get("summary", ""),
+                     f" (refusal, not retried; remedy: {diag['remedy']})" if diag.get("retryable") is False else "")
 
     # ------------------------------------------------------------------ shutdown
     def _shutdown(self) -> None:
@@ -729,36 +593,22 @@ class TeamLead:
 def _with_unverified(diag: dict[str, Any], out: StageOutcome) -> dict[str, Any]:
     """A diagnosis that keeps what the run proposed for the board, labelled unverified: the
     attempt record shows it; the model's figures never include it."""
-    proposed = {
-        key: value
-        for key, value in payload.to_data(out).items()
-        if key in ("metrics", "model_fields", "model_metadata") and value
-    }
+    proposed = {key: value for key, value in payload.to_data(out).items()
+                if key in ("metrics", "model_fields", "model_metadata") and value}
     return {**diag, "unverified": proposed} if proposed else diag
 
 
 def _crash_diagnosis(phase: str, res: PhaseResult[Any], job: Job) -> dict[str, Any]:
     if res.timed_out:
         limit = job.timeout_s if phase == "run" else job.gate_timeout_s
-        return {
-            "rule": f"{phase}_timeout",
-            "summary": f"{phase} killed after its {limit:.0f} s timeout",
-            "log_path": str(job.log_path),
-        }
+        return {"rule": f"{phase}_timeout", "summary": f"{phase} killed after its {limit:.0f} s timeout",
+                "log_path": str(job.log_path)}
     if res.refused:  # the worker wrote a result that does not match the schema
-        return {
-            "rule": f"{phase}_bad_result",
-            "summary": res.refused,
-            "exit_code": res.exit_code,
-            "log_path": str(job.log_path),
-        }
-    return {
-        "rule": f"{phase}_crashed",
-        "summary": f"{phase} worker exited with code {res.exit_code} without a result",
-        "exit_code": res.exit_code,
-        "log_tail": res.log_tail[-2000:],
-        "log_path": str(job.log_path),
-    }
+        return {"rule": f"{phase}_bad_result", "summary": res.refused, "exit_code": res.exit_code,
+                "log_path": str(job.log_path)}
+    return {"rule": f"{phase}_crashed", "summary": f"{phase} worker exited with code {res.exit_code} "
+            "without a result", "exit_code": res.exit_code, "log_tail": res.log_tail[-2000:],
+            "log_path": str(job.log_path)}
 
 
 def _append(path: Path, text: str) -> None:

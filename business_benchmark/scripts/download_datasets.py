@@ -45,9 +45,7 @@ def fetch(repo: str, config: str | None, split: str | None) -> None:
         import datasets
 
         data = datasets.load_dataset(repo, config, split=split)
-        print(
-            f"{repo}{'/' + config if config else ''} {split or ''}: {len(data) if hasattr(data, '__len__') else '?'} rows cached"
-        )
+        print(f"{repo}{'/' + config if config else ''} {split or ''}: {len(data) if hasattr(data, '__len__') else '?'} rows cached")
         return
     from huggingface_hub import snapshot_download
 

@@ -46,14 +46,5 @@ def rule_named(name: str) -> Rule:
 
 
 __all__ = [
-    "RULES",
-    "rule_named",
-    "Rule",
-    "Match",
-    "Fix",
-    "Block",
-    "GiveUp",
-    "Remedy",
-    "FixContext",
-    "apply_changes",
+    "RULES", "rule_named", "Rule", "Match", "Fix", "Block", "GiveUp", "Remedy", "FixContext", "apply_changes",
 ]

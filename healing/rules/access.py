@@ -41,9 +41,8 @@ class RemoteCodeRule(Rule):
         if spec.trust_remote_code:
             return GiveUp("trust_remote_code is already on and the custom code still fails to load")
         if ctx.allow_remote_code:
-            return Fix(
-                "the board allows remote code for this model: trust_remote_code = true", {"trust_remote_code": True}
-            )
+            return Fix("the board allows remote code for this model: trust_remote_code = true",
+                       {"trust_remote_code": True})
         return Block("the model needs remote code; allow it for this model on the board to continue")
 
 
@@ -70,7 +69,5 @@ class WeightsUnreachableRule(Rule):
         return Match(f"model files unreachable ({found.group(0)})") if found else None
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
-        return Block(
-            "the model files cannot be fetched from here (offline or the hub is unreachable); "
-            "provide a local copy or an HF cache, or set HF_ENDPOINT to a reachable mirror"
-        )
+        return Block("the model files cannot be fetched from here (offline or the hub is unreachable); "
+                     "provide a local copy or an HF cache, or set HF_ENDPOINT to a reachable mirror")

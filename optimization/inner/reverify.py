@@ -30,9 +30,8 @@ def main(argv: list[str]) -> int:
     spec, device, mode = argv[1], argv[2], argv[3]
     pairs, iters, warmup, names = int(argv[4]), int(argv[5]), int(argv[6]), argv[7:]
     try:
-        session = harness.open_session(
-            Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1, workload=workload
-        )
+        session = harness.open_session(Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1,
+                                       workload=workload)
         figures = harness.paired_against_baseline(session, passes.get(names), pairs, warmup, iters)
     except Exception as exc:  # reported as one line; the gate fails on it
         print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}))

@@ -11,7 +11,7 @@ from ascendbridge.config import REPO_ROOT
 from ascendbridge.gatekit.compare import recorded_matches
 from tests.support.torch_env import torch_env_python
 
-CASES = r"""
+CASES = r'''
 import json, sys, importlib.util
 from collections import OrderedDict
 import torch
@@ -61,7 +61,7 @@ out["budget_embeddings"] = cmp.judge_optimized({"x": ref.to(torch.bfloat16)}, {"
 out["budget_tightened"] = cmp.judge_optimized({"logits": ref.to(torch.bfloat16)}, {"logits": ref}, "causal_lm", "bfloat16", {"optimization": {"cosine_min": 0.999999}})
 out["budget_loosened"] = cmp.judge_optimized({"logits": ties.to(torch.bfloat16)}, {"logits": ties}, "causal_lm", "bfloat16", {"optimization": {"top1_agreement_min": 0.0}})
 print(json.dumps(out))
-"""
+'''
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +69,8 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict:
     script = tmp_path_factory.mktemp("cmp") / "cases.py"
     script.write_text(CASES)
     comparator = REPO_ROOT / "ab_runtime" / "comparator.py"
-    proc = subprocess.run(
-        [str(torch_env_python()), str(script), str(comparator)], capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([str(torch_env_python()), str(script), str(comparator)],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

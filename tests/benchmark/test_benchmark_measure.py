@@ -10,7 +10,7 @@ import pytest
 
 from ascendbridge.config import REPO_ROOT
 
-SCRIPT = r"""
+SCRIPT = r'''
 import json, sys
 from pathlib import Path
 import torch
@@ -32,19 +32,15 @@ torch.manual_seed(7)
 out["reseeded"] = seen[3] == torch.rand(1).item() and seen[0] != seen[3]  # warmup cannot shift the timed calls
 out["p90"] = m.percentile([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 90)
 print(json.dumps(out))
-"""
+'''
 
 
 @pytest.fixture(scope="module")
 def measured(python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     script = tmp_path_factory.mktemp("measure") / "m.py"
     script.write_text(SCRIPT)
-    proc = subprocess.run(
-        [str(python), str(script), str(REPO_ROOT / "ab_runtime/measure.py")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = subprocess.run([str(python), str(script), str(REPO_ROOT / "ab_runtime/measure.py")],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

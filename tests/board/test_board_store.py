@@ -38,12 +38,8 @@ def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
     assert created and record.adaptation_name == "org__model-a"
     assert record == board.get_model("org/Model-A")  # the returned record is what was stored
     assert statuses(board, "org/Model-A") == {
-        "discovery": "pending",
-        "adaptation": "waiting",
-        "healing": "waiting",
-        "benchmark": "waiting",
-        "optimization": "waiting",
-        "business_benchmark": "waiting",
+        "discovery": "pending", "adaptation": "waiting", "healing": "waiting",
+        "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting",
     }
     assert record.skip_stages == []  # every stage runs by default, business_benchmark included
     assert event_kinds(board, "org/Model-A") == ["registered"]
@@ -153,11 +149,8 @@ def test_rollback_makes_stage_pending_and_later_stages_wait(board: BoardStore) -
         run_stage(board, "m", stage)
     changed = board.rollback("m", "adaptation")
     assert [(t.stage, t.status) for t in changed] == [
-        ("adaptation", "pending"),
-        ("healing", "waiting"),
-        ("benchmark", "waiting"),
-        ("optimization", "waiting"),
-        ("business_benchmark", "waiting"),
+        ("adaptation", "pending"), ("healing", "waiting"), ("benchmark", "waiting"),
+        ("optimization", "waiting"), ("business_benchmark", "waiting"),
     ]
     assert statuses(board, "m")["discovery"] == "completed"
     assert event_kinds(board, "m")[-5:] == ["rollback"] * 5
@@ -224,30 +217,17 @@ def test_guidance_lifecycle(board: BoardStore) -> None:
 def test_figures_reach_the_board_only_with_a_fenced_completion(board: BoardStore) -> None:
     board.register_models([Registration(model_id="m")])
     task = board.claim_next("w", 60)
-    figures = [
-        {
-            "values": {"latency_ms": 12.5, "cosine": 0.9999},
-            "device": "cpu",
-            "dtype": "fp32",
-            "units": {"latency_ms": "ms"},
-        }
-    ]
+    figures = [{"values": {"latency_ms": 12.5, "cosine": 0.9999}, "device": "cpu", "dtype": "fp32",
+                "units": {"latency_ms": "ms"}}]
     with pytest.raises(BoardError, match="not a finite number"):  # the whole completion is refused
         board.complete_task(task.id, task.fencing_token, {}, figures=[{"values": {"latency_ms": float("nan")}}])
     with pytest.raises(StaleTokenError):
-        board.complete_task(
-            task.id, task.fencing_token + 1, {}, figures=figures, model_fields={"task_family": "causal_lm"}
-        )
+        board.complete_task(task.id, task.fencing_token + 1, {}, figures=figures,
+                            model_fields={"task_family": "causal_lm"})
     assert board.list_metrics() == [] and board.get_model("m").task_family is None
     assert board.get_task(task.id).status == "in_progress"
-    board.complete_task(
-        task.id,
-        task.fencing_token,
-        {},
-        figures=figures,
-        model_fields={"task_family": "causal_lm"},
-        model_metadata={"layers": 2},
-    )
+    board.complete_task(task.id, task.fencing_token, {}, figures=figures,
+                        model_fields={"task_family": "causal_lm"}, model_metadata={"layers": 2})
     metrics = {m.name: m for m in board.list_metrics(model_id="m", stage="discovery")}
     assert metrics["latency_ms"].value == 12.5 and metrics["latency_ms"].unit == "ms"
     assert (board.get_model("m").task_family, board.get_model("m").metadata) == ("causal_lm", {"layers": 2})
@@ -261,37 +241,23 @@ def test_figures_reach_the_board_only_with_a_fenced_completion(board: BoardStore
 def test_export_carries_the_hosts_devices_and_where_each_attempt_ran(board: BoardStore) -> None:
     board.register_models([Registration(model_id="m")])
     task = board.claim_next("w", 60)
-    placed = {
-        "host": "h1",
-        "devices": ["npu:6", "npu:7"],
-        "cpus": [],
-        "exclusive": True,
-        "env": {"ASCEND_RT_VISIBLE_DEVICES": "6,7"},
-    }
-    board.finish_attempt(
-        board.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed), 0, 1.0, "completed"
-    )
-    board.record_host_devices(
-        "h1", [{"kind": "npu", "index": i, "name": "910B3", "memory_gb": 64.0} for i in (6, 7)], "torch_npu"
-    )
+    placed = {"host": "h1", "devices": ["npu:6", "npu:7"], "cpus": [], "exclusive": True,
+              "env": {"ASCEND_RT_VISIBLE_DEVICES": "6,7"}}
+    board.finish_attempt(board.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed),
+                         0, 1.0, "completed")
+    board.record_host_devices("h1", [{"kind": "npu", "index": i, "name": "910B3", "memory_gb": 64.0} for i in (6, 7)],
+                              "torch_npu")
     board.record_host_devices("h2", [{"kind": "cpu", "index": 0, "name": "4 cores", "cpus": [0, 1, 2, 3]}], "affinity")
     data = json.loads(json.dumps(board.export()))  # what `board_ops.py export` writes
-    assert [
-        (d["host"], d["kind"], d["index"], d["memory_gb"], d["cpus"], d["source"]) for d in data["host_devices"]
-    ] == [
-        ("h1", "npu", 6, 64.0, [], "torch_npu"),
-        ("h1", "npu", 7, 64.0, [], "torch_npu"),
-        ("h2", "cpu", 0, None, [0, 1, 2, 3], "affinity"),
-    ]
-    assert [(a["stage"], a["host"], a["devices"]) for a in data["attempts"]["m"]] == [
-        ("discovery", "h1", "npu:6 npu:7")
-    ]
+    assert [(d["host"], d["kind"], d["index"], d["memory_gb"], d["cpus"], d["source"]) for d in data["host_devices"]] == [
+        ("h1", "npu", 6, 64.0, [], "torch_npu"), ("h1", "npu", 7, 64.0, [], "torch_npu"),
+        ("h2", "cpu", 0, None, [0, 1, 2, 3], "affinity")]
+    assert [(a["stage"], a["host"], a["devices"]) for a in data["attempts"]["m"]] == [("discovery", "h1", "npu:6 npu:7")]
 
 
 def test_an_id_listed_twice_in_one_batch_is_registered_once(board: BoardStore) -> None:
-    results = board.register_models(
-        [Registration(model_id="gpt2"), Registration(model_id="bert"), Registration(model_id="gpt2")]
-    )
+    results = board.register_models([Registration(model_id="gpt2"), Registration(model_id="bert"),
+                                     Registration(model_id="gpt2")])
     assert [(r.model_id, created) for r, created in results] == [("gpt2", True), ("bert", True), ("gpt2", False)]
     assert len(board.list_models()) == 2
 
@@ -313,17 +279,9 @@ def test_export_is_one_snapshot_while_another_process_writes(board: BoardStore) 
     import sys
 
     board.register_models([Registration(model_id=f"org/s{i}") for i in range(30)])
-    writer = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            (
-                "import sys, time\nfrom ascendbridge.board import BoardStore\nstore = BoardStore(sys.argv[1])\n"
-                "end = time.time() + 8\nwhile time.time() < end:\n    store.add_event('note', 'busy writer')\n"
-            ),
-            str(board.path),
-        ]
-    )
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom ascendbridge.board import BoardStore\nstore = BoardStore(sys.argv[1])\n"
+        "end = time.time() + 8\nwhile time.time() < end:\n    store.add_event('note', 'busy writer')\n"), str(board.path)])
     try:
         for _ in range(15):
             data = board.export()

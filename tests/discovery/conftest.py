@@ -75,9 +75,8 @@ def make_hf_cache(cache: Path, repo_id: str, source: Path, commit: str, refs: tu
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """get_model_info.py as a user runs it: a real process, offline unless the test says otherwise."""
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, str(CLI), *args], capture_output=True, text=True, env=full_env, timeout=timeout
-    )
+    return subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
 
 
 @pytest.fixture(scope="session")
@@ -109,19 +108,10 @@ def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
 
 
 LLAMA_70B = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 8192,
-    "intermediate_size": 28672,
-    "num_hidden_layers": 80,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "rope_theta": 500000.0,
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+    "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
+    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+    "rope_theta": 500000.0, "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16",
 }
 
 
@@ -138,7 +128,6 @@ def llama_70b_config() -> dict[str, Any]:
 # the real huggingface_hub client. It records every request so tests can prove that the weights
 # themselves are never downloaded.
 
-
 @dataclass
 class FakeHubRepo:
     directory: Path
@@ -150,11 +139,8 @@ class FakeHubRepo:
     uid: str = ""  # the Hub's internal id (`_id`), the same under every name of the repo
 
     def files(self) -> dict[str, Path]:
-        return {
-            p.relative_to(self.directory).as_posix(): p
-            for p in sorted(self.directory.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")
-        }
+        return {p.relative_to(self.directory).as_posix(): p for p in sorted(self.directory.rglob("*"))
+                if p.is_file() and not p.name.startswith(".")}
 
     def _sibling(self, name: str, path: Path, blobs: bool) -> dict[str, Any]:
         entry: dict[str, Any] = {"rfilename": name, "size": path.stat().st_size}
@@ -178,11 +164,7 @@ class FakeHubRepo:
         readme = self.directory / "README.md"
         card = {**((metadata_load(readme) or {}) if readme.is_file() else {}), **self.card}
         return {
-            "id": repo_id,
-            "modelId": repo_id,
-            "_id": self.uid or repo_id,
-            "sha": self.commit,
-            "private": False,
+            "id": repo_id, "modelId": repo_id, "_id": self.uid or repo_id, "sha": self.commit, "private": False,
             "gated": "manual" if self.gated else False,
             "siblings": [self._sibling(n, p, blobs) for n, p in self.files().items()],
             "cardData": card,
@@ -213,12 +195,8 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def _error(self, status: int, code: str, body: bool) -> None:
-        self._reply(
-            status,
-            json.dumps({"error": code}).encode(),
-            {"X-Error-Code": code, "X-Error-Message": code, "Content-Type": "application/json"},
-            body,
-        )
+        self._reply(status, json.dumps({"error": code}).encode(),
+                    {"X-Error-Code": code, "X-Error-Message": code, "Content-Type": "application/json"}, body)
 
     def _serve(self, body: bool) -> None:
         url = urllib.parse.urlparse(self.path)
@@ -228,7 +206,7 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             listing = self.server.listing(urllib.parse.parse_qs(url.query))
             return self._reply(200, json.dumps(listing).encode(), {"Content-Type": "application/json"}, body)
         if path.startswith("/api/models/"):
-            repo_id, _, revision = path[len("/api/models/") :].partition("/revision/")
+            repo_id, _, revision = path[len("/api/models/"):].partition("/revision/")
             repo_id = self.server.canonical(repo_id)
             repo = self.server.repos.get(repo_id)
             if repo is None:
@@ -236,9 +214,8 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             if revision not in ("", "main", repo.commit):
                 return self._error(404, "RevisionNotFound", body)
             blobs = urllib.parse.parse_qs(url.query).get("blobs", [""])[-1].lower() == "true"
-            return self._reply(
-                200, json.dumps(repo.info(repo_id, blobs)).encode(), {"Content-Type": "application/json"}, body
-            )
+            return self._reply(200, json.dumps(repo.info(repo_id, blobs)).encode(),
+                               {"Content-Type": "application/json"}, body)
         match = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
         repo = self.server.repos.get(self.server.canonical(match.group(1))) if match else None
         if repo is None:
@@ -251,11 +228,8 @@ class FakeHubHandler(BaseHTTPRequestHandler):
         if file is None:
             return self._error(404, "EntryNotFound", body)
         data = file.read_bytes()
-        headers = {
-            "X-Repo-Commit": repo.commit,
-            "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
-            "Accept-Ranges": "bytes",
-        }
+        headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+                   "Accept-Ranges": "bytes"}
         ranged = re.match(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
         if ranged:
             start = int(ranged.group(1))
@@ -272,16 +246,8 @@ class FakeHubServer(ThreadingHTTPServer):
         self.refuse_tokens = False  # True: gated repos refuse every token (access not granted)
         self.aliases: dict[str, str] = {}
 
-    def add(
-        self,
-        repo_id: str,
-        directory: Path,
-        commit: str,
-        gated: bool = False,
-        *,
-        card: dict[str, Any] | None = None,
-        **listing: Any,
-    ) -> None:
+    def add(self, repo_id: str, directory: Path, commit: str, gated: bool = False, *,
+            card: dict[str, Any] | None = None, **listing: Any) -> None:
         """A repo; `listing` holds list fields (downloads=, likes=, pipeline_tag=, tags=, ...)."""
         self.repos[repo_id] = FakeHubRepo(directory, commit, gated, listing, card or {}, uid=f"uid-{repo_id}")
 

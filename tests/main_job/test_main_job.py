@@ -14,13 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_main_job(*args: str, board: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ascendbridge.main_job", "--board", str(board), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return subprocess.run([sys.executable, "-m", "ascendbridge.main_job", "--board", str(board), *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 def test_register_only_is_idempotent(board_path: Path) -> None:
@@ -64,52 +59,30 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
     from ascendbridge.main_job import _next_steps
     from ascendbridge.run_summary import model_results, results_table
 
-    board.register_models(
-        [Registration(model_id="org/fast-model-with-a-rather-long-name"), Registration(model_id="org/broken")]
-    )
+    board.register_models([Registration(model_id="org/fast-model-with-a-rather-long-name"),
+                           Registration(model_id="org/broken")])
     stages = list(PIPELINE)
-    figures = {
-        "benchmark": {"median_ms": 12.345, "tpot_ms": 3.21, "tokens_per_s": 311.5},
-        "optimization": {"speedup": 1.42},
-    }
+    figures = {"benchmark": {"median_ms": 12.345, "tpot_ms": 3.21, "tokens_per_s": 311.5},
+               "optimization": {"speedup": 1.42}}
     for stage in stages:
-        task = board.claim_task(
-            board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60
-        )
-        board.complete_task(
-            task.id,
-            task.fencing_token,
-            {},
-            figures=[{"values": figures[stage], "device": "cpu", "dtype": "float32"}] if stage in figures else (),
-        )
+        task = board.claim_task(board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60)
+        board.complete_task(task.id, task.fencing_token, {}, figures=[
+            {"values": figures[stage], "device": "cpu", "dtype": "float32"}] if stage in figures else ())
     task = board.claim_task(board.list_tasks("discovery", model_id="org/broken")[0].id, "t", 60)
     board.fail_task(task.id, task.fencing_token, {"summary": "no config.json in /data/broken"})
     (adaptations_dir() / "org__fast-model-with-a-rather-long-name").mkdir()
     results = {r.model_id: r for r in model_results(board, stages, adaptations_dir())}
     fast, broken = results["org/fast-model-with-a-rather-long-name"], results["org/broken"]
     assert (fast.outcome, fast.latency_ms, fast.latency_basis, fast.speedup, fast.tpot_ms) == (
-        f"all {len(stages)} stages done",
-        12.345,
-        "cpu float32",
-        1.42,
-        3.21,
-    )
-    assert (broken.outcome, broken.latency_ms, broken.speedup) == (
-        "discovery failed: no config.json in /data/broken",
-        None,
-        None,
-    )
+        f"all {len(stages)} stages done", 12.345, "cpu float32", 1.42, 3.21)
+    assert (broken.outcome, broken.latency_ms, broken.speedup) == ("discovery failed: no config.json in /data/broken",
+                                                                    None, None)
     out = io.StringIO()
     console = Console(file=out, width=80, force_terminal=False)
     console.print(results_table(list(results.values()), tmp_path))
     _next_steps(board, console)
     text = out.getvalue()
-    assert (
-        "12.35 ms (cpu float32)" in text
-        and "1.42x" in text
-        and "3.21 ms (312 tok/s)" in text
-        and "adaptations/org__fast-model" in text
-    )
+    assert "12.35 ms (cpu float32)" in text and "1.42x" in text and "3.21 ms (312 tok/s)" in text and "adaptations/org__fast-model" in text
     commands = [line for line in text.splitlines() if " run " in line and ("ab" in line)]
     assert any(line.rstrip().endswith("run demo.py --dry-run") and "--directory" in line for line in commands)
     assert any(line.rstrip().endswith("run scripts/board_ops.py show <model_id>") for line in commands)

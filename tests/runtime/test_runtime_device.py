@@ -48,7 +48,7 @@ torch.npu = types.SimpleNamespace(
 '''
 BROKEN_TORCH_NPU = 'raise OSError("libascendcl.so: cannot open shared object file (FakeTorchNpu)")\n'
 
-PROBE = """
+PROBE = '''
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from ab_runtime.device import select_device, synchronize, peak_memory, reset_peak_memory, empty_cache
@@ -67,16 +67,15 @@ for label, requested, fallback in [("auto", "auto", False), ("npu", "npu", False
     except DeviceUnavailable as exc:
         out[label] = {"error": str(exc)}
 print(json.dumps(out))
-"""
+'''
 
 
 def _probe(python: Path, fake_dir: Path | None) -> dict[str, Any]:
     env = dict(os.environ)
     if fake_dir is not None:
         env["PYTHONPATH"] = str(fake_dir)
-    proc = subprocess.run(
-        [str(python), "-c", PROBE, str(RUNTIME_PARENT)], capture_output=True, text=True, timeout=180, env=env
-    )
+    proc = subprocess.run([str(python), "-c", PROBE, str(RUNTIME_PARENT)], capture_output=True, text=True,
+                          timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.splitlines()[-1])
 
@@ -108,13 +107,7 @@ def test_fake_available_npu_is_preferred_and_driven_through_torch_npu_api(torch_
         assert choice["name"] == "Ascend910B (FakeTorchNpu)"
         assert choice["torch_npu_version"] == "2.7.1.post2+FakeTorchNpu"
     assert out["auto"]["peak"] == 4096
-    assert out["auto"]["calls"] == [
-        "set_device",
-        "reset_peak_memory_stats",
-        "synchronize",
-        "empty_cache",
-        "max_memory_allocated",
-    ]
+    assert out["auto"]["calls"] == ["set_device", "reset_peak_memory_stats", "synchronize", "empty_cache", "max_memory_allocated"]
     assert out["cpu"]["kind"] == "cpu"  # an explicit cpu request is honoured even with an NPU present
 
 
@@ -132,7 +125,7 @@ def test_torch_npu_that_fails_to_import_is_a_diagnosis(torch_python: Path, tmp_p
     assert out["auto"]["kind"] == "cpu"
 
 
-SHARD_PROBE = """
+SHARD_PROBE = '''
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import torch, transformers
@@ -160,20 +153,15 @@ for label, plan, kind, visible in (("too_few", {"devices": 8}, "cuda", (0, 1)),
     except DeviceUnavailable as exc:
         out[label] = str(exc)
 print(json.dumps(out))
-"""
+'''
 
 
-def test_a_plan_over_n_devices_builds_a_balanced_device_map_over_the_claimed_cards(
-    torch_python: Path, tiny_models: dict
-) -> None:
+def test_a_plan_over_n_devices_builds_a_balanced_device_map_over_the_claimed_cards(torch_python: Path,
+                                                                                   tiny_models: dict) -> None:
     """The map sharding would load with, for fake 2-card (ASCENDBRIDGE_NPU_INDEX=4,5) and 8-card
     plans on a 16-layer skeleton (meta device: nothing allocated, no accelerator needed)."""
-    proc = subprocess.run(
-        [str(torch_python), "-c", SHARD_PROBE, str(RUNTIME_PARENT), tiny_models["llama"]["path"]],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = subprocess.run([str(torch_python), "-c", SHARD_PROBE, str(RUNTIME_PARENT), tiny_models["llama"]["path"]],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     layers = [f"model.layers.{i}" for i in range(16)]
@@ -196,9 +184,8 @@ def test_a_plan_over_n_devices_builds_a_balanced_device_map_over_the_claimed_car
 def adaptation(tiny_models: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tiny-llama with a two-device plan from discovery: on CPU it loads whole, as without one."""
     plan = {"devices": 2, "strategy": "device_map", "per_device_gb": 64, "tensor_parallel_degree": 2}
-    return make_adaptation(
-        tmp_path_factory.mktemp("adapt") / "tiny-llama", spec_for(tiny_models["llama"], device_plan=plan)
-    )
+    return make_adaptation(tmp_path_factory.mktemp("adapt") / "tiny-llama",
+                           spec_for(tiny_models["llama"], device_plan=plan))
 
 
 def test_demo_py_with_npu_requested_on_cpu_fails_honestly(torch_python: Path, adaptation: Path) -> None:

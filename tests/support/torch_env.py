@@ -48,14 +48,8 @@ def torch_env_python(extra: tuple[str, ...] = ()) -> Path:
         if source.wheel_dir:
             cmd += ["--find-links", source.wheel_dir]
         else:
-            cmd += [
-                "--index-url",
-                "https://download.pytorch.org/whl/cpu",
-                "--extra-index-url",
-                "https://pypi.org/simple",
-                "--index-strategy",
-                "unsafe-best-match",
-            ]
+            cmd += ["--index-url", "https://download.pytorch.org/whl/cpu",
+                    "--extra-index-url", "https://pypi.org/simple", "--index-strategy", "unsafe-best-match"]
         subprocess.run(cmd, check=True, env=env)
         marker.write_text("ok\n")
     return python

@@ -43,13 +43,8 @@ class RecordingStage(ToyStage):
         finally:
             child.kill()
             child.wait()
-        line = {
-            "model": ctx.model.model_id,
-            "stage": self.name,
-            "attempt": ctx.attempt,
-            "env": {k: os.environ.get(k) for k in VARS},
-            "child_cpus": child_cpus,
-        }
+        line = {"model": ctx.model.model_id, "stage": self.name, "attempt": ctx.attempt,
+                "env": {k: os.environ.get(k) for k in VARS}, "child_cpus": child_cpus}
         with open(os.environ[RECORD_ENV], "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
         time.sleep(self.sleep_s)
@@ -69,7 +64,5 @@ DISCOVERY = PlanningDiscovery("discovery", 0.0)
 BENCHMARK = RecordingStage("benchmark", 0.4)
 BUSINESS = RecordingStage("business_benchmark", 0.4)
 
-STAGES = (
-    "discovery=tests.teamlead.toy_device_stages:DISCOVERY,benchmark=tests.teamlead.toy_device_stages:BENCHMARK,"
-    "business_benchmark=tests.teamlead.toy_device_stages:BUSINESS"
-)
+STAGES = ("discovery=tests.teamlead.toy_device_stages:DISCOVERY,benchmark=tests.teamlead.toy_device_stages:BENCHMARK,"
+          "business_benchmark=tests.teamlead.toy_device_stages:BUSINESS")

@@ -53,16 +53,13 @@ def _mismatch(name: str, fresh: dict[str, Any], saved: dict[str, Any], tolerance
         scale = float(b[finite].abs().max()) if bool(finite.any()) else 0.0
         err = float((a[finite] - b[finite]).abs().max()) if bool(finite.any()) else 0.0
         if err > tolerance * max(scale, 1e-12):
-            problems.append(
-                f"{name}.{key}: saved values differ from a re-run by {err:.3e} "
-                f"(allowed {tolerance:.1e} x scale {scale:.3e})"
-            )
+            problems.append(f"{name}.{key}: saved values differ from a re-run by {err:.3e} "
+                            f"(allowed {tolerance:.1e} x scale {scale:.3e})")
     return problems
 
 
-def rerun_workload(
-    session: Any, build: Any, forward: Any, body: dict[str, Any], band: float, retime: tuple[int, int] = RETIME
-) -> tuple[list[str], list[str]]:
+def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any], band: float,
+                   retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str]]:
     """(problems, notes) from re-running a recorded workload with the same harness: the CPU float32
     reference's greedy tokens regenerated (they must equal the recorded ones exactly), the target's
     batch-1 greedy tokens regenerated (equal on CPU; a difference on an accelerator is noted), and
@@ -93,23 +90,18 @@ def rerun_workload(
         reported, what, notes = float(min(min(steps) for steps in first["decode_steps_ms"])), "decode step", []
         fastest = _fastest_of_rounds(fastest_now, reported * band)
         if runs[0]["tokens"][0] != first["tokens"][0]:
-            why = (
-                f"the target's greedy tokens do not reproduce (first difference at token "
-                f"{workloads.divergence(runs[0]['tokens'][0], first['tokens'][0])['first_divergence']})"
-            )
+            why = (f"the target's greedy tokens do not reproduce (first difference at token "
+                   f"{workloads.divergence(runs[0]['tokens'][0], first['tokens'][0])['first_divergence']})")
             (problems if session.choice.kind == "cpu" else notes).append(why)
     else:
         point = next(p for p in body["points"] if p["batch"] == body["knee_batch"])
         inputs = passes_inputs(session, build, point["batch"])
         reported, notes, what = float(point["min_ms"]), [], f"batch-{point['batch']} latency"
-        fastest = _fastest_of_rounds(
-            lambda: session.time(lambda: forward(inputs), *retime).as_dict()["min_ms"], reported * band
-        )
+        fastest = _fastest_of_rounds(lambda: session.time(lambda: forward(inputs), *retime).as_dict()["min_ms"],
+                                     reported * band)
     if reported * band < fastest:
-        problems.append(
-            f"reported fastest {what} {reported:.3f} ms is x{fastest / reported:.2f} faster than the gate's "
-            f"re-measurement ({fastest:.3f} ms; allowed band x{band:g}): the workload does not reproduce"
-        )
+        problems.append(f"reported fastest {what} {reported:.3f} ms is x{fastest / reported:.2f} faster than the gate's "
+                        f"re-measurement ({fastest:.3f} ms; allowed band x{band:g}): the workload does not reproduce")
     else:
         notes.append(f"workload {profile.name} re-run: fastest {what} {fastest:.3f} ms (reported {reported:.3f} ms)")
     return problems, notes
@@ -131,15 +123,9 @@ def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
     return prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
 
 
-def reexecute(
-    spec_path: Path,
-    run: dict[str, Any],
-    saved: dict[str, Any],
-    enough_ms: float = float("inf"),
-    retime: tuple[int, int] = RETIME,
-    workload: dict[str, Any] | None = None,
-    band: float = float("inf"),
-) -> tuple[list[str], list[str], dict[str, Any] | None]:
+def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enough_ms: float = float("inf"),
+              retime: tuple[int, int] = RETIME, workload: dict[str, Any] | None = None,
+              band: float = float("inf")) -> tuple[list[str], list[str], dict[str, Any] | None]:
     """(problems, notes, re-measured target timing or None) from re-running sample 0 of one run.
 
     The target is rebuilt with the passes the run applied (saved["passes"]; none for a benchmark
@@ -158,40 +144,30 @@ def reexecute(
     from ab_runtime.optimize import passes
 
     try:
-        session = harness.open_session(
-            spec_path,
-            str(run.get("device")),
-            run.get("mode") == "pretrained",
-            1,
-            str(saved.get("baseline_dtype") or run.get("dtype")),
-        )
+        session = harness.open_session(spec_path, str(run.get("device")), run.get("mode") == "pretrained", 1,
+                                       str(saved.get("baseline_dtype") or run.get("dtype")))
     except RuntimeDiagnosis:
         return [], [f"re-execution skipped: device {run.get('device')} is not available here"], None
     applied = [str(n) for n in saved.get("passes") or []]
-    problems = [
-        f"saved input '{k}' is not the seeded input the run must have used"
-        for k, v in saved["inputs"].items()
-        if k not in session.samples[0] or not torch.equal(session.samples[0][k], v)
-    ]
+    problems = [f"saved input '{k}' is not the seeded input the run must have used"
+                for k, v in saved["inputs"].items()
+                if k not in session.samples[0] or not torch.equal(session.samples[0][k], v)]
     first = {k: v[0] for k, v in saved["reference"].items()}
     problems += _mismatch("reference", {k: v[0] for k, v in session.reference_out.items()}, first, REFERENCE_TOLERANCE)
     build, forward, _ = session.make(passes.get(applied))
     fresh = session.outputs(build, forward)
     dtype_name = str(run.get("dtype"))
     tolerance = REFERENCE_TOLERANCE if session.choice.kind == "cpu" else 2 * DTYPE_STEP.get(dtype_name, 2.0**-7)
-    problems += _mismatch(
-        "target", {k: v[0] for k, v in fresh.items()}, {k: v[0] for k, v in saved["target"].items()}, tolerance
-    )
+    problems += _mismatch("target", {k: v[0] for k, v in fresh.items()}, {k: v[0] for k, v in saved["target"].items()},
+                          tolerance)
     fn = session.timed_call(build, forward)
     rounds: list[dict[str, Any]] = []
     while len(rounds) < RETIME_ROUNDS and (not rounds or min(r["min_ms"] for r in rounds) > enough_ms):
         rounds.append(session.time(fn, *retime).as_dict())
     timing = {**min(rounds, key=lambda r: r["min_ms"]), "rounds": len(rounds)}
     what = f"with passes {', '.join(applied)}" if applied else "as the benchmark target"
-    notes = [
-        f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}; "
-        f"re-timed: median {timing['median_ms']:.3f} ms, fastest {timing['min_ms']:.3f} ms"
-    ]
+    notes = [f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}; "
+             f"re-timed: median {timing['median_ms']:.3f} ms, fastest {timing['min_ms']:.3f} ms"]
     if workload is not None:
         more, said = rerun_workload(session, build, forward, workload, band, retime)
         problems, notes = problems + more, notes + said

@@ -155,32 +155,12 @@ def _always(_: Any) -> str | None:
 
 def extra_passes(Pass: Any) -> tuple[Any, ...]:  # the catalogue's Pass class
     return (
-        Pass("test_twice", "cpu", "compile", None, "TEST ONLY: the forward pass twice per call", _always, _apply_twice),
-        Pass(
-            "test_cached_outputs",
-            "cpu",
-            "compile",
-            None,
-            "TEST ONLY: outputs cached per input objects",
-            _always,
-            _apply_cache,
-        ),
-        Pass(
-            "test_cached_decode",
-            "cpu",
-            "decode",
-            "compile",
-            "TEST ONLY: greedy tokens replayed per input objects",
-            _always,
-            _apply_replay,
-        ),
-        Pass(
-            "test_batch1_decode",
-            "cpu",
-            "decode",
-            "compile",
-            f"TEST ONLY: replayed at batch 1, decoded {SLOW_COPIES} times over at a larger batch",
-            _always,
-            _apply_batch1,
-        ),
+        Pass("test_twice", "cpu", "compile", None, "TEST ONLY: the forward pass twice per call",
+             _always, _apply_twice),
+        Pass("test_cached_outputs", "cpu", "compile", None, "TEST ONLY: outputs cached per input objects",
+             _always, _apply_cache),
+        Pass("test_cached_decode", "cpu", "decode", "compile", "TEST ONLY: greedy tokens replayed per input objects",
+             _always, _apply_replay),
+        Pass("test_batch1_decode", "cpu", "decode", "compile",
+             f"TEST ONLY: replayed at batch 1, decoded {SLOW_COPIES} times over at a larger batch", _always, _apply_batch1),
     )
