@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Session, col, select
 
@@ -80,10 +81,8 @@ class StoreBase:
         if self.read_only:
             raise BoardReadOnlyError(f"board {self.path} is open read-only (the file or its directory is not "
                                      "writable); this command changes the board")
-        with _busy_as_board_error(self.path):
-            with Session(self._write_engine, expire_on_commit=False) as session:
-                with session.begin():
-                    yield session
+        with self._transaction(self._write_engine) as session:
+            yield session
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
@@ -91,10 +90,23 @@ class StoreBase:
         if snapshot is not None and snapshot[0] is self:  # inside snapshot(): one shared transaction
             yield snapshot[1]
             return
+        with self._transaction(self._read_engine) as session:
+            yield session
+
+    @contextmanager
+    def _transaction(self, engine: Engine) -> Iterator[Session]:
+        """One transaction on `engine`; a locked or failing board becomes a one-line BoardError."""
         with _busy_as_board_error(self.path):
-            with Session(self._read_engine, expire_on_commit=False) as session:
+            with Session(engine, expire_on_commit=False) as session:
                 with session.begin():
                     yield session
+
+    def _row(self, session: Session, table: Any, pk: int, what: str) -> Any:
+        """The row `pk` of `table`, or BoardError("unknown WHAT #pk")."""
+        row = session.get(table, pk)
+        if row is None:
+            raise BoardError(f"unknown {what} #{pk}")
+        return row
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:

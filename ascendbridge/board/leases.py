@@ -360,9 +360,7 @@ class LeaseStore(StoreBase):
     ) -> None:
         """Record how an attempt ended. Allowed after the lease is gone: it is history, not state."""
         with self._write() as s:
-            row = s.get(Attempt, attempt_id)
-            if row is None:
-                raise BoardError(f"unknown attempt #{attempt_id}")
+            row = self._row(s, Attempt, attempt_id, "attempt")
             row.exit_code = exit_code
             row.duration_s = duration_s
             row.outcome = outcome

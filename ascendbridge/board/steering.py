@@ -218,9 +218,7 @@ class SteeringStore(StoreBase):
         if state not in GUIDANCE_STATES or state == "open":
             raise BoardError(f"cannot answer guidance with state '{state}'")
         with self._write() as s:
-            row = s.get(Guidance, guidance_id)
-            if row is None:
-                raise BoardError(f"unknown guidance #{guidance_id}")
+            row = self._row(s, Guidance, guidance_id, "guidance")
             row.state = state
             row.reply = reply
             row.replied_at = now_iso()

@@ -20,6 +20,7 @@ from ascendbridge.board import (
     EventRecord,
     ModelRecord,
     Registration,
+    TaskRecord,
     validate_registration,
 )
 from ascendbridge.board.schema import SCHEMA_VERSION
@@ -205,17 +206,19 @@ def cmd_set_priority(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_retry(args: argparse.Namespace, out: Output) -> int:
     stage = check_stage(args.stage) if args.stage else None
-    with open_store(args) as store:
-        task = store.retry(args.model, stage)
-    _done(out, f"{task.model_id}: {task.stage} is pending again", task.model_dump())
-    return EXIT_OK
+    return _task_changed(args, out, lambda store: store.retry(args.model, stage), "is pending again")
 
 
 def cmd_skip(args: argparse.Namespace, out: Output) -> int:
     check_stage(args.stage)
+    return _task_changed(args, out, lambda store: store.skip(args.model, args.stage), "skipped")
+
+
+def _task_changed(args: argparse.Namespace, out: Output, change: Callable[[BoardStore], TaskRecord], what: str) -> int:
+    """One task's steering change on the board, reported as `MODEL: STAGE WHAT`."""
     with open_store(args) as store:
-        task = store.skip(args.model, args.stage)
-    _done(out, f"{task.model_id}: {task.stage} skipped", task.model_dump())
+        task = change(store)
+    _done(out, f"{task.model_id}: {task.stage} {what}", task.model_dump())
     return EXIT_OK
 
 

@@ -32,7 +32,7 @@ from ascendbridge.teamlead.registry import EXTRA_STAGES_ENV, StageRef
 
 
 @dataclass
-class Job:
+class Job(payload.OnTask):
     """One attempt of one stage for one model, as claimed on the board."""
 
     task: TaskRecord  # the board record (model id, adaptation name, token, attempt)
@@ -57,13 +57,6 @@ class Job:
     def stage(self) -> str:
         return self.task.stage
 
-    @property
-    def attempt(self) -> int:
-        return self.task.attempts
-
-    @property
-    def token(self) -> int:
-        return self.task.fencing_token
 
     @property
     def work_dir(self) -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -31,8 +31,24 @@ class PayloadError(ValueError):
     """A payload that is missing, unreadable or does not match its schema; the message is one line."""
 
 
+class OnTask:
+    """What a job derives from the task it was claimed for: the team lead's `executor.Job` and the
+    worker's `WorkerJob` alike."""
+
+    if TYPE_CHECKING:
+        task: TaskRecord
+
+    @property
+    def token(self) -> int:
+        return self.task.fencing_token
+
+    @property
+    def attempt(self) -> int:
+        return self.task.attempts
+
+
 @pydantic_dataclass(config=WIRE)
-class WorkerJob:
+class WorkerJob(OnTask):
     """One phase of one attempt, as the team lead hands it to a worker: the worker never opens the
     board to learn its task or model, so it runs the same on a host that cannot see the board."""
 
@@ -49,13 +65,6 @@ class WorkerJob:
     # spec findings sent back to it.
     directives: list[dict[str, Any]] = field(default_factory=list)
 
-    @property
-    def token(self) -> int:
-        return self.task.fencing_token
-
-    @property
-    def attempt(self) -> int:
-        return self.task.attempts
 
 
 def one_line(exc: ValidationError, what: str) -> str:

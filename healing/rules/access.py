@@ -50,9 +50,8 @@ class GatedRepoRule(Rule):
     name = "gated_repo"
     description = "401/403 or a gated repository: access needs an authorised HF token."
 
-    def match(self, failure: Failure) -> Match | None:
-        found = _GATED.search(failure.text)
-        return Match(f"access denied by the hub ({found.group(0)})") if found else None
+    pattern = _GATED
+    found = "access denied by the hub"
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         if ctx.has_hf_token:
@@ -64,9 +63,8 @@ class WeightsUnreachableRule(Rule):
     name = "weights_unreachable"
     description = "Config or weights could not be fetched (offline, no network, not in the cache)."
 
-    def match(self, failure: Failure) -> Match | None:
-        found = _UNREACHABLE.search(failure.text)
-        return Match(f"model files unreachable ({found.group(0)})") if found else None
+    pattern = _UNREACHABLE
+    found = "model files unreachable"
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         return Block("the model files cannot be fetched from here (offline or the hub is unreachable); "

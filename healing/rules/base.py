@@ -8,6 +8,7 @@ further fix (`GiveUp`), which lets the loop escalate or end as failed with the d
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,13 +64,20 @@ class FixContext:
 
 
 class Rule:
-    """Base class: subclasses set `name` and `description` and implement match/remedy."""
+    """Base class: subclasses set `name` and `description` and implement remedy, and match, or set
+    `pattern` and `found` for the common case (the first hit of `pattern` in the failure's text
+    matches, described as `found (hit)`)."""
 
     name: str = ""
     description: str = ""
+    pattern: re.Pattern[str] | None = None
+    found: str = ""
 
     def match(self, failure: Failure) -> Match | None:
-        raise NotImplementedError
+        if self.pattern is None:
+            raise NotImplementedError
+        hit = self.pattern.search(failure.text)
+        return Match(f"{self.found} ({hit.group(0)})") if hit else None
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         raise NotImplementedError

@@ -27,9 +27,8 @@ class DeviceMismatchRule(Rule):
     description = ("Model code mixes devices (tensors made without a device): build and run with the run "
                    "device as torch's default device.")
 
-    def match(self, failure: Failure) -> Match | None:
-        found = _MISMATCH.search(failure.text)
-        return Match(f"tensors on different devices ({found.group(0)})") if found else None
+    pattern = _MISMATCH
+    found = "tensors on different devices"
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         if spec.set_default_device:

@@ -57,9 +57,8 @@ class PadTokenRule(Rule):
     name = "pad_token"
     description = "The model needs a padding token for batched inputs: set pad_token_id (eos, else 0)."
 
-    def match(self, failure: Failure) -> Match | None:
-        found = _PAD.search(failure.text)
-        return Match(f"no padding token defined ({found.group(0)})") if found else None
+    pattern = _PAD
+    found = "no padding token defined"
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         if "pad_token_id" in spec.config_overrides:
