@@ -17,6 +17,8 @@ from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from ascendbridge.stage_api import Stage, StageContext
 
+pytestmark = pytest.mark.slow  # renders and uv-locks real packages
+
 DEMO = REPO_ROOT / "demo_models"
 
 

@@ -20,6 +20,8 @@ from ascendbridge.board import BoardStore, Registration
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.config import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # every test drives real board_ops.py processes (seconds each)
+
 SCRIPT = REPO_ROOT / "scripts" / "board_ops.py"
 
 

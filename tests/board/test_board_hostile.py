@@ -16,6 +16,8 @@ from ascendbridge.board import BoardCorruptError, BoardFullError, BoardStore, Re
 from tests.board.test_board_cli import SCRIPT, assert_one_line_error, cli, ok, ok_json
 from tests.support.read_only import read_only_view
 
+pytestmark = pytest.mark.slow  # real board_ops.py processes on corrupt, read-only and hostile inputs
+
 PAGE = 4096
 
 

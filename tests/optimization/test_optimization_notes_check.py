@@ -120,6 +120,7 @@ def test_hidden_gain_fails() -> None:
     assert any("nothing selected although" in p for p in check_notes(doc))
 
 
+@pytest.mark.slow  # real processes / a real package build
 def test_cli_exit_codes(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, str(SCRIPT), "--adapt", "../etc"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
@@ -137,6 +138,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert broken.returncode == 1 and "not valid JSON" in broken.stdout and "Traceback" not in broken.stderr
 
 
+@pytest.mark.slow  # real processes / a real package build
 def test_optimization_tool_aggregate_and_compare(tmp_path: Path) -> None:
     import os
 

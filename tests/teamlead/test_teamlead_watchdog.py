@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.board import BoardStore
 from tests.teamlead.tl_support import alive, tl_env, wait_for
+
+pytestmark = pytest.mark.slow  # a real watchdog restarting a real team lead
 
 REPO = Path(__file__).resolve().parents[2]
 
