@@ -20,6 +20,10 @@ MiB = 1024 * 1024
 CONFIG_MAX_BYTES = 16 * MiB  # config.json, modules.json, a pooling config, a safetensors index, a card
 LIST_MAX_BYTES = 64 * MiB  # a registration file or a model list (a million ids is ~50 MiB)
 EVIDENCE_MAX_BYTES = 16 * MiB  # a stage's evidence or result file
+# A tokenizer file (tokenizer.json, a vocabulary, a SentencePiece model): the largest real ones are
+# tens of MiB. transformers reads them whole inside the package's runs, so discovery refuses a model
+# whose listed tokenizer file is larger, from its size alone.
+TOKENIZER_MAX_BYTES = 512 * MiB
 
 
 class FileTooLargeError(OSError):

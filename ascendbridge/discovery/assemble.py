@@ -43,6 +43,7 @@ def weight_files(facts: SourceFacts) -> list[str]:
 
 
 def assemble(facts: SourceFacts) -> ModelInfo:
+    mf.check_tokenizer_sizes(facts.files)
     cfg = facts.config
     names = list(facts.files)
     cls = classify(cfg, facts.sentence_transformers, mf.pipeline_tag(facts.card), facts.pooling)

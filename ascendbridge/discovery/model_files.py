@@ -21,6 +21,16 @@ TOKENIZER_FILES = frozenset({
     "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
     "spiece.model", "tokenizer.model", "sentencepiece.bpe.model", "source.spm", "target.spm",
 })
+def check_tokenizer_sizes(files: dict[str, int | None]) -> None:
+    """Refuse (corrupt_config, on the first attempt) a model whose top-level tokenizer file is over
+    capped_read.TOKENIZER_MAX_BYTES: the model's runs would read it whole (a MemoryError, retried)."""
+    limit = capped_read.TOKENIZER_MAX_BYTES
+    for name, size in files.items():
+        if name in TOKENIZER_FILES and size is not None and size > limit:
+            raise DiscoveryError(f"{name} is {size} bytes, over the {limit // capped_read.MiB} MiB limit for a "
+                                 "tokenizer file; not a usable model", "corrupt_config")
+
+
 PROCESSOR_FILES = frozenset({
     "preprocessor_config.json", "processor_config.json", "image_processor_config.json",
     "feature_extractor_config.json", "video_preprocessor_config.json",

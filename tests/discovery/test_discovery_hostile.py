@@ -64,6 +64,23 @@ def test_the_discovery_stage_refuses_it_on_the_first_attempt(board: BoardStore, 
     assert "limit for this file" in outcome.summary
 
 
+def test_a_huge_tokenizer_file_is_refused_on_the_first_attempt(board: BoardStore, tmp_path: Path) -> None:
+    """transformers would read tokenizer.json whole inside the package's runs: discovery refuses it
+    from its size, before any run, and a model whose tokenizer is in bounds still passes."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    huge_sparse(model / "tokenizer.json", capped_read.TOKENIZER_MAX_BYTES + 1)
+    board.register_models([Registration(model_id="org/tok", source="local", path=str(model))])
+    task = board.claim_next("test-worker", lease_s=60, stages=["discovery"])
+    ctx = StageContext(model=board.get_model("org/tok"), task=task, adaptation_dir=tmp_path / "a",
+                       board_path=board.path, log=io.StringIO())
+    outcome = DISCOVERY_STAGE.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis["rule"] == "corrupt_config", outcome.summary
+    assert is_refusal(outcome.diagnosis) and "tokenizer.json is" in outcome.summary
+    assert "limit for a tokenizer file" in outcome.summary
+
+
 def test_an_oversized_card_is_a_warning_and_a_model_list_a_refusal(tmp_path: Path, model_writer, cli) -> None:
     model = model_writer(tmp_path / "m", {"architectures": ["BertModel"], "model_type": "bert"})
     huge_sparse(model / "README.md")
