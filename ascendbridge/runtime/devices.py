@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
-import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from ab_runtime.tools import run_tool
+
 KINDS = ("npu", "cuda", "cpu")
-PROBE_TIMEOUT_S = 20.0
 # A tool's output, or None when the tool is not installed (injectable for tests and Ray nodes).
 Runner = Callable[[list[str]], str | None]
 
@@ -139,17 +138,6 @@ def parse_nvidia_smi(text: str) -> list[Device]:
                 memory = None
             devices.append(Device("cuda", int(parts[0]), parts[1], memory))
     return devices
-
-
-def run_tool(argv: list[str]) -> str | None:
-    """A probe tool's stdout; None when it is not installed or fails (a host without that kind)."""
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 PROBES: dict[str, tuple[list[str], Callable[[str], list[Device]]]] = {
