@@ -122,9 +122,11 @@ def test_a_slower_configuration_fails_the_perf_gate(honest: Path, python: Path, 
     (directory / NOTES_FILE).write_text(json.dumps(notes))
     finish(python, directory, ["test_twice"])
     assert check_notes_gate(directory).passed, check_notes_gate(directory).problems
-    report = check_perf_gate(directory, pairs=5, iters=2)
+    # Six calls a block (not two): the suite's other worker runs model searches at the same time, and
+    # two calls a block once measured the doubled forward x2.89 "faster" (the gate still failed it).
+    report = check_perf_gate(directory, pairs=5, iters=6)
     assert not report.passed and "speedup does not reproduce" in report.summary, report.as_dict()
-    assert report.details["reproduced"]["speedup"] < 0.9
+    assert report.details["reproduced"]["speedup"] < 0.9, report.details["reproduced"]
 
 
 def test_an_int8_winner_passes_the_perf_gate_by_re_execution(honest: Path, python: Path, tmp_path: Path,
