@@ -111,6 +111,9 @@ class GateResult:
     passed: bool
     summary: str
     report: dict[str, Any] = field(default_factory=dict)
+    # Nothing failed, but a timing check could not decide under the host's load now (passed is
+    # False): the team lead re-runs only the gate later, without spending an attempt.
+    inconclusive: bool = False
 
     @property
     def succeeded(self) -> bool:

@@ -4,7 +4,7 @@ A stage's gate runs its checker (`<stage>/scripts/check_*.py`) as a separate pro
 framework's code (`run_checker`) and reads its `--json` report (`json_report`); a model run's
 marked line is read with `marked_json`. Every checker's `main` is `checker_main`: the shared
 arguments (--adapt NAME | --adaptation-dir DIR, --json, --python, plus the checker's own), the
-report printed for people or as JSON, exit 0 pass / 1 fail / 2 bad input (one `error:` line,
+report printed for people or as JSON, exit 0 pass / 1 fail / 2 bad input / 3 inconclusive (one `error:` line,
 through ascendbridge/cli/errors.py).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
-from ascendbridge.gatekit.report import GateReport
+from ascendbridge.gatekit.report import EXIT_INCONCLUSIVE, EXIT_PASSED, GateReport
 from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.stage_api import GateResult
 
@@ -66,7 +66,9 @@ def checker_gate(script: Path, args: Sequence[str], timeout_s: float) -> GateRes
     if report is None:
         return GateResult(False, f"{Path(script).name} gave no report (exit {res.exit_code}): {res.tail(3)}",
                           {"output_tail": res.tail(20)})
-    return GateResult(res.exit_code == 0 and report.get("passed") is True, str(report.get("summary", "")), report)
+    passed = res.exit_code == EXIT_PASSED and report.get("passed") is True
+    inconclusive = res.exit_code == EXIT_INCONCLUSIVE and report.get("inconclusive") is True
+    return GateResult(passed, str(report.get("summary", "")), report, inconclusive=inconclusive)
 
 
 def checker_arguments(description: str, argv: Sequence[str],
@@ -102,7 +104,7 @@ def checker_main(description: str, argv: Sequence[str], check: Callable[[argpars
                  extra: Callable[[argparse.ArgumentParser], None] | None = None, python: bool = True) -> int:
     """A checker's whole `main`: parse the shared command line (plus `extra`), run `check`
     (which raises CliError or ValueError for an input it refuses before checking anything), print
-    the report (text, or JSON with --json) and return 0 pass / 1 fail / 2 bad input."""
+    the report (text, or JSON with --json) and return 0 pass / 1 fail / 2 bad input / 3 inconclusive."""
     def command() -> int:
         args, directory = checker_arguments(description, argv, extra, python)
         try:

@@ -3,7 +3,7 @@
 A gate's own checks decide `passed` and phrase `summary` (one line, the first problem first); the
 kit gives every report the same JSON rendering (`as_dict`), the same text for people (each
 evidence set with its problems and notes, then `PASS: ` / `FAIL: ` and the summary) and the same
-exit code (0 passed, 1 failed). A stage's report adds its own fields by subclassing GateReport; a
+exit code (0 passed, 1 failed, 3 inconclusive). A stage's report adds its own fields by subclassing GateReport; a
 gate that checks evidence sets lists one EvidenceCheck per set.
 """
 
@@ -16,6 +16,9 @@ from pydantic.dataclasses import dataclass
 
 EXIT_PASSED = 0
 EXIT_FAILED = 1
+# The gate could not decide (its own re-measurement too noisy to judge a timing claim): never a
+# failure; the team lead re-runs only the gate later, without spending an attempt.
+EXIT_INCONCLUSIVE = 3
 
 
 @dataclass
@@ -38,6 +41,9 @@ class GateReport:
     adaptation: str
     passed: bool
     summary: str
+    # Set (with passed False) when nothing failed but a timing check could not decide on this host
+    # now: the verdict is `inconclusive`, not `failed`.
+    inconclusive: bool = field(default=False, kw_only=True)
 
     verdict_word: ClassVar[str] = "verdict"  # what an evidence set's verdict is called in the text
 
@@ -48,6 +54,11 @@ class GateReport:
     def problem_lines(self) -> list[str]:
         """Problems found outside any evidence set (none by default)."""
         return []
+
+    @property
+    def verdict(self) -> str:
+        """passed, failed or inconclusive."""
+        return "passed" if self.passed else "inconclusive" if self.inconclusive else "failed"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,10 +73,11 @@ class GateReport:
                          f"{self.verdict_word} {c.verdict or '-'}")
             lines += [f"    - {problem}" for problem in c.problems] + [f"    ({note})" for note in c.notes]
         lines += [f"  - {problem}" for problem in self.problem_lines()]
-        return "\n".join([*lines, ("PASS: " if self.passed else "FAIL: ") + self.summary])
+        word = {"passed": "PASS: ", "failed": "FAIL: ", "inconclusive": "INCONCLUSIVE: "}[self.verdict]
+        return "\n".join([*lines, word + self.summary])
 
     def exit_code(self) -> int:
-        return EXIT_PASSED if self.passed else EXIT_FAILED
+        return {"passed": EXIT_PASSED, "failed": EXIT_FAILED, "inconclusive": EXIT_INCONCLUSIVE}[self.verdict]
 
 
 def untrusted_summary(problems: list[str]) -> str:

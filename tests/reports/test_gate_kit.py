@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ab_runtime.result import RESULT_MARKER, read_result, run_main
-from ascendbridge.gatekit.checker import checker_main
+from ascendbridge.gatekit.checker import checker_gate, checker_main
 from ascendbridge.gatekit.compare import RECORDED_REL_TOL, recorded_differences, recorded_matches
 from ascendbridge.gatekit.report import EvidenceCheck, GateReport
 
@@ -60,9 +60,13 @@ def test_run_main_prints_the_result_line_last_whatever_happens(body, code: int, 
 
 def test_gate_report_text_json_and_exit_code() -> None:
     report = GateReport("tiny", False, "1 of 1 evidence set(s) failed")
-    assert report.exit_code() == 1 and report.as_dict() == {"adaptation": "tiny", "passed": False,
-                                                             "summary": "1 of 1 evidence set(s) failed"}
+    assert report.exit_code() == 1 and report.verdict == "failed"
+    assert report.as_dict() == {"adaptation": "tiny", "passed": False, "summary": "1 of 1 evidence set(s) failed",
+                                "inconclusive": False}
     assert report.text().splitlines()[-1] == "FAIL: 1 of 1 evidence set(s) failed"
+    undecided = GateReport("tiny", False, "re-timing too noisy here now", inconclusive=True)
+    assert undecided.verdict == "inconclusive" and undecided.exit_code() == 3
+    assert undecided.text() == "INCONCLUSIVE: re-timing too noisy here now"
     check = EvidenceCheck("metrics.json", False, None, ["figure does not recompute"], ["noted"])
     assert check.label is None and EvidenceCheck(**json.loads(json.dumps(check.__dict__))) == check
 
@@ -87,3 +91,18 @@ def test_checker_main_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as usage:
         checker_main("test", ["--no-such-flag"], check)
     assert usage.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("exit_code, inconclusive, expected", [
+    (0, False, (True, False)), (1, False, (False, False)), (3, True, (False, True)),
+    (3, False, (False, False)),  # exit 3 without the report saying so is a failure, never a pass
+    (0, True, (False, False)),  # a report that is both is not passed: exit 0 needs passed true
+])
+def test_checker_gate_reads_the_three_verdicts(tmp_path: Path, exit_code: int, inconclusive: bool,
+                                               expected: tuple[bool, bool]) -> None:
+    report = {"adaptation": "tiny", "passed": exit_code == 0 and not inconclusive, "summary": "s",
+              "inconclusive": inconclusive}
+    script = tmp_path / "check_tiny.py"
+    script.write_text(f"import json, sys\nprint(json.dumps({report!r}))\nsys.exit({exit_code})\n")
+    result = checker_gate(script, [], timeout_s=60)
+    assert (result.passed, result.inconclusive) == expected
