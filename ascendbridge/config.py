@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ascendbridge.settings import REPO_ROOT, EnvsSettings, PathSettings, section
 
-__all__ = ["REPO_ROOT", "adaptations_dir", "board_path", "logs_dir", "torch_source", "uv_binary"]
+__all__ = ["REPO_ROOT", "adaptations_dir", "board_path", "logs_dir", "stage_history_path", "torch_source", "uv_binary"]
 
 
 def board_path() -> Path:
@@ -30,6 +30,15 @@ def adaptations_dir() -> Path:
 def logs_dir() -> Path:
     """ASCENDBRIDGE_LOGS, default <repo>/logs."""
     return section(PathSettings).logs
+
+
+def stage_history_path() -> Path:
+    """ASCENDBRIDGE_STAGE_HISTORY, default $XDG_CACHE_HOME/ascendbridge/stage_history.json (~/.cache
+    without XDG_CACHE_HOME): per user and host, shared by every board (ascendbridge/teamlead/history.py)."""
+    explicit = section(PathSettings).stage_history
+    if explicit is not None:
+        return explicit.expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ascendbridge" / "stage_history.json"
 
 
 def uv_binary() -> str:

@@ -147,6 +147,7 @@ class PathSettings(StageSettings):
     adaptations: Path = REPO_ROOT / "adaptations"
     logs: Path = REPO_ROOT / "logs"
     minilm_dir: Path | None = None  # the demo MiniLM model directory (ascendbridge/demo_models.py)
+    stage_history: Path | None = None  # the host's stage durations for the ETA (ascendbridge.config.stage_history_path)
 
     @field_validator("board", "adaptations", "logs", mode="after")
     @classmethod

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,23 @@ from benchmark.gate import LATENCY_BAND_ENV
 SUITE_LATENCY_BAND = "1000"
 
 
+# The team lead records its board's stage durations in the host's stage history, the ETA's prior on
+# later boards (ascendbridge/teamlead/history.py): the suite's runs must not teach the user's cache,
+# so the suite (and every process it starts) gets a history of its own, removed at the end.
+STAGE_HISTORY_ENV = "ASCENDBRIDGE_STAGE_HISTORY"
+_own_history: list[Path] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault(LATENCY_BAND_ENV, SUITE_LATENCY_BAND)
+    if STAGE_HISTORY_ENV not in os.environ:
+        _own_history.append(Path(tempfile.mkdtemp(prefix="ab-test-stage-history-")))
+        os.environ[STAGE_HISTORY_ENV] = str(_own_history[0] / "stage_history.json")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for path in _own_history:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 # The suite runs on pytest-xdist workers (`-n auto --dist loadgroup`, pyproject.toml). A worker

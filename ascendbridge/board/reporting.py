@@ -98,20 +98,18 @@ class ReportingStore(StoreBase):
                 q = q.where(Task.stage == check_stage(stage))
             return [(st, AttemptRecord.of(a)) for st, a in s.exec(q).all()]
 
-    def completed_durations(self) -> dict[str, list[float]]:
-        """stage -> durations (s) of every completed attempt on the board, oldest first: the
-        basis of the team lead's ETA (a stage's typical cost here, from this run and earlier)."""
+    def completed_attempts(self) -> list[tuple[str, str | None, float]]:
+        """(stage, the model's task family, duration s) of every completed attempt, oldest first: the
+        basis of the team lead's ETA and of the host's stage history (ascendbridge/teamlead/eta.py)."""
         with self._read() as s:
             q = (
-                select(Task.stage, Attempt.duration_s)
+                select(Task.stage, Model.task_family, Attempt.duration_s)
                 .join(Task, col(Attempt.task_id) == col(Task.id))
+                .join(Model, col(Task.model_pk) == col(Model.id))
                 .where(Attempt.outcome == "completed", col(Attempt.duration_s).is_not(None))
                 .order_by(Attempt.id)
             )
-            out: dict[str, list[float]] = {}
-            for stage, seconds in s.exec(q).all():
-                out.setdefault(stage, []).append(float(seconds))
-            return out
+            return [(stage, family, float(seconds)) for stage, family, seconds in s.exec(q).all()]
 
     # ------------------------------------------------------------------ events
     def add_event(

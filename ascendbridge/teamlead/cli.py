@@ -29,7 +29,7 @@ from rich.table import Table
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.cli.errors import OneLineParser
-from ascendbridge.config import board_path, logs_dir
+from ascendbridge.config import board_path, logs_dir, stage_history_path
 from ascendbridge.envmode import ENV_MODES, EnvModeError, env_choice
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
@@ -39,6 +39,7 @@ from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, instal
 from ascendbridge.stages import STATUSES
 from ascendbridge.teamlead.diskspace import min_free_bytes
 from ascendbridge.teamlead.guidance import BoardSteering
+from ascendbridge.teamlead.history import HostHistory
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
 from ascendbridge.teamlead.registry import StageRef, stage_refs
@@ -254,7 +255,8 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
         return EXIT_USAGE
     received: list[int] = []
     try:
-        with Progress(console, log, live, store.completed_durations) as progress:
+        with Progress(console, log, live, store.completed_attempts,
+                      HostHistory(stage_history_path(), store.path)) as progress:
             lead = TeamLead(store, settings, executor, refs, log, on_tick=progress, pool=pool,
                             steering=BoardSteering(store, log.info))
 

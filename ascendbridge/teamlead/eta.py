@@ -1,66 +1,145 @@
-"""The team lead's ETA: per-stage medians of completed attempts, applied to the work left.
+"""The team lead's ETA: what each unfinished task will cost, laid out the way the team lead runs work.
 
-A single median over every task (discovery takes seconds, benchmark minutes) was far off, and an
-estimate recomputed only when a task completed froze between completions. Here each stage's
-typical cost is the median of its completed attempts on the board (this run and earlier ones),
-every unfinished task of a stage costs that median (a running one: what is left of it, given how
-long it has run), and a stage's work is divided by how many of its tasks run at once
-(`concurrency`: the workers, but for a timed stage never more than the pool's timed slots, since a
-timed task waits for a device of its own). The estimate carries its basis, so a reader can tell a
-guess from one sample from a figure over many.
+Today's failure it answers: a stage with no completed attempt counted as zero, so 34 tasks of timed
+stages left read `ETA >=1m19s`. Here every task has a cost. One task of stage s for a model of task
+family f costs the shipped cost model's figure for (s, f) (`stage_costs.json`: medians of a real
+main job; a family it has not seen gets the stage's median over all), scaled by how fast stage s
+runs here: the median of actual / cost-model over the stage's completed attempts on this board;
+with none yet, over its attempts on earlier boards of this host (teamlead/history.py); with none
+there either, the cost model as shipped. Only the first is measured in this run: the others are
+priors, and the ETA line says which one each stage rests on. A running task costs what is left of
+its estimate.
+
+The layout follows the scheduling rule (docs/teamlead.md, "Output"), not the order of the stages:
+a model's stages run one after another; every free worker (--workers in all, and a stage's own cap)
+takes the ready task the scheduler claims: a timed one (benchmark, optimization,
+business_benchmark) while a timed slot (a device, or a core group on a CPU-only host) is free, else
+an untimed one, the model nearest to done first. The ETA is when that layout ends: the longer of the
+timed lane and the untimed lanes beside it (with each model's order kept), not the sum of the stages.
 """
 
 from __future__ import annotations
 
+import heapq
+import json
 import statistics
-from collections.abc import Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
+from typing import Any, NamedTuple
 
-from ascendbridge.board import TaskRecord
+from ascendbridge.board import ModelRecord, TaskRecord
 from ascendbridge.runtime.placement import is_timed
-from ascendbridge.stages import TERMINAL_STATUSES
+from ascendbridge.stages import DONE_STATUSES, STAGES, TERMINAL_STATUSES
+
+COSTS_FILE = Path(__file__).with_name("stage_costs.json")
+ALL_FAMILIES = "*"  # a stage's entry in the cost model for a family it has no figure for
+
+# What a stage's estimate rests on (StageBasis.source), best first.
+BOARD, HOST, SHIPPED, NONE = "board", "host", "shipped", "none"
+
+
+class Sample(NamedTuple):
+    """One completed attempt: what the estimate learns from."""
+
+    stage: str
+    family: str | None
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds one attempt of a stage takes per task family, as shipped (stage_costs.json)."""
+
+    stages: dict[str, dict[str, float]]  # stage -> family (or ALL_FAMILIES) -> seconds
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def base(self, stage: str, family: str | None) -> float | None:
+        per = self.stages.get(stage, {})
+        return per.get(family or "", per.get(ALL_FAMILIES))
+
+    @classmethod
+    def load(cls, path: Path = COSTS_FILE) -> CostModel:
+        """The cost model in `path`; ValueError (one line) when it is unreadable or malformed."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            stages = {str(stage): {str(fam): float(s) for fam, s in per.items()} for stage, per in data["stages"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"cost model {path}: {type(exc).__name__}: {exc}") from None
+        if any(s <= 0 for per in stages.values() for s in per.values()):
+            raise ValueError(f"cost model {path}: every figure must be positive seconds")
+        return cls(stages, data.get("derived_from", {}))
+
+
+def derive_costs(samples: Iterable[Sample]) -> dict[str, dict[str, float]]:
+    """A cost model's figures: per stage, the median duration of each family's completed attempts,
+    and over all of them (ALL_FAMILIES), rounded to 0.1 s."""
+    by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for sample in samples:
+        by[sample.stage][sample.family or ""].append(sample.duration_s)
+        by[sample.stage][ALL_FAMILIES].append(sample.duration_s)
+    return {stage: {fam: round(statistics.median(values), 1) for fam, values in sorted(per.items())}
+            for stage, per in sorted(by.items(), key=lambda kv: STAGES.index(kv[0]) if kv[0] in STAGES else 99)}
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """How the team lead runs work at once: --workers in all, the pool's timed slots, stage caps."""
+
+    workers: int
+    timed_slots: int
+    limits: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class StageBasis:
-    """What one stage contributes: its median, how many samples it rests on, the work left."""
+    """What one stage contributes: its tasks left, their mean estimate and what that rests on."""
 
     stage: str
-    median_s: float | None
-    samples: int
-    left: int  # unfinished tasks of this stage (pending, waiting or running)
+    source: str  # BOARD: its attempts on this board; HOST / SHIPPED: a prior; NONE: nothing
+    samples: int  # the attempts it rests on (SHIPPED: this board's attempts of other stages it is scaled by)
+    left: int  # unfinished tasks of this stage that this run can still reach
+    task_s: float | None  # a full task's estimate (mean over those tasks); None: no estimate
+    factor: float | None = None  # how fast it runs here against the cost model
+
+    def text(self) -> str:
+        if self.source == NONE:
+            return f"{self.stage} ? x{self.left} (no sample, no prior)"
+        assert self.task_s is not None  # every other source has one
+        if self.source == BOARD:
+            return f"{self.stage} {fmt_s(self.task_s)} x{self.left} (median of {self.samples} here)"
+        if self.source == HOST:
+            prior = f"{self.samples} attempt(s) on earlier boards of this host"
+        else:
+            prior = f"cost model x{self.factor:.2f}, as other stages ran here" if self.samples else "cost model"
+        return f"{self.stage} ~{fmt_s(self.task_s)} x{self.left} (prior: {prior})"
 
 
 @dataclass(frozen=True)
 class Eta:
-    seconds: float | None  # None: nothing measured yet for any stage with work left
+    seconds: float | None  # None: a stage with work left has no estimate at all
     stages: list[StageBasis] = field(default_factory=list)
-
-    @property
-    def partial(self) -> bool:
-        """Some stage with work left has no completed attempt yet: the ETA is a lower bound."""
-        return any(b.left and b.median_s is None for b in self.stages)
+    known_s: float = 0.0  # the layout's end with unestimated tasks counted as zero (seconds when all known)
+    timed_s: float = 0.0  # timed work left (task-seconds), for the basis
+    untimed_s: float = 0.0  # untimed work left (task-seconds)
 
     def basis(self) -> str:
-        """e.g. 'discovery 3s x1 (n=4), healing ? x2 (no sample yet)': per stage with work left."""
-        parts = []
-        for b in self.stages:
-            if not b.left:
-                continue
-            if b.median_s is None:
-                parts.append(f"{b.stage} ? x{b.left} (no sample yet)")
-            else:
-                parts.append(f"{b.stage} {fmt_s(b.median_s)} x{b.left} (median of {b.samples})")
-        return ", ".join(parts)
+        """Per stage with work left: its estimate per task, how many, and what it rests on."""
+        return ", ".join(b.text() for b in self.stages if b.left)
 
     def text(self) -> str:
-        """'ETA 4m10s [basis]', '>= 4m10s' when a stage is still unmeasured, '?' when none is."""
+        """'ETA 47m10s [...]'. With a stage that has neither a sample nor a prior there is no estimate,
+        and the line says so: the rest's figure is labelled a lower bound, never shown as the ETA."""
         if not any(b.left for b in self.stages):
             return "ETA 0s"
         if self.seconds is None:
-            return f"ETA ? [{self.basis()}]"
-        return f"ETA {'>=' if self.partial else ''}{fmt_s(self.seconds)} [{self.basis()}]"
+            missing = ", ".join(b.stage for b in self.stages if b.left and b.source == NONE)
+            return f"ETA unknown: no sample or prior for {missing} (the rest alone: {fmt_s(self.known_s)}) " \
+                   f"[{self.basis()}]"
+        return f"ETA {fmt_s(self.seconds)} [{self.basis()}; work left: timed {fmt_s(self.timed_s)}, " \
+               f"untimed {fmt_s(self.untimed_s)}]"
 
 
 def fmt_s(seconds: float | None) -> str:
@@ -84,40 +163,135 @@ def _running_for(task: TaskRecord, now: datetime) -> float:
     return max(0.0, (now - started).total_seconds())
 
 
-def concurrency(stages: Iterable[str], workers: int, limits: Mapping[str, int], timed_slots: int) -> dict[str, int]:
-    """Tasks of each stage that run at once: --workers and the stage's cap (`limits`, default
-    --workers); a timed stage also needs a device (or a CPU core group) of its own, so at most the
-    pool's `timed_slots` run together, whatever --workers says."""
-    out = {}
+def _ratio(samples: Sequence[Sample], costs: CostModel) -> float:
+    """The median of actual / cost-model over `samples` (a stage the model lacks: actual / 1 s)."""
+    return statistics.median(s.duration_s / (costs.base(s.stage, s.family) or 1.0) for s in samples)
+
+
+def _scales(stages: Iterable[str], board: Sequence[Sample], host: Sequence[Sample],
+            costs: CostModel) -> dict[str, tuple[str, int, float | None]]:
+    """stage -> (source, samples, factor): how fast the stage runs here against the cost model.
+    A stage with no attempt here or on the host takes the shipped figure scaled as this board's
+    other stages run (a busy or a faster host slows or speeds every stage), 1 before any."""
+    modelled = [s for s in board if s.stage in costs.stages]
+    host_speed = _ratio(modelled, costs) if modelled else 1.0
+    out: dict[str, tuple[str, int, float | None]] = {}
     for stage in stages:
-        n = min(workers, limits.get(stage, workers))
-        out[stage] = max(1, min(n, timed_slots) if is_timed(stage) else n)
+        for source, pool in ((BOARD, board), (HOST, host)):
+            mine = [s for s in pool if s.stage == stage]
+            if mine:
+                out[stage] = (source, len(mine), _ratio(mine, costs))
+                break
+        else:
+            out[stage] = (SHIPPED, len(modelled), host_speed) if stage in costs.stages else (NONE, 0, None)
     return out
 
 
-def estimate(
-    tasks: Iterable[TaskRecord],
-    stages: Iterable[str],
-    durations: Mapping[str, list[float]],
-    workers: Mapping[str, int],
-    now: datetime,
-) -> Eta:
-    """The time left for the unfinished tasks of `stages`, from `durations` (stage -> completed
-    attempt durations) and `workers` (stage -> concurrency)."""
-    order = list(stages)
-    left: dict[str, list[TaskRecord]] = {stage: [] for stage in order}
+class _Step(NamedTuple):
+    stage: str
+    seconds: float  # what is left of it (0 when it has no estimate)
+    running: bool
+
+
+def estimate(tasks: Iterable[TaskRecord], models: Sequence[ModelRecord], stages: Sequence[str],
+             board: Sequence[Sample], host: Sequence[Sample], costs: CostModel, lanes: Lanes,
+             now: datetime) -> Eta:
+    """The time left for the unfinished tasks of `stages` (the ones this run runs, in stage order).
+
+    `models` in the board's order (priority, then registration: the claim order); `board`: the
+    completed attempts on this board; `host`: those on earlier boards of this host. A model's
+    tasks after a failed or blocked one, or after one of a stage this run does not run, are not
+    counted: this run never reaches them. Stages the model's policy skips are passed over."""
+    selected = set(stages)
+    scales = _scales(stages, board, host, costs)
+    family = {m.pk: m.task_family for m in models}
+    skips = {m.pk: set(m.skip_stages) for m in models}  # the board passes over them (never run)
+    order = {m.pk: i for i, m in enumerate(models)}
+    by_model: dict[int, list[TaskRecord]] = defaultdict(list)
     for task in tasks:
-        if task.stage in left and task.status not in TERMINAL_STATUSES:
-            left[task.stage].append(task)
-    total: float | None = None
-    basis = []
-    for stage in order:
-        samples = durations.get(stage, [])
-        median = statistics.median(samples) if samples else None
-        basis.append(StageBasis(stage, median, len(samples), len(left[stage])))
-        if median is None or not left[stage]:
-            continue
-        work = sum(max(0.0, median - _running_for(t, now)) if t.status == "in_progress" else median
-                   for t in left[stage])
-        total = (total or 0.0) + work / max(1, workers.get(stage, 1))
-    return Eta(total, basis)
+        by_model[task.model_pk].append(task)
+    chains: list[list[_Step]] = []
+    left: Counter[str] = Counter()
+    full: dict[str, list[float]] = defaultdict(list)  # full-task estimates, for the basis
+    for pk in sorted(by_model, key=lambda pk: order.get(pk, len(order))):
+        chain = []
+        for task in sorted(by_model[pk], key=lambda t: STAGES.index(t.stage)):
+            if task.status in DONE_STATUSES or (task.status == "waiting" and task.stage in skips.get(pk, ())):
+                continue
+            if task.status in TERMINAL_STATUSES or task.stage not in selected:
+                break
+            factor = scales[task.stage][2]
+            base = costs.base(task.stage, family.get(pk)) or 1.0
+            cost = None if factor is None else base * factor
+            running = task.status == "in_progress"
+            rest = 0.0 if cost is None else (max(0.0, cost - _running_for(task, now)) if running else cost)
+            chain.append(_Step(task.stage, rest, running))
+            left[task.stage] += 1
+            if cost is not None:
+                full[task.stage].append(cost)
+        if chain:
+            chains.append(chain)
+    basis = [StageBasis(st, scales[st][0], scales[st][1], left[st],
+                        statistics.fmean(full[st]) if full[st] else None, scales[st][2]) for st in stages]
+    end = layout(chains, lanes)
+    unknown = any(b.left and b.source == NONE for b in basis)
+    timed = sum(step.seconds for chain in chains for step in chain if is_timed(step.stage))
+    untimed = sum(step.seconds for chain in chains for step in chain if not is_timed(step.stage))
+    return Eta(None if unknown else end, basis, end, timed, untimed)
+
+
+def layout(chains: Sequence[Sequence[_Step]], lanes: Lanes) -> float:
+    """When the work of `chains` (one per model, in claim order; a chain's steps one after another)
+    ends, run by the scheduling rule: at every moment each free worker takes a ready step, a timed
+    one while a timed slot is free, else an untimed one, the model furthest along first; at most
+    `lanes.workers` steps at once, `lanes.timed_slots` timed ones, and a stage's cap of its own."""
+    workers, slots = max(1, lanes.workers), max(1, lanes.timed_slots)
+    pos = [0] * len(chains)
+    busy: Counter[str] = Counter()
+    ready: dict[bool, list[tuple[int, int]]] = {True: [], False: []}  # timed? -> heap of (rank, chain)
+    ends: list[tuple[float, int]] = []  # heap of (end, chain)
+    now = 0.0
+
+    def start(i: int) -> None:
+        step = chains[i][pos[i]]
+        busy[step.stage] += 1
+        busy["<timed>" if is_timed(step.stage) else "<untimed>"] += 1
+        heapq.heappush(ends, (now + step.seconds, i))
+
+    def queue(i: int) -> None:
+        step = chains[i][pos[i]]
+        heapq.heappush(ready[is_timed(step.stage)], (-STAGES.index(step.stage) * len(chains) + i, i))
+
+    def take(timed: bool) -> int | None:
+        """The first ready chain of this kind whose stage is under its cap."""
+        skipped, found = [], None
+        heap = ready[timed]
+        while heap:
+            item = heapq.heappop(heap)
+            stage = chains[item[1]][pos[item[1]]].stage
+            if busy[stage] < lanes.limits.get(stage, workers):
+                found = item[1]
+                break
+            skipped.append(item)
+        for item in skipped:
+            heapq.heappush(heap, item)
+        return found
+
+    for i, chain in enumerate(chains):
+        (start if chain[0].running else queue)(i)
+    while True:
+        while busy["<timed>"] + busy["<untimed>"] < workers:
+            found = take(True) if busy["<timed>"] < slots else None
+            found = take(False) if found is None else found
+            if found is None:
+                break
+            start(found)
+        if not ends:
+            return now
+        now, i = heapq.heappop(ends)
+        done = chains[i][pos[i]]
+        busy[done.stage] -= 1
+        busy["<timed>" if is_timed(done.stage) else "<untimed>"] -= 1
+        pos[i] += 1
+        if pos[i] < len(chains[i]):
+            queue(i)

@@ -2,7 +2,9 @@
 
 With a terminal the table redraws in place (overall percent and ETA on top); without one
 (CI, a log file, the watchdog) a progress line is logged every PLAIN_EVERY_S seconds instead.
-Every line recomputes the ETA (teamlead/eta.py) and shows what it rests on.
+Every line recomputes the ETA (teamlead/eta.py) and shows what it rests on. After every finished
+attempt the board's completed attempts are re-read and, for the product's own stages, written to
+the host's stage history (teamlead/history.py), the prior of later boards.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from rich.text import Text
 
 from ascendbridge.board.records import utcnow
 from ascendbridge.stages import TERMINAL_STATUSES
-from ascendbridge.teamlead.eta import Eta, concurrency, estimate
+from ascendbridge.teamlead.eta import CostModel, Eta, Lanes, Sample, estimate
+from ascendbridge.teamlead.history import HistoryError, HostHistory
 
 if TYPE_CHECKING:
     from ascendbridge.teamlead.scheduler import TeamLead
@@ -31,42 +34,68 @@ STYLE = {"completed": "green", "failed": "red", "blocked": "magenta", "skipped":
          "in_progress": "bold yellow", "pending": "cyan", "waiting": "dim"}
 
 
-def overall(lead: TeamLead, durations: dict[str, list[float]]) -> tuple[int, int, Eta]:
-    """(terminal tasks, all tasks) over the selected stages, and the ETA of the rest."""
-    tasks = [t for t in lead.store.list_tasks() if t.stage in lead.settings.stages]
-    done = sum(1 for t in tasks if t.status in TERMINAL_STATUSES)
+def overall(lead: TeamLead, board: list[Sample], host: list[Sample], costs: CostModel) -> tuple[int, int, Eta]:
+    """(terminal tasks, all tasks) over the selected stages, and the ETA of the rest: `board` the
+    completed attempts on this board, `host` those on earlier boards of this host."""
+    tasks = lead.store.list_tasks()
+    selected = [t for t in tasks if t.stage in lead.settings.stages]
+    done = sum(1 for t in selected if t.status in TERMINAL_STATUSES)
     runnable = [s for s in lead.settings.stages if s not in lead.stats.not_runnable]
-    workers = concurrency(runnable, lead.settings.workers, lead.settings.stage_limits, lead.pool.capacity)
-    eta = estimate(tasks, runnable, durations, workers, utcnow())
-    return done, len(tasks), eta
-
-
-def summary_line(lead: TeamLead, durations: dict[str, list[float]]) -> str:
-    done, total, eta = overall(lead, durations)
-    pct = 100.0 * done / total if total else 100.0
-    return (f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "
-            f"{eta.text() if done < total else 'ETA 0s'}")
+    lanes = Lanes(lead.settings.workers, lead.pool.capacity, lead.settings.stage_limits)
+    eta = estimate(tasks, lead.store.list_models(), runnable, board, host, costs, lanes, utcnow())
+    return done, len(selected), eta
 
 
 class Progress:
-    """Called by the team lead once per loop; throttles itself."""
+    """Called by the team lead once per loop; throttles its lines, never its bookkeeping."""
 
     def __init__(self, console: Console, log: logging.Logger, live: bool,
-                 read_durations: Callable[[], dict[str, list[float]]]) -> None:
+                 read_attempts: Callable[[], list[tuple[str, str | None, float]]],
+                 history: HostHistory | None = None, costs: CostModel | None = None) -> None:
         self.console, self.log = console, log
-        self.read_durations = read_durations  # the board's reporting part: not the scheduler's lease interface
+        self.read_attempts = read_attempts  # the board's reporting part: not the scheduler's lease interface
+        self.history = history
+        self.costs = costs or CostModel.load()
         self.live: Live | None = Live(console=console, auto_refresh=False) if live else None
         self._last = 0.0
-        self._durations: dict[str, list[float]] = {}
-        self._finished_seen = -1  # attempts finished when the durations were last read
+        self._samples: list[Sample] = []
+        self._finished_seen = -1  # attempts finished when the board's attempts were last read
+        self._host: list[Sample] | None = None  # the host's priors, read once per run
 
-    def durations(self, lead: TeamLead) -> dict[str, list[float]]:
-        """The board's completed-attempt durations, re-read only after an attempt finished."""
+    def summary_line(self, lead: TeamLead) -> str:
+        done, total, eta = overall(lead, self._samples, self.host_priors(), self.costs)
+        pct = 100.0 * done / total if total else 100.0
+        return (f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "
+                f"{eta.text() if done < total else 'ETA 0s'}")
+
+    def host_priors(self) -> list[Sample]:
+        """Earlier boards' attempts on this host; a history file that cannot be used is ignored
+        with one warning (the ETA then rests on the shipped cost model)."""
+        if self._host is None:
+            self._host = []
+            if self.history is not None:
+                try:
+                    self._host = self.history.priors()
+                except HistoryError as exc:
+                    self.log.warning("ETA: %s; ignored (the next finished attempt rewrites it)", exc)
+        return self._host
+
+    def refresh(self, lead: TeamLead) -> None:
+        """After an attempt finished: re-read the board's completed attempts, and record those of the
+        product's own stages (entry points, not a test's stand-ins) as this board's history entry."""
         finished = sum(n for k, n in lead.stats.outcomes.items() if k != "dispatched")
-        if finished != self._finished_seen:
-            self._durations = self.read_durations()
-            self._finished_seen = finished
-        return self._durations
+        if finished == self._finished_seen:
+            return
+        self._finished_seen = finished
+        self._samples = [Sample(*row) for row in self.read_attempts()]
+        if self.history is None or finished == 0:
+            return
+        own = {name for name, ref in lead.refs.items() if ref.source == "entry-point"}
+        try:
+            self.history.record(s for s in self._samples if s.stage in own)
+        except OSError as exc:
+            self.log.warning("ETA: cannot write the stage history %s: %s", self.history.path, exc)
+            self.history = None  # once per run is enough
 
     def __enter__(self) -> Progress:
         if self.live:
@@ -78,6 +107,7 @@ class Progress:
             self.live.stop()
 
     def __call__(self, lead: TeamLead, force: bool = False) -> None:
+        self.refresh(lead)
         now = time.monotonic()
         every = LIVE_EVERY_S if self.live else PLAIN_EVERY_S
         if force and not self.live:
@@ -88,7 +118,7 @@ class Progress:
         if self.live:
             self.live.update(self.render(lead), refresh=True)
         else:
-            self.log.info(summary_line(lead, self.durations(lead)))
+            self.log.info(self.summary_line(lead))
 
     def render(self, lead: TeamLead) -> Group:
         stages = lead.settings.stages
@@ -109,4 +139,4 @@ class Progress:
             table.add_row(model_id, *(Text(per_stage.get(st, "-"), style=STYLE.get(per_stage.get(st, ""), ""))
                                       for st in stages))
         more = f" (+{len(rows) - MAX_ROWS} more models)" if len(rows) > MAX_ROWS else ""
-        return Group(Text(summary_line(lead, self.durations(lead)) + more, style="bold"), table)
+        return Group(Text(self.summary_line(lead) + more, style="bold"), table)

@@ -1,71 +1,260 @@
-"""The ETA: per-stage medians applied to the work left, recomputed as running tasks age."""
+"""The ETA: every task costed (a measured median, or a prior shown as such), laid out the way the
+team lead runs work (timed lane beside untimed lanes), recomputed as running tasks age; the host's
+stage history; the bench that replays a finished board."""
 
 from __future__ import annotations
 
+import json
+import logging
+import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
-from ascendbridge.board import BoardStore, Registration, TaskRecord
+import pytest
+from rich.console import Console
+
+from ascendbridge.board import BoardStore, ModelRecord, Registration, TaskRecord
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.placement import DevicePool
-from ascendbridge.teamlead.eta import concurrency, estimate
-from ascendbridge.teamlead.progress import overall
+from ascendbridge.stages import STAGES
+from ascendbridge.teamlead.eta import COSTS_FILE, CostModel, Eta, Lanes, Sample, estimate
+from ascendbridge.teamlead.history import HistoryError, HostHistory
+from ascendbridge.teamlead.progress import Progress, overall
+from ascendbridge.teamlead.registry import StageRef
 from ascendbridge.teamlead.scheduler import RunStats
 from ascendbridge.teamlead.settings import TeamLeadSettings
+from bench import eta_error
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 
 NOW = datetime(2026, 12, 1, 7, 0, 0, tzinfo=timezone.utc)
+COSTS = CostModel({"discovery": {"*": 10.0}, "healing": {"*": 50.0, "seq2seq": 100.0},
+                   "benchmark": {"*": 50.0}, "optimization": {"*": 200.0}})
 
 
-def task(stage: str, status: str, started_s_ago: float | None = None, n: int = 1) -> TaskRecord:
+def task(stage: str, status: str, n: int = 1, started_s_ago: float | None = None) -> TaskRecord:
     started = (NOW - timedelta(seconds=started_s_ago)).isoformat() if started_s_ago is not None else None
-    return TaskRecord(id=n, model_pk=n, model_id=f"m{n}", adaptation_name=f"m{n}", priority=0, stage=stage,
-                      status=status, attempts=1, fencing_token=1, started_at=started, updated_at=NOW.isoformat())
+    return TaskRecord(id=n * 10 + STAGES.index(stage), model_pk=n, model_id=f"m{n}", adaptation_name=f"m{n}",
+                      priority=0, stage=stage, status=status, attempts=1, fencing_token=1, started_at=started,
+                      updated_at=NOW.isoformat())
 
 
-def test_eta_sums_stage_medians_over_workers_and_says_its_basis() -> None:
-    tasks = [task("discovery", "completed", n=1), task("healing", "pending", n=2), task("healing", "pending", n=3),
-             task("benchmark", "pending", n=2), task("benchmark", "pending", n=3)]
-    durations = {"discovery": [2.0, 4.0, 3.0], "healing": [30.0, 50.0, 40.0], "benchmark": [120.0]}
-    eta = estimate(tasks, ["discovery", "healing", "benchmark"], durations,
-                   {"discovery": 2, "healing": 2, "benchmark": 1}, NOW)
-    assert eta.seconds == 2 * 40.0 / 2 + 2 * 120.0  # healing in parallel, benchmark one at a time
-    assert eta.text() == ("ETA 4m40s [healing 40s x2 (median of 3), benchmark 2m00s x2 (median of 1)]")
+def model(n: int, family: str | None = None) -> ModelRecord:
+    return ModelRecord(pk=n, model_id=f"m{n}", source="local", description="", adaptation_name=f"m{n}", priority=0,
+                       allow_remote_code=False, paused=False, env_mode="locked", task_family=family,
+                       created_at=NOW.isoformat())
 
 
-def test_eta_counts_down_while_a_task_runs_and_flags_unmeasured_stages() -> None:
-    durations = {"healing": [60.0]}
-    stages, workers = ["healing", "benchmark"], {"healing": 1, "benchmark": 1}
-    fresh = estimate([task("healing", "in_progress", 10)], stages, durations, workers, NOW)
-    later = estimate([task("healing", "in_progress", 40)], stages, durations, workers, NOW)
-    assert (fresh.seconds, later.seconds) == (50.0, 20.0)  # not frozen between completions
-    overdue = estimate([task("healing", "in_progress", 90)], stages, durations, workers, NOW)
-    assert overdue.seconds == 0.0
-    partial = estimate([task("healing", "pending", n=1), task("benchmark", "pending", n=1)], stages, durations,
-                       workers, NOW)
-    assert partial.partial and partial.text() == (
-        "ETA >=1m00s [healing 1m00s x1 (median of 1), benchmark ? x1 (no sample yet)]")
-    nothing = estimate([task("benchmark", "pending")], stages, {}, workers, NOW)
-    assert nothing.seconds is None and nothing.text() == "ETA ? [benchmark ? x1 (no sample yet)]"
-    assert estimate([task("healing", "completed")], stages, durations, workers, NOW).text() == "ETA 0s"
+def run(tasks: list[TaskRecord], stages: list[str], board: Sequence[Sample] = (), host: Sequence[Sample] = (),
+        lanes: Lanes = Lanes(2, 1), families: dict[int, str] | None = None) -> Eta:
+    """The ETA of `tasks` (model n's family: families[n]) against COSTS, at NOW."""
+    models = [model(n, (families or {}).get(n)) for n in sorted({t.model_pk for t in tasks})]
+    return estimate(tasks, models, stages, list(board), list(host), COSTS, lanes, NOW)
 
 
-def test_timed_stages_divide_by_the_pools_timed_slots_not_the_workers(tmp_path: Path) -> None:
-    """8 workers: discovery runs 8 at a time everywhere, benchmark only as many as there are
+def test_a_stage_with_no_completed_attempt_costs_its_prior_and_says_so() -> None:
+    """Today's bug: benchmark had no completed attempt and counted as zero (`ETA >=1m19s`)."""
+    tasks = [task("healing", "pending", 1), task("benchmark", "waiting", 1)]
+    eta = run(tasks, ["healing", "benchmark"], board=[Sample("healing", None, 100.0)])  # healing runs x2 here
+    assert eta.seconds == 100.0 + 100.0  # healing measured; benchmark's prior 50 s scaled as healing ran (x2)
+    assert eta.text().startswith("ETA 3m20s [healing 1m40s x1 (median of 1 here), "
+                                 "benchmark ~1m40s x1 (prior: cost model x2.00, as other stages ran here)")
+    fresh = run(tasks, ["healing", "benchmark"])  # nothing measured on this board yet
+    assert fresh.seconds == 50.0 + 50.0 and "benchmark ~50s x1 (prior: cost model)" in fresh.text()
+    assert ">=" not in eta.text() + fresh.text()
+
+
+def test_priors_are_per_family_and_host_history_comes_before_the_cost_model() -> None:
+    tasks = [task("healing", "pending", 1), task("healing", "pending", 2)]
+    shipped = run(tasks, ["healing"], families={1: "seq2seq", 2: "causal_lm"}, lanes=Lanes(1, 1))
+    assert shipped.seconds == 100.0 + 50.0  # seq2seq's own figure, the stage's '*' for a family it lacks
+    host = [Sample("healing", "seq2seq", 300.0), Sample("healing", "seq2seq", 300.0)]  # this host: x3
+    hosted = run(tasks, ["healing"], host=host, families={1: "seq2seq", 2: "causal_lm"}, lanes=Lanes(1, 1))
+    assert hosted.seconds == 300.0 + 150.0
+    assert "healing ~3m45s x2 (prior: 2 attempt(s) on earlier boards of this host)" in hosted.text()
+    here = run(tasks, ["healing"], board=[Sample("healing", "causal_lm", 25.0)], host=host,
+               families={1: "seq2seq", 2: "causal_lm"}, lanes=Lanes(1, 1))
+    assert here.seconds == 50.0 + 25.0 and "(median of 1 here)" in here.text()  # this board wins
+
+
+def test_no_sample_and_no_prior_is_unknown_never_a_lower_bound_shown_as_the_eta() -> None:
+    tasks = [task("discovery", "pending", 1), task("business_benchmark", "pending", 2)]
+    eta = run(tasks, ["discovery", "business_benchmark"])  # COSTS has no business_benchmark
+    assert eta.seconds is None and eta.known_s == 10.0
+    assert eta.text() == ("ETA unknown: no sample or prior for business_benchmark (the rest alone: 10s) "
+                          "[discovery ~10s x1 (prior: cost model), business_benchmark ? x1 (no sample, no prior)]")
+    measured = run(tasks, ["discovery", "business_benchmark"], board=[Sample("business_benchmark", None, 30.0)])
+    assert measured.seconds == 30.0  # beside discovery (the other worker); its median, not a prior
+    assert run([task("discovery", "completed")], ["discovery"]).text() == "ETA 0s"
+
+
+def test_timed_work_runs_on_its_slot_beside_untimed_work_the_eta_is_the_longer_lane() -> None:
+    """4 models, healing then benchmark, 50 s each; 2 workers, 1 timed slot: the benchmarks queue on
+    the slot from t=50 while the healings finish on the other worker: 50 + 4 x 50 = 250 s, where the
+    sum of the stages over their widths (the old ETA) said 4 x 50 / 2 + 4 x 50 = 300 s."""
+    tasks = [t for n in range(1, 5) for t in (task("healing", "pending", n), task("benchmark", "waiting", n))]
+    eta = run(tasks, ["healing", "benchmark"], board=[Sample("healing", None, 50.0), Sample("benchmark", None, 50.0)])
+    assert eta.seconds == 250.0 and (eta.timed_s, eta.untimed_s) == (200.0, 200.0)
+    assert run(tasks, ["healing", "benchmark"], lanes=Lanes(1, 1)).seconds == 400.0  # one worker: the sum
+    capped = run(tasks, ["healing", "benchmark"], lanes=Lanes(4, 4, {"benchmark": 1}))
+    assert capped.seconds == 50.0 + 4 * 50.0  # the stage's own cap holds the benchmarks to one at a time
+    # A model's tasks after a failed stage never run in this run: not counted.
+    stuck = [task("healing", "failed", 1), task("benchmark", "waiting", 1), task("healing", "pending", 2)]
+    assert run(stuck, ["healing", "benchmark"]).seconds == 50.0
+
+
+def test_the_eta_counts_down_while_a_task_runs() -> None:
+    board = [Sample("healing", None, 60.0)]
+    fresh = run([task("healing", "in_progress", 1, started_s_ago=10)], ["healing"], board=board)
+    later = run([task("healing", "in_progress", 1, started_s_ago=40)], ["healing"], board=board)
+    overdue = run([task("healing", "in_progress", 1, started_s_ago=90)], ["healing"], board=board)
+    assert (fresh.seconds, later.seconds, overdue.seconds) == (50.0, 20.0, 0.0)  # not frozen between completions
+
+
+def test_timed_slots_come_from_the_pool_not_the_workers(tmp_path: Path) -> None:
+    """8 workers, 4 models: discovery runs 4 at a time everywhere, benchmark as many as there are
     devices (8 NPUs, 2 GPUs) or timed core slots (one on a 2-core CPU host)."""
     store = BoardStore.init(tmp_path / "board.db")
-    store.register_models([Registration(model_id=f"m{i}") for i in range(4)])
-    durations = {"discovery": [10.0], "benchmark": [100.0]}
+    store.register_models([Registration(model_id=f"m{i}", skip_stages=["adaptation", "healing"]) for i in range(4)])
+    board = [Sample("discovery", None, 10.0), Sample("benchmark", None, 100.0)]
     settings = TeamLeadSettings(stages=("discovery", "benchmark"), workers=8)
     seen = {}
     for label, inventory in (("npu", detect(None, fake_runner(npu=FAKE_NPU_SMI_8X64), cpus=(0, 1), host="h")),
                              ("cuda", detect(None, fake_runner(nvidia=FAKE_NVIDIA_SMI_2X), cpus=(0, 1), host="h")),
                              ("cpu", detect(None, fake_runner(), cpus=(0, 1), host="h"))):
         lead = SimpleNamespace(store=store, settings=settings, pool=DevicePool(inventory), stats=RunStats())
-        _, total, eta = overall(lead, durations)  # type: ignore[arg-type]  # the parts overall() reads
+        _, total, eta = overall(lead, board, [], COSTS)  # type: ignore[arg-type]  # the parts overall() reads
         seen[label] = (total, eta.seconds)
     store.close()
-    assert seen == {"npu": (8, 4 * 10 / 8 + 4 * 100 / 8), "cuda": (8, 4 * 10 / 8 + 4 * 100 / 2),
-                    "cpu": (8, 4 * 10 / 8 + 4 * 100 / 1)}
-    assert concurrency(["benchmark", "healing"], 8, {"benchmark": 1}, 8) == {"benchmark": 1, "healing": 8}
+    assert seen == {"npu": (8, 10 + 100), "cuda": (8, 10 + 2 * 100), "cpu": (8, 10 + 4 * 100)}
+
+
+def test_the_shipped_cost_model_covers_every_stage_and_says_where_it_came_from() -> None:
+    costs = CostModel.load()
+    assert set(costs.stages) == set(STAGES) and all("*" in per for per in costs.stages.values())
+    assert {"board", "how", "first_attempt", "last_attempt"} <= set(costs.source)
+    assert costs.base("optimization", "causal_lm") != costs.base("optimization", "image_classification")
+    assert costs.base("optimization", "no_such_family") == costs.stages["optimization"]["*"]
+    assert json.loads(COSTS_FILE.read_text())["stages"] == costs.stages
+
+
+# ---------------------------------------------------------------- the host's stage history
+def test_history_gives_earlier_boards_of_this_host_never_this_boards_own(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "stage_history.json"
+    HostHistory(path, tmp_path / "a.db", "h1").record([Sample("benchmark", "causal_lm", 60.0),
+                                                       Sample("healing", None, 50.0)])
+    HostHistory(path, tmp_path / "other-host.db", "h2").record([Sample("benchmark", None, 999.0)])
+    assert HostHistory(path, tmp_path / "b.db", "h1").priors() == [Sample("benchmark", "causal_lm", 60.0),
+                                                                   Sample("healing", None, 50.0)]
+    assert HostHistory(path, tmp_path / "a.db", "h1").priors() == []  # its own attempts are no prior
+    HostHistory(path, tmp_path / "a.db", "h1").record([Sample("benchmark", "causal_lm", 70.0)])  # replaced, not added
+    assert HostHistory(path, tmp_path / "b.db", "h1").priors() == [Sample("benchmark", "causal_lm", 70.0)]
+
+
+@pytest.mark.parametrize("content", [
+    "{not json", json.dumps([1, 2]), json.dumps({"version": 99, "boards": {}}),
+    json.dumps({"version": 1, "boards": {"/x.db": {"host": "h1", "samples": {"benchmark": {"": [-5]}}}}}),
+    json.dumps({"version": 1, "boards": {"/x.db": {"host": "h1", "samples": {"benchmark": {"": ["NaN"]}}}}}),
+    "\udcff",
+])
+def test_a_corrupted_history_is_ignored_with_a_warning_and_rewritten(
+        tmp_path: Path, content: str, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "stage_history.json"
+    path.write_bytes(content.encode("utf-8", "surrogateescape"))
+    history = HostHistory(path, tmp_path / "board.db", "h1")
+    with pytest.raises(HistoryError):
+        history.priors()
+    log = logging.getLogger("test-eta")
+    progress = Progress(Console(), log, False, lambda: [], history)
+    with caplog.at_level(logging.WARNING, logger="test-eta"):
+        assert progress.host_priors() == [] and progress.host_priors() == []
+    (warning,) = [r.getMessage() for r in caplog.records]  # once, not on every line
+    assert warning.startswith(f"ETA: stage history {path}")
+    assert warning.endswith("; ignored (the next finished attempt rewrites it)")
+    history.record([Sample("discovery", None, 9.0)])
+    assert HostHistory(path, tmp_path / "other.db", "h1").priors() == [Sample("discovery", None, 9.0)]
+
+
+def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> None:
+    """A stand-in registered under a stage's name (a test's toy stage, a plugin) must not teach the
+    host what that stage costs."""
+    path = tmp_path / "stage_history.json"
+    rows = [("discovery", "causal_lm", 9.0), ("healing", "causal_lm", 0.1)]
+    refs = {"discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point"),
+            "healing": StageRef("healing", "tests.teamlead.toy_stages:HEALING", "env")}
+    progress = Progress(Console(), logging.getLogger("test-eta"), False, lambda: rows,
+                        HostHistory(path, tmp_path / "board.db", "h1"))
+    stats = RunStats()
+    stats.outcomes["completed"] = 2
+    progress.refresh(SimpleNamespace(stats=stats, refs=refs))  # type: ignore[arg-type]  # what refresh() reads
+    assert HostHistory(path, tmp_path / "next.db", "h1").priors() == [Sample("discovery", "causal_lm", 9.0)]
+
+
+# ---------------------------------------------------------------- the bench
+STAGE_S = {"discovery": 0.2, "adaptation": 0.2, "healing": 0.3, "benchmark": 0.3, "optimization": 0.4,
+           "business_benchmark": 0.2}
+
+
+def _finished_board(path: Path, models: int) -> None:
+    """A real board run one task at a time, each attempt really taking STAGE_S[stage] seconds."""
+    store = BoardStore.init(path)
+    store.register_models([Registration(model_id=f"org/m{i}") for i in range(models)])
+    for i in range(models):
+        for stage in STAGES:
+            (row,) = store.list_tasks(stage=stage, model_id=f"org/m{i}")
+            claimed = store.claim_task(row.id, "bench-test", 60)
+            attempt = store.start_attempt(claimed.id, claimed.fencing_token, "run", str(path.parent / "log"))
+            start = time.monotonic()
+            time.sleep(STAGE_S[stage])
+            store.complete_task(claimed.id, claimed.fencing_token, {"summary": "ok"})
+            store.finish_attempt(attempt, 0, time.monotonic() - start, "completed")
+    store.close()
+
+
+def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    board = tmp_path / "board.db"
+    _finished_board(board, 2)
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps({"stages": {st: {"*": s} for st, s in STAGE_S.items()}}))
+    bad.write_text(json.dumps({"stages": {st: {"*": s * (4 if st == "benchmark" else 1)} for st, s in STAGE_S.items()}}))
+    argv = [str(board), "--workers", "1", "--timed-slots", "1", "--json"]
+    assert eta_error.main([*argv, "--costs", str(good)]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["finished"], r["tasks"]) for r in rows] == [(3, 12), (6, 12), (9, 12)]
+    replay = eta_error.load(board)
+    end = max(replay.finished.values())
+    for r in rows:
+        assert r["true_s"] == pytest.approx((end - datetime.fromisoformat(r["moment"])).total_seconds())
+        assert abs(r["error_pct"]) < 30, r
+    # A benchmark prior 4x too high: at 25 % (the first model's preparation done) no benchmark had
+    # completed, so the ETA rests on it; at 50 % the first model's had, and its measured duration
+    # replaces the prior.
+    assert eta_error.main([*argv, "--costs", str(bad), "--max-error", "30"]) == 1
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows[0]["error_pct"] > 30 and abs(rows[1]["error_pct"]) < 30 and abs(rows[2]["error_pct"]) < 30
+    assert "benchmark ~" in rows[0]["eta_line"] and "(prior: cost model" in rows[0]["eta_line"]
+    assert "(median of 1 here)" in rows[1]["eta_line"].split("benchmark ", 1)[1]
+    assert eta_error.main([str(board), "--costs", str(good)]) == 0  # the table
+    out = capsys.readouterr().out
+    assert "25% (3/12)" in out and "75% (9/12)" in out and "in-sample" not in out
+
+
+def test_the_bench_says_when_its_priors_are_in_sample_and_refuses_bad_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    board = tmp_path / "board.db"
+    _finished_board(board, 1)
+    assert eta_error.main([str(board), "--derive-costs"]) == 0
+    derived = tmp_path / "derived.json"
+    derived.write_text(capsys.readouterr().out)
+    assert CostModel.load(derived).stages["healing"]["*"] == pytest.approx(0.3, abs=0.1)
+    assert eta_error.main([str(board), "--costs", str(derived)]) == 0
+    assert "(derived from this very board: in-sample)" in capsys.readouterr().out
+    unfinished = tmp_path / "unfinished.db"
+    BoardStore.init(unfinished).register_models([Registration(model_id="org/x")])
+    for argv in ([str(tmp_path / "missing.db")], [str(unfinished)], [str(board), "--prior-scale", "nope=2"],
+                 [str(board), "--costs", str(tmp_path / "missing.json")]):
+        assert eta_error.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1
