@@ -91,8 +91,11 @@ class Progress:
         if self.history is None or finished == 0:
             return
         own = {name for name, ref in lead.refs.items() if ref.source == "entry-point"}
+        mine = [s for s in self._samples if s.stage in own]
+        if not mine:  # a board of stand-ins only: no entry that would push a real board out
+            return
         try:
-            self.history.record(s for s in self._samples if s.stage in own)
+            self.history.record(mine)
         except OSError as exc:
             self.log.warning("ETA: cannot write the stage history %s: %s", self.history.path, exc)
             self.history = None  # once per run is enough

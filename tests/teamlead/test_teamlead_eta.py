@@ -189,6 +189,10 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
     stats.outcomes["completed"] = 2
     progress.refresh(SimpleNamespace(stats=stats, refs=refs))  # type: ignore[arg-type]  # what refresh() reads
     assert HostHistory(path, tmp_path / "next.db", "h1").priors() == [Sample("discovery", "causal_lm", 9.0)]
+    toys = Progress(Console(), logging.getLogger("test-eta"), False, lambda: rows[1:],
+                    HostHistory(path, tmp_path / "toys.db", "h1"))
+    toys.refresh(SimpleNamespace(stats=stats, refs=refs))  # type: ignore[arg-type]
+    assert str((tmp_path / "toys.db").resolve()) not in json.loads(path.read_text())["boards"]  # no empty entry
 
 
 # ---------------------------------------------------------------- the bench
