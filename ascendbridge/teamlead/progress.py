@@ -55,15 +55,23 @@ class Progress:
         self.console, self.log = console, log
         self.read_attempts = read_attempts  # the board's reporting part: not the scheduler's lease interface
         self.history = history
-        self.costs = costs or CostModel.load()
+        self.costs = costs or self._shipped_costs()
         self.live: Live | None = Live(console=console, auto_refresh=False) if live else None
         self._last = 0.0
-        self._samples: list[Sample] = []
+        self.samples: list[Sample] = []  # the board's completed attempts, as last read
         self._finished_seen = -1  # attempts finished when the board's attempts were last read
         self._host: list[Sample] | None = None  # the host's priors, read once per run
 
+    def _shipped_costs(self) -> CostModel:
+        """The shipped cost model; a broken one is a warning, not a stopped run (no priors then)."""
+        try:
+            return CostModel.load()
+        except ValueError as exc:
+            self.log.warning("ETA: %s; no shipped priors in this run", exc)
+            return CostModel({})
+
     def summary_line(self, lead: TeamLead) -> str:
-        done, total, eta = overall(lead, self._samples, self.host_priors(), self.costs)
+        done, total, eta = overall(lead, self.samples, self.host_priors(), self.costs)
         pct = 100.0 * done / total if total else 100.0
         return (f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "
                 f"{eta.text() if done < total else 'ETA 0s'}")
@@ -87,11 +95,11 @@ class Progress:
         if finished == self._finished_seen:
             return
         self._finished_seen = finished
-        self._samples = [Sample(*row) for row in self.read_attempts()]
+        self.samples = [Sample(*row) for row in self.read_attempts()]
         if self.history is None or finished == 0:
             return
         own = {name for name, ref in lead.refs.items() if ref.source == "entry-point"}
-        mine = [s for s in self._samples if s.stage in own]
+        mine = [s for s in self.samples if s.stage in own]
         if not mine:  # a board of stand-ins only: no entry that would push a real board out
             return
         try:

@@ -176,6 +176,24 @@ def test_a_corrupted_history_is_ignored_with_a_warning_and_rewritten(
     assert HostHistory(path, tmp_path / "other.db", "h1").priors() == [Sample("discovery", None, 9.0)]
 
 
+def test_a_history_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "a-file" / "stage_history.json"  # its directory cannot be made
+    refs = {"discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point")}
+    rows = [("discovery", None, 9.0)]
+    progress = Progress(Console(), logging.getLogger("test-eta"), False, lambda: rows,
+                        HostHistory(path, tmp_path / "board.db", "h1"))
+    stats = RunStats()
+    with caplog.at_level(logging.WARNING, logger="test-eta"):
+        for n in (1, 2):
+            stats.outcomes["completed"] = n
+            progress.refresh(SimpleNamespace(stats=stats, refs=refs))  # type: ignore[arg-type]
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(f"ETA: cannot write the stage history {path}: ")
+    assert progress.samples == [Sample("discovery", None, 9.0)]  # the ETA still has the board's attempts
+
+
 def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> None:
     """A stand-in registered under a stage's name (a test's toy stage, a plugin) must not teach the
     host what that stage costs."""
