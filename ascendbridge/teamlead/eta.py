@@ -201,15 +201,18 @@ def estimate(tasks: Iterable[TaskRecord], models: Sequence[ModelRecord], stages:
     `models` in the board's order (priority, then registration: the claim order); `board`: the
     completed attempts on this board; `host`: those on earlier boards of this host. A model's
     tasks after a failed or blocked one, or after one of a stage this run does not run, are not
-    counted: this run never reaches them. Stages the model's policy skips are passed over."""
+    counted: this run never reaches them, nor a paused model's. Stages the model's policy skips are
+    passed over."""
     selected = set(stages)
     scales = _scales(stages, board, host, costs)
     family = {m.pk: m.task_family for m in models}
     skips = {m.pk: set(m.skip_stages) for m in models}  # the board passes over them (never run)
     order = {m.pk: i for i, m in enumerate(models)}
+    paused = {m.pk for m in models if m.paused}  # never claimed while paused
     by_model: dict[int, list[TaskRecord]] = defaultdict(list)
     for task in tasks:
-        by_model[task.model_pk].append(task)
+        if task.model_pk not in paused:
+            by_model[task.model_pk].append(task)
     chains: list[list[_Step]] = []
     left: Counter[str] = Counter()
     full: dict[str, list[float]] = defaultdict(list)  # full-task estimates, for the basis

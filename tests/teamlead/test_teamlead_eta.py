@@ -102,6 +102,9 @@ def test_timed_work_runs_on_its_slot_beside_untimed_work_the_eta_is_the_longer_l
     # A model's tasks after a failed stage never run in this run: not counted.
     stuck = [task("healing", "failed", 1), task("benchmark", "waiting", 1), task("healing", "pending", 2)]
     assert run(stuck, ["healing", "benchmark"]).seconds == 50.0
+    paused = estimate(tasks, [model(1).model_copy(update={"paused": True}), *(model(n) for n in range(2, 5))],
+                      ["healing", "benchmark"], [], [], COSTS, Lanes(2, 1), NOW)
+    assert paused.seconds == 50.0 + 3 * 50.0  # a paused model is never claimed
 
 
 def test_the_eta_counts_down_while_a_task_runs() -> None:
