@@ -249,6 +249,8 @@ def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [(r["finished"], r["tasks"]) for r in rows] == [(3, 12), (6, 12), (9, 12)]
     replay = eta_error.load(board)
+    with BoardStore(board, read_only=True) as store:  # what the team lead's ETA reads: the same attempts
+        assert [Sample(*row) for row in store.completed_attempts()] == replay.samples()
     end = max(replay.finished.values())
     for r in rows:
         assert r["true_s"] == pytest.approx((end - datetime.fromisoformat(r["moment"])).total_seconds())
