@@ -21,6 +21,7 @@ from ascendbridge.package.weights import weights_available
 from ascendbridge.stacks import describe
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from ascendbridge.stage_inputs import run_with_inputs
+from benchmark.op_coverage import record_and_report
 from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
 from benchmark.settings import BenchmarkSettings
@@ -173,6 +174,7 @@ class BenchmarkStage:
         for kept in island_findings(spec, runs):
             findings.append(kept)
             ctx.say(f"finding: {kept['summary']}")
+        coverage = record_and_report(ctx)  # untimed, after the timed runs (docs/operators.md)
         try:
             update_readme_results(ctx.adaptation_dir, results_markdown(runs))
         except (GeneratorError, OSError) as exc:
@@ -181,6 +183,7 @@ class BenchmarkStage:
                              for r in runs] + [f"finding: {f['summary']}" for f in findings])
         return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None,
                                                      "stack": stack, "dtype_findings": findings,
+                                                     "op_coverage": coverage,
                                                      "reference_fp64": {r["dtype"]: r.get("reference_fp64")
                                                                         for r in runs}},
                             metrics=figures)

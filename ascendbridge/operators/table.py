@@ -54,6 +54,9 @@ class OpTable:
     source: dict[str, Any]
     ops: dict[str, list[str]] = field(default_factory=dict)  # e.g. {"topk": ["yaml:supported", "so:NPU"]}
     custom: list[str] = field(default_factory=list)  # the release's own npu_* operators
+    # op -> the dtypes its kernel takes, where known (a wheel carries no such lists: empty for
+    # tables built from one; the gap report checks dtypes only for the ops listed here)
+    dtypes: dict[str, list[str]] = field(default_factory=dict)
 
     def has(self, op: str) -> bool:
         """True when the release registers `op` (`name` or `name.overload`) for the NPU."""
@@ -67,7 +70,8 @@ class OpTable:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": TABLE_FORMAT, "release": self.release, "source": self.source, "counts": self.counts(),
-                "ops": {o: self.ops[o] for o in sorted(self.ops)}, "custom": sorted(self.custom)}
+                "dtypes": self.dtypes, "ops": {o: self.ops[o] for o in sorted(self.ops)},
+                "custom": sorted(self.custom)}
 
 
 def yaml_ops(text: str) -> dict[str, list[str]]:
@@ -221,7 +225,7 @@ def load_table(release: str, data_dir: Path = DATA_DIR) -> OpTable:
         if data.get("format") != TABLE_FORMAT:
             raise ValueError(f"format {data.get('format')!r}")
         return OpTable(str(data["release"]), dict(data["source"]), {k: list(v) for k, v in data["ops"].items()},
-                       list(data.get("custom") or []))
+                       list(data.get("custom") or []), {k: list(v) for k, v in (data.get("dtypes") or {}).items()})
     except (ValueError, KeyError, TypeError) as exc:
         raise TableError(f"{path.name}: not an operator table ({exc})") from None
 
