@@ -33,6 +33,7 @@ LIBRARY_PATH = "torch_npu/lib/libtorch_npu.so"
 VERSION_PATH = "torch_npu/version.py"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TABLE_FORMAT = "ascendbridge.op_table/1"
+PINNED_RELEASE = "2.7.1.post2"  # the release the product pins (docs/operators.md); others are compared
 ATEN_SECTIONS = ("supported", "symint", "autograd", "quant")
 NPU_KEYS = ("NPU", "AutogradNPU", "SparseNPU", "PrivateUse1", "AutogradPrivateUse1")
 _OP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ascendbridge.config import REPO_ROOT
 from ascendbridge.operators import gaps
 from ascendbridge.operators import table as op_table
 from benchmark import op_coverage
 from tests.benchmark.bench_support import make_adaptation
 from tests.support.torch_env import torch_env_python
+
+SCRIPT = REPO_ROOT / "scripts" / "op_coverage.py"
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +105,28 @@ def test_the_gate_recomputes_the_report(recorded: tuple[Path, dict[str, Any]], t
     (directory / op_coverage.PROFILE).write_text("{}")
     changed = op_coverage.evidence_check(directory)
     assert changed is not None and "sha256 does not match" in changed.problems[0]
+
+
+def test_the_worklist_ranks_the_ops_blocking_most_models(recorded: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    _, profile = recorded
+    pinned = op_table.load_table("2.7.1.post2")
+    root = tmp_path / "adaptations"
+    for name, missing in (("model-a", ("argmax", "argmax.out", "scaled_dot_product_attention")),
+                          ("model-b", ("scaled_dot_product_attention",)), ("model-c", ())):
+        (root / name).mkdir(parents=True)
+        report = gaps.gap_report(profile, without(pinned, *missing))
+        (root / name / op_coverage.REPORT).write_text(json.dumps({"reports": {"2.7.1.post2": report}}))
+    env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(root))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "worklist", "--json"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [(r["op"], r["models"], r["blocking"]) for r in rows] == [
+        ("scaled_dot_product_attention", ["model-a", "model-b"], True), ("argmax", ["model-a"], False)]
+    assert rows[0]["spec"]["signature"].startswith("aten::scaled_dot_product_attention(")
+    text = subprocess.run([sys.executable, str(SCRIPT), "worklist"], capture_output=True, text=True, timeout=120,
+                          env=env).stdout
+    assert "3 model(s) with operator reports, 2 missing op(s)" in text
+    missing = subprocess.run([sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"], capture_output=True,
+                             text=True, timeout=120, env=env)
+    assert missing.returncode == 1 and missing.stderr.startswith("error: model-c: no op_profile.json")
