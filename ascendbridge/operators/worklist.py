@@ -14,15 +14,24 @@ from typing import Any
 REPORT_FILE = "op_gaps.json"  # benchmark/op_coverage.py REPORT (the stage writes it under this name)
 
 
+def model_report(adaptation_dir: Path | None) -> dict[str, Any] | None:
+    """One adaptation's op_gaps.json; None when absent or unreadable."""
+    path = Path(adaptation_dir) / REPORT_FILE if adaptation_dir is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("reports"), dict) else None
+
+
 def model_reports(adaptations_root: Path) -> dict[str, dict[str, Any]]:
     """Adaptation name -> its op_gaps.json (unreadable ones are left out)."""
     found = {}
     for path in sorted(Path(adaptations_root).glob(f"*/{REPORT_FILE}")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("reports"), dict):
+        data = model_report(path.parent)
+        if data is not None:
             found[path.parent.name] = data
     return found
 
