@@ -5,14 +5,15 @@ Two sources, both read from the wheel's zip:
   registers for the NPU backend (sections `supported`, `symint`, `autograd`, `quant`: ATen ops;
   `custom`: the release's own `npu_*` operators). Read line by line (the file is flat YAML: a
   section name, then `- name` or `- func: signature` items), so the framework needs no YAML library.
-- `torch_npu/lib/libtorch_npu.so`: what the library really registers. Its `.rodata` section (found
-  through the ELF section headers) holds the dispatcher's registration literals (`topk.values`) and
+- `torch_npu/lib/libtorch_npu.so`: what the library really registers. Its read-only data (`.rodata`
+  and the `.rodata.str*` sections newer toolchains split strings into, found through the ELF
+  section headers) holds the dispatcher's registration literals (`topk.values`) and
   the names of the generated kernel wrappers, `wrapper_<Key>_<overload>_<kernel>` (e.g.
   `wrapper_NPU_values_topk_out`), as C++ type names with a length prefix. An op `name.overload` is
   registered when a wrapper of an NPU dispatch key names its overload and a kernel `name`
-  (`name_out`, `name_`) and the literal `name.overload` is in `.rodata` (possibly as the tail of a
+  (`name_out`, `name_`) and the literal `name.overload` is there (possibly as the tail of a
   longer string: the linker merges string tails); an op without overload when a wrapper
-  `wrapper_<Key>__<name>` exists.
+  `wrapper_<Key>__<name>` exists and `name` is a string of its own there or declared in the YAML.
 The table is the union, each op with where it was found; `data/torch_npu-<version>.json` holds it
 with the wheel's URL and sha256 (scripts/op_coverage.py build-table regenerates it).
 """
@@ -24,6 +25,7 @@ import json
 import re
 import struct
 import zipfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,7 +103,8 @@ def yaml_ops(text: str) -> dict[str, list[str]]:
 
 
 def rodata_strings(library: bytes) -> list[bytes]:
-    """The NUL-separated strings of an ELF64 little-endian library's `.rodata` section."""
+    """The NUL-separated strings of an ELF64 little-endian library's read-only data sections
+    (`.rodata` and the `.rodata.*` string sections some toolchains split it into)."""
     if library[:4] != b"\x7fELF" or library[4] != 2 or library[5] != 1:
         raise TableError("not an ELF64 little-endian library")
     shoff, = struct.unpack_from("<Q", library, 0x28)
@@ -111,15 +114,21 @@ def rodata_strings(library: bytes) -> list[bytes]:
         name, _type, _flags, _addr, offset, size = struct.unpack_from("<IIQQQQ", library, shoff + i * shentsize)
         return name, offset, size
 
+    strings: list[bytes] = []
+    found = False
     try:
         _, names_at, _ = header(shstrndx)
         for i in range(shnum):
             name, offset, size = header(i)
-            if library[names_at + name:library.index(b"\0", names_at + name)] == b".rodata":
-                return library[offset:offset + size].split(b"\0")
+            section = library[names_at + name:library.index(b"\0", names_at + name)]
+            if section == b".rodata" or section.startswith(b".rodata."):
+                strings += library[offset:offset + size].split(b"\0")
+                found = True
     except (struct.error, ValueError) as exc:
         raise TableError(f"unreadable ELF section headers: {exc}") from None
-    raise TableError("the library has no .rodata section")
+    if not found:
+        raise TableError("the library has no .rodata section")
+    return strings
 
 
 def wrappers(strings: list[bytes]) -> set[tuple[str, str]]:
@@ -140,18 +149,22 @@ def wrappers(strings: list[bytes]) -> set[tuple[str, str]]:
     return found
 
 
-def library_ops(strings: list[bytes]) -> dict[str, list[str]]:
-    """Op name -> [`so:<Key>`] for what libtorch_npu.so registers (module docstring: the rule)."""
+def library_ops(strings: list[bytes], declared: Collection[str] = ()) -> dict[str, list[str]]:
+    """Op name -> [`so:<Key>`] for what libtorch_npu.so registers (module docstring: the rule);
+    `declared`: the YAML's op names (an op without overload needs its literal or a YAML entry:
+    a hand-written wrapper's name need not be its op's, `wrapper_NPU__softmax_backward_data` is
+    `_softmax_backward_data`'s)."""
     by_overload: dict[str, set[str]] = {}  # ".overload" -> the op literals ending in it (tails included)
     for s in strings:
         text = s.decode("ascii", "replace")
         dot = text.rfind(".")
         if dot > 0 and _OVERLOAD.fullmatch(text[dot + 1:]):
             by_overload.setdefault(text[dot:], set()).add(text)
+    whole = {s.decode("ascii", "replace") for s in strings}
     found: dict[str, set[str]] = {}
     for key, rest in wrappers(strings):
-        if rest.startswith("_"):  # no overload: wrapper_<Key>__<name>
-            if _OP_NAME.match(rest[1:]):
+        if rest.startswith("_"):  # no overload: wrapper_<Key>__<name>, and `name` a literal of its own
+            if _OP_NAME.match(rest[1:]) and (rest[1:] in whole or rest[1:] in declared):
                 found.setdefault(rest[1:], set()).add(f"so:{key}")
             continue
         for i, ch in enumerate(rest):
@@ -182,7 +195,7 @@ def build_table(wheel_path: Path, url: str | None = None) -> OpTable:
         with zipfile.ZipFile(wheel_path) as wheel:
             version = wheel_version(wheel)
             declared = yaml_ops(wheel.read(YAML_PATH).decode())
-            registered = library_ops(rodata_strings(wheel.read(LIBRARY_PATH)))
+            registered = library_ops(rodata_strings(wheel.read(LIBRARY_PATH)), declared)
     except (OSError, zipfile.BadZipFile, KeyError, UnicodeDecodeError) as exc:
         raise TableError(f"{wheel_path.name}: not a readable torch_npu wheel ({exc})") from None
     custom = sorted(op for op, sections in declared.items() if "custom" in sections)
@@ -195,7 +208,7 @@ def build_table(wheel_path: Path, url: str | None = None) -> OpTable:
         if op not in custom:
             ops.setdefault(op, []).extend(where)
     source = {"wheel": wheel_path.name, "sha256": digest, "url": url,
-              "derived": f"{YAML_PATH} (sections {', '.join(ATEN_SECTIONS)}) + {LIBRARY_PATH} .rodata "
+              "derived": f"{YAML_PATH} (sections {', '.join(ATEN_SECTIONS)}) + {LIBRARY_PATH} .rodata* "
                          "(kernel wrappers of the NPU dispatch keys and their registration literals); "
                          "ascendbridge/operators/table.py"}
     return OpTable(version, source, ops, custom)

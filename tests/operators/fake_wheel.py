@@ -43,12 +43,14 @@ RODATA = [
     "config.json",
     "wrapper_NPU_Tensor_add",
     "add.Tensor",
-    # topk: registered by the library only; its literal is the tail of the wrapper's own name
+    # topk: registered by the library only (its wrapper inside a mangled type name, its literal)
     "*N3c104impl6detail24WrapFunctionIntoFunctor_INS_26CompileTimeFunctionPointerIFSt5tupleIJN2at6TensorES6_EE"
     "XadL_ZNS5_12_GLOBAL__N_112_GLOBAL__N_117wrapper_NPU__topkES9_SA_lbbEEEES7_EE",
     "27wrapper_NPU_values_topk_outES9_",
     "aten::topk.values",  # the literal `topk.values`, merged into a longer string's tail
+    "topk",
     "wrapper_NPU_Tensor_nope",  # a wrapper without its registration literal: not an op
+    "wrapper_NPU__softmax_backward_data",  # a hand-written wrapper (of `_softmax_backward_data`): not an op
 ]
 
 

@@ -82,6 +82,8 @@ def test_two_releases_compared(recorded: tuple[Path, dict[str, Any]]) -> None:
     old = without(new, "scaled_dot_product_attention")
     assert gaps.compare(profile, old, new)["closed"] == ["scaled_dot_product_attention"]
     assert gaps.compare(profile, op_table.load_table("2.7.1.post2"), new)["closed"] == []
+    newest = gaps.compare(profile, op_table.load_table("2.7.1.post2"), op_table.load_table("2.13.0"))
+    assert newest["closed"] == newest["opened"] == [] and newest["new_gaps"] == 0
 
 
 def test_the_gate_recomputes_the_report(recorded: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:

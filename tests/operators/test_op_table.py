@@ -26,14 +26,18 @@ def test_the_table_joins_the_yaml_and_the_library(tmp_path: Path) -> None:
     assert table.ops["topk"] == ["so:NPU"] and table.ops["topk.values"] == ["so:NPU"]  # absent from the YAML
     assert table.ops["sort.values"] == ["yaml:supported"] and table.ops["embedding"] == ["yaml:symint"]
     assert not table.has("nope.Tensor") and not table.has("config.json") and not table.has("npu_foo")
+    assert not table.has("softmax_backward_data")
     assert table.custom == ["npu_foo"]
     assert table.source["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert table.counts() == {"ops": 6, "yaml": 4, "so": 3, "yaml_only": 3, "so_only": 2, "custom": 1}
 
 
 def test_the_library_strings_come_from_rodata_only() -> None:
-    library = elf_with_rodata(["wrapper_NPU__relu"])
+    library = elf_with_rodata(["wrapper_NPU__relu", "relu"])
     assert op_table.library_ops(op_table.rodata_strings(library)) == {"relu": ["so:NPU"]}
+    assert op_table.library_ops(op_table.rodata_strings(elf_with_rodata(["wrapper_NPU__relu"]))) == {}
+    assert op_table.library_ops(op_table.rodata_strings(elf_with_rodata(["wrapper_NPU__relu"])), ["relu"]) == {
+        "relu": ["so:NPU"]}
     with pytest.raises(op_table.TableError, match="not an ELF64"):
         op_table.rodata_strings(b"MZ" + bytes(100))
     assert op_table.library_ops(op_table.rodata_strings(elf_with_rodata(RODATA[:1]))) == {}
