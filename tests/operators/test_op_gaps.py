@@ -104,6 +104,11 @@ def test_the_gate_recomputes_the_report(recorded: tuple[Path, dict[str, Any]], t
     (directory / op_coverage.REPORT).write_text(json.dumps(saved))
     forged = op_coverage.evidence_check(directory)
     assert forged is not None and not forged.consistent and "2.9.0 report does not recompute" in forged.problems[0]
+    del saved["reports"]["2.7.1.post2"]
+    saved["reports"]["2.9.0"] = op_coverage.reports(profile)["2.9.0"]
+    (directory / op_coverage.REPORT).write_text(json.dumps(saved))
+    unpinned = op_coverage.evidence_check(directory)
+    assert unpinned is not None and unpinned.problems == ["op_gaps.json: no report for the pinned torch_npu 2.7.1.post2"]
     (directory / op_coverage.PROFILE).write_text("{}")
     changed = op_coverage.evidence_check(directory)
     assert changed is not None and "sha256 does not match" in changed.problems[0]
