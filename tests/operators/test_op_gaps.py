@@ -137,3 +137,13 @@ def test_the_worklist_ranks_the_ops_blocking_most_models(recorded: tuple[Path, d
     missing = subprocess.run([sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"], capture_output=True,
                              text=True, timeout=120, env=env)
     assert missing.returncode == 1 and missing.stderr.startswith("error: model-c: no op_profile.json")
+    (root / "model-c" / op_coverage.PROFILE).write_text(json.dumps(profile))
+    shown = subprocess.run([sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"], capture_output=True,
+                           text=True, timeout=120, env=env)
+    assert shown.returncode == 0 and shown.stdout.strip().endswith("0 gap(s), 0 dtype gap(s)"), shown.stderr
+    compared = subprocess.run([sys.executable, str(SCRIPT), "compare", "--adapt", "model-c", "2.7.1.post2", "2.13.0"],
+                              capture_output=True, text=True, timeout=120, env=env)
+    assert json.loads(compared.stdout)["closed"] == [] and json.loads(compared.stdout)["new"] == "2.13.0"
+    unknown = subprocess.run([sys.executable, str(SCRIPT), "compare", "--adapt", "model-c", "2.7.1.post2", "0.0.1"],
+                             capture_output=True, text=True, timeout=120, env=env)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: no operator table for torch_npu 0.0.1")
