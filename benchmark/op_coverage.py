@@ -1,7 +1,9 @@
 """The benchmark stage's operator coverage: record the model's ATen ops once, report its gaps.
 
-run (`record_and_report`): one untimed CPU pass of the model's workload in the adaptation's
-environment (`python -m ab_runtime.ops.record`, after the timed accuracy runs), then the gap
+run (`record_and_report`): one untimed pass of the model's workload, recorded by the target dtype's
+accuracy run after its timed measurement (`accuracy_run.py --op-profile`, on its own target), or,
+when that run did not record, by `python -m ab_runtime.ops.record` in the adaptation's environment
+(on CPU); then the gap
 report against every stored torch_npu release's table (ascendbridge/operators), written as
 `op_gaps.json` beside the profile `op_profile.json`. gate (`evidence_check`): the report must be
 what the framework's tables make of that profile (its sha256 recorded, every release it reports
@@ -33,17 +35,19 @@ def reports(profile: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {release: gaps.gap_report(profile, op_table.load_table(release)) for release in op_table.releases()}
 
 
-def record_and_report(ctx: StageContext, new_tokens: int = 3) -> dict[str, Any]:
-    """Record, report, write op_gaps.json; the outcome's summary of it (an `error` when not recorded)."""
+def record_and_report(ctx: StageContext, recorded: bool = False, new_tokens: int = 3) -> dict[str, Any]:
+    """Report (and record first unless the target-dtype accuracy run `recorded` its target with
+    `--op-profile`), write op_gaps.json; the outcome's summary of it (an `error` when not recorded)."""
     directory = Path(ctx.adaptation_dir)
-    ctx.say("recording the model's ATen operators on CPU (one untimed pass)")
-    command = uv_env.run_in_env(directory, ["-m", "ab_runtime.ops.record", "--out", PROFILE,
-                                            "--new-tokens", str(new_tokens)], timeout_s=RECORD_TIMEOUT_S, log=ctx.log)
-    result = uv_env.parse_result(command.output)
-    if not (result and result.get("ok")) or not (directory / PROFILE).is_file():
-        error = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
-        ctx.say(f"operator recording failed: {error}")
-        return {"error": f"operator recording failed: {error}"}
+    if not recorded:
+        ctx.say("recording the model's ATen operators on CPU (one untimed pass)")
+        command = uv_env.run_in_env(directory, ["-m", "ab_runtime.ops.record", "--out", PROFILE, "--new-tokens",
+                                                str(new_tokens)], timeout_s=RECORD_TIMEOUT_S, log=ctx.log)
+        result = uv_env.parse_result(command.output)
+        if not (result and result.get("ok")) or not (directory / PROFILE).is_file():
+            error = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
+            ctx.say(f"operator recording failed: {error}")
+            return {"error": f"operator recording failed: {error}"}
     profile = json.loads((directory / PROFILE).read_text())
     by_release = reports(profile)
     write_text_atomic(directory / REPORT, json.dumps(

@@ -4,7 +4,8 @@
 
 One untimed pass in the spec's target dtype (the float32 islands kept): the forward of one seeded
 sample, then, for the generating families, a greedy generation of a few tokens (prefill and decode
-steps). A TorchDispatchMode sees every op below autograd and below the composite ops ATen itself
+steps). The benchmark run records its own target this way after its timed measurement
+(`record_target`, `accuracy_run.py --op-profile`); the command line builds the model on CPU itself. A TorchDispatchMode sees every op below autograd and below the composite ops ATen itself
 decomposes; per op it keeps the calls, the module path that issued it (the innermost module whose
 forward was running), the dtypes and input shapes seen, its CPU time (exclusive: the mode is off
 inside an op) and share, and whether ATen has a composite kernel for it (one that runs on any
@@ -31,6 +32,10 @@ PROFILE_FORMAT = "ascendbridge.op_profile/1"
 # CPU kernel -> the op the NPU backend sees instead (None: a CPU-side choice the NPU never makes).
 CPU_KERNELS: dict[str, str | None] = {
     "_scaled_dot_product_flash_attention_for_cpu": "scaled_dot_product_attention",
+    # a CUDA host's attention kernels (a benchmark run records its target where it runs)
+    "_scaled_dot_product_flash_attention": "scaled_dot_product_attention",
+    "_scaled_dot_product_efficient_attention": "scaled_dot_product_attention",
+    "_scaled_dot_product_cudnn_attention": "scaled_dot_product_attention",
     "_scaled_dot_product_flash_attention_for_cpu_backward": "scaled_dot_product_attention",
     "_fused_sdp_choice": None,
     "_weight_int4pack_mm_for_cpu": "_weight_int4pack_mm",
@@ -172,13 +177,43 @@ def profile(recorder: OpRecorder, about: dict[str, Any]) -> dict[str, Any]:
     return {"format": PROFILE_FORMAT, **about, "total_cpu_ms": round(total, 4), "ops": ops}
 
 
+def record_build(spec: Any, build: Any, inputs: dict[str, Any], workload_name: str, new_tokens: int,
+                 device: str = "cpu") -> dict[str, Any]:
+    """The op profile of a built model (`ab_runtime.build.Build`, in the dtype it computes in):
+    one forward of `inputs` and, for a generating workload, `new_tokens` greedy tokens."""
+    from .. import build as ab_build
+    from .. import workloads
+    from ..inputs import forward_flags
+
+    model = build.model
+    run = ab_build.finalize(build, forward_flags(model))
+    phases: list[tuple[str, Callable[[], Any]]] = [("forward", lambda: run(inputs))]
+    generating = workload_name in ("generation", "encoder_generation") and new_tokens > 0
+    if generating:
+        enc_dec = spec.task_family in workloads.ENCODER_DECODER_FAMILIES
+        decoder = workloads.HFDecoder(build, model, enc_dec)
+        phases.append(("generation", lambda: workloads.generate(decoder, inputs, new_tokens, lambda: None, enc_dec)))
+    recorder = record(model, phases)
+    return profile(recorder, {"model_id": spec.model_id, "task_family": spec.task_family, "dtype": build.accuracy_dtype,
+                              "device": device, "workload": workload_name, "phases": [p for p, _ in phases],
+                              "new_tokens": new_tokens if generating else 0, "torch": torch.__version__})
+
+
+def record_target(session: Any, target: Any, new_tokens: int = 3) -> dict[str, Any]:
+    """The profile of a benchmark run's target (harness.Session and its Build), on sample 0: the
+    run's own model, so recording costs one untimed pass and no second load or copy."""
+    from .. import build as ab_build
+
+    inputs = ab_build.prepare_inputs(session.samples[0], session.choice.torch_device, target)
+    return record_build(session.spec, target, inputs, session.workload.name, new_tokens, session.choice.kind)
+
+
 def record_workload(spec_path: Path, new_tokens: int) -> dict[str, Any]:
-    """The model's op profile for its workload (module docstring)."""
+    """The model's op profile for its workload, on CPU in the spec's target dtype (module docstring)."""
     from .. import build as ab_build
     from .. import device as ab_device
     from .. import families, workloads
     from ..harness import DTYPES, load_reference, place_target
-    from ..inputs import forward_flags
     from ..spec import load_spec
 
     spec = load_spec(spec_path)
@@ -191,20 +226,8 @@ def record_workload(spec_path: Path, new_tokens: int) -> dict[str, Any]:
     build = ab_build.Build(model, "cpu", dtype, spec.dtype_target)
     inputs = ab_build.prepare_inputs(family.build_inputs(model, loaded.config, spec.recipe, spec.recipe.seed),
                                      "cpu", build)
-    run = ab_build.finalize(build, forward_flags(model))
-    phases: list[tuple[str, Callable[[], Any]]] = [("forward", lambda: run(inputs))]
     workload = workloads.resolve(spec.task_family, spec.workload, None)
-    generating = workload.name in ("generation", "encoder_generation") and new_tokens > 0
-    if generating:
-        enc_dec = spec.task_family in workloads.ENCODER_DECODER_FAMILIES
-        decoder = workloads.HFDecoder(build, model, enc_dec)
-        prompt = ab_build.prepare_inputs(family.build_inputs(model, loaded.config, spec.recipe, spec.recipe.seed),
-                                         "cpu", build)
-        phases.append(("generation", lambda: workloads.generate(decoder, prompt, new_tokens, lambda: None, enc_dec)))
-    recorder = record(model, phases)
-    return profile(recorder, {"model_id": spec.model_id, "task_family": spec.task_family, "dtype": spec.dtype_target,
-                              "workload": workload.name, "phases": [p for p, _ in phases],
-                              "new_tokens": new_tokens if generating else 0, "torch": torch.__version__})
+    return record_build(spec, build, inputs, workload.name, new_tokens)
 
 
 def main(argv: list[str]) -> int:
