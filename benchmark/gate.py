@@ -39,6 +39,7 @@ from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.settings import section
 from benchmark.evidence import EvidenceSet, find_evidence
+from benchmark.op_coverage import evidence_check
 from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from benchmark.settings import BenchmarkSettings
 
@@ -178,6 +179,7 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
         problems = static[ev.metrics_path.name] + rerun["problems"]
         verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
         runs.append(EvidenceCheck(ev.metrics_path.name, not problems, verdict, problems, rerun["notes"], ev.label))
+    runs += [check for check in [evidence_check(adaptation_dir)] if check is not None]  # operator gaps
     bad = [r for r in runs if not r.consistent]
     primary = [r for ev, r in zip(evidence, runs) if ev.run.get("dtype") == target_dtype]
     if bad:

@@ -21,6 +21,8 @@ from ascendbridge.package.weights import weights_available
 from ascendbridge.stacks import describe
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from ascendbridge.stage_inputs import run_with_inputs
+from benchmark.op_coverage import PROFILE as OP_PROFILE
+from benchmark.op_coverage import record_and_report
 from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
 from benchmark.settings import BenchmarkSettings
@@ -30,9 +32,10 @@ GATE_TIMEOUT_S = 900.0
 DTYPE_RULE = "dtype_unsupported"  # the healer's rule that keeps a refusing module in float32
 
 
-def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool) -> list[str]:
+def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool, op_profile: bool = False) -> list[str]:
     argv = ["accuracy_run.py", "--device", settings.device, "--dtype", dtype, "--warmup", str(settings.warmup),
             "--iters", str(settings.iters), "--num-samples", str(settings.num_samples)]
+    argv += ["--op-profile", OP_PROFILE] if op_profile else []
     argv += ["--workload", settings.workload] if settings.workload else []
     return argv + (["--use-pretrained"] if pretrained else [])
 
@@ -149,7 +152,7 @@ class BenchmarkStage:
         figures: list[FigureSet] = []
         findings: list[dict[str, Any]] = []
         for dtype in settings.dtypes_for(spec.dtype.target):
-            result, failure = self._run_dtype(ctx, settings, dtype, pretrained)
+            result, failure = self._run_dtype(ctx, settings, dtype, pretrained, dtype == spec.dtype.target)
             if failure is not None:
                 finding = (result or {}).get("finding")
                 if dtype == spec.dtype.target or not finding:
@@ -173,6 +176,7 @@ class BenchmarkStage:
         for kept in island_findings(spec, runs):
             findings.append(kept)
             ctx.say(f"finding: {kept['summary']}")
+        coverage = record_and_report(ctx, recorded=any(r.get("op_profile") for r in runs))  # docs/operators.md
         try:
             update_readme_results(ctx.adaptation_dir, results_markdown(runs))
         except (GeneratorError, OSError) as exc:
@@ -181,16 +185,17 @@ class BenchmarkStage:
                              for r in runs] + [f"finding: {f['summary']}" for f in findings])
         return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None,
                                                      "stack": stack, "dtype_findings": findings,
+                                                     "op_coverage": coverage,
                                                      "reference_fp64": {r["dtype"]: r.get("reference_fp64")
                                                                         for r in runs}},
                             metrics=figures)
 
-    def _run_dtype(self, ctx: StageContext, settings: BenchmarkSettings, dtype: str, pretrained: bool
-                   ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def _run_dtype(self, ctx: StageContext, settings: BenchmarkSettings, dtype: str, pretrained: bool,
+                   op_profile: bool = False) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """One dtype's accuracy_run.py: (RESULT, failure diagnosis or None). A refusing operator's
         finding is in the RESULT; the stage never changes the spec itself (spec_change)."""
         ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")
-        command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained),
+        command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained, op_profile),
                                     timeout_s=settings.timeout_s, log=ctx.log)
         result = uv_env.parse_result(command.output)
         if command.exit_code in (0, 2) and result and result.get("ok"):

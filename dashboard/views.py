@@ -11,6 +11,8 @@ from typing import Any
 
 from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
 from ascendbridge.board.records import AgentRecord
+from ascendbridge.operators import worklist
+from ascendbridge.operators.table import PINNED_RELEASE
 from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES, STATUSES
 from dashboard import evidence
@@ -185,6 +187,7 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "benchmark_runs": runs,
         "optimization_notes": notes,
         "traces": [{"name": n, "size": s} for n, s in evidence.traces(adapt_dir)],
+        "op_gaps": worklist.model_report(adapt_dir),  # docs/operators.md; verified with the benchmark gate
         "charts": _charts(runs, notes),
         "parameter_counts": parameter_counts(record, runs),
         "last_event_id": d.queries.last_event_id(),
@@ -222,6 +225,8 @@ def reports(d: Dashboard) -> dict[str, Any]:
         "stages": list(STAGES),
         "business": d.queries.business_results(),
         "workloads": d.queries.workload_results(),
+        "op_worklist": {"release": PINNED_RELEASE,
+                        "rows": worklist.worklist(worklist.model_reports(d.adaptations_dir), PINNED_RELEASE)},
         "last_event_id": d.queries.last_event_id(),
     }
 

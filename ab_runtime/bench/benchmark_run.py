@@ -28,6 +28,7 @@ from .. import device as ab_device
 from .. import harness, precision, workloads
 from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
+from ..ops.record import record_target
 from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
 from ..result import run_main
 
@@ -48,6 +49,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="workload profile (default: the spec's, else the task family's)")
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--out-dir", default=".", help="where the evidence files go")
+    p.add_argument("--op-profile", default=None, help="also record the target's ATen ops (untimed) into this file")
     args = p.parse_args(argv)
     if args.num_samples < 1 or args.iters < 1 or args.warmup < 0 or args.profile_steps < 1:
         raise harness.HarnessError("--num-samples, --iters and --profile-steps must be >= 1, --warmup >= 0")
@@ -121,6 +123,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "passes": [], "inputs": harness.saved_inputs(session)})
     profile = profile_forward(target_fn, session.sync, choice.kind, out_dir / files["trace"], steps=args.profile_steps)
     harness.say(f"profiled run: {profile['events']} trace events -> {files['trace']}")
+    if args.op_profile:  # docs/operators.md: one untimed pass, after every timed one
+        harness.write_json(out_dir / args.op_profile, record_target(session, target))
 
     batch = spec.recipe.batch_size
     metrics = {
@@ -149,7 +153,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "metrics": files["metrics"], "outputs": files["outputs"], "trace": files["trace"],
             "failed_outputs": accuracy["failed_outputs"], "reference_fp64": session.fp64_note,
             "keep_fp32_modules": list(spec.keep_fp32_modules), "workload": session.workload.name,
-            "workload_figures": workload["headline"] if workload else None, "error": None}
+            "workload_figures": workload["headline"] if workload else None, "op_profile": args.op_profile,
+            "error": None}
 
 
 def headline_text(workload: dict[str, Any]) -> str:

@@ -63,9 +63,45 @@ FUSED_INFER_SCALE_KEYWORDS = {"scale": "Ascend Extension for PyTorch 7.0.0 (`sca
 
 
 def _npu() -> Any:
+    reference = CPU_REFERENCE_ACTIVE.get()
+    if reference is not None:  # the operator acceptance contract on a host without an NPU
+        return reference
     import torch_npu  # only present in the ascend profile (tests install a FakeTorchNpu)
 
     return torch_npu
+
+
+# CPU reference paths of the fused operators, from their documented formulas: what the swaps are
+# held to by the operator acceptance contract (ab_runtime/ops/acceptance.py) where no NPU is present.
+def _reference_rms_norm(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + epsilon)
+    return (xf * rstd).to(x.dtype) * gamma, rstd
+
+
+def _reference_swiglu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    a, b = x.chunk(2, dim=dim)
+    return torch.nn.functional.silu(a) * b
+
+
+def _reference_rotary_mul(x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, rotary_mode: str = "half") -> torch.Tensor:
+    x1, x2 = x.chunk(2, -1)
+    return r1 * x + r2 * torch.cat((-x2, x1), dim=-1)
+
+
+CPU_REFERENCE = types.SimpleNamespace(npu_rms_norm=_reference_rms_norm, npu_swiglu=_reference_swiglu,
+                                      npu_rotary_mul=_reference_rotary_mul)
+CPU_REFERENCE_ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("ab_npu_cpu_reference", default=None)
+
+
+@contextmanager
+def cpu_reference_ops() -> Iterator[None]:
+    """Route the swaps' torch_npu calls to CPU_REFERENCE inside this block (the contract's runs)."""
+    token = CPU_REFERENCE_ACTIVE.set(CPU_REFERENCE)
+    try:
+        yield
+    finally:
+        CPU_REFERENCE_ACTIVE.reset(token)
 
 
 def rms_norm_modules(model: torch.nn.Module) -> list[torch.nn.Module]:

@@ -83,7 +83,10 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
 
     gate = BENCHMARK_STAGE.gate(ctx)
     assert gate.passed, gate.summary
-    assert len(gate.report["runs"]) == 2
+    assert len(gate.report["runs"]) == 3  # two evidence sets and the operator report (docs/operators.md)
+    assert gate.report["runs"][2]["metrics_file"] == "op_gaps.json" and gate.report["runs"][2]["consistent"]
+    coverage = outcome.result["op_coverage"]["releases"]["2.7.1.post2"]  # recorded by the float32 run itself
+    assert coverage["ops"] > 10 and coverage["gaps"] == [] and "recording the model" not in ctx.log.getvalue()
 
     # The gate is independent: a flattering edit of the recorded latency fails it.
     metrics_path = ctx.adaptation_dir / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json"
