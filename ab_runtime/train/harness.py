@@ -17,6 +17,7 @@ import random
 import shutil
 import statistics
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, fields
@@ -171,8 +172,8 @@ def build_model(config_dir: Path, seed: int, overrides: dict[str, Any]) -> tuple
     auto = getattr(transformers, paradigm.auto_class)
     torch.manual_seed(seed)
     has_weights = any(config_dir.glob("*.safetensors")) or any(config_dir.glob("pytorch_model*.bin"))
-    model = auto.from_pretrained(config_dir, config=config, torch_dtype=torch.float32) if has_weights \
-        else auto.from_config(config, torch_dtype=torch.float32)
+    model = auto.from_pretrained(config_dir, config=config, dtype=torch.float32) if has_weights \
+        else auto.from_config(config, dtype=torch.float32)
     return model, paradigm, config
 
 
@@ -298,6 +299,7 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, out: Path, device: DeviceChoice | None = None, precision: str | None = None) -> None:
         self.cfg, self.out = cfg, Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
         self.device = device or select_device(cfg.device)
         self.precision = precision or cfg.precision
         init_distributed(self.device)
@@ -397,9 +399,14 @@ class Trainer:
                    "lr": self.lr_at(step - 1), "tokens": tokens, "tokens_per_s": tokens / elapsed if elapsed else None,
                    "step_time_s": elapsed, "peak_memory_bytes": peak_memory(self.device) or host_peak_rss(),
                    "time": time.time()}
-        if self.rank == 0:
-            write_text_atomic(self.out / "heartbeat.json", json.dumps({"step": step, "time": figures["time"], "pid": os.getpid()}))
+        self.beat("train")
         return figures
+
+    def beat(self, phase: str) -> None:
+        """The heartbeat the supervisor watches (rank 0): the step clock applies in phase "train" only."""
+        if self.rank == 0:
+            write_text_atomic(self.out / "heartbeat.json",
+                              json.dumps({"step": self.step_index, "time": time.time(), "pid": os.getpid(), "phase": phase}))
 
     def _maybe_hang(self, step: int) -> None:
         """The injected hang (fault.hang_at_step): once per output directory, so a resumed run passes it."""
@@ -472,12 +479,15 @@ class Trainer:
         root = self.out / "checkpoints"
         root.mkdir(parents=True, exist_ok=True)
         self.check_disk(root)
+        self.beat("checkpoint")
         final = root / f"step-{self.step_index:06d}"
         tmp = root / f".{final.name}.tmp"
         if self.rank == 0 and tmp.exists():
             shutil.rmtree(tmp)
         barrier()
-        dcp.save(self._state(), checkpoint_id=str(tmp))
+        with warnings.catch_warnings():  # one process: DCP says it saves without a process group, as meant
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.save(self._state(), checkpoint_id=str(tmp))
         torch.save(rng_state(), tmp / f"rng-rank{self.rank}.pt")
         barrier()
         if self.rank == 0:
@@ -493,6 +503,7 @@ class Trainer:
             for old in checkpoint_dirs(self.out)[:-self.cfg.keep_last]:
                 shutil.rmtree(old)
         barrier()
+        self.beat("train")
         return final
 
     def load_checkpoint(self, path: Path) -> None:
@@ -507,7 +518,9 @@ class Trainer:
         if meta["world"] != self.world or meta["data_digest"] != self.data.digest:
             raise SpecError(f"checkpoint {path.name} was written by {meta['world']} rank(s) on other data; it cannot resume this run")
         state = self._state()
-        dcp.load(state, checkpoint_id=str(path))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.load(state, checkpoint_id=str(path))
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         set_rng_state(torch.load(path / f"rng-rank{self.rank}.pt", weights_only=False))  # our own file, digest checked
         self.step_index = int(meta["step"])

@@ -19,6 +19,7 @@ import json
 import math
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
         if lead:
             _write_json(before_path, before)
     first_step, started = trainer.step_index, time.monotonic()
-    with metrics_log(out / "metrics.jsonl", trainer.step_index) as log:
+    with metrics_log(out / "metrics.jsonl", trainer.step_index) if lead else nullcontext() as log:
         while trainer.step_index < cfg.steps:
             figures = trainer.step()
             if lead:
@@ -74,6 +75,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
                 print(progress_line(figures, cfg.steps, started, first_step), flush=True)
             if cfg.checkpoint_every and trainer.step_index % cfg.checkpoint_every == 0:
                 trainer.save_checkpoint()
+    trainer.beat("evaluate")
     after = trainer.evaluate()
     tail = trainer.losses[-TRAIN_LOSS_TAIL:]
     evaluation = {"before": before, "after": after,

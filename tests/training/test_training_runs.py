@@ -1,0 +1,142 @@
+"""Real training runs of the demo models in the shared torch environment: learning, the baseline
+contract, LoRA, DDP / FSDP2 under real torchrun, SIGKILL and resume, the guards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ab_runtime.result import read_result
+from tests.training.train_support import DEMO, metrics, run, run_env, train_cmd, write_config
+
+
+def test_a_causal_lm_learns_the_bundled_corpus(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", steps=20)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_result(proc.stdout)
+    assert result and result["paradigm"] == "causal_lm" and result["optimizer"].startswith("torch.optim.AdamW")
+    steps = metrics(tmp_path / "out")
+    assert [s["step"] for s in steps] == list(range(1, 21))
+    assert {"loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "peak_memory_bytes", "epoch"} <= set(steps[0])
+    assert steps[-1]["loss"] < steps[0]["loss"] - 1.0  # learnable: well over a nat in 20 steps
+    assert result["evaluation"]["verdict"]["verdict"] == "improved"
+    assert "step 20/20 loss" in proc.stdout and "ETA" in proc.stdout
+
+
+@pytest.mark.parametrize(("model", "precision"), [("tiny-llama", "bf16-autocast"), ("tiny-bert", "bf16-autocast")])
+def test_the_baseline_contract_passes_for_causal_and_masked_lm(tmp_path: Path, torch_python: Path, model: str,
+                                                              precision: str) -> None:
+    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / model), steps=4, precision=precision)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out", command="contract"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "contract.json").read_text())
+    assert record["verdict"]["passed"] and record["target"]["same_initial_weights"]
+    assert record["target"]["resume"]["loss"] == record["target"]["resume"]["reloaded_loss"]
+    if model == "tiny-bert":  # the attention key bias has an exactly zero gradient: floored, not a false alarm
+        cosine = next(c for c in record["verdict"]["checks"] if c["name"] == "grad_cosine")
+        assert any("key.bias" in name for name in cosine["floored"])
+
+
+LORA_PROBE = """
+import json, sys
+from pathlib import Path
+from ab_runtime.train.harness import TrainConfig, Trainer
+cfg = TrainConfig.load(Path(sys.argv[1]))
+trainer = Trainer(cfg, Path(sys.argv[2]))
+before = trainer.snapshot()
+for _ in range(3):
+    trainer.step()
+print(json.dumps({"changed": trainer.adapter_only_changed(before), "adapted": trainer.adapted,
+                  "trainable": sum(p.numel() for p in trainer.params), "total": sum(p.numel() for p in trainer.model.parameters())}))
+"""
+
+
+def test_lora_changes_only_the_adapter_weights(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", method="lora", lora_rank=4)
+    proc = run([str(torch_python), "-c", LORA_PROBE, str(config), str(tmp_path / "out")])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probe = json.loads(proc.stdout.splitlines()[-1])
+    assert probe["changed"]["adapters"] and probe["changed"]["other"] == []
+    assert any(name.endswith("q_proj") for name in probe["adapted"])
+    assert probe["trainable"] < probe["total"] / 4
+
+
+def test_an_architecture_outside_the_paradigms_is_refused_with_the_reason(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / "tiny-bert-classifier"))
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "BertForSequenceClassification" in read_result(proc.stdout)["error"]
+
+
+@pytest.mark.slow
+def test_ddp_and_fsdp2_with_two_processes_match_one_process(tmp_path: Path, torch_python: Path) -> None:
+    losses = {}
+    for strategy, nproc in (("single", 1), ("ddp", 2), ("fsdp2", 2)):
+        config = write_config(tmp_path / f"{strategy}.json", steps=5, strategy=strategy, config_overrides={"attention_dropout": 0.0})
+        proc = run(train_cmd(torch_python, config, tmp_path / strategy, nproc=nproc))
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert read_result(proc.stdout)["world"] == nproc
+        losses[strategy] = [s["loss"] for s in metrics(tmp_path / strategy)]
+    for strategy in ("ddp", "fsdp2"):
+        assert max(abs(a - b) for a, b in zip(losses[strategy], losses["single"], strict=True)) < 1e-5, strategy
+
+
+def wait_for(path: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torch_python: Path, nproc: int) -> None:
+    """Save at 10, hang at 13, SIGKILL the whole job, resume: steps 11-16 equal the uninterrupted run's."""
+    strategy = {1: "single", 2: "fsdp2"}[nproc]
+    settings = {"steps": 16, "checkpoint_every": 10, "strategy": strategy, "model_dir": str(DEMO / "tiny-gpt2")}  # GPT-2: dropout 0.1
+    straight = tmp_path / "straight"
+    assert run(train_cmd(torch_python, write_config(tmp_path / "a.json", **settings), straight, nproc=nproc)).returncode == 0
+    config = write_config(tmp_path / "b.json", fault={"hang_at_step": 13}, **settings)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(train_cmd(torch_python, config, killed, nproc=nproc), env=run_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(killed / "fault-hang-done")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert [p.name for p in sorted((killed / "checkpoints").glob("step-*"))] == ["step-000010"]
+    resumed = run([*train_cmd(torch_python, config, killed, nproc=nproc), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert read_result(resumed.stdout)["resumed_from"] == "step-000010"
+    assert [s["loss"] for s in metrics(killed)] == [s["loss"] for s in metrics(straight)]
+    assert [s["grad_norm"] for s in metrics(killed)] == [s["grad_norm"] for s in metrics(straight)]
+
+
+def test_an_injected_nan_stops_the_run_with_a_diagnosis(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", steps=6, fault={"nan_at_step": 4})
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 1
+    diagnosis = json.loads((tmp_path / "out" / "stopped.json").read_text())
+    assert diagnosis["rule"] == "non_finite" and diagnosis["step"] == 4
+    assert read_result(proc.stdout)["diagnosis"]["rule"] == "non_finite"
+    assert [s["step"] for s in metrics(tmp_path / "out")] == [1, 2, 3]
+
+
+def test_a_hang_is_detected_killed_and_resumed(tmp_path: Path, torch_python: Path) -> None:
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "train.json", steps=10, checkpoint_every=4, fault={"hang_at_step": 6})
+    proc = subprocess.run([sys.executable, "-m", "ab_runtime.train.supervise", "--out", str(out), "--k", "10",
+                           "--", *train_cmd(torch_python, config, out)],
+                          capture_output=True, text=True, timeout=300, env=run_env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "supervision.json").read_text())
+    assert summary["hangs"] == 1 and summary["restarts"] == 1
+    assert summary["events"][0]["last_step"] == 5
+    assert [s["step"] for s in metrics(out)] == list(range(1, 11))
