@@ -9,7 +9,7 @@ judges with this file and the gate re-judges the saved logs with the framework's
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 CONTRACT_NAME = "ascendbridge-training-contract/1"

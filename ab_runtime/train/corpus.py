@@ -86,7 +86,7 @@ def _raw_records(path: Path, fmt: str) -> Iterable[Any]:
                 yield paragraph.strip()
     else:
         try:
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # type: ignore[import-not-found]  # optional: only where the package env has it
         except ImportError:
             raise CorpusError(f"{path}: reading Parquet needs pyarrow, which this environment lacks") from None
         yield from pq.read_table(path).to_pylist()

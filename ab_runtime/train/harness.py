@@ -77,7 +77,7 @@ class TrainConfig:
     lora_targets: list[str] = field(default_factory=list)
     spike_factor: float = 5.0  # a loss above spike_factor x the median of the last SPIKE_WINDOW losses stops the run
     config_overrides: dict[str, Any] = field(default_factory=dict)  # set on the model config (e.g. dropout)
-    fault: dict[str, int] = field(default_factory=dict)  # injected faults for tests and gates: nan_at_step, hang_at_step
+    fault: dict[str, int] = field(default_factory=dict)  # injected faults for tests and gates: nan_at_step, spike_at_step, hang_at_step
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -377,10 +377,12 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr_at(self.step_index)
         loss_sum, count, _, _ = self._forward_loss([self.data.train[i] for i in mine], mine, cfg.seed + step)
+        if cfg.fault.get("nan_at_step") == step:
+            loss_sum = loss_sum * float("nan")
+        if cfg.fault.get("spike_at_step") == step:
+            loss_sum = loss_sum * 100.0
         total = all_sum(count.detach().to(torch.float64))
         loss = loss_sum * (self.world / total.to(loss_sum.dtype))  # DDP / FSDP2 average gradients over ranks
-        if cfg.fault.get("nan_at_step") == step:
-            loss = loss * float("nan")
         loss.backward()
         grad_norm = float(full(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)))
         mean_loss = float(all_sum(loss_sum.detach().to(torch.float64)) / total)

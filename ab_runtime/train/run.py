@@ -69,7 +69,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
     with metrics_log(out / "metrics.jsonl", trainer.step_index) if lead else nullcontext() as log:
         while trainer.step_index < cfg.steps:
             figures = trainer.step()
-            if lead:
+            if log is not None:
                 log.write(json.dumps(figures, sort_keys=True) + "\n")
                 log.flush()
                 print(progress_line(figures, cfg.steps, started, first_step), flush=True)

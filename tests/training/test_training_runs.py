@@ -119,14 +119,40 @@ def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torc
     assert [s["grad_norm"] for s in metrics(killed)] == [s["grad_norm"] for s in metrics(straight)]
 
 
-def test_an_injected_nan_stops_the_run_with_a_diagnosis(tmp_path: Path, torch_python: Path) -> None:
-    config = write_config(tmp_path / "train.json", steps=6, fault={"nan_at_step": 4})
+@pytest.mark.parametrize(("fault", "rule"), [({"nan_at_step": 4}, "non_finite"), ({"spike_at_step": 4}, "loss_spike")])
+def test_an_injected_nan_or_spike_stops_the_run_with_a_diagnosis(tmp_path: Path, torch_python: Path, fault: dict,
+                                                                 rule: str) -> None:
+    config = write_config(tmp_path / "train.json", steps=6, fault=fault)
     proc = run(train_cmd(torch_python, config, tmp_path / "out"))
     assert proc.returncode == 1
     diagnosis = json.loads((tmp_path / "out" / "stopped.json").read_text())
-    assert diagnosis["rule"] == "non_finite" and diagnosis["step"] == 4
-    assert read_result(proc.stdout)["diagnosis"]["rule"] == "non_finite"
+    assert diagnosis["rule"] == rule and diagnosis["step"] == 4
+    assert read_result(proc.stdout)["diagnosis"]["rule"] == rule
     assert [s["step"] for s in metrics(tmp_path / "out")] == [1, 2, 3]
+
+
+def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_before_writing(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", steps=4, checkpoint_every=2)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"), env={"ASCENDBRIDGE_TRAIN_MIN_FREE_BYTES": str(1 << 60)})
+    assert proc.returncode == 1
+    diagnosis = json.loads((tmp_path / "out" / "stopped.json").read_text())
+    assert diagnosis["rule"] == "disk_full" and diagnosis["step"] == 2
+    assert not list((tmp_path / "out" / "checkpoints").iterdir())
+
+
+def test_a_seq2seq_model_trains_with_the_target_as_labels(tmp_path: Path, torch_python: Path) -> None:
+    days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"source": f"after {d}", "target": days[(i + 1) % 7]}) + "\n"
+                             for i, d in enumerate(days * 6)))
+    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / "tiny-t5"), corpus=str(pairs), steps=6, seq_len=16)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_result(proc.stdout)
+    assert result["paradigm"] == "seq2seq" and result["final_loss"] < result["first_loss"]
+    text = write_config(tmp_path / "text.json", model_dir=str(DEMO / "tiny-t5"))  # plain text has no target
+    refused = run(train_cmd(torch_python, text, tmp_path / "refused"))
+    assert refused.returncode == 2 and "source/target records" in read_result(refused.stdout)["error"]
 
 
 def test_a_hang_is_detected_killed_and_resumed(tmp_path: Path, torch_python: Path) -> None:

@@ -27,13 +27,13 @@ def train_cmd(python: Path, config: Path, out: Path, command: str = "train", npr
     return [*launcher, "-m", "ab_runtime.train.run", command, "--config", str(config), "--out", str(out)]
 
 
-def run_env() -> dict[str, str]:
+def run_env(**extra: str) -> dict[str, str]:
     """The environment a training run gets: ab_runtime importable from the repository, one thread."""
-    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", **extra}
 
 
-def run(cmd: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=run_env(), cwd=REPO_ROOT)
+def run(cmd: list[str], timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=run_env(**(env or {})), cwd=REPO_ROOT)
 
 
 def metrics(out: Path) -> list[dict[str, Any]]:
