@@ -166,3 +166,32 @@ def test_a_hang_is_detected_killed_and_resumed(tmp_path: Path, torch_python: Pat
     assert summary["hangs"] == 1 and summary["restarts"] == 1
     assert summary["events"][0]["last_step"] == 5
     assert [s["step"] for s in metrics(out)] == list(range(1, 11))
+
+
+def verify_cmd(python: Path, config: Path, out: Path) -> list[str]:
+    return [str(python), "-m", "ab_runtime.train.verify", "--config", str(config), "--out", str(out)]
+
+
+def failed_checks(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [c["name"] for c in read_result(proc.stdout)["checks"] if not c["passed"]]
+
+
+def test_the_evidence_verifies_and_an_edited_log_fails(tmp_path: Path, torch_python: Path) -> None:
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "train.json", steps=10, checkpoint_every=5)
+    assert run(train_cmd(torch_python, config, out)).returncode == 0
+    assert run(train_cmd(torch_python, write_config(tmp_path / "c.json", steps=3), out, command="contract")).returncode == 0
+    honest = run(verify_cmd(torch_python, config, out))
+    assert honest.returncode == 0, honest.stdout[-3000:] + honest.stderr[-2000:]
+    assert {"rerun_step", "final_weights", "final_evaluation", "contract_recomputed"} <= {
+        c["name"] for c in read_result(honest.stdout)["checks"]}
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    edited = json.loads(lines[2])
+    edited["loss"] -= 0.01  # a nicer curve
+    (out / "metrics.jsonl").write_text("\n".join([*lines[:2], json.dumps(edited), *lines[3:]]) + "\n")
+    assert "log_matches_step-000005" in failed_checks(run(verify_cmd(torch_python, config, out)))
+    (out / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    record = json.loads((out / "contract.json").read_text())
+    record["target"]["losses"][0] += 0.004
+    (out / "contract.json").write_text(json.dumps(record))
+    assert failed_checks(run(verify_cmd(torch_python, config, out))) == ["contract_recomputed"]
