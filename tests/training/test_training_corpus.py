@@ -78,3 +78,11 @@ def test_the_bundled_corpus_is_its_generator_output(tmp_path: Path) -> None:
     shutil.copy(here / "make_corpus.py", tmp_path / "make_corpus.py")
     runpy.run_path(str(tmp_path / "make_corpus.py"), run_name="__main__")
     assert (tmp_path / "tiny_stories.jsonl").read_bytes() == (here / "tiny_stories.jsonl").read_bytes()
+
+
+def test_parquet_is_read_where_pyarrow_is_installed(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["one", "two"]}), tmp_path / "c.parquet")
+    assert corpus.load_documents(tmp_path / "c.parquet") == [Document("one"), Document("two")]
