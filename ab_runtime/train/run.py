@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from contextlib import nullcontext
@@ -155,8 +156,16 @@ def _stopped(exc: BaseException, result: Result) -> None:
         result["diagnosis"] = exc.diagnosis
 
 
+def quiet_followers() -> None:
+    """Under torchrun only rank 0 prints: one progress stream and one RESULT line per job (two
+    ranks printing at once can splice their RESULT lines into one unreadable line)."""
+    if int(os.environ.get("RANK", "0")) > 0:
+        sys.stdout = open(os.devnull, "w")  # the process's stdout until it exits
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    quiet_followers()
 
     def body() -> Result:
         cfg = TrainConfig.load(args.config)

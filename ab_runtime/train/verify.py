@@ -26,7 +26,7 @@ from ..result import Result, run_main
 from . import contract as contract_table
 from .corpus import CorpusError
 from .harness import TrainConfig, Trainer, checkpoint_dirs, digest_parameters, verify_checkpoint
-from .run import EVAL_BEFORE, TRAIN_LOSS_TAIL
+from .run import EVAL_BEFORE, TRAIN_LOSS_TAIL, quiet_followers
 
 
 def _read_json(path: Path) -> Any:
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True, help="the run's output directory")
     args = parser.parse_args(argv)
+    quiet_followers()
     # Injected faults belong to the run under test, not to its re-execution.
     return run_main(lambda: verify(replace(TrainConfig.load(args.config), fault={}), args.out),
                     exit_code=lambda result: 0 if result.get("ok") else 1,
