@@ -28,14 +28,23 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..device import DeviceChoice, adamw_class, host_peak_rss, peak_memory, select_device, synchronize
+from ..device import (
+    DeviceChoice,
+    adamw_class,
+    device_total_memory,
+    host_available_memory,
+    host_peak_rss,
+    peak_memory,
+    select_device,
+    synchronize,
+)
 from ..errors import RuntimeDiagnosis, SpecError
 from ..fileops import sha256_file, write_text_atomic
 from . import corpus
 from .lora import ADAPTER_MARK, apply_lora
 from .paradigm import Paradigm, correct_predictions, make_batch, paradigm_of, token_loss_sum
 
-STRATEGIES = ("single", "ddp", "fsdp2")
+STRATEGIES = ("auto", "single", "ddp", "fsdp2")
 PRECISIONS = ("fp32", "bf16-autocast")
 METHODS = ("full", "lora")
 MANIFEST = "MANIFEST.json"
@@ -69,7 +78,7 @@ class TrainConfig:
     seed: int = 0
     precision: str = "fp32"
     device: str = "cpu"
-    strategy: str = "single"
+    strategy: str = "single"  # auto: choose_strategy from the parameter count, device memory and process count
     checkpoint_every: int = 10
     keep_last: int = 2
     lora_rank: int = 8
@@ -105,6 +114,29 @@ class TrainConfig:
 
 
 SPIKE_WINDOW = 10
+# Training memory per parameter: float32 weight, gradient and two AdamW moments (16 bytes) when it
+# trains, the weight alone (4) when frozen (LoRA's base); x1.25 for activations and workspace.
+TRAINED_BYTES, FROZEN_BYTES, HEADROOM = 16, 4, 1.25
+
+
+def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int) -> tuple[str, str]:
+    """(strategy, reason) for `world` processes with `memory` bytes each (None: unknown): one
+    process runs alone; several replicate the model (DDP) while it fits one device, else shard it
+    (FSDP2); what does not fit even sharded is refused with the figures."""
+    need = int((trainable * TRAINED_BYTES + frozen * FROZEN_BYTES) * HEADROOM)
+    gib = 2.0 ** 30
+    fits = memory is None or need <= memory
+    if world == 1:
+        if not fits:
+            raise SpecError(f"training needs about {need / gib:.1f} GiB, one device has {memory / gib:.1f}; "
+                            "start it with torchrun over more devices (FSDP2 shards it)")
+        return "single", f"one process; about {need / gib:.2f} GiB of training state"
+    if fits:
+        return "ddp", f"about {need / gib:.2f} GiB fits one device: every rank holds a replica (DDP)"
+    if memory is not None and need / world <= memory:
+        return "fsdp2", f"about {need / gib:.1f} GiB does not fit one device ({memory / gib:.1f} GiB): sharded over {world} ranks (FSDP2)"
+    raise SpecError(f"training needs about {need / gib:.1f} GiB, {world} devices of {(memory or 0) / gib:.1f} GiB cannot hold it "
+                    "even sharded (FSDP2); device_map training is not supported")
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -304,8 +336,6 @@ class Trainer:
         self.precision = precision or cfg.precision
         init_distributed(self.device)
         self.rank, self.world = rank_and_world()
-        if self.world > 1 and cfg.strategy == "single":
-            raise SpecError(f"{self.world} processes need strategy ddp or fsdp2, not single")
         if cfg.batch % self.world:
             raise SpecError(f"the global batch {cfg.batch} does not split over {self.world} ranks")
         deterministic(cfg.seed)
@@ -316,10 +346,18 @@ class Trainer:
                 self.adapted = apply_lora(model, cfg.lora_rank, cfg.lora_alpha, tuple(cfg.lora_targets))
             except ValueError as exc:
                 raise SpecError(str(exc)) from None
+        self.strategy, self.strategy_reason = cfg.strategy, "set in the training config"
+        if cfg.strategy == "auto":
+            trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+            memory = device_total_memory(self.device) or host_available_memory()
+            self.strategy, self.strategy_reason = choose_strategy(
+                trainable, sum(p.numel() for p in model.parameters()) - trainable, memory, self.world)
+        if self.world > 1 and self.strategy == "single":
+            raise SpecError(f"{self.world} processes need strategy ddp, fsdp2 or auto, not single")
         model.to(self.device.torch_device)
         self.model = self._wrap(model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        optimizer_cls, self.optimizer_reason = adamw_class(self.device, sharded=cfg.strategy == "fsdp2")
+        optimizer_cls, self.optimizer_reason = adamw_class(self.device, sharded=self.strategy == "fsdp2")
         self.optimizer = optimizer_cls(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.data = prepare_data(cfg, self.paradigm, self.model_config)
         self.step_index = 0
@@ -329,11 +367,11 @@ class Trainer:
         self.last_grads: dict[str, torch.Tensor] = {}
 
     def _wrap(self, model: nn.Module) -> nn.Module:
-        if self.cfg.strategy == "ddp" and self.world > 1:
+        if self.strategy == "ddp" and self.world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             return DistributedDataParallel(model)
-        if self.cfg.strategy == "fsdp2" and self.world > 1:
+        if self.strategy == "fsdp2" and self.world > 1:
             from torch.distributed.fsdp import fully_shard
 
             for block in transformer_blocks(model):
@@ -494,7 +532,7 @@ class Trainer:
         barrier()
         if self.rank == 0:
             meta = {"step": self.step_index, "position": asdict(self.position), "world": self.world,
-                    "strategy": self.cfg.strategy, "data_digest": self.data.digest, "losses": self.losses}
+                    "strategy": self.strategy, "data_digest": self.data.digest, "losses": self.losses}
             (tmp / META).write_text(json.dumps(meta, sort_keys=True))
             files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
             (tmp / MANIFEST).write_text(json.dumps({"files": files}, sort_keys=True, indent=1))

@@ -83,7 +83,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
                   "verdict": contract_table.evaluation_verdict(before["loss"], after["loss"], sum(tail) / len(tail))}
     result: Result = {
         "ok": True, "error": None, "steps": trainer.step_index, "paradigm": trainer.paradigm.name, "method": cfg.method,
-        "strategy": cfg.strategy, "world": trainer.world, "device": trainer.device.as_dict(), "precision": trainer.precision,
+        "strategy": trainer.strategy, "strategy_reason": trainer.strategy_reason, "world": trainer.world, "device": trainer.device.as_dict(), "precision": trainer.precision,
         "optimizer": trainer.optimizer_reason, "adapted": trainer.adapted, "resumed_from": resumed_from,
         "first_loss": trainer.losses[0], "final_loss": trainer.losses[-1],
         "loss_decreased": trainer.losses[-1] < trainer.losses[0], "evaluation": evaluation,

@@ -195,3 +195,32 @@ def test_the_evidence_verifies_and_an_edited_log_fails(tmp_path: Path, torch_pyt
     record["target"]["losses"][0] += 0.004
     (out / "contract.json").write_text(json.dumps(record))
     assert failed_checks(run(verify_cmd(torch_python, config, out))) == ["contract_recomputed"]
+
+
+STRATEGY_PROBE = """
+import json
+from ab_runtime.errors import SpecError
+from ab_runtime.train.harness import choose_strategy
+GIB = 2 ** 30
+out = {}
+for label, args in {"one": (10**6, 0, 8 * GIB, 1), "fits": (10**8, 0, 8 * GIB, 2), "shard": (10**9, 0, 16 * GIB, 2),
+                    "lora_fits": (10**6, 10**9, 8 * GIB, 2), "too_big": (10**10, 0, 16 * GIB, 2),
+                    "one_too_big": (10**10, 0, 16 * GIB, 1)}.items():
+    try:
+        out[label] = choose_strategy(*args)[0]
+    except SpecError as exc:
+        out[label] = "refused: " + str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_the_strategy_is_chosen_from_the_parameter_count_memory_and_processes(tmp_path: Path, torch_python: Path) -> None:
+    proc = run([str(torch_python), "-c", STRATEGY_PROBE])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    chosen = json.loads(proc.stdout.splitlines()[-1])
+    assert (chosen["one"], chosen["fits"], chosen["shard"], chosen["lora_fits"]) == ("single", "ddp", "fsdp2", "ddp")
+    assert chosen["too_big"].startswith("refused:") and "even sharded" in chosen["too_big"]
+    assert chosen["one_too_big"].startswith("refused:") and "torchrun" in chosen["one_too_big"]
+    config = write_config(tmp_path / "train.json", steps=2, strategy="auto")
+    result = read_result(run(train_cmd(torch_python, config, tmp_path / "out")).stdout)
+    assert result["strategy"] == "single" and "one process" in result["strategy_reason"]
