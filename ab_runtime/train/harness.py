@@ -127,7 +127,7 @@ def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int)
     gib = 2.0 ** 30
     fits = memory is None or need <= memory
     if world == 1:
-        if not fits:
+        if memory is not None and not fits:
             raise SpecError(f"training needs about {need / gib:.1f} GiB, one device has {memory / gib:.1f}; "
                             "start it with torchrun over more devices (FSDP2 shards it)")
         return "single", f"one process; about {need / gib:.2f} GiB of training state"
