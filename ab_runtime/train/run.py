@@ -74,7 +74,8 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
                 log.write(json.dumps(figures, sort_keys=True) + "\n")
                 log.flush()
                 print(progress_line(figures, cfg.steps, started, first_step), flush=True)
-            if cfg.checkpoint_every and trainer.step_index % cfg.checkpoint_every == 0:
+            # every checkpoint_every steps and at the last step (the gate reloads the final weights)
+            if cfg.checkpoint_every and (trainer.step_index % cfg.checkpoint_every == 0 or trainer.step_index == cfg.steps):
                 trainer.save_checkpoint()
     trainer.beat("evaluate")
     after = trainer.evaluate()

@@ -89,6 +89,8 @@ def verify(cfg: TrainConfig, out: Path) -> Result:
     else:
         check("rerun_step", False, "no checkpoint has a logged step after it to re-run")
     final = [path for path in kept if int(path.name.split("-")[1]) == len(steps)]
+    check("final_checkpoint", bool(final), "the last step's checkpoint holds every logged loss and the final weights"
+          if final else "no checkpoint of the last step: the steps after the last checkpoint cannot be checked")
     if final:
         trainer = Trainer(cfg, out / "verify-final")
         trainer.load_checkpoint(final[-1])

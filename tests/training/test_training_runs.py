@@ -186,10 +186,11 @@ def test_the_evidence_verifies_and_an_edited_log_fails(tmp_path: Path, torch_pyt
     assert {"rerun_step", "final_weights", "final_evaluation", "contract_recomputed"} <= {
         c["name"] for c in read_result(honest.stdout)["checks"]}
     lines = (out / "metrics.jsonl").read_text().splitlines()
-    edited = json.loads(lines[2])
-    edited["loss"] -= 0.01  # a nicer curve
-    (out / "metrics.jsonl").write_text("\n".join([*lines[:2], json.dumps(edited), *lines[3:]]) + "\n")
-    assert "log_matches_step-000005" in failed_checks(run(verify_cmd(torch_python, config, out)))
+    edited = json.loads(lines[7])
+    edited["loss"] -= 0.01  # a nicer curve, after the last intermediate checkpoint: the final one catches it
+    (out / "metrics.jsonl").write_text("\n".join([*lines[:7], json.dumps(edited), *lines[8:]]) + "\n")
+    failed = failed_checks(run(verify_cmd(torch_python, config, out)))
+    assert "log_matches_step-000010" in failed and "log_matches_step-000005" not in failed
     (out / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     record = json.loads((out / "contract.json").read_text())
     record["target"]["losses"][0] += 0.004
