@@ -6,7 +6,8 @@ device (npu -> cuda -> cpu selection, the only NPU-specific code), families (tas
 and outputs), depth (dry-run depth reduction), loading (model from config or weights), demo.
 Laid out like the stages: the modules several stages use sit here (harness, measure, comparator,
 accuracy_standard, ...); `optimize/` is the optimizer's side (pass catalogue, search, confirmation,
-perf run), `bench/` the benchmark's (benchmark_run) and `business/` the business benchmark's (run).
+perf run), `bench/` the benchmark's (benchmark_run), `business/` the business benchmark's (run) and
+`train/` the training harness (run, contract, verify, supervise).
 """
 
 # The RESULT line's marker (ab_runtime/result.py writes and reads that line; the gates parse it, never free text).

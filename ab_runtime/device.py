@@ -241,3 +241,19 @@ def host_available_memory() -> int | None:
     except OSError:
         pass
     return None
+
+
+def adamw_class(choice: DeviceChoice, sharded: bool) -> tuple[Any, str]:
+    """The AdamW the training harness uses and why: torch_npu's fused kernel on an NPU
+    (`torch_npu.optim.NpuFusedAdamW`), except under FSDP2 (`sharded`), where torch_npu documents
+    it as unsupported (it flattens parameters, FSDP2 shards them as DTensors); torch.optim.AdamW
+    everywhere else, and on an NPU whose torch_npu lacks the fused optimizer."""
+    if choice.kind == "npu" and not sharded:
+        try:
+            from torch_npu.optim import NpuFusedAdamW
+        except ImportError as exc:
+            return torch.optim.AdamW, f"torch.optim.AdamW (torch_npu.optim.NpuFusedAdamW unavailable: {exc})"
+        return NpuFusedAdamW, "torch_npu.optim.NpuFusedAdamW (fused kernel on the NPU)"
+    if choice.kind == "npu":
+        return torch.optim.AdamW, "torch.optim.AdamW (NpuFusedAdamW does not support FSDP2's sharded parameters)"
+    return torch.optim.AdamW, f"torch.optim.AdamW ({choice.kind})"

@@ -1,0 +1,590 @@
+"""The training harness: one step loop for a single process, DDP and FSDP2 (under torchrun).
+
+A Trainer builds the model from its directory with a fixed seed, packs the corpus, and runs steps
+with the precision policy (float32 master weights; bf16 autocast when asked), AdamW from the
+device layer, a token-sum loss divided by the global token count (so a batch split over ranks
+trains exactly like one process), heartbeats, guards (non-finite loss, loss spike, free disk) and
+checkpoints through torch.distributed.checkpoint: model, optimizer, every rank's RNG states, the
+step and the data position, written to a temporary directory, digested, then renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import statistics
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..device import (
+    DeviceChoice,
+    adamw_class,
+    device_total_memory,
+    host_available_memory,
+    host_peak_rss,
+    peak_memory,
+    select_device,
+    synchronize,
+)
+from ..errors import RuntimeDiagnosis, SpecError
+from ..fileops import sha256_file, write_text_atomic
+from . import corpus
+from .lora import ADAPTER_MARK, apply_lora
+from .paradigm import Paradigm, correct_predictions, make_batch, paradigm_of, token_loss_sum
+
+STRATEGIES = ("auto", "single", "ddp", "fsdp2")
+PRECISIONS = ("fp32", "bf16-autocast")
+METHODS = ("full", "lora")
+MANIFEST = "MANIFEST.json"
+META = "meta.json"
+
+
+class TrainingStopped(RuntimeDiagnosis):
+    """A guard stopped the run; `diagnosis` says which rule, at which step, with its figures."""
+
+    kind = "training_stopped"
+
+    def __init__(self, diagnosis: dict[str, Any]) -> None:
+        super().__init__(diagnosis["summary"])
+        self.diagnosis = diagnosis
+
+
+@dataclass
+class TrainConfig:
+    """One training job (train.json). Defaults suit the tiny demo models on a CPU."""
+
+    model_dir: str
+    corpus: str
+    steps: int = 30
+    method: str = "full"
+    seq_len: int = 64
+    batch: int = 8  # global batch: split over the ranks
+    lr: float = 1e-3
+    warmup: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    precision: str = "fp32"
+    device: str = "cpu"
+    strategy: str = "single"  # auto: choose_strategy from the parameter count, device memory and process count
+    checkpoint_every: int = 10
+    keep_last: int = 2
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_targets: list[str] = field(default_factory=list)
+    spike_factor: float = 5.0  # a loss above spike_factor x the median of the last SPIKE_WINDOW losses stops the run
+    config_overrides: dict[str, Any] = field(default_factory=dict)  # set on the model config (e.g. dropout)
+    fault: dict[str, int] = field(default_factory=dict)  # injected faults for tests and gates: nan_at_step, spike_at_step, hang_at_step
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(f"unknown training setting(s): {', '.join(unknown)}")
+        try:
+            config = cls(**data)
+        except TypeError as exc:
+            raise SpecError(f"training config: {exc}") from None
+        for name, allowed in (("strategy", STRATEGIES), ("precision", PRECISIONS), ("method", METHODS)):
+            if getattr(config, name) not in allowed:
+                raise SpecError(f"training {name} {getattr(config, name)!r} is not one of {', '.join(allowed)}")
+        if config.steps < 1 or config.batch < 1 or config.seq_len < 2:
+            raise SpecError("training needs steps >= 1, batch >= 1 and seq_len >= 2")
+        return config
+
+    @classmethod
+    def load(cls, path: Path) -> TrainConfig:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SpecError(f"{path}: cannot read the training config ({exc})") from None
+
+
+SPIKE_WINDOW = 10
+# Training memory per parameter: float32 weight, gradient and two AdamW moments (16 bytes) when it
+# trains, the weight alone (4) when frozen (LoRA's base); x1.25 for activations and workspace.
+TRAINED_BYTES, FROZEN_BYTES, HEADROOM = 16, 4, 1.25
+
+
+def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int) -> tuple[str, str]:
+    """(strategy, reason) for `world` processes with `memory` bytes each (None: unknown): one
+    process runs alone; several replicate the model (DDP) while it fits one device, else shard it
+    (FSDP2); what does not fit even sharded is refused with the figures."""
+    need = int((trainable * TRAINED_BYTES + frozen * FROZEN_BYTES) * HEADROOM)
+    gib = 2.0 ** 30
+    fits = memory is None or need <= memory
+    if world == 1:
+        if memory is not None and not fits:
+            raise SpecError(f"training needs about {need / gib:.1f} GiB, one device has {memory / gib:.1f}; "
+                            "start it with torchrun over more devices (FSDP2 shards it)")
+        return "single", f"one process; about {need / gib:.2f} GiB of training state"
+    if fits:
+        return "ddp", f"about {need / gib:.2f} GiB fits one device: every rank holds a replica (DDP)"
+    if memory is not None and need / world <= memory:
+        return "fsdp2", f"about {need / gib:.1f} GiB does not fit one device ({memory / gib:.1f} GiB): sharded over {world} ranks (FSDP2)"
+    raise SpecError(f"training needs about {need / gib:.1f} GiB, {world} devices of {(memory or 0) / gib:.1f} GiB cannot hold it "
+                    "even sharded (FSDP2); device_map training is not supported")
+
+
+def rank_and_world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def init_distributed(choice: DeviceChoice) -> None:
+    """Join the torchrun job (HCCL on an NPU, NCCL on CUDA, gloo on CPU) when WORLD_SIZE > 1."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        backend = {"npu": "hccl", "cuda": "nccl"}.get(choice.kind, "gloo")
+        dist.init_process_group(backend)
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def all_sum(value: torch.Tensor) -> torch.Tensor:
+    """The sum over the ranks (the value itself in one process)."""
+    if dist.is_initialized():
+        value = value.clone()
+        dist.all_reduce(value)
+    return value
+
+
+def deterministic(seed: int) -> None:
+    """Seed every generator and ask torch for deterministic kernels (the contract's premise)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    random.seed(seed)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random state of this rank: Python's, torch's CPU generator, and the accelerator's."""
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    for kind in ("cuda", "npu"):
+        backend = getattr(torch, kind, None)
+        if backend is not None and backend.is_available():
+            state[kind] = backend.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    for kind in ("cuda", "npu"):
+        if kind in state:
+            getattr(torch, kind).set_rng_state_all(state[kind])
+
+
+def build_model(config_dir: Path, seed: int, overrides: dict[str, Any]) -> tuple[nn.Module, Paradigm, Any]:
+    """The model from its directory (weights when it has them, else a seeded random init)."""
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(config_dir)
+    for key, value in overrides.items():
+        if not hasattr(config, key):
+            raise SpecError(f"config_overrides: the model config has no {key!r}")
+        setattr(config, key, value)
+    paradigm = paradigm_of(config)
+    auto = getattr(transformers, paradigm.auto_class)
+    torch.manual_seed(seed)
+    has_weights = any(config_dir.glob("*.safetensors")) or any(config_dir.glob("pytorch_model*.bin"))
+    model = auto.from_pretrained(config_dir, config=config, dtype=torch.float32) if has_weights \
+        else auto.from_config(config, dtype=torch.float32)
+    return model, paradigm, config
+
+
+def tokenizer_for(config_dir: Path, vocab_size: int) -> Any:
+    """The model's own tokenizer when its directory has one, else the byte tokenizer."""
+    if (config_dir / "tokenizer.json").exists() or (config_dir / "tokenizer_config.json").exists():
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(config_dir)
+    return corpus.ByteTokenizer(vocab_size)
+
+
+def encode(tokenizer: Any, text: str) -> list[int]:
+    if isinstance(tokenizer, corpus.ByteTokenizer):
+        return tokenizer.encode(text)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+@dataclass
+class Data:
+    """Packed blocks of the train and held-out splits and the ids the objectives need."""
+
+    train: list[Any]
+    held_out: list[Any]
+    pad_id: int
+    eos_id: int
+    mask_id: int
+    special: tuple[int, ...]
+    digest: str
+
+
+def prepare_data(cfg: TrainConfig, paradigm: Paradigm, model_config: Any) -> Data:
+    tok = tokenizer_for(Path(cfg.model_dir), int(model_config.vocab_size))
+    if isinstance(tok, corpus.ByteTokenizer):
+        pad, eos, mask = tok.pad_id, tok.eos_id, tok.mask_id
+    else:
+        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+        eos = tok.eos_token_id if tok.eos_token_id is not None else (tok.sep_token_id or pad)
+        mask = tok.mask_token_id if tok.mask_token_id is not None else pad
+    train_docs, held_docs = corpus.split(corpus.load_documents(Path(cfg.corpus)))
+
+    def blocks(docs: list[corpus.Document]) -> list[Any]:
+        if paradigm.name != "seq2seq":
+            if any(doc.target is not None for doc in docs):
+                raise corpus.CorpusError(f"{cfg.corpus}: source/target records train a seq2seq model, not a {paradigm.name}")
+            return corpus.pack((encode(tok, doc.text) for doc in docs), cfg.seq_len, eos)
+        if any(doc.target is None for doc in docs):
+            raise corpus.CorpusError(f"{cfg.corpus}: seq2seq training needs source/target records (the target is the labels)")
+
+        def fit(ids: list[int]) -> list[int]:
+            ids = (ids + [eos])[:cfg.seq_len]
+            return ids + [pad] * (cfg.seq_len - len(ids))
+
+        return [(fit(encode(tok, doc.text)), fit(encode(tok, doc.target or ""))) for doc in docs]
+
+    train, held = blocks(train_docs), blocks(held_docs)
+    return Data(train, held, pad, eos, mask, tuple({pad, eos, mask}), corpus.digest_blocks(
+        [list(b) if paradigm.name != "seq2seq" else b[0] + b[1] for b in train]))
+
+
+def transformer_blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated layers FSDP2 shards one by one: the items of each outermost ModuleList."""
+    found: list[nn.Module] = []
+    taken: list[str] = []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and not any(name.startswith(t + ".") for t in taken):
+            taken.append(name)
+            found.extend(module)
+    return found
+
+
+def tensor_bytes(value: Any) -> int:
+    return int(value.numel() * value.element_size()) if isinstance(value, torch.Tensor) else 0
+
+
+def full(value: torch.Tensor) -> torch.Tensor:
+    """A DTensor's full value (FSDP2), any other tensor as is."""
+    return value.full_tensor() if hasattr(value, "full_tensor") else value
+
+
+def digest_parameters(model: nn.Module) -> str:
+    """sha256 over every parameter's bytes in name order (two runs' weights bit-identical or not)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, param in sorted(model.named_parameters()):
+        digest.update(name.encode())
+        digest.update(full(param.detach()).float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def checkpoint_dirs(out: Path) -> list[Path]:
+    """The finished checkpoints under out/checkpoints, oldest first."""
+    root = out / "checkpoints"
+    return sorted(root.glob("step-*")) if root.is_dir() else []
+
+
+def verify_checkpoint(path: Path) -> str | None:
+    """None when every file matches the manifest's sha256, else what is wrong (one line)."""
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        return f"{path.name}: no {MANIFEST}"
+    manifest = json.loads(manifest_path.read_text())
+    present = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file() and p.name != MANIFEST)
+    if present != sorted(manifest["files"]):
+        return f"{path.name}: files differ from the manifest"
+    for name, digest in manifest["files"].items():
+        if sha256_file(path / name) != digest:
+            return f"{path.name}: {name} does not match its digest"
+    return None
+
+
+def latest_good_checkpoint(out: Path) -> Path | None:
+    """The newest checkpoint whose digests verify (a damaged newer one is passed over)."""
+    for path in reversed(checkpoint_dirs(out)):
+        if verify_checkpoint(path) is None:
+            return path
+    return None
+
+
+class Trainer:
+    """One run's model, optimizer, data and position; `step()` trains one global batch."""
+
+    def __init__(self, cfg: TrainConfig, out: Path, device: DeviceChoice | None = None, precision: str | None = None) -> None:
+        self.cfg, self.out = cfg, Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.device = device or select_device(cfg.device)
+        self.precision = precision or cfg.precision
+        init_distributed(self.device)
+        self.rank, self.world = rank_and_world()
+        if cfg.batch % self.world:
+            raise SpecError(f"the global batch {cfg.batch} does not split over {self.world} ranks")
+        deterministic(cfg.seed)
+        model, self.paradigm, self.model_config = build_model(Path(cfg.model_dir), cfg.seed, cfg.config_overrides)
+        self.adapted: list[str] = []
+        if cfg.method == "lora":
+            try:
+                self.adapted = apply_lora(model, cfg.lora_rank, cfg.lora_alpha, tuple(cfg.lora_targets))
+            except ValueError as exc:
+                raise SpecError(str(exc)) from None
+        self.strategy, self.strategy_reason = cfg.strategy, "set in the training config"
+        if cfg.strategy == "auto":
+            trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+            memory = device_total_memory(self.device) or host_available_memory()
+            self.strategy, self.strategy_reason = choose_strategy(
+                trainable, sum(p.numel() for p in model.parameters()) - trainable, memory, self.world)
+        if self.world > 1 and self.strategy == "single":
+            raise SpecError(f"{self.world} processes need strategy ddp, fsdp2 or auto, not single")
+        model.to(self.device.torch_device)
+        self.model = self._wrap(model)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        optimizer_cls, self.optimizer_reason = adamw_class(self.device, sharded=self.strategy == "fsdp2")
+        self.optimizer = optimizer_cls(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.data = prepare_data(cfg, self.paradigm, self.model_config)
+        self.step_index = 0
+        self.position = corpus.Position(0, 0)
+        self.losses: list[float] = []
+        self.checkpoint_bytes = 0
+        self.last_grads: dict[str, torch.Tensor] = {}
+
+    def _wrap(self, model: nn.Module) -> nn.Module:
+        if self.strategy == "ddp" and self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            return DistributedDataParallel(model)
+        if self.strategy == "fsdp2" and self.world > 1:
+            from torch.distributed.fsdp import fully_shard
+
+            for block in transformer_blocks(model):
+                fully_shard(block)
+            fully_shard(model)
+        return model
+
+    @property
+    def core(self) -> nn.Module:
+        """The model without its DDP wrapper."""
+        return getattr(self.model, "module", self.model)
+
+    def autocast(self) -> Any:
+        if self.precision == "bf16-autocast":
+            return torch.autocast(self.device.kind if self.device.kind != "npu" else "npu", dtype=torch.bfloat16)
+        return nullcontext()
+
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up over `warmup` steps, then constant."""
+        return self.cfg.lr * min(1.0, (step + 1) / self.cfg.warmup) if self.cfg.warmup else self.cfg.lr
+
+    def _forward_loss(self, blocks: list[Any], keys: list[int], seed: int) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
+        """(token-loss sum, token count, logits, labels) of this rank's blocks."""
+        inputs, labels = make_batch(self.paradigm, blocks, keys, seed, int(self.model_config.vocab_size),
+                                    self.data.mask_id, self.data.pad_id, self.data.special)
+        inputs = {k: v.to(self.device.torch_device) for k, v in inputs.items()}
+        with self.autocast():
+            logits = self.model(**inputs).logits
+        loss_sum, count = token_loss_sum(self.paradigm, logits, labels)
+        return loss_sum, count, logits, labels
+
+    def step(self, keep_grads: bool = False) -> dict[str, Any]:
+        """Train one global batch; returns the step's figures (the same on every rank).
+        `keep_grads` keeps this step's gradients in `last_grads` (the contract's cosines)."""
+        cfg, step = self.cfg, self.step_index + 1
+        self._maybe_hang(step)
+        indices, position = corpus.next_batch(len(self.data.train), self.position, cfg.batch, cfg.seed)
+        mine = indices[self.rank::self.world]
+        synchronize(self.device)
+        start = time.perf_counter()
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr_at(self.step_index)
+        loss_sum, count, _, _ = self._forward_loss([self.data.train[i] for i in mine], mine, cfg.seed + step)
+        if cfg.fault.get("nan_at_step") == step:
+            loss_sum = loss_sum * float("nan")
+        if cfg.fault.get("spike_at_step") == step:
+            loss_sum = loss_sum * 100.0
+        total = all_sum(count.detach().to(torch.float64))
+        loss = loss_sum * (self.world / total.to(loss_sum.dtype))  # DDP / FSDP2 average gradients over ranks
+        loss.backward()
+        grad_norm = float(full(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)))
+        mean_loss = float(all_sum(loss_sum.detach().to(torch.float64)) / total)
+        self._guard(step, mean_loss, grad_norm)
+        if keep_grads:
+            self.last_grads = {name: full(p.grad.detach()).float().cpu().clone()
+                               for name, p in self.core.named_parameters() if p.grad is not None}
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        synchronize(self.device)
+        elapsed = time.perf_counter() - start
+        self.step_index, self.position = step, position
+        self.losses.append(mean_loss)
+        tokens = cfg.batch * cfg.seq_len
+        figures = {"step": step, "epoch": position.epoch, "loss": mean_loss, "grad_norm": grad_norm,
+                   "lr": self.lr_at(step - 1), "tokens": tokens, "tokens_per_s": tokens / elapsed if elapsed else None,
+                   "step_time_s": elapsed, "peak_memory_bytes": peak_memory(self.device) or host_peak_rss(),
+                   "time": time.time()}
+        self.beat("train")
+        return figures
+
+    def beat(self, phase: str) -> None:
+        """The heartbeat the supervisor watches (rank 0): the step clock applies in phase "train" only."""
+        if self.rank == 0:
+            write_text_atomic(self.out / "heartbeat.json",
+                              json.dumps({"step": self.step_index, "time": time.time(), "pid": os.getpid(), "phase": phase}))
+
+    def _maybe_hang(self, step: int) -> None:
+        """The injected hang (fault.hang_at_step): once per output directory, so a resumed run passes it."""
+        marker = self.out / "fault-hang-done"
+        if self.cfg.fault.get("hang_at_step") == step and not marker.exists():
+            if self.rank == 0:
+                marker.write_text(f"hung at step {step}\n")
+            time.sleep(3600)
+
+    def _guard(self, step: int, loss: float, grad_norm: float) -> None:
+        """Stop on a non-finite loss or gradient norm, or a loss spike, before the update is applied."""
+        if not math.isfinite(loss) or not math.isfinite(grad_norm):
+            raise TrainingStopped({"rule": "non_finite", "step": step, "loss": loss, "grad_norm": grad_norm,
+                                   "summary": f"step {step}: loss {loss} / gradient norm {grad_norm} is not finite; "
+                                              "the update was not applied (check the learning rate, precision and data)"})
+        recent = self.losses[-SPIKE_WINDOW:]
+        if len(recent) >= 3 and loss > self.cfg.spike_factor * statistics.median(recent):
+            median = statistics.median(recent)
+            raise TrainingStopped({"rule": "loss_spike", "step": step, "loss": loss, "median": median,
+                                   "summary": f"step {step}: loss {loss:.4g} is above {self.cfg.spike_factor:g} x the median "
+                                              f"{median:.4g} of the last {len(recent)} steps; the update was not applied"})
+
+    def evaluate(self) -> dict[str, Any]:
+        """Held-out loss (and perplexity for causal LM, masked accuracy for MLM), deterministic.
+        Every rank evaluates every held-out block (FSDP2 needs all ranks in each forward), so the
+        figures are the same on every rank and equal one process's."""
+        self.model.eval()
+        loss_sum, count, correct = 0.0, 0.0, 0
+        blocks = self.data.held_out
+        with torch.no_grad():
+            for start in range(0, len(blocks), self.cfg.batch):
+                keys = list(range(start, min(start + self.cfg.batch, len(blocks))))
+                part_sum, part_count, logits, labels = self._forward_loss([blocks[k] for k in keys], keys, self.cfg.seed - 1)
+                loss_sum, count = loss_sum + float(part_sum), count + float(part_count)
+                if self.paradigm.name == "masked_lm":
+                    correct += correct_predictions(logits, labels)
+        self.model.train()
+        loss = loss_sum / count if count else math.nan
+        result: dict[str, Any] = {"loss": loss, "tokens": count}
+        if self.paradigm.name == "causal_lm":
+            result["perplexity"] = math.exp(min(loss, 50.0))
+        if self.paradigm.name == "masked_lm":
+            result["masked_accuracy"] = correct / count if count else math.nan
+        return result
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def _state(self) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
+        return {"model": model_sd, "optim": optim_sd}
+
+    def check_disk(self, root: Path) -> None:
+        """Refuse to write a checkpoint the disk cannot hold (twice the last one, or an estimate
+        of weights + two AdamW moments before the first)."""
+        need = 2 * self.checkpoint_bytes or 3 * sum(tensor_bytes(p) for p in self.model.parameters()) * self.world
+        free = shutil.disk_usage(root).free
+        floor = int(os.environ.get("ASCENDBRIDGE_TRAIN_MIN_FREE_BYTES", "0"))
+        if free < need + floor:
+            raise TrainingStopped({"rule": "disk_full", "step": self.step_index, "free_bytes": free, "needed_bytes": need + floor,
+                                   "summary": f"step {self.step_index}: {free} bytes free under {root}, a checkpoint needs "
+                                              f"about {need + floor}; the run stopped before writing it"})
+
+    def save_checkpoint(self) -> Path:
+        """Write step-NNNNNN atomically: DCP shards + per-rank RNG + meta, a manifest of sha256
+        digests, then one rename; keep the last `keep_last`."""
+        import torch.distributed.checkpoint as dcp
+
+        root = self.out / "checkpoints"
+        root.mkdir(parents=True, exist_ok=True)
+        self.check_disk(root)
+        self.beat("checkpoint")
+        final = root / f"step-{self.step_index:06d}"
+        tmp = root / f".{final.name}.tmp"
+        if self.rank == 0 and tmp.exists():
+            shutil.rmtree(tmp)
+        barrier()
+        with warnings.catch_warnings():  # one process: DCP says it saves without a process group, as meant
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.save(self._state(), checkpoint_id=str(tmp))
+        torch.save(rng_state(), tmp / f"rng-rank{self.rank}.pt")
+        barrier()
+        if self.rank == 0:
+            meta = {"step": self.step_index, "position": asdict(self.position), "world": self.world,
+                    "strategy": self.strategy, "data_digest": self.data.digest, "losses": self.losses}
+            (tmp / META).write_text(json.dumps(meta, sort_keys=True))
+            files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
+            (tmp / MANIFEST).write_text(json.dumps({"files": files}, sort_keys=True, indent=1))
+            self.checkpoint_bytes = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
+            if final.exists():
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+            for old in checkpoint_dirs(self.out)[:-self.cfg.keep_last]:
+                shutil.rmtree(old)
+        barrier()
+        self.beat("train")
+        return final
+
+    def load_checkpoint(self, path: Path) -> None:
+        """Restore model, optimizer, this rank's RNG states, the step and the data position."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import set_state_dict
+
+        problem = verify_checkpoint(path)
+        if problem:
+            raise SpecError(f"checkpoint {problem}")
+        meta = json.loads((path / META).read_text())
+        if meta["world"] != self.world or meta["data_digest"] != self.data.digest:
+            raise SpecError(f"checkpoint {path.name} was written by {meta['world']} rank(s) on other data; it cannot resume this run")
+        state = self._state()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.load(state, checkpoint_id=str(path))
+        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        set_rng_state(torch.load(path / f"rng-rank{self.rank}.pt", weights_only=False))  # our own file, digest checked
+        self.step_index = int(meta["step"])
+        self.position = corpus.Position(**meta["position"])
+        self.losses = [float(v) for v in meta["losses"]]
+
+    def optimizer_has_state(self) -> bool:
+        return any(bool(state) for state in self.optimizer.state.values())
+
+    def adapter_only_changed(self, before: dict[str, torch.Tensor]) -> dict[str, list[str]]:
+        """Which parameters differ from `before` (names), split into adapters and the rest."""
+        changed = [name for name, p in self.core.named_parameters() if not torch.equal(full(p.detach()).cpu(), before[name])]
+        return {"adapters": [n for n in changed if ADAPTER_MARK in n], "other": [n for n in changed if ADAPTER_MARK not in n]}
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        return {name: full(p.detach()).cpu().clone() for name, p in self.core.named_parameters()}
+
+
+@contextmanager
+def metrics_log(path: Path, keep_through: int) -> Iterator[Any]:
+    """The per-step JSONL, cut back to the steps up to `keep_through` (a resumed run rewrites the
+    steps after its checkpoint), opened for appending."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= keep_through]
+    write_text_atomic(path, "".join(line + "\n" for line in kept))
+    with open(path, "a") as handle:
+        yield handle

@@ -1,0 +1,14 @@
+"""The training tests' torch environment: the shared cached one (tests/support/torch_env.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.torch_env import torch_env_python
+
+
+@pytest.fixture(scope="session")
+def torch_python() -> Path:
+    return torch_env_python()

@@ -1,0 +1,227 @@
+"""Real training runs of the demo models in the shared torch environment: learning, the baseline
+contract, LoRA, DDP / FSDP2 under real torchrun, SIGKILL and resume, the guards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ab_runtime.result import read_result
+from tests.training.train_support import DEMO, metrics, run, run_env, train_cmd, write_config
+
+
+def test_a_causal_lm_learns_the_bundled_corpus(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", steps=20)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_result(proc.stdout)
+    assert result and result["paradigm"] == "causal_lm" and result["optimizer"].startswith("torch.optim.AdamW")
+    steps = metrics(tmp_path / "out")
+    assert [s["step"] for s in steps] == list(range(1, 21))
+    assert {"loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "peak_memory_bytes", "epoch"} <= set(steps[0])
+    assert steps[-1]["loss"] < steps[0]["loss"] - 1.0  # learnable: well over a nat in 20 steps
+    assert result["evaluation"]["verdict"]["verdict"] == "improved"
+    assert "step 20/20 loss" in proc.stdout and "ETA" in proc.stdout
+
+
+@pytest.mark.parametrize(("model", "precision"), [("tiny-llama", "bf16-autocast"), ("tiny-bert", "bf16-autocast")])
+def test_the_baseline_contract_passes_for_causal_and_masked_lm(tmp_path: Path, torch_python: Path, model: str,
+                                                              precision: str) -> None:
+    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / model), steps=4, precision=precision)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out", command="contract"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "contract.json").read_text())
+    assert record["verdict"]["passed"] and record["target"]["same_initial_weights"]
+    assert record["target"]["resume"]["loss"] == record["target"]["resume"]["reloaded_loss"]
+    if model == "tiny-bert":  # the attention key bias has an exactly zero gradient: floored, not a false alarm
+        cosine = next(c for c in record["verdict"]["checks"] if c["name"] == "grad_cosine")
+        assert any("key.bias" in name for name in cosine["floored"])
+
+
+LORA_PROBE = """
+import json, sys
+from pathlib import Path
+from ab_runtime.train.harness import TrainConfig, Trainer
+cfg = TrainConfig.load(Path(sys.argv[1]))
+trainer = Trainer(cfg, Path(sys.argv[2]))
+before = trainer.snapshot()
+for _ in range(3):
+    trainer.step()
+print(json.dumps({"changed": trainer.adapter_only_changed(before), "adapted": trainer.adapted,
+                  "trainable": sum(p.numel() for p in trainer.params), "total": sum(p.numel() for p in trainer.model.parameters())}))
+"""
+
+
+def test_lora_changes_only_the_adapter_weights(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", method="lora", lora_rank=4)
+    proc = run([str(torch_python), "-c", LORA_PROBE, str(config), str(tmp_path / "out")])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probe = json.loads(proc.stdout.splitlines()[-1])
+    assert probe["changed"]["adapters"] and probe["changed"]["other"] == []
+    assert any(name.endswith("q_proj") for name in probe["adapted"])
+    assert probe["trainable"] < probe["total"] / 4
+
+
+def test_an_architecture_outside_the_paradigms_is_refused_with_the_reason(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / "tiny-bert-classifier"))
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "BertForSequenceClassification" in read_result(proc.stdout)["error"]
+
+
+@pytest.mark.slow
+def test_ddp_and_fsdp2_with_two_processes_match_one_process(tmp_path: Path, torch_python: Path) -> None:
+    losses = {}
+    for strategy, nproc in (("single", 1), ("ddp", 2), ("fsdp2", 2)):
+        config = write_config(tmp_path / f"{strategy}.json", steps=5, strategy=strategy, config_overrides={"attention_dropout": 0.0})
+        proc = run(train_cmd(torch_python, config, tmp_path / strategy, nproc=nproc))
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert read_result(proc.stdout)["world"] == nproc
+        losses[strategy] = [s["loss"] for s in metrics(tmp_path / strategy)]
+    for strategy in ("ddp", "fsdp2"):
+        assert max(abs(a - b) for a, b in zip(losses[strategy], losses["single"], strict=True)) < 1e-5, strategy
+
+
+def wait_for(path: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torch_python: Path, nproc: int) -> None:
+    """Save at 10, hang at 13, SIGKILL the whole job, resume: steps 11-16 equal the uninterrupted run's."""
+    strategy = {1: "single", 2: "fsdp2"}[nproc]
+    settings = {"steps": 16, "checkpoint_every": 10, "strategy": strategy, "model_dir": str(DEMO / "tiny-gpt2")}  # GPT-2: dropout 0.1
+    straight = tmp_path / "straight"
+    assert run(train_cmd(torch_python, write_config(tmp_path / "a.json", **settings), straight, nproc=nproc)).returncode == 0
+    config = write_config(tmp_path / "b.json", fault={"hang_at_step": 13}, **settings)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(train_cmd(torch_python, config, killed, nproc=nproc), env=run_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(killed / "fault-hang-done")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert [p.name for p in sorted((killed / "checkpoints").glob("step-*"))] == ["step-000010"]
+    resumed = run([*train_cmd(torch_python, config, killed, nproc=nproc), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert read_result(resumed.stdout)["resumed_from"] == "step-000010"
+    assert [s["loss"] for s in metrics(killed)] == [s["loss"] for s in metrics(straight)]
+    assert [s["grad_norm"] for s in metrics(killed)] == [s["grad_norm"] for s in metrics(straight)]
+
+
+@pytest.mark.parametrize(("fault", "rule"), [({"nan_at_step": 4}, "non_finite"), ({"spike_at_step": 4}, "loss_spike")])
+def test_an_injected_nan_or_spike_stops_the_run_with_a_diagnosis(tmp_path: Path, torch_python: Path, fault: dict,
+                                                                 rule: str) -> None:
+    config = write_config(tmp_path / "train.json", steps=6, fault=fault)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 1
+    diagnosis = json.loads((tmp_path / "out" / "stopped.json").read_text())
+    assert diagnosis["rule"] == rule and diagnosis["step"] == 4
+    assert read_result(proc.stdout)["diagnosis"]["rule"] == rule
+    assert [s["step"] for s in metrics(tmp_path / "out")] == [1, 2, 3]
+
+
+def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_before_writing(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", steps=4, checkpoint_every=2)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"), env={"ASCENDBRIDGE_TRAIN_MIN_FREE_BYTES": str(1 << 60)})
+    assert proc.returncode == 1
+    diagnosis = json.loads((tmp_path / "out" / "stopped.json").read_text())
+    assert diagnosis["rule"] == "disk_full" and diagnosis["step"] == 2
+    assert not list((tmp_path / "out" / "checkpoints").iterdir())
+
+
+def test_a_seq2seq_model_trains_with_the_target_as_labels(tmp_path: Path, torch_python: Path) -> None:
+    days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"source": f"after {d}", "target": days[(i + 1) % 7]}) + "\n"
+                             for i, d in enumerate(days * 6)))
+    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / "tiny-t5"), corpus=str(pairs), steps=6, seq_len=16)
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_result(proc.stdout)
+    assert result["paradigm"] == "seq2seq" and result["final_loss"] < result["first_loss"]
+    text = write_config(tmp_path / "text.json", model_dir=str(DEMO / "tiny-t5"))  # plain text has no target
+    refused = run(train_cmd(torch_python, text, tmp_path / "refused"))
+    assert refused.returncode == 2 and "source/target records" in read_result(refused.stdout)["error"]
+
+
+def test_a_hang_is_detected_killed_and_resumed(tmp_path: Path, torch_python: Path) -> None:
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "train.json", steps=10, checkpoint_every=4, fault={"hang_at_step": 6})
+    proc = subprocess.run([sys.executable, "-m", "ab_runtime.train.supervise", "--out", str(out), "--k", "10",
+                           "--", *train_cmd(torch_python, config, out)],
+                          capture_output=True, text=True, timeout=300, env=run_env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "supervision.json").read_text())
+    assert summary["hangs"] == 1 and summary["restarts"] == 1
+    assert summary["events"][0]["last_step"] == 5
+    assert [s["step"] for s in metrics(out)] == list(range(1, 11))
+
+
+def verify_cmd(python: Path, config: Path, out: Path) -> list[str]:
+    return [str(python), "-m", "ab_runtime.train.verify", "--config", str(config), "--out", str(out)]
+
+
+def failed_checks(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [c["name"] for c in read_result(proc.stdout)["checks"] if not c["passed"]]
+
+
+def test_the_evidence_verifies_and_an_edited_log_fails(tmp_path: Path, torch_python: Path) -> None:
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "train.json", steps=10, checkpoint_every=5)
+    assert run(train_cmd(torch_python, config, out)).returncode == 0
+    assert run(train_cmd(torch_python, write_config(tmp_path / "c.json", steps=3), out, command="contract")).returncode == 0
+    honest = run(verify_cmd(torch_python, config, out))
+    assert honest.returncode == 0, honest.stdout[-3000:] + honest.stderr[-2000:]
+    assert {"rerun_step", "final_weights", "final_evaluation", "contract_recomputed"} <= {
+        c["name"] for c in read_result(honest.stdout)["checks"]}
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    edited = json.loads(lines[7])
+    edited["loss"] -= 0.01  # a nicer curve, after the last intermediate checkpoint: the final one catches it
+    (out / "metrics.jsonl").write_text("\n".join([*lines[:7], json.dumps(edited), *lines[8:]]) + "\n")
+    failed = failed_checks(run(verify_cmd(torch_python, config, out)))
+    assert "log_matches_step-000010" in failed and "log_matches_step-000005" not in failed
+    (out / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    record = json.loads((out / "contract.json").read_text())
+    record["target"]["losses"][0] += 0.004
+    (out / "contract.json").write_text(json.dumps(record))
+    assert failed_checks(run(verify_cmd(torch_python, config, out))) == ["contract_recomputed"]
+
+
+STRATEGY_PROBE = """
+import json
+from ab_runtime.errors import SpecError
+from ab_runtime.train.harness import choose_strategy
+GIB = 2 ** 30
+out = {}
+for label, args in {"one": (10**6, 0, 8 * GIB, 1), "fits": (10**8, 0, 8 * GIB, 2), "shard": (10**9, 0, 16 * GIB, 2),
+                    "lora_fits": (10**6, 10**9, 8 * GIB, 2), "too_big": (10**10, 0, 16 * GIB, 2),
+                    "one_too_big": (10**10, 0, 16 * GIB, 1)}.items():
+    try:
+        out[label] = choose_strategy(*args)[0]
+    except SpecError as exc:
+        out[label] = "refused: " + str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_the_strategy_is_chosen_from_the_parameter_count_memory_and_processes(tmp_path: Path, torch_python: Path) -> None:
+    proc = run([str(torch_python), "-c", STRATEGY_PROBE])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    chosen = json.loads(proc.stdout.splitlines()[-1])
+    assert (chosen["one"], chosen["fits"], chosen["shard"], chosen["lora_fits"]) == ("single", "ddp", "fsdp2", "ddp")
+    assert chosen["too_big"].startswith("refused:") and "even sharded" in chosen["too_big"]
+    assert chosen["one_too_big"].startswith("refused:") and "torchrun" in chosen["one_too_big"]
+    config = write_config(tmp_path / "train.json", steps=2, strategy="auto")
+    result = read_result(run(train_cmd(torch_python, config, tmp_path / "out")).stdout)
+    assert result["strategy"] == "single" and "one process" in result["strategy_reason"]

@@ -1,0 +1,40 @@
+"""Helpers of the training tests: a train.json for a demo model, the command lines, the logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ascendbridge.config import REPO_ROOT
+
+CORPUS = REPO_ROOT / "training" / "corpus" / "tiny_stories.jsonl"
+DEMO = REPO_ROOT / "demo_models"
+
+
+def write_config(path: Path, **settings: Any) -> Path:
+    """A train.json for a demo model on the bundled corpus (tiny-llama, 8 steps unless told)."""
+    config = {"model_dir": str(DEMO / "tiny-llama"), "corpus": str(CORPUS), "steps": 8, "checkpoint_every": 0}
+    config.update(settings)
+    path.write_text(json.dumps(config))
+    return path
+
+
+def train_cmd(python: Path, config: Path, out: Path, command: str = "train", nproc: int = 1) -> list[str]:
+    launcher = [str(python), "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] if nproc > 1 else [str(python)]
+    return [*launcher, "-m", "ab_runtime.train.run", command, "--config", str(config), "--out", str(out)]
+
+
+def run_env(**extra: str) -> dict[str, str]:
+    """The environment a training run gets: ab_runtime importable from the repository, one thread."""
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", **extra}
+
+
+def run(cmd: list[str], timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=run_env(**(env or {})), cwd=REPO_ROOT)
+
+
+def metrics(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
