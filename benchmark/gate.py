@@ -77,6 +77,9 @@ class AccuracyGateReport(GateReport):
     undecided: list[str] = field(default_factory=list)
     # Where the gate re-timed (cores, threads), as the stage's run had them (apply_placement).
     placement: str = ""
+    # Per metrics file, each re-timed figure's judgement: verdict, reported and re-timed fastest
+    # calls, model/probe ratios per round and their spread (ab_runtime/calibration.judge).
+    timings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     verdict_word: ClassVar[str] = "accuracy"
 
@@ -108,8 +111,8 @@ def static_problems(ev: EvidenceSet) -> list[str]:
 
 
 def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
-              band: float = LATENCY_BAND) -> dict[str, dict[str, list[str]]]:
-    """{"problems", "notes", "undecided"} per metrics file from recomputing accuracy, re-executing
+              band: float = LATENCY_BAND) -> dict[str, dict[str, list[Any]]]:
+    """{"problems", "notes", "undecided", "timings"} per metrics file from recomputing accuracy, re-executing
     sample 0 and re-timing it beside the calibration probe in the adaptation's interpreter (one
     process for all sets: importing torch dominates); `undecided`: timing checks the host's load
     left inconclusive (ab_runtime/calibration.py)."""
@@ -122,12 +125,13 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
     if parsed is None:
         tail = result.tail(3).replace("\n", " | ")
         why = f"accuracy recomputation did not run (exit {result.exit_code}): {tail}"
-        return {ev.metrics_path.name: {"problems": [why], "notes": [], "undecided": []} for ev in evidence}
-    out = {}
+        return {ev.metrics_path.name: {"problems": [why], "notes": [], "undecided": [], "timings": []} for ev in evidence}
+    out: dict[str, dict[str, list[Any]]] = {}
     for ev in evidence:
         entry = parsed.get(ev.metrics_path.name) or {"problems": ["no recomputation result"]}
         out[ev.metrics_path.name] = {key: [str(line) for line in entry.get(key, [])]
                                      for key in ("problems", "notes", "undecided")}
+        out[ev.metrics_path.name]["timings"] = [t for t in entry.get("timings", []) if isinstance(t, dict)]
     return out
 
 
@@ -209,8 +213,10 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
     decided = "".join(f"; {line}" for line in accuracy_standard.human_decisions(standard["decisions"]))
     runs = []
     undecided: list[str] = []
+    timings: dict[str, list[dict[str, Any]]] = {}
     for ev in evidence:
-        rerun = recomputed.get(ev.metrics_path.name, {"problems": [], "notes": [], "undecided": []})
+        rerun = recomputed.get(ev.metrics_path.name, {"problems": [], "notes": [], "undecided": [], "timings": []})
+        timings[ev.metrics_path.name] = rerun["timings"]
         problems = static[ev.metrics_path.name] + rerun["problems"]
         verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
         left = [] if problems else rerun["undecided"]  # a failed set is failed, whatever else is open
@@ -229,8 +235,10 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
     elif undecided:  # the only open question is a timing this host's load left undecided
         summary = (f"{len(undecided)} timing check(s) undecided under this host's load (re-run the gate later): "
                    f"{undecided[0]}")
-        return AccuracyGateReport(name, False, summary + decided, runs, standard, undecided, inconclusive=True)
+        return AccuracyGateReport(name, False, summary + decided, runs, standard, undecided, timings=timings,
+                                  inconclusive=True)
     else:
         verdicts = ", ".join(f"{r.label}: {r.verdict}" for r in runs)
-        return AccuracyGateReport(name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs, standard)
-    return AccuracyGateReport(name, False, summary + decided, runs, standard)
+        return AccuracyGateReport(name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs,
+                                  standard, timings=timings)
+    return AccuracyGateReport(name, False, summary + decided, runs, standard, timings=timings)

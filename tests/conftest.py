@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from ascendbridge.board import BoardStore
-from benchmark.gate import LATENCY_BAND_ENV
-
-# The benchmark gate re-times the target and fails a report more than x1.5 faster than its own
-# fastest call. Whether an honest run stays inside x1.5 depends on the machine's load when the gate
-# re-times (issue #18: no outcome may depend on it; a gate re-timing under a load of 14 on one core
-# came out x261 slower than its report), so the suite widens the band for every test and the
-# processes they start. The band's own behaviour is tested with explicit values, the forged-latency
-# test with the default x1.5 (tests/benchmark/test_benchmark_accuracy_run.py).
-SUITE_LATENCY_BAND = "1000"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    os.environ.setdefault(LATENCY_BAND_ENV, SUITE_LATENCY_BAND)
-
 
 # The suite runs on pytest-xdist workers (`-n auto --dist loadgroup`, pyproject.toml). A worker
 # builds its own session and module fixtures, so tests sharing an expensive one must share a worker:

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.calibration import ratio
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
@@ -104,3 +105,18 @@ def stage_context(board: BoardStore, board_path: Path, tmp_path: Path, settings:
     assert generate(spec, directory).ok
     return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
                         log=io.StringIO(), settings=settings)
+
+
+def forge_latency(metrics_path: Path, factor: float) -> None:
+    """Rewrite one metrics file as a consistent forger would: every forward timing figure `factor`
+    times faster (samples, median, p90, min, mean, stdev, throughput and the calibration ratio
+    recomputed), so the file checks out and only the gate's re-timing can expose it."""
+    metrics = json.loads(metrics_path.read_text())
+    timing = metrics["timing"]
+    timing["samples_ms"] = [s / factor for s in timing["samples_ms"]]
+    for key in ("median_ms", "p90_ms", "min_ms", "mean_ms", "stdev_ms"):
+        timing[key] /= factor
+    metrics["throughput"]["samples_per_s"] *= factor
+    if "calibration" in metrics:
+        metrics["calibration"]["ratio"] = ratio(timing["samples_ms"], metrics["calibration"]["samples_ms"])
+    metrics_path.write_text(json.dumps(metrics))

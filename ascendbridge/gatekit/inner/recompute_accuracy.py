@@ -3,7 +3,7 @@
 Run in the adaptation's interpreter:
 `python recompute_accuracy.py [--latency-band X] SPEC_JSON METRICS_JSON...` (one process for all
 of an adaptation's runs: importing torch is the expensive part). Prints one JSON object mapping
-each metrics file name to {"ok", "problems", "notes", "undecided", "recomputed_verdict",
+each metrics file name to {"ok", "problems", "notes", "undecided", "timings", "recomputed_verdict",
 "outputs_checked", "remeasured_timing"}. After the figures match, sample 0 is re-executed
 (reexecute.py, the run's passes applied) to show the saved inputs, reference and target tensors
 come from really running that configuration, and the target is re-timed with the same harness
@@ -64,21 +64,20 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
     if differences:
         problems.append("accuracy figures in the metrics file do not match the figures recomputed "
                         f"from the saved outputs (first at {differences[0]})")
-    notes: list[str] = []
-    undecided: list[str] = []
-    remeasured = None
+    again: dict[str, Any] = {"notes": [], "undecided": [], "timings": [], "remeasured": None}
     recorded_passes = (metrics.get("optimization") or {}).get("passes") or []
     if sorted(saved.get("passes") or []) != sorted(recorded_passes):
         problems.append(f"outputs file says passes {saved.get('passes')}, metrics say {recorded_passes}")
     if not problems:
         try:
-            rerun_problems, notes, undecided, remeasured = reexecute(spec_path, run, saved, metrics, band)
+            again = reexecute(spec_path, run, saved, metrics, band)
         except Exception as exc:  # the evidence cannot be reproduced at all: that is the finding
-            rerun_problems = [f"re-execution failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
-        problems += rerun_problems
-    return {"ok": not problems and not undecided, "problems": problems, "notes": notes, "undecided": undecided,
-            "recomputed_verdict": recomputed["verdict"], "outputs_checked": sorted(recomputed["outputs"]),
-            "remeasured_timing": remeasured}
+            again["problems"] = [f"re-execution failed: {type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''}"]
+        problems += again["problems"]
+    return {"ok": not problems and not again["undecided"], "problems": problems, "notes": again["notes"],
+            "undecided": again["undecided"], "timings": again["timings"], "recomputed_verdict": recomputed["verdict"],
+            "outputs_checked": sorted(recomputed["outputs"]), "remeasured_timing": again["remeasured"]}
 
 
 

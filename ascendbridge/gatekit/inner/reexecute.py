@@ -61,9 +61,9 @@ def _mismatch(name: str, fresh: dict[str, Any], saved: dict[str, Any], tolerance
 
 
 def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any], band: float,
-                   retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str], list[str]]:
-    """(problems, notes, undecided) from re-running a recorded workload with the same harness: the
-    CPU float32 reference's greedy tokens regenerated (they must equal the recorded ones exactly),
+                   retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str], Any]:
+    """(problems, notes, judgement of the re-timed headline) from re-running a recorded workload
+    with the same harness: the CPU float32 reference's greedy tokens regenerated (they must equal the recorded ones exactly),
     the target's batch-1 greedy tokens regenerated (equal on CPU; a difference on an accelerator is
     noted), and the headline re-timed beside the calibration probe: the fastest decode step (or
     the knee point's fastest call) judged as the forward latency is (ab_runtime/calibration.py)."""
@@ -105,8 +105,8 @@ def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any],
             return timing.samples_ms, probe_ms
 
         judged = retimed(sweep_round, what, reported, point.get("calibration"), band)
-    more, said, undecided = verdict_lines(judged, f"workload {profile.name}: ")
-    return problems + more, notes + said, undecided
+    judged.reason = f"workload {profile.name}: {judged.reason}"
+    return problems, notes, judged
 
 
 def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any, band: float) -> Any:
@@ -131,11 +131,13 @@ def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any,
             return judged
 
 
-def verdict_lines(judged: Any, prefix: str) -> tuple[list[str], list[str], list[str]]:
-    """A judgement as (problems, notes, undecided): where its one line goes."""
-    line = prefix + judged.reason
-    return ([line] if judged.verdict == "failed" else [], [f"re-timed: {line}"] if judged.verdict == "passed" else [],
-            [line] if judged.verdict == "inconclusive" else [])
+def sort_judgements(judgements: list[Any]) -> dict[str, list[Any]]:
+    """Judgements as {"problems", "notes", "undecided"} lines (failed, passed, inconclusive) and
+    "timings": each one's verdict and figures (the gate's report shows them)."""
+    return {"problems": [j.reason for j in judgements if j.verdict == "failed"],
+            "notes": [f"re-timed: {j.reason}" for j in judgements if j.verdict == "passed"],
+            "undecided": [j.reason for j in judgements if j.verdict == "inconclusive"],
+            "timings": [{"verdict": j.verdict, **j.figures} for j in judgements]}
 
 
 def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
@@ -145,9 +147,8 @@ def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
 
 
 def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metrics: dict[str, Any] | None = None,
-              band: float = float("inf"), retime: tuple[int, int] = RETIME
-              ) -> tuple[list[str], list[str], list[str], dict[str, Any] | None]:
-    """(problems, notes, undecided, re-measured target timing or None) from re-running sample 0 of one run.
+              band: float = float("inf"), retime: tuple[int, int] = RETIME) -> dict[str, Any]:
+    """{"problems", "notes", "undecided", "timings", "remeasured"} from re-running sample 0 of one run.
 
     The target is rebuilt with the passes the run applied (saved["passes"]; none for a benchmark
     run) from the run's baseline dtype, so an optimized configuration (int8, autocast, compile)
@@ -155,7 +156,8 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metri
     the same harness beside the calibration probe (`retime` = warmup, iterations a round) and
     judged against `metrics`' timing and calibration within `band` (ab_runtime/calibration.py;
     band inf: no judgement, one round). `undecided` holds the timing checks the host's load left
-    inconclusive.
+    inconclusive, `timings` every judgement's figures, `remeasured` the fastest round's timing
+    (None where the device is not here).
     """
     import torch
 
@@ -168,7 +170,8 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metri
         session = harness.open_session(spec_path, str(run.get("device")), run.get("mode") == "pretrained", 1,
                                        str(saved.get("baseline_dtype") or run.get("dtype")))
     except RuntimeDiagnosis:
-        return [], [f"re-execution skipped: device {run.get('device')} is not available here"], [], None
+        return {"problems": [], "notes": [f"re-execution skipped: device {run.get('device')} is not available here"],
+                "undecided": [], "timings": [], "remeasured": None}
     metrics = metrics or {}
     threads = (metrics.get("environment") or {}).get("torch_threads")
     placed = ""
@@ -196,17 +199,17 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metri
         return timing.samples_ms, probe_ms
 
     timed = metrics.get("timing") or {}
-    judged = retimed(forward_round, "forward call", float(timed.get("min_ms") or 0.0) or float("inf"),
-                     metrics.get("calibration"), band)
+    judged = [retimed(forward_round, "forward call", float(timed.get("min_ms") or 0.0) or float("inf"),
+                      metrics.get("calibration"), band)]
     best = min(rounds, key=lambda r: r["min_ms"])
-    timing = {**best, "rounds": len(rounds)}
     what = f"with passes {', '.join(applied)}" if applied else "as the benchmark target"
     notes = [f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}{placed}; "
              f"re-timed: median {best['median_ms']:.3f} ms, fastest {best['min_ms']:.3f} ms"]
-    more, said, undecided = verdict_lines(judged, "") if band != float("inf") else ([], [], [])
-    problems, notes = problems + more, notes + said
     workload = metrics.get("workload")
     if workload is not None:
-        more, said, left = rerun_workload(session, build, forward, workload, band, retime)
-        problems, notes, undecided = problems + more, notes + said, undecided + left
-    return problems, notes, undecided, timing
+        more, said, headline = rerun_workload(session, build, forward, workload, band, retime)
+        problems, notes = problems + more, notes + said
+        judged.append(headline)
+    sorted_out = sort_judgements(judged if band != float("inf") else [])
+    return {**sorted_out, "problems": problems + sorted_out["problems"], "notes": notes + sorted_out["notes"],
+            "remeasured": {**best, "rounds": len(rounds)}}
