@@ -18,8 +18,9 @@ re-times model and probe interleaved in rounds and judges (`judge`):
 - failed: the reported probe is more than HARD_BAND (x4) faster than this host's fastest probe
   call (a calibration forged along with the latency keeps the ratio, not the probe), or the best
   round's ratio is more than HARD_BAND worse than the reported one: no load excuses either; or,
-  outside the band, the rounds agree (spread <= SPREAD) and the host was quiet during them
-  (<= QUIET_PREEMPTIONS involuntary context switches a round);
+  outside the band, the rounds agree (spread <= SPREAD) and the host was quiet during them (at
+  most QUIET_PREEMPTIONS involuntary context switches a round, the probe within SPREAD of the
+  run's: nothing took the CPU or slowed the memory);
 - inconclusive otherwise: outside the band but within the hard bound, while the rounds disagree or
   the host took the gate's process off the CPU: the host's load left it undecided.
 Evidence without a calibration block (written before it existed) is judged by the absolute rule
@@ -180,12 +181,12 @@ def judge(what: str, reported_min_ms: float, reported_probe_min_ms: float | None
     if relative > hard:
         return Judgement("failed", f"{said}: beyond the hard bound x{hard:g} that no load excuses; the latency "
                                    "does not reproduce", figures)
-    quiet = max(r.preemptions for r in rounds) <= QUIET_PREEMPTIONS
-    if len(rounds) > 1 and spread <= SPREAD and quiet:
+    preempted = max(r.preemptions for r in rounds)
+    if len(rounds) > 1 and spread <= SPREAD and preempted <= QUIET_PREEMPTIONS and probe_x <= SPREAD:
         return Judgement("failed", f"{said}: outside the band x{band:g} on a quiet host with steady rounds; the "
                                    "latency does not reproduce", figures)
     why = (f"rounds spread x{spread:.2f} > x{SPREAD:g}" if spread > SPREAD else
-           f"the host preempted the re-check ({max(r.preemptions for r in rounds)} involuntary context switches "
-           "in a round)")
+           f"the host preempted the re-check ({preempted} involuntary context switches in a round)"
+           if preempted > QUIET_PREEMPTIONS else f"the host ran the probe x{probe_x:.2f} slower than the run did")
     return Judgement("inconclusive", f"{said}: outside the band x{band:g} but within the hard bound x{hard:g} while "
                                      f"{why}: the host's load leaves it undecided", figures)

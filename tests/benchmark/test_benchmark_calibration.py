@@ -32,6 +32,9 @@ def test_between_band_and_hard_bound_only_a_quiet_steady_host_fails() -> None:
     preempted = [Round(25.0, 1.0, 30), Round(26.0, 1.0, 40), Round(25.5, 1.0, 35)]
     judged = judge("forward call", 10.0, 1.0, preempted, BAND)
     assert judged.verdict == "inconclusive" and "involuntary context switches" in judged.reason
+    contended = [Round(37.5, 1.5, 0), Round(38.0, 1.5, 1), Round(37.0, 1.5, 0)]  # the probe itself x1.5 slower
+    judged = judge("forward call", 10.0, 1.0, contended, BAND)
+    assert judged.verdict == "inconclusive" and "ran the probe x1.50 slower" in judged.reason
     spread = [Round(25.0, 1.0, 0), Round(60.0, 1.0, 0), Round(40.0, 1.0, 0)]
     judged = judge("forward call", 10.0, 1.0, spread, BAND)
     assert judged.verdict == "inconclusive" and "rounds spread x2.40" in judged.reason
