@@ -2,13 +2,13 @@
 """The benchmark gate's verdicts idle and beside busy loops: honest evidence and a forged 10x latency.
 
     uv run --locked --extra ray python bench/gate_under_load.py [--model tiny-bert] [-n 5] [--cores 1]
-        [--json FILE]
+        [--threads 1] [--json FILE]
 
 Renders one real package (tests/benchmark/bench_support.py, run with the shared CPU torch test
 environment), runs its accuracy_run.py once on an idle host as the benchmark stage does (pinned to
-`--cores`, the team lead's timed core on a 2-core host; stage warmup 3, iters 10), copies it with
-every forward timing figure forged 10x faster (consistently: stats, throughput, calibration ratio),
-then runs the stand-alone gate (benchmark/scripts/check_accuracy_run.py, which applies the recorded
+`--cores` with `--threads`: the team lead's timed core on a 2-core host, one thread; stage warmup
+3, iters 10), copies it with every forward timing figure forged 10x faster (consistently: stats,
+throughput, calibration ratio), then runs the stand-alone gate (benchmark/scripts/check_accuracy_run.py, which applies the recorded
 placement) N times on each package idle and N times beside bench/busy_loops.py (2 CPU loops, 2
 memory-copy loops). Prints a table of verdict counts and, for the forward call, the gate's
 model/probe ratio relative to the reported one (x: 1 = as reported) and its rounds' spread. Not a
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny-bert", choices=sorted(TINY_MODELS))
     parser.add_argument("-n", type=int, default=5, help="gate runs per package and condition")
     parser.add_argument("--cores", default="1", help="cores the benchmark run is pinned to (default 1)")
+    parser.add_argument("--threads", type=int, default=1, help="its torch threads (default 1)")
     parser.add_argument("--json", type=Path, help="also write every gate run here")
     args = parser.parse_args(argv)
     python = torch_env_python()
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         everything = os.sched_getaffinity(0)
         os.sched_setaffinity(0, [int(c) for c in args.cores.split(",")])  # the stage's timed core
         try:
-            code, result, _, err = run_accuracy(python, honest, "--device", "cpu", "--warmup", "3", "--iters", "10")
+            code, result, _, err = run_accuracy(python, honest, "--device", "cpu", "--warmup", "3", "--iters", "10",
+                                                threads=args.threads)
         finally:
             os.sched_setaffinity(0, everything)
         if code not in (0, 2):
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         forged = root / "forged"
         shutil.copytree(honest, forged)
         forge_latency(forged / result["metrics"], FORGED)
-        print(f"{args.model}: run on cores {args.cores}, median {result['median_ms']:.3f} ms; "
+        print(f"{args.model}: run on cores {args.cores}, {args.threads} thread(s), median {result['median_ms']:.3f} ms; "
               f"load average {os.getloadavg()[0]:.2f}", flush=True)
         rows: list[dict[str, Any]] = []
         for condition in ("idle", "busy_loops(2,2)"):

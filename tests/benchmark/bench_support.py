@@ -78,14 +78,15 @@ def make_adaptation(root: Path, name: str) -> Path:
     return directory
 
 
-def run_accuracy(python: Path, directory: Path, *args: str) -> tuple[int, dict[str, Any], str, str]:
+def run_accuracy(python: Path, directory: Path, *args: str, threads: int = 1) -> tuple[int, dict[str, Any], str, str]:
     """(exit code, parsed RESULT, stdout, stderr) of one accuracy_run.py run, with one torch thread
-    as the team lead's one-core timed slot on a 2-core host gives it: the session fixtures run
-    three at once, and three 2-thread runs on 2 cores recorded forward calls x300 their idle time
-    (a figure any honest re-timing beats, so a 10x forged one could not be told from it)."""
+    by default, as the team lead's one-core timed slot on a 2-core host gives it: the session
+    fixtures run three at once, and three 2-thread runs on 2 cores recorded forward calls x300
+    their idle time (a figure any honest re-timing beats, so a 10x forged one could not be told
+    from it)."""
     proc = subprocess.run([str(python), "accuracy_run.py", "--warmup", "1", "--iters", "3", *args],
                           cwd=directory, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "OMP_NUM_THREADS": str(threads)})
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
     return proc.returncode, result, proc.stdout, proc.stderr

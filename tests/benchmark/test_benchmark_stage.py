@@ -25,7 +25,7 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
     stage does not touch the spec: its outcome carries the spec change, which the team lead sends
     back (a directive for the healer, a rollback to healing). The healing stage applies the rule's
     fix (FNetBasicFourierTransform kept in float32), the benchmark runs again, ends done with both
-    evidence sets, and its gate passes."""
+    evidence sets, and its gate passes (or, on a loaded host, is inconclusive: never failed)."""
     model_id = "demo/tiny-fnet"
     ctx = make_context(board, board_path, tmp_path, {"device": "cpu", "benchmark_iters": 3, "benchmark_warmup": 1,
                                                      "benchmark_num_samples": 1}, name="tiny-fnet")
@@ -81,9 +81,9 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
     assert outcome.result["runs"][1]["keep_fp32_modules"] == ["FNetBasicFourierTransform"]
     assert spec_change(finding, fixed) is None  # the same island is never asked for twice
 
-    gate = BENCHMARK_STAGE.gate(ctx)
-    assert gate.passed, gate.summary
-    assert len(gate.report["runs"]) == 2
+    gate = BENCHMARK_STAGE.gate(ctx)  # honest: passed, or inconclusive where the host's load leaves a timing open
+    assert gate.passed or gate.inconclusive, gate.summary
+    assert len(gate.report["runs"]) == 2 and gate.inconclusive == bool(gate.report["undecided"])
 
     # The gate is independent: a flattering edit of the recorded latency fails it.
     metrics_path = ctx.adaptation_dir / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json"
