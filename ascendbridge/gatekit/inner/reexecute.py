@@ -7,9 +7,9 @@ the run did, rebuild sample 0's inputs, and require (1) the saved inputs to be e
 outputs to match a fresh forward of the same configuration (the run's passes applied) on the
 same device and dtype; then re-time that configuration briefly beside the calibration probe and
 judge the reported timings relative to it (ab_runtime/calibration.py), so the host's load cannot
-flip the verdict. On CPU, runs are reproducible, so (3) is tight; on
-accelerators it allows twice the dtype's rounding step. A device that is not present here
-(NPU evidence checked on a CPU machine) is reported as a note, not a pass or a failure.
+flip the verdict. On CPU, runs are reproducible, so (3) is tight; on accelerators it allows twice
+the dtype's rounding step. A device that is not present here (NPU evidence checked on a CPU
+machine) is reported as a note, not a pass or a failure.
 """
 
 from __future__ import annotations
@@ -63,10 +63,11 @@ def _mismatch(name: str, fresh: dict[str, Any], saved: dict[str, Any], tolerance
 def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any], band: float,
                    retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str], Any]:
     """(problems, notes, judgement of the re-timed headline) from re-running a recorded workload
-    with the same harness: the CPU float32 reference's greedy tokens regenerated (they must equal the recorded ones exactly),
-    the target's batch-1 greedy tokens regenerated (equal on CPU; a difference on an accelerator is
-    noted), and the headline re-timed beside the calibration probe: the fastest decode step (or
-    the knee point's fastest call) judged as the forward latency is (ab_runtime/calibration.py)."""
+    with the same harness: the CPU float32 reference's greedy tokens regenerated (they must equal
+    the recorded ones exactly), the target's batch-1 greedy tokens regenerated (equal on CPU; a
+    difference on an accelerator is noted), and the headline re-timed beside the calibration
+    probe: the fastest decode step (or the knee point's fastest call) judged as the forward
+    latency is (ab_runtime/calibration.py)."""
     import dataclasses
 
     from ab_runtime import workload_figures, workloads
