@@ -51,9 +51,12 @@ def test_accuracy_run_writes_complete_evidence(runs: dict, name: str, dtype: str
 
 
 def test_gate_passes_on_real_evidence(runs: dict, python: Path) -> None:
+    """Honest evidence passes; on a host whose load leaves a re-timing undecided it may be
+    inconclusive (only then, and saying which timing), never failed."""
     for name in runs:
         report = check_adaptation(runs[name][0], str(python))
-        assert report.passed, report.as_dict()
+        assert report.passed or (report.inconclusive and report.undecided), report.as_dict()
+        assert report.timings and all(t["verdict"] != "failed" for ts in report.timings.values() for t in ts)
 
 
 def _copy(runs: dict, tmp_path: Path, name: str = "tiny-bert") -> Path:
