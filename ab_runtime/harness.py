@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -28,13 +29,13 @@ from typing import Any
 import torch
 
 from . import build as ab_build
+from . import calibration, families, loading, moe, pairstats, precision, sharding, workloads
 from . import device as ab_device
-from . import families, loading, moe, pairstats, precision, sharding, workloads
 from .comparator import Thresholds, compare_outputs, judge_optimized
 from .errors import SpecError
 from .fileops import atomic_path, sha256_file, write_text_atomic
 from .inputs import forward_flags
-from .measure import Timing, profiler_active, time_forward
+from .measure import Timing, profiler_active, time_calibrated, time_forward
 from .optimize import passes
 from .spec import load_spec
 
@@ -76,6 +77,7 @@ class Session:
     workload: workloads.Workload
     shard: sharding.ShardPlan | None = None  # the claimed cards of a model larger than one device
     device_map: dict[str, str] | None = None  # where make() placed the last variant's modules
+    probe: Callable[[], float] | None = None  # the calibration probe on this device (calibration_probe)
 
     @property
     def baseline_dtype_name(self) -> str:
@@ -144,6 +146,19 @@ class Session:
         seed = self.spec.recipe.seed
         torch.manual_seed(seed)
         return time_forward(fn, self.sync if on_device else (lambda: None), warmup, iters, seed=seed)
+
+    def calibration_probe(self) -> Callable[[], float]:
+        """The fixed calibration probe on the target's device (ab_runtime/calibration.py), built once."""
+        if self.probe is None:
+            self.probe = calibration.make_probe(self.choice.torch_device, self.sync)
+        return self.probe
+
+    def time_calibrated(self, fn: Callable[[], Any], warmup: int, iters: int) -> tuple[Timing, list[float]]:
+        """`time` on the device with one calibration probe call after every timed call:
+        (timing, probe samples), so a gate can judge the timing relative to the probe."""
+        seed = self.spec.recipe.seed
+        torch.manual_seed(seed)
+        return time_calibrated(fn, self.calibration_probe(), self.sync, warmup, iters, seed=seed)
 
 
 def load_reference(spec: Any, choice: Any, use_pretrained: bool) -> loading.LoadedModel:
@@ -286,7 +301,8 @@ def model_summary(session: Session) -> dict[str, Any]:
 
 
 def environment(session: Session) -> dict[str, Any]:
-    """Versions, device and the process settings (threads) every evidence file records."""
+    """Versions, device and the process placement (torch / OMP threads, the cores it may run on)
+    every evidence file records: a gate run by hand re-times with the same placement."""
     return environment_of(session.choice, session.shard, session.device_map)
 
 
@@ -302,7 +318,8 @@ def environment_of(choice: Any, shard: sharding.ShardPlan | None,
     return {"torch": torch.__version__, "torch_npu": choice.torch_npu_version, "transformers": tf_version,
             "python": platform.python_version(), "platform": platform.platform(),
             "device_name": choice.name, "device_env": ab_device.device_env(),
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": torch.get_num_threads(), "cpu_affinity": sorted(os.sched_getaffinity(0)),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "sharding": shard.evidence(device_map or {}) if shard else None}
 
 

@@ -67,12 +67,22 @@ def time_forward(
 
     Re-seeding after warmup means a warmup can never change what the timed calls compute.
     """
+    return time_calibrated(fn, None, sync, warmup, iterations, seed)[0]
+
+
+def time_calibrated(
+    fn: Callable[[], Any], probe: Callable[[], float] | None, sync: Sync, warmup: int, iterations: int,
+    seed: int | None = None
+) -> tuple[Timing, list[float]]:
+    """`time_forward`, with one call of the calibration `probe` (ab_runtime/calibration.py, it
+    returns its own milliseconds) after every timed call: (timing, probe samples; empty without)."""
     if iterations < 1:
         raise ValueError("iterations must be >= 1")
     if warmup < 0:
         raise ValueError("warmup must be >= 0")
     if profiler_active():
         raise RuntimeError("a profiler is active: timing with the profiler on is not allowed")
+    probe_ms: list[float] = []
     with torch.inference_mode():
         for _ in range(warmup):
             fn()
@@ -86,7 +96,9 @@ def time_forward(
             fn()
             sync()
             samples.append((time.perf_counter_ns() - start) / 1e6)
-    return summarize(samples, warmup)
+            if probe is not None:
+                probe_ms.append(probe())
+    return summarize(samples, warmup), probe_ms
 
 
 def clocked(fn: Callable[[], Any], sync: Sync) -> tuple[Any, float]:

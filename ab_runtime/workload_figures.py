@@ -79,6 +79,14 @@ def stats(samples_ms: list[float]) -> dict[str, float]:
             "min_ms": min(samples_ms), "stdev_ms": statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0}
 
 
+GENERATION_PAIRED_WITH = "decode_steps_ms (the fastest step of each generation)"
+
+
+def fastest_steps(decode_steps_ms: list[list[float]]) -> list[float]:
+    """The fastest decode step of each generation: what a generation's calibration is paired with."""
+    return [min(steps) for steps in decode_steps_ms]
+
+
 def divergence(target: list[int], reference: list[int]) -> dict[str, Any]:
     """Token-by-token agreement of two greedy sequences: match rate and the first differing index
     (None when they agree everywhere); a length difference counts as divergence at the shorter end."""

@@ -11,8 +11,10 @@
 - `forward`: only the single forward pass (the accuracy workload, always measured).
 
 Every figure is timed the harness's way (the same warmup for every variant, the RNG re-seeded
-after warmup, the device synchronised around every timed call, the profiler off) and recorded with
-its raw samples, so the benchmark gate recomputes it (ascendbridge/gatekit/metrics_check.py). Decode is
+after warmup, the device synchronised around every timed call, the profiler off, each timed call
+or generation followed by one call of the fixed calibration probe, ab_runtime/calibration.py) and
+recorded with its raw samples and the probe's (a `calibration` block per sweep point and per
+generation batch), so the benchmark gate recomputes it (ascendbridge/gatekit/metrics_check.py). Decode is
 memory-bound: the bytes read per decode step (weights + the mean KV cache) over TPOT give the
 achieved bandwidth, which the framework sets against the environment probe's measured bandwidth.
 
@@ -34,15 +36,18 @@ from typing import Any, Protocol
 import torch
 
 from . import build as ab_build
+from . import calibration
 from .inputs import Signature
 from .measure import clocked, profiler_active
 from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
     ENCODER_DECODER_FAMILIES,
+    GENERATION_PAIRED_WITH,
     KNEE_FRACTION,
     WORKLOADS,
     Workload,
     decode_bandwidth_gbs,
     divergence,
+    fastest_steps,
     generation_figures,
     knee,
     resolve,
@@ -296,9 +301,13 @@ def measure_generation(session: Any, build: ab_build.Build, workload: Workload, 
         with torch.inference_mode():
             for _ in range(warmup):
                 generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec)
+            probe = session.calibration_probe()
             torch.manual_seed(session.spec.recipe.seed)
             ab_device.reset_peak_memory(session.choice)
-            runs = [generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec) for _ in range(iters)]
+            runs, probe_ms = [], []
+            for _ in range(iters):  # each generation followed by one calibration probe call
+                runs.append(generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec))
+                probe_ms.append(probe())
         peak = ab_device.peak_memory(session.choice)
         last = runs[-1]
         kv_read = (last.cache_after_prefill + last.cache_final) // 2
@@ -313,6 +322,8 @@ def measure_generation(session: Any, build: ab_build.Build, workload: Workload, 
             "bytes_per_decode_step": weights + kv_read,
             "decode_bandwidth_gbs": decode_bandwidth_gbs(weights + kv_read, figures["tpot_ms"]["median_ms"]),
             "tokens": last.tokens,
+            "calibration": calibration.calibration_block(fastest_steps([r.steps_ms for r in runs]), probe_ms, warmup,
+                                                         GENERATION_PAIRED_WITH),
         }
         if enc_dec:
             entry["encoder_samples_ms"] = [r.encoder_ms for r in runs]
@@ -355,7 +366,8 @@ def measure_sweep(session: Any, build: ab_build.Build, run: Callable[[dict[str, 
         inputs = ab_build.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
         ab_device.reset_peak_memory(session.choice)
         try:
-            timing = session.time(functools.partial(run, inputs), warmup, iters).as_dict()
+            measured, probe_ms = session.time_calibrated(functools.partial(run, inputs), warmup, iters)
+            timing = measured.as_dict()
         except RuntimeError as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -367,7 +379,9 @@ def measure_sweep(session: Any, build: ab_build.Build, run: Callable[[dict[str, 
                        "median_ms": timing["median_ms"], "p90_ms": timing["p90_ms"], "min_ms": timing["min_ms"],
                        "stdev_ms": timing["stdev_ms"], "samples_per_s": batch * 1000.0 / timing["median_ms"],
                        "peak_memory_bytes": peak if peak is not None else ab_device.host_peak_rss(),
-                       "peak_memory_source": "device_allocator" if peak is not None else "host_peak_rss"})
+                       "peak_memory_source": "device_allocator" if peak is not None else "host_peak_rss",
+                       "calibration": calibration.calibration_block(timing["samples_ms"], probe_ms, warmup,
+                                                                    "samples_ms")})
     if not points:
         raise RuntimeError(f"the batch sweep ran out of memory at its first batch ({stopped})")
     best = knee(points)

@@ -10,16 +10,6 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardStore
-from benchmark.gate import LATENCY_BAND_ENV
-
-# The benchmark gate re-times the target and fails a report more than x1.5 faster than its own
-# fastest call. Whether an honest run stays inside x1.5 depends on the machine's load when the gate
-# re-times (issue #18: no outcome may depend on it; a gate re-timing under a load of 14 on one core
-# came out x261 slower than its report), so the suite widens the band for every test and the
-# processes they start. The band's own behaviour is tested with explicit values, the forged-latency
-# test with the default x1.5 (tests/benchmark/test_benchmark_accuracy_run.py).
-SUITE_LATENCY_BAND = "1000"
-
 
 # The team lead records its board's stage durations in the host's stage history, the ETA's prior on
 # later boards (ascendbridge/teamlead/history.py): the suite's runs must not teach the user's cache,
@@ -29,7 +19,6 @@ _own_history: list[Path] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    os.environ.setdefault(LATENCY_BAND_ENV, SUITE_LATENCY_BAND)
     if STAGE_HISTORY_ENV not in os.environ:
         _own_history.append(Path(tempfile.mkdtemp(prefix="ab-test-stage-history-")))
         os.environ[STAGE_HISTORY_ENV] = str(_own_history[0] / "stage_history.json")

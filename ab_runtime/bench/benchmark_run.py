@@ -4,8 +4,10 @@ What it does, in order: open a harness Session (the model built once on CPU in f
 config-initialised and seeded or real weights, a float64 copy as the exact reference where it
 fits, the seeded input samples); build the target on the device in the target dtype; run every
 sample through it; compare with the shared comparator; time the reference and the target with
-the same warmup and iterations (profiler off, device synchronised around each call); then one
-separate profiled run exported as a Chrome trace.
+the same warmup and iterations (profiler off, device synchronised around each call), the target's
+calls each followed by one call of the fixed calibration probe (ab_runtime/calibration.py: the gate
+judges the latency relative to it, so the host's load cannot flip the verdict); then one separate
+profiled run exported as a Chrome trace.
 
 Writes, named <kind>_<device>_<dtype>_<mode>_<dataset>.<ext>:
   outputs_*.pt               target / reference / float64 outputs and the inputs
@@ -24,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import build as ab_build
+from .. import calibration, harness, precision, workloads
 from .. import device as ab_device
-from .. import harness, precision, workloads
 from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
 from ..ops.record import record_target
@@ -104,7 +106,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     reference_timing = session.time(session.reference_call(), args.warmup, args.iters, on_device=False).as_dict()
     target_fn = session.timed_call(target, target_run)
     ab_device.reset_peak_memory(choice)
-    timing = session.time(target_fn, args.warmup, args.iters).as_dict()
+    measured, probe_ms = session.time_calibrated(target_fn, args.warmup, args.iters)
+    timing = measured.as_dict()
     peak = ab_device.peak_memory(choice)
     peak_source = "device_allocator"
     if peak is None:
@@ -138,6 +141,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               "float64_note": session.fp64_note}},
         "model": summary, "inputs": harness.input_shapes(session),
         "timing": timing, "reference_timing": reference_timing, "profiler_during_timing": False,
+        "calibration": calibration.calibration_block(timing["samples_ms"], probe_ms, args.warmup, "timing.samples_ms"),
         "throughput": {"batch_size": batch, "samples_per_s": throughput(batch, timing["median_ms"])},
         "peak_memory_bytes": peak, "peak_memory_source": peak_source,
         "accuracy": accuracy, "environment": harness.environment(session), "profile": profile,

@@ -2,7 +2,8 @@
 
 These are the checks that need no tensors: every required figure present, latencies positive and
 ordered, iteration and warmup counts recorded and matching the raw samples, the profiler off
-while timing. Recomputing the accuracy figures from the saved outputs is the other half of the
+while timing, the calibration probe's block (ab_runtime/calibration.py) re-derived from its samples
+and paired one call for one with the timed calls. Recomputing the accuracy figures from the saved outputs is the other half of the
 gate (ascendbridge/gatekit/inner/recompute_accuracy.py, run in the adaptation's interpreter).
 """
 
@@ -12,6 +13,7 @@ import math
 import statistics
 from typing import Any
 
+from ab_runtime.calibration import check_block
 from ab_runtime.pairstats import percentile
 from ascendbridge.gatekit.compare import recorded_matches
 from ascendbridge.gatekit.workload_check import check_workload
@@ -74,6 +76,9 @@ def check_metrics(metrics: dict[str, Any]) -> list[str]:
         problems += [f"environment.{k}: missing" for k in REQUIRED_ENV_KEYS if k not in env]
     problems += check_timing("timing", metrics.get("timing"))
     problems += check_timing("reference_timing", metrics.get("reference_timing"))
+    if "calibration" in metrics:  # absent in evidence written before the probe existed
+        timed = metrics["timing"] if isinstance(metrics.get("timing"), dict) else {}
+        problems += check_block("calibration", metrics["calibration"], timed.get("samples_ms"), timed.get("warmup"))
     if metrics.get("profiler_during_timing") is not False:
         problems.append("profiler_during_timing must be false")
     for a, b in (("timing", "reference_timing"),):

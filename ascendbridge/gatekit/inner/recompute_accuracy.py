@@ -1,11 +1,15 @@
 """Gate helper: reload a run's saved outputs, recompute its accuracy figures, compare them.
 
-Run in the adaptation's interpreter: `python recompute_accuracy.py SPEC_JSON METRICS_JSON...`
-(one process for all of an adaptation's runs: importing torch is the expensive part). Prints one
-JSON object mapping each metrics file name to {"ok", "problems", "notes", "recomputed_verdict",
+Run in the adaptation's interpreter:
+`python recompute_accuracy.py [--latency-band X] SPEC_JSON METRICS_JSON...` (one process for all
+of an adaptation's runs: importing torch is the expensive part). Prints one JSON object mapping
+each metrics file name to {"ok", "problems", "notes", "undecided", "timings", "recomputed_verdict",
 "outputs_checked", "remeasured_timing"}. After the figures match, sample 0 is re-executed
 (reexecute.py, the run's passes applied) to show the saved inputs, reference and target tensors
-come from really running that configuration, and the target is re-timed with the same harness.
+come from really running that configuration, and the target is re-timed with the same harness
+beside the calibration probe; with --latency-band the re-timed figures are judged
+(ab_runtime/calibration.py): a failure is a problem, a timing the host's load left undecided is
+`undecided`. Without it (the optimization gate) nothing is judged and one round is timed.
 Thresholds come from the framework's accuracy standard (the spec's `tolerances` only request
 bounded changes), not from the metrics file, so loosening the thresholds recorded in the metrics
 file is itself a mismatch. Perf evidence (`perf_*` files: an optimized configuration) is judged by
@@ -60,26 +64,25 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
     if differences:
         problems.append("accuracy figures in the metrics file do not match the figures recomputed "
                         f"from the saved outputs (first at {differences[0]})")
-    notes: list[str] = []
-    remeasured = None
+    again: dict[str, Any] = {"notes": [], "undecided": [], "timings": [], "remeasured": None}
     recorded_passes = (metrics.get("optimization") or {}).get("passes") or []
     if sorted(saved.get("passes") or []) != sorted(recorded_passes):
         problems.append(f"outputs file says passes {saved.get('passes')}, metrics say {recorded_passes}")
     if not problems:
         try:
-            enough = float((metrics.get("timing") or {}).get("min_ms", 0.0)) * band
-            rerun_problems, notes, remeasured = reexecute(spec_path, run, saved, enough,
-                                                          workload=metrics.get("workload"), band=band)
+            again = reexecute(spec_path, run, saved, metrics, band)
         except Exception as exc:  # the evidence cannot be reproduced at all: that is the finding
-            rerun_problems = [f"re-execution failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
-        problems += rerun_problems
-    return {"ok": not problems, "problems": problems, "notes": notes, "recomputed_verdict": recomputed["verdict"],
-            "outputs_checked": sorted(recomputed["outputs"]), "remeasured_timing": remeasured}
+            again["problems"] = [f"re-execution failed: {type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''}"]
+        problems += again["problems"]
+    return {"ok": not problems and not again["undecided"], "problems": problems, "notes": again["notes"],
+            "undecided": again["undecided"], "timings": again["timings"], "recomputed_verdict": recomputed["verdict"],
+            "outputs_checked": sorted(recomputed["outputs"]), "remeasured_timing": again["remeasured"]}
 
 
 
 def main(argv: list[str]) -> int:
-    band = float("inf")  # --latency-band X: re-time up to 3 rounds while X x the reported fastest is not reached
+    band = float("inf")  # --latency-band X: judge the re-timed figures within X (ab_runtime/calibration.py)
     if argv[:1] == ["--latency-band"] and len(argv) > 1:
         band, argv = float(argv[1]), argv[2:]
     if len(argv) < 2:

@@ -5,9 +5,11 @@ adaptation's, and its one harness (ab_runtime.harness): rebuild the model the sa
 the run did, rebuild sample 0's inputs, and require (1) the saved inputs to be exactly those,
 (2) the saved CPU float32 reference to match a fresh reference forward, (3) the saved target
 outputs to match a fresh forward of the same configuration (the run's passes applied) on the
-same device and dtype; then re-time that configuration briefly. On CPU, runs are reproducible, so (3) is tight; on
-accelerators it allows twice the dtype's rounding step. A device that is not present here
-(NPU evidence checked on a CPU machine) is reported as a note, not a pass or a failure.
+same device and dtype; then re-time that configuration briefly beside the calibration probe and
+judge the reported timings relative to it (ab_runtime/calibration.py), so the host's load cannot
+flip the verdict. On CPU, runs are reproducible, so (3) is tight; on accelerators it allows twice
+the dtype's rounding step. A device that is not present here (NPU evidence checked on a CPU
+machine) is reported as a note, not a pass or a failure.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from _framework import RUNTIME_DIR
 DTYPE_STEP = {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
 REFERENCE_TOLERANCE = 1e-5  # max |fresh - saved| / max |saved| for the CPU float32 reference
 RETIME = (2, 10)  # warmup, timed calls per round of the gate's own latency re-measurement
-RETIME_ROUNDS = 3  # more rounds only while the fastest call is still outside the gate's band
+RETIME_ROUNDS = 3  # more rounds only while the re-timed figure has not passed (ab_runtime/calibration.py)
 
 
 def _runtime() -> Any:
@@ -59,20 +61,22 @@ def _mismatch(name: str, fresh: dict[str, Any], saved: dict[str, Any], tolerance
 
 
 def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any], band: float,
-                   retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str]]:
-    """(problems, notes) from re-running a recorded workload with the same harness: the CPU float32
-    reference's greedy tokens regenerated (they must equal the recorded ones exactly), the target's
-    batch-1 greedy tokens regenerated (equal on CPU; a difference on an accelerator is noted), and
-    the headline re-timed: a reported fastest decode step (or sweep-point call) more than `band` times
-    faster than the fastest re-measured one fails, as for the forward latency."""
+                   retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str], Any]:
+    """(problems, notes, judgement of the re-timed headline) from re-running a recorded workload
+    with the same harness: the CPU float32 reference's greedy tokens regenerated (they must equal
+    the recorded ones exactly), the target's batch-1 greedy tokens regenerated (equal on CPU; a
+    difference on an accelerator is noted), and the headline re-timed beside the calibration
+    probe: the fastest decode step (or the knee point's fastest call) judged as the forward
+    latency is (ab_runtime/calibration.py)."""
     import dataclasses
 
-    from ab_runtime import workloads
+    from ab_runtime import workload_figures, workloads
 
     recorded = body["workload"]
     profile = workloads.Workload(**{**recorded, "sweep": tuple(recorded["sweep"])})
     session.workload = profile
     problems: list[str] = []
+    notes: list[str] = []
     if profile.name in ("generation", "encoder_generation"):
         reference = workloads.reference_tokens(session, profile)
         if body.get("reference_tokens") != reference:
@@ -81,14 +85,13 @@ def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any],
         batch1 = dataclasses.replace(profile, batch=1)
         runs: list[dict[str, Any]] = []
 
-        def fastest_now() -> float:
+        def one_round() -> tuple[list[float], list[float]]:
             runs.append(workloads.measure_generation(session, build, batch1, 1, retime[1] // 2, reference)["runs"][0])
-            return min(min(steps) for steps in runs[-1]["decode_steps_ms"])
+            return workload_figures.fastest_steps(runs[-1]["decode_steps_ms"]), runs[-1]["calibration"]["samples_ms"]
 
         # Fastest single decode step on both sides: load only ever adds time, so it is the stable estimate.
-        notes: list[str]
-        reported, what, notes = float(min(min(steps) for steps in first["decode_steps_ms"])), "decode step", []
-        fastest = _fastest_of_rounds(fastest_now, reported * band)
+        reported, what = float(min(workload_figures.fastest_steps(first["decode_steps_ms"]))), "decode step"
+        judged = retimed(one_round, what, reported, first.get("calibration"), band)
         if runs[0]["tokens"][0] != first["tokens"][0]:
             why = (f"the target's greedy tokens do not reproduce (first difference at token "
                    f"{workloads.divergence(runs[0]['tokens'][0], first['tokens'][0])['first_divergence']})")
@@ -96,25 +99,46 @@ def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any],
     else:
         point = next(p for p in body["points"] if p["batch"] == body["knee_batch"])
         inputs = passes_inputs(session, build, point["batch"])
-        reported, notes, what = float(point["min_ms"]), [], f"batch-{point['batch']} latency"
-        fastest = _fastest_of_rounds(lambda: session.time(lambda: forward(inputs), *retime).as_dict()["min_ms"],
-                                     reported * band)
-    if reported * band < fastest:
-        problems.append(f"reported fastest {what} {reported:.3f} ms is x{fastest / reported:.2f} faster than the gate's "
-                        f"re-measurement ({fastest:.3f} ms; allowed band x{band:g}): the workload does not reproduce")
-    else:
-        notes.append(f"workload {profile.name} re-run: fastest {what} {fastest:.3f} ms (reported {reported:.3f} ms)")
-    return problems, notes
+        reported, what = float(point["min_ms"]), f"batch-{point['batch']} latency"
+
+        def sweep_round() -> tuple[list[float], list[float]]:
+            timing, probe_ms = session.time_calibrated(lambda: forward(inputs), *retime)
+            return timing.samples_ms, probe_ms
+
+        judged = retimed(sweep_round, what, reported, point.get("calibration"), band)
+    judged.reason = f"workload {profile.name}: {judged.reason}"
+    return problems, notes, judged
 
 
-def _fastest_of_rounds(round_min: Any, enough_ms: float) -> float:
-    """The fastest call over up to RETIME_ROUNDS rounds, stopping once one is within `enough_ms`."""
-    best = round_min()
-    for _ in range(RETIME_ROUNDS - 1):
-        if best <= enough_ms:
-            break
-        best = min(best, round_min())
-    return best
+def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any, band: float) -> Any:
+    """The gate's judgement of a reported fastest call (ab_runtime/calibration.py): rounds of calls
+    interleaved with the probe (`one_round` returns the model's and the probe's samples), up to
+    RETIME_ROUNDS, stopping at the first that passes; each round's involuntary context switches
+    are counted (the host taking this process off the CPU)."""
+    import resource
+
+    from ab_runtime import calibration as cal
+
+    reported_probe = float(calibration["min_ms"]) if isinstance(calibration, dict) else None
+    rounds: list[Any] = []
+    while True:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+        model_ms, probe_ms = one_round()
+        switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - before
+        rounds.append(cal.Round(min(model_ms), min(probe_ms) if probe_ms else None, switches))
+        last = len(rounds) == RETIME_ROUNDS
+        judged = cal.judge(what, reported_min_ms, reported_probe, rounds, band, final=last)
+        if last or judged.verdict == "passed":
+            return judged
+
+
+def sort_judgements(judgements: list[Any]) -> dict[str, list[Any]]:
+    """Judgements as {"problems", "notes", "undecided"} lines (failed, passed, inconclusive) and
+    "timings": each one's verdict and figures (the gate's report shows them)."""
+    return {"problems": [j.reason for j in judgements if j.verdict == "failed"],
+            "notes": [f"re-timed: {j.reason}" for j in judgements if j.verdict == "passed"],
+            "undecided": [j.reason for j in judgements if j.verdict == "inconclusive"],
+            "timings": [{"verdict": j.verdict, **j.figures} for j in judgements]}
 
 
 def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
@@ -123,18 +147,18 @@ def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
     return prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
 
 
-def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enough_ms: float = float("inf"),
-              retime: tuple[int, int] = RETIME, workload: dict[str, Any] | None = None,
-              band: float = float("inf")) -> tuple[list[str], list[str], dict[str, Any] | None]:
-    """(problems, notes, re-measured target timing or None) from re-running sample 0 of one run.
+def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metrics: dict[str, Any] | None = None,
+              band: float = float("inf"), retime: tuple[int, int] = RETIME) -> dict[str, Any]:
+    """{"problems", "notes", "undecided", "timings", "remeasured"} from re-running sample 0 of one run.
 
     The target is rebuilt with the passes the run applied (saved["passes"]; none for a benchmark
     run) from the run's baseline dtype, so an optimized configuration (int8, autocast, compile)
-    is re-executed as itself; then it is timed briefly with the same harness (`retime` =
-    warmup, iterations) so the gate can compare the reported latency with a fresh one: up to
-    RETIME_ROUNDS rounds while the fastest call is above `enough_ms` (the gate's band around the
-    reported fastest call), since a shared machine can slow a whole round; the round with the
-    fastest call is returned.
+    is re-executed as itself, with the torch threads the run recorded; then it is re-timed with
+    the same harness beside the calibration probe (`retime` = warmup, iterations a round) and
+    judged against `metrics`' timing and calibration within `band` (ab_runtime/calibration.py;
+    band inf: no judgement, one round). `undecided` holds the timing checks the host's load left
+    inconclusive, `timings` every judgement's figures, `remeasured` the fastest round's timing
+    (None where the device is not here).
     """
     import torch
 
@@ -147,7 +171,14 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enoug
         session = harness.open_session(spec_path, str(run.get("device")), run.get("mode") == "pretrained", 1,
                                        str(saved.get("baseline_dtype") or run.get("dtype")))
     except RuntimeDiagnosis:
-        return [], [f"re-execution skipped: device {run.get('device')} is not available here"], None
+        return {"problems": [], "notes": [f"re-execution skipped: device {run.get('device')} is not available here"],
+                "undecided": [], "timings": [], "remeasured": None}
+    metrics = metrics or {}
+    threads = (metrics.get("environment") or {}).get("torch_threads")
+    placed = ""
+    if isinstance(threads, int) and threads > 0:  # the run's placement: what a hand-run gate must match
+        torch.set_num_threads(threads)
+        placed = f", torch threads {threads} as recorded"
     applied = [str(n) for n in saved.get("passes") or []]
     problems = [f"saved input '{k}' is not the seeded input the run must have used"
                 for k, v in saved["inputs"].items()
@@ -162,13 +193,24 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], enoug
                           tolerance)
     fn = session.timed_call(build, forward)
     rounds: list[dict[str, Any]] = []
-    while len(rounds) < RETIME_ROUNDS and (not rounds or min(r["min_ms"] for r in rounds) > enough_ms):
-        rounds.append(session.time(fn, *retime).as_dict())
-    timing = {**min(rounds, key=lambda r: r["min_ms"]), "rounds": len(rounds)}
+
+    def forward_round() -> tuple[list[float], list[float]]:
+        timing, probe_ms = session.time_calibrated(fn, *retime)
+        rounds.append({**timing.as_dict(), "probe_min_ms": min(probe_ms)})
+        return timing.samples_ms, probe_ms
+
+    timed = metrics.get("timing") or {}
+    judged = [retimed(forward_round, "forward call", float(timed.get("min_ms") or 0.0) or float("inf"),
+                      metrics.get("calibration"), band)]
+    best = min(rounds, key=lambda r: r["min_ms"])
     what = f"with passes {', '.join(applied)}" if applied else "as the benchmark target"
-    notes = [f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}; "
-             f"re-timed: median {timing['median_ms']:.3f} ms, fastest {timing['min_ms']:.3f} ms"]
+    notes = [f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}{placed}; "
+             f"re-timed: median {best['median_ms']:.3f} ms, fastest {best['min_ms']:.3f} ms"]
+    workload = metrics.get("workload")
     if workload is not None:
-        more, said = rerun_workload(session, build, forward, workload, band, retime)
+        more, said, headline = rerun_workload(session, build, forward, workload, band, retime)
         problems, notes = problems + more, notes + said
-    return problems, notes, timing
+        judged.append(headline)
+    sorted_out = sort_judgements(judged if band != float("inf") else [])
+    return {**sorted_out, "problems": problems + sorted_out["problems"], "notes": notes + sorted_out["notes"],
+            "remeasured": {**best, "rounds": len(rounds)}}

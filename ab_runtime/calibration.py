@@ -1,0 +1,192 @@
+"""The calibration probe, and the load-proof judgement of a re-timed figure (no torch at import).
+
+Why: a gate re-times a reported latency on a host whose load it does not control; load only ever
+adds time, but by how much depends on the moment (a 2-core host beside two CPU loops and two
+memory-copy loops slowed single calls x2 to x100). So every timed call of the model is followed,
+in the same process and placement (device, cores, threads), by one call of a FIXED probe: a small
+matrix product and a memory copy on the model's device. What the load does to the model it does,
+roughly, to the probe beside it, so the ratio of the fastest model call to the fastest probe call
+(per block of calls, as in ab_runtime/pairstats.py: load only adds time, the fastest call is the
+stable estimate) is a property of the model on that device, not of the host's load.
+
+The run records the probe's samples in a `calibration` block next to the samples it was paired
+with (`calibration_block`); the gate recomputes it from the samples (`check_block`). The gate then
+re-times model and probe interleaved in rounds and judges (`judge`):
+- passed: the gate's fastest call (load only adds time) is within the band (x1.5) of the reported
+  one; or the reported probe reproduces within HARD_BAND and one round's model/probe ratio is
+  within the band of the reported ratio;
+- failed: the reported probe is more than HARD_BAND (x4) faster than this host's fastest probe
+  call (a calibration forged along with the latency keeps the ratio, not the probe), or the best
+  round's ratio is more than HARD_BAND worse than the reported one: no load excuses either; or,
+  outside the band, the rounds agree (spread <= SPREAD) and the host was quiet during them (at
+  most QUIET_PREEMPTIONS involuntary context switches a round, the probe within SPREAD of the
+  run's: nothing took the CPU or slowed the memory);
+- inconclusive otherwise: outside the band but within the hard bound, while the rounds disagree or
+  the host took the gate's process off the CPU: the host's load left it undecided.
+Evidence without a calibration block (written before it existed) is judged by the absolute rule
+alone: the reported fastest call may be at most `band` times faster than the gate's fastest.
+Every failure needs all the gate's rounds (an interim look only passes). The limit, by design: a
+claim between the band and the hard bound (a latency forged x3, or x10 with the probe forged x3
+along) is failed only on a quiet host; under load it stays inconclusive, never passed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .figures import recorded_matches
+from .pairstats import percentile
+
+PROBE: dict[str, Any] = {"name": "matmul_copy", "version": 1, "matmul_n": 128, "matmuls": 4, "copy_elements": 1 << 20}
+CALIBRATION_SCHEMA = "ascendbridge.calibration/1"
+HARD_BAND = 4.0  # a ratio (or probe) this much better than the gate's best fails under any load
+SPREAD = 1.25  # rounds whose ratios agree within this are steady enough to fail a claim
+QUIET_PREEMPTIONS = 2  # involuntary context switches in a round for the host to count as quiet
+
+
+def make_probe(torch_device: Any, sync: Callable[[], None]) -> Callable[[], float]:
+    """The fixed probe on `torch_device`: one call does PROBE's matrix products and copy and
+    returns its milliseconds, the device synchronised around it (as the model's timed calls)."""
+    import time
+
+    import torch
+
+    n, copies = int(PROBE["matmul_n"]), int(PROBE["copy_elements"])
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(n, n, generator=gen).to(torch_device)
+    src = torch.rand(copies, generator=gen).to(torch_device)
+    dst = torch.empty_like(src)
+
+    def probe() -> float:
+        sync()
+        start = time.perf_counter_ns()
+        x = a
+        for _ in range(int(PROBE["matmuls"])):
+            x = torch.mm(x, a)
+        dst.copy_(src)
+        sync()
+        return (time.perf_counter_ns() - start) / 1e6
+
+    with torch.inference_mode():
+        probe()  # allocations and kernel selection happen outside every timed call
+    return probe
+
+
+def ratio(model_ms: list[float], probe_ms: list[float]) -> float:
+    """Fastest model call over fastest probe call of one block of interleaved calls."""
+    return min(model_ms) / min(probe_ms)
+
+
+def calibration_block(model_ms: list[float], probe_ms: list[float], warmup: int, paired_with: str) -> dict[str, Any]:
+    """The evidence's record of the probe calls interleaved with `model_ms` (`paired_with` names them)."""
+    return {"schema": CALIBRATION_SCHEMA, "probe": dict(PROBE), "paired_with": paired_with, "warmup": warmup,
+            "iterations": len(probe_ms), "samples_ms": list(probe_ms), "median_ms": statistics.median(probe_ms),
+            "p90_ms": percentile(probe_ms, 90), "min_ms": min(probe_ms), "ratio": ratio(model_ms, probe_ms)}
+
+
+def check_block(where: str, block: Any, model_ms: Any, warmup: Any) -> list[str]:
+    """Problems of a recorded calibration block against the samples it was paired with (and their warmup)."""
+    if not isinstance(block, dict):
+        return [f"{where}: must be an object"]
+    if block.get("warmup") != warmup:
+        return [f"{where}.warmup {block.get('warmup')!r} != {warmup!r} of the calls it was paired with"]
+    samples = block.get("samples_ms")
+    if block.get("schema") != CALIBRATION_SCHEMA or block.get("probe") != PROBE:
+        return [f"{where}: not this runtime's calibration probe ({CALIBRATION_SCHEMA}, {PROBE['name']} "
+                f"v{PROBE['version']})"]
+    if not (isinstance(samples, list) and samples
+            and all(isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 for s in samples)):
+        return [f"{where}.samples_ms: must be a non-empty list of positive latencies"]
+    if not isinstance(model_ms, list) or len(model_ms) != len(samples) or block.get("iterations") != len(samples):
+        return [f"{where}: {len(samples)} probe calls recorded for {len(model_ms) if isinstance(model_ms, list) else 0} "
+                f"paired calls (iterations {block.get('iterations')!r}): one probe call follows every timed call"]
+    expected = {"median_ms": statistics.median(samples), "p90_ms": percentile(samples, 90), "min_ms": min(samples),
+                "ratio": ratio([float(m) for m in model_ms], samples)}
+    return [f"{where}.{k}: recorded {block.get(k)!r}, its samples give {v!r}"
+            for k, v in expected.items() if not recorded_matches(block.get(k), v)]
+
+
+@dataclass
+class Round:
+    """One round of the gate's re-timing: the fastest model call, the fastest probe call beside
+    them (None without a calibration), and the involuntary context switches it suffered."""
+
+    model_min_ms: float
+    probe_min_ms: float | None = None
+    preemptions: int = 0
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.probe_min_ms is None else self.model_min_ms / self.probe_min_ms
+
+
+@dataclass
+class Judgement:
+    """The verdict on one re-timed figure: passed, failed or inconclusive, with one line why."""
+
+    verdict: str
+    reason: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict != "inconclusive"
+
+
+def judge(what: str, reported_min_ms: float, reported_probe_min_ms: float | None, rounds: list[Round],
+          band: float, final: bool = True) -> Judgement:
+    """The judgement of a reported fastest call (`what`) against the gate's rounds (module doc).
+    `final` False: an interim look, where only a pass is taken (more rounds may still pass)."""
+    fastest = min(r.model_min_ms for r in rounds)
+    absolute = fastest / reported_min_ms
+    figures: dict[str, Any] = {"what": what, "reported_min_ms": reported_min_ms, "fastest_ms": fastest,
+                               "absolute": absolute, "rounds": len(rounds),
+                               "preemptions": [r.preemptions for r in rounds]}
+    ratios = [float(r.ratio) for r in rounds if r.ratio is not None]
+    calibrated = reported_probe_min_ms is not None and len(ratios) == len(rounds)
+    if calibrated:
+        assert reported_probe_min_ms is not None
+        reported_ratio = reported_min_ms / reported_probe_min_ms
+        best, spread = min(ratios), max(ratios) / min(ratios)
+        probe_fastest = min(float(r.probe_min_ms) for r in rounds if r.probe_min_ms is not None)
+        relative, probe_x = best / reported_ratio, probe_fastest / reported_probe_min_ms
+        figures.update(reported_ratio=reported_ratio, ratios=ratios, spread=spread, relative=relative,
+                       probe_fastest_ms=probe_fastest, probe_x=probe_x)
+    if absolute <= band:
+        return Judgement("passed", f"{what}: fastest re-timed call {fastest:.3f} ms within x{band:g} of the reported "
+                                   f"{reported_min_ms:.3f} ms", figures)
+    if not calibrated:  # evidence without a calibration block: the absolute rule alone
+        verdict = "failed" if final else "inconclusive"
+        return Judgement(verdict, f"reported fastest {what} {reported_min_ms:.3f} ms is x{absolute:.2f} faster than "
+                                  f"the gate's fastest re-measured call ({fastest:.3f} ms; allowed band x{band:g}; "
+                                  "no calibration recorded): the latency does not reproduce", figures)
+    hard = max(HARD_BAND, band)
+    if probe_x > hard:  # a probe forged along with the model keeps the ratio: the probe itself is judged
+        said = (f"the calibration probe's reported fastest call {reported_probe_min_ms:.4f} ms is x{probe_x:.2f} "
+                f"faster than this host's ({probe_fastest:.4f} ms)")
+        if not final:
+            return Judgement("inconclusive", said, figures)
+        return Judgement("failed", f"{said}, beyond the hard bound x{hard:g}: the calibration does not reproduce",
+                         figures)
+    said = (f"reported fastest {what} {reported_min_ms:.3f} ms = {reported_ratio:.2f} probe calls; the gate's best "
+            f"round {best:.2f} (x{relative:.2f}, rounds spread x{spread:.2f}, fastest call {fastest:.3f} ms)")
+    if relative <= band:
+        return Judgement("passed", f"{what}: model/probe ratio {best:.2f} within x{band:g} of the reported "
+                                   f"{reported_ratio:.2f}", figures)
+    if not final:
+        return Judgement("inconclusive", said, figures)
+    if relative > hard:
+        return Judgement("failed", f"{said}: beyond the hard bound x{hard:g} that no load excuses; the latency "
+                                   "does not reproduce", figures)
+    preempted = max(r.preemptions for r in rounds)
+    if len(rounds) > 1 and spread <= SPREAD and preempted <= QUIET_PREEMPTIONS and probe_x <= SPREAD:
+        return Judgement("failed", f"{said}: outside the band x{band:g} on a quiet host with steady rounds; the "
+                                   "latency does not reproduce", figures)
+    why = (f"rounds spread x{spread:.2f} > x{SPREAD:g}" if spread > SPREAD else
+           f"the host preempted the re-check ({preempted} involuntary context switches in a round)"
+           if preempted > QUIET_PREEMPTIONS else f"the host ran the probe x{probe_x:.2f} slower than the run did")
+    return Judgement("inconclusive", f"{said}: outside the band x{band:g} but within the hard bound x{hard:g} while "
+                                     f"{why}: the host's load leaves it undecided", figures)
