@@ -71,7 +71,8 @@ class LeaseBoard(Protocol):
     def interruptions(self, task_id: int) -> int: ...
 
     def start_attempt(self, task_id: int, token: int, command: str, log_path: str,
-                      agent_backend: str = "builtin", placement: dict[str, Any] | None = None) -> int: ...
+                      agent_backend: str = "builtin", placement: dict[str, Any] | None = None,
+                      recheck: int = 0) -> int: ...
 
     def finish_attempt(self, attempt_id: int, exit_code: int | None, duration_s: float, outcome: str,
                        diagnosis: dict[str, Any] | None = None, fix_applied: str | None = None) -> None: ...
@@ -323,10 +324,12 @@ class LeaseStore(StoreBase):
     # ------------------------------------------------------------------ attempts
     def start_attempt(
         self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin",
-        placement: dict[str, Any] | None = None,
+        placement: dict[str, Any] | None = None, recheck: int = 0,
     ) -> int:
         """Record an attempt; with a placement ({"host", "devices", "cpus", "env", "exclusive"}) also
-        where it runs, and a `placed` event (the event log then shows which device ran what)."""
+        where it runs, and a `placed` event (the event log then shows which device ran what).
+        `recheck` N > 0: the N-th re-check of the gate alone for the current attempt (same number,
+        same token; the task's attempt count is not spent)."""
         with self._write() as s:
             task = self._owned(s, task_id, token)
             row = Attempt(
@@ -339,13 +342,16 @@ class LeaseStore(StoreBase):
                 started_at=now_iso(),
                 host=(placement or {}).get("host"),
                 devices=" ".join((placement or {}).get("devices") or []) if (placement or {}).get("exclusive") else "",
+                recheck=recheck,
             )
             s.add(row)
             s.flush()
             if placement is not None:
                 where = row.devices or "cores " + (",".join(map(str, placement.get("cpus") or [])) or "any")
-                self._event(s, "placed", f"{task.stage}: attempt {task.attempts} on {row.host} {where}",
-                            task.model_pk, task.stage, {**placement, "attempt_id": row.id, "token": token},
+                what = f"gate re-check {recheck} of attempt {task.attempts}" if recheck else f"attempt {task.attempts}"
+                self._event(s, "placed", f"{task.stage}: {what} on {row.host} {where}",
+                            task.model_pk, task.stage, {**placement, "attempt_id": row.id, "token": token,
+                                                                 "recheck": recheck},
                             origin=task.owner or "team-lead")
             return _pk(row)
 
