@@ -100,12 +100,13 @@ class ReportingStore(StoreBase):
 
     def completed_durations(self) -> dict[str, list[float]]:
         """stage -> durations (s) of every completed attempt on the board, oldest first: the
-        basis of the team lead's ETA (a stage's typical cost here, from this run and earlier)."""
+        basis of the team lead's ETA (a stage's typical cost here, from this run and earlier). A
+        gate re-check (`recheck` > 0) ran the gate alone: not what the stage costs."""
         with self._read() as s:
             q = (
                 select(Task.stage, Attempt.duration_s)
                 .join(Task, col(Attempt.task_id) == col(Task.id))
-                .where(Attempt.outcome == "completed", col(Attempt.duration_s).is_not(None))
+                .where(Attempt.outcome == "completed", Attempt.recheck == 0, col(Attempt.duration_s).is_not(None))
                 .order_by(Attempt.id)
             )
             out: dict[str, list[float]] = {}

@@ -5,6 +5,8 @@ spending an attempt, and the same error twice ends a task."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.naming import base_adaptation_name
 from ascendbridge.runtime.placement import is_timed
-from tests.teamlead.tl_support import attempts, check_event_log, run_tl, statuses
+from tests.teamlead.tl_support import attempts, check_event_log, run_tl, start_tl, statuses, wait_for
 from tests.teamlead.toy_stages import WITH_BUSINESS
 
 pytestmark = pytest.mark.slow  # fast tier: real team-lead runs
@@ -129,3 +131,40 @@ def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_
     assert all(n <= 1 for n in check_event_log(board).values())
     log = (tmp_path / "logs" / "team-lead" / "team_lead.log").read_text()
     assert "gate re-check 1 of attempt 1 started" in log and "the gate could not decide" in log
+
+
+def test_a_waiting_gate_recheck_survives_stops_and_kills_as_a_stage_run_again(board: BoardStore, tmp_path: Path) -> None:
+    """Stopped (SIGTERM) or killed (SIGKILL) while a re-check waits: the task goes back to pending, the
+    stage runs again in the next pass, and nothing is ever half-promoted."""
+    _register(board, {"org/restart": {"benchmark": "inconclusive:1"}},
+              ["adaptation", "healing", "optimization", "business_benchmark"])
+    live = tmp_path / "adaptations" / base_adaptation_name("org/restart")
+    staged = tmp_path / "adaptations" / ".attempts"
+
+    def inconclusive_events() -> int:
+        return sum(1 for e in board.list_events(limit=10**6) if e.kind == "gate_inconclusive")
+
+    for sig, seen in ((signal.SIGTERM, 1), (signal.SIGKILL, 2)):
+        lead = start_tl(board.path, tmp_path, "--stages", "discovery,benchmark", *CPU_SLOTS,
+                        "--gate-recheck-delay", "600", out=tmp_path / "lead.out")
+        wait_for(lambda: inconclusive_events() == seen, timeout=180, what="an inconclusive gate")  # noqa: B023
+        os.killpg(lead.pid, sig)
+        lead.wait(timeout=60)
+        assert not (live / "gate.looks").exists()  # nothing promoted
+        task = next(t for t in board.list_tasks(model_id="org/restart") if t.stage == "benchmark")
+        if sig == signal.SIGTERM:  # released at shutdown, its copy discarded
+            assert task.status == "pending" and task.attempts == 0
+            assert not list(staged.glob("*/*"))
+        else:  # left in progress with its copy: the next start's recovery releases it
+            assert task.status == "in_progress" and list(staged.glob("*/*"))
+    run = run_tl(board.path, tmp_path, "--stages", "discovery,benchmark", *CPU_SLOTS, "--gate-recheck-delay", "0.3")
+    assert run.returncode == 0, run.stderr[-3000:]
+    task = next(t for t in board.list_tasks(model_id="org/restart") if t.stage == "benchmark")
+    assert task.status == "completed" and task.attempts == 1
+    rows = attempts(board, "org/restart", "benchmark")
+    assert [(a.number, a.recheck, a.outcome) for a in rows] == [
+        (1, 0, "inconclusive"), (1, 0, "inconclusive"), (1, 0, "inconclusive"), (1, 1, "completed")]
+    assert [line.split()[0] for line in (live / "runs.log").read_text().splitlines()] == ["discovery", "benchmark"]
+    assert (live / "gate.looks").read_text().count("gate") == 2  # the last pass's copy: its gate and one re-check
+    assert not list(staged.glob("*/*"))
+    assert all(n <= 1 for n in check_event_log(board).values())
