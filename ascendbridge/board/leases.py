@@ -38,15 +38,13 @@ from ascendbridge.stages import STAGES, check_stage
 
 @runtime_checkable
 class LeaseBoard(Protocol):
-    """Claim, heartbeat, complete, fail, release, reclaim: the lease protocol, plus what
-    containment uses (while_owned, interruptions), the attempt records written under a lease, and
-    the little else the scheduler touches: its agent rows, one event kind per finding, and the
-    reads it plans with (recovery, sharded models, orphaned tasks)."""
+    """Claim (the task the scheduler's selection picked), heartbeat, complete, fail, release,
+    reclaim: the lease protocol, plus what containment uses (while_owned, interruptions), the
+    attempt records written under a lease, and the little else the scheduler touches: its agent
+    rows, one event kind per finding, and the reads it plans with (ready tasks and their models,
+    recovery, orphaned tasks)."""
 
     path: Path
-
-    def claim_next(self, owner: str, lease_s: float, stages: Iterable[str] | None = None,
-                   exclude_model_pks: Iterable[int] = ()) -> TaskRecord | None: ...
 
     def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord: ...
 

@@ -80,7 +80,6 @@ class Recheck:
     outcome: StageOutcome  # what the run proposed: recorded only when a re-check passes
     done: int  # re-checks run so far
     due: float  # monotonic time of the next one
-    reason: str  # the gate's last word
 
 
 class Steering(Protocol):
@@ -646,7 +645,7 @@ class TeamLead:
             self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=True, events=events)
             return "failed", diag
         delay = self.settings.gate_recheck_s * 2 ** done
-        self.rechecks[job.task.id] = Recheck(job, out, done, time.monotonic() + delay, reason)
+        self.rechecks[job.task.id] = Recheck(job, out, done, time.monotonic() + delay)
         diag = {"rule": "gate_inconclusive", "summary": f"gate inconclusive: {reason}", "gate": verdict.report,
                 "recheck": done + 1, "rechecks": limit, "recheck_in_s": delay}
         message = (f"{job.stage} attempt {job.attempt}: the gate could not decide ({reason}); gate re-check "
