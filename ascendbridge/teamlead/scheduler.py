@@ -47,7 +47,7 @@ from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import kill_board_attempts
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
-from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed
+from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed, plan_devices
 from ascendbridge.settings import Settings
 from ascendbridge.stage_api import GateResult, StageOutcome
 from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
@@ -315,11 +315,10 @@ class TeamLead:
         acted = 0
         while self.free_slots and not self.stop_requested.is_set():
             try:
-                picked, models = self._select()
                 progressed = 0
-                for choice in picked:
+                for choice in self._select():
                     if self.free_slots:
-                        progressed += self._dispatch_one(choice, models)
+                        progressed += self._dispatch_one(choice)
             except BoardBusyError as exc:
                 self.log.warning("board busy, dispatching again next tick: %s", exc)
                 break
@@ -328,16 +327,15 @@ class TeamLead:
                 break
         return acted
 
-    def _select(self) -> tuple[list[Candidate], dict[int, ModelRecord]]:
-        """What to start now (ascendbridge.teamlead.selection), and the models it was chosen from."""
+    def _select(self) -> list[Candidate]:
+        """What to start now (ascendbridge.teamlead.selection). Each stage offers its most urgent
+        pending tasks, a few more than there are free workers and timed slots (room for the ones a
+        busy model or a sharded plan makes wait)."""
         now = time.monotonic()
-        pending = [t for t in self.store.list_tasks(status="pending") if t.stage in self.runnable]
+        ready = self.store.ready_tasks(self.runnable, len(self.free_slots) + len(self.jobs) + self.pool.capacity)
+        candidates = [Candidate(t.task_id, t.model_pk, t.stage, t.priority,
+                                plan_devices(t.plan_devices) if is_timed(t.stage) else 1) for t in ready]
         due = [r for tid, r in self.rechecks.items() if r.due <= now and tid not in self.jobs]
-        if not pending and not due:
-            return [], {}
-        models = {m.pk: m for m in self.store.list_models()}
-        candidates = [Candidate(t.id, t.model_pk, t.stage, t.priority, self._devices(t.stage, models[t.model_pk]))
-                      for t in pending if t.model_pk in models and not models[t.model_pk].paused]
         candidates += [Candidate(r.job.task.id, r.job.task.model_pk, r.job.stage, r.job.task.priority,
                                  self._devices(r.job.stage, r.job.model), recheck=True) for r in due]
         waiting = sum(1 for tid, r in self.rechecks.items() if r.due > now and tid not in self.jobs)
@@ -346,13 +344,13 @@ class TeamLead:
                          limits=self.settings.stage_limits,
                          busy_models=frozenset(job.task.model_pk for job, _, _ in self.jobs.values()),
                          reserved=waiting)
-        return select(candidates, free), models
+        return select(candidates, free)
 
     def _devices(self, stage: str, model: ModelRecord) -> int:
         """Timed slots one job of `stage` for `model` holds at once."""
         return devices_needed(model.metadata) if is_timed(stage) else 1
 
-    def _dispatch_one(self, choice: Candidate, models: dict[int, ModelRecord]) -> int:
+    def _dispatch_one(self, choice: Candidate) -> int:
         """Claim and start one selected task, or start a due gate re-check; 1 when it changed something."""
         slot = self.free_slots[-1]
         if choice.recheck:
@@ -367,7 +365,7 @@ class TeamLead:
             self._fail(task, {"rule": "attempt_budget_exhausted",
                               "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
             return 1
-        model = models[task.model_pk]
+        model = self.store.get_model(task.model_id)
         placement = self._place(task, model)
         if placement is None:
             return 1
