@@ -33,9 +33,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ascendbridge.board import BoardStore, ModelRecord, Registration, TaskRecord  # noqa: E402
+from ascendbridge.board import BoardStore, Registration  # noqa: E402
 from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult  # noqa: E402
-from ascendbridge.runtime.placement import Placement  # noqa: E402
 from ascendbridge.stage_api import StageContext  # noqa: E402
 from ascendbridge.teamlead.registry import StageRef, load_stage  # noqa: E402
 from ascendbridge.teamlead.scheduler import TeamLead  # noqa: E402
@@ -97,9 +96,9 @@ class TimedLead(TeamLead):
         self.t0: dict[int, float] = {}
         self.per_task: list[float] = []
 
-    def _start(self, task: TaskRecord, model: ModelRecord, slot: int, placement: Placement) -> None:
-        self.t0[task.id] = time.perf_counter()
-        super()._start(task, model, slot, placement)
+    def _start(self, job: Job, slot: int) -> None:
+        self.t0[job.task.id] = time.perf_counter()
+        super()._start(job, slot)
 
     def _finish(self, result: JobResult) -> None:
         super()._finish(result)

@@ -168,7 +168,10 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
             tail = evidence.log_tail(attempt.log_path, d.logs_dir)
             rows.append({**attempt.model_dump(), "log_tail": tail.text, "log_note": tail.note,
                          "log_truncated": tail.truncated})
-        timeline.append({**task.model_dump(), "attempt_rows": rows})
+        # A gate that could not decide: the task keeps its lease while only its gate waits to run again.
+        waiting = rows[-1]["diagnosis"] if task.status == "in_progress" and rows \
+            and rows[-1]["outcome"] == "inconclusive" else None
+        timeline.append({**task.model_dump(), "attempt_rows": rows, "recheck_waiting": waiting})
     adapt_dir = evidence.adaptation_dir(d.adaptations_dir, record.adaptation_name)
     runs = evidence.benchmark_runs(adapt_dir)
     notes = evidence.optimization_notes(adapt_dir)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func, text
 from sqlmodel import Session, col, select
 
 from ascendbridge.board.base import StaleTokenError, StoreBase, _pk
@@ -36,17 +37,28 @@ from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import STAGES, check_stage
 
 
+@dataclass(frozen=True)
+class ReadyTask:
+    """A pending task as the scheduler's selection needs it, read without building full records."""
+
+    task_id: int
+    model_pk: int
+    stage: str
+    priority: int
+    plan_devices: object  # the model's discovery plan's device count as stored (None without a plan)
+
+
 @runtime_checkable
 class LeaseBoard(Protocol):
-    """Claim, heartbeat, complete, fail, release, reclaim: the lease protocol, plus what
-    containment uses (while_owned, interruptions), the attempt records written under a lease, and
-    the little else the scheduler touches: its agent rows, one event kind per finding, and the
-    reads it plans with (recovery, sharded models, orphaned tasks)."""
+    """Claim (the task the scheduler's selection picked), heartbeat, complete, fail, release,
+    reclaim: the lease protocol, plus what containment uses (while_owned, interruptions), the
+    attempt records written under a lease, and the little else the scheduler touches: its agent
+    rows, one event kind per finding, and the reads it plans with (ready tasks and their models,
+    recovery, orphaned tasks)."""
 
     path: Path
 
-    def claim_next(self, owner: str, lease_s: float, stages: Iterable[str] | None = None,
-                   exclude_model_pks: Iterable[int] = ()) -> TaskRecord | None: ...
+    def ready_tasks(self, stages: Iterable[str], per_stage: int) -> list[ReadyTask]: ...
 
     def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord: ...
 
@@ -71,7 +83,8 @@ class LeaseBoard(Protocol):
     def interruptions(self, task_id: int) -> int: ...
 
     def start_attempt(self, task_id: int, token: int, command: str, log_path: str,
-                      agent_backend: str = "builtin", placement: dict[str, Any] | None = None) -> int: ...
+                      agent_backend: str = "builtin", placement: dict[str, Any] | None = None,
+                      recheck: int = 0) -> int: ...
 
     def finish_attempt(self, attempt_id: int, exit_code: int | None, duration_s: float, outcome: str,
                        diagnosis: dict[str, Any] | None = None, fix_applied: str | None = None) -> None: ...
@@ -135,6 +148,26 @@ class LeaseStore(StoreBase):
             task, model = row
             self._take(s, task, owner, lease_s)
             return TaskRecord.of(task, model)
+
+    def ready_tasks(self, stages: Iterable[str], per_stage: int) -> list[ReadyTask]:
+        """The pending tasks of unpaused models in `stages`: each stage's first `per_stage` by model
+        priority, then registration (one indexed read, so a board of many models costs the
+        scheduler a bounded list per dispatch, not every pending task)."""
+        stage_list = [check_stage(x) for x in stages]
+        if not stage_list or per_stage < 1:
+            return []
+        query = text(
+            "SELECT task_id, model_pk, stage, priority, plan_devices FROM ("
+            " SELECT t.id AS task_id, t.model_pk AS model_pk, t.stage AS stage, m.priority AS priority,"
+            "  json_extract(m.metadata_json, '$.decision.plan.devices') AS plan_devices,"
+            "  row_number() OVER (PARTITION BY t.stage ORDER BY m.priority DESC, m.id) AS rank"
+            " FROM tasks t JOIN models m ON m.id = t.model_pk"
+            " WHERE t.status = 'pending' AND m.paused = 0 AND t.stage IN :stages"
+            ") WHERE rank <= :per_stage ORDER BY stage, rank"
+        ).bindparams(bindparam("stages", expanding=True))
+        with self._read() as s:
+            rows = s.connection().execute(query, {"stages": stage_list, "per_stage": per_stage}).all()
+        return [ReadyTask(int(r[0]), int(r[1]), str(r[2]), int(r[3]), r[4]) for r in rows]
 
     def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord:
         """Take one specific pending task, or raise if someone else has it."""
@@ -323,10 +356,12 @@ class LeaseStore(StoreBase):
     # ------------------------------------------------------------------ attempts
     def start_attempt(
         self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin",
-        placement: dict[str, Any] | None = None,
+        placement: dict[str, Any] | None = None, recheck: int = 0,
     ) -> int:
         """Record an attempt; with a placement ({"host", "devices", "cpus", "env", "exclusive"}) also
-        where it runs, and a `placed` event (the event log then shows which device ran what)."""
+        where it runs, and a `placed` event (the event log then shows which device ran what).
+        `recheck` N > 0: the N-th re-check of the gate alone for the current attempt (same number,
+        same token; the task's attempt count is not spent)."""
         with self._write() as s:
             task = self._owned(s, task_id, token)
             row = Attempt(
@@ -339,13 +374,16 @@ class LeaseStore(StoreBase):
                 started_at=now_iso(),
                 host=(placement or {}).get("host"),
                 devices=" ".join((placement or {}).get("devices") or []) if (placement or {}).get("exclusive") else "",
+                recheck=recheck,
             )
             s.add(row)
             s.flush()
             if placement is not None:
                 where = row.devices or "cores " + (",".join(map(str, placement.get("cpus") or [])) or "any")
-                self._event(s, "placed", f"{task.stage}: attempt {task.attempts} on {row.host} {where}",
-                            task.model_pk, task.stage, {**placement, "attempt_id": row.id, "token": token},
+                what = f"gate re-check {recheck} of attempt {task.attempts}" if recheck else f"attempt {task.attempts}"
+                self._event(s, "placed", f"{task.stage}: {what} on {row.host} {where}",
+                            task.model_pk, task.stage, {**placement, "attempt_id": row.id, "token": token,
+                                                                 "recheck": recheck},
                             origin=task.owner or "team-lead")
             return _pk(row)
 

@@ -93,4 +93,9 @@ def _v3_to_v4(conn: Connection) -> None:
     HostDevice.__table__.create(conn)  # type: ignore[attr-defined]  # SQLModel sets __table__ on table models; its stubs omit it
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+def _v4_to_v5(conn: Connection) -> None:
+    """Version 5 adds gate re-checks: which attempt rows ran only the gate again (attempts.recheck)."""
+    conn.execute(text("ALTER TABLE attempts ADD COLUMN recheck INTEGER NOT NULL DEFAULT 0"))
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}

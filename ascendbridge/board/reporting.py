@@ -99,14 +99,17 @@ class ReportingStore(StoreBase):
             return [(st, AttemptRecord.of(a)) for st, a in s.exec(q).all()]
 
     def completed_attempts(self) -> list[tuple[str, str | None, float]]:
-        """(stage, the model's task family, duration s) of every completed attempt, oldest first: the
-        basis of the team lead's ETA and of the host's stage history (ascendbridge/teamlead/eta.py)."""
+        """(stage, the model's task family, duration s) of every attempt that ran its stage to a
+        verdict (completed, or inconclusive: the whole stage ran), oldest first: the basis of the team
+        lead's ETA and of the host's stage history (ascendbridge/teamlead/eta.py). A gate re-check
+        (`recheck` > 0) ran the gate alone: not what the stage costs."""
         with self._read() as s:
             q = (
                 select(Task.stage, Model.task_family, Attempt.duration_s)
                 .join(Task, col(Attempt.task_id) == col(Task.id))
                 .join(Model, col(Task.model_pk) == col(Model.id))
-                .where(Attempt.outcome == "completed", col(Attempt.duration_s).is_not(None))
+                .where(col(Attempt.outcome).in_(("completed", "inconclusive")), Attempt.recheck == 0,
+                       col(Attempt.duration_s).is_not(None))
                 .order_by(Attempt.id)
             )
             return [(stage, family, float(seconds)) for stage, family, seconds in s.exec(q).all()]

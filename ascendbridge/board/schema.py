@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class SchemaInfo(SQLModel, table=True):
@@ -96,6 +96,9 @@ class AttemptColumns(SQLModel):
     finished_at: str | None = None
     host: str | None = None  # where it ran (the team lead's host for local jobs)
     devices: str = ""  # what it held exclusively, space-separated: "npu:3 npu:4", "cpu:1,2"; "" for preparation
+    # 0: the stage's run and its gate. N > 0: the N-th re-check of the gate alone, on the staging
+    # copy of the attempt with the same number whose gate was `inconclusive` (no attempt spent).
+    recheck: int = 0
 
 
 class Attempt(AttemptColumns, table=True):

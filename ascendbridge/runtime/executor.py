@@ -52,11 +52,22 @@ class Job(payload.OnTask):
     extra_stages: str = ""  # ASCENDBRIDGE_EXTRA_STAGES for the worker (registry outside entry points)
     env: dict[str, str] = field(default_factory=dict)  # extra environment of the worker (Ray: the head's settings)
     placement: Placement | None = None  # its devices / cores and the environment that says so
+    # 0: the stage's run, then its gate. N > 0: the N-th gate re-check of an attempt whose gate was
+    # inconclusive: only the gate, on the attempt's kept staging copy (same token, same log).
+    recheck: int = 0
 
     @property
     def stage(self) -> str:
         return self.task.stage
 
+    @property
+    def gate_only(self) -> bool:
+        return self.recheck > 0
+
+    @property
+    def what(self) -> str:
+        """How logs name it: `attempt N`, or `gate re-check K of attempt N`."""
+        return f"gate re-check {self.recheck} of attempt {self.attempt}" if self.gate_only else f"attempt {self.attempt}"
 
     @property
     def work_dir(self) -> Path:
@@ -78,7 +89,7 @@ class Job(payload.OnTask):
         return [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(self.job_path(phase))]
 
     def command(self) -> str:
-        return shlex.join(self.worker_argv("run"))
+        return shlex.join(self.worker_argv("gate" if self.gate_only else "run"))
 
     def job_path(self, phase: str) -> Path:
         return self.log_path.with_name(f"{self.log_path.stem}.{phase}.job.json")
@@ -232,16 +243,25 @@ class LocalProcessExecutor(Executor):
         result = JobResult(job)
         try:
             job.log_path.parent.mkdir(parents=True, exist_ok=True)
-            attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
+            if not job.gate_only:
+                attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
+            elif not job.work_dir.is_dir():  # never gate a fresh copy in its place
+                raise FileNotFoundError(f"the staging copy {job.work_dir} of the attempt is gone")
             with job.log_path.open("a", encoding="utf-8") as log:
-                log.write(f"==== {job.stage} attempt {job.attempt} of {job.task.model_id} "
+                log.write(f"==== {job.stage} {job.what} of {job.task.model_id} "
                           f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
-                result.run = self._phase(job, "run", job.timeout_s, log)
-                wants_gate = result.run.data is not None and result.run.data.status == "done"
+                wants_gate = True  # a re-check's run is the attempt's, done already
+                if not job.gate_only:
+                    result.run = self._phase(job, "run", job.timeout_s, log)
+                    wants_gate = result.run.data is not None and result.run.data.status == "done"
                 if wants_gate and not self._stopping.is_set() and (job.task.id, job.token) not in self._cancelled:
                     result.gate = self._phase(job, "gate", job.gate_timeout_s, log)
         except Exception as exc:  # a broken log dir must not lose the job: report it as a crash
-            result.run = PhaseResult(None, time.monotonic() - start, False, None, f"executor error: {exc}")
+            elapsed, why = time.monotonic() - start, f"executor error: {exc}"
+            if job.gate_only:
+                result.gate = PhaseResult(None, elapsed, False, None, why)
+            else:
+                result.run = PhaseResult(None, elapsed, False, None, why)
         result.stopped = self._stopping.is_set()
         result.duration_s = time.monotonic() - start
         self._done.put(result)

@@ -144,8 +144,13 @@ def _cpu_list(cpus: tuple[int, ...]) -> str:
 def devices_needed(metadata: dict[str, Any] | None) -> int:
     """Devices a model's timed stages claim at once: its discovery plan's count (1 without a plan)."""
     plan = ((metadata or {}).get("decision") or {}).get("plan") or {}
+    return plan_devices(plan.get("devices"))
+
+
+def plan_devices(count: object) -> int:
+    """A plan's device count as stored (anything), as a count of at least 1."""
     try:
-        return max(1, int(plan.get("devices") or 1))
+        return max(1, int(count or 1))  # type: ignore[call-overload]  # whatever the metadata holds: bad -> 1
     except (TypeError, ValueError):
         return 1
 

@@ -121,9 +121,9 @@ def run_on_node(job: Job, artefact: Artefact) -> NodeReport:
     root = Path(tempfile.mkdtemp(prefix=f"ascendbridge-ray-{job.task.id}-{job.token}-"))
     try:
         live = root / "adaptations" / job.adaptation_dir.name
-        unpack(artefact, live)
         node_job = dataclasses.replace(job, adaptation_dir=live, board_path=root / "board-not-on-this-host.db",
                                        log_path=root / "logs" / job.log_path.name)
+        unpack(artefact, node_job.work_dir if job.gate_only else live)  # a re-check gates the staging copy itself
         local = LocalProcessExecutor()
         local.submit(node_job)
         done: list[JobResult] = []
@@ -174,7 +174,8 @@ class RayExecutor(Executor):
 
     def submit(self, job: Job) -> None:
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
-        attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
+        if not job.gate_only:  # a gate re-check sends the attempt's kept staging copy as it is
+            attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
         # The head's placement (cores, card index) means nothing on another node: Ray assigns them there.
         sent = dataclasses.replace(job, env={**self._env, **job.env}, placement=None)
         count = len(job.placement.devices) if job.placement is not None and job.placement.devices else 1

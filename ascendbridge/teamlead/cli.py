@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "$ASCENDBRIDGE_DEVICES, else found with npu-smi / nvidia-smi, else this process's CPU cores)")
     p.add_argument("--timed-cores", type=int, help="CPU-only host: cores each timed run gets to itself (default: "
                    "$ASCENDBRIDGE_TIMED_CORES or a quarter of the cores)")
+    p.add_argument("--gate-rechecks", type=int, help="re-checks of a gate that could not decide (inconclusive: "
+                   "the host too loaded to time), each without re-running the stage or spending an attempt, "
+                   "before the task fails (default: $ASCENDBRIDGE_GATE_RECHECKS or 3)")
+    p.add_argument("--gate-recheck-delay", type=float, help="seconds before the first gate re-check; doubles for "
+                   "each next one (default: $ASCENDBRIDGE_GATE_RECHECK_S or 60)")
     p.add_argument("--output-cap", type=int, help="bytes of output kept per attempt log (default 4 MiB)")
     p.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
                    help="a setting of a stage or section (docs/settings.md), e.g. benchmark.iters=20; VALUE is "
@@ -139,7 +144,8 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
     given["run"] = {k: v for k, v in {
         "workers": args.workers, "max_interruptions": args.max_interruptions, "gate_timeout_s": args.gate_timeout,
         "lease_s": args.lease, "heartbeat_s": args.heartbeat, "poll_s": args.poll, "executor": args.executor,
-        "ray_address": args.ray_address, "devices": args.devices, "timed_cores": args.timed_cores}.items()
+        "ray_address": args.ray_address, "devices": args.devices, "timed_cores": args.timed_cores,
+        "gate_rechecks": args.gate_rechecks, "gate_recheck_s": args.gate_recheck_delay}.items()
         if v is not None}
     envs = {"env": args.env, "system_python": str(args.python.expanduser().absolute()) if args.python else None}
     given["envs"] = {**given.get("envs", {}), **{k: v for k, v in envs.items() if v is not None}}

@@ -12,6 +12,18 @@ rename only when its gate passed and its token is still current (ascendbridge.ru
 A team lead that starts kills whatever attempt processes a previous one left on its board,
 records the results its workers had finished, and releases the rest. A task whose attempts keep
 ending without an outcome fails after `max_interruptions`. A busy board is retried, never fatal.
+
+Dispatch (ascendbridge.teamlead.selection): by readiness and resources, not by stage order. A
+free timed slot takes a ready timed task first; untimed work runs beside it on the cores no
+timed slot owns; a model's later stages go before other models' earlier ones.
+
+A gate that could not decide (`inconclusive`: its timing check too noisy under the host's load)
+spends no attempt and does not re-run the stage: the attempt is recorded `inconclusive`, its
+staging copy is kept under the task's lease, and after a backoff only the gate runs again on it
+(a gate re-check, placed like a timed job), up to `gate_rechecks` times; it is promoted only when
+the gate passes. A team lead that dies meanwhile leaves the task to be released at the next start
+(the stage runs again; nothing half-promoted). The same error (rule and message) on two attempts
+in a row ends the task with that diagnosis instead of a third try.
 """
 
 from __future__ import annotations
@@ -22,7 +34,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,11 +47,12 @@ from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import kill_board_attempts
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
-from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed
+from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed, plan_devices
 from ascendbridge.settings import Settings
 from ascendbridge.stage_api import GateResult, StageOutcome
 from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
 from ascendbridge.teamlead.registry import STAGE_ROLES, StageRef, check_loadable, extra_stages_env
+from ascendbridge.teamlead.selection import Candidate, Resources, select
 from ascendbridge.teamlead.settings import TeamLeadSettings
 
 RECLAIM_EVERY_S = 1.0
@@ -57,6 +70,16 @@ class RunStats:
     @property
     def dispatched(self) -> int:
         return self.outcomes["dispatched"]
+
+
+@dataclass
+class Recheck:
+    """An attempt whose gate was inconclusive, waiting (under its lease) for its gate to run again."""
+
+    job: Job  # the attempt's job: its task, token, staging copy and log
+    outcome: StageOutcome  # what the run proposed: recorded only when a re-check passes
+    done: int  # re-checks run so far
+    due: float  # monotonic time of the next one
 
 
 class Steering(Protocol):
@@ -102,6 +125,7 @@ class TeamLead:
         self._unrecorded: list[JobResult] = []  # finished jobs the busy board has not taken yet
         self._used: set[str] = set()  # worker agents this run has started
         self._lost: set[int] = set()  # task ids of running jobs whose lease was lost (cancelled)
+        self.rechecks: dict[int, Recheck] = {}  # task id -> an inconclusive gate waiting for its re-check
         self.min_free = min_free_bytes()
         self.short_of_space: str | None = None  # why this run stopped early: too little free space
 
@@ -140,7 +164,8 @@ class TeamLead:
                 dispatched = self._dispatch()
                 if self.on_tick:
                     self.on_tick(self)
-                if not s.forever and dispatched == 0 and self.executor.in_flight() == 0 and not self._orphans():
+                if not s.forever and dispatched == 0 and self.executor.in_flight() == 0 and not self.rechecks \
+                        and not self._orphans():
                     if self._apply_guidance() == 0:  # a late "retry" still counts
                         break
                     continue
@@ -210,8 +235,10 @@ class TeamLead:
         job = self._job(task, self.store.get_model(task.model_id), 0, Path(log_path))
         run, _ = payload.read_result(job.result_path("run"), "run")
         gate, _ = payload.read_result(job.result_path("gate"), "gate")
-        if not isinstance(run, StageOutcome) or (run.status == "done" and gate is None) or not job.work_dir.is_dir():
-            return False
+        if not isinstance(run, StageOutcome) or (run.status == "done" and (not isinstance(gate, GateResult)
+                                                                            or gate.inconclusive)) \
+                or not job.work_dir.is_dir():
+            return False  # released: the stage runs again (an inconclusive gate's re-checks died with its team lead)
         result = JobResult(job, run=PhaseResult(None, 0.0, False, run),
                            gate=PhaseResult(None, 0.0, False, gate) if isinstance(gate, GateResult) else None)
         outcome, diagnosis, fix = self._judge(job, result)
@@ -265,6 +292,16 @@ class TeamLead:
                 self.log.warning("%s/%s: lease lost (%s); stopping its attempt", job.task.model_id, job.stage, exc)
                 self._lost.add(job.task.id)
                 self.executor.cancel(job)
+        for task_id, waiting in list(self.rechecks.items()):
+            if task_id in self.jobs:  # its re-check runs: kept above
+                continue
+            try:
+                self.store.heartbeat_task(task_id, waiting.job.token, self.settings.lease_s)
+            except StaleTokenError as exc:
+                self.log.warning("%s/%s: lease lost while its gate re-check waited (%s); dropped",
+                                 waiting.job.task.model_id, waiting.job.stage, exc)
+                self.rechecks.pop(task_id)
+                attempt_dir.discard(waiting.job.work_dir)
 
     def _orphans(self) -> int:
         """Tasks in progress on the board that no worker of ours runs (a killed team lead's):
@@ -273,53 +310,68 @@ class TeamLead:
         return sum(counts.get(stage, {}).get("in_progress", 0) for stage in self.runnable)
 
     def _dispatch(self) -> int:
-        """Claim and start tasks while workers (and, for timed stages, devices) are free; returns how
-        many were started."""
-        started = 0
-        running = Counter(job.stage for job, _, _ in self.jobs.values())
+        """Start what the selection picks (ready tasks and due gate re-checks, for the free workers and
+        timed slots) until it picks nothing; returns how many tasks were started or ended at claim."""
+        acted = 0
         while self.free_slots and not self.stop_requested.is_set():
-            free = self.pool.free()
-            stages = [st for st in self.runnable if running[st] < self.settings.limit(st)
-                      and (free > 0 or not is_timed(st))]
-            if not stages:
-                break
-            slot = self.free_slots[-1]
-            busy_models = [job.task.model_pk for job, _, _ in self.jobs.values()]
-            if any(is_timed(st) for st in stages):  # a model sharded over N devices waits for N free ones
-                busy_models += self._needing_more_than(free)
             try:
-                task = self.store.claim_next(self._worker_id(slot), self.settings.lease_s, stages, busy_models)
+                progressed = 0
+                for choice in self._select():
+                    if self.free_slots:
+                        progressed += self._dispatch_one(choice)
             except BoardBusyError as exc:
                 self.log.warning("board busy, dispatching again next tick: %s", exc)
                 break
-            if task is None:
+            acted += progressed
+            if not progressed:
                 break
-            if self._crash_looping(task):
-                continue
-            if task.attempts > self.settings.budget(task.stage):
-                self._fail(task, {"rule": "attempt_budget_exhausted",
-                                  "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
-                continue
-            model = self.store.get_model(task.model_id)
-            placement = self._place(task, model)
-            if placement is None:
-                continue
-            self.free_slots.pop()
-            self._start(task, model, slot, placement)
-            running[task.stage] += 1
-            started += 1
-        return started
+        return acted
 
-    def _needing_more_than(self, free: int) -> list[int]:
-        """Models waiting in a timed stage whose plan needs more devices than are free now (but no more
-        than the host has: those are claimed and blocked by _place)."""
-        if free >= self.pool.capacity:
-            return []
-        big = {m.pk for m in self.store.list_models() if free < devices_needed(m.metadata) <= self.pool.capacity}
-        if not big:
-            return []
-        return sorted({t.model_pk for t in self.store.list_tasks(status="pending")
-                       if t.model_pk in big and is_timed(t.stage)})
+    def _select(self) -> list[Candidate]:
+        """What to start now (ascendbridge.teamlead.selection). Each stage offers its most urgent
+        pending tasks, a few more than there are free workers and timed slots (room for the ones a
+        busy model or a sharded plan makes wait)."""
+        now = time.monotonic()
+        ready = self.store.ready_tasks(self.runnable, len(self.free_slots) + len(self.jobs) + self.pool.capacity)
+        candidates = [Candidate(t.task_id, t.model_pk, t.stage, t.priority,
+                                plan_devices(t.plan_devices) if is_timed(t.stage) else 1) for t in ready]
+        due = [r for tid, r in self.rechecks.items() if r.due <= now and tid not in self.jobs]
+        candidates += [Candidate(r.job.task.id, r.job.task.model_pk, r.job.stage, r.job.task.priority,
+                                 self._devices(r.job.stage, r.job.model), recheck=True) for r in due]
+        waiting = sum(1 for tid, r in self.rechecks.items() if r.due > now and tid not in self.jobs)
+        free = Resources(workers=len(self.free_slots), timed=self.pool.free(), timed_capacity=self.pool.capacity,
+                         running=Counter(job.stage for job, _, _ in self.jobs.values()),
+                         limits=self.settings.stage_limits,
+                         busy_models=frozenset(job.task.model_pk for job, _, _ in self.jobs.values()),
+                         reserved=waiting)
+        return select(candidates, free)
+
+    def _devices(self, stage: str, model: ModelRecord) -> int:
+        """Timed slots one job of `stage` for `model` holds at once."""
+        return devices_needed(model.metadata) if is_timed(stage) else 1
+
+    def _dispatch_one(self, choice: Candidate) -> int:
+        """Claim and start one selected task, or start a due gate re-check; 1 when it changed something."""
+        slot = self.free_slots[-1]
+        if choice.recheck:
+            return self._start_recheck(self.rechecks[choice.task_id], slot)
+        try:
+            task = self.store.claim_task(choice.task_id, self._worker_id(slot), self.settings.lease_s)
+        except StaleTokenError:  # no longer pending (a person's action, another team lead)
+            return 0
+        if self._crash_looping(task):
+            return 1
+        if task.attempts > self.settings.budget(task.stage):
+            self._fail(task, {"rule": "attempt_budget_exhausted",
+                              "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
+            return 1
+        model = self.store.get_model(task.model_id)
+        placement = self._place(task, model)
+        if placement is None:
+            return 1
+        self.free_slots.pop()
+        self._start(self._job(task, model, slot, placement=placement), slot)
+        return 1
 
     def _place(self, task: TaskRecord, model: ModelRecord) -> Placement | None:
         """The just-claimed task's devices; a model this host can never hold is blocked with the numbers."""
@@ -367,14 +419,33 @@ class TeamLead:
             directives=self.steering.directives(task.model_id, task.stage) if self.steering is not None else [],
         )
 
-    def _start(self, task: TaskRecord, model: ModelRecord, slot: int, placement: Placement) -> None:
-        job = self._job(task, model, slot, placement=placement)
-        log_path = job.log_path
+    def _start_recheck(self, waiting: Recheck, slot: int) -> int:
+        """Start a due gate re-check on the attempt's kept staging copy, placed like its stage's job;
+        1 when it started (or its copy was gone: the task is released, the stage runs again)."""
+        job = waiting.job
+        if not job.work_dir.is_dir():
+            self.rechecks.pop(job.task.id)
+            try:
+                self.store.release_task(job.task.id, job.token, "the staging copy its gate re-check needs is gone",
+                                        origin=self.settings.agent_id)
+            except StaleTokenError:
+                pass
+            return 1
+        placement = self.pool.acquire(job.stage, self._devices(job.stage, job.model))
+        if placement is None:
+            return 0
+        self.free_slots.pop()
+        self._start(replace(job, worker_id=self._worker_id(slot), placement=placement, recheck=waiting.done + 1), slot)
+        return 1
+
+    def _start(self, job: Job, slot: int) -> None:
+        task, placement, log_path = job.task, job.placement, job.log_path
 
         def record() -> int:
             """The attempt, and the worker's agent row (role = the stage's), kept by the team lead."""
             attempt = self.store.start_attempt(task.id, task.fencing_token, job.command(), str(log_path),
-                                               placement=placement.as_dict())
+                                               placement=placement.as_dict() if placement else None,
+                                               recheck=job.recheck)
             self.store.register_agent(job.worker_id, STAGE_ROLES.get(task.stage, task.stage))
             self.store.agent_heartbeat(job.worker_id, task.id)
             return attempt
@@ -383,14 +454,19 @@ class TeamLead:
         self.jobs[task.id] = (job, attempt_id, slot)
         self._used.add(job.worker_id)
         self.stats.outcomes["dispatched"] += 1
-        self.log.info("%s/%s: attempt %d started on %s%s", task.model_id, task.stage, task.attempts, job.worker_id,
-                      f" ({' '.join(placement.devices)})" if placement.devices else "")
+        self.log.info("%s/%s: %s started on %s%s", task.model_id, task.stage, job.what, job.worker_id,
+                      f" ({' '.join(placement.devices)})" if placement and placement.devices else "")
         self.executor.submit(job)
 
     # ------------------------------------------------------------------ results
     def _finish(self, result: JobResult) -> None:
         job, attempt_id, slot = self.jobs[result.job.task.id]
         name = f"{job.task.model_id}/{job.stage}"
+        if job.gate_only:  # judged with the run it re-checks (some executors report an early crash as the run's)
+            early = result.run
+            gate = result.gate or (PhaseResult(early.exit_code, early.duration_s, early.timed_out, None, early.log_tail,
+                                               early.refused) if early is not None else None)
+            result = replace(result, run=PhaseResult(None, 0.0, False, self.rechecks[job.task.id].outcome), gate=gate)
         try:  # a verdict is never dropped: after a minute of a busy board, it waits for the next tick
             outcome, diagnosis, fix = retry_busy(lambda: self._judge(job, result), f"recording {name}",
                                                  self.log.warning, give_up_after_s=60.0)
@@ -403,7 +479,9 @@ class TeamLead:
         self.free_slots.append(slot)
         if job.placement is not None:
             self.pool.release(job.placement)
-        attempt_dir.discard(job.work_dir)  # promoted already when it passed its gate
+        if outcome != "inconclusive":  # an inconclusive gate's copy waits for its re-check
+            self.rechecks.pop(job.task.id, None)
+            attempt_dir.discard(job.work_dir)  # promoted already when it passed its gate
         # The phase that decided the outcome: the gate when it ran, else the stage's run.
         decisive = result.gate or result.run
         exit_code = decisive.exit_code if decisive else None
@@ -417,7 +495,7 @@ class TeamLead:
         self.stats.outcomes[outcome] += 1
         if result.placement:
             self._record_placement(job, result)
-        _append(job.log_path, f"[team-lead] attempt {job.attempt}: {outcome}"
+        _append(job.log_path, f"[team-lead] {job.what}: {outcome}"
                 + (f": {diagnosis.get('summary', '')}" if diagnosis else "") + "\n")
 
     def _record_placement(self, job: Job, result: JobResult) -> None:
@@ -451,7 +529,7 @@ class TeamLead:
         try:
             if out is None:
                 diag = _crash_diagnosis("run", run, job)
-                return self._failure(job, diag), diag, fix
+                return (*self._failure(job, diag), fix)
             events = [payload.to_data(e) for e in out.events]
             if out.status == "done":
                 gate = result.gate or PhaseResult(None, 0.0, False, None)
@@ -460,11 +538,13 @@ class TeamLead:
                     diag = _crash_diagnosis("gate", gate, job)
                 elif verdict.passed:
                     return self._complete(job, out, verdict)
+                elif verdict.inconclusive:
+                    return (*self._inconclusive(job, out, verdict, events), fix)
                 else:
                     diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.summary}",
                             "gate": verdict.report}
                 diag = _with_unverified(diag, out)
-                return self._failure(job, diag, events), diag, fix
+                return (*self._failure(job, diag, events), fix)
             diag = dict(out.diagnosis or {})
             diag.setdefault("rule", f"stage_{out.status}")
             diag.setdefault("summary", out.summary)
@@ -480,7 +560,7 @@ class TeamLead:
                            events=events)
                 return out.status, diag, fix
             diag = _with_unverified(diag, out)
-            return self._failure(job, diag, events), diag, fix
+            return (*self._failure(job, diag, events), fix)
         except StaleTokenError as exc:
             self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
             self.store.add_event("stale_result_discarded", f"{job.stage}: result of attempt {job.attempt} "
@@ -517,16 +597,62 @@ class TeamLead:
         except BoardError as exc:  # bad figures or fields from a stage are its bug: the attempt fails
             diag = _with_unverified({"rule": "bad_stage_figures", "summary": f"the stage's figures were refused: {exc}"},
                                     out)
-            return self._failure(job, diag, events), diag, fix
+            return (*self._failure(job, diag, events), fix)
         self.log.info("%s: completed (gate passed: %s)", name, verdict.summary)
         return "completed", None, fix
 
-    def _failure(self, job: Job, diag: dict[str, Any], events: Sequence[dict[str, Any]] = ()) -> str:
+    def _failure(self, job: Job, diag: dict[str, Any],
+                 events: Sequence[dict[str, Any]] = ()) -> tuple[str, dict[str, Any]]:
         """A failed attempt: retry while the stage's budget lasts, then mark failed. A refusal
-        (ascendbridge/refusals.py: a retry cannot change it) fails on its first attempt."""
+        (ascendbridge/refusals.py: a retry cannot change it) fails on its first attempt, and so does
+        the error the previous attempt ended with too. Returns the outcome and the diagnosis."""
+        if not is_refusal(diag):
+            diag = self._same_error_twice(job, diag)
         final = is_refusal(diag) or job.attempt >= self.settings.budget(job.stage)
         self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=final, events=events)
-        return "failed" if final else "retry"
+        return ("failed" if final else "retry"), diag
+
+    def _same_error_twice(self, job: Job, diag: dict[str, Any]) -> dict[str, Any]:
+        """When this task's previous attempt was retried after the same error (its rule, exception
+        class and message), a third try would meet it again: the diagnosis says so and is final."""
+        earlier = [a for _, a in self.store.list_attempts(job.task.model_id, job.stage)
+                   if a.task_id == job.task.id and a.fencing_token < job.token
+                   and a.outcome not in (None, "released", "stale", "inconclusive")]
+        if not earlier:
+            return diag
+        last = max(earlier, key=lambda a: a.id)
+        if last.outcome != "retry" or _error_key(last.diagnosis or {}) != _error_key(diag):
+            return diag
+        return {**diag, "rule": "same_error_twice", "error_rule": diag.get("rule"),
+                "summary": f"the same error twice: {diag.get('summary', '')}", "retryable": False,
+                "remedy": "fix what the error names (a retry meets it again), then `board_ops.py retry MODEL`"}
+
+    def _inconclusive(self, job: Job, out: StageOutcome, verdict: GateResult,
+                      events: Sequence[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        """The gate could not decide: no attempt spent, the stage not run again. Its staging copy waits,
+        under the lease, for a re-check of the gate alone after a backoff; after `gate_rechecks` of them
+        the task fails with the gate's last reason. Returns the outcome and the diagnosis."""
+        done, limit = job.recheck, self.settings.gate_rechecks
+        reason = verdict.summary
+        if done >= limit:
+            diag = _with_unverified({"rule": "gate_inconclusive", "gate": verdict.report, "rechecks": done,
+                                     "summary": f"the gate could not decide after {done} re-check(s) of attempt "
+                                                f"{job.attempt}: {reason}", "retryable": False,
+                                     "remedy": "re-check when the host is quieter (`board_ops.py retry MODEL`), "
+                                               "or allow more re-checks (--gate-rechecks)"}, out)
+            self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=True, events=events)
+            return "failed", diag
+        delay = self.settings.gate_recheck_s * 2 ** done
+        self.rechecks[job.task.id] = Recheck(job, out, done, time.monotonic() + delay)
+        diag = {"rule": "gate_inconclusive", "summary": f"gate inconclusive: {reason}", "gate": verdict.report,
+                "recheck": done + 1, "rechecks": limit, "recheck_in_s": delay}
+        message = (f"{job.stage} attempt {job.attempt}: the gate could not decide ({reason}); gate re-check "
+                   f"{done + 1} of {limit} in {delay:.0f} s, no attempt spent")
+        self.store.add_event("gate_inconclusive", message, job.task.model_id, job.stage,
+                             {"token": job.token, "attempt": job.attempt, "recheck": done + 1, "rechecks": limit,
+                              "delay_s": delay, "reason": reason}, self.settings.agent_id)
+        self.log.warning("%s/%s: %s", job.task.model_id, job.stage, message.split(": ", 1)[1])
+        return "inconclusive", diag
 
     def _apply_guidance(self) -> int:
         """People's open guidance, applied; how many items."""
@@ -575,6 +701,17 @@ class TeamLead:
 
     # ------------------------------------------------------------------ shutdown
     def _shutdown(self) -> None:
+        for task_id, waiting in list(self.rechecks.items()):
+            if task_id in self.jobs:  # running: released with the jobs below
+                continue
+            try:  # nothing was promoted; the next run runs the stage again
+                self.store.release_task(task_id, waiting.job.token, "team lead stopping; its gate re-check "
+                                        "will not run", origin=self.settings.agent_id)
+            except BoardError as exc:  # the lease expires instead
+                self.log.warning("%s/%s: not released at shutdown: %s", waiting.job.task.model_id, waiting.job.stage,
+                                 exc)
+            attempt_dir.discard(waiting.job.work_dir)
+            self.rechecks.pop(task_id)
         if self.jobs:
             self.log.info("stopping %d running worker(s); their tasks go back to pending", len(self.jobs))
             self.executor.stop()
@@ -588,6 +725,11 @@ class TeamLead:
             self.store.stop_agent(self.settings.agent_id)
         except BoardBusyError as exc:  # the rows go stale; cleanup_stale_agents handles them
             self.log.warning("board busy at shutdown, agent rows not marked stopped: %s", exc)
+
+
+def _error_key(diag: dict[str, Any]) -> tuple[object, object, object]:
+    """What makes two failures the same error: its rule, exception class and message."""
+    return diag.get("rule"), diag.get("exception"), diag.get("summary")
 
 
 def _with_unverified(diag: dict[str, Any], out: StageOutcome) -> dict[str, Any]:

@@ -46,7 +46,8 @@ class RunSettings(StageSettings):
                                        "gate_timeout_s": "--gate-timeout", "lease_s": "--lease",
                                        "heartbeat_s": "--heartbeat", "poll_s": "--poll", "executor": "--executor",
                                        "ray_address": "--ray-address", "devices": "--devices",
-                                       "timed_cores": "--timed-cores"}
+                                       "timed_cores": "--timed-cores", "gate_rechecks": "--gate-rechecks",
+                                       "gate_recheck_s": "--gate-recheck-delay"}
 
     workers: int = Field(2, ge=1, le=256)  # total concurrent tasks
     max_interruptions: int = Field(3, ge=1)  # attempts ended without an outcome before `failed`
@@ -58,6 +59,8 @@ class RunSettings(StageSettings):
     ray_address: str | None = None  # the Ray cluster to join (host:port); unset: RAY_ADDRESS or a new local one
     devices: str | None = None  # npu:0-7 | cuda:0,1 | cpu[:LIST]; None: found on the host
     timed_cores: int | None = Field(None, ge=1)  # cores per timed run on a CPU-only host (default: a quarter)
+    gate_rechecks: int = Field(3, ge=0)  # re-checks of an inconclusive gate (no attempt spent) before `failed`
+    gate_recheck_s: float = Field(60.0, gt=0)  # wait before the first re-check; doubles for each next one
 
     @classmethod
     def shown(cls, key: str) -> str:
@@ -92,6 +95,8 @@ class TeamLeadSettings:
     ray_address: str | None = _default("ray_address")
     devices: str | None = _default("devices")
     timed_cores: int | None = _default("timed_cores")
+    gate_rechecks: int = _default("gate_rechecks")
+    gate_recheck_s: float = _default("gate_recheck_s")
     output_cap: int = 4 * 1024 * 1024
     forever: bool = False
     agent_id: str = "team-lead"

@@ -289,3 +289,21 @@ def test_export_is_one_snapshot_while_another_process_writes(board: BoardStore) 
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: BoardStore) -> None:
+    """What the team lead's selection reads: pending tasks of unpaused models, a bounded list per stage."""
+    board.register_models(Registration(model_id=f"org/m{i}", source="local", path="/x", priority=i % 3)
+                          for i in range(6))
+    first = board.claim_task(board.list_tasks("discovery", model_id="org/m0")[0].id, "w", 60)
+    board.complete_task(first.id, first.fencing_token, {})  # org/m0 now waits in adaptation
+    board.set_paused("org/m5", True)
+    board.update_model_metadata("org/m2", {}, {"decision": {"plan": {"devices": 4}}})
+    pk = {m.model_id: m.pk for m in board.list_models()}
+    ready = board.ready_tasks(["discovery", "adaptation"], 2)
+    assert [(t.stage, t.model_pk, t.priority) for t in ready] == [
+        ("adaptation", pk["org/m0"], 0), ("discovery", pk["org/m2"], 2), ("discovery", pk["org/m1"], 1)]
+    assert ready[1].plan_devices == 4 and ready[2].plan_devices is None
+    assert ready[1].task_id == board.list_tasks("discovery", model_id="org/m2")[0].id
+    assert pk["org/m5"] not in {t.model_pk for t in board.ready_tasks(["discovery"], 10)}  # paused
+    assert board.ready_tasks(["benchmark"], 5) == [] and board.ready_tasks([], 5) == []

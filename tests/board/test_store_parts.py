@@ -24,7 +24,7 @@ def _protocol_members() -> list[str]:
 def test_board_store_satisfies_the_lease_interface_with_the_parts_signatures(board: BoardStore) -> None:
     assert isinstance(board, LeaseBoard)
     members = _protocol_members()
-    lease_protocol = {"claim_next", "heartbeat_task", "complete_task", "fail_task", "release_task",
+    lease_protocol = {"claim_task", "heartbeat_task", "complete_task", "fail_task", "release_task",
                       "reclaim_expired", "while_owned", "interruptions"}
     assert lease_protocol <= set(members)
     assert all(name in vars(LeaseStore) for name in lease_protocol)

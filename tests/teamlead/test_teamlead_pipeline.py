@@ -42,7 +42,8 @@ def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore,
     assert [a.outcome for a in attempts(board, "org/retry", "adaptation")] == ["retry", "completed"]
     # A stage saying "done" is not enough: its gate found no evidence, twice, so it failed.
     lie = next(t for t in board.list_tasks(model_id="org/lie") if t.stage == "adaptation")
-    assert lie.status == "failed" and lie.diagnosis["rule"] == "gate_failed" and lie.diagnosis["budget"] == 2
+    assert lie.status == "failed" and lie.diagnosis["error_rule"] == "gate_failed" and lie.diagnosis["budget"] == 2
+    assert lie.diagnosis["rule"] == "same_error_twice"  # the same gate finding twice in a row
     assert [a.outcome for a in attempts(board, "org/lie", "adaptation")] == ["retry", "failed"]
     assert st[("org/blocked", "discovery")] == "blocked" and st[("org/blocked", "adaptation")] == "waiting"
     assert {st[("org/skip", s)] for s in ("discovery", "adaptation", "healing", "benchmark")} == {"skipped"}
@@ -53,7 +54,7 @@ def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore,
     assert done.result["gate"]["summary"] == "evidence matches" and done.result["fix_applied"] == "toy-fix"
     crash = attempts(board, "org/crash", "discovery")
     assert [a.outcome for a in crash] == ["retry", "failed"]
-    assert crash[-1].diagnosis["rule"] == "stage_crashed"
+    assert crash[0].diagnosis["rule"] == "stage_crashed" and crash[-1].diagnosis["error_rule"] == "stage_crashed"
     log = Path(crash[0].log_path).read_text()
     assert "Traceback" in log and "RuntimeError: toy stage crashed" in log
     assert crash[0].command.split()[1:3] == ["-m", "ascendbridge.runtime.worker"] and crash[0].duration_s > 0

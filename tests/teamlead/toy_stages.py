@@ -6,7 +6,9 @@ blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS,
 figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence),
 spec_change_once (fails with a spec change until a stage logged the directives it was given:
 every stage writes the open directives of its context to runs.log),
-agent (done, after an agent run recorded in the agent history, which counts the runs before it).
+agent (done, after an agent run recorded in the agent history, which counts the runs before it),
+inconclusive:N (done; its gate cannot decide the first N times it looks at the attempt's copy, then
+passes; every gate look appends "gate" to gate.looks there).
 Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
 the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
@@ -82,6 +84,15 @@ class ToyStage:
                             fix_applied="toy-fix" if how == "meta" else None, metrics=proposed)
 
     def gate(self, ctx: StageContext) -> GateResult:
+        how = self._behaviour(ctx)
+        if how.startswith("inconclusive:"):
+            looks = ctx.adaptation_dir / "gate.looks"
+            with looks.open("a") as fh:
+                fh.write("gate\n")
+            seen = len(looks.read_text().splitlines())
+            if seen <= int(how.split(":", 1)[1]):
+                return GateResult(False, f"re-timing too noisy to decide (look {seen})", {"looks": seen},
+                                  inconclusive=True)
         path = self._evidence(ctx)
         ok = path.exists() and path.read_text() == f"{ctx.model.model_id}:{self.name}"
         ctx.say(f"toy gate {self.name}: {'pass' if ok else 'fail'}")
@@ -93,7 +104,9 @@ ADAPTATION = ToyStage("adaptation")
 HEALING = ToyStage("healing")
 BENCHMARK = ToyStage("benchmark")
 OPTIMIZATION = ToyStage("optimization")
+BUSINESS = ToyStage("business_benchmark")
 
 ALL = "discovery=tests.teamlead.toy_stages:DISCOVERY,adaptation=tests.teamlead.toy_stages:ADAPTATION," \
       "healing=tests.teamlead.toy_stages:HEALING,benchmark=tests.teamlead.toy_stages:BENCHMARK," \
       "optimization=tests.teamlead.toy_stages:OPTIMIZATION"
+WITH_BUSINESS = ALL + ",business_benchmark=tests.teamlead.toy_stages:BUSINESS"

@@ -1,0 +1,82 @@
+"""Which ready tasks the team lead starts now: by readiness and resources, not by stage order.
+
+A pure function of what is ready and what is free, so the policy is tested without a board:
+- Timed work first: a free timed slot (a device, or a core group on a CPU-only host) never idles
+  while a timed task is ready; untimed work (discovery, adaptation, healing) takes the workers
+  left, and runs on the cores no timed slot owns (ascendbridge.runtime.placement).
+- Finish models, not stages: among tasks of the same kind, a higher model priority first, then
+  the later stage (a business benchmark before another model's benchmark, healing before another
+  model's discovery), so a model's later stages are never starved behind every model's earlier
+  ones; then registration order. A waiting gate re-check (its stage already ran) goes before a
+  fresh task of its priority.
+- One task per model at a time; per-stage caps (--stage-workers) hold.
+- A worker stays free for each timed slot a waiting gate re-check will want (`reserved`): its
+  backoff ends on a clock, not when another task ends, so untimed work must not hold every worker.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ascendbridge.runtime.placement import is_timed
+from ascendbridge.stages import STAGES
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A task that could start now: a pending task, or a gate re-check whose backoff is over."""
+
+    task_id: int
+    model_pk: int
+    stage: str
+    priority: int = 0
+    devices: int = 1  # timed slots it needs at once (a sharded model's plan)
+    recheck: bool = False
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What is free now."""
+
+    workers: int  # free worker slots
+    timed: int  # free timed slots
+    timed_capacity: int  # timed slots on this host
+    running: Mapping[str, int] = field(default_factory=dict)  # running jobs per stage
+    limits: Mapping[str, int] = field(default_factory=dict)  # per-stage caps; absent: no cap
+    busy_models: frozenset[int] = frozenset()  # models with a job running (or a re-check waiting)
+    reserved: int = 0  # workers kept for timed work that becomes ready on a clock (waiting re-checks)
+
+
+def urgency(c: Candidate) -> tuple[int, int, int, int, int]:
+    """Sort key, most urgent first: timed, priority, re-check, later stage, registration."""
+    return (0 if is_timed(c.stage) else 1, -c.priority, 0 if c.recheck else 1, -STAGES.index(c.stage), c.model_pk)
+
+
+def select(candidates: Iterable[Candidate], free: Resources) -> list[Candidate]:
+    """The candidates to start now, in start order. A timed candidate that needs more slots than are
+    free waits (one needing more than the host has is returned, for the caller to block it)."""
+    workers, timed, reserved = free.workers, free.timed, min(free.reserved, free.timed)
+    running: Counter[str] = Counter(free.running)
+    models = set(free.busy_models)
+    picked: list[Candidate] = []
+    for c in sorted(candidates, key=urgency):
+        if workers == 0:
+            break
+        limit = free.limits.get(c.stage)
+        if c.model_pk in models or (limit is not None and running[c.stage] >= limit):
+            continue
+        if is_timed(c.stage):
+            if c.devices <= free.timed_capacity:
+                if c.devices > timed:
+                    continue
+                timed -= c.devices
+                reserved = min(reserved, timed)
+        elif workers <= reserved:
+            continue
+        picked.append(c)
+        workers -= 1
+        running[c.stage] += 1
+        models.add(c.model_pk)
+    return picked

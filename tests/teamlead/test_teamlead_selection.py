@@ -1,0 +1,63 @@
+"""The dispatch policy as a pure function: readiness and resources, not stage order."""
+
+from __future__ import annotations
+
+from ascendbridge.teamlead.selection import Candidate, Resources, select
+
+
+def _free(workers: int = 2, timed: int = 1, capacity: int = 1, **kw: object) -> Resources:
+    return Resources(workers=workers, timed=timed, timed_capacity=capacity, **kw)  # type: ignore[arg-type]
+
+
+def _picked(cands: list[Candidate], free: Resources) -> list[tuple[int, str]]:
+    return [(c.model_pk, c.stage) for c in select(cands, free)]
+
+
+def test_a_free_timed_slot_takes_a_ready_timed_task_before_any_preparation() -> None:
+    ready = [Candidate(1, 1, "discovery"), Candidate(2, 2, "healing"), Candidate(3, 3, "benchmark")]
+    # Stage order would start discovery and healing and leave the timed slot idle.
+    assert _picked(ready, _free()) == [(3, "benchmark"), (2, "healing")]
+    # No timed slot free: preparation takes every worker, the later stage first.
+    assert _picked(ready, _free(timed=0)) == [(2, "healing"), (1, "discovery")]
+
+
+def test_later_stages_first_so_business_benchmarks_are_not_starved() -> None:
+    ready = [Candidate(1, 1, "benchmark"), Candidate(2, 2, "optimization"), Candidate(3, 3, "business_benchmark")]
+    assert _picked(ready, _free(workers=4, timed=3, capacity=3)) == [
+        (3, "business_benchmark"), (2, "optimization"), (1, "benchmark")]
+    assert _picked(ready, _free()) == [(3, "business_benchmark")]
+
+
+def test_priority_before_stage_and_registration_breaks_ties() -> None:
+    ready = [Candidate(1, 5, "benchmark"), Candidate(2, 4, "business_benchmark"),
+             Candidate(3, 9, "benchmark", priority=2), Candidate(4, 1, "discovery"), Candidate(5, 2, "discovery")]
+    assert _picked(ready, _free(workers=3)) == [(9, "benchmark"), (1, "discovery"), (2, "discovery")]
+    assert _picked(ready, _free(workers=3, timed=2, capacity=2)) == [(9, "benchmark"), (4, "business_benchmark"),
+                                                                     (1, "discovery")]
+
+
+def test_busy_models_stage_caps_and_free_workers_hold() -> None:
+    ready = [Candidate(1, 1, "healing"), Candidate(2, 2, "healing"), Candidate(3, 3, "discovery")]
+    assert _picked(ready, _free(workers=3, busy_models=frozenset({1}))) == [(2, "healing"), (3, "discovery")]
+    assert _picked(ready, _free(workers=3, running={"healing": 1}, limits={"healing": 2})) == [
+        (1, "healing"), (3, "discovery")]
+    assert _picked(ready, _free(workers=1)) == [(1, "healing")]
+    assert _picked(ready, _free(workers=0)) == []
+
+
+def test_a_sharded_model_waits_for_its_devices_and_one_too_big_is_returned_to_be_blocked() -> None:
+    ready = [Candidate(1, 1, "benchmark", devices=2), Candidate(2, 2, "benchmark")]
+    assert _picked(ready, _free(workers=4, timed=1, capacity=4)) == [(2, "benchmark")]
+    assert _picked(ready, _free(workers=4, timed=2, capacity=4)) == [(1, "benchmark")]
+    too_big = [Candidate(1, 1, "benchmark", devices=8)]
+    assert _picked(too_big, _free(workers=4, timed=1, capacity=4)) == [(1, "benchmark")]
+
+
+def test_a_due_gate_recheck_goes_first_and_a_waiting_one_keeps_a_worker() -> None:
+    ready = [Candidate(1, 1, "benchmark"), Candidate(2, 2, "benchmark", recheck=True)]
+    assert _picked(ready, _free()) == [(2, "benchmark")]
+    prep = [Candidate(1, 1, "discovery"), Candidate(2, 2, "adaptation")]
+    # A re-check waiting for its backoff keeps one worker (and its timed slot) from preparation...
+    assert _picked(prep, _free(reserved=1)) == [(2, "adaptation")]
+    # ...but not when no timed slot is free for it anyway.
+    assert _picked(prep, _free(timed=0, reserved=1)) == [(2, "adaptation"), (1, "discovery")]
