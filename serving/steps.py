@@ -8,6 +8,7 @@ plans from them and the exported config, and re-renders serve/ from those plans.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
@@ -17,7 +18,7 @@ import psutil
 from ascendbridge.package.uv_env import parse_result
 from ascendbridge.runtime.process import run_command
 from serving.plan import ASCEND_STACKS, SERVER_MODULE, DeviceProfile, ModelFacts, Refusal, ServePlan, plan_serving
-from serving.render import SERVE_DIR, WEIGHTS_DIR, engine_args, render_texts
+from serving.render import WEIGHTS_DIR, engine_args
 from serving.settings import ServingSettings
 
 REFERENCE_FILE = "serve/reference.json"
@@ -41,17 +42,18 @@ def export(python: Path, directory: Path, settings: ServingSettings, pretrained:
            log: IO[str] | None = None, runtime_root: Path | None = None, out: Path | None = None,
            reference: Path | None = None) -> dict[str, Any]:
     """Run ab_runtime.serve.export in the serve environment (the package's runtime copy, or the
-    framework's when `runtime_root` is given, as the gate does); its RESULT."""
-    argv = [str(python), "-m", "ab_runtime.serve.export", "--out", str(out or WEIGHTS_DIR),
+    framework's when `runtime_root` is given, as the gate does, with absolute `out` and `reference`
+    outside the package); its RESULT."""
+    argv = [str(python), "-m", "ab_runtime.serve.export", "--spec", str(Path(directory).resolve() / "adaptation.json"),
+            "--out", str(out or WEIGHTS_DIR),
             "--reference", str(reference or REFERENCE_FILE), "--prompts", str(settings.prompts),
             "--prompt-len", str(settings.prompt_len), "--new-tokens", str(settings.new_tokens),
             *(["--use-pretrained"] if pretrained else [])]
-    env = None
-    if runtime_root is not None:
-        import os
-
-        env = {**os.environ, "PYTHONPATH": str(runtime_root)}
-    result = run_command(argv, cwd=directory, env=env, timeout_s=settings.export_timeout_s, log=log)
+    # `-m` puts the working directory first on sys.path: the package's directory imports its own copy,
+    # any other directory (with runtime_root on PYTHONPATH) the framework's.
+    env = None if runtime_root is None else {**os.environ, "PYTHONPATH": str(runtime_root)}
+    cwd = directory if runtime_root is None else Path(out or WEIGHTS_DIR).parent
+    result = run_command(argv, cwd=cwd, env=env, timeout_s=settings.export_timeout_s, log=log)
     parsed = parse_result(result.output)
     if not result.ok or not parsed or not parsed.get("ok"):
         error = (parsed or {}).get("error") or ("timed out" if result.timed_out else result.tail_line())
@@ -102,15 +104,6 @@ def plans(directory: Path, family: str, inputs: dict[str, Any]) -> tuple[ServePl
             plan_serving(facts, DeviceProfile(**inputs["ascend_device"]), supported, **options))
 
 
-def artefact_texts(directory: Path, name: str, model_id: str, local: ServePlan, ascend: ServePlan,
-                   inputs: dict[str, Any]) -> dict[str, str]:
-    return render_texts(name, model_id, local, ascend, str(inputs["ascend_device"]["generation"]))
-
-
 def server_argv(python: Path, plan: ServePlan, name: str, port: int) -> list[str]:
     """serve.sh's command with the serve environment's interpreter and a port (cwd: the adaptation)."""
     return [str(python), "-m", SERVER_MODULE, *engine_args(plan, name, WEIGHTS_DIR, "127.0.0.1"), "--port", str(port)]
-
-
-def serve_dir(directory: Path) -> Path:
-    return Path(directory) / SERVE_DIR
