@@ -78,8 +78,21 @@ def _replay_problems(exchange: dict[str, Any], reference: dict[str, Any], dtype:
     return []
 
 
+def _reexport_problems(serve: Path, directory: Path, settings: ServingSettings, reference: dict[str, Any]) -> list[str]:
+    """The reference and weights exported again with the framework's runtime, compared with the saved ones."""
+    with tempfile.TemporaryDirectory(prefix="serving-gate-") as tmp:
+        export(serve, directory, settings, reference.get("mode") == "pretrained", runtime_root=RUNTIME_DIR.parent,
+               out=Path(tmp) / "weights", reference=Path(tmp) / "reference.json")
+        problems = _reference_problems(reference, json.loads((Path(tmp) / "reference.json").read_text()))
+        if sha256_file(Path(tmp) / "weights" / "model.safetensors") != sha256_file(
+                directory / WEIGHTS_DIR / "model.safetensors"):
+            problems.append(f"{WEIGHTS_DIR}/model.safetensors is not the package's reference weights")
+    return problems
+
+
 def check_adaptation(directory: Path, python: str | None = None, settings: ServingSettings | None = None,
-                     replay: bool = True) -> ServingReport:
+                     execute: bool = True) -> ServingReport:
+    """The gate's report; `execute` False checks the saved evidence only (no re-export, no server)."""
     directory = Path(directory)
     settings = settings or ServingSettings()
     name = directory.name
@@ -96,18 +109,13 @@ def check_adaptation(directory: Path, python: str | None = None, settings: Servi
     spec = AdaptationSpec.load(directory)
     problems: list[str] = []
     serve = serve_python(python or settings.python)
-    if not serve.is_file():
+    if execute and not serve.is_file():
         raise ValueError(f"no serve environment at {serve} (install it: uv run python -m serving.env)")
-    with tempfile.TemporaryDirectory(prefix="serving-gate-") as tmp:
+    if execute:
         try:
-            export(serve, directory, settings, reference.get("mode") == "pretrained", runtime_root=RUNTIME_DIR.parent,
-                   out=Path(tmp) / "weights", reference=Path(tmp) / "reference.json")
+            problems += _reexport_problems(serve, directory, settings, reference)
         except StepError as exc:
             return ServingReport(name, False, f"re-exporting the reference failed: {exc}", problems=[str(exc)])
-        problems += _reference_problems(reference, json.loads((Path(tmp) / "reference.json").read_text()))
-        if sha256_file(Path(tmp) / "weights" / "model.safetensors") != sha256_file(
-                directory / WEIGHTS_DIR / "model.safetensors"):
-            problems.append(f"{WEIGHTS_DIR}/model.safetensors is not the package's reference weights")
     local, ascend = plans(directory, spec.task_family, evidence["plan_inputs"])
     if isinstance(local, Refusal) or isinstance(ascend, Refusal):
         return ServingReport(name, False, "the recorded inputs give a refusal, not a plan", problems=problems)
@@ -125,7 +133,7 @@ def check_adaptation(directory: Path, python: str | None = None, settings: Servi
     if verdict != evidence.get("verdict"):
         problems.append(f"recorded verdict {evidence.get('verdict')} but the exchanges give {verdict}")
     replayed = 0
-    if replay and not problems:
+    if execute and not problems:
         sample = [e for e in exchanges if e["kind"] in ("greedy", "embeddings")][: settings.replay]
         port = free_port()
         try:

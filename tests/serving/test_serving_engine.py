@@ -62,6 +62,7 @@ def servers_of(directory: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.timeout(1800)  # export, archs, server, requests, then the gate's re-export and fresh server: ~8 min
 def test_a_tiny_llama_is_served_accepted_and_gated(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
     ctx = context(board, board_path, tiny_model(tmp_path, "tiny-llama32", hidden_size=128, head_dim=32),
                   "tiny-llama32", "LlamaForCausalLM")
@@ -85,8 +86,11 @@ def test_a_tiny_llama_is_served_accepted_and_gated(board: BoardStore, board_path
     greedy = next(e for e in evidence["exchanges"] if e["kind"] == "greedy")
     greedy["response"]["choices"][0]["token_ids"][0] += 1  # one served token edited
     evidence_path.write_text(json.dumps(evidence))
-    tampered = check_adaptation(ctx.adaptation_dir, replay=False)
+    compose = ctx.adaptation_dir / "serve" / "compose.yaml"
+    compose.write_text(compose.read_text().replace("/dev/davinci0", "/dev/davinci1"))  # an artefact edited
+    tampered = check_adaptation(ctx.adaptation_dir, execute=False)
     assert not tampered.passed and any("greedy_exact_match" in p for p in tampered.problems), tampered.problems
+    assert "serve/compose.yaml differs from what the plan renders" in tampered.problems
 
 
 def test_a_head_size_the_cpu_attention_lacks_is_refused_on_the_first_attempt(
