@@ -26,7 +26,7 @@ class ServingSettings(DeviceSettings):
     ascend_cards: int = Field(8, ge=1)  # cards per Ascend host, for the tensor-parallel rule
     ascend_card_memory_gb: float = Field(64.0, gt=0)
     export_timeout_s: float = Field(900.0, gt=0)
-    start_timeout_s: float = Field(300.0, gt=0)  # to /health; the CPU engine is ready in ~25-60 s
+    start_timeout_s: float = Field(600.0, gt=0)  # to /health: ~25-60 s on an idle CPU host, minutes on a loaded one
     request_timeout_s: float = Field(120.0, gt=0)
 
     @field_validator("ascend_generation")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,25 @@ def embeddings(spec: Any, model: Any) -> list[list[float]]:
     return [[float(x) for x in row] for row in named["sentence_embedding"].float()]
 
 
+def copy_sentence_transformers(spec: Any, out: Path) -> bool:
+    """Copy a local model's sentence-transformers description (modules.json and the modules' small
+    JSON configs, e.g. 1_Pooling) next to the weights, so the engine pools and normalises as the
+    reference does; False when the model has none."""
+    source = Path(spec.path) if spec.path else None
+    if source is None or not (source / "modules.json").is_file():
+        return False
+    for name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json"):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, out / name)
+    for module in json.loads((source / "modules.json").read_text()):
+        folder = source / str(module.get("path") or "")
+        if module.get("path") and folder.is_dir():
+            (out / folder.name).mkdir(exist_ok=True)
+            for config in folder.glob("*.json"):
+                shutil.copyfile(config, out / folder.name / config.name)
+    return True
+
+
 def export(args: argparse.Namespace) -> Result:
     spec = load_spec(Path(args.spec))
     loaded = load_reference(spec, select_device("cpu"), args.use_pretrained)
@@ -78,7 +98,9 @@ def export(args: argparse.Namespace) -> Result:
         has_tokenizer = True
     except (UnsupportedModel, OSError, ValueError):
         has_tokenizer = False  # served on token ids (--skip-tokenizer-init)
+    pooled_as_sentence_transformers = copy_sentence_transformers(spec, out)
     reference: dict[str, Any] = {"family": spec.task_family, "mode": loaded.mode, "tokenizer": has_tokenizer,
+                                 "sentence_transformers": pooled_as_sentence_transformers,
                                  "parameters": sum(p.numel() for p in model.parameters()),
                                  "config": json.loads((out / "config.json").read_text())}
     if spec.task_family in GENERATION_FAMILIES:

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from ascendbridge.board import BoardStore
+from ascendbridge.demo_models import ensure_minilm
 from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe
 from ascendbridge.refusals import is_refusal
@@ -116,3 +117,26 @@ def test_an_architecture_the_installed_vllm_lacks_is_refused_with_the_transforme
     assert outcome.status == "failed" and outcome.diagnosis is not None, outcome.summary
     assert outcome.diagnosis["rule"] == "serving_unsupported_architecture" and is_refusal(outcome.diagnosis)
     assert "CodeGenForCausalLM" in outcome.summary and "--model-impl transformers" in outcome.diagnosis["remedy"]
+
+
+@pytest.mark.timeout(1800)
+def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStore, board_path: Path) -> None:
+    log = io.StringIO()
+    model_dir = ensure_minilm(log=log)
+    if model_dir is None:
+        pytest.skip(f"all-MiniLM-L6-v2 unavailable: {log.getvalue().strip()}")
+    record, task, directory, spec = register_local(
+        board, "sentence-transformers/all-MiniLM-L6-v2", model_dir, "serving", "feature_extraction", "BertModel",
+        "bert", sentence_transformers_pooling="mean", sentence_transformers_normalize=True)
+    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"has_weights": True})})
+    assert generate(spec, directory).ok
+    ctx = StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(),
+                       settings={})
+    outcome = SERVING_STAGE.run(ctx)
+    assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
+    figures = outcome.metrics[0].values
+    assert figures["embedding_cosine_min"] > 0.9999 and figures["concurrent_equal"] == 1.0
+    assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
+    assert "--runner" in json.loads((directory / "serve" / "plan.json").read_text())["local"]["args"]
+    gate = SERVING_STAGE.gate(ctx)
+    assert gate.passed, gate.report
