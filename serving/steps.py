@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -97,6 +97,8 @@ def plans(directory: Path, family: str, inputs: dict[str, Any]) -> tuple[ServePl
     """(local plan, Ascend deployment plan) from the exported model and the recorded inputs."""
     reference = json.loads((Path(directory) / REFERENCE_FILE).read_text())
     facts = ModelFacts.from_config(reference["config"], family, int(reference["parameters"]))
+    if reference.get("max_seq_length"):  # vLLM derives the limit from sentence_bert_config.json too
+        facts = replace(facts, max_positions=min(facts.max_positions, int(reference["max_seq_length"])))
     supported = frozenset({facts.architecture}) if inputs["architecture_supported"] else frozenset()
     options = {"max_model_len": inputs["max_model_len"], "max_num_seqs": inputs["max_num_seqs"],
                "tokenizer": bool(reference["tokenizer"]), "ascend_stack": ASCEND_STACKS[0]}

@@ -99,8 +99,12 @@ def export(args: argparse.Namespace) -> Result:
     except (UnsupportedModel, OSError, ValueError):
         has_tokenizer = False  # served on token ids (--skip-tokenizer-init)
     pooled_as_sentence_transformers = copy_sentence_transformers(spec, out)
+    st_config = out / "sentence_bert_config.json"
     reference: dict[str, Any] = {"family": spec.task_family, "mode": loaded.mode, "tokenizer": has_tokenizer,
                                  "sentence_transformers": pooled_as_sentence_transformers,
+                                 # the engine takes a sentence-transformers model's max_seq_length as its limit
+                                 "max_seq_length": json.loads(st_config.read_text()).get("max_seq_length")
+                                 if st_config.is_file() else None,
                                  "parameters": sum(p.numel() for p in model.parameters()),
                                  "config": json.loads((out / "config.json").read_text())}
     if spec.task_family in GENERATION_FAMILIES:
