@@ -12,6 +12,7 @@ STAGES: tuple[str, ...] = (
     "benchmark",
     "optimization",
     "business_benchmark",
+    "serving",
 )
 
 # Stages that are skipped by policy unless a model (or the team lead) enables them. Empty: every

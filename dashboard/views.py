@@ -13,6 +13,7 @@ from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
 from ascendbridge.board.records import AgentRecord
 from ascendbridge.operators import worklist
 from ascendbridge.operators.table import PINNED_RELEASE
+from ascendbridge.package.serve_files import serve_command, serve_plan
 from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES, STATUSES
 from dashboard import evidence
@@ -175,16 +176,18 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
     adapt_dir = evidence.adaptation_dir(d.adaptations_dir, record.adaptation_name)
     runs = evidence.benchmark_runs(adapt_dir)
     notes = evidence.optimization_notes(adapt_dir)
+    metrics = d.store.list_metrics(model_id)
     return {
         "model": record.model_dump(),
         "timeline": timeline,
         "guidance": [g.model_dump() for g in d.store.list_guidance(model_id)],
         "events": [e.model_dump() for e in d.store.list_events(model_id, limit=MODEL_EVENTS, newest_first=True)],
-        "metrics": [m.model_dump() for m in d.store.list_metrics(model_id)],  # gated figures only
+        "metrics": [m.model_dump() for m in metrics],  # gated figures only
         # Evidence files on disk are the model's figures only once their stage's gate passed.
         "verified": {stage: any(t.stage == stage and t.status == "completed" for t in tasks)
                      for stage in ("benchmark", "optimization")},
         "business": d.queries.business_results([model_id]).get(model_id),
+        "serving": _serving(adapt_dir, tasks, metrics),
         "stacks": {sid: describe(data) for sid, data in d.store.list_stacks().items()},
         "adaptation_present": adapt_dir is not None,
         "benchmark_runs": runs,
@@ -195,6 +198,15 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "parameter_counts": parameter_counts(record, runs),
         "last_event_id": d.queries.last_event_id(),
     }
+
+
+def _serving(adapt_dir: Any, tasks: list[Any], metrics: list[Any]) -> dict[str, Any] | None:
+    """The Serving section: the serve command, the plans and the gated serving figures, once the
+    serving gate passed."""
+    if adapt_dir is None or not any(t.stage == "serving" and t.status == "completed" for t in tasks):
+        return None
+    return {"command": serve_command(adapt_dir), "plan": serve_plan(adapt_dir) or {},
+            "figures": [m.model_dump() for m in metrics if m.stage == "serving"]}
 
 
 def _histogram(values: list[float]) -> dict[str, Any]:

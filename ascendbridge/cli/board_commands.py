@@ -34,6 +34,8 @@ from ascendbridge.cli.board_views import (
 )
 from ascendbridge.cli.errors import EXIT_FAILURE, EXIT_OK, CliError
 from ascendbridge.cli.output import Output, progress
+from ascendbridge.config import adaptations_dir
+from ascendbridge.package.serve_files import serve_command
 from ascendbridge.registration_file import model_path, parse_registration_file
 from ascendbridge.stages import STAGES, check_stage
 
@@ -153,6 +155,8 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         guidance = store.list_guidance(model_id=args.model, state="open")
         agent_runs = list_agent_runs(store, args.model)
         figures = store.list_metrics(model_id=args.model)  # gated figures only (complete_task writes them)
+    served = any(t.stage == "serving" and t.status == "completed" for t in tasks)  # the gate passed
+    command = serve_command(adaptations_dir() / model.adaptation_name) if served else None
     if out.json_mode:
         out.json({
             "model": model.model_dump(),
@@ -162,6 +166,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
             "open_guidance": [g.model_dump() for g in guidance],
             "agent_runs": agent_runs,
             "figures": [f.model_dump() for f in figures],
+            "serve_command": command,
         })
         return EXIT_OK
     data = model.model_dump()
@@ -177,6 +182,8 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     )
     out.table("figures (gated)", ("stage", "name", "value", "unit", "device", "dtype", "ts"),
               ((f.stage, f.name, f.value, f.unit, f.device, f.dtype, f.ts) for f in figures))
+    if command:
+        out.fields("serving (gated)", [("serve command", f"cd {model.adaptation_name} && {command}")])
     out.table(
         "attempts",
         ("stage", "#", "exit", "duration s", "outcome", "host", "devices", "backend", "fix", "log"),

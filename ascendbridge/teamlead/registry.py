@@ -27,6 +27,7 @@ STAGE_ROLES: dict[str, str] = {
     "benchmark": "benchmark-runner",
     "optimization": "npu-optimizer",
     "business_benchmark": "benchmark-runner",
+    "serving": "benchmark-runner",
 }
 
 

@@ -24,6 +24,7 @@ PROMPT_MODES: dict[str, tuple[str, ...]] = {
     "benchmark": ("benchmark",),
     "optimization": ("optimization",),
     "business": ("business_benchmark",),
+    "serving": ("serving",),
     "all": STAGES,
 }
 
@@ -34,6 +35,7 @@ DEFAULT_STAGE_TIMEOUT_S: dict[str, float] = {
     "benchmark": 3600.0,
     "optimization": 7200.0,
     "business_benchmark": 7200.0,
+    "serving": 3600.0,
 }
 
 

@@ -39,7 +39,7 @@ def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
     assert record == board.get_model("org/Model-A")  # the returned record is what was stored
     assert statuses(board, "org/Model-A") == {
         "discovery": "pending", "adaptation": "waiting", "healing": "waiting",
-        "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting",
+        "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting", "serving": "waiting",
     }
     assert record.skip_stages == []  # every stage runs by default, business_benchmark included
     assert event_kinds(board, "org/Model-A") == ["registered"]
@@ -88,12 +88,12 @@ def test_bad_registrations_are_refused_before_any_write(board: BoardStore, reg: 
 
 
 def test_completion_advances_and_policy_skips_a_stage(board: BoardStore) -> None:
-    board.register_models([Registration(model_id="m", skip_stages=["business_benchmark"])])
+    board.register_models([Registration(model_id="m", skip_stages=["serving"])])
     for stage in STAGES[:-1]:
         run_stage(board, "m", stage)
-    assert statuses(board, "m") == {s: "completed" for s in STAGES[:-1]} | {"business_benchmark": "skipped"}
+    assert statuses(board, "m") == {s: "completed" for s in STAGES[:-1]} | {"serving": "skipped"}
     kinds = event_kinds(board, "m")
-    assert kinds.count("claimed") == 5 and kinds.count("completed") == 5 and kinds[-1] == "skipped"
+    assert kinds.count("claimed") == 6 and kinds.count("completed") == 6 and kinds[-1] == "skipped"
 
 
 def test_skip_before_predecessor_is_passed_over_later(board: BoardStore) -> None:
@@ -131,7 +131,7 @@ def test_retry_returns_failed_stage_to_pending(board: BoardStore) -> None:
 
 
 def test_retry_after_model_left_pipeline_reopens_later_stages(board: BoardStore) -> None:
-    board.register_models([Registration(model_id="m", skip_stages=["business_benchmark"])])
+    board.register_models([Registration(model_id="m", skip_stages=["serving"])])
     task = board.claim_next("w", 60)
     board.fail_task(task.id, task.fencing_token, {"summary": "too large"}, status="skipped")
     assert set(statuses(board, "m").values()) == {"skipped"}
@@ -140,7 +140,7 @@ def test_retry_after_model_left_pipeline_reopens_later_stages(board: BoardStore)
     assert statuses(board, "m")["adaptation"] == "waiting"
     for stage in STAGES[:-1]:
         run_stage(board, "m", stage)
-    assert statuses(board, "m")["business_benchmark"] == "skipped"  # policy still applies
+    assert statuses(board, "m")["serving"] == "skipped"  # policy still applies
 
 
 def test_rollback_makes_stage_pending_and_later_stages_wait(board: BoardStore) -> None:
@@ -150,10 +150,10 @@ def test_rollback_makes_stage_pending_and_later_stages_wait(board: BoardStore) -
     changed = board.rollback("m", "adaptation")
     assert [(t.stage, t.status) for t in changed] == [
         ("adaptation", "pending"), ("healing", "waiting"), ("benchmark", "waiting"),
-        ("optimization", "waiting"), ("business_benchmark", "waiting"),
+        ("optimization", "waiting"), ("business_benchmark", "waiting"), ("serving", "waiting"),
     ]
     assert statuses(board, "m")["discovery"] == "completed"
-    assert event_kinds(board, "m")[-5:] == ["rollback"] * 5
+    assert event_kinds(board, "m")[-6:] == ["rollback"] * 6
     run_stage(board, "m", "adaptation")
     assert statuses(board, "m")["healing"] == "pending"
 

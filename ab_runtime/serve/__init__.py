@@ -1,0 +1,1 @@
+"""The serving stage's model side: exporting the package's weights and reference for the engine."""

@@ -1,0 +1,105 @@
+"""The acceptance requests against a live server, each saved with its response and timings.
+
+Every figure of the stage (serving/figures.py) is derived from these saved exchanges, so the gate
+can recompute them and replay any request on a fresh server. Timings are seconds since the
+request was sent (`elapsed_s`; a streamed response's chunks carry their own `t`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+Exchange = dict[str, Any]
+
+
+def post(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple[int, Any, float]:
+    """(status, parsed JSON body or its text, seconds) of one POST; an HTTP error is a status, not an exception."""
+    request = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    elapsed = time.monotonic() - started
+    try:
+        return status, json.loads(raw), elapsed
+    except json.JSONDecodeError:
+        return status, raw.decode("utf-8", "replace"), elapsed
+
+
+def stream(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple[int, list[dict[str, Any]], float]:
+    """(status, [{"t", "data"}] per server-sent event, seconds) of one streamed POST."""
+    request = urllib.request.Request(f"{url}{path}", data=json.dumps({**body, "stream": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    started = time.monotonic()
+    chunks: list[dict[str, Any]] = []
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            status = response.status
+            for line in response:
+                text = line.decode("utf-8", "replace").strip()
+                if text.startswith("data:") and text[5:].strip() != "[DONE]":
+                    chunks.append({"t": time.monotonic() - started, "data": json.loads(text[5:])})
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    return status, chunks, time.monotonic() - started
+
+
+def send(url: str, exchange: Exchange, timeout_s: float) -> Exchange:
+    """Send a saved exchange's request again; the exchange with the new response."""
+    if exchange["kind"] == "stream":
+        status, chunks, elapsed = stream(url, exchange["path"], exchange["request"], timeout_s)
+        return {**exchange, "status": status, "chunks": chunks, "elapsed_s": elapsed}
+    status, body, elapsed = post(url, exchange["path"], exchange["request"], timeout_s)
+    return {**exchange, "status": status, "response": body, "elapsed_s": elapsed}
+
+
+def completion_request(name: str, prompt: list[int], new_tokens: int) -> dict[str, Any]:
+    return {"model": name, "prompt": prompt, "max_tokens": new_tokens, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True}
+
+
+def acceptance_requests(name: str, endpoint: str, reference: dict[str, Any], max_model_len: int,
+                        concurrency: int) -> list[Exchange]:
+    """The requests to send, in order: the reference's prompts (or texts), one streamed, `concurrency`
+    at once, a prompt over the max model length, and one more after it."""
+    def ex(kind: str, path: str, request: dict[str, Any], index: int = 0) -> Exchange:
+        return {"kind": kind, "index": index, "path": path, "request": request}
+
+    if endpoint == "completions":
+        new = int(reference["new_tokens"])
+        prompts = reference["prompts"]
+        over = [prompts[0][i % len(prompts[0])] for i in range(max_model_len + 1)]
+        return [*(ex("greedy", "/v1/completions", completion_request(name, p, new), i) for i, p in enumerate(prompts)),
+                ex("stream", "/v1/completions", completion_request(name, prompts[0], new)),
+                *(ex("concurrent", "/v1/completions", completion_request(name, prompts[i % len(prompts)], new),
+                     i % len(prompts)) for i in range(concurrency)),
+                ex("overlength", "/v1/completions", completion_request(name, over, new)),
+                ex("after", "/v1/completions", completion_request(name, prompts[0], new))]
+    texts = reference["texts"]
+    over_text = " ".join(["word"] * (max_model_len + 8))
+    return [ex("embeddings", "/v1/embeddings", {"model": name, "input": list(texts)}),
+            *(ex("concurrent", "/v1/embeddings", {"model": name, "input": [texts[i % len(texts)]]},
+                 i % len(texts)) for i in range(concurrency)),
+            ex("overlength", "/v1/embeddings", {"model": name, "input": [over_text]}),
+            ex("after", "/v1/embeddings", {"model": name, "input": [texts[0]]})]
+
+
+def run_acceptance(url: str, requests: list[Exchange], timeout_s: float) -> list[Exchange]:
+    """Send the requests: the concurrent ones at once, every other one alone and in order."""
+    done: list[Exchange] = []
+    group = [r for r in requests if r["kind"] == "concurrent"]
+    for request in requests:
+        if request["kind"] != "concurrent":
+            done.append(send(url, request, timeout_s))
+        elif request is group[0]:
+            with ThreadPoolExecutor(len(group)) as pool:
+                done += list(pool.map(lambda r: send(url, r, timeout_s), group))
+    return done

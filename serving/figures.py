@@ -1,0 +1,155 @@
+"""The serving figures and the acceptance verdict, as pure functions of the saved exchanges and the
+package's reference: the stage derives them after its run and the gate recomputes them the same way.
+
+Timing figures come from the saved timestamps: TTFT is the first streamed chunk carrying a token,
+TPOT the time between the first and the last token over the tokens after the first, throughput the
+concurrent group's output tokens over its slowest request's time (they are sent at once).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from serving.accept import Exchange
+
+# Served embeddings in float32 equal the reference's up to summation order; lower precisions drift.
+COSINE_BOUND = {"float32": 0.999, "bfloat16": 0.99, "float16": 0.99}
+
+
+def _ok(exchange: Exchange) -> bool:
+    return int(exchange.get("status") or 0) == 200
+
+
+def response_tokens(exchange: Exchange) -> list[int] | None:
+    """The completion's token ids (a streamed one reassembled from its chunks); None without an answer."""
+    if not _ok(exchange):
+        return None
+    if exchange["kind"] == "stream":
+        tokens: list[int] = []
+        for chunk in exchange.get("chunks") or []:
+            for choice in chunk["data"].get("choices") or []:
+                tokens += choice.get("token_ids") or []
+        return tokens
+    choices = (exchange.get("response") or {}).get("choices") or [{}]
+    ids = choices[0].get("token_ids")
+    return list(ids) if isinstance(ids, list) else None
+
+
+def response_embeddings(exchange: Exchange) -> list[list[float]] | None:
+    if not _ok(exchange):
+        return None
+    data = sorted((exchange.get("response") or {}).get("data") or [], key=lambda d: d.get("index", 0))
+    return [list(d["embedding"]) for d in data] or None
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def first_divergence(served: list[int] | None, expected: list[int]) -> int:
+    """The first position where the served tokens differ from the reference; -1 when equal."""
+    if served is None:
+        return 0
+    for i, (a, b) in enumerate(zip(served, expected)):
+        if a != b:
+            return i
+    return -1 if len(served) == len(expected) else min(len(served), len(expected))
+
+
+def _stream_timing(exchange: Exchange) -> tuple[float, float] | None:
+    """(TTFT, TPOT) in seconds of a streamed exchange, from its chunks' timestamps."""
+    stamps = [(c["t"], sum(len(ch.get("token_ids") or []) for ch in c["data"].get("choices") or []))
+              for c in exchange.get("chunks") or []]
+    stamps = [(t, n) for t, n in stamps if n]
+    if not stamps:
+        return None
+    tokens = sum(n for _, n in stamps)
+    tpot = (stamps[-1][0] - stamps[0][0]) / (tokens - 1) if tokens > 1 else 0.0
+    return stamps[0][0], tpot
+
+
+def _robustness(exchanges: list[Exchange], matches: Callable[[Exchange], bool]) -> dict[str, float]:
+    """Concurrent requests and an over-length prompt; `matches` says whether an answer is the expected one."""
+    group = [e for e in exchanges if e["kind"] == "concurrent"]
+    over = next(e for e in exchanges if e["kind"] == "overlength")
+    after = next(e for e in exchanges if e["kind"] == "after")
+    slowest = max((e["elapsed_s"] for e in group), default=0.0)
+    return {
+        "concurrent_requests": float(len(group)),
+        "concurrent_answered": float(sum(_ok(e) for e in group)),
+        "concurrent_equal": float(all(matches(e) for e in group)),
+        "requests_per_s": len(group) / slowest if slowest else 0.0,
+        "overlength_status": float(over.get("status") or 0),
+        "overlength_rejected": float(400 <= int(over.get("status") or 0) < 500),
+        "served_after_overlength": float(_ok(after) and matches(after)),
+    }
+
+
+def serving_figures(exchanges: list[Exchange], reference: dict[str, Any], dtype: str,
+                    cold_start_s: float) -> dict[str, float]:
+    """Every figure of one acceptance run, from its saved exchanges and the reference."""
+    figures: dict[str, float] = {"cold_start_s": cold_start_s}
+    if "tokens" in reference:
+        expected = dict(enumerate(reference["tokens"]))
+        greedy = [e for e in exchanges if e["kind"] == "greedy"]
+        divergences = [first_divergence(response_tokens(e), expected[e["index"]]) for e in greedy]
+        served = {e["index"]: response_tokens(e) for e in greedy}
+        streamed = next(e for e in exchanges if e["kind"] == "stream")
+        timing = _stream_timing(streamed)
+        group = [e for e in exchanges if e["kind"] == "concurrent"]
+        slowest = max((e["elapsed_s"] for e in group), default=0.0)
+        out_tokens = sum(len(response_tokens(e) or []) for e in group)
+        figures.update({
+            "greedy_exact_match": sum(d == -1 for d in divergences) / len(divergences),
+            "first_divergence": float(min((d for d in divergences if d >= 0), default=-1)),
+            "stream_equal": float(response_tokens(streamed) == expected[streamed["index"]]),
+            "ttft_ms": 1000 * timing[0] if timing else -1.0,
+            "tpot_ms": 1000 * timing[1] if timing else -1.0,
+            "output_tokens_per_s": out_tokens / slowest if slowest else 0.0,
+            # batched with others, a prompt's answer is the one it got alone
+            **_robustness(exchanges, lambda e: response_tokens(e) == served[e["index"]]),
+        })
+        return figures
+    batch = next(e for e in exchanges if e["kind"] == "embeddings")
+    rows = response_embeddings(batch) or []
+    cosines = [cosine(s, r) for s, r in zip(rows, reference["embeddings"])]
+    complete = len(rows) == len(reference["embeddings"])
+    bound = COSINE_BOUND[dtype]
+
+    def matches(e: Exchange) -> bool:  # one text's embedding, as close to the reference as the batch's
+        one = response_embeddings(e)
+        return one is not None and cosine(one[0], reference["embeddings"][e["index"]]) >= bound
+
+    figures.update({
+        "embedding_cosine_min": min(cosines) if cosines and complete else 0.0,
+        "embedding_latency_ms": 1000 * batch["elapsed_s"],
+        **_robustness(exchanges, matches),
+    })
+    return figures
+
+
+def acceptance_problems(figures: dict[str, float], dtype: str) -> list[str]:
+    """What fails the acceptance (empty: accepted)."""
+    problems = []
+    if "greedy_exact_match" in figures:
+        if dtype == "float32" and figures["greedy_exact_match"] < 1.0:
+            problems.append(f"served greedy tokens differ from the CPU float32 reference (exact match "
+                            f"{figures['greedy_exact_match']:.2f}, first divergence at token "
+                            f"{figures['first_divergence']:.0f})")
+        if figures["stream_equal"] != 1.0:
+            problems.append("the streamed response does not reassemble to the reference tokens")
+    elif figures["embedding_cosine_min"] < COSINE_BOUND[dtype]:
+        problems.append(f"served embeddings' cosine with the reference {figures['embedding_cosine_min']:.6f} "
+                        f"< {COSINE_BOUND[dtype]}")
+    if figures["concurrent_answered"] < figures["concurrent_requests"] or figures["concurrent_equal"] != 1.0:
+        problems.append(f"{figures['concurrent_answered']:.0f} of {figures['concurrent_requests']:.0f} concurrent "
+                        "requests answered with the reference's answer")
+    if figures["overlength_rejected"] != 1.0:
+        problems.append(f"a prompt over the max model length got {figures['overlength_status']:.0f}, not a 4xx")
+    if figures["served_after_overlength"] != 1.0:
+        problems.append("the server did not answer correctly after the over-length prompt")
+    return problems

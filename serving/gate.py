@@ -1,0 +1,154 @@
+"""The serving gate: re-verify an adaptation's serving evidence with the framework's code.
+
+In order: the package's runtime is the framework's (ab_runtime/ byte-identical); the reference is
+re-exported with the framework's runtime copy and must equal the saved one (tokens exactly,
+embeddings to the recorded-figure tolerance, the same safetensors bytes); the plans are recomputed
+from the recorded inputs and serve/ is re-rendered byte for byte; every figure is recomputed from
+the saved exchanges; then a fresh server is started exactly as serve.sh starts it and a sample of
+the acceptance requests is replayed, its answers checked against the reference again.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from pydantic.dataclasses import dataclass
+
+from ab_runtime.fileops import sha256_file
+from ascendbridge.gatekit.compare import recorded_differences
+from ascendbridge.gatekit.integrity import runtime_problems
+from ascendbridge.gatekit.report import GateReport, untrusted_summary
+from ascendbridge.package.generator import RUNTIME_DIR
+from ascendbridge.package.spec import AdaptationSpec
+from serving.accept import send
+from serving.env import serve_python
+from serving.figures import (
+    COSINE_BOUND,
+    acceptance_problems,
+    cosine,
+    response_embeddings,
+    response_tokens,
+    serving_figures,
+)
+from serving.plan import Refusal
+from serving.render import WEIGHTS_DIR, render_texts, rendered_differences
+from serving.server import ServerError, free_port, served
+from serving.settings import ServingSettings
+from serving.steps import EVIDENCE_FILE, REFERENCE_FILE, SCHEMA, StepError, export, plans, server_argv
+
+REPLAY_LOG = "serve/replay.log"
+
+
+@dataclass
+class ServingReport(GateReport):
+    figures: dict[str, float] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    replayed: int = 0
+
+    def problem_lines(self) -> list[str]:
+        return self.problems
+
+
+def _reference_problems(saved: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    if saved.get("tokens") != fresh.get("tokens") or saved.get("prompts") != fresh.get("prompts"):
+        return [f"{REFERENCE_FILE}: the reference tokens differ from the framework's re-export"]
+    if "embeddings" in fresh:
+        diffs = recorded_differences({"embeddings": saved.get("embeddings")}, {"embeddings": fresh["embeddings"]})
+        if diffs:
+            return [f"{REFERENCE_FILE}: the reference embeddings differ from the framework's re-export"]
+    return []
+
+
+def _replay_problems(exchange: dict[str, Any], reference: dict[str, Any], dtype: str) -> list[str]:
+    """A replayed exchange's answer checked against the reference (as the acceptance did)."""
+    where = f"replayed {exchange['kind']} request {exchange['index']}"
+    if exchange.get("status") != 200:
+        return [f"{where}: status {exchange.get('status')}"]
+    if "tokens" in reference:
+        if dtype == "float32" and response_tokens(exchange) != reference["tokens"][exchange["index"]]:
+            return [f"{where}: served tokens differ from the reference"]
+        return []
+    rows = response_embeddings(exchange) or []
+    if not rows or min(cosine(r, e) for r, e in zip(rows, reference["embeddings"][exchange["index"]:])) < COSINE_BOUND[dtype]:
+        return [f"{where}: served embeddings differ from the reference"]
+    return []
+
+
+def _reexport_problems(serve: Path, directory: Path, settings: ServingSettings, reference: dict[str, Any]) -> list[str]:
+    """The reference and weights exported again with the framework's runtime, compared with the saved ones."""
+    with tempfile.TemporaryDirectory(prefix="serving-gate-") as tmp:
+        export(serve, directory, settings, reference.get("mode") == "pretrained", runtime_root=RUNTIME_DIR.parent,
+               out=Path(tmp) / "weights", reference=Path(tmp) / "reference.json")
+        problems = _reference_problems(reference, json.loads((Path(tmp) / "reference.json").read_text()))
+        if sha256_file(Path(tmp) / "weights" / "model.safetensors") != sha256_file(
+                directory / WEIGHTS_DIR / "model.safetensors"):
+            problems.append(f"{WEIGHTS_DIR}/model.safetensors is not the package's reference weights")
+    return problems
+
+
+def check_adaptation(directory: Path, python: str | None = None, settings: ServingSettings | None = None,
+                     execute: bool = True) -> ServingReport:
+    """The gate's report; `execute` False checks the saved evidence only (no re-export, no server)."""
+    directory = Path(directory)
+    settings = settings or ServingSettings()
+    name = directory.name
+    code = runtime_problems(directory)
+    if code:
+        return ServingReport(name, False, untrusted_summary(code), problems=code)
+    try:
+        evidence = json.loads((directory / EVIDENCE_FILE).read_text())
+        reference = json.loads((directory / REFERENCE_FILE).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        return ServingReport(name, False, f"no readable serving evidence: {exc}")
+    if evidence.get("schema") != SCHEMA:
+        return ServingReport(name, False, f"{EVIDENCE_FILE}: not serving evidence (schema != {SCHEMA})")
+    spec = AdaptationSpec.load(directory)
+    problems: list[str] = []
+    serve = serve_python(python or settings.python)
+    if execute and not serve.is_file():
+        raise ValueError(f"no serve environment at {serve} (install it: uv run python -m serving.env)")
+    if execute:
+        try:
+            problems += _reexport_problems(serve, directory, settings, reference)
+        except StepError as exc:
+            return ServingReport(name, False, f"re-exporting the reference failed: {exc}", problems=[str(exc)])
+    local, ascend = plans(directory, spec.task_family, evidence["plan_inputs"])
+    if isinstance(local, Refusal) or isinstance(ascend, Refusal):
+        return ServingReport(name, False, "the recorded inputs give a refusal, not a plan", problems=problems)
+    if local.as_dict() != evidence["plan"]:
+        problems.append("the recorded plan is not what the plan rule gives for the recorded inputs")
+    texts = render_texts(spec.name, spec.model.model_id, local, ascend,
+                         evidence["plan_inputs"]["ascend_device"]["generation"])
+    problems += rendered_differences(directory, texts)
+    exchanges = evidence["exchanges"]
+    figures = serving_figures(exchanges, reference, local.dtype, float(evidence["server"]["cold_start_s"]))
+    problems += [f"figure {d}" for d in recorded_differences(evidence["figures"], figures)]
+    if acceptance_problems(figures, local.dtype) != evidence["problems"]:
+        problems.append("the recorded acceptance problems are not what the saved exchanges give")
+    verdict = "fail" if acceptance_problems(figures, local.dtype) else "pass"
+    if verdict != evidence.get("verdict"):
+        problems.append(f"recorded verdict {evidence.get('verdict')} but the exchanges give {verdict}")
+    replayed = 0
+    if execute and not problems:
+        sample = [e for e in exchanges if e["kind"] in ("greedy", "embeddings")][: settings.replay]
+        port = free_port()
+        try:
+            with served(server_argv(serve, local, spec.name, port), directory, local.env, port,
+                        settings.start_timeout_s, directory / REPLAY_LOG) as server:
+                for exchange in sample:
+                    problems += _replay_problems(send(server.url, exchange, settings.request_timeout_s),
+                                                 reference, local.dtype)
+                    replayed += 1
+        except ServerError as exc:
+            problems.append(f"a fresh server did not start: {exc}")
+    if problems:
+        return ServingReport(name, False, problems[0], figures=figures, problems=problems, replayed=replayed)
+    if verdict != "pass":
+        return ServingReport(name, False, f"acceptance failed: {evidence['problems'][0]}", figures=figures,
+                             replayed=replayed)
+    return ServingReport(name, True, f"serving evidence re-derived; {replayed} request(s) replayed on a fresh "
+                                     "server with the reference's answers", figures=figures, replayed=replayed)

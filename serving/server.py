@@ -1,0 +1,95 @@
+"""Start the engine's server contained, wait for /health within a bound, and always stop it.
+
+The server leads its own process group (the API server, its engine core and workers are one
+group, killed together) and carries the attempt's and its own command marker in its environment,
+so the team lead's sweeps find it even after it left the attempt's group; the kernel sends it
+SIGKILL when the process that started it dies (a team lead SIGKILLed mid-attempt takes its worker,
+and the worker's death takes the server). Nothing is left running when `served` exits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, die_with_parent, terminate
+from ascendbridge.runtime.process import kill_group
+
+HEALTH_POLL_S = 0.5
+
+
+class ServerError(RuntimeError):
+    """The server did not become healthy (exited, or not within the start timeout)."""
+
+
+@dataclass
+class Server:
+    url: str
+    pid: int
+    command_id: str
+    cold_start_s: float
+    log: Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def healthy(url: str, timeout_s: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join([line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:])
+
+
+def _preexec() -> None:
+    die_with_parent(signal.SIGKILL)
+
+
+@contextmanager
+def served(argv: list[str], cwd: Path, env: dict[str, str], port: int, start_timeout_s: float,
+           log: Path) -> Iterator[Server]:
+    """Run `argv` (a server listening on 127.0.0.1:`port`) until the block ends; ServerError when it
+    exits or is not healthy within `start_timeout_s` (its log's last lines in the message)."""
+    command_id = uuid.uuid4().hex
+    child_env = {**os.environ, **env, COMMAND_ENV: command_id}
+    if ATTEMPT_ENV in os.environ:
+        child_env[ATTEMPT_ENV] = os.environ[ATTEMPT_ENV]
+    url = f"http://127.0.0.1:{port}"
+    with open(log, "ab") as out:
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=str(cwd), env=child_env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_preexec)
+    try:
+        while not healthy(url):
+            if proc.poll() is not None:
+                raise ServerError(f"the server exited ({proc.returncode}) before /health answered: {_tail(log)}")
+            if time.monotonic() - started > start_timeout_s:
+                raise ServerError(f"no /health within {start_timeout_s:.0f} s: {_tail(log)}")
+            time.sleep(HEALTH_POLL_S)
+        yield Server(url, proc.pid, command_id, time.monotonic() - started, log)
+    finally:
+        kill_group(proc.pid, leader=proc)
+        proc.wait()
+        terminate(command_processes(command_id), 0.0)  # anything that left the group

@@ -1,0 +1,140 @@
+"""The serving stage: serve the package's model with the real vLLM engine and accept it with real requests.
+
+run: exports the package's weights (safetensors) and its CPU float32 reference in the serve
+environment, plans the deployment (serving/plan.py: a refusal on the first attempt for a head size
+the CPU attention lacks or an architecture the installed vLLM lacks; skipped for a family vLLM does
+not serve), renders serve/ (serve.sh, docker run line, compose, Kubernetes), starts the server
+contained exactly as serve.sh does, sends the acceptance requests, saves them with their responses
+(serve/acceptance.json) and proposes the figures derived from them.
+gate: serving/scripts/check_serving.py, a separate process that recomputes the figures, re-renders
+the artefacts and replays a sample of the requests on a fresh server.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ascendbridge.envmode import use_model_env
+from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.weights import weights_available
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
+from ascendbridge.stage_inputs import run_with_inputs
+from serving.accept import acceptance_requests, run_acceptance
+from serving.env import serve_python
+from serving.figures import acceptance_problems, serving_figures
+from serving.plan import SERVED_FAMILIES, Refusal
+from serving.render import render_serve_dir, render_texts
+from serving.server import ServerError, free_port, served
+from serving.settings import ServingSettings
+from serving.steps import (
+    EVIDENCE_FILE,
+    REFERENCE_FILE,
+    SCHEMA,
+    SERVER_LOG,
+    StepError,
+    export,
+    plan_inputs,
+    plans,
+    server_argv,
+    supported_architectures,
+)
+
+CHECKER = Path(__file__).resolve().parent / "scripts" / "check_serving.py"
+GATE_TIMEOUT_S = 1800.0
+ACCEPTED_ENDPOINTS = ("completions", "embeddings")  # what serving/accept.py sends and checks
+UNITS = {"cold_start_s": "s", "ttft_ms": "ms", "tpot_ms": "ms", "output_tokens_per_s": "tokens/s",
+         "requests_per_s": "requests/s", "embedding_latency_ms": "ms"}
+
+
+def _failed(summary: str, rule: str, **extra: Any) -> StageOutcome:
+    return StageOutcome("failed", summary, diagnosis={"rule": rule, "summary": summary, **extra})
+
+
+class ServingStage:
+    name = "serving"
+
+    def run(self, ctx: StageContext) -> StageOutcome:
+        return run_with_inputs(ctx, ServingSettings, "serving_setup", self._run)
+
+    def _run(self, ctx: StageContext, settings: ServingSettings, spec: AdaptationSpec) -> StageOutcome:
+        if spec.task_family not in SERVED_FAMILIES:
+            return StageOutcome("skipped", f"vLLM serves no {spec.task_family} models: nothing to serve")
+        endpoint = SERVED_FAMILIES[spec.task_family][1]
+        if endpoint not in ACCEPTED_ENDPOINTS:
+            return StageOutcome("skipped", f"no acceptance for vLLM's {endpoint} endpoint yet ({spec.task_family}); "
+                                           "docs/serving.md, \"Not done yet\"")
+        python = serve_python(settings.python)
+        if not python.is_file():
+            return _failed(f"no serve environment at {python}", "serving_env_missing", retryable=False,
+                           remedy="install it once per host: `uv run python -m serving.env` (docs/serving.md)")
+        directory = ctx.adaptation_dir
+        (directory / EVIDENCE_FILE).unlink(missing_ok=True)  # a previous run's evidence is never checked next to this
+        try:
+            pretrained = settings.real_weights and weights_available(spec)[0]
+            ctx.say(f"exporting the {'real' if pretrained else 'config-initialised'} weights and the CPU float32 "
+                    f"reference with {python}")
+            export(python, directory, settings, pretrained, ctx.log)
+            reference = json.loads((directory / REFERENCE_FILE).read_text())
+            architecture = (reference["config"].get("architectures") or [""])[0]
+            inputs = plan_inputs(settings, supported_architectures(python), architecture)
+        except StepError as exc:
+            return _failed(str(exc), exc.rule)
+        local, ascend = plans(directory, spec.task_family, inputs)
+        for plan in (local, ascend):
+            if isinstance(plan, Refusal):
+                if plan.skip:
+                    return StageOutcome("skipped", plan.reason)
+                return StageOutcome("failed", plan.reason, diagnosis=plan.diagnosis())
+        assert not isinstance(local, Refusal) and not isinstance(ascend, Refusal)
+        render_serve_dir(directory, render_texts(spec.name, spec.model.model_id, local, ascend,
+                                                 inputs["ascend_device"]["generation"]))
+        ctx.say(f"plan: {local.engine}, {local.dtype}, tensor parallel {local.tensor_parallel_size}, max model len "
+                f"{local.max_model_len}; Ascend: {ascend.image}, tensor parallel {ascend.tensor_parallel_size}")
+        port = free_port()
+        argv = server_argv(python, local, spec.name, port)
+        requests = acceptance_requests(spec.name, local.endpoint, reference, local.max_model_len, settings.concurrency)
+        try:
+            with served(argv, directory, local.env, port, settings.start_timeout_s, directory / SERVER_LOG) as server:
+                ctx.say(f"server healthy after {server.cold_start_s:.1f} s; sending {len(requests)} requests")
+                exchanges = run_acceptance(server.url, requests, settings.request_timeout_s)
+        except ServerError as exc:
+            return _failed(f"the server did not start: {exc}", "serving_start_failed")
+        figures = serving_figures(exchanges, reference, local.dtype, server.cold_start_s)
+        problems = acceptance_problems(figures, local.dtype)
+        evidence = {"schema": SCHEMA, "model_id": spec.model.model_id, "plan": local.as_dict(),
+                    "plan_inputs": inputs, "server": {"argv": argv[1:], "cold_start_s": server.cold_start_s},
+                    "exchanges": exchanges, "figures": figures, "problems": problems,
+                    "verdict": "fail" if problems else "pass"}
+        (directory / EVIDENCE_FILE).write_text(json.dumps(evidence, indent=1) + "\n")
+        metrics = [FigureSet(figures, device=local.engine, dtype=local.dtype,
+                             units={k: v for k, v in UNITS.items() if k in figures})]
+        result = {"verdict": evidence["verdict"], "plan": local.as_dict(), "serve_command": "serve/serve.sh",
+                  "evidence": EVIDENCE_FILE}
+        summary = _summary(figures, local.engine, local.dtype)
+        if problems:
+            return StageOutcome("failed", f"acceptance failed: {problems[0]}", result=result, metrics=metrics,
+                                diagnosis={"rule": "serving_acceptance_failed", "summary": summary,
+                                           "problems": problems})
+        return StageOutcome("done", summary, result=result, metrics=metrics)
+
+    def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
+        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+
+
+def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
+    if "greedy_exact_match" in figures:
+        quality = f"greedy tokens {figures['greedy_exact_match']:.0%} equal to the CPU fp32 reference"
+        speed = f"TTFT {figures['ttft_ms']:.0f} ms, TPOT {figures['tpot_ms']:.1f} ms"
+    else:
+        quality = f"embeddings cosine >= {figures['embedding_cosine_min']:.6f}"
+        speed = f"{figures['embedding_latency_ms']:.0f} ms a batch"
+    return (f"{engine} {dtype}: {quality}; {figures['concurrent_answered']:.0f}/{figures['concurrent_requests']:.0f} "
+            f"concurrent answered; over-length -> {figures['overlength_status']:.0f}; {speed}; "
+            f"ready in {figures['cold_start_s']:.1f} s")
+
+
+SERVING_STAGE = ServingStage()

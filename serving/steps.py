@@ -1,0 +1,111 @@
+"""The steps the stage's run and its gate share: export the package's model and reference, read the
+plan's inputs, plan, render, and launch the server exactly as serve.sh does.
+
+The plan's inputs are recorded in the evidence (`plan_inputs`), so the gate recomputes the same
+plans from them and the exported config, and re-renders serve/ from those plans.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from ascendbridge.package.uv_env import parse_result
+from ascendbridge.runtime.process import run_command
+from serving.plan import ASCEND_STACKS, SERVER_MODULE, DeviceProfile, ModelFacts, Refusal, ServePlan, plan_serving
+from serving.render import WEIGHTS_DIR, engine_args
+from serving.settings import ServingSettings
+
+REFERENCE_FILE = "serve/reference.json"
+EVIDENCE_FILE = "serve/acceptance.json"
+SERVER_LOG = "serve/server.log"
+SCHEMA = "ascendbridge.serving/1"
+GiB = 1024**3
+_ARCHS = ("import json; from vllm import ModelRegistry; "
+          "print('ARCHS=' + json.dumps(sorted(ModelRegistry.get_supported_archs())))")
+
+
+class StepError(RuntimeError):
+    """A step failed; `rule` names it for the diagnosis."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+def export(python: Path, directory: Path, settings: ServingSettings, pretrained: bool,
+           log: IO[str] | None = None, runtime_root: Path | None = None, out: Path | None = None,
+           reference: Path | None = None) -> dict[str, Any]:
+    """Run ab_runtime.serve.export in the serve environment (the package's runtime copy, or the
+    framework's when `runtime_root` is given, as the gate does, with absolute `out` and `reference`
+    outside the package); its RESULT."""
+    argv = [str(python), "-m", "ab_runtime.serve.export", "--spec", str(Path(directory).resolve() / "adaptation.json"),
+            "--out", str(out or WEIGHTS_DIR),
+            "--reference", str(reference or REFERENCE_FILE), "--prompts", str(settings.prompts),
+            "--prompt-len", str(settings.prompt_len), "--new-tokens", str(settings.new_tokens),
+            *(["--use-pretrained"] if pretrained else [])]
+    # `-m` puts the working directory first on sys.path: the package's directory imports its own copy,
+    # any other directory (with runtime_root on PYTHONPATH) the framework's.
+    env = None if runtime_root is None else {**os.environ, "PYTHONPATH": str(runtime_root)}
+    cwd = directory if runtime_root is None else Path(out or WEIGHTS_DIR).parent
+    result = run_command(argv, cwd=cwd, env=env, timeout_s=settings.export_timeout_s, log=log)
+    parsed = parse_result(result.output)
+    if not result.ok or not parsed or not parsed.get("ok"):
+        error = (parsed or {}).get("error") or ("timed out" if result.timed_out else result.tail_line())
+        raise StepError("serving_export_failed", f"exporting the weights for serving failed: {error}")
+    return parsed
+
+
+def supported_architectures(python: Path) -> list[str]:
+    """The architectures the installed vLLM registers."""
+    result = run_command([str(python), "-c", _ARCHS], timeout_s=300)
+    for line in reversed(result.output.splitlines()):
+        if line.startswith("ARCHS="):
+            return list(json.loads(line[len("ARCHS="):]))
+    raise StepError("serving_engine_broken", f"the serve environment's vLLM does not import: {result.tail_line()}")
+
+
+def local_device(settings: ServingSettings) -> DeviceProfile:
+    """The device the acceptance runs on: this host's memory on CPU, the Ascend settings on an NPU."""
+    if settings.profile == "cpu":
+        return DeviceProfile("cpu", int(psutil.virtual_memory().total))
+    if settings.profile == "ascend":
+        return DeviceProfile("ascend", int(settings.ascend_card_memory_gb * GiB), settings.ascend_cards,
+                             bf16=settings.ascend_generation != "310P", generation=settings.ascend_generation)
+    return DeviceProfile("cuda", int(settings.ascend_card_memory_gb * GiB), settings.ascend_cards, bf16=True)
+
+
+def plan_inputs(settings: ServingSettings, architectures: list[str], architecture: str) -> dict[str, Any]:
+    """Everything the plans depend on besides the exported model: recorded in the evidence."""
+    return {
+        "device": asdict(local_device(settings)),
+        "ascend_device": asdict(DeviceProfile("ascend", int(settings.ascend_card_memory_gb * GiB),
+                                              settings.ascend_cards, bf16=settings.ascend_generation != "310P",
+                                              generation=settings.ascend_generation)),
+        "architecture_supported": architecture in architectures,
+        "max_model_len": settings.max_model_len,
+        "max_num_seqs": settings.max_num_seqs,
+    }
+
+
+def plans(directory: Path, family: str, inputs: dict[str, Any]) -> tuple[ServePlan | Refusal, ServePlan | Refusal]:
+    """(local plan, Ascend deployment plan) from the exported model and the recorded inputs."""
+    reference = json.loads((Path(directory) / REFERENCE_FILE).read_text())
+    facts = ModelFacts.from_config(reference["config"], family, int(reference["parameters"]))
+    if reference.get("max_seq_length"):  # vLLM derives the limit from sentence_bert_config.json too
+        facts = replace(facts, max_positions=min(facts.max_positions, int(reference["max_seq_length"])))
+    supported = frozenset({facts.architecture}) if inputs["architecture_supported"] else frozenset()
+    options = {"max_model_len": inputs["max_model_len"], "max_num_seqs": inputs["max_num_seqs"],
+               "tokenizer": bool(reference["tokenizer"]), "ascend_stack": ASCEND_STACKS[0]}
+    return (plan_serving(facts, DeviceProfile(**inputs["device"]), supported, **options),
+            plan_serving(facts, DeviceProfile(**inputs["ascend_device"]), supported, **options))
+
+
+def server_argv(python: Path, plan: ServePlan, name: str, port: int) -> list[str]:
+    """serve.sh's command with the serve environment's interpreter and a port (cwd: the adaptation)."""
+    return [str(python), "-m", SERVER_MODULE, *engine_args(plan, name, WEIGHTS_DIR, "127.0.0.1"), "--port", str(port)]

