@@ -74,13 +74,29 @@ def one(name: str, tree: Path, cpu: int | None) -> dict[str, Any]:
     gate = OPTIMIZATION_STAGE.gate(ctx) if outcome.status == "done" else None
     gate_s = time.perf_counter() - start - run_s
     notes_path = directory / "optimization_notes.json"
-    final = json.loads(notes_path.read_text())["final"] if notes_path.is_file() else {}
+    notes = json.loads(notes_path.read_text()) if notes_path.is_file() else {}
+    final = notes.get("final", {})
     board.close()
     return {"model": name, "run_s": run_s, "gate_s": gate_s, "status": outcome.status, "summary": outcome.summary,
             "chosen": final.get("passes"), "speedup": final.get("speedup"), "interval": final.get("interval"),
             "gate": None if gate is None else
             ("passed" if gate.passed else "inconclusive" if getattr(gate, "inconclusive", False) else "failed"),
-            "gate_summary": None if gate is None else gate.summary, "log": log.getvalue()}
+            "gate_summary": None if gate is None else gate.summary, "log": log.getvalue(),
+            "timed_pairs": timed_pairs(directory, notes, gate.report if gate is not None else {})}
+
+
+def timed_pairs(directory: Path, notes: dict[str, Any], gate_report: dict[str, Any]) -> dict[str, int]:
+    """Block pairs timed by each step (load does not change these counts): the search's rows, the
+    confirmation, a separate perf run (0 when the confirmation wrote the perf evidence), the gate."""
+    rows = [r for r in notes.get("passes", []) + notes.get("combination", []) if r.get("measured")]
+    perf = notes.get("perf_run") or {}
+    metrics = directory / str(perf.get("metrics", ""))
+    separate = perf.get("process") != "confirmation" and metrics.is_file()
+    reproduced = [((r.get("details") or {}).get("reproduced") or {}) for r in gate_report.get("reports", [])]
+    return {"search": sum(r["paired"]["pairs"] for r in rows), "search_rows": len(rows),
+            "confirmation": int((notes.get("confirmation") or {}).get("pairs") or 0),
+            "perf_run": int(json.loads(metrics.read_text())["optimization"]["paired"]["pairs"]) if separate else 0,
+            "gate": sum(int(r.get("pairs") or 0) for r in reproduced)}
 
 
 def child(name: str, tree: Path, cpu: int | None, timeout: float) -> dict[str, Any]:
