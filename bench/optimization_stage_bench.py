@@ -36,15 +36,15 @@ REPO = Path(__file__).resolve().parents[1]
 MARK = "STAGE_BENCH "
 
 
-def one(name: str, tree: Path, cpu: int | None) -> dict[str, Any]:
-    """Child: run the stage and its gate from `tree` on demo model `name`; figures as a dict.
+def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
+    """Child: run the stage and its gate from `tree` on demo model `name` (board and adaptation in
+    `tmp`); figures as a dict.
     `cpu`: pinned there (inherited by every process it starts), as the team lead pins a timed stage
     to its slot's core on a CPU-only host (ascendbridge/runtime/placement.py)."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     sys.path.insert(0, str(tree))
     os.environ["PYTHONPATH"] = str(tree)  # the gates' checker processes import this tree's code too
-    tmp = Path(tempfile.mkdtemp(prefix="stage-bench-"))
     os.environ.update(ASCENDBRIDGE_BOARD=str(tmp / "board.db"), ASCENDBRIDGE_LOGS=str(tmp / "logs"),
                       ASCENDBRIDGE_ADAPTATIONS=str(tmp / "adaptations"))
     (tmp / "adaptations").mkdir()
@@ -124,8 +124,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(MARK + json.dumps(one(args.one, args.tree.resolve(), None if args.cpu < 0 else args.cpu), default=str),
-              flush=True)
+        with tempfile.TemporaryDirectory(prefix="stage-bench-") as tmp:
+            row = one(args.one, args.tree.resolve(), None if args.cpu < 0 else args.cpu, Path(tmp))
+        print(MARK + json.dumps(row, default=str), flush=True)
         return 0
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in manifest]
