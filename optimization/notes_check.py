@@ -2,8 +2,10 @@
 
 Every paired row is recomputed from its raw samples with the runtime's own statistics module
 (loaded by path from THIS repository, never the adaptation's copy): medians, the speedup as the
-ratio of the medians, the per-pair speedups, the interval and the noise. The keep decision is
-re-derived from the figures and the accuracy verdict; the search's selection must be one of the
+ratio of the medians, the per-pair speedups, the interval and the noise; a search row's length
+must follow the quick search's stopping rule (ab_runtime/optimize/quick.py: stopped at the first
+pair that decides, or at settings.pairs). The keep decision is re-derived from the figures and
+the accuracy verdict; the search's selection must be one of the
 measured rows (same passes, same figures) against the baseline; the final result must be what
 the fresh confirmation run's figures give (recomputed with pairstats.confirmed_final: kept only
 when the confirmed interval clears 1 + min_gain); warmup is a single figure applied to both
@@ -19,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ab_runtime.optimize import quick
 from ascendbridge.gatekit.compare import recorded_matches
 
 NOTES_FILE = "optimization_notes.json"
@@ -42,8 +45,9 @@ def pairstats() -> ModuleType:
     return sys.modules[key]
 
 
-def check_paired(label: str, figures: Any, settings: dict[str, Any]) -> list[str]:
-    """Recompute one paired result from its samples; every reported figure must match."""
+def check_paired(label: str, figures: Any, settings: dict[str, Any], sequential: bool = False) -> list[str]:
+    """Recompute one paired result from its samples; every reported figure must match. A search
+    row (`sequential`) may have stopped early, only where quick.decide decided (re-derived here)."""
     if not isinstance(figures, dict):
         return [f"{label}.paired: missing"]
     missing = [k for k in (*FIGURES, "baseline_samples_ms", "candidate_samples_ms") if k not in figures]
@@ -55,8 +59,8 @@ def check_paired(label: str, figures: Any, settings: dict[str, Any]) -> list[str
     if figures["warmup"] != settings.get("warmup"):
         problems.append(f"{label}: warmup {figures['warmup']} != settings.warmup {settings.get('warmup')} "
                         "(warmup must be symmetric and as configured)")
-    if not isinstance(pairs, int) or pairs < 5:
-        problems.append(f"{label}: {pairs} pairs (at least 5 required)")
+    if not isinstance(pairs, int) or pairs < (1 if sequential else quick.MIN_PAIRS):
+        problems.append(f"{label}: {pairs} pairs (at least {1 if sequential else quick.MIN_PAIRS} required)")
     ok_lists = all(isinstance(s, list) and s and all(isinstance(x, (int, float)) and x > 0 for x in s) for s in (base, cand))
     if not ok_lists or not isinstance(iters, int) or iters < 1 or len(base) != len(cand) \
             or len(base) != (pairs if isinstance(pairs, int) else 0) * iters:
@@ -68,6 +72,14 @@ def check_paired(label: str, figures: Any, settings: dict[str, Any]) -> list[str
         if not recorded_matches(recomputed[key], figures[key]):
             problems.append(f"{label}.paired.{key}: reported {figures[key]!r}, recomputed from the samples "
                             f"{recomputed[key]!r}")
+    if sequential and not problems:
+        try:
+            early = quick.stopped_where_decided(recomputed["pair_speedups"], float(settings.get("min_gain", 0.0)),
+                                                int(settings.get("pairs", 0)))
+        except (TypeError, ValueError) as exc:
+            early = str(exc)
+        if early:
+            problems.append(f"{label}: not the search's stopping rule: {early}")
     return problems
 
 
@@ -82,7 +94,7 @@ def check_row(label: str, row: Any, settings: dict[str, Any]) -> list[str]:
         return [f"{label}: kept (bool) and reason (text) are required"]
     if not row.get("measured"):
         return [f"{label}: kept without being measured"] if row["kept"] else []
-    problems = check_paired(label, row.get("paired"), settings)
+    problems = check_paired(label, row.get("paired"), settings, sequential=True)
     acc = row.get("accuracy")
     if not isinstance(acc, dict) or acc.get("verdict") not in ("pass", "fail"):
         return problems + [f"{label}: accuracy verdict missing"]

@@ -8,14 +8,13 @@ once reported x32 for a configuration that re-measured at x0.64). This run build
 and the selected configuration anew in a new process, times them paired and interleaved, and
 writes the result into the notes: `confirmation` (the figures), `final` (pairstats.confirmed_final:
 the confirmed speedup and interval, or `no_gain` with the baseline kept) and `chosen`.
-The search (ab_runtime.optimize) starts this run itself when it finishes.
+The search (ab_runtime.optimize) starts this run itself when it finishes (optimize.run_fresh).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -24,9 +23,7 @@ from typing import Any
 from .. import RESULT_MARKER, harness, pairstats
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
-from . import passes
-
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding ab_runtime/
+from . import passes, perf_run
 
 
 def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pairs: int) -> dict[str, Any]:
@@ -44,43 +41,52 @@ def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pa
             "runtime_only": not any(changes.get(n) for n in final["passes"])}
 
 
+def perf_argv(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int,
+              iters: int) -> list[str]:
+    """accuracy_run_perf.py's arguments as the stage gives them, from the search's settings."""
+    settings = json.loads(Path(notes_path).read_text())["settings"]
+    workload = settings.get("workload")
+    return ["--device", device, "--pairs", str(pairs), "--iters", str(iters), "--warmup", str(settings["warmup"]),
+            "--num-samples", str(settings["num_samples"]), "--spec", str(spec_path),
+            "--out-dir", str(Path(notes_path).parent)] + (["--workload", workload] if workload else []) \
+        + (["--use-pretrained"] if use_pretrained else [])
+
+
 def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int | None,
-            iters: int | None) -> dict[str, Any]:
+            iters: int | None, perf_evidence: bool = False) -> dict[str, Any]:
+    """Confirm the selection. With `perf_evidence` the confirmation IS the perf run
+    (perf_run.evidence, the code accuracy_run_perf.py wraps): one fresh process builds and compiles
+    the selection once, its pairs are both the confirmation and the perf evidence's timing, and
+    the RESULT is kept as `confirmation.perf_result` when the selection is confirmed (its files
+    are removed when it is not: the stage then runs the baseline's perf evidence)."""
     notes = json.loads(Path(notes_path).read_text())
     settings = notes["settings"]
     pairs = pairs or int(settings["pairs"])
     iters = iters or int(settings["iters_per_block"])
     chosen = list(notes["selection"]["passes"])
-    figures = None
-    if chosen:
+    figures = perf_result = None
+    if chosen and perf_evidence:
+        argv = perf_argv(notes_path, spec_path, device, use_pretrained, pairs, iters)
+        perf_result, figures = perf_run.evidence(perf_run.parse_args(argv), chosen)
+    elif chosen:
         session = harness.open_session(spec_path, device, use_pretrained, num_samples=1,
                                        workload=settings.get("workload"))
         figures = harness.paired_against_baseline(session, passes.get(chosen), pairs, int(settings["warmup"]), iters)
+    if figures is not None:
         harness.say(f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "
                     f"(interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f}); the search said "
                     f"x{notes['selection']['speedup']:.3f}")
     notes = apply_confirmation(notes, figures, pairs)
+    if perf_result is not None and notes["chosen"] == chosen:
+        notes["confirmation"]["perf_result"] = perf_result
+    elif perf_result is not None:  # evidence of a configuration that is not chosen must not survive
+        for key in ("metrics", "outputs", "trace"):
+            (Path(notes_path).parent / perf_result[key]).unlink(missing_ok=True)
     harness.write_json(Path(notes_path), notes)
     final = notes["final"]
     harness.say(f"final: {'+'.join(final['passes']) or 'baseline (no gain)'}, x{final['speedup']:.3f}")
     return {"ok": True, "outcome": final["outcome"], "chosen": notes["chosen"], "speedup": final["speedup"],
             "selection_speedup": final.get("selection_speedup"), "error": None}
-
-
-def run_fresh(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool,
-              timeout_s: float = 1800.0) -> dict[str, Any]:
-    """`python -m ab_runtime.optimize.confirm` in a new process (this interpreter); its RESULT, or an error."""
-    argv = [sys.executable, "-m", "ab_runtime.optimize.confirm", "--device", device, "--notes", str(Path(notes_path).resolve()),
-            "--spec", str(Path(spec_path).resolve())] + (["--use-pretrained"] if use_pretrained else [])
-    proc = subprocess.run(argv, cwd=PACKAGE_PARENT, capture_output=True, text=True, timeout=timeout_s)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
-    sys.stdout.write("".join(f"{ln}\n" for ln in proc.stdout.splitlines() if not ln.startswith(RESULT_MARKER)))
-    sys.stderr.write(proc.stderr)
-    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
-    if proc.returncode != 0 or not result.get("ok"):
-        raise harness.HarnessError(f"the confirmation run failed (exit {proc.returncode}): "
-                                   f"{result.get('error') or proc.stderr.strip()[-200:]}")
-    return result
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -89,6 +95,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--pairs", type=int, default=None, help="default: the search's")
     p.add_argument("--iters", type=int, default=None, help="default: the search's")
     p.add_argument("--use-pretrained", action="store_true")
+    p.add_argument("--perf-evidence", action="store_true",
+                   help="also write the perf evidence (perf_*) from the same pairs, as accuracy_run_perf.py does")
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--notes", default="optimization_notes.json")
     args = p.parse_args(argv)
@@ -101,7 +109,8 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"ok": False, "error": None}
     try:
         args = parse_args(argv)
-        result = confirm(Path(args.notes), Path(args.spec), args.device, args.use_pretrained, args.pairs, args.iters)
+        result = confirm(Path(args.notes), Path(args.spec), args.device, args.use_pretrained, args.pairs, args.iters,
+                         args.perf_evidence)
         code = 0
     except SystemExit:
         raise

@@ -10,7 +10,10 @@ Baseline: the benchmark harness's target model (the spec's dtype on the device, 
 applicable pass alone is built from the same float32 reference weights, its outputs compared
 with the float32 baseline outputs by the shared comparator (dtype-aware thresholds, float64
 reference where it fits), then timed against the baseline PAIRED and INTERLEAVED (same warmup,
-RNG re-seeded before each block, profiler off). Kept passes are combined greedily, each step
+RNG re-seeded before each block, profiler off), one block pair at a time until its keep verdict
+is decided (quick.decide: a clear loss stops after its first pair; at most --pairs). Passes that
+do not apply cost nothing (their rule is read first); the others are tried in order of expected
+gain (quick.PRIORS). Kept passes are combined greedily, each step
 measured against the current best the same way, and the combination verified against the
 baseline: that is the `selection`. Its own figure is the best of many noisy measurements, so it
 is not reported: a fresh process (ab_runtime.optimize.confirm) re-measures baseline vs the selection and
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -36,14 +40,15 @@ from typing import Any
 
 import torch
 
-from .. import accuracy_standard, harness, pairstats, workloads
+from .. import RESULT_MARKER, accuracy_standard, harness, pairstats, workloads
 from .. import build as ab_build
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
 from ..result import run_main
 from ..workload_figures import divergence
-from . import confirm, decode_passes, passes
+from . import decode_passes, passes, quick
 
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding ab_runtime/
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
 HEADLINES = {"generation": "greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch "
@@ -99,10 +104,30 @@ def _compile_room() -> None:
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
 
 
+def sequential_paired(session: harness.Session, base: Callable[[], Any], cand: Callable[[], Any], max_pairs: int,
+                      warmup: int, iters: int, decided: Callable[[list[float]], bool]) -> dict[str, Any]:
+    """harness.paired one block pair at a time (warmup before the first), stopped as soon as
+    `decided(pair speedups)`, at most `max_pairs`: the figures of the pairs taken (pairstats)."""
+    base_blocks: list[list[float]] = []
+    cand_blocks: list[list[float]] = []
+    while True:
+        block = harness.paired(session, base, cand, 1, 0 if base_blocks else warmup, iters)
+        base_blocks.append(block["baseline_samples_ms"])
+        cand_blocks.append(block["candidate_samples_ms"])
+        figures = pairstats.summarize_pairs(base_blocks, cand_blocks, warmup)
+        if len(base_blocks) >= max_pairs or decided(figures.pair_speedups):
+            return figures.as_dict()
+
+
 def search(session: harness.Session, candidates: list[passes.Pass], traits: passes.Traits, pairs: int, warmup: int,
            iters: int, min_gain: float) -> dict[str, Any]:
     """The whole search; returns the notes body (without file-level metadata)."""
     _compile_room()
+
+    def timed(base: Callable[[], Any], cand: Callable[[], Any]) -> dict[str, Any]:
+        return sequential_paired(session, base, cand, pairs, warmup, iters,
+                                 lambda speedups: quick.decide(speedups, min_gain, pairs) != "continue")
+
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
@@ -116,8 +141,11 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
         f"{base_acc['verdict']}; first call {base_first:.1f} ms")
     rows: list[dict[str, Any]] = []
     built: dict[str, Callable[[], Any]] = {}
-    for p in candidates:
-        why_not = p.applies(traits)
+    # applicability is read before anything is built; measured in order of expected gain (quick.PRIORS)
+    reasons = {p.name: p.applies(traits) for p in candidates}
+    for p in quick.ordered([p for p in candidates if reasons[p.name] is None]) + \
+            [p for p in candidates if reasons[p.name] is not None]:
+        why_not = reasons[p.name]
         row: dict[str, Any] = {"name": p.name, "passes": [p.name], "kind": p.kind, "group": p.group,
                                "changes_code": p.changes_code, "applicable": why_not is None}
         if why_not is not None:
@@ -131,7 +159,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
                 fn = session.headline_call(b, run)
                 first = harness.first_call_ms(session, fn)
                 acc = judge(session, b, run, fn, reference)
-                figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
+                figures = timed(base_fn, fn)
             except harness.HarnessError:
                 raise
             except Exception as exc:  # a pass that cannot run on this model is rejected, not fatal
@@ -157,6 +185,7 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
         chosen = [kept[0]["name"]]
         final_row = kept[0]
         current_fn = built[kept[0]["name"]]
+        current: dict[str, Any] = kept[0]
         for r in kept[1:]:
             cand = passes.get(chosen + [r["name"]])
             step: dict[str, Any] = {"passes": chosen + [r["name"]], "against": list(chosen)}
@@ -168,24 +197,22 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
                 fn = session.headline_call(b, run)
                 first = harness.first_call_ms(session, fn)
                 acc = judge(session, b, run, fn, reference)
-                figures = harness.paired(session, current_fn, fn, pairs, warmup, iters)
+                figures = timed(current_fn, fn)
                 keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
                 step.update(measured=True, kept=keep, reason=reason, accuracy=acc, paired=figures,
                             cold_start={"build_s": build_s, "first_call_ms": first})
                 if keep:
-                    chosen, current_fn = step["passes"], fn
+                    chosen, current_fn, current = step["passes"], fn, step
             combination.append(step)
             harness.say(f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}")
         if len(chosen) > 1:  # verify the combination against the baseline itself
-            b, run, build_s = session.make(passes.get(chosen))
-            fn = session.headline_call(b, run)
-            first = harness.first_call_ms(session, fn)
-            acc = judge(session, b, run, fn, reference)
-            figures = harness.paired(session, base_fn, fn, pairs, warmup, iters)
+            # the last kept step built exactly this configuration: re-timed, not rebuilt (no second compile)
+            acc = current["accuracy"]
+            figures = timed(base_fn, current_fn)
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
             verify: dict[str, Any] = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
                       "accuracy": acc, "paired": figures,
-                      "cold_start": {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first}}
+                      "cold_start": {**current["cold_start"], "baseline_first_call_ms": base_first}}
             combination.append(verify)
             if keep and figures["speedup"] >= kept[0]["paired"]["speedup"] / (1 + min_gain):
                 final_row = verify
@@ -231,6 +258,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--workload", default=None, help="workload whose headline figure is optimized (default: the spec's)")
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--out", default=NOTES_FILE)
+    p.add_argument("--perf-evidence", action="store_true",
+                   help="the confirmation run also writes accuracy_run_perf.py's evidence (perf_*) from its pairs")
     args = p.parse_args(argv)
     if args.pairs < 5 or args.iters < 1 or args.warmup < 0 or args.num_samples < 1:
         raise harness.HarnessError("--pairs must be >= 5, --iters and --num-samples >= 1, --warmup >= 0")
@@ -279,7 +308,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     harness.say(f"selected: {', '.join(sel['passes']) or 'nothing (no gain)'} at x{sel['speedup']:.3f} in the search; "
                 "confirming in a fresh process")
     try:
-        confirm.run_fresh(out, Path(args.spec), args.device, args.use_pretrained)
+        run_fresh(out, Path(args.spec), args.device, args.use_pretrained, args.perf_evidence)
     except BaseException:
         out.unlink(missing_ok=True)  # notes without a confirmed result must not survive
         raise
@@ -289,6 +318,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "selection_speedup": final.get("selection_speedup"),
             "baseline_median_ms": final.get("baseline_median_ms"), "optimized_median_ms": final.get("optimized_median_ms"),
             "notes": out.name, "runtime_only": notes["runtime_only"], "error": None}
+
+
+def run_fresh(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, perf_evidence: bool = False,
+              timeout_s: float = 1800.0) -> dict[str, Any]:
+    """`python -m ab_runtime.optimize.confirm` in a new process (this interpreter); its RESULT, or an error.
+    (Started from here, not from confirm.py: confirm imports perf_run, which imports this module.)"""
+    argv = [sys.executable, "-m", "ab_runtime.optimize.confirm", "--device", device, "--notes", str(Path(notes_path).resolve()),
+            "--spec", str(Path(spec_path).resolve())] + (["--use-pretrained"] if use_pretrained else []) \
+        + (["--perf-evidence"] if perf_evidence else [])
+    proc = subprocess.run(argv, cwd=PACKAGE_PARENT, capture_output=True, text=True, timeout=timeout_s)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
+    sys.stdout.write("".join(f"{ln}\n" for ln in proc.stdout.splitlines() if not ln.startswith(RESULT_MARKER)))
+    sys.stderr.write(proc.stderr)
+    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
+    if proc.returncode != 0 or not result.get("ok"):
+        raise harness.HarnessError(f"the confirmation run failed (exit {proc.returncode}): "
+                                   f"{result.get('error') or proc.stderr.strip()[-200:]}")
+    return result
 
 
 def main(argv: list[str]) -> int:

@@ -58,6 +58,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
+    return evidence(args, chosen_names)[0]
+
+
+def evidence(args: argparse.Namespace, chosen_names: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write the perf evidence; (the RESULT, the paired figures with their raw samples). The
+    confirmation run (confirm.py) calls this too: its pairs are then the confirmation's."""
     chosen = passes.get(chosen_names)
     passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before any evidence is written
     session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples,
@@ -128,12 +134,12 @@ def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
     harness.say(f"evidence: {files['metrics']}, {files['outputs']}, {files['trace']}")
     verdict = "pass" if accuracy["verdict"] == "pass" and (generation is None or generation["verdict"] == "pass") \
         else "fail"
-    return {"ok": True, "verdict": verdict, "device": session.choice.kind, "dtype": b.accuracy_dtype,
+    return ({"ok": True, "verdict": verdict, "device": session.choice.kind, "dtype": b.accuracy_dtype,
             "mode": session.mode, "passes": list(chosen_names), "speedup": figures["speedup"],
             "baseline_median_ms": figures["baseline_median_ms"], "optimized_median_ms": figures["candidate_median_ms"],
             "interval": figures["interval"], "metrics": files["metrics"], "outputs": files["outputs"],
             "trace": files["trace"], "workload": session.workload.name,
-            "workload_figures": workload["headline"] if workload else None, "error": None}
+            "workload_figures": workload["headline"] if workload else None, "error": None}, figures)
 
 
 def main(argv: list[str], chosen_names: list[str]) -> int:

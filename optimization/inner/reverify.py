@@ -1,12 +1,15 @@
 """Gate helper: re-measure baseline vs the chosen passes, paired and interleaved, with the
 framework's copy of the runtime and its one harness (not the adaptation's), in the adaptation's
-interpreter.
+interpreter, until the gate's rule decides (ab_runtime/optimize/quick.py gate_verdict).
 
-    python reverify.py [--workload=NAME] RUNTIME_PARENT SPEC_JSON DEVICE MODE PAIRS ITERS WARMUP PASS...
+    python reverify.py [--workload=NAME] RUNTIME_PARENT SPEC_JSON DEVICE MODE MAX_PAIRS ITERS WARMUP CLAIMED
+        MIN_GAIN PASS...
 
-(--workload: the workload whose headline call the optimizer timed, from the notes' settings.)
+(--workload: the workload whose headline call the optimizer timed, from the notes' settings;
+CLAIMED: the notes' confirmed speedup; pairs are taken one at a time, at least 5, at most MAX_PAIRS,
+until passed / failed is decided, else inconclusive at MAX_PAIRS.)
 
-Prints one JSON object: speedup, interval, medians (or {"error": ...}).
+Prints one JSON object: speedup, interval, medians, pair speedups, verdict and why (or {"error": ...}).
 """
 
 from __future__ import annotations
@@ -20,23 +23,35 @@ def main(argv: list[str]) -> int:
     workload = None
     if argv and argv[0].startswith("--workload="):
         workload, argv = argv[0].split("=", 1)[1] or None, argv[1:]
-    if len(argv) < 7:
-        print(json.dumps({"error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE MODE PAIRS ITERS WARMUP PASS..."}))
+    if len(argv) < 9:
+        print(json.dumps({"error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE MODE MAX_PAIRS ITERS WARMUP CLAIMED "
+                                   "MIN_GAIN PASS..."}))
         return 2
     sys.path.insert(0, argv[0])
     from ab_runtime import harness
-    from ab_runtime.optimize import passes
+    from ab_runtime.optimize import passes, quick
+    from ab_runtime.optimize.optimize import sequential_paired
 
     spec, device, mode = argv[1], argv[2], argv[3]
-    pairs, iters, warmup, names = int(argv[4]), int(argv[5]), int(argv[6]), argv[7:]
+    pairs, iters, warmup, names = int(argv[4]), int(argv[5]), int(argv[6]), argv[9:]
+    claimed, min_gain = float(argv[7]), float(argv[8])
+
+    def decided(speedups: list[float]) -> bool:
+        return quick.gate_verdict(speedups, claimed, min_gain, pairs)[0] != "continue"
+
     try:
         session = harness.open_session(Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1,
                                        workload=workload)
-        figures = harness.paired_against_baseline(session, passes.get(names), pairs, warmup, iters)
+        base_build, base_run, _ = session.make([])
+        build, run, _ = session.make(passes.get(names))
+        figures = sequential_paired(session, session.headline_call(base_build, base_run),
+                                    session.headline_call(build, run), pairs, warmup, iters, decided)
     except Exception as exc:  # reported as one line; the gate fails on it
         print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}))
         return 1
-    print(json.dumps({k: v for k, v in figures.items() if not k.endswith("_samples_ms")}))
+    verdict, why = quick.gate_verdict(figures["pair_speedups"], claimed, min_gain, pairs)
+    print(json.dumps({**{k: v for k, v in figures.items() if not k.endswith("_samples_ms")},
+                      "verdict": verdict, "why": why}))
     return 0
 
 

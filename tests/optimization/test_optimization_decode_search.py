@@ -48,7 +48,7 @@ def test_the_search_measures_the_cpu_decode_pass_on_the_generation_headline(deco
     notes = notes_of(decoded)
     assert notes["settings"]["workload"] == "generation" and len(notes["reference_tokens"]) == TINY_GENERATION.new_tokens
     cpu = rows(notes)["cpu_static_cache_compile"]
-    assert cpu["kind"] == "decode" and cpu["measured"] and cpu["paired"]["pairs"] == 5 and cpu["reason"]
+    assert cpu["kind"] == "decode" and cpu["measured"] and 1 <= cpu["paired"]["pairs"] <= 5 and cpu["reason"]
     generation = cpu["accuracy"]["generation"]
     assert generation["rule"] == "generation-greedy/1" and generation["verdict"] == "pass"
     assert generation["match_rate"] == 1.0 and generation["first_divergence"] is None  # static cache: same tokens

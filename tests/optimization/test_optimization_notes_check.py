@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ab_runtime.optimize.quick import decide
 from ascendbridge.package.spec import AdaptationSpec
 from optimization.notes_check import NOTES_SCHEMA, check_notes, pairstats
 from optimization.render import render_accuracy_run_perf
@@ -21,9 +22,12 @@ SETTINGS = {"pairs": 5, "iters_per_block": 2, "warmup": 2, "min_gain": 0.02, "pr
 
 
 def row(name: str, base: float, cand: float, verdict: str = "pass", changes_code: bool = False) -> dict[str, Any]:
+    """A search row measured as the quick search does: stopped at the first pair that decides."""
     blocks_b = [[base + i * 0.1, base + 1.0] for i in range(5)]
     blocks_c = [[cand + i * 0.05, cand + 1.0] for i in range(5)]
-    figures = pairstats().summarize_pairs(blocks_b, blocks_c, warmup=2).as_dict()
+    n = next(i for i in range(1, 6) if decide([min(b) / min(c) for b, c in zip(blocks_b[:i], blocks_c[:i])],
+                                              0.02, 5) != "continue")
+    figures = pairstats().summarize_pairs(blocks_b[:n], blocks_c[:n], warmup=2).as_dict()
     keep, reason = pairstats().gain_decision(figures, verdict, 0.02)
     return {"name": name, "passes": [name], "kind": "precision", "group": name, "changes_code": changes_code,
             "applicable": True, "measured": True, "kept": keep, "reason": reason, "paired": figures,
@@ -103,7 +107,7 @@ def tamper(path: str, value: Any) -> dict[str, Any]:
     ("passes.0.paired.warmup", 0, "warmup must be symmetric"),
     ("passes.1.kept", True, "kept=True but the figures"),
     ("passes.2.kept", True, "kept without being measured"),
-    ("passes.0.paired.pairs", 3, "at least 5"),
+    ("confirmation.paired.pairs", 3, "at least 5"),
     ("runtime_only", False, "runtime_only"),
     ("chosen", [], "chosen"),
     ("settings.profiler_during_timing", True, "profiler_during_timing"),
@@ -112,6 +116,14 @@ def tamper(path: str, value: Any) -> dict[str, Any]:
 def test_tampered_notes_fail(path: str, value: Any, expected: str) -> None:
     problems = check_notes(tamper(path, value))
     assert problems and any(expected in p for p in problems), problems
+
+
+def test_a_search_row_must_stop_where_the_stopping_rule_decides() -> None:
+    doc = notes()
+    slow = doc["passes"][1]
+    assert slow["paired"]["pairs"] == 1 and not slow["kept"]  # x1.0: the first pair rules a keep out
+    slow["paired"] = pairstats().summarize_pairs(*blocks(10.0, 10.0), warmup=2).as_dict()  # measured on to 5
+    assert any("not the search's stopping rule: decided after 1 pair(s) but measured 5" in p for p in check_notes(doc))
 
 
 def test_hidden_gain_fails() -> None:

@@ -51,6 +51,9 @@ def test_stage_searches_runs_perf_records_and_passes_its_gates(board: BoardStore
     assert outcome.result["chosen"] == notes["chosen"] and notes["runtime_only"] is True
     assert "test_cached_outputs" in notes["chosen"] and notes["final"]["outcome"] == "gain"
     assert notes["confirmation"]["measured"] and notes["final"]["speedup"] == notes["confirmation"]["paired"]["speedup"]
+    # the confirmation's fresh process wrote the perf evidence from its own pairs (one build, one figure)
+    assert notes["perf_run"]["process"] == "confirmation"
+    assert notes["perf_run"]["speedup"] == pytest.approx(notes["confirmation"]["paired"]["speedup"])
     assert "confirmed x" in outcome.summary and "the search's own figure was x" in outcome.summary
     proposed = outcome.metrics[0].values  # written by complete_task only after the gate passes
     assert proposed["accuracy_pass"] == 1.0 and proposed["speedup"] == pytest.approx(notes["final"]["speedup"])
@@ -75,3 +78,20 @@ def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path, tmp_path
     assert outcome.status == "failed" and "bad optimization setting" in outcome.summary
     assert outcome.diagnosis["rule"] == "bad_setting"  # a refusal, the same in every stage
     assert board.list_metrics("demo/tiny-llama") == []
+
+
+def test_an_inconclusive_perf_gate_is_the_stage_gate_s_inconclusive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    board: BoardStore, board_path: Path) -> None:
+    """The perf checker's exit 3 (too noisy to decide) reaches the team lead as
+    GateResult.inconclusive, not as a failure; real checker processes stand in for the two gates."""
+    import optimization.stage as stage
+
+    reports = {"check_optimization_notes.py": (0, {"adaptation": "x", "passed": True, "summary": "notes consistent"}),
+               "check_accuracy_run_perf.py": (3, {"adaptation": "x", "passed": False, "inconclusive": True,
+                                                  "summary": "too noisy to decide now"})}
+    for name, (code, report) in reports.items():
+        (tmp_path / name).write_text(f"import json, sys\nprint(json.dumps({report!r}))\nsys.exit({code})\n")
+    monkeypatch.setattr(stage, "SCRIPTS", tmp_path)
+    ctx = make_context(board, board_path, tmp_path, {})
+    result = OPTIMIZATION_STAGE.gate(ctx)
+    assert not result.passed and result.inconclusive and "too noisy" in result.summary

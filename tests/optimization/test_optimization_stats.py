@@ -50,3 +50,55 @@ def test_bad_blocks_raise() -> None:
         stats.summarize_pairs([[1.0]], [[1.0], [2.0]], warmup=0)
     with pytest.raises(ValueError):
         stats.summarize_pairs([[]], [[1.0]], warmup=0)
+
+
+def test_the_search_stops_a_pass_where_its_keep_verdict_is_decided() -> None:
+    from ab_runtime.optimize.quick import decide, stopped_where_decided
+
+    assert decide([0.7], 0.02, 5) == "reject"  # one pair at or below the bar: five can no longer clear it
+    assert decide([1.5, 1.4, 1.6, 1.5], 0.02, 5) == "continue"  # no keep before 5 pairs
+    assert decide([1.5, 1.4, 1.6, 1.5, 1.3], 0.02, 5) == "keep"
+    assert decide([1.5, 1.4, 1.6, 1.5, 1.02], 0.02, 5) == "reject"  # the bar itself does not clear
+    # a longer bound tolerates one slow pair (k = 2 from 8 pairs on) and may keep before its end
+    assert decide([1.5, 0.9, 1.6], 0.02, 10) == "continue"
+    assert decide([1.5, 0.9, 1.6, 1.4, 1.5, 1.45, 1.5, 1.6], 0.02, 10) == "keep"
+    assert decide([1.5, 0.9, 1.0], 0.02, 10) == "reject"
+    # on the same samples a stopped measurement gives the fixed-length verdict
+    for pairs in ([1.3, 1.2, 0.99, 1.4, 1.5], [1.3, 1.2, 1.1, 1.4, 1.5], [0.6, 0.7, 0.65, 0.6, 0.7]):
+        first = next(i for i in range(1, 6) if decide(pairs[:i], 0.02, 5) != "continue")
+        full = stats.gain_decision(stats.summarize_pairs([[1.0]] * 5, [[1 / s] for s in pairs], 0).as_dict(), "pass")
+        assert (decide(pairs[:first], 0.02, 5) == "keep") == full[0]
+        assert stopped_where_decided(pairs[:first], 0.02, 5) is None
+    assert "decided after 1 pair(s) but measured 5" in str(stopped_where_decided([0.6, 0.7, 0.65, 0.6, 0.7], 0.02, 5))
+    assert "nothing decided" in str(stopped_where_decided([1.3, 1.2], 0.02, 5))
+    with pytest.raises(ValueError):
+        decide([1.0], 0.02, 4)
+
+
+def test_the_perf_gate_passes_fails_or_cannot_decide_and_a_forged_claim_always_fails() -> None:
+    from ab_runtime.optimize.quick import gate_verdict
+
+    honest = [1.5, 1.45, 1.6, 1.4, 1.55]
+    assert gate_verdict(honest[:4], 1.5, 0.02)[0] == "continue"
+    assert gate_verdict(honest, 1.5, 0.02)[0] == "passed"
+    assert gate_verdict(honest, 3.0, 0.02)[0] == "failed"  # the same measurement, a doubled claim
+    assert "more than x1.4 above" in gate_verdict(honest, 3.0, 0.02)[1]
+    assert gate_verdict([0.9, 0.95, 1.0, 0.97, 0.93], 1.3, 0.02)[0] == "failed"  # clearly no gain
+    noisy = [1.3, 0.95, 1.2, 0.98, 1.25]  # straddles the bar, the claim is plausible
+    assert gate_verdict(noisy, 1.2, 0.02)[0] == "continue"
+    verdict, why = gate_verdict(noisy * 3, 1.2, 0.02)
+    assert verdict == "inconclusive" and "too noisy" in why
+    assert gate_verdict([1.0, 1.1, 0.9, 1.05, 0.95] * 3, 2.0, 0.02)[0] == "failed"  # a forged x2 on no gain
+
+
+def test_passes_are_tried_by_expected_gain() -> None:
+    from ab_runtime.optimize.quick import PRIORS, ordered
+
+    class P:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    names = ["cpu_threads_all", "cpu_bf16_autocast", "test_unknown", "cpu_compile", "cpu_int8_dynamic"]
+    assert [p.name for p in ordered([P(n) for n in names])] == \
+        ["cpu_compile", "cpu_threads_all", "test_unknown", "cpu_int8_dynamic", "cpu_bf16_autocast"]
+    assert PRIORS["cpu_compile"] > PRIORS["cpu_bf16_autocast"]

@@ -4,6 +4,8 @@ They let the search, the confirmation and the gates be tested against controlled
 of machine luck:
 - test_twice: runs the forward pass twice per call; outputs unchanged. A certain slowdown (about
   x0.5, whatever the machine's load, since both sides of a pair see the same load).
+- test_same: the forward pass once per call through a wrapper: no gain at all (x1.0 under any
+  load), the pass a forged speedup claims.
 - test_cached_outputs: returns the outputs of the first call for the same input objects; outputs
   unchanged (they ARE the model's outputs). A certain, large speedup (a dictionary lookup
   against a forward pass), so the gates' "clears 1 + min_gain" is exercised deterministically.
@@ -35,6 +37,19 @@ class _Twice:
 
     def __call__(self, **inputs: Any) -> Any:
         self.model(**inputs)
+        return self.model(**inputs)
+
+
+class _Same:
+    """Wraps a model: every call is the model's own call."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def __call__(self, **inputs: Any) -> Any:
         return self.model(**inputs)
 
 
@@ -145,6 +160,10 @@ def _apply_twice(build: Any) -> None:
     build.model = _Twice(build.model)
 
 
+def _apply_same(build: Any) -> None:
+    build.model = _Same(build.model)
+
+
 def _apply_cache(build: Any) -> None:
     build.model = _Cached(build.model)
 
@@ -157,6 +176,8 @@ def extra_passes(Pass: Any) -> tuple[Any, ...]:  # the catalogue's Pass class
     return (
         Pass("test_twice", "cpu", "compile", None, "TEST ONLY: the forward pass twice per call",
              _always, _apply_twice),
+        Pass("test_same", "cpu", "compile", None, "TEST ONLY: the forward pass once, through a wrapper",
+             _always, _apply_same),
         Pass("test_cached_outputs", "cpu", "compile", None, "TEST ONLY: outputs cached per input objects",
              _always, _apply_cache),
         Pass("test_cached_decode", "cpu", "decode", "compile", "TEST ONLY: greedy tokens replayed per input objects",

@@ -1,0 +1,121 @@
+"""The quick search's two rules, pure Python (no torch) so the notes gate re-derives them.
+
+**When a paired measurement stops** (`decide`). A pass is measured one block pair at a time, at
+most `max_pairs` pairs (the search's `--pairs`). It is kept only when the sign-test interval of its
+pair speedups (pairstats) clears `1 + min_gain` at its low end with accuracy intact, exactly the
+rule of a fixed-length measurement. That interval's low end at `n` pairs is the k(n)-th smallest
+pair speedup (pairstats.sign_interval_rank), and k(n) never decreases with n, so once k(max_pairs)
+pair speedups are at or below `1 + min_gain` no later pair can make the pass kept: it is rejected
+there ("decided: cannot clear"). With the default 5 pairs k = 1, so the first pair at or below the
+bar ends the measurement: a pass that is clearly slower (bf16 at x0.67 on a CPU without bf16)
+costs one block pair instead of five. A keep is never decided before `MIN_PAIRS` pairs (no sign
+test reaches 90 % below 5) and, with the default `max_pairs` = 5, only at the last pair, so every
+keep/reject verdict is the one the full measurement would give on the same samples; only the
+samples after a reject are not taken. With `max_pairs` > 5 a keep may also stop early, at the
+first n >= 5 whose interval clears the bar (bounded sequential test; the fresh-process
+confirmation re-measures whatever the search keeps).
+
+**In which order the catalogue is tried** (`ordered`). By `PRIORS`: the speedup each pass is
+expected to give on its device, from the measured catalogue (docs/optimization.md "Measured") for
+CPU, from the vendors' documented gains for CUDA and Ascend; unknown passes 1.0. The likely winners
+are measured first (their rows lead the notes) and ties keep the catalogue's order. The search
+reads every pass's applicability rule before it builds anything: a pass that does not apply is a
+row with its reason, listed after the measured ones, and costs no build and no call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol, TypeVar
+
+from .. import pairstats
+
+MIN_PAIRS = 5  # the fewest pairs whose sign-test interval reaches pairstats.CONFIDENCE
+Decision = Literal["keep", "reject", "continue"]
+GateVerdict = Literal["passed", "failed", "inconclusive", "continue"]
+GATE_MAX_PAIRS = 15  # the perf gate's bound: its interval then drops the 3 extreme pairs at each end
+# A claim more than this factor above the high end of the gate's own paired interval is not a
+# measurement of the re-measured configuration under any load (interleaved pairs see the same load).
+PLAUSIBLE_FACTOR = 1.4
+
+# Expected speedup over the eager baseline per pass and device (the name carries the device).
+# CPU: geomeans of bench/optimizer_suite.py on the demo models (docs/optimization.md, "Measured");
+# CUDA / Ascend: the vendors' documented typical gains for inference of small transformer models.
+PRIORS: dict[str, float] = {
+    "cpu_compile": 1.5, "cpu_static_cache_compile": 1.3, "cpu_threads_1": 1.0, "cpu_threads_all": 1.0,
+    "cpu_channels_last": 1.0, "cpu_int8_dynamic": 0.9, "cpu_bf16_cast": 0.8, "cpu_bf16_autocast": 0.7,
+    "cuda_fp16": 2.0, "cuda_bf16": 1.9, "cuda_compile_cudagraphs": 1.8, "cuda_static_cache_cudagraphs": 1.8,
+    "cuda_static_cache_compile": 1.4, "cuda_sdpa": 1.3, "cuda_tf32": 1.2,
+    "npu_fp16": 2.0, "npu_bf16": 1.9, "npu_static_cache_aclgraph": 1.8, "npu_static_cache_torchair": 1.6,
+    "npu_torchair_compile": 1.5, "npu_fusion_attention": 1.4, "npu_fused_infer_attention": 1.3,
+    "npu_task_queue": 1.2, "npu_rms_norm": 1.1, "npu_swiglu": 1.1, "npu_rotary_mul": 1.1, "npu_jit_compile_off": 1.1,
+}
+
+
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+P = TypeVar("P", bound=Named)
+
+
+def decide(pair_speedups: Sequence[float], min_gain: float, max_pairs: int) -> Decision:
+    """After these pair speedups: keep (the interval clears 1 + min_gain), reject (no further pair
+    can make it clear), or continue. Accuracy is judged apart (pairstats.gain_decision)."""
+    if max_pairs < MIN_PAIRS or len(pair_speedups) > max_pairs:
+        raise ValueError(f"{len(pair_speedups)} pairs of at most {max_pairs} (>= {MIN_PAIRS})")
+    bar = 1.0 + min_gain
+    if sum(1 for s in pair_speedups if s <= bar) >= pairstats.sign_interval_rank(max_pairs):
+        return "reject"
+    n = len(pair_speedups)
+    if n >= MIN_PAIRS and sorted(pair_speedups)[pairstats.sign_interval_rank(n) - 1] > bar:
+        return "keep"
+    return "continue"
+
+
+def gate_verdict(pair_speedups: Sequence[float], claimed: float, min_gain: float,
+                 max_pairs: int = GATE_MAX_PAIRS) -> tuple[GateVerdict, str]:
+    """The perf gate's verdict on its own paired re-measurement of a claimed speedup, and why.
+
+    From MIN_PAIRS pairs on, with [low, high] the sign-test interval of the pair speedups:
+    failed when the claim exceeds PLAUSIBLE_FACTOR x high (a forged or inflated figure) or when
+    high < 1 + min_gain (clearly no gain); passed when low > 1 + min_gain; otherwise continue, and
+    at `max_pairs` inconclusive (the interval straddles the bar: too noisy to decide now)."""
+    n = len(pair_speedups)
+    if n < MIN_PAIRS:
+        return "continue", f"{n} of at least {MIN_PAIRS} pairs"
+    k = pairstats.sign_interval_rank(n)
+    ranked = sorted(pair_speedups)
+    low, high, bar = ranked[k - 1], ranked[n - k], 1.0 + min_gain
+    span = f"the gate's own paired re-measurement gives {low:.3f}..{high:.3f} over {n} pairs"
+    if claimed > PLAUSIBLE_FACTOR * high:
+        return "failed", (f"claimed x{claimed:.3f} is more than x{PLAUSIBLE_FACTOR:g} above what {span} "
+                          "allows: not a figure of this configuration")
+    if high < bar:
+        return "failed", f"speedup does not reproduce: claimed x{claimed:.3f}, {span}, all below 1 + min_gain = {bar:g}"
+    if low > bar:
+        return "passed", f"reproduced: {span}, low end above 1 + min_gain = {bar:g}"
+    if n >= max_pairs:
+        return "inconclusive", (f"too noisy to decide now: {span}, which straddles 1 + min_gain = {bar:g} "
+                                f"(claimed x{claimed:.3f} is plausible)")
+    return "continue", span
+
+
+def stopped_where_decided(pair_speedups: Sequence[float], min_gain: float, max_pairs: int) -> str | None:
+    """None when a measurement of these pairs followed `decide` (stopped at its first decision, or
+    ran to `max_pairs`), else why not: the notes gate's check of a search's early stops."""
+    n = len(pair_speedups)
+    if not 1 <= n <= max_pairs:
+        return f"{n} pairs, the search measures 1..{max_pairs}"
+    earlier = next((i for i in range(1, n) if decide(pair_speedups[:i], min_gain, max_pairs) != "continue"), None)
+    if earlier is not None:
+        return f"decided after {earlier} pair(s) but measured {n}"
+    if n < max_pairs and decide(pair_speedups, min_gain, max_pairs) == "continue":
+        return f"stopped after {n} of {max_pairs} pairs with nothing decided"
+    return None
+
+
+def ordered(candidates: Sequence[P]) -> list[P]:
+    """Candidates by expected gain (PRIORS, highest first); ties keep their order."""
+    return sorted(candidates, key=lambda p: -PRIORS.get(p.name, 1.0))
