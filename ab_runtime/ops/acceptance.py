@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from . import standard
+from .record import tensors_in
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 KINDS = ("normal", "non_contiguous", "zeros", "tiny", "large", "mixed")
@@ -47,19 +48,11 @@ def make_input(shape: tuple[int, ...], kind: str, dtype: torch.dtype, gen: torch
     return x
 
 
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item)
-
-
 def sample_metrics(out: Any, ref: Any, dtype: str) -> dict[str, Any]:
     """max abs error, MERE, MARE, RMSE and the share within atol + rtol * |ref|, over all outputs."""
     limit = standard.thresholds(dtype)
-    got = torch.cat([t.detach().to(torch.float64).reshape(-1) for t in _tensors(out)])
-    want = torch.cat([t.detach().to(torch.float64).reshape(-1) for t in _tensors(ref)])
+    got = torch.cat([t.detach().to(torch.float64).reshape(-1) for t in tensors_in(out)])
+    want = torch.cat([t.detach().to(torch.float64).reshape(-1) for t in tensors_in(ref)])
     if got.shape != want.shape:
         return {"max_abs": math.inf, "mere": math.inf, "mare": math.inf, "rmse": math.inf, "within_share": 0.0,
                 "finite": False}

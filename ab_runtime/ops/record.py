@@ -68,15 +68,16 @@ def schema_of(name: str) -> str:
         return ""
 
 
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
+def tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in a value of nested lists, tuples and dicts (an op's arguments or results)."""
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _tensors(item)
+            yield from tensors_in(item)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _tensors(item)
+            yield from tensors_in(item)
 
 
 @dataclasses.dataclass
@@ -122,7 +123,7 @@ class OpRecorder(TorchDispatchMode):
             stats.cpu_kernels.add(raw)
         where = self.stack[-1] if self.stack else "(model)"
         stats.modules[where] = stats.modules.get(where, 0) + 1
-        inputs = list(_tensors((args, kwargs)))
+        inputs = list(tensors_in((args, kwargs)))
         stats.dtypes.update(str(t.dtype).removeprefix("torch.") for t in inputs)
         stats.non_contiguous |= any(not t.is_contiguous() for t in inputs)
         shape = " x ".join(str(list(t.shape)) for t in inputs)
