@@ -63,9 +63,8 @@ FUSED_INFER_SCALE_KEYWORDS = {"scale": "Ascend Extension for PyTorch 7.0.0 (`sca
 
 
 def _npu() -> Any:
-    reference = CPU_REFERENCE_ACTIVE.get()
-    if reference is not None:  # the operator acceptance contract on a host without an NPU
-        return reference
+    if CPU_REFERENCE_ACTIVE:  # the operator acceptance contract on a host without an NPU
+        return CPU_REFERENCE_ACTIVE[-1]
     import torch_npu  # only present in the ascend profile (tests install a FakeTorchNpu)
 
     return torch_npu
@@ -91,17 +90,19 @@ def _reference_rotary_mul(x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, r
 
 CPU_REFERENCE = types.SimpleNamespace(npu_rms_norm=_reference_rms_norm, npu_swiglu=_reference_swiglu,
                                       npu_rotary_mul=_reference_rotary_mul)
-CPU_REFERENCE_ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("ab_npu_cpu_reference", default=None)
+# A plain module-level stack, not a ContextVar: the swaps run inside torch.compile'd graphs, and
+# dynamo traces a global's value but cannot trace ContextVar.get().
+CPU_REFERENCE_ACTIVE: list[Any] = []
 
 
 @contextmanager
 def cpu_reference_ops() -> Iterator[None]:
     """Route the swaps' torch_npu calls to CPU_REFERENCE inside this block (the contract's runs)."""
-    token = CPU_REFERENCE_ACTIVE.set(CPU_REFERENCE)
+    CPU_REFERENCE_ACTIVE.append(CPU_REFERENCE)
     try:
         yield
     finally:
-        CPU_REFERENCE_ACTIVE.reset(token)
+        CPU_REFERENCE_ACTIVE.pop()
 
 
 def rms_norm_modules(model: torch.nn.Module) -> list[torch.nn.Module]:

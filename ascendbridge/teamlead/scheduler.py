@@ -614,7 +614,12 @@ class TeamLead:
 
     def _same_error_twice(self, job: Job, diag: dict[str, Any]) -> dict[str, Any]:
         """When this task's previous attempt was retried after the same error (its rule, exception
-        class and message), a third try would meet it again: the diagnosis says so and is final."""
+        class and message), a third try would meet it again: the diagnosis says so and is final. A
+        worker killed by a signal (negative exit code: a person, the OOM killer, a lost host) was
+        interrupted, not failed by its stage: never counted as the same error."""
+        exit_code = diag.get("exit_code")
+        if isinstance(exit_code, int) and exit_code < 0:
+            return diag
         earlier = [a for _, a in self.store.list_attempts(job.task.model_id, job.stage)
                    if a.task_id == job.task.id and a.fencing_token < job.token
                    and a.outcome not in (None, "released", "stale", "inconclusive")]

@@ -19,7 +19,7 @@ from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, in
 from tests.teamlead.tl_support import check_event_log, statuses, tl_argv, tl_env
 from tests.teamlead.toy_device_stages import RECORD_ENV, STAGES
 
-SKIP = ["adaptation", "healing", "optimization"]  # discovery (CPU) -> benchmark -> business_benchmark (timed)
+SKIP = ["adaptation", "healing", "optimization", "serving"]  # discovery (CPU) -> benchmark -> business_benchmark (timed)
 
 
 def _run(board: BoardStore, tmp: Path, models: dict[str, dict[str, Any]], *args: str,

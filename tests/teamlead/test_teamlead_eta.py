@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -217,7 +218,7 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
 
 
 # ---------------------------------------------------------------- the bench
-STAGE_S = {"discovery": 0.2, "adaptation": 0.2, "healing": 0.3, "benchmark": 0.3, "optimization": 0.4,
+STAGE_S = {"discovery": 0.2, "adaptation": 0.2, "healing": 0.3, "benchmark": 0.3, "optimization": 0.4, "serving": 0.3,
            "business_benchmark": 0.2}
 
 
@@ -243,11 +244,12 @@ def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
     _finished_board(board, 2)
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps({"stages": {st: {"*": s} for st, s in STAGE_S.items()}}))
-    bad.write_text(json.dumps({"stages": {st: {"*": s * (4 if st == "benchmark" else 1)} for st, s in STAGE_S.items()}}))
+    bad.write_text(json.dumps({"stages": {st: {"*": s * (4 if st == "optimization" else 1)} for st, s in STAGE_S.items()}}))
     argv = [str(board), "--workers", "1", "--timed-slots", "1", "--json"]
     assert eta_error.main([*argv, "--costs", str(good)]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
-    assert [(r["finished"], r["tasks"]) for r in rows] == [(3, 12), (6, 12), (9, 12)]
+    tasks = 2 * len(STAGES)  # the first task count at or past each quarter
+    assert [(r["finished"], r["tasks"]) for r in rows] == [(math.ceil(tasks * q / 4), tasks) for q in (1, 2, 3)]
     replay = eta_error.load(board)
     with BoardStore(board, read_only=True) as store:  # what the team lead's ETA reads: the same attempts
         assert [Sample(*row) for row in store.completed_attempts()] == replay.samples()
@@ -255,17 +257,18 @@ def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
     for r in rows:
         assert r["true_s"] == pytest.approx((end - datetime.fromisoformat(r["moment"])).total_seconds())
         assert abs(r["error_pct"]) < 30, r
-    # A benchmark prior 4x too high: at 25 % (the first model's preparation done) no benchmark had
-    # completed, so the ETA rests on it; at 50 % the first model's had, and its measured duration
-    # replaces the prior.
+    # An optimization prior 4x too high: at 25 % (the first model up to its benchmark done) no
+    # optimization had completed, so the ETA rests on it; at 50 % the first model's had, and its
+    # measured duration replaces the prior.
     assert eta_error.main([*argv, "--costs", str(bad), "--max-error", "30"]) == 1
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows[0]["error_pct"] > 30 and abs(rows[1]["error_pct"]) < 30 and abs(rows[2]["error_pct"]) < 30
-    assert "benchmark ~" in rows[0]["eta_line"] and "(prior: cost model" in rows[0]["eta_line"]
-    assert "(median of 1 here)" in rows[1]["eta_line"].split("benchmark ", 1)[1]
+    assert "optimization ~" in rows[0]["eta_line"] and "(prior: cost model" in rows[0]["eta_line"]
+    assert "(median of 1 here)" in rows[1]["eta_line"].split("optimization ", 1)[1]
     assert eta_error.main([str(board), "--costs", str(good)]) == 0  # the table
     out = capsys.readouterr().out
-    assert "25% (3/12)" in out and "75% (9/12)" in out and "in-sample" not in out
+    quarter, three = math.ceil(tasks / 4), math.ceil(tasks * 3 / 4)
+    assert f"25% ({quarter}/{tasks})" in out and f"75% ({three}/{tasks})" in out and "in-sample" not in out
 
 
 def test_the_bench_says_when_its_priors_are_in_sample_and_refuses_bad_input(

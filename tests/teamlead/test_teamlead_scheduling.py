@@ -58,11 +58,11 @@ def test_the_timed_slot_never_idles_while_a_timed_task_is_ready_and_models_finis
     models = [f"org/m{i}" for i in range(3)]
     behaviour = {"discovery": "sleep:0.2", "healing": "sleep:1.5", "benchmark": "sleep:1.0",
                  "business_benchmark": "sleep:0.5"}
-    _register(board, dict.fromkeys(models, behaviour), ["adaptation", "optimization"])
+    _register(board, dict.fromkeys(models, behaviour), ["adaptation", "optimization", "serving"])
     run = run_tl(board.path, tmp_path, "--stages", "discovery,healing,benchmark,business_benchmark", *CPU_SLOTS,
                  extra=WITH_BUSINESS)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert {s for (_, stage), s in statuses(board).items() if stage not in ("adaptation", "optimization")} \
+    assert {s for (_, stage), s in statuses(board).items() if stage not in ("adaptation", "optimization", "serving")} \
         == {"completed"}
     assert all(n == 1 for n in check_event_log(board).values())
     rows = _intervals(board, models)
