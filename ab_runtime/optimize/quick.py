@@ -74,13 +74,22 @@ def decide(pair_speedups: Sequence[float], min_gain: float, max_pairs: int) -> D
     return "continue"
 
 
+def saved_share(speedup: float) -> float:
+    """The share of the baseline's time a speedup removes (x2: 0.5; x1 or slower: 0)."""
+    return max(0.0, 1.0 - 1.0 / speedup) if speedup > 0 else 0.0
+
+
 def gate_verdict(pair_speedups: Sequence[float], claimed: float, min_gain: float,
                  max_pairs: int = GATE_MAX_PAIRS) -> tuple[GateVerdict, str]:
     """The perf gate's verdict on its own paired re-measurement of a claimed speedup, and why.
 
     From MIN_PAIRS pairs on, with [low, high] the sign-test interval of the pair speedups:
-    failed when the claim exceeds PLAUSIBLE_FACTOR x high (a forged or inflated figure) or when
-    high < 1 + min_gain (clearly no gain); passed when low > 1 + min_gain; otherwise continue, and
+    failed when the claim exceeds PLAUSIBLE_FACTOR x high and the share of the time it says was
+    saved (1 - 1/x) exceeds PLAUSIBLE_FACTOR x the share the gate saw saved (a forged or inflated
+    figure: a claimed x2 against a measured x1.1), or when high < 1 + min_gain (clearly no gain).
+    The second condition keeps a huge real gain from failing on how it rounds: x378 claimed and
+    x119 re-measured both say over 99 % of the time is gone (the optimized call is then so short
+    that process-to-process noise dominates its ratio); passed when low > 1 + min_gain; otherwise continue, and
     at `max_pairs` inconclusive (the interval straddles the bar: too noisy to decide now)."""
     n = len(pair_speedups)
     if n < MIN_PAIRS:
@@ -89,7 +98,7 @@ def gate_verdict(pair_speedups: Sequence[float], claimed: float, min_gain: float
     ranked = sorted(pair_speedups)
     low, high, bar = ranked[k - 1], ranked[n - k], 1.0 + min_gain
     span = f"the gate's own paired re-measurement gives {low:.3f}..{high:.3f} over {n} pairs"
-    if claimed > PLAUSIBLE_FACTOR * high:
+    if claimed > PLAUSIBLE_FACTOR * high and saved_share(claimed) > PLAUSIBLE_FACTOR * saved_share(high):
         return "failed", (f"claimed x{claimed:.3f} is more than x{PLAUSIBLE_FACTOR:g} above what {span} "
                           "allows: not a figure of this configuration")
     if high < bar:
