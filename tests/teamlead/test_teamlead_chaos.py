@@ -36,7 +36,9 @@ ROUNDS = 6
 def test_random_sigkills_of_team_lead_and_workers(board: BoardStore, tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("CHAOS_SEED", "20261129")))
     add_models(board, {f"org/c{i}": {} for i in range(MODELS)})
-    args = ("--stages", ",".join(STAGES), "--workers", "3", "--attempts", "50")
+    # The kills come every 1-4 s, far more often than on any host: a task the kills keep hitting must
+    # not end as interrupted too often (that limit has its own tests), so the budgets are wide.
+    args = ("--stages", ",".join(STAGES), "--workers", "3", "--attempts", "50", "--max-interruptions", "50")
     kills = {"team-lead": 0, "worker": 0}
     lead = None
     for _ in range(ROUNDS):
