@@ -8,7 +8,7 @@ evidence (benchmark metrics schema, trace, accuracy recomputed from the saved ou
 re-executed with the chosen passes, the notes' record of it), then re-runs a paired,
 interleaved measurement of baseline vs the chosen passes with the framework's runtime, pair by
 pair (at least 5, at most --pairs): passed when its interval's low end clears 1 + min_gain, as
-the optimizer's confirmation had to; failed when its high end is below that or the claimed
+the optimizer's confirmation had to, and the claim is within x1.4 of the pairs' median; failed when its high end is below that or the claimed
 speedup is more than x1.4 above it; inconclusive when still undecided at --pairs.
 Exit 0 pass, 1 fail, 2 bad usage, 3 inconclusive (too noisy now: re-run the gate later).
 """

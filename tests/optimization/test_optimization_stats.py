@@ -89,6 +89,16 @@ def test_the_perf_gate_passes_fails_or_cannot_decide_and_a_forged_claim_always_f
     verdict, why = gate_verdict(noisy * 3, 1.2, 0.02)
     assert verdict == "inconclusive" and "too noisy" in why
     assert gate_verdict([1.0, 1.1, 0.9, 1.05, 0.95] * 3, 2.0, 0.02)[0] == "failed"  # a forged x2 on no gain
+    # A no-gain pass measured a little faster in its process, one block stalled by the scheduler
+    # (seen beside busy loops): 5 pairs give [1.171, 117.3]; the median holds the forged x2 back
+    # until more pairs drop the stalled one from the interval, which then fails the claim.
+    stalled = [1.25, 1.171, 117.3, 1.2, 1.22]
+    assert gate_verdict(stalled, 2.0, 0.02)[0] == "continue"
+    verdict, why = gate_verdict(stalled + [1.19, 1.23, 1.18], 2.0, 0.02)
+    assert verdict == "failed" and "not a figure of this configuration" in why
+    verdict, why = gate_verdict([1.6, 1.5, 40.0, 30.0, 1.7] * 3, 3.0, 0.02)  # the median doubts it to the end
+    assert verdict == "inconclusive" and "above the median" in why
+    assert gate_verdict(stalled, 1.25, 0.02)[0] == "passed"  # an honest claim of what the median shows
     # A huge real gain: x378 claimed, x103..x119 re-measured, both over 99 % of the time saved.
     huge = [110.0, 105.0, 119.0, 103.0, 115.0]
     assert gate_verdict(huge, 378.0, 0.02)[0] == "passed"
