@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("board", type=Path, help="a finished board.db (a copy: it is opened read-only anyway)")
     p.add_argument("--workers", type=int, default=2, help="the replayed run's --workers (default 2)")
     p.add_argument("--timed-slots", type=int, default=1, help="its timed slots: devices, or core groups (default 1)")
+    p.add_argument("--lendable", type=int, choices=(0, 1), default=1,
+                   help="1: idle preparation cores were lent as one more timed slot (a CPU-only host, default); "
+                        "0: a board run without lending")
     p.add_argument("--costs", type=Path, default=COSTS_FILE, help="the cost model (default: the shipped one)")
     p.add_argument("--prior-scale", default="", help="STAGE=X,...: multiply a stage's priors by X (sensitivity)")
     p.add_argument("--max-error", type=float, help="exit 1 when an |error| in percent exceeds this")
@@ -210,15 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    rows = replay(board, costs, Lanes(args.workers, args.timed_slots), prior_scale)
+    rows = replay(board, costs, Lanes(args.workers, args.timed_slots, lendable=args.lendable), prior_scale)
     same = in_sample(board, costs)
     if args.json:
         print(json.dumps({"board": str(args.board), "costs": str(args.costs), "priors_in_sample": same,
                           "prior_scale": prior_scale, "workers": args.workers,
-                          "timed_slots": args.timed_slots, "rows": rows}, indent=1))
+                          "timed_slots": args.timed_slots, "lendable": args.lendable, "rows": rows}, indent=1))
     else:
         print(f"board {args.board}: {len(board.tasks)} tasks; lanes: {args.workers} worker(s), "
-              f"{args.timed_slots} timed slot(s); priors: {args.costs.name}"
+              f"{args.timed_slots} timed slot(s){' + lent' if args.lendable else ''}; priors: {args.costs.name}"
               + "".join(f", {st} x{x:g}" for st, x in prior_scale.items())
               + (" (derived from this very board: in-sample)" if same else ""))
         print(f"{'finished':>14}  {'moment':>8}  {'ETA':>8}  {'true left':>9}  {'error':>7}")

@@ -17,6 +17,10 @@ A job's placement reaches it through its environment:
   the rest for preparation; a timed job is pinned to its slot's cores, every other job to the
   preparation cores (ASCENDBRIDGE_CPU_AFFINITY, applied by the worker with os.sched_setaffinity,
   inherited by everything it starts), so no other work lands on a timed run's cores.
+  Once preparation has nothing left to do, its cores are lent as one more timed slot (`lend`):
+  on 2 cores the second core otherwise idles through every model's timed stages. While they are
+  lent no preparation job starts (it waits for the timed job to end), so the lent cores stay as
+  exclusive as any slot's; the scheduler lends them only when no preparation task is ready.
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ class Placement:
 class DevicePool:
     """The host's devices for timed jobs, handed out exclusively and taken back when the job ends."""
 
-    def __init__(self, inventory: HostInventory, timed_cores: int | None = None) -> None:
+    def __init__(self, inventory: HostInventory, timed_cores: int | None = None, lend: bool = True) -> None:
         self.inventory = inventory
         self.kind = inventory.kind
         cpus = list(inventory.cpus)
@@ -93,6 +97,19 @@ class DevicePool:
                 self.slots = [tuple(timed[i * per:(i + 1) * per]) for i in range(count)]
                 self.preparation_cpus = tuple(cpus[:len(cpus) - count * per])
         self._free = list(range(len(self.slots)))
+        # The preparation cores as a timed slot of their own (index len(slots)) while nothing prepares.
+        separate = self.kind == "cpu" and self.preparation_cpus and self.preparation_cpus != self.slots[0]
+        self.lent_slot: tuple[int, ...] = tuple(self.preparation_cpus) if lend and separate else ()
+        self._lent = False
+        self._preparing = 0  # preparation jobs running
+
+    def lendable(self) -> int:
+        """1 when the preparation cores could be lent to a timed job now (none preparing, not lent)."""
+        return int(bool(self.lent_slot) and not self._lent and not self._preparing)
+
+    def preparation_free(self) -> bool:
+        """Whether a preparation job may start now (its cores are not lent to a timed job)."""
+        return not self._lent
 
     @property
     def capacity(self) -> int:
@@ -107,17 +124,27 @@ class DevicePool:
             return f"{self.capacity} {self.kind.upper()} slot(s) for timed stages, one card each"
         prep = ",".join(map(str, self.preparation_cpus))
         slots = "; ".join(",".join(map(str, s)) for s in self.slots)
-        return f"{self.capacity} timed slot(s) on cores [{slots}]; preparation on cores [{prep}]"
+        lent = " (lent as a timed slot while nothing prepares)" if self.lent_slot else ""
+        return f"{self.capacity} timed slot(s) on cores [{slots}]; preparation on cores [{prep}]{lent}"
 
-    def acquire(self, stage: str, count: int = 1) -> Placement | None:
+    def acquire(self, stage: str, count: int = 1, lend: bool = False) -> Placement | None:
         """A placement for one job of `stage`; None when a timed stage finds fewer than `count` free
-        slots (a model sharded over N devices claims N at once). Preparation always gets one."""
+        slots (a model sharded over N devices claims N at once), or when preparation finds its cores
+        lent. With `lend`, a one-slot timed job may take the lendable preparation cores when no
+        slot of its own is free."""
         host = self.inventory.host
         if not is_timed(stage):
+            if self._lent:
+                return None
+            self._preparing += 1
             cpus = self.preparation_cpus
             return Placement(host, (), cpus, {CPU_AFFINITY_ENV: _cpu_list(cpus)} if cpus else {})
         if count > len(self._free):
-            return None
+            if not (lend and count == 1 and self.lendable()):
+                return None
+            self._lent, cpus = True, self.lent_slot
+            return Placement(host, (f"cpu:{_cpu_list(cpus)}",), cpus, {CPU_AFFINITY_ENV: _cpu_list(cpus)}, True,
+                             (len(self.slots),))
         taken, self._free = sorted(self._free)[:count], sorted(self._free)[count:]
         if self.kind == "cpu":
             cpus = tuple(c for i in taken for c in self.slots[i])
@@ -131,9 +158,14 @@ class DevicePool:
         return Placement(host, labels, (), env, True, tuple(taken))
 
     def release(self, placement: Placement) -> None:
-        """Give a timed job's slots back (preparation placements hold nothing)."""
+        """Give a timed job's slots (or the lent preparation cores) back; a preparation job's end
+        is counted (the preparation cores become lendable when none runs)."""
+        if not placement.exclusive:
+            self._preparing = max(0, self._preparing - 1)
         for slot in placement.slots:
-            if slot not in self._free:
+            if slot == len(self.slots):
+                self._lent = False
+            elif slot not in self._free:
                 self._free.append(slot)
 
 

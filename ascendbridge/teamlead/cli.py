@@ -253,7 +253,7 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
     try:
         executor = make_executor(settings)
         if isinstance(executor, RayExecutor):  # the cluster's devices, not this host's, bound timed tasks
-            pool = DevicePool(executor.inventory())
+            pool = DevicePool(executor.inventory(), lend=False)  # Ray places preparation, not this pool
     except RayUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         lock.release()

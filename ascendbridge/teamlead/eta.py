@@ -86,11 +86,13 @@ def derive_costs(samples: Iterable[Sample]) -> dict[str, dict[str, float]]:
 
 @dataclass(frozen=True)
 class Lanes:
-    """How the team lead runs work at once: --workers in all, the pool's timed slots, stage caps."""
+    """How the team lead runs work at once: --workers in all, the pool's timed slots, stage caps,
+    and the idle preparation cores lent as one more timed slot (1 on a CPU-only host that lends)."""
 
     workers: int
     timed_slots: int
     limits: Mapping[str, int] = field(default_factory=dict)
+    lendable: int = 0
 
 
 @dataclass(frozen=True)
@@ -247,7 +249,9 @@ def layout(chains: Sequence[Sequence[_Step]], lanes: Lanes) -> float:
     """When the work of `chains` (one per model, in claim order; a chain's steps one after another)
     ends, run by the scheduling rule: at every moment each free worker takes a ready step, a timed
     one while a timed slot is free, else an untimed one, the model furthest along first; at most
-    `lanes.workers` steps at once, `lanes.timed_slots` timed ones, and a stage's cap of its own."""
+    `lanes.workers` steps at once, `lanes.timed_slots` timed ones, and a stage's cap of its own.
+    While no untimed step runs or is ready, one more timed step may take the lent preparation
+    cores (`lanes.lendable`), and no untimed step starts until it ends."""
     workers, slots = max(1, lanes.workers), max(1, lanes.timed_slots)
     pos = [0] * len(chains)
     busy: Counter[str] = Counter()
@@ -284,8 +288,9 @@ def layout(chains: Sequence[Sequence[_Step]], lanes: Lanes) -> float:
         (start if chain[0].running else queue)(i)
     while True:
         while busy["<timed>"] + busy["<untimed>"] < workers:
-            found = take(True) if busy["<timed>"] < slots else None
-            found = take(False) if found is None else found
+            idle_prep = not busy["<untimed>"] and not ready[False]
+            found = take(True) if busy["<timed>"] < slots + (lanes.lendable if idle_prep else 0) else None
+            found = take(False) if found is None and busy["<timed>"] <= slots else found
             if found is None:
                 break
             start(found)

@@ -41,7 +41,7 @@ def overall(lead: TeamLead, board: list[Sample], host: list[Sample], costs: Cost
     selected = [t for t in tasks if t.stage in lead.settings.stages]
     done = sum(1 for t in selected if t.status in TERMINAL_STATUSES)
     runnable = [s for s in lead.settings.stages if s not in lead.stats.not_runnable]
-    lanes = Lanes(lead.settings.workers, lead.pool.capacity, lead.settings.stage_limits)
+    lanes = Lanes(lead.settings.workers, lead.pool.capacity, lead.settings.stage_limits, int(bool(lead.pool.lent_slot)))
     eta = estimate(tasks, lead.store.list_models(), runnable, board, host, costs, lanes, utcnow())
     return done, len(selected), eta
 

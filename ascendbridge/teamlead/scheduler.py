@@ -340,6 +340,7 @@ class TeamLead:
                                  self._devices(r.job.stage, r.job.model), recheck=True) for r in due]
         waiting = sum(1 for tid, r in self.rechecks.items() if r.due > now and tid not in self.jobs)
         free = Resources(workers=len(self.free_slots), timed=self.pool.free(), timed_capacity=self.pool.capacity,
+                         lendable=self.pool.lendable(), preparing=self.pool.preparation_free(),
                          running=Counter(job.stage for job, _, _ in self.jobs.values()),
                          limits=self.settings.stage_limits,
                          busy_models=frozenset(job.task.model_pk for job, _, _ in self.jobs.values()),
@@ -376,7 +377,7 @@ class TeamLead:
     def _place(self, task: TaskRecord, model: ModelRecord) -> Placement | None:
         """The just-claimed task's devices; a model this host can never hold is blocked with the numbers."""
         need = devices_needed(model.metadata) if is_timed(task.stage) else 1
-        placement = self.pool.acquire(task.stage, need)
+        placement = self.pool.acquire(task.stage, need, lend=True)  # selection lent only what is idle
         if placement is not None:
             return placement
         if need > self.pool.capacity:
@@ -431,7 +432,7 @@ class TeamLead:
             except StaleTokenError:
                 pass
             return 1
-        placement = self.pool.acquire(job.stage, self._devices(job.stage, job.model))
+        placement = self.pool.acquire(job.stage, self._devices(job.stage, job.model), lend=True)
         if placement is None:
             return 0
         self.free_slots.pop()

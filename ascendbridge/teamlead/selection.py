@@ -12,6 +12,9 @@ A pure function of what is ready and what is free, so the policy is tested witho
 - One task per model at a time; per-stage caps (--stage-workers) hold.
 - A worker stays free for each timed slot a waiting gate re-check will want (`reserved`): its
   backoff ends on a clock, not when another task ends, so untimed work must not hold every worker.
+- Idle preparation cores are lent (CPU-only host, ascendbridge.runtime.placement): a timed task
+  may take them only when no untimed task is ready to start and none runs (`lendable`); while
+  they are lent, untimed tasks wait (`preparing` false).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class Resources:
     limits: Mapping[str, int] = field(default_factory=dict)  # per-stage caps; absent: no cap
     busy_models: frozenset[int] = frozenset()  # models with a job running (or a re-check waiting)
     reserved: int = 0  # workers kept for timed work that becomes ready on a clock (waiting re-checks)
+    lendable: int = 0  # idle preparation cores a timed task may borrow as one more slot (0 or 1)
+    preparing: bool = True  # untimed tasks may start (the preparation cores are not lent)
 
 
 def urgency(c: Candidate) -> tuple[int, int, int, int, int]:
@@ -60,6 +65,9 @@ def select(candidates: Iterable[Candidate], free: Resources) -> list[Candidate]:
     workers, timed, reserved = free.workers, free.timed, min(free.reserved, free.timed)
     running: Counter[str] = Counter(free.running)
     models = set(free.busy_models)
+    candidates = list(candidates)
+    untimed_ready = any(not is_timed(c.stage) and c.model_pk not in models for c in candidates)
+    lend = 0 if untimed_ready or not free.preparing else free.lendable
     picked: list[Candidate] = []
     for c in sorted(candidates, key=urgency):
         if workers == 0:
@@ -70,10 +78,13 @@ def select(candidates: Iterable[Candidate], free: Resources) -> list[Candidate]:
         if is_timed(c.stage):
             if c.devices <= free.timed_capacity:
                 if c.devices > timed:
-                    continue
-                timed -= c.devices
-                reserved = min(reserved, timed)
-        elif workers <= reserved:
+                    if not (c.devices == 1 and lend):
+                        continue
+                    lend = 0
+                else:
+                    timed -= c.devices
+                    reserved = min(reserved, timed)
+        elif workers <= reserved or not free.preparing:
             continue
         picked.append(c)
         workers -= 1

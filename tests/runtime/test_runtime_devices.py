@@ -99,6 +99,15 @@ def test_pool_hands_out_devices_exclusively_with_the_right_variable() -> None:
     timed, other = cpu.acquire("benchmark"), cpu.acquire("discovery")
     assert timed and other and timed.env == {"ASCENDBRIDGE_CPU_AFFINITY": "2,3"} and timed.devices == ("cpu:2,3",)
     assert other.env == {"ASCENDBRIDGE_CPU_AFFINITY": "0,1"} and not set(other.cpus) & set(timed.cpus)
+    cpu.release(other)  # nothing prepares now: the preparation cores are lendable as one more slot
+    assert cpu.acquire("benchmark", lend=True) and cpu.acquire("benchmark", lend=True)  # the two slots left
+    lent = cpu.acquire("benchmark", lend=True)
+    assert lent and lent.cpus == (0, 1) and lent.exclusive and cpu.lendable() == 0
+    assert cpu.acquire("discovery") is None and not cpu.preparation_free()  # preparation waits while lent
+    cpu.release(lent)
+    prep = cpu.acquire("discovery")
+    assert prep and prep.cpus == (0, 1) and cpu.lendable() == 0  # preparing: not lendable
+    assert DevicePool(detect(None, fake_runner(), cpus=(0, 1)), lend=False).lendable() == 0
     lone = DevicePool(detect(None, fake_runner(), cpus=(0,)))
     assert lone.capacity == 1 and "share their cores" in lone.warnings[0]
     assert stage_resources("adaptation") == {"CPU": 1.0}

@@ -118,7 +118,8 @@ def test_the_eta_counts_down_while_a_task_runs() -> None:
 
 def test_timed_slots_come_from_the_pool_not_the_workers(tmp_path: Path) -> None:
     """8 workers, 4 models: discovery runs 4 at a time everywhere, benchmark as many as there are
-    devices (8 NPUs, 2 GPUs) or timed core slots (one on a 2-core CPU host)."""
+    devices (8 NPUs, 2 GPUs) or timed core slots (one on a 2-core CPU host, plus the preparation
+    core lent once discovery is done; without lending, one at a time)."""
     store = BoardStore.init(tmp_path / "board.db")
     store.register_models([Registration(model_id=f"m{i}", skip_stages=["adaptation", "healing"]) for i in range(4)])
     board = [Sample("discovery", None, 10.0), Sample("benchmark", None, 100.0)]
@@ -126,12 +127,15 @@ def test_timed_slots_come_from_the_pool_not_the_workers(tmp_path: Path) -> None:
     seen = {}
     for label, inventory in (("npu", detect(None, fake_runner(npu=FAKE_NPU_SMI_8X64), cpus=(0, 1), host="h")),
                              ("cuda", detect(None, fake_runner(nvidia=FAKE_NVIDIA_SMI_2X), cpus=(0, 1), host="h")),
-                             ("cpu", detect(None, fake_runner(), cpus=(0, 1), host="h"))):
-        lead = SimpleNamespace(store=store, settings=settings, pool=DevicePool(inventory), stats=RunStats())
+                             ("cpu", detect(None, fake_runner(), cpus=(0, 1), host="h")),
+                             ("cpu-unlent", detect(None, fake_runner(), cpus=(0, 1), host="h"))):
+        pool = DevicePool(inventory, lend=label != "cpu-unlent")
+        lead = SimpleNamespace(store=store, settings=settings, pool=pool, stats=RunStats())
         _, total, eta = overall(lead, board, [], COSTS)  # type: ignore[arg-type]  # the parts overall() reads
         seen[label] = (total, eta.seconds)
     store.close()
-    assert seen == {"npu": (8, 10 + 100), "cuda": (8, 10 + 2 * 100), "cpu": (8, 10 + 4 * 100)}
+    assert seen == {"npu": (8, 10 + 100), "cuda": (8, 10 + 2 * 100), "cpu": (8, 10 + 2 * 100),
+                    "cpu-unlent": (8, 10 + 4 * 100)}
 
 
 def test_the_shipped_cost_model_covers_every_stage_and_says_where_it_came_from() -> None:

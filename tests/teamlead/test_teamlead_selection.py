@@ -61,3 +61,15 @@ def test_a_due_gate_recheck_goes_first_and_a_waiting_one_keeps_a_worker() -> Non
     assert _picked(prep, _free(reserved=1)) == [(2, "adaptation")]
     # ...but not when no timed slot is free for it anyway.
     assert _picked(prep, _free(timed=0, reserved=1)) == [(2, "adaptation"), (1, "discovery")]
+
+
+def test_idle_preparation_cores_are_lent_to_a_timed_task_only_when_nothing_prepares() -> None:
+    timed = [Candidate(1, 1, "optimization"), Candidate(2, 2, "benchmark")]
+    # Nothing to prepare: the second timed task takes the lent preparation cores.
+    assert _picked(timed, _free(lendable=1)) == [(1, "optimization"), (2, "benchmark")]
+    # A preparation task is ready: it gets the preparation cores, nothing is lent.
+    assert _picked([*timed, Candidate(3, 3, "healing")], _free(lendable=1)) == [(1, "optimization"), (3, "healing")]
+    # Lent: preparation waits for the timed task on those cores to end.
+    assert _picked([Candidate(3, 3, "healing")], _free(timed=0, preparing=False)) == []
+    # A sharded model's task never takes the lent cores as one of its devices.
+    assert _picked([Candidate(1, 1, "benchmark", devices=2)], _free(timed=1, capacity=2, lendable=1)) == []

@@ -37,17 +37,19 @@ class RecordingStage(ToyStage):
         self.sleep_s = sleep_s
 
     def run(self, ctx: StageContext) -> StageOutcome:
+        started = time.time()
         child = subprocess.Popen(["sleep", "60"])
         try:
             child_cpus = _allowed_cpus(child.pid)
         finally:
             child.kill()
             child.wait()
+        time.sleep(self.sleep_s)
         line = {"model": ctx.model.model_id, "stage": self.name, "attempt": ctx.attempt,
-                "env": {k: os.environ.get(k) for k in VARS}, "child_cpus": child_cpus}
+                "env": {k: os.environ.get(k) for k in VARS}, "child_cpus": child_cpus,
+                "started": started, "ended": time.time()}
         with open(os.environ[RECORD_ENV], "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
-        time.sleep(self.sleep_s)
         return super().run(ctx)
 
 
