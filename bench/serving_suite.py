@@ -3,7 +3,8 @@
 (the benchmark's generation workload, eager, at batch 1 and at --batch) next to the same model
 served by vLLM (the serving stage's export, plan and launch) and driven by `vllm bench serve` with
 --batch requests in flight at once (`--max-concurrency`, request rate inf), the same prompt and
-output lengths; TTFT, TPOT (median ± stdev) and output tokens/s.
+output lengths; TTFT, TPOT (median ± stdev) and the decode rate batch / TPOT (how the package's
+tokens/s is defined), plus the server's output tokens over its run's wall time.
 
 The package's figures: median ± stdev over --iters timed generations of a batch. The server's:
 median ± stdev over its requests (--batch x --rounds of them), throughput over the whole run.
@@ -52,14 +53,18 @@ def spread(values: list[float]) -> dict[str, float]:
             "stdev_ms": 1000 * statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
-def served_figures(run: dict[str, Any]) -> dict[str, Any]:
-    """TTFT and TPOT over the successful requests of one `vllm bench serve` result, and its throughput."""
+def served_figures(run: dict[str, Any], batch: int) -> dict[str, Any]:
+    """TTFT and TPOT over the successful requests of one `vllm bench serve` result, the decode rate of
+    `batch` requests in flight at that TPOT (as the package's tokens/s is) and the run's output
+    tokens over its wall time."""
     ok = [i for i, error in enumerate(run["errors"]) if not error]
     ttfts = [run["ttfts"][i] for i in ok]
     tpots = [(run["latencies"][i] - run["ttfts"][i]) / (run["output_lens"][i] - 1) for i in ok
              if run["output_lens"][i] > 1]
-    return {"requests": len(ok), "ttft_ms": spread(ttfts), "tpot_ms": spread(tpots),
-            "tokens_per_s": sum(run["output_lens"][i] for i in ok) / run["duration"]}
+    tpot = spread(tpots)
+    return {"requests": len(ok), "ttft_ms": spread(ttfts), "tpot_ms": tpot,
+            "tokens_per_s": 1000 * batch / tpot["median_ms"] if tpot["median_ms"] else 0.0,
+            "output_tokens_per_s": sum(run["output_lens"][i] for i in ok) / run["duration"]}
 
 
 def serve_and_bench(directory: Path, name: str, family: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -79,13 +84,15 @@ def serve_and_bench(directory: Path, name: str, family: str, args: argparse.Name
                            local.endpoint, args.batch * args.rounds, args.prompt_len, args.new_tokens)
         runs = run_bench(python, ["inf"], [*bench, "--max-concurrency", str(args.batch)], 900, log)
         cold = server.cold_start_s
-    return {"cold_start_s": cold, **served_figures(runs["inf"])}
+    return {"cold_start_s": cold, **served_figures(runs["inf"], args.batch)}
 
 
 def describe(figures: dict[str, Any]) -> str:
     return (f"TTFT {figures['ttft_ms']['median_ms']:.2f}±{figures['ttft_ms']['stdev_ms']:.2f} ms, "
             f"TPOT {figures['tpot_ms']['median_ms']:.2f}±{figures['tpot_ms']['stdev_ms']:.2f} ms, "
-            f"{figures['tokens_per_s']:.0f} tok/s")
+            f"{figures['tokens_per_s']:.0f} tok/s decoding"
+            + (f", {figures['output_tokens_per_s']:.0f} output tok/s over the run" if "output_tokens_per_s" in figures
+               else ""))
 
 
 def main() -> int:

@@ -133,5 +133,5 @@ def test_serving_is_left_out_saying_why_when_its_environment_cannot_be_had(monke
     monkeypatch.setenv("ASCENDBRIDGE_SERVING_PYTHON", str(tmp_path / "no-python"))
     out = io.StringIO()
     assert not _serving_ready(Console(file=out, width=200))
-    assert f"serving left out: ASCENDBRIDGE_SERVING_PYTHON={tmp_path / 'no-python'} does not exist" in out.getvalue()
+    assert f"serving left out: error: serving.python {tmp_path / 'no-python'} does not exist" in out.getvalue()
     assert PIPELINE[-1] == "serving"

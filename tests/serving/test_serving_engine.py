@@ -147,6 +147,8 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     figures = outcome.metrics[0].values
     assert figures["embedding_cosine_min"] > 0.9999 and figures["concurrent_equal"] == 1.0
+    for rate in ("1", "4", "inf"):  # vllm bench serve through its openai-embeddings backend
+        assert figures[f"bench_{rate}_completed"] == 8 and 0 < figures[f"bench_{rate}_e2el_p50_ms"]
     assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
     assert "--runner" in json.loads((directory / "serve" / "plan.json").read_text())["local"]["args"]
     gate = SERVING_STAGE.gate(ctx)
