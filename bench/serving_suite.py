@@ -67,6 +67,20 @@ def served_figures(run: dict[str, Any], batch: int) -> dict[str, Any]:
             "output_tokens_per_s": sum(run["output_lens"][i] for i in ok) / run["duration"]}
 
 
+def package_runs(directory: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The package's generation workload, eager, at batch 1 and --batch (the benchmark's code)."""
+    saved = os.environ.get("OMP_NUM_THREADS")
+    if args.package_threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.package_threads)
+    try:
+        return list(measure(directory, [], args.warmup, args.iters, 900)["eager"]["runs"])
+    finally:
+        if saved is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = saved
+
+
 def serve_and_bench(directory: Path, name: str, family: str, args: argparse.Namespace) -> dict[str, Any]:
     """The serving stage's export, plan and launch, then `vllm bench serve` at --batch in flight."""
     python = serve_python(os.environ.get("ASCENDBRIDGE_SERVING_PYTHON", ""))
@@ -105,6 +119,9 @@ def main() -> int:
     p.add_argument("--new-tokens", type=int, default=8)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iters", type=int, default=3)
+    p.add_argument("--package-threads", type=int, default=0,
+                   help="OMP_NUM_THREADS of the package's generate (0: torch's default; on a loaded host a "
+                   "thread the scheduler parks stalls every parallel op)")
     p.add_argument("--out", default="bench_serving.json")
     args = p.parse_args()
     names = [n for n in args.models.split(",") if n]
@@ -124,7 +141,7 @@ def main() -> int:
             directory = render(Path(tmp), name, manifest[name], python, workload)
             entry: dict[str, Any] = {"model": name}
             try:
-                runs = measure(directory, [], args.warmup, args.iters, 900)["eager"]["runs"]
+                runs = package_runs(directory, args)
                 entry["package"] = {f"batch_{r['batch']}": {"ttft_ms": r["ttft_ms"], "tpot_ms": r["tpot_ms"],
                                                             "tokens_per_s": r["tokens_per_s"]} for r in runs}
                 entry["served"] = serve_and_bench(directory, name, manifest[name]["task_family"], args)

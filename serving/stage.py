@@ -164,9 +164,14 @@ def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
     else:
         quality = f"embeddings cosine >= {figures['embedding_cosine_min']:.6f}"
         speed = f"{figures['embedding_latency_ms']:.0f} ms a batch"
+    if "chat_equal" in figures:
+        quality += f", chat {'equal' if figures['chat_equal'] == 1.0 else 'differs'}"
+    if "bench_inf_requests_per_s" in figures:
+        speed += f"; vllm bench serve at rate inf: {figures['bench_inf_requests_per_s']:.1f} requests/s"
+    memory = f", peak {figures['peak_memory_mb']:.0f} MiB" if "peak_memory_mb" in figures else ""
     return (f"{engine} {dtype}: {quality}; {figures['concurrent_answered']:.0f}/{figures['concurrent_requests']:.0f} "
             f"concurrent answered; over-length -> {figures['overlength_status']:.0f}; {speed}; "
-            f"ready in {figures['cold_start_s']:.1f} s")
+            f"ready in {figures['cold_start_s']:.1f} s{memory}")
 
 
 SERVING_STAGE = ServingStage()
