@@ -51,6 +51,7 @@ class DemoModel:
     task_family: str
     description: str
     parameters: int
+    skip_stages: tuple[str, ...] = ()  # e.g. serving for a head size vLLM's CPU attention lacks
 
 
 def list_demo_models(demo_dir: Path = DEMO_DIR) -> list[DemoModel]:
@@ -58,7 +59,8 @@ def list_demo_models(demo_dir: Path = DEMO_DIR) -> list[DemoModel]:
     manifest = json.loads((demo_dir / MANIFEST).read_text(encoding="utf-8"))
     return [
         DemoModel(name=name, model_id=entry["model_id"], path=demo_dir / name, architecture=entry["architecture"],
-                  task_family=entry["task_family"], description=entry["description"], parameters=entry["parameters"])
+                  task_family=entry["task_family"], description=entry["description"], parameters=entry["parameters"],
+                  skip_stages=tuple(entry.get("skip_stages", ())))
         for name, entry in sorted(manifest["models"].items())
     ]
 
@@ -197,8 +199,8 @@ def demo_registrations(include_minilm: bool = True, cache_dir: Path | None = Non
                        log: TextIO = sys.stderr) -> list[Registration]:
     """Board registrations for every demo model (source 'local'); MiniLM when it is available."""
     regs = [
-        Registration(model_id=demo.model_id, source="local", path=str(demo.path),
-                     description=f"demo: tiny {demo.description} (config only, {demo.parameters:,} parameters)")
+        Registration(model_id=demo.model_id, source="local", path=str(demo.path), skip_stages=list(demo.skip_stages),
+                     description=f"demo: tiny {demo.description} (no weights, {demo.parameters:,} parameters)")
         for demo in list_demo_models()
     ]
     if include_minilm:

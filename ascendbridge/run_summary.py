@@ -93,3 +93,47 @@ def results_table(results: Sequence[ModelResult], root: Path) -> Table:
         evidence = r.evidence.relative_to(root) if r.evidence.is_relative_to(root) else r.evidence
         table.add_row(r.model_id, r.outcome, latency, tpot, speedup, f"{evidence}/" if r.evidence.is_dir() else "—")
     return table
+
+
+def _served_figures(values: dict[str, float]) -> str:
+    """The served answers and speed in one line (generation or embeddings), from the gated figures."""
+    parts = []
+    if "greedy_exact_match" in values:
+        parts.append(f"greedy tokens {values['greedy_exact_match']:.0%} equal to the reference")
+    if "chat_equal" in values:
+        parts.append(f"chat {'equal' if values['chat_equal'] == 1.0 else 'differs'}")
+    if "embedding_cosine_min" in values:
+        parts.append(f"cosine >= {values['embedding_cosine_min']:.6f}")
+    if "ttft_ms" in values:
+        parts.append(f"TTFT {values['ttft_ms']:.0f} ms, TPOT {values.get('tpot_ms', 0.0):.1f} ms")
+    if "bench_inf_output_tokens_per_s" in values:
+        parts.append(f"vllm bench: {values['bench_inf_output_tokens_per_s']:.0f} tok/s at rate inf")
+    elif "bench_inf_requests_per_s" in values:
+        parts.append(f"vllm bench: {values['bench_inf_requests_per_s']:.1f} requests/s at rate inf")
+    if "cold_start_s" in values:
+        parts.append(f"ready in {values['cold_start_s']:.0f} s")
+    return "; ".join(parts)
+
+
+def served_table(store: BoardStore, adaptations: Path, root: Path) -> Table:
+    """What the serving stage served on vLLM, per model with a serving task: the gated figures and
+    the serve command, or why it was not served."""
+    table = Table(title="served on vLLM", title_justify="left")
+    for column in ("model", "served", "serve command"):
+        table.add_column(column, overflow="fold")
+    latest: dict[str, dict[str, MetricRecord]] = {}
+    for metric in sorted(store.list_metrics(), key=lambda m: m.ts):
+        if metric.stage == "serving":
+            latest.setdefault(metric.model_id, {})[metric.name] = metric
+    for task in store.list_tasks(stage="serving"):
+        mine = latest.get(task.model_id, {})
+        if task.status == "completed" and mine:
+            first = next(iter(mine.values()))
+            served = f"{first.device} {first.dtype}: " + _served_figures({k: m.value for k, m in mine.items()})
+            script = adaptations / task.adaptation_name / "serve" / "serve.sh"
+            command = str(script.relative_to(root) if script.is_relative_to(root) else script)
+        else:
+            reason = str((task.diagnosis or {}).get("summary") or (task.diagnosis or {}).get("reason") or "")
+            served, command = task.status.replace("_", " ") + (f": {reason}" if reason else ""), "—"
+        table.add_row(task.model_id, served, command)
+    return table

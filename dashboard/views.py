@@ -200,13 +200,27 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
     }
 
 
+BENCH_COLUMNS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms",
+                 "e2el_p50_ms", "e2el_p99_ms", "output_tokens_per_s", "requests_per_s")
+
+
 def _serving(adapt_dir: Any, tasks: list[Any], metrics: list[Any]) -> dict[str, Any] | None:
-    """The Serving section: the serve command, the plans and the gated serving figures, once the
-    serving gate passed."""
+    """The Serving section: the serve command, the plans, the gated serving figures and
+    `vllm bench serve`'s by request rate (figures named bench_<rate>_<figure>), once the serving
+    gate passed."""
     if adapt_dir is None or not any(t.stage == "serving" and t.status == "completed" for t in tasks):
         return None
+    mine = [m for m in metrics if m.stage == "serving"]
+    rates: dict[str, dict[str, float]] = {}
+    for m in mine:
+        rate, _, name = m.name.removeprefix("bench_").partition("_") if m.name.startswith("bench_") else ("", "", "")
+        if name in BENCH_COLUMNS:
+            rates.setdefault(rate, {})[name] = m.value
+    columns = [c for c in BENCH_COLUMNS if any(c in row for row in rates.values())]
+    order = sorted(rates, key=lambda r: float(r))  # "inf" sorts last
     return {"command": serve_command(adapt_dir), "plan": serve_plan(adapt_dir) or {},
-            "figures": [m.model_dump() for m in metrics if m.stage == "serving"]}
+            "figures": [m.model_dump() for m in mine if not m.name.startswith("bench_")],
+            "bench": {"columns": columns, "rows": [(rate, rates[rate]) for rate in order]}}
 
 
 def _histogram(values: list[float]) -> dict[str, Any]:

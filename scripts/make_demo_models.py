@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate the bundled demo models under demo_models/ with transformers' REAL config classes.
 
-Each demo is a config.json only (a truly tiny model: hidden 64, 2 layers, vocab 512), built by the
-config class of its architecture, then instantiated once to prove the config builds and to record
+Each demo is a config.json (a truly tiny model: hidden 64, 2 layers, vocab 512; tiny-llama32 also
+ships a byte-level tokenizer with a chat template), built by the config class of its architecture, then instantiated once to prove the config builds and to record
 the exact parameter count in demo_models/manifest.json (tests check discovery's config estimate
 against it). Needs torch + transformers: started with the framework python, it re-runs itself in
 the shared test torch environment (tests/support/torch_env.py).
@@ -21,12 +21,25 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Demos that ship a tokenizer (scripts/make_demo_models.py builds it: special tokens, then the 256
+# byte symbols; no merges), with the chat template the serving stage's chat acceptance uses.
+TOKENIZER_SPECIALS = ("<pad>", "<s>", "</s>")
+WITH_TOKENIZER = ("tiny-llama32",)
+CHAT_TEMPLATE = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}<s>assistant: {% endif %}")
 
 # name -> (config class, architecture, task family, description, config kwargs)
 DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
     "tiny-llama": ("LlamaConfig", "LlamaForCausalLM", "causal_lm", "Llama decoder (GQA, RoPE, SwiGLU)", dict(
         vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2)),
+    # Head size 32 (vLLM's CPU attention has no 16) and a byte-level tokenizer with a chat template:
+    # the demo the serving stage serves on a CPU host (its vocabulary is the tokenizer's 259 ids).
+    "tiny-llama32": ("LlamaConfig", "LlamaForCausalLM", "causal_lm",
+                     "Llama decoder, head size 32, byte-level tokenizer with a chat template", dict(
+        vocab_size=259, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=32, max_position_embeddings=256, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2)),
     "tiny-qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "causal_lm", "Qwen2 decoder (GQA, RoPE, qkv bias)", dict(
         vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2)),
@@ -78,6 +91,30 @@ def relaunch() -> int:
     return 1  # not reached
 
 
+def save_tokenizer(target: Path) -> None:
+    """A byte-level tokenizer (any text encodes; every id decodes) with a chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    symbols = [*TOKENIZER_SPECIALS, *sorted(pre_tokenizers.ByteLevel.alphabet())]
+    tokenizer = Tokenizer(models.BPE(vocab={s: i for i, s in enumerate(symbols)}, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(list(TOKENIZER_SPECIALS))
+    pad, bos, eos = TOKENIZER_SPECIALS
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=pad, bos_token=bos, eos_token=eos,
+                            chat_template=CHAT_TEMPLATE).save_pretrained(target)
+
+
+def not_served_on_cpu(family: str, config: Any) -> bool:
+    """A family vLLM serves with a head size its CPU attention lacks: the serving stage would refuse it."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from serving.plan import CPU_HEAD_SIZES, SERVED_FAMILIES
+
+    head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return family in SERVED_FAMILIES and head not in CPU_HEAD_SIZES
+
+
 def build(out: Path) -> dict[str, Any]:
     import torch
     import transformers
@@ -93,9 +130,13 @@ def build(out: Path) -> dict[str, Any]:
         if target.exists():
             shutil.rmtree(target)
         config.save_pretrained(target)
+        if name in WITH_TOKENIZER:
+            save_tokenizer(target)
         manifest["models"][name] = {
             "model_id": f"demo/{name}", "architecture": arch, "task_family": family,
             "description": description, "parameters": params,
+            # registered with the serving stage skipped (docs/serving.md: the CPU attention refuses the head)
+            **({"skip_stages": ["serving"]} if not_served_on_cpu(family, config) else {}),
         }
         print(f"{name:22s} {arch:34s} {params:>9,d} parameters", flush=True)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -66,10 +66,16 @@ def completion_request(name: str, prompt: list[int], new_tokens: int) -> dict[st
             "return_token_ids": True}
 
 
+def chat_request(name: str, messages: list[dict[str, str]], new_tokens: int) -> dict[str, Any]:
+    return {"model": name, "messages": messages, "max_tokens": new_tokens, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True}
+
+
 def acceptance_requests(name: str, endpoint: str, reference: dict[str, Any], max_model_len: int,
                         concurrency: int) -> list[Exchange]:
-    """The requests to send, in order: the reference's prompts (or texts), one streamed, `concurrency`
-    at once, a prompt over the max model length, and one more after it."""
+    """The requests to send, in order: the reference's prompts (or texts), the chat conversation when
+    the tokenizer has a chat template, one streamed, `concurrency` at once, a prompt over the max
+    model length, and one more after it."""
     def ex(kind: str, path: str, request: dict[str, Any], index: int = 0) -> Exchange:
         return {"kind": kind, "index": index, "path": path, "request": request}
 
@@ -77,7 +83,9 @@ def acceptance_requests(name: str, endpoint: str, reference: dict[str, Any], max
         new = int(reference["new_tokens"])
         prompts = reference["prompts"]
         over = [prompts[0][i % len(prompts[0])] for i in range(max_model_len + 1)]
+        chat = reference.get("chat")
         return [*(ex("greedy", "/v1/completions", completion_request(name, p, new), i) for i, p in enumerate(prompts)),
+                *([ex("chat", "/v1/chat/completions", chat_request(name, chat["messages"], new))] if chat else []),
                 ex("stream", "/v1/completions", completion_request(name, prompts[0], new)),
                 *(ex("concurrent", "/v1/completions", completion_request(name, prompts[i % len(prompts)], new),
                      i % len(prompts)) for i in range(concurrency)),

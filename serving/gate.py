@@ -54,7 +54,7 @@ class ServingReport(GateReport):
 
 
 def _reference_problems(saved: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
-    if saved.get("tokens") != fresh.get("tokens") or saved.get("prompts") != fresh.get("prompts"):
+    if any(saved.get(k) != fresh.get(k) for k in ("tokens", "prompts", "chat")):
         return [f"{REFERENCE_FILE}: the reference tokens differ from the framework's re-export"]
     if "embeddings" in fresh:
         diffs = recorded_differences({"embeddings": saved.get("embeddings")}, {"embeddings": fresh["embeddings"]})
@@ -69,7 +69,8 @@ def _replay_problems(exchange: dict[str, Any], reference: dict[str, Any], dtype:
     if exchange.get("status") != 200:
         return [f"{where}: status {exchange.get('status')}"]
     if "tokens" in reference:
-        if dtype == "float32" and response_tokens(exchange) != reference["tokens"][exchange["index"]]:
+        expected = reference["chat"]["tokens"] if exchange["kind"] == "chat" else reference["tokens"][exchange["index"]]
+        if dtype == "float32" and response_tokens(exchange) != expected:
             return [f"{where}: served tokens differ from the reference"]
         return []
     rows = response_embeddings(exchange) or []
@@ -125,16 +126,20 @@ def check_adaptation(directory: Path, python: str | None = None, settings: Servi
                          evidence["plan_inputs"]["ascend_device"]["generation"])
     problems += rendered_differences(directory, texts)
     exchanges = evidence["exchanges"]
-    figures = serving_figures(exchanges, reference, local.dtype, float(evidence["server"]["cold_start_s"]))
+    bench = evidence.get("bench")
+    figures = serving_figures(exchanges, reference, local.dtype, float(evidence["server"]["cold_start_s"]), bench,
+                              int(evidence["server"].get("peak_rss_bytes") or 0))
     problems += [f"figure {d}" for d in recorded_differences(evidence["figures"], figures)]
-    if acceptance_problems(figures, local.dtype) != evidence["problems"]:
+    accepted = acceptance_problems(figures, local.dtype, bench)
+    if accepted != evidence["problems"]:
         problems.append("the recorded acceptance problems are not what the saved exchanges give")
-    verdict = "fail" if acceptance_problems(figures, local.dtype) else "pass"
+    verdict = "fail" if accepted else "pass"
     if verdict != evidence.get("verdict"):
         problems.append(f"recorded verdict {evidence.get('verdict')} but the exchanges give {verdict}")
     replayed = 0
     if execute and not problems:
-        sample = [e for e in exchanges if e["kind"] in ("greedy", "embeddings")][: settings.replay]
+        sample = ([e for e in exchanges if e["kind"] in ("greedy", "embeddings")][: settings.replay]
+                  + [e for e in exchanges if e["kind"] == "chat"])
         port = free_port()
         try:
             with served(server_argv(serve, local, spec.name, port), directory, local.env, port,

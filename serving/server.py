@@ -13,23 +13,58 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, die_with_parent, terminate
 from ascendbridge.runtime.process import kill_group
 
 HEALTH_POLL_S = 0.5
+MEMORY_POLL_S = 0.25
 
 
 class ServerError(RuntimeError):
     """The server did not become healthy (exited, or not within the start timeout)."""
+
+
+class MemoryWatch:
+    """The peak resident memory of a process tree (the API server, its engine core and workers),
+    sampled every MEMORY_POLL_S from start to stop."""
+
+    def __init__(self, pid: int) -> None:
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _run(self, pid: int) -> None:
+        while not self._stop.is_set():
+            try:
+                root = psutil.Process(pid)
+                tree = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                return
+            total = 0
+            for proc in tree:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peak_bytes = max(self.peak_bytes, total)
+            self._stop.wait(MEMORY_POLL_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 @dataclass
@@ -39,6 +74,7 @@ class Server:
     command_id: str
     cold_start_s: float
     log: Path
+    memory: MemoryWatch | None = field(default=None, repr=False)
 
 
 def free_port() -> int:
@@ -81,6 +117,7 @@ def served(argv: list[str], cwd: Path, env: dict[str, str], port: int, start_tim
         started = time.monotonic()
         proc = subprocess.Popen(argv, cwd=str(cwd), env=child_env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_preexec)
+    memory = MemoryWatch(proc.pid)
     try:
         while not healthy(url):
             if proc.poll() is not None:
@@ -88,8 +125,9 @@ def served(argv: list[str], cwd: Path, env: dict[str, str], port: int, start_tim
             if time.monotonic() - started > start_timeout_s:
                 raise ServerError(f"no /health within {start_timeout_s:.0f} s: {_tail(log)}")
             time.sleep(HEALTH_POLL_S)
-        yield Server(url, proc.pid, command_id, time.monotonic() - started, log)
+        yield Server(url, proc.pid, command_id, time.monotonic() - started, log, memory)
     finally:
+        memory.stop()
         kill_group(proc.pid, leader=proc)
         proc.wait()
         terminate(command_processes(command_id), 0.0)  # anything that left the group

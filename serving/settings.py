@@ -21,6 +21,11 @@ class ServingSettings(DeviceSettings):
     prompt_len: int = Field(8, ge=1)
     new_tokens: int = Field(8, ge=2)
     concurrency: int = Field(4, ge=2)  # requests sent at once
+    bench_prompts: int = Field(8, ge=0)  # requests per rate of `vllm bench serve` (0: no benchmark)
+    bench_rates: str = "1,4,inf"  # its request rates (requests/s; inf: all at once)
+    bench_input_len: int = Field(16, ge=1)
+    bench_output_len: int = Field(8, ge=2)
+    bench_timeout_s: float = Field(900.0, gt=0)  # all rates together
     replay: int = Field(2, ge=1)  # acceptance requests the gate replays on a fresh server
     ascend_generation: str = "A2"  # the Ascend generation the deployment artefacts target
     ascend_cards: int = Field(8, ge=1)  # cards per Ascend host, for the tensor-parallel rule
@@ -28,6 +33,18 @@ class ServingSettings(DeviceSettings):
     export_timeout_s: float = Field(900.0, gt=0)
     start_timeout_s: float = Field(600.0, gt=0)  # to /health: ~25-60 s on an idle CPU host, minutes on a loaded one
     request_timeout_s: float = Field(120.0, gt=0)
+
+    @field_validator("bench_rates")
+    @classmethod
+    def _rates(cls, value: str) -> str:
+        for rate in value.split(","):
+            try:
+                ok = rate == "inf" or float(rate) > 0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"bad serving bench_rates {value} (expected positive numbers or inf, comma-separated)")
+        return value
 
     @field_validator("ascend_generation")
     @classmethod

@@ -23,10 +23,11 @@ from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from ascendbridge.stage_inputs import run_with_inputs
 from serving.accept import acceptance_requests, run_acceptance
+from serving.bench import BenchError, bench_args, run_bench
 from serving.env import serve_python
 from serving.figures import acceptance_problems, serving_figures
 from serving.plan import SERVED_FAMILIES, Refusal
-from serving.render import render_serve_dir, render_texts
+from serving.render import WEIGHTS_DIR, render_serve_dir, render_texts
 from serving.server import ServerError, free_port, served
 from serving.settings import ServingSettings
 from serving.steps import (
@@ -46,7 +47,17 @@ CHECKER = Path(__file__).resolve().parent / "scripts" / "check_serving.py"
 GATE_TIMEOUT_S = 1800.0
 ACCEPTED_ENDPOINTS = ("completions", "embeddings")  # what serving/accept.py sends and checks
 UNITS = {"cold_start_s": "s", "ttft_ms": "ms", "tpot_ms": "ms", "output_tokens_per_s": "tokens/s",
-         "requests_per_s": "requests/s", "embedding_latency_ms": "ms"}
+         "requests_per_s": "requests/s", "embedding_latency_ms": "ms", "peak_memory_mb": "MiB"}
+
+
+def unit(name: str) -> str | None:
+    """A figure's unit; the benchmark's per-rate figures by their suffix."""
+    if name in UNITS:
+        return UNITS[name]
+    for suffix, value in (("_ms", "ms"), ("_output_tokens_per_s", "tokens/s"), ("_requests_per_s", "requests/s")):
+        if name.startswith("bench_") and name.endswith(suffix):
+            return value
+    return None
 
 
 def _failed(summary: str, rule: str, **extra: Any) -> StageOutcome:
@@ -100,17 +111,23 @@ class ServingStage:
             with served(argv, directory, local.env, port, settings.start_timeout_s, directory / SERVER_LOG) as server:
                 ctx.say(f"server healthy after {server.cold_start_s:.1f} s; sending {len(requests)} requests")
                 exchanges = run_acceptance(server.url, requests, settings.request_timeout_s)
+                bench = self._bench(ctx, settings, python, server.url, spec.name, directory, local.endpoint,
+                                    bool(reference["tokenizer"]))
+                peak = server.memory.peak_bytes if server.memory else 0
         except ServerError as exc:
             return _failed(f"the server did not start: {exc}", "serving_start_failed")
-        figures = serving_figures(exchanges, reference, local.dtype, server.cold_start_s)
-        problems = acceptance_problems(figures, local.dtype)
+        except BenchError as exc:
+            return _failed(str(exc), "serving_bench_failed")
+        figures = serving_figures(exchanges, reference, local.dtype, server.cold_start_s, bench, peak)
+        problems = acceptance_problems(figures, local.dtype, bench)
         evidence = {"schema": SCHEMA, "model_id": spec.model.model_id, "plan": local.as_dict(),
-                    "plan_inputs": inputs, "server": {"argv": argv[1:], "cold_start_s": server.cold_start_s},
-                    "exchanges": exchanges, "figures": figures, "problems": problems,
+                    "plan_inputs": inputs, "server": {"argv": argv[1:], "cold_start_s": server.cold_start_s,
+                                                      "peak_rss_bytes": peak},
+                    "exchanges": exchanges, "bench": bench, "figures": figures, "problems": problems,
                     "verdict": "fail" if problems else "pass"}
         (directory / EVIDENCE_FILE).write_text(json.dumps(evidence, indent=1) + "\n")
         metrics = [FigureSet(figures, device=local.engine, dtype=local.dtype,
-                             units={k: v for k, v in UNITS.items() if k in figures})]
+                             units={k: u for k in figures if (u := unit(k))})]
         result = {"verdict": evidence["verdict"], "plan": local.as_dict(), "serve_command": "serve/serve.sh",
                   "evidence": EVIDENCE_FILE}
         summary = _summary(figures, local.engine, local.dtype)
@@ -119,6 +136,21 @@ class ServingStage:
                                 diagnosis={"rule": "serving_acceptance_failed", "summary": summary,
                                            "problems": problems})
         return StageOutcome("done", summary, result=result, metrics=metrics)
+
+    @staticmethod
+    def _bench(ctx: StageContext, settings: ServingSettings, python: Path, url: str, name: str, directory: Path,
+               endpoint: str, tokenizer: bool) -> dict[str, Any]:
+        """`vllm bench serve` at each configured rate, its raw output saved; why not, when it cannot run."""
+        if not settings.bench_prompts:
+            return {"skipped": "serving.bench_prompts is 0"}
+        if not tokenizer:
+            return {"skipped": "the model ships no tokenizer: vllm bench serve's random dataset draws its prompts "
+                               "from one"}
+        rates = settings.bench_rates.split(",")
+        args = bench_args(url, name, str((directory / WEIGHTS_DIR).resolve()), endpoint, settings.bench_prompts,
+                          settings.bench_input_len, settings.bench_output_len)
+        ctx.say(f"vllm bench serve: {settings.bench_prompts} requests at request rates {', '.join(rates)}")
+        return {"args": args, "rates": rates, "runs": run_bench(python, rates, args, settings.bench_timeout_s, ctx.log)}
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
@@ -132,9 +164,14 @@ def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
     else:
         quality = f"embeddings cosine >= {figures['embedding_cosine_min']:.6f}"
         speed = f"{figures['embedding_latency_ms']:.0f} ms a batch"
+    if "chat_equal" in figures:
+        quality += f", chat {'equal' if figures['chat_equal'] == 1.0 else 'differs'}"
+    if "bench_inf_requests_per_s" in figures:
+        speed += f"; vllm bench serve at rate inf: {figures['bench_inf_requests_per_s']:.1f} requests/s"
+    memory = f", peak {figures['peak_memory_mb']:.0f} MiB" if "peak_memory_mb" in figures else ""
     return (f"{engine} {dtype}: {quality}; {figures['concurrent_answered']:.0f}/{figures['concurrent_requests']:.0f} "
             f"concurrent answered; over-length -> {figures['overlength_status']:.0f}; {speed}; "
-            f"ready in {figures['cold_start_s']:.1f} s")
+            f"ready in {figures['cold_start_s']:.1f} s{memory}")
 
 
 SERVING_STAGE = ServingStage()

@@ -6,6 +6,8 @@ package's loader, `ab_runtime.harness.load_reference`), so the server never runs
 from the reference (never vLLM's `--load-format dummy`). The reference: greedy token ids for seeded
 prompts (generation families; EOS does not stop it, as the server's requests ask `ignore_eos`), or
 the package's own pooled, normalised sentence embeddings of fixed texts (embedding families).
+A tokenizer with a chat template adds the chat reference: a conversation, the prompt ids its
+template gives, and their greedy tokens (the served /v1/chat/completions must answer them).
 
     python -m ab_runtime.serve.export --spec adaptation.json --out serve/weights \
         --reference serve/reference.json --prompts 3 --prompt-len 8 --new-tokens 8
@@ -17,6 +19,7 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ from ..spec import load_spec
 GENERATION_FAMILIES = ("causal_lm", "image_text_to_text")
 TEXTS = ("The weather is lovely today.", "It is sunny outside!", "He drove to the stadium.")
 FIRST_TOKEN_ID = 3  # below it lie the special tokens of most vocabularies (pad, bos, eos)
+CHAT = ({"role": "user", "content": TEXTS[0]},)
 
 
 def seeded_prompts(seed: int, count: int, length: int, vocab: int) -> list[list[int]]:
@@ -55,6 +59,16 @@ def greedy_tokens(model: Any, prompts: list[list[int]], new_tokens: int) -> list
                                        min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
             out.append(generated[0, len(prompt):].tolist())
     return out
+
+
+def chat_reference(tokenizer: Any, model: Any, new_tokens: int) -> dict[str, Any] | None:
+    """The chat reference when the tokenizer has a chat template: the messages, the prompt ids the
+    template gives (as the server applies it) and their greedy tokens; None without a template."""
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return None
+    encoded = tokenizer.apply_chat_template(list(CHAT), add_generation_prompt=True, tokenize=True)
+    prompt = list(encoded["input_ids"] if isinstance(encoded, Mapping) else encoded)
+    return {"messages": list(CHAT), "prompt": prompt, "tokens": greedy_tokens(model, [prompt], new_tokens)[0]}
 
 
 def embeddings(spec: Any, model: Any) -> list[list[float]]:
@@ -94,10 +108,11 @@ def export(args: argparse.Namespace) -> Result:
     out = Path(args.out)
     model.save_pretrained(out, safe_serialization=True)
     try:
-        load_tokenizer(spec).save_pretrained(out)
-        has_tokenizer = True
+        tokenizer = load_tokenizer(spec)
+        tokenizer.save_pretrained(out)
     except (UnsupportedModel, OSError, ValueError):
-        has_tokenizer = False  # served on token ids (--skip-tokenizer-init)
+        tokenizer = None  # served on token ids (--skip-tokenizer-init)
+    has_tokenizer = tokenizer is not None
     pooled_as_sentence_transformers = copy_sentence_transformers(spec, out)
     st_config = out / "sentence_bert_config.json"
     reference: dict[str, Any] = {"family": spec.task_family, "mode": loaded.mode, "tokenizer": has_tokenizer,
@@ -112,6 +127,9 @@ def export(args: argparse.Namespace) -> Result:
         prompts = seeded_prompts(spec.recipe.seed, args.prompts, args.prompt_len, vocab)
         reference.update(prompts=prompts, new_tokens=args.new_tokens,
                          tokens=greedy_tokens(model, prompts, args.new_tokens))
+        chat = chat_reference(tokenizer, model, args.new_tokens)
+        if chat is not None:
+            reference["chat"] = chat
     else:
         reference.update(texts=list(TEXTS), embeddings=embeddings(spec, model))
     write_text_atomic(Path(args.reference), json.dumps(reference) + "\n")

