@@ -27,9 +27,10 @@ from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.package.generator import RUNTIME_DIR
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.process import run_command
 from training.figures import FIGURES_FILE, step_log, training_figures
-from training.render import CONTRACT_CONFIG, RUN_DIR, TRAIN_CONFIG, TRAIN_PY, contract_config, render_train_py_text
+from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, contract_config, render_train_py_text
 
 VERIFY_TIMEOUT_S = 3000.0
 

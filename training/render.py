@@ -21,7 +21,6 @@ from training.settings import TrainingSettings
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TRAIN_PY = "train.py"
 TRAIN_DIR = "train"
-RUN_DIR = "train/run"  # the run's output: logs, checkpoints, contract.json (relative to the package)
 TRAIN_CONFIG = "train/train.json"
 CONTRACT_CONFIG = "train/contract.json"
 

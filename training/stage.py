@@ -30,11 +30,12 @@ from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from ascendbridge.stage_inputs import run_with_inputs
 from training.figures import FIGURES_FILE, LOSS_CURVE, draw, step_log, training_figures
-from training.render import CONTRACT_CONFIG, RUN_DIR, TRAIN_CONFIG, TRAIN_PY, config_text, render_package
+from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, config_text, render_package
 from training.settings import TrainingSettings
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_training.py"
@@ -119,9 +120,9 @@ class TrainingStage:
         if not resumed:
             ctx.say(f"baseline contract: {settings.contract_steps} steps, {settings.device} {settings.precision} "
                     "vs CPU float32")
-            contract = uv_env.run_in_env(directory, [TRAIN_PY, "contract", "--config", CONTRACT_CONFIG, "--out", RUN_DIR],
+            baseline = uv_env.run_in_env(directory, [TRAIN_PY, "contract", "--config", CONTRACT_CONFIG, "--out", RUN_DIR],
                                          timeout_s=settings.run_timeout_s, log=ctx.log, env=env)
-            problem = self._contract_problem(contract)
+            problem = self._contract_problem(baseline)
             if problem is not None:
                 return problem
         else:

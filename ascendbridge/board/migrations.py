@@ -115,7 +115,7 @@ def _v5_to_v6(conn: Connection) -> None:
     now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     for pk, skips in conn.execute(text("SELECT id, skip_stages_json FROM models")).all():
         conn.execute(text("UPDATE models SET skip_stages_json = :skips WHERE id = :pk"),
-                     {"skips": json.dumps(sorted(set(json.loads(skips or "[]")) | {"training"})), "pk": pk})
+                     {"skips": json.dumps(sorted(set(json.loads(str(skips or "[]"))) | {"training"})), "pk": pk})
         conn.execute(text("INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, "
                           "finished_at, updated_at) SELECT :pk, 'training', 3, 'skipped', 0, 0, :now, :now "
                           "WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE model_pk = :pk AND stage = 'training')"),
