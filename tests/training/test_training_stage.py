@@ -3,6 +3,7 @@ through the real team lead (full and LoRA), its gate, and an edited log failing 
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -15,9 +16,11 @@ from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
+from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from tests.teamlead.tl_support import FAST
 from tests.training.train_support import CORPUS, DEMO, run_env
+from training.stage import TRAINING_STAGE
 
 BOARD_OPS = REPO_ROOT / "scripts" / "board_ops.py"
 CHECKER = REPO_ROOT / "training" / "scripts" / "check_training.py"
@@ -124,3 +127,23 @@ def test_full_and_lora_jobs_train_through_the_team_lead_and_an_edited_log_fails_
     report = json.loads(gate.stdout)
     assert gate.returncode == 1 and not report["passed"]
     assert any("log_matches_step-000006" in p for p in report["problems"]), report["problems"]
+
+
+def test_a_paradigm_the_harness_refuses_fails_on_the_first_attempt_with_the_reason(
+        board: BoardStore, torch_python: Path) -> None:
+    (record, task), = [(r, board.list_tasks(stage="training", model_id=r.model_id)[0]) for r, _ in board.register_models(
+        [Registration(model_id="demo/classifier", source="local", path=str(DEMO / "tiny-bert-classifier"),
+                      training=TrainingJob(data=str(CORPUS), steps=4))])]
+    spec = AdaptationSpec(name=record.adaptation_name, task_family="sequence_classification",
+                          model_class="BertForSequenceClassification", model_type="bert",
+                          model=ModelSource(model_id=record.model_id, source="local",
+                                            path=str(DEMO / "tiny-bert-classifier"), has_weights=False))
+    directory = Path(board.path).parent / "adaptations" / record.adaptation_name
+    assert generate(spec, directory).ok
+    record = board.set_env_mode(record.model_id, "system", str(torch_python))
+    ctx = StageContext(model=record, task=task, adaptation_dir=directory, board_path=Path(board.path), log=io.StringIO(),
+                       settings={"training_threads": 1})
+    outcome = TRAINING_STAGE.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis["rule"] == "training_refused", (outcome, ctx.log.getvalue())
+    assert outcome.diagnosis["retryable"] is False and "BertForSequenceClassification" in outcome.summary
+    assert not (directory / "train/run/metrics.jsonl").exists()  # nothing trained
