@@ -48,6 +48,11 @@ def test_bad_training_input_is_refused_in_one_line_and_leaves_the_board_unchange
     assert proc.returncode == 0, proc.stderr
     assert board.get_model("org/m").training == TrainingJob(data=str(CORPUS), method="lora", steps=12)
     assert "training" not in board.get_model("org/m").skip_stages
+    # a registration file's corpus is relative to the file, like its model path
+    (tmp_path / "corpus.jsonl").write_text(CORPUS.read_text())
+    (tmp_path / "models.jsonl").write_text(json.dumps({"model_id": "org/n", "training": {"data": "corpus.jsonl"}}) + "\n")
+    assert board_ops(board.path, "register_many", str(tmp_path / "models.jsonl")).returncode == 0
+    assert board.get_model("org/n").training == TrainingJob(data=str(tmp_path / "corpus.jsonl"))
 
 
 def test_without_a_job_training_is_skipped_with_the_reason_and_the_pipeline_goes_on(board: BoardStore) -> None:
