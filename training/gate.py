@@ -22,7 +22,7 @@ from pydantic.dataclasses import dataclass
 
 from ab_runtime.result import read_result
 from ascendbridge.gatekit.compare import recorded_differences
-from ascendbridge.gatekit.envs import adaptation_python, model_run_env
+from ascendbridge.gatekit.envs import EnvError, adaptation_python, model_run_env
 from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.package.generator import RUNTIME_DIR
@@ -92,7 +92,11 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
         return TrainingReport(name, False, f"no readable training evidence: {exc}", problems=[str(exc)])
     verified: list[dict[str, Any]] = []
     if execute:
-        verified, error = _verify(adaptation_python(directory, python), directory, train, int(result.get("world", 1)))
+        try:
+            interpreter = adaptation_python(directory, python)
+        except EnvError as exc:  # no interpreter to re-run with: bad input (exit 2), not a failed gate
+            raise ValueError(str(exc)) from None
+        verified, error = _verify(interpreter, directory, train, int(result.get("world", 1)))
         if error:
             problems.append(f"ab_runtime.train.verify did not run: {error}")
         problems += [f"{c['name']}: {c['detail'] or 'failed'}" for c in verified if not c["passed"]]
