@@ -45,6 +45,8 @@ def _from_json(raw: str, base_dir: Path) -> Registration:
         raise ValueError(f"field {where}: {first['msg']}") from exc
     if reg.path:  # relative paths are relative to the file, so a file can travel with its models
         reg.path = model_path(reg.path, base_dir, reg.source)
+    if reg.training is not None:  # so is a training job's corpus
+        reg.training = reg.training.model_copy(update={"data": str(base_dir / reg.training.data)})
     return reg
 
 

@@ -9,6 +9,7 @@ STAGES: tuple[str, ...] = (
     "discovery",
     "adaptation",
     "healing",
+    "training",  # skipped by policy unless the model was registered with a training job
     "benchmark",
     "optimization",
     "business_benchmark",

@@ -14,6 +14,8 @@ from ascendbridge.board.records import AgentRecord
 from ascendbridge.operators import worklist
 from ascendbridge.operators.table import PINNED_RELEASE
 from ascendbridge.package.serve_files import serve_command, serve_plan
+from ascendbridge.package.train_files import evaluation as train_evaluation
+from ascendbridge.package.train_files import loss_curve
 from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES, STATUSES
 from dashboard import evidence
@@ -188,13 +190,14 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
                      for stage in ("benchmark", "optimization")},
         "business": d.queries.business_results([model_id]).get(model_id),
         "serving": _serving(adapt_dir, tasks, metrics),
+        "training": (training := _training(adapt_dir, tasks, metrics, record.training)),
         "stacks": {sid: describe(data) for sid, data in d.store.list_stacks().items()},
         "adaptation_present": adapt_dir is not None,
         "benchmark_runs": runs,
         "optimization_notes": notes,
         "traces": [{"name": n, "size": s} for n, s in evidence.traces(adapt_dir)],
         "op_gaps": worklist.model_report(adapt_dir),  # docs/operators.md; verified with the benchmark gate
-        "charts": _charts(runs, notes),
+        "charts": {**_charts(runs, notes), "loss": training["curve"] if training else None},
         "parameter_counts": parameter_counts(record, runs),
         "last_event_id": d.queries.last_event_id(),
     }
@@ -221,6 +224,15 @@ def _serving(adapt_dir: Any, tasks: list[Any], metrics: list[Any]) -> dict[str, 
     return {"command": serve_command(adapt_dir), "plan": serve_plan(adapt_dir) or {},
             "figures": [m.model_dump() for m in mine if not m.name.startswith("bench_")],
             "bench": {"columns": columns, "rows": [(rate, rates[rate]) for rate in order]}}
+
+
+def _training(adapt_dir: Any, tasks: list[Any], metrics: list[Any], job: Any) -> dict[str, Any] | None:
+    """The Training section: the job, the gated training figures, the held-out evaluation and the
+    loss curve from the run's step log, once the training gate passed (the gate re-verified that log)."""
+    if adapt_dir is None or not any(t.stage == "training" and t.status == "completed" for t in tasks):
+        return None
+    return {"job": job.model_dump() if job else None, "evaluation": train_evaluation(adapt_dir),
+            "figures": [m.model_dump() for m in metrics if m.stage == "training"], "curve": loss_curve(adapt_dir)}
 
 
 def _histogram(values: list[float]) -> dict[str, Any]:
@@ -253,6 +265,7 @@ def reports(d: Dashboard) -> dict[str, Any]:
         "speedup_geomean": _geomean(speedups),
         "stages": list(STAGES),
         "business": d.queries.business_results(),
+        "training": d.queries.training_results(),
         "workloads": d.queries.workload_results(),
         "op_worklist": {"release": PINNED_RELEASE,
                         "rows": worklist.worklist(worklist.model_reports(d.adaptations_dir), PINNED_RELEASE)},

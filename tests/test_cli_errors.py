@@ -39,6 +39,8 @@ CASES: list[tuple[list[str], list[str]]] = [
     (["business_benchmark/scripts/download_datasets.py"], ["--no-such-flag"]),
     (["business_benchmark/scripts/make_bundled_sets.py"], ["--no-such-flag"]),
     (["serving/scripts/check_serving.py"], ["--adapt", "no-such-adaptation"]),
+    (["training/scripts/check_training.py"], ["--adapt", "no-such-adaptation"]),
+    (["training/scripts/loss_curve.py"], ["--out", "/no/such/run"]),
     (["-m", "serving.env"], ["--no-such-flag"]),
     (["optimization/scripts/check_accuracy_run_perf.py"], ["--adaptation-dir", ".", "--pairs", "1"]),
     (["optimization/scripts/check_optimization_notes.py"], ["--adapt", "no-such-adaptation"]),

@@ -126,7 +126,8 @@ def _where(name: str, line: int, target: str) -> str:
 
 def test_the_stage_packages_are_the_entry_points_and_all_ship() -> None:
     stages = stage_packages()
-    assert stages == {"discovery", "adaptation", "healing", "benchmark", "optimization", "business_benchmark", "serving"}
+    assert stages == {"discovery", "adaptation", "healing", "training", "benchmark", "optimization", "business_benchmark",
+                      "serving"}
     assert stages <= set(shipped_packages()) and set(KERNEL) <= set(shipped_packages())
 
 

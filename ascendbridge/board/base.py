@@ -217,7 +217,8 @@ class StoreBase:
                 task.status = "skipped"
                 task.finished_at = now
                 s.add(task)
-                self._event(s, "skipped", f"{stage} skipped by policy", model_pk, stage, {})
+                why = " (no training job registered)" if stage == "training" and model.training_json in ("", "{}") else ""
+                self._event(s, "skipped", f"{stage} skipped by policy{why}", model_pk, stage, {})
                 stage = next_stage(stage)
                 continue
             task.status = "pending"

@@ -362,32 +362,44 @@ class BoardQueries:
         return out
 
 
+    def _latest_figures(self, stage: str, model_ids: list[str] | None) -> list[tuple[str, str, float, str, str]]:
+        """(model_id, name, value, device, dtype) of each name's newest gated figure of `stage`."""
+        sql = ("SELECT m.model_id, x.name, x.value, x.device, x.dtype FROM metrics x "
+               "JOIN models m ON m.id = x.model_pk WHERE x.stage = :stage AND x.id = "
+               "(SELECT MAX(y.id) FROM metrics y WHERE y.model_pk = x.model_pk AND y.stage = x.stage "
+               "AND y.name = x.name)")
+        params: dict[str, Any] = {"stage": stage}
+        if model_ids is not None:
+            if not model_ids:
+                return []
+            names = [f"id{i}" for i in range(len(model_ids))]
+            sql += f" AND m.model_id IN ({', '.join(':' + n for n in names)})"
+            params.update(zip(names, model_ids))
+        with self._read() as conn:
+            return list(conn.execute(text(sql + " ORDER BY m.model_id, x.name"), params).tuples())
+
     def business_results(self, model_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """The latest business_benchmark figures per model: {model_id: {"verdict", "weights",
         "device", "dtype", "metrics": {name: value}}} (the stage records `business_pass`,
         `real_weights` and `<set>.<metric>` values; each name's newest value counts)."""
-        sql = ("SELECT m.model_id, x.name, x.value, x.device, x.dtype FROM metrics x "
-               "JOIN models m ON m.id = x.model_pk WHERE x.stage = 'business_benchmark' AND x.id = "
-               "(SELECT MAX(y.id) FROM metrics y WHERE y.model_pk = x.model_pk AND y.stage = x.stage "
-               "AND y.name = x.name)")
-        params: dict[str, Any] = {}
-        if model_ids is not None:
-            if not model_ids:
-                return {}
-            names = [f"id{i}" for i in range(len(model_ids))]
-            sql += f" AND m.model_id IN ({', '.join(':' + n for n in names)})"
-            params = dict(zip(names, model_ids))
         out: dict[str, dict[str, Any]] = {}
-        with self._read() as conn:
-            for model_id, name, value, device, dtype in conn.execute(text(sql + " ORDER BY m.model_id, x.name"), params).tuples():
-                entry = out.setdefault(model_id, {"verdict": None, "weights": None, "device": device, "dtype": dtype,
-                                                  "metrics": {}})
-                if name == "business_pass":
-                    entry["verdict"] = "pass" if value >= 1.0 else "fail"
-                elif name == "real_weights":
-                    entry["weights"] = "real" if value >= 1.0 else "config-initialised (agreement only)"
-                else:
-                    entry["metrics"][name] = float(value)
+        for model_id, name, value, device, dtype in self._latest_figures("business_benchmark", model_ids):
+            entry = out.setdefault(model_id, {"verdict": None, "weights": None, "device": device, "dtype": dtype,
+                                              "metrics": {}})
+            if name == "business_pass":
+                entry["verdict"] = "pass" if value >= 1.0 else "fail"
+            elif name == "real_weights":
+                entry["weights"] = "real" if value >= 1.0 else "config-initialised (agreement only)"
+            else:
+                entry["metrics"][name] = float(value)
+        return out
+
+    def training_results(self, model_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The latest gated training figures per model: {model_id: {"device", "dtype" (the
+        precision), "metrics": {name: value}}} (training/figures.py names them)."""
+        out: dict[str, dict[str, Any]] = {}
+        for model_id, name, value, device, dtype in self._latest_figures("training", model_ids):
+            out.setdefault(model_id, {"device": device, "dtype": dtype, "metrics": {}})["metrics"][name] = float(value)
         return out
 
     def workload_results(self) -> list[dict[str, Any]]:

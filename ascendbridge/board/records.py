@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import warnings
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ascendbridge.board.schema import (
     Agent,
@@ -55,6 +55,17 @@ def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+class TrainingJob(BaseModel):
+    """A training job a model is registered with: its corpus (an absolute path), full or LoRA, how
+    many global steps. The training stage runs it; a model without one has its training skipped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: str
+    method: Literal["full", "lora"] = "full"
+    steps: int = 30
+
+
 # A record's own `metadata` field shadows SQLModel's class-level table MetaData, which no record
 # uses (records are not tables); pydantic's warning about it is silenced for these classes only.
 with warnings.catch_warnings():
@@ -65,14 +76,16 @@ with warnings.catch_warnings():
         skip_stages: list[str] = Field(default_factory=list)
         # a record is no table: SQLModel's class-level MetaData means nothing here
         metadata: dict[str, Any] = Field(default_factory=dict)  # type: ignore[assignment,misc]
+        training: TrainingJob | None = None
 
         @classmethod
         def of(cls, row: Model) -> ModelRecord:
-            data = row.model_dump(exclude={"id", "skip_stages_json", "metadata_json"})
+            data = row.model_dump(exclude={"id", "skip_stages_json", "metadata_json", "training_json"})
             return cls(
                 pk=row.id,
                 skip_stages=loads(row.skip_stages_json, []),
                 metadata=loads(row.metadata_json, {}),
+                training=loads(row.training_json, {}) or None,
                 **data,
             )
 
@@ -171,3 +184,4 @@ class Registration(BaseModel):
     priority: int = 0
     allow_remote_code: bool = False
     skip_stages: list[str] = Field(default_factory=list)
+    training: TrainingJob | None = None

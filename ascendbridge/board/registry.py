@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert
 from sqlmodel import col, select
 
+from ab_runtime.train.corpus import FORMATS
 from ascendbridge.board.base import InvalidRegistrationError, StoreBase, _chunks
 from ascendbridge.board.connection import BoardError
-from ascendbridge.board.records import ModelRecord, Registration, dumps, loads, now_iso
+from ascendbridge.board.records import ModelRecord, Registration, TrainingJob, dumps, loads, now_iso
 from ascendbridge.board.schema import Event, Model, Task
 from ascendbridge.naming import base_adaptation_name, hashed_adaptation_name, validate_model_id
 from ascendbridge.stages import OPTIONAL_STAGES, STAGES, check_stage
@@ -21,6 +23,7 @@ SOURCES = ("huggingface", "local", "hf-cache")
 
 _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 MAX_PRIORITY = 1_000_000_000  # well inside SQLite's 64-bit integers
+MAX_TRAIN_STEPS = 1_000_000
 
 
 def validate_registration(reg: Registration) -> None:
@@ -48,6 +51,22 @@ def validate_registration(reg: Registration) -> None:
         raise InvalidRegistrationError(
             f"model '{reg.model_id}': priority {reg.priority} is out of range (-{MAX_PRIORITY}..{MAX_PRIORITY})"
         )
+    if reg.training is not None:
+        _validate_training(reg.model_id, reg.training)
+
+
+def _validate_training(model_id: str, job: TrainingJob) -> None:
+    """The corpus is an absolute path to a readable file of a format the harness reads; the steps in range."""
+    data = Path(job.data)
+    if not data.is_absolute():
+        raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not an absolute path")
+    if data.suffix.lower() not in FORMATS:
+        raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not a corpus file "
+                                       f"(expected one of: {', '.join(sorted(FORMATS))})")
+    if not data.is_file() or data.stat().st_size == 0:
+        raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not a non-empty file")
+    if not 2 <= job.steps <= MAX_TRAIN_STEPS:  # 2: the gate re-runs a logged step from a checkpoint before the last
+        raise InvalidRegistrationError(f"model '{model_id}': training steps {job.steps} out of range (2..{MAX_TRAIN_STEPS})")
 
 
 class RegistryStore(StoreBase):
@@ -79,7 +98,8 @@ class RegistryStore(StoreBase):
                     if name in taken:
                         raise BoardError(f"adaptation name collision for '{reg.model_id}'")
                 taken.add(name)
-                skip = sorted(set(reg.skip_stages) | set(OPTIONAL_STAGES))
+                # no training job: the training stage is skipped by policy (it has nothing to run)
+                skip = sorted(set(reg.skip_stages) | set(OPTIONAL_STAGES) | (set() if reg.training else {"training"}))
                 seen[reg.model_id] = {
                     "model_id": reg.model_id,
                     "source": reg.source,
@@ -95,6 +115,7 @@ class RegistryStore(StoreBase):
                     "env_mode": "",
                     "env_python": None,
                     "metadata_json": "{}",
+                    "training_json": dumps(reg.training.model_dump() if reg.training else {}),
                     "created_at": now,
                 }
             if seen:
@@ -128,7 +149,8 @@ class RegistryStore(StoreBase):
                             "stage": None,
                             "kind": "registered",
                             "message": f"registered {row['model_id']} as {row['adaptation_name']}",
-                            "data_json": dumps({"source": row["source"], "priority": row["priority"]}),
+                            "data_json": dumps({"source": row["source"], "priority": row["priority"],
+                                                "training": loads(row["training_json"], {}) or None}),
                             "origin": origin,
                             "ts": now,
                         }
@@ -168,5 +190,6 @@ class RegistryStore(StoreBase):
 
 def _new_model_record(row: dict[str, Any]) -> ModelRecord:
     """The record of a just-inserted model straight from its column values (no ORM object)."""
-    fields = {k: v for k, v in row.items() if k not in ("id", "skip_stages_json", "metadata_json")}
-    return ModelRecord(pk=row["id"], skip_stages=loads(row["skip_stages_json"], []), metadata={}, **fields)
+    fields = {k: v for k, v in row.items() if k not in ("id", "skip_stages_json", "metadata_json", "training_json")}
+    return ModelRecord(pk=row["id"], skip_stages=loads(row["skip_stages_json"], []), metadata={},
+                       training=loads(row["training_json"], {}) or None, **fields)

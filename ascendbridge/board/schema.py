@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class SchemaInfo(SQLModel, table=True):
@@ -54,6 +54,7 @@ class Model(ModelColumns, table=True):
     id: int | None = Field(default=None, primary_key=True)
     skip_stages_json: str = "[]"
     metadata_json: str = "{}"
+    training_json: str = "{}"  # the training job it was registered with ({}: none); records.TrainingJob
 
 
 class TaskColumns(SQLModel):

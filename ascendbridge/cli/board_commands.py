@@ -23,6 +23,7 @@ from ascendbridge.board import (
     TaskRecord,
     validate_registration,
 )
+from ascendbridge.board.records import TrainingJob
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.board.store import MAX_PRIORITY
 from ascendbridge.cli.board_views import (
@@ -78,6 +79,16 @@ def _report_registrations(out: Output, results: list[tuple[ModelRecord, bool]]) 
             out.line(f"{record.model_id} is already registered (as {record.adaptation_name}); left unchanged")
 
 
+def _training_job(args: argparse.Namespace) -> TrainingJob | None:
+    """The job of --train-data / --train-method / --train-steps (the data as an absolute path), or None."""
+    if args.train_data is None:
+        if args.train_method is not None or args.train_steps is not None:
+            raise CliError("--train-method and --train-steps need --train-data")
+        return None
+    return TrainingJob(data=str(Path(args.train_data).expanduser().absolute()), method=args.train_method or "full",
+                       steps=30 if args.train_steps is None else args.train_steps)
+
+
 def cmd_register_model(args: argparse.Namespace, out: Output) -> int:
     try:
         path = model_path(args.path, Path.cwd(), args.source) if args.path else None
@@ -92,6 +103,7 @@ def cmd_register_model(args: argparse.Namespace, out: Output) -> int:
         description=args.description or "",
         priority=args.priority,
         allow_remote_code=args.allow_remote_code,
+        training=_training_job(args),
     )
     validate_registration(reg)  # before opening: a bad id must not even create WAL files
     with open_store(args) as store:

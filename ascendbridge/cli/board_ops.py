@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=ascii_int, default=0, help="higher runs first (default 0)")
     p.add_argument("--allow-remote-code", "--allow_remote_code", dest="allow_remote_code",
                    action="store_true", help="allow trust_remote_code for this model")
+    p.add_argument("--train-data", "--train_data", dest="train_data", metavar="PATH",
+                   help="a training job: the corpus (JSONL / JSON / CSV / text / Parquet); the model then gets a "
+                        "training stage after healing (docs/training.md)")
+    p.add_argument("--train-method", "--train_method", dest="train_method", choices=("full", "lora"),
+                   help="full fine-tuning or LoRA adapters (default full; needs --train-data)")
+    p.add_argument("--train-steps", "--train_steps", dest="train_steps", type=ascii_int, metavar="N",
+                   help="global training steps (default 30; needs --train-data)")
 
     p = add("register_many", cmds.cmd_register_many,
             "register every model in a text (one id per line) or JSONL file; a bad line registers nothing")

@@ -11,7 +11,7 @@ from ascendbridge.stages import DONE_STATUSES, STAGES
 
 MODEL_FIELDS = (
     "model_id", "adaptation_name", "source", "url", "path", "revision", "description", "priority",
-    "paused", "allow_remote_code", "skip_stages", "architecture", "model_type", "task_family",
+    "paused", "allow_remote_code", "skip_stages", "training", "architecture", "model_type", "task_family",
     "parameter_count", "dtype", "size_bytes", "license", "gated", "created_at",
 )
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from ascendbridge.runtime.devices import HostInventory, parse_index_list
 
-TIMED_STAGES = frozenset({"benchmark", "optimization", "business_benchmark", "serving"})
+TIMED_STAGES = frozenset({"training", "benchmark", "optimization", "business_benchmark", "serving"})
 PROFILING_STAGES = frozenset({"benchmark", "optimization"})  # their run includes the profiled run
 CPU_AFFINITY_ENV = "ASCENDBRIDGE_CPU_AFFINITY"
 NPU_INDEX_ENV = "ASCENDBRIDGE_NPU_INDEX"

@@ -59,7 +59,7 @@ LOG_BACKUPS = 14  # daily files kept
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="run_auto_team_lead.sh", description="One team-lead run: move registered models "
-                "through the gated stages. PROMPT_MODE=adaptation|benchmark|optimization|business|serving|all.")
+                "through the gated stages. PROMPT_MODE=adaptation|training|benchmark|optimization|business|serving|all.")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="exit when nothing is runnable or running (default)")
     when.add_argument("--forever", action="store_true", help="keep polling for new registrations")

@@ -24,6 +24,7 @@ STAGE_ROLES: dict[str, str] = {
     "discovery": "discoverer",
     "adaptation": "adapter",
     "healing": "healer",
+    "training": "benchmark-runner",
     "benchmark": "benchmark-runner",
     "optimization": "npu-optimizer",
     "business_benchmark": "benchmark-runner",

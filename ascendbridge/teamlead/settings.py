@@ -21,6 +21,7 @@ from ascendbridge.stages import STAGES, check_stage
 # PROMPT_MODE -> stages the team lead schedules.
 PROMPT_MODES: dict[str, tuple[str, ...]] = {
     "adaptation": ("discovery", "adaptation", "healing"),
+    "training": ("training",),
     "benchmark": ("benchmark",),
     "optimization": ("optimization",),
     "business": ("business_benchmark",),
@@ -32,6 +33,7 @@ DEFAULT_STAGE_TIMEOUT_S: dict[str, float] = {
     "discovery": 600.0,
     "adaptation": 1800.0,
     "healing": 3600.0,
+    "training": 7200.0,
     "benchmark": 3600.0,
     "optimization": 7200.0,
     "business_benchmark": 7200.0,

@@ -121,6 +121,30 @@
     });
   }
 
+  function line(id, labels, datasets, yTitle) {
+    var canvas = document.getElementById(id);
+    if (!canvas || !labels || !labels.length) return;
+    new window.Chart(canvas, {
+      type: "line",
+      data: {
+        labels: labels,
+        datasets: datasets.map(function (d, i) {
+          return { label: d.label, data: d.data, borderColor: PALETTE[i % PALETTE.length], pointRadius: 0,
+                   yAxisID: d.axis || "y" };
+        })
+      },
+      options: {
+        animation: false,
+        responsive: true,
+        maintainAspectRatio: false,
+        scales: {
+          y: { title: { display: !!yTitle, text: yTitle } },
+          y1: { position: "right", grid: { drawOnChartArea: false }, title: { display: true, text: "gradient norm" } }
+        }
+      }
+    });
+  }
+
   function setupCharts() {
     var holder = document.getElementById("chart-data");
     if (!holder || !window.Chart) return;
@@ -129,6 +153,10 @@
       bar("latency-chart", data.latency.labels, Object.keys(data.latency.series).map(function (k) {
         return { label: k, data: data.latency.series[k] };
       }), "latency");
+    }
+    if (data.loss) {
+      line("loss-chart", data.loss.step, [{ label: "training loss", data: data.loss.loss },
+        { label: "gradient norm", data: data.loss.grad_norm, axis: "y1" }], "loss");
     }
     if (data.sweep) {
       bar("sweep-chart", data.sweep.labels, [{ label: "throughput (samples/s), " + data.sweep.run, data: data.sweep.values }],

@@ -27,7 +27,7 @@ def make_v1_board(path: Path) -> None:
         " skip_stages_json, architecture, metadata_json, created_at)"
         " VALUES (1, 'org/old-model', 'huggingface', 'from v1', 'org__old-model', 3, 0,"
         " '[\"business_benchmark\"]', 'BertModel', '{\"layers\": 2}', ?)", (TS,))
-    for i, stage in enumerate(STAGES):
+    for i, stage in enumerate(s for s in STAGES if s != "training"):  # training came with version 6
         status = {0: "completed", 1: "pending"}.get(i, "waiting")
         con.execute(
             "INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, updated_at)"
@@ -64,6 +64,13 @@ def test_v1_board_upgrades_in_place_with_data_intact(tmp_path: Path) -> None:
         assert {t.stage: t.status for t in store.list_tasks()}["adaptation"] == "pending"
         assert [g.text for g in store.list_guidance()] == ["keep fp32"]
         assert [e.message for e in store.list_events()] == ["registered in v1"]
+        # v6: a training task, skipped by policy (no job), and the pipeline order with it after healing
+        assert model.training is None and model.skip_stages == ["business_benchmark", "training"]
+        con = sqlite3.connect(path)
+        orders = dict(con.execute("SELECT stage, stage_order FROM tasks").fetchall())
+        con.close()
+        assert orders == {stage: i for i, stage in enumerate(STAGES)}
+        assert {t.stage: t.status for t in store.list_tasks()}["training"] == "skipped"
         task = store.claim_next("worker", 60)
         assert task.stage == "adaptation"
         placed = {"host": "h1", "devices": ["npu:3", "npu:4"], "cpus": [], "env": {"ASCENDBRIDGE_NPU_INDEX": "3,4"},

@@ -22,6 +22,9 @@ def statuses(board: BoardStore, model_id: str) -> dict[str, str]:
     return {t.stage: t.status for t in board.list_tasks(model_id=model_id)}
 
 
+UNTRAINED = [s for s in STAGES if s != "training"]  # the stages a model without a training job runs
+
+
 def event_kinds(board: BoardStore, model_id: str) -> list[str]:
     return [e.kind for e in board.list_events(model_id=model_id, limit=1000)]
 
@@ -38,10 +41,11 @@ def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
     assert created and record.adaptation_name == "org__model-a"
     assert record == board.get_model("org/Model-A")  # the returned record is what was stored
     assert statuses(board, "org/Model-A") == {
-        "discovery": "pending", "adaptation": "waiting", "healing": "waiting",
+        "discovery": "pending", "adaptation": "waiting", "healing": "waiting", "training": "waiting",
         "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting", "serving": "waiting",
     }
-    assert record.skip_stages == []  # every stage runs by default, business_benchmark included
+    # every stage runs by default, business_benchmark included; training only with a training job
+    assert record.skip_stages == ["training"]
     assert event_kinds(board, "org/Model-A") == ["registered"]
 
 
@@ -89,9 +93,9 @@ def test_bad_registrations_are_refused_before_any_write(board: BoardStore, reg: 
 
 def test_completion_advances_and_policy_skips_a_stage(board: BoardStore) -> None:
     board.register_models([Registration(model_id="m", skip_stages=["serving"])])
-    for stage in STAGES[:-1]:
+    for stage in UNTRAINED[:-1]:
         run_stage(board, "m", stage)
-    assert statuses(board, "m") == {s: "completed" for s in STAGES[:-1]} | {"serving": "skipped"}
+    assert statuses(board, "m") == {s: "completed" for s in UNTRAINED[:-1]} | {"training": "skipped", "serving": "skipped"}
     kinds = event_kinds(board, "m")
     assert kinds.count("claimed") == 6 and kinds.count("completed") == 6 and kinds[-1] == "skipped"
 
@@ -138,7 +142,7 @@ def test_retry_after_model_left_pipeline_reopens_later_stages(board: BoardStore)
     board.retry("m", "discovery")
     assert statuses(board, "m")["discovery"] == "pending"
     assert statuses(board, "m")["adaptation"] == "waiting"
-    for stage in STAGES[:-1]:
+    for stage in UNTRAINED[:-1]:
         run_stage(board, "m", stage)
     assert statuses(board, "m")["serving"] == "skipped"  # policy still applies
 
@@ -149,11 +153,11 @@ def test_rollback_makes_stage_pending_and_later_stages_wait(board: BoardStore) -
         run_stage(board, "m", stage)
     changed = board.rollback("m", "adaptation")
     assert [(t.stage, t.status) for t in changed] == [
-        ("adaptation", "pending"), ("healing", "waiting"), ("benchmark", "waiting"),
+        ("adaptation", "pending"), ("healing", "waiting"), ("training", "waiting"), ("benchmark", "waiting"),
         ("optimization", "waiting"), ("business_benchmark", "waiting"), ("serving", "waiting"),
     ]
     assert statuses(board, "m")["discovery"] == "completed"
-    assert event_kinds(board, "m")[-6:] == ["rollback"] * 6
+    assert event_kinds(board, "m")[-7:] == ["rollback"] * 7
     run_stage(board, "m", "adaptation")
     assert statuses(board, "m")["healing"] == "pending"
 

@@ -8,6 +8,7 @@ docs/screenshots/ when ASCENDBRIDGE_UPDATE_SCREENSHOTS=1 (a plain run leaves the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -16,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from ascendbridge.board import Registration
+from ascendbridge.board.records import TrainingJob
+from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.guidance import apply_open_guidance
 from tests.dashboard.dash_support import REPO, XSS_DESCRIPTION, XSS_ID, Site
 
@@ -211,3 +215,26 @@ def test_board_of_a_real_run_shows_attempts_charts_and_verdicts(real_site: Site,
     shown = dict(zip(header, (c.text for c in row.find_elements(By.TAG_NAME, "td"))))
     assert shown["run"] == "cpu float32" and float(shown["samples/s"]) > 0 and float(shown["batch-1 ms"]) > 0, shown
     assert shown["TPOT ms"] == "—" and shown["speedup"].endswith("x"), shown
+
+
+def test_a_gated_training_run_draws_its_loss_curve(site: Site, browser) -> None:  # type: ignore[no-untyped-def]
+    """The Training section's chart, drawn by Chart.js from the run's step log once the gate passed."""
+    corpus = REPO / "training" / "corpus" / "tiny_stories.jsonl"
+    with site.store() as store:
+        [(record, _)] = store.register_models([Registration(model_id="demo/trained",
+                                                            training=TrainingJob(data=str(corpus), steps=3))])
+        run = site.adaptations / record.adaptation_name / "train" / "run"
+        run.mkdir(parents=True)
+        run.joinpath("metrics.jsonl").write_text("".join(json.dumps({"step": i, "loss": 6.0 - i, "grad_norm": 0.25 * i})
+                                                         + "\n" for i in (1, 2, 3)))
+        for stage in STAGES[:STAGES.index("training") + 1]:
+            task = store.list_tasks(stage=stage, model_id=record.model_id)[0]
+            claimed = store.claim_task(task.id, "test", 60)
+            store.complete_task(claimed.id, claimed.fencing_token, {"summary": "ok"},
+                                figures=[{"values": {"loss_first": 5.0, "loss_last": 3.0}}] if stage == "training" else ())
+    d = browser
+    d.get(site.url + "/models/demo/trained")
+    wait_for(lambda: d.execute_script("return !!window.Chart.getChart('loss-chart')"), what="loss-chart drawn")
+    data = d.execute_script("return window.Chart.getChart('loss-chart').data")
+    assert data["labels"] == [1, 2, 3] and [ds["label"] for ds in data["datasets"]] == ["training loss", "gradient norm"]
+    assert data["datasets"][0]["data"] == [5, 4, 3] and data["datasets"][1]["data"] == [0.25, 0.5, 0.75]

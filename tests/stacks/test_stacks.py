@@ -78,6 +78,8 @@ def _completed_through_benchmark(store: BoardStore, model_id: str, benchmark_fig
     """Controlled board state: every stage up to Benchmark completed (their gates are other tests'),
     the Benchmark completion carrying the controlled baseline figures."""
     for stage in STAGES[: STAGES.index("benchmark") + 1]:
+        if stage == "training":  # skipped by policy: no training job
+            continue
         task = next(t for t in store.list_tasks(model_id=model_id) if t.stage == stage)
         claimed = store.claim_task(task.id, "test", 60)
         store.complete_task(task.id, claimed.fencing_token, {"summary": "controlled baseline"}, origin="test",

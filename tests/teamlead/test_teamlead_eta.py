@@ -17,6 +17,8 @@ import pytest
 from rich.console import Console
 
 from ascendbridge.board import BoardStore, ModelRecord, Registration, TaskRecord
+from ascendbridge.board.records import TrainingJob
+from ascendbridge.config import REPO_ROOT
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.placement import DevicePool
 from ascendbridge.stages import STAGES
@@ -222,14 +224,15 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
 
 
 # ---------------------------------------------------------------- the bench
-STAGE_S = {"discovery": 0.2, "adaptation": 0.2, "healing": 0.3, "benchmark": 0.3, "optimization": 0.4, "serving": 0.3,
+STAGE_S = {"discovery": 0.2, "adaptation": 0.2, "healing": 0.3, "training": 0.3, "benchmark": 0.3, "optimization": 0.4, "serving": 0.3,
            "business_benchmark": 0.2}
 
 
 def _finished_board(path: Path, models: int) -> None:
     """A real board run one task at a time, each attempt really taking STAGE_S[stage] seconds."""
     store = BoardStore.init(path)
-    store.register_models([Registration(model_id=f"org/m{i}") for i in range(models)])
+    job = TrainingJob(data=str(REPO_ROOT / "training" / "corpus" / "tiny_stories.jsonl"))  # every stage runs
+    store.register_models([Registration(model_id=f"org/m{i}", training=job) for i in range(models)])
     for i in range(models):
         for stage in STAGES:
             (row,) = store.list_tasks(stage=stage, model_id=f"org/m{i}")

@@ -1,0 +1,41 @@
+"""Training settings (ascendbridge.settings): `--set training.KEY`, then ASCENDBRIDGE_TRAINING_*, then
+defaults. The job itself (corpus, method, steps) is the model's, from its registration on the board."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
+from ascendbridge.package import uv_env
+from ascendbridge.package.device_settings import DeviceSettings
+
+PRECISIONS = ("fp32", "bf16-autocast")  # ab_runtime/train/harness.py PRECISIONS
+
+
+class TrainingSettings(DeviceSettings):
+    model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_TRAINING_")
+    key_prefix = "training_"
+
+    precision: str = "bf16-autocast"  # the target's precision (fp32 master weights always)
+    seq_len: int = Field(64, ge=2)
+    batch: int = Field(8, ge=1)  # global batch, split over the processes
+    lr: float = Field(1e-3, gt=0)
+    seed: int = Field(0, ge=0)
+    lora_rank: int = Field(8, ge=1)
+    contract_steps: int = Field(4, ge=1)  # K: steps of the baseline contract (target vs CPU float32 reference)
+    checkpoint_every: int = Field(10, ge=1)  # at most half the steps (the gate re-runs a step after one)
+    keep_last: int = Field(2, ge=2)  # the final checkpoint and at least one before it
+    processes: int = Field(1, ge=1, le=64)  # torchrun processes (DDP / FSDP2 chosen by the harness); >1: CPU only
+    hang_k: float = Field(10.0, gt=1)  # a hang: no step for hang_k x the median step time
+    max_restarts: int = Field(2, ge=0)  # hang or kill restarts (from the last good checkpoint) within one attempt
+    startup_s: float = Field(300.0, gt=0)  # allowed before the first step, and while checkpointing / evaluating
+    threads: int = Field(0, ge=0)  # torch intra-op threads (OMP_NUM_THREADS; 0: torch's default)
+    run_timeout_s: float = Field(7200.0, gt=0)
+    sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, value: str) -> str:
+        if value not in PRECISIONS:
+            raise ValueError(f"bad training precision {value} (expected: {', '.join(PRECISIONS)})")
+        return value

@@ -1,0 +1,187 @@
+"""The training stage: train the package's model on the corpus it was registered with, from a
+trusted baseline, resumable and guarded.
+
+run: a model without a training job is skipped with the reason. Otherwise it renders train.py (a
+thin wrapper of ab_runtime.train), the two configs and the corpus copy into the package, syncs the
+device profile's environment, runs the baseline contract (target vs CPU float32 reference, K
+steps, the framework's table), then the training run under the hang watch
+(ab_runtime.train.supervise: a hang or a kill is resumed from the last good checkpoint; under
+torchrun with `training.processes` > 1), draws the loss curve and proposes the figures. A paradigm
+the harness refuses, a failed contract or a guard's stop (NaN / inf, a spike, a full disk) is a
+failed outcome with the diagnosis.
+gate: training/scripts/check_training.py, a separate process that recomputes the verdicts from
+the saved logs with the framework's code and re-runs a step from the last checkpoint.
+
+It is a timed stage (ascendbridge/runtime/placement.py TIMED_STAGES): the device pool gives it a
+device (or a CPU-only host's core slot) to itself, because a training run fills a card's memory
+and its tokens/s is a measurement; the pool hands one device per job, so more than one process is
+a CPU (gloo) run, refused on an accelerator.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ascendbridge.board.records import TrainingJob
+from ascendbridge.envmode import use_model_env
+from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.package import uv_env
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.train_files import RUN_DIR
+from ascendbridge.runtime.process import CommandResult
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
+from ascendbridge.stage_inputs import run_with_inputs
+from training.figures import FIGURES_FILE, LOSS_CURVE, draw, step_log, training_figures
+from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, config_text, render_package
+from training.settings import TrainingSettings
+
+CHECKER = Path(__file__).resolve().parent / "scripts" / "check_training.py"
+GATE_TIMEOUT_S = 3600.0
+VENV_PYTHON = ".venv/bin/python"  # the package's environment, locked or system mode alike
+
+
+def _failed(summary: str, rule: str, **extra: Any) -> StageOutcome:
+    return StageOutcome("failed", summary, diagnosis={"rule": rule, "summary": summary, **extra})
+
+
+def model_dir(spec: AdaptationSpec) -> str:
+    """The local directory of the model's config (and weights): its path, or its Hub snapshot."""
+    model = spec.model
+    if model.source == "local" and model.path:
+        return str(Path(model.path).resolve())
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(model.model_id, revision=model.revision, cache_dir=model.path if model.source == "hf-cache"
+                             else None, local_files_only=model.source == "hf-cache",
+                             allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt"])
+
+
+def train_command(settings: TrainingSettings) -> list[str]:
+    """The training command the hang watch runs (and restarts with --resume)."""
+    launcher = [VENV_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                str(settings.processes)] if settings.processes > 1 else [VENV_PYTHON]
+    return [*launcher, TRAIN_PY, "train", "--config", TRAIN_CONFIG, "--out", RUN_DIR]
+
+
+def _prepare_run_dir(directory: Path, train_config: dict[str, Any]) -> bool:
+    """Keep an unfinished run of the same config (the next attempt resumes it); start afresh otherwise.
+    True when a run is resumed."""
+    run = directory / RUN_DIR
+    recorded = run / "config.json"
+    unfinished = (run / "checkpoints").is_dir() and not (run / "train_result.json").exists()
+    if unfinished and recorded.is_file() and recorded.read_text() == config_text(train_config):
+        return True
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir(parents=True)
+    recorded.write_text(config_text(train_config))
+    return False
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+class TrainingStage:
+    name = "training"
+
+    def run(self, ctx: StageContext) -> StageOutcome:
+        job = ctx.model.training
+        if job is None:
+            return StageOutcome("skipped", "no training job registered for this model "
+                                           "(board_ops.py register_model ... --train-data PATH)")
+        return run_with_inputs(ctx, TrainingSettings, "training_setup",
+                               lambda c, s, spec: self._run(c, s, spec, job))
+
+    def _run(self, ctx: StageContext, settings: TrainingSettings, spec: AdaptationSpec, job: TrainingJob) -> StageOutcome:
+        if settings.processes > 1 and settings.device != "cpu":
+            return _failed(f"{settings.processes} processes on {settings.device}: the device pool gives a training "
+                           "job one device; more processes are a CPU (gloo) run", "training_processes_refused",
+                           retryable=False)
+        if not Path(job.data).is_file():
+            return _failed(f"training data {job.data} is gone", "training_data_missing", retryable=False)
+        directory = ctx.adaptation_dir
+        try:
+            written = render_package(directory, spec.model.model_id, model_dir(spec), job, settings)
+        except Exception as exc:  # the Hub, the disk: any failure to prepare is this one rule
+            return _failed(f"preparing the training package failed: {exc}", "training_setup")
+        resumed = _prepare_run_dir(directory, written[TRAIN_CONFIG])
+        ctx.say(f"{TRAIN_PY} rendered ({job.method}, {job.steps} steps on {Path(job.data).name}); syncing the "
+                f"{settings.profile} environment")
+        sync = uv_env.sync(directory, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
+        if not sync.ok:
+            return _failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
+        env = {"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {}
+        if not resumed:
+            ctx.say(f"baseline contract: {settings.contract_steps} steps, {settings.device} {settings.precision} "
+                    "vs CPU float32")
+            baseline = uv_env.run_in_env(directory, [TRAIN_PY, "contract", "--config", CONTRACT_CONFIG, "--out", RUN_DIR],
+                                         timeout_s=settings.run_timeout_s, log=ctx.log, env=env)
+            problem = self._contract_problem(baseline)
+            if problem is not None:
+                return problem
+        else:
+            ctx.say("resuming the unfinished run from its last good checkpoint")
+        watch = ["-m", "ab_runtime.train.supervise", "--out", RUN_DIR, "--k", str(settings.hang_k),
+                 "--max-restarts", str(settings.max_restarts), "--startup-s", str(settings.startup_s), "--",
+                 *train_command(settings), *(["--resume"] if resumed else [])]
+        command = uv_env.run_in_env(directory, watch, timeout_s=settings.run_timeout_s, log=ctx.log, env=env)
+        run = directory / RUN_DIR
+        result, stopped = _read(run / "train_result.json"), _read(run / "stopped.json")
+        supervision = _read(run / "supervision.json") or {}
+        if stopped:
+            return _failed(f"training stopped at step {stopped.get('step')}: {stopped.get('summary')}",
+                           f"training_{stopped.get('rule', 'stopped')}", stop=stopped, supervision=supervision)
+        if not command.ok or not result:
+            error = (uv_env.parse_result(command.output) or {}).get("error") or (
+                "timed out" if command.timed_out else f"exit {command.exit_code}")
+            return _failed(f"training failed: {error}", "training_run_failed", log_tail=command.tail(30),
+                           supervision=supervision)
+        steps = step_log(run)
+        contract = _read(run / "contract.json") or {}
+        draw(run, run / LOSS_CURVE)
+        figures = training_figures(result, steps, contract, supervision)
+        (run / FIGURES_FILE).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")  # the gate recomputes it
+        evaluation = result["evaluation"]["verdict"]
+        summary = (f"{result['method']} {result['paradigm']} on {result['device']['kind']} {result['precision']}, "
+                   f"{result['strategy']} x{result['world']}: loss {figures['loss_first']:.4f} -> "
+                   f"{figures['loss_last']:.4f} in {result['steps']} steps; held-out {evaluation['verdict']} "
+                   f"({result['evaluation']['before']['loss']:.4f} -> {result['evaluation']['after']['loss']:.4f}); "
+                   f"contract {'passed' if contract.get('verdict', {}).get('passed') else 'FAILED'}; "
+                   f"{figures['tokens_per_s']:.0f} tokens/s; {supervision.get('hangs', 0)} hang(s), "
+                   f"{supervision.get('restarts', 0)} restart(s)")
+        outcome_result = {"run_dir": RUN_DIR, "method": result["method"], "paradigm": result["paradigm"],
+                          "strategy": result["strategy"], "evaluation": evaluation["verdict"],
+                          "checkpoint": result["checkpoint"], "loss_curve": f"{RUN_DIR}/{LOSS_CURVE}"}
+        metrics = [FigureSet(figures, device=result["device"]["kind"], dtype=result["precision"],
+                             units={"tokens_per_s": "tokens/s", "step_time_s": "s", "peak_memory_bytes": "B"})]
+        return StageOutcome("done", summary, result=outcome_result, metrics=metrics)
+
+    @staticmethod
+    def _contract_problem(contract: CommandResult) -> StageOutcome | None:
+        """None when the baseline contract passed; else the failed outcome (a refusal is not retried)."""
+        result = uv_env.parse_result(contract.output) or {}
+        if contract.ok and result.get("ok"):
+            return None
+        if contract.exit_code == 2:  # bad input: an architecture outside the paradigms, a corpus it cannot read
+            return _failed(f"training refused: {result.get('error') or contract.tail(1)}", "training_refused",
+                           retryable=False)
+        verdict = result.get("verdict")
+        if verdict:
+            failing = [c["name"] for c in verdict["checks"] if not c["passed"]]
+            return _failed(f"baseline contract failed: {', '.join(failing)}", "training_contract_failed",
+                           failing_checks=failing, checks=verdict["checks"])
+        error = result.get("error") or ("timed out" if contract.timed_out else f"exit {contract.exit_code}")
+        return _failed(f"baseline contract did not run: {error}", "training_contract_error", log_tail=contract.tail(30))
+
+    def gate(self, ctx: StageContext) -> GateResult:
+        use_model_env(ctx.model)
+        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+
+
+TRAINING_STAGE = TrainingStage()
