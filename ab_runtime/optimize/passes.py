@@ -287,7 +287,7 @@ def _verdict_row(verdict: dict[str, Any]) -> dict[str, Any]:
                                     "cached")}
 
 
-def _contracted_swap(pass_name: str, find: Callable[[torch.nn.Module], list[torch.nn.Module]],
+def contracted_swap(pass_name: str, find: Callable[[torch.nn.Module], list[torch.nn.Module]],
                      fn: Callable[[torch.nn.Module], int], width: Callable[[torch.nn.Module], int],
                      label: str) -> Callable[[Build], None]:
     """A module swap held to the operator acceptance contract before it takes effect: each module
@@ -312,9 +312,9 @@ def _contracted_swap(pass_name: str, find: Callable[[torch.nn.Module], list[torc
 def _apply_rotary(build: Build) -> None:
     """The patch is installed inert; it takes effect (rotary_active around each call) only when the
     contract accepts it for this modeling module and dtype."""
-    if not npu_swaps.install_rotary(build.model):
-        return
     modeling = npu_swaps.rotary_module(build.model)
+    if modeling is None or not npu_swaps.install_rotary(build.model):
+        return
     dtype, device = acceptance.dtype_of(build.model)
     heads = getattr(getattr(build.model, "config", None), "num_attention_heads", None)
     verdict = acceptance.rotary_verdict(modeling, modeling.apply_rotary_pos_emb._ab_original, dtype, device,
@@ -472,11 +472,11 @@ CATALOGUE: tuple[Pass, ...] = (
          _fp32_baseline, _cast(torch.bfloat16)),
     Pass("npu_rms_norm", "npu", "module_swap", "rms_norm", "RMSNorm -> torch_npu.npu_rms_norm",
          _needs("rms_norms", "plain RMSNorm modules"),
-         _contracted_swap("npu_rms_norm", npu_swaps.rms_norm_modules, npu_swaps.swap_rms_norm,
+         contracted_swap("npu_rms_norm", npu_swaps.rms_norm_modules, npu_swaps.swap_rms_norm,
                           lambda m: int(m.weight.shape[0]), "RMSNorm modules swapped"), changes_code=True),
     Pass("npu_swiglu", "npu", "module_swap", "swiglu", "SwiGLU MLP -> torch_npu.npu_swiglu",
          _needs("swiglu_mlps", "gate/up/down SiLU MLPs"),
-         _contracted_swap("npu_swiglu", npu_swaps.swiglu_modules, npu_swaps.swap_swiglu,
+         contracted_swap("npu_swiglu", npu_swaps.swiglu_modules, npu_swaps.swap_swiglu,
                           lambda m: int(m.gate_proj.in_features), "SwiGLU MLPs swapped"), changes_code=True),
     Pass("npu_rotary_mul", "npu", "module_swap", "rotary", "apply_rotary_pos_emb -> torch_npu.npu_rotary_mul",
          _rotary_applies, _apply_rotary, changes_code=True),
