@@ -30,6 +30,9 @@ class Build:
     compile_kwargs: dict[str, Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # The operator acceptance contract's verdicts on the replacements the passes applied or refused
+    # (ab_runtime.ops.acceptance; one per replacement, module class and dtype).
+    acceptance: list[dict[str, Any]] = field(default_factory=list)
     # A decode pass's decoder factory `(build, model, encoder_decoder, new_tokens) -> workloads.Decoder`
     # (set by the kind-`decode` passes); None: eager decoding through the model's own KV cache
     # (workloads.HFDecoder).

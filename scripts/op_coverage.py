@@ -75,7 +75,8 @@ def _profile(name: str) -> dict:
 
 
 def _gaps(args: argparse.Namespace) -> int:
-    report = op_gaps.gap_report(_profile(args.adapt), op_table.load_table(args.release, Path(args.data_dir)))
+    profile, table = _profile(args.adapt), op_table.load_table(args.release, Path(args.data_dir))
+    report = op_gaps.gap_report(profile, table)
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
@@ -86,6 +87,9 @@ def _gaps(args: argparse.Namespace) -> int:
     for gap in report["dtype_gaps"]:
         print(f"  {gap['op']}: refuses {', '.join(gap['dtypes'])} (takes {', '.join(gap['takes'])}), in {gap['module']}")
     print(f"{len(report['gaps'])} gap(s), {len(report['dtype_gaps'])} dtype gap(s)")
+    for op, record in profile["ops"].items():  # the release's own dtype checks, as text (table.dtype_checks)
+        for message in table.dtype_checks.get(op.partition(".")[0], []):
+            print(f"  torch_npu checks {op} (used in {', '.join(record.get('dtypes') or [])}): {message}")
     return 0
 
 

@@ -1,10 +1,11 @@
 """Record the ATen operators a model dispatches for its workload, on CPU, as the NPU would see them.
 
-    python -m ab_runtime.ops.record [--spec adaptation.json] [--out op_profile.json] [--new-tokens 3]
+    python -m ab_runtime.ops.record [--spec adaptation.json] [--out op_profile.json] [--new-tokens 3] [--backward]
 
 One untimed pass in the spec's target dtype (the float32 islands kept): the forward of one seeded
 sample, then, for the generating families, a greedy generation of a few tokens (prefill and decode
-steps). The benchmark run records its own target this way after its timed measurement
+steps), and, when the model is trained (`--backward`), one training step: its forward in train
+mode and its backward, whose ops are attributed to the modules whose forward created them. The benchmark run records its own target this way after its timed measurement
 (`record_target`, `accuracy_run.py --op-profile`); the command line builds the model on CPU itself. A TorchDispatchMode sees every op below autograd and below the composite ops ATen itself
 decomposes; per op it keeps the calls, the module path that issued it (the innermost module whose
 forward was running), the dtypes and input shapes seen, its CPU time (exclusive: the mode is off
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 PROFILE_FORMAT = "ascendbridge.op_profile/1"
@@ -43,6 +45,7 @@ CPU_KERNELS: dict[str, str | None] = {
 COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 MAX_SHAPES = 6  # distinct input-shape signatures kept per op
 MAX_MODULES = 5  # issuing module paths kept per op (most calls first)
+LABELLED_FAMILIES = ("causal_lm", "masked_lm")  # the training step's loss is the model's own, inputs as labels
 
 
 def op_name(func: Any) -> str:
@@ -155,13 +158,78 @@ def module_paths(model: torch.nn.Module, recorder: OpRecorder) -> Iterator[None]
             handle.remove()
 
 
-def record(model: torch.nn.Module, phases: list[tuple[str, Callable[[], Any]]]) -> OpRecorder:
-    """Run each (phase, call) once under the recorder, with module paths."""
+class GradFnPaths(TorchFunctionMode):
+    """Tags the autograd nodes each torch function creates with the module path issuing it (the
+    output's node and the untagged nodes behind it: those a function such as attention creates
+    inside itself); a node's pre-hook puts its path on `recorder.stack` while its backward runs,
+    so the backward's ops are attributed to the module whose forward created them."""
+
+    def __init__(self, recorder: OpRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        stack = self.recorder.stack
+        path = stack[-1] if stack else "(model)"
+
+        def enter(_grads: Any) -> None:
+            stack.append(path)
+
+        def leave(_grad_in: Any, _grad_out: Any) -> None:
+            if stack:
+                stack.pop()
+
+        todo = [t.grad_fn for t in tensors_in(out)]
+        while todo:
+            node = todo.pop()
+            # a leaf's gradient accumulator outlives the step: left untagged
+            if node is None or "ab_path" in node.metadata or node.name().endswith("AccumulateGrad"):
+                continue
+            node.metadata["ab_path"] = path
+            node.register_prehook(enter)
+            node.register_hook(leave)
+            todo.extend(n for n, _ in node.next_functions)
+        return out
+
+
+@contextmanager
+def trainable(model: torch.nn.Module) -> Iterator[None]:
+    """The model in train mode with gradients on every floating parameter for one step; its mode,
+    requires_grad flags and (absent) gradients are put back afterwards."""
+    was_training = model.training
+    params = [p for p in model.parameters() if p.is_floating_point()]
+    flags = [p.requires_grad for p in params]
+    model.train()
+    for p in params:
+        p.requires_grad_(True)
+    try:
+        with torch.enable_grad():
+            yield
+    finally:
+        for p, flag in zip(params, flags):
+            p.grad = None
+            p.requires_grad_(flag)
+        model.train(was_training)
+
+
+def record(model: torch.nn.Module, phases: list[tuple[str, Callable[[], Any]]],
+           train_step: Callable[[], torch.Tensor] | None = None) -> OpRecorder:
+    """Run each (phase, call) once under the recorder, with module paths; then, for a training
+    workload, `train_step()` (the loss of one batch, model in train mode: phase `training`) and
+    its backward (phase `backward`, ops attributed to the modules that created their nodes)."""
     recorder = OpRecorder()
     with torch.no_grad(), module_paths(model, recorder), recorder:  # not inference_mode: composites decompose
         for phase, call in phases:
             recorder.phase = phase
             call()
+    if train_step is not None:
+        with trainable(model), module_paths(model, recorder), recorder:
+            recorder.phase = "training"
+            with GradFnPaths(recorder):
+                loss = train_step()
+            recorder.phase = "backward"
+            loss.backward()
     return recorder
 
 
@@ -178,10 +246,30 @@ def profile(recorder: OpRecorder, about: dict[str, Any]) -> dict[str, Any]:
     return {"format": PROFILE_FORMAT, **about, "total_cpu_ms": round(total, 4), "ops": ops}
 
 
+def training_loss(task_family: str, run: Callable[[dict[str, Any]], Any],
+                  inputs: dict[str, Any]) -> Callable[[], torch.Tensor]:
+    """One batch's loss for the recorded training step: the model's own loss with the inputs as
+    labels for the language-model families (causal and masked LM: cross-entropy and its backward),
+    else the mean of the first floating output (a stand-in: a trainer's loss adds its own ops)."""
+    def step() -> torch.Tensor:
+        if task_family in LABELLED_FAMILIES and "input_ids" in inputs:
+            out = run({**inputs, "labels": inputs["input_ids"]})
+            if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
+                return out["loss"]
+        else:
+            out = run(inputs)
+        first = next((t for t in tensors_in(out) if t.is_floating_point() and t.requires_grad), None)
+        if first is None:
+            raise ValueError("the model's training forward returned no floating output with a gradient")
+        return first.float().mean()
+    return step
+
+
 def record_build(spec: Any, build: Any, inputs: dict[str, Any], workload_name: str, new_tokens: int,
-                 device: str = "cpu") -> dict[str, Any]:
+                 device: str = "cpu", backward: bool = False) -> dict[str, Any]:
     """The op profile of a built model (`ab_runtime.build.Build`, in the dtype it computes in):
-    one forward of `inputs` and, for a generating workload, `new_tokens` greedy tokens."""
+    one forward of `inputs`, for a generating workload `new_tokens` greedy tokens, and when the
+    model is trained (`backward`) one training step's forward and backward (training_loss)."""
     from .. import build as ab_build
     from .. import workloads
     from ..inputs import forward_flags
@@ -194,22 +282,25 @@ def record_build(spec: Any, build: Any, inputs: dict[str, Any], workload_name: s
         enc_dec = spec.task_family in workloads.ENCODER_DECODER_FAMILIES
         decoder = workloads.HFDecoder(build, model, enc_dec)
         phases.append(("generation", lambda: workloads.generate(decoder, inputs, new_tokens, lambda: None, enc_dec)))
-    recorder = record(model, phases)
+    train_step = training_loss(spec.task_family, run, inputs) if backward else None
+    recorder = record(model, phases, train_step)
+    names = [p for p, _ in phases] + (["training", "backward"] if backward else [])
     return profile(recorder, {"model_id": spec.model_id, "task_family": spec.task_family, "dtype": build.accuracy_dtype,
-                              "device": device, "workload": workload_name, "phases": [p for p, _ in phases],
+                              "device": device, "workload": workload_name, "phases": names,
                               "new_tokens": new_tokens if generating else 0, "torch": torch.__version__})
 
 
-def record_target(session: Any, target: Any, new_tokens: int = 3) -> dict[str, Any]:
+def record_target(session: Any, target: Any, new_tokens: int = 3, backward: bool = False) -> dict[str, Any]:
     """The profile of a benchmark run's target (harness.Session and its Build), on sample 0: the
     run's own model, so recording costs one untimed pass and no second load or copy."""
     from .. import build as ab_build
 
     inputs = ab_build.prepare_inputs(session.samples[0], session.choice.torch_device, target)
-    return record_build(session.spec, target, inputs, session.workload.name, new_tokens, session.choice.kind)
+    return record_build(session.spec, target, inputs, session.workload.name, new_tokens, session.choice.kind,
+                        backward)
 
 
-def record_workload(spec_path: Path, new_tokens: int) -> dict[str, Any]:
+def record_workload(spec_path: Path, new_tokens: int, backward: bool = False) -> dict[str, Any]:
     """The model's op profile for its workload, on CPU in the spec's target dtype (module docstring)."""
     from .. import build as ab_build
     from .. import device as ab_device
@@ -228,7 +319,7 @@ def record_workload(spec_path: Path, new_tokens: int) -> dict[str, Any]:
     inputs = ab_build.prepare_inputs(family.build_inputs(model, loaded.config, spec.recipe, spec.recipe.seed),
                                      "cpu", build)
     workload = workloads.resolve(spec.task_family, spec.workload, None)
-    return record_build(spec, build, inputs, workload.name, new_tokens)
+    return record_build(spec, build, inputs, workload.name, new_tokens, backward=backward)
 
 
 def main(argv: list[str]) -> int:
@@ -241,10 +332,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--out", default="op_profile.json")
     p.add_argument("--new-tokens", type=int, default=3, help="generated tokens recorded (generating families)")
+    p.add_argument("--backward", action="store_true",
+                   help="the model is trained: record one training step's forward and backward too")
     args = p.parse_args(argv)
 
     def run() -> dict[str, Any]:
-        data = record_workload(Path(args.spec), args.new_tokens)
+        data = record_workload(Path(args.spec), args.new_tokens, args.backward)
         write_text_atomic(Path(args.out), json.dumps(data, indent=1) + "\n")
         print(f"{len(data['ops'])} ops recorded ({', '.join(data['phases'])}) -> {args.out}", flush=True)
         return {"ok": True, "ops": len(data["ops"]), "profile": args.out, "error": None}

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from ..device import DeviceChoice, torchair_module
+from ..ops import acceptance
 from ..workload_figures import divergence
 from . import npu_swaps
 
@@ -218,7 +219,9 @@ def _torchair(mode: str | None) -> Callable[[torch.nn.Module, dict[str, Any]], t
 
 
 def _fused_attention(model: torch.nn.Module, kwargs: dict[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
-    if not npu_swaps.swap_decode_attention(model):
+    """The decode attention swap, judged by the operator acceptance contract before any call runs
+    it (acceptance.attention_swap: refused, the model's attention is put back and it raises)."""
+    if acceptance.attention_swap("npu_fused_infer_attention", model, npu_swaps.swap_decode_attention) is None:
         raise RuntimeError("npu_fused_infer_attention: the installed operator takes neither `scale` nor `scale_value`")
     return model, dict(kwargs)
 

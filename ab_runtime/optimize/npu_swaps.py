@@ -88,8 +88,45 @@ def _reference_rotary_mul(x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, r
     return r1 * x + r2 * torch.cat((-x2, x1), dim=-1)
 
 
+def _reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                         scale: float) -> torch.Tensor:
+    """softmax(q k^T * scale, True = masked out) v in float32 on BNSD inputs, key/value heads
+    grouped (native GQA); a fully masked row attends nothing."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    return (torch.softmax(scores, -1).nan_to_num(0.0) @ v.float()).to(q.dtype)
+
+
+def _reference_fusion_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num: int,
+                                input_layout: str, *, atten_mask: torch.Tensor | None = None, scale: float = 1.0,
+                                keep_prob: float = 1.0, sparse_mode: int = 0, **_: Any) -> tuple[Any, None, None]:
+    if input_layout != "BNSD" or keep_prob != 1.0 or sparse_mode not in (0, 2, 3):
+        raise ValueError("the CPU reference of npu_fusion_attention covers BNSD, keep_prob 1, sparse_mode 0 / 2 / 3")
+    if sparse_mode in (2, 3):  # the compressed mask stands for leftUpCausal (2) / rightDownCausal (3)
+        s1, s2 = query.shape[2], key.shape[2]
+        atten_mask = torch.ones(s1, s2, dtype=torch.bool, device=query.device).triu(1 if sparse_mode == 2 else 1 + s2 - s1)
+    return _reference_attention(query, key, value, atten_mask, scale), None, None
+
+
+def _reference_fused_infer_attention_score(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
+                                           atten_mask: torch.Tensor | None = None, num_heads: int = 1,
+                                           scale: float | None = None, scale_value: float | None = None,
+                                           input_layout: str = "BSH", num_key_value_heads: int = 0,
+                                           **_: Any) -> tuple[Any, None]:
+    """Both releases' scale keyword (`scale`: 7.0.0, `scale_value`: 6.0.0) are taken."""
+    if input_layout != "BNSD":
+        raise ValueError("the CPU reference of npu_fused_infer_attention_score covers BNSD only")
+    factor = scale if scale is not None else scale_value if scale_value is not None else 1.0
+    return _reference_attention(query, key, value, atten_mask, factor), None
+
+
 CPU_REFERENCE = types.SimpleNamespace(npu_rms_norm=_reference_rms_norm, npu_swiglu=_reference_swiglu,
-                                      npu_rotary_mul=_reference_rotary_mul)
+                                      npu_rotary_mul=_reference_rotary_mul,
+                                      npu_fusion_attention=_reference_fusion_attention,
+                                      npu_fused_infer_attention_score=_reference_fused_infer_attention_score)
 # A plain module-level stack, not a ContextVar: the swaps run inside torch.compile'd graphs, and
 # dynamo traces a global's value but cannot trace ContextVar.get().
 CPU_REFERENCE_ACTIVE: list[Any] = []
@@ -196,6 +233,7 @@ def install_rotary(model: torch.nn.Module) -> bool:
         return npu.npu_rotary_mul(q, c, s), npu.npu_rotary_mul(k, c, s)
 
     apply_rotary_pos_emb._ab_npu_rotary = True  # type: ignore[attr-defined]
+    apply_rotary_pos_emb._ab_original = original  # type: ignore[attr-defined]  # what the contract compares with
     module.apply_rotary_pos_emb = apply_rotary_pos_emb  # type: ignore[attr-defined]  # a transformers modeling module, typed as a bare ModuleType
     return True
 
@@ -217,7 +255,7 @@ def _causal_mask(device: torch.device) -> torch.Tensor:
     return _CAUSAL_MASKS[device]
 
 
-def _original_attention(module: torch.nn.Module) -> Callable[..., Any]:
+def original_attention(module: torch.nn.Module) -> Callable[..., Any]:
     """The attention function the model used before the swap (eager: its modeling module's own)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -248,7 +286,7 @@ def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
     aligned, which is sparse_mode 2 (leftUpCausal).
     """
     if not fused_attention_supported(module, query, key, attention_mask, dropout, kwargs):
-        return _original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
+        return original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
                                            dropout=dropout, **kwargs)
     heads, q_len, k_len, head_dim = query.shape[1], query.shape[2], key.shape[2], query.shape[3]
     is_causal = kwargs.get("is_causal")
@@ -315,7 +353,7 @@ def fused_infer_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
     `scale_keyword` is resolved once when the swap is installed (swap_decode_attention), never per
     call, so a graph capture of the decode step (torchair) has nothing to inspect at run time."""
     if not fused_infer_supported(module, query, key, attention_mask, dropout, kwargs):
-        return _original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
+        return original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
                                            dropout=dropout, **kwargs)
     mask = None
     if attention_mask is not None:  # transformers: bool True = attend, or additive float; the op: True = masked

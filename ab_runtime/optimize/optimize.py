@@ -44,6 +44,7 @@ from .. import RESULT_MARKER, accuracy_standard, harness, pairstats, workloads
 from .. import build as ab_build
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
+from ..ops import acceptance
 from ..result import run_main
 from ..workload_figures import divergence
 from . import decode_passes, passes, quick
@@ -162,6 +163,11 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
                 figures = timed(base_fn, fn)
             except harness.HarnessError:
                 raise
+            except acceptance.ReplacementRefused as exc:  # the contract refused every replacement: not applied
+                row.update(measured=False, kept=False, reason=f"not applied: {exc}")
+                rows.append(row)
+                harness.say(f"pass {p.name}: {row['reason']}")
+                continue
             except Exception as exc:  # a pass that cannot run on this model is rejected, not fatal
                 first_line = str(exc).splitlines()[0] if str(exc) else ""
                 row.update(measured=False, kept=False, reason=f"failed to apply or run: {type(exc).__name__}: {first_line}")
@@ -172,6 +178,8 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
             row.update(measured=True, kept=keep, reason=reason, accuracy=acc, paired=figures,
                        cold_start={"build_s": build_s, "first_call_ms": first,
                                    "baseline_first_call_ms": base_first})
+            if b.acceptance:
+                row["acceptance"] = b.acceptance
             if keep:
                 built[p.name] = fn
         rows.append(row)

@@ -32,6 +32,7 @@ import torch
 from .. import workloads
 from ..build import DTYPE_NAMES, Build
 from ..errors import RuntimeDiagnosis
+from ..ops import acceptance
 from . import decode_passes, npu_swaps
 
 CPU_BF16_ENV = "ASCENDBRIDGE_CPU_BF16"  # native | none: override the CPU bf16 probe (tests, diagnosis)
@@ -279,16 +280,59 @@ def _apply_task_queue(build: Build) -> None:
     build.env["TASK_QUEUE_ENABLE"] = "2"
 
 
-def _swap(fn: Callable[[torch.nn.Module], Any], label: str) -> Callable[[Build], None]:
+def _verdict_row(verdict: dict[str, Any]) -> dict[str, Any]:
+    """What a pass row keeps of a contract verdict (the samples stay out of the notes)."""
+    return {k: verdict[k] for k in ("pass", "judged", "dtype", "device", "replacement", "accepted", "reasons", "samples",
+                                    "failed", "max_abs", "mere", "mare", "rmse", "min_within_share", "seconds",
+                                    "cached")}
+
+
+def contracted_swap(pass_name: str, find: Callable[[torch.nn.Module], list[torch.nn.Module]],
+                     fn: Callable[[torch.nn.Module], int], width: Callable[[torch.nn.Module], int],
+                     label: str) -> Callable[[Build], None]:
+    """A module swap held to the operator acceptance contract before it takes effect: each module
+    class (in the dtype it computes in) is judged once per process (acceptance.swap_verdict); only
+    the modules of accepted classes are swapped, and a pass with none accepted is not applied."""
     def apply(build: Build) -> None:
-        result = fn(build.model)
-        build.notes.append(f"{label}: {result}")
+        verdicts: dict[type, dict[str, Any]] = {}
+        for module in find(build.model):
+            if type(module) not in verdicts:
+                verdicts[type(module)] = acceptance.swap_verdict(pass_name, module, fn, width(module))
+                build.acceptance.append(_verdict_row(verdicts[type(module)]))
+        refused = [f"{cls.__name__} refused by the operator acceptance contract: {'; '.join(v['reasons'])}"
+                   for cls, v in verdicts.items() if not v["accepted"]]
+        accepted = [m for m in find(build.model) if verdicts[type(m)]["accepted"]]
+        if refused and not accepted:  # nothing accepted: the pass is not applied (the search's row says why)
+            raise acceptance.ReplacementRefused(f"{pass_name}: {'; '.join(refused)}")
+        swapped = sum(fn(m) for m in accepted)
+        build.notes.append(f"{label}: {swapped}" + (f" ({'; '.join(refused)})" if refused else ""))
     return apply
 
 
 def _apply_rotary(build: Build) -> None:
-    if npu_swaps.install_rotary(build.model):
-        build.contexts.append(npu_swaps.rotary_active)
+    """The patch is installed inert; it takes effect (rotary_active around each call) only when the
+    contract accepts it for this modeling module and dtype."""
+    modeling = npu_swaps.rotary_module(build.model)
+    if modeling is None or not npu_swaps.install_rotary(build.model):
+        return
+    dtype, device = acceptance.dtype_of(build.model)
+    heads = getattr(getattr(build.model, "config", None), "num_attention_heads", None)
+    verdict = acceptance.rotary_verdict(modeling, modeling.apply_rotary_pos_emb._ab_original, dtype, device,
+                                        heads if isinstance(heads, int) else 2)
+    build.acceptance.append(_verdict_row(verdict))
+    if not verdict["accepted"]:
+        raise acceptance.ReplacementRefused("npu_rotary_mul: apply_rotary_pos_emb refused by the operator acceptance "
+                                            f"contract: {'; '.join(verdict['reasons'])}")
+    build.contexts.append(npu_swaps.rotary_active)
+
+
+def _apply_fusion_attention(build: Build) -> None:
+    """The attention implementation switched to npu_fusion_attention, judged by the contract first
+    (acceptance.attention_swap puts the model's own back and raises when refused)."""
+    verdict = acceptance.attention_swap("npu_fusion_attention", build.model, npu_swaps.swap_attention)
+    if verdict is not None:
+        build.acceptance.append(_verdict_row(verdict))
+    build.notes.append(f"attention implementation set: {verdict is not None}")
 
 
 def _apply_torchair(build: Build) -> None:
@@ -427,18 +471,33 @@ CATALOGUE: tuple[Pass, ...] = (
     Pass("npu_bf16", "npu", "precision", "precision", "weights and float inputs cast to bfloat16",
          _fp32_baseline, _cast(torch.bfloat16)),
     Pass("npu_rms_norm", "npu", "module_swap", "rms_norm", "RMSNorm -> torch_npu.npu_rms_norm",
-         _needs("rms_norms", "plain RMSNorm modules"), _swap(npu_swaps.swap_rms_norm, "RMSNorm modules swapped"),
-         changes_code=True),
+         _needs("rms_norms", "plain RMSNorm modules"),
+         contracted_swap("npu_rms_norm", npu_swaps.rms_norm_modules, npu_swaps.swap_rms_norm,
+                          lambda m: int(m.weight.shape[0]), "RMSNorm modules swapped"), changes_code=True),
     Pass("npu_swiglu", "npu", "module_swap", "swiglu", "SwiGLU MLP -> torch_npu.npu_swiglu",
-         _needs("swiglu_mlps", "gate/up/down SiLU MLPs"), _swap(npu_swaps.swap_swiglu, "SwiGLU MLPs swapped"),
-         changes_code=True),
+         _needs("swiglu_mlps", "gate/up/down SiLU MLPs"),
+         contracted_swap("npu_swiglu", npu_swaps.swiglu_modules, npu_swaps.swap_swiglu,
+                          lambda m: int(m.gate_proj.in_features), "SwiGLU MLPs swapped"), changes_code=True),
     Pass("npu_rotary_mul", "npu", "module_swap", "rotary", "apply_rotary_pos_emb -> torch_npu.npu_rotary_mul",
          _rotary_applies, _apply_rotary, changes_code=True),
     Pass("npu_fusion_attention", "npu", "module_swap", "attention", "attention -> torch_npu.npu_fusion_attention",
-         _low_precision_attention, _swap(npu_swaps.swap_attention, "attention implementation set"), changes_code=True),
+         _low_precision_attention, _apply_fusion_attention, changes_code=True),
     Pass("npu_torchair_compile", "npu", "compile", "compile", "torch.compile with torchair.get_npu_backend()",
          _always, _apply_torchair),
 ) + _decode_catalogue()
+# How each pass that replaces computation is held to account (docs/operators.md, "Every replacement"):
+# `contract` passes run the operator acceptance contract before the swap takes effect; the others
+# replace computation with PyTorch's, torch_npu's or a compiler's own kernels, or are lossy by design
+# (int8), and are judged on the model's outputs by the optimization accuracy budget (and, for
+# decode passes, the greedy tokens), as every pass also is.
+CONTRACT = "contract"
+BUDGET = "budget"
+REPLACEMENT_STANDARD: dict[str, str] = {
+    "npu_rms_norm": CONTRACT, "npu_swiglu": CONTRACT, "npu_rotary_mul": CONTRACT, "npu_fusion_attention": CONTRACT,
+    "cpu_int8_dynamic": BUDGET,  # int8 weights are lossy by design: no float operator threshold applies
+    "cuda_sdpa": BUDGET, "cpu_compile": BUDGET, "cuda_compile_cudagraphs": BUDGET, "npu_torchair_compile": BUDGET,
+    **{dp.name: BUDGET for dp in decode_passes.CATALOGUE}, "npu_fused_infer_attention": CONTRACT,
+}
 EXTRA_PASSES_ENV = "AB_RUNTIME_EXTRA_PASSES"
 
 

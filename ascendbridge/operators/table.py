@@ -16,6 +16,11 @@ Two sources, both read from the wheel's zip:
   `wrapper_<Key>__<name>` exists and `name` is a string of its own there or declared in the YAML.
 The table is the union, each op with where it was found; `data/torch_npu-<version>.json` holds it
 with the wheel's URL and sha256 (scripts/op_coverage.py build-table regenerates it).
+Dtypes: the wheel carries no list of the dtypes a kernel takes (those checks live in CANN's
+kernels). What it does carry is torch_npu's own dtype-check messages in the library's read-only
+data; the few that name their op first (`bmm is not support int8 dtype`, `logspace only support
+float32 and float16, given type is `) are kept per op as `dtype_checks`: text for a reader, never
+turned into a dtype list (a message says what one code path refuses, not all that a kernel takes).
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ _OVERLOAD = re.compile(r"[A-Za-z0-9_]+")
 # `_GLOBAL__N_1` (an anonymous namespace) ends in a digit that is no part of the length after it.
 _WRAPPER = re.compile(rb"(?:_GLOBAL__N_1)?(\d+)wrapper_(" + b"|".join(k.encode() for k in NPU_KEYS) + rb")_")
 _PLAIN_WRAPPER = re.compile(r"^wrapper_(" + "|".join(NPU_KEYS) + r")_([A-Za-z0-9_]+)$")
+# A dtype-check message naming its op first: `<op> [input...] only support(s|ed) / is not support /
+# must be ...` and a dtype (torch_npu's TORCH_CHECK texts).
+_DTYPE_CHECK = re.compile(r"^([A-Za-z0-9_]+)(?: input\w*)? (?:only supports?|only supported|is not support|must be)\b"
+                          r".{0,60}\b(?:float16|bfloat16|float32|float|half|int8|int32|int64|double|fp64|"
+                          r"floating-point|dtypes?)\b", re.I)
 
 
 class TableError(Exception):
@@ -60,6 +70,8 @@ class OpTable:
     # op -> the dtypes its kernel takes, where known (a wheel carries no such lists: empty for
     # tables built from one; the gap report checks dtypes only for the ops listed here)
     dtypes: dict[str, list[str]] = field(default_factory=dict)
+    # op base name -> torch_npu's dtype-check messages that name it (dtype_checks; text, not a list)
+    dtype_checks: dict[str, list[str]] = field(default_factory=dict)
 
     def has(self, op: str) -> bool:
         """True when the release registers `op` (`name` or `name.overload`) for the NPU."""
@@ -73,7 +85,8 @@ class OpTable:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": TABLE_FORMAT, "release": self.release, "source": self.source, "counts": self.counts(),
-                "dtypes": self.dtypes, "ops": {o: self.ops[o] for o in sorted(self.ops)},
+                "dtypes": self.dtypes, "dtype_checks": {o: self.dtype_checks[o] for o in sorted(self.dtype_checks)},
+                "ops": {o: self.ops[o] for o in sorted(self.ops)},
                 "custom": sorted(self.custom)}
 
 
@@ -179,6 +192,23 @@ def library_ops(strings: list[bytes], declared: Collection[str] = ()) -> dict[st
     return {op: sorted(where) for op, where in found.items()}
 
 
+def dtype_checks(strings: list[bytes], names: Collection[str]) -> dict[str, list[str]]:
+    """Op base name -> the library's dtype-check messages whose first word is that op (`mm_out`
+    counts as `mm`); messages naming no op (`input must be half or float`) cannot be placed."""
+    found: dict[str, set[str]] = {}
+    for raw in strings:
+        text = raw.decode("ascii", "replace")
+        m = _DTYPE_CHECK.match(text)
+        if m is None:
+            continue
+        first = m.group(1).lower()
+        for name in (first, first.removesuffix("_out")):
+            if name in names:
+                found.setdefault(name, set()).add(text.strip())
+                break
+    return {op: sorted(messages) for op, messages in found.items()}
+
+
 def wheel_version(wheel: zipfile.ZipFile) -> str:
     text = wheel.read(VERSION_PATH).decode()
     m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
@@ -195,7 +225,8 @@ def build_table(wheel_path: Path, url: str | None = None) -> OpTable:
         with zipfile.ZipFile(wheel_path) as wheel:
             version = wheel_version(wheel)
             declared = yaml_ops(wheel.read(YAML_PATH).decode())
-            registered = library_ops(rodata_strings(wheel.read(LIBRARY_PATH)), declared)
+            strings = rodata_strings(wheel.read(LIBRARY_PATH))
+            registered = library_ops(strings, declared)
     except (OSError, zipfile.BadZipFile, KeyError, UnicodeDecodeError) as exc:
         raise TableError(f"{wheel_path.name}: not a readable torch_npu wheel ({exc})") from None
     custom = sorted(op for op, sections in declared.items() if "custom" in sections)
@@ -209,9 +240,10 @@ def build_table(wheel_path: Path, url: str | None = None) -> OpTable:
             ops.setdefault(op, []).extend(where)
     source = {"wheel": wheel_path.name, "sha256": digest, "url": url,
               "derived": f"{YAML_PATH} (sections {', '.join(ATEN_SECTIONS)}) + {LIBRARY_PATH} .rodata* "
-                         "(kernel wrappers of the NPU dispatch keys and their registration literals); "
-                         "ascendbridge/operators/table.py"}
-    return OpTable(version, source, ops, custom)
+                         "(kernel wrappers of the NPU dispatch keys and their registration literals; "
+                         "dtype-check messages that name their op); ascendbridge/operators/table.py"}
+    names = {op.partition(".")[0] for op in [*ops, *custom]}
+    return OpTable(version, source, ops, custom, {}, dtype_checks(strings, names))
 
 
 def table_path(release: str, data_dir: Path = DATA_DIR) -> Path:
@@ -239,7 +271,8 @@ def load_table(release: str, data_dir: Path = DATA_DIR) -> OpTable:
         if data.get("format") != TABLE_FORMAT:
             raise ValueError(f"format {data.get('format')!r}")
         return OpTable(str(data["release"]), dict(data["source"]), {k: list(v) for k, v in data["ops"].items()},
-                       list(data.get("custom") or []), {k: list(v) for k, v in (data.get("dtypes") or {}).items()})
+                       list(data.get("custom") or []), {k: list(v) for k, v in (data.get("dtypes") or {}).items()},
+                       {k: list(v) for k, v in (data.get("dtype_checks") or {}).items()})
     except (ValueError, KeyError, TypeError) as exc:
         raise TableError(f"{path.name}: not an operator table ({exc})") from None
 

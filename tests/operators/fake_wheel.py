@@ -51,6 +51,12 @@ RODATA = [
     "topk",
     "wrapper_NPU_Tensor_nope",  # a wrapper without its registration literal: not an op
     "wrapper_NPU__softmax_backward_data",  # a hand-written wrapper (of `_softmax_backward_data`): not an op
+    # dtype-check messages: placed when they name their op first, else not
+    "mm_out is not support int8 dtype",
+    "topk input only supported Int32, Float16, Float32, but got",
+    "input must be half or float",
+    "add.Tensor overflow in the config",
+    "npu_foo in aclop only support rotary_mode with half, but got ",
 ]
 
 

@@ -30,6 +30,10 @@ def test_the_table_joins_the_yaml_and_the_library(tmp_path: Path) -> None:
     assert table.custom == ["npu_foo"]
     assert table.source["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert table.counts() == {"ops": 6, "yaml": 4, "so": 3, "yaml_only": 3, "so_only": 2, "custom": 1}
+    # the library's dtype-check messages that name their op first, as text; none turned into a dtype list
+    assert table.dtype_checks == {"mm": ["mm_out is not support int8 dtype"],
+                                  "topk": ["topk input only supported Int32, Float16, Float32, but got"]}
+    assert table.dtypes == {}
 
 
 def test_the_library_strings_come_from_rodata_only() -> None:
@@ -52,6 +56,7 @@ def test_the_cli_stores_and_lists_a_table(tmp_path: Path) -> None:
     stored = json.loads((data / "torch_npu-9.9.9.json").read_text())
     assert stored["source"]["url"] == "https://example.invalid/w.whl" and "libtorch_npu.so" in stored["source"]["derived"]
     assert op_table.load_table("9.9.9", data).ops == op_table.build_table(wheel).ops
+    assert op_table.load_table("9.9.9", data).dtype_checks == op_table.build_table(wheel).dtype_checks != {}
     listed = subprocess.run([sys.executable, str(SCRIPT), "--data-dir", str(data), "tables"],
                             capture_output=True, text=True, timeout=120)
     assert "torch_npu 9.9.9" in listed.stdout
@@ -67,3 +72,4 @@ def test_the_pinned_release_is_stored_with_its_source() -> None:
     assert all(table.has(op) for op in ("topk", "sort", "searchsorted.Tensor", "stft", "upsample_bicubic2d",
                                         "scaled_dot_product_attention", "mm", "native_layer_norm"))
     assert not table.has("_scaled_dot_product_flash_attention_for_cpu") and len(table.ops) > 1000
+    assert table.dtype_checks["bmm"] == ["bmm is not support int8 dtype", "bmm_out is not support int8 dtype"]

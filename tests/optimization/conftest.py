@@ -31,9 +31,10 @@ NATIVE, NO_BF16 = {"ASCENDBRIDGE_CPU_BF16": "native"}, {"ASCENDBRIDGE_CPU_BF16":
 STRICT = {"optimization": {"cosine_min": 0.999999, "max_abs_err_scaled_max": 1e-6}}
 KNOWN_COST = Path(__file__).resolve().parent / "inner" / "known_cost_passes.py"
 # The real CPU decode pass, the test-only one of known cost, and one NPU and one CUDA decode pass
-# (listed with the reason they do not apply on this CPU).
+# (listed with the reason they do not apply on this CPU); a test-only module swap the operator
+# acceptance contract refuses (listed as not applied).
 DECODE_PASSES = ("cpu_static_cache_compile,test_cached_decode,test_batch1_decode,npu_static_cache_torchair,"
-                 "cuda_static_cache_cudagraphs")
+                 "cuda_static_cache_cudagraphs,test_refused_swap")
 TINY_GENERATION = WorkloadSpec(name="generation", prompt_len=8, new_tokens=4, batch=2)
 
 

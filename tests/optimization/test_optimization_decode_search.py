@@ -74,6 +74,14 @@ def test_decode_passes_of_other_devices_are_listed_as_not_applicable(decoded: Pa
     assert not listed["npu_static_cache_torchair"]["measured"] and not listed["npu_static_cache_torchair"]["kept"]
 
 
+def test_a_swap_the_operator_contract_refuses_is_not_applied(decoded: Path) -> None:
+    row = rows(notes_of(decoded))["test_refused_swap"]
+    assert row["applicable"] and not row["measured"] and not row["kept"]
+    assert row["reason"].startswith("not applied: test_refused_swap: LlamaRMSNorm refused by the operator "
+                                    "acceptance contract: "), row["reason"]
+    assert "samples fail" in row["reason"]
+
+
 def test_a_kept_decode_pass_is_confirmed_and_re_executed_by_both_gates(decoded: Path) -> None:
     notes = notes_of(decoded)
     assert notes["chosen"] == ["test_cached_decode"] and notes["final"]["outcome"] == "gain"

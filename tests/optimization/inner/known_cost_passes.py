@@ -18,6 +18,9 @@ of machine luck:
   turns it into a measured gain; three copies once measured x1.33 under load). Greedy tokens
   unchanged; a certain win at batch 1 and a certain, larger loss at the workload's larger batch,
   so a headline that times both batches must not keep it.
+- test_refused_swap: a module swap held to the operator acceptance contract (passes.contracted_swap)
+  whose replacement is wrong (every RMSNorm scaled by 1 + weight): the contract refuses it before
+  it takes effect, so the search lists it as not applied, with the contract's reason.
 """
 
 from __future__ import annotations
@@ -172,6 +175,26 @@ def _always(_: Any) -> str | None:
     return None
 
 
+def _wrong_norm(module: Any) -> int:
+    """Replaces one RMSNorm's forward with a wrong formula (scaled by 1 + weight)."""
+    import types
+
+    import torch
+
+    def forward(self: Any, x: Any) -> Any:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon) * (1 + self.weight)
+
+    module.forward = types.MethodType(forward, module)
+    return 1
+
+
+def _apply_refused_swap(build: Any) -> None:
+    from ab_runtime.optimize import npu_swaps, passes  # loaded by passes itself: imported when applied
+
+    passes.contracted_swap("test_refused_swap", npu_swaps.rms_norm_modules, _wrong_norm,
+                           lambda m: int(m.weight.shape[0]), "RMSNorm modules wrongly swapped")(build)
+
+
 def extra_passes(Pass: Any) -> tuple[Any, ...]:  # the catalogue's Pass class
     return (
         Pass("test_twice", "cpu", "compile", None, "TEST ONLY: the forward pass twice per call",
@@ -184,4 +207,6 @@ def extra_passes(Pass: Any) -> tuple[Any, ...]:  # the catalogue's Pass class
              _always, _apply_replay),
         Pass("test_batch1_decode", "cpu", "decode", "compile",
              f"TEST ONLY: replayed at batch 1, decoded {SLOW_COPIES} times over at a larger batch", _always, _apply_batch1),
+        Pass("test_refused_swap", "cpu", "module_swap", None, "TEST ONLY: a wrong RMSNorm swap the contract refuses",
+             _always, _apply_refused_swap, changes_code=True),
     )
