@@ -25,11 +25,15 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:  # imported where used: the framework imports this module without touching the network
     import httpx
 
-from ascendbridge.board.records import Registration
+from ascendbridge.board.records import Registration, TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.settings import EnvsSettings, PathSettings, section
 
 DEMO_DIR = REPO_ROOT / "demo_models"
+# The demo the main job also trains: 30 full steps on the bundled corpus (a learnable one: the loss
+# goes down) through the training stage, in about a minute on 2 cores.
+TRAINED_DEMO = "demo/tiny-llama"
+DEMO_TRAINING = TrainingJob(data=str(REPO_ROOT / "training" / "corpus" / "tiny_stories.jsonl"), method="full", steps=30)
 MANIFEST = "manifest.json"
 
 MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -197,10 +201,12 @@ def _fetch_into(target: Path, log: TextIO, timeout_s: float) -> Path | None:
 
 def demo_registrations(include_minilm: bool = True, cache_dir: Path | None = None,
                        log: TextIO = sys.stderr) -> list[Registration]:
-    """Board registrations for every demo model (source 'local'); MiniLM when it is available."""
+    """Board registrations for every demo model (source 'local'), TRAINED_DEMO with a training job
+    on the bundled corpus; MiniLM when it is available."""
     regs = [
         Registration(model_id=demo.model_id, source="local", path=str(demo.path), skip_stages=list(demo.skip_stages),
-                     description=f"demo: tiny {demo.description} (no weights, {demo.parameters:,} parameters)")
+                     description=f"demo: tiny {demo.description} (no weights, {demo.parameters:,} parameters)",
+                     training=DEMO_TRAINING if demo.model_id == TRAINED_DEMO else None)
         for demo in list_demo_models()
     ]
     if include_minilm:

@@ -21,12 +21,13 @@ from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
-from ascendbridge.run_summary import model_results, results_table, served_table
+from ascendbridge.run_summary import model_results, results_table, served_table, trained_table
 from ascendbridge.stacks import describe
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
-PIPELINE = ("discovery", "adaptation", "healing", "benchmark", "optimization", "business_benchmark", "serving")
+PIPELINE = ("discovery", "adaptation", "healing", "training", "benchmark", "optimization", "business_benchmark",
+            "serving")
 RESULTS_WIDTH = 120
 
 
@@ -147,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     code = team_lead_main(["--once", "--board", str(path), "--workers", str(args.workers), "--stages", stages]
                           + (["--devices", args.devices] if args.devices else []))
     console.print(results_table(model_results(store, stages.split(","), adaptations_dir()), REPO_ROOT))
+    if "training" in stages.split(","):
+        console.print(trained_table(store))
     if "serving" in stages.split(","):
         console.print(served_table(store, adaptations_dir(), REPO_ROOT))
     _print_stacks(store, console)

