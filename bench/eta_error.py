@@ -129,6 +129,8 @@ def load(path: Path) -> Replay:
                 attempts[row.task_id].append(row)
     finally:
         store.close()
+    # Tasks of stages the run left out (--stages): never attempted, still pending or waiting.
+    tasks = [t for t in tasks if attempts.get(t.id) or t.status not in ("pending", "waiting")]
     if not tasks:
         raise InputError(f"{path} has no tasks")
     unfinished = [t for t in tasks if t.status not in TERMINAL_STATUSES or not t.finished_at]
