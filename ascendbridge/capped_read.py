@@ -12,9 +12,11 @@ one-line error.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 MiB = 1024 * 1024
 CONFIG_MAX_BYTES = 16 * MiB  # config.json, modules.json, a pooling config, a safetensors index, a card
@@ -56,3 +58,13 @@ def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
 def read_text(path: str | os.PathLike[str], limit: int) -> str:
     """`read_bytes` decoded as UTF-8 (UnicodeDecodeError when it is not)."""
     return read_bytes(path, limit).decode("utf-8")
+
+
+def json_object(path: str | os.PathLike[str], limit: int) -> dict[str, Any] | None:
+    """A JSON object file read within `limit`, or None when it is missing, unreadable, too large,
+    not JSON or not an object: for the dashboard's and the summaries' optional evidence files."""
+    try:
+        data = json.loads(read_text(path, limit))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

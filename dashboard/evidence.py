@@ -10,7 +10,6 @@ checked to lie inside its root (the adaptations or the logs directory): a board 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -69,11 +68,7 @@ def flatten(data: dict[str, Any], prefix: str = "", depth: int = 1) -> dict[str,
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(capped_read.read_text(path, MAX_JSON_BYTES))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return capped_read.json_object(path, MAX_JSON_BYTES)
 
 
 @dataclass

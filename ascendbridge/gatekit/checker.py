@@ -115,3 +115,16 @@ def checker_main(description: str, argv: Sequence[str], check: Callable[[argpars
         return report.exit_code()
 
     return run_guarded(command)
+
+
+def executing_checker_main(description: str, argv: Sequence[str], check: Callable[..., GateReport],
+                           no_execute_skips: str) -> int:
+    """checker_main for a gate that re-executes the stage's work: `check(directory, python,
+    execute=...)`, and --no-execute keeps it to the saved evidence (`no_execute_skips` says what
+    that leaves out, for --help)."""
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--no-execute", action="store_true", help=f"the saved evidence only: {no_execute_skips}")
+
+    return checker_main(description, argv,
+                        lambda args, directory: check(directory, args.python, execute=not args.no_execute),
+                        extra=options)

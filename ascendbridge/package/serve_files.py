@@ -3,7 +3,6 @@ serve command and the plan, read from the files, for `board_ops.py show` and the
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,4 @@ def serve_command(adaptation_dir: Path) -> str | None:
 
 def serve_plan(adaptation_dir: Path) -> dict[str, Any] | None:
     """serve/plan.json ({"local": plan, "ascend": plan}), or None without one."""
-    try:
-        data = json.loads(capped_read.read_text(Path(adaptation_dir) / SERVE_PLAN, MAX_BYTES))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return capped_read.json_object(Path(adaptation_dir) / SERVE_PLAN, MAX_BYTES)

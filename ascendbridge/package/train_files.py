@@ -32,8 +32,4 @@ def loss_curve(adaptation_dir: Path) -> dict[str, list[float]] | None:
 
 def evaluation(adaptation_dir: Path) -> dict[str, Any] | None:
     """evaluation.json ({"before", "after", "verdict"}), or None without one."""
-    try:
-        data = json.loads(capped_read.read_text(Path(adaptation_dir) / EVALUATION, MAX_BYTES))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return capped_read.json_object(Path(adaptation_dir) / EVALUATION, MAX_BYTES)

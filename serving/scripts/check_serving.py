@@ -10,22 +10,15 @@ sample of the requests on a fresh server. Exit 0 when everything holds; 1 when t
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from ascendbridge.gatekit.checker import checker_main
+from ascendbridge.gatekit.checker import executing_checker_main
 from serving.gate import check_adaptation
 
 
-def _options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-execute", action="store_true",
-                        help="the saved evidence only: no re-export, no fresh server (figures, plan and artefacts)")
-
-
 def main(argv: list[str]) -> int:
-    return checker_main(__doc__.splitlines()[0], argv,
-                        lambda args, directory: check_adaptation(directory, args.python, execute=not args.no_execute),
-                        extra=_options)
+    return executing_checker_main(__doc__.splitlines()[0], argv, check_adaptation,
+                                  "no re-export, no fresh server (figures, plan and artefacts)")
 
 
 if __name__ == "__main__":

@@ -11,22 +11,15 @@ holds; 1 when the gate fails; 2 on bad usage.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from ascendbridge.gatekit.checker import checker_main
+from ascendbridge.gatekit.checker import executing_checker_main
 from training.gate import check_adaptation
 
 
-def _options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-execute", action="store_true",
-                        help="the saved evidence only: no re-run (code, configs and figures)")
-
-
 def main(argv: list[str]) -> int:
-    return checker_main(__doc__.splitlines()[0], argv,
-                        lambda args, directory: check_adaptation(directory, args.python, execute=not args.no_execute),
-                        extra=_options)
+    return executing_checker_main(__doc__.splitlines()[0], argv, check_adaptation,
+                                  "no re-run (code, configs and figures)")
 
 
 if __name__ == "__main__":
