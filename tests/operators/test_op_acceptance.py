@@ -1,6 +1,7 @@
 """The operator acceptance contract (ab_runtime/ops/standard.py, acceptance.py): a correct RMSNorm
 replacement passes, one with its epsilon moved refuses; the product's fused swaps pass through
-their CPU reference paths; too few samples or missing edge inputs refuse whatever the errors."""
+their CPU reference paths, and so do the decompositions the gap report proposes (one with its scale
+left out refuses); too few samples or missing edge inputs refuse whatever the errors."""
 
 from __future__ import annotations
 
@@ -44,6 +45,16 @@ def test_the_fused_swaps_pass_through_their_cpu_reference_paths(contracts: dict[
     swaps = {r["replacement"]: r for r in contracts["swaps"]}
     assert set(swaps) == {"npu_rms_norm (swap_rms_norm)", "npu_swiglu (swap_swiglu)", "npu_rotary_mul (install_rotary)"}
     assert all(r["accepted"] and r["samples"] >= standard.MIN_SAMPLES for r in swaps.values()), swaps
+
+
+def test_every_decomposition_the_gap_report_proposes_passes_the_contract(contracts: dict[str, Any]) -> None:
+    from ascendbridge.operators.gaps import DECOMPOSITIONS
+
+    judged = {r["replacement"]: r for r in contracts["decompositions"]}
+    assert set(judged) == set(DECOMPOSITIONS)  # every proposal is code the contract has judged
+    assert all(r["accepted"] and r["samples"] >= standard.MIN_SAMPLES for r in judged.values()), judged
+    wrong = contracts["unscaled_attention"]
+    assert not wrong["accepted"] and wrong["failed"] > 0
 
 
 def test_a_run_too_small_or_without_edge_inputs_is_refused(contracts: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""The operator acceptance contract on RMSNorm replacements and on the npu_swaps (prints one JSON).
+"""The operator acceptance contract on RMSNorm replacements, the npu_swaps and the gap report's
+decompositions (prints one JSON).
 
     python acceptance_logic.py RUNTIME_PARENT
 """
@@ -14,7 +15,7 @@ sys.path.insert(0, sys.argv[1])
 import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from ab_runtime.ops import acceptance
+from ab_runtime.ops import acceptance, decompositions
 
 HIDDEN = 64
 EPS = 1e-6
@@ -46,4 +47,9 @@ out = {name: acceptance.module_contract(name, norm, replaced_by(formula), cases,
        for name, formula in (("right", right), ("eps_outside", eps_outside), ("eps_squared", eps_squared_inside))}
 out["few"] = acceptance.run_contract("few", lambda dtype: torch.neg, torch.neg, [((4,),)], ["float32"])
 out["swaps"] = acceptance.swap_contracts()
+out["decompositions"] = decompositions.contracts()
+unscaled = decompositions.DECOMPOSITIONS["_scaled_dot_product_flash_attention"]  # the 1/sqrt(d) scale left out
+out["unscaled_attention"] = acceptance.run_contract(
+    "unscaled", lambda dtype: lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v, unscaled.op,
+    unscaled.cases, ["float32"], baseline_for=lambda dtype: unscaled.op)
 print(json.dumps(out, default=str))
