@@ -33,6 +33,7 @@ from ascendbridge.runtime.devices import HostInventory, parse_index_list
 
 TIMED_STAGES = frozenset({"training", "benchmark", "optimization", "business_benchmark", "serving"})
 PROFILING_STAGES = frozenset({"benchmark", "optimization"})  # their run includes the profiled run
+TENSOR_PARALLEL_STAGES = frozenset({"serving"})  # claim the plan's tensor-parallel degree of devices
 CPU_AFFINITY_ENV = "ASCENDBRIDGE_CPU_AFFINITY"
 NPU_INDEX_ENV = "ASCENDBRIDGE_NPU_INDEX"
 VISIBLE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
@@ -173,10 +174,21 @@ def _cpu_list(cpus: tuple[int, ...]) -> str:
     return ",".join(map(str, cpus))
 
 
-def devices_needed(metadata: dict[str, Any] | None) -> int:
-    """Devices a model's timed stages claim at once: its discovery plan's count (1 without a plan)."""
+def devices_needed(metadata: dict[str, Any] | None, stage: str = "benchmark") -> int:
+    """Devices one job of a timed `stage` claims at once for a model: its discovery plan's count
+    (1 without a plan), or for serving its tensor-parallel degree (`stage_devices`)."""
     plan = ((metadata or {}).get("decision") or {}).get("plan") or {}
-    return plan_devices(plan.get("devices"))
+    return stage_devices(stage, plan.get("devices"), plan.get("tensor_parallel_degree"))
+
+
+def stage_devices(stage: str, devices: object, tensor_parallel: object) -> int:
+    """The claim from a plan's figures as stored: a serving engine splits the attention heads over
+    a power of two of cards (the plan's tensor-parallel degree, at least its device count: 3 cards
+    of weights serve on 4), every other stage holds the plan's device count."""
+    count = plan_devices(devices)
+    if stage in TENSOR_PARALLEL_STAGES and tensor_parallel is not None:
+        return max(count, plan_devices(tensor_parallel))
+    return count
 
 
 def plan_devices(count: object) -> int:

@@ -47,7 +47,7 @@ from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import kill_board_attempts
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
-from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed, plan_devices
+from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed, stage_devices
 from ascendbridge.settings import Settings
 from ascendbridge.stage_api import GateResult, StageOutcome
 from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
@@ -334,7 +334,8 @@ class TeamLead:
         now = time.monotonic()
         ready = self.store.ready_tasks(self.runnable, len(self.free_slots) + len(self.jobs) + self.pool.capacity)
         candidates = [Candidate(t.task_id, t.model_pk, t.stage, t.priority,
-                                plan_devices(t.plan_devices) if is_timed(t.stage) else 1) for t in ready]
+                                stage_devices(t.stage, t.plan_devices, t.plan_tensor_parallel)
+                                if is_timed(t.stage) else 1) for t in ready]
         due = [r for tid, r in self.rechecks.items() if r.due <= now and tid not in self.jobs]
         candidates += [Candidate(r.job.task.id, r.job.task.model_pk, r.job.stage, r.job.task.priority,
                                  self._devices(r.job.stage, r.job.model), recheck=True) for r in due]
@@ -349,7 +350,7 @@ class TeamLead:
 
     def _devices(self, stage: str, model: ModelRecord) -> int:
         """Timed slots one job of `stage` for `model` holds at once."""
-        return devices_needed(model.metadata) if is_timed(stage) else 1
+        return devices_needed(model.metadata, stage) if is_timed(stage) else 1
 
     def _dispatch_one(self, choice: Candidate) -> int:
         """Claim and start one selected task, or start a due gate re-check; 1 when it changed something."""
@@ -376,7 +377,7 @@ class TeamLead:
 
     def _place(self, task: TaskRecord, model: ModelRecord) -> Placement | None:
         """The just-claimed task's devices; a model this host can never hold is blocked with the numbers."""
-        need = devices_needed(model.metadata) if is_timed(task.stage) else 1
+        need = devices_needed(model.metadata, task.stage) if is_timed(task.stage) else 1
         placement = self.pool.acquire(task.stage, need, lend=True)  # selection lent only what is idle
         if placement is not None:
             return placement

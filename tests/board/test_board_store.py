@@ -302,12 +302,12 @@ def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: Board
     first = board.claim_task(board.list_tasks("discovery", model_id="org/m0")[0].id, "w", 60)
     board.complete_task(first.id, first.fencing_token, {})  # org/m0 now waits in adaptation
     board.set_paused("org/m5", True)
-    board.update_model_metadata("org/m2", {}, {"decision": {"plan": {"devices": 4}}})
+    board.update_model_metadata("org/m2", {}, {"decision": {"plan": {"devices": 3, "tensor_parallel_degree": 4}}})
     pk = {m.model_id: m.pk for m in board.list_models()}
     ready = board.ready_tasks(["discovery", "adaptation"], 2)
     assert [(t.stage, t.model_pk, t.priority) for t in ready] == [
         ("adaptation", pk["org/m0"], 0), ("discovery", pk["org/m2"], 2), ("discovery", pk["org/m1"], 1)]
-    assert ready[1].plan_devices == 4 and ready[2].plan_devices is None
+    assert (ready[1].plan_devices, ready[1].plan_tensor_parallel) == (3, 4) and ready[2].plan_devices is None
     assert ready[1].task_id == board.list_tasks("discovery", model_id="org/m2")[0].id
     assert pk["org/m5"] not in {t.model_pk for t in board.ready_tasks(["discovery"], 10)}  # paused
     assert board.ready_tasks(["benchmark"], 5) == [] and board.ready_tasks([], 5) == []

@@ -13,7 +13,7 @@ import pytest
 from ascendbridge.discovery.decisions import GIB, decide, device_plan, host_pool
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.runtime.devices import DeviceSpecError, detect, parse_npu_smi, parse_spec, run_tool
-from ascendbridge.runtime.placement import DevicePool, devices_needed, pool_entry, stage_resources
+from ascendbridge.runtime.placement import DevicePool, devices_needed, pool_entry, stage_devices, stage_resources
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 
 
@@ -115,6 +115,11 @@ def test_pool_hands_out_devices_exclusively_with_the_right_variable() -> None:
     assert stage_resources("business_benchmark", "cpu", 4) == {"CPU": 4.0}
     assert pool_entry(npu) == {"host": "h1", "kind": "npu", "count": 8, "memory_gb": 64.0}
     assert devices_needed({"decision": {"plan": {"devices": 3}}}) == 3 and devices_needed({}) == 1
+    # Serving claims the plan's tensor-parallel degree: 3 cards of weights serve on 4; other stages hold 3.
+    sharded = {"decision": {"plan": {"devices": 3, "tensor_parallel_degree": 4}}}
+    assert devices_needed(sharded, "serving") == 4 and devices_needed(sharded, "benchmark") == 3
+    assert devices_needed({"decision": {"plan": {"devices": 2}}}, "serving") == 2  # no degree recorded
+    assert stage_devices("serving", None, None) == 1 and stage_devices("serving", "x", 2) == 2
 
 
 def test_size_decisions_use_the_hosts_devices(monkeypatch: pytest.MonkeyPatch) -> None:
