@@ -7,7 +7,7 @@ results, their layout differs between transformers versions, and they are not ba
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -51,3 +51,15 @@ def tensor_stats(tensor: torch.Tensor) -> dict[str, Any]:
 
 def describe(outputs: dict[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
     return {name: tensor_stats(value) for name, value in outputs.items()}
+
+
+def tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in a value of nested lists, tuples and dicts (an op's arguments or results)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors_in(item)

@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
+from ..outputs import tensors_in
 from . import standard
-from .record import tensors_in
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 KINDS = ("normal", "non_contiguous", "zeros", "tiny", "large", "mixed")

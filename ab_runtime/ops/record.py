@@ -30,6 +30,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..outputs import tensors_in
+
 PROFILE_FORMAT = "ascendbridge.op_profile/1"
 # CPU kernel -> the op the NPU backend sees instead (None: a CPU-side choice the NPU never makes).
 CPU_KERNELS: dict[str, str | None] = {
@@ -69,18 +71,6 @@ def schema_of(name: str) -> str:
         return str(getattr(getattr(torch.ops.aten, base), overload or "default")._schema)
     except (AttributeError, RuntimeError):
         return ""
-
-
-def tensors_in(value: Any) -> Iterator[torch.Tensor]:
-    """Every tensor in a value of nested lists, tuples and dicts (an op's arguments or results)."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from tensors_in(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from tensors_in(item)
 
 
 @dataclasses.dataclass
