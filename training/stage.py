@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ab_runtime.train.corpus import CorpusError, hub_dataset
+from ab_runtime.train.corpus import hub_dataset
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
@@ -115,7 +115,7 @@ class TrainingStage:
                 job = job.model_copy(update={"data": str(cache_dataset(job.data, hub, directory / TRAIN_DIR / "data"))})
             except Exception as exc:  # the library, the Hub, the split: any failure to load is this one rule
                 return _failed(f"loading training data {job.data} failed: {exc}", "training_data_load",
-                               retryable=not isinstance(exc, CorpusError))
+                               retryable=isinstance(exc, OSError))  # the Hub or the disk may come back; a bad split won't
         if not Path(job.data).is_file():
             return _failed(f"training data {job.data} is gone", "training_data_missing", retryable=False)
         try:
