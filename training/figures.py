@@ -68,8 +68,12 @@ def write_events(run: Path) -> Path:
 
 
 def read_events(directory: Path) -> dict[str, list[tuple[int, float]]]:
-    """{tag: [(step, value)]} of the scalars in an event directory, read back with TensorBoard's own reader."""
+    """{tag: [(step, value)]} of the scalars in an event directory, read back with TensorBoard's own
+    reader; empty when there is no such directory."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    if not directory.is_dir():
+        return {}
 
     accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0})  # 0: every event, no sampling
     accumulator.Reload()

@@ -69,9 +69,10 @@ class HubDataset:
     revision: str | None = None
 
     def file_name(self) -> str:
-        """The cached corpus file's name in the package's train/data/."""
-        slug = re.sub(r"[^\w.-]+", "_", self.name.strip("/"))
-        return f"{slug}.{self.split}.jsonl"
+        """The cached corpus file's name in the package's train/data/: ORG_NAME.SPLIT.jsonl, or the local
+        directory's name."""
+        base = Path(self.name).name if self.name.startswith("/") else self.name.replace("/", "_")
+        return f"{base}.{self.split}.jsonl"
 
 
 def hub_dataset(reference: str) -> HubDataset | None:
@@ -81,7 +82,7 @@ def hub_dataset(reference: str) -> HubDataset | None:
     rest, at, revision = reference[len(HUB_PREFIX):].partition("@")
     name, colon, split = rest.partition(":")
     local = name.startswith("/")
-    if not (local and ".." not in name.split("/") or _HUB_NAME_RE.match(name)):
+    if not (local and ".." not in name.split("/") and Path(name).name or _HUB_NAME_RE.match(name)):
         raise CorpusError(f"{reference}: the dataset must be a Hub id ORG/NAME or an absolute directory "
                           "(hf:NAME[:SPLIT][@REVISION])")
     if colon and not _SPLIT_RE.match(split):

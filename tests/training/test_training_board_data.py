@@ -55,6 +55,7 @@ def test_the_event_file_read_back_holds_the_step_logs_figures(tmp_path: Path) ->
     edited["loss"] -= 0.01
     (run / "metrics.jsonl").write_text("\n".join([*lines[:2], json.dumps(edited), *lines[3:]]) + "\n")
     assert read_events(directory) != event_scalars(run)  # the gate's check: an edited log no longer matches
+    assert read_events(tmp_path / "none") == {}  # no event directory: nothing read back (the gate: a mismatch)
 
 
 def test_hub_references_parse_and_bad_ones_are_refused() -> None:
@@ -63,7 +64,8 @@ def test_hub_references_parse_and_bad_ones_are_refused() -> None:
     assert hub_dataset("hf:org/stories:validation@v1.2") == HubDataset("org/stories", "validation", "v1.2")
     assert hub_dataset("hf:/srv/sets/stories:test") == HubDataset("/srv/sets/stories", "test", None)
     assert hub_dataset("hf:org/stories:validation").file_name() == "org_stories.validation.jsonl"
-    for bad in ("hf:", "hf:org/a/b", "hf:../up", "hf:org/x:bad split", "hf:org/x@..", "hf:/srv/x@main", "hf:/srv/../x"):
+    assert hub_dataset("hf:/srv/sets/stories").file_name() == "stories.train.jsonl"
+    for bad in ("hf:", "hf:/", "hf:org/a/b", "hf:../up", "hf:org/x:bad split", "hf:org/x@..", "hf:/srv/x@main", "hf:/srv/../x"):
         with pytest.raises(CorpusError):
             hub_dataset(bad)
 
