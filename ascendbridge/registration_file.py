@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ab_runtime.train.corpus import HUB_PREFIX
 from ascendbridge import capped_read
 from ascendbridge.board import BoardError, Registration, validate_registration
 
@@ -45,7 +46,7 @@ def _from_json(raw: str, base_dir: Path) -> Registration:
         raise ValueError(f"field {where}: {first['msg']}") from exc
     if reg.path:  # relative paths are relative to the file, so a file can travel with its models
         reg.path = model_path(reg.path, base_dir, reg.source)
-    if reg.training is not None:  # so is a training job's corpus
+    if reg.training is not None and not reg.training.data.startswith(HUB_PREFIX):  # so is a training job's corpus file
         reg.training = reg.training.model_copy(update={"data": str(base_dir / reg.training.data)})
     return reg
 

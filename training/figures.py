@@ -8,6 +8,8 @@ verdict is a number on the board: improved 1, flat 0, worse -1.
 from __future__ import annotations
 
 import json
+import shutil
+import struct
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -15,12 +17,67 @@ from typing import Any
 from ascendbridge.gatekit.summary import pyplot, save_figure
 
 LOSS_CURVE = "loss_curve.png"
+EVENTS_DIR = "tensorboard"  # in the run directory: `tensorboard --logdir adaptations/NAME/train/run/tensorboard`
+STEP_SCALARS = ("loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "peak_memory_bytes")
+EVAL_SCALARS = ("loss", "perplexity", "masked_accuracy")
 FIGURES_FILE = "figures.json"  # in the run directory: the figures the stage proposed
 VERDICT_VALUE = {"improved": 1.0, "flat": 0.0, "worse": -1.0}
 
 
 def step_log(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _float32(value: Any) -> float:
+    """A TensorBoard scalar is a float32: the value the event file holds."""
+    return float(struct.unpack("f", struct.pack("f", float(value)))[0])
+
+
+def event_scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value)]} the run's TensorBoard events hold, from the step log and evaluation.json:
+    train/<figure> per step, eval/<figure> before (step 0) and after (the last step) training."""
+    steps = step_log(run)
+    scalars = {f"train/{key}": [(int(s["step"]), _float32(s[key])) for s in steps if s.get(key) is not None]
+               for key in STEP_SCALARS}
+    if (run / "evaluation.json").is_file() and steps:
+        evaluation = json.loads((run / "evaluation.json").read_text())
+        for key in EVAL_SCALARS:
+            if key in evaluation["before"] and key in evaluation["after"]:
+                scalars[f"eval/{key}"] = [(0, _float32(evaluation["before"][key])),
+                                          (int(steps[-1]["step"]), _float32(evaluation["after"][key]))]
+    return {tag: points for tag, points in scalars.items() if points}
+
+
+def write_events(run: Path) -> Path:
+    """The run's TensorBoard event file, written afresh into run/EVENTS_DIR from the saved logs
+    (framework side: the package's environment needs no tensorboard); step wall times are the log's."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    directory = run / EVENTS_DIR
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    times = {int(s["step"]): float(s.get("time") or 0.0) for s in step_log(run)}
+    writer = EventFileWriter(str(directory))
+    for tag, points in event_scalars(run).items():
+        for step, value in points:
+            summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+            writer.add_event(event_pb2.Event(wall_time=times.get(step, 0.0), step=step, summary=summary))
+    writer.close()
+    return directory
+
+
+def read_events(directory: Path) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value)]} of the scalars in an event directory, read back with TensorBoard's own
+    reader; empty when there is no such directory."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    if not directory.is_dir():
+        return {}
+
+    accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0})  # 0: every event, no sampling
+    accumulator.Reload()
+    return {tag: [(e.step, e.value) for e in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
 
 
 def training_figures(result: dict[str, Any], steps: list[dict[str, Any]], contract: dict[str, Any],

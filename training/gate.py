@@ -2,7 +2,9 @@
 
 In order: train.py is what the framework renders from the recorded config and ab_runtime/ is the
 framework's (byte-identical); the contract config is the training config's K-step twin; every
-proposed figure is recomputed from the saved logs; then ab_runtime.train.verify runs from the
+proposed figure is recomputed from the saved logs, and the TensorBoard event file, read back with
+TensorBoard's reader, holds exactly the step log's and the evaluation's figures (so the view people
+open is the gated evidence, not a stale or edited copy); then ab_runtime.train.verify runs from the
 framework's copy of ab_runtime in the package's interpreter: it recomputes the contract verdict
 from contract.json's two logs and the evaluation verdict from the saved losses, checks every
 checkpoint's digests and the step log against the losses the checkpoints recorded (an edited
@@ -29,7 +31,7 @@ from ascendbridge.package.generator import RUNTIME_DIR
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.process import run_command
-from training.figures import FIGURES_FILE, step_log, training_figures
+from training.figures import EVENTS_DIR, FIGURES_FILE, event_scalars, read_events, step_log, training_figures
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, contract_config, render_train_py_text
 
 VERIFY_TIMEOUT_S = 3000.0
@@ -88,6 +90,8 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
         supervision = _json(run / "supervision.json") if (run / "supervision.json").is_file() else {}
         figures = training_figures(result, step_log(run), contract, supervision)
         problems += [f"figure {d}" for d in recorded_differences(_json(run / FIGURES_FILE), figures)]
+        if read_events(run / EVENTS_DIR) != event_scalars(run):
+            problems.append(f"the TensorBoard events in {RUN_DIR}/{EVENTS_DIR} are not the step log's figures")
     except (OSError, ValueError, KeyError, IndexError) as exc:
         return TrainingReport(name, False, f"no readable training evidence: {exc}", problems=[str(exc)])
     verified: list[dict[str, Any]] = []

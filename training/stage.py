@@ -6,7 +6,9 @@ thin wrapper of ab_runtime.train), the two configs and the corpus copy into the 
 device profile's environment, runs the baseline contract (target vs CPU float32 reference, K
 steps, the framework's table), then the training run under the hang watch
 (ab_runtime.train.supervise: a hang or a kill is resumed from the last good checkpoint; under
-torchrun with `training.processes` > 1), draws the loss curve and proposes the figures. A paradigm
+torchrun with `training.processes` > 1), draws the loss curve, writes the TensorBoard event file
+from the saved step log (training/figures.py) and proposes the figures. An `hf:` corpus is loaded
+with the `datasets` library first and cached into train/data/ (training/hub_data.py). A paradigm
 the harness refuses, a failed contract or a guard's stop (NaN / inf, a spike, a full disk) is a
 failed outcome with the diagnosis.
 gate: training/scripts/check_training.py, a separate process that recomputes the verdicts from
@@ -25,6 +27,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.train.corpus import hub_dataset
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
@@ -34,8 +37,9 @@ from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from ascendbridge.stage_inputs import run_with_inputs
-from training.figures import FIGURES_FILE, LOSS_CURVE, draw, step_log, training_figures
-from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, config_text, render_package
+from training.figures import FIGURES_FILE, LOSS_CURVE, draw, step_log, training_figures, write_events
+from training.hub_data import cache_dataset
+from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_DIR, TRAIN_PY, config_text, render_package
 from training.settings import TrainingSettings
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_training.py"
@@ -103,9 +107,17 @@ class TrainingStage:
             return _failed(f"{settings.processes} processes on {settings.device}: the device pool gives a training "
                            "job one device; more processes are a CPU (gloo) run", "training_processes_refused",
                            retryable=False)
+        directory = ctx.adaptation_dir
+        hub = hub_dataset(job.data)
+        if hub is not None:
+            ctx.say(f"loading {job.data} with the datasets library (cached into {TRAIN_DIR}/data/)")
+            try:
+                job = job.model_copy(update={"data": str(cache_dataset(job.data, hub, directory / TRAIN_DIR / "data"))})
+            except Exception as exc:  # the library, the Hub, the split: any failure to load is this one rule
+                return _failed(f"loading training data {job.data} failed: {exc}", "training_data_load",
+                               retryable=isinstance(exc, OSError))  # the Hub or the disk may come back; a bad split won't
         if not Path(job.data).is_file():
             return _failed(f"training data {job.data} is gone", "training_data_missing", retryable=False)
-        directory = ctx.adaptation_dir
         try:
             written = render_package(directory, spec.model.model_id, model_dir(spec), job, settings)
         except Exception as exc:  # the Hub, the disk: any failure to prepare is this one rule
@@ -145,6 +157,7 @@ class TrainingStage:
         steps = step_log(run)
         contract = _read(run / "contract.json") or {}
         draw(run, run / LOSS_CURVE)
+        write_events(run)
         figures = training_figures(result, steps, contract, supervision)
         (run / FIGURES_FILE).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")  # the gate recomputes it
         evaluation = result["evaluation"]["verdict"]

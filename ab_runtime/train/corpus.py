@@ -13,6 +13,7 @@ import csv
 import hashlib
 import json
 import random
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,10 @@ from typing import Any
 
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".txt": "text", ".md": "text", ".parquet": "parquet"}
 HELD_OUT_EVERY = 10  # every 10th document is held out for evaluation (deterministic, order-based)
+HUB_PREFIX = "hf:"  # a `datasets` reference instead of a file: hf:NAME[:SPLIT][@REVISION]
+_HUB_NAME_RE = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?$")
+_SPLIT_RE = re.compile(r"^[A-Za-z0-9][\w.-]{0,63}$")
+_REVISION_RE = re.compile(r"^[A-Za-z0-9][\w./-]{0,127}$")
 
 
 class CorpusError(ValueError):
@@ -54,6 +59,41 @@ def _record(value: Any, where: str) -> Document:
     raise CorpusError(f"{where}: a record needs 'text', 'messages' or 'source'+'target' (keys: {sorted(value)[:5]})")
 
 
+@dataclass(frozen=True)
+class HubDataset:
+    """A corpus the `datasets` library loads (the framework caches it into the package as JSONL):
+    a Hub dataset ORG/NAME, or an absolute local dataset directory; one split; a pinned revision or None."""
+
+    name: str
+    split: str = "train"
+    revision: str | None = None
+
+    def file_name(self) -> str:
+        """The cached corpus file's name in the package's train/data/: ORG_NAME.SPLIT.jsonl, or the local
+        directory's name."""
+        base = Path(self.name).name if self.name.startswith("/") else self.name.replace("/", "_")
+        return f"{base}.{self.split}.jsonl"
+
+
+def hub_dataset(reference: str) -> HubDataset | None:
+    """The HubDataset of an `hf:NAME[:SPLIT][@REVISION]` reference, None for a file path."""
+    if not reference.startswith(HUB_PREFIX):
+        return None
+    rest, at, revision = reference[len(HUB_PREFIX):].partition("@")
+    name, colon, split = rest.partition(":")
+    local = name.startswith("/")
+    if not (local and ".." not in name.split("/") and Path(name).name or _HUB_NAME_RE.match(name)):
+        raise CorpusError(f"{reference}: the dataset must be a Hub id ORG/NAME or an absolute directory "
+                          "(hf:NAME[:SPLIT][@REVISION])")
+    if colon and not _SPLIT_RE.match(split):
+        raise CorpusError(f"{reference}: bad split {split!r}")
+    if at and (not _REVISION_RE.match(revision) or ".." in revision):
+        raise CorpusError(f"{reference}: bad revision {revision!r} (a branch, tag or commit)")
+    if local and at:
+        raise CorpusError(f"{reference}: a local dataset directory has no revision")
+    return HubDataset(name, split or "train", revision or None)
+
+
 def corpus_format(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -86,7 +126,7 @@ def _raw_records(path: Path, fmt: str) -> Iterable[Any]:
                 yield paragraph.strip()
     else:
         try:
-            import pyarrow.parquet as pq  # type: ignore[import-not-found]  # optional: only where the package env has it
+            import pyarrow.parquet as pq  # optional: only where the package env has it
         except ImportError:
             raise CorpusError(f"{path}: reading Parquet needs pyarrow, which this environment lacks") from None
         yield from pq.read_table(path).to_pylist()

@@ -56,7 +56,8 @@ def dumps(value: Any) -> str:
 
 
 class TrainingJob(BaseModel):
-    """A training job a model is registered with: its corpus (an absolute path), full or LoRA, how
+    """A training job a model is registered with: its corpus (an absolute path, or an `hf:` dataset
+    reference the training stage caches into the package), full or LoRA, how
     many global steps. The training stage runs it; a model without one has its training skipped."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import insert
 from sqlmodel import col, select
 
-from ab_runtime.train.corpus import FORMATS
+from ab_runtime.train.corpus import FORMATS, CorpusError, hub_dataset
 from ascendbridge.board.base import InvalidRegistrationError, StoreBase, _chunks
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import ModelRecord, Registration, TrainingJob, dumps, loads, now_iso
@@ -56,14 +56,22 @@ def validate_registration(reg: Registration) -> None:
 
 
 def _validate_training(model_id: str, job: TrainingJob) -> None:
-    """The corpus is an absolute path to a readable file of a format the harness reads; the steps in range."""
+    """The corpus is an absolute path to a readable file of a format the harness reads, or a well-formed
+    `hf:` dataset reference (loaded by the training stage, where the Hub is reachable); the steps in range."""
+    try:
+        hub = hub_dataset(job.data)
+    except CorpusError as exc:
+        raise InvalidRegistrationError(f"model '{model_id}': training data {exc}") from None
     data = Path(job.data)
-    if not data.is_absolute():
+    if hub is not None:
+        if hub.name.startswith("/") and not Path(hub.name).is_dir():
+            raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}': {hub.name} is not a directory")
+    elif not data.is_absolute():
         raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not an absolute path")
-    if data.suffix.lower() not in FORMATS:
+    elif data.suffix.lower() not in FORMATS:
         raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not a corpus file "
                                        f"(expected one of: {', '.join(sorted(FORMATS))})")
-    if not data.is_file() or data.stat().st_size == 0:
+    elif not data.is_file() or data.stat().st_size == 0:
         raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not a non-empty file")
     if not 2 <= job.steps <= MAX_TRAIN_STEPS:  # 2: the gate re-runs a logged step from a checkpoint before the last
         raise InvalidRegistrationError(f"model '{model_id}': training steps {job.steps} out of range (2..{MAX_TRAIN_STEPS})")

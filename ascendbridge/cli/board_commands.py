@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.train.corpus import HUB_PREFIX
 from ascendbridge.agents.history import list_runs as list_agent_runs
 from ascendbridge.board import (
     BoardStore,
@@ -80,12 +81,14 @@ def _report_registrations(out: Output, results: list[tuple[ModelRecord, bool]]) 
 
 
 def _training_job(args: argparse.Namespace) -> TrainingJob | None:
-    """The job of --train-data / --train-method / --train-steps (the data as an absolute path), or None."""
+    """The job of --train-data / --train-method / --train-steps (a file as an absolute path, an `hf:`
+    dataset reference as given), or None."""
     if args.train_data is None:
         if args.train_method is not None or args.train_steps is not None:
             raise CliError("--train-method and --train-steps need --train-data")
         return None
-    return TrainingJob(data=str(Path(args.train_data).expanduser().absolute()), method=args.train_method or "full",
+    data = args.train_data if args.train_data.startswith(HUB_PREFIX) else str(Path(args.train_data).expanduser().absolute())
+    return TrainingJob(data=data, method=args.train_method or "full",
                        steps=30 if args.train_steps is None else args.train_steps)
 
 

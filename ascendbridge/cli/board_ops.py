@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-remote-code", "--allow_remote_code", dest="allow_remote_code",
                    action="store_true", help="allow trust_remote_code for this model")
     p.add_argument("--train-data", "--train_data", dest="train_data", metavar="PATH",
-                   help="a training job: the corpus (JSONL / JSON / CSV / text / Parquet); the model then gets a "
+                   help="a training job: the corpus (JSONL / JSON / CSV / text / Parquet), or a dataset "
+                        "hf:ORG/NAME[:SPLIT][@REVISION] the stage loads with `datasets`; the model then gets a "
                         "training stage after healing (docs/training.md)")
     p.add_argument("--train-method", "--train_method", dest="train_method", choices=("full", "lora"),
                    help="full fine-tuning or LoRA adapters (default full; needs --train-data)")

@@ -43,7 +43,9 @@ def list_cached() -> int:
 def fetch(repo: str, config: str | None, split: str | None) -> None:
     if importlib.util.find_spec("datasets") is not None:
         import datasets
+        from huggingface_hub.utils import logging as hub_logging
 
+        hub_logging.set_verbosity_error()  # its retry warnings would break the one-line error of an unreachable Hub
         data = datasets.load_dataset(repo, config, split=split)
         print(f"{repo}{'/' + config if config else ''} {split or ''}: {len(data) if hasattr(data, '__len__') else '?'} rows cached")
         return

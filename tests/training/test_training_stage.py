@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from ab_runtime.train.corpus import load_documents
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
@@ -20,6 +23,8 @@ from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from tests.teamlead.tl_support import FAST
 from tests.training.train_support import CORPUS, DEMO, run_env
+from training.figures import EVENTS_DIR, event_scalars, read_events
+from training.hub_data import source_record
 from training.stage import TRAINING_STAGE
 
 BOARD_OPS = REPO_ROOT / "scripts" / "board_ops.py"
@@ -68,12 +73,12 @@ def test_without_a_job_training_is_skipped_with_the_reason_and_the_pipeline_goes
                for e in board.list_events("org/plain"))
 
 
-def _package(board: BoardStore, model_id: str, method: str, python: Path) -> Path:
+def _package(board: BoardStore, model_id: str, method: str, python: Path, data: str = str(CORPUS)) -> Path:
     """tiny-llama registered with a job, its package generated, the stages before training skipped
     and its environment the shared torch environment (system mode: no `uv sync` of torch)."""
     (record, _), = board.register_models([Registration(
         model_id=model_id, source="local", path=str(DEMO / "tiny-llama"),
-        training=TrainingJob(data=str(CORPUS), method=method, steps=6))])
+        training=TrainingJob(data=data, method=method, steps=6))])
     spec = AdaptationSpec(name=record.adaptation_name, task_family="causal_lm", model_class="LlamaForCausalLM",
                           model_type="llama", model=ModelSource(model_id=model_id, source="local",
                                                                 path=str(DEMO / "tiny-llama"), has_weights=False))
@@ -101,12 +106,17 @@ print(json.dumps(trainer.adapter_only_changed(before)))
 def test_full_and_lora_jobs_train_through_the_team_lead_and_an_edited_log_fails_the_gate(
         board: BoardStore, tmp_path: Path, torch_python: Path) -> None:
     full = _package(board, "demo/llama-full", "full", torch_python)
-    lora = _package(board, "demo/llama-lora", "lora", torch_python)
+    # the LoRA job's corpus is a dataset the `datasets` library loads (a local dataset directory: no Hub here)
+    stories = tmp_path / "stories"
+    stories.mkdir()
+    shutil.copyfile(CORPUS, stories / "train.jsonl")
+    lora = _package(board, "demo/llama-lora", "lora", torch_python, data=f"hf:{stories}")
     lead = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board.path), *FAST,
                            "--stages", "training", "--workers", "2", "--attempts", "1",
                            "--set", "training.threads=1", "--set", "training.checkpoint_every=2",
                            "--set", "training.contract_steps=2"],
-                          capture_output=True, text=True, timeout=840)
+                          capture_output=True, text=True, timeout=840,
+                          env={**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf-datasets"), "HF_HUB_OFFLINE": "1"})
     states = {(t.model_id, t.stage): t for t in board.list_tasks(stage="training")}
     for model_id in ("demo/llama-full", "demo/llama-lora"):
         task = states[(model_id, "training")]
@@ -115,6 +125,12 @@ def test_full_and_lora_jobs_train_through_the_team_lead_and_an_edited_log_fails_
         assert figures["contract_passed"] == 1.0 and figures["steps"] == 6.0 and figures["tokens_per_s"] > 0
         assert figures["loss_last"] < figures["loss_first"]  # a learnable corpus
     assert (full / "train/run/loss_curve.png").is_file()
+    events = read_events(full / "train/run" / EVENTS_DIR)
+    assert events == event_scalars(full / "train/run") and len(events["train/loss"]) == 6
+    cached = lora / "train/data/stories.train.jsonl"  # the dataset, cached into the package as the corpus
+    assert json.loads((lora / "train/train.json").read_text())["corpus"] == "train/data/stories.train.jsonl"
+    assert load_documents(cached) == load_documents(CORPUS)
+    assert json.loads(source_record(cached).read_text())["reference"] == f"hf:{stories}"
     # LoRA: the final checkpoint differs from the initial weights in the adapters only
     probe = subprocess.run([str(torch_python), "-c", LORA_PROBE, "train/train.json", "train/run", str(tmp_path / "probe")],
                            capture_output=True, text=True, timeout=300, env=run_env(), cwd=lora)
@@ -132,6 +148,7 @@ def test_full_and_lora_jobs_train_through_the_team_lead_and_an_edited_log_fails_
     report = json.loads(gate.stdout)
     assert gate.returncode == 1 and not report["passed"]
     assert any("log_matches_step-000006" in p for p in report["problems"]), report["problems"]
+    assert any("TensorBoard events" in p for p in report["problems"]), report["problems"]
 
 
 def test_a_paradigm_the_harness_refuses_fails_on_the_first_attempt_with_the_reason(

@@ -1,0 +1,136 @@
+"""A run's TensorBoard event file (written from the saved step log, read back with TensorBoard's own
+reader) and a training job's `hf:` dataset (loaded with `datasets`, cached into the package)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ab_runtime.train.corpus import CorpusError, HubDataset, hub_dataset, load_documents
+from ascendbridge.board import BoardStore
+from ascendbridge.board.records import TrainingJob
+from ascendbridge.config import REPO_ROOT
+from training.figures import EVENTS_DIR, event_scalars, read_events, write_events
+from training.hub_data import cache_dataset, source_record
+
+BOARD_OPS = REPO_ROOT / "scripts" / "board_ops.py"
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    """A run directory as the harness leaves it: the step log (one step without a rate) and the evaluation."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": i, "epoch": 0, "loss": 6.0 - 0.37 * i, "grad_norm": 2.5 / i, "lr": 1e-3 * (1 - i / 10),
+             "tokens": 512, "tokens_per_s": None if i == 1 else 1000.0 + 3.3 * i, "step_time_s": 0.05 * i,
+             "peak_memory_bytes": 123_456_789 + i, "time": 1_796_000_000.0 + i} for i in range(1, 7)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "evaluation.json").write_text(json.dumps(
+        {"before": {"loss": 6.2, "perplexity": 492.7}, "after": {"loss": 4.1, "perplexity": 60.3},
+         "verdict": {"verdict": "improved", "gap": 0.1}}))
+    return run
+
+
+def test_the_event_file_read_back_holds_the_step_logs_figures(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    directory = write_events(run)
+    assert directory == run / EVENTS_DIR and len(list(directory.glob("events.out.tfevents.*"))) == 1
+    events = read_events(directory)
+    log = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for key in ("loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "peak_memory_bytes"):
+        expected = [(r["step"], r[key]) for r in log if r[key] is not None]
+        assert [s for s, _ in events[f"train/{key}"]] == [s for s, _ in expected], key
+        assert [v for _, v in events[f"train/{key}"]] == pytest.approx([v for _, v in expected], rel=1e-6), key
+    assert events["eval/loss"] == [(0, pytest.approx(6.2)), (6, pytest.approx(4.1))]
+    assert events["eval/perplexity"] == [(0, pytest.approx(492.7)), (6, pytest.approx(60.3))]
+    assert events == event_scalars(run)  # exactly (float32), what the gate compares
+    write_events(run)  # rewritten afresh: one file, not a second run appended
+    assert len(list(directory.glob("events.out.tfevents.*"))) == 1 and read_events(directory) == events
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    edited = json.loads(lines[2])
+    edited["loss"] -= 0.01
+    (run / "metrics.jsonl").write_text("\n".join([*lines[:2], json.dumps(edited), *lines[3:]]) + "\n")
+    assert read_events(directory) != event_scalars(run)  # the gate's check: an edited log no longer matches
+    assert read_events(tmp_path / "none") == {}  # no event directory: nothing read back (the gate: a mismatch)
+
+
+def test_hub_references_parse_and_bad_ones_are_refused() -> None:
+    assert hub_dataset("/data/corpus.jsonl") is None
+    assert hub_dataset("hf:org/stories") == HubDataset("org/stories", "train", None)
+    assert hub_dataset("hf:org/stories:validation@v1.2") == HubDataset("org/stories", "validation", "v1.2")
+    assert hub_dataset("hf:/srv/sets/stories:test") == HubDataset("/srv/sets/stories", "test", None)
+    assert hub_dataset("hf:org/stories:validation").file_name() == "org_stories.validation.jsonl"
+    assert hub_dataset("hf:/srv/sets/stories").file_name() == "stories.train.jsonl"
+    for bad in ("hf:", "hf:/", "hf:org/a/b", "hf:../up", "hf:org/x:bad split", "hf:org/x@..", "hf:/srv/x@main", "hf:/srv/../x"):
+        with pytest.raises(CorpusError):
+            hub_dataset(bad)
+
+
+def _dataset_dir(tmp_path: Path) -> Path:
+    """A local dataset directory as `datasets` reads it: one JSONL file per split, an extra column."""
+    directory = tmp_path / "stories"
+    directory.mkdir()
+    (directory / "train.jsonl").write_text("".join(
+        json.dumps({"text": f"story {i}: the cat sat on the mat.", "id": i}) + "\n" for i in range(25)))
+    (directory / "test.jsonl").write_text("".join(json.dumps({"text": f"held {i}", "id": i}) + "\n" for i in range(4)))
+    return directory
+
+
+def test_a_dataset_is_cached_into_the_package_with_its_record_and_reused_offline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("datasets", reason="the datasets extra (uv sync --extra datasets; CI installs it)")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    source = _dataset_dir(tmp_path)
+    data_dir = tmp_path / "pkg" / "train" / "data"
+    reference = f"hf:{source}:test"
+    corpus = cache_dataset(reference, hub_dataset(reference), data_dir)
+    assert corpus.parent == data_dir and corpus.suffix == ".jsonl"
+    assert [json.loads(line) for line in corpus.read_text().splitlines()] == [{"text": f"held {i}"} for i in range(4)]
+    assert [d.text for d in load_documents(corpus)] == [f"held {i}" for i in range(4)]
+    record = json.loads(source_record(corpus).read_text())
+    assert record["reference"] == reference and record["split"] == "test" and record["rows"] == 4
+    assert record["columns"] == ["text"] and len(record["fingerprint"]) >= 8
+    assert record["revision"] is None and record["commit"] is None  # a local directory has no Hub commit
+    # the cached file is what later attempts and the gate read: the source can be gone
+    shutil.rmtree(source)
+    assert cache_dataset(reference, hub_dataset(reference), data_dir) == corpus
+    # a cached file that is not the recorded bytes is loaded again (here: the source is gone, so it fails)
+    corpus.write_text('{"text": "edited"}\n')
+    with pytest.raises(FileNotFoundError):
+        cache_dataset(reference, hub_dataset(reference), data_dir)
+
+
+def test_a_split_without_a_text_column_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("datasets", reason="the datasets extra (uv sync --extra datasets; CI installs it)")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
+    source = tmp_path / "numbers"
+    source.mkdir()
+    (source / "train.jsonl").write_text("".join(json.dumps({"x": i}) + "\n" for i in range(5)))
+    with pytest.raises(CorpusError, match="none of the columns text, messages, source, target"):
+        cache_dataset(f"hf:{source}", HubDataset(str(source)), tmp_path / "data")
+
+
+def _board_ops(board: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(BOARD_OPS), "--board", str(board), *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_hub_dataset_job_is_registered_as_given_and_bad_references_exit_2(board: BoardStore, tmp_path: Path) -> None:
+    for bad, says in (("hf:org/a/b", "a Hub id ORG/NAME or an absolute directory"),
+                      ("hf:org/x:bad split", "bad split"),
+                      (f"hf:{tmp_path / 'none'}", "is not a directory")):
+        proc = _board_ops(board.path, "register_model", "--model_id", "org/m", "--train-data", bad)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, (bad, proc.stderr)
+    assert board.list_models() == []
+    proc = _board_ops(board.path, "register_model", "--model_id", "org/m", "--train-data", "hf:org/stories:train@main")
+    assert proc.returncode == 0, proc.stderr
+    assert board.get_model("org/m").training == TrainingJob(data="hf:org/stories:train@main")
+    # a registration file keeps a reference as it is (a corpus file is resolved against the file)
+    (tmp_path / "models.jsonl").write_text(json.dumps({"model_id": "org/n", "training": {"data": "hf:org/s"}}) + "\n")
+    assert _board_ops(board.path, "register_many", str(tmp_path / "models.jsonl")).returncode == 0
+    assert board.get_model("org/n").training == TrainingJob(data="hf:org/s")
