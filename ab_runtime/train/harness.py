@@ -2,8 +2,9 @@
 
 A Trainer builds the model from its directory with a fixed seed, packs the corpus, and runs steps
 with the precision policy (float32 master weights; bf16 autocast when asked), AdamW from the
-device layer, a token-sum loss divided by the global token count (so a batch split over ranks
-trains exactly like one process), heartbeats, guards (non-finite loss, loss spike, free disk) and
+device layer, a token-sum loss divided by the global token count (so a batch split over ranks or
+into accumulated micro-batches trains like one process), an out-of-memory ladder (halve the
+micro-batch and retry the step), heartbeats, guards (non-finite loss, loss spike, free disk) and
 checkpoints through torch.distributed.checkpoint: model, optimizer, every rank's RNG states, the
 step and the data position, written to a temporary directory, digested, then renamed.
 """
@@ -32,6 +33,7 @@ from ..device import (
     DeviceChoice,
     adamw_class,
     device_total_memory,
+    empty_cache,
     host_available_memory,
     host_peak_rss,
     peak_memory,
@@ -42,7 +44,7 @@ from ..errors import RuntimeDiagnosis, SpecError
 from ..fileops import sha256_file, write_text_atomic
 from . import corpus
 from .lora import ADAPTER_MARK, apply_lora
-from .paradigm import Paradigm, correct_predictions, make_batch, paradigm_of, token_loss_sum
+from .paradigm import IGNORE, Paradigm, correct_predictions, make_batch, paradigm_of, predicted_labels, token_loss_sum
 
 STRATEGIES = ("auto", "single", "ddp", "fsdp2")
 PRECISIONS = ("fp32", "bf16-autocast")
@@ -71,6 +73,7 @@ class TrainConfig:
     method: str = "full"
     seq_len: int = 64
     batch: int = 8  # global batch: split over the ranks
+    accumulation: int = 1  # micro-batches per rank per step (each of batch / ranks / accumulation blocks)
     lr: float = 1e-3
     warmup: int = 0
     weight_decay: float = 0.0
@@ -86,7 +89,9 @@ class TrainConfig:
     lora_targets: list[str] = field(default_factory=list)
     spike_factor: float = 5.0  # a loss above spike_factor x the median of the last SPIKE_WINDOW losses stops the run
     config_overrides: dict[str, Any] = field(default_factory=dict)  # set on the model config (e.g. dropout)
-    fault: dict[str, int] = field(default_factory=dict)  # injected faults for tests and gates: nan_at_step, spike_at_step, hang_at_step
+    # injected faults for tests and gates: nan_at_step, spike_at_step, hang_at_step, and
+    # oom_above_micro_batch (from oom_at_step, default 1, a micro-batch above it raises an out-of-memory error)
+    fault: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -101,8 +106,8 @@ class TrainConfig:
         for name, allowed in (("strategy", STRATEGIES), ("precision", PRECISIONS), ("method", METHODS)):
             if getattr(config, name) not in allowed:
                 raise SpecError(f"training {name} {getattr(config, name)!r} is not one of {', '.join(allowed)}")
-        if config.steps < 1 or config.batch < 1 or config.seq_len < 2:
-            raise SpecError("training needs steps >= 1, batch >= 1 and seq_len >= 2")
+        if config.steps < 1 or config.batch < 1 or config.seq_len < 2 or config.accumulation < 1:
+            raise SpecError("training needs steps >= 1, batch >= 1, seq_len >= 2 and accumulation >= 1")
         return config
 
     @classmethod
@@ -114,6 +119,9 @@ class TrainConfig:
 
 
 SPIKE_WINDOW = 10
+# torch_npu reports an exhausted device as a plain RuntimeError "NPU out of memory. Tried to
+# allocate ..." (as quoted in vllm-project/vllm-ascend#19); CUDA raises torch.OutOfMemoryError.
+OOM_MESSAGES = ("NPU out of memory",)
 # Training memory per parameter: float32 weight, gradient and two AdamW moments (16 bytes) when it
 # trains, the weight alone (4) when frozen (LoRA's base); x1.25 for activations and workspace.
 TRAINED_BYTES, FROZEN_BYTES, HEADROOM = 16, 4, 1.25
@@ -137,6 +145,12 @@ def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int)
         return "fsdp2", f"about {need / gib:.1f} GiB does not fit one device ({memory / gib:.1f} GiB): sharded over {world} ranks (FSDP2)"
     raise SpecError(f"training needs about {need / gib:.1f} GiB, {world} devices of {(memory or 0) / gib:.1f} GiB cannot hold it "
                     "even sharded (FSDP2); device_map training is not supported")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """An error the out-of-memory ladder answers (CUDA's class, or torch_npu's RuntimeError text)."""
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and any(text in str(exc) for text in OOM_MESSAGES))
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -336,8 +350,9 @@ class Trainer:
         self.precision = precision or cfg.precision
         init_distributed(self.device)
         self.rank, self.world = rank_and_world()
-        if cfg.batch % self.world:
-            raise SpecError(f"the global batch {cfg.batch} does not split over {self.world} ranks")
+        if cfg.batch % self.world or (cfg.batch // self.world) % cfg.accumulation:
+            raise SpecError(f"the global batch {cfg.batch} does not split over {self.world} rank(s) "
+                            f"x {cfg.accumulation} micro-batch(es)")
         deterministic(cfg.seed)
         model, self.paradigm, self.model_config = build_model(Path(cfg.model_dir), cfg.seed, cfg.config_overrides)
         self.adapted: list[str] = []
@@ -365,6 +380,8 @@ class Trainer:
         self.losses: list[float] = []
         self.checkpoint_bytes = 0
         self.last_grads: dict[str, torch.Tensor] = {}
+        self.micro_batch = cfg.batch // self.world // cfg.accumulation  # halved by the out-of-memory ladder
+        self.oom_fallbacks: list[dict[str, Any]] = []
 
     def _wrap(self, model: nn.Module) -> nn.Module:
         if self.strategy == "ddp" and self.world > 1:
@@ -393,14 +410,23 @@ class Trainer:
         """Linear warm-up over `warmup` steps, then constant."""
         return self.cfg.lr * min(1.0, (step + 1) / self.cfg.warmup) if self.cfg.warmup else self.cfg.lr
 
-    def _forward_loss(self, blocks: list[Any], keys: list[int], seed: int) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
-        """(token-loss sum, token count, logits, labels) of this rank's blocks."""
+    def _batch(self, blocks: list[Any], keys: list[int], seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """(model inputs on the device, labels) of the blocks."""
         inputs, labels = make_batch(self.paradigm, blocks, keys, seed, int(self.model_config.vocab_size),
                                     self.data.mask_id, self.data.pad_id, self.data.special)
-        inputs = {k: v.to(self.device.torch_device) for k, v in inputs.items()}
+        return {k: v.to(self.device.torch_device) for k, v in inputs.items()}, labels
+
+    def _loss(self, inputs: dict[str, torch.Tensor], labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """(token-loss sum, token count, logits) of one forward."""
         with self.autocast():
             logits = self.model(**inputs).logits
         loss_sum, count = token_loss_sum(self.paradigm, logits, labels)
+        return loss_sum, count, logits
+
+    def _forward_loss(self, blocks: list[Any], keys: list[int], seed: int) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
+        """(token-loss sum, token count, logits, labels) of this rank's blocks."""
+        inputs, labels = self._batch(blocks, keys, seed)
+        loss_sum, count, logits = self._loss(inputs, labels)
         return loss_sum, count, logits, labels
 
     def step(self, keep_grads: bool = False) -> dict[str, Any]:
@@ -414,16 +440,15 @@ class Trainer:
         start = time.perf_counter()
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr_at(self.step_index)
-        loss_sum, count, _, _ = self._forward_loss([self.data.train[i] for i in mine], mine, cfg.seed + step)
-        if cfg.fault.get("nan_at_step") == step:
-            loss_sum = loss_sum * float("nan")
-        if cfg.fault.get("spike_at_step") == step:
-            loss_sum = loss_sum * 100.0
-        total = all_sum(count.detach().to(torch.float64))
-        loss = loss_sum * (self.world / total.to(loss_sum.dtype))  # DDP / FSDP2 average gradients over ranks
-        loss.backward()
+        rng = rng_state()  # a retry after an out-of-memory error starts from the same random state
+        fallbacks = 0
+        while isinstance(accumulated := self._accumulate(mine, step), str):  # the step's memory is freed here
+            self._fall_back(step, accumulated)
+            fallbacks += 1
+            set_rng_state(rng)
+        loss_sum, total = accumulated
         grad_norm = float(full(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)))
-        mean_loss = float(all_sum(loss_sum.detach().to(torch.float64)) / total)
+        mean_loss = float(all_sum(loss_sum) / total)
         self._guard(step, mean_loss, grad_norm)
         if keep_grads:
             self.last_grads = {name: full(p.grad.detach()).float().cpu().clone()
@@ -438,9 +463,74 @@ class Trainer:
         figures = {"step": step, "epoch": position.epoch, "loss": mean_loss, "grad_norm": grad_norm,
                    "lr": self.lr_at(step - 1), "tokens": tokens, "tokens_per_s": tokens / elapsed if elapsed else None,
                    "step_time_s": elapsed, "peak_memory_bytes": peak_memory(self.device) or host_peak_rss(),
-                   "time": time.time()}
+                   "time": time.time(), "micro_batch": self.micro_batch,
+                   "accumulation": math.ceil(len(mine) / self.micro_batch), "oom_fallbacks": fallbacks}
         self.beat("train")
         return figures
+
+    def _accumulate(self, mine: list[int], step: int) -> tuple[torch.Tensor, torch.Tensor] | str:
+        """Forward and backward of this rank's blocks in micro-batches of `micro_batch`, each loss
+        divided by the global token count (counted before any forward), so the summed gradients
+        equal one batch's. Returns (this rank's float64 loss sum, the global token count), or the
+        error when any rank ran out of memory (the caller takes the ladder's rung)."""
+        cfg = self.cfg
+        chunks = [mine[start:start + self.micro_batch] for start in range(0, len(mine), self.micro_batch)]
+        batches = [self._batch([self.data.train[i] for i in chunk], chunk, cfg.seed + step) for chunk in chunks]
+        count = sum(int((predicted_labels(self.paradigm, labels) != IGNORE).sum()) for _, labels in batches)
+        total = all_sum(torch.tensor(float(count), dtype=torch.float64, device=self.device.torch_device))
+        loss_total = torch.zeros((), dtype=torch.float64, device=self.device.torch_device)
+        error = ""
+        for index, (inputs, labels) in enumerate(batches):
+            try:
+                with self._sync_gradients(index == len(batches) - 1):
+                    loss_sum, _, _ = self._loss(inputs, labels)
+                    if cfg.fault.get("nan_at_step") == step:
+                        loss_sum = loss_sum * float("nan")
+                    if cfg.fault.get("spike_at_step") == step:
+                        loss_sum = loss_sum * 100.0
+                    # DDP / FSDP2 average gradients over ranks: x world makes the mean a global sum
+                    (loss_sum * (self.world / total.to(loss_sum.dtype))).backward()
+                    self._maybe_oom(step, len(chunks[index]))
+                loss_total += loss_sum.detach().to(torch.float64)
+            except Exception as exc:  # only out-of-memory errors are answered; the rest propagate
+                if not is_out_of_memory(exc):
+                    raise
+                error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+                break
+        if self.world > 1:  # every rank retries when one ran out (an OOM inside a collective hangs: the hang watch)
+            failed = all_sum(torch.tensor(float(bool(error)), device=self.device.torch_device))
+            error = error or ("another rank ran out of memory" if float(failed) else "")
+        return error or (loss_total, total)
+
+    @contextmanager
+    def _sync_gradients(self, last: bool) -> Iterator[None]:
+        """DDP all-reduces the gradients in the last micro-batch's backward only (the others
+        accumulate locally); FSDP2 reduce-scatters in every backward, which sums the same."""
+        with nullcontext() if last or not hasattr(self.model, "no_sync") else self.model.no_sync():
+            yield
+
+    def _maybe_oom(self, step: int, micro_batch: int) -> None:
+        """The injected out-of-memory error (fault.oom_above_micro_batch, from fault.oom_at_step):
+        a CPU cannot run out of memory safely, so the ladder's tests raise what CUDA would, after
+        the micro-batch's forward and backward (a retry must undo their random draws and gradients)."""
+        limit = self.cfg.fault.get("oom_above_micro_batch")
+        if limit is not None and step >= self.cfg.fault.get("oom_at_step", 1) and micro_batch > limit:
+            raise torch.OutOfMemoryError(f"injected: out of memory at micro-batch {micro_batch} "
+                                         f"(fault.oom_above_micro_batch {limit})")
+
+    def _fall_back(self, step: int, error: str) -> None:
+        """The ladder's rung: drop the partial gradients, free the cache, halve the micro-batch;
+        at micro-batch 1 there is no rung left and the run stops with the diagnosis."""
+        self.optimizer.zero_grad(set_to_none=True)
+        empty_cache(self.device)
+        if self.micro_batch == 1:
+            raise TrainingStopped({"rule": "out_of_memory", "step": step, "micro_batch": 1, "error": error,
+                                   "oom_fallbacks": self.oom_fallbacks,
+                                   "summary": f"step {step}: out of memory at micro-batch 1 ({error}); the update was "
+                                              "not applied (a shorter seq_len, bf16-autocast, LoRA or FSDP2 over more "
+                                              "devices needs less memory)"})
+        self.oom_fallbacks.append({"step": step, "from": self.micro_batch, "to": self.micro_batch // 2, "error": error})
+        self.micro_batch //= 2
 
     def beat(self, phase: str) -> None:
         """The heartbeat the supervisor watches (rank 0): the step clock applies in phase "train" only."""
@@ -532,7 +622,8 @@ class Trainer:
         barrier()
         if self.rank == 0:
             meta = {"step": self.step_index, "position": asdict(self.position), "world": self.world,
-                    "strategy": self.strategy, "data_digest": self.data.digest, "losses": self.losses}
+                    "strategy": self.strategy, "data_digest": self.data.digest, "losses": self.losses,
+                    "micro_batch": self.micro_batch, "oom_fallbacks": self.oom_fallbacks}
             (tmp / META).write_text(json.dumps(meta, sort_keys=True))
             files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
             (tmp / MANIFEST).write_text(json.dumps({"files": files}, sort_keys=True, indent=1))
@@ -547,7 +638,8 @@ class Trainer:
         return final
 
     def load_checkpoint(self, path: Path) -> None:
-        """Restore model, optimizer, this rank's RNG states, the step and the data position."""
+        """Restore model, optimizer, this rank's RNG states, the step, the data position and the
+        micro-batch the out-of-memory ladder had reached (a checkpoint before the ladder: the config's)."""
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import set_state_dict
 
@@ -566,6 +658,8 @@ class Trainer:
         self.step_index = int(meta["step"])
         self.position = corpus.Position(**meta["position"])
         self.losses = [float(v) for v in meta["losses"]]
+        self.micro_batch = int(meta.get("micro_batch", self.micro_batch))
+        self.oom_fallbacks = list(meta.get("oom_fallbacks", []))
 
     def optimizer_has_state(self) -> bool:
         return any(bool(state) for state in self.optimizer.state.values())

@@ -85,11 +85,17 @@ def make_batch(paradigm: Paradigm, blocks: Sequence[Any], keys: Sequence[int], s
 def token_loss_sum(paradigm: Paradigm, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(sum of the token losses in float32, number of predicted tokens); causal LM predicts the next token."""
     if paradigm.name == "causal_lm":
-        logits, labels = logits[:, :-1], labels[:, 1:]
+        logits = logits[:, :-1]
     logits = logits.float().reshape(-1, logits.shape[-1])
-    labels = labels.reshape(-1).to(logits.device)
+    labels = predicted_labels(paradigm, labels).reshape(-1).to(logits.device)
     loss = F.cross_entropy(logits, labels, ignore_index=IGNORE, reduction="sum")
     return loss, (labels != IGNORE).sum()
+
+
+def predicted_labels(paradigm: Paradigm, labels: torch.Tensor) -> torch.Tensor:
+    """The labels the loss predicts (causal LM: from the second token on); counting the tokens that
+    are not IGNORE before any forward gives the global divisor of an accumulated step."""
+    return labels[:, 1:] if paradigm.name == "causal_lm" else labels
 
 
 def correct_predictions(logits: torch.Tensor, labels: torch.Tensor) -> int:

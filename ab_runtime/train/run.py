@@ -44,11 +44,13 @@ def _write_json(path: Path, value: Any) -> None:
 
 
 def progress_line(figures: dict[str, Any], steps: int, started: float, first_step: int) -> str:
-    """`step 12/40 loss 3.21 grad 0.84 lr 1e-03 1534 tok/s ETA 9s` (ETA from the mean step so far)."""
+    """`step 12/40 loss 3.21 grad 0.84 lr 1e-03 1534 tok/s ETA 9s` (ETA from the mean step so far),
+    with `out of memory: micro-batch 2` on a step the ladder retried."""
     done = figures["step"] - first_step
     eta = (time.monotonic() - started) / done * (steps - figures["step"]) if done else math.nan
+    ladder = f" out of memory: micro-batch {figures['micro_batch']}" if figures["oom_fallbacks"] else ""
     return (f"step {figures['step']}/{steps} loss {figures['loss']:.4f} grad {figures['grad_norm']:.3f} "
-            f"lr {figures['lr']:.1e} {figures['tokens_per_s'] or 0:.0f} tok/s ETA {eta:.0f}s")
+            f"lr {figures['lr']:.1e} {figures['tokens_per_s'] or 0:.0f} tok/s ETA {eta:.0f}s{ladder}")
 
 
 def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
@@ -86,6 +88,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
         "ok": True, "error": None, "steps": trainer.step_index, "paradigm": trainer.paradigm.name, "method": cfg.method,
         "strategy": trainer.strategy, "strategy_reason": trainer.strategy_reason, "world": trainer.world, "device": trainer.device.as_dict(), "precision": trainer.precision,
         "optimizer": trainer.optimizer_reason, "adapted": trainer.adapted, "resumed_from": resumed_from,
+        "micro_batch": trainer.micro_batch, "oom_fallbacks": trainer.oom_fallbacks,
         "first_loss": trainer.losses[0], "final_loss": trainer.losses[-1],
         "loss_decreased": trainer.losses[-1] < trainer.losses[0], "evaluation": evaluation,
         "data_digest": trainer.data.digest, "parameters_digest": digest_parameters(trainer.model),

@@ -5,8 +5,9 @@
 Recomputes, never trusts: the baseline-contract verdict from the two saved logs (contract.json)
 with the framework's table; the evaluation verdict from the saved before / after losses and the
 step log; every checkpoint's digests; the step log against the losses each checkpoint recorded
-(an edited metrics.jsonl disagrees with them); then reloads a checkpoint, re-runs the step after
-it and compares the loss bit for bit with the log, and reloads the final checkpoint to compare
+(an edited metrics.jsonl disagrees with them) and the out-of-memory fallbacks of the log with the
+result's; then reloads a checkpoint, re-runs the step after it at the micro-batch the log records
+and compares the loss bit for bit with the log, and reloads the final checkpoint to compare
 the weights' digest and the held-out loss with the run's result. Exit 0 when every check holds,
 1 otherwise (RESULT line: {"ok", "checks": [{name, passed, detail}]}). A run of several ranks is
 verified under the same torchrun line it trained with.
@@ -69,6 +70,10 @@ def verify(cfg: TrainConfig, out: Path) -> Result:
     check("evaluation_recomputed", again == evaluation["verdict"] and evaluation["before"] == before,
           f"verdict {again['verdict']} ({again['rule']})")
     check("result_matches_log", result["first_loss"] == losses[0] and result["final_loss"] == losses[-1])
+    logged_fallbacks = sum(int(s.get("oom_fallbacks", 0)) for s in steps)
+    recorded_fallbacks = len(result.get("oom_fallbacks", []))
+    check("oom_fallbacks_logged", logged_fallbacks == recorded_fallbacks,
+          f"{logged_fallbacks} out-of-memory fallback(s) in the step log, {recorded_fallbacks} in the result")
     kept = checkpoint_dirs(out)
     broken = [problem for path in kept if (problem := verify_checkpoint(path))]
     check("checkpoint_digests", bool(kept) and not broken, "; ".join(broken) or f"{len(kept)} checkpoint(s) verified")
@@ -82,8 +87,9 @@ def verify(cfg: TrainConfig, out: Path) -> Result:
     if resumable:
         trainer = Trainer(cfg, out / "verify-rerun")
         trainer.load_checkpoint(resumable[-1])
+        logged = steps[trainer.step_index]
+        trainer.micro_batch = int(logged.get("micro_batch", trainer.micro_batch))  # where the ladder had it
         figures = trainer.step()
-        logged = steps[trainer.step_index - 1]
         check("rerun_step", figures["loss"] == logged["loss"] and figures["grad_norm"] == logged["grad_norm"],
               f"step {trainer.step_index} from {resumable[-1].name}: loss {figures['loss']!r} vs logged {logged['loss']!r}")
     else:

@@ -96,12 +96,86 @@ def wait_for(path: Path, timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
+def test_gradient_accumulation_trains_like_one_batch(tmp_path: Path, torch_python: Path) -> None:
+    """The global batch of 8 as 1, 2 or 4 micro-batches: the same steps within float rounding."""
+    runs = {}
+    for accumulation in (1, 2, 4):
+        config = write_config(tmp_path / f"a{accumulation}.json", steps=4, accumulation=accumulation)
+        proc = run(train_cmd(torch_python, config, tmp_path / f"a{accumulation}"))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[accumulation] = metrics(tmp_path / f"a{accumulation}")
+        assert {(s["micro_batch"], s["accumulation"], s["oom_fallbacks"]) for s in runs[accumulation]} == {
+            (8 // accumulation, accumulation, 0)}
+    for accumulation in (2, 4):
+        assert max(abs(a["loss"] - b["loss"]) for a, b in zip(runs[accumulation], runs[1], strict=True)) <= 1e-5
+        assert max(abs(a["grad_norm"] - b["grad_norm"]) for a, b in zip(runs[accumulation], runs[1], strict=True)) <= 1e-5
+    uneven = run(train_cmd(torch_python, write_config(tmp_path / "a3.json", accumulation=3), tmp_path / "a3"))
+    assert uneven.returncode == 2 and "x 3 micro-batch(es)" in read_result(uneven.stdout)["error"]
+
+
+RETRY_PROBE = """
+import json, sys
+from dataclasses import replace
+from pathlib import Path
+from ab_runtime.train.harness import TrainConfig, Trainer
+cfg = TrainConfig.load(Path(sys.argv[1]))
+trainer = Trainer(replace(cfg, checkpoint_every=0), Path(sys.argv[2]))
+trainer.step()
+trainer.micro_batch = 2
+figures = trainer.step()
+print(json.dumps([figures["loss"], figures["grad_norm"]]))
+"""
+
+
+def test_out_of_memory_halves_the_micro_batch_and_retries_the_step(tmp_path: Path, torch_python: Path) -> None:
+    """An injected out-of-memory error (after the forward and backward) above micro-batch 2 from
+    step 2: step 2 is retried at 4, then 2, from the same weights, gradients and random state
+    (GPT-2's dropout draws), so it equals a run that stepped at micro-batch 2; and it verifies."""
+    gpt2 = {"model_dir": str(DEMO / "tiny-gpt2"), "steps": 5, "checkpoint_every": 3}
+    straight = write_config(tmp_path / "s.json", **gpt2)
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "train.json", fault={"oom_above_micro_batch": 2, "oom_at_step": 2}, **gpt2)
+    proc = run(train_cmd(torch_python, config, out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = metrics(out)
+    assert [(s["micro_batch"], s["accumulation"], s["oom_fallbacks"]) for s in steps] == [
+        (8, 1, 0), (2, 4, 2), (2, 4, 0), (2, 4, 0), (2, 4, 0)]
+    assert "out of memory: micro-batch 2" in next(line for line in proc.stdout.splitlines() if line.startswith("step 2/5"))
+    result = read_result(proc.stdout)
+    assert result["micro_batch"] == 2 and [(f["step"], f["from"], f["to"]) for f in result["oom_fallbacks"]] == [(2, 8, 4), (2, 4, 2)]
+    assert all("injected: out of memory" in f["error"] for f in result["oom_fallbacks"])
+    # Step 2 taken at micro-batch 2 straight away, without the fault: bit-identical to the retried one.
+    probe = run([str(torch_python), "-c", RETRY_PROBE, str(straight), str(tmp_path / "probe")])
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert json.loads(probe.stdout.splitlines()[-1]) == [steps[1]["loss"], steps[1]["grad_norm"]]
+    verified = run(verify_cmd(torch_python, config, out))  # re-runs step 4 at the logged micro-batch 2
+    assert verified.returncode == 0, verified.stdout[-3000:]
+    assert "oom_fallbacks_logged" in {c["name"] for c in read_result(verified.stdout)["checks"]}
+    verified = run(verify_cmd(torch_python, config, out))
+    assert verified.returncode == 0, verified.stdout[-3000:]
+    assert "oom_fallbacks_logged" in {c["name"] for c in read_result(verified.stdout)["checks"]}
+
+
+def test_out_of_memory_at_micro_batch_one_stops_with_a_diagnosis(tmp_path: Path, torch_python: Path) -> None:
+    config = write_config(tmp_path / "train.json", steps=3, fault={"oom_above_micro_batch": 0})
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 1
+    diagnosis = json.loads((tmp_path / "out" / "stopped.json").read_text())
+    assert diagnosis["rule"] == "out_of_memory" and diagnosis["step"] == 1 and diagnosis["micro_batch"] == 1
+    assert [(f["from"], f["to"]) for f in diagnosis["oom_fallbacks"]] == [(8, 4), (4, 2), (2, 1)]
+    assert "the update was not applied" in read_result(proc.stdout)["error"]
+    assert metrics(tmp_path / "out") == []
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("nproc", [1, 2])
-def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torch_python: Path, nproc: int) -> None:
-    """Save at 10, hang at 13, SIGKILL the whole job, resume: steps 11-16 equal the uninterrupted run's."""
+@pytest.mark.parametrize(("nproc", "accumulation"), [(1, 1), (2, 1), (1, 2)])
+def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torch_python: Path, nproc: int,
+                                                            accumulation: int) -> None:
+    """Save at 10, hang at 13, SIGKILL the whole job, resume: steps 11-16 equal the uninterrupted run's
+    (also with two micro-batches a step: the data position and random state are per global step)."""
     strategy = {1: "single", 2: "fsdp2"}[nproc]
-    settings = {"steps": 16, "checkpoint_every": 10, "strategy": strategy, "model_dir": str(DEMO / "tiny-gpt2")}  # GPT-2: dropout 0.1
+    settings = {"steps": 16, "checkpoint_every": 10, "strategy": strategy, "model_dir": str(DEMO / "tiny-gpt2"),  # GPT-2: dropout 0.1
+                "accumulation": accumulation}
     straight = tmp_path / "straight"
     assert run(train_cmd(torch_python, write_config(tmp_path / "a.json", **settings), straight, nproc=nproc)).returncode == 0
     config = write_config(tmp_path / "b.json", fault={"hang_at_step": 13}, **settings)
