@@ -307,12 +307,16 @@ def attention_swap(replacement: str, model: torch.nn.Module,
     return verdict
 
 
-def main(argv: list[str]) -> int:
+def print_verdicts(results: list[dict[str, Any]]) -> int:
+    """The verdicts as one JSON line (without the failing samples); exit 0 when all were accepted."""
     import json
 
-    results = swap_contracts()
     print(json.dumps([{k: v for k, v in r.items() if k != "failed_samples"} for r in results]), flush=True)
     return 0 if all(r["accepted"] for r in results) else 1
+
+
+def main(argv: list[str]) -> int:
+    return print_verdicts(swap_contracts())
 
 
 if __name__ == "__main__":

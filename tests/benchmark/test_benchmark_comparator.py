@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.gatekit.compare import recorded_matches
-from tests.support.torch_env import torch_env_python
+from tests.support.torch_env import run_inner_json
 
 CASES = r'''
 import json, sys, importlib.util
@@ -69,10 +68,7 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict:
     script = tmp_path_factory.mktemp("cmp") / "cases.py"
     script.write_text(CASES)
     comparator = REPO_ROOT / "ab_runtime" / "comparator.py"
-    proc = subprocess.run([str(torch_env_python()), str(script), str(comparator)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_inner_json(script, str(comparator), timeout=300)
 
 
 def test_identical_outputs_pass_with_float64_rule(verdicts: dict) -> None:

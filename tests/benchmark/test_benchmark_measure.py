@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from ascendbridge.config import REPO_ROOT
+from tests.support.torch_env import run_inner_json
 
 SCRIPT = r'''
 import json, sys
@@ -39,10 +38,8 @@ print(json.dumps(out))
 def measured(python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     script = tmp_path_factory.mktemp("measure") / "m.py"
     script.write_text(SCRIPT)
-    proc = subprocess.run([str(python), str(script), str(REPO_ROOT / "ab_runtime/measure.py")],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_inner_json(script, str(REPO_ROOT / "ab_runtime/measure.py"), python=python,
+                          timeout=300)
 
 
 def test_timing_statistics_are_consistent(measured: dict) -> None:

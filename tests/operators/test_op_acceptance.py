@@ -5,8 +5,6 @@ left out refuses); too few samples or missing edge inputs refuse whatever the er
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +12,14 @@ import pytest
 
 from ab_runtime.ops import standard
 from ascendbridge.config import REPO_ROOT
-from tests.support.torch_env import torch_env_python
+from tests.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner" / "acceptance_logic.py"
 
 
 @pytest.fixture(scope="module")
 def contracts() -> dict[str, Any]:
-    proc = subprocess.run([str(torch_env_python()), str(INNER), str(REPO_ROOT)], capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_inner_json(INNER, str(REPO_ROOT))
 
 
 def test_the_right_rms_norm_passes(contracts: dict[str, Any]) -> None:

@@ -16,17 +16,14 @@ from ascendbridge.config import REPO_ROOT
 from ascendbridge.operators import gaps
 from ascendbridge.operators import table as op_table
 from tests.benchmark.bench_support import make_adaptation
-from tests.support.torch_env import torch_env_python
+from tests.support.torch_env import run_inner_json, torch_env_python
 
 INNER = Path(__file__).resolve().parent / "inner" / "record_backward_logic.py"
 
 
 @pytest.fixture(scope="module")
 def net() -> dict[str, Any]:
-    proc = subprocess.run([str(torch_env_python()), str(INNER), str(REPO_ROOT)], capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_inner_json(INNER, str(REPO_ROOT))
 
 
 @pytest.fixture(scope="module")

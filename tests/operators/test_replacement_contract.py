@@ -7,8 +7,6 @@ optimization accuracy budget instead are listed, and every pass that replaces co
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +14,14 @@ import pytest
 
 from ab_runtime.ops import standard
 from ascendbridge.config import REPO_ROOT
-from tests.support.torch_env import torch_env_python
+from tests.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner" / "pass_contract_logic.py"
 
 
 @pytest.fixture(scope="module")
 def built() -> dict[str, Any]:
-    proc = subprocess.run([str(torch_env_python()), str(INNER), str(REPO_ROOT)], capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_inner_json(INNER, str(REPO_ROOT))
 
 
 @pytest.mark.parametrize("name, module_class, swapped", [("npu_rms_norm", "LlamaRMSNorm", {"LlamaRMSNorm": 5}),

@@ -11,15 +11,14 @@ so a repeated run does not rebuild the C++ kernels.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ascendbridge.config import REPO_ROOT
+from tests.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner" / "decode_logic.py"
 DEMO_LLAMA = REPO_ROOT / "demo_models" / "tiny-llama" / "config.json"
@@ -30,10 +29,8 @@ DECODE_PASSES = {"cpu_static_cache_compile", "cuda_static_cache_compile", "cuda_
 @pytest.fixture(scope="module")
 def decode(python: Path) -> dict[str, Any]:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(REPO_ROOT / ".cache" / "torchinductor")}
-    proc = subprocess.run([str(python), str(INNER), str(REPO_ROOT), str(DEMO_LLAMA)],
-                          capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_inner_json(INNER, str(REPO_ROOT), str(DEMO_LLAMA), python=python, timeout=900,
+                          env=env)
 
 
 def test_static_cache_compile_runs_on_cpu_and_matches_eager_token_for_token(decode: dict[str, Any]) -> None:

@@ -8,24 +8,20 @@ reproduce the original model's outputs while actually calling the fused operator
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ascendbridge.config import REPO_ROOT
+from tests.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner" / "pass_logic.py"
 
 
 @pytest.fixture(scope="module")
 def logic(python: Path) -> dict[str, Any]:
-    proc = subprocess.run([str(python), str(INNER), str(REPO_ROOT)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_inner_json(INNER, str(REPO_ROOT), python=python)
 
 
 def test_catalogue_covers_every_device(logic: dict[str, Any]) -> None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from ascendbridge.config import REPO_ROOT, torch_source, uv_binary
 
@@ -53,3 +55,13 @@ def torch_env_python(extra: tuple[str, ...] = ()) -> Path:
         subprocess.run(cmd, check=True, env=env)
         marker.write_text("ok\n")
     return python
+
+
+def run_inner_json(script: Path, *args: str, python: Path | None = None, timeout: int = 600,
+                   env: dict[str, str] | None = None) -> Any:
+    """Run a test's inner script in the torch environment (or `python`) and return the JSON of its
+    last output line; a non-zero exit fails the test with the script's stderr."""
+    proc = subprocess.run([str(python or torch_env_python()), str(script), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
