@@ -1,5 +1,5 @@
 """Run a training command under a hang watch: no heartbeat for k x the median step time is a hang;
-the run is killed (its whole process group), restarted with --resume, and the hang counted.
+the run is killed (its whole process tree), restarted with --resume, and the hang counted.
 
     python -m ab_runtime.train.supervise --out DIR [--k 10] [--max-restarts 2] -- CMD ...
 
@@ -48,11 +48,36 @@ def hang_limit(out: Path, k: float, startup_s: float) -> float:
     return max(MIN_HANG_S, k * statistics.median(times)) if times else startup_s
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, read from /proc (Linux). torchrun starts each worker in a session
+    of its own, so killing the launcher's process group leaves the workers running."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL the run's process group and every process below it (torchrun's workers included)."""
+    below = descendants(proc.pid)
+    for pid in [proc.pid, *below]:
+        for kill in (lambda p: os.killpg(p, signal.SIGKILL), lambda p: os.kill(p, signal.SIGKILL)):
+            try:
+                kill(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
     proc.wait()
 
 

@@ -4,8 +4,6 @@ contract, LoRA, DDP / FSDP2 under real torchrun, SIGKILL and resume, the guards.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ab_runtime.result import read_result
+from ab_runtime.train.supervise import descendants, kill_group
 from tests.training.train_support import DEMO, metrics, run, run_env, train_cmd, write_config
 
 
@@ -183,8 +182,12 @@ def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torc
     proc = subprocess.Popen(train_cmd(torch_python, config, killed, nproc=nproc), env=run_env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(killed / "fault-hang-done")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    workers = descendants(proc.pid)
+    kill_group(proc)  # the launcher's group and torchrun's workers (each in a session of its own)
+    deadline = time.monotonic() + 15
+    while [p for p in workers if _state(p) != "Z"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_state(p) == "Z" for p in workers), "a worker survived its launcher's kill"
     assert [p.name for p in sorted((killed / "checkpoints").glob("step-*"))] == ["step-000010"]
     resumed = run([*train_cmd(torch_python, config, killed, nproc=nproc), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -299,3 +302,10 @@ def test_the_strategy_is_chosen_from_the_parameter_count_memory_and_processes(tm
     config = write_config(tmp_path / "train.json", steps=2, strategy="auto")
     result = read_result(run(train_cmd(torch_python, config, tmp_path / "out")).stdout)
     assert result["strategy"] == "single" and "one process" in result["strategy_reason"]
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
