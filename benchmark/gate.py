@@ -26,7 +26,6 @@ Other dtypes' accuracy verdicts are reported, not required.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,10 +39,10 @@ from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError
 from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.metrics_check import check_metrics
+from ascendbridge.gatekit.placement import apply_recorded_placement
 from ascendbridge.gatekit.report import EvidenceCheck, GateReport, untrusted_summary
 from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
-from ascendbridge.runtime.placement import CPU_AFFINITY_ENV
 from ascendbridge.settings import section
 from benchmark.evidence import EvidenceSet, find_evidence
 from benchmark.op_coverage import evidence_check
@@ -76,8 +75,6 @@ class AccuracyGateReport(GateReport):
     # Timing checks the host's load left undecided ("<metrics file>: why"): the report is then
     # inconclusive when nothing else is open.
     undecided: list[str] = field(default_factory=list)
-    # Where the gate re-timed (cores, threads), as the stage's run had them (apply_placement).
-    placement: str = ""
     # Per metrics file, each re-timed figure's judgement: verdict, reported and re-timed fastest
     # calls, model/probe ratios per round and their spread (ab_runtime/calibration.judge).
     timings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -86,9 +83,6 @@ class AccuracyGateReport(GateReport):
 
     def checks(self) -> list[EvidenceCheck]:
         return self.runs
-
-    def text(self) -> str:
-        return (f"placement: {self.placement}\n" if self.placement else "") + super().text()
 
 
 def static_problems(ev: EvidenceSet) -> list[str]:
@@ -136,47 +130,14 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
     return out
 
 
-def recorded_placement(evidence: list[EvidenceSet]) -> tuple[list[int], int | None]:
-    """(cores, torch threads) the benchmark run recorded in its evidence (`environment.cpu_affinity`,
-    `environment.torch_threads`); empty / None where an older run did not record them."""
-    for ev in evidence:
-        env = ev.metrics.get("environment") or {}
-        cpus, threads = env.get("cpu_affinity"), env.get("torch_threads")
-        if isinstance(cpus, list) and cpus and all(isinstance(c, int) for c in cpus):
-            return cpus, threads if isinstance(threads, int) and threads > 0 else None
-    return [], None
-
-
 def apply_placement(adaptation_dir: Path) -> str:
-    """Give this gate process (and the re-execution it starts) the placement the benchmark run had,
-    and say which: the team lead's gate already runs on the job's cores (ASCENDBRIDGE_CPU_AFFINITY)
-    and keeps them; a gate run by hand pins itself to the recorded cores (or, where they are not all
-    here, to as many of its own). Threads: OMP_NUM_THREADS and the re-execution's torch threads
-    (ascendbridge/gatekit/inner/reexecute.py) are the recorded count. An older run that recorded
-    no placement is re-timed as this process is placed."""
+    """Give this gate process (and the re-execution it starts) the placement the benchmark run
+    recorded in its evidence, and say which (ascendbridge.gatekit.placement)."""
     try:
-        cpus, threads = recorded_placement(find_evidence(adaptation_dir))
+        evidence = find_evidence(adaptation_dir)
     except EvidenceError:
         return ""  # the gate itself reports the evidence problem
-    allowed = sorted(os.sched_getaffinity(0))
-    if not cpus:
-        return f"no placement recorded in the evidence (an older run): re-timed on cores {_cores(allowed)} as placed"
-    if threads is not None:
-        os.environ["OMP_NUM_THREADS"] = str(threads)
-    said = f"torch threads {threads} as recorded" if threads is not None else "torch threads not recorded"
-    if os.environ.get(CPU_AFFINITY_ENV, "").strip():
-        return f"cores {_cores(allowed)} as the team lead placed this gate (the run had {_cores(cpus)}); {said}"
-    if set(cpus) <= set(allowed):
-        os.sched_setaffinity(0, cpus)
-        return f"pinned to cores {_cores(cpus)} as the run recorded; {said}"
-    chosen = allowed[-len(cpus):]
-    os.sched_setaffinity(0, chosen)
-    return (f"the run's cores {_cores(cpus)} are not all available here: pinned to {len(chosen)} of this "
-            f"host's cores ({_cores(chosen)}); {said}")
-
-
-def _cores(cpus: list[int]) -> str:
-    return ",".join(map(str, cpus))
+    return apply_recorded_placement(ev.metrics for ev in evidence)
 
 
 def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -> AccuracyGateReport:

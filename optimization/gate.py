@@ -39,6 +39,7 @@ from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
 from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.metrics_check import check_metrics
+from ascendbridge.gatekit.placement import apply_recorded_placement
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
@@ -110,6 +111,17 @@ def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, i
     if parsed is None:
         return {"error": f"re-measurement did not run (exit {result.exit_code}): {result.tail(2)}"}
     return parsed
+
+
+def apply_placement(directory: Path) -> str:
+    """Give this gate process (and the re-measurement it starts) the placement the perf run
+    recorded, and say which (ascendbridge.gatekit.placement); "" when its evidence is unreadable
+    (the gate itself reports that)."""
+    try:
+        path, _ = _perf_metrics(directory, load_notes(directory))
+        return apply_recorded_placement([load_metrics(path)]) if path is not None else ""
+    except (ValueError, EvidenceError, TypeError, KeyError):
+        return ""
 
 
 def workload_problems(directory: Path, notes: dict[str, Any], metrics: dict[str, Any]) -> list[str]:

@@ -44,6 +44,9 @@ class GateReport:
     # Set (with passed False) when nothing failed but a timing check could not decide on this host
     # now: the verdict is `inconclusive`, not `failed`.
     inconclusive: bool = field(default=False, kw_only=True)
+    # Where a gate that re-times did it (cores, threads), as the stage's run had them
+    # (ascendbridge.gatekit.placement); printed first.
+    placement: str = field(default="", kw_only=True)
 
     verdict_word: ClassVar[str] = "verdict"  # what an evidence set's verdict is called in the text
 
@@ -74,7 +77,7 @@ class GateReport:
             lines += [f"    - {problem}" for problem in c.problems] + [f"    ({note})" for note in c.notes]
         lines += [f"  - {problem}" for problem in self.problem_lines()]
         word = {"passed": "PASS: ", "failed": "FAIL: ", "inconclusive": "INCONCLUSIVE: "}[self.verdict]
-        return "\n".join([*lines, word + self.summary])
+        return "\n".join([*([f"placement: {self.placement}"] if self.placement else []), *lines, word + self.summary])
 
     def exit_code(self) -> int:
         return {"passed": EXIT_PASSED, "failed": EXIT_FAILED, "inconclusive": EXIT_INCONCLUSIVE}[self.verdict]

@@ -9,7 +9,9 @@ re-executed with the chosen passes, the notes' record of it), then re-runs a pai
 interleaved measurement of baseline vs the chosen passes with the framework's runtime, pair by
 pair (at least 5, at most --pairs): passed when its interval's low end clears 1 + min_gain, as
 the optimizer's confirmation had to, and the claim is within x1.4 of the pairs' median; failed when its high end is below that or the claimed
-speedup is more than x1.4 above it; inconclusive when still undecided at --pairs.
+speedup is more than x1.4 above it; inconclusive when still undecided at --pairs. It measures
+where the perf run timed: pinned to the cores and torch threads its evidence recorded (as the
+team lead's gate runs on the job's cores), and says so on its first line.
 Exit 0 pass, 1 fail, 2 bad usage, 3 inconclusive (too noisy now: re-run the gate later).
 """
 
@@ -22,7 +24,7 @@ from pathlib import Path
 from ab_runtime.optimize import quick
 from ascendbridge.cli.errors import CliError
 from ascendbridge.gatekit.checker import checker_main
-from optimization.gate import OptimizationGateReport, check_perf_gate
+from optimization.gate import OptimizationGateReport, apply_placement, check_perf_gate
 
 
 def _measurement(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +35,10 @@ def _measurement(parser: argparse.ArgumentParser) -> None:
 def check(args: argparse.Namespace, directory: Path) -> OptimizationGateReport:
     if args.pairs < 5 or args.iters < 1:
         raise CliError("--pairs must be >= 5 and --iters >= 1")
-    return check_perf_gate(directory, args.python, args.pairs, args.iters)
+    placement = apply_placement(directory)  # re-measured where the perf run timed, as the team lead's gate is
+    report = check_perf_gate(directory, args.python, args.pairs, args.iters)
+    report.placement = placement
+    return report
 
 
 def main(argv: list[str]) -> int:

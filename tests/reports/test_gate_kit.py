@@ -62,8 +62,10 @@ def test_gate_report_text_json_and_exit_code() -> None:
     report = GateReport("tiny", False, "1 of 1 evidence set(s) failed")
     assert report.exit_code() == 1 and report.verdict == "failed"
     assert report.as_dict() == {"adaptation": "tiny", "passed": False, "summary": "1 of 1 evidence set(s) failed",
-                                "inconclusive": False}
+                                "inconclusive": False, "placement": ""}
     assert report.text().splitlines()[-1] == "FAIL: 1 of 1 evidence set(s) failed"
+    placed = GateReport("tiny", True, "re-timed", placement="pinned to cores 1 as the run recorded")
+    assert placed.text().splitlines() == ["placement: pinned to cores 1 as the run recorded", "PASS: re-timed"]
     undecided = GateReport("tiny", False, "re-timing too noisy here now", inconclusive=True)
     assert undecided.verdict == "inconclusive" and undecided.exit_code() == 3
     assert undecided.text() == "INCONCLUSIVE: re-timing too noisy here now"
