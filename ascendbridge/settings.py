@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from functools import lru_cache
 from importlib.metadata import entry_points
@@ -56,6 +56,14 @@ class SettingsError(ValueError):
     def diagnosis(self) -> dict[str, Any]:
         """How every stage reports it: rule `bad_setting`, a refusal (retrying cannot fix it)."""
         return {"rule": "bad_setting", "summary": str(self)}
+
+
+def one_of(what: str, value: str, allowed: Iterable[str]) -> str:
+    """`value` when it is one of `allowed`, else the one-line refusal a bad setting gets."""
+    allowed = list(allowed)
+    if value not in allowed:
+        raise ValueError(f"bad {what} {value} (expected: {', '.join(allowed)})")
+    return value
 
 
 class StageSettings(BaseSettings):

@@ -10,6 +10,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
+from ascendbridge.settings import one_of
 from business_benchmark.pass_rule import PassRule
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -52,9 +53,7 @@ class BusinessSettings(DeviceSettings):
     @field_validator("dtype")
     @classmethod
     def _known_dtype(cls, value: str | None) -> str | None:
-        if value is not None and value not in DTYPES:
-            raise ValueError(f"bad business dtype {value} (expected: {', '.join(DTYPES)})")
-        return value
+        return None if value is None else one_of("business dtype", value, DTYPES)
 
     @field_validator("rtol")
     @classmethod

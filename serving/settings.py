@@ -6,6 +6,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.package.device_settings import DeviceSettings
+from ascendbridge.settings import one_of
 from serving.plan import ASCEND_GENERATIONS
 
 
@@ -49,6 +50,4 @@ class ServingSettings(DeviceSettings):
     @field_validator("ascend_generation")
     @classmethod
     def _generation(cls, value: str) -> str:
-        if value not in ASCEND_GENERATIONS:
-            raise ValueError(f"bad serving ascend_generation {value} (expected: {', '.join(ASCEND_GENERATIONS)})")
-        return value
+        return one_of("serving ascend_generation", value, ASCEND_GENERATIONS)

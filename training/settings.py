@@ -8,6 +8,7 @@ from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
+from ascendbridge.settings import one_of
 
 PRECISIONS = ("fp32", "bf16-autocast")  # ab_runtime/train/harness.py PRECISIONS
 
@@ -36,6 +37,4 @@ class TrainingSettings(DeviceSettings):
     @field_validator("precision")
     @classmethod
     def _precision(cls, value: str) -> str:
-        if value not in PRECISIONS:
-            raise ValueError(f"bad training precision {value} (expected: {', '.join(PRECISIONS)})")
-        return value
+        return one_of("training precision", value, PRECISIONS)
