@@ -171,6 +171,17 @@ def barrier() -> None:
         dist.barrier()
 
 
+def close_distributed(finished: bool) -> None:
+    """Leave the torchrun job before the interpreter shuts down. A process that exits with its gloo
+    group alive can abort (SIGABRT) when gloo's worker threads release Python-held tensors during
+    interpreter finalization (pytorch/pytorch#179291); a finished run first waits for its peers so
+    none tears down a connection another still reads."""
+    if dist.is_initialized():
+        if finished:
+            dist.barrier()
+        dist.destroy_process_group()
+
+
 def all_sum(value: torch.Tensor) -> torch.Tensor:
     """The sum over the ranks (the value itself in one process)."""
     if dist.is_initialized():

@@ -33,7 +33,15 @@ from ..fileops import write_text_atomic
 from ..result import Result, run_main
 from . import contract as contract_table
 from .corpus import CorpusError
-from .harness import TrainConfig, Trainer, TrainingStopped, digest_parameters, latest_good_checkpoint, metrics_log
+from .harness import (
+    TrainConfig,
+    Trainer,
+    TrainingStopped,
+    close_distributed,
+    digest_parameters,
+    latest_good_checkpoint,
+    metrics_log,
+)
 
 EVAL_BEFORE = "evaluation_before.json"
 TRAIN_LOSS_TAIL = 5  # the train loss the held-out gap is measured against: mean of the last steps
@@ -182,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
             _write_json(args.out / "stopped.json", exc.diagnosis)
             raise
 
-    return run_main(body, exit_code=lambda result: 0 if result.get("ok") else 1,
+    code = run_main(body, exit_code=lambda result: 0 if result.get("ok") else 1,
                     failures=(RuntimeDiagnosis,), bad_input=(SpecError, CorpusError, UnsupportedModel), on_failure=_stopped)
+    close_distributed(finished=code == 0)
+    return code
 
 
 if __name__ == "__main__":
