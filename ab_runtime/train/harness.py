@@ -171,11 +171,10 @@ def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int,
     if world == 1:
         if fits:
             return "single", f"one process; about {need / GIB:.2f} GiB of training state"
-        assert memory is not None
-        if devices > 1 and need <= memory * devices:
+        if devices > 1 and memory is not None and need <= memory * devices:
             return "device_map", (f"about {need / GIB:.1f} GiB does not fit one device ({memory / GIB:.1f} GiB): "
                                   f"one process spreads its layers over {devices} devices (device_map)")
-        raise SpecError(f"training needs about {need / GIB:.1f} GiB, {devices} device(s) of {memory / GIB:.1f} GiB cannot "
+        raise SpecError(f"training needs about {need / GIB:.1f} GiB, {devices} device(s) of {(memory or 0) / GIB:.1f} GiB cannot "
                         "hold it; start it with torchrun over more devices (FSDP2 shards it)")
     if fits:
         return "ddp", f"about {need / GIB:.2f} GiB fits one device: every rank holds a replica (DDP)"
