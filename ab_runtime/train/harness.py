@@ -1,7 +1,9 @@
 """The training harness: one step loop for a single process, DDP and FSDP2 (under torchrun).
 
 A Trainer builds the model from its directory with a fixed seed, packs the corpus, and runs steps
-with the precision policy (float32 master weights; bf16 autocast when asked), AdamW from the
+with the precision policy (float32 master weights, bf16 autocast when asked; bf16 weights when the
+float32 training state is above a size: choose_precision), the parallel strategy (choose_strategy:
+one process, DDP, FSDP2, or one process over several devices through a device_map), AdamW from the
 device layer, a token-sum loss divided by the global token count (so a batch split over ranks or
 into accumulated micro-batches trains like one process), an out-of-memory ladder (halve the
 micro-batch and retry the step), heartbeats, guards (non-finite loss, loss spike, free disk) and
@@ -31,6 +33,7 @@ from torch import nn
 
 from ..device import (
     DeviceChoice,
+    accelerator_indices,
     adamw_class,
     device_total_memory,
     empty_cache,
@@ -42,12 +45,14 @@ from ..device import (
 )
 from ..errors import RuntimeDiagnosis, SpecError
 from ..fileops import sha256_file, write_text_atomic
+from ..sharding import ShardPlan, place
 from . import corpus
 from .lora import ADAPTER_MARK, apply_lora
 from .paradigm import IGNORE, Paradigm, correct_predictions, make_batch, paradigm_of, predicted_labels, token_loss_sum
 
-STRATEGIES = ("auto", "single", "ddp", "fsdp2")
-PRECISIONS = ("fp32", "bf16-autocast")
+STRATEGIES = ("auto", "single", "ddp", "fsdp2", "device_map")
+PRECISIONS = ("fp32", "bf16-autocast")  # asked; the size rule may hold the weights in bf16 instead
+BF16_WEIGHTS = "bf16-weights"  # the precision choose_precision gives above its threshold
 METHODS = ("full", "lora")
 MANIFEST = "MANIFEST.json"
 META = "meta.json"
@@ -82,6 +87,8 @@ class TrainConfig:
     precision: str = "fp32"
     device: str = "cpu"
     strategy: str = "single"  # auto: choose_strategy from the parameter count, device memory and process count
+    # bf16 weights when the float32 training state is above this fraction of the job's device memory (None: never)
+    bf16_weights_above: float | None = 1.0
     checkpoint_every: int = 10
     keep_last: int = 2
     lora_rank: int = 8
@@ -106,6 +113,9 @@ class TrainConfig:
         for name, allowed in (("strategy", STRATEGIES), ("precision", PRECISIONS), ("method", METHODS)):
             if getattr(config, name) not in allowed:
                 raise SpecError(f"training {name} {getattr(config, name)!r} is not one of {', '.join(allowed)}")
+        if config.bf16_weights_above is not None and not (isinstance(config.bf16_weights_above, (int, float))
+                                                          and config.bf16_weights_above >= 0):
+            raise SpecError(f"training bf16_weights_above {config.bf16_weights_above!r} is not a fraction >= 0 or null")
         if config.steps < 1 or config.batch < 1 or config.seq_len < 2 or config.accumulation < 1:
             raise SpecError("training needs steps >= 1, batch >= 1, seq_len >= 2 and accumulation >= 1")
         return config
@@ -122,29 +132,56 @@ SPIKE_WINDOW = 10
 # torch_npu reports an exhausted device as a plain RuntimeError "NPU out of memory. Tried to
 # allocate ..." (as quoted in vllm-project/vllm-ascend#19); CUDA raises torch.OutOfMemoryError.
 OOM_MESSAGES = ("NPU out of memory",)
-# Training memory per parameter: float32 weight, gradient and two AdamW moments (16 bytes) when it
-# trains, the weight alone (4) when frozen (LoRA's base); x1.25 for activations and workspace.
-TRAINED_BYTES, FROZEN_BYTES, HEADROOM = 16, 4, 1.25
+# Training memory per parameter: weight, gradient and two AdamW moments (4 copies) when it trains,
+# the weight alone when frozen (LoRA's base); x1.25 for activations and workspace.
+TRAINED_COPIES, HEADROOM = 4, 1.25
+FP32_BYTES, BF16_BYTES = 4, 2
+GIB = 2.0 ** 30
 
 
-def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int) -> tuple[str, str]:
-    """(strategy, reason) for `world` processes with `memory` bytes each (None: unknown): one
-    process runs alone; several replicate the model (DDP) while it fits one device, else shard it
-    (FSDP2); what does not fit even sharded is refused with the figures."""
-    need = int((trainable * TRAINED_BYTES + frozen * FROZEN_BYTES) * HEADROOM)
-    gib = 2.0 ** 30
+def training_bytes(trainable: int, frozen: int, weight_bytes: int = FP32_BYTES) -> int:
+    """The training state's estimated bytes with `weight_bytes` per weight (optimizer moments alike)."""
+    return int((trainable * TRAINED_COPIES + frozen) * weight_bytes * HEADROOM)
+
+
+def choose_precision(asked: str, trainable: int, frozen: int, memory: int | None, devices: int,
+                     above: float | None) -> tuple[str, str]:
+    """(precision, reason): the asked one (float32 master weights, bf16 autocast if asked) while the
+    float32 training state fits `above` x the memory of the job's `devices` devices; above that,
+    bf16 weights (weights, gradients and AdamW moments in bfloat16: half the bytes). Rule off with
+    `above` None; kept with the memory unknown."""
+    if above is None or memory is None:
+        return asked, "float32 master weights: " + ("the size rule is off" if above is None else "device memory unknown")
+    need, room = training_bytes(trainable, frozen), above * memory * devices
+    where = f"{above:g} x {devices} x {memory / GIB:.1f} GiB of device memory"
+    if need <= room:
+        return asked, f"float32 master weights: about {need / GIB:.2f} GiB of float32 training state is within {where}"
+    return BF16_WEIGHTS, (f"bf16 weights: about {need / GIB:.2f} GiB of float32 training state is above {where} "
+                          f"(bfloat16 needs about {training_bytes(trainable, frozen, BF16_BYTES) / GIB:.2f} GiB)")
+
+
+def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int, devices: int = 1,
+                    weight_bytes: int = FP32_BYTES) -> tuple[str, str]:
+    """(strategy, reason) for `world` processes with `memory` bytes a device (None: unknown) and
+    `devices` devices visible to one process: one process runs alone while the model fits one
+    device, else spreads its layers over the devices (device_map); several replicate the model
+    (DDP) while it fits one device, else shard it (FSDP2); what does not fit is refused with the figures."""
+    need = training_bytes(trainable, frozen, weight_bytes)
     fits = memory is None or need <= memory
     if world == 1:
-        if memory is not None and not fits:
-            raise SpecError(f"training needs about {need / gib:.1f} GiB, one device has {memory / gib:.1f}; "
-                            "start it with torchrun over more devices (FSDP2 shards it)")
-        return "single", f"one process; about {need / gib:.2f} GiB of training state"
+        if fits:
+            return "single", f"one process; about {need / GIB:.2f} GiB of training state"
+        if devices > 1 and memory is not None and need <= memory * devices:
+            return "device_map", (f"about {need / GIB:.1f} GiB does not fit one device ({memory / GIB:.1f} GiB): "
+                                  f"one process spreads its layers over {devices} devices (device_map)")
+        raise SpecError(f"training needs about {need / GIB:.1f} GiB, {devices} device(s) of {(memory or 0) / GIB:.1f} GiB cannot "
+                        "hold it; start it with torchrun over more devices (FSDP2 shards it)")
     if fits:
-        return "ddp", f"about {need / gib:.2f} GiB fits one device: every rank holds a replica (DDP)"
+        return "ddp", f"about {need / GIB:.2f} GiB fits one device: every rank holds a replica (DDP)"
     if memory is not None and need / world <= memory:
-        return "fsdp2", f"about {need / gib:.1f} GiB does not fit one device ({memory / gib:.1f} GiB): sharded over {world} ranks (FSDP2)"
-    raise SpecError(f"training needs about {need / gib:.1f} GiB, {world} devices of {(memory or 0) / gib:.1f} GiB cannot hold it "
-                    "even sharded (FSDP2); device_map training is not supported")
+        return "fsdp2", f"about {need / GIB:.1f} GiB does not fit one device ({memory / GIB:.1f} GiB): sharded over {world} ranks (FSDP2)"
+    raise SpecError(f"training needs about {need / GIB:.1f} GiB, {world} devices of {(memory or 0) / GIB:.1f} GiB cannot hold it "
+                    "even sharded (FSDP2)")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -367,20 +404,30 @@ class Trainer:
         deterministic(cfg.seed)
         model, self.paradigm, self.model_config = build_model(Path(cfg.model_dir), cfg.seed, cfg.config_overrides)
         self.adapted: list[str] = []
+        self.adapted_reason = ""
         if cfg.method == "lora":
-            try:
-                self.adapted = apply_lora(model, cfg.lora_rank, cfg.lora_alpha, tuple(cfg.lora_targets))
-            except ValueError as exc:
-                raise SpecError(str(exc)) from None
+            model, self.adapted, self.adapted_reason = apply_lora(model, cfg.lora_rank, cfg.lora_alpha, tuple(cfg.lora_targets))
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        frozen = sum(p.numel() for p in model.parameters()) - trainable
+        memory = device_total_memory(self.device) or host_available_memory()
+        devices = len(accelerator_indices(self.device)) or 1
+        # the job's devices: one a process, or those one process may spread its layers over
+        job_devices = self.world if self.world > 1 else devices if cfg.strategy in ("auto", "device_map") else 1
+        self.precision, self.precision_reason = choose_precision(
+            self.precision, trainable, frozen, memory, job_devices, cfg.bf16_weights_above)
+        if self.precision == BF16_WEIGHTS:
+            model.to(torch.bfloat16)
         self.strategy, self.strategy_reason = cfg.strategy, "set in the training config"
         if cfg.strategy == "auto":
-            trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-            memory = device_total_memory(self.device) or host_available_memory()
             self.strategy, self.strategy_reason = choose_strategy(
-                trainable, sum(p.numel() for p in model.parameters()) - trainable, memory, self.world)
-        if self.world > 1 and self.strategy == "single":
-            raise SpecError(f"{self.world} processes need strategy ddp, fsdp2 or auto, not single")
-        model.to(self.device.torch_device)
+                trainable, frozen, memory, self.world, devices, BF16_BYTES if self.precision == BF16_WEIGHTS else FP32_BYTES)
+        if self.world > 1 and self.strategy in ("single", "device_map"):
+            raise SpecError(f"{self.world} processes need strategy ddp, fsdp2 or auto, not {self.strategy}")
+        self.device_map: dict[str, str] | None = None
+        if self.strategy == "device_map":
+            model, self.device_map = self._spread(model, memory, devices)
+        else:
+            model.to(self.device.torch_device)
         self.model = self._wrap(model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         optimizer_cls, self.optimizer_reason = adamw_class(self.device, sharded=self.strategy == "fsdp2")
@@ -393,6 +440,19 @@ class Trainer:
         self.last_grads: dict[str, torch.Tensor] = {}
         self.micro_batch = cfg.batch // self.world // cfg.accumulation  # halved by the out-of-memory ladder
         self.oom_fallbacks: list[dict[str, Any]] = []
+
+    def _spread(self, model: nn.Module, memory: int | None, devices: int) -> tuple[nn.Module, dict[str, str]]:
+        """(the model, its device map) over this process's accelerators through accelerate
+        (ab_runtime.sharding, each card capped so its layers' training state fits); on a CPU or
+        one card every module is on that device."""
+        dtype = next(model.parameters()).dtype
+        shard = None
+        if devices > 1:
+            share = (memory or 0) / (TRAINED_COPIES * HEADROOM) / GIB  # the weights' share of a card's memory
+            shard = ShardPlan(self.device.kind, accelerator_indices(self.device), share or None)
+        mode = model.training
+        model, device_map = place(model, self.device, shard, dtype)
+        return model.train(mode), device_map or {"": str(self.device.torch_device)}
 
     def _wrap(self, model: nn.Module) -> nn.Module:
         if self.strategy == "ddp" and self.world > 1:
@@ -633,7 +693,7 @@ class Trainer:
         barrier()
         if self.rank == 0:
             meta = {"step": self.step_index, "position": asdict(self.position), "world": self.world,
-                    "strategy": self.strategy, "data_digest": self.data.digest, "losses": self.losses,
+                    "strategy": self.strategy, "precision": self.precision, "data_digest": self.data.digest, "losses": self.losses,
                     "micro_batch": self.micro_batch, "oom_fallbacks": self.oom_fallbacks}
             (tmp / META).write_text(json.dumps(meta, sort_keys=True))
             files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
@@ -660,6 +720,9 @@ class Trainer:
         meta = json.loads((path / META).read_text())
         if meta["world"] != self.world or meta["data_digest"] != self.data.digest:
             raise SpecError(f"checkpoint {path.name} was written by {meta['world']} rank(s) on other data; it cannot resume this run")
+        if meta.get("precision", self.precision) != self.precision:  # the size rule saw other memory figures
+            raise SpecError(f"checkpoint {path.name} holds {meta['precision']} weights, this run chose {self.precision} "
+                            f"({self.precision_reason}); set bf16_weights_above to resume it")
         state = self._state()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)

@@ -1,47 +1,40 @@
-"""Low-rank adapters (LoRA) on a model's linear layers: the base weights are frozen, only the
-adapters train. peft is not in the packages' environments, so the harness carries this small
-implementation (Hu et al. 2021: W x + (alpha / r) B A x, A random, B zero, so training starts
-from the base model exactly)."""
+"""Low-rank adapters (LoRA) through peft (`LoraConfig` + `get_peft_model`): the base weights are
+frozen, only the adapters train. The target modules are the config's `lora_targets`, else peft's
+own choice for the architecture (q_proj / v_proj for Llama, query / value for BERT, c_attn for
+GPT-2, q / v for T5), else every linear layer but the output head (peft's "all-linear")."""
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
-import torch
 from torch import nn
 
-ADAPTER_MARK = "lora_"
+from ..errors import SpecError
+
+ADAPTER_MARK = "lora_"  # in the name of every adapter parameter peft adds (lora_A, lora_B)
 
 
-class LoRALinear(nn.Module):
-    """A frozen nn.Linear plus its trainable low-rank update."""
+def lora_targets(model_type: str, asked: tuple[str, ...]) -> tuple[list[str] | str, str]:
+    """(peft's target_modules, why): the asked names, peft's mapping for `model_type`, or all-linear."""
+    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as MAPPING
 
-    def __init__(self, base: nn.Linear, rank: int, alpha: float) -> None:
-        super().__init__()
-        self.base = base
-        self.scale = alpha / rank
-        self.lora_a = nn.Parameter(torch.empty(rank, base.in_features, dtype=base.weight.dtype))
-        self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
-        nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) + (x @ self.lora_a.t() @ self.lora_b.t()) * self.scale
+    if asked:
+        return list(asked), "lora_targets in the training config"
+    if model_type in MAPPING:
+        return list(MAPPING[model_type]), f"peft's default for model type {model_type!r}"
+    return "all-linear", f"peft has no default for model type {model_type!r}: every linear layer but the output head"
 
 
-def apply_lora(model: nn.Module, rank: int, alpha: float, targets: tuple[str, ...] = ()) -> list[str]:
-    """Wrap the linear layers whose name ends with one of `targets` (all linear layers of the
-    transformer blocks when empty; never the output head), freeze everything else; returns the
-    wrapped names. Raises ValueError when nothing matched."""
-    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    chosen = [(name, module) for name, module in model.named_modules()
-              if isinstance(module, nn.Linear) and module is not output
-              and (any(name.endswith(t) for t in targets) if targets else ".layer" in name or ".h." in name or "layers." in name or "block." in name)]
-    if not chosen:
-        raise ValueError(f"LoRA found no linear layer to adapt (targets {list(targets) or 'the transformer blocks'})")
-    for param in model.parameters():
-        param.requires_grad_(False)
-    for name, module in chosen:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, LoRALinear(module, rank, alpha))
-    return [name for name, _ in chosen]
+def apply_lora(model: nn.Module, rank: int, alpha: float, asked: tuple[str, ...] = ()) -> tuple[nn.Module, list[str], str]:
+    """(the peft model, the adapted module names, why those), everything but the adapters frozen.
+    A missing peft or targets that match nothing are a SpecError naming the cause."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise SpecError("LoRA training needs peft, which this environment lacks (pip install 'peft>=0.18')") from None
+    targets, why = lora_targets(str(getattr(getattr(model, "config", None), "model_type", "")), asked)
+    try:
+        peft_model: Any = get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets))
+    except ValueError as exc:
+        raise SpecError(f"LoRA: {str(exc).splitlines()[0]}") from None
+    return peft_model, sorted(peft_model.targeted_module_names), why

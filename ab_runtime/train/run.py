@@ -94,8 +94,10 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
                   "verdict": contract_table.evaluation_verdict(before["loss"], after["loss"], sum(tail) / len(tail))}
     result: Result = {
         "ok": True, "error": None, "steps": trainer.step_index, "paradigm": trainer.paradigm.name, "method": cfg.method,
-        "strategy": trainer.strategy, "strategy_reason": trainer.strategy_reason, "world": trainer.world, "device": trainer.device.as_dict(), "precision": trainer.precision,
-        "optimizer": trainer.optimizer_reason, "adapted": trainer.adapted, "resumed_from": resumed_from,
+        "strategy": trainer.strategy, "strategy_reason": trainer.strategy_reason, "device_map": trainer.device_map,
+        "world": trainer.world, "device": trainer.device.as_dict(), "precision": trainer.precision,
+        "precision_reason": trainer.precision_reason, "optimizer": trainer.optimizer_reason,
+        "adapted": trainer.adapted, "adapted_reason": trainer.adapted_reason, "resumed_from": resumed_from,
         "micro_batch": trainer.micro_batch, "oom_fallbacks": trainer.oom_fallbacks,
         "first_loss": trainer.losses[0], "final_loss": trainer.losses[-1],
         "loss_decreased": trainer.losses[-1] < trainer.losses[0], "evaluation": evaluation,
@@ -129,7 +131,8 @@ def grad_cosines(target: dict[str, torch.Tensor], reference: dict[str, torch.Ten
 def run_contract(cfg: TrainConfig, out: Path) -> Result:
     out.mkdir(parents=True, exist_ok=True)
     single = replace(cfg, strategy="single", checkpoint_every=0, keep_last=1)
-    reference = Trainer(replace(single, device="cpu", precision="fp32"), out / "reference", device=select_device("cpu"))
+    reference = Trainer(replace(single, device="cpu", precision="fp32", bf16_weights_above=None), out / "reference",
+                        device=select_device("cpu"))
     reference_log = _run_log(reference, cfg.steps, keep_first_grads=True)
     target = Trainer(single, out / "target")
     target_log = _run_log(target, cfg.steps, keep_first_grads=True)

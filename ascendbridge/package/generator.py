@@ -34,8 +34,9 @@ TEMPLATES_DIR = PACKAGE_DIR / "templates"
 RUNTIME_DIR = Path(ab_runtime.__file__).resolve().parent  # the top-level runtime package, shipped verbatim
 RUNTIME_NAME = "ab_runtime"
 
-# Every adaptation needs these besides transformers (spec.transformers_requirement) and torch.
-BASE_DEPENDENCIES: tuple[str, ...] = ("safetensors>=0.4", "numpy>=1.26", "huggingface_hub>=0.26")
+# Every adaptation needs these besides transformers (spec.transformers_requirement) and torch; peft
+# for LoRA training (ab_runtime/train/lora.py): the training stage syncs the package's own lock.
+BASE_DEPENDENCIES: tuple[str, ...] = ("safetensors>=0.4", "numpy>=1.26", "huggingface_hub>=0.26", "peft>=0.18")
 # A model whose discovery plan spreads it over several devices loads through transformers' device_map,
 # which needs accelerate (ab_runtime/sharding.py).
 SHARDING_DEPENDENCY = "accelerate>=1.0"

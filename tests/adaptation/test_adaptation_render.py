@@ -100,6 +100,7 @@ def test_pyproject_declares_conflicting_extras_and_local_wheels(
     assert data["project"]["name"] == "ab-tiny-bert"
     deps = data["project"]["dependencies"]
     assert deps[0] == "transformers>=4.46" and "sentencepiece>=0.2" in deps and "huggingface_hub>=0.26" in deps
+    assert "peft>=0.18" in deps  # LoRA training in every package
     assert not any(d.startswith("accelerate") for d in deps)  # one device: no device_map, no accelerate
     spec.device_plan = {"devices": 2, "strategy": "device_map", "per_device_gb": 64}
     assert "accelerate>=1.0" in project_dependencies(spec)  # a sharded model loads through accelerate

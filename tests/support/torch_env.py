@@ -26,6 +26,7 @@ REQUIREMENTS = (
     "pillow>=10",
     "sentence-transformers>=3",  # library parity tests (ab_runtime.parity) compare against it
     "accelerate>=1.0",  # device_map sharding of models larger than one device (ab_runtime.sharding)
+    "peft>=0.18",  # LoRA training (ab_runtime.train.harness), as in every package (BASE_DEPENDENCIES)
 )
 
 

@@ -54,6 +54,7 @@ before = trainer.snapshot()
 for _ in range(3):
     trainer.step()
 print(json.dumps({"changed": trainer.adapter_only_changed(before), "adapted": trainer.adapted,
+                  "why": trainer.adapted_reason, "model": type(trainer.model).__module__,
                   "trainable": sum(p.numel() for p in trainer.params), "total": sum(p.numel() for p in trainer.model.parameters())}))
 """
 
@@ -64,8 +65,24 @@ def test_lora_changes_only_the_adapter_weights(tmp_path: Path, torch_python: Pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     probe = json.loads(proc.stdout.splitlines()[-1])
     assert probe["changed"]["adapters"] and probe["changed"]["other"] == []
-    assert any(name.endswith("q_proj") for name in probe["adapted"])
+    assert probe["model"].startswith("peft.")  # peft's LoRA, not one of our own
+    # peft's targets for Llama: the attention's query and value projections of every layer
+    assert {name.rsplit(".", 1)[1] for name in probe["adapted"]} == {"q_proj", "v_proj"}, probe["adapted"]
+    assert len(probe["adapted"]) == 4 and "'llama'" in probe["why"]
     assert probe["trainable"] < probe["total"] / 4
+
+
+def test_lora_on_gpt2_passes_the_baseline_contract_with_a_bit_identical_resume(tmp_path: Path, torch_python: Path) -> None:
+    """GPT-2's fused c_attn (a Conv1D, peft's default target for it), bf16 autocast against the
+    CPU float32 reference: the contract passes, its checkpoint round trip included."""
+    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / "tiny-gpt2"), steps=3, method="lora",
+                          lora_rank=4, precision="bf16-autocast")
+    proc = run(train_cmd(torch_python, config, tmp_path / "out", command="contract"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "contract.json").read_text())
+    assert record["verdict"]["passed"] and record["target"]["resume_identical"]
+    trained = set(record["target"]["grad_cosines"])
+    assert trained and all(".attn.c_attn.lora_" in name for name in trained), sorted(trained)
 
 
 def test_an_architecture_outside_the_paradigms_is_refused_with_the_reason(tmp_path: Path, torch_python: Path) -> None:
@@ -176,7 +193,8 @@ def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torc
     settings = {"steps": 16, "checkpoint_every": 10, "strategy": strategy, "model_dir": str(DEMO / "tiny-gpt2"),  # GPT-2: dropout 0.1
                 "accumulation": accumulation}
     straight = tmp_path / "straight"
-    assert run(train_cmd(torch_python, write_config(tmp_path / "a.json", **settings), straight, nproc=nproc)).returncode == 0
+    first = run(train_cmd(torch_python, write_config(tmp_path / "a.json", **settings), straight, nproc=nproc))
+    assert first.returncode == 0, first.stderr[-3000:]  # torchrun's own failure (a signal, a rank's traceback) says why
     config = write_config(tmp_path / "b.json", fault={"hang_at_step": 13}, **settings)
     killed = tmp_path / "killed"
     proc = subprocess.Popen(train_cmd(torch_python, config, killed, nproc=nproc), env=run_env(), start_new_session=True,
@@ -256,8 +274,9 @@ def failed_checks(proc: subprocess.CompletedProcess[str]) -> list[str]:
 def test_the_evidence_verifies_and_an_edited_log_fails(tmp_path: Path, torch_python: Path) -> None:
     out = tmp_path / "out"
     config = write_config(tmp_path / "train.json", steps=10, checkpoint_every=5)
-    assert run(train_cmd(torch_python, config, out)).returncode == 0
-    assert run(train_cmd(torch_python, write_config(tmp_path / "c.json", steps=3), out, command="contract")).returncode == 0
+    for proc in (run(train_cmd(torch_python, config, out)),
+                 run(train_cmd(torch_python, write_config(tmp_path / "c.json", steps=3), out, command="contract"))):
+        assert proc.returncode == 0, proc.stderr[-3000:]
     honest = run(verify_cmd(torch_python, config, out))
     assert honest.returncode == 0, honest.stdout[-3000:] + honest.stderr[-2000:]
     assert {"rerun_step", "final_weights", "final_evaluation", "contract_recomputed"} <= {
@@ -278,16 +297,24 @@ def test_the_evidence_verifies_and_an_edited_log_fails(tmp_path: Path, torch_pyt
 STRATEGY_PROBE = """
 import json
 from ab_runtime.errors import SpecError
-from ab_runtime.train.harness import choose_strategy
+from ab_runtime.train.harness import choose_precision, choose_strategy
 GIB = 2 ** 30
 out = {}
 for label, args in {"one": (10**6, 0, 8 * GIB, 1), "fits": (10**8, 0, 8 * GIB, 2), "shard": (10**9, 0, 16 * GIB, 2),
                     "lora_fits": (10**6, 10**9, 8 * GIB, 2), "too_big": (10**10, 0, 16 * GIB, 2),
-                    "one_too_big": (10**10, 0, 16 * GIB, 1)}.items():
+                    "one_too_big": (10**10, 0, 16 * GIB, 1), "spread": (10**9, 0, 16 * GIB, 1, 2),
+                    "spread_too_big": (10**10, 0, 16 * GIB, 1, 8), "spread_bf16": (10**9, 0, 10 * GIB, 1, 2, 2),
+                    "one_of_many": (10**6, 0, 8 * GIB, 1, 8)}.items():
     try:
         out[label] = choose_strategy(*args)[0]
     except SpecError as exc:
         out[label] = "refused: " + str(exc)
+# 10**9 trained parameters: 16 bytes x 1.25 = 18.6 GiB of float32 training state
+for label, args in {"fits": (10**9, 0, 80 * GIB, 1, 1.0), "above": (10**9, 0, 16 * GIB, 1, 1.0),
+                    "two_devices": (10**9, 0, 16 * GIB, 2, 1.0), "lora": (10**6, 10**9, 16 * GIB, 1, 1.0),
+                    "stricter": (10**9, 0, 80 * GIB, 1, 0.2), "off": (10**12, 0, GIB, 1, None),
+                    "unknown": (10**12, 0, None, 1, 1.0)}.items():
+    out["precision_" + label] = choose_precision("bf16-autocast", *args)
 print(json.dumps(out))
 """
 
@@ -299,9 +326,32 @@ def test_the_strategy_is_chosen_from_the_parameter_count_memory_and_processes(tm
     assert (chosen["one"], chosen["fits"], chosen["shard"], chosen["lora_fits"]) == ("single", "ddp", "fsdp2", "ddp")
     assert chosen["too_big"].startswith("refused:") and "even sharded" in chosen["too_big"]
     assert chosen["one_too_big"].startswith("refused:") and "torchrun" in chosen["one_too_big"]
+    # one process over several devices: its layers spread (device_map) when one device cannot hold them
+    assert (chosen["spread"], chosen["spread_bf16"], chosen["one_of_many"]) == ("device_map", "single", "single")
+    assert chosen["spread_too_big"].startswith("refused:") and "8 device(s)" in chosen["spread_too_big"]
+    precision = {label[len("precision_"):]: value for label, value in chosen.items() if label.startswith("precision_")}
+    assert {label: value[0] for label, value in precision.items()} == {
+        "fits": "bf16-autocast", "above": "bf16-weights", "two_devices": "bf16-autocast", "lora": "bf16-autocast",
+        "stricter": "bf16-weights", "off": "bf16-autocast", "unknown": "bf16-autocast"}
+    assert "18.63 GiB of float32 training state is above 1 x 1 x 16.0 GiB" in precision["above"][1]
+    assert "9.31 GiB" in precision["above"][1]  # what bfloat16 needs: half
     config = write_config(tmp_path / "train.json", steps=2, strategy="auto")
     result = read_result(run(train_cmd(torch_python, config, tmp_path / "out")).stdout)
     assert result["strategy"] == "single" and "one process" in result["strategy_reason"]
+
+
+def test_a_run_forced_over_the_bf16_threshold_trains_in_bf16_through_a_device_map(tmp_path: Path, torch_python: Path) -> None:
+    """bf16_weights_above 0 puts any model over the size rule; the device_map strategy on a CPU
+    places every module on it (the multi-card split is accelerate's, not run here)."""
+    config = write_config(tmp_path / "train.json", steps=3, bf16_weights_above=0, strategy="device_map")
+    proc = run(train_cmd(torch_python, config, tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_result(proc.stdout)
+    assert result["precision"] == "bf16-weights" and "above 0 x 1 x" in result["precision_reason"]
+    assert result["strategy"] == "device_map" and result["device_map"] == {"": "cpu"}
+    assert result["final_loss"] < result["first_loss"]
+    refused = run(train_cmd(torch_python, write_config(tmp_path / "bad.json", bf16_weights_above=-1), tmp_path / "bad"))
+    assert refused.returncode == 2 and "bf16_weights_above" in read_result(refused.stdout)["error"]
 
 
 def _state(pid: int) -> str:
