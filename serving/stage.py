@@ -13,6 +13,7 @@ the artefacts and replays a sample of the requests on a fresh server.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -87,11 +88,13 @@ class ServingStage:
         try:
             pretrained = settings.real_weights and weights_available(spec)[0]
             ctx.say(f"exporting the {'real' if pretrained else 'config-initialised'} weights and the CPU float32 "
-                    f"reference with {python}")
-            export(python, directory, settings, pretrained, ctx.log)
-            reference = json.loads((directory / REFERENCE_FILE).read_text())
-            architecture = (reference["config"].get("architectures") or [""])[0]
-            inputs = plan_inputs(settings, supported_architectures(python), architecture)
+                    f"reference with {python}, and reading the installed vLLM's architectures beside it")
+            with ThreadPoolExecutor(1) as pool:  # two independent processes: the registry's import of vLLM
+                architectures = pool.submit(supported_architectures, python)  # overlaps the export
+                export(python, directory, settings, pretrained, ctx.log)
+                reference = json.loads((directory / REFERENCE_FILE).read_text())
+                architecture = (reference["config"].get("architectures") or [""])[0]
+                inputs = plan_inputs(settings, architectures.result(), architecture)
         except StepError as exc:
             return _failed(str(exc), exc.rule)
         local, ascend = plans(directory, spec.task_family, inputs)

@@ -199,3 +199,28 @@ def test_the_run_summary_line_names_classification_scores_and_the_streamed_chat(
         "class probabilities within 2.4e-07 of the reference; ready in 30 s"
     assert "scores within 0.0e+00" in _served_figures({"score_max_abs_diff": 0.0})
     assert _served_figures({"chat_equal": 1.0, "chat_stream_equal": 0.0}) == "chat equal; streamed chat differs"
+
+
+def test_the_gate_checks_a_replayed_answer_against_the_reference_as_the_acceptance_did() -> None:
+    from serving.gate import _replay_problems
+
+    embeddings = {"texts": ["a", "b"], "embeddings": [[1.0, 0.0], [0.0, 1.0]]}
+    batch = {"kind": "embeddings", "index": 0, "status": 200,
+             "response": {"data": [{"index": 0, "embedding": [2.0, 0.0]}, {"index": 1, "embedding": [0.0, 3.0]}]}}
+    assert _replay_problems(batch, embeddings, "float32") == []
+    batch["response"]["data"][1]["embedding"] = [1.0, 1.0]  # cosine 0.71
+    assert _replay_problems(batch, embeddings, "float32") == [
+        "replayed embeddings request 0: served answers differ from the reference"]
+    classifier = {"texts": ["a"], "config": {"num_labels": 2}, "logits": [[0.0, 0.0]]}
+    answer = {"kind": "classify", "index": 0, "status": 200, "response": {"data": [{"index": 0, "probs": [0.5, 0.5]}]}}
+    assert _replay_problems(answer, classifier, "float32") == []
+    answer["response"]["data"][0]["probs"] = [0.5002, 0.4998]
+    assert _replay_problems(answer, classifier, "float32") != [] and _replay_problems(answer, classifier, "bfloat16") == []
+    chat = {**REFERENCE, "chat": {"messages": [], "prompt": [1], "tokens": [4, 3]}}
+    streamed = {"kind": "chat_stream", "index": 0, "status": 200,
+                "chunks": [{"t": 0.1, "data": {"choices": [{"token_ids": [4]}]}},
+                           {"t": 0.2, "data": {"choices": [{"token_ids": [3]}]}}]}
+    assert _replay_problems(streamed, chat, "float32") == []
+    streamed["chunks"].pop()
+    assert _replay_problems(streamed, chat, "float32") == [
+        "replayed chat_stream request 0: served tokens differ from the reference"]
