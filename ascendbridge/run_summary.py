@@ -92,14 +92,20 @@ def results_table(results: Sequence[ModelResult], root: Path) -> Table:
 
 
 def _served_figures(values: dict[str, float]) -> str:
-    """The served answers and speed in one line (generation or embeddings), from the gated figures."""
+    """The served answers and speed in one line (generation, embeddings, classification or scores),
+    from the gated figures."""
     parts = []
     if "greedy_exact_match" in values:
         parts.append(f"greedy tokens {values['greedy_exact_match']:.0%} equal to the reference")
     if "chat_equal" in values:
         parts.append(f"chat {'equal' if values['chat_equal'] == 1.0 else 'differs'}")
+    if "chat_stream_equal" in values:
+        parts.append(f"streamed chat {'equal' if values['chat_stream_equal'] == 1.0 else 'differs'}")
     if "embedding_cosine_min" in values:
         parts.append(f"cosine >= {values['embedding_cosine_min']:.6f}")
+    for kind, what in (("classify", "class probabilities"), ("score", "scores")):
+        if f"{kind}_max_abs_diff" in values:
+            parts.append(f"{what} within {values[f'{kind}_max_abs_diff']:.1e} of the reference")
     if "ttft_ms" in values:
         parts.append(f"TTFT {values['ttft_ms']:.0f} ms, TPOT {values.get('tpot_ms', 0.0):.1f} ms")
     if "bench_inf_output_tokens_per_s" in values:

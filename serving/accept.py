@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 Exchange = dict[str, Any]
+STREAMED = ("stream", "chat_stream")  # the kinds sent with `stream: true`, answered as server-sent events
 
 
 def post(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple[int, Any, float]:
@@ -54,7 +55,7 @@ def stream(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple
 
 def send(url: str, exchange: Exchange, timeout_s: float) -> Exchange:
     """Send a saved exchange's request again; the exchange with the new response."""
-    if exchange["kind"] == "stream":
+    if exchange["kind"] in STREAMED:
         status, chunks, elapsed = stream(url, exchange["path"], exchange["request"], timeout_s)
         return {**exchange, "status": status, "chunks": chunks, "elapsed_s": elapsed}
     status, body, elapsed = post(url, exchange["path"], exchange["request"], timeout_s)
@@ -73,9 +74,9 @@ def chat_request(name: str, messages: list[dict[str, str]], new_tokens: int) -> 
 
 def acceptance_requests(name: str, endpoint: str, reference: dict[str, Any], max_model_len: int,
                         concurrency: int) -> list[Exchange]:
-    """The requests to send, in order: the reference's prompts (or texts), the chat conversation when
-    the tokenizer has a chat template, one streamed, `concurrency` at once, a prompt over the max
-    model length, and one more after it."""
+    """The requests to send, in order: the reference's prompts (or texts, or the reranker's query and
+    documents), the chat conversation when the tokenizer has a chat template (also streamed), one
+    streamed completion, `concurrency` at once, a prompt over the max model length, and one more after it."""
     def ex(kind: str, path: str, request: dict[str, Any], index: int = 0) -> Exchange:
         return {"kind": kind, "index": index, "path": path, "request": request}
 
@@ -85,19 +86,32 @@ def acceptance_requests(name: str, endpoint: str, reference: dict[str, Any], max
         over = [prompts[0][i % len(prompts[0])] for i in range(max_model_len + 1)]
         chat = reference.get("chat")
         return [*(ex("greedy", "/v1/completions", completion_request(name, p, new), i) for i, p in enumerate(prompts)),
-                *([ex("chat", "/v1/chat/completions", chat_request(name, chat["messages"], new))] if chat else []),
+                *([ex("chat", "/v1/chat/completions", chat_request(name, chat["messages"], new)),
+                   ex("chat_stream", "/v1/chat/completions", chat_request(name, chat["messages"], new))]
+                  if chat else []),
                 ex("stream", "/v1/completions", completion_request(name, prompts[0], new)),
                 *(ex("concurrent", "/v1/completions", completion_request(name, prompts[i % len(prompts)], new),
                      i % len(prompts)) for i in range(concurrency)),
                 ex("overlength", "/v1/completions", completion_request(name, over, new)),
                 ex("after", "/v1/completions", completion_request(name, prompts[0], new))]
-    texts = reference["texts"]
     over_text = " ".join(["word"] * (max_model_len + 8))
-    return [ex("embeddings", "/v1/embeddings", {"model": name, "input": list(texts)}),
-            *(ex("concurrent", "/v1/embeddings", {"model": name, "input": [texts[i % len(texts)]]},
+    if endpoint == "score":  # vLLM's cross-encoder scoring: the query against each document
+        docs = reference["documents"]
+
+        def score(documents: list[str]) -> dict[str, Any]:
+            return {"model": name, "queries": reference["query"], "documents": documents}
+
+        return [ex("score", "/score", score(list(docs))),
+                *(ex("concurrent", "/score", score([docs[i % len(docs)]]), i % len(docs)) for i in range(concurrency)),
+                ex("overlength", "/score", score([over_text])),
+                ex("after", "/score", score([docs[0]]))]
+    texts = reference["texts"]
+    path = {"embeddings": "/v1/embeddings", "classify": "/classify"}[endpoint]
+    return [ex(endpoint, path, {"model": name, "input": list(texts)}),
+            *(ex("concurrent", path, {"model": name, "input": [texts[i % len(texts)]]},
                  i % len(texts)) for i in range(concurrency)),
-            ex("overlength", "/v1/embeddings", {"model": name, "input": [over_text]}),
-            ex("after", "/v1/embeddings", {"model": name, "input": [texts[0]]})]
+            ex("overlength", path, {"model": name, "input": [over_text]}),
+            ex("after", path, {"model": name, "input": [texts[0]]})]
 
 
 def run_acceptance(url: str, requests: list[Exchange], timeout_s: float) -> list[Exchange]:

@@ -27,11 +27,12 @@ from ascendbridge.package.spec import AdaptationSpec
 from serving.accept import send
 from serving.env import serve_python
 from serving.figures import (
-    COSINE_BOUND,
+    POOLED,
     acceptance_problems,
-    cosine,
-    response_embeddings,
+    reference_rows,
+    response_rows,
     response_tokens,
+    row_close,
     serving_figures,
 )
 from serving.plan import Refusal
@@ -56,10 +57,9 @@ class ServingReport(GateReport):
 def _reference_problems(saved: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
     if any(saved.get(k) != fresh.get(k) for k in ("tokens", "prompts", "chat")):
         return [f"{REFERENCE_FILE}: the reference tokens differ from the framework's re-export"]
-    if "embeddings" in fresh:
-        diffs = recorded_differences({"embeddings": saved.get("embeddings")}, {"embeddings": fresh["embeddings"]})
-        if diffs:
-            return [f"{REFERENCE_FILE}: the reference embeddings differ from the framework's re-export"]
+    for key in ("embeddings", "logits"):
+        if key in fresh and recorded_differences({key: saved.get(key)}, {key: fresh[key]}):
+            return [f"{REFERENCE_FILE}: the reference {key} differ from the framework's re-export"]
     return []
 
 
@@ -69,13 +69,16 @@ def _replay_problems(exchange: dict[str, Any], reference: dict[str, Any], dtype:
     if exchange.get("status") != 200:
         return [f"{where}: status {exchange.get('status')}"]
     if "tokens" in reference:
-        expected = reference["chat"]["tokens"] if exchange["kind"] == "chat" else reference["tokens"][exchange["index"]]
+        chat = exchange["kind"] in ("chat", "chat_stream")
+        expected = reference["chat"]["tokens"] if chat else reference["tokens"][exchange["index"]]
         if dtype == "float32" and response_tokens(exchange) != expected:
             return [f"{where}: served tokens differ from the reference"]
         return []
-    rows = response_embeddings(exchange) or []
-    if not rows or min(cosine(r, e) for r, e in zip(rows, reference["embeddings"][exchange["index"]:])) < COSINE_BOUND[dtype]:
-        return [f"{where}: served embeddings differ from the reference"]
+    rows = response_rows(exchange) or []
+    expected_rows = reference_rows(reference)[exchange["index"]:]
+    if len(rows) > len(expected_rows) or not rows or not all(
+            row_close(exchange["kind"], r, e, dtype) for r, e in zip(rows, expected_rows)):
+        return [f"{where}: served answers differ from the reference"]
     return []
 
 
@@ -138,8 +141,8 @@ def check_adaptation(directory: Path, python: str | None = None, settings: Servi
         problems.append(f"recorded verdict {evidence.get('verdict')} but the exchanges give {verdict}")
     replayed = 0
     if execute and not problems:
-        sample = ([e for e in exchanges if e["kind"] in ("greedy", "embeddings")][: settings.replay]
-                  + [e for e in exchanges if e["kind"] == "chat"])
+        sample = ([e for e in exchanges if e["kind"] in ("greedy", *POOLED)][: settings.replay]
+                  + [e for e in exchanges if e["kind"] in ("chat", "chat_stream")])
         port = free_port()
         try:
             with served(server_argv(serve, local, spec.name, port), directory, local.env, port,

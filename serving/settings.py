@@ -29,7 +29,7 @@ class ServingSettings(DeviceSettings):
     bench_timeout_s: float = Field(900.0, gt=0)  # all rates together
     replay: int = Field(2, ge=1)  # acceptance requests the gate replays on a fresh server
     ascend_generation: str = "A2"  # the Ascend generation the deployment artefacts target
-    ascend_cards: int = Field(8, ge=1)  # cards per Ascend host, for the tensor-parallel rule
+    ascend_cards: int = Field(8, ge=1)  # Ascend cards of the plan when the task was given none (its claim wins)
     ascend_card_memory_gb: float = Field(64.0, gt=0)
     export_timeout_s: float = Field(900.0, gt=0)
     start_timeout_s: float = Field(600.0, gt=0)  # to /health: ~25-60 s on an idle CPU host, minutes on a loaded one

@@ -13,6 +13,7 @@ the artefacts and replays a sample of the requests on a fresh server.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from ascendbridge.stage_inputs import run_with_inputs
 from serving.accept import acceptance_requests, run_acceptance
-from serving.bench import BenchError, bench_args, run_bench
+from serving.bench import BACKENDS, BenchError, bench_args, run_bench
 from serving.env import serve_python
 from serving.figures import acceptance_problems, serving_figures
 from serving.plan import SERVED_FAMILIES, Refusal
@@ -45,9 +46,10 @@ from serving.steps import (
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_serving.py"
 GATE_TIMEOUT_S = 1800.0
-ACCEPTED_ENDPOINTS = ("completions", "embeddings")  # what serving/accept.py sends and checks
+ACCEPTED_ENDPOINTS = ("completions", "embeddings", "classify", "score")  # what serving/accept.py sends and checks
 UNITS = {"cold_start_s": "s", "ttft_ms": "ms", "tpot_ms": "ms", "output_tokens_per_s": "tokens/s",
-         "requests_per_s": "requests/s", "embedding_latency_ms": "ms", "peak_memory_mb": "MiB"}
+         "requests_per_s": "requests/s", "embedding_latency_ms": "ms", "classify_latency_ms": "ms",
+         "score_latency_ms": "ms", "peak_memory_mb": "MiB"}
 
 
 def unit(name: str) -> str | None:
@@ -86,11 +88,13 @@ class ServingStage:
         try:
             pretrained = settings.real_weights and weights_available(spec)[0]
             ctx.say(f"exporting the {'real' if pretrained else 'config-initialised'} weights and the CPU float32 "
-                    f"reference with {python}")
-            export(python, directory, settings, pretrained, ctx.log)
-            reference = json.loads((directory / REFERENCE_FILE).read_text())
-            architecture = (reference["config"].get("architectures") or [""])[0]
-            inputs = plan_inputs(settings, supported_architectures(python), architecture)
+                    f"reference with {python}, and reading the installed vLLM's architectures beside it")
+            with ThreadPoolExecutor(1) as pool:  # two independent processes: the registry's import of vLLM
+                architectures = pool.submit(supported_architectures, python)  # overlaps the export
+                export(python, directory, settings, pretrained, ctx.log)
+                reference = json.loads((directory / REFERENCE_FILE).read_text())
+                architecture = (reference["config"].get("architectures") or [""])[0]
+                inputs = plan_inputs(settings, architectures.result(), architecture)
         except StepError as exc:
             return _failed(str(exc), exc.rule)
         local, ascend = plans(directory, spec.task_family, inputs)
@@ -146,6 +150,8 @@ class ServingStage:
         if not tokenizer:
             return {"skipped": "the model ships no tokenizer: vllm bench serve's random dataset draws its prompts "
                                "from one"}
+        if endpoint not in BACKENDS:
+            return {"skipped": f"vllm bench serve is not run against the {endpoint} endpoint (docs/serving.md)"}
         rates = settings.bench_rates.split(",")
         args = bench_args(url, name, str((directory / WEIGHTS_DIR).resolve()), endpoint, settings.bench_prompts,
                           settings.bench_input_len, settings.bench_output_len)
@@ -161,11 +167,18 @@ def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
     if "greedy_exact_match" in figures:
         quality = f"greedy tokens {figures['greedy_exact_match']:.0%} equal to the CPU fp32 reference"
         speed = f"TTFT {figures['ttft_ms']:.0f} ms, TPOT {figures['tpot_ms']:.1f} ms"
-    else:
+    elif "embedding_cosine_min" in figures:
         quality = f"embeddings cosine >= {figures['embedding_cosine_min']:.6f}"
         speed = f"{figures['embedding_latency_ms']:.0f} ms a batch"
+    else:
+        kind = "classify" if "classify_max_abs_diff" in figures else "score"
+        what = "class probabilities" if kind == "classify" else "scores"
+        quality = f"{what} within {figures[f'{kind}_max_abs_diff']:.1e} of the CPU fp32 reference"
+        speed = f"{figures[f'{kind}_latency_ms']:.0f} ms a batch"
     if "chat_equal" in figures:
         quality += f", chat {'equal' if figures['chat_equal'] == 1.0 else 'differs'}"
+    if "chat_stream_equal" in figures:
+        quality += f", streamed chat {'equal' if figures['chat_stream_equal'] == 1.0 else 'differs'}"
     if "bench_inf_requests_per_s" in figures:
         speed += f"; vllm bench serve at rate inf: {figures['bench_inf_requests_per_s']:.1f} requests/s"
     memory = f", peak {figures['peak_memory_mb']:.0f} MiB" if "peak_memory_mb" in figures else ""

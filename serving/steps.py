@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import IO, Any
@@ -16,6 +17,8 @@ from typing import IO, Any
 import psutil
 
 from ascendbridge.package.uv_env import parse_result
+from ascendbridge.runtime.devices import parse_index_list
+from ascendbridge.runtime.placement import VISIBLE_ENV
 from ascendbridge.runtime.process import run_command
 from serving.plan import ASCEND_STACKS, SERVER_MODULE, DeviceProfile, ModelFacts, Refusal, ServePlan, plan_serving
 from serving.render import WEIGHTS_DIR, engine_args
@@ -70,23 +73,44 @@ def supported_architectures(python: Path) -> list[str]:
     raise StepError("serving_engine_broken", f"the serve environment's vLLM does not import: {result.tail_line()}")
 
 
-def local_device(settings: ServingSettings) -> DeviceProfile:
-    """The device the acceptance runs on: this host's memory on CPU, the Ascend settings on an NPU."""
+def claimed_cards(env: Mapping[str, str], accelerator: str) -> int | None:
+    """The cards the team lead claimed for this task on an `accelerator` host (npu, cuda): its
+    placement's visible-device mask (ascendbridge/runtime/placement.py); None when it claimed none."""
+    raw = env.get(VISIBLE_ENV[accelerator], "").strip()
+    return len(parse_index_list(raw, VISIBLE_ENV[accelerator])) if raw else None
+
+
+def ascend_cards(settings: ServingSettings, env: Mapping[str, str]) -> tuple[int, str]:
+    """(cards, where from) of the Ascend deployment plan: the cards claimed for this task, else the
+    `serving.ascend_cards` setting (a host with no claim, e.g. a CPU host planning the deployment)."""
+    claimed = claimed_cards(env, "npu")
+    return (claimed, VISIBLE_ENV["npu"]) if claimed else (settings.ascend_cards, "serving.ascend_cards")
+
+
+def local_device(settings: ServingSettings, env: Mapping[str, str]) -> DeviceProfile:
+    """The device the acceptance runs on: this host's memory on CPU, the claimed cards on an
+    accelerator (the setting when none were claimed)."""
+    memory = int(settings.ascend_card_memory_gb * GiB)
     if settings.profile == "cpu":
         return DeviceProfile("cpu", int(psutil.virtual_memory().total))
     if settings.profile == "ascend":
-        return DeviceProfile("ascend", int(settings.ascend_card_memory_gb * GiB), settings.ascend_cards,
+        return DeviceProfile("ascend", memory, ascend_cards(settings, env)[0],
                              bf16=settings.ascend_generation != "310P", generation=settings.ascend_generation)
-    return DeviceProfile("cuda", int(settings.ascend_card_memory_gb * GiB), settings.ascend_cards, bf16=True)
+    return DeviceProfile("cuda", memory, claimed_cards(env, "cuda") or settings.ascend_cards, bf16=True)
 
 
-def plan_inputs(settings: ServingSettings, architectures: list[str], architecture: str) -> dict[str, Any]:
-    """Everything the plans depend on besides the exported model: recorded in the evidence."""
+def plan_inputs(settings: ServingSettings, architectures: list[str], architecture: str,
+                env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Everything the plans depend on besides the exported model (`env`: the task's environment, by
+    default this process's, where its placement's device mask is): recorded in the evidence."""
+    env = os.environ if env is None else env
+    cards, cards_from = ascend_cards(settings, env)
     return {
-        "device": asdict(local_device(settings)),
-        "ascend_device": asdict(DeviceProfile("ascend", int(settings.ascend_card_memory_gb * GiB),
-                                              settings.ascend_cards, bf16=settings.ascend_generation != "310P",
+        "device": asdict(local_device(settings, env)),
+        "ascend_device": asdict(DeviceProfile("ascend", int(settings.ascend_card_memory_gb * GiB), cards,
+                                              bf16=settings.ascend_generation != "310P",
                                               generation=settings.ascend_generation)),
+        "ascend_cards_from": cards_from,
         "architecture_supported": architecture in architectures,
         "max_model_len": settings.max_model_len,
         "max_num_seqs": settings.max_num_seqs,

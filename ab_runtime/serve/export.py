@@ -5,8 +5,9 @@ The weights are the reference's own (real, or config-initialised from the recipe
 package's loader, `ab_runtime.harness.load_reference`), so the server never runs different weights
 from the reference (never vLLM's `--load-format dummy`). The reference: greedy token ids for seeded
 prompts (generation families; EOS does not stop it, as the server's requests ask `ignore_eos`), or
-the package's own pooled, normalised sentence embeddings of fixed texts (embedding families).
-A tokenizer with a chat template adds the chat reference: a conversation, the prompt ids its
+the package's own pooled, normalised sentence embeddings of fixed texts (embedding families), or the
+classifier's logits of fixed texts (sequence classification) and of (query, document) pairs
+(rerankers), each run alone (no padding), as transformers computes them. A tokenizer with a chat template adds the chat reference: a conversation, the prompt ids its
 template gives, and their greedy tokens (the served /v1/chat/completions must answer them).
 
     python -m ab_runtime.serve.export --spec adaptation.json --out serve/weights \
@@ -39,6 +40,7 @@ GENERATION_FAMILIES = ("causal_lm", "image_text_to_text")
 TEXTS = ("The weather is lovely today.", "It is sunny outside!", "He drove to the stadium.")
 FIRST_TOKEN_ID = 3  # below it lie the special tokens of most vocabularies (pad, bos, eos)
 CHAT = ({"role": "user", "content": TEXTS[0]},)
+QUERY = "Where is the weather lovely?"  # the reranker's query; TEXTS are its documents
 
 
 def seeded_prompts(seed: int, count: int, length: int, vocab: int) -> list[list[int]]:
@@ -80,6 +82,20 @@ def embeddings(spec: Any, model: Any) -> list[list[float]]:
         named = family.named_outputs(model(**batch, **forward_flags(model)), batch,
                                      spec.sentence_transformers_pooling or "mean", True)
     return [[float(x) for x in row] for row in named["sentence_embedding"].float()]
+
+
+def logits(spec: Any, model: Any, texts: list[str], pairs: list[str] | None = None) -> list[list[float]]:
+    """The classifier's float32 logits of each text (or each (text, pair) as the tokenizer joins a
+    pair, as vLLM's cross-encoder scoring does), one at a time: no padding."""
+    tokenizer = load_tokenizer(spec)
+    accepted = Signature.of(model).accepted
+    out = []
+    with torch.inference_mode():
+        for i, text in enumerate(texts):
+            encoded = tokenizer(text, text_pair=pairs[i] if pairs else None, return_tensors="pt")
+            batch = {k: v for k, v in encoded.items() if k in accepted}
+            out.append([float(x) for x in model(**batch).logits[0].float()])
+    return out
 
 
 def copy_sentence_transformers(spec: Any, out: Path) -> bool:
@@ -130,6 +146,11 @@ def export(args: argparse.Namespace) -> Result:
         chat = chat_reference(tokenizer, model, args.new_tokens)
         if chat is not None:
             reference["chat"] = chat
+    elif spec.task_family == "sequence_classification":
+        reference.update(texts=list(TEXTS), logits=logits(spec, model, list(TEXTS)))
+    elif spec.task_family == "reranker":
+        reference.update(query=QUERY, documents=list(TEXTS),
+                         logits=logits(spec, model, [QUERY] * len(TEXTS), list(TEXTS)))
     else:
         reference.update(texts=list(TEXTS), embeddings=embeddings(spec, model))
     write_text_atomic(Path(args.reference), json.dumps(reference) + "\n")

