@@ -1,7 +1,8 @@
 """Read adaptation.json as plain JSON (no pydantic inside adaptation environments).
 
-Only the fields the runtime needs are read; defaults match ascendbridge/package/spec.py so a spec written
-by the framework and a hand-edited minimal one behave the same.
+Only the fields the runtime needs are read. The input recipe's defaults are defined here, once:
+ascendbridge/package/spec.py takes them from this dataclass, so a spec written by the framework and
+a hand-edited minimal one behave the same.
 """
 
 from __future__ import annotations

@@ -22,13 +22,7 @@ from ascendbridge.board.records import ModelRecord
 from ascendbridge.config import adaptations_dir, board_path
 from ascendbridge.package.checker import CheckSettings, run_package_checker
 from ascendbridge.package.generator import GeneratorError, generate
-from ascendbridge.package.spec import (
-    SPEC_FILE,
-    AdaptationSpec,
-    ModelSource,
-    apply_changes,
-    load_proposal,
-)
+from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec, ModelSource, apply_changes, load_proposal
 from ascendbridge.task_families import TASK_FAMILIES
 
 ROLE = "adapter"

@@ -91,29 +91,32 @@ def results_table(results: Sequence[ModelResult], root: Path) -> Table:
     return table
 
 
+# The served figures in the order they are told: (figure, how one reads); a group of alternatives
+# tells only its first figure present (generation reports tokens/s, embeddings requests/s).
+_SERVED_FIGURES: tuple[tuple[tuple[str, str], ...], ...] = (
+    (("greedy_exact_match", "greedy tokens {:.0%} equal to the reference"),),
+    (("chat_equal", "chat {}"),),
+    (("chat_stream_equal", "streamed chat {}"),),
+    (("embedding_cosine_min", "cosine >= {:.6f}"),),
+    (("classify_max_abs_diff", "class probabilities within {:.1e} of the reference"),),
+    (("score_max_abs_diff", "scores within {:.1e} of the reference"),),
+    (("ttft_ms", "TTFT {:.0f} ms, TPOT {tpot_ms:.1f} ms"),),
+    (("bench_inf_output_tokens_per_s", "vllm bench: {:.0f} tok/s at rate inf"),
+     ("bench_inf_requests_per_s", "vllm bench: {:.1f} requests/s at rate inf")),
+    (("cold_start_s", "ready in {:.0f} s"),),
+)
+
+
 def _served_figures(values: dict[str, float]) -> str:
     """The served answers and speed in one line (generation, embeddings, classification or scores),
     from the gated figures."""
+    same = {key: "equal" if values.get(key) == 1.0 else "differs" for key in ("chat_equal", "chat_stream_equal")}
+    shown = {**values, **same}
     parts = []
-    if "greedy_exact_match" in values:
-        parts.append(f"greedy tokens {values['greedy_exact_match']:.0%} equal to the reference")
-    if "chat_equal" in values:
-        parts.append(f"chat {'equal' if values['chat_equal'] == 1.0 else 'differs'}")
-    if "chat_stream_equal" in values:
-        parts.append(f"streamed chat {'equal' if values['chat_stream_equal'] == 1.0 else 'differs'}")
-    if "embedding_cosine_min" in values:
-        parts.append(f"cosine >= {values['embedding_cosine_min']:.6f}")
-    for kind, what in (("classify", "class probabilities"), ("score", "scores")):
-        if f"{kind}_max_abs_diff" in values:
-            parts.append(f"{what} within {values[f'{kind}_max_abs_diff']:.1e} of the reference")
-    if "ttft_ms" in values:
-        parts.append(f"TTFT {values['ttft_ms']:.0f} ms, TPOT {values.get('tpot_ms', 0.0):.1f} ms")
-    if "bench_inf_output_tokens_per_s" in values:
-        parts.append(f"vllm bench: {values['bench_inf_output_tokens_per_s']:.0f} tok/s at rate inf")
-    elif "bench_inf_requests_per_s" in values:
-        parts.append(f"vllm bench: {values['bench_inf_requests_per_s']:.1f} requests/s at rate inf")
-    if "cold_start_s" in values:
-        parts.append(f"ready in {values['cold_start_s']:.0f} s")
+    for group in _SERVED_FIGURES:
+        told = next(((key, text) for key, text in group if key in values), None)
+        if told:
+            parts.append(told[1].format(shown[told[0]], tpot_ms=values.get("tpot_ms", 0.0)))
     return "; ".join(parts)
 
 

@@ -106,6 +106,12 @@ class StageOutcome:
         return self.status in ("done", "skipped")
 
 
+def failed(summary: str, rule: str, **extra: Any) -> StageOutcome:
+    """The failed outcome of every stage: its diagnosis names the rule and repeats the summary, plus
+    what the stage adds (`log_tail`, `error`, ...)."""
+    return StageOutcome("failed", summary, diagnosis={"rule": rule, "summary": summary, **extra})
+
+
 @pydantic_dataclass(config=WIRE)
 class GateResult:
     passed: bool

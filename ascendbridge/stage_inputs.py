@@ -5,11 +5,16 @@ stage's settings section and the adaptation spec. A bad setting is the refusal e
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from ascendbridge.envmode import use_model_env
+from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.stack import StackError, env_stack
+from ascendbridge.package.weights import weights_available
 from ascendbridge.settings import S, SettingsError
-from ascendbridge.stage_api import StageContext, StageOutcome
+from ascendbridge.stacks import describe
+from ascendbridge.stage_api import StageContext, StageOutcome, failed
 
 
 def run_with_inputs(ctx: StageContext, settings_class: type[S], rule: str,
@@ -22,5 +27,32 @@ def run_with_inputs(ctx: StageContext, settings_class: type[S], rule: str,
     except SettingsError as exc:
         return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
     except ValueError as exc:
-        return StageOutcome("failed", str(exc), diagnosis={"rule": rule, "summary": str(exc)})
+        return failed(str(exc), rule)
     return run(ctx, settings, spec)
+
+
+class ModelEnv(NamedTuple):
+    """The synced environment a stage measures in: its stack (every figure names it) and whether
+    the run loads the real weights."""
+
+    stack: dict[str, Any]
+    pretrained: bool
+
+
+def synced_env(ctx: StageContext, spec: AdaptationSpec, profile: str, real_weights: bool,
+               timeout_s: float = uv_env.SYNC_TIMEOUT_S) -> ModelEnv | StageOutcome:
+    """Sync the adaptation's `profile` environment, probe its stack and choose real or
+    config-initialised weights, saying each; or the failed outcome (`sync_failed`, `stack_probe_failed`)."""
+    ctx.say(f"syncing the {profile} environment")
+    sync = uv_env.sync(ctx.adaptation_dir, profile, timeout_s=timeout_s, log=ctx.log)
+    if not sync.ok:
+        return failed(f"uv sync --extra {profile} failed", "sync_failed", log_tail=sync.tail(20))
+    try:
+        stack = env_stack(ctx.adaptation_dir)
+    except StackError as exc:
+        return failed(str(exc), "stack_probe_failed")
+    ctx.say(f"stack {stack['stack_id']}: {describe(stack['data'])}")
+    available, why = weights_available(spec)
+    pretrained = real_weights and available
+    ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why})")
+    return ModelEnv(stack, pretrained)

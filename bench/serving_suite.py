@@ -26,7 +26,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ascendbridge.package.spec import WorkloadSpec  # noqa: E402
-from bench.workload_suite import measure, render  # noqa: E402
+from bench.workload_suite import each_model, finish, measure  # noqa: E402
 from serving.bench import bench_args, run_bench  # noqa: E402
 from serving.env import serve_python  # noqa: E402
 from serving.plan import Refusal  # noqa: E402
@@ -139,31 +138,22 @@ def main() -> int:
     start = time.perf_counter()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; batch {args.batch}, prompt "
           f"{args.prompt_len} tokens, {args.new_tokens} new tokens")
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            directory = render(Path(tmp), name, manifest[name], python, workload)
-            entry: dict[str, Any] = {"model": name}
-            try:
-                runs = package_runs(directory, args)
-                entry["package"] = {f"batch_{r['batch']}": package_figures(r, args.new_tokens) for r in runs}
-                entry["served"] = serve_and_bench(directory, name, manifest[name]["task_family"], args)
-            except (RuntimeError, OSError) as exc:
-                entry["error"] = str(exc)
-            results.append(entry)
-            print(f"\n{name}")
-            if "error" in entry:
-                print(f"  error: {entry['error']}")
-                continue
-            for label, figures in entry["package"].items():
-                print(f"  package generate, {label}: {describe(figures)}")
-            print(f"  vLLM, {args.batch} in flight ({entry['served']['requests']} requests, ready in "
-                  f"{entry['served']['cold_start_s']:.0f} s): {describe(entry['served'])}")
-    wall = time.perf_counter() - start
-    Path(args.out).write_text(json.dumps({"load_average": os.getloadavg()[0], "wall_s": wall, "args": vars(args),
-                                          "models": results}, indent=2) + "\n")
-    print(f"\n{len(results)} model(s) in {wall:.0f} s -> {args.out}")
-    return 0 if all("error" not in r for r in results) else 1
+
+    def fill(directory: Path, entry: dict[str, Any]) -> None:
+        name = entry["model"]
+        runs = package_runs(directory, args)
+        entry["package"] = {f"batch_{r['batch']}": package_figures(r, args.new_tokens) for r in runs}
+        entry["served"] = serve_and_bench(directory, name, manifest[name]["task_family"], args)
+
+    def show(entry: dict[str, Any]) -> None:
+        for label, figures in entry["package"].items():
+            print(f"  package generate, {label}: {describe(figures)}")
+        print(f"  vLLM, {args.batch} in flight ({entry['served']['requests']} requests, ready in "
+              f"{entry['served']['cold_start_s']:.0f} s): {describe(entry['served'])}")
+
+    results = each_model(names, manifest, python, workload, fill, (RuntimeError, OSError), show,
+                         lambda entry: entry["model"])
+    return finish(args.out, results, start, args=vars(args))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,39 @@ def measure(directory: Path, chosen: list[str], warmup: int, iters: int, timeout
     return json.loads(lines[-1][len("WORKLOADS "):])
 
 
+def each_model(names: list[str], manifest: dict[str, Any], python: Path, workload: WorkloadSpec,
+               fill: Callable[[Path, dict[str, Any]], None], errors: tuple[type[Exception], ...],
+               show: Callable[[dict[str, Any]], None], heading: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
+    """Render each demo model in a scratch folder and `fill` its entry there, printing `heading` and
+    then the error it raised (kept in the entry) or `show`; the entries, one a model, in order."""
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            directory = render(Path(tmp), name, manifest[name], python, workload)
+            entry: dict[str, Any] = {"model": name}
+            try:
+                fill(directory, entry)
+            except errors as exc:
+                entry["error"] = str(exc)
+            results.append(entry)
+            print(f"\n{heading(entry)}")
+            if "error" in entry:
+                print(f"  error: {entry['error']}")
+            else:
+                show(entry)
+    return results
+
+
+def finish(out: str, results: list[dict[str, Any]], start: float, **extra: Any) -> int:
+    """Write the suite's JSON (`extra`, the load, the wall time and the models) and say where; exit
+    1 when any model failed."""
+    wall = time.perf_counter() - start
+    Path(out).write_text(json.dumps({**extra, "load_average": os.getloadavg()[0], "wall_s": wall, "models": results},
+                                    indent=2) + "\n")
+    print(f"\n{len(results)} model(s) in {wall:.0f} s -> {out}")
+    return 0 if all("error" not in r for r in results) else 1
+
+
 def describe(body: dict[str, Any], bandwidth: float) -> str:
     if "runs" in body:
         parts = []
@@ -161,38 +195,29 @@ def main() -> int:
     start = time.perf_counter()
     bandwidth = probe_bandwidth(python)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; probe copy bandwidth {bandwidth:.1f} GB/s")
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            directory = render(Path(tmp), name, manifest[name], python, workload)
-            entry: dict[str, Any] = {"model": name, "task_family": manifest[name]["task_family"]}
-            try:
-                opt = optimize(directory, args.passes, args.timeout)
-                entry["choice"] = {"passes": opt.get("chosen") or [], "confirmed_speedup": opt.get("speedup"),
-                                   "outcome": opt.get("outcome"), "error": opt.get("error")}
-                entry["decode_passes"] = opt.get("decode_passes") or {}
-                entry.update(measure(directory, entry["choice"]["passes"], args.warmup, args.iters, args.timeout))
-            except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                entry["error"] = str(exc)
-            results.append(entry)
-            print(f"\n{name} ({entry['task_family']})")
-            if "error" in entry:
-                print(f"  error: {entry['error']}")
-                continue
-            choice = entry["choice"]
-            print(f"  optimizer (headline, confirmed): {'+'.join(choice['passes']) or 'eager'} "
-                  f"x{choice['confirmed_speedup'] or 1:.2f} ({choice['outcome'] or choice['error']})")
-            for pass_name, verdict in entry["decode_passes"].items():
-                figure = f" x{verdict['speedup']:.2f}" if verdict["speedup"] else ""
-                print(f"  decode pass {pass_name}: {'KEPT' if verdict['kept'] else 'rejected'}{figure} - {verdict['reason']}")
-            for label in ("eager", "chosen"):
-                if entry.get(label):
-                    print(f"  {label:6s} {describe(entry[label], bandwidth)}")
-    wall = time.perf_counter() - start
-    Path(args.out).write_text(json.dumps({"probe_bandwidth_gbs": bandwidth, "load_average": os.getloadavg()[0],
-                                          "wall_s": wall, "models": results}, indent=2) + "\n")
-    print(f"\n{len(results)} model(s) in {wall:.0f} s -> {args.out}")
-    return 0 if all("error" not in r for r in results) else 1
+
+    def fill(directory: Path, entry: dict[str, Any]) -> None:
+        entry["task_family"] = manifest[entry["model"]]["task_family"]
+        opt = optimize(directory, args.passes, args.timeout)
+        entry["choice"] = {"passes": opt.get("chosen") or [], "confirmed_speedup": opt.get("speedup"),
+                           "outcome": opt.get("outcome"), "error": opt.get("error")}
+        entry["decode_passes"] = opt.get("decode_passes") or {}
+        entry.update(measure(directory, entry["choice"]["passes"], args.warmup, args.iters, args.timeout))
+
+    def show(entry: dict[str, Any]) -> None:
+        choice = entry["choice"]
+        print(f"  optimizer (headline, confirmed): {'+'.join(choice['passes']) or 'eager'} "
+              f"x{choice['confirmed_speedup'] or 1:.2f} ({choice['outcome'] or choice['error']})")
+        for pass_name, verdict in entry["decode_passes"].items():
+            figure = f" x{verdict['speedup']:.2f}" if verdict["speedup"] else ""
+            print(f"  decode pass {pass_name}: {'KEPT' if verdict['kept'] else 'rejected'}{figure} - {verdict['reason']}")
+        for label in ("eager", "chosen"):
+            if entry.get(label):
+                print(f"  {label:6s} {describe(entry[label], bandwidth)}")
+
+    results = each_model(names, manifest, python, workload, fill, (RuntimeError, subprocess.TimeoutExpired), show,
+                         lambda entry: f"{entry['model']} ({entry['task_family']})")
+    return finish(args.out, results, start, probe_bandwidth_gbs=bandwidth)
 
 
 if __name__ == "__main__":

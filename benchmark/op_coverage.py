@@ -45,7 +45,7 @@ def record_and_report(ctx: StageContext, recorded: bool = False, new_tokens: int
                                                 str(new_tokens)], timeout_s=RECORD_TIMEOUT_S, log=ctx.log)
         result = uv_env.parse_result(command.output)
         if not (result and result.get("ok")) or not (directory / PROFILE).is_file():
-            error = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
+            error = command.why_failed(result)
             ctx.say(f"operator recording failed: {error}")
             return {"error": f"operator recording failed: {error}"}
     profile = json.loads((directory / PROFILE).read_text())

@@ -16,11 +16,8 @@ from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import GeneratorError, update_readme_results
 from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.package.stack import StackError, env_stack
-from ascendbridge.package.weights import weights_available
-from ascendbridge.stacks import describe
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
-from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.stage_inputs import run_with_inputs, synced_env
 from benchmark.op_coverage import PROFILE as OP_PROFILE
 from benchmark.op_coverage import record_and_report
 from benchmark.readme import results_markdown
@@ -121,7 +118,7 @@ def probe_bandwidth(ctx: StageContext, device_kind: str) -> float | None:
 
 
 def _diagnosis(dtype: str, command: Any, result: dict[str, Any] | None) -> dict[str, Any]:
-    error = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
+    error = command.why_failed(result)
     return {"rule": "benchmark_run_failed", "summary": f"accuracy_run.py ({dtype}) failed: {error}",
             "dtype": dtype, "log_tail": command.tail(30)}
 
@@ -134,20 +131,11 @@ class BenchmarkStage:
 
     def _run(self, ctx: StageContext, settings: BenchmarkSettings, spec: AdaptationSpec) -> StageOutcome:
         render_accuracy_run(spec, ctx.adaptation_dir)
-        ctx.say(f"accuracy_run.py rendered; syncing the {settings.profile} environment")
-        sync = uv_env.sync(ctx.adaptation_dir, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
-        if not sync.ok:
-            return StageOutcome("failed", f"uv sync --extra {settings.profile} failed", diagnosis={
-                "rule": "sync_failed", "summary": "the adaptation environment could not be synced",
-                "log_tail": sync.tail(20)})
-        try:
-            stack = env_stack(ctx.adaptation_dir)
-        except StackError as exc:
-            return StageOutcome("failed", str(exc), diagnosis={"rule": "stack_probe_failed", "summary": str(exc)})
-        ctx.say(f"stack {stack['stack_id']}: {describe(stack['data'])}")
-        available, why = weights_available(spec)
-        pretrained = settings.real_weights and available
-        ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why})")
+        ctx.say("accuracy_run.py rendered")
+        env = synced_env(ctx, spec, settings.profile, settings.real_weights, settings.sync_timeout_s)
+        if isinstance(env, StageOutcome):
+            return env
+        stack, pretrained = env
         runs: list[dict[str, Any]] = []
         figures: list[FigureSet] = []
         findings: list[dict[str, Any]] = []

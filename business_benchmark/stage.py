@@ -20,7 +20,7 @@ from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
-from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import PREDICTIONS_PREFIX, board_values, build_evidence, read_json, stem
@@ -39,10 +39,6 @@ def business_figures(evidence: dict[str, Any]) -> list[FigureSet]:
     return [FigureSet(values, device=evidence["run"]["device"], dtype=evidence["run"]["dtype"], units=units)]
 
 
-def _failed(summary: str, rule: str, **extra: Any) -> StageOutcome:
-    return StageOutcome("failed", summary, diagnosis={"rule": rule, "summary": summary, **extra})
-
-
 class BusinessBenchmarkStage:
     name = "business_benchmark"
 
@@ -55,7 +51,7 @@ class BusinessBenchmarkStage:
             render_business_run(spec.model.model_id, spec.task_family, ctx.adaptation_dir)
             copy_sets([e.set for e in evaluations] + ([LOCAL_SET] if settings.lm_eval_tasks else []), ctx.adaptation_dir)
         except (ValueError, DatasetError, OSError) as exc:
-            return _failed(str(exc), "business_setup")
+            return failed(str(exc), "business_setup")
         dtype = settings.dtype_for(spec.dtype.target)
         for old in [*ctx.adaptation_dir.glob("business_metrics_*.json"), *ctx.adaptation_dir.glob(f"{PREDICTIONS_PREFIX}*.json")]:
             old.unlink()  # a previous run's evidence is replaced, never checked next to the new one
@@ -63,7 +59,7 @@ class BusinessBenchmarkStage:
                 f"syncing the {settings.profile} environment")
         sync = uv_env.sync(ctx.adaptation_dir, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
         if not sync.ok:
-            return _failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
+            return failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
         available, why = weights_available(spec)
         pretrained = settings.real_weights and available
         mode = "pretrained" if pretrained else "dry_run"
@@ -78,17 +74,17 @@ class BusinessBenchmarkStage:
         if settings.lm_eval_tasks:
             problem = prepare_lm_eval(ctx.adaptation_dir, ctx.log)
             if problem:
-                return _failed(problem, "lm_eval_install_failed")
+                return failed(problem, "lm_eval_install_failed")
             argv += lm_eval_argv(settings, ctx.adaptation_dir)
         command = uv_env.run_in_env(ctx.adaptation_dir, argv, timeout_s=settings.run_timeout_s, log=ctx.log)
         result = uv_env.parse_result(command.output)
         if command.exit_code != 0 or not result or not result.get("ok"):
-            error = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
-            return _failed(f"{BUSINESS_RUN} failed: {error}", "business_run_failed", log_tail=command.tail(30))
+            error = command.why_failed(result)
+            return failed(f"{BUSINESS_RUN} failed: {error}", "business_run_failed", log_tail=command.tail(30))
         try:
             evidence = read_json(build_evidence(predictions, settings.rule, notes))
         except (DatasetError, ValueError) as exc:
-            return _failed(f"business metrics could not be derived: {exc}", "business_metrics_failed")
+            return failed(f"business metrics could not be derived: {exc}", "business_metrics_failed")
         figures = business_figures(evidence)
         summary = f"{evidence['run']['device']} {dtype} vs cpu float32 ({evidence['scores']}): " + "; ".join(
             f"{ev['set']} {ev['verdict']}" for ev in evidence["evaluations"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ascendbridge.envmode import use_model_env
 from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
 from healing.agent_escalation import install as install_agent_escalators
 from healing.context import fix_context
@@ -32,7 +32,7 @@ class HealingStage:
         fixes_ctx = fix_context(spec, ctx.model.allow_remote_code, ctx.model.metadata)
         directed, broken = apply_directives(ctx.adaptation_dir, ctx.directives, fixes_ctx, ctx.say, ctx.log)
         if broken is not None:
-            return StageOutcome("failed", broken, diagnosis={"rule": "directive_failed", "summary": broken})
+            return failed(broken, "directive_failed")
         report = heal(ctx.adaptation_dir, settings, fixes_ctx, ctx.say, ctx.log)
         fixes = directed + report.fixes
         result = {

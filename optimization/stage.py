@@ -27,11 +27,8 @@ from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import RUNTIME_DIR
 from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.package.stack import StackError, env_stack
-from ascendbridge.package.weights import weights_available
-from ascendbridge.stacks import describe
-from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
-from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
+from ascendbridge.stage_inputs import run_with_inputs, synced_env
 from optimization.notes_check import NOTES_FILE
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings
@@ -41,11 +38,10 @@ GATE_TIMEOUT_S = 1200.0
 
 
 def _failed(summary: str, rule: str, command: Any = None, result: dict[str, Any] | None = None) -> StageOutcome:
-    diagnosis: dict[str, Any] = {"rule": rule, "summary": summary}
-    if command is not None:
-        diagnosis["error"] = (result or {}).get("error") or ("timed out" if command.timed_out else f"exit {command.exit_code}")
-        diagnosis["log_tail"] = command.tail(30)
-    return StageOutcome("failed", summary, diagnosis=diagnosis)
+    if command is None:
+        return failed(summary, rule)
+    error = command.why_failed(result)
+    return failed(summary, rule, error=error, log_tail=command.tail(30))
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -89,18 +85,11 @@ class OptimizationStage:
 
     def _run(self, ctx: StageContext, settings: OptimizationSettings, spec: AdaptationSpec) -> StageOutcome:
         profile = uv_env.profile_for_device(settings.device)
-        ctx.say(f"syncing the {profile} environment")
-        sync = uv_env.sync(ctx.adaptation_dir, profile, log=ctx.log)
-        if not sync.ok:
-            return _failed(f"uv sync --extra {profile} failed", "sync_failed", sync)
-        try:
-            stack = env_stack(ctx.adaptation_dir)
-        except StackError as exc:
-            return _failed(str(exc), "stack_probe_failed")
-        ctx.say(f"stack {stack['stack_id']}: {describe(stack['data'])}")
-        available, why = weights_available(spec)
-        pretrained = settings.real_weights and available
-        ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why}); searching the pass catalogue")
+        env = synced_env(ctx, spec, profile, settings.real_weights)
+        if isinstance(env, StageOutcome):
+            return env
+        stack, pretrained = env
+        ctx.say("searching the pass catalogue")
         argv = ["-m", "ab_runtime.optimize", *settings.common_args(pretrained), "--min-gain", str(settings.min_gain),
                 "--perf-evidence"]
         argv += ["--workload", settings.workload] if settings.workload else []

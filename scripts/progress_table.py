@@ -24,7 +24,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
+
+from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.teamlead.eta import fmt_s
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -61,12 +64,8 @@ def parse_percent(text: str) -> float | None:
 
 
 def fmt(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(round(seconds))
-    h, rest = divmod(s, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
+    """A duration as the team lead's ETA writes it; "-" for a phase not timed."""
+    return fmt_s(seconds, unknown="-")
 
 
 @contextmanager
@@ -187,15 +186,6 @@ def apply(args: argparse.Namespace) -> None:
             phase["actual_s"] = parse_duration(args.actual) if args.actual else now - started
             phase["status"] = "done"
             phase["percent"] = 100.0
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """A usage mistake is one `error:` line and exit 2, as in every CLI (ascendbridge/cli/errors.py,
-    which this standalone script does not import)."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

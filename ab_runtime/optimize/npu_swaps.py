@@ -156,20 +156,28 @@ def rms_norm_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     return found
 
 
-def swap_rms_norm(model: torch.nn.Module) -> int:
-    """Route every plain RMSNorm through torch_npu.npu_rms_norm; returns how many were swapped."""
-    modules = rms_norm_modules(model)
+def _reroute(modules: list[torch.nn.Module],
+             fused: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor | None]) -> int:
+    """Give each module a forward that answers with `fused` (the torch_npu path) where it takes the
+    input, else with the module's own forward; returns how many were rerouted."""
     for module in modules:
-        original = module.forward
-        eps = float(getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6)))
-
-        def forward(self: torch.nn.Module, x: torch.Tensor, _orig: Callable = original, _eps: float = eps) -> torch.Tensor:
-            if not 1 <= x.dim() <= 8 or x.shape[-1] != self.weight.shape[0]:
-                return _orig(x)
-            return _npu().npu_rms_norm(x, self.weight.to(x.dtype), epsilon=_eps)[0]
+        def forward(self: torch.nn.Module, x: torch.Tensor, _orig: Callable = module.forward) -> torch.Tensor:
+            out = fused(self, x)
+            return _orig(x) if out is None else out
 
         module.forward = types.MethodType(forward, module)
     return len(modules)
+
+
+def swap_rms_norm(model: torch.nn.Module) -> int:
+    """Route every plain RMSNorm through torch_npu.npu_rms_norm; returns how many were swapped."""
+    def fused(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor | None:
+        if not 1 <= x.dim() <= 8 or x.shape[-1] != module.weight.shape[0]:
+            return None
+        eps = float(getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6)))
+        return _npu().npu_rms_norm(x, module.weight.to(x.dtype), epsilon=eps)[0]
+
+    return _reroute(rms_norm_modules(model), fused)
 
 
 def swiglu_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -185,18 +193,14 @@ def swiglu_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def swap_swiglu(model: torch.nn.Module) -> int:
-    modules = swiglu_modules(model)
-    for module in modules:
-        original = module.forward
+    """Route every SwiGLU MLP through torch_npu.npu_swiglu on its fused gate/up output."""
+    def fused(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor | None:
+        if not 1 <= x.dim() <= 8:
+            return None
+        gate_up = torch.cat((module.gate_proj(x), module.up_proj(x)), dim=-1).contiguous()
+        return module.down_proj(_npu().npu_swiglu(gate_up, dim=-1))
 
-        def forward(self: torch.nn.Module, x: torch.Tensor, _orig: Callable = original) -> torch.Tensor:
-            if not 1 <= x.dim() <= 8:
-                return _orig(x)
-            fused = torch.cat((self.gate_proj(x), self.up_proj(x)), dim=-1).contiguous()
-            return self.down_proj(_npu().npu_swiglu(fused, dim=-1))
-
-        module.forward = types.MethodType(forward, module)
-    return len(modules)
+    return _reroute(swiglu_modules(model), fused)
 
 
 def rotary_module(model: torch.nn.Module) -> types.ModuleType | None:

@@ -16,24 +16,11 @@ from typing import Any
 
 from ab_runtime.train.corpus import HUB_PREFIX
 from ascendbridge.agents.history import list_runs as list_agent_runs
-from ascendbridge.board import (
-    BoardStore,
-    EventRecord,
-    ModelRecord,
-    Registration,
-    TaskRecord,
-    validate_registration,
-)
+from ascendbridge.board import BoardStore, EventRecord, ModelRecord, Registration, TaskRecord, validate_registration
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.board.store import MAX_PRIORITY
-from ascendbridge.cli.board_views import (
-    MODEL_FIELDS,
-    diagnosis_summary,
-    event_line,
-    model_table,
-    task_table,
-)
+from ascendbridge.cli.board_views import MODEL_FIELDS, diagnosis_summary, event_line, model_table, task_table
 from ascendbridge.cli.errors import EXIT_FAILURE, EXIT_OK, CliError
 from ascendbridge.cli.output import Output, progress
 from ascendbridge.config import adaptations_dir

@@ -17,13 +17,7 @@ from ascendbridge.discovery.assemble import SourceFacts, assemble
 from ascendbridge.discovery.directory import info_from_directory
 from ascendbridge.discovery.errors import DiscoveryError, HubUnreachableError
 from ascendbridge.discovery.model_info import ModelInfo
-from ascendbridge.discovery.safetensors_header import (
-    DTYPE_BITS,
-    FLOAT_DTYPES,
-    WeightsSummary,
-    check_header,
-    summarize,
-)
+from ascendbridge.discovery.safetensors_header import DTYPE_BITS, FLOAT_DTYPES, WeightsSummary, check_header, summarize
 
 DEFAULT_TIMEOUT_S = 10.0
 SMALL_FILES = ("modules.json", "1_Pooling/config.json", "README.md")

@@ -17,6 +17,7 @@ from ab_runtime.fileops import write_text_atomic
 # Re-exported: a model run ends with exactly one line starting with this marker followed by a JSON
 # object (ab_runtime/result.py writes and reads it); gates parse that line, never free text.
 from ab_runtime.result import RESULT_MARKER  # noqa: F401
+from ab_runtime.spec import InputRecipe as RuntimeRecipe
 
 SPEC_FILE = "adaptation.json"
 SPEC_VERSION = 1
@@ -69,18 +70,21 @@ class ModelSource(BaseModel):
     has_weights: bool = True  # False: config-only model, always config-initialised
 
 
+_RECIPE = RuntimeRecipe()  # the defaults, once: the runtime reads a spec without them the same way
+
+
 class InputRecipe(BaseModel):
     """How the task family builds deterministic inputs (see adaptation runtime families)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    batch_size: int = 2
-    seq_len: int = 32
-    decoder_seq_len: int = 8
-    image_size: int | None = None
-    num_mel_bins: int | None = None
-    audio_frames: int | None = None
-    seed: int = 1234
+    batch_size: int = _RECIPE.batch_size
+    seq_len: int = _RECIPE.seq_len
+    decoder_seq_len: int = _RECIPE.decoder_seq_len
+    image_size: int | None = _RECIPE.image_size
+    num_mel_bins: int | None = _RECIPE.num_mel_bins
+    audio_frames: int | None = _RECIPE.audio_frames
+    seed: int = _RECIPE.seed
     input_names: list[str] = Field(default_factory=list)  # from the forward signature
 
 

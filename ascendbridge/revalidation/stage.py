@@ -22,7 +22,7 @@ from ascendbridge.package.device_settings import DeviceSettings
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.revalidation.settings import RevalidationSettings
 from ascendbridge.settings import section
-from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
 from ascendbridge.teamlead.registry import entry_point_stage
 
@@ -42,10 +42,6 @@ def _optimize() -> bool:
     return section(RevalidationSettings).optimize
 
 
-def _failed(rule: str, summary: str, **extra: Any) -> StageOutcome:
-    return StageOutcome("failed", summary, diagnosis={"rule": rule, "summary": summary, **extra})
-
-
 class RevalidationStage:
     name = "benchmark"  # the slot it fills on the re-validation board
 
@@ -56,12 +52,12 @@ class RevalidationStage:
         ctx.say(f"syncing the {settings.profile} environment")
         sync = uv_env.sync(ctx.adaptation_dir, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
         if not sync.ok:
-            return _failed("sync_failed", f"environment not made: {sync.tail(1)}", log_tail=sync.tail(20))
+            return failed(f"environment not made: {sync.tail(1)}", "sync_failed", log_tail=sync.tail(20))
         ctx.say("healing dry run: demo.py --dry-run")
         demo = uv_env.run_demo(ctx.adaptation_dir, device=settings.device, log=ctx.log)
         if not demo.ok:
             error = (demo.result or {}).get("error") or f"exit {demo.command.exit_code}"
-            return _failed("dry_run_failed", f"demo.py --dry-run failed: {error}", log_tail=demo.command.tail(30))
+            return failed(f"demo.py --dry-run failed: {error}", "dry_run_failed", log_tail=demo.command.tail(30))
         bench = entry_point_stage("benchmark").run(ctx)
         if bench.status != "done":
             return bench

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, terminate, tree
 
@@ -42,6 +42,10 @@ class CommandResult:
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.output.splitlines()[-lines:])
+
+    def why_failed(self, result: dict[str, Any] | None = None) -> str:
+        """Why a model run failed, in one phrase: its RESULT's own `error`, else the timeout or the exit code."""
+        return (result or {}).get("error") or ("timed out" if self.timed_out else f"exit {self.exit_code}")
 
     def tail_line(self, lines: int = 2) -> str:
         """The last non-empty output lines as ONE line, for errors that must stay one line."""

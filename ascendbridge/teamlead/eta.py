@@ -144,9 +144,10 @@ class Eta:
                f"untimed {fmt_s(self.untimed_s)}]"
 
 
-def fmt_s(seconds: float | None) -> str:
+def fmt_s(seconds: float | None, unknown: str = "?") -> str:
+    """A duration in the largest units that matter (1h05m, 4m07s, 9s); `unknown` where there is none."""
     if seconds is None:
-        return "?"
+        return unknown
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)

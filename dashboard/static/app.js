@@ -101,47 +101,37 @@
 
   var PALETTE = ["#c7000b", "#2f6fde", "#2a9d8f", "#e9a23b", "#7b5ea7", "#6c757d"];
 
-  function bar(id, labels, datasets, yTitle) {
+  // One chart on the canvas `id`: `style` gives each series its colour keys (the palette's next
+  // colour passed in), `scales` the axes; nothing is drawn without a canvas or labels.
+  function chart(id, type, labels, datasets, style, scales) {
     var canvas = document.getElementById(id);
     if (!canvas || !labels || !labels.length) return;
     new window.Chart(canvas, {
-      type: "bar",
+      type: type,
       data: {
         labels: labels,
         datasets: datasets.map(function (d, i) {
-          return { label: d.label, data: d.data, backgroundColor: PALETTE[i % PALETTE.length] };
+          var series = style(d, PALETTE[i % PALETTE.length]);
+          series.label = d.label;
+          series.data = d.data;
+          return series;
         })
       },
-      options: {
-        animation: false,
-        responsive: true,
-        maintainAspectRatio: false,
-        scales: { y: { beginAtZero: true, title: { display: !!yTitle, text: yTitle } } }
-      }
+      options: { animation: false, responsive: true, maintainAspectRatio: false, scales: scales }
     });
   }
 
+  function bar(id, labels, datasets, yTitle) {
+    chart(id, "bar", labels, datasets, function (d, color) { return { backgroundColor: color }; },
+      { y: { beginAtZero: true, title: { display: !!yTitle, text: yTitle } } });
+  }
+
   function line(id, labels, datasets, yTitle) {
-    var canvas = document.getElementById(id);
-    if (!canvas || !labels || !labels.length) return;
-    new window.Chart(canvas, {
-      type: "line",
-      data: {
-        labels: labels,
-        datasets: datasets.map(function (d, i) {
-          return { label: d.label, data: d.data, borderColor: PALETTE[i % PALETTE.length], pointRadius: 0,
-                   yAxisID: d.axis || "y" };
-        })
-      },
-      options: {
-        animation: false,
-        responsive: true,
-        maintainAspectRatio: false,
-        scales: {
-          y: { title: { display: !!yTitle, text: yTitle } },
-          y1: { position: "right", grid: { drawOnChartArea: false }, title: { display: true, text: "gradient norm" } }
-        }
-      }
+    chart(id, "line", labels, datasets, function (d, color) {
+      return { borderColor: color, pointRadius: 0, yAxisID: d.axis || "y" };
+    }, {
+      y: { title: { display: !!yTitle, text: yTitle } },
+      y1: { position: "right", grid: { drawOnChartArea: false }, title: { display: true, text: "gradient norm" } }
     });
   }
 

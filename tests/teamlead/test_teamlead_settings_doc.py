@@ -30,9 +30,7 @@ from ascendbridge.settings import (
     setting_keys,
     settings_table,
 )
-from ascendbridge.settings import (
-    main as settings_doc_main,
-)
+from ascendbridge.settings import main as settings_doc_main
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.settings import RunSettings
