@@ -1,7 +1,7 @@
 """Guards through the training stage: one team-lead pass over a job whose run hangs (the hang watch
 kills it and resumes from the last good checkpoint) and then meets an injected NaN (the run stops
 with the diagnosis, the task fails on the first attempt and is not retried, nothing of a finished
-run is written)."""
+run is merged into the package)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from ab_runtime.train.supervise import MIN_HANG_S, supervise
 from ascendbridge.board import BoardStore
+from ascendbridge.board.records import TrainingJob
 from tests.teamlead.tl_support import FAST
 from tests.training.test_training_stage import _package
-from training.figures import FIGURES_FILE, LOSS_CURVE, step_log
+from tests.training.train_support import CORPUS
+from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, configs, contract_config
+from training.settings import TrainingSettings
 
 
 @pytest.mark.timeout(1200)
@@ -26,7 +30,7 @@ def test_a_hang_is_resumed_and_an_injected_nan_stops_the_task_with_its_diagnosis
     lead = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board.path), *FAST,
                            "--stages", "training", "--attempts", "2",
                            "--set", "training.threads=1", "--set", "training.checkpoint_every=2",
-                           "--set", "training.contract_steps=2", "--set", "training.hang_k=2",
+                           "--set", "training.contract_steps=2", "--set", "training.hang_k=2",  # 5 s: MIN_HANG_S
                            "--set", f"training.fault={json.dumps(fault)}"],
                           capture_output=True, text=True, timeout=1100)
     task = board.list_tasks(stage="training", model_id="demo/llama-nan")[0]
@@ -34,16 +38,45 @@ def test_a_hang_is_resumed_and_an_injected_nan_stops_the_task_with_its_diagnosis
     diagnosis = task.diagnosis or {}
     assert diagnosis["rule"] == "training_non_finite" and diagnosis["retryable"] is False, diagnosis
     assert diagnosis["summary"].startswith("training stopped: step 5: loss nan") and "not finite" in diagnosis["summary"]
-    assert diagnosis["stop"]["step"] == 5
+    assert diagnosis["stop"]["step"] == 5 and diagnosis["stop"]["rule"] == "non_finite"
     # the hang at step 3 was detected, killed and resumed from the checkpoint of step 2 within the attempt
-    assert (diagnosis["supervision"]["hangs"], diagnosis["supervision"]["restarts"]) == (1, 1), diagnosis["supervision"]
-    run = package / "train/run"
-    assert [s["step"] for s in step_log(run)] == [1, 2, 3, 4]  # the NaN step was not applied nor logged
-    assert json.loads((run / "stopped.json").read_text())["rule"] == "non_finite"
-    # the baseline contract ran without the fault; nothing of a finished run, no half-written checkpoint
-    assert "fault" not in json.loads((package / "train/contract.json").read_text())
-    assert json.loads((package / "train/train.json").read_text())["fault"] == fault
-    for finished in ("train_result.json", FIGURES_FILE, LOSS_CURVE, "tensorboard"):
-        assert not (run / finished).exists(), finished
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000002", "step-000004"]
-    assert not [p for p in package.rglob("*") if p.name.endswith(".tmp")]
+    supervision = diagnosis["supervision"]
+    assert (supervision["hangs"], supervision["restarts"]) == (1, 1), supervision
+    assert [e["last_step"] for e in supervision["events"]] == [2]
+    log = Path(diagnosis["log_path"]).read_text()  # the attempt's log: the steps, the hang, the resume, the stop
+    assert all(f"step {n}/6 loss" in log for n in (1, 2, 3, 4)) and "step 5/6" not in log
+    assert log.count("error: step 5: loss nan") == 1  # stopped once: a stopping run is not taken for a hung one
+    # a failed attempt's copy of the package is discarded: nothing of the run, nothing half-written
+    assert not (package / "train").exists() and not (package / "train.py").exists()
+    assert not [p for p in package.parent.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_the_fault_and_the_accumulation_reach_the_run_config_and_the_contract_judges_without_the_fault() -> None:
+    job = TrainingJob(data=str(CORPUS), steps=6)
+    written = configs("/models/tiny", job, TrainingSettings(fault={"nan_at_step": 5}, accumulation=2))
+    train, contract = written[TRAIN_CONFIG], written[CONTRACT_CONFIG]
+    assert (train["fault"], train["accumulation"], contract["accumulation"]) == ({"nan_at_step": 5}, 2, 2)
+    assert "fault" not in contract and contract == contract_config(train, 4)
+    assert "fault" not in configs("/models/tiny", job, TrainingSettings())[TRAIN_CONFIG]  # a real job's config has none
+
+
+SLOW_EXIT = """
+import json, sys, time
+from pathlib import Path
+out, stop = Path(sys.argv[1]), sys.argv[2] == "stop"
+(out / "metrics.jsonl").write_text(json.dumps({"step": 1, "step_time_s": 0.01}) + "\\n")
+(out / "heartbeat.json").write_text(json.dumps({"step": 1, "time": time.time(), "phase": "train"}))
+if stop:  # what run.py writes when a guard stops the run, before the interpreter's exit
+    (out / "stopped.json").write_text(json.dumps({"rule": "non_finite", "step": 2}))
+time.sleep(float(sys.argv[3]))
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_a_run_a_guard_stopped_is_left_to_exit_not_taken_for_a_hang(tmp_path: Path, stop: bool) -> None:
+    """Under load a stopped run's exit (torch's teardown) can outlast the step clock; killing and
+    resuming it would redo the steps and stop again. Without the diagnosis the same silence is a hang."""
+    summary = supervise([sys.executable, "-c", SLOW_EXIT, str(tmp_path), "stop" if stop else "run", str(MIN_HANG_S + 2)],
+                        tmp_path, k=2, max_restarts=0, startup_s=60)
+    assert (summary["hangs"], summary["exit_code"]) == ((0, 1) if stop else (1, -9)), summary  # -9: killed
