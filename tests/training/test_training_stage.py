@@ -92,12 +92,12 @@ def test_without_a_job_training_is_skipped_with_the_reason_and_the_pipeline_goes
 
 
 def _package(board: BoardStore, model_id: str, method: str, python: Path, data: str = str(CORPUS),
-             model: str = "tiny-llama") -> Path:
+             model: str = "tiny-llama", processes: int = 1) -> Path:
     """A demo model registered with a job, its package generated, the stages before training
     skipped and its environment the shared torch environment (system mode: no `uv sync` of torch)."""
     path = str(DEMO / model)
     (record, _), = board.register_models([Registration(
-        model_id=model_id, source="local", path=path, training=TrainingJob(data=data, method=method, steps=6))])
+        model_id=model_id, source="local", path=path, training=TrainingJob(data=data, method=method, steps=6, processes=processes))])
     architecture = json.loads((DEMO / model / "config.json").read_text())["architectures"][0]
     spec = AdaptationSpec(name=record.adaptation_name, task_family=FAMILY[architecture], model_class=architecture,
                           model_type=json.loads((DEMO / model / "config.json").read_text())["model_type"],

@@ -5,6 +5,7 @@ run is merged into the package)."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -15,11 +16,13 @@ import pytest
 from ab_runtime.train.supervise import MIN_HANG_S, supervise
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import TrainingJob
+from ascendbridge.stage_api import StageContext
 from tests.teamlead.tl_support import FAST
 from tests.training.test_training_stage import _package
 from tests.training.train_support import CORPUS
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, configs, contract_config
 from training.settings import TrainingSettings
+from training.stage import TRAINING_STAGE
 
 
 @pytest.mark.timeout(1200)
@@ -58,6 +61,21 @@ def test_the_fault_and_the_accumulation_reach_the_run_config_and_the_contract_ju
     assert (train["fault"], train["accumulation"], contract["accumulation"]) == ({"nan_at_step": 5}, 2, 2)
     assert "fault" not in contract and contract == contract_config(train, 4)
     assert "fault" not in configs("/models/tiny", job, TrainingSettings())[TRAIN_CONFIG]  # a real job's config has none
+
+
+@pytest.mark.parametrize(("settings", "rule"), [({"training_accumulation": 4}, "training_batch_split"),
+                                                ({"device": "cuda"}, "training_processes_refused")])
+def test_a_job_its_processes_cannot_run_is_refused_before_anything_is_written(
+        board: BoardStore, torch_python: Path, settings: dict[str, object], rule: str) -> None:
+    """Three processes: batch 8 does not split over 3 x 4 micro-batches; on an accelerator every rank
+    would take the claim's first card. Either way the first attempt is final and writes nothing."""
+    package = _package(board, "demo/llama-three", "full", torch_python, processes=3)
+    record = board.get_model("demo/llama-three")
+    ctx = StageContext(model=record, task=board.list_tasks(stage="training", model_id=record.model_id)[0],
+                       adaptation_dir=package, board_path=Path(board.path), log=io.StringIO(), settings=settings)
+    outcome = TRAINING_STAGE.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis["rule"] == rule and outcome.diagnosis["retryable"] is False
+    assert "3 process" in outcome.summary and not (package / "train").exists()
 
 
 SLOW_EXIT = """
