@@ -3,8 +3,11 @@ defaults. The job itself (corpus, method, steps) is the model's, from its regist
 
 from __future__ import annotations
 
+import json
+from typing import Annotated
+
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
@@ -35,12 +38,19 @@ class TrainingSettings(DeviceSettings):
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
     # test-only: the harness's injected faults (ab_runtime/train/harness.py TrainConfig.fault, e.g.
     # {"nan_at_step": 5}) in the training run's config; never in the contract's, dropped by the gate's re-run
-    fault: dict[str, int] = {}  # pydantic copies a mutable default per instance
+    fault: Annotated[dict[str, int], NoDecode] = {}  # JSON (--set or the variable); pydantic copies the default
 
     @field_validator("precision")
     @classmethod
     def _precision(cls, value: str) -> str:
         return one_of("training precision", value, PRECISIONS)
+
+    @field_validator("fault", mode="before")
+    @classmethod
+    def _fault_json(cls, value: object) -> object:
+        """A JSON object from the environment or a `--set` that did not parse: a bad one is a ValueError,
+        the one-line refusal, not pydantic-settings' own decoding error."""
+        return json.loads(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _accumulation(self) -> TrainingSettings:
