@@ -95,12 +95,31 @@ def training_figures(result: dict[str, Any], steps: list[dict[str, Any]], contra
         "step_time_s": median(float(s["step_time_s"]) for s in steps),
         "peak_memory_bytes": float(max(int(s.get("peak_memory_bytes") or 0) for s in steps)),
         "hangs": float(supervision.get("hangs", 0)), "restarts": float(supervision.get("restarts", 0)),
+        # the out-of-memory ladder, from the harness's result (ladder_problems: the step log must agree)
+        "micro_batch": float(result["micro_batch"]), "oom_fallbacks": float(len(result["oom_fallbacks"])),
     }
     for key in ("perplexity", "masked_accuracy"):
         if key in evaluation["after"]:
             figures[f"eval_{key}_before"] = float(evaluation["before"][key])
             figures[f"eval_{key}_after"] = float(evaluation["after"][key])
     return figures
+
+
+def ladder_problems(result: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:
+    """Where the result's out-of-memory ladder (its final micro-batch, its fallbacks) and the step
+    log's disagree: the last step ran at the result's micro-batch, and the steps' fallbacks add up
+    to the result's list, step by step."""
+    problems = []
+    if int(steps[-1].get("micro_batch") or 0) != int(result["micro_batch"]):
+        problems.append(f"micro-batch {result['micro_batch']} in train_result.json, {steps[-1].get('micro_batch')} "
+                        "at the last step of metrics.jsonl")
+    logged = {int(s["step"]): int(s.get("oom_fallbacks") or 0) for s in steps if s.get("oom_fallbacks")}
+    recorded: dict[int, int] = {}
+    for fallback in result["oom_fallbacks"]:
+        recorded[int(fallback["step"])] = recorded.get(int(fallback["step"]), 0) + 1
+    if logged != recorded:
+        problems.append(f"out-of-memory fallbacks per step {recorded} in train_result.json, {logged} in metrics.jsonl")
+    return problems
 
 
 def draw(run_dir: Path, png: Path) -> Path:

@@ -2,7 +2,8 @@
 
 In order: train.py is what the framework renders from the recorded config and ab_runtime/ is the
 framework's (byte-identical); the contract config is the training config's K-step twin; every
-proposed figure is recomputed from the saved logs, and the TensorBoard event file, read back with
+proposed figure is recomputed from the saved logs (the out-of-memory ladder's micro-batch and
+fallbacks in the result must be the step log's), and the TensorBoard event file, read back with
 TensorBoard's reader, holds exactly the step log's and the evaluation's figures (so the view people
 open is the gated evidence, not a stale or edited copy); then ab_runtime.train.verify runs from the
 framework's copy of ab_runtime in the package's interpreter: it recomputes the contract verdict
@@ -31,7 +32,15 @@ from ascendbridge.package.generator import RUNTIME_DIR
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.process import run_command
-from training.figures import EVENTS_DIR, FIGURES_FILE, event_scalars, read_events, step_log, training_figures
+from training.figures import (
+    EVENTS_DIR,
+    FIGURES_FILE,
+    event_scalars,
+    ladder_problems,
+    read_events,
+    step_log,
+    training_figures,
+)
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, contract_config, render_train_py_text
 
 VERIFY_TIMEOUT_S = 3000.0
@@ -88,8 +97,10 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
     try:
         result, contract = _json(run / "train_result.json"), _json(run / "contract.json")
         supervision = _json(run / "supervision.json") if (run / "supervision.json").is_file() else {}
-        figures = training_figures(result, step_log(run), contract, supervision)
+        steps = step_log(run)
+        figures = training_figures(result, steps, contract, supervision)
         problems += [f"figure {d}" for d in recorded_differences(_json(run / FIGURES_FILE), figures)]
+        problems += ladder_problems(result, steps)
         if read_events(run / EVENTS_DIR) != event_scalars(run):
             problems.append(f"the TensorBoard events in {RUN_DIR}/{EVENTS_DIR} are not the step log's figures")
     except (OSError, ValueError, KeyError, IndexError) as exc:

@@ -38,19 +38,23 @@ def configs(model_dir: str, job: TrainingJob, settings: TrainingSettings) -> dic
     """{relative path: config} of the training run and of the baseline contract (K steps, no checkpoints)."""
     train: dict[str, Any] = {
         "model_dir": model_dir, "corpus": f"{TRAIN_DIR}/data/{Path(job.data).name}", "steps": job.steps,
-        "method": job.method, "seq_len": settings.seq_len, "batch": settings.batch, "lr": settings.lr,
+        "method": job.method, "seq_len": settings.seq_len, "batch": settings.batch,
+        "accumulation": settings.accumulation, "lr": settings.lr,
         "seed": settings.seed, "precision": settings.precision, "device": settings.device,
-        "strategy": "auto" if settings.processes > 1 else "single",
+        "strategy": "auto" if job.processes > 1 else "single",
         "checkpoint_every": min(settings.checkpoint_every, max(1, job.steps // 2)),
         "keep_last": settings.keep_last, "lora_rank": settings.lora_rank,
+        **({"fault": settings.fault} if settings.fault else {}),
     }
     contract = contract_config(train, settings.contract_steps)
     return {TRAIN_CONFIG: train, CONTRACT_CONFIG: contract}
 
 
 def contract_config(train: dict[str, Any], steps: int) -> dict[str, Any]:
-    """The baseline contract's config: the training config's K-step, one-process twin (no checkpoints)."""
-    return {**train, "steps": steps, "strategy": "single", "checkpoint_every": 0}
+    """The baseline contract's config: the training config's K-step, one-process twin (no checkpoints,
+    no injected fault: the contract must judge the model, not the test's fault)."""
+    return {**{k: v for k, v in train.items() if k != "fault"}, "steps": steps, "strategy": "single",
+            "checkpoint_every": 0}
 
 
 def config_text(config: dict[str, Any]) -> str:

@@ -3,8 +3,11 @@ defaults. The job itself (corpus, method, steps) is the model's, from its regist
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
-from pydantic_settings import SettingsConfigDict
+import json
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
@@ -20,21 +23,38 @@ class TrainingSettings(DeviceSettings):
     precision: str = "bf16-autocast"  # the target's precision (fp32 master weights always)
     seq_len: int = Field(64, ge=2)
     batch: int = Field(8, ge=1)  # global batch, split over the processes
+    accumulation: int = Field(1, ge=1, le=1024)  # micro-batches per process per step (gradient accumulation)
     lr: float = Field(1e-3, gt=0)
     seed: int = Field(0, ge=0)
     lora_rank: int = Field(8, ge=1)
     contract_steps: int = Field(4, ge=1)  # K: steps of the baseline contract (target vs CPU float32 reference)
     checkpoint_every: int = Field(10, ge=1)  # at most half the steps (the gate re-runs a step after one)
     keep_last: int = Field(2, ge=2)  # the final checkpoint and at least one before it
-    processes: int = Field(1, ge=1, le=64)  # torchrun processes (DDP / FSDP2 chosen by the harness); >1: CPU only
     hang_k: float = Field(10.0, gt=1)  # a hang: no step for hang_k x the median step time
     max_restarts: int = Field(2, ge=0)  # hang or kill restarts (from the last good checkpoint) within one attempt
     startup_s: float = Field(300.0, gt=0)  # allowed before the first step, and while checkpointing / evaluating
     threads: int = Field(0, ge=0)  # torch intra-op threads (OMP_NUM_THREADS; 0: torch's default)
     run_timeout_s: float = Field(7200.0, gt=0)
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
+    # test-only: the harness's injected faults (ab_runtime/train/harness.py TrainConfig.fault, e.g.
+    # {"nan_at_step": 5}) in the training run's config; never in the contract's, dropped by the gate's re-run
+    fault: Annotated[dict[str, int], NoDecode] = {}  # JSON (--set or the variable); pydantic copies the default
 
     @field_validator("precision")
     @classmethod
     def _precision(cls, value: str) -> str:
         return one_of("training precision", value, PRECISIONS)
+
+    @field_validator("fault", mode="before")
+    @classmethod
+    def _fault_json(cls, value: object) -> object:
+        """A JSON object from the environment or a `--set` that did not parse: a bad one is a ValueError,
+        the one-line refusal, not pydantic-settings' own decoding error."""
+        return json.loads(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _accumulation(self) -> TrainingSettings:
+        if self.batch % self.accumulation:
+            raise ValueError(f"training batch {self.batch} does not split into {self.accumulation} micro-batches "
+                             "(training.accumulation must divide training.batch)")
+        return self

@@ -6,18 +6,20 @@ thin wrapper of ab_runtime.train), the two configs and the corpus copy into the 
 device profile's environment, runs the baseline contract (target vs CPU float32 reference, K
 steps, the framework's table), then the training run under the hang watch
 (ab_runtime.train.supervise: a hang or a kill is resumed from the last good checkpoint; under
-torchrun with `training.processes` > 1), draws the loss curve, writes the TensorBoard event file
+torchrun when the job has more than one process), draws the loss curve, writes the TensorBoard event file
 from the saved step log (training/figures.py) and proposes the figures. An `hf:` corpus is loaded
 with the `datasets` library first and cached into train/data/ (training/hub_data.py). A paradigm
 the harness refuses, a failed contract or a guard's stop (NaN / inf, a spike, a full disk) is a
-failed outcome with the diagnosis.
+failed outcome with the diagnosis; a guard's stop is not retried (the same config stops the same
+way) except a full disk.
 gate: training/scripts/check_training.py, a separate process that recomputes the verdicts from
 the saved logs with the framework's code and re-runs a step from the last checkpoint.
 
-It is a timed stage (ascendbridge/runtime/placement.py TIMED_STAGES): the device pool gives it a
-device (or a CPU-only host's core slot) to itself, because a training run fills a card's memory
-and its tokens/s is a measurement; the pool hands one device per job, so more than one process is
-a CPU (gloo) run, refused on an accelerator.
+It is a timed stage (ascendbridge/runtime/placement.py TIMED_STAGES): the device pool gives it
+devices (or a CPU-only host's core slots) to itself, because a training run fills a card's memory
+and its tokens/s is a measurement: as many as the job's world size (`TrainingJob.processes`,
+placement.stage_devices). Every rank of a multi-process run on an accelerator would take the first
+card of the claim (ab_runtime/device.py), so more than one process is refused there for now.
 """
 
 from __future__ import annotations
@@ -63,10 +65,10 @@ def model_dir(spec: AdaptationSpec) -> str:
                              allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt"])
 
 
-def train_command(settings: TrainingSettings) -> list[str]:
+def train_command(processes: int) -> list[str]:
     """The training command the hang watch runs (and restarts with --resume)."""
     launcher = [VENV_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                str(settings.processes)] if settings.processes > 1 else [VENV_PYTHON]
+                str(processes)] if processes > 1 else [VENV_PYTHON]
     return [*launcher, TRAIN_PY, "train", "--config", TRAIN_CONFIG, "--out", RUN_DIR]
 
 
@@ -103,10 +105,13 @@ class TrainingStage:
                                lambda c, s, spec: self._run(c, s, spec, job))
 
     def _run(self, ctx: StageContext, settings: TrainingSettings, spec: AdaptationSpec, job: TrainingJob) -> StageOutcome:
-        if settings.processes > 1 and settings.device != "cpu":
-            return _failed(f"{settings.processes} processes on {settings.device}: the device pool gives a training "
-                           "job one device; more processes are a CPU (gloo) run", "training_processes_refused",
-                           retryable=False)
+        if job.processes > 1 and settings.device != "cpu":
+            return _failed(f"{job.processes} processes on {settings.device}: every rank would take the first card of "
+                           "the claim (ab_runtime/device.py); more processes are a CPU (gloo) run for now",
+                           "training_processes_refused", retryable=False)
+        if settings.batch % (job.processes * settings.accumulation):
+            return _failed(f"training batch {settings.batch} does not split over {job.processes} process(es) x "
+                           f"{settings.accumulation} micro-batch(es)", "training_batch_split", retryable=False)
         directory = ctx.adaptation_dir
         hub = hub_dataset(job.data)
         if hub is not None:
@@ -141,14 +146,15 @@ class TrainingStage:
             ctx.say("resuming the unfinished run from its last good checkpoint")
         watch = ["-m", "ab_runtime.train.supervise", "--out", RUN_DIR, "--k", str(settings.hang_k),
                  "--max-restarts", str(settings.max_restarts), "--startup-s", str(settings.startup_s), "--",
-                 *train_command(settings), *(["--resume"] if resumed else [])]
+                 *train_command(job.processes), *(["--resume"] if resumed else [])]
         command = uv_env.run_in_env(directory, watch, timeout_s=settings.run_timeout_s, log=ctx.log, env=env)
         run = directory / RUN_DIR
         result, stopped = _read(run / "train_result.json"), _read(run / "stopped.json")
         supervision = _read(run / "supervision.json") or {}
-        if stopped:
-            return _failed(f"training stopped at step {stopped.get('step')}: {stopped.get('summary')}",
-                           f"training_{stopped.get('rule', 'stopped')}", stop=stopped, supervision=supervision)
+        if stopped:  # a guard's diagnosis: the same config stops the same way, unless the disk frees up
+            return _failed(f"training stopped: {stopped.get('summary')}",
+                           f"training_{stopped.get('rule', 'stopped')}", stop=stopped, supervision=supervision,
+                           retryable=stopped.get("rule") == "disk_full")
         if not command.ok or not result:
             error = (uv_env.parse_result(command.output) or {}).get("error") or (
                 "timed out" if command.timed_out else f"exit {command.exit_code}")
@@ -166,7 +172,8 @@ class TrainingStage:
                    f"{figures['loss_last']:.4f} in {result['steps']} steps; held-out {evaluation['verdict']} "
                    f"({result['evaluation']['before']['loss']:.4f} -> {result['evaluation']['after']['loss']:.4f}); "
                    f"contract {'passed' if contract.get('verdict', {}).get('passed') else 'FAILED'}; "
-                   f"{figures['tokens_per_s']:.0f} tokens/s; {supervision.get('hangs', 0)} hang(s), "
+                   f"{figures['tokens_per_s']:.0f} tokens/s at micro-batch {figures['micro_batch']:.0f} "
+                   f"({figures['oom_fallbacks']:.0f} out-of-memory fallback(s)); {supervision.get('hangs', 0)} hang(s), "
                    f"{supervision.get('restarts', 0)} restart(s)")
         outcome_result = {"run_dir": RUN_DIR, "method": result["method"], "paradigm": result["paradigm"],
                           "strategy": result["strategy"], "evaluation": evaluation["verdict"],

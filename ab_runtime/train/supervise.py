@@ -23,6 +23,7 @@ from typing import Any
 
 HEARTBEAT = "heartbeat.json"
 METRICS = "metrics.jsonl"
+STOPPED = "stopped.json"  # run.py writes a guard's diagnosis there before it exits
 MIN_HANG_S = 5.0  # never call a hang sooner than this, however fast the steps are
 
 
@@ -46,6 +47,14 @@ def hang_limit(out: Path, k: float, startup_s: float) -> float:
     """Seconds without a step that count as a hang: k x the median step time once steps exist."""
     times = step_times(out)
     return max(MIN_HANG_S, k * statistics.median(times)) if times else startup_s
+
+
+def stopping(out: Path, started: float) -> bool:
+    """True once the run started at `started` has written its guard's diagnosis (run.py's stopped.json)."""
+    try:
+        return (out / STOPPED).stat().st_mtime >= started
+    except OSError:
+        return False
 
 
 def descendants(pid: int) -> list[int]:
@@ -97,8 +106,10 @@ def supervise(cmd: list[str], out: Path, k: float = 10.0, max_restarts: int = 2,
             beat = last_beat(out)
             fresh = beat is not None and beat[0] >= started  # a heartbeat of this start
             since = time.time() - (beat[0] if fresh and beat is not None else started)
-            # the step clock applies between steps; loading, checkpoints and evaluation get startup_s
-            limit = hang_limit(out, k, startup_s) if fresh and beat is not None and beat[1] == "train" else startup_s
+            # the step clock applies between steps; loading, checkpoints, evaluation and the exit of a run a
+            # guard stopped (its stopped.json written by this start: it ends by itself) get startup_s
+            stepping = fresh and beat is not None and beat[1] == "train" and not stopping(out, started)
+            limit = hang_limit(out, k, startup_s) if stepping else startup_s
             if since > limit:
                 hung = True
                 kill_group(proc)

@@ -47,6 +47,7 @@ class ReadyTask:
     priority: int
     plan_devices: object  # the model's discovery plan's device count as stored (None without a plan)
     plan_tensor_parallel: object = None  # its tensor-parallel degree as stored (what a serving engine claims)
+    train_processes: object = None  # its training job's world size as stored (what the training stage claims)
 
 
 @runtime_checkable
@@ -158,10 +159,11 @@ class LeaseStore(StoreBase):
         if not stage_list or per_stage < 1:
             return []
         query = text(
-            "SELECT task_id, model_pk, stage, priority, plan_devices, plan_tp FROM ("
+            "SELECT task_id, model_pk, stage, priority, plan_devices, plan_tp, train_processes FROM ("
             " SELECT t.id AS task_id, t.model_pk AS model_pk, t.stage AS stage, m.priority AS priority,"
             "  json_extract(m.metadata_json, '$.decision.plan.devices') AS plan_devices,"
             "  json_extract(m.metadata_json, '$.decision.plan.tensor_parallel_degree') AS plan_tp,"
+            "  json_extract(m.training_json, '$.processes') AS train_processes,"
             "  row_number() OVER (PARTITION BY t.stage ORDER BY m.priority DESC, m.id) AS rank"
             " FROM tasks t JOIN models m ON m.id = t.model_pk"
             " WHERE t.status = 'pending' AND m.paused = 0 AND t.stage IN :stages"
@@ -169,7 +171,7 @@ class LeaseStore(StoreBase):
         ).bindparams(bindparam("stages", expanding=True))
         with self._read() as s:
             rows = s.connection().execute(query, {"stages": stage_list, "per_stage": per_stage}).all()
-        return [ReadyTask(int(r[0]), int(r[1]), str(r[2]), int(r[3]), r[4], r[5]) for r in rows]
+        return [ReadyTask(int(r[0]), int(r[1]), str(r[2]), int(r[3]), r[4], r[5], r[6]) for r in rows]
 
     def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord:
         """Take one specific pending task, or raise if someone else has it."""

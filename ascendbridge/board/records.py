@@ -57,14 +57,16 @@ def dumps(value: Any) -> str:
 
 class TrainingJob(BaseModel):
     """A training job a model is registered with: its corpus (an absolute path, or an `hf:` dataset
-    reference the training stage caches into the package), full or LoRA, how
-    many global steps. The training stage runs it; a model without one has its training skipped."""
+    reference the training stage caches into the package), full or LoRA, how many global steps, and
+    its world size (torchrun processes: the devices the stage claims from the team lead's pool). The
+    training stage runs it; a model without one has its training skipped."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     data: str
     method: Literal["full", "lora"] = "full"
     steps: int = 30
+    processes: int = 1
 
 
 # A record's own `metadata` field shadows SQLModel's class-level table MetaData, which no record

@@ -24,6 +24,7 @@ SOURCES = ("huggingface", "local", "hf-cache")
 _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 MAX_PRIORITY = 1_000_000_000  # well inside SQLite's 64-bit integers
 MAX_TRAIN_STEPS = 1_000_000
+MAX_TRAIN_PROCESSES = 64  # torchrun processes of one job: the devices it claims at once
 
 
 def validate_registration(reg: Registration) -> None:
@@ -75,6 +76,9 @@ def _validate_training(model_id: str, job: TrainingJob) -> None:
         raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not a non-empty file")
     if not 2 <= job.steps <= MAX_TRAIN_STEPS:  # 2: the gate re-runs a logged step from a checkpoint before the last
         raise InvalidRegistrationError(f"model '{model_id}': training steps {job.steps} out of range (2..{MAX_TRAIN_STEPS})")
+    if not 1 <= job.processes <= MAX_TRAIN_PROCESSES:
+        raise InvalidRegistrationError(f"model '{model_id}': training processes {job.processes} out of range "
+                                       f"(1..{MAX_TRAIN_PROCESSES})")
 
 
 class RegistryStore(StoreBase):

@@ -68,15 +68,16 @@ def _report_registrations(out: Output, results: list[tuple[ModelRecord, bool]]) 
 
 
 def _training_job(args: argparse.Namespace) -> TrainingJob | None:
-    """The job of --train-data / --train-method / --train-steps (a file as an absolute path, an `hf:`
-    dataset reference as given), or None."""
+    """The job of --train-data / --train-method / --train-steps / --train-processes (a file as an
+    absolute path, an `hf:` dataset reference as given), or None."""
     if args.train_data is None:
-        if args.train_method is not None or args.train_steps is not None:
-            raise CliError("--train-method and --train-steps need --train-data")
+        if args.train_method is not None or args.train_steps is not None or args.train_processes is not None:
+            raise CliError("--train-method, --train-steps and --train-processes need --train-data")
         return None
     data = args.train_data if args.train_data.startswith(HUB_PREFIX) else str(Path(args.train_data).expanduser().absolute())
     return TrainingJob(data=data, method=args.train_method or "full",
-                       steps=30 if args.train_steps is None else args.train_steps)
+                       steps=30 if args.train_steps is None else args.train_steps,
+                       processes=1 if args.train_processes is None else args.train_processes)
 
 
 def cmd_register_model(args: argparse.Namespace, out: Output) -> int:

@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="full fine-tuning or LoRA adapters (default full; needs --train-data)")
     p.add_argument("--train-steps", "--train_steps", dest="train_steps", type=ascii_int, metavar="N",
                    help="global training steps (default 30; needs --train-data)")
+    p.add_argument("--train-processes", "--train_processes", dest="train_processes", type=ascii_int, metavar="N",
+                   help="the job's world size: torchrun processes, each on a device the training stage claims "
+                        "from the team lead's pool (default 1; needs --train-data)")
 
     p = add("register_many", cmds.cmd_register_many,
             "register every model in a text (one id per line) or JSONL file; a bad line registers nothing")

@@ -34,6 +34,7 @@ from ascendbridge.runtime.devices import HostInventory, parse_index_list
 TIMED_STAGES = frozenset({"training", "benchmark", "optimization", "business_benchmark", "serving"})
 PROFILING_STAGES = frozenset({"benchmark", "optimization"})  # their run includes the profiled run
 TENSOR_PARALLEL_STAGES = frozenset({"serving"})  # claim the plan's tensor-parallel degree of devices
+WORLD_SIZE_STAGES = frozenset({"training"})  # claim the training job's world size (torchrun processes) of devices
 CPU_AFFINITY_ENV = "ASCENDBRIDGE_CPU_AFFINITY"
 NPU_INDEX_ENV = "ASCENDBRIDGE_NPU_INDEX"
 VISIBLE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
@@ -174,20 +175,24 @@ def _cpu_list(cpus: tuple[int, ...]) -> str:
     return ",".join(map(str, cpus))
 
 
-def devices_needed(metadata: dict[str, Any] | None, stage: str = "benchmark") -> int:
+def devices_needed(metadata: dict[str, Any] | None, stage: str = "benchmark", world: object = None) -> int:
     """Devices one job of a timed `stage` claims at once for a model: its discovery plan's count
-    (1 without a plan), or for serving its tensor-parallel degree (`stage_devices`)."""
+    (1 without a plan), for serving its tensor-parallel degree, for training its job's world size
+    `world` (`stage_devices`)."""
     plan = ((metadata or {}).get("decision") or {}).get("plan") or {}
-    return stage_devices(stage, plan.get("devices"), plan.get("tensor_parallel_degree"))
+    return stage_devices(stage, plan.get("devices"), plan.get("tensor_parallel_degree"), world)
 
 
-def stage_devices(stage: str, devices: object, tensor_parallel: object) -> int:
+def stage_devices(stage: str, devices: object, tensor_parallel: object, world: object = None) -> int:
     """The claim from a plan's figures as stored: a serving engine splits the attention heads over
     a power of two of cards (the plan's tensor-parallel degree, at least its device count: 3 cards
-    of weights serve on 4), every other stage holds the plan's device count."""
+    of weights serve on 4); a training job runs one process per device (its world size, at least
+    the plan's count); every other stage holds the plan's device count."""
     count = plan_devices(devices)
     if stage in TENSOR_PARALLEL_STAGES and tensor_parallel is not None:
         return max(count, plan_devices(tensor_parallel))
+    if stage in WORLD_SIZE_STAGES and world is not None:
+        return max(count, plan_devices(world))
     return count
 
 

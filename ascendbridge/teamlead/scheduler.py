@@ -334,7 +334,7 @@ class TeamLead:
         now = time.monotonic()
         ready = self.store.ready_tasks(self.runnable, len(self.free_slots) + len(self.jobs) + self.pool.capacity)
         candidates = [Candidate(t.task_id, t.model_pk, t.stage, t.priority,
-                                stage_devices(t.stage, t.plan_devices, t.plan_tensor_parallel)
+                                stage_devices(t.stage, t.plan_devices, t.plan_tensor_parallel, t.train_processes)
                                 if is_timed(t.stage) else 1) for t in ready]
         due = [r for tid, r in self.rechecks.items() if r.due <= now and tid not in self.jobs]
         candidates += [Candidate(r.job.task.id, r.job.task.model_pk, r.job.stage, r.job.task.priority,
@@ -350,7 +350,8 @@ class TeamLead:
 
     def _devices(self, stage: str, model: ModelRecord) -> int:
         """Timed slots one job of `stage` for `model` holds at once."""
-        return devices_needed(model.metadata, stage) if is_timed(stage) else 1
+        world = model.training.processes if model.training is not None else None
+        return devices_needed(model.metadata, stage, world) if is_timed(stage) else 1
 
     def _dispatch_one(self, choice: Candidate) -> int:
         """Claim and start one selected task, or start a due gate re-check; 1 when it changed something."""
@@ -377,7 +378,7 @@ class TeamLead:
 
     def _place(self, task: TaskRecord, model: ModelRecord) -> Placement | None:
         """The just-claimed task's devices; a model this host can never hold is blocked with the numbers."""
-        need = devices_needed(model.metadata, task.stage) if is_timed(task.stage) else 1
+        need = self._devices(task.stage, model)
         placement = self.pool.acquire(task.stage, need, lend=True)  # selection lent only what is idle
         if placement is not None:
             return placement

@@ -14,6 +14,8 @@ from ascendbridge.board import (
     StaleTokenError,
     UnknownModelError,
 )
+from ascendbridge.board.records import TrainingJob
+from ascendbridge.config import REPO_ROOT
 from ascendbridge.naming import hashed_adaptation_name
 from ascendbridge.stages import STAGES, UnknownNameError
 
@@ -297,7 +299,8 @@ def test_export_is_one_snapshot_while_another_process_writes(board: BoardStore) 
 
 def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: BoardStore) -> None:
     """What the team lead's selection reads: pending tasks of unpaused models, a bounded list per stage."""
-    board.register_models(Registration(model_id=f"org/m{i}", source="local", path="/x", priority=i % 3)
+    board.register_models(Registration(model_id=f"org/m{i}", source="local", path="/x", priority=i % 3,
+                                       training=TrainingJob(data=str(REPO_ROOT / "training/corpus/tiny_stories.jsonl"), processes=2) if i == 1 else None)
                           for i in range(6))
     first = board.claim_task(board.list_tasks("discovery", model_id="org/m0")[0].id, "w", 60)
     board.complete_task(first.id, first.fencing_token, {})  # org/m0 now waits in adaptation
@@ -308,6 +311,7 @@ def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: Board
     assert [(t.stage, t.model_pk, t.priority) for t in ready] == [
         ("adaptation", pk["org/m0"], 0), ("discovery", pk["org/m2"], 2), ("discovery", pk["org/m1"], 1)]
     assert (ready[1].plan_devices, ready[1].plan_tensor_parallel) == (3, 4) and ready[2].plan_devices is None
+    assert (ready[1].train_processes, ready[2].train_processes) == (None, 2)  # org/m1's training job: 2 processes
     assert ready[1].task_id == board.list_tasks("discovery", model_id="org/m2")[0].id
     assert pk["org/m5"] not in {t.model_pk for t in board.ready_tasks(["discovery"], 10)}  # paused
     assert board.ready_tasks(["benchmark"], 5) == [] and board.ready_tasks([], 5) == []

@@ -120,6 +120,10 @@ def test_pool_hands_out_devices_exclusively_with_the_right_variable() -> None:
     assert devices_needed(sharded, "serving") == 4 and devices_needed(sharded, "benchmark") == 3
     assert devices_needed({"decision": {"plan": {"devices": 2}}}, "serving") == 2  # no degree recorded
     assert stage_devices("serving", None, None) == 1 and stage_devices("serving", "x", 2) == 2
+    # Training claims its job's world size (one device per torchrun process), at least the plan's count.
+    assert devices_needed({}, "training", 4) == 4 and devices_needed(sharded, "training", 2) == 3
+    assert devices_needed({}, "training") == 1 and devices_needed({}, "benchmark", 4) == 1
+    assert stage_devices("training", None, 4, 2) == 2 and stage_devices("serving", None, None, 2) == 1
 
 
 def test_size_decisions_use_the_hosts_devices(monkeypatch: pytest.MonkeyPatch) -> None:

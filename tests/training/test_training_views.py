@@ -16,7 +16,7 @@ from tests.dashboard.dash_support import served
 from tests.training.train_support import CORPUS
 
 FIGURES = {"loss_first": 5.61, "loss_last": 2.25, "eval_loss_before": 5.6, "eval_loss_after": 2.4,
-           "eval_verdict": 1.0, "contract_passed": 1.0, "tokens_per_s": 1234.0}
+           "eval_verdict": 1.0, "contract_passed": 1.0, "tokens_per_s": 1234.0, "micro_batch": 2.0, "oom_fallbacks": 1.0}
 
 
 def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = ()) -> None:
@@ -30,7 +30,8 @@ def test_the_model_page_and_the_reports_show_a_training_run_once_gated(tmp_path:
     logs.mkdir()
     store = BoardStore.init(board_path)
     [(record, _)] = store.register_models([Registration(model_id="acme/tiny-llama",
-                                                        training=TrainingJob(data=str(CORPUS), method="lora", steps=3))])
+                                                        training=TrainingJob(data=str(CORPUS), method="lora", steps=3,
+                                                                                    processes=2))])
     run = adaptations / record.adaptation_name / "train" / "run"
     run.mkdir(parents=True)
     run.joinpath("metrics.jsonl").write_text("".join(json.dumps({"step": i, "loss": 6.0 - i, "grad_norm": 0.5})
@@ -51,7 +52,9 @@ def test_the_model_page_and_the_reports_show_a_training_run_once_gated(tmp_path:
     section = page[page.index('id="training"'):]
     section = section[:section.index("</section>")]
     assert "lora" in section and "improved" in section and 'id="loss-chart"' in section and "tokens_per_s" in section
+    assert "2 processes" in section and "oom_fallbacks" in section
     assert data["charts"]["loss"] == {"step": [1.0, 2.0, 3.0], "loss": [5.0, 4.0, 3.0], "grad_norm": [0.5, 0.5, 0.5]}
     row = reports[reports.index('id="training-results"'):]
     row = row[:row.index("</section>")]
     assert record.model_id in row and "5.61 &rarr; 2.25" in row and "improved" in row and "passed" in row
+    assert '<td class="num">2 (1)</td>' in row  # micro-batch 2 after one out-of-memory fallback
