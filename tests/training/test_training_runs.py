@@ -105,9 +105,11 @@ def test_ddp_and_fsdp2_with_two_processes_match_one_process(tmp_path: Path, torc
         assert max(abs(a - b) for a, b in zip(losses[strategy], losses["single"], strict=True)) < 1e-5, strategy
 
 
-def wait_for(path: Path, timeout: float = 120) -> None:
+def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
+    """Until the running `proc` writes `path` (a loaded host can take minutes to reach the step)."""
     deadline = time.monotonic() + timeout
     while not path.exists():
+        assert proc.poll() is None, f"the run exited ({proc.returncode}) before writing {path.name}"
         assert time.monotonic() < deadline, f"{path.name} never appeared"
         time.sleep(0.1)
 
@@ -199,9 +201,11 @@ def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torc
     killed = tmp_path / "killed"
     proc = subprocess.Popen(train_cmd(torch_python, config, killed, nproc=nproc), env=run_env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(killed / "fault-hang-done")
-    workers = descendants(proc.pid)
-    kill_group(proc)  # the launcher's group and torchrun's workers (each in a session of its own)
+    try:
+        wait_for(killed / "fault-hang-done", proc)
+        workers = descendants(proc.pid)
+    finally:  # also when the wait fails: the injected hang would otherwise hold the run for an hour
+        kill_group(proc)  # the launcher's group and torchrun's workers (each in a session of its own)
     deadline = time.monotonic() + 15
     while [p for p in workers if _state(p) != "Z"] and time.monotonic() < deadline:
         time.sleep(0.1)
