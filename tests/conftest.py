@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,19 @@ def weighted_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]
     from tests.support.weighted_models import build_weighted_models
 
     return build_weighted_models(tmp_path_factory.mktemp("weighted-models"))
+
+
+@pytest.fixture(autouse=True)
+def _model_env_mode_stays_in_its_test() -> Iterator[None]:
+    """A stage run in-process for a `system`-mode model sets the process's environment mode and
+    interpreter (ascendbridge.envmode.use_model_env, as a one-task worker would); put them back so
+    that no later test on this worker syncs or probes devices in another test's mode."""
+    from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
+
+    saved = {name: os.environ.get(name) for name in (ENV_MODE_VAR, SYSTEM_PYTHON_VAR)}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
