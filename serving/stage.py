@@ -21,7 +21,7 @@ from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
-from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
 from serving.accept import acceptance_requests, run_acceptance
 from serving.bench import BACKENDS, BenchError, bench_args, run_bench
@@ -62,10 +62,6 @@ def unit(name: str) -> str | None:
     return None
 
 
-def _failed(summary: str, rule: str, **extra: Any) -> StageOutcome:
-    return StageOutcome("failed", summary, diagnosis={"rule": rule, "summary": summary, **extra})
-
-
 class ServingStage:
     name = "serving"
 
@@ -81,7 +77,7 @@ class ServingStage:
                                            "docs/serving.md, \"Not done yet\"")
         python = serve_python(settings.python)
         if not python.is_file():
-            return _failed(f"no serve environment at {python}", "serving_env_missing", retryable=False,
+            return failed(f"no serve environment at {python}", "serving_env_missing", retryable=False,
                            remedy="install it once per host: `uv run python -m serving.env` (docs/serving.md)")
         directory = ctx.adaptation_dir
         (directory / EVIDENCE_FILE).unlink(missing_ok=True)  # a previous run's evidence is never checked next to this
@@ -96,7 +92,7 @@ class ServingStage:
                 architecture = (reference["config"].get("architectures") or [""])[0]
                 inputs = plan_inputs(settings, architectures.result(), architecture)
         except StepError as exc:
-            return _failed(str(exc), exc.rule)
+            return failed(str(exc), exc.rule)
         local, ascend = plans(directory, spec.task_family, inputs)
         for plan in (local, ascend):
             if isinstance(plan, Refusal):
@@ -119,9 +115,9 @@ class ServingStage:
                                     bool(reference["tokenizer"]))
                 peak = server.memory.peak_bytes if server.memory else 0
         except ServerError as exc:
-            return _failed(f"the server did not start: {exc}", "serving_start_failed")
+            return failed(f"the server did not start: {exc}", "serving_start_failed")
         except BenchError as exc:
-            return _failed(str(exc), "serving_bench_failed")
+            return failed(str(exc), "serving_bench_failed")
         figures = serving_figures(exchanges, reference, local.dtype, server.cold_start_s, bench, peak)
         problems = acceptance_problems(figures, local.dtype, bench)
         evidence = {"schema": SCHEMA, "model_id": spec.model.model_id, "plan": local.as_dict(),

@@ -37,7 +37,7 @@ from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.process import CommandResult
-from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
+from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
 from training.figures import FIGURES_FILE, LOSS_CURVE, draw, step_log, training_figures, write_events
 from training.hub_data import cache_dataset
@@ -47,10 +47,6 @@ from training.settings import TrainingSettings
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_training.py"
 GATE_TIMEOUT_S = 3600.0
 VENV_PYTHON = ".venv/bin/python"  # the package's environment, locked or system mode alike
-
-
-def _failed(summary: str, rule: str, **extra: Any) -> StageOutcome:
-    return StageOutcome("failed", summary, diagnosis={"rule": rule, "summary": summary, **extra})
 
 
 def model_dir(spec: AdaptationSpec) -> str:
@@ -106,11 +102,11 @@ class TrainingStage:
 
     def _run(self, ctx: StageContext, settings: TrainingSettings, spec: AdaptationSpec, job: TrainingJob) -> StageOutcome:
         if job.processes > 1 and settings.device != "cpu":
-            return _failed(f"{job.processes} processes on {settings.device}: every rank would take the first card of "
+            return failed(f"{job.processes} processes on {settings.device}: every rank would take the first card of "
                            "the claim (ab_runtime/device.py); more processes are a CPU (gloo) run for now",
                            "training_processes_refused", retryable=False)
         if settings.batch % (job.processes * settings.accumulation):
-            return _failed(f"training batch {settings.batch} does not split over {job.processes} process(es) x "
+            return failed(f"training batch {settings.batch} does not split over {job.processes} process(es) x "
                            f"{settings.accumulation} micro-batch(es)", "training_batch_split", retryable=False)
         directory = ctx.adaptation_dir
         hub = hub_dataset(job.data)
@@ -119,20 +115,20 @@ class TrainingStage:
             try:
                 job = job.model_copy(update={"data": str(cache_dataset(job.data, hub, directory / TRAIN_DIR / "data"))})
             except Exception as exc:  # the library, the Hub, the split: any failure to load is this one rule
-                return _failed(f"loading training data {job.data} failed: {exc}", "training_data_load",
+                return failed(f"loading training data {job.data} failed: {exc}", "training_data_load",
                                retryable=isinstance(exc, OSError))  # the Hub or the disk may come back; a bad split won't
         if not Path(job.data).is_file():
-            return _failed(f"training data {job.data} is gone", "training_data_missing", retryable=False)
+            return failed(f"training data {job.data} is gone", "training_data_missing", retryable=False)
         try:
             written = render_package(directory, spec.model.model_id, model_dir(spec), job, settings)
         except Exception as exc:  # the Hub, the disk: any failure to prepare is this one rule
-            return _failed(f"preparing the training package failed: {exc}", "training_setup")
+            return failed(f"preparing the training package failed: {exc}", "training_setup")
         resumed = _prepare_run_dir(directory, written[TRAIN_CONFIG])
         ctx.say(f"{TRAIN_PY} rendered ({job.method}, {job.steps} steps on {Path(job.data).name}); syncing the "
                 f"{settings.profile} environment")
         sync = uv_env.sync(directory, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
         if not sync.ok:
-            return _failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
+            return failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
         env = {"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {}
         if not resumed:
             ctx.say(f"baseline contract: {settings.contract_steps} steps, {settings.device} {settings.precision} "
@@ -152,13 +148,13 @@ class TrainingStage:
         result, stopped = _read(run / "train_result.json"), _read(run / "stopped.json")
         supervision = _read(run / "supervision.json") or {}
         if stopped:  # a guard's diagnosis: the same config stops the same way, unless the disk frees up
-            return _failed(f"training stopped: {stopped.get('summary')}",
+            return failed(f"training stopped: {stopped.get('summary')}",
                            f"training_{stopped.get('rule', 'stopped')}", stop=stopped, supervision=supervision,
                            retryable=stopped.get("rule") == "disk_full")
         if not command.ok or not result:
             error = (uv_env.parse_result(command.output) or {}).get("error") or (
                 "timed out" if command.timed_out else f"exit {command.exit_code}")
-            return _failed(f"training failed: {error}", "training_run_failed", log_tail=command.tail(30),
+            return failed(f"training failed: {error}", "training_run_failed", log_tail=command.tail(30),
                            supervision=supervision)
         steps = step_log(run)
         contract = _read(run / "contract.json") or {}
@@ -189,15 +185,15 @@ class TrainingStage:
         if contract.ok and result.get("ok"):
             return None
         if contract.exit_code == 2:  # bad input: an architecture outside the paradigms, a corpus it cannot read
-            return _failed(f"training refused: {result.get('error') or contract.tail(1)}", "training_refused",
+            return failed(f"training refused: {result.get('error') or contract.tail(1)}", "training_refused",
                            retryable=False)
         verdict = result.get("verdict")
         if verdict:
             failing = [c["name"] for c in verdict["checks"] if not c["passed"]]
-            return _failed(f"baseline contract failed: {', '.join(failing)}", "training_contract_failed",
+            return failed(f"baseline contract failed: {', '.join(failing)}", "training_contract_failed",
                            failing_checks=failing, checks=verdict["checks"])
         error = result.get("error") or ("timed out" if contract.timed_out else f"exit {contract.exit_code}")
-        return _failed(f"baseline contract did not run: {error}", "training_contract_error", log_tail=contract.tail(30))
+        return failed(f"baseline contract did not run: {error}", "training_contract_error", log_tail=contract.tail(30))
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
