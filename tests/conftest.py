@@ -58,7 +58,7 @@ SLOW_FIXTURES = frozenset(SHARED_SESSION_FIXTURES + ("python", "torch_python", "
 
 def is_slow(item: pytest.Item) -> bool:
     """Whether the test belongs to the slow tier: marked so, or needing a slow fixture."""
-    if item.get_closest_marker("slow") or item.get_closest_marker("lm_eval"):  # lm_eval builds its own torch env
+    if any(item.get_closest_marker(m) for m in ("slow", "lm_eval", "scenario")):  # lm_eval builds its own torch env
         return True
     return not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 

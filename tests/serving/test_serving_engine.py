@@ -176,6 +176,7 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
     assert gate.passed, gate.report
 
 
+@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
 @pytest.mark.timeout(1800)
 def test_a_classifier_is_served_through_classify_with_the_reference_probabilities_and_gated(
         board: BoardStore, board_path: Path, tmp_path: Path) -> None:
@@ -194,6 +195,7 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
     assert gate.passed and gate.report["replayed"] == 1, gate.report
 
 
+@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
 @pytest.mark.timeout(1200)
 def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(
         board: BoardStore, board_path: Path, tmp_path: Path) -> None:
