@@ -4,6 +4,7 @@ contract, LoRA, DDP / FSDP2 under real torchrun, SIGKILL and resume, the guards.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -103,6 +104,32 @@ def test_ddp_and_fsdp2_with_two_processes_match_one_process(tmp_path: Path, torc
         losses[strategy] = [s["loss"] for s in metrics(tmp_path / strategy)]
     for strategy in ("ddp", "fsdp2"):
         assert max(abs(a - b) for a, b in zip(losses[strategy], losses["single"], strict=True)) < 1e-5, strategy
+
+
+@pytest.mark.slow
+def test_lora_under_fsdp2_matches_one_process_and_resumes_bit_identically(tmp_path: Path, torch_python: Path) -> None:
+    """peft's adapters inside fully_shard units (frozen base and trainable adapters in one unit), two
+    gloo ranks: the losses of one process, and a resume from the step-2 checkpoint (DCP, sharded)
+    repeats steps 3-4 exactly."""
+    settings = {"steps": 4, "method": "lora", "lora_rank": 4, "config_overrides": {"attention_dropout": 0.0}}
+    one = tmp_path / "one"
+    proc = run(train_cmd(torch_python, write_config(tmp_path / "one.json", strategy="single", **settings), one))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = write_config(tmp_path / "fsdp2.json", strategy="fsdp2", checkpoint_every=2, **settings)
+    sharded = tmp_path / "sharded"
+    proc = run(train_cmd(torch_python, config, sharded, nproc=2))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = read_result(proc.stdout)
+    assert (result["method"], result["strategy"], result["world"]) == ("lora", "fsdp2", 2) and result["adapted"]
+    losses = [s["loss"] for s in metrics(sharded)]
+    assert max(abs(a - b) for a, b in zip(losses, [s["loss"] for s in metrics(one)], strict=True)) < 1e-5
+    resumed = tmp_path / "resumed"  # as if the run had stopped after its step-2 checkpoint
+    shutil.copytree(sharded / "checkpoints" / "step-000002", resumed / "checkpoints" / "step-000002")
+    proc = run([*train_cmd(torch_python, config, resumed, nproc=2), "--resume"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert read_result(proc.stdout)["resumed_from"] == "step-000002"
+    assert [(s["step"], s["loss"], s["grad_norm"]) for s in metrics(resumed)] == \
+        [(s["step"], s["loss"], s["grad_norm"]) for s in metrics(sharded)][2:]
 
 
 def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
