@@ -54,7 +54,7 @@ def floored_cosine(dot: float, norm_target: float, norm_reference: float, floor_
 def verdict(target: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str, Any]:
     """Judge two runs' logs. Each is {"losses": [...], "grad_norms": [...], "params_changed": bool,
     "optimizer_state": bool, "grad_cosines": {name: {"cosine", "floored"}} (target only),
-    "resume_identical": bool (target only)}. Returns {"passed", "checks": [...], "table"}."""
+    "resume_identical": bool, "same_initial_weights": bool (target only)}. Returns {"passed", "checks": [...], "table"}."""
     checks: list[dict[str, Any]] = []
 
     def check(name: str, passed: bool, **figures: Any) -> None:
@@ -78,6 +78,7 @@ def verdict(target: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str
     check("params_changed", bool(target.get("params_changed")) and bool(reference.get("params_changed")))
     check("optimizer_state", bool(target.get("optimizer_state")) and bool(reference.get("optimizer_state")))
     check("resume_identical", bool(target.get("resume_identical")))
+    check("same_initial_weights", bool(target.get("same_initial_weights")))
     cosines = target.get("grad_cosines") or {}
     worst = min(((v["cosine"], k) for k, v in cosines.items() if not v.get("floored")), default=(1.0, None))
     check("grad_cosine", worst[0] >= GRAD_COSINE_MIN, min_cosine=worst[0], parameter=worst[1],

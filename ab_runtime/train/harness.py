@@ -348,14 +348,16 @@ def full(value: torch.Tensor) -> torch.Tensor:
     return value.full_tensor() if hasattr(value, "full_tensor") else value
 
 
-def digest_parameters(model: nn.Module) -> str:
-    """sha256 over every parameter's bytes in name order (two runs' weights bit-identical or not)."""
+def digest_parameters(model: nn.Module, rounded_to: torch.dtype | None = None) -> str:
+    """sha256 over every parameter's bytes in name order (two runs' weights bit-identical or not);
+    `rounded_to`: of the weights as that dtype holds them (float32 weights against bfloat16 ones)."""
     import hashlib
 
     digest = hashlib.sha256()
     for name, param in sorted(model.named_parameters()):
+        value = full(param.detach())
         digest.update(name.encode())
-        digest.update(full(param.detach()).float().cpu().contiguous().numpy().tobytes())
+        digest.update((value.to(rounded_to) if rounded_to else value).float().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
 
 

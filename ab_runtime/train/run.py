@@ -34,6 +34,7 @@ from ..result import Result, run_main
 from . import contract as contract_table
 from .corpus import CorpusError
 from .harness import (
+    BF16_WEIGHTS,
     TrainConfig,
     Trainer,
     TrainingStopped,
@@ -133,10 +134,13 @@ def run_contract(cfg: TrainConfig, out: Path) -> Result:
     single = replace(cfg, strategy="single", checkpoint_every=0, keep_last=1)
     reference = Trainer(replace(single, device="cpu", precision="fp32", bf16_weights_above=None), out / "reference",
                         device=select_device("cpu"))
+    reference_start_bf16 = digest_parameters(reference.model, torch.bfloat16)
     reference_log = _run_log(reference, cfg.steps, keep_first_grads=True)
     target = Trainer(single, out / "target")
     target_log = _run_log(target, cfg.steps, keep_first_grads=True)
-    target_log["same_initial_weights"] = target_log["initial_digest"] == reference_log["initial_digest"]
+    # bfloat16 weights (the size rule) start from the reference's initial weights rounded to bfloat16
+    target_log["same_initial_weights"] = target_log["initial_digest"] == (
+        reference_start_bf16 if target.precision == BF16_WEIGHTS else reference_log["initial_digest"])
     target_log["grad_cosines"] = grad_cosines(target.last_grads, reference.last_grads)
     # Checkpoint round trip: the step after a save, once straight on and once from the reloaded checkpoint.
     checkpoint = target.save_checkpoint()

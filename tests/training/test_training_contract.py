@@ -11,7 +11,7 @@ from ab_runtime.train import contract
 def logs() -> tuple[dict[str, Any], dict[str, Any]]:
     reference = {"losses": [6.0, 5.5, 5.0], "grad_norms": [2.0, 1.8, 1.6], "params_changed": True, "optimizer_state": True}
     target = {**copy.deepcopy(reference), "losses": [6.001, 5.502, 5.003], "grad_norms": [2.05, 1.85, 1.62],
-              "resume_identical": True, "grad_cosines": {"w": {"cosine": 0.9999, "floored": False},
+              "resume_identical": True, "same_initial_weights": True, "grad_cosines": {"w": {"cosine": 0.9999, "floored": False},
                                                          "key.bias": {"cosine": 1.0, "floored": True}}}
     return target, reference
 
@@ -30,6 +30,7 @@ def test_a_close_target_passes_and_each_rule_can_fail() -> None:
         "params_changed": lambda t: t.__setitem__("params_changed", False),
         "optimizer_state": lambda t: t.__setitem__("optimizer_state", False),
         "resume_identical": lambda t: t.__setitem__("resume_identical", False),
+        "same_initial_weights": lambda t: t.__setitem__("same_initial_weights", False),
         "grad_cosine": lambda t: t["grad_cosines"].__setitem__("w", {"cosine": 0.9, "floored": False}),
         "finite": lambda t: t["losses"].__setitem__(2, float("nan")),
     }

@@ -31,14 +31,20 @@ def test_a_causal_lm_learns_the_bundled_corpus(tmp_path: Path, torch_python: Pat
     assert "step 20/20 loss" in proc.stdout and "ETA" in proc.stdout
 
 
-@pytest.mark.parametrize(("model", "precision"), [("tiny-llama", "bf16-autocast"), ("tiny-bert", "bf16-autocast")])
+@pytest.mark.parametrize(("model", "size_rule", "precision"), [("tiny-llama", 1.0, "bf16-autocast"),
+                                                                ("tiny-bert", 1.0, "bf16-autocast"),
+                                                                ("tiny-llama", 0, "bf16-weights")])
 def test_the_baseline_contract_passes_for_causal_and_masked_lm(tmp_path: Path, torch_python: Path, model: str,
-                                                              precision: str) -> None:
-    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / model), steps=4, precision=precision)
+                                                              size_rule: float, precision: str) -> None:
+    """bf16 autocast over float32 master weights, and (the size rule forced: `bf16_weights_above` 0)
+    bfloat16 weights, each against the CPU float32 reference."""
+    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / model), steps=4, precision="bf16-autocast",
+                          bf16_weights_above=size_rule)
     proc = run(train_cmd(torch_python, config, tmp_path / "out", command="contract"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / "out" / "contract.json").read_text())
     assert record["verdict"]["passed"] and record["target"]["same_initial_weights"]
+    assert (record["target"]["precision"], record["reference"]["precision"]) == (precision, "fp32")
     assert record["target"]["resume"]["loss"] == record["target"]["resume"]["reloaded_loss"]
     if model == "tiny-bert":  # the attention key bias has an exactly zero gradient: floored, not a false alarm
         cosine = next(c for c in record["verdict"]["checks"] if c["name"] == "grad_cosine")
