@@ -18,8 +18,8 @@ the saved logs with the framework's code and re-runs a step from the last checkp
 It is a timed stage (ascendbridge/runtime/placement.py TIMED_STAGES): the device pool gives it
 devices (or a CPU-only host's core slots) to itself, because a training run fills a card's memory
 and its tokens/s is a measurement: as many as the job's world size (`TrainingJob.processes`,
-placement.stage_devices). Every rank of a multi-process run on an accelerator would take the first
-card of the claim (ab_runtime/device.py), so more than one process is refused there for now.
+placement.stage_devices). Each torchrun rank takes its own card of the claim, the LOCAL_RANK-th
+(ab_runtime/device.py rank_device); a claim with fewer cards than ranks is refused by the run.
 """
 
 from __future__ import annotations
@@ -101,10 +101,6 @@ class TrainingStage:
                                lambda c, s, spec: self._run(c, s, spec, job))
 
     def _run(self, ctx: StageContext, settings: TrainingSettings, spec: AdaptationSpec, job: TrainingJob) -> StageOutcome:
-        if job.processes > 1 and settings.device != "cpu":
-            return failed(f"{job.processes} processes on {settings.device}: every rank would take the first card of "
-                           "the claim (ab_runtime/device.py); more processes are a CPU (gloo) run for now",
-                           "training_processes_refused", retryable=False)
         if settings.batch % (job.processes * settings.accumulation):
             return failed(f"training batch {settings.batch} does not split over {job.processes} process(es) x "
                            f"{settings.accumulation} micro-batch(es)", "training_batch_split", retryable=False)
