@@ -6,12 +6,18 @@ synchronize, max_memory_allocated, reset_peak_memory_stats, empty_cache). An exp
 requested device that is unavailable is an error; a fallback happens only when the caller allows
 it, and is then marked with its reason, because a CPU run reported as an NPU run is the classic
 false pass of NPU validation.
+
+Under torchrun every rank makes its own card current (the LOCAL_RANK-th of the cards the team lead
+claimed, `rank_device`) before it joins the process group (HCCL / NCCL / gloo), the order of
+torch_npu's documented examples (Ascend Extension for PyTorch API reference, "Distributed":
+`torch.npu.set_device("npu:" + str(rank))`, then `dist.init_process_group("hccl", ...)`).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -25,6 +31,7 @@ NPU_ENV_VARS = ("ASCEND_RT_VISIBLE_DEVICES", "ASCENDBRIDGE_NPU_INDEX", "TASK_QUE
 # The physical card(s) of a job that runs without ASCEND_RT_VISIBLE_DEVICES: CANN does not support
 # that mask together with profiling, so the team lead hands profiled (timed) runs their card this way.
 NPU_INDEX_ENV = "ASCENDBRIDGE_NPU_INDEX"
+VISIBLE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}  # the team lead's mask
 
 
 @dataclass(frozen=True)
@@ -102,42 +109,81 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def npu_index() -> int:
-    """The NPU this process uses: the first of ASCENDBRIDGE_NPU_INDEX (a physical index, no mask), else 0
-    (with ASCEND_RT_VISIBLE_DEVICES, npu:0 is the first card of the mask)."""
-    raw = os.environ.get(NPU_INDEX_ENV, "").split(",")[0].strip()
+def _npu_physical(env: Mapping[str, str]) -> tuple[int, ...] | None:
+    """ASCENDBRIDGE_NPU_INDEX's physical indices (a job without the mask), None when unset."""
+    raw = env.get(NPU_INDEX_ENV, "").strip()
     if not raw:
-        return 0
+        return None
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise DeviceUnavailable(f"{NPU_INDEX_ENV}={raw!r} is not a list of NPU indices")
+    return tuple(int(p) for p in parts)
+
+
+def visible_indices(kind: str, env: Mapping[str, str], device_count: Callable[[], int]) -> tuple[int, ...]:
+    """The cards a job may use, in torch's numbering: on an NPU without a mask ASCENDBRIDGE_NPU_INDEX's
+    physical indices; otherwise 0..device_count()-1, the cards of ASCEND_RT_VISIBLE_DEVICES /
+    CUDA_VISIBLE_DEVICES (the team lead's claim). () on CPU."""
+    if kind == "cpu":
+        return ()
+    physical = _npu_physical(env) if kind == "npu" else None
+    return physical if physical is not None else tuple(range(device_count()))
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
     if not raw.isdigit():
-        raise DeviceUnavailable(f"{NPU_INDEX_ENV}={os.environ[NPU_INDEX_ENV]!r} is not an NPU index")
+        raise DeviceUnavailable(f"{name}={raw!r} is not a process index or count")
     return int(raw)
 
 
+@dataclass(frozen=True)
+class RankDevice:
+    """One torchrun rank's device and process-group backend."""
+
+    torch_device: str  # npu:N | cuda:N | cpu
+    index: int | None  # torch's index of the rank's card (what set_device takes); None on CPU
+    backend: str  # hccl | nccl | gloo
+
+
+DIST_BACKENDS = {"npu": "hccl", "cuda": "nccl", "cpu": "gloo"}
+
+
+def rank_device(kind: str, visible: tuple[int, ...], env: Mapping[str, str]) -> RankDevice:
+    """The device of this process: under torchrun (LOCAL_RANK, LOCAL_WORLD_SIZE) the LOCAL_RANK-th card
+    of `visible`, so each rank owns one card of the claim; alone, the first. The claim must hold a card
+    for every local rank: fewer is refused with the numbers, never two ranks on one card."""
+    if kind == "cpu":
+        return RankDevice("cpu", None, DIST_BACKENDS["cpu"])
+    rank = _env_int(env, "LOCAL_RANK", 0)
+    world = _env_int(env, "LOCAL_WORLD_SIZE", _env_int(env, "WORLD_SIZE", 1))
+    if rank >= max(world, 1):
+        raise DeviceUnavailable(f"LOCAL_RANK {rank} is not below LOCAL_WORLD_SIZE {world}")
+    if len(visible) < world:
+        mask = NPU_INDEX_ENV if kind == "npu" and env.get(NPU_INDEX_ENV, "").strip() else VISIBLE_ENV[kind]
+        raise DeviceUnavailable(
+            f"{world} {kind} processes need a card each but this job sees {len(visible)} "
+            f"({mask}={env.get(mask, '<unset>')!r}); run it through the team lead (the training stage claims one "
+            f"card per process) or make {world} cards visible with {VISIBLE_ENV[kind]}")
+    index = visible[rank]
+    return RankDevice(f"{kind}:{index}", index, DIST_BACKENDS[kind])
+
+
 def accelerator_indices(choice: DeviceChoice) -> tuple[int, ...]:
-    """The cards this job may use, in torch's numbering (first: the one _activate made current).
-    NPU without a mask: ASCENDBRIDGE_NPU_INDEX's physical indices; otherwise 0..device_count()-1,
-    the cards of ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES. None on CPU."""
-    if choice.kind == "cpu":
-        return ()
-    raw = os.environ.get(NPU_INDEX_ENV, "").strip()
-    if choice.kind == "npu" and raw:
-        parts = [p.strip() for p in raw.split(",") if p.strip()]
-        if not all(p.isdigit() for p in parts):
-            raise DeviceUnavailable(f"{NPU_INDEX_ENV}={raw!r} is not a list of NPU indices")
-        return tuple(int(p) for p in parts)
-    return tuple(range(int(_backend(choice.kind).device_count())))
+    """The cards this job may use (`visible_indices` of this process's environment); () on CPU."""
+    return visible_indices(choice.kind, os.environ, lambda: int(_backend(choice.kind).device_count()))
 
 
 def _activate(kind: str) -> tuple[str, str]:
-    """Make `kind` current and return (torch device string, device name)."""
-    if kind == "npu":
-        index = npu_index()
-        torch.npu.set_device(index)  # torch_npu: torch.npu.set_device(int | "npu:N")
-        return f"npu:{index}", str(torch.npu.get_device_name(index))
-    if kind == "cuda":
-        torch.cuda.set_device(0)
-        return "cuda:0", str(torch.cuda.get_device_name(0))
-    return "cpu", _cpu_name()
+    """Make this rank's card of `kind` current (`rank_device`) and return (torch device string, name)."""
+    if kind == "cpu":
+        return "cpu", _cpu_name()
+    backend = _backend(kind)
+    rank = rank_device(kind, visible_indices(kind, os.environ, lambda: int(backend.device_count())), os.environ)
+    backend.set_device(rank.index)  # torch.cuda.set_device(int); torch_npu: torch.npu.set_device(int | "npu:N")
+    return rank.torch_device, str(backend.get_device_name(rank.index))
 
 
 PROBES = {"npu": _probe_npu, "cuda": _probe_cuda}
@@ -226,9 +272,11 @@ def host_peak_rss() -> int:
 
 
 def device_total_memory(choice: DeviceChoice) -> int | None:
-    """Total memory of the accelerator in bytes; None on CPU."""
+    """Total memory of this process's accelerator (its rank's card) in bytes; None on CPU."""
     backend = _backend(choice.kind)
-    return int(backend.get_device_properties(0).total_memory) if backend is not None else None
+    if backend is None:
+        return None
+    return int(backend.get_device_properties(int(choice.torch_device.partition(":")[2] or 0)).total_memory)
 
 
 def host_available_memory() -> int | None:

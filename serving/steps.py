@@ -17,8 +17,7 @@ from typing import IO, Any
 import psutil
 
 from ascendbridge.package.uv_env import parse_result
-from ascendbridge.runtime.devices import parse_index_list
-from ascendbridge.runtime.placement import VISIBLE_ENV
+from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
 from ascendbridge.runtime.process import run_command
 from serving.plan import ASCEND_STACKS, SERVER_MODULE, DeviceProfile, ModelFacts, Refusal, ServePlan, plan_serving
 from serving.render import WEIGHTS_DIR, engine_args
@@ -71,13 +70,6 @@ def supported_architectures(python: Path) -> list[str]:
         if line.startswith("ARCHS="):
             return list(json.loads(line[len("ARCHS="):]))
     raise StepError("serving_engine_broken", f"the serve environment's vLLM does not import: {result.tail_line()}")
-
-
-def claimed_cards(env: Mapping[str, str], accelerator: str) -> int | None:
-    """The cards the team lead claimed for this task on an `accelerator` host (npu, cuda): its
-    placement's visible-device mask (ascendbridge/runtime/placement.py); None when it claimed none."""
-    raw = env.get(VISIBLE_ENV[accelerator], "").strip()
-    return len(parse_index_list(raw, VISIBLE_ENV[accelerator])) if raw else None
 
 
 def ascend_cards(settings: ServingSettings, env: Mapping[str, str]) -> tuple[int, str]:

@@ -44,6 +44,7 @@ def configs(model_dir: str, job: TrainingJob, settings: TrainingSettings) -> dic
         "strategy": "auto" if job.processes > 1 else "single",
         "checkpoint_every": min(settings.checkpoint_every, max(1, job.steps // 2)),
         "keep_last": settings.keep_last, "lora_rank": settings.lora_rank,
+        "bf16_weights_above": None if settings.bf16_weights_above == "off" else settings.bf16_weights_above,
         **({"fault": settings.fault} if settings.fault else {}),
     }
     contract = contract_config(train, settings.contract_steps)

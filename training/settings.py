@@ -4,7 +4,8 @@ defaults. The job itself (corpus, method, steps) is the model's, from its regist
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import math
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -27,6 +28,10 @@ class TrainingSettings(DeviceSettings):
     lr: float = Field(1e-3, gt=0)
     seed: int = Field(0, ge=0)
     lora_rank: int = Field(8, ge=1)
+    # bf16 weights when the float32 training state is above this fraction of the job's device memory
+    # (ab_runtime/train/harness.py choose_precision); "off" turns the size rule off (null in train.json:
+    # the settings layer reads None as unset, so it cannot carry the harness's null)
+    bf16_weights_above: float | Literal["off"] = 1.0
     contract_steps: int = Field(4, ge=1)  # K: steps of the baseline contract (target vs CPU float32 reference)
     checkpoint_every: int = Field(10, ge=1)  # at most half the steps (the gate re-runs a step after one)
     keep_last: int = Field(2, ge=2)  # the final checkpoint and at least one before it
@@ -44,6 +49,23 @@ class TrainingSettings(DeviceSettings):
     @classmethod
     def _precision(cls, value: str) -> str:
         return one_of("training precision", value, PRECISIONS)
+
+    @field_validator("bf16_weights_above", mode="before")
+    @classmethod
+    def _fraction_or_off(cls, value: object) -> object:
+        """A finite number >= 0 (text from the environment too) or "off"; a boolean is no fraction
+        (pydantic would take true as 1.0) and infinity would not survive the JSON trip to a worker."""
+        if value == "off":
+            return value
+        number = math.nan
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except ValueError:
+                pass
+        if not (math.isfinite(number) and number >= 0):
+            raise ValueError(f"{value!r} is not a fraction >= 0 of the device memory, or off")
+        return number
 
     @field_validator("fault", mode="before")
     @classmethod

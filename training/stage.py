@@ -18,13 +18,15 @@ the saved logs with the framework's code and re-runs a step from the last checkp
 It is a timed stage (ascendbridge/runtime/placement.py TIMED_STAGES): the device pool gives it
 devices (or a CPU-only host's core slots) to itself, because a training run fills a card's memory
 and its tokens/s is a measurement: as many as the job's world size (`TrainingJob.processes`,
-placement.stage_devices). Every rank of a multi-process run on an accelerator would take the first
-card of the claim (ab_runtime/device.py), so more than one process is refused there for now.
+placement.stage_devices). Each torchrun rank takes its own card of the claim, the LOCAL_RANK-th
+(ab_runtime/device.py rank_device); a claim with fewer cards than ranks is refused here before
+anything is written (`training_cards_short`), and by the run itself.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,8 @@ from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.train_files import RUN_DIR
+from ascendbridge.runtime.devices import DeviceSpecError
+from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
 from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
@@ -82,6 +86,24 @@ def _prepare_run_dir(directory: Path, train_config: dict[str, Any]) -> bool:
     return False
 
 
+def _cards_short(device: str, processes: int) -> str | None:
+    """Why this task's claim (the team lead's visible-device mask) cannot give each of `processes`
+    ranks a card of its own on `device`; None when it can, or when nothing is masked (the run's
+    device layer then checks the cards it sees)."""
+    mask = VISIBLE_ENV.get(device)
+    if mask is None or not os.environ.get(mask, "").strip():
+        return None
+    try:
+        claimed = claimed_cards(os.environ, device) or 0
+    except DeviceSpecError as exc:
+        return f"{processes} processes on {device}: the claim is unreadable ({exc})"
+    if claimed >= processes:
+        return None
+    return (f"{processes} processes on {device} need a card each but this task's claim holds {claimed} "
+            f"({mask}={os.environ[mask]}); run it through the team lead, which claims one card per process, "
+            f"or make {processes} cards visible")
+
+
 def _read(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
@@ -101,10 +123,9 @@ class TrainingStage:
                                lambda c, s, spec: self._run(c, s, spec, job))
 
     def _run(self, ctx: StageContext, settings: TrainingSettings, spec: AdaptationSpec, job: TrainingJob) -> StageOutcome:
-        if job.processes > 1 and settings.device != "cpu":
-            return failed(f"{job.processes} processes on {settings.device}: every rank would take the first card of "
-                           "the claim (ab_runtime/device.py); more processes are a CPU (gloo) run for now",
-                           "training_processes_refused", retryable=False)
+        short = _cards_short(settings.device, job.processes)
+        if short:
+            return failed(short, "training_cards_short", retryable=False)
         if settings.batch % (job.processes * settings.accumulation):
             return failed(f"training batch {settings.batch} does not split over {job.processes} process(es) x "
                            f"{settings.accumulation} micro-batch(es)", "training_batch_split", retryable=False)

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..device import (
+    DIST_BACKENDS,
     DeviceChoice,
     accelerator_indices,
     adamw_class,
@@ -197,10 +198,10 @@ def rank_and_world() -> tuple[int, int]:
 
 
 def init_distributed(choice: DeviceChoice) -> None:
-    """Join the torchrun job (HCCL on an NPU, NCCL on CUDA, gloo on CPU) when WORLD_SIZE > 1."""
+    """Join the torchrun job (HCCL on an NPU, NCCL on CUDA, gloo on CPU) when WORLD_SIZE > 1; each rank's
+    card is its LOCAL_RANK-th of the claim (ab_runtime.device.rank_device)."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
-        backend = {"npu": "hccl", "cuda": "nccl"}.get(choice.kind, "gloo")
-        dist.init_process_group(backend)
+        dist.init_process_group(DIST_BACKENDS[choice.kind])  # after select_device made the rank's card current
 
 
 def barrier() -> None:

@@ -26,6 +26,7 @@ A job's placement reaches it through its environment:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,13 @@ CPU_AFFINITY_ENV = "ASCENDBRIDGE_CPU_AFFINITY"
 NPU_INDEX_ENV = "ASCENDBRIDGE_NPU_INDEX"
 VISIBLE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
 RESOURCE_NAME = {"npu": "NPU", "cuda": "GPU", "cpu": "CPU"}  # Ray's resource names
+
+
+def claimed_cards(env: Mapping[str, str], accelerator: str) -> int | None:
+    """The cards the team lead claimed for this task on an `accelerator` host (npu, cuda): its
+    placement's visible-device mask; None when it claimed none."""
+    raw = env.get(VISIBLE_ENV[accelerator], "").strip()
+    return len(parse_index_list(raw, VISIBLE_ENV[accelerator])) if raw else None
 
 
 def is_timed(stage_name: str) -> bool:

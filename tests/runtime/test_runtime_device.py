@@ -208,3 +208,81 @@ def test_demo_py_allowed_fallback_runs_and_says_so(torch_python: Path, adaptatio
     assert "FALLBACK" in proc.stdout
     assert result["outputs"]["logits"]["shape"] == [2, 32, 128]
     assert result["sharding"] is None  # the spec's two-device plan does not apply on CPU
+
+
+RANK_PROBE = '''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ab_runtime.device import rank_device, visible_indices
+from ab_runtime.errors import DeviceUnavailable
+out = []
+for kind, env, count in json.loads(sys.argv[2]):
+    try:
+        rank = rank_device(kind, visible_indices(kind, env, lambda: count), env)
+        out.append([rank.torch_device, rank.index, rank.backend])
+    except DeviceUnavailable as exc:
+        out.append(str(exc))
+print(json.dumps(out))
+'''
+TORCHRUN = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+RANK_CASES = [  # (kind, the rank's environment, device_count under the mask) -> (device, set_device index, backend)
+    (("cuda", {**TORCHRUN, "LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": "2,3"}, 2), ["cuda:0", 0, "nccl"]),
+    (("cuda", {**TORCHRUN, "LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "2,3"}, 2), ["cuda:1", 1, "nccl"]),
+    (("npu", {**TORCHRUN, "LOCAL_RANK": "1", "ASCEND_RT_VISIBLE_DEVICES": "4,5"}, 2), ["npu:1", 1, "hccl"]),
+    (("npu", {**TORCHRUN, "LOCAL_RANK": "1", "ASCENDBRIDGE_NPU_INDEX": "4,5"}, 8), ["npu:5", 5, "hccl"]),  # no mask
+    (("npu", {}, 1), ["npu:0", 0, "hccl"]),  # one process, as before
+    (("npu", {"ASCENDBRIDGE_NPU_INDEX": "6"}, 8), ["npu:6", 6, "hccl"]),
+    (("cpu", {**TORCHRUN, "LOCAL_RANK": "1"}, 0), ["cpu", None, "gloo"]),
+]
+
+
+def test_each_torchrun_rank_takes_its_own_card_of_the_claim_and_its_backend(torch_python: Path) -> None:
+    """rank_device on the environment each rank of `torchrun --nproc_per_node 2` sees (pure: the device
+    count is given, no accelerator is touched)."""
+    refused = [("cuda", {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "LOCAL_RANK": "3", "CUDA_VISIBLE_DEVICES": "2,3"}, 2),
+               ("npu", {**TORCHRUN, "LOCAL_RANK": "0", "ASCENDBRIDGE_NPU_INDEX": "4"}, 8),
+               ("cuda", {**TORCHRUN, "LOCAL_RANK": "x"}, 2)]
+    cases = [case for case, _ in RANK_CASES] + refused
+    proc = subprocess.run([str(torch_python), "-c", RANK_PROBE, str(RUNTIME_PARENT), json.dumps(cases)],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out[:len(RANK_CASES)] == [want for _, want in RANK_CASES]
+    too_few, one_physical, bad_rank = out[len(RANK_CASES):]
+    assert too_few.startswith("4 cuda processes need a card each but this job sees 2 (CUDA_VISIBLE_DEVICES='2,3')")
+    assert "the training stage claims one card per process" in too_few and "make 4 cards visible" in too_few
+    assert "2 npu processes need a card each but this job sees 1 (ASCENDBRIDGE_NPU_INDEX='4')" in one_physical
+    assert bad_rank == "LOCAL_RANK='x' is not a process index or count"
+
+
+SELECT_RANK_PROBE = '''
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import torch, torch_npu
+from ab_runtime.device import select_device
+from ab_runtime.errors import DeviceUnavailable
+made_current = []
+torch.npu.device_count = lambda: 2  # a claim of two cards under ASCEND_RT_VISIBLE_DEVICES
+torch.npu.set_device = made_current.append
+os.environ.update({"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "LOCAL_RANK": "1", "ASCEND_RT_VISIBLE_DEVICES": "4,5"})
+out = {"rank1": select_device("npu").torch_device, "made_current": made_current}
+os.environ.update({"WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "3"})
+try:
+    select_device("auto")
+except DeviceUnavailable as exc:
+    out["refused"] = str(exc)
+print(json.dumps(out))
+'''
+
+
+def test_select_device_makes_the_ranks_own_npu_current_and_refuses_a_claim_too_small(torch_python: Path,
+                                                                                    tmp_path: Path) -> None:
+    """Through FakeTorchNpu: rank 1 of 2 is made current on npu:1 (torch.npu.set_device(1)), and three
+    ranks on two visible cards are refused, not silently sent to the CPU or to a shared card."""
+    env = {**os.environ, "PYTHONPATH": str(_fake(tmp_path, FAKE_TORCH_NPU.format(available=True)))}
+    proc = subprocess.run([str(torch_python), "-c", SELECT_RANK_PROBE, str(RUNTIME_PARENT)], capture_output=True,
+                          text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert (out["rank1"], out["made_current"]) == ("npu:1", [1])
+    assert out["refused"].startswith("3 npu processes need a card each but this job sees 2 (ASCEND_RT_VISIBLE_DEVICES='4,5')")

@@ -78,7 +78,7 @@ def test_a_bad_environment_value_is_the_same_refusal_in_every_section(name: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(env, "not-a-number")
     label = section_classes()[name].label or section_classes()[name].key_prefix.rstrip("_")
-    with pytest.raises(SettingsError, match=rf"^bad {label} setting [a-z_]+( \(--[a-z-]+\))?: ") as caught:
+    with pytest.raises(SettingsError, match=rf"^bad {label} setting [a-z0-9_]+( \(--[a-z-]+\))?: ") as caught:
         Settings.resolve()
     assert "\n" not in str(caught.value)
 

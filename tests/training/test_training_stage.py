@@ -30,6 +30,7 @@ from tests.teamlead.tl_support import FAST
 from tests.training.train_support import CORPUS, DEMO, run_env
 from training.figures import EVENTS_DIR, event_scalars, read_events, step_log
 from training.hub_data import source_record
+from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, render_package
 from training.settings import TrainingSettings
 from training.stage import TRAINING_STAGE
 
@@ -76,6 +77,33 @@ def test_a_bad_accumulation_setting_is_refused_in_one_line(value: object, says: 
         Settings.resolve({"training": {"accumulation": value}})
     assert says in str(refused.value) and "\n" not in str(refused.value)
     assert Settings.resolve({"training": {"accumulation": 4}}).of(TrainingSettings).accumulation == 4
+
+
+@pytest.mark.parametrize("value", [-1, "half", True, float("inf"), "null", [0.5]])
+def test_a_bad_bf16_weights_above_setting_is_refused_in_one_line(value: object) -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings.resolve({"training": {"bf16_weights_above": value}})
+    assert "bf16_weights_above" in str(refused.value) and "is not a fraction >= 0" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_bad_bf16_weights_above_stops_the_team_lead_before_anything_runs(tmp_path: Path) -> None:
+    board = tmp_path / "board.db"
+    proc = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board), "--stages", "training",
+                           "--set", "training.bf16_weights_above=-0.5"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "bf16_weights_above: -0.5 is not a fraction >= 0" in proc.stderr and not board.exists()
+
+
+@pytest.mark.parametrize(("value", "rendered"), [(None, 1.0), (0.5, 0.5), ("0.25", 0.25), (0, 0.0), ("off", None)])
+def test_bf16_weights_above_reaches_the_rendered_training_config(tmp_path: Path, value: object,
+                                                                 rendered: float | None) -> None:
+    """`--set training.bf16_weights_above=VALUE` (unset: the harness's default 1.0; off: its null, the size
+    rule off) in the train.json and contract.json render_package writes."""
+    settings = Settings.resolve({"training": {} if value is None else {"bf16_weights_above": value}}).of(TrainingSettings)
+    render_package(tmp_path, "demo/m", "/models/tiny", TrainingJob(data=str(CORPUS), steps=6), settings)
+    for config in (TRAIN_CONFIG, CONTRACT_CONFIG):
+        assert json.loads((tmp_path / config).read_text())["bf16_weights_above"] == rendered
 
 
 def test_without_a_job_training_is_skipped_with_the_reason_and_the_pipeline_goes_on(board: BoardStore) -> None:

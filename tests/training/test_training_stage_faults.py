@@ -63,18 +63,25 @@ def test_the_fault_and_the_accumulation_reach_the_run_config_and_the_contract_ju
     assert "fault" not in configs("/models/tiny", job, TrainingSettings())[TRAIN_CONFIG]  # a real job's config has none
 
 
-@pytest.mark.parametrize(("settings", "rule"), [({"training_accumulation": 4}, "training_batch_split"),
-                                                ({"device": "cuda"}, "training_processes_refused")])
+@pytest.mark.parametrize(("settings", "mask", "rule"),
+                         [({"training_accumulation": 4}, None, "training_batch_split"),
+                          ({"device": "cuda"}, "0,1", "training_cards_short")])
 def test_a_job_its_processes_cannot_run_is_refused_before_anything_is_written(
-        board: BoardStore, torch_python: Path, settings: dict[str, object], rule: str) -> None:
-    """Three processes: batch 8 does not split over 3 x 4 micro-batches; on an accelerator every rank
-    would take the claim's first card. Either way the first attempt is final and writes nothing."""
+        board: BoardStore, torch_python: Path, monkeypatch: pytest.MonkeyPatch, settings: dict[str, object],
+        mask: str | None, rule: str) -> None:
+    """Three processes: batch 8 does not split over 3 x 4 micro-batches; on CUDA a claim of two cards
+    (the team lead's mask) has no card for the third rank. Either way the first attempt is final and
+    writes nothing."""
+    if mask is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", mask)
     package = _package(board, "demo/llama-three", "full", torch_python, processes=3)
     record = board.get_model("demo/llama-three")
     ctx = StageContext(model=record, task=board.list_tasks(stage="training", model_id=record.model_id)[0],
                        adaptation_dir=package, board_path=Path(board.path), log=io.StringIO(), settings=settings)
     outcome = TRAINING_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == rule and outcome.diagnosis["retryable"] is False
+    if mask is not None:
+        assert "need a card each but this task's claim holds 2 (CUDA_VISIBLE_DEVICES=0,1)" in outcome.summary
     assert "3 process" in outcome.summary and not (package / "train").exists()
 
 
