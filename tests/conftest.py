@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardStore
+from tests.support.fake_hub import FakeHubServer, serving
 
 # The team lead records its board's stage durations in the host's stage history, the ETA's prior on
 # later boards (ascendbridge/teamlead/history.py): the suite's runs must not teach the user's cache,
@@ -95,6 +96,23 @@ def weighted_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]
     from tests.support.weighted_models import build_weighted_models
 
     return build_weighted_models(tmp_path_factory.mktemp("weighted-models"))
+
+
+@pytest.fixture()
+def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHubServer]:
+    """The Hub stand-in (tests/support/fake_hub.py); HF_ENDPOINT points at it, downloads land in a
+    tmp HF cache, no saved token. huggingface_hub and datasets read HF_ENDPOINT at import, so the
+    code under test runs in a child process or reads HF_ENDPOINT itself (discovery does)."""
+    with serving() as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        from huggingface_hub import constants  # read once at import: undo an offline environment
+
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no saved token
+        yield server
 
 
 @pytest.fixture(autouse=True)

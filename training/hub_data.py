@@ -5,7 +5,8 @@ Framework side (the `datasets` extra), at stage time: the split is written to tr
 requested revision, the Hub commit the files resolved to, datasets' fingerprint of the split, the
 row count and the file's sha256). A
 later attempt or the gate reads the cached file and never reaches the Hub again, so the run is
-reproducible offline; pin the data with `@REVISION` to make a fresh package load the same rows.
+reproducible offline; pin the data with `@REVISION` to make a fresh package load the same rows. An
+unknown dataset, revision or split is a CorpusError (one line, not retried: waiting will not create it).
 """
 
 from __future__ import annotations
@@ -47,11 +48,18 @@ def cache_dataset(reference: str, hub: HubDataset, data_dir: Path) -> Path:
             return corpus
     try:
         import datasets
+        from datasets.exceptions import DatasetNotFoundError
     except ImportError:
         raise CorpusError(f"{reference}: loading a dataset needs the datasets library (uv sync --extra datasets)") from None
-    builder = datasets.load_dataset_builder(hub.name, revision=hub.revision)  # load_dataset's own three steps
+    try:
+        builder = datasets.load_dataset_builder(hub.name, revision=hub.revision)  # load_dataset's own three steps
+    except DatasetNotFoundError as exc:  # an OSError to Python, but no retry brings it back
+        raise CorpusError(f"{reference}: {exc}") from None
     builder.download_and_prepare()
-    data = builder.as_dataset(split=hub.split)
+    try:
+        data = builder.as_dataset(split=hub.split)
+    except ValueError as exc:  # an unknown split: datasets names the ones there are
+        raise CorpusError(f"{reference}: {exc}") from None
     kept = [c for c in COLUMNS if c in data.column_names]
     if not kept:
         raise CorpusError(f"{reference}: the split has none of the columns {', '.join(COLUMNS)} "

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,6 +114,93 @@ def test_a_split_without_a_text_column_is_refused_in_one_line(tmp_path: Path, mo
     (source / "train.jsonl").write_text("".join(json.dumps({"x": i}) + "\n" for i in range(5)))
     with pytest.raises(CorpusError, match="none of the columns text, messages, source, target"):
         cache_dataset(f"hf:{source}", HubDataset(str(source)), tmp_path / "data")
+
+
+HUB_COMMIT = "c0ffee" * 6 + "c0de"
+LOAD = """
+import json, sys
+from pathlib import Path
+from ab_runtime.train.corpus import hub_dataset
+from training.hub_data import cache_dataset
+try:
+    print(cache_dataset(sys.argv[1], hub_dataset(sys.argv[1]), Path(sys.argv[2])))
+except Exception as exc:
+    print(json.dumps({"type": type(exc).__name__, "message": str(exc), "retryable": isinstance(exc, OSError)}))
+    sys.exit(1)
+"""
+
+
+def _load_in_a_process(reference: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """cache_dataset in a fresh process, as the stage's: huggingface_hub and datasets read HF_ENDPOINT
+    (the stand-in's) at import, which this test process may have done long ago."""
+    return subprocess.run([sys.executable, "-c", LOAD, reference, str(data_dir)], capture_output=True, text=True,
+                          timeout=180, cwd=REPO_ROOT)
+
+
+def _hub_dataset_repo(tmp_path: Path, fmt: str) -> tuple[Path, list[dict[str, Any]]]:
+    """A dataset repo as the Hub holds one: a card, data/<split> files (JSONL or Parquet), an extra column."""
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / "README.md").write_text("---\nlicense: mit\nlanguage: en\n---\n# Tiny stories\n")
+    splits = {split: [{"text": f"{split} story {i}: the cat sat on the mat.", "id": i} for i in range(n)]
+              for split, n in (("train", 11), ("test", 3))}
+    for split, rows in splits.items():
+        if fmt == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.Table.from_pylist(rows), repo / "data" / f"{split}-00000-of-00001.parquet")
+        else:
+            (repo / "data" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return repo, splits["train"]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_hub_dataset_is_loaded_at_its_commit_and_reused_offline(
+        fake_hub, fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real Hub code path: datasets asks the stand-in (HF_ENDPOINT) for the card, the revision's
+    commit, the tree listing and the split's file; the package records that commit."""
+    pytest.importorskip("datasets", reason="the datasets extra (uv sync --extra datasets; CI installs it)")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
+    repo, train = _hub_dataset_repo(tmp_path, fmt)
+    fake_hub.add_dataset("org/stories", repo, HUB_COMMIT, refs=("v1.0",))
+    reference = "hf:org/stories:train@v1.0"
+    data_dir = tmp_path / "pkg" / "train" / "data"
+    proc = _load_in_a_process(reference, data_dir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    corpus = Path(proc.stdout.split()[-1])
+    assert corpus == data_dir / "org_stories.train.jsonl"
+    assert [json.loads(line) for line in corpus.read_text().splitlines()] == [{"text": r["text"]} for r in train]
+    record = json.loads(source_record(corpus).read_text())
+    assert record["commit"] == HUB_COMMIT and record["revision"] == "v1.0" and record["rows"] == len(train)
+    assert record["reference"] == reference and record["name"] == "org/stories" and record["split"] == "train"
+    # the tag was resolved once; the listing and the split's file were read at the commit it named
+    paths = [p for _, p, _ in fake_hub.requests]
+    assert f"/api/datasets/org/stories/tree/{HUB_COMMIT}" in paths
+    train_file = next(n for n in (repo / "data").iterdir() if n.name.startswith("train"))
+    assert fake_hub.full_downloads(f"/datasets/org/stories/resolve/{HUB_COMMIT}/data/{train_file.name}")
+    assert not [p for p in paths if "/resolve/v1.0/" in p and "README.md" not in p]
+    cached, recorded = corpus.read_bytes(), source_record(corpus).read_bytes()
+    fake_hub.stop()  # the Hub is gone: the second load is the cached file, byte for byte
+    again = _load_in_a_process(reference, data_dir)
+    assert again.returncode == 0 and Path(again.stdout.split()[-1]) == corpus, again.stdout + again.stderr
+    assert corpus.read_bytes() == cached and source_record(corpus).read_bytes() == recorded
+
+
+def test_an_unknown_hub_dataset_revision_or_split_is_one_line_and_not_retried(
+        fake_hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("datasets", reason="the datasets extra (uv sync --extra datasets; CI installs it)")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
+    fake_hub.add_dataset("org/stories", _hub_dataset_repo(tmp_path, "jsonl")[0], HUB_COMMIT, refs=("v1.0",))
+    for reference, says in (("hf:org/missing:train@v1.0", "Dataset 'org/missing' doesn't exist on the Hub"),
+                            ("hf:org/stories:train@v9", "Revision 'v9' doesn't exist for dataset 'org/stories'"),
+                            ("hf:org/stories:valid@v1.0", 'Unknown split "valid"')):
+        proc = _load_in_a_process(reference, tmp_path / "pkg" / "train" / "data")
+        assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+        error = json.loads(proc.stdout)
+        assert error["type"] == "CorpusError" and not error["retryable"], error
+        assert error["message"].startswith(f"{reference}: {says}") and "\n" not in error["message"], error
+    assert not list((tmp_path / "pkg").rglob("*.jsonl"))  # nothing half-written
 
 
 def _board_ops(board: Path, *args: str) -> subprocess.CompletedProcess[str]:
