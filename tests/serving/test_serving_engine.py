@@ -2,7 +2,8 @@
 tokenizer with a chat template) served from the package's seeded weights, accepted against the CPU
 fp32 reference (completions, chat, streamed completion and chat), benchmarked with `vllm bench serve`
 (one request rate here: `serving.bench_rates`) and gated; a BERT classifier and a BERT cross-encoder
-(the demo classifier's config with head size 32) accepted through /classify and /score; refusals on
+(the demo classifier's config with head size 32) accepted through /classify and /score and
+benchmarked through vLLM's vllm-pooling (/pooling) and vllm-rerank (/rerank) backends; refusals on
 the first attempt for a head size the CPU attention lacks and an architecture the installed vLLM
 lacks.
 
@@ -29,7 +30,7 @@ from ascendbridge.stage_api import StageContext
 from serving.env import serve_python
 from serving.gate import check_adaptation
 from serving.stage import SERVING_STAGE
-from serving.steps import EVIDENCE_FILE
+from serving.steps import EVIDENCE_FILE, SERVER_LOG
 from tests.support.local_model import register_local
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,7 +191,11 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
     assert figures["served_after_overlength"] == 1.0 and not servers_of(ctx.adaptation_dir)
     evidence = json.loads((ctx.adaptation_dir / EVIDENCE_FILE).read_text())
     assert len(evidence["exchanges"][0]["response"]["data"][0]["probs"]) == 3
-    assert "skipped" in evidence["bench"]
+    # vllm bench serve through its vllm-pooling backend, on /pooling with the classify task
+    assert figures["bench_1_completed"] == 8 and 0 < figures["bench_1_e2el_p50_ms"] <= figures["bench_1_e2el_p99_ms"]
+    assert evidence["bench"]["args"][:6] == ["--backend", "vllm-pooling", "--base-url", evidence["bench"]["args"][3],
+                                             "--endpoint", "/pooling"]
+    assert (ctx.adaptation_dir / SERVER_LOG).read_text().count('"POST /pooling HTTP/1.1" 200') >= 8
     gate = SERVING_STAGE.gate(ctx)
     assert gate.passed and gate.report["replayed"] == 1, gate.report
 
@@ -208,3 +213,8 @@ def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(
     assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
     evidence = json.loads((ctx.adaptation_dir / EVIDENCE_FILE).read_text())
     assert [d["index"] for d in evidence["exchanges"][0]["response"]["data"]] == [0, 1, 2]
+    # vllm bench serve through its vllm-rerank backend on /rerank, one query and one document a request
+    assert figures["bench_1_completed"] == 8 and 0 < figures["bench_1_e2el_p50_ms"] <= figures["bench_1_e2el_p99_ms"]
+    assert (ctx.adaptation_dir / SERVER_LOG).read_text().count('"POST /rerank HTTP/1.1" 200') >= 8
+    saved = check_adaptation(ctx.adaptation_dir, execute=False)  # the gate's figures from the saved output
+    assert saved.passed and saved.figures["bench_1_e2el_p99_ms"] == figures["bench_1_e2el_p99_ms"], saved

