@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.busy_loops import busy_loops  # noqa: E402
-from tests.benchmark.bench_support import TINY_MODELS, forge_latency, make_adaptation, run_accuracy  # noqa: E402
+from tests.benchmark.bench_support import TINY_MODELS, forge_latency, make_adaptation, record_as_the_stage  # noqa: E402
 from tests.support.torch_env import torch_env_python  # noqa: E402
 
 CHECKER = REPO / "benchmark" / "scripts" / "check_accuracy_run.py"
@@ -69,13 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="gate-under-load-"))
     try:
         honest = make_adaptation(root, args.model)
-        everything = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, [int(c) for c in args.cores.split(",")])  # the stage's timed core
-        try:
-            code, result, _, err = run_accuracy(python, honest, "--device", "cpu", "--warmup", "3", "--iters", "10",
-                                                threads=args.threads)
-        finally:
-            os.sched_setaffinity(0, everything)
+        code, result, _, err = record_as_the_stage(python, honest, [int(c) for c in args.cores.split(",")],
+                                                   args.threads)
         if code not in (0, 2):
             print(f"error: accuracy_run.py failed (exit {code}): {err.strip()[-300:]}", file=sys.stderr)
             return 1
