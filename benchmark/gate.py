@@ -15,7 +15,7 @@ Then, for every evidence set (one metrics file and the outputs and trace it name
    calibration probe the run also timed (ab_runtime/calibration.py): passed when the gate's
    fastest call or its model/probe ratio is within the latency band (x1.5,
    `ASCENDBRIDGE_LATENCY_BAND`) of the reported one; failed when a call no context switch
-   interrupted is beyond the hard bound x4 (or the probe, in a round without any), or outside
+   interrupted and the ratio are beyond the hard bound x4 (or the probe, in a round without any), or outside
    the band on a quiet host with steady rounds and the run's probe reproduced; otherwise
    inconclusive (exit 3): the host's load left it undecided, and the team lead re-runs the gate.
    Evidence without a calibration block is judged the same way without the ratio.
