@@ -85,9 +85,10 @@ def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any],
         batch1 = dataclasses.replace(profile, batch=1)
         runs: list[dict[str, Any]] = []
 
-        def one_round() -> tuple[list[float], list[float]]:
+        def one_round() -> tuple[list[float], list[float], None]:  # decode steps: switches counted per round
             runs.append(workloads.measure_generation(session, build, batch1, 1, retime[1] // 2, reference)["runs"][0])
-            return workload_figures.fastest_steps(runs[-1]["decode_steps_ms"]), runs[-1]["calibration"]["samples_ms"]
+            return (workload_figures.fastest_steps(runs[-1]["decode_steps_ms"]), runs[-1]["calibration"]["samples_ms"],
+                    None)
 
         # Fastest single decode step on both sides: load only ever adds time, so it is the stable estimate.
         reported, what = float(min(workload_figures.fastest_steps(first["decode_steps_ms"]))), "decode step"
@@ -101,20 +102,35 @@ def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any],
         inputs = passes_inputs(session, build, point["batch"])
         reported, what = float(point["min_ms"]), f"batch-{point['batch']} latency"
 
-        def sweep_round() -> tuple[list[float], list[float]]:
-            timing, probe_ms = session.time_calibrated(lambda: forward(inputs), *retime)
-            return timing.samples_ms, probe_ms
+        def sweep_round() -> tuple[list[float], list[float], list[int]]:
+            timing, probe_ms, switches = counted_round(session, lambda: forward(inputs), retime)
+            return timing.samples_ms, probe_ms, switches
 
         judged = retimed(sweep_round, what, reported, point.get("calibration"), band)
     judged.reason = f"workload {profile.name}: {judged.reason}"
     return problems, notes, judged
 
 
+def counted_round(session: Any, fn: Any, retime: tuple[int, int]) -> tuple[Any, list[float], list[int]]:
+    """One round of `fn` timed beside the probe: (timing, probe samples, the context switches of
+    this process during each timed call, the device synchronised inside it: calibration.quiet_calls)."""
+    from ab_runtime import calibration as cal
+
+    tally: list[int] = []
+
+    def call() -> None:
+        fn()
+        session.sync()
+
+    timing, probe_ms = session.time_calibrated(cal.quiet_calls(call, tally), *retime)
+    return timing, probe_ms, tally[len(tally) - len(timing.samples_ms):]  # the warmup calls come first
+
+
 def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any, band: float) -> Any:
     """The gate's judgement of a reported fastest call (ab_runtime/calibration.py): rounds of calls
-    interleaved with the probe (`one_round` returns the model's and the probe's samples), up to
-    RETIME_ROUNDS, stopping at the first that passes; each round's involuntary context switches
-    are counted (the host taking this process off the CPU)."""
+    interleaved with the probe (`one_round` returns the model's and the probe's samples, and each
+    model call's context switches or None), up to RETIME_ROUNDS, stopping at the first
+    that passes; each round's involuntary switches are counted too (the host taking it off a CPU)."""
     import resource
 
     from ab_runtime import calibration as cal
@@ -123,9 +139,11 @@ def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any,
     rounds: list[Any] = []
     while True:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
-        model_ms, probe_ms = one_round()
+        model_ms, probe_ms, per_call = one_round()
         switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - before
-        rounds.append(cal.Round(min(model_ms), min(probe_ms) if probe_ms else None, switches))
+        quiet = [ms for ms, n in zip(model_ms, per_call or []) if n == 0]
+        rounds.append(cal.Round(min(model_ms), min(probe_ms) if probe_ms else None, switches,
+                                min(quiet) if quiet else None))
         last = len(rounds) == RETIME_ROUNDS
         judged = cal.judge(what, reported_min_ms, reported_probe, rounds, band, final=last)
         if last or judged.verdict == "passed":
@@ -194,10 +212,10 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metri
     fn = session.timed_call(build, forward)
     rounds: list[dict[str, Any]] = []
 
-    def forward_round() -> tuple[list[float], list[float]]:
-        timing, probe_ms = session.time_calibrated(fn, *retime)
+    def forward_round() -> tuple[list[float], list[float], list[int]]:
+        timing, probe_ms, switches = counted_round(session, fn, retime)
         rounds.append({**timing.as_dict(), "probe_min_ms": min(probe_ms)})
-        return timing.samples_ms, probe_ms
+        return timing.samples_ms, probe_ms, switches
 
     timed = metrics.get("timing") or {}
     judged = [retimed(forward_round, "forward call", float(timed.get("min_ms") or 0.0) or float("inf"),
