@@ -129,7 +129,10 @@ def test_a_slower_configuration_fails_the_perf_gate(honest: Path, python: Path, 
     # Six calls a block (not two): the suite's other worker runs model searches at the same time, and
     # two calls a block once measured the doubled forward x2.89 "faster" (the gate still failed it).
     report = check_perf_gate(directory, iters=6)
-    assert report.verdict == "failed" and "not a figure of this configuration" in report.summary, report.as_dict()
+    # Which of the two failing rules fires depends on the pairs' upper end: below x0.93 the claimed x1.30
+    # is implausible ("not a figure of this configuration"), at x0.93..x1.02 it simply does not reproduce.
+    reasons = ("not a figure of this configuration", "speedup does not reproduce")
+    assert report.verdict == "failed" and any(r in report.summary for r in reasons), report.as_dict()
     assert report.details["reproduced"]["speedup"] < 0.9, report.details["reproduced"]
 
 
