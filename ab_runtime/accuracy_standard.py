@@ -24,8 +24,7 @@ STANDARD_NAME = "ascendbridge-accuracy/1"
 
 # Ascend single-benchmark relative-error standards per dtype (ATK / msprobe), times an
 # accumulation allowance of 8 for a whole model in low precision.
-DTYPE_EPSILON: dict[str, float] = {"float64": 2.0**-13, "float32": 2.0**-13, "float16": 2.0**-10,
-                                   "bfloat16": 2.0**-7}
+DTYPE_EPSILON: dict[str, float] = {"float64": 2.0**-13, "float32": 2.0**-13, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 LOW_PRECISION = frozenset({"float16", "bfloat16"})
 ACCUMULATION_FACTOR = 8.0
 
@@ -42,13 +41,23 @@ class Row:
     rel_err_floor: float = 1e-3  # max rel err divides by max(|r|, floor * scale)
 
 
-_FP32 = Row(cosine_min=0.9999, max_abs_err_scaled_max=1e-3, label_match_min=1.0, dynamo_multiplier=2.0,
-            dynamo_floor_rms_scaled=1e-4)
+_FP32 = Row(
+    cosine_min=0.9999,
+    max_abs_err_scaled_max=1e-3,
+    label_match_min=1.0,
+    dynamo_multiplier=2.0,
+    dynamo_floor_rms_scaled=1e-4,
+)
 
 
 def _low(dtype: str) -> Row:
-    return Row(cosine_min=0.99, max_abs_err_scaled_max=ACCUMULATION_FACTOR * DTYPE_EPSILON[dtype],
-               label_match_min=0.9, dynamo_multiplier=3.0, dynamo_floor_rms_scaled=5e-2)
+    return Row(
+        cosine_min=0.99,
+        max_abs_err_scaled_max=ACCUMULATION_FACTOR * DTYPE_EPSILON[dtype],
+        label_match_min=0.9,
+        dynamo_multiplier=3.0,
+        dynamo_floor_rms_scaled=5e-2,
+    )
 
 
 # (task family, dtype) -> Row; family "*" is every family without a row of its own.
@@ -60,8 +69,10 @@ TABLE: dict[tuple[str, str], Row] = {
     # --- audio, time series, LLM embedders, rerankers (issue 13) ---
     # Forecasts compound over the horizon and through instance normalisation (loc/scale): in low
     # precision the bound doubles; float32 keeps the standard.
-    **{("time_series_forecasting", d): replace(_low(d), max_abs_err_scaled_max=2 * _low(d).max_abs_err_scaled_max)
-       for d in sorted(LOW_PRECISION)},
+    **{
+        ("time_series_forecasting", d): replace(_low(d), max_abs_err_scaled_max=2 * _low(d).max_abs_err_scaled_max)
+        for d in sorted(LOW_PRECISION)
+    },
     # A reranker gives one score per pair: the cosine over a handful of scores hides a wrong
     # score easily, so in low precision it must reach 0.995 (the error bound is the standard's).
     **{("reranker", d): replace(_low(d), cosine_min=0.995) for d in sorted(LOW_PRECISION)},
@@ -78,8 +89,12 @@ TABLE: dict[tuple[str, str], Row] = {
 # recorded in the gate report). Anything looser is refused.
 ADJUSTABLE = ("cosine_min", "max_abs_err_scaled_max", "label_match_min")
 HIGHER_IS_STRICTER = {"cosine_min": True, "max_abs_err_scaled_max": False, "label_match_min": True}
-PHYSICAL = {"cosine_min": (-1.0, 1.0), "max_abs_err_scaled_max": (0.0, float("inf")), "label_match_min": (0.0, 1.0),
-            "top1_agreement_min": (0.0, 1.0)}
+PHYSICAL = {
+    "cosine_min": (-1.0, 1.0),
+    "max_abs_err_scaled_max": (0.0, float("inf")),
+    "label_match_min": (0.0, 1.0),
+    "top1_agreement_min": (0.0, 1.0),
+}
 
 
 def loosest(dtype: str, key: str) -> float:
@@ -98,18 +113,30 @@ def loosest(dtype: str, key: str) -> float:
 # start/end position) equals the reference's, on the outputs the task family names below.
 OPTIMIZATION_BUDGET_NAME = "optimization-budget/1"
 BUDGET_SECTION = "optimization"  # tolerances.optimization: requests that tighten the budget
-OPTIMIZATION_BUDGET: dict[str, float] = {"cosine_min": 0.99, "max_abs_err_scaled_max": 0.0625,
-                                         "top1_agreement_min": 0.9, "label_match_min": 0.9}
+OPTIMIZATION_BUDGET: dict[str, float] = {
+    "cosine_min": 0.99,
+    "max_abs_err_scaled_max": 0.0625,
+    "top1_agreement_min": 0.9,
+    "label_match_min": 0.9,
+}
 TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
-    "causal_lm": ("logits",), "masked_lm": ("logits",), "seq2seq": ("logits",),
-    "speech_seq2seq": ("logits",), "vision_seq2seq": ("logits",),
-    "sequence_classification": ("logits",), "token_classification": ("logits",),
-    "image_classification": ("logits",), "question_answering": ("start_logits", "end_logits"),
+    "causal_lm": ("logits",),
+    "masked_lm": ("logits",),
+    "seq2seq": ("logits",),
+    "speech_seq2seq": ("logits",),
+    "vision_seq2seq": ("logits",),
+    "sequence_classification": ("logits",),
+    "token_classification": ("logits",),
+    "image_classification": ("logits",),
+    "question_answering": ("start_logits", "end_logits"),
     "feature_extraction": (),  # embeddings: cosine and max error only
     # issue 13: CTC frames' argmax is the greedy transcript; one label per clip; forecasts,
     # embeddings and single rerank scores have no argmax to agree on
-    "ctc_speech_recognition": ("logits",), "audio_classification": ("logits",),
-    "time_series_forecasting": (), "llm_embedding": (), "reranker": (),
+    "ctc_speech_recognition": ("logits",),
+    "audio_classification": ("logits",),
+    "time_series_forecasting": (),
+    "llm_embedding": (),
+    "reranker": (),
     # --- vision families (issue 13) ---
     "image_text_to_text": ("logits",),  # the next token after image and text
     "zero_shot_image_classification": ("logits_per_image", "logits_per_text"),  # the best-matching text / image
@@ -118,7 +145,6 @@ TOP1_OUTPUTS: dict[str, tuple[str, ...]] = {
     "depth_estimation": (),  # a regression map: cosine and max error only
     # --- end vision families ---
 }
-
 
 
 def budget_statement(family: str, tolerances: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -133,16 +159,21 @@ def budget_statement(family: str, tolerances: Mapping[str, Any] | None = None) -
     for d in decisions:
         if d["key"] in budget:
             budget[d["key"]] = d["applied"]
-    return {"name": OPTIMIZATION_BUDGET_NAME, "against": "float32 reference", **budget,
-            "top1_outputs": list(TOP1_OUTPUTS.get(family, ())),
-            "decisions": [d for d in decisions if d["decision"] != "unchanged"]}
+    return {
+        "name": OPTIMIZATION_BUDGET_NAME,
+        "against": "float32 reference",
+        **budget,
+        "top1_outputs": list(TOP1_OUTPUTS.get(family, ())),
+        "decisions": [d for d in decisions if d["decision"] != "unchanged"],
+    }
 
 
 GENERATION_RULE_NAME = "generation-greedy/1"
 
 
-def generation_verdict(match_rate: float, first_divergence: int | None, family: str,
-                       tolerances: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def generation_verdict(
+    match_rate: float, first_divergence: int | None, family: str, tolerances: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """An optimized generation's greedy tokens judged against the eager reference's.
 
     The rule is the budget's task-level agreement: the fraction of equal generated tokens must reach
@@ -152,18 +183,39 @@ def generation_verdict(match_rate: float, first_divergence: int | None, family: 
     first divergence is reported with the rate, as NPU porting tools do to locate drift.
     """
     need = budget_statement(family, tolerances)["top1_agreement_min"]
-    return {"rule": GENERATION_RULE_NAME, "match_rate": match_rate, "first_divergence": first_divergence,
-            "match_rate_min": need, "verdict": "pass" if match_rate >= need else "fail"}
+    return {
+        "rule": GENERATION_RULE_NAME,
+        "match_rate": match_rate,
+        "first_divergence": first_divergence,
+        "match_rate_min": need,
+        "verdict": "pass" if match_rate >= need else "fail",
+    }
 
 
 def _decide_budget(key: str, requested: float) -> dict[str, Any]:
     standard = OPTIMIZATION_BUDGET[key]
-    return _judge(BUDGET_SECTION, key, requested, standard, standard, key != "max_abs_err_scaled_max",
-                  PHYSICAL.get(key, (0.0, 1.0)), "refused: the optimization budget can only be tightened")
+    return _judge(
+        BUDGET_SECTION,
+        key,
+        requested,
+        standard,
+        standard,
+        key != "max_abs_err_scaled_max",
+        PHYSICAL.get(key, (0.0, 1.0)),
+        "refused: the optimization budget can only be tightened",
+    )
 
 
-def _judge(section: str, key: str, requested: float, standard: float, bound: float, higher_is_stricter: bool,
-           limits: tuple[float, float], too_loose: str) -> dict[str, Any]:
+def _judge(
+    section: str,
+    key: str,
+    requested: float,
+    standard: float,
+    bound: float,
+    higher_is_stricter: bool,
+    limits: tuple[float, float],
+    too_loose: str,
+) -> dict[str, Any]:
     """One request against its standard and the loosest bound allowed (`too_loose` past it): the
     decision record every gate report shows."""
     low, high = limits
@@ -179,8 +231,15 @@ def _judge(section: str, key: str, requested: float, standard: float, bound: flo
         decision, applied = "loosened within the framework's bound", requested
     else:
         decision, applied = too_loose, standard
-    return {"dtype": section, "key": key, "standard": standard, "requested": requested, "bound": bound,
-            "applied": applied, "decision": decision}
+    return {
+        "dtype": section,
+        "key": key,
+        "standard": standard,
+        "requested": requested,
+        "bound": bound,
+        "applied": applied,
+        "decision": decision,
+    }
 
 
 # Before the standard, specs carried these three flat keys with these values (the framework's
@@ -217,8 +276,10 @@ def normalize(tolerances: Mapping[str, Any] | None) -> dict[str, dict[str, float
     out = {}
     for dtype, requests in tolerances.items():
         if dtype not in DTYPE_EPSILON and dtype != BUDGET_SECTION:
-            raise ValueError(f"tolerances: '{dtype}' is neither a dtype of the standard ({', '.join(DTYPE_EPSILON)}) "
-                             f"nor '{BUDGET_SECTION}'")
+            raise ValueError(
+                f"tolerances: '{dtype}' is neither a dtype of the standard ({', '.join(DTYPE_EPSILON)}) "
+                f"nor '{BUDGET_SECTION}'"
+            )
         if not isinstance(requests, Mapping):
             raise ValueError(f"tolerances.{dtype} must be an object")
         allowed = tuple(OPTIMIZATION_BUDGET) if dtype == BUDGET_SECTION else ADJUSTABLE
@@ -234,8 +295,16 @@ def normalize(tolerances: Mapping[str, Any] | None) -> dict[str, dict[str, float
 def decide(dtype: str, key: str, requested: float, family: str = "*") -> dict[str, Any]:
     """One request judged against the standard: tightened, loosened within the bound, or refused."""
     standard, bound = getattr(row_for(family, dtype), key), loosest(dtype, key)
-    return _judge(dtype, key, requested, standard, bound, HIGHER_IS_STRICTER[key], PHYSICAL[key],
-                  f"refused: looser than the framework's bound {bound:g}")
+    return _judge(
+        dtype,
+        key,
+        requested,
+        standard,
+        bound,
+        HIGHER_IS_STRICTER[key],
+        PHYSICAL[key],
+        f"refused: looser than the framework's bound {bound:g}",
+    )
 
 
 def resolve(dtype: str, tolerances: Mapping[str, Any] | None = None, family: str = "*") -> dict[str, Any]:
@@ -252,15 +321,21 @@ def resolve(dtype: str, tolerances: Mapping[str, Any] | None = None, family: str
     for d in decisions:
         if d["key"] in row:
             row[d["key"]] = d["applied"]
-    return {"standard": STANDARD_NAME, "target_dtype": dtype, **row,
-            "decisions": [d for d in decisions if d["decision"] != "unchanged"]}
+    return {
+        "standard": STANDARD_NAME,
+        "target_dtype": dtype,
+        **row,
+        "decisions": [d for d in decisions if d["decision"] != "unchanged"],
+    }
 
 
 def human_decisions(decisions: list[dict[str, Any]]) -> list[str]:
     """One line per decision, for gate reports and summaries."""
-    return [f"tolerances.{d['dtype']}.{d['key']} = {d['requested']}: {d['decision']}"
-            + (f" (standard {d['standard']:g}, applied {d['applied']:g})" if "applied" in d else "")
-            for d in decisions]
+    return [
+        f"tolerances.{d['dtype']}.{d['key']} = {d['requested']}: {d['decision']}"
+        + (f" (standard {d['standard']:g}, applied {d['applied']:g})" if "applied" in d else "")
+        for d in decisions
+    ]
 
 
 def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +343,11 @@ def accuracy_summary(acc: dict[str, Any]) -> dict[str, Any]:
     optimizer records it in its notes, the optimization gate recomputes it (the full result is in
     the perf run's metrics)."""
     floats = [o["metrics"] for o in acc["outputs"].values() if o["kind"] == "float" and "cosine" in o["metrics"]]
-    return {"verdict": acc["verdict"], "target_dtype": acc["thresholds"]["applied"]["target_dtype"],
-            "failed_outputs": acc["failed_outputs"], "problems": acc["problems"],
-            "min_cosine": min((m["cosine"] for m in floats), default=None),
-            "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None)}
+    return {
+        "verdict": acc["verdict"],
+        "target_dtype": acc["thresholds"]["applied"]["target_dtype"],
+        "failed_outputs": acc["failed_outputs"],
+        "problems": acc["problems"],
+        "min_cosine": min((m["cosine"] for m in floats), default=None),
+        "max_abs_err_scaled": max((m["max_abs_err_scaled"] for m in floats), default=None),
+    }

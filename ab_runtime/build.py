@@ -39,7 +39,6 @@ class Build:
     decoder: Callable[[Build, torch.nn.Module, bool, int], Any] | None = None
 
 
-
 def finalize(b: Build, flags: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
     """A callable `run(inputs) -> outputs` that applies the Build's contexts, autocast and compile."""
     module: Any = b.model

@@ -89,9 +89,18 @@ def ratio(model_ms: list[float], probe_ms: list[float]) -> float:
 
 def calibration_block(model_ms: list[float], probe_ms: list[float], warmup: int, paired_with: str) -> dict[str, Any]:
     """The evidence's record of the probe calls interleaved with `model_ms` (`paired_with` names them)."""
-    return {"schema": CALIBRATION_SCHEMA, "probe": dict(PROBE), "paired_with": paired_with, "warmup": warmup,
-            "iterations": len(probe_ms), "samples_ms": list(probe_ms), "median_ms": statistics.median(probe_ms),
-            "p90_ms": percentile(probe_ms, 90), "min_ms": min(probe_ms), "ratio": ratio(model_ms, probe_ms)}
+    return {
+        "schema": CALIBRATION_SCHEMA,
+        "probe": dict(PROBE),
+        "paired_with": paired_with,
+        "warmup": warmup,
+        "iterations": len(probe_ms),
+        "samples_ms": list(probe_ms),
+        "median_ms": statistics.median(probe_ms),
+        "p90_ms": percentile(probe_ms, 90),
+        "min_ms": min(probe_ms),
+        "ratio": ratio(model_ms, probe_ms),
+    }
 
 
 def check_block(where: str, block: Any, model_ms: Any, warmup: Any) -> list[str]:
@@ -102,18 +111,31 @@ def check_block(where: str, block: Any, model_ms: Any, warmup: Any) -> list[str]
         return [f"{where}.warmup {block.get('warmup')!r} != {warmup!r} of the calls it was paired with"]
     samples = block.get("samples_ms")
     if block.get("schema") != CALIBRATION_SCHEMA or block.get("probe") != PROBE:
-        return [f"{where}: not this runtime's calibration probe ({CALIBRATION_SCHEMA}, {PROBE['name']} "
-                f"v{PROBE['version']})"]
-    if not (isinstance(samples, list) and samples
-            and all(isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 for s in samples)):
+        return [
+            f"{where}: not this runtime's calibration probe ({CALIBRATION_SCHEMA}, {PROBE['name']} v{PROBE['version']})"
+        ]
+    if not (
+        isinstance(samples, list)
+        and samples
+        and all(isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 for s in samples)
+    ):
         return [f"{where}.samples_ms: must be a non-empty list of positive latencies"]
     if not isinstance(model_ms, list) or len(model_ms) != len(samples) or block.get("iterations") != len(samples):
-        return [f"{where}: {len(samples)} probe calls recorded for {len(model_ms) if isinstance(model_ms, list) else 0} "
-                f"paired calls (iterations {block.get('iterations')!r}): one probe call follows every timed call"]
-    expected = {"median_ms": statistics.median(samples), "p90_ms": percentile(samples, 90), "min_ms": min(samples),
-                "ratio": ratio([float(m) for m in model_ms], samples)}
-    return [f"{where}.{k}: recorded {block.get(k)!r}, its samples give {v!r}"
-            for k, v in expected.items() if not recorded_matches(block.get(k), v)]
+        return [
+            f"{where}: {len(samples)} probe calls recorded for {len(model_ms) if isinstance(model_ms, list) else 0} "
+            f"paired calls (iterations {block.get('iterations')!r}): one probe call follows every timed call"
+        ]
+    expected = {
+        "median_ms": statistics.median(samples),
+        "p90_ms": percentile(samples, 90),
+        "min_ms": min(samples),
+        "ratio": ratio([float(m) for m in model_ms], samples),
+    }
+    return [
+        f"{where}.{k}: recorded {block.get(k)!r}, its samples give {v!r}"
+        for k, v in expected.items()
+        if not recorded_matches(block.get(k), v)
+    ]
 
 
 @dataclass
@@ -174,24 +196,38 @@ class Judgement:
         return self.verdict != "inconclusive"
 
 
-def judge(what: str, reported_min_ms: float, reported_probe_min_ms: float | None, rounds: list[Round],
-          band: float, final: bool = True) -> Judgement:
+def judge(
+    what: str,
+    reported_min_ms: float,
+    reported_probe_min_ms: float | None,
+    rounds: list[Round],
+    band: float,
+    final: bool = True,
+) -> Judgement:
     """The judgement of a reported fastest call (`what`) against the gate's rounds (module doc).
     `final` False: an interim look, where only a pass is taken (more rounds may still pass)."""
     fastest = min(r.model_min_ms for r in rounds)
     absolute = fastest / reported_min_ms
     quiet_model = [q for q in (r.quiet[0] for r in rounds) if q is not None]
     quiet_x = min(quiet_model) / reported_min_ms if quiet_model else None
-    figures: dict[str, Any] = {"what": what, "reported_min_ms": reported_min_ms, "fastest_ms": fastest,
-                               "absolute": absolute, "quiet_x": quiet_x, "rounds": len(rounds),
-                               "preemptions": [r.preemptions for r in rounds]}
+    figures: dict[str, Any] = {
+        "what": what,
+        "reported_min_ms": reported_min_ms,
+        "fastest_ms": fastest,
+        "absolute": absolute,
+        "quiet_x": quiet_x,
+        "rounds": len(rounds),
+        "preemptions": [r.preemptions for r in rounds],
+    }
     hard = max(HARD_BAND, band)
     ratios = [float(r.ratio) for r in rounds if r.ratio is not None]
     calibrated = reported_probe_min_ms is not None and len(ratios) == len(rounds)
     minima = [r.model_min_ms for r in rounds]
     spread, probe_x, quiet_probe_x = max(minima) / min(minima), 1.0, None
-    said = (f"reported fastest {what} {reported_min_ms:.3f} ms is x{absolute:.2f} faster than the gate's fastest "
-            f"re-measured call ({fastest:.3f} ms; allowed band x{band:g}")
+    said = (
+        f"reported fastest {what} {reported_min_ms:.3f} ms is x{absolute:.2f} faster than the gate's fastest "
+        f"re-measured call ({fastest:.3f} ms; allowed band x{band:g}"
+    )
     if calibrated:
         assert reported_probe_min_ms is not None
         reported_ratio = reported_min_ms / reported_probe_min_ms
@@ -200,40 +236,77 @@ def judge(what: str, reported_min_ms: float, reported_probe_min_ms: float | None
         relative, probe_x = best / reported_ratio, probe_fastest / reported_probe_min_ms
         quiet_probes = [q for q in (r.quiet[1] for r in rounds) if q is not None]
         quiet_probe_x = min(quiet_probes) / reported_probe_min_ms if quiet_probes else None
-        figures.update(reported_ratio=reported_ratio, ratios=ratios, spread=spread, relative=relative,
-                       probe_fastest_ms=probe_fastest, probe_x=probe_x, quiet_probe_x=quiet_probe_x)
-        said += (f"; {reported_ratio:.2f} probe calls reported, the gate's best round {best:.2f}: x{relative:.2f}, "
-                 f"rounds spread x{spread:.2f})")
+        figures.update(
+            reported_ratio=reported_ratio,
+            ratios=ratios,
+            spread=spread,
+            relative=relative,
+            probe_fastest_ms=probe_fastest,
+            probe_x=probe_x,
+            quiet_probe_x=quiet_probe_x,
+        )
+        said += (
+            f"; {reported_ratio:.2f} probe calls reported, the gate's best round {best:.2f}: x{relative:.2f}, "
+            f"rounds spread x{spread:.2f})"
+        )
     else:
         said += "; no calibration recorded)"
     if absolute <= band:
-        return Judgement("passed", f"{what}: fastest re-timed call {fastest:.3f} ms within x{band:g} of the reported "
-                                   f"{reported_min_ms:.3f} ms", figures)
+        return Judgement(
+            "passed",
+            f"{what}: fastest re-timed call {fastest:.3f} ms within x{band:g} of the reported {reported_min_ms:.3f} ms",
+            figures,
+        )
     if calibrated and relative <= band and absolute <= hard and probe_x <= hard:
-        return Judgement("passed", f"{what}: model/probe ratio {best:.2f} within x{band:g} of the reported "
-                                   f"{reported_ratio:.2f}", figures)
+        return Judgement(
+            "passed",
+            f"{what}: model/probe ratio {best:.2f} within x{band:g} of the reported {reported_ratio:.2f}",
+            figures,
+        )
     if not final:
         return Judgement("inconclusive", said, figures)
     # Load only adds time: an uninterrupted call beyond the hard bound, and the ratio beyond it too
     # (contention the switches do not show slows the probe beside it), is what no load excuses.
     if quiet_x is not None and quiet_x > hard and (not calibrated or relative > hard):
-        return Judgement("failed", f"{said}: even its fastest call no context switch interrupted is x{quiet_x:.2f} "
-                                   f"slower, beyond the hard bound x{hard:g} that no load excuses; the latency "
-                                   "does not reproduce", figures)
+        return Judgement(
+            "failed",
+            f"{said}: even its fastest call no context switch interrupted is x{quiet_x:.2f} "
+            f"slower, beyond the hard bound x{hard:g} that no load excuses; the latency "
+            "does not reproduce",
+            figures,
+        )
     if quiet_probe_x is not None and quiet_probe_x > hard:  # a probe forged along with the model
-        return Judgement("failed", f"{said}: the calibration probe's reported fastest call {reported_probe_min_ms:.4f} "
-                                   f"ms is x{quiet_probe_x:.2f} faster than this host's in an uninterrupted round, "
-                                   f"beyond the hard bound x{hard:g}: the calibration does not reproduce", figures)
+        return Judgement(
+            "failed",
+            f"{said}: the calibration probe's reported fastest call {reported_probe_min_ms:.4f} "
+            f"ms is x{quiet_probe_x:.2f} faster than this host's in an uninterrupted round, "
+            f"beyond the hard bound x{hard:g}: the calibration does not reproduce",
+            figures,
+        )
     preempted = max(r.preemptions for r in rounds)
     same_host = 1 / SPREAD <= probe_x <= SPREAD  # the run's probe reproduces: its host was as quiet as this one
     if len(rounds) > 1 and spread <= SPREAD and preempted <= QUIET_PREEMPTIONS and same_host:
-        return Judgement("failed", f"{said}: outside the band x{band:g} on a quiet host with steady rounds; the "
-                                   "latency does not reproduce", figures)
-    why = (f"rounds spread x{spread:.2f} > x{SPREAD:g}" if spread > SPREAD else
-           f"the host preempted the re-check ({preempted} involuntary context switches in a round)"
-           if preempted > QUIET_PREEMPTIONS else f"the host ran the probe x{probe_x:.2f} slower than the run did"
-           if probe_x > SPREAD else f"the run's probe was x{1 / probe_x:.2f} slower than this host's (timed under load)")
-    quiet = ("no re-timed call ran without a context switch" if quiet_x is None else
-             f"its fastest uninterrupted call (x{quiet_x:.2f}) is within the hard bound x{hard:g}")
-    return Judgement("inconclusive", f"{said}: outside the band x{band:g}, but {quiet} and {why}: the host's load "
-                                     "leaves it undecided", figures)
+        return Judgement(
+            "failed",
+            f"{said}: outside the band x{band:g} on a quiet host with steady rounds; the latency does not reproduce",
+            figures,
+        )
+    why = (
+        f"rounds spread x{spread:.2f} > x{SPREAD:g}"
+        if spread > SPREAD
+        else f"the host preempted the re-check ({preempted} involuntary context switches in a round)"
+        if preempted > QUIET_PREEMPTIONS
+        else f"the host ran the probe x{probe_x:.2f} slower than the run did"
+        if probe_x > SPREAD
+        else f"the run's probe was x{1 / probe_x:.2f} slower than this host's (timed under load)"
+    )
+    quiet = (
+        "no re-timed call ran without a context switch"
+        if quiet_x is None
+        else f"its fastest uninterrupted call (x{quiet_x:.2f}) is within the hard bound x{hard:g}"
+    )
+    return Judgement(
+        "inconclusive",
+        f"{said}: outside the band x{band:g}, but {quiet} and {why}: the host's load leaves it undecided",
+        figures,
+    )

@@ -40,6 +40,7 @@ def _load_standard() -> ModuleType:
     when a gate loads the framework's copy of this module by path."""
     try:
         from . import accuracy_standard
+
         return accuracy_standard
     except ImportError:
         path = Path(__file__).with_name("accuracy_standard.py")
@@ -152,8 +153,12 @@ def compare_tensor(
     """One output's verdict. `target_dtype` is the dtype the target run computed in."""
     applied = {k: v for k, v in thresholds.for_dtype(target_dtype).items() if k != "decisions"}
     result = OutputComparison(
-        name=name, kind="label" if _is_label(reference) else "float", verdict="pass",
-        shape=list(target.shape), reference_shape=list(reference.shape), dtype=_dtype_name(target),
+        name=name,
+        kind="label" if _is_label(reference) else "float",
+        verdict="pass",
+        shape=list(target.shape),
+        reference_shape=list(reference.shape),
+        dtype=_dtype_name(target),
         applied=applied,
     )
     if target.shape != reference.shape:
@@ -200,11 +205,14 @@ def compare_tensor(
                 res = _rmse(target, fp64_reference)
                 ref_rms = float(reference.detach().to("cpu", torch.float64).pow(2).mean().sqrt())
                 allowed = applied["dynamo_multiplier"] * base + applied["dynamo_floor_rms_scaled"] * ref_rms
-                result.metrics.update({"rmse_vs_fp64": res, "baseline_rmse_vs_fp64": base,
-                                       "dynamo_allowed_rmse": allowed})
+                result.metrics.update(
+                    {"rmse_vs_fp64": res, "baseline_rmse_vs_fp64": base, "dynamo_allowed_rmse": allowed}
+                )
                 if res > allowed:
-                    result.reasons.append(f"RMSE vs float64 {res:.3e} > allowed {allowed:.3e} "
-                                          f"({applied['dynamo_multiplier']} x baseline {base:.3e} + floor)")
+                    result.reasons.append(
+                        f"RMSE vs float64 {res:.3e} > allowed {allowed:.3e} "
+                        f"({applied['dynamo_multiplier']} x baseline {base:.3e} + floor)"
+                    )
     if result.reasons:
         result.verdict = "fail"
     return result
@@ -247,8 +255,9 @@ def compare_outputs(
 # --- mixture-of-experts routing: decisions compared, near-ties named (issue 13) ---
 
 
-def _route_flips(target: torch.Tensor, reference: torch.Tensor, logits: torch.Tensor,
-                 tie_scaled: float) -> tuple[int, int, int, float]:
+def _route_flips(
+    target: torch.Tensor, reference: torch.Tensor, logits: torch.Tensor, tie_scaled: float
+) -> tuple[int, int, int, float]:
     """(tokens, flipped, flipped at a clear margin, largest flipped margin / scale) of one layer's
     routing decisions; the margin is the reference router's gap between its k-th chosen expert
     and the best expert it did not choose."""
@@ -266,8 +275,9 @@ def _route_flips(target: torch.Tensor, reference: torch.Tensor, logits: torch.Te
     return r.shape[0], int(flipped.sum()), int(clear.sum()), largest
 
 
-def route_diagnosis(target: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor],
-                    outputs: dict[str, dict[str, Any]]) -> list[str]:
+def route_diagnosis(
+    target: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor], outputs: dict[str, dict[str, Any]]
+) -> list[str]:
     """Routing decisions (`routing.N`, with the reference's `router_logits.N`) that differ: a flip
     where the reference router was at a near-tie (gap <= the standard's max error for the dtype,
     relative to the router's scale) is rounding deciding between two equal experts, so that
@@ -287,20 +297,28 @@ def route_diagnosis(target: Mapping[str, torch.Tensor], reference: Mapping[str, 
             continue
         if clear:
             result["verdict"] = "fail"
-            result["reasons"].append(f"{clear} of {tokens} tokens routed to other experts at a clear margin "
-                                     f"(reference gap up to {largest:.2e} x scale > near-tie {tie:.2e})")
-            lines.append(f"{name}: {clear} of {tokens} tokens changed experts although the reference router "
-                         "was not at a tie: a real routing difference")
+            result["reasons"].append(
+                f"{clear} of {tokens} tokens routed to other experts at a clear margin "
+                f"(reference gap up to {largest:.2e} x scale > near-tie {tie:.2e})"
+            )
+            lines.append(
+                f"{name}: {clear} of {tokens} tokens changed experts although the reference router "
+                "was not at a tie: a real routing difference"
+            )
             continue
         result["verdict"], result["reasons"] = "pass", []
         tie_flipped.append(name)
-        lines.append(f"{name}: {flipped} of {tokens} tokens routed to other experts, each at a near-tie "
-                     f"(reference gap <= {largest:.2e} x scale, near-tie bound {tie:.2e}): rounding chose "
-                     "between two equally scored experts, not a defect")
+        lines.append(
+            f"{name}: {flipped} of {tokens} tokens routed to other experts, each at a near-tie "
+            f"(reference gap <= {largest:.2e} x scale, near-tie bound {tie:.2e}): rounding chose "
+            "between two equally scored experts, not a defect"
+        )
     failing = [n for n, o in outputs.items() if o["verdict"] != "pass" and not n.startswith("routing.")]
     if tie_flipped and failing:
-        lines.append(f"{', '.join(sorted(failing))} differ after near-tie route flips in {', '.join(tie_flipped)}: "
-                     "the flipped route, not an operator, may explain the difference")
+        lines.append(
+            f"{', '.join(sorted(failing))} differ after near-tie route flips in {', '.join(tie_flipped)}: "
+            "the flipped route, not an operator, may explain the difference"
+        )
     return lines
 
 
@@ -328,8 +346,9 @@ def top1_agreement(target: torch.Tensor, reference: torch.Tensor) -> float:
     return float((t == r).float().mean())
 
 
-def judge_optimized(optimized: Any, reference: Any, family: str, computed_in: str,
-                    tolerances: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def judge_optimized(
+    optimized: Any, reference: Any, family: str, computed_in: str, tolerances: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """An optimized configuration's outputs against the float32 reference outputs, judged by the
     optimization budget (cosine, max error, top-1 agreement), never by the dtype of its passes.
 
@@ -350,4 +369,3 @@ def judge_optimized(optimized: Any, reference: Any, family: str, computed_in: st
     result["failed_outputs"] = sorted(n for n, o in result["outputs"].items() if o["verdict"] != "pass")
     result["verdict"] = "pass" if not result["failed_outputs"] and not result["problems"] else "fail"
     return result
-

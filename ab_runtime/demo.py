@@ -31,11 +31,16 @@ GENERATED_TOKENS = 4  # generative families (VLMs) show a short greedy continuat
 DEFAULT_PROMPT = "The capital of France is"  # a causal LM continues this unless --text is given
 DEFAULT_TEXT = "This film was a delight from start to finish."  # other text families read this
 # An embedder compares the first with the second (related) and the third (unrelated) sentence.
-SENTENCES = ("A man is playing a guitar.", "Someone is playing a musical instrument.",
-             "The stock market fell sharply today.")
+SENTENCES = (
+    "A man is playing a guitar.",
+    "Someone is playing a musical instrument.",
+    "The stock market fell sharply today.",
+)
 IMAGE_ANSWERS = ("image_text_to_text", "zero_shot_image_classification")  # families that answer --image in words
-RANDOM_WEIGHTS_NOTE = ("these outputs come from random weights (initialised from the config), "
-                       "not from the trained model: they show the package runs, not what the model answers")
+RANDOM_WEIGHTS_NOTE = (
+    "these outputs come from random weights (initialised from the config), "
+    "not from the trained model: they show the package runs, not what the model answers"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,15 +59,26 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", choices=("auto", "npu", "cuda", "cpu"))
     parser.add_argument("--dry-run", action="store_true", help="weights from the config; also DRY_RUN=1")
     parser.add_argument("--dtype", default=None, help="override the spec's dtype (float32, bfloat16, float16)")
-    parser.add_argument("--allow-fallback", action="store_true", help="run elsewhere if the device is missing, and report it")
+    parser.add_argument(
+        "--allow-fallback", action="store_true", help="run elsewhere if the device is missing, and report it"
+    )
     parser.add_argument("--spec", default="adaptation.json", help="adaptation spec (default ./adaptation.json)")
-    parser.add_argument("--text", help="run on this text, through the model's own tokenizer (text families; "
-                        "a VLM's prompt with --image)")
+    parser.add_argument(
+        "--text",
+        help="run on this text, through the model's own tokenizer (text families; a VLM's prompt with --image)",
+    )
     parser.add_argument("--image", metavar="PATH", help="run on this image, through the model's image processor")
-    parser.add_argument("--labels", metavar="TEXTS", help='zero-shot image classification: candidate texts, '
-                        'comma-separated ("a cat,a dog"), with --image')
-    parser.add_argument("--audio", metavar="WAV", help="run on this 16-bit PCM WAV, through the model's feature extractor")
-    parser.add_argument("--max-new-tokens", type=_positive_int, default=8, help="tokens a causal LM generates for its answer")
+    parser.add_argument(
+        "--labels",
+        metavar="TEXTS",
+        help='zero-shot image classification: candidate texts, comma-separated ("a cat,a dog"), with --image',
+    )
+    parser.add_argument(
+        "--audio", metavar="WAV", help="run on this 16-bit PCM WAV, through the model's feature extractor"
+    )
+    parser.add_argument(
+        "--max-new-tokens", type=_positive_int, default=8, help="tokens a causal LM generates for its answer"
+    )
     args = parser.parse_args(list(argv))
     args.dry_run = args.dry_run or os.environ.get("DRY_RUN", "").strip().lower() in TRUE_VALUES
     return args
@@ -87,7 +103,9 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     from .spec import load_spec
 
     spec = load_spec(Path(args.spec))
-    result.update(model_id=spec.model_id, task_family=spec.task_family, mode="dry_run" if args.dry_run else "pretrained")
+    result.update(
+        model_id=spec.model_id, task_family=spec.task_family, mode="dry_run" if args.dry_run else "pretrained"
+    )
     print(f"model: {spec.model_id} ({spec.model_class}, task family {spec.task_family})", flush=True)
 
     import torch
@@ -104,18 +122,35 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
         print(f"dtype: {dtype_name} (fallback from {spec.dtype_target}, set in the spec)", flush=True)
 
     device = select_device(args.device, allow_fallback=args.allow_fallback)
-    result.update(device_used=device.kind, device_name=device.name, fallback=device.fallback,
-                  fallback_reason=device.fallback_reason, device_env=device_env(), versions=_versions())
+    result.update(
+        device_used=device.kind,
+        device_name=device.name,
+        fallback=device.fallback,
+        fallback_reason=device.fallback_reason,
+        device_env=device_env(),
+        versions=_versions(),
+    )
     note = f" (FALLBACK: {device.fallback_reason})" if device.fallback else ""
-    print(f"device: requested {args.device}, using {device.torch_device} [{device.name}], dtype {dtype_name}{note}", flush=True)
+    print(
+        f"device: requested {args.device}, using {device.torch_device} [{device.name}], dtype {dtype_name}{note}",
+        flush=True,
+    )
     for skipped in device.skipped if args.device == "auto" else ():
         print(f"  not used: {skipped}", flush=True)
 
-    print(f"loading ({'dry run: weights initialised from the config' if args.dry_run else 'real weights'})...", flush=True)
+    print(
+        f"loading ({'dry run: weights initialised from the config' if args.dry_run else 'real weights'})...", flush=True
+    )
     reset_peak_memory(device)
     loaded = load_model(spec, args.dry_run, device, dtype)
-    result.update(mode=loaded.mode, layers_built=loaded.layers_built, layers_total=loaded.layers_total,
-                  depth_reduced=loaded.depth_reduced, param_bytes=loaded.param_bytes, sharding=loaded.sharding)
+    result.update(
+        mode=loaded.mode,
+        layers_built=loaded.layers_built,
+        layers_total=loaded.layers_total,
+        depth_reduced=loaded.depth_reduced,
+        param_bytes=loaded.param_bytes,
+        sharding=loaded.sharding,
+    )
     print(f"loaded {type(loaded.model).__name__}: {loaded.origin}", flush=True)
     for line in loaded.notes:
         print(f"  note: {line}", flush=True)
@@ -142,8 +177,9 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     on_device = {k: v.to(device.torch_device) for k, v in inputs.items()}
     with torch.inference_mode():
         raw = loaded.model(**on_device, **forward_flags(loaded.model))
-        outputs = family.named_outputs(raw, on_device, spec.sentence_transformers_pooling,
-                                       spec.sentence_transformers_normalize, loaded.config)
+        outputs = family.named_outputs(
+            raw, on_device, spec.sentence_transformers_pooling, spec.sentence_transformers_normalize, loaded.config
+        )
         generated = generate_ids(loaded.model, on_device, GENERATED_TOKENS) if family.generates else None
     synchronize(device)
 
@@ -173,8 +209,9 @@ def _random_weights() -> dict[str, Any]:
     return {"kind": "random_weights", "text": RANDOM_WEIGHTS_NOTE}
 
 
-def _image_answer(args: argparse.Namespace, spec: Any, loaded: Any,
-                  inputs: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+def _image_answer(
+    args: argparse.Namespace, spec: Any, loaded: Any, inputs: dict[str, Any], outputs: dict[str, Any]
+) -> dict[str, Any]:
     """A VLM's generated text about --image, or the best of --labels for a CLIP/SigLIP model, from
     the run above on the real inputs; random weights never pass for an answer."""
     if loaded.mode != "pretrained":
@@ -188,8 +225,14 @@ def _image_answer(args: argparse.Namespace, spec: Any, loaded: Any,
         best = max(range(len(labels)), key=probs.__getitem__)
         shown = ", ".join(f"{label!r} {p:.4f}" for label, p in zip(labels, probs))
         print(f"answer: {args.image} is {labels[best]!r} (probability {probs[best]:.4f}; {shown})", flush=True)
-        return {"kind": "zero_shot_label", "image": args.image, "label": labels[best],
-                "probability": round(probs[best], 6), "labels": labels, "probabilities": [round(p, 6) for p in probs]}
+        return {
+            "kind": "zero_shot_label",
+            "image": args.image,
+            "label": labels[best],
+            "probability": round(probs[best], 6),
+            "labels": labels,
+            "probabilities": [round(p, 6) for p in probs],
+        }
     import torch
 
     from .preprocess import VLM_PROMPT, load_tokenizer
@@ -198,14 +241,15 @@ def _image_answer(args: argparse.Namespace, spec: Any, loaded: Any,
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     with torch.inference_mode():
         out = loaded.model.generate(**inputs, max_new_tokens=args.max_new_tokens, do_sample=False, pad_token_id=pad)
-    new = out[0, inputs["input_ids"].shape[1]:].tolist()
+    new = out[0, inputs["input_ids"].shape[1] :].tolist()
     text = tokenizer.decode(new, skip_special_tokens=True)
     print(f"answer: on {args.image} {prompt!r} -> {text!r} ({len(new)} new tokens, greedy)", flush=True)
     return {"kind": "generation", "image": args.image, "prompt": prompt, "text": text, "token_ids": new}
 
 
-def _answer(args: argparse.Namespace, spec: Any, loaded: Any, family: Any, device: Any,
-            text_summary: str | None) -> dict[str, Any] | None:
+def _answer(
+    args: argparse.Namespace, spec: Any, loaded: Any, family: Any, device: Any, text_summary: str | None
+) -> dict[str, Any] | None:
     """The model's answer in words, for a person reading the run; None when there is none to give
     (no tokenizer, an image or audio family without a worded answer). Random weights never pass
     for an answer. `text_summary`: the family's summary of the run above when it read --text."""
@@ -236,7 +280,7 @@ def _generated(prompt: str, tokenizer: Any, model: Any, device: Any, new_tokens:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     with torch.inference_mode():
         out = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False, pad_token_id=pad)
-    new = out[0, inputs["input_ids"].shape[1]:].tolist()
+    new = out[0, inputs["input_ids"].shape[1] :].tolist()
     text = tokenizer.decode(new, skip_special_tokens=True)
     print(f"answer: {prompt!r} -> {text!r} ({len(new)} new tokens, greedy)", flush=True)
     return {"kind": "generation", "prompt": prompt, "text": text, "token_ids": new}
@@ -253,20 +297,24 @@ def _similarity(sentences: Sequence[str], spec: Any, model: Any, family: Any, de
     accepted = Signature.of(model).accepted
     batch = {k: v.to(device.torch_device) for k, v in tokenize(spec, sentences).items() if k in accepted}
     with torch.inference_mode():
-        named = family.named_outputs(model(**batch, **forward_flags(model)), batch,
-                                     spec.sentence_transformers_pooling or "mean", spec.sentence_transformers_normalize)
+        named = family.named_outputs(
+            model(**batch, **forward_flags(model)),
+            batch,
+            spec.sentence_transformers_pooling or "mean",
+            spec.sentence_transformers_normalize,
+        )
     if "sentence_embedding" not in named:
         raise RuntimeDiagnosis("the model gave no last_hidden_state to pool into sentence embeddings")
     embeddings = named["sentence_embedding"].float()
-    scores = [round(float(torch.nn.functional.cosine_similarity(embeddings[0], other, dim=0)), 4)
-              for other in embeddings[1:]]
+    scores = [
+        round(float(torch.nn.functional.cosine_similarity(embeddings[0], other, dim=0)), 4) for other in embeddings[1:]
+    ]
     pairs = "; ".join(f"vs {s!r}: {c:.4f}" for s, c in zip(sentences[1:], scores))
     print(f"answer: similarity of {sentences[0]!r} {pairs}", flush=True)
     return {"kind": "similarity", "sentences": list(sentences), "cosine": scores}
 
 
-def _summarised(text: str, spec: Any, loaded: Any, family: Any, device: Any,
-                summary: str | None) -> dict[str, Any]:
+def _summarised(text: str, spec: Any, loaded: Any, family: Any, device: Any, summary: str | None) -> dict[str, Any]:
     """The family's own summary of the model's outputs on real text (a classifier: its label name);
     the run above gave it already when it read --text, else the default text is read now."""
     if summary is None:
@@ -286,10 +334,25 @@ def _summarised(text: str, spec: Any, loaded: Any, family: Any, device: Any,
 def main(argv: Sequence[str]) -> int:
     started = time.monotonic()
     result: dict[str, Any] = {
-        "ok": False, "model_id": None, "task_family": None, "mode": None, "device_requested": None,
-        "device_used": None, "device_name": None, "fallback": False, "fallback_reason": None,
-        "dtype": None, "layers_built": None, "layers_total": None, "depth_reduced": False, "sharding": None,
-        "outputs": {}, "duration_s": None, "versions": _versions(), "error": None, "error_kind": None,
+        "ok": False,
+        "model_id": None,
+        "task_family": None,
+        "mode": None,
+        "device_requested": None,
+        "device_used": None,
+        "device_name": None,
+        "fallback": False,
+        "fallback_reason": None,
+        "dtype": None,
+        "layers_built": None,
+        "layers_total": None,
+        "depth_reduced": False,
+        "sharding": None,
+        "outputs": {},
+        "duration_s": None,
+        "versions": _versions(),
+        "error": None,
+        "error_kind": None,
     }
     try:
         args = parse_args(argv)

@@ -99,7 +99,8 @@ def _stacks_of(config: Any, path: tuple[str, ...]) -> list[Stack]:
 def _attach_layer_lists(stack: Stack, stored: dict[str, Any]) -> None:
     """Per-layer lists (layer_types, ...) of the stack's length: keep one layer of each kind first."""
     names = [
-        k for k, v in stored.items()
+        k
+        for k, v in stored.items()
         if "layer" in k and isinstance(v, (list, tuple)) and len(v) == stack.total and stack.total > 1
     ]
     if not names:
@@ -208,7 +209,9 @@ def config_costs(config: Any, stacks: list[Stack], minimums: list[int], dtype: t
     return base, per_layer
 
 
-def meta_costs(build: BuildFn, config: Any, stacks: list[Stack], minimums: list[int], dtype: torch.dtype) -> tuple[int, list[int]]:
+def meta_costs(
+    build: BuildFn, config: Any, stacks: list[Stack], minimums: list[int], dtype: torch.dtype
+) -> tuple[int, list[int]]:
     """(bytes at minimal depth, bytes per extra layer of each stack), from meta builds."""
     base = meta_param_bytes(build, apply_depths(config, stacks, minimums), dtype)
     per_layer = []
@@ -234,9 +237,7 @@ class DepthPlan:
     sized_by: str = "meta"  # "meta" (exact) or why the config estimate was used
 
 
-def plan_depth(
-    config: Any, build: BuildFn, dtype: torch.dtype, budget_bytes: int, max_layers: int | None
-) -> DepthPlan:
+def plan_depth(config: Any, build: BuildFn, dtype: torch.dtype, budget_bytes: int, max_layers: int | None) -> DepthPlan:
     """Choose the deepest model within budget (and max_layers), sized on the meta device, or
     from the config when the model's code cannot run on meta (e.g. it calls .item() in __init__)."""
     stacks = find_stacks(config)

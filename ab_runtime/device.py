@@ -65,7 +65,10 @@ def _probe_npu() -> tuple[bool, str]:
     except ImportError as exc:
         return False, f"torch_npu is not installed ({exc})"
     except Exception as exc:  # CANN libraries missing or mismatched: import itself fails
-        return False, f"torch_npu failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return (
+            False,
+            f"torch_npu failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+        )
     npu = getattr(torch, "npu", None)
     if npu is None:
         return False, "torch_npu imported but torch.npu is not registered"
@@ -166,7 +169,8 @@ def rank_device(kind: str, visible: tuple[int, ...], env: Mapping[str, str]) -> 
         raise DeviceUnavailable(
             f"{world} {kind} processes need a card each but this job sees {len(visible)} "
             f"({mask}={env.get(mask, '<unset>')!r}); run it through the team lead (the training stage claims one "
-            f"card per process) or make {world} cards visible with {VISIBLE_ENV[kind]}")
+            f"card per process) or make {world} cards visible with {VISIBLE_ENV[kind]}"
+        )
     index = visible[rank]
     return RankDevice(f"{kind}:{index}", index, DIST_BACKENDS[kind])
 
@@ -204,7 +208,7 @@ def select_device(requested: str = "auto", allow_fallback: bool = False) -> Devi
     if requested == "auto":
         candidates = order
     else:
-        candidates = order[order.index(requested):]
+        candidates = order[order.index(requested) :]
     for kind in candidates:
         probe = PROBES.get(kind)
         available, reason = probe() if probe else (True, "")

@@ -46,7 +46,9 @@ class DtypeRefused(RuntimeDiagnosis):
     kind = "dtype_refused"
 
     def __init__(self, finding: dict[str, object]) -> None:
-        super().__init__(f"{finding.get('operator') or 'an operator'} in {finding.get('module')} "
-                         f"({finding.get('module_class')}) does not run in {finding.get('dtype')} on "
-                         f"{finding.get('device')}: {finding.get('error')}")
+        super().__init__(
+            f"{finding.get('operator') or 'an operator'} in {finding.get('module')} "
+            f"({finding.get('module_class')}) does not run in {finding.get('dtype')} on "
+            f"{finding.get('device')}: {finding.get('error')}"
+        )
         self.finding = finding

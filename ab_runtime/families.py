@@ -50,7 +50,9 @@ TASK_FAMILIES: dict[str, str] = {
 Summary = Callable[[dict[str, torch.Tensor], Any], str]
 Derive = Callable[[dict[str, torch.Tensor], Any], dict[str, torch.Tensor]]
 # (model, config, recipe, float dtype, accepted forward names) -> inputs, or None for the generic path
-InputBuilder = Callable[[torch.nn.Module, Any, InputRecipe, torch.dtype, frozenset[str]], dict[str, torch.Tensor] | None]
+InputBuilder = Callable[
+    [torch.nn.Module, Any, InputRecipe, torch.dtype, frozenset[str]], dict[str, torch.Tensor] | None
+]
 
 
 def _first(outputs: dict[str, torch.Tensor], *names: str) -> torch.Tensor | None:
@@ -158,7 +160,9 @@ def llm_embedding(outputs: dict[str, torch.Tensor], config: Any) -> str:
     vectors = pooled.float()
     line = f"last-token embedding dim {vectors.shape[-1]}, L2 norm {float(vectors[0].norm()):.4f}"
     if vectors.shape[0] > 1:
-        line += f", cosine(first, second) {float(torch.nn.functional.cosine_similarity(vectors[0], vectors[1], dim=0)):.4f}"
+        line += (
+            f", cosine(first, second) {float(torch.nn.functional.cosine_similarity(vectors[0], vectors[1], dim=0)):.4f}"
+        )
     return line
 
 
@@ -178,7 +182,7 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor | None, mode: str) -> torch.Te
             return hidden[:, -1]
         last = mask.long().sum(dim=1) - 1
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-    weights = (mask if mask is not None else torch.ones(hidden.shape[:2], device=hidden.device))
+    weights = mask if mask is not None else torch.ones(hidden.shape[:2], device=hidden.device)
     weights = weights.unsqueeze(-1).to(hidden.dtype)
     if mode == "max":
         return hidden.masked_fill(weights == 0, float("-inf")).max(dim=1).values
@@ -205,7 +209,9 @@ class Family:
     input_note: Callable[[Any], str] | None = None  # which input path runs, for the progress lines
     generates: bool = False  # the demo also generates a few tokens greedily
 
-    def build_inputs(self, model: torch.nn.Module, config: Any, recipe: InputRecipe, seed: int) -> dict[str, torch.Tensor]:
+    def build_inputs(
+        self, model: torch.nn.Module, config: Any, recipe: InputRecipe, seed: int
+    ) -> dict[str, torch.Tensor]:
         """Seeded inputs for the model's forward (on CPU; the caller moves them)."""
         if seed != recipe.seed:
             recipe = replace(recipe, seed=seed)
@@ -220,7 +226,11 @@ class Family:
         return self.input_note(config) if self.input_note is not None else None
 
     def named_outputs(
-        self, outputs: Any, inputs: dict[str, torch.Tensor], pooling: str | None = None, normalize: bool = False,
+        self,
+        outputs: Any,
+        inputs: dict[str, torch.Tensor],
+        pooling: str | None = None,
+        normalize: bool = False,
         config: Any = None,
     ) -> dict[str, torch.Tensor]:
         """The forward's tensors by name, plus the sentence-transformers head when the spec has one:
@@ -239,14 +249,18 @@ class Family:
         if self.kept_outputs:
             kept = {n: v for n, v in named.items() if n in self.kept_outputs}
             if not kept:
-                raise UnsupportedModel(f"the forward returned none of the {self.name} outputs "
-                                       f"({', '.join(self.kept_outputs)}); it returned {', '.join(named) or 'nothing'}")
+                raise UnsupportedModel(
+                    f"the forward returned none of the {self.name} outputs "
+                    f"({', '.join(self.kept_outputs)}); it returned {', '.join(named) or 'nothing'}"
+                )
             named = kept
         if self.accuracy_outputs:
             missing = [n for n in self.accuracy_outputs if n not in named]
             if missing:
-                raise UnsupportedModel(f"the forward returned no {', '.join(missing)} (task family {self.name} "
-                                       f"compares {', '.join(self.accuracy_outputs)})")
+                raise UnsupportedModel(
+                    f"the forward returned no {', '.join(missing)} (task family {self.name} "
+                    f"compares {', '.join(self.accuracy_outputs)})"
+                )
             named = {n: named[n] for n in self.accuracy_outputs}
         if self.derive is not None:
             named.update(self.derive(named, config))
@@ -257,18 +271,45 @@ class Family:
 
 # --- vision and vision-language families (issue 13) ---
 VISION_FAMILIES = (
-    Family("image_text_to_text", TASK_FAMILIES["image_text_to_text"], vision_tasks.next_token_summary,
-           accuracy_outputs=("logits",), input_builder=vision_tasks.vlm_input_builder,
-           input_note=vision_tasks.vlm_input_note, generates=True),
-    Family("zero_shot_image_classification", TASK_FAMILIES["zero_shot_image_classification"],
-           vision_tasks.similarity_summary, ("pixel_values",),
-           accuracy_outputs=("logits_per_image", "logits_per_text", "image_embeds", "text_embeds")),
-    Family("object_detection", TASK_FAMILIES["object_detection"], vision_tasks.detection_summary, ("pixel_values",),
-           accuracy_outputs=("logits", "pred_boxes"), derive=vision_tasks.derive_detections),
-    Family("semantic_segmentation", TASK_FAMILIES["semantic_segmentation"], vision_tasks.segmentation_summary,
-           ("pixel_values",), accuracy_outputs=("logits",), derive=vision_tasks.derive_mask),
-    Family("depth_estimation", TASK_FAMILIES["depth_estimation"], vision_tasks.depth_summary, ("pixel_values",),
-           accuracy_outputs=("predicted_depth",)),
+    Family(
+        "image_text_to_text",
+        TASK_FAMILIES["image_text_to_text"],
+        vision_tasks.next_token_summary,
+        accuracy_outputs=("logits",),
+        input_builder=vision_tasks.vlm_input_builder,
+        input_note=vision_tasks.vlm_input_note,
+        generates=True,
+    ),
+    Family(
+        "zero_shot_image_classification",
+        TASK_FAMILIES["zero_shot_image_classification"],
+        vision_tasks.similarity_summary,
+        ("pixel_values",),
+        accuracy_outputs=("logits_per_image", "logits_per_text", "image_embeds", "text_embeds"),
+    ),
+    Family(
+        "object_detection",
+        TASK_FAMILIES["object_detection"],
+        vision_tasks.detection_summary,
+        ("pixel_values",),
+        accuracy_outputs=("logits", "pred_boxes"),
+        derive=vision_tasks.derive_detections,
+    ),
+    Family(
+        "semantic_segmentation",
+        TASK_FAMILIES["semantic_segmentation"],
+        vision_tasks.segmentation_summary,
+        ("pixel_values",),
+        accuracy_outputs=("logits",),
+        derive=vision_tasks.derive_mask,
+    ),
+    Family(
+        "depth_estimation",
+        TASK_FAMILIES["depth_estimation"],
+        vision_tasks.depth_summary,
+        ("pixel_values",),
+        accuracy_outputs=("predicted_depth",),
+    ),
 )
 # --- end vision families ---
 
@@ -286,13 +327,26 @@ FAMILIES: dict[str, Family] = {
         Family("speech_seq2seq", TASK_FAMILIES["speech_seq2seq"], top_tokens, ("decoder_input_ids",)),
         Family("vision_seq2seq", TASK_FAMILIES["vision_seq2seq"], top_tokens, ("pixel_values", "decoder_input_ids")),
         # audio, time series, LLM embedders and rerankers (issue 13)
-        Family("ctc_speech_recognition", TASK_FAMILIES["ctc_speech_recognition"], ctc_transcript,
-               kept_outputs=("logits",)),
-        Family("audio_classification", TASK_FAMILIES["audio_classification"], predicted_label, kept_outputs=("logits",)),
-        Family("time_series_forecasting", TASK_FAMILIES["time_series_forecasting"], forecast,
-               kept_outputs=("prediction_outputs", "mean_predictions", "full_predictions", "sequences")),
-        Family("llm_embedding", TASK_FAMILIES["llm_embedding"], llm_embedding, pools=True, default_pooling="lasttoken",
-               kept_outputs=("sentence_embedding",)),
+        Family(
+            "ctc_speech_recognition", TASK_FAMILIES["ctc_speech_recognition"], ctc_transcript, kept_outputs=("logits",)
+        ),
+        Family(
+            "audio_classification", TASK_FAMILIES["audio_classification"], predicted_label, kept_outputs=("logits",)
+        ),
+        Family(
+            "time_series_forecasting",
+            TASK_FAMILIES["time_series_forecasting"],
+            forecast,
+            kept_outputs=("prediction_outputs", "mean_predictions", "full_predictions", "sequences"),
+        ),
+        Family(
+            "llm_embedding",
+            TASK_FAMILIES["llm_embedding"],
+            llm_embedding,
+            pools=True,
+            default_pooling="lasttoken",
+            kept_outputs=("sentence_embedding",),
+        ),
         Family("reranker", TASK_FAMILIES["reranker"], rerank_scores, kept_outputs=("logits",)),
         *VISION_FAMILIES,
     )

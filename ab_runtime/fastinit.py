@@ -30,7 +30,7 @@ def _tiled(original: Callable[..., Any]) -> Callable[..., Any]:
             filled = BLOCK
             while filled < flat.numel():
                 count = min(filled, flat.numel() - filled)
-                flat[filled:filled + count].copy_(flat[:count])
+                flat[filled : filled + count].copy_(flat[:count])
                 filled += count
         return self
 

@@ -24,12 +24,21 @@ def _number(value: Any) -> bool:
 def recorded_differences(recorded: Any, recomputed: Any, path: str = "") -> list[str]:
     """Every place where the two differ, as `path: recorded X != recomputed Y` (empty: they agree)."""
     if isinstance(recorded, dict) and isinstance(recomputed, dict):
-        return [d for key in sorted(set(recorded) | set(recomputed), key=str)
-                for d in recorded_differences(recorded.get(key, _MISSING), recomputed.get(key, _MISSING),
-                                              f"{path}.{key}" if path else str(key))]
-    if isinstance(recorded, (list, tuple)) and isinstance(recomputed, (list, tuple)) and len(recorded) == len(recomputed):
-        return [d for i, (a, b) in enumerate(zip(recorded, recomputed))
-                for d in recorded_differences(a, b, f"{path}[{i}]")]
+        return [
+            d
+            for key in sorted(set(recorded) | set(recomputed), key=str)
+            for d in recorded_differences(
+                recorded.get(key, _MISSING), recomputed.get(key, _MISSING), f"{path}.{key}" if path else str(key)
+            )
+        ]
+    if (
+        isinstance(recorded, (list, tuple))
+        and isinstance(recomputed, (list, tuple))
+        and len(recorded) == len(recomputed)
+    ):
+        return [
+            d for i, (a, b) in enumerate(zip(recorded, recomputed)) for d in recorded_differences(a, b, f"{path}[{i}]")
+        ]
     if (isinstance(recorded, float) or isinstance(recomputed, float)) and _number(recorded) and _number(recomputed):
         if math.isnan(recorded) or math.isnan(recomputed):
             same = math.isnan(recorded) and math.isnan(recomputed)

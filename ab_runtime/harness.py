@@ -42,10 +42,27 @@ from .spec import load_spec
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 FP64_REFERENCE_MAX_BYTES = 4 * 1024**3  # a float64 copy larger than this is skipped (recorded)
 CONFIG_KEYS = (
-    "model_type", "hidden_size", "d_model", "n_embd", "num_hidden_layers", "num_layers", "n_layer",
-    "encoder_layers", "decoder_layers", "num_attention_heads", "n_head", "intermediate_size", "d_ff",
-    "vocab_size", "max_position_embeddings", "image_size", "patch_size", "num_channels",
-    "is_encoder_decoder", "num_key_value_heads", "head_dim",
+    "model_type",
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "num_hidden_layers",
+    "num_layers",
+    "n_layer",
+    "encoder_layers",
+    "decoder_layers",
+    "num_attention_heads",
+    "n_head",
+    "intermediate_size",
+    "d_ff",
+    "vocab_size",
+    "max_position_embeddings",
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "is_encoder_decoder",
+    "num_key_value_heads",
+    "head_dim",
 )
 
 
@@ -101,8 +118,13 @@ class Session:
         with torch.inference_mode():
             for inputs in self.samples:
                 moved = ab_build.prepare_inputs(inputs, self.choice.torch_device, b)
-                named = self.family.named_outputs(run(moved), moved, self.spec.sentence_transformers_pooling,
-                                                  self.spec.sentence_transformers_normalize, self.loaded.config)
+                named = self.family.named_outputs(
+                    run(moved),
+                    moved,
+                    self.spec.sentence_transformers_pooling,
+                    self.spec.sentence_transformers_normalize,
+                    self.loaded.config,
+                )
                 for name, tensor in named.items():
                     per_name.setdefault(name, []).append(tensor.detach().to("cpu"))
         stacked = {}
@@ -119,8 +141,9 @@ class Session:
     def judge_optimized(self, b: ab_build.Build, out: dict[str, torch.Tensor]) -> dict[str, Any]:
         """An optimized configuration's verdict: the one optimization budget against the float32
         reference (comparator.judge_optimized), never the standard of the dtype its passes use."""
-        return judge_optimized(out, self.reference_out, self.spec.task_family, b.accuracy_dtype,
-                               self.thresholds.tolerances)
+        return judge_optimized(
+            out, self.reference_out, self.spec.task_family, b.accuracy_dtype, self.thresholds.tolerances
+        )
 
     def workload_inputs(self, batch: int, seq_len: int | None) -> dict[str, torch.Tensor]:
         """Seeded inputs of the family at another batch (and prompt length), for the workloads."""
@@ -171,8 +194,9 @@ def load_reference(spec: Any, choice: Any, use_pretrained: bool) -> loading.Load
     return loaded
 
 
-def place_target(reference: torch.nn.Module, spec: Any, choice: Any, shard: sharding.ShardPlan | None,
-                 dtype: torch.dtype) -> tuple[torch.nn.Module, dict[str, str] | None]:
+def place_target(
+    reference: torch.nn.Module, spec: Any, choice: Any, shard: sharding.ShardPlan | None, dtype: torch.dtype
+) -> tuple[torch.nn.Module, dict[str, str] | None]:
     """A copy of the reference weights in `dtype` with the spec's float32 islands, on the device
     (or spread over the claimed cards): the target model every run measures."""
     model = copy.deepcopy(reference).to(dtype=dtype)
@@ -180,8 +204,14 @@ def place_target(reference: torch.nn.Module, spec: Any, choice: Any, shard: shar
     return sharding.place(model, choice, shard, dtype)
 
 
-def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples: int,
-                 dtype: str | None = None, workload: str | None = None) -> Session:
+def open_session(
+    spec_path: Path,
+    device: str,
+    use_pretrained: bool,
+    num_samples: int,
+    dtype: str | None = None,
+    workload: str | None = None,
+) -> Session:
     """Build the reference model, the seeded samples and the float32 / float64 reference outputs;
     `workload` overrides the spec's workload profile (the team lead's benchmark.workload)."""
     spec = load_spec(Path(spec_path))
@@ -197,12 +227,27 @@ def open_session(spec_path: Path, device: str, use_pretrained: bool, num_samples
     loaded = load_reference(spec, choice, use_pretrained)
     reference = loaded.model
     cpu = choice if choice.kind == "cpu" else ab_device.select_device("cpu")
-    samples = [family.build_inputs(reference, loaded.config, spec.recipe, spec.recipe.seed + i)
-               for i in range(num_samples)]
+    samples = [
+        family.build_inputs(reference, loaded.config, spec.recipe, spec.recipe.seed + i) for i in range(num_samples)
+    ]
     tolerances = json.loads(Path(spec_path).read_text()).get("tolerances") or {}
-    session = Session(spec, Path(spec_path), choice, family, reference, DTYPES[baseline_name], samples, {}, None,
-                      "built", Thresholds.from_spec(tolerances, spec.task_family), loaded.mode, loaded, profile,
-                      sharding.plan_for(spec.device_plan, choice))
+    session = Session(
+        spec,
+        Path(spec_path),
+        choice,
+        family,
+        reference,
+        DTYPES[baseline_name],
+        samples,
+        {},
+        None,
+        "built",
+        Thresholds.from_spec(tolerances, spec.task_family),
+        loaded.mode,
+        loaded,
+        profile,
+        sharding.plan_for(spec.device_plan, choice),
+    )
     cpu_session = copy.copy(session)
     cpu_session.choice = cpu
     ref_build = ab_build.Build(reference, "cpu", torch.float32, "float32")
@@ -222,18 +267,24 @@ def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[d
     eager = moe.float64_path(exact)  # MoE: experts run eagerly, so the float64 reference exists
     b64 = ab_build.Build(exact, "cpu", torch.float64, "float64")
     try:
-        return cpu_session.outputs(b64, ab_build.finalize(b64, forward_flags(exact))), f"built ({eager})" if eager else "built"
+        return cpu_session.outputs(
+            b64, ab_build.finalize(b64, forward_flags(exact))
+        ), f"built ({eager})" if eager else "built"
     except (RuntimeError, TypeError, ValueError) as exc:  # the model's own code refusing float64
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         operator = precision.operator_from_traceback(exc)
-        return None, (f"failed: {type(exc).__name__}: {first}" + (f" (in {operator})" if operator else "")
-                      + "; compared against the float32 reference only")
+        return None, (
+            f"failed: {type(exc).__name__}: {first}"
+            + (f" (in {operator})" if operator else "")
+            + "; compared against the float32 reference only"
+        )
     finally:
         del exact
 
 
-def paired(session: Session, base: Callable[[], Any], cand: Callable[[], Any], pairs: int, warmup: int,
-           iters: int) -> dict[str, Any]:
+def paired(
+    session: Session, base: Callable[[], Any], cand: Callable[[], Any], pairs: int, warmup: int, iters: int
+) -> dict[str, Any]:
     """`pairs` blocks of `iters` A/B call pairs, interleaved A B B A A B ... so both sides see the
     same load; the same warmup for both, the RNG re-seeded before every call, the profiler off."""
     if profiler_active():
@@ -266,14 +317,16 @@ def paired(session: Session, base: Callable[[], Any], cand: Callable[[], Any], p
     return pairstats.summarize_pairs(base_blocks, cand_blocks, warmup).as_dict()
 
 
-def paired_against_baseline(session: Session, chosen: list[passes.Pass], pairs: int, warmup: int,
-                            iters: int) -> dict[str, Any]:
+def paired_against_baseline(
+    session: Session, chosen: list[passes.Pass], pairs: int, warmup: int, iters: int
+) -> dict[str, Any]:
     """A fresh baseline and a fresh `chosen` variant, timed paired and interleaved on the session
     workload's headline call (workloads.headline_call)."""
     base_build, base_run, _ = session.make([])
     build, run, _ = session.make(chosen)
-    return paired(session, session.headline_call(base_build, base_run), session.headline_call(build, run),
-                  pairs, warmup, iters)
+    return paired(
+        session, session.headline_call(base_build, base_run), session.headline_call(build, run), pairs, warmup, iters
+    )
 
 
 def first_call_ms(session: Session, fn: Callable[[], Any]) -> float:
@@ -290,12 +343,20 @@ def model_summary(session: Session) -> dict[str, Any]:
     model, loaded = session.reference, session.loaded
     embedding = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters())
     config = getattr(model, "config", None)
-    cfg = {k: getattr(config, k) for k in CONFIG_KEYS
-           if config is not None and isinstance(getattr(config, k, None), (int, float, str, bool))}
+    cfg = {
+        k: getattr(config, k)
+        for k in CONFIG_KEYS
+        if config is not None and isinstance(getattr(config, k, None), (int, float, str, bool))
+    }
     return {
-        "class": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
-        "embedding_parameters": embedding, "layers_built": loaded.layers_built, "layers_total": loaded.layers_total,
-        "depth_reduced": bool(loaded.depth_reduced), "origin": loaded.origin, "notes": list(loaded.notes),
+        "class": type(model).__name__,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "embedding_parameters": embedding,
+        "layers_built": loaded.layers_built,
+        "layers_total": loaded.layers_total,
+        "depth_reduced": bool(loaded.depth_reduced),
+        "origin": loaded.origin,
+        "notes": list(loaded.notes),
         "config": cfg,
     }
 
@@ -306,8 +367,7 @@ def environment(session: Session) -> dict[str, Any]:
     return environment_of(session.choice, session.shard, session.device_map)
 
 
-def environment_of(choice: Any, shard: sharding.ShardPlan | None,
-                   device_map: dict[str, str] | None) -> dict[str, Any]:
+def environment_of(choice: Any, shard: sharding.ShardPlan | None, device_map: dict[str, str] | None) -> dict[str, Any]:
     """`environment` of a run that holds no Session (the business run)."""
     try:
         import transformers
@@ -315,17 +375,27 @@ def environment_of(choice: Any, shard: sharding.ShardPlan | None,
         tf_version: str | None = transformers.__version__
     except ImportError:
         tf_version = None
-    return {"torch": torch.__version__, "torch_npu": choice.torch_npu_version, "transformers": tf_version,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "device_name": choice.name, "device_env": ab_device.device_env(),
-            "torch_threads": torch.get_num_threads(), "cpu_affinity": sorted(os.sched_getaffinity(0)),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "sharding": shard.evidence(device_map or {}) if shard else None}
+    return {
+        "torch": torch.__version__,
+        "torch_npu": choice.torch_npu_version,
+        "transformers": tf_version,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device_name": choice.name,
+        "device_env": ab_device.device_env(),
+        "torch_threads": torch.get_num_threads(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "sharding": shard.evidence(device_map or {}) if shard else None,
+    }
 
 
 def input_shapes(session: Session) -> dict[str, Any]:
-    return {k: {"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
-            for k, v in session.samples[0].items() if isinstance(v, torch.Tensor)}
+    return {
+        k: {"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
+        for k, v in session.samples[0].items()
+        if isinstance(v, torch.Tensor)
+    }
 
 
 def saved_inputs(session: Session) -> dict[str, torch.Tensor]:

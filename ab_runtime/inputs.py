@@ -172,7 +172,9 @@ def input_features(ctx: InputContext) -> torch.Tensor:
     if per_channel:
         channels = find_attr(config, ("input_channels",), ("encoder",)) or 1
         return ctx.randn((ctx.batch, recipe.audio_frames or 64, int(per_channel) * int(channels)))
-    raise UnsupportedModel("forward takes input_features but the config has neither num_mel_bins nor input_feat_per_channel")
+    raise UnsupportedModel(
+        "forward takes input_features but the config has neither num_mel_bins nor input_feat_per_channel"
+    )
 
 
 # --- audio through the model's own feature extractor, time series (issue 13) ---
@@ -191,7 +193,9 @@ def feature_extractor(config: Any) -> Any:
     if cls is None:
         return None
     accepted = inspect.signature(cls.__init__).parameters
-    sizes = {k: getattr(config, k) for k in EXTRACTOR_SIZES if k in accepted and isinstance(getattr(config, k, None), int)}
+    sizes = {
+        k: getattr(config, k) for k in EXTRACTOR_SIZES if k in accepted and isinstance(getattr(config, k, None), int)
+    }
     return cls(**sizes)
 
 
@@ -267,7 +271,8 @@ def wanted_inputs(model: torch.nn.Module, config: Any, family_inputs: Iterable[s
     if getattr(config, "is_encoder_decoder", False):
         names.append("decoder_input_ids")
     dual_encoder = getattr(config, "vision_config", None) is not None and not any(
-        hasattr(config, a) for a in ("image_token_id", "image_token_index"))
+        hasattr(config, a) for a in ("image_token_id", "image_token_index")
+    )
     if main == "input_ids" and dual_encoder:
         names.append("pixel_values")  # CLIP-style text+vision models need both; a VLM here runs text-only
         # (the image_text_to_text family feeds VLMs image + text through vision_inputs.py)

@@ -62,9 +62,7 @@ def model_class(spec: RunSpec) -> Any:
 
     cls = getattr(transformers, spec.model_class, None)
     if cls is None or not hasattr(cls, "from_pretrained"):
-        raise UnsupportedModel(
-            f"transformers {transformers.__version__} has no model class '{spec.model_class}'"
-        )
+        raise UnsupportedModel(f"transformers {transformers.__version__} has no model class '{spec.model_class}'")
     return cls
 
 
@@ -170,8 +168,7 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
             notes.append(f"size from a {plan.sized_by}")
         if plan.over_budget and plan.param_bytes is not None:
             notes.append(
-                f"minimal depth needs {plan.param_bytes / GiB:.2f} GiB, above the "
-                f"{budget / GiB:.2f} GiB dry-run budget"
+                f"minimal depth needs {plan.param_bytes / GiB:.2f} GiB, above the {budget / GiB:.2f} GiB dry-run budget"
             )
         _check_fits(plan, device)
         torch.manual_seed(spec.recipe.seed)
@@ -182,9 +179,18 @@ def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.
         else:
             model = build(plan.config)
         loaded = LoadedModel(
-            model, plan.config, "dry_run", f"config from {origin}", dtype,
-            plan.layers_total, plan.layers_built, plan.depth_reduced, plan.param_bytes, budget,
-            plan.stacks, notes,
+            model,
+            plan.config,
+            "dry_run",
+            f"config from {origin}",
+            dtype,
+            plan.layers_total,
+            plan.layers_built,
+            plan.depth_reduced,
+            plan.param_bytes,
+            budget,
+            plan.stacks,
+            notes,
         )
     else:
         ident, kwargs, _ = source_kwargs(spec)

@@ -60,9 +60,7 @@ def profiler_active() -> bool:
     return bool(torch.autograd._profiler_enabled())
 
 
-def time_forward(
-    fn: Callable[[], Any], sync: Sync, warmup: int, iterations: int, seed: int | None = None
-) -> Timing:
+def time_forward(fn: Callable[[], Any], sync: Sync, warmup: int, iterations: int, seed: int | None = None) -> Timing:
     """Warm up, re-seed the RNG, then time `iterations` calls, each bracketed by device sync.
 
     Re-seeding after warmup means a warmup can never change what the timed calls compute.
@@ -71,8 +69,12 @@ def time_forward(
 
 
 def time_calibrated(
-    fn: Callable[[], Any], probe: Callable[[], float] | None, sync: Sync, warmup: int, iterations: int,
-    seed: int | None = None
+    fn: Callable[[], Any],
+    probe: Callable[[], float] | None,
+    sync: Sync,
+    warmup: int,
+    iterations: int,
+    seed: int | None = None,
 ) -> tuple[Timing, list[float]]:
     """`time_forward`, with one call of the calibration `probe` (ab_runtime/calibration.py, it
     returns its own milliseconds) after every timed call: (timing, probe samples; empty without)."""
@@ -144,8 +146,12 @@ def profile_forward(
     with atomic_path(trace_path) as tmp:
         profiler.export_chrome_trace(str(tmp))
         events = _count_trace_events(tmp)
-    return {"trace": trace_path.name, "profiled_steps": steps, "events": events,
-            "profiler": "torch_npu.profiler" if device_kind == "npu" else "torch.profiler"}
+    return {
+        "trace": trace_path.name,
+        "profiled_steps": steps,
+        "events": events,
+        "profiler": "torch_npu.profiler" if device_kind == "npu" else "torch.profiler",
+    }
 
 
 def _count_trace_events(path: Path) -> int:

@@ -14,7 +14,9 @@ import torch
 from .inputs import routing_top_k
 
 
-def routing_outputs(named: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], top_k: int) -> dict[str, torch.Tensor]:
+def routing_outputs(
+    named: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], top_k: int
+) -> dict[str, torch.Tensor]:
     """MoE router logits as (batch, seq, experts) plus the routing decisions they imply
     (`routing.N`: the top-k experts of every token, sorted), so routes are compared as decisions;
     the auxiliary loss is a training term and is dropped."""

@@ -45,8 +45,12 @@ def tensor_stats(tensor: torch.Tensor) -> dict[str, Any]:
     else:
         finite = True
     mean_abs = float(data.float().abs().mean().item()) if data.numel() else 0.0
-    return {"shape": list(data.shape), "dtype": str(data.dtype).replace("torch.", ""), "finite": finite,
-            "mean_abs": mean_abs if finite else None}
+    return {
+        "shape": list(data.shape),
+        "dtype": str(data.dtype).replace("torch.", ""),
+        "finite": finite,
+        "mean_abs": mean_abs if finite else None,
+    }
 
 
 def describe(outputs: dict[str, torch.Tensor]) -> dict[str, dict[str, Any]]:

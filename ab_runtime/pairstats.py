@@ -33,7 +33,6 @@ def percentile(values: list[float], q: float) -> float:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
-
 def sign_interval_rank(n: int, confidence: float = CONFIDENCE) -> int:
     """1-based order-statistic rank k so that [x_(k), x_(n-k+1)] covers the median with >= confidence.
 
@@ -71,8 +70,9 @@ class PairedResult:
         return asdict(self)
 
 
-def summarize_pairs(baseline_blocks: Sequence[Sequence[float]], candidate_blocks: Sequence[Sequence[float]],
-                    warmup: int) -> PairedResult:
+def summarize_pairs(
+    baseline_blocks: Sequence[Sequence[float]], candidate_blocks: Sequence[Sequence[float]], warmup: int
+) -> PairedResult:
     """Figures from per-pair blocks of latencies (ms); both lists hold one block per pair."""
     if len(baseline_blocks) != len(candidate_blocks) or not baseline_blocks:
         raise ValueError("need the same number (>= 1) of baseline and candidate blocks")
@@ -85,9 +85,14 @@ def summarize_pairs(baseline_blocks: Sequence[Sequence[float]], candidate_blocks
     k = sign_interval_rank(len(pair_speedups))
     ordered = sorted(pair_speedups)
     return PairedResult(
-        pairs=len(pair_speedups), warmup=warmup, iters_per_block=len(baseline_blocks[0]),
-        baseline_median_ms=base_med, candidate_median_ms=cand_med, speedup=base_med / cand_med,
-        pair_speedups=pair_speedups, interval=[ordered[k - 1], ordered[len(ordered) - k]],
+        pairs=len(pair_speedups),
+        warmup=warmup,
+        iters_per_block=len(baseline_blocks[0]),
+        baseline_median_ms=base_med,
+        candidate_median_ms=cand_med,
+        speedup=base_med / cand_med,
+        pair_speedups=pair_speedups,
+        interval=[ordered[k - 1], ordered[len(ordered) - k]],
         confidence=CONFIDENCE,
         baseline_noise=(max(base_fig) - min(base_fig)) / base_med,
         baseline_samples_ms=[x for b in baseline_blocks for x in b],
@@ -95,7 +100,9 @@ def summarize_pairs(baseline_blocks: Sequence[Sequence[float]], candidate_blocks
     )
 
 
-def gain_decision(result: dict[str, Any], accuracy_verdict: str, min_gain: float = DEFAULT_MIN_GAIN) -> tuple[bool, str]:
+def gain_decision(
+    result: dict[str, Any], accuracy_verdict: str, min_gain: float = DEFAULT_MIN_GAIN
+) -> tuple[bool, str]:
     """(keep, reason): keep only when accuracy holds and the whole interval is above 1 + min_gain."""
     low, high = result["interval"]
     if accuracy_verdict != "pass":
@@ -103,13 +110,18 @@ def gain_decision(result: dict[str, Any], accuracy_verdict: str, min_gain: float
     if low <= 1.0 + min_gain:
         if high < 1.0:
             return False, f"slower: pair speedups {low:.3f}..{high:.3f} all below 1"
-        return False, (f"no gain beyond noise: pair-speedup interval {low:.3f}..{high:.3f} "
-                       f"does not clear 1 + {min_gain:g}")
+        return False, (
+            f"no gain beyond noise: pair-speedup interval {low:.3f}..{high:.3f} does not clear 1 + {min_gain:g}"
+        )
     return True, f"faster beyond noise: x{result['speedup']:.3f}, interval {low:.3f}..{high:.3f}"
 
 
-def confirmed_final(selection: dict[str, Any], confirmation: dict[str, Any] | None, kinds: dict[str, str],
-                    min_gain: float = DEFAULT_MIN_GAIN) -> dict[str, Any]:
+def confirmed_final(
+    selection: dict[str, Any],
+    confirmation: dict[str, Any] | None,
+    kinds: dict[str, str],
+    min_gain: float = DEFAULT_MIN_GAIN,
+) -> dict[str, Any]:
     """The reported result: the search's selection only as far as a FRESH paired run confirms it.
 
     The selection is the best of many noisy measurements, so its own figure is biased upwards
@@ -120,23 +132,47 @@ def confirmed_final(selection: dict[str, Any], confirmation: dict[str, Any] | No
     """
     chosen = list(selection.get("passes") or [])
     if not chosen:
-        return {"passes": [], "outcome": "no_gain", "speedup": 1.0, "selection_speedup": None,
-                "reason": selection.get("reason") or "no pass was faster beyond the measured noise",
-                "environment_settings": [], "model_changes": []}
+        return {
+            "passes": [],
+            "outcome": "no_gain",
+            "speedup": 1.0,
+            "selection_speedup": None,
+            "reason": selection.get("reason") or "no pass was faster beyond the measured noise",
+            "environment_settings": [],
+            "model_changes": [],
+        }
     if not confirmation:
         raise ValueError("a selection with passes needs a confirmation run")
     keep, why = gain_decision(confirmation, (selection.get("accuracy") or {}).get("verdict", "fail"), min_gain)
     if not keep:
-        return {"passes": [], "outcome": "no_gain", "speedup": 1.0, "selection_speedup": selection.get("speedup"),
-                "confirmed_speedup": confirmation["speedup"], "confirmed_interval": confirmation["interval"],
-                "rejected": chosen, "environment_settings": [], "model_changes": [],
-                "reason": (f"the confirmation run did not reproduce the search's x{selection.get('speedup', 0):.3f} "
-                           f"for {'+'.join(chosen)}: {why}; baseline kept")}
-    return {"passes": chosen, "outcome": "gain", "speedup": confirmation["speedup"],
-            "interval": confirmation["interval"], "confidence": confirmation["confidence"],
-            "pairs": confirmation["pairs"], "baseline_median_ms": confirmation["baseline_median_ms"],
-            "optimized_median_ms": confirmation["candidate_median_ms"],
-            "selection_speedup": selection.get("speedup"), "accuracy": selection.get("accuracy"),
-            "cold_start": selection.get("cold_start"), "reason": f"confirmed by a fresh paired run: {why}",
-            "environment_settings": [n for n in chosen if kinds.get(n) == "environment"],
-            "model_changes": [n for n in chosen if kinds.get(n) != "environment"]}
+        return {
+            "passes": [],
+            "outcome": "no_gain",
+            "speedup": 1.0,
+            "selection_speedup": selection.get("speedup"),
+            "confirmed_speedup": confirmation["speedup"],
+            "confirmed_interval": confirmation["interval"],
+            "rejected": chosen,
+            "environment_settings": [],
+            "model_changes": [],
+            "reason": (
+                f"the confirmation run did not reproduce the search's x{selection.get('speedup', 0):.3f} "
+                f"for {'+'.join(chosen)}: {why}; baseline kept"
+            ),
+        }
+    return {
+        "passes": chosen,
+        "outcome": "gain",
+        "speedup": confirmation["speedup"],
+        "interval": confirmation["interval"],
+        "confidence": confirmation["confidence"],
+        "pairs": confirmation["pairs"],
+        "baseline_median_ms": confirmation["baseline_median_ms"],
+        "optimized_median_ms": confirmation["candidate_median_ms"],
+        "selection_speedup": selection.get("speedup"),
+        "accuracy": selection.get("accuracy"),
+        "cold_start": selection.get("cold_start"),
+        "reason": f"confirmed by a fresh paired run: {why}",
+        "environment_settings": [n for n in chosen if kinds.get(n) == "environment"],
+        "model_changes": [n for n in chosen if kinds.get(n) != "environment"],
+    }

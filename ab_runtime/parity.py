@@ -86,19 +86,26 @@ def _package_outputs(spec: Any, texts: Sequence[str], batched: bool) -> list[dic
     flags = forward_flags(loaded.model)
     out = []
     with torch.inference_mode():
-        for group in ([list(texts)] if batched else [[t] for t in texts]):
+        for group in [list(texts)] if batched else [[t] for t in texts]:
             inputs = tokenize(spec, group)
             accepted = {k: v for k, v in inputs.items() if k in Signature.of(loaded.model).accepted}
-            out.append(family.named_outputs(loaded.model(**accepted, **flags), accepted,
-                                            spec.sentence_transformers_pooling, spec.sentence_transformers_normalize))
+            out.append(
+                family.named_outputs(
+                    loaded.model(**accepted, **flags),
+                    accepted,
+                    spec.sentence_transformers_pooling,
+                    spec.sentence_transformers_normalize,
+                )
+            )
     return out
 
 
 def _sentence_transformers(spec: Any, ident: str) -> tuple[list[Any], list[Any]]:
     from sentence_transformers import SentenceTransformer
 
-    library = SentenceTransformer(ident, device="cpu").encode(list(SENTENCES), batch_size=len(SENTENCES),
-                                                             convert_to_tensor=True)
+    library = SentenceTransformer(ident, device="cpu").encode(
+        list(SENTENCES), batch_size=len(SENTENCES), convert_to_tensor=True
+    )
     ours = _package_outputs(spec, SENTENCES, batched=True)[0]
     if "sentence_embedding" not in ours:
         raise RuntimeDiagnosis("the package produced no sentence_embedding (spec has no pooling)")
@@ -141,7 +148,10 @@ def check(spec: Any) -> Parity:
     elif spec.task_family == "sequence_classification":
         library, runner = "transformers text-classification pipeline", _pipeline("text-classification", "logits")
     elif spec.task_family == "feature_extraction":
-        library, runner = "transformers feature-extraction pipeline", _pipeline("feature-extraction", "last_hidden_state")
+        library, runner = (
+            "transformers feature-extraction pipeline",
+            _pipeline("feature-extraction", "last_hidden_state"),
+        )
     else:
         return Parity(False, True, None, f"no library pipeline is compared for task family {spec.task_family}")
     if not spec.has_weights:
@@ -149,9 +159,15 @@ def check(spec: Any) -> Parity:
     ours, theirs = runner(spec, ident)
     err, cos = compare(ours, theirs)
     ok = err <= FP32_MAX_ABS_ERR and cos >= FP32_MIN_COSINE
-    reason = "equal within float32 tolerance" if ok else (
-        f"outputs differ from {library}: max abs err (scaled) {err:.3g} > {FP32_MAX_ABS_ERR:g}"
-        if err > FP32_MAX_ABS_ERR else f"outputs differ from {library}: cosine {cos:.7f} < {FP32_MIN_COSINE}")
+    reason = (
+        "equal within float32 tolerance"
+        if ok
+        else (
+            f"outputs differ from {library}: max abs err (scaled) {err:.3g} > {FP32_MAX_ABS_ERR:g}"
+            if err > FP32_MAX_ABS_ERR
+            else f"outputs differ from {library}: cosine {cos:.7f} < {FP32_MIN_COSINE}"
+        )
+    )
     return Parity(True, ok, library, reason, len(ours), err, cos, tolerance)
 
 

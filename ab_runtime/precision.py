@@ -66,8 +66,7 @@ def probe_dtype_failure(model: torch.nn.Module, call: Callable[[], Any]) -> dict
         if stack and stack[-1] is module:
             stack.pop()
 
-    handles = [h for m in model.modules()
-               for h in (m.register_forward_pre_hook(enter), m.register_forward_hook(leave))]
+    handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(enter), m.register_forward_hook(leave))]
     op = _FailingOp()
     try:
         with torch.inference_mode(), op:
@@ -75,9 +74,12 @@ def probe_dtype_failure(model: torch.nn.Module, call: Callable[[], Any]) -> dict
         return None
     except Exception as exc:  # the failure being diagnosed; its facts are returned
         module = stack[-1] if stack else model  # hooks of the raising modules never ran: still stacked
-        return {"module": names.get(id(module), "") or "(model)", "module_class": type(module).__name__,
-                "operator": op.failed or operator_from_traceback(exc),
-                "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+        return {
+            "module": names.get(id(module), "") or "(model)",
+            "module_class": type(module).__name__,
+            "operator": op.failed or operator_from_traceback(exc),
+            "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+        }
     finally:
         for handle in handles:
             handle.remove()
@@ -111,8 +113,9 @@ def keep_in_fp32(model: torch.nn.Module, class_names: list[str], dtype: torch.dt
         original = module.forward
 
         def forward(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
-            device_type = next((t.device.type for t in list(args) + list(kwargs.values())
-                                if isinstance(t, torch.Tensor)), "cpu")
+            device_type = next(
+                (t.device.type for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)), "cpu"
+            )
             with torch.autocast(device_type=device_type, enabled=False):
                 out = _original(*_cast_floats(list(args), torch.float32), **_cast_floats(kwargs, torch.float32))
             return _cast_floats(out, dtype)

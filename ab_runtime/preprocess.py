@@ -25,10 +25,30 @@ from .loading import source_kwargs
 from .spec import RunSpec
 from .vision_tasks import sigmoid_scores
 
-TEXT_FAMILIES = frozenset({"causal_lm", "masked_lm", "feature_extraction", "sequence_classification",
-                           "question_answering", "token_classification", "seq2seq", "llm_embedding", "reranker"})
-IMAGE_FAMILIES = frozenset({"image_classification", "vision_seq2seq", "object_detection", "semantic_segmentation",
-                            "depth_estimation", "image_text_to_text", "zero_shot_image_classification"})
+TEXT_FAMILIES = frozenset(
+    {
+        "causal_lm",
+        "masked_lm",
+        "feature_extraction",
+        "sequence_classification",
+        "question_answering",
+        "token_classification",
+        "seq2seq",
+        "llm_embedding",
+        "reranker",
+    }
+)
+IMAGE_FAMILIES = frozenset(
+    {
+        "image_classification",
+        "vision_seq2seq",
+        "object_detection",
+        "semantic_segmentation",
+        "depth_estimation",
+        "image_text_to_text",
+        "zero_shot_image_classification",
+    }
+)
 AUDIO_FAMILIES = frozenset({"speech_seq2seq", "ctc_speech_recognition", "audio_classification"})
 MAX_TEXT_TOKENS = 512
 VLM_PROMPT = "Describe this image."  # a VLM's prompt when --image comes without --text
@@ -40,7 +60,9 @@ def _load(kind: str, spec: RunSpec) -> Any:
     import transformers
 
     ident, kwargs, origin = source_kwargs(spec)
-    kwargs = {k: v for k, v in kwargs.items() if k in ("trust_remote_code", "revision", "cache_dir", "local_files_only")}
+    kwargs = {
+        k: v for k, v in kwargs.items() if k in ("trust_remote_code", "revision", "cache_dir", "local_files_only")
+    }
     try:
         return getattr(transformers, kind).from_pretrained(ident, **kwargs)
     except (OSError, ValueError) as exc:
@@ -55,7 +77,9 @@ def load_tokenizer(spec: RunSpec) -> Any:
     tokenizer = _load("AutoTokenizer", spec)
     if getattr(tokenizer, "vocab_size", None) == 0:
         _, _, origin = source_kwargs(spec)
-        raise UnsupportedModel(f"the model ships no usable Tokenizer ({origin}): no tokenizer files, the vocabulary is empty")
+        raise UnsupportedModel(
+            f"the model ships no usable Tokenizer ({origin}): no tokenizer files, the vocabulary is empty"
+        )
     return tokenizer
 
 
@@ -66,8 +90,9 @@ def tokenize(spec: RunSpec, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         if tokenizer.eos_token is None:
             raise UnsupportedModel("the tokenizer has neither a pad nor an eos token to pad a batch of texts with")
         tokenizer.pad_token = tokenizer.eos_token
-    return dict(tokenizer(list(texts), padding=len(texts) > 1, truncation=True, max_length=MAX_TEXT_TOKENS,
-                          return_tensors="pt"))
+    return dict(
+        tokenizer(list(texts), padding=len(texts) > 1, truncation=True, max_length=MAX_TEXT_TOKENS, return_tensors="pt")
+    )
 
 
 def _open_image(path: Path) -> Any:
@@ -91,8 +116,9 @@ def _prompt_ids(tokenizer: Any, prompt: str, block: list[int]) -> list[int]:
     """The prompt as one user turn (the image first, then the text) in the tokenizer's chat
     template when it ships one, with the image block where the template puts the image."""
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": IMAGE_PLACE + prompt}],
-                                             add_generation_prompt=True, tokenize=False)
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": IMAGE_PLACE + prompt}], add_generation_prompt=True, tokenize=False
+        )
         lead: list[int] = []
     else:
         text = IMAGE_PLACE + prompt
@@ -101,14 +127,16 @@ def _prompt_ids(tokenizer: Any, prompt: str, block: list[int]) -> list[int]:
 
     def encode(piece: str) -> list[int]:
         return tokenizer(piece, add_special_tokens=False)["input_ids"] if piece else []
+
     return lead + encode(before) + block + encode(after)
 
 
 def _image(spec: RunSpec, config: Any, path: Path, prompt: str | None, labels: str | None) -> dict[str, torch.Tensor]:
     pixels = dict(_load("AutoImageProcessor", spec)(images=_open_image(path), return_tensors="pt"))
     if spec.task_family == "zero_shot_image_classification":
-        padding = (dict(padding="max_length", max_length=SIGLIP_TEXT_TOKENS) if sigmoid_scores(config)
-                   else dict(padding=True))
+        padding = (
+            dict(padding="max_length", max_length=SIGLIP_TEXT_TOKENS) if sigmoid_scores(config) else dict(padding=True)
+        )
         tokenizer = load_tokenizer(spec)
         texts = tokenizer(parse_labels(labels or ""), truncation=True, return_tensors="pt", **padding)
         return {**dict(texts), **pixels}
@@ -141,8 +169,9 @@ def _audio(spec: RunSpec, path: Path) -> dict[str, torch.Tensor]:
     return dict(extractor(samples.numpy(), sampling_rate=rate, return_tensors="pt"))
 
 
-def _input_kind(family: str, text: str | None, image: str | None, audio: str | None,
-                labels: str | None) -> tuple[str, str]:
+def _input_kind(
+    family: str, text: str | None, image: str | None, audio: str | None, labels: str | None
+) -> tuple[str, str]:
     """Which real input the run reads; combinations the family does not take are a one-line error."""
     if labels is not None and not (image and family == "zero_shot_image_classification"):
         raise SpecError("--labels (candidate texts) go with --image, for zero-shot image classification only")
@@ -157,13 +186,20 @@ def _input_kind(family: str, text: str | None, image: str | None, audio: str | N
     takes = {"text": TEXT_FAMILIES, "image": IMAGE_FAMILIES, "audio": AUDIO_FAMILIES}
     if family not in takes[kind]:
         accepted = [k for k, families in takes.items() if family in families]
-        raise SpecError(f"task family {family} takes {', '.join('--' + a for a in accepted) or 'no real input'},"
-                        f" not --{kind}")
+        raise SpecError(
+            f"task family {family} takes {', '.join('--' + a for a in accepted) or 'no real input'}, not --{kind}"
+        )
     return kind, value
 
 
-def real_inputs(spec: RunSpec, model: torch.nn.Module, text: str | None = None, image: str | None = None,
-                audio: str | None = None, labels: str | None = None) -> dict[str, torch.Tensor]:
+def real_inputs(
+    spec: RunSpec,
+    model: torch.nn.Module,
+    text: str | None = None,
+    image: str | None = None,
+    audio: str | None = None,
+    labels: str | None = None,
+) -> dict[str, torch.Tensor]:
     """Preprocessed inputs for the kind of input given; a family that does not take that kind of
     input (or that combination) is a one-line error naming what it takes."""
     kind, value = _input_kind(spec.task_family, text, image, audio, labels)
@@ -181,5 +217,8 @@ def real_inputs(spec: RunSpec, model: torch.nn.Module, text: str | None = None, 
         batch["decoder_input_ids"] = torch.full((next(iter(batch.values())).shape[0], 1), int(start))
     signature = Signature.of(model)
     float_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-    return {k: (v.to(float_dtype) if v.is_floating_point() else v) for k, v in batch.items()
-            if isinstance(v, torch.Tensor) and (k in signature.accepted or signature.takes_kwargs)}
+    return {
+        k: (v.to(float_dtype) if v.is_floating_point() else v)
+        for k, v in batch.items()
+        if isinstance(v, torch.Tensor) and (k in signature.accepted or signature.takes_kwargs)
+    }

@@ -39,16 +39,20 @@ def read_result(output: str) -> Result | None:
     for line in reversed(output.splitlines()):
         if line.startswith(RESULT_MARKER):
             try:
-                value = json.loads(line[len(RESULT_MARKER):])
+                value = json.loads(line[len(RESULT_MARKER) :])
             except json.JSONDecodeError:
                 return None
             return value if isinstance(value, dict) else None
     return None
 
 
-def run_main(run: Callable[[], Result], exit_code: Callable[[Result], int] = lambda result: 0,
-             failures: tuple[type[BaseException], ...] = (), bad_input: tuple[type[BaseException], ...] = (),
-             on_failure: Callable[[BaseException, Result], None] | None = None) -> int:
+def run_main(
+    run: Callable[[], Result],
+    exit_code: Callable[[Result], int] = lambda result: 0,
+    failures: tuple[type[BaseException], ...] = (),
+    bad_input: tuple[type[BaseException], ...] = (),
+    on_failure: Callable[[BaseException, Result], None] | None = None,
+) -> int:
     """Run a script's body and print its RESULT line last; return its exit code.
 
     `exit_code(result)` for a finished run; an exception in `bad_input` exits 2 and one in

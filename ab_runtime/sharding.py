@@ -72,7 +72,8 @@ def shard_plan(device_plan: dict[str, Any] | None, kind: str, visible: tuple[int
         seen = ",".join(map(str, visible)) or "none"
         raise DeviceUnavailable(
             f"the model's device plan shards it over {need} {kind} devices but this job sees {len(visible)} "
-            f"({kind}: {seen}); run it through the team lead (it claims {need} cards) or make {need} cards visible")
+            f"({kind}: {seen}); run it through the team lead (it claims {need} cards) or make {need} cards visible"
+        )
     raw = (device_plan or {}).get("per_device_gb")
     return ShardPlan(kind, tuple(visible[:need]), float(raw) if isinstance(raw, (int, float)) and raw > 0 else None)
 
@@ -101,7 +102,8 @@ def build_device_map(model: torch.nn.Module, shard: ShardPlan, dtype: torch.dtyp
     if spilled:
         raise DeviceUnavailable(
             f"the model does not fit {len(shard.indices)} x {shard.per_device_gb} GiB {shard.kind} devices: "
-            f"{len(spilled)} module(s) would be offloaded ({', '.join(spilled[:3])}...)")
+            f"{len(spilled)} module(s) would be offloaded ({', '.join(spilled[:3])}...)"
+        )
     return {name: f"{shard.kind}:{where}" for name, where in raw.items()}
 
 
@@ -114,8 +116,9 @@ def empty_weights() -> Iterator[None]:
         yield
 
 
-def place(model: torch.nn.Module, choice: DeviceChoice, shard: ShardPlan | None,
-          dtype: torch.dtype) -> tuple[torch.nn.Module, dict[str, str] | None]:
+def place(
+    model: torch.nn.Module, choice: DeviceChoice, shard: ShardPlan | None, dtype: torch.dtype
+) -> tuple[torch.nn.Module, dict[str, str] | None]:
     """The model on its device(s) in eval mode, and its device map (None: one device)."""
     if shard is None:
         return model.to(choice.torch_device).eval(), None

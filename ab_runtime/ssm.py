@@ -10,8 +10,20 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-SSM_MODEL_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba",
-                             "falcon_h1", "granitemoehybrid", "nemotron_h"})
+SSM_MODEL_TYPES = frozenset(
+    {
+        "mamba",
+        "mamba2",
+        "falcon_mamba",
+        "jamba",
+        "zamba",
+        "zamba2",
+        "bamba",
+        "falcon_h1",
+        "granitemoehybrid",
+        "nemotron_h",
+    }
+)
 OPTIONAL_KERNELS = ("mamba_ssm", "causal_conv1d")
 
 
@@ -21,6 +33,8 @@ def kernel_notes(config: Any) -> list[str]:
         return []
     missing = [name for name in OPTIONAL_KERNELS if importlib.util.find_spec(name) is None]
     if missing:
-        return [f"state-space layers run transformers' PyTorch scan ({', '.join(missing)} not installed; "
-                "those kernels are CUDA-only and optional)"]
+        return [
+            f"state-space layers run transformers' PyTorch scan ({', '.join(missing)} not installed; "
+            "those kernels are CUDA-only and optional)"
+        ]
     return [f"state-space kernels {', '.join(OPTIONAL_KERNELS)} installed: transformers uses them on CUDA"]

@@ -38,9 +38,13 @@ def _qwen_processor(config: Any, side: int) -> Any:
     from transformers import Qwen2VLImageProcessor
 
     vision = config.vision_config
-    return Qwen2VLImageProcessor(patch_size=vision.patch_size, merge_size=vision.spatial_merge_size,
-                                 temporal_patch_size=vision.temporal_patch_size,
-                                 min_pixels=side * side, max_pixels=side * side)
+    return Qwen2VLImageProcessor(
+        patch_size=vision.patch_size,
+        merge_size=vision.spatial_merge_size,
+        temporal_patch_size=vision.temporal_patch_size,
+        min_pixels=side * side,
+        max_pixels=side * side,
+    )
 
 
 def _qwen_side(config: Any) -> int:
@@ -51,7 +55,7 @@ def _qwen_side(config: Any) -> int:
 
 def _qwen_block(config: Any, pixels: dict[str, torch.Tensor], index: int) -> list[int]:
     """<|vision_start|> + grid.prod() / merge**2 x <|image_pad|> + <|vision_end|> (Qwen2_5_VLProcessor)."""
-    count = int(pixels["image_grid_thw"][index].prod()) // config.vision_config.spatial_merge_size ** 2
+    count = int(pixels["image_grid_thw"][index].prod()) // config.vision_config.spatial_merge_size**2
     return [config.vision_start_token_id, *[config.image_token_id] * count, config.vision_end_token_id]
 
 
@@ -69,7 +73,9 @@ def _gemma3_block(config: Any, pixels: dict[str, torch.Tensor], index: int) -> l
 LAYOUTS: dict[str, ImageLayout] = {
     "qwen2_5_vl": ImageLayout(_qwen_processor, _qwen_side, _qwen_block, "mm_token_type_ids"),
     "qwen2_vl": ImageLayout(_qwen_processor, _qwen_side, _qwen_block, "mm_token_type_ids"),
-    "gemma3": ImageLayout(_gemma3_processor, lambda c: int(c.vision_config.image_size), _gemma3_block, "token_type_ids"),
+    "gemma3": ImageLayout(
+        _gemma3_processor, lambda c: int(c.vision_config.image_size), _gemma3_block, "token_type_ids"
+    ),
 }
 
 
@@ -83,14 +89,17 @@ def layout_for(config: Any) -> tuple[ImageLayout | None, str]:
     model_type = str(getattr(config, "model_type", ""))
     layout = LAYOUTS.get(model_type)
     if layout is None:
-        return None, (f"text-only fallback: no image layout for model_type '{model_type}' "
-                      f"(known: {', '.join(sorted(LAYOUTS))})")
+        return None, (
+            f"text-only fallback: no image layout for model_type '{model_type}' (known: {', '.join(sorted(LAYOUTS))})"
+        )
     return layout, f"image + text: {model_type} image processor, image tokens placed as its processor does"
 
 
 def seeded_images(generator: torch.Generator, count: int, side: int) -> list[Any]:
     """`count` seeded RGB images (uint8 HWC numpy arrays, what PIL images become in a processor)."""
-    return [torch.randint(0, 256, (side, side, 3), generator=generator, dtype=torch.uint8).numpy() for _ in range(count)]
+    return [
+        torch.randint(0, 256, (side, side, 3), generator=generator, dtype=torch.uint8).numpy() for _ in range(count)
+    ]
 
 
 def image_text_inputs(ctx: InputContext, layout: ImageLayout, accepted: frozenset[str]) -> dict[str, torch.Tensor]:
@@ -103,15 +112,19 @@ def image_text_inputs(ctx: InputContext, layout: ImageLayout, accepted: frozense
         raise UnsupportedModel(f"cannot build the image processor for {config.model_type}: {exc}") from None
     pixels = dict(processor(images=seeded_images(ctx.generator, ctx.batch, side), return_tensors="pt"))
     text = input_ids(ctx)
-    rows = [text[i, :TEXT_PREFIX].tolist() + layout.block(config, pixels, i) + text[i, TEXT_PREFIX:].tolist()
-            for i in range(ctx.batch)]
+    rows = [
+        text[i, :TEXT_PREFIX].tolist() + layout.block(config, pixels, i) + text[i, TEXT_PREFIX:].tolist()
+        for i in range(ctx.batch)
+    ]
     inputs = {k: v for k, v in image_text_batch(config, layout, pixels, rows).items() if k in accepted}
     if "pixel_values" in inputs:
         inputs["pixel_values"] = inputs["pixel_values"].to(ctx.float_dtype)
     return inputs
 
 
-def image_text_batch(config: Any, layout: ImageLayout, pixels: dict[str, Any], rows: list[list[int]]) -> dict[str, torch.Tensor]:
+def image_text_batch(
+    config: Any, layout: ImageLayout, pixels: dict[str, Any], rows: list[list[int]]
+) -> dict[str, torch.Tensor]:
     """Token rows (image blocks already placed) and the image processor's tensors as one forward
     batch, with the per-token modality input the model's processor adds (seeded and real images)."""
     ids = torch.tensor(rows, dtype=torch.long)
@@ -122,8 +135,9 @@ def image_text_batch(config: Any, layout: ImageLayout, pixels: dict[str, Any], r
     return inputs
 
 
-def vlm_inputs(model: torch.nn.Module, config: Any, recipe: InputRecipe, float_dtype: torch.dtype,
-               accepted: frozenset[str]) -> dict[str, torch.Tensor] | None:
+def vlm_inputs(
+    model: torch.nn.Module, config: Any, recipe: InputRecipe, float_dtype: torch.dtype, accepted: frozenset[str]
+) -> dict[str, torch.Tensor] | None:
     """Image + text inputs, or None when the model has no layout (the caller runs text only)."""
     layout, _ = layout_for(config)
     if layout is None:

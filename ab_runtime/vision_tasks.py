@@ -44,8 +44,11 @@ def detection_summary(outputs: dict[str, torch.Tensor], config: Any) -> str:
     scores, classes = detection_scores(outputs["logits"][0], config)
     boxes = outputs["pred_boxes"][0].float()
     best = scores.topk(min(SHOWN, scores.numel())).indices.tolist()
-    shown = "; ".join(f"{_label(config, int(classes[q]))} score {float(scores[q]):.3f} box (cx, cy, w, h) "
-                      f"[{', '.join(f'{v:.3f}' for v in boxes[q].tolist())}]" for q in best)
+    shown = "; ".join(
+        f"{_label(config, int(classes[q]))} score {float(scores[q]):.3f} box (cx, cy, w, h) "
+        f"[{', '.join(f'{v:.3f}' for v in boxes[q].tolist())}]"
+        for q in best
+    )
     return f"{len(scores)} queries, top detections of image 0: {shown}"
 
 
@@ -58,14 +61,18 @@ def segmentation_summary(outputs: dict[str, torch.Tensor], config: Any) -> str:
     mask = outputs["mask"][0] if "mask" in outputs else outputs["logits"][0].argmax(0)
     classes, counts = mask.flatten().unique(return_counts=True)
     order = counts.argsort(descending=True)[:SHOWN].tolist()
-    shares = ", ".join(f"{_label(config, int(classes[i]))} {100.0 * float(counts[i]) / mask.numel():.0f}%" for i in order)
+    shares = ", ".join(
+        f"{_label(config, int(classes[i]))} {100.0 * float(counts[i]) / mask.numel():.0f}%" for i in order
+    )
     return f"mask {list(mask.shape)} of image 0, {len(classes)} classes present: {shares}"
 
 
 def depth_summary(outputs: dict[str, torch.Tensor], config: Any) -> str:
     depth = outputs["predicted_depth"][0].float()
-    return (f"depth map {list(depth.shape)} of image 0: range {float(depth.min()):.4f} .. {float(depth.max()):.4f}, "
-            f"mean {float(depth.mean()):.4f}")
+    return (
+        f"depth map {list(depth.shape)} of image 0: range {float(depth.min()):.4f} .. {float(depth.max()):.4f}, "
+        f"mean {float(depth.mean()):.4f}"
+    )
 
 
 def similarity_summary(outputs: dict[str, torch.Tensor], config: Any) -> str:
@@ -94,8 +101,9 @@ def next_token_summary(outputs: dict[str, torch.Tensor], config: Any) -> str:
     return f"next-token ids after the image and text (top 5): {ids}"
 
 
-def vlm_input_builder(model: torch.nn.Module, config: Any, recipe: InputRecipe, float_dtype: torch.dtype,
-                      accepted: frozenset[str]) -> dict[str, torch.Tensor] | None:
+def vlm_input_builder(
+    model: torch.nn.Module, config: Any, recipe: InputRecipe, float_dtype: torch.dtype, accepted: frozenset[str]
+) -> dict[str, torch.Tensor] | None:
     return vlm_inputs(model, config, recipe, float_dtype, accepted)
 
 
@@ -108,4 +116,4 @@ def generate_ids(model: torch.nn.Module, inputs: dict[str, torch.Tensor], new_to
     if not hasattr(model, "generate") or "input_ids" not in inputs:
         return None
     out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
-    return out[:, inputs["input_ids"].shape[1]:]
+    return out[:, inputs["input_ids"].shape[1] :]

@@ -53,8 +53,7 @@ def resolve(family: str, section: dict[str, Any] | None, override: str | None = 
     if name not in WORKLOADS:
         raise SpecError(f"workload '{name}' is unknown (choices: {', '.join(WORKLOADS)})")
     if name in ("generation", "encoder_generation") and family not in GENERATION_FAMILIES + ENCODER_DECODER_FAMILIES:
-        raise SpecError(f"workload '{name}' needs a generating family (causal_lm or an encoder-decoder), "
-                        f"not {family}")
+        raise SpecError(f"workload '{name}' needs a generating family (causal_lm or an encoder-decoder), not {family}")
     if name in ("generation", "encoder_generation"):  # the family decides whether there is an encoder
         name = "encoder_generation" if family in ENCODER_DECODER_FAMILIES else "generation"
     unknown = sorted(set(section) - {f.name for f in dataclasses.fields(Workload)})
@@ -75,8 +74,12 @@ def resolve(family: str, section: dict[str, Any] | None, override: str | None = 
 
 def stats(samples_ms: list[float]) -> dict[str, float]:
     """Median, p90, fastest and spread (stdev) of positive latencies."""
-    return {"median_ms": statistics.median(samples_ms), "p90_ms": percentile(samples_ms, 90),
-            "min_ms": min(samples_ms), "stdev_ms": statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0}
+    return {
+        "median_ms": statistics.median(samples_ms),
+        "p90_ms": percentile(samples_ms, 90),
+        "min_ms": min(samples_ms),
+        "stdev_ms": statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0,
+    }
 
 
 GENERATION_PAIRED_WITH = "decode_steps_ms (the fastest step of each generation)"

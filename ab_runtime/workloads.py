@@ -126,8 +126,10 @@ class HFDecoder:
         accepted = Signature.of(encoder).accepted
         enc_inputs = {k: v for k, v in enc_inputs.items() if k in accepted or k == main}
         with ab_build.build_contexts(self.build):
-            self.state = {"encoder_outputs": encoder(**enc_inputs, return_dict=True),
-                          "attention_mask": inputs.get("attention_mask")}
+            self.state = {
+                "encoder_outputs": encoder(**enc_inputs, return_dict=True),
+                "attention_mask": inputs.get("attention_mask"),
+            }
 
     def _next(self, out: Any) -> torch.Tensor:
         self.state["cache"] = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
@@ -178,8 +180,9 @@ class HFDecoder:
         return next(v for v in inputs.values() if isinstance(v, torch.Tensor)).device
 
 
-def static_cache(model: torch.nn.Module, batch: int, length: int, device: Any, dtype: torch.dtype,
-                 encoder_len: int | None = None) -> Any:
+def static_cache(
+    model: torch.nn.Module, batch: int, length: int, device: Any, dtype: torch.dtype, encoder_len: int | None = None
+) -> Any:
     """A transformers StaticCache as generate builds one (`cache_implementation="static"`):
     `StaticCache(config=, max_cache_len=)` in transformers 5 (tensors sized at the first update),
     with max_batch_size / device / dtype where the installed release asks for them (4.x); an
@@ -217,8 +220,9 @@ class StaticCacheDecoder(HFDecoder):
         encoder_len = None
         if self.encoder_decoder:
             encoder_len = int(self.state["encoder_outputs"][0].shape[1])
-        cache = static_cache(self.model, int(tensor.shape[0]), prompt_len + self.new_tokens, tensor.device, dtype,
-                             encoder_len)
+        cache = static_cache(
+            self.model, int(tensor.shape[0]), prompt_len + self.new_tokens, tensor.device, dtype, encoder_len
+        )
         self.position = prompt_len
         call = {self.cache_name: cache}
         if "cache_position" in Signature.of(self.model).accepted:
@@ -261,8 +265,9 @@ class GenerationRun:
     cache_final: int
 
 
-def generate(decoder: Decoder, inputs: dict[str, Any], new_tokens: int, sync: Callable[[], None],
-             encoder_decoder: bool) -> GenerationRun:
+def generate(
+    decoder: Decoder, inputs: dict[str, Any], new_tokens: int, sync: Callable[[], None], encoder_decoder: bool
+) -> GenerationRun:
     """One greedy generation, each phase bracketed by device synchronisation."""
     encoder_ms = None
     if encoder_decoder:
@@ -283,8 +288,9 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def measure_generation(session: Any, build: ab_build.Build, workload: Workload, warmup: int, iters: int,
-                       reference_tokens: list[int] | None) -> dict[str, Any]:
+def measure_generation(
+    session: Any, build: ab_build.Build, workload: Workload, warmup: int, iters: int, reference_tokens: list[int] | None
+) -> dict[str, Any]:
     """TTFT / TPOT / tokens/s at batch 1 and `workload.batch`, peak memory and decode bandwidth
     per batch, and the batch-1 greedy tokens against the reference's."""
     from . import device as ab_device
@@ -295,8 +301,9 @@ def measure_generation(session: Any, build: ab_build.Build, workload: Workload, 
     weights = weight_bytes(build.model)
     results = []
     for batch in dict.fromkeys((1, workload.batch)):
-        inputs = ab_build.prepare_inputs(session.workload_inputs(batch, workload.prompt_len),
-                                       session.choice.torch_device, build)
+        inputs = ab_build.prepare_inputs(
+            session.workload_inputs(batch, workload.prompt_len), session.choice.torch_device, build
+        )
         decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
         with torch.inference_mode():
             for _ in range(warmup):
@@ -313,17 +320,24 @@ def measure_generation(session: Any, build: ab_build.Build, workload: Workload, 
         kv_read = (last.cache_after_prefill + last.cache_final) // 2
         figures = generation_figures([r.ttft_ms for r in runs], [r.steps_ms for r in runs], batch)
         entry: dict[str, Any] = {
-            "batch": batch, "prompt_len": workload.prompt_len, "new_tokens": workload.new_tokens,
-            "warmup": warmup, "iterations": iters, "ttft_samples_ms": [r.ttft_ms for r in runs],
-            "decode_steps_ms": [r.steps_ms for r in runs], **figures,
+            "batch": batch,
+            "prompt_len": workload.prompt_len,
+            "new_tokens": workload.new_tokens,
+            "warmup": warmup,
+            "iterations": iters,
+            "ttft_samples_ms": [r.ttft_ms for r in runs],
+            "decode_steps_ms": [r.steps_ms for r in runs],
+            **figures,
             "peak_memory_bytes": peak if peak is not None else ab_device.host_peak_rss(),
             "peak_memory_source": "device_allocator" if peak is not None else "host_peak_rss",
-            "kv_cache_bytes": last.cache_final, "weight_bytes": weights,
+            "kv_cache_bytes": last.cache_final,
+            "weight_bytes": weights,
             "bytes_per_decode_step": weights + kv_read,
             "decode_bandwidth_gbs": decode_bandwidth_gbs(weights + kv_read, figures["tpot_ms"]["median_ms"]),
             "tokens": last.tokens,
-            "calibration": calibration.calibration_block(fastest_steps([r.steps_ms for r in runs]), probe_ms, warmup,
-                                                         GENERATION_PAIRED_WITH),
+            "calibration": calibration.calibration_block(
+                fastest_steps([r.steps_ms for r in runs]), probe_ms, warmup, GENERATION_PAIRED_WITH
+            ),
         }
         if enc_dec:
             entry["encoder_samples_ms"] = [r.encoder_ms for r in runs]
@@ -331,13 +345,20 @@ def measure_generation(session: Any, build: ab_build.Build, workload: Workload, 
         results.append(entry)
     first = results[0]
     agreement = divergence(first["tokens"][0], reference_tokens) if reference_tokens is not None else None
-    return {"runs": results, "greedy_vs_reference": agreement,
-            "reference_tokens": reference_tokens,
-            "headline": {"tpot_ms": first["tpot_ms"]["median_ms"], "tokens_per_s": first["tokens_per_s"],
-                         "ttft_ms": first["ttft_ms"]["median_ms"],
-                         "batch_tokens_per_s": results[-1]["tokens_per_s"], "batch": results[-1]["batch"],
-                         "decode_bandwidth_gbs": first["decode_bandwidth_gbs"],
-                         "peak_memory_bytes": max(r["peak_memory_bytes"] for r in results)}}
+    return {
+        "runs": results,
+        "greedy_vs_reference": agreement,
+        "reference_tokens": reference_tokens,
+        "headline": {
+            "tpot_ms": first["tpot_ms"]["median_ms"],
+            "tokens_per_s": first["tokens_per_s"],
+            "ttft_ms": first["ttft_ms"]["median_ms"],
+            "batch_tokens_per_s": results[-1]["tokens_per_s"],
+            "batch": results[-1]["batch"],
+            "decode_bandwidth_gbs": first["decode_bandwidth_gbs"],
+            "peak_memory_bytes": max(r["peak_memory_bytes"] for r in results),
+        },
+    }
 
 
 def reference_tokens(session: Any, workload: Workload) -> list[int]:
@@ -346,8 +367,7 @@ def reference_tokens(session: Any, workload: Workload) -> list[int]:
     build = ab_build.Build(session.reference, "cpu", torch.float32, "float32")
     inputs = session.workload_inputs(1, workload.prompt_len)
     with torch.inference_mode():
-        run = generate(HFDecoder(build, session.reference, enc_dec), inputs, workload.new_tokens, lambda: None,
-                       enc_dec)
+        run = generate(HFDecoder(build, session.reference, enc_dec), inputs, workload.new_tokens, lambda: None, enc_dec)
     return run.tokens[0]
 
 
@@ -355,8 +375,14 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
-def measure_sweep(session: Any, build: ab_build.Build, run: Callable[[dict[str, Any]], Any], workload: Workload,
-                  warmup: int, iters: int) -> dict[str, Any]:
+def measure_sweep(
+    session: Any,
+    build: ab_build.Build,
+    run: Callable[[dict[str, Any]], Any],
+    workload: Workload,
+    warmup: int,
+    iters: int,
+) -> dict[str, Any]:
     """Latency and throughput per batch of the sweep, stopping at the first batch out of memory."""
     from . import device as ab_device
 
@@ -375,29 +401,45 @@ def measure_sweep(session: Any, build: ab_build.Build, run: Callable[[dict[str, 
             stopped = f"batch {batch}: out of memory"
             break
         peak = ab_device.peak_memory(session.choice)
-        points.append({"batch": batch, "samples_ms": timing["samples_ms"], "warmup": warmup,
-                       "median_ms": timing["median_ms"], "p90_ms": timing["p90_ms"], "min_ms": timing["min_ms"],
-                       "stdev_ms": timing["stdev_ms"], "samples_per_s": batch * 1000.0 / timing["median_ms"],
-                       "peak_memory_bytes": peak if peak is not None else ab_device.host_peak_rss(),
-                       "peak_memory_source": "device_allocator" if peak is not None else "host_peak_rss",
-                       "calibration": calibration.calibration_block(timing["samples_ms"], probe_ms, warmup,
-                                                                    "samples_ms")})
+        points.append(
+            {
+                "batch": batch,
+                "samples_ms": timing["samples_ms"],
+                "warmup": warmup,
+                "median_ms": timing["median_ms"],
+                "p90_ms": timing["p90_ms"],
+                "min_ms": timing["min_ms"],
+                "stdev_ms": timing["stdev_ms"],
+                "samples_per_s": batch * 1000.0 / timing["median_ms"],
+                "peak_memory_bytes": peak if peak is not None else ab_device.host_peak_rss(),
+                "peak_memory_source": "device_allocator" if peak is not None else "host_peak_rss",
+                "calibration": calibration.calibration_block(timing["samples_ms"], probe_ms, warmup, "samples_ms"),
+            }
+        )
     if not points:
         raise RuntimeError(f"the batch sweep ran out of memory at its first batch ({stopped})")
     best = knee(points)
     at_knee = next(p for p in points if p["batch"] == best)
-    return {"points": points, "stopped": stopped, "knee_batch": best, "knee_fraction": KNEE_FRACTION,
-            "headline": {"batch1_latency_ms": points[0]["median_ms"] if points[0]["batch"] == 1 else None,
-                         "throughput_samples_per_s": max(p["samples_per_s"] for p in points),
-                         "knee_samples_per_s": at_knee["samples_per_s"],
-                         "peak_memory_bytes": max(p["peak_memory_bytes"] for p in points)}}
+    return {
+        "points": points,
+        "stopped": stopped,
+        "knee_batch": best,
+        "knee_fraction": KNEE_FRACTION,
+        "headline": {
+            "batch1_latency_ms": points[0]["median_ms"] if points[0]["batch"] == 1 else None,
+            "throughput_samples_per_s": max(p["samples_per_s"] for p in points),
+            "knee_samples_per_s": at_knee["samples_per_s"],
+            "peak_memory_bytes": max(p["peak_memory_bytes"] for p in points),
+        },
+    }
 
 
 WORKLOAD_SCHEMA = "ascendbridge.workload/1"
 
 
-def measure(session: Any, build: ab_build.Build, run: Callable[[dict[str, Any]], Any], warmup: int,
-            iters: int) -> dict[str, Any] | None:
+def measure(
+    session: Any, build: ab_build.Build, run: Callable[[dict[str, Any]], Any], warmup: int, iters: int
+) -> dict[str, Any] | None:
     """The session's workload measured on `build` (None for `forward`: the accuracy run covers it)."""
     workload = session.workload
     body: dict[str, Any] = {"schema": WORKLOAD_SCHEMA, "workload": workload.as_dict(), "profiler_during_timing": False}
@@ -420,8 +462,10 @@ def headline_call(session: Any, build: ab_build.Build, run: Callable[[dict[str, 
     if workload.name in ("generation", "encoder_generation"):
         enc_dec = session.spec.task_family in ENCODER_DECODER_FAMILIES
         batches = sorted({1, workload.batch})
-        inputs = [ab_build.prepare_inputs(session.workload_inputs(b, workload.prompt_len), session.choice.torch_device,
-                                        build) for b in batches]
+        inputs = [
+            ab_build.prepare_inputs(session.workload_inputs(b, workload.prompt_len), session.choice.torch_device, build)
+            for b in batches
+        ]
         decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
 
         def both_batches() -> GenerationRun:  # the batch-1 run is returned: its tokens are judged
@@ -430,7 +474,8 @@ def headline_call(session: Any, build: ab_build.Build, run: Callable[[dict[str, 
 
         return both_batches
     if workload.name == "batch_sweep":
-        sweep_inputs = ab_build.prepare_inputs(session.workload_inputs(workload.headline_batch, None),
-                                               session.choice.torch_device, build)
+        sweep_inputs = ab_build.prepare_inputs(
+            session.workload_inputs(workload.headline_batch, None), session.choice.torch_device, build
+        )
         return lambda: run(sweep_inputs)
     return session.timed_call(build, run)

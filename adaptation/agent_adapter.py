@@ -33,8 +33,11 @@ def draft_spec(record: ModelRecord) -> AdaptationSpec:
     """Everything the board already decided; the family and class are the agent's to fill in."""
     source = record.source if record.source in ("huggingface", "local", "hf-cache") else "huggingface"
     return AdaptationSpec(
-        name=record.adaptation_name, task_family="", model_class="",
-        architecture=record.architecture, model_type=record.model_type,
+        name=record.adaptation_name,
+        task_family="",
+        model_class="",
+        architecture=record.architecture,
+        model_type=record.model_type,
         model=ModelSource(model_id=record.model_id, source=source, path=record.path, revision=record.revision),
     )
 
@@ -83,14 +86,29 @@ def ask_adapter_agent(record: ModelRecord, refusal: dict[str, Any]) -> Adaptatio
         record_reuse(ROLE, signature, record.model_id, known.detail)
         return apply_changes(draft, known.fix)
     task = AgentTask(
-        role=ROLE, kind="adapt_unknown_family", directory=adaptations_dir() / record.adaptation_name,
-        model_id=record.model_id, stage="adaptation", signature=signature,
-        failure=f"{refusal.get('rule')}: {refusal.get('summary')}", apply=False, seed={SPEC_FILE: draft.to_json()},
-        context={"model": record.model_dump(mode="json"), "name": record.adaptation_name, "refusal": refusal,
-                 "metadata": record.metadata, "task_families": sorted(TASK_FAMILIES)},
+        role=ROLE,
+        kind="adapt_unknown_family",
+        directory=adaptations_dir() / record.adaptation_name,
+        model_id=record.model_id,
+        stage="adaptation",
+        signature=signature,
+        failure=f"{refusal.get('rule')}: {refusal.get('summary')}",
+        apply=False,
+        seed={SPEC_FILE: draft.to_json()},
+        context={
+            "model": record.model_dump(mode="json"),
+            "name": record.adaptation_name,
+            "refusal": refusal,
+            "metadata": record.metadata,
+            "task_families": sorted(TASK_FAMILIES),
+        },
     )
-    run = run_agent(task, lambda copy, changed: _check(draft, copy, changed), board_path(),
-                    lambda line: print(line, file=sys.stderr, flush=True))
+    run = run_agent(
+        task,
+        lambda copy, changed: _check(draft, copy, changed),
+        board_path(),
+        lambda line: print(line, file=sys.stderr, flush=True),
+    )
     if run is None or not run.accepted or not run.fix:
         return None
     return apply_changes(draft, run.fix)

@@ -48,8 +48,14 @@ FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
 }
 # Families whose sentence embedding is pooled even without modules.json, and how.
 DEFAULT_POOLING = {"llm_embedding": "lasttoken"}
-IMAGE_FAMILIES = ("image_classification", "vision_seq2seq", "zero_shot_image_classification", "object_detection",
-                  "semantic_segmentation", "depth_estimation")
+IMAGE_FAMILIES = (
+    "image_classification",
+    "vision_seq2seq",
+    "zero_shot_image_classification",
+    "object_detection",
+    "semantic_segmentation",
+    "depth_estimation",
+)
 VISION_SUBCONFIGS = ("vision_config", "backbone_config")
 # Image processors (a VLM's seeded inputs go through its own, even in a dry run) and demo.py
 # --image need PIL, which transformers does not install: the package declares it.
@@ -89,8 +95,9 @@ def _model_info(record: ModelRecord) -> ModelInfo | None:
         return ModelInfo.model_validate(record.metadata)
     except ValidationError as exc:
         raise AdaptationRefused(
-            "corrupt_metadata", f"discovered metadata of '{record.model_id}' is unreadable: "
-            f"{exc.errors()[0]['msg']} (re-run discovery)") from None
+            "corrupt_metadata",
+            f"discovered metadata of '{record.model_id}' is unreadable: {exc.errors()[0]['msg']} (re-run discovery)",
+        ) from None
 
 
 def _first_int(cfg: dict[str, Any], keys: tuple[str, ...]) -> int | None:
@@ -152,7 +159,9 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         raise AdaptationRefused(
             "unknown_task_family",
             f"no built-in adaptation for '{record.model_id}': {reason}",
-            architecture=record.architecture, model_type=record.model_type, task_family=family,
+            architecture=record.architecture,
+            model_type=record.model_type,
+            task_family=family,
         )
     needs_remote = bool(info and info.needs_remote_code)
     if needs_remote and not record.allow_remote_code:
@@ -162,9 +171,7 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
             "(a person can allow remote code for this model on the board)",
         )
     architectures = info.architectures if info else []
-    model_class = (info.model_class if info else None) or (
-        architectures[0] if architectures else TASK_FAMILIES[family]
-    )
+    model_class = (info.model_class if info else None) or (architectures[0] if architectures else TASK_FAMILIES[family])
     parameter_count = record.parameter_count or (info.parameter_count if info else None)
     num_layers = (info.num_layers if info else None) or _first_int(cfg, _LAYER_KEYS)
     has_weights = info.has_weights if info else record.source != "local"
@@ -187,7 +194,8 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         trust_remote_code=needs_remote and record.allow_remote_code,
         inputs=_inputs(family, cfg),
         dry_run_max_layers=dry_run_max_layers(parameter_count, num_layers, _dry_run_budget()),
-        sentence_transformers_pooling=(info.sentence_transformers_pooling if info else None) or DEFAULT_POOLING.get(family),
+        sentence_transformers_pooling=(info.sentence_transformers_pooling if info else None)
+        or DEFAULT_POOLING.get(family),
         sentence_transformers_normalize=bool(info.sentence_transformers_normalize) if info else False,
         device_plan=info.decision.plan if info and info.decision else None,
         dependencies=dict(PIL_REQUIREMENT) if family in PIL_FAMILIES else {},

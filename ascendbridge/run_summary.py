@@ -59,16 +59,18 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
         latency = _latest(mine, "benchmark", "median_ms")
         speedup = _latest(mine, "optimization", "speedup")
         tpot, tokens = _latest(mine, "benchmark", "tpot_ms"), _latest(mine, "benchmark", "tokens_per_s")
-        out.append(ModelResult(
-            model_id=model.model_id,
-            outcome=_outcome(tasks) if tasks else "no task in these stages",
-            latency_ms=latency.value if latency else None,
-            latency_basis=f"{latency.device} {latency.dtype}" if latency else "",
-            speedup=speedup.value if speedup else None,
-            evidence=adaptations / model.adaptation_name,
-            tpot_ms=tpot.value if tpot else None,
-            tokens_per_s=tokens.value if tokens else None,
-        ))
+        out.append(
+            ModelResult(
+                model_id=model.model_id,
+                outcome=_outcome(tasks) if tasks else "no task in these stages",
+                latency_ms=latency.value if latency else None,
+                latency_basis=f"{latency.device} {latency.dtype}" if latency else "",
+                speedup=speedup.value if speedup else None,
+                evidence=adaptations / model.adaptation_name,
+                tpot_ms=tpot.value if tpot else None,
+                tokens_per_s=tokens.value if tokens else None,
+            )
+        )
     return out
 
 
@@ -84,8 +86,7 @@ def results_table(results: Sequence[ModelResult], root: Path) -> Table:
     for r in results:
         latency = f"{r.latency_ms:.2f} ms ({r.latency_basis})" if r.latency_ms is not None else "—"
         speedup = f"{r.speedup:.2f}x" if r.speedup is not None else "—"
-        tpot = (f"{r.tpot_ms:.2f} ms ({r.tokens_per_s:.0f} tok/s)" if r.tpot_ms is not None and r.tokens_per_s
-                else "—")
+        tpot = f"{r.tpot_ms:.2f} ms ({r.tokens_per_s:.0f} tok/s)" if r.tpot_ms is not None and r.tokens_per_s else "—"
         evidence = r.evidence.relative_to(root) if r.evidence.is_relative_to(root) else r.evidence
         table.add_row(r.model_id, r.outcome, latency, tpot, speedup, f"{evidence}/" if r.evidence.is_dir() else "—")
     return table
@@ -101,8 +102,10 @@ _SERVED_FIGURES: tuple[tuple[tuple[str, str], ...], ...] = (
     (("classify_max_abs_diff", "class probabilities within {:.1e} of the reference"),),
     (("score_max_abs_diff", "scores within {:.1e} of the reference"),),
     (("ttft_ms", "TTFT {:.0f} ms, TPOT {tpot_ms:.1f} ms"),),
-    (("bench_inf_output_tokens_per_s", "vllm bench: {:.0f} tok/s at rate inf"),
-     ("bench_inf_requests_per_s", "vllm bench: {:.1f} requests/s at rate inf")),
+    (
+        ("bench_inf_output_tokens_per_s", "vllm bench: {:.0f} tok/s at rate inf"),
+        ("bench_inf_requests_per_s", "vllm bench: {:.1f} requests/s at rate inf"),
+    ),
     (("cold_start_s", "ready in {:.0f} s"),),
 )
 
@@ -155,10 +158,12 @@ def trained_table(store: BoardStore) -> Table:
         mine = {k: m.value for k, m in latest.get(task.model_id, {}).items()}
         if task.status == "completed" and mine:
             verdict = {1.0: "improved", 0.0: "flat", -1.0: "worse"}.get(mine.get("eval_verdict", 0.0), "?")
-            trained = (f"loss {mine.get('loss_first', 0.0):.2f} -> {mine.get('loss_last', 0.0):.2f}; held-out loss "
-                       f"{mine.get('eval_loss_before', 0.0):.2f} -> {mine.get('eval_loss_after', 0.0):.2f} ({verdict}); "
-                       f"baseline contract {'passed' if mine.get('contract_passed') == 1.0 else 'failed'}; "
-                       f"{mine.get('tokens_per_s', 0.0):,.0f} tokens/s")
+            trained = (
+                f"loss {mine.get('loss_first', 0.0):.2f} -> {mine.get('loss_last', 0.0):.2f}; held-out loss "
+                f"{mine.get('eval_loss_before', 0.0):.2f} -> {mine.get('eval_loss_after', 0.0):.2f} ({verdict}); "
+                f"baseline contract {'passed' if mine.get('contract_passed') == 1.0 else 'failed'}; "
+                f"{mine.get('tokens_per_s', 0.0):,.0f} tokens/s"
+            )
         else:
             trained = _not_done(task)
         table.add_row(task.model_id, f"{job.method}, {job.steps} steps on {Path(job.data).name}", trained)

@@ -70,8 +70,9 @@ class StageSettings(BaseSettings):
     """Base of every section (a stage's or the kernel's); subclasses set `key_prefix` and their
     env_prefix to match."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True,
-                                      env_ignore_empty=True)  # VAR= means "not set"
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True, env_ignore_empty=True
+    )  # VAR= means "not set"
     key_prefix: ClassVar[str] = ""
     label: ClassVar[str] = ""  # names these settings in errors; default: key_prefix ("benchmark")
 
@@ -81,11 +82,14 @@ class StageSettings(BaseSettings):
         return key
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         """pydantic-settings' sources; only the given values while a worker validates the team lead's
         payload (nested sections are built through __init__, which would read the worker's environment)."""
         if _PAYLOAD_ONLY.get():
@@ -96,13 +100,15 @@ class StageSettings(BaseSettings):
     def env_names(cls) -> dict[str, str]:
         """Field name -> its environment variable (the alias where a field has one)."""
         prefix = str(cls.model_config.get("env_prefix", ENV_PREFIX))
-        return {name: (str(info.validation_alias) if isinstance(info.validation_alias, str) else prefix + name).upper()
-                for name, info in cls.model_fields.items()}
+        return {
+            name: (str(info.validation_alias) if isinstance(info.validation_alias, str) else prefix + name).upper()
+            for name, info in cls.model_fields.items()
+        }
 
     @classmethod
     def keys(cls) -> dict[str, str]:
         """Full setting key (`--set STAGE.KEY`, e.g. benchmark_iters) -> field name."""
-        return {env[len(ENV_PREFIX):].lower(): name for name, env in cls.env_names().items()}
+        return {env[len(ENV_PREFIX) :].lower(): name for name, env in cls.env_names().items()}
 
     @classmethod
     def short_keys(cls) -> dict[str, str]:
@@ -130,8 +136,9 @@ class StageSettings(BaseSettings):
             aliases = {f: str(cls.model_fields[f].validation_alias or f) for f in keys.values()}
             name = next((k for k, f in keys.items() if loc and loc[0] in (f, aliases[f])), ".".join(loc))
             message = str(first.get("msg", "")).removeprefix("Value error, ")
-            raise SettingsError(f"bad {what} setting {cls.shown(name)}: {message}" if name
-                                else f"bad {what} setting: {message}") from None
+            raise SettingsError(
+                f"bad {what} setting {cls.shown(name)}: {message}" if name else f"bad {what} setting: {message}"
+            ) from None
 
     def full_keys(self) -> dict[str, Any]:
         """Full key -> value (JSON types): the flat mapping `from_sources` and StageContext.settings take."""
@@ -236,7 +243,9 @@ def _load(target: str, name: str) -> type[StageSettings]:
     try:
         cls = getattr(importlib.import_module(module), attr)
     except Exception as exc:  # a section that cannot load is a configuration error, one line
-        raise SettingsError(f"settings section '{name}' ({target}) cannot be loaded: {type(exc).__name__}: {exc}") from exc
+        raise SettingsError(
+            f"settings section '{name}' ({target}) cannot be loaded: {type(exc).__name__}: {exc}"
+        ) from exc
     if not (isinstance(cls, type) and issubclass(cls, StageSettings)):
         raise SettingsError(f"settings section '{name}' ({target}) is not a StageSettings class")
     return cls
@@ -246,9 +255,13 @@ def _load(target: str, name: str) -> type[StageSettings]:
 def section_classes() -> dict[str, type[StageSettings]]:
     """Section name -> class: the kernel's, then each stage's from the `ascendbridge.settings` entry points."""
     out = {name: _load(target, name) for name, target in KERNEL_SECTIONS.items()}
-    for ep in sorted(entry_points(group=SETTINGS_GROUP), key=lambda e: STAGES.index(e.name) if e.name in STAGES else 99):
+    for ep in sorted(
+        entry_points(group=SETTINGS_GROUP), key=lambda e: STAGES.index(e.name) if e.name in STAGES else 99
+    ):
         if ep.name not in STAGES:
-            raise SettingsError(f"settings entry point '{ep.name}' names no stage (expected one of: {', '.join(STAGES)})")
+            raise SettingsError(
+                f"settings entry point '{ep.name}' names no stage (expected one of: {', '.join(STAGES)})"
+            )
         out[ep.name] = _load(ep.value.replace(" ", ""), ep.name)
     return out
 
@@ -299,9 +312,15 @@ class Settings(BaseModel):
     def payload(self) -> str:
         """What a worker receives (`WorkerJob.settings` in its job file): every section but the host-local ones, only the
         values that differ from the defaults (short command lines), as JSON."""
-        return json.dumps({name: value.model_dump(mode="json", exclude_defaults=True)
-                           for name, value in self.sections().items() if name not in HOST_SECTIONS},
-                          separators=(",", ":"), sort_keys=True)
+        return json.dumps(
+            {
+                name: value.model_dump(mode="json", exclude_defaults=True)
+                for name, value in self.sections().items()
+                if name not in HOST_SECTIONS
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
 
     @classmethod
     def from_payload(cls, raw: str, paths: PathSettings | None = None) -> Settings:
@@ -343,7 +362,9 @@ class Settings(BaseModel):
 @lru_cache(maxsize=1)
 def root_class() -> type[Settings]:
     """The one model: `Settings` with a field per section (kernel and registered stages)."""
-    fields: dict[str, Any] = {name: (section, Field(default_factory=section)) for name, section in section_classes().items()}
+    fields: dict[str, Any] = {
+        name: (section, Field(default_factory=section)) for name, section in section_classes().items()
+    }
     return create_model("Settings", __base__=Settings, **fields)
 
 
@@ -367,7 +388,9 @@ def section(cls: type[S]) -> S:
     return cls.from_sources()
 
 
-DOC_BEGIN = "<!-- settings table: generated from ascendbridge.settings by `uv run python -m ascendbridge.settings --write` -->"
+DOC_BEGIN = (
+    "<!-- settings table: generated from ascendbridge.settings by `uv run python -m ascendbridge.settings --write` -->"
+)
 DOC_END = "<!-- end of the settings table -->"
 
 
@@ -388,8 +411,13 @@ def settings_table(meanings: Mapping[str, str]) -> str:
     (environment variable -> the doc's last column) are carried over; a new field's is empty."""
     rows = [DOC_BEGIN, "", "| setting | environment variable | default | meaning |", "| --- | --- | --- | --- |"]
     for name, cls in section_classes().items():
-        how = "flags" if name in FLAG_SECTIONS else "host-local, not sent to workers" if name in HOST_SECTIONS \
+        how = (
+            "flags"
+            if name in FLAG_SECTIONS
+            else "host-local, not sent to workers"
+            if name in HOST_SECTIONS
             else f"`--set {name}.KEY`"
+        )
         rows.append(f"| **{name}** (`{cls.__module__}.{cls.__name__}`; {how}) | | | |")
         flags: dict[str, str] = getattr(cls, "FLAGS", {})
         for key, env, default in setting_keys(cls):
@@ -412,7 +440,7 @@ def doc_meanings(doc: str) -> dict[str, str]:
 def doc_table(doc: str) -> str:
     """The generated block of `doc` (between DOC_BEGIN and DOC_END), or "" when it has none."""
     start, end = doc.find(DOC_BEGIN), doc.find(DOC_END)
-    return doc[start:end + len(DOC_END)] if 0 <= start < end else ""
+    return doc[start : end + len(DOC_END)] if 0 <= start < end else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,5 +29,7 @@ def describe(stack: dict[str, Any]) -> str:
     cuda = stack.get("cuda") or {}
     if cuda:
         extra += f", CUDA {cuda.get('runtime')} driver {cuda.get('driver', '?')}"
-    return (f"python {stack.get('python')}, torch {stack.get('torch') or '-'}, torch_npu {stack.get('torch_npu') or '-'}, "
-            f"transformers {stack.get('transformers') or '-'}, CANN {stack.get('cann') or '-'}{extra}")
+    return (
+        f"python {stack.get('python')}, torch {stack.get('torch') or '-'}, torch_npu {stack.get('torch_npu') or '-'}, "
+        f"transformers {stack.get('transformers') or '-'}, CANN {stack.get('cann') or '-'}{extra}"
+    )

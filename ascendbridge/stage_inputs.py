@@ -17,8 +17,12 @@ from ascendbridge.stacks import describe
 from ascendbridge.stage_api import StageContext, StageOutcome, failed
 
 
-def run_with_inputs(ctx: StageContext, settings_class: type[S], rule: str,
-                    run: Callable[[StageContext, S, AdaptationSpec], StageOutcome]) -> StageOutcome:
+def run_with_inputs(
+    ctx: StageContext,
+    settings_class: type[S],
+    rule: str,
+    run: Callable[[StageContext, S, AdaptationSpec], StageOutcome],
+) -> StageOutcome:
     """`run(ctx, settings, spec)`, or, when they cannot be read, the failed outcome."""
     use_model_env(ctx.model)  # a `system` model syncs its system venv, never `uv sync --locked`
     try:
@@ -39,8 +43,9 @@ class ModelEnv(NamedTuple):
     pretrained: bool
 
 
-def synced_env(ctx: StageContext, spec: AdaptationSpec, profile: str, real_weights: bool,
-               timeout_s: float = uv_env.SYNC_TIMEOUT_S) -> ModelEnv | StageOutcome:
+def synced_env(
+    ctx: StageContext, spec: AdaptationSpec, profile: str, real_weights: bool, timeout_s: float = uv_env.SYNC_TIMEOUT_S
+) -> ModelEnv | StageOutcome:
     """Sync the adaptation's `profile` environment, probe its stack and choose real or
     config-initialised weights, saying each; or the failed outcome (`sync_failed`, `stack_probe_failed`)."""
     ctx.say(f"syncing the {profile} environment")

@@ -22,15 +22,7 @@ OPTIONAL_STAGES: frozenset[str] = frozenset()
 
 # waiting: its predecessor has not completed yet (not runnable). The transitions between them:
 # docs/architecture.md, "Board states".
-STATUSES: tuple[str, ...] = (
-    "waiting",
-    "pending",
-    "in_progress",
-    "completed",
-    "failed",
-    "blocked",
-    "skipped",
-)
+STATUSES: tuple[str, ...] = ("waiting", "pending", "in_progress", "completed", "failed", "blocked", "skipped")
 
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "blocked", "skipped"})
 # Statuses that let the next stage become pending.

@@ -53,11 +53,15 @@ def demo_spec(name: str) -> AdaptationSpec:
     model_dir = REPO / "demo_models" / name
     config = json.loads((model_dir / "config.json").read_text())
     has_weights = any(model_dir.glob("*.safetensors"))
-    return AdaptationSpec(name=name, model=ModelSource(model_id=info["model_id"], source="local", path=str(model_dir),
-                                                       has_weights=has_weights),
-                          task_family=info["task_family"], model_class=info["architecture"],
-                          architecture=info["architecture"], model_type=config.get("model_type"),
-                          inputs=InputRecipe(seq_len=32))
+    return AdaptationSpec(
+        name=name,
+        model=ModelSource(model_id=info["model_id"], source="local", path=str(model_dir), has_weights=has_weights),
+        task_family=info["task_family"],
+        model_class=info["architecture"],
+        architecture=info["architecture"],
+        model_type=config.get("model_type"),
+        inputs=InputRecipe(seq_len=32),
+    )
 
 
 def _why(command: Any, result: dict[str, Any] | None) -> str:
@@ -81,34 +85,52 @@ def check_one(name: str, root: Path, device: str, source: TorchSource, deadline:
     demo = uv_env.run_demo(directory, device=device, timeout_s=deadline.left())
     if not demo.ok:
         return {**row, "error": f"dry run: {_why(demo.command, demo.result)}"}
-    bench = uv_env.run_in_env(directory, ["accuracy_run.py", "--device", device, "--warmup", "3", "--iters", "20"],
-                              timeout_s=deadline.left())
+    bench = uv_env.run_in_env(
+        directory, ["accuracy_run.py", "--device", device, "--warmup", "3", "--iters", "20"], timeout_s=deadline.left()
+    )
     result = uv_env.parse_result(bench.output)
     if not result or not result.get("ok"):
         return {**row, "error": f"benchmark: {_why(bench, result)}"}
-    row["benchmark"] = {k: result.get(k) for k in ("dtype", "median_ms", "p90_ms", "samples_per_s", "verdict",
-                                                   "device_name", "reference_median_ms")}
-    opt = uv_env.run_in_env(directory, ["-m", "ab_runtime.optimize", "--device", device, "--pairs", "5", "--iters", "5",
-                                        "--warmup", "2"], timeout_s=deadline.left())
+    row["benchmark"] = {
+        k: result.get(k)
+        for k in ("dtype", "median_ms", "p90_ms", "samples_per_s", "verdict", "device_name", "reference_median_ms")
+    }
+    opt = uv_env.run_in_env(
+        directory,
+        ["-m", "ab_runtime.optimize", "--device", device, "--pairs", "5", "--iters", "5", "--warmup", "2"],
+        timeout_s=deadline.left(),
+    )
     found = uv_env.parse_result(opt.output)
     if opt.exit_code != 0 or not found or not found.get("ok"):
         return {**row, "error": f"optimization: {_why(opt, found)}"}
     notes = json.loads((directory / "optimization_notes.json").read_text())
-    row["optimization"] = {"chosen": notes["chosen"], "speedup": notes["final"].get("speedup"),
-                           "outcome": notes["final"].get("outcome"), "passes_tried": len(notes.get("passes", []))}
+    row["optimization"] = {
+        "chosen": notes["chosen"],
+        "speedup": notes["final"].get("speedup"),
+        "outcome": notes["final"].get("outcome"),
+        "passes_tried": len(notes.get("passes", [])),
+    }
     return {**row, "ok": True, "duration_s": round(time.monotonic() - started, 1)}
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = [f"# Accelerator check ({report['device']})", "", f"{report['stack']}; {report['finished_at']}", "",
-             "| model | median ms | samples/s | accuracy | chosen passes | speedup | time |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Accelerator check ({report['device']})",
+        "",
+        f"{report['stack']}; {report['finished_at']}",
+        "",
+        "| model | median ms | samples/s | accuracy | chosen passes | speedup | time |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in report["models"]:
         if not r["ok"]:
             lines.append(f"| {r['model']} | failed: {r.get('error', '').replace('|', '/')} | | | | | |")
             continue
         b, o = r["benchmark"], r["optimization"]
-        lines.append(f"| {r['model']} | {b['median_ms']:.3f} | {b['samples_per_s']:.1f} | {b['verdict']} | "
-                     f"{', '.join(o['chosen']) or 'none'} | {o['speedup'] or 0:.2f}x ({o['outcome']}) | {r['duration_s']} s |")
+        lines.append(
+            f"| {r['model']} | {b['median_ms']:.3f} | {b['samples_per_s']:.1f} | {b['verdict']} | "
+            f"{', '.join(o['chosen']) or 'none'} | {o['speedup'] or 0:.2f}x ({o['outcome']}) | {r['duration_s']} s |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -129,8 +151,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows.append(check_one(name, args.out / "packages", args.device, source, deadline))
     stack = next((r["stack"] for r in rows if r.get("stack")), None)
-    report = {"device": args.device, "python": sys.executable, "stack": describe(stack) if stack else "-",
-              "stack_detail": stack, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "models": rows}
+    report = {
+        "device": args.device,
+        "python": sys.executable,
+        "stack": describe(stack) if stack else "-",
+        "stack_detail": stack,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "models": rows,
+    }
     (args.out / "accelerator_check.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     (args.out / "accelerator_check.md").write_text(markdown(report))
     print(markdown(report))

@@ -36,8 +36,9 @@ DEMO = REPO_ROOT / "demo_models"
 
 
 def stages() -> dict[str, Any]:
-    return {ep.name: ep.load() for ep in entry_points(group="ascendbridge.stages")
-            if ep.name in ("adaptation", "healing")}
+    return {
+        ep.name: ep.load() for ep in entry_points(group="ascendbridge.stages") if ep.name in ("adaptation", "healing")
+    }
 
 
 def child_cpu_s() -> float:
@@ -61,8 +62,12 @@ def bench_model(board: BoardStore, folder: str, adaptations: Path, found: dict[s
     cpu_start = child_cpu_s()
     info = timed("discover", timings, discover, model_id, "local", str(DEMO / folder))
     board.register_models([Registration(model_id=model_id, source="local", path=str(DEMO / folder))])
-    fields = {"architecture": (info.architectures or [None])[0], "model_type": info.model_type,
-              "task_family": info.task_family, "parameter_count": info.parameter_count}
+    fields = {
+        "architecture": (info.architectures or [None])[0],
+        "model_type": info.model_type,
+        "task_family": info.task_family,
+        "parameter_count": info.parameter_count,
+    }
     model = board.update_model_metadata(model_id, fields, info.model_dump(mode="json"))
     row: dict[str, Any] = {"model": folder, "family": info.task_family}
     for name in ("adaptation", "healing"):
@@ -70,12 +75,22 @@ def bench_model(board: BoardStore, folder: str, adaptations: Path, found: dict[s
             row[name] = "not installed"
             continue
         task = board.list_tasks(stage=name, model_id=model_id)[0]
-        ctx = StageContext(model=model, task=task, adaptation_dir=adaptations / model.adaptation_name,
-                           board_path=board.path, log=io.StringIO())
+        ctx = StageContext(
+            model=model,
+            task=task,
+            adaptation_dir=adaptations / model.adaptation_name,
+            board_path=board.path,
+            log=io.StringIO(),
+        )
         outcome = timed(f"{name}_run", timings, found[name].run, ctx)
         verdict = timed(f"{name}_gate", timings, found[name].gate, ctx) if outcome.status == "done" else None
-        row[name] = "passed" if verdict and verdict.passed else f"{outcome.status}: {outcome.summary}" \
-            if not verdict else f"gate failed: {verdict.summary}"
+        row[name] = (
+            "passed"
+            if verdict and verdict.passed
+            else f"{outcome.status}: {outcome.summary}"
+            if not verdict
+            else f"gate failed: {verdict.summary}"
+        )
         if not (verdict and verdict.passed):
             break
     row["timings_s"] = timings
@@ -124,21 +139,33 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     totals = [r["total_s"] for r in rows]
-    summary = {"models": rows, "median_s": statistics.median(totals), "max_s": max(totals),
-               "median_cpu_s": statistics.median(r["cpu_s"] for r in rows),
-               "second_env_sync_s": second, "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]}
+    summary = {
+        "models": rows,
+        "median_s": statistics.median(totals),
+        "max_s": max(totals),
+        "median_cpu_s": statistics.median(r["cpu_s"] for r in rows),
+        "second_env_sync_s": second,
+        "cpus": os.cpu_count(),
+        "load_avg_1m": os.getloadavg()[0],
+    }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"{'model':<22} {'family':<24} {'adapt':>6} {'a-gate':>6} {'heal':>6} {'h-gate':>6} {'total':>6} {'cpu':>6}  result")
+        print(
+            f"{'model':<22} {'family':<24} {'adapt':>6} {'a-gate':>6} {'heal':>6} {'h-gate':>6} {'total':>6} {'cpu':>6}  result"
+        )
         for r in rows:
             t = r["timings_s"]
-            print(f"{r['model']:<22} {r['family'] or '-':<24} {t.get('adaptation_run', 0):>6} "
-                  f"{t.get('adaptation_gate', 0):>6} {t.get('healing_run', 0):>6} {t.get('healing_gate', 0):>6} "
-                  f"{r['total_s']:>6} {r['cpu_s']:>6}  {r.get('healing', r.get('adaptation'))}")
-        print(f"median {summary['median_s']} s wall, {summary['median_cpu_s']} s CPU per model "
-              f"(max {summary['max_s']} s) on {summary['cpus']} CPUs, load average {summary['load_avg_1m']:.1f}; "
-              f"second environment from the uv cache: {second} s")
+            print(
+                f"{r['model']:<22} {r['family'] or '-':<24} {t.get('adaptation_run', 0):>6} "
+                f"{t.get('adaptation_gate', 0):>6} {t.get('healing_run', 0):>6} {t.get('healing_gate', 0):>6} "
+                f"{r['total_s']:>6} {r['cpu_s']:>6}  {r.get('healing', r.get('adaptation'))}"
+            )
+        print(
+            f"median {summary['median_s']} s wall, {summary['median_cpu_s']} s CPU per model "
+            f"(max {summary['max_s']} s) on {summary['cpus']} CPUs, load average {summary['load_avg_1m']:.1f}; "
+            f"second environment from the uv cache: {second} s"
+        )
     return 0
 
 

@@ -37,8 +37,13 @@ def bench_registration(board: Path, models: int) -> dict[str, Any]:
         results = store.register_models(regs, origin="bench")
     elapsed = time.perf_counter() - start
     assert sum(created for _, created in results) == models
-    return {"models": models, "seconds": round(elapsed, 3), "models_per_s": round(models / elapsed, 1),
-            "target_s": REGISTRATION_TARGET_S, "ok": elapsed < REGISTRATION_TARGET_S}
+    return {
+        "models": models,
+        "seconds": round(elapsed, 3),
+        "models_per_s": round(models / elapsed, 1),
+        "target_s": REGISTRATION_TARGET_S,
+        "ok": elapsed < REGISTRATION_TARGET_S,
+    }
 
 
 def _worker(board: str, owner: str, quota: int, go: Any, results: Any) -> None:
@@ -60,8 +65,7 @@ def _worker(board: str, owner: str, quota: int, go: Any, results: Any) -> None:
             if len(errors) >= 50:
                 break
     store.close()
-    results.put({"owner": owner, "claimed": claimed, "errors": errors,
-                 "seconds": time.perf_counter() - start})
+    results.put({"owner": owner, "claimed": claimed, "errors": errors, "seconds": time.perf_counter() - start})
 
 
 def bench_claims(board: Path, workers: int, claims: int) -> dict[str, Any]:
@@ -69,8 +73,9 @@ def bench_claims(board: Path, workers: int, claims: int) -> dict[str, Any]:
     go = ctx.Event()
     results = ctx.Queue()
     quota = -(-claims // workers)
-    procs = [ctx.Process(target=_worker, args=(str(board), f"bench-worker-{n}", quota, go, results))
-             for n in range(workers)]
+    procs = [
+        ctx.Process(target=_worker, args=(str(board), f"bench-worker-{n}", quota, go, results)) for n in range(workers)
+    ]
     for proc in procs:
         proc.start()
     time.sleep(2.0)  # let every worker import and open the board, so they start together
@@ -117,12 +122,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         r, c = registration, claims
-        print(f"registration: {r['models']} models in {r['seconds']:.2f} s ({r['models_per_s']:.0f}/s), "
-              f"target < {r['target_s']:.0f} s: {'ok' if r['ok'] else 'MISSED'}")
-        print(f"claim+complete: {c['claims']} tasks by {c['workers']} processes in {c['seconds']:.2f} s "
-              f"({c['claims_per_s']}/s); per worker {c['per_worker']}")
-        print(f"errors: {c['errors']} (database is locked: {c['database_locked_errors']}), "
-              f"duplicate claims: {c['duplicate_claims']}: {'ok' if c['ok'] else 'FAILED'}")
+        print(
+            f"registration: {r['models']} models in {r['seconds']:.2f} s ({r['models_per_s']:.0f}/s), "
+            f"target < {r['target_s']:.0f} s: {'ok' if r['ok'] else 'MISSED'}"
+        )
+        print(
+            f"claim+complete: {c['claims']} tasks by {c['workers']} processes in {c['seconds']:.2f} s "
+            f"({c['claims_per_s']}/s); per worker {c['per_worker']}"
+        )
+        print(
+            f"errors: {c['errors']} (database is locked: {c['database_locked_errors']}), "
+            f"duplicate claims: {c['duplicate_claims']}: {'ok' if c['ok'] else 'FAILED'}"
+        )
         for line in c["first_errors"]:
             print(f"  {line}")
     return 0 if registration["ok"] and claims["ok"] else 1

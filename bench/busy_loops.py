@@ -30,9 +30,12 @@ MEMORY_LOOP = "a = bytearray(64 << 20)\nb = bytearray(64 << 20)\nwhile True:\n  
 @contextlib.contextmanager
 def busy_loops(cpu: int = 2, memory: int = 2) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Run `cpu` CPU loops and `memory` memory-copy loops for the duration of the context."""
-    procs = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for code in [CPU_LOOP] * cpu + [MEMORY_LOOP] * memory]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        for code in [CPU_LOOP] * cpu + [MEMORY_LOOP] * memory
+    ]
     try:
         time.sleep(0.5)  # the memory loops have allocated and are copying
         dead = [p.pid for p in procs if p.poll() is not None]

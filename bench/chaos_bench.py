@@ -63,7 +63,7 @@ def marked(board: Path) -> dict[int, str]:
             continue
         for item in items:
             if item.startswith(ATTEMPT_ENV) and item.decode(errors="replace").endswith(suffix):
-                out[int(entry.name)] = item[len(ATTEMPT_ENV):].decode()
+                out[int(entry.name)] = item[len(ATTEMPT_ENV) :].decode()
     return out
 
 
@@ -75,9 +75,15 @@ def cmdline(pid: int) -> bytes:
 
 
 def env_for(tmp: Path) -> dict[str, str]:
-    env = dict(os.environ, ASCENDBRIDGE_EXTRA_STAGES=CHAOS_STAGES, ASCENDBRIDGE_LOGS=str(tmp / "logs"),
-               ASCENDBRIDGE_ADAPTATIONS=str(tmp / "adaptations"), CHAOS_PIDS=str(tmp / "pids"),
-               PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
+    env = dict(
+        os.environ,
+        ASCENDBRIDGE_EXTRA_STAGES=CHAOS_STAGES,
+        ASCENDBRIDGE_LOGS=str(tmp / "logs"),
+        ASCENDBRIDGE_ADAPTATIONS=str(tmp / "adaptations"),
+        CHAOS_PIDS=str(tmp / "pids"),
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(REPO_ROOT),
+    )
     env.pop("PROMPT_MODE", None)
     return env
 
@@ -101,15 +107,46 @@ def kill_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     board_path = tmp / "board.db"
     store = BoardStore.init(board_path)
     ids = [m.model_id for m in list_demo_models()][: args.models]
-    store.register_models(Registration(model_id=m, source="local", path="/nonexistent",
-                                       description=json.dumps({"hold": 0.3, "uv": i % 2 == 0}))
-                          for i, m in enumerate(ids))
+    store.register_models(
+        Registration(
+            model_id=m, source="local", path="/nonexistent", description=json.dumps({"hold": 0.3, "uv": i % 2 == 0})
+        )
+        for i, m in enumerate(ids)
+    )
     dog = subprocess.Popen(
-        [sys.executable, "-m", "ascendbridge.teamlead.watchdog", "--board", str(board_path), "--check-every", "0.5",
-         "--stale-after", "60", "--max-backoff", "2", "--", "--stages", "discovery,adaptation", "--workers", "2",
-         "--lease", "10", "--heartbeat", "1", "--poll", "0.2", "--plain", "--max-interruptions", "1000"],
-        cwd=REPO_ROOT, env=env_for(tmp), stdout=(tmp / "watchdog.out").open("w"), stderr=subprocess.STDOUT,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "ascendbridge.teamlead.watchdog",
+            "--board",
+            str(board_path),
+            "--check-every",
+            "0.5",
+            "--stale-after",
+            "60",
+            "--max-backoff",
+            "2",
+            "--",
+            "--stages",
+            "discovery,adaptation",
+            "--workers",
+            "2",
+            "--lease",
+            "10",
+            "--heartbeat",
+            "1",
+            "--poll",
+            "0.2",
+            "--plain",
+            "--max-interruptions",
+            "1000",
+        ],
+        cwd=REPO_ROOT,
+        env=env_for(tmp),
+        stdout=(tmp / "watchdog.out").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     kills: Counter[str] = Counter()
     orphans = 0
     began = time.monotonic()
@@ -151,8 +188,7 @@ def kill_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 orphans += sum(1 for m in marked(board_path).values() if m in doomed)
             print(f"kill {n + 1}/{args.kills}: {kind} pid {victim}; orphans so far {orphans}", flush=True)
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and not all(
-                t.status in TERMINAL_STATUSES for t in _tasks(store)):
+        while time.monotonic() < deadline and not all(t.status in TERMINAL_STATUSES for t in _tasks(store)):
             time.sleep(0.5)
     finally:
         dog.send_signal(signal.SIGTERM)
@@ -161,10 +197,14 @@ def kill_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     for ev in store.list_events(limit=10**9):
         if ev.kind == "completed":
             completions[(ev.model_id or "", ev.stage or "")] += 1
-    rollbacks = Counter((e.model_id or "", e.stage or "") for e in store.list_events(limit=10**9) if e.kind == "rollback")
+    rollbacks = Counter(
+        (e.model_id or "", e.stage or "") for e in store.list_events(limit=10**9) if e.kind == "rollback"
+    )
     tasks = _tasks(store)
     result = {
-        "kills": sum(kills.values()), "kills_by_kind": dict(kills), "orphans": orphans + len(marked(board_path)),
+        "kills": sum(kills.values()),
+        "kills_by_kind": dict(kills),
+        "orphans": orphans + len(marked(board_path)),
         "tasks_lost": sum(1 for t in tasks if t.status not in TERMINAL_STATUSES),
         "duplicate_completions": sum(1 for k, c in completions.items() if c > 1 + rollbacks[k]),
         "half_written_dirs": len(half_written(tmp, store)),
@@ -209,11 +249,24 @@ def load_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     store = BoardStore.init(board_path)
     store.register_models(Registration(model_id=f"load/m{i}") for i in range(args.load_models))
     env = env_for(tmp)
-    claimers = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(board_path), f"w{i}", str(args.load_s)], cwd=REPO_ROOT,
-                                 env=env, stdout=subprocess.PIPE, text=True) for i in range(8)]
+    claimers = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, str(board_path), f"w{i}", str(args.load_s)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(8)
+    ]
     port = free_port()
-    dash = subprocess.Popen([sys.executable, "-m", "dashboard", "--board", str(board_path), "--port", str(port)],
-                            cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    dash = subprocess.Popen(
+        [sys.executable, "-m", "dashboard", "--board", str(board_path), "--port", str(port)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     user_errors: list[str] = []
     reads = Counter[str]()
 
@@ -243,15 +296,24 @@ def load_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         until = time.time() + args.load_s
         while time.time() < until:
             mid = f"load/m{rng.randrange(args.load_models)}"
-            cmd = (["set_priority", mid, str(rng.randrange(5))] if rng.random() < 0.5
-                   else ["guide", mid, "chaos bench guidance"])
-            res = subprocess.run([sys.executable, "-m", "ascendbridge.cli.board_ops", "--board", str(board_path), *cmd],
-                                 cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+            cmd = (
+                ["set_priority", mid, str(rng.randrange(5))]
+                if rng.random() < 0.5
+                else ["guide", mid, "chaos bench guidance"]
+            )
+            res = subprocess.run(
+                [sys.executable, "-m", "ascendbridge.cli.board_ops", "--board", str(board_path), *cmd],
+                cwd=REPO_ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if res.returncode != 0 and ("database is locked" in res.stderr or "is busy" in res.stderr):
                 user_errors.append(f"cli {' '.join(cmd)}: {res.stderr.strip()[:200]}")
 
-    threads = [threading.Thread(target=reader) for _ in range(2)] + [threading.Thread(target=writer, args=(i,))
-                                                                     for i in range(2)]
+    threads = [threading.Thread(target=reader) for _ in range(2)] + [
+        threading.Thread(target=writer, args=(i,)) for i in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -269,10 +331,15 @@ def load_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     latencies.sort()
     p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else None
     store.close()
-    return {"load_s": args.load_s, "claims": len(latencies), "dashboard_reads": sum(reads.values()),
-            "lock_errors_surfaced": len(user_errors), "lock_error_examples": user_errors[:3],
-            "p99_claim_latency_ms": round(p99 * 1000, 1) if p99 is not None else None,
-            "median_claim_latency_ms": round(statistics.median(latencies) * 1000, 1) if latencies else None}
+    return {
+        "load_s": args.load_s,
+        "claims": len(latencies),
+        "dashboard_reads": sum(reads.values()),
+        "lock_errors_surfaced": len(user_errors),
+        "lock_error_examples": user_errors[:3],
+        "p99_claim_latency_ms": round(p99 * 1000, 1) if p99 is not None else None,
+        "median_claim_latency_ms": round(statistics.median(latencies) * 1000, 1) if latencies else None,
+    }
 
 
 def main() -> int:
@@ -290,8 +357,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ab-chaos-bench-") as raw:
         tmp = Path(raw)
         try:
-            result = {"kill_phase": kill_phase(args, tmp) if args.kills else None,
-                      "load_phase": load_phase(args, tmp) if args.load_s else None}
+            result = {
+                "kill_phase": kill_phase(args, tmp) if args.kills else None,
+                "load_phase": load_phase(args, tmp) if args.load_s else None,
+            }
         except BoardError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -44,36 +44,97 @@ TEST_FAMILY_SOURCES = (
     ("tests.coverage.coverage_support", "COVERAGE_MODELS"),  # audio, time series, embedders, MoE, SSM
 )
 
-_BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-         "intermediate_size": 64, "vocab_size": 128, "max_position_embeddings": 64, "type_vocab_size": 2}
+_BERT = {
+    "model_type": "bert",
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "vocab_size": 128,
+    "max_position_embeddings": 64,
+    "type_vocab_size": 2,
+}
 # Tiny configs (family, config.json) for registry families that no demo model or test model covers.
 EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
     "coverage/tiny-bert-qa": ("question_answering", {"architectures": ["BertForQuestionAnswering"], **_BERT}),
-    "coverage/tiny-bert-ner": ("token_classification",
-                               {"architectures": ["BertForTokenClassification"], **_BERT, "num_labels": 5}),
-    "coverage/tiny-vit-gpt2": ("vision_seq2seq", {  # an image captioner: ViT encoder, GPT-2 decoder with cross-attention
-        "architectures": ["VisionEncoderDecoderModel"], "model_type": "vision-encoder-decoder",
-        "decoder_start_token_id": 0, "pad_token_id": 0,
-        "encoder": {"model_type": "vit", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-                    "intermediate_size": 64, "image_size": 32, "patch_size": 8, "num_channels": 3},
-        "decoder": {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": 128,
-                    "n_positions": 64, "add_cross_attention": True, "is_decoder": True},
-    }),
-    "coverage/tiny-detr": ("object_detection", {
-        "architectures": ["DetrForObjectDetection"], "model_type": "detr", "use_timm_backbone": False,
-        "use_pretrained_backbone": False, "backbone_config": {
-            "model_type": "resnet", "embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1],
-            "layer_type": "basic", "out_features": ["stage2"]},
-        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
-        "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "num_queries": 8,
-        "id2label": {"0": "cat", "1": "dog", "2": "car"}, "label2id": {"cat": 0, "dog": 1, "car": 2},
-    }),
-    "coverage/tiny-dpt": ("depth_estimation", {
-        "architectures": ["DPTForDepthEstimation"], "model_type": "dpt", "image_size": 32, "patch_size": 8,
-        "num_channels": 3, "hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 2,
-        "intermediate_size": 64, "backbone_out_indices": [0, 1, 2, 3], "neck_hidden_sizes": [8, 16, 32, 32],
-        "fusion_hidden_size": 16, "head_in_index": -1,
-    }),
+    "coverage/tiny-bert-ner": (
+        "token_classification",
+        {"architectures": ["BertForTokenClassification"], **_BERT, "num_labels": 5},
+    ),
+    "coverage/tiny-vit-gpt2": (
+        "vision_seq2seq",
+        {  # an image captioner: ViT encoder, GPT-2 decoder with cross-attention
+            "architectures": ["VisionEncoderDecoderModel"],
+            "model_type": "vision-encoder-decoder",
+            "decoder_start_token_id": 0,
+            "pad_token_id": 0,
+            "encoder": {
+                "model_type": "vit",
+                "hidden_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "image_size": 32,
+                "patch_size": 8,
+                "num_channels": 3,
+            },
+            "decoder": {
+                "model_type": "gpt2",
+                "n_embd": 32,
+                "n_layer": 2,
+                "n_head": 2,
+                "vocab_size": 128,
+                "n_positions": 64,
+                "add_cross_attention": True,
+                "is_decoder": True,
+            },
+        },
+    ),
+    "coverage/tiny-detr": (
+        "object_detection",
+        {
+            "architectures": ["DetrForObjectDetection"],
+            "model_type": "detr",
+            "use_timm_backbone": False,
+            "use_pretrained_backbone": False,
+            "backbone_config": {
+                "model_type": "resnet",
+                "embedding_size": 8,
+                "hidden_sizes": [8, 16],
+                "depths": [1, 1],
+                "layer_type": "basic",
+                "out_features": ["stage2"],
+            },
+            "d_model": 32,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 64,
+            "decoder_ffn_dim": 64,
+            "num_queries": 8,
+            "id2label": {"0": "cat", "1": "dog", "2": "car"},
+            "label2id": {"cat": 0, "dog": 1, "car": 2},
+        },
+    ),
+    "coverage/tiny-dpt": (
+        "depth_estimation",
+        {
+            "architectures": ["DPTForDepthEstimation"],
+            "model_type": "dpt",
+            "image_size": 32,
+            "patch_size": 8,
+            "num_channels": 3,
+            "hidden_size": 32,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "backbone_out_indices": [0, 1, 2, 3],
+            "neck_hidden_sizes": [8, 16, 32, 32],
+            "fusion_hidden_size": 16,
+            "head_in_index": -1,
+        },
+    ),
 }
 PREPARATION = "discovery,adaptation,healing"
 
@@ -99,18 +160,23 @@ def _write_model(root: Path, model_id: str, config: dict[str, Any]) -> str:
     return str(directory)
 
 
-def registrations(models_root: Path, one_per_family: bool = False,
-                  families: set[str] | None = None) -> list[Registration]:
+def registrations(
+    models_root: Path, one_per_family: bool = False, families: set[str] | None = None
+) -> list[Registration]:
     """The demo models, the test families' tiny models, the examples and one refusal per missing family
     (with `one_per_family`, only the first model of each family: a quicker run; with `families`,
     only the models of those families, and no refusals)."""
     wanted = (lambda family: True) if families is None else families.__contains__
     demos = [(reg, demo.task_family) for reg, demo in zip(demo_registrations(include_minilm=False), list_demo_models())]
-    candidates: list[tuple[str, Any, Any]] = [*(("demo", reg, family) for reg, family in demos),
-                  # a test table's own prefix ("coverage/x") would make an invalid id: tests/<last part>
-                  *(("config", f"tests/{name.rsplit('/', 1)[-1]}", (family, config))
-                    for name, (family, config) in test_models().items()),
-                  *(("config", mid, example) for mid, example in EXAMPLES.items())]
+    candidates: list[tuple[str, Any, Any]] = [
+        *(("demo", reg, family) for reg, family in demos),
+        # a test table's own prefix ("coverage/x") would make an invalid id: tests/<last part>
+        *(
+            ("config", f"tests/{name.rsplit('/', 1)[-1]}", (family, config))
+            for name, (family, config) in test_models().items()
+        ),
+        *(("config", mid, example) for mid, example in EXAMPLES.items()),
+    ]
     covered: set[str] = set()
     regs: list[Registration] = []
     configs: dict[str, dict[str, Any]] = {}
@@ -127,16 +193,33 @@ def registrations(models_root: Path, one_per_family: bool = False,
         suffix = next((s for s in missing.suffixes if s.startswith("For")), None)
         if suffix:  # an architecture only known by its head, as a new user's model would be
             configs[f"refused/{missing.family}"] = {"architectures": [f"Coverage{suffix}"], "model_type": "coverage"}
-    regs += [Registration(model_id=mid, source="local", path=_write_model(models_root, mid, cfg),
-                          description="bench/coverage.py") for mid, cfg in configs.items()]
+    regs += [
+        Registration(
+            model_id=mid, source="local", path=_write_model(models_root, mid, cfg), description="bench/coverage.py"
+        )
+        for mid, cfg in configs.items()
+    ]
     return regs
 
 
 def run_team_lead(board: Path, out: Path, stages: str, workers: int) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ASCENDBRIDGE_EXTRA_STAGES", "PROMPT_MODE")}
     env.update(ASCENDBRIDGE_ADAPTATIONS=str(out / "adaptations"), ASCENDBRIDGE_LOGS=str(out / "logs"))
-    argv = [sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board), "--stages", stages,
-            "--workers", str(workers), "--attempts", "3", "--plain", "--once"]
+    argv = [
+        sys.executable,
+        "-m",
+        "ascendbridge.teamlead",
+        "--board",
+        str(board),
+        "--stages",
+        stages,
+        "--workers",
+        str(workers),
+        "--attempts",
+        "3",
+        "--plain",
+        "--once",
+    ]
     return subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO_ROOT)
 
 
@@ -162,15 +245,18 @@ def collect(store: BoardStore, stages: list[str]) -> list[dict[str, Any]]:
     for model in store.list_models():
         tasks = {t.stage: t for t in store.list_tasks(model_id=model.model_id)}
         failed = next((tasks[s] for s in stages if tasks[s].status in ("failed", "blocked")), None)
-        rows.append({
-            "model": model.model_id, "architecture": model.architecture or "-",
-            "family": model.task_family or "(none)",
-            "stages": {s: _cell(tasks[s]) for s in stages},
-            "attempts": sum(tasks[s].attempts for s in stages),
-            "passed": all(tasks[s].status == "completed" for s in stages),
-            "note": _note(failed.diagnosis or {}, model.architecture or "") if failed else "",
-            "remedy": (failed.diagnosis or {}).get("remedy") if failed else None,
-        })
+        rows.append(
+            {
+                "model": model.model_id,
+                "architecture": model.architecture or "-",
+                "family": model.task_family or "(none)",
+                "stages": {s: _cell(tasks[s]) for s in stages},
+                "attempts": sum(tasks[s].attempts for s in stages),
+                "passed": all(tasks[s].status == "completed" for s in stages),
+                "note": _note(failed.diagnosis or {}, model.architecture or "") if failed else "",
+                "remedy": (failed.diagnosis or {}).get("remedy") if failed else None,
+            }
+        )
     return sorted(rows, key=lambda r: (r["family"], r["model"]))
 
 
@@ -186,22 +272,34 @@ def family_lines(rows: list[dict[str, Any]], only: set[str] | None = None) -> li
             continue
         examples = by_family.get(family, [])
         passed = sum(r["passed"] for r in examples)
-        outcome = ("no example" if not examples else f"{passed}/{len(examples)} passed" if family in TASK_FAMILIES
-                   else f"{len(examples)} refused")
-        lines.append({"family": family, "supported": family in TASK_FAMILIES, "examples": len(examples),
-                      "outcome": outcome})
+        outcome = (
+            "no example"
+            if not examples
+            else f"{passed}/{len(examples)} passed"
+            if family in TASK_FAMILIES
+            else f"{len(examples)} refused"
+        )
+        lines.append(
+            {"family": family, "supported": family in TASK_FAMILIES, "examples": len(examples), "outcome": outcome}
+        )
     return lines
 
 
 def markdown(rows: list[dict[str, Any]], families: list[dict[str, Any]], stages: list[str]) -> str:
     out = ["| family | examples | outcome |", "| --- | --- | --- |"]
     out += [f"| {f['family']} | {f['examples']} | {f['outcome']} |" for f in families]
-    out += ["", "| family | model | architecture | " + " | ".join(stages) + " | attempts (all stages) | remedy / reason |",
-            "| --- | --- | --- | " + " | ".join("---" for _ in stages) + " | --- | --- |"]
+    out += [
+        "",
+        "| family | model | architecture | " + " | ".join(stages) + " | attempts (all stages) | remedy / reason |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in stages) + " | --- | --- |",
+    ]
     for r in rows:
         note = r["note"].replace("|", "/")
-        out.append(f"| {r['family']} | {r['model']} | {r['architecture']} | "
-                   + " | ".join(r["stages"][s] for s in stages) + f" | {r['attempts']} | {note} |")
+        out.append(
+            f"| {r['family']} | {r['model']} | {r['architecture']} | "
+            + " | ".join(r["stages"][s] for s in stages)
+            + f" | {r['attempts']} | {note} |"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -52,8 +52,14 @@ def walk(store: BoardStore, model_id: str, rng: random.Random) -> None:
         claimed = store.claim_task(task.id, "bench-agent", 600)
         attempt = store.start_attempt(claimed.id, claimed.fencing_token, f"run {stage}", "")
         if rng.random() < 0.2:
-            reason = rng.choice(["out of memory on npu:0", "unsupported operator aten::_fft_r2c",
-                                 "tokenizer mismatch", "accuracy below threshold (cosine 0.97)"])
+            reason = rng.choice(
+                [
+                    "out of memory on npu:0",
+                    "unsupported operator aten::_fft_r2c",
+                    "tokenizer mismatch",
+                    "accuracy below threshold (cosine 0.97)",
+                ]
+            )
             store.finish_attempt(attempt, 1, rng.uniform(5, 300), "failed", {"summary": reason})
             store.fail_task(claimed.id, claimed.fencing_token, {"summary": reason})
             return
@@ -70,8 +76,14 @@ def build_board(path: Path, models: int, events: int) -> None:
         ids = [f"org{i % 97}/model-{i:05d}" for i in range(models)]
         for start in range(0, models, 2000):
             store.register_models(
-                [Registration(model_id=m, description=f"synthetic model {m} for the dashboard bench",
-                              priority=rng.randint(0, 9)) for m in ids[start:start + 2000]],
+                [
+                    Registration(
+                        model_id=m,
+                        description=f"synthetic model {m} for the dashboard bench",
+                        priority=rng.randint(0, 9),
+                    )
+                    for m in ids[start : start + 2000]
+                ],
                 origin="bench",
             )
             log(f"  registered {min(start + 2000, models)}/{models} models")
@@ -103,9 +115,23 @@ def start_dashboard(board: Path, workdir: Path) -> tuple[subprocess.Popen[bytes]
     port = free_port()
     env = {**os.environ, "ASCENDBRIDGE_DASHBOARD_TOKEN": TOKEN}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dashboard", "--board", str(board), "--port", str(port),
-         "--logs", str(workdir / "logs"), "--adaptations", str(workdir / "adaptations")],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(workdir / "dashboard.log", "wb"),
+        [
+            sys.executable,
+            "-m",
+            "dashboard",
+            "--board",
+            str(board),
+            "--port",
+            str(port),
+            "--logs",
+            str(workdir / "logs"),
+            "--adaptations",
+            str(workdir / "adaptations"),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "dashboard.log", "wb"),
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -151,7 +177,9 @@ def measure(url: str, paths: list[str], requests: int, concurrency: int, server_
         wall = time.perf_counter() - t0
         cpu1 = cpu_seconds(server_pid)
     return {
-        "server_cpu_ms_per_request": round((cpu1 - cpu0) * 1000 / requests, 1) if cpu0 is not None and cpu1 is not None else None,
+        "server_cpu_ms_per_request": round((cpu1 - cpu0) * 1000 / requests, 1)
+        if cpu0 is not None and cpu1 is not None
+        else None,
         "requests": requests,
         "concurrency": concurrency,
         "p50_ms": round(statistics.median(times), 1),
@@ -192,9 +220,17 @@ def main() -> int:
     rng = random.Random(1)
     endpoints = {
         "overview /": ["/"],
-        "overview filtered+search": ["/?stage=discovery&status=failed", "/?q=memory", "/?stage=healing&sort=model_id&page=3"],
+        "overview filtered+search": [
+            "/?stage=discovery&status=failed",
+            "/?q=memory",
+            "/?stage=healing&sort=model_id&page=3",
+        ],
         "model page": [f"/models/{m}" for m in walked] or ["/"],
-        "/api/models": ["/api/models", f"/api/models?page={rng.randint(2, 150)}", "/api/models?sort=model_id&order=asc"],
+        "/api/models": [
+            "/api/models",
+            f"/api/models?page={rng.randint(2, 150)}",
+            "/api/models?sort=model_id&order=asc",
+        ],
     }
     results = {}
     try:
@@ -205,17 +241,22 @@ def main() -> int:
         proc.terminate()
         proc.wait(timeout=10)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"board: {n_models} models, {n_events} events · {args.concurrency} concurrent · "
-          f"{os.cpu_count()} CPUs, load average {load:.1f} · target p95 < {TARGET_P95_MS:.0f} ms")
+    print(
+        f"board: {n_models} models, {n_events} events · {args.concurrency} concurrent · "
+        f"{os.cpu_count()} CPUs, load average {load:.1f} · target p95 < {TARGET_P95_MS:.0f} ms"
+    )
     print(f"{'endpoint':28} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'req/s':>8} {'cpu ms/req':>11}  verdict")
     for name, r in results.items():
         verdict = "ok" if r["p95_ms"] < TARGET_P95_MS else "SLOW"
         cpu = r["server_cpu_ms_per_request"]
         cpu_text = f"{cpu:11.1f}" if cpu is not None else f"{'n/a':>11}"
-        print(f"{name:28} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['max_ms']:8.1f} {r['req_per_s']:8.1f} {cpu_text}  {verdict}")
+        print(
+            f"{name:28} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['max_ms']:8.1f} {r['req_per_s']:8.1f} {cpu_text}  {verdict}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"models": n_models, "events": n_events, "load_average": load,
-                                         "results": results}, indent=2))
+        args.json.write_text(
+            json.dumps({"models": n_models, "events": n_events, "load_average": load, "results": results}, indent=2)
+        )
     return 0 if all(r["p95_ms"] < TARGET_P95_MS for r in results.values()) else 1
 
 

@@ -83,8 +83,12 @@ class Replay:
         out = []
         for task in self.tasks:
             for a in self.attempts.get(task.id, []):
-                if a.outcome == "completed" and a.duration_s is not None and a.finished_at and (
-                        before is None or _t(a.finished_at) <= before):
+                if (
+                    a.outcome == "completed"
+                    and a.duration_s is not None
+                    and a.finished_at
+                    and (before is None or _t(a.finished_at) <= before)
+                ):
                     out.append((a.finished_at, Sample(task.stage, family.get(task.model_pk), a.duration_s)))
         return [s for _, s in sorted(out, key=lambda pair: pair[0])]
 
@@ -98,8 +102,11 @@ class Replay:
             if self.finished[task.id] <= moment:
                 out.append(task)
                 continue
-            running = [a for a in self.attempts.get(task.id, []) if _t(a.started_at) <= moment
-                       and (a.finished_at is None or _t(a.finished_at) > moment)]
+            running = [
+                a
+                for a in self.attempts.get(task.id, [])
+                if _t(a.started_at) <= moment and (a.finished_at is None or _t(a.finished_at) > moment)
+            ]
             if running:
                 out.append(task.model_copy(update={"status": "in_progress", "started_at": running[-1].started_at}))
                 continue
@@ -135,8 +142,10 @@ def load(path: Path) -> Replay:
         raise InputError(f"{path} has no tasks")
     unfinished = [t for t in tasks if t.status not in TERMINAL_STATUSES or not t.finished_at]
     if unfinished:
-        raise InputError(f"{path} is not finished: {len(unfinished)} task(s) not finished "
-                         f"(e.g. {unfinished[0].model_id}/{unfinished[0].stage} {unfinished[0].status})")
+        raise InputError(
+            f"{path} is not finished: {len(unfinished)} task(s) not finished "
+            f"(e.g. {unfinished[0].model_id}/{unfinished[0].stage} {unfinished[0].status})"
+        )
     finished = {}
     for task in tasks:
         assert task.finished_at is not None  # checked above
@@ -145,12 +154,14 @@ def load(path: Path) -> Replay:
     return Replay(models, tasks, dict(attempts), finished)
 
 
-def replay(board: Replay, costs: CostModel, lanes: Lanes,
-           prior_scale: dict[str, float] | None = None) -> list[dict[str, Any]]:
+def replay(
+    board: Replay, costs: CostModel, lanes: Lanes, prior_scale: dict[str, float] | None = None
+) -> list[dict[str, Any]]:
     """One row per fraction: the moment, the ETA then, the true remaining time and the error."""
     scale = prior_scale or {}
-    scaled = CostModel({st: {fam: s * scale.get(st, 1.0) for fam, s in per.items()}
-                        for st, per in costs.stages.items()}, costs.source)
+    scaled = CostModel(
+        {st: {fam: s * scale.get(st, 1.0) for fam, s in per.items()} for st, per in costs.stages.items()}, costs.source
+    )
     ends = sorted(board.finished.values())
     end = ends[-1]
     stages = [st for st in STAGES if any(t.stage == st for t in board.tasks)]
@@ -161,8 +172,18 @@ def replay(board: Replay, costs: CostModel, lanes: Lanes,
         eta: Eta = estimate(board.at(moment), board.models, stages, board.samples(moment), [], scaled, lanes, moment)
         true = (end - moment).total_seconds()
         err = None if eta.seconds is None or true <= 0 else 100.0 * (eta.seconds - true) / true
-        rows.append({"fraction": fraction, "finished": done, "tasks": len(ends), "moment": moment.isoformat(),
-                     "eta_s": eta.seconds, "true_s": true, "error_pct": err, "eta_line": eta.text()})
+        rows.append(
+            {
+                "fraction": fraction,
+                "finished": done,
+                "tasks": len(ends),
+                "moment": moment.isoformat(),
+                "eta_s": eta.seconds,
+                "true_s": true,
+                "error_pct": err,
+                "eta_line": eta.text(),
+            }
+        )
     return rows
 
 
@@ -182,7 +203,9 @@ def parse_scale(raw: str) -> dict[str, float]:
         except ValueError:
             factor = -1.0
         if stage not in STAGES or not factor > 0:
-            raise InputError(f"--prior-scale: '{item}' is not STAGE=FACTOR (a stage of {', '.join(STAGES)}, FACTOR > 0)")
+            raise InputError(
+                f"--prior-scale: '{item}' is not STAGE=FACTOR (a stage of {', '.join(STAGES)}, FACTOR > 0)"
+            )
         out[stage] = factor
     return out
 
@@ -192,9 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("board", type=Path, help="a finished board.db (a copy: it is opened read-only anyway)")
     p.add_argument("--workers", type=int, default=2, help="the replayed run's --workers (default 2)")
     p.add_argument("--timed-slots", type=int, default=1, help="its timed slots: devices, or core groups (default 1)")
-    p.add_argument("--lendable", type=int, choices=(0, 1), default=1,
-                   help="1: idle preparation cores were lent as one more timed slot (a CPU-only host, default); "
-                        "0: a board run without lending")
+    p.add_argument(
+        "--lendable",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="1: idle preparation cores were lent as one more timed slot (a CPU-only host, default); "
+        "0: a board run without lending",
+    )
     p.add_argument("--costs", type=Path, default=COSTS_FILE, help="the cost model (default: the shipped one)")
     p.add_argument("--prior-scale", default="", help="STAGE=X,...: multiply a stage's priors by X (sensitivity)")
     p.add_argument("--max-error", type=float, help="exit 1 when an |error| in percent exceeds this")
@@ -207,9 +235,20 @@ def main(argv: list[str] | None = None) -> int:
         prior_scale = parse_scale(args.prior_scale)
         board = load(args.board)
         if args.derive_costs:
-            print(json.dumps({"derived_from": {"board": str(args.board), "first_attempt": board.first_attempt,
-                                               "last_attempt": board.last_attempt, "tasks": len(board.tasks)},
-                              "stages": derive_costs(board.samples())}, indent=1))
+            print(
+                json.dumps(
+                    {
+                        "derived_from": {
+                            "board": str(args.board),
+                            "first_attempt": board.first_attempt,
+                            "last_attempt": board.last_attempt,
+                            "tasks": len(board.tasks),
+                        },
+                        "stages": derive_costs(board.samples()),
+                    },
+                    indent=1,
+                )
+            )
             return 0
         costs = CostModel.load(args.costs)
     except (InputError, ValueError) as exc:
@@ -218,20 +257,33 @@ def main(argv: list[str] | None = None) -> int:
     rows = replay(board, costs, Lanes(args.workers, args.timed_slots, lendable=args.lendable), prior_scale)
     same = in_sample(board, costs)
     if args.json:
-        print(json.dumps({"board": str(args.board), "costs": str(args.costs), "priors_in_sample": same,
-                          "prior_scale": prior_scale, "workers": args.workers,
-                          "timed_slots": args.timed_slots, "lendable": args.lendable, "rows": rows}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "board": str(args.board),
+                    "costs": str(args.costs),
+                    "priors_in_sample": same,
+                    "prior_scale": prior_scale,
+                    "workers": args.workers,
+                    "timed_slots": args.timed_slots,
+                    "lendable": args.lendable,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
     else:
-        print(f"board {args.board}: {len(board.tasks)} tasks; lanes: {args.workers} worker(s), "
-              f"{args.timed_slots} timed slot(s){' + lent' if args.lendable else ''}; priors: {args.costs.name}"
-              + "".join(f", {st} x{x:g}" for st, x in prior_scale.items())
-              + (" (derived from this very board: in-sample)" if same else ""))
+        print(
+            f"board {args.board}: {len(board.tasks)} tasks; lanes: {args.workers} worker(s), "
+            f"{args.timed_slots} timed slot(s){' + lent' if args.lendable else ''}; priors: {args.costs.name}"
+            + "".join(f", {st} x{x:g}" for st, x in prior_scale.items())
+            + (" (derived from this very board: in-sample)" if same else "")
+        )
         print(f"{'finished':>14}  {'moment':>8}  {'ETA':>8}  {'true left':>9}  {'error':>7}")
         for r in rows:
             err = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%"
             done = f"{r['fraction']:.0%} ({r['finished']}/{r['tasks']})"
-            print(f"{done:>14}  {r['moment'][11:19]:>8}  "
-                  f"{fmt_s(r['eta_s']):>8}  {fmt_s(r['true_s']):>9}  {err:>7}")
+            print(f"{done:>14}  {r['moment'][11:19]:>8}  {fmt_s(r['eta_s']):>8}  {fmt_s(r['true_s']):>9}  {err:>7}")
         for r in rows:
             print(f"  at {r['fraction']:.0%}: {r['eta_line']}")
     worst = max((abs(r["error_pct"]) if r["error_pct"] is not None else math.inf) for r in rows)

@@ -44,8 +44,12 @@ FORGED = 10.0
 def gate(directory: Path, python: Path) -> dict[str, Any]:
     """One stand-alone gate run: its exit code, verdict, seconds and the forward call's figures."""
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, str(CHECKER), "--adaptation-dir", str(directory), "--json",
-                           "--python", str(python)], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(CHECKER), "--adaptation-dir", str(directory), "--json", "--python", str(python)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     seconds = time.monotonic() - start
     try:
         report = json.loads(proc.stdout)
@@ -53,8 +57,14 @@ def gate(directory: Path, python: Path) -> dict[str, Any]:
         return {"exit": proc.returncode, "verdict": f"no report: {proc.stderr.strip()[-200:]}", "seconds": seconds}
     forward = [t for ts in report.get("timings", {}).values() for t in ts if t.get("what") == "forward call"]
     verdict = "passed" if report["passed"] else "inconclusive" if report.get("inconclusive") else "failed"
-    return {"exit": proc.returncode, "verdict": verdict, "seconds": seconds, "summary": report["summary"],
-            "placement": report.get("placement"), "forward": forward[0] if forward else {}}
+    return {
+        "exit": proc.returncode,
+        "verdict": verdict,
+        "seconds": seconds,
+        "summary": report["summary"],
+        "placement": report.get("placement"),
+        "forward": forward[0] if forward else {},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,26 +79,37 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="gate-under-load-"))
     try:
         honest = make_adaptation(root, args.model)
-        code, result, _, err = record_as_the_stage(python, honest, [int(c) for c in args.cores.split(",")],
-                                                   args.threads)
+        code, result, _, err = record_as_the_stage(
+            python, honest, [int(c) for c in args.cores.split(",")], args.threads
+        )
         if code not in (0, 2):
             print(f"error: accuracy_run.py failed (exit {code}): {err.strip()[-300:]}", file=sys.stderr)
             return 1
         forged = root / "forged"
         shutil.copytree(honest, forged)
         forge_latency(forged / result["metrics"], FORGED)
-        print(f"{args.model}: run on cores {args.cores}, {args.threads} thread(s), median {result['median_ms']:.3f} ms; "
-              f"load average {os.getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"{args.model}: run on cores {args.cores}, {args.threads} thread(s), median {result['median_ms']:.3f} ms; "
+            f"load average {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
         rows: list[dict[str, Any]] = []
         for condition in ("idle", "busy_loops(2,2)"):
             with busy_loops(2, 2) if condition != "idle" else contextlib.nullcontext():
                 for label, directory in (("honest", honest), (f"forged x{FORGED:g}", forged)):
                     for _ in range(args.n):
-                        run = {"condition": condition, "evidence": label, "load": os.getloadavg()[0],
-                               **gate(directory, python)}
+                        run = {
+                            "condition": condition,
+                            "evidence": label,
+                            "load": os.getloadavg()[0],
+                            **gate(directory, python),
+                        }
                         rows.append(run)
-                        print(f"  {condition:15s} {label:10s} {run['verdict']:12s} {run['seconds']:5.1f} s "
-                              f"{_figures(run)}", flush=True)
+                        print(
+                            f"  {condition:15s} {label:10s} {run['verdict']:12s} {run['seconds']:5.1f} s "
+                            f"{_figures(run)}",
+                            flush=True,
+                        )
         print(f"placement: {rows[0].get('placement')}")
         print(table(rows))
         if args.json:
@@ -103,16 +124,20 @@ def _figures(run: dict[str, Any]) -> str:
     if "relative" not in f:
         return ""
     quiet = "-" if f.get("quiet_x") is None else f"x{f['quiet_x']:.2f}"
-    return (f"fastest call x{f['absolute']:.2f}, uninterrupted {quiet}, ratio x{f['relative']:.2f} "
-            f"spread x{f['spread']:.2f}, rounds {f['rounds']}, preemptions {f['preemptions']}")
+    return (
+        f"fastest call x{f['absolute']:.2f}, uninterrupted {quiet}, ratio x{f['relative']:.2f} "
+        f"spread x{f['spread']:.2f}, rounds {f['rounds']}, preemptions {f['preemptions']}"
+    )
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """Verdict counts, the forward call's uninterrupted-call and ratio ranges (x: re-timed over
     reported) and spread range, per condition and evidence."""
-    lines = [f"{'condition':16s} {'evidence':10s} {'passed':>6s} {'inconcl.':>8s} {'failed':>6s} "
-             f"{'uninterrupted x':>16s} {'ratio x (min..max)':>20s} {'spread (max)':>12s} {'load avg':>8s} "
-             f"{'s/run':>6s}"]
+    lines = [
+        f"{'condition':16s} {'evidence':10s} {'passed':>6s} {'inconcl.':>8s} {'failed':>6s} "
+        f"{'uninterrupted x':>16s} {'ratio x (min..max)':>20s} {'spread (max)':>12s} {'load avg':>8s} "
+        f"{'s/run':>6s}"
+    ]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["condition"], r["evidence"]), []).append(r)
@@ -121,10 +146,12 @@ def table(rows: list[dict[str, Any]]) -> str:
         rel = [r["forward"]["relative"] for r in runs if "relative" in r.get("forward", {})]
         spread = [r["forward"]["spread"] for r in runs if "spread" in r.get("forward", {})]
         quiet = [r["forward"]["quiet_x"] for r in runs if r.get("forward", {}).get("quiet_x") is not None]
-        lines.append(f"{condition:16s} {evidence:10s} {count['passed']:6d} {count['inconclusive']:8d} "
-                     f"{count['failed']:6d} {_range(quiet):>16s} {_range(rel):>20s} {(f'x{max(spread):.2f}' if spread else '-'):>12s} "
-                     f"{sum(r['load'] for r in runs) / len(runs):8.2f} "
-                     f"{sum(r['seconds'] for r in runs) / len(runs):6.1f}")
+        lines.append(
+            f"{condition:16s} {evidence:10s} {count['passed']:6d} {count['inconclusive']:8d} "
+            f"{count['failed']:6d} {_range(quiet):>16s} {_range(rel):>20s} {(f'x{max(spread):.2f}' if spread else '-'):>12s} "
+            f"{sum(r['load'] for r in runs) / len(runs):8.2f} "
+            f"{sum(r['seconds'] for r in runs) / len(runs):6.1f}"
+        )
     return "\n".join(lines)
 
 

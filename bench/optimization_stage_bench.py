@@ -45,8 +45,11 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
         os.sched_setaffinity(0, {cpu})
     sys.path.insert(0, str(tree))
     os.environ["PYTHONPATH"] = str(tree)  # the gates' checker processes import this tree's code too
-    os.environ.update(ASCENDBRIDGE_BOARD=str(tmp / "board.db"), ASCENDBRIDGE_LOGS=str(tmp / "logs"),
-                      ASCENDBRIDGE_ADAPTATIONS=str(tmp / "adaptations"))
+    os.environ.update(
+        ASCENDBRIDGE_BOARD=str(tmp / "board.db"),
+        ASCENDBRIDGE_LOGS=str(tmp / "logs"),
+        ASCENDBRIDGE_ADAPTATIONS=str(tmp / "adaptations"),
+    )
     (tmp / "adaptations").mkdir()
     from ascendbridge.board import BoardStore
     from ascendbridge.package import uv_env
@@ -59,15 +62,28 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
     info = json.loads((tree / "demo_models" / "manifest.json").read_text())["models"][name]
     config = json.loads((tree / "demo_models" / name / "config.json").read_text())
     board = BoardStore.init(tmp / "board.db")
-    record, task, directory, spec = register_local(board, info["model_id"], tree / "demo_models" / name, "optimization",
-                                                   info["task_family"], info["architecture"], config["model_type"])
+    record, task, directory, spec = register_local(
+        board,
+        info["model_id"],
+        tree / "demo_models" / name,
+        "optimization",
+        info["task_family"],
+        info["architecture"],
+        config["model_type"],
+    )
     render_adaptation(spec, directory)
     (directory / ".venv").symlink_to(torch_env_python().absolute().parent.parent, target_is_directory=True)
     # the shared env stands in for the synced one
     uv_env.sync = lambda *a, **k: SimpleNamespace(ok=True)  # type: ignore[assignment]
     log = io.StringIO()
-    ctx = StageContext(model=record, task=task, adaptation_dir=directory, board_path=tmp / "board.db",
-                       log=log, settings={"device": "cpu"})
+    ctx = StageContext(
+        model=record,
+        task=task,
+        adaptation_dir=directory,
+        board_path=tmp / "board.db",
+        log=log,
+        settings={"device": "cpu"},
+    )
     start = time.perf_counter()
     outcome = OPTIMIZATION_STAGE.run(ctx)
     run_s = time.perf_counter() - start
@@ -77,12 +93,22 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
     notes = json.loads(notes_path.read_text()) if notes_path.is_file() else {}
     final = notes.get("final", {})
     board.close()
-    return {"model": name, "run_s": run_s, "gate_s": gate_s, "status": outcome.status, "summary": outcome.summary,
-            "chosen": final.get("passes"), "speedup": final.get("speedup"), "interval": final.get("interval"),
-            "gate": None if gate is None else
-            ("passed" if gate.passed else "inconclusive" if getattr(gate, "inconclusive", False) else "failed"),
-            "gate_summary": None if gate is None else gate.summary, "log": log.getvalue(),
-            "timed_pairs": timed_pairs(directory, notes, gate.report if gate is not None else {})}
+    return {
+        "model": name,
+        "run_s": run_s,
+        "gate_s": gate_s,
+        "status": outcome.status,
+        "summary": outcome.summary,
+        "chosen": final.get("passes"),
+        "speedup": final.get("speedup"),
+        "interval": final.get("interval"),
+        "gate": None
+        if gate is None
+        else ("passed" if gate.passed else "inconclusive" if getattr(gate, "inconclusive", False) else "failed"),
+        "gate_summary": None if gate is None else gate.summary,
+        "log": log.getvalue(),
+        "timed_pairs": timed_pairs(directory, notes, gate.report if gate is not None else {}),
+    }
 
 
 def timed_pairs(directory: Path, notes: dict[str, Any], gate_report: dict[str, Any]) -> dict[str, int]:
@@ -93,20 +119,24 @@ def timed_pairs(directory: Path, notes: dict[str, Any], gate_report: dict[str, A
     metrics = directory / str(perf.get("metrics", ""))
     separate = perf.get("process") != "confirmation" and metrics.is_file()
     reproduced = [((r.get("details") or {}).get("reproduced") or {}) for r in gate_report.get("reports", [])]
-    return {"search": sum(r["paired"]["pairs"] for r in rows), "search_rows": len(rows),
-            "confirmation": int((notes.get("confirmation") or {}).get("pairs") or 0),
-            "perf_run": int(json.loads(metrics.read_text())["optimization"]["paired"]["pairs"]) if separate else 0,
-            "gate": sum(int(r.get("pairs") or 0) for r in reproduced)}
+    return {
+        "search": sum(r["paired"]["pairs"] for r in rows),
+        "search_rows": len(rows),
+        "confirmation": int((notes.get("confirmation") or {}).get("pairs") or 0),
+        "perf_run": int(json.loads(metrics.read_text())["optimization"]["paired"]["pairs"]) if separate else 0,
+        "gate": sum(int(r.get("pairs") or 0) for r in reproduced),
+    }
 
 
 def child(name: str, tree: Path, cpu: int | None, timeout: float) -> dict[str, Any]:
     argv = [sys.executable, str(Path(__file__).resolve()), "--one", name, "--tree", str(tree)]
-    proc = subprocess.run(argv + ([] if cpu is None else ["--cpu", str(cpu)]), cwd=tree, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        argv + ([] if cpu is None else ["--cpu", str(cpu)]), cwd=tree, capture_output=True, text=True, timeout=timeout
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if not lines:
         return {"model": name, "error": (proc.stderr or proc.stdout).strip()[-800:]}
-    return json.loads(lines[-1][len(MARK):])
+    return json.loads(lines[-1][len(MARK) :])
 
 
 def main(argv: list[str]) -> int:
@@ -116,8 +146,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--before", type=Path, default=None, help="another checkout to time beside this one")
     parser.add_argument("--no-after", action="store_true", help="time only the --before tree")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
-                        help="core each run is pinned to, as a timed slot (default: the last one; -1: not pinned)")
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        default=max(os.sched_getaffinity(0)),
+        help="core each run is pinned to, as a timed slot (default: the last one; -1: not pinned)",
+    )
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--out", default="bench_optimization_stage.json")
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -131,14 +165,21 @@ def main(argv: list[str]) -> int:
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in manifest]
     if unknown or args.repeats < 1 or (args.no_after and not args.before):
-        print(f"error: unknown model(s) {', '.join(unknown)}" if unknown else
-              "error: --repeats >= 1, and --no-after needs --before", file=sys.stderr)
+        print(
+            f"error: unknown model(s) {', '.join(unknown)}"
+            if unknown
+            else "error: --repeats >= 1, and --no-after needs --before",
+            file=sys.stderr,
+        )
         return 2
     trees = {**({"before": args.before.resolve()} if args.before else {}), **({} if args.no_after else {"after": REPO})}
     load_before = os.getloadavg()
-    print(f"optimization stage bench: {len(names)} models x {args.repeats}, trees {', '.join(trees)}, pinned to "
-          f"{'no core' if args.cpu < 0 else f'core {args.cpu}'}; load average {load_before[0]:.1f} on "
-          f"{os.cpu_count()} CPUs", flush=True)
+    print(
+        f"optimization stage bench: {len(names)} models x {args.repeats}, trees {', '.join(trees)}, pinned to "
+        f"{'no core' if args.cpu < 0 else f'core {args.cpu}'}; load average {load_before[0]:.1f} on "
+        f"{os.cpu_count()} CPUs",
+        flush=True,
+    )
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {n: {t: [] for t in trees} for n in names}
     for i, name in enumerate(names):
         for r in range(args.repeats):
@@ -150,9 +191,12 @@ def main(argv: list[str]) -> int:
                     print(f"  {name} [{t}]: ERROR {row['error'][-300:]}", flush=True)
                 else:
                     interval = row["interval"] or [1.0, 1.0]
-                    print(f"  {name} [{t}]: run {row['run_s']:.0f} s + gate {row['gate_s']:.0f} s; "
-                          f"{'+'.join(row['chosen'] or []) or 'no gain'} x{row['speedup'] or 1:.2f} "
-                          f"[{interval[0]:.2f},{interval[1]:.2f}]; gate {row['gate']}", flush=True)
+                    print(
+                        f"  {name} [{t}]: run {row['run_s']:.0f} s + gate {row['gate_s']:.0f} s; "
+                        f"{'+'.join(row['chosen'] or []) or 'no gain'} x{row['speedup'] or 1:.2f} "
+                        f"[{interval[0]:.2f},{interval[1]:.2f}]; gate {row['gate']}",
+                        flush=True,
+                    )
     print(f"\n{'model':22s} " + " ".join(f"{t + ' s (min..max)':>26s}" for t in trees))
     totals: dict[str, list[float]] = {t: [] for t in trees}
     for name in names:
@@ -168,8 +212,9 @@ def main(argv: list[str]) -> int:
     print("mean per model: " + ", ".join(f"{t} {statistics.mean(v):.0f} s" for t, v in totals.items() if v))
     load_after = os.getloadavg()
     print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f}")
-    Path(args.out).write_text(json.dumps({"models": rows, "load_average": [load_before, load_after]}, indent=2,
-                                         default=str) + "\n")
+    Path(args.out).write_text(
+        json.dumps({"models": rows, "load_average": [load_before, load_after]}, indent=2, default=str) + "\n"
+    )
     return 0 if all("error" not in x for n in rows.values() for t in n.values() for x in t) else 1
 
 

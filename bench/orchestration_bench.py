@@ -110,10 +110,8 @@ def run_once(kind: str, tasks: int, workers: int) -> dict[str, Any]:
         os.environ["ASCENDBRIDGE_LOGS"] = f"{tmp}/logs"
         os.environ["ASCENDBRIDGE_ADAPTATIONS"] = f"{tmp}/adaptations"
         store = BoardStore.init(Path(tmp) / "board.db")
-        store.register_models(Registration(model_id=f"bench/m{i:05d}", source="local", path="/x")
-                              for i in range(tasks))
-        settings = TeamLeadSettings(stages=("discovery",), workers=workers, poll_s=0.05, heartbeat_s=5.0,
-                                    lease_s=60.0)
+        store.register_models(Registration(model_id=f"bench/m{i:05d}", source="local", path="/x") for i in range(tasks))
+        settings = TeamLeadSettings(stages=("discovery",), workers=workers, poll_s=0.05, heartbeat_s=5.0, lease_s=60.0)
         log = logging.getLogger("bench")
         log.addHandler(logging.NullHandler())
         log.propagate = False
@@ -129,10 +127,17 @@ def run_once(kind: str, tasks: int, workers: int) -> dict[str, Any]:
         store.close()
     assert completed == tasks, f"only {completed}/{tasks} completed"
     per = sorted(lead.per_task)
-    return {"tasks": tasks, "workers": workers, "wall_s": wall, "tasks_per_s": tasks / wall,
-            "median_ms": 1000 * statistics.median(per), "p90_ms": 1000 * per[int(0.9 * (len(per) - 1))],
-            "wall_per_task_ms": 1000 * wall / tasks, "lead_cpu_ms_per_task": 1000 * cpu / tasks,
-            "worker_cpu_ms_per_task": 1000 * kids / tasks}
+    return {
+        "tasks": tasks,
+        "workers": workers,
+        "wall_s": wall,
+        "tasks_per_s": tasks / wall,
+        "median_ms": 1000 * statistics.median(per),
+        "p90_ms": 1000 * per[int(0.9 * (len(per) - 1))],
+        "wall_per_task_ms": 1000 * wall / tasks,
+        "lead_cpu_ms_per_task": 1000 * cpu / tasks,
+        "worker_cpu_ms_per_task": 1000 * kids / tasks,
+    }
 
 
 def _children_cpu() -> float:
@@ -166,14 +171,18 @@ def main() -> int:
             r = run_once(kind, n, w)
             r["executor"] = kind
             rows.append(r)
-            print(f"{kind:13s} workers={w} tasks={n:5d}  median {r['median_ms']:8.1f} ms/task (dispatch->completed), "
-                  f"p90 {r['p90_ms']:8.1f} ms, {r['tasks_per_s']:7.1f} tasks/s, wall/task {r['wall_per_task_ms']:7.1f} ms, "
-                  f"CPU/task: team lead {r['lead_cpu_ms_per_task']:6.1f} ms + workers {r['worker_cpu_ms_per_task']:7.1f} ms",
-                  flush=True)
+            print(
+                f"{kind:13s} workers={w} tasks={n:5d}  median {r['median_ms']:8.1f} ms/task (dispatch->completed), "
+                f"p90 {r['p90_ms']:8.1f} ms, {r['tasks_per_s']:7.1f} tasks/s, wall/task {r['wall_per_task_ms']:7.1f} ms, "
+                f"CPU/task: team lead {r['lead_cpu_ms_per_task']:6.1f} ms + workers {r['worker_cpu_ms_per_task']:7.1f} ms",
+                flush=True,
+            )
     results["runs"] = rows
     results["worker_process_startup_s"] = worker_startup_s()
-    print(f"one worker process start (interpreter + ascendbridge/sqlmodel imports): "
-          f"{results['worker_process_startup_s'] * 1000:.0f} ms; a task starts two (run, gate)")
+    print(
+        f"one worker process start (interpreter + ascendbridge/sqlmodel imports): "
+        f"{results['worker_process_startup_s'] * 1000:.0f} ms; a task starts two (run, gate)"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

@@ -43,8 +43,14 @@ def run_once(executor: Executor, stage: str, tasks: int, slots: int) -> dict[str
         os.environ["ASCENDBRIDGE_LOGS"] = f"{tmp}/logs"
         os.environ["ASCENDBRIDGE_ADAPTATIONS"] = f"{tmp}/adaptations"
         store = BoardStore.init(Path(tmp) / "board.db")
-        store.register_models(Registration(model_id=f"bench/{DEMO[i % len(DEMO)]}-{i:03d}", source="local",
-                                           path=str(REPO / "demo_models" / DEMO[i % len(DEMO)])) for i in range(tasks))
+        store.register_models(
+            Registration(
+                model_id=f"bench/{DEMO[i % len(DEMO)]}-{i:03d}",
+                source="local",
+                path=str(REPO / "demo_models" / DEMO[i % len(DEMO)]),
+            )
+            for i in range(tasks)
+        )
         settings = TeamLeadSettings(stages=("discovery",), workers=slots, poll_s=0.05, heartbeat_s=5.0, lease_s=60.0)
         log = logging.getLogger("bench")
         log.addHandler(logging.NullHandler())
@@ -56,8 +62,10 @@ def run_once(executor: Executor, stage: str, tasks: int, slots: int) -> dict[str
         wall = time.perf_counter() - start
         store.close()
     if stats.outcomes["completed"] != tasks:
-        raise SystemExit(f"error: {stage} on {slots} slot(s): only {stats.outcomes['completed']}/{tasks} completed "
-                         f"({dict(stats.outcomes)})")
+        raise SystemExit(
+            f"error: {stage} on {slots} slot(s): only {stats.outcomes['completed']}/{tasks} completed "
+            f"({dict(stats.outcomes)})"
+        )
     return {"per_min": 60 * tasks / wall, "per_task": lead.per_task}
 
 
@@ -101,8 +109,11 @@ def main() -> int:
     load, cpus = os.getloadavg()[0], os.cpu_count() or 1
     busy = " (a busy machine: the figures measure its load too)" if load > cpus / 2 else ""
     print(f"cpus {cpus}, load average {load:.1f}{busy}", flush=True)
-    print(f"{'executor':8s} {'stage':9s} {'slots':>5s}  {'tasks/min median [min-max]':>28s}  "
-          f"{'per task ms median [p10-p90]':>30s}", flush=True)
+    print(
+        f"{'executor':8s} {'stage':9s} {'slots':>5s}  {'tasks/min median [min-max]':>28s}  "
+        f"{'per task ms median [p10-p90]':>30s}",
+        flush=True,
+    )
     try:
         for kind in args.executors.split(","):
             executor = make_executor(kind, address)
@@ -112,9 +123,12 @@ def main() -> int:
                     for n in slots:
                         runs = [run_once(executor, stage, args.tasks, n) for _ in range(args.reps)]
                         per_task = [1000 * t for r in runs for t in r["per_task"]]
-                        print(f"{kind:8s} {stage:9s} {n:5d}  {_spread([r['per_min'] for r in runs], '{:.0f}'):>28s}  "
-                              f"{statistics.median(per_task):>12.0f} [{_pct(per_task, 0.1):.0f}-"
-                              f"{_pct(per_task, 0.9):.0f}]", flush=True)
+                        print(
+                            f"{kind:8s} {stage:9s} {n:5d}  {_spread([r['per_min'] for r in runs], '{:.0f}'):>28s}  "
+                            f"{statistics.median(per_task):>12.0f} [{_pct(per_task, 0.1):.0f}-"
+                            f"{_pct(per_task, 0.9):.0f}]",
+                            flush=True,
+                        )
             finally:
                 executor.close()
     finally:

@@ -49,8 +49,10 @@ print = functools.partial(print, flush=True)  # progress shows while a long run 
 
 def spread(values: list[float]) -> dict[str, float]:
     """Median and stdev in ms of values in seconds."""
-    return {"median_ms": 1000 * statistics.median(values) if values else 0.0,
-            "stdev_ms": 1000 * statistics.stdev(values) if len(values) > 1 else 0.0}
+    return {
+        "median_ms": 1000 * statistics.median(values) if values else 0.0,
+        "stdev_ms": 1000 * statistics.stdev(values) if len(values) > 1 else 0.0,
+    }
 
 
 def served_figures(run: dict[str, Any]) -> dict[str, Any]:
@@ -59,17 +61,25 @@ def served_figures(run: dict[str, Any]) -> dict[str, Any]:
     together (the API server busy), not that the engine decoded faster."""
     ok = [i for i, error in enumerate(run["errors"]) if not error]
     ttfts = [run["ttfts"][i] for i in ok]
-    tpots = [(run["latencies"][i] - run["ttfts"][i]) / (run["output_lens"][i] - 1) for i in ok
-             if run["output_lens"][i] > 1]
-    return {"requests": len(ok), "ttft_ms": spread(ttfts), "tpot_ms": spread(tpots),
-            "output_tokens_per_s": sum(run["output_lens"][i] for i in ok) / run["duration"]}
+    tpots = [
+        (run["latencies"][i] - run["ttfts"][i]) / (run["output_lens"][i] - 1) for i in ok if run["output_lens"][i] > 1
+    ]
+    return {
+        "requests": len(ok),
+        "ttft_ms": spread(ttfts),
+        "tpot_ms": spread(tpots),
+        "output_tokens_per_s": sum(run["output_lens"][i] for i in ok) / run["duration"],
+    }
 
 
 def package_figures(run: dict[str, Any], new_tokens: int) -> dict[str, Any]:
     """The package's TTFT and TPOT at one batch, and its output tokens/s end to end."""
     total_ms = run["ttft_ms"]["median_ms"] + (new_tokens - 1) * run["tpot_ms"]["median_ms"]
-    return {"ttft_ms": run["ttft_ms"], "tpot_ms": run["tpot_ms"],
-            "output_tokens_per_s": 1000 * run["batch"] * new_tokens / total_ms if total_ms else 0.0}
+    return {
+        "ttft_ms": run["ttft_ms"],
+        "tpot_ms": run["tpot_ms"],
+        "output_tokens_per_s": 1000 * run["batch"] * new_tokens / total_ms if total_ms else 0.0,
+    }
 
 
 def package_runs(directory: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -97,19 +107,34 @@ def serve_and_bench(directory: Path, name: str, family: str, args: argparse.Name
     if isinstance(local, Refusal):
         raise RuntimeError(local.reason)
     port = free_port()
-    with served(server_argv(python, local, directory.name, port), directory, local.env, port,
-                settings.start_timeout_s, directory / "serve" / "server.log") as server:
-        bench = bench_args(server.url, directory.name, str((directory / "serve" / "weights").resolve()),
-                           local.endpoint, args.batch * args.rounds, args.prompt_len, args.new_tokens)
+    with served(
+        server_argv(python, local, directory.name, port),
+        directory,
+        local.env,
+        port,
+        settings.start_timeout_s,
+        directory / "serve" / "server.log",
+    ) as server:
+        bench = bench_args(
+            server.url,
+            directory.name,
+            str((directory / "serve" / "weights").resolve()),
+            local.endpoint,
+            args.batch * args.rounds,
+            args.prompt_len,
+            args.new_tokens,
+        )
         runs = run_bench(python, ["inf"], [*bench, "--max-concurrency", str(args.batch)], 900, log)
         cold = server.cold_start_s
     return {"cold_start_s": cold, **served_figures(runs["inf"])}
 
 
 def describe(figures: dict[str, Any]) -> str:
-    return (f"TTFT {figures['ttft_ms']['median_ms']:.2f}±{figures['ttft_ms']['stdev_ms']:.2f} ms, "
-            f"TPOT {figures['tpot_ms']['median_ms']:.2f}±{figures['tpot_ms']['stdev_ms']:.2f} ms, "
-            f"{figures['output_tokens_per_s']:.0f} output tok/s")
+    return (
+        f"TTFT {figures['ttft_ms']['median_ms']:.2f}±{figures['ttft_ms']['stdev_ms']:.2f} ms, "
+        f"TPOT {figures['tpot_ms']['median_ms']:.2f}±{figures['tpot_ms']['stdev_ms']:.2f} ms, "
+        f"{figures['output_tokens_per_s']:.0f} output tok/s"
+    )
 
 
 def main() -> int:
@@ -122,9 +147,13 @@ def main() -> int:
     p.add_argument("--new-tokens", type=int, default=8)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iters", type=int, default=3)
-    p.add_argument("--package-threads", type=int, default=0,
-                   help="OMP_NUM_THREADS of the package's generate (0: torch's default; on a loaded host a "
-                   "thread the scheduler parks stalls every parallel op)")
+    p.add_argument(
+        "--package-threads",
+        type=int,
+        default=0,
+        help="OMP_NUM_THREADS of the package's generate (0: torch's default; on a loaded host a "
+        "thread the scheduler parks stalls every parallel op)",
+    )
     p.add_argument("--out", default="bench_serving.json")
     args = p.parse_args()
     names = [n for n in args.models.split(",") if n]
@@ -132,12 +161,15 @@ def main() -> int:
     if unknown:
         print(f"error: not a demo causal LM: {', '.join(unknown)}", file=sys.stderr)
         return 2
-    workload = WorkloadSpec(prompt_len=args.prompt_len, new_tokens=args.new_tokens, batch=args.batch, sweep=[1],
-                            headline_batch=args.batch)
+    workload = WorkloadSpec(
+        prompt_len=args.prompt_len, new_tokens=args.new_tokens, batch=args.batch, sweep=[1], headline_batch=args.batch
+    )
     python = torch_env_python()
     start = time.perf_counter()
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; batch {args.batch}, prompt "
-          f"{args.prompt_len} tokens, {args.new_tokens} new tokens")
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; batch {args.batch}, prompt "
+        f"{args.prompt_len} tokens, {args.new_tokens} new tokens"
+    )
 
     def fill(directory: Path, entry: dict[str, Any]) -> None:
         name = entry["model"]
@@ -148,11 +180,14 @@ def main() -> int:
     def show(entry: dict[str, Any]) -> None:
         for label, figures in entry["package"].items():
             print(f"  package generate, {label}: {describe(figures)}")
-        print(f"  vLLM, {args.batch} in flight ({entry['served']['requests']} requests, ready in "
-              f"{entry['served']['cold_start_s']:.0f} s): {describe(entry['served'])}")
+        print(
+            f"  vLLM, {args.batch} in flight ({entry['served']['requests']} requests, ready in "
+            f"{entry['served']['cold_start_s']:.0f} s): {describe(entry['served'])}"
+        )
 
-    results = each_model(names, manifest, python, workload, fill, (RuntimeError, OSError), show,
-                         lambda entry: entry["model"])
+    results = each_model(
+        names, manifest, python, workload, fill, (RuntimeError, OSError), show, lambda entry: entry["model"]
+    )
     return finish(args.out, results, start, args=vars(args))
 
 

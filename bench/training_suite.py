@@ -40,14 +40,25 @@ def run(python: Path, root: Path, name: str, command: str, nproc: int, config: d
     path = root / f"{name}.json"
     path.write_text(json.dumps(config))
     out = root / name
-    launcher = [str(python), "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] if nproc > 1 \
+    launcher = (
+        [str(python), "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
+        if nproc > 1
         else [str(python)]
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     start = time.monotonic()
-    proc = subprocess.run([*launcher, "-m", "ab_runtime.train.run", command, "--config", str(path), "--out", str(out)],
-                          capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
+    proc = subprocess.run(
+        [*launcher, "-m", "ab_runtime.train.run", command, "--config", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=REPO,
+    )
     if proc.returncode != 0:
-        sys.exit(f"error: {name} ({command}) exited {proc.returncode}: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        sys.exit(
+            f"error: {name} ({command}) exited {proc.returncode}: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
+        )
     return out, time.monotonic() - start
 
 
@@ -68,8 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no demo model {args.model!r} under demo_models/", file=sys.stderr)
         return 2
     python = torch_env_python()
-    base = {"model_dir": str(model_dir), "corpus": str(CORPUS), "steps": args.steps, "seq_len": args.seq_len,
-            "batch": args.batch, "checkpoint_every": 0}
+    base = {
+        "model_dir": str(model_dir),
+        "corpus": str(CORPUS),
+        "steps": args.steps,
+        "seq_len": args.seq_len,
+        "batch": args.batch,
+        "checkpoint_every": 0,
+    }
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="training-suite-") as tmp:
         root = Path(tmp)
@@ -79,26 +96,42 @@ def main(argv: list[str] | None = None) -> int:
             steps = steps_of(out)
             losses = [s["loss"] for s in steps]
             single_losses = single_losses or losses
-            rows.append({"strategy": strategy, "processes": nproc, "wall_s": round(wall, 1),
-                         "tokens_per_s": statistics.median(s["tokens_per_s"] for s in steps[1:]),
-                         "step_time_s": statistics.median(s["step_time_s"] for s in steps[1:]),
-                         "first_loss": losses[0], "final_loss": losses[-1],
-                         "max_loss_diff_vs_single": max(abs(a - b) for a, b in zip(losses, single_losses, strict=True))})
-        out, wall = run(python, root, "contract", "contract", 1, {**base, "precision": "bf16-autocast",
-                                                                 "steps": min(args.steps, 8)})
+            rows.append(
+                {
+                    "strategy": strategy,
+                    "processes": nproc,
+                    "wall_s": round(wall, 1),
+                    "tokens_per_s": statistics.median(s["tokens_per_s"] for s in steps[1:]),
+                    "step_time_s": statistics.median(s["step_time_s"] for s in steps[1:]),
+                    "first_loss": losses[0],
+                    "final_loss": losses[-1],
+                    "max_loss_diff_vs_single": max(abs(a - b) for a, b in zip(losses, single_losses, strict=True)),
+                }
+            )
+        out, wall = run(
+            python, root, "contract", "contract", 1, {**base, "precision": "bf16-autocast", "steps": min(args.steps, 8)}
+        )
         contract = json.loads((out / "contract.json").read_text())
-    print(f"{args.model}: global batch {args.batch} x {args.seq_len} tokens, {args.steps} steps, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.model}: global batch {args.batch} x {args.seq_len} tokens, {args.steps} steps, load {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'strategy':<8} {'procs':>5} {'tok/s':>9} {'step ms':>8} {'loss first->final':>18} {'max |dloss|':>12}")
     for row in rows:
-        print(f"{row['strategy']:<8} {row['processes']:>5} {row['tokens_per_s']:>9.0f} {row['step_time_s'] * 1e3:>8.1f} "
-              f"{row['first_loss']:>8.4f}->{row['final_loss']:<8.4f} {row['max_loss_diff_vs_single']:>12.2e}")
+        print(
+            f"{row['strategy']:<8} {row['processes']:>5} {row['tokens_per_s']:>9.0f} {row['step_time_s'] * 1e3:>8.1f} "
+            f"{row['first_loss']:>8.4f}->{row['final_loss']:<8.4f} {row['max_loss_diff_vs_single']:>12.2e}"
+        )
     verdict = contract["verdict"]
-    print(f"baseline contract ({contract['contract']}, bf16 autocast vs CPU fp32, {contract['steps']} steps, {wall:.0f} s): "
-          f"{'PASSED' if verdict['passed'] else 'FAILED'}")
+    print(
+        f"baseline contract ({contract['contract']}, bf16 autocast vs CPU fp32, {contract['steps']} steps, {wall:.0f} s): "
+        f"{'PASSED' if verdict['passed'] else 'FAILED'}"
+    )
     for check in verdict["checks"]:
         figures = {k: v for k, v in check.items() if k not in ("name", "passed", "floored") and isinstance(v, float)}
-        print(f"  {'ok  ' if check['passed'] else 'FAIL'} {check['name']:<16} "
-              + " ".join(f"{k}={v:.3g}" for k, v in figures.items()))
+        print(
+            f"  {'ok  ' if check['passed'] else 'FAIL'} {check['name']:<16} "
+            + " ".join(f"{k}={v:.3g}" for k, v in figures.items())
+        )
     if args.out:
         args.out.write_text(json.dumps({"model": args.model, "rows": rows, "contract": verdict}, indent=1) + "\n")
     matched = all(row["max_loss_diff_vs_single"] < 1e-5 for row in rows)

@@ -75,9 +75,15 @@ print("WORKLOADS " + json.dumps(out))
 def render(root: Path, name: str, info: dict[str, Any], python: Path, workload: WorkloadSpec) -> Path:
     config = json.loads((DEMO / name / "config.json").read_text())
     spec = AdaptationSpec(
-        name=name, model=ModelSource(model_id=info["model_id"], source="local", path=str(DEMO / name), has_weights=False),
-        task_family=info["task_family"], model_class=info["architecture"], model_type=config["model_type"],
-        inputs=InputRecipe(seq_len=16), dtype=DtypePolicy(target="float32"), workload=workload)
+        name=name,
+        model=ModelSource(model_id=info["model_id"], source="local", path=str(DEMO / name), has_weights=False),
+        task_family=info["task_family"],
+        model_class=info["architecture"],
+        model_type=config["model_type"],
+        inputs=InputRecipe(seq_len=16),
+        dtype=DtypePolicy(target="float32"),
+        workload=workload,
+    )
     directory = root / name
     render_adaptation(spec, directory)
     (directory / ".venv").symlink_to(python.absolute().parent.parent, target_is_directory=True)
@@ -90,40 +96,81 @@ def run(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProce
 
 
 def probe_bandwidth(python: Path) -> float:
-    proc = run([str(python), str(REPO / "benchmark" / "inner" / "probe.py"), "--device", "cpu", "--budget-s", "0.3"],
-               REPO, 300)
+    proc = run(
+        [str(python), str(REPO / "benchmark" / "inner" / "probe.py"), "--device", "cpu", "--budget-s", "0.3"], REPO, 300
+    )
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["peaks"]["bandwidth_gbs"])
 
 
 def optimize(directory: Path, pass_names: str, timeout: float) -> dict[str, Any]:
     """The search's RESULT plus each decode pass's verdict from its notes (name -> kept / reason)."""
-    proc = run([str(directory / ".venv" / "bin" / "python"), "-m", "ab_runtime.optimize", "--device", "cpu",
-                "--pairs", "5", "--iters", "1", "--warmup", "1", *(["--passes", pass_names] if pass_names else [])],
-               directory, timeout)
+    proc = run(
+        [
+            str(directory / ".venv" / "bin" / "python"),
+            "-m",
+            "ab_runtime.optimize",
+            "--device",
+            "cpu",
+            "--pairs",
+            "5",
+            "--iters",
+            "1",
+            "--warmup",
+            "1",
+            *(["--passes", pass_names] if pass_names else []),
+        ],
+        directory,
+        timeout,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
-    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {"ok": False, "error": proc.stderr[-300:]}
+    result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {"ok": False, "error": proc.stderr[-300:]}
     notes = directory / "optimization_notes.json"
     if notes.is_file():
         rows = json.loads(notes.read_text())["passes"]
-        result["decode_passes"] = {r["name"]: {"kept": r["kept"], "reason": r["reason"],
-                                               "speedup": (r.get("paired") or {}).get("speedup"),
-                                               "generation": (r.get("accuracy") or {}).get("generation")}
-                                   for r in rows if r.get("kind") == "decode"}
+        result["decode_passes"] = {
+            r["name"]: {
+                "kept": r["kept"],
+                "reason": r["reason"],
+                "speedup": (r.get("paired") or {}).get("speedup"),
+                "generation": (r.get("accuracy") or {}).get("generation"),
+            }
+            for r in rows
+            if r.get("kind") == "decode"
+        }
     return result
 
 
 def measure(directory: Path, chosen: list[str], warmup: int, iters: int, timeout: float) -> dict[str, Any]:
-    proc = run([str(directory / ".venv" / "bin" / "python"), "-W", "ignore", "-c", MEASURE, ",".join(chosen),
-                str(warmup), str(iters)], directory, timeout)
+    proc = run(
+        [
+            str(directory / ".venv" / "bin" / "python"),
+            "-W",
+            "ignore",
+            "-c",
+            MEASURE,
+            ",".join(chosen),
+            str(warmup),
+            str(iters),
+        ],
+        directory,
+        timeout,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("WORKLOADS ")]
     if not lines:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
-    return json.loads(lines[-1][len("WORKLOADS "):])
+    return json.loads(lines[-1][len("WORKLOADS ") :])
 
 
-def each_model(names: list[str], manifest: dict[str, Any], python: Path, workload: WorkloadSpec,
-               fill: Callable[[Path, dict[str, Any]], None], errors: tuple[type[Exception], ...],
-               show: Callable[[dict[str, Any]], None], heading: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
+def each_model(
+    names: list[str],
+    manifest: dict[str, Any],
+    python: Path,
+    workload: WorkloadSpec,
+    fill: Callable[[Path, dict[str, Any]], None],
+    errors: tuple[type[Exception], ...],
+    show: Callable[[dict[str, Any]], None],
+    heading: Callable[[dict[str, Any]], str],
+) -> list[dict[str, Any]]:
     """Render each demo model in a scratch folder and `fill` its entry there, printing `heading` and
     then the error it raised (kept in the entry) or `show`; the entries, one a model, in order."""
     results = []
@@ -148,8 +195,9 @@ def finish(out: str, results: list[dict[str, Any]], start: float, **extra: Any) 
     """Write the suite's JSON (`extra`, the load, the wall time and the models) and say where; exit
     1 when any model failed."""
     wall = time.perf_counter() - start
-    Path(out).write_text(json.dumps({**extra, "load_average": os.getloadavg()[0], "wall_s": wall, "models": results},
-                                    indent=2) + "\n")
+    Path(out).write_text(
+        json.dumps({**extra, "load_average": os.getloadavg()[0], "wall_s": wall, "models": results}, indent=2) + "\n"
+    )
     print(f"\n{len(results)} model(s) in {wall:.0f} s -> {out}")
     return 0 if all("error" not in r for r in results) else 1
 
@@ -159,12 +207,16 @@ def describe(body: dict[str, Any], bandwidth: float) -> str:
         parts = []
         for r in body["runs"]:
             pct = 100.0 * r["decode_bandwidth_gbs"] / bandwidth
-            parts.append(f"b{r['batch']}: TTFT {r['ttft_ms']['median_ms']:.2f}±{r['ttft_ms']['stdev_ms']:.2f} ms, "
-                         f"TPOT {r['tpot_ms']['median_ms']:.2f}±{r['tpot_ms']['stdev_ms']:.2f} ms, "
-                         f"{r['tokens_per_s']:.0f} tok/s, bw {pct:.2f}%"
-                         + (f", encoder {r['encoder_ms']['median_ms']:.2f} ms" if "encoder_ms" in r else ""))
+            parts.append(
+                f"b{r['batch']}: TTFT {r['ttft_ms']['median_ms']:.2f}±{r['ttft_ms']['stdev_ms']:.2f} ms, "
+                f"TPOT {r['tpot_ms']['median_ms']:.2f}±{r['tpot_ms']['stdev_ms']:.2f} ms, "
+                f"{r['tokens_per_s']:.0f} tok/s, bw {pct:.2f}%"
+                + (f", encoder {r['encoder_ms']['median_ms']:.2f} ms" if "encoder_ms" in r else "")
+            )
         agree = body["greedy_vs_reference"]
-        return "; ".join(parts) + f"; greedy match {agree['match_rate']:.2f}, first divergence {agree['first_divergence']}"
+        return (
+            "; ".join(parts) + f"; greedy match {agree['match_rate']:.2f}, first divergence {agree['first_divergence']}"
+        )
     points = ", ".join(f"b{p['batch']} {p['samples_per_s']:.0f}/s (±{p['stdev_ms']:.2f} ms)" for p in body["points"])
     return f"sweep {points}; knee at batch {body['knee_batch']}" + (f"; {body['stopped']}" if body["stopped"] else "")
 
@@ -173,8 +225,12 @@ def main() -> int:
     manifest = json.loads((DEMO / "manifest.json").read_text())["models"]
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(manifest), help="demo models (default: all of demo_models/)")
-    p.add_argument("--passes", default="", help="catalogue passes the optimizer may choose from (default: the "
-                   "optimizer's own catalogue for CPU, decode passes included)")
+    p.add_argument(
+        "--passes",
+        default="",
+        help="catalogue passes the optimizer may choose from (default: the "
+        "optimizer's own catalogue for CPU, decode passes included)",
+    )
     p.add_argument("--prompt-len", type=int, default=16)
     p.add_argument("--new-tokens", type=int, default=8)
     p.add_argument("--batch", type=int, default=4)
@@ -189,8 +245,13 @@ def main() -> int:
     if unknown:
         print(f"error: unknown demo model(s) {', '.join(unknown)} (known: {', '.join(manifest)})", file=sys.stderr)
         return 2
-    workload = WorkloadSpec(prompt_len=args.prompt_len, new_tokens=args.new_tokens, batch=args.batch,
-                            sweep=[int(b) for b in args.sweep.split(",")], headline_batch=8)
+    workload = WorkloadSpec(
+        prompt_len=args.prompt_len,
+        new_tokens=args.new_tokens,
+        batch=args.batch,
+        sweep=[int(b) for b in args.sweep.split(",")],
+        headline_batch=8,
+    )
     python = torch_env_python()
     start = time.perf_counter()
     bandwidth = probe_bandwidth(python)
@@ -199,24 +260,40 @@ def main() -> int:
     def fill(directory: Path, entry: dict[str, Any]) -> None:
         entry["task_family"] = manifest[entry["model"]]["task_family"]
         opt = optimize(directory, args.passes, args.timeout)
-        entry["choice"] = {"passes": opt.get("chosen") or [], "confirmed_speedup": opt.get("speedup"),
-                           "outcome": opt.get("outcome"), "error": opt.get("error")}
+        entry["choice"] = {
+            "passes": opt.get("chosen") or [],
+            "confirmed_speedup": opt.get("speedup"),
+            "outcome": opt.get("outcome"),
+            "error": opt.get("error"),
+        }
         entry["decode_passes"] = opt.get("decode_passes") or {}
         entry.update(measure(directory, entry["choice"]["passes"], args.warmup, args.iters, args.timeout))
 
     def show(entry: dict[str, Any]) -> None:
         choice = entry["choice"]
-        print(f"  optimizer (headline, confirmed): {'+'.join(choice['passes']) or 'eager'} "
-              f"x{choice['confirmed_speedup'] or 1:.2f} ({choice['outcome'] or choice['error']})")
+        print(
+            f"  optimizer (headline, confirmed): {'+'.join(choice['passes']) or 'eager'} "
+            f"x{choice['confirmed_speedup'] or 1:.2f} ({choice['outcome'] or choice['error']})"
+        )
         for pass_name, verdict in entry["decode_passes"].items():
             figure = f" x{verdict['speedup']:.2f}" if verdict["speedup"] else ""
-            print(f"  decode pass {pass_name}: {'KEPT' if verdict['kept'] else 'rejected'}{figure} - {verdict['reason']}")
+            print(
+                f"  decode pass {pass_name}: {'KEPT' if verdict['kept'] else 'rejected'}{figure} - {verdict['reason']}"
+            )
         for label in ("eager", "chosen"):
             if entry.get(label):
                 print(f"  {label:6s} {describe(entry[label], bandwidth)}")
 
-    results = each_model(names, manifest, python, workload, fill, (RuntimeError, subprocess.TimeoutExpired), show,
-                         lambda entry: f"{entry['model']} ({entry['task_family']})")
+    results = each_model(
+        names,
+        manifest,
+        python,
+        workload,
+        fill,
+        (RuntimeError, subprocess.TimeoutExpired),
+        show,
+        lambda entry: f"{entry['model']} ({entry['task_family']})",
+    )
     return finish(args.out, results, start, probe_bandwidth_gbs=bandwidth)
 
 

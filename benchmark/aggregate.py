@@ -14,14 +14,49 @@ from ascendbridge.gatekit.summary import collect_rows, pyplot, save_figure, writ
 from benchmark.evidence import EvidenceSet
 
 WORKLOAD_COLUMNS = (
-    "workload", "ttft_ms", "tpot_ms", "tpot_stdev_ms", "tokens_per_s", "batch_tokens_per_s", "decode_bandwidth_gbs",
-    "first_divergence", "greedy_match_rate", "throughput_samples_per_s", "knee_batch", "workload_peak_memory_bytes",
+    "workload",
+    "ttft_ms",
+    "tpot_ms",
+    "tpot_stdev_ms",
+    "tokens_per_s",
+    "batch_tokens_per_s",
+    "decode_bandwidth_gbs",
+    "first_divergence",
+    "greedy_match_rate",
+    "throughput_samples_per_s",
+    "knee_batch",
+    "workload_peak_memory_bytes",
 )
 COLUMNS = (
-    "adaptation", "evidence_set", "model_id", "task_family", "device", "device_name", "dtype", "mode", "dataset",
-    "median_ms", "p90_ms", "min_ms", "iterations", "warmup", "reference_median_ms", "speedup_vs_reference",
-    "samples_per_s", "peak_memory_bytes", "accuracy", "min_cosine", "max_abs_err_scaled", "parameters",
-    "layers_built", "layers_total", "depth_reduced", *WORKLOAD_COLUMNS, "torch", "torch_npu", "created_at",
+    "adaptation",
+    "evidence_set",
+    "model_id",
+    "task_family",
+    "device",
+    "device_name",
+    "dtype",
+    "mode",
+    "dataset",
+    "median_ms",
+    "p90_ms",
+    "min_ms",
+    "iterations",
+    "warmup",
+    "reference_median_ms",
+    "speedup_vs_reference",
+    "samples_per_s",
+    "peak_memory_bytes",
+    "accuracy",
+    "min_cosine",
+    "max_abs_err_scaled",
+    "parameters",
+    "layers_built",
+    "layers_total",
+    "depth_reduced",
+    *WORKLOAD_COLUMNS,
+    "torch",
+    "torch_npu",
+    "created_at",
 )
 
 
@@ -32,12 +67,20 @@ def workload_columns(body: Any) -> dict[str, Any]:
     head, name = body.get("headline") or {}, (body.get("workload") or {}).get("name")
     agree = body.get("greedy_vs_reference") or {}
     first = (body.get("runs") or [{}])[0]
-    return {"workload": name, "ttft_ms": head.get("ttft_ms"), "tpot_ms": head.get("tpot_ms"),
-            "tpot_stdev_ms": (first.get("tpot_ms") or {}).get("stdev_ms"), "tokens_per_s": head.get("tokens_per_s"),
-            "batch_tokens_per_s": head.get("batch_tokens_per_s"), "decode_bandwidth_gbs": head.get("decode_bandwidth_gbs"),
-            "first_divergence": agree.get("first_divergence"), "greedy_match_rate": agree.get("match_rate"),
-            "throughput_samples_per_s": head.get("throughput_samples_per_s"), "knee_batch": body.get("knee_batch"),
-            "workload_peak_memory_bytes": head.get("peak_memory_bytes")}
+    return {
+        "workload": name,
+        "ttft_ms": head.get("ttft_ms"),
+        "tpot_ms": head.get("tpot_ms"),
+        "tpot_stdev_ms": (first.get("tpot_ms") or {}).get("stdev_ms"),
+        "tokens_per_s": head.get("tokens_per_s"),
+        "batch_tokens_per_s": head.get("batch_tokens_per_s"),
+        "decode_bandwidth_gbs": head.get("decode_bandwidth_gbs"),
+        "first_divergence": agree.get("first_divergence"),
+        "greedy_match_rate": agree.get("match_rate"),
+        "throughput_samples_per_s": head.get("throughput_samples_per_s"),
+        "knee_batch": body.get("knee_batch"),
+        "workload_peak_memory_bytes": head.get("peak_memory_bytes"),
+    }
 
 
 def row(evidence: EvidenceSet) -> dict[str, Any]:
@@ -49,28 +92,45 @@ def row(evidence: EvidenceSet) -> dict[str, Any]:
     floats = [o["metrics"] for o in outputs if o.get("kind") == "float" and "cosine" in o.get("metrics", {})]
     model = metrics.get("model") or {}
     return {
-        "adaptation": metrics.get("adaptation"), "evidence_set": evidence.label, "model_id": metrics.get("model_id"),
-        "task_family": metrics.get("task_family"), "device": run["device"], "device_name": run.get("device_name"),
-        "dtype": run["dtype"], "mode": run["mode"], "dataset": run["dataset"],
-        "median_ms": timing["median_ms"], "p90_ms": timing["p90_ms"], "min_ms": timing["min_ms"],
-        "iterations": timing["iterations"], "warmup": timing["warmup"], "reference_median_ms": ref["median_ms"],
+        "adaptation": metrics.get("adaptation"),
+        "evidence_set": evidence.label,
+        "model_id": metrics.get("model_id"),
+        "task_family": metrics.get("task_family"),
+        "device": run["device"],
+        "device_name": run.get("device_name"),
+        "dtype": run["dtype"],
+        "mode": run["mode"],
+        "dataset": run["dataset"],
+        "median_ms": timing["median_ms"],
+        "p90_ms": timing["p90_ms"],
+        "min_ms": timing["min_ms"],
+        "iterations": timing["iterations"],
+        "warmup": timing["warmup"],
+        "reference_median_ms": ref["median_ms"],
         "speedup_vs_reference": ref["median_ms"] / timing["median_ms"],
-        "samples_per_s": metrics["throughput"]["samples_per_s"], "peak_memory_bytes": metrics.get("peak_memory_bytes"),
+        "samples_per_s": metrics["throughput"]["samples_per_s"],
+        "peak_memory_bytes": metrics.get("peak_memory_bytes"),
         "accuracy": metrics["accuracy"]["verdict"],
         "min_cosine": min((f["cosine"] for f in floats), default=None),
         "max_abs_err_scaled": max((f["max_abs_err_scaled"] for f in floats), default=None),
-        "parameters": model.get("parameters"), "layers_built": model.get("layers_built"),
-        "layers_total": model.get("layers_total"), "depth_reduced": model.get("depth_reduced"),
+        "parameters": model.get("parameters"),
+        "layers_built": model.get("layers_built"),
+        "layers_total": model.get("layers_total"),
+        "depth_reduced": model.get("depth_reduced"),
         **workload_columns(metrics.get("workload")),
-        "torch": metrics["environment"].get("torch"), "torch_npu": metrics["environment"].get("torch_npu"),
+        "torch": metrics["environment"].get("torch"),
+        "torch_npu": metrics["environment"].get("torch_npu"),
         "created_at": metrics.get("created_at"),
     }
 
 
 def collect(adaptations_root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    return collect_rows(adaptations_root, "*/benchmark_metrics_*.json",
-                        lambda path: [row(EvidenceSet(path, load_metrics(path)))],
-                        (EvidenceError, KeyError, TypeError, ZeroDivisionError))
+    return collect_rows(
+        adaptations_root,
+        "*/benchmark_metrics_*.json",
+        lambda path: [row(EvidenceSet(path, load_metrics(path)))],
+        (EvidenceError, KeyError, TypeError, ZeroDivisionError),
+    )
 
 
 def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:

@@ -101,13 +101,15 @@ def static_problems(ev: EvidenceSet) -> list[str]:
     if outputs is None or not outputs.is_file():
         problems.append(f"outputs file {outputs.name if outputs else '(unnamed)'} not found")
     elif sha256_file(outputs) != (ev.metrics.get("evidence") or {}).get("outputs_sha256"):
-        problems.append(f"{outputs.name}: sha256 does not match the metrics file (outputs changed or "
-                        "truncated after the run)")
+        problems.append(
+            f"{outputs.name}: sha256 does not match the metrics file (outputs changed or truncated after the run)"
+        )
     return problems
 
 
-def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
-              band: float = LATENCY_BAND) -> dict[str, dict[str, list[Any]]]:
+def recompute(
+    evidence: list[EvidenceSet], spec_path: Path, python: Path, band: float = LATENCY_BAND
+) -> dict[str, dict[str, list[Any]]]:
     """{"problems", "notes", "undecided", "timings"} per metrics file from recomputing accuracy, re-executing
     sample 0 and re-timing it beside the calibration probe in the adaptation's interpreter (one
     process for all sets: importing torch dominates); `undecided`: timing checks the host's load
@@ -115,18 +117,20 @@ def recompute(evidence: list[EvidenceSet], spec_path: Path, python: Path,
     if not evidence:
         return {}
     argv = ["--latency-band", str(band), str(spec_path), *(str(ev.metrics_path) for ev in evidence)]
-    result = run_inner(python, "recompute_accuracy.py", argv,
-                       cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
+    result = run_inner(python, "recompute_accuracy.py", argv, cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
     parsed = json_report(result.output)
     if parsed is None:
         tail = result.tail(3).replace("\n", " | ")
         why = f"accuracy recomputation did not run (exit {result.exit_code}): {tail}"
-        return {ev.metrics_path.name: {"problems": [why], "notes": [], "undecided": [], "timings": []} for ev in evidence}
+        return {
+            ev.metrics_path.name: {"problems": [why], "notes": [], "undecided": [], "timings": []} for ev in evidence
+        }
     out: dict[str, dict[str, list[Any]]] = {}
     for ev in evidence:
         entry = parsed.get(ev.metrics_path.name) or {"problems": ["no recomputation result"]}
-        out[ev.metrics_path.name] = {key: [str(line) for line in entry.get(key, [])]
-                                     for key in ("problems", "notes", "undecided")}
+        out[ev.metrics_path.name] = {
+            key: [str(line) for line in entry.get(key, [])] for key in ("problems", "notes", "undecided")
+        }
         out[ev.metrics_path.name]["timings"] = [t for t in entry.get("timings", []) if isinstance(t, dict)]
     return out
 
@@ -184,8 +188,16 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
         verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
         left = [] if problems else rerun["undecided"]  # a failed set is failed, whatever else is open
         undecided += [f"{ev.metrics_path.name}: {line}" for line in left]
-        runs.append(EvidenceCheck(ev.metrics_path.name, not problems, verdict, problems,
-                                  rerun["notes"] + [f"UNDECIDED: {line}" for line in left], ev.label))
+        runs.append(
+            EvidenceCheck(
+                ev.metrics_path.name,
+                not problems,
+                verdict,
+                problems,
+                rerun["notes"] + [f"UNDECIDED: {line}" for line in left],
+                ev.label,
+            )
+        )
     runs += [check for check in [evidence_check(adaptation_dir)] if check is not None]  # operator gaps
     bad = [r for r in runs if not r.consistent]
     primary = [r for ev, r in zip(evidence, runs) if ev.run.get("dtype") == target_dtype]
@@ -197,12 +209,15 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
     elif not any(r.verdict == "pass" for r in primary):
         summary = f"accuracy failed in the target dtype {target_dtype} ({primary[0].label})"
     elif undecided:  # the only open question is a timing this host's load left undecided
-        summary = (f"{len(undecided)} timing check(s) undecided under this host's load (re-run the gate later): "
-                   f"{undecided[0]}")
-        return AccuracyGateReport(name, False, summary + decided, runs, standard, undecided, timings=timings,
-                                  inconclusive=True)
+        summary = (
+            f"{len(undecided)} timing check(s) undecided under this host's load (re-run the gate later): {undecided[0]}"
+        )
+        return AccuracyGateReport(
+            name, False, summary + decided, runs, standard, undecided, timings=timings, inconclusive=True
+        )
     else:
         verdicts = ", ".join(f"{r.label}: {r.verdict}" for r in runs)
-        return AccuracyGateReport(name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs,
-                                  standard, timings=timings)
+        return AccuracyGateReport(
+            name, True, f"{len(runs)} evidence set(s) verified ({verdicts})" + decided, runs, standard, timings=timings
+        )
     return AccuracyGateReport(name, False, summary + decided, runs, standard, timings=timings)

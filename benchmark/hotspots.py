@@ -109,9 +109,15 @@ def _rank(pairs: list[tuple[dict[str, Any], float]], busy: float, window: float,
         cumulative += self_us
         if covering == 0 and cumulative >= COVERAGE * total_self:
             covering = len(rows) + 1
-        rows.append({"name": name, "self_us": round(self_us, 3), "calls": int(count),
-                     "pct_of_window": round(100.0 * self_us / window, 3) if window else 0.0,
-                     "pct_of_busy": round(100.0 * self_us / total_self, 3)})
+        rows.append(
+            {
+                "name": name,
+                "self_us": round(self_us, 3),
+                "calls": int(count),
+                "pct_of_window": round(100.0 * self_us / window, 3) if window else 0.0,
+                "pct_of_busy": round(100.0 * self_us / total_self, 3),
+            }
+        )
     return {
         "busy_us": round(busy, 3),
         "idle_us": round(max(window - busy, 0.0), 3),
@@ -160,17 +166,25 @@ def format_report(report: dict[str, Any]) -> str:
         if not part:
             lines.append(f"{side}: no events")
             continue
-        lines.append(f"{side}: busy {part['busy_us'] / 1000:.3f} ms, idle {part['idle_pct_of_window']:.1f}% of window, "
-                     f"{len(part['covering_90pct'])} of {part['operators']} operators cover 90% of busy time")
+        lines.append(
+            f"{side}: busy {part['busy_us'] / 1000:.3f} ms, idle {part['idle_pct_of_window']:.1f}% of window, "
+            f"{len(part['covering_90pct'])} of {part['operators']} operators cover 90% of busy time"
+        )
         lines.append(f"  {'operator':48s} {'self ms':>9s} {'calls':>6s} {'% window':>9s} {'% busy':>7s}")
         for row in part["top"]:
-            lines.append(f"  {row['name'][:48]:48s} {row['self_us'] / 1000:9.3f} {row['calls']:6d} "
-                         f"{row['pct_of_window']:9.2f} {row['pct_of_busy']:7.2f}")
-        lines.append(f"  {'(idle: no operator running)':48s} {part['idle_us'] / 1000:9.3f} {'':6s} "
-                     f"{part['idle_pct_of_window']:9.2f}")
+            lines.append(
+                f"  {row['name'][:48]:48s} {row['self_us'] / 1000:9.3f} {row['calls']:6d} "
+                f"{row['pct_of_window']:9.2f} {row['pct_of_busy']:7.2f}"
+            )
+        lines.append(
+            f"  {'(idle: no operator running)':48s} {part['idle_us'] / 1000:9.3f} {'':6s} "
+            f"{part['idle_pct_of_window']:9.2f}"
+        )
     c = report["copies"]
-    lines.append(f"copies: host {c['host']['calls']} calls / {c['host']['self_us'] / 1000:.3f} ms, "
-                 f"device {c['device']['calls']} calls / {c['device']['self_us'] / 1000:.3f} ms")
+    lines.append(
+        f"copies: host {c['host']['calls']} calls / {c['host']['self_us'] / 1000:.3f} ms, "
+        f"device {c['device']['calls']} calls / {c['device']['self_us'] / 1000:.3f} ms"
+    )
     if report["kind"] == "npu":
         fb = report["cpu_fallbacks"]
         lines.append("AI_CPU fallbacks: " + (", ".join(f"{f['name']} x{f['calls']}" for f in fb) if fb else "none"))

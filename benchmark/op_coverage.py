@@ -41,8 +41,12 @@ def record_and_report(ctx: StageContext, recorded: bool = False, new_tokens: int
     directory = Path(ctx.adaptation_dir)
     if not recorded:
         ctx.say("recording the model's ATen operators on CPU (one untimed pass)")
-        command = uv_env.run_in_env(directory, ["-m", "ab_runtime.ops.record", "--out", PROFILE, "--new-tokens",
-                                                str(new_tokens)], timeout_s=RECORD_TIMEOUT_S, log=ctx.log)
+        command = uv_env.run_in_env(
+            directory,
+            ["-m", "ab_runtime.ops.record", "--out", PROFILE, "--new-tokens", str(new_tokens)],
+            timeout_s=RECORD_TIMEOUT_S,
+            log=ctx.log,
+        )
         result = uv_env.parse_result(command.output)
         if not (result and result.get("ok")) or not (directory / PROFILE).is_file():
             error = command.why_failed(result)
@@ -50,14 +54,27 @@ def record_and_report(ctx: StageContext, recorded: bool = False, new_tokens: int
             return {"error": f"operator recording failed: {error}"}
     profile = json.loads((directory / PROFILE).read_text())
     by_release = reports(profile)
-    write_text_atomic(directory / REPORT, json.dumps(
-        {"profile": PROFILE, "profile_sha256": sha256_file(directory / PROFILE), "reports": by_release},
-        indent=1) + "\n")
-    summary = {release: {"ops": r["ops"], "gaps": [g["op"] for g in r["gaps"]], "blocking": r["blocking"],
-                         "dtype_gaps": [g["op"] for g in r["dtype_gaps"]]} for release, r in by_release.items()}
+    write_text_atomic(
+        directory / REPORT,
+        json.dumps(
+            {"profile": PROFILE, "profile_sha256": sha256_file(directory / PROFILE), "reports": by_release}, indent=1
+        )
+        + "\n",
+    )
+    summary = {
+        release: {
+            "ops": r["ops"],
+            "gaps": [g["op"] for g in r["gaps"]],
+            "blocking": r["blocking"],
+            "dtype_gaps": [g["op"] for g in r["dtype_gaps"]],
+        }
+        for release, r in by_release.items()
+    }
     for release, s in summary.items():
-        ctx.say(f"torch_npu {release}: {s['ops']} ops, {len(s['gaps'])} without an NPU kernel"
-                + (f" ({', '.join(s['gaps'])})" if s["gaps"] else ""))
+        ctx.say(
+            f"torch_npu {release}: {s['ops']} ops, {len(s['gaps'])} without an NPU kernel"
+            + (f" ({', '.join(s['gaps'])})" if s["gaps"] else "")
+        )
     return {"report": REPORT, "releases": summary}
 
 

@@ -24,22 +24,24 @@ class ProbeError(RuntimeError):
 
 
 def run_probe(python: Path, device: str = "auto", budget_s: float = 0.4) -> dict[str, Any]:
-    result = run_inner(python, "probe.py", ["--device", device, "--budget-s", str(budget_s)],
-                       timeout_s=PROBE_TIMEOUT_S)
+    result = run_inner(python, "probe.py", ["--device", device, "--budget-s", str(budget_s)], timeout_s=PROBE_TIMEOUT_S)
     data = json_report(result.output) if result.ok else None
     if data is None:
         errors = [ln for ln in result.output.splitlines() if ln.startswith("error: ")]
-        raise ProbeError(errors[-1][len("error: "):] if errors else
-                         f"probe failed (exit {result.exit_code}): {result.tail(2)}")
+        raise ProbeError(
+            errors[-1][len("error: ") :] if errors else f"probe failed (exit {result.exit_code}): {result.tail(2)}"
+        )
     return data
 
 
 def summary_line(probe: dict[str, Any]) -> str:
     peaks = probe["peaks"]
     gemm = ", ".join(f"{k} {v} GFLOP/s" for k, v in sorted(peaks["gemm_gflops"].items()) if v is not None)
-    return (f"{probe['measured_on']} ({probe['device_name']}): {gemm}; copy {peaks['bandwidth_gbs']} GB/s; "
-            f"torch {probe['versions']['torch']}, torch_npu {probe['versions']['torch_npu'] or '-'}, "
-            f"CANN {(probe.get('cann') or {}).get('version', '-')}")
+    return (
+        f"{probe['measured_on']} ({probe['device_name']}): {gemm}; copy {peaks['bandwidth_gbs']} GB/s; "
+        f"torch {probe['versions']['torch']}, torch_npu {probe['versions']['torch_npu'] or '-'}, "
+        f"CANN {(probe.get('cann') or {}).get('version', '-')}"
+    )
 
 
 def store_probe(store: BoardStore, probe: dict[str, Any], origin: str = "env_probe") -> None:

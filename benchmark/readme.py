@@ -10,11 +10,15 @@ def workload_line(result: dict[str, Any]) -> str:
     w = result.get("workload_figures") or {}
     where = f"{result['device']} {result['dtype']}"
     if isinstance(w.get("tpot_ms"), (int, float)):
-        return (f"\nWorkload {result.get('workload')} ({where}): TTFT {w['ttft_ms']:.3f} ms, TPOT {w['tpot_ms']:.3f} ms, "
-                f"{w['tokens_per_s']:.1f} tokens/s at batch 1, {w['batch_tokens_per_s']:.1f} tokens/s at batch {w['batch']}.")
+        return (
+            f"\nWorkload {result.get('workload')} ({where}): TTFT {w['ttft_ms']:.3f} ms, TPOT {w['tpot_ms']:.3f} ms, "
+            f"{w['tokens_per_s']:.1f} tokens/s at batch 1, {w['batch_tokens_per_s']:.1f} tokens/s at batch {w['batch']}."
+        )
     if isinstance(w.get("throughput_samples_per_s"), (int, float)):
-        return (f"\nWorkload {result.get('workload')} ({where}): best throughput "
-                f"{w['throughput_samples_per_s']:.1f} samples/s, {w['knee_samples_per_s']:.1f} samples/s at the knee.")
+        return (
+            f"\nWorkload {result.get('workload')} ({where}): best throughput "
+            f"{w['throughput_samples_per_s']:.1f} samples/s, {w['knee_samples_per_s']:.1f} samples/s at the knee."
+        )
     return ""
 
 
@@ -31,8 +35,8 @@ def results_markdown(runs: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['device']} ({r.get('device_name', '')}) | {r['dtype']} | {r['mode']} | {r['median_ms']:.3f} | "
             f"{r['p90_ms']:.3f} | {r['reference_median_ms']:.3f} | {rate:.1f} | {r['verdict']} |"
-            if isinstance(rate, (int, float)) else
-            f"| {r['device']} | {r['dtype']} | {r['mode']} | {r['median_ms']:.3f} | {r['p90_ms']:.3f} | "
+            if isinstance(rate, (int, float))
+            else f"| {r['device']} | {r['dtype']} | {r['mode']} | {r['median_ms']:.3f} | {r['p90_ms']:.3f} | "
             f"{r['reference_median_ms']:.3f} | - | {r['verdict']} |"
         )
     lines += [line for line in map(workload_line, runs) if line]

@@ -18,11 +18,10 @@ ACCURACY_RUN = "accuracy_run.py"
 
 
 def render_accuracy_run_text(spec: AdaptationSpec) -> str:
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined,
-                      keep_trailing_newline=True, autoescape=False)
-    return env.get_template(f"{ACCURACY_RUN}.j2").render(
-        model_id=spec.model.model_id, task_family=spec.task_family
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
     )
+    return env.get_template(f"{ACCURACY_RUN}.j2").render(model_id=spec.model.model_id, task_family=spec.task_family)
 
 
 def render_accuracy_run(spec: AdaptationSpec, directory: Path) -> Path:

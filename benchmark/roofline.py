@@ -69,22 +69,33 @@ def estimate(metrics: dict[str, Any]) -> dict[str, float]:
     encoder_decoder = bool(cfg.get("is_encoder_decoder")) and dec > 0
     linear = 2.0 * dense * ((main + dec) / 2.0 if encoder_decoder else main)
     attention = 4.0 * batch * seq * seq * hidden * layers if hidden else 0.0
-    head = 2.0 * (dec or main) * vocab * hidden if (metrics.get("task_family") in VOCAB_FAMILIES and vocab and hidden) else 0.0
+    head = (
+        2.0 * (dec or main) * vocab * hidden
+        if (metrics.get("task_family") in VOCAB_FAMILIES and vocab and hidden)
+        else 0.0
+    )
     width = BYTES.get((metrics.get("run") or {}).get("dtype", "float32"), 4)
     weights = params * width
     activations = ACTIVATION_PASSES * (main + dec) * (hidden or 0.0) * layers * width
     logits = (dec or main) * (vocab or 0.0) * width if head else 0.0
-    return {"flops": linear + attention + head, "bytes": weights + activations + logits,
-            "linear_flops": linear, "attention_flops": attention, "head_flops": head,
-            "weight_bytes": float(weights), "activation_bytes": activations + logits}
+    return {
+        "flops": linear + attention + head,
+        "bytes": weights + activations + logits,
+        "linear_flops": linear,
+        "attention_flops": attention,
+        "head_flops": head,
+        "weight_bytes": float(weights),
+        "activation_bytes": activations + logits,
+    }
 
 
 def roofline(metrics: dict[str, Any], probe: dict[str, Any] | None) -> dict[str, Any]:
     """Achieved vs attainable throughput for one run; needs a probe of the same device kind."""
     run = metrics.get("run") or {}
     if probe is None:
-        raise RooflineError(f"no environment probe for device '{run.get('device')}' on the board "
-                            "(run scripts/env_probe.py first)")
+        raise RooflineError(
+            f"no environment probe for device '{run.get('device')}' on the board (run scripts/env_probe.py first)"
+        )
     if probe.get("measured_on") != run.get("device"):
         raise RooflineError(f"the probe was measured on {probe.get('measured_on')}, the run on {run.get('device')}")
     dtype = run.get("dtype", "float32")
@@ -99,24 +110,35 @@ def roofline(metrics: dict[str, Any], probe: dict[str, Any] | None) -> dict[str,
     attainable = min(peak_gflops, intensity * bandwidth)
     achieved = est["flops"] / median_s / 1e9
     return {
-        "adaptation": metrics.get("adaptation"), "device": run.get("device"), "dtype": dtype,
-        "gflops_per_forward": est["flops"] / 1e9, "mbytes_per_forward": est["bytes"] / 1e6,
-        "arithmetic_intensity": intensity, "ridge_point": ridge,
+        "adaptation": metrics.get("adaptation"),
+        "device": run.get("device"),
+        "dtype": dtype,
+        "gflops_per_forward": est["flops"] / 1e9,
+        "mbytes_per_forward": est["bytes"] / 1e6,
+        "arithmetic_intensity": intensity,
+        "ridge_point": ridge,
         "bound": "compute" if intensity >= ridge else "memory",
-        "peak_gflops": peak_gflops, "bandwidth_gbs": bandwidth,
-        "attainable_gflops": attainable, "achieved_gflops": achieved,
-        "pct_of_attainable": 100.0 * achieved / attainable, "median_ms": median_s * 1000.0,
-        "estimate": est, "depth_reduced": bool((metrics.get("model") or {}).get("depth_reduced")),
+        "peak_gflops": peak_gflops,
+        "bandwidth_gbs": bandwidth,
+        "attainable_gflops": attainable,
+        "achieved_gflops": achieved,
+        "pct_of_attainable": 100.0 * achieved / attainable,
+        "median_ms": median_s * 1000.0,
+        "estimate": est,
+        "depth_reduced": bool((metrics.get("model") or {}).get("depth_reduced")),
     }
 
 
 def format_roofline(r: dict[str, Any]) -> str:
-    return "\n".join([
-        f"{r['adaptation']} on {r['device']} {r['dtype']} (median {r['median_ms']:.3f} ms"
-        + (", depth reduced" if r["depth_reduced"] else "") + ")",
-        f"  work per forward: {r['gflops_per_forward']:.4f} GFLOP, {r['mbytes_per_forward']:.2f} MB moved "
-        f"(intensity {r['arithmetic_intensity']:.2f} FLOP/byte; ridge {r['ridge_point']:.2f})",
-        f"  measured peaks: {r['peak_gflops']:.1f} GFLOP/s, {r['bandwidth_gbs']:.1f} GB/s -> "
-        f"attainable {r['attainable_gflops']:.2f} GFLOP/s ({r['bound']}-bound)",
-        f"  achieved {r['achieved_gflops']:.3f} GFLOP/s = {r['pct_of_attainable']:.1f}% of attainable",
-    ])
+    return "\n".join(
+        [
+            f"{r['adaptation']} on {r['device']} {r['dtype']} (median {r['median_ms']:.3f} ms"
+            + (", depth reduced" if r["depth_reduced"] else "")
+            + ")",
+            f"  work per forward: {r['gflops_per_forward']:.4f} GFLOP, {r['mbytes_per_forward']:.2f} MB moved "
+            f"(intensity {r['arithmetic_intensity']:.2f} FLOP/byte; ridge {r['ridge_point']:.2f})",
+            f"  measured peaks: {r['peak_gflops']:.1f} GFLOP/s, {r['bandwidth_gbs']:.1f} GB/s -> "
+            f"attainable {r['attainable_gflops']:.2f} GFLOP/s ({r['bound']}-bound)",
+            f"  achieved {r['achieved_gflops']:.3f} GFLOP/s = {r['pct_of_attainable']:.1f}% of attainable",
+        ]
+    )

@@ -30,27 +30,51 @@ DTYPE_RULE = "dtype_unsupported"  # the healer's rule that keeps a refusing modu
 
 
 def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool, op_profile: bool = False) -> list[str]:
-    argv = ["accuracy_run.py", "--device", settings.device, "--dtype", dtype, "--warmup", str(settings.warmup),
-            "--iters", str(settings.iters), "--num-samples", str(settings.num_samples)]
+    argv = [
+        "accuracy_run.py",
+        "--device",
+        settings.device,
+        "--dtype",
+        dtype,
+        "--warmup",
+        str(settings.warmup),
+        "--iters",
+        str(settings.iters),
+        "--num-samples",
+        str(settings.num_samples),
+    ]
     argv += ["--op-profile", OP_PROFILE] if op_profile else []
     argv += ["--workload", settings.workload] if settings.workload else []
     return argv + (["--use-pretrained"] if pretrained else [])
 
 
-WORKLOAD_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "tokens_per_s": "tokens/s", "batch_tokens_per_s": "tokens/s",
-                  "decode_bandwidth_gbs": "GB/s", "throughput_samples_per_s": "samples/s",
-                  "knee_samples_per_s": "samples/s", "batch1_latency_ms": "ms"}
+WORKLOAD_UNITS = {
+    "ttft_ms": "ms",
+    "tpot_ms": "ms",
+    "tokens_per_s": "tokens/s",
+    "batch_tokens_per_s": "tokens/s",
+    "decode_bandwidth_gbs": "GB/s",
+    "throughput_samples_per_s": "samples/s",
+    "knee_samples_per_s": "samples/s",
+    "batch1_latency_ms": "ms",
+}
 
 
-def board_figures(result: dict[str, Any], probe_bandwidth_gbs: float | None = None
-                  ) -> tuple[dict[str, float], dict[str, str]]:
+def board_figures(
+    result: dict[str, Any], probe_bandwidth_gbs: float | None = None
+) -> tuple[dict[str, float], dict[str, str]]:
     """The numeric figures of one accuracy_run RESULT, for the outcome's FigureSet: the forward's,
     the workload's headline (TTFT / TPOT / tokens/s, or sweep throughput) and the decode bandwidth
     as a percentage of the environment probe's measured bandwidth on that device kind."""
     values: dict[str, float] = {}
     units: dict[str, str] = {}
-    for key, unit in (("median_ms", "ms"), ("p90_ms", "ms"), ("reference_median_ms", "ms"),
-                      ("samples_per_s", "samples/s"), ("peak_memory_bytes", "bytes")):
+    for key, unit in (
+        ("median_ms", "ms"),
+        ("p90_ms", "ms"),
+        ("reference_median_ms", "ms"),
+        ("samples_per_s", "samples/s"),
+        ("peak_memory_bytes", "bytes"),
+    ):
         if isinstance(result.get(key), (int, float)):
             values[key] = float(result[key])
             units[key] = unit
@@ -60,7 +84,10 @@ def board_figures(result: dict[str, Any], probe_bandwidth_gbs: float | None = No
         if isinstance(workload.get(key), (int, float)):
             values[key], units[key] = float(workload[key]), unit
     if isinstance(workload.get("peak_memory_bytes"), (int, float)):
-        values["workload_peak_memory_bytes"], units["workload_peak_memory_bytes"] = float(workload["peak_memory_bytes"]), "bytes"
+        values["workload_peak_memory_bytes"], units["workload_peak_memory_bytes"] = (
+            float(workload["peak_memory_bytes"]),
+            "bytes",
+        )
     if "decode_bandwidth_gbs" in values and probe_bandwidth_gbs:
         values["decode_bandwidth_pct"] = 100.0 * values["decode_bandwidth_gbs"] / probe_bandwidth_gbs
         units["decode_bandwidth_pct"] = "% of probe bandwidth"
@@ -74,31 +101,47 @@ def spec_change(finding: dict[str, Any], spec: AdaptationSpec) -> dict[str, Any]
     module_class = finding.get("module_class")
     if not module_class or module_class in spec.dtype.keep_fp32_modules:
         return None
-    return {"rule": DTYPE_RULE, "finding": finding,
-            "summary": f"{finding.get('dtype')} needs a spec change: a float32 island for {module_class} "
-                       f"({finding.get('module')}: {finding.get('operator') or 'an operator'} refuses "
-                       f"{finding.get('dtype')} on {finding.get('device')})"}
+    return {
+        "rule": DTYPE_RULE,
+        "finding": finding,
+        "summary": f"{finding.get('dtype')} needs a spec change: a float32 island for {module_class} "
+        f"({finding.get('module')}: {finding.get('operator') or 'an operator'} refuses "
+        f"{finding.get('dtype')} on {finding.get('device')})",
+    }
 
 
 def island_findings(spec: AdaptationSpec, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The healer's float32 islands (DTYPE_RULE fixes) that let a lower-precision run pass: kept."""
     fixes = [f.description for f in spec.applied_fixes if f.rule == DTYPE_RULE]
-    return [{"dtype": r["dtype"], "device": r["device"], "module_class": ", ".join(r["keep_fp32_modules"]),
-             "remedy": "; ".join(fixes), "kept": True,
-             "summary": f"{', '.join(r['keep_fp32_modules'])} kept in float32 inside {r['dtype']} runs on "
-                        f"{r['device']}; remedy applied: {'; '.join(fixes) or 'spec keep_fp32_modules'}; "
-                        f"the {r['dtype']} evidence set is kept"}
-            for r in runs if r.get("keep_fp32_modules") and r.get("dtype") != "float32"]
+    return [
+        {
+            "dtype": r["dtype"],
+            "device": r["device"],
+            "module_class": ", ".join(r["keep_fp32_modules"]),
+            "remedy": "; ".join(fixes),
+            "kept": True,
+            "summary": f"{', '.join(r['keep_fp32_modules'])} kept in float32 inside {r['dtype']} runs on "
+            f"{r['device']}; remedy applied: {'; '.join(fixes) or 'spec keep_fp32_modules'}; "
+            f"the {r['dtype']} evidence set is kept",
+        }
+        for r in runs
+        if r.get("keep_fp32_modules") and r.get("dtype") != "float32"
+    ]
 
 
 def dtype_finding(result: dict[str, Any], remedy: str | None, kept: bool) -> dict[str, Any]:
     """What the board and the report show for an operator that refused a dtype: kept (the remedy
     made the dtype run, its evidence set is kept) or not (the dtype's set is left out)."""
     found = result["finding"]
-    outcome = (f"remedy applied: {remedy}; the {found.get('dtype')} evidence set is kept" if kept else
-               f"{remedy or 'no remedy tried'}; the {found.get('dtype')} evidence set is left out")
-    summary = (f"{found.get('operator') or 'an operator'} in {found.get('module')} ({found.get('module_class')}) "
-               f"refuses {found.get('dtype')} on {found.get('device')} ({found.get('error')}); {outcome}")
+    outcome = (
+        f"remedy applied: {remedy}; the {found.get('dtype')} evidence set is kept"
+        if kept
+        else f"{remedy or 'no remedy tried'}; the {found.get('dtype')} evidence set is left out"
+    )
+    summary = (
+        f"{found.get('operator') or 'an operator'} in {found.get('module')} ({found.get('module_class')}) "
+        f"refuses {found.get('dtype')} on {found.get('device')} ({found.get('error')}); {outcome}"
+    )
     return {**found, "remedy": remedy, "kept": kept, "summary": summary}
 
 
@@ -119,8 +162,12 @@ def probe_bandwidth(ctx: StageContext, device_kind: str) -> float | None:
 
 def _diagnosis(dtype: str, command: Any, result: dict[str, Any] | None) -> dict[str, Any]:
     error = command.why_failed(result)
-    return {"rule": "benchmark_run_failed", "summary": f"accuracy_run.py ({dtype}) failed: {error}",
-            "dtype": dtype, "log_tail": command.tail(30)}
+    return {
+        "rule": "benchmark_run_failed",
+        "summary": f"accuracy_run.py ({dtype}) failed: {error}",
+        "dtype": dtype,
+        "log_tail": command.tail(30),
+    }
 
 
 class BenchmarkStage:
@@ -144,14 +191,22 @@ class BenchmarkStage:
             if failure is not None:
                 finding = (result or {}).get("finding")
                 if dtype == spec.dtype.target or not finding:
-                    return StageOutcome("failed", f"accuracy_run.py failed for {dtype}",
-                                        result={"runs": runs, "dtype_findings": findings}, diagnosis=failure)
+                    return StageOutcome(
+                        "failed",
+                        f"accuracy_run.py failed for {dtype}",
+                        result={"runs": runs, "dtype_findings": findings},
+                        diagnosis=failure,
+                    )
                 change = spec_change(finding, spec)
                 if change is not None:  # the healer's to fix; this stage runs again after it
                     ctx.say(f"finding: {change['summary']}; back to healing")
-                    return StageOutcome("failed", change["summary"], result={"runs": runs, "dtype_findings": findings},
-                                        diagnosis={**failure, "rule": "spec_change_needed", "summary": change["summary"]},
-                                        spec_change=change)
+                    return StageOutcome(
+                        "failed",
+                        change["summary"],
+                        result={"runs": runs, "dtype_findings": findings},
+                        diagnosis={**failure, "rule": "spec_change_needed", "summary": change["summary"]},
+                        spec_change=change,
+                    )
                 remedy = "no remedy left: the module is already kept in float32"
                 findings.append(dtype_finding(result, remedy, kept=False))  # type: ignore[arg-type]
                 ctx.say(f"finding: {findings[-1]['summary']}")
@@ -169,22 +224,36 @@ class BenchmarkStage:
             update_readme_results(ctx.adaptation_dir, results_markdown(runs))
         except (GeneratorError, OSError) as exc:
             ctx.say(f"README not updated: {exc}")
-        summary = "; ".join([f"{r['device']} {r['dtype']}: median {r['median_ms']:.2f} ms, accuracy {r['verdict']}"
-                             for r in runs] + [f"finding: {f['summary']}" for f in findings])
-        return StageOutcome("done", summary, result={"runs": runs, "mode": runs[0]["mode"] if runs else None,
-                                                     "stack": stack, "dtype_findings": findings,
-                                                     "op_coverage": coverage,
-                                                     "reference_fp64": {r["dtype"]: r.get("reference_fp64")
-                                                                        for r in runs}},
-                            metrics=figures)
+        summary = "; ".join(
+            [f"{r['device']} {r['dtype']}: median {r['median_ms']:.2f} ms, accuracy {r['verdict']}" for r in runs]
+            + [f"finding: {f['summary']}" for f in findings]
+        )
+        return StageOutcome(
+            "done",
+            summary,
+            result={
+                "runs": runs,
+                "mode": runs[0]["mode"] if runs else None,
+                "stack": stack,
+                "dtype_findings": findings,
+                "op_coverage": coverage,
+                "reference_fp64": {r["dtype"]: r.get("reference_fp64") for r in runs},
+            },
+            metrics=figures,
+        )
 
-    def _run_dtype(self, ctx: StageContext, settings: BenchmarkSettings, dtype: str, pretrained: bool,
-                   op_profile: bool = False) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def _run_dtype(
+        self, ctx: StageContext, settings: BenchmarkSettings, dtype: str, pretrained: bool, op_profile: bool = False
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """One dtype's accuracy_run.py: (RESULT, failure diagnosis or None). A refusing operator's
         finding is in the RESULT; the stage never changes the spec itself (spec_change)."""
         ctx.say(f"accuracy_run.py --device {settings.device} --dtype {dtype} ...")
-        command = uv_env.run_in_env(ctx.adaptation_dir, _accuracy_argv(settings, dtype, pretrained, op_profile),
-                                    timeout_s=settings.timeout_s, log=ctx.log)
+        command = uv_env.run_in_env(
+            ctx.adaptation_dir,
+            _accuracy_argv(settings, dtype, pretrained, op_profile),
+            timeout_s=settings.timeout_s,
+            log=ctx.log,
+        )
         result = uv_env.parse_result(command.output)
         if command.exit_code in (0, 2) and result and result.get("ok"):
             return result, None

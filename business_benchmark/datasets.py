@@ -16,14 +16,23 @@ from ab_runtime.fileops import sha256_file
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SYNTHETIC_SETS: dict[str, dict[str, Any]] = {
-    "seeded-images": {"kind": "image_classification", "items": 16,
-                      "description": "Seeded random pixel tensors at the model's image size (no gold labels)."},
-    "seeded-audio": {"kind": "speech_seq2seq", "items": 8,
-                     "description": "Seeded random log-mel features at the model's feature size (no gold text)."},
-    "seeded-inputs": {"kind": "outputs_agreement", "items": 4,
-                      "description": "Seeded inputs from the task family's own input builder (images through the "
-                                     "image processor, audio, series, text); no gold: target vs reference "
-                                     "agreement of the family's accuracy outputs only."},
+    "seeded-images": {
+        "kind": "image_classification",
+        "items": 16,
+        "description": "Seeded random pixel tensors at the model's image size (no gold labels).",
+    },
+    "seeded-audio": {
+        "kind": "speech_seq2seq",
+        "items": 8,
+        "description": "Seeded random log-mel features at the model's feature size (no gold text).",
+    },
+    "seeded-inputs": {
+        "kind": "outputs_agreement",
+        "items": 4,
+        "description": "Seeded inputs from the task family's own input builder (images through the "
+        "image processor, audio, series, text); no gold: target vs reference "
+        "agreement of the family's accuracy outputs only.",
+    },
 }
 
 
@@ -50,15 +59,25 @@ class DataCard:
 def load_card(name: str, data_dir: Path = DATA_DIR) -> DataCard:
     if name in SYNTHETIC_SETS:
         info = SYNTHETIC_SETS[name]
-        return DataCard(name, info["kind"], info["description"], "n/a (generated at run time)", info["items"],
-                        "torch.Generator seeded with the spec's seed + item index", None, None, "n/a")
+        return DataCard(
+            name,
+            info["kind"],
+            info["description"],
+            "n/a (generated at run time)",
+            info["items"],
+            "torch.Generator seeded with the spec's seed + item index",
+            None,
+            None,
+            "n/a",
+        )
     path = Path(data_dir) / f"{name}.card.json"
     try:
         raw = json.loads(path.read_text())
         return DataCard(**{k: raw.get(k) for k in DataCard.__dataclass_fields__ if k in raw})
     except FileNotFoundError:
-        raise DatasetError(f"unknown evaluation set '{name}' (no data card {path.name}; known: "
-                           f"{', '.join(list_sets(data_dir))})") from None
+        raise DatasetError(
+            f"unknown evaluation set '{name}' (no data card {path.name}; known: {', '.join(list_sets(data_dir))})"
+        ) from None
     except (OSError, json.JSONDecodeError, TypeError) as exc:
         raise DatasetError(f"data card {path} is unreadable: {exc}") from None
 

@@ -57,8 +57,10 @@ def derive_evaluation(evaluation: dict[str, Any], real: bool, rule: PassRule) ->
     name, task = str(evaluation.get("set")), str(evaluation.get("task"))
     card = load_card(name)
     if card.sha256 is not None and evaluation.get("set_sha256") != card.sha256:
-        raise DatasetError(f"{name}: the run read a set with sha256 {str(evaluation.get('set_sha256'))[:12]}..., "
-                           f"not the one its data card describes ({card.sha256[:12]}...)")
+        raise DatasetError(
+            f"{name}: the run read a set with sha256 {str(evaluation.get('set_sha256'))[:12]}..., "
+            f"not the one its data card describes ({card.sha256[:12]}...)"
+        )
     gold = gold_items(name)
     items = evaluation.get("items") or []
     unknown = [it.get("id") for it in items if str(it.get("id")) not in gold]
@@ -72,11 +74,20 @@ def derive_evaluation(evaluation: dict[str, Any], real: bool, rule: PassRule) ->
     timing = evaluation.get("timing") or {}
     target_s = float(timing.get("target_s") or 0.0)
     tokens = int(timing.get("generated_tokens") or 0)
-    return {"set": name, "task": task, "items": len(items),
-            "dataset": {"sha256": card.sha256, "licence": card.licence, "kind": card.kind},
-            "metrics": result, "checks": found, "verdict": verdict(found),
-            "timing": {**timing, "target_items_per_s": len(items) / target_s if target_s else None,
-                       "target_tokens_per_s": tokens / target_s if target_s and tokens else None}}
+    return {
+        "set": name,
+        "task": task,
+        "items": len(items),
+        "dataset": {"sha256": card.sha256, "licence": card.licence, "kind": card.kind},
+        "metrics": result,
+        "checks": found,
+        "verdict": verdict(found),
+        "timing": {
+            **timing,
+            "target_items_per_s": len(items) / target_s if target_s else None,
+            "target_tokens_per_s": tokens / target_s if target_s and tokens else None,
+        },
+    }
 
 
 def derive_lm_eval_evaluation(section: dict[str, Any], real: bool, rule: PassRule) -> dict[str, Any]:
@@ -86,15 +97,28 @@ def derive_lm_eval_evaluation(section: dict[str, Any], real: bool, rule: PassRul
     if real:
         result: dict[str, Any] = {"task": scores, "agreement": {}}
     else:
-        result = {"task": {}, "agreement": {f"{k}.target_minus_reference": v.get("target", 0.0) - v.get("reference", 0.0)
-                                            for k, v in scores.items()}}
+        result = {
+            "task": {},
+            "agreement": {
+                f"{k}.target_minus_reference": v.get("target", 0.0) - v.get("reference", 0.0) for k, v in scores.items()
+            },
+        }
     found = checks(result, rule)
-    return {"set": "lm-eval", "task": "lm_eval", "items": sum(len(v) for v in (section.get("target") or {})
-                                                             .get("samples", {}).values()),
-            "dataset": {"sha256": section.get("include_sha256"), "licence": "see the lm-eval task definitions",
-                        "kind": "lm_eval", "tasks": section.get("tasks")},
-            "metrics": result, "checks": found, "verdict": "pass" if all(c["passed"] for c in found) else "fail",
-            "timing": {}}
+    return {
+        "set": "lm-eval",
+        "task": "lm_eval",
+        "items": sum(len(v) for v in (section.get("target") or {}).get("samples", {}).values()),
+        "dataset": {
+            "sha256": section.get("include_sha256"),
+            "licence": "see the lm-eval task definitions",
+            "kind": "lm_eval",
+            "tasks": section.get("tasks"),
+        },
+        "metrics": result,
+        "checks": found,
+        "verdict": "pass" if all(c["passed"] for c in found) else "fail",
+        "timing": {},
+    }
 
 
 def derive(predictions: dict[str, Any], rule: PassRule) -> dict[str, Any]:
@@ -105,10 +129,12 @@ def derive(predictions: dict[str, Any], rule: PassRule) -> dict[str, Any]:
         evaluations.append(derive_lm_eval_evaluation(predictions["lm_eval"], real, rule))
     if not evaluations:
         raise ValueError("the predictions hold no evaluations")
-    return {"weights": "real" if real else "config-initialised",
-            "scores": WITH_TASK_SCORES if real else AGREEMENT_ONLY,
-            "evaluations": evaluations,
-            "verdict": "pass" if all(e["verdict"] == "pass" for e in evaluations) else "fail"}
+    return {
+        "weights": "real" if real else "config-initialised",
+        "scores": WITH_TASK_SCORES if real else AGREEMENT_ONLY,
+        "evaluations": evaluations,
+        "verdict": "pass" if all(e["verdict"] == "pass" for e in evaluations) else "fail",
+    }
 
 
 def build_evidence(predictions_path: Path, rule: PassRule, notes: list[str] | None = None) -> Path:
@@ -116,13 +142,19 @@ def build_evidence(predictions_path: Path, rule: PassRule, notes: list[str] | No
     predictions_path = Path(predictions_path)
     predictions = read_json(predictions_path)
     derived = derive(predictions, rule)
-    run = {k: predictions.get(k) for k in ("device", "device_name", "dtype", "mode", "tokenizer", "pooling", "reference")}
+    run = {
+        k: predictions.get(k) for k in ("device", "device_name", "dtype", "mode", "tokenizer", "pooling", "reference")
+    }
     evidence = {
         "schema": SCHEMA,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model_id": predictions.get("model_id"), "adaptation": predictions.get("adaptation"),
-        "task_family": predictions.get("task_family"), "run": run, "environment": predictions.get("environment"),
-        "rule": rule.as_dict(), "notes": list(notes or []),
+        "model_id": predictions.get("model_id"),
+        "adaptation": predictions.get("adaptation"),
+        "task_family": predictions.get("task_family"),
+        "run": run,
+        "environment": predictions.get("environment"),
+        "rule": rule.as_dict(),
+        "notes": list(notes or []),
         "predictions": {"file": predictions_path.name, "sha256": sha256_file(predictions_path)},
         **derived,
     }

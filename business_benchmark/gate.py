@@ -118,26 +118,39 @@ def rerun_problems(predictions: dict[str, Any], adaptation_dir: Path, python: Pa
     """(problems, notes) from re-running a sample of items with the framework's runner."""
     evaluations = predictions.get("evaluations") or []
     sample = {str(it["id"]) for ev in evaluations for it in (ev.get("items") or [])[:SAMPLE_PER_EVALUATION]}
-    args = ["--device", str(predictions.get("device")), "--dtype", str(predictions.get("dtype")),
-            "--items", ",".join(sorted(sample)), "--data-dir", str(adaptation_dir / DATA_SUBDIR),
-            "--threads", str(int((predictions.get("environment") or {}).get("torch_threads") or 0))]
+    args = [
+        "--device",
+        str(predictions.get("device")),
+        "--dtype",
+        str(predictions.get("dtype")),
+        "--items",
+        ",".join(sorted(sample)),
+        "--data-dir",
+        str(adaptation_dir / DATA_SUBDIR),
+        "--threads",
+        str(int((predictions.get("environment") or {}).get("torch_threads") or 0)),
+    ]
     args += [f"--eval={ev.get('set')}:{ev.get('task')}" for ev in evaluations]
     if predictions.get("mode") == "pretrained":
         args.append("--use-pretrained")
     with tempfile.TemporaryDirectory(prefix="business-rerun-") as tmp:
         script = Path(tmp) / BUSINESS_RUN
-        script.write_text(render_business_run_text(str(predictions.get("model_id")), str(predictions.get("task_family"))))
+        script.write_text(
+            render_business_run_text(str(predictions.get("model_id")), str(predictions.get("task_family")))
+        )
         out = Path(tmp) / "rerun.json"
-        res = run_inner(python, str(RERUN), [str(script), *args, "--out", str(out)], cwd=adaptation_dir,
-                        timeout_s=RERUN_TIMEOUT_S)
+        res = run_inner(
+            python, str(RERUN), [str(script), *args, "--out", str(out)], cwd=adaptation_dir, timeout_s=RERUN_TIMEOUT_S
+        )
         if res.exit_code != 0 and DEVICE_MISSING_MARK in res.output:
             return [], [f"re-run skipped: device {predictions.get('device')} is not available here"]
         if res.exit_code != 0 or not out.is_file():
             return [f"re-run of the sample failed (exit {res.exit_code}): {res.tail(2)}"], []
         fresh = read_json(out)
     problems = []
-    saved_items = {(ev.get("set"), ev.get("task"), str(it["id"])): it
-                   for ev in evaluations for it in (ev.get("items") or [])}
+    saved_items = {
+        (ev.get("set"), ev.get("task"), str(it["id"])): it for ev in evaluations for it in (ev.get("items") or [])
+    }
     for ev in fresh.get("evaluations") or []:
         for item in ev.get("items") or []:
             saved = saved_items.get((ev["set"], ev["task"], str(item["id"])))
@@ -156,8 +169,15 @@ def check_file(metrics_path: Path, adaptation_dir: Path, python: Path) -> Eviden
         if not pred_path.is_file():
             return EvidenceCheck(name, False, None, [f"predictions file {pred_info.get('file')} not found"])
         if sha256_file(pred_path) != pred_info.get("sha256"):
-            return EvidenceCheck(name, False, None, [f"{pred_path.name}: sha256 does not match the metrics file "
-                                                     "(predictions edited or truncated after the run)"])
+            return EvidenceCheck(
+                name,
+                False,
+                None,
+                [
+                    f"{pred_path.name}: sha256 does not match the metrics file "
+                    "(predictions edited or truncated after the run)"
+                ],
+            )
         predictions = read_json(pred_path)
     except DatasetError as exc:
         return EvidenceCheck(name, False, None, [str(exc)])
@@ -177,7 +197,9 @@ def untrusted_code(adaptation_dir: Path) -> list[str]:
         spec = AdaptationSpec.load(adaptation_dir)
     except (OSError, ValueError) as exc:
         return [f"cannot render {BUSINESS_RUN} to compare: {str(exc).splitlines()[0]}"]
-    return code_problems(adaptation_dir, {BUSINESS_RUN: render_business_run_text(spec.model.model_id, spec.task_family)})
+    return code_problems(
+        adaptation_dir, {BUSINESS_RUN: render_business_run_text(spec.model.model_id, spec.task_family)}
+    )
 
 
 def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -> BusinessGateReport:
@@ -186,7 +208,9 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
     name = adaptation_dir.name
     files = find_metrics(adaptation_dir)
     if not files:
-        return BusinessGateReport(name, False, "no business_metrics_*.json: the business benchmark has not produced evidence")
+        return BusinessGateReport(
+            name, False, "no business_metrics_*.json: the business benchmark has not produced evidence"
+        )
     untrusted = untrusted_code(adaptation_dir)
     if untrusted:
         return BusinessGateReport(name, False, untrusted_summary(untrusted))
@@ -197,12 +221,18 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
     checked = [check_file(path, adaptation_dir, python) for path in files]
     bad = [c for c in checked if not c.consistent]
     if bad:
-        return BusinessGateReport(name, False, f"{len(bad)} of {len(checked)} evidence file(s) failed: {bad[0].metrics_file}: "
-                          f"{bad[0].problems[0]}", checked)
+        return BusinessGateReport(
+            name,
+            False,
+            f"{len(bad)} of {len(checked)} evidence file(s) failed: {bad[0].metrics_file}: {bad[0].problems[0]}",
+            checked,
+        )
     failed = [c for c in checked if c.verdict != "pass"]
     if failed:
         evidence = json.loads((adaptation_dir / failed[0].metrics_file).read_text())
-        first = next((f"{ev['set']} {c['metric']}" for ev in evidence["evaluations"] for c in ev["checks"]
-                      if not c["passed"]), "no checks")
+        first = next(
+            (f"{ev['set']} {c['metric']}" for ev in evidence["evaluations"] for c in ev["checks"] if not c["passed"]),
+            "no checks",
+        )
         return BusinessGateReport(name, False, f"pass rule failed in {failed[0].metrics_file} ({first})", checked)
     return BusinessGateReport(name, True, f"{len(checked)} business evidence file(s) verified, pass rule held", checked)

@@ -50,8 +50,9 @@ def prepare_lm_eval(adaptation_dir: Path, log: IO[str] | None = None) -> str | N
     """Install lm-eval into the adaptation's .venv; None on success, else one line."""
     if not (Path(adaptation_dir) / ".venv" / "bin" / "python").is_file():
         return f"{adaptation_dir} has no synced .venv for lm-eval"
-    res = run_command(install_argv(adaptation_dir), cwd=adaptation_dir, env=uv_environment(),
-                      timeout_s=INSTALL_TIMEOUT_S, log=log)
+    res = run_command(
+        install_argv(adaptation_dir), cwd=adaptation_dir, env=uv_environment(), timeout_s=INSTALL_TIMEOUT_S, log=log
+    )
     if res.timed_out:
         return f"installing {LM_EVAL_REQUIREMENT} timed out after {INSTALL_TIMEOUT_S:.0f} s"
     return None if res.ok else f"installing {LM_EVAL_REQUIREMENT} failed: {res.tail_line(2)}"

@@ -15,16 +15,32 @@ from business_benchmark.datasets import DatasetError, load_card
 
 # task -> the kinds of set it can read
 TASK_SET_KINDS: dict[str, tuple[str, ...]] = {
-    "perplexity": ("perplexity",), "generation": ("generation",), "fill_mask": ("perplexity",),
-    "retrieval": ("retrieval",), "similarity": ("similarity",), "classification": ("classification",),
-    "token_classification": ("classification",), "question_answering": ("question_answering",),
-    "seq2seq": ("seq2seq",), "image_classification": ("image_classification",),
-    "speech_seq2seq": ("speech_seq2seq",), "outputs_agreement": ("outputs_agreement",),
+    "perplexity": ("perplexity",),
+    "generation": ("generation",),
+    "fill_mask": ("perplexity",),
+    "retrieval": ("retrieval",),
+    "similarity": ("similarity",),
+    "classification": ("classification",),
+    "token_classification": ("classification",),
+    "question_answering": ("question_answering",),
+    "seq2seq": ("seq2seq",),
+    "image_classification": ("image_classification",),
+    "speech_seq2seq": ("speech_seq2seq",),
+    "outputs_agreement": ("outputs_agreement",),
 }
 # Families with no task set yet (issue 13): agreement only, on the family's own seeded inputs.
-AGREEMENT_ONLY_FAMILIES = ("ctc_speech_recognition", "audio_classification", "time_series_forecasting", "llm_embedding",
-                           "reranker", "image_text_to_text", "zero_shot_image_classification", "object_detection",
-                           "semantic_segmentation", "depth_estimation")
+AGREEMENT_ONLY_FAMILIES = (
+    "ctc_speech_recognition",
+    "audio_classification",
+    "time_series_forecasting",
+    "llm_embedding",
+    "reranker",
+    "image_text_to_text",
+    "zero_shot_image_classification",
+    "object_detection",
+    "semantic_segmentation",
+    "depth_estimation",
+)
 FAMILY_EVALUATIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "causal_lm": (("ab-text-en", "perplexity"), ("ab-prompts-en", "generation")),
     "masked_lm": (("ab-text-en", "fill_mask"),),
@@ -40,11 +56,18 @@ FAMILY_EVALUATIONS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 # Hugging Face pipeline tags that name a family more precisely than the architecture does.
 PIPELINE_TAG_FAMILIES: dict[str, str] = {
-    "text-generation": "causal_lm", "fill-mask": "masked_lm", "feature-extraction": "feature_extraction",
-    "sentence-similarity": "feature_extraction", "text-classification": "sequence_classification",
-    "token-classification": "token_classification", "question-answering": "question_answering",
-    "text2text-generation": "seq2seq", "translation": "seq2seq", "summarization": "seq2seq",
-    "image-classification": "image_classification", "automatic-speech-recognition": "speech_seq2seq",
+    "text-generation": "causal_lm",
+    "fill-mask": "masked_lm",
+    "feature-extraction": "feature_extraction",
+    "sentence-similarity": "feature_extraction",
+    "text-classification": "sequence_classification",
+    "token-classification": "token_classification",
+    "question-answering": "question_answering",
+    "text2text-generation": "seq2seq",
+    "translation": "seq2seq",
+    "summarization": "seq2seq",
+    "image-classification": "image_classification",
+    "automatic-speech-recognition": "speech_seq2seq",
     "image-to-text": "vision_seq2seq",
 }
 # Hub sets per (family, language) for download_datasets.py: (repo id, config, split).
@@ -75,8 +98,9 @@ def family_for(task_family: str | None, pipeline_tag: str | None = None) -> str:
     """The family to evaluate: the pipeline tag's when it names one, else the discovered family."""
     family = PIPELINE_TAG_FAMILIES.get(pipeline_tag or "") or task_family
     if family not in FAMILY_EVALUATIONS:
-        raise DatasetError(f"no business evaluation for task family '{family}' "
-                           f"(known: {', '.join(FAMILY_EVALUATIONS)})")
+        raise DatasetError(
+            f"no business evaluation for task family '{family}' (known: {', '.join(FAMILY_EVALUATIONS)})"
+        )
     return family
 
 
@@ -92,8 +116,13 @@ def task_for_set(name: str, family: str) -> str:
     raise DatasetError(f"set '{name}' (kind {kind}) has no task for family {family}")
 
 
-def evaluations_for(task_family: str | None, pipeline_tag: str | None = None, language: str | None = None,
-                    sentence_transformers: bool = False, override: list[str] | None = None) -> list[Evaluation]:
+def evaluations_for(
+    task_family: str | None,
+    pipeline_tag: str | None = None,
+    language: str | None = None,
+    sentence_transformers: bool = False,
+    override: list[str] | None = None,
+) -> list[Evaluation]:
     """The evaluations for one model. A sentence-transformers model is an embedding model whatever
     its head; a board override replaces the family's sets."""
     family = "feature_extraction" if sentence_transformers else family_for(task_family, pipeline_tag)

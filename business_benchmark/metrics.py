@@ -48,7 +48,7 @@ def _ranks(values: list[float]) -> np.ndarray:
         j = i
         while j + 1 < len(values) and sorted_vals[j + 1] == sorted_vals[i]:
             j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0
+        ranks[order[i : j + 1]] = (i + j) / 2.0
         i = j + 1
     return ranks
 
@@ -114,9 +114,12 @@ def _token_agreement(items: list[dict[str, Any]]) -> Metrics:
         matched += sum(a == b for a, b in zip(t, r))
         total += max(len(r), 1)
     n = max(len(items), 1)
-    return {"exact_match": exact / n, "token_match_rate": matched / max(total, 1),
-            "first_divergence_mean": _mean([float(d) for d in divergences]),
-            "first_divergence_min": float(min(divergences)) if divergences else None}
+    return {
+        "exact_match": exact / n,
+        "token_match_rate": matched / max(total, 1),
+        "first_divergence_mean": _mean([float(d) for d in divergences]),
+        "first_divergence_min": float(min(divergences)) if divergences else None,
+    }
 
 
 def generation(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool) -> tuple[Metrics, Metrics]:
@@ -154,7 +157,9 @@ def retrieval(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real
         return top1 / n, rr / n
 
     target, reference = ranking("target"), ranking("reference")
-    agreement = {"retrieval_top1_agreement": sum(t[0] == r[0] for t, r in zip(target, reference)) / max(len(queries), 1)}
+    agreement = {
+        "retrieval_top1_agreement": sum(t[0] == r[0] for t, r in zip(target, reference)) / max(len(queries), 1)
+    }
     emb_t = np.array([x["target"]["embedding"] for x in items], dtype=np.float64)
     emb_r = np.array([x["reference"]["embedding"] for x in items], dtype=np.float64)
     agreement.update(_embedding_agreement(emb_t, emb_r))
@@ -192,12 +197,14 @@ def _macro_f1(predicted: list[str], truth: list[str]) -> float:
 
 
 def classification(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool) -> tuple[Metrics, Metrics]:
-    agreement = {"label_agreement": sum(it["target"]["label"] == it["reference"]["label"] for it in items)
-                 / max(len(items), 1)}
+    agreement = {
+        "label_agreement": sum(it["target"]["label"] == it["reference"]["label"] for it in items) / max(len(items), 1)
+    }
     truth = [str(gold[it["id"]].get("label", "")).lower() for it in items]
     task: Metrics = {}
     names = {str(it[w]["label_name"]).lower() for it in items for w in ("target", "reference")}
     if real and names <= set(truth):  # gold is comparable only when the model's label names are the set's
+
         def scores(which: str) -> tuple[float, float]:
             predicted = [str(it[which]["label_name"]).lower() for it in items]
             return sum(p == t for p, t in zip(predicted, truth)) / max(len(items), 1), _macro_f1(predicted, truth)
@@ -207,21 +214,30 @@ def classification(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]],
     return task, agreement
 
 
-def token_classification(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool) -> tuple[Metrics, Metrics]:
+def token_classification(
+    items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool
+) -> tuple[Metrics, Metrics]:
     pairs = [(a, b) for it in items for a, b in zip(it["target"]["labels"], it["reference"]["labels"])]
     return {}, {"label_agreement": sum(a == b for a, b in pairs) / max(len(pairs), 1)}
 
 
-def question_answering(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool) -> tuple[Metrics, Metrics]:
-    agreement = {"answer_exact_agreement": _mean([answer_em(it["target"]["text"], it["reference"]["text"]) for it in items]),
-                 "answer_f1_agreement": _mean([answer_f1(it["target"]["text"], it["reference"]["text"]) for it in items])}
+def question_answering(
+    items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool
+) -> tuple[Metrics, Metrics]:
+    agreement = {
+        "answer_exact_agreement": _mean([answer_em(it["target"]["text"], it["reference"]["text"]) for it in items]),
+        "answer_f1_agreement": _mean([answer_f1(it["target"]["text"], it["reference"]["text"]) for it in items]),
+    }
     task: Metrics = {}
     if real:
+
         def scores(which: str, fn: Callable[[str, str], float]) -> float | None:
             return _mean([fn(it[which]["text"], str(gold[it["id"]]["answer"])) for it in items])
 
-        task = {"exact_match": _pair(scores("target", answer_em), scores("reference", answer_em)),
-                "f1": _pair(scores("target", answer_f1), scores("reference", answer_f1))}
+        task = {
+            "exact_match": _pair(scores("target", answer_em), scores("reference", answer_em)),
+            "f1": _pair(scores("target", answer_f1), scores("reference", answer_f1)),
+        }
     return task, agreement
 
 
@@ -230,23 +246,34 @@ def seq2seq(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: 
 
     target = [str(it["target"]["text"]) for it in items]
     reference = [str(it["reference"]["text"]) for it in items]
-    agreement = {"chrf_vs_reference": float(sacrebleu.corpus_chrf(target, [reference]).score),
-                 "bleu_vs_reference": float(sacrebleu.corpus_bleu(target, [reference]).score),
-                 **_token_agreement(items)}
+    agreement = {
+        "chrf_vs_reference": float(sacrebleu.corpus_chrf(target, [reference]).score),
+        "bleu_vs_reference": float(sacrebleu.corpus_bleu(target, [reference]).score),
+        **_token_agreement(items),
+    }
     targets = [gold[it["id"]].get("target") for it in items]
     golds = [g for g in targets if isinstance(g, str)]
     task: Metrics = {}
     if real and golds and len(golds) == len(targets):
-        task = {"chrf": _pair(float(sacrebleu.corpus_chrf(target, [golds]).score),
-                              float(sacrebleu.corpus_chrf(reference, [golds]).score)),
-                "bleu": _pair(float(sacrebleu.corpus_bleu(target, [golds]).score),
-                              float(sacrebleu.corpus_bleu(reference, [golds]).score))}
+        task = {
+            "chrf": _pair(
+                float(sacrebleu.corpus_chrf(target, [golds]).score),
+                float(sacrebleu.corpus_chrf(reference, [golds]).score),
+            ),
+            "bleu": _pair(
+                float(sacrebleu.corpus_bleu(target, [golds]).score),
+                float(sacrebleu.corpus_bleu(reference, [golds]).score),
+            ),
+        }
     return task, agreement
 
 
-def image_classification(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool) -> tuple[Metrics, Metrics]:
-    return {}, {"top1_agreement": sum(it["target"]["label"] == it["reference"]["label"] for it in items)
-                / max(len(items), 1)}
+def image_classification(
+    items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool
+) -> tuple[Metrics, Metrics]:
+    return {}, {
+        "top1_agreement": sum(it["target"]["label"] == it["reference"]["label"] for it in items) / max(len(items), 1)
+    }
 
 
 def speech_seq2seq(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool) -> tuple[Metrics, Metrics]:
@@ -257,7 +284,9 @@ def speech_seq2seq(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]],
     return {}, {"wer_vs_reference": float(jiwer.wer(reference, target)), **_token_agreement(items)}
 
 
-def outputs_agreement(items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool) -> tuple[Metrics, Metrics]:
+def outputs_agreement(
+    items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real: bool
+) -> tuple[Metrics, Metrics]:
     """No task score (the seeded inputs have no gold): the lowest cosine of a float output's values
     over all items and outputs, and the share of per-position argmaxes (an integer output's
     decisions) the target and the reference agree on."""
@@ -277,16 +306,26 @@ def outputs_agreement(items: list[dict[str, Any]], gold: dict[str, dict[str, Any
 
 
 TASKS: dict[str, Callable[[list[dict[str, Any]], dict[str, dict[str, Any]], bool], tuple[Metrics, Metrics]]] = {
-    "perplexity": perplexity, "generation": generation, "fill_mask": fill_mask, "retrieval": retrieval,
-    "similarity": similarity, "classification": classification, "token_classification": token_classification,
-    "question_answering": question_answering, "seq2seq": seq2seq, "image_classification": image_classification,
-    "speech_seq2seq": speech_seq2seq, "outputs_agreement": outputs_agreement,
+    "perplexity": perplexity,
+    "generation": generation,
+    "fill_mask": fill_mask,
+    "retrieval": retrieval,
+    "similarity": similarity,
+    "classification": classification,
+    "token_classification": token_classification,
+    "question_answering": question_answering,
+    "seq2seq": seq2seq,
+    "image_classification": image_classification,
+    "speech_seq2seq": speech_seq2seq,
+    "outputs_agreement": outputs_agreement,
 }
 # Task scores where lower is better (the pass rule's direction).
 LOWER_IS_BETTER = frozenset({"perplexity"})
 
 
-def evaluate(task: str, items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real_weights: bool) -> dict[str, Any]:
+def evaluate(
+    task: str, items: list[dict[str, Any]], gold: dict[str, dict[str, Any]], real_weights: bool
+) -> dict[str, Any]:
     """{"task": {...}, "agreement": {...}} for one evaluation's saved items."""
     if task not in TASKS:
         raise ValueError(f"unknown business task '{task}'")

@@ -42,10 +42,12 @@ class PassRule:
     bounds: dict[str, tuple[str, float]] = field(default_factory=lambda: dict(AGREEMENT_BOUNDS))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"relative_tolerance": self.relative_tolerance,
-                "agreement_bounds": {k: {"kind": kind, "bound": b} for k, (kind, b) in sorted(self.bounds.items())},
-                "statement": "task score: |target - reference| <= relative_tolerance x |reference| (real weights "
-                             "only); agreement: min = value >= bound, max = value <= bound, band = |value - 1| <= bound"}
+        return {
+            "relative_tolerance": self.relative_tolerance,
+            "agreement_bounds": {k: {"kind": kind, "bound": b} for k, (kind, b) in sorted(self.bounds.items())},
+            "statement": "task score: |target - reference| <= relative_tolerance x |reference| (real weights "
+            "only); agreement: min = value >= bound, max = value <= bound, band = |value - 1| <= bound",
+        }
 
     @classmethod
     def tightened(cls, rtol: float | None = None, bounds: dict[str, float] | None = None) -> PassRule:
@@ -95,10 +97,18 @@ def checks(result: dict[str, Any], rule: PassRule) -> list[dict[str, Any]]:
             out.append({"metric": name, "kind": "relative", "passed": False, "why": "not computable"})
             continue
         allowed = rule.relative_tolerance * abs(reference)
-        out.append({"metric": name, "kind": "relative", "target": target, "reference": reference,
-                    "relative_diff": (target - reference) / abs(reference) if reference else None,
-                    "allowed": allowed, "passed": abs(target - reference) <= allowed + 1e-12,
-                    "lower_is_better": name in LOWER_IS_BETTER})
+        out.append(
+            {
+                "metric": name,
+                "kind": "relative",
+                "target": target,
+                "reference": reference,
+                "relative_diff": (target - reference) / abs(reference) if reference else None,
+                "allowed": allowed,
+                "passed": abs(target - reference) <= allowed + 1e-12,
+                "lower_is_better": name in LOWER_IS_BETTER,
+            }
+        )
     for name, value in sorted(result.get("agreement", {}).items()):
         if name not in rule.bounds:
             continue

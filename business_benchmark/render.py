@@ -20,8 +20,9 @@ DATA_SUBDIR = "business_data"
 
 
 def render_business_run_text(model_id: str, task_family: str) -> str:
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined,
-                      keep_trailing_newline=True, autoescape=False)
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
     return env.get_template(f"{BUSINESS_RUN}.j2").render(model_id=model_id, task_family=task_family)
 
 

@@ -49,28 +49,47 @@ class BusinessBenchmarkStage:
         try:
             evaluations, notes = evaluations_for_model(ctx.model, json.loads(spec.to_json()))
             render_business_run(spec.model.model_id, spec.task_family, ctx.adaptation_dir)
-            copy_sets([e.set for e in evaluations] + ([LOCAL_SET] if settings.lm_eval_tasks else []), ctx.adaptation_dir)
+            copy_sets(
+                [e.set for e in evaluations] + ([LOCAL_SET] if settings.lm_eval_tasks else []), ctx.adaptation_dir
+            )
         except (ValueError, DatasetError, OSError) as exc:
             return failed(str(exc), "business_setup")
         dtype = settings.dtype_for(spec.dtype.target)
-        for old in [*ctx.adaptation_dir.glob("business_metrics_*.json"), *ctx.adaptation_dir.glob(f"{PREDICTIONS_PREFIX}*.json")]:
+        for old in [
+            *ctx.adaptation_dir.glob("business_metrics_*.json"),
+            *ctx.adaptation_dir.glob(f"{PREDICTIONS_PREFIX}*.json"),
+        ]:
             old.unlink()  # a previous run's evidence is replaced, never checked next to the new one
-        ctx.say(f"{BUSINESS_RUN} rendered; evaluations {', '.join(f'{e.set}:{e.task}' for e in evaluations)}; "
-                f"syncing the {settings.profile} environment")
+        ctx.say(
+            f"{BUSINESS_RUN} rendered; evaluations {', '.join(f'{e.set}:{e.task}' for e in evaluations)}; "
+            f"syncing the {settings.profile} environment"
+        )
         sync = uv_env.sync(ctx.adaptation_dir, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
         if not sync.ok:
             return failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
         available, why = weights_available(spec)
         pretrained = settings.real_weights and available
         mode = "pretrained" if pretrained else "dry_run"
-        ctx.say(f"weights: {'real (task scores and agreement)' if pretrained else 'config-initialised (agreement only)'}"
-                f" ({why})")
+        ctx.say(
+            f"weights: {'real (task scores and agreement)' if pretrained else 'config-initialised (agreement only)'}"
+            f" ({why})"
+        )
         predictions = ctx.adaptation_dir / f"{PREDICTIONS_PREFIX}{stem(settings.device, dtype, mode)}.json"
-        argv = [BUSINESS_RUN, "--device", settings.device, "--dtype", dtype, "--out", predictions.name,
-                *(f"--eval={e.set}:{e.task}" for e in evaluations)]
-        argv += (["--use-pretrained"] if pretrained else []) + (
-            ["--max-items", str(settings.max_items)] if settings.max_items else []) + (
-            ["--threads", str(settings.threads)] if settings.threads else [])
+        argv = [
+            BUSINESS_RUN,
+            "--device",
+            settings.device,
+            "--dtype",
+            dtype,
+            "--out",
+            predictions.name,
+            *(f"--eval={e.set}:{e.task}" for e in evaluations),
+        ]
+        argv += (
+            (["--use-pretrained"] if pretrained else [])
+            + (["--max-items", str(settings.max_items)] if settings.max_items else [])
+            + (["--threads", str(settings.threads)] if settings.threads else [])
+        )
         if settings.lm_eval_tasks:
             problem = prepare_lm_eval(ctx.adaptation_dir, ctx.log)
             if problem:
@@ -87,15 +106,24 @@ class BusinessBenchmarkStage:
             return failed(f"business metrics could not be derived: {exc}", "business_metrics_failed")
         figures = business_figures(evidence)
         summary = f"{evidence['run']['device']} {dtype} vs cpu float32 ({evidence['scores']}): " + "; ".join(
-            f"{ev['set']} {ev['verdict']}" for ev in evidence["evaluations"])
-        outcome_result = {"verdict": evidence["verdict"], "weights": evidence["weights"],
-                          "metrics_file": predictions.name.replace(PREDICTIONS_PREFIX, "business_metrics_", 1)}
+            f"{ev['set']} {ev['verdict']}" for ev in evidence["evaluations"]
+        )
+        outcome_result = {
+            "verdict": evidence["verdict"],
+            "weights": evidence["weights"],
+            "metrics_file": predictions.name.replace(PREDICTIONS_PREFIX, "business_metrics_", 1),
+        }
         if evidence["verdict"] != "pass":
-            failing = [f"{ev['set']} {c['metric']}" for ev in evidence["evaluations"] for c in ev["checks"]
-                       if not c["passed"]]
-            return StageOutcome("failed", f"pass rule failed: {', '.join(failing[:4])}", result=outcome_result,
-                                diagnosis={"rule": "business_pass_rule_failed", "summary": summary,
-                                           "failing_checks": failing}, metrics=figures)
+            failing = [
+                f"{ev['set']} {c['metric']}" for ev in evidence["evaluations"] for c in ev["checks"] if not c["passed"]
+            ]
+            return StageOutcome(
+                "failed",
+                f"pass rule failed: {', '.join(failing[:4])}",
+                result=outcome_result,
+                diagnosis={"rule": "business_pass_rule_failed", "summary": summary, "failing_checks": failing},
+                metrics=figures,
+            )
         return StageOutcome("done", summary, result=outcome_result, metrics=figures)
 
     def gate(self, ctx: StageContext) -> GateResult:

@@ -35,15 +35,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineParser(prog="dashboard", description="Serve the AscendBridge board in a browser.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    parser.add_argument("--board", type=Path, default=None, help="board.db (default: $ASCENDBRIDGE_BOARD or ./board.db)")
+    parser.add_argument(
+        "--board", type=Path, default=None, help="board.db (default: $ASCENDBRIDGE_BOARD or ./board.db)"
+    )
     parser.add_argument("--logs", type=Path, default=None, help="logs directory (default: $ASCENDBRIDGE_LOGS)")
-    parser.add_argument("--adaptations", type=Path, default=None,
-                        help="adaptations directory (default: $ASCENDBRIDGE_ADAPTATIONS)")
-    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                        help="also answer requests for this Host name (repeatable; also "
-                             f"${HOSTS_ENV}, comma-separated); loopback names and --host always")
-    parser.add_argument("--heartbeat-fresh", type=float, default=60.0, metavar="SECONDS",
-                        help="an agent heartbeat older than this is shown as late (default 60)")
+    parser.add_argument(
+        "--adaptations", type=Path, default=None, help="adaptations directory (default: $ASCENDBRIDGE_ADAPTATIONS)"
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this Host name (repeatable; also "
+        f"${HOSTS_ENV}, comma-separated); loopback names and --host always",
+    )
+    parser.add_argument(
+        "--heartbeat-fresh",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="an agent heartbeat older than this is shown as late (default 60)",
+    )
     return parser.parse_args(argv)
 
 
@@ -82,8 +95,14 @@ def _serve(argv: list[str] | None) -> int:
         logs = (args.logs or config.logs_dir()).expanduser().resolve()
         adaptations = (args.adaptations or config.adaptations_dir()).expanduser().resolve()
         _check_bindable(args.host, args.port)
-        app = create_app(board, token, logs, adaptations, heartbeat_fresh_s=args.heartbeat_fresh,
-                         hosts=allowed_hosts(args.host, args.allow_host))
+        app = create_app(
+            board,
+            token,
+            logs,
+            adaptations,
+            heartbeat_fresh_s=args.heartbeat_fresh,
+            hosts=allowed_hosts(args.host, args.allow_host),
+        )
     except (BoardError, ValueError) as exc:
         raise CliError(str(exc)) from None
     url_host = f"[{args.host}]" if ":" in args.host else args.host
@@ -95,8 +114,11 @@ def _serve(argv: list[str] | None) -> int:
     if app.state.dashboard.store.read_only:
         print(f"note: board {board} is not writable: pages work, actions answer 409", flush=True)
     if not _is_loopback(args.host):
-        print(f"warning: listening on {args.host}, reachable from other machines; actions still need the token",
-              file=sys.stderr, flush=True)
+        print(
+            f"warning: listening on {args.host}, reachable from other machines; actions still need the token",
+            file=sys.stderr,
+            flush=True,
+        )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
 

@@ -25,8 +25,15 @@ def page_params(
     page: int = Query(1, ge=1, le=1_000_000),
     per_page: int = Query(50, ge=1, le=MAX_PER_PAGE),
 ) -> dict[str, Any]:
-    return {"q": q, "stage": stage or None, "status": status or None, "sort": sort, "order": order,
-            "page": page, "per_page": per_page}
+    return {
+        "q": q,
+        "stage": stage or None,
+        "status": status or None,
+        "sort": sort,
+        "order": order,
+        "page": page,
+        "per_page": per_page,
+    }
 
 
 @router.get("/api/overview", tags=["pages"], summary="Overview page data: funnel, models, agents, events")
@@ -37,11 +44,21 @@ def api_overview(params: dict[str, Any] = Depends(page_params), d: Dashboard = D
 @router.get("/api/models", tags=["pages"], summary="Search, filter, sort and page the models")
 def api_models(params: dict[str, Any] = Depends(page_params), d: Dashboard = Depends(dashboard)) -> Any:
     page = d.queries.search_models(
-        q=params["q"], stage=params["stage"], status=params["status"], sort=params["sort"],
-        descending=params["order"] != "asc", page=params["page"], per_page=params["per_page"],
+        q=params["q"],
+        stage=params["stage"],
+        status=params["status"],
+        sort=params["sort"],
+        descending=params["order"] != "asc",
+        page=params["page"],
+        per_page=params["per_page"],
     )
-    return {"items": [asdict(r) for r in page.items], "total": page.total, "page": page.page,
-            "pages": page.pages, "per_page": page.per_page}
+    return {
+        "items": [asdict(r) for r in page.items],
+        "total": page.total,
+        "page": page.page,
+        "pages": page.pages,
+        "per_page": page.per_page,
+    }
 
 
 @router.get("/api/models/{model_id:path}", tags=["pages"], summary="Model page data: timeline, evidence, guidance")

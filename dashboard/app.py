@@ -35,8 +35,9 @@ _JSON_PREFIXES = ("/api/", "/healthz", "/metrics")
 def _error(request: Request, status: int, message: str) -> Response:
     if request.url.path.startswith(_JSON_PREFIXES) and request.url.path != "/api/docs":
         return JSONResponse({"error": message}, status_code=status)
-    return pages.render(request, "error.html", {"page": "error", "status": status, "message": message},
-                        status_code=status)
+    return pages.render(
+        request, "error.html", {"page": "error", "status": status, "message": message}, status_code=status
+    )
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -63,9 +64,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(exc_type, lambda r, e, s=status: _error(r, s, str(e)))
     app.add_exception_handler(ActionDenied, lambda r, e: _error(r, e.status, e.message))
     app.add_exception_handler(RequestValidationError, lambda r, e: _error(r, 400, _validation_message(e)))
-    app.add_exception_handler(
-        StarletteHTTPException, lambda r, e: _error(r, e.status_code, str(e.detail or "error"))
-    )
+    app.add_exception_handler(StarletteHTTPException, lambda r, e: _error(r, e.status_code, str(e.detail or "error")))
 
 
 def create_app(
@@ -82,8 +81,15 @@ def create_app(
     one of `hosts` (security.allowed_hosts). Raises BoardError with a clear message."""
     if store is None:  # a board it cannot write is still shown; its actions answer 409
         store = BoardStore(board, read_only=Path(board).is_file() and not writable(Path(board)))
-    state = Dashboard(store=store, queries=BoardQueries(store.path), token=token, logs_dir=logs_dir,
-                      adaptations_dir=adaptations_dir, heartbeat_fresh_s=heartbeat_fresh_s)
+    state = Dashboard(
+        store=store,
+        queries=BoardQueries(store.path),
+        token=token,
+        logs_dir=logs_dir,
+        adaptations_dir=adaptations_dir,
+        heartbeat_fresh_s=heartbeat_fresh_s,
+    )
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield

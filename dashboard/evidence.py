@@ -84,8 +84,15 @@ class OutputAccuracy:
 
 
 # Measured figures in the order a reader wants them; the others follow in file order.
-MEASURED_FIRST = ("cosine", "max_abs_err_scaled", "max_abs_err", "max_rel_err", "rmse_vs_fp64",
-                  "baseline_rmse_vs_fp64", "label_match")
+MEASURED_FIRST = (
+    "cosine",
+    "max_abs_err_scaled",
+    "max_abs_err",
+    "max_rel_err",
+    "rmse_vs_fp64",
+    "baseline_rmse_vs_fp64",
+    "label_match",
+)
 
 
 def _number(value: Any) -> TypeGuard[int | float]:
@@ -106,12 +113,16 @@ def output_accuracy(accuracy: Any) -> list[OutputAccuracy]:
         ordered = {k: measured[k] for k in MEASURED_FIRST if k in measured}
         ordered.update({k: v for k, v in measured.items() if k not in ordered})
         applied = got if isinstance(got := item.get("applied"), dict) else {}
-        rows.append(OutputAccuracy(
-            name=str(item.get("name") or name), verdict=str(item.get("verdict") or "?"),
-            kind=str(item.get("kind") or ""), measured=ordered,
-            thresholds={k: v for k, v in applied.items() if _scalar(v)},
-            reasons=[str(r) for r in item.get("reasons") or [] if _scalar(r)],
-        ))
+        rows.append(
+            OutputAccuracy(
+                name=str(item.get("name") or name),
+                verdict=str(item.get("verdict") or "?"),
+                kind=str(item.get("kind") or ""),
+                measured=ordered,
+                thresholds={k: v for k, v in applied.items() if _scalar(v)},
+                reasons=[str(r) for r in item.get("reasons") or [] if _scalar(r)],
+            )
+        )
     return rows
 
 
@@ -160,8 +171,11 @@ def workload_summary(body: Any) -> tuple[dict[str, Scalar], list[tuple[int, floa
         head["first_divergence"] = agree.get("first_divergence") if _number(agree.get("first_divergence")) else None
     if _number(body.get("knee_batch")):
         head["knee_batch"] = body["knee_batch"]
-    points = [(int(p["batch"]), float(p["samples_per_s"])) for p in body.get("points") or []
-              if isinstance(p, dict) and _number(p.get("batch")) and _number(p.get("samples_per_s"))]
+    points = [
+        (int(p["batch"]), float(p["samples_per_s"]))
+        for p in body.get("points") or []
+        if isinstance(p, dict) and _number(p.get("batch")) and _number(p.get("samples_per_s"))
+    ]
     return head, points
 
 
@@ -237,10 +251,13 @@ def _pass_row(item: dict[str, Any]) -> PassRow:
     name = str(item.get("name") or " + ".join(str(n) for n in names) or "?")
     speedup = paired.get("speedup")
     return PassRow(
-        name=name, tried="measured" if item.get("measured") else "not measured",
-        speedup=float(speedup) if _number(speedup) else None, interval=_interval(paired.get("interval")),
+        name=name,
+        tried="measured" if item.get("measured") else "not measured",
+        speedup=float(speedup) if _number(speedup) else None,
+        interval=_interval(paired.get("interval")),
         accuracy=str(accuracy["verdict"]) if accuracy.get("verdict") is not None else None,
-        kept=item.get("kept") is True, reason=str(item.get("reason") or ""),
+        kept=item.get("kept") is True,
+        reason=str(item.get("reason") or ""),
     )
 
 
@@ -261,8 +278,9 @@ def optimization_notes(adapt_dir: Path | None) -> OptimizationNotes | None:
     summary = flatten({k: v for k, v in final.items() if k not in ("cold_start", "accuracy")}, depth=0)
     if isinstance(final.get("accuracy"), dict) and final["accuracy"].get("verdict") is not None:
         summary["accuracy"] = final["accuracy"]["verdict"]
-    return OptimizationNotes(passes=rows, final=summary,
-                             baseline=flatten({k: v for k, v in baseline.items() if k != "cold_start"}, depth=0))
+    return OptimizationNotes(
+        passes=rows, final=summary, baseline=flatten({k: v for k, v in baseline.items() if k != "cold_start"}, depth=0)
+    )
 
 
 def traces(adapt_dir: Path | None) -> list[tuple[str, int]]:

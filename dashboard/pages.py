@@ -26,8 +26,9 @@ def render(request: Request, name: str, context: dict[str, Any], status_code: in
 
 
 @router.get("/", response_class=HTMLResponse)
-def overview_page(request: Request, params: dict[str, Any] = Depends(page_params),
-                  d: Dashboard = Depends(dashboard)) -> HTMLResponse:
+def overview_page(
+    request: Request, params: dict[str, Any] = Depends(page_params), d: Dashboard = Depends(dashboard)
+) -> HTMLResponse:
     return render(request, "overview.html", {"page": "overview", **views.overview(d, **params)})
 
 
@@ -45,8 +46,9 @@ def download_adaptation(model_id: str, d: Dashboard = Depends(dashboard)) -> Str
                 yield block
 
     filename = f"{record.adaptation_name}.zip"
-    return StreamingResponse(chunks(), media_type="application/zip",
-                             headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+    return StreamingResponse(
+        chunks(), media_type="application/zip", headers={"Content-Disposition": f'attachment; filename="{filename}"'}
+    )
 
 
 @router.get("/trace/{model_id:path}/{name}")
@@ -74,9 +76,17 @@ def regressions_page(request: Request, d: Dashboard = Depends(dashboard)) -> HTM
 @router.get("/agents", response_class=HTMLResponse)
 def agents_page(request: Request, d: Dashboard = Depends(dashboard)) -> HTMLResponse:
     agents = views.agent_rows(d)
-    return render(request, "agents.html", {"page": "agents", "agents": agents, "hosts": views.host_rows(d, agents),
-                                           "fresh_s": d.heartbeat_fresh_s,
-                                           "last_event_id": d.queries.last_event_id()})
+    return render(
+        request,
+        "agents.html",
+        {
+            "page": "agents",
+            "agents": agents,
+            "hosts": views.host_rows(d, agents),
+            "fresh_s": d.heartbeat_fresh_s,
+            "last_event_id": d.queries.last_event_id(),
+        },
+    )
 
 
 @router.get("/api/docs", response_class=HTMLResponse)
@@ -89,8 +99,18 @@ def api_docs(request: Request) -> HTMLResponse:
             params = [(p["name"], p["in"], p.get("description", "")) for p in op.get("parameters", [])]
             body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
             body_ref = body.get("$ref", "").rsplit("/", 1)[-1]
-            endpoints.append({"path": path, "method": method.upper(), "summary": op.get("summary", ""),
-                              "params": params, "body": body_ref,
-                              "token": method.upper() == "POST"})
-    return render(request, "api_docs.html", {"page": "api", "endpoints": endpoints,
-                                             "schemas": schema.get("components", {}).get("schemas", {})})
+            endpoints.append(
+                {
+                    "path": path,
+                    "method": method.upper(),
+                    "summary": op.get("summary", ""),
+                    "params": params,
+                    "body": body_ref,
+                    "token": method.upper() == "POST",
+                }
+            )
+    return render(
+        request,
+        "api_docs.html",
+        {"page": "api", "endpoints": endpoints, "schemas": schema.get("components", {}).get("schemas", {})},
+    )

@@ -122,8 +122,13 @@ class BodyLimitMiddleware:
 
 async def _too_large(send: Send, limit: int) -> None:
     body = f'{{"error": "request body larger than {limit} bytes"}}'.encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -176,6 +181,11 @@ class HostAllowMiddleware:
             return
         message = f"Host '{header[:100]}' is not a name of this dashboard (allow it with --allow-host or ${HOSTS_ENV})"
         body = json.dumps({"error": message}).encode()
-        await send({"type": "http.response.start", "status": 421,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 421,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

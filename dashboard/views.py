@@ -50,13 +50,15 @@ def agent_rows(d: Dashboard) -> list[dict[str, Any]]:
         else:
             freshness = "stale"
         task = tasks.get(agent.current_task_id) if agent.current_task_id else None
-        rows.append({
-            **agent.model_dump(),
-            "heartbeat_age_s": round(age, 1) if age is not None else None,
-            "freshness": freshness,
-            "current_model": task[0] if task else None,
-            "current_stage": task[1] if task else None,
-        })
+        rows.append(
+            {
+                **agent.model_dump(),
+                "heartbeat_age_s": round(age, 1) if age is not None else None,
+                "freshness": freshness,
+                "current_model": task[0] if task else None,
+                "current_stage": task[1] if task else None,
+            }
+        )
     return rows
 
 
@@ -71,8 +73,11 @@ def host_rows(d: Dashboard, agents: list[dict[str, Any]]) -> list[dict[str, Any]
                     holders[(runs[-1][1].host or "", label)] = f"{agent['current_model']} · {agent['current_stage']}"
     rows = []
     for dev in d.store.list_host_devices():
-        held = [v for (host, label), v in holders.items() if host == dev.host and
-                (label == dev.label or (dev.kind == "cpu" and label.startswith("cpu:")))]
+        held = [
+            v
+            for (host, label), v in holders.items()
+            if host == dev.host and (label == dev.label or (dev.kind == "cpu" and label.startswith("cpu:")))
+        ]
         rows.append({**dev.model_dump(), "label": dev.label, "held_by": held})
     return rows
 
@@ -84,28 +89,43 @@ def funnel(counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
     for stage in STAGES:
         by_status = {s: counts.get(stage, {}).get(s, 0) for s in STATUSES}
         through = by_status["completed"] + by_status["skipped"]
-        rows.append({
-            "stage": stage,
-            "statuses": by_status,
-            "through": through,
-            "through_pct": round(100 * through / total, 1) if total else 0.0,
-            "completed_pct": round(100 * by_status["completed"] / total, 1) if total else 0.0,
-        })
+        rows.append(
+            {
+                "stage": stage,
+                "statuses": by_status,
+                "through": through,
+                "through_pct": round(100 * through / total, 1) if total else 0.0,
+                "completed_pct": round(100 * by_status["completed"] / total, 1) if total else 0.0,
+            }
+        )
     return rows
 
 
 def overview(
-    d: Dashboard, q: str = "", stage: str | None = None, status: str | None = None,
-    sort: str = "priority", order: str = "desc", page: int = 1, per_page: int = 50,
+    d: Dashboard,
+    q: str = "",
+    stage: str | None = None,
+    status: str | None = None,
+    sort: str = "priority",
+    order: str = "desc",
+    page: int = 1,
+    per_page: int = 50,
 ) -> dict[str, Any]:
-    page_data = d.queries.search_models(q=q, stage=stage, status=status, sort=sort,
-                                        descending=order != "asc", page=page, per_page=per_page)
+    page_data = d.queries.search_models(
+        q=q, stage=stage, status=status, sort=sort, descending=order != "asc", page=page, per_page=per_page
+    )
     counts = d.queries.status_counts()
     return {
         "total_models": sum(counts.get(STAGES[0], {}).values()),
         "funnel": funnel(counts),
-        "filters": {"q": q, "stage": stage or "", "status": status or "", "sort": sort, "order": order,
-                    "per_page": per_page},
+        "filters": {
+            "q": q,
+            "stage": stage or "",
+            "status": status or "",
+            "sort": sort,
+            "order": order,
+            "per_page": per_page,
+        },
         "models": {
             "items": [asdict(row) for row in page_data.items],
             "total": page_data.total,
@@ -117,8 +137,12 @@ def overview(
         "agents": agent_rows(d),
         "events": [e.model_dump() for e in d.store.list_events(limit=RECENT_EVENTS, newest_first=True)],
         "last_event_id": d.queries.last_event_id(),
-        "choices": {"stages": list(STAGES), "statuses": list(STATUSES), "sorts": list(SORTS),
-                    "max_per_page": MAX_PER_PAGE},
+        "choices": {
+            "stages": list(STAGES),
+            "statuses": list(STATUSES),
+            "sorts": list(SORTS),
+            "max_per_page": MAX_PER_PAGE,
+        },
     }
 
 
@@ -132,16 +156,22 @@ def _charts(runs: list[evidence.BenchmarkRun], notes: evidence.OptimizationNotes
     timed = [r for r in runs if r.latency]
     latency = None
     if timed:
-        series = {label: [r.latency.get(key) for r in timed] for key, label in LATENCY_SERIES
-                  if any(key in r.latency for r in timed)}
+        series = {
+            label: [r.latency.get(key) for r in timed]
+            for key, label in LATENCY_SERIES
+            if any(key in r.latency for r in timed)
+        }
         if any("median_ms" in r.reference_latency for r in timed):
             series["reference median ms"] = [r.reference_latency.get("median_ms") for r in timed]
         latency = {"labels": [r.label for r in timed], "series": series}
     pairs = notes.speedups() if notes else []
     speedup = {"labels": [p[0] for p in pairs], "values": [p[1] for p in pairs]} if pairs else None
     swept = next((r for r in runs if r.sweep), None)
-    sweep = ({"labels": [f"batch {b}" for b, _ in swept.sweep], "values": [t for _, t in swept.sweep],
-              "run": swept.label} if swept else None)
+    sweep = (
+        {"labels": [f"batch {b}" for b, _ in swept.sweep], "values": [t for _, t in swept.sweep], "run": swept.label}
+        if swept
+        else None
+    )
     return {"latency": latency, "speedup": speedup, "sweep": sweep}
 
 
@@ -169,11 +199,15 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
             if stage != task.stage:
                 continue
             tail = evidence.log_tail(attempt.log_path, d.logs_dir)
-            rows.append({**attempt.model_dump(), "log_tail": tail.text, "log_note": tail.note,
-                         "log_truncated": tail.truncated})
+            rows.append(
+                {**attempt.model_dump(), "log_tail": tail.text, "log_note": tail.note, "log_truncated": tail.truncated}
+            )
         # A gate that could not decide: the task keeps its lease while only its gate waits to run again.
-        waiting = rows[-1]["diagnosis"] if task.status == "in_progress" and rows \
-            and rows[-1]["outcome"] == "inconclusive" else None
+        waiting = (
+            rows[-1]["diagnosis"]
+            if task.status == "in_progress" and rows and rows[-1]["outcome"] == "inconclusive"
+            else None
+        )
         timeline.append({**task.model_dump(), "attempt_rows": rows, "recheck_waiting": waiting})
     adapt_dir = evidence.adaptation_dir(d.adaptations_dir, record.adaptation_name)
     runs = evidence.benchmark_runs(adapt_dir)
@@ -186,8 +220,10 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "events": [e.model_dump() for e in d.store.list_events(model_id, limit=MODEL_EVENTS, newest_first=True)],
         "metrics": [m.model_dump() for m in metrics],  # gated figures only
         # Evidence files on disk are the model's figures only once their stage's gate passed.
-        "verified": {stage: any(t.stage == stage and t.status == "completed" for t in tasks)
-                     for stage in ("benchmark", "optimization")},
+        "verified": {
+            stage: any(t.stage == stage and t.status == "completed" for t in tasks)
+            for stage in ("benchmark", "optimization")
+        },
         "business": d.queries.business_results([model_id]).get(model_id),
         "serving": _serving(adapt_dir, tasks, metrics),
         "training": (training := _training(adapt_dir, tasks, metrics, record.training)),
@@ -203,8 +239,18 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
     }
 
 
-BENCH_COLUMNS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms",
-                 "e2el_p50_ms", "e2el_p99_ms", "output_tokens_per_s", "requests_per_s")
+BENCH_COLUMNS = (
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "e2el_p50_ms",
+    "e2el_p99_ms",
+    "output_tokens_per_s",
+    "requests_per_s",
+)
 
 
 def _serving(adapt_dir: Any, tasks: list[Any], metrics: list[Any]) -> dict[str, Any] | None:
@@ -221,9 +267,12 @@ def _serving(adapt_dir: Any, tasks: list[Any], metrics: list[Any]) -> dict[str, 
             rates.setdefault(rate, {})[name] = m.value
     columns = [c for c in BENCH_COLUMNS if any(c in row for row in rates.values())]
     order = sorted(rates, key=lambda r: float(r))  # "inf" sorts last
-    return {"command": serve_command(adapt_dir), "plan": serve_plan(adapt_dir) or {},
-            "figures": [m.model_dump() for m in mine if not m.name.startswith("bench_")],
-            "bench": {"columns": columns, "rows": [(rate, rates[rate]) for rate in order]}}
+    return {
+        "command": serve_command(adapt_dir),
+        "plan": serve_plan(adapt_dir) or {},
+        "figures": [m.model_dump() for m in mine if not m.name.startswith("bench_")],
+        "bench": {"columns": columns, "rows": [(rate, rates[rate]) for rate in order]},
+    }
 
 
 def _training(adapt_dir: Any, tasks: list[Any], metrics: list[Any], job: Any) -> dict[str, Any] | None:
@@ -231,8 +280,12 @@ def _training(adapt_dir: Any, tasks: list[Any], metrics: list[Any], job: Any) ->
     loss curve from the run's step log, once the training gate passed (the gate re-verified that log)."""
     if adapt_dir is None or not any(t.stage == "training" and t.status == "completed" for t in tasks):
         return None
-    return {"job": job.model_dump() if job else None, "evaluation": train_evaluation(adapt_dir),
-            "figures": [m.model_dump() for m in metrics if m.stage == "training"], "curve": loss_curve(adapt_dir)}
+    return {
+        "job": job.model_dump() if job else None,
+        "evaluation": train_evaluation(adapt_dir),
+        "figures": [m.model_dump() for m in metrics if m.stage == "training"],
+        "curve": loss_curve(adapt_dir),
+    }
 
 
 def _histogram(values: list[float]) -> dict[str, Any]:
@@ -254,8 +307,13 @@ def reports(d: Dashboard) -> dict[str, Any]:
     }
     return {
         "success_by_stage": [
-            {"stage": s, "rate": success_rate(c), "completed": c.get("completed", 0),
-             "failed": c.get("failed", 0), "blocked": c.get("blocked", 0)}
+            {
+                "stage": s,
+                "rate": success_rate(c),
+                "completed": c.get("completed", 0),
+                "failed": c.get("failed", 0),
+                "blocked": c.get("blocked", 0),
+            }
             for s, c in rep.success_by_stage.items()
         ],
         "success_by_family": families,
@@ -267,8 +325,10 @@ def reports(d: Dashboard) -> dict[str, Any]:
         "business": d.queries.business_results(),
         "training": d.queries.training_results(),
         "workloads": d.queries.workload_results(),
-        "op_worklist": {"release": PINNED_RELEASE,
-                        "rows": worklist.worklist(worklist.model_reports(d.adaptations_dir), PINNED_RELEASE)},
+        "op_worklist": {
+            "release": PINNED_RELEASE,
+            "rows": worklist.worklist(worklist.model_reports(d.adaptations_dir), PINNED_RELEASE),
+        },
         "last_event_id": d.queries.last_event_id(),
     }
 
@@ -280,15 +340,21 @@ def regressions(d: Dashboard) -> dict[str, Any]:
         if event.model_id and (event.model_id not in latest or event.id > latest[event.model_id].id):
             latest[event.model_id] = event
     order = {"broken": 0, "regressed": 1, "improved": 2, "unchanged": 3}
-    rows = sorted(({**e.data, "ts": e.ts} for e in latest.values()), key=lambda r: (order.get(str(r.get("verdict")), 4),
-                                                                    -(r.get("worst_worse_by") or 0)))
+    rows = sorted(
+        ({**e.data, "ts": e.ts} for e in latest.values()),
+        key=lambda r: (order.get(str(r.get("verdict")), 4), -(r.get("worst_worse_by") or 0)),
+    )
     stacks = {sid: describe(data) for sid, data in d.store.list_stacks().items()}
     for row in rows:
         detail = row.get("stack_detail")
         if row.get("current_stack") and detail:
             stacks.setdefault(row["current_stack"], describe(detail))
-    return {"rows": rows, "stacks": stacks, "counts": {v: sum(1 for r in rows if r.get("verdict") == v) for v in order},
-            "last_event_id": d.queries.last_event_id()}
+    return {
+        "rows": rows,
+        "stacks": stacks,
+        "counts": {v: sum(1 for r in rows if r.get("verdict") == v) for v in order},
+        "last_event_id": d.queries.last_event_id(),
+    }
 
 
 def _geomean(values: list[float]) -> float | None:

@@ -74,8 +74,11 @@ def check_directory(info: ModelInfo, model: ModelRecord, checks: Checks) -> None
     checks.add("same_directory", str(directory) == info.local_dir, f"{directory} vs claimed {info.local_dir}")
     config = json.loads(capped_read.read_text(directory / "config.json", capped_read.CONFIG_MAX_BYTES))
     checks.add("config_matches", config == info.config, "config.json re-parsed")
-    checks.add("architectures_match", list(config.get("architectures") or []) == info.architectures,
-               f"{config.get('architectures')} vs {info.architectures}")
+    checks.add(
+        "architectures_match",
+        list(config.get("architectures") or []) == info.architectures,
+        f"{config.get('architectures')} vs {info.architectures}",
+    )
     on_disk = sorted(p.name for p in directory.glob("*.safetensors"))
     if info.parameter_count_source == "safetensors":
         total, size = 0, 0
@@ -86,15 +89,19 @@ def check_directory(info: ModelInfo, model: ModelRecord, checks: Checks) -> None
             checks.add(f"complete:{name}", spanned == actual, f"header spans {spanned} bytes, file has {actual}")
             total += floats
             size += actual
-        checks.add("parameter_count", total == info.parameter_count,
-                   f"recounted {total:,} vs claimed {info.parameter_count}")
+        checks.add(
+            "parameter_count", total == info.parameter_count, f"recounted {total:,} vs claimed {info.parameter_count}"
+        )
         checks.add("size_bytes", size == info.size_bytes, f"{size} vs claimed {info.size_bytes}")
     else:
         checks.add("no_safetensors", not on_disk, f"claimed config estimate but found {on_disk}")
         if info.parameter_count_source == "config_estimate":
             estimate = estimate_parameters(config)
-            checks.add("parameter_count", estimate == info.parameter_count,
-                       f"re-estimated {estimate} vs claimed {info.parameter_count}")
+            checks.add(
+                "parameter_count",
+                estimate == info.parameter_count,
+                f"re-estimated {estimate} vs claimed {info.parameter_count}",
+            )
 
 
 def check_hub(info: ModelInfo, model: ModelRecord, checks: Checks) -> None:
@@ -105,12 +112,16 @@ def check_hub(info: ModelInfo, model: ModelRecord, checks: Checks) -> None:
 
     token = hub_token()
     remote = HfApi(endpoint=hub_endpoint(), token=token or False).model_info(
-        model.model_id, revision=info.resolved_revision or model.revision, timeout=hub_timeout())
+        model.model_id, revision=info.resolved_revision or model.revision, timeout=hub_timeout()
+    )
     checks.add("revision", remote.sha == info.resolved_revision, f"{remote.sha} vs {info.resolved_revision}")
     if info.parameter_count_source == "safetensors" and remote.safetensors is not None:
         hub_total = remote.safetensors.total
-        checks.add("parameter_count", hub_total == (info.parameter_count or 0) + info.buffer_elements,
-                   f"Hub counts {hub_total:,} elements vs claimed {info.parameter_count} + {info.buffer_elements}")
+        checks.add(
+            "parameter_count",
+            hub_total == (info.parameter_count or 0) + info.buffer_elements,
+            f"Hub counts {hub_total:,} elements vs claimed {info.parameter_count} + {info.buffer_elements}",
+        )
     checks.add("gated", bool(remote.gated) == bool(info.gated), f"{remote.gated} vs {info.gated}")
 
 
@@ -119,8 +130,9 @@ def verify(info: ModelInfo, model: ModelRecord, has_token: bool | None = None) -
     checks = Checks()
     checks.add("model_id", info.model_id == model.model_id, f"{info.model_id} vs {model.model_id}")
     checks.add("source", info.source == model.source, f"{info.source} vs {model.source}")
-    checks.add("task_family_known", info.task_family is None or info.task_family in TASK_FAMILIES,
-               str(info.task_family))
+    checks.add(
+        "task_family_known", info.task_family is None or info.task_family in TASK_FAMILIES, str(info.task_family)
+    )
     runner: Callable[[ModelInfo, ModelRecord, Checks], None]
     runner = check_hub if model.source == "huggingface" and not hub_offline() else check_directory
     try:
@@ -130,8 +142,11 @@ def verify(info: ModelInfo, model: ModelRecord, has_token: bool | None = None) -
     token = bool(hub_token()) if has_token is None else has_token
     try:
         again = decide(info, model.allow_remote_code, token)
-        checks.add("decision", info.decision is not None and again.action == info.decision.action == "proceed",
-                   f"re-decided {again.action} ({again.reason})")
+        checks.add(
+            "decision",
+            info.decision is not None and again.action == info.decision.action == "proceed",
+            f"re-decided {again.action} ({again.reason})",
+        )
     except DiscoveryError as exc:
         checks.add("decision", False, str(exc))
     return checks

@@ -61,8 +61,12 @@ class DiscoveryStage:
         return StageOutcome(
             status=status,
             summary=decision.reason,
-            result={"decision": decision.model_dump(), "evidence": str(path),
-                    "weight_bytes": weight_bytes(info), "warnings": info.warnings},
+            result={
+                "decision": decision.model_dump(),
+                "evidence": str(path),
+                "weight_bytes": weight_bytes(info),
+                "warnings": info.warnings,
+            },
             diagnosis=None if status == "done" else {"rule": decision.rule, "summary": decision.reason},
             model_fields=model_fields(info),
             model_metadata=metadata,
@@ -73,14 +77,18 @@ class DiscoveryStage:
         try:
             info = ModelInfo.model_validate(read_evidence(path))
         except (OSError, ValueError) as exc:
-            return GateResult(False, f"no readable discovery evidence at {path} ({type(exc).__name__})",
-                              {"evidence": str(path)})
+            return GateResult(
+                False, f"no readable discovery evidence at {path} ({type(exc).__name__})", {"evidence": str(path)}
+            )
         checks = verify(info, ctx.model)
         failed = checks.failed
         for c in checks.items:
             ctx.say(f"gate {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}")
-        summary = (f"{len(checks.items)} checks passed" if not failed
-                   else "; ".join(f"{c['check']}: {c['detail']}" for c in failed[:3]))
+        summary = (
+            f"{len(checks.items)} checks passed"
+            if not failed
+            else "; ".join(f"{c['check']}: {c['detail']}" for c in failed[:3])
+        )
         return GateResult(not failed, summary, {"evidence": str(path), "checks": checks.items})
 
 

@@ -104,22 +104,34 @@ def agent_escalator(classification: Classification, spec: AdaptationSpec, direct
         return None
     diagnosis = classification.diagnosis()
     task = AgentTask(
-        role=ROLE, kind="heal", directory=Path(directory), model_id=spec.model.model_id, stage="healing",
-        signature=signature_of(classification), failure=f"{classification.rule_name}: {classification.failure.error}",
+        role=ROLE,
+        kind="heal",
+        directory=Path(directory),
+        model_id=spec.model.model_id,
+        stage="healing",
+        signature=signature_of(classification),
+        failure=f"{classification.rule_name}: {classification.failure.error}",
         apply=False,
         context={
-            "model": {"model_id": spec.model.model_id, "architecture": spec.architecture,
-                      "model_type": spec.model_type},
+            "model": {
+                "model_id": spec.model.model_id,
+                "architecture": spec.architecture,
+                "model_type": spec.model_type,
+            },
             "spec": spec.model_dump(mode="json"),
             "failing_command": _PHASE_COMMANDS.get(classification.failure.phase, classification.failure.phase),
             "diagnosis": diagnosis,
             "log_tail": diagnosis["log_tail"],
             "checker_report": "not run: the failure above happened before the gate "
-                              "(the gate is adaptation/scripts/check_adaptation.py and the healing gate)",
+            "(the gate is adaptation/scripts/check_adaptation.py and the healing gate)",
         },
     )
-    run = run_agent(task, lambda copy, changed: _check_proposal(spec, settings, copy, changed), board_path(),
-                    lambda line: print(line, file=sys.stderr, flush=True))
+    run = run_agent(
+        task,
+        lambda copy, changed: _check_proposal(spec, settings, copy, changed),
+        board_path(),
+        lambda line: print(line, file=sys.stderr, flush=True),
+    )
     if run is None or not run.accepted or not run.fix:
         return None
     return Fix(f"agent ({run.backend}): {json.dumps(run.fix, sort_keys=True)[:300]}", run.fix)

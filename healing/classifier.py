@@ -34,8 +34,11 @@ class Classification:
 
     def diagnosis(self, **extra: Any) -> dict[str, Any]:
         """The board-ready record: rule, summary, phase, error line, log tail, short facts."""
-        facts = {k: v for k, v in (self.match.facts if self.match else {}).items()
-                 if len(json.dumps(v, default=str)) <= _MAX_FACT_CHARS}
+        facts = {
+            k: v
+            for k, v in (self.match.facts if self.match else {}).items()
+            if len(json.dumps(v, default=str)) <= _MAX_FACT_CHARS
+        }
         record: dict[str, Any] = {
             "rule": self.rule_name,
             "summary": self.summary,

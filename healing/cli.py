@@ -95,11 +95,25 @@ def cmd_heal(args: argparse.Namespace) -> int:
         raise BadInput(f"adaptation.json of '{args.adapt}' is not a valid spec: {str(exc).splitlines()[0]}") from None
     ctx = fix_context(spec, args.allow_remote_code)
     progress = sys.stderr if args.json else sys.stdout
-    report = heal(directory, settings, ctx, lambda line: print(line, file=progress, flush=True),
-                  log=sys.stderr if args.verbose else None)
+    report = heal(
+        directory,
+        settings,
+        ctx,
+        lambda line: print(line, file=progress, flush=True),
+        log=sys.stderr if args.verbose else None,
+    )
     if args.json:
-        print(json.dumps({"status": report.status, "summary": report.summary, "fixes": report.fixes,
-                          "diagnosis": report.diagnosis, "attempts": [a.as_dict() for a in report.attempts]}))
+        print(
+            json.dumps(
+                {
+                    "status": report.status,
+                    "summary": report.summary,
+                    "fixes": report.fixes,
+                    "diagnosis": report.diagnosis,
+                    "attempts": [a.as_dict() for a in report.attempts],
+                }
+            )
+        )
     else:
         print(f"{report.status}: {report.summary}")
     return EXIT[report.status]
@@ -138,8 +152,9 @@ def parser() -> argparse.ArgumentParser:
         cmd.set_defaults(func=func)
         if name == "heal":
             cmd.add_argument("--max-attempts", type=int, default=None)
-            cmd.add_argument("--allow-remote-code", action="store_true",
-                             help="let the remote_code rule turn on trust_remote_code")
+            cmd.add_argument(
+                "--allow-remote-code", action="store_true", help="let the remote_code rule turn on trust_remote_code"
+            )
             cmd.add_argument("--no-real-weights", action="store_true", help="dry runs only")
             cmd.add_argument("--verbose", action="store_true", help="stream uv and demo output to stderr")
     return p

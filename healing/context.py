@@ -27,8 +27,7 @@ def model_config(spec: AdaptationSpec, metadata: dict[str, Any] | None = None) -
     return value if isinstance(value, dict) else {}
 
 
-def fix_context(spec: AdaptationSpec, allow_remote_code: bool,
-                metadata: dict[str, Any] | None = None) -> FixContext:
+def fix_context(spec: AdaptationSpec, allow_remote_code: bool, metadata: dict[str, Any] | None = None) -> FixContext:
     return FixContext(
         model_config=model_config(spec, metadata),
         allow_remote_code=allow_remote_code,

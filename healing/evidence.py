@@ -22,7 +22,9 @@ def spec_digest(directory: Path) -> str:
 
 def write_evidence(directory: Path, record: dict[str, Any]) -> Path:
     path = Path(directory) / EVIDENCE_FILE
-    write_text_atomic(path, json.dumps({"spec_sha256": spec_digest(directory), **record}, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(
+        path, json.dumps({"spec_sha256": spec_digest(directory), **record}, indent=2, sort_keys=True) + "\n"
+    )
     return path
 
 

@@ -30,8 +30,14 @@ class Failure:
     @classmethod
     def from_command(cls, phase: Phase, command: CommandResult, timeout_s: float | None = None) -> Failure:
         output = redact(command.output)
-        return cls(phase=phase, exit_code=command.exit_code, timed_out=command.timed_out,
-                   output=output, result=parse_result(output), timeout_s=timeout_s)
+        return cls(
+            phase=phase,
+            exit_code=command.exit_code,
+            timed_out=command.timed_out,
+            output=output,
+            result=parse_result(output),
+            timeout_s=timeout_s,
+        )
 
     @property
     def error(self) -> str:

@@ -43,8 +43,12 @@ def verify_real_run(
     directory: Path, device: str, claimed: dict[str, Any], timeout_s: float
 ) -> tuple[bool, str, dict[str, Any]]:
     """Re-run the real-weights demo in the adaptation's environment and compare with the claim."""
-    res = run_command([uv_binary(), "run", "--no-sync", "python", "demo.py", "--device", device],
-                      cwd=directory, env=model_run_env(drop=("DRY_RUN",)), timeout_s=timeout_s)
+    res = run_command(
+        [uv_binary(), "run", "--no-sync", "python", "demo.py", "--device", device],
+        cwd=directory,
+        env=model_run_env(drop=("DRY_RUN",)),
+        timeout_s=timeout_s,
+    )
     result = read_result(res.output)
     if not res.ok or result is None:
         return False, f"real-weights re-run failed (exit {res.exit_code}): {res.tail(2)}", {"tail": res.tail(20)}
@@ -54,8 +58,9 @@ def verify_real_run(
     if result.get("mode") != "pretrained":
         problems.append(f"re-run mode is {result.get('mode')!r}, not 'pretrained'")
     if result.get("device_used") != device or result.get("fallback"):
-        problems.append(f"re-run used {result.get('device_used')} (requested {device}, "
-                        f"fallback={result.get('fallback')})")
+        problems.append(
+            f"re-run used {result.get('device_used')} (requested {device}, fallback={result.get('fallback')})"
+        )
     bad = outputs_problem(result.get("outputs"))
     if bad:
         problems.append(bad)
@@ -76,19 +81,31 @@ def healing_gate(directory: Path, name: str, device: str, timeout_s: float) -> t
         return passed
 
     evidence = read_evidence(directory)
-    if not check("evidence", evidence is not None, "healing_evidence.json present" if evidence
-                 else "no healing_evidence.json: the healer never reported a passing run"):
+    if not check(
+        "evidence",
+        evidence is not None,
+        "healing_evidence.json present"
+        if evidence
+        else "no healing_evidence.json: the healer never reported a passing run",
+    ):
         return False, report["checks"][-1]["detail"], report
     assert evidence is not None
     try:
         current = spec_digest(directory)
     except FileNotFoundError:
         current = ""
-    check("evidence_spec", evidence.get("spec_sha256") == current,
-          "evidence belongs to the current adaptation.json" if evidence.get("spec_sha256") == current
-          else "adaptation.json changed after the healer's passing run")
-    check("evidence_device", evidence.get("device") == device,
-          f"evidence is for device {evidence.get('device')}, the gate checks {device}")
+    check(
+        "evidence_spec",
+        evidence.get("spec_sha256") == current,
+        "evidence belongs to the current adaptation.json"
+        if evidence.get("spec_sha256") == current
+        else "adaptation.json changed after the healer's passing run",
+    )
+    check(
+        "evidence_device",
+        evidence.get("device") == device,
+        f"evidence is for device {evidence.get('device')}, the gate checks {device}",
+    )
     stale = [f"{c['name']}: {c['detail']}" for c in report["checks"] if not c["passed"]]
     if stale:  # evidence for another spec or device: nothing to re-run against
         return False, "; ".join(stale), report
@@ -104,6 +121,9 @@ def healing_gate(directory: Path, name: str, device: str, timeout_s: float) -> t
         check("real_run", True, f"no real-weights run claimed ({evidence.get('real_weights_reason') or 'n/a'})")
     failed = [f"{c['name']}: {c['detail']}" for c in report["checks"] if not c["passed"]]
     passed_all = not failed
-    summary = (f"{len(report['checks'])} checks passed" + (", real weights re-verified" if claimed else "")
-               if passed_all else "; ".join(failed))
+    summary = (
+        f"{len(report['checks'])} checks passed" + (", real weights re-verified" if claimed else "")
+        if passed_all
+        else "; ".join(failed)
+    )
     return passed_all, summary, report

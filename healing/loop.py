@@ -40,8 +40,14 @@ class AttemptReport:
     fix: dict[str, Any] | None = None  # the AppliedFix, dumped
 
     def as_dict(self) -> dict[str, Any]:
-        return {"number": self.number, "passed": self.passed, "duration_s": round(self.duration_s, 2),
-                "steps": self.steps, "diagnosis": self.diagnosis, "fix": self.fix}
+        return {
+            "number": self.number,
+            "passed": self.passed,
+            "duration_s": round(self.duration_s, 2),
+            "steps": self.steps,
+            "diagnosis": self.diagnosis,
+            "fix": self.fix,
+        }
 
 
 @dataclass
@@ -60,12 +66,20 @@ class HealReport:
         return [a.fix["description"] for a in self.attempts if a.fix]
 
 
-def _run_attempt(directory: Path, spec: AdaptationSpec, settings: HealingSettings, report: AttemptReport,
-                 log: IO[str] | None, say: Say) -> tuple[Failure | None, dict[str, Any]]:
+def _run_attempt(
+    directory: Path,
+    spec: AdaptationSpec,
+    settings: HealingSettings,
+    report: AttemptReport,
+    log: IO[str] | None,
+    say: Say,
+) -> tuple[Failure | None, dict[str, Any]]:
     """Run the steps; return the first failure (or None) and the RESULTs of the demo runs."""
     results: dict[str, Any] = {}
-    for name, step in (("lock", lambda: steps.lock(directory, log)),
-                       ("sync", lambda: steps.sync(directory, settings, log))):
+    for name, step in (
+        ("lock", lambda: steps.lock(directory, log)),
+        ("sync", lambda: steps.sync(directory, settings, log)),
+    ):
         say(f"  {name} ...")
         failure = step()
         if failure:
@@ -84,13 +98,16 @@ def _run_attempt(directory: Path, spec: AdaptationSpec, settings: HealingSetting
             return outcome.failure, results
         results[phase] = outcome.result
         report.steps.append(phase)
-        say(f"  {phase.replace('_', ' ')} passed in {outcome.duration_s:.1f} s "
-            f"(device {outcome.result.get('device_used') if outcome.result else '?'})")
+        say(
+            f"  {phase.replace('_', ' ')} passed in {outcome.duration_s:.1f} s "
+            f"(device {outcome.result.get('device_used') if outcome.result else '?'})"
+        )
     return None, results
 
 
-def _fix_for(classification: Classification, spec: AdaptationSpec, directory: Path,
-             ctx: FixContext) -> tuple[Fix | None, Block | None, str, str]:
+def _fix_for(
+    classification: Classification, spec: AdaptationSpec, directory: Path, ctx: FixContext
+) -> tuple[Fix | None, Block | None, str, str]:
     """The rule's remedy, or the escalation hook's; returns (fix, block, reason, origin)."""
     reason = "no rule recognises this failure"
     if classification.rule and classification.match:
@@ -108,8 +125,9 @@ def _fix_for(classification: Classification, spec: AdaptationSpec, directory: Pa
     return None, None, reason, classification.rule_name
 
 
-def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
-         log: IO[str] | None = None) -> HealReport:
+def heal(
+    directory: Path, settings: HealingSettings, ctx: FixContext, say: Say, log: IO[str] | None = None
+) -> HealReport:
     """Heal the adaptation in `directory` (its adaptation.json is the spec) and report."""
     directory = Path(directory)
     spec = AdaptationSpec.load(directory)
@@ -122,8 +140,7 @@ def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
     failure: Failure | None
     results: dict[str, Any]
     for number in range(1, settings.max_attempts + 1):
-        say(f"attempt {number}/{settings.max_attempts}: {spec.name} on {settings.device} "
-            f"(profile {settings.profile})")
+        say(f"attempt {number}/{settings.max_attempts}: {spec.name} on {settings.device} (profile {settings.profile})")
         start = time.monotonic()
         report = AttemptReport(number=number, passed=False, duration_s=0.0)
         attempts.append(report)
@@ -136,17 +153,33 @@ def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
             report.passed = True
             real = results.get("real_run")
             say(f"attempt {number}: passed ({', '.join(report.steps)})")
-            write_evidence(directory, {
-                "device": settings.device, "profile": settings.profile,
-                "dry_run": results.get("dry_run"), "real_run": real,
-                "real_weights_reason": results.get("real_weights_reason", ""),
-                "attempts": [a.as_dict() for a in attempts],
-            })
+            write_evidence(
+                directory,
+                {
+                    "device": settings.device,
+                    "profile": settings.profile,
+                    "dry_run": results.get("dry_run"),
+                    "real_run": real,
+                    "real_weights_reason": results.get("real_weights_reason", ""),
+                    "attempts": [a.as_dict() for a in attempts],
+                },
+            )
             fixes = [a.fix["description"] for a in attempts if a.fix]
-            summary = (f"passed on attempt {number}" + (f" after {len(fixes)} fix(es)" if fixes else "")
-                       + (", real weights verified" if real else ", dry run only"))
-            return HealReport("done", summary, spec, attempts, None, results.get("dry_run"), real,
-                              results.get("real_weights_reason", ""))
+            summary = (
+                f"passed on attempt {number}"
+                + (f" after {len(fixes)} fix(es)" if fixes else "")
+                + (", real weights verified" if real else ", dry run only")
+            )
+            return HealReport(
+                "done",
+                summary,
+                spec,
+                attempts,
+                None,
+                results.get("dry_run"),
+                real,
+                results.get("real_weights_reason", ""),
+            )
         classification = classify(failure)
         last = report.diagnosis = classification.diagnosis(attempt=number)
         say(f"attempt {number}: {failure.phase.replace('_', ' ')} failed: {failure.error}")
@@ -157,19 +190,30 @@ def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
             return HealReport("blocked", block.reason, spec, attempts, {**last, "reason": block.reason})
         if fix is None:
             say(f"attempt {number}: no fix: {reason}")
-            return HealReport("failed", f"{classification.rule_name}: {classification.summary} ({reason})",
-                              spec, attempts, {**last, "reason": reason})
+            return HealReport(
+                "failed",
+                f"{classification.rule_name}: {classification.summary} ({reason})",
+                spec,
+                attempts,
+                {**last, "reason": reason},
+            )
         try:
             fixed = apply_changes(spec, fix.changes)
         except ValueError as exc:  # an escalator's proposal that is not a valid spec
             reason = f"fix '{fix.description}' makes an invalid spec: {str(exc).splitlines()[0]}"
             say(f"attempt {number}: {reason}")
-            return HealReport("failed", f"{classification.rule_name}: {reason}", spec, attempts,
-                              {**last, "reason": reason})
+            return HealReport(
+                "failed", f"{classification.rule_name}: {reason}", spec, attempts, {**last, "reason": reason}
+            )
         if fixed == spec:
             say(f"attempt {number}: fix '{fix.description}' changes nothing; stopping")
-            return HealReport("failed", f"{classification.rule_name}: the fix changes nothing", spec, attempts,
-                              {**last, "reason": f"fix '{fix.description}' changes nothing"})
+            return HealReport(
+                "failed",
+                f"{classification.rule_name}: the fix changes nothing",
+                spec,
+                attempts,
+                {**last, "reason": f"fix '{fix.description}' changes nothing"},
+            )
         applied = AppliedFix(rule=origin, description=fix.description, changes=fix.changes, attempt=number)
         spec = fixed.model_copy(update={"applied_fixes": [*fixed.applied_fixes, applied]})
         report.fix = applied.model_dump(mode="json")
@@ -179,5 +223,6 @@ def heal(directory: Path, settings: HealingSettings, ctx: FixContext, say: Say,
     assert last is not None
     reason = f"attempt budget of {settings.max_attempts} exhausted"
     say(f"unresolved: {reason}")
-    return HealReport("failed", f"{last['rule']}: {last['summary']} ({reason})", spec, attempts,
-                      {**last, "reason": reason})
+    return HealReport(
+        "failed", f"{last['rule']}: {last['summary']} ({reason})", spec, attempts, {**last, "reason": reason}
+    )

@@ -23,7 +23,8 @@ _MASK = "[REDACTED]"
 def _env_secrets() -> list[str]:
     """Values of secret-looking environment variables that are long enough to be meaningful."""
     return [
-        value for name, value in os.environ.items()
+        value
+        for name, value in os.environ.items()
         if any(h in name.upper() for h in _SECRET_ENV_HINTS) and len(value) >= 8
     ]
 

@@ -59,8 +59,9 @@ class HealingStage:
             settings = HealingSettings.from_sources(ctx.settings)
         except ValueError as exc:
             return GateResult(False, str(exc))
-        passed, summary, report = healing_gate(ctx.adaptation_dir, ctx.model.adaptation_name,
-                                               settings.device, settings.demo_timeout_s)
+        passed, summary, report = healing_gate(
+            ctx.adaptation_dir, ctx.model.adaptation_name, settings.device, settings.demo_timeout_s
+        )
         return GateResult(passed, summary, report)
 
 

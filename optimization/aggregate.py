@@ -9,10 +9,24 @@ from typing import Any
 from ascendbridge.gatekit.summary import collect_rows, pyplot, save_figure, write_summary
 from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
 
-COLUMNS = ("adaptation", "model_id", "device", "outcome", "chosen", "speedup", "selection_speedup", "interval_low",
-           "interval_high",
-           "baseline_median_ms", "optimized_median_ms", "accuracy", "passes_tried", "passes_measured",
-           "first_call_ms", "runtime_only")
+COLUMNS = (
+    "adaptation",
+    "model_id",
+    "device",
+    "outcome",
+    "chosen",
+    "speedup",
+    "selection_speedup",
+    "interval_low",
+    "interval_high",
+    "baseline_median_ms",
+    "optimized_median_ms",
+    "accuracy",
+    "passes_tried",
+    "passes_measured",
+    "first_call_ms",
+    "runtime_only",
+)
 
 
 def row(notes: dict[str, Any]) -> dict[str, Any]:
@@ -20,13 +34,22 @@ def row(notes: dict[str, Any]) -> dict[str, Any]:
     interval = final.get("interval") or [None, None]
     measured = [r for r in notes["passes"] if r.get("measured")]
     return {
-        "adaptation": notes["adaptation"], "model_id": notes["model_id"], "device": notes["device"],
-        "outcome": final["outcome"], "chosen": "+".join(notes["chosen"]), "speedup": final["speedup"],
-        "selection_speedup": final.get("selection_speedup"), "interval_low": interval[0], "interval_high": interval[1],
-        "baseline_median_ms": final.get("baseline_median_ms"), "optimized_median_ms": final.get("optimized_median_ms"),
+        "adaptation": notes["adaptation"],
+        "model_id": notes["model_id"],
+        "device": notes["device"],
+        "outcome": final["outcome"],
+        "chosen": "+".join(notes["chosen"]),
+        "speedup": final["speedup"],
+        "selection_speedup": final.get("selection_speedup"),
+        "interval_low": interval[0],
+        "interval_high": interval[1],
+        "baseline_median_ms": final.get("baseline_median_ms"),
+        "optimized_median_ms": final.get("optimized_median_ms"),
         "accuracy": ((notes.get("perf_run") or {}).get("accuracy") or {}).get("verdict"),
-        "passes_tried": len(notes["passes"]), "passes_measured": len(measured),
-        "first_call_ms": (final.get("cold_start") or {}).get("first_call_ms"), "runtime_only": notes["runtime_only"],
+        "passes_tried": len(notes["passes"]),
+        "passes_measured": len(measured),
+        "first_call_ms": (final.get("cold_start") or {}).get("first_call_ms"),
+        "runtime_only": notes["runtime_only"],
     }
 
 
@@ -67,11 +90,21 @@ def write_figure(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two notes documents side by side: final figures and every pass's effect."""
+
     def effects(notes: dict[str, Any]) -> dict[str, Any]:
-        return {r["name"]: {"speedup": (r.get("paired") or {}).get("speedup"), "kept": r["kept"],
-                            "accuracy": (r.get("accuracy") or {}).get("verdict"), "reason": r["reason"]}
-                for r in notes["passes"]}
+        return {
+            r["name"]: {
+                "speedup": (r.get("paired") or {}).get("speedup"),
+                "kept": r["kept"],
+                "accuracy": (r.get("accuracy") or {}).get("verdict"),
+                "reason": r["reason"],
+            }
+            for r in notes["passes"]
+        }
 
     ea, eb = effects(a), effects(b)
-    return {"a": row(a), "b": row(b),
-            "passes": {name: {"a": ea.get(name), "b": eb.get(name)} for name in sorted(set(ea) | set(eb))}}
+    return {
+        "a": row(a),
+        "b": row(b),
+        "passes": {name: {"a": ea.get(name), "b": eb.get(name)} for name in sorted(set(ea) | set(eb))},
+    }

@@ -85,9 +85,12 @@ def check_notes_gate(directory: Path) -> OptimizationGateReport:
         return OptimizationGateReport(name, False, f"{len(problems)} problem(s): {problems[0]}", problems)
     final = notes["final"]
     selection = final.get("selection_speedup")
-    return OptimizationGateReport(name, True, f"notes consistent: {final['outcome']}, chosen {notes['chosen'] or 'nothing'}, "
-                              f"confirmed x{final['speedup']:.3f}"
-                              + (f" (search's selection figure x{selection:.3f})" if selection else ""))
+    return OptimizationGateReport(
+        name,
+        True,
+        f"notes consistent: {final['outcome']}, chosen {notes['chosen'] or 'nothing'}, "
+        f"confirmed x{final['speedup']:.3f}" + (f" (search's selection figure x{selection:.3f})" if selection else ""),
+    )
 
 
 def _perf_metrics(directory: Path, notes: dict[str, Any]) -> tuple[Path | None, list[str]]:
@@ -103,9 +106,23 @@ def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, i
     verdict by quick.gate_verdict on the notes' claimed speedup."""
     mode = str((notes.get("baseline") or {}).get("mode", "dry_run"))
     workload = notes["settings"].get("workload")
-    argv = [str(python), "-E", "-s", str(INNER), *([f"--workload={workload}"] if workload else []), str(RUNTIME_DIR.parent), str(Path(directory) / SPEC_FILE),
-            str(notes["device"]), mode, str(pairs), str(iters), str(notes["settings"]["warmup"]),
-            repr(float(notes["final"]["speedup"])), repr(float(notes["settings"]["min_gain"])), *notes["chosen"]]
+    argv = [
+        str(python),
+        "-E",
+        "-s",
+        str(INNER),
+        *([f"--workload={workload}"] if workload else []),
+        str(RUNTIME_DIR.parent),
+        str(Path(directory) / SPEC_FILE),
+        str(notes["device"]),
+        mode,
+        str(pairs),
+        str(iters),
+        str(notes["settings"]["warmup"]),
+        repr(float(notes["final"]["speedup"])),
+        repr(float(notes["settings"]["min_gain"])),
+        *notes["chosen"],
+    ]
     result = run_command(argv, cwd=directory, timeout_s=REVERIFY_TIMEOUT_S)
     parsed = json_report(result.output)
     if parsed is None:
@@ -141,31 +158,48 @@ def workload_problems(directory: Path, notes: dict[str, Any], metrics: dict[str,
     agreement = body.get("greedy_vs_reference") or {}
     try:
         spec = json.loads((Path(directory) / SPEC_FILE).read_text())
-        expected = accuracy_standard.generation_verdict(float(agreement["match_rate"]), agreement.get("first_divergence"),
-                                                        str(spec.get("task_family")), spec.get("tolerances"))
+        expected = accuracy_standard.generation_verdict(
+            float(agreement["match_rate"]),
+            agreement.get("first_divergence"),
+            str(spec.get("task_family")),
+            spec.get("tolerances"),
+        )
     except (KeyError, TypeError, ValueError, OSError) as exc:
         return [f"workload.greedy_vs_reference cannot be judged: {type(exc).__name__}: {exc}"]
     recorded = (metrics.get("optimization") or {}).get("generation_accuracy") or {}
     problems = []
-    if recorded.get("verdict") != expected["verdict"] or not recorded_matches(recorded.get("match_rate"), expected["match_rate"]):
-        problems.append(f"optimization.generation_accuracy {recorded.get('verdict')!r} does not follow from the recorded "
-                        f"greedy tokens ({expected['verdict']}, match rate {expected['match_rate']:.3f})")
+    if recorded.get("verdict") != expected["verdict"] or not recorded_matches(
+        recorded.get("match_rate"), expected["match_rate"]
+    ):
+        problems.append(
+            f"optimization.generation_accuracy {recorded.get('verdict')!r} does not follow from the recorded "
+            f"greedy tokens ({expected['verdict']}, match rate {expected['match_rate']:.3f})"
+        )
     if expected["verdict"] != "pass":
-        problems.append(f"the optimized generation's greedy tokens match the reference at {expected['match_rate']:.3f} "
-                        f"< {expected['match_rate_min']} (first divergence {expected['first_divergence']})")
+        problems.append(
+            f"the optimized generation's greedy tokens match the reference at {expected['match_rate']:.3f} "
+            f"< {expected['match_rate_min']} (first divergence {expected['first_divergence']})"
+        )
     return problems
 
 
-def check_perf_gate(directory: Path, python_override: str | None = None, pairs: int = quick.GATE_MAX_PAIRS,
-                    iters: int = 5) -> OptimizationGateReport:
+def check_perf_gate(
+    directory: Path, python_override: str | None = None, pairs: int = quick.GATE_MAX_PAIRS, iters: int = 5
+) -> OptimizationGateReport:
     directory = Path(directory)
     name = directory.name
     try:
         notes = load_notes(directory)
     except ValueError as exc:
         return OptimizationGateReport(name, False, str(exc))
-    if not isinstance(notes, dict) or not isinstance(notes.get("chosen"), list) or not isinstance(notes.get("final"), dict):
-        return OptimizationGateReport(name, False, "optimization_notes.json is malformed (run check_optimization_notes.py)")
+    if (
+        not isinstance(notes, dict)
+        or not isinstance(notes.get("chosen"), list)
+        or not isinstance(notes.get("final"), dict)
+    ):
+        return OptimizationGateReport(
+            name, False, "optimization_notes.json is malformed (run check_optimization_notes.py)"
+        )
     untrusted = untrusted_code(directory, notes)
     if untrusted:
         return OptimizationGateReport(name, False, untrusted_summary(untrusted), untrusted)
@@ -208,14 +242,17 @@ def check_perf_gate(directory: Path, python_override: str | None = None, pairs: 
         elif again.get("verdict") == "failed":
             problems.append(str(again["why"]))
         elif again.get("verdict") == "inconclusive":
-            return OptimizationGateReport(name, False, f"{', '.join(notes['chosen'])}: {again['why']}", [], details,
-                                          inconclusive=True)
+            return OptimizationGateReport(
+                name, False, f"{', '.join(notes['chosen'])}: {again['why']}", [], details, inconclusive=True
+            )
     if problems:
         return OptimizationGateReport(name, False, f"{len(problems)} problem(s): {problems[0]}", problems, details)
     if notes["chosen"]:
-        summary = (f"optimized run verified: {', '.join(notes['chosen'])}, accuracy {acc.get('verdict')}, reported "
-                   f"x{notes['final']['speedup']:.3f}, re-measured x{details['reproduced']['speedup']:.3f} "
-                   f"({details['reproduced']['why']})")
+        summary = (
+            f"optimized run verified: {', '.join(notes['chosen'])}, accuracy {acc.get('verdict')}, reported "
+            f"x{notes['final']['speedup']:.3f}, re-measured x{details['reproduced']['speedup']:.3f} "
+            f"({details['reproduced']['why']})"
+        )
     else:
         summary = f"no gain claimed; baseline evidence verified, accuracy {acc.get('verdict')}"
     return OptimizationGateReport(name, True, summary, [], details)

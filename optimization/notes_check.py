@@ -27,10 +27,33 @@ from ascendbridge.gatekit.compare import recorded_matches
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
 RUNTIME_DIR = Path(__file__).resolve().parents[1] / "ab_runtime"
-TOP_KEYS = ("model_id", "adaptation", "device", "settings", "baseline", "passes", "combination", "selection",
-            "confirmation", "chosen", "final", "runtime_only", "environment", "traits")
-FIGURES = ("pairs", "warmup", "iters_per_block", "baseline_median_ms", "candidate_median_ms", "speedup",
-           "pair_speedups", "interval", "baseline_noise")
+TOP_KEYS = (
+    "model_id",
+    "adaptation",
+    "device",
+    "settings",
+    "baseline",
+    "passes",
+    "combination",
+    "selection",
+    "confirmation",
+    "chosen",
+    "final",
+    "runtime_only",
+    "environment",
+    "traits",
+)
+FIGURES = (
+    "pairs",
+    "warmup",
+    "iters_per_block",
+    "baseline_median_ms",
+    "candidate_median_ms",
+    "speedup",
+    "pair_speedups",
+    "interval",
+    "baseline_noise",
+)
 
 
 def pairstats() -> ModuleType:
@@ -57,25 +80,42 @@ def check_paired(label: str, figures: Any, settings: dict[str, Any], sequential:
     pairs, iters = figures["pairs"], figures["iters_per_block"]
     base, cand = figures["baseline_samples_ms"], figures["candidate_samples_ms"]
     if figures["warmup"] != settings.get("warmup"):
-        problems.append(f"{label}: warmup {figures['warmup']} != settings.warmup {settings.get('warmup')} "
-                        "(warmup must be symmetric and as configured)")
+        problems.append(
+            f"{label}: warmup {figures['warmup']} != settings.warmup {settings.get('warmup')} "
+            "(warmup must be symmetric and as configured)"
+        )
     if not isinstance(pairs, int) or pairs < (1 if sequential else quick.MIN_PAIRS):
         problems.append(f"{label}: {pairs} pairs (at least {1 if sequential else quick.MIN_PAIRS} required)")
-    ok_lists = all(isinstance(s, list) and s and all(isinstance(x, (int, float)) and x > 0 for x in s) for s in (base, cand))
-    if not ok_lists or not isinstance(iters, int) or iters < 1 or len(base) != len(cand) \
-            or len(base) != (pairs if isinstance(pairs, int) else 0) * iters:
+    ok_lists = all(
+        isinstance(s, list) and s and all(isinstance(x, (int, float)) and x > 0 for x in s) for s in (base, cand)
+    )
+    if (
+        not ok_lists
+        or not isinstance(iters, int)
+        or iters < 1
+        or len(base) != len(cand)
+        or len(base) != (pairs if isinstance(pairs, int) else 0) * iters
+    ):
         return problems + [f"{label}: samples are not {pairs} pairs x {iters} positive latencies on both sides"]
-    recomputed = pairstats().summarize_pairs(
-        [base[i * iters:(i + 1) * iters] for i in range(pairs)],
-        [cand[i * iters:(i + 1) * iters] for i in range(pairs)], figures["warmup"]).as_dict()
+    recomputed = (
+        pairstats()
+        .summarize_pairs(
+            [base[i * iters : (i + 1) * iters] for i in range(pairs)],
+            [cand[i * iters : (i + 1) * iters] for i in range(pairs)],
+            figures["warmup"],
+        )
+        .as_dict()
+    )
     for key in FIGURES:
         if not recorded_matches(recomputed[key], figures[key]):
-            problems.append(f"{label}.paired.{key}: reported {figures[key]!r}, recomputed from the samples "
-                            f"{recomputed[key]!r}")
+            problems.append(
+                f"{label}.paired.{key}: reported {figures[key]!r}, recomputed from the samples {recomputed[key]!r}"
+            )
     if sequential and not problems:
         try:
-            early = quick.stopped_where_decided(recomputed["pair_speedups"], float(settings.get("min_gain", 0.0)),
-                                                int(settings.get("pairs", 0)))
+            early = quick.stopped_where_decided(
+                recomputed["pair_speedups"], float(settings.get("min_gain", 0.0)), int(settings.get("pairs", 0))
+            )
         except (TypeError, ValueError) as exc:
             early = str(exc)
         if early:
@@ -126,15 +166,30 @@ def check_selection(notes: dict[str, Any]) -> list[str]:
     for name in chosen:
         if not (singles.get(name) or {}).get("kept"):
             problems.append(f"selected pass {name} was not kept on its own")
-    rows = [r for r in notes["passes"] + notes["combination"]
-            if isinstance(r, dict) and r.get("measured") and r.get("kept") and not r.get("against")
-            and sorted(r.get("passes") or []) == sorted(chosen)]
-    match = next((r for r in rows if recorded_matches(r["paired"]["speedup"], selection.get("speedup"))
-                  and recorded_matches(r["paired"]["baseline_median_ms"], selection.get("baseline_median_ms"))
-                  and recorded_matches(r["paired"]["candidate_median_ms"], selection.get("optimized_median_ms"))), None)
+    rows = [
+        r
+        for r in notes["passes"] + notes["combination"]
+        if isinstance(r, dict)
+        and r.get("measured")
+        and r.get("kept")
+        and not r.get("against")
+        and sorted(r.get("passes") or []) == sorted(chosen)
+    ]
+    match = next(
+        (
+            r
+            for r in rows
+            if recorded_matches(r["paired"]["speedup"], selection.get("speedup"))
+            and recorded_matches(r["paired"]["baseline_median_ms"], selection.get("baseline_median_ms"))
+            and recorded_matches(r["paired"]["candidate_median_ms"], selection.get("optimized_median_ms"))
+        ),
+        None,
+    )
     if match is None:
-        problems.append("selection is not one of the measured rows against the baseline "
-                        "(same passes, kept, same speedup and medians)")
+        problems.append(
+            "selection is not one of the measured rows against the baseline "
+            "(same passes, kept, same speedup and medians)"
+        )
     return problems
 
 

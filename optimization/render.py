@@ -16,11 +16,16 @@ PERF_METRICS_PREFIX = "perf_metrics_"  # ab_runtime.optimize.perf_run's evidence
 
 
 def render_text(spec: AdaptationSpec, passes: list[str], device: str) -> str:
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined,
-                      keep_trailing_newline=True, autoescape=False)
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
     return env.get_template(f"{ACCURACY_RUN_PERF}.j2").render(
-        model_id=spec.model.model_id, task_family=spec.task_family, device=device, passes=passes,
-        passes_literal=json.dumps(list(passes)))
+        model_id=spec.model.model_id,
+        task_family=spec.task_family,
+        device=device,
+        passes=passes,
+        passes_literal=json.dumps(list(passes)),
+    )
 
 
 def render_accuracy_run_perf(spec: AdaptationSpec, directory: Path, passes: list[str], device: str) -> Path:

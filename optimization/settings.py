@@ -28,5 +28,15 @@ class OptimizationSettings(DeviceSettings):
     workload: Literal["generation", "encoder_generation", "batch_sweep", "forward"] | None = None
 
     def common_args(self, pretrained: bool) -> list[str]:
-        return ["--device", self.device, "--pairs", str(self.pairs), "--iters", str(self.iters), "--warmup",
-                str(self.warmup), "--num-samples", str(self.num_samples)] + (["--use-pretrained"] if pretrained else [])
+        return [
+            "--device",
+            self.device,
+            "--pairs",
+            str(self.pairs),
+            "--iters",
+            str(self.iters),
+            "--warmup",
+            str(self.warmup),
+            "--num-samples",
+            str(self.num_samples),
+        ] + (["--use-pretrained"] if pretrained else [])

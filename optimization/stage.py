@@ -55,8 +55,10 @@ def _model_files(directory: Path, notes: dict[str, Any]) -> None:
     target = directory / "model_files"
     target.mkdir(exist_ok=True)
     shutil.copyfile(RUNTIME_DIR / "optimize" / "npu_swaps.py", target / "npu_swaps.py")
-    (target / "README.md").write_text("Module swaps applied by accuracy_run_perf.py at load time "
-                                      f"(passes: {', '.join(notes['chosen'])}); source copied from ab_runtime.\n")
+    (target / "README.md").write_text(
+        "Module swaps applied by accuracy_run_perf.py at load time "
+        f"(passes: {', '.join(notes['chosen'])}); source copied from ab_runtime.\n"
+    )
 
 
 def outcome_summary(final: dict[str, Any]) -> str:
@@ -64,17 +66,24 @@ def outcome_summary(final: dict[str, Any]) -> str:
     selection = final.get("selection_speedup")
     searched = f"; the search's own figure was x{selection:.2f}" if selection else ""
     if final["outcome"] != "gain":
-        return f"no gain: {final.get('reason', 'nothing faster beyond noise')}" if selection else \
-            "no gain: no pass was faster beyond the measured noise with accuracy intact"
+        return (
+            f"no gain: {final.get('reason', 'nothing faster beyond noise')}"
+            if selection
+            else "no gain: no pass was faster beyond the measured noise with accuracy intact"
+        )
     low, high = final["interval"]
     parts = []
     if final.get("model_changes"):
         parts.append(f"model changes {'+'.join(final['model_changes'])}")
     if final.get("environment_settings"):
-        parts.append(f"environment settings {'+'.join(final['environment_settings'])} (describe this machine's "
-                     "load and cores, not the model)")
-    return (f"{'; '.join(parts)}: confirmed x{final['speedup']:.2f} ({low:.2f}..{high:.2f}) "
-            f"{final['baseline_median_ms']:.2f} -> {final['optimized_median_ms']:.2f} ms{searched}, accuracy pass")
+        parts.append(
+            f"environment settings {'+'.join(final['environment_settings'])} (describe this machine's "
+            "load and cores, not the model)"
+        )
+    return (
+        f"{'; '.join(parts)}: confirmed x{final['speedup']:.2f} ({low:.2f}..{high:.2f}) "
+        f"{final['baseline_median_ms']:.2f} -> {final['optimized_median_ms']:.2f} ms{searched}, accuracy pass"
+    )
 
 
 class OptimizationStage:
@@ -90,8 +99,14 @@ class OptimizationStage:
             return env
         stack, pretrained = env
         ctx.say("searching the pass catalogue")
-        argv = ["-m", "ab_runtime.optimize", *settings.common_args(pretrained), "--min-gain", str(settings.min_gain),
-                "--perf-evidence"]
+        argv = [
+            "-m",
+            "ab_runtime.optimize",
+            *settings.common_args(pretrained),
+            "--min-gain",
+            str(settings.min_gain),
+            "--perf-evidence",
+        ]
         argv += ["--workload", settings.workload] if settings.workload else []
         if settings.passes:
             argv += ["--passes", settings.passes]
@@ -105,27 +120,40 @@ class OptimizationStage:
         _model_files(ctx.adaptation_dir, notes)
         result = notes["confirmation"].get("perf_result")
         if result:  # the confirmation's fresh process wrote the perf evidence of the chosen passes
-            ctx.say(f"chosen: {', '.join(notes['chosen'])}; perf evidence from the confirmation run "
-                    f"({result['metrics']})")
+            ctx.say(
+                f"chosen: {', '.join(notes['chosen'])}; perf evidence from the confirmation run ({result['metrics']})"
+            )
         else:
             ctx.say(f"chosen: {', '.join(notes['chosen']) or 'nothing (no gain)'}; running accuracy_run_perf.py")
             # the perf run times the headline of the workload the search optimized
-            perf_argv = ["accuracy_run_perf.py", *settings.common_args(pretrained), "--workload",
-                         notes["settings"]["workload"]]
+            perf_argv = [
+                "accuracy_run_perf.py",
+                *settings.common_args(pretrained),
+                "--workload",
+                notes["settings"]["workload"],
+            ]
             perf = uv_env.run_in_env(ctx.adaptation_dir, perf_argv, timeout_s=settings.timeout_s, log=ctx.log)
             result = uv_env.parse_result(perf.output)
             if perf.exit_code not in (0, 2) or not result or not result.get("ok"):
                 return _failed("accuracy_run_perf.py failed", "optimization_perf_failed", perf, result)
         metrics = json.loads((ctx.adaptation_dir / result["metrics"]).read_text())
-        notes["perf_run"] = {"metrics": result["metrics"], "outputs": result["outputs"], "trace": result["trace"],
-                             "speedup": result["speedup"], "interval": result["interval"],
-                             "accuracy": accuracy_summary(metrics["accuracy"]),
-                             "process": "confirmation" if notes["confirmation"].get("perf_result") else "perf_run"}
+        notes["perf_run"] = {
+            "metrics": result["metrics"],
+            "outputs": result["outputs"],
+            "trace": result["trace"],
+            "speedup": result["speedup"],
+            "interval": result["interval"],
+            "accuracy": accuracy_summary(metrics["accuracy"]),
+            "process": "confirmation" if notes["confirmation"].get("perf_result") else "perf_run",
+        }
         _write_json(notes_path, notes)
         final = notes["final"]
-        values = {"speedup": float(final["speedup"]), "perf_speedup": float(result["speedup"]),
-                  "accuracy_pass": 1.0 if result["verdict"] == "pass" else 0.0,
-                  "passes_chosen": float(len(notes["chosen"]))}
+        values = {
+            "speedup": float(final["speedup"]),
+            "perf_speedup": float(result["speedup"]),
+            "accuracy_pass": 1.0 if result["verdict"] == "pass" else 0.0,
+            "passes_chosen": float(len(notes["chosen"])),
+        }
         units = {"speedup": "x", "perf_speedup": "x", "accuracy_pass": "bool", "passes_chosen": "count"}
         for key in ("baseline_median_ms", "optimized_median_ms"):
             if isinstance(final.get(key), (int, float)):
@@ -135,12 +163,21 @@ class OptimizationStage:
         figures = [FigureSet(values, device=result["device"], dtype=result["dtype"], units=units, stack=stack)]
         if result["verdict"] != "pass":
             return _failed("the optimized run failed accuracy", "optimization_accuracy")
-        return StageOutcome("done", outcome_summary(final), result={
-            "chosen": notes["chosen"], "outcome": final["outcome"], "speedup": final["speedup"],
-            "selection_speedup": final.get("selection_speedup"),
-            "environment_settings": final.get("environment_settings", []),
-            "model_changes": final.get("model_changes", []), "perf_run": notes["perf_run"],
-            "stack": stack}, metrics=figures)
+        return StageOutcome(
+            "done",
+            outcome_summary(final),
+            result={
+                "chosen": notes["chosen"],
+                "outcome": final["outcome"],
+                "speedup": final["speedup"],
+                "selection_speedup": final.get("selection_speedup"),
+                "environment_settings": final.get("environment_settings", []),
+                "model_changes": final.get("model_changes", []),
+                "perf_run": notes["perf_run"],
+                "stack": stack,
+            },
+            metrics=figures,
+        )
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
@@ -151,8 +188,9 @@ class OptimizationStage:
                 return result
             reports.append(result.report)
             if not result.passed:  # inconclusive (a timing check the host's load left undecided) is kept as such
-                return GateResult(False, f"{script}: {result.summary}", {"reports": reports},
-                                  inconclusive=result.inconclusive)
+                return GateResult(
+                    False, f"{script}: {result.summary}", {"reports": reports}, inconclusive=result.inconclusive
+                )
         return GateResult(True, "; ".join(str(r.get("summary", "")) for r in reports), {"reports": reports})
 
 

@@ -21,7 +21,9 @@ def launch(module: str, function: str = "main") -> NoReturn:
     try:
         main = getattr(importlib.import_module(module), function)
     except ModuleNotFoundError as exc:  # e.g. the system python instead of the framework venv
-        sys.stderr.write(f"error: missing dependency '{exc.name}'; run with the framework environment: "
-                         f"uv run --project {REPO_ROOT} {Path(sys.argv[0]).resolve()} ...\n")
+        sys.stderr.write(
+            f"error: missing dependency '{exc.name}'; run with the framework environment: "
+            f"uv run --project {REPO_ROOT} {Path(sys.argv[0]).resolve()} ...\n"
+        )
         sys.exit(1)
     sys.exit(main())

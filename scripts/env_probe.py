@@ -50,8 +50,9 @@ def _run(argv: list[str]) -> int:
         if python is None:
             probe = latest_probe(store)
             if probe is None:
-                raise CliError("no environment probe on the board yet (run scripts/env_probe.py --adapt NAME)",
-                               EXIT_FAILURE)
+                raise CliError(
+                    "no environment probe on the board yet (run scripts/env_probe.py --adapt NAME)", EXIT_FAILURE
+                )
         else:
             print(f"probing {args.device} with {python} ...", file=sys.stderr)
             probe = run_probe(python, args.device, args.budget_s)

@@ -25,49 +25,180 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # byte symbols; no merges), with the chat template the serving stage's chat acceptance uses.
 TOKENIZER_SPECIALS = ("<pad>", "<s>", "</s>")
 WITH_TOKENIZER = ("tiny-llama32",)
-CHAT_TEMPLATE = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                 "{% if add_generation_prompt %}<s>assistant: {% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<s>assistant: {% endif %}"
+)
 
 # name -> (config class, architecture, task family, description, config kwargs)
 DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
-    "tiny-llama": ("LlamaConfig", "LlamaForCausalLM", "causal_lm", "Llama decoder (GQA, RoPE, SwiGLU)", dict(
-        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2)),
+    "tiny-llama": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        "causal_lm",
+        "Llama decoder (GQA, RoPE, SwiGLU)",
+        dict(
+            vocab_size=512,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+    ),
     # Head size 32 (vLLM's CPU attention has no 16) and a byte-level tokenizer with a chat template:
     # the demo the serving stage serves on a CPU host (its vocabulary is the tokenizer's 259 ids).
-    "tiny-llama32": ("LlamaConfig", "LlamaForCausalLM", "causal_lm",
-                     "Llama decoder, head size 32, byte-level tokenizer with a chat template", dict(
-        vocab_size=259, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=32, max_position_embeddings=256, pad_token_id=0, bos_token_id=1,
-        eos_token_id=2)),
-    "tiny-qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "causal_lm", "Qwen2 decoder (GQA, RoPE, qkv bias)", dict(
-        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2)),
-    "tiny-gpt2": ("GPT2Config", "GPT2LMHeadModel", "causal_lm", "GPT-2 decoder (learned positions, no pad token)", dict(
-        vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)),
-    "tiny-bert": ("BertConfig", "BertForMaskedLM", "masked_lm", "BERT encoder with MLM head", dict(
-        vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        max_position_embeddings=256)),
-    "tiny-bert-classifier": ("BertConfig", "BertForSequenceClassification", "sequence_classification",
-                             "BERT encoder with a 3-way classification head", dict(
-        vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        max_position_embeddings=256, num_labels=3)),
-    "tiny-t5": ("T5Config", "T5ForConditionalGeneration", "seq2seq", "T5 encoder-decoder (relative attention)", dict(
-        vocab_size=512, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
-        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)),
-    "tiny-bart": ("BartConfig", "BartForConditionalGeneration", "seq2seq", "BART encoder-decoder", dict(
-        vocab_size=512, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=256)),
-    "tiny-vit": ("ViTConfig", "ViTForImageClassification", "image_classification",
-                 "ViT, 32x32 images, 10 classes", dict(
-        image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=128, num_labels=10)),
-    "tiny-whisper": ("WhisperConfig", "WhisperForConditionalGeneration", "speech_seq2seq",
-                     "Whisper speech encoder-decoder, 80 mel bins, 128 frames", dict(
-        vocab_size=512, num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
-        max_source_positions=64, max_target_positions=64, pad_token_id=1, bos_token_id=2, eos_token_id=2,
-        decoder_start_token_id=3, suppress_tokens=[], begin_suppress_tokens=[])),
+    "tiny-llama32": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        "causal_lm",
+        "Llama decoder, head size 32, byte-level tokenizer with a chat template",
+        dict(
+            vocab_size=259,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=32,
+            max_position_embeddings=256,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+    ),
+    "tiny-qwen2": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        "causal_lm",
+        "Qwen2 decoder (GQA, RoPE, qkv bias)",
+        dict(
+            vocab_size=512,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+    ),
+    "tiny-gpt2": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        "causal_lm",
+        "GPT-2 decoder (learned positions, no pad token)",
+        dict(vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0),
+    ),
+    "tiny-bert": (
+        "BertConfig",
+        "BertForMaskedLM",
+        "masked_lm",
+        "BERT encoder with MLM head",
+        dict(
+            vocab_size=512,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=256,
+        ),
+    ),
+    "tiny-bert-classifier": (
+        "BertConfig",
+        "BertForSequenceClassification",
+        "sequence_classification",
+        "BERT encoder with a 3-way classification head",
+        dict(
+            vocab_size=512,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=256,
+            num_labels=3,
+        ),
+    ),
+    "tiny-t5": (
+        "T5Config",
+        "T5ForConditionalGeneration",
+        "seq2seq",
+        "T5 encoder-decoder (relative attention)",
+        dict(
+            vocab_size=512,
+            d_model=64,
+            d_kv=16,
+            d_ff=128,
+            num_layers=2,
+            num_decoder_layers=2,
+            num_heads=4,
+            pad_token_id=0,
+            eos_token_id=1,
+            decoder_start_token_id=0,
+        ),
+    ),
+    "tiny-bart": (
+        "BartConfig",
+        "BartForConditionalGeneration",
+        "seq2seq",
+        "BART encoder-decoder",
+        dict(
+            vocab_size=512,
+            d_model=64,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            max_position_embeddings=256,
+        ),
+    ),
+    "tiny-vit": (
+        "ViTConfig",
+        "ViTForImageClassification",
+        "image_classification",
+        "ViT, 32x32 images, 10 classes",
+        dict(
+            image_size=32,
+            patch_size=8,
+            num_channels=3,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            num_labels=10,
+        ),
+    ),
+    "tiny-whisper": (
+        "WhisperConfig",
+        "WhisperForConditionalGeneration",
+        "speech_seq2seq",
+        "Whisper speech encoder-decoder, 80 mel bins, 128 frames",
+        dict(
+            vocab_size=512,
+            num_mel_bins=80,
+            d_model=64,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            max_source_positions=64,
+            max_target_positions=64,
+            pad_token_id=1,
+            bos_token_id=2,
+            eos_token_id=2,
+            decoder_start_token_id=3,
+            suppress_tokens=[],
+            begin_suppress_tokens=[],
+        ),
+    ),
 }
 
 
@@ -102,8 +233,9 @@ def save_tokenizer(target: Path) -> None:
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_special_tokens(list(TOKENIZER_SPECIALS))
     pad, bos, eos = TOKENIZER_SPECIALS
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=pad, bos_token=bos, eos_token=eos,
-                            chat_template=CHAT_TEMPLATE).save_pretrained(target)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token=pad, bos_token=bos, eos_token=eos, chat_template=CHAT_TEMPLATE
+    ).save_pretrained(target)
 
 
 def not_served_on_cpu(family: str, config: Any) -> bool:
@@ -133,8 +265,11 @@ def build(out: Path) -> dict[str, Any]:
         if name in WITH_TOKENIZER:
             save_tokenizer(target)
         manifest["models"][name] = {
-            "model_id": f"demo/{name}", "architecture": arch, "task_family": family,
-            "description": description, "parameters": params,
+            "model_id": f"demo/{name}",
+            "architecture": arch,
+            "task_family": family,
+            "description": description,
+            "parameters": params,
             # registered with the serving stage skipped (docs/serving.md: the CPU attention refuses the head)
             **({"skip_stages": ["serving"]} if not_served_on_cpu(family, config) else {}),
         }

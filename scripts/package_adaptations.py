@@ -67,27 +67,40 @@ def export_package(store: BoardStore, model: ModelRecord, source: Path, target: 
     results = check_package.results_from_evidence(target)
     if not results:
         raise ValueError(f"{model.model_id}: no benchmark evidence (benchmark_metrics_*.json) in {source}")
-    manifest = {"schema": "ascendbridge.export/1", "model_id": model.model_id, "adaptation": model.adaptation_name,
-                "exported_at": now_iso(), "stack": package_stack(store, model), "results": results,
-                "optimization": check_package.optimization_from_evidence(target),
-                "files": {rel: check_package.sha256(target / rel) for rel in check_package.package_files(target)}}
+    manifest = {
+        "schema": "ascendbridge.export/1",
+        "model_id": model.model_id,
+        "adaptation": model.adaptation_name,
+        "exported_at": now_iso(),
+        "stack": package_stack(store, model),
+        "results": results,
+        "optimization": check_package.optimization_from_evidence(target),
+        "files": {rel: check_package.sha256(target / rel) for rel in check_package.package_files(target)},
+    }
     (target / check_package.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
 
 def readme(manifests: list[dict[str, Any]]) -> str:
-    lines = ["# Adaptations", "", "Exported by AscendBridge. Every folder is self-contained: `uv sync --extra "
-             "cpu|cuda|ascend` then `uv run demo.py`. `python3 check_all.py` (or a folder's `check_package.py`) "
-             "re-verifies the files against `manifest.json` and the results below against the evidence.", "",
-             "| package | model | device | dtype | median ms | samples/s | accuracy | optimization | stack |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Adaptations",
+        "",
+        "Exported by AscendBridge. Every folder is self-contained: `uv sync --extra "
+        "cpu|cuda|ascend` then `uv run demo.py`. `python3 check_all.py` (or a folder's `check_package.py`) "
+        "re-verifies the files against `manifest.json` and the results below against the evidence.",
+        "",
+        "| package | model | device | dtype | median ms | samples/s | accuracy | optimization | stack |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for m in manifests:
         opt = m["optimization"]
         speed = f"{opt['speedup']:.2f}x ({opt['outcome']})" if opt and opt.get("speedup") else "-"
         for r in m["results"]:
-            lines.append(f"| [{m['adaptation']}]({m['adaptation']}/) | `{m['model_id']}` | {r['device']} | {r['dtype']} | "
-                         f"{r['median_ms']:.3f} | {r['samples_per_s']:.1f} | {r['accuracy']} | {speed} | "
-                         f"`{m['stack']['stack_id']}` |")
+            lines.append(
+                f"| [{m['adaptation']}]({m['adaptation']}/) | `{m['model_id']}` | {r['device']} | {r['dtype']} | "
+                f"{r['median_ms']:.3f} | {r['samples_per_s']:.1f} | {r['accuracy']} | {speed} | "
+                f"`{m['stack']['stack_id']}` |"
+            )
     lines += ["", "## Stacks", ""]
     for sid, data in sorted({m["stack"]["stack_id"]: m["stack"]["data"] for m in manifests}.items()):
         lines.append(f"- `{sid}`: {describe(data)}")
@@ -97,7 +110,9 @@ def readme(manifests: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="package_adaptations.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="export directory (must not exist or be empty)")
-    p.add_argument("--models", default="", help="comma-separated model ids or adaptation names (default: all completed)")
+    p.add_argument(
+        "--models", default="", help="comma-separated model ids or adaptation names (default: all completed)"
+    )
     p.add_argument("--zip", action="store_true", help="one zip file per package instead of a repository")
     p.add_argument("--board", type=Path)
     p.add_argument("--adaptations-dir", type=Path)
@@ -118,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             models = completed(store, args.models)
             if not models:
                 raise ValueError("no completed adaptation on the board to export")
-            manifests = [export_package(store, m, packages / m.adaptation_name, staging / m.adaptation_name)
-                         for m in models]
+            manifests = [
+                export_package(store, m, packages / m.adaptation_name, staging / m.adaptation_name) for m in models
+            ]
         if args.zip:
             for m in manifests:
                 folder = staging / m["adaptation"]

@@ -118,13 +118,21 @@ def remaining(phase: dict[str, Any], now: float) -> float:
 
 def totals(state: dict[str, Any], now: float) -> dict[str, Any]:
     phases = state["phases"]
-    spent = sum(p["actual_s"] if p["status"] == "done" else (now - p["started"] if p["status"] == "doing" else 0)
-                for p in phases)
+    spent = sum(
+        p["actual_s"] if p["status"] == "done" else (now - p["started"] if p["status"] == "doing" else 0)
+        for p in phases
+    )
     left = sum(remaining(p, now) for p in phases)
     estimate = state.get("estimate_s") or sum(p.get("estimate_s") or 0 for p in phases)
     done = sum(1 for p in phases if p["status"] == "done")
-    return {"phases": len(phases), "done": done, "estimate_s": estimate, "spent_s": spent, "remaining_s": left,
-            "expected_finish": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now + left))}
+    return {
+        "phases": len(phases),
+        "done": done,
+        "estimate_s": estimate,
+        "spent_s": spent,
+        "remaining_s": left,
+        "expected_finish": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now + left)),
+    }
 
 
 def show(state: dict[str, Any], as_json: bool) -> None:
@@ -141,14 +149,17 @@ def show(state: dict[str, Any], as_json: bool) -> None:
         table.add_column(col)
     for p in state["phases"]:
         took = p.get("actual_s") if p["status"] == "done" else (now - p["started"] if p["status"] == "doing" else None)
-        progress = " ".join(x for x in (f"{p['percent']:.0f}%" if p.get("percent") is not None else "",
-                                        p.get("note") or "") if x)
+        progress = " ".join(
+            x for x in (f"{p['percent']:.0f}%" if p.get("percent") is not None else "", p.get("note") or "") if x
+        )
         table.add_row(p["name"], p["status"], fmt(p.get("estimate_s")), fmt(took), progress)
     console = Console(width=None if sys.stdout.isatty() else 110)
     console.print(table)
-    console.print(f"{tot['done']}/{tot['phases']} phases done; estimated {fmt(tot['estimate_s'])}, "
-                  f"spent {fmt(tot['spent_s'])}, remaining {fmt(tot['remaining_s'])}, "
-                  f"expected finish {tot['expected_finish']}")
+    console.print(
+        f"{tot['done']}/{tot['phases']} phases done; estimated {fmt(tot['estimate_s'])}, "
+        f"spent {fmt(tot['spent_s'])}, remaining {fmt(tot['remaining_s'])}, "
+        f"expected finish {tot['expected_finish']}"
+    )
 
 
 def apply(args: argparse.Namespace) -> None:
@@ -164,8 +175,17 @@ def apply(args: argparse.Namespace) -> None:
         if args.cmd == "add":
             if any(p["name"] == args.name for p in state["phases"]):
                 raise ProgressError(f"phase '{args.name}' already exists")
-            state["phases"].append({"name": args.name, "status": "todo", "estimate_s": parse_duration(args.estimate),
-                                    "note": args.note, "percent": None, "started": None, "actual_s": None})
+            state["phases"].append(
+                {
+                    "name": args.name,
+                    "status": "todo",
+                    "estimate_s": parse_duration(args.estimate),
+                    "note": args.note,
+                    "percent": None,
+                    "started": None,
+                    "actual_s": None,
+                }
+            )
             return
         phase = find(state, args.name)
         if args.cmd == "doing":

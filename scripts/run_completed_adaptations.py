@@ -56,9 +56,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = OneLineParser(prog="run_completed_adaptations.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--board", type=Path, help="main board (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--adaptations-dir", type=Path, help="where the packages are (default: ./adaptations)")
-    p.add_argument("--models", default="", help="comma-separated model ids or adaptation names (default: all completed)")
+    p.add_argument(
+        "--models", default="", help="comma-separated model ids or adaptation names (default: all completed)"
+    )
     p.add_argument("--device", default=_default_device(), choices=("cpu", "cuda", "npu"))
-    p.add_argument("--env", choices=("locked", "system"), help="environment mode (default: each model's, else $ASCENDBRIDGE_ENV)")
+    p.add_argument(
+        "--env", choices=("locked", "system"), help="environment mode (default: each model's, else $ASCENDBRIDGE_ENV)"
+    )
     p.add_argument("--python", type=Path, help="system-mode interpreter")
     p.add_argument("--optimize", action="store_true", help="re-run the optimization too")
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="regression tolerance (default 0.05)")
@@ -102,8 +106,18 @@ def prepare(models: list[ModelRecord], packages: Path, run_dir: Path) -> BoardSt
     run_dir.mkdir(parents=True, exist_ok=True)
     board = BoardStore.init(run_dir / "revalidation.db")
     skip = [s for s in STAGES if s != STAGE_SLOT]
-    regs = [Registration(model_id=m.model_id, source=m.source, url=m.url, path=m.path, revision=m.revision,
-                         allow_remote_code=m.allow_remote_code, skip_stages=skip) for m in models]
+    regs = [
+        Registration(
+            model_id=m.model_id,
+            source=m.source,
+            url=m.url,
+            path=m.path,
+            revision=m.revision,
+            allow_remote_code=m.allow_remote_code,
+            skip_stages=skip,
+        )
+        for m in models
+    ]
     for (record, _), model in zip(board.register_models(regs, origin=EVENT_KIND), models):
         board.skip(record.model_id, STAGES[0], origin=EVENT_KIND)  # the first stage is always pending
         if model.env_mode:
@@ -116,16 +130,34 @@ def prepare(models: list[ModelRecord], packages: Path, run_dir: Path) -> BoardSt
 
 
 def run_team_lead(args: argparse.Namespace, run_dir: Path, dtypes: str) -> int:
-    env = {**os.environ, "ASCENDBRIDGE_EXTRA_STAGES": f"{STAGE_SLOT}={STAGE_TARGET}",
-           "ASCENDBRIDGE_ADAPTATIONS": str(run_dir / "adaptations"), "ASCENDBRIDGE_LOGS": str(run_dir / "logs")}
+    env = {
+        **os.environ,
+        "ASCENDBRIDGE_EXTRA_STAGES": f"{STAGE_SLOT}={STAGE_TARGET}",
+        "ASCENDBRIDGE_ADAPTATIONS": str(run_dir / "adaptations"),
+        "ASCENDBRIDGE_LOGS": str(run_dir / "logs"),
+    }
     if args.env:
         env[ENV_MODE_VAR] = args.env
     if args.python:
         env[SYSTEM_PYTHON_VAR] = str(args.python.expanduser().absolute())
     sets = {"device": args.device, "iters": args.iters, "warmup": args.warmup, "dtypes": dtypes}
-    argv = [sys.executable, "-m", "ascendbridge.teamlead", "--once", "--plain", "--board", str(run_dir / "revalidation.db"),
-            "--stages", STAGE_SLOT, "--workers", str(args.workers), "--attempts", "1",
-            "--set", f"revalidation.optimize={'true' if args.optimize else 'false'}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "ascendbridge.teamlead",
+        "--once",
+        "--plain",
+        "--board",
+        str(run_dir / "revalidation.db"),
+        "--stages",
+        STAGE_SLOT,
+        "--workers",
+        str(args.workers),
+        "--attempts",
+        "1",
+        "--set",
+        f"revalidation.optimize={'true' if args.optimize else 'false'}",
+    ]
     for key, value in sets.items():
         argv += ["--set", f"{STAGE_SLOT}.{key}={value}"]
     with (run_dir / "team_lead.out").open("w") as out:
@@ -173,8 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         main_board.close()
         return 2
-    print(f"re-validating {len(models)} adaptation(s) through the team lead; log {run_dir / 'team_lead.out'}",
-          file=sys.stderr)
+    print(
+        f"re-validating {len(models)} adaptation(s) through the team lead; log {run_dir / 'team_lead.out'}",
+        file=sys.stderr,
+    )
     code = run_team_lead(args, run_dir, ",".join(d for d in dtypes if d))
     if code >= 2:
         print(f"error: the team lead exited with {code}; see {run_dir / 'team_lead.out'}", file=sys.stderr)
@@ -182,15 +216,26 @@ def main(argv: list[str] | None = None) -> int:
     results = verdicts(main_board, board, models, args.tolerance)
     stacks = board.list_stacks()
     current = next((v.current_stack for v in results if v.current_stack), None)
-    meta: dict[str, Any] = {"stack_id": current, "stack": describe(stacks.get(current or "", {})) if current else "-",
-                            "stack_detail": stacks.get(current or ""), "tolerance": args.tolerance,
-                            "device": args.device, "optimize": args.optimize, "finished_at": now_iso(),
-                            "board": str(run_dir / "revalidation.db")}
+    meta: dict[str, Any] = {
+        "stack_id": current,
+        "stack": describe(stacks.get(current or "", {})) if current else "-",
+        "stack_detail": stacks.get(current or ""),
+        "tolerance": args.tolerance,
+        "device": args.device,
+        "optimize": args.optimize,
+        "finished_at": now_iso(),
+        "board": str(run_dir / "revalidation.db"),
+    }
     paths = write_report(results, run_dir, meta)
     for v in results:  # recorded on the main board: the dashboard's Regressions page reads these
-        main_board.add_event(EVENT_KIND, f"{v.verdict}: {v.summary}"[:200], v.model_id, STAGE_SLOT,
-                             {**v.as_dict(), "report": str(paths["json"]), "stack_detail": stacks.get(v.current_stack or "")},
-                             origin=EVENT_KIND)
+        main_board.add_event(
+            EVENT_KIND,
+            f"{v.verdict}: {v.summary}"[:200],
+            v.model_id,
+            STAGE_SLOT,
+            {**v.as_dict(), "report": str(paths["json"]), "stack_detail": stacks.get(v.current_stack or "")},
+            origin=EVENT_KIND,
+        )
     board.close()
     main_board.close()
     for v in results:

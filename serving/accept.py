@@ -20,8 +20,9 @@ STREAMED = ("stream", "chat_stream")  # the kinds sent with `stream: true`, answ
 
 def post(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple[int, Any, float]:
     """(status, parsed JSON body or its text, seconds) of one POST; an HTTP error is a status, not an exception."""
-    request = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     started = time.monotonic()
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -37,8 +38,9 @@ def post(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple[i
 
 def stream(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple[int, list[dict[str, Any]], float]:
     """(status, [{"t", "data"}] per server-sent event, seconds) of one streamed POST."""
-    request = urllib.request.Request(f"{url}{path}", data=json.dumps({**body, "stream": True}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}{path}", data=json.dumps({**body, "stream": True}).encode(), headers={"Content-Type": "application/json"}
+    )
     started = time.monotonic()
     chunks: list[dict[str, Any]] = []
     try:
@@ -63,20 +65,34 @@ def send(url: str, exchange: Exchange, timeout_s: float) -> Exchange:
 
 
 def completion_request(name: str, prompt: list[int], new_tokens: int) -> dict[str, Any]:
-    return {"model": name, "prompt": prompt, "max_tokens": new_tokens, "temperature": 0, "ignore_eos": True,
-            "return_token_ids": True}
+    return {
+        "model": name,
+        "prompt": prompt,
+        "max_tokens": new_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "return_token_ids": True,
+    }
 
 
 def chat_request(name: str, messages: list[dict[str, str]], new_tokens: int) -> dict[str, Any]:
-    return {"model": name, "messages": messages, "max_tokens": new_tokens, "temperature": 0, "ignore_eos": True,
-            "return_token_ids": True}
+    return {
+        "model": name,
+        "messages": messages,
+        "max_tokens": new_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "return_token_ids": True,
+    }
 
 
-def acceptance_requests(name: str, endpoint: str, reference: dict[str, Any], max_model_len: int,
-                        concurrency: int) -> list[Exchange]:
+def acceptance_requests(
+    name: str, endpoint: str, reference: dict[str, Any], max_model_len: int, concurrency: int
+) -> list[Exchange]:
     """The requests to send, in order: the reference's prompts (or texts, or the reranker's query and
     documents), the chat conversation when the tokenizer has a chat template (also streamed), one
     streamed completion, `concurrency` at once, a prompt over the max model length, and one more after it."""
+
     def ex(kind: str, path: str, request: dict[str, Any], index: int = 0) -> Exchange:
         return {"kind": kind, "index": index, "path": path, "request": request}
 
@@ -85,15 +101,29 @@ def acceptance_requests(name: str, endpoint: str, reference: dict[str, Any], max
         prompts = reference["prompts"]
         over = [prompts[0][i % len(prompts[0])] for i in range(max_model_len + 1)]
         chat = reference.get("chat")
-        return [*(ex("greedy", "/v1/completions", completion_request(name, p, new), i) for i, p in enumerate(prompts)),
-                *([ex("chat", "/v1/chat/completions", chat_request(name, chat["messages"], new)),
-                   ex("chat_stream", "/v1/chat/completions", chat_request(name, chat["messages"], new))]
-                  if chat else []),
-                ex("stream", "/v1/completions", completion_request(name, prompts[0], new)),
-                *(ex("concurrent", "/v1/completions", completion_request(name, prompts[i % len(prompts)], new),
-                     i % len(prompts)) for i in range(concurrency)),
-                ex("overlength", "/v1/completions", completion_request(name, over, new)),
-                ex("after", "/v1/completions", completion_request(name, prompts[0], new))]
+        return [
+            *(ex("greedy", "/v1/completions", completion_request(name, p, new), i) for i, p in enumerate(prompts)),
+            *(
+                [
+                    ex("chat", "/v1/chat/completions", chat_request(name, chat["messages"], new)),
+                    ex("chat_stream", "/v1/chat/completions", chat_request(name, chat["messages"], new)),
+                ]
+                if chat
+                else []
+            ),
+            ex("stream", "/v1/completions", completion_request(name, prompts[0], new)),
+            *(
+                ex(
+                    "concurrent",
+                    "/v1/completions",
+                    completion_request(name, prompts[i % len(prompts)], new),
+                    i % len(prompts),
+                )
+                for i in range(concurrency)
+            ),
+            ex("overlength", "/v1/completions", completion_request(name, over, new)),
+            ex("after", "/v1/completions", completion_request(name, prompts[0], new)),
+        ]
     over_text = " ".join(["word"] * (max_model_len + 8))
     if endpoint == "score":  # vLLM's cross-encoder scoring: the query against each document
         docs = reference["documents"]
@@ -101,17 +131,23 @@ def acceptance_requests(name: str, endpoint: str, reference: dict[str, Any], max
         def score(documents: list[str]) -> dict[str, Any]:
             return {"model": name, "queries": reference["query"], "documents": documents}
 
-        return [ex("score", "/score", score(list(docs))),
-                *(ex("concurrent", "/score", score([docs[i % len(docs)]]), i % len(docs)) for i in range(concurrency)),
-                ex("overlength", "/score", score([over_text])),
-                ex("after", "/score", score([docs[0]]))]
+        return [
+            ex("score", "/score", score(list(docs))),
+            *(ex("concurrent", "/score", score([docs[i % len(docs)]]), i % len(docs)) for i in range(concurrency)),
+            ex("overlength", "/score", score([over_text])),
+            ex("after", "/score", score([docs[0]])),
+        ]
     texts = reference["texts"]
     path = {"embeddings": "/v1/embeddings", "classify": "/classify"}[endpoint]
-    return [ex(endpoint, path, {"model": name, "input": list(texts)}),
-            *(ex("concurrent", path, {"model": name, "input": [texts[i % len(texts)]]},
-                 i % len(texts)) for i in range(concurrency)),
-            ex("overlength", path, {"model": name, "input": [over_text]}),
-            ex("after", path, {"model": name, "input": [texts[0]]})]
+    return [
+        ex(endpoint, path, {"model": name, "input": list(texts)}),
+        *(
+            ex("concurrent", path, {"model": name, "input": [texts[i % len(texts)]]}, i % len(texts))
+            for i in range(concurrency)
+        ),
+        ex("overlength", path, {"model": name, "input": [over_text]}),
+        ex("after", path, {"model": name, "input": [texts[0]]}),
+    ]
 
 
 def run_acceptance(url: str, requests: list[Exchange], timeout_s: float) -> list[Exchange]:

@@ -25,14 +25,16 @@ from ascendbridge.runtime.process import run_command
 
 # One process runs every rate (vLLM imports once): argv[1] is the comma-separated rates, argv[2] the
 # result directory, the rest `vllm bench serve`'s arguments.
-_RUNNER = ("import sys\n"
-           "from vllm.benchmarks.serve import add_cli_args, main\n"
-           "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-           "for rate in sys.argv[1].split(','):\n"
-           "    parser = FlexibleArgumentParser()\n"
-           "    add_cli_args(parser)\n"
-           "    main(parser.parse_args([*sys.argv[3:], '--request-rate', rate, '--result-dir', sys.argv[2],\n"
-           "                            '--result-filename', f'rate-{rate}.json']))\n")
+_RUNNER = (
+    "import sys\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "for rate in sys.argv[1].split(','):\n"
+    "    parser = FlexibleArgumentParser()\n"
+    "    add_cli_args(parser)\n"
+    "    main(parser.parse_args([*sys.argv[3:], '--request-rate', rate, '--result-dir', sys.argv[2],\n"
+    "                            '--result-filename', f'rate-{rate}.json']))\n"
+)
 
 
 class Backend(NamedTuple):
@@ -59,20 +61,50 @@ class BenchError(RuntimeError):
     """`vllm bench serve` did not produce a result for every rate."""
 
 
-def bench_args(url: str, name: str, tokenizer: str, endpoint: str, prompts: int, input_len: int,
-               output_len: int) -> list[str]:
+def bench_args(
+    url: str, name: str, tokenizer: str, endpoint: str, prompts: int, input_len: int, output_len: int
+) -> list[str]:
     """`vllm bench serve`'s arguments (without the rate and the result file): recorded in the evidence."""
     backend = BACKENDS[endpoint]
-    return ["--backend", backend.name, "--base-url", url, "--endpoint", backend.path, "--model", tokenizer,
-            "--served-model-name", name, "--tokenizer", tokenizer, "--dataset-name", backend.dataset, *backend.extra,
-            "--random-input-len", str(input_len), "--random-output-len", str(output_len),
-            "--num-prompts", str(prompts), "--seed", str(SEED), "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--metric-percentiles", ",".join(map(str, PERCENTILES)), "--save-result", "--save-detailed",
-            "--disable-tqdm", "--ready-check-timeout-sec", "0"]
+    return [
+        "--backend",
+        backend.name,
+        "--base-url",
+        url,
+        "--endpoint",
+        backend.path,
+        "--model",
+        tokenizer,
+        "--served-model-name",
+        name,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        backend.dataset,
+        *backend.extra,
+        "--random-input-len",
+        str(input_len),
+        "--random-output-len",
+        str(output_len),
+        "--num-prompts",
+        str(prompts),
+        "--seed",
+        str(SEED),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        ",".join(map(str, PERCENTILES)),
+        "--save-result",
+        "--save-detailed",
+        "--disable-tqdm",
+        "--ready-check-timeout-sec",
+        "0",
+    ]
 
 
-def run_bench(python: Path, rates: list[str], args: list[str], timeout_s: float,
-              log: IO[str] | None = None) -> dict[str, dict[str, Any]]:
+def run_bench(
+    python: Path, rates: list[str], args: list[str], timeout_s: float, log: IO[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """{rate: vLLM's saved result JSON} for each rate, run in the serve environment."""
     with tempfile.TemporaryDirectory(prefix="serving-bench-") as tmp:
         result = run_command([str(python), "-c", _RUNNER, ",".join(rates), tmp, *args], timeout_s=timeout_s, log=log)
@@ -125,6 +157,9 @@ def bench_figures(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
 
 def bench_problems(runs: dict[str, dict[str, Any]], figures: dict[str, float]) -> list[str]:
     """A rate where some request failed."""
-    return [f"vllm bench serve: {figures[f'bench_{rate}_completed']:.0f} of {run['num_prompts']} requests "
-            f"answered at request rate {rate}" for rate, run in runs.items()
-            if figures[f"bench_{rate}_completed"] < int(run["num_prompts"])]
+    return [
+        f"vllm bench serve: {figures[f'bench_{rate}_completed']:.0f} of {run['num_prompts']} requests "
+        f"answered at request rate {rate}"
+        for rate, run in runs.items()
+        if figures[f"bench_{rate}_completed"] < int(run["num_prompts"])
+    ]

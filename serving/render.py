@@ -43,8 +43,9 @@ def engine_args(plan: ServePlan, name: str, model: str, host: str | None) -> lis
 
 
 def _environment() -> Environment:
-    return Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined,
-                       keep_trailing_newline=True, autoescape=False)
+    return Environment(
+        loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
 
 
 def render_texts(name: str, model_id: str, local: ServePlan, ascend: ServePlan, generation: str) -> dict[str, str]:
@@ -54,24 +55,48 @@ def render_texts(name: str, model_id: str, local: ServePlan, ascend: ServePlan, 
     model_path = f"/models/{name}"
     ascend_args = engine_args(ascend, name, model_path, None)[2:]  # vllm serve takes the model as its argument
     cards = ascend.tensor_parallel_size
-    common: dict[str, Any] = {"model_id": model_id, "name": name, "generation": generation, "image": ascend.image,
-                              "cards": cards, "container": container, "model_path": model_path,
-                              "mounts": ASCEND_MOUNTS}
+    common: dict[str, Any] = {
+        "model_id": model_id,
+        "name": name,
+        "generation": generation,
+        "image": ascend.image,
+        "cards": cards,
+        "container": container,
+        "model_path": model_path,
+        "mounts": ASCEND_MOUNTS,
+    }
     texts = {
-        PLAN_FILE: json.dumps({"local": local.as_dict(), "ascend": {**ascend.as_dict(), "generation": generation}},
-                              indent=1, sort_keys=True) + "\n",
+        PLAN_FILE: json.dumps(
+            {"local": local.as_dict(), "ascend": {**ascend.as_dict(), "generation": generation}},
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n",
         "serve.sh": env.get_template("serve.sh.j2").render(
-            model_id=model_id, name=name, plan=local, env=sorted(local.env.items()), module=SERVER_MODULE,
-            args=shlex.join(engine_args(local, name, WEIGHTS_DIR, "127.0.0.1"))),
+            model_id=model_id,
+            name=name,
+            plan=local,
+            env=sorted(local.env.items()),
+            module=SERVER_MODULE,
+            args=shlex.join(engine_args(local, name, WEIGHTS_DIR, "127.0.0.1")),
+        ),
         "docker-run.sh": env.get_template("docker-run.sh.j2").render(
-            **common, default_devices=",".join(str(i) for i in range(cards)), nodes=ASCEND_NODES,
-            args=shlex.join(ascend_args)),
+            **common,
+            default_devices=",".join(str(i) for i in range(cards)),
+            nodes=ASCEND_NODES,
+            args=shlex.join(ascend_args),
+        ),
         "compose.yaml": env.get_template("compose.yaml.j2").render(
-            **common, devices=[*(f"/dev/davinci{i}" for i in range(cards)), *ASCEND_NODES],
-            command=["vllm", "serve", model_path, *ascend_args, "--port", "8000"]),
+            **common,
+            devices=[*(f"/dev/davinci{i}" for i in range(cards)), *ASCEND_NODES],
+            command=["vllm", "serve", model_path, *ascend_args, "--port", "8000"],
+        ),
         "k8s.yaml": env.get_template("k8s.yaml.j2").render(
-            **common, resource=NPU_RESOURCE[generation], host_weights=f"/data/models/{name}",
-            command=["vllm", "serve", model_path, *ascend_args, "--port", "8000"]),
+            **common,
+            resource=NPU_RESOURCE[generation],
+            host_weights=f"/data/models/{name}",
+            command=["vllm", "serve", model_path, *ascend_args, "--port", "8000"],
+        ),
     }
     return texts
 

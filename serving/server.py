@@ -104,8 +104,9 @@ def _preexec() -> None:
 
 
 @contextmanager
-def served(argv: list[str], cwd: Path, env: dict[str, str], port: int, start_timeout_s: float,
-           log: Path) -> Iterator[Server]:
+def served(
+    argv: list[str], cwd: Path, env: dict[str, str], port: int, start_timeout_s: float, log: Path
+) -> Iterator[Server]:
     """Run `argv` (a server listening on 127.0.0.1:`port`) until the block ends; ServerError when it
     exits or is not healthy within `start_timeout_s` (its log's last lines in the message)."""
     command_id = uuid.uuid4().hex
@@ -115,8 +116,16 @@ def served(argv: list[str], cwd: Path, env: dict[str, str], port: int, start_tim
     url = f"http://127.0.0.1:{port}"
     with open(log, "ab") as out:
         started = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=str(cwd), env=child_env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_preexec)
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(cwd),
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_preexec,
+        )
     memory = MemoryWatch(proc.pid)
     try:
         while not healthy(url):

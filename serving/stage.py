@@ -47,9 +47,17 @@ from serving.steps import (
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_serving.py"
 GATE_TIMEOUT_S = 1800.0
 ACCEPTED_ENDPOINTS = ("completions", "embeddings", "classify", "score")  # what serving/accept.py sends and checks
-UNITS = {"cold_start_s": "s", "ttft_ms": "ms", "tpot_ms": "ms", "output_tokens_per_s": "tokens/s",
-         "requests_per_s": "requests/s", "embedding_latency_ms": "ms", "classify_latency_ms": "ms",
-         "score_latency_ms": "ms", "peak_memory_mb": "MiB"}
+UNITS = {
+    "cold_start_s": "s",
+    "ttft_ms": "ms",
+    "tpot_ms": "ms",
+    "output_tokens_per_s": "tokens/s",
+    "requests_per_s": "requests/s",
+    "embedding_latency_ms": "ms",
+    "classify_latency_ms": "ms",
+    "score_latency_ms": "ms",
+    "peak_memory_mb": "MiB",
+}
 
 
 def unit(name: str) -> str | None:
@@ -73,18 +81,27 @@ class ServingStage:
             return StageOutcome("skipped", f"vLLM serves no {spec.task_family} models: nothing to serve")
         endpoint = SERVED_FAMILIES[spec.task_family][1]
         if endpoint not in ACCEPTED_ENDPOINTS:
-            return StageOutcome("skipped", f"no acceptance for vLLM's {endpoint} endpoint yet ({spec.task_family}); "
-                                           "docs/serving.md, \"Not done yet\"")
+            return StageOutcome(
+                "skipped",
+                f"no acceptance for vLLM's {endpoint} endpoint yet ({spec.task_family}); "
+                'docs/serving.md, "Not done yet"',
+            )
         python = serve_python(settings.python)
         if not python.is_file():
-            return failed(f"no serve environment at {python}", "serving_env_missing", retryable=False,
-                           remedy="install it once per host: `uv run python -m serving.env` (docs/serving.md)")
+            return failed(
+                f"no serve environment at {python}",
+                "serving_env_missing",
+                retryable=False,
+                remedy="install it once per host: `uv run python -m serving.env` (docs/serving.md)",
+            )
         directory = ctx.adaptation_dir
         (directory / EVIDENCE_FILE).unlink(missing_ok=True)  # a previous run's evidence is never checked next to this
         try:
             pretrained = settings.real_weights and weights_available(spec)[0]
-            ctx.say(f"exporting the {'real' if pretrained else 'config-initialised'} weights and the CPU float32 "
-                    f"reference with {python}, and reading the installed vLLM's architectures beside it")
+            ctx.say(
+                f"exporting the {'real' if pretrained else 'config-initialised'} weights and the CPU float32 "
+                f"reference with {python}, and reading the installed vLLM's architectures beside it"
+            )
             with ThreadPoolExecutor(1) as pool:  # two independent processes: the registry's import of vLLM
                 architectures = pool.submit(supported_architectures, python)  # overlaps the export
                 export(python, directory, settings, pretrained, ctx.log)
@@ -100,10 +117,14 @@ class ServingStage:
                     return StageOutcome("skipped", plan.reason)
                 return StageOutcome("failed", plan.reason, diagnosis=plan.diagnosis())
         assert not isinstance(local, Refusal) and not isinstance(ascend, Refusal)
-        render_serve_dir(directory, render_texts(spec.name, spec.model.model_id, local, ascend,
-                                                 inputs["ascend_device"]["generation"]))
-        ctx.say(f"plan: {local.engine}, {local.dtype}, tensor parallel {local.tensor_parallel_size}, max model len "
-                f"{local.max_model_len}; Ascend: {ascend.image}, tensor parallel {ascend.tensor_parallel_size}")
+        render_serve_dir(
+            directory,
+            render_texts(spec.name, spec.model.model_id, local, ascend, inputs["ascend_device"]["generation"]),
+        )
+        ctx.say(
+            f"plan: {local.engine}, {local.dtype}, tensor parallel {local.tensor_parallel_size}, max model len "
+            f"{local.max_model_len}; Ascend: {ascend.image}, tensor parallel {ascend.tensor_parallel_size}"
+        )
         port = free_port()
         argv = server_argv(python, local, spec.name, port)
         requests = acceptance_requests(spec.name, local.endpoint, reference, local.max_model_len, settings.concurrency)
@@ -111,8 +132,16 @@ class ServingStage:
             with served(argv, directory, local.env, port, settings.start_timeout_s, directory / SERVER_LOG) as server:
                 ctx.say(f"server healthy after {server.cold_start_s:.1f} s; sending {len(requests)} requests")
                 exchanges = run_acceptance(server.url, requests, settings.request_timeout_s)
-                bench = self._bench(ctx, settings, python, server.url, spec.name, directory, local.endpoint,
-                                    bool(reference["tokenizer"]))
+                bench = self._bench(
+                    ctx,
+                    settings,
+                    python,
+                    server.url,
+                    spec.name,
+                    directory,
+                    local.endpoint,
+                    bool(reference["tokenizer"]),
+                )
                 peak = server.memory.peak_bytes if server.memory else 0
         except ServerError as exc:
             return failed(f"the server did not start: {exc}", "serving_start_failed")
@@ -120,35 +149,67 @@ class ServingStage:
             return failed(str(exc), "serving_bench_failed")
         figures = serving_figures(exchanges, reference, local.dtype, server.cold_start_s, bench, peak)
         problems = acceptance_problems(figures, local.dtype, bench)
-        evidence = {"schema": SCHEMA, "model_id": spec.model.model_id, "plan": local.as_dict(),
-                    "plan_inputs": inputs, "server": {"argv": argv[1:], "cold_start_s": server.cold_start_s,
-                                                      "peak_rss_bytes": peak},
-                    "exchanges": exchanges, "bench": bench, "figures": figures, "problems": problems,
-                    "verdict": "fail" if problems else "pass"}
+        evidence = {
+            "schema": SCHEMA,
+            "model_id": spec.model.model_id,
+            "plan": local.as_dict(),
+            "plan_inputs": inputs,
+            "server": {"argv": argv[1:], "cold_start_s": server.cold_start_s, "peak_rss_bytes": peak},
+            "exchanges": exchanges,
+            "bench": bench,
+            "figures": figures,
+            "problems": problems,
+            "verdict": "fail" if problems else "pass",
+        }
         (directory / EVIDENCE_FILE).write_text(json.dumps(evidence, indent=1) + "\n")
-        metrics = [FigureSet(figures, device=local.engine, dtype=local.dtype,
-                             units={k: u for k in figures if (u := unit(k))})]
-        result = {"verdict": evidence["verdict"], "plan": local.as_dict(), "serve_command": "serve/serve.sh",
-                  "evidence": EVIDENCE_FILE}
+        metrics = [
+            FigureSet(figures, device=local.engine, dtype=local.dtype, units={k: u for k in figures if (u := unit(k))})
+        ]
+        result = {
+            "verdict": evidence["verdict"],
+            "plan": local.as_dict(),
+            "serve_command": "serve/serve.sh",
+            "evidence": EVIDENCE_FILE,
+        }
         summary = _summary(figures, local.engine, local.dtype)
         if problems:
-            return StageOutcome("failed", f"acceptance failed: {problems[0]}", result=result, metrics=metrics,
-                                diagnosis={"rule": "serving_acceptance_failed", "summary": summary,
-                                           "problems": problems})
+            return StageOutcome(
+                "failed",
+                f"acceptance failed: {problems[0]}",
+                result=result,
+                metrics=metrics,
+                diagnosis={"rule": "serving_acceptance_failed", "summary": summary, "problems": problems},
+            )
         return StageOutcome("done", summary, result=result, metrics=metrics)
 
     @staticmethod
-    def _bench(ctx: StageContext, settings: ServingSettings, python: Path, url: str, name: str, directory: Path,
-               endpoint: str, tokenizer: bool) -> dict[str, Any]:
+    def _bench(
+        ctx: StageContext,
+        settings: ServingSettings,
+        python: Path,
+        url: str,
+        name: str,
+        directory: Path,
+        endpoint: str,
+        tokenizer: bool,
+    ) -> dict[str, Any]:
         """`vllm bench serve` at each configured rate, its raw output saved; why not, when it cannot run."""
         if not settings.bench_prompts:
             return {"skipped": "serving.bench_prompts is 0"}
         if not tokenizer:
-            return {"skipped": "the model ships no tokenizer: vllm bench serve's random dataset draws its prompts "
-                               "from one"}
+            return {
+                "skipped": "the model ships no tokenizer: vllm bench serve's random dataset draws its prompts from one"
+            }
         rates = settings.bench_rates.split(",")
-        args = bench_args(url, name, str((directory / WEIGHTS_DIR).resolve()), endpoint, settings.bench_prompts,
-                          settings.bench_input_len, settings.bench_output_len)
+        args = bench_args(
+            url,
+            name,
+            str((directory / WEIGHTS_DIR).resolve()),
+            endpoint,
+            settings.bench_prompts,
+            settings.bench_input_len,
+            settings.bench_output_len,
+        )
         ctx.say(f"vllm bench serve: {settings.bench_prompts} requests at request rates {', '.join(rates)}")
         return {"args": args, "rates": rates, "runs": run_bench(python, rates, args, settings.bench_timeout_s, ctx.log)}
 
@@ -176,9 +237,11 @@ def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
     if "bench_inf_requests_per_s" in figures:
         speed += f"; vllm bench serve at rate inf: {figures['bench_inf_requests_per_s']:.1f} requests/s"
     memory = f", peak {figures['peak_memory_mb']:.0f} MiB" if "peak_memory_mb" in figures else ""
-    return (f"{engine} {dtype}: {quality}; {figures['concurrent_answered']:.0f}/{figures['concurrent_requests']:.0f} "
-            f"concurrent answered; over-length -> {figures['overlength_status']:.0f}; {speed}; "
-            f"ready in {figures['cold_start_s']:.1f} s{memory}")
+    return (
+        f"{engine} {dtype}: {quality}; {figures['concurrent_answered']:.0f}/{figures['concurrent_requests']:.0f} "
+        f"concurrent answered; over-length -> {figures['overlength_status']:.0f}; {speed}; "
+        f"ready in {figures['cold_start_s']:.1f} s{memory}"
+    )
 
 
 SERVING_STAGE = ServingStage()

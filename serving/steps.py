@@ -28,8 +28,10 @@ EVIDENCE_FILE = "serve/acceptance.json"
 SERVER_LOG = "serve/server.log"
 SCHEMA = "ascendbridge.serving/1"
 GiB = 1024**3
-_ARCHS = ("import json; from vllm import ModelRegistry; "
-          "print('ARCHS=' + json.dumps(sorted(ModelRegistry.get_supported_archs())))")
+_ARCHS = (
+    "import json; from vllm import ModelRegistry; "
+    "print('ARCHS=' + json.dumps(sorted(ModelRegistry.get_supported_archs())))"
+)
 
 
 class StepError(RuntimeError):
@@ -40,17 +42,37 @@ class StepError(RuntimeError):
         self.rule = rule
 
 
-def export(python: Path, directory: Path, settings: ServingSettings, pretrained: bool,
-           log: IO[str] | None = None, runtime_root: Path | None = None, out: Path | None = None,
-           reference: Path | None = None) -> dict[str, Any]:
+def export(
+    python: Path,
+    directory: Path,
+    settings: ServingSettings,
+    pretrained: bool,
+    log: IO[str] | None = None,
+    runtime_root: Path | None = None,
+    out: Path | None = None,
+    reference: Path | None = None,
+) -> dict[str, Any]:
     """Run ab_runtime.serve.export in the serve environment (the package's runtime copy, or the
     framework's when `runtime_root` is given, as the gate does, with absolute `out` and `reference`
     outside the package); its RESULT."""
-    argv = [str(python), "-m", "ab_runtime.serve.export", "--spec", str(Path(directory).resolve() / "adaptation.json"),
-            "--out", str(out or WEIGHTS_DIR),
-            "--reference", str(reference or REFERENCE_FILE), "--prompts", str(settings.prompts),
-            "--prompt-len", str(settings.prompt_len), "--new-tokens", str(settings.new_tokens),
-            *(["--use-pretrained"] if pretrained else [])]
+    argv = [
+        str(python),
+        "-m",
+        "ab_runtime.serve.export",
+        "--spec",
+        str(Path(directory).resolve() / "adaptation.json"),
+        "--out",
+        str(out or WEIGHTS_DIR),
+        "--reference",
+        str(reference or REFERENCE_FILE),
+        "--prompts",
+        str(settings.prompts),
+        "--prompt-len",
+        str(settings.prompt_len),
+        "--new-tokens",
+        str(settings.new_tokens),
+        *(["--use-pretrained"] if pretrained else []),
+    ]
     # `-m` puts the working directory first on sys.path: the package's directory imports its own copy,
     # any other directory (with runtime_root on PYTHONPATH) the framework's.
     env = None if runtime_root is None else {**os.environ, "PYTHONPATH": str(runtime_root)}
@@ -68,7 +90,7 @@ def supported_architectures(python: Path) -> list[str]:
     result = run_command([str(python), "-c", _ARCHS], timeout_s=300)
     for line in reversed(result.output.splitlines()):
         if line.startswith("ARCHS="):
-            return list(json.loads(line[len("ARCHS="):]))
+            return list(json.loads(line[len("ARCHS=") :]))
     raise StepError("serving_engine_broken", f"the serve environment's vLLM does not import: {result.tail_line()}")
 
 
@@ -86,22 +108,34 @@ def local_device(settings: ServingSettings, env: Mapping[str, str]) -> DevicePro
     if settings.profile == "cpu":
         return DeviceProfile("cpu", int(psutil.virtual_memory().total))
     if settings.profile == "ascend":
-        return DeviceProfile("ascend", memory, ascend_cards(settings, env)[0],
-                             bf16=settings.ascend_generation != "310P", generation=settings.ascend_generation)
+        return DeviceProfile(
+            "ascend",
+            memory,
+            ascend_cards(settings, env)[0],
+            bf16=settings.ascend_generation != "310P",
+            generation=settings.ascend_generation,
+        )
     return DeviceProfile("cuda", memory, claimed_cards(env, "cuda") or settings.ascend_cards, bf16=True)
 
 
-def plan_inputs(settings: ServingSettings, architectures: list[str], architecture: str,
-                env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def plan_inputs(
+    settings: ServingSettings, architectures: list[str], architecture: str, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Everything the plans depend on besides the exported model (`env`: the task's environment, by
     default this process's, where its placement's device mask is): recorded in the evidence."""
     env = os.environ if env is None else env
     cards, cards_from = ascend_cards(settings, env)
     return {
         "device": asdict(local_device(settings, env)),
-        "ascend_device": asdict(DeviceProfile("ascend", int(settings.ascend_card_memory_gb * GiB), cards,
-                                              bf16=settings.ascend_generation != "310P",
-                                              generation=settings.ascend_generation)),
+        "ascend_device": asdict(
+            DeviceProfile(
+                "ascend",
+                int(settings.ascend_card_memory_gb * GiB),
+                cards,
+                bf16=settings.ascend_generation != "310P",
+                generation=settings.ascend_generation,
+            )
+        ),
         "ascend_cards_from": cards_from,
         "architecture_supported": architecture in architectures,
         "max_model_len": settings.max_model_len,
@@ -116,10 +150,16 @@ def plans(directory: Path, family: str, inputs: dict[str, Any]) -> tuple[ServePl
     if reference.get("max_seq_length"):  # vLLM derives the limit from sentence_bert_config.json too
         facts = replace(facts, max_positions=min(facts.max_positions, int(reference["max_seq_length"])))
     supported = frozenset({facts.architecture}) if inputs["architecture_supported"] else frozenset()
-    options = {"max_model_len": inputs["max_model_len"], "max_num_seqs": inputs["max_num_seqs"],
-               "tokenizer": bool(reference["tokenizer"]), "ascend_stack": ASCEND_STACKS[0]}
-    return (plan_serving(facts, DeviceProfile(**inputs["device"]), supported, **options),
-            plan_serving(facts, DeviceProfile(**inputs["ascend_device"]), supported, **options))
+    options = {
+        "max_model_len": inputs["max_model_len"],
+        "max_num_seqs": inputs["max_num_seqs"],
+        "tokenizer": bool(reference["tokenizer"]),
+        "ascend_stack": ASCEND_STACKS[0],
+    }
+    return (
+        plan_serving(facts, DeviceProfile(**inputs["device"]), supported, **options),
+        plan_serving(facts, DeviceProfile(**inputs["ascend_device"]), supported, **options),
+    )
 
 
 def server_argv(python: Path, plan: ServePlan, name: str, port: int) -> list[str]:

@@ -49,11 +49,16 @@ CASES: list[tuple[list[str], list[str]]] = [
 
 
 def run_cli(command: list[str], args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, ASCENDBRIDGE_BOARD=str(tmp_path / "board.db"),
-               ASCENDBRIDGE_ADAPTATIONS=str(tmp_path / "adaptations"), ASCENDBRIDGE_LOGS=str(tmp_path / "logs"))
+    env = dict(
+        os.environ,
+        ASCENDBRIDGE_BOARD=str(tmp_path / "board.db"),
+        ASCENDBRIDGE_ADAPTATIONS=str(tmp_path / "adaptations"),
+        ASCENDBRIDGE_LOGS=str(tmp_path / "logs"),
+    )
     (tmp_path / "adaptations").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, *command, *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, *command, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def assert_one_line_input_error(proc: subprocess.CompletedProcess[str]) -> None:

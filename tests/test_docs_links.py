@@ -53,8 +53,10 @@ def path_pattern() -> re.Pattern[str]:
     ending in a file suffix or a `/`."""
     tops = sorted({n.split("/")[0] for n in tracked() if "/" in n}, key=len, reverse=True)
     suffix = "|".join(SUFFIXES)
-    return re.compile(rf"(?<![\w./<>-])((?:{'|'.join(map(re.escape, tops))})/(?:[\w.-]+/)*(?:(?:[\w-]+\.)+(?:{suffix})|))"
-                      rf"(?!\.?[\w<*{{-])")
+    return re.compile(
+        rf"(?<![\w./<>-])((?:{'|'.join(map(re.escape, tops))})/(?:[\w.-]+/)*(?:(?:[\w-]+\.)+(?:{suffix})|))"
+        rf"(?!\.?[\w<*{{-])"
+    )
 
 
 ROOT_DOC = re.compile(r"(?<![\w./-])([A-Z][A-Z_]+\.md)\b")
@@ -99,8 +101,11 @@ def scanned_files() -> Iterator[tuple[str, str]]:
 def missing(name: str, text: str) -> list[str]:
     """`file:line: cited` for each citation in `text` that names nothing in the tree."""
     names = tree()
-    return [f"{name}:{line}: {cited}" for line, cited, path in citations(name, text)
-            if path not in names and path + "/" not in names and not path.startswith(GENERATED)]
+    return [
+        f"{name}:{line}: {cited}"
+        for line, cited, path in citations(name, text)
+        if path not in names and path + "/" not in names and not path.startswith(GENERATED)
+    ]
 
 
 def test_every_cited_path_exists() -> None:
@@ -109,17 +114,26 @@ def test_every_cited_path_exists() -> None:
 
 
 def test_nothing_cites_the_shared_folder() -> None:
-    bad = [f"{name}:{n}" for name, text in scanned_files()
-           for n, line in enumerate(text.splitlines(), 1) if OUTSIDE in line]
+    bad = [
+        f"{name}:{n}"
+        for name, text in scanned_files()
+        for n, line in enumerate(text.splitlines(), 1)
+        if OUTSIDE in line
+    ]
     assert not bad, f"files citing {OUTSIDE}:\n" + "\n".join(bad)
 
 
 def test_the_scan_sees_a_stale_citation() -> None:
     """Each kind of citation is found, and a real one passes."""
-    text = ("see ascendbridge/board/gone.py and `MISSING.md`; [x](nowhere.md), [y](board.md),\n"
-            "tests/test_layout.py, ascendbridge/board/, discovery/adaptation, adaptations/x/y.py, MEMORY.md,\n"
-            "benchmark/templates/accuracy_run.py.j2 (not benchmark/templates/accuracy_run.py)\n")
-    assert missing("docs/page.md", text) == ["docs/page.md:1: ascendbridge/board/gone.py", "docs/page.md:1: MISSING.md",
-                                             "docs/page.md:1: nowhere.md",
-                                             "docs/page.md:3: benchmark/templates/accuracy_run.py"]
+    text = (
+        "see ascendbridge/board/gone.py and `MISSING.md`; [x](nowhere.md), [y](board.md),\n"
+        "tests/test_layout.py, ascendbridge/board/, discovery/adaptation, adaptations/x/y.py, MEMORY.md,\n"
+        "benchmark/templates/accuracy_run.py.j2 (not benchmark/templates/accuracy_run.py)\n"
+    )
+    assert missing("docs/page.md", text) == [
+        "docs/page.md:1: ascendbridge/board/gone.py",
+        "docs/page.md:1: MISSING.md",
+        "docs/page.md:1: nowhere.md",
+        "docs/page.md:3: benchmark/templates/accuracy_run.py",
+    ]
     assert missing("x.py", "a [link](nowhere.md) only counts in Markdown") == []

@@ -126,22 +126,28 @@ def _where(name: str, line: int, target: str) -> str:
 
 def test_the_stage_packages_are_the_entry_points_and_all_ship() -> None:
     stages = stage_packages()
-    assert stages == {"discovery", "adaptation", "healing", "training", "benchmark", "optimization", "business_benchmark",
-                      "serving"}
+    assert stages == {
+        "discovery",
+        "adaptation",
+        "healing",
+        "training",
+        "benchmark",
+        "optimization",
+        "business_benchmark",
+        "serving",
+    }
     assert stages <= set(shipped_packages()) and set(KERNEL) <= set(shipped_packages())
 
 
 def test_no_stage_package_imports_another() -> None:
     stages = stage_packages()
-    bad = [_where(n, line, t) for n, pkg, line, t in edges_between_packages()
-           if pkg in stages and _top(t) in stages]
+    bad = [_where(n, line, t) for n, pkg, line, t in edges_between_packages() if pkg in stages and _top(t) in stages]
     assert not bad, "stage packages import each other:\n" + "\n".join(bad)
 
 
 def test_the_kernel_imports_no_stage_package() -> None:
     stages = stage_packages()
-    bad = [_where(n, line, t) for n, pkg, line, t in edges_between_packages()
-           if pkg in KERNEL and _top(t) in stages]
+    bad = [_where(n, line, t) for n, pkg, line, t in edges_between_packages() if pkg in KERNEL and _top(t) in stages]
     assert not bad, "the kernel imports a stage package:\n" + "\n".join(bad)
 
 
@@ -151,8 +157,11 @@ def test_the_runtime_never_imports_the_framework() -> None:
 
 
 def test_the_dashboard_imports_only_the_kernel() -> None:
-    bad = [_where(n, line, t) for n, pkg, line, t in edges_between_packages()
-           if pkg == "dashboard" and _top(t) not in KERNEL]
+    bad = [
+        _where(n, line, t)
+        for n, pkg, line, t in edges_between_packages()
+        if pkg == "dashboard" and _top(t) not in KERNEL
+    ]
     assert not bad, "the dashboard imports beyond the kernel:\n" + "\n".join(bad)
 
 
@@ -166,7 +175,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         state[node] = 2

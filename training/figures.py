@@ -37,14 +37,18 @@ def event_scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
     """{tag: [(step, value)]} the run's TensorBoard events hold, from the step log and evaluation.json:
     train/<figure> per step, eval/<figure> before (step 0) and after (the last step) training."""
     steps = step_log(run)
-    scalars = {f"train/{key}": [(int(s["step"]), _float32(s[key])) for s in steps if s.get(key) is not None]
-               for key in STEP_SCALARS}
+    scalars = {
+        f"train/{key}": [(int(s["step"]), _float32(s[key])) for s in steps if s.get(key) is not None]
+        for key in STEP_SCALARS
+    }
     if (run / "evaluation.json").is_file() and steps:
         evaluation = json.loads((run / "evaluation.json").read_text())
         for key in EVAL_SCALARS:
             if key in evaluation["before"] and key in evaluation["after"]:
-                scalars[f"eval/{key}"] = [(0, _float32(evaluation["before"][key])),
-                                          (int(steps[-1]["step"]), _float32(evaluation["after"][key]))]
+                scalars[f"eval/{key}"] = [
+                    (0, _float32(evaluation["before"][key])),
+                    (int(steps[-1]["step"]), _float32(evaluation["after"][key])),
+                ]
     return {tag: points for tag, points in scalars.items() if points}
 
 
@@ -80,23 +84,28 @@ def read_events(directory: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
 
 
-def training_figures(result: dict[str, Any], steps: list[dict[str, Any]], contract: dict[str, Any],
-                     supervision: dict[str, Any]) -> dict[str, float]:
+def training_figures(
+    result: dict[str, Any], steps: list[dict[str, Any]], contract: dict[str, Any], supervision: dict[str, Any]
+) -> dict[str, float]:
     evaluation = result["evaluation"]
     rates = [float(s["tokens_per_s"]) for s in steps if s.get("tokens_per_s")]
     figures = {
         "steps": float(len(steps)),
-        "loss_first": float(steps[0]["loss"]), "loss_last": float(steps[-1]["loss"]),
-        "eval_loss_before": float(evaluation["before"]["loss"]), "eval_loss_after": float(evaluation["after"]["loss"]),
+        "loss_first": float(steps[0]["loss"]),
+        "loss_last": float(steps[-1]["loss"]),
+        "eval_loss_before": float(evaluation["before"]["loss"]),
+        "eval_loss_after": float(evaluation["after"]["loss"]),
         "eval_verdict": VERDICT_VALUE[evaluation["verdict"]["verdict"]],
         "eval_gap": float(evaluation["verdict"]["gap"] or 0.0),
         "contract_passed": 1.0 if contract.get("verdict", {}).get("passed") else 0.0,
         "tokens_per_s": median(rates) if rates else 0.0,
         "step_time_s": median(float(s["step_time_s"]) for s in steps),
         "peak_memory_bytes": float(max(int(s.get("peak_memory_bytes") or 0) for s in steps)),
-        "hangs": float(supervision.get("hangs", 0)), "restarts": float(supervision.get("restarts", 0)),
+        "hangs": float(supervision.get("hangs", 0)),
+        "restarts": float(supervision.get("restarts", 0)),
         # the out-of-memory ladder, from the harness's result (ladder_problems: the step log must agree)
-        "micro_batch": float(result["micro_batch"]), "oom_fallbacks": float(len(result["oom_fallbacks"])),
+        "micro_batch": float(result["micro_batch"]),
+        "oom_fallbacks": float(len(result["oom_fallbacks"])),
     }
     for key in ("perplexity", "masked_accuracy"):
         if key in evaluation["after"]:
@@ -111,8 +120,10 @@ def ladder_problems(result: dict[str, Any], steps: list[dict[str, Any]]) -> list
     to the result's list, step by step."""
     problems = []
     if int(steps[-1].get("micro_batch") or 0) != int(result["micro_batch"]):
-        problems.append(f"micro-batch {result['micro_batch']} in train_result.json, {steps[-1].get('micro_batch')} "
-                        "at the last step of metrics.jsonl")
+        problems.append(
+            f"micro-batch {result['micro_batch']} in train_result.json, {steps[-1].get('micro_batch')} "
+            "at the last step of metrics.jsonl"
+        )
     logged = {int(s["step"]): int(s.get("oom_fallbacks") or 0) for s in steps if s.get("oom_fallbacks")}
     recorded: dict[int, int] = {}
     for fallback in result["oom_fallbacks"]:
@@ -132,8 +143,13 @@ def draw(run_dir: Path, png: Path) -> Path:
     x = [s["step"] for s in steps]
     loss_ax.plot(x, [s["loss"] for s in steps], label="train loss")
     if evaluation:
-        loss_ax.scatter([0, x[-1]], [evaluation["before"]["loss"], evaluation["after"]["loss"]], color="C3",
-                        zorder=3, label=f"held-out ({evaluation['verdict']['verdict']})")
+        loss_ax.scatter(
+            [0, x[-1]],
+            [evaluation["before"]["loss"], evaluation["after"]["loss"]],
+            color="C3",
+            zorder=3,
+            label=f"held-out ({evaluation['verdict']['verdict']})",
+        )
     loss_ax.set(xlabel="step", ylabel="loss", title="loss")
     loss_ax.legend()
     grad_ax.plot(x, [s["grad_norm"] for s in steps], color="C1")

@@ -67,9 +67,21 @@ def _verify(python: Path, directory: Path, train: dict[str, Any], world: int) ->
         config = Path(tmp) / "train.json"
         config.write_text(json.dumps({**train, "corpus": str((directory / train["corpus"]).resolve())}))
         launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world)] if world > 1 else []
-        command = run_command([str(python), *launcher, "-m", "ab_runtime.train.verify", "--config", str(config),
-                               "--out", str((directory / RUN_DIR).resolve())], cwd=Path(tmp),
-                              env=model_run_env({"PYTHONPATH": str(RUNTIME_DIR.parent)}), timeout_s=VERIFY_TIMEOUT_S)
+        command = run_command(
+            [
+                str(python),
+                *launcher,
+                "-m",
+                "ab_runtime.train.verify",
+                "--config",
+                str(config),
+                "--out",
+                str((directory / RUN_DIR).resolve()),
+            ],
+            cwd=Path(tmp),
+            env=model_run_env({"PYTHONPATH": str(RUNTIME_DIR.parent)}),
+            timeout_s=VERIFY_TIMEOUT_S,
+        )
     result = read_result(command.output) or {}
     checks = list(result.get("checks") or [])
     if not checks:
@@ -117,7 +129,14 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
         problems += [f"{c['name']}: {c['detail'] or 'failed'}" for c in verified if not c["passed"]]
     if problems:
         return TrainingReport(name, False, problems[0], figures=figures, verified=verified, problems=problems)
-    return TrainingReport(name, True, f"training evidence re-derived: contract and evaluation recomputed, "
-                                      f"{len(verified)} checks re-executed (a step re-run from a checkpoint, the final "
-                                      f"weights reloaded)" if execute else "training evidence re-derived (not re-executed)",
-                          figures=figures, verified=verified)
+    return TrainingReport(
+        name,
+        True,
+        f"training evidence re-derived: contract and evaluation recomputed, "
+        f"{len(verified)} checks re-executed (a step re-run from a checkpoint, the final "
+        f"weights reloaded)"
+        if execute
+        else "training evidence re-derived (not re-executed)",
+        figures=figures,
+        verified=verified,
+    )

@@ -50,7 +50,9 @@ def cache_dataset(reference: str, hub: HubDataset, data_dir: Path) -> Path:
         import datasets
         from datasets.exceptions import DatasetNotFoundError
     except ImportError:
-        raise CorpusError(f"{reference}: loading a dataset needs the datasets library (uv sync --extra datasets)") from None
+        raise CorpusError(
+            f"{reference}: loading a dataset needs the datasets library (uv sync --extra datasets)"
+        ) from None
     try:
         builder = datasets.load_dataset_builder(hub.name, revision=hub.revision)  # load_dataset's own three steps
     except DatasetNotFoundError as exc:  # an OSError to Python, but no retry brings it back
@@ -62,15 +64,33 @@ def cache_dataset(reference: str, hub: HubDataset, data_dir: Path) -> Path:
         raise CorpusError(f"{reference}: {exc}") from None
     kept = [c for c in COLUMNS if c in data.column_names]
     if not kept:
-        raise CorpusError(f"{reference}: the split has none of the columns {', '.join(COLUMNS)} "
-                          f"(columns: {', '.join(data.column_names[:8])})")
+        raise CorpusError(
+            f"{reference}: the split has none of the columns {', '.join(COLUMNS)} "
+            f"(columns: {', '.join(data.column_names[:8])})"
+        )
     rows: list[dict[str, Any]] = data.select_columns(kept).to_list()
     if not rows:
         raise CorpusError(f"{reference}: the split {hub.split} has no rows")
     corpus.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(corpus, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-    write_text_atomic(record, json.dumps({
-        "reference": reference, "name": hub.name, "split": hub.split, "revision": hub.revision,
-        "commit": _commit(builder.config.data_files), "fingerprint": data._fingerprint, "rows": len(rows), "columns": kept, "sha256": sha256_file(corpus),
-        "datasets_version": datasets.__version__}, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(
+        record,
+        json.dumps(
+            {
+                "reference": reference,
+                "name": hub.name,
+                "split": hub.split,
+                "revision": hub.revision,
+                "commit": _commit(builder.config.data_files),
+                "fingerprint": data._fingerprint,
+                "rows": len(rows),
+                "columns": kept,
+                "sha256": sha256_file(corpus),
+                "datasets_version": datasets.__version__,
+            },
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n",
+    )
     return corpus

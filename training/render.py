@@ -27,23 +27,35 @@ CONTRACT_CONFIG = "train/contract.json"
 
 def render_train_py_text(model_id: str, train_config: dict[str, Any]) -> str:
     """train.py from the model id and the training config (what the gate re-renders it from)."""
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined,
-                      keep_trailing_newline=True, autoescape=False)
-    return env.get_template(f"{TRAIN_PY}.j2").render(model_id=model_id, method=train_config["method"],
-                                                     steps=train_config["steps"],
-                                                     corpus=Path(train_config["corpus"]).name)
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+    return env.get_template(f"{TRAIN_PY}.j2").render(
+        model_id=model_id,
+        method=train_config["method"],
+        steps=train_config["steps"],
+        corpus=Path(train_config["corpus"]).name,
+    )
 
 
 def configs(model_dir: str, job: TrainingJob, settings: TrainingSettings) -> dict[str, dict[str, Any]]:
     """{relative path: config} of the training run and of the baseline contract (K steps, no checkpoints)."""
     train: dict[str, Any] = {
-        "model_dir": model_dir, "corpus": f"{TRAIN_DIR}/data/{Path(job.data).name}", "steps": job.steps,
-        "method": job.method, "seq_len": settings.seq_len, "batch": settings.batch,
-        "accumulation": settings.accumulation, "lr": settings.lr,
-        "seed": settings.seed, "precision": settings.precision, "device": settings.device,
+        "model_dir": model_dir,
+        "corpus": f"{TRAIN_DIR}/data/{Path(job.data).name}",
+        "steps": job.steps,
+        "method": job.method,
+        "seq_len": settings.seq_len,
+        "batch": settings.batch,
+        "accumulation": settings.accumulation,
+        "lr": settings.lr,
+        "seed": settings.seed,
+        "precision": settings.precision,
+        "device": settings.device,
         "strategy": "auto" if job.processes > 1 else "single",
         "checkpoint_every": min(settings.checkpoint_every, max(1, job.steps // 2)),
-        "keep_last": settings.keep_last, "lora_rank": settings.lora_rank,
+        "keep_last": settings.keep_last,
+        "lora_rank": settings.lora_rank,
         "bf16_weights_above": None if settings.bf16_weights_above == "off" else settings.bf16_weights_above,
         **({"fault": settings.fault} if settings.fault else {}),
     }
@@ -54,8 +66,12 @@ def configs(model_dir: str, job: TrainingJob, settings: TrainingSettings) -> dic
 def contract_config(train: dict[str, Any], steps: int) -> dict[str, Any]:
     """The baseline contract's config: the training config's K-step, one-process twin (no checkpoints,
     no injected fault: the contract must judge the model, not the test's fault)."""
-    return {**{k: v for k, v in train.items() if k != "fault"}, "steps": steps, "strategy": "single",
-            "checkpoint_every": 0}
+    return {
+        **{k: v for k, v in train.items() if k != "fault"},
+        "steps": steps,
+        "strategy": "single",
+        "checkpoint_every": 0,
+    }
 
 
 def config_text(config: dict[str, Any]) -> str:
@@ -69,8 +85,9 @@ def write_if_changed(path: Path, text: str) -> Path:
     return path
 
 
-def render_package(directory: Path, model_id: str, model_dir: str, job: TrainingJob,
-                   settings: TrainingSettings) -> dict[str, dict[str, Any]]:
+def render_package(
+    directory: Path, model_id: str, model_dir: str, job: TrainingJob, settings: TrainingSettings
+) -> dict[str, dict[str, Any]]:
     """Write train.py, the configs and the corpus copy into `directory`; returns the configs."""
     written = configs(model_dir, job, settings)
     write_if_changed(directory / TRAIN_PY, render_train_py_text(model_id, written[TRAIN_CONFIG]))

@@ -77,6 +77,8 @@ class TrainingSettings(DeviceSettings):
     @model_validator(mode="after")
     def _accumulation(self) -> TrainingSettings:
         if self.batch % self.accumulation:
-            raise ValueError(f"training batch {self.batch} does not split into {self.accumulation} micro-batches "
-                             "(training.accumulation must divide training.batch)")
+            raise ValueError(
+                f"training batch {self.batch} does not split into {self.accumulation} micro-batches "
+                "(training.accumulation must divide training.batch)"
+            )
         return self

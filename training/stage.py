@@ -60,15 +60,22 @@ def model_dir(spec: AdaptationSpec) -> str:
         return str(Path(model.path).resolve())
     from huggingface_hub import snapshot_download
 
-    return snapshot_download(model.model_id, revision=model.revision, cache_dir=model.path if model.source == "hf-cache"
-                             else None, local_files_only=model.source == "hf-cache",
-                             allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt"])
+    return snapshot_download(
+        model.model_id,
+        revision=model.revision,
+        cache_dir=model.path if model.source == "hf-cache" else None,
+        local_files_only=model.source == "hf-cache",
+        allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt"],
+    )
 
 
 def train_command(processes: int) -> list[str]:
     """The training command the hang watch runs (and restarts with --resume)."""
-    launcher = [VENV_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                str(processes)] if processes > 1 else [VENV_PYTHON]
+    launcher = (
+        [VENV_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+        if processes > 1
+        else [VENV_PYTHON]
+    )
     return [*launcher, TRAIN_PY, "train", "--config", TRAIN_CONFIG, "--out", RUN_DIR]
 
 
@@ -99,9 +106,11 @@ def _cards_short(device: str, processes: int) -> str | None:
         return f"{processes} processes on {device}: the claim is unreadable ({exc})"
     if claimed >= processes:
         return None
-    return (f"{processes} processes on {device} need a card each but this task's claim holds {claimed} "
-            f"({mask}={os.environ[mask]}); run it through the team lead, which claims one card per process, "
-            f"or make {processes} cards visible")
+    return (
+        f"{processes} processes on {device} need a card each but this task's claim holds {claimed} "
+        f"({mask}={os.environ[mask]}); run it through the team lead, which claims one card per process, "
+        f"or make {processes} cards visible"
+    )
 
 
 def _read(path: Path) -> Any:
@@ -117,18 +126,25 @@ class TrainingStage:
     def run(self, ctx: StageContext) -> StageOutcome:
         job = ctx.model.training
         if job is None:
-            return StageOutcome("skipped", "no training job registered for this model "
-                                           "(board_ops.py register_model ... --train-data PATH)")
-        return run_with_inputs(ctx, TrainingSettings, "training_setup",
-                               lambda c, s, spec: self._run(c, s, spec, job))
+            return StageOutcome(
+                "skipped",
+                "no training job registered for this model (board_ops.py register_model ... --train-data PATH)",
+            )
+        return run_with_inputs(ctx, TrainingSettings, "training_setup", lambda c, s, spec: self._run(c, s, spec, job))
 
-    def _run(self, ctx: StageContext, settings: TrainingSettings, spec: AdaptationSpec, job: TrainingJob) -> StageOutcome:
+    def _run(
+        self, ctx: StageContext, settings: TrainingSettings, spec: AdaptationSpec, job: TrainingJob
+    ) -> StageOutcome:
         short = _cards_short(settings.device, job.processes)
         if short:
             return failed(short, "training_cards_short", retryable=False)
         if settings.batch % (job.processes * settings.accumulation):
-            return failed(f"training batch {settings.batch} does not split over {job.processes} process(es) x "
-                           f"{settings.accumulation} micro-batch(es)", "training_batch_split", retryable=False)
+            return failed(
+                f"training batch {settings.batch} does not split over {job.processes} process(es) x "
+                f"{settings.accumulation} micro-batch(es)",
+                "training_batch_split",
+                retryable=False,
+            )
         directory = ctx.adaptation_dir
         hub = hub_dataset(job.data)
         if hub is not None:
@@ -136,8 +152,11 @@ class TrainingStage:
             try:
                 job = job.model_copy(update={"data": str(cache_dataset(job.data, hub, directory / TRAIN_DIR / "data"))})
             except Exception as exc:  # the library, the Hub, the split: any failure to load is this one rule
-                return failed(f"loading training data {job.data} failed: {exc}", "training_data_load",
-                               retryable=isinstance(exc, OSError))  # the Hub or the disk may come back; a bad split won't
+                return failed(
+                    f"loading training data {job.data} failed: {exc}",
+                    "training_data_load",
+                    retryable=isinstance(exc, OSError),
+                )  # the Hub or the disk may come back; a bad split won't
         if not Path(job.data).is_file():
             return failed(f"training data {job.data} is gone", "training_data_missing", retryable=False)
         try:
@@ -145,38 +164,65 @@ class TrainingStage:
         except Exception as exc:  # the Hub, the disk: any failure to prepare is this one rule
             return failed(f"preparing the training package failed: {exc}", "training_setup")
         resumed = _prepare_run_dir(directory, written[TRAIN_CONFIG])
-        ctx.say(f"{TRAIN_PY} rendered ({job.method}, {job.steps} steps on {Path(job.data).name}); syncing the "
-                f"{settings.profile} environment")
+        ctx.say(
+            f"{TRAIN_PY} rendered ({job.method}, {job.steps} steps on {Path(job.data).name}); syncing the "
+            f"{settings.profile} environment"
+        )
         sync = uv_env.sync(directory, settings.profile, timeout_s=settings.sync_timeout_s, log=ctx.log)
         if not sync.ok:
             return failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
         env = {"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {}
         if not resumed:
-            ctx.say(f"baseline contract: {settings.contract_steps} steps, {settings.device} {settings.precision} "
-                    "vs CPU float32")
-            baseline = uv_env.run_in_env(directory, [TRAIN_PY, "contract", "--config", CONTRACT_CONFIG, "--out", RUN_DIR],
-                                         timeout_s=settings.run_timeout_s, log=ctx.log, env=env)
+            ctx.say(
+                f"baseline contract: {settings.contract_steps} steps, {settings.device} {settings.precision} "
+                "vs CPU float32"
+            )
+            baseline = uv_env.run_in_env(
+                directory,
+                [TRAIN_PY, "contract", "--config", CONTRACT_CONFIG, "--out", RUN_DIR],
+                timeout_s=settings.run_timeout_s,
+                log=ctx.log,
+                env=env,
+            )
             problem = self._contract_problem(baseline)
             if problem is not None:
                 return problem
         else:
             ctx.say("resuming the unfinished run from its last good checkpoint")
-        watch = ["-m", "ab_runtime.train.supervise", "--out", RUN_DIR, "--k", str(settings.hang_k),
-                 "--max-restarts", str(settings.max_restarts), "--startup-s", str(settings.startup_s), "--",
-                 *train_command(job.processes), *(["--resume"] if resumed else [])]
+        watch = [
+            "-m",
+            "ab_runtime.train.supervise",
+            "--out",
+            RUN_DIR,
+            "--k",
+            str(settings.hang_k),
+            "--max-restarts",
+            str(settings.max_restarts),
+            "--startup-s",
+            str(settings.startup_s),
+            "--",
+            *train_command(job.processes),
+            *(["--resume"] if resumed else []),
+        ]
         command = uv_env.run_in_env(directory, watch, timeout_s=settings.run_timeout_s, log=ctx.log, env=env)
         run = directory / RUN_DIR
         result, stopped = _read(run / "train_result.json"), _read(run / "stopped.json")
         supervision = _read(run / "supervision.json") or {}
         if stopped:  # a guard's diagnosis: the same config stops the same way, unless the disk frees up
-            return failed(f"training stopped: {stopped.get('summary')}",
-                           f"training_{stopped.get('rule', 'stopped')}", stop=stopped, supervision=supervision,
-                           retryable=stopped.get("rule") == "disk_full")
+            return failed(
+                f"training stopped: {stopped.get('summary')}",
+                f"training_{stopped.get('rule', 'stopped')}",
+                stop=stopped,
+                supervision=supervision,
+                retryable=stopped.get("rule") == "disk_full",
+            )
         if not command.ok or not result:
             error = (uv_env.parse_result(command.output) or {}).get("error") or (
-                "timed out" if command.timed_out else f"exit {command.exit_code}")
-            return failed(f"training failed: {error}", "training_run_failed", log_tail=command.tail(30),
-                           supervision=supervision)
+                "timed out" if command.timed_out else f"exit {command.exit_code}"
+            )
+            return failed(
+                f"training failed: {error}", "training_run_failed", log_tail=command.tail(30), supervision=supervision
+            )
         steps = step_log(run)
         contract = _read(run / "contract.json") or {}
         draw(run, run / LOSS_CURVE)
@@ -184,19 +230,33 @@ class TrainingStage:
         figures = training_figures(result, steps, contract, supervision)
         (run / FIGURES_FILE).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")  # the gate recomputes it
         evaluation = result["evaluation"]["verdict"]
-        summary = (f"{result['method']} {result['paradigm']} on {result['device']['kind']} {result['precision']}, "
-                   f"{result['strategy']} x{result['world']}: loss {figures['loss_first']:.4f} -> "
-                   f"{figures['loss_last']:.4f} in {result['steps']} steps; held-out {evaluation['verdict']} "
-                   f"({result['evaluation']['before']['loss']:.4f} -> {result['evaluation']['after']['loss']:.4f}); "
-                   f"contract {'passed' if contract.get('verdict', {}).get('passed') else 'FAILED'}; "
-                   f"{figures['tokens_per_s']:.0f} tokens/s at micro-batch {figures['micro_batch']:.0f} "
-                   f"({figures['oom_fallbacks']:.0f} out-of-memory fallback(s)); {supervision.get('hangs', 0)} hang(s), "
-                   f"{supervision.get('restarts', 0)} restart(s)")
-        outcome_result = {"run_dir": RUN_DIR, "method": result["method"], "paradigm": result["paradigm"],
-                          "strategy": result["strategy"], "evaluation": evaluation["verdict"],
-                          "checkpoint": result["checkpoint"], "loss_curve": f"{RUN_DIR}/{LOSS_CURVE}"}
-        metrics = [FigureSet(figures, device=result["device"]["kind"], dtype=result["precision"],
-                             units={"tokens_per_s": "tokens/s", "step_time_s": "s", "peak_memory_bytes": "B"})]
+        summary = (
+            f"{result['method']} {result['paradigm']} on {result['device']['kind']} {result['precision']}, "
+            f"{result['strategy']} x{result['world']}: loss {figures['loss_first']:.4f} -> "
+            f"{figures['loss_last']:.4f} in {result['steps']} steps; held-out {evaluation['verdict']} "
+            f"({result['evaluation']['before']['loss']:.4f} -> {result['evaluation']['after']['loss']:.4f}); "
+            f"contract {'passed' if contract.get('verdict', {}).get('passed') else 'FAILED'}; "
+            f"{figures['tokens_per_s']:.0f} tokens/s at micro-batch {figures['micro_batch']:.0f} "
+            f"({figures['oom_fallbacks']:.0f} out-of-memory fallback(s)); {supervision.get('hangs', 0)} hang(s), "
+            f"{supervision.get('restarts', 0)} restart(s)"
+        )
+        outcome_result = {
+            "run_dir": RUN_DIR,
+            "method": result["method"],
+            "paradigm": result["paradigm"],
+            "strategy": result["strategy"],
+            "evaluation": evaluation["verdict"],
+            "checkpoint": result["checkpoint"],
+            "loss_curve": f"{RUN_DIR}/{LOSS_CURVE}",
+        }
+        metrics = [
+            FigureSet(
+                figures,
+                device=result["device"]["kind"],
+                dtype=result["precision"],
+                units={"tokens_per_s": "tokens/s", "step_time_s": "s", "peak_memory_bytes": "B"},
+            )
+        ]
         return StageOutcome("done", summary, result=outcome_result, metrics=metrics)
 
     @staticmethod
@@ -206,13 +266,18 @@ class TrainingStage:
         if contract.ok and result.get("ok"):
             return None
         if contract.exit_code == 2:  # bad input: an architecture outside the paradigms, a corpus it cannot read
-            return failed(f"training refused: {result.get('error') or contract.tail(1)}", "training_refused",
-                           retryable=False)
+            return failed(
+                f"training refused: {result.get('error') or contract.tail(1)}", "training_refused", retryable=False
+            )
         verdict = result.get("verdict")
         if verdict:
             failing = [c["name"] for c in verdict["checks"] if not c["passed"]]
-            return failed(f"baseline contract failed: {', '.join(failing)}", "training_contract_failed",
-                           failing_checks=failing, checks=verdict["checks"])
+            return failed(
+                f"baseline contract failed: {', '.join(failing)}",
+                "training_contract_failed",
+                failing_checks=failing,
+                checks=verdict["checks"],
+            )
         error = result.get("error") or ("timed out" if contract.timed_out else f"exit {contract.exit_code}")
         return failed(f"baseline contract did not run: {error}", "training_contract_error", log_tail=contract.tail(30))
 

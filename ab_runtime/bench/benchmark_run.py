@@ -47,8 +47,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=10, help="timed calls")
     p.add_argument("--dataset", default="synthetic", help="input source (only 'synthetic' here)")
     p.add_argument("--profile-steps", type=int, default=2, help="forward calls in the profiled run")
-    p.add_argument("--workload", default=None, choices=workloads.WORKLOADS,
-                   help="workload profile (default: the spec's, else the task family's)")
+    p.add_argument(
+        "--workload",
+        default=None,
+        choices=workloads.WORKLOADS,
+        help="workload profile (default: the spec's, else the task family's)",
+    )
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--out-dir", default=".", help="where the evidence files go")
     p.add_argument("--op-profile", default=None, help="also record the target's ATen ops (untimed) into this file")
@@ -56,8 +60,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.num_samples < 1 or args.iters < 1 or args.warmup < 0 or args.profile_steps < 1:
         raise harness.HarnessError("--num-samples, --iters and --profile-steps must be >= 1, --warmup >= 0")
     if args.dataset not in DATASETS:
-        raise harness.HarnessError(f"dataset '{args.dataset}' is not available here (choices: {', '.join(DATASETS)}); "
-                                   "real datasets belong to the business benchmark stage")
+        raise harness.HarnessError(
+            f"dataset '{args.dataset}' is not available here (choices: {', '.join(DATASETS)}); "
+            "real datasets belong to the business benchmark stage"
+        )
     return args
 
 
@@ -78,21 +84,30 @@ def target_outputs(session: harness.Session, target: ab_build.Build, target_run:
         found = precision.probe_dtype_failure(target.model, lambda: target_run(inputs))
         if found is None:
             raise
-        raise DtypeRefused({**found, "dtype": session.baseline_dtype_name, "device": session.choice.kind,
-                            "kept_fp32": list(session.spec.keep_fp32_modules)}) from None
+        raise DtypeRefused(
+            {
+                **found,
+                "dtype": session.baseline_dtype_name,
+                "device": session.choice.kind,
+                "kept_fp32": list(session.spec.keep_fp32_modules),
+            }
+        ) from None
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples, args.dtype,
-                                   args.workload)
+    session = harness.open_session(
+        Path(args.spec), args.device, args.use_pretrained, args.num_samples, args.dtype, args.workload
+    )
     spec, choice, dtype_name, mode = session.spec, session.choice, session.baseline_dtype_name, session.mode
     out_dir = Path(args.out_dir)
     files = names(choice.kind, dtype_name, mode, args.dataset)
     summary = harness.model_summary(session)
     harness.say(f"model {spec.model_id} ({spec.task_family}), target {choice.kind} ({choice.name}) {dtype_name}")
-    harness.say(f"built {summary['class']} ({session.loaded.origin}, mode {mode}): {summary['parameters']:,} parameters, "
-                f"layers {summary['layers_built']}/{summary['layers_total']}"
-                f"{' (depth reduced)' if summary['depth_reduced'] else ''}")
+    harness.say(
+        f"built {summary['class']} ({session.loaded.origin}, mode {mode}): {summary['parameters']:,} parameters, "
+        f"layers {summary['layers_built']}/{summary['layers_total']}"
+        f"{' (depth reduced)' if summary['depth_reduced'] else ''}"
+    )
     for note in session.loaded.notes:
         harness.say(f"note: {note}")
     harness.say(f"reference: CPU float32; float64 reference {session.fp64_note}")
@@ -112,18 +127,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     peak_source = "device_allocator"
     if peak is None:
         peak, peak_source = ab_device.host_peak_rss(), "host_peak_rss"
-    harness.say(f"latency {choice.kind} {dtype_name}: median {timing['median_ms']:.3f} ms, p90 {timing['p90_ms']:.3f} ms "
-                f"(reference CPU float32 median {reference_timing['median_ms']:.3f} ms; warmup {args.warmup}, "
-                f"iters {args.iters})")
+    harness.say(
+        f"latency {choice.kind} {dtype_name}: median {timing['median_ms']:.3f} ms, p90 {timing['p90_ms']:.3f} ms "
+        f"(reference CPU float32 median {reference_timing['median_ms']:.3f} ms; warmup {args.warmup}, "
+        f"iters {args.iters})"
+    )
 
     workload = workloads.measure(session, target, target_run, args.warmup, args.iters)
     if workload is not None:
         harness.say(f"workload {session.workload.name}: {headline_text(workload)}")
 
-    outputs_sha = harness.save_outputs(out_dir / files["outputs"], {
-        "format": OUTPUTS_FORMAT, "device": choice.kind, "dtype": dtype_name, "mode": mode, "dataset": args.dataset,
-        "target": target_out, "reference": session.reference_out, "reference_fp64": session.fp64_out,
-        "passes": [], "inputs": harness.saved_inputs(session)})
+    outputs_sha = harness.save_outputs(
+        out_dir / files["outputs"],
+        {
+            "format": OUTPUTS_FORMAT,
+            "device": choice.kind,
+            "dtype": dtype_name,
+            "mode": mode,
+            "dataset": args.dataset,
+            "target": target_out,
+            "reference": session.reference_out,
+            "reference_fp64": session.fp64_out,
+            "passes": [],
+            "inputs": harness.saved_inputs(session),
+        },
+    )
     profile = profile_forward(target_fn, session.sync, choice.kind, out_dir / files["trace"], steps=args.profile_steps)
     harness.say(f"profiled run: {profile['events']} trace events -> {files['trace']}")
     if args.op_profile:  # docs/operators.md: one untimed pass, after every timed one
@@ -133,32 +161,68 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     metrics = {
         "schema": METRICS_SCHEMA,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model_id": spec.model_id, "adaptation": spec.name, "task_family": spec.task_family,
-        "run": {"device": choice.kind, "device_requested": args.device, "torch_device": choice.torch_device,
-                "device_name": choice.name, "fallback": choice.fallback, "dtype": dtype_name, "mode": mode,
-                "dataset": args.dataset, "num_samples": args.num_samples, "seed": spec.recipe.seed,
-                "reference": {"device": "cpu", "dtype": "float32", "float64": session.fp64_out is not None,
-                              "float64_note": session.fp64_note}},
-        "model": summary, "inputs": harness.input_shapes(session),
-        "timing": timing, "reference_timing": reference_timing, "profiler_during_timing": False,
+        "model_id": spec.model_id,
+        "adaptation": spec.name,
+        "task_family": spec.task_family,
+        "run": {
+            "device": choice.kind,
+            "device_requested": args.device,
+            "torch_device": choice.torch_device,
+            "device_name": choice.name,
+            "fallback": choice.fallback,
+            "dtype": dtype_name,
+            "mode": mode,
+            "dataset": args.dataset,
+            "num_samples": args.num_samples,
+            "seed": spec.recipe.seed,
+            "reference": {
+                "device": "cpu",
+                "dtype": "float32",
+                "float64": session.fp64_out is not None,
+                "float64_note": session.fp64_note,
+            },
+        },
+        "model": summary,
+        "inputs": harness.input_shapes(session),
+        "timing": timing,
+        "reference_timing": reference_timing,
+        "profiler_during_timing": False,
         "calibration": calibration.calibration_block(timing["samples_ms"], probe_ms, args.warmup, "timing.samples_ms"),
         "throughput": {"batch_size": batch, "samples_per_s": throughput(batch, timing["median_ms"])},
-        "peak_memory_bytes": peak, "peak_memory_source": peak_source,
-        "accuracy": accuracy, "environment": harness.environment(session), "profile": profile,
+        "peak_memory_bytes": peak,
+        "peak_memory_source": peak_source,
+        "accuracy": accuracy,
+        "environment": harness.environment(session),
+        "profile": profile,
         "workload": workload,
         "evidence": {"outputs": files["outputs"], "trace": files["trace"], "outputs_sha256": outputs_sha},
     }
     harness.write_json(out_dir / files["metrics"], metrics)
     harness.say(f"evidence: {files['metrics']}, {files['outputs']}, {files['trace']}")
-    return {"ok": True, "verdict": accuracy["verdict"], "device": choice.kind, "device_name": choice.name,
-            "dtype": dtype_name, "mode": mode, "dataset": args.dataset, "median_ms": timing["median_ms"],
-            "p90_ms": timing["p90_ms"], "reference_median_ms": reference_timing["median_ms"],
-            "samples_per_s": metrics["throughput"]["samples_per_s"], "peak_memory_bytes": peak,
-            "metrics": files["metrics"], "outputs": files["outputs"], "trace": files["trace"],
-            "failed_outputs": accuracy["failed_outputs"], "reference_fp64": session.fp64_note,
-            "keep_fp32_modules": list(spec.keep_fp32_modules), "workload": session.workload.name,
-            "workload_figures": workload["headline"] if workload else None, "op_profile": args.op_profile,
-            "error": None}
+    return {
+        "ok": True,
+        "verdict": accuracy["verdict"],
+        "device": choice.kind,
+        "device_name": choice.name,
+        "dtype": dtype_name,
+        "mode": mode,
+        "dataset": args.dataset,
+        "median_ms": timing["median_ms"],
+        "p90_ms": timing["p90_ms"],
+        "reference_median_ms": reference_timing["median_ms"],
+        "samples_per_s": metrics["throughput"]["samples_per_s"],
+        "peak_memory_bytes": peak,
+        "metrics": files["metrics"],
+        "outputs": files["outputs"],
+        "trace": files["trace"],
+        "failed_outputs": accuracy["failed_outputs"],
+        "reference_fp64": session.fp64_note,
+        "keep_fp32_modules": list(spec.keep_fp32_modules),
+        "workload": session.workload.name,
+        "workload_figures": workload["headline"] if workload else None,
+        "op_profile": args.op_profile,
+        "error": None,
+    }
 
 
 def headline_text(workload: dict[str, Any]) -> str:
@@ -167,13 +231,17 @@ def headline_text(workload: dict[str, Any]) -> str:
     if "tpot_ms" in h:
         agree = workload.get("greedy_vs_reference") or {}
         first = agree.get("first_divergence")
-        return (f"TTFT {h['ttft_ms']:.3f} ms, TPOT {h['tpot_ms']:.3f} ms, {h['tokens_per_s']:.1f} tokens/s at batch 1, "
-                f"{h['batch_tokens_per_s']:.1f} tokens/s at batch {h['batch']}; greedy tokens vs CPU float32 "
-                f"reference: match {agree.get('match_rate', 0):.2f}, "
-                + ("no divergence" if first is None else f"first divergence at token {first}"))
-    return (f"throughput {h['throughput_samples_per_s']:.1f} samples/s (knee at batch {workload['knee_batch']}), "
-            f"batch-1 latency {h['batch1_latency_ms'] or float('nan'):.3f} ms"
-            + (f"; sweep stopped: {workload['stopped']}" if workload.get("stopped") else ""))
+        return (
+            f"TTFT {h['ttft_ms']:.3f} ms, TPOT {h['tpot_ms']:.3f} ms, {h['tokens_per_s']:.1f} tokens/s at batch 1, "
+            f"{h['batch_tokens_per_s']:.1f} tokens/s at batch {h['batch']}; greedy tokens vs CPU float32 "
+            f"reference: match {agree.get('match_rate', 0):.2f}, "
+            + ("no divergence" if first is None else f"first divergence at token {first}")
+        )
+    return (
+        f"throughput {h['throughput_samples_per_s']:.1f} samples/s (knee at batch {workload['knee_batch']}), "
+        f"batch-1 latency {h['batch1_latency_ms'] or float('nan'):.3f} ms"
+        + (f"; sweep stopped: {workload['stopped']}" if workload.get("stopped") else "")
+    )
 
 
 def _finding(exc: BaseException, result: dict[str, Any]) -> None:
@@ -184,5 +252,9 @@ def _finding(exc: BaseException, result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    return run_main(lambda: run(parse_args(argv)), lambda result: 0 if result["verdict"] == "pass" else 2,
-                    failures=(harness.HarnessError, RuntimeDiagnosis), on_failure=_finding)
+    return run_main(
+        lambda: run(parse_args(argv)),
+        lambda result: 0 if result["verdict"] == "pass" else 2,
+        failures=(harness.HarnessError, RuntimeDiagnosis),
+        on_failure=_finding,
+    )

@@ -27,15 +27,26 @@ SIDES = ("reference", "target")
 class Pair:
     """Both models, their forwards and the seconds each spent on the current evaluation."""
 
-    def __init__(self, reference: torch.nn.Module, target: torch.nn.Module, choice: Any, dtype: torch.dtype,
-                 dtype_name: str, config: Any) -> None:
-        self.builds = {"reference": ab_build.Build(reference, "cpu", torch.float32, "float32"),
-                       "target": ab_build.Build(target, choice.kind, dtype, dtype_name)}
+    def __init__(
+        self,
+        reference: torch.nn.Module,
+        target: torch.nn.Module,
+        choice: Any,
+        dtype: torch.dtype,
+        dtype_name: str,
+        config: Any,
+    ) -> None:
+        self.builds = {
+            "reference": ab_build.Build(reference, "cpu", torch.float32, "float32"),
+            "target": ab_build.Build(target, choice.kind, dtype, dtype_name),
+        }
         self.devices = {"reference": "cpu", "target": choice.torch_device}
         flags = forward_flags(reference)
         self.runs = {which: ab_build.finalize(b, flags) for which, b in self.builds.items()}
-        self.syncs: dict[str, Callable[[], None]] = {"reference": lambda: None,
-                                                     "target": lambda: ab_device.synchronize(choice)}
+        self.syncs: dict[str, Callable[[], None]] = {
+            "reference": lambda: None,
+            "target": lambda: ab_device.synchronize(choice),
+        }
         self.choice, self.config = choice, config
         self.seconds = {"reference": 0.0, "target": 0.0}
         self.embeddings: dict[tuple[str, str], list[float]] = {}
@@ -60,7 +71,8 @@ class Pair:
         build = self.builds[which]
         decoder = workloads.decoder_for(build, build.model, encoder_decoder, NEW_TOKENS)
         with torch.inference_mode():
-            run = workloads.generate(decoder, self.prepare(which, inputs), NEW_TOKENS, self.syncs[which],
-                                     encoder_decoder)
+            run = workloads.generate(
+                decoder, self.prepare(which, inputs), NEW_TOKENS, self.syncs[which], encoder_decoder
+            )
         self.seconds[which] += (run.ttft_ms + sum(run.steps_ms)) / 1000.0
         return [int(t) for t in run.tokens[0]]

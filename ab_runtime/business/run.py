@@ -40,8 +40,9 @@ PREDICTIONS_FORMAT = "ascendbridge.business_predictions/1"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="business_run.py",
-                                description="Business benchmark predictions for this adaptation.")
+    p = argparse.ArgumentParser(
+        prog="business_run.py", description="Business benchmark predictions for this adaptation."
+    )
     p.add_argument("--device", default="auto", choices=ab_device.DEVICE_CHOICES)
     p.add_argument("--dtype", default=None, choices=sorted(harness.DTYPES), help="target dtype (default: spec)")
     p.add_argument("--use-pretrained", action="store_true", help="real weights (default: config-initialised)")
@@ -86,8 +87,9 @@ def chosen(items: list[dict[str, Any]], wanted: set[str], max_items: int) -> lis
     return items[:max_items] if max_items else items
 
 
-def evaluate(pair: Pair, spec: Any, tok: Any, pooling: str, name: str, task: str,
-             items: list[dict[str, Any]], digest: str | None) -> dict[str, Any]:
+def evaluate(
+    pair: Pair, spec: Any, tok: Any, pooling: str, name: str, task: str, items: list[dict[str, Any]], digest: str | None
+) -> dict[str, Any]:
     """One evaluation: both sides' predictions per item and the seconds each side spent."""
     pair.seconds = {which: 0.0 for which in SIDES}
     rows = []
@@ -98,11 +100,21 @@ def evaluate(pair: Pair, spec: Any, tok: Any, pooling: str, name: str, task: str
             row[which] = predict(pair, task, item, which, tok=tok, spec=spec, pooling=pooling)
         rows.append(row)
     generated = sum(len(r["target"].get("tokens", [])) for r in rows) if task in GENERATING_TASKS else 0
-    say(f"{name}:{task}: {len(rows)} item(s), target {pair.seconds['target']:.2f} s, "
-        f"reference {pair.seconds['reference']:.2f} s")
-    return {"set": name, "task": task, "set_sha256": digest, "items": rows,
-            "timing": {"reference_s": round(pair.seconds["reference"], 4), "target_s": round(pair.seconds["target"], 4),
-                       "generated_tokens": generated}}
+    say(
+        f"{name}:{task}: {len(rows)} item(s), target {pair.seconds['target']:.2f} s, "
+        f"reference {pair.seconds['reference']:.2f} s"
+    )
+    return {
+        "set": name,
+        "task": task,
+        "set_sha256": digest,
+        "items": rows,
+        "timing": {
+            "reference_s": round(pair.seconds["reference"], 4),
+            "target_s": round(pair.seconds["target"], 4),
+            "generated_tokens": generated,
+        },
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -122,29 +134,49 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pair = Pair(loaded.model, target, choice, dtype, dtype_name, loaded.config)
     tok = load_tokenizer(spec, loaded.config)
     pooling = spec.sentence_transformers_pooling or "mean"
-    say(f"model {spec.model_id} ({spec.task_family}, mode {loaded.mode}, tokenizer {tok.kind}); "
-        f"reference CPU float32, target {choice.kind} ({choice.name}) {dtype_name}")
+    say(
+        f"model {spec.model_id} ({spec.task_family}, mode {loaded.mode}, tokenizer {tok.kind}); "
+        f"reference CPU float32, target {choice.kind} ({choice.name}) {dtype_name}"
+    )
     wanted = set(filter(None, args.items.split(",")))
-    evaluations = [evaluate(pair, spec, tok, pooling, name, task, chosen(items, wanted, args.max_items), digest)
-                   for name, task, items, digest in read]
-    lm_eval_section = (run_lm_eval(pair, tok, args.lm_eval, args.lm_eval_include, args.lm_eval_limit)
-                       if args.lm_eval else None)
+    evaluations = [
+        evaluate(pair, spec, tok, pooling, name, task, chosen(items, wanted, args.max_items), digest)
+        for name, task, items, digest in read
+    ]
+    lm_eval_section = (
+        run_lm_eval(pair, tok, args.lm_eval, args.lm_eval_include, args.lm_eval_limit) if args.lm_eval else None
+    )
     environment = harness.environment_of(choice, shard, device_map)
     predictions = {
-        "format": PREDICTIONS_FORMAT, "model_id": spec.model_id, "adaptation": spec.name,
-        "task_family": spec.task_family, "mode": loaded.mode, "tokenizer": tok.kind, "pooling": pooling,
-        "device": choice.kind, "device_name": choice.name, "dtype": dtype_name,
+        "format": PREDICTIONS_FORMAT,
+        "model_id": spec.model_id,
+        "adaptation": spec.name,
+        "task_family": spec.task_family,
+        "mode": loaded.mode,
+        "tokenizer": tok.kind,
+        "pooling": pooling,
+        "device": choice.kind,
+        "device_name": choice.name,
+        "dtype": dtype_name,
         "reference": {"device": "cpu", "dtype": "float32"},
-        "environment": {k: environment[k] for k in ("torch", "torch_npu", "transformers", "python", "torch_threads",
-                                                    "sharding")},
+        "environment": {
+            k: environment[k] for k in ("torch", "torch_npu", "transformers", "python", "torch_threads", "sharding")
+        },
         "evaluations": evaluations,
         **({"lm_eval": lm_eval_section} if lm_eval_section else {}),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, json.dumps(predictions, sort_keys=True) + "\n")
-    return {"ok": True, "predictions": str(out), "device": choice.kind, "dtype": dtype_name, "mode": loaded.mode,
-            "tokenizer": tok.kind, "error": None}
+    return {
+        "ok": True,
+        "predictions": str(out),
+        "device": choice.kind,
+        "dtype": dtype_name,
+        "mode": loaded.mode,
+        "tokenizer": tok.kind,
+        "error": None,
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -95,7 +95,7 @@ def question_answering(pair: Pair, tok: Tokenizer, item: dict[str, Any], which: 
     valid = upper & ~torch.triu(torch.ones_like(scores, dtype=torch.bool), ANSWER_SPAN)
     best = int(scores.masked_fill(~valid, float("-inf")).reshape(-1).argmax())
     s, e = divmod(best, scores.shape[1])
-    return {"start": s, "end": e, "text": tok.decode(ids[s:e + 1])}
+    return {"start": s, "end": e, "text": tok.decode(ids[s : e + 1])}
 
 
 def seq2seq(pair: Pair, tok: Tokenizer, item: dict[str, Any], which: str) -> dict[str, Any]:
@@ -123,16 +123,19 @@ def retrieval(pair: Pair, tok: Tokenizer, item: dict[str, Any], which: str, pool
 
 
 def similarity(pair: Pair, tok: Tokenizer, item: dict[str, Any], which: str, pooling: str) -> dict[str, Any]:
-    return {"embedding1": embedding(pair, tok, item["sentence1"], which, pooling),
-            "embedding2": embedding(pair, tok, item["sentence2"], which, pooling)}
+    return {
+        "embedding1": embedding(pair, tok, item["sentence1"], which, pooling),
+        "embedding2": embedding(pair, tok, item["sentence2"], which, pooling),
+    }
 
 
 # -------------------------------------------------------------------------------- seeded tasks
 def seeded_inputs(pair: Pair, spec: Any, index: int) -> dict[str, torch.Tensor]:
     """The family's seeded inputs of item `index` at batch 1 (the benchmark's input builder)."""
     recipe = dataclasses.replace(spec.recipe, batch_size=1)
-    return families.get_family(spec.task_family).build_inputs(pair.model("reference"), pair.config, recipe,
-                                                              spec.recipe.seed + index)
+    return families.get_family(spec.task_family).build_inputs(
+        pair.model("reference"), pair.config, recipe, spec.recipe.seed + index
+    )
 
 
 def image_classification(pair: Pair, spec: Any, index: int, which: str) -> dict[str, Any]:
@@ -155,31 +158,46 @@ def outputs_agreement(pair: Pair, spec: Any, index: int, which: str) -> dict[str
     leading values and per-position argmax, an integer output's (a mask's, a route's) decisions."""
     moved = pair.prepare(which, seeded_inputs(pair, spec, index))
     named = families.get_family(spec.task_family).named_outputs(
-        pair.forward(which, **moved), moved, spec.sentence_transformers_pooling, spec.sentence_transformers_normalize,
-        pair.config)
+        pair.forward(which, **moved),
+        moved,
+        spec.sentence_transformers_pooling,
+        spec.sentence_transformers_normalize,
+        pair.config,
+    )
     outputs = {}
     for name, value in named.items():
         value = value.detach().cpu()
         if value.is_floating_point():
-            outputs[name] = {"values": rounded(value.float().flatten()[:OUTPUT_VALUES]),
-                             "argmax": value.float().argmax(-1).flatten()[:OUTPUT_VALUES].tolist()}
+            outputs[name] = {
+                "values": rounded(value.float().flatten()[:OUTPUT_VALUES]),
+                "argmax": value.float().argmax(-1).flatten()[:OUTPUT_VALUES].tolist(),
+            }
         else:
             outputs[name] = {"argmax": value.flatten()[:OUTPUT_VALUES].tolist()}
     return {"outputs": outputs}
 
 
 TEXT_TASKS: dict[str, Callable[..., dict[str, Any]]] = {
-    "perplexity": perplexity, "generation": generation, "fill_mask": fill_mask, "classification": classification,
-    "token_classification": token_classification, "question_answering": question_answering, "seq2seq": seq2seq}
+    "perplexity": perplexity,
+    "generation": generation,
+    "fill_mask": fill_mask,
+    "classification": classification,
+    "token_classification": token_classification,
+    "question_answering": question_answering,
+    "seq2seq": seq2seq,
+}
 EMBEDDING_TASKS: dict[str, Callable[..., dict[str, Any]]] = {"retrieval": retrieval, "similarity": similarity}
 SEEDED_TASKS: dict[str, Callable[..., dict[str, Any]]] = {
-    "image_classification": image_classification, "speech_seq2seq": speech_seq2seq,
-    "outputs_agreement": outputs_agreement}
+    "image_classification": image_classification,
+    "speech_seq2seq": speech_seq2seq,
+    "outputs_agreement": outputs_agreement,
+}
 TASKS = (*TEXT_TASKS, *EMBEDDING_TASKS, *SEEDED_TASKS)
 
 
-def predict(pair: Pair, task: str, item: dict[str, Any], which: str, *, tok: Tokenizer, spec: Any,
-            pooling: str) -> dict[str, Any]:
+def predict(
+    pair: Pair, task: str, item: dict[str, Any], which: str, *, tok: Tokenizer, spec: Any, pooling: str
+) -> dict[str, Any]:
     """`which`'s prediction of `task` on one item."""
     if task in SEEDED_TASKS:
         return SEEDED_TASKS[task](pair, spec, int(item["index"]), which)

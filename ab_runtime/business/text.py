@@ -15,8 +15,14 @@ from ..inputs import TEXT_POSITION_LIMITS, TEXT_SUBCONFIGS, find_attr
 from ..preprocess import load_tokenizer as model_tokenizer
 
 MAX_TOKENS = 128  # text is truncated to this many tokens (or the model's position limit)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
-                   "sentencepiece.bpe.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
 PROBE = "The quick brown fox."
 
 

@@ -63,23 +63,39 @@ def sample_metrics(out: Any, ref: Any, dtype: str) -> dict[str, Any]:
     got = torch.cat([t.detach().cpu().to(torch.float64).reshape(-1) for t in tensors_in(out)])
     want = torch.cat([t.detach().cpu().to(torch.float64).reshape(-1) for t in tensors_in(ref)])
     if got.shape != want.shape:
-        return {"max_abs": math.inf, "mere": math.inf, "mare": math.inf, "rmse": math.inf, "within_share": 0.0,
-                "finite": False}
+        return {
+            "max_abs": math.inf,
+            "mere": math.inf,
+            "mare": math.inf,
+            "rmse": math.inf,
+            "within_share": 0.0,
+            "finite": False,
+        }
     finite = bool(torch.isfinite(got[torch.isfinite(want)]).all())
     diff = (got - want).abs()
     rel = diff / (want.abs() + limit["atol"])
     within = (diff <= limit["atol"] + limit["rtol"] * want.abs()).double().mean()
     safe = lambda t: float(t) if math.isfinite(float(t)) else math.inf  # noqa: E731
-    return {"max_abs": safe(diff.max()) if diff.numel() else 0.0, "mere": safe(rel.mean()) if rel.numel() else 0.0,
-            "mare": safe(rel.max()) if rel.numel() else 0.0,
-            "rmse": safe(diff.pow(2).mean().sqrt()) if diff.numel() else 0.0,
-            "within_share": float(within) if diff.numel() else 1.0, "finite": finite}
+    return {
+        "max_abs": safe(diff.max()) if diff.numel() else 0.0,
+        "mere": safe(rel.mean()) if rel.numel() else 0.0,
+        "mare": safe(rel.max()) if rel.numel() else 0.0,
+        "rmse": safe(diff.pow(2).mean().sqrt()) if diff.numel() else 0.0,
+        "within_share": float(within) if diff.numel() else 1.0,
+        "finite": finite,
+    }
 
 
-def run_contract(name: str, candidate_for: Callable[[torch.dtype], Callable[..., Any]],
-                 reference: Callable[..., Any], cases: list[Shapes], dtypes: list[str], seed: int = 0,
-                 baseline_for: Callable[[torch.dtype], Callable[..., Any]] | None = None,
-                 device: torch.device | None = None) -> dict[str, Any]:
+def run_contract(
+    name: str,
+    candidate_for: Callable[[torch.dtype], Callable[..., Any]],
+    reference: Callable[..., Any],
+    cases: list[Shapes],
+    dtypes: list[str],
+    seed: int = 0,
+    baseline_for: Callable[[torch.dtype], Callable[..., Any]] | None = None,
+    device: torch.device | None = None,
+) -> dict[str, Any]:
     """The contract's verdict for one replacement (`candidate_for(dtype)` -> the replacement in
     that dtype; `reference` runs in float64 on the CPU; `baseline_for(dtype)`, when given, the
     computation it replaces in that dtype, standard.py's baseline rule). On a `device` other than
@@ -102,21 +118,37 @@ def run_contract(name: str, candidate_for: Callable[[torch.dtype], Callable[...,
                     if device is not None and device.type != "cpu":
                         inputs = [x.to(device) for x in inputs]
                     out = candidates[dtype](*inputs)
-                    sample = {"index": len(samples), "kind": kind, "dtype": dtype,
-                              "shape": " x ".join(str(list(s)) for s in shapes), **sample_metrics(out, ref, dtype)}
+                    sample = {
+                        "index": len(samples),
+                        "kind": kind,
+                        "dtype": dtype,
+                        "shape": " x ".join(str(list(s)) for s in shapes),
+                        **sample_metrics(out, ref, dtype),
+                    }
                     if dtype in baselines:
                         sample["baseline"] = sample_metrics(baselines[dtype](*inputs), ref, dtype)
                     samples.append(sample)
             step += 1
     verdict = standard.judge(samples)
     failed = [s for s in samples if standard.sample_problems(s)]
-    return {"replacement": name, **verdict, "dtypes": dtypes, "cases": [list(map(list, c)) for c in cases],
-            "failed_samples": failed[:5]}
+    return {
+        "replacement": name,
+        **verdict,
+        "dtypes": dtypes,
+        "cases": [list(map(list, c)) for c in cases],
+        "failed_samples": failed[:5],
+    }
 
 
-def module_contract(name: str, original: torch.nn.Module, replace: Callable[[torch.nn.Module], Any],
-                    cases: list[Shapes], dtypes: list[str], seed: int = 0,
-                    device: torch.device | None = None) -> dict[str, Any]:
+def module_contract(
+    name: str,
+    original: torch.nn.Module,
+    replace: Callable[[torch.nn.Module], Any],
+    cases: list[Shapes],
+    dtypes: list[str],
+    seed: int = 0,
+    device: torch.device | None = None,
+) -> dict[str, Any]:
     """The contract for a module and the function that swaps its computation (`replace(module)`
     edits a copy in place): the swapped copy in each dtype (on `device`, default the CPU) against
     the original in float64 on the CPU, the original in that dtype as the baseline."""
@@ -140,8 +172,9 @@ def hidden_cases(hidden: int) -> list[Shapes]:
     return [((2, 7, hidden),), ((1, 1, hidden),), ((3, hidden),)]
 
 
-def cached_verdict(replacement: str, judged: str, dtype: str, device: torch.device,
-                   run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def cached_verdict(
+    replacement: str, judged: str, dtype: str, device: torch.device, run: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
     """`run()`'s verdict on `replacement` for `judged` (a module class or function, qualified) in
     `dtype` on `device`, once per process (with the seconds it took); later calls get the stored
     verdict marked `cached`, so a search that builds a pass many times pays once."""
@@ -168,23 +201,37 @@ def dtype_of(module: torch.nn.Module) -> tuple[str, torch.device]:
     return next(k for k, v in DTYPES.items() if v == param.dtype), param.device
 
 
-def swap_verdict(replacement: str, module: torch.nn.Module, swap: Callable[[torch.nn.Module], Any],
-                 hidden: int) -> dict[str, Any]:
+def swap_verdict(
+    replacement: str, module: torch.nn.Module, swap: Callable[[torch.nn.Module], Any], hidden: int
+) -> dict[str, Any]:
     """The contract for a pass's module swap (`swap(module)` replaces that module's computation),
     once per replacement, module class, dtype and device per process: on the CPU through the
     swaps' CPU reference paths (npu_swaps.cpu_reference_ops), elsewhere the device's operator."""
     dtype, device = dtype_of(module)
-    return cached_verdict(replacement, qualified(type(module)), dtype, device, lambda: module_contract(
-        f"{replacement} on {type(module).__name__}", module, _swapped(swap, device), hidden_cases(hidden), [dtype],
-        device=device))
+    return cached_verdict(
+        replacement,
+        qualified(type(module)),
+        dtype,
+        device,
+        lambda: module_contract(
+            f"{replacement} on {type(module).__name__}",
+            module,
+            _swapped(swap, device),
+            hidden_cases(hidden),
+            [dtype],
+            device=device,
+        ),
+    )
 
 
 def _swapped(swap: Callable[[torch.nn.Module], Any], device: torch.device) -> Callable[[torch.nn.Module], None]:
     """`swap` applied to a module copy; on the CPU its fused calls go to the CPU reference paths."""
+
     def replace(module: torch.nn.Module) -> None:
         swap(module)
         if device.type == "cpu":
             module.forward = _under_reference(module.forward)
+
     return replace
 
 
@@ -198,7 +245,9 @@ def _under_reference(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def swap_contracts(dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16"), hidden: int = 64) -> list[dict[str, Any]]:
+def swap_contracts(
+    dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16"), hidden: int = 64
+) -> list[dict[str, Any]]:
     """The contract for each fused swap of ab_runtime/optimize/npu_swaps.py, on small Llama modules,
     through the swaps' CPU reference paths (on an NPU host the same swaps call torch_npu)."""
     from transformers import LlamaConfig
@@ -212,10 +261,12 @@ def swap_contracts(dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16"),
     torch.nn.init.normal_(norm.weight, 1.0, 0.1)
     mlp = modeling_llama.LlamaMLP(config)
     cases, cpu = hidden_cases(hidden), torch.device("cpu")
-    results = [module_contract("npu_rms_norm (swap_rms_norm)", norm, _swapped(npu_swaps.swap_rms_norm, cpu), cases,
-                               list(dtypes)),
-               module_contract("npu_swiglu (swap_swiglu)", mlp, _swapped(npu_swaps.swap_swiglu, cpu), cases,
-                               list(dtypes))]
+    results = [
+        module_contract(
+            "npu_rms_norm (swap_rms_norm)", norm, _swapped(npu_swaps.swap_rms_norm, cpu), cases, list(dtypes)
+        ),
+        module_contract("npu_swiglu (swap_swiglu)", mlp, _swapped(npu_swaps.swap_swiglu, cpu), cases, list(dtypes)),
+    ]
     before = modeling_llama.apply_rotary_pos_emb
     original = getattr(before, "_ab_original", before)  # unpatched, whether or not a pass patched it already
     npu_swaps.install_rotary(norm)  # patches modeling_llama.apply_rotary_pos_emb, active in rotary_active()
@@ -223,8 +274,9 @@ def swap_contracts(dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16"),
     return results
 
 
-def rotary_contract(name: str, modeling: Any, original: Callable[..., Any], dtypes: list[str],
-                    device: torch.device, heads: int = 2) -> dict[str, Any]:
+def rotary_contract(
+    name: str, modeling: Any, original: Callable[..., Any], dtypes: list[str], device: torch.device, heads: int = 2
+) -> dict[str, Any]:
     """The contract for install_rotary's patched `modeling.apply_rotary_pos_emb` (the swap is on
     inside rotary_active()) against `original`, the function it patched, on BNSD q and k of the
     documented head dim; on the CPU through the CPU reference paths."""
@@ -237,30 +289,50 @@ def rotary_contract(name: str, modeling: Any, original: Callable[..., Any], dtyp
         def call(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> Any:
             with npu_swaps.rotary_active(), reference_ops():
                 return patched(q, k, cos, sin)
+
         return call
 
     d = npu_swaps.ROTARY_LIMITS["head_dim"]
-    cases: list[Shapes] = [((1, heads, 8, d), (1, heads, 8, d), (1, 8, d), (1, 8, d)),
-                           ((2, heads, 16, d), (2, heads, 16, d), (2, 16, d), (2, 16, d))]
+    cases: list[Shapes] = [
+        ((1, heads, 8, d), (1, heads, 8, d), (1, 8, d), (1, 8, d)),
+        ((2, heads, 16, d), (2, heads, 16, d), (2, 16, d), (2, 16, d)),
+    ]
     return run_contract(name, rotary, original, cases, dtypes, baseline_for=lambda dtype: original, device=device)
 
 
-def rotary_verdict(modeling: Any, original: Callable[..., Any], dtype: str, device: torch.device,
-                   heads: int) -> dict[str, Any]:
+def rotary_verdict(
+    modeling: Any, original: Callable[..., Any], dtype: str, device: torch.device, heads: int
+) -> dict[str, Any]:
     """rotary_contract once per modeling module, dtype and device per process (the pass's check)."""
-    return cached_verdict("npu_rotary_mul", qualified(original), dtype, device, lambda: rotary_contract(
-        f"npu_rotary_mul on {modeling.__name__}.apply_rotary_pos_emb", modeling, original, [dtype], device, heads))
+    return cached_verdict(
+        "npu_rotary_mul",
+        qualified(original),
+        dtype,
+        device,
+        lambda: rotary_contract(
+            f"npu_rotary_mul on {modeling.__name__}.apply_rotary_pos_emb", modeling, original, [dtype], device, heads
+        ),
+    )
 
 
 def attention_module(model: torch.nn.Module) -> torch.nn.Module | None:
     """The model's first attention module of transformers' attention interface (an `...Attention`
     with its `config` and an integer `head_dim`), on which an attention swap is judged."""
-    return next((m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "config")
-                 and isinstance(getattr(m, "head_dim", None), int)), None)
+    return next(
+        (
+            m
+            for m in model.modules()
+            if type(m).__name__.endswith("Attention")
+            and hasattr(m, "config")
+            and isinstance(getattr(m, "head_dim", None), int)
+        ),
+        None,
+    )
 
 
-def attention_swap(replacement: str, model: torch.nn.Module,
-                   swap: Callable[[torch.nn.Module], bool]) -> dict[str, Any] | None:
+def attention_swap(
+    replacement: str, model: torch.nn.Module, swap: Callable[[torch.nn.Module], bool]
+) -> dict[str, Any] | None:
     """`swap(model)` selects a fused attention function for the model (npu_swaps.swap_attention,
     swap_decode_attention); the contract then judges that function against the attention the model
     had, on its first attention module's heads (a prefill and a decode step, no padding), once per
@@ -278,7 +350,7 @@ def attention_swap(replacement: str, model: torch.nn.Module,
         return None
     config, (dtype, device) = model.config, dtype_of(model)
     fused, original = ALL_ATTENTION_FUNCTIONS[config._attn_implementation], npu_swaps.original_attention(module)
-    scaling = float(getattr(module, "scaling", module.head_dim ** -0.5))
+    scaling = float(getattr(module, "scaling", module.head_dim**-0.5))
     heads = int(config.num_attention_heads)
     kv_heads, d = int(getattr(config, "num_key_value_heads", None) or heads), module.head_dim
     reference_ops = npu_swaps.cpu_reference_ops if device.type == "cpu" else contextlib.nullcontext
@@ -287,14 +359,28 @@ def attention_swap(replacement: str, model: torch.nn.Module,
         def call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
             with ops():
                 return fn(module, q, k, v, None, scaling=scaling, dropout=0.0)[0]
+
         return call
 
-    cases: list[Shapes] = [((2, heads, 7, d), (2, kv_heads, 7, d), (2, kv_heads, 7, d)),
-                           ((1, heads, 1, d), (1, kv_heads, 9, d), (1, kv_heads, 9, d))]
-    verdict = cached_verdict(replacement, qualified(type(module)), dtype, device, lambda: run_contract(
-        f"{replacement} on {type(module).__name__}", lambda _: calling(fused, reference_ops),
-        calling(original, contextlib.nullcontext), cases, [dtype],
-        baseline_for=lambda _: calling(original, contextlib.nullcontext), device=device))
+    cases: list[Shapes] = [
+        ((2, heads, 7, d), (2, kv_heads, 7, d), (2, kv_heads, 7, d)),
+        ((1, heads, 1, d), (1, kv_heads, 9, d), (1, kv_heads, 9, d)),
+    ]
+    verdict = cached_verdict(
+        replacement,
+        qualified(type(module)),
+        dtype,
+        device,
+        lambda: run_contract(
+            f"{replacement} on {type(module).__name__}",
+            lambda _: calling(fused, reference_ops),
+            calling(original, contextlib.nullcontext),
+            cases,
+            [dtype],
+            baseline_for=lambda _: calling(original, contextlib.nullcontext),
+            device=device,
+        ),
+    )
     if not verdict["accepted"]:
         before = getattr(config, npu_swaps.ORIGINAL_ATTENTION)
         setter = getattr(model, "set_attn_implementation", None)
@@ -302,8 +388,10 @@ def attention_swap(replacement: str, model: torch.nn.Module,
             setter(before)
         else:
             config._attn_implementation = before
-        raise ReplacementRefused(f"{replacement}: {type(module).__name__} attention refused by the operator acceptance "
-                                 f"contract: {'; '.join(verdict['reasons'])}")
+        raise ReplacementRefused(
+            f"{replacement}: {type(module).__name__} attention refused by the operator acceptance "
+            f"contract: {'; '.join(verdict['reasons'])}"
+        )
     return verdict
 
 

@@ -67,9 +67,17 @@ DECOMPOSITIONS: dict[str, Decomposition] = {
 
 def contracts(dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16")) -> list[dict[str, Any]]:
     """Every decomposition's verdict, in `dtypes`."""
-    return [acceptance.run_contract(name, d.same_in_every_dtype(d.candidate), d.op, d.cases, list(dtypes),
-                                    baseline_for=d.same_in_every_dtype(d.op))
-            for name, d in DECOMPOSITIONS.items()]
+    return [
+        acceptance.run_contract(
+            name,
+            d.same_in_every_dtype(d.candidate),
+            d.op,
+            d.cases,
+            list(dtypes),
+            baseline_for=d.same_in_every_dtype(d.op),
+        )
+        for name, d in DECOMPOSITIONS.items()
+    ]
 
 
 def main(argv: list[str]) -> int:

@@ -107,8 +107,10 @@ class OpRecorder(TorchDispatchMode):
             return out
         stats = self.ops.get(name)
         if stats is None:
-            stats = self.ops[name] = OpStats(composite=composite_kernels(func) if name == raw else [],
-                                             schema=str(func._schema) if name == raw else schema_of(name))
+            stats = self.ops[name] = OpStats(
+                composite=composite_kernels(func) if name == raw else [],
+                schema=str(func._schema) if name == raw else schema_of(name),
+            )
         stats.calls += 1
         stats.cpu_ms += elapsed
         stats.phases.add(self.phase)
@@ -203,8 +205,11 @@ def trainable(model: torch.nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def record(model: torch.nn.Module, phases: list[tuple[str, Callable[[], Any]]],
-           train_step: Callable[[], torch.Tensor] | None = None) -> OpRecorder:
+def record(
+    model: torch.nn.Module,
+    phases: list[tuple[str, Callable[[], Any]]],
+    train_step: Callable[[], torch.Tensor] | None = None,
+) -> OpRecorder:
     """Run each (phase, call) once under the recorder, with module paths; then, for a training
     workload, `train_step()` (the loss of one batch, model in train mode: phase `training`) and
     its backward (phase `backward`, ops attributed to the modules that created their nodes)."""
@@ -229,18 +234,29 @@ def profile(recorder: OpRecorder, about: dict[str, Any]) -> dict[str, Any]:
     ops = {}
     for name, s in sorted(recorder.ops.items(), key=lambda kv: (-kv[1].cpu_ms, kv[0])):
         top = sorted(s.modules.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_MODULES]
-        ops[name] = {"calls": s.calls, "cpu_ms": round(s.cpu_ms, 4), "cpu_share": round(s.cpu_ms / total, 6),
-                     "dtypes": sorted(s.dtypes), "shapes": s.shapes, "modules": dict(top),
-                     "phases": sorted(s.phases), "composite": s.composite, "schema": s.schema, "cpu_kernels": sorted(s.cpu_kernels),
-                     "non_contiguous": s.non_contiguous}
+        ops[name] = {
+            "calls": s.calls,
+            "cpu_ms": round(s.cpu_ms, 4),
+            "cpu_share": round(s.cpu_ms / total, 6),
+            "dtypes": sorted(s.dtypes),
+            "shapes": s.shapes,
+            "modules": dict(top),
+            "phases": sorted(s.phases),
+            "composite": s.composite,
+            "schema": s.schema,
+            "cpu_kernels": sorted(s.cpu_kernels),
+            "non_contiguous": s.non_contiguous,
+        }
     return {"format": PROFILE_FORMAT, **about, "total_cpu_ms": round(total, 4), "ops": ops}
 
 
-def training_loss(task_family: str, run: Callable[[dict[str, Any]], Any],
-                  inputs: dict[str, Any]) -> Callable[[], torch.Tensor]:
+def training_loss(
+    task_family: str, run: Callable[[dict[str, Any]], Any], inputs: dict[str, Any]
+) -> Callable[[], torch.Tensor]:
     """One batch's loss for the recorded training step: the model's own loss with the inputs as
     labels for the language-model families (causal and masked LM: cross-entropy and its backward),
     else the mean of the first floating output (a stand-in: a trainer's loss adds its own ops)."""
+
     def step() -> torch.Tensor:
         if task_family in LABELLED_FAMILIES and "input_ids" in inputs:
             out = run({**inputs, "labels": inputs["input_ids"]})
@@ -252,11 +268,19 @@ def training_loss(task_family: str, run: Callable[[dict[str, Any]], Any],
         if first is None:
             raise ValueError("the model's training forward returned no floating output with a gradient")
         return first.float().mean()
+
     return step
 
 
-def record_build(spec: Any, build: Any, inputs: dict[str, Any], workload_name: str, new_tokens: int,
-                 device: str = "cpu", backward: bool = False) -> dict[str, Any]:
+def record_build(
+    spec: Any,
+    build: Any,
+    inputs: dict[str, Any],
+    workload_name: str,
+    new_tokens: int,
+    device: str = "cpu",
+    backward: bool = False,
+) -> dict[str, Any]:
     """The op profile of a built model (`ab_runtime.build.Build`, in the dtype it computes in):
     one forward of `inputs`, for a generating workload `new_tokens` greedy tokens, and when the
     model is trained (`backward`) one training step's forward and backward (training_loss)."""
@@ -275,9 +299,19 @@ def record_build(spec: Any, build: Any, inputs: dict[str, Any], workload_name: s
     train_step = training_loss(spec.task_family, run, inputs) if backward else None
     recorder = record(model, phases, train_step)
     names = [p for p, _ in phases] + (["training", "backward"] if backward else [])
-    return profile(recorder, {"model_id": spec.model_id, "task_family": spec.task_family, "dtype": build.accuracy_dtype,
-                              "device": device, "workload": workload_name, "phases": names,
-                              "new_tokens": new_tokens if generating else 0, "torch": torch.__version__})
+    return profile(
+        recorder,
+        {
+            "model_id": spec.model_id,
+            "task_family": spec.task_family,
+            "dtype": build.accuracy_dtype,
+            "device": device,
+            "workload": workload_name,
+            "phases": names,
+            "new_tokens": new_tokens if generating else 0,
+            "torch": torch.__version__,
+        },
+    )
 
 
 def record_target(session: Any, target: Any, new_tokens: int = 3, backward: bool = False) -> dict[str, Any]:
@@ -286,8 +320,7 @@ def record_target(session: Any, target: Any, new_tokens: int = 3, backward: bool
     from .. import build as ab_build
 
     inputs = ab_build.prepare_inputs(session.samples[0], session.choice.torch_device, target)
-    return record_build(session.spec, target, inputs, session.workload.name, new_tokens, session.choice.kind,
-                        backward)
+    return record_build(session.spec, target, inputs, session.workload.name, new_tokens, session.choice.kind, backward)
 
 
 def record_workload(spec_path: Path, new_tokens: int, backward: bool = False) -> dict[str, Any]:
@@ -306,8 +339,9 @@ def record_workload(spec_path: Path, new_tokens: int, backward: bool = False) ->
     model.eval()
     family = families.get_family(spec.task_family)
     build = ab_build.Build(model, "cpu", dtype, spec.dtype_target)
-    inputs = ab_build.prepare_inputs(family.build_inputs(model, loaded.config, spec.recipe, spec.recipe.seed),
-                                     "cpu", build)
+    inputs = ab_build.prepare_inputs(
+        family.build_inputs(model, loaded.config, spec.recipe, spec.recipe.seed), "cpu", build
+    )
     workload = workloads.resolve(spec.task_family, spec.workload, None)
     return record_build(spec, build, inputs, workload.name, new_tokens, backward=backward)
 
@@ -322,8 +356,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--out", default="op_profile.json")
     p.add_argument("--new-tokens", type=int, default=3, help="generated tokens recorded (generating families)")
-    p.add_argument("--backward", action="store_true",
-                   help="the model is trained: record one training step's forward and backward too")
+    p.add_argument(
+        "--backward",
+        action="store_true",
+        help="the model is trained: record one training step's forward and backward too",
+    )
     args = p.parse_args(argv)
 
     def run() -> dict[str, Any]:

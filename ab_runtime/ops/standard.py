@@ -42,9 +42,11 @@ def thresholds(dtype: str) -> dict[str, float]:
 def no_worse_than_baseline(sample: dict[str, Any], baseline: dict[str, Any]) -> bool:
     """The replacement's errors on this sample are within BASELINE_MARGIN of the original's."""
     slack = thresholds(str(sample["dtype"]))["atol"]
-    return (all(sample[m] <= BASELINE_MARGIN * baseline[m] + slack for m in ("mere", "mare", "max_abs"))
-            and sample["within_share"] >= baseline["within_share"] - 0.01
-            and (sample.get("finite", True) or not baseline.get("finite", True)))
+    return (
+        all(sample[m] <= BASELINE_MARGIN * baseline[m] + slack for m in ("mere", "mare", "max_abs"))
+        and sample["within_share"] >= baseline["within_share"] - 0.01
+        and (sample.get("finite", True) or not baseline.get("finite", True))
+    )
 
 
 def sample_problems(sample: dict[str, Any]) -> list[str]:
@@ -55,8 +57,10 @@ def sample_problems(sample: dict[str, Any]) -> list[str]:
     if problems and isinstance(baseline, dict) and no_worse_than_baseline(sample, baseline):
         return []
     if problems and isinstance(baseline, dict):
-        problems.append(f"worse than the original in {sample['dtype']} (MERE {baseline['mere']:.3g}, "
-                        f"MARE {baseline['mare']:.3g}, max abs {baseline['max_abs']:.3g})")
+        problems.append(
+            f"worse than the original in {sample['dtype']} (MERE {baseline['mere']:.3g}, "
+            f"MARE {baseline['mare']:.3g}, max abs {baseline['max_abs']:.3g})"
+        )
     return problems
 
 
@@ -88,21 +92,34 @@ def judge(samples: list[dict[str, Any]]) -> dict[str, Any]:
     failed = [(s, p) for s in samples if (p := sample_problems(s))]
     if failed:
         s, p = failed[0]
-        reasons.append(f"{len(failed)} of {len(samples)} samples fail; first: sample {s['index']} ({s['kind']}, "
-                       f"{s['dtype']}, {s['shape']}): {'; '.join(p)}")
+        reasons.append(
+            f"{len(failed)} of {len(samples)} samples fail; first: sample {s['index']} ({s['kind']}, "
+            f"{s['dtype']}, {s['shape']}): {'; '.join(p)}"
+        )
     worst = max(samples, key=lambda s: s["max_abs"], default=None)
-    return {"accepted": not reasons, "reasons": reasons, "samples": len(samples), "failed": len(failed),
-            "max_abs": worst["max_abs"] if worst else None,
-            "mere": max((s["mere"] for s in samples), default=None),
-            "mare": max((s["mare"] for s in samples), default=None),
-            "rmse": max((s["rmse"] for s in samples), default=None),
-            "min_within_share": min((s["within_share"] for s in samples), default=None)}
+    return {
+        "accepted": not reasons,
+        "reasons": reasons,
+        "samples": len(samples),
+        "failed": len(failed),
+        "max_abs": worst["max_abs"] if worst else None,
+        "mere": max((s["mere"] for s in samples), default=None),
+        "mare": max((s["mare"] for s in samples), default=None),
+        "rmse": max((s["rmse"] for s in samples), default=None),
+        "min_within_share": min((s["within_share"] for s in samples), default=None),
+    }
 
 
 def acceptance_file(op: str, shapes: list[str], dtypes: list[str]) -> dict[str, Any]:
     """The acceptance file of an operator spec: what its author's implementation must pass."""
-    return {"operator": op, "min_samples": MIN_SAMPLES, "within_share": WITHIN_SHARE,
-            "required_kinds": list(REQUIRED_KINDS), "shapes": shapes, "dtypes": dtypes,
-            "thresholds": {d: THRESHOLDS[d] for d in dtypes if d in THRESHOLDS},
-            "reference": f"torch.ops.aten.{op if '.' in op else op + '.default'} in float64 on CPU",
-            "metrics": ["max_abs", "MERE", "MARE", "RMSE", "within_share"]}
+    return {
+        "operator": op,
+        "min_samples": MIN_SAMPLES,
+        "within_share": WITHIN_SHARE,
+        "required_kinds": list(REQUIRED_KINDS),
+        "shapes": shapes,
+        "dtypes": dtypes,
+        "thresholds": {d: THRESHOLDS[d] for d in dtypes if d in THRESHOLDS},
+        "reference": f"torch.ops.aten.{op if '.' in op else op + '.default'} in float64 on CPU",
+        "metrics": ["max_abs", "MERE", "MARE", "RMSE", "within_share"],
+    }

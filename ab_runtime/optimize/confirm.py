@@ -33,27 +33,61 @@ def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pa
     if figures is None:
         confirmation: dict[str, Any] = {"measured": False, "passes": [], "reason": "nothing was selected"}
     else:
-        confirmation = {"measured": True, "passes": list(selection["passes"]), "process": "fresh", "pairs": pairs,
-                        "paired": figures}
+        confirmation = {
+            "measured": True,
+            "passes": list(selection["passes"]),
+            "process": "fresh",
+            "pairs": pairs,
+            "paired": figures,
+        }
     final = pairstats.confirmed_final(selection, figures, kinds, float(notes["settings"]["min_gain"]))
     changes = {r["name"]: bool(r.get("changes_code")) for r in notes["passes"] if isinstance(r, dict) and "name" in r}
-    return {**notes, "confirmation": confirmation, "final": final, "chosen": list(final["passes"]),
-            "runtime_only": not any(changes.get(n) for n in final["passes"])}
+    return {
+        **notes,
+        "confirmation": confirmation,
+        "final": final,
+        "chosen": list(final["passes"]),
+        "runtime_only": not any(changes.get(n) for n in final["passes"]),
+    }
 
 
-def perf_argv(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int,
-              iters: int) -> list[str]:
+def perf_argv(
+    notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int, iters: int
+) -> list[str]:
     """accuracy_run_perf.py's arguments as the stage gives them, from the search's settings."""
     settings = json.loads(Path(notes_path).read_text())["settings"]
     workload = settings.get("workload")
-    return ["--device", device, "--pairs", str(pairs), "--iters", str(iters), "--warmup", str(settings["warmup"]),
-            "--num-samples", str(settings["num_samples"]), "--spec", str(spec_path),
-            "--out-dir", str(Path(notes_path).parent)] + (["--workload", workload] if workload else []) \
+    return (
+        [
+            "--device",
+            device,
+            "--pairs",
+            str(pairs),
+            "--iters",
+            str(iters),
+            "--warmup",
+            str(settings["warmup"]),
+            "--num-samples",
+            str(settings["num_samples"]),
+            "--spec",
+            str(spec_path),
+            "--out-dir",
+            str(Path(notes_path).parent),
+        ]
+        + (["--workload", workload] if workload else [])
         + (["--use-pretrained"] if use_pretrained else [])
+    )
 
 
-def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int | None,
-            iters: int | None, perf_evidence: bool = False) -> dict[str, Any]:
+def confirm(
+    notes_path: Path,
+    spec_path: Path,
+    device: str,
+    use_pretrained: bool,
+    pairs: int | None,
+    iters: int | None,
+    perf_evidence: bool = False,
+) -> dict[str, Any]:
     """Confirm the selection. With `perf_evidence` the confirmation IS the perf run
     (perf_run.evidence, the code accuracy_run_perf.py wraps): one fresh process builds and compiles
     the selection once, its pairs are both the confirmation and the perf evidence's timing, and
@@ -69,13 +103,16 @@ def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool
         argv = perf_argv(notes_path, spec_path, device, use_pretrained, pairs, iters)
         perf_result, figures = perf_run.evidence(perf_run.parse_args(argv), chosen)
     elif chosen:
-        session = harness.open_session(spec_path, device, use_pretrained, num_samples=1,
-                                       workload=settings.get("workload"))
+        session = harness.open_session(
+            spec_path, device, use_pretrained, num_samples=1, workload=settings.get("workload")
+        )
         figures = harness.paired_against_baseline(session, passes.get(chosen), pairs, int(settings["warmup"]), iters)
     if figures is not None:
-        harness.say(f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "
-                    f"(interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f}); the search said "
-                    f"x{notes['selection']['speedup']:.3f}")
+        harness.say(
+            f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "
+            f"(interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f}); the search said "
+            f"x{notes['selection']['speedup']:.3f}"
+        )
     notes = apply_confirmation(notes, figures, pairs)
     if perf_result is not None and notes["chosen"] == chosen:
         notes["confirmation"]["perf_result"] = perf_result
@@ -85,8 +122,14 @@ def confirm(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool
     harness.write_json(Path(notes_path), notes)
     final = notes["final"]
     harness.say(f"final: {'+'.join(final['passes']) or 'baseline (no gain)'}, x{final['speedup']:.3f}")
-    return {"ok": True, "outcome": final["outcome"], "chosen": notes["chosen"], "speedup": final["speedup"],
-            "selection_speedup": final.get("selection_speedup"), "error": None}
+    return {
+        "ok": True,
+        "outcome": final["outcome"],
+        "chosen": notes["chosen"],
+        "speedup": final["speedup"],
+        "selection_speedup": final.get("selection_speedup"),
+        "error": None,
+    }
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -95,8 +138,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--pairs", type=int, default=None, help="default: the search's")
     p.add_argument("--iters", type=int, default=None, help="default: the search's")
     p.add_argument("--use-pretrained", action="store_true")
-    p.add_argument("--perf-evidence", action="store_true",
-                   help="also write the perf evidence (perf_*) from the same pairs, as accuracy_run_perf.py does")
+    p.add_argument(
+        "--perf-evidence",
+        action="store_true",
+        help="also write the perf evidence (perf_*) from the same pairs, as accuracy_run_perf.py does",
+    )
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--notes", default="optimization_notes.json")
     args = p.parse_args(argv)
@@ -109,13 +155,22 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"ok": False, "error": None}
     try:
         args = parse_args(argv)
-        result = confirm(Path(args.notes), Path(args.spec), args.device, args.use_pretrained, args.pairs, args.iters,
-                         args.perf_evidence)
+        result = confirm(
+            Path(args.notes),
+            Path(args.spec),
+            args.device,
+            args.use_pretrained,
+            args.pairs,
+            args.iters,
+            args.perf_evidence,
+        )
         code = 0
     except SystemExit:
         raise
     except (harness.HarnessError, RuntimeDiagnosis, FileNotFoundError, KeyError, ValueError) as exc:
-        message = f"the notes have no {exc} (not written by ab_runtime.optimize)" if isinstance(exc, KeyError) else str(exc)
+        message = (
+            f"the notes have no {exc} (not written by ab_runtime.optimize)" if isinstance(exc, KeyError) else str(exc)
+        )
         print(f"error: {message}", file=sys.stderr)
         result["error"], code = (message.splitlines() or [type(exc).__name__])[0], 1
     except Exception as exc:  # model code failed: keep the traceback

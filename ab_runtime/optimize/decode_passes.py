@@ -71,12 +71,21 @@ class DecodePass:
     changes_code: bool = False
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "device": self.device, "kind": "decode", "group": self.group,
-                "summary": self.summary, "changes_code": self.changes_code, "needs_restart": False,
-                "workload": "generation", "documented": self.documented}
+        return {
+            "name": self.name,
+            "device": self.device,
+            "kind": "decode",
+            "group": self.group,
+            "summary": self.summary,
+            "changes_code": self.changes_code,
+            "needs_restart": False,
+            "workload": "generation",
+            "documented": self.documented,
+        }
 
 
 # ---------------------------------------------------------------- greedy-token comparison
+
 
 def token_agreement(reference: torch.Tensor, candidate: torch.Tensor) -> dict[str, Any]:
     """Generated tokens (batch x new tokens) of a candidate against the reference.
@@ -87,17 +96,23 @@ def token_agreement(reference: torch.Tensor, candidate: torch.Tensor) -> dict[st
     compared: the names the generation workload reports (match rate, first divergence).
     """
     if reference.dim() != 2 or candidate.dim() != 2 or reference.shape[0] != candidate.shape[0]:
-        raise ValueError(f"token_agreement needs two (batch, tokens) tensors of one batch, got "
-                         f"{tuple(reference.shape)} and {tuple(candidate.shape)}")
+        raise ValueError(
+            f"token_agreement needs two (batch, tokens) tensors of one batch, got "
+            f"{tuple(reference.shape)} and {tuple(candidate.shape)}"
+        )
     rows = [divergence(c.tolist(), r.tolist()) for r, c in zip(reference.cpu(), candidate.cpu())]
     compared = sum(r["compared"] for r in rows)
     diverged = [r["first_divergence"] for r in rows if r["first_divergence"] is not None]
-    return {"match_rate": sum(r["match_rate"] * r["compared"] for r in rows) / compared if compared else 1.0,
-            "first_divergence": min(diverged) if diverged else None,
-            "per_row_first_divergence": [r["first_divergence"] for r in rows], "compared": compared}
+    return {
+        "match_rate": sum(r["match_rate"] * r["compared"] for r in rows) / compared if compared else 1.0,
+        "first_divergence": min(diverged) if diverged else None,
+        "per_row_first_divergence": [r["first_divergence"] for r in rows],
+        "compared": compared,
+    }
 
 
 # ---------------------------------------------------------------- applicability helpers
+
 
 def _config_of(model: torch.nn.Module) -> Any:
     return getattr(model, "config", None)
@@ -181,12 +196,15 @@ def _fused_attention_applies(device: DeviceChoice, model: torch.nn.Module, confi
     if why:
         return why
     if npu_swaps.fused_infer_scale_keyword() is None:
-        return ("the installed torch_npu's npu_fused_infer_attention_score takes neither `scale` (7.0.0) nor "
-                "`scale_value` (6.0.0), or is absent")
+        return (
+            "the installed torch_npu's npu_fused_infer_attention_score takes neither `scale` (7.0.0) nor "
+            "`scale_value` (6.0.0), or is absent"
+        )
     return None
 
 
 # ---------------------------------------------------------------- apply
+
 
 def _without_auto_compile(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Static cache on, transformers' automatic decode-step compile off where the version has it."""
@@ -198,10 +216,13 @@ def _without_auto_compile(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _static_compile(**compile_kwargs: Any) -> Callable[[torch.nn.Module, dict[str, Any]], tuple[torch.nn.Module, dict[str, Any]]]:
+def _static_compile(
+    **compile_kwargs: Any,
+) -> Callable[[torch.nn.Module, dict[str, Any]], tuple[torch.nn.Module, dict[str, Any]]]:
     def apply(model: torch.nn.Module, kwargs: dict[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
         model.forward = torch.compile(model.forward, fullgraph=True, **compile_kwargs)
         return model, _without_auto_compile(kwargs)
+
     return apply
 
 
@@ -215,6 +236,7 @@ def _torchair(mode: str | None) -> Callable[[torch.nn.Module, dict[str, Any]], t
         # dynamic=False: static shapes per graph (aclgraph refuses dynamic=True).
         model.forward = torch.compile(model.forward, backend=backend, dynamic=False, fullgraph=True)
         return model, _without_auto_compile(kwargs)
+
     return apply
 
 
@@ -227,26 +249,64 @@ def _fused_attention(model: torch.nn.Module, kwargs: dict[str, Any]) -> tuple[to
 
 
 CATALOGUE: tuple[DecodePass, ...] = (
-    DecodePass("cpu_static_cache_compile", "cpu", "decode_graph",
-               "static KV cache + torch.compile(model.forward, fullgraph=True) (inductor)", TRANSFORMERS_DOC,
-               _static_compile_applies("cpu"), _static_compile()),
-    DecodePass("cuda_static_cache_compile", "cuda", "decode_graph",
-               "static KV cache + torch.compile(model.forward, fullgraph=True) (inductor, no CUDA graphs)",
-               TRANSFORMERS_DOC, _static_compile_applies("cuda"), _static_compile()),
-    DecodePass("cuda_static_cache_cudagraphs", "cuda", "decode_graph",
-               "static KV cache + torch.compile(model.forward, mode='reduce-overhead', fullgraph=True): "
-               "the documented recipe; reduce-overhead = CUDA graphs", TRANSFORMERS_DOC,
-               _static_compile_applies("cuda"), _static_compile(mode="reduce-overhead")),
-    DecodePass("npu_static_cache_torchair", "npu", "decode_graph",
-               "static KV cache + torch.compile(model.forward, backend=torchair.get_npu_backend()) "
-               "(max-autotune: Ascend IR graph)", TORCHAIR_DOC, _torchair_applies, _torchair(None)),
-    DecodePass("npu_static_cache_aclgraph", "npu", "decode_graph",
-               "static KV cache + torchair CompilerConfig.mode='reduce-overhead' (aclgraph capture/replay)",
-               ACLGRAPH_DOC, _aclgraph_applies, _torchair("reduce-overhead")),
-    DecodePass("npu_fused_infer_attention", "npu", "decode_attention",
-               "decode-step attention -> torch_npu.npu_fused_infer_attention_score (BNSD; prefill unchanged)",
-               "torch_npu npu_fused_infer_attention_score, Ascend Extension for PyTorch 7.0.0 (`scale`) / "
-               "6.0.0 (`scale_value`)", _fused_attention_applies, _fused_attention, changes_code=True),
+    DecodePass(
+        "cpu_static_cache_compile",
+        "cpu",
+        "decode_graph",
+        "static KV cache + torch.compile(model.forward, fullgraph=True) (inductor)",
+        TRANSFORMERS_DOC,
+        _static_compile_applies("cpu"),
+        _static_compile(),
+    ),
+    DecodePass(
+        "cuda_static_cache_compile",
+        "cuda",
+        "decode_graph",
+        "static KV cache + torch.compile(model.forward, fullgraph=True) (inductor, no CUDA graphs)",
+        TRANSFORMERS_DOC,
+        _static_compile_applies("cuda"),
+        _static_compile(),
+    ),
+    DecodePass(
+        "cuda_static_cache_cudagraphs",
+        "cuda",
+        "decode_graph",
+        "static KV cache + torch.compile(model.forward, mode='reduce-overhead', fullgraph=True): "
+        "the documented recipe; reduce-overhead = CUDA graphs",
+        TRANSFORMERS_DOC,
+        _static_compile_applies("cuda"),
+        _static_compile(mode="reduce-overhead"),
+    ),
+    DecodePass(
+        "npu_static_cache_torchair",
+        "npu",
+        "decode_graph",
+        "static KV cache + torch.compile(model.forward, backend=torchair.get_npu_backend()) "
+        "(max-autotune: Ascend IR graph)",
+        TORCHAIR_DOC,
+        _torchair_applies,
+        _torchair(None),
+    ),
+    DecodePass(
+        "npu_static_cache_aclgraph",
+        "npu",
+        "decode_graph",
+        "static KV cache + torchair CompilerConfig.mode='reduce-overhead' (aclgraph capture/replay)",
+        ACLGRAPH_DOC,
+        _aclgraph_applies,
+        _torchair("reduce-overhead"),
+    ),
+    DecodePass(
+        "npu_fused_infer_attention",
+        "npu",
+        "decode_attention",
+        "decode-step attention -> torch_npu.npu_fused_infer_attention_score (BNSD; prefill unchanged)",
+        "torch_npu npu_fused_infer_attention_score, Ascend Extension for PyTorch 7.0.0 (`scale`) / "
+        "6.0.0 (`scale_value`)",
+        _fused_attention_applies,
+        _fused_attention,
+        changes_code=True,
+    ),
 )
 BY_NAME = {p.name: p for p in CATALOGUE}
 
@@ -263,13 +323,22 @@ def applicability(device: DeviceChoice, model: torch.nn.Module, config: DecodeCo
     rows = []
     for p in CATALOGUE:
         why = p.applicable(device, model, config)
-        rows.append({"name": p.name, "device": p.device, "group": p.group, "applicable": why is None,
-                     "reason": why, "documented": p.documented})
+        rows.append(
+            {
+                "name": p.name,
+                "device": p.device,
+                "group": p.group,
+                "applicable": why is None,
+                "reason": why,
+                "documented": p.documented,
+            }
+        )
     return rows
 
 
-def apply_all(chosen: list[DecodePass], model: torch.nn.Module,
-              generate_kwargs: dict[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
+def apply_all(
+    chosen: list[DecodePass], model: torch.nn.Module, generate_kwargs: dict[str, Any]
+) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Apply passes of distinct groups in order (attention swaps before the graph capture)."""
     groups = [p.group for p in chosen]
     clash = sorted({g for g in groups if groups.count(g) > 1})

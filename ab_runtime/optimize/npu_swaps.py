@@ -55,11 +55,12 @@ CAUSAL_MASK_SIZE = 2048  # the documented compressed mask for sparse_mode 2 / 3
 SPARSE_LEFT_UP_CAUSAL = 2
 UNSUPPORTED_ATTENTION_KWARGS = ("softcap", "s_aux", "sliding_window", "position_bias")
 _CAUSAL_MASKS: dict[Any, torch.Tensor] = {}
-FUSED_INFER_LIMITS = {"max_batch": 65536, "max_heads": 256, "max_kv_len": 262144, "max_head_dim": 512,
-                      "max_group": 64}
+FUSED_INFER_LIMITS = {"max_batch": 65536, "max_heads": 256, "max_kv_len": 262144, "max_head_dim": 512, "max_group": 64}
 # The scale keyword of npu_fused_infer_attention_score, by release documentation.
-FUSED_INFER_SCALE_KEYWORDS = {"scale": "Ascend Extension for PyTorch 7.0.0 (`scale`)",
-                              "scale_value": "Ascend Extension for PyTorch 6.0.0 / 6.0.RC3 (`scale_value`)"}
+FUSED_INFER_SCALE_KEYWORDS = {
+    "scale": "Ascend Extension for PyTorch 7.0.0 (`scale`)",
+    "scale_value": "Ascend Extension for PyTorch 6.0.0 / 6.0.RC3 (`scale_value`)",
+}
 
 
 def _npu() -> Any:
@@ -72,7 +73,9 @@ def _npu() -> Any:
 
 # CPU reference paths of the fused operators, from their documented formulas: what the swaps are
 # held to by the operator acceptance contract (ab_runtime/ops/acceptance.py) where no NPU is present.
-def _reference_rms_norm(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def _reference_rms_norm(
+    x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
     xf = x.float()
     rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + epsilon)
     return (xf * rstd).to(x.dtype) * gamma, rstd
@@ -83,13 +86,16 @@ def _reference_swiglu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return torch.nn.functional.silu(a) * b
 
 
-def _reference_rotary_mul(x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, rotary_mode: str = "half") -> torch.Tensor:
+def _reference_rotary_mul(
+    x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, rotary_mode: str = "half"
+) -> torch.Tensor:
     x1, x2 = x.chunk(2, -1)
     return r1 * x + r2 * torch.cat((-x2, x1), dim=-1)
 
 
-def _reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                         scale: float) -> torch.Tensor:
+def _reference_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float
+) -> torch.Tensor:
     """softmax(q k^T * scale, True = masked out) v in float32 on BNSD inputs, key/value heads
     grouped (native GQA); a fully masked row attends nothing."""
     groups = q.shape[1] // k.shape[1]
@@ -100,22 +106,42 @@ def _reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask
     return (torch.softmax(scores, -1).nan_to_num(0.0) @ v.float()).to(q.dtype)
 
 
-def _reference_fusion_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num: int,
-                                input_layout: str, *, atten_mask: torch.Tensor | None = None, scale: float = 1.0,
-                                keep_prob: float = 1.0, sparse_mode: int = 0, **_: Any) -> tuple[Any, None, None]:
+def _reference_fusion_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    head_num: int,
+    input_layout: str,
+    *,
+    atten_mask: torch.Tensor | None = None,
+    scale: float = 1.0,
+    keep_prob: float = 1.0,
+    sparse_mode: int = 0,
+    **_: Any,
+) -> tuple[Any, None, None]:
     if input_layout != "BNSD" or keep_prob != 1.0 or sparse_mode not in (0, 2, 3):
         raise ValueError("the CPU reference of npu_fusion_attention covers BNSD, keep_prob 1, sparse_mode 0 / 2 / 3")
     if sparse_mode in (2, 3):  # the compressed mask stands for leftUpCausal (2) / rightDownCausal (3)
         s1, s2 = query.shape[2], key.shape[2]
-        atten_mask = torch.ones(s1, s2, dtype=torch.bool, device=query.device).triu(1 if sparse_mode == 2 else 1 + s2 - s1)
+        atten_mask = torch.ones(s1, s2, dtype=torch.bool, device=query.device).triu(
+            1 if sparse_mode == 2 else 1 + s2 - s1
+        )
     return _reference_attention(query, key, value, atten_mask, scale), None, None
 
 
-def _reference_fused_infer_attention_score(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
-                                           atten_mask: torch.Tensor | None = None, num_heads: int = 1,
-                                           scale: float | None = None, scale_value: float | None = None,
-                                           input_layout: str = "BSH", num_key_value_heads: int = 0,
-                                           **_: Any) -> tuple[Any, None]:
+def _reference_fused_infer_attention_score(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    *,
+    atten_mask: torch.Tensor | None = None,
+    num_heads: int = 1,
+    scale: float | None = None,
+    scale_value: float | None = None,
+    input_layout: str = "BSH",
+    num_key_value_heads: int = 0,
+    **_: Any,
+) -> tuple[Any, None]:
     """Both releases' scale keyword (`scale`: 7.0.0, `scale_value`: 6.0.0) are taken."""
     if input_layout != "BNSD":
         raise ValueError("the CPU reference of npu_fused_infer_attention_score covers BNSD only")
@@ -123,10 +149,13 @@ def _reference_fused_infer_attention_score(query: torch.Tensor, key: torch.Tenso
     return _reference_attention(query, key, value, atten_mask, factor), None
 
 
-CPU_REFERENCE = types.SimpleNamespace(npu_rms_norm=_reference_rms_norm, npu_swiglu=_reference_swiglu,
-                                      npu_rotary_mul=_reference_rotary_mul,
-                                      npu_fusion_attention=_reference_fusion_attention,
-                                      npu_fused_infer_attention_score=_reference_fused_infer_attention_score)
+CPU_REFERENCE = types.SimpleNamespace(
+    npu_rms_norm=_reference_rms_norm,
+    npu_swiglu=_reference_swiglu,
+    npu_rotary_mul=_reference_rotary_mul,
+    npu_fusion_attention=_reference_fusion_attention,
+    npu_fused_infer_attention_score=_reference_fused_infer_attention_score,
+)
 # A plain module-level stack, not a ContextVar: the swaps run inside torch.compile'd graphs, and
 # dynamo traces a global's value but cannot trace ContextVar.get().
 CPU_REFERENCE_ACTIVE: list[Any] = []
@@ -150,17 +179,24 @@ def rms_norm_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
         weight = getattr(module, "weight", None)
         eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
         # Gemma-style norms scale by (1 + weight): not what npu_rms_norm computes.
-        if name.endswith("RMSNorm") and "Gemma" not in name and isinstance(weight, torch.nn.Parameter) \
-                and weight.dim() == 1 and isinstance(eps, float):
+        if (
+            name.endswith("RMSNorm")
+            and "Gemma" not in name
+            and isinstance(weight, torch.nn.Parameter)
+            and weight.dim() == 1
+            and isinstance(eps, float)
+        ):
             found.append(module)
     return found
 
 
-def _reroute(modules: list[torch.nn.Module],
-             fused: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor | None]) -> int:
+def _reroute(
+    modules: list[torch.nn.Module], fused: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor | None]
+) -> int:
     """Give each module a forward that answers with `fused` (the torch_npu path) where it takes the
     input, else with the module's own forward; returns how many were rerouted."""
     for module in modules:
+
         def forward(self: torch.nn.Module, x: torch.Tensor, _orig: Callable = module.forward) -> torch.Tensor:
             out = fused(self, x)
             return _orig(x) if out is None else out
@@ -171,6 +207,7 @@ def _reroute(modules: list[torch.nn.Module],
 
 def swap_rms_norm(model: torch.nn.Module) -> int:
     """Route every plain RMSNorm through torch_npu.npu_rms_norm; returns how many were swapped."""
+
     def fused(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor | None:
         if not 1 <= x.dim() <= 8 or x.shape[-1] != module.weight.shape[0]:
             return None
@@ -194,6 +231,7 @@ def swiglu_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 def swap_swiglu(model: torch.nn.Module) -> int:
     """Route every SwiGLU MLP through torch_npu.npu_swiglu on its fused gate/up output."""
+
     def fused(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor | None:
         if not 1 <= x.dim() <= 8:
             return None
@@ -215,8 +253,13 @@ def rotary_fits(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor) -> bool:
     if q.dim() != 4 or k.dim() != 4 or not cos.shape[-1] == q.shape[-1] == k.shape[-1]:
         return False
     lim = ROTARY_LIMITS
-    return all(t.shape[-1] == lim["head_dim"] and t.shape[0] <= lim["max_batch"] and t.shape[1] <= lim["max_heads"]
-               and t.shape[0] * t.shape[1] <= lim["bnsd_max_bn_per_s"] * t.shape[2] for t in (q, k))
+    return all(
+        t.shape[-1] == lim["head_dim"]
+        and t.shape[0] <= lim["max_batch"]
+        and t.shape[1] <= lim["max_heads"]
+        and t.shape[0] * t.shape[1] <= lim["bnsd_max_bn_per_s"] * t.shape[2]
+        for t in (q, k)
+    )
 
 
 def install_rotary(model: torch.nn.Module) -> bool:
@@ -228,8 +271,15 @@ def install_rotary(model: torch.nn.Module) -> bool:
     if getattr(original, "_ab_npu_rotary", False):
         return True
 
-    def apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                             *args: Any, unsqueeze_dim: int = 1, **kwargs: Any) -> Any:
+    def apply_rotary_pos_emb(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        *args: Any,
+        unsqueeze_dim: int = 1,
+        **kwargs: Any,
+    ) -> Any:
         if not ROTARY_ACTIVE.get() or unsqueeze_dim != 1 or args or kwargs or not rotary_fits(q, k, cos):
             return original(q, k, cos, sin, *args, unsqueeze_dim=unsqueeze_dim, **kwargs)
         c, s = cos.unsqueeze(1).to(q.dtype), sin.unsqueeze(1).to(q.dtype)  # B1SD against BNSD
@@ -271,18 +321,37 @@ def original_attention(module: torch.nn.Module) -> Callable[..., Any]:
     return ALL_ATTENTION_FUNCTIONS.get(name, sdpa_attention_forward)
 
 
-def fused_attention_supported(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
-                              attention_mask: torch.Tensor | None, dropout: float, kwargs: dict[str, Any]) -> bool:
+def fused_attention_supported(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float,
+    kwargs: dict[str, Any],
+) -> bool:
     """True when npu_fusion_attention computes exactly what this call asks for."""
     carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
-    return (query.dtype in LOW_PRECISION and query.shape[1] % key.shape[1] == 0 and not carries
-            and getattr(module, "sinks", None) is None and not dropout
-            and query.shape[-1] <= FUSION_MAX_HEAD_DIM and (attention_mask is None or attention_mask.dim() == 4))
+    return (
+        query.dtype in LOW_PRECISION
+        and query.shape[1] % key.shape[1] == 0
+        and not carries
+        and getattr(module, "sinks", None) is None
+        and not dropout
+        and query.shape[-1] <= FUSION_MAX_HEAD_DIM
+        and (attention_mask is None or attention_mask.dim() == 4)
+    )
 
 
-def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     attention_mask: torch.Tensor | None, scaling: float | None = None,
-                     dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, None]:
+def fusion_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """transformers attention-interface function (BNSD inputs) backed by npu_fusion_attention.
 
     Causal default as transformers' sdpa path: causal when no mask is given, the query is longer
@@ -290,8 +359,9 @@ def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
     aligned, which is sparse_mode 2 (leftUpCausal).
     """
     if not fused_attention_supported(module, query, key, attention_mask, dropout, kwargs):
-        return original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
-                                           dropout=dropout, **kwargs)
+        return original_attention(module)(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
     heads, q_len, k_len, head_dim = query.shape[1], query.shape[2], key.shape[2], query.shape[3]
     is_causal = kwargs.get("is_causal")
     is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
@@ -303,9 +373,18 @@ def fusion_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
         mask, sparse_mode = _causal_mask(query.device), SPARSE_LEFT_UP_CAUSAL
     else:
         mask = None
-    scale = float(scaling) if scaling is not None else head_dim ** -0.5
-    out = _npu().npu_fusion_attention(query.contiguous(), key.contiguous(), value.contiguous(), heads, "BNSD",
-                                      atten_mask=mask, scale=scale, keep_prob=1.0, sparse_mode=sparse_mode)[0]
+    scale = float(scaling) if scaling is not None else head_dim**-0.5
+    out = _npu().npu_fusion_attention(
+        query.contiguous(),
+        key.contiguous(),
+        value.contiguous(),
+        heads,
+        "BNSD",
+        atten_mask=mask,
+        scale=scale,
+        keep_prob=1.0,
+        sparse_mode=sparse_mode,
+    )[0]
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -332,46 +411,81 @@ def fused_infer_scale_keyword() -> str | None:
     return next((k for k in FUSED_INFER_SCALE_KEYWORDS if k in names), None)
 
 
-def fused_infer_supported(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
-                          attention_mask: torch.Tensor | None, dropout: float, kwargs: dict[str, Any]) -> bool:
+def fused_infer_supported(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float,
+    kwargs: dict[str, Any],
+) -> bool:
     """True when this is a decode call (one query token) inside the documented Q_S == 1 limits."""
     lim = FUSED_INFER_LIMITS
     batch, heads, q_len, head_dim = query.shape
     kv_heads = key.shape[1]
     carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
-    mask_ok = attention_mask is None or (attention_mask.dim() == 4 and attention_mask.shape[1] == 1
-                                         and attention_mask.shape[2] == 1)
-    return (q_len == 1 and query.dtype in LOW_PRECISION and key.dtype == query.dtype and not carries and mask_ok
-            and getattr(module, "sinks", None) is None and not dropout and batch <= lim["max_batch"]
-            and heads <= lim["max_heads"] and head_dim <= lim["max_head_dim"] and key.shape[2] <= lim["max_kv_len"]
-            and heads % kv_heads == 0 and heads // kv_heads <= lim["max_group"])
+    mask_ok = attention_mask is None or (
+        attention_mask.dim() == 4 and attention_mask.shape[1] == 1 and attention_mask.shape[2] == 1
+    )
+    return (
+        q_len == 1
+        and query.dtype in LOW_PRECISION
+        and key.dtype == query.dtype
+        and not carries
+        and mask_ok
+        and getattr(module, "sinks", None) is None
+        and not dropout
+        and batch <= lim["max_batch"]
+        and heads <= lim["max_heads"]
+        and head_dim <= lim["max_head_dim"]
+        and key.shape[2] <= lim["max_kv_len"]
+        and heads % kv_heads == 0
+        and heads // kv_heads <= lim["max_group"]
+    )
 
 
-def fused_infer_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                          attention_mask: torch.Tensor | None, scaling: float | None = None,
-                          dropout: float = 0.0, *, scale_keyword: str = "scale",
-                          **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+def fused_infer_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    *,
+    scale_keyword: str = "scale",
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """transformers attention-interface function: decode steps through npu_fused_infer_attention_score
     (BNSD), prefill and everything outside the documented limits through the original attention.
 
     `scale_keyword` is resolved once when the swap is installed (swap_decode_attention), never per
     call, so a graph capture of the decode step (torchair) has nothing to inspect at run time."""
     if not fused_infer_supported(module, query, key, attention_mask, dropout, kwargs):
-        return original_attention(module)(module, query, key, value, attention_mask, scaling=scaling,
-                                           dropout=dropout, **kwargs)
+        return original_attention(module)(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
     mask = None
     if attention_mask is not None:  # transformers: bool True = attend, or additive float; the op: True = masked
         mask = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < -1.0
-        mask = mask[..., :key.shape[2]].contiguous()
+        mask = mask[..., : key.shape[2]].contiguous()
     scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
     out = _npu().npu_fused_infer_attention_score(
-        query.contiguous(), key.contiguous(), value.contiguous(), atten_mask=mask, num_heads=query.shape[1],
-        num_key_value_heads=key.shape[1], input_layout="BNSD", **{scale_keyword: scale})[0]
+        query.contiguous(),
+        key.contiguous(),
+        value.contiguous(),
+        atten_mask=mask,
+        num_heads=query.shape[1],
+        num_key_value_heads=key.shape[1],
+        input_layout="BNSD",
+        **{scale_keyword: scale},
+    )[0]
     return out.transpose(1, 2).contiguous(), None
 
 
-def swap_attention(model: torch.nn.Module, name: str = ATTENTION_NAME,
-                   function: Callable[..., Any] = fusion_attention) -> bool:
+def swap_attention(
+    model: torch.nn.Module, name: str = ATTENTION_NAME, function: Callable[..., Any] = fusion_attention
+) -> bool:
     """Register `function` with transformers under `name` and select it for this model only."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask

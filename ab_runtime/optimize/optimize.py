@@ -52,25 +52,32 @@ from . import decode_passes, passes, quick
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding ab_runtime/
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
-HEADLINES = {"generation": "greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch "
-                           "(decode-dominated: TPOT and batch tokens/s)",
-             "encoder_generation": "encoder + greedy generation of workload.new_tokens tokens at batch 1 and at "
-                                   "workload.batch",
-             "batch_sweep": "one forward at workload.headline_batch (throughput)",
-             "forward": "one forward of the accuracy inputs"}
+HEADLINES = {
+    "generation": "greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch "
+    "(decode-dominated: TPOT and batch tokens/s)",
+    "encoder_generation": "encoder + greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch",
+    "batch_sweep": "one forward at workload.headline_batch (throughput)",
+    "forward": "one forward of the accuracy inputs",
+}
 
 
 def generation_accuracy(session: harness.Session, produced: Any, reference: list[int]) -> dict[str, Any]:
     """The greedy tokens of one headline generation (batch 1) against the reference's, judged by
     the framework's rule (accuracy_standard.generation_verdict)."""
     agreement = divergence(produced.tokens[0], reference)
-    verdict = accuracy_standard.generation_verdict(agreement["match_rate"], agreement["first_divergence"],
-                                                   session.spec.task_family, session.thresholds.tolerances)
+    verdict = accuracy_standard.generation_verdict(
+        agreement["match_rate"], agreement["first_divergence"], session.spec.task_family, session.thresholds.tolerances
+    )
     return {**verdict, "compared": agreement["compared"]}
 
 
-def judge(session: harness.Session, b: ab_build.Build, run: Callable[[dict[str, Any]], Any], fn: Callable[[], Any],
-          reference: list[int] | None) -> dict[str, Any]:
+def judge(
+    session: harness.Session,
+    b: ab_build.Build,
+    run: Callable[[dict[str, Any]], Any],
+    fn: Callable[[], Any],
+    reference: list[int] | None,
+) -> dict[str, Any]:
     """A configuration's accuracy digest: the forward outputs by the optimization budget and, for a
     generation workload (`reference` tokens given), its greedy tokens; it passes only if both do."""
     summary = accuracy_standard.accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
@@ -83,7 +90,8 @@ def judge(session: harness.Session, b: ab_build.Build, run: Callable[[dict[str, 
         summary["verdict"] = "fail"
         summary["problems"] = list(summary["problems"]) + [
             f"greedy tokens match the reference at {generation['match_rate']:.3f} < {generation['match_rate_min']} "
-            f"(first divergence at new token {generation['first_divergence']})"]
+            f"(first divergence at new token {generation['first_divergence']})"
+        ]
     return summary
 
 
@@ -93,8 +101,9 @@ def decode_reasons(session: harness.Session) -> dict[str, str | None]:
     w = session.workload
     if w.name not in passes.GENERATION_WORKLOADS:
         return {}
-    shape = decode_passes.DecodeConfig(batch=w.batch, prompt_tokens=w.prompt_len, new_tokens=w.new_tokens,
-                                       dtype=session.baseline_dtype_name)
+    shape = decode_passes.DecodeConfig(
+        batch=w.batch, prompt_tokens=w.prompt_len, new_tokens=w.new_tokens, dtype=session.baseline_dtype_name
+    )
     return {r["name"]: r["reason"] for r in decode_passes.applicability(session.choice, session.reference, shape)}
 
 
@@ -105,8 +114,15 @@ def _compile_room() -> None:
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
 
 
-def sequential_paired(session: harness.Session, base: Callable[[], Any], cand: Callable[[], Any], max_pairs: int,
-                      warmup: int, iters: int, decided: Callable[[list[float]], bool]) -> dict[str, Any]:
+def sequential_paired(
+    session: harness.Session,
+    base: Callable[[], Any],
+    cand: Callable[[], Any],
+    max_pairs: int,
+    warmup: int,
+    iters: int,
+    decided: Callable[[list[float]], bool],
+) -> dict[str, Any]:
     """harness.paired one block pair at a time (warmup before the first), stopped as soon as
     `decided(pair speedups)`, at most `max_pairs`: the figures of the pairs taken (pairstats)."""
     base_blocks: list[list[float]] = []
@@ -120,40 +136,69 @@ def sequential_paired(session: harness.Session, base: Callable[[], Any], cand: C
             return figures.as_dict()
 
 
-def search(session: harness.Session, candidates: list[passes.Pass], traits: passes.Traits, pairs: int, warmup: int,
-           iters: int, min_gain: float) -> dict[str, Any]:
+def search(
+    session: harness.Session,
+    candidates: list[passes.Pass],
+    traits: passes.Traits,
+    pairs: int,
+    warmup: int,
+    iters: int,
+    min_gain: float,
+) -> dict[str, Any]:
     """The whole search; returns the notes body (without file-level metadata)."""
     _compile_room()
 
     def timed(base: Callable[[], Any], cand: Callable[[], Any]) -> dict[str, Any]:
-        return sequential_paired(session, base, cand, pairs, warmup, iters,
-                                 lambda speedups: quick.decide(speedups, min_gain, pairs) != "continue")
+        return sequential_paired(
+            session,
+            base,
+            cand,
+            pairs,
+            warmup,
+            iters,
+            lambda speedups: quick.decide(speedups, min_gain, pairs) != "continue",
+        )
 
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
     base_acc = accuracy_standard.accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
-    reference = (workloads.reference_tokens(session, session.workload)
-                 if session.workload.name in passes.GENERATION_WORKLOADS else None)
+    reference = (
+        workloads.reference_tokens(session, session.workload)
+        if session.workload.name in passes.GENERATION_WORKLOADS
+        else None
+    )
     if reference is not None:
         with torch.inference_mode():
             base_acc["generation"] = generation_accuracy(session, base_fn(), reference)
-    harness.say(f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
-        f"{base_acc['verdict']}; first call {base_first:.1f} ms")
+    harness.say(
+        f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
+        f"{base_acc['verdict']}; first call {base_first:.1f} ms"
+    )
     rows: list[dict[str, Any]] = []
     built: dict[str, Callable[[], Any]] = {}
     # applicability is read before anything is built; measured in order of expected gain (quick.PRIORS)
     reasons = {p.name: p.applies(traits) for p in candidates}
-    for p in quick.ordered([p for p in candidates if reasons[p.name] is None]) + \
-            [p for p in candidates if reasons[p.name] is not None]:
+    for p in quick.ordered([p for p in candidates if reasons[p.name] is None]) + [
+        p for p in candidates if reasons[p.name] is not None
+    ]:
         why_not = reasons[p.name]
-        row: dict[str, Any] = {"name": p.name, "passes": [p.name], "kind": p.kind, "group": p.group,
-                               "changes_code": p.changes_code, "applicable": why_not is None}
+        row: dict[str, Any] = {
+            "name": p.name,
+            "passes": [p.name],
+            "kind": p.kind,
+            "group": p.group,
+            "changes_code": p.changes_code,
+            "applicable": why_not is None,
+        }
         if why_not is not None:
             row.update(measured=False, kept=False, reason=f"not applicable: {why_not}")
         elif p.needs_restart:
-            row.update(measured=False, kept=False,
-                       reason="needs a fresh process (environment read at import): not measured in-process")
+            row.update(
+                measured=False,
+                kept=False,
+                reason="needs a fresh process (environment read at import): not measured in-process",
+            )
         else:
             try:
                 b, run, build_s = session.make([p])
@@ -170,14 +215,21 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
                 continue
             except Exception as exc:  # a pass that cannot run on this model is rejected, not fatal
                 first_line = str(exc).splitlines()[0] if str(exc) else ""
-                row.update(measured=False, kept=False, reason=f"failed to apply or run: {type(exc).__name__}: {first_line}")
+                row.update(
+                    measured=False, kept=False, reason=f"failed to apply or run: {type(exc).__name__}: {first_line}"
+                )
                 rows.append(row)
                 harness.say(f"pass {p.name}: {row['reason']}")
                 continue
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-            row.update(measured=True, kept=keep, reason=reason, accuracy=acc, paired=figures,
-                       cold_start={"build_s": build_s, "first_call_ms": first,
-                                   "baseline_first_call_ms": base_first})
+            row.update(
+                measured=True,
+                kept=keep,
+                reason=reason,
+                accuracy=acc,
+                paired=figures,
+                cold_start={"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first},
+            )
             if b.acceptance:
                 row["acceptance"] = b.acceptance
             if keep:
@@ -207,20 +259,35 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
                 acc = judge(session, b, run, fn, reference)
                 figures = timed(current_fn, fn)
                 keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-                step.update(measured=True, kept=keep, reason=reason, accuracy=acc, paired=figures,
-                            cold_start={"build_s": build_s, "first_call_ms": first})
+                step.update(
+                    measured=True,
+                    kept=keep,
+                    reason=reason,
+                    accuracy=acc,
+                    paired=figures,
+                    cold_start={"build_s": build_s, "first_call_ms": first},
+                )
                 if keep:
                     chosen, current_fn, current = step["passes"], fn, step
             combination.append(step)
-            harness.say(f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}")
+            harness.say(
+                f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}"
+            )
         if len(chosen) > 1:  # verify the combination against the baseline itself
             # the last kept step built exactly this configuration: re-timed, not rebuilt (no second compile)
             acc = current["accuracy"]
             figures = timed(base_fn, current_fn)
             keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-            verify: dict[str, Any] = {"passes": list(chosen), "against": [], "measured": True, "kept": keep, "reason": reason,
-                      "accuracy": acc, "paired": figures,
-                      "cold_start": {**current["cold_start"], "baseline_first_call_ms": base_first}}
+            verify: dict[str, Any] = {
+                "passes": list(chosen),
+                "against": [],
+                "measured": True,
+                "kept": keep,
+                "reason": reason,
+                "accuracy": acc,
+                "paired": figures,
+                "cold_start": {**current["cold_start"], "baseline_first_call_ms": base_first},
+            }
             combination.append(verify)
             if keep and figures["speedup"] >= kept[0]["paired"]["speedup"] / (1 + min_gain):
                 final_row = verify
@@ -232,25 +299,42 @@ def search(session: harness.Session, candidates: list[passes.Pass], traits: pass
     selection: dict[str, Any] = {"passes": list(chosen), "outcome": "gain" if chosen else "no_gain"}
     if final_row is not None:
         pf = final_row["paired"]
-        selection.update(baseline_median_ms=pf["baseline_median_ms"], optimized_median_ms=pf["candidate_median_ms"],
-                         speedup=pf["speedup"], interval=pf["interval"], confidence=pf["confidence"],
-                         pairs=pf["pairs"], accuracy=final_row["accuracy"], cold_start=final_row["cold_start"])
+        selection.update(
+            baseline_median_ms=pf["baseline_median_ms"],
+            optimized_median_ms=pf["candidate_median_ms"],
+            speedup=pf["speedup"],
+            interval=pf["interval"],
+            confidence=pf["confidence"],
+            pairs=pf["pairs"],
+            accuracy=final_row["accuracy"],
+            cold_start=final_row["cold_start"],
+        )
     else:
         selection.update(speedup=1.0, reason="no pass was faster beyond the measured noise with accuracy intact")
     return {
-        "baseline": {"device": session.choice.kind, "dtype": session.baseline_dtype_name, "mode": session.mode,
-                     "description": "eager model in the spec's target dtype (the benchmark harness's target)",
-                     "accuracy_vs_float32_reference": base_acc,
-                     "cold_start": {"build_s": base_build_s, "first_call_ms": base_first}},
-        "passes": rows, "combination": combination, "selection": selection,
+        "baseline": {
+            "device": session.choice.kind,
+            "dtype": session.baseline_dtype_name,
+            "mode": session.mode,
+            "description": "eager model in the spec's target dtype (the benchmark harness's target)",
+            "accuracy_vs_float32_reference": base_acc,
+            "cold_start": {"build_s": base_build_s, "first_call_ms": base_first},
+        },
+        "passes": rows,
+        "combination": combination,
+        "selection": selection,
         **({"reference_tokens": reference} if reference is not None else {}),
     }
 
 
 def environment(session: harness.Session, traits: passes.Traits) -> dict[str, Any]:
     """The harness's environment record plus the traits the catalogue's rules read."""
-    return {**harness.environment(session), "threads": traits.threads, "cores": traits.cores,
-            "bf16_gemm_speedup": traits.bf16_gemm_speedup}
+    return {
+        **harness.environment(session),
+        "threads": traits.threads,
+        "cores": traits.cores,
+        "bf16_gemm_speedup": traits.bf16_gemm_speedup,
+    }
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -266,8 +350,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--workload", default=None, help="workload whose headline figure is optimized (default: the spec's)")
     p.add_argument("--spec", default="adaptation.json")
     p.add_argument("--out", default=NOTES_FILE)
-    p.add_argument("--perf-evidence", action="store_true",
-                   help="the confirmation run also writes accuracy_run_perf.py's evidence (perf_*) from its pairs")
+    p.add_argument(
+        "--perf-evidence",
+        action="store_true",
+        help="the confirmation run also writes accuracy_run_perf.py's evidence (perf_*) from its pairs",
+    )
     args = p.parse_args(argv)
     if args.pairs < 5 or args.iters < 1 or args.warmup < 0 or args.num_samples < 1:
         raise harness.HarnessError("--pairs must be >= 5, --iters and --num-samples >= 1, --warmup >= 0")
@@ -278,8 +365,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before anything is loaded or written
-    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples,
-                                   workload=args.workload)
+    session = harness.open_session(
+        Path(args.spec), args.device, args.use_pretrained, args.num_samples, workload=args.workload
+    )
     names = [n for n in args.passes.replace(",", " ").split() if n]
     try:
         candidates = passes.get(names) if names else passes.search_candidates(session.choice.kind)
@@ -290,31 +378,54 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if wrong:
         raise harness.HarnessError(f"pass(es) {', '.join(wrong)} are for another device than {session.choice.kind}")
     speed = passes.cpu_bf16_gemm_speedup() if session.choice.kind == "cpu" else None
-    traits = passes.model_traits(session.reference, session.choice.kind, session.spec.task_family,
-                                 session.baseline_dtype_name, speed, workload=session.workload.name,
-                                 decode=decode_reasons(session))
-    harness.say(f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "
-        f"{len(candidates)} catalogue pass(es); {args.pairs} pairs x {args.iters} iters, warmup {args.warmup}")
+    traits = passes.model_traits(
+        session.reference,
+        session.choice.kind,
+        session.spec.task_family,
+        session.baseline_dtype_name,
+        speed,
+        workload=session.workload.name,
+        decode=decode_reasons(session),
+    )
+    harness.say(
+        f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "
+        f"{len(candidates)} catalogue pass(es); {args.pairs} pairs x {args.iters} iters, warmup {args.warmup}"
+    )
     body = search(session, candidates, traits, args.pairs, args.warmup, args.iters, args.min_gain)
     notes = {
         "schema": NOTES_SCHEMA,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model_id": session.spec.model_id, "adaptation": session.spec.name, "task_family": session.spec.task_family,
-        "device": session.choice.kind, "device_name": session.choice.name,
-        "settings": {"pairs": args.pairs, "iters_per_block": args.iters, "warmup": args.warmup,
-                     "num_samples": args.num_samples, "min_gain": args.min_gain, "confidence": pairstats.CONFIDENCE,
-                     "seed": session.spec.recipe.seed, "profiler_during_timing": False,
-                     # What each paired call times (workloads.headline_call): the headline of this workload.
-                     "workload": session.workload.name, "headline": HEADLINES[session.workload.name]},
+        "model_id": session.spec.model_id,
+        "adaptation": session.spec.name,
+        "task_family": session.spec.task_family,
+        "device": session.choice.kind,
+        "device_name": session.choice.name,
+        "settings": {
+            "pairs": args.pairs,
+            "iters_per_block": args.iters,
+            "warmup": args.warmup,
+            "num_samples": args.num_samples,
+            "min_gain": args.min_gain,
+            "confidence": pairstats.CONFIDENCE,
+            "seed": session.spec.recipe.seed,
+            "profiler_during_timing": False,
+            # What each paired call times (workloads.headline_call): the headline of this workload.
+            "workload": session.workload.name,
+            "headline": HEADLINES[session.workload.name],
+        },
         # Every pass is judged by this one budget against the float32 reference (comparator.judge_optimized).
         "accuracy_budget": accuracy_standard.budget_statement(session.spec.task_family, session.thresholds.tolerances),
-        "traits": traits.as_dict(), **body, "environment": environment(session, traits),
+        "traits": traits.as_dict(),
+        **body,
+        "environment": environment(session, traits),
     }
     out = Path(args.out)
     harness.write_json(out, notes)
     sel = notes["selection"]
-    harness.say(f"selected: {', '.join(sel['passes']) or 'nothing (no gain)'} at x{sel['speedup']:.3f} in the search; "
-                "confirming in a fresh process")
+    harness.say(
+        f"selected: {', '.join(sel['passes']) or 'nothing (no gain)'} at x{sel['speedup']:.3f} in the search; "
+        "confirming in a fresh process"
+    )
     try:
         run_fresh(out, Path(args.spec), args.device, args.use_pretrained, args.perf_evidence)
     except BaseException:
@@ -322,27 +433,54 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise
     notes = json.loads(out.read_text())
     final = notes["final"]
-    return {"ok": True, "chosen": notes["chosen"], "outcome": final["outcome"], "speedup": final["speedup"],
-            "selection_speedup": final.get("selection_speedup"),
-            "baseline_median_ms": final.get("baseline_median_ms"), "optimized_median_ms": final.get("optimized_median_ms"),
-            "notes": out.name, "runtime_only": notes["runtime_only"], "error": None}
+    return {
+        "ok": True,
+        "chosen": notes["chosen"],
+        "outcome": final["outcome"],
+        "speedup": final["speedup"],
+        "selection_speedup": final.get("selection_speedup"),
+        "baseline_median_ms": final.get("baseline_median_ms"),
+        "optimized_median_ms": final.get("optimized_median_ms"),
+        "notes": out.name,
+        "runtime_only": notes["runtime_only"],
+        "error": None,
+    }
 
 
-def run_fresh(notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, perf_evidence: bool = False,
-              timeout_s: float = 1800.0) -> dict[str, Any]:
+def run_fresh(
+    notes_path: Path,
+    spec_path: Path,
+    device: str,
+    use_pretrained: bool,
+    perf_evidence: bool = False,
+    timeout_s: float = 1800.0,
+) -> dict[str, Any]:
     """`python -m ab_runtime.optimize.confirm` in a new process (this interpreter); its RESULT, or an error.
     (Started from here, not from confirm.py: confirm imports perf_run, which imports this module.)"""
-    argv = [sys.executable, "-m", "ab_runtime.optimize.confirm", "--device", device, "--notes", str(Path(notes_path).resolve()),
-            "--spec", str(Path(spec_path).resolve())] + (["--use-pretrained"] if use_pretrained else []) \
+    argv = (
+        [
+            sys.executable,
+            "-m",
+            "ab_runtime.optimize.confirm",
+            "--device",
+            device,
+            "--notes",
+            str(Path(notes_path).resolve()),
+            "--spec",
+            str(Path(spec_path).resolve()),
+        ]
+        + (["--use-pretrained"] if use_pretrained else [])
         + (["--perf-evidence"] if perf_evidence else [])
+    )
     proc = subprocess.run(argv, cwd=PACKAGE_PARENT, capture_output=True, text=True, timeout=timeout_s)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     sys.stdout.write("".join(f"{ln}\n" for ln in proc.stdout.splitlines() if not ln.startswith(RESULT_MARKER)))
     sys.stderr.write(proc.stderr)
-    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
+    result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {}
     if proc.returncode != 0 or not result.get("ok"):
-        raise harness.HarnessError(f"the confirmation run failed (exit {proc.returncode}): "
-                                   f"{result.get('error') or proc.stderr.strip()[-200:]}")
+        raise harness.HarnessError(
+            f"the confirmation run failed (exit {proc.returncode}): {result.get('error') or proc.stderr.strip()[-200:]}"
+        )
     return result
 
 

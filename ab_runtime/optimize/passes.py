@@ -85,15 +85,24 @@ class Pass:
     needs_restart: bool = False  # an environment variable read at import: cannot toggle in-process
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "device": self.device, "kind": self.kind, "group": self.group,
-                "summary": self.summary, "changes_code": self.changes_code, "needs_restart": self.needs_restart,
-                "workload": "generation" if self.kind == "decode" else "forward"}
+        return {
+            "name": self.name,
+            "device": self.device,
+            "kind": self.kind,
+            "group": self.group,
+            "summary": self.summary,
+            "changes_code": self.changes_code,
+            "needs_restart": self.needs_restart,
+            "workload": "generation" if self.kind == "decode" else "forward",
+        }
 
 
 # ---------------------------------------------------------------- traits
 
+
 def bf16_gemm_speedup(size: int = 384, reps: int = 10) -> float:
     """How much faster a bf16 GEMM runs than fp32 on this CPU (best of `reps`)."""
+
     def best(dtype: torch.dtype) -> float:
         a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
         torch.mm(a, b)
@@ -139,36 +148,52 @@ def cpu_bf16_gemm_speedup() -> float | None:
     return None if cpu_bf16_override() is not None else bf16_gemm_speedup()
 
 
-def model_traits(model: torch.nn.Module, device: str, task_family: str, baseline_dtype: str,
-                 bf16_speedup: float | None = None, bf16_native: bool | None = None,
-                 workload: str = "forward", decode: dict[str, str | None] | None = None) -> Traits:
+def model_traits(
+    model: torch.nn.Module,
+    device: str,
+    task_family: str,
+    baseline_dtype: str,
+    bf16_speedup: float | None = None,
+    bf16_native: bool | None = None,
+    workload: str = "forward",
+    decode: dict[str, str | None] | None = None,
+) -> Traits:
     config = getattr(model, "config", None)
     heads = getattr(config, "num_attention_heads", None)
     hidden = getattr(config, "hidden_size", None)
-    head_dim = getattr(config, "head_dim", None) or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None)
+    head_dim = getattr(config, "head_dim", None) or (
+        hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
+    )
     return Traits(
-        device=device, task_family=task_family, model_type=str(getattr(config, "model_type", "")),
+        device=device,
+        task_family=task_family,
+        model_type=str(getattr(config, "model_type", "")),
         baseline_dtype=baseline_dtype,
         linear_layers=sum(isinstance(m, torch.nn.Linear) for m in model.modules()),
         conv_layers=sum(isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)) for m in model.modules()),
-        rms_norms=len(npu_swaps.rms_norm_modules(model)), swiglu_mlps=len(npu_swaps.swiglu_modules(model)),
+        rms_norms=len(npu_swaps.rms_norm_modules(model)),
+        swiglu_mlps=len(npu_swaps.swiglu_modules(model)),
         rotary=npu_swaps.rotary_module(model) is not None,
         attention_switchable=config is not None and hasattr(config, "_attn_implementation"),
         head_dim=head_dim if isinstance(head_dim, int) else None,
-        threads=torch.get_num_threads(), cores=usable_cores(),
+        threads=torch.get_num_threads(),
+        cores=usable_cores(),
         bf16_gemm_speedup=bf16_speedup,
         cpu_bf16_native=cpu_bf16_native() if bf16_native is None and device == "cpu" else bool(bf16_native),
-        workload=workload, decode=dict(decode or {}),
+        workload=workload,
+        decode=dict(decode or {}),
     )
 
 
 # ---------------------------------------------------------------- helpers for apply
+
 
 def _cast(dtype: torch.dtype) -> Callable[[Build], None]:
     def apply(build: Build) -> None:
         build.model = build.model.to(dtype)
         build.input_dtype = dtype
         build.accuracy_dtype = DTYPE_NAMES[dtype]
+
     return apply
 
 
@@ -176,12 +201,14 @@ def _autocast(dtype: torch.dtype) -> Callable[[Build], None]:
     def apply(build: Build) -> None:
         build.autocast = dtype
         build.accuracy_dtype = DTYPE_NAMES[dtype]
+
     return apply
 
 
 def _compile(**kwargs: Any) -> Callable[[Build], None]:
     def apply(build: Build) -> None:
         build.compile_kwargs = dict(kwargs)
+
     return apply
 
 
@@ -206,10 +233,12 @@ def _threads(n: int) -> Iterator[None]:
 
 def _set_threads(n: int | None) -> Callable[[Build], None]:
     """n threads (None: one per core) around each optimized call."""
+
     def apply(build: Build) -> None:
         count = n or usable_cores()
         build.contexts.append(lambda: _threads(count))
         build.notes.append(f"torch.set_num_threads({count}) around each call")
+
     return apply
 
 
@@ -282,30 +311,57 @@ def _apply_task_queue(build: Build) -> None:
 
 def _verdict_row(verdict: dict[str, Any]) -> dict[str, Any]:
     """What a pass row keeps of a contract verdict (the samples stay out of the notes)."""
-    return {k: verdict[k] for k in ("pass", "judged", "dtype", "device", "replacement", "accepted", "reasons", "samples",
-                                    "failed", "max_abs", "mere", "mare", "rmse", "min_within_share", "seconds",
-                                    "cached")}
+    return {
+        k: verdict[k]
+        for k in (
+            "pass",
+            "judged",
+            "dtype",
+            "device",
+            "replacement",
+            "accepted",
+            "reasons",
+            "samples",
+            "failed",
+            "max_abs",
+            "mere",
+            "mare",
+            "rmse",
+            "min_within_share",
+            "seconds",
+            "cached",
+        )
+    }
 
 
-def contracted_swap(pass_name: str, find: Callable[[torch.nn.Module], list[torch.nn.Module]],
-                     fn: Callable[[torch.nn.Module], int], width: Callable[[torch.nn.Module], int],
-                     label: str) -> Callable[[Build], None]:
+def contracted_swap(
+    pass_name: str,
+    find: Callable[[torch.nn.Module], list[torch.nn.Module]],
+    fn: Callable[[torch.nn.Module], int],
+    width: Callable[[torch.nn.Module], int],
+    label: str,
+) -> Callable[[Build], None]:
     """A module swap held to the operator acceptance contract before it takes effect: each module
     class (in the dtype it computes in) is judged once per process (acceptance.swap_verdict); only
     the modules of accepted classes are swapped, and a pass with none accepted is not applied."""
+
     def apply(build: Build) -> None:
         verdicts: dict[type, dict[str, Any]] = {}
         for module in find(build.model):
             if type(module) not in verdicts:
                 verdicts[type(module)] = acceptance.swap_verdict(pass_name, module, fn, width(module))
                 build.acceptance.append(_verdict_row(verdicts[type(module)]))
-        refused = [f"{cls.__name__} refused by the operator acceptance contract: {'; '.join(v['reasons'])}"
-                   for cls, v in verdicts.items() if not v["accepted"]]
+        refused = [
+            f"{cls.__name__} refused by the operator acceptance contract: {'; '.join(v['reasons'])}"
+            for cls, v in verdicts.items()
+            if not v["accepted"]
+        ]
         accepted = [m for m in find(build.model) if verdicts[type(m)]["accepted"]]
         if refused and not accepted:  # nothing accepted: the pass is not applied (the search's row says why)
             raise acceptance.ReplacementRefused(f"{pass_name}: {'; '.join(refused)}")
         swapped = sum(fn(m) for m in accepted)
         build.notes.append(f"{label}: {swapped}" + (f" ({'; '.join(refused)})" if refused else ""))
+
     return apply
 
 
@@ -317,12 +373,15 @@ def _apply_rotary(build: Build) -> None:
         return
     dtype, device = acceptance.dtype_of(build.model)
     heads = getattr(getattr(build.model, "config", None), "num_attention_heads", None)
-    verdict = acceptance.rotary_verdict(modeling, modeling.apply_rotary_pos_emb._ab_original, dtype, device,
-                                        heads if isinstance(heads, int) else 2)
+    verdict = acceptance.rotary_verdict(
+        modeling, modeling.apply_rotary_pos_emb._ab_original, dtype, device, heads if isinstance(heads, int) else 2
+    )
     build.acceptance.append(_verdict_row(verdict))
     if not verdict["accepted"]:
-        raise acceptance.ReplacementRefused("npu_rotary_mul: apply_rotary_pos_emb refused by the operator acceptance "
-                                            f"contract: {'; '.join(verdict['reasons'])}")
+        raise acceptance.ReplacementRefused(
+            "npu_rotary_mul: apply_rotary_pos_emb refused by the operator acceptance "
+            f"contract: {'; '.join(verdict['reasons'])}"
+        )
     build.contexts.append(npu_swaps.rotary_active)
 
 
@@ -338,11 +397,14 @@ def _apply_fusion_attention(build: Build) -> None:
 def _apply_torchair(build: Build) -> None:
     import torchair  # documented: torchair.get_npu_backend(compiler_config=CompilerConfig())
 
-    build.compile_kwargs = {"backend": torchair.get_npu_backend(compiler_config=torchair.CompilerConfig()),
-                            "dynamic": False}
+    build.compile_kwargs = {
+        "backend": torchair.get_npu_backend(compiler_config=torchair.CompilerConfig()),
+        "dynamic": False,
+    }
 
 
 # ---------------------------------------------------------------- applicability helpers
+
 
 def _fp32_baseline(t: Traits) -> str | None:
     return None if t.baseline_dtype == "float32" else f"baseline already runs in {t.baseline_dtype}"
@@ -358,7 +420,9 @@ def _cpu_bf16(t: Traits) -> str | None:
     if t.bf16_gemm_speedup is None:
         return "this CPU has no native bf16 (bf16 GEMM speed not measured)"
     if t.bf16_gemm_speedup < 1.2:
-        return f"this CPU has no native bf16 and runs bf16 GEMM no faster than fp32 (measured x{t.bf16_gemm_speedup:.2f})"
+        return (
+            f"this CPU has no native bf16 and runs bf16 GEMM no faster than fp32 (measured x{t.bf16_gemm_speedup:.2f})"
+        )
     return None
 
 
@@ -388,8 +452,10 @@ def _rotary_applies(t: Traits) -> str | None:
     if not t.rotary:
         return "model has no HF apply_rotary_pos_emb"
     if t.head_dim != npu_swaps.ROTARY_LIMITS["head_dim"]:
-        return (f"npu_rotary_mul: the limits common to its 6.0.0 (D == 128) and 7.0.0 (D < 896, even) documentation "
-                f"allow head dim {npu_swaps.ROTARY_LIMITS['head_dim']} only, got {t.head_dim}")
+        return (
+            f"npu_rotary_mul: the limits common to its 6.0.0 (D == 128) and 7.0.0 (D < 896, even) documentation "
+            f"allow head dim {npu_swaps.ROTARY_LIMITS['head_dim']} only, got {t.head_dim}"
+        )
     return None
 
 
@@ -404,6 +470,7 @@ def _decode_applies(name: str) -> Callable[[Traits], str | None]:
         if name not in t.decode:
             return "decode applicability was not evaluated for this search"
         return t.decode[name]
+
     return applies
 
 
@@ -412,6 +479,7 @@ def _apply_decode(dp: Any) -> Callable[[Build], None]:
     forward is taken back off the module and used by its decoder only (a static KV cache where the
     pass names one), so generation runs the pass while the accuracy forward stays as it was: a
     decode pass is judged by the greedy tokens of its generation (optimize.judge)."""
+
     def apply(build: Build) -> None:
         model, kwargs = dp.apply(build.model, {})
         compiled = model.__dict__.pop("forward", None)  # set by the passes that compile model.forward
@@ -419,71 +487,233 @@ def _apply_decode(dp: Any) -> Callable[[Build], None]:
         static = kwargs.get("cache_implementation") == "static"
         build.decoder = functools.partial(_pass_decoder, forward=compiled, static=static)
         build.notes.append(f"{dp.name}: {dp.summary}")
+
     return apply
 
 
-def _pass_decoder(b: Build, model: torch.nn.Module, encoder_decoder: bool, new_tokens: int,
-                  forward: Callable[..., Any] | None, static: bool) -> Any:
+def _pass_decoder(
+    b: Build,
+    model: torch.nn.Module,
+    encoder_decoder: bool,
+    new_tokens: int,
+    forward: Callable[..., Any] | None,
+    static: bool,
+) -> Any:
     if static:
         return workloads.StaticCacheDecoder(b, model, encoder_decoder, new_tokens=new_tokens, forward=forward)
     return workloads.HFDecoder(b, model, encoder_decoder, forward=forward)
 
 
 def _decode_catalogue() -> tuple[Pass, ...]:
-    return tuple(Pass(dp.name, dp.device, "decode", DECODE_GROUPS[dp.group], dp.summary, _decode_applies(dp.name),
-                      _apply_decode(dp), changes_code=dp.changes_code) for dp in decode_passes.CATALOGUE)
+    return tuple(
+        Pass(
+            dp.name,
+            dp.device,
+            "decode",
+            DECODE_GROUPS[dp.group],
+            dp.summary,
+            _decode_applies(dp.name),
+            _apply_decode(dp),
+            changes_code=dp.changes_code,
+        )
+        for dp in decode_passes.CATALOGUE
+    )
 
 
 CATALOGUE: tuple[Pass, ...] = (
     # CPU
-    Pass("cpu_threads_all", "cpu", "environment", "threads", "torch intra-op threads = CPU cores",
-         _more_threads, _set_threads(None)),
-    Pass("cpu_threads_1", "cpu", "environment", "threads",
-         "one intra-op thread (no OpenMP barrier stalls when the CPU is shared or oversubscribed)",
-         _one_thread, _set_threads(1)),
-    Pass("cpu_bf16_autocast", "cpu", "precision", "precision", "torch.autocast('cpu', bfloat16)",
-         _cpu_bf16, _autocast(torch.bfloat16)),
-    Pass("cpu_bf16_cast", "cpu", "precision", "precision", "weights and float inputs cast to bfloat16",
-         _cpu_bf16, _cast(torch.bfloat16)),
-    Pass("cpu_int8_dynamic", "cpu", "quantization", "precision",
-         "dynamic int8 quantisation of nn.Linear (torch.ao quantize_dynamic)",
-         lambda t: _fp32_baseline(t) or _needs("linear_layers", "nn.Linear layers")(t), _apply_int8),
-    Pass("cpu_channels_last", "cpu", "layout", "layout", "channels_last memory format for conv models",
-         _needs("conv_layers", "convolution layers"), _apply_channels_last),
+    Pass(
+        "cpu_threads_all",
+        "cpu",
+        "environment",
+        "threads",
+        "torch intra-op threads = CPU cores",
+        _more_threads,
+        _set_threads(None),
+    ),
+    Pass(
+        "cpu_threads_1",
+        "cpu",
+        "environment",
+        "threads",
+        "one intra-op thread (no OpenMP barrier stalls when the CPU is shared or oversubscribed)",
+        _one_thread,
+        _set_threads(1),
+    ),
+    Pass(
+        "cpu_bf16_autocast",
+        "cpu",
+        "precision",
+        "precision",
+        "torch.autocast('cpu', bfloat16)",
+        _cpu_bf16,
+        _autocast(torch.bfloat16),
+    ),
+    Pass(
+        "cpu_bf16_cast",
+        "cpu",
+        "precision",
+        "precision",
+        "weights and float inputs cast to bfloat16",
+        _cpu_bf16,
+        _cast(torch.bfloat16),
+    ),
+    Pass(
+        "cpu_int8_dynamic",
+        "cpu",
+        "quantization",
+        "precision",
+        "dynamic int8 quantisation of nn.Linear (torch.ao quantize_dynamic)",
+        lambda t: _fp32_baseline(t) or _needs("linear_layers", "nn.Linear layers")(t),
+        _apply_int8,
+    ),
+    Pass(
+        "cpu_channels_last",
+        "cpu",
+        "layout",
+        "layout",
+        "channels_last memory format for conv models",
+        _needs("conv_layers", "convolution layers"),
+        _apply_channels_last,
+    ),
     Pass("cpu_compile", "cpu", "compile", "compile", "torch.compile (inductor)", _always, _compile(backend="inductor")),
     # CUDA
-    Pass("cuda_fp16", "cuda", "precision", "precision", "weights and float inputs cast to float16",
-         _fp32_baseline, _cast(torch.float16)),
-    Pass("cuda_bf16", "cuda", "precision", "precision", "weights and float inputs cast to bfloat16",
-         _fp32_baseline, _cast(torch.bfloat16)),
+    Pass(
+        "cuda_fp16",
+        "cuda",
+        "precision",
+        "precision",
+        "weights and float inputs cast to float16",
+        _fp32_baseline,
+        _cast(torch.float16),
+    ),
+    Pass(
+        "cuda_bf16",
+        "cuda",
+        "precision",
+        "precision",
+        "weights and float inputs cast to bfloat16",
+        _fp32_baseline,
+        _cast(torch.bfloat16),
+    ),
     Pass("cuda_tf32", "cuda", "environment", "tf32", "TF32 matmul and cuDNN convolutions", _fp32_baseline, _apply_tf32),
-    Pass("cuda_sdpa", "cuda", "module_swap", "attention", "scaled_dot_product_attention (flash / mem-efficient)",
-         lambda t: None if t.attention_switchable else "model has no switchable attention implementation", _apply_sdpa),
-    Pass("cuda_compile_cudagraphs", "cuda", "compile", "compile", "torch.compile mode='reduce-overhead' (CUDA graphs)",
-         _always, _compile(backend="inductor", mode="reduce-overhead")),
+    Pass(
+        "cuda_sdpa",
+        "cuda",
+        "module_swap",
+        "attention",
+        "scaled_dot_product_attention (flash / mem-efficient)",
+        lambda t: None if t.attention_switchable else "model has no switchable attention implementation",
+        _apply_sdpa,
+    ),
+    Pass(
+        "cuda_compile_cudagraphs",
+        "cuda",
+        "compile",
+        "compile",
+        "torch.compile mode='reduce-overhead' (CUDA graphs)",
+        _always,
+        _compile(backend="inductor", mode="reduce-overhead"),
+    ),
     # Ascend
-    Pass("npu_task_queue", "npu", "environment", "task_queue", "TASK_QUEUE_ENABLE=2 (two-level dispatch pipeline)",
-         _always, _apply_task_queue, needs_restart=True),
-    Pass("npu_jit_compile_off", "npu", "environment", "jit", "torch.npu.set_compile_mode(jit_compile=False)",
-         _always, _apply_npu_jit_off),
-    Pass("npu_fp16", "npu", "precision", "precision", "weights and float inputs cast to float16",
-         _fp32_baseline, _cast(torch.float16)),
-    Pass("npu_bf16", "npu", "precision", "precision", "weights and float inputs cast to bfloat16",
-         _fp32_baseline, _cast(torch.bfloat16)),
-    Pass("npu_rms_norm", "npu", "module_swap", "rms_norm", "RMSNorm -> torch_npu.npu_rms_norm",
-         _needs("rms_norms", "plain RMSNorm modules"),
-         contracted_swap("npu_rms_norm", npu_swaps.rms_norm_modules, npu_swaps.swap_rms_norm,
-                          lambda m: int(m.weight.shape[0]), "RMSNorm modules swapped"), changes_code=True),
-    Pass("npu_swiglu", "npu", "module_swap", "swiglu", "SwiGLU MLP -> torch_npu.npu_swiglu",
-         _needs("swiglu_mlps", "gate/up/down SiLU MLPs"),
-         contracted_swap("npu_swiglu", npu_swaps.swiglu_modules, npu_swaps.swap_swiglu,
-                          lambda m: int(m.gate_proj.in_features), "SwiGLU MLPs swapped"), changes_code=True),
-    Pass("npu_rotary_mul", "npu", "module_swap", "rotary", "apply_rotary_pos_emb -> torch_npu.npu_rotary_mul",
-         _rotary_applies, _apply_rotary, changes_code=True),
-    Pass("npu_fusion_attention", "npu", "module_swap", "attention", "attention -> torch_npu.npu_fusion_attention",
-         _low_precision_attention, _apply_fusion_attention, changes_code=True),
-    Pass("npu_torchair_compile", "npu", "compile", "compile", "torch.compile with torchair.get_npu_backend()",
-         _always, _apply_torchair),
+    Pass(
+        "npu_task_queue",
+        "npu",
+        "environment",
+        "task_queue",
+        "TASK_QUEUE_ENABLE=2 (two-level dispatch pipeline)",
+        _always,
+        _apply_task_queue,
+        needs_restart=True,
+    ),
+    Pass(
+        "npu_jit_compile_off",
+        "npu",
+        "environment",
+        "jit",
+        "torch.npu.set_compile_mode(jit_compile=False)",
+        _always,
+        _apply_npu_jit_off,
+    ),
+    Pass(
+        "npu_fp16",
+        "npu",
+        "precision",
+        "precision",
+        "weights and float inputs cast to float16",
+        _fp32_baseline,
+        _cast(torch.float16),
+    ),
+    Pass(
+        "npu_bf16",
+        "npu",
+        "precision",
+        "precision",
+        "weights and float inputs cast to bfloat16",
+        _fp32_baseline,
+        _cast(torch.bfloat16),
+    ),
+    Pass(
+        "npu_rms_norm",
+        "npu",
+        "module_swap",
+        "rms_norm",
+        "RMSNorm -> torch_npu.npu_rms_norm",
+        _needs("rms_norms", "plain RMSNorm modules"),
+        contracted_swap(
+            "npu_rms_norm",
+            npu_swaps.rms_norm_modules,
+            npu_swaps.swap_rms_norm,
+            lambda m: int(m.weight.shape[0]),
+            "RMSNorm modules swapped",
+        ),
+        changes_code=True,
+    ),
+    Pass(
+        "npu_swiglu",
+        "npu",
+        "module_swap",
+        "swiglu",
+        "SwiGLU MLP -> torch_npu.npu_swiglu",
+        _needs("swiglu_mlps", "gate/up/down SiLU MLPs"),
+        contracted_swap(
+            "npu_swiglu",
+            npu_swaps.swiglu_modules,
+            npu_swaps.swap_swiglu,
+            lambda m: int(m.gate_proj.in_features),
+            "SwiGLU MLPs swapped",
+        ),
+        changes_code=True,
+    ),
+    Pass(
+        "npu_rotary_mul",
+        "npu",
+        "module_swap",
+        "rotary",
+        "apply_rotary_pos_emb -> torch_npu.npu_rotary_mul",
+        _rotary_applies,
+        _apply_rotary,
+        changes_code=True,
+    ),
+    Pass(
+        "npu_fusion_attention",
+        "npu",
+        "module_swap",
+        "attention",
+        "attention -> torch_npu.npu_fusion_attention",
+        _low_precision_attention,
+        _apply_fusion_attention,
+        changes_code=True,
+    ),
+    Pass(
+        "npu_torchair_compile",
+        "npu",
+        "compile",
+        "compile",
+        "torch.compile with torchair.get_npu_backend()",
+        _always,
+        _apply_torchair,
+    ),
 ) + _decode_catalogue()
 # How each pass that replaces computation is held to account (docs/operators.md, "Every replacement"):
 # `contract` passes run the operator acceptance contract before the swap takes effect; the others
@@ -493,10 +723,17 @@ CATALOGUE: tuple[Pass, ...] = (
 CONTRACT = "contract"
 BUDGET = "budget"
 REPLACEMENT_STANDARD: dict[str, str] = {
-    "npu_rms_norm": CONTRACT, "npu_swiglu": CONTRACT, "npu_rotary_mul": CONTRACT, "npu_fusion_attention": CONTRACT,
+    "npu_rms_norm": CONTRACT,
+    "npu_swiglu": CONTRACT,
+    "npu_rotary_mul": CONTRACT,
+    "npu_fusion_attention": CONTRACT,
     "cpu_int8_dynamic": BUDGET,  # int8 weights are lossy by design: no float operator threshold applies
-    "cuda_sdpa": BUDGET, "cpu_compile": BUDGET, "cuda_compile_cudagraphs": BUDGET, "npu_torchair_compile": BUDGET,
-    **{dp.name: BUDGET for dp in decode_passes.CATALOGUE}, "npu_fused_infer_attention": CONTRACT,
+    "cuda_sdpa": BUDGET,
+    "cpu_compile": BUDGET,
+    "cuda_compile_cudagraphs": BUDGET,
+    "npu_torchair_compile": BUDGET,
+    **{dp.name: BUDGET for dp in decode_passes.CATALOGUE},
+    "npu_fused_infer_attention": CONTRACT,
 }
 EXTRA_PASSES_ENV = "AB_RUNTIME_EXTRA_PASSES"
 
@@ -551,8 +788,10 @@ def split_settings(names: list[str]) -> dict[str, list[str]]:
     """Chosen passes split into process settings (threads, task queue, JIT mode, TF32) and model
     changes: a thread count that "wins" on a loaded machine describes the machine, not the model."""
     chosen = get(names)
-    return {"environment_settings": [p.name for p in chosen if p.kind == "environment"],
-            "model_changes": [p.name for p in chosen if p.kind != "environment"]}
+    return {
+        "environment_settings": [p.name for p in chosen if p.kind == "environment"],
+        "model_changes": [p.name for p in chosen if p.kind != "environment"],
+    }
 
 
 def conflicts(chosen: list[Pass], candidate: Pass) -> str | None:
@@ -568,8 +807,9 @@ def ordered(chosen: list[Pass]) -> list[Pass]:
 
 
 def build(model: torch.nn.Module, chosen: list[Pass], device_kind: str, baseline_dtype: torch.dtype) -> Build:
-    b = Build(model=model, device_kind=device_kind, input_dtype=baseline_dtype,
-              accuracy_dtype=DTYPE_NAMES[baseline_dtype])
+    b = Build(
+        model=model, device_kind=device_kind, input_dtype=baseline_dtype, accuracy_dtype=DTYPE_NAMES[baseline_dtype]
+    )
     for p in ordered(chosen):
         p.apply(b)
     return b

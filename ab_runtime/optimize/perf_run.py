@@ -53,7 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out-dir", default=".")
     args = p.parse_args(argv)
     if args.pairs < 5 or args.iters < 1 or args.warmup < 0 or args.num_samples < 1 or args.profile_steps < 1:
-        raise harness.HarnessError("--pairs must be >= 5, --iters, --num-samples and --profile-steps >= 1, --warmup >= 0")
+        raise harness.HarnessError(
+            "--pairs must be >= 5, --iters, --num-samples and --profile-steps >= 1, --warmup >= 0"
+        )
     return args
 
 
@@ -66,83 +68,153 @@ def evidence(args: argparse.Namespace, chosen_names: list[str]) -> tuple[dict[st
     confirmation run (confirm.py) calls this too: its pairs are then the confirmation's."""
     chosen = passes.get(chosen_names)
     passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before any evidence is written
-    session = harness.open_session(Path(args.spec), args.device, args.use_pretrained, args.num_samples,
-                                   workload=args.workload)
+    session = harness.open_session(
+        Path(args.spec), args.device, args.use_pretrained, args.num_samples, workload=args.workload
+    )
     wrong = [p.name for p in chosen if p.device != session.choice.kind]
     if wrong:
-        raise harness.HarnessError(f"pass(es) {', '.join(wrong)} were chosen for another device than {session.choice.kind}")
-    harness.say(f"model {session.spec.model_id}: passes {', '.join(chosen_names) or '(none: baseline)'} on {session.choice.kind}")
+        raise harness.HarnessError(
+            f"pass(es) {', '.join(wrong)} were chosen for another device than {session.choice.kind}"
+        )
+    harness.say(
+        f"model {session.spec.model_id}: passes {', '.join(chosen_names) or '(none: baseline)'} on {session.choice.kind}"
+    )
     base_build, base_run, _ = session.make([])
     b, run_opt, build_s = session.make(chosen)
     for key, value in b.env.items():
         harness.say(f"note: pass environment {key}={value} must be set before torch_npu loads (set it in the shell)")
     opt_out = session.outputs(b, run_opt)
     accuracy = session.judge_optimized(b, opt_out)
-    harness.say(f"accuracy vs float32 reference (optimization budget, computed in {b.accuracy_dtype}): "
-                f"{accuracy['verdict']}")
+    harness.say(
+        f"accuracy vs float32 reference (optimization budget, computed in {b.accuracy_dtype}): {accuracy['verdict']}"
+    )
     base_fn, opt_fn = session.headline_call(base_build, base_run), session.headline_call(b, run_opt)
     workload = workloads.measure(session, b, run_opt, args.warmup, args.iters)
     generation = None
     if workload is not None and workload.get("reference_tokens") is not None:
         with torch.inference_mode():
             generation = generation_accuracy(session, opt_fn(), workload["reference_tokens"])
-        harness.say(f"greedy tokens vs the float32 reference: match {generation['match_rate']:.3f}, first divergence "
-                    f"{generation['first_divergence']}: {generation['verdict']}")
+        harness.say(
+            f"greedy tokens vs the float32 reference: match {generation['match_rate']:.3f}, first divergence "
+            f"{generation['first_divergence']}: {generation['verdict']}"
+        )
     figures = harness.paired(session, base_fn, opt_fn, args.pairs, args.warmup, args.iters)
     timing = summarize(figures["candidate_samples_ms"], args.warmup).as_dict()
     reference_timing = summarize(figures["baseline_samples_ms"], args.warmup).as_dict()
-    harness.say(f"paired: baseline median {figures['baseline_median_ms']:.3f} ms, optimized {figures['candidate_median_ms']:.3f} ms, "
-        f"x{figures['speedup']:.3f} (interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f})")
+    harness.say(
+        f"paired: baseline median {figures['baseline_median_ms']:.3f} ms, optimized {figures['candidate_median_ms']:.3f} ms, "
+        f"x{figures['speedup']:.3f} (interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f})"
+    )
 
     stem = f"{session.choice.kind}_{b.accuracy_dtype}_{session.mode}_{args.dataset}"
     out_dir = Path(args.out_dir)
-    files = {"outputs": f"{PERF_PREFIX}outputs_{stem}.pt", "trace": f"{PERF_PREFIX}trace_{stem}.json",
-             "metrics": f"{PERF_PREFIX}metrics_{stem}.json"}
-    outputs_sha = harness.save_outputs(out_dir / files["outputs"], {
-        "format": OUTPUTS_FORMAT, "device": session.choice.kind, "dtype": b.accuracy_dtype, "mode": session.mode,
-        "dataset": args.dataset, "target": opt_out, "reference": session.reference_out,
-        "reference_fp64": session.fp64_out, "passes": list(chosen_names),
-        "baseline_dtype": session.baseline_dtype_name, "inputs": harness.saved_inputs(session)})
-    profile = profile_forward(opt_fn, session.sync, session.choice.kind, out_dir / files["trace"], steps=args.profile_steps)
-    traits = passes.model_traits(session.reference, session.choice.kind, session.spec.task_family,
-                                 session.baseline_dtype_name)
-    batch = {"generation": 1, "encoder_generation": 1,
-             "batch_sweep": session.workload.headline_batch}.get(session.workload.name, session.spec.recipe.batch_size)
+    files = {
+        "outputs": f"{PERF_PREFIX}outputs_{stem}.pt",
+        "trace": f"{PERF_PREFIX}trace_{stem}.json",
+        "metrics": f"{PERF_PREFIX}metrics_{stem}.json",
+    }
+    outputs_sha = harness.save_outputs(
+        out_dir / files["outputs"],
+        {
+            "format": OUTPUTS_FORMAT,
+            "device": session.choice.kind,
+            "dtype": b.accuracy_dtype,
+            "mode": session.mode,
+            "dataset": args.dataset,
+            "target": opt_out,
+            "reference": session.reference_out,
+            "reference_fp64": session.fp64_out,
+            "passes": list(chosen_names),
+            "baseline_dtype": session.baseline_dtype_name,
+            "inputs": harness.saved_inputs(session),
+        },
+    )
+    profile = profile_forward(
+        opt_fn, session.sync, session.choice.kind, out_dir / files["trace"], steps=args.profile_steps
+    )
+    traits = passes.model_traits(
+        session.reference, session.choice.kind, session.spec.task_family, session.baseline_dtype_name
+    )
+    batch = {"generation": 1, "encoder_generation": 1, "batch_sweep": session.workload.headline_batch}.get(
+        session.workload.name, session.spec.recipe.batch_size
+    )
     metrics = {
         "schema": METRICS_SCHEMA,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model_id": session.spec.model_id, "adaptation": session.spec.name, "task_family": session.spec.task_family,
-        "run": {"device": session.choice.kind, "device_requested": args.device, "torch_device": session.choice.torch_device,
-                "device_name": session.choice.name, "fallback": session.choice.fallback, "dtype": b.accuracy_dtype,
-                "mode": session.mode, "dataset": args.dataset, "num_samples": args.num_samples,
-                "seed": session.spec.recipe.seed, "optimized": True,
-                "reference": {"device": "cpu", "dtype": "float32", "float64": session.fp64_out is not None}},
-        "optimization": {"passes": list(chosen_names), "baseline_dtype": session.baseline_dtype_name,
-                         "paired": {k: v for k, v in figures.items() if not k.endswith("_samples_ms")},
-                         "cold_start": {"build_s": build_s}, "runtime_only": not any(p.changes_code for p in chosen),
-                         "reference_timing_is": "the un-optimized baseline, measured in the same interleaved pairs",
-                         "workload": session.workload.name, "timed": session.workload.name + " headline call",
-                         "generation_accuracy": generation},
-        "timing": timing, "reference_timing": reference_timing, "profiler_during_timing": False,
+        "model_id": session.spec.model_id,
+        "adaptation": session.spec.name,
+        "task_family": session.spec.task_family,
+        "run": {
+            "device": session.choice.kind,
+            "device_requested": args.device,
+            "torch_device": session.choice.torch_device,
+            "device_name": session.choice.name,
+            "fallback": session.choice.fallback,
+            "dtype": b.accuracy_dtype,
+            "mode": session.mode,
+            "dataset": args.dataset,
+            "num_samples": args.num_samples,
+            "seed": session.spec.recipe.seed,
+            "optimized": True,
+            "reference": {"device": "cpu", "dtype": "float32", "float64": session.fp64_out is not None},
+        },
+        "optimization": {
+            "passes": list(chosen_names),
+            "baseline_dtype": session.baseline_dtype_name,
+            "paired": {k: v for k, v in figures.items() if not k.endswith("_samples_ms")},
+            "cold_start": {"build_s": build_s},
+            "runtime_only": not any(p.changes_code for p in chosen),
+            "reference_timing_is": "the un-optimized baseline, measured in the same interleaved pairs",
+            "workload": session.workload.name,
+            "timed": session.workload.name + " headline call",
+            "generation_accuracy": generation,
+        },
+        "timing": timing,
+        "reference_timing": reference_timing,
+        "profiler_during_timing": False,
         "throughput": {"batch_size": batch, "samples_per_s": throughput(batch, timing["median_ms"])},
-        "peak_memory_bytes": ab_device.peak_memory(session.choice) if session.choice.kind != "cpu" else ab_device.host_peak_rss(),
+        "peak_memory_bytes": ab_device.peak_memory(session.choice)
+        if session.choice.kind != "cpu"
+        else ab_device.host_peak_rss(),
         "peak_memory_source": "device_allocator" if session.choice.kind != "cpu" else "host_peak_rss",
-        "accuracy": accuracy, "environment": environment(session, traits), "profile": profile, "workload": workload,
+        "accuracy": accuracy,
+        "environment": environment(session, traits),
+        "profile": profile,
+        "workload": workload,
         "evidence": {"outputs": files["outputs"], "trace": files["trace"], "outputs_sha256": outputs_sha},
     }
     harness.write_json(out_dir / files["metrics"], metrics)
     harness.say(f"evidence: {files['metrics']}, {files['outputs']}, {files['trace']}")
-    verdict = "pass" if accuracy["verdict"] == "pass" and (generation is None or generation["verdict"] == "pass") \
-        else "fail"
-    return ({"ok": True, "verdict": verdict, "device": session.choice.kind, "dtype": b.accuracy_dtype,
-            "mode": session.mode, "passes": list(chosen_names), "speedup": figures["speedup"],
-            "baseline_median_ms": figures["baseline_median_ms"], "optimized_median_ms": figures["candidate_median_ms"],
-            "interval": figures["interval"], "metrics": files["metrics"], "outputs": files["outputs"],
-            "trace": files["trace"], "workload": session.workload.name,
-            "workload_figures": workload["headline"] if workload else None, "error": None}, figures)
+    verdict = (
+        "pass" if accuracy["verdict"] == "pass" and (generation is None or generation["verdict"] == "pass") else "fail"
+    )
+    return (
+        {
+            "ok": True,
+            "verdict": verdict,
+            "device": session.choice.kind,
+            "dtype": b.accuracy_dtype,
+            "mode": session.mode,
+            "passes": list(chosen_names),
+            "speedup": figures["speedup"],
+            "baseline_median_ms": figures["baseline_median_ms"],
+            "optimized_median_ms": figures["candidate_median_ms"],
+            "interval": figures["interval"],
+            "metrics": files["metrics"],
+            "outputs": files["outputs"],
+            "trace": files["trace"],
+            "workload": session.workload.name,
+            "workload_figures": workload["headline"] if workload else None,
+            "error": None,
+        },
+        figures,
+    )
 
 
 def main(argv: list[str], chosen_names: list[str]) -> int:
     """Exit 0: evidence written, accuracy passed; 2: written, accuracy failed; 1: the run failed."""
-    return run_main(lambda: run(parse_args(argv), chosen_names), lambda result: 0 if result["verdict"] == "pass" else 2,
-                    failures=(harness.HarnessError, RuntimeDiagnosis, ValueError))
+    return run_main(
+        lambda: run(parse_args(argv), chosen_names),
+        lambda result: 0 if result["verdict"] == "pass" else 2,
+        failures=(harness.HarnessError, RuntimeDiagnosis, ValueError),
+    )

@@ -43,13 +43,33 @@ PLAUSIBLE_FACTOR = 1.4
 # CPU: geomeans of bench/optimizer_suite.py on the demo models (docs/optimization.md, "Measured");
 # CUDA / Ascend: the vendors' documented typical gains for inference of small transformer models.
 PRIORS: dict[str, float] = {
-    "cpu_compile": 1.5, "cpu_static_cache_compile": 1.3, "cpu_threads_1": 1.0, "cpu_threads_all": 1.0,
-    "cpu_channels_last": 1.0, "cpu_int8_dynamic": 0.9, "cpu_bf16_cast": 0.8, "cpu_bf16_autocast": 0.7,
-    "cuda_fp16": 2.0, "cuda_bf16": 1.9, "cuda_compile_cudagraphs": 1.8, "cuda_static_cache_cudagraphs": 1.8,
-    "cuda_static_cache_compile": 1.4, "cuda_sdpa": 1.3, "cuda_tf32": 1.2,
-    "npu_fp16": 2.0, "npu_bf16": 1.9, "npu_static_cache_aclgraph": 1.8, "npu_static_cache_torchair": 1.6,
-    "npu_torchair_compile": 1.5, "npu_fusion_attention": 1.4, "npu_fused_infer_attention": 1.3,
-    "npu_task_queue": 1.2, "npu_rms_norm": 1.1, "npu_swiglu": 1.1, "npu_rotary_mul": 1.1, "npu_jit_compile_off": 1.1,
+    "cpu_compile": 1.5,
+    "cpu_static_cache_compile": 1.3,
+    "cpu_threads_1": 1.0,
+    "cpu_threads_all": 1.0,
+    "cpu_channels_last": 1.0,
+    "cpu_int8_dynamic": 0.9,
+    "cpu_bf16_cast": 0.8,
+    "cpu_bf16_autocast": 0.7,
+    "cuda_fp16": 2.0,
+    "cuda_bf16": 1.9,
+    "cuda_compile_cudagraphs": 1.8,
+    "cuda_static_cache_cudagraphs": 1.8,
+    "cuda_static_cache_compile": 1.4,
+    "cuda_sdpa": 1.3,
+    "cuda_tf32": 1.2,
+    "npu_fp16": 2.0,
+    "npu_bf16": 1.9,
+    "npu_static_cache_aclgraph": 1.8,
+    "npu_static_cache_torchair": 1.6,
+    "npu_torchair_compile": 1.5,
+    "npu_fusion_attention": 1.4,
+    "npu_fused_infer_attention": 1.3,
+    "npu_task_queue": 1.2,
+    "npu_rms_norm": 1.1,
+    "npu_swiglu": 1.1,
+    "npu_rotary_mul": 1.1,
+    "npu_jit_compile_off": 1.1,
 }
 
 
@@ -80,8 +100,9 @@ def saved_share(speedup: float) -> float:
     return max(0.0, 1.0 - 1.0 / speedup) if speedup > 0 else 0.0
 
 
-def gate_verdict(pair_speedups: Sequence[float], claimed: float, min_gain: float,
-                 max_pairs: int = GATE_MAX_PAIRS) -> tuple[GateVerdict, str]:
+def gate_verdict(
+    pair_speedups: Sequence[float], claimed: float, min_gain: float, max_pairs: int = GATE_MAX_PAIRS
+) -> tuple[GateVerdict, str]:
     """The perf gate's verdict on its own paired re-measurement of a claimed speedup, and why.
 
     From MIN_PAIRS pairs on, with [low, high] the sign-test interval of the pair speedups:
@@ -102,15 +123,20 @@ def gate_verdict(pair_speedups: Sequence[float], claimed: float, min_gain: float
     median = statistics.median(ranked)
     span = f"the gate's own paired re-measurement gives {low:.3f}..{high:.3f} (median {median:.3f}) over {n} pairs"
     if implausible(claimed, high):
-        return "failed", (f"claimed x{claimed:.3f} is more than x{PLAUSIBLE_FACTOR:g} above what {span} "
-                          "allows: not a figure of this configuration")
+        return "failed", (
+            f"claimed x{claimed:.3f} is more than x{PLAUSIBLE_FACTOR:g} above what {span} "
+            "allows: not a figure of this configuration"
+        )
     if high < bar:
         return "failed", f"speedup does not reproduce: claimed x{claimed:.3f}, {span}, all below 1 + min_gain = {bar:g}"
     if low > bar and not implausible(claimed, median):
         return "passed", f"reproduced: {span}, low end above 1 + min_gain = {bar:g}"
     if n >= max_pairs:
-        doubt = (f"claimed x{claimed:.3f} is more than x{PLAUSIBLE_FACTOR:g} above the median"
-                 if low > bar else f"the interval straddles 1 + min_gain = {bar:g}")
+        doubt = (
+            f"claimed x{claimed:.3f} is more than x{PLAUSIBLE_FACTOR:g} above the median"
+            if low > bar
+            else f"the interval straddles 1 + min_gain = {bar:g}"
+        )
         return "inconclusive", f"too noisy to decide now: {span}; {doubt}"
     return "continue", span
 

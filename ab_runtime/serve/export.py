@@ -57,9 +57,15 @@ def greedy_tokens(model: Any, prompts: list[list[int]], new_tokens: int) -> list
     with torch.inference_mode():
         for prompt in prompts:
             ids = torch.tensor([prompt])
-            generated = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                                       min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
-            out.append(generated[0, len(prompt):].tolist())
+            generated = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=0,
+            )
+            out.append(generated[0, len(prompt) :].tolist())
     return out
 
 
@@ -79,8 +85,9 @@ def embeddings(spec: Any, model: Any) -> list[list[float]]:
     accepted = Signature.of(model).accepted
     batch = {k: v for k, v in tokenize(spec, list(TEXTS)).items() if k in accepted}
     with torch.inference_mode():
-        named = family.named_outputs(model(**batch, **forward_flags(model)), batch,
-                                     spec.sentence_transformers_pooling or "mean", True)
+        named = family.named_outputs(
+            model(**batch, **forward_flags(model)), batch, spec.sentence_transformers_pooling or "mean", True
+        )
     return [[float(x) for x in row] for row in named["sentence_embedding"].float()]
 
 
@@ -131,31 +138,42 @@ def export(args: argparse.Namespace) -> Result:
     has_tokenizer = tokenizer is not None
     pooled_as_sentence_transformers = copy_sentence_transformers(spec, out)
     st_config = out / "sentence_bert_config.json"
-    reference: dict[str, Any] = {"family": spec.task_family, "mode": loaded.mode, "tokenizer": has_tokenizer,
-                                 "sentence_transformers": pooled_as_sentence_transformers,
-                                 # the engine takes a sentence-transformers model's max_seq_length as its limit
-                                 "max_seq_length": json.loads(st_config.read_text()).get("max_seq_length")
-                                 if st_config.is_file() else None,
-                                 "parameters": sum(p.numel() for p in model.parameters()),
-                                 "config": json.loads((out / "config.json").read_text())}
+    reference: dict[str, Any] = {
+        "family": spec.task_family,
+        "mode": loaded.mode,
+        "tokenizer": has_tokenizer,
+        "sentence_transformers": pooled_as_sentence_transformers,
+        # the engine takes a sentence-transformers model's max_seq_length as its limit
+        "max_seq_length": json.loads(st_config.read_text()).get("max_seq_length") if st_config.is_file() else None,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "config": json.loads((out / "config.json").read_text()),
+    }
     if spec.task_family in GENERATION_FAMILIES:
         vocab = int(loaded.config.get_text_config().vocab_size)
         prompts = seeded_prompts(spec.recipe.seed, args.prompts, args.prompt_len, vocab)
-        reference.update(prompts=prompts, new_tokens=args.new_tokens,
-                         tokens=greedy_tokens(model, prompts, args.new_tokens))
+        reference.update(
+            prompts=prompts, new_tokens=args.new_tokens, tokens=greedy_tokens(model, prompts, args.new_tokens)
+        )
         chat = chat_reference(tokenizer, model, args.new_tokens)
         if chat is not None:
             reference["chat"] = chat
     elif spec.task_family == "sequence_classification":
         reference.update(texts=list(TEXTS), logits=logits(spec, model, list(TEXTS)))
     elif spec.task_family == "reranker":
-        reference.update(query=QUERY, documents=list(TEXTS),
-                         logits=logits(spec, model, [QUERY] * len(TEXTS), list(TEXTS)))
+        reference.update(
+            query=QUERY, documents=list(TEXTS), logits=logits(spec, model, [QUERY] * len(TEXTS), list(TEXTS))
+        )
     else:
         reference.update(texts=list(TEXTS), embeddings=embeddings(spec, model))
     write_text_atomic(Path(args.reference), json.dumps(reference) + "\n")
-    return {"ok": True, "error": None, "weights": str(out), "mode": loaded.mode, "tokenizer": has_tokenizer,
-            "parameters": reference["parameters"]}
+    return {
+        "ok": True,
+        "error": None,
+        "weights": str(out),
+        "mode": loaded.mode,
+        "tokenizer": has_tokenizer,
+        "parameters": reference["parameters"],
+    }
 
 
 def main(argv: list[str]) -> int:

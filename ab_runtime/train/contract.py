@@ -67,8 +67,14 @@ def verdict(target: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str
     finite = all(math.isfinite(v) for v in t_loss + r_loss)
     check("finite", finite)
     a, r = _errors(t_loss[0], r_loss[0])
-    check("first_loss", finite and (a < FIRST_LOSS_ABS or r < FIRST_LOSS_REL), abs_err=a, rel_err=r,
-          target=t_loss[0], reference=r_loss[0])
+    check(
+        "first_loss",
+        finite and (a < FIRST_LOSS_ABS or r < FIRST_LOSS_REL),
+        abs_err=a,
+        rel_err=r,
+        target=t_loss[0],
+        reference=r_loss[0],
+    )
     a, r = _errors(sum(t_loss) / len(t_loss), sum(r_loss) / len(r_loss))
     check("mean_loss", finite and (a < MEAN_LOSS_ABS or r < MEAN_LOSS_REL), abs_err=a, rel_err=r)
     t_norm, r_norm = list(target["grad_norms"]), list(reference["grad_norms"])
@@ -81,8 +87,13 @@ def verdict(target: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str
     check("same_initial_weights", bool(target.get("same_initial_weights")))
     cosines = target.get("grad_cosines") or {}
     worst = min(((v["cosine"], k) for k, v in cosines.items() if not v.get("floored")), default=(1.0, None))
-    check("grad_cosine", worst[0] >= GRAD_COSINE_MIN, min_cosine=worst[0], parameter=worst[1],
-          floored=sorted(k for k, v in cosines.items() if v.get("floored")))
+    check(
+        "grad_cosine",
+        worst[0] >= GRAD_COSINE_MIN,
+        min_cosine=worst[0],
+        parameter=worst[1],
+        floored=sorted(k for k, v in cosines.items() if v.get("floored")),
+    )
     return {"passed": all(c["passed"] for c in checks), "checks": checks, "table": TABLE}
 
 
@@ -96,6 +107,11 @@ def evaluation_verdict(before: float, after: float, train_loss: float | None = N
     train-versus-held-out gap (positive: held-out worse than train, the overfitting sign)."""
     change = (after - before) / before if before else 0.0
     rule = "improved" if change < -EVAL_FLAT_REL else "worse" if change > EVAL_FLAT_REL else "flat"
-    return {"before": before, "after": after, "relative_change": change, "verdict": rule,
-            "rule": f"held-out loss change < -{EVAL_FLAT_REL:.0%}: improved; > +{EVAL_FLAT_REL:.0%}: worse; else flat",
-            "gap": None if train_loss is None else after - train_loss}
+    return {
+        "before": before,
+        "after": after,
+        "relative_change": change,
+        "verdict": rule,
+        "rule": f"held-out loss change < -{EVAL_FLAT_REL:.0%}: improved; > +{EVAL_FLAT_REL:.0%}: worse; else flat",
+        "gap": None if train_loss is None else after - train_loss,
+    }

@@ -79,12 +79,13 @@ def hub_dataset(reference: str) -> HubDataset | None:
     """The HubDataset of an `hf:NAME[:SPLIT][@REVISION]` reference, None for a file path."""
     if not reference.startswith(HUB_PREFIX):
         return None
-    rest, at, revision = reference[len(HUB_PREFIX):].partition("@")
+    rest, at, revision = reference[len(HUB_PREFIX) :].partition("@")
     name, colon, split = rest.partition(":")
     local = name.startswith("/")
     if not (local and ".." not in name.split("/") and Path(name).name or _HUB_NAME_RE.match(name)):
-        raise CorpusError(f"{reference}: the dataset must be a Hub id ORG/NAME or an absolute directory "
-                          "(hf:NAME[:SPLIT][@REVISION])")
+        raise CorpusError(
+            f"{reference}: the dataset must be a Hub id ORG/NAME or an absolute directory (hf:NAME[:SPLIT][@REVISION])"
+        )
     if colon and not _SPLIT_RE.match(split):
         raise CorpusError(f"{reference}: bad split {split!r}")
     if at and (not _REVISION_RE.match(revision) or ".." in revision):
@@ -97,7 +98,9 @@ def hub_dataset(reference: str) -> HubDataset | None:
 def corpus_format(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise CorpusError(f"{path}: unknown corpus format {path.suffix!r} (expected one of {', '.join(sorted(FORMATS))})")
+        raise CorpusError(
+            f"{path}: unknown corpus format {path.suffix!r} (expected one of {', '.join(sorted(FORMATS))})"
+        )
     return fmt
 
 
@@ -161,7 +164,9 @@ class ByteTokenizer:
 
     def __init__(self, vocab_size: int) -> None:
         if vocab_size < 256 + self.offset:
-            raise CorpusError(f"the byte tokenizer needs a vocabulary of at least {256 + self.offset}, the model has {vocab_size}")
+            raise CorpusError(
+                f"the byte tokenizer needs a vocabulary of at least {256 + self.offset}, the model has {vocab_size}"
+            )
         self.vocab_size = vocab_size
 
     def encode(self, text: str) -> list[int]:
@@ -175,7 +180,7 @@ def pack(sequences: Iterable[list[int]], seq_len: int, eos_id: int) -> list[list
     for ids in sequences:
         stream.extend(ids)
         stream.append(eos_id)
-    return [stream[start:start + seq_len] for start in range(0, len(stream) - seq_len + 1, seq_len)]
+    return [stream[start : start + seq_len] for start in range(0, len(stream) - seq_len + 1, seq_len)]
 
 
 def epoch_order(count: int, epoch: int, seed: int) -> list[int]:
@@ -202,7 +207,7 @@ def next_batch(blocks_count: int, position: Position, batch: int, seed: int) -> 
     if offset + batch > blocks_count:
         epoch, offset = epoch + 1, 0
     order = epoch_order(blocks_count, epoch, seed)
-    return order[offset:offset + batch], Position(epoch, offset + batch)
+    return order[offset : offset + batch], Position(epoch, offset + batch)
 
 
 def digest_blocks(blocks: Sequence[Sequence[int]]) -> str:

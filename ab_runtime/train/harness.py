@@ -114,8 +114,9 @@ class TrainConfig:
         for name, allowed in (("strategy", STRATEGIES), ("precision", PRECISIONS), ("method", METHODS)):
             if getattr(config, name) not in allowed:
                 raise SpecError(f"training {name} {getattr(config, name)!r} is not one of {', '.join(allowed)}")
-        if config.bf16_weights_above is not None and not (isinstance(config.bf16_weights_above, (int, float))
-                                                          and config.bf16_weights_above >= 0):
+        if config.bf16_weights_above is not None and not (
+            isinstance(config.bf16_weights_above, (int, float)) and config.bf16_weights_above >= 0
+        ):
             raise SpecError(f"training bf16_weights_above {config.bf16_weights_above!r} is not a fraction >= 0 or null")
         if config.steps < 1 or config.batch < 1 or config.seq_len < 2 or config.accumulation < 1:
             raise SpecError("training needs steps >= 1, batch >= 1, seq_len >= 2 and accumulation >= 1")
@@ -137,7 +138,7 @@ OOM_MESSAGES = ("NPU out of memory",)
 # the weight alone when frozen (LoRA's base); x1.25 for activations and workspace.
 TRAINED_COPIES, HEADROOM = 4, 1.25
 FP32_BYTES, BF16_BYTES = 4, 2
-GIB = 2.0 ** 30
+GIB = 2.0**30
 
 
 def training_bytes(trainable: int, frozen: int, weight_bytes: int = FP32_BYTES) -> int:
@@ -145,24 +146,30 @@ def training_bytes(trainable: int, frozen: int, weight_bytes: int = FP32_BYTES) 
     return int((trainable * TRAINED_COPIES + frozen) * weight_bytes * HEADROOM)
 
 
-def choose_precision(asked: str, trainable: int, frozen: int, memory: int | None, devices: int,
-                     above: float | None) -> tuple[str, str]:
+def choose_precision(
+    asked: str, trainable: int, frozen: int, memory: int | None, devices: int, above: float | None
+) -> tuple[str, str]:
     """(precision, reason): the asked one (float32 master weights, bf16 autocast if asked) while the
     float32 training state fits `above` x the memory of the job's `devices` devices; above that,
     bf16 weights (weights, gradients and AdamW moments in bfloat16: half the bytes). Rule off with
     `above` None; kept with the memory unknown."""
     if above is None or memory is None:
-        return asked, "float32 master weights: " + ("the size rule is off" if above is None else "device memory unknown")
+        return asked, "float32 master weights: " + (
+            "the size rule is off" if above is None else "device memory unknown"
+        )
     need, room = training_bytes(trainable, frozen), above * memory * devices
     where = f"{above:g} x {devices} x {memory / GIB:.1f} GiB of device memory"
     if need <= room:
         return asked, f"float32 master weights: about {need / GIB:.2f} GiB of float32 training state is within {where}"
-    return BF16_WEIGHTS, (f"bf16 weights: about {need / GIB:.2f} GiB of float32 training state is above {where} "
-                          f"(bfloat16 needs about {training_bytes(trainable, frozen, BF16_BYTES) / GIB:.2f} GiB)")
+    return BF16_WEIGHTS, (
+        f"bf16 weights: about {need / GIB:.2f} GiB of float32 training state is above {where} "
+        f"(bfloat16 needs about {training_bytes(trainable, frozen, BF16_BYTES) / GIB:.2f} GiB)"
+    )
 
 
-def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int, devices: int = 1,
-                    weight_bytes: int = FP32_BYTES) -> tuple[str, str]:
+def choose_strategy(
+    trainable: int, frozen: int, memory: int | None, world: int, devices: int = 1, weight_bytes: int = FP32_BYTES
+) -> tuple[str, str]:
     """(strategy, reason) for `world` processes with `memory` bytes a device (None: unknown) and
     `devices` devices visible to one process: one process runs alone while the model fits one
     device, else spreads its layers over the devices (device_map); several replicate the model
@@ -173,22 +180,32 @@ def choose_strategy(trainable: int, frozen: int, memory: int | None, world: int,
         if fits:
             return "single", f"one process; about {need / GIB:.2f} GiB of training state"
         if devices > 1 and memory is not None and need <= memory * devices:
-            return "device_map", (f"about {need / GIB:.1f} GiB does not fit one device ({memory / GIB:.1f} GiB): "
-                                  f"one process spreads its layers over {devices} devices (device_map)")
-        raise SpecError(f"training needs about {need / GIB:.1f} GiB, {devices} device(s) of {(memory or 0) / GIB:.1f} GiB cannot "
-                        "hold it; start it with torchrun over more devices (FSDP2 shards it)")
+            return "device_map", (
+                f"about {need / GIB:.1f} GiB does not fit one device ({memory / GIB:.1f} GiB): "
+                f"one process spreads its layers over {devices} devices (device_map)"
+            )
+        raise SpecError(
+            f"training needs about {need / GIB:.1f} GiB, {devices} device(s) of {(memory or 0) / GIB:.1f} GiB cannot "
+            "hold it; start it with torchrun over more devices (FSDP2 shards it)"
+        )
     if fits:
         return "ddp", f"about {need / GIB:.2f} GiB fits one device: every rank holds a replica (DDP)"
     if memory is not None and need / world <= memory:
-        return "fsdp2", f"about {need / GIB:.1f} GiB does not fit one device ({memory / GIB:.1f} GiB): sharded over {world} ranks (FSDP2)"
-    raise SpecError(f"training needs about {need / GIB:.1f} GiB, {world} devices of {(memory or 0) / GIB:.1f} GiB cannot hold it "
-                    "even sharded (FSDP2)")
+        return (
+            "fsdp2",
+            f"about {need / GIB:.1f} GiB does not fit one device ({memory / GIB:.1f} GiB): sharded over {world} ranks (FSDP2)",
+        )
+    raise SpecError(
+        f"training needs about {need / GIB:.1f} GiB, {world} devices of {(memory or 0) / GIB:.1f} GiB cannot hold it "
+        "even sharded (FSDP2)"
+    )
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """An error the out-of-memory ladder answers (CUDA's class, or torch_npu's RuntimeError text)."""
     return isinstance(exc, torch.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and any(text in str(exc) for text in OOM_MESSAGES))
+        isinstance(exc, RuntimeError) and any(text in str(exc) for text in OOM_MESSAGES)
+    )
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -267,8 +284,11 @@ def build_model(config_dir: Path, seed: int, overrides: dict[str, Any]) -> tuple
     auto = getattr(transformers, paradigm.auto_class)
     torch.manual_seed(seed)
     has_weights = any(config_dir.glob("*.safetensors")) or any(config_dir.glob("pytorch_model*.bin"))
-    model = auto.from_pretrained(config_dir, config=config, dtype=torch.float32) if has_weights \
+    model = (
+        auto.from_pretrained(config_dir, config=config, dtype=torch.float32)
+        if has_weights
         else auto.from_config(config, dtype=torch.float32)
+    )
     return model, paradigm, config
 
 
@@ -313,20 +333,31 @@ def prepare_data(cfg: TrainConfig, paradigm: Paradigm, model_config: Any) -> Dat
     def blocks(docs: list[corpus.Document]) -> list[Any]:
         if paradigm.name != "seq2seq":
             if any(doc.target is not None for doc in docs):
-                raise corpus.CorpusError(f"{cfg.corpus}: source/target records train a seq2seq model, not a {paradigm.name}")
+                raise corpus.CorpusError(
+                    f"{cfg.corpus}: source/target records train a seq2seq model, not a {paradigm.name}"
+                )
             return corpus.pack((encode(tok, doc.text) for doc in docs), cfg.seq_len, eos)
         if any(doc.target is None for doc in docs):
-            raise corpus.CorpusError(f"{cfg.corpus}: seq2seq training needs source/target records (the target is the labels)")
+            raise corpus.CorpusError(
+                f"{cfg.corpus}: seq2seq training needs source/target records (the target is the labels)"
+            )
 
         def fit(ids: list[int]) -> list[int]:
-            ids = (ids + [eos])[:cfg.seq_len]
+            ids = (ids + [eos])[: cfg.seq_len]
             return ids + [pad] * (cfg.seq_len - len(ids))
 
         return [(fit(encode(tok, doc.text)), fit(encode(tok, doc.target or ""))) for doc in docs]
 
     train, held = blocks(train_docs), blocks(held_docs)
-    return Data(train, held, pad, eos, mask, tuple({pad, eos, mask}), corpus.digest_blocks(
-        [list(b) if paradigm.name != "seq2seq" else b[0] + b[1] for b in train]))
+    return Data(
+        train,
+        held,
+        pad,
+        eos,
+        mask,
+        tuple({pad, eos, mask}),
+        corpus.digest_blocks([list(b) if paradigm.name != "seq2seq" else b[0] + b[1] for b in train]),
+    )
 
 
 def transformer_blocks(model: nn.Module) -> list[nn.Module]:
@@ -394,7 +425,9 @@ def latest_good_checkpoint(out: Path) -> Path | None:
 class Trainer:
     """One run's model, optimizer, data and position; `step()` trains one global batch."""
 
-    def __init__(self, cfg: TrainConfig, out: Path, device: DeviceChoice | None = None, precision: str | None = None) -> None:
+    def __init__(
+        self, cfg: TrainConfig, out: Path, device: DeviceChoice | None = None, precision: str | None = None
+    ) -> None:
         self.cfg, self.out = cfg, Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.device = device or select_device(cfg.device)
@@ -402,14 +435,18 @@ class Trainer:
         init_distributed(self.device)
         self.rank, self.world = rank_and_world()
         if cfg.batch % self.world or (cfg.batch // self.world) % cfg.accumulation:
-            raise SpecError(f"the global batch {cfg.batch} does not split over {self.world} rank(s) "
-                            f"x {cfg.accumulation} micro-batch(es)")
+            raise SpecError(
+                f"the global batch {cfg.batch} does not split over {self.world} rank(s) "
+                f"x {cfg.accumulation} micro-batch(es)"
+            )
         deterministic(cfg.seed)
         model, self.paradigm, self.model_config = build_model(Path(cfg.model_dir), cfg.seed, cfg.config_overrides)
         self.adapted: list[str] = []
         self.adapted_reason = ""
         if cfg.method == "lora":
-            model, self.adapted, self.adapted_reason = apply_lora(model, cfg.lora_rank, cfg.lora_alpha, tuple(cfg.lora_targets))
+            model, self.adapted, self.adapted_reason = apply_lora(
+                model, cfg.lora_rank, cfg.lora_alpha, tuple(cfg.lora_targets)
+            )
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         frozen = sum(p.numel() for p in model.parameters()) - trainable
         memory = device_total_memory(self.device) or host_available_memory()
@@ -417,13 +454,20 @@ class Trainer:
         # the job's devices: one a process, or those one process may spread its layers over
         job_devices = self.world if self.world > 1 else devices if cfg.strategy in ("auto", "device_map") else 1
         self.precision, self.precision_reason = choose_precision(
-            self.precision, trainable, frozen, memory, job_devices, cfg.bf16_weights_above)
+            self.precision, trainable, frozen, memory, job_devices, cfg.bf16_weights_above
+        )
         if self.precision == BF16_WEIGHTS:
             model.to(torch.bfloat16)
         self.strategy, self.strategy_reason = cfg.strategy, "set in the training config"
         if cfg.strategy == "auto":
             self.strategy, self.strategy_reason = choose_strategy(
-                trainable, frozen, memory, self.world, devices, BF16_BYTES if self.precision == BF16_WEIGHTS else FP32_BYTES)
+                trainable,
+                frozen,
+                memory,
+                self.world,
+                devices,
+                BF16_BYTES if self.precision == BF16_WEIGHTS else FP32_BYTES,
+            )
         if self.world > 1 and self.strategy in ("single", "device_map"):
             raise SpecError(f"{self.world} processes need strategy ddp, fsdp2 or auto, not {self.strategy}")
         self.device_map: dict[str, str] | None = None
@@ -486,8 +530,16 @@ class Trainer:
 
     def _batch(self, blocks: list[Any], keys: list[int], seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """(model inputs on the device, labels) of the blocks."""
-        inputs, labels = make_batch(self.paradigm, blocks, keys, seed, int(self.model_config.vocab_size),
-                                    self.data.mask_id, self.data.pad_id, self.data.special)
+        inputs, labels = make_batch(
+            self.paradigm,
+            blocks,
+            keys,
+            seed,
+            int(self.model_config.vocab_size),
+            self.data.mask_id,
+            self.data.pad_id,
+            self.data.special,
+        )
         return {k: v.to(self.device.torch_device) for k, v in inputs.items()}, labels
 
     def _loss(self, inputs: dict[str, torch.Tensor], labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
@@ -497,7 +549,9 @@ class Trainer:
         loss_sum, count = token_loss_sum(self.paradigm, logits, labels)
         return loss_sum, count, logits
 
-    def _forward_loss(self, blocks: list[Any], keys: list[int], seed: int) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
+    def _forward_loss(
+        self, blocks: list[Any], keys: list[int], seed: int
+    ) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
         """(token-loss sum, token count, logits, labels) of this rank's blocks."""
         inputs, labels = self._batch(blocks, keys, seed)
         loss_sum, count, logits = self._loss(inputs, labels)
@@ -509,7 +563,7 @@ class Trainer:
         cfg, step = self.cfg, self.step_index + 1
         self._maybe_hang(step)
         indices, position = corpus.next_batch(len(self.data.train), self.position, cfg.batch, cfg.seed)
-        mine = indices[self.rank::self.world]
+        mine = indices[self.rank :: self.world]
         synchronize(self.device)
         start = time.perf_counter()
         for group in self.optimizer.param_groups:
@@ -525,8 +579,11 @@ class Trainer:
         mean_loss = float(all_sum(loss_sum) / total)
         self._guard(step, mean_loss, grad_norm)
         if keep_grads:
-            self.last_grads = {name: full(p.grad.detach()).float().cpu().clone()
-                               for name, p in self.core.named_parameters() if p.grad is not None}
+            self.last_grads = {
+                name: full(p.grad.detach()).float().cpu().clone()
+                for name, p in self.core.named_parameters()
+                if p.grad is not None
+            }
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         synchronize(self.device)
@@ -534,11 +591,21 @@ class Trainer:
         self.step_index, self.position = step, position
         self.losses.append(mean_loss)
         tokens = cfg.batch * cfg.seq_len
-        figures = {"step": step, "epoch": position.epoch, "loss": mean_loss, "grad_norm": grad_norm,
-                   "lr": self.lr_at(step - 1), "tokens": tokens, "tokens_per_s": tokens / elapsed if elapsed else None,
-                   "step_time_s": elapsed, "peak_memory_bytes": peak_memory(self.device) or host_peak_rss(),
-                   "time": time.time(), "micro_batch": self.micro_batch,
-                   "accumulation": math.ceil(len(mine) / self.micro_batch), "oom_fallbacks": fallbacks}
+        figures = {
+            "step": step,
+            "epoch": position.epoch,
+            "loss": mean_loss,
+            "grad_norm": grad_norm,
+            "lr": self.lr_at(step - 1),
+            "tokens": tokens,
+            "tokens_per_s": tokens / elapsed if elapsed else None,
+            "step_time_s": elapsed,
+            "peak_memory_bytes": peak_memory(self.device) or host_peak_rss(),
+            "time": time.time(),
+            "micro_batch": self.micro_batch,
+            "accumulation": math.ceil(len(mine) / self.micro_batch),
+            "oom_fallbacks": fallbacks,
+        }
         self.beat("train")
         return figures
 
@@ -548,7 +615,7 @@ class Trainer:
         equal one batch's. Returns (this rank's float64 loss sum, the global token count), or the
         error when any rank ran out of memory (the caller takes the ladder's rung)."""
         cfg = self.cfg
-        chunks = [mine[start:start + self.micro_batch] for start in range(0, len(mine), self.micro_batch)]
+        chunks = [mine[start : start + self.micro_batch] for start in range(0, len(mine), self.micro_batch)]
         batches = [self._batch([self.data.train[i] for i in chunk], chunk, cfg.seed + step) for chunk in chunks]
         count = sum(int((predicted_labels(self.paradigm, labels) != IGNORE).sum()) for _, labels in batches)
         total = all_sum(torch.tensor(float(count), dtype=torch.float64, device=self.device.torch_device))
@@ -589,8 +656,9 @@ class Trainer:
         the micro-batch's forward and backward (a retry must undo their random draws and gradients)."""
         limit = self.cfg.fault.get("oom_above_micro_batch")
         if limit is not None and step >= self.cfg.fault.get("oom_at_step", 1) and micro_batch > limit:
-            raise torch.OutOfMemoryError(f"injected: out of memory at micro-batch {micro_batch} "
-                                         f"(fault.oom_above_micro_batch {limit})")
+            raise torch.OutOfMemoryError(
+                f"injected: out of memory at micro-batch {micro_batch} (fault.oom_above_micro_batch {limit})"
+            )
 
     def _fall_back(self, step: int, error: str) -> None:
         """The ladder's rung: drop the partial gradients, free the cache, halve the micro-batch;
@@ -598,19 +666,28 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         empty_cache(self.device)
         if self.micro_batch == 1:
-            raise TrainingStopped({"rule": "out_of_memory", "step": step, "micro_batch": 1, "error": error,
-                                   "oom_fallbacks": self.oom_fallbacks,
-                                   "summary": f"step {step}: out of memory at micro-batch 1 ({error}); the update was "
-                                              "not applied (a shorter seq_len, bf16-autocast, LoRA or FSDP2 over more "
-                                              "devices needs less memory)"})
+            raise TrainingStopped(
+                {
+                    "rule": "out_of_memory",
+                    "step": step,
+                    "micro_batch": 1,
+                    "error": error,
+                    "oom_fallbacks": self.oom_fallbacks,
+                    "summary": f"step {step}: out of memory at micro-batch 1 ({error}); the update was "
+                    "not applied (a shorter seq_len, bf16-autocast, LoRA or FSDP2 over more "
+                    "devices needs less memory)",
+                }
+            )
         self.oom_fallbacks.append({"step": step, "from": self.micro_batch, "to": self.micro_batch // 2, "error": error})
         self.micro_batch //= 2
 
     def beat(self, phase: str) -> None:
         """The heartbeat the supervisor watches (rank 0): the step clock applies in phase "train" only."""
         if self.rank == 0:
-            write_text_atomic(self.out / "heartbeat.json",
-                              json.dumps({"step": self.step_index, "time": time.time(), "pid": os.getpid(), "phase": phase}))
+            write_text_atomic(
+                self.out / "heartbeat.json",
+                json.dumps({"step": self.step_index, "time": time.time(), "pid": os.getpid(), "phase": phase}),
+            )
 
     def _maybe_hang(self, step: int) -> None:
         """The injected hang (fault.hang_at_step): once per output directory, so a resumed run passes it."""
@@ -623,15 +700,29 @@ class Trainer:
     def _guard(self, step: int, loss: float, grad_norm: float) -> None:
         """Stop on a non-finite loss or gradient norm, or a loss spike, before the update is applied."""
         if not math.isfinite(loss) or not math.isfinite(grad_norm):
-            raise TrainingStopped({"rule": "non_finite", "step": step, "loss": loss, "grad_norm": grad_norm,
-                                   "summary": f"step {step}: loss {loss} / gradient norm {grad_norm} is not finite; "
-                                              "the update was not applied (check the learning rate, precision and data)"})
+            raise TrainingStopped(
+                {
+                    "rule": "non_finite",
+                    "step": step,
+                    "loss": loss,
+                    "grad_norm": grad_norm,
+                    "summary": f"step {step}: loss {loss} / gradient norm {grad_norm} is not finite; "
+                    "the update was not applied (check the learning rate, precision and data)",
+                }
+            )
         recent = self.losses[-SPIKE_WINDOW:]
         if len(recent) >= 3 and loss > self.cfg.spike_factor * statistics.median(recent):
             median = statistics.median(recent)
-            raise TrainingStopped({"rule": "loss_spike", "step": step, "loss": loss, "median": median,
-                                   "summary": f"step {step}: loss {loss:.4g} is above {self.cfg.spike_factor:g} x the median "
-                                              f"{median:.4g} of the last {len(recent)} steps; the update was not applied"})
+            raise TrainingStopped(
+                {
+                    "rule": "loss_spike",
+                    "step": step,
+                    "loss": loss,
+                    "median": median,
+                    "summary": f"step {step}: loss {loss:.4g} is above {self.cfg.spike_factor:g} x the median "
+                    f"{median:.4g} of the last {len(recent)} steps; the update was not applied",
+                }
+            )
 
     def evaluate(self) -> dict[str, Any]:
         """Held-out loss (and perplexity for causal LM, masked accuracy for MLM), deterministic.
@@ -643,7 +734,9 @@ class Trainer:
         with torch.no_grad():
             for start in range(0, len(blocks), self.cfg.batch):
                 keys = list(range(start, min(start + self.cfg.batch, len(blocks))))
-                part_sum, part_count, logits, labels = self._forward_loss([blocks[k] for k in keys], keys, self.cfg.seed - 1)
+                part_sum, part_count, logits, labels = self._forward_loss(
+                    [blocks[k] for k in keys], keys, self.cfg.seed - 1
+                )
                 loss_sum, count = loss_sum + float(part_sum), count + float(part_count)
                 if self.paradigm.name == "masked_lm":
                     correct += correct_predictions(logits, labels)
@@ -671,9 +764,16 @@ class Trainer:
         free = shutil.disk_usage(root).free
         floor = int(os.environ.get("ASCENDBRIDGE_TRAIN_MIN_FREE_BYTES", "0"))
         if free < need + floor:
-            raise TrainingStopped({"rule": "disk_full", "step": self.step_index, "free_bytes": free, "needed_bytes": need + floor,
-                                   "summary": f"step {self.step_index}: {free} bytes free under {root}, a checkpoint needs "
-                                              f"about {need + floor}; the run stopped before writing it"})
+            raise TrainingStopped(
+                {
+                    "rule": "disk_full",
+                    "step": self.step_index,
+                    "free_bytes": free,
+                    "needed_bytes": need + floor,
+                    "summary": f"step {self.step_index}: {free} bytes free under {root}, a checkpoint needs "
+                    f"about {need + floor}; the run stopped before writing it",
+                }
+            )
 
     def save_checkpoint(self) -> Path:
         """Write step-NNNNNN atomically: DCP shards + per-rank RNG + meta, a manifest of sha256
@@ -695,9 +795,17 @@ class Trainer:
         torch.save(rng_state(), tmp / f"rng-rank{self.rank}.pt")
         barrier()
         if self.rank == 0:
-            meta = {"step": self.step_index, "position": asdict(self.position), "world": self.world,
-                    "strategy": self.strategy, "precision": self.precision, "data_digest": self.data.digest, "losses": self.losses,
-                    "micro_batch": self.micro_batch, "oom_fallbacks": self.oom_fallbacks}
+            meta = {
+                "step": self.step_index,
+                "position": asdict(self.position),
+                "world": self.world,
+                "strategy": self.strategy,
+                "precision": self.precision,
+                "data_digest": self.data.digest,
+                "losses": self.losses,
+                "micro_batch": self.micro_batch,
+                "oom_fallbacks": self.oom_fallbacks,
+            }
             (tmp / META).write_text(json.dumps(meta, sort_keys=True))
             files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
             (tmp / MANIFEST).write_text(json.dumps({"files": files}, sort_keys=True, indent=1))
@@ -705,7 +813,7 @@ class Trainer:
             if final.exists():
                 shutil.rmtree(final)
             os.rename(tmp, final)
-            for old in checkpoint_dirs(self.out)[:-self.cfg.keep_last]:
+            for old in checkpoint_dirs(self.out)[: -self.cfg.keep_last]:
                 shutil.rmtree(old)
         barrier()
         self.beat("train")
@@ -722,10 +830,14 @@ class Trainer:
             raise SpecError(f"checkpoint {problem}")
         meta = json.loads((path / META).read_text())
         if meta["world"] != self.world or meta["data_digest"] != self.data.digest:
-            raise SpecError(f"checkpoint {path.name} was written by {meta['world']} rank(s) on other data; it cannot resume this run")
+            raise SpecError(
+                f"checkpoint {path.name} was written by {meta['world']} rank(s) on other data; it cannot resume this run"
+            )
         if meta.get("precision", self.precision) != self.precision:  # the size rule saw other memory figures
-            raise SpecError(f"checkpoint {path.name} holds {meta['precision']} weights, this run chose {self.precision} "
-                            f"({self.precision_reason}); set bf16_weights_above to resume it")
+            raise SpecError(
+                f"checkpoint {path.name} holds {meta['precision']} weights, this run chose {self.precision} "
+                f"({self.precision_reason}); set bf16_weights_above to resume it"
+            )
         state = self._state()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -743,8 +855,13 @@ class Trainer:
 
     def adapter_only_changed(self, before: dict[str, torch.Tensor]) -> dict[str, list[str]]:
         """Which parameters differ from `before` (names), split into adapters and the rest."""
-        changed = [name for name, p in self.core.named_parameters() if not torch.equal(full(p.detach()).cpu(), before[name])]
-        return {"adapters": [n for n in changed if ADAPTER_MARK in n], "other": [n for n in changed if ADAPTER_MARK not in n]}
+        changed = [
+            name for name, p in self.core.named_parameters() if not torch.equal(full(p.detach()).cpu(), before[name])
+        ]
+        return {
+            "adapters": [n for n in changed if ADAPTER_MARK in n],
+            "other": [n for n in changed if ADAPTER_MARK not in n],
+        }
 
     def snapshot(self) -> dict[str, torch.Tensor]:
         return {name: full(p.detach()).cpu().clone() for name, p in self.core.named_parameters()}

@@ -25,7 +25,9 @@ def lora_targets(model_type: str, asked: tuple[str, ...]) -> tuple[list[str] | s
     return "all-linear", f"peft has no default for model type {model_type!r}: every linear layer but the output head"
 
 
-def apply_lora(model: nn.Module, rank: int, alpha: float, asked: tuple[str, ...] = ()) -> tuple[nn.Module, list[str], str]:
+def apply_lora(
+    model: nn.Module, rank: int, alpha: float, asked: tuple[str, ...] = ()
+) -> tuple[nn.Module, list[str], str]:
     """(the peft model, the adapted module names, why those), everything but the adapters frozen.
     A missing peft or targets that match nothing are a SpecError naming the cause."""
     try:
@@ -34,7 +36,9 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, asked: tuple[str, ...]
         raise SpecError("LoRA training needs peft, which this environment lacks (pip install 'peft>=0.18')") from None
     targets, why = lora_targets(str(getattr(getattr(model, "config", None), "model_type", "")), asked)
     try:
-        peft_model: Any = get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets))
+        peft_model: Any = get_peft_model(
+            model, LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)
+        )
     except ValueError as exc:
         raise SpecError(f"LoRA: {str(exc).splitlines()[0]}") from None
     return peft_model, sorted(peft_model.targeted_module_names), why

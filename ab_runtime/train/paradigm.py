@@ -32,8 +32,12 @@ PARADIGMS = {
     "masked_lm": Paradigm("masked_lm", "AutoModelForMaskedLM"),
     "seq2seq": Paradigm("seq2seq", "AutoModelForSeq2SeqLM"),
 }
-SUFFIXES = (("ForCausalLM", "causal_lm"), ("LMHeadModel", "causal_lm"), ("ForMaskedLM", "masked_lm"),
-            ("ForConditionalGeneration", "seq2seq"))
+SUFFIXES = (
+    ("ForCausalLM", "causal_lm"),
+    ("LMHeadModel", "causal_lm"),
+    ("ForMaskedLM", "masked_lm"),
+    ("ForConditionalGeneration", "seq2seq"),
+)
 
 
 def paradigm_of(config: Any) -> Paradigm:
@@ -47,10 +51,13 @@ def paradigm_of(config: Any) -> Paradigm:
                 return PARADIGMS[name]
     raise UnsupportedModel(
         f"training supports causal LM, masked LM and text seq2seq; architecture {architectures or '[none]'} "
-        f"(model_type {getattr(config, 'model_type', '?')!r}) is none of them")
+        f"(model_type {getattr(config, 'model_type', '?')!r}) is none of them"
+    )
 
 
-def mask_block(ids: torch.Tensor, seed: int, vocab_size: int, mask_id: int, special: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_block(
+    ids: torch.Tensor, seed: int, vocab_size: int, mask_id: int, special: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking of one block with its own generator (seeded by the block, so the masks do not
     depend on how a batch is split over ranks): (inputs, labels with IGNORE where not predicted)."""
     generator = torch.Generator().manual_seed(seed)
@@ -65,8 +72,16 @@ def mask_block(ids: torch.Tensor, seed: int, vocab_size: int, mask_id: int, spec
     return inputs, labels
 
 
-def make_batch(paradigm: Paradigm, blocks: Sequence[Any], keys: Sequence[int], seed: int, vocab_size: int,
-               mask_id: int, pad_id: int, special: Sequence[int]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+def make_batch(
+    paradigm: Paradigm,
+    blocks: Sequence[Any],
+    keys: Sequence[int],
+    seed: int,
+    vocab_size: int,
+    mask_id: int,
+    pad_id: int,
+    special: Sequence[int],
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """(model inputs, labels) for the blocks; `keys` are the blocks' global indices (the masking seeds)."""
     if paradigm.name == "seq2seq":
         source = torch.tensor([block[0] for block in blocks], dtype=torch.long)
@@ -76,7 +91,10 @@ def make_batch(paradigm: Paradigm, blocks: Sequence[Any], keys: Sequence[int], s
     ids = torch.tensor([list(block) for block in blocks], dtype=torch.long)
     if paradigm.name == "causal_lm":
         return {"input_ids": ids}, ids
-    pairs = [mask_block(row, seed * 1_000_003 + key, vocab_size, mask_id, special) for row, key in zip(ids, keys, strict=True)]
+    pairs = [
+        mask_block(row, seed * 1_000_003 + key, vocab_size, mask_id, special)
+        for row, key in zip(ids, keys, strict=True)
+    ]
     inputs = torch.stack([p[0] for p in pairs])
     labels = torch.stack([p[1] for p in pairs])
     return {"input_ids": inputs, "attention_mask": torch.ones_like(inputs)}, labels

@@ -58,8 +58,10 @@ def progress_line(figures: dict[str, Any], steps: int, started: float, first_ste
     done = figures["step"] - first_step
     eta = (time.monotonic() - started) / done * (steps - figures["step"]) if done else math.nan
     ladder = f" out of memory: micro-batch {figures['micro_batch']}" if figures["oom_fallbacks"] else ""
-    return (f"step {figures['step']}/{steps} loss {figures['loss']:.4f} grad {figures['grad_norm']:.3f} "
-            f"lr {figures['lr']:.1e} {figures['tokens_per_s'] or 0:.0f} tok/s ETA {eta:.0f}s{ladder}")
+    return (
+        f"step {figures['step']}/{steps} loss {figures['loss']:.4f} grad {figures['grad_norm']:.3f} "
+        f"lr {figures['lr']:.1e} {figures['tokens_per_s'] or 0:.0f} tok/s ETA {eta:.0f}s{ladder}"
+    )
 
 
 def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
@@ -86,23 +88,43 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
                 log.flush()
                 print(progress_line(figures, cfg.steps, started, first_step), flush=True)
             # every checkpoint_every steps and at the last step (the gate reloads the final weights)
-            if cfg.checkpoint_every and (trainer.step_index % cfg.checkpoint_every == 0 or trainer.step_index == cfg.steps):
+            if cfg.checkpoint_every and (
+                trainer.step_index % cfg.checkpoint_every == 0 or trainer.step_index == cfg.steps
+            ):
                 trainer.save_checkpoint()
     trainer.beat("evaluate")
     after = trainer.evaluate()
     tail = trainer.losses[-TRAIN_LOSS_TAIL:]
-    evaluation = {"before": before, "after": after,
-                  "verdict": contract_table.evaluation_verdict(before["loss"], after["loss"], sum(tail) / len(tail))}
+    evaluation = {
+        "before": before,
+        "after": after,
+        "verdict": contract_table.evaluation_verdict(before["loss"], after["loss"], sum(tail) / len(tail)),
+    }
     result: Result = {
-        "ok": True, "error": None, "steps": trainer.step_index, "paradigm": trainer.paradigm.name, "method": cfg.method,
-        "strategy": trainer.strategy, "strategy_reason": trainer.strategy_reason, "device_map": trainer.device_map,
-        "world": trainer.world, "device": trainer.device.as_dict(), "precision": trainer.precision,
-        "precision_reason": trainer.precision_reason, "optimizer": trainer.optimizer_reason,
-        "adapted": trainer.adapted, "adapted_reason": trainer.adapted_reason, "resumed_from": resumed_from,
-        "micro_batch": trainer.micro_batch, "oom_fallbacks": trainer.oom_fallbacks,
-        "first_loss": trainer.losses[0], "final_loss": trainer.losses[-1],
-        "loss_decreased": trainer.losses[-1] < trainer.losses[0], "evaluation": evaluation,
-        "data_digest": trainer.data.digest, "parameters_digest": digest_parameters(trainer.model),
+        "ok": True,
+        "error": None,
+        "steps": trainer.step_index,
+        "paradigm": trainer.paradigm.name,
+        "method": cfg.method,
+        "strategy": trainer.strategy,
+        "strategy_reason": trainer.strategy_reason,
+        "device_map": trainer.device_map,
+        "world": trainer.world,
+        "device": trainer.device.as_dict(),
+        "precision": trainer.precision,
+        "precision_reason": trainer.precision_reason,
+        "optimizer": trainer.optimizer_reason,
+        "adapted": trainer.adapted,
+        "adapted_reason": trainer.adapted_reason,
+        "resumed_from": resumed_from,
+        "micro_batch": trainer.micro_batch,
+        "oom_fallbacks": trainer.oom_fallbacks,
+        "first_loss": trainer.losses[0],
+        "final_loss": trainer.losses[-1],
+        "loss_decreased": trainer.losses[-1] < trainer.losses[0],
+        "evaluation": evaluation,
+        "data_digest": trainer.data.digest,
+        "parameters_digest": digest_parameters(trainer.model),
         "checkpoint": (latest_good_checkpoint(out) or Path("")).name or None,
     }
     if lead:
@@ -115,32 +137,49 @@ def _run_log(trainer: Trainer, steps: int, keep_first_grads: bool) -> dict[str, 
     """Train `steps` steps and return the contract's log of the run."""
     start = digest_parameters(trainer.model)
     figures = [trainer.step(keep_grads=keep_first_grads and index == 0) for index in range(steps)]
-    return {"losses": [f["loss"] for f in figures], "grad_norms": [f["grad_norm"] for f in figures],
-            "initial_digest": start, "params_changed": digest_parameters(trainer.model) != start,
-            "optimizer_state": trainer.optimizer_has_state(), "device": trainer.device.kind, "precision": trainer.precision}
+    return {
+        "losses": [f["loss"] for f in figures],
+        "grad_norms": [f["grad_norm"] for f in figures],
+        "initial_digest": start,
+        "params_changed": digest_parameters(trainer.model) != start,
+        "optimizer_state": trainer.optimizer_has_state(),
+        "device": trainer.device.kind,
+        "precision": trainer.precision,
+    }
 
 
 def grad_cosines(target: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
     """Per-parameter cosine of the first step's gradients, floored for near-zero gradients."""
     largest = max((float(g.norm()) for g in reference.values()), default=0.0)
     floor = contract_table.GRAD_FLOOR * largest
-    return {name: contract_table.floored_cosine(float((target[name].double() * grad.double()).sum()),
-                                                float(target[name].double().norm()), float(grad.double().norm()), floor)
-            for name, grad in reference.items() if name in target}
+    return {
+        name: contract_table.floored_cosine(
+            float((target[name].double() * grad.double()).sum()),
+            float(target[name].double().norm()),
+            float(grad.double().norm()),
+            floor,
+        )
+        for name, grad in reference.items()
+        if name in target
+    }
 
 
 def run_contract(cfg: TrainConfig, out: Path) -> Result:
     out.mkdir(parents=True, exist_ok=True)
     single = replace(cfg, strategy="single", checkpoint_every=0, keep_last=1)
-    reference = Trainer(replace(single, device="cpu", precision="fp32", bf16_weights_above=None), out / "reference",
-                        device=select_device("cpu"))
+    reference = Trainer(
+        replace(single, device="cpu", precision="fp32", bf16_weights_above=None),
+        out / "reference",
+        device=select_device("cpu"),
+    )
     reference_start_bf16 = digest_parameters(reference.model, torch.bfloat16)
     reference_log = _run_log(reference, cfg.steps, keep_first_grads=True)
     target = Trainer(single, out / "target")
     target_log = _run_log(target, cfg.steps, keep_first_grads=True)
     # bfloat16 weights (the size rule) start from the reference's initial weights rounded to bfloat16
     target_log["same_initial_weights"] = target_log["initial_digest"] == (
-        reference_start_bf16 if target.precision == BF16_WEIGHTS else reference_log["initial_digest"])
+        reference_start_bf16 if target.precision == BF16_WEIGHTS else reference_log["initial_digest"]
+    )
     target_log["grad_cosines"] = grad_cosines(target.last_grads, reference.last_grads)
     # Checkpoint round trip: the step after a save, once straight on and once from the reloaded checkpoint.
     checkpoint = target.save_checkpoint()
@@ -149,16 +188,27 @@ def run_contract(cfg: TrainConfig, out: Path) -> Result:
     reloaded = Trainer(single, out / "target")
     reloaded.load_checkpoint(checkpoint)
     again = reloaded.step()
-    target_log["resume_identical"] = straight["loss"] == again["loss"] and straight_digest == digest_parameters(reloaded.model)
+    target_log["resume_identical"] = straight["loss"] == again["loss"] and straight_digest == digest_parameters(
+        reloaded.model
+    )
     target_log["resume"] = {"checkpoint": checkpoint.name, "loss": straight["loss"], "reloaded_loss": again["loss"]}
     verdict = contract_table.verdict(target_log, reference_log)
-    record = {"contract": contract_table.CONTRACT_NAME, "steps": cfg.steps, "target": target_log,
-              "reference": reference_log, "verdict": verdict}
+    record = {
+        "contract": contract_table.CONTRACT_NAME,
+        "steps": cfg.steps,
+        "target": target_log,
+        "reference": reference_log,
+        "verdict": verdict,
+    }
     _write_json(out / "contract.json", record)
     for check in verdict["checks"]:
         print(f"{'ok  ' if check['passed'] else 'FAIL'} {check['name']}", flush=True)
-    return {"ok": verdict["passed"], "error": None if verdict["passed"] else "baseline contract failed",
-            "verdict": verdict, "contract_path": str(out / "contract.json")}
+    return {
+        "ok": verdict["passed"],
+        "error": None if verdict["passed"] else "baseline contract failed",
+        "verdict": verdict,
+        "contract_path": str(out / "contract.json"),
+    }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -197,8 +247,13 @@ def main(argv: list[str] | None = None) -> int:
             _write_json(args.out / "stopped.json", exc.diagnosis)
             raise
 
-    code = run_main(body, exit_code=lambda result: 0 if result.get("ok") else 1,
-                    failures=(RuntimeDiagnosis,), bad_input=(SpecError, CorpusError, UnsupportedModel), on_failure=_stopped)
+    code = run_main(
+        body,
+        exit_code=lambda result: 0 if result.get("ok") else 1,
+        failures=(RuntimeDiagnosis,),
+        bad_input=(SpecError, CorpusError, UnsupportedModel),
+        on_failure=_stopped,
+    )
     close_distributed(finished=code == 0)
     return code
 

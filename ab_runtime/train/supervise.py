@@ -90,8 +90,9 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def supervise(cmd: list[str], out: Path, k: float = 10.0, max_restarts: int = 2, startup_s: float = 300.0,
-              poll_s: float = 0.2) -> dict[str, Any]:
+def supervise(
+    cmd: list[str], out: Path, k: float = 10.0, max_restarts: int = 2, startup_s: float = 300.0, poll_s: float = 0.2
+) -> dict[str, Any]:
     """Run `cmd` until it exits by itself or the restarts are spent; returns {exit_code, hangs, restarts, events}."""
     out.mkdir(parents=True, exist_ok=True)
     events: list[dict[str, Any]] = []
@@ -114,8 +115,14 @@ def supervise(cmd: list[str], out: Path, k: float = 10.0, max_restarts: int = 2,
                 hung = True
                 kill_group(proc)
                 hangs += 1
-                events.append({"event": "hang", "seconds_without_step": round(since, 2), "limit_s": round(limit, 2),
-                               "last_step": _last_step(out)})
+                events.append(
+                    {
+                        "event": "hang",
+                        "seconds_without_step": round(since, 2),
+                        "limit_s": round(limit, 2),
+                        "last_step": _last_step(out),
+                    }
+                )
         code = proc.returncode
         if not hung and code >= 0:
             return {"exit_code": code, "hangs": hangs, "restarts": restarts, "events": events}

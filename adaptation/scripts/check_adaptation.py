@@ -44,8 +44,15 @@ from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parents[2] / "ab_runtime"
 SYSTEM_MARKER = "ascendbridge-env.json"  # written by system mode (ascendbridge/package/system_env.py)
-REQUIRED_FILES = ("pyproject.toml", "uv.lock", "README.md", SPEC_FILE, "demo.py",
-                  "ab_runtime/__init__.py", "ab_runtime/demo.py")
+REQUIRED_FILES = (
+    "pyproject.toml",
+    "uv.lock",
+    "README.md",
+    SPEC_FILE,
+    "demo.py",
+    "ab_runtime/__init__.py",
+    "ab_runtime/demo.py",
+)
 PROFILES = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
 EXTRAS = ("ascend", "cuda", "cpu")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,199}$")
@@ -93,8 +100,15 @@ class Report:
         return "; ".join(([self.error] if self.error else []) + failed) or "no checks ran"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"adaptation": self.adaptation, "device": self.device, "passed": self.passed, "summary": self.summary,
-                "error": self.error, "checks": [asdict(c) for c in self.checks], "result": self.result}
+        return {
+            "adaptation": self.adaptation,
+            "device": self.device,
+            "passed": self.passed,
+            "summary": self.summary,
+            "error": self.error,
+            "checks": [asdict(c) for c in self.checks],
+            "result": self.result,
+        }
 
 
 def progress(message: str) -> None:
@@ -135,14 +149,18 @@ def load_spec(report: Report, directory: Path) -> AdaptationSpec:
         problems.append(f"spec names '{spec.name}', not '{report.adaptation}'")
     if spec.task_family not in TASK_FAMILIES:
         problems.append(f"unknown task family '{spec.task_family}'")
-    report.add("spec", not problems, "; ".join(problems) or
-               f"{spec.model.model_id}: {spec.task_family} via {spec.model_class}")
+    report.add(
+        "spec", not problems, "; ".join(problems) or f"{spec.model.model_id}: {spec.task_family} via {spec.model_class}"
+    )
     return spec
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
 
 
 def check_runtime(report: Report, directory: Path) -> None:
@@ -150,10 +168,16 @@ def check_runtime(report: Report, directory: Path) -> None:
     differ = sorted(k for k in reference.keys() & copy.keys() if reference[k] != copy[k])
     missing = sorted(reference.keys() - copy.keys())
     extra = sorted(copy.keys() - reference.keys())
-    problems = [f"{label}: {', '.join(names)}" for label, names in
-                (("modified", differ), ("missing", missing), ("unexpected", extra)) if names]
-    report.add("runtime", not problems, "; ".join(problems) or
-               f"ab_runtime/ is identical to the shipped runtime ({len(reference)} files)")
+    problems = [
+        f"{label}: {', '.join(names)}"
+        for label, names in (("modified", differ), ("missing", missing), ("unexpected", extra))
+        if names
+    ]
+    report.add(
+        "runtime",
+        not problems,
+        "; ".join(problems) or f"ab_runtime/ is identical to the shipped runtime ({len(reference)} files)",
+    )
 
 
 def check_demo_wrapper(report: Report, directory: Path) -> None:
@@ -166,8 +190,13 @@ def check_demo_wrapper(report: Report, directory: Path) -> None:
         body = body[1:]  # the docstring
     shape = ast.dump(ast.Module(body=body, type_ignores=[]))
     ok = any(shape == ast.dump(ast.parse(w)) for w in WRAPPERS)
-    report.add("demo_wrapper", ok, "demo.py only delegates to ab_runtime.demo.main" if ok else
-               "demo.py contains code besides the ab_runtime.demo.main wrapper")
+    report.add(
+        "demo_wrapper",
+        ok,
+        "demo.py only delegates to ab_runtime.demo.main"
+        if ok
+        else "demo.py contains code besides the ab_runtime.demo.main wrapper",
+    )
 
 
 def requirement_names(requirements: Any, problems: list[str], where: str) -> set[str]:
@@ -199,16 +228,21 @@ def check_pyproject(report: Report, directory: Path) -> None:
         if extra == "ascend" and "torch-npu" not in names:
             problems.append("extra 'ascend' does not require torch-npu")
     conflicts = data.get("tool", {}).get("uv", {}).get("conflicts", [])
-    groups = [{item.get("extra") for item in group if isinstance(item, dict)} for group in conflicts
-              if isinstance(group, list)]
+    groups = [
+        {item.get("extra") for item in group if isinstance(item, dict)}
+        for group in conflicts
+        if isinstance(group, list)
+    ]
     if not any(set(EXTRAS) <= g for g in groups):
         problems.append("extras ascend/cuda/cpu are not declared conflicting in [tool.uv] conflicts")
-    report.add("pyproject", not problems, "; ".join(problems) or
-               "extras ascend (torch + torch-npu), cuda, cpu declared conflicting")
+    report.add(
+        "pyproject",
+        not problems,
+        "; ".join(problems) or "extras ascend (torch + torch-npu), cuda, cpu declared conflicting",
+    )
 
 
-def uv(directory: Path, args: list[str], timeout_s: float,
-       extra_env: dict[str, str] | None = None) -> CommandResult:
+def uv(directory: Path, args: list[str], timeout_s: float, extra_env: dict[str, str] | None = None) -> CommandResult:
     env = model_run_env()
     env.update(extra_env or {})
     return run_command([uv_binary(), *args], cwd=directory, env=env, timeout_s=timeout_s)
@@ -222,8 +256,11 @@ def _last_lines(text: str, n: int = 3) -> str:
 def check_lock(report: Report, directory: Path) -> bool:
     progress("uv lock --check")
     res = uv(directory, ["lock", "--check"], 300)
-    return report.add("lock", res.ok, "uv.lock matches pyproject.toml" if res.ok else
-                      f"uv lock --check failed: {_last_lines(res.output)}")
+    return report.add(
+        "lock",
+        res.ok,
+        "uv.lock matches pyproject.toml" if res.ok else f"uv lock --check failed: {_last_lines(res.output)}",
+    )
 
 
 def _device_type(value: Any) -> str | None:
@@ -238,15 +275,22 @@ def check_result(report: Report, spec: AdaptationSpec, device: str, result: dict
     report.add("identity", same, f"ran {result.get('model_id')} as {result.get('task_family')}")
     requested, used = _device_type(result.get("device_requested")), _device_type(result.get("device_used"))
     honest = requested == device and used == device and result.get("fallback") is False
-    report.add("device", honest,
-               f"requested {device}, demo saw request {requested}, ran on {used}, fallback={result.get('fallback')}"
-               + (f" ({result.get('fallback_reason')})" if result.get("fallback_reason") else ""))
+    report.add(
+        "device",
+        honest,
+        f"requested {device}, demo saw request {requested}, ran on {used}, fallback={result.get('fallback')}"
+        + (f" ({result.get('fallback_reason')})" if result.get("fallback_reason") else ""),
+    )
     check_outputs(report, spec, result.get("outputs"))
     built, total = result.get("layers_built"), result.get("layers_total")
     limit = spec.dry_run_max_layers
     if limit is not None or result.get("depth_reduced"):
-        fine = isinstance(built, int) and built >= 1 and (limit is None or built <= limit) and (
-            not result.get("depth_reduced") or (isinstance(total, int) and built < total))
+        fine = (
+            isinstance(built, int)
+            and built >= 1
+            and (limit is None or built <= limit)
+            and (not result.get("depth_reduced") or (isinstance(total, int) and built < total))
+        )
         report.add("depth", fine, f"built {built} of {total} layers (spec limit {limit})")
 
 
@@ -265,8 +309,11 @@ def check_outputs(report: Report, spec: AdaptationSpec, outputs: Any) -> None:
         mean_abs = info.get("mean_abs")
         if info.get("finite") is not True or not isinstance(mean_abs, (int, float)) or not math.isfinite(mean_abs):
             problems.append(f"{name}: not finite (finite={info.get('finite')}, mean_abs={mean_abs})")
-    report.add("outputs", not problems, "; ".join(problems) or
-               ", ".join(f"{n} {outputs[n]['shape']}" for n in outputs) + ", all finite")
+    report.add(
+        "outputs",
+        not problems,
+        "; ".join(problems) or ", ".join(f"{n} {outputs[n]['shape']}" for n in outputs) + ", all finite",
+    )
 
 
 def system_marker(directory: Path) -> dict[str, Any] | None:
@@ -282,8 +329,10 @@ def check_system_env(report: Report, directory: Path, marker: dict[str, Any]) ->
     """System mode: the venv sees the system stack, and torch / torch_npu come from it, not from
     the venv itself (nothing replaced them)."""
     python = directory / ".venv" / "bin" / "python"
-    code = ("import json, sys, torch; print(json.dumps({'torch': torch.__version__, 'file': torch.__file__, "
-            "'prefix': sys.prefix}))")
+    code = (
+        "import json, sys, torch; print(json.dumps({'torch': torch.__version__, 'file': torch.__file__, "
+        "'prefix': sys.prefix}))"
+    )
     res = run_command([str(python), "-c", code], cwd=directory, timeout_s=300)
     found = json.loads(res.output.strip().splitlines()[-1]) if res.ok else None
     if found is None:
@@ -291,10 +340,15 @@ def check_system_env(report: Report, directory: Path, marker: dict[str, Any]) ->
     recorded = (marker.get("stack") or {}).get("torch")
     inside = Path(found["file"]).resolve().is_relative_to(Path(found["prefix"]).resolve())
     if found["torch"] != recorded or inside:
-        return report.add("sync", False, f"torch {found['torch']} at {found['file']} is not the system stack's "
-                          f"torch {recorded}" + (" (installed into the venv)" if inside else ""))
-    return report.add("sync", True, f"system environment on {marker.get('base')}: torch {found['torch']} "
-                      "from the system stack")
+        return report.add(
+            "sync",
+            False,
+            f"torch {found['torch']} at {found['file']} is not the system stack's "
+            f"torch {recorded}" + (" (installed into the venv)" if inside else ""),
+        )
+    return report.add(
+        "sync", True, f"system environment on {marker.get('base')}: torch {found['torch']} from the system stack"
+    )
 
 
 def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str, timeout_s: float) -> None:
@@ -306,26 +360,32 @@ def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str,
             return
         argv = [str(directory / ".venv" / "bin" / "python"), "demo.py", "--dry-run", "--device", device]
         progress(f"demo.py --dry-run --device {device}")
-        res = run_command(argv, cwd=directory, timeout_s=timeout_s,
-                          env=model_run_env())
+        res = run_command(argv, cwd=directory, timeout_s=timeout_s, env=model_run_env())
     else:
         progress(f"uv sync --locked --extra {profile}")
         res = uv(directory, ["sync", "--locked", "--extra", profile], 1800)
-        if not report.add("sync", res.ok, f"environment synced for extra '{profile}'" if res.ok else
-                          f"uv sync --extra {profile} failed: {_last_lines(res.output)}"):
+        if not report.add(
+            "sync",
+            res.ok,
+            f"environment synced for extra '{profile}'"
+            if res.ok
+            else f"uv sync --extra {profile} failed: {_last_lines(res.output)}",
+        ):
             return
         progress(f"demo.py --dry-run --device {device}")
-        res = uv(directory, ["run", "--no-sync", "python", "demo.py", "--dry-run", "--device", device],
-                 timeout_s)
+        res = uv(directory, ["run", "--no-sync", "python", "demo.py", "--dry-run", "--device", device], timeout_s)
     exited = "timed out" if res.timed_out else f"exit code {res.exit_code}"
-    report.add("demo_exit", res.ok, f"demo.py {exited} in {res.duration_s:.1f} s" +
-               ("" if res.ok else f": {_last_lines(res.output)}"))
+    report.add(
+        "demo_exit",
+        res.ok,
+        f"demo.py {exited} in {res.duration_s:.1f} s" + ("" if res.ok else f": {_last_lines(res.output)}"),
+    )
     lines = [ln for ln in res.output.splitlines() if ln.startswith(RESULT_MARKER)]
     if len(lines) != 1:
         report.add("result_line", False, f"expected exactly one {RESULT_MARKER.strip()} line, got {len(lines)}")
         return
     try:
-        result = json.loads(lines[0][len(RESULT_MARKER):])
+        result = json.loads(lines[0][len(RESULT_MARKER) :])
     except json.JSONDecodeError as exc:
         report.add("result_line", False, f"RESULT line is not JSON: {exc}")
         return
@@ -347,15 +407,22 @@ def check_parity(report: Report, directory: Path, spec: AdaptationSpec, timeout_
     res = uv(directory, ["run", "--no-sync", "python", "-m", "ab_runtime.parity"], timeout_s)
     parity = read_result(res.output)
     if parity is None:
-        report.add("library_parity", False, f"parity check gave no result (exit {res.exit_code}): {_last_lines(res.output)}")
+        report.add(
+            "library_parity", False, f"parity check gave no result (exit {res.exit_code}): {_last_lines(res.output)}"
+        )
         return
     if not parity.get("checked"):
         report.add("library_parity", True, f"not checked: {parity.get('reason')}")
         return
-    figures = (f" (max abs err scaled {parity['max_abs_err']:.2g}, min cosine {parity['min_cosine']:.7f}, "
-               f"{parity['inputs']} inputs)" if parity.get("max_abs_err") is not None else "")
-    report.add("library_parity", bool(parity.get("ok")) and res.ok,
-               f"{parity.get('library')}: {parity.get('reason')}{figures}")
+    figures = (
+        f" (max abs err scaled {parity['max_abs_err']:.2g}, min cosine {parity['min_cosine']:.7f}, "
+        f"{parity['inputs']} inputs)"
+        if parity.get("max_abs_err") is not None
+        else ""
+    )
+    report.add(
+        "library_parity", bool(parity.get("ok")) and res.ok, f"{parity.get('library')}: {parity.get('reason')}{figures}"
+    )
 
 
 def gate(name: str, root: Path, device: str, run: bool, timeout_s: float) -> Report:
@@ -397,10 +464,18 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     parser = OneLineParser(description="Verify a generated adaptation by running it.")
     parser.add_argument("--adapt", required=True, metavar="NAME", help="adaptation name (directory)")
-    parser.add_argument("--adaptations-dir", type=Path, default=None,
-                        help="where adaptations live (default: ASCENDBRIDGE_ADAPTATIONS or <repo>/adaptations)")
-    parser.add_argument("--device", choices=sorted(PROFILES), default="cpu",
-                        help="device the demo must run on; its profile (extra) is synced")
+    parser.add_argument(
+        "--adaptations-dir",
+        type=Path,
+        default=None,
+        help="where adaptations live (default: ASCENDBRIDGE_ADAPTATIONS or <repo>/adaptations)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=sorted(PROFILES),
+        default="cpu",
+        help="device the demo must run on; its profile (extra) is synced",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
     parser.add_argument("--no-run", action="store_true", help="static checks and uv lock --check only")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for the demo run")

@@ -69,8 +69,9 @@ def reported_tokens(output: str) -> int | None:
             continue
         usage = value.get("usage") if isinstance(value, dict) else None
         if isinstance(usage, dict):
-            count = sum(int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens", "prompt_tokens",
-                                                          "completion_tokens"))
+            count = sum(
+                int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens", "prompt_tokens", "completion_tokens")
+            )
             total = (total or 0) + count
     return total
 
@@ -93,7 +94,7 @@ def json_object_in(text: str) -> dict[str, Any] | None:
     """The first JSON object in a reply: a ```json fenced block, else the outermost {...}."""
     starts = [i for i in (text.find("```json"), text.find("```")) if i >= 0]
     if starts:
-        body = text[min(starts):].split("\n", 1)[-1]
+        body = text[min(starts) :].split("\n", 1)[-1]
         body = body.split("```", 1)[0]
         try:
             value = json.loads(body)
@@ -105,7 +106,7 @@ def json_object_in(text: str) -> dict[str, Any] | None:
     if first < 0 or last <= first:
         return None
     try:
-        value = json.loads(text[first:last + 1])
+        value = json.loads(text[first : last + 1])
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None

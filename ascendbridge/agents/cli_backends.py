@@ -41,8 +41,9 @@ def _config() -> AgentConfig:
 
 def _run(argv: list[str], request: BackendRequest, tool: str, variable: str) -> BackendReply:
     try:
-        result = run_command(argv, cwd=request.workspace, env=agent_environment(),
-                             timeout_s=request.timeout_s, output_cap=_OUTPUT_CAP)
+        result = run_command(
+            argv, cwd=request.workspace, env=agent_environment(), timeout_s=request.timeout_s, output_cap=_OUTPUT_CAP
+        )
     except OSError as exc:
         return BackendReply(None, False, "", error=f"cannot start the {tool} CLI ({exc}); install it or set {variable}")
     error = "" if result.exit_code == 0 or result.timed_out else f"{tool} exited with code {result.exit_code}"
@@ -54,10 +55,21 @@ class ClaudeBackend:
 
     def run(self, request: BackendRequest) -> BackendReply:
         config = _config()
-        argv = [*shlex.split(config.claude_bin), "-p", request.prompt,
-                "--output-format", "json", "--permission-mode", "acceptEdits",
-                "--allowedTools", "Read Edit Write Glob Grep",
-                "--append-system-prompt", request.role_contract, "--max-turns", str(MAX_TURNS)]
+        argv = [
+            *shlex.split(config.claude_bin),
+            "-p",
+            request.prompt,
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Read Edit Write Glob Grep",
+            "--append-system-prompt",
+            request.role_contract,
+            "--max-turns",
+            str(MAX_TURNS),
+        ]
         if config.claude_model:
             argv += ["--model", config.claude_model]
         return _run(argv, request, "claude", "ASCENDBRIDGE_CLAUDE_BIN")
@@ -68,8 +80,17 @@ class CodexBackend:
 
     def run(self, request: BackendRequest) -> BackendReply:
         config = _config()
-        argv = [*shlex.split(config.codex_bin), "exec", "--sandbox", "workspace-write",
-                "--skip-git-repo-check", "--ephemeral", "--json", "-C", str(request.workspace)]
+        argv = [
+            *shlex.split(config.codex_bin),
+            "exec",
+            "--sandbox",
+            "workspace-write",
+            "--skip-git-repo-check",
+            "--ephemeral",
+            "--json",
+            "-C",
+            str(request.workspace),
+        ]
         if config.codex_model:
             argv += ["-m", config.codex_model]
         argv.append(f"{request.role_contract}\n\n---\n\n{request.prompt}")

@@ -115,10 +115,14 @@ def usage(board_path: Path | None, model_id: str | None, role: str) -> Usage:
     """What escalation already spent on this model for this role."""
     if not model_id:
         return Usage()
-    runs = [r for r in _runs(board_path, model_id) if r.get("model_id") == model_id and r.get("role") == role
-            and r.get("outcome") not in _FREE_OUTCOMES]
-    return Usage(len(runs), sum(float(r.get("duration_s") or 0) for r in runs),
-                 sum(int(r.get("tokens") or 0) for r in runs))
+    runs = [
+        r
+        for r in _runs(board_path, model_id)
+        if r.get("model_id") == model_id and r.get("role") == role and r.get("outcome") not in _FREE_OUTCOMES
+    ]
+    return Usage(
+        len(runs), sum(float(r.get("duration_s") or 0) for r in runs), sum(int(r.get("tokens") or 0) for r in runs)
+    )
 
 
 def list_runs(store: BoardStore, model_id: str | None = None) -> list[dict[str, Any]]:
@@ -129,8 +133,12 @@ def list_runs(store: BoardStore, model_id: str | None = None) -> list[dict[str, 
 def recall(board_path: Path | None, role: str, signature: str) -> AgentRun | None:
     """The newest accepted run of `role` that fixed a failure with this signature."""
     for data in _runs(board_path):
-        if (data.get("role") == role and data.get("signature") == signature
-                and data.get("outcome") == ACCEPTED and data.get("fix")):
+        if (
+            data.get("role") == role
+            and data.get("signature") == signature
+            and data.get("outcome") == ACCEPTED
+            and data.get("fix")
+        ):
             return AgentRun(**{k: data[k] for k in AgentRun.__dataclass_fields__ if k in data})
     return None
 
@@ -138,8 +146,9 @@ def recall(board_path: Path | None, role: str, signature: str) -> AgentRun | Non
 def record_reuse(role: str, signature: str, model_id: str | None, description: str) -> None:
     """Keep a reuse of a remembered fix for the stage's outcome, like record_run."""
     message = f"{role}: reused the recorded fix for failure {signature}: {description}"[:500]
-    _pending.append(AgentEvent(REUSE_EVENT, message, {"role": role, "signature": signature, "model_id": model_id},
-                               "agent:memory"))
+    _pending.append(
+        AgentEvent(REUSE_EVENT, message, {"role": role, "signature": signature, "model_id": model_id}, "agent:memory")
+    )
 
 
 def memory_dir() -> Path:
@@ -153,9 +162,13 @@ def remember(run: AgentRun, failure: str) -> Path:
     new = not path.exists()
     with path.open("a") as out:
         if new:
-            out.write(f"# {run.role}: lessons recorded by agent runs\n\nEach entry: a failure signature, the "
-                      "failure, and the fix that passed the checkers. The built-in agent reuses them.\n")
-        out.write(f"\n## {run.signature} ({now_iso()[:19]}Z, {run.backend}, model {run.model_id})\n\n"
-                  f"- failure: {failure.strip()[:400]}\n- fix: {run.detail.strip()[:400]}\n"
-                  f"- changes: `{run.fix}`\n")
+            out.write(
+                f"# {run.role}: lessons recorded by agent runs\n\nEach entry: a failure signature, the "
+                "failure, and the fix that passed the checkers. The built-in agent reuses them.\n"
+            )
+        out.write(
+            f"\n## {run.signature} ({now_iso()[:19]}Z, {run.backend}, model {run.model_id})\n\n"
+            f"- failure: {failure.strip()[:400]}\n- fix: {run.detail.strip()[:400]}\n"
+            f"- changes: `{run.fix}`\n"
+        )
     return path

@@ -25,9 +25,11 @@ from ascendbridge.agents.settings import AgentConfig
 from ascendbridge.settings import section
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-REPLY_FORMAT = ('Answer with one JSON object and nothing else: {"summary": "<one line: what you changed and why>", '
-                '"files": {"<path relative to the adaptation directory>": "<the full new content of that file>"}}. '
-                'Use an empty "files" object when you have no fix.')
+REPLY_FORMAT = (
+    'Answer with one JSON object and nothing else: {"summary": "<one line: what you changed and why>", '
+    '"files": {"<path relative to the adaptation directory>": "<the full new content of that file>"}}. '
+    'Use an empty "files" object when you have no fix.'
+)
 
 
 def _env(*names: str) -> str | None:
@@ -48,28 +50,37 @@ class OpenAIBackend:
             return BackendReply(None, False, "", error="no model: set ASCENDBRIDGE_OPENAI_MODEL (or OPENAI_MODEL)")
         key = _env("ASCENDBRIDGE_OPENAI_API_KEY", "OPENAI_API_KEY")  # a credential: not in settings
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        body = {"model": model, "temperature": 0, "messages": [
-            {"role": "system", "content": f"{request.role_contract}\n\n{REPLY_FORMAT}"},
-            {"role": "user", "content": request.prompt},
-        ]}
+        body = {
+            "model": model,
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": f"{request.role_contract}\n\n{REPLY_FORMAT}"},
+                {"role": "user", "content": request.prompt},
+            ],
+        }
         try:
-            response = httpx.post(f"{base}/chat/completions", json=body, headers=headers,
-                                  timeout=httpx.Timeout(request.timeout_s))
+            response = httpx.post(
+                f"{base}/chat/completions", json=body, headers=headers, timeout=httpx.Timeout(request.timeout_s)
+            )
         except httpx.TimeoutException:
             return BackendReply(None, True, "", error=f"no answer from {base} within {request.timeout_s:.0f} s")
         except httpx.HTTPError as exc:
             return BackendReply(None, False, "", error=f"cannot reach {base}: {exc}")
         if response.status_code != 200:
-            return BackendReply(response.status_code, False, response.text[:2000],
-                                error=f"{base} answered HTTP {response.status_code}")
+            return BackendReply(
+                response.status_code, False, response.text[:2000], error=f"{base} answered HTTP {response.status_code}"
+            )
         try:
             data: dict[str, Any] = response.json()
             content = str(data["choices"][0]["message"]["content"] or "")
         except (ValueError, KeyError, IndexError, TypeError):
             return BackendReply(0, False, response.text[:2000], error="the reply is not a chat completion")
         usage = data.get("usage") or {}
-        tokens = usage.get("total_tokens") or (int(usage.get("prompt_tokens") or 0)
-                                               + int(usage.get("completion_tokens") or 0)) or None
+        tokens = (
+            usage.get("total_tokens")
+            or (int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0))
+            or None
+        )
         answer = json_object_in(content)
         if answer is None or not isinstance(answer.get("files", {}), dict):
             return BackendReply(0, False, content, tokens, error="the answer has no JSON object with a 'files' mapping")

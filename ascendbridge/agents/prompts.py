@@ -23,8 +23,12 @@ TASK_KINDS = ("heal", "adapt_unknown_family")
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
     env.filters["tojson"] = lambda value: json.dumps(value, indent=2, sort_keys=True, default=str)
     return env
 
@@ -50,7 +54,7 @@ def role_contract(role: str) -> str:
     if text.startswith("---\n"):
         end = text.find("\n---\n", 4)
         if end > 0:
-            text = text[end + 5:]
+            text = text[end + 5 :]
     return text.strip() + "\n"
 
 

@@ -42,7 +42,8 @@ def _looks_generated(run: str) -> bool:
 def env_secrets() -> list[str]:
     """Values of secret-looking environment variables, longest first (so substrings go last)."""
     values = {
-        value for name, value in os.environ.items()
+        value
+        for name, value in os.environ.items()
         if any(hint in name.upper() for hint in _SECRET_ENV_HINTS) and len(value) >= _MIN_ENV_SECRET
     }
     return sorted(values, key=len, reverse=True)

@@ -73,8 +73,15 @@ def run_agent(task: AgentTask, check: Checker, board_path: Path | None, say: Say
     name = settings.backend_for(task.role)
     if name == "builtin":
         return None
-    run = AgentRun(backend=name, role=task.role, kind=task.kind, outcome="error", model_id=task.model_id,
-                   stage=task.stage, signature=task.signature)
+    run = AgentRun(
+        backend=name,
+        role=task.role,
+        kind=task.kind,
+        outcome="error",
+        model_id=task.model_id,
+        stage=task.stage,
+        signature=task.signature,
+    )
     exhausted, timeout_s = _budget_left(task, settings, board_path)
     if exhausted:
         run.outcome, run.detail = "budget_exhausted", exhausted
@@ -87,14 +94,18 @@ def run_agent(task: AgentTask, check: Checker, board_path: Path | None, say: Say
     start = time.monotonic()
     try:
         say(f"agent {task.role} ({name}): working on a copy of {task.directory.name} (timeout {timeout_s:.0f} s)")
-        reply = make_backend(name).run(BackendRequest(task.role, prompt, role_contract(task.role), workspace.copy,
-                                                      timeout_s))
+        reply = make_backend(name).run(
+            BackendRequest(task.role, prompt, role_contract(task.role), workspace.copy, timeout_s)
+        )
         run.tokens = reply.tokens
         audit = workspace.audit(reply.refused_paths)
         run.files_changed = audit.changed
         if audit.outside:
             workspace.restore_original()
-            run.outcome, run.detail = "rejected_outside", "changed paths outside the adaptation: " + ", ".join(audit.outside[:5])
+            run.outcome, run.detail = (
+                "rejected_outside",
+                "changed paths outside the adaptation: " + ", ".join(audit.outside[:5]),
+            )
         elif reply.timed_out:
             run.outcome, run.detail = "timeout", f"killed at its timeout of {timeout_s:.0f} s"
         elif not reply.ok:

@@ -27,8 +27,23 @@ from ascendbridge.board.store import (
 )
 
 __all__ = [
-    "AgentRecord", "AttemptRecord", "BoardBusyError", "BoardCorruptError", "BoardError", "BoardFullError",
-    "BoardMissingError", "BoardReadOnlyError", "BoardStore",
-    "EventRecord", "GuidanceRecord", "InvalidRegistrationError", "MetricRecord", "ModelRecord",
-    "Registration", "StaleTokenError", "TaskRecord", "UnknownModelError", "validate_registration",
+    "AgentRecord",
+    "AttemptRecord",
+    "BoardBusyError",
+    "BoardCorruptError",
+    "BoardError",
+    "BoardFullError",
+    "BoardMissingError",
+    "BoardReadOnlyError",
+    "BoardStore",
+    "EventRecord",
+    "GuidanceRecord",
+    "InvalidRegistrationError",
+    "MetricRecord",
+    "ModelRecord",
+    "Registration",
+    "StaleTokenError",
+    "TaskRecord",
+    "UnknownModelError",
+    "validate_registration",
 ]

@@ -57,8 +57,9 @@ class AgentStore(StoreBase):
             s.add(row)
             self._event(s, "agent_stopped", f"{row.role} {agent_id} stopped", origin=agent_id)
 
-    def record_host_devices(self, host: str, rows: list[dict[str, Any]], source: str,
-                            origin: str = "team-lead") -> list[HostDeviceRecord]:
+    def record_host_devices(
+        self, host: str, rows: list[dict[str, Any]], source: str, origin: str = "team-lead"
+    ) -> list[HostDeviceRecord]:
         """Replace what the board knows of `host`'s devices with what its team lead found now."""
         if not rows:
             raise BoardError(f"no devices to record for host '{host}'")
@@ -67,19 +68,33 @@ class AgentStore(StoreBase):
             s.exec(delete(HostDevice).where(col(HostDevice.host) == host))
             out = []
             for r in rows:
-                row = HostDevice(host=host, kind=str(r["kind"]), index=int(r["index"]), name=str(r.get("name") or ""),
-                                 memory_gb=r.get("memory_gb"), cpus_json=dumps(list(r.get("cpus") or [])),
-                                 source=source, seen_at=now)
+                row = HostDevice(
+                    host=host,
+                    kind=str(r["kind"]),
+                    index=int(r["index"]),
+                    name=str(r.get("name") or ""),
+                    memory_gb=r.get("memory_gb"),
+                    cpus_json=dumps(list(r.get("cpus") or [])),
+                    source=source,
+                    seen_at=now,
+                )
                 s.add(row)
                 out.append(HostDeviceRecord.of(row))
             labels = [d.label for d in out]
-            self._event(s, "devices_detected", f"{host}: {', '.join(labels)} ({source})",
-                        data={"host": host, "devices": labels, "source": source}, origin=origin)
+            self._event(
+                s,
+                "devices_detected",
+                f"{host}: {', '.join(labels)} ({source})",
+                data={"host": host, "devices": labels, "source": source},
+                origin=origin,
+            )
             return out
 
     def list_host_devices(self) -> list[HostDeviceRecord]:
         with self._read() as s:
-            rows = s.exec(select(HostDevice).order_by(col(HostDevice.host), col(HostDevice.kind), col(HostDevice.index))).all()
+            rows = s.exec(
+                select(HostDevice).order_by(col(HostDevice.host), col(HostDevice.kind), col(HostDevice.index))
+            ).all()
             return [HostDeviceRecord.of(r) for r in rows]
 
     def list_agents(self) -> list[AgentRecord]:
@@ -91,19 +106,20 @@ class AgentStore(StoreBase):
         cutoff = iso(utcnow() - timedelta(seconds=stale_after_s))
         now = now_iso()
         with self._write() as s:
-            stale = s.exec(
-                select(Agent).where(Agent.status == "running", col(Agent.last_heartbeat) < cutoff)
-            ).all()
+            stale = s.exec(select(Agent).where(Agent.status == "running", col(Agent.last_heartbeat) < cutoff)).all()
             out = []
             for agent in stale:
                 agent.status = "stale"
                 s.add(agent)
-                tasks = s.exec(
-                    select(Task).where(Task.status == "in_progress", Task.owner == agent.id)
-                ).all()
+                tasks = s.exec(select(Task).where(Task.status == "in_progress", Task.owner == agent.id)).all()
                 for task in tasks:
                     self._back_to_pending(s, task, now, f"owner {agent.id} is stale", {"owner": agent.id}, origin)
-                self._event(s, "agent_stale", f"{agent.role} {agent.id} marked stale "
-                            f"(last heartbeat {agent.last_heartbeat})", data={"tasks": len(tasks)}, origin=origin)
+                self._event(
+                    s,
+                    "agent_stale",
+                    f"{agent.role} {agent.id} marked stale (last heartbeat {agent.last_heartbeat})",
+                    data={"tasks": len(tasks)},
+                    origin=origin,
+                )
                 out.append(AgentRecord.of(agent))
             return out

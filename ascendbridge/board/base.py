@@ -79,8 +79,10 @@ class StoreBase:
     @contextmanager
     def _write(self) -> Iterator[Session]:
         if self.read_only:
-            raise BoardReadOnlyError(f"board {self.path} is open read-only (the file or its directory is not "
-                                     "writable); this command changes the board")
+            raise BoardReadOnlyError(
+                f"board {self.path} is open read-only (the file or its directory is not "
+                "writable); this command changes the board"
+            )
         with self._transaction(self._write_engine) as session:
             yield session
 
@@ -149,9 +151,7 @@ class StoreBase:
 
     @staticmethod
     def _task_row(session: Session, model_pk: int, stage: str) -> Task:
-        row = session.exec(
-            select(Task).where(Task.model_pk == model_pk, Task.stage == stage)
-        ).first()
+        row = session.exec(select(Task).where(Task.model_pk == model_pk, Task.stage == stage)).first()
         if row is None:  # every model gets all its stage rows at registration
             raise BoardError(f"board is inconsistent: no {stage} task for model #{model_pk}")
         return row
@@ -160,19 +160,25 @@ class StoreBase:
     @staticmethod
     def _task_with_model(s: Session, task_id: int) -> tuple[Task, Model]:
         """A task and its model, or BoardError for an unknown task id."""
-        row = s.exec(select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)).first()
+        row = s.exec(
+            select(Task, Model).join(Model, col(Task.model_pk) == col(Model.id)).where(Task.id == task_id)
+        ).first()
         if row is None:
             raise BoardError(f"unknown task #{task_id}")
         return row[0], row[1]
 
-    def _back_to_pending(self, s: Session, task: Task, now: str, detail: str, data: dict[str, Any], origin: str) -> None:
+    def _back_to_pending(
+        self, s: Session, task: Task, now: str, detail: str, data: dict[str, Any], origin: str
+    ) -> None:
         """A task whose owner is gone (lease expired, owner stale) returns to pending, with its event."""
         task.status = "pending"
         task.owner = None
         task.lease_expires_at = None
         task.updated_at = now
         s.add(task)
-        self._event(s, "lease_expired", f"{task.stage}: {detail}, back to pending", task.model_pk, task.stage, data, origin)
+        self._event(
+            s, "lease_expired", f"{task.stage}: {detail}, back to pending", task.model_pk, task.stage, data, origin
+        )
 
     def _owned(self, s: Session, task_id: int, token: int) -> Task:
         task = s.get(Task, task_id)
@@ -185,8 +191,9 @@ class StoreBase:
             )
         return task
 
-    def _set_metadata(self, s: Session, row: Model, fields: dict[str, Any], metadata: dict[str, Any] | None,
-                      origin: str) -> None:
+    def _set_metadata(
+        self, s: Session, row: Model, fields: dict[str, Any], metadata: dict[str, Any] | None, origin: str
+    ) -> None:
         bad = set(fields) - METADATA_FIELDS
         if bad:
             raise BoardError(f"cannot set model fields: {', '.join(sorted(bad))}")
@@ -195,8 +202,9 @@ class StoreBase:
         if metadata is not None:
             row.metadata_json = dumps(metadata)
         s.add(row)
-        self._event(s, "metadata", "discovered metadata stored", row.id, "discovery",
-                    {k: v for k, v in fields.items()}, origin)
+        self._event(
+            s, "metadata", "discovered metadata stored", row.id, "discovery", {k: v for k, v in fields.items()}, origin
+        )
 
     def _advance(self, s: Session, model_pk: int, done_stage: str) -> None:
         """Make the stage after `done_stage` pending, skipping stages the model's policy skips and
@@ -217,7 +225,9 @@ class StoreBase:
                 task.status = "skipped"
                 task.finished_at = now
                 s.add(task)
-                why = " (no training job registered)" if stage == "training" and model.training_json in ("", "{}") else ""
+                why = (
+                    " (no training job registered)" if stage == "training" and model.training_json in ("", "{}") else ""
+                )
                 self._event(s, "skipped", f"{stage} skipped by policy{why}", model_pk, stage, {})
                 stage = next_stage(stage)
                 continue
@@ -247,8 +257,9 @@ def _busy_as_board_error(path: Path) -> Iterator[None]:
         raise error from exc
 
 
-METADATA_FIELDS = frozenset({"architecture", "model_type", "task_family", "parameter_count", "dtype",
-                             "size_bytes", "license", "gated"})
+METADATA_FIELDS = frozenset(
+    {"architecture", "model_type", "task_family", "parameter_count", "dtype", "size_bytes", "license", "gated"}
+)
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

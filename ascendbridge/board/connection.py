@@ -21,8 +21,10 @@ from ascendbridge.board.migrations import MIGRATIONS
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.settings import GeneralSettings, SettingsError, section
 
-RECOVER_HINT = ("restore a backup copy of the board, or salvage it: "
-                "sqlite3 BOARD .recover | sqlite3 NEW.db (docs/board.md, \"A corrupt board\")")
+RECOVER_HINT = (
+    "restore a backup copy of the board, or salvage it: "
+    'sqlite3 BOARD .recover | sqlite3 NEW.db (docs/board.md, "A corrupt board")'
+)
 
 
 def busy_timeout_ms() -> int:
@@ -115,9 +117,7 @@ def _check_file(path: Path, create: bool) -> None:
         raise BoardError(f"board path {path} is a directory, not a database file")
     if not path.exists():
         if not create:
-            raise BoardMissingError(
-                f"no board at {path}; create it with: scripts/board_ops.py init"
-            )
+            raise BoardMissingError(f"no board at {path}; create it with: scripts/board_ops.py init")
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():
             raise BoardError(f"cannot create board: directory {parent} does not exist")
@@ -127,8 +127,9 @@ def _check_file(path: Path, create: bool) -> None:
     # The file header is checked by SQLite itself on connect (see _wrap_open_error): reading it
     # here would open and close the database file, which drops this process's SQLite locks.
     if not writable(path):
-        raise BoardReadOnlyError(f"board {path} (or its directory) is not writable; reading commands "
-                                 "(list_models, show, export) still work")
+        raise BoardReadOnlyError(
+            f"board {path} (or its directory) is not writable; reading commands (list_models, show, export) still work"
+        )
 
 
 def _make_engine(path: Path, immediate: bool) -> Engine:
@@ -156,9 +157,7 @@ def _make_engine(path: Path, immediate: bool) -> Engine:
 
 
 def _read_version(conn: Connection) -> int | None:
-    has_table = conn.execute(
-        text("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_info'")
-    ).first()
+    has_table = conn.execute(text("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_info'")).first()
     if not has_table:
         return None
     row = conn.execute(text("SELECT value FROM schema_info WHERE key='schema_version'")).first()
@@ -181,9 +180,7 @@ def open_engines(path: Path, create: bool = False) -> tuple[Engine, Engine]:
                 if tables:
                     raise BoardError(f"{path} is a SQLite database but not an AscendBridge board")
                 if not create:
-                    raise BoardMissingError(
-                        f"board {path} is empty; create it with: scripts/board_ops.py init"
-                    )
+                    raise BoardMissingError(f"board {path} is empty; create it with: scripts/board_ops.py init")
                 SQLModel.metadata.create_all(conn)
                 conn.execute(
                     text("INSERT INTO schema_info (key, value) VALUES ('schema_version', :v)"),
@@ -199,8 +196,7 @@ def open_engines(path: Path, create: bool = False) -> tuple[Engine, Engine]:
                     MIGRATIONS[version](conn)
                     version += 1
                 conn.execute(
-                    text("UPDATE schema_info SET value = :v WHERE key = 'schema_version'"),
-                    {"v": str(version)},
+                    text("UPDATE schema_info SET value = :v WHERE key = 'schema_version'"), {"v": str(version)}
                 )
     except BoardError:
         write_engine.dispose()
@@ -227,8 +223,10 @@ def board_error(path: Path, cause: BaseException) -> BoardError:
     if "malformed" in text or isinstance(cause, sqlite3.DatabaseError) and "corrupt" in text:
         return BoardCorruptError(f"board {path} is corrupt ({text}); {RECOVER_HINT}")
     if "disk is full" in text or "disk I/O error" in text and _free_bytes(path.parent) == 0:
-        return BoardFullError(f"board {path}: the disk is full ({text}); free space on "
-                              f"{path.parent} and start again (nothing half-written was kept)")
+        return BoardFullError(
+            f"board {path}: the disk is full ({text}); free space on "
+            f"{path.parent} and start again (nothing half-written was kept)"
+        )
     return BoardError(f"board {path}: {text}")
 
 
@@ -260,8 +258,7 @@ def read_only_engine(path: Path) -> Engine:
         except sqlite3.OperationalError as exc:
             if "unable to open" not in str(exc) or _dir_writable(path.parent):
                 raise
-            conn = sqlite3.connect(base + "&immutable=1", uri=True, timeout=timeout_ms / 1000,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(base + "&immutable=1", uri=True, timeout=timeout_ms / 1000, check_same_thread=False)
         return conn
 
     engine = create_engine("sqlite://", creator=connect)
@@ -295,8 +292,11 @@ def open_read_only(path: Path) -> Engine:
         if version is None:
             raise BoardError(f"{path} is not an AscendBridge board (or an empty one)")
         if version > SCHEMA_VERSION:
-            raise BoardError(f"board {path} has schema version {version}, newer than this AscendBridge "
-                             f"understands ({SCHEMA_VERSION}); upgrade AscendBridge")
-        raise BoardError(f"board {path} has schema version {version}; upgrade it with write access first "
-                         f"(scripts/board_ops.py init)")
+            raise BoardError(
+                f"board {path} has schema version {version}, newer than this AscendBridge "
+                f"understands ({SCHEMA_VERSION}); upgrade AscendBridge"
+            )
+        raise BoardError(
+            f"board {path} has schema version {version}; upgrade it with write access first (scripts/board_ops.py init)"
+        )
     return engine

@@ -66,15 +66,29 @@ class LeaseBoard(Protocol):
 
     def heartbeat_task(self, task_id: int, token: int, lease_s: float) -> str: ...
 
-    def complete_task(self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
-                      figures: Iterable[dict[str, Any]] = (), model_fields: dict[str, Any] | None = None,
-                      model_metadata: dict[str, Any] | None = None,
-                      events: Iterable[dict[str, Any]] = ()) -> TaskRecord: ...
+    def complete_task(
+        self,
+        task_id: int,
+        token: int,
+        result: dict[str, Any],
+        origin: str = "team-lead",
+        figures: Iterable[dict[str, Any]] = (),
+        model_fields: dict[str, Any] | None = None,
+        model_metadata: dict[str, Any] | None = None,
+        events: Iterable[dict[str, Any]] = (),
+    ) -> TaskRecord: ...
 
-    def fail_task(self, task_id: int, token: int, diagnosis: dict[str, Any], status: str = "failed",
-                  origin: str = "team-lead", model_fields: dict[str, Any] | None = None,
-                  model_metadata: dict[str, Any] | None = None,
-                  events: Iterable[dict[str, Any]] = ()) -> TaskRecord: ...
+    def fail_task(
+        self,
+        task_id: int,
+        token: int,
+        diagnosis: dict[str, Any],
+        status: str = "failed",
+        origin: str = "team-lead",
+        model_fields: dict[str, Any] | None = None,
+        model_metadata: dict[str, Any] | None = None,
+        events: Iterable[dict[str, Any]] = (),
+    ) -> TaskRecord: ...
 
     def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None: ...
 
@@ -84,38 +98,62 @@ class LeaseBoard(Protocol):
 
     def interruptions(self, task_id: int) -> int: ...
 
-    def start_attempt(self, task_id: int, token: int, command: str, log_path: str,
-                      agent_backend: str = "builtin", placement: dict[str, Any] | None = None,
-                      recheck: int = 0) -> int: ...
+    def start_attempt(
+        self,
+        task_id: int,
+        token: int,
+        command: str,
+        log_path: str,
+        agent_backend: str = "builtin",
+        placement: dict[str, Any] | None = None,
+        recheck: int = 0,
+    ) -> int: ...
 
-    def finish_attempt(self, attempt_id: int, exit_code: int | None, duration_s: float, outcome: str,
-                       diagnosis: dict[str, Any] | None = None, fix_applied: str | None = None) -> None: ...
+    def finish_attempt(
+        self,
+        attempt_id: int,
+        exit_code: int | None,
+        duration_s: float,
+        outcome: str,
+        diagnosis: dict[str, Any] | None = None,
+        fix_applied: str | None = None,
+    ) -> None: ...
 
     # The team lead's and its workers' agent rows (AgentStore).
     def register_agent(self, agent_id: str, role: str, pid: int | None = None) -> AgentRecord: ...
 
-    def agent_heartbeat(self, agent_id: str, current_task_id: int | None = None,
-                        status: str = "running") -> AgentRecord: ...
+    def agent_heartbeat(
+        self, agent_id: str, current_task_id: int | None = None, status: str = "running"
+    ) -> AgentRecord: ...
 
     def stop_agent(self, agent_id: str) -> None: ...
 
-    def record_host_devices(self, host: str, rows: list[dict[str, Any]], source: str,
-                            origin: str = "team-lead") -> list[HostDeviceRecord]: ...
+    def record_host_devices(
+        self, host: str, rows: list[dict[str, Any]], source: str, origin: str = "team-lead"
+    ) -> list[HostDeviceRecord]: ...
 
     # What the scheduler plans with and reports (RegistryStore, ReportingStore).
     def get_model(self, model_id: str) -> ModelRecord: ...
 
     def list_models(self) -> list[ModelRecord]: ...
 
-    def list_tasks(self, stage: str | None = None, status: str | None = None,
-                   model_id: str | None = None) -> list[TaskRecord]: ...
+    def list_tasks(
+        self, stage: str | None = None, status: str | None = None, model_id: str | None = None
+    ) -> list[TaskRecord]: ...
 
     def list_attempts(self, model_id: str, stage: str | None = None) -> list[tuple[str, AttemptRecord]]: ...
 
     def status_counts(self) -> dict[str, dict[str, int]]: ...
 
-    def add_event(self, kind: str, message: str, model_id: str | None = None, stage: str | None = None,
-                  data: dict[str, Any] | None = None, origin: str = "system") -> None: ...
+    def add_event(
+        self,
+        kind: str,
+        message: str,
+        model_id: str | None = None,
+        stage: str | None = None,
+        data: dict[str, Any] | None = None,
+        origin: str = "system",
+    ) -> None: ...
 
 
 class LeaseStore(StoreBase):
@@ -123,11 +161,7 @@ class LeaseStore(StoreBase):
 
     # ------------------------------------------------------------------ claims
     def claim_next(
-        self,
-        owner: str,
-        lease_s: float,
-        stages: Iterable[str] | None = None,
-        exclude_model_pks: Iterable[int] = (),
+        self, owner: str, lease_s: float, stages: Iterable[str] | None = None, exclude_model_pks: Iterable[int] = ()
     ) -> TaskRecord | None:
         """Atomically take the most urgent pending task: stage order, priority, registration."""
         stage_list = [check_stage(x) for x in stages] if stages is not None else list(STAGES)
@@ -193,8 +227,14 @@ class LeaseStore(StoreBase):
         task.finished_at = None
         task.updated_at = iso(now)
         s.add(task)
-        self._event(s, "claimed", f"attempt {task.attempts} claimed by {owner}", task.model_pk,
-                    task.stage, {"owner": owner, "token": task.fencing_token, "attempt": task.attempts})
+        self._event(
+            s,
+            "claimed",
+            f"attempt {task.attempts} claimed by {owner}",
+            task.model_pk,
+            task.stage,
+            {"owner": owner, "token": task.fencing_token, "attempt": task.attempts},
+        )
 
     def heartbeat_task(self, task_id: int, token: int, lease_s: float) -> str:
         """Extend the lease; returns the new expiry. Raises StaleTokenError if ownership is lost."""
@@ -205,9 +245,15 @@ class LeaseStore(StoreBase):
             return task.lease_expires_at
 
     def complete_task(
-        self, task_id: int, token: int, result: dict[str, Any], origin: str = "team-lead",
-        figures: Iterable[dict[str, Any]] = (), model_fields: dict[str, Any] | None = None,
-        model_metadata: dict[str, Any] | None = None, events: Iterable[dict[str, Any]] = (),
+        self,
+        task_id: int,
+        token: int,
+        result: dict[str, Any],
+        origin: str = "team-lead",
+        figures: Iterable[dict[str, Any]] = (),
+        model_fields: dict[str, Any] | None = None,
+        model_metadata: dict[str, Any] | None = None,
+        events: Iterable[dict[str, Any]] = (),
     ) -> TaskRecord:
         """Mark completed (the gate has passed), make the next stage pending, and write the stage's
         figures ({"values", "device", "dtype", "units", "stack"} each), model metadata and the
@@ -228,9 +274,19 @@ class LeaseStore(StoreBase):
                     s.add(Stack(stack_id=sid, data_json=dumps(stack.get("data") or {}), first_seen=now))
                     s.flush()
                 for name, value in figure["values"].items():
-                    s.add(Metric(model_pk=task.model_pk, stage=task.stage, device=str(figure.get("device") or ""),
-                                 dtype=str(figure.get("dtype") or ""), name=name, value=float(value),
-                                 unit=(figure.get("units") or {}).get(name, ""), stack_id=sid, ts=now))
+                    s.add(
+                        Metric(
+                            model_pk=task.model_pk,
+                            stage=task.stage,
+                            device=str(figure.get("device") or ""),
+                            dtype=str(figure.get("dtype") or ""),
+                            name=name,
+                            value=float(value),
+                            unit=(figure.get("units") or {}).get(name, ""),
+                            stack_id=sid,
+                            ts=now,
+                        )
+                    )
             task.status = "completed"
             task.owner = None
             task.lease_expires_at = None
@@ -240,8 +296,7 @@ class LeaseStore(StoreBase):
             task.diagnosis_json = None
             s.add(task)
             self._attempt_events(s, task, events)
-            self._event(s, "completed", f"{task.stage} completed", task.model_pk, task.stage,
-                        {"token": token}, origin)
+            self._event(s, "completed", f"{task.stage} completed", task.model_pk, task.stage, {"token": token}, origin)
             self._advance(s, task.model_pk, task.stage)
             model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
@@ -279,8 +334,15 @@ class LeaseStore(StoreBase):
             self._attempt_events(s, task, events)
             kind = {"pending": "retry", "failed": "failed", "blocked": "blocked", "skipped": "skipped"}[status]
             summary = diagnosis.get("summary") or diagnosis.get("reason") or ""
-            self._event(s, kind, f"{task.stage} {kind}: {summary}".rstrip(": "), task.model_pk,
-                        task.stage, {"token": token, "diagnosis": diagnosis}, origin)
+            self._event(
+                s,
+                kind,
+                f"{task.stage} {kind}: {summary}".rstrip(": "),
+                task.model_pk,
+                task.stage,
+                {"token": token, "diagnosis": diagnosis},
+                origin,
+            )
             if status == "skipped":
                 later = s.exec(
                     select(Task).where(Task.model_pk == task.model_pk, Task.stage_order > task.stage_order)
@@ -292,16 +354,30 @@ class LeaseStore(StoreBase):
                         other.updated_at = now
                         other.diagnosis_json = dumps(diagnosis)
                         s.add(other)
-                        self._event(s, "skipped", f"{other.stage} skipped: model left the pipeline at {task.stage}",
-                                    task.model_pk, other.stage, {}, origin)
+                        self._event(
+                            s,
+                            "skipped",
+                            f"{other.stage} skipped: model left the pipeline at {task.stage}",
+                            task.model_pk,
+                            other.stage,
+                            {},
+                            origin,
+                        )
             model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
     def _attempt_events(self, s: Session, task: Task, events: Iterable[dict[str, Any]]) -> None:
         """What an attempt's agents did (ascendbridge/agents/history.py), under the task's model and stage."""
         for e in events:
-            self._event(s, str(e["kind"]), str(e.get("message", "")), task.model_pk, task.stage,
-                        dict(e.get("data") or {}), str(e.get("origin") or "system"))
+            self._event(
+                s,
+                str(e["kind"]),
+                str(e.get("message", "")),
+                task.model_pk,
+                task.stage,
+                dict(e.get("data") or {}),
+                str(e.get("origin") or "system"),
+            )
 
     def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None:
         """Give a task back untouched (shutdown): pending again, the attempt not counted."""
@@ -313,8 +389,15 @@ class LeaseStore(StoreBase):
             task.attempts = max(0, task.attempts - 1)
             task.updated_at = now_iso()
             s.add(task)
-            self._event(s, "released", f"{task.stage} returned to pending: {reason}", task.model_pk,
-                        task.stage, {"token": token}, origin)
+            self._event(
+                s,
+                "released",
+                f"{task.stage} returned to pending: {reason}",
+                task.model_pk,
+                task.stage,
+                {"token": token},
+                origin,
+            )
 
     def reclaim_expired(self, origin: str = "team-lead") -> list[TaskRecord]:
         """Return every in-progress task whose lease has run out to pending."""
@@ -327,8 +410,14 @@ class LeaseStore(StoreBase):
             ).all()
             out = []
             for task, model in rows:
-                self._back_to_pending(s, task, now, f"lease of {task.owner} expired",
-                                      {"owner": task.owner, "token": task.fencing_token}, origin)
+                self._back_to_pending(
+                    s,
+                    task,
+                    now,
+                    f"lease of {task.owner} expired",
+                    {"owner": task.owner, "token": task.fencing_token},
+                    origin,
+                )
                 out.append(TaskRecord.of(task, model))
             return out
 
@@ -352,15 +441,25 @@ class LeaseStore(StoreBase):
             if task is None:
                 raise BoardError(f"unknown task #{task_id}")
             mine = (Event.model_pk == task.model_pk, Event.stage == task.stage)
-            last_reset = s.exec(select(func.max(Event.id)).where(
-                *mine, col(Event.kind).in_(_OUTCOME_EVENTS))).first() or 0
-            return s.exec(select(func.count()).select_from(Event).where(
-                *mine, col(Event.kind).in_(_INTERRUPTION_EVENTS), col(Event.id) > last_reset)).one()
+            last_reset = (
+                s.exec(select(func.max(Event.id)).where(*mine, col(Event.kind).in_(_OUTCOME_EVENTS))).first() or 0
+            )
+            return s.exec(
+                select(func.count())
+                .select_from(Event)
+                .where(*mine, col(Event.kind).in_(_INTERRUPTION_EVENTS), col(Event.id) > last_reset)
+            ).one()
 
     # ------------------------------------------------------------------ attempts
     def start_attempt(
-        self, task_id: int, token: int, command: str, log_path: str, agent_backend: str = "builtin",
-        placement: dict[str, Any] | None = None, recheck: int = 0,
+        self,
+        task_id: int,
+        token: int,
+        command: str,
+        log_path: str,
+        agent_backend: str = "builtin",
+        placement: dict[str, Any] | None = None,
+        recheck: int = 0,
     ) -> int:
         """Record an attempt; with a placement ({"host", "devices", "cpus", "env", "exclusive"}) also
         where it runs, and a `placed` event (the event log then shows which device ran what).
@@ -385,10 +484,15 @@ class LeaseStore(StoreBase):
             if placement is not None:
                 where = row.devices or "cores " + (",".join(map(str, placement.get("cpus") or [])) or "any")
                 what = f"gate re-check {recheck} of attempt {task.attempts}" if recheck else f"attempt {task.attempts}"
-                self._event(s, "placed", f"{task.stage}: {what} on {row.host} {where}",
-                            task.model_pk, task.stage, {**placement, "attempt_id": row.id, "token": token,
-                                                                 "recheck": recheck},
-                            origin=task.owner or "team-lead")
+                self._event(
+                    s,
+                    "placed",
+                    f"{task.stage}: {what} on {row.host} {where}",
+                    task.model_pk,
+                    task.stage,
+                    {**placement, "attempt_id": row.id, "token": token, "recheck": recheck},
+                    origin=task.owner or "team-lead",
+                )
             return _pk(row)
 
     def finish_attempt(
@@ -412,9 +516,14 @@ class LeaseStore(StoreBase):
             s.add(row)
             if row.devices:  # the devices it held are free again: the event log pairs this with `placed`
                 task = s.get(Task, row.task_id)
-                self._event(s, "devices_released", f"{row.devices} released ({outcome})",
-                            task.model_pk if task else None, task.stage if task else None,
-                            {"host": row.host, "devices": row.devices.split(" "), "attempt_id": row.id})
+                self._event(
+                    s,
+                    "devices_released",
+                    f"{row.devices} released ({outcome})",
+                    task.model_pk if task else None,
+                    task.stage if task else None,
+                    {"host": row.host, "devices": row.devices.split(" "), "attempt_id": row.id},
+                )
 
 
 _INTERRUPTION_EVENTS = ("released", "lease_expired")
@@ -427,6 +536,10 @@ def _check_figure(figure: dict[str, Any]) -> None:
     if not isinstance(values, dict) or not values:
         raise BoardError("a figure set needs a non-empty 'values' object")
     for name, value in values.items():
-        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
+        if (
+            not isinstance(name, str)
+            or isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise BoardError(f"figure {name!r} = {value!r} is not a finite number")

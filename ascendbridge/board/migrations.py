@@ -101,8 +101,16 @@ def _v4_to_v5(conn: Connection) -> None:
 
 
 # The pipeline order version 6 introduced (training after healing); frozen here like the DDL above.
-V6_STAGE_ORDER = ("discovery", "adaptation", "healing", "training", "benchmark", "optimization",
-                  "business_benchmark", "serving")
+V6_STAGE_ORDER = (
+    "discovery",
+    "adaptation",
+    "healing",
+    "training",
+    "benchmark",
+    "optimization",
+    "business_benchmark",
+    "serving",
+)
 
 
 def _v5_to_v6(conn: Connection) -> None:
@@ -111,16 +119,29 @@ def _v5_to_v6(conn: Connection) -> None:
     stages' order moves one down so rollback's `stage_order >=` still means "this stage and later"."""
     conn.execute(text("ALTER TABLE models ADD COLUMN training_json VARCHAR NOT NULL DEFAULT '{}'"))
     for order, stage in enumerate(V6_STAGE_ORDER):
-        conn.execute(text("UPDATE tasks SET stage_order = :order WHERE stage = :stage"), {"order": order, "stage": stage})
+        conn.execute(
+            text("UPDATE tasks SET stage_order = :order WHERE stage = :stage"), {"order": order, "stage": stage}
+        )
     now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     for pk, skips in conn.execute(text("SELECT id, skip_stages_json FROM models")).all():
-        conn.execute(text("UPDATE models SET skip_stages_json = :skips WHERE id = :pk"),
-                     {"skips": json.dumps(sorted(set(json.loads(str(skips or "[]"))) | {"training"})), "pk": pk})
-        conn.execute(text("INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, "
-                          "finished_at, updated_at) SELECT :pk, 'training', 3, 'skipped', 0, 0, :now, :now "
-                          "WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE model_pk = :pk AND stage = 'training')"),
-                     {"pk": pk, "now": now})
+        conn.execute(
+            text("UPDATE models SET skip_stages_json = :skips WHERE id = :pk"),
+            {"skips": json.dumps(sorted(set(json.loads(str(skips or "[]"))) | {"training"})), "pk": pk},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, "
+                "finished_at, updated_at) SELECT :pk, 'training', 3, 'skipped', 0, 0, :now, :now "
+                "WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE model_pk = :pk AND stage = 'training')"
+            ),
+            {"pk": pk, "now": now},
+        )
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
-                                                         5: _v5_to_v6}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+    5: _v5_to_v6,
+}

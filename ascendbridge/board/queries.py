@@ -38,9 +38,18 @@ _DONE_SQL = "('completed', 'skipped')"
 _ACTIVE_SQL = "('pending', 'in_progress', 'failed', 'blocked')"
 _STOPPED_SQL = "('failed', 'blocked', 'skipped')"  # tasks whose diagnosis is a failure reason
 # The benchmark stage's workload figures (benchmark/stage.py board_figures) shown across models.
-WORKLOAD_FIGURES = ("ttft_ms", "tpot_ms", "tokens_per_s", "batch_tokens_per_s", "decode_bandwidth_gbs",
-                    "decode_bandwidth_pct", "throughput_samples_per_s", "knee_samples_per_s", "batch1_latency_ms",
-                    "workload_peak_memory_bytes")
+WORKLOAD_FIGURES = (
+    "ttft_ms",
+    "tpot_ms",
+    "tokens_per_s",
+    "batch_tokens_per_s",
+    "decode_bandwidth_gbs",
+    "decode_bandwidth_pct",
+    "throughput_samples_per_s",
+    "knee_samples_per_s",
+    "batch1_latency_ms",
+    "workload_peak_memory_bytes",
+)
 # Naming every stage lets SQLite use the (stage, status) index for a status-only condition.
 _STAGES_SQL = ", ".join(f"'{x}'" for x in STAGES)
 
@@ -154,6 +163,7 @@ class BoardQueries:
     def status_counts(self) -> dict[str, dict[str, int]]:
         """stage -> status -> count (the funnel), every stage and status present."""
         with self._read() as conn:
+
             def compute() -> dict[str, dict[str, int]]:
                 counts = {stage: {status: 0 for status in STATUSES} for stage in STAGES}
                 rows = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status")).tuples()
@@ -202,8 +212,10 @@ class BoardQueries:
         progress = (
             "LEFT JOIN (SELECT model_pk, MIN(stage_order) AS stage_order FROM tasks "
             f"WHERE status NOT IN {_DONE_SQL} GROUP BY model_pk) cur ON cur.model_pk = m.id"
-            if sort == "stage" else ""
+            if sort == "stage"
+            else ""
         )
+
         def compute(conn: Connection) -> ModelPage:
             total: int = conn.execute(text(f"SELECT COUNT(*) FROM models m {where_sql}"), params).scalar_one()
             rows = conn.execute(
@@ -218,12 +230,21 @@ class BoardQueries:
             items = []
             for r in rows:
                 cur = current.get(r[0])
-                items.append(ModelRow(
-                    model_id=r[1], description=r[2], priority=r[3], paused=bool(r[4]), task_family=r[5],
-                    created_at=r[6], current_stage=cur[0] if cur else None,
-                    current_status=cur[1] if cur else None, attempts=cur[2] if cur else 0,
-                    updated_at=cur[3] if cur else None, failure_reason=failure_reason(cur[4]) if cur else None,
-                ))
+                items.append(
+                    ModelRow(
+                        model_id=r[1],
+                        description=r[2],
+                        priority=r[3],
+                        paused=bool(r[4]),
+                        task_family=r[5],
+                        created_at=r[6],
+                        current_stage=cur[0] if cur else None,
+                        current_status=cur[1] if cur else None,
+                        attempts=cur[2] if cur else 0,
+                        updated_at=cur[3] if cur else None,
+                        failure_reason=failure_reason(cur[4]) if cur else None,
+                    )
+                )
             return ModelPage(items=items, total=int(total), page=page, per_page=per_page)
 
         key = ("search", q, stage, status, sort, descending, page, per_page)
@@ -267,8 +288,10 @@ class BoardQueries:
             return {}
         marks = ", ".join(f":p{i}" for i in range(len(model_pks)))
         rows = conn.execute(
-            text("SELECT model_pk, stage, status, attempts, updated_at, diagnosis_json FROM tasks "
-                 f"WHERE model_pk IN ({marks}) ORDER BY model_pk, stage_order"),
+            text(
+                "SELECT model_pk, stage, status, attempts, updated_at, diagnosis_json FROM tasks "
+                f"WHERE model_pk IN ({marks}) ORDER BY model_pk, stage_order"
+            ),
             {f"p{i}": pk for i, pk in enumerate(model_pks)},
         ).all()
         by_model: dict[int, list[Any]] = {}
@@ -292,8 +315,10 @@ class BoardQueries:
         params = {f"t{i}": tid for i, tid in enumerate(task_ids)}
         with self._read() as conn:
             rows = conn.execute(
-                text(f"SELECT t.id, m.model_id, t.stage FROM tasks t JOIN models m ON m.id = t.model_pk "
-                     f"WHERE t.id IN ({marks})"),
+                text(
+                    f"SELECT t.id, m.model_id, t.stage FROM tasks t JOIN models m ON m.id = t.model_pk "
+                    f"WHERE t.id IN ({marks})"
+                ),
                 params,
             ).all()
         return {r[0]: (r[1], r[2]) for r in rows}
@@ -305,8 +330,10 @@ class BoardQueries:
             models: int = conn.execute(text("SELECT COUNT(*) FROM models")).scalar_one()
             tasks = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status")).all()
             attempts = conn.execute(
-                text("SELECT t.stage, COALESCE(a.outcome, 'running'), COUNT(*), COALESCE(SUM(a.duration_s), 0) "
-                     "FROM attempts a JOIN tasks t ON t.id = a.task_id GROUP BY t.stage, a.outcome")
+                text(
+                    "SELECT t.stage, COALESCE(a.outcome, 'running'), COUNT(*), COALESCE(SUM(a.duration_s), 0) "
+                    "FROM attempts a JOIN tasks t ON t.id = a.task_id GROUP BY t.stage, a.outcome"
+                )
             ).all()
             agents = conn.execute(text("SELECT status, COUNT(*) FROM agents GROUP BY status")).all()
             guidance = conn.execute(text("SELECT state, COUNT(*) FROM guidance GROUP BY state")).all()
@@ -328,14 +355,26 @@ class BoardQueries:
         """
         out = Reports()
         with self._read() as conn:
-            rows = conn.execute(
-                text("SELECT COALESCE(m.task_family, 'unknown'), t.stage, t.status, COUNT(*) "
-                     "FROM tasks t JOIN models m ON m.id = t.model_pk GROUP BY 1, 2, 3")
-            ).tuples().all()
-            durations = conn.execute(
-                text("SELECT t.stage, a.duration_s FROM attempts a JOIN tasks t ON t.id = a.task_id "
-                     "WHERE a.duration_s IS NOT NULL")
-            ).tuples().all()
+            rows = (
+                conn.execute(
+                    text(
+                        "SELECT COALESCE(m.task_family, 'unknown'), t.stage, t.status, COUNT(*) "
+                        "FROM tasks t JOIN models m ON m.id = t.model_pk GROUP BY 1, 2, 3"
+                    )
+                )
+                .tuples()
+                .all()
+            )
+            durations = (
+                conn.execute(
+                    text(
+                        "SELECT t.stage, a.duration_s FROM attempts a JOIN tasks t ON t.id = a.task_id "
+                        "WHERE a.duration_s IS NOT NULL"
+                    )
+                )
+                .tuples()
+                .all()
+            )
             speedups = _latest_speedups(conn)
         for stage in STAGES:
             out.success_by_stage[stage] = {s: 0 for s in STATUSES}
@@ -361,13 +400,14 @@ class BoardQueries:
         out.speedups = speedups
         return out
 
-
     def _latest_figures(self, stage: str, model_ids: list[str] | None) -> list[tuple[str, str, float, str, str]]:
         """(model_id, name, value, device, dtype) of each name's newest gated figure of `stage`."""
-        sql = ("SELECT m.model_id, x.name, x.value, x.device, x.dtype FROM metrics x "
-               "JOIN models m ON m.id = x.model_pk WHERE x.stage = :stage AND x.id = "
-               "(SELECT MAX(y.id) FROM metrics y WHERE y.model_pk = x.model_pk AND y.stage = x.stage "
-               "AND y.name = x.name)")
+        sql = (
+            "SELECT m.model_id, x.name, x.value, x.device, x.dtype FROM metrics x "
+            "JOIN models m ON m.id = x.model_pk WHERE x.stage = :stage AND x.id = "
+            "(SELECT MAX(y.id) FROM metrics y WHERE y.model_pk = x.model_pk AND y.stage = x.stage "
+            "AND y.name = x.name)"
+        )
         params: dict[str, Any] = {"stage": stage}
         if model_ids is not None:
             if not model_ids:
@@ -384,8 +424,9 @@ class BoardQueries:
         `real_weights` and `<set>.<metric>` values; each name's newest value counts)."""
         out: dict[str, dict[str, Any]] = {}
         for model_id, name, value, device, dtype in self._latest_figures("business_benchmark", model_ids):
-            entry = out.setdefault(model_id, {"verdict": None, "weights": None, "device": device, "dtype": dtype,
-                                              "metrics": {}})
+            entry = out.setdefault(
+                model_id, {"verdict": None, "weights": None, "device": device, "dtype": dtype, "metrics": {}}
+            )
             if name == "business_pass":
                 entry["verdict"] = "pass" if value >= 1.0 else "fail"
             elif name == "real_weights":
@@ -408,26 +449,31 @@ class BoardQueries:
         TTFT / TPOT / tokens/s / decode bandwidth, or sweep throughput and knee; the newest value of
         each name counts), with the model's latest `speedup` (the optimization stage's, as in reports)."""
         names = ", ".join(f"'{n}'" for n in WORKLOAD_FIGURES)
-        sql = ("SELECT m.model_id, x.device, x.dtype, x.name, x.value FROM metrics x "
-               "JOIN models m ON m.id = x.model_pk WHERE x.stage = 'benchmark' AND x.name IN (" + names + ") "
-               "AND x.id = (SELECT MAX(y.id) FROM metrics y WHERE y.model_pk = x.model_pk AND y.stage = x.stage "
-               "AND y.name = x.name AND y.device = x.device AND y.dtype = x.dtype)")
+        sql = (
+            "SELECT m.model_id, x.device, x.dtype, x.name, x.value FROM metrics x "
+            "JOIN models m ON m.id = x.model_pk WHERE x.stage = 'benchmark' AND x.name IN (" + names + ") "
+            "AND x.id = (SELECT MAX(y.id) FROM metrics y WHERE y.model_pk = x.model_pk AND y.stage = x.stage "
+            "AND y.name = x.name AND y.device = x.device AND y.dtype = x.dtype)"
+        )
         rows: dict[tuple[str, str, str], dict[str, float]] = {}
         with self._read() as conn:
             for model_id, device, dtype, name, value in conn.execute(text(sql)).tuples():
                 rows.setdefault((model_id, device, dtype), {})[name] = float(value)
             speedups = dict(_latest_speedups(conn))
-        return [{"model_id": m, "device": device, "dtype": dtype, "figures": figures,
-                 "speedup": speedups.get(m)}
-                for (m, device, dtype), figures in sorted(rows.items())]
+        return [
+            {"model_id": m, "device": device, "dtype": dtype, "figures": figures, "speedup": speedups.get(m)}
+            for (m, device, dtype), figures in sorted(rows.items())
+        ]
 
 
 def _latest_speedups(conn: Connection) -> list[tuple[str, float]]:
     """(model id, latest `speedup` metric) per model, slowest first."""
     rows = conn.execute(
-        text("SELECT m.model_id, x.value FROM metrics x JOIN models m ON m.id = x.model_pk "
-             "WHERE x.name = 'speedup' AND x.id = (SELECT MAX(y.id) FROM metrics y "
-             "WHERE y.model_pk = x.model_pk AND y.name = 'speedup') ORDER BY x.value")
+        text(
+            "SELECT m.model_id, x.value FROM metrics x JOIN models m ON m.id = x.model_pk "
+            "WHERE x.name = 'speedup' AND x.id = (SELECT MAX(y.id) FROM metrics y "
+            "WHERE y.model_pk = x.model_pk AND y.name = 'speedup') ORDER BY x.value"
+        )
     ).all()
     return [(r[0], float(r[1])) for r in rows]
 

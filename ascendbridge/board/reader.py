@@ -67,4 +67,3 @@ def open_reader(path: Path | None) -> BoardReader | None:
         reader.close()
         return None
     return reader
-

@@ -104,9 +104,7 @@ class TaskRecord(TaskColumns):
 
     @classmethod
     def of(cls, task: Task, model: Model) -> TaskRecord:
-        data = task.model_dump(
-            exclude={"result_json", "diagnosis_json", "stage_order", "model_pk", "id"}
-        )
+        data = task.model_dump(exclude={"result_json", "diagnosis_json", "stage_order", "model_pk", "id"})
         return cls(
             id=task.id,
             model_pk=model.id,
@@ -136,8 +134,12 @@ class EventRecord(EventColumns):
 
     @classmethod
     def of(cls, row: Event, model_id: str | None) -> EventRecord:
-        return cls(id=row.id, model_id=model_id, data=loads(row.data_json, {}),
-                   **row.model_dump(exclude={"id", "model_pk", "data_json"}))
+        return cls(
+            id=row.id,
+            model_id=model_id,
+            data=loads(row.data_json, {}),
+            **row.model_dump(exclude={"id", "model_pk", "data_json"}),
+        )
 
 
 class GuidanceRecord(GuidanceColumns):

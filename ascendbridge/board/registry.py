@@ -66,19 +66,26 @@ def _validate_training(model_id: str, job: TrainingJob) -> None:
     data = Path(job.data)
     if hub is not None:
         if hub.name.startswith("/") and not Path(hub.name).is_dir():
-            raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}': {hub.name} is not a directory")
+            raise InvalidRegistrationError(
+                f"model '{model_id}': training data '{job.data}': {hub.name} is not a directory"
+            )
     elif not data.is_absolute():
         raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not an absolute path")
     elif data.suffix.lower() not in FORMATS:
-        raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not a corpus file "
-                                       f"(expected one of: {', '.join(sorted(FORMATS))})")
+        raise InvalidRegistrationError(
+            f"model '{model_id}': training data '{job.data}' is not a corpus file "
+            f"(expected one of: {', '.join(sorted(FORMATS))})"
+        )
     elif not data.is_file() or data.stat().st_size == 0:
         raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not a non-empty file")
     if not 2 <= job.steps <= MAX_TRAIN_STEPS:  # 2: the gate re-runs a logged step from a checkpoint before the last
-        raise InvalidRegistrationError(f"model '{model_id}': training steps {job.steps} out of range (2..{MAX_TRAIN_STEPS})")
+        raise InvalidRegistrationError(
+            f"model '{model_id}': training steps {job.steps} out of range (2..{MAX_TRAIN_STEPS})"
+        )
     if not 1 <= job.processes <= MAX_TRAIN_PROCESSES:
-        raise InvalidRegistrationError(f"model '{model_id}': training processes {job.processes} out of range "
-                                       f"(1..{MAX_TRAIN_PROCESSES})")
+        raise InvalidRegistrationError(
+            f"model '{model_id}': training processes {job.processes} out of range (1..{MAX_TRAIN_PROCESSES})"
+        )
 
 
 class RegistryStore(StoreBase):
@@ -161,8 +168,13 @@ class RegistryStore(StoreBase):
                             "stage": None,
                             "kind": "registered",
                             "message": f"registered {row['model_id']} as {row['adaptation_name']}",
-                            "data_json": dumps({"source": row["source"], "priority": row["priority"],
-                                                "training": loads(row["training_json"], {}) or None}),
+                            "data_json": dumps(
+                                {
+                                    "source": row["source"],
+                                    "priority": row["priority"],
+                                    "training": loads(row["training_json"], {}) or None,
+                                }
+                            ),
                             "origin": origin,
                             "ts": now,
                         }
@@ -203,5 +215,10 @@ class RegistryStore(StoreBase):
 def _new_model_record(row: dict[str, Any]) -> ModelRecord:
     """The record of a just-inserted model straight from its column values (no ORM object)."""
     fields = {k: v for k, v in row.items() if k not in ("id", "skip_stages_json", "metadata_json", "training_json")}
-    return ModelRecord(pk=row["id"], skip_stages=loads(row["skip_stages_json"], []), metadata={},
-                       training=loads(row["training_json"], {}) or None, **fields)
+    return ModelRecord(
+        pk=row["id"],
+        skip_stages=loads(row["skip_stages_json"], []),
+        metadata={},
+        training=loads(row["training_json"], {}) or None,
+        **fields,
+    )

@@ -25,6 +25,7 @@ class ReportingStore(StoreBase):
     and list_guidance, which BoardStore gets from its other parts."""
 
     if TYPE_CHECKING:  # those parts' methods, declared for the type checker only (no second definition)
+
         def list_models(self) -> list[ModelRecord]: ...
 
         def list_agents(self) -> list[AgentRecord]: ...
@@ -35,10 +36,7 @@ class ReportingStore(StoreBase):
 
     # ------------------------------------------------------------------ task views
     def list_tasks(
-        self,
-        stage: str | None = None,
-        status: str | None = None,
-        model_id: str | None = None,
+        self, stage: str | None = None, status: str | None = None, model_id: str | None = None
     ) -> list[TaskRecord]:
         if stage:
             check_stage(stage)
@@ -76,9 +74,7 @@ class ReportingStore(StoreBase):
     def status_counts(self) -> dict[str, dict[str, int]]:
         """stage -> status -> count, for progress tables and the dashboard funnel."""
         with self._read() as s:
-            rows = s.exec(
-                select(Task.stage, Task.status, func.count()).group_by(Task.stage, Task.status)
-            ).all()
+            rows = s.exec(select(Task.stage, Task.status, func.count()).group_by(Task.stage, Task.status)).all()
         counts: dict[str, dict[str, int]] = {stage: {} for stage in STAGES}
         for stage, status, n in rows:
             counts.setdefault(stage, {})[status] = n
@@ -108,8 +104,11 @@ class ReportingStore(StoreBase):
                 select(Task.stage, Model.task_family, Attempt.duration_s)
                 .join(Task, col(Attempt.task_id) == col(Task.id))
                 .join(Model, col(Task.model_pk) == col(Model.id))
-                .where(col(Attempt.outcome).in_(("completed", "inconclusive")), Attempt.recheck == 0,
-                       col(Attempt.duration_s).is_not(None))
+                .where(
+                    col(Attempt.outcome).in_(("completed", "inconclusive")),
+                    Attempt.recheck == 0,
+                    col(Attempt.duration_s).is_not(None),
+                )
                 .order_by(Attempt.id)
             )
             return [(stage, family, float(seconds)) for stage, family, seconds in s.exec(q).all()]
@@ -128,9 +127,7 @@ class ReportingStore(StoreBase):
             pk = self._model_row(s, model_id).id if model_id else None
             self._event(s, kind, message, pk, stage, data, origin)
 
-    def add_events(
-        self, events: Iterable[tuple[str, str, str | None, str | None]], origin: str = "system"
-    ) -> int:
+    def add_events(self, events: Iterable[tuple[str, str, str | None, str | None]], origin: str = "system") -> int:
         """Append many (kind, message, model_id, stage) events in one transaction, all or none:
         imports and benchmarks need a long history without one transaction per event."""
         rows = list(events)
@@ -147,11 +144,21 @@ class ReportingStore(StoreBase):
                     check_stage(stage)
             now = now_iso()
             if rows:
-                s.execute(insert(Event), [
-                    {"model_pk": pks[mid] if mid else None, "stage": stage, "kind": kind, "message": message,
-                     "data_json": "{}", "origin": origin, "ts": now}
-                    for kind, message, mid, stage in rows
-                ])
+                s.execute(
+                    insert(Event),
+                    [
+                        {
+                            "model_pk": pks[mid] if mid else None,
+                            "stage": stage,
+                            "kind": kind,
+                            "message": message,
+                            "data_json": "{}",
+                            "origin": origin,
+                            "ts": now,
+                        }
+                        for kind, message, mid, stage in rows
+                    ],
+                )
         return len(rows)
 
     def list_events(
@@ -170,16 +177,22 @@ class ReportingStore(StoreBase):
         """The newest event of one kind (e.g. the last `env_probe`), or None."""
         with self._read() as s:
             row = s.exec(
-                select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
-                .where(Event.kind == kind).order_by(col(Event.id).desc()).limit(1)
+                select(Event, Model.model_id)
+                .outerjoin(Model, col(Event.model_pk) == col(Model.id))
+                .where(Event.kind == kind)
+                .order_by(col(Event.id).desc())
+                .limit(1)
             ).first()
             return EventRecord.of(*row) if row else None
 
     def events_of_kind(self, kind: str, model_id: str | None = None, limit: int = 1000) -> list[EventRecord]:
         """Events of one kind, newest first, optionally for one model (e.g. `agent_run`)."""
         with self._read() as s:
-            q = (select(Event, Model.model_id).outerjoin(Model, col(Event.model_pk) == col(Model.id))
-                 .where(Event.kind == kind))
+            q = (
+                select(Event, Model.model_id)
+                .outerjoin(Model, col(Event.model_pk) == col(Model.id))
+                .where(Event.kind == kind)
+            )
             if model_id:
                 q = q.where(Event.model_pk == self._model_row(s, model_id).id)
             q = q.order_by(col(Event.id).desc()).limit(limit)

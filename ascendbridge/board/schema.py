@@ -71,10 +71,7 @@ class TaskColumns(SQLModel):
 
 class Task(TaskColumns, table=True):
     __tablename__ = "tasks"
-    __table_args__ = (
-        UniqueConstraint("model_pk", "stage"),
-        Index("ix_tasks_stage_status", "stage", "status"),
-    )
+    __table_args__ = (UniqueConstraint("model_pk", "stage"), Index("ix_tasks_stage_status", "stage", "status"))
 
     id: int | None = Field(default=None, primary_key=True)
     model_pk: int = Field(foreign_key="models.id", ondelete="CASCADE")

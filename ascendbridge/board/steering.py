@@ -29,20 +29,36 @@ class SteeringStore(StoreBase):
             old = row.priority
             row.priority = priority
             s.add(row)
-            self._event(s, "priority", f"priority {old} -> {priority}", row.id, None,
-                        {"old": old, "new": priority}, origin)
+            self._event(
+                s, "priority", f"priority {old} -> {priority}", row.id, None, {"old": old, "new": priority}, origin
+            )
             return ModelRecord.of(row)
 
     def set_paused(self, model_id: str, paused: bool, origin: str = "cli") -> ModelRecord:
-        return self._set_model_field(model_id, "paused", paused, "paused" if paused else "resumed",
-                                     "model paused" if paused else "model resumed", {}, origin)
+        return self._set_model_field(
+            model_id,
+            "paused",
+            paused,
+            "paused" if paused else "resumed",
+            "model paused" if paused else "model resumed",
+            {},
+            origin,
+        )
 
     def set_allow_remote_code(self, model_id: str, allow: bool, origin: str = "cli") -> ModelRecord:
-        return self._set_model_field(model_id, "allow_remote_code", allow, "policy", f"allow_remote_code = {allow}",
-                                     {"allow_remote_code": allow}, origin)
+        return self._set_model_field(
+            model_id,
+            "allow_remote_code",
+            allow,
+            "policy",
+            f"allow_remote_code = {allow}",
+            {"allow_remote_code": allow},
+            origin,
+        )
 
-    def _set_model_field(self, model_id: str, field: str, value: Any, kind: str, message: str, data: dict[str, Any],
-                         origin: str) -> ModelRecord:
+    def _set_model_field(
+        self, model_id: str, field: str, value: Any, kind: str, message: str, data: dict[str, Any], origin: str
+    ) -> ModelRecord:
         """One field of a model set by a person, with its event."""
         with self._write() as s:
             row = self._model_row(s, model_id)
@@ -61,9 +77,15 @@ class SteeringStore(StoreBase):
             row = self._model_row(s, model_id)
             row.env_mode, row.env_python = mode, (python if mode == "system" else None)
             s.add(row)
-            self._event(s, "policy", f"environment mode = {mode or 'run default'}"
-                        + (f" ({python})" if row.env_python else ""), row.id, None,
-                        {"env_mode": mode, "env_python": row.env_python}, origin)
+            self._event(
+                s,
+                "policy",
+                f"environment mode = {mode or 'run default'}" + (f" ({python})" if row.env_python else ""),
+                row.id,
+                None,
+                {"env_mode": mode, "env_python": row.env_python},
+                origin,
+            )
             return ModelRecord.of(row)
 
     # ------------------------------------------------------------------ human steering
@@ -94,8 +116,15 @@ class SteeringStore(StoreBase):
             target.finished_at = None
             target.updated_at = now_iso()
             s.add(target)
-            self._event(s, "retry", f"{target.stage} {old} -> pending (retry requested)", model.id,
-                        target.stage, {"from": old}, origin)
+            self._event(
+                s,
+                "retry",
+                f"{target.stage} {old} -> pending (retry requested)",
+                model.id,
+                target.stage,
+                {"from": old},
+                origin,
+            )
             self._unskip_after(s, model, target, tasks)
             return TaskRecord.of(target, model)
 
@@ -136,8 +165,7 @@ class SteeringStore(StoreBase):
             skips = set(_json_list(model.skip_stages_json)) | {stage}
             model.skip_stages_json = dumps(sorted(skips))
             s.add(model)
-            self._event(s, "skipped", f"{stage} {old} -> skipped (requested)", model.id, stage,
-                        {"from": old}, origin)
+            self._event(s, "skipped", f"{stage} {old} -> skipped (requested)", model.id, stage, {"from": old}, origin)
             prev = self._prev_done(s, _pk(model), stage)
             if prev:
                 self._advance(s, _pk(model), stage)
@@ -156,18 +184,15 @@ class SteeringStore(StoreBase):
             model = self._model_row(s, model_id)
             if not self._prev_done(s, _pk(model), to_stage):
                 raise BoardError(f"cannot roll '{model_id}' back to {to_stage}: its predecessor is not done")
-            busy = s.exec(
-                select(Task).where(Task.model_pk == model.id, Task.status == "in_progress")
-            ).first()
+            busy = s.exec(select(Task).where(Task.model_pk == model.id, Task.status == "in_progress")).first()
             if busy is not None:
-                raise BoardError(
-                    f"cannot roll '{model_id}' back while {busy.stage} is in progress; pause it first"
-                )
+                raise BoardError(f"cannot roll '{model_id}' back while {busy.stage} is in progress; pause it first")
             now = now_iso()
             changed = []
             skips = set(_json_list(model.skip_stages_json))
             tasks = s.exec(
-                select(Task).where(Task.model_pk == model.id, Task.stage_order >= stage_index(to_stage))
+                select(Task)
+                .where(Task.model_pk == model.id, Task.stage_order >= stage_index(to_stage))
                 .order_by(Task.stage_order)
             ).all()
             for task in tasks:
@@ -181,8 +206,15 @@ class SteeringStore(StoreBase):
                 task.updated_at = now
                 s.add(task)
                 changed.append(TaskRecord.of(task, model))
-                self._event(s, "rollback", f"{task.stage} {old} -> {task.status} (rollback to {to_stage})",
-                            model.id, task.stage, {"from": old, "to_stage": to_stage}, origin)
+                self._event(
+                    s,
+                    "rollback",
+                    f"{task.stage} {old} -> {task.status} (rollback to {to_stage})",
+                    model.id,
+                    task.stage,
+                    {"from": old, "to_stage": to_stage},
+                    origin,
+                )
             skips.discard(to_stage)
             model.skip_stages_json = dumps(sorted(skips))
             s.add(model)
@@ -223,7 +255,8 @@ class SteeringStore(StoreBase):
             row.reply = reply
             row.replied_at = now_iso()
             s.add(row)
-            self._event(s, "guidance_reply", reply[:200], row.model_pk, None,
-                        {"guidance_id": row.id, "state": state}, origin)
+            self._event(
+                s, "guidance_reply", reply[:200], row.model_pk, None, {"guidance_id": row.id, "state": state}, origin
+            )
             model = s.get(Model, row.model_pk) if row.model_pk else None
             return GuidanceRecord.of(row, model.model_id if model else None)

@@ -55,10 +55,12 @@ def cmd_init(args: argparse.Namespace, out: Output) -> int:
 # ---------------------------------------------------------------------------- registration
 def _report_registrations(out: Output, results: list[tuple[ModelRecord, bool]]) -> None:
     if out.json_mode:
-        out.json([
-            {"model_id": r.model_id, "adaptation_name": r.adaptation_name, "created": created}
-            for r, created in results
-        ])
+        out.json(
+            [
+                {"model_id": r.model_id, "adaptation_name": r.adaptation_name, "created": created}
+                for r, created in results
+            ]
+        )
         return
     for record, created in results:
         if created:
@@ -74,10 +76,17 @@ def _training_job(args: argparse.Namespace) -> TrainingJob | None:
         if args.train_method is not None or args.train_steps is not None or args.train_processes is not None:
             raise CliError("--train-method, --train-steps and --train-processes need --train-data")
         return None
-    data = args.train_data if args.train_data.startswith(HUB_PREFIX) else str(Path(args.train_data).expanduser().absolute())
-    return TrainingJob(data=data, method=args.train_method or "full",
-                       steps=30 if args.train_steps is None else args.train_steps,
-                       processes=1 if args.train_processes is None else args.train_processes)
+    data = (
+        args.train_data
+        if args.train_data.startswith(HUB_PREFIX)
+        else str(Path(args.train_data).expanduser().absolute())
+    )
+    return TrainingJob(
+        data=data,
+        method=args.train_method or "full",
+        steps=30 if args.train_steps is None else args.train_steps,
+        processes=1 if args.train_processes is None else args.train_processes,
+    )
 
 
 def cmd_register_model(args: argparse.Namespace, out: Output) -> int:
@@ -161,16 +170,18 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     served = any(t.stage == "serving" and t.status == "completed" for t in tasks)  # the gate passed
     command = serve_command(adaptations_dir() / model.adaptation_name) if served else None
     if out.json_mode:
-        out.json({
-            "model": model.model_dump(),
-            "tasks": [t.model_dump() for t in tasks],
-            "attempts": [{"stage": st, **a.model_dump()} for st, a in attempts],
-            "events": [e.model_dump() for e in events],
-            "open_guidance": [g.model_dump() for g in guidance],
-            "agent_runs": agent_runs,
-            "figures": [f.model_dump() for f in figures],
-            "serve_command": command,
-        })
+        out.json(
+            {
+                "model": model.model_dump(),
+                "tasks": [t.model_dump() for t in tasks],
+                "attempts": [{"stage": st, **a.model_dump()} for st, a in attempts],
+                "events": [e.model_dump() for e in events],
+                "open_guidance": [g.model_dump() for g in guidance],
+                "agent_runs": agent_runs,
+                "figures": [f.model_dump() for f in figures],
+                "serve_command": command,
+            }
+        )
         return EXIT_OK
     data = model.model_dump()
     pairs: list[tuple[str, Any]] = [(k, data[k]) for k in MODEL_FIELDS]
@@ -179,28 +190,69 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     out.table(
         "stages",
         ("stage", "status", "attempts", "owner", "lease expires", "started", "finished", "diagnosis"),
-        ((t.stage, t.status, t.attempts, t.owner, t.lease_expires_at, t.started_at, t.finished_at,
-          diagnosis_summary(t.diagnosis)) for t in tasks),
+        (
+            (
+                t.stage,
+                t.status,
+                t.attempts,
+                t.owner,
+                t.lease_expires_at,
+                t.started_at,
+                t.finished_at,
+                diagnosis_summary(t.diagnosis),
+            )
+            for t in tasks
+        ),
         detail=("owner", "lease expires", "started"),
     )
-    out.table("figures (gated)", ("stage", "name", "value", "unit", "device", "dtype", "ts"),
-              ((f.stage, f.name, f.value, f.unit, f.device, f.dtype, f.ts) for f in figures))
+    out.table(
+        "figures (gated)",
+        ("stage", "name", "value", "unit", "device", "dtype", "ts"),
+        ((f.stage, f.name, f.value, f.unit, f.device, f.dtype, f.ts) for f in figures),
+    )
     if command:
         out.fields("serving (gated)", [("serve command", f"cd {model.adaptation_name} && {command}")])
     out.table(
         "attempts",
         ("stage", "#", "exit", "duration s", "outcome", "host", "devices", "backend", "fix", "log"),
-        ((st, a.number, a.exit_code, a.duration_s, a.outcome, a.host, a.devices, a.agent_backend, a.fix_applied,
-          a.log_path) for st, a in attempts),
+        (
+            (
+                st,
+                a.number,
+                a.exit_code,
+                a.duration_s,
+                a.outcome,
+                a.host,
+                a.devices,
+                a.agent_backend,
+                a.fix_applied,
+                a.log_path,
+            )
+            for st, a in attempts
+        ),
         detail=("backend",),
     )
-    out.table("recent events", ("ts", "stage", "kind", "message"),
-              ((e.ts, e.stage, e.kind, e.message) for e in events))
+    out.table("recent events", ("ts", "stage", "kind", "message"), ((e.ts, e.stage, e.kind, e.message) for e in events))
     out.table("open guidance", ("id", "created", "text"), ((g.id, g.created_at, g.text) for g in guidance))
-    out.table("agent runs", ("ts", "role", "backend", "outcome", "duration s", "tokens", "files", "prompt", "detail"),
-              ((r["ts"], r.get("role"), r.get("backend"), r.get("outcome"), r.get("duration_s"), r.get("tokens"),
-                ", ".join(r.get("files_changed") or []), r.get("prompt_hash"), str(r.get("detail") or "")[:80])
-               for r in agent_runs), detail=("tokens", "files", "prompt"))
+    out.table(
+        "agent runs",
+        ("ts", "role", "backend", "outcome", "duration s", "tokens", "files", "prompt", "detail"),
+        (
+            (
+                r["ts"],
+                r.get("role"),
+                r.get("backend"),
+                r.get("outcome"),
+                r.get("duration_s"),
+                r.get("tokens"),
+                ", ".join(r.get("files_changed") or []),
+                r.get("prompt_hash"),
+                str(r.get("detail") or "")[:80],
+            )
+            for r in agent_runs
+        ),
+        detail=("tokens", "files", "prompt"),
+    )
     return EXIT_OK
 
 
@@ -266,8 +318,12 @@ def cmd_set_env(args: argparse.Namespace, out: Output) -> int:
     python = str(Path(args.python).expanduser().absolute()) if args.python else None
     with open_store(args) as store:
         record = store.set_env_mode(args.model, mode, python)
-    _done(out, f"{record.model_id}: environment {record.env_mode or 'run default'}"
-          + (f" on {record.env_python}" if record.env_python else ""), record.model_dump())
+    _done(
+        out,
+        f"{record.model_id}: environment {record.env_mode or 'run default'}"
+        + (f" on {record.env_python}" if record.env_python else ""),
+        record.model_dump(),
+    )
     return EXIT_OK
 
 
@@ -276,11 +332,14 @@ def cmd_guide(args: argparse.Namespace, out: Output) -> int:
     model = None if args.all else words.pop(0)
     text = " ".join(words).strip()
     if not text:
-        raise CliError("guide needs a text: guide MODEL \"text\" or guide --all \"text\"")
+        raise CliError('guide needs a text: guide MODEL "text" or guide --all "text"')
     with open_store(args) as store:
         record = store.add_guidance(text, model_id=model)
-    _done(out, f"guidance #{record.id} recorded for {model or 'all models'} (open until the team lead answers)",
-          record.model_dump())
+    _done(
+        out,
+        f"guidance #{record.id} recorded for {model or 'all models'} (open until the team lead answers)",
+        record.model_dump(),
+    )
     return EXIT_OK
 
 
@@ -318,9 +377,15 @@ def cmd_list_agents(args: argparse.Namespace, out: Output) -> int:
     if out.json_mode:
         out.json([a.model_dump() for a in agents])
     else:
-        out.table("agents", ("id", "role", "status", "pid", "host", "task", "last heartbeat", "started"),
-                  ((a.id, a.role, a.status, a.pid, a.host, a.current_task_id, a.last_heartbeat, a.started_at)
-                   for a in agents), detail=("pid", "host", "started"))
+        out.table(
+            "agents",
+            ("id", "role", "status", "pid", "host", "task", "last heartbeat", "started"),
+            (
+                (a.id, a.role, a.status, a.pid, a.host, a.current_task_id, a.last_heartbeat, a.started_at)
+                for a in agents
+            ),
+            detail=("pid", "host", "started"),
+        )
     return EXIT_OK
 
 
@@ -331,8 +396,9 @@ def cmd_cleanup(args: argparse.Namespace, out: Output) -> int:
         stale = store.cleanup_stale_agents(args.stale_after)
         reclaimed = store.reclaim_expired(origin="cli")
     if out.json_mode:
-        out.json({"stale_agents": [a.model_dump() for a in stale],
-                  "expired_leases": [t.model_dump() for t in reclaimed]})
+        out.json(
+            {"stale_agents": [a.model_dump() for a in stale], "expired_leases": [t.model_dump() for t in reclaimed]}
+        )
         return EXIT_OK
     for agent in stale:
         out.line(f"agent {agent.id} ({agent.role}) is stale: last heartbeat {agent.last_heartbeat}")

@@ -33,13 +33,21 @@ def ascii_int(raw: str) -> int:
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
-    parser.add_argument("--board", metavar="PATH", default=default,
-                        help="board file (default: $ASCENDBRIDGE_BOARD or <repo>/board.db)")
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
-                        help="machine-readable JSON instead of tables")
-    parser.add_argument("--wide", action="store_true", default=argparse.SUPPRESS if suppress else False,
-                        help="every table column at full width (default: fit the terminal, 100 columns "
-                             "when not a terminal)")
+    parser.add_argument(
+        "--board", metavar="PATH", default=default, help="board file (default: $ASCENDBRIDGE_BOARD or <repo>/board.db)"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="machine-readable JSON instead of tables",
+    )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="every table column at full width (default: fit the terminal, 100 columns when not a terminal)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,27 +72,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", help="branch, tag or commit")
     p.add_argument("--description", default="")
     p.add_argument("--priority", type=ascii_int, default=0, help="higher runs first (default 0)")
-    p.add_argument("--allow-remote-code", "--allow_remote_code", dest="allow_remote_code",
-                   action="store_true", help="allow trust_remote_code for this model")
-    p.add_argument("--train-data", "--train_data", dest="train_data", metavar="PATH",
-                   help="a training job: the corpus (JSONL / JSON / CSV / text / Parquet), or a dataset "
-                        "hf:ORG/NAME[:SPLIT][@REVISION] the stage loads with `datasets`; the model then gets a "
-                        "training stage after healing (docs/training.md)")
-    p.add_argument("--train-method", "--train_method", dest="train_method", choices=("full", "lora"),
-                   help="full fine-tuning or LoRA adapters (default full; needs --train-data)")
-    p.add_argument("--train-steps", "--train_steps", dest="train_steps", type=ascii_int, metavar="N",
-                   help="global training steps (default 30; needs --train-data)")
-    p.add_argument("--train-processes", "--train_processes", dest="train_processes", type=ascii_int, metavar="N",
-                   help="the job's world size: torchrun processes, each on a device the training stage claims "
-                        "from the team lead's pool (default 1; needs --train-data)")
+    p.add_argument(
+        "--allow-remote-code",
+        "--allow_remote_code",
+        dest="allow_remote_code",
+        action="store_true",
+        help="allow trust_remote_code for this model",
+    )
+    p.add_argument(
+        "--train-data",
+        "--train_data",
+        dest="train_data",
+        metavar="PATH",
+        help="a training job: the corpus (JSONL / JSON / CSV / text / Parquet), or a dataset "
+        "hf:ORG/NAME[:SPLIT][@REVISION] the stage loads with `datasets`; the model then gets a "
+        "training stage after healing (docs/training.md)",
+    )
+    p.add_argument(
+        "--train-method",
+        "--train_method",
+        dest="train_method",
+        choices=("full", "lora"),
+        help="full fine-tuning or LoRA adapters (default full; needs --train-data)",
+    )
+    p.add_argument(
+        "--train-steps",
+        "--train_steps",
+        dest="train_steps",
+        type=ascii_int,
+        metavar="N",
+        help="global training steps (default 30; needs --train-data)",
+    )
+    p.add_argument(
+        "--train-processes",
+        "--train_processes",
+        dest="train_processes",
+        type=ascii_int,
+        metavar="N",
+        help="the job's world size: torchrun processes, each on a device the training stage claims "
+        "from the team lead's pool (default 1; needs --train-data)",
+    )
 
-    p = add("register_many", cmds.cmd_register_many,
-            "register every model in a text (one id per line) or JSONL file; a bad line registers nothing")
+    p = add(
+        "register_many",
+        cmds.cmd_register_many,
+        "register every model in a text (one id per line) or JSONL file; a bad line registers nothing",
+    )
     p.add_argument("file", metavar="FILE")
 
-    p = add("discover", discover_command.cmd_discover,
-            "find models on the Hub (or in the HF cache, or a list), select and de-duplicate them, "
-            "register the kept ones with --register")
+    p = add(
+        "discover",
+        discover_command.cmd_discover,
+        "find models on the Hub (or in the HF cache, or a list), select and de-duplicate them, "
+        "register the kept ones with --register",
+    )
     discover_command.add_arguments(p)
 
     add("list_models", cmds.cmd_list_models, "list models with their current stage")
@@ -137,10 +178,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("list_agents", cmds.cmd_list_agents, "list agents and their last heartbeat")
 
-    p = add("cleanup", cmds.cmd_cleanup,
-            "mark silent agents stale and return their (and any expired) leases to pending")
-    p.add_argument("--stale-after", "--stale_after", dest="stale_after", type=float, default=300.0,
-                   metavar="SECONDS", help="silence after which an agent is stale (default 300)")
+    p = add(
+        "cleanup", cmds.cmd_cleanup, "mark silent agents stale and return their (and any expired) leases to pending"
+    )
+    p.add_argument(
+        "--stale-after",
+        "--stale_after",
+        dest="stale_after",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="silence after which an agent is stale (default 300)",
+    )
 
     p = add("events", cmds.cmd_events, "recent events; --follow keeps printing new ones until Ctrl-C")
     p.add_argument("--model", help="only this model's events")

@@ -10,9 +10,27 @@ from ascendbridge.cli.output import Output
 from ascendbridge.stages import DONE_STATUSES, STAGES
 
 MODEL_FIELDS = (
-    "model_id", "adaptation_name", "source", "url", "path", "revision", "description", "priority",
-    "paused", "allow_remote_code", "skip_stages", "training", "architecture", "model_type", "task_family",
-    "parameter_count", "dtype", "size_bytes", "license", "gated", "created_at",
+    "model_id",
+    "adaptation_name",
+    "source",
+    "url",
+    "path",
+    "revision",
+    "description",
+    "priority",
+    "paused",
+    "allow_remote_code",
+    "skip_stages",
+    "training",
+    "architecture",
+    "model_type",
+    "task_family",
+    "parameter_count",
+    "dtype",
+    "size_bytes",
+    "license",
+    "gated",
+    "created_at",
 )
 
 
@@ -43,8 +61,15 @@ def model_table(out: Output, models: list[ModelRecord], statuses: dict[str, dict
         "models",
         ("model", "name", "source", "prio", "paused", "family", "progress"),
         (
-            (m.model_id, m.adaptation_name, m.source, m.priority, m.paused, m.task_family,
-             current_stage(statuses.get(m.model_id, {})))
+            (
+                m.model_id,
+                m.adaptation_name,
+                m.source,
+                m.priority,
+                m.paused,
+                m.task_family,
+                current_stage(statuses.get(m.model_id, {})),
+            )
             for m in models
         ),
     )
@@ -55,8 +80,17 @@ def task_table(out: Output, title: str, tasks: list[TaskRecord]) -> None:
         title,
         ("task", "model", "prio", "status", "attempts", "owner", "lease expires", "updated", "diagnosis"),
         (
-            (t.id, t.model_id, t.priority, t.status, t.attempts, t.owner, t.lease_expires_at,
-             t.updated_at, diagnosis_summary(t.diagnosis, 60))
+            (
+                t.id,
+                t.model_id,
+                t.priority,
+                t.status,
+                t.attempts,
+                t.owner,
+                t.lease_expires_at,
+                t.updated_at,
+                diagnosis_summary(t.diagnosis, 60),
+            )
             for t in tasks
         ),
         detail=("owner", "lease expires"),

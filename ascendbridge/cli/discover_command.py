@@ -47,34 +47,67 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--sort", help=f"rank by {' | '.join(SORT_KEYS)} (default: downloads)")
     q.add_argument("--limit", type=int, help=f"how many models to look at, 1..{MAX_LIMIT} (default: 50 from the Hub)")
     s = p.add_argument_group("selection")
-    s.add_argument("--license", action="append", default=[], metavar="ID[,ID...]",
-                   help="licence allow-list (repeatable), e.g. apache-2.0,mit; default: any licence")
-    s.add_argument("--allow-remote-code", action="store_true",
-                   help="keep models that ship code (registered with remote code allowed)")
+    s.add_argument(
+        "--license",
+        action="append",
+        default=[],
+        metavar="ID[,ID...]",
+        help="licence allow-list (repeatable), e.g. apache-2.0,mit; default: any licence",
+    )
+    s.add_argument(
+        "--allow-remote-code",
+        action="store_true",
+        help="keep models that ship code (registered with remote code allowed)",
+    )
     s.add_argument("--no-gated", dest="exclude_gated", action="store_true", help="drop gated repos even with HF_TOKEN")
     s.add_argument("--max-params", type=parameter_count, metavar="N", help="drop models above N parameters (7B, 500M)")
-    s.add_argument("--memory-gb", type=float, metavar="GIB",
-                   help="device memory for the too-large rule (default: ASCENDBRIDGE_DEVICE_MEMORY_GB or 64)")
+    s.add_argument(
+        "--memory-gb",
+        type=float,
+        metavar="GIB",
+        help="device memory for the too-large rule (default: ASCENDBRIDGE_DEVICE_MEMORY_GB or 64)",
+    )
     o = p.add_argument_group("source and result")
-    o.add_argument("--from", dest="id_list", metavar="FILE",
-                   help="only these models: a text file (one id per line) or a JSON array of ids")
-    o.add_argument("--cache", nargs="?", const="", metavar="DIR",
-                   help="offline: read the local HF cache (default HF_HUB_CACHE) instead of the Hub")
+    o.add_argument(
+        "--from",
+        dest="id_list",
+        metavar="FILE",
+        help="only these models: a text file (one id per line) or a JSON array of ids",
+    )
+    o.add_argument(
+        "--cache",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="offline: read the local HF cache (default HF_HUB_CACHE) instead of the Hub",
+    )
     o.add_argument("--register", action="store_true", help="register the kept models (default: dry run)")
 
 
 def _query_and_policy(args: argparse.Namespace) -> tuple[BatchQuery, BatchPolicy]:
     try:
-        query = BatchQuery(task=args.task, library=args.library, author=args.author, search=args.search,
-                           language=args.language, sort=args.sort, limit=args.limit)
+        query = BatchQuery(
+            task=args.task,
+            library=args.library,
+            author=args.author,
+            search=args.search,
+            language=args.language,
+            sort=args.sort,
+            limit=args.limit,
+        )
     except ValidationError as exc:
         raise CliError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
     if args.memory_gb is not None and not args.memory_gb > 0:
         raise CliError(f"--memory-gb {args.memory_gb:g} must be a positive number of GiB")
     licenses = sorted({x.strip().casefold() for arg in args.license for x in arg.split(",") if x.strip()})
-    policy = BatchPolicy(licenses=licenses, allow_remote_code=args.allow_remote_code,
-                         exclude_gated=args.exclude_gated, has_token=bool(hub_token()),
-                         max_params=args.max_params, memory_gb=args.memory_gb)
+    policy = BatchPolicy(
+        licenses=licenses,
+        allow_remote_code=args.allow_remote_code,
+        exclude_gated=args.exclude_gated,
+        has_token=bool(hub_token()),
+        max_params=args.max_params,
+        memory_gb=args.memory_gb,
+    )
     return query, policy
 
 
@@ -90,9 +123,12 @@ def _register(args: argparse.Namespace, result: BatchResult) -> dict[str, Any]:
     if Path(args.board).is_file():
         with BoardStore(Path(args.board)) as store:
             on_board = {m.model_id for m in store.list_models()}
-    return {"dry_run": True, "would_register": [r.model_id for r in regs if r.model_id not in on_board],
-            "already_registered": [r.model_id for r in regs if r.model_id in on_board],
-            "priorities": {r.model_id: r.priority for r in regs}}
+    return {
+        "dry_run": True,
+        "would_register": [r.model_id for r in regs if r.model_id not in on_board],
+        "already_registered": [r.model_id for r in regs if r.model_id in on_board],
+        "priorities": {r.model_id: r.priority for r in regs},
+    }
 
 
 def _verdict(kept: bool, why: str) -> str:
@@ -100,15 +136,30 @@ def _verdict(kept: bool, why: str) -> str:
 
 
 def _print(out: Output, result: BatchResult, board: dict[str, Any]) -> None:
-    out.table(f"candidates ({result.source})", tuple(TABLE_WIDTHS),
-              ((c.rank, c.model_id, c.task, short_count(c.info.parameter_count), c.info.license,
-                short_count(c.downloads) if c.downloads is not None else "", _verdict(c.kept, c.why))
-               for c in result.candidates), widths=TABLE_WIDTHS)
+    out.table(
+        f"candidates ({result.source})",
+        tuple(TABLE_WIDTHS),
+        (
+            (
+                c.rank,
+                c.model_id,
+                c.task,
+                short_count(c.info.parameter_count),
+                c.info.license,
+                short_count(c.downloads) if c.downloads is not None else "",
+                _verdict(c.kept, c.why),
+            )
+            for c in result.candidates
+        ),
+        widths=TABLE_WIDTHS,
+    )
     kept = len(result.kept)
     out.line(f"{kept} kept, {len(result.candidates) - kept} dropped")
     if board["dry_run"]:
-        out.line(f"dry run: would register {len(board['would_register'])} "
-                 f"({len(board['already_registered'])} already on the board); add --register to register them")
+        out.line(
+            f"dry run: would register {len(board['would_register'])} "
+            f"({len(board['already_registered'])} already on the board); add --register to register them"
+        )
     else:
         out.line(f"registered {len(board['registered'])}, {len(board['already_registered'])} already on the board")
 
@@ -121,9 +172,15 @@ def cmd_discover(args: argparse.Namespace, out: Output) -> int:
         raise CliError(str(exc), EXIT_USAGE) from None
     board = _register(args, result)
     if out.json_mode:
-        out.json({"source": result.source, "query": query.model_dump(), "kept": [c.model_id for c in result.kept],
-                  "candidates": [c.row() for c in result.candidates], "board": board})
+        out.json(
+            {
+                "source": result.source,
+                "query": query.model_dump(),
+                "kept": [c.model_id for c in result.kept],
+                "candidates": [c.row() for c in result.candidates],
+                "board": board,
+            }
+        )
     else:
         _print(out, result, board)
     return EXIT_OK
-

@@ -95,11 +95,13 @@ def run_guarded(command: Callable[[], int]) -> int:
         return EXIT_FAILURE
 
 
-def run_cli(argv: Sequence[str], parser: argparse.ArgumentParser,
-            input_errors: tuple[type[Exception], ...] = ()) -> int:
+def run_cli(
+    argv: Sequence[str], parser: argparse.ArgumentParser, input_errors: tuple[type[Exception], ...] = ()
+) -> int:
     """A whole CLI: parse `argv`, run the command the parser chose (`set_defaults(run=FUNCTION)`,
     FUNCTION(args) -> exit code) under run_guarded; an exception in `input_errors` is bad input
     (one line, exit 2)."""
+
     def command() -> int:
         args = parser.parse_args(list(argv))
         try:

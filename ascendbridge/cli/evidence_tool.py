@@ -14,8 +14,9 @@ from ascendbridge.cli.errors import OneLineParser
 Command = Callable[[argparse.Namespace], int]
 
 
-def tool_parser(description: str, aggregate: Command, reports_dir: Path, aggregate_help: str,
-                figures_dir: Path | None = None) -> tuple[OneLineParser, Any]:
+def tool_parser(
+    description: str, aggregate: Command, reports_dir: Path, aggregate_help: str, figures_dir: Path | None = None
+) -> tuple[OneLineParser, Any]:
     """(parser, its subcommands) with `aggregate [--out-dir DIR] [--figures-dir DIR] [--json]`
     (--figures-dir where the tool draws its figures apart from its reports)."""
     parser = OneLineParser(description=description)

@@ -64,15 +64,22 @@ class Output:
     def line(self, text: str) -> None:
         self._console.print(text)
 
-    def table(self, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]],
-              detail: Sequence[str] = (), widths: dict[str, int] | None = None) -> None:
+    def table(
+        self,
+        title: str | None,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[Any]],
+        detail: Sequence[str] = (),
+        widths: dict[str, int] | None = None,
+    ) -> None:
         """A table. `detail` names columns shown only with --wide (a narrow terminal keeps the
         rest). With `widths` (every column's width) it is drawn compact, one space between
         columns and cells folding, so its width is known in advance (e.g. to fit 100 columns)."""
         keep = [i for i, name in enumerate(columns) if self.wide or name not in detail]
         if widths and not self.wide:
-            table = Table(title=title, title_justify="left", show_lines=False, box=box.SIMPLE_HEAD,
-                          show_edge=False, padding=0)
+            table = Table(
+                title=title, title_justify="left", show_lines=False, box=box.SIMPLE_HEAD, show_edge=False, padding=0
+            )
         else:
             table = Table(title=title, title_justify="left", show_lines=False)
         for i in keep:

@@ -58,8 +58,10 @@ def assemble(facts: SourceFacts) -> ModelInfo:
         dtype = facts.weights.dtype
         by_dtype = facts.weights.parameters_by_dtype
         if facts.weights.buffer_elements:
-            warnings.append(f"{facts.weights.buffer_elements} elements of non-float tensors (buffers such as "
-                            "position_ids) are not counted as parameters")
+            warnings.append(
+                f"{facts.weights.buffer_elements} elements of non-float tensors (buffers such as "
+                "position_ids) are not counted as parameters"
+            )
     else:
         count = estimate_parameters(cfg)
         count_source = "config_estimate" if count is not None else "unknown"

@@ -27,8 +27,9 @@ class BatchResult:
         return [c for c in self.candidates if c.kept]
 
 
-def find_batch(query: BatchQuery, policy: BatchPolicy, id_list: Path | None = None,
-               cache: str | None = None) -> BatchResult:
+def find_batch(
+    query: BatchQuery, policy: BatchPolicy, id_list: Path | None = None, cache: str | None = None
+) -> BatchResult:
     """Read the candidates and apply every rule. `cache` ('' for the default cache) or
     HF_HUB_OFFLINE selects the local HF cache; `id_list` restricts the batch to listed ids."""
     ids = sources.read_id_list(id_list) if id_list is not None else None
@@ -52,7 +53,7 @@ def find_batch(query: BatchQuery, policy: BatchPolicy, id_list: Path | None = No
             if mismatch:
                 cand.drop("not_matching", mismatch)
         if query.limit is not None:
-            for cand in candidates[query.limit:]:
+            for cand in candidates[query.limit :]:
                 cand.drop("over_limit", f"beyond --limit {query.limit}")
     select.drop_same_repository(candidates)
     select.apply_policy(candidates, policy)

@@ -16,7 +16,10 @@ from ascendbridge.discovery.model_info import ModelInfo
 
 # What users type -> huggingface_hub's ModelSort_T.
 SORT_KEYS: dict[str, str] = {
-    "downloads": "downloads", "likes": "likes", "trending": "trending_score", "last_modified": "last_modified",
+    "downloads": "downloads",
+    "likes": "likes",
+    "trending": "trending_score",
+    "last_modified": "last_modified",
 }
 MAX_LIMIT = 10_000
 
@@ -88,10 +91,21 @@ class Candidate(BaseModel):
         """The candidate as `--json` prints it."""
         info = self.info
         return {
-            "rank": self.rank, "model_id": self.model_id, "task": self.task, "library": self.library,
-            "parameters": info.parameter_count, "parameter_source": info.parameter_count_source,
-            "license": info.license, "downloads": self.downloads, "likes": self.likes, "gated": info.gated,
-            "remote_code": info.needs_remote_code, "task_family": info.task_family,
-            "kept": self.kept, "rule": self.rule, "why": self.why, "detail": self.detail,
+            "rank": self.rank,
+            "model_id": self.model_id,
+            "task": self.task,
+            "library": self.library,
+            "parameters": info.parameter_count,
+            "parameter_source": info.parameter_count_source,
+            "license": info.license,
+            "downloads": self.downloads,
+            "likes": self.likes,
+            "gated": info.gated,
+            "remote_code": info.needs_remote_code,
+            "task_family": info.task_family,
+            "kept": self.kept,
+            "rule": self.rule,
+            "why": self.why,
+            "detail": self.detail,
             "duplicate_of": self.duplicate_of,
         }

@@ -52,8 +52,11 @@ def drop_same_repository(candidates: list[Candidate]) -> None:
             continue
         if cand.repo_key in first:
             listed = f"{cand.detail}: " if cand.detail else ""
-            cand.drop("same_repository", f"{listed}same repository as {first[cand.repo_key]}",
-                      duplicate_of=first[cand.repo_key])
+            cand.drop(
+                "same_repository",
+                f"{listed}same repository as {first[cand.repo_key]}",
+                duplicate_of=first[cand.repo_key],
+            )
         else:
             first[cand.repo_key] = cand.model_id
 
@@ -63,7 +66,7 @@ def _allowed_licence(licence: str | None, allowed: list[str]) -> bool:
         return False
     keys = {licence.casefold()}
     if licence.startswith("other (") and licence.endswith(")"):
-        keys.add(licence[len("other ("):-1].casefold())  # license: other + license_name
+        keys.add(licence[len("other (") : -1].casefold())  # license: other + license_name
     return bool(keys & set(allowed))
 
 
@@ -119,8 +122,13 @@ def drop_variants(candidates: list[Candidate]) -> None:
     variants = {c.model_id: format_variant(c) for c in candidates if c.kept}
     kept_ids = {c.model_id.casefold(): c.model_id for c in candidates if c.kept}
     # A duplicate dropped above stands for the model it duplicates.
-    kept_ids.update({c.model_id.casefold(): c.duplicate_of for c in candidates
-                     if c.duplicate_of and c.duplicate_of.casefold() in kept_ids})
+    kept_ids.update(
+        {
+            c.model_id.casefold(): c.duplicate_of
+            for c in candidates
+            if c.duplicate_of and c.duplicate_of.casefold() in kept_ids
+        }
+    )
     by_name = {_base_name(c.model_id): c.model_id for c in candidates if c.kept and not variants[c.model_id]}
     for cand in candidates:
         marker = variants.get(cand.model_id)

@@ -38,8 +38,19 @@ DEFAULT_LIMIT = 50
 DEFAULT_SORT = "downloads"
 # Everything the selection reads, in one listing request (the Hub returns only what is expanded).
 LISTING_EXPAND = [
-    "pipeline_tag", "library_name", "downloads", "likes", "trendingScore", "lastModified", "gated",
-    "cardData", "config", "safetensors", "siblings", "tags", "sha",
+    "pipeline_tag",
+    "library_name",
+    "downloads",
+    "likes",
+    "trendingScore",
+    "lastModified",
+    "gated",
+    "cardData",
+    "config",
+    "safetensors",
+    "siblings",
+    "tags",
+    "sha",
 ]
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 ID_KEYS = ("model_id", "id", "modelId")
@@ -64,8 +75,9 @@ def _licence(card: dict[str, Any], tags: Iterable[str]) -> str | None:
 
 def _unavailable(model_id: str, rank: int, error: DiscoveryError, source: str = "huggingface") -> Candidate:
     """A listed model that could not be read: a dropped row with the reason, not a failed batch."""
-    cand = Candidate(model_id=model_id, rank=rank, repo_key=model_id.casefold(),
-                     info=ModelInfo(model_id=model_id, source=source))
+    cand = Candidate(
+        model_id=model_id, rank=rank, repo_key=model_id.casefold(), info=ModelInfo(model_id=model_id, source=source)
+    )
     cand.drop(error.rule, str(error))
     return cand
 
@@ -77,19 +89,35 @@ def candidate_from_hub(model: Any, rank: int, listed_as: str | None = None) -> C
     files = {s.rfilename: s.size for s in siblings}
     card = model.card_data.to_dict() if model.card_data is not None else {}
     tags = list(model.tags or [])
-    info = assemble(SourceFacts(
-        model_id=model.id, source="huggingface", config=dict(model.config or {}), files=files,
-        weights=hub_counted_weights(model.safetensors, files), card=card, resolved_revision=model.sha,
-        gated=bool(model.gated), license=_licence(card, tags),
-    ))
+    info = assemble(
+        SourceFacts(
+            model_id=model.id,
+            source="huggingface",
+            config=dict(model.config or {}),
+            files=files,
+            weights=hub_counted_weights(model.safetensors, files),
+            card=card,
+            resolved_revision=model.sha,
+            gated=bool(model.gated),
+            license=_licence(card, tags),
+        )
+    )
     if "custom_code" in tags:  # the Hub tags repos that ship code, even when the listing omits auto_map
         info.needs_remote_code = True
     hashes = sorted(s.lfs.sha256 for s in siblings if s.lfs is not None and mf.is_weight_file(s.rfilename))
     cand = Candidate(
-        model_id=model.id, rank=rank, repo_key=str(model.__dict__.get("_id") or model.id.casefold()),
-        task=model.pipeline_tag, library=model.library_name, languages=_as_list(card.get("language")),
-        downloads=model.downloads, likes=model.likes, tags=tags, base_models=base_models_of(card, tags),
-        weight_sha256=hashes, info=info,
+        model_id=model.id,
+        rank=rank,
+        repo_key=str(model.__dict__.get("_id") or model.id.casefold()),
+        task=model.pipeline_tag,
+        library=model.library_name,
+        languages=_as_list(card.get("language")),
+        downloads=model.downloads,
+        likes=model.likes,
+        tags=tags,
+        base_models=base_models_of(card, tags),
+        weight_sha256=hashes,
+        info=info,
     )
     if listed_as and listed_as != model.id:
         cand.detail = f"listed as {listed_as}"
@@ -101,8 +129,10 @@ def _listing_error(exc: Exception) -> DiscoveryError:
 
     cause = exc.__cause__ or exc.__context__
     if network_error(exc) or (cause is not None and network_error(cause)):
-        return HubUnreachableError(f"cannot reach the Hugging Face Hub at {hub_endpoint()} "
-                                   f"({type(cause or exc).__name__}); use --cache or --from FILE offline")
+        return HubUnreachableError(
+            f"cannot reach the Hugging Face Hub at {hub_endpoint()} "
+            f"({type(cause or exc).__name__}); use --cache or --from FILE offline"
+        )
     if isinstance(exc, e.HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else "?"
         return DiscoveryError(f"the Hub at {hub_endpoint()} answered HTTP {status} to the model listing", "hub_error")
@@ -126,10 +156,17 @@ def hub_listing(query: BatchQuery) -> list[Candidate]:
     api = hub_api(hub_token())
     filters = [f for f in (query.library, query.language) if f]
     try:
-        models = list(api.list_models(
-            filter=filters or None, author=query.author, search=query.search, pipeline_tag=query.task,
-            sort=SORT_KEYS[query.sort or DEFAULT_SORT], limit=query.limit or DEFAULT_LIMIT, expand=LISTING_EXPAND,
-        ))
+        models = list(
+            api.list_models(
+                filter=filters or None,
+                author=query.author,
+                search=query.search,
+                pipeline_tag=query.task,
+                sort=SORT_KEYS[query.sort or DEFAULT_SORT],
+                limit=query.limit or DEFAULT_LIMIT,
+                expand=LISTING_EXPAND,
+            )
+        )
     except Exception as exc:  # translated to one line
         raise _listing_error(exc) from None
     return [candidate_from_hub(m, rank) for rank, m in enumerate(models, start=1)]
@@ -174,8 +211,9 @@ def add_weight_hashes(candidates: list[Candidate]) -> None:
             raise
         except DiscoveryError:
             continue  # no hashes: this model cannot be matched as a fork, nothing more
-        cand.weight_sha256 = sorted(s.lfs.sha256 for s in model.siblings or []
-                                    if s.lfs is not None and mf.is_weight_file(s.rfilename))
+        cand.weight_sha256 = sorted(
+            s.lfs.sha256 for s in model.siblings or [] if s.lfs is not None and mf.is_weight_file(s.rfilename)
+        )
 
 
 # ---------------------------------------------------------------------------- offline
@@ -209,12 +247,20 @@ def cache_candidates(cache: Path, ids: list[str]) -> list[Candidate]:
         card, _ = mf.card_metadata(snapshot / "README.md")
         tags = _as_list(card.get("tags"))
         hashes = [_blob_sha256(snapshot, n) for n in info.weight_files]
-        out.append(Candidate(
-            model_id=model_id, rank=rank, repo_key=model_id.casefold(), task=card.get("pipeline_tag"),
-            library=card.get("library_name"), languages=_as_list(card.get("language")), tags=tags,
-            base_models=base_models_of(card, tags),
-            weight_sha256=sorted(h for h in hashes if h) if all(hashes) else [], info=info,
-        ))
+        out.append(
+            Candidate(
+                model_id=model_id,
+                rank=rank,
+                repo_key=model_id.casefold(),
+                task=card.get("pipeline_tag"),
+                library=card.get("library_name"),
+                languages=_as_list(card.get("language")),
+                tags=tags,
+                base_models=base_models_of(card, tags),
+                weight_sha256=sorted(h for h in hashes if h) if all(hashes) else [],
+                info=info,
+            )
+        )
     return out
 
 
@@ -239,8 +285,9 @@ def read_id_list(path: Path) -> list[str]:
     try:
         text = capped_read.read_text(path, capped_read.LIST_MAX_BYTES)
     except (OSError, UnicodeDecodeError) as exc:
-        raise DiscoveryError(f"cannot read model list {path}: {getattr(exc, 'strerror', None) or exc}",
-                             "bad_list") from None
+        raise DiscoveryError(
+            f"cannot read model list {path}: {getattr(exc, 'strerror', None) or exc}", "bad_list"
+        ) from None
     if not text.lstrip().startswith("["):
         try:
             return [reg.model_id for reg in parse_registration_file(path)]
@@ -252,8 +299,11 @@ def read_id_list(path: Path) -> list[str]:
         raise DiscoveryError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})", "bad_list") from None
     ids: list[str] = []
     for number, item in enumerate(items, start=1):
-        value = item if isinstance(item, str) else next(
-            (item[k] for k in ID_KEYS if isinstance(item, dict) and isinstance(item.get(k), str)), None)
+        value = (
+            item
+            if isinstance(item, str)
+            else next((item[k] for k in ID_KEYS if isinstance(item, dict) and isinstance(item.get(k), str)), None)
+        )
         try:
             if value is None:
                 raise InvalidModelIdError(f"needs a string or an object with {'/'.join(ID_KEYS)}")

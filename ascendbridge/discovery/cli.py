@@ -23,12 +23,18 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = OneLineParser(prog="get_model_info.py", description=__doc__.splitlines()[0],
-                epilog="Exit codes: 0 ok, 1 bad input, 2 usage, 3 Hub unreachable.")
+    p = OneLineParser(
+        prog="get_model_info.py",
+        description=__doc__.splitlines()[0],
+        epilog="Exit codes: 0 ok, 1 bad input, 2 usage, 3 Hub unreachable.",
+    )
     p.add_argument("model", help="model id (org/name), or a directory with --source local")
-    p.add_argument("--source", choices=SOURCES, default=None,
-                   help="where to read the model (default: local when MODEL or --path is a directory, "
-                        "else huggingface)")
+    p.add_argument(
+        "--source",
+        choices=SOURCES,
+        default=None,
+        help="where to read the model (default: local when MODEL or --path is a directory, else huggingface)",
+    )
     p.add_argument("--path", help="local: the model directory; hf-cache: the cache directory (default HF_HUB_CACHE)")
     p.add_argument("--revision", help="branch, tag or commit (huggingface / hf-cache)")
     p.add_argument("--allow-remote-code", action="store_true", help="decide as if the board allowed remote code")

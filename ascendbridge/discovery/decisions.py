@@ -24,8 +24,14 @@ DEFAULT_DEVICE_MEMORY_GB = DeviceSettings.DEFAULT_MEMORY_GB
 MEMORY_MARGIN = 1.2
 GIB = 1024**3
 BYTES_PER_ELEMENT = {
-    "float64": 8.0, "float32": 4.0, "float16": 2.0, "bfloat16": 2.0,
-    "float8_e4m3fn": 1.0, "float8_e5m2": 1.0, "float8_e8m0fnu": 1.0, "float4_e2m1": 0.5,
+    "float64": 8.0,
+    "float32": 4.0,
+    "float16": 2.0,
+    "bfloat16": 2.0,
+    "float8_e4m3fn": 1.0,
+    "float8_e5m2": 1.0,
+    "float8_e8m0fnu": 1.0,
+    "float4_e2m1": 0.5,
 }
 
 
@@ -64,9 +70,15 @@ def host_pool(memory_gb: float | None = None) -> list[PoolHost]:
         return [PoolHost(host="this host", kind="device", count=1, memory_gb=override or settings.memory_gb())]
     try:
         entries = json.loads(raw)
-        hosts = [PoolHost(host=str(e["host"]), kind=str(e["kind"]),
-                          count=1 if e["kind"] == "cpu" else max(1, int(e["count"])),
-                          memory_gb=float(override or e.get("memory_gb") or settings.memory_gb())) for e in entries]
+        hosts = [
+            PoolHost(
+                host=str(e["host"]),
+                kind=str(e["kind"]),
+                count=1 if e["kind"] == "cpu" else max(1, int(e["count"])),
+                memory_gb=float(override or e.get("memory_gb") or settings.memory_gb()),
+            )
+            for e in entries
+        ]
     except (ValueError, TypeError, KeyError) as exc:
         raise DiscoveryError(f"ASCENDBRIDGE_DEVICE_POOL is not a list of hosts: {exc}", "bad_setting") from None
     if not hosts:
@@ -85,9 +97,15 @@ def device_plan(need_bytes: int, pool: list[PoolHost]) -> dict[str, Any] | None:
         return None
     n, host = best
     tp = 1 << (n - 1).bit_length()  # engines split heads evenly: the next power of two
-    return {"devices": n, "strategy": "single" if n == 1 else "device_map", "host": host.host, "kind": host.kind,
-            "per_device_gb": host.memory_gb, "need_gb": round(need_bytes * MEMORY_MARGIN / GIB, 1),
-            "tensor_parallel_degree": tp if tp <= host.count else n}
+    return {
+        "devices": n,
+        "strategy": "single" if n == 1 else "device_map",
+        "host": host.host,
+        "kind": host.kind,
+        "per_device_gb": host.memory_gb,
+        "need_gb": round(need_bytes * MEMORY_MARGIN / GIB, 1),
+        "tensor_parallel_degree": tp if tp <= host.count else n,
+    }
 
 
 def weight_bytes(info: ModelInfo) -> int | None:
@@ -99,8 +117,9 @@ def weight_bytes(info: ModelInfo) -> int | None:
     return int(info.parameter_count * BYTES_PER_ELEMENT.get(info.dtype or "float32", 4.0))
 
 
-def decide(info: ModelInfo, allow_remote_code: bool, has_token: bool,
-           memory_gb: float | None = None) -> DiscoveryDecision:
+def decide(
+    info: ModelInfo, allow_remote_code: bool, has_token: bool, memory_gb: float | None = None
+) -> DiscoveryDecision:
     pool = host_pool(memory_gb)
     need = weight_bytes(info)
     plan = device_plan(need, pool) if need is not None else None
@@ -108,30 +127,43 @@ def decide(info: ModelInfo, allow_remote_code: bool, has_token: bool,
         how = "estimated from config.json" if info.parameter_count_source == "config_estimate" else "from the weights"
         hosts = "; ".join(h.describe() for h in pool)
         return DiscoveryDecision(
-            action="skip", rule="too_large",
-            reason=(f"{info.parameter_count:,} parameters in {info.dtype or 'float32'} need "
-                    f"{need / GIB:.1f} GiB ({how}; x{MEMORY_MARGIN} margin = {need * MEMORY_MARGIN / GIB:.1f} GiB) "
-                    f"but no host holds that: {hosts} (ASCENDBRIDGE_DEVICE_MEMORY_GB, --devices)"),
+            action="skip",
+            rule="too_large",
+            reason=(
+                f"{info.parameter_count:,} parameters in {info.dtype or 'float32'} need "
+                f"{need / GIB:.1f} GiB ({how}; x{MEMORY_MARGIN} margin = {need * MEMORY_MARGIN / GIB:.1f} GiB) "
+                f"but no host holds that: {hosts} (ASCENDBRIDGE_DEVICE_MEMORY_GB, --devices)"
+            ),
         )
     if info.gated and info.source == "huggingface" and not has_token:
         return DiscoveryDecision(
-            action="block", rule="gated_no_token",
-            reason=(f"{info.model_id} is gated on the Hub and no HF_TOKEN is set; "
-                    "request access, set HF_TOKEN, then retry"),
+            action="block",
+            rule="gated_no_token",
+            reason=(
+                f"{info.model_id} is gated on the Hub and no HF_TOKEN is set; request access, set HF_TOKEN, then retry"
+            ),
         )
     if info.needs_remote_code and not allow_remote_code:
         what = ", ".join(info.remote_code_files) or "auto_map in config.json"
         return DiscoveryDecision(
-            action="block", rule="remote_code_not_allowed",
-            reason=(f"{info.model_id} needs remote code ({what}); review it, then "
-                    f"`board_ops.py allow_remote_code {info.model_id}` and retry"),
+            action="block",
+            rule="remote_code_not_allowed",
+            reason=(
+                f"{info.model_id} needs remote code ({what}); review it, then "
+                f"`board_ops.py allow_remote_code {info.model_id}` and retry"
+            ),
         )
     size = f"{need / GIB:.2f} GiB of weights" if need is not None else "size unknown"
     family = info.task_family or f"no task family ({info.task_family_reason})"
     if plan is None or plan["devices"] == 1:
-        where = f"fits one {pool[0].memory_gb:g} GiB device" if plan is None else \
-            f"fits one {plan['per_device_gb']:g} GiB device"
+        where = (
+            f"fits one {pool[0].memory_gb:g} GiB device"
+            if plan is None
+            else f"fits one {plan['per_device_gb']:g} GiB device"
+        )
     else:
-        where = (f"needs {plan['devices']} x {plan['per_device_gb']:g} GiB devices on {plan['host']} "
-                 f"(device_map over {plan['devices']}, tensor-parallel degree {plan['tensor_parallel_degree']})")
+        where = (
+            f"needs {plan['devices']} x {plan['per_device_gb']:g} GiB devices on {plan['host']} "
+            f"(device_map over {plan['devices']}, tensor-parallel degree {plan['tensor_parallel_degree']})"
+        )
     return DiscoveryDecision(action="proceed", rule=None, reason=f"{family}; {size} {where}", plan=plan)

@@ -39,17 +39,12 @@ def check_directory(directory: Path) -> Path:
     if not directory.is_dir():
         raise DiscoveryError(f"{directory} is not a directory", "missing_directory")
     if not (directory / mf.CONFIG_FILE).is_file():
-        raise DiscoveryError(f"no config.json in {directory} (not a Hugging Face model directory)",
-                             "missing_config")
+        raise DiscoveryError(f"no config.json in {directory} (not a Hugging Face model directory)", "missing_config")
     return directory
 
 
 def info_from_directory(
-    directory: Path,
-    model_id: str,
-    source: str,
-    revision: str | None = None,
-    resolved_revision: str | None = None,
+    directory: Path, model_id: str, source: str, revision: str | None = None, resolved_revision: str | None = None
 ) -> ModelInfo:
     directory = check_directory(directory.expanduser().resolve())
     config = mf.load_config(directory / mf.CONFIG_FILE)

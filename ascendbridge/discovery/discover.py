@@ -13,8 +13,9 @@ from ascendbridge.naming import InvalidModelIdError, validate_model_id
 SOURCES = ("huggingface", "local", "hf-cache")
 
 
-def discover(model_id: str, source: str = "huggingface", path: str | None = None,
-             revision: str | None = None) -> ModelInfo:
+def discover(
+    model_id: str, source: str = "huggingface", path: str | None = None, revision: str | None = None
+) -> ModelInfo:
     """Read a model's metadata. For 'local', path is the model directory; for 'hf-cache' an
     optional cache directory (default: HF_HUB_CACHE / HF_HOME). Raises DiscoveryError."""
     try:

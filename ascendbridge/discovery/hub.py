@@ -58,7 +58,8 @@ def cache_dir(override: str | None = None) -> Path:
         if os.environ.get(name):
             return Path(os.environ[name]).expanduser()
     home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface")
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"
+    )
     return Path(home).expanduser() / "hub"
 
 
@@ -76,8 +77,9 @@ def cached_snapshot(model_id: str, revision: str | None, cache: Path) -> Path:
         raise DiscoveryError(f"'{model_id}' is not a valid Hugging Face repo id", "invalid_model_id") from None
 
 
-def info_from_cache(model_id: str, revision: str | None, cache_override: str | None = None,
-                    source: str = "hf-cache") -> ModelInfo:
+def info_from_cache(
+    model_id: str, revision: str | None, cache_override: str | None = None, source: str = "hf-cache"
+) -> ModelInfo:
     snapshot = cached_snapshot(model_id, revision, cache_dir(cache_override))
     info = info_from_directory(snapshot, model_id, source, revision, resolved_revision=snapshot.name)
     if not info.has_weights:
@@ -93,8 +95,9 @@ def network_error(exc: BaseException) -> bool:
     """A transport failure of whichever HTTP client this huggingface_hub version uses."""
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
-    return any(c.__name__ in NETWORK_ERROR_NAMES and c.__module__.split(".")[0] in HTTP_LIBRARIES
-               for c in type(exc).__mro__)
+    return any(
+        c.__name__ in NETWORK_ERROR_NAMES and c.__module__.split(".")[0] in HTTP_LIBRARIES for c in type(exc).__mro__
+    )
 
 
 def translate_hub_error(exc: Exception, model_id: str, what: str) -> DiscoveryError:
@@ -112,12 +115,12 @@ def translate_hub_error(exc: Exception, model_id: str, what: str) -> DiscoveryEr
     if isinstance(exc, e.HFValidationError):
         return DiscoveryError(f"'{model_id}' is not a valid Hugging Face repo id", "invalid_model_id")
     cause = exc.__cause__ or exc.__context__
-    if network_error(exc) or (cause is not None and network_error(cause)) or isinstance(
-        exc, e.LocalEntryNotFoundError
-    ):
-        return HubUnreachableError(f"cannot reach the Hugging Face Hub at {hub_endpoint()} while fetching "
-                                   f"{what} of {model_id} ({type(cause or exc).__name__}); "
-                                   "set HF_HUB_OFFLINE=1 to use the local cache")
+    if network_error(exc) or (cause is not None and network_error(cause)) or isinstance(exc, e.LocalEntryNotFoundError):
+        return HubUnreachableError(
+            f"cannot reach the Hugging Face Hub at {hub_endpoint()} while fetching "
+            f"{what} of {model_id} ({type(cause or exc).__name__}); "
+            "set HF_HUB_OFFLINE=1 to use the local cache"
+        )
     if isinstance(exc, e.HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else "?"
         return DiscoveryError(f"the Hub answered HTTP {status} for {what} of {model_id}", "hub_error")
@@ -143,8 +146,17 @@ def _download(model_id: str, filename: str, sha: str, token: str | None) -> Path
     from huggingface_hub import hf_hub_download
 
     try:
-        return Path(hf_hub_download(model_id, filename, revision=sha, token=token or False, cache_dir=str(cache_dir()),
-                                    endpoint=hub_endpoint(), etag_timeout=hub_timeout()))
+        return Path(
+            hf_hub_download(
+                model_id,
+                filename,
+                revision=sha,
+                token=token or False,
+                cache_dir=str(cache_dir()),
+                endpoint=hub_endpoint(),
+                etag_timeout=hub_timeout(),
+            )
+        )
     except Exception as exc:
         raise translate_hub_error(exc, model_id, filename) from None
 
@@ -163,8 +175,10 @@ def _remote_headers(api: Any, model_id: str, sha: str) -> WeightsSummary | None:
         raise translate_hub_error(exc, model_id, "safetensors headers") from None
     headers = []
     for fname, file_meta in sorted(meta.files_metadata.items()):
-        header = {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)}
-                  for name, t in file_meta.tensors.items()}
+        header = {
+            name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)}
+            for name, t in file_meta.tensors.items()
+        }
         check_header(header, fname)
         headers.append((fname, header))
     return summarize(headers)
@@ -222,9 +236,20 @@ def info_from_hub(model_id: str, revision: str | None = None) -> ModelInfo:
     if local_dir is not None:
         is_st, pooling, normalize = mf.sentence_transformers_info(Path(local_dir))
     facts = SourceFacts(
-        model_id=model_id, source="huggingface", config=config, files=files, weights=weights,
-        card=card, revision=revision, resolved_revision=remote.sha, local_dir=local_dir, gated=gated,
-        license=mf.license_of(card), sentence_transformers=is_st, pooling=pooling,
-        normalize=normalize, warnings=warnings,
+        model_id=model_id,
+        source="huggingface",
+        config=config,
+        files=files,
+        weights=weights,
+        card=card,
+        revision=revision,
+        resolved_revision=remote.sha,
+        local_dir=local_dir,
+        gated=gated,
+        license=mf.license_of(card),
+        sentence_transformers=is_st,
+        pooling=pooling,
+        normalize=normalize,
+        warnings=warnings,
     )
     return assemble(facts)

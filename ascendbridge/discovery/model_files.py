@@ -17,24 +17,44 @@ from ascendbridge.discovery.errors import DiscoveryError
 
 CONFIG_FILE = "config.json"
 MODULES_FILE = "modules.json"
-TOKENIZER_FILES = frozenset({
-    "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
-    "spiece.model", "tokenizer.model", "sentencepiece.bpe.model", "source.spm", "target.spm",
-})
+TOKENIZER_FILES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+        "vocab.json",
+        "merges.txt",
+        "spiece.model",
+        "tokenizer.model",
+        "sentencepiece.bpe.model",
+        "source.spm",
+        "target.spm",
+    }
+)
+
+
 def check_tokenizer_sizes(files: dict[str, int | None]) -> None:
     """Refuse (corrupt_config, on the first attempt) a model whose top-level tokenizer file is over
     capped_read.TOKENIZER_MAX_BYTES: the model's runs would read it whole (a MemoryError, retried)."""
     limit = capped_read.TOKENIZER_MAX_BYTES
     for name, size in files.items():
         if name in TOKENIZER_FILES and size is not None and size > limit:
-            raise DiscoveryError(f"{name} is {size} bytes, over the {limit // capped_read.MiB} MiB limit for a "
-                                 "tokenizer file; not a usable model", "corrupt_config")
+            raise DiscoveryError(
+                f"{name} is {size} bytes, over the {limit // capped_read.MiB} MiB limit for a "
+                "tokenizer file; not a usable model",
+                "corrupt_config",
+            )
 
 
-PROCESSOR_FILES = frozenset({
-    "preprocessor_config.json", "processor_config.json", "image_processor_config.json",
-    "feature_extractor_config.json", "video_preprocessor_config.json",
-})
+PROCESSOR_FILES = frozenset(
+    {
+        "preprocessor_config.json",
+        "processor_config.json",
+        "image_processor_config.json",
+        "feature_extractor_config.json",
+        "video_preprocessor_config.json",
+    }
+)
 REMOTE_CODE_PATTERN = re.compile(
     r"^(modeling|configuration|tokenization|processing|image_processing|feature_extraction)_.*\.py$"
 )
@@ -61,8 +81,9 @@ def load_json(path: Path, what: str, rule: str) -> Any:
     except UnicodeDecodeError:
         raise DiscoveryError(f"{what} is not UTF-8 text ({path})", rule) from None
     except json.JSONDecodeError as exc:
-        raise DiscoveryError(f"{what} is not valid JSON ({path}: line {exc.lineno} column {exc.colno}: "
-                             f"{exc.msg})", rule) from None
+        raise DiscoveryError(
+            f"{what} is not valid JSON ({path}: line {exc.lineno} column {exc.colno}: {exc.msg})", rule
+        ) from None
     except OSError as exc:
         raise DiscoveryError(f"cannot read {what} ({path}: {exc.strerror or exc})", rule) from None
 
@@ -73,11 +94,14 @@ def load_config(path: Path) -> dict[str, Any]:
         raise DiscoveryError(f"config.json is not a JSON object ({path})", "corrupt_config")
     for key in ("architectures", "model_type"):
         value = config.get(key)
-        if key == "architectures" and value is not None and not (
-            isinstance(value, list) and all(isinstance(a, str) for a in value)
+        if (
+            key == "architectures"
+            and value is not None
+            and not (isinstance(value, list) and all(isinstance(a, str) for a in value))
         ):
-            raise DiscoveryError(f"config.json: 'architectures' must be a list of class names ({path})",
-                                 "corrupt_config")
+            raise DiscoveryError(
+                f"config.json: 'architectures' must be a list of class names ({path})", "corrupt_config"
+            )
         if key == "model_type" and value is not None and not isinstance(value, str):
             raise DiscoveryError(f"config.json: 'model_type' must be a string ({path})", "corrupt_config")
     return config
@@ -85,8 +109,12 @@ def load_config(path: Path) -> dict[str, Any]:
 
 def is_weight_file(name: str) -> bool:
     base = name.rsplit("/", 1)[-1]
-    return base.endswith(WEIGHT_SUFFIXES) and base not in ("training_args.bin", "optimizer.pt",
-                                                           "scheduler.pt", "rng_state.pth")
+    return base.endswith(WEIGHT_SUFFIXES) and base not in (
+        "training_args.bin",
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng_state.pth",
+    )
 
 
 def remote_code_files(names: Iterable[str], config: dict[str, Any]) -> list[str]:

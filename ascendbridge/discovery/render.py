@@ -19,16 +19,22 @@ def summary_lines(info: ModelInfo) -> list[str]:
 
 def render(info: ModelInfo) -> str:
     where = info.local_dir or "-"
-    lines = [f"{info.model_id}  [{info.source}{' @ ' + info.resolved_revision if info.resolved_revision else ''}]",
-             f"files: {where}"]
+    lines = [
+        f"{info.model_id}  [{info.source}{' @ ' + info.resolved_revision if info.resolved_revision else ''}]",
+        f"files: {where}",
+    ]
     lines += summary_lines(info)
     if info.sentence_transformers:
-        lines.append(f"sentence-transformers: pooling {info.sentence_transformers_pooling or '-'}, "
-                     f"normalize {info.sentence_transformers_normalize}")
+        lines.append(
+            f"sentence-transformers: pooling {info.sentence_transformers_pooling or '-'}, "
+            f"normalize {info.sentence_transformers_normalize}"
+        )
     if info.num_layers is not None:
         lines.append(f"layers: {info.num_layers}")
     lines += [f"warning: {w}" for w in info.warnings]
     if info.decision is not None:
-        lines.append(f"decision: {info.decision.action}"
-                     f"{' (' + info.decision.rule + ')' if info.decision.rule else ''}: {info.decision.reason}")
+        lines.append(
+            f"decision: {info.decision.action}"
+            f"{' (' + info.decision.rule + ')' if info.decision.rule else ''}: {info.decision.reason}"
+        )
     return "\n".join(lines)

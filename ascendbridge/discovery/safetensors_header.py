@@ -25,21 +25,50 @@ SINGLE_FILE = "model.safetensors"
 
 # Bits per element of every dtype the safetensors format defines.
 DTYPE_BITS: dict[str, int] = {
-    "F64": 64, "F32": 32, "F16": 16, "BF16": 16,
-    "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F6_E2M3": 6, "F6_E3M2": 6, "F4": 4,
-    "I64": 64, "I32": 32, "I16": 16, "I8": 8, "U64": 64, "U32": 32, "U16": 16, "U8": 8,
-    "BOOL": 8, "C64": 64,
+    "F64": 64,
+    "F32": 32,
+    "F16": 16,
+    "BF16": 16,
+    "F8_E4M3": 8,
+    "F8_E5M2": 8,
+    "F8_E8M0": 8,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "F4": 4,
+    "I64": 64,
+    "I32": 32,
+    "I16": 16,
+    "I8": 8,
+    "U64": 64,
+    "U32": 32,
+    "U16": 16,
+    "U8": 8,
+    "BOOL": 8,
+    "C64": 64,
 }
-FLOAT_DTYPES = frozenset(
-    {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"}
-)
+FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"})
 # safetensors dtype -> the torch dtype name the rest of the pipeline uses.
 TORCH_NAMES: dict[str, str] = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu",
-    "F6_E2M3": "float6_e2m3", "F6_E3M2": "float6_e3m2", "F4": "float4_e2m1",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
-    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool", "C64": "complex64",
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E8M0": "float8_e8m0fnu",
+    "F6_E2M3": "float6_e2m3",
+    "F6_E3M2": "float6_e3m2",
+    "F4": "float4_e2m1",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U64": "uint64",
+    "U32": "uint32",
+    "U16": "uint16",
+    "U8": "uint8",
+    "BOOL": "bool",
+    "C64": "complex64",
 }
 
 
@@ -80,13 +109,16 @@ def read_header(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             head = fh.read(8)
             if len(head) < 8:
-                raise DiscoveryError(f"{name}: truncated safetensors file ({size} bytes, no header)",
-                                     "corrupt_safetensors")
+                raise DiscoveryError(
+                    f"{name}: truncated safetensors file ({size} bytes, no header)", "corrupt_safetensors"
+                )
             (length,) = struct.unpack("<Q", head)
             if length == 0 or length > MAX_HEADER_BYTES or 8 + length > size:
                 raise DiscoveryError(
                     f"{name}: truncated or corrupt safetensors header (declares {length} header bytes, "
-                    f"file has {size} bytes)", "corrupt_safetensors")
+                    f"file has {size} bytes)",
+                    "corrupt_safetensors",
+                )
             raw = fh.read(length)
     except OSError as exc:
         raise DiscoveryError(f"{name}: cannot read ({exc.strerror or exc})", "corrupt_safetensors") from None
@@ -100,7 +132,8 @@ def read_header(path: Path) -> dict[str, Any]:
     if end != payload:
         raise DiscoveryError(
             f"{name}: truncated safetensors file (header describes {end} data bytes, file holds {payload})",
-            "corrupt_safetensors")
+            "corrupt_safetensors",
+        )
     return header
 
 
@@ -117,15 +150,17 @@ def check_header(header: Any, name: str) -> None:
                 dtype in DTYPE_BITS
                 and isinstance(shape, list)
                 and all(isinstance(d, int) and d >= 0 for d in shape)
-                and isinstance(start, int) and isinstance(stop, int)
+                and isinstance(start, int)
+                and isinstance(stop, int)
                 and 0 <= start <= stop
                 and stop - start == tensor_bytes(dtype, shape)
             )
         except (KeyError, TypeError, ValueError):
             ok = False
         if not ok:
-            raise DiscoveryError(f"{name}: corrupt safetensors header (bad entry for tensor '{key}')",
-                                 "corrupt_safetensors")
+            raise DiscoveryError(
+                f"{name}: corrupt safetensors header (bad entry for tensor '{key}')", "corrupt_safetensors"
+            )
 
 
 def summarize(headers: Iterable[tuple[str, dict[str, Any]]]) -> WeightsSummary:
@@ -155,8 +190,9 @@ def shard_names(index_path: Path) -> list[str]:
         weight_map = index["weight_map"]
         names = sorted(set(weight_map.values()))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
-        raise DiscoveryError(f"{index_path.name}: corrupt safetensors index (no readable weight_map)",
-                             "corrupt_safetensors") from None
+        raise DiscoveryError(
+            f"{index_path.name}: corrupt safetensors index (no readable weight_map)", "corrupt_safetensors"
+        ) from None
     for n in names:
         if not isinstance(n, str) or "/" in n or n.startswith("."):
             raise DiscoveryError(f"{index_path.name}: bad shard name {n!r}", "corrupt_safetensors")
@@ -170,8 +206,9 @@ def local_weight_files(directory: Path) -> list[str]:
         names = shard_names(directory / INDEX_FILE)
         missing = [n for n in names if not (directory / n).is_file()]
         if missing:
-            raise DiscoveryError(f"{INDEX_FILE} lists {len(missing)} missing shard(s), e.g. {missing[0]}",
-                                 "corrupt_safetensors")
+            raise DiscoveryError(
+                f"{INDEX_FILE} lists {len(missing)} missing shard(s), e.g. {missing[0]}", "corrupt_safetensors"
+            )
         return names
     if (directory / SINGLE_FILE).is_file():
         return [SINGLE_FILE]

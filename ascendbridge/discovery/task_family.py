@@ -13,11 +13,34 @@ from typing import Any
 from ascendbridge.task_families import TASK_FAMILIES
 
 # Encoder-decoder text model types: their *ForConditionalGeneration is seq2seq.
-TEXT_SEQ2SEQ_TYPES = frozenset({
-    "t5", "mt5", "umt5", "longt5", "bart", "mbart", "marian", "pegasus", "pegasus_x", "m2m_100",
-    "nllb-moe", "nllb_moe", "blenderbot", "blenderbot-small", "led", "fsmt", "prophetnet", "xlm-prophetnet",
-    "bigbird_pegasus", "plbart", "mvp", "switch_transformers", "encoder-decoder", "t5gemma",
-})
+TEXT_SEQ2SEQ_TYPES = frozenset(
+    {
+        "t5",
+        "mt5",
+        "umt5",
+        "longt5",
+        "bart",
+        "mbart",
+        "marian",
+        "pegasus",
+        "pegasus_x",
+        "m2m_100",
+        "nllb-moe",
+        "nllb_moe",
+        "blenderbot",
+        "blenderbot-small",
+        "led",
+        "fsmt",
+        "prophetnet",
+        "xlm-prophetnet",
+        "bigbird_pegasus",
+        "plbart",
+        "mvp",
+        "switch_transformers",
+        "encoder-decoder",
+        "t5gemma",
+    }
+)
 SPEECH_SEQ2SEQ_TYPES = frozenset({"whisper", "speech_to_text", "speech-encoder-decoder", "speecht5"})
 VISION_SEQ2SEQ_TYPES = frozenset({"vision-encoder-decoder"})
 
@@ -69,8 +92,11 @@ def _is_vlm(cfg: dict[str, Any]) -> bool:
 
 def _is_dual_encoder(cfg: dict[str, Any]) -> bool:
     """Separate text and vision towers scored against each other (CLIP, SigLIP): no image tokens."""
-    return (isinstance(cfg.get("vision_config"), dict) and isinstance(cfg.get("text_config"), dict)
-            and not any(k in cfg for k in IMAGE_TOKEN_KEYS))
+    return (
+        isinstance(cfg.get("vision_config"), dict)
+        and isinstance(cfg.get("text_config"), dict)
+        and not any(k in cfg for k in IMAGE_TOKEN_KEYS)
+    )
 
 
 def _by_pipeline_tag(tag: str | None, arch: str | None, reason: str) -> Classification | None:
@@ -78,6 +104,8 @@ def _by_pipeline_tag(tag: str | None, arch: str | None, reason: str) -> Classifi
     if family is None:
         return None
     return Classification(family, arch or TASK_FAMILIES[family], f"{reason}; the Hub's pipeline tag is '{tag}'")
+
+
 # --- end vision families ---
 
 # Heads with no family of their own whose checkpoints still load as the bare encoder.
@@ -86,15 +114,47 @@ BACKBONE_SUFFIXES = ("ForPreTraining",)
 
 # --- audio, time series, LLM embedders and rerankers (issue 13) ---
 # Speech encoders whose ...ForSequenceClassification head classifies audio clips, not text.
-AUDIO_TYPES = frozenset({
-    "wav2vec2", "wav2vec2-conformer", "wav2vec2-bert", "hubert", "wavlm", "data2vec-audio", "unispeech",
-    "unispeech-sat", "sew", "sew-d", "audio-spectrogram-transformer", "whisper",
-})
+AUDIO_TYPES = frozenset(
+    {
+        "wav2vec2",
+        "wav2vec2-conformer",
+        "wav2vec2-bert",
+        "hubert",
+        "wavlm",
+        "data2vec-audio",
+        "unispeech",
+        "unispeech-sat",
+        "sew",
+        "sew-d",
+        "audio-spectrogram-transformer",
+        "whisper",
+    }
+)
 # Decoder-only LLM types: their bare ...Model is an embedder with last-token pooling.
-DECODER_LLM_TYPES = frozenset({
-    "llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
-    "mixtral", "gpt2", "gpt_neox", "falcon", "olmo", "olmo2", "starcoder2", "deepseek_v3", "glm", "glm4",
-})
+DECODER_LLM_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "qwen2_moe",
+        "qwen3_moe",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "mixtral",
+        "gpt2",
+        "gpt_neox",
+        "falcon",
+        "olmo",
+        "olmo2",
+        "starcoder2",
+        "deepseek_v3",
+        "glm",
+        "glm4",
+    }
+)
 
 
 def _num_labels(cfg: dict[str, Any]) -> int | None:
@@ -110,8 +170,9 @@ def _is_decoder_llm(model_type: str, cfg: dict[str, Any]) -> bool:
     return model_type in DECODER_LLM_TYPES or ("num_key_value_heads" in cfg and not cfg.get("is_encoder_decoder"))
 
 
-def refine(found: Classification, model_type: str, cfg: dict[str, Any], pipeline_tag: str | None,
-           pooling: str | None) -> Classification:
+def refine(
+    found: Classification, model_type: str, cfg: dict[str, Any], pipeline_tag: str | None, pooling: str | None
+) -> Classification:
     """Families the head suffix alone cannot tell: audio clip classifiers, rerankers (one label or the
     Hub's text-ranking tag) and LLM-backbone embedders (decoder type or last-token pooling)."""
     arch = found.model_class or ""
@@ -147,7 +208,8 @@ def _seq2seq_family(model_type: str, cfg: dict[str, Any]) -> str | None:
 def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Classification | None:
     if "WithLMHead" in arch:  # T5WithLMHeadModel, ReformerModelWithLMHead, XLMWithLMHeadModel
         family = _seq2seq_family(model_type, cfg) or (
-            "masked_lm" if model_type in MASKED_LM_HEAD_TYPES else "causal_lm")
+            "masked_lm" if model_type in MASKED_LM_HEAD_TYPES else "causal_lm"
+        )
         return Classification(family, arch, f"{arch}: LM head on model_type '{model_type}'")
     for suffix, family in SUFFIX_FAMILIES:
         if arch.endswith(suffix):
@@ -157,10 +219,17 @@ def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Classif
         if seq2seq:
             return Classification(seq2seq, arch, f"{arch} with encoder-decoder model_type '{model_type}'")
         if _is_vlm(cfg):
-            return Classification("image_text_to_text", arch,
-                                  f"{arch}: a vision tower and image tokens in the config (vision-language model)")
-        return Classification(None, arch, f"{arch}: conditional generation for model_type '{model_type}' "
-                              "(multimodal or unknown) has no supported task family")
+            return Classification(
+                "image_text_to_text",
+                arch,
+                f"{arch}: a vision tower and image tokens in the config (vision-language model)",
+            )
+        return Classification(
+            None,
+            arch,
+            f"{arch}: conditional generation for model_type '{model_type}' "
+            "(multimodal or unknown) has no supported task family",
+        )
     if arch in ("VisionEncoderDecoderModel",):
         return Classification("vision_seq2seq", arch, "vision encoder-decoder")
     if arch in ("SpeechEncoderDecoderModel",):
@@ -168,18 +237,28 @@ def _by_architecture(arch: str, model_type: str, cfg: dict[str, Any]) -> Classif
     if arch in ("EncoderDecoderModel",):
         return Classification("seq2seq", arch, "text encoder-decoder")
     if arch.endswith(BACKBONE_SUFFIXES):
-        return Classification("feature_extraction", TASK_FAMILIES["feature_extraction"],
-                              f"{arch} is a pre-training head; its encoder is loaded with AutoModel")
+        return Classification(
+            "feature_extraction",
+            TASK_FAMILIES["feature_extraction"],
+            f"{arch} is a pre-training head; its encoder is loaded with AutoModel",
+        )
     if arch.endswith("Model") and "For" not in arch and _is_dual_encoder(cfg):
-        return Classification("zero_shot_image_classification", arch,
-                              f"{arch}: text and vision towers without image tokens (CLIP-style image-text similarity)")
+        return Classification(
+            "zero_shot_image_classification",
+            arch,
+            f"{arch}: text and vision towers without image tokens (CLIP-style image-text similarity)",
+        )
     if arch.endswith("Model") and "For" not in arch:
         return Classification("feature_extraction", arch, f"bare backbone {arch}")
     return None
 
 
-def classify(cfg: dict[str, Any], sentence_transformers: bool = False,
-             pipeline_tag: str | None = None, pooling: str | None = None) -> Classification:
+def classify(
+    cfg: dict[str, Any],
+    sentence_transformers: bool = False,
+    pipeline_tag: str | None = None,
+    pooling: str | None = None,
+) -> Classification:
     """The task family for a parsed config.json; sentence_transformers = modules.json present
     (`pooling` its pooling mode); pipeline_tag = the Hub's tag (model card), which settles bare
     backbones and unknown heads; then the families a head suffix alone cannot tell (refine)."""
@@ -204,18 +283,28 @@ def _classify(cfg: dict[str, Any], sentence_transformers: bool, pipeline_tag: st
             found = _by_pipeline_tag(pipeline_tag, None, found.reason) or found
         if found is not None:
             return found
-    tagged = _by_pipeline_tag(pipeline_tag, archs[0] if archs else None,
-                              f"architecture {archs[0]} names no head" if archs else "no architectures in config.json")
+    tagged = _by_pipeline_tag(
+        pipeline_tag,
+        archs[0] if archs else None,
+        f"architecture {archs[0]} names no head" if archs else "no architectures in config.json",
+    )
     if tagged is not None:
         return tagged
     if archs:
-        return Classification(None, archs[0], f"architecture {archs[0]} has no supported task family "
-                              f"(supported: {', '.join(TASK_FAMILIES)})")
+        return Classification(
+            None,
+            archs[0],
+            f"architecture {archs[0]} has no supported task family (supported: {', '.join(TASK_FAMILIES)})",
+        )
     family = _seq2seq_family(model_type, cfg)
     if family:
-        return Classification(family, TASK_FAMILIES[family],
-                              f"no architectures in config.json; model_type '{model_type}' is encoder-decoder")
+        return Classification(
+            family,
+            TASK_FAMILIES[family],
+            f"no architectures in config.json; model_type '{model_type}' is encoder-decoder",
+        )
     if not model_type:
         return Classification(None, None, "config.json names neither architectures nor model_type")
-    return Classification(None, None, f"config.json has no architectures; model_type '{model_type}' "
-                          "alone does not say which head to load")
+    return Classification(
+        None, None, f"config.json has no architectures; model_type '{model_type}' alone does not say which head to load"
+    )

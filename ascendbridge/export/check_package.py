@@ -34,9 +34,11 @@ def sha256(path: Path) -> str:
 
 def package_files(root: Path) -> list[str]:
     """Every file of the package except the manifest itself and local environments."""
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if p.is_file() and p.name != MANIFEST and not any(s in p.parts for s in SKIPPED_PARTS)
-                  and p.suffix != ".pyc")
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.name != MANIFEST and not any(s in p.parts for s in SKIPPED_PARTS) and p.suffix != ".pyc"
+    )
 
 
 def results_from_evidence(root: Path) -> list[dict[str, Any]]:
@@ -44,9 +46,17 @@ def results_from_evidence(root: Path) -> list[dict[str, Any]]:
     rows = []
     for path in sorted(root.glob("benchmark_metrics_*.json")):
         data = json.loads(path.read_text())
-        rows.append({"evidence": path.name, "device": data["run"]["device"], "dtype": data["run"]["dtype"],
-                     "mode": data["run"]["mode"], "median_ms": data["timing"]["median_ms"],
-                     "samples_per_s": data["throughput"]["samples_per_s"], "accuracy": data["accuracy"]["verdict"]})
+        rows.append(
+            {
+                "evidence": path.name,
+                "device": data["run"]["device"],
+                "dtype": data["run"]["dtype"],
+                "mode": data["run"]["mode"],
+                "median_ms": data["timing"]["median_ms"],
+                "samples_per_s": data["throughput"]["samples_per_s"],
+                "accuracy": data["accuracy"]["verdict"],
+            }
+        )
     return rows
 
 

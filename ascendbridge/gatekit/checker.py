@@ -36,7 +36,7 @@ def marked_json(output: str, marker: str) -> dict[str, Any] | None:
     """The JSON object on the last line that starts with `marker`, or None."""
     for line in reversed(output.splitlines()):
         if line.startswith(marker):
-            return _as_object(line[len(marker):])
+            return _as_object(line[len(marker) :])
     return None
 
 
@@ -64,16 +64,22 @@ def checker_gate(script: Path, args: Sequence[str], timeout_s: float) -> GateRes
     lines: that result's report is `{"output_tail": ...}` alone."""
     report, res = run_checker([sys.executable, str(script), *args, "--json"], timeout_s)
     if report is None:
-        return GateResult(False, f"{Path(script).name} gave no report (exit {res.exit_code}): {res.tail(3)}",
-                          {"output_tail": res.tail(20)})
+        return GateResult(
+            False,
+            f"{Path(script).name} gave no report (exit {res.exit_code}): {res.tail(3)}",
+            {"output_tail": res.tail(20)},
+        )
     passed = res.exit_code == EXIT_PASSED and report.get("passed") is True
     inconclusive = res.exit_code == EXIT_INCONCLUSIVE and report.get("inconclusive") is True
     return GateResult(passed, str(report.get("summary", "")), report, inconclusive=inconclusive)
 
 
-def checker_arguments(description: str, argv: Sequence[str],
-                      extra: Callable[[argparse.ArgumentParser], None] | None = None,
-                      python: bool = True) -> tuple[argparse.Namespace, Path]:
+def checker_arguments(
+    description: str,
+    argv: Sequence[str],
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+    python: bool = True,
+) -> tuple[argparse.Namespace, Path]:
     """The command line every evidence checker shares (--adapt NAME | --adaptation-dir DIR, --json,
     --python unless `python` is False, and what `extra` adds): (arguments, adaptation directory).
     A bad argument or place is a CliError (exit 2, one line)."""
@@ -100,11 +106,17 @@ def checker_arguments(description: str, argv: Sequence[str],
     return args, directory
 
 
-def checker_main(description: str, argv: Sequence[str], check: Callable[[argparse.Namespace, Path], GateReport],
-                 extra: Callable[[argparse.ArgumentParser], None] | None = None, python: bool = True) -> int:
+def checker_main(
+    description: str,
+    argv: Sequence[str],
+    check: Callable[[argparse.Namespace, Path], GateReport],
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+    python: bool = True,
+) -> int:
     """A checker's whole `main`: parse the shared command line (plus `extra`), run `check`
     (which raises CliError or ValueError for an input it refuses before checking anything), print
     the report (text, or JSON with --json) and return 0 pass / 1 fail / 2 bad input / 3 inconclusive."""
+
     def command() -> int:
         args, directory = checker_arguments(description, argv, extra, python)
         try:
@@ -117,14 +129,19 @@ def checker_main(description: str, argv: Sequence[str], check: Callable[[argpars
     return run_guarded(command)
 
 
-def executing_checker_main(description: str, argv: Sequence[str], check: Callable[..., GateReport],
-                           no_execute_skips: str) -> int:
+def executing_checker_main(
+    description: str, argv: Sequence[str], check: Callable[..., GateReport], no_execute_skips: str
+) -> int:
     """checker_main for a gate that re-executes the stage's work: `check(directory, python,
     execute=...)`, and --no-execute keeps it to the saved evidence (`no_execute_skips` says what
     that leaves out, for --help)."""
+
     def options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--no-execute", action="store_true", help=f"the saved evidence only: {no_execute_skips}")
 
-    return checker_main(description, argv,
-                        lambda args, directory: check(directory, args.python, execute=not args.no_execute),
-                        extra=options)
+    return checker_main(
+        description,
+        argv,
+        lambda args, directory: check(directory, args.python, execute=not args.no_execute),
+        extra=options,
+    )

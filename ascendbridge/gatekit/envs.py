@@ -40,17 +40,19 @@ def adaptation_python(adaptation_dir: Path, override: str | None = None) -> Path
         return path
     python = Path(adaptation_dir) / ".venv" / "bin" / "python"
     if not python.is_file():
-        raise EnvError(f"{adaptation_dir} has no synced environment (.venv); run "
-                       f"`uv sync --extra cpu` there (or --extra ascend / cuda) first")
+        raise EnvError(
+            f"{adaptation_dir} has no synced environment (.venv); run "
+            f"`uv sync --extra cpu` there (or --extra ascend / cuda) first"
+        )
     return python
 
 
-def run_inner(python: Path, script: str, args: Sequence[str], cwd: Path | None = None,
-              timeout_s: float = 600.0) -> CommandResult:
+def run_inner(
+    python: Path, script: str, args: Sequence[str], cwd: Path | None = None, timeout_s: float = 600.0
+) -> CommandResult:
     """`python -E -s ascendbridge/gatekit/inner/<script> ARGS`: no env-var paths, no user site-packages."""
     if not Path(python).is_file():
         raise EnvError(f"interpreter {python} does not exist")
-    return run_command([str(python), "-E", "-s", str(INNER_DIR / script), *args], cwd=cwd, env=model_run_env(),
-                       timeout_s=timeout_s)
-
-
+    return run_command(
+        [str(python), "-E", "-s", str(INNER_DIR / script), *args], cwd=cwd, env=model_run_env(), timeout_s=timeout_s
+    )

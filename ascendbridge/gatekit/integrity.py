@@ -16,8 +16,11 @@ from ascendbridge.package.generator import RUNTIME_DIR, RUNTIME_NAME
 
 
 def _files(root: Path) -> dict[str, Path]:
-    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {
+        p.relative_to(root).as_posix(): p
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
 
 
 def runtime_problems(adaptation_dir: Path, framework_runtime: Path = RUNTIME_DIR) -> list[str]:
@@ -26,10 +29,15 @@ def runtime_problems(adaptation_dir: Path, framework_runtime: Path = RUNTIME_DIR
     if not copy.is_dir():
         return [f"{RUNTIME_NAME}/ missing: the adaptation was not rendered by the generator"]
     want, have = _files(Path(framework_runtime)), _files(copy)
-    problems = [f"{RUNTIME_NAME}/{rel} differs from the framework's copy (edited after rendering)"
-                for rel in sorted(set(want) & set(have)) if want[rel].read_bytes() != have[rel].read_bytes()]
+    problems = [
+        f"{RUNTIME_NAME}/{rel} differs from the framework's copy (edited after rendering)"
+        for rel in sorted(set(want) & set(have))
+        if want[rel].read_bytes() != have[rel].read_bytes()
+    ]
     problems += [f"{RUNTIME_NAME}/{rel} missing" for rel in sorted(set(want) - set(have))]
-    problems += [f"{RUNTIME_NAME}/{rel} is not part of the framework's runtime" for rel in sorted(set(have) - set(want))]
+    problems += [
+        f"{RUNTIME_NAME}/{rel} is not part of the framework's runtime" for rel in sorted(set(have) - set(want))
+    ]
     return problems
 
 
@@ -41,8 +49,10 @@ def wrapper_problems(adaptation_dir: Path, expected: Mapping[str, str]) -> list[
         if not path.is_file():
             problems.append(f"{name} missing")
         elif path.read_bytes() != text.encode():
-            problems.append(f"{name} differs from what the generator renders from the spec (edited by hand "
-                            "or by an agent): its evidence is not trusted")
+            problems.append(
+                f"{name} differs from what the generator renders from the spec (edited by hand "
+                "or by an agent): its evidence is not trusted"
+            )
     return problems
 
 

@@ -49,8 +49,10 @@ def check_timing(name: str, timing: Any) -> list[str]:
     if problems:
         return problems
     if not timing["min_ms"] <= timing["median_ms"] <= timing["p90_ms"]:
-        problems.append(f"{name}: expected min <= median <= p90, got "
-                        f"{timing['min_ms']} / {timing['median_ms']} / {timing['p90_ms']}")
+        problems.append(
+            f"{name}: expected min <= median <= p90, got "
+            f"{timing['min_ms']} / {timing['median_ms']} / {timing['p90_ms']}"
+        )
     if not recorded_matches(timing["median_ms"], statistics.median(samples)):
         problems.append(f"{name}.median_ms does not match its samples")
     if not recorded_matches(timing["p90_ms"], percentile(samples, 90)):
@@ -84,8 +86,10 @@ def check_metrics(metrics: dict[str, Any]) -> list[str]:
     for a, b in (("timing", "reference_timing"),):
         ta, tb = metrics.get(a) or {}, metrics.get(b) or {}
         if isinstance(ta, dict) and isinstance(tb, dict) and ta.get("warmup") != tb.get("warmup"):
-            problems.append(f"warmup differs between {a} ({ta.get('warmup')}) and {b} ({tb.get('warmup')}): "
-                            "warmup must be symmetric")
+            problems.append(
+                f"warmup differs between {a} ({ta.get('warmup')}) and {b} ({tb.get('warmup')}): "
+                "warmup must be symmetric"
+            )
     tp = metrics.get("throughput")
     timing = got if isinstance(got := metrics.get("timing"), dict) else {}
     if not isinstance(tp, dict) or not _num(tp.get("samples_per_s")) or tp["samples_per_s"] <= 0:
@@ -105,7 +109,9 @@ def check_metrics(metrics: dict[str, Any]) -> list[str]:
     else:
         for name, out in acc["outputs"].items():
             if out.get("kind") == "float" and out.get("verdict") == "pass":
-                missing = [k for k in ("cosine", "max_abs_err", "max_rel_err", "rmse") if k not in out.get("metrics", {})]
+                missing = [
+                    k for k in ("cosine", "max_abs_err", "max_rel_err", "rmse") if k not in out.get("metrics", {})
+                ]
                 if missing:
                     problems.append(f"accuracy.outputs.{name}: missing {', '.join(missing)}")
     ev = metrics.get("evidence")

@@ -39,10 +39,12 @@ def apply_recorded_placement(metrics: Iterable[dict[str, Any]]) -> str:
     if set(cpus) <= set(allowed):
         os.sched_setaffinity(0, cpus)
         return f"pinned to cores {_cores(cpus)} as the run recorded; {said}"
-    chosen = allowed[-len(cpus):]
+    chosen = allowed[-len(cpus) :]
     os.sched_setaffinity(0, chosen)
-    return (f"the run's cores {_cores(cpus)} are not all available here: pinned to {len(chosen)} of this "
-            f"host's cores ({_cores(chosen)}); {said}")
+    return (
+        f"the run's cores {_cores(cpus)} are not all available here: pinned to {len(chosen)} of this "
+        f"host's cores ({_cores(chosen)}); {said}"
+    )
 
 
 def _cores(cpus: list[int]) -> str:

@@ -72,8 +72,10 @@ class GateReport:
         width = max((len(c.label or c.metrics_file) for c in checks), default=0)
         lines = []
         for c in checks:
-            lines.append(f"{c.label or c.metrics_file:{width}s} evidence {'ok' if c.consistent else 'FAILED':6s} "
-                         f"{self.verdict_word} {c.verdict or '-'}")
+            lines.append(
+                f"{c.label or c.metrics_file:{width}s} evidence {'ok' if c.consistent else 'FAILED':6s} "
+                f"{self.verdict_word} {c.verdict or '-'}"
+            )
             lines += [f"    - {problem}" for problem in c.problems] + [f"    ({note})" for note in c.notes]
         lines += [f"  - {problem}" for problem in self.problem_lines()]
         word = {"passed": "PASS: ", "failed": "FAIL: ", "inconclusive": "INCONCLUSIVE: "}[self.verdict]

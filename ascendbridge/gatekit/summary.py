@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Any
 
 
-def write_summary(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path, stem: str,
-                  rows_key: str, columns: Sequence[str]) -> list[Path]:
+def write_summary(
+    rows: list[dict[str, Any]],
+    skipped: list[dict[str, str]],
+    out_dir: Path,
+    stem: str,
+    rows_key: str,
+    columns: Sequence[str],
+) -> list[Path]:
     """`<stem>.json` ({rows_key: rows, "skipped": [...]}) and `<stem>.csv` (one row each): the one
     writer of every tool's aggregate report (benchmark, optimization, business)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -24,8 +30,9 @@ def write_summary(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out
     return [json_path, csv_path]
 
 
-def collect_rows(root: Path, pattern: str, rows_of: Callable[[Path], list[dict[str, Any]]],
-                 errors: tuple[type[Exception], ...]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+def collect_rows(
+    root: Path, pattern: str, rows_of: Callable[[Path], list[dict[str, Any]]], errors: tuple[type[Exception], ...]
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(rows, skipped): `rows_of(file)` for every file under `root` matching `pattern`; a file that
     raises one of `errors` is skipped with its reason."""
     rows: list[dict[str, Any]] = []

@@ -20,15 +20,21 @@ GENERATION = ("generation", "encoder_generation")
 
 
 def _positive_list(value: Any) -> bool:
-    return (isinstance(value, list) and bool(value)
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value))
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value)
+    )
 
 
 def _same(where: str, recorded: Any, recomputed: dict[str, Any]) -> list[str]:
     if not isinstance(recorded, dict):
         return [f"{where}: missing"]
-    return [f"{where}.{k}: recorded {recorded.get(k)!r}, its samples give {v!r}"
-            for k, v in recomputed.items() if not recorded_matches(recorded.get(k), v)]
+    return [
+        f"{where}.{k}: recorded {recorded.get(k)!r}, its samples give {v!r}"
+        for k, v in recomputed.items()
+        if not recorded_matches(recorded.get(k), v)
+    ]
 
 
 def _entries(body: dict[str, Any], key: str) -> list[tuple[str, Any]]:
@@ -48,27 +54,36 @@ def check_generation(body: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: ttft_samples_ms and decode_steps_ms must be positive latencies")
             continue
         if not len(ttft) == len(steps) == run.get("iterations"):
-            problems.append(f"{where}: iterations {run.get('iterations')} != {len(ttft)} TTFT / {len(steps)} decode samples")
+            problems.append(
+                f"{where}: iterations {run.get('iterations')} != {len(ttft)} TTFT / {len(steps)} decode samples"
+            )
         if any(len(s) != run.get("new_tokens", 0) - 1 for s in steps):
             problems.append(f"{where}: every run must time new_tokens - 1 decode steps")
         if "calibration" in run:
-            problems += check_block(f"{where}.calibration", run["calibration"], wf.fastest_steps(steps),
-                                    run.get("warmup"))
+            problems += check_block(
+                f"{where}.calibration", run["calibration"], wf.fastest_steps(steps), run.get("warmup")
+            )
         fig = wf.generation_figures(ttft, steps, int(run.get("batch", 0)))
         problems += _same(f"{where}.ttft_ms", run.get("ttft_ms"), fig["ttft_ms"])
         problems += _same(f"{where}.tpot_ms", run.get("tpot_ms"), fig["tpot_ms"])
         if not recorded_matches(run.get("tokens_per_s"), fig["tokens_per_s"]):
             problems.append(f"{where}.tokens_per_s does not equal batch / TPOT")
         if "encoder_samples_ms" in run:
-            problems += _same(f"{where}.encoder_ms", run.get("encoder_ms"), wf.stats(run["encoder_samples_ms"])
-                              if _positive_list(run["encoder_samples_ms"]) else {"median_ms": -1})
+            problems += _same(
+                f"{where}.encoder_ms",
+                run.get("encoder_ms"),
+                wf.stats(run["encoder_samples_ms"]) if _positive_list(run["encoder_samples_ms"]) else {"median_ms": -1},
+            )
         bytes_per_step = run.get("bytes_per_decode_step")
         if not isinstance(bytes_per_step, int) or bytes_per_step < run.get("weight_bytes", 0) or bytes_per_step <= 0:
             problems.append(f"{where}.bytes_per_decode_step: must be at least the weight bytes")
-        elif not recorded_matches(run.get("decode_bandwidth_gbs"), wf.decode_bandwidth_gbs(bytes_per_step, fig["tpot_ms"]["median_ms"])):
+        elif not recorded_matches(
+            run.get("decode_bandwidth_gbs"), wf.decode_bandwidth_gbs(bytes_per_step, fig["tpot_ms"]["median_ms"])
+        ):
             problems.append(f"{where}.decode_bandwidth_gbs does not equal bytes per step / TPOT")
-        if run.get("peak_memory_bytes") is not None and (not isinstance(run["peak_memory_bytes"], int)
-                                                         or run["peak_memory_bytes"] < run.get("kv_cache_bytes", 0)):
+        if run.get("peak_memory_bytes") is not None and (
+            not isinstance(run["peak_memory_bytes"], int) or run["peak_memory_bytes"] < run.get("kv_cache_bytes", 0)
+        ):
             problems.append(f"{where}.peak_memory_bytes is below the KV cache it held")
     if problems:
         return problems
@@ -84,12 +99,18 @@ def check_generation(body: dict[str, Any]) -> list[str]:
             again = wf.divergence(tokens[0], reference)
             recorded = body.get("greedy_vs_reference") or {}
             if any(recorded.get(k) != v and not recorded_matches(recorded.get(k), v) for k, v in again.items()):
-                problems.append(f"workload.greedy_vs_reference {recorded} does not follow from the recorded tokens "
-                                f"({again})")
-    headline = {"tpot_ms": first["tpot_ms"]["median_ms"], "tokens_per_s": first["tokens_per_s"],
-                "ttft_ms": first["ttft_ms"]["median_ms"], "batch_tokens_per_s": last["tokens_per_s"],
-                "batch": last["batch"], "decode_bandwidth_gbs": first["decode_bandwidth_gbs"],
-                "peak_memory_bytes": max(r.get("peak_memory_bytes") or 0 for r in runs)}
+                problems.append(
+                    f"workload.greedy_vs_reference {recorded} does not follow from the recorded tokens ({again})"
+                )
+    headline = {
+        "tpot_ms": first["tpot_ms"]["median_ms"],
+        "tokens_per_s": first["tokens_per_s"],
+        "ttft_ms": first["ttft_ms"]["median_ms"],
+        "batch_tokens_per_s": last["tokens_per_s"],
+        "batch": last["batch"],
+        "decode_bandwidth_gbs": first["decode_bandwidth_gbs"],
+        "peak_memory_bytes": max(r.get("peak_memory_bytes") or 0 for r in runs),
+    }
     return problems + _same("workload.headline", body.get("headline"), headline)
 
 
@@ -110,13 +131,16 @@ def check_sweep(body: dict[str, Any]) -> list[str]:
     if problems:
         return problems
     if body.get("knee_batch") != wf.knee(points, float(body.get("knee_fraction", wf.KNEE_FRACTION))):
-        problems.append(f"workload.knee_batch {body.get('knee_batch')} is not the knee of the recorded sweep "
-                        f"({wf.knee(points)})")
+        problems.append(
+            f"workload.knee_batch {body.get('knee_batch')} is not the knee of the recorded sweep ({wf.knee(points)})"
+        )
     at_knee = next((p for p in points if p["batch"] == body.get("knee_batch")), None)
-    headline = {"batch1_latency_ms": points[0]["median_ms"] if points[0]["batch"] == 1 else None,
-                "throughput_samples_per_s": max(p["samples_per_s"] for p in points),
-                "knee_samples_per_s": at_knee["samples_per_s"] if at_knee else None,
-                "peak_memory_bytes": max(p.get("peak_memory_bytes") or 0 for p in points)}
+    headline = {
+        "batch1_latency_ms": points[0]["median_ms"] if points[0]["batch"] == 1 else None,
+        "throughput_samples_per_s": max(p["samples_per_s"] for p in points),
+        "knee_samples_per_s": at_knee["samples_per_s"] if at_knee else None,
+        "peak_memory_bytes": max(p.get("peak_memory_bytes") or 0 for p in points),
+    }
     return problems + _same("workload.headline", body.get("headline"), headline)
 
 

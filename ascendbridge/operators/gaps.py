@@ -33,8 +33,9 @@ DECOMPOSITIONS: dict[str, list[str]] = {
 
 def _out_variant(op: str, table: OpTable) -> bool:
     base = op.split(".")[0]
-    return any(name.split(".")[0] == base and name.split(".", 1)[-1].endswith("out") and "." in name
-               for name in table.ops)
+    return any(
+        name.split(".")[0] == base and name.split(".", 1)[-1].endswith("out") and "." in name for name in table.ops
+    )
 
 
 def covered(op: str, record: dict[str, Any], table: OpTable) -> str | None:
@@ -52,11 +53,18 @@ def covered(op: str, record: dict[str, Any], table: OpTable) -> str | None:
 def operator_spec(op: str, record: dict[str, Any]) -> dict[str, Any]:
     """What an operator author needs: signature, what the model feeds it, reference, acceptance."""
     dtypes = list(record.get("dtypes") or [])
-    return {"operator": op, "signature": record.get("schema") or "", "shapes_seen": record.get("shapes") or [],
-            "dtypes_seen": dtypes, "calls": record.get("calls"), "modules": record.get("modules") or {},
-            "reference_implementation": f"torch.ops.aten.{op if '.' in op else op + '.default'} (CPU, float64)",
-            "acceptance": standard.acceptance_file(op, list(record.get("shapes") or []),
-                                                   [d for d in dtypes if d in standard.THRESHOLDS])}
+    return {
+        "operator": op,
+        "signature": record.get("schema") or "",
+        "shapes_seen": record.get("shapes") or [],
+        "dtypes_seen": dtypes,
+        "calls": record.get("calls"),
+        "modules": record.get("modules") or {},
+        "reference_implementation": f"torch.ops.aten.{op if '.' in op else op + '.default'} (CPU, float64)",
+        "acceptance": standard.acceptance_file(
+            op, list(record.get("shapes") or []), [d for d in dtypes if d in standard.THRESHOLDS]
+        ),
+    }
 
 
 def remedy(op: str, record: dict[str, Any], table: OpTable) -> dict[str, Any]:
@@ -65,9 +73,13 @@ def remedy(op: str, record: dict[str, Any], table: OpTable) -> dict[str, Any]:
         return {"class": "decomposition", "into": parts}
     share = float(record.get("cpu_share") or 0.0)
     if share <= CPU_FALLBACK_MAX_SHARE:
-        return {"class": "cpu_fallback", "cpu_share": share, "cpu_ms_per_pass": record.get("cpu_ms"),
-                "cost": f"{share:.2%} of the recorded CPU time ({record.get('cpu_ms')} ms a pass) plus two "
-                        f"host-device copies per call ({record.get('calls')} calls)"}
+        return {
+            "class": "cpu_fallback",
+            "cpu_share": share,
+            "cpu_ms_per_pass": record.get("cpu_ms"),
+            "cost": f"{share:.2%} of the recorded CPU time ({record.get('cpu_ms')} ms a pass) plus two "
+            f"host-device copies per call ({record.get('calls')} calls)",
+        }
     return {"class": "custom_op", "cpu_share": share, "spec": operator_spec(op, record)}
 
 
@@ -80,26 +92,54 @@ def gap_report(profile: dict[str, Any], table: OpTable) -> dict[str, Any]:
         way = covered(op, record, table)
         if way is None:
             top = next(iter(record.get("modules") or {}), "(model)")
-            gaps.append({"op": op, "module": top, "modules": record.get("modules") or {},
-                         "calls": record.get("calls"), "dtypes": record.get("dtypes"),
-                         "cpu_share": record.get("cpu_share"), "remedy": remedy(op, record, table)})
+            gaps.append(
+                {
+                    "op": op,
+                    "module": top,
+                    "modules": record.get("modules") or {},
+                    "calls": record.get("calls"),
+                    "dtypes": record.get("dtypes"),
+                    "cpu_share": record.get("cpu_share"),
+                    "remedy": remedy(op, record, table),
+                }
+            )
             continue
         how[way] = how.get(way, 0) + 1
         refused = [d for d in record.get("dtypes") or [] if op in table.dtypes and d not in table.dtypes[op]]
         if refused:
-            dtype_gaps.append({"op": op, "dtypes": refused, "takes": table.dtypes[op],
-                               "module": next(iter(record.get("modules") or {}), "(model)")})
-    return {"format": REPORT_FORMAT, "release": table.release, "table_sha256": table.source.get("sha256"),
-            "model_id": profile.get("model_id"), "ops": len(profile["ops"]), "covered": how,
-            "gaps": gaps, "dtype_gaps": dtype_gaps,
-            "blocking": [g["op"] for g in gaps if g["remedy"]["class"] == "custom_op"],
-            "cannot_know": "ops registered but failing for a shape, attribute or dtype at run time"}
+            dtype_gaps.append(
+                {
+                    "op": op,
+                    "dtypes": refused,
+                    "takes": table.dtypes[op],
+                    "module": next(iter(record.get("modules") or {}), "(model)"),
+                }
+            )
+    return {
+        "format": REPORT_FORMAT,
+        "release": table.release,
+        "table_sha256": table.source.get("sha256"),
+        "model_id": profile.get("model_id"),
+        "ops": len(profile["ops"]),
+        "covered": how,
+        "gaps": gaps,
+        "dtype_gaps": dtype_gaps,
+        "blocking": [g["op"] for g in gaps if g["remedy"]["class"] == "custom_op"],
+        "cannot_know": "ops registered but failing for a shape, attribute or dtype at run time",
+    }
 
 
 def compare(profile: dict[str, Any], old: OpTable, new: OpTable) -> dict[str, Any]:
     """The same model against two releases: the gaps the newer one closes and any it opens."""
     a, b = gap_report(profile, old), gap_report(profile, new)
     before, after = {g["op"] for g in a["gaps"]}, {g["op"] for g in b["gaps"]}
-    return {"model_id": profile.get("model_id"), "old": old.release, "new": new.release,
-            "closed": sorted(before - after), "opened": sorted(after - before), "remaining": sorted(before & after),
-            "old_gaps": len(before), "new_gaps": len(after)}
+    return {
+        "model_id": profile.get("model_id"),
+        "old": old.release,
+        "new": new.release,
+        "closed": sorted(before - after),
+        "opened": sorted(after - before),
+        "remaining": sorted(before & after),
+        "old_gaps": len(before),
+        "new_gaps": len(after),
+    }

@@ -50,9 +50,12 @@ _WRAPPER = re.compile(rb"(?:_GLOBAL__N_1)?(\d+)wrapper_(" + b"|".join(k.encode()
 _PLAIN_WRAPPER = re.compile(r"^wrapper_(" + "|".join(NPU_KEYS) + r")_([A-Za-z0-9_]+)$")
 # A dtype-check message naming its op first: `<op> [input...] only support(s|ed) / is not support /
 # must be ...` and a dtype (torch_npu's TORCH_CHECK texts).
-_DTYPE_CHECK = re.compile(r"^([A-Za-z0-9_]+)(?: input\w*)? (?:only supports?|only supported|is not support|must be)\b"
-                          r".{0,60}\b(?:float16|bfloat16|float32|float|half|int8|int32|int64|double|fp64|"
-                          r"floating-point|dtypes?)\b", re.I)
+_DTYPE_CHECK = re.compile(
+    r"^([A-Za-z0-9_]+)(?: input\w*)? (?:only supports?|only supported|is not support|must be)\b"
+    r".{0,60}\b(?:float16|bfloat16|float32|float|half|int8|int32|int64|double|fp64|"
+    r"floating-point|dtypes?)\b",
+    re.I,
+)
 
 
 class TableError(Exception):
@@ -80,14 +83,26 @@ class OpTable:
     def counts(self) -> dict[str, int]:
         in_yaml = {o for o, where in self.ops.items() if any(w.startswith("yaml:") for w in where)}
         in_so = {o for o, where in self.ops.items() if any(w.startswith("so:") for w in where)}
-        return {"ops": len(self.ops), "yaml": len(in_yaml), "so": len(in_so), "yaml_only": len(in_yaml - in_so),
-                "so_only": len(in_so - in_yaml), "custom": len(self.custom)}
+        return {
+            "ops": len(self.ops),
+            "yaml": len(in_yaml),
+            "so": len(in_so),
+            "yaml_only": len(in_yaml - in_so),
+            "so_only": len(in_so - in_yaml),
+            "custom": len(self.custom),
+        }
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": TABLE_FORMAT, "release": self.release, "source": self.source, "counts": self.counts(),
-                "dtypes": self.dtypes, "dtype_checks": {o: self.dtype_checks[o] for o in sorted(self.dtype_checks)},
-                "ops": {o: self.ops[o] for o in sorted(self.ops)},
-                "custom": sorted(self.custom)}
+        return {
+            "format": TABLE_FORMAT,
+            "release": self.release,
+            "source": self.source,
+            "counts": self.counts(),
+            "dtypes": self.dtypes,
+            "dtype_checks": {o: self.dtype_checks[o] for o in sorted(self.dtype_checks)},
+            "ops": {o: self.ops[o] for o in sorted(self.ops)},
+            "custom": sorted(self.custom),
+        }
 
 
 def yaml_ops(text: str) -> dict[str, list[str]]:
@@ -105,7 +120,7 @@ def yaml_ops(text: str) -> dict[str, list[str]]:
         starts = item.startswith("- ")
         item = item[2:].strip() if starts else item
         if item.startswith("func:"):
-            name = item[len("func:"):].strip().split("(")[0].strip()
+            name = item[len("func:") :].strip().split("(")[0].strip()
         elif starts and ":" not in item:
             name = item
         else:
@@ -120,7 +135,7 @@ def rodata_strings(library: bytes) -> list[bytes]:
     (`.rodata` and the `.rodata.*` string sections some toolchains split it into)."""
     if library[:4] != b"\x7fELF" or library[4] != 2 or library[5] != 1:
         raise TableError("not an ELF64 little-endian library")
-    shoff, = struct.unpack_from("<Q", library, 0x28)
+    (shoff,) = struct.unpack_from("<Q", library, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", library, 0x3A)
 
     def header(i: int) -> tuple[int, int, int]:
@@ -133,9 +148,9 @@ def rodata_strings(library: bytes) -> list[bytes]:
         _, names_at, _ = header(shstrndx)
         for i in range(shnum):
             name, offset, size = header(i)
-            section = library[names_at + name:library.index(b"\0", names_at + name)]
+            section = library[names_at + name : library.index(b"\0", names_at + name)]
             if section == b".rodata" or section.startswith(b".rodata."):
-                strings += library[offset:offset + size].split(b"\0")
+                strings += library[offset : offset + size].split(b"\0")
                 found = True
     except (struct.error, ValueError) as exc:
         raise TableError(f"unreadable ELF section headers: {exc}") from None
@@ -152,8 +167,8 @@ def wrappers(strings: list[bytes]) -> set[tuple[str, str]]:
         if b"wrapper_" not in s:
             continue
         for m in _WRAPPER.finditer(s):
-            ident = s[m.start(2) - len(b"wrapper_"):][:int(m.group(1))].decode("ascii", "replace")
-            key, _, rest = ident[len("wrapper_"):].partition("_")
+            ident = s[m.start(2) - len(b"wrapper_") :][: int(m.group(1))].decode("ascii", "replace")
+            key, _, rest = ident[len("wrapper_") :].partition("_")
             if key == m.group(2).decode() and rest and _OVERLOAD.fullmatch(ident):
                 found.add((key, rest))
         plain = _PLAIN_WRAPPER.match(s.decode("ascii", "replace"))
@@ -171,7 +186,7 @@ def library_ops(strings: list[bytes], declared: Collection[str] = ()) -> dict[st
     for s in strings:
         text = s.decode("ascii", "replace")
         dot = text.rfind(".")
-        if dot > 0 and _OVERLOAD.fullmatch(text[dot + 1:]):
+        if dot > 0 and _OVERLOAD.fullmatch(text[dot + 1 :]):
             by_overload.setdefault(text[dot:], set()).add(text)
     whole = {s.decode("ascii", "replace") for s in strings}
     found: dict[str, set[str]] = {}
@@ -183,7 +198,7 @@ def library_ops(strings: list[bytes], declared: Collection[str] = ()) -> dict[st
         for i, ch in enumerate(rest):
             if ch != "_" or i == 0:
                 continue
-            overload, kernel = rest[:i], rest[i + 1:]
+            overload, kernel = rest[:i], rest[i + 1 :]
             literals = by_overload.get("." + overload, set())
             for base in {kernel, kernel.removesuffix("_out"), kernel.removesuffix("_")}:
                 name = f"{base}.{overload}"
@@ -238,10 +253,14 @@ def build_table(wheel_path: Path, url: str | None = None) -> OpTable:
     for op, where in registered.items():
         if op not in custom:
             ops.setdefault(op, []).extend(where)
-    source = {"wheel": wheel_path.name, "sha256": digest, "url": url,
-              "derived": f"{YAML_PATH} (sections {', '.join(ATEN_SECTIONS)}) + {LIBRARY_PATH} .rodata* "
-                         "(kernel wrappers of the NPU dispatch keys and their registration literals; "
-                         "dtype-check messages that name their op); ascendbridge/operators/table.py"}
+    source = {
+        "wheel": wheel_path.name,
+        "sha256": digest,
+        "url": url,
+        "derived": f"{YAML_PATH} (sections {', '.join(ATEN_SECTIONS)}) + {LIBRARY_PATH} .rodata* "
+        "(kernel wrappers of the NPU dispatch keys and their registration literals; "
+        "dtype-check messages that name their op); ascendbridge/operators/table.py",
+    }
     names = {op.partition(".")[0] for op in [*ops, *custom]}
     return OpTable(version, source, ops, custom, {}, dtype_checks(strings, names))
 
@@ -257,7 +276,7 @@ def save_table(table: OpTable, data_dir: Path = DATA_DIR) -> Path:
     ops = data.pop("ops")
     head = json.dumps(data, indent=1)[:-2]  # one op a line below: a new release's diff reads op by op
     lines = ",\n".join(f"  {json.dumps(op)}: {json.dumps(where)}" for op, where in ops.items())
-    path.write_text(f"{head},\n \"ops\": {{\n{lines}\n }}\n}}\n")
+    path.write_text(f'{head},\n "ops": {{\n{lines}\n }}\n}}\n')
     return path
 
 
@@ -265,18 +284,25 @@ def load_table(release: str, data_dir: Path = DATA_DIR) -> OpTable:
     """The stored table of `release`; TableError names the releases that are stored."""
     path = table_path(release, data_dir)
     if not path.is_file():
-        raise TableError(f"no operator table for torch_npu {release} (stored: {', '.join(releases(data_dir)) or 'none'})")
+        raise TableError(
+            f"no operator table for torch_npu {release} (stored: {', '.join(releases(data_dir)) or 'none'})"
+        )
     try:
         data = json.loads(path.read_text())
         if data.get("format") != TABLE_FORMAT:
             raise ValueError(f"format {data.get('format')!r}")
-        return OpTable(str(data["release"]), dict(data["source"]), {k: list(v) for k, v in data["ops"].items()},
-                       list(data.get("custom") or []), {k: list(v) for k, v in (data.get("dtypes") or {}).items()},
-                       {k: list(v) for k, v in (data.get("dtype_checks") or {}).items()})
+        return OpTable(
+            str(data["release"]),
+            dict(data["source"]),
+            {k: list(v) for k, v in data["ops"].items()},
+            list(data.get("custom") or []),
+            {k: list(v) for k, v in (data.get("dtypes") or {}).items()},
+            {k: list(v) for k, v in (data.get("dtype_checks") or {}).items()},
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise TableError(f"{path.name}: not an operator table ({exc})") from None
 
 
 def releases(data_dir: Path = DATA_DIR) -> list[str]:
     """The releases with a stored table, oldest name first."""
-    return sorted(p.name[len("torch_npu-"):-len(".json")] for p in Path(data_dir).glob("torch_npu-*.json"))
+    return sorted(p.name[len("torch_npu-") : -len(".json")] for p in Path(data_dir).glob("torch_npu-*.json"))

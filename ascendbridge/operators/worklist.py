@@ -42,15 +42,18 @@ def worklist(reports: dict[str, dict[str, Any]], release: str) -> list[dict[str,
     for name, data in reports.items():
         report = (data.get("reports") or {}).get(release) or {}
         for gap in report.get("gaps") or []:
-            row = rows.setdefault(gap["op"], {"op": gap["op"], "models": [], "remedies": set(), "cpu_share": 0.0,
-                                              "modules": [], "spec": None})
+            row = rows.setdefault(
+                gap["op"],
+                {"op": gap["op"], "models": [], "remedies": set(), "cpu_share": 0.0, "modules": [], "spec": None},
+            )
             row["models"].append(name)
             row["remedies"].add(gap["remedy"]["class"])
             row["cpu_share"] += float(gap.get("cpu_share") or 0.0)
             row["modules"].append(f"{name}: {gap.get('module')}")
             row["spec"] = row["spec"] or gap["remedy"].get("spec")
-    ranked = sorted(rows.values(), key=lambda r: ("custom_op" not in r["remedies"], -len(r["models"]),
-                                                  -r["cpu_share"], r["op"]))
+    ranked = sorted(
+        rows.values(), key=lambda r: ("custom_op" not in r["remedies"], -len(r["models"]), -r["cpu_share"], r["op"])
+    )
     return [{**r, "remedies": sorted(r["remedies"]), "blocking": "custom_op" in r["remedies"]} for r in ranked]
 
 

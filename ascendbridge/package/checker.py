@@ -29,6 +29,9 @@ class CheckSettings(DeviceSettings):
 
 def run_package_checker(name: str, root: Path, device: str, timeout_s: float) -> tuple[bool, str, dict[str, Any]]:
     """(passed, summary, report) of the package checker's full run (the demo included)."""
-    result = checker_gate(CHECKER, ["--adapt", name, "--adaptations-dir", str(root), "--device", device,
-                                    "--timeout", str(timeout_s)], timeout_s + 600)
+    result = checker_gate(
+        CHECKER,
+        ["--adapt", name, "--adaptations-dir", str(root), "--device", device, "--timeout", str(timeout_s)],
+        timeout_s + 600,
+    )
     return result.passed, result.summary, result.report

@@ -44,9 +44,7 @@ SHARDING_DEPENDENCY = "accelerate>=1.0"
 # Stages write measured results between these markers; re-rendering keeps what they wrote.
 RESULTS_START = "<!-- ascendbridge:results:start -->"
 RESULTS_END = "<!-- ascendbridge:results:end -->"
-NO_RESULTS = (
-    "No measured results yet: the Healing and Benchmark stages write them here from their gated runs."
-)
+NO_RESULTS = "No measured results yet: the Healing and Benchmark stages write them here from their gated runs."
 _RESULTS_RE = re.compile(re.escape(RESULTS_START) + r"\n(.*?)\n?" + re.escape(RESULTS_END), re.S)
 
 GITIGNORE = ".venv/\n__pycache__/\n*.pyc\n"
@@ -180,9 +178,7 @@ def _results_block(existing_readme: str | None) -> str:
     return f"{RESULTS_START}\n{body}\n{RESULTS_END}"
 
 
-def render_files(
-    spec: AdaptationSpec, source: TorchSource, existing_readme: str | None = None
-) -> dict[str, str]:
+def render_files(spec: AdaptationSpec, source: TorchSource, existing_readme: str | None = None) -> dict[str, str]:
     """Relative path -> text of every templated file (the runtime copy is handled separately)."""
     env = _environment()
     sources, indexes = _torch_sources(source)
@@ -247,10 +243,7 @@ def _sync_runtime(runtime_dir: Path, target: Path) -> list[Path]:
 
 
 def render_adaptation(
-    spec: AdaptationSpec,
-    directory: Path,
-    torch_source: TorchSource | None = None,
-    runtime_dir: Path = RUNTIME_DIR,
+    spec: AdaptationSpec, directory: Path, torch_source: TorchSource | None = None, runtime_dir: Path = RUNTIME_DIR
 ) -> list[Path]:
     """Render the package into `directory` (named after the spec); return the files changed."""
     directory = Path(directory)

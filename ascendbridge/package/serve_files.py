@@ -20,7 +20,7 @@ def serve_command(adaptation_dir: Path) -> str | None:
     except (OSError, ValueError):
         return None
     lines = [line for line in text.splitlines() if line.startswith("exec ")]
-    return lines[-1][len("exec "):] if lines else None
+    return lines[-1][len("exec ") :] if lines else None
 
 
 def serve_plan(adaptation_dir: Path) -> dict[str, Any] | None:

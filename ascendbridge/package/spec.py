@@ -30,8 +30,7 @@ FORBIDDEN_KEYS: dict[str, str] = {
     "spec_version": "the spec version belongs to the framework",
     "applied_fixes": "the fix history is provenance, written by the program",
     "trust_remote_code": "running a model's remote code is a person's decision on the board",
-    "tolerances": "accuracy thresholds are the framework's standard; only a person may request a "
-                  "bounded change",
+    "tolerances": "accuracy thresholds are the framework's standard; only a person may request a bounded change",
 }
 
 
@@ -148,7 +147,8 @@ class AdaptationSpec(BaseModel):
     # Requests against the framework's accuracy standard, {dtype: {threshold: value}}; a person's
     # decision (agents may not change it), bounded and reported by the gates.
     tolerances: Annotated[dict[str, dict[str, float]], BeforeValidator(_tolerance_requests)] = Field(
-        default_factory=dict)
+        default_factory=dict
+    )
     # Dry run: at most this many layers are built (recorded in output); None = the full depth.
     dry_run_max_layers: int | None = None
     config_overrides: dict[str, Any] = Field(default_factory=dict)

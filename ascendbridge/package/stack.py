@@ -37,6 +37,7 @@ COMPATIBILITY: dict[str, str] = {
 # The runtime (ab_runtime) uses torch APIs present since this release.
 MIN_TORCH = Version("2.1.0")
 
+
 class StackError(ValueError):
     """A stack that cannot be used (failed probe, failed environment step); one line."""
 
@@ -95,7 +96,9 @@ def check_stack(stack: dict[str, Any], transformers_requirement: str, device: st
         npu_release = str(_release(npu, "torch_npu"))
         wanted = COMPATIBILITY.get(npu_release, npu_release)
         if str(torch_release) != wanted:
-            raise StackMismatch(f"torch_npu {npu} needs torch {wanted}, but the system stack has torch {stack['torch']}")
+            raise StackMismatch(
+                f"torch_npu {npu} needs torch {wanted}, but the system stack has torch {stack['torch']}"
+            )
     installed = stack.get("transformers")
     if installed:
         try:
@@ -103,8 +106,9 @@ def check_stack(stack: dict[str, Any], transformers_requirement: str, device: st
         except InvalidRequirement:
             raise StackMismatch(f"spec requirement '{transformers_requirement}' is not a requirement") from None
         if not requirement.specifier.contains(installed, prereleases=True):
-            raise StackMismatch(f"transformers {installed} of the system stack is outside the spec's "
-                                f"'{transformers_requirement}'")
+            raise StackMismatch(
+                f"transformers {installed} of the system stack is outside the spec's '{transformers_requirement}'"
+            )
 
 
 def env_stack(directory: Path) -> dict[str, Any]:

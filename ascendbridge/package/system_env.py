@@ -37,15 +37,25 @@ PTH_FILE = "_ascendbridge_system_stack.pth"
 NEVER_INSTALLED = frozenset({"torch", "torch-npu"})
 STEP_TIMEOUT_S = 600.0
 
-_SITE_DIRS = ("import json, site, sysconfig; "
-              "print(json.dumps(sorted({sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']})))")
-_INSTALLED = ("import json; from importlib import metadata as m; "
-              "print(json.dumps({(d.metadata['Name'] or '').lower(): d.version for d in m.distributions()}))")
+_SITE_DIRS = (
+    "import json, site, sysconfig; "
+    "print(json.dumps(sorted({sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']})))"
+)
+_INSTALLED = (
+    "import json; from importlib import metadata as m; "
+    "print(json.dumps({(d.metadata['Name'] or '').lower(): d.version for d in m.distributions()}))"
+)
 
 
 def _failed(argv: list[str], message: str, started: float) -> CommandResult:
-    return CommandResult(argv=argv, exit_code=2, duration_s=time.monotonic() - started, timed_out=False,
-                         output=f"error: {message}\n", truncated=False)
+    return CommandResult(
+        argv=argv,
+        exit_code=2,
+        duration_s=time.monotonic() - started,
+        timed_out=False,
+        output=f"error: {message}\n",
+        truncated=False,
+    )
 
 
 def _json_of(python: Path, code: str) -> Any:
@@ -74,8 +84,12 @@ def pinned_requirements(directory: Path, log: IO[str] | None = None) -> list[Req
     uv = _uv()
     if uv is None:
         return [r for r in _direct_requirements(directory) if canonicalize_name(r.name) not in NEVER_INSTALLED]
-    res = run_command([uv, "export", "--frozen", "--no-hashes", "--no-header", "--no-emit-project",
-                       "--no-dev", "--no-annotate"], cwd=directory, timeout_s=STEP_TIMEOUT_S, log=log)
+    res = run_command(
+        [uv, "export", "--frozen", "--no-hashes", "--no-header", "--no-emit-project", "--no-dev", "--no-annotate"],
+        cwd=directory,
+        timeout_s=STEP_TIMEOUT_S,
+        log=log,
+    )
     if not res.ok:
         raise StackError(f"uv export of {directory.name}'s lock failed: {res.tail(1)}")
     wanted: list[Requirement] = []
@@ -96,8 +110,11 @@ def _make_venv(directory: Path, base: Path, log: IO[str] | None) -> Path:
     venv = directory / ".venv"
     if venv.exists():
         shutil.rmtree(venv)
-    res = run_command([str(base), "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                      timeout_s=STEP_TIMEOUT_S, log=log)
+    res = run_command(
+        [str(base), "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+        timeout_s=STEP_TIMEOUT_S,
+        log=log,
+    )
     if not res.ok:
         raise StackError(f"{base} -m venv failed: {res.tail(1)}")
     python = venv / "bin" / "python"
@@ -127,8 +144,9 @@ def sync_system(directory: Path, choice: EnvChoice, device: str, log: IO[str] | 
         if missing:
             uv = _uv()
             if uv is None:
-                raise StackError(f"{', '.join(r.name for r in missing)} missing from {choice.python} and no uv "
-                                 "to install them")
+                raise StackError(
+                    f"{', '.join(r.name for r in missing)} missing from {choice.python} and no uv to install them"
+                )
             cmd = [uv, "pip", "install", "--python", str(python), "--no-deps", *(str(r) for r in missing)]
             wheel_dir = torch_source().wheel_dir
             if wheel_dir:
@@ -136,8 +154,13 @@ def sync_system(directory: Path, choice: EnvChoice, device: str, log: IO[str] | 
             res = run_command(cmd, cwd=directory, timeout_s=STEP_TIMEOUT_S, log=log)
             if not res.ok:
                 raise StackError(f"installing {len(missing)} missing package(s) failed: {res.tail(1)}")
-        record = {"mode": "system", "base": str(choice.python), "stack": stack, "stack_id": stack_id(stack),
-                  "installed": sorted(str(r) for r in missing)}
+        record = {
+            "mode": "system",
+            "base": str(choice.python),
+            "stack": stack,
+            "stack_id": stack_id(stack),
+            "installed": sorted(str(r) for r in missing),
+        }
         # Replace, never write into: a staging copy's .venv files are hard links to the live ones.
         marker_path = directory / ".venv" / MARKER
         tmp = marker_path.with_name(MARKER + ".tmp")
@@ -145,9 +168,12 @@ def sync_system(directory: Path, choice: EnvChoice, device: str, log: IO[str] | 
         tmp.replace(marker_path)
     except (StackError, ValueError, OSError) as exc:
         return _failed(argv, str(exc), started)
-    message = (f"system environment on {choice.python}: stack {record['stack_id']}; installed "
-               f"{', '.join(record['installed']) or 'nothing (all present)'}\n")
+    message = (
+        f"system environment on {choice.python}: stack {record['stack_id']}; installed "
+        f"{', '.join(record['installed']) or 'nothing (all present)'}\n"
+    )
     if log:
         log.write(message)
-    return CommandResult(argv=argv, exit_code=0, duration_s=time.monotonic() - started, timed_out=False,
-                         output=message, truncated=False)
+    return CommandResult(
+        argv=argv, exit_code=0, duration_s=time.monotonic() - started, timed_out=False, output=message, truncated=False
+    )

@@ -19,8 +19,11 @@ MAX_POINTS = 500  # a longer run's curve is thinned to about this many steps (th
 def loss_curve(adaptation_dir: Path) -> dict[str, list[float]] | None:
     """{"step", "loss", "grad_norm"} per logged step (thinned), or None without a step log."""
     try:
-        rows = [json.loads(line) for line in capped_read.read_text(Path(adaptation_dir) / STEP_LOG, MAX_BYTES)
-                .splitlines() if line.strip()]
+        rows = [
+            json.loads(line)
+            for line in capped_read.read_text(Path(adaptation_dir) / STEP_LOG, MAX_BYTES).splitlines()
+            if line.strip()
+        ]
     except (OSError, ValueError):
         return None
     if not rows:

@@ -47,24 +47,29 @@ def profile_for_device(device: str) -> str:
 
 
 def _uv(
-    directory: Path, args: Sequence[str], timeout_s: float, log: IO[str] | None,
-    env: Mapping[str, str] | None = None,
+    directory: Path, args: Sequence[str], timeout_s: float, log: IO[str] | None, env: Mapping[str, str] | None = None
 ) -> CommandResult:
     directory = Path(directory)
     if not (directory / "pyproject.toml").is_file():
         raise FileNotFoundError(f"no pyproject.toml in {directory}")
-    return run_command([uv_binary(), *args], cwd=directory, env=uv_environment(env),
-                       timeout_s=timeout_s, log=log)
+    return run_command([uv_binary(), *args], cwd=directory, env=uv_environment(env), timeout_s=timeout_s, log=log)
 
 
-def lock(directory: Path, *, check: bool = False, timeout_s: float = LOCK_TIMEOUT_S,
-         log: IO[str] | None = None) -> CommandResult:
+def lock(
+    directory: Path, *, check: bool = False, timeout_s: float = LOCK_TIMEOUT_S, log: IO[str] | None = None
+) -> CommandResult:
     """`uv lock` (or `uv lock --check`: fail when uv.lock does not match pyproject.toml)."""
     return _uv(directory, ["lock", "--check"] if check else ["lock"], timeout_s, log)
 
 
-def sync(directory: Path, profile: str, *, timeout_s: float = SYNC_TIMEOUT_S,
-         log: IO[str] | None = None, env: EnvChoice | None = None) -> CommandResult:
+def sync(
+    directory: Path,
+    profile: str,
+    *,
+    timeout_s: float = SYNC_TIMEOUT_S,
+    log: IO[str] | None = None,
+    env: EnvChoice | None = None,
+) -> CommandResult:
     """Make the adaptation's `.venv` for one profile, in the environment mode of `env` (default:
     the run's, ASCENDBRIDGE_ENV): `locked` = `uv sync --locked --extra PROFILE` (exactly the
     lock's packages); `system` = layered on the given interpreter's torch (ascendbridge.package.system_env).
@@ -83,8 +88,14 @@ def sync(directory: Path, profile: str, *, timeout_s: float = SYNC_TIMEOUT_S,
     return _uv(directory, ["sync", "--locked", "--extra", profile], timeout_s, log)
 
 
-def run_in_env(directory: Path, argv: Sequence[str], *, timeout_s: float = DEMO_TIMEOUT_S,
-               log: IO[str] | None = None, env: Mapping[str, str] | None = None) -> CommandResult:
+def run_in_env(
+    directory: Path,
+    argv: Sequence[str],
+    *,
+    timeout_s: float = DEMO_TIMEOUT_S,
+    log: IO[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> CommandResult:
     """Run `python ARGV...` in the adaptation's synced environment, cwd = the adaptation.
 
     `--no-sync`: a run never changes the environment (a plain `uv run` would re-sync it
@@ -94,8 +105,9 @@ def run_in_env(directory: Path, argv: Sequence[str], *, timeout_s: float = DEMO_
     if system_env.marker(directory) is not None:
         python = Path(directory) / ".venv" / "bin" / "python"
         extra = {"VIRTUAL_ENV": str(python.parent.parent), **(env or {})}
-        return run_command([str(python), *argv], cwd=Path(directory), env=uv_environment(extra),
-                           timeout_s=timeout_s, log=log)
+        return run_command(
+            [str(python), *argv], cwd=Path(directory), env=uv_environment(extra), timeout_s=timeout_s, log=log
+        )
     return _uv(directory, ["run", "--no-sync", "python", *argv], timeout_s, log, env)
 
 
@@ -111,11 +123,16 @@ class DemoRun:
         return self.command.ok and bool(self.result and self.result.get("ok"))
 
 
-def run_demo(directory: Path, args: Sequence[str] = ("--dry-run",), *, device: str = "cpu",
-             timeout_s: float = DEMO_TIMEOUT_S, log: IO[str] | None = None,
-             env: Mapping[str, str] | None = None) -> DemoRun:
+def run_demo(
+    directory: Path,
+    args: Sequence[str] = ("--dry-run",),
+    *,
+    device: str = "cpu",
+    timeout_s: float = DEMO_TIMEOUT_S,
+    log: IO[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> DemoRun:
     """Run `demo.py --device DEVICE ARGS...` (environment must be synced) and parse its result."""
     profile_for_device(device)
-    command = run_in_env(directory, ["demo.py", "--device", device, *args],
-                         timeout_s=timeout_s, log=log, env=env)
+    command = run_in_env(directory, ["demo.py", "--device", device, *args], timeout_s=timeout_s, log=log, env=env)
     return DemoRun(command=command, result=parse_result(command.output))

@@ -55,10 +55,17 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         worst = self.worst
-        return {"model_id": self.model_id, "adaptation": self.adaptation, "verdict": self.verdict,
-                "summary": self.summary, "failure": self.failure, "baseline_stack": self.baseline_stack,
-                "current_stack": self.current_stack, "worst_worse_by": round(worst.worse_by(), 4) if worst else None,
-                "changes": [c.as_dict() for c in self.changes]}
+        return {
+            "model_id": self.model_id,
+            "adaptation": self.adaptation,
+            "verdict": self.verdict,
+            "summary": self.summary,
+            "failure": self.failure,
+            "baseline_stack": self.baseline_stack,
+            "current_stack": self.current_stack,
+            "worst_worse_by": round(worst.worse_by(), 4) if worst else None,
+            "changes": [c.as_dict() for c in self.changes],
+        }
 
 
 def latest_figures(metrics: Iterable[Any]) -> dict[str, dict[str, Any]]:
@@ -71,8 +78,13 @@ def latest_figures(metrics: Iterable[Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def compare(model_id: str, adaptation: str, baseline: dict[str, dict[str, Any]],
-            current: dict[str, dict[str, Any]], tolerance: float = DEFAULT_TOLERANCE) -> Verdict:
+def compare(
+    model_id: str,
+    adaptation: str,
+    baseline: dict[str, dict[str, Any]],
+    current: dict[str, dict[str, Any]],
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> Verdict:
     """The verdict for one package from baseline and current figures (latest_figures shape)."""
     base_stack = next((row.get("stack_id") for row in baseline.values() if row.get("stack_id")), None)
     cur_stack = next((row.get("stack_id") for row in current.values() if row.get("stack_id")), None)
@@ -94,12 +106,14 @@ def compare(model_id: str, adaptation: str, baseline: dict[str, dict[str, Any]],
         verdict.summary = f"accuracy no longer passes ({', '.join(failed)})"
     elif worst is not None and worst.worse_by() > tolerance:
         verdict.verdict = "regressed"
-        verdict.summary = (f"{worst.dtype} {worst.name} {worst.worse_by():+.1%} worse "
-                           f"({worst.baseline:.4g} -> {worst.current:.4g})")
+        verdict.summary = (
+            f"{worst.dtype} {worst.name} {worst.worse_by():+.1%} worse ({worst.baseline:.4g} -> {worst.current:.4g})"
+        )
     elif best is not None and best.worse_by() < -tolerance:
         verdict.verdict = "improved"
-        verdict.summary = (f"{best.dtype} {best.name} {-best.worse_by():.1%} better "
-                           f"({best.baseline:.4g} -> {best.current:.4g})")
+        verdict.summary = (
+            f"{best.dtype} {best.name} {-best.worse_by():.1%} better ({best.baseline:.4g} -> {best.current:.4g})"
+        )
     else:
         spread = max((abs(c.worse_by()) for c in verdict.changes), default=0.0)
         verdict.summary = f"within {tolerance:.0%} (largest change {spread:.1%})"
@@ -107,5 +121,4 @@ def compare(model_id: str, adaptation: str, baseline: dict[str, dict[str, Any]],
 
 
 def broken(model_id: str, adaptation: str, failure: str, baseline_stack: str | None = None) -> Verdict:
-    return Verdict(model_id, adaptation, "broken", f"broken: {failure}", failure=failure,
-                   baseline_stack=baseline_stack)
+    return Verdict(model_id, adaptation, "broken", f"broken: {failure}", failure=failure, baseline_stack=baseline_stack)

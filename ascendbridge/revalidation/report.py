@@ -18,15 +18,22 @@ def counts(verdicts: list[Verdict]) -> dict[str, int]:
 
 
 def markdown(verdicts: list[Verdict], meta: dict[str, Any]) -> str:
-    lines = [f"# Re-validation on stack {meta['stack_id'] or '-'}", "",
-             f"{meta['stack']}; tolerance {meta['tolerance']:.0%}; device {meta['device']}; {meta['finished_at']}", "",
-             ", ".join(f"{n} {v}" for v, n in counts(verdicts).items()), "",
-             "| package | verdict | change | baseline stack | summary |", "|---|---|---|---|---|"]
+    lines = [
+        f"# Re-validation on stack {meta['stack_id'] or '-'}",
+        "",
+        f"{meta['stack']}; tolerance {meta['tolerance']:.0%}; device {meta['device']}; {meta['finished_at']}",
+        "",
+        ", ".join(f"{n} {v}" for v, n in counts(verdicts).items()),
+        "",
+        "| package | verdict | change | baseline stack | summary |",
+        "|---|---|---|---|---|",
+    ]
     for v in verdicts:
         worst = v.worst
         change = f"{worst.worse_by():+.1%}" if worst and v.verdict != "broken" else "-"
-        lines.append(f"| `{v.adaptation}` | {v.verdict} | {change} | {v.baseline_stack or '-'} | "
-                     f"{v.summary.replace('|', '/')} |")
+        lines.append(
+            f"| `{v.adaptation}` | {v.verdict} | {change} | {v.baseline_stack or '-'} | {v.summary.replace('|', '/')} |"
+        )
     return "\n".join(lines) + "\n"
 
 

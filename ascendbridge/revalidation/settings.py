@@ -13,4 +13,6 @@ class RevalidationSettings(StageSettings):
     key_prefix = "revalidation_"
     label = "revalidation"
 
-    optimize: bool = False  # the re-validation stage (run_completed_adaptations.py --optimize) re-runs the optimization too
+    optimize: bool = (
+        False  # the re-validation stage (run_completed_adaptations.py --optimize) re-runs the optimization too
+    )

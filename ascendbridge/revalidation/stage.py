@@ -76,8 +76,9 @@ class RevalidationStage:
         if not verdict.passed or not _optimize():
             return verdict
         opt = entry_point_stage("optimization").gate(ctx)
-        return GateResult(opt.passed, f"{verdict.summary}; {opt.summary}", {"benchmark": verdict.report,
-                                                                             "optimization": opt.report})
+        return GateResult(
+            opt.passed, f"{verdict.summary}; {opt.summary}", {"benchmark": verdict.report, "optimization": opt.report}
+        )
 
 
 REVALIDATION_STAGE = RevalidationStage()

@@ -50,8 +50,10 @@ def unpack(artefact: Artefact, target: Path) -> None:
         archive.write_bytes(artefact.data)
         actual = sha256_file(archive)
         if actual != artefact.sha256:
-            raise ArtefactError(f"packed directory for {target.name}: sha256 {actual[:12]}… is not the "
-                                f"{artefact.sha256[:12]}… that was sent")
+            raise ArtefactError(
+                f"packed directory for {target.name}: sha256 {actual[:12]}… is not the "
+                f"{artefact.sha256[:12]}… that was sent"
+            )
         incoming = Path(tmp) / "content"
         try:
             with tarfile.open(archive, "r:gz") as tar:

@@ -19,8 +19,13 @@ FIRST_WAIT_S = 0.2
 LONGEST_WAIT_S = 5.0
 
 
-def retry_busy(call: Callable[[], T], what: str, say: Callable[[str], None],
-               give_up_after_s: float | None = None, stop: threading.Event | None = None) -> T:
+def retry_busy(
+    call: Callable[[], T],
+    what: str,
+    say: Callable[[str], None],
+    give_up_after_s: float | None = None,
+    stop: threading.Event | None = None,
+) -> T:
     """`call()` until it does not raise BoardBusyError; waits 0.2 s, 0.4 s, ... up to 5 s between
     tries. Re-raises the last error after `give_up_after_s` (None: never) or once `stop` is set."""
     wait, began = FIRST_WAIT_S, time.monotonic()

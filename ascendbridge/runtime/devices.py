@@ -62,13 +62,22 @@ class HostInventory:
         mem = {d.memory_gb for d in self.devices}
         per = f" x {mem.pop():g} GiB" if len(mem) == 1 and None not in mem else ""
         labels = ",".join(str(d.index) for d in self.devices)
-        return f"{self.host}: {len(self.devices)} {self.kind.upper()}{per} ({self.kind}:{labels}), {cores} ({self.source})"
+        return (
+            f"{self.host}: {len(self.devices)} {self.kind.upper()}{per} ({self.kind}:{labels}), {cores} ({self.source})"
+        )
 
     def as_rows(self) -> list[dict[str, object]]:
         """One row per device for the board (host_devices); a CPU-only host is one 'cpu' row."""
         if self.kind == "cpu":
-            return [{"kind": "cpu", "index": 0, "name": f"{len(self.cpus)} cores", "memory_gb": None,
-                     "cpus": list(self.cpus)}]
+            return [
+                {
+                    "kind": "cpu",
+                    "index": 0,
+                    "name": f"{len(self.cpus)} cores",
+                    "memory_gb": None,
+                    "cpus": list(self.cpus),
+                }
+            ]
         return [{**asdict(d), "cpus": []} for d in self.devices]
 
 
@@ -142,8 +151,7 @@ def parse_nvidia_smi(text: str) -> list[Device]:
 
 PROBES: dict[str, tuple[list[str], Callable[[str], list[Device]]]] = {
     "npu": (["npu-smi", "info"], parse_npu_smi),
-    "cuda": (["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-             parse_nvidia_smi),
+    "cuda": (["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"], parse_nvidia_smi),
 }
 
 
@@ -165,8 +173,9 @@ def parse_torch_npu(text: str) -> list[Device]:
     lines = text.strip().splitlines()
     try:
         rows = json.loads(lines[-1]) if lines else []
-        return [Device("npu", int(r["index"]), str(r["name"]), round(int(r["memory"]) / 1024**3, 1) or None)
-                for r in rows]
+        return [
+            Device("npu", int(r["index"]), str(r["name"]), round(int(r["memory"]) / 1024**3, 1) or None) for r in rows
+        ]
     except (ValueError, TypeError, KeyError):
         return []
 
@@ -196,8 +205,13 @@ def host_cpus() -> tuple[int, ...]:
     return tuple(sorted(os.sched_getaffinity(0)))
 
 
-def detect(spec: str | None = None, runner: Runner = run_tool, cpus: tuple[int, ...] | None = None,
-           host: str | None = None, python: str | None = None) -> HostInventory:
+def detect(
+    spec: str | None = None,
+    runner: Runner = run_tool,
+    cpus: tuple[int, ...] | None = None,
+    host: str | None = None,
+    python: str | None = None,
+) -> HostInventory:
     """The inventory: the explicit spec when given (checked), else NPUs, else GPUs, else CPU only.
     `python`: the probe environment for torch_npu (default: probe_python())."""
     host = host or socket.gethostname()
@@ -215,8 +229,10 @@ def detect(spec: str | None = None, runner: Runner = run_tool, cpus: tuple[int, 
             return HostInventory(host, "cpu", (), cpus, "--devices")
         missing = sorted(set(indices) - set(cpus))
         if missing:
-            raise DeviceSpecError(f"--devices '{spec}': core(s) {','.join(map(str, missing))} not available to this "
-                                  f"process (allowed: {','.join(map(str, cpus))})")
+            raise DeviceSpecError(
+                f"--devices '{spec}': core(s) {','.join(map(str, missing))} not available to this "
+                f"process (allowed: {','.join(map(str, cpus))})"
+            )
         return HostInventory(host, "cpu", (), tuple(indices), "--devices")
     assert indices is not None
     found, tool = probe(kind, runner, python)
@@ -227,6 +243,7 @@ def detect(spec: str | None = None, runner: Runner = run_tool, cpus: tuple[int, 
     missing = [i for i in indices if i not in by_index]
     if missing:
         have = ",".join(str(i) for i in sorted(by_index)) or "none"
-        raise DeviceSpecError(f"--devices '{spec}': {kind}:{','.join(map(str, missing))} not found by {tool} "
-                              f"(it reports {kind}: {have})")
+        raise DeviceSpecError(
+            f"--devices '{spec}': {kind}:{','.join(map(str, missing))} not found by {tool} (it reports {kind}: {have})"
+        )
     return HostInventory(host, kind, tuple(by_index[i] for i in indices), cpus, "--devices")

@@ -67,7 +67,9 @@ class Job(payload.OnTask):
     @property
     def what(self) -> str:
         """How logs name it: `attempt N`, or `gate re-check K of attempt N`."""
-        return f"gate re-check {self.recheck} of attempt {self.attempt}" if self.gate_only else f"attempt {self.attempt}"
+        return (
+            f"gate re-check {self.recheck} of attempt {self.attempt}" if self.gate_only else f"attempt {self.attempt}"
+        )
 
     @property
     def work_dir(self) -> Path:
@@ -80,10 +82,18 @@ class Job(payload.OnTask):
 
     def worker_job(self, phase: payload.Phase) -> payload.WorkerJob:
         """What the worker of `phase` gets: everything it needs, so it never reads the board."""
-        return payload.WorkerJob(phase=phase, stage=self.stage, task=self.task, model=self.model,
-                                 worker_id=self.worker_id, adaptation_dir=self.work_dir,
-                                 result=self.result_path(phase), board=self.board_path, settings=self.settings,
-                                 directives=self.directives)
+        return payload.WorkerJob(
+            phase=phase,
+            stage=self.stage,
+            task=self.task,
+            model=self.model,
+            worker_id=self.worker_id,
+            adaptation_dir=self.work_dir,
+            result=self.result_path(phase),
+            board=self.board_path,
+            settings=self.settings,
+            directives=self.directives,
+        )
 
     def worker_argv(self, phase: str) -> list[str]:
         return [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(self.job_path(phase))]
@@ -226,8 +236,16 @@ class LocalProcessExecutor(Executor):
 
         log.write(f"---- {phase} (worker {job.worker_id}, timeout {timeout_s:.0f} s)\n")
         log.flush()
-        res = run_command(job.worker_argv(phase), cwd=job.work_dir, env=env, timeout_s=timeout_s,
-                          output_cap=job.output_cap, log=log, on_start=track, new_session=True)
+        res = run_command(
+            job.worker_argv(phase),
+            cwd=job.work_dir,
+            env=env,
+            timeout_s=timeout_s,
+            output_cap=job.output_cap,
+            log=log,
+            on_start=track,
+            new_session=True,
+        )
         with self._lock:
             self._procs.pop(job.task.id, None)
         # The worker is gone. One that was SIGKILLed cleaned up nothing: what its nested commands
@@ -248,8 +266,10 @@ class LocalProcessExecutor(Executor):
             elif not job.work_dir.is_dir():  # never gate a fresh copy in its place
                 raise FileNotFoundError(f"the staging copy {job.work_dir} of the attempt is gone")
             with job.log_path.open("a", encoding="utf-8") as log:
-                log.write(f"==== {job.stage} {job.what} of {job.task.model_id} "
-                          f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
+                log.write(
+                    f"==== {job.stage} {job.what} of {job.task.model_id} "
+                    f"(task #{job.task.id}, token {job.token}) {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n"
+                )
                 wants_gate = True  # a re-check's run is the attempt's, done already
                 if not job.gate_only:
                     result.run = self._phase(job, "run", job.timeout_s, log)

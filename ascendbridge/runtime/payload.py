@@ -66,7 +66,6 @@ class WorkerJob(OnTask):
     directives: list[dict[str, Any]] = field(default_factory=list)
 
 
-
 def one_line(exc: ValidationError, what: str) -> str:
     """A validation error as one line: the first problem, and how many more there are."""
     errors = exc.errors()

@@ -79,8 +79,13 @@ class Placement:
     slots: tuple[int, ...] = ()  # the pool's slots it holds (given back by DevicePool.release)
 
     def as_dict(self) -> dict[str, object]:
-        return {"host": self.host, "devices": list(self.devices), "cpus": list(self.cpus), "env": dict(self.env),
-                "exclusive": self.exclusive}
+        return {
+            "host": self.host,
+            "devices": list(self.devices),
+            "cpus": list(self.cpus),
+            "env": dict(self.env),
+            "exclusive": self.exclusive,
+        }
 
 
 class DevicePool:
@@ -99,13 +104,15 @@ class DevicePool:
             if per >= len(cpus):
                 self.slots = [tuple(cpus)]
                 self.preparation_cpus = tuple(cpus)
-                self.warnings.append(f"{len(cpus)} core(s) for {per} per timed run: timed runs share their "
-                                     "cores with preparation (give the host more cores or lower --timed-cores)")
+                self.warnings.append(
+                    f"{len(cpus)} core(s) for {per} per timed run: timed runs share their "
+                    "cores with preparation (give the host more cores or lower --timed-cores)"
+                )
             else:
                 count = max(1, (len(cpus) - 1) // per)  # at least one core stays for preparation
-                timed = cpus[len(cpus) - count * per:]
-                self.slots = [tuple(timed[i * per:(i + 1) * per]) for i in range(count)]
-                self.preparation_cpus = tuple(cpus[:len(cpus) - count * per])
+                timed = cpus[len(cpus) - count * per :]
+                self.slots = [tuple(timed[i * per : (i + 1) * per]) for i in range(count)]
+                self.preparation_cpus = tuple(cpus[: len(cpus) - count * per])
         self._free = list(range(len(self.slots)))
         # The preparation cores as a timed slot of their own (index len(slots)) while nothing prepares.
         separate = self.kind == "cpu" and self.preparation_cpus and self.preparation_cpus != self.slots[0]
@@ -153,13 +160,15 @@ class DevicePool:
             if not (lend and count == 1 and self.lendable()):
                 return None
             self._lent, cpus = True, self.lent_slot
-            return Placement(host, (f"cpu:{_cpu_list(cpus)}",), cpus, {CPU_AFFINITY_ENV: _cpu_list(cpus)}, True,
-                             (len(self.slots),))
+            return Placement(
+                host, (f"cpu:{_cpu_list(cpus)}",), cpus, {CPU_AFFINITY_ENV: _cpu_list(cpus)}, True, (len(self.slots),)
+            )
         taken, self._free = sorted(self._free)[:count], sorted(self._free)[count:]
         if self.kind == "cpu":
             cpus = tuple(c for i in taken for c in self.slots[i])
-            return Placement(host, (f"cpu:{_cpu_list(cpus)}",), cpus, {CPU_AFFINITY_ENV: _cpu_list(cpus)}, True,
-                             tuple(taken))
+            return Placement(
+                host, (f"cpu:{_cpu_list(cpus)}",), cpus, {CPU_AFFINITY_ENV: _cpu_list(cpus)}, True, tuple(taken)
+            )
         indices = tuple(self.slots[i][0] for i in taken)
         labels = tuple(f"{self.kind}:{i}" for i in indices)
         env = {VISIBLE_ENV[self.kind]: ",".join(map(str, indices))}
@@ -215,8 +224,12 @@ def plan_devices(count: object) -> int:
 def pool_entry(pool: DevicePool) -> dict[str, Any]:
     """One host of the `devices.device_pool` setting: its kind, its timed slots and each device's memory."""
     memory = [d.memory_gb for d in pool.inventory.devices if d.memory_gb is not None]
-    return {"host": pool.inventory.host, "kind": pool.kind, "count": pool.capacity,
-            "memory_gb": min(memory) if memory and pool.kind != "cpu" else None}
+    return {
+        "host": pool.inventory.host,
+        "kind": pool.kind,
+        "count": pool.capacity,
+        "memory_gb": min(memory) if memory and pool.kind != "cpu" else None,
+    }
 
 
 def apply_cpu_affinity() -> tuple[int, ...] | None:

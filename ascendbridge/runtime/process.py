@@ -52,9 +52,7 @@ class CommandResult:
         return " | ".join([ln.strip() for ln in self.output.splitlines() if ln.strip()][-lines:])
 
 
-def kill_group(
-    pgid: int, grace_s: float = KILL_GRACE_S, leader: subprocess.Popen[bytes] | None = None
-) -> None:
+def kill_group(pgid: int, grace_s: float = KILL_GRACE_S, leader: subprocess.Popen[bytes] | None = None) -> None:
     """SIGTERM the whole group, then SIGKILL whatever is still alive after the grace period.
 
     Pass the group's `leader` when we are its parent: it is reaped while we wait, otherwise its

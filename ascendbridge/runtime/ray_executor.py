@@ -68,16 +68,22 @@ def task_options(resources: dict[str, float]) -> dict[str, Any]:
     """`.options()` of the Ray task for these resources; no Ray retry (the team lead owns retries);
     spread over the hosts (each task is a whole model run, not a small function to pack)."""
     custom = {k: v for k, v in resources.items() if k not in ("CPU", "GPU")}
-    return {"num_cpus": resources.get("CPU", 0.0), "num_gpus": resources.get("GPU", 0.0), "resources": custom,
-            "max_retries": 0, "scheduling_strategy": "SPREAD"}
+    return {
+        "num_cpus": resources.get("CPU", 0.0),
+        "num_gpus": resources.get("GPU", 0.0),
+        "resources": custom,
+        "max_retries": 0,
+        "scheduling_strategy": "SPREAD",
+    }
 
 
 def forwarded_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a node's worker needs (stage registry, model-run variables, PYTHONPATH); its
     settings travel with the job (ascendbridge.settings payload)."""
     env = os.environ if environ is None else environ
-    return {k: v for k, v in env.items()
-            if (k.startswith("ASCENDBRIDGE_") and k not in HEAD_ONLY_ENV) or k == "PYTHONPATH"}
+    return {
+        k: v for k, v in env.items() if (k.startswith("ASCENDBRIDGE_") and k not in HEAD_ONLY_ENV) or k == "PYTHONPATH"
+    }
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -114,15 +120,23 @@ def run_on_node(job: Job, artefact: Artefact) -> NodeReport:
     context = ray.get_runtime_context()
     devices = {k: v for k, v in context.get_accelerator_ids().items() if v}
     placement: dict[str, Any] = {
-        "host": socket.gethostname(), "node_id": context.get_node_id(), "devices": devices,
+        "host": socket.gethostname(),
+        "node_id": context.get_node_id(),
+        "devices": devices,
         "visible_devices": {k: os.environ[k] for k in VISIBLE_DEVICE_ENV if k in os.environ},
-        "worker": job.worker_id, "pid": os.getpid(), "started": time.time(),
+        "worker": job.worker_id,
+        "pid": os.getpid(),
+        "started": time.time(),
     }
     root = Path(tempfile.mkdtemp(prefix=f"ascendbridge-ray-{job.task.id}-{job.token}-"))
     try:
         live = root / "adaptations" / job.adaptation_dir.name
-        node_job = dataclasses.replace(job, adaptation_dir=live, board_path=root / "board-not-on-this-host.db",
-                                       log_path=root / "logs" / job.log_path.name)
+        node_job = dataclasses.replace(
+            job,
+            adaptation_dir=live,
+            board_path=root / "board-not-on-this-host.db",
+            log_path=root / "logs" / job.log_path.name,
+        )
         unpack(artefact, node_job.work_dir if job.gate_only else live)  # a re-check gates the staging copy itself
         local = LocalProcessExecutor()
         local.submit(node_job)
@@ -137,8 +151,16 @@ def run_on_node(job: Job, artefact: Artefact) -> NodeReport:
         placement["ended"] = time.time()
         log_text = node_job.log_path.read_text(errors="replace") if node_job.log_path.exists() else ""
         packed = pack(node_job.work_dir) if node_job.work_dir.is_dir() else None
-        return NodeReport(result.run, result.gate, result.stopped, result.duration_s, str(node_job.work_dir),
-                          packed, log_text, placement)
+        return NodeReport(
+            result.run,
+            result.gate,
+            result.stopped,
+            result.duration_s,
+            str(node_job.work_dir),
+            packed,
+            log_text,
+            placement,
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -219,20 +241,23 @@ class RayExecutor(Executor):
         exceptions = self._ray.exceptions
         if ref in self._cancelled:  # its lease was lost: an attempt without an outcome, the team lead fences it
             self._cancelled.discard(ref)
-            return JobResult(job, run=PhaseResult(None, 0.0, False, None, "cancelled: its lease was lost"),
-                             stopped=self._stopping)
+            return JobResult(
+                job, run=PhaseResult(None, 0.0, False, None, "cancelled: its lease was lost"), stopped=self._stopping
+            )
         try:
             report: NodeReport = self._ray.get(ref)
         except exceptions.RayTaskError as exc:  # our own code raised on the node: a crash of this attempt
-            return JobResult(job, run=PhaseResult(None, 0.0, False, None, f"Ray task error: {exc}"[-2000:]),
-                             stopped=self._stopping)
+            return JobResult(
+                job, run=PhaseResult(None, 0.0, False, None, f"Ray task error: {exc}"[-2000:]), stopped=self._stopping
+            )
         except exceptions.RayError as exc:  # the worker or its host is gone (or we cancelled it)
             if self._stopping:
                 return JobResult(job, stopped=True)
             return JobResult(job, lost=f"{type(exc).__name__}: {_first_line(exc)}")
         _append(job.log_path, report.log_text)
-        result = JobResult(job, stopped=report.stopped or self._stopping, duration_s=report.duration_s,
-                           placement=report.placement)
+        result = JobResult(
+            job, stopped=report.stopped or self._stopping, duration_s=report.duration_s, placement=report.placement
+        )
         try:
             if report.artefact is not None:
                 unpack(report.artefact, job.work_dir)

@@ -98,16 +98,27 @@ class ParentWatch(threading.Thread):
 def _context(job: WorkerJob) -> StageContext:
     job.adaptation_dir.mkdir(parents=True, exist_ok=True)
     settings = installed() or Settings.resolve()
-    return StageContext(model=job.model, task=job.task, adaptation_dir=job.adaptation_dir, board_path=job.board,
-                        log=sys.stdout, attempt=job.attempt, settings=settings.for_stage(job.stage),
-                        directives=job.directives)
+    return StageContext(
+        model=job.model,
+        task=job.task,
+        adaptation_dir=job.adaptation_dir,
+        board_path=job.board,
+        log=sys.stdout,
+        attempt=job.attempt,
+        settings=settings.for_stage(job.stage),
+        directives=job.directives,
+    )
 
 
 def _crash(kind: str, exc: BaseException) -> dict[str, Any]:
     traceback.print_exc(file=sys.stdout)
     sys.stdout.flush()
-    return {"rule": kind, "summary": f"{kind.replace('_', ' ')}: {type(exc).__name__}: {exc}",
-            "exception": type(exc).__name__, "traceback_tail": traceback.format_exc()[-2000:]}
+    return {
+        "rule": kind,
+        "summary": f"{kind.replace('_', ' ')}: {type(exc).__name__}: {exc}",
+        "exception": type(exc).__name__,
+        "traceback_tail": traceback.format_exc()[-2000:],
+    }
 
 
 def _failure(phase: Phase, diagnosis: dict[str, Any]) -> PhaseData:
@@ -120,8 +131,10 @@ def execute(job: WorkerJob) -> int:
     """Run the job's phase while the parent watch runs; write the result file."""
     keeper = ParentWatch()
     keeper.start()
-    print(f"[worker] {job.phase} of {job.stage} for task #{job.task.id} (token {job.token}, pid {os.getpid()})",
-          flush=True)
+    print(
+        f"[worker] {job.phase} of {job.stage} for task #{job.task.id} (token {job.token}, pid {os.getpid()})",
+        flush=True,
+    )
     code = EXIT_OK
     try:
         ref = stage_refs().get(job.stage)

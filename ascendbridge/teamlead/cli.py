@@ -58,8 +58,11 @@ LOG_BACKUPS = 14  # daily files kept
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="run_auto_team_lead.sh", description="One team-lead run: move registered models "
-                "through the gated stages. PROMPT_MODE=adaptation|training|benchmark|optimization|business|serving|all.")
+    p = OneLineParser(
+        prog="run_auto_team_lead.sh",
+        description="One team-lead run: move registered models "
+        "through the gated stages. PROMPT_MODE=adaptation|training|benchmark|optimization|business|serving|all.",
+    )
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="exit when nothing is runnable or running (default)")
     when.add_argument("--forever", action="store_true", help="keep polling for new registrations")
@@ -70,37 +73,73 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage-workers", help="per-stage caps, e.g. adaptation=1,benchmark=1")
     p.add_argument("--attempts", type=int, help="attempt budget per stage (default 3)")
     p.add_argument("--stage-attempts", help="per-stage budgets, e.g. healing=5")
-    p.add_argument("--max-interruptions", type=int,
-                   help="attempts ended without an outcome (killed, lease lost, shutdown) before a task "
-                        "fails (default: $ASCENDBRIDGE_MAX_INTERRUPTIONS or 3)")
+    p.add_argument(
+        "--max-interruptions",
+        type=int,
+        help="attempts ended without an outcome (killed, lease lost, shutdown) before a task "
+        "fails (default: $ASCENDBRIDGE_MAX_INTERRUPTIONS or 3)",
+    )
     p.add_argument("--timeout", type=float, help="wall-clock limit (s) of every stage run")
     p.add_argument("--stage-timeout", help="per-stage limits in seconds, e.g. benchmark=7200")
     p.add_argument("--gate-timeout", type=float, help="wall-clock limit (s) of a gate (default 1800)")
     p.add_argument("--lease", type=float, help="task lease in seconds (default 60)")
     p.add_argument("--heartbeat", type=float, help="heartbeat interval in seconds (default 10)")
     p.add_argument("--poll", type=float, help="idle poll interval in seconds (default 1)")
-    p.add_argument("--devices", help="devices for timed stages: npu:0-7, cuda:0,1 or cpu[:CORES] (default: "
-                   "$ASCENDBRIDGE_DEVICES, else found with npu-smi / nvidia-smi, else this process's CPU cores)")
-    p.add_argument("--timed-cores", type=int, help="CPU-only host: cores each timed run gets to itself (default: "
-                   "$ASCENDBRIDGE_TIMED_CORES or a quarter of the cores)")
-    p.add_argument("--gate-rechecks", type=int, help="re-checks of a gate that could not decide (inconclusive: "
-                   "the host too loaded to time), each without re-running the stage or spending an attempt, "
-                   "before the task fails (default: $ASCENDBRIDGE_GATE_RECHECKS or 3)")
-    p.add_argument("--gate-recheck-delay", type=float, help="seconds before the first gate re-check; doubles for "
-                   "each next one (default: $ASCENDBRIDGE_GATE_RECHECK_S or 60)")
+    p.add_argument(
+        "--devices",
+        help="devices for timed stages: npu:0-7, cuda:0,1 or cpu[:CORES] (default: "
+        "$ASCENDBRIDGE_DEVICES, else found with npu-smi / nvidia-smi, else this process's CPU cores)",
+    )
+    p.add_argument(
+        "--timed-cores",
+        type=int,
+        help="CPU-only host: cores each timed run gets to itself (default: "
+        "$ASCENDBRIDGE_TIMED_CORES or a quarter of the cores)",
+    )
+    p.add_argument(
+        "--gate-rechecks",
+        type=int,
+        help="re-checks of a gate that could not decide (inconclusive: "
+        "the host too loaded to time), each without re-running the stage or spending an attempt, "
+        "before the task fails (default: $ASCENDBRIDGE_GATE_RECHECKS or 3)",
+    )
+    p.add_argument(
+        "--gate-recheck-delay",
+        type=float,
+        help="seconds before the first gate re-check; doubles for "
+        "each next one (default: $ASCENDBRIDGE_GATE_RECHECK_S or 60)",
+    )
     p.add_argument("--output-cap", type=int, help="bytes of output kept per attempt log (default 4 MiB)")
-    p.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
-                   help="a setting of a stage or section (docs/settings.md), e.g. benchmark.iters=20; VALUE is "
-                        "JSON when it parses, else text; an unknown key or a bad value is refused")
-    p.add_argument("--env", choices=ENV_MODES, help="environment mode of model runs: locked (each package's "
-                   "uv.lock, default) or system (layered on --python's torch/torch_npu); $ASCENDBRIDGE_ENV")
-    p.add_argument("--python", type=Path, help="system-mode interpreter with torch (/torch_npu) preinstalled; "
-                   "$ASCENDBRIDGE_SYSTEM_PYTHON")
-    p.add_argument("--executor", choices=("local", "ray"),
-                   help="where stage runs execute: local subprocesses (default) or Ray tasks on a cluster "
-                        "(needs `uv sync --extra ray`); $ASCENDBRIDGE_EXECUTOR")
-    p.add_argument("--ray-address", help="Ray cluster to join, e.g. 10.0.0.1:6379 (default: $ASCENDBRIDGE_RAY_ADDRESS, "
-                   "then RAY_ADDRESS, else a new single-host Ray instance)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="STAGE.KEY=VALUE",
+        help="a setting of a stage or section (docs/settings.md), e.g. benchmark.iters=20; VALUE is "
+        "JSON when it parses, else text; an unknown key or a bad value is refused",
+    )
+    p.add_argument(
+        "--env",
+        choices=ENV_MODES,
+        help="environment mode of model runs: locked (each package's "
+        "uv.lock, default) or system (layered on --python's torch/torch_npu); $ASCENDBRIDGE_ENV",
+    )
+    p.add_argument(
+        "--python",
+        type=Path,
+        help="system-mode interpreter with torch (/torch_npu) preinstalled; $ASCENDBRIDGE_SYSTEM_PYTHON",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        help="where stage runs execute: local subprocesses (default) or Ray tasks on a cluster "
+        "(needs `uv sync --extra ray`); $ASCENDBRIDGE_EXECUTOR",
+    )
+    p.add_argument(
+        "--ray-address",
+        help="Ray cluster to join, e.g. 10.0.0.1:6379 (default: $ASCENDBRIDGE_RAY_ADDRESS, "
+        "then RAY_ADDRESS, else a new single-host Ray instance)",
+    )
     p.add_argument("--agent-id", default="team-lead", help="agent id on the board (default team-lead)")
     p.add_argument("--plain", action="store_true", help="plain log lines even on a terminal")
     return p
@@ -141,12 +180,24 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
     """The one settings model, resolved once: the flags and `--set`, then ASCENDBRIDGE_*, then the
     defaults (ascendbridge.settings). Workers get it as typed settings, not through the environment."""
     given: dict[str, dict[str, object]] = parse_stage_settings(args.set)
-    given["run"] = {k: v for k, v in {
-        "workers": args.workers, "max_interruptions": args.max_interruptions, "gate_timeout_s": args.gate_timeout,
-        "lease_s": args.lease, "heartbeat_s": args.heartbeat, "poll_s": args.poll, "executor": args.executor,
-        "ray_address": args.ray_address, "devices": args.devices, "timed_cores": args.timed_cores,
-        "gate_rechecks": args.gate_rechecks, "gate_recheck_s": args.gate_recheck_delay}.items()
-        if v is not None}
+    given["run"] = {
+        k: v
+        for k, v in {
+            "workers": args.workers,
+            "max_interruptions": args.max_interruptions,
+            "gate_timeout_s": args.gate_timeout,
+            "lease_s": args.lease,
+            "heartbeat_s": args.heartbeat,
+            "poll_s": args.poll,
+            "executor": args.executor,
+            "ray_address": args.ray_address,
+            "devices": args.devices,
+            "timed_cores": args.timed_cores,
+            "gate_rechecks": args.gate_rechecks,
+            "gate_recheck_s": args.gate_recheck_delay,
+        }.items()
+        if v is not None
+    }
     envs = {"env": args.env, "system_python": str(args.python.expanduser().absolute()) if args.python else None}
     given["envs"] = {**given.get("envs", {}), **{k: v for k, v in envs.items() if v is not None}}
     return Settings.resolve(given)
@@ -176,8 +227,9 @@ def setup_logging(console: Console, live: bool) -> logging.Logger:
     log.handlers.clear()
     folder = logs_dir() / "team-lead"
     folder.mkdir(parents=True, exist_ok=True)
-    daily = logging.handlers.TimedRotatingFileHandler(folder / "team_lead.log", when="midnight", utc=True,
-                                                      backupCount=LOG_BACKUPS, encoding="utf-8")
+    daily = logging.handlers.TimedRotatingFileHandler(
+        folder / "team_lead.log", when="midnight", utc=True, backupCount=LOG_BACKUPS, encoding="utf-8"
+    )
     daily.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [pid %(process)d] %(message)s"))
     log.addHandler(daily)
     if live:
@@ -215,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         min_free_bytes()  # a bad ASCENDBRIDGE_MIN_FREE_MB is a usage error, before anything starts
         refs = stage_refs()
         python = settings.resolved.of(EnvsSettings).system_python if settings.resolved else None
-        pool = DevicePool(detect(settings.devices, python=python), settings.timed_cores)  # DeviceSpecError: a bad --devices
+        pool = DevicePool(
+            detect(settings.devices, python=python), settings.timed_cores
+        )  # DeviceSpecError: a bad --devices
     except (SettingsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -261,10 +315,19 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
         return EXIT_USAGE
     received: list[int] = []
     try:
-        with Progress(console, log, live, store.completed_attempts,
-                      HostHistory(stage_history_path(), store.path)) as progress:
-            lead = TeamLead(store, settings, executor, refs, log, on_tick=progress, pool=pool,
-                            steering=BoardSteering(store, log.info))
+        with Progress(
+            console, log, live, store.completed_attempts, HostHistory(stage_history_path(), store.path)
+        ) as progress:
+            lead = TeamLead(
+                store,
+                settings,
+                executor,
+                refs,
+                log,
+                on_tick=progress,
+                pool=pool,
+                steering=BoardSteering(store, log.info),
+            )
 
             def on_signal(signum: int, _frame: object) -> None:
                 if not received:
@@ -284,8 +347,10 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
         return EXIT_BOARD
     except Exception as exc:
         log.exception("internal error")
-        print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {logs_dir() / 'team-lead'})",
-              file=sys.stderr)
+        print(
+            f"error: internal error: {type(exc).__name__}: {exc} (traceback in {logs_dir() / 'team-lead'})",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
     finally:
         executor.close()

@@ -43,6 +43,8 @@ def shortage(places: dict[str, Path], need: int) -> str | None:
     for what, path in places.items():
         free = free_bytes(path)
         if free < need:
-            return (f"only {free / MiB:.1f} MiB free for {what} ({path}), below {MIN_FREE_ENV}={need / MiB:g}: "
-                    "nothing more dispatched; free space and start the team lead again")
+            return (
+                f"only {free / MiB:.1f} MiB free for {what} ({path}), below {MIN_FREE_ENV}={need / MiB:g}: "
+                "nothing more dispatched; free space and start the team lead again"
+            )
     return None

@@ -65,7 +65,9 @@ class CostModel:
         """The cost model in `path`; ValueError (one line) when it is unreadable or malformed."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            stages = {str(stage): {str(fam): float(s) for fam, s in per.items()} for stage, per in data["stages"].items()}
+            stages = {
+                str(stage): {str(fam): float(s) for fam, s in per.items()} for stage, per in data["stages"].items()
+            }
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"cost model {path}: {type(exc).__name__}: {exc}") from None
         if any(s <= 0 for per in stages.values() for s in per.values()):
@@ -80,8 +82,10 @@ def derive_costs(samples: Iterable[Sample]) -> dict[str, dict[str, float]]:
     for sample in samples:
         by[sample.stage][sample.family or ""].append(sample.duration_s)
         by[sample.stage][ALL_FAMILIES].append(sample.duration_s)
-    return {stage: {fam: round(statistics.median(values), 1) for fam, values in sorted(per.items())}
-            for stage, per in sorted(by.items(), key=lambda kv: STAGES.index(kv[0]) if kv[0] in STAGES else 99)}
+    return {
+        stage: {fam: round(statistics.median(values), 1) for fam, values in sorted(per.items())}
+        for stage, per in sorted(by.items(), key=lambda kv: STAGES.index(kv[0]) if kv[0] in STAGES else 99)
+    }
 
 
 @dataclass(frozen=True)
@@ -138,10 +142,14 @@ class Eta:
             return "ETA 0s"
         if self.seconds is None:
             missing = ", ".join(b.stage for b in self.stages if b.left and b.source == NONE)
-            return f"ETA unknown: no sample or prior for {missing} (the rest alone: {fmt_s(self.known_s)}) " \
-                   f"[{self.basis()}]"
-        return f"ETA {fmt_s(self.seconds)} [{self.basis()}; work left: timed {fmt_s(self.timed_s)}, " \
-               f"untimed {fmt_s(self.untimed_s)}]"
+            return (
+                f"ETA unknown: no sample or prior for {missing} (the rest alone: {fmt_s(self.known_s)}) "
+                f"[{self.basis()}]"
+            )
+        return (
+            f"ETA {fmt_s(self.seconds)} [{self.basis()}; work left: timed {fmt_s(self.timed_s)}, "
+            f"untimed {fmt_s(self.untimed_s)}]"
+        )
 
 
 def fmt_s(seconds: float | None, unknown: str = "?") -> str:
@@ -171,8 +179,9 @@ def _ratio(samples: Sequence[Sample], costs: CostModel) -> float:
     return statistics.median(s.duration_s / (costs.base(s.stage, s.family) or 1.0) for s in samples)
 
 
-def _scales(stages: Iterable[str], board: Sequence[Sample], host: Sequence[Sample],
-            costs: CostModel) -> dict[str, tuple[str, int, float | None]]:
+def _scales(
+    stages: Iterable[str], board: Sequence[Sample], host: Sequence[Sample], costs: CostModel
+) -> dict[str, tuple[str, int, float | None]]:
     """stage -> (source, samples, factor): how fast the stage runs here against the cost model.
     A stage with no attempt here or on the host takes the shipped figure scaled as this board's
     other stages run (a busy or a faster host slows or speeds every stage), 1 before any."""
@@ -196,9 +205,16 @@ class _Step(NamedTuple):
     running: bool
 
 
-def estimate(tasks: Iterable[TaskRecord], models: Sequence[ModelRecord], stages: Sequence[str],
-             board: Sequence[Sample], host: Sequence[Sample], costs: CostModel, lanes: Lanes,
-             now: datetime) -> Eta:
+def estimate(
+    tasks: Iterable[TaskRecord],
+    models: Sequence[ModelRecord],
+    stages: Sequence[str],
+    board: Sequence[Sample],
+    host: Sequence[Sample],
+    costs: CostModel,
+    lanes: Lanes,
+    now: datetime,
+) -> Eta:
     """The time left for the unfinished tasks of `stages` (the ones this run runs, in stage order).
 
     `models` in the board's order (priority, then registration: the claim order); `board`: the
@@ -237,8 +253,12 @@ def estimate(tasks: Iterable[TaskRecord], models: Sequence[ModelRecord], stages:
                 full[task.stage].append(cost)
         if chain:
             chains.append(chain)
-    basis = [StageBasis(st, scales[st][0], scales[st][1], left[st],
-                        statistics.fmean(full[st]) if full[st] else None, scales[st][2]) for st in stages]
+    basis = [
+        StageBasis(
+            st, scales[st][0], scales[st][1], left[st], statistics.fmean(full[st]) if full[st] else None, scales[st][2]
+        )
+        for st in stages
+    ]
     end = layout(chains, lanes)
     unknown = any(b.left and b.source == NONE for b in basis)
     timed = sum(step.seconds for chain in chains for step in chain if is_timed(step.stage))

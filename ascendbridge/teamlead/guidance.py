@@ -130,13 +130,20 @@ def apply_open_guidance(store: BoardStore, log: Callable[[str], None]) -> int:
     return len(items)
 
 
-def send_back(store: BoardStore, model_id: str, from_stage: str, change: dict[str, Any],
-              origin: str = ORIGIN) -> list[TaskRecord]:
+def send_back(
+    store: BoardStore, model_id: str, from_stage: str, change: dict[str, Any], origin: str = ORIGIN
+) -> list[TaskRecord]:
     """A stage found what only a spec change can fix: record it as a directive for the healer, then
     roll the model back to healing (the finding stage and those after it wait again). The directive
     comes first: a rollback without it would only find the same thing again."""
-    store.add_event(DIRECTIVE_EVENT, f"{HEALER}: {change.get('summary', '')} (found by {from_stage})", model_id,
-                    HEALER, {**change, "from_stage": from_stage}, origin)
+    store.add_event(
+        DIRECTIVE_EVENT,
+        f"{HEALER}: {change.get('summary', '')} (found by {from_stage})",
+        model_id,
+        HEALER,
+        {**change, "from_stage": from_stage},
+        origin,
+    )
     return store.rollback(model_id, HEALER, origin=origin)
 
 
@@ -144,8 +151,9 @@ def open_directives(store: BoardStore, model_id: str, stage: str = HEALER) -> li
     """The directives for `stage` since it last completed, oldest first: each is applied by the run
     that completes after it (a failed attempt starts from the unchanged package and applies it again)."""
     done = max((e.id for e in store.events_of_kind("completed", model_id) if e.stage == stage), default=0)
-    return [e.data for e in reversed(store.events_of_kind(DIRECTIVE_EVENT, model_id))
-            if e.stage == stage and e.id > done]
+    return [
+        e.data for e in reversed(store.events_of_kind(DIRECTIVE_EVENT, model_id)) if e.stage == stage and e.id > done
+    ]
 
 
 class BoardSteering:

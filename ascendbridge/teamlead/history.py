@@ -51,9 +51,16 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("boards"), dict):
         raise HistoryError(f"stage history {path} is not a version-{VERSION} history")
     for key, entry in data["boards"].items():
-        ok = (isinstance(entry, dict) and isinstance(entry.get("host"), str) and isinstance(entry.get("samples"), dict)
-              and all(isinstance(per, dict) and all(isinstance(v, list) and all(_is_duration(x) for x in v)
-                                                    for v in per.values()) for per in entry["samples"].values()))
+        ok = (
+            isinstance(entry, dict)
+            and isinstance(entry.get("host"), str)
+            and isinstance(entry.get("samples"), dict)
+            and all(
+                isinstance(per, dict)
+                and all(isinstance(v, list) and all(_is_duration(x) for x in v) for v in per.values())
+                for per in entry["samples"].values()
+            )
+        )
         if not ok:
             raise HistoryError(f"stage history {path}: malformed entry for board {key}")
     return dict(data["boards"])
@@ -93,9 +100,11 @@ class HostHistory:
         for sample in samples:
             per.setdefault(sample.stage, {}).setdefault(sample.family or "", []).append(round(sample.duration_s, 3))
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        boards[self.board] = {"host": self.host, "updated": now,
-                              "samples": {st: {fam: v[-MAX_PER_KEY:] for fam, v in fams.items()}
-                                          for st, fams in per.items()}}
+        boards[self.board] = {
+            "host": self.host,
+            "updated": now,
+            "samples": {st: {fam: v[-MAX_PER_KEY:] for fam, v in fams.items()} for st, fams in per.items()},
+        }
         kept = sorted(boards.items(), key=lambda kv: str(kv[1].get("updated", "")), reverse=True)[:MAX_BOARDS]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".stage_history.", dir=self.path.parent)

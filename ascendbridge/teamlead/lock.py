@@ -15,8 +15,9 @@ class LockHeld(Exception):
     """Another team lead holds the lock (its pid, when it wrote one)."""
 
     def __init__(self, path: Path, pid: int | None) -> None:
-        super().__init__(f"another team lead{f' (pid {pid})' if pid else ''} is already running on this board "
-                         f"(lock {path})")
+        super().__init__(
+            f"another team lead{f' (pid {pid})' if pid else ''} is already running on this board (lock {path})"
+        )
         self.pid = pid
 
 

@@ -30,8 +30,15 @@ if TYPE_CHECKING:
 PLAIN_EVERY_S = 30.0
 LIVE_EVERY_S = 1.0
 MAX_ROWS = 25
-STYLE = {"completed": "green", "failed": "red", "blocked": "magenta", "skipped": "dim",
-         "in_progress": "bold yellow", "pending": "cyan", "waiting": "dim"}
+STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "blocked": "magenta",
+    "skipped": "dim",
+    "in_progress": "bold yellow",
+    "pending": "cyan",
+    "waiting": "dim",
+}
 
 
 def overall(lead: TeamLead, board: list[Sample], host: list[Sample], costs: CostModel) -> tuple[int, int, Eta]:
@@ -49,9 +56,15 @@ def overall(lead: TeamLead, board: list[Sample], host: list[Sample], costs: Cost
 class Progress:
     """Called by the team lead once per loop; throttles its lines, never its bookkeeping."""
 
-    def __init__(self, console: Console, log: logging.Logger, live: bool,
-                 read_attempts: Callable[[], list[tuple[str, str | None, float]]],
-                 history: HostHistory | None = None, costs: CostModel | None = None) -> None:
+    def __init__(
+        self,
+        console: Console,
+        log: logging.Logger,
+        live: bool,
+        read_attempts: Callable[[], list[tuple[str, str | None, float]]],
+        history: HostHistory | None = None,
+        costs: CostModel | None = None,
+    ) -> None:
         self.console, self.log = console, log
         self.read_attempts = read_attempts  # the board's reporting part: not the scheduler's lease interface
         self.history = history
@@ -73,8 +86,10 @@ class Progress:
     def summary_line(self, lead: TeamLead) -> str:
         done, total, eta = overall(lead, self.samples, self.host_priors(), self.costs)
         pct = 100.0 * done / total if total else 100.0
-        return (f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "
-                f"{eta.text() if done < total else 'ETA 0s'}")
+        return (
+            f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "
+            f"{eta.text() if done < total else 'ETA 0s'}"
+        )
 
     def host_priors(self) -> list[Sample]:
         """Earlier boards' attempts on this host; a history file that cannot be used is ignored
@@ -141,13 +156,16 @@ class Progress:
         for task in lead.store.list_tasks():
             if task.stage in stages:
                 by_model.setdefault(task.model_id, {})[task.stage] = task.status
+
         # Models with work in flight first, then unfinished ones, then finished ones.
         def rank(item: tuple[str, dict[str, str]]) -> int:
             statuses = item[1].values()
             return 0 if "in_progress" in statuses else (2 if all(s in TERMINAL_STATUSES for s in statuses) else 1)
+
         rows = sorted(by_model.items(), key=rank)
         for model_id, per_stage in rows[:MAX_ROWS]:
-            table.add_row(model_id, *(Text(per_stage.get(st, "-"), style=STYLE.get(per_stage.get(st, ""), ""))
-                                      for st in stages))
+            table.add_row(
+                model_id, *(Text(per_stage.get(st, "-"), style=STYLE.get(per_stage.get(st, ""), "")) for st in stages)
+            )
         more = f" (+{len(rows) - MAX_ROWS} more models)" if len(rows) > MAX_ROWS else ""
         return Group(Text(self.summary_line(lead) + more, style="bold"), table)

@@ -148,8 +148,13 @@ class TeamLead:
         self.store.register_agent(s.agent_id, "team-lead")
         inventory = self.pool.inventory
         self.store.record_host_devices(inventory.host, inventory.as_rows(), inventory.source, origin=s.agent_id)
-        self.log.info("team lead %s: stages %s, %d worker(s), %s", s.agent_id, ",".join(s.stages),
-                      s.workers, "forever" if s.forever else "once")
+        self.log.info(
+            "team lead %s: stages %s, %d worker(s), %s",
+            s.agent_id,
+            ",".join(s.stages),
+            s.workers,
+            "forever" if s.forever else "once",
+        )
         self.log.info("devices: %s; %s", inventory.describe(), self.pool.describe())
         for warning in self.pool.warnings:
             self.log.warning("devices: %s", warning)
@@ -164,8 +169,13 @@ class TeamLead:
                 dispatched = self._dispatch()
                 if self.on_tick:
                     self.on_tick(self)
-                if not s.forever and dispatched == 0 and self.executor.in_flight() == 0 and not self.rechecks \
-                        and not self._orphans():
+                if (
+                    not s.forever
+                    and dispatched == 0
+                    and self.executor.in_flight() == 0
+                    and not self.rechecks
+                    and not self._orphans()
+                ):
                     if self._apply_guidance() == 0:  # a late "retry" still counts
                         break
                     continue
@@ -178,8 +188,9 @@ class TeamLead:
     def _out_of_space(self) -> bool:
         """Too little free space for the board, adaptations or logs (diskspace.py): stop now, while
         the running attempts can still be recorded as released."""
-        self.short_of_space = shortage({"the board": self.store.path.parent, "adaptations": adaptations_dir(),
-                                        "logs": logs_dir()}, self.min_free)
+        self.short_of_space = shortage(
+            {"the board": self.store.path.parent, "adaptations": adaptations_dir(), "logs": logs_dir()}, self.min_free
+        )
         if self.short_of_space:
             self.log.warning("stopping: %s", self.short_of_space)
         return self.short_of_space is not None
@@ -203,10 +214,15 @@ class TeamLead:
             if self._adopt(task):
                 continue
             try:
-                self.store.release_task(task.id, task.fencing_token, "team lead restarted; its attempt was killed",
-                                        origin=self.settings.agent_id)
-                self.log.warning("%s/%s: attempt of a previous team lead killed, back to pending",
-                                 task.model_id, task.stage)
+                self.store.release_task(
+                    task.id,
+                    task.fencing_token,
+                    "team lead restarted; its attempt was killed",
+                    origin=self.settings.agent_id,
+                )
+                self.log.warning(
+                    "%s/%s: attempt of a previous team lead killed, back to pending", task.model_id, task.stage
+                )
             except StaleTokenError:
                 continue
             self._close_killed_attempts(task)
@@ -219,15 +235,25 @@ class TeamLead:
         full disk, SIGKILL) as released, so no attempt stays without an outcome."""
         for _, row in self.store.list_attempts(task.model_id, task.stage):
             if row.fencing_token == task.fencing_token and row.outcome is None:
-                self.store.finish_attempt(row.id, None, 0.0, "released",
-                                          {"rule": "team_lead_restarted",
-                                           "summary": "its team lead died before recording it; killed at restart"})
+                self.store.finish_attempt(
+                    row.id,
+                    None,
+                    0.0,
+                    "released",
+                    {
+                        "rule": "team_lead_restarted",
+                        "summary": "its team lead died before recording it; killed at restart",
+                    },
+                )
 
     def _adopt(self, task: TaskRecord) -> bool:
         """Record a result a killed team lead's worker had finished (its result files are complete:
         the run's outcome, and the gate's verdict when the run was done). Fenced like any result."""
-        rows = [a for _, a in self.store.list_attempts(task.model_id, task.stage)
-                if a.fencing_token == task.fencing_token and a.outcome is None and a.log_path]
+        rows = [
+            a
+            for _, a in self.store.list_attempts(task.model_id, task.stage)
+            if a.fencing_token == task.fencing_token and a.outcome is None and a.log_path
+        ]
         if not rows:
             return False
         log_path = rows[-1].log_path
@@ -235,17 +261,26 @@ class TeamLead:
         job = self._job(task, self.store.get_model(task.model_id), 0, Path(log_path))
         run, _ = payload.read_result(job.result_path("run"), "run")
         gate, _ = payload.read_result(job.result_path("gate"), "gate")
-        if not isinstance(run, StageOutcome) or (run.status == "done" and (not isinstance(gate, GateResult)
-                                                                            or gate.inconclusive)) \
-                or not job.work_dir.is_dir():
+        if (
+            not isinstance(run, StageOutcome)
+            or (run.status == "done" and (not isinstance(gate, GateResult) or gate.inconclusive))
+            or not job.work_dir.is_dir()
+        ):
             return False  # released: the stage runs again (an inconclusive gate's re-checks died with its team lead)
-        result = JobResult(job, run=PhaseResult(None, 0.0, False, run),
-                           gate=PhaseResult(None, 0.0, False, gate) if isinstance(gate, GateResult) else None)
+        result = JobResult(
+            job,
+            run=PhaseResult(None, 0.0, False, run),
+            gate=PhaseResult(None, 0.0, False, gate) if isinstance(gate, GateResult) else None,
+        )
         outcome, diagnosis, fix = self._judge(job, result)
         self.store.finish_attempt(rows[-1].id, None, 0.0, outcome, diagnosis, fix)
         attempt_dir.discard(job.work_dir)
-        self.log.info("%s/%s: recorded the finished result of a previous team lead's attempt: %s",
-                      task.model_id, task.stage, outcome)
+        self.log.info(
+            "%s/%s: recorded the finished result of a previous team lead's attempt: %s",
+            task.model_id,
+            task.stage,
+            outcome,
+        )
         self.stats.outcomes[outcome] += 1
         return True
 
@@ -270,8 +305,12 @@ class TeamLead:
             self._last_beat = now
         if now - self._last_reclaim >= RECLAIM_EVERY_S:
             for task in self.store.reclaim_expired(origin=self.settings.agent_id):
-                self.log.warning("%s/%s: lease of %s expired, back to pending", task.model_id, task.stage,
-                                 task.owner or "a lost worker")
+                self.log.warning(
+                    "%s/%s: lease of %s expired, back to pending",
+                    task.model_id,
+                    task.stage,
+                    task.owner or "a lost worker",
+                )
             self._last_reclaim = now
         if now - self._last_guidance >= GUIDANCE_EVERY_S:
             self._apply_guidance()
@@ -298,8 +337,12 @@ class TeamLead:
             try:
                 self.store.heartbeat_task(task_id, waiting.job.token, self.settings.lease_s)
             except StaleTokenError as exc:
-                self.log.warning("%s/%s: lease lost while its gate re-check waited (%s); dropped",
-                                 waiting.job.task.model_id, waiting.job.stage, exc)
+                self.log.warning(
+                    "%s/%s: lease lost while its gate re-check waited (%s); dropped",
+                    waiting.job.task.model_id,
+                    waiting.job.stage,
+                    exc,
+                )
                 self.rechecks.pop(task_id)
                 attempt_dir.discard(waiting.job.work_dir)
 
@@ -333,19 +376,42 @@ class TeamLead:
         busy model or a sharded plan makes wait)."""
         now = time.monotonic()
         ready = self.store.ready_tasks(self.runnable, len(self.free_slots) + len(self.jobs) + self.pool.capacity)
-        candidates = [Candidate(t.task_id, t.model_pk, t.stage, t.priority,
-                                stage_devices(t.stage, t.plan_devices, t.plan_tensor_parallel, t.train_processes)
-                                if is_timed(t.stage) else 1) for t in ready]
+        candidates = [
+            Candidate(
+                t.task_id,
+                t.model_pk,
+                t.stage,
+                t.priority,
+                stage_devices(t.stage, t.plan_devices, t.plan_tensor_parallel, t.train_processes)
+                if is_timed(t.stage)
+                else 1,
+            )
+            for t in ready
+        ]
         due = [r for tid, r in self.rechecks.items() if r.due <= now and tid not in self.jobs]
-        candidates += [Candidate(r.job.task.id, r.job.task.model_pk, r.job.stage, r.job.task.priority,
-                                 self._devices(r.job.stage, r.job.model), recheck=True) for r in due]
+        candidates += [
+            Candidate(
+                r.job.task.id,
+                r.job.task.model_pk,
+                r.job.stage,
+                r.job.task.priority,
+                self._devices(r.job.stage, r.job.model),
+                recheck=True,
+            )
+            for r in due
+        ]
         waiting = sum(1 for tid, r in self.rechecks.items() if r.due > now and tid not in self.jobs)
-        free = Resources(workers=len(self.free_slots), timed=self.pool.free(), timed_capacity=self.pool.capacity,
-                         lendable=self.pool.lendable(), preparing=self.pool.preparation_free(),
-                         running=Counter(job.stage for job, _, _ in self.jobs.values()),
-                         limits=self.settings.stage_limits,
-                         busy_models=frozenset(job.task.model_pk for job, _, _ in self.jobs.values()),
-                         reserved=waiting)
+        free = Resources(
+            workers=len(self.free_slots),
+            timed=self.pool.free(),
+            timed_capacity=self.pool.capacity,
+            lendable=self.pool.lendable(),
+            preparing=self.pool.preparation_free(),
+            running=Counter(job.stage for job, _, _ in self.jobs.values()),
+            limits=self.settings.stage_limits,
+            busy_models=frozenset(job.task.model_pk for job, _, _ in self.jobs.values()),
+            reserved=waiting,
+        )
         return select(candidates, free)
 
     def _devices(self, stage: str, model: ModelRecord) -> int:
@@ -365,8 +431,14 @@ class TeamLead:
         if self._crash_looping(task):
             return 1
         if task.attempts > self.settings.budget(task.stage):
-            self._fail(task, {"rule": "attempt_budget_exhausted",
-                              "summary": f"{task.attempts - 1} attempts were interrupted or failed"}, final=True)
+            self._fail(
+                task,
+                {
+                    "rule": "attempt_budget_exhausted",
+                    "summary": f"{task.attempts - 1} attempts were interrupted or failed",
+                },
+                final=True,
+            )
             return 1
         model = self.store.get_model(task.model_id)
         placement = self._place(task, model)
@@ -383,10 +455,17 @@ class TeamLead:
         if placement is not None:
             return placement
         if need > self.pool.capacity:
-            self._fail(task, {"rule": "not_enough_devices",
-                              "summary": f"its plan needs {need} {self.pool.kind} device(s) at once; "
-                                         f"this host has {self.pool.capacity} timed slot(s)",
-                              "devices_needed": need, "host_slots": self.pool.capacity}, status="blocked")
+            self._fail(
+                task,
+                {
+                    "rule": "not_enough_devices",
+                    "summary": f"its plan needs {need} {self.pool.kind} device(s) at once; "
+                    f"this host has {self.pool.capacity} timed slot(s)",
+                    "devices_needed": need,
+                    "host_slots": self.pool.capacity,
+                },
+                status="blocked",
+            )
             return None
         try:  # raced: the devices were taken between the check and the claim (cannot happen single-threaded)
             self.store.release_task(task.id, task.fencing_token, "no free device", origin=self.settings.agent_id)
@@ -399,25 +478,46 @@ class TeamLead:
         count = self.store.interruptions(task.id)
         if count < self.settings.max_interruptions:
             return False
-        self._fail(task, {"rule": "interrupted_too_often",
-                          "summary": f"{count} attempts in a row ended without an outcome (worker or team lead "
-                                     "killed, lease lost, shutdown); not starting another",
-                          "interruptions": count, "max_interruptions": self.settings.max_interruptions}, final=True)
+        self._fail(
+            task,
+            {
+                "rule": "interrupted_too_often",
+                "summary": f"{count} attempts in a row ended without an outcome (worker or team lead "
+                "killed, lease lost, shutdown); not starting another",
+                "interruptions": count,
+                "max_interruptions": self.settings.max_interruptions,
+            },
+            final=True,
+        )
         return True
 
     def _worker_id(self, slot: int) -> str:
         return f"{self.settings.agent_id}.w{slot}"
 
-    def _job(self, task: TaskRecord, model: ModelRecord, slot: int, log_path: Path | None = None,
-             placement: Placement | None = None) -> Job:
+    def _job(
+        self,
+        task: TaskRecord,
+        model: ModelRecord,
+        slot: int,
+        log_path: Path | None = None,
+        placement: Placement | None = None,
+    ) -> Job:
         s = self.settings
         return Job(
-            task=task, model=model, ref=self.refs[task.stage], worker_id=self._worker_id(slot),
-            adaptation_dir=adaptations_dir() / task.adaptation_name, board_path=self.store.path.resolve(),
+            task=task,
+            model=model,
+            ref=self.refs[task.stage],
+            worker_id=self._worker_id(slot),
+            adaptation_dir=adaptations_dir() / task.adaptation_name,
+            board_path=self.store.path.resolve(),
             log_path=log_path or logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log",
-            timeout_s=s.timeout(task.stage), gate_timeout_s=s.gate_timeout_s,
-            lease_s=s.lease_s, heartbeat_s=s.heartbeat_s, output_cap=s.output_cap,
-            settings=self.worker_settings, extra_stages=self.extra_stages,
+            timeout_s=s.timeout(task.stage),
+            gate_timeout_s=s.gate_timeout_s,
+            lease_s=s.lease_s,
+            heartbeat_s=s.heartbeat_s,
+            output_cap=s.output_cap,
+            settings=self.worker_settings,
+            extra_stages=self.extra_stages,
             placement=placement,
             directives=self.steering.directives(task.model_id, task.stage) if self.steering is not None else [],
         )
@@ -429,8 +529,12 @@ class TeamLead:
         if not job.work_dir.is_dir():
             self.rechecks.pop(job.task.id)
             try:
-                self.store.release_task(job.task.id, job.token, "the staging copy its gate re-check needs is gone",
-                                        origin=self.settings.agent_id)
+                self.store.release_task(
+                    job.task.id,
+                    job.token,
+                    "the staging copy its gate re-check needs is gone",
+                    origin=self.settings.agent_id,
+                )
             except StaleTokenError:
                 pass
             return 1
@@ -446,9 +550,14 @@ class TeamLead:
 
         def record() -> int:
             """The attempt, and the worker's agent row (role = the stage's), kept by the team lead."""
-            attempt = self.store.start_attempt(task.id, task.fencing_token, job.command(), str(log_path),
-                                               placement=placement.as_dict() if placement else None,
-                                               recheck=job.recheck)
+            attempt = self.store.start_attempt(
+                task.id,
+                task.fencing_token,
+                job.command(),
+                str(log_path),
+                placement=placement.as_dict() if placement else None,
+                recheck=job.recheck,
+            )
             self.store.register_agent(job.worker_id, STAGE_ROLES.get(task.stage, task.stage))
             self.store.agent_heartbeat(job.worker_id, task.id)
             return attempt
@@ -457,8 +566,14 @@ class TeamLead:
         self.jobs[task.id] = (job, attempt_id, slot)
         self._used.add(job.worker_id)
         self.stats.outcomes["dispatched"] += 1
-        self.log.info("%s/%s: %s started on %s%s", task.model_id, task.stage, job.what, job.worker_id,
-                      f" ({' '.join(placement.devices)})" if placement and placement.devices else "")
+        self.log.info(
+            "%s/%s: %s started on %s%s",
+            task.model_id,
+            task.stage,
+            job.what,
+            job.worker_id,
+            f" ({' '.join(placement.devices)})" if placement and placement.devices else "",
+        )
         self.executor.submit(job)
 
     # ------------------------------------------------------------------ results
@@ -467,12 +582,16 @@ class TeamLead:
         name = f"{job.task.model_id}/{job.stage}"
         if job.gate_only:  # judged with the run it re-checks (some executors report an early crash as the run's)
             early = result.run
-            gate = result.gate or (PhaseResult(early.exit_code, early.duration_s, early.timed_out, None, early.log_tail,
-                                               early.refused) if early is not None else None)
+            gate = result.gate or (
+                PhaseResult(early.exit_code, early.duration_s, early.timed_out, None, early.log_tail, early.refused)
+                if early is not None
+                else None
+            )
             result = replace(result, run=PhaseResult(None, 0.0, False, self.rechecks[job.task.id].outcome), gate=gate)
         try:  # a verdict is never dropped: after a minute of a busy board, it waits for the next tick
-            outcome, diagnosis, fix = retry_busy(lambda: self._judge(job, result), f"recording {name}",
-                                                 self.log.warning, give_up_after_s=60.0)
+            outcome, diagnosis, fix = retry_busy(
+                lambda: self._judge(job, result), f"recording {name}", self.log.warning, give_up_after_s=60.0
+            )
         except BoardBusyError as exc:
             self.log.error("%s: board still busy, the result waits (%s): %s", name, job.result_path("gate").parent, exc)
             self._unrecorded.append(result)
@@ -489,26 +608,36 @@ class TeamLead:
         decisive = result.gate or result.run
         exit_code = decisive.exit_code if decisive else None
         try:
-            retry_busy(lambda: self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome,
-                                                         diagnosis, fix),
-                       f"recording the attempt of {name}", self.log.warning, give_up_after_s=60.0)
+            retry_busy(
+                lambda: self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome, diagnosis, fix),
+                f"recording the attempt of {name}",
+                self.log.warning,
+                give_up_after_s=60.0,
+            )
         except BoardError as exc:
             self.log.error("%s/%s: could not record the attempt: %s", job.task.model_id, job.stage, exc)
         self._idle.add(job.worker_id)
         self.stats.outcomes[outcome] += 1
         if result.placement:
             self._record_placement(job, result)
-        _append(job.log_path, f"[team-lead] {job.what}: {outcome}"
-                + (f": {diagnosis.get('summary', '')}" if diagnosis else "") + "\n")
+        _append(
+            job.log_path,
+            f"[team-lead] {job.what}: {outcome}" + (f": {diagnosis.get('summary', '')}" if diagnosis else "") + "\n",
+        )
 
     def _record_placement(self, job: Job, result: JobResult) -> None:
         """Which host and device ran the attempt, and when (a distributed executor reports it)."""
         where = result.placement
         devices = ",".join(f"{kind}:{'+'.join(ids)}" for kind, ids in sorted(where.get("devices", {}).items()))
         try:
-            self.store.add_event("attempt_placement", f"{job.stage} attempt {job.attempt} ran on "
-                                 f"{where.get('host', '?')} {devices or 'CPU'}", job.task.model_id, job.stage,
-                                 {**where, "token": job.token, "attempt": job.attempt}, self.settings.agent_id)
+            self.store.add_event(
+                "attempt_placement",
+                f"{job.stage} attempt {job.attempt} ran on {where.get('host', '?')} {devices or 'CPU'}",
+                job.task.model_id,
+                job.stage,
+                {**where, "token": job.token, "attempt": job.attempt},
+                self.settings.agent_id,
+            )
         except BoardError as exc:  # the verdict is recorded; a lost placement line is only logged
             self.log.warning("%s/%s: placement not recorded: %s", job.task.model_id, job.stage, exc)
 
@@ -544,8 +673,7 @@ class TeamLead:
                 elif verdict.inconclusive:
                     return (*self._inconclusive(job, out, verdict, events), fix)
                 else:
-                    diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.summary}",
-                            "gate": verdict.report}
+                    diag = {"rule": "gate_failed", "summary": f"gate failed: {verdict.summary}", "gate": verdict.report}
                 diag = _with_unverified(diag, out)
                 return (*self._failure(job, diag, events), fix)
             diag = dict(out.diagnosis or {})
@@ -559,16 +687,27 @@ class TeamLead:
             if out.status in ("blocked", "skipped"):  # the program's decision: its metadata says why
                 figures_only = StageOutcome(out.status, out.summary, metrics=out.metrics)
                 diag = _with_unverified(diag, figures_only)  # figures never stored
-                self._fail(job.task, diag, status=out.status, fields=out.model_fields, metadata=out.model_metadata,
-                           events=events)
+                self._fail(
+                    job.task,
+                    diag,
+                    status=out.status,
+                    fields=out.model_fields,
+                    metadata=out.model_metadata,
+                    events=events,
+                )
                 return out.status, diag, fix
             diag = _with_unverified(diag, out)
             return (*self._failure(job, diag, events), fix)
         except StaleTokenError as exc:
             self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
-            self.store.add_event("stale_result_discarded", f"{job.stage}: result of attempt {job.attempt} "
-                                 f"(token {job.token}) discarded, its lease was lost",
-                                 job.task.model_id, job.stage, {"token": job.token}, self.settings.agent_id)
+            self.store.add_event(
+                "stale_result_discarded",
+                f"{job.stage}: result of attempt {job.attempt} (token {job.token}) discarded, its lease was lost",
+                job.task.model_id,
+                job.stage,
+                {"token": job.token},
+                self.settings.agent_id,
+            )
             return "stale", {"rule": "lease_lost", "summary": str(exc)}, fix
 
     def _promote(self, job: Job) -> None:
@@ -579,33 +718,47 @@ class TeamLead:
         with self.store.while_owned(job.task.id, job.token, self.settings.lease_s):
             attempt_dir.promote(job.work_dir, job.adaptation_dir)
 
-    def _complete(self, job: Job, out: StageOutcome,
-                  verdict: GateResult) -> tuple[str, dict[str, Any] | None, str | None]:
+    def _complete(
+        self, job: Job, out: StageOutcome, verdict: GateResult
+    ) -> tuple[str, dict[str, Any] | None, str | None]:
         """The gate passed: completion, the stage's figures, its metadata and its agent events in one
         fenced transaction."""
         name = f"{job.task.model_id}/{job.stage}"
         fix = out.fix_applied
-        result = {"summary": out.summary, "result": out.result,
-                  "gate": {"summary": verdict.summary, "report": verdict.report},
-                  "fix_applied": fix, "attempt": job.attempt}
+        result = {
+            "summary": out.summary,
+            "result": out.result,
+            "gate": {"summary": verdict.summary, "report": verdict.report},
+            "fix_applied": fix,
+            "attempt": job.attempt,
+        }
         result = attempt_dir.relocate(result, job.work_dir, job.adaptation_dir)
         events = [payload.to_data(e) for e in out.events]
         try:
             self._promote(job)
-            self.store.complete_task(job.task.id, job.token, result, origin=self.settings.agent_id,
-                                     figures=[payload.to_data(f) for f in out.metrics], model_fields=out.model_fields,
-                                     model_metadata=out.model_metadata, events=events)
+            self.store.complete_task(
+                job.task.id,
+                job.token,
+                result,
+                origin=self.settings.agent_id,
+                figures=[payload.to_data(f) for f in out.metrics],
+                model_fields=out.model_fields,
+                model_metadata=out.model_metadata,
+                events=events,
+            )
         except (StaleTokenError, BoardBusyError):
             raise
         except BoardError as exc:  # bad figures or fields from a stage are its bug: the attempt fails
-            diag = _with_unverified({"rule": "bad_stage_figures", "summary": f"the stage's figures were refused: {exc}"},
-                                    out)
+            diag = _with_unverified(
+                {"rule": "bad_stage_figures", "summary": f"the stage's figures were refused: {exc}"}, out
+            )
             return (*self._failure(job, diag, events), fix)
         self.log.info("%s: completed (gate passed: %s)", name, verdict.summary)
         return "completed", None, fix
 
-    def _failure(self, job: Job, diag: dict[str, Any],
-                 events: Sequence[dict[str, Any]] = ()) -> tuple[str, dict[str, Any]]:
+    def _failure(
+        self, job: Job, diag: dict[str, Any], events: Sequence[dict[str, Any]] = ()
+    ) -> tuple[str, dict[str, Any]]:
         """A failed attempt: retry while the stage's budget lasts, then mark failed. A refusal
         (ascendbridge/refusals.py: a retry cannot change it) fails on its first attempt, and so does
         the error the previous attempt ended with too. Returns the outcome and the diagnosis."""
@@ -623,42 +776,79 @@ class TeamLead:
         exit_code = diag.get("exit_code")
         if isinstance(exit_code, int) and exit_code < 0:
             return diag
-        earlier = [a for _, a in self.store.list_attempts(job.task.model_id, job.stage)
-                   if a.task_id == job.task.id and a.fencing_token < job.token
-                   and a.outcome not in (None, "released", "stale", "inconclusive")]
+        earlier = [
+            a
+            for _, a in self.store.list_attempts(job.task.model_id, job.stage)
+            if a.task_id == job.task.id
+            and a.fencing_token < job.token
+            and a.outcome not in (None, "released", "stale", "inconclusive")
+        ]
         if not earlier:
             return diag
         last = max(earlier, key=lambda a: a.id)
         if last.outcome != "retry" or _error_key(last.diagnosis or {}) != _error_key(diag):
             return diag
-        return {**diag, "rule": "same_error_twice", "error_rule": diag.get("rule"),
-                "summary": f"the same error twice: {diag.get('summary', '')}", "retryable": False,
-                "remedy": "fix what the error names (a retry meets it again), then `board_ops.py retry MODEL`"}
+        return {
+            **diag,
+            "rule": "same_error_twice",
+            "error_rule": diag.get("rule"),
+            "summary": f"the same error twice: {diag.get('summary', '')}",
+            "retryable": False,
+            "remedy": "fix what the error names (a retry meets it again), then `board_ops.py retry MODEL`",
+        }
 
-    def _inconclusive(self, job: Job, out: StageOutcome, verdict: GateResult,
-                      events: Sequence[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    def _inconclusive(
+        self, job: Job, out: StageOutcome, verdict: GateResult, events: Sequence[dict[str, Any]]
+    ) -> tuple[str, dict[str, Any]]:
         """The gate could not decide: no attempt spent, the stage not run again. Its staging copy waits,
         under the lease, for a re-check of the gate alone after a backoff; after `gate_rechecks` of them
         the task fails with the gate's last reason. Returns the outcome and the diagnosis."""
         done, limit = job.recheck, self.settings.gate_rechecks
         reason = verdict.summary
         if done >= limit:
-            diag = _with_unverified({"rule": "gate_inconclusive", "gate": verdict.report, "rechecks": done,
-                                     "summary": f"the gate could not decide after {done} re-check(s) of attempt "
-                                                f"{job.attempt}: {reason}", "retryable": False,
-                                     "remedy": "re-check when the host is quieter (`board_ops.py retry MODEL`), "
-                                               "or allow more re-checks (--gate-rechecks)"}, out)
+            diag = _with_unverified(
+                {
+                    "rule": "gate_inconclusive",
+                    "gate": verdict.report,
+                    "rechecks": done,
+                    "summary": f"the gate could not decide after {done} re-check(s) of attempt {job.attempt}: {reason}",
+                    "retryable": False,
+                    "remedy": "re-check when the host is quieter (`board_ops.py retry MODEL`), "
+                    "or allow more re-checks (--gate-rechecks)",
+                },
+                out,
+            )
             self._fail(job.task, {**diag, "log_path": str(job.log_path)}, final=True, events=events)
             return "failed", diag
-        delay = self.settings.gate_recheck_s * 2 ** done
+        delay = self.settings.gate_recheck_s * 2**done
         self.rechecks[job.task.id] = Recheck(job, out, done, time.monotonic() + delay)
-        diag = {"rule": "gate_inconclusive", "summary": f"gate inconclusive: {reason}", "gate": verdict.report,
-                "recheck": done + 1, "rechecks": limit, "recheck_in_s": delay}
-        message = (f"{job.stage} attempt {job.attempt}: the gate could not decide ({reason}); gate re-check "
-                   f"{done + 1} of {limit} in {delay:.0f} s, no attempt spent")
-        self.store.add_event("gate_inconclusive", message, job.task.model_id, job.stage,
-                             {"token": job.token, "attempt": job.attempt, "recheck": done + 1, "rechecks": limit,
-                              "delay_s": delay, "reason": reason}, self.settings.agent_id)
+        diag = {
+            "rule": "gate_inconclusive",
+            "summary": f"gate inconclusive: {reason}",
+            "gate": verdict.report,
+            "recheck": done + 1,
+            "rechecks": limit,
+            "recheck_in_s": delay,
+        }
+        message = (
+            f"{job.stage} attempt {job.attempt}: the gate could not decide ({reason}); gate re-check "
+            f"{done + 1} of {limit} in {delay:.0f} s, no attempt spent"
+        )
+        self.store.add_event(
+            "gate_inconclusive",
+            message,
+            job.task.model_id,
+            job.stage,
+            {
+                "token": job.token,
+                "attempt": job.attempt,
+                "recheck": done + 1,
+                "rechecks": limit,
+                "delay_s": delay,
+                "reason": reason,
+            },
+            self.settings.agent_id,
+        )
         self.log.warning("%s/%s: %s", job.task.model_id, job.stage, message.split(": ", 1)[1])
         return "inconclusive", diag
 
@@ -666,8 +856,9 @@ class TeamLead:
         """People's open guidance, applied; how many items."""
         return self.steering.apply_open() if self.steering is not None else 0
 
-    def _send_back(self, job: Job, diag: dict[str, Any], change: dict[str, Any],
-                   events: Sequence[dict[str, Any]] = ()) -> str:
+    def _send_back(
+        self, job: Job, diag: dict[str, Any], change: dict[str, Any], events: Sequence[dict[str, Any]] = ()
+    ) -> str:
         """The run found what only a spec change fixes: this attempt fails, the healer gets the
         finding as a directive and the model rolls back to healing (guidance.send_back); the stage
         runs again after the healer's fix. A board that refuses the rollback leaves the failure.
@@ -687,25 +878,49 @@ class TeamLead:
         self.log.info("%s: sent back to healing: %s", name, change.get("summary", ""))
         return "sent_back"  # not a failure of this run: the stage waits for the healer's fix
 
-    def _fail(self, task: TaskRecord, diag: dict[str, Any], final: bool = True, status: str = "",
-              fields: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
-              events: Sequence[dict[str, Any]] = ()) -> None:
+    def _fail(
+        self,
+        task: TaskRecord,
+        diag: dict[str, Any],
+        final: bool = True,
+        status: str = "",
+        fields: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        events: Sequence[dict[str, Any]] = (),
+    ) -> None:
         budget = self.settings.budget(task.stage)
         diag = {**diag, "attempt": task.attempts, "budget": budget}
         status = status or ("failed" if final else "pending")
         try:
-            self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id,
-                                 model_fields=fields, model_metadata=metadata, events=events)
+            self.store.fail_task(
+                task.id,
+                task.fencing_token,
+                diag,
+                status=status,
+                origin=self.settings.agent_id,
+                model_fields=fields,
+                model_metadata=metadata,
+                events=events,
+            )
         except (StaleTokenError, BoardBusyError):
             raise
         except BoardError as exc:  # bad fields from a stage are its bug: record the decision without them
             self.log.error("%s/%s: metadata not stored: %s", task.model_id, task.stage, exc)
-            self.store.fail_task(task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id,
-                                 events=events)
+            self.store.fail_task(
+                task.id, task.fencing_token, diag, status=status, origin=self.settings.agent_id, events=events
+            )
         level = logging.INFO if status == "skipped" else logging.WARNING
-        self.log.log(level, "%s/%s: %s (attempt %d/%d): %s%s", task.model_id, task.stage,
-                     "retrying" if status == "pending" else status, task.attempts, budget, diag.get("summary", ""),
-                     f" (refusal, not retried; remedy: {diag['remedy']})" if diag.get("retryable") is False else "")
+        self.log.log(
+            level,
+            "%s/%s: %s (attempt %d/%d): %s%s",
+            task.model_id,
+            task.stage,
+            "retrying" if status == "pending" else status,
+            task.attempts,
+            budget,
+            diag.get("summary", ""),
+            f" (refusal, not retried; remedy: {diag['remedy']})" if diag.get("retryable") is False else "",
+        )
 
     # ------------------------------------------------------------------ shutdown
     def _shutdown(self) -> None:
@@ -713,11 +928,16 @@ class TeamLead:
             if task_id in self.jobs:  # running: released with the jobs below
                 continue
             try:  # nothing was promoted; the next run runs the stage again
-                self.store.release_task(task_id, waiting.job.token, "team lead stopping; its gate re-check "
-                                        "will not run", origin=self.settings.agent_id)
+                self.store.release_task(
+                    task_id,
+                    waiting.job.token,
+                    "team lead stopping; its gate re-check will not run",
+                    origin=self.settings.agent_id,
+                )
             except BoardError as exc:  # the lease expires instead
-                self.log.warning("%s/%s: not released at shutdown: %s", waiting.job.task.model_id, waiting.job.stage,
-                                 exc)
+                self.log.warning(
+                    "%s/%s: not released at shutdown: %s", waiting.job.task.model_id, waiting.job.stage, exc
+                )
             attempt_dir.discard(waiting.job.work_dir)
             self.rechecks.pop(task_id)
         if self.jobs:
@@ -743,22 +963,36 @@ def _error_key(diag: dict[str, Any]) -> tuple[object, object, object]:
 def _with_unverified(diag: dict[str, Any], out: StageOutcome) -> dict[str, Any]:
     """A diagnosis that keeps what the run proposed for the board, labelled unverified: the
     attempt record shows it; the model's figures never include it."""
-    proposed = {key: value for key, value in payload.to_data(out).items()
-                if key in ("metrics", "model_fields", "model_metadata") and value}
+    proposed = {
+        key: value
+        for key, value in payload.to_data(out).items()
+        if key in ("metrics", "model_fields", "model_metadata") and value
+    }
     return {**diag, "unverified": proposed} if proposed else diag
 
 
 def _crash_diagnosis(phase: str, res: PhaseResult[Any], job: Job) -> dict[str, Any]:
     if res.timed_out:
         limit = job.timeout_s if phase == "run" else job.gate_timeout_s
-        return {"rule": f"{phase}_timeout", "summary": f"{phase} killed after its {limit:.0f} s timeout",
-                "log_path": str(job.log_path)}
+        return {
+            "rule": f"{phase}_timeout",
+            "summary": f"{phase} killed after its {limit:.0f} s timeout",
+            "log_path": str(job.log_path),
+        }
     if res.refused:  # the worker wrote a result that does not match the schema
-        return {"rule": f"{phase}_bad_result", "summary": res.refused, "exit_code": res.exit_code,
-                "log_path": str(job.log_path)}
-    return {"rule": f"{phase}_crashed", "summary": f"{phase} worker exited with code {res.exit_code} "
-            "without a result", "exit_code": res.exit_code, "log_tail": res.log_tail[-2000:],
-            "log_path": str(job.log_path)}
+        return {
+            "rule": f"{phase}_bad_result",
+            "summary": res.refused,
+            "exit_code": res.exit_code,
+            "log_path": str(job.log_path),
+        }
+    return {
+        "rule": f"{phase}_crashed",
+        "summary": f"{phase} worker exited with code {res.exit_code} without a result",
+        "exit_code": res.exit_code,
+        "log_tail": res.log_tail[-2000:],
+        "log_path": str(job.log_path),
+    }
 
 
 def _append(path: Path, text: str) -> None:

@@ -46,12 +46,20 @@ class RunSettings(StageSettings):
 
     model_config = SettingsConfigDict(env_prefix="ASCENDBRIDGE_")
     label = "team-lead"
-    FLAGS: ClassVar[dict[str, str]] = {"workers": "--workers", "max_interruptions": "--max-interruptions",
-                                       "gate_timeout_s": "--gate-timeout", "lease_s": "--lease",
-                                       "heartbeat_s": "--heartbeat", "poll_s": "--poll", "executor": "--executor",
-                                       "ray_address": "--ray-address", "devices": "--devices",
-                                       "timed_cores": "--timed-cores", "gate_rechecks": "--gate-rechecks",
-                                       "gate_recheck_s": "--gate-recheck-delay"}
+    FLAGS: ClassVar[dict[str, str]] = {
+        "workers": "--workers",
+        "max_interruptions": "--max-interruptions",
+        "gate_timeout_s": "--gate-timeout",
+        "lease_s": "--lease",
+        "heartbeat_s": "--heartbeat",
+        "poll_s": "--poll",
+        "executor": "--executor",
+        "ray_address": "--ray-address",
+        "devices": "--devices",
+        "timed_cores": "--timed-cores",
+        "gate_rechecks": "--gate-rechecks",
+        "gate_recheck_s": "--gate-recheck-delay",
+    }
 
     workers: int = Field(2, ge=1, le=256)  # total concurrent tasks
     max_interruptions: int = Field(3, ge=1)  # attempts ended without an outcome before `failed`
@@ -89,7 +97,9 @@ class TeamLeadSettings:
     stage_limits: dict[str, int] = field(default_factory=dict)  # per-stage concurrency caps
     attempt_budget: dict[str, int] = field(default_factory=dict)
     default_attempts: int = 3
-    max_interruptions: int = _default("max_interruptions")  # attempts ended without an outcome (killed, lease lost) before `failed`
+    max_interruptions: int = _default(
+        "max_interruptions"
+    )  # attempts ended without an outcome (killed, lease lost) before `failed`
     stage_timeout_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_STAGE_TIMEOUT_S))
     gate_timeout_s: float = _default("gate_timeout_s")
     lease_s: float = _default("lease_s")
@@ -160,7 +170,9 @@ def parse_stage_settings(items: list[str]) -> dict[str, dict[str, object]]:
         if not sep or not dot or not name:
             raise SettingsError(f"--set: '{item}' is not STAGE.KEY=VALUE")
         if stage in FLAG_SECTIONS:
-            raise SettingsError(f"--set: '{item}': the team lead's own settings are flags ({', '.join(RunSettings.FLAGS.values())})")
+            raise SettingsError(
+                f"--set: '{item}': the team lead's own settings are flags ({', '.join(RunSettings.FLAGS.values())})"
+            )
         if stage in HOST_SECTIONS:
             raise SettingsError(f"--set: '{item}': paths belong to each host (--board, ASCENDBRIDGE_{name.upper()})")
         try:

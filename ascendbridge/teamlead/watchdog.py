@@ -58,20 +58,27 @@ def heartbeat_age(store: BoardStore | None, agent_id: str, since: float) -> floa
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
-    p = OneLineParser(prog="team_lead_watchdog.sh", description=__doc__.splitlines()[0],
-                                epilog="Arguments after -- go to the team lead (it always runs with --forever).")
+    p = OneLineParser(
+        prog="team_lead_watchdog.sh",
+        description=__doc__.splitlines()[0],
+        epilog="Arguments after -- go to the team lead (it always runs with --forever).",
+    )
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
-    p.add_argument("--stale-after", type=float,
-                   help="restart when the heartbeat is older than this many seconds ($WATCHDOG_STALE_S or 120)")
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        help="restart when the heartbeat is older than this many seconds ($WATCHDOG_STALE_S or 120)",
+    )
     p.add_argument("--check-every", type=float, default=5.0, help="seconds between checks (default 5)")
     p.add_argument("--max-backoff", type=float, default=300.0, help="longest wait between restarts (default 300)")
-    p.add_argument("--healthy-after", type=float, default=600.0,
-                   help="a run this long resets the backoff (default 600)")
+    p.add_argument(
+        "--healthy-after", type=float, default=600.0, help="a run this long resets the backoff (default 600)"
+    )
     p.add_argument("--max-restarts", type=int, default=0, help="give up after this many restarts (0: never)")
     p.add_argument("--agent-id", default="team-lead", help="the team lead's agent id on the board")
     p.add_argument("--command", help="team-lead command (default: python -m ascendbridge.teamlead --forever)")
     raw = list(sys.argv[1:] if argv is None else argv)
-    extra = raw[raw.index("--") + 1:] if "--" in raw else []
+    extra = raw[raw.index("--") + 1 :] if "--" in raw else []
     mine = raw[: raw.index("--")] if "--" in raw else raw
     args = p.parse_args(mine)
     if args.stale_after is None:

@@ -1,9 +1,9 @@
 """Benchmark evidence tools.
 
-    uv run benchmark/scripts/benchmark_tool.py aggregate [--out-dir DIR] [--figures-dir DIR]
-    uv run benchmark/scripts/benchmark_tool.py compare A.pt B.pt (--adapt NAME | --python PATH) [--json]
-    uv run benchmark/scripts/benchmark_tool.py hotspots TRACE.json [--top N] [--json]
-    uv run benchmark/scripts/benchmark_tool.py roofline NAME [--dtype D] [--json]
+uv run benchmark/scripts/benchmark_tool.py aggregate [--out-dir DIR] [--figures-dir DIR]
+uv run benchmark/scripts/benchmark_tool.py compare A.pt B.pt (--adapt NAME | --python PATH) [--json]
+uv run benchmark/scripts/benchmark_tool.py hotspots TRACE.json [--top N] [--json]
+uv run benchmark/scripts/benchmark_tool.py roofline NAME [--dtype D] [--json]
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"runs": len(rows), "skipped": skipped, "files": [str(p) for p in reports + figures]}))
     else:
-        print(f"{len(rows)} benchmark run(s) from {adaptations_dir()}" + (f", {len(skipped)} skipped" if skipped else ""))
+        print(
+            f"{len(rows)} benchmark run(s) from {adaptations_dir()}" + (f", {len(skipped)} skipped" if skipped else "")
+        )
         for s in skipped:
             print(f"  skipped {s['file']}: {s['reason']}")
         for path in reports + figures:
@@ -55,14 +57,18 @@ def _format_compare(result: dict[str, Any]) -> str:
         if out["kind"] == "label":
             lines.append(f"{name[:32]:32s} {out['verdict']:7s} match rate {m['match_rate']:.4f}")
             continue
-        cells = [f"{m[k]:10.6g}" if isinstance(m.get(k), (int, float)) else f"{'-':>10s}"
-                 for k in ("cosine", "max_abs_err", "max_rel_err", "rmse")]
+        cells = [
+            f"{m[k]:10.6g}" if isinstance(m.get(k), (int, float)) else f"{'-':>10s}"
+            for k in ("cosine", "max_abs_err", "max_rel_err", "rmse")
+        ]
         lines.append(f"{name[:32]:32s} {out['verdict']:7s} " + " ".join(cells))
         lines += [f"    - {reason}" for reason in out["reasons"]]
     lines += [f"problem: {p}" for p in result["problems"]]
     applied = result["thresholds"]["applied"]
-    lines.append(f"verdict {result['verdict'].upper()} (cosine >= {applied['cosine_min']}, max abs err <= "
-                 f"{applied['max_abs_err_scaled_max']:.3g} x output scale, target dtype {applied['target_dtype']})")
+    lines.append(
+        f"verdict {result['verdict'].upper()} (cosine >= {applied['cosine_min']}, max abs err <= "
+        f"{applied['max_abs_err_scaled_max']:.3g} x output scale, target dtype {applied['target_dtype']})"
+    )
     return "\n".join(lines)
 
 
@@ -76,12 +82,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.adapt and (directory / "adaptation.json").is_file():
         tolerances = json.dumps(json.loads((directory / "adaptation.json").read_text()).get("tolerances") or {})
     extra = ["--dtype", args.dtype] if args.dtype else []
-    res = run_inner(python, "compare_outputs.py", [str(Path(args.a).resolve()), str(Path(args.b).resolve()),
-                                                    "--tolerances", tolerances, *extra])
+    res = run_inner(
+        python,
+        "compare_outputs.py",
+        [str(Path(args.a).resolve()), str(Path(args.b).resolve()), "--tolerances", tolerances, *extra],
+    )
     result = json_report(res.output)
     if result is None:
         errors = [ln for ln in res.output.splitlines() if ln.startswith("error: ")]
-        raise ToolError(errors[-1][len("error: "):] if errors else f"comparison failed: {res.tail(2)}")
+        raise ToolError(errors[-1][len("error: ") :] if errors else f"comparison failed: {res.tail(2)}")
     print(json.dumps(result, indent=2) if args.json else _format_compare(result))
     return 0 if result["verdict"] == "pass" else 3
 
@@ -98,7 +107,9 @@ def _pick_metrics(name: str, dtype: str | None) -> dict[str, Any]:
     if not sets:
         raise ToolError(f"{name} has no benchmark evidence yet (run the benchmark stage or accuracy_run.py)")
     if dtype is None:
-        spec = json.loads((directory / "adaptation.json").read_text()) if (directory / "adaptation.json").is_file() else {}
+        spec = (
+            json.loads((directory / "adaptation.json").read_text()) if (directory / "adaptation.json").is_file() else {}
+        )
         dtype = (spec.get("dtype") or {}).get("target", "float32")
     chosen = [s for s in sets if s.run.get("dtype") == dtype]
     if not chosen:
@@ -117,9 +128,13 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p, sub = tool_parser("Benchmark evidence tools: aggregate, compare, hotspots, roofline.", cmd_aggregate,
-                         REPO_ROOT / "benchmark" / "reports", "all adaptations -> reports (JSON, CSV) and figures (PNG)",
-                         REPO_ROOT / "benchmark" / "figures")
+    p, sub = tool_parser(
+        "Benchmark evidence tools: aggregate, compare, hotspots, roofline.",
+        cmd_aggregate,
+        REPO_ROOT / "benchmark" / "reports",
+        "all adaptations -> reports (JSON, CSV) and figures (PNG)",
+        REPO_ROOT / "benchmark" / "figures",
+    )
     c = add_compare(sub, cmd_compare, "accuracy table of B.pt against A.pt")
     env = c.add_mutually_exclusive_group(required=True)
     env.add_argument("--adapt", help="load the tensors with this adaptation's environment (and its tolerances)")

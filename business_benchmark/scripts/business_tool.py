@@ -35,11 +35,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 0
     for label in ("a", "b"):
         s = result[label]
-        print(f"{label.upper()}: {s['device']} ({s['device_name']}) {s['dtype']}, {s['weights']} weights, verdict {s['verdict']}")
+        print(
+            f"{label.upper()}: {s['device']} ({s['device_name']}) {s['dtype']}, {s['weights']} weights, verdict {s['verdict']}"
+        )
     print(f"{'set':18s} {'metric':32s} {'A':>10s} {'B':>10s} {'A items/s':>10s} {'B items/s':>10s}")
     for row in result["rows"]:
-        print(f"{row['set']:18s} {row['metric']:32s} {_fmt(row['a']):>10s} {_fmt(row['b']):>10s} "
-              f"{_fmt(row['a_items_per_s']):>10s} {_fmt(row['b_items_per_s']):>10s}")
+        print(
+            f"{row['set']:18s} {row['metric']:32s} {_fmt(row['a']):>10s} {_fmt(row['b']):>10s} "
+            f"{_fmt(row['a_items_per_s']):>10s} {_fmt(row['b_items_per_s']):>10s}"
+        )
     for note in result["notes"]:
         print(f"note: {note}")
     return 0
@@ -59,8 +63,12 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str]) -> int:
     """Exit 0 done, 2 bad input (not business evidence, unreadable files): one `error:` line."""
-    parser, sub = tool_parser(__doc__.splitlines()[0], cmd_aggregate, REPO_ROOT / "business_benchmark" / "reports",
-                              "report across every adaptation's business evidence")
+    parser, sub = tool_parser(
+        __doc__.splitlines()[0],
+        cmd_aggregate,
+        REPO_ROOT / "business_benchmark" / "reports",
+        "report across every adaptation's business evidence",
+    )
     add_compare(sub, cmd_compare, "two business evidence files side by side")
     return run_cli(argv, parser, (DatasetError,))
 

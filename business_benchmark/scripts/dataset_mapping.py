@@ -52,8 +52,9 @@ def _run(argv: list[str]) -> int:
                     else:
                         meta.pop("business_sets", None)
                     model = store.update_model_metadata(args.model, {}, meta, origin="cli")
-                evaluations = evaluations_for(model.task_family, meta.get("pipeline_tag"), None, st,
-                                              model.metadata.get("business_sets"))
+                evaluations = evaluations_for(
+                    model.task_family, meta.get("pipeline_tag"), None, st, model.metadata.get("business_sets")
+                )
     except (DatasetError, BoardError) as exc:
         raise CliError(str(exc)) from None
     if args.json:

@@ -47,7 +47,9 @@ def fetch(repo: str, config: str | None, split: str | None) -> None:
 
         hub_logging.set_verbosity_error()  # its retry warnings would break the one-line error of an unreachable Hub
         data = datasets.load_dataset(repo, config, split=split)
-        print(f"{repo}{'/' + config if config else ''} {split or ''}: {len(data) if hasattr(data, '__len__') else '?'} rows cached")
+        print(
+            f"{repo}{'/' + config if config else ''} {split or ''}: {len(data) if hasattr(data, '__len__') else '?'} rows cached"
+        )
         return
     from huggingface_hub import snapshot_download
 

@@ -45,6 +45,4 @@ def rule_named(name: str) -> Rule:
     raise KeyError(f"unknown healing rule '{name}'")
 
 
-__all__ = [
-    "RULES", "rule_named", "Rule", "Match", "Fix", "Block", "GiveUp", "Remedy", "FixContext", "apply_changes",
-]
+__all__ = ["RULES", "rule_named", "Rule", "Match", "Fix", "Block", "GiveUp", "Remedy", "FixContext", "apply_changes"]

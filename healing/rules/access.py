@@ -41,8 +41,9 @@ class RemoteCodeRule(Rule):
         if spec.trust_remote_code:
             return GiveUp("trust_remote_code is already on and the custom code still fails to load")
         if ctx.allow_remote_code:
-            return Fix("the board allows remote code for this model: trust_remote_code = true",
-                       {"trust_remote_code": True})
+            return Fix(
+                "the board allows remote code for this model: trust_remote_code = true", {"trust_remote_code": True}
+            )
         return Block("the model needs remote code; allow it for this model on the board to continue")
 
 
@@ -67,5 +68,7 @@ class WeightsUnreachableRule(Rule):
     found = "model files unreachable"
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
-        return Block("the model files cannot be fetched from here (offline or the hub is unreachable); "
-                     "provide a local copy or an HF cache, or set HF_ENDPOINT to a reachable mirror")
+        return Block(
+            "the model files cannot be fetched from here (offline or the hub is unreachable); "
+            "provide a local copy or an HF cache, or set HF_ENDPOINT to a reachable mirror"
+        )

@@ -105,5 +105,8 @@ def shrink_workload(spec: AdaptationSpec, phase: str, ctx: FixContext, why: str)
         if layers is None or layers > 1:
             new = max(1, (layers or 2) // 2)
             return Fix(f"{why}: dry run builds at most {new} layers", {"dry_run_max_layers": new})
-    return GiveUp(f"{why} even with batch 1, sequence {inputs.seq_len}"
-                  + (" and 1 layer" if phase == "dry_run" else "") + "; the model does not fit this device")
+    return GiveUp(
+        f"{why} even with batch 1, sequence {inputs.seq_len}"
+        + (" and 1 layer" if phase == "dry_run" else "")
+        + "; the model does not fit this device"
+    )

@@ -68,8 +68,10 @@ class MissingConfigAttributeRule(Rule):
         found = _MISSING.search(failure.text)
         if not found:
             return None
-        return Match(f"{found.group(1)} has no attribute '{found.group(2)}'",
-                     {"config_class": found.group(1), "attribute": found.group(2)})
+        return Match(
+            f"{found.group(1)} has no attribute '{found.group(2)}'",
+            {"config_class": found.group(1), "attribute": found.group(2)},
+        )
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         attribute = match.facts["attribute"]
@@ -88,8 +90,10 @@ class MissingConfigAttributeRule(Rule):
 
 class UnsupportedModelRule(Rule):
     name = "unsupported_model"
-    description = ("The runtime refuses the model (a forward signature or family it cannot drive, an unreadable "
-                   "spec): no spec edit of the catalogue helps, and a retry gives the same answer.")
+    description = (
+        "The runtime refuses the model (a forward signature or family it cannot drive, an unreadable "
+        "spec): no spec edit of the catalogue helps, and a retry gives the same answer."
+    )
 
     def match(self, failure: Failure) -> Match | None:
         kind = (failure.result or {}).get("error_kind")
@@ -98,5 +102,7 @@ class UnsupportedModelRule(Rule):
         return None
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
-        return GiveUp("the runtime cannot drive this model as specified (a task family or input recipe for it "
-                      "is needed: docs/adaptation.md, \"Families not supported yet\")")
+        return GiveUp(
+            "the runtime cannot drive this model as specified (a task family or input recipe for it "
+            'is needed: docs/adaptation.md, "Families not supported yet")'
+        )

@@ -79,8 +79,10 @@ class MissingModuleRule(Rule):
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         blocked = [m for m in match.facts["modules"] if m.split(".")[0] in _NOT_ADDABLE]
         if blocked:
-            return GiveUp(f"{', '.join(blocked)} cannot be added as a dependency; it comes from the device "
-                          "profile or the transformers pin")
+            return GiveUp(
+                f"{', '.join(blocked)} cannot be added as a dependency; it comes from the device "
+                "profile or the transformers pin"
+            )
         packages = list(dict.fromkeys(pypi_name(m) for m in match.facts["modules"]))
         new = [p for p in packages if p not in spec.dependencies]
         if not new:
@@ -96,8 +98,10 @@ class DependencyResolutionRule(Rule):
         if failure.phase not in ("lock", "sync") or not _RESOLUTION.search(failure.text):
             return None
         lines = [x.strip(" ×╰─▶│") for x in failure.output.splitlines() if _RESOLUTION.search(x)]
-        return Match(f"uv could not resolve the dependencies: {(lines or [failure.error])[0]}",
-                     {"report": failure.output[-4000:]})
+        return Match(
+            f"uv could not resolve the dependencies: {(lines or [failure.error])[0]}",
+            {"report": failure.output[-4000:]},
+        )
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         text = match.facts.get("report", match.summary).lower()

@@ -24,8 +24,10 @@ _NPU_MISSING = re.compile(
 
 class DeviceMismatchRule(Rule):
     name = "device_mismatch"
-    description = ("Model code mixes devices (tensors made without a device): build and run with the run "
-                   "device as torch's default device.")
+    description = (
+        "Model code mixes devices (tensors made without a device): build and run with the run "
+        "device as torch's default device."
+    )
 
     pattern = _MISMATCH
     found = "tensors on different devices"
@@ -33,14 +35,17 @@ class DeviceMismatchRule(Rule):
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         if spec.set_default_device:
             return GiveUp("the run device is already torch's default device and tensors still mix devices")
-        return Fix("use the run device as torch's default device (set_default_device = true)",
-                   {"set_default_device": True})
+        return Fix(
+            "use the run device as torch's default device (set_default_device = true)", {"set_default_device": True}
+        )
 
 
 class DeviceUnavailableRule(Rule):
     name = "device_unavailable"
-    description = ("The requested device is not usable here (torch_npu / CANN / no NPU, no CUDA): "
-                   "blocked until the stage runs on a host that has it; never a silent fallback.")
+    description = (
+        "The requested device is not usable here (torch_npu / CANN / no NPU, no CUDA): "
+        "blocked until the stage runs on a host that has it; never a silent fallback."
+    )
 
     def match(self, failure: Failure) -> Match | None:
         result = failure.result or {}
@@ -54,7 +59,11 @@ class DeviceUnavailableRule(Rule):
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         if match.facts.get("device") == "npu":
-            return Block("an NPU run needs an Ascend host with CANN and torch_npu (the `ascend` extra); "
-                         "this host has none. Run the healing stage on an NPU host or select the cpu/cuda profile")
-        return Block(f"device {match.facts.get('device')} is not available on this host; run the stage where it "
-                     "is, or select another device profile")
+            return Block(
+                "an NPU run needs an Ascend host with CANN and torch_npu (the `ascend` extra); "
+                "this host has none. Run the healing stage on an NPU host or select the cpu/cuda profile"
+            )
+        return Block(
+            f"device {match.facts.get('device')} is not available on this host; run the stage where it "
+            "is, or select another device profile"
+        )

@@ -8,8 +8,15 @@ from ascendbridge.package.spec import AdaptationSpec
 from healing.failure import Failure
 from healing.rules.base import Fix, FixContext, GiveUp, Match, Remedy, Rule
 
-_POSITION_NAMES = ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length",
-                   "max_sequence_length", "max_source_positions")
+_POSITION_NAMES = (
+    "max_position_embeddings",
+    "n_positions",
+    "n_ctx",
+    "max_seq_len",
+    "seq_length",
+    "max_sequence_length",
+    "max_source_positions",
+)
 _INDEX = re.compile(r"index out of range in self")
 _EXPANDED = re.compile(r"The expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\)")
 _SIZE = re.compile(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
@@ -32,8 +39,10 @@ class SequenceTooLongRule(Rule):
         for pattern in (_EXPANDED, _SIZE):
             found = pattern.search(text)
             if found and int(found.group(1)) > int(found.group(2)):
-                return Match(f"sequence of {found.group(1)} tokens does not fit {found.group(2)} positions",
-                             {"limit": int(found.group(2))})
+                return Match(
+                    f"sequence of {found.group(1)} tokens does not fit {found.group(2)} positions",
+                    {"limit": int(found.group(2))},
+                )
         if _INDEX.search(text) or _TOO_LONG.search(text):
             return Match("an index ran past an embedding table (sequence longer than the positions?)", {"limit": None})
         return None
@@ -45,12 +54,10 @@ class SequenceTooLongRule(Rule):
             if seq <= limit - 2:
                 return GiveUp(f"inputs.seq_len {seq} already fits the model's {limit} positions")
             new = max(1, min(seq // 2, limit - 2))  # -2: RoBERTa-style position offsets
-            return Fix(f"shorten inputs.seq_len {seq} -> {new} (model has {limit} positions)",
-                       {"inputs/seq_len": new})
+            return Fix(f"shorten inputs.seq_len {seq} -> {new} (model has {limit} positions)", {"inputs/seq_len": new})
         if seq <= 8:
             return GiveUp(f"inputs.seq_len is already {seq}")
-        return Fix(f"shorten inputs.seq_len {seq} -> {seq // 2} (position limit unknown)",
-                   {"inputs/seq_len": seq // 2})
+        return Fix(f"shorten inputs.seq_len {seq} -> {seq // 2} (position limit unknown)", {"inputs/seq_len": seq // 2})
 
 
 class PadTokenRule(Rule):

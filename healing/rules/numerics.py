@@ -25,17 +25,25 @@ def _fall_back_to_fp32(spec: AdaptationSpec, why: str) -> Fix | GiveUp:
 
 class DtypeUnsupportedRule(Rule):
     name = "dtype_unsupported"
-    description = ("An op has no kernel for the low-precision dtype on this device: keep the module the "
-                   "runtime's probe named in float32 (dtype.keep_fp32_modules), else fall back to float32.")
+    description = (
+        "An op has no kernel for the low-precision dtype on this device: keep the module the "
+        "runtime's probe named in float32 (dtype.keep_fp32_modules), else fall back to float32."
+    )
 
     def match(self, failure: Failure) -> Match | None:
         finding = (failure.result or {}).get("finding")
         if isinstance(finding, dict) and finding.get("module_class"):
-            return Match(f"{finding.get('operator') or 'an op'} in {finding.get('module')} "
-                         f"({finding['module_class']}) does not run in {finding.get('dtype')} on "
-                         f"{finding.get('device')}: {finding.get('error')}",
-                         {"dtype": finding.get("dtype"), "module_class": finding["module_class"],
-                          "module": finding.get("module"), "operator": finding.get("operator")})
+            return Match(
+                f"{finding.get('operator') or 'an op'} in {finding.get('module')} "
+                f"({finding['module_class']}) does not run in {finding.get('dtype')} on "
+                f"{finding.get('device')}: {finding.get('error')}",
+                {
+                    "dtype": finding.get("dtype"),
+                    "module_class": finding["module_class"],
+                    "module": finding.get("module"),
+                    "operator": finding.get("operator"),
+                },
+            )
         found = _UNSUPPORTED.search(failure.text)
         if not found:
             return None
@@ -45,9 +53,11 @@ class DtypeUnsupportedRule(Rule):
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
         module_class = match.facts.get("module_class")
         if module_class and module_class not in spec.dtype.keep_fp32_modules:
-            return Fix(f"keep {module_class} in float32 inside {match.facts.get('dtype')} runs "
-                       f"({match.facts.get('operator') or 'its operator'} has no kernel for that dtype)",
-                       {"dtype/keep_fp32_modules": [*spec.dtype.keep_fp32_modules, module_class]})
+            return Fix(
+                f"keep {module_class} in float32 inside {match.facts.get('dtype')} runs "
+                f"({match.facts.get('operator') or 'its operator'} has no kernel for that dtype)",
+                {"dtype/keep_fp32_modules": [*spec.dtype.keep_fp32_modules, module_class]},
+            )
         return _fall_back_to_fp32(spec, f"{match.facts['dtype']} unsupported")
 
 

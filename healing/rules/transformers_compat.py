@@ -41,12 +41,16 @@ class TransformersVersionRule(Rule):
         found = _OLD_API.search(text)
         if found:
             what = next(g for g in found.groups() if g)
-            return Match(f"transformers API mismatch: {found.group(0)}",
-                         {"direction": "older", "name": what, "installed": installed})
+            return Match(
+                f"transformers API mismatch: {found.group(0)}",
+                {"direction": "older", "name": what, "installed": installed},
+            )
         kwarg = _UNEXPECTED_KWARG.search(text)
         if kwarg and (_TRANSFORMERS_FRAME.search(text) or _TRANSFORMERS_CLASS.search(kwarg.group(1))):
-            return Match(f"transformers API mismatch: {kwarg.group(0)}",
-                         {"direction": "older", "name": kwarg.group(2), "installed": installed})
+            return Match(
+                f"transformers API mismatch: {kwarg.group(0)}",
+                {"direction": "older", "name": kwarg.group(2), "installed": installed},
+            )
         return None
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
@@ -54,12 +58,18 @@ class TransformersVersionRule(Rule):
         default = AdaptationSpec.model_fields["transformers_requirement"].default
         if match.facts["direction"] == "newer":
             if "<" in current:
-                return Fix(f"drop the upper bound on transformers: {current} -> {default}",
-                           {"transformers_requirement": default})
-            return GiveUp("the newest transformers allowed is already in use; the architecture may need "
-                          "remote code or a newer transformers release")
+                return Fix(
+                    f"drop the upper bound on transformers: {current} -> {default}",
+                    {"transformers_requirement": default},
+                )
+            return GiveUp(
+                "the newest transformers allowed is already in use; the architecture may need "
+                "remote code or a newer transformers release"
+            )
         installed_major = _major(match.facts.get("installed"))
         if "<5" in current.replace(" ", "") or installed_major == 4:
             return GiveUp(f"transformers is already below 5 ({current}); the mismatch is not a 5.x removal")
-        return Fix(f"pin transformers below 5 ({current} -> {PRE_5_PIN}): "
-                   f"'{match.facts['name']}' is gone or changed in 5.x", {"transformers_requirement": PRE_5_PIN})
+        return Fix(
+            f"pin transformers below 5 ({current} -> {PRE_5_PIN}): '{match.facts['name']}' is gone or changed in 5.x",
+            {"transformers_requirement": PRE_5_PIN},
+        )

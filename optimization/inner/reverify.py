@@ -24,8 +24,14 @@ def main(argv: list[str]) -> int:
     if argv and argv[0].startswith("--workload="):
         workload, argv = argv[0].split("=", 1)[1] or None, argv[1:]
     if len(argv) < 9:
-        print(json.dumps({"error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE MODE MAX_PAIRS ITERS WARMUP CLAIMED "
-                                   "MIN_GAIN PASS..."}))
+        print(
+            json.dumps(
+                {
+                    "error": "usage: reverify.py RUNTIME_PARENT SPEC DEVICE MODE MAX_PAIRS ITERS WARMUP CLAIMED "
+                    "MIN_GAIN PASS..."
+                }
+            )
+        )
         return 2
     sys.path.insert(0, argv[0])
     from ab_runtime import harness
@@ -40,18 +46,29 @@ def main(argv: list[str]) -> int:
         return quick.gate_verdict(speedups, claimed, min_gain, pairs)[0] != "continue"
 
     try:
-        session = harness.open_session(Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1,
-                                       workload=workload)
+        session = harness.open_session(
+            Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1, workload=workload
+        )
         base_build, base_run, _ = session.make([])
         build, run, _ = session.make(passes.get(names))
-        figures = sequential_paired(session, session.headline_call(base_build, base_run),
-                                    session.headline_call(build, run), pairs, warmup, iters, decided)
+        figures = sequential_paired(
+            session,
+            session.headline_call(base_build, base_run),
+            session.headline_call(build, run),
+            pairs,
+            warmup,
+            iters,
+            decided,
+        )
     except Exception as exc:  # reported as one line; the gate fails on it
         print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}))
         return 1
     verdict, why = quick.gate_verdict(figures["pair_speedups"], claimed, min_gain, pairs)
-    print(json.dumps({**{k: v for k, v in figures.items() if not k.endswith("_samples_ms")},
-                      "verdict": verdict, "why": why}))
+    print(
+        json.dumps(
+            {**{k: v for k, v in figures.items() if not k.endswith("_samples_ms")}, "verdict": verdict, "why": why}
+        )
+    )
     return 0
 
 

@@ -17,7 +17,9 @@ from optimization.gate import check_notes_gate
 
 
 def main(argv: list[str]) -> int:
-    return checker_main(__doc__.splitlines()[0], argv, lambda args, directory: check_notes_gate(directory), python=False)
+    return checker_main(
+        __doc__.splitlines()[0], argv, lambda args, directory: check_notes_gate(directory), python=False
+    )
 
 
 if __name__ == "__main__":

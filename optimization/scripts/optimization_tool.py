@@ -52,8 +52,10 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         return 0
     print(f"{len(rows)} optimized model(s) from {adaptations_dir()}" + (f", {len(skipped)} skipped" if skipped else ""))
     for r in rows:
-        print(f"  {r['adaptation']:28s} {r['outcome']:8s} x{_fmt(r['speedup'])} "
-              f"({_fmt(r['interval_low'])}..{_fmt(r['interval_high'])}) {r['chosen'] or '-'}")
+        print(
+            f"  {r['adaptation']:28s} {r['outcome']:8s} x{_fmt(r['speedup'])} "
+            f"({_fmt(r['interval_low'])}..{_fmt(r['interval_high'])}) {r['chosen'] or '-'}"
+        )
     for s in skipped:
         print(f"  skipped {s['file']}: {s['reason']}")
     for path in files:
@@ -66,27 +68,37 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         result = compare(a, b)
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise EvidenceError(f"the notes files are malformed ({type(exc).__name__}: {exc}); "
-                            "check them with check_optimization_notes.py") from None
+        raise EvidenceError(
+            f"the notes files are malformed ({type(exc).__name__}: {exc}); check them with check_optimization_notes.py"
+        ) from None
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     a, b = result["a"], result["b"]
     print(f"{'':24s} {a['adaptation'][:20]:>20s} {b['adaptation'][:20]:>20s}")
     for key in ("device", "outcome", "chosen", "speedup", "baseline_median_ms", "optimized_median_ms", "accuracy"):
-        print(f"{key:24s} {_fmt(a[key]) if isinstance(a[key], float) else str(a[key]):>20s} "
-              f"{_fmt(b[key]) if isinstance(b[key], float) else str(b[key]):>20s}")
+        print(
+            f"{key:24s} {_fmt(a[key]) if isinstance(a[key], float) else str(a[key]):>20s} "
+            f"{_fmt(b[key]) if isinstance(b[key], float) else str(b[key]):>20s}"
+        )
     print("pass effects (speedup alone vs baseline; * = kept):")
     for name, sides in result["passes"].items():
-        cells = [f"{_fmt((s or {}).get('speedup'))}{'*' if (s or {}).get('kept') else ' '}" for s in (sides["a"], sides["b"])]
+        cells = [
+            f"{_fmt((s or {}).get('speedup'))}{'*' if (s or {}).get('kept') else ' '}" for s in (sides["a"], sides["b"])
+        ]
         print(f"  {name:22s} {cells[0]:>20s} {cells[1]:>20s}")
     return 0
 
 
 def main(argv: list[str]) -> int:
     """Exit 0 done, 2 bad input (not notes files, unknown adaptations): one `error:` line."""
-    parser, sub = tool_parser(__doc__.splitlines()[0], cmd_aggregate, REPO_ROOT / "reports",
-                              "report + figure over all adaptations", REPO_ROOT / "reports" / "figures")
+    parser, sub = tool_parser(
+        __doc__.splitlines()[0],
+        cmd_aggregate,
+        REPO_ROOT / "reports",
+        "report + figure over all adaptations",
+        REPO_ROOT / "reports" / "figures",
+    )
     add_compare(sub, cmd_compare, "two adaptations' notes side by side")
     return run_cli(argv, parser, (EvidenceError,))
 

@@ -17,8 +17,9 @@ from serving.gate import check_adaptation
 
 
 def main(argv: list[str]) -> int:
-    return executing_checker_main(__doc__.splitlines()[0], argv, check_adaptation,
-                                  "no re-export, no fresh server (figures, plan and artefacts)")
+    return executing_checker_main(
+        __doc__.splitlines()[0], argv, check_adaptation, "no re-export, no fresh server (figures, plan and artefacts)"
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ CHECKER = Path(__file__).resolve().parents[2] / "adaptation" / "scripts" / "chec
 NAME = "tiny-bert"
 
 # Appended to a copy's ab_runtime/demo.py: the run happens on the CPU, the RESULT line says NPU.
-LYING_RUNTIME = '''
+LYING_RUNTIME = """
 
 _real_main = main
 
@@ -46,7 +46,7 @@ def main(argv):
 
     builtins.print = lying_print
     return _real_main(argv)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,9 @@ def synced_copy_of(base: Path, tmp_path: Path) -> Path:
 def gate(directory: Path, *extra: str, name: str = NAME) -> tuple[int, dict, str]:
     proc = subprocess.run(
         [sys.executable, str(CHECKER), "--adapt", name, "--adaptations-dir", str(directory.parent), "--json", *extra],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, json.loads(proc.stdout), proc.stderr
@@ -93,8 +95,22 @@ def test_gate_passes_a_generated_adaptation_by_running_it(base: Path) -> None:
     assert code == 0, report
     assert report["passed"] is True
     by_name = checks(report)
-    for name in ("files", "spec", "runtime", "demo_wrapper", "pyproject", "lock", "sync", "demo_exit",
-                 "result_line", "result_ok", "mode", "identity", "device", "outputs"):
+    for name in (
+        "files",
+        "spec",
+        "runtime",
+        "demo_wrapper",
+        "pyproject",
+        "lock",
+        "sync",
+        "demo_exit",
+        "result_line",
+        "result_ok",
+        "mode",
+        "identity",
+        "device",
+        "outputs",
+    ):
         assert by_name[name]["passed"], by_name[name]
     result = report["result"]
     assert (result["device_requested"], result["device_used"], result["fallback"]) == ("cpu", "cpu", False)
@@ -102,7 +118,8 @@ def test_gate_passes_a_generated_adaptation_by_running_it(base: Path) -> None:
 
 
 def test_library_parity_runs_in_the_package_env_and_a_differing_package_fails(
-        base: Path, tmp_path: Path, weighted_models: dict) -> None:
+    base: Path, tmp_path: Path, weighted_models: dict
+) -> None:
     """With local weights and a tokenizer, the gate runs ab_runtime.parity in the package's own
     environment (transformers is a package dependency): the package's last_hidden_state equals the
     feature-extraction pipeline's. A config override the library does not apply makes the package
@@ -115,7 +132,8 @@ def test_library_parity_runs_in_the_package_env_and_a_differing_package_fails(
     parity = checks(report)["library_parity"]
     assert code == 0 and report["passed"], report
     assert parity["passed"] and parity["detail"].startswith(
-        "transformers feature-extraction pipeline: equal within float32 tolerance (max abs err scaled ")
+        "transformers feature-extraction pipeline: equal within float32 tolerance (max abs err scaled "
+    )
     assert parity["detail"].endswith(", 3 inputs)")
 
     spec.config_overrides = {"layer_norm_eps": 0.5}
@@ -131,7 +149,9 @@ def test_library_parity_runs_in_the_package_env_and_a_differing_package_fails(
 def test_text_report_has_one_line_per_check(base: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(CHECKER), "--adapt", NAME, "--adaptations-dir", str(base.parent), "--no-run"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
@@ -213,8 +233,12 @@ def test_a_corrupt_spec_is_bad_input(base: Path, tmp_path: Path, content: str, m
 
 @pytest.mark.parametrize(
     "name, message",
-    [("../tiny-bert", "invalid adaptation name"), ("TINY;rm -rf", "invalid adaptation name"),
-     ("/etc", "invalid adaptation name"), ("no-such-model", "unknown adaptation 'no-such-model'")],
+    [
+        ("../tiny-bert", "invalid adaptation name"),
+        ("TINY;rm -rf", "invalid adaptation name"),
+        ("/etc", "invalid adaptation name"),
+        ("no-such-model", "unknown adaptation 'no-such-model'"),
+    ],
 )
 def test_bad_names_are_one_line_errors(base: Path, name: str, message: str) -> None:
     code, report, stderr = gate(base, "--no-run", name=name)

@@ -48,15 +48,25 @@ def spec(tmp_path: Path) -> AdaptationSpec:
 
 
 def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_renders_every_file_of_the_package(tmp_path: Path, spec: AdaptationSpec, wheel_dir: Path) -> None:
     target = tmp_path / "adaptations" / "tiny-bert"
     changed = render_adaptation(spec, target, torch_source(str(wheel_dir)))
-    for name in ("pyproject.toml", "README.md", "demo.py", "adaptation.json", ".gitignore", ".python-version",
-                 "ab_runtime/__init__.py"):
+    for name in (
+        "pyproject.toml",
+        "README.md",
+        "demo.py",
+        "adaptation.json",
+        ".gitignore",
+        ".python-version",
+        "ab_runtime/__init__.py",
+    ):
         assert (target / name).is_file(), name
         assert target / name in changed
     assert AdaptationSpec.load(target) == spec
@@ -71,13 +81,17 @@ def test_renders_every_file_of_the_package(tmp_path: Path, spec: AdaptationSpec,
     assert 'uv run demo.py --text "..."' in demo and "--image" not in demo  # the input this family takes
 
 
-@pytest.mark.parametrize("family,usage", [
-    ("image_text_to_text", 'uv run demo.py --image PATH --text "..."'),
-    ("zero_shot_image_classification", 'uv run demo.py --image PATH --labels "a cat,a dog"'),
-    ("ctc_speech_recognition", "uv run demo.py --audio WAV"),
-])
-def test_demo_usage_names_the_input_the_family_takes(family: str, usage: str, tmp_path: Path,
-                                                     spec: AdaptationSpec, wheel_dir: Path) -> None:
+@pytest.mark.parametrize(
+    "family,usage",
+    [
+        ("image_text_to_text", 'uv run demo.py --image PATH --text "..."'),
+        ("zero_shot_image_classification", 'uv run demo.py --image PATH --labels "a cat,a dog"'),
+        ("ctc_speech_recognition", "uv run demo.py --audio WAV"),
+    ],
+)
+def test_demo_usage_names_the_input_the_family_takes(
+    family: str, usage: str, tmp_path: Path, spec: AdaptationSpec, wheel_dir: Path
+) -> None:
     spec.task_family = family
     render_adaptation(spec, tmp_path / spec.name, torch_source(str(wheel_dir)))
     demo = (tmp_path / spec.name / "demo.py").read_text()
@@ -144,9 +158,7 @@ def test_rerendering_an_unchanged_spec_changes_nothing(tmp_path: Path, spec: Ada
     assert snapshot(target) == before  # bytes and mtimes
 
 
-def test_a_spec_edit_rerenders_only_the_affected_files(
-    tmp_path: Path, spec: AdaptationSpec, wheel_dir: Path
-) -> None:
+def test_a_spec_edit_rerenders_only_the_affected_files(tmp_path: Path, spec: AdaptationSpec, wheel_dir: Path) -> None:
     target = tmp_path / "tiny-bert"
     source = torch_source(str(wheel_dir))
     render_adaptation(spec, target, source)

@@ -23,14 +23,24 @@ DEMO = REPO_ROOT / "demo_models"
 
 
 def discovered(board: BoardStore, model_id: str, info: ModelInfo, allow_remote_code: bool = False) -> StageContext:
-    board.register_models([Registration(model_id=model_id, source=info.source, path=info.local_dir,
-                                        allow_remote_code=allow_remote_code)])
-    fields = {"architecture": (info.architectures or [None])[0], "model_type": info.model_type,
-              "task_family": info.task_family, "parameter_count": info.parameter_count}
+    board.register_models(
+        [Registration(model_id=model_id, source=info.source, path=info.local_dir, allow_remote_code=allow_remote_code)]
+    )
+    fields = {
+        "architecture": (info.architectures or [None])[0],
+        "model_type": info.model_type,
+        "task_family": info.task_family,
+        "parameter_count": info.parameter_count,
+    }
     model = board.update_model_metadata(model_id, fields, info.model_dump(mode="json"))
     task = board.list_tasks(stage="adaptation", model_id=model_id)[0]
-    return StageContext(model=model, task=task, adaptation_dir=adaptations_dir() / model.adaptation_name,
-                        board_path=board.path, log=io.StringIO())
+    return StageContext(
+        model=model,
+        task=task,
+        adaptation_dir=adaptations_dir() / model.adaptation_name,
+        board_path=board.path,
+        log=io.StringIO(),
+    )
 
 
 def demo_context(board: BoardStore, name: str) -> StageContext:
@@ -75,9 +85,14 @@ def test_rerun_keeps_the_healers_fixes(board: BoardStore) -> None:
 
 
 def test_unknown_family_fails_with_a_diagnosis_and_writes_nothing(board: BoardStore, tmp_path: Path) -> None:
-    info = ModelInfo(model_id="org/odd", source="huggingface", config={"model_type": "odd"},
-                     architectures=["OddForSomething"], model_type="odd",
-                     task_family_reason="architecture OddForSomething has no supported task family")
+    info = ModelInfo(
+        model_id="org/odd",
+        source="huggingface",
+        config={"model_type": "odd"},
+        architectures=["OddForSomething"],
+        model_type="odd",
+        task_family_reason="architecture OddForSomething has no supported task family",
+    )
     ctx = discovered(board, "org/odd", info)
     outcome = ADAPTATION_STAGE.run(ctx)
     assert outcome.status == "failed"
@@ -86,9 +101,16 @@ def test_unknown_family_fails_with_a_diagnosis_and_writes_nothing(board: BoardSt
 
 
 def test_remote_code_without_permission_is_blocked(board: BoardStore) -> None:
-    info = ModelInfo(model_id="org/custom", source="huggingface", config={"model_type": "custom"},
-                     architectures=["CustomForCausalLM"], model_type="custom", task_family="causal_lm",
-                     model_class="CustomForCausalLM", needs_remote_code=True)
+    info = ModelInfo(
+        model_id="org/custom",
+        source="huggingface",
+        config={"model_type": "custom"},
+        architectures=["CustomForCausalLM"],
+        model_type="custom",
+        task_family="causal_lm",
+        model_class="CustomForCausalLM",
+        needs_remote_code=True,
+    )
     outcome = ADAPTATION_STAGE.run(discovered(board, "org/custom", info))
     assert outcome.status == "blocked" and outcome.diagnosis["rule"] == "remote_code_not_allowed"
 

@@ -53,16 +53,20 @@ class AgentScript:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
 
 
-def make_adaptation(board: BoardStore, adaptations: Path, model_id: str = "demo/tiny-gpt2",
-                    overrides: dict[str, Any] | None = None) -> tuple[str, Path]:
+def make_adaptation(
+    board: BoardStore, adaptations: Path, model_id: str = "demo/tiny-gpt2", overrides: dict[str, Any] | None = None
+) -> tuple[str, Path]:
     """Register a model and write its adaptation.json (plus one rendered-looking file)."""
-    (record, _), = board.register_models([Registration(model_id=model_id, source="local", path="/nonexistent")])
+    ((record, _),) = board.register_models([Registration(model_id=model_id, source="local", path="/nonexistent")])
     directory = adaptations / record.adaptation_name
     directory.mkdir(parents=True)
-    spec = AdaptationSpec(name=record.adaptation_name, task_family="causal_lm", model_class="GPT2LMHeadModel",
-                          model=ModelSource(model_id=model_id, source="local", path="/nonexistent",
-                                            has_weights=False),
-                          config_overrides=overrides or {"n_embd": 30})
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        task_family="causal_lm",
+        model_class="GPT2LMHeadModel",
+        model=ModelSource(model_id=model_id, source="local", path="/nonexistent", has_weights=False),
+        config_overrides=overrides or {"n_embd": 30},
+    )
     spec.save(directory)
     (directory / "demo.py").write_text("print('rendered')\n")
     return record.model_id, directory

@@ -28,13 +28,25 @@ class FakeChatCompletionsServer:
                     self.send_error(404)
                     return
                 time.sleep(server.delay_s)
-                reply = json.dumps({
-                    "id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": server.content}}],
-                    "usage": {"prompt_tokens": server.total_tokens - 100, "completion_tokens": 100,
-                              "total_tokens": server.total_tokens},
-                }).encode()
+                reply = json.dumps(
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "model": body.get("model"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": server.content},
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": server.total_tokens - 100,
+                            "completion_tokens": 100,
+                            "total_tokens": server.total_tokens,
+                        },
+                    }
+                ).encode()
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

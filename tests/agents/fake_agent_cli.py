@@ -42,8 +42,17 @@ def set_json(path: Path, key: str, value: object) -> None:
 def main() -> int:
     argv = sys.argv[1:]
     with open(os.environ["FAKE_AGENT_LOG"], "a") as log:
-        log.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "prompt": prompt_of(argv),
-                              "env_has_hf_token": "HF_TOKEN" in os.environ}) + "\n")
+        log.write(
+            json.dumps(
+                {
+                    "argv": argv,
+                    "cwd": os.getcwd(),
+                    "prompt": prompt_of(argv),
+                    "env_has_hf_token": "HF_TOKEN" in os.environ,
+                }
+            )
+            + "\n"
+        )
     script = json.loads(Path(os.environ["FAKE_AGENT_SCRIPT"]).read_text())
     for action in script.get("actions", []):
         if "set_json" in action:

@@ -29,14 +29,21 @@ def unknown_model(board: BoardStore, model_id: str) -> ModelRecord:
 
 def context(board: BoardStore, board_path: Path, record: ModelRecord) -> StageContext:
     task = board.list_tasks(stage="adaptation", model_id=record.model_id)[0]
-    return StageContext(model=record, task=task, adaptation_dir=adaptations_dir() / record.adaptation_name,
-                        board_path=board_path, log=io.StringIO(), settings={})
+    return StageContext(
+        model=record,
+        task=task,
+        adaptation_dir=adaptations_dir() / record.adaptation_name,
+        board_path=board_path,
+        log=io.StringIO(),
+        settings={},
+    )
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.slow  # fast tier: real adaptations, twice
 def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
-        board: BoardStore, board_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    board: BoardStore, board_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     agent = AgentScript(tmp_path, monkeypatch)
     record = unknown_model(board, "lab/odd-gpt2")
     ctx = context(board, board_path, record)
@@ -47,33 +54,41 @@ def test_unknown_family_is_adapted_by_the_agent_then_from_memory(
     assert agent.calls() == []
 
     monkeypatch.setenv("ASCENDBRIDGE_AGENT_BACKEND_ADAPTER", "claude")
-    agent.set({"set_json": "adaptation.json", "key": "task_family", "value": "telepathy"},
-              {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"})
+    agent.set(
+        {"set_json": "adaptation.json", "key": "task_family", "value": "telepathy"},
+        {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
+    )
     rejected = ADAPTATION_STAGE.run(ctx)
     record_history(board)
     assert rejected.status == "failed"
     assert [e.data["outcome"] for e in board.events_of_kind(RUN_EVENT)] == ["rejected_gate"]
     assert "telepathy" in board.events_of_kind(RUN_EVENT)[0].data["detail"]
 
-    agent.set({"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
-              {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
-              {"set_json": "adaptation.json", "key": "model/model_id", "value": "someone/else"})
+    agent.set(
+        {"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
+        {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
+        {"set_json": "adaptation.json", "key": "model/model_id", "value": "someone/else"},
+    )
     assert ADAPTATION_STAGE.run(ctx).status == "failed"  # identity changed: rejected
     record_history(board)
     assert "may not change" in board.events_of_kind(RUN_EVENT)[0].data["detail"]
 
     monkeypatch.setenv("ASCENDBRIDGE_AGENT_MAX_ATTEMPTS", "4")
 
-    agent.set({"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
-              {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
-              {"set_json": "adaptation.json", "key": "tolerances/float32", "value": {"cosine_min": 0.5}})
+    agent.set(
+        {"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
+        {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
+        {"set_json": "adaptation.json", "key": "tolerances/float32", "value": {"cosine_min": 0.5}},
+    )
     assert ADAPTATION_STAGE.run(ctx).status == "failed"  # thresholds are the framework's: refused, with why
     record_history(board)
     detail = board.events_of_kind(RUN_EVENT)[0].data["detail"]
     assert "changed tolerances" in detail and "framework's standard" in detail
 
-    agent.set({"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
-              {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"})
+    agent.set(
+        {"set_json": "adaptation.json", "key": "task_family", "value": "causal_lm"},
+        {"set_json": "adaptation.json", "key": "model_class", "value": "GPT2LMHeadModel"},
+    )
     done = ADAPTATION_STAGE.run(ctx)
     record_history(board)
     assert done.status == "done", done.summary

@@ -37,17 +37,23 @@ def test_selection_order_settings_role_then_env_role_then_global(monkeypatch: py
     monkeypatch.setenv("AGENT_BACKEND", "codex")
     monkeypatch.setenv("ASCENDBRIDGE_AGENT_BACKEND_ADAPTER", "openai")
     settings = AgentSettings.from_sources({"agent_backends": {"healer": "claude"}})
-    assert (settings.backend_for("healer"), settings.backend_for("adapter"),
-            settings.backend_for("team-lead")) == ("claude", "openai", "codex")
+    assert (settings.backend_for("healer"), settings.backend_for("adapter"), settings.backend_for("team-lead")) == (
+        "claude",
+        "openai",
+        "codex",
+    )
     assert AgentSettings.from_sources({"agent_backend": "claude"}).backend_for("team-lead") == "claude"
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"agent_backend": "gpt-42"}, "unknown agent backend 'gpt-42'"),
-    ({"agent_backends": {"janitor": "claude"}}, "unknown agent role 'janitor'"),
-    ({"agent_max_attempts": "two"}, "agent_max_attempts: Input should be a valid integer"),
-    ({"agent_timeout_s": -5}, "agent_timeout_s: Input should be greater than 0"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"agent_backend": "gpt-42"}, "unknown agent backend 'gpt-42'"),
+        ({"agent_backends": {"janitor": "claude"}}, "unknown agent role 'janitor'"),
+        ({"agent_max_attempts": "two"}, "agent_max_attempts: Input should be a valid integer"),
+        ({"agent_timeout_s": -5}, "agent_timeout_s: Input should be greater than 0"),
+    ],
+)
 def test_bad_settings_are_one_clear_error(settings: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         AgentSettings.from_sources(settings)
@@ -61,33 +67,65 @@ def test_budget_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_failure_signature_ignores_sizes_and_paths_but_not_the_error() -> None:
-    a = failure_signature("healer", "dry_run", "unclassified",
-                          "ValueError: The hidden size (30) is not a multiple of the number of attention heads (4)")
-    b = failure_signature("healer", "dry_run", "unclassified",
-                          "ValueError: The hidden size (66) is not a multiple of the number of attention heads (8)")
+    a = failure_signature(
+        "healer",
+        "dry_run",
+        "unclassified",
+        "ValueError: The hidden size (30) is not a multiple of the number of attention heads (4)",
+    )
+    b = failure_signature(
+        "healer",
+        "dry_run",
+        "unclassified",
+        "ValueError: The hidden size (66) is not a multiple of the number of attention heads (8)",
+    )
     c = failure_signature("healer", "dry_run", "unclassified", "KeyError: 'rope_theta'")
-    d = failure_signature("adapter", "dry_run", "unclassified",
-                          "ValueError: The hidden size (30) is not a multiple of the number of attention heads (4)")
+    d = failure_signature(
+        "adapter",
+        "dry_run",
+        "unclassified",
+        "ValueError: The hidden size (30) is not a multiple of the number of attention heads (4)",
+    )
     assert a == b and a != c and a != d
     assert failure_signature("healer", "lock", "x", "no file /tmp/a/b/uv.lock") == failure_signature(
-        "healer", "lock", "x", "no file /home/u/adaptations/q/uv.lock")
+        "healer", "lock", "x", "no file /home/u/adaptations/q/uv.lock"
+    )
 
 
 def test_redaction_keeps_digests_and_paths() -> None:
     text = "spec sha256 3f786850e387550fdab836ed7e6dc881de23001b3f786850e387550fdab836ed at /tmp/Pytest-Of-Root1/x"
     assert redact(text) == text
-    assert "eyJ" not in redact("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV")
+    assert "eyJ" not in redact(
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV"
+    )
 
 
 def test_every_task_kind_renders_and_every_role_has_a_contract() -> None:
     model = {"model_id": "org/m", "architecture": "XForY", "model_type": "x", "source": "local", "path": "/m"}
     spec = {"name": "org__m", "task_family": "causal_lm", "model_class": "AutoModelForCausalLM"}
     contexts = {
-        "heal": {"model": model, "spec": spec, "failing_command": "uv run python demo.py --dry-run",
-                 "diagnosis": {"rule": "unclassified", "summary": "s", "phase": "dry_run", "exit_code": 1,
-                               "timed_out": False, "error": "E"}, "log_tail": "tail", "checker_report": "none"},
-        "adapt_unknown_family": {"model": model, "name": "org__m", "refusal": {"rule": "unknown_task_family",
-                                 "summary": "no family"}, "metadata": {"k": 1}, "task_families": ["causal_lm"]},
+        "heal": {
+            "model": model,
+            "spec": spec,
+            "failing_command": "uv run python demo.py --dry-run",
+            "diagnosis": {
+                "rule": "unclassified",
+                "summary": "s",
+                "phase": "dry_run",
+                "exit_code": 1,
+                "timed_out": False,
+                "error": "E",
+            },
+            "log_tail": "tail",
+            "checker_report": "none",
+        },
+        "adapt_unknown_family": {
+            "model": model,
+            "name": "org__m",
+            "refusal": {"rule": "unknown_task_family", "summary": "no family"},
+            "metadata": {"k": 1},
+            "task_families": ["causal_lm"],
+        },
     }
     for kind in TASK_KINDS:
         assert "org/m" in render_prompt(kind, contexts[kind])
@@ -121,24 +159,51 @@ def test_agent_links_are_restored_by_the_script(tmp_path: Path) -> None:
 
 def test_board_ops_show_lists_agent_runs(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
     board.register_models([Registration(model_id="org/m", source="local", path="/m")])
-    record_run(AgentRun(backend="openai", role="healer", kind="heal", outcome="rejected_gate",
-                        duration_s=4.2, files_changed=["adaptation.json"], prompt_hash="abcd1234abcd1234",
-                        tokens=2100, detail="check_adaptation.py failed", model_id="org/m", stage="healing"))
+    record_run(
+        AgentRun(
+            backend="openai",
+            role="healer",
+            kind="heal",
+            outcome="rejected_gate",
+            duration_s=4.2,
+            files_changed=["adaptation.json"],
+            prompt_hash="abcd1234abcd1234",
+            tokens=2100,
+            detail="check_adaptation.py failed",
+            model_id="org/m",
+            stage="healing",
+        )
+    )
     record_history(board)
     script = REPO_ROOT / "scripts" / "board_ops.py"
-    text = subprocess.run([sys.executable, str(script), "--board", str(board_path), "show", "org/m"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    text = subprocess.run(
+        [sys.executable, str(script), "--board", str(board_path), "show", "org/m"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert text.returncode == 0, text.stderr
-    section = text.stdout[text.stdout.index("agent runs"):]
+    section = text.stdout[text.stdout.index("agent runs") :]
     for value in ("healer", "openai", "rejected_gate"):  # 100 columns: the detail columns wait for --wide
         assert value in section
-    wide = subprocess.run([sys.executable, str(script), "--board", str(board_path), "--wide", "show", "org/m"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    wide = subprocess.run(
+        [sys.executable, str(script), "--board", str(board_path), "--wide", "show", "org/m"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert wide.returncode == 0, wide.stderr
-    section = wide.stdout[wide.stdout.index("agent runs"):]
+    section = wide.stdout[wide.stdout.index("agent runs") :]
     for value in ("healer", "openai", "rejected_gate", "2100", "adaptation.json", "abcd1234abcd1234"):
         assert value in section
-    shown = subprocess.run([sys.executable, str(script), "--board", str(board_path), "--json", "show", "org/m"],
-                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    run, = json.loads(shown.stdout)["agent_runs"]
+    shown = subprocess.run(
+        [sys.executable, str(script), "--board", str(board_path), "--json", "show", "org/m"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    (run,) = json.loads(shown.stdout)["agent_runs"]
     assert (run["backend"], run["outcome"], run["tokens"], run["duration_s"]) == ("openai", "rejected_gate", 2100, 4.2)

@@ -32,22 +32,38 @@ TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
 def broken_adaptation(board: BoardStore, board_path: Path, model_id: str) -> tuple[StageContext, io.StringIO]:
     record, task, directory, spec = register_local(
-        board, model_id, TINY_GPT2, "healing", "causal_lm", "GPT2LMHeadModel", "gpt2",
-        inputs=InputRecipe(batch_size=2, seq_len=16), config_overrides={"n_embd": 30},  # 30 is no multiple of 4 heads
+        board,
+        model_id,
+        TINY_GPT2,
+        "healing",
+        "causal_lm",
+        "GPT2LMHeadModel",
+        "gpt2",
+        inputs=InputRecipe(batch_size=2, seq_len=16),
+        config_overrides={"n_embd": 30},  # 30 is no multiple of 4 heads
     )
     render_adaptation(spec, directory)
     log = io.StringIO()
-    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path, log=log,
-                        settings={"healing_max_attempts": 3, "device": "cpu"}), log
+    return StageContext(
+        model=record,
+        task=task,
+        adaptation_dir=directory,
+        board_path=board_path,
+        log=log,
+        settings={"healing_max_attempts": 3, "device": "cpu"},
+    ), log
 
 
 @pytest.mark.timeout(900)
 def test_escalated_heal_passes_the_gate_and_is_reused_without_escalation(
-        board: BoardStore, board_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    board: BoardStore, board_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     agent = AgentScript(tmp_path, monkeypatch)
     monkeypatch.setenv("AGENT_BACKEND", "claude")
-    agent.set({"set_json": "adaptation.json", "key": "config_overrides", "value": {}},
-              usage={"input_tokens": 3000, "output_tokens": 400})
+    agent.set(
+        {"set_json": "adaptation.json", "key": "config_overrides", "value": {}},
+        usage={"input_tokens": 3000, "output_tokens": 400},
+    )
 
     ctx, log = broken_adaptation(board, board_path, "demo/tiny-gpt2-a")
     outcome = HEALING_STAGE.run(ctx)
@@ -61,9 +77,14 @@ def test_escalated_heal_passes_the_gate_and_is_reused_without_escalation(
     gate = HEALING_STAGE.gate(ctx)
     assert gate.passed, gate.summary
     assert len(agent.calls()) == 1
-    run, = [e.data for e in board.events_of_kind(RUN_EVENT)]
+    (run,) = [e.data for e in board.events_of_kind(RUN_EVENT)]
     assert (run["backend"], run["role"], run["outcome"], run["files_changed"], run["tokens"]) == (
-        "claude", "healer", "accepted", ["adaptation.json"], 3400)
+        "claude",
+        "healer",
+        "accepted",
+        ["adaptation.json"],
+        3400,
+    )
     assert "check_adaptation.py passed" in run["detail"]
     assert run["signature"] in (memory_dir() / "healer" / "MEMORY.md").read_text()
 
@@ -75,6 +96,6 @@ def test_escalated_heal_passes_the_gate_and_is_reused_without_escalation(
     assert outcome2.status == "done", f"{outcome2.summary}\n{log2.getvalue()[-3000:]}"
     assert outcome2.result["attempts"][0]["fix"]["rule"] == "escalation:memory"
     assert len(agent.calls()) == 1
-    reuse, = board.events_of_kind(REUSE_EVENT)
+    (reuse,) = board.events_of_kind(REUSE_EVENT)
     assert reuse.model_id == "demo/tiny-gpt2-b" and reuse.data["signature"] == run["signature"]
     assert AdaptationSpec.load(ctx2.adaptation_dir).applied_fixes[0].rule == "escalation:memory"

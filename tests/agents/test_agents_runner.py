@@ -39,15 +39,31 @@ def spec_check(copy: Path, changed: list[str]) -> Verdict:
 
 
 def heal_task(directory: Path, model_id: str, **settings: object) -> AgentTask:
-    return AgentTask(role="healer", kind="heal", directory=directory, model_id=model_id, stage="healing",
-                     signature="sig0001", failure="ValueError: not a multiple",
-                     settings={"agent_backend": "claude", **settings},
-                     context={"model": {"model_id": model_id, "architecture": "GPT2LMHeadModel", "model_type": "gpt2"},
-                              "spec": json.loads((directory / "adaptation.json").read_text()),
-                              "failing_command": "uv run python demo.py --dry-run --device cpu",
-                              "diagnosis": {"rule": "unclassified", "summary": "s", "phase": "dry_run",
-                                            "exit_code": 1, "timed_out": False, "error": "ValueError: x"},
-                              "log_tail": "Traceback ...\nValueError: x", "checker_report": "not run"})
+    return AgentTask(
+        role="healer",
+        kind="heal",
+        directory=directory,
+        model_id=model_id,
+        stage="healing",
+        signature="sig0001",
+        failure="ValueError: not a multiple",
+        settings={"agent_backend": "claude", **settings},
+        context={
+            "model": {"model_id": model_id, "architecture": "GPT2LMHeadModel", "model_type": "gpt2"},
+            "spec": json.loads((directory / "adaptation.json").read_text()),
+            "failing_command": "uv run python demo.py --dry-run --device cpu",
+            "diagnosis": {
+                "rule": "unclassified",
+                "summary": "s",
+                "phase": "dry_run",
+                "exit_code": 1,
+                "timed_out": False,
+                "error": "ValueError: x",
+            },
+            "log_tail": "Traceback ...\nValueError: x",
+            "checker_report": "not run",
+        },
+    )
 
 
 def runs(board: BoardStore) -> list[dict]:
@@ -63,33 +79,48 @@ def test_builtin_backend_asks_nobody(board: BoardStore, board_path: Path, agent:
     assert agent.calls() == [] and runs(board) == []
 
 
-def test_accepted_change_is_applied_recorded_and_remembered(board: BoardStore, board_path: Path,
-                                                            agent: AgentScript) -> None:
+def test_accepted_change_is_applied_recorded_and_remembered(
+    board: BoardStore, board_path: Path, agent: AgentScript
+) -> None:
     model_id, directory = make_adaptation(board, board_path.parent / "adaptations")
-    agent.set({"set_json": "adaptation.json", "key": "config_overrides", "value": {}},
-              usage={"input_tokens": 1200, "output_tokens": 300})
+    agent.set(
+        {"set_json": "adaptation.json", "key": "config_overrides", "value": {}},
+        usage={"input_tokens": 1200, "output_tokens": 300},
+    )
     run = run_agent(heal_task(directory, model_id), spec_check, board_path, print)
     assert run is not None and run.outcome == "accepted", run
     assert AdaptationSpec.load(directory).config_overrides == {}  # applied to the real directory
-    call, = agent.calls()
-    assert call["argv"][0] == "-p" and "--append-system-prompt" in call["argv"] and "Role: healer" in " ".join(call["argv"])
+    (call,) = agent.calls()
+    assert (
+        call["argv"][0] == "-p"
+        and "--append-system-prompt" in call["argv"]
+        and "Role: healer" in " ".join(call["argv"])
+    )
     assert Path(call["cwd"]).name == directory.name and Path(call["cwd"]) != directory  # a copy, not the original
     assert not Path(call["cwd"]).exists()  # workspace removed
-    recorded, = runs(board)
-    assert (recorded["backend"], recorded["role"], recorded["outcome"], recorded["files_changed"], recorded["tokens"]) == (
-        "claude", "healer", "accepted", ["adaptation.json"], 1500)
+    (recorded,) = runs(board)
+    assert (
+        recorded["backend"],
+        recorded["role"],
+        recorded["outcome"],
+        recorded["files_changed"],
+        recorded["tokens"],
+    ) == ("claude", "healer", "accepted", ["adaptation.json"], 1500)
     assert len(recorded["prompt_hash"]) == 16 and recorded["duration_s"] > 0
     memory = (memory_dir() / "healer" / "MEMORY.md").read_text()
     assert "sig0001" in memory and "config_overrides" in memory
 
 
-def test_edit_outside_the_directory_is_rejected_and_undone(board: BoardStore, board_path: Path,
-                                                          agent: AgentScript) -> None:
+def test_edit_outside_the_directory_is_rejected_and_undone(
+    board: BoardStore, board_path: Path, agent: AgentScript
+) -> None:
     model_id, directory = make_adaptation(board, board_path.parent / "adaptations")
     before = tree(directory)
-    agent.set({"set_json": "adaptation.json", "key": "config_overrides", "value": {}},  # a good edit inside ...
-              {"write": str(directory / "demo.py"), "text": "import os; os.system('rm -rf /')\n"},  # ... the real dir
-              {"write": "../escaped.txt", "text": "outside the copy\n"})
+    agent.set(
+        {"set_json": "adaptation.json", "key": "config_overrides", "value": {}},  # a good edit inside ...
+        {"write": str(directory / "demo.py"), "text": "import os; os.system('rm -rf /')\n"},  # ... the real dir
+        {"write": "../escaped.txt", "text": "outside the copy\n"},
+    )
     run = run_agent(heal_task(directory, model_id), spec_check, board_path, print)
     assert run is not None and run.outcome == "rejected_outside", run
     assert "demo.py" in run.detail and "escaped.txt" in run.detail
@@ -110,11 +141,13 @@ def test_change_failing_the_checker_is_discarded(board: BoardStore, board_path: 
 def test_attempt_and_token_budgets_are_enforced(board: BoardStore, board_path: Path, agent: AgentScript) -> None:
     model_id, directory = make_adaptation(board, board_path.parent / "adaptations")
     agent.set(usage={"input_tokens": 900, "output_tokens": 200})  # changes nothing
-    first = run_agent(heal_task(directory, model_id, agent_max_attempts=5, agent_max_tokens=1000),
-                      spec_check, board_path, print)
+    first = run_agent(
+        heal_task(directory, model_id, agent_max_attempts=5, agent_max_tokens=1000), spec_check, board_path, print
+    )
     assert first is not None and first.outcome == "no_change" and first.tokens == 1100
-    second = run_agent(heal_task(directory, model_id, agent_max_attempts=5, agent_max_tokens=1000),
-                       spec_check, board_path, print)
+    second = run_agent(
+        heal_task(directory, model_id, agent_max_attempts=5, agent_max_tokens=1000), spec_check, board_path, print
+    )
     assert second is not None and second.outcome == "budget_exhausted" and "token budget" in second.detail
     third = run_agent(heal_task(directory, model_id, agent_max_attempts=1), spec_check, board_path, print)
     assert third is not None and third.outcome == "budget_exhausted" and "attempt budget" in third.detail
@@ -133,17 +166,20 @@ def test_hanging_agent_is_killed_at_its_timeout(board: BoardStore, board_path: P
     assert tree(directory) == before  # half-done work of a killed agent is discarded
 
 
-def test_secrets_never_reach_the_prompt_or_the_board(board: BoardStore, board_path: Path, agent: AgentScript,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets_never_reach_the_prompt_or_the_board(
+    board: BoardStore, board_path: Path, agent: AgentScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HF_TOKEN", SECRET)
     monkeypatch.setenv("MY_SERVICE_API_KEY", "s3cr3t-value-1234")
     model_id, directory = make_adaptation(board, board_path.parent / "adaptations")
     task = heal_task(directory, model_id)
-    task.context["log_tail"] = (f"requests to https://huggingface.co?token={SECRET} failed\n"
-                                "Authorization: Bearer sk-proj-abcdefghijklmnopqrstuvwxyz012345\n"
-                                "api_key=s3cr3t-value-1234 ghp_0123456789abcdefghijklmnopqrstuvwxyzAB")
+    task.context["log_tail"] = (
+        f"requests to https://huggingface.co?token={SECRET} failed\n"
+        "Authorization: Bearer sk-proj-abcdefghijklmnopqrstuvwxyz012345\n"
+        "api_key=s3cr3t-value-1234 ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
+    )
     run_agent(task, spec_check, board_path, print)
-    call, = agent.calls()
+    (call,) = agent.calls()
     prompt = call["prompt"]
     assert "[REDACTED]" in prompt and "requests to https://huggingface.co" in prompt
     for secret in (SECRET, "sk-proj-abcdefghijklmnopqrstuvwxyz012345", "s3cr3t-value-1234", "ghp_0123456789abcdef"):
@@ -162,7 +198,11 @@ def test_codex_backend_runs_exec_in_the_workspace(board: BoardStore, board_path:
     run = run_agent(task, spec_check, board_path, print)
     assert run is not None and (run.backend, run.outcome) == ("codex", "accepted")
     argv = agent.calls()[0]["argv"]
-    assert argv[:2] == ["exec", "--sandbox"] and "workspace-write" in argv and argv[argv.index("-C") + 1] == agent.calls()[0]["cwd"]
+    assert (
+        argv[:2] == ["exec", "--sandbox"]
+        and "workspace-write" in argv
+        and argv[argv.index("-C") + 1] == agent.calls()[0]["cwd"]
+    )
     assert argv[-1].startswith("# Role: healer")  # codex has no system prompt flag: the contract leads
 
 
@@ -172,20 +212,24 @@ def _openai_env(monkeypatch: pytest.MonkeyPatch, server: FakeChatCompletionsServ
     monkeypatch.setenv("ASCENDBRIDGE_OPENAI_API_KEY", "sk-localtestkey0123456789abcdef")
 
 
-def test_openai_backend_edits_through_the_sandbox(board: BoardStore, board_path: Path, agent: AgentScript,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_backend_edits_through_the_sandbox(
+    board: BoardStore, board_path: Path, agent: AgentScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model_id, directory = make_adaptation(board, board_path.parent / "adaptations")
     spec = json.loads((directory / "adaptation.json").read_text())
     spec["config_overrides"] = {}
-    answer = "Here is the fix:\n```json\n" + json.dumps({"summary": "drop the n_embd override",
-                                                          "files": {"adaptation.json": spec}}) + "\n```"
+    answer = (
+        "Here is the fix:\n```json\n"
+        + json.dumps({"summary": "drop the n_embd override", "files": {"adaptation.json": spec}})
+        + "\n```"
+    )
     with FakeChatCompletionsServer(answer, total_tokens=2500) as server:
         _openai_env(monkeypatch, server)
         task = heal_task(directory, model_id, agent_backend="openai")
         run = run_agent(task, spec_check, board_path, print)
     assert run is not None and (run.backend, run.outcome, run.tokens) == ("openai", "accepted", 2500), run
     assert AdaptationSpec.load(directory).config_overrides == {}
-    request, = server.requests
+    (request,) = server.requests
     assert request["headers"]["Authorization"] == "Bearer sk-localtestkey0123456789abcdef"
     body = request["body"]
     assert body["model"] == "local-test-model" and [m["role"] for m in body["messages"]] == ["system", "user"]
@@ -193,8 +237,9 @@ def test_openai_backend_edits_through_the_sandbox(board: BoardStore, board_path:
     assert "sk-localtestkey" not in body["messages"][1]["content"]
 
 
-def test_openai_answer_writing_outside_is_rejected(board: BoardStore, board_path: Path, agent: AgentScript,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_answer_writing_outside_is_rejected(
+    board: BoardStore, board_path: Path, agent: AgentScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model_id, directory = make_adaptation(board, board_path.parent / "adaptations")
     before = tree(directory)
     target = board_path.parent / "pwned.txt"
@@ -206,13 +251,15 @@ def test_openai_answer_writing_outside_is_rejected(board: BoardStore, board_path
     assert not target.exists() and tree(directory) == before
 
 
-def test_openai_endpoint_that_hangs_times_out(board: BoardStore, board_path: Path, agent: AgentScript,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_endpoint_that_hangs_times_out(
+    board: BoardStore, board_path: Path, agent: AgentScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model_id, directory = make_adaptation(board, board_path.parent / "adaptations")
     with FakeChatCompletionsServer("{}", delay_s=10) as server:
         _openai_env(monkeypatch, server)
         start = time.monotonic()
-        run = run_agent(heal_task(directory, model_id, agent_backend="openai", agent_timeout_s=1), spec_check,
-                        board_path, print)
+        run = run_agent(
+            heal_task(directory, model_id, agent_backend="openai", agent_timeout_s=1), spec_check, board_path, print
+        )
         assert time.monotonic() - start < 8
     assert run is not None and run.outcome == "timeout"

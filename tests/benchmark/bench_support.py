@@ -24,33 +24,84 @@ from benchmark.render import render_accuracy_run
 
 TINY_MODELS: dict[str, dict[str, Any]] = {
     "tiny-bert": {
-        "family": "feature_extraction", "class": "BertModel", "dtype": "float32",
-        "config": {"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
-                   "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 128,
-                   "max_position_embeddings": 64, "type_vocab_size": 2},
+        "family": "feature_extraction",
+        "class": "BertModel",
+        "dtype": "float32",
+        "config": {
+            "architectures": ["BertModel"],
+            "model_type": "bert",
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "vocab_size": 128,
+            "max_position_embeddings": 64,
+            "type_vocab_size": 2,
+        },
     },
     "tiny-gpt2": {
-        "family": "causal_lm", "class": "GPT2LMHeadModel", "dtype": "bfloat16",
-        "config": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 32, "n_layer": 2,
-                   "n_head": 2, "vocab_size": 128, "n_positions": 64},
+        "family": "causal_lm",
+        "class": "GPT2LMHeadModel",
+        "dtype": "bfloat16",
+        "config": {
+            "architectures": ["GPT2LMHeadModel"],
+            "model_type": "gpt2",
+            "n_embd": 32,
+            "n_layer": 2,
+            "n_head": 2,
+            "vocab_size": 128,
+            "n_positions": 64,
+        },
     },
     "tiny-vit": {
-        "family": "image_classification", "class": "ViTForImageClassification", "dtype": "float32",
-        "config": {"architectures": ["ViTForImageClassification"], "model_type": "vit", "hidden_size": 32,
-                   "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32,
-                   "patch_size": 8, "num_channels": 3, "num_labels": 3,
-                   "id2label": {"0": "a", "1": "b", "2": "c"}, "label2id": {"a": 0, "b": 1, "c": 2}},
+        "family": "image_classification",
+        "class": "ViTForImageClassification",
+        "dtype": "float32",
+        "config": {
+            "architectures": ["ViTForImageClassification"],
+            "model_type": "vit",
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "image_size": 32,
+            "patch_size": 8,
+            "num_channels": 3,
+            "num_labels": 3,
+            "id2label": {"0": "a", "1": "b", "2": "c"},
+            "label2id": {"a": 0, "b": 1, "c": 2},
+        },
     },
     # Models that cannot run in one of the benchmark's dtypes (tests/benchmark/test_benchmark_dtype_findings.py).
     "tiny-fnet": {  # its FFT has no bfloat16 kernel on CPU
-        "family": "feature_extraction", "class": "FNetModel", "dtype": "float32",
-        "config": {"architectures": ["FNetModel"], "model_type": "fnet", "hidden_size": 32, "num_hidden_layers": 2,
-                   "intermediate_size": 37, "vocab_size": 128, "max_position_embeddings": 64, "type_vocab_size": 2},
+        "family": "feature_extraction",
+        "class": "FNetModel",
+        "dtype": "float32",
+        "config": {
+            "architectures": ["FNetModel"],
+            "model_type": "fnet",
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "intermediate_size": 37,
+            "vocab_size": 128,
+            "max_position_embeddings": 64,
+            "type_vocab_size": 2,
+        },
     },
     "tiny-xglm": {  # its attention mask is finfo(float64).min, which overflows a float32 buffer in float64
-        "family": "causal_lm", "class": "XGLMForCausalLM", "dtype": "float32",
-        "config": {"architectures": ["XGLMForCausalLM"], "model_type": "xglm", "d_model": 32, "num_layers": 2,
-                   "attention_heads": 2, "ffn_dim": 37, "vocab_size": 128, "max_position_embeddings": 64},
+        "family": "causal_lm",
+        "class": "XGLMForCausalLM",
+        "dtype": "float32",
+        "config": {
+            "architectures": ["XGLMForCausalLM"],
+            "model_type": "xglm",
+            "d_model": 32,
+            "num_layers": 2,
+            "attention_heads": 2,
+            "ffn_dim": 37,
+            "vocab_size": 128,
+            "max_position_embeddings": 64,
+        },
     },
 }
 
@@ -68,8 +119,11 @@ def make_adaptation(root: Path, name: str) -> Path:
     spec = AdaptationSpec(
         name=name,
         model=ModelSource(model_id=f"demo/{name}", source="local", path=str(model_dir), has_weights=False),
-        task_family=info["family"], model_class=info["class"], model_type=info["config"]["model_type"],
-        inputs=InputRecipe(seq_len=16), dtype=DtypePolicy(target=info["dtype"]),
+        task_family=info["family"],
+        model_class=info["class"],
+        model_type=info["config"]["model_type"],
+        inputs=InputRecipe(seq_len=16),
+        dtype=DtypePolicy(target=info["dtype"]),
         workload=TINY_WORKLOAD,
     )
     directory = root / "adaptations" / name
@@ -84,15 +138,22 @@ def run_accuracy(python: Path, directory: Path, *args: str, threads: int = 1) ->
     fixtures run three at once, and three 2-thread runs on 2 cores recorded forward calls x300
     their idle time (a figure any honest re-timing beats, so a 10x forged one could not be told
     from it)."""
-    proc = subprocess.run([str(python), "accuracy_run.py", "--warmup", "1", "--iters", "3", *args],
-                          cwd=directory, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+    proc = subprocess.run(
+        [str(python), "accuracy_run.py", "--warmup", "1", "--iters", "3", *args],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
-    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
+    result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {}
     return proc.returncode, result, proc.stdout, proc.stderr
 
 
-def record_as_the_stage(python: Path, directory: Path, cores: list[int], threads: int = 1) -> tuple[int, dict[str, Any], str, str]:
+def record_as_the_stage(
+    python: Path, directory: Path, cores: list[int], threads: int = 1
+) -> tuple[int, dict[str, Any], str, str]:
     """run_accuracy as the benchmark stage runs it: alone, pinned to `cores` (the team lead's own
     timed core) with `threads`, warmup 3 and 10 timed calls, so its fastest call is the model's,
     not the host's load. Evidence to forge must be recorded so: the `runs` fixture records three
@@ -106,25 +167,29 @@ def record_as_the_stage(python: Path, directory: Path, cores: list[int], threads
         os.sched_setaffinity(0, everything)
 
 
-def stage_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: dict,
-                  name: str = "tiny-bert") -> StageContext:
+def stage_context(
+    board: BoardStore, board_path: Path, tmp_path: Path, settings: dict, name: str = "tiny-bert"
+) -> StageContext:
     """The benchmark task of tiny model `name` registered on the board, its package generated."""
     info = TINY_MODELS[name]
     model_dir = tmp_path / "models" / name
     model_dir.mkdir(parents=True)
     (model_dir / "config.json").write_text(json.dumps(info["config"]))
-    (record, _), = board.register_models([Registration(model_id=f"demo/{name}", source="local", path=str(model_dir))])
+    ((record, _),) = board.register_models([Registration(model_id=f"demo/{name}", source="local", path=str(model_dir))])
     task = board.list_tasks(stage="benchmark", model_id=record.model_id)[0]
     directory = adaptations_dir() / record.adaptation_name
     spec = AdaptationSpec(
         name=record.adaptation_name,
         model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
-        task_family=info["family"], model_class=info["class"], model_type=info["config"]["model_type"],
+        task_family=info["family"],
+        model_class=info["class"],
+        model_type=info["config"]["model_type"],
         inputs=InputRecipe(batch_size=2, seq_len=16),
     )
     assert generate(spec, directory).ok
-    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
-                        log=io.StringIO(), settings=settings)
+    return StageContext(
+        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=settings
+    )
 
 
 def forge_latency(metrics_path: Path, factor: float) -> None:

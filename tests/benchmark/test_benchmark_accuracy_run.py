@@ -19,11 +19,14 @@ from tests.benchmark.bench_support import forge_latency, make_adaptation, run_ac
 CHECKER = REPO_ROOT / "benchmark" / "scripts" / "check_accuracy_run.py"
 
 
-@pytest.mark.parametrize("name,dtype,outputs", [
-    ("tiny-bert", "float32", {"last_hidden_state", "pooler_output"}),
-    ("tiny-gpt2", "bfloat16", {"logits"}),
-    ("tiny-vit", "float32", {"logits"}),
-])
+@pytest.mark.parametrize(
+    "name,dtype,outputs",
+    [
+        ("tiny-bert", "float32", {"last_hidden_state", "pooler_output"}),
+        ("tiny-gpt2", "bfloat16", {"logits"}),
+        ("tiny-vit", "float32", {"logits"}),
+    ],
+)
 def test_accuracy_run_writes_complete_evidence(runs: dict, name: str, dtype: str, outputs: set) -> None:
     directory, code, result, stdout, stderr = runs[name]
     assert code == 0, stdout + stderr
@@ -66,8 +69,12 @@ def _copy(runs: dict, tmp_path: Path, name: str = "tiny-bert") -> Path:
 
 
 def _gate(directory: Path, python: Path) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, str(CHECKER), "--adaptation-dir", str(directory), "--json",
-                           "--python", str(python)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(CHECKER), "--adaptation-dir", str(directory), "--json", "--python", str(python)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -136,7 +143,7 @@ def test_unavailable_npu_is_an_error_not_a_silent_cpu_run(runs: dict, python: Pa
     assert sorted(p.name for p in directory.glob("benchmark_metrics_*")) == before  # nothing written
 
 
-FORGER = r'''
+FORGER = r"""
 import hashlib, json, sys, importlib.util
 from pathlib import Path
 import torch
@@ -154,7 +161,7 @@ metrics["accuracy"] = cmp.compare_outputs(saved["target"], saved["reference"], c
                                           "bfloat16", saved["reference_fp64"])
 metrics["evidence"]["outputs_sha256"] = hashlib.sha256(outputs_path.read_bytes()).hexdigest()
 metrics_path.write_text(json.dumps(metrics))
-'''
+"""
 
 
 def test_gate_re_executes_and_catches_consistently_forged_outputs(runs: dict, python: Path, tmp_path: Path) -> None:
@@ -162,8 +169,9 @@ def test_gate_re_executes_and_catches_consistently_forged_outputs(runs: dict, py
     forger = tmp_path / "forge.py"
     forger.write_text(FORGER)
     comparator = REPO_ROOT / "ab_runtime" / "comparator.py"
-    subprocess.run([str(python), str(forger), str(comparator), str(directory)], check=True, timeout=300,
-                   capture_output=True)
+    subprocess.run(
+        [str(python), str(forger), str(comparator), str(directory)], check=True, timeout=300, capture_output=True
+    )
     code, report = _gate(directory, python)
     assert code == 1 and not report["passed"]
     assert "target.logits: saved values differ from a re-run" in report["summary"]
@@ -182,8 +190,12 @@ def test_gate_refuses_an_accuracy_run_edited_to_time_less_work(runs: dict, pytho
 def test_gate_refuses_an_edited_runtime(runs: dict, python: Path, tmp_path: Path) -> None:
     directory = _copy(runs, tmp_path)
     measure = directory / "ab_runtime" / "measure.py"
-    measure.write_text(measure.read_text().replace("samples.append((time.perf_counter_ns() - start) / 1e6)",
-                                                   "samples.append((time.perf_counter_ns() - start) / 2e6)"))
+    measure.write_text(
+        measure.read_text().replace(
+            "samples.append((time.perf_counter_ns() - start) / 1e6)",
+            "samples.append((time.perf_counter_ns() - start) / 2e6)",
+        )
+    )
     (directory / "ab_runtime" / "extra.py").write_text("")
     code, report = _gate(directory, python)
     assert code == 1 and "ab_runtime/measure.py differs from the framework's copy" in report["summary"]
@@ -220,14 +232,19 @@ def test_latency_band_setting(runs: dict, tmp_path: Path, monkeypatch: pytest.Mo
         monkeypatch.setenv(LATENCY_BAND_ENV, raw)
         with pytest.raises(ValueError, match="^bad benchmark setting latency_band: "):
             latency_band()
-    proc = subprocess.run([sys.executable, str(CHECKER), "--adaptation-dir", str(_copy(runs, tmp_path))],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(CHECKER), "--adaptation-dir", str(_copy(runs, tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "bad benchmark setting latency_band" in proc.stderr
 
 
-def test_gate_re_measures_a_consistently_doctored_latency(stage_run: Path, python: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gate_re_measures_a_consistently_doctored_latency(
+    stage_run: Path, python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every forward timing figure forged 10x faster, consistently (samples, median, p90, min,
     throughput, the calibration ratio): the file checks out, only the gate's own re-timing with
     the same harness exposes it (a call no context switch interrupted), in the default band, for
@@ -241,8 +258,9 @@ def test_gate_re_measures_a_consistently_doctored_latency(stage_run: Path, pytho
     assert forward["verdict"] == "failed" and forward["quiet_x"] > 4  # an uninterrupted call, not the ratio
 
 
-def test_gate_verdicts_do_not_depend_on_the_hosts_load(runs: dict, stage_run: Path, python: Path, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gate_verdicts_do_not_depend_on_the_hosts_load(
+    runs: dict, stage_run: Path, python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Beside two CPU loops and two memory-copy loops (both cores oversubscribed), the stand-alone
     gate re-times with the run's placement and says so; honest evidence is passed or
     inconclusive (exit 3), never failed; tiny-bert's evidence recorded as the stage records it,

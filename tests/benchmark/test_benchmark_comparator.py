@@ -10,7 +10,7 @@ from ascendbridge.config import REPO_ROOT
 from ascendbridge.gatekit.compare import recorded_matches
 from tests.support.torch_env import run_inner_json
 
-CASES = r'''
+CASES = r"""
 import json, sys, importlib.util
 from collections import OrderedDict
 import torch
@@ -60,7 +60,7 @@ out["budget_embeddings"] = cmp.judge_optimized({"x": ref.to(torch.bfloat16)}, {"
 out["budget_tightened"] = cmp.judge_optimized({"logits": ref.to(torch.bfloat16)}, {"logits": ref}, "causal_lm", "bfloat16", {"optimization": {"cosine_min": 0.999999}})
 out["budget_loosened"] = cmp.judge_optimized({"logits": ties.to(torch.bfloat16)}, {"logits": ties}, "causal_lm", "bfloat16", {"optimization": {"top1_agreement_min": 0.0}})
 print(json.dumps(out))
-'''
+"""
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,14 @@ def xglm_run(tmp_path_factory: pytest.TempPathFactory, python: Path) -> tuple:
 
 
 def test_the_dtype_rule_states_a_finding_that_is_left_out() -> None:
-    finding = {"dtype": "bfloat16", "device": "cpu", "module": "encoder.layer.0.fourier", "operator": "aten::fft_fftn",
-               "module_class": "FNetBasicFourierTransform", "error": "RuntimeError: Unsupported dtype BFloat16"}
+    finding = {
+        "dtype": "bfloat16",
+        "device": "cpu",
+        "module": "encoder.layer.0.fourier",
+        "operator": "aten::fft_fftn",
+        "module_class": "FNetBasicFourierTransform",
+        "error": "RuntimeError: Unsupported dtype BFloat16",
+    }
     summary = dtype_finding({"finding": finding}, "no remedy left", kept=False)["summary"]
     assert "FNetBasicFourierTransform" in summary and "bfloat16 evidence set is left out" in summary
 

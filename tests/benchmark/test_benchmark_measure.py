@@ -9,7 +9,7 @@ import pytest
 from ascendbridge.config import REPO_ROOT
 from tests.support.torch_env import run_inner_json
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, sys
 from pathlib import Path
 import torch
@@ -31,15 +31,14 @@ torch.manual_seed(7)
 out["reseeded"] = seen[3] == torch.rand(1).item() and seen[0] != seen[3]  # warmup cannot shift the timed calls
 out["p90"] = m.percentile([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 90)
 print(json.dumps(out))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def measured(python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     script = tmp_path_factory.mktemp("measure") / "m.py"
     script.write_text(SCRIPT)
-    return run_inner_json(script, str(REPO_ROOT / "ab_runtime/measure.py"), python=python,
-                          timeout=300)
+    return run_inner_json(script, str(REPO_ROOT / "ab_runtime/measure.py"), python=python, timeout=300)
 
 
 def test_timing_statistics_are_consistent(measured: dict) -> None:

@@ -20,15 +20,21 @@ from tests.benchmark.bench_support import stage_context as make_context
 @pytest.mark.timeout(900)
 @pytest.mark.slow  # fast tier: benchmark, healer and gate on a real model
 def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_the_gate_too(
-        board: BoardStore, board_path: Path, tmp_path: Path) -> None:
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
     """A tiny FNetModel: float32 passes; its FFT refuses bfloat16 on CPU, a located finding. The
     stage does not touch the spec: its outcome carries the spec change, which the team lead sends
     back (a directive for the healer, a rollback to healing). The healing stage applies the rule's
     fix (FNetBasicFourierTransform kept in float32), the benchmark runs again, ends done with both
     evidence sets, and its gate passes (or, on a loaded host, is inconclusive: never failed)."""
     model_id = "demo/tiny-fnet"
-    ctx = make_context(board, board_path, tmp_path, {"device": "cpu", "benchmark_iters": 3, "benchmark_warmup": 1,
-                                                     "benchmark_num_samples": 1}, name="tiny-fnet")
+    ctx = make_context(
+        board,
+        board_path,
+        tmp_path,
+        {"device": "cpu", "benchmark_iters": 3, "benchmark_warmup": 1, "benchmark_num_samples": 1},
+        name="tiny-fnet",
+    )
     before = (ctx.adaptation_dir / "adaptation.json").read_bytes()
     found = BENCHMARK_STAGE.run(ctx)
     assert found.status == "failed" and found.spec_change is not None, (found.summary, ctx.log.getvalue()[-3000:])
@@ -36,7 +42,9 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
     assert change["rule"] == "dtype_unsupported" and "needs a spec change" in found.summary
     finding = change["finding"]
     assert finding["dtype"] == "bfloat16" and finding["device"] == "cpu"
-    assert finding["module_class"] == "FNetBasicFourierTransform" and finding["module"].startswith("encoder.layer.0.fourier")
+    assert finding["module_class"] == "FNetBasicFourierTransform" and finding["module"].startswith(
+        "encoder.layer.0.fourier"
+    )
     assert "fft" in finding["operator"] and "Unsupported dtype BFloat16" in finding["error"]
     assert "ASCENDBRIDGE_DTYPE_FINDING " in ctx.log.getvalue()  # the finding is its own line for people and logs
     assert (ctx.adaptation_dir / "adaptation.json").read_bytes() == before  # the benchmark never edits the spec
@@ -52,7 +60,7 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
     send_back(board, model_id, "benchmark", change)
     states = {t.stage: t.status for t in board.list_tasks(model_id=model_id)}
     assert states["healing"] == "pending" and states["benchmark"] == "waiting"
-    directive, = open_directives(board, model_id)
+    (directive,) = open_directives(board, model_id)
     assert directive["finding"] == finding and directive["from_stage"] == "benchmark"
 
     ctx.directives = [directive]  # what the worker gives the healing stage's context
@@ -74,7 +82,7 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
     proposed = {(f.dtype, name): value for f in outcome.metrics for name, value in f.values.items()}
     assert proposed[("float32", "accuracy_pass")] == 1.0 and proposed[("bfloat16", "median_ms")] > 0
     assert board.list_metrics(model_id) == []  # the stage never writes the board itself
-    kept, = outcome.result["dtype_findings"]
+    (kept,) = outcome.result["dtype_findings"]
     assert kept["dtype"] == "bfloat16" and kept["kept"] is True and kept["module_class"] == "FNetBasicFourierTransform"
     assert "remedy applied: keep FNetBasicFourierTransform in float32" in kept["summary"]
     assert "bfloat16 evidence set is kept" in outcome.summary

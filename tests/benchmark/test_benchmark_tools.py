@@ -87,12 +87,19 @@ def test_compare_two_real_outputs(runs: dict, python: Path) -> None:
     assert missing.returncode == 2 and "nope.pt: file not found" in missing.stderr
 
 
-def test_probe_on_this_machine_is_stored_and_feeds_roofline(runs: dict, python: Path, board: BoardStore, board_path: Path, tmp_path: Path) -> None:
+def test_probe_on_this_machine_is_stored_and_feeds_roofline(
+    runs: dict, python: Path, board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
     env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(runs["tiny-bert"][0].parent))
     none = tool("roofline", "tiny-bert", env=env)
     assert none.returncode == 1 and "no environment probe" in none.stderr
-    proc = subprocess.run([sys.executable, str(PROBE), "--python", str(python), "--device", "cpu", "--budget-s", "0.1"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), "--python", str(python), "--device", "cpu", "--budget-s", "0.1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "GFLOP/s" in proc.stdout
     probe = latest_probe(board, "cpu")
@@ -117,8 +124,15 @@ def test_aggregate_writes_reports_and_figures(runs: dict, tmp_path: Path) -> Non
     (root / "broken").mkdir(exist_ok=True)
     (root / "broken" / "benchmark_metrics_cpu_float32_dry_run_synthetic.json").write_text("{}")
     env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(root))
-    proc = tool("aggregate", "--out-dir", str(tmp_path / "reports"), "--figures-dir", str(tmp_path / "figures"),
-                "--json", env=env)
+    proc = tool(
+        "aggregate",
+        "--out-dir",
+        str(tmp_path / "reports"),
+        "--figures-dir",
+        str(tmp_path / "figures"),
+        "--json",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "reports" / "benchmark_summary.json").read_text())
     assert {r["adaptation"] for r in summary["runs"]} == {"tiny-bert", "tiny-gpt2", "tiny-vit"}

@@ -32,31 +32,79 @@ from tests.benchmark.bench_support import run_accuracy
 from tests.coverage.coverage_support import stage_context
 
 TEXT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 128}
-VISION = {"image_size": 32, "patch_size": 8, "num_channels": 3, "hidden_size": 32, "num_hidden_layers": 2,
-          "num_attention_heads": 2, "intermediate_size": 64}
+VISION = {
+    "image_size": 32,
+    "patch_size": 8,
+    "num_channels": 3,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+}
 # name -> (config.json, expected family, expected accuracy outputs)
 MODELS: dict[str, tuple[dict[str, Any], str, set[str]]] = {
-    "qwen2.5-vl": ({
-        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl",
-        "image_token_id": 120, "video_token_id": 121, "vision_start_token_id": 122, "vision_end_token_id": 123,
-        "text_config": {"model_type": "qwen2_5_vl_text", "num_key_value_heads": 1, "max_position_embeddings": 128,
-                        "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0},
-                        **TEXT},
-        "vision_config": {"model_type": "qwen2_5_vl_vision", "depth": 2, "hidden_size": 32, "num_heads": 2,
-                          "intermediate_size": 64, "patch_size": 4, "spatial_merge_size": 2, "temporal_patch_size": 2,
-                          "out_hidden_size": 32, "window_size": 16, "fullatt_block_indexes": [1]},
-    }, "image_text_to_text", {"logits"}),
-    "siglip": ({
-        "architectures": ["SiglipModel"], "model_type": "siglip",
-        "text_config": {"model_type": "siglip_text_model", "max_position_embeddings": 40, **TEXT},
-        "vision_config": {"model_type": "siglip_vision_model", **VISION},
-    }, "zero_shot_image_classification", {"logits_per_image", "logits_per_text", "image_embeds", "text_embeds"}),
-    "segformer": ({
-        "architectures": ["SegformerForSemanticSegmentation"], "model_type": "segformer", "num_encoder_blocks": 2,
-        "depths": [1, 1], "sr_ratios": [2, 1], "hidden_sizes": [8, 16], "patch_sizes": [7, 3], "strides": [4, 2],
-        "num_attention_heads": [1, 2], "mlp_ratios": [2, 2], "decoder_hidden_size": 16, "image_size": 32,
-        "id2label": {"0": "road", "1": "sky", "2": "car"}, "label2id": {"road": 0, "sky": 1, "car": 2},
-    }, "semantic_segmentation", {"logits", "mask"}),
+    "qwen2.5-vl": (
+        {
+            "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+            "model_type": "qwen2_5_vl",
+            "image_token_id": 120,
+            "video_token_id": 121,
+            "vision_start_token_id": 122,
+            "vision_end_token_id": 123,
+            "text_config": {
+                "model_type": "qwen2_5_vl_text",
+                "num_key_value_heads": 1,
+                "max_position_embeddings": 128,
+                "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0},
+                **TEXT,
+            },
+            "vision_config": {
+                "model_type": "qwen2_5_vl_vision",
+                "depth": 2,
+                "hidden_size": 32,
+                "num_heads": 2,
+                "intermediate_size": 64,
+                "patch_size": 4,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+                "out_hidden_size": 32,
+                "window_size": 16,
+                "fullatt_block_indexes": [1],
+            },
+        },
+        "image_text_to_text",
+        {"logits"},
+    ),
+    "siglip": (
+        {
+            "architectures": ["SiglipModel"],
+            "model_type": "siglip",
+            "text_config": {"model_type": "siglip_text_model", "max_position_embeddings": 40, **TEXT},
+            "vision_config": {"model_type": "siglip_vision_model", **VISION},
+        },
+        "zero_shot_image_classification",
+        {"logits_per_image", "logits_per_text", "image_embeds", "text_embeds"},
+    ),
+    "segformer": (
+        {
+            "architectures": ["SegformerForSemanticSegmentation"],
+            "model_type": "segformer",
+            "num_encoder_blocks": 2,
+            "depths": [1, 1],
+            "sr_ratios": [2, 1],
+            "hidden_sizes": [8, 16],
+            "patch_sizes": [7, 3],
+            "strides": [4, 2],
+            "num_attention_heads": [1, 2],
+            "mlp_ratios": [2, 2],
+            "decoder_hidden_size": 16,
+            "image_size": 32,
+            "id2label": {"0": "road", "1": "sky", "2": "car"},
+            "label2id": {"road": 0, "sky": 1, "car": 2},
+        },
+        "semantic_segmentation",
+        {"logits", "mask"},
+    ),
 }
 
 
@@ -71,8 +119,11 @@ def prepared(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
     out: dict[str, Any] = {}
     accuracy_args = ("--device", "cpu", "--num-samples", "1", "--profile-steps", "1")
     with pytest.MonkeyPatch.context() as env:
-        for key, value in (("ASCENDBRIDGE_BOARD", root / "board.db"), ("ASCENDBRIDGE_LOGS", root / "logs"),
-                           ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations")):
+        for key, value in (
+            ("ASCENDBRIDGE_BOARD", root / "board.db"),
+            ("ASCENDBRIDGE_LOGS", root / "logs"),
+            ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations"),
+        ):
             env.setenv(key, str(value))
         (root / "adaptations").mkdir()
         board = BoardStore.init(root / "board.db")
@@ -83,8 +134,12 @@ def prepared(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
                 (model_dir / "config.json").write_text(json.dumps(config))
                 info = info_from_directory(model_dir, f"tiny/{name}", "local")
                 board.register_models([Registration(model_id=info.model_id, source="local", path=str(model_dir))])
-                columns = {"architecture": info.architectures[0], "model_type": info.model_type,
-                           "task_family": info.task_family, "parameter_count": info.parameter_count}
+                columns = {
+                    "architecture": info.architectures[0],
+                    "model_type": info.model_type,
+                    "task_family": info.task_family,
+                    "parameter_count": info.parameter_count,
+                }
                 record = board.update_model_metadata(info.model_id, columns, info.model_dump(mode="json"))
                 if name == HEALED:  # the real stage: spec, render, uv lock; then its gate
                     ctx = stage_context(board, info.model_id, "adaptation")
@@ -106,8 +161,12 @@ def prepared(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
                 return run_accuracy(python, out[HEALED]["dir"], *accuracy_args)
 
             with ThreadPoolExecutor(max_workers=len(MODELS)) as pool:
-                done = {name: pool.submit(heal_then_run) if name == HEALED else
-                        pool.submit(run_accuracy, python, out[name]["dir"], *accuracy_args) for name in MODELS}
+                done = {
+                    name: pool.submit(heal_then_run)
+                    if name == HEALED
+                    else pool.submit(run_accuracy, python, out[name]["dir"], *accuracy_args)
+                    for name in MODELS
+                }
                 for name, future in done.items():
                     out[name]["run"] = future.result()
         finally:

@@ -51,10 +51,12 @@ def test_workload_resolution_and_bad_input() -> None:
     assert wf.resolve("causal_lm", {}, "encoder_generation").name == "generation"
     assert wf.resolve("feature_extraction", {"sweep": [1, 2]}).sweep == (1, 2)
     assert wf.resolve("causal_lm", {"name": "generation"}, "forward").name == "forward"  # the lead's override wins
-    for family, section, why in (("masked_lm", {"name": "generation"}, "needs a generating family"),
-                                 ("causal_lm", {"new_tokens": 1}, "new_tokens"),
-                                 ("causal_lm", {"prompt": 3}, "unknown key"),
-                                 ("causal_lm", {"name": "decode"}, "unknown")):
+    for family, section, why in (
+        ("masked_lm", {"name": "generation"}, "needs a generating family"),
+        ("causal_lm", {"new_tokens": 1}, "new_tokens"),
+        ("causal_lm", {"prompt": 3}, "unknown key"),
+        ("causal_lm", {"name": "decode"}, "unknown"),
+    ):
         with pytest.raises(SpecError, match=why):
             wf.resolve(family, section)
     with pytest.raises(ValueError, match="benchmark_workload"):
@@ -109,8 +111,12 @@ def test_gate_re_runs_the_reference_generation(runs: dict, python: Path, tmp_pat
     body = metrics["workload"]
     body["reference_tokens"] = list(body["runs"][0]["tokens"][0])  # "the port matches the reference exactly"
     body["greedy_vs_reference"] = wf.divergence(body["runs"][0]["tokens"][0], body["reference_tokens"])
-    if body["reference_tokens"] == json.loads(next(runs["tiny-gpt2"][0].glob("benchmark_metrics_*.json"))
-                                              .read_text())["workload"]["reference_tokens"]:
+    if (
+        body["reference_tokens"]
+        == json.loads(next(runs["tiny-gpt2"][0].glob("benchmark_metrics_*.json")).read_text())["workload"][
+            "reference_tokens"
+        ]
+    ):
         body["reference_tokens"][1] += 1  # the honest run already agreed: forge a disagreeing reference instead
         body["greedy_vs_reference"] = wf.divergence(body["runs"][0]["tokens"][0], body["reference_tokens"])
     path.write_text(json.dumps(metrics))

@@ -17,8 +17,9 @@ from ascendbridge.stages import STAGES
 WORKER = Path(__file__).with_name("claim_worker.py")
 
 
-def test_concurrent_processes_claim_every_task_exactly_once(board: BoardStore, board_path: Path,
-                                                           tmp_path: Path) -> None:
+def test_concurrent_processes_claim_every_task_exactly_once(
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
     models = 25
     board.register_models([Registration(model_id=f"org/model-{i}", priority=i % 3) for i in range(models)])
     go = tmp_path / "go"

@@ -30,8 +30,9 @@ def cli(*args: str, cwd: Path, board: Path | None = None, timeout: float = 60) -
     env = dict(os.environ)
     if board is not None:
         env["ASCENDBRIDGE_BOARD"] = str(board)
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def cli_many(calls: list[tuple[str, ...]], cwd: Path, board: Path) -> list[subprocess.CompletedProcess]:
@@ -79,23 +80,56 @@ def test_init_register_list_show(tmp_path: Path) -> None:
     board.parent.mkdir()
     assert "created board" in ok(cli("init", cwd=tmp_path, board=board))
     assert ok_json(cli("--json", "init", cwd=tmp_path, board=board)) == {
-        "board": str(board), "created": False, "schema_version": SCHEMA_VERSION}
-    created = ok_json(cli("register_model", "--model_id", "org/Alpha", "--priority", "2",
-                          "--description", "[bold]not markup[/bold]", "--json", cwd=tmp_path, board=board))
+        "board": str(board),
+        "created": False,
+        "schema_version": SCHEMA_VERSION,
+    }
+    created = ok_json(
+        cli(
+            "register_model",
+            "--model_id",
+            "org/Alpha",
+            "--priority",
+            "2",
+            "--description",
+            "[bold]not markup[/bold]",
+            "--json",
+            cwd=tmp_path,
+            board=board,
+        )
+    )
     assert created == [{"model_id": "org/Alpha", "adaptation_name": "org__alpha", "created": True}]
     (tmp_path / "weights" / "tiny").mkdir(parents=True)
     (tmp_path / "weights" / "tiny" / "config.json").write_text("{}")  # a model directory has its config
-    ok(cli("register_model", "--model_id", "local/tiny", "--source", "local", "--path", "weights/tiny",
-           "--revision", "v1.0", "--allow-remote-code", cwd=tmp_path, board=board))
-    again, listed, table, pending, adaptation, optimization, shown = cli_many([
-        ("register_model", "--model_id", "org/Alpha"),
-        ("list_models", "--json"),
-        ("list_models",),
-        ("list_discovery_tasks", "--status", "pending", "--json"),
-        ("list_adaptation_tasks",),
-        ("list_optimization_tasks", "--status", "in_progress", "--json"),
-        ("show", "org/Alpha"),
-    ], cwd=tmp_path, board=board)
+    ok(
+        cli(
+            "register_model",
+            "--model_id",
+            "local/tiny",
+            "--source",
+            "local",
+            "--path",
+            "weights/tiny",
+            "--revision",
+            "v1.0",
+            "--allow-remote-code",
+            cwd=tmp_path,
+            board=board,
+        )
+    )
+    again, listed, table, pending, adaptation, optimization, shown = cli_many(
+        [
+            ("register_model", "--model_id", "org/Alpha"),
+            ("list_models", "--json"),
+            ("list_models",),
+            ("list_discovery_tasks", "--status", "pending", "--json"),
+            ("list_adaptation_tasks",),
+            ("list_optimization_tasks", "--status", "in_progress", "--json"),
+            ("show", "org/Alpha"),
+        ],
+        cwd=tmp_path,
+        board=board,
+    )
     assert "already registered" in ok(again)
     models = {m["model_id"]: m for m in ok_json(listed)}
     assert set(models) == {"org/Alpha", "local/tiny"}
@@ -133,20 +167,26 @@ def test_steering_commands(filled_board: Path, tmp_path: Path) -> None:
         attempt = store.start_attempt(task.id, task.fencing_token, "python demo.py", "/logs/beta.log")
         store.finish_attempt(attempt, 3, 1.25, "failed", fix_applied="none")
         store.fail_task(task.id, task.fencing_token, {"summary": "config.json missing"})
-    shown_json, shown, priority, rolled, everyone = cli_many([
-        ("show", "beta", "--json"),
-        ("show", "beta"),
-        ("set_priority", "org/alpha", "9", "--json"),
-        ("rollback", "org/alpha", "--to", "discovery", "--json"),
-        ("guide", "--all", "prefer sdpa attention"),
-    ], cwd=tmp_path, board=b)
+    shown_json, shown, priority, rolled, everyone = cli_many(
+        [
+            ("show", "beta", "--json"),
+            ("show", "beta"),
+            ("set_priority", "org/alpha", "9", "--json"),
+            ("rollback", "org/alpha", "--to", "discovery", "--json"),
+            ("guide", "--all", "prefer sdpa attention"),
+        ],
+        cwd=tmp_path,
+        board=b,
+    )
     data = ok_json(shown_json)
     assert data["attempts"][0]["exit_code"] == 3 and data["attempts"][0]["log_path"] == "/logs/beta.log"
     assert data["tasks"][0]["diagnosis"]["summary"] == "config.json missing"
     assert "config.json missing" in ok(shown)
     assert ok_json(priority)["priority"] == 9
-    assert [(t["stage"], t["status"]) for t in ok_json(rolled)][:2] == [("discovery", "pending"),
-                                                                        ("adaptation", "waiting")]
+    assert [(t["stage"], t["status"]) for t in ok_json(rolled)][:2] == [
+        ("discovery", "pending"),
+        ("adaptation", "waiting"),
+    ]
     ok(everyone)
     assert "discovery is pending again" in ok(cli("retry", "beta", cwd=tmp_path, board=b))
     assert ok_json(cli("skip", "beta", "--stage", "healing", "--json", cwd=tmp_path, board=b))["status"] == "skipped"
@@ -164,12 +204,14 @@ def test_steering_commands(filled_board: Path, tmp_path: Path) -> None:
 
 def test_agents_cleanup_events_export(filled_board: Path, tmp_path: Path) -> None:
     b = filled_board
-    assert "registered agent" in ok(cli("heartbeat", "--agent-id", "adapter-1", "--role", "adapter",
-                                        cwd=tmp_path, board=b))
+    assert "registered agent" in ok(
+        cli("heartbeat", "--agent-id", "adapter-1", "--role", "adapter", cwd=tmp_path, board=b)
+    )
     with BoardStore(b) as store:
         task = store.claim_next("adapter-1", lease_s=600)
-    assert "heartbeat agent" in ok(cli("heartbeat", "--agent-id", "adapter-1", "--task-id", str(task.id),
-                                       cwd=tmp_path, board=b))
+    assert "heartbeat agent" in ok(
+        cli("heartbeat", "--agent-id", "adapter-1", "--task-id", str(task.id), cwd=tmp_path, board=b)
+    )
     [agent] = ok_json(cli("list_agents", "--json", cwd=tmp_path, board=b))
     assert (agent["id"], agent["role"], agent["current_task_id"]) == ("adapter-1", "adapter", task.id)
     time.sleep(0.05)
@@ -179,12 +221,16 @@ def test_agents_cleanup_events_export(filled_board: Path, tmp_path: Path) -> Non
         assert store.get_task(task.id).status == "pending"
     target = tmp_path / "out" / "board.json"
     target.parent.mkdir()
-    events, plain, to_file, to_stdout = cli_many([
-        ("events", "--model", "beta", "--limit", "2", "--json"),
-        ("events",),
-        ("export", "--output", str(target)),
-        ("export",),
-    ], cwd=tmp_path, board=b)
+    events, plain, to_file, to_stdout = cli_many(
+        [
+            ("events", "--model", "beta", "--limit", "2", "--json"),
+            ("events",),
+            ("export", "--output", str(target)),
+            ("export",),
+        ],
+        cwd=tmp_path,
+        board=b,
+    )
     assert [e["kind"] for e in ok_json(events)] == ["claimed", "lease_expired"]
     assert "agent_stale" in ok(plain)
     assert "exported 2 models" in ok(to_file)
@@ -194,8 +240,14 @@ def test_agents_cleanup_events_export(filled_board: Path, tmp_path: Path) -> Non
 
 def test_events_follow_prints_new_events_and_exits_0_on_ctrl_c(filled_board: Path, tmp_path: Path) -> None:
     env = dict(os.environ, ASCENDBRIDGE_BOARD=str(filled_board))
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "events", "--follow", "--json", "--interval", "0.1"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "events", "--follow", "--json", "--interval", "0.1"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         first = json.loads(proc.stdout.readline())  # the backlog arrives first
         assert first["kind"] == "registered"
@@ -320,6 +372,7 @@ def test_unwritable_directory(tmp_path: Path) -> None:
     assert not board.exists()
     real_board = tmp_path / "board.db"
     BoardStore.init(real_board).close()
-    assert_one_line_error(cli("export", "-o", str(directory / "x.json"), cwd=tmp_path, board=real_board),
-                          1, "cannot write")
+    assert_one_line_error(
+        cli("export", "-o", str(directory / "x.json"), cwd=tmp_path, board=real_board), 1, "cannot write"
+    )
     assert not (directory / "x.json").exists()

@@ -45,8 +45,13 @@ def corrupt_board(tmp_path: Path) -> Path:
 
 def test_a_corrupt_page_is_refused_before_any_write(corrupt_board: Path, tmp_path: Path) -> None:
     before = digest(corrupt_board)
-    for args in (("register_model", "--model_id", "org/new"), ("set_priority", "org/m1", "5"),
-                 ("retry", "org/m1"), ("cleanup",), ("init",)):
+    for args in (
+        ("register_model", "--model_id", "org/new"),
+        ("set_priority", "org/m1", "5"),
+        ("retry", "org/m1"),
+        ("cleanup",),
+        ("init",),
+    ):
         proc = cli(*args, cwd=tmp_path, board=corrupt_board)
         assert_one_line_error(proc, 1, "is corrupt", ".recover")
     assert digest(corrupt_board) == before
@@ -73,8 +78,10 @@ def read_only_board(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_reading_commands_work_on_a_read_only_board(read_only_board: Path, tmp_path: Path) -> None:
-    assert [m["model_id"] for m in ok_json(cli("list_models", "--json", cwd=tmp_path, board=read_only_board))] \
-        == ["org/alpha", "org/beta"]
+    assert [m["model_id"] for m in ok_json(cli("list_models", "--json", cwd=tmp_path, board=read_only_board))] == [
+        "org/alpha",
+        "org/beta",
+    ]
     assert "org/alpha" in ok(cli("show", "org/alpha", cwd=tmp_path, board=read_only_board))
     assert "org/alpha" in ok(cli("list_discovery_tasks", cwd=tmp_path, board=read_only_board))
     assert ok_json(cli("events", "--json", cwd=tmp_path, board=read_only_board))
@@ -84,8 +91,11 @@ def test_reading_commands_work_on_a_read_only_board(read_only_board: Path, tmp_p
 
 
 def test_writing_commands_refuse_a_read_only_board_in_one_line(read_only_board: Path, tmp_path: Path) -> None:
-    for args in (("register_model", "--model_id", "org/new"), ("set_priority", "org/alpha", "1"),
-                 ("pause", "org/alpha")):
+    for args in (
+        ("register_model", "--model_id", "org/new"),
+        ("set_priority", "org/alpha", "1"),
+        ("pause", "org/alpha"),
+    ):
         assert_one_line_error(cli(*args, cwd=tmp_path, board=read_only_board), 1, "not writable")
 
 
@@ -121,18 +131,28 @@ def test_a_full_disk_is_one_board_error_and_nothing_half_written(tmp_path: Path)
 
 
 # ---------------------------------------------------------------------- --path and files
-@pytest.mark.parametrize("where,fragment", [
-    ("FILE", "not a directory"), ("/dev/null", "kernel file system"), ("/proc", "kernel file system"),
-    ("/proc/self", "kernel file system"), ("/sys", "kernel file system"), ("/", "no config.json"),
-    ("/etc", "no config.json"), ("EMPTY", "no config.json"),
-])
-def test_register_refuses_a_path_that_is_not_a_model_directory(tmp_path: Path, board: BoardStore, board_path: Path,
-                                                                where: str, fragment: str) -> None:
+@pytest.mark.parametrize(
+    "where,fragment",
+    [
+        ("FILE", "not a directory"),
+        ("/dev/null", "kernel file system"),
+        ("/proc", "kernel file system"),
+        ("/proc/self", "kernel file system"),
+        ("/sys", "kernel file system"),
+        ("/", "no config.json"),
+        ("/etc", "no config.json"),
+        ("EMPTY", "no config.json"),
+    ],
+)
+def test_register_refuses_a_path_that_is_not_a_model_directory(
+    tmp_path: Path, board: BoardStore, board_path: Path, where: str, fragment: str
+) -> None:
     (tmp_path / "file.txt").write_text("x")
     (tmp_path / "empty").mkdir()
     path = {"FILE": str(tmp_path / "file.txt"), "EMPTY": str(tmp_path / "empty")}.get(where, where)
-    proc = cli("register_model", "--model_id", "org/x", "--source", "local", "--path", path,
-               cwd=tmp_path, board=board_path)
+    proc = cli(
+        "register_model", "--model_id", "org/x", "--source", "local", "--path", path, cwd=tmp_path, board=board_path
+    )
     assert_one_line_error(proc, 2, "--path", fragment)
     listed = tmp_path / "list.jsonl"
     listed.write_text(f'{{"model_id": "org/y", "source": "local", "path": "{path}"}}\n')
@@ -143,16 +163,30 @@ def test_register_refuses_a_path_that_is_not_a_model_directory(tmp_path: Path, b
 def test_register_accepts_a_model_directory(tmp_path: Path, board: BoardStore, board_path: Path) -> None:
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
-    ok(cli("register_model", "--model_id", "org/x", "--source", "local", "--path", "model", cwd=tmp_path,
-           board=board_path))
+    ok(
+        cli(
+            "register_model",
+            "--model_id",
+            "org/x",
+            "--source",
+            "local",
+            "--path",
+            "model",
+            cwd=tmp_path,
+            board=board_path,
+        )
+    )
     assert board.get_model("org/x").path == str(tmp_path / "model")
 
 
 @pytest.mark.parametrize("priority", ["１２", "١٢", "۱۲", "1２"])
 def test_priorities_are_ascii_digits_only(tmp_path: Path, board: BoardStore, board_path: Path, priority: str) -> None:
     board.register_models([Registration(model_id="org/a")])
-    assert_one_line_error(cli("register_model", "--model_id", "org/b", "--priority", priority, cwd=tmp_path,
-                              board=board_path), 2, "ASCII digits")
+    assert_one_line_error(
+        cli("register_model", "--model_id", "org/b", "--priority", priority, cwd=tmp_path, board=board_path),
+        2,
+        "ASCII digits",
+    )
     assert_one_line_error(cli("set_priority", "org/a", priority, cwd=tmp_path, board=board_path), 2, "ASCII digits")
     assert [(m.model_id, m.priority) for m in board.list_models()] == [("org/a", 0)]
     ok(cli("set_priority", "org/a", "-12", cwd=tmp_path, board=board_path))
@@ -161,15 +195,21 @@ def test_priorities_are_ascii_digits_only(tmp_path: Path, board: BoardStore, boa
 
 @pytest.mark.parametrize("source", ["/dev/zero", "SPARSE"])
 def test_register_many_refuses_an_endless_or_huge_file_without_reading_it(
-        tmp_path: Path, board: BoardStore, board_path: Path, source: str) -> None:
+    tmp_path: Path, board: BoardStore, board_path: Path, source: str
+) -> None:
     if source == "SPARSE":
         sparse = tmp_path / "models.txt"
         with sparse.open("wb") as fh:
             fh.truncate(8 * 1024**3)  # 8 GB, no blocks
         source = str(sparse)
-    proc = subprocess.run(["prlimit", "--as=1500000000", "--", *cli_argv("register_many", source)], cwd=tmp_path,
-                          env={**os.environ, "ASCENDBRIDGE_BOARD": str(board_path)}, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        ["prlimit", "--as=1500000000", "--", *cli_argv("register_many", source)],
+        cwd=tmp_path,
+        env={**os.environ, "ASCENDBRIDGE_BOARD": str(board_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert_one_line_error(proc, 2, "limit for this file")
     assert board.list_models() == []
 

@@ -26,16 +26,25 @@ def make_v1_board(path: Path) -> None:
         "INSERT INTO models (id, model_id, source, description, adaptation_name, priority, allow_remote_code,"
         " skip_stages_json, architecture, metadata_json, created_at)"
         " VALUES (1, 'org/old-model', 'huggingface', 'from v1', 'org__old-model', 3, 0,"
-        " '[\"business_benchmark\"]', 'BertModel', '{\"layers\": 2}', ?)", (TS,))
+        " '[\"business_benchmark\"]', 'BertModel', '{\"layers\": 2}', ?)",
+        (TS,),
+    )
     for i, stage in enumerate(s for s in STAGES if s != "training"):  # training came with version 6
         status = {0: "completed", 1: "pending"}.get(i, "waiting")
         con.execute(
             "INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, updated_at)"
-            " VALUES (1, ?, ?, ?, ?, ?, ?)", (stage, i, status, 1 if i == 0 else 0, 1 if i == 0 else 0, TS))
-    con.execute("INSERT INTO events (model_pk, stage, kind, message, data_json, origin, ts)"
-                " VALUES (1, NULL, 'registered', 'registered in v1', '{}', 'cli', ?)", (TS,))
-    con.execute("INSERT INTO guidance (model_pk, text, origin, state, created_at)"
-                " VALUES (1, 'keep fp32', 'cli', 'open', ?)", (TS,))
+            " VALUES (1, ?, ?, ?, ?, ?, ?)",
+            (stage, i, status, 1 if i == 0 else 0, 1 if i == 0 else 0, TS),
+        )
+    con.execute(
+        "INSERT INTO events (model_pk, stage, kind, message, data_json, origin, ts)"
+        " VALUES (1, NULL, 'registered', 'registered in v1', '{}', 'cli', ?)",
+        (TS,),
+    )
+    con.execute(
+        "INSERT INTO guidance (model_pk, text, origin, state, created_at) VALUES (1, 'keep fp32', 'cli', 'open', ?)",
+        (TS,),
+    )
     con.commit()
     con.close()
 
@@ -59,7 +68,11 @@ def test_v1_board_upgrades_in_place_with_data_intact(tmp_path: Path) -> None:
     with BoardStore(path) as store:
         model = store.get_model("org/old-model")
         assert (model.description, model.priority, model.architecture, model.metadata) == (
-            "from v1", 3, "BertModel", {"layers": 2})
+            "from v1",
+            3,
+            "BertModel",
+            {"layers": 2},
+        )
         assert model.paused is False  # column added by the v2 migration
         assert {t.stage: t.status for t in store.list_tasks()}["adaptation"] == "pending"
         assert [g.text for g in store.list_guidance()] == ["keep fp32"]
@@ -73,19 +86,28 @@ def test_v1_board_upgrades_in_place_with_data_intact(tmp_path: Path) -> None:
         assert {t.stage: t.status for t in store.list_tasks()}["training"] == "skipped"
         task = store.claim_next("worker", 60)
         assert task.stage == "adaptation"
-        placed = {"host": "h1", "devices": ["npu:3", "npu:4"], "cpus": [], "env": {"ASCENDBRIDGE_NPU_INDEX": "3,4"},
-                  "exclusive": True}
+        placed = {
+            "host": "h1",
+            "devices": ["npu:3", "npu:4"],
+            "cpus": [],
+            "env": {"ASCENDBRIDGE_NPU_INDEX": "3,4"},
+            "exclusive": True,
+        }
         attempt = store.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed)  # v4 columns
         store.finish_attempt(attempt, 0, 1.0, "completed")
         assert [(a.host, a.devices) for _, a in store.list_attempts("org/old-model")] == [("h1", "npu:3 npu:4")]
         events = [e for e in store.list_events() if e.kind in ("placed", "devices_released")]
-        assert [(e.kind, e.data["devices"]) for e in events] == [("placed", ["npu:3", "npu:4"]),
-                                                                 ("devices_released", ["npu:3", "npu:4"])]
-        rows = store.record_host_devices("h1", [{"kind": "npu", "index": i, "memory_gb": 64.0} for i in (3, 4)],
-                                         "npu-smi")  # v4 table
+        assert [(e.kind, e.data["devices"]) for e in events] == [
+            ("placed", ["npu:3", "npu:4"]),
+            ("devices_released", ["npu:3", "npu:4"]),
+        ]
+        rows = store.record_host_devices(
+            "h1", [{"kind": "npu", "index": i, "memory_gb": 64.0} for i in (3, 4)], "npu-smi"
+        )  # v4 table
         assert [r.label for r in store.list_host_devices()] == [r.label for r in rows] == ["npu:3", "npu:4"]
-        store.complete_task(task.id, task.fencing_token, {},
-                            figures=[{"values": {"build_s": 1.5}}])  # metrics table exists now
+        store.complete_task(
+            task.id, task.fencing_token, {}, figures=[{"values": {"build_s": 1.5}}]
+        )  # metrics table exists now
         store.set_paused("org/old-model", True)
     assert schema_version(path) == SCHEMA_VERSION
     with BoardStore(path) as again:  # reopening is a no-op

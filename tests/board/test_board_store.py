@@ -43,8 +43,14 @@ def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
     assert created and record.adaptation_name == "org__model-a"
     assert record == board.get_model("org/Model-A")  # the returned record is what was stored
     assert statuses(board, "org/Model-A") == {
-        "discovery": "pending", "adaptation": "waiting", "healing": "waiting", "training": "waiting",
-        "benchmark": "waiting", "optimization": "waiting", "business_benchmark": "waiting", "serving": "waiting",
+        "discovery": "pending",
+        "adaptation": "waiting",
+        "healing": "waiting",
+        "training": "waiting",
+        "benchmark": "waiting",
+        "optimization": "waiting",
+        "business_benchmark": "waiting",
+        "serving": "waiting",
     }
     # every stage runs by default, business_benchmark included; training only with a training job
     assert record.skip_stages == ["training"]
@@ -97,7 +103,10 @@ def test_completion_advances_and_policy_skips_a_stage(board: BoardStore) -> None
     board.register_models([Registration(model_id="m", skip_stages=["serving"])])
     for stage in UNTRAINED[:-1]:
         run_stage(board, "m", stage)
-    assert statuses(board, "m") == {s: "completed" for s in UNTRAINED[:-1]} | {"training": "skipped", "serving": "skipped"}
+    assert statuses(board, "m") == {s: "completed" for s in UNTRAINED[:-1]} | {
+        "training": "skipped",
+        "serving": "skipped",
+    }
     kinds = event_kinds(board, "m")
     assert kinds.count("claimed") == 6 and kinds.count("completed") == 6 and kinds[-1] == "skipped"
 
@@ -155,8 +164,13 @@ def test_rollback_makes_stage_pending_and_later_stages_wait(board: BoardStore) -
         run_stage(board, "m", stage)
     changed = board.rollback("m", "adaptation")
     assert [(t.stage, t.status) for t in changed] == [
-        ("adaptation", "pending"), ("healing", "waiting"), ("training", "waiting"), ("benchmark", "waiting"),
-        ("optimization", "waiting"), ("business_benchmark", "waiting"), ("serving", "waiting"),
+        ("adaptation", "pending"),
+        ("healing", "waiting"),
+        ("training", "waiting"),
+        ("benchmark", "waiting"),
+        ("optimization", "waiting"),
+        ("business_benchmark", "waiting"),
+        ("serving", "waiting"),
     ]
     assert statuses(board, "m")["discovery"] == "completed"
     assert event_kinds(board, "m")[-7:] == ["rollback"] * 7
@@ -223,17 +237,30 @@ def test_guidance_lifecycle(board: BoardStore) -> None:
 def test_figures_reach_the_board_only_with_a_fenced_completion(board: BoardStore) -> None:
     board.register_models([Registration(model_id="m")])
     task = board.claim_next("w", 60)
-    figures = [{"values": {"latency_ms": 12.5, "cosine": 0.9999}, "device": "cpu", "dtype": "fp32",
-                "units": {"latency_ms": "ms"}}]
+    figures = [
+        {
+            "values": {"latency_ms": 12.5, "cosine": 0.9999},
+            "device": "cpu",
+            "dtype": "fp32",
+            "units": {"latency_ms": "ms"},
+        }
+    ]
     with pytest.raises(BoardError, match="not a finite number"):  # the whole completion is refused
         board.complete_task(task.id, task.fencing_token, {}, figures=[{"values": {"latency_ms": float("nan")}}])
     with pytest.raises(StaleTokenError):
-        board.complete_task(task.id, task.fencing_token + 1, {}, figures=figures,
-                            model_fields={"task_family": "causal_lm"})
+        board.complete_task(
+            task.id, task.fencing_token + 1, {}, figures=figures, model_fields={"task_family": "causal_lm"}
+        )
     assert board.list_metrics() == [] and board.get_model("m").task_family is None
     assert board.get_task(task.id).status == "in_progress"
-    board.complete_task(task.id, task.fencing_token, {}, figures=figures,
-                        model_fields={"task_family": "causal_lm"}, model_metadata={"layers": 2})
+    board.complete_task(
+        task.id,
+        task.fencing_token,
+        {},
+        figures=figures,
+        model_fields={"task_family": "causal_lm"},
+        model_metadata={"layers": 2},
+    )
     metrics = {m.name: m for m in board.list_metrics(model_id="m", stage="discovery")}
     assert metrics["latency_ms"].value == 12.5 and metrics["latency_ms"].unit == "ms"
     assert (board.get_model("m").task_family, board.get_model("m").metadata) == ("causal_lm", {"layers": 2})
@@ -247,23 +274,37 @@ def test_figures_reach_the_board_only_with_a_fenced_completion(board: BoardStore
 def test_export_carries_the_hosts_devices_and_where_each_attempt_ran(board: BoardStore) -> None:
     board.register_models([Registration(model_id="m")])
     task = board.claim_next("w", 60)
-    placed = {"host": "h1", "devices": ["npu:6", "npu:7"], "cpus": [], "exclusive": True,
-              "env": {"ASCEND_RT_VISIBLE_DEVICES": "6,7"}}
-    board.finish_attempt(board.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed),
-                         0, 1.0, "completed")
-    board.record_host_devices("h1", [{"kind": "npu", "index": i, "name": "910B3", "memory_gb": 64.0} for i in (6, 7)],
-                              "torch_npu")
+    placed = {
+        "host": "h1",
+        "devices": ["npu:6", "npu:7"],
+        "cpus": [],
+        "exclusive": True,
+        "env": {"ASCEND_RT_VISIBLE_DEVICES": "6,7"},
+    }
+    board.finish_attempt(
+        board.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed), 0, 1.0, "completed"
+    )
+    board.record_host_devices(
+        "h1", [{"kind": "npu", "index": i, "name": "910B3", "memory_gb": 64.0} for i in (6, 7)], "torch_npu"
+    )
     board.record_host_devices("h2", [{"kind": "cpu", "index": 0, "name": "4 cores", "cpus": [0, 1, 2, 3]}], "affinity")
     data = json.loads(json.dumps(board.export()))  # what `board_ops.py export` writes
-    assert [(d["host"], d["kind"], d["index"], d["memory_gb"], d["cpus"], d["source"]) for d in data["host_devices"]] == [
-        ("h1", "npu", 6, 64.0, [], "torch_npu"), ("h1", "npu", 7, 64.0, [], "torch_npu"),
-        ("h2", "cpu", 0, None, [0, 1, 2, 3], "affinity")]
-    assert [(a["stage"], a["host"], a["devices"]) for a in data["attempts"]["m"]] == [("discovery", "h1", "npu:6 npu:7")]
+    assert [
+        (d["host"], d["kind"], d["index"], d["memory_gb"], d["cpus"], d["source"]) for d in data["host_devices"]
+    ] == [
+        ("h1", "npu", 6, 64.0, [], "torch_npu"),
+        ("h1", "npu", 7, 64.0, [], "torch_npu"),
+        ("h2", "cpu", 0, None, [0, 1, 2, 3], "affinity"),
+    ]
+    assert [(a["stage"], a["host"], a["devices"]) for a in data["attempts"]["m"]] == [
+        ("discovery", "h1", "npu:6 npu:7")
+    ]
 
 
 def test_an_id_listed_twice_in_one_batch_is_registered_once(board: BoardStore) -> None:
-    results = board.register_models([Registration(model_id="gpt2"), Registration(model_id="bert"),
-                                     Registration(model_id="gpt2")])
+    results = board.register_models(
+        [Registration(model_id="gpt2"), Registration(model_id="bert"), Registration(model_id="gpt2")]
+    )
     assert [(r.model_id, created) for r, created in results] == [("gpt2", True), ("bert", True), ("gpt2", False)]
     assert len(board.list_models()) == 2
 
@@ -285,9 +326,17 @@ def test_export_is_one_snapshot_while_another_process_writes(board: BoardStore) 
     import sys
 
     board.register_models([Registration(model_id=f"org/s{i}") for i in range(30)])
-    writer = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom ascendbridge.board import BoardStore\nstore = BoardStore(sys.argv[1])\n"
-        "end = time.time() + 8\nwhile time.time() < end:\n    store.add_event('note', 'busy writer')\n"), str(board.path)])
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time\nfrom ascendbridge.board import BoardStore\nstore = BoardStore(sys.argv[1])\n"
+                "end = time.time() + 8\nwhile time.time() < end:\n    store.add_event('note', 'busy writer')\n"
+            ),
+            str(board.path),
+        ]
+    )
     try:
         for _ in range(15):
             data = board.export()
@@ -299,9 +348,18 @@ def test_export_is_one_snapshot_while_another_process_writes(board: BoardStore) 
 
 def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: BoardStore) -> None:
     """What the team lead's selection reads: pending tasks of unpaused models, a bounded list per stage."""
-    board.register_models(Registration(model_id=f"org/m{i}", source="local", path="/x", priority=i % 3,
-                                       training=TrainingJob(data=str(REPO_ROOT / "training/corpus/tiny_stories.jsonl"), processes=2) if i == 1 else None)
-                          for i in range(6))
+    board.register_models(
+        Registration(
+            model_id=f"org/m{i}",
+            source="local",
+            path="/x",
+            priority=i % 3,
+            training=TrainingJob(data=str(REPO_ROOT / "training/corpus/tiny_stories.jsonl"), processes=2)
+            if i == 1
+            else None,
+        )
+        for i in range(6)
+    )
     first = board.claim_task(board.list_tasks("discovery", model_id="org/m0")[0].id, "w", 60)
     board.complete_task(first.id, first.fencing_token, {})  # org/m0 now waits in adaptation
     board.set_paused("org/m5", True)
@@ -309,7 +367,10 @@ def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: Board
     pk = {m.model_id: m.pk for m in board.list_models()}
     ready = board.ready_tasks(["discovery", "adaptation"], 2)
     assert [(t.stage, t.model_pk, t.priority) for t in ready] == [
-        ("adaptation", pk["org/m0"], 0), ("discovery", pk["org/m2"], 2), ("discovery", pk["org/m1"], 1)]
+        ("adaptation", pk["org/m0"], 0),
+        ("discovery", pk["org/m2"], 2),
+        ("discovery", pk["org/m1"], 1),
+    ]
     assert (ready[1].plan_devices, ready[1].plan_tensor_parallel) == (3, 4) and ready[2].plan_devices is None
     assert (ready[1].train_processes, ready[2].train_processes) == (None, 2)  # org/m1's training job: 2 processes
     assert ready[1].task_id == board.list_tasks("discovery", model_id="org/m2")[0].id

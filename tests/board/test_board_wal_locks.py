@@ -31,8 +31,12 @@ def test_second_store_in_a_process_keeps_the_wal_alive(board_path: Path) -> None
     assert first.list_models()  # the first store now holds a live connection with its locks
     BoardStore(board_path).close()  # what the team lead, workers and hooks do all the time
 
-    subprocess.run([sys.executable, "-c", WRITER, str(board_path)], check=True, timeout=120,
-                   cwd=Path(__file__).resolve().parents[2])
+    subprocess.run(
+        [sys.executable, "-c", WRITER, str(board_path)],
+        check=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
     assert Path(f"{board_path}-wal").exists(), "the WAL was deleted while a connection was open"
     done = first.list_tasks(stage="discovery", status="completed")

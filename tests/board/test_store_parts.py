@@ -24,8 +24,16 @@ def _protocol_members() -> list[str]:
 def test_board_store_satisfies_the_lease_interface_with_the_parts_signatures(board: BoardStore) -> None:
     assert isinstance(board, LeaseBoard)
     members = _protocol_members()
-    lease_protocol = {"claim_task", "heartbeat_task", "complete_task", "fail_task", "release_task",
-                      "reclaim_expired", "while_owned", "interruptions"}
+    lease_protocol = {
+        "claim_task",
+        "heartbeat_task",
+        "complete_task",
+        "fail_task",
+        "release_task",
+        "reclaim_expired",
+        "while_owned",
+        "interruptions",
+    }
     assert lease_protocol <= set(members)
     assert all(name in vars(LeaseStore) for name in lease_protocol)
     # Nothing of steering, registration or export: the scheduler cannot reach them.
@@ -35,8 +43,7 @@ def test_board_store_satisfies_the_lease_interface_with_the_parts_signatures(boa
         assert part is not None, f"{name} is not implemented by any part of BoardStore"
         declared = list(inspect.signature(getattr(LeaseBoard, name)).parameters.items())
         implemented = list(inspect.signature(getattr(part, name)).parameters.items())
-        assert [(n, p.kind, p.default) for n, p in declared] == \
-            [(n, p.kind, p.default) for n, p in implemented], name
+        assert [(n, p.kind, p.default) for n, p in declared] == [(n, p.kind, p.default) for n, p in implemented], name
 
 
 def test_each_method_lives_in_exactly_one_part() -> None:
@@ -46,5 +53,10 @@ def test_each_method_lives_in_exactly_one_part() -> None:
             if callable(value) or isinstance(value, (staticmethod, classmethod)):
                 assert name not in seen, f"{name} is defined in both {seen[name]} and {part.__name__}"
                 seen[name] = part.__name__
-    assert vars(BoardStore).keys() <= {"__module__", "__doc__", "__qualname__", "__firstlineno__",
-                                       "__static_attributes__"}
+    assert vars(BoardStore).keys() <= {
+        "__module__",
+        "__doc__",
+        "__qualname__",
+        "__firstlineno__",
+        "__static_attributes__",
+    }

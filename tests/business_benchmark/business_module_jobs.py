@@ -28,7 +28,7 @@ def run_main(directory: str, argv: list[str]) -> dict:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     last = (out.getvalue().strip().splitlines() or [""])[-1]
-    result = json.loads(last[len(RESULT_MARKER):]) if last.startswith(RESULT_MARKER) else None
+    result = json.loads(last[len(RESULT_MARKER) :]) if last.startswith(RESULT_MARKER) else None
     return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue(), "result": result}
 
 

@@ -23,14 +23,27 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "demo_models"
 
 
-def make_adaptation(root: Path, name: str, model_dir: Path, family: str, model_class: str, *,
-                    has_weights: bool = False, pooling: str | None = None, model_id: str | None = None) -> Path:
+def make_adaptation(
+    root: Path,
+    name: str,
+    model_dir: Path,
+    family: str,
+    model_class: str,
+    *,
+    has_weights: bool = False,
+    pooling: str | None = None,
+    model_id: str | None = None,
+) -> Path:
     spec = AdaptationSpec(
         name=name,
-        model=ModelSource(model_id=model_id or f"demo/{name}", source="local", path=str(model_dir),
-                          has_weights=has_weights),
-        task_family=family, model_class=model_class, inputs=InputRecipe(seq_len=16),
-        dtype=DtypePolicy(target="float32"), sentence_transformers_pooling=pooling,
+        model=ModelSource(
+            model_id=model_id or f"demo/{name}", source="local", path=str(model_dir), has_weights=has_weights
+        ),
+        task_family=family,
+        model_class=model_class,
+        inputs=InputRecipe(seq_len=16),
+        dtype=DtypePolicy(target="float32"),
+        sentence_transformers_pooling=pooling,
     )
     directory = root / name
     render_adaptation(spec, directory)
@@ -39,18 +52,32 @@ def make_adaptation(root: Path, name: str, model_dir: Path, family: str, model_c
     return directory
 
 
-def run_business(python: Path, directory: Path, family: str, *, dtype: str = "bfloat16", pretrained: bool = False,
-                 sentence_transformers: bool = False, extra: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> tuple[Path, dict[str, Any], subprocess.CompletedProcess]:
+def run_business(
+    python: Path,
+    directory: Path,
+    family: str,
+    *,
+    dtype: str = "bfloat16",
+    pretrained: bool = False,
+    sentence_transformers: bool = False,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> tuple[Path, dict[str, Any], subprocess.CompletedProcess]:
     """Run business_run.py, then derive the evidence: (metrics path, RESULT, process)."""
     mode = "pretrained" if pretrained else "dry_run"
     out = f"{PREDICTIONS_PREFIX}{stem('cpu', dtype, mode)}.json"
     evals = [f"--eval={e.set}:{e.task}" for e in evaluations_for(family, sentence_transformers=sentence_transformers)]
     argv = [str(python), BUSINESS_RUN, "--device", "cpu", "--dtype", dtype, "--out", out, *evals, *extra]
-    proc = subprocess.run(argv + (["--use-pretrained"] if pretrained else []), cwd=directory, capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        argv + (["--use-pretrained"] if pretrained else []),
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
-    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
+    result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {}
     assert proc.returncode == 0 and result.get("ok"), proc.stderr[-3000:]
     return build_evidence(directory / out, PassRule()), result, proc
 

@@ -16,11 +16,14 @@ from tests.support.torch_env import torch_env_python
 
 # One intra-op thread per run: on a shared 2-core machine two threads per process thrash (30x slower).
 THREADS = ("--threads", "1")
-TINY = {"tiny-gpt2": ("causal_lm", "GPT2LMHeadModel"), "tiny-t5": ("seq2seq", "T5ForConditionalGeneration"),
-        "tiny-bert-classifier": ("sequence_classification", "BertForSequenceClassification"),
-        "tiny-vit": ("image_classification", "ViTForImageClassification"),
-        "tiny-whisper": ("speech_seq2seq", "WhisperForConditionalGeneration"),
-        "tiny-qwen-vl": ("image_text_to_text", "Qwen2_5_VLForConditionalGeneration")}
+TINY = {
+    "tiny-gpt2": ("causal_lm", "GPT2LMHeadModel"),
+    "tiny-t5": ("seq2seq", "T5ForConditionalGeneration"),
+    "tiny-bert-classifier": ("sequence_classification", "BertForSequenceClassification"),
+    "tiny-vit": ("image_classification", "ViTForImageClassification"),
+    "tiny-whisper": ("speech_seq2seq", "WhisperForConditionalGeneration"),
+    "tiny-qwen-vl": ("image_text_to_text", "Qwen2_5_VLForConditionalGeneration"),
+}
 
 
 @pytest.fixture(scope="session")
@@ -35,11 +38,25 @@ def minilm(tmp_path_factory: pytest.TempPathFactory, python: Path) -> tuple[Path
     model_dir = ensure_minilm(log=log)
     if model_dir is None:
         pytest.skip(f"all-MiniLM-L6-v2 unavailable: {log.getvalue().strip()}")
-    directory = make_adaptation(tmp_path_factory.mktemp("business"), "all-minilm-l6-v2", model_dir,
-                                "feature_extraction", "BertModel", has_weights=True, pooling="mean",
-                                model_id="sentence-transformers/all-MiniLM-L6-v2")
-    metrics, _, _ = run_business(python, directory, "feature_extraction", pretrained=True, sentence_transformers=True,
-                                 extra=THREADS, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    directory = make_adaptation(
+        tmp_path_factory.mktemp("business"),
+        "all-minilm-l6-v2",
+        model_dir,
+        "feature_extraction",
+        "BertModel",
+        has_weights=True,
+        pooling="mean",
+        model_id="sentence-transformers/all-MiniLM-L6-v2",
+    )
+    metrics, _, _ = run_business(
+        python,
+        directory,
+        "feature_extraction",
+        pretrained=True,
+        sentence_transformers=True,
+        extra=THREADS,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     return directory, metrics
 
 
@@ -56,6 +73,8 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[st
     (models["tiny-qwen-vl"] / "config.json").write_text(json.dumps(MODELS["qwen2.5-vl"][0]))
     dirs = {name: make_adaptation(root, name, models[name], family, cls) for name, (family, cls) in TINY.items()}
     with ThreadPoolExecutor(max_workers=len(TINY)) as pool:
-        done = {name: pool.submit(run_business, python, dirs[name], TINY[name][0], extra=(*THREADS, "--max-items", "4"))
-                for name in TINY}
+        done = {
+            name: pool.submit(run_business, python, dirs[name], TINY[name][0], extra=(*THREADS, "--max-items", "4"))
+            for name in TINY
+        }
     return {name: (dirs[name], done[name].result()[0]) for name in TINY}

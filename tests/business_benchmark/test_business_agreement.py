@@ -12,8 +12,10 @@ from business_benchmark.evidence import AGREEMENT_ONLY
 from tests.business_benchmark.business_support import load
 
 EXPECTED = {  # the agreement metrics each family's evaluations must report
-    "tiny-gpt2": {"ab-text-en": {"perplexity_ratio"},
-                  "ab-prompts-en": {"exact_match", "token_match_rate", "first_divergence_mean"}},
+    "tiny-gpt2": {
+        "ab-text-en": {"perplexity_ratio"},
+        "ab-prompts-en": {"exact_match", "token_match_rate", "first_divergence_mean"},
+    },
     "tiny-t5": {"ab-seq2seq-en": {"chrf_vs_reference", "bleu_vs_reference", "token_match_rate"}},
     "tiny-bert-classifier": {"ab-sentiment-en": {"label_agreement"}},
     "tiny-vit": {"seeded-images": {"top1_agreement"}},

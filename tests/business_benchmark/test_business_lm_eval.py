@@ -38,7 +38,9 @@ def tiny_gpt2_with_tokenizer(root: Path, python: Path) -> Path:
     model_dir = root / "tiny-gpt2-tok"
     model_dir.mkdir(parents=True)
     shutil.copy(demo_dir("tiny-gpt2") / "config.json", model_dir / "config.json")
-    text = " ".join((DATA_DIR / f).read_text() for f in ("ab-choice-en.jsonl", "ab-text-en.jsonl", "ab-prompts-en.jsonl"))
+    text = " ".join(
+        (DATA_DIR / f).read_text() for f in ("ab-choice-en.jsonl", "ab-text-en.jsonl", "ab-prompts-en.jsonl")
+    )
     words = sorted(set(re.findall(r"\w+|[^\w\s]", text)))[:500]
     script = f"""
 import json
@@ -60,9 +62,23 @@ def test_lm_eval_local_task_reference_and_target_then_gate(tmp_path: Path, monke
     directory = make_adaptation(tmp_path / "adaptations", "tiny-gpt2-tok", model_dir, "causal_lm", "GPT2LMHeadModel")
     copy_sets([LOCAL_SET], directory)
     include = write_local_task(directory)
-    metrics, _, proc = run_business(python, directory, "causal_lm", extra=(
-        *THREADS, "--max-items", "2", "--lm-eval", LOCAL_TASK, "--lm-eval-include", str(include),
-        "--lm-eval-limit", "8"), env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    metrics, _, proc = run_business(
+        python,
+        directory,
+        "causal_lm",
+        extra=(
+            *THREADS,
+            "--max-items",
+            "2",
+            "--lm-eval",
+            LOCAL_TASK,
+            "--lm-eval-include",
+            str(include),
+            "--lm-eval-limit",
+            "8",
+        ),
+        env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
     evidence = load(metrics)
     assert evidence["run"]["tokenizer"] == "model"
     lm = next(ev for ev in evidence["evaluations"] if ev["task"] == "lm_eval")
@@ -74,7 +90,8 @@ def test_lm_eval_local_task_reference_and_target_then_gate(tmp_path: Path, monke
         samples = predictions["lm_eval"][which]["samples"][LOCAL_TASK]
         assert len(samples) == 8 and all(s["acc"] in (0, 1, 0.0, 1.0) for s in samples)
         assert predictions["lm_eval"][which]["results"][LOCAL_TASK]["acc,none"] == pytest.approx(
-            sum(s["acc"] for s in samples) / 8)
+            sum(s["acc"] for s in samples) / 8
+        )
     report = check_adaptation(directory, str(python))
     assert report.passed, report.summary
     # The stage's install step, on this same env (not a second one): lm-eval[hf] is already there, so

@@ -21,13 +21,22 @@ def test_minilm_task_scores_bf16_vs_fp32_and_gate_passes(minilm: tuple[Path, Pat
     evidence = load(metrics_path)
     assert evidence["weights"] == "real" and evidence["scores"] == WITH_TASK_SCORES != AGREEMENT_ONLY
     assert (evidence["run"]["device"], evidence["run"]["dtype"]) == ("cpu", "bfloat16")
-    assert evidence["run"]["reference"] == {"device": "cpu", "dtype": "float32"} and evidence["run"]["tokenizer"] == "model"
+    assert (
+        evidence["run"]["reference"] == {"device": "cpu", "dtype": "float32"}
+        and evidence["run"]["tokenizer"] == "model"
+    )
     by_set = {ev["set"]: ev for ev in evidence["evaluations"]}
     retrieval, sts = by_set["ab-retrieval-en"]["metrics"], by_set["ab-sts-en"]["metrics"]
-    for pair in (retrieval["task"]["retrieval_top1"], retrieval["task"]["mrr_at_10"], sts["task"]["similarity_spearman"]):
+    for pair in (
+        retrieval["task"]["retrieval_top1"],
+        retrieval["task"]["mrr_at_10"],
+        sts["task"]["similarity_spearman"],
+    ):
         assert 0.0 <= pair["target"] <= 1.0 and 0.0 <= pair["reference"] <= 1.0
     # a trained sentence encoder ranks the graded pairs far better than chance, in both dtypes
-    assert sts["task"]["similarity_spearman"]["reference"] > 0.5 and retrieval["task"]["retrieval_top1"]["reference"] > 0.5
+    assert (
+        sts["task"]["similarity_spearman"]["reference"] > 0.5 and retrieval["task"]["retrieval_top1"]["reference"] > 0.5
+    )
     assert retrieval["agreement"]["embedding_cosine_mean"] > 0.99
     assert evidence["rule"]["relative_tolerance"] == 0.05 and "statement" in evidence["rule"]
     assert evidence["verdict"] == "pass", [c for ev in evidence["evaluations"] for c in ev["checks"] if not c["passed"]]
@@ -54,16 +63,18 @@ def test_gate_rejects_edited_runtime_or_wrapper_code(minilm: tuple[Path, Path], 
     tasks = directory / "ab_runtime" / "business" / "tasks.py"
     tasks.write_text(tasks.read_text() + "\n# tuned\n")
     report = check_adaptation(directory, str(python))
-    assert not report.passed and report.summary == ("code not as generated: ab_runtime/business/tasks.py differs "
-                                                    "from the framework's copy (edited after rendering)")
+    assert not report.passed and report.summary == (
+        "code not as generated: ab_runtime/business/tasks.py differs from the framework's copy (edited after rendering)"
+    )
     directory = _copy(minilm[0], tmp_path / "wrapper")
     (directory / "business_run.py").write_text("print('ASCENDBRIDGE_RESULT {}')\n")
     report = check_adaptation(directory, str(python))
     assert not report.passed and report.summary.startswith("code not as generated: business_run.py differs")
 
 
-def test_gate_rejects_a_dataset_that_does_not_match_its_card(minilm: tuple[Path, Path], python: Path,
-                                                             tmp_path: Path) -> None:
+def test_gate_rejects_a_dataset_that_does_not_match_its_card(
+    minilm: tuple[Path, Path], python: Path, tmp_path: Path
+) -> None:
     directory = _copy(minilm[0], tmp_path)
     data_file = directory / "business_data" / "ab-sts-en.jsonl"
     data_file.write_text(data_file.read_text().replace('"score": 0.5', '"score": 5.0'))
@@ -89,7 +100,11 @@ def test_gate_rejects_a_target_outside_the_tolerance(minilm: tuple[Path, Path], 
     evidence = load(build_evidence(predictions, rule))
     assert evidence["verdict"] == "fail"
     report = check_adaptation(directory, str(python))
-    assert not report.passed and report.summary.startswith("pass rule failed") and "embedding_cosine_mean" in report.summary
+    assert (
+        not report.passed
+        and report.summary.startswith("pass rule failed")
+        and "embedding_cosine_mean" in report.summary
+    )
     assert report.evidence[0].consistent  # the evidence itself is genuine: only the rule failed
 
 
@@ -105,20 +120,37 @@ def test_business_tool_compare_and_aggregate(minilm: tuple[Path, Path], tmp_path
     other["run"]["device"], other["run"]["device_name"] = "cuda", "imported from another host"
     other_path = tmp_path / "business_metrics_cuda_bfloat16_pretrained.json"
     other_path.write_text(json.dumps(other))
-    proc = subprocess.run([sys.executable, str(tool), "compare", str(minilm[1]), str(other_path), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(tool), "compare", str(minilm[1]), str(other_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert (result["a"]["device"], result["b"]["device"]) == ("cpu", "cuda") and result["notes"] == []
     spearman = next(r for r in result["rows"] if r["metric"] == "similarity_spearman")
     assert spearman["a"] == spearman["b"] and spearman["a_items_per_s"] > 0
     env = {**os.environ, "ASCENDBRIDGE_ADAPTATIONS": str(minilm[0].parent)}
-    proc = subprocess.run([sys.executable, str(tool), "aggregate", "--out-dir", str(tmp_path / "out"), "--json"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(tool), "aggregate", "--out-dir", str(tmp_path / "out"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["skipped"] == [] and summary["rows"] >= 8
-    assert {Path(f).name for f in summary["files"]} == {"business_summary.json", "business_summary.csv", "business_scores.png"}
-    bad = subprocess.run([sys.executable, str(tool), "compare", str(tmp_path / "missing.json"), str(other_path)],
-                         capture_output=True, text=True, timeout=120)
+    assert {Path(f).name for f in summary["files"]} == {
+        "business_summary.json",
+        "business_summary.csv",
+        "business_scores.png",
+    }
+    bad = subprocess.run(
+        [sys.executable, str(tool), "compare", str(tmp_path / "missing.json"), str(other_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.strip().splitlines()) == 1

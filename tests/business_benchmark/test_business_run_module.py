@@ -22,32 +22,62 @@ from tests.business_benchmark.business_support import demo_dir, make_adaptation
 
 JOBS = Path(__file__).resolve().parent / "business_module_jobs.py"
 MODELS = {  # name -> (demo model, family, class, pooling, evaluations)
-    "classifier": ("tiny-bert-classifier", "sequence_classification", "BertForSequenceClassification", None,
-                   ["ab-sentiment-en:classification"]),
+    "classifier": (
+        "tiny-bert-classifier",
+        "sequence_classification",
+        "BertForSequenceClassification",
+        None,
+        ["ab-sentiment-en:classification"],
+    ),
     "gpt2": ("tiny-gpt2", "causal_lm", "GPT2LMHeadModel", None, ["ab-text-en:perplexity", "ab-prompts-en:generation"]),
     "t5": ("tiny-t5", "seq2seq", "T5ForConditionalGeneration", None, ["ab-seq2seq-en:seq2seq"]),
-    "embedder": ("tiny-bert", "feature_extraction", "BertModel", "mean",
-                 ["ab-retrieval-en:retrieval", "ab-sts-en:similarity"]),
+    "embedder": (
+        "tiny-bert",
+        "feature_extraction",
+        "BertModel",
+        "mean",
+        ["ab-retrieval-en:retrieval", "ab-sts-en:similarity"],
+    ),
 }
-BAD = {"missing set": ["--eval", "no-such-set:retrieval"], "unknown task": ["--eval", "ab-text-en:guessing"],
-       "no evaluation": []}
+BAD = {
+    "missing set": ["--eval", "no-such-set:retrieval"],
+    "unknown task": ["--eval", "ab-text-en:guessing"],
+    "no evaluation": [],
+}
 ITEMS = 2
 
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("business-module")
-    dirs = {key: make_adaptation(root, key, demo_dir(model), family, cls, pooling=pooling)
-            for key, (model, family, cls, pooling, _) in MODELS.items()}
+    dirs = {
+        key: make_adaptation(root, key, demo_dir(model), family, cls, pooling=pooling)
+        for key, (model, family, cls, pooling, _) in MODELS.items()
+    }
     jobs: list[dict[str, Any]] = [
-        {"dir": str(dirs[key]), "argv": ["--device", "cpu", "--dtype", "bfloat16", "--out", "predictions.json",
-                                         "--max-items", str(ITEMS), *(f"--eval={e}" for e in MODELS[key][4])]}
-        for key in MODELS]
-    jobs += [{"dir": str(dirs["gpt2"]), "argv": ["--device", "cpu", "--out", "bad.json", *argv]}
-             for argv in BAD.values()]
+        {
+            "dir": str(dirs[key]),
+            "argv": [
+                "--device",
+                "cpu",
+                "--dtype",
+                "bfloat16",
+                "--out",
+                "predictions.json",
+                "--max-items",
+                str(ITEMS),
+                *(f"--eval={e}" for e in MODELS[key][4]),
+            ],
+        }
+        for key in MODELS
+    ]
+    jobs += [
+        {"dir": str(dirs["gpt2"]), "argv": ["--device", "cpu", "--out", "bad.json", *argv]} for argv in BAD.values()
+    ]
     jobs.append({"greedy": str(dirs["gpt2"])})
-    proc = subprocess.run([str(python), str(JOBS), str(RUNTIME_PARENT), json.dumps(jobs)], capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [str(python), str(JOBS), str(RUNTIME_PARENT), json.dumps(jobs)], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(results) == len(jobs), proc.stdout[-3000:]
@@ -88,8 +118,9 @@ def test_classification_predicts_labels_and_logits_on_both_sides(ran: dict[str, 
 def test_causal_lm_perplexity_and_greedy_generation(ran: dict[str, Any]) -> None:
     predictions = _predictions(ran, "gpt2")
     text = _evaluation(predictions, "ab-text-en")
-    assert all(item[side]["nll"] > 0 and item[side]["tokens"] > 0 for item in text["items"]
-               for side in ("reference", "target"))
+    assert all(
+        item[side]["nll"] > 0 and item[side]["tokens"] > 0 for item in text["items"] for side in ("reference", "target")
+    )
     prompts = _evaluation(predictions, "ab-prompts-en")
     assert all(len(item[side]["tokens"]) == 8 for item in prompts["items"] for side in ("reference", "target"))
     assert prompts["timing"]["generated_tokens"] == 8 * ITEMS
@@ -117,9 +148,14 @@ def test_the_cached_greedy_decoder_gives_the_tokens_of_a_full_rerun(ran: dict[st
     assert greedy["seconds"] > 0  # the decoder's phases are clocked into the side's seconds
 
 
-@pytest.mark.parametrize("case,expected", [("missing set", "evaluation set business_data/no-such-set.jsonl not found"),
-                                           ("unknown task", "--eval ab-text-en:guessing: unknown task 'guessing'"),
-                                           ("no evaluation", "give at least one --eval SET:TASK")])
+@pytest.mark.parametrize(
+    "case,expected",
+    [
+        ("missing set", "evaluation set business_data/no-such-set.jsonl not found"),
+        ("unknown task", "--eval ab-text-en:guessing: unknown task 'guessing'"),
+        ("no evaluation", "give at least one --eval SET:TASK"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(ran: dict[str, Any], case: str, expected: str) -> None:
     run = ran[case]
     assert run["code"] == 2

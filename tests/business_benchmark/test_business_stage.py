@@ -26,11 +26,19 @@ from tests.support.local_model import register_local
 def make_context(board: BoardStore, board_path: Path, settings: dict) -> StageContext:
     model_dir = demo_dir("tiny-bert-classifier")
     record, task, directory, spec = register_local(
-        board, "demo/tiny-bert-classifier", model_dir, "business_benchmark", "sequence_classification",
-        "BertForSequenceClassification", "bert", inputs=InputRecipe(batch_size=1, seq_len=16))
+        board,
+        "demo/tiny-bert-classifier",
+        model_dir,
+        "business_benchmark",
+        "sequence_classification",
+        "BertForSequenceClassification",
+        "bert",
+        inputs=InputRecipe(batch_size=1, seq_len=16),
+    )
     assert generate(spec, directory).ok
-    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
-                        log=io.StringIO(), settings=settings)
+    return StageContext(
+        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=settings
+    )
 
 
 def test_stage_is_registered_and_runnable() -> None:
@@ -40,7 +48,9 @@ def test_stage_is_registered_and_runnable() -> None:
 
 @pytest.mark.timeout(900)
 @pytest.mark.slow  # fast tier: a real business run
-def test_stage_runs_passes_its_gate_and_its_figures_reach_the_board_on_completion(board: BoardStore, board_path: Path) -> None:
+def test_stage_runs_passes_its_gate_and_its_figures_reach_the_board_on_completion(
+    board: BoardStore, board_path: Path
+) -> None:
     ctx = make_context(board, board_path, {"device": "cpu", "business_max_items": 4, "business_threads": 1})
     outcome = BUSINESS_BENCHMARK_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, outcome.diagnosis, ctx.log.getvalue()[-3000:])
@@ -51,11 +61,12 @@ def test_stage_runs_passes_its_gate_and_its_figures_reach_the_board_on_completio
     assert board.list_metrics("demo/tiny-bert-classifier") == []
     gate = BUSINESS_BENCHMARK_STAGE.gate(ctx)
     assert gate.passed, gate.summary
-    for stage in STAGES[:STAGES.index("business_benchmark")]:  # make the task claimable
+    for stage in STAGES[: STAGES.index("business_benchmark")]:  # make the task claimable
         board.skip("demo/tiny-bert-classifier", stage)
     task = board.claim_task(ctx.task.id, "test", 60.0)  # the team lead's fenced completion
-    board.complete_task(task.id, task.fencing_token, {"summary": outcome.summary},
-                        figures=[asdict(f) for f in outcome.metrics])
+    board.complete_task(
+        task.id, task.fencing_token, {"summary": outcome.summary}, figures=[asdict(f) for f in outcome.metrics]
+    )
     recorded = {m.name: m for m in board.list_metrics("demo/tiny-bert-classifier", "business_benchmark")}
     assert recorded["business_pass"].value == 1.0 and recorded["real_weights"].value == 0.0
     assert recorded["ab-sentiment-en.label_agreement"].dtype == "bfloat16"  # float32 spec target -> bf16 run
@@ -73,8 +84,9 @@ def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path) -> None:
     assert not (ctx.adaptation_dir / "business_run.py").exists()
 
 
-def test_a_system_mode_model_is_synced_in_its_own_mode(board: BoardStore, board_path: Path, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_system_mode_model_is_synced_in_its_own_mode(
+    board: BoardStore, board_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The board says `system` for this model (the run's default is locked): the stage syncs the
     system way (here its interpreter is gone: one error line), and never runs `uv sync --locked`,
     which would delete the model's system venv."""

@@ -38,9 +38,14 @@ def test_every_bundled_set_matches_its_card_and_is_small() -> None:
 
 
 def test_mapping_by_family_pipeline_tag_st_and_override() -> None:
-    assert evaluations_for("causal_lm") == [Evaluation("ab-text-en", "perplexity"), Evaluation("ab-prompts-en", "generation")]
+    assert evaluations_for("causal_lm") == [
+        Evaluation("ab-text-en", "perplexity"),
+        Evaluation("ab-prompts-en", "generation"),
+    ]
     assert evaluations_for("masked_lm", sentence_transformers=True)[0] == Evaluation("ab-retrieval-en", "retrieval")
-    assert evaluations_for(None, pipeline_tag="text-classification") == [Evaluation("ab-sentiment-en", "classification")]
+    assert evaluations_for(None, pipeline_tag="text-classification") == [
+        Evaluation("ab-sentiment-en", "classification")
+    ]
     assert evaluations_for("feature_extraction", override=["ab-sts-en"]) == [Evaluation("ab-sts-en", "similarity")]
     with pytest.raises(DatasetError, match="unknown evaluation set 'nope'"):
         evaluations_for("causal_lm", override=["nope"])
@@ -52,14 +57,30 @@ def test_metrics_on_controlled_predictions() -> None:
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert answer_f1("the Pacific ocean", "Pacific") == pytest.approx(2 / 3)
-    items = [{"id": "p0", "reference": {"tokens": [1, 2, 3, 4]}, "target": {"tokens": [1, 2, 9, 9]}},
-             {"id": "p1", "reference": {"tokens": [5, 6, 7, 8]}, "target": {"tokens": [5, 6, 7, 8]}}]
+    items = [
+        {"id": "p0", "reference": {"tokens": [1, 2, 3, 4]}, "target": {"tokens": [1, 2, 9, 9]}},
+        {"id": "p1", "reference": {"tokens": [5, 6, 7, 8]}, "target": {"tokens": [5, 6, 7, 8]}},
+    ]
     agreement = evaluate("generation", items, {}, real_weights=True)["agreement"]
-    assert agreement == {"exact_match": 0.5, "token_match_rate": 0.75, "first_divergence_mean": 3.0,
-                         "first_divergence_min": 2.0}
+    assert agreement == {
+        "exact_match": 0.5,
+        "token_match_rate": 0.75,
+        "first_divergence_mean": 3.0,
+        "first_divergence_min": 2.0,
+    }
     gold = {"a": {"label": "positive"}, "b": {"label": "negative"}}
-    rows = [{"id": "a", "target": {"label": 1, "label_name": "positive"}, "reference": {"label": 1, "label_name": "positive"}},
-            {"id": "b", "target": {"label": 1, "label_name": "positive"}, "reference": {"label": 0, "label_name": "negative"}}]
+    rows = [
+        {
+            "id": "a",
+            "target": {"label": 1, "label_name": "positive"},
+            "reference": {"label": 1, "label_name": "positive"},
+        },
+        {
+            "id": "b",
+            "target": {"label": 1, "label_name": "positive"},
+            "reference": {"label": 0, "label_name": "negative"},
+        },
+    ]
     result = evaluate("classification", rows, gold, real_weights=True)
     assert result["agreement"]["label_agreement"] == 0.5
     assert result["task"]["accuracy"] == {"target": 0.5, "reference": 1.0}
@@ -86,12 +107,22 @@ def test_pass_rule_relative_tolerance_floors_and_no_loosening() -> None:
 def test_download_datasets_lists_cache_and_unreachable_hub_is_one_line_exit_2(tmp_path: Path) -> None:
     env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "http://127.0.0.1:9", "PATH": "/usr/bin:/bin"}
     script = REPO / "business_benchmark" / "scripts" / "download_datasets.py"
-    listed = subprocess.run([sys.executable, str(script), "--list"], capture_output=True, text=True, env=env, timeout=120)
+    listed = subprocess.run(
+        [sys.executable, str(script), "--list"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert listed.returncode == 0 and "ab-sts-en" in listed.stdout and "no Hub sets cached" in listed.stdout
-    fetch = subprocess.run([sys.executable, str(script), "--family", "feature_extraction"], capture_output=True,
-                           text=True, env=env, timeout=120)
+    fetch = subprocess.run(
+        [sys.executable, str(script), "--family", "feature_extraction"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert fetch.returncode == 2 and len(fetch.stderr.strip().splitlines()) == 1 and fetch.stderr.startswith("error:")
-    assert sha256_file(DATA_DIR / "ab-sts-en.jsonl") == json.loads((DATA_DIR / "ab-sts-en.card.json").read_text())["sha256"]
+    assert (
+        sha256_file(DATA_DIR / "ab-sts-en.jsonl")
+        == json.loads((DATA_DIR / "ab-sts-en.card.json").read_text())["sha256"]
+    )
 
 
 def test_board_override_through_dataset_mapping(board_path: Path) -> None:
@@ -103,8 +134,12 @@ def test_board_override_through_dataset_mapping(board_path: Path) -> None:
     script = REPO / "business_benchmark" / "scripts" / "dataset_mapping.py"
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, str(script), "--board", str(board_path), *args], capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, str(script), "--board", str(board_path), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     assert run("--model", "org/enc").stdout.split() == ["ab-retrieval-en:retrieval", "ab-sts-en:similarity"]
     assert run("--model", "org/enc", "--override", "ab-sts-en").stdout.split() == ["ab-sts-en:similarity"]
@@ -118,17 +153,21 @@ def test_board_override_through_dataset_mapping(board_path: Path) -> None:
 
 def _speech(reference: list[int], target: list[int], index: int) -> dict:
     """One speech item as business_run.py saves it: generated token ids and their text."""
-    return {"id": f"seeded-audio-{index:03d}",
-            "reference": {"tokens": reference, "text": " ".join(map(str, reference))},
-            "target": {"tokens": target, "text": " ".join(map(str, target))}}
+    return {
+        "id": f"seeded-audio-{index:03d}",
+        "reference": {"tokens": reference, "text": " ".join(map(str, reference))},
+        "target": {"tokens": target, "text": " ".join(map(str, target))},
+    }
 
 
 def test_vision_and_speech_metrics_on_constructed_predictions() -> None:
     """Known answers: 3 of 4 image labels agree; the speech target has 1 substitution in item 0, is
     exact in item 1 and empty in item 2 (2 deletions): WER 3 / 8 reference words."""
     labels = [(7, 7), (3, 3), (1, 5), (0, 0)]
-    images = [{"id": f"seeded-images-{i:03d}", "reference": {"label": r}, "target": {"label": t}}
-              for i, (r, t) in enumerate(labels)]
+    images = [
+        {"id": f"seeded-images-{i:03d}", "reference": {"label": r}, "target": {"label": t}}
+        for i, (r, t) in enumerate(labels)
+    ]
     vision = evaluate("image_classification", images, {}, real_weights=True)
     assert vision == {"task": {}, "agreement": {"top1_agreement": 0.75}}  # seeded images carry no gold labels
     assert verdict(checks(vision, PassRule())) == "fail"  # below the 0.9 floor
@@ -159,21 +198,29 @@ def test_agreement_only_families_compare_their_outputs_on_seeded_inputs() -> Non
 
     def item(i: int, target: list[float], argmax: list[int], mask: list[int]) -> dict:
         reference = {"outputs": {"logits": {"values": [1.0, 2.0], "argmax": [1, 0]}, "mask": {"argmax": [0, 1, 2, 2]}}}
-        return {"id": f"seeded-inputs-{i:03d}", "reference": reference,
-                "target": {"outputs": {"logits": {"values": target, "argmax": argmax}, "mask": {"argmax": mask}}}}
+        return {
+            "id": f"seeded-inputs-{i:03d}",
+            "reference": reference,
+            "target": {"outputs": {"logits": {"values": target, "argmax": argmax}, "mask": {"argmax": mask}}},
+        }
 
     same = evaluate("outputs_agreement", [item(0, [1.0, 2.0], [1, 0], [0, 1, 2, 2])], {}, real_weights=False)
     assert same == {"task": {}, "agreement": {"output_argmax_agreement": 1.0, "output_cosine_min": 1.0}}
     assert verdict(checks(same, PassRule())) == "pass"
-    mixed = evaluate("outputs_agreement", [item(0, [1.0, 2.0], [1, 0], [0, 1, 2, 0]),
-                                           item(1, [-1.0, -2.0], [0, 1], [0, 1, 2, 2])], {}, real_weights=False)
+    mixed = evaluate(
+        "outputs_agreement",
+        [item(0, [1.0, 2.0], [1, 0], [0, 1, 2, 0]), item(1, [-1.0, -2.0], [0, 1], [0, 1, 2, 2])],
+        {},
+        real_weights=False,
+    )
     assert mixed["agreement"]["output_cosine_min"] == pytest.approx(-1.0)
     assert mixed["agreement"]["output_argmax_agreement"] == pytest.approx((2 + 3 + 0 + 4) / 12)
     assert verdict(checks(mixed, PassRule())) == "fail"
 
 
 def test_prepare_lm_eval_targets_the_package_env_and_an_uninstallable_extra_is_one_line(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without a synced .venv nothing runs; with one, uv installs lm-eval[hf] into THAT interpreter,
     and when it cannot (offline, empty cache: the package is nowhere to be found) the error is one
     line naming the requirement and uv's reason, and the environment is left as it was."""
@@ -185,13 +232,25 @@ def test_prepare_lm_eval_targets_the_package_env_and_an_uninstallable_extra_is_o
     assert prepare_lm_eval(directory) == f"{directory} has no synced .venv for lm-eval"
     subprocess.run([uv_binary(), "venv", "--quiet", str(directory / ".venv")], check=True, timeout=120)
     python = directory / ".venv" / "bin" / "python"
-    assert install_argv(directory) == [uv_binary(), "pip", "install", "--quiet", "--python", str(python),
-                                       LM_EVAL_REQUIREMENT]
+    assert install_argv(directory) == [
+        uv_binary(),
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(python),
+        LM_EVAL_REQUIREMENT,
+    ]
     monkeypatch.setenv("UV_OFFLINE", "1")
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "empty-uv-cache"))
     problem = prepare_lm_eval(directory)
     assert problem is not None and "\n" not in problem
     assert problem.startswith(f"installing {LM_EVAL_REQUIREMENT} failed: ") and "lm-eval" in problem.split(": ", 1)[1]
-    listed = subprocess.run([uv_binary(), "pip", "list", "--python", str(python), "--format", "json"],
-                            capture_output=True, text=True, check=True, timeout=120)
+    listed = subprocess.run(
+        [uv_binary(), "pip", "list", "--python", str(python), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     assert json.loads(listed.stdout) == []  # nothing half-installed

@@ -38,7 +38,8 @@ PYPROJECT = textwrap.dedent("""\
     dependencies = []
     """)
 
-LOOP = textwrap.dedent("""\
+LOOP = (
+    textwrap.dedent("""\
     import os, subprocess, sys, time
     from pathlib import Path
     state, generation, hold = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
@@ -51,7 +52,9 @@ LOOP = textwrap.dedent("""\
         (state / f"part-{i}.txt").write_text(generation)
         time.sleep(hold)
     escaped.kill()
-    """) % PARTS
+    """)
+    % PARTS
+)
 
 GATE_PROBE = textwrap.dedent("""\
     import os, subprocess, sys, time
@@ -84,13 +87,22 @@ class WriterStage:
             pids.mkdir(parents=True, exist_ok=True)
             (pids / f"{os.getpid()}.uv").touch()  # this worker is about to start uv sync
             env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
-            res = run_command([uv_binary(), "sync", "--offline", "--python", sys.executable], cwd=ctx.adaptation_dir,
-                              env=env, timeout_s=300, log=ctx.log)
+            res = run_command(
+                [uv_binary(), "sync", "--offline", "--python", sys.executable],
+                cwd=ctx.adaptation_dir,
+                env=env,
+                timeout_s=300,
+                log=ctx.log,
+            )
             if not res.ok:
                 return StageOutcome("failed", "uv sync failed", diagnosis={"rule": "uv_sync", "summary": res.tail(5)})
         generation = f"{self.name}:{ctx.task.fencing_token}"
-        res = run_command([sys.executable, "-c", LOOP, str(ctx.adaptation_dir / "state"), generation,
-                           str(_hold(ctx))], cwd=ctx.adaptation_dir, timeout_s=300, log=ctx.log)
+        res = run_command(
+            [sys.executable, "-c", LOOP, str(ctx.adaptation_dir / "state"), generation, str(_hold(ctx))],
+            cwd=ctx.adaptation_dir,
+            timeout_s=300,
+            log=ctx.log,
+        )
         if not res.ok:
             return StageOutcome("failed", "loop failed", diagnosis={"rule": "loop", "summary": res.tail(5)})
         return StageOutcome("done", "state written", result={"state": str(ctx.adaptation_dir / "state")})
@@ -98,8 +110,12 @@ class WriterStage:
     def gate(self, ctx: StageContext) -> GateResult:
         behaviour = json.loads(ctx.model.description or "{}")
         if behaviour.get("slow_gate") == self.name and ctx.attempt == 1:
-            res = run_command([sys.executable, "-c", GATE_PROBE, str(behaviour.get("gate_hold", 5))],
-                              cwd=ctx.adaptation_dir, timeout_s=300, log=ctx.log)
+            res = run_command(
+                [sys.executable, "-c", GATE_PROBE, str(behaviour.get("gate_hold", 5))],
+                cwd=ctx.adaptation_dir,
+                timeout_s=300,
+                log=ctx.log,
+            )
             if not res.ok:
                 return GateResult(False, f"gate probe exited with {res.exit_code}")
         parts = {p.read_text() for p in (ctx.adaptation_dir / "state").glob("part-*.txt")}
@@ -118,20 +134,38 @@ class AgentWriterStage(WriterStage):
     """The parts are written by a (scripted) agent in the sandbox, not by the stage itself."""
 
     def run(self, ctx: StageContext) -> StageOutcome:
-        task = AgentTask(role="healer", kind="heal", directory=ctx.adaptation_dir, model_id=ctx.model.model_id,
-                         stage=ctx.task.stage, signature="chaos0001", failure="parts missing",
-                         settings={"agent_backend": "claude", "agent_max_attempts": 10},
-                         context={"model": {"model_id": ctx.model.model_id, "architecture": "ChaosModel",
-                                            "model_type": "chaos"},
-                                  "spec": {"name": ctx.adaptation_dir.name, "task_family": "chaos",
-                                           "model_class": "ChaosModel"}, "failing_command": "none", "log_tail": "parts missing",
-                                  "checker_report": "not run",
-                                  "diagnosis": {"rule": "unclassified", "summary": "parts missing", "phase": "run",
-                                                "exit_code": 1, "timed_out": False, "error": "parts missing"}})
+        task = AgentTask(
+            role="healer",
+            kind="heal",
+            directory=ctx.adaptation_dir,
+            model_id=ctx.model.model_id,
+            stage=ctx.task.stage,
+            signature="chaos0001",
+            failure="parts missing",
+            settings={"agent_backend": "claude", "agent_max_attempts": 10},
+            context={
+                "model": {"model_id": ctx.model.model_id, "architecture": "ChaosModel", "model_type": "chaos"},
+                "spec": {"name": ctx.adaptation_dir.name, "task_family": "chaos", "model_class": "ChaosModel"},
+                "failing_command": "none",
+                "log_tail": "parts missing",
+                "checker_report": "not run",
+                "diagnosis": {
+                    "rule": "unclassified",
+                    "summary": "parts missing",
+                    "phase": "run",
+                    "exit_code": 1,
+                    "timed_out": False,
+                    "error": "parts missing",
+                },
+            },
+        )
         run = run_agent(task, _one_generation, ctx.board_path, ctx.say)
         if run is None or run.outcome != "accepted":
-            return StageOutcome("failed", f"agent: {run.outcome if run else 'none'}",
-                                diagnosis={"rule": "agent", "summary": run.detail if run else "no agent"})
+            return StageOutcome(
+                "failed",
+                f"agent: {run.outcome if run else 'none'}",
+                diagnosis={"rule": "agent", "summary": run.detail if run else "no agent"},
+            )
         return StageOutcome("done", "agent wrote the state", result={"state": str(ctx.adaptation_dir / "state")})
 
 

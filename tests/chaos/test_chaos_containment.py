@@ -64,13 +64,21 @@ def env_for(tmp: Path, **extra: str) -> dict[str, str]:
 
 def start_lead(board: Path, tmp: Path, *args: str, **env: str) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board), *FAST, "--stages", "discovery", *args]
-    return subprocess.Popen(argv, env=env_for(tmp, **env), stdout=(tmp / "lead.out").open("a"),
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        argv,
+        env=env_for(tmp, **env),
+        stdout=(tmp / "lead.out").open("a"),
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def register(board: BoardStore, behaviours: dict[str, dict[str, object]]) -> None:
-    board.register_models(Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(b))
-                          for m, b in behaviours.items())
+    board.register_models(
+        Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(b))
+        for m, b in behaviours.items()
+    )
 
 
 def attempt_of_first_loop(tmp: Path) -> tuple[int, str]:
@@ -97,15 +105,32 @@ def assert_no_loss_no_duplicates(board: BoardStore) -> None:
     assert {s for s in statuses(board).values()} <= {"completed", "waiting", "pending", "failed"}
 
 
-def test_sigkilled_team_lead_leaves_no_process_and_the_watchdog_finishes_the_work(board: BoardStore,
-                                                                                 tmp_path: Path) -> None:
+def test_sigkilled_team_lead_leaves_no_process_and_the_watchdog_finishes_the_work(
+    board: BoardStore, tmp_path: Path
+) -> None:
     rng = random.Random(19)
     register(board, {"org/a": {"hold": 0.5}, "org/b": {"hold": 0.5}})
     dog = subprocess.Popen(
-        [sys.executable, "-m", "ascendbridge.teamlead.watchdog", "--board", str(board.path), "--check-every", "0.5",
-         "--stale-after", "60", "--", *FAST, "--stages", "discovery"],
-        env=env_for(tmp_path), stdout=(tmp_path / "dog.out").open("w"), stderr=subprocess.STDOUT,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "ascendbridge.teamlead.watchdog",
+            "--board",
+            str(board.path),
+            "--check-every",
+            "0.5",
+            "--stale-after",
+            "60",
+            "--",
+            *FAST,
+            "--stages",
+            "discovery",
+        ],
+        env=env_for(tmp_path),
+        stdout=(tmp_path / "dog.out").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         loop, marker = attempt_of_first_loop(tmp_path)
         time.sleep(rng.uniform(0.2, 1.5))  # somewhere in the timed loop
@@ -115,8 +140,11 @@ def test_sigkilled_team_lead_leaves_no_process_and_the_watchdog_finishes_the_wor
         name = base_adaptation_name("org/a")
         assert_gated_or_previous(tmp_path, "org/a", None)
         assert_gated_or_previous(tmp_path, "org/b", None)
-        wait_for(lambda: all(s == "completed" for (_, st), s in statuses(board).items() if st == "discovery"), 120,
-                 what="the restarted team lead to finish both models")
+        wait_for(
+            lambda: all(s == "completed" for (_, st), s in statuses(board).items() if st == "discovery"),
+            120,
+            what="the restarted team lead to finish both models",
+        )
         for model in ("org/a", "org/b"):
             assert_gated_or_previous(tmp_path, model, None)
         assert not list((tmp_path / "adaptations" / ".attempts").glob(f"{name}.*/{name}/state"))
@@ -129,8 +157,9 @@ def test_sigkilled_team_lead_leaves_no_process_and_the_watchdog_finishes_the_wor
     assert "released" in kinds or "lease_expired" in kinds  # the killed attempt was not counted as done
 
 
-def test_killed_worker_during_uv_sync_and_killed_grandchild_leave_nothing_behind(board: BoardStore,
-                                                                                  tmp_path: Path) -> None:
+def test_killed_worker_during_uv_sync_and_killed_grandchild_leave_nothing_behind(
+    board: BoardStore, tmp_path: Path
+) -> None:
     rng = random.Random(7)
     register(board, {"org/uv": {"uv": True, "hold": 0.2}, "org/grand": {"hold": 0.4}})
     lead = start_lead(board.path, tmp_path, "--workers", "2")
@@ -174,8 +203,7 @@ def test_killed_worker_during_uv_sync_and_killed_grandchild_leave_nothing_behind
     assert_no_loss_no_duplicates(board)
 
 
-def test_a_task_whose_team_lead_keeps_dying_fails_after_three_interruptions(board: BoardStore,
-                                                                             tmp_path: Path) -> None:
+def test_a_task_whose_team_lead_keeps_dying_fails_after_three_interruptions(board: BoardStore, tmp_path: Path) -> None:
     rng = random.Random(3)
     register(board, {"org/loop": {"hold": 5}})
     for kill in range(3):
@@ -220,8 +248,12 @@ def test_sandbox_restore_killed_at_random_moments_never_leaves_a_half_copied_dir
         (target / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
         for i in range(400):
             (target / f"f{i:03d}.txt").write_text("good")
-        proc = subprocess.Popen([sys.executable, "-c", RESTORER, str(target)], stdout=subprocess.PIPE, text=True,
-                                cwd=Path(__file__).resolve().parents[2])
+        proc = subprocess.Popen(
+            [sys.executable, "-c", RESTORER, str(target)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
         assert proc.stdout is not None and proc.stdout.readline().strip() == "restoring"
         time.sleep(rng.uniform(0.0, 0.08))
         proc.kill()

@@ -90,8 +90,9 @@ def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(board: BoardStore,
-                                                                              tmp_path: Path) -> None:
+def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
+    board: BoardStore, tmp_path: Path
+) -> None:
     rng = random.Random(23)
     models = {"org/gw": "worker", "org/gp": "probe"}  # what is killed mid-gate, per model
     register(board, {m: {"hold": 0.05, "slow_gate": "discovery", "gate_hold": 20} for m in models})
@@ -103,7 +104,9 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
     lead = start_lead(board.path, tmp_path, "--workers", "2")
     try:
         for model, victim in models.items():
-            wait_for(lambda model=model: gate_probe_of(tmp_path, model), 120, interval=0.05, what=f"the gate of {model}")
+            wait_for(
+                lambda model=model: gate_probe_of(tmp_path, model), 120, interval=0.05, what=f"the gate of {model}"
+            )
             probe = gate_probe_of(tmp_path, model)
             assert probe is not None
             marker = marked()[probe]
@@ -113,7 +116,9 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
             time.sleep(rng.uniform(0.1, 1.0))
             os.kill(parent_of(probe) if victim == "worker" else probe, signal.SIGKILL)
             wait_for(lambda escaped=escaped: not alive(escaped), 15, what=f"the gate's escaped child ({model})")
-            wait_for(lambda marker=marker: not survivors(marker), 15, what=f"every process of the killed gate of {model}")
+            wait_for(
+                lambda marker=marker: not survivors(marker), 15, what=f"every process of the killed gate of {model}"
+            )
             assert state_of(tmp_path, model) == previous
         lead.wait(timeout=180)
     finally:
@@ -132,9 +137,13 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
 def agent_env(tmp: Path) -> dict[str, str]:
     """The team lead's environment with the scripted agent CLI as `claude`."""
     (tmp / "agent_calls.jsonl").touch()
-    return {"ASCENDBRIDGE_EXTRA_STAGES": AGENT_STAGES, "FAKE_AGENT_SCRIPT": str(tmp / "agent_script.json"),
-            "FAKE_AGENT_LOG": str(tmp / "agent_calls.jsonl"), "ASCENDBRIDGE_CLAUDE_BIN": f"{sys.executable} {FAKE_CLI}",
-            "ASCENDBRIDGE_AGENT_MEMORY": str(tmp / "agent-memory")}
+    return {
+        "ASCENDBRIDGE_EXTRA_STAGES": AGENT_STAGES,
+        "FAKE_AGENT_SCRIPT": str(tmp / "agent_script.json"),
+        "FAKE_AGENT_LOG": str(tmp / "agent_calls.jsonl"),
+        "ASCENDBRIDGE_CLAUDE_BIN": f"{sys.executable} {FAKE_CLI}",
+        "ASCENDBRIDGE_AGENT_MEMORY": str(tmp / "agent-memory"),
+    }
 
 
 def script_agent(tmp: Path, *extra: dict[str, object]) -> None:
@@ -165,7 +174,8 @@ class DirectoryWatch(threading.Thread):
 
 
 def test_team_lead_killed_during_a_scripted_agent_run_leaves_no_agent_and_an_intact_directory(
-        board: BoardStore, tmp_path: Path) -> None:
+    board: BoardStore, tmp_path: Path
+) -> None:
     rng = random.Random(31)
     child_pid = tmp_path / "agent-child.pid"
     script_agent(tmp_path, {"spawn": str(child_pid)}, {"sleep": 600})  # writes in its copy, then hangs
@@ -186,8 +196,11 @@ def test_team_lead_killed_during_a_scripted_agent_run_leaves_no_agent_and_an_int
         lead.kill()
         lead.wait()
         # A process tearing down has no environ left (so no marker) yet is not a zombie: wait for both.
-        wait_for(lambda: not survivors(marker) and not alive(child) and not any(alive(p) for p in agents),
-                 15, what="the agent and its child to die with the team lead")
+        wait_for(
+            lambda: not survivors(marker) and not alive(child) and not any(alive(p) for p in agents),
+            15,
+            what="the agent and its child to die with the team lead",
+        )
         script_agent(tmp_path)  # the next attempt's agent finishes
         lead = start_lead(board.path, tmp_path, "--stages", "discovery,adaptation", **env)
         lead.wait(timeout=180)
@@ -214,8 +227,11 @@ def _cmdline(pid: int) -> str:
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
     """Every file of an adaptation directory except its environment (hard-linked into copies)."""
-    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file() and ".venv" not in p.relative_to(directory).parts}
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and ".venv" not in p.relative_to(directory).parts
+    }
 
 
 def _in_timed_loop(tmp: Path, marker: str) -> bool:
@@ -236,22 +252,35 @@ def test_team_lead_killed_in_the_real_benchmarks_timed_loop(board: BoardStore, t
     model_dir = tmp_path / "models" / "tiny-bert"
     model_dir.mkdir(parents=True)
     (model_dir / "config.json").write_text(json.dumps(TINY_MODELS["tiny-bert"]["config"]))
-    (record, _), = board.register_models([Registration(model_id="demo/tiny-bert", source="local",
-                                                       path=str(model_dir))])
+    ((record, _),) = board.register_models(
+        [Registration(model_id="demo/tiny-bert", source="local", path=str(model_dir))]
+    )
     directory = tmp_path / "adaptations" / record.adaptation_name
-    spec = AdaptationSpec(name=record.adaptation_name, task_family="feature_extraction", model_class="BertModel",
-                          model_type="bert", inputs=InputRecipe(batch_size=2, seq_len=16),
-                          model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir),
-                                            has_weights=False))
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        task_family="feature_extraction",
+        model_class="BertModel",
+        model_type="bert",
+        inputs=InputRecipe(batch_size=2, seq_len=16),
+        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
+    )
     assert generate(spec, directory).ok
     before = _snapshot(directory)
-    env = {"ASCENDBRIDGE_EXTRA_STAGES": "discovery=benchmark.stage:BENCHMARK_STAGE", "ASCENDBRIDGE_DEVICE": "cpu",
-           "ASCENDBRIDGE_BENCHMARK_DTYPES": "float32", "ASCENDBRIDGE_BENCHMARK_WARMUP": "1",
-           "ASCENDBRIDGE_BENCHMARK_ITERS": "1500", "ASCENDBRIDGE_BENCHMARK_NUM_SAMPLES": "1"}
+    env = {
+        "ASCENDBRIDGE_EXTRA_STAGES": "discovery=benchmark.stage:BENCHMARK_STAGE",
+        "ASCENDBRIDGE_DEVICE": "cpu",
+        "ASCENDBRIDGE_BENCHMARK_DTYPES": "float32",
+        "ASCENDBRIDGE_BENCHMARK_WARMUP": "1",
+        "ASCENDBRIDGE_BENCHMARK_ITERS": "1500",
+        "ASCENDBRIDGE_BENCHMARK_NUM_SAMPLES": "1",
+    }
     lead = start_lead(board.path, tmp_path, **env)
     try:
-        wait_for(lambda: [m for m in marked().values() if m.endswith("@" + str(board.path.resolve()))], 120,
-                 what="the benchmark attempt")
+        wait_for(
+            lambda: [m for m in marked().values() if m.endswith("@" + str(board.path.resolve()))],
+            120,
+            what="the benchmark attempt",
+        )
         marker = next(m for m in marked().values() if m.endswith("@" + str(board.path.resolve())))
         wait_for(lambda: _in_timed_loop(tmp_path, marker), 600, interval=0.05, what="the timed loop")
         time.sleep(rng.uniform(0.0, 0.5))  # 2 x 1,500 timed calls take seconds

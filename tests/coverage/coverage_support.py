@@ -25,45 +25,135 @@ from benchmark.render import render_accuracy_run
 
 HERE = Path(__file__).resolve().parent
 TEXT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=128)
-SPEECH = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, conv_dim=[16, 16],
-              conv_stride=[5, 4], conv_kernel=[10, 8], num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-              vocab_size=12, pad_token_id=0)
+SPEECH = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    conv_dim=[16, 16],
+    conv_stride=[5, 4],
+    conv_kernel=[10, 8],
+    num_conv_pos_embeddings=16,
+    num_conv_pos_embedding_groups=2,
+    vocab_size=12,
+    pad_token_id=0,
+)
 MOE = dict(num_key_value_heads=1, num_experts=4, num_experts_per_tok=2, head_dim=16)
-CTC_VOCAB = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, "A": 5, "B": 6, "C": 7, "D": 8, "E": 9, "F": 10, "G": 11}
+CTC_VOCAB = {
+    "<pad>": 0,
+    "<s>": 1,
+    "</s>": 2,
+    "<unk>": 3,
+    "|": 4,
+    "A": 5,
+    "B": 6,
+    "C": 7,
+    "D": 8,
+    "E": 9,
+    "F": 10,
+    "G": 11,
+}
 # name -> (family discovery must find, architecture, config.json beyond architectures; transformers
 # fills every other field with its config class's default, as for any checkpoint)
 MODELS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "wav2vec2-ctc": ("ctc_speech_recognition", "Wav2Vec2ForCTC", {"model_type": "wav2vec2", **SPEECH}),
     "hubert-ctc": ("ctc_speech_recognition", "HubertForCTC", {"model_type": "hubert", **SPEECH}),
-    "ast": ("audio_classification", "ASTForAudioClassification",
-            {"model_type": "audio-spectrogram-transformer", "num_mel_bins": 32, "max_length": 64,
-             "id2label": {"0": "speech", "1": "music", "2": "noise"}, **TEXT}),
-    "patchtst": ("time_series_forecasting", "PatchTSTForPrediction",
-                 {"model_type": "patchtst", "num_input_channels": 2, "context_length": 32, "patch_length": 8,
-                  "patch_stride": 8, "prediction_length": 8, "d_model": 16, "num_hidden_layers": 1,
-                  "num_attention_heads": 2, "ffn_dim": 32}),
-    "timesfm": ("time_series_forecasting", "TimesFmModelForPrediction",
-                {"model_type": "timesfm", "patch_length": 8, "context_length": 32, "horizon_length": 8,
-                 "num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 32, "head_dim": 16,
-                 "num_attention_heads": 2}),
-    "qwen3-embed": ("llm_embedding", "Qwen3Model", {"model_type": "qwen3", "num_key_value_heads": 1, "head_dim": 16, **TEXT}),
-    "bert-reranker": ("reranker", "BertForSequenceClassification",
-                      {"model_type": "bert", "id2label": {"0": "LABEL_0"}, **TEXT}),
-    "qwen3-moe": ("causal_lm", "Qwen3MoeForCausalLM", {"model_type": "qwen3_moe", "moe_intermediate_size": 16, **MOE, **TEXT}),
-    "mamba": ("causal_lm", "MambaForCausalLM",
-              {"model_type": "mamba", "hidden_size": 32, "num_hidden_layers": 2, "vocab_size": 128, "state_size": 4,
-               "expand": 2, "conv_kernel": 4}),
-    "jamba": ("causal_lm", "JambaForCausalLM",
-              {"model_type": "jamba", "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
-               "expert_layer_offset": 1, "mamba_d_state": 4, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 8,
-               **MOE, **{**TEXT, "num_hidden_layers": 4}}),
+    "ast": (
+        "audio_classification",
+        "ASTForAudioClassification",
+        {
+            "model_type": "audio-spectrogram-transformer",
+            "num_mel_bins": 32,
+            "max_length": 64,
+            "id2label": {"0": "speech", "1": "music", "2": "noise"},
+            **TEXT,
+        },
+    ),
+    "patchtst": (
+        "time_series_forecasting",
+        "PatchTSTForPrediction",
+        {
+            "model_type": "patchtst",
+            "num_input_channels": 2,
+            "context_length": 32,
+            "patch_length": 8,
+            "patch_stride": 8,
+            "prediction_length": 8,
+            "d_model": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "ffn_dim": 32,
+        },
+    ),
+    "timesfm": (
+        "time_series_forecasting",
+        "TimesFmModelForPrediction",
+        {
+            "model_type": "timesfm",
+            "patch_length": 8,
+            "context_length": 32,
+            "horizon_length": 8,
+            "num_hidden_layers": 1,
+            "hidden_size": 32,
+            "intermediate_size": 32,
+            "head_dim": 16,
+            "num_attention_heads": 2,
+        },
+    ),
+    "qwen3-embed": (
+        "llm_embedding",
+        "Qwen3Model",
+        {"model_type": "qwen3", "num_key_value_heads": 1, "head_dim": 16, **TEXT},
+    ),
+    "bert-reranker": (
+        "reranker",
+        "BertForSequenceClassification",
+        {"model_type": "bert", "id2label": {"0": "LABEL_0"}, **TEXT},
+    ),
+    "qwen3-moe": (
+        "causal_lm",
+        "Qwen3MoeForCausalLM",
+        {"model_type": "qwen3_moe", "moe_intermediate_size": 16, **MOE, **TEXT},
+    ),
+    "mamba": (
+        "causal_lm",
+        "MambaForCausalLM",
+        {
+            "model_type": "mamba",
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "vocab_size": 128,
+            "state_size": 4,
+            "expand": 2,
+            "conv_kernel": 4,
+        },
+    ),
+    "jamba": (
+        "causal_lm",
+        "JambaForCausalLM",
+        {
+            "model_type": "jamba",
+            "attn_layer_period": 2,
+            "attn_layer_offset": 1,
+            "expert_layer_period": 2,
+            "expert_layer_offset": 1,
+            "mamba_d_state": 4,
+            "mamba_d_conv": 4,
+            "mamba_expand": 2,
+            "mamba_dt_rank": 8,
+            **MOE,
+            **{**TEXT, "num_hidden_layers": 4},
+        },
+    ),
 }
 # The same models as (config.json, family), the shape bench/coverage.py reads test tables in.
-COVERAGE_MODELS = {f"coverage/{name}": ({"architectures": [cls], **config}, family)
-                   for name, (family, cls, config) in MODELS.items()}
+COVERAGE_MODELS = {
+    f"coverage/{name}": ({"architectures": [cls], **config}, family) for name, (family, cls, config) in MODELS.items()
+}
 # Small inputs keep the suite fast: 0.1 s of 16 kHz audio; the rest from the configs.
 RECIPE_OVERRIDES: dict[str, dict[str, Any]] = {
-    "ctc_speech_recognition": {"audio_frames": 1600}, "audio_classification": {"audio_frames": 1600},
+    "ctc_speech_recognition": {"audio_frames": 1600},
+    "audio_classification": {"audio_frames": 1600},
 }
 
 
@@ -86,8 +176,12 @@ def register(board: BoardStore, name: str, path: str) -> StageContext:
     model_id = f"tiny/{name}"
     info = discover(model_id, "local", path)
     board.register_models([Registration(model_id=model_id, source="local", path=path)])
-    fields = {"architecture": (info.architectures or [None])[0], "model_type": info.model_type,
-              "task_family": info.task_family, "parameter_count": info.parameter_count}
+    fields = {
+        "architecture": (info.architectures or [None])[0],
+        "model_type": info.model_type,
+        "task_family": info.task_family,
+        "parameter_count": info.parameter_count,
+    }
     board.update_model_metadata(model_id, fields, info.model_dump(mode="json"))
     return stage_context(board, model_id, "adaptation")
 
@@ -96,8 +190,14 @@ def stage_context(board: BoardStore, model_id: str, stage: str, **settings: Any)
     """The context the team lead hands a stage for the model's task of that stage."""
     model = board.get_model(model_id)
     task = board.list_tasks(stage=stage, model_id=model_id)[0]
-    return StageContext(model=model, task=task, adaptation_dir=adaptations_dir() / model.adaptation_name,
-                        board_path=board.path, log=io.StringIO(), settings={"device": "cpu", **settings})
+    return StageContext(
+        model=model,
+        task=task,
+        adaptation_dir=adaptations_dir() / model.adaptation_name,
+        board_path=board.path,
+        log=io.StringIO(),
+        settings={"device": "cpu", **settings},
+    )
 
 
 def prepare(ctx: StageContext, dtype: str | None = None) -> AdaptationSpec:

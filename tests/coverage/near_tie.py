@@ -43,7 +43,9 @@ def flipped(pick: str) -> tuple[dict, dict]:
     routes = tgt["routing.0"].reshape(-1, k)
     chosen = [e for e in routes[token].tolist() if e != kth] + [other]
     routes[token] = torch.tensor(sorted(chosen))
-    tgt["logits"] = tgt["logits"] + 0.05 * tgt["logits"].abs().max() * torch.sin(torch.arange(tgt["logits"].numel()).float()).reshape(tgt["logits"].shape)
+    tgt["logits"] = tgt["logits"] + 0.05 * tgt["logits"].abs().max() * torch.sin(
+        torch.arange(tgt["logits"].numel()).float()
+    ).reshape(tgt["logits"].shape)
     return tgt, ref
 
 

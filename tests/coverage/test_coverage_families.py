@@ -54,8 +54,11 @@ class Pipeline:
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
     root = tmp_path_factory.mktemp("coverage")
     with pytest.MonkeyPatch.context() as env:
-        for key, value in (("ASCENDBRIDGE_BOARD", root / "board.db"), ("ASCENDBRIDGE_LOGS", root / "logs"),
-                           ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations")):
+        for key, value in (
+            ("ASCENDBRIDGE_BOARD", root / "board.db"),
+            ("ASCENDBRIDGE_LOGS", root / "logs"),
+            ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations"),
+        ):
             env.setenv(key, str(value))
         (root / "adaptations").mkdir()
         python = torch_env_python()
@@ -72,15 +75,19 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
         heal_ctx = stage_context(board, healed.model.model_id, "healing", healing_max_attempts=1)
         with ThreadPoolExecutor(max_workers=1) as pool:  # the heal syncs a uv env while the batch runs
             healing = pool.submit(lambda: (HEALING_STAGE.run(heal_ctx), heal_ctx))
-            argvs = [["--dry-run", "--device", "cpu", "--spec", str(ctx.adaptation_dir / "adaptation.json")]
-                     for ctx in contexts.values()]
+            argvs = [
+                ["--dry-run", "--device", "cpu", "--spec", str(ctx.adaptation_dir / "adaptation.json")]
+                for ctx in contexts.values()
+            ]
             bad = bad_specs(root, contexts)
             runs = run_batch(python, argvs + list(bad.values()))
             healing_result = healing.result()
         render_accuracy_run(AdaptationSpec.load(healed.adaptation_dir), healed.adaptation_dir)
         with ThreadPoolExecutor(max_workers=len(BENCHMARKED)) as pool:
-            done = {name: pool.submit(run_accuracy, python, contexts[name].adaptation_dir, "--device", "cpu")
-                    for name in BENCHMARKED}
+            done = {
+                name: pool.submit(run_accuracy, python, contexts[name].adaptation_dir, "--device", "cpu")
+                for name in BENCHMARKED
+            }
             benchmarks = {name: future.result() for name, future in done.items()}
         demos = dict(zip([*contexts, *bad], runs))
         yield Pipeline(python, board, models, contexts, demos, benchmarks, healing_result)
@@ -115,14 +122,27 @@ def test_discovery_names_each_family_and_the_adapter_builds_its_spec(pipeline: P
     assert embed["sentence_transformers_pooling"] == "lasttoken"
     assert "one label" in pipeline.contexts["bert-reranker"].model.metadata["task_family_reason"]
     # The Hub's pipeline tag decides what the config alone cannot; a two-label classifier stays one.
-    assert classify({"model_type": "patchtsmixer"}, pipeline_tag="time-series-forecasting").family == "time_series_forecasting"
-    assert classify({"architectures": ["Wav2Vec2ForSequenceClassification"], "model_type": "wav2vec2"}).family == "audio_classification"
-    tagged = classify({"architectures": ["XLMRobertaForSequenceClassification"], "model_type": "xlm-roberta", "num_labels": 2},
-                      pipeline_tag="text-ranking")
+    assert (
+        classify({"model_type": "patchtsmixer"}, pipeline_tag="time-series-forecasting").family
+        == "time_series_forecasting"
+    )
+    assert (
+        classify({"architectures": ["Wav2Vec2ForSequenceClassification"], "model_type": "wav2vec2"}).family
+        == "audio_classification"
+    )
+    tagged = classify(
+        {"architectures": ["XLMRobertaForSequenceClassification"], "model_type": "xlm-roberta", "num_labels": 2},
+        pipeline_tag="text-ranking",
+    )
     assert tagged.family == "reranker" and "text-ranking" in tagged.reason
-    assert classify({"architectures": ["BertForSequenceClassification"], "model_type": "bert", "num_labels": 2}).family \
+    assert (
+        classify({"architectures": ["BertForSequenceClassification"], "model_type": "bert", "num_labels": 2}).family
         == "sequence_classification"
-    assert classify({"architectures": ["BertModel"], "model_type": "bert"}, True, pooling="lasttoken").family == "llm_embedding"
+    )
+    assert (
+        classify({"architectures": ["BertModel"], "model_type": "bert"}, True, pooling="lasttoken").family
+        == "llm_embedding"
+    )
     assert classify({"model_type": "patchtsmixer"}).family is None
 
 
@@ -144,15 +164,41 @@ def test_every_family_runs_with_its_inputs_outputs_and_summary(pipeline: Pipelin
         "wav2vec2-ctc": ({"input_values": [2, 16000]}, {"logits": [2, 798, 12]}, "characters '"),
         "hubert-ctc": ({"input_values": [2, 1600]}, {"logits": [2, 78, 12]}, "greedy CTC transcript"),
         "ast": ({"input_values": [2, 64, 32]}, {"logits": [2, 3]}, "predicted label: "),
-        "patchtst": ({"past_values": [2, 32, 2]}, {"prediction_outputs": [2, 8, 2]}, "forecast horizon 8 steps, 2 channels"),
-        "timesfm": ({"past_values": [2, 32]}, {"mean_predictions": [2, 8], "full_predictions": [2, 8, 10]}, "forecast horizon 8"),
+        "patchtst": (
+            {"past_values": [2, 32, 2]},
+            {"prediction_outputs": [2, 8, 2]},
+            "forecast horizon 8 steps, 2 channels",
+        ),
+        "timesfm": (
+            {"past_values": [2, 32]},
+            {"mean_predictions": [2, 8], "full_predictions": [2, 8, 10]},
+            "forecast horizon 8",
+        ),
         "qwen3-embed": ({"input_ids": [2, 32]}, {"sentence_embedding": [2, 32]}, "last-token embedding dim 32"),
         "bert-reranker": ({"input_ids": [2, 32]}, {"logits": [2, 1]}, "relevance scores"),
-        "qwen3-moe": ({"input_ids": [2, 32]}, {"logits": [2, 32, 128], "router_logits.0": [2, 32, 4], "routing.0": [2, 32, 2],
-                                                "router_logits.1": [2, 32, 4], "routing.1": [2, 32, 2]}, "experts of the first token"),
+        "qwen3-moe": (
+            {"input_ids": [2, 32]},
+            {
+                "logits": [2, 32, 128],
+                "router_logits.0": [2, 32, 4],
+                "routing.0": [2, 32, 2],
+                "router_logits.1": [2, 32, 4],
+                "routing.1": [2, 32, 2],
+            },
+            "experts of the first token",
+        ),
         "mamba": ({"input_ids": [2, 32]}, {"logits": [2, 32, 128]}, "top token ids"),
-        "jamba": ({"input_ids": [2, 32]}, {"logits": [2, 32, 128], "router_logits.0": [2, 32, 4], "routing.0": [2, 32, 2],
-                                            "router_logits.1": [2, 32, 4], "routing.1": [2, 32, 2]}, "experts of the first token"),
+        "jamba": (
+            {"input_ids": [2, 32]},
+            {
+                "logits": [2, 32, 128],
+                "router_logits.0": [2, 32, 4],
+                "routing.0": [2, 32, 2],
+                "router_logits.1": [2, 32, 4],
+                "routing.1": [2, 32, 2],
+            },
+            "experts of the first token",
+        ),
     }
     for name, (inputs, outputs, words) in expected.items():
         run = pipeline.demos[name]
@@ -181,7 +227,11 @@ def test_bad_family_specs_fail_in_one_line(pipeline: Pipeline) -> None:
 def test_one_benchmark_run_per_family_group(pipeline: Pipeline) -> None:
     for name, dtype in BENCHMARKED.items():
         code, result, stdout, stderr = pipeline.benchmarks[name]
-        assert code == 0 and result["verdict"] == "pass" and result["dtype"] == dtype, (name, stdout[-1500:], stderr[-1500:])
+        assert code == 0 and result["verdict"] == "pass" and result["dtype"] == dtype, (
+            name,
+            stdout[-1500:],
+            stderr[-1500:],
+        )
     directory = pipeline.contexts["patchtst"].adaptation_dir
     metrics = json.loads((directory / pipeline.benchmarks["patchtst"][1]["metrics"]).read_text())
     applied = metrics["accuracy"]["outputs"]["prediction_outputs"]["applied"]
@@ -189,7 +239,9 @@ def test_one_benchmark_run_per_family_group(pipeline: Pipeline) -> None:
     # The gate's accuracy recomputation (not its timing re-measurement) applies the same family row.
     recomputed = recompute(find_evidence(directory), directory / "adaptation.json", pipeline.python)
     assert recomputed and all(not r["problems"] for r in recomputed.values()), recomputed
-    jamba = json.loads((pipeline.contexts["jamba"].adaptation_dir / pipeline.benchmarks["jamba"][1]["metrics"]).read_text())
+    jamba = json.loads(
+        (pipeline.contexts["jamba"].adaptation_dir / pipeline.benchmarks["jamba"][1]["metrics"]).read_text()
+    )
     assert jamba["accuracy"]["float64_reference"] is True  # MoE experts run eagerly in float64
     assert "experts run eagerly" in json.dumps(jamba)
     outputs = jamba["accuracy"]["outputs"]
@@ -200,14 +252,25 @@ def test_one_benchmark_run_per_family_group(pipeline: Pipeline) -> None:
 
 def test_near_tie_route_flip_is_named_in_the_diagnosis(pipeline: Pipeline) -> None:
     directory = pipeline.contexts["jamba"].adaptation_dir
-    outputs_file = directory / pipeline.benchmarks["jamba"][1]["metrics"].replace("benchmark_metrics_", "outputs_").replace(".json", ".pt")
-    proc = subprocess.run([str(pipeline.python), str(HERE / "near_tie.py"), str(RUNTIME_PARENT), str(outputs_file)],
-                          capture_output=True, text=True, timeout=300)
+    outputs_file = directory / pipeline.benchmarks["jamba"][1]["metrics"].replace(
+        "benchmark_metrics_", "outputs_"
+    ).replace(".json", ".pt")
+    proc = subprocess.run(
+        [str(pipeline.python), str(HERE / "near_tie.py"), str(RUNTIME_PARENT), str(outputs_file)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     cases = json.loads(proc.stdout)
     tie = cases["near_tie"]
-    assert tie["outputs"]["routing.0"]["verdict"] == "pass" and tie["outputs"]["routing.0"]["metrics"]["route_flips"] == 1.0
-    assert any("at a near-tie" in line and line.startswith("routing.0: 1 of") for line in tie["diagnosis"]), tie["diagnosis"]
+    assert (
+        tie["outputs"]["routing.0"]["verdict"] == "pass"
+        and tie["outputs"]["routing.0"]["metrics"]["route_flips"] == 1.0
+    )
+    assert any("at a near-tie" in line and line.startswith("routing.0: 1 of") for line in tie["diagnosis"]), tie[
+        "diagnosis"
+    ]
     assert any(line.startswith("logits differ after near-tie route flips in routing.0") for line in tie["diagnosis"])
     assert tie["verdict"] == "fail" and tie["failed_outputs"] == ["logits"]
     clear = cases["clear"]

@@ -61,13 +61,20 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
     adaptations.mkdir()
     store = BoardStore.init(board_path)
     try:
-        store.register_models([
-            Registration(model_id="acme/llama-tiny", description="causal LM for the demo", priority=9),
-            Registration(model_id="acme/bert-mini", description="encoder with a broken config", priority=5),
-            Registration(model_id=XSS_ID, description=XSS_DESCRIPTION, priority=1),
-            *[Registration(model_id=f"bulk/model-{i:03d}", description=f"bulk model number {i}") for i in range(60)],
-        ])
-        store.update_model_metadata("acme/llama-tiny", {"task_family": "causal_lm", "architecture": "LlamaForCausalLM"}, {"layers": 2})
+        store.register_models(
+            [
+                Registration(model_id="acme/llama-tiny", description="causal LM for the demo", priority=9),
+                Registration(model_id="acme/bert-mini", description="encoder with a broken config", priority=5),
+                Registration(model_id=XSS_ID, description=XSS_DESCRIPTION, priority=1),
+                *[
+                    Registration(model_id=f"bulk/model-{i:03d}", description=f"bulk model number {i}")
+                    for i in range(60)
+                ],
+            ]
+        )
+        store.update_model_metadata(
+            "acme/llama-tiny", {"task_family": "causal_lm", "architecture": "LlamaForCausalLM"}, {"layers": 2}
+        )
         store.update_model_metadata("acme/bert-mini", {"task_family": "masked_lm"}, {})
         store.register_agent("team-lead-test", "team-lead")
         # llama: discovery completed after one attempt with a log inside the logs dir.
@@ -81,8 +88,10 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
         task = store.claim_task(store.list_tasks("discovery", model_id="acme/bert-mini")[0].id, "team-lead-test", 60)
         attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/bert-mini", "/etc/passwd")
         # Its run proposed a speedup the gate never passed: kept in the attempt, labelled unverified.
-        failed = {"summary": "corrupt config.json: unterminated string",
-                  "unverified": {"metrics": [{"values": {"speedup": 1.2}}]}}
+        failed = {
+            "summary": "corrupt config.json: unterminated string",
+            "unverified": {"metrics": [{"values": {"speedup": 1.2}}]},
+        }
         store.finish_attempt(attempt, 1, 0.7, "failed", failed)
         store.fail_task(task.id, task.fencing_token, failed)
     finally:
@@ -90,27 +99,59 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
     adapt = adaptations / "acme__llama-tiny"
     adapt.mkdir()
     # Evidence in the stages' formats (ascendbridge.benchmark_metrics/1, ab_runtime.optimize notes).
-    (adapt / "benchmark_metrics_cpu_bf16_random_synthetic.json").write_text(json.dumps({
-        "schema": "ascendbridge.benchmark_metrics/1",
-        "timing": {"median_ms": 12.5, "p90_ms": 14.1, "min_ms": 11.8, "samples_ms": [12.5, 11.8, 14.1]},
-        "reference_timing": {"median_ms": 20.0, "p90_ms": 21.0, "min_ms": 19.5},
-        "throughput": {"samples_per_s": 320.0},
-        "accuracy": {"verdict": "pass", "outputs": {"logits": {
-            "name": "logits", "kind": "float", "verdict": "pass", "reasons": [],
-            "metrics": {"max_abs_err": 0.00091, "cosine": 0.99931},
-            "applied": {"cosine_min": 0.99, "max_abs_err_scaled_max": 0.0625}}}},
-        "environment": {"torch": "2.13.0+cpu"},
-        "model": {"parameters": 120707},
-    }))
-    (adapt / "optimization_notes.json").write_text(json.dumps({
-        "runtime_only": True, "chosen": ["bf16_autocast"],
-        "passes": [{"name": "bf16_autocast", "measured": True, "kept": True, "reason": "faster beyond the noise",
-                    "paired": {"speedup": 2.5, "interval": [2.2, 2.8]}, "accuracy": {"verdict": "pass"}},
-                   {"name": "torch_compile", "measured": True, "kept": False, "reason": "inside the noise",
-                    "paired": {"speedup": 1.01, "interval": [0.95, 1.07]}, "accuracy": {"verdict": "pass"}}],
-        "combination": [],
-        "final": {"passes": ["bf16_autocast"], "outcome": "gain", "speedup": 2.5, "interval": [2.2, 2.8]},
-    }))
+    (adapt / "benchmark_metrics_cpu_bf16_random_synthetic.json").write_text(
+        json.dumps(
+            {
+                "schema": "ascendbridge.benchmark_metrics/1",
+                "timing": {"median_ms": 12.5, "p90_ms": 14.1, "min_ms": 11.8, "samples_ms": [12.5, 11.8, 14.1]},
+                "reference_timing": {"median_ms": 20.0, "p90_ms": 21.0, "min_ms": 19.5},
+                "throughput": {"samples_per_s": 320.0},
+                "accuracy": {
+                    "verdict": "pass",
+                    "outputs": {
+                        "logits": {
+                            "name": "logits",
+                            "kind": "float",
+                            "verdict": "pass",
+                            "reasons": [],
+                            "metrics": {"max_abs_err": 0.00091, "cosine": 0.99931},
+                            "applied": {"cosine_min": 0.99, "max_abs_err_scaled_max": 0.0625},
+                        }
+                    },
+                },
+                "environment": {"torch": "2.13.0+cpu"},
+                "model": {"parameters": 120707},
+            }
+        )
+    )
+    (adapt / "optimization_notes.json").write_text(
+        json.dumps(
+            {
+                "runtime_only": True,
+                "chosen": ["bf16_autocast"],
+                "passes": [
+                    {
+                        "name": "bf16_autocast",
+                        "measured": True,
+                        "kept": True,
+                        "reason": "faster beyond the noise",
+                        "paired": {"speedup": 2.5, "interval": [2.2, 2.8]},
+                        "accuracy": {"verdict": "pass"},
+                    },
+                    {
+                        "name": "torch_compile",
+                        "measured": True,
+                        "kept": False,
+                        "reason": "inside the noise",
+                        "paired": {"speedup": 1.01, "interval": [0.95, 1.07]},
+                        "accuracy": {"verdict": "pass"},
+                    },
+                ],
+                "combination": [],
+                "final": {"passes": ["bf16_autocast"], "outcome": "gain", "speedup": 2.5, "interval": [2.2, 2.8]},
+            }
+        )
+    )
     (adapt / "trace_cpu_bf16_random_synthetic.json").write_text('{"traceEvents": [{"name": "aten::mm", "ph": "X"}]}')
     (adapt / "demo.py").write_text("print('demo')\n")
     (adapt / ".venv").mkdir()
@@ -119,14 +160,31 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
     return board_path, logs, adaptations
 
 
-def _start_server(root: Path, board_path: Path, logs: Path, adaptations: Path,
-                 wait_s: float = HEALTHZ_WAIT_S) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(
+    root: Path, board_path: Path, logs: Path, adaptations: Path, wait_s: float = HEALTHZ_WAIT_S
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "ASCENDBRIDGE_DASHBOARD_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dashboard", "--board", str(board_path), "--logs", str(logs),
-         "--adaptations", str(adaptations), "--port", str(port), "--heartbeat-fresh", "30"],
-        cwd=REPO, env=env, stdout=open(root / "server.log", "wb"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "dashboard",
+            "--board",
+            str(board_path),
+            "--logs",
+            str(logs),
+            "--adaptations",
+            str(adaptations),
+            "--port",
+            str(port),
+            "--heartbeat-fresh",
+            "30",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=open(root / "server.log", "wb"),
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + wait_s
@@ -143,8 +201,9 @@ def _start_server(root: Path, board_path: Path, logs: Path, adaptations: Path,
 
 
 @contextmanager
-def served(root: Path, board_path: Path, logs: Path, adaptations: Path,
-           wait_s: float = HEALTHZ_WAIT_S) -> Iterator[str]:
+def served(
+    root: Path, board_path: Path, logs: Path, adaptations: Path, wait_s: float = HEALTHZ_WAIT_S
+) -> Iterator[str]:
     """The real dashboard on a loopback port for the `with` block (its URL), stopped after it."""
     proc, url = _start_server(root, board_path, logs, adaptations, wait_s)
     try:

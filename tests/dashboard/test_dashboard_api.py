@@ -21,8 +21,18 @@ def last_event_id(site: Site) -> int:
 
 
 # ---------------------------------------------------------------------- pages and reads
-@pytest.mark.parametrize("path", ["/", "/reports", "/agents", "/api/docs", "/models/acme/llama-tiny",
-                                  "/?stage=discovery&status=failed", "/?q=bulk&sort=model_id&order=asc&page=2"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/reports",
+        "/agents",
+        "/api/docs",
+        "/models/acme/llama-tiny",
+        "/?stage=discovery&status=failed",
+        "/?q=bulk&sort=model_id&order=asc&page=2",
+    ],
+)
 def test_pages_render(site: Site, path: str) -> None:
     r = httpx.get(site.url + path)
     assert r.status_code == 200
@@ -128,7 +138,7 @@ def test_healthz_and_prometheus_metrics(site: Site) -> None:
     assert re.search(r'^ascendbridge_attempt_duration_seconds_sum\{stage="discovery"\} 3\.2$', text, re.M)
     assert re.search(r"^ascendbridge_models 63$", text, re.M)
     for line in text.splitlines():
-        assert line.startswith("#") or re.match(r'^[a-z_]+(\{[^}]*\})? -?[0-9.e+]+$', line), line
+        assert line.startswith("#") or re.match(r"^[a-z_]+(\{[^}]*\})? -?[0-9.e+]+$", line), line
 
 
 def test_reports_api(site: Site) -> None:
@@ -162,16 +172,30 @@ def test_board_writes_are_visible_immediately(site: Site) -> None:
 # ---------------------------------------------------------------------- actions
 def test_actions_change_board_and_record_dashboard_origin(site: Site) -> None:
     with site.client() as c:
-        r = c.post("/api/models", json={"model_id": "new-org/fresh-model", "description": "from the API", "priority": 4},
-                   headers=site.auth())
+        r = c.post(
+            "/api/models",
+            json={"model_id": "new-org/fresh-model", "description": "from the API", "priority": 4},
+            headers=site.auth(),
+        )
         assert r.status_code == 201 and r.json()["created"] is True
-        assert c.post("/api/models/new-org/fresh-model/priority", json={"priority": 42}, headers=site.auth()).json()["model"]["priority"] == 42
+        assert (
+            c.post("/api/models/new-org/fresh-model/priority", json={"priority": 42}, headers=site.auth()).json()[
+                "model"
+            ]["priority"]
+            == 42
+        )
         assert c.post("/api/models/new-org/fresh-model/pause", headers=site.auth()).json()["model"]["paused"] is True
         assert c.post("/api/models/new-org/fresh-model/resume", headers=site.auth()).json()["model"]["paused"] is False
         skip = c.post("/api/models/new-org/fresh-model/skip", json={"stage": "healing"}, headers=site.auth())
         assert skip.json()["task"]["status"] == "skipped"
-        assert c.post("/api/models/acme/bert-mini/retry", json={"stage": "discovery"},
-                      headers={"Authorization": f"Bearer {site.token}"}).json()["task"]["status"] == "pending"
+        assert (
+            c.post(
+                "/api/models/acme/bert-mini/retry",
+                json={"stage": "discovery"},
+                headers={"Authorization": f"Bearer {site.token}"},
+            ).json()["task"]["status"]
+            == "pending"
+        )
         g = c.post("/api/models/new-org/fresh-model/guidance", json={"text": "prefer bf16"}, headers=site.auth())
         assert g.status_code == 201 and g.json()["guidance"]["origin"] == "dashboard"
         assert c.post("/api/guidance", json={"text": "global note"}, headers=site.auth()).status_code == 201
@@ -180,47 +204,117 @@ def test_actions_change_board_and_record_dashboard_origin(site: Site) -> None:
         assert model.priority == 42 and not model.paused and "healing" in model.skip_stages
         kinds = [(e.kind, e.origin) for e in store.list_events("new-org/fresh-model")]
         assert store.list_tasks("discovery", model_id="acme/bert-mini")[0].status == "pending"
-    assert {k for k, o in kinds if o == "dashboard"} >= {"registered", "priority", "paused", "resumed", "skipped", "guidance"}
+    assert {k for k, o in kinds if o == "dashboard"} >= {
+        "registered",
+        "priority",
+        "paused",
+        "resumed",
+        "skipped",
+        "guidance",
+    }
 
 
 def test_form_action_with_token_field_redirects_back(site: Site) -> None:
     with site.client() as c:
-        r = c.post("/actions/priority", data={"token": site.token, "model_id": "bulk/model-001", "priority": "7",
-                                              "next": "/models/bulk/model-001"},
-                   headers={"Origin": site.url})
+        r = c.post(
+            "/actions/priority",
+            data={"token": site.token, "model_id": "bulk/model-001", "priority": "7", "next": "/models/bulk/model-001"},
+            headers={"Origin": site.url},
+        )
         assert r.status_code == 303 and r.headers["location"] == "/models/bulk/model-001"
-        r = c.post("/actions/pause", data={"token": site.token, "model_id": "bulk/model-001", "next": "https://evil.example/"})
+        r = c.post(
+            "/actions/pause", data={"token": site.token, "model_id": "bulk/model-001", "next": "https://evil.example/"}
+        )
         assert r.status_code == 303 and r.headers["location"] == "/models/bulk/model-001"  # no open redirect
-        r = c.post("/actions/register", data={"token": site.token, "model_id": "form-org/registered", "source": "huggingface",
-                                              "url": "", "path": "", "priority": "3", "description": "via the form", "next": ""})
+        r = c.post(
+            "/actions/register",
+            data={
+                "token": site.token,
+                "model_id": "form-org/registered",
+                "source": "huggingface",
+                "url": "",
+                "path": "",
+                "priority": "3",
+                "description": "via the form",
+                "next": "",
+            },
+        )
         assert r.status_code == 303 and r.headers["location"] == "/models/form-org/registered"
         r = c.post("/actions/guidance", data={"token": site.token, "text": "global: prefer bf16", "next": "/"})
         assert r.status_code == 303 and r.headers["location"] == "/"
     with site.store() as store:
         assert store.get_model("bulk/model-001").priority == 7
         assert store.get_model("form-org/registered").description == "via the form"
-        assert [(g.model_id, g.origin) for g in store.list_guidance() if g.text == "global: prefer bf16"] == [(None, "dashboard")]
+        assert [(g.model_id, g.origin) for g in store.list_guidance() if g.text == "global: prefer bf16"] == [
+            (None, "dashboard")
+        ]
 
 
 BAD_REQUESTS = [
     # (method, path, kwargs, expected status, message fragment)
     ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": 1}}, 401, "missing action token"),
-    ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": 1}, "headers": {"X-AscendBridge-Token": "nope"}}, 403, "wrong action token"),
-    ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": 1}, "auth": True, "headers": {"Origin": "http://evil.example"}}, 403, "refused"),
-    ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": 1}, "auth": True, "headers": {"Sec-Fetch-Site": "cross-site"}}, 403, "cross-site"),
+    (
+        "post",
+        "/api/models/acme/llama-tiny/priority",
+        {"json": {"priority": 1}, "headers": {"X-AscendBridge-Token": "nope"}},
+        403,
+        "wrong action token",
+    ),
+    (
+        "post",
+        "/api/models/acme/llama-tiny/priority",
+        {"json": {"priority": 1}, "auth": True, "headers": {"Origin": "http://evil.example"}},
+        403,
+        "refused",
+    ),
+    (
+        "post",
+        "/api/models/acme/llama-tiny/priority",
+        {"json": {"priority": 1}, "auth": True, "headers": {"Sec-Fetch-Site": "cross-site"}},
+        403,
+        "cross-site",
+    ),
     ("post", "/api/models/no-such/model/priority", {"json": {"priority": 1}, "auth": True}, 404, "unknown model"),
     ("post", "/api/models/acme/llama-tiny/skip", {"json": {"stage": "deployment"}, "auth": True}, 400, "unknown stage"),
-    ("post", "/api/models/acme/llama-tiny/skip", {"json": {"stage": "discovery"}, "auth": True}, 409, "it is completed"),
+    (
+        "post",
+        "/api/models/acme/llama-tiny/skip",
+        {"json": {"stage": "discovery"}, "auth": True},
+        409,
+        "it is completed",
+    ),
     ("post", "/api/models/acme/llama-tiny/retry", {"json": {"stage": "adaptation"}, "auth": True}, 409, "cannot retry"),
     ("post", "/api/models/acme/llama-tiny/priority", {"json": {"priority": "high"}, "auth": True}, 400, "priority"),
     ("post", "/api/models/acme/llama-tiny/priority", {"content": b"priority=3", "auth": True}, 400, "JSON"),
-    ("post", "/api/models/acme/llama-tiny/priority", {"content": b"{not json", "auth": True, "headers": {"Content-Type": "application/json"}}, 400, "JSON"),
+    (
+        "post",
+        "/api/models/acme/llama-tiny/priority",
+        {"content": b"{not json", "auth": True, "headers": {"Content-Type": "application/json"}},
+        400,
+        "JSON",
+    ),
     ("post", "/api/models", {"json": {"model_id": "../../etc/passwd"}, "auth": True}, 400, ".."),
     ("post", "/api/models", {"json": {"model_id": "bad;rm -rf"}, "auth": True}, 400, "characters outside"),
     ("post", "/api/models", {"json": {"model_id": "x/y", "source": "ftp"}, "auth": True}, 400, "unknown source"),
     ("post", "/api/models/acme/llama-tiny/guidance", {"json": {"text": "   "}, "auth": True}, 400, "empty"),
-    ("post", "/api/models/acme/llama-tiny/guidance", {"content": json.dumps({"text": "x" * 70_000}).encode(), "auth": True, "headers": {"Content-Type": "application/json"}}, 413, "larger than"),
-    ("post", "/actions/priority", {"data": {"token": "wrong-token-value", "model_id": "acme/llama-tiny", "priority": "1"}}, 403, "wrong action token"),
+    (
+        "post",
+        "/api/models/acme/llama-tiny/guidance",
+        {
+            "content": json.dumps({"text": "x" * 70_000}).encode(),
+            "auth": True,
+            "headers": {"Content-Type": "application/json"},
+        },
+        413,
+        "larger than",
+    ),
+    (
+        "post",
+        "/actions/priority",
+        {"data": {"token": "wrong-token-value", "model_id": "acme/llama-tiny", "priority": "1"}},
+        403,
+        "wrong action token",
+    ),
     ("post", "/actions/explode", {"data": {"model_id": "acme/llama-tiny"}, "auth": True}, 400, "unknown action"),
     ("get", "/api/models/no-such/model", {}, 404, "unknown model"),
     ("get", "/api/models?stage=nowhere", {}, 400, "unknown stage"),
@@ -231,9 +325,12 @@ BAD_REQUESTS = [
 ]
 
 
-@pytest.mark.parametrize("method,path,kwargs,status,fragment", BAD_REQUESTS, ids=[f"{b[3]}-{b[4]}" for b in BAD_REQUESTS])
-def test_bad_requests_are_clear_4xx_and_change_nothing(site: Site, method: str, path: str, kwargs: dict,
-                                                       status: int, fragment: str) -> None:
+@pytest.mark.parametrize(
+    "method,path,kwargs,status,fragment", BAD_REQUESTS, ids=[f"{b[3]}-{b[4]}" for b in BAD_REQUESTS]
+)
+def test_bad_requests_are_clear_4xx_and_change_nothing(
+    site: Site, method: str, path: str, kwargs: dict, status: int, fragment: str
+) -> None:
     kwargs = dict(kwargs)
     headers = dict(kwargs.pop("headers", {}))
     if kwargs.pop("auth", False):
@@ -247,8 +344,10 @@ def test_bad_requests_are_clear_4xx_and_change_nothing(site: Site, method: str, 
     assert last_event_id(site) == before
 
 
-@pytest.mark.parametrize("path", ["/api/models/acme/llama-tiny/guidance", "/api/guidance", "/api/models",
-                                  "/api/models/acme/llama-tiny/priority"])
+@pytest.mark.parametrize(
+    "path",
+    ["/api/models/acme/llama-tiny/guidance", "/api/guidance", "/api/models", "/api/models/acme/llama-tiny/priority"],
+)
 def test_streamed_oversized_body_is_refused(site: Site, path: str) -> None:
     def chunks():  # no Content-Length: the cap must hold while streaming, with the same 413
         yield b'{"text": "'
@@ -257,8 +356,7 @@ def test_streamed_oversized_body_is_refused(site: Site, path: str) -> None:
         yield b'"}'
 
     before = last_event_id(site)
-    r = httpx.post(site.url + path, content=chunks(),
-                   headers={**site.auth(), "Content-Type": "application/json"})
+    r = httpx.post(site.url + path, content=chunks(), headers={**site.auth(), "Content-Type": "application/json"})
     assert r.status_code == 413, r.text
     assert "larger than" in r.json()["error"]
     assert last_event_id(site) == before
@@ -270,9 +368,19 @@ def test_an_inconclusive_gate_and_its_waiting_recheck_are_shown(site: Site) -> N
     with site.store() as store:
         task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
         first = store.start_attempt(task.id, task.fencing_token, "worker --job run", str(site.logs / "m11.log"))
-        store.finish_attempt(first, 3, 1.5, "inconclusive", {
-            "rule": "gate_inconclusive", "summary": "gate inconclusive: re-timing spread x3.1 too wide",
-            "recheck": 1, "rechecks": 3, "recheck_in_s": 60.0})
+        store.finish_attempt(
+            first,
+            3,
+            1.5,
+            "inconclusive",
+            {
+                "rule": "gate_inconclusive",
+                "summary": "gate inconclusive: re-timing spread x3.1 too wide",
+                "recheck": 1,
+                "rechecks": 3,
+                "recheck_in_s": 60.0,
+            },
+        )
     page = httpx.get(f"{site.url}/models/{model}").text
     assert "gate re-check 1 of 3 waiting" in page and "re-timing spread x3.1 too wide" in page
     timeline = httpx.get(f"{site.url}/api/models/{model}").json()["timeline"]

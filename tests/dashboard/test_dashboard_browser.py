@@ -39,10 +39,20 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1400,1000", "--force-device-scale-factor=1",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--force-device-scale-factor=1",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(30)
@@ -126,8 +136,10 @@ def test_overview_filter_model_guidance_reply_and_inert_payload(site: Site, brow
         posted = [g for g in store.list_guidance("acme/llama-tiny") if g.text.startswith("Please try bf16")]
         assert [(g.origin, g.state) for g in posted] == [("dashboard", "open")]
         assert apply_open_guidance(store, lambda _msg: None) == 1
-    wait_for(lambda: "noted: kept for agents working on acme/llama-tiny" in d.find_element(By.ID, "guidance").text,
-             what="team lead reply via live refresh")
+    wait_for(
+        lambda: "noted: kept for agents working on acme/llama-tiny" in d.find_element(By.ID, "guidance").text,
+        what="team lead reply via live refresh",
+    )
     assert d.execute_script("return window.__noReload === true;")
     screenshot(d, "model.png", tmp_path, 2300)
 
@@ -157,18 +169,42 @@ def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("real-run")
     board_path, logs, adaptations = root / "board.db", root / "logs", root / "adaptations"
     with BoardStore.init(board_path) as store:
-        store.register_models([Registration(model_id="demo/tiny-bert", source="local",
-                                            path=str(REPO / "demo_models" / "tiny-bert"))])
-    env = {**os.environ, "ASCENDBRIDGE_ADAPTATIONS": str(adaptations), "ASCENDBRIDGE_LOGS": str(logs),
-           "ASCENDBRIDGE_BENCHMARK_DTYPES": "float32", "ASCENDBRIDGE_BENCHMARK_ITERS": "3",
-           "ASCENDBRIDGE_BENCHMARK_WARMUP": "1", "ASCENDBRIDGE_OPTIMIZATION_PASSES": "cpu_threads_1",
-           "ASCENDBRIDGE_OPTIMIZATION_ITERS": "1", "ASCENDBRIDGE_OPTIMIZATION_WARMUP": "0"}
-    lead = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--once", "--plain", "--board", str(board_path),
-                           "--stages", "discovery,adaptation,healing,benchmark,optimization",
-                           # cpu_threads_1 applies only to a run with more than one core: on a 2-core machine
-                           # the default split pins a timed run to one, so give timed runs every core here
-                           "--timed-cores", str(len(os.sched_getaffinity(0)))],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        store.register_models(
+            [Registration(model_id="demo/tiny-bert", source="local", path=str(REPO / "demo_models" / "tiny-bert"))]
+        )
+    env = {
+        **os.environ,
+        "ASCENDBRIDGE_ADAPTATIONS": str(adaptations),
+        "ASCENDBRIDGE_LOGS": str(logs),
+        "ASCENDBRIDGE_BENCHMARK_DTYPES": "float32",
+        "ASCENDBRIDGE_BENCHMARK_ITERS": "3",
+        "ASCENDBRIDGE_BENCHMARK_WARMUP": "1",
+        "ASCENDBRIDGE_OPTIMIZATION_PASSES": "cpu_threads_1",
+        "ASCENDBRIDGE_OPTIMIZATION_ITERS": "1",
+        "ASCENDBRIDGE_OPTIMIZATION_WARMUP": "0",
+    }
+    lead = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ascendbridge.teamlead",
+            "--once",
+            "--plain",
+            "--board",
+            str(board_path),
+            "--stages",
+            "discovery,adaptation,healing,benchmark,optimization",
+            # cpu_threads_1 applies only to a run with more than one core: on a 2-core machine
+            # the default split pins a timed run to one, so give timed runs every core here
+            "--timed-cores",
+            str(len(os.sched_getaffinity(0))),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert lead.returncode == 0, lead.stderr[-3000:]
     with served(root, board_path, logs, adaptations) as url:
         yield Site(url, TOKEN, root, board_path, logs, adaptations)
@@ -190,7 +226,9 @@ def test_board_of_a_real_run_shows_attempts_charts_and_verdicts(real_site: Site,
     assert cells[6] not in ("", "—"), cells  # updated
     d.get(real_site.url + "/models/demo/tiny-bert")
     for chart in ("latency-chart", "speedup-chart"):
-        wait_for(lambda chart=chart: d.execute_script(f"return !!window.Chart.getChart('{chart}')"), what=f"{chart} drawn")
+        wait_for(
+            lambda chart=chart: d.execute_script(f"return !!window.Chart.getChart('{chart}')"), what=f"{chart} drawn"
+        )
     latency = d.execute_script("return window.Chart.getChart('latency-chart').data")
     assert latency["labels"] == ["cpu_float32_dry_run_synthetic", "cpu_float32_dry_run_synthetic_perf"]
     assert all(v > 0 for v in latency["datasets"][0]["data"])
@@ -221,20 +259,29 @@ def test_a_gated_training_run_draws_its_loss_curve(site: Site, browser) -> None:
     """The Training section's chart, drawn by Chart.js from the run's step log once the gate passed."""
     corpus = REPO / "training" / "corpus" / "tiny_stories.jsonl"
     with site.store() as store:
-        [(record, _)] = store.register_models([Registration(model_id="demo/trained",
-                                                            training=TrainingJob(data=str(corpus), steps=3))])
+        [(record, _)] = store.register_models(
+            [Registration(model_id="demo/trained", training=TrainingJob(data=str(corpus), steps=3))]
+        )
         run = site.adaptations / record.adaptation_name / "train" / "run"
         run.mkdir(parents=True)
-        run.joinpath("metrics.jsonl").write_text("".join(json.dumps({"step": i, "loss": 6.0 - i, "grad_norm": 0.25 * i})
-                                                         + "\n" for i in (1, 2, 3)))
-        for stage in STAGES[:STAGES.index("training") + 1]:
+        run.joinpath("metrics.jsonl").write_text(
+            "".join(json.dumps({"step": i, "loss": 6.0 - i, "grad_norm": 0.25 * i}) + "\n" for i in (1, 2, 3))
+        )
+        for stage in STAGES[: STAGES.index("training") + 1]:
             task = store.list_tasks(stage=stage, model_id=record.model_id)[0]
             claimed = store.claim_task(task.id, "test", 60)
-            store.complete_task(claimed.id, claimed.fencing_token, {"summary": "ok"},
-                                figures=[{"values": {"loss_first": 5.0, "loss_last": 3.0}}] if stage == "training" else ())
+            store.complete_task(
+                claimed.id,
+                claimed.fencing_token,
+                {"summary": "ok"},
+                figures=[{"values": {"loss_first": 5.0, "loss_last": 3.0}}] if stage == "training" else (),
+            )
     d = browser
     d.get(site.url + "/models/demo/trained")
     wait_for(lambda: d.execute_script("return !!window.Chart.getChart('loss-chart')"), what="loss-chart drawn")
     data = d.execute_script("return window.Chart.getChart('loss-chart').data")
-    assert data["labels"] == [1, 2, 3] and [ds["label"] for ds in data["datasets"]] == ["training loss", "gradient norm"]
+    assert data["labels"] == [1, 2, 3] and [ds["label"] for ds in data["datasets"]] == [
+        "training loss",
+        "gradient norm",
+    ]
     assert data["datasets"][0]["data"] == [5, 4, 3] and data["datasets"][1]["data"] == [0.25, 0.5, 0.75]

@@ -47,8 +47,9 @@ def test_missing_board_and_not_a_board(tmp_path: Path, capsys: pytest.CaptureFix
     assert_one_line_error(run(["--board", str(fake)], capsys), "not a SQLite database")
 
 
-def test_bad_port_and_short_token(board: BoardStore, capsys: pytest.CaptureFixture[str],
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_port_and_short_token(
+    board: BoardStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert_one_line_error(run(["--board", str(board.path), "--port", "70000"], capsys), "outside 1-65535")
     assert_one_line_error(run(["--board", str(board.path), "--port", "http"], capsys), "not a port number")
     monkeypatch.setenv("ASCENDBRIDGE_DASHBOARD_TOKEN", "short")
@@ -60,16 +61,23 @@ def test_port_in_use(board: BoardStore, capsys: pytest.CaptureFixture[str]) -> N
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        assert_one_line_error(run(["--board", str(board.path), "--port", str(port)], capsys),
-                              f"cannot listen on 127.0.0.1:{port}")
+        assert_one_line_error(
+            run(["--board", str(board.path), "--port", str(port)], capsys), f"cannot listen on 127.0.0.1:{port}"
+        )
 
 
 def test_generated_token_is_printed_and_works(board: BoardStore) -> None:
     board.register_models([Registration(model_id="cli/model")])
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "ASCENDBRIDGE_DASHBOARD_TOKEN"}
-    proc = subprocess.Popen([sys.executable, "scripts/dashboard.py", "--board", str(board.path), "--port", str(port)],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "scripts/dashboard.py", "--board", str(board.path), "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url_line = proc.stdout.readline()
         token_line = proc.stdout.readline()
@@ -84,8 +92,11 @@ def test_generated_token_is_printed_and_works(board: BoardStore) -> None:
             except httpx.HTTPError:
                 assert time.monotonic() < deadline, "server did not come up"
                 time.sleep(0.1)
-        r = httpx.post(f"http://127.0.0.1:{port}/api/models/cli/model/priority", json={"priority": 5},
-                       headers={"X-AscendBridge-Token": token})
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/api/models/cli/model/priority",
+            json={"priority": 5},
+            headers={"X-AscendBridge-Token": token},
+        )
         assert r.status_code == 200
         assert board.get_model("cli/model").priority == 5
     finally:

@@ -12,18 +12,34 @@ from dashboard import evidence
 
 
 def test_benchmark_runs_read_timing_and_per_output_accuracy(tmp_path: Path) -> None:
-    (tmp_path / "benchmark_metrics_npu_float16_pretrained_wikitext.json").write_text(json.dumps({
-        "timing": {"median_ms": 3.0, "p90_ms": 4.0, "samples_ms": [3.0, 4.0], "profiler_during_timing": False},
-        "reference_timing": {"median_ms": 9.0},
-        "accuracy": {"verdict": "fail", "outputs": {
-            "last_hidden_state": {"name": "last_hidden_state", "kind": "float", "verdict": "fail",
-                                  "reasons": ["cosine 0.98 < 0.99"],
-                                  "metrics": {"rmse_vs_fp64": 0.1, "cosine": 0.98, "finite": True},
-                                  "applied": {"cosine_min": 0.99}},
-            "pooler_output": {"name": "pooler_output", "kind": "float", "verdict": "pass",
-                              "metrics": {"cosine": 0.9999, "max_abs_err_scaled": 0.001}}}},
-        "environment": {"torch": "2.7.1", "torch_npu": "2.7.1.post2"},
-    }))
+    (tmp_path / "benchmark_metrics_npu_float16_pretrained_wikitext.json").write_text(
+        json.dumps(
+            {
+                "timing": {"median_ms": 3.0, "p90_ms": 4.0, "samples_ms": [3.0, 4.0], "profiler_during_timing": False},
+                "reference_timing": {"median_ms": 9.0},
+                "accuracy": {
+                    "verdict": "fail",
+                    "outputs": {
+                        "last_hidden_state": {
+                            "name": "last_hidden_state",
+                            "kind": "float",
+                            "verdict": "fail",
+                            "reasons": ["cosine 0.98 < 0.99"],
+                            "metrics": {"rmse_vs_fp64": 0.1, "cosine": 0.98, "finite": True},
+                            "applied": {"cosine_min": 0.99},
+                        },
+                        "pooler_output": {
+                            "name": "pooler_output",
+                            "kind": "float",
+                            "verdict": "pass",
+                            "metrics": {"cosine": 0.9999, "max_abs_err_scaled": 0.001},
+                        },
+                    },
+                },
+                "environment": {"torch": "2.7.1", "torch_npu": "2.7.1.post2"},
+            }
+        )
+    )
     (tmp_path / "benchmark_metrics_cpu_fp32_random_synthetic.json").write_text("{truncated")
     (tmp_path / "benchmark_metrics_bad name.json").write_text("{}")
     runs = evidence.benchmark_runs(tmp_path)
@@ -43,22 +59,54 @@ def test_benchmark_runs_read_timing_and_per_output_accuracy(tmp_path: Path) -> N
 
 def test_optimization_notes_passes_final_choice_and_speedups(tmp_path: Path) -> None:
     assert evidence.optimization_notes(tmp_path) is None
-    (tmp_path / "optimization_notes.json").write_text(json.dumps({
-        "passes": [{"name": "bf16", "measured": True, "kept": True, "reason": "faster",
-                    "paired": {"speedup": 2.0, "interval": [1.8, 2.2]}, "accuracy": {"verdict": "pass"}},
-                   {"name": "int8", "measured": False, "kept": False, "reason": "not applicable: no Linear"}],
-        "combination": [{"passes": ["bf16", "threads"], "measured": True, "kept": False, "reason": "no gain",
-                         "paired": {"speedup": 1.0, "interval": [0.9, 1.1]}}],
-        "final": {"passes": ["bf16"], "outcome": "gain", "speedup": 2.0, "interval": [1.8, 2.2],
-                  "accuracy": {"verdict": "pass", "min_cosine": 0.999}, "cold_start": {"build_s": 1.0}},
-    }))
+    (tmp_path / "optimization_notes.json").write_text(
+        json.dumps(
+            {
+                "passes": [
+                    {
+                        "name": "bf16",
+                        "measured": True,
+                        "kept": True,
+                        "reason": "faster",
+                        "paired": {"speedup": 2.0, "interval": [1.8, 2.2]},
+                        "accuracy": {"verdict": "pass"},
+                    },
+                    {"name": "int8", "measured": False, "kept": False, "reason": "not applicable: no Linear"},
+                ],
+                "combination": [
+                    {
+                        "passes": ["bf16", "threads"],
+                        "measured": True,
+                        "kept": False,
+                        "reason": "no gain",
+                        "paired": {"speedup": 1.0, "interval": [0.9, 1.1]},
+                    }
+                ],
+                "final": {
+                    "passes": ["bf16"],
+                    "outcome": "gain",
+                    "speedup": 2.0,
+                    "interval": [1.8, 2.2],
+                    "accuracy": {"verdict": "pass", "min_cosine": 0.999},
+                    "cold_start": {"build_s": 1.0},
+                },
+            }
+        )
+    )
     notes = evidence.optimization_notes(tmp_path)
     assert [(p.name, p.tried, p.speedup, p.interval, p.kept) for p in notes.passes] == [
-        ("bf16", "measured", 2.0, (1.8, 2.2), True), ("int8", "not measured", None, None, False),
-        ("bf16 + threads", "measured", 1.0, (0.9, 1.1), False)]
+        ("bf16", "measured", 2.0, (1.8, 2.2), True),
+        ("int8", "not measured", None, None, False),
+        ("bf16 + threads", "measured", 1.0, (0.9, 1.1), False),
+    ]
     assert notes.passes[1].reason == "not applicable: no Linear"
-    assert notes.final == {"passes": "bf16", "outcome": "gain", "speedup": 2.0, "interval": "1.8, 2.2",
-                           "accuracy": "pass"}
+    assert notes.final == {
+        "passes": "bf16",
+        "outcome": "gain",
+        "speedup": 2.0,
+        "interval": "1.8, 2.2",
+        "accuracy": "pass",
+    }
     assert notes.speedups() == [("bf16", 2.0), ("bf16 + threads", 1.0)]
     (tmp_path / "optimization_notes.json").write_text("[not an object]")
     assert evidence.optimization_notes(tmp_path).readable is False
@@ -114,17 +162,56 @@ def test_workload_headline_and_sweep_chart(tmp_path: Path) -> None:
     from dashboard.views import _charts
 
     base = {"timing": {"median_ms": 2.0}, "reference_timing": {}, "accuracy": {"verdict": "pass", "outputs": {}}}
-    (tmp_path / "benchmark_metrics_cpu_float32_dry_run_synthetic.json").write_text(json.dumps({**base, "workload": {
-        "workload": {"name": "generation"}, "greedy_vs_reference": {"match_rate": 0.75, "first_divergence": 3},
-        "headline": {"ttft_ms": 9.0, "tpot_ms": 1.5, "tokens_per_s": 666.7, "batch": 4, "batch_tokens_per_s": 2000.0,
-                     "decode_bandwidth_gbs": 0.4}}}))
-    (tmp_path / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json").write_text(json.dumps({**base, "workload": {
-        "workload": {"name": "batch_sweep"}, "knee_batch": 8,
-        "points": [{"batch": 1, "samples_per_s": 100.0}, {"batch": 8, "samples_per_s": 700.0}, {"batch": "x"}],
-        "headline": {"throughput_samples_per_s": 700.0, "knee_samples_per_s": 700.0, "batch1_latency_ms": 10.0}}}))
+    (tmp_path / "benchmark_metrics_cpu_float32_dry_run_synthetic.json").write_text(
+        json.dumps(
+            {
+                **base,
+                "workload": {
+                    "workload": {"name": "generation"},
+                    "greedy_vs_reference": {"match_rate": 0.75, "first_divergence": 3},
+                    "headline": {
+                        "ttft_ms": 9.0,
+                        "tpot_ms": 1.5,
+                        "tokens_per_s": 666.7,
+                        "batch": 4,
+                        "batch_tokens_per_s": 2000.0,
+                        "decode_bandwidth_gbs": 0.4,
+                    },
+                },
+            }
+        )
+    )
+    (tmp_path / "benchmark_metrics_cpu_bfloat16_dry_run_synthetic.json").write_text(
+        json.dumps(
+            {
+                **base,
+                "workload": {
+                    "workload": {"name": "batch_sweep"},
+                    "knee_batch": 8,
+                    "points": [
+                        {"batch": 1, "samples_per_s": 100.0},
+                        {"batch": 8, "samples_per_s": 700.0},
+                        {"batch": "x"},
+                    ],
+                    "headline": {
+                        "throughput_samples_per_s": 700.0,
+                        "knee_samples_per_s": 700.0,
+                        "batch1_latency_ms": 10.0,
+                    },
+                },
+            }
+        )
+    )
     bf16, fp32 = evidence.benchmark_runs(tmp_path)
-    assert (fp32.workload["tpot_ms"], fp32.workload["first_divergence"], fp32.workload["name"]) == (1.5, 3, "generation")
+    assert (fp32.workload["tpot_ms"], fp32.workload["first_divergence"], fp32.workload["name"]) == (
+        1.5,
+        3,
+        "generation",
+    )
     assert bf16.sweep == [(1, 100.0), (8, 700.0)] and bf16.workload["knee_batch"] == 8
-    assert _charts([bf16, fp32], None)["sweep"] == {"labels": ["batch 1", "batch 8"], "values": [100.0, 700.0],
-                                                     "run": bf16.label}
+    assert _charts([bf16, fp32], None)["sweep"] == {
+        "labels": ["batch 1", "batch 8"],
+        "values": [100.0, 700.0],
+        "run": bf16.label,
+    }
     assert _charts([fp32], None)["sweep"] is None

@@ -13,8 +13,15 @@ from ascendbridge.board.queries import BoardQueries, QueryError, success_rate
 from ascendbridge.stages import UnknownNameError
 
 
-def finish(store: BoardStore, model_id: str, stage: str, ok: bool, seconds: float, reason: str = "",
-           figures: tuple[dict, ...] = ()) -> None:
+def finish(
+    store: BoardStore,
+    model_id: str,
+    stage: str,
+    ok: bool,
+    seconds: float,
+    reason: str = "",
+    figures: tuple[dict, ...] = (),
+) -> None:
     task = next(t for t in store.list_tasks(stage, model_id=model_id))
     claimed = store.claim_task(task.id, "agent-x", 60)
     attempt = store.start_attempt(claimed.id, claimed.fencing_token, "cmd", "")
@@ -27,11 +34,13 @@ def finish(store: BoardStore, model_id: str, stage: str, ok: bool, seconds: floa
 
 @pytest.fixture()
 def queries(board: BoardStore) -> BoardQueries:
-    board.register_models([
-        Registration(model_id="a/one", description="first_model 100%", priority=3),
-        Registration(model_id="b/two", description="second", priority=7),
-        Registration(model_id="c/three", description="third", priority=5),
-    ])
+    board.register_models(
+        [
+            Registration(model_id="a/one", description="first_model 100%", priority=3),
+            Registration(model_id="b/two", description="second", priority=7),
+            Registration(model_id="c/three", description="third", priority=5),
+        ]
+    )
     board.update_model_metadata("a/one", {"task_family": "causal_lm"}, {})
     board.update_model_metadata("b/two", {"task_family": "causal_lm"}, {})
     # Figures reach the board only with a completion (the seeds carry a speedup on two of them).
@@ -62,7 +71,11 @@ def test_search_covers_id_description_and_failure_reason(queries: BoardQueries) 
     assert ids(queries.search_models(q="first_")) == ["a/one"]
     assert ids(queries.search_models(q="o_e")) == []  # "_" is literal: "a/one" must not match
     row = queries.search_models(q="b/two").items[0]
-    assert (row.current_stage, row.current_status, row.failure_reason) == ("discovery", "failed", "gated model: no HF_TOKEN")
+    assert (row.current_stage, row.current_status, row.failure_reason) == (
+        "discovery",
+        "failed",
+        "gated model: no HF_TOKEN",
+    )
 
 
 def test_sort_and_paginate(queries: BoardQueries) -> None:
@@ -74,10 +87,16 @@ def test_sort_and_paginate(queries: BoardQueries) -> None:
     assert ids(queries.search_models(page=9)) == []
 
 
-@pytest.mark.parametrize("kwargs,error", [
-    ({"stage": "nowhere"}, UnknownNameError), ({"status": "done"}, UnknownNameError),
-    ({"sort": "description; DROP TABLE models"}, QueryError), ({"page": 0}, QueryError), ({"per_page": 201}, QueryError),
-])
+@pytest.mark.parametrize(
+    "kwargs,error",
+    [
+        ({"stage": "nowhere"}, UnknownNameError),
+        ({"status": "done"}, UnknownNameError),
+        ({"sort": "description; DROP TABLE models"}, QueryError),
+        ({"page": 0}, QueryError),
+        ({"per_page": 201}, QueryError),
+    ],
+)
 def test_bad_parameters_raise_clear_errors(queries: BoardQueries, kwargs: dict, error: type) -> None:
     with pytest.raises(error):
         queries.search_models(**kwargs)
@@ -114,7 +133,9 @@ def test_bulk_events_are_all_or_nothing(board: BoardStore) -> None:
     """BoardStore.add_events (added for the dashboard bench's 100,000-event board)."""
     board.register_models([Registration(model_id="e/one")])
     before = len(board.list_events(limit=10**6))
-    assert board.add_events([("note", "hello", "e/one", "benchmark"), ("note", "global", None, None)], origin="bench") == 2
+    assert (
+        board.add_events([("note", "hello", "e/one", "benchmark"), ("note", "global", None, None)], origin="bench") == 2
+    )
     events = board.list_events(limit=10**6)
     assert len(events) == before + 2
     assert (events[-2].model_id, events[-2].stage, events[-2].origin) == ("e/one", "benchmark", "bench")

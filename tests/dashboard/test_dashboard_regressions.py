@@ -11,20 +11,39 @@ def test_regressions_page_lists_latest_verdicts_and_stacks(site: Site) -> None:
     with site.store() as store:
         task = next(t for t in store.list_tasks(model_id="acme/llama-tiny") if t.status == "pending")
         claimed = store.claim_task(task.id, "test", 60)
-        store.complete_task(task.id, claimed.fencing_token, {}, figures=[
-            {"values": {"median_ms": 12.5}, "device": "cpu", "dtype": "float32", "stack": STACK}])
-        for verdict, summary in (("unchanged", "within 5% (largest change 1.0%)"),
-                                 ("regressed", "float32 median_ms +42.0% worse (10 -> 14.2) <b>x</b>")):
-            store.add_event("revalidation", f"{verdict}: {summary}", "acme/llama-tiny", "benchmark",
-                            {"model_id": "acme/llama-tiny", "adaptation": "acme__llama-tiny", "verdict": verdict,
-                             "summary": summary, "worst_worse_by": 0.42 if verdict == "regressed" else 0.01,
-                             "baseline_stack": "0ld000000000", "current_stack": STACK["stack_id"],
-                             "stack_detail": STACK["data"], "changes": []}, origin="revalidation")
+        store.complete_task(
+            task.id,
+            claimed.fencing_token,
+            {},
+            figures=[{"values": {"median_ms": 12.5}, "device": "cpu", "dtype": "float32", "stack": STACK}],
+        )
+        for verdict, summary in (
+            ("unchanged", "within 5% (largest change 1.0%)"),
+            ("regressed", "float32 median_ms +42.0% worse (10 -> 14.2) <b>x</b>"),
+        ):
+            store.add_event(
+                "revalidation",
+                f"{verdict}: {summary}",
+                "acme/llama-tiny",
+                "benchmark",
+                {
+                    "model_id": "acme/llama-tiny",
+                    "adaptation": "acme__llama-tiny",
+                    "verdict": verdict,
+                    "summary": summary,
+                    "worst_worse_by": 0.42 if verdict == "regressed" else 0.01,
+                    "baseline_stack": "0ld000000000",
+                    "current_stack": STACK["stack_id"],
+                    "stack_detail": STACK["data"],
+                    "changes": [],
+                },
+                origin="revalidation",
+            )
     with site.client() as client:
         page = client.get("/regressions")
         model = client.get("/models/acme/llama-tiny")
     assert page.status_code == 200
-    table = page.text[page.text.index('id="regressions"'):]
+    table = page.text[page.text.index('id="regressions"') :]
     assert table.count("<tr class=") == 1 and "verdict-regressed" in table  # the latest verdict only
     assert "+42.0%" in table and "&lt;b&gt;x&lt;/b&gt;" in table and "<b>x</b>" not in table
     assert "torch 2.13.0+cpu" in page.text and "5tack0000001" in table

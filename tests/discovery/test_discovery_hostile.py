@@ -44,9 +44,13 @@ def model_with_config(directory: Path, size: int) -> Path:
 @pytest.mark.parametrize("size", [8 * 1024**3, capped_read.CONFIG_MAX_BYTES + 1])
 def test_get_model_info_refuses_a_huge_config_in_one_line(tmp_path: Path, size: int) -> None:
     model = model_with_config(tmp_path / "m", size)
-    proc = subprocess.run(["prlimit", LIMIT_AS, "--", sys.executable, str(CLI), "org/x", "--source", "local",
-                           "--path", str(model)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        ["prlimit", LIMIT_AS, "--", sys.executable, str(CLI), "org/x", "--source", "local", "--path", str(model)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert "limit for this file" in proc.stderr and "MemoryError" not in proc.stderr
@@ -56,8 +60,13 @@ def test_the_discovery_stage_refuses_it_on_the_first_attempt(board: BoardStore, 
     model = model_with_config(tmp_path / "m", 8 * 1024**3)
     board.register_models([Registration(model_id="org/x", source="local", path=str(model))])
     task = board.claim_next("test-worker", lease_s=60, stages=["discovery"])
-    ctx = StageContext(model=board.get_model("org/x"), task=task, adaptation_dir=tmp_path / "a",
-                       board_path=board.path, log=io.StringIO())
+    ctx = StageContext(
+        model=board.get_model("org/x"),
+        task=task,
+        adaptation_dir=tmp_path / "a",
+        board_path=board.path,
+        log=io.StringIO(),
+    )
     outcome = DISCOVERY_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == "corrupt_config"
     assert is_refusal(outcome.diagnosis)  # not retried as a crash
@@ -73,8 +82,13 @@ def test_a_huge_tokenizer_file_is_refused_on_the_first_attempt(board: BoardStore
     huge_sparse(model / "tokenizer.json", capped_read.TOKENIZER_MAX_BYTES + 1)
     board.register_models([Registration(model_id="org/tok", source="local", path=str(model))])
     task = board.claim_next("test-worker", lease_s=60, stages=["discovery"])
-    ctx = StageContext(model=board.get_model("org/tok"), task=task, adaptation_dir=tmp_path / "a",
-                       board_path=board.path, log=io.StringIO())
+    ctx = StageContext(
+        model=board.get_model("org/tok"),
+        task=task,
+        adaptation_dir=tmp_path / "a",
+        board_path=board.path,
+        log=io.StringIO(),
+    )
     outcome = DISCOVERY_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == "corrupt_config", outcome.summary
     assert is_refusal(outcome.diagnosis) and "tokenizer.json is" in outcome.summary

@@ -32,12 +32,14 @@ def test_hub_reads_headers_not_weights(fake_hub, minilm_dir: Path, tmp_path: Pat
 
 def test_sharded_hub_model(fake_hub, tmp_path: Path, safetensors_writer, model_writer, cli) -> None:
     """In a subprocess: huggingface_hub fetches the index into the cache it read at import time."""
-    repo = model_writer(tmp_path / "repo", {"architectures": ["MistralForCausalLM"], "model_type": "mistral",
-                                             "torch_dtype": "bfloat16"})
+    repo = model_writer(
+        tmp_path / "repo", {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "torch_dtype": "bfloat16"}
+    )
     safetensors_writer(repo / "model-00001-of-00002.safetensors", {"a": ("BF16", [64, 64])})
     safetensors_writer(repo / "model-00002-of-00002.safetensors", {"b": ("BF16", [64, 32])})
-    (repo / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
-        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    (repo / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})
+    )
     fake_hub.add("mistralai/tiny", repo, COMMIT)
     proc = cli("mistralai/tiny", "--json", env={"HF_HUB_OFFLINE": "0"})
     assert proc.returncode == 0, proc.stderr
@@ -55,8 +57,7 @@ def test_unknown_repo_is_one_line(fake_hub, cli) -> None:
     assert proc.stderr.count("\n") == 1
 
 
-def test_gated_repo_without_token_is_blocked_with_token_proceeds(fake_hub, minilm_dir: Path, cli,
-                                                                  monkeypatch) -> None:
+def test_gated_repo_without_token_is_blocked_with_token_proceeds(fake_hub, minilm_dir: Path, cli, monkeypatch) -> None:
     fake_hub.add("meta-llama/gated-minilm", minilm_dir, COMMIT, gated=True)
     proc = cli("meta-llama/gated-minilm", "--json", env={"HF_HUB_OFFLINE": "0"})
     assert proc.returncode == 0, proc.stderr
@@ -78,8 +79,13 @@ def test_stage_and_gate_online(fake_hub, board: BoardStore, minilm_dir: Path, tm
     fake_hub.add(MINILM, repo, COMMIT)
     board.register_models([Registration(model_id=MINILM, source="huggingface")])
     task = board.claim_next("w", 60, stages=["discovery"])
-    ctx = StageContext(model=board.get_model(MINILM), task=task, adaptation_dir=tmp_path / "a",
-                       board_path=board.path, log=io.StringIO())
+    ctx = StageContext(
+        model=board.get_model(MINILM),
+        task=task,
+        adaptation_dir=tmp_path / "a",
+        board_path=board.path,
+        log=io.StringIO(),
+    )
     assert DISCOVERY_STAGE.run(ctx).status == "done"
     verdict = DISCOVERY_STAGE.gate(ctx)
     assert verdict.passed, verdict.summary
@@ -89,16 +95,22 @@ def test_stage_and_gate_online(fake_hub, board: BoardStore, minilm_dir: Path, tm
     assert not moved.passed and "RevisionNotFoundError" in moved.summary, moved.summary
 
 
-def test_token_without_access_blocks_the_stage(fake_hub, board: BoardStore, minilm_dir: Path, tmp_path: Path,
-                                               monkeypatch) -> None:
+def test_token_without_access_blocks_the_stage(
+    fake_hub, board: BoardStore, minilm_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
     """A token is set but the Hub refuses the files (no access granted): blocked, not retried."""
     fake_hub.add("meta-llama/gated-minilm", minilm_dir, COMMIT, gated=True)
     monkeypatch.setenv("HF_TOKEN", "hf_token_without_access")
     fake_hub.refuse_tokens = True
     board.register_models([Registration(model_id="meta-llama/gated-minilm", source="huggingface")])
     task = board.claim_next("w", 60, stages=["discovery"])
-    ctx = StageContext(model=board.get_model("meta-llama/gated-minilm"), task=task, adaptation_dir=tmp_path / "a",
-                       board_path=board.path, log=io.StringIO())
+    ctx = StageContext(
+        model=board.get_model("meta-llama/gated-minilm"),
+        task=task,
+        adaptation_dir=tmp_path / "a",
+        board_path=board.path,
+        log=io.StringIO(),
+    )
     outcome = DISCOVERY_STAGE.run(ctx)
     assert outcome.status == "blocked" and outcome.diagnosis["rule"] == "gated_no_token"
     assert "hf_token_without_access" not in outcome.summary + ctx.log.getvalue()

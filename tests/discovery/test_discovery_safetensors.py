@@ -37,9 +37,14 @@ def test_mixed_dtypes_pick_the_dominant_float(tmp_path: Path, safetensors_writer
 def test_sharded_checkpoint_sums_every_shard(tmp_path: Path, safetensors_writer) -> None:
     safetensors_writer(tmp_path / "model-00001-of-00002.safetensors", {"a": ("F16", [10, 10])})
     safetensors_writer(tmp_path / "model-00002-of-00002.safetensors", {"b": ("F16", [5, 4]), "c": ("F16", [3])})
-    index = {"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
-                                            "b": "model-00002-of-00002.safetensors",
-                                            "c": "model-00002-of-00002.safetensors"}}
+    index = {
+        "metadata": {},
+        "weight_map": {
+            "a": "model-00001-of-00002.safetensors",
+            "b": "model-00002-of-00002.safetensors",
+            "c": "model-00002-of-00002.safetensors",
+        },
+    }
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
     summary = summarize_directory(tmp_path)
     assert summary is not None

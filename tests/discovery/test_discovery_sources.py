@@ -47,8 +47,13 @@ def minilm_cache(tmp_path: Path, minilm_dir: Path, hf_cache_builder) -> Path:
 
 def test_hf_cache_layout_offline(minilm_cache: Path, cli) -> None:
     """HF_HOME points at the layout; HF_HUB_OFFLINE=1; huggingface_hub resolves refs/main."""
-    proc = cli("sentence-transformers/all-MiniLM-L6-v2", "--source", "hf-cache", "--json",
-               env={"HF_HOME": str(minilm_cache.parent), "HF_HUB_CACHE": ""})
+    proc = cli(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "--source",
+        "hf-cache",
+        "--json",
+        env={"HF_HOME": str(minilm_cache.parent), "HF_HUB_CACHE": ""},
+    )
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["source"] == "hf-cache" and info["resolved_revision"] == COMMIT
@@ -91,8 +96,10 @@ def test_model_not_in_cache(tmp_path: Path, cli) -> None:
 
 def test_hub_unreachable_is_one_line_and_fast(cli) -> None:
     started = time.monotonic()
-    proc = cli("openai-community/gpt2", env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9",
-                                             "ASCENDBRIDGE_HUB_TIMEOUT": "3"})
+    proc = cli(
+        "openai-community/gpt2",
+        env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "ASCENDBRIDGE_HUB_TIMEOUT": "3"},
+    )
     assert proc.returncode == 3
     assert proc.stderr.startswith("error: cannot reach the Hugging Face Hub at http://127.0.0.1:9")
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

@@ -21,8 +21,13 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 def _context(board: BoardStore, model_id: str, tmp_path: Path) -> StageContext:
     task = board.claim_next("test-worker", lease_s=60, stages=["discovery"])
     assert task is not None and task.model_id == model_id
-    return StageContext(model=board.get_model(model_id), task=task, adaptation_dir=tmp_path / "adaptations" / "x",
-                        board_path=board.path, log=io.StringIO())
+    return StageContext(
+        model=board.get_model(model_id),
+        task=task,
+        adaptation_dir=tmp_path / "adaptations" / "x",
+        board_path=board.path,
+        log=io.StringIO(),
+    )
 
 
 def _register(board: BoardStore, model_id: str, path: Path, source: str = "local", **kw) -> None:
@@ -41,9 +46,14 @@ def test_minilm_run_store_and_gate(board: BoardStore, minilm_dir: Path, tmp_path
     outcome = DISCOVERY_STAGE.run(ctx)
     assert outcome.status == "done", outcome.summary
     assert outcome.model_fields == {
-        "architecture": "BertModel", "model_type": "bert", "task_family": "feature_extraction",
-        "parameter_count": 22_713_216, "dtype": "float32", "size_bytes": 90_868_376,
-        "license": "apache-2.0", "gated": None,
+        "architecture": "BertModel",
+        "model_type": "bert",
+        "task_family": "feature_extraction",
+        "parameter_count": 22_713_216,
+        "dtype": "float32",
+        "size_bytes": 90_868_376,
+        "license": "apache-2.0",
+        "gated": None,
     }
     assert outcome.model_metadata["decision"]["action"] == "proceed"
     assert "parameters: 22,713,216 (safetensors)" in ctx.log.getvalue()
@@ -84,8 +94,9 @@ def test_gate_without_evidence_fails(board: BoardStore, tmp_path: Path) -> None:
     assert not verdict.passed and "no readable discovery evidence" in verdict.summary
 
 
-def test_hf_cache_source_through_the_stage(board: BoardStore, minilm_dir: Path, tmp_path: Path,
-                                           hf_cache_builder) -> None:
+def test_hf_cache_source_through_the_stage(
+    board: BoardStore, minilm_dir: Path, tmp_path: Path, hf_cache_builder
+) -> None:
     cache = tmp_path / "hub"
     hf_cache_builder(cache, "sentence-transformers/all-MiniLM-L6-v2", minilm_dir, COMMIT)
     _register(board, "sentence-transformers/all-MiniLM-L6-v2", cache, source="hf-cache")
@@ -95,8 +106,9 @@ def test_hf_cache_source_through_the_stage(board: BoardStore, minilm_dir: Path, 
     assert DISCOVERY_STAGE.gate(ctx).passed
 
 
-def test_too_large_model_is_skipped(board: BoardStore, tmp_path: Path, model_writer, llama_70b_config,
-                                    monkeypatch) -> None:
+def test_too_large_model_is_skipped(
+    board: BoardStore, tmp_path: Path, model_writer, llama_70b_config, monkeypatch
+) -> None:
     monkeypatch.setenv("ASCENDBRIDGE_DEVICE_MEMORY_GB", "64")
     _register(board, "meta-llama/Llama-3.1-70B", model_writer(tmp_path / "m", llama_70b_config))
     ctx = _context(board, "meta-llama/Llama-3.1-70B", tmp_path)
@@ -106,9 +118,14 @@ def test_too_large_model_is_skipped(board: BoardStore, tmp_path: Path, model_wri
 
 
 def test_remote_code_blocked_then_allowed(board: BoardStore, tmp_path: Path, model_writer) -> None:
-    config = {"architectures": ["CustomForCausalLM"], "model_type": "custom", "hidden_size": 64,
-              "num_hidden_layers": 2, "vocab_size": 128,
-              "auto_map": {"AutoModelForCausalLM": "modeling_c.CustomForCausalLM"}}
+    config = {
+        "architectures": ["CustomForCausalLM"],
+        "model_type": "custom",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "vocab_size": 128,
+        "auto_map": {"AutoModelForCausalLM": "modeling_c.CustomForCausalLM"},
+    }
     path = model_writer(tmp_path / "m", config, {"modeling_c.py": "\n"})
     _register(board, "someone/custom", path)
     ctx = _context(board, "someone/custom", tmp_path)

@@ -56,8 +56,9 @@ def test_architecture_suffixes(arch: str, model_type: str, family: str | None) -
 
 
 def test_encoder_decoder_flag_generalises() -> None:
-    got = classify({"architectures": ["NewMtForConditionalGeneration"], "model_type": "new_mt",
-                    "is_encoder_decoder": True})
+    got = classify(
+        {"architectures": ["NewMtForConditionalGeneration"], "model_type": "new_mt", "is_encoder_decoder": True}
+    )
     assert got.family == "seq2seq"
 
 
@@ -103,27 +104,74 @@ VISION = {"model_type": "siglip_vision_model", "image_size": 32}
 @pytest.mark.parametrize(
     "config, family, model_class",
     [
-        ({"architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "image_token_id": 151655,
-          "vision_config": {"model_type": "qwen2_5_vl_vision"}, "text_config": {"model_type": "qwen2_5_vl_text"}},
-         "image_text_to_text", "Qwen2_5_VLForConditionalGeneration"),
-        ({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "image_token_index": 262144,
-          "vision_config": VISION, "text_config": {"model_type": "gemma3_text"}},
-         "image_text_to_text", "Gemma3ForConditionalGeneration"),
-        ({"architectures": ["CLIPModel"], "model_type": "clip", "vision_config": VISION, "text_config": {}},
-         "zero_shot_image_classification", "CLIPModel"),
-        ({"architectures": ["SiglipModel"], "model_type": "siglip", "vision_config": VISION, "text_config": {}},
-         "zero_shot_image_classification", "SiglipModel"),
-        ({"architectures": ["DetrForObjectDetection"], "model_type": "detr"}, "object_detection", "DetrForObjectDetection"),
-        ({"architectures": ["RTDetrForObjectDetection"], "model_type": "rt_detr"}, "object_detection", "RTDetrForObjectDetection"),
-        ({"architectures": ["YolosForObjectDetection"], "model_type": "yolos"}, "object_detection", "YolosForObjectDetection"),
-        ({"architectures": ["SegformerForSemanticSegmentation"], "model_type": "segformer"}, "semantic_segmentation",
-         "SegformerForSemanticSegmentation"),
-        ({"architectures": ["DPTForDepthEstimation"], "model_type": "dpt"}, "depth_estimation", "DPTForDepthEstimation"),
-        ({"architectures": ["DepthAnythingForDepthEstimation"], "model_type": "depth_anything"}, "depth_estimation",
-         "DepthAnythingForDepthEstimation"),
+        (
+            {
+                "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+                "model_type": "qwen2_5_vl",
+                "image_token_id": 151655,
+                "vision_config": {"model_type": "qwen2_5_vl_vision"},
+                "text_config": {"model_type": "qwen2_5_vl_text"},
+            },
+            "image_text_to_text",
+            "Qwen2_5_VLForConditionalGeneration",
+        ),
+        (
+            {
+                "architectures": ["Gemma3ForConditionalGeneration"],
+                "model_type": "gemma3",
+                "image_token_index": 262144,
+                "vision_config": VISION,
+                "text_config": {"model_type": "gemma3_text"},
+            },
+            "image_text_to_text",
+            "Gemma3ForConditionalGeneration",
+        ),
+        (
+            {"architectures": ["CLIPModel"], "model_type": "clip", "vision_config": VISION, "text_config": {}},
+            "zero_shot_image_classification",
+            "CLIPModel",
+        ),
+        (
+            {"architectures": ["SiglipModel"], "model_type": "siglip", "vision_config": VISION, "text_config": {}},
+            "zero_shot_image_classification",
+            "SiglipModel",
+        ),
+        (
+            {"architectures": ["DetrForObjectDetection"], "model_type": "detr"},
+            "object_detection",
+            "DetrForObjectDetection",
+        ),
+        (
+            {"architectures": ["RTDetrForObjectDetection"], "model_type": "rt_detr"},
+            "object_detection",
+            "RTDetrForObjectDetection",
+        ),
+        (
+            {"architectures": ["YolosForObjectDetection"], "model_type": "yolos"},
+            "object_detection",
+            "YolosForObjectDetection",
+        ),
+        (
+            {"architectures": ["SegformerForSemanticSegmentation"], "model_type": "segformer"},
+            "semantic_segmentation",
+            "SegformerForSemanticSegmentation",
+        ),
+        (
+            {"architectures": ["DPTForDepthEstimation"], "model_type": "dpt"},
+            "depth_estimation",
+            "DPTForDepthEstimation",
+        ),
+        (
+            {"architectures": ["DepthAnythingForDepthEstimation"], "model_type": "depth_anything"},
+            "depth_estimation",
+            "DepthAnythingForDepthEstimation",
+        ),
         # a vision tower without image tokens is not a VLM: an unknown multimodal head stays refused
-        ({"architectures": ["FutureAvForConditionalGeneration"], "model_type": "future_av", "vision_config": VISION},
-         None, "FutureAvForConditionalGeneration"),
+        (
+            {"architectures": ["FutureAvForConditionalGeneration"], "model_type": "future_av", "vision_config": VISION},
+            None,
+            "FutureAvForConditionalGeneration",
+        ),
     ],
 )
 def test_vision_families_from_architecture_and_config(config: dict, family: str | None, model_class: str) -> None:
@@ -136,20 +184,38 @@ def test_vision_families_from_architecture_and_config(config: dict, family: str 
     "config, tag, family, model_class",
     [
         # an unknown conditional-generation head: the Hub's tag settles it, the head class is kept
-        ({"architectures": ["FutureVlForConditionalGeneration"], "model_type": "future_vl"}, "image-text-to-text",
-         "image_text_to_text", "FutureVlForConditionalGeneration"),
+        (
+            {"architectures": ["FutureVlForConditionalGeneration"], "model_type": "future_vl"},
+            "image-text-to-text",
+            "image_text_to_text",
+            "FutureVlForConditionalGeneration",
+        ),
         # a bare backbone tagged with a task: the family's auto class loads the head from the config
-        ({"architectures": ["DetrModel"], "model_type": "detr"}, "object-detection", "object_detection",
-         "AutoModelForObjectDetection"),
+        (
+            {"architectures": ["DetrModel"], "model_type": "detr"},
+            "object-detection",
+            "object_detection",
+            "AutoModelForObjectDetection",
+        ),
         ({"model_type": "glpn"}, "depth-estimation", "depth_estimation", "AutoModelForDepthEstimation"),
         # an explicit head wins over the tag; an unknown tag changes nothing
-        ({"architectures": ["ViTForImageClassification"], "model_type": "vit"}, "object-detection",
-         "image_classification", "ViTForImageClassification"),
-        ({"architectures": ["BertModel"], "model_type": "bert"}, "fill-in-the-blanks", "feature_extraction", "BertModel"),
+        (
+            {"architectures": ["ViTForImageClassification"], "model_type": "vit"},
+            "object-detection",
+            "image_classification",
+            "ViTForImageClassification",
+        ),
+        (
+            {"architectures": ["BertModel"], "model_type": "bert"},
+            "fill-in-the-blanks",
+            "feature_extraction",
+            "BertModel",
+        ),
     ],
 )
-def test_the_pipeline_tag_decides_where_the_architecture_does_not(config: dict, tag: str, family: str,
-                                                                   model_class: str) -> None:
+def test_the_pipeline_tag_decides_where_the_architecture_does_not(
+    config: dict, tag: str, family: str, model_class: str
+) -> None:
     got = classify(config, pipeline_tag=tag)
     assert (got.family, got.model_class) == (family, model_class), got.reason
     if family != classify(config).family:
@@ -165,4 +231,6 @@ def test_discovery_reads_the_pipeline_tag_from_the_model_card(tmp_path) -> None:
     (tmp_path / "README.md").write_text("---\npipeline_tag: object-detection\n---\n# a detector\n")
     info = info_from_directory(tmp_path, "local/detector", "local")
     assert (info.task_family, info.model_class) == ("object_detection", "AutoModelForObjectDetection")
+
+
 # --- end vision families ---

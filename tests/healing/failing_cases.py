@@ -30,6 +30,7 @@ def case(name: str) -> Callable[[Callable[[], object]], Callable[[], object]]:
     def register(fn: Callable[[], object]) -> Callable[[], object]:
         CASES[name] = fn
         return fn
+
     return register
 
 
@@ -47,6 +48,7 @@ def _missing_module() -> None:
 @case("missing_module_remote_code")
 def _missing_module_remote() -> None:
     from transformers.dynamic_module_utils import check_imports
+
     path = os.path.join(tempfile.mkdtemp(), "modeling_custom.py")
     with open(path, "w") as handle:
         handle.write("import torch\nimport einops\nimport timm\n")
@@ -67,6 +69,7 @@ def _removed_module() -> None:
 def _unrelated_kwarg() -> None:
     def build_inputs(batch: int) -> None:
         pass
+
     build_inputs(batch=2, seq=8)
 
 
@@ -85,8 +88,9 @@ def _too_old() -> None:
 
 @case("pad_token")
 def _pad_token() -> None:
-    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=64,
-                                     bos_token_id=99, eos_token_id=99)
+    config = transformers.GPT2Config(
+        n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=64, bos_token_id=99, eos_token_id=99
+    )
     model = transformers.GPT2ForSequenceClassification(config)
     model(input_ids=torch.randint(0, 99, (2, 8)))
 
@@ -112,11 +116,19 @@ def _device_mismatch() -> None:
 def _remote_code() -> None:
     directory = tempfile.mkdtemp()
     with open(os.path.join(directory, "config.json"), "w") as handle:
-        json.dump({"model_type": "custom_arch", "architectures": ["CustomModel"],
-                   "auto_map": {"AutoConfig": "configuration_custom.CustomConfig"}}, handle)
+        json.dump(
+            {
+                "model_type": "custom_arch",
+                "architectures": ["CustomModel"],
+                "auto_map": {"AutoConfig": "configuration_custom.CustomConfig"},
+            },
+            handle,
+        )
     with open(os.path.join(directory, "configuration_custom.py"), "w") as handle:
-        handle.write("from transformers import PretrainedConfig\n\nclass CustomConfig(PretrainedConfig):\n"
-                     "    model_type = 'custom_arch'\n")
+        handle.write(
+            "from transformers import PretrainedConfig\n\nclass CustomConfig(PretrainedConfig):\n"
+            "    model_type = 'custom_arch'\n"
+        )
     transformers.AutoConfig.from_pretrained(directory)  # no trust_remote_code
 
 
@@ -126,8 +138,11 @@ class _GatedHub(http.server.BaseHTTPRequestHandler):
     def _deny(self) -> None:
         self.send_response(401)
         self.send_header("X-Error-Code", "GatedRepo")
-        self.send_header("X-Error-Message", "Access to model org/gated-model is restricted. You must have "
-                         "access to it and be authenticated to access it. Please log in.")
+        self.send_header(
+            "X-Error-Message",
+            "Access to model org/gated-model is restricted. You must have "
+            "access to it and be authenticated to access it. Please log in.",
+        )
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -147,7 +162,10 @@ def _gated() -> str:
     try:
         child = subprocess.run(
             [sys.executable, "-c", "import transformers; transformers.AutoConfig.from_pretrained('org/gated-model')"],
-            env=env, capture_output=True, text=True, timeout=120,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     finally:
         server.shutdown()
@@ -200,8 +218,16 @@ def _unclassified() -> None:
 def run_case(name: str) -> str:
     """Run one case; return its output as the runtime would print it."""
     versions = {"torch": torch.__version__, "transformers": transformers.__version__}
-    result = {"ok": False, "mode": "dry_run", "device_requested": "cpu", "device_used": "cpu",
-              "fallback": False, "outputs": {}, "versions": versions, "error": None}
+    result = {
+        "ok": False,
+        "mode": "dry_run",
+        "device_requested": "cpu",
+        "device_used": "cpu",
+        "fallback": False,
+        "outputs": {},
+        "versions": versions,
+        "error": None,
+    }
     try:
         outputs = CASES[name]()
     except BaseException as exc:  # every failure is the point of the case

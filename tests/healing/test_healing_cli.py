@@ -40,12 +40,15 @@ def test_classify_a_real_failure_log(tmp_path: Path) -> None:
     assert diagnosis["facts"]["modules"] == ["tiktoken_is_not_installed_here"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (("heal", "--adapt", "../../etc"), "is not an adaptation name"),
-    (("heal", "--adapt", "no-such-adaptation"), "no adaptation 'no-such-adaptation'"),
-    (("gate", "--adapt", "no-such-adaptation"), "no adaptation 'no-such-adaptation'"),
-    (("classify", "/no/such/file.log"), "cannot read /no/such/file.log"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("heal", "--adapt", "../../etc"), "is not an adaptation name"),
+        (("heal", "--adapt", "no-such-adaptation"), "no adaptation 'no-such-adaptation'"),
+        (("gate", "--adapt", "no-such-adaptation"), "no adaptation 'no-such-adaptation'"),
+        (("classify", "/no/such/file.log"), "cannot read /no/such/file.log"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str, tmp_path: Path) -> None:
     code, out = healer(*args, *(("--adaptations-dir", str(tmp_path)) if args[0] != "classify" else ()))
     assert code == 2

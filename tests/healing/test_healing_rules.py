@@ -41,41 +41,84 @@ def failure_of(output: str, phase: str = "dry_run") -> Failure:
 
 
 def make_spec(**updates: Any) -> AdaptationSpec:
-    spec = AdaptationSpec(name="tiny", model=ModelSource(model_id="org/tiny", source="local", path="/nonexistent"),
-                          task_family="causal_lm", model_class="GPT2Model")
+    spec = AdaptationSpec(
+        name="tiny",
+        model=ModelSource(model_id="org/tiny", source="local", path="/nonexistent"),
+        task_family="causal_lm",
+        model_class="GPT2Model",
+    )
     return apply_changes(spec, updates) if updates else spec
 
 
 # case -> (rule, spec edits before, fix context, expected remedy: {path: value} | Block | GiveUp)
 EXPECTED: dict[str, tuple[str, dict[str, Any], FixContext, Any]] = {
     "missing_module": ("missing_module", {}, FixContext(), {"dependencies/einops": ""}),
-    "missing_module_remote_code": ("missing_module", {}, FixContext(),
-                                   {"dependencies/einops": "", "dependencies/timm": ""}),
-    "transformers_removed_name": ("transformers_version", {}, FixContext(),
-                                  {"transformers_requirement": "transformers>=4.46,<5"}),
-    "transformers_removed_module": ("transformers_version", {}, FixContext(),
-                                    {"transformers_requirement": "transformers>=4.46,<5"}),
-    "transformers_unexpected_kwarg": ("transformers_version", {}, FixContext(),
-                                      {"transformers_requirement": "transformers>=4.46,<5"}),
-    "transformers_too_old": ("transformers_version", {"transformers_requirement": "transformers>=4.46,<5"},
-                             FixContext(), {"transformers_requirement": "transformers>=4.46"}),
-    "pad_token": ("pad_token", {}, FixContext(model_config={"eos_token_id": 99}),
-                  {"config_overrides/pad_token_id": 99}),
-    "dtype_unsupported": ("dtype_unsupported", {"dtype/target": "bfloat16"}, FixContext(),
-                          {"dtype/fallback": "float32"}),
+    "missing_module_remote_code": (
+        "missing_module",
+        {},
+        FixContext(),
+        {"dependencies/einops": "", "dependencies/timm": ""},
+    ),
+    "transformers_removed_name": (
+        "transformers_version",
+        {},
+        FixContext(),
+        {"transformers_requirement": "transformers>=4.46,<5"},
+    ),
+    "transformers_removed_module": (
+        "transformers_version",
+        {},
+        FixContext(),
+        {"transformers_requirement": "transformers>=4.46,<5"},
+    ),
+    "transformers_unexpected_kwarg": (
+        "transformers_version",
+        {},
+        FixContext(),
+        {"transformers_requirement": "transformers>=4.46,<5"},
+    ),
+    "transformers_too_old": (
+        "transformers_version",
+        {"transformers_requirement": "transformers>=4.46,<5"},
+        FixContext(),
+        {"transformers_requirement": "transformers>=4.46"},
+    ),
+    "pad_token": (
+        "pad_token",
+        {},
+        FixContext(model_config={"eos_token_id": 99}),
+        {"config_overrides/pad_token_id": 99},
+    ),
+    "dtype_unsupported": (
+        "dtype_unsupported",
+        {"dtype/target": "bfloat16"},
+        FixContext(),
+        {"dtype/fallback": "float32"},
+    ),
     "out_of_memory": ("out_of_memory", {"inputs/batch_size": 4}, FixContext(), {"inputs/batch_size": 1}),
     "device_mismatch": ("device_mismatch", {}, FixContext(), {"set_default_device": True}),
     "remote_code": ("remote_code", {}, FixContext(allow_remote_code=False), Block),
     "gated_repo": ("gated_repo", {}, FixContext(), Block),
     "weights_unreachable": ("weights_unreachable", {}, FixContext(), Block),
-    "missing_config_attribute": ("missing_config_attribute", {}, FixContext(),
-                                 {"config_overrides/layer_norm_eps": 1e-12}),
-    "sequence_too_long": ("sequence_too_long", {"inputs/seq_len": 32}, FixContext(model_config={"n_positions": 16}),
-                          {"inputs/seq_len": 14}),
-    "sequence_too_long_expanded": ("sequence_too_long", {"inputs/seq_len": 32}, FixContext(),
-                                   {"inputs/seq_len": 14}),
-    "non_finite_outputs": ("non_finite_outputs", {"dtype/target": "float16"}, FixContext(),
-                           {"dtype/fallback": "float32"}),
+    "missing_config_attribute": (
+        "missing_config_attribute",
+        {},
+        FixContext(),
+        {"config_overrides/layer_norm_eps": 1e-12},
+    ),
+    "sequence_too_long": (
+        "sequence_too_long",
+        {"inputs/seq_len": 32},
+        FixContext(model_config={"n_positions": 16}),
+        {"inputs/seq_len": 14},
+    ),
+    "sequence_too_long_expanded": ("sequence_too_long", {"inputs/seq_len": 32}, FixContext(), {"inputs/seq_len": 14}),
+    "non_finite_outputs": (
+        "non_finite_outputs",
+        {"dtype/target": "float16"},
+        FixContext(),
+        {"dtype/fallback": "float32"},
+    ),
     "npu_unavailable": ("device_unavailable", {}, FixContext(), Block),
 }
 
@@ -152,8 +195,12 @@ def test_out_of_memory_ladder(captured: dict[str, str]) -> None:
             break
         seen.append(remedy.changes)
         spec = apply_changes(spec, remedy.changes)
-    assert seen == [{"inputs/batch_size": 1}, {"inputs/seq_len": 8}, {"dry_run_max_layers": 2},
-                    {"dry_run_max_layers": 1}]
+    assert seen == [
+        {"inputs/batch_size": 1},
+        {"inputs/seq_len": 8},
+        {"dry_run_max_layers": 2},
+        {"dry_run_max_layers": 1},
+    ]
     assert isinstance(remedy, GiveUp)
 
 
@@ -176,7 +223,8 @@ def test_dependency_resolution_on_a_real_uv_failure(tmp_path: Path) -> None:
 
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "resolve-me"\nversion = "0"\nrequires-python = ">=3.10"\n'
-        'dependencies = ["einops==999.0", "tqdm>=4"]\n')
+        'dependencies = ["einops==999.0", "tqdm>=4"]\n'
+    )
     res = uv_env.lock(tmp_path, timeout_s=120)
     assert not res.ok
     failure = Failure.from_command("lock", res)
@@ -188,8 +236,9 @@ def test_dependency_resolution_on_a_real_uv_failure(tmp_path: Path) -> None:
 
 
 def test_timeout_on_a_real_hang() -> None:
-    res = run_command([sys.executable, "-c", "import time; print('loading', flush=True); time.sleep(60)"],
-                      timeout_s=1.0)
+    res = run_command(
+        [sys.executable, "-c", "import time; print('loading', flush=True); time.sleep(60)"], timeout_s=1.0
+    )
     failure = Failure.from_command("dry_run", res, timeout_s=1.0)
     c = classify(failure)
     assert c.rule_name == "timeout"
@@ -200,8 +249,10 @@ def test_timeout_on_a_real_hang() -> None:
 def test_secrets_are_redacted_from_diagnoses(monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2"
     monkeypatch.setenv("HF_TOKEN", secret)
-    code = (f"import os; print('Authorization: Bearer {secret}'); "
-            "raise SystemExit('token=' + os.environ['HF_TOKEN'] + ' rejected')")
+    code = (
+        f"import os; print('Authorization: Bearer {secret}'); "
+        "raise SystemExit('token=' + os.environ['HF_TOKEN'] + ' rejected')"
+    )
     res = run_command([sys.executable, "-c", code], timeout_s=30)
     diagnosis = classify(Failure.from_command("real_run", res)).diagnosis()
     text = json.dumps(diagnosis)

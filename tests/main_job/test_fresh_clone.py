@@ -44,8 +44,7 @@ def run(clone: Path, command: str, timeout: int = 300) -> subprocess.CompletedPr
     """One README line through bash, in the clone, with a PATH that has no uv."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCENDBRIDGE_", "VIRTUAL_ENV", "UV_"))}
     env.update(PATH=_path_without_uv(), HOME=os.environ.get("HOME", "/root"), COLUMNS="200")
-    return subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_readme_commands_work_without_uv_on_path(clone: Path) -> None:
@@ -53,25 +52,36 @@ def test_readme_commands_work_without_uv_on_path(clone: Path) -> None:
     assert "uv: command not found" in run(clone, "uv --version").stderr  # the situation of the issue
     steps = [
         ("./ab run scripts/board_ops.py init", 0),
-        ("./ab run scripts/board_ops.py register_model --model_id demo/tiny-bert --source local "
-         "--path demo_models/tiny-bert", 0),
-        ("./ab run scripts/board_ops.py register_model --model_id broken/no-config --source local "
-         "--path demo_models", 2),  # no config.json there: refused at registration
-        ("./ab run scripts/board_ops.py register_model --model_id broken/no-config --source hf-cache "
-         "--path demo_models", 0),  # a directory, but no HF cache holding it: discovery fails
+        (
+            "./ab run scripts/board_ops.py register_model --model_id demo/tiny-bert --source local "
+            "--path demo_models/tiny-bert",
+            0,
+        ),
+        (
+            "./ab run scripts/board_ops.py register_model --model_id broken/no-config --source local "
+            "--path demo_models",
+            2,
+        ),  # no config.json there: refused at registration
+        (
+            "./ab run scripts/board_ops.py register_model --model_id broken/no-config --source hf-cache "
+            "--path demo_models",
+            0,
+        ),  # a directory, but no HF cache holding it: discovery fails
         ("./run_auto_team_lead.sh --stages discovery --attempts 1 --plain", 1),  # one model fails discovery
         ("./team_lead_watchdog.sh --help", 0),
         ("./ab run scripts/dashboard.py --help", 0),
     ]
     for command, expected in steps:
         proc = run(clone, command)
-        assert proc.returncode == expected, f"{command}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        assert proc.returncode == expected, (
+            f"{command}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
         assert "command not found" not in proc.stderr and "not found" not in proc.stderr.split("\n")[0]
     shown = run(clone, "./ab run scripts/board_ops.py show broken/no-config")
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert max(len(line) for line in lines) <= NARROW, max(lines, key=len)
-    table = lines[next(i for i, line in enumerate(lines) if line.startswith("attempts")):]
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("attempts")) :]
     attempt = next(line for line in table if line.lstrip("│| ").startswith("discovery"))
     cells = [c.strip() for c in attempt.replace("│", "|").split("|") if c.strip()]
     assert cells[:3] == ["discovery", "1", "4"] and cells[4] == "failed", cells  # stage, #, exit 4 (not 0)

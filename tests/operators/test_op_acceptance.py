@@ -54,8 +54,18 @@ def test_every_decomposition_the_gap_report_proposes_passes_the_contract(contrac
 
 def test_a_run_too_small_or_without_edge_inputs_is_refused(contracts: dict[str, Any]) -> None:
     assert contracts["few"]["accepted"] and contracts["few"]["samples"] == standard.MIN_SAMPLES
-    sample = {"index": 0, "kind": "normal", "dtype": "float32", "shape": "[4]", "max_abs": 0.0, "mere": 0.0,
-              "mare": 0.0, "rmse": 0.0, "within_share": 1.0, "finite": True}
+    sample = {
+        "index": 0,
+        "kind": "normal",
+        "dtype": "float32",
+        "shape": "[4]",
+        "max_abs": 0.0,
+        "mere": 0.0,
+        "mare": 0.0,
+        "rmse": 0.0,
+        "within_share": 1.0,
+        "finite": True,
+    }
     verdict = standard.judge([dict(sample, index=i) for i in range(10)])
     assert not verdict["accepted"]
     assert verdict["reasons"] == ["10 samples (< 50)", "no non_contiguous, zeros, tiny, large inputs"]

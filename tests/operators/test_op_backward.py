@@ -30,8 +30,13 @@ def net() -> dict[str, Any]:
 def trained_gpt2(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """tiny-gpt2 recorded by the command line with --backward."""
     directory = make_adaptation(tmp_path_factory.mktemp("ops_bw"), "tiny-gpt2")
-    proc = subprocess.run([str(torch_env_python()), "-m", "ab_runtime.ops.record", "--backward", "--out", "p.json"],
-                          cwd=directory, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(torch_env_python()), "-m", "ab_runtime.ops.record", "--backward", "--out", "p.json"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads((directory / "p.json").read_text())
 
@@ -61,7 +66,8 @@ def test_a_trained_language_model_records_its_loss_and_backward(trained_gpt2: di
 def test_a_gap_only_training_has(trained_gpt2: dict[str, Any]) -> None:
     pinned = op_table.load_table("2.7.1.post2")
     assert gaps.gap_report(trained_gpt2, pinned)["gaps"] == []
-    table = dataclasses.replace(pinned, release="test",
-                                ops={o: w for o, w in pinned.ops.items() if o != "embedding_dense_backward"})
+    table = dataclasses.replace(
+        pinned, release="test", ops={o: w for o, w in pinned.ops.items() if o != "embedding_dense_backward"}
+    )
     [gap] = gaps.gap_report(trained_gpt2, table)["gaps"]
     assert gap["op"] == "embedding_dense_backward" and gap["module"] in ("transformer.wte", "transformer.wpe")

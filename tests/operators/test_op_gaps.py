@@ -27,8 +27,13 @@ SCRIPT = REPO_ROOT / "scripts" / "op_coverage.py"
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """tiny-gpt2 (bfloat16, generation) recorded once by the runtime's recorder, as the stage runs it."""
     directory = make_adaptation(tmp_path_factory.mktemp("ops"), "tiny-gpt2")
-    proc = subprocess.run([str(torch_env_python()), "-m", "ab_runtime.ops.record", "--out", op_coverage.PROFILE],
-                          cwd=directory, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(torch_env_python()), "-m", "ab_runtime.ops.record", "--out", op_coverage.PROFILE],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return directory, json.loads((directory / op_coverage.PROFILE).read_text())
 
@@ -54,8 +59,9 @@ def test_a_missing_op_is_a_gap_with_its_module_and_remedy(recorded: tuple[Path, 
     pinned = op_table.load_table("2.7.1.post2")
     assert gaps.gap_report(profile, pinned)["gaps"] == []
     # native_layer_norm has an ATen composite kernel: never a gap, whatever the table says
-    report = gaps.gap_report(profile, without(pinned, "scaled_dot_product_attention", "argmax", "argmax.out",
-                                              "native_layer_norm"))
+    report = gaps.gap_report(
+        profile, without(pinned, "scaled_dot_product_attention", "argmax", "argmax.out", "native_layer_norm")
+    )
     found = {g["op"]: g for g in report["gaps"]}
     assert set(found) == {"scaled_dot_product_attention", "argmax"}
     attention = found["scaled_dot_product_attention"]
@@ -94,8 +100,11 @@ def test_the_gate_recomputes_the_report(recorded: tuple[Path, dict[str, Any]], t
     (directory / op_coverage.PROFILE).write_bytes((source / op_coverage.PROFILE).read_bytes())
     from ab_runtime.fileops import sha256_file
 
-    saved = {"profile": op_coverage.PROFILE, "profile_sha256": sha256_file(directory / op_coverage.PROFILE),
-             "reports": op_coverage.reports(profile)}
+    saved = {
+        "profile": op_coverage.PROFILE,
+        "profile_sha256": sha256_file(directory / op_coverage.PROFILE),
+        "reports": op_coverage.reports(profile),
+    }
     (directory / op_coverage.REPORT).write_text(json.dumps(saved))
     check = op_coverage.evidence_check(directory)
     assert check is not None and check.consistent, check
@@ -108,7 +117,9 @@ def test_the_gate_recomputes_the_report(recorded: tuple[Path, dict[str, Any]], t
     saved["reports"]["2.9.0"] = op_coverage.reports(profile)["2.9.0"]
     (directory / op_coverage.REPORT).write_text(json.dumps(saved))
     unpinned = op_coverage.evidence_check(directory)
-    assert unpinned is not None and unpinned.problems == ["op_gaps.json: no report for the pinned torch_npu 2.7.1.post2"]
+    assert unpinned is not None and unpinned.problems == [
+        "op_gaps.json: no report for the pinned torch_npu 2.7.1.post2"
+    ]
     (directory / op_coverage.PROFILE).write_text("{}")
     changed = op_coverage.evidence_check(directory)
     assert changed is not None and "sha256 does not match" in changed.problems[0]
@@ -118,34 +129,61 @@ def test_the_worklist_ranks_the_ops_blocking_most_models(recorded: tuple[Path, d
     _, profile = recorded
     pinned = op_table.load_table("2.7.1.post2")
     root = tmp_path / "adaptations"
-    for name, missing in (("model-a", ("argmax", "argmax.out", "scaled_dot_product_attention")),
-                          ("model-b", ("scaled_dot_product_attention",)), ("model-c", ())):
+    for name, missing in (
+        ("model-a", ("argmax", "argmax.out", "scaled_dot_product_attention")),
+        ("model-b", ("scaled_dot_product_attention",)),
+        ("model-c", ()),
+    ):
         (root / name).mkdir(parents=True)
         report = gaps.gap_report(profile, without(pinned, *missing))
         (root / name / op_coverage.REPORT).write_text(json.dumps({"reports": {"2.7.1.post2": report}}))
     env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(root))
-    proc = subprocess.run([sys.executable, str(SCRIPT), "worklist", "--json"], capture_output=True, text=True,
-                          timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "worklist", "--json"], capture_output=True, text=True, timeout=120, env=env
+    )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert [(r["op"], r["models"], r["blocking"]) for r in rows] == [
-        ("scaled_dot_product_attention", ["model-a", "model-b"], True), ("argmax", ["model-a"], False)]
+        ("scaled_dot_product_attention", ["model-a", "model-b"], True),
+        ("argmax", ["model-a"], False),
+    ]
     assert rows[0]["spec"]["signature"].startswith("aten::scaled_dot_product_attention(")
-    text = subprocess.run([sys.executable, str(SCRIPT), "worklist"], capture_output=True, text=True, timeout=120,
-                          env=env).stdout
+    text = subprocess.run(
+        [sys.executable, str(SCRIPT), "worklist"], capture_output=True, text=True, timeout=120, env=env
+    ).stdout
     assert "3 model(s) with operator reports, 2 missing op(s)" in text
-    missing = subprocess.run([sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"], capture_output=True,
-                             text=True, timeout=120, env=env)
+    missing = subprocess.run(
+        [sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert missing.returncode == 1 and missing.stderr.startswith("error: model-c: no op_profile.json")
     (root / "model-c" / op_coverage.PROFILE).write_text(json.dumps(profile))
-    shown = subprocess.run([sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"], capture_output=True,
-                           text=True, timeout=120, env=env)
+    shown = subprocess.run(
+        [sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert shown.returncode == 0 and "\n0 gap(s), 0 dtype gap(s)\n" in shown.stdout, shown.stderr
     checked = [op for op in profile["ops"] if op.partition(".")[0] in pinned.dtype_checks]  # shown as text, no gap
     assert checked and all(f"  torch_npu checks {op} (used in " in shown.stdout for op in checked)
-    compared = subprocess.run([sys.executable, str(SCRIPT), "compare", "--adapt", "model-c", "2.7.1.post2", "2.13.0"],
-                              capture_output=True, text=True, timeout=120, env=env)
+    compared = subprocess.run(
+        [sys.executable, str(SCRIPT), "compare", "--adapt", "model-c", "2.7.1.post2", "2.13.0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert json.loads(compared.stdout)["closed"] == [] and json.loads(compared.stdout)["new"] == "2.13.0"
-    unknown = subprocess.run([sys.executable, str(SCRIPT), "compare", "--adapt", "model-c", "2.7.1.post2", "0.0.1"],
-                             capture_output=True, text=True, timeout=120, env=env)
+    unknown = subprocess.run(
+        [sys.executable, str(SCRIPT), "compare", "--adapt", "model-c", "2.7.1.post2", "0.0.1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: no operator table for torch_npu 0.0.1")

@@ -31,8 +31,10 @@ def test_the_table_joins_the_yaml_and_the_library(tmp_path: Path) -> None:
     assert table.source["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert table.counts() == {"ops": 6, "yaml": 4, "so": 3, "yaml_only": 3, "so_only": 2, "custom": 1}
     # the library's dtype-check messages that name their op first, as text; none turned into a dtype list
-    assert table.dtype_checks == {"mm": ["mm_out is not support int8 dtype"],
-                                  "topk": ["topk input only supported Int32, Float16, Float32, but got"]}
+    assert table.dtype_checks == {
+        "mm": ["mm_out is not support int8 dtype"],
+        "topk": ["topk input only supported Int32, Float16, Float32, but got"],
+    }
     assert table.dtypes == {}
 
 
@@ -41,7 +43,8 @@ def test_the_library_strings_come_from_rodata_only() -> None:
     assert op_table.library_ops(op_table.rodata_strings(library)) == {"relu": ["so:NPU"]}
     assert op_table.library_ops(op_table.rodata_strings(elf_with_rodata(["wrapper_NPU__relu"]))) == {}
     assert op_table.library_ops(op_table.rodata_strings(elf_with_rodata(["wrapper_NPU__relu"])), ["relu"]) == {
-        "relu": ["so:NPU"]}
+        "relu": ["so:NPU"]
+    }
     with pytest.raises(op_table.TableError, match="not an ELF64"):
         op_table.rodata_strings(b"MZ" + bytes(100))
     assert op_table.library_ops(op_table.rodata_strings(elf_with_rodata(RODATA[:1]))) == {}
@@ -50,26 +53,58 @@ def test_the_library_strings_come_from_rodata_only() -> None:
 def test_the_cli_stores_and_lists_a_table(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path)
     data = tmp_path / "data"
-    run = subprocess.run([sys.executable, str(SCRIPT), "--data-dir", str(data), "build-table", "--wheel", str(wheel),
-                          "--url", "https://example.invalid/w.whl"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--data-dir",
+            str(data),
+            "build-table",
+            "--wheel",
+            str(wheel),
+            "--url",
+            "https://example.invalid/w.whl",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     stored = json.loads((data / "torch_npu-9.9.9.json").read_text())
-    assert stored["source"]["url"] == "https://example.invalid/w.whl" and "libtorch_npu.so" in stored["source"]["derived"]
+    assert (
+        stored["source"]["url"] == "https://example.invalid/w.whl" and "libtorch_npu.so" in stored["source"]["derived"]
+    )
     assert op_table.load_table("9.9.9", data).ops == op_table.build_table(wheel).ops
     assert op_table.load_table("9.9.9", data).dtype_checks == op_table.build_table(wheel).dtype_checks != {}
-    listed = subprocess.run([sys.executable, str(SCRIPT), "--data-dir", str(data), "tables"],
-                            capture_output=True, text=True, timeout=120)
+    listed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--data-dir", str(data), "tables"], capture_output=True, text=True, timeout=120
+    )
     assert "torch_npu 9.9.9" in listed.stdout
     (tmp_path / "bad.whl").write_bytes(b"not a zip")
-    bad = subprocess.run([sys.executable, str(SCRIPT), "--data-dir", str(data), "build-table", "--wheel",
-                          str(tmp_path / "bad.whl")], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), "--data-dir", str(data), "build-table", "--wheel", str(tmp_path / "bad.whl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error: bad.whl: not a readable torch_npu wheel")
 
 
 def test_the_pinned_release_is_stored_with_its_source() -> None:
     table = op_table.load_table("2.7.1.post2")
     assert table.source["sha256"] == "e3a463946b8ae13edb4a2fe035e652602c7c9eff86be8a57772d5e7f35432022"
-    assert all(table.has(op) for op in ("topk", "sort", "searchsorted.Tensor", "stft", "upsample_bicubic2d",
-                                        "scaled_dot_product_attention", "mm", "native_layer_norm"))
+    assert all(
+        table.has(op)
+        for op in (
+            "topk",
+            "sort",
+            "searchsorted.Tensor",
+            "stft",
+            "upsample_bicubic2d",
+            "scaled_dot_product_attention",
+            "mm",
+            "native_layer_norm",
+        )
+    )
     assert not table.has("_scaled_dot_product_flash_attention_for_cpu") and len(table.ops) > 1000
     assert table.dtype_checks["bmm"] == ["bmm is not support int8 dtype", "bmm_out is not support int8 dtype"]

@@ -24,10 +24,13 @@ def built() -> dict[str, Any]:
     return run_inner_json(INNER, str(REPO_ROOT))
 
 
-@pytest.mark.parametrize("name, module_class, swapped", [("npu_rms_norm", "LlamaRMSNorm", {"LlamaRMSNorm": 5}),
-                                                         ("npu_swiglu", "LlamaMLP", {"LlamaMLP": 2})])
-def test_a_swap_is_judged_once_per_class_and_dtype_then_applied(built: dict[str, Any], name: str, module_class: str,
-                                                                swapped: dict[str, int]) -> None:
+@pytest.mark.parametrize(
+    "name, module_class, swapped",
+    [("npu_rms_norm", "LlamaRMSNorm", {"LlamaRMSNorm": 5}), ("npu_swiglu", "LlamaMLP", {"LlamaMLP": 2})],
+)
+def test_a_swap_is_judged_once_per_class_and_dtype_then_applied(
+    built: dict[str, Any], name: str, module_class: str, swapped: dict[str, int]
+) -> None:
     first, again = built[name], built[name + "_again"]
     assert first["swapped"] == swapped == again["swapped"]
     [verdict] = first["acceptance"]
@@ -61,8 +64,10 @@ def test_a_class_the_contract_refuses_keeps_its_own_code(built: dict[str, Any]) 
     assert "OffsetRMSNorm refused by the operator acceptance contract" in mixed["notes"][0]
 
 
-@pytest.mark.parametrize("case, what", [("offset_norms_only", "npu_rms_norm: OffsetRMSNorm refused"),
-                                        ("wrong_swiglu", "npu_swiglu: LlamaMLP refused")])
+@pytest.mark.parametrize(
+    "case, what",
+    [("offset_norms_only", "npu_rms_norm: OffsetRMSNorm refused"), ("wrong_swiglu", "npu_swiglu: LlamaMLP refused")],
+)
 def test_a_pass_with_nothing_accepted_is_not_applied(built: dict[str, Any], case: str, what: str) -> None:
     assert built[case]["refused"].startswith(what) and built[case]["swapped"] == {}
     assert "samples fail" in built[case]["refused"] and "worse than the original" in built[case]["refused"]
@@ -71,6 +76,11 @@ def test_a_pass_with_nothing_accepted_is_not_applied(built: dict[str, Any], case
 def test_every_replacing_pass_names_its_standard(built: dict[str, Any]) -> None:
     standards = built["standards"]
     assert set(built["replacing_passes"]) <= set(standards)
-    assert {n for n, s in standards.items() if s == "contract"} == {"npu_rms_norm", "npu_swiglu", "npu_rotary_mul",
-                                                                    "npu_fusion_attention", "npu_fused_infer_attention"}
+    assert {n for n, s in standards.items() if s == "contract"} == {
+        "npu_rms_norm",
+        "npu_swiglu",
+        "npu_rotary_mul",
+        "npu_fusion_attention",
+        "npu_fused_infer_attention",
+    }
     assert standards["cpu_int8_dynamic"] == "budget"

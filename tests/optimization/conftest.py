@@ -33,8 +33,10 @@ KNOWN_COST = Path(__file__).resolve().parent / "inner" / "known_cost_passes.py"
 # The real CPU decode pass, the test-only one of known cost, and one NPU and one CUDA decode pass
 # (listed with the reason they do not apply on this CPU); a test-only module swap the operator
 # acceptance contract refuses (listed as not applied).
-DECODE_PASSES = ("cpu_static_cache_compile,test_cached_decode,test_batch1_decode,npu_static_cache_torchair,"
-                 "cuda_static_cache_cudagraphs,test_refused_swap")
+DECODE_PASSES = (
+    "cpu_static_cache_compile,test_cached_decode,test_batch1_decode,npu_static_cache_torchair,"
+    "cuda_static_cache_cudagraphs,test_refused_swap"
+)
 TINY_GENERATION = WorkloadSpec(name="generation", prompt_len=8, new_tokens=4, batch=2)
 
 
@@ -44,36 +46,78 @@ def python() -> Path:
 
 
 @pytest.fixture(scope="session")
-def searches(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tuple[Path, int, dict[str, Any], str]]:
+def searches(
+    tmp_path_factory: pytest.TempPathFactory, python: Path
+) -> dict[str, tuple[Path, int, dict[str, Any], str]]:
     """llama: the CPU passes (bf16 forced native); bf16_none: the bf16 passes with bf16 forced none
     (nothing measured, so cheap); compile: torch.compile alone (slow cold start, so its own process);
     vit: channels_last; strict: bf16/int8 under strict tolerances (bf16 forced native); decode: the
     decode passes on a tiny generation workload (inductor's cache in .cache/torchinductor)."""
     root = tmp_path_factory.mktemp("opt")
-    llama = make_adaptation(root, "tiny-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python,
-                            batch=2, seq_len=32)
-    vit = make_adaptation(root, "tiny-vit", demo_config("tiny-vit"), "image_classification",
-                          "ViTForImageClassification", python)
+    llama = make_adaptation(
+        root, "tiny-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python, batch=2, seq_len=32
+    )
+    vit = make_adaptation(
+        root, "tiny-vit", demo_config("tiny-vit"), "image_classification", "ViTForImageClassification", python
+    )
     strict = make_adaptation(root, "strict-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python)
     spec = json.loads((strict / "adaptation.json").read_text())
     spec["tolerances"] = STRICT
     (strict / "adaptation.json").write_text(json.dumps(spec, indent=2))
-    gen = make_adaptation(root, "gen-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python,
-                          workload=TINY_GENERATION)
-    decode_env = {"AB_RUNTIME_EXTRA_PASSES": str(KNOWN_COST),
-                  "TORCHINDUCTOR_CACHE_DIR": str(REPO_ROOT / ".cache" / "torchinductor")}
+    gen = make_adaptation(
+        root, "gen-llama", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM", python, workload=TINY_GENERATION
+    )
+    decode_env = {
+        "AB_RUNTIME_EXTRA_PASSES": str(KNOWN_COST),
+        "TORCHINDUCTOR_CACHE_DIR": str(REPO_ROOT / ".cache" / "torchinductor"),
+    }
     jobs = {
-        "llama": (llama, ["-m", "ab_runtime.optimize", "--passes", CPU_PASSES, "--iters", "3"],
-                  {**NATIVE, "OMP_NUM_THREADS": "2"}),
-        "bf16_none": (llama, ["-m", "ab_runtime.optimize", "--passes", BF16_PASSES, "--num-samples", "1",
-                              "--out", "bf16_none_notes.json"], NO_BF16),
+        "llama": (
+            llama,
+            ["-m", "ab_runtime.optimize", "--passes", CPU_PASSES, "--iters", "3"],
+            {**NATIVE, "OMP_NUM_THREADS": "2"},
+        ),
+        "bf16_none": (
+            llama,
+            [
+                "-m",
+                "ab_runtime.optimize",
+                "--passes",
+                BF16_PASSES,
+                "--num-samples",
+                "1",
+                "--out",
+                "bf16_none_notes.json",
+            ],
+            NO_BF16,
+        ),
         "vit": (vit, ["-m", "ab_runtime.optimize", "--passes", "cpu_channels_last", "--iters", "3"], {}),
-        "compile": (llama, ["-m", "ab_runtime.optimize", "--passes", "cpu_compile", "--iters", "1", "--num-samples", "1",
-                            "--out", "compile_notes.json"], {}),
-        "strict": (strict, ["-m", "ab_runtime.optimize", "--passes", "cpu_bf16_cast,cpu_int8_dynamic", "--iters", "2"],
-                   NATIVE),
-        "decode": (gen, ["-m", "ab_runtime.optimize", "--passes", DECODE_PASSES, "--iters", "1", "--num-samples", "1"],
-                   decode_env),
+        "compile": (
+            llama,
+            [
+                "-m",
+                "ab_runtime.optimize",
+                "--passes",
+                "cpu_compile",
+                "--iters",
+                "1",
+                "--num-samples",
+                "1",
+                "--out",
+                "compile_notes.json",
+            ],
+            {},
+        ),
+        "strict": (
+            strict,
+            ["-m", "ab_runtime.optimize", "--passes", "cpu_bf16_cast,cpu_int8_dynamic", "--iters", "2"],
+            NATIVE,
+        ),
+        "decode": (
+            gen,
+            ["-m", "ab_runtime.optimize", "--passes", DECODE_PASSES, "--iters", "1", "--num-samples", "1"],
+            decode_env,
+        ),
     }
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = {k: pool.submit(run_py, python, d, *argv, env=env) for k, (d, argv, env) in jobs.items()}

@@ -20,17 +20,30 @@ from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy
 DEMO = REPO_ROOT / "demo_models"
 
 
-def make_adaptation(root: Path, name: str, config: dict[str, Any], family: str, model_class: str,
-                    python: Path | None = None, batch: int = 2, seq_len: int = 16,
-                    image_size: int | None = None, dtype: str = "float32",
-                    workload: WorkloadSpec | None = None) -> Path:
+def make_adaptation(
+    root: Path,
+    name: str,
+    config: dict[str, Any],
+    family: str,
+    model_class: str,
+    python: Path | None = None,
+    batch: int = 2,
+    seq_len: int = 16,
+    image_size: int | None = None,
+    dtype: str = "float32",
+    workload: WorkloadSpec | None = None,
+) -> Path:
     model_dir = root / "models" / name
     model_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "config.json").write_text(json.dumps(config))
     spec = AdaptationSpec(
-        name=name, model=ModelSource(model_id=f"demo/{name}", source="local", path=str(model_dir), has_weights=False),
-        task_family=family, model_class=model_class, model_type=config["model_type"],
-        inputs=InputRecipe(batch_size=batch, seq_len=seq_len, image_size=image_size), dtype=DtypePolicy(target=dtype),
+        name=name,
+        model=ModelSource(model_id=f"demo/{name}", source="local", path=str(model_dir), has_weights=False),
+        task_family=family,
+        model_class=model_class,
+        model_type=config["model_type"],
+        inputs=InputRecipe(batch_size=batch, seq_len=seq_len, image_size=image_size),
+        dtype=DtypePolicy(target=dtype),
         # The pass-search tests time the accuracy forward (their figures and costs were sized for it)
         # unless a test names a workload (the decode-pass search: a tiny generation).
         workload=workload or WorkloadSpec(name="forward"),
@@ -48,14 +61,21 @@ def demo_config(name: str) -> dict[str, Any]:
     return json.loads((DEMO / name / "config.json").read_text())
 
 
-def run_py(python: Path, directory: Path, *argv: str, timeout: float = 900,
-           env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+def run_py(
+    python: Path, directory: Path, *argv: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], str]:
     """(exit code, parsed RESULT, combined output) of `python ARGV` in the adaptation; `env` is
     added to (and overrides) the inherited environment."""
-    proc = subprocess.run([str(python), *argv], cwd=directory, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **env} if env else None)
+    proc = subprocess.run(
+        [str(python), *argv],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env} if env else None,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
-    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines else {}
+    result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {}
     return proc.returncode, result, proc.stdout + proc.stderr
 
 
@@ -71,8 +91,13 @@ def finish(python: Path, directory: Path, chosen: list[str], *extra: str) -> dic
     assert code == 0 and result["ok"], output[-3000:]
     notes = json.loads((directory / NOTES_FILE).read_text())
     metrics = json.loads((directory / result["metrics"]).read_text())
-    notes["perf_run"] = {"metrics": result["metrics"], "outputs": result["outputs"], "trace": result["trace"],
-                         "speedup": result["speedup"], "interval": result["interval"],
-                         "accuracy": accuracy_summary(metrics["accuracy"])}
+    notes["perf_run"] = {
+        "metrics": result["metrics"],
+        "outputs": result["outputs"],
+        "trace": result["trace"],
+        "speedup": result["speedup"],
+        "interval": result["interval"],
+        "accuracy": accuracy_summary(metrics["accuracy"]),
+    }
     (directory / NOTES_FILE).write_text(json.dumps(notes))
     return result

@@ -22,29 +22,40 @@ from tests.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner" / "decode_logic.py"
 DEMO_LLAMA = REPO_ROOT / "demo_models" / "tiny-llama" / "config.json"
-DECODE_PASSES = {"cpu_static_cache_compile", "cuda_static_cache_compile", "cuda_static_cache_cudagraphs",
-                 "npu_static_cache_torchair", "npu_static_cache_aclgraph", "npu_fused_infer_attention"}
+DECODE_PASSES = {
+    "cpu_static_cache_compile",
+    "cuda_static_cache_compile",
+    "cuda_static_cache_cudagraphs",
+    "npu_static_cache_torchair",
+    "npu_static_cache_aclgraph",
+    "npu_fused_infer_attention",
+}
 
 
 @pytest.fixture(scope="module")
 def decode(python: Path) -> dict[str, Any]:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(REPO_ROOT / ".cache" / "torchinductor")}
-    return run_inner_json(INNER, str(REPO_ROOT), str(DEMO_LLAMA), python=python, timeout=900,
-                          env=env)
+    return run_inner_json(INNER, str(REPO_ROOT), str(DEMO_LLAMA), python=python, timeout=900, env=env)
 
 
 def test_static_cache_compile_runs_on_cpu_and_matches_eager_token_for_token(decode: dict[str, Any]) -> None:
     cpu = decode["cpu_static"]
     assert cpu["forward_compiled"] and cpu["kwargs"]["cache_implementation"] == "static"
-    assert cpu["agreement"] == {"match_rate": 1.0, "first_divergence": None, "per_row_first_divergence": [None, None],
-                                "compared": 8}
+    assert cpu["agreement"] == {
+        "match_rate": 1.0,
+        "first_divergence": None,
+        "per_row_first_divergence": [None, None],
+        "compared": 8,
+    }
     assert cpu["verdict"]["verdict"] == "pass" and cpu["verdict"]["rule"] == "generation-greedy/1"
 
 
 def test_selection_by_device_and_documented_limits(decode: dict[str, Any]) -> None:
     assert [n for n, why in decode["applies_cpu"].items() if why is None] == ["cpu_static_cache_compile"]
-    assert {n for n, why in decode["applies_cuda"].items() if why is None} == {"cuda_static_cache_compile",
-                                                                               "cuda_static_cache_cudagraphs"}
+    assert {n for n, why in decode["applies_cuda"].items() if why is None} == {
+        "cuda_static_cache_compile",
+        "cuda_static_cache_cudagraphs",
+    }
     assert decode["applies_cpu"]["npu_fused_infer_attention"] == "npu pass; this run is on cpu"
     assert decode["too_long"] == "prompt + new tokens = 260 exceed max_position_embeddings 256"
     # no torch_npu here: the NPU passes say so instead of failing
@@ -53,7 +64,10 @@ def test_selection_by_device_and_documented_limits(decode: dict[str, Any]) -> No
     assert "torchair cannot be imported" in bare["npu_static_cache_aclgraph"]
     # with the doubles, on an Atlas A2 chip name, in bf16
     assert {n for n, why in decode["applies_npu"].items() if why is None} == {
-        "npu_static_cache_torchair", "npu_static_cache_aclgraph", "npu_fused_infer_attention"}
+        "npu_static_cache_torchair",
+        "npu_static_cache_aclgraph",
+        "npu_fused_infer_attention",
+    }
     assert "fp16/bf16" in decode["applies_npu_fp32"]
     assert "head dim 1024" in decode["applies_npu_wide"]
     assert "Atlas A2 / A3" in decode["aclgraph_310p"]
@@ -77,8 +91,12 @@ def test_fused_infer_attention_follows_the_installed_signature(decode: dict[str,
 
 
 def test_greedy_comparison_and_its_rule(decode: dict[str, Any]) -> None:
-    assert decode["divergence"] == {"match_rate": 0.75, "first_divergence": 3, "per_row_first_divergence": [None, 3],
-                                    "compared": 12}
+    assert decode["divergence"] == {
+        "match_rate": 0.75,
+        "first_divergence": 3,
+        "per_row_first_divergence": [None, 3],
+        "compared": 12,
+    }
     assert decode["divergence_short"]["first_divergence"] == 4  # a candidate that stopped early
     assert decode["verdicts"] == {"1.0": "pass", "0.9": "pass", "0.75": "fail"}
     assert decode["verdict_strict"] == "fail"  # tolerances.optimization.top1_agreement_min = 1.0

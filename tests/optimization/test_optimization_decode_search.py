@@ -46,7 +46,9 @@ def rows(notes: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_the_search_measures_the_cpu_decode_pass_on_the_generation_headline(decoded: Path) -> None:
     notes = notes_of(decoded)
-    assert notes["settings"]["workload"] == "generation" and len(notes["reference_tokens"]) == TINY_GENERATION.new_tokens
+    assert (
+        notes["settings"]["workload"] == "generation" and len(notes["reference_tokens"]) == TINY_GENERATION.new_tokens
+    )
     cpu = rows(notes)["cpu_static_cache_compile"]
     assert cpu["kind"] == "decode" and cpu["measured"] and 1 <= cpu["paired"]["pairs"] <= 5 and cpu["reason"]
     generation = cpu["accuracy"]["generation"]
@@ -77,8 +79,9 @@ def test_decode_passes_of_other_devices_are_listed_as_not_applicable(decoded: Pa
 def test_a_swap_the_operator_contract_refuses_is_not_applied(decoded: Path) -> None:
     row = rows(notes_of(decoded))["test_refused_swap"]
     assert row["applicable"] and not row["measured"] and not row["kept"]
-    assert row["reason"].startswith("not applied: test_refused_swap: LlamaRMSNorm refused by the operator "
-                                    "acceptance contract: "), row["reason"]
+    assert row["reason"].startswith(
+        "not applied: test_refused_swap: LlamaRMSNorm refused by the operator acceptance contract: "
+    ), row["reason"]
     assert "samples fail" in row["reason"]
 
 
@@ -123,7 +126,8 @@ def test_perf_evidence_must_carry_the_generation_headline_and_its_verdict(decode
     forward = copy.deepcopy(metrics)
     forward["optimization"]["workload"], forward["workload"] = "forward", None  # timed only the forward
     assert workload_problems(decoded, notes, forward) == [
-        "the perf run timed the forward workload, the optimizer optimized generation"]
+        "the perf run timed the forward workload, the optimizer optimized generation"
+    ]
     missing = copy.deepcopy(metrics)
     missing["workload"] = None
     assert "has no generation workload figures" in workload_problems(decoded, notes, missing)[0]

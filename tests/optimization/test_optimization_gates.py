@@ -34,16 +34,32 @@ def select(notes: dict[str, Any], name: str, kind: str, base_ms: float, cand_ms:
     """Notes whose search (consistently) measured and selected `name` at base_ms -> cand_ms."""
     blocks = [[base_ms, base_ms + i] for i in range(5)], [[cand_ms, cand_ms + i / 100] for i in range(5)]
     paired = pairstats().summarize_pairs(*blocks, warmup=notes["settings"]["warmup"]).as_dict()
-    row = {"name": name, "passes": [name], "kind": kind, "group": None, "changes_code": False, "applicable": True,
-           "measured": True, "kept": True, "reason": "forged", "paired": paired,
-           "accuracy": {"verdict": "pass", "target_dtype": "float32"},
-           "cold_start": {"build_s": 0.1, "first_call_ms": 1.0}}
+    row = {
+        "name": name,
+        "passes": [name],
+        "kind": kind,
+        "group": None,
+        "changes_code": False,
+        "applicable": True,
+        "measured": True,
+        "kept": True,
+        "reason": "forged",
+        "paired": paired,
+        "accuracy": {"verdict": "pass", "target_dtype": "float32"},
+        "cold_start": {"build_s": 0.1, "first_call_ms": 1.0},
+    }
     notes["passes"].append(row)
     notes["settings"]["iters_per_block"] = 2
-    notes["selection"] = {"passes": [name], "outcome": "gain", "speedup": paired["speedup"],
-                          "baseline_median_ms": paired["baseline_median_ms"],
-                          "optimized_median_ms": paired["candidate_median_ms"], "interval": paired["interval"],
-                          "accuracy": row["accuracy"], "cold_start": row["cold_start"]}
+    notes["selection"] = {
+        "passes": [name],
+        "outcome": "gain",
+        "speedup": paired["speedup"],
+        "baseline_median_ms": paired["baseline_median_ms"],
+        "optimized_median_ms": paired["candidate_median_ms"],
+        "interval": paired["interval"],
+        "accuracy": row["accuracy"],
+        "cold_start": row["cold_start"],
+    }
     return notes
 
 
@@ -58,8 +74,12 @@ def honest(searches: dict, python: Path, tmp_path_factory: pytest.TempPathFactor
 def test_honest_no_gain_passes_both_gates(honest: Path) -> None:
     notes_report = check_notes_gate(honest)
     assert notes_report.passed, notes_report.problems
-    perf = subprocess.run([sys.executable, str(SCRIPTS / "check_accuracy_run_perf.py"), "--adaptation-dir", str(honest)],
-                          capture_output=True, text=True, timeout=900)
+    perf = subprocess.run(
+        [sys.executable, str(SCRIPTS / "check_accuracy_run_perf.py"), "--adaptation-dir", str(honest)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert perf.returncode == 0 and "PASS: no gain claimed" in perf.stdout, perf.stdout + perf.stderr
     # Run by hand, it re-measures where the perf run timed (its recorded cores and threads) and says so.
     assert perf.stdout.startswith("placement: pinned to cores ") and "as the run recorded" in perf.stdout, perf.stdout
@@ -72,8 +92,11 @@ def test_tampered_notes_fail_the_notes_gate(honest: Path, tmp_path: Path) -> Non
     measured = next(r for r in notes["passes"] if r.get("paired"))  # the first measured pass, whatever the CPU
     measured["paired"]["candidate_median_ms"] /= 3  # a flattering latency
     (directory / NOTES_FILE).write_text(json.dumps(notes))
-    run = subprocess.run([sys.executable, str(SCRIPTS / "check_optimization_notes.py"), "--adaptation-dir", str(directory)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPTS / "check_optimization_notes.py"), "--adaptation-dir", str(directory)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 1 and "candidate_median_ms" in run.stdout
 
 
@@ -91,8 +114,9 @@ def test_tampered_perf_accuracy_fails_the_perf_gate(honest: Path, tmp_path: Path
     assert not report.passed and "do not match the figures recomputed" in report.summary
 
 
-def test_a_claimed_gain_the_confirmation_run_does_not_reproduce_ends_no_gain(honest: Path, python: Path, tmp_path: Path,
-                                                                          known_cost: None) -> None:
+def test_a_claimed_gain_the_confirmation_run_does_not_reproduce_ends_no_gain(
+    honest: Path, python: Path, tmp_path: Path, known_cost: None
+) -> None:
     """The search 'measured' x1.30 for a pass that really doubles the work: the fresh confirmation
     run re-measures it, the outcome is no_gain with the baseline kept, and the notes stay valid."""
     directory = tmp_path / "curse"
@@ -111,16 +135,30 @@ def test_a_claimed_gain_the_confirmation_run_does_not_reproduce_ends_no_gain(hon
     assert check_notes(notes) == []
 
 
-def test_a_slower_configuration_fails_the_perf_gate(honest: Path, python: Path, tmp_path: Path,
-                                                    known_cost: None) -> None:
+def test_a_slower_configuration_fails_the_perf_gate(
+    honest: Path, python: Path, tmp_path: Path, known_cost: None
+) -> None:
     """Consistent notes claiming x1.30 for a pass that doubles the work: the gate's own paired
     re-measurement must clear 1 + min_gain, so the slowdown fails (a 0.5 tolerance let it pass)."""
     directory = tmp_path / "slower"
     shutil.copytree(honest, directory, symlinks=True)
     notes = select(json.loads((directory / NOTES_FILE).read_text()), "test_twice", "compile", 13.0, 10.0)
-    fresh = pairstats().summarize_pairs([[13.0, 13.0 + i] for i in range(5)], [[10.0, 10.0 + i / 100] for i in range(5)],
-                                        warmup=notes["settings"]["warmup"]).as_dict()
-    notes["confirmation"] = {"measured": True, "passes": ["test_twice"], "process": "fresh", "pairs": 5, "paired": fresh}
+    fresh = (
+        pairstats()
+        .summarize_pairs(
+            [[13.0, 13.0 + i] for i in range(5)],
+            [[10.0, 10.0 + i / 100] for i in range(5)],
+            warmup=notes["settings"]["warmup"],
+        )
+        .as_dict()
+    )
+    notes["confirmation"] = {
+        "measured": True,
+        "passes": ["test_twice"],
+        "process": "fresh",
+        "pairs": 5,
+        "paired": fresh,
+    }
     notes["final"] = pairstats().confirmed_final(notes["selection"], fresh, {"test_twice": "compile"}, 0.02)
     notes["chosen"] = notes["final"]["passes"]
     (directory / NOTES_FILE).write_text(json.dumps(notes))
@@ -178,8 +216,9 @@ def test_load_never_flips_the_perf_gate(honest: Path, python: Path, tmp_path: Pa
     assert report.verdict in ("passed", "inconclusive"), report.as_dict()
 
 
-def test_an_int8_winner_passes_the_perf_gate_by_re_execution(honest: Path, python: Path, tmp_path: Path,
-                                                             known_cost: None) -> None:
+def test_an_int8_winner_passes_the_perf_gate_by_re_execution(
+    honest: Path, python: Path, tmp_path: Path, known_cost: None
+) -> None:
     """int8 outputs are only reproduced when re-execution applies the chosen passes (the plain
     model's outputs differ); cached outputs on top make the speed check certain."""
     directory = tmp_path / "int8"
@@ -204,9 +243,15 @@ def test_an_int8_winner_passes_the_perf_gate_by_re_execution(honest: Path, pytho
 
 
 def test_perf_gate_usage_errors() -> None:
-    run = subprocess.run([sys.executable, str(SCRIPTS / "check_accuracy_run_perf.py"), "--adapt", "no such"],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPTS / "check_accuracy_run_perf.py"), "--adapt", "no such"],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2 and run.stderr.startswith("error: ") and "Traceback" not in run.stderr
-    run = subprocess.run([sys.executable, str(SCRIPTS / "check_accuracy_run_perf.py"), "--adaptation-dir", ".",
-                          "--pairs", "3"], capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPTS / "check_accuracy_run_perf.py"), "--adaptation-dir", ".", "--pairs", "3"],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2 and "--pairs must be >= 5" in run.stderr

@@ -25,13 +25,27 @@ def row(name: str, base: float, cand: float, verdict: str = "pass", changes_code
     """A search row measured as the quick search does: stopped at the first pair that decides."""
     blocks_b = [[base + i * 0.1, base + 1.0] for i in range(5)]
     blocks_c = [[cand + i * 0.05, cand + 1.0] for i in range(5)]
-    n = next(i for i in range(1, 6) if decide([min(b) / min(c) for b, c in zip(blocks_b[:i], blocks_c[:i])],
-                                              0.02, 5) != "continue")
+    n = next(
+        i
+        for i in range(1, 6)
+        if decide([min(b) / min(c) for b, c in zip(blocks_b[:i], blocks_c[:i])], 0.02, 5) != "continue"
+    )
     figures = pairstats().summarize_pairs(blocks_b[:n], blocks_c[:n], warmup=2).as_dict()
     keep, reason = pairstats().gain_decision(figures, verdict, 0.02)
-    return {"name": name, "passes": [name], "kind": "precision", "group": name, "changes_code": changes_code,
-            "applicable": True, "measured": True, "kept": keep, "reason": reason, "paired": figures,
-            "accuracy": {"verdict": verdict}, "cold_start": {"build_s": 0.1, "first_call_ms": 5.0}}
+    return {
+        "name": name,
+        "passes": [name],
+        "kind": "precision",
+        "group": name,
+        "changes_code": changes_code,
+        "applicable": True,
+        "measured": True,
+        "kept": keep,
+        "reason": reason,
+        "paired": figures,
+        "accuracy": {"verdict": verdict},
+        "cold_start": {"build_s": 0.1, "first_call_ms": 5.0},
+    }
 
 
 def blocks(base: float, cand: float) -> tuple[list[list[float]], list[list[float]]]:
@@ -42,20 +56,52 @@ def notes(confirmed_ms: float = 5.0) -> dict[str, Any]:
     """The search selected cpu_bf16_cast at 10 -> 4 ms; a fresh run measured 10 -> `confirmed_ms`."""
     fast, noisy = row("cpu_bf16_cast", 10.0, 4.0), row("cpu_int8_dynamic", 10.0, 10.0)
     p = fast["paired"]
-    selection = {"passes": ["cpu_bf16_cast"], "outcome": "gain", "speedup": p["speedup"],
-                 "baseline_median_ms": p["baseline_median_ms"], "optimized_median_ms": p["candidate_median_ms"],
-                 "interval": p["interval"], "accuracy": fast["accuracy"], "cold_start": fast["cold_start"]}
+    selection = {
+        "passes": ["cpu_bf16_cast"],
+        "outcome": "gain",
+        "speedup": p["speedup"],
+        "baseline_median_ms": p["baseline_median_ms"],
+        "optimized_median_ms": p["candidate_median_ms"],
+        "interval": p["interval"],
+        "accuracy": fast["accuracy"],
+        "cold_start": fast["cold_start"],
+    }
     fresh = pairstats().summarize_pairs(*blocks(10.0, confirmed_ms), warmup=2).as_dict()
     final = pairstats().confirmed_final(selection, fresh, {"cpu_bf16_cast": "precision"}, 0.02)
-    return {"schema": NOTES_SCHEMA, "model_id": "demo/x", "adaptation": "x", "device": "cpu", "settings": SETTINGS,
-            "baseline": {"dtype": "float32"}, "traits": {}, "passes": [fast, noisy,
-            {"name": "cpu_channels_last", "passes": ["cpu_channels_last"], "measured": False, "kept": False,
-             "applicable": False, "reason": "not applicable: model has no convolution layers"}],
-            "combination": [], "selection": selection,
-            "confirmation": {"measured": True, "passes": ["cpu_bf16_cast"], "process": "fresh", "pairs": 5,
-                             "paired": fresh},
-            "chosen": final["passes"], "final": final,
-            "runtime_only": True, "environment": {"torch": "2.13.0", "python": "3.11", "device_name": "cpu"}}
+    return {
+        "schema": NOTES_SCHEMA,
+        "model_id": "demo/x",
+        "adaptation": "x",
+        "device": "cpu",
+        "settings": SETTINGS,
+        "baseline": {"dtype": "float32"},
+        "traits": {},
+        "passes": [
+            fast,
+            noisy,
+            {
+                "name": "cpu_channels_last",
+                "passes": ["cpu_channels_last"],
+                "measured": False,
+                "kept": False,
+                "applicable": False,
+                "reason": "not applicable: model has no convolution layers",
+            },
+        ],
+        "combination": [],
+        "selection": selection,
+        "confirmation": {
+            "measured": True,
+            "passes": ["cpu_bf16_cast"],
+            "process": "fresh",
+            "pairs": 5,
+            "paired": fresh,
+        },
+        "chosen": final["passes"],
+        "final": final,
+        "runtime_only": True,
+        "environment": {"torch": "2.13.0", "python": "3.11", "device_name": "cpu"},
+    }
 
 
 def test_consistent_notes_pass() -> None:
@@ -82,7 +128,9 @@ def test_a_selection_the_confirmation_does_not_reproduce_ends_no_gain() -> None:
 def test_environment_settings_are_reported_apart_from_model_changes() -> None:
     doc = notes()
     doc["passes"][0]["kind"] = "environment"  # e.g. cpu_threads_1 winning on a loaded machine
-    final = pairstats().confirmed_final(doc["selection"], doc["confirmation"]["paired"], {"cpu_bf16_cast": "environment"})
+    final = pairstats().confirmed_final(
+        doc["selection"], doc["confirmation"]["paired"], {"cpu_bf16_cast": "environment"}
+    )
     assert final["environment_settings"] == ["cpu_bf16_cast"] and final["model_changes"] == []
 
 
@@ -93,26 +141,31 @@ def tamper(path: str, value: Any) -> dict[str, Any]:
     for key in keys[:-1]:
         target = target[int(key)] if isinstance(target, list) else target[key]
     last = keys[-1]
-    target[int(last) if isinstance(target, list) else last] = value(target[int(last) if isinstance(target, list) else last]) if callable(value) else value
+    target[int(last) if isinstance(target, list) else last] = (
+        value(target[int(last) if isinstance(target, list) else last]) if callable(value) else value
+    )
     return doc
 
 
-@pytest.mark.parametrize("path, value, expected", [
-    ("final.speedup", lambda v: v * 1.5, "does not follow from the confirmation run"),
-    ("selection.speedup", lambda v: v * 1.5, "not one of the measured rows"),
-    ("confirmation.paired.speedup", lambda v: v * 1.5, "confirmation.paired.speedup"),
-    ("confirmation.passes", [], "not confirmed by a fresh measurement"),
-    ("passes.0.paired.speedup", lambda v: v * 1.5, "paired.speedup"),
-    ("passes.0.paired.baseline_median_ms", lambda v: v * 2, "paired.baseline_median_ms"),
-    ("passes.0.paired.warmup", 0, "warmup must be symmetric"),
-    ("passes.1.kept", True, "kept=True but the figures"),
-    ("passes.2.kept", True, "kept without being measured"),
-    ("confirmation.paired.pairs", 3, "at least 5"),
-    ("runtime_only", False, "runtime_only"),
-    ("chosen", [], "chosen"),
-    ("settings.profiler_during_timing", True, "profiler_during_timing"),
-    ("schema", "other/1", "schema"),
-])
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        ("final.speedup", lambda v: v * 1.5, "does not follow from the confirmation run"),
+        ("selection.speedup", lambda v: v * 1.5, "not one of the measured rows"),
+        ("confirmation.paired.speedup", lambda v: v * 1.5, "confirmation.paired.speedup"),
+        ("confirmation.passes", [], "not confirmed by a fresh measurement"),
+        ("passes.0.paired.speedup", lambda v: v * 1.5, "paired.speedup"),
+        ("passes.0.paired.baseline_median_ms", lambda v: v * 2, "paired.baseline_median_ms"),
+        ("passes.0.paired.warmup", 0, "warmup must be symmetric"),
+        ("passes.1.kept", True, "kept=True but the figures"),
+        ("passes.2.kept", True, "kept without being measured"),
+        ("confirmation.paired.pairs", 3, "at least 5"),
+        ("runtime_only", False, "runtime_only"),
+        ("chosen", [], "chosen"),
+        ("settings.profiler_during_timing", True, "profiler_during_timing"),
+        ("schema", "other/1", "schema"),
+    ],
+)
 def test_tampered_notes_fail(path: str, value: Any, expected: str) -> None:
     problems = check_notes(tamper(path, value))
     assert problems and any(expected in p for p in problems), problems
@@ -139,14 +192,20 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     directory = make_adaptation(tmp_path, "x", demo_config("tiny-llama"), "causal_lm", "LlamaForCausalLM")
     (directory / "optimization_notes.json").write_text(json.dumps(notes()))
     render_accuracy_run_perf(AdaptationSpec.load(directory), directory, ["cpu_bf16_cast"], "cpu")
-    ok = subprocess.run([sys.executable, str(SCRIPT), "--adaptation-dir", str(directory)], capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, str(SCRIPT), "--adaptation-dir", str(directory)], capture_output=True, text=True
+    )
     assert ok.returncode == 0 and ok.stdout.startswith("PASS"), ok.stdout + ok.stderr
     wrapper = directory / "accuracy_run_perf.py"  # a wrapper that applies other passes than the notes chose
     wrapper.write_text(wrapper.read_text().replace('["cpu_bf16_cast"]', '["cpu_int8_dynamic"]'))
-    edited = subprocess.run([sys.executable, str(SCRIPT), "--adaptation-dir", str(directory)], capture_output=True, text=True)
+    edited = subprocess.run(
+        [sys.executable, str(SCRIPT), "--adaptation-dir", str(directory)], capture_output=True, text=True
+    )
     assert edited.returncode == 1 and "accuracy_run_perf.py differs from what the generator renders" in edited.stdout
     (directory / "optimization_notes.json").write_text("{not json")
-    broken = subprocess.run([sys.executable, str(SCRIPT), "--adaptation-dir", str(directory)], capture_output=True, text=True)
+    broken = subprocess.run(
+        [sys.executable, str(SCRIPT), "--adaptation-dir", str(directory)], capture_output=True, text=True
+    )
     assert broken.returncode == 1 and "not valid JSON" in broken.stdout and "Traceback" not in broken.stderr
 
 
@@ -163,14 +222,28 @@ def test_optimization_tool_aggregate_and_compare(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "optimization_notes.json").write_text("[]")
     env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(tmp_path))
-    agg = subprocess.run([sys.executable, str(tool), "aggregate", "--out-dir", str(tmp_path / "r"),
-                          "--figures-dir", str(tmp_path / "f")], capture_output=True, text=True, env=env)
+    agg = subprocess.run(
+        [
+            sys.executable,
+            str(tool),
+            "aggregate",
+            "--out-dir",
+            str(tmp_path / "r"),
+            "--figures-dir",
+            str(tmp_path / "f"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert agg.returncode == 0, agg.stderr
     assert "2 optimized model(s)" in agg.stdout and "1 skipped" in agg.stdout
     summary = json.loads((tmp_path / "r" / "optimization_summary.json").read_text())
     assert [m["chosen"] for m in summary["models"]] == ["cpu_bf16_cast", "cpu_bf16_cast"]
     assert (tmp_path / "f" / "optimization_speedup.png").stat().st_size > 1000
-    cmp_ = subprocess.run([sys.executable, str(tool), "compare", "a", "b", "--json"], capture_output=True, text=True, env=env)
+    cmp_ = subprocess.run(
+        [sys.executable, str(tool), "compare", "a", "b", "--json"], capture_output=True, text=True, env=env
+    )
     assert cmp_.returncode == 0 and json.loads(cmp_.stdout)["passes"]["cpu_bf16_cast"]["a"]["kept"] is True
     bad = subprocess.run([sys.executable, str(tool), "compare", "a", "c"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
@@ -183,5 +256,7 @@ def test_perf_evidence_has_its_own_name_the_benchmark_gate_never_takes(tmp_path:
 
     runtime = (Path(__file__).resolve().parents[2] / "ab_runtime" / "optimize" / "perf_run.py").read_text()
     assert 'PERF_PREFIX = "perf_"' in runtime and PERF_METRICS_PREFIX == "perf_metrics_"  # what perf_run writes
-    (tmp_path / f"{PERF_METRICS_PREFIX}cpu_float32_dry_run_synthetic.json").write_text(json.dumps({"schema": METRICS_SCHEMA}))
+    (tmp_path / f"{PERF_METRICS_PREFIX}cpu_float32_dry_run_synthetic.json").write_text(
+        json.dumps({"schema": METRICS_SCHEMA})
+    )
     assert find_evidence(tmp_path) == []

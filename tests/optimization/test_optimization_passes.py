@@ -28,11 +28,26 @@ def test_catalogue_covers_every_device(logic: dict[str, Any]) -> None:
     by_device: dict[str, set[str]] = {}
     for p in logic["catalogue"]:
         by_device.setdefault(p["device"], set()).add(p["name"])
-    assert {"cpu_compile", "cpu_int8_dynamic", "cpu_threads_1", "cpu_channels_last", "cpu_bf16_autocast",
-            "cpu_bf16_cast"} <= by_device["cpu"]
+    assert {
+        "cpu_compile",
+        "cpu_int8_dynamic",
+        "cpu_threads_1",
+        "cpu_channels_last",
+        "cpu_bf16_autocast",
+        "cpu_bf16_cast",
+    } <= by_device["cpu"]
     assert {"cuda_fp16", "cuda_bf16", "cuda_sdpa", "cuda_compile_cudagraphs", "cuda_tf32"} <= by_device["cuda"]
-    assert {"npu_task_queue", "npu_jit_compile_off", "npu_fp16", "npu_bf16", "npu_rms_norm", "npu_swiglu",
-            "npu_rotary_mul", "npu_fusion_attention", "npu_torchair_compile"} <= by_device["npu"]
+    assert {
+        "npu_task_queue",
+        "npu_jit_compile_off",
+        "npu_fp16",
+        "npu_bf16",
+        "npu_rms_norm",
+        "npu_swiglu",
+        "npu_rotary_mul",
+        "npu_fusion_attention",
+        "npu_torchair_compile",
+    } <= by_device["npu"]
     assert len({p["name"] for p in logic["catalogue"]}) == len(logic["catalogue"])
 
 
@@ -44,7 +59,9 @@ def test_cpu_applicability(logic: dict[str, Any]) -> None:
     assert "no convolution" in a["llama_cpu_fast_bf16"]["cpu_channels_last"]
     assert a["vit_cpu"]["cpu_channels_last"] is None
     # native bf16 instructions make the bf16 passes apply even when the GEMM micro-benchmark shows no gain
-    assert a["llama_cpu_native_bf16"]["cpu_bf16_cast"] is None and a["llama_cpu_native_bf16"]["cpu_bf16_autocast"] is None
+    assert (
+        a["llama_cpu_native_bf16"]["cpu_bf16_cast"] is None and a["llama_cpu_native_bf16"]["cpu_bf16_autocast"] is None
+    )
 
 
 @pytest.mark.parametrize("branch", ["native", "none"])
@@ -56,16 +73,26 @@ def test_cpu_bf16_probe_can_be_forced(logic: dict[str, Any], branch: str) -> Non
 
 
 def test_npu_applicability_not_measured(logic: dict[str, Any]) -> None:
-    fp32, bf16, vit = logic["applies"]["llama_npu_fp32"], logic["applies"]["llama_npu_bf16"], logic["applies"]["vit_npu_bf16"]
+    fp32, bf16, vit = (
+        logic["applies"]["llama_npu_fp32"],
+        logic["applies"]["llama_npu_bf16"],
+        logic["applies"]["vit_npu_bf16"],
+    )
     assert fp32["npu_rms_norm"] is None and fp32["npu_swiglu"] is None and fp32["npu_rotary_mul"] is None
     assert "fp16/bf16 only" in fp32["npu_fusion_attention"]
     assert bf16["npu_fusion_attention"] is None and "already runs" in bf16["npu_bf16"]
     assert "no plain RMSNorm" in vit["npu_rms_norm"] and "no HF apply_rotary_pos_emb" in vit["npu_rotary_mul"]
 
 
-@pytest.mark.parametrize("name, op, calls", [("npu_rms_norm", "npu_rms_norm", 5), ("npu_swiglu", "npu_swiglu", 2),
-                                             ("npu_rotary_mul", "npu_rotary_mul", 4),
-                                             ("npu_fusion_attention", "npu_fusion_attention", 2)])
+@pytest.mark.parametrize(
+    "name, op, calls",
+    [
+        ("npu_rms_norm", "npu_rms_norm", 5),
+        ("npu_swiglu", "npu_swiglu", 2),
+        ("npu_rotary_mul", "npu_rotary_mul", 4),
+        ("npu_fusion_attention", "npu_fusion_attention", 2),
+    ],
+)
 def test_npu_swaps_call_the_fused_op_and_keep_outputs(logic: dict[str, Any], name: str, op: str, calls: int) -> None:
     swap = logic["swaps"][name]
     assert swap["calls"] == {op: calls}

@@ -24,25 +24,41 @@ def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: 
     model_dir.mkdir(parents=True)
     (model_dir / "config.json").write_text(json.dumps(demo_config("tiny-llama")))
     record, task, directory, spec = register_local(
-        board, "demo/tiny-llama", model_dir, "optimization", "causal_lm", "LlamaForCausalLM", "llama",
+        board,
+        "demo/tiny-llama",
+        model_dir,
+        "optimization",
+        "causal_lm",
+        "LlamaForCausalLM",
+        "llama",
         inputs=InputRecipe(batch_size=2, seq_len=32),
         workload=WorkloadSpec(name="forward"),  # the test-only passes act on one forward's outputs
     )
     assert generate(spec, directory).ok
-    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
-                        log=io.StringIO(), settings=settings)
+    return StageContext(
+        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=settings
+    )
 
 
 @pytest.mark.timeout(1200)
 @pytest.mark.slow  # fast tier: a real optimizer search
-def test_stage_searches_runs_perf_records_and_passes_its_gates(board: BoardStore, board_path: Path, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stage_searches_runs_perf_records_and_passes_its_gates(
+    board: BoardStore, board_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # cached outputs (a test-only pass of known, large gain) make the confirmed outcome and the
     # perf gate's own re-measurement certain; int8 is measured for real beside it
     monkeypatch.setenv("AB_RUNTIME_EXTRA_PASSES", str(KNOWN_COST))
-    ctx = make_context(board, board_path, tmp_path, {"device": "cpu", "optimization_iters": 2,
-                                                     "optimization_passes": "cpu_int8_dynamic,test_cached_outputs",
-                                                     "optimization_num_samples": 1})
+    ctx = make_context(
+        board,
+        board_path,
+        tmp_path,
+        {
+            "device": "cpu",
+            "optimization_iters": 2,
+            "optimization_passes": "cpu_int8_dynamic,test_cached_outputs",
+            "optimization_num_samples": 1,
+        },
+    )
     outcome = OPTIMIZATION_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, outcome.diagnosis, ctx.log.getvalue()[-3000:])
     directory = ctx.adaptation_dir
@@ -80,15 +96,20 @@ def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path, tmp_path
     assert board.list_metrics("demo/tiny-llama") == []
 
 
-def test_an_inconclusive_perf_gate_is_the_stage_gate_s_inconclusive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                    board: BoardStore, board_path: Path) -> None:
+def test_an_inconclusive_perf_gate_is_the_stage_gate_s_inconclusive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, board: BoardStore, board_path: Path
+) -> None:
     """The perf checker's exit 3 (too noisy to decide) reaches the team lead as
     GateResult.inconclusive, not as a failure; real checker processes stand in for the two gates."""
     import optimization.stage as stage
 
-    reports = {"check_optimization_notes.py": (0, {"adaptation": "x", "passed": True, "summary": "notes consistent"}),
-               "check_accuracy_run_perf.py": (3, {"adaptation": "x", "passed": False, "inconclusive": True,
-                                                  "summary": "too noisy to decide now"})}
+    reports = {
+        "check_optimization_notes.py": (0, {"adaptation": "x", "passed": True, "summary": "notes consistent"}),
+        "check_accuracy_run_perf.py": (
+            3,
+            {"adaptation": "x", "passed": False, "inconclusive": True, "summary": "too noisy to decide now"},
+        ),
+    }
     for name, (code, report) in reports.items():
         (tmp_path / name).write_text(f"import json, sys\nprint(json.dumps({report!r}))\nsys.exit({code})\n")
     monkeypatch.setattr(stage, "SCRIPTS", tmp_path)

@@ -113,6 +113,11 @@ def test_passes_are_tried_by_expected_gain() -> None:
             self.name = name
 
     names = ["cpu_threads_all", "cpu_bf16_autocast", "test_unknown", "cpu_compile", "cpu_int8_dynamic"]
-    assert [p.name for p in ordered([P(n) for n in names])] == \
-        ["cpu_compile", "cpu_threads_all", "test_unknown", "cpu_int8_dynamic", "cpu_bf16_autocast"]
+    assert [p.name for p in ordered([P(n) for n in names])] == [
+        "cpu_compile",
+        "cpu_threads_all",
+        "test_unknown",
+        "cpu_int8_dynamic",
+        "cpu_bf16_autocast",
+    ]
     assert PRIORS["cpu_compile"] > PRIORS["cpu_bf16_autocast"]

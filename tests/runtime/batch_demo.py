@@ -25,5 +25,8 @@ for run in json.loads(sys.argv[2]):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(argv)
     lines = out.getvalue().splitlines()
-    result = json.loads(lines[-1][len(RESULT_MARKER):]) if lines and lines[-1].startswith(RESULT_MARKER) else None
-    print(json.dumps({"argv": argv, "rc": rc, "result": result, "stdout": out.getvalue(), "stderr": err.getvalue()}), flush=True)
+    result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines and lines[-1].startswith(RESULT_MARKER) else None
+    print(
+        json.dumps({"argv": argv, "rc": rc, "result": result, "stdout": out.getvalue(), "stderr": err.getvalue()}),
+        flush=True,
+    )

@@ -23,7 +23,8 @@ def torch_python() -> Path:
 def tiny_models(tmp_path_factory: pytest.TempPathFactory, torch_python: Path) -> dict[str, dict[str, Any]]:
     """name -> manifest entry ({name, group, family, model_class, path}) from tiny_models.py."""
     out = tmp_path_factory.mktemp("tiny-models")
-    proc = subprocess.run([str(torch_python), str(HERE / "tiny_models.py"), str(out)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(torch_python), str(HERE / "tiny_models.py"), str(out)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {entry["name"]: entry for entry in json.loads(proc.stdout.splitlines()[-1])}

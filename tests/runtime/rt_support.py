@@ -41,8 +41,12 @@ def write_spec(directory: Path, name: str, spec: dict[str, Any]) -> str:
 def make_adaptation(root: Path, spec: dict[str, Any]) -> Path:
     """An adaptation-like directory: ab_runtime copied verbatim, adaptation.json, demo.py."""
     root.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(RUNTIME_PARENT / "ab_runtime", root / "ab_runtime",
-                    ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    shutil.copytree(
+        RUNTIME_PARENT / "ab_runtime",
+        root / "ab_runtime",
+        ignore=shutil.ignore_patterns("__pycache__"),
+        dirs_exist_ok=True,
+    )
     (root / "adaptation.json").write_text(json.dumps(spec, indent=2))
     (root / "demo.py").write_text(DEMO_WRAPPER)
     return root
@@ -53,7 +57,7 @@ def parse_result(stdout: str) -> dict[str, Any] | None:
     lines = stdout.strip().splitlines()
     if not lines or not lines[-1].startswith(RESULT_MARKER):
         return None
-    return json.loads(lines[-1][len(RESULT_MARKER):])
+    return json.loads(lines[-1][len(RESULT_MARKER) :])
 
 
 def run_batch(python: Path, argvs: list[Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -61,7 +65,10 @@ def run_batch(python: Path, argvs: list[Any], env: dict[str, str] | None = None)
     all in one torch process (imports cost ~7 s)."""
     proc = subprocess.run(
         [str(python), str(HERE / "batch_demo.py"), str(RUNTIME_PARENT), json.dumps(argvs)],
-        capture_output=True, text=True, timeout=600, env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -69,8 +76,10 @@ def run_batch(python: Path, argvs: list[Any], env: dict[str, str] | None = None)
     return runs
 
 
-def run_demo(python: Path, directory: Path, *args: str, env: dict[str, str] | None = None,
-             timeout: int = 300) -> subprocess.CompletedProcess:
+def run_demo(
+    python: Path, directory: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess:
     """`python demo.py ARGS` with cwd = the adaptation directory, as a user runs it."""
-    return subprocess.run([str(python), "demo.py", *args], cwd=directory, capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [str(python), "demo.py", *args], cwd=directory, capture_output=True, text=True, timeout=timeout, env=env
+    )

@@ -61,14 +61,30 @@ def test_packed_directory_travels_without_venv_and_is_checked(tmp_path: Path) ->
 
 def test_executor_errors_are_one_line_and_touch_nothing(board: BoardStore, tmp_path: Path) -> None:
     add_models(board, {"org/never": {}})
-    unreachable = run_tl(board.path, tmp_path, "--stages", STAGES, "--executor", "ray",
-                         "--ray-address", f"127.0.0.1:{_free_port()}", timeout=120)
+    unreachable = run_tl(
+        board.path,
+        tmp_path,
+        "--stages",
+        STAGES,
+        "--executor",
+        "ray",
+        "--ray-address",
+        f"127.0.0.1:{_free_port()}",
+        timeout=120,
+    )
     assert unreachable.returncode == 2, unreachable.stderr[-2000:]
     assert "error: cannot reach the Ray cluster at 127.0.0.1:" in unreachable.stderr
     no_ray = subprocess.run(
-        [sys.executable, "-c", "import sys; sys.modules['ray'] = None; from ascendbridge.teamlead.cli import main; "
-         f"sys.exit(main(['--board', {str(board.path)!r}, '--executor', 'ray', '--plain']))"],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['ray'] = None; from ascendbridge.teamlead.cli import main; "
+            f"sys.exit(main(['--board', {str(board.path)!r}, '--executor', 'ray', '--plain']))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert no_ray.returncode == 2, no_ray.stderr[-2000:]
     assert no_ray.stderr.strip().splitlines()[-1] == f"error: {RAY_MISSING}"
     assert set(statuses(board).values()) <= {"pending", "waiting"}  # nothing claimed, nothing half-done
@@ -102,16 +118,31 @@ def _worker_pids(cluster: LocalRayCluster, node: int, stages: set[str]) -> list[
     return out
 
 
-def test_pipeline_on_two_ray_nodes_survives_losing_one(cluster: LocalRayCluster, board: BoardStore,
-                                                        tmp_path: Path) -> None:
+def test_pipeline_on_two_ray_nodes_survives_losing_one(
+    cluster: LocalRayCluster, board: BoardStore, tmp_path: Path
+) -> None:
     add_models(board, MODELS)
     out = tmp_path / "team-lead.out"
-    lead = start_tl(board.path, tmp_path, "--stages", STAGES, "--workers", "6", "--executor", "ray",
-                    "--ray-address", cluster.address, out=out)
+    lead = start_tl(
+        board.path,
+        tmp_path,
+        "--stages",
+        STAGES,
+        "--workers",
+        "6",
+        "--executor",
+        "ray",
+        "--ray-address",
+        cluster.address,
+        out=out,
+    )
     try:
         # Generous bounds, not outcomes: on a loaded 2-core machine a Ray worker takes ~20 s to start.
-        wait_for(lambda: _worker_pids(cluster, 1, set(TIMED_STAGES)) or lead.poll() is not None, timeout=300,
-                 what="a timed task running on the second node")
+        wait_for(
+            lambda: _worker_pids(cluster, 1, set(TIMED_STAGES)) or lead.poll() is not None,
+            timeout=300,
+            what="a timed task running on the second node",
+        )
         assert lead.poll() is None, out.read_text()[-3000:]
         node2_pids = {p.pid for p in cluster.tree(1)}
         killed_at = time.time()

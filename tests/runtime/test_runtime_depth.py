@@ -16,11 +16,22 @@ import pytest
 from tests.runtime.rt_support import RUNTIME_PARENT, make_adaptation, parse_result, run_demo
 
 GiB = 1024**3
-LLAMA_3_70B = dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                   num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
-                   rms_norm_eps=1e-5, bos_token_id=128000, eos_token_id=128001, architectures=["LlamaForCausalLM"])
+LLAMA_3_70B = dict(
+    hidden_size=8192,
+    intermediate_size=28672,
+    num_hidden_layers=80,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+    rms_norm_eps=1e-5,
+    bos_token_id=128000,
+    eos_token_id=128001,
+    architectures=["LlamaForCausalLM"],
+)
 
-CASES = '''
+CASES = """
 import json, sys, torch
 sys.path.insert(0, sys.argv[1])
 import transformers as T
@@ -60,11 +71,13 @@ print(json.dumps({
     "whisper": stacks(T.WhisperConfig(encoder_layers=4, decoder_layers=2)),
     "ved": stacks(T.VisionEncoderDecoderConfig.from_encoder_decoder_configs(T.ViTConfig(), T.GPT2Config(n_layer=3))),
 }))
-'''
+"""
 
 
 def test_depth_planning_on_real_configs(torch_python: Path) -> None:
-    proc = subprocess.run([str(torch_python), "-c", CASES, str(RUNTIME_PARENT)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(torch_python), "-c", CASES, str(RUNTIME_PARENT)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["full"] == [8, 8, False, False]
@@ -89,9 +102,13 @@ def test_llama_3_70b_config_dry_run_fits_in_a_few_gib(torch_python: Path, tmp_pa
     model_dir = tmp_path / "llama-3-70b"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps({"model_type": "llama", **LLAMA_3_70B}))
-    spec = {"name": "llama-3-70b", "model": {"model_id": "meta-llama/Meta-Llama-3-70B", "source": "local",
-                                             "path": "model", "has_weights": False},
-            "task_family": "causal_lm", "model_class": "LlamaForCausalLM", "inputs": {"batch_size": 1, "seq_len": 8}}
+    spec = {
+        "name": "llama-3-70b",
+        "model": {"model_id": "meta-llama/Meta-Llama-3-70B", "source": "local", "path": "model", "has_weights": False},
+        "task_family": "causal_lm",
+        "model_class": "LlamaForCausalLM",
+        "inputs": {"batch_size": 1, "seq_len": 8},
+    }
     adaptation = make_adaptation(tmp_path / "adapt", spec)
     (adaptation / "model").symlink_to(model_dir)  # a relative path resolves against the adaptation dir
     proc = run_demo(torch_python, adaptation, "--dry-run", "--dtype", "bfloat16", timeout=400)

@@ -48,7 +48,7 @@ torch.npu = types.SimpleNamespace(
 '''
 BROKEN_TORCH_NPU = 'raise OSError("libascendcl.so: cannot open shared object file (FakeTorchNpu)")\n'
 
-PROBE = '''
+PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from ab_runtime.device import select_device, synchronize, peak_memory, reset_peak_memory, empty_cache
@@ -67,15 +67,16 @@ for label, requested, fallback in [("auto", "auto", False), ("npu", "npu", False
     except DeviceUnavailable as exc:
         out[label] = {"error": str(exc)}
 print(json.dumps(out))
-'''
+"""
 
 
 def _probe(python: Path, fake_dir: Path | None) -> dict[str, Any]:
     env = dict(os.environ)
     if fake_dir is not None:
         env["PYTHONPATH"] = str(fake_dir)
-    proc = subprocess.run([str(python), "-c", PROBE, str(RUNTIME_PARENT)], capture_output=True, text=True,
-                          timeout=180, env=env)
+    proc = subprocess.run(
+        [str(python), "-c", PROBE, str(RUNTIME_PARENT)], capture_output=True, text=True, timeout=180, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.splitlines()[-1])
 
@@ -107,7 +108,13 @@ def test_fake_available_npu_is_preferred_and_driven_through_torch_npu_api(torch_
         assert choice["name"] == "Ascend910B (FakeTorchNpu)"
         assert choice["torch_npu_version"] == "2.7.1.post2+FakeTorchNpu"
     assert out["auto"]["peak"] == 4096
-    assert out["auto"]["calls"] == ["set_device", "reset_peak_memory_stats", "synchronize", "empty_cache", "max_memory_allocated"]
+    assert out["auto"]["calls"] == [
+        "set_device",
+        "reset_peak_memory_stats",
+        "synchronize",
+        "empty_cache",
+        "max_memory_allocated",
+    ]
     assert out["cpu"]["kind"] == "cpu"  # an explicit cpu request is honoured even with an NPU present
 
 
@@ -125,7 +132,7 @@ def test_torch_npu_that_fails_to_import_is_a_diagnosis(torch_python: Path, tmp_p
     assert out["auto"]["kind"] == "cpu"
 
 
-SHARD_PROBE = '''
+SHARD_PROBE = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import torch, transformers
@@ -153,15 +160,20 @@ for label, plan, kind, visible in (("too_few", {"devices": 8}, "cuda", (0, 1)),
     except DeviceUnavailable as exc:
         out[label] = str(exc)
 print(json.dumps(out))
-'''
+"""
 
 
-def test_a_plan_over_n_devices_builds_a_balanced_device_map_over_the_claimed_cards(torch_python: Path,
-                                                                                   tiny_models: dict) -> None:
+def test_a_plan_over_n_devices_builds_a_balanced_device_map_over_the_claimed_cards(
+    torch_python: Path, tiny_models: dict
+) -> None:
     """The map sharding would load with, for fake 2-card (ASCENDBRIDGE_NPU_INDEX=4,5) and 8-card
     plans on a 16-layer skeleton (meta device: nothing allocated, no accelerator needed)."""
-    proc = subprocess.run([str(torch_python), "-c", SHARD_PROBE, str(RUNTIME_PARENT), tiny_models["llama"]["path"]],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(torch_python), "-c", SHARD_PROBE, str(RUNTIME_PARENT), tiny_models["llama"]["path"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     layers = [f"model.layers.{i}" for i in range(16)]
@@ -184,8 +196,9 @@ def test_a_plan_over_n_devices_builds_a_balanced_device_map_over_the_claimed_car
 def adaptation(tiny_models: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tiny-llama with a two-device plan from discovery: on CPU it loads whole, as without one."""
     plan = {"devices": 2, "strategy": "device_map", "per_device_gb": 64, "tensor_parallel_degree": 2}
-    return make_adaptation(tmp_path_factory.mktemp("adapt") / "tiny-llama",
-                           spec_for(tiny_models["llama"], device_plan=plan))
+    return make_adaptation(
+        tmp_path_factory.mktemp("adapt") / "tiny-llama", spec_for(tiny_models["llama"], device_plan=plan)
+    )
 
 
 def test_demo_py_with_npu_requested_on_cpu_fails_honestly(torch_python: Path, adaptation: Path) -> None:
@@ -210,7 +223,7 @@ def test_demo_py_allowed_fallback_runs_and_says_so(torch_python: Path, adaptatio
     assert result["sharding"] is None  # the spec's two-device plan does not apply on CPU
 
 
-RANK_PROBE = '''
+RANK_PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from ab_runtime.device import rank_device, visible_indices
@@ -223,7 +236,7 @@ for kind, env, count in json.loads(sys.argv[2]):
     except DeviceUnavailable as exc:
         out.append(str(exc))
 print(json.dumps(out))
-'''
+"""
 TORCHRUN = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
 RANK_CASES = [  # (kind, the rank's environment, device_count under the mask) -> (device, set_device index, backend)
     (("cuda", {**TORCHRUN, "LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": "2,3"}, 2), ["cuda:0", 0, "nccl"]),
@@ -239,23 +252,29 @@ RANK_CASES = [  # (kind, the rank's environment, device_count under the mask) ->
 def test_each_torchrun_rank_takes_its_own_card_of_the_claim_and_its_backend(torch_python: Path) -> None:
     """rank_device on the environment each rank of `torchrun --nproc_per_node 2` sees (pure: the device
     count is given, no accelerator is touched)."""
-    refused = [("cuda", {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "LOCAL_RANK": "3", "CUDA_VISIBLE_DEVICES": "2,3"}, 2),
-               ("npu", {**TORCHRUN, "LOCAL_RANK": "0", "ASCENDBRIDGE_NPU_INDEX": "4"}, 8),
-               ("cuda", {**TORCHRUN, "LOCAL_RANK": "x"}, 2)]
+    refused = [
+        ("cuda", {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "LOCAL_RANK": "3", "CUDA_VISIBLE_DEVICES": "2,3"}, 2),
+        ("npu", {**TORCHRUN, "LOCAL_RANK": "0", "ASCENDBRIDGE_NPU_INDEX": "4"}, 8),
+        ("cuda", {**TORCHRUN, "LOCAL_RANK": "x"}, 2),
+    ]
     cases = [case for case, _ in RANK_CASES] + refused
-    proc = subprocess.run([str(torch_python), "-c", RANK_PROBE, str(RUNTIME_PARENT), json.dumps(cases)],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [str(torch_python), "-c", RANK_PROBE, str(RUNTIME_PARENT), json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.splitlines()[-1])
-    assert out[:len(RANK_CASES)] == [want for _, want in RANK_CASES]
-    too_few, one_physical, bad_rank = out[len(RANK_CASES):]
+    assert out[: len(RANK_CASES)] == [want for _, want in RANK_CASES]
+    too_few, one_physical, bad_rank = out[len(RANK_CASES) :]
     assert too_few.startswith("4 cuda processes need a card each but this job sees 2 (CUDA_VISIBLE_DEVICES='2,3')")
     assert "the training stage claims one card per process" in too_few and "make 4 cards visible" in too_few
     assert "2 npu processes need a card each but this job sees 1 (ASCENDBRIDGE_NPU_INDEX='4')" in one_physical
     assert bad_rank == "LOCAL_RANK='x' is not a process index or count"
 
 
-SELECT_RANK_PROBE = '''
+SELECT_RANK_PROBE = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import torch, torch_npu
@@ -272,17 +291,25 @@ try:
 except DeviceUnavailable as exc:
     out["refused"] = str(exc)
 print(json.dumps(out))
-'''
+"""
 
 
-def test_select_device_makes_the_ranks_own_npu_current_and_refuses_a_claim_too_small(torch_python: Path,
-                                                                                    tmp_path: Path) -> None:
+def test_select_device_makes_the_ranks_own_npu_current_and_refuses_a_claim_too_small(
+    torch_python: Path, tmp_path: Path
+) -> None:
     """Through FakeTorchNpu: rank 1 of 2 is made current on npu:1 (torch.npu.set_device(1)), and three
     ranks on two visible cards are refused, not silently sent to the CPU or to a shared card."""
     env = {**os.environ, "PYTHONPATH": str(_fake(tmp_path, FAKE_TORCH_NPU.format(available=True)))}
-    proc = subprocess.run([str(torch_python), "-c", SELECT_RANK_PROBE, str(RUNTIME_PARENT)], capture_output=True,
-                          text=True, timeout=180, env=env)
+    proc = subprocess.run(
+        [str(torch_python), "-c", SELECT_RANK_PROBE, str(RUNTIME_PARENT)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert (out["rank1"], out["made_current"]) == ("npu:1", [1])
-    assert out["refused"].startswith("3 npu processes need a card each but this job sees 2 (ASCEND_RT_VISIBLE_DEVICES='4,5')")
+    assert out["refused"].startswith(
+        "3 npu processes need a card each but this job sees 2 (ASCEND_RT_VISIBLE_DEVICES='4,5')"
+    )

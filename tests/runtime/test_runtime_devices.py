@@ -35,8 +35,13 @@ def test_inventories_found_explicit_and_refused() -> None:
     assert detect("cpu:1", fake_runner(), cpus=(0, 1)).cpus == (1,)
     with pytest.raises(DeviceSpecError, match=r"npu:8 not found by npu-smi \(it reports npu: 0,1,2,3,4,5,6,7\)"):
         detect("npu:6-8", fake_runner(npu=FAKE_NPU_SMI_8X64), cpus=(0,))
-    for bad, why in (("gpu:0", "expected npu:LIST"), ("npu", "name the npu indices"), ("npu:3-1", "runs backwards"),
-                     ("cuda:a", "not an index"), ("npu:", "no index given")):
+    for bad, why in (
+        ("gpu:0", "expected npu:LIST"),
+        ("npu", "name the npu indices"),
+        ("npu:3-1", "runs backwards"),
+        ("cuda:a", "not an index"),
+        ("npu:", "no index given"),
+    ):
         with pytest.raises(DeviceSpecError, match=why):
             parse_spec(bad)
     with pytest.raises(DeviceSpecError, match="core"):
@@ -55,8 +60,9 @@ npu = types.SimpleNamespace(
 '''
 
 
-def test_torch_npu_in_the_probe_environment_is_asked_before_npu_smi(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_npu_in_the_probe_environment_is_asked_before_npu_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real probe process (this interpreter) imports the fake torch_npu from its PYTHONPATH."""
     (tmp_path / "torch_npu").mkdir()
     (tmp_path / "torch_npu" / "__init__.py").write_text(FAKE_TORCH_NPU)
@@ -67,7 +73,11 @@ def test_torch_npu_in_the_probe_environment_is_asked_before_npu_smi(tmp_path: Pa
 
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     found = detect(None, runner, cpus=(0, 1), host="h1", python=sys.executable)
-    assert (found.kind, found.source, [d.label for d in found.devices]) == ("npu", "torch_npu", [f"npu:{i}" for i in range(4)])
+    assert (found.kind, found.source, [d.label for d in found.devices]) == (
+        "npu",
+        "torch_npu",
+        [f"npu:{i}" for i in range(4)],
+    )
     assert found.devices[2].name == "Ascend910B3 (FakeTorchNpu 2)" and {d.memory_gb for d in found.devices} == {64.0}
     with pytest.raises(DeviceSpecError, match=r"npu:4,5 not found by torch_npu \(it reports npu: 0,1,2,3\)"):
         detect("npu:0-5", runner, cpus=(0,), python=sys.executable)
@@ -92,7 +102,9 @@ def test_pool_hands_out_devices_exclusively_with_the_right_variable() -> None:
     assert npu.free() == 6 and npu.acquire("benchmark", 6) is not None and npu.acquire("benchmark") is None
     gpu = DevicePool(detect(None, fake_runner(nvidia=FAKE_NVIDIA_SMI_2X), cpus=(0,), host="h2"))
     first, second = gpu.acquire("benchmark"), gpu.acquire("benchmark")
-    assert first and second and (first.env, second.env) == ({"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"})
+    assert (
+        first and second and (first.env, second.env) == ({"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"})
+    )
     assert gpu.acquire("benchmark") is None
     cpu = DevicePool(detect(None, fake_runner(), cpus=tuple(range(8)), host="h3"))  # 2 cores per timed run
     assert cpu.slots == [(2, 3), (4, 5), (6, 7)] and cpu.preparation_cpus == (0, 1)
@@ -111,7 +123,9 @@ def test_pool_hands_out_devices_exclusively_with_the_right_variable() -> None:
     lone = DevicePool(detect(None, fake_runner(), cpus=(0,)))
     assert lone.capacity == 1 and "share their cores" in lone.warnings[0]
     assert stage_resources("adaptation") == {"CPU": 1.0}
-    assert stage_resources("benchmark", "npu") == {"NPU": 1.0} and stage_resources("optimization", "cuda", 2) == {"GPU": 2.0}
+    assert stage_resources("benchmark", "npu") == {"NPU": 1.0} and stage_resources("optimization", "cuda", 2) == {
+        "GPU": 2.0
+    }
     assert stage_resources("business_benchmark", "cpu", 4) == {"CPU": 4.0}
     assert pool_entry(npu) == {"host": "h1", "kind": "npu", "count": 8, "memory_gb": 64.0}
     assert devices_needed({"decision": {"plan": {"devices": 3}}}) == 3 and devices_needed({}) == 1
@@ -128,15 +142,30 @@ def test_pool_hands_out_devices_exclusively_with_the_right_variable() -> None:
 
 def test_size_decisions_use_the_hosts_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ASCENDBRIDGE_DEVICE_MEMORY_GB", raising=False)
-    llama70 = ModelInfo(model_id="meta-llama/Llama-3.1-70B", source="local", parameter_count=70_553_706_496,
-                        dtype="bfloat16", task_family="causal_lm")
-    monkeypatch.setenv("ASCENDBRIDGE_DEVICE_POOL", json.dumps([{"host": "h1", "kind": "npu", "count": 8, "memory_gb": 64}]))
+    llama70 = ModelInfo(
+        model_id="meta-llama/Llama-3.1-70B",
+        source="local",
+        parameter_count=70_553_706_496,
+        dtype="bfloat16",
+        task_family="causal_lm",
+    )
+    monkeypatch.setenv(
+        "ASCENDBRIDGE_DEVICE_POOL", json.dumps([{"host": "h1", "kind": "npu", "count": 8, "memory_gb": 64}])
+    )
     decision = decide(llama70, False, False)
     assert decision.action == "proceed" and decision.plan is not None
-    assert (decision.plan["devices"], decision.plan["strategy"], decision.plan["tensor_parallel_degree"]) == (3, "device_map", 4)
+    assert (decision.plan["devices"], decision.plan["strategy"], decision.plan["tensor_parallel_degree"]) == (
+        3,
+        "device_map",
+        4,
+    )
     assert "needs 3 x 64 GiB devices on h1" in decision.reason
-    monkeypatch.setenv("ASCENDBRIDGE_DEVICE_POOL", json.dumps([{"host": "h1", "kind": "npu", "count": 2, "memory_gb": 64},
-                                                               {"host": "cpu1", "kind": "cpu", "count": 3}]))
+    monkeypatch.setenv(
+        "ASCENDBRIDGE_DEVICE_POOL",
+        json.dumps(
+            [{"host": "h1", "kind": "npu", "count": 2, "memory_gb": 64}, {"host": "cpu1", "kind": "cpu", "count": 3}]
+        ),
+    )
     skipped = decide(llama70, False, False)
     assert (skipped.action, skipped.rule) == ("skip", "too_large")
     assert "157.7 GiB" in skipped.reason and "h1 (2 x 64 GiB npu); cpu1 (1 x 64 GiB cpu)" in skipped.reason

@@ -36,8 +36,10 @@ EXPECTED = {
     "reranker": ("bert-rerank", {"logits": [2, 1]}),
     # --- vision families (issue 13): only the accuracy outputs a user checks, plus derived results ---
     "image_text_to_text": ("qwen2.5-vl", {"logits": [2, 50, 128]}),  # 32 text + 16 image tokens + 2 markers
-    "zero_shot_image_classification": ("siglip", {"logits_per_image": [2, 2], "logits_per_text": [2, 2],
-                                                  "image_embeds": [2, 32], "text_embeds": [2, 32]}),
+    "zero_shot_image_classification": (
+        "siglip",
+        {"logits_per_image": [2, 2], "logits_per_text": [2, 2], "image_embeds": [2, 32], "text_embeds": [2, 32]},
+    ),
     "object_detection": ("detr", {"logits": [2, 8, 4], "pred_boxes": [2, 8, 4], "scores": [2, 8]}),
     "semantic_segmentation": ("segformer", {"logits": [2, 3, 8, 8], "mask": [2, 8, 8]}),
     "depth_estimation": ("dpt", {"predicted_depth": [2, 64, 64]}),
@@ -45,8 +47,13 @@ EXPECTED = {
 }
 
 
-VISION_FAMILY_NAMES = ("image_text_to_text", "zero_shot_image_classification", "object_detection",
-                       "semantic_segmentation", "depth_estimation")
+VISION_FAMILY_NAMES = (
+    "image_text_to_text",
+    "zero_shot_image_classification",
+    "object_detection",
+    "semantic_segmentation",
+    "depth_estimation",
+)
 
 
 def _hf_cache_layout(root: Path, source_dir: Path) -> Path:
@@ -61,7 +68,9 @@ def _hf_cache_layout(root: Path, source_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tiny_models: dict[str, dict[str, Any]], torch_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def runs(
+    tiny_models: dict[str, dict[str, Any]], torch_python: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, Any]]:
     specs = tmp_path_factory.mktemp("specs")
     argvs: dict[str, list[str]] = {}
     for name, entry in tiny_models.items():
@@ -70,7 +79,9 @@ def runs(tiny_models: dict[str, dict[str, Any]], torch_python: Path, tmp_path_fa
     llama = tiny_models["llama"]
     argvs["llama-again"] = argvs["llama"]
     cache = _hf_cache_layout(tmp_path_factory.mktemp("hf-cache"), Path(llama["path"]))
-    cached = spec_for(llama, model={"model_id": "tiny/llama-cache", "source": "hf-cache", "path": str(cache), "has_weights": False})
+    cached = spec_for(
+        llama, model={"model_id": "tiny/llama-cache", "source": "hf-cache", "path": str(cache), "has_weights": False}
+    )
     argvs["llama-hf-cache"] = ["--dry-run", "--spec", write_spec(specs, "cache", cached)]
     capped = spec_for(tiny_models["gemma3-text"], dry_run_max_layers=1)
     argvs["gemma3-capped"] = ["--dry-run", "--spec", write_spec(specs, "capped", capped)]
@@ -120,7 +131,9 @@ def test_each_family_runs_end_to_end(family: str, runs: dict[str, dict[str, Any]
 
 def test_the_family_registry_matches_the_framework_names() -> None:
     tree = ast.parse((RUNTIME_PARENT / "ab_runtime" / "families.py").read_text())
-    literal = next(node.value for node in tree.body if isinstance(node, ast.AnnAssign) and node.target.id == "TASK_FAMILIES")
+    literal = next(
+        node.value for node in tree.body if isinstance(node, ast.AnnAssign) and node.target.id == "TASK_FAMILIES"
+    )
     assert ast.literal_eval(literal) == TASK_FAMILIES
     assert set(EXPECTED) == set(TASK_FAMILIES)
 
@@ -136,10 +149,14 @@ def test_inputs_follow_the_config_and_forward_signature(runs: dict[str, dict[str
     assert "input_values [2, 16000]" in runs["wav2vec2"]["stdout"]
     assert "input_ids [2, 32]" in runs["clip"]["stdout"] and "pixel_values [2, 3, 32, 32]" in runs["clip"]["stdout"]
     # a vision-language model runs its text path: no pixel_values, and no stray image token (23, which the seeded draw hits) in the text
-    assert "inputs (seeded synthetic (seed 1234)): input_ids [2, 32], attention_mask [2, 32]\n" in runs["llava"]["stdout"]
+    assert (
+        "inputs (seeded synthetic (seed 1234)): input_ids [2, 32], attention_mask [2, 32]\n" in runs["llava"]["stdout"]
+    )
 
 
-def test_held_out_architectures_run_or_fail_with_a_diagnosis(runs: dict[str, dict[str, Any]], tiny_models: dict) -> None:
+def test_held_out_architectures_run_or_fail_with_a_diagnosis(
+    runs: dict[str, dict[str, Any]], tiny_models: dict
+) -> None:
     held_out = [name for name, entry in tiny_models.items() if entry["group"] == "held_out"]
     assert len(held_out) >= 14
     for name in held_out:
@@ -157,7 +174,9 @@ def test_unsupported_forward_is_a_clear_diagnosis(runs: dict[str, dict[str, Any]
     run = runs["time-series"]
     assert run["rc"] == 1 and run["result"]["ok"] is False
     assert run["result"]["error_kind"] == "unsupported_model"
-    assert "requires 'past_time_features'" in run["result"]["error"]  # past_values is built (forecasters); time features are not
+    assert (
+        "requires 'past_time_features'" in run["result"]["error"]
+    )  # past_values is built (forecasters); time features are not
     assert run["stderr"].strip().splitlines() == [f"error: {run['result']['error']}"]
 
 
@@ -187,16 +206,21 @@ def test_recurrent_state_is_not_an_output(runs: dict[str, dict[str, Any]]) -> No
     assert list(outputs) == ["logits"] and outputs["logits"]["shape"] == [2, 32, 128]  # no XLNet mems
 
 
-@pytest.mark.parametrize("name,kind,needle", [
-    ("unknown-family", "unsupported_model", "unknown task family 'protein_folding'"),
-    ("unknown-class", "unsupported_model", "no model class 'LlamaForTeleportation'"),
-    ("no-class", "spec_error", "'model_class' is missing"),
-    ("bad-dtype", "spec_error", "unknown floating dtype 'float12'"),
-    ("not-json", "spec_error", "is not valid JSON"),
-    ("missing-spec", "spec_error", "spec file not found"),
-    ("bad-flag", "spec_error", "invalid choice: 'tpu'"),
-])
-def test_bad_input_is_one_line_without_traceback(name: str, kind: str, needle: str, runs: dict[str, dict[str, Any]]) -> None:
+@pytest.mark.parametrize(
+    "name,kind,needle",
+    [
+        ("unknown-family", "unsupported_model", "unknown task family 'protein_folding'"),
+        ("unknown-class", "unsupported_model", "no model class 'LlamaForTeleportation'"),
+        ("no-class", "spec_error", "'model_class' is missing"),
+        ("bad-dtype", "spec_error", "unknown floating dtype 'float12'"),
+        ("not-json", "spec_error", "is not valid JSON"),
+        ("missing-spec", "spec_error", "spec file not found"),
+        ("bad-flag", "spec_error", "invalid choice: 'tpu'"),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(
+    name: str, kind: str, needle: str, runs: dict[str, dict[str, Any]]
+) -> None:
     run = runs[name]
     assert run["rc"] == 1 and run["result"]["ok"] is False
     assert run["result"]["error_kind"] == kind and needle in run["result"]["error"]
@@ -222,13 +246,17 @@ def test_a_vlm_runs_image_and_text_through_its_image_processor(runs: dict[str, d
     # Gemma 3: whole images, <start_of_image> + 4 soft tokens + <end_of_image> in the text, token types
     assert "pixel_values [2, 3, 32, 32]" in gemma and "token_type_ids [2, 38]" in gemma
     for name in ("qwen2.5-vl", "gemma3-vlm"):
-        assert len(runs[name]["result"]["generated_ids"][0]) == 4 and "generated (greedy, 4 tokens)" in runs[name]["stdout"]
+        assert (
+            len(runs[name]["result"]["generated_ids"][0]) == 4
+            and "generated (greedy, 4 tokens)" in runs[name]["stdout"]
+        )
 
 
 def test_a_vlm_without_an_image_layout_runs_text_only_and_says_so(runs: dict[str, dict[str, Any]]) -> None:
     run = runs["llava-vlm"]
-    assert _ok(run)["inputs"].endswith("text-only fallback: no image layout for model_type 'llava' "
-                                       "(known: gemma3, qwen2_5_vl, qwen2_vl)")
+    assert _ok(run)["inputs"].endswith(
+        "text-only fallback: no image layout for model_type 'llava' (known: gemma3, qwen2_5_vl, qwen2_vl)"
+    )
     assert "pixel_values" not in run["stdout"] and "input_ids [2, 32], attention_mask [2, 32]" in run["stdout"]
 
 
@@ -243,4 +271,6 @@ def test_vision_summaries_read_as_task_results(runs: dict[str, dict[str, Any]]) 
     assert "mask [8, 8] of image 0, " in summary("segformer") and "%" in summary("segformer")
     assert summary("depth-anything").startswith("result: depth map [28, 28] of image 0: range ")
     assert set(runs["yolos"]["result"]["outputs"]) == {"logits", "pred_boxes", "scores"}
+
+
 # --- end vision families ---

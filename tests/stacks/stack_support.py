@@ -66,7 +66,9 @@ def slowed_stack(root: Path, torch_python: Path, delay_s: float) -> Path:
     subprocess.run([str(torch_python), "-m", "venv", "--without-pip", str(root)], check=True)
     python = root / "bin" / "python"
     own = Path(site_dirs(python)[0])
-    (own / "a_torch_env.pth").write_text("".join(f"import site; site.addsitedir({d!r})\n" for d in site_dirs(torch_python)))
+    (own / "a_torch_env.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in site_dirs(torch_python))
+    )
     (own / "_ab_test_slow_torch.py").write_text(_SLOW_MODULE.format(delay=delay_s))
     (own / "zz_slow_torch.pth").write_text("import _ab_test_slow_torch\n")
     return python

@@ -41,7 +41,11 @@ def test_compatibility_table_pairs_torch_npu_with_torch() -> None:
     spec_range = "transformers>=4.46"
     check_stack({"torch": "2.7.1+cpu", "torch_npu": "2.7.1.post2", "transformers": "4.57.1"}, spec_range, "npu")
     for stack, device, words in (
-        ({"torch": "2.9.1", "torch_npu": "2.7.1.post2", "transformers": "4.57.1"}, "npu", "torch_npu 2.7.1.post2 needs torch 2.7.1"),
+        (
+            {"torch": "2.9.1", "torch_npu": "2.7.1.post2", "transformers": "4.57.1"},
+            "npu",
+            "torch_npu 2.7.1.post2 needs torch 2.7.1",
+        ),
         ({"torch": "2.13.0+cpu", "torch_npu": None, "transformers": "5.24.0"}, "npu", "needs torch_npu"),
         ({"torch": "2.13.0+cpu", "transformers": "4.30.0"}, "cpu", "outside the spec's 'transformers>=4.46'"),
         ({"torch": None, "executable": "/usr/bin/python3"}, "cpu", "has no torch"),
@@ -57,7 +61,13 @@ def test_compare_rule_tolerance_and_accuracy() -> None:
     fast = compare("m", "m", base, {"float32": {"median_ms": 8.0, "samples_per_s": 125.0, "accuracy_pass": 1.0}})
     wrong = compare("m", "m", base, {"float32": {"median_ms": 10.0, "samples_per_s": 100.0, "accuracy_pass": 0.0}})
     gone = compare("m", "m", base, {})
-    assert [v.verdict for v in (same, slow, fast, wrong, gone)] == ["unchanged", "regressed", "improved", "regressed", "broken"]
+    assert [v.verdict for v in (same, slow, fast, wrong, gone)] == [
+        "unchanged",
+        "regressed",
+        "improved",
+        "regressed",
+        "broken",
+    ]
     assert slow.worst.name == "samples_per_s" and slow.worst.worse_by() == pytest.approx(100 / 90 - 1)
     assert "accuracy no longer passes" in wrong.summary
 
@@ -70,7 +80,11 @@ def test_system_mode_refuses_a_mismatched_stack_in_one_line(tmp_path: Path) -> N
     result = uv_env.sync(directory, "cpu", env=EnvChoice("system", torch_env_python()))
     assert not result.ok and result.exit_code == 2
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: transformers ") and "outside the spec's 'transformers<4'" in lines[0]
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("error: transformers ")
+        and "outside the spec's 'transformers<4'" in lines[0]
+    )
     assert not (directory / ".venv").exists()  # refused before anything was made or installed
 
 
@@ -82,8 +96,13 @@ def _completed_through_benchmark(store: BoardStore, model_id: str, benchmark_fig
             continue
         task = next(t for t in store.list_tasks(model_id=model_id) if t.stage == stage)
         claimed = store.claim_task(task.id, "test", 60)
-        store.complete_task(task.id, claimed.fencing_token, {"summary": "controlled baseline"}, origin="test",
-                            figures=benchmark_figures if stage == "benchmark" else ())
+        store.complete_task(
+            task.id,
+            claimed.fencing_token,
+            {"summary": "controlled baseline"},
+            origin="test",
+            figures=benchmark_figures if stage == "benchmark" else (),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -95,20 +114,51 @@ def revalidated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproc
     same_speed = slowed_stack(tmp_path / "stack-same", torch_python, BASELINE_MS / 1000)
     half_speed = slowed_stack(tmp_path / "stack-slower", torch_python, 2 * BASELINE_MS / 1000)
     store = BoardStore.init(tmp_path / "board.db")
-    old_stack = {"stack_id": "0ldstack0000", "data": {"python": "3.11", "torch": "2.12.0+cpu", "transformers": "5.20.0"}}
+    old_stack = {
+        "stack_id": "0ldstack0000",
+        "data": {"python": "3.11", "torch": "2.12.0+cpu", "transformers": "5.20.0"},
+    }
     for name, python in (("tiny-bert", same_speed), ("tiny-vit", half_speed)):
         directory = make_adaptation(tmp_path, name)
         assert uv_env.lock(directory).ok
         model_dir = AdaptationSpec.load(directory).model.path
         store.register_models([Registration(model_id=name, source="local", path=model_dir)])
-        _completed_through_benchmark(store, name, [{
-            "values": {"median_ms": BASELINE_MS, "accuracy_pass": 1.0}, "device": "cpu", "dtype": "float32",
-            "units": {"median_ms": "ms"}, "stack": old_stack}])
+        _completed_through_benchmark(
+            store,
+            name,
+            [
+                {
+                    "values": {"median_ms": BASELINE_MS, "accuracy_pass": 1.0},
+                    "device": "cpu",
+                    "dtype": "float32",
+                    "units": {"median_ms": "ms"},
+                    "stack": old_stack,
+                }
+            ],
+        )
         store.set_env_mode(name, "system", str(python))  # per model on the board
     store.close()
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--board", str(tmp_path / "board.db"), "--adaptations-dir",
-                           str(tmp_path / "adaptations"), "--iters", "3", "--warmup", "1", "--workers", "2",
-                           "--out", str(tmp_path / "report")], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--board",
+            str(tmp_path / "board.db"),
+            "--adaptations-dir",
+            str(tmp_path / "adaptations"),
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "report"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return tmp_path, proc
 
 
@@ -147,15 +197,27 @@ def test_revalidation_after_a_stack_change_reports_unchanged_and_regressed(
 
 
 def test_exported_package_is_reverified_from_the_export_alone(
-    revalidated: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path,
+    revalidated: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
     """Export the re-validated packages (their board names the stack), move the export away from
     the repository and check it with a bare interpreter: no framework, no board."""
     source, _ = revalidated
     export = tmp_path / "export"
-    proc = subprocess.run([sys.executable, str(EXPORTER), "--board", str(source / "report" / "revalidation.db"),
-                           "--adaptations-dir", str(source / "report" / "adaptations"), "--out", str(export)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(EXPORTER),
+            "--board",
+            str(source / "report" / "revalidation.db"),
+            "--adaptations-dir",
+            str(source / "report" / "adaptations"),
+            "--out",
+            str(export),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     moved = tmp_path / "elsewhere"
     shutil.move(str(export), moved)
@@ -171,12 +233,13 @@ def test_exported_package_is_reverified_from_the_export_alone(
     evidence.write_text(evidence.read_text().replace('"verdict": "pass"', '"verdict": "fail"', 1))
     bad = subprocess.run([*bare, str(moved / "tiny-vit" / "check_package.py")], capture_output=True, text=True)
     assert bad.returncode == 1
-    assert bad.stdout.strip() == ("FAIL tiny-vit: benchmark_metrics_cpu_float32_dry_run_synthetic.json: "
-                                  "sha256 differs from the manifest")
+    assert bad.stdout.strip() == (
+        "FAIL tiny-vit: benchmark_metrics_cpu_float32_dry_run_synthetic.json: sha256 differs from the manifest"
+    )
 
 
 def test_team_lead_refuses_system_mode_without_an_interpreter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
     from ascendbridge.teamlead.cli import main as team_lead
@@ -186,7 +249,8 @@ def test_team_lead_refuses_system_mode_without_an_interpreter(
     board = str(tmp_path / "board.db")
     assert team_lead(["--once", "--board", board, "--env", "system"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "error: environment mode 'system' needs an interpreter (--python PATH or ASCENDBRIDGE_SYSTEM_PYTHON)"]
+        "error: environment mode 'system' needs an interpreter (--python PATH or ASCENDBRIDGE_SYSTEM_PYTHON)"
+    ]
     assert team_lead(["--once", "--board", board, "--env", "system", "--python", str(tmp_path / "nope")]) == 2
     assert "does not exist or is not executable" in capsys.readouterr().err
     assert not (tmp_path / "board.db").exists()  # refused before the board was opened
@@ -203,8 +267,9 @@ def test_old_board_upgrades_to_stacks_and_metrics_name_their_stack(tmp_path: Pat
         assert store.get_model("org/old-model").env_mode == ""
         for median in (2.0, 2.1):  # two gated completions on one stack: the stack is stored once
             task = store.claim_next("test", 60)
-            store.complete_task(task.id, task.fencing_token, {}, figures=[{"values": {"median_ms": median},
-                                                                           "stack": stack}])
+            store.complete_task(
+                task.id, task.fencing_token, {}, figures=[{"values": {"median_ms": median}, "stack": stack}]
+            )
         assert [m.stack_id for m in store.list_metrics("org/old-model")] == ["abc123abc123"] * 2
         assert store.list_stacks() == {"abc123abc123": stack["data"]}
         record = store.set_env_mode("org/old-model", "system", "/opt/vendor/bin/python")

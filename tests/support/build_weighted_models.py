@@ -30,17 +30,29 @@ import transformers as T
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 # Words the tests and the runtime's fixed sentences use (ab_runtime.parity.SENTENCES, demo defaults).
-CORPUS = ("A package must answer exactly like the model's own library. Ascend NPUs run PyTorch models "
-          "through torch_npu. short The capital of France is Paris. This film was a delight from start "
-          "to finish. A man is playing a guitar. Someone is playing a musical instrument. The stock "
-          "market fell sharply today. It rained all day and the match was cancelled.")
+CORPUS = (
+    "A package must answer exactly like the model's own library. Ascend NPUs run PyTorch models "
+    "through torch_npu. short The capital of France is Paris. This film was a delight from start "
+    "to finish. A man is playing a guitar. Someone is playing a musical instrument. The stock "
+    "market fell sharply today. It rained all day and the match was cancelled."
+)
 LABELS = ("negative", "neutral", "positive")
 VISION_WORDS = ("a", "cat", "dog", "car", "describe", "this", "image", "user", "assistant")  # labels, prompts, roles
 # Qwen2.5-VL's special tokens at the ids tiny_models.py's config names, then its chat markers
-VLM_SPECIAL = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_start|>", "<|im_end|>",
-               "<|endoftext|>", "[UNK]")
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+VLM_SPECIAL = (
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "[UNK]",
+)
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def words() -> list[str]:
@@ -81,14 +93,17 @@ def clip(out: Path, image: Path, labels: list[str]) -> dict:
 
     out.mkdir(parents=True)
     vocab = {w: i for i, w in enumerate(["<|startoftext|>", "<pad>", "<|endoftext|>", "[UNK]", *words()])}
-    word_tokenizer(vocab, bos_token="<|startoftext|>", eos_token="<|endoftext|>", pad_token="<pad>").save_pretrained(out)
+    word_tokenizer(vocab, bos_token="<|startoftext|>", eos_token="<|endoftext|>", pad_token="<pad>").save_pretrained(
+        out
+    )
     T.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(out)
     torch.manual_seed(0)
     config = tiny_config("clip-zero-shot")
     config.initializer_factor = 5.0  # decisive probabilities, not a near-uniform split
     T.CLIPModel(config).save_pretrained(out)
     best = T.pipeline("zero-shot-image-classification", model=str(out), device="cpu")(
-        Image.open(image), candidate_labels=labels, hypothesis_template="{}")[0]
+        Image.open(image), candidate_labels=labels, hypothesis_template="{}"
+    )[0]
     return {"path": str(out), "label": best["label"], "score": best["score"]}
 
 
@@ -108,24 +123,35 @@ def qwen_vl(out: Path, image: Path, prompt: str, new_tokens: int) -> dict:
     tokenizer.save_pretrained(out)
     vision = config.vision_config
     side = 4 * vision.patch_size * vision.spatial_merge_size
-    processor = T.Qwen2VLImageProcessor(patch_size=vision.patch_size, merge_size=vision.spatial_merge_size,
-                                        temporal_patch_size=vision.temporal_patch_size,
-                                        min_pixels=side * side, max_pixels=side * side)
+    processor = T.Qwen2VLImageProcessor(
+        patch_size=vision.patch_size,
+        merge_size=vision.spatial_merge_size,
+        temporal_patch_size=vision.temporal_patch_size,
+        min_pixels=side * side,
+        max_pixels=side * side,
+    )
     processor.save_pretrained(out)
     torch.manual_seed(0)
     config.text_config.initializer_range = 1.0
     model = T.Qwen2_5_VLForConditionalGeneration(config).eval()
     model.save_pretrained(out)
     pixels = T.AutoImageProcessor.from_pretrained(out)(images=Image.open(image).convert("RGB"), return_tensors="pt")
-    count = int(pixels["image_grid_thw"][0].prod()) // vision.spatial_merge_size ** 2
+    count = int(pixels["image_grid_thw"][0].prod()) // vision.spatial_merge_size**2
     content = "<|vision_start|>" + "<|image_pad|>" * count + "<|vision_end|>" + prompt
-    text = tokenizer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
     encoded = tokenizer(text, return_tensors="pt")
-    inputs = {**encoded, "mm_token_type_ids": (encoded["input_ids"] == config.image_token_id).long(),
-              "pixel_values": pixels["pixel_values"], "image_grid_thw": pixels["image_grid_thw"]}
+    inputs = {
+        **encoded,
+        "mm_token_type_ids": (encoded["input_ids"] == config.image_token_id).long(),
+        "pixel_values": pixels["pixel_values"],
+        "image_grid_thw": pixels["image_grid_thw"],
+    }
     with torch.inference_mode():
-        ids = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id)[0, encoded["input_ids"].shape[1]:]
+        ids = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)[
+            0, encoded["input_ids"].shape[1] :
+        ]
     return {"path": str(out), "continuation": tokenizer.decode(ids.tolist(), skip_special_tokens=True)}
 
 
@@ -137,8 +163,12 @@ def bert_classifier(demo: Path, out: Path, text: str) -> dict:
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words(), *letters, *(f"##{c}" for c in letters)]
     (out / "vocab.txt").write_text("\n".join(dict.fromkeys(vocab)) + "\n")
     T.BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
-    config = T.BertConfig.from_pretrained(demo / "tiny-bert-classifier", initializer_range=1.0,
-                                          id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
+    config = T.BertConfig.from_pretrained(
+        demo / "tiny-bert-classifier",
+        initializer_range=1.0,
+        id2label=dict(enumerate(LABELS)),
+        label2id={n: i for i, n in enumerate(LABELS)},
+    )
     torch.manual_seed(0)
     T.BertForSequenceClassification(config).save_pretrained(out)
     label = T.pipeline("text-classification", model=str(out), device="cpu")(text)[0]["label"]
@@ -157,19 +187,26 @@ def gpt2(demo: Path, out: Path, prompt: str, new_tokens: int) -> dict:
     model.save_pretrained(out)
     encoded = tokenizer(prompt, return_tensors="pt")
     with torch.inference_mode():
-        ids = model.generate(**encoded, max_new_tokens=new_tokens, do_sample=False,
-                             pad_token_id=tokenizer.eos_token_id)[0, encoded["input_ids"].shape[1]:]
+        ids = model.generate(
+            **encoded, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id
+        )[0, encoded["input_ids"].shape[1] :]
     return {"path": str(out), "continuation": tokenizer.decode(ids.tolist(), skip_special_tokens=True)}
 
 
 def main() -> None:
     demo, out, request = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
     image = test_image(out)
-    print(json.dumps({"tiny-bert-classifier": bert_classifier(demo, out / "tiny-bert-classifier", request["text"]),
-                      "tiny-gpt2": gpt2(demo, out / "tiny-gpt2", request["prompt"], request["new_tokens"]),
-                      "tiny-clip": clip(out / "tiny-clip", image, request["labels"]),
-                      "tiny-qwen-vl": qwen_vl(out / "tiny-qwen-vl", image, request["vlm_prompt"], request["new_tokens"]),
-                      "image": {"path": str(image)}}))
+    print(
+        json.dumps(
+            {
+                "tiny-bert-classifier": bert_classifier(demo, out / "tiny-bert-classifier", request["text"]),
+                "tiny-gpt2": gpt2(demo, out / "tiny-gpt2", request["prompt"], request["new_tokens"]),
+                "tiny-clip": clip(out / "tiny-clip", image, request["labels"]),
+                "tiny-qwen-vl": qwen_vl(out / "tiny-qwen-vl", image, request["vlm_prompt"], request["new_tokens"]),
+                "image": {"path": str(image)},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,11 @@ class FakeHubRepo:
     refs: tuple[str, ...] = ()  # branches and tags besides main, all at `commit`
 
     def files(self) -> dict[str, Path]:
-        return {p.relative_to(self.directory).as_posix(): p for p in sorted(self.directory.rglob("*"))
-                if p.is_file() and not p.name.startswith(".")}
+        return {
+            p.relative_to(self.directory).as_posix(): p
+            for p in sorted(self.directory.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")
+        }
 
     def has_revision(self, revision: str) -> bool:
         return revision in ("", "main", self.commit, *self.refs)
@@ -74,7 +77,8 @@ class FakeHubRepo:
                     if key != "__metadata__":
                         counts[t["dtype"]] = counts.get(t["dtype"], 0) + math.prod(t["shape"])
         return {
-            **self._common(repo_id, blobs), "modelId": repo_id,
+            **self._common(repo_id, blobs),
+            "modelId": repo_id,
             "config": {k: config[k] for k in ("architectures", "model_type", "auto_map") if k in config},
             **({"safetensors": {"parameters": counts, "total": sum(counts.values())}} if counts else {}),
             **self.listing,
@@ -85,9 +89,15 @@ class FakeHubRepo:
         return {**self._common(repo_id, blobs), "disabled": False, "tags": [], **self.listing}
 
     def _common(self, repo_id: str, blobs: bool) -> dict[str, Any]:
-        return {"id": repo_id, "_id": self.uid or repo_id, "sha": self.commit, "private": False,
-                "gated": "manual" if self.gated else False, "cardData": self._card(),
-                "siblings": [self._sibling(n, p, blobs) for n, p in self.files().items()]}
+        return {
+            "id": repo_id,
+            "_id": self.uid or repo_id,
+            "sha": self.commit,
+            "private": False,
+            "gated": "manual" if self.gated else False,
+            "cardData": self._card(),
+            "siblings": [self._sibling(n, p, blobs) for n, p in self.files().items()],
+        }
 
     def tree_entry(self, name: str) -> dict[str, Any] | None:
         """One path's tree entry (a file or a folder), None when the repo has no such path."""
@@ -108,11 +118,10 @@ class FakeHubRepo:
         if folder and (entry := self.tree_entry(folder)) is not None and entry["type"] != "directory":
             return None
         prefix = f"{folder}/" if folder else ""
-        below = [f[len(prefix):].split("/") for f in self.files() if f.startswith(prefix)]
+        below = [f[len(prefix) :].split("/") for f in self.files() if f.startswith(prefix)]
         if folder and not below:
             return None
-        names = {prefix + "/".join(parts[: i + 1]) for parts in below
-                 for i in range(len(parts) if recursive else 1)}
+        names = {prefix + "/".join(parts[: i + 1]) for parts in below for i in range(len(parts) if recursive else 1)}
         return [e for n in sorted(names) if (e := self.tree_entry(n)) is not None]
 
 
@@ -140,8 +149,12 @@ class FakeHubHandler(BaseHTTPRequestHandler):
         self._reply(200, json.dumps(answer).encode(), {"Content-Type": "application/json"}, body)
 
     def _error(self, status: int, code: str, body: bool) -> None:
-        self._reply(status, json.dumps({"error": code}).encode(),
-                    {"X-Error-Code": code, "X-Error-Message": code, "Content-Type": "application/json"}, body)
+        self._reply(
+            status,
+            json.dumps({"error": code}).encode(),
+            {"X-Error-Code": code, "X-Error-Message": code, "Content-Type": "application/json"},
+            body,
+        )
 
     def _serve(self, body: bool) -> None:
         url = urllib.parse.urlparse(self.path)
@@ -175,7 +188,9 @@ class FakeHubHandler(BaseHTTPRequestHandler):
         if action in (None, "revision"):
             blobs = query.get("blobs", [""])[-1].lower() == "true"
             canonical = self.server.canonical(kind, repo_id)
-            return self._json(repo.info(canonical, blobs) if kind == "models" else repo.dataset_info(canonical, blobs), body)
+            return self._json(
+                repo.info(canonical, blobs) if kind == "models" else repo.dataset_info(canonical, blobs), body
+            )
         listing = repo.tree(rest or "", query.get("recursive", [""])[-1].lower() == "true")
         if listing is None:
             return self._error(404, "EntryNotFound", body)
@@ -186,8 +201,11 @@ class FakeHubHandler(BaseHTTPRequestHandler):
         if file is None:
             return self._error(404, "EntryNotFound", body)
         data = file.read_bytes()
-        headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
-                   "Accept-Ranges": "bytes"}
+        headers = {
+            "X-Repo-Commit": repo.commit,
+            "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+            "Accept-Ranges": "bytes",
+        }
         ranged = re.match(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
         if ranged:
             start = int(ranged.group(1))
@@ -205,8 +223,16 @@ class FakeHubServer(ThreadingHTTPServer):
         self.refuse_tokens = False  # True: gated repos refuse every token (access not granted)
         self.aliases: dict[str, str] = {}
 
-    def add(self, repo_id: str, directory: Path, commit: str, gated: bool = False, *,
-            card: dict[str, Any] | None = None, **listing: Any) -> None:
+    def add(
+        self,
+        repo_id: str,
+        directory: Path,
+        commit: str,
+        gated: bool = False,
+        *,
+        card: dict[str, Any] | None = None,
+        **listing: Any,
+    ) -> None:
         """A model repo; `listing` holds list fields (downloads=, likes=, pipeline_tag=, tags=, ...)."""
         self.repos[repo_id] = FakeHubRepo(directory, commit, gated, listing, card or {}, uid=f"uid-{repo_id}")
 

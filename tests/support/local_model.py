@@ -12,15 +12,26 @@ from ascendbridge.config import adaptations_dir
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
 
 
-def register_local(board: BoardStore, model_id: str, model_dir: Path, stage: str, task_family: str, model_class: str,
-                   model_type: str, **spec_fields: Any) -> tuple[ModelRecord, TaskRecord, Path, AdaptationSpec]:
+def register_local(
+    board: BoardStore,
+    model_id: str,
+    model_dir: Path,
+    stage: str,
+    task_family: str,
+    model_class: str,
+    model_type: str,
+    **spec_fields: Any,
+) -> tuple[ModelRecord, TaskRecord, Path, AdaptationSpec]:
     """Register `model_dir` as `model_id`: (its record, its task of `stage`, its adaptation directory,
     a spec of the local model without weights, plus `spec_fields`). Nothing is rendered yet."""
-    (record, _), = board.register_models([Registration(model_id=model_id, source="local", path=str(model_dir))])
+    ((record, _),) = board.register_models([Registration(model_id=model_id, source="local", path=str(model_dir))])
     task = board.list_tasks(stage=stage, model_id=record.model_id)[0]
     spec = AdaptationSpec(
         name=record.adaptation_name,
         model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
-        task_family=task_family, model_class=model_class, model_type=model_type, **spec_fields,
+        task_family=task_family,
+        model_class=model_class,
+        model_type=model_type,
+        **spec_fields,
     )
     return record, task, adaptations_dir() / record.adaptation_name, spec

@@ -47,9 +47,14 @@ class LocalRayCluster:
         self.address = f"127.0.0.1:{self.port}"
         self.nodes: list[subprocess.Popen[bytes]] = []
         (self.root / "tmp").mkdir()  # the nodes' scratch folders: a killed node's go with the cluster
-        self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", TMPDIR=str(self.root / "tmp"),
-                        RAY_agent_register_timeout_ms="120000", RAY_enable_worker_prestart="0",
-                        RAY_worker_register_timeout_seconds="600")
+        self.env = dict(
+            os.environ,
+            RAY_USAGE_STATS_ENABLED="0",
+            TMPDIR=str(self.root / "tmp"),
+            RAY_agent_register_timeout_ms="120000",
+            RAY_enable_worker_prestart="0",
+            RAY_worker_register_timeout_seconds="600",
+        )
 
     def _start(self, head: bool, timeout_s: float) -> subprocess.Popen[bytes]:
         """One node; a start that times out is tried once more (on a loaded machine Ray's own
@@ -63,12 +68,29 @@ class LocalRayCluster:
 
     def _start_once(self, head: bool, timeout_s: float) -> subprocess.Popen[bytes]:
         index = len(self.nodes)
-        where = ["--head", "--port", str(self.port), "--include-dashboard", "false"] if head else \
-            ["--address", self.address]
-        argv = [str(RAY), "start", *where, "--block", "--disable-usage-stats", "--include-log-monitor", "false",
-                "--node-ip-address", "127.0.0.1",
-                "--num-cpus", str(self.cpus), *(["--resources", json.dumps({"NPU": self.npus})] if self.npus else []),
-                "--object-store-memory", str(OBJECT_STORE_BYTES), "--temp-dir", str(self.root / f"n{index}")]
+        where = (
+            ["--head", "--port", str(self.port), "--include-dashboard", "false"]
+            if head
+            else ["--address", self.address]
+        )
+        argv = [
+            str(RAY),
+            "start",
+            *where,
+            "--block",
+            "--disable-usage-stats",
+            "--include-log-monitor",
+            "false",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--num-cpus",
+            str(self.cpus),
+            *(["--resources", json.dumps({"NPU": self.npus})] if self.npus else []),
+            "--object-store-memory",
+            str(OBJECT_STORE_BYTES),
+            "--temp-dir",
+            str(self.root / f"n{index}"),
+        ]
         log = self.root / f"node{index}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

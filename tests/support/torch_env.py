@@ -51,18 +51,30 @@ def torch_env_python(extra: tuple[str, ...] = ()) -> Path:
         if source.wheel_dir:
             cmd += ["--find-links", source.wheel_dir]
         else:
-            cmd += ["--index-url", "https://download.pytorch.org/whl/cpu",
-                    "--extra-index-url", "https://pypi.org/simple", "--index-strategy", "unsafe-best-match"]
+            cmd += [
+                "--index-url",
+                "https://download.pytorch.org/whl/cpu",
+                "--extra-index-url",
+                "https://pypi.org/simple",
+                "--index-strategy",
+                "unsafe-best-match",
+            ]
         subprocess.run(cmd, check=True, env=env)
         marker.write_text("ok\n")
     return python
 
 
-def run_inner_json(script: Path, *args: str, python: Path | None = None, timeout: int = 600,
-                   env: dict[str, str] | None = None) -> Any:
+def run_inner_json(
+    script: Path, *args: str, python: Path | None = None, timeout: int = 600, env: dict[str, str] | None = None
+) -> Any:
     """Run a test's inner script in the torch environment (or `python`) and return the JSON of its
     last output line; a non-zero exit fails the test with the script's stderr."""
-    proc = subprocess.run([str(python or torch_env_python()), str(script), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    proc = subprocess.run(
+        [str(python or torch_env_python()), str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

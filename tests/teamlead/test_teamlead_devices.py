@@ -19,21 +19,34 @@ from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, in
 from tests.teamlead.tl_support import check_event_log, statuses, tl_argv, tl_env
 from tests.teamlead.toy_device_stages import RECORD_ENV, STAGES
 
-SKIP = ["adaptation", "healing", "optimization", "serving"]  # discovery (CPU) -> benchmark -> business_benchmark (timed)
+SKIP = [
+    "adaptation",
+    "healing",
+    "optimization",
+    "serving",
+]  # discovery (CPU) -> benchmark -> business_benchmark (timed)
 
 
-def _run(board: BoardStore, tmp: Path, models: dict[str, dict[str, Any]], *args: str,
-         path: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
-    board.register_models(Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(d),
-                                       skip_stages=SKIP) for m, d in models.items())
+def _run(
+    board: BoardStore, tmp: Path, models: dict[str, dict[str, Any]], *args: str, path: str | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    board.register_models(
+        Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(d), skip_stages=SKIP)
+        for m, d in models.items()
+    )
     record = tmp / "device_runs.jsonl"
     env = tl_env(tmp, STAGES)
     env[RECORD_ENV] = str(record)
     env["PATH"] = path or install_fake_tools(tmp / "no-tools")  # no real npu-smi / nvidia-smi leaks in
     for name in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ASCENDBRIDGE_DEVICES"):
         env.pop(name, None)
-    proc = subprocess.run(tl_argv(board.path, "--stages", "discovery,benchmark,business_benchmark", *args),
-                          env=env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        tl_argv(board.path, "--stages", "discovery,benchmark,business_benchmark", *args),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert all(st in ("completed", "skipped") for st in statuses(board).values())
     assert all(n == 1 for n in check_event_log(board).values())
@@ -49,8 +62,9 @@ def _placements(board: BoardStore) -> list[dict[str, Any]]:
             placed.append({**ev.data, "model": ev.model_id, "stage": ev.stage})
             if ev.data["exclusive"]:
                 for device in ev.data["devices"]:
-                    assert device not in held, f"{device} given to attempt {ev.data['attempt_id']} while " \
-                                               f"attempt {held[device]} holds it"
+                    assert device not in held, (
+                        f"{device} given to attempt {ev.data['attempt_id']} while attempt {held[device]} holds it"
+                    )
                     held[device] = ev.data["attempt_id"]
         elif ev.kind == "devices_released":
             for device in ev.data["devices"]:
@@ -128,11 +142,15 @@ def test_cpu_only_host_gives_timed_runs_their_own_cores(board: BoardStore, tmp_p
     assert [r.kind for r in rows] == ["cpu"] and set(rows[0].cpus) == set(os.sched_getaffinity(0))
 
 
-def test_bad_devices_is_one_line_and_exit_2(board: BoardStore, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_devices_is_one_line_and_exit_2(
+    board: BoardStore, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", install_fake_tools(tmp_path / "bin", npu_smi=FAKE_NPU_SMI_8X64))
-    for spec, why in (("npu:0-x", "is not an index or a range"), ("npu:7-9", "npu:8,9 not found by npu-smi"),
-                      ("tpu:0", "expected npu:LIST")):
+    for spec, why in (
+        ("npu:0-x", "is not an index or a range"),
+        ("npu:7-9", "npu:8,9 not found by npu-smi"),
+        ("tpu:0", "expected npu:LIST"),
+    ):
         assert team_lead_main(["--board", str(board.path), "--devices", spec]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and err.startswith("error: --devices") and why in err, err

@@ -32,25 +32,57 @@ from bench import eta_error
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 
 NOW = datetime(2026, 12, 1, 7, 0, 0, tzinfo=timezone.utc)
-COSTS = CostModel({"discovery": {"*": 10.0}, "healing": {"*": 50.0, "seq2seq": 100.0},
-                   "benchmark": {"*": 50.0}, "optimization": {"*": 200.0}})
+COSTS = CostModel(
+    {
+        "discovery": {"*": 10.0},
+        "healing": {"*": 50.0, "seq2seq": 100.0},
+        "benchmark": {"*": 50.0},
+        "optimization": {"*": 200.0},
+    }
+)
 
 
 def task(stage: str, status: str, n: int = 1, started_s_ago: float | None = None) -> TaskRecord:
     started = (NOW - timedelta(seconds=started_s_ago)).isoformat() if started_s_ago is not None else None
-    return TaskRecord(id=n * 10 + STAGES.index(stage), model_pk=n, model_id=f"m{n}", adaptation_name=f"m{n}",
-                      priority=0, stage=stage, status=status, attempts=1, fencing_token=1, started_at=started,
-                      updated_at=NOW.isoformat())
+    return TaskRecord(
+        id=n * 10 + STAGES.index(stage),
+        model_pk=n,
+        model_id=f"m{n}",
+        adaptation_name=f"m{n}",
+        priority=0,
+        stage=stage,
+        status=status,
+        attempts=1,
+        fencing_token=1,
+        started_at=started,
+        updated_at=NOW.isoformat(),
+    )
 
 
 def model(n: int, family: str | None = None) -> ModelRecord:
-    return ModelRecord(pk=n, model_id=f"m{n}", source="local", description="", adaptation_name=f"m{n}", priority=0,
-                       allow_remote_code=False, paused=False, env_mode="locked", task_family=family,
-                       created_at=NOW.isoformat())
+    return ModelRecord(
+        pk=n,
+        model_id=f"m{n}",
+        source="local",
+        description="",
+        adaptation_name=f"m{n}",
+        priority=0,
+        allow_remote_code=False,
+        paused=False,
+        env_mode="locked",
+        task_family=family,
+        created_at=NOW.isoformat(),
+    )
 
 
-def run(tasks: list[TaskRecord], stages: list[str], board: Sequence[Sample] = (), host: Sequence[Sample] = (),
-        lanes: Lanes = Lanes(2, 1), families: dict[int, str] | None = None) -> Eta:
+def run(
+    tasks: list[TaskRecord],
+    stages: list[str],
+    board: Sequence[Sample] = (),
+    host: Sequence[Sample] = (),
+    lanes: Lanes = Lanes(2, 1),
+    families: dict[int, str] | None = None,
+) -> Eta:
     """The ETA of `tasks` (model n's family: families[n]) against COSTS, at NOW."""
     models = [model(n, (families or {}).get(n)) for n in sorted({t.model_pk for t in tasks})]
     return estimate(tasks, models, stages, list(board), list(host), COSTS, lanes, NOW)
@@ -61,8 +93,10 @@ def test_a_stage_with_no_completed_attempt_costs_its_prior_and_says_so() -> None
     tasks = [task("healing", "pending", 1), task("benchmark", "waiting", 1)]
     eta = run(tasks, ["healing", "benchmark"], board=[Sample("healing", None, 100.0)])  # healing runs x2 here
     assert eta.seconds == 100.0 + 100.0  # healing measured; benchmark's prior 50 s scaled as healing ran (x2)
-    assert eta.text().startswith("ETA 3m20s [healing 1m40s x1 (median of 1 here), "
-                                 "benchmark ~1m40s x1 (prior: cost model x2.00, as other stages ran here)")
+    assert eta.text().startswith(
+        "ETA 3m20s [healing 1m40s x1 (median of 1 here), "
+        "benchmark ~1m40s x1 (prior: cost model x2.00, as other stages ran here)"
+    )
     fresh = run(tasks, ["healing", "benchmark"])  # nothing measured on this board yet
     assert fresh.seconds == 50.0 + 50.0 and "benchmark ~50s x1 (prior: cost model)" in fresh.text()
     assert ">=" not in eta.text() + fresh.text()
@@ -76,8 +110,14 @@ def test_priors_are_per_family_and_host_history_comes_before_the_cost_model() ->
     hosted = run(tasks, ["healing"], host=host, families={1: "seq2seq", 2: "causal_lm"}, lanes=Lanes(1, 1))
     assert hosted.seconds == 300.0 + 150.0
     assert "healing ~3m45s x2 (prior: 2 attempt(s) on earlier boards of this host)" in hosted.text()
-    here = run(tasks, ["healing"], board=[Sample("healing", "causal_lm", 25.0)], host=host,
-               families={1: "seq2seq", 2: "causal_lm"}, lanes=Lanes(1, 1))
+    here = run(
+        tasks,
+        ["healing"],
+        board=[Sample("healing", "causal_lm", 25.0)],
+        host=host,
+        families={1: "seq2seq", 2: "causal_lm"},
+        lanes=Lanes(1, 1),
+    )
     assert here.seconds == 50.0 + 25.0 and "(median of 1 here)" in here.text()  # this board wins
 
 
@@ -85,8 +125,10 @@ def test_no_sample_and_no_prior_is_unknown_never_a_lower_bound_shown_as_the_eta(
     tasks = [task("discovery", "pending", 1), task("business_benchmark", "pending", 2)]
     eta = run(tasks, ["discovery", "business_benchmark"])  # COSTS has no business_benchmark
     assert eta.seconds is None and eta.known_s == 10.0
-    assert eta.text() == ("ETA unknown: no sample or prior for business_benchmark (the rest alone: 10s) "
-                          "[discovery ~10s x1 (prior: cost model), business_benchmark ? x1 (no sample, no prior)]")
+    assert eta.text() == (
+        "ETA unknown: no sample or prior for business_benchmark (the rest alone: 10s) "
+        "[discovery ~10s x1 (prior: cost model), business_benchmark ? x1 (no sample, no prior)]"
+    )
     measured = run(tasks, ["discovery", "business_benchmark"], board=[Sample("business_benchmark", None, 30.0)])
     assert measured.seconds == 30.0  # beside discovery (the other worker); its median, not a prior
     assert run([task("discovery", "completed")], ["discovery"]).text() == "ETA 0s"
@@ -105,8 +147,16 @@ def test_timed_work_runs_on_its_slot_beside_untimed_work_the_eta_is_the_longer_l
     # A model's tasks after a failed stage never run in this run: not counted.
     stuck = [task("healing", "failed", 1), task("benchmark", "waiting", 1), task("healing", "pending", 2)]
     assert run(stuck, ["healing", "benchmark"]).seconds == 50.0
-    paused = estimate(tasks, [model(1).model_copy(update={"paused": True}), *(model(n) for n in range(2, 5))],
-                      ["healing", "benchmark"], [], [], COSTS, Lanes(2, 1), NOW)
+    paused = estimate(
+        tasks,
+        [model(1).model_copy(update={"paused": True}), *(model(n) for n in range(2, 5))],
+        ["healing", "benchmark"],
+        [],
+        [],
+        COSTS,
+        Lanes(2, 1),
+        NOW,
+    )
     assert paused.seconds == 50.0 + 3 * 50.0  # a paused model is never claimed
 
 
@@ -127,17 +177,23 @@ def test_timed_slots_come_from_the_pool_not_the_workers(tmp_path: Path) -> None:
     board = [Sample("discovery", None, 10.0), Sample("benchmark", None, 100.0)]
     settings = TeamLeadSettings(stages=("discovery", "benchmark"), workers=8)
     seen = {}
-    for label, inventory in (("npu", detect(None, fake_runner(npu=FAKE_NPU_SMI_8X64), cpus=(0, 1), host="h")),
-                             ("cuda", detect(None, fake_runner(nvidia=FAKE_NVIDIA_SMI_2X), cpus=(0, 1), host="h")),
-                             ("cpu", detect(None, fake_runner(), cpus=(0, 1), host="h")),
-                             ("cpu-unlent", detect(None, fake_runner(), cpus=(0, 1), host="h"))):
+    for label, inventory in (
+        ("npu", detect(None, fake_runner(npu=FAKE_NPU_SMI_8X64), cpus=(0, 1), host="h")),
+        ("cuda", detect(None, fake_runner(nvidia=FAKE_NVIDIA_SMI_2X), cpus=(0, 1), host="h")),
+        ("cpu", detect(None, fake_runner(), cpus=(0, 1), host="h")),
+        ("cpu-unlent", detect(None, fake_runner(), cpus=(0, 1), host="h")),
+    ):
         pool = DevicePool(inventory, lend=label != "cpu-unlent")
         lead = SimpleNamespace(store=store, settings=settings, pool=pool, stats=RunStats())
         _, total, eta = overall(lead, board, [], COSTS)  # type: ignore[arg-type]  # the parts overall() reads
         seen[label] = (total, eta.seconds)
     store.close()
-    assert seen == {"npu": (8, 10 + 100), "cuda": (8, 10 + 2 * 100), "cpu": (8, 10 + 2 * 100),
-                    "cpu-unlent": (8, 10 + 4 * 100)}
+    assert seen == {
+        "npu": (8, 10 + 100),
+        "cuda": (8, 10 + 2 * 100),
+        "cpu": (8, 10 + 2 * 100),
+        "cpu-unlent": (8, 10 + 4 * 100),
+    }
 
 
 def test_the_shipped_cost_model_covers_every_stage_and_says_where_it_came_from() -> None:
@@ -152,24 +208,33 @@ def test_the_shipped_cost_model_covers_every_stage_and_says_where_it_came_from()
 # ---------------------------------------------------------------- the host's stage history
 def test_history_gives_earlier_boards_of_this_host_never_this_boards_own(tmp_path: Path) -> None:
     path = tmp_path / "cache" / "stage_history.json"
-    HostHistory(path, tmp_path / "a.db", "h1").record([Sample("benchmark", "causal_lm", 60.0),
-                                                       Sample("healing", None, 50.0)])
+    HostHistory(path, tmp_path / "a.db", "h1").record(
+        [Sample("benchmark", "causal_lm", 60.0), Sample("healing", None, 50.0)]
+    )
     HostHistory(path, tmp_path / "other-host.db", "h2").record([Sample("benchmark", None, 999.0)])
-    assert HostHistory(path, tmp_path / "b.db", "h1").priors() == [Sample("benchmark", "causal_lm", 60.0),
-                                                                   Sample("healing", None, 50.0)]
+    assert HostHistory(path, tmp_path / "b.db", "h1").priors() == [
+        Sample("benchmark", "causal_lm", 60.0),
+        Sample("healing", None, 50.0),
+    ]
     assert HostHistory(path, tmp_path / "a.db", "h1").priors() == []  # its own attempts are no prior
     HostHistory(path, tmp_path / "a.db", "h1").record([Sample("benchmark", "causal_lm", 70.0)])  # replaced, not added
     assert HostHistory(path, tmp_path / "b.db", "h1").priors() == [Sample("benchmark", "causal_lm", 70.0)]
 
 
-@pytest.mark.parametrize("content", [
-    "{not json", json.dumps([1, 2]), json.dumps({"version": 99, "boards": {}}),
-    json.dumps({"version": 1, "boards": {"/x.db": {"host": "h1", "samples": {"benchmark": {"": [-5]}}}}}),
-    json.dumps({"version": 1, "boards": {"/x.db": {"host": "h1", "samples": {"benchmark": {"": ["NaN"]}}}}}),
-    "\udcff",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        json.dumps([1, 2]),
+        json.dumps({"version": 99, "boards": {}}),
+        json.dumps({"version": 1, "boards": {"/x.db": {"host": "h1", "samples": {"benchmark": {"": [-5]}}}}}),
+        json.dumps({"version": 1, "boards": {"/x.db": {"host": "h1", "samples": {"benchmark": {"": ["NaN"]}}}}}),
+        "\udcff",
+    ],
+)
 def test_a_corrupted_history_is_ignored_with_a_warning_and_rewritten(
-        tmp_path: Path, content: str, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, content: str, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "stage_history.json"
     path.write_bytes(content.encode("utf-8", "surrogateescape"))
     history = HostHistory(path, tmp_path / "board.db", "h1")
@@ -187,13 +252,15 @@ def test_a_corrupted_history_is_ignored_with_a_warning_and_rewritten(
 
 
 def test_a_history_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     (tmp_path / "a-file").write_text("")
     path = tmp_path / "a-file" / "stage_history.json"  # its directory cannot be made
     refs = {"discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point")}
     rows = [("discovery", None, 9.0)]
-    progress = Progress(Console(), logging.getLogger("test-eta"), False, lambda: rows,
-                        HostHistory(path, tmp_path / "board.db", "h1"))
+    progress = Progress(
+        Console(), logging.getLogger("test-eta"), False, lambda: rows, HostHistory(path, tmp_path / "board.db", "h1")
+    )
     stats = RunStats()
     with caplog.at_level(logging.WARNING, logger="test-eta"):
         for n in (1, 2):
@@ -209,23 +276,35 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
     host what that stage costs."""
     path = tmp_path / "stage_history.json"
     rows = [("discovery", "causal_lm", 9.0), ("healing", "causal_lm", 0.1)]
-    refs = {"discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point"),
-            "healing": StageRef("healing", "tests.teamlead.toy_stages:HEALING", "env")}
-    progress = Progress(Console(), logging.getLogger("test-eta"), False, lambda: rows,
-                        HostHistory(path, tmp_path / "board.db", "h1"))
+    refs = {
+        "discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point"),
+        "healing": StageRef("healing", "tests.teamlead.toy_stages:HEALING", "env"),
+    }
+    progress = Progress(
+        Console(), logging.getLogger("test-eta"), False, lambda: rows, HostHistory(path, tmp_path / "board.db", "h1")
+    )
     stats = RunStats()
     stats.outcomes["completed"] = 2
     progress.refresh(SimpleNamespace(stats=stats, refs=refs))  # type: ignore[arg-type]  # what refresh() reads
     assert HostHistory(path, tmp_path / "next.db", "h1").priors() == [Sample("discovery", "causal_lm", 9.0)]
-    toys = Progress(Console(), logging.getLogger("test-eta"), False, lambda: rows[1:],
-                    HostHistory(path, tmp_path / "toys.db", "h1"))
+    toys = Progress(
+        Console(), logging.getLogger("test-eta"), False, lambda: rows[1:], HostHistory(path, tmp_path / "toys.db", "h1")
+    )
     toys.refresh(SimpleNamespace(stats=stats, refs=refs))  # type: ignore[arg-type]
     assert str((tmp_path / "toys.db").resolve()) not in json.loads(path.read_text())["boards"]  # no empty entry
 
 
 # ---------------------------------------------------------------- the bench
-STAGE_S = {"discovery": 0.2, "adaptation": 0.2, "healing": 0.3, "training": 0.3, "benchmark": 0.3, "optimization": 0.4, "serving": 0.3,
-           "business_benchmark": 0.2}
+STAGE_S = {
+    "discovery": 0.2,
+    "adaptation": 0.2,
+    "healing": 0.3,
+    "training": 0.3,
+    "benchmark": 0.3,
+    "optimization": 0.4,
+    "serving": 0.3,
+    "business_benchmark": 0.2,
+}
 
 
 def _finished_board(path: Path, models: int) -> None:
@@ -246,12 +325,15 @@ def _finished_board(path: Path, models: int) -> None:
 
 
 def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     board = tmp_path / "board.db"
     _finished_board(board, 2)
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps({"stages": {st: {"*": s} for st, s in STAGE_S.items()}}))
-    bad.write_text(json.dumps({"stages": {st: {"*": s * (4 if st == "optimization" else 1)} for st, s in STAGE_S.items()}}))
+    bad.write_text(
+        json.dumps({"stages": {st: {"*": s * (4 if st == "optimization" else 1)} for st, s in STAGE_S.items()}})
+    )
     argv = [str(board), "--workers", "1", "--timed-slots", "1", "--json"]
     assert eta_error.main([*argv, "--costs", str(good)]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
@@ -279,7 +361,8 @@ def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
 
 
 def test_the_bench_says_when_its_priors_are_in_sample_and_refuses_bad_input(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     board = tmp_path / "board.db"
     _finished_board(board, 1)
     assert eta_error.main([str(board), "--derive-costs"]) == 0
@@ -290,8 +373,12 @@ def test_the_bench_says_when_its_priors_are_in_sample_and_refuses_bad_input(
     assert "(derived from this very board: in-sample)" in capsys.readouterr().out
     unfinished = tmp_path / "unfinished.db"
     BoardStore.init(unfinished).register_models([Registration(model_id="org/x")])
-    for argv in ([str(tmp_path / "missing.db")], [str(unfinished)], [str(board), "--prior-scale", "nope=2"],
-                 [str(board), "--costs", str(tmp_path / "missing.json")]):
+    for argv in (
+        [str(tmp_path / "missing.db")],
+        [str(unfinished)],
+        [str(board), "--prior-scale", "nope=2"],
+        [str(board), "--costs", str(tmp_path / "missing.json")],
+    ):
         assert eta_error.main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1

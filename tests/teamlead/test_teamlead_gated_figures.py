@@ -33,15 +33,21 @@ def test_failed_gate_figures_never_become_the_models_figures(board: BoardStore, 
 
     # Board: the honest figure, written with the completion; nothing for the liar.
     assert [(m.model_id, m.stage, m.name, m.value, m.unit) for m in board.list_metrics()] == [
-        ("org/honest", "discovery", "speedup", 1.8, "x")]
-    liar, = attempts(board, "org/liar", "discovery")
+        ("org/honest", "discovery", "speedup", 1.8, "x")
+    ]
+    (liar,) = attempts(board, "org/liar", "discovery")
     assert liar.diagnosis["rule"] == "gate_failed"
     assert liar.diagnosis["unverified"]["metrics"][0]["values"] == {"speedup": 9.5}  # kept, labelled
 
     # board_ops show: gated figures only.
-    show = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "board_ops.py"), "show", "org/liar", "--json"],
-                          env={**os.environ, "ASCENDBRIDGE_BOARD": str(board.path)}, capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+    show = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "board_ops.py"), "show", "org/liar", "--json"],
+        env={**os.environ, "ASCENDBRIDGE_BOARD": str(board.path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert show.returncode == 0, show.stderr
     assert json.loads(show.stdout)["figures"] == []
 

@@ -33,8 +33,9 @@ def test_a_corrupt_board_exits_3_before_claiming_anything(tmp_path: Path) -> Non
         fh.seek((pages // 2) * 4096)
         fh.write(bytes((i * 37 + 11) % 256 for i in range(4096)))
     before = hashlib.sha256(board.read_bytes()).hexdigest()
-    proc = subprocess.run(tl_argv(board, "--stages", "discovery"), env=tl_env(tmp_path), capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        tl_argv(board, "--stages", "discovery"), env=tl_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == EXIT_BOARD, proc.stderr[-3000:]
     [line] = error_lines(proc.stderr)
     assert "is corrupt" in line and ".recover" in line
@@ -48,8 +49,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     mnt = tmp_path / "disk"
     mnt.mkdir()
     try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], check=True,
-                       capture_output=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"cannot mount a small tmpfs here: {getattr(exc, 'stderr', b'') or exc}")
     try:
@@ -72,11 +72,20 @@ def test_a_filling_disk_stops_the_team_lead_with_exit_3_and_closes_its_attempts(
     with BoardStore.init(board) as store:
         add_models(store, {"org/a": {"discovery": "sleep:120"}, "org/b": {"discovery": "sleep:120"}})
     env = {**tl_env(small_disk), "ASCENDBRIDGE_MIN_FREE_MB": "8"}
-    lead = subprocess.Popen(tl_argv(board, "--stages", "discovery", "--workers", "2"), env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    lead = subprocess.Popen(
+        tl_argv(board, "--stages", "discovery", "--workers", "2"),
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
-        wait_for(lambda: all(runs_logged(small_disk, m, "attempt=1") for m in ("org/a", "org/b")), 90,
-                 what="both attempts running")
+        wait_for(
+            lambda: all(runs_logged(small_disk, m, "attempt=1") for m in ("org/a", "org/b")),
+            90,
+            what="both attempts running",
+        )
         fill(small_disk, 4 * 1024 * 1024)  # 4 MiB left, below the 8 MiB threshold
         _, stderr = lead.communicate(timeout=60)
     finally:
@@ -91,8 +100,7 @@ def test_a_filling_disk_stops_the_team_lead_with_exit_3_and_closes_its_attempts(
     assert all(a.outcome == "released" and a.exit_code is not None and a.finished_at for a in rows), rows
 
     # Started on the full disk, it dispatches nothing.
-    proc = subprocess.run(tl_argv(board, "--stages", "discovery"), env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(tl_argv(board, "--stages", "discovery"), env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == EXIT_BOARD, proc.stderr[-3000:]
     assert "free for" in error_lines(proc.stderr)[0]
     with BoardStore(board, read_only=True) as store:
@@ -104,8 +112,9 @@ def test_the_threshold_must_be_a_number(board: BoardStore, tmp_path: Path) -> No
     env = {**tl_env(tmp_path), "ASCENDBRIDGE_MIN_FREE_MB": "lots"}
     proc = subprocess.run(tl_argv(board.path), env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: bad general setting min_free_mb: Input should be a valid number, "
-                                   "unable to parse string as a number")
+    assert proc.stderr.strip() == (
+        "error: bad general setting min_free_mb: Input should be a valid number, unable to parse string as a number"
+    )
 
 
 def test_an_attempt_that_made_nothing_leaves_no_empty_adaptation_directory(tmp_path: Path) -> None:
@@ -125,13 +134,20 @@ def test_an_attempt_that_made_nothing_leaves_no_empty_adaptation_directory(tmp_p
     assert live.is_dir() and not any(live.iterdir())
 
 
-def test_a_restarted_team_lead_closes_the_attempts_its_dead_predecessor_left_open(board: BoardStore,
-                                                                                    tmp_path: Path) -> None:
+def test_a_restarted_team_lead_closes_the_attempts_its_dead_predecessor_left_open(
+    board: BoardStore, tmp_path: Path
+) -> None:
     """A team lead killed before it could record its attempt (SIGKILL here; a full disk does the
     same): the next one releases the task and closes the attempt, which never stays NULL."""
     add_models(board, {"org/slow": {"discovery": "sleep:120"}})
-    lead = subprocess.Popen(tl_argv(board.path, "--stages", "discovery"), env=tl_env(tmp_path), text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    lead = subprocess.Popen(
+        tl_argv(board.path, "--stages", "discovery"),
+        env=tl_env(tmp_path),
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: runs_logged(tmp_path, "org/slow", "attempt=1"), 90, what="the first attempt")
     finally:
@@ -139,8 +155,13 @@ def test_a_restarted_team_lead_closes_the_attempts_its_dead_predecessor_left_ope
         lead.wait()
     [open_row] = [a for _, a in board.list_attempts("org/slow", "discovery")]
     assert open_row.outcome is None
-    proc = subprocess.run(tl_argv(board.path, "--stages", "discovery", "--max-interruptions", "1"),
-                          env=tl_env(tmp_path), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        tl_argv(board.path, "--stages", "discovery", "--max-interruptions", "1"),
+        env=tl_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in proc.stderr
     assert "attempts in a row ended without an outcome" in proc.stderr, proc.stderr[-3000:]
     [closed] = [a for _, a in board.list_attempts("org/slow", "discovery")]

@@ -22,18 +22,33 @@ pytestmark = pytest.mark.slow  # fast tier: real team-lead runs through the gate
 
 
 def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore, tmp_path: Path) -> None:
-    add_models(board, {
-        "org/ok": {"discovery": "meta"},
-        "org/retry": {"adaptation": "fail_once"},
-        "org/lie": {"adaptation": "lie"},
-        "org/blocked": {"discovery": "blocked"},
-        "org/skip": {"discovery": "skipped"},
-        "org/crash": {"discovery": "crash"},
-        "org/spam": {"discovery": "spam"},
-    })
+    add_models(
+        board,
+        {
+            "org/ok": {"discovery": "meta"},
+            "org/retry": {"adaptation": "fail_once"},
+            "org/lie": {"adaptation": "lie"},
+            "org/blocked": {"discovery": "blocked"},
+            "org/skip": {"discovery": "skipped"},
+            "org/crash": {"discovery": "crash"},
+            "org/spam": {"discovery": "spam"},
+        },
+    )
     board.add_guidance("priority 9", "org/crash")
-    run = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--workers", "3", "--attempts", "2",
-                 "--output-cap", "65536", "--stage-workers", "adaptation=1")
+    run = run_tl(
+        board.path,
+        tmp_path,
+        "--stages",
+        "discovery,adaptation",
+        "--workers",
+        "3",
+        "--attempts",
+        "2",
+        "--output-cap",
+        "65536",
+        "--stage-workers",
+        "adaptation=1",
+    )
     assert run.returncode == 1, run.stderr[-3000:]  # some tasks failed
     st = statuses(board)
     assert st[("org/ok", "discovery")] == st[("org/ok", "adaptation")] == "completed"
@@ -78,8 +93,9 @@ def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore,
 def test_unloadable_stage_waits_and_import_crash_is_a_failed_attempt(board: BoardStore, tmp_path: Path) -> None:
     add_models(board, {"org/one": {}})
     missing = ALL.replace("tests.teamlead.toy_stages:ADAPTATION", "tests.teamlead.no_such_module:STAGE")
-    first = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--set", "discovery.hub_timeout=2",
-                   extra=missing)
+    first = run_tl(
+        board.path, tmp_path, "--stages", "discovery,adaptation", "--set", "discovery.hub_timeout=2", extra=missing
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     # The worker gets the team lead's typed settings: the stage's section and the agents'.
     assert runs_logged(tmp_path, "org/one", 'discovery attempt=1 token=1 settings={"agent_backend": null')
@@ -109,7 +125,7 @@ def test_a_spec_change_goes_back_through_healing_then_the_stage_runs_again(board
     assert st[("org/island", "healing")] == st[("org/island", "benchmark")] == "completed"
     assert [a.outcome for a in attempts(board, "org/island", "benchmark")] == ["sent_back", "completed"]
     assert [a.outcome for a in attempts(board, "org/island", "healing")] == ["completed", "completed"]
-    directive, = board.events_of_kind("directive", "org/island")
+    (directive,) = board.events_of_kind("directive", "org/island")
     assert directive.stage == "healing" and directive.data["from_stage"] == "benchmark"
     assert directive.data["finding"] == {"module_class": "Toy"}
     kinds = [(e.kind, e.stage) for e in board.list_events(model_id="org/island", limit=1000)]

@@ -22,25 +22,39 @@ def _model_dir(root: Path, name: str, config: object) -> str:
 
 def test_refusals_end_on_the_first_attempt_with_reason_and_remedy(board: BoardStore, tmp_path: Path) -> None:
     models = tmp_path / "models"
-    video = {"architectures": ["VideoMAEForVideoClassification"], "model_type": "videomae", "hidden_size": 32,
-             "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
-    remote = {"architectures": ["ToyForCausalLM"], "model_type": "toy",
-              "auto_map": {"AutoModelForCausalLM": "modeling_toy.ToyForCausalLM"}}
-    board.register_models([
-        Registration(model_id="org/video", source="local", path=_model_dir(models, "video", video)),
-        Registration(model_id="org/corrupt", source="local", path=_model_dir(models, "corrupt", "{not json")),
-        Registration(model_id="org/remote", source="local", path=_model_dir(models, "remote", remote)),
-    ])
-    run = run_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--attempts", "3", "--workers", "3",
-                 extra="")
+    video = {
+        "architectures": ["VideoMAEForVideoClassification"],
+        "model_type": "videomae",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+    }
+    remote = {
+        "architectures": ["ToyForCausalLM"],
+        "model_type": "toy",
+        "auto_map": {"AutoModelForCausalLM": "modeling_toy.ToyForCausalLM"},
+    }
+    board.register_models(
+        [
+            Registration(model_id="org/video", source="local", path=_model_dir(models, "video", video)),
+            Registration(model_id="org/corrupt", source="local", path=_model_dir(models, "corrupt", "{not json")),
+            Registration(model_id="org/remote", source="local", path=_model_dir(models, "remote", remote)),
+        ]
+    )
+    run = run_tl(
+        board.path, tmp_path, "--stages", "discovery,adaptation", "--attempts", "3", "--workers", "3", extra=""
+    )
     assert run.returncode == 1, run.stderr[-3000:]  # refusals are failures / blocks of this run
     st = statuses(board)
     assert st[("org/video", "discovery")] == "completed" and st[("org/video", "adaptation")] == "failed"
     assert st[("org/corrupt", "discovery")] == "failed"
     assert st[("org/remote", "discovery")] == "blocked"
-    for model_id, stage, rule in (("org/video", "adaptation", "unknown_task_family"),
-                                  ("org/corrupt", "discovery", "corrupt_config"),
-                                  ("org/remote", "discovery", "remote_code_not_allowed")):
+    for model_id, stage, rule in (
+        ("org/video", "adaptation", "unknown_task_family"),
+        ("org/corrupt", "discovery", "corrupt_config"),
+        ("org/remote", "discovery", "remote_code_not_allowed"),
+    ):
         tried = attempts(board, model_id, stage)
         assert len(tried) == 1 and tried[0].outcome in ("failed", "blocked"), (model_id, tried)
         task = next(t for t in board.list_tasks(model_id=model_id) if t.stage == stage)
@@ -51,8 +65,10 @@ def test_refusals_end_on_the_first_attempt_with_reason_and_remedy(board: BoardSt
     video_diag = next(t for t in board.list_tasks(model_id="org/video") if t.stage == "adaptation").diagnosis
     assert "VideoMAEForVideoClassification" in video_diag["summary"]
     assert video_diag["remedy"].startswith("needs the video_classification task family")
-    assert "allow_remote_code" in next(t for t in board.list_tasks(model_id="org/remote")
-                                       if t.stage == "discovery").diagnosis["remedy"]
+    assert (
+        "allow_remote_code"
+        in next(t for t in board.list_tasks(model_id="org/remote") if t.stage == "discovery").diagnosis["remedy"]
+    )
     assert "refusal, not retried" in run.stdout + run.stderr
     assert all(count <= 1 for count in check_event_log(board).values())
 
@@ -68,8 +84,11 @@ def test_only_failures_that_can_change_are_retried() -> None:
 
 
 def test_the_runtimes_own_refusal_is_a_healing_refusal() -> None:
-    result = {"ok": False, "error": "the forward of FooModel takes no input the runtime can build",
-              "error_kind": "unsupported_model"}
+    result = {
+        "ok": False,
+        "error": "the forward of FooModel takes no input the runtime can build",
+        "error_kind": "unsupported_model",
+    }
     failure = Failure(phase="dry_run", exit_code=1, timed_out=False, output="error: ...\n", result=result)
     diagnosis = classify(failure).diagnosis()
     assert diagnosis["rule"] == "unsupported_model" and is_refusal(diagnosis)

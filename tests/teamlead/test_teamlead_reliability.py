@@ -39,14 +39,12 @@ def _worker_pid(board: BoardStore, model_id: str, stage: str) -> int:
 
 
 @pytest.mark.slow  # fast tier: waits out a worker timeout
-def test_hung_worker_is_killed_at_its_timeout_and_a_killed_worker_is_retried(board: BoardStore,
-                                                                             tmp_path: Path) -> None:
+def test_hung_worker_is_killed_at_its_timeout_and_a_killed_worker_is_retried(board: BoardStore, tmp_path: Path) -> None:
     add_models(board, {"org/hang": {"discovery": "hang_once"}, "org/victim": {"discovery": "hang_once"}})
     lead = start_tl(board.path, tmp_path, "--stages", "discovery", "--stage-timeout", "discovery=20")
     try:
         wait_for(lambda: runs_logged(tmp_path, "org/victim", "attempt=1"), 60, what="victim's first attempt")
-        wait_for(lambda: _worker_pid(board, "org/victim", "discovery") > 0, 30,
-                 what="victim's worker pid")
+        wait_for(lambda: _worker_pid(board, "org/victim", "discovery") > 0, 30, what="victim's worker pid")
         os.kill(_worker_pid(board, "org/victim", "discovery"), signal.SIGKILL)
         out, _ = lead.communicate(timeout=180)
     finally:
@@ -63,8 +61,7 @@ def test_hung_worker_is_killed_at_its_timeout_and_a_killed_worker_is_retried(boa
     assert all(n == 1 for n in check_event_log(board).values())
 
 
-def test_second_team_lead_is_refused_and_sigterm_returns_tasks_to_pending(board: BoardStore,
-                                                                          tmp_path: Path) -> None:
+def test_second_team_lead_is_refused_and_sigterm_returns_tasks_to_pending(board: BoardStore, tmp_path: Path) -> None:
     add_models(board, {"org/slow": {"discovery": "sleep:60"}})
     lead = start_tl(board.path, tmp_path, "--stages", "discovery", "--forever")
     try:
@@ -72,8 +69,10 @@ def test_second_team_lead_is_refused_and_sigterm_returns_tasks_to_pending(board:
         worker = _worker_pid(board, "org/slow", "discovery")
         second = run_tl(board.path, tmp_path, "--stages", "discovery", timeout=60)
         assert second.returncode == 4
-        assert second.stderr.strip() == (f"error: another team lead (pid {lead.pid}) is already running on this "
-                                         f"board (lock {board.path}-teamlead.lock)")
+        assert second.stderr.strip() == (
+            f"error: another team lead (pid {lead.pid}) is already running on this "
+            f"board (lock {board.path}-teamlead.lock)"
+        )
         lead.send_signal(signal.SIGTERM)
         out, _ = lead.communicate(timeout=60)
     finally:
@@ -92,8 +91,11 @@ def test_second_team_lead_is_refused_and_sigterm_returns_tasks_to_pending(board:
 def test_sigkilled_team_lead_loses_no_work_and_completes_nothing_twice(board: BoardStore, tmp_path: Path) -> None:
     add_models(board, {f"org/m{i}": {"discovery": "sleep:3"} for i in range(3)})
     lead = start_tl(board.path, tmp_path, "--stages", "discovery,adaptation", "--workers", "2")
-    wait_for(lambda: sum(runs_logged(tmp_path, f"org/m{i}", "attempt=1") for i in range(3)) >= 2, 60,
-             what="two running attempts")
+    wait_for(
+        lambda: sum(runs_logged(tmp_path, f"org/m{i}", "attempt=1") for i in range(3)) >= 2,
+        60,
+        what="two running attempts",
+    )
     in_flight = [t for t in board.list_tasks(status="in_progress")]
     workers = [_worker_pid(board, t.model_id, t.stage) for t in in_flight]
     lead.kill()  # SIGKILL: no cleanup at all
@@ -124,8 +126,11 @@ def test_a_lost_lease_stops_the_attempt_and_its_result_is_discarded(board: Board
         task = next(t for t in board.list_tasks(model_id="org/stale"))
         board.release_task(task.id, task.fencing_token, "taken away by the test")  # the token is now stale
         wait_for(lambda: not alive(worker), 30, what="the cancelled worker to die")
-        wait_for(lambda: any(e.kind == "stale_result_discarded" for e in board.list_events(limit=10**6)), 30,
-                 what="the stale result to be discarded")
+        wait_for(
+            lambda: any(e.kind == "stale_result_discarded" for e in board.list_events(limit=10**6)),
+            30,
+            what="the stale result to be discarded",
+        )
         lead.send_signal(signal.SIGTERM)
         out, _ = lead.communicate(timeout=60)
     finally:

@@ -25,8 +25,10 @@ TOLERANCE_S = 2.0  # dispatch latency allowed between a task becoming ready and 
 
 
 def _register(board: BoardStore, models: dict[str, dict[str, str]], skip: list[str]) -> None:
-    board.register_models(Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(b),
-                                       skip_stages=skip) for m, b in models.items())
+    board.register_models(
+        Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(b), skip_stages=skip)
+        for m, b in models.items()
+    )
 
 
 def _t(stamp: str | None) -> float:
@@ -35,8 +37,11 @@ def _t(stamp: str | None) -> float:
 
 
 def _intervals(board: BoardStore, models: list[str]) -> list[dict[str, Any]]:
-    return [{"model": m, "stage": stage, "start": _t(a.started_at), "end": _t(a.finished_at), "outcome": a.outcome}
-            for m in models for stage, a in board.list_attempts(m)]
+    return [
+        {"model": m, "stage": stage, "start": _t(a.started_at), "end": _t(a.finished_at), "outcome": a.outcome}
+        for m in models
+        for stage, a in board.list_attempts(m)
+    ]
 
 
 def _idle(window: tuple[float, float], busy: list[tuple[float, float]]) -> float:
@@ -54,16 +59,30 @@ def _idle(window: tuple[float, float], busy: list[tuple[float, float]]) -> float
 
 
 def test_the_timed_slot_never_idles_while_a_timed_task_is_ready_and_models_finish_first(
-        board: BoardStore, tmp_path: Path) -> None:
+    board: BoardStore, tmp_path: Path
+) -> None:
     models = [f"org/m{i}" for i in range(3)]
-    behaviour = {"discovery": "sleep:0.2", "healing": "sleep:1.5", "benchmark": "sleep:1.0",
-                 "business_benchmark": "sleep:0.5"}
+    behaviour = {
+        "discovery": "sleep:0.2",
+        "healing": "sleep:1.5",
+        "benchmark": "sleep:1.0",
+        "business_benchmark": "sleep:0.5",
+    }
     _register(board, dict.fromkeys(models, behaviour), ["adaptation", "optimization", "serving"])
-    run = run_tl(board.path, tmp_path, "--stages", "discovery,healing,benchmark,business_benchmark", *CPU_SLOTS,
-                 extra=WITH_BUSINESS)
+    run = run_tl(
+        board.path,
+        tmp_path,
+        "--stages",
+        "discovery,healing,benchmark,business_benchmark",
+        *CPU_SLOTS,
+        extra=WITH_BUSINESS,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert {s for (_, stage), s in statuses(board).items()
-            if stage not in ("adaptation", "training", "optimization", "serving")} == {"completed"}  # no training job
+    assert {
+        s
+        for (_, stage), s in statuses(board).items()
+        if stage not in ("adaptation", "training", "optimization", "serving")
+    } == {"completed"}  # no training job
     assert all(n == 1 for n in check_event_log(board).values())
     rows = _intervals(board, models)
     done = {(r["model"], r["stage"]): r for r in rows}
@@ -73,8 +92,10 @@ def test_the_timed_slot_never_idles_while_a_timed_task_is_ready_and_models_finis
     ready = {(r["model"], r["stage"]): done[(r["model"], previous[r["stage"]])]["end"] for r in timed}
     for r in timed:  # while it waited, the timed slot was running another timed task
         waited = (ready[(r["model"], r["stage"])], r["start"])
-        assert _idle(waited, busy) <= TOLERANCE_S, f"{r['model']}/{r['stage']} waited {waited[1] - waited[0]:.1f} s " \
-                                                   f"with the timed slot idle for {_idle(waited, busy):.1f} s"
+        assert _idle(waited, busy) <= TOLERANCE_S, (
+            f"{r['model']}/{r['stage']} waited {waited[1] - waited[0]:.1f} s "
+            f"with the timed slot idle for {_idle(waited, busy):.1f} s"
+        )
     for bench in (r for r in timed if r["stage"] == "benchmark"):  # a ready business benchmark goes first
         for key, business in ((k, v) for k, v in ready.items() if k[1] == "business_benchmark"):
             if business < bench["start"] - TOLERANCE_S:
@@ -85,20 +106,39 @@ def test_the_timed_slot_never_idles_while_a_timed_task_is_ready_and_models_finis
 
 
 def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_task(
-        board: BoardStore, tmp_path: Path) -> None:
-    _register(board, {"org/noisy": {"benchmark": "inconclusive:2"}, "org/undecided": {"benchmark": "inconclusive:9"},
-                      "org/crash": {"discovery": "crash"}},
-              ["adaptation", "healing", "optimization", "business_benchmark"])
-    run = run_tl(board.path, tmp_path, "--stages", "discovery,benchmark", *CPU_SLOTS, "--gate-rechecks", "2",
-                 "--gate-recheck-delay", "0.3")
+    board: BoardStore, tmp_path: Path
+) -> None:
+    _register(
+        board,
+        {
+            "org/noisy": {"benchmark": "inconclusive:2"},
+            "org/undecided": {"benchmark": "inconclusive:9"},
+            "org/crash": {"discovery": "crash"},
+        },
+        ["adaptation", "healing", "optimization", "business_benchmark"],
+    )
+    run = run_tl(
+        board.path,
+        tmp_path,
+        "--stages",
+        "discovery,benchmark",
+        *CPU_SLOTS,
+        "--gate-rechecks",
+        "2",
+        "--gate-recheck-delay",
+        "0.3",
+    )
     assert run.returncode == 1, run.stderr[-3000:]  # two tasks failed
     tasks = {(t.model_id, t.stage): t for t in board.list_tasks()}
 
     noisy = tasks[("org/noisy", "benchmark")]
     assert noisy.status == "completed" and noisy.attempts == 1  # no attempt spent on the inconclusive gates
     rows = attempts(board, "org/noisy", "benchmark")
-    assert [(a.number, a.recheck, a.outcome) for a in rows] == [(1, 0, "inconclusive"), (1, 1, "inconclusive"),
-                                                                 (1, 2, "completed")]
+    assert [(a.number, a.recheck, a.outcome) for a in rows] == [
+        (1, 0, "inconclusive"),
+        (1, 1, "inconclusive"),
+        (1, 2, "completed"),
+    ]
     assert len({a.fencing_token for a in rows}) == 1
     assert rows[0].diagnosis["rule"] == "gate_inconclusive" and "too noisy" in rows[0].diagnosis["summary"]
     assert all(a.devices in ("cpu:0", "cpu:1") for a in rows)  # each re-check placed like a timed job (cpu:0 lent)
@@ -114,8 +154,11 @@ def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_
     assert undecided.status == "failed" and undecided.attempts == 1
     assert undecided.diagnosis["rule"] == "gate_inconclusive"
     assert "could not decide after 2 re-check(s)" in undecided.diagnosis["summary"]
-    assert [a.outcome for a in attempts(board, "org/undecided", "benchmark")] == ["inconclusive", "inconclusive",
-                                                                                  "failed"]
+    assert [a.outcome for a in attempts(board, "org/undecided", "benchmark")] == [
+        "inconclusive",
+        "inconclusive",
+        "failed",
+    ]
     undecided_live = tmp_path / "adaptations" / base_adaptation_name("org/undecided")
     runs = (undecided_live / "runs.log").read_text().splitlines()
     assert [line.split()[0] for line in runs] == ["discovery"]  # its benchmark copy never promoted
@@ -133,11 +176,16 @@ def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_
     assert "gate re-check 1 of attempt 1 started" in log and "the gate could not decide" in log
 
 
-def test_a_waiting_gate_recheck_survives_stops_and_kills_as_a_stage_run_again(board: BoardStore, tmp_path: Path) -> None:
+def test_a_waiting_gate_recheck_survives_stops_and_kills_as_a_stage_run_again(
+    board: BoardStore, tmp_path: Path
+) -> None:
     """Stopped (SIGTERM) or killed (SIGKILL) while a re-check waits: the task goes back to pending, the
     stage runs again in the next pass, and nothing is ever half-promoted."""
-    _register(board, {"org/restart": {"benchmark": "inconclusive:1"}},
-              ["adaptation", "healing", "optimization", "business_benchmark"])
+    _register(
+        board,
+        {"org/restart": {"benchmark": "inconclusive:1"}},
+        ["adaptation", "healing", "optimization", "business_benchmark"],
+    )
     live = tmp_path / "adaptations" / base_adaptation_name("org/restart")
     staged = tmp_path / "adaptations" / ".attempts"
 
@@ -147,8 +195,16 @@ def test_a_waiting_gate_recheck_survives_stops_and_kills_as_a_stage_run_again(bo
         return sum(1 for a in attempts(board, "org/restart", "benchmark") if a.outcome == "inconclusive")
 
     for sig, seen in ((signal.SIGTERM, 1), (signal.SIGKILL, 2)):
-        lead = start_tl(board.path, tmp_path, "--stages", "discovery,benchmark", *CPU_SLOTS,
-                        "--gate-recheck-delay", "600", out=tmp_path / "lead.out")
+        lead = start_tl(
+            board.path,
+            tmp_path,
+            "--stages",
+            "discovery,benchmark",
+            *CPU_SLOTS,
+            "--gate-recheck-delay",
+            "600",
+            out=tmp_path / "lead.out",
+        )
         wait_for(lambda: recorded_inconclusive() == seen, timeout=180, what="an inconclusive gate")  # noqa: B023
         os.killpg(lead.pid, sig)
         lead.wait(timeout=60)
@@ -165,7 +221,11 @@ def test_a_waiting_gate_recheck_survives_stops_and_kills_as_a_stage_run_again(bo
     assert task.status == "completed" and task.attempts == 1
     rows = attempts(board, "org/restart", "benchmark")
     assert [(a.number, a.recheck, a.outcome) for a in rows] == [
-        (1, 0, "inconclusive"), (1, 0, "inconclusive"), (1, 0, "inconclusive"), (1, 1, "completed")]
+        (1, 0, "inconclusive"),
+        (1, 0, "inconclusive"),
+        (1, 0, "inconclusive"),
+        (1, 1, "completed"),
+    ]
     assert [line.split()[0] for line in (live / "runs.log").read_text().splitlines()] == ["discovery", "benchmark"]
     assert (live / "gate.looks").read_text().count("gate") == 2  # the last pass's copy: its gate and one re-check
     assert not list(staged.glob("*/*"))

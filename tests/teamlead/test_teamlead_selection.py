@@ -24,23 +24,36 @@ def test_a_free_timed_slot_takes_a_ready_timed_task_before_any_preparation() -> 
 def test_later_stages_first_so_business_benchmarks_are_not_starved() -> None:
     ready = [Candidate(1, 1, "benchmark"), Candidate(2, 2, "optimization"), Candidate(3, 3, "business_benchmark")]
     assert _picked(ready, _free(workers=4, timed=3, capacity=3)) == [
-        (3, "business_benchmark"), (2, "optimization"), (1, "benchmark")]
+        (3, "business_benchmark"),
+        (2, "optimization"),
+        (1, "benchmark"),
+    ]
     assert _picked(ready, _free()) == [(3, "business_benchmark")]
 
 
 def test_priority_before_stage_and_registration_breaks_ties() -> None:
-    ready = [Candidate(1, 5, "benchmark"), Candidate(2, 4, "business_benchmark"),
-             Candidate(3, 9, "benchmark", priority=2), Candidate(4, 1, "discovery"), Candidate(5, 2, "discovery")]
+    ready = [
+        Candidate(1, 5, "benchmark"),
+        Candidate(2, 4, "business_benchmark"),
+        Candidate(3, 9, "benchmark", priority=2),
+        Candidate(4, 1, "discovery"),
+        Candidate(5, 2, "discovery"),
+    ]
     assert _picked(ready, _free(workers=3)) == [(9, "benchmark"), (1, "discovery"), (2, "discovery")]
-    assert _picked(ready, _free(workers=3, timed=2, capacity=2)) == [(9, "benchmark"), (4, "business_benchmark"),
-                                                                     (1, "discovery")]
+    assert _picked(ready, _free(workers=3, timed=2, capacity=2)) == [
+        (9, "benchmark"),
+        (4, "business_benchmark"),
+        (1, "discovery"),
+    ]
 
 
 def test_busy_models_stage_caps_and_free_workers_hold() -> None:
     ready = [Candidate(1, 1, "healing"), Candidate(2, 2, "healing"), Candidate(3, 3, "discovery")]
     assert _picked(ready, _free(workers=3, busy_models=frozenset({1}))) == [(2, "healing"), (3, "discovery")]
     assert _picked(ready, _free(workers=3, running={"healing": 1}, limits={"healing": 2})) == [
-        (1, "healing"), (3, "discovery")]
+        (1, "healing"),
+        (3, "discovery"),
+    ]
     assert _picked(ready, _free(workers=1)) == [(1, "healing")]
     assert _picked(ready, _free(workers=0)) == []
 

@@ -44,8 +44,9 @@ DOC = (REPO_ROOT / "docs" / "settings.md").read_text()
 
 def test_the_one_table_is_the_model() -> None:
     table = doc_table(DOC)
-    assert table and table == settings_table(doc_meanings(DOC)), "docs/settings.md is out of date: " \
-        "uv run python -m ascendbridge.settings --write"
+    assert table and table == settings_table(doc_meanings(DOC)), (
+        "docs/settings.md is out of date: uv run python -m ascendbridge.settings --write"
+    )
     rows = [line for line in table.splitlines() if "`ASCENDBRIDGE_" in line]
     assert all(not line.rstrip().endswith("|  |") for line in rows), "a setting without a meaning"
     envs = {env for cls in section_classes().values() for _, env, _ in setting_keys(cls)}
@@ -74,8 +75,9 @@ def _numeric_fields() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("name, env", _numeric_fields())
-def test_a_bad_environment_value_is_the_same_refusal_in_every_section(name: str, env: str,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_environment_value_is_the_same_refusal_in_every_section(
+    name: str, env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(env, "not-a-number")
     label = section_classes()[name].label or section_classes()[name].key_prefix.rstrip("_")
     with pytest.raises(SettingsError, match=rf"^bad {label} setting [a-z0-9_]+( \(--[a-z-]+\))?: ") as caught:
@@ -124,14 +126,29 @@ def test_a_worker_gets_the_team_leads_values_not_its_own_environment(monkeypatch
 def test_a_worker_refuses_a_bad_payload_in_one_line(board: BoardStore, tmp_path: Any) -> None:
     add_models(board, {"org/bad-settings": {}})
     task = board.claim_task(board.list_tasks(model_id="org/bad-settings")[0].id, "test-owner", lease_s=60)
-    job = WorkerJob(phase="run", stage="benchmark", task=task, model=board.get_model("org/bad-settings"),
-                    worker_id="w", adaptation_dir=tmp_path / "work", result=tmp_path / "r.json",
-                    board=tmp_path / "b.db", settings={"benchmark": {"iters": 0}})
+    job = WorkerJob(
+        phase="run",
+        stage="benchmark",
+        task=task,
+        model=board.get_model("org/bad-settings"),
+        worker_id="w",
+        adaptation_dir=tmp_path / "work",
+        result=tmp_path / "r.json",
+        board=tmp_path / "b.db",
+        settings={"benchmark": {"iters": 0}},
+    )
     write(tmp_path / "job.json", job)
-    proc = subprocess.run([sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "job.json")],
-                          capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "job.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error: bad settings payload: ")
-    assert proc.stderr.strip().count("\n") == 0 and not (tmp_path / "b.db").exists() and not (tmp_path / "r.json").exists()
+    assert (
+        proc.stderr.strip().count("\n") == 0 and not (tmp_path / "b.db").exists() and not (tmp_path / "r.json").exists()
+    )
 
 
 def test_precedence_is_settings_then_environment_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,21 +182,30 @@ def test_team_lead_and_business_settings_share_the_mechanism(monkeypatch: pytest
         BusinessSettings.from_sources({"business_dtype": "float8"})
 
 
-@pytest.mark.parametrize("target, bad", [
-    ("healing.stage:HEALING_STAGE", {"healing_max_attempts": 0}),
-    ("benchmark.stage:BENCHMARK_STAGE", {"benchmark_iters": "many"}),
-    ("optimization.stage:OPTIMIZATION_STAGE", {"optimization_pairs": 3}),
-    ("business_benchmark.stage:BUSINESS_BENCHMARK_STAGE", {"business_dtype": "float8"}),
-    ("ascendbridge.revalidation.stage:REVALIDATION_STAGE", {"device": "tpu"}),
-])
+@pytest.mark.parametrize(
+    "target, bad",
+    [
+        ("healing.stage:HEALING_STAGE", {"healing_max_attempts": 0}),
+        ("benchmark.stage:BENCHMARK_STAGE", {"benchmark_iters": "many"}),
+        ("optimization.stage:OPTIMIZATION_STAGE", {"optimization_pairs": 3}),
+        ("business_benchmark.stage:BUSINESS_BENCHMARK_STAGE", {"business_dtype": "float8"}),
+        ("ascendbridge.revalidation.stage:REVALIDATION_STAGE", {"device": "tpu"}),
+    ],
+)
 def test_a_bad_setting_is_the_same_refusal_in_every_stage(target: str, bad: dict[str, Any], tmp_path: Any) -> None:
     """Whichever stage reads it, a bad value fails the run before any work with one diagnosis:
     rule `bad_setting` (a refusal: the team lead does not retry it) and the one-line message."""
     module, _, attr = target.partition(":")
     stage = getattr(importlib.import_module(module), attr)
     model = SimpleNamespace(env_mode="", env_python=None, model_id="org/m", adaptation_name="m")
-    ctx = StageContext(model=model, task=SimpleNamespace(), adaptation_dir=tmp_path, board_path=tmp_path / "b.db",  # type: ignore[arg-type]
-                       log=io.StringIO(), settings=bad)
+    ctx = StageContext(
+        model=model,
+        task=SimpleNamespace(),
+        adaptation_dir=tmp_path,
+        board_path=tmp_path / "b.db",  # type: ignore[arg-type]
+        log=io.StringIO(),
+        settings=bad,
+    )
     outcome = stage.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == "bad_setting" and is_refusal(outcome.diagnosis)
     assert outcome.summary.startswith("bad ") and " setting " in outcome.summary and "\n" not in outcome.summary

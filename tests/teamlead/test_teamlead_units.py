@@ -77,29 +77,59 @@ def test_prompt_modes_and_explicit_stages() -> None:
     assert parse_stage_map("adaptation=1,benchmark=2", "--stage-workers", int) == {"adaptation": 1, "benchmark": 2}
     with pytest.raises(SettingsError):
         parse_stage_map("adaptation=0", "--stage-workers", int)
-    assert parse_stage_settings(["benchmark.iters=20", "benchmark.device=npu", "business_benchmark.bounds=[1, 2]"]) == \
-        {"benchmark": {"iters": 20, "device": "npu"}, "business_benchmark": {"bounds": [1, 2]}}
+    assert parse_stage_settings(["benchmark.iters=20", "benchmark.device=npu", "business_benchmark.bounds=[1, 2]"]) == {
+        "benchmark": {"iters": 20, "device": "npu"},
+        "business_benchmark": {"bounds": [1, 2]},
+    }
     with pytest.raises(SettingsError, match="STAGE.KEY=VALUE"):
         parse_stage_settings(["iterations=20"])
     with pytest.raises(SettingsError, match=r"flags \(--workers"):
         parse_stage_settings(["run.workers=3"])
 
 
-@pytest.mark.parametrize("argv, env, message", [
-    (["--set", "benchmark.iterations=5"], {}, "error: unknown benchmark setting 'iterations' (known: "),
-    (["--set", "benchmarks.iters=5"], {}, "error: unknown settings section 'benchmarks' (expected one of: "),
-    (["--set", "benchmark.iters=0"], {}, "error: bad benchmark setting benchmark_iters: Input should be greater"),
-    (["--set", "healing.max_attempts=lots"], {}, "error: bad healing setting healing_max_attempts: Input should be"),
-    (["--set", "paths.board=/x"], {}, "error: --set: 'paths.board=/x': paths belong to each host"),
-    ([], {"ASCENDBRIDGE_BENCHMARK_ITERS": "0"}, "error: bad benchmark setting benchmark_iters: Input should be greater"),
-    ([], {"ASCENDBRIDGE_HEALING_MAX_ATTEMPTS": "lots"}, "error: bad healing setting healing_max_attempts: Input should"),
-    ([], {"ASCENDBRIDGE_BUSINESS_DTYPE": "float8"}, "error: bad business setting business_dtype: bad business dtype"),
-    ([], {"ASCENDBRIDGE_ENV": "sideways"}, "error: bad environment setting env: Input should be 'locked' or 'system'"),
-])
-def test_bad_settings_are_refused_before_anything_runs(argv: list[str], env: dict[str, str], message: str,
-                                                       board: BoardStore, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, env, message",
+    [
+        (["--set", "benchmark.iterations=5"], {}, "error: unknown benchmark setting 'iterations' (known: "),
+        (["--set", "benchmarks.iters=5"], {}, "error: unknown settings section 'benchmarks' (expected one of: "),
+        (["--set", "benchmark.iters=0"], {}, "error: bad benchmark setting benchmark_iters: Input should be greater"),
+        (
+            ["--set", "healing.max_attempts=lots"],
+            {},
+            "error: bad healing setting healing_max_attempts: Input should be",
+        ),
+        (["--set", "paths.board=/x"], {}, "error: --set: 'paths.board=/x': paths belong to each host"),
+        (
+            [],
+            {"ASCENDBRIDGE_BENCHMARK_ITERS": "0"},
+            "error: bad benchmark setting benchmark_iters: Input should be greater",
+        ),
+        (
+            [],
+            {"ASCENDBRIDGE_HEALING_MAX_ATTEMPTS": "lots"},
+            "error: bad healing setting healing_max_attempts: Input should",
+        ),
+        (
+            [],
+            {"ASCENDBRIDGE_BUSINESS_DTYPE": "float8"},
+            "error: bad business setting business_dtype: bad business dtype",
+        ),
+        (
+            [],
+            {"ASCENDBRIDGE_ENV": "sideways"},
+            "error: bad environment setting env: Input should be 'locked' or 'system'",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_before_anything_runs(
+    argv: list[str],
+    env: dict[str, str],
+    message: str,
+    board: BoardStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """--set with an unknown section or key, or a bad value from --set or the environment: exit 2,
     one line, and nothing written (no board event, no claimed task, no team-lead log)."""
     for name, value in env.items():
@@ -114,16 +144,20 @@ def test_bad_settings_are_refused_before_anything_runs(argv: list[str], env: dic
     assert not (tmp_path / "logs" / "team-lead").exists()
 
 
-@pytest.mark.parametrize("argv, code, message", [
-    (["--workers", "0"], EXIT_USAGE, "--workers"),
-    (["--stages", "discovery,nope"], EXIT_USAGE, "unknown stage 'nope'"),
-    (["--mode", "sideways"], EXIT_USAGE, "PROMPT_MODE"),
-    (["--lease", "4", "--heartbeat", "3"], EXIT_USAGE, "half the lease"),
-    (["--once", "--forever"], EXIT_USAGE, "not allowed"),
-    (["--stage-timeout", "benchmark=abc"], EXIT_USAGE, "benchmark=abc"),
-])
-def test_bad_flags_give_one_line_and_exit_2(argv: list[str], code: int, message: str, board: BoardStore,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, code, message",
+    [
+        (["--workers", "0"], EXIT_USAGE, "--workers"),
+        (["--stages", "discovery,nope"], EXIT_USAGE, "unknown stage 'nope'"),
+        (["--mode", "sideways"], EXIT_USAGE, "PROMPT_MODE"),
+        (["--lease", "4", "--heartbeat", "3"], EXIT_USAGE, "half the lease"),
+        (["--once", "--forever"], EXIT_USAGE, "not allowed"),
+        (["--stage-timeout", "benchmark=abc"], EXIT_USAGE, "benchmark=abc"),
+    ],
+)
+def test_bad_flags_give_one_line_and_exit_2(
+    argv: list[str], code: int, message: str, board: BoardStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--board", str(board.path), *argv]) == code
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
@@ -137,8 +171,9 @@ def test_missing_or_corrupt_board_is_exit_3(tmp_path: Path, capsys: pytest.Captu
     assert len(lines) == 2 and all(line.startswith("error: ") for line in lines)
 
 
-def test_unwritable_log_folder_is_one_line(board: BoardStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_unwritable_log_folder_is_one_line(
+    board: BoardStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("ASCENDBRIDGE_LOGS", str(tmp_path / "file" / "logs"))
     assert main(["--board", str(board.path)]) == EXIT_USAGE
@@ -151,9 +186,17 @@ def test_instance_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None
     first = InstanceLock(board)
     first.acquire()
     holder = subprocess.run(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from ascendbridge.teamlead.lock import "
-         "InstanceLock, LockHeld\ntry:\n InstanceLock(Path(sys.argv[1])).acquire()\nexcept LockHeld as e:\n"
-         " print(e); sys.exit(4)", str(board)], capture_output=True, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from ascendbridge.teamlead.lock import "
+            "InstanceLock, LockHeld\ntry:\n InstanceLock(Path(sys.argv[1])).acquire()\nexcept LockHeld as e:\n"
+            " print(e); sys.exit(4)",
+            str(board),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert holder.returncode == 4
     assert f"pid {os.getpid()}" in holder.stdout
     first.release()
@@ -165,8 +208,11 @@ def test_instance_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None
 # ---------------------------------------------------------------- guidance
 def test_directive_grammar() -> None:
     assert [str(d) for d in parse_directives("Priority 5")] == ["priority 5"]
-    assert [str(d) for d in parse_directives("retry healing; pause\nallow-remote-code")] == \
-        ["retry healing", "pause", "allow-remote-code"]
+    assert [str(d) for d in parse_directives("retry healing; pause\nallow-remote-code")] == [
+        "retry healing",
+        "pause",
+        "allow-remote-code",
+    ]
     assert [str(d) for d in parse_directives("retry")] == ["retry"]
     assert parse_directives("please be careful with the tokenizer") is None
     assert parse_directives("priority 5; and also look at the tokenizer") is None  # never half-applied
@@ -211,8 +257,11 @@ def test_directives_are_applied_and_answered(board: BoardStore) -> None:
 
 # ---------------------------------------------------------------- progress table script
 def _pt(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "progress_table.py"), "--file", str(state), *args],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "progress_table.py"), "--file", str(state), *args],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_progress_table_phases_percent_notes_and_totals(tmp_path: Path) -> None:
@@ -241,13 +290,17 @@ def test_progress_table_phases_percent_notes_and_totals(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- watchdog flags
-@pytest.mark.parametrize("argv, env, message", [
-    (["--stale-after", "0"], None, "durations must be positive"),
-    ([], "abc", "WATCHDOG_STALE_S='abc' is not a number"),
-    (["--bogus"], None, "unrecognized arguments: --bogus"),
-])
-def test_watchdog_usage_errors_are_one_line(argv: list[str], env: str | None, message: str,
-                                           monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, env, message",
+    [
+        (["--stale-after", "0"], None, "durations must be positive"),
+        ([], "abc", "WATCHDOG_STALE_S='abc' is not a number"),
+        (["--bogus"], None, "unrecognized arguments: --bogus"),
+    ],
+)
+def test_watchdog_usage_errors_are_one_line(
+    argv: list[str], env: str | None, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ascendbridge.teamlead import watchdog
 
     if env is not None:

@@ -24,12 +24,33 @@ def _lead_pid(board: BoardStore) -> int:
 
 
 def test_watchdog_restarts_on_exit_and_stale_heartbeat_then_stops(board: BoardStore, tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "ascendbridge.teamlead.watchdog", "--board", str(board.path),
-            "--stale-after", "8", "--check-every", "0.5", "--max-backoff", "1", "--",
-            "--plain", "--heartbeat", "1", "--lease", "10", "--poll", "0.2", "--stages", "discovery"]
+    argv = [
+        sys.executable,
+        "-m",
+        "ascendbridge.teamlead.watchdog",
+        "--board",
+        str(board.path),
+        "--stale-after",
+        "8",
+        "--check-every",
+        "0.5",
+        "--max-backoff",
+        "1",
+        "--",
+        "--plain",
+        "--heartbeat",
+        "1",
+        "--lease",
+        "10",
+        "--poll",
+        "0.2",
+        "--stages",
+        "discovery",
+    ]
     out = tmp_path / "watchdog.out"
-    dog = subprocess.Popen(argv, env=tl_env(tmp_path), stdout=out.open("w"), stderr=subprocess.STDOUT,
-                           start_new_session=True)
+    dog = subprocess.Popen(
+        argv, env=tl_env(tmp_path), stdout=out.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         wait_for(lambda: _lead_pid(board) > 0, 60, what="the first team lead")
         first = _lead_pid(board)
@@ -54,7 +75,12 @@ def test_entry_scripts_are_executable_and_report_usage_errors(tmp_path: Path) ->
     for name in ("run_auto_team_lead.sh", "team_lead_watchdog.sh"):
         assert os.access(REPO / name, os.X_OK), name
     env = dict(os.environ, PROMPT_MODE="sideways")
-    res = subprocess.run([str(REPO / "run_auto_team_lead.sh"), "--board", str(tmp_path / "b.db")], env=env,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [str(REPO / "run_auto_team_lead.sh"), "--board", str(tmp_path / "b.db")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1].startswith("error: unknown PROMPT_MODE 'sideways'")

@@ -18,26 +18,45 @@ from ascendbridge.stage_api import AgentEvent, FigureSet, GateResult, StageOutco
 from tests.teamlead.tl_support import add_models, run_tl, tl_env
 
 
-def _job(board: BoardStore, tmp: Path, behaviour: str, phase: Phase = "run",
-         board_file: Path | None = None) -> WorkerJob:
+def _job(
+    board: BoardStore, tmp: Path, behaviour: str, phase: Phase = "run", board_file: Path | None = None
+) -> WorkerJob:
     add_models(board, {"org/wire": {"discovery": behaviour}})
     task = board.claim_task(board.list_tasks(model_id="org/wire")[0].id, "test-owner", lease_s=60)
-    return WorkerJob(phase=phase, stage="discovery", task=task, model=board.get_model("org/wire"), worker_id="test.w1",
-                     adaptation_dir=tmp / "work" / task.adaptation_name, result=tmp / f"{phase}.json",
-                     board=board_file or board.path, settings={"discovery": {"hub_timeout": 2.0}})
+    return WorkerJob(
+        phase=phase,
+        stage="discovery",
+        task=task,
+        model=board.get_model("org/wire"),
+        worker_id="test.w1",
+        adaptation_dir=tmp / "work" / task.adaptation_name,
+        result=tmp / f"{phase}.json",
+        board=board_file or board.path,
+        settings={"discovery": {"hub_timeout": 2.0}},
+    )
 
 
 def _work(job: WorkerJob, tmp: Path) -> subprocess.CompletedProcess[str]:
     path = tmp / f"{job.phase}.job.json"
     write(path, job)
-    return subprocess.run([sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(path)],
-                          env=tl_env(tmp), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(path)],
+        env=tl_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_outcome_and_verdict_round_trip_through_one_schema() -> None:
-    outcome = StageOutcome("done", "ok", result={"file": Path("/x/y")}, model_fields={"architecture": "Toy"},
-                           metrics=[FigureSet({"speedup": 2}, device="cpu", units={"speedup": "x"})],
-                           events=[AgentEvent("agent_run", "healer: accepted", {"fix": {"a": 1}}, "agent:toy")])
+    outcome = StageOutcome(
+        "done",
+        "ok",
+        result={"file": Path("/x/y")},
+        model_fields={"architecture": "Toy"},
+        metrics=[FigureSet({"speedup": 2}, device="cpu", units={"speedup": "x"})],
+        events=[AgentEvent("agent_run", "healer: accepted", {"fix": {"a": 1}}, "agent:toy")],
+    )
     back = parse(StageOutcome, to_json(outcome), "the outcome")
     assert back.result == {"file": "/x/y"}  # a path becomes its string on the wire
     assert back.metrics[0].values == {"speedup": 2.0} and back.model_fields == {"architecture": "Toy"}
@@ -51,16 +70,24 @@ def test_outcome_and_verdict_round_trip_through_one_schema() -> None:
 def test_malformed_payloads_are_refused_with_one_line(board: BoardStore, tmp_path: Path) -> None:
     with pytest.raises(PayloadError) as bad:
         parse(StageOutcome, '{"status": "finished", "summary": "x", "surprise": 1}', "the run result")
-    assert str(bad.value) == ("the run result is malformed: status: Input should be 'done', 'failed', 'blocked' "
-                              "or 'skipped' (and 1 more)")
+    assert str(bad.value) == (
+        "the run result is malformed: status: Input should be 'done', 'failed', 'blocked' or 'skipped' (and 1 more)"
+    )
     (tmp_path / "gate.json").write_text('{"passed": "perhaps", "summary": "x"}')
     data, why = read_result(tmp_path / "gate.json", "gate")
-    assert data is None and why == (f"the gate result {tmp_path / 'gate.json'} is malformed: passed: "
-                                    "Input should be a valid boolean, unable to interpret input")
+    assert data is None and why == (
+        f"the gate result {tmp_path / 'gate.json'} is malformed: passed: "
+        "Input should be a valid boolean, unable to interpret input"
+    )
     assert read_result(tmp_path / "absent.json", "run") == (None, "")
     (tmp_path / "job.json").write_text('{"phase": "run"}')
-    worker = subprocess.run([sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "job.json")],
-                            env=tl_env(tmp_path), capture_output=True, text=True, timeout=60)
+    worker = subprocess.run(
+        [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "job.json")],
+        env=tl_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert worker.returncode == 2 and worker.stderr.count("\n") == 1, worker.stderr
     assert worker.stderr.startswith(f"error: the job file {tmp_path / 'job.json'} is malformed: stage: Field required")
 
@@ -80,8 +107,9 @@ def test_a_worker_without_the_board_completes_its_task(board: BoardStore, tmp_pa
     assert isinstance(verdict, GateResult) and verdict.passed
 
 
-def test_a_worker_never_writes_the_board_its_agent_history_travels_in_the_outcome(board: BoardStore,
-                                                                                   tmp_path: Path) -> None:
+def test_a_worker_never_writes_the_board_its_agent_history_travels_in_the_outcome(
+    board: BoardStore, tmp_path: Path
+) -> None:
     job = _job(board, tmp_path, "agent")
     before = board.export()
     run = _work(job, tmp_path)

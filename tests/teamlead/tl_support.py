@@ -26,8 +26,12 @@ def add_models(store: BoardStore, behaviours: dict[str, dict[str, str]], priorit
 
 def tl_env(tmp: Path, extra: str = ALL) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(ASCENDBRIDGE_EXTRA_STAGES=extra, ASCENDBRIDGE_LOGS=str(tmp / "logs"),
-               ASCENDBRIDGE_ADAPTATIONS=str(tmp / "adaptations"), PYTHONUNBUFFERED="1")
+    env.update(
+        ASCENDBRIDGE_EXTRA_STAGES=extra,
+        ASCENDBRIDGE_LOGS=str(tmp / "logs"),
+        ASCENDBRIDGE_ADAPTATIONS=str(tmp / "adaptations"),
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("PROMPT_MODE", None)
     return env
 
@@ -36,16 +40,25 @@ def tl_argv(board: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board), *FAST, *args]
 
 
-def run_tl(board: Path, tmp: Path, *args: str, extra: str = ALL, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(tl_argv(board, *args), env=tl_env(tmp, extra), capture_output=True, text=True,
-                          timeout=timeout)
+def run_tl(
+    board: Path, tmp: Path, *args: str, extra: str = ALL, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        tl_argv(board, *args), env=tl_env(tmp, extra), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def start_tl(board: Path, tmp: Path, *args: str, extra: str = ALL, out: Path | None = None) -> subprocess.Popen[str]:
     """Start a team lead in the background; with `out`, its output goes to that file (never blocks)."""
     stdout = out.open("a") if out else subprocess.PIPE
-    return subprocess.Popen(tl_argv(board, *args), env=tl_env(tmp, extra), stdout=stdout,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        tl_argv(board, *args),
+        env=tl_env(tmp, extra),
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def statuses(store: BoardStore) -> dict[tuple[str, str], str]:
@@ -78,13 +91,31 @@ def alive(pid: int) -> bool:
 _NEXT: dict[str, dict[str, str]] = {
     "waiting": {"pending": "pending", "skipped": "skipped"},
     "pending": {"claimed": "in_progress", "skipped": "skipped"},
-    "in_progress": {"completed": "completed", "retry": "pending", "failed": "failed", "blocked": "blocked",
-                    "skipped": "skipped", "released": "pending", "lease_expired": "pending"},
-    "failed": {"retry": "pending"}, "blocked": {"retry": "pending"}, "skipped": {"retry": "pending"},
+    "in_progress": {
+        "completed": "completed",
+        "retry": "pending",
+        "failed": "failed",
+        "blocked": "blocked",
+        "skipped": "skipped",
+        "released": "pending",
+        "lease_expired": "pending",
+    },
+    "failed": {"retry": "pending"},
+    "blocked": {"retry": "pending"},
+    "skipped": {"retry": "pending"},
     "completed": {},
 }
-TASK_EVENT_KINDS = {"pending", "claimed", "completed", "retry", "failed", "blocked", "skipped", "released",
-                    "lease_expired"}
+TASK_EVENT_KINDS = {
+    "pending",
+    "claimed",
+    "completed",
+    "retry",
+    "failed",
+    "blocked",
+    "skipped",
+    "released",
+    "lease_expired",
+}
 
 
 def check_event_log(store: BoardStore) -> Counter[tuple[str, str]]:
@@ -149,7 +180,10 @@ def runs_logged(tmp: Path, model_id: str, line: str) -> bool:
     from ascendbridge.naming import base_adaptation_name
 
     name = base_adaptation_name(model_id)  # the promoted directory, or an attempt's staging copy
-    paths = [tmp / "adaptations" / name / "runs.log", *(tmp / "adaptations" / ".attempts").glob(f"{name}.*/{name}/runs.log")]
+    paths = [
+        tmp / "adaptations" / name / "runs.log",
+        *(tmp / "adaptations" / ".attempts").glob(f"{name}.*/{name}/runs.log"),
+    ]
     return any(line in _read(path) for path in paths)
 
 

@@ -45,9 +45,15 @@ class RecordingStage(ToyStage):
             child.kill()
             child.wait()
         time.sleep(self.sleep_s)
-        line = {"model": ctx.model.model_id, "stage": self.name, "attempt": ctx.attempt,
-                "env": {k: os.environ.get(k) for k in VARS}, "child_cpus": child_cpus,
-                "started": started, "ended": time.time()}
+        line = {
+            "model": ctx.model.model_id,
+            "stage": self.name,
+            "attempt": ctx.attempt,
+            "env": {k: os.environ.get(k) for k in VARS},
+            "child_cpus": child_cpus,
+            "started": started,
+            "ended": time.time(),
+        }
         with open(os.environ[RECORD_ENV], "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
         return super().run(ctx)
@@ -66,5 +72,7 @@ DISCOVERY = PlanningDiscovery("discovery", 0.0)
 BENCHMARK = RecordingStage("benchmark", 0.4)
 BUSINESS = RecordingStage("business_benchmark", 0.4)
 
-STAGES = ("discovery=tests.teamlead.toy_device_stages:DISCOVERY,benchmark=tests.teamlead.toy_device_stages:BENCHMARK,"
-          "business_benchmark=tests.teamlead.toy_device_stages:BUSINESS")
+STAGES = (
+    "discovery=tests.teamlead.toy_device_stages:DISCOVERY,benchmark=tests.teamlead.toy_device_stages:BENCHMARK,"
+    "business_benchmark=tests.teamlead.toy_device_stages:BUSINESS"
+)

@@ -40,24 +40,33 @@ class ToyStage:
     def run(self, ctx: StageContext) -> StageOutcome:
         how = self._behaviour(ctx)
         with (ctx.adaptation_dir / "runs.log").open("a") as fh:
-            fh.write(f"{self.name} attempt={ctx.attempt} token={ctx.task.fencing_token} "
-                     f"settings={json.dumps(ctx.settings, sort_keys=True)}\n")
+            fh.write(
+                f"{self.name} attempt={ctx.attempt} token={ctx.task.fencing_token} "
+                f"settings={json.dumps(ctx.settings, sort_keys=True)}\n"
+            )
         ctx.say(f"toy {self.name}: {how} (attempt {ctx.attempt})")
         if ctx.directives:
             with (ctx.adaptation_dir / "runs.log").open("a") as fh:
                 fh.write(f"{self.name} directives={json.dumps(ctx.directives, sort_keys=True)}\n")
         if how == "spec_change_once" and " directives=" not in (ctx.adaptation_dir / "runs.log").read_text():
             change = {"rule": "toy_rule", "summary": "toy needs a spec change", "finding": {"module_class": "Toy"}}
-            return StageOutcome("failed", change["summary"], diagnosis={"rule": "spec_change_needed",
-                                                                         "summary": change["summary"]},
-                                spec_change=change)
+            return StageOutcome(
+                "failed",
+                change["summary"],
+                diagnosis={"rule": "spec_change_needed", "summary": change["summary"]},
+                spec_change=change,
+            )
         if how == "fail" or (how == "fail_once" and ctx.attempt == 1):
             return StageOutcome("failed", "toy failure", diagnosis={"rule": "toy_failure", "summary": "toy failure"})
         if how == "blocked":
             return StageOutcome("blocked", "needs a human", diagnosis={"rule": "needs_token", "summary": "gated model"})
         if how == "skipped":
-            return StageOutcome("skipped", "too large", diagnosis={"rule": "too_large", "summary": "too large"},
-                                model_fields={"parameter_count": 10**12})
+            return StageOutcome(
+                "skipped",
+                "too large",
+                diagnosis={"rule": "too_large", "summary": "too large"},
+                model_fields={"parameter_count": 10**12},
+            )
         if how == "crash":
             raise RuntimeError("toy stage crashed")
         if how == "hang_once" and ctx.attempt == 1:
@@ -66,9 +75,17 @@ class ToyStage:
             time.sleep(600)
         if how == "agent":
             runs_before = history.usage(ctx.board_path, ctx.model.model_id, "healer").attempts
-            history.record_run(history.AgentRun(backend="toy", role="healer", kind="heal", outcome="no_change",
-                                                model_id=ctx.model.model_id, stage=self.name,
-                                                detail=f"runs before this one: {runs_before}"))
+            history.record_run(
+                history.AgentRun(
+                    backend="toy",
+                    role="healer",
+                    kind="heal",
+                    outcome="no_change",
+                    model_id=ctx.model.model_id,
+                    stage=self.name,
+                    detail=f"runs before this one: {runs_before}",
+                )
+            )
         if how.startswith("sleep:"):
             time.sleep(float(how.split(":", 1)[1]))
         if how == "spam":
@@ -76,12 +93,21 @@ class ToyStage:
                 print(f"spam line {i} " + "x" * 80)
         if how != "lie" and not how.startswith("figures_lie:"):
             self._evidence(ctx).write_text(f"{ctx.model.model_id}:{self.name}")
-        proposed = [FigureSet({"speedup": float(how.split(":", 1)[1])}, units={"speedup": "x"})] \
-            if how.startswith("figures") else []
+        proposed = (
+            [FigureSet({"speedup": float(how.split(":", 1)[1])}, units={"speedup": "x"})]
+            if how.startswith("figures")
+            else []
+        )
         fields = {"architecture": "ToyForCausalLM", "model_type": "toy"} if how == "meta" else {}
-        return StageOutcome("done", f"toy {self.name} done", result={"stage": self.name},
-                            model_fields=fields, model_metadata={"toy": True} if fields else None,
-                            fix_applied="toy-fix" if how == "meta" else None, metrics=proposed)
+        return StageOutcome(
+            "done",
+            f"toy {self.name} done",
+            result={"stage": self.name},
+            model_fields=fields,
+            model_metadata={"toy": True} if fields else None,
+            fix_applied="toy-fix" if how == "meta" else None,
+            metrics=proposed,
+        )
 
     def gate(self, ctx: StageContext) -> GateResult:
         how = self._behaviour(ctx)
@@ -91,8 +117,9 @@ class ToyStage:
                 fh.write("gate\n")
             seen = len(looks.read_text().splitlines())
             if seen <= int(how.split(":", 1)[1]):
-                return GateResult(False, f"re-timing too noisy to decide (look {seen})", {"looks": seen},
-                                  inconclusive=True)
+                return GateResult(
+                    False, f"re-timing too noisy to decide (look {seen})", {"looks": seen}, inconclusive=True
+                )
         path = self._evidence(ctx)
         ok = path.exists() and path.read_text() == f"{ctx.model.model_id}:{self.name}"
         ctx.say(f"toy gate {self.name}: {'pass' if ok else 'fail'}")
@@ -106,7 +133,9 @@ BENCHMARK = ToyStage("benchmark")
 OPTIMIZATION = ToyStage("optimization")
 BUSINESS = ToyStage("business_benchmark")
 
-ALL = "discovery=tests.teamlead.toy_stages:DISCOVERY,adaptation=tests.teamlead.toy_stages:ADAPTATION," \
-      "healing=tests.teamlead.toy_stages:HEALING,benchmark=tests.teamlead.toy_stages:BENCHMARK," \
-      "optimization=tests.teamlead.toy_stages:OPTIMIZATION"
+ALL = (
+    "discovery=tests.teamlead.toy_stages:DISCOVERY,adaptation=tests.teamlead.toy_stages:ADAPTATION,"
+    "healing=tests.teamlead.toy_stages:HEALING,benchmark=tests.teamlead.toy_stages:BENCHMARK,"
+    "optimization=tests.teamlead.toy_stages:OPTIMIZATION"
+)
 WITH_BUSINESS = ALL + ",business_benchmark=tests.teamlead.toy_stages:BUSINESS"

@@ -26,13 +26,31 @@ def _run_dir(tmp_path: Path) -> Path:
     """A run directory as the harness leaves it: the step log (one step without a rate) and the evaluation."""
     run = tmp_path / "run"
     run.mkdir()
-    rows = [{"step": i, "epoch": 0, "loss": 6.0 - 0.37 * i, "grad_norm": 2.5 / i, "lr": 1e-3 * (1 - i / 10),
-             "tokens": 512, "tokens_per_s": None if i == 1 else 1000.0 + 3.3 * i, "step_time_s": 0.05 * i,
-             "peak_memory_bytes": 123_456_789 + i, "time": 1_796_000_000.0 + i} for i in range(1, 7)]
+    rows = [
+        {
+            "step": i,
+            "epoch": 0,
+            "loss": 6.0 - 0.37 * i,
+            "grad_norm": 2.5 / i,
+            "lr": 1e-3 * (1 - i / 10),
+            "tokens": 512,
+            "tokens_per_s": None if i == 1 else 1000.0 + 3.3 * i,
+            "step_time_s": 0.05 * i,
+            "peak_memory_bytes": 123_456_789 + i,
+            "time": 1_796_000_000.0 + i,
+        }
+        for i in range(1, 7)
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "evaluation.json").write_text(json.dumps(
-        {"before": {"loss": 6.2, "perplexity": 492.7}, "after": {"loss": 4.1, "perplexity": 60.3},
-         "verdict": {"verdict": "improved", "gap": 0.1}}))
+    (run / "evaluation.json").write_text(
+        json.dumps(
+            {
+                "before": {"loss": 6.2, "perplexity": 492.7},
+                "after": {"loss": 4.1, "perplexity": 60.3},
+                "verdict": {"verdict": "improved", "gap": 0.1},
+            }
+        )
+    )
     return run
 
 
@@ -66,7 +84,16 @@ def test_hub_references_parse_and_bad_ones_are_refused() -> None:
     assert hub_dataset("hf:/srv/sets/stories:test") == HubDataset("/srv/sets/stories", "test", None)
     assert hub_dataset("hf:org/stories:validation").file_name() == "org_stories.validation.jsonl"
     assert hub_dataset("hf:/srv/sets/stories").file_name() == "stories.train.jsonl"
-    for bad in ("hf:", "hf:/", "hf:org/a/b", "hf:../up", "hf:org/x:bad split", "hf:org/x@..", "hf:/srv/x@main", "hf:/srv/../x"):
+    for bad in (
+        "hf:",
+        "hf:/",
+        "hf:org/a/b",
+        "hf:../up",
+        "hf:org/x:bad split",
+        "hf:org/x@..",
+        "hf:/srv/x@main",
+        "hf:/srv/../x",
+    ):
         with pytest.raises(CorpusError):
             hub_dataset(bad)
 
@@ -75,14 +102,16 @@ def _dataset_dir(tmp_path: Path) -> Path:
     """A local dataset directory as `datasets` reads it: one JSONL file per split, an extra column."""
     directory = tmp_path / "stories"
     directory.mkdir()
-    (directory / "train.jsonl").write_text("".join(
-        json.dumps({"text": f"story {i}: the cat sat on the mat.", "id": i}) + "\n" for i in range(25)))
+    (directory / "train.jsonl").write_text(
+        "".join(json.dumps({"text": f"story {i}: the cat sat on the mat.", "id": i}) + "\n" for i in range(25))
+    )
     (directory / "test.jsonl").write_text("".join(json.dumps({"text": f"held {i}", "id": i}) + "\n" for i in range(4)))
     return directory
 
 
 def test_a_dataset_is_cached_into_the_package_with_its_record_and_reused_offline(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("datasets", reason="the datasets extra (uv sync --extra datasets; CI installs it)")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -133,8 +162,13 @@ except Exception as exc:
 def _load_in_a_process(reference: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     """cache_dataset in a fresh process, as the stage's: huggingface_hub and datasets read HF_ENDPOINT
     (the stand-in's) at import, which this test process may have done long ago."""
-    return subprocess.run([sys.executable, "-c", LOAD, reference, str(data_dir)], capture_output=True, text=True,
-                          timeout=180, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", LOAD, reference, str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO_ROOT,
+    )
 
 
 def _hub_dataset_repo(tmp_path: Path, fmt: str) -> tuple[Path, list[dict[str, Any]]]:
@@ -142,8 +176,10 @@ def _hub_dataset_repo(tmp_path: Path, fmt: str) -> tuple[Path, list[dict[str, An
     repo = tmp_path / "repo"
     (repo / "data").mkdir(parents=True)
     (repo / "README.md").write_text("---\nlicense: mit\nlanguage: en\n---\n# Tiny stories\n")
-    splits = {split: [{"text": f"{split} story {i}: the cat sat on the mat.", "id": i} for i in range(n)]
-              for split, n in (("train", 11), ("test", 3))}
+    splits = {
+        split: [{"text": f"{split} story {i}: the cat sat on the mat.", "id": i} for i in range(n)]
+        for split, n in (("train", 11), ("test", 3))
+    }
     for split, rows in splits.items():
         if fmt == "parquet":
             import pyarrow as pa
@@ -157,7 +193,8 @@ def _hub_dataset_repo(tmp_path: Path, fmt: str) -> tuple[Path, list[dict[str, An
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_a_hub_dataset_is_loaded_at_its_commit_and_reused_offline(
-        fake_hub, fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_hub, fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real Hub code path: datasets asks the stand-in (HF_ENDPOINT) for the card, the revision's
     commit, the tree listing and the split's file; the package records that commit."""
     pytest.importorskip("datasets", reason="the datasets extra (uv sync --extra datasets; CI installs it)")
@@ -188,13 +225,16 @@ def test_a_hub_dataset_is_loaded_at_its_commit_and_reused_offline(
 
 
 def test_an_unknown_hub_dataset_revision_or_split_is_one_line_and_not_retried(
-        fake_hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("datasets", reason="the datasets extra (uv sync --extra datasets; CI installs it)")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
     fake_hub.add_dataset("org/stories", _hub_dataset_repo(tmp_path, "jsonl")[0], HUB_COMMIT, refs=("v1.0",))
-    for reference, says in (("hf:org/missing:train@v1.0", "Dataset 'org/missing' doesn't exist on the Hub"),
-                            ("hf:org/stories:train@v9", "Revision 'v9' doesn't exist for dataset 'org/stories'"),
-                            ("hf:org/stories:valid@v1.0", 'Unknown split "valid"')):
+    for reference, says in (
+        ("hf:org/missing:train@v1.0", "Dataset 'org/missing' doesn't exist on the Hub"),
+        ("hf:org/stories:train@v9", "Revision 'v9' doesn't exist for dataset 'org/stories'"),
+        ("hf:org/stories:valid@v1.0", 'Unknown split "valid"'),
+    ):
         proc = _load_in_a_process(reference, tmp_path / "pkg" / "train" / "data")
         assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
         error = json.loads(proc.stdout)
@@ -204,14 +244,17 @@ def test_an_unknown_hub_dataset_revision_or_split_is_one_line_and_not_retried(
 
 
 def _board_ops(board: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BOARD_OPS), "--board", str(board), *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(BOARD_OPS), "--board", str(board), *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_hub_dataset_job_is_registered_as_given_and_bad_references_exit_2(board: BoardStore, tmp_path: Path) -> None:
-    for bad, says in (("hf:org/a/b", "a Hub id ORG/NAME or an absolute directory"),
-                      ("hf:org/x:bad split", "bad split"),
-                      (f"hf:{tmp_path / 'none'}", "is not a directory")):
+    for bad, says in (
+        ("hf:org/a/b", "a Hub id ORG/NAME or an absolute directory"),
+        ("hf:org/x:bad split", "bad split"),
+        (f"hf:{tmp_path / 'none'}", "is not a directory"),
+    ):
         proc = _board_ops(board.path, "register_model", "--model_id", "org/m", "--train-data", bad)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, (bad, proc.stderr)
     assert board.list_models() == []

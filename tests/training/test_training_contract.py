@@ -9,10 +9,20 @@ from ab_runtime.train import contract
 
 
 def logs() -> tuple[dict[str, Any], dict[str, Any]]:
-    reference = {"losses": [6.0, 5.5, 5.0], "grad_norms": [2.0, 1.8, 1.6], "params_changed": True, "optimizer_state": True}
-    target = {**copy.deepcopy(reference), "losses": [6.001, 5.502, 5.003], "grad_norms": [2.05, 1.85, 1.62],
-              "resume_identical": True, "same_initial_weights": True, "grad_cosines": {"w": {"cosine": 0.9999, "floored": False},
-                                                         "key.bias": {"cosine": 1.0, "floored": True}}}
+    reference = {
+        "losses": [6.0, 5.5, 5.0],
+        "grad_norms": [2.0, 1.8, 1.6],
+        "params_changed": True,
+        "optimizer_state": True,
+    }
+    target = {
+        **copy.deepcopy(reference),
+        "losses": [6.001, 5.502, 5.003],
+        "grad_norms": [2.05, 1.85, 1.62],
+        "resume_identical": True,
+        "same_initial_weights": True,
+        "grad_cosines": {"w": {"cosine": 0.9999, "floored": False}, "key.bias": {"cosine": 1.0, "floored": True}},
+    }
     return target, reference
 
 

@@ -13,7 +13,9 @@ from ab_runtime.train.corpus import CorpusError, Document, Position
 
 
 def test_every_format_and_record_shape_is_read(tmp_path: Path) -> None:
-    (tmp_path / "a.jsonl").write_text('{"text": "hello"}\n\n{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n')
+    (tmp_path / "a.jsonl").write_text(
+        '{"text": "hello"}\n\n{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+    )
     (tmp_path / "b.json").write_text(json.dumps([{"source": "s", "target": "t"}, "plain"]))
     (tmp_path / "c.csv").write_text("text\nfirst row\nsecond row\n")
     (tmp_path / "d.txt").write_text("para one\nline two\n\n\npara two\n")
@@ -23,13 +25,16 @@ def test_every_format_and_record_shape_is_read(tmp_path: Path) -> None:
     assert corpus.load_documents(tmp_path / "d.txt") == [Document("para one\nline two"), Document("para two")]
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("x.jsonl", '{"title": "no text"}\n', "needs 'text', 'messages'"),
-    ("x.jsonl", "{not json\n", "x.jsonl:1: not JSON"),
-    ("x.json", '{"text": "a"}', "a list of records"),
-    ("x.xml", "<a/>", "unknown corpus format"),
-    ("x.jsonl", "\n", "no records"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("x.jsonl", '{"title": "no text"}\n', "needs 'text', 'messages'"),
+        ("x.jsonl", "{not json\n", "x.jsonl:1: not JSON"),
+        ("x.json", '{"text": "a"}', "a list of records"),
+        ("x.xml", "<a/>", "unknown corpus format"),
+        ("x.jsonl", "\n", "no records"),
+    ],
+)
 def test_a_bad_corpus_is_one_line_naming_the_file(tmp_path: Path, name: str, content: str, message: str) -> None:
     (tmp_path / name).write_text(content)
     with pytest.raises(CorpusError, match=re.escape(message)):

@@ -31,15 +31,22 @@ def test_a_causal_lm_learns_the_bundled_corpus(tmp_path: Path, torch_python: Pat
     assert "step 20/20 loss" in proc.stdout and "ETA" in proc.stdout
 
 
-@pytest.mark.parametrize(("model", "size_rule", "precision"), [("tiny-llama", 1.0, "bf16-autocast"),
-                                                                ("tiny-bert", 1.0, "bf16-autocast"),
-                                                                ("tiny-llama", 0, "bf16-weights")])
-def test_the_baseline_contract_passes_for_causal_and_masked_lm(tmp_path: Path, torch_python: Path, model: str,
-                                                              size_rule: float, precision: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "size_rule", "precision"),
+    [("tiny-llama", 1.0, "bf16-autocast"), ("tiny-bert", 1.0, "bf16-autocast"), ("tiny-llama", 0, "bf16-weights")],
+)
+def test_the_baseline_contract_passes_for_causal_and_masked_lm(
+    tmp_path: Path, torch_python: Path, model: str, size_rule: float, precision: str
+) -> None:
     """bf16 autocast over float32 master weights, and (the size rule forced: `bf16_weights_above` 0)
     bfloat16 weights, each against the CPU float32 reference."""
-    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / model), steps=4, precision="bf16-autocast",
-                          bf16_weights_above=size_rule)
+    config = write_config(
+        tmp_path / "train.json",
+        model_dir=str(DEMO / model),
+        steps=4,
+        precision="bf16-autocast",
+        bf16_weights_above=size_rule,
+    )
     proc = run(train_cmd(torch_python, config, tmp_path / "out", command="contract"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / "out" / "contract.json").read_text())
@@ -79,11 +86,19 @@ def test_lora_changes_only_the_adapter_weights(tmp_path: Path, torch_python: Pat
     assert probe["trainable"] < probe["total"] / 4
 
 
-def test_lora_on_gpt2_passes_the_baseline_contract_with_a_bit_identical_resume(tmp_path: Path, torch_python: Path) -> None:
+def test_lora_on_gpt2_passes_the_baseline_contract_with_a_bit_identical_resume(
+    tmp_path: Path, torch_python: Path
+) -> None:
     """GPT-2's fused c_attn (a Conv1D, peft's default target for it), bf16 autocast against the
     CPU float32 reference: the contract passes, its checkpoint round trip included."""
-    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / "tiny-gpt2"), steps=3, method="lora",
-                          lora_rank=4, precision="bf16-autocast")
+    config = write_config(
+        tmp_path / "train.json",
+        model_dir=str(DEMO / "tiny-gpt2"),
+        steps=3,
+        method="lora",
+        lora_rank=4,
+        precision="bf16-autocast",
+    )
     proc = run(train_cmd(torch_python, config, tmp_path / "out", command="contract"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / "out" / "contract.json").read_text())
@@ -103,7 +118,9 @@ def test_an_architecture_outside_the_paradigms_is_refused_with_the_reason(tmp_pa
 def test_ddp_and_fsdp2_with_two_processes_match_one_process(tmp_path: Path, torch_python: Path) -> None:
     losses = {}
     for strategy, nproc in (("single", 1), ("ddp", 2), ("fsdp2", 2)):
-        config = write_config(tmp_path / f"{strategy}.json", steps=5, strategy=strategy, config_overrides={"attention_dropout": 0.0})
+        config = write_config(
+            tmp_path / f"{strategy}.json", steps=5, strategy=strategy, config_overrides={"attention_dropout": 0.0}
+        )
         proc = run(train_cmd(torch_python, config, tmp_path / strategy, nproc=nproc))
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         assert read_result(proc.stdout)["world"] == nproc
@@ -134,8 +151,9 @@ def test_lora_under_fsdp2_matches_one_process_and_resumes_bit_identically(tmp_pa
     proc = run([*train_cmd(torch_python, config, resumed, nproc=2), "--resume"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert read_result(proc.stdout)["resumed_from"] == "step-000002"
-    assert [(s["step"], s["loss"], s["grad_norm"]) for s in metrics(resumed)] == \
-        [(s["step"], s["loss"], s["grad_norm"]) for s in metrics(sharded)][2:]
+    assert [(s["step"], s["loss"], s["grad_norm"]) for s in metrics(resumed)] == [
+        (s["step"], s["loss"], s["grad_norm"]) for s in metrics(sharded)
+    ][2:]
 
 
 def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
@@ -156,10 +174,13 @@ def test_gradient_accumulation_trains_like_one_batch(tmp_path: Path, torch_pytho
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[accumulation] = metrics(tmp_path / f"a{accumulation}")
         assert {(s["micro_batch"], s["accumulation"], s["oom_fallbacks"]) for s in runs[accumulation]} == {
-            (8 // accumulation, accumulation, 0)}
+            (8 // accumulation, accumulation, 0)
+        }
     for accumulation in (2, 4):
         assert max(abs(a["loss"] - b["loss"]) for a, b in zip(runs[accumulation], runs[1], strict=True)) <= 1e-5
-        assert max(abs(a["grad_norm"] - b["grad_norm"]) for a, b in zip(runs[accumulation], runs[1], strict=True)) <= 1e-5
+        assert (
+            max(abs(a["grad_norm"] - b["grad_norm"]) for a, b in zip(runs[accumulation], runs[1], strict=True)) <= 1e-5
+        )
     uneven = run(train_cmd(torch_python, write_config(tmp_path / "a3.json", accumulation=3), tmp_path / "a3"))
     assert uneven.returncode == 2 and "x 3 micro-batch(es)" in read_result(uneven.stdout)["error"]
 
@@ -190,10 +211,20 @@ def test_out_of_memory_halves_the_micro_batch_and_retries_the_step(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = metrics(out)
     assert [(s["micro_batch"], s["accumulation"], s["oom_fallbacks"]) for s in steps] == [
-        (8, 1, 0), (2, 4, 2), (2, 4, 0), (2, 4, 0), (2, 4, 0)]
-    assert "out of memory: micro-batch 2" in next(line for line in proc.stdout.splitlines() if line.startswith("step 2/5"))
+        (8, 1, 0),
+        (2, 4, 2),
+        (2, 4, 0),
+        (2, 4, 0),
+        (2, 4, 0),
+    ]
+    assert "out of memory: micro-batch 2" in next(
+        line for line in proc.stdout.splitlines() if line.startswith("step 2/5")
+    )
     result = read_result(proc.stdout)
-    assert result["micro_batch"] == 2 and [(f["step"], f["from"], f["to"]) for f in result["oom_fallbacks"]] == [(2, 8, 4), (2, 4, 2)]
+    assert result["micro_batch"] == 2 and [(f["step"], f["from"], f["to"]) for f in result["oom_fallbacks"]] == [
+        (2, 8, 4),
+        (2, 4, 2),
+    ]
     assert all("injected: out of memory" in f["error"] for f in result["oom_fallbacks"])
     # Step 2 taken at micro-batch 2 straight away, without the fault: bit-identical to the retried one.
     probe = run([str(torch_python), "-c", RETRY_PROBE, str(straight), str(tmp_path / "probe")])
@@ -220,20 +251,31 @@ def test_out_of_memory_at_micro_batch_one_stops_with_a_diagnosis(tmp_path: Path,
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("nproc", "accumulation"), [(1, 1), (2, 1), (1, 2)])
-def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torch_python: Path, nproc: int,
-                                                            accumulation: int) -> None:
+def test_sigkill_after_a_checkpoint_resumes_bit_identically(
+    tmp_path: Path, torch_python: Path, nproc: int, accumulation: int
+) -> None:
     """Save at 10, hang at 13, SIGKILL the whole job, resume: steps 11-16 equal the uninterrupted run's
     (also with two micro-batches a step: the data position and random state are per global step)."""
     strategy = {1: "single", 2: "fsdp2"}[nproc]
-    settings = {"steps": 16, "checkpoint_every": 10, "strategy": strategy, "model_dir": str(DEMO / "tiny-gpt2"),  # GPT-2: dropout 0.1
-                "accumulation": accumulation}
+    settings = {
+        "steps": 16,
+        "checkpoint_every": 10,
+        "strategy": strategy,
+        "model_dir": str(DEMO / "tiny-gpt2"),  # GPT-2: dropout 0.1
+        "accumulation": accumulation,
+    }
     straight = tmp_path / "straight"
     first = run(train_cmd(torch_python, write_config(tmp_path / "a.json", **settings), straight, nproc=nproc))
     assert first.returncode == 0, first.stderr[-3000:]  # torchrun's own failure (a signal, a rank's traceback) says why
     config = write_config(tmp_path / "b.json", fault={"hang_at_step": 13}, **settings)
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(train_cmd(torch_python, config, killed, nproc=nproc), env=run_env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        train_cmd(torch_python, config, killed, nproc=nproc),
+        env=run_env(),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(killed / "fault-hang-done", proc)
         workers = descendants(proc.pid)
@@ -252,8 +294,9 @@ def test_sigkill_after_a_checkpoint_resumes_bit_identically(tmp_path: Path, torc
 
 
 @pytest.mark.parametrize(("fault", "rule"), [({"nan_at_step": 4}, "non_finite"), ({"spike_at_step": 4}, "loss_spike")])
-def test_an_injected_nan_or_spike_stops_the_run_with_a_diagnosis(tmp_path: Path, torch_python: Path, fault: dict,
-                                                                 rule: str) -> None:
+def test_an_injected_nan_or_spike_stops_the_run_with_a_diagnosis(
+    tmp_path: Path, torch_python: Path, fault: dict, rule: str
+) -> None:
     config = write_config(tmp_path / "train.json", steps=6, fault=fault)
     proc = run(train_cmd(torch_python, config, tmp_path / "out"))
     assert proc.returncode == 1
@@ -265,7 +308,9 @@ def test_an_injected_nan_or_spike_stops_the_run_with_a_diagnosis(tmp_path: Path,
 
 def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_before_writing(tmp_path: Path, torch_python: Path) -> None:
     config = write_config(tmp_path / "train.json", steps=4, checkpoint_every=2)
-    proc = run(train_cmd(torch_python, config, tmp_path / "out"), env={"ASCENDBRIDGE_TRAIN_MIN_FREE_BYTES": str(1 << 60)})
+    proc = run(
+        train_cmd(torch_python, config, tmp_path / "out"), env={"ASCENDBRIDGE_TRAIN_MIN_FREE_BYTES": str(1 << 60)}
+    )
     assert proc.returncode == 1
     diagnosis = json.loads((tmp_path / "out" / "stopped.json").read_text())
     assert diagnosis["rule"] == "disk_full" and diagnosis["step"] == 2
@@ -275,9 +320,14 @@ def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_before_writing(tmp_path
 def test_a_seq2seq_model_trains_with_the_target_as_labels(tmp_path: Path, torch_python: Path) -> None:
     days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
     pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps({"source": f"after {d}", "target": days[(i + 1) % 7]}) + "\n"
-                             for i, d in enumerate(days * 6)))
-    config = write_config(tmp_path / "train.json", model_dir=str(DEMO / "tiny-t5"), corpus=str(pairs), steps=6, seq_len=16)
+    pairs.write_text(
+        "".join(
+            json.dumps({"source": f"after {d}", "target": days[(i + 1) % 7]}) + "\n" for i, d in enumerate(days * 6)
+        )
+    )
+    config = write_config(
+        tmp_path / "train.json", model_dir=str(DEMO / "tiny-t5"), corpus=str(pairs), steps=6, seq_len=16
+    )
     proc = run(train_cmd(torch_python, config, tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = read_result(proc.stdout)
@@ -290,9 +340,23 @@ def test_a_seq2seq_model_trains_with_the_target_as_labels(tmp_path: Path, torch_
 def test_a_hang_is_detected_killed_and_resumed(tmp_path: Path, torch_python: Path) -> None:
     out = tmp_path / "out"
     config = write_config(tmp_path / "train.json", steps=10, checkpoint_every=4, fault={"hang_at_step": 6})
-    proc = subprocess.run([sys.executable, "-m", "ab_runtime.train.supervise", "--out", str(out), "--k", "10",
-                           "--", *train_cmd(torch_python, config, out)],
-                          capture_output=True, text=True, timeout=300, env=run_env())
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ab_runtime.train.supervise",
+            "--out",
+            str(out),
+            "--k",
+            "10",
+            "--",
+            *train_cmd(torch_python, config, out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=run_env(),
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     summary = json.loads((out / "supervision.json").read_text())
     assert summary["hangs"] == 1 and summary["restarts"] == 1
@@ -311,13 +375,16 @@ def failed_checks(proc: subprocess.CompletedProcess[str]) -> list[str]:
 def test_the_evidence_verifies_and_an_edited_log_fails(tmp_path: Path, torch_python: Path) -> None:
     out = tmp_path / "out"
     config = write_config(tmp_path / "train.json", steps=10, checkpoint_every=5)
-    for proc in (run(train_cmd(torch_python, config, out)),
-                 run(train_cmd(torch_python, write_config(tmp_path / "c.json", steps=3), out, command="contract"))):
+    for proc in (
+        run(train_cmd(torch_python, config, out)),
+        run(train_cmd(torch_python, write_config(tmp_path / "c.json", steps=3), out, command="contract")),
+    ):
         assert proc.returncode == 0, proc.stderr[-3000:]
     honest = run(verify_cmd(torch_python, config, out))
     assert honest.returncode == 0, honest.stdout[-3000:] + honest.stderr[-2000:]
     assert {"rerun_step", "final_weights", "final_evaluation", "contract_recomputed"} <= {
-        c["name"] for c in read_result(honest.stdout)["checks"]}
+        c["name"] for c in read_result(honest.stdout)["checks"]
+    }
     lines = (out / "metrics.jsonl").read_text().splitlines()
     edited = json.loads(lines[7])
     edited["loss"] -= 0.01  # a nicer curve, after the last intermediate checkpoint: the final one catches it
@@ -356,7 +423,9 @@ print(json.dumps(out))
 """
 
 
-def test_the_strategy_is_chosen_from_the_parameter_count_memory_and_processes(tmp_path: Path, torch_python: Path) -> None:
+def test_the_strategy_is_chosen_from_the_parameter_count_memory_and_processes(
+    tmp_path: Path, torch_python: Path
+) -> None:
     proc = run([str(torch_python), "-c", STRATEGY_PROBE])
     assert proc.returncode == 0, proc.stderr[-2000:]
     chosen = json.loads(proc.stdout.splitlines()[-1])
@@ -366,10 +435,16 @@ def test_the_strategy_is_chosen_from_the_parameter_count_memory_and_processes(tm
     # one process over several devices: its layers spread (device_map) when one device cannot hold them
     assert (chosen["spread"], chosen["spread_bf16"], chosen["one_of_many"]) == ("device_map", "single", "single")
     assert chosen["spread_too_big"].startswith("refused:") and "8 device(s)" in chosen["spread_too_big"]
-    precision = {label[len("precision_"):]: value for label, value in chosen.items() if label.startswith("precision_")}
+    precision = {label[len("precision_") :]: value for label, value in chosen.items() if label.startswith("precision_")}
     assert {label: value[0] for label, value in precision.items()} == {
-        "fits": "bf16-autocast", "above": "bf16-weights", "two_devices": "bf16-autocast", "lora": "bf16-autocast",
-        "stricter": "bf16-weights", "off": "bf16-autocast", "unknown": "bf16-autocast"}
+        "fits": "bf16-autocast",
+        "above": "bf16-weights",
+        "two_devices": "bf16-autocast",
+        "lora": "bf16-autocast",
+        "stricter": "bf16-weights",
+        "off": "bf16-autocast",
+        "unknown": "bf16-autocast",
+    }
     assert "18.63 GiB of float32 training state is above 1 x 1 x 16.0 GiB" in precision["above"][1]
     assert "9.31 GiB" in precision["above"][1]  # what bfloat16 needs: half
     config = write_config(tmp_path / "train.json", steps=2, strategy="auto")
@@ -377,7 +452,9 @@ def test_the_strategy_is_chosen_from_the_parameter_count_memory_and_processes(tm
     assert result["strategy"] == "single" and "one process" in result["strategy_reason"]
 
 
-def test_a_run_forced_over_the_bf16_threshold_trains_in_bf16_through_a_device_map(tmp_path: Path, torch_python: Path) -> None:
+def test_a_run_forced_over_the_bf16_threshold_trains_in_bf16_through_a_device_map(
+    tmp_path: Path, torch_python: Path
+) -> None:
     """bf16_weights_above 0 puts any model over the size rule; the device_map strategy on a CPU
     places every module on it (the multi-card split is accelerate's, not run here)."""
     config = write_config(tmp_path / "train.json", steps=3, bf16_weights_above=0, strategy="device_map")

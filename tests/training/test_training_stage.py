@@ -39,37 +39,58 @@ CHECKER = REPO_ROOT / "training" / "scripts" / "check_training.py"
 
 
 def board_ops(board: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BOARD_OPS), "--board", str(board), *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(BOARD_OPS), "--board", str(board), *args], capture_output=True, text=True, timeout=120
+    )
 
 
-def test_bad_training_input_is_refused_in_one_line_and_leaves_the_board_unchanged(board: BoardStore, tmp_path: Path) -> None:
+def test_bad_training_input_is_refused_in_one_line_and_leaves_the_board_unchanged(
+    board: BoardStore, tmp_path: Path
+) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    for bad, says in ((["--train-data", str(tmp_path / "none.jsonl")], "is not a non-empty file"),
-                      (["--train-data", str(empty)], "is not a non-empty file"),
-                      (["--train-data", str(REPO_ROOT / "pyproject.toml")], "is not a corpus file"),
-                      (["--train-data", str(CORPUS), "--train-steps", "1"], "out of range (2.."),
-                      (["--train-data", str(CORPUS), "--train-method", "qlora"], "invalid choice"),
-                      (["--train-data", str(CORPUS), "--train-processes", "65"], "out of range (1..64)"),
-                      (["--train-steps", "10"], "need --train-data")):
+    for bad, says in (
+        (["--train-data", str(tmp_path / "none.jsonl")], "is not a non-empty file"),
+        (["--train-data", str(empty)], "is not a non-empty file"),
+        (["--train-data", str(REPO_ROOT / "pyproject.toml")], "is not a corpus file"),
+        (["--train-data", str(CORPUS), "--train-steps", "1"], "out of range (2.."),
+        (["--train-data", str(CORPUS), "--train-method", "qlora"], "invalid choice"),
+        (["--train-data", str(CORPUS), "--train-processes", "65"], "out of range (1..64)"),
+        (["--train-steps", "10"], "need --train-data"),
+    ):
         proc = board_ops(board.path, "register_model", "--model_id", "org/m", *bad)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, (bad, proc.stderr)
     assert board.list_models() == []
-    proc = board_ops(board.path, "register_model", "--model_id", "org/m", "--train-data", str(CORPUS),
-                     "--train-method", "lora", "--train-steps", "12", "--train-processes", "2")
+    proc = board_ops(
+        board.path,
+        "register_model",
+        "--model_id",
+        "org/m",
+        "--train-data",
+        str(CORPUS),
+        "--train-method",
+        "lora",
+        "--train-steps",
+        "12",
+        "--train-processes",
+        "2",
+    )
     assert proc.returncode == 0, proc.stderr
     assert board.get_model("org/m").training == TrainingJob(data=str(CORPUS), method="lora", steps=12, processes=2)
     assert "training" not in board.get_model("org/m").skip_stages
     # a registration file's corpus is relative to the file, like its model path
     (tmp_path / "corpus.jsonl").write_text(CORPUS.read_text())
-    (tmp_path / "models.jsonl").write_text(json.dumps({"model_id": "org/n", "training": {"data": "corpus.jsonl"}}) + "\n")
+    (tmp_path / "models.jsonl").write_text(
+        json.dumps({"model_id": "org/n", "training": {"data": "corpus.jsonl"}}) + "\n"
+    )
     assert board_ops(board.path, "register_many", str(tmp_path / "models.jsonl")).returncode == 0
     assert board.get_model("org/n").training == TrainingJob(data=str(tmp_path / "corpus.jsonl"))
 
 
-@pytest.mark.parametrize(("value", "says"), [(3, "training batch 8 does not split into 3 micro-batches"),
-                                             (0, "accumulation"), ("two", "accumulation")])
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [(3, "training batch 8 does not split into 3 micro-batches"), (0, "accumulation"), ("two", "accumulation")],
+)
 def test_a_bad_accumulation_setting_is_refused_in_one_line(value: object, says: str) -> None:
     """What `--set training.accumulation=VALUE` meets: the team lead prints a SettingsError as its one
     line and exits 2 before any run."""
@@ -89,18 +110,35 @@ def test_a_bad_bf16_weights_above_setting_is_refused_in_one_line(value: object) 
 
 def test_a_bad_bf16_weights_above_stops_the_team_lead_before_anything_runs(tmp_path: Path) -> None:
     board = tmp_path / "board.db"
-    proc = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board), "--stages", "training",
-                           "--set", "training.bf16_weights_above=-0.5"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ascendbridge.teamlead",
+            "--board",
+            str(board),
+            "--stages",
+            "training",
+            "--set",
+            "training.bf16_weights_above=-0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "bf16_weights_above: -0.5 is not a fraction >= 0" in proc.stderr and not board.exists()
 
 
 @pytest.mark.parametrize(("value", "rendered"), [(None, 1.0), (0.5, 0.5), ("0.25", 0.25), (0, 0.0), ("off", None)])
-def test_bf16_weights_above_reaches_the_rendered_training_config(tmp_path: Path, value: object,
-                                                                 rendered: float | None) -> None:
+def test_bf16_weights_above_reaches_the_rendered_training_config(
+    tmp_path: Path, value: object, rendered: float | None
+) -> None:
     """`--set training.bf16_weights_above=VALUE` (unset: the harness's default 1.0; off: its null, the size
     rule off) in the train.json and contract.json render_package writes."""
-    settings = Settings.resolve({"training": {} if value is None else {"bf16_weights_above": value}}).of(TrainingSettings)
+    settings = Settings.resolve({"training": {} if value is None else {"bf16_weights_above": value}}).of(
+        TrainingSettings
+    )
     render_package(tmp_path, "demo/m", "/models/tiny", TrainingJob(data=str(CORPUS), steps=6), settings)
     for config in (TRAIN_CONFIG, CONTRACT_CONFIG):
         assert json.loads((tmp_path / config).read_text())["bf16_weights_above"] == rendered
@@ -109,38 +147,62 @@ def test_bf16_weights_above_reaches_the_rendered_training_config(tmp_path: Path,
 def test_without_a_job_training_is_skipped_with_the_reason_and_the_pipeline_goes_on(board: BoardStore) -> None:
     board.register_models([Registration(model_id="org/plain")])
     assert board.get_model("org/plain").skip_stages == ["training"]
-    for stage in STAGES[:STAGES.index("training")]:
+    for stage in STAGES[: STAGES.index("training")]:
         task = board.list_tasks(stage=stage, model_id="org/plain")[0]
         claimed = board.claim_task(task.id, "test", 60.0)
         board.complete_task(claimed.id, claimed.fencing_token, {"summary": "ok"})
     states = {t.stage: t.status for t in board.list_tasks(model_id="org/plain")}
     assert states["training"] == "skipped" and states["benchmark"] == "pending"
-    assert any(e.message == "training skipped by policy (no training job registered)"
-               for e in board.list_events("org/plain"))
+    assert any(
+        e.message == "training skipped by policy (no training job registered)" for e in board.list_events("org/plain")
+    )
 
 
-def _package(board: BoardStore, model_id: str, method: str, python: Path, data: str = str(CORPUS),
-             model: str = "tiny-llama", processes: int = 1) -> Path:
+def _package(
+    board: BoardStore,
+    model_id: str,
+    method: str,
+    python: Path,
+    data: str = str(CORPUS),
+    model: str = "tiny-llama",
+    processes: int = 1,
+) -> Path:
     """A demo model registered with a job, its package generated, the stages before training
     skipped and its environment the shared torch environment (system mode: no `uv sync` of torch)."""
     path = str(DEMO / model)
-    (record, _), = board.register_models([Registration(
-        model_id=model_id, source="local", path=path, training=TrainingJob(data=data, method=method, steps=6, processes=processes))])
+    ((record, _),) = board.register_models(
+        [
+            Registration(
+                model_id=model_id,
+                source="local",
+                path=path,
+                training=TrainingJob(data=data, method=method, steps=6, processes=processes),
+            )
+        ]
+    )
     architecture = json.loads((DEMO / model / "config.json").read_text())["architectures"][0]
-    spec = AdaptationSpec(name=record.adaptation_name, task_family=FAMILY[architecture], model_class=architecture,
-                          model_type=json.loads((DEMO / model / "config.json").read_text())["model_type"],
-                          model=ModelSource(model_id=model_id, source="local", path=path, has_weights=False))
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        task_family=FAMILY[architecture],
+        model_class=architecture,
+        model_type=json.loads((DEMO / model / "config.json").read_text())["model_type"],
+        model=ModelSource(model_id=model_id, source="local", path=path, has_weights=False),
+    )
     directory = Path(board.path).parent / "adaptations" / record.adaptation_name
     assert generate(spec, directory).ok
     board.set_env_mode(model_id, "system", str(python))
-    for stage in STAGES[:STAGES.index("training")]:
+    for stage in STAGES[: STAGES.index("training")]:
         board.skip(model_id, stage)
     return directory
 
 
 FAMILY = {"LlamaForCausalLM": "causal_lm", "BertForMaskedLM": "masked_lm"}
-JOBS = {"demo/llama-full": ("tiny-llama", "full"), "demo/llama-lora": ("tiny-llama", "lora"),
-        "demo/bert-full": ("tiny-bert", "full"), "demo/bert-lora": ("tiny-bert", "lora")}
+JOBS = {
+    "demo/llama-full": ("tiny-llama", "full"),
+    "demo/llama-lora": ("tiny-llama", "lora"),
+    "demo/bert-full": ("tiny-bert", "full"),
+    "demo/bert-lora": ("tiny-bert", "lora"),
+}
 ACCUMULATION = 2  # the stage setting every job of the shared pass trains with: batch 8 as 2 micro-batches of 4
 
 
@@ -162,7 +224,12 @@ class Trained:
 
     def completed(self, model_id: str) -> None:
         task = self.task(model_id)
-        assert task.status == "completed", (model_id, task.diagnosis, self.lead.stdout[-3000:], self.lead.stderr[-3000:])
+        assert task.status == "completed", (
+            model_id,
+            task.diagnosis,
+            self.lead.stdout[-3000:],
+            self.lead.stderr[-3000:],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -177,15 +244,45 @@ def trained(tmp_path_factory: pytest.TempPathFactory, torch_python: Path) -> Ite
         stories = tmp / "stories"
         stories.mkdir()
         shutil.copyfile(CORPUS, stories / "train.jsonl")
-        packages = {model_id: _package(board, model_id, method, torch_python, model=model,
-                                       data=f"hf:{stories}" if model_id == "demo/llama-lora" else str(CORPUS))
-                    for model_id, (model, method) in JOBS.items()}
-        lead = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board.path), *FAST,
-                               "--stages", "training", "--workers", "2", "--attempts", "1",
-                               "--set", "training.threads=1", "--set", "training.checkpoint_every=2",
-                               "--set", "training.contract_steps=2", "--set", f"training.accumulation={ACCUMULATION}"],
-                              capture_output=True, text=True, timeout=1500,
-                              env={**os.environ, "HF_DATASETS_CACHE": str(tmp / "hf-datasets"), "HF_HUB_OFFLINE": "1"})
+        packages = {
+            model_id: _package(
+                board,
+                model_id,
+                method,
+                torch_python,
+                model=model,
+                data=f"hf:{stories}" if model_id == "demo/llama-lora" else str(CORPUS),
+            )
+            for model_id, (model, method) in JOBS.items()
+        }
+        lead = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ascendbridge.teamlead",
+                "--board",
+                str(board.path),
+                *FAST,
+                "--stages",
+                "training",
+                "--workers",
+                "2",
+                "--attempts",
+                "1",
+                "--set",
+                "training.threads=1",
+                "--set",
+                "training.checkpoint_every=2",
+                "--set",
+                "training.contract_steps=2",
+                "--set",
+                f"training.accumulation={ACCUMULATION}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            env={**os.environ, "HF_DATASETS_CACHE": str(tmp / "hf-datasets"), "HF_HUB_OFFLINE": "1"},
+        )
         yield Trained(board, packages, stories, lead)
         board.close()
 
@@ -204,16 +301,23 @@ print(json.dumps(trainer.adapter_only_changed(before)))
 
 def _adapters_only_changed(package: Path, python: Path, tmp_path: Path) -> None:
     """LoRA: the final checkpoint differs from the initial weights in the adapters only."""
-    probe = subprocess.run([str(python), "-c", LORA_PROBE, "train/train.json", "train/run", str(tmp_path / "probe")],
-                           capture_output=True, text=True, timeout=300, env=run_env(), cwd=package)
+    probe = subprocess.run(
+        [str(python), "-c", LORA_PROBE, "train/train.json", "train/run", str(tmp_path / "probe")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=run_env(),
+        cwd=package,
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     changed = json.loads(probe.stdout.splitlines()[-1])
     assert changed["adapters"] and changed["other"] == []
 
 
 @pytest.mark.timeout(1800)
-def test_a_causal_lm_trains_full_and_lora_through_the_team_lead(trained: Trained, tmp_path: Path,
-                                                               torch_python: Path) -> None:
+def test_a_causal_lm_trains_full_and_lora_through_the_team_lead(
+    trained: Trained, tmp_path: Path, torch_python: Path
+) -> None:
     for model_id in ("demo/llama-full", "demo/llama-lora"):
         trained.completed(model_id)
         figures = trained.figures(model_id)
@@ -233,18 +337,22 @@ def test_a_causal_lm_trains_full_and_lora_through_the_team_lead(trained: Trained
 
 @pytest.mark.timeout(1800)
 def test_a_masked_lm_trains_full_and_lora_through_the_team_lead_evaluated_by_masked_accuracy(
-        trained: Trained, tmp_path: Path, torch_python: Path) -> None:
+    trained: Trained, tmp_path: Path, torch_python: Path
+) -> None:
     for model_id in ("demo/bert-full", "demo/bert-lora"):
         trained.completed(model_id)  # the team lead completes a task only once its gate passed
         figures = trained.figures(model_id)
         assert figures["contract_passed"] == 1.0 and figures["steps"] == 6.0 and figures["tokens_per_s"] > 0
-        assert 0.0 <= figures["eval_masked_accuracy_before"] <= 1.0 and 0.0 <= figures["eval_masked_accuracy_after"] <= 1.0
+        assert (
+            0.0 <= figures["eval_masked_accuracy_before"] <= 1.0 and 0.0 <= figures["eval_masked_accuracy_after"] <= 1.0
+        )
         assert "eval_perplexity_after" not in figures
         result = json.loads((trained.packages[model_id] / "train/run/train_result.json").read_text())
         assert result["paradigm"] == "masked_lm"
         events = read_events(trained.packages[model_id] / "train/run" / EVENTS_DIR)
         assert [v for _, v in events["eval/masked_accuracy"]] == pytest.approx(
-            [figures["eval_masked_accuracy_before"], figures["eval_masked_accuracy_after"]])
+            [figures["eval_masked_accuracy_before"], figures["eval_masked_accuracy_after"]]
+        )
     _adapters_only_changed(trained.packages["demo/bert-lora"], torch_python, tmp_path)
 
 
@@ -270,8 +378,12 @@ def test_an_edited_loss_log_or_ladder_figure_fails_the_gate(trained: Trained) ->
         edited["loss"] -= 0.01
         log.write_text("\n".join([*lines[:4], json.dumps(edited), *lines[5:]]) + "\n")
         result.write_text(json.dumps({**json.loads(originals[result]), "micro_batch": 2}))
-        gate = subprocess.run([sys.executable, str(CHECKER), "--adaptation-dir", str(full), "--json"],
-                              capture_output=True, text=True, timeout=600)
+        gate = subprocess.run(
+            [sys.executable, str(CHECKER), "--adaptation-dir", str(full), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:  # the other tests read this package too
         for path, text in originals.items():
             path.write_text(text)
@@ -280,23 +392,47 @@ def test_an_edited_loss_log_or_ladder_figure_fails_the_gate(trained: Trained) ->
     assert any("log_matches_step-000006" in p for p in report["problems"]), report["problems"]
     assert any("TensorBoard events" in p for p in report["problems"]), report["problems"]
     assert any(p.startswith("figure micro_batch") for p in report["problems"]), report["problems"]
-    assert any("micro-batch 2 in train_result.json, 4 at the last step" in p for p in report["problems"]), report["problems"]
+    assert any("micro-batch 2 in train_result.json, 4 at the last step" in p for p in report["problems"]), report[
+        "problems"
+    ]
 
 
 def test_a_paradigm_the_harness_refuses_fails_on_the_first_attempt_with_the_reason(
-        board: BoardStore, torch_python: Path) -> None:
-    (record, task), = [(r, board.list_tasks(stage="training", model_id=r.model_id)[0]) for r, _ in board.register_models(
-        [Registration(model_id="demo/classifier", source="local", path=str(DEMO / "tiny-bert-classifier"),
-                      training=TrainingJob(data=str(CORPUS), steps=4))])]
-    spec = AdaptationSpec(name=record.adaptation_name, task_family="sequence_classification",
-                          model_class="BertForSequenceClassification", model_type="bert",
-                          model=ModelSource(model_id=record.model_id, source="local",
-                                            path=str(DEMO / "tiny-bert-classifier"), has_weights=False))
+    board: BoardStore, torch_python: Path
+) -> None:
+    ((record, task),) = [
+        (r, board.list_tasks(stage="training", model_id=r.model_id)[0])
+        for r, _ in board.register_models(
+            [
+                Registration(
+                    model_id="demo/classifier",
+                    source="local",
+                    path=str(DEMO / "tiny-bert-classifier"),
+                    training=TrainingJob(data=str(CORPUS), steps=4),
+                )
+            ]
+        )
+    ]
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        task_family="sequence_classification",
+        model_class="BertForSequenceClassification",
+        model_type="bert",
+        model=ModelSource(
+            model_id=record.model_id, source="local", path=str(DEMO / "tiny-bert-classifier"), has_weights=False
+        ),
+    )
     directory = Path(board.path).parent / "adaptations" / record.adaptation_name
     assert generate(spec, directory).ok
     record = board.set_env_mode(record.model_id, "system", str(torch_python))
-    ctx = StageContext(model=record, task=task, adaptation_dir=directory, board_path=Path(board.path), log=io.StringIO(),
-                       settings={"training_threads": 1})
+    ctx = StageContext(
+        model=record,
+        task=task,
+        adaptation_dir=directory,
+        board_path=Path(board.path),
+        log=io.StringIO(),
+        settings={"training_threads": 1},
+    )
     outcome = TRAINING_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == "training_refused", (outcome, ctx.log.getvalue())
     assert outcome.diagnosis["retryable"] is False and "BertForSequenceClassification" in outcome.summary

@@ -27,20 +27,44 @@ from training.stage import TRAINING_STAGE
 
 @pytest.mark.timeout(1200)
 def test_a_hang_is_resumed_and_an_injected_nan_stops_the_task_with_its_diagnosis(
-        board: BoardStore, torch_python: Path) -> None:
+    board: BoardStore, torch_python: Path
+) -> None:
     package = _package(board, "demo/llama-nan", "full", torch_python)
     fault = {"hang_at_step": 3, "nan_at_step": 5}  # the harness's test-only injector (train.json "fault")
-    lead = subprocess.run([sys.executable, "-m", "ascendbridge.teamlead", "--board", str(board.path), *FAST,
-                           "--stages", "training", "--attempts", "2",
-                           "--set", "training.threads=1", "--set", "training.checkpoint_every=2",
-                           "--set", "training.contract_steps=2", "--set", "training.hang_k=2",  # 5 s: MIN_HANG_S
-                           "--set", f"training.fault={json.dumps(fault)}"],
-                          capture_output=True, text=True, timeout=1100)
+    lead = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ascendbridge.teamlead",
+            "--board",
+            str(board.path),
+            *FAST,
+            "--stages",
+            "training",
+            "--attempts",
+            "2",
+            "--set",
+            "training.threads=1",
+            "--set",
+            "training.checkpoint_every=2",
+            "--set",
+            "training.contract_steps=2",
+            "--set",
+            "training.hang_k=2",  # 5 s: MIN_HANG_S
+            "--set",
+            f"training.fault={json.dumps(fault)}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
     task = board.list_tasks(stage="training", model_id="demo/llama-nan")[0]
     assert task.status == "failed" and task.attempts == 1, (task, lead.stdout[-3000:], lead.stderr[-3000:])
     diagnosis = task.diagnosis or {}
     assert diagnosis["rule"] == "training_non_finite" and diagnosis["retryable"] is False, diagnosis
-    assert diagnosis["summary"].startswith("training stopped: step 5: loss nan") and "not finite" in diagnosis["summary"]
+    assert (
+        diagnosis["summary"].startswith("training stopped: step 5: loss nan") and "not finite" in diagnosis["summary"]
+    )
     assert diagnosis["stop"]["step"] == 5 and diagnosis["stop"]["rule"] == "non_finite"
     # the hang at step 3 was detected, killed and resumed from the checkpoint of step 2 within the attempt
     supervision = diagnosis["supervision"]
@@ -63,12 +87,18 @@ def test_the_fault_and_the_accumulation_reach_the_run_config_and_the_contract_ju
     assert "fault" not in configs("/models/tiny", job, TrainingSettings())[TRAIN_CONFIG]  # a real job's config has none
 
 
-@pytest.mark.parametrize(("settings", "mask", "rule"),
-                         [({"training_accumulation": 4}, None, "training_batch_split"),
-                          ({"device": "cuda"}, "0,1", "training_cards_short")])
+@pytest.mark.parametrize(
+    ("settings", "mask", "rule"),
+    [({"training_accumulation": 4}, None, "training_batch_split"), ({"device": "cuda"}, "0,1", "training_cards_short")],
+)
 def test_a_job_its_processes_cannot_run_is_refused_before_anything_is_written(
-        board: BoardStore, torch_python: Path, monkeypatch: pytest.MonkeyPatch, settings: dict[str, object],
-        mask: str | None, rule: str) -> None:
+    board: BoardStore,
+    torch_python: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: dict[str, object],
+    mask: str | None,
+    rule: str,
+) -> None:
     """Three processes: batch 8 does not split over 3 x 4 micro-batches; on CUDA a claim of two cards
     (the team lead's mask) has no card for the third rank. Either way the first attempt is final and
     writes nothing."""
@@ -76,8 +106,14 @@ def test_a_job_its_processes_cannot_run_is_refused_before_anything_is_written(
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", mask)
     package = _package(board, "demo/llama-three", "full", torch_python, processes=3)
     record = board.get_model("demo/llama-three")
-    ctx = StageContext(model=record, task=board.list_tasks(stage="training", model_id=record.model_id)[0],
-                       adaptation_dir=package, board_path=Path(board.path), log=io.StringIO(), settings=settings)
+    ctx = StageContext(
+        model=record,
+        task=board.list_tasks(stage="training", model_id=record.model_id)[0],
+        adaptation_dir=package,
+        board_path=Path(board.path),
+        log=io.StringIO(),
+        settings=settings,
+    )
     outcome = TRAINING_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == rule and outcome.diagnosis["retryable"] is False
     if mask is not None:
@@ -102,6 +138,11 @@ sys.exit(1)
 def test_a_run_a_guard_stopped_is_left_to_exit_not_taken_for_a_hang(tmp_path: Path, stop: bool) -> None:
     """Under load a stopped run's exit (torch's teardown) can outlast the step clock; killing and
     resuming it would redo the steps and stop again. Without the diagnosis the same silence is a hang."""
-    summary = supervise([sys.executable, "-c", SLOW_EXIT, str(tmp_path), "stop" if stop else "run", str(MIN_HANG_S + 2)],
-                        tmp_path, k=2, max_restarts=0, startup_s=60)
+    summary = supervise(
+        [sys.executable, "-c", SLOW_EXIT, str(tmp_path), "stop" if stop else "run", str(MIN_HANG_S + 2)],
+        tmp_path,
+        k=2,
+        max_restarts=0,
+        startup_s=60,
+    )
     assert (summary["hangs"], summary["exit_code"]) == ((0, 1) if stop else (1, -9)), summary  # -9: killed

@@ -15,8 +15,17 @@ from ascendbridge.stages import STAGES
 from tests.dashboard.dash_support import served
 from tests.training.train_support import CORPUS
 
-FIGURES = {"loss_first": 5.61, "loss_last": 2.25, "eval_loss_before": 5.6, "eval_loss_after": 2.4,
-           "eval_verdict": 1.0, "contract_passed": 1.0, "tokens_per_s": 1234.0, "micro_batch": 2.0, "oom_fallbacks": 1.0}
+FIGURES = {
+    "loss_first": 5.61,
+    "loss_last": 2.25,
+    "eval_loss_before": 5.6,
+    "eval_loss_after": 2.4,
+    "eval_verdict": 1.0,
+    "contract_passed": 1.0,
+    "tokens_per_s": 1234.0,
+    "micro_batch": 2.0,
+    "oom_fallbacks": 1.0,
+}
 
 
 def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = ()) -> None:
@@ -29,32 +38,42 @@ def test_the_model_page_and_the_reports_show_a_training_run_once_gated(tmp_path:
     board_path, adaptations, logs = tmp_path / "board.db", tmp_path / "adaptations", tmp_path / "logs"
     logs.mkdir()
     store = BoardStore.init(board_path)
-    [(record, _)] = store.register_models([Registration(model_id="acme/tiny-llama",
-                                                        training=TrainingJob(data=str(CORPUS), method="lora", steps=3,
-                                                                                    processes=2))])
+    [(record, _)] = store.register_models(
+        [
+            Registration(
+                model_id="acme/tiny-llama", training=TrainingJob(data=str(CORPUS), method="lora", steps=3, processes=2)
+            )
+        ]
+    )
     run = adaptations / record.adaptation_name / "train" / "run"
     run.mkdir(parents=True)
-    run.joinpath("metrics.jsonl").write_text("".join(json.dumps({"step": i, "loss": 6.0 - i, "grad_norm": 0.5})
-                                                     + "\n" for i in (1, 2, 3)))
-    run.joinpath("evaluation.json").write_text(json.dumps({"before": {"loss": 5.6}, "after": {"loss": 2.4},
-                                                           "verdict": {"verdict": "improved", "gap": 0.15}}))
-    for stage in STAGES[:STAGES.index("training")]:
+    run.joinpath("metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "loss": 6.0 - i, "grad_norm": 0.5}) + "\n" for i in (1, 2, 3))
+    )
+    run.joinpath("evaluation.json").write_text(
+        json.dumps({"before": {"loss": 5.6}, "after": {"loss": 2.4}, "verdict": {"verdict": "improved", "gap": 0.15}})
+    )
+    for stage in STAGES[: STAGES.index("training")]:
         complete(store, record.model_id, stage)
     with served(tmp_path, board_path, logs, adaptations) as url:
         before = httpx.get(f"{url}/models/{record.model_id}", timeout=30).text
-        complete(store, record.model_id, "training", ({"values": FIGURES, "device": "cpu", "dtype": "bf16-autocast",
-                                                       "units": {"tokens_per_s": "tokens/s"}},))
+        complete(
+            store,
+            record.model_id,
+            "training",
+            ({"values": FIGURES, "device": "cpu", "dtype": "bf16-autocast", "units": {"tokens_per_s": "tokens/s"}},),
+        )
         page = httpx.get(f"{url}/models/{record.model_id}", timeout=30).text
         data = httpx.get(f"{url}/api/models/{record.model_id}", timeout=30).json()
         reports = httpx.get(f"{url}/reports", timeout=30).text
     store.close()
     assert "Not trained" in before and 'id="loss-chart"' not in before  # not gated yet: the log is no evidence
-    section = page[page.index('id="training"'):]
-    section = section[:section.index("</section>")]
+    section = page[page.index('id="training"') :]
+    section = section[: section.index("</section>")]
     assert "lora" in section and "improved" in section and 'id="loss-chart"' in section and "tokens_per_s" in section
     assert "2 processes" in section and "oom_fallbacks" in section
     assert data["charts"]["loss"] == {"step": [1.0, 2.0, 3.0], "loss": [5.0, 4.0, 3.0], "grad_norm": [0.5, 0.5, 0.5]}
-    row = reports[reports.index('id="training-results"'):]
-    row = row[:row.index("</section>")]
+    row = reports[reports.index('id="training-results"') :]
+    row = row[: row.index("</section>")]
     assert record.model_id in row and "5.61 &rarr; 2.25" in row and "improved" in row and "passed" in row
     assert '<td class="num">2 (1)</td>' in row  # micro-batch 2 after one out-of-memory fallback

@@ -23,7 +23,11 @@ def write_config(path: Path, **settings: Any) -> Path:
 
 
 def train_cmd(python: Path, config: Path, out: Path, command: str = "train", nproc: int = 1) -> list[str]:
-    launcher = [str(python), "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] if nproc > 1 else [str(python)]
+    launcher = (
+        [str(python), "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
+        if nproc > 1
+        else [str(python)]
+    )
     return [*launcher, "-m", "ab_runtime.train.run", command, "--config", str(config), "--out", str(out)]
 
 
@@ -33,7 +37,9 @@ def run_env(**extra: str) -> dict[str, str]:
 
 
 def run(cmd: list[str], timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=run_env(**(env or {})), cwd=REPO_ROOT)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=run_env(**(env or {})), cwd=REPO_ROOT
+    )
 
 
 def metrics(out: Path) -> list[dict[str, Any]]:

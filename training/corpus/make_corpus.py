@@ -27,7 +27,7 @@ def story(rng: random.Random) -> str:
     sentences = [
         f"On {DAYS[day]} the {rng.choice(COLOURS)} {animal} {rng.choice(ACTIONS)} {place}.",
         f"The next day was {DAYS[(day + 1) % 7]}.",
-        f"The {animal} counted {', '.join(NUMBERS[count:count + 3])}.",
+        f"The {animal} counted {', '.join(NUMBERS[count : count + 3])}.",
         f"Then the {animal} went home from the {place}.",
     ]
     return " ".join(sentences)

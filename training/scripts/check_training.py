@@ -18,8 +18,9 @@ from training.gate import check_adaptation
 
 
 def main(argv: list[str]) -> int:
-    return executing_checker_main(__doc__.splitlines()[0], argv, check_adaptation,
-                                  "no re-run (code, configs and figures)")
+    return executing_checker_main(
+        __doc__.splitlines()[0], argv, check_adaptation, "no re-run (code, configs and figures)"
+    )
 
 
 if __name__ == "__main__":

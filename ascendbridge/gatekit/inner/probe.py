@@ -26,8 +26,11 @@ CANN_VERSION_FILES = ("version.cfg", "ascend_toolkit_install.info", "version.inf
 
 def cann_version() -> dict[str, str] | None:
     """CANN's version from ASCEND_TOOLKIT_HOME (or the default install path) when present."""
-    roots = [os.environ.get("ASCEND_TOOLKIT_HOME"), os.environ.get("ASCEND_HOME_PATH"),
-             "/usr/local/Ascend/ascend-toolkit/latest"]
+    roots = [
+        os.environ.get("ASCEND_TOOLKIT_HOME"),
+        os.environ.get("ASCEND_HOME_PATH"),
+        "/usr/local/Ascend/ascend-toolkit/latest",
+    ]
     for root in filter(None, roots):
         base = Path(root)
         for candidate in [base / n for n in CANN_VERSION_FILES] + sorted(base.glob(f"*/{CANN_VERSION_FILES[1]}")):
@@ -50,8 +53,10 @@ def _version(module: str) -> str | None:
 def devices(torch: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"cpu": {"count": os.cpu_count(), "name": _cpu_name(), "threads": torch.get_num_threads()}}
     if torch.cuda.is_available():
-        out["cuda"] = {"count": torch.cuda.device_count(),
-                       "names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}
+        out["cuda"] = {
+            "count": torch.cuda.device_count(),
+            "names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        }
     try:
         import torch_npu  # noqa: F401
 
@@ -122,8 +127,13 @@ def microbenchmarks(torch: Any, kind: str, budget_s: float) -> dict[str, Any]:
     dst = torch.empty_like(src)
     seconds = _timed(lambda: dst.copy_(src), sync, budget_s)
     bandwidth = 2 * elements * 4 / seconds / 1e9
-    return {"device": device, "gemm_n": sizes, "gemm_gflops": gemm, "copy_bytes": 2 * elements * 4,
-            "bandwidth_gbs": round(bandwidth, 2)}
+    return {
+        "device": device,
+        "gemm_n": sizes,
+        "gemm_gflops": gemm,
+        "copy_bytes": 2 * elements * 4,
+        "bandwidth_gbs": round(bandwidth, 2),
+    }
 
 
 def pick_kind(torch: Any, requested: str) -> str:
@@ -144,8 +154,12 @@ def main(argv: list[str]) -> int:
 
     kind = pick_kind(torch, args.device)
     result = {
-        "versions": {"torch": torch.__version__, "torch_npu": _version("torch_npu"),
-                     "transformers": _version("transformers"), "python": platform.python_version()},
+        "versions": {
+            "torch": torch.__version__,
+            "torch_npu": _version("torch_npu"),
+            "transformers": _version("transformers"),
+            "python": platform.python_version(),
+        },
         "cann": cann_version(),
         "devices": devices(torch),
         "measured_on": kind,

@@ -38,8 +38,13 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
     if not outputs_path.is_file():
         return {"ok": False, "problems": [f"outputs file {outputs_path.name} not found"]}
     if framework_module("fileops").sha256_file(outputs_path) != evidence.get("outputs_sha256"):
-        return {"ok": False, "problems": [f"{outputs_path.name}: sha256 does not match the metrics file "
-                                          "(outputs changed or truncated after the run)"]}
+        return {
+            "ok": False,
+            "problems": [
+                f"{outputs_path.name}: sha256 does not match the metrics file "
+                "(outputs changed or truncated after the run)"
+            ],
+        }
     try:
         saved = torch.load(outputs_path, map_location="cpu", weights_only=True)
     except Exception as exc:  # any unreadable file is a failed check, reported in one line
@@ -52,8 +57,13 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
         if saved.get(key) != run.get(key):
             problems.append(f"outputs file says {key}={saved.get(key)!r}, metrics say {run.get(key)!r}")
     if metrics_path.name.startswith("perf_"):
-        recomputed = comparator.judge_optimized(saved["target"], saved["reference"], str(spec.get("task_family")),
-                                                str(saved.get("dtype")), spec.get("tolerances"))
+        recomputed = comparator.judge_optimized(
+            saved["target"],
+            saved["reference"],
+            str(spec.get("task_family")),
+            str(saved.get("dtype")),
+            spec.get("tolerances"),
+        )
     else:
         thresholds = comparator.Thresholds.from_spec(spec.get("tolerances"), str(spec.get("task_family") or "*"))
         recomputed = comparator.compare_outputs(
@@ -62,8 +72,10 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
     recorded = metrics.get("accuracy")
     differences = framework_module("figures").recorded_differences(recorded, recomputed, "accuracy")
     if differences:
-        problems.append("accuracy figures in the metrics file do not match the figures recomputed "
-                        f"from the saved outputs (first at {differences[0]})")
+        problems.append(
+            "accuracy figures in the metrics file do not match the figures recomputed "
+            f"from the saved outputs (first at {differences[0]})"
+        )
     again: dict[str, Any] = {"notes": [], "undecided": [], "timings": [], "remeasured": None}
     recorded_passes = (metrics.get("optimization") or {}).get("passes") or []
     if sorted(saved.get("passes") or []) != sorted(recorded_passes):
@@ -72,13 +84,20 @@ def check(metrics_path: Path, spec_path: Path, band: float = float("inf")) -> di
         try:
             again = reexecute(spec_path, run, saved, metrics, band)
         except Exception as exc:  # the evidence cannot be reproduced at all: that is the finding
-            again["problems"] = [f"re-execution failed: {type(exc).__name__}: "
-                                 f"{str(exc).splitlines()[0] if str(exc) else ''}"]
+            again["problems"] = [
+                f"re-execution failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ]
         problems += again["problems"]
-    return {"ok": not problems and not again["undecided"], "problems": problems, "notes": again["notes"],
-            "undecided": again["undecided"], "timings": again["timings"], "recomputed_verdict": recomputed["verdict"],
-            "outputs_checked": sorted(recomputed["outputs"]), "remeasured_timing": again["remeasured"]}
-
+    return {
+        "ok": not problems and not again["undecided"],
+        "problems": problems,
+        "notes": again["notes"],
+        "undecided": again["undecided"],
+        "timings": again["timings"],
+        "recomputed_verdict": recomputed["verdict"],
+        "outputs_checked": sorted(recomputed["outputs"]),
+        "remeasured_timing": again["remeasured"],
+    }
 
 
 def main(argv: list[str]) -> int:

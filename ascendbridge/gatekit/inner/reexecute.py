@@ -55,13 +55,16 @@ def _mismatch(name: str, fresh: dict[str, Any], saved: dict[str, Any], tolerance
         scale = float(b[finite].abs().max()) if bool(finite.any()) else 0.0
         err = float((a[finite] - b[finite]).abs().max()) if bool(finite.any()) else 0.0
         if err > tolerance * max(scale, 1e-12):
-            problems.append(f"{name}.{key}: saved values differ from a re-run by {err:.3e} "
-                            f"(allowed {tolerance:.1e} x scale {scale:.3e})")
+            problems.append(
+                f"{name}.{key}: saved values differ from a re-run by {err:.3e} "
+                f"(allowed {tolerance:.1e} x scale {scale:.3e})"
+            )
     return problems
 
 
-def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any], band: float,
-                   retime: tuple[int, int] = RETIME) -> tuple[list[str], list[str], Any]:
+def rerun_workload(
+    session: Any, build: Any, forward: Any, body: dict[str, Any], band: float, retime: tuple[int, int] = RETIME
+) -> tuple[list[str], list[str], Any]:
     """(problems, notes, judgement of the re-timed headline) from re-running a recorded workload
     with the same harness: the CPU float32 reference's greedy tokens regenerated (they must equal
     the recorded ones exactly), the target's batch-1 greedy tokens regenerated (equal on CPU; a
@@ -87,15 +90,20 @@ def rerun_workload(session: Any, build: Any, forward: Any, body: dict[str, Any],
 
         def one_round() -> tuple[list[float], list[float], None]:  # decode steps: switches counted per round
             runs.append(workloads.measure_generation(session, build, batch1, 1, retime[1] // 2, reference)["runs"][0])
-            return (workload_figures.fastest_steps(runs[-1]["decode_steps_ms"]), runs[-1]["calibration"]["samples_ms"],
-                    None)
+            return (
+                workload_figures.fastest_steps(runs[-1]["decode_steps_ms"]),
+                runs[-1]["calibration"]["samples_ms"],
+                None,
+            )
 
         # Fastest single decode step on both sides: load only ever adds time, so it is the stable estimate.
         reported, what = float(min(workload_figures.fastest_steps(first["decode_steps_ms"]))), "decode step"
         judged = retimed(one_round, what, reported, first.get("calibration"), band)
         if runs[0]["tokens"][0] != first["tokens"][0]:
-            why = (f"the target's greedy tokens do not reproduce (first difference at token "
-                   f"{workloads.divergence(runs[0]['tokens'][0], first['tokens'][0])['first_divergence']})")
+            why = (
+                f"the target's greedy tokens do not reproduce (first difference at token "
+                f"{workloads.divergence(runs[0]['tokens'][0], first['tokens'][0])['first_divergence']})"
+            )
             (problems if session.choice.kind == "cpu" else notes).append(why)
     else:
         point = next(p for p in body["points"] if p["batch"] == body["knee_batch"])
@@ -123,7 +131,7 @@ def counted_round(session: Any, fn: Any, retime: tuple[int, int]) -> tuple[Any, 
         session.sync()
 
     timing, probe_ms = session.time_calibrated(cal.quiet_calls(call, tally), *retime)
-    return timing, probe_ms, tally[len(tally) - len(timing.samples_ms):]  # the warmup calls come first
+    return timing, probe_ms, tally[len(tally) - len(timing.samples_ms) :]  # the warmup calls come first
 
 
 def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any, band: float) -> Any:
@@ -142,8 +150,9 @@ def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any,
         model_ms, probe_ms, per_call = one_round()
         switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - before
         quiet = [ms for ms, n in zip(model_ms, per_call or []) if n == 0]
-        rounds.append(cal.Round(min(model_ms), min(probe_ms) if probe_ms else None, switches,
-                                min(quiet) if quiet else None))
+        rounds.append(
+            cal.Round(min(model_ms), min(probe_ms) if probe_ms else None, switches, min(quiet) if quiet else None)
+        )
         last = len(rounds) == RETIME_ROUNDS
         judged = cal.judge(what, reported_min_ms, reported_probe, rounds, band, final=last)
         if last or judged.verdict == "passed":
@@ -153,10 +162,12 @@ def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any,
 def sort_judgements(judgements: list[Any]) -> dict[str, list[Any]]:
     """Judgements as {"problems", "notes", "undecided"} lines (failed, passed, inconclusive) and
     "timings": each one's verdict and figures (the gate's report shows them)."""
-    return {"problems": [j.reason for j in judgements if j.verdict == "failed"],
-            "notes": [f"re-timed: {j.reason}" for j in judgements if j.verdict == "passed"],
-            "undecided": [j.reason for j in judgements if j.verdict == "inconclusive"],
-            "timings": [{"verdict": j.verdict, **j.figures} for j in judgements]}
+    return {
+        "problems": [j.reason for j in judgements if j.verdict == "failed"],
+        "notes": [f"re-timed: {j.reason}" for j in judgements if j.verdict == "passed"],
+        "undecided": [j.reason for j in judgements if j.verdict == "inconclusive"],
+        "timings": [{"verdict": j.verdict, **j.figures} for j in judgements],
+    }
 
 
 def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
@@ -165,8 +176,14 @@ def passes_inputs(session: Any, build: Any, batch: int) -> dict[str, Any]:
     return prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
 
 
-def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metrics: dict[str, Any] | None = None,
-              band: float = float("inf"), retime: tuple[int, int] = RETIME) -> dict[str, Any]:
+def reexecute(
+    spec_path: Path,
+    run: dict[str, Any],
+    saved: dict[str, Any],
+    metrics: dict[str, Any] | None = None,
+    band: float = float("inf"),
+    retime: tuple[int, int] = RETIME,
+) -> dict[str, Any]:
     """{"problems", "notes", "undecided", "timings", "remeasured"} from re-running sample 0 of one run.
 
     The target is rebuilt with the passes the run applied (saved["passes"]; none for a benchmark
@@ -186,11 +203,21 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metri
     from ab_runtime.optimize import passes
 
     try:
-        session = harness.open_session(spec_path, str(run.get("device")), run.get("mode") == "pretrained", 1,
-                                       str(saved.get("baseline_dtype") or run.get("dtype")))
+        session = harness.open_session(
+            spec_path,
+            str(run.get("device")),
+            run.get("mode") == "pretrained",
+            1,
+            str(saved.get("baseline_dtype") or run.get("dtype")),
+        )
     except RuntimeDiagnosis:
-        return {"problems": [], "notes": [f"re-execution skipped: device {run.get('device')} is not available here"],
-                "undecided": [], "timings": [], "remeasured": None}
+        return {
+            "problems": [],
+            "notes": [f"re-execution skipped: device {run.get('device')} is not available here"],
+            "undecided": [],
+            "timings": [],
+            "remeasured": None,
+        }
     metrics = metrics or {}
     threads = (metrics.get("environment") or {}).get("torch_threads")
     placed = ""
@@ -198,17 +225,20 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metri
         torch.set_num_threads(threads)
         placed = f", torch threads {threads} as recorded"
     applied = [str(n) for n in saved.get("passes") or []]
-    problems = [f"saved input '{k}' is not the seeded input the run must have used"
-                for k, v in saved["inputs"].items()
-                if k not in session.samples[0] or not torch.equal(session.samples[0][k], v)]
+    problems = [
+        f"saved input '{k}' is not the seeded input the run must have used"
+        for k, v in saved["inputs"].items()
+        if k not in session.samples[0] or not torch.equal(session.samples[0][k], v)
+    ]
     first = {k: v[0] for k, v in saved["reference"].items()}
     problems += _mismatch("reference", {k: v[0] for k, v in session.reference_out.items()}, first, REFERENCE_TOLERANCE)
     build, forward, _ = session.make(passes.get(applied))
     fresh = session.outputs(build, forward)
     dtype_name = str(run.get("dtype"))
     tolerance = REFERENCE_TOLERANCE if session.choice.kind == "cpu" else 2 * DTYPE_STEP.get(dtype_name, 2.0**-7)
-    problems += _mismatch("target", {k: v[0] for k, v in fresh.items()}, {k: v[0] for k, v in saved["target"].items()},
-                          tolerance)
+    problems += _mismatch(
+        "target", {k: v[0] for k, v in fresh.items()}, {k: v[0] for k, v in saved["target"].items()}, tolerance
+    )
     fn = session.timed_call(build, forward)
     rounds: list[dict[str, Any]] = []
 
@@ -218,17 +248,30 @@ def reexecute(spec_path: Path, run: dict[str, Any], saved: dict[str, Any], metri
         return timing.samples_ms, probe_ms, switches
 
     timed = metrics.get("timing") or {}
-    judged = [retimed(forward_round, "forward call", float(timed.get("min_ms") or 0.0) or float("inf"),
-                      metrics.get("calibration"), band)]
+    judged = [
+        retimed(
+            forward_round,
+            "forward call",
+            float(timed.get("min_ms") or 0.0) or float("inf"),
+            metrics.get("calibration"),
+            band,
+        )
+    ]
     best = min(rounds, key=lambda r: r["min_ms"])
     what = f"with passes {', '.join(applied)}" if applied else "as the benchmark target"
-    notes = [f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}{placed}; "
-             f"re-timed: median {best['median_ms']:.3f} ms, fastest {best['min_ms']:.3f} ms"]
+    notes = [
+        f"re-executed sample 0 on {session.choice.kind} ({session.choice.name}) {what}{placed}; "
+        f"re-timed: median {best['median_ms']:.3f} ms, fastest {best['min_ms']:.3f} ms"
+    ]
     workload = metrics.get("workload")
     if workload is not None:
         more, said, headline = rerun_workload(session, build, forward, workload, band, retime)
         problems, notes = problems + more, notes + said
         judged.append(headline)
     sorted_out = sort_judgements(judged if band != float("inf") else [])
-    return {**sorted_out, "problems": problems + sorted_out["problems"], "notes": notes + sorted_out["notes"],
-            "remeasured": {**best, "rounds": len(rounds)}}
+    return {
+        **sorted_out,
+        "problems": problems + sorted_out["problems"],
+        "notes": notes + sorted_out["notes"],
+        "remeasured": {**best, "rounds": len(rounds)},
+    }

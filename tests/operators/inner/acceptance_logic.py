@@ -25,6 +25,7 @@ def replaced_by(formula: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -
     def replace(module: torch.nn.Module) -> None:
         weight = module.weight
         module.forward = lambda x: formula(x.float(), weight.float()).to(x.dtype)
+
     return replace
 
 
@@ -43,13 +44,20 @@ def eps_squared_inside(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # eps
 norm = LlamaRMSNorm(HIDDEN, eps=EPS)
 torch.nn.init.normal_(norm.weight, 1.0, 0.1)
 cases = [((2, 5, HIDDEN),), ((1, HIDDEN),)]
-out = {name: acceptance.module_contract(name, norm, replaced_by(formula), cases, ["float32", "bfloat16"])
-       for name, formula in (("right", right), ("eps_outside", eps_outside), ("eps_squared", eps_squared_inside))}
+out = {
+    name: acceptance.module_contract(name, norm, replaced_by(formula), cases, ["float32", "bfloat16"])
+    for name, formula in (("right", right), ("eps_outside", eps_outside), ("eps_squared", eps_squared_inside))
+}
 out["few"] = acceptance.run_contract("few", lambda dtype: torch.neg, torch.neg, [((4,),)], ["float32"])
 out["swaps"] = acceptance.swap_contracts()
 out["decompositions"] = decompositions.contracts()
 unscaled = decompositions.DECOMPOSITIONS["_scaled_dot_product_flash_attention"]  # the 1/sqrt(d) scale left out
 out["unscaled_attention"] = acceptance.run_contract(
-    "unscaled", lambda dtype: lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v, unscaled.op,
-    unscaled.cases, ["float32"], baseline_for=lambda dtype: unscaled.op)
+    "unscaled",
+    lambda dtype: lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v,
+    unscaled.op,
+    unscaled.cases,
+    ["float32"],
+    baseline_for=lambda dtype: unscaled.op,
+)
 print(json.dumps(out, default=str))

@@ -39,8 +39,15 @@ class OffsetRMSNorm(torch.nn.Module):
 
 
 def tiny(dtype: torch.dtype, offset_norms: str = "") -> torch.nn.Module:
-    cfg = LlamaConfig(hidden_size=256, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                      num_key_value_heads=1, vocab_size=64, max_position_embeddings=32)
+    cfg = LlamaConfig(
+        hidden_size=256,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=64,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
     if offset_norms == "final":
@@ -68,8 +75,13 @@ def build(name: str, model: torch.nn.Module, dtype: torch.dtype) -> dict[str, An
             b = passes.build(model, passes.get([name]), "npu", dtype)
     except acceptance.ReplacementRefused as exc:
         return {"refused": str(exc), "swapped": swapped(model), "attention": model.config._attn_implementation}
-    return {"notes": b.notes, "acceptance": b.acceptance, "swapped": swapped(b.model), "contexts": len(b.contexts),
-            "attention": b.model.config._attn_implementation}
+    return {
+        "notes": b.notes,
+        "acceptance": b.acceptance,
+        "swapped": swapped(b.model),
+        "contexts": len(b.contexts),
+        "attention": b.model.config._attn_implementation,
+    }
 
 
 def wrong_swiglu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:  # silu on the wrong half
@@ -106,6 +118,7 @@ for name in ("npu_fusion_attention", "npu_fused_infer_attention"):
 npu_swaps._reference_attention = right.pop("_attention")
 vars(npu_swaps.CPU_REFERENCE).update(right)
 out["standards"] = passes.REPLACEMENT_STANDARD
-out["replacing_passes"] = [p.name for p in passes.CATALOGUE
-                           if p.changes_code or p.kind in ("module_swap", "quantization", "compile", "decode")]
+out["replacing_passes"] = [
+    p.name for p in passes.CATALOGUE if p.changes_code or p.kind in ("module_swap", "quantization", "compile", "decode")
+]
 print(json.dumps(out, default=str))

@@ -36,6 +36,14 @@ net.head.bias.requires_grad_(False)  # a frozen parameter stays frozen
 x = torch.randn(3, 8)
 forward_only = record.profile(record.record(net, [("forward", lambda: net(x))]), {})
 trained = record.profile(record.record(net, [("forward", lambda: net(x))], lambda: net(x).float().mean()), {})
-print(json.dumps({"forward_only": forward_only["ops"], "trained": trained["ops"], "training_mode": net.training,
-                  "grads": [p.grad is not None for p in net.parameters()],
-                  "requires_grad": {n: p.requires_grad for n, p in net.named_parameters()}}))
+print(
+    json.dumps(
+        {
+            "forward_only": forward_only["ops"],
+            "trained": trained["ops"],
+            "training_mode": net.training,
+            "grads": [p.grad is not None for p in net.parameters()],
+            "requires_grad": {n: p.requires_grad for n, p in net.named_parameters()},
+        }
+    )
+)

@@ -37,17 +37,44 @@ class FakeDecodeTorchNpu(types.ModuleType):
         self.count = count  # off under graph capture: dynamo guards on the log and would recompile per call
         self.keyword = keyword
         if keyword == "scale":  # 7.0.0 signature (the keyword-only part the swap uses)
-            def op(query, key, value, *, atten_mask=None, num_heads=1, scale=1.0, input_layout="BSH",
-                   num_key_value_heads=0, **kw):
-                return self._attention(query, key, value, atten_mask, num_heads, scale, input_layout, num_key_value_heads)
+
+            def op(
+                query,
+                key,
+                value,
+                *,
+                atten_mask=None,
+                num_heads=1,
+                scale=1.0,
+                input_layout="BSH",
+                num_key_value_heads=0,
+                **kw,
+            ):
+                return self._attention(
+                    query, key, value, atten_mask, num_heads, scale, input_layout, num_key_value_heads
+                )
         elif keyword == "scale_value":  # 6.0.0 / 6.0.RC3 signature
-            def op(query, key, value, *, atten_mask=None, num_heads=1, scale_value=1.0, input_layout="BSH",
-                   num_key_value_heads=0, **kw):
-                return self._attention(query, key, value, atten_mask, num_heads, scale_value, input_layout,
-                                       num_key_value_heads)
+
+            def op(
+                query,
+                key,
+                value,
+                *,
+                atten_mask=None,
+                num_heads=1,
+                scale_value=1.0,
+                input_layout="BSH",
+                num_key_value_heads=0,
+                **kw,
+            ):
+                return self._attention(
+                    query, key, value, atten_mask, num_heads, scale_value, input_layout, num_key_value_heads
+                )
         else:  # an operator that names neither
+
             def op(query, key, value, *, atten_mask=None, num_heads=1, input_layout="BSH", **kw):
                 raise AssertionError("must not be called")
+
         self.npu_fused_infer_attention_score = op
 
     def _attention(self, q, k, v, mask, num_heads, scale, layout, kv_heads):
@@ -87,6 +114,7 @@ class FakeTorchair(types.ModuleType):
             def backend(gm, example_inputs):
                 fake.graphs += 1
                 return gm.forward
+
             return backend
 
         self.get_npu_backend = get_npu_backend
@@ -115,8 +143,15 @@ def generate(model: torch.nn.Module, kwargs: dict[str, Any]) -> torch.Tensor:
 def choice(kind: str, name: str = "test"):
     from ab_runtime.device import DeviceChoice
 
-    return DeviceChoice(requested=kind, kind=kind, torch_device=kind, name=name, fallback=False,
-                        fallback_reason=None, torch_npu_version=None)
+    return DeviceChoice(
+        requested=kind,
+        kind=kind,
+        torch_device=kind,
+        name=name,
+        fallback=False,
+        fallback_reason=None,
+        torch_npu_version=None,
+    )
 
 
 def main() -> None:
@@ -135,15 +170,19 @@ def main() -> None:
     model, kwargs = decode_passes.BY_NAME["cpu_static_cache_compile"].apply(llama(base), {})
     compiled = generate(model, kwargs)
     agree = decode_passes.token_agreement(reference, compiled)
-    out["cpu_static"] = {"kwargs": kwargs, "agreement": agree, "tokens": compiled.tolist(),
-                         "forward_compiled": hasattr(model.forward, "_torchdynamo_orig_callable"),
-                         "verdict": accuracy_standard.generation_verdict(agree["match_rate"], agree["first_divergence"],
-                                                                         "causal_lm")}
+    out["cpu_static"] = {
+        "kwargs": kwargs,
+        "agreement": agree,
+        "tokens": compiled.tolist(),
+        "forward_compiled": hasattr(model.forward, "_torchdynamo_orig_callable"),
+        "verdict": accuracy_standard.generation_verdict(agree["match_rate"], agree["first_divergence"], "causal_lm"),
+    }
     model = llama(base)
     out["applies_cpu"] = {r["name"]: r["reason"] for r in decode_passes.applicability(choice("cpu"), model, cfg32)}
     out["applies_cuda"] = {r["name"]: r["reason"] for r in decode_passes.applicability(choice("cuda"), model, cfg32)}
-    out["applies_npu_bare"] = {r["name"]: r["reason"] for r in
-                               decode_passes.applicability(choice("npu", "Ascend910B3"), model, cfg16)}
+    out["applies_npu_bare"] = {
+        r["name"]: r["reason"] for r in decode_passes.applicability(choice("npu", "Ascend910B3"), model, cfg16)
+    }
     long = decode_passes.DecodeConfig(batch=1, prompt_tokens=250, new_tokens=10, dtype="float32")
     out["too_long"] = decode_passes.BY_NAME["cpu_static_cache_compile"].applicable(choice("cpu"), model, long)
 
@@ -163,8 +202,12 @@ def main() -> None:
     sys.modules["torchair"] = air
     model, kwargs = decode_passes.BY_NAME["npu_static_cache_aclgraph"].apply(llama(base), {})
     graphed = generate(model, kwargs)
-    out["aclgraph"] = {"kwargs": kwargs, "modes": air.modes, "graphs": air.graphs,
-                       "agreement": decode_passes.token_agreement(reference, graphed)}
+    out["aclgraph"] = {
+        "kwargs": kwargs,
+        "modes": air.modes,
+        "graphs": air.graphs,
+        "agreement": decode_passes.token_agreement(reference, graphed),
+    }
 
     reference16 = generate(llama(base, torch.bfloat16), {})
     fused = {}
@@ -173,13 +216,18 @@ def main() -> None:
     for keyword in ("scale", "scale_value", None):
         npu = FakeDecodeTorchNpu(keyword)
         sys.modules["torch_npu"] = npu
-        row: dict[str, Any] = {"detected": npu_swaps.fused_infer_scale_keyword(),
-                               "applies": decode_passes.BY_NAME["npu_fused_infer_attention"].applicable(a2, model, cfg16)}
+        row: dict[str, Any] = {
+            "detected": npu_swaps.fused_infer_scale_keyword(),
+            "applies": decode_passes.BY_NAME["npu_fused_infer_attention"].applicable(a2, model, cfg16),
+        }
         if keyword is not None:
             swapped, kwargs = decode_passes.BY_NAME["npu_fused_infer_attention"].apply(llama(base, torch.bfloat16), {})
             tokens = generate(swapped, kwargs)
-            row.update(calls=len(npu.log), agreement=decode_passes.token_agreement(reference16, tokens),
-                       attn=swapped.config._attn_implementation)
+            row.update(
+                calls=len(npu.log),
+                agreement=decode_passes.token_agreement(reference16, tokens),
+                attn=swapped.config._attn_implementation,
+            )
         fused[str(keyword)] = row
     out["fused"] = fused
 
@@ -189,8 +237,12 @@ def main() -> None:
     chosen = decode_passes.get(["npu_static_cache_torchair", "npu_fused_infer_attention"])
     model, kwargs = decode_passes.apply_all(chosen, llama(base, torch.bfloat16), {})
     tokens = generate(model, kwargs)
-    out["combined"] = {"graphs": air.graphs, "modes": air.modes, "attn": model.config._attn_implementation,
-                       "agreement": decode_passes.token_agreement(reference16, tokens)}
+    out["combined"] = {
+        "graphs": air.graphs,
+        "modes": air.modes,
+        "attn": model.config._attn_implementation,
+        "agreement": decode_passes.token_agreement(reference16, tokens),
+    }
 
     # Greedy comparison on a constructed case: row 1 perturbed from token k = 3 on.
     ref = torch.arange(12).reshape(2, 6)
@@ -198,18 +250,21 @@ def main() -> None:
     target[1, 3:] += 100
     out["divergence"] = decode_passes.token_agreement(ref, target)
     out["divergence_short"] = decode_passes.token_agreement(ref, ref[:, :4])
-    out["verdicts"] = {str(rate): accuracy_standard.generation_verdict(rate, 3, "causal_lm")["verdict"]
-                       for rate in (1.0, 0.9, 0.75)}
+    out["verdicts"] = {
+        str(rate): accuracy_standard.generation_verdict(rate, 3, "causal_lm")["verdict"] for rate in (1.0, 0.9, 0.75)
+    }
     out["verdict_strict"] = accuracy_standard.generation_verdict(
-        0.95, 10, "causal_lm", {"optimization": {"top1_agreement_min": 1.0}})["verdict"]
+        0.95, 10, "causal_lm", {"optimization": {"top1_agreement_min": 1.0}}
+    )["verdict"]
     try:
         decode_passes.token_agreement(ref, ref[:1])
         out["bad_shape"] = None
     except ValueError as exc:
         out["bad_shape"] = str(exc)
     try:
-        decode_passes.apply_all(decode_passes.get(["cpu_static_cache_compile", "cuda_static_cache_cudagraphs"]),
-                                llama(base), {})
+        decode_passes.apply_all(
+            decode_passes.get(["cpu_static_cache_compile", "cuda_static_cache_cudagraphs"]), llama(base), {}
+        )
         out["clash"] = None
     except ValueError as exc:
         out["clash"] = str(exc)

@@ -179,22 +179,62 @@ def _wrong_norm(module: Any) -> int:
 def _apply_refused_swap(build: Any) -> None:
     from ab_runtime.optimize import npu_swaps, passes  # loaded by passes itself: imported when applied
 
-    passes.contracted_swap("test_refused_swap", npu_swaps.rms_norm_modules, _wrong_norm,
-                           lambda m: int(m.weight.shape[0]), "RMSNorm modules wrongly swapped")(build)
+    passes.contracted_swap(
+        "test_refused_swap",
+        npu_swaps.rms_norm_modules,
+        _wrong_norm,
+        lambda m: int(m.weight.shape[0]),
+        "RMSNorm modules wrongly swapped",
+    )(build)
 
 
 def extra_passes(Pass: Any) -> tuple[Any, ...]:  # the catalogue's Pass class
     return (
-        Pass("test_twice", "cpu", "compile", None, "TEST ONLY: the forward pass twice per call",
-             _always, _apply_twice),
-        Pass("test_same", "cpu", "compile", None, "TEST ONLY: the forward pass once, through a wrapper",
-             _always, _apply_same),
-        Pass("test_cached_outputs", "cpu", "compile", None, "TEST ONLY: outputs cached per input objects",
-             _always, _apply_cache),
-        Pass("test_cached_decode", "cpu", "decode", "compile", "TEST ONLY: greedy tokens replayed per input objects",
-             _always, _apply_replay),
-        Pass("test_batch1_decode", "cpu", "decode", "compile",
-             f"TEST ONLY: replayed at batch 1, decoded {SLOW_COPIES} times over at a larger batch", _always, _apply_batch1),
-        Pass("test_refused_swap", "cpu", "module_swap", None, "TEST ONLY: a wrong RMSNorm swap the contract refuses",
-             _always, _apply_refused_swap, changes_code=True),
+        Pass("test_twice", "cpu", "compile", None, "TEST ONLY: the forward pass twice per call", _always, _apply_twice),
+        Pass(
+            "test_same",
+            "cpu",
+            "compile",
+            None,
+            "TEST ONLY: the forward pass once, through a wrapper",
+            _always,
+            _apply_same,
+        ),
+        Pass(
+            "test_cached_outputs",
+            "cpu",
+            "compile",
+            None,
+            "TEST ONLY: outputs cached per input objects",
+            _always,
+            _apply_cache,
+        ),
+        Pass(
+            "test_cached_decode",
+            "cpu",
+            "decode",
+            "compile",
+            "TEST ONLY: greedy tokens replayed per input objects",
+            _always,
+            _apply_replay,
+        ),
+        Pass(
+            "test_batch1_decode",
+            "cpu",
+            "decode",
+            "compile",
+            f"TEST ONLY: replayed at batch 1, decoded {SLOW_COPIES} times over at a larger batch",
+            _always,
+            _apply_batch1,
+        ),
+        Pass(
+            "test_refused_swap",
+            "cpu",
+            "module_swap",
+            None,
+            "TEST ONLY: a wrong RMSNorm swap the contract refuses",
+            _always,
+            _apply_refused_swap,
+            changes_code=True,
+        ),
     )

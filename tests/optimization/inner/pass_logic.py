@@ -52,13 +52,18 @@ class FakeTorchNpu(types.ModuleType):
         x1, x2 = x.chunk(2, -1)
         return r1 * x + r2 * torch.cat((-x2, x1), dim=-1)
 
-    def npu_fusion_attention(self, q, k, v, head_num, input_layout, *, atten_mask=None, scale=1.0, keep_prob=1.0,
-                             sparse_mode=0, **kw):
+    def npu_fusion_attention(
+        self, q, k, v, head_num, input_layout, *, atten_mask=None, scale=1.0, keep_prob=1.0, sparse_mode=0, **kw
+    ):
         self._count("npu_fusion_attention")
         assert input_layout == "BNSD" and q.dtype in (torch.float16, torch.bfloat16) and q.shape[1] == head_num
         assert head_num % k.shape[1] == 0, "documented: N_q must be a multiple of N_kv"
-        self.last_attention = {"q_heads": q.shape[1], "kv_heads": k.shape[1], "sparse_mode": sparse_mode,
-                               "mask_shape": list(atten_mask.shape) if atten_mask is not None else None}
+        self.last_attention = {
+            "q_heads": q.shape[1],
+            "kv_heads": k.shape[1],
+            "sparse_mode": sparse_mode,
+            "mask_shape": list(atten_mask.shape) if atten_mask is not None else None,
+        }
         groups = head_num // k.shape[1]  # native GQA: the kernel groups query heads itself
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         scores = (q.float() @ k.float().transpose(-1, -2)) * scale
@@ -88,8 +93,15 @@ class FakeNpuModule(types.ModuleType):
 
 def tiny_llama(dtype=torch.float32):
     """Head dim 128 (inside npu_rotary_mul's documented limits), grouped-query attention 4:2."""
-    cfg = LlamaConfig(hidden_size=512, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        hidden_size=512,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(dtype)
 
@@ -103,8 +115,11 @@ def forced_probe(passes) -> dict:
         for value in passes.CPU_BF16_CHOICES:
             os.environ[passes.CPU_BF16_ENV] = value
             traits = passes.model_traits(tiny_llama(), "cpu", "causal_lm", "float32")
-            result[value] = {"native": passes.cpu_bf16_native(), "traits_native": traits.cpu_bf16_native,
-                             "gemm_speedup": passes.cpu_bf16_gemm_speedup()}
+            result[value] = {
+                "native": passes.cpu_bf16_native(),
+                "traits_native": traits.cpu_bf16_native,
+                "gemm_speedup": passes.cpu_bf16_gemm_speedup(),
+            }
         os.environ[passes.CPU_BF16_ENV] = "avx512"
         try:
             passes.cpu_bf16_native()
@@ -125,17 +140,27 @@ def main() -> None:
     out: dict = {"not_measured": "NPU/CUDA passes: applicability and construction only, no timing on this CPU"}
     out["catalogue"] = passes.catalogue_table()
     llama = tiny_llama()
-    vit = ViTForImageClassification(ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                              intermediate_size=64, image_size=32, patch_size=8)).eval()
+    vit = ViTForImageClassification(
+        ViTConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=32,
+            patch_size=8,
+        )
+    ).eval()
     applies = {}
-    for label, model, device, dtype, bf16 in (("llama_cpu_fast_bf16", llama, "cpu", "float32", 4.0),
-                                              ("llama_cpu_slow_bf16", llama, "cpu", "float32", 1.0),
-                                              ("llama_cpu_bf16_baseline", llama, "cpu", "bfloat16", 4.0),
-                                              ("vit_cpu", vit, "cpu", "float32", 4.0),
-                                              ("llama_npu_fp32", llama, "npu", "float32", None),
-                                              ("llama_npu_bf16", llama, "npu", "bfloat16", None),
-                                              ("vit_npu_bf16", vit, "npu", "bfloat16", None),
-                                              ("llama_cuda", llama, "cuda", "float32", None)):
+    for label, model, device, dtype, bf16 in (
+        ("llama_cpu_fast_bf16", llama, "cpu", "float32", 4.0),
+        ("llama_cpu_slow_bf16", llama, "cpu", "float32", 1.0),
+        ("llama_cpu_bf16_baseline", llama, "cpu", "bfloat16", 4.0),
+        ("vit_cpu", vit, "cpu", "float32", 4.0),
+        ("llama_npu_fp32", llama, "npu", "float32", None),
+        ("llama_npu_bf16", llama, "npu", "bfloat16", None),
+        ("vit_npu_bf16", vit, "npu", "bfloat16", None),
+        ("llama_cuda", llama, "cuda", "float32", None),
+    ):
         traits = passes.model_traits(model, device, "causal_lm", dtype, bf16, bf16_native=False)
         applies[label] = {p.name: p.applies(traits) for p in passes.for_device(device)}
     native = passes.model_traits(llama, "cpu", "causal_lm", "float32", 1.0, bf16_native=True)
@@ -153,8 +178,12 @@ def main() -> None:
     mask = torch.ones(2, 12, dtype=torch.long)
     mask[1, :3] = 0  # left padding exercises the attention mask conversion
     swaps = {}
-    for name, dtype in (("npu_rms_norm", torch.float32), ("npu_swiglu", torch.float32),
-                        ("npu_rotary_mul", torch.float32), ("npu_fusion_attention", torch.bfloat16)):
+    for name, dtype in (
+        ("npu_rms_norm", torch.float32),
+        ("npu_swiglu", torch.float32),
+        ("npu_rotary_mul", torch.float32),
+        ("npu_fusion_attention", torch.bfloat16),
+    ):
         original = tiny_llama(dtype)
         with torch.inference_mode():
             want = original(input_ids=ids, attention_mask=mask).logits.float()
@@ -164,9 +193,12 @@ def main() -> None:
         with torch.inference_mode():
             got = run({"input_ids": ids, "attention_mask": mask}).logits.float()
         valid = mask.bool()
-        swaps[name] = {"calls": dict(fake.calls), "notes": b.notes,
-                       "max_abs_diff": float((got - want)[valid].abs().max()),
-                       "scale": float(want.abs().max())}
+        swaps[name] = {
+            "calls": dict(fake.calls),
+            "notes": b.notes,
+            "max_abs_diff": float((got - want)[valid].abs().max()),
+            "scale": float(want.abs().max()),
+        }
         if name == "npu_rotary_mul":  # outside rotary_active() the patched function is the original
             fake.calls.clear()
             with torch.inference_mode():
@@ -203,9 +235,13 @@ def main() -> None:
         model = tiny_llama()
         model.set_attn_implementation("eager")
         b = passes.build(model, passes.get([name]), "cuda", torch.float32)  # built, never run: no GPU here
-        cuda[name] = {"param_dtype": str(next(b.model.parameters()).dtype), "accuracy_dtype": b.accuracy_dtype,
-                      "attn": b.model.config._attn_implementation, "compile": b.compile_kwargs,
-                      "contexts": len(b.contexts)}
+        cuda[name] = {
+            "param_dtype": str(next(b.model.parameters()).dtype),
+            "accuracy_dtype": b.accuracy_dtype,
+            "attn": b.model.config._attn_implementation,
+            "compile": b.compile_kwargs,
+            "contexts": len(b.contexts),
+        }
     out["cuda"] = cuda
     tq = passes.build(tiny_llama(), passes.get(["npu_task_queue"]), "npu", torch.float32)
     out["npu_task_queue_env"] = tq.env
