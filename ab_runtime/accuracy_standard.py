@@ -16,7 +16,7 @@ copy of every number.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -151,20 +151,13 @@ def budget_statement(family: str, tolerances: Mapping[str, Any] | None = None) -
     """The optimization budget as the notes state it: its name, numbers, reference and outputs,
     after the spec's `tolerances.optimization` requests, which may only tighten it."""
     budget = dict(OPTIMIZATION_BUDGET)
-    try:
-        requests = normalize(tolerances).get(BUDGET_SECTION, {})
-        decisions = [_decide_budget(key, value) for key, value in sorted(requests.items())]
-    except (ValueError, TypeError) as exc:
-        decisions = [{"dtype": BUDGET_SECTION, "key": "*", "requested": None, "decision": f"refused: {exc}"}]
-    for d in decisions:
-        if d["key"] in budget:
-            budget[d["key"]] = d["applied"]
+    decisions = _apply_requests(BUDGET_SECTION, budget, tolerances, _decide_budget)
     return {
         "name": OPTIMIZATION_BUDGET_NAME,
         "against": "float32 reference",
         **budget,
         "top1_outputs": list(TOP1_OUTPUTS.get(family, ())),
-        "decisions": [d for d in decisions if d["decision"] != "unchanged"],
+        "decisions": decisions,
     }
 
 
@@ -313,20 +306,27 @@ def resolve(dtype: str, tolerances: Mapping[str, Any] | None = None, family: str
     An unreadable `tolerances` section applies the standard unchanged and says so in the decisions.
     """
     row = asdict(row_for(family, dtype))
+    decisions = _apply_requests(dtype, row, tolerances, lambda key, value: decide(dtype, key, value, family))
+    return {"standard": STANDARD_NAME, "target_dtype": dtype, **row, "decisions": decisions}
+
+
+def _apply_requests(
+    section: str,
+    values: dict[str, Any],
+    tolerances: Mapping[str, Any] | None,
+    decide_one: Callable[[str, float], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Apply the spec's requests in `tolerances[section]` to `values` as `decide_one` decides them; the
+    decisions that are not `unchanged`. An unreadable section changes nothing and says so."""
     try:
-        requests = normalize(tolerances).get(dtype, {})
-        decisions = [decide(dtype, key, value, family) for key, value in sorted(requests.items())]
+        requests = normalize(tolerances).get(section, {})
+        decisions = [decide_one(key, value) for key, value in sorted(requests.items())]
     except (ValueError, TypeError) as exc:
-        decisions = [{"dtype": dtype, "key": "*", "requested": None, "decision": f"refused: {exc}"}]
+        decisions = [{"dtype": section, "key": "*", "requested": None, "decision": f"refused: {exc}"}]
     for d in decisions:
-        if d["key"] in row:
-            row[d["key"]] = d["applied"]
-    return {
-        "standard": STANDARD_NAME,
-        "target_dtype": dtype,
-        **row,
-        "decisions": [d for d in decisions if d["decision"] != "unchanged"],
-    }
+        if d["key"] in values:
+            values[d["key"]] = d["applied"]
+    return [d for d in decisions if d["decision"] != "unchanged"]
 
 
 def human_decisions(decisions: list[dict[str, Any]]) -> list[str]:

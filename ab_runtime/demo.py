@@ -143,14 +143,7 @@ def _run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     )
     reset_peak_memory(device)
     loaded = load_model(spec, args.dry_run, device, dtype)
-    result.update(
-        mode=loaded.mode,
-        layers_built=loaded.layers_built,
-        layers_total=loaded.layers_total,
-        depth_reduced=loaded.depth_reduced,
-        param_bytes=loaded.param_bytes,
-        sharding=loaded.sharding,
-    )
+    result.update(loaded.evidence())
     print(f"loaded {type(loaded.model).__name__}: {loaded.origin}", flush=True)
     for line in loaded.notes:
         print(f"  note: {line}", flush=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import json
 import os
 import platform
@@ -37,7 +38,7 @@ from .fileops import atomic_path, sha256_file, write_text_atomic
 from .inputs import forward_flags
 from .measure import Timing, profiler_active, time_calibrated, time_forward
 from .optimize import passes
-from .spec import load_spec
+from .spec import RunSpec, load_spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 FP64_REFERENCE_MAX_BYTES = 4 * 1024**3  # a float64 copy larger than this is skipped (recorded)
@@ -358,6 +359,17 @@ def model_summary(session: Session) -> dict[str, Any]:
         "origin": loaded.origin,
         "notes": list(loaded.notes),
         "config": cfg,
+    }
+
+
+def record_header(schema: str, spec: RunSpec) -> dict[str, Any]:
+    """The fields every evidence record of a run opens with: its schema, when, and whose model."""
+    return {
+        "schema": schema,
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "model_id": spec.model_id,
+        "adaptation": spec.name,
+        "task_family": spec.task_family,
     }
 
 

@@ -33,6 +33,10 @@ GiB = 1024**3
 FAST_INIT_BYTES = 256 * 1024**2
 
 
+# The LoadedModel fields a run's result records (LoadedModel.evidence).
+LOAD_EVIDENCE = ("mode", "layers_built", "layers_total", "depth_reduced", "param_bytes", "sharding")
+
+
 @dataclass
 class LoadedModel:
     model: torch.nn.Module
@@ -48,6 +52,10 @@ class LoadedModel:
     stacks: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     sharding: dict[str, Any] | None = None  # ShardPlan.evidence(map) when spread over several cards
+
+    def evidence(self) -> dict[str, Any]:
+        """What a run's result records of the load, so a gate can tell a dry run or a reduced depth."""
+        return {name: getattr(self, name) for name in LOAD_EVIDENCE}
 
 
 def resolve_dtype(name: str) -> torch.dtype:

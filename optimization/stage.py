@@ -35,6 +35,8 @@ from optimization.settings import OptimizationSettings
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 GATE_TIMEOUT_S = 1200.0
+# The perf run's result fields the notes keep as they are (accuracy_run_perf.py's result line).
+PERF_RUN_KEPT = ("metrics", "outputs", "trace", "speedup", "interval")
 
 
 def _failed(summary: str, rule: str, command: Any = None, result: dict[str, Any] | None = None) -> StageOutcome:
@@ -138,11 +140,7 @@ class OptimizationStage:
                 return _failed("accuracy_run_perf.py failed", "optimization_perf_failed", perf, result)
         metrics = json.loads((ctx.adaptation_dir / result["metrics"]).read_text())
         notes["perf_run"] = {
-            "metrics": result["metrics"],
-            "outputs": result["outputs"],
-            "trace": result["trace"],
-            "speedup": result["speedup"],
-            "interval": result["interval"],
+            **{key: result[key] for key in PERF_RUN_KEPT},
             "accuracy": accuracy_summary(metrics["accuracy"]),
             "process": "confirmation" if notes["confirmation"].get("perf_result") else "perf_run",
         }

@@ -165,14 +165,8 @@ def check_adaptation(
         ]
         port = free_port()
         try:
-            with served(
-                server_argv(serve, local, spec.name, port),
-                directory,
-                local.env,
-                port,
-                settings.start_timeout_s,
-                directory / REPLAY_LOG,
-            ) as server:
+            argv = server_argv(serve, local, spec.name, port)
+            with served(argv, directory, local.env, port, settings.start_timeout_s, directory / REPLAY_LOG) as server:
                 for exchange in sample:
                     problems += _replay_problems(
                         send(server.url, exchange, settings.request_timeout_s), reference, local.dtype

@@ -20,7 +20,6 @@ passed; 2: evidence written, accuracy failed; 1: the run failed (error on stderr
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -159,11 +158,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     batch = spec.recipe.batch_size
     metrics = {
-        "schema": METRICS_SCHEMA,
-        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model_id": spec.model_id,
-        "adaptation": spec.name,
-        "task_family": spec.task_family,
+        **harness.record_header(METRICS_SCHEMA, spec),
         "run": {
             "device": choice.kind,
             "device_requested": args.device,

@@ -321,24 +321,21 @@ def original_attention(module: torch.nn.Module) -> Callable[..., Any]:
     return ALL_ATTENTION_FUNCTIONS.get(name, sdpa_attention_forward)
 
 
-def fused_attention_supported(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float,
-    kwargs: dict[str, Any],
-) -> bool:
-    """True when npu_fusion_attention computes exactly what this call asks for."""
+def plain_attention_call(module: torch.nn.Module, dropout: float, kwargs: dict[str, Any]) -> bool:
+    """True when the call asks for nothing neither NPU attention kernel has: no keyword it cannot
+    honour, no attention sinks, no dropout."""
     carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
+    return not carries and getattr(module, "sinks", None) is None and not dropout
+
+
+def fused_attention_supported(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, plain: bool) -> bool:
+    """True when npu_fusion_attention computes exactly what this call (`plain`: plain_attention_call) asks for."""
     return (
-        query.dtype in LOW_PRECISION
+        plain
+        and query.dtype in LOW_PRECISION
         and query.shape[1] % key.shape[1] == 0
-        and not carries
-        and getattr(module, "sinks", None) is None
-        and not dropout
         and query.shape[-1] <= FUSION_MAX_HEAD_DIM
-        and (attention_mask is None or attention_mask.dim() == 4)
+        and (mask is None or mask.dim() == 4)
     )
 
 
@@ -358,7 +355,7 @@ def fusion_attention(
     than one token and the module does not say is_causal=False; torch's is_causal is top-left
     aligned, which is sparse_mode 2 (leftUpCausal).
     """
-    if not fused_attention_supported(module, query, key, attention_mask, dropout, kwargs):
+    if not fused_attention_supported(query, key, attention_mask, plain_attention_call(module, dropout, kwargs)):
         return original_attention(module)(
             module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
         )
@@ -411,30 +408,19 @@ def fused_infer_scale_keyword() -> str | None:
     return next((k for k in FUSED_INFER_SCALE_KEYWORDS if k in names), None)
 
 
-def fused_infer_supported(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float,
-    kwargs: dict[str, Any],
-) -> bool:
-    """True when this is a decode call (one query token) inside the documented Q_S == 1 limits."""
+def fused_infer_supported(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, plain: bool) -> bool:
+    """True when this is a decode call (one query token) inside the documented Q_S == 1 limits
+    (`plain`: plain_attention_call)."""
     lim = FUSED_INFER_LIMITS
     batch, heads, q_len, head_dim = query.shape
     kv_heads = key.shape[1]
-    carries = [k for k in UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(k) is not None]
-    mask_ok = attention_mask is None or (
-        attention_mask.dim() == 4 and attention_mask.shape[1] == 1 and attention_mask.shape[2] == 1
-    )
+    mask_ok = mask is None or (mask.dim() == 4 and mask.shape[1] == 1 and mask.shape[2] == 1)
     return (
-        q_len == 1
+        plain
+        and q_len == 1
         and query.dtype in LOW_PRECISION
         and key.dtype == query.dtype
-        and not carries
         and mask_ok
-        and getattr(module, "sinks", None) is None
-        and not dropout
         and batch <= lim["max_batch"]
         and heads <= lim["max_heads"]
         and head_dim <= lim["max_head_dim"]
@@ -461,7 +447,7 @@ def fused_infer_attention(
 
     `scale_keyword` is resolved once when the swap is installed (swap_decode_attention), never per
     call, so a graph capture of the decode step (torchair) has nothing to inspect at run time."""
-    if not fused_infer_supported(module, query, key, attention_mask, dropout, kwargs):
+    if not fused_infer_supported(query, key, attention_mask, plain_attention_call(module, dropout, kwargs)):
         return original_attention(module)(
             module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
         )

@@ -30,7 +30,6 @@ Writes optimization_notes.json; the last line printed is `ASCENDBRIDGE_RESULT {j
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import subprocess
 import sys
@@ -159,6 +158,12 @@ def search(
             lambda speedups: quick.decide(speedups, min_gain, pairs) != "continue",
         )
 
+    def outcome(figures: dict[str, Any], acc: dict[str, Any], cold_start: dict[str, float]) -> dict[str, Any]:
+        """A measured candidate's fields, alike for one pass and a combination step: kept or not, and why."""
+        keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
+        evidence = {"accuracy": acc, "paired": figures, "cold_start": cold_start}
+        return {"measured": True, "kept": keep, "reason": reason, **evidence}
+
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
@@ -221,18 +226,14 @@ def search(
                 rows.append(row)
                 harness.say(f"pass {p.name}: {row['reason']}")
                 continue
-            keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
             row.update(
-                measured=True,
-                kept=keep,
-                reason=reason,
-                accuracy=acc,
-                paired=figures,
-                cold_start={"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first},
+                outcome(
+                    figures, acc, {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first}
+                )
             )
             if b.acceptance:
                 row["acceptance"] = b.acceptance
-            if keep:
+            if row["kept"]:
                 built[p.name] = fn
         rows.append(row)
         harness.say(f"pass {p.name}: {'KEPT' if row['kept'] else 'rejected'} - {row['reason']}")
@@ -258,16 +259,8 @@ def search(
                 first = harness.first_call_ms(session, fn)
                 acc = judge(session, b, run, fn, reference)
                 figures = timed(current_fn, fn)
-                keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-                step.update(
-                    measured=True,
-                    kept=keep,
-                    reason=reason,
-                    accuracy=acc,
-                    paired=figures,
-                    cold_start={"build_s": build_s, "first_call_ms": first},
-                )
-                if keep:
+                step.update(outcome(figures, acc, {"build_s": build_s, "first_call_ms": first}))
+                if step["kept"]:
                     chosen, current_fn, current = step["passes"], fn, step
             combination.append(step)
             harness.say(
@@ -277,19 +270,10 @@ def search(
             # the last kept step built exactly this configuration: re-timed, not rebuilt (no second compile)
             acc = current["accuracy"]
             figures = timed(base_fn, current_fn)
-            keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-            verify: dict[str, Any] = {
-                "passes": list(chosen),
-                "against": [],
-                "measured": True,
-                "kept": keep,
-                "reason": reason,
-                "accuracy": acc,
-                "paired": figures,
-                "cold_start": {**current["cold_start"], "baseline_first_call_ms": base_first},
-            }
+            cold_start = {**current["cold_start"], "baseline_first_call_ms": base_first}
+            verify = {"passes": list(chosen), "against": [], **outcome(figures, acc, cold_start)}
             combination.append(verify)
-            if keep and figures["speedup"] >= kept[0]["paired"]["speedup"] / (1 + min_gain):
+            if verify["kept"] and figures["speedup"] >= kept[0]["paired"]["speedup"] / (1 + min_gain):
                 final_row = verify
             else:
                 chosen, final_row = [kept[0]["name"]], kept[0]
@@ -393,11 +377,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     body = search(session, candidates, traits, args.pairs, args.warmup, args.iters, args.min_gain)
     notes = {
-        "schema": NOTES_SCHEMA,
-        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model_id": session.spec.model_id,
-        "adaptation": session.spec.name,
-        "task_family": session.spec.task_family,
+        **harness.record_header(NOTES_SCHEMA, session.spec),
         "device": session.choice.kind,
         "device_name": session.choice.name,
         "settings": {

@@ -72,6 +72,10 @@ class Traits:
         return dict(self.__dict__)
 
 
+# The Pass fields a catalogue listing shows (Pass.describe); the callables are not data.
+DESCRIBED_FIELDS = ("name", "device", "kind", "group", "summary", "changes_code", "needs_restart")
+
+
 @dataclass(frozen=True)
 class Pass:
     name: str
@@ -85,16 +89,8 @@ class Pass:
     needs_restart: bool = False  # an environment variable read at import: cannot toggle in-process
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "device": self.device,
-            "kind": self.kind,
-            "group": self.group,
-            "summary": self.summary,
-            "changes_code": self.changes_code,
-            "needs_restart": self.needs_restart,
-            "workload": "generation" if self.kind == "decode" else "forward",
-        }
+        described = {name: getattr(self, name) for name in DESCRIBED_FIELDS}
+        return {**described, "workload": "generation" if self.kind == "decode" else "forward"}
 
 
 # ---------------------------------------------------------------- traits
@@ -504,6 +500,12 @@ def _pass_decoder(
     return workloads.HFDecoder(b, model, encoder_decoder, forward=forward)
 
 
+def _cast_pass(name: str, device: str, dtype: torch.dtype, applies: Callable[[Traits], str | None]) -> Pass:
+    """The pass that casts weights and float inputs to `dtype`: the same on every device that has it."""
+    summary = f"weights and float inputs cast to {str(dtype).removeprefix('torch.')}"
+    return Pass(name, device, "precision", "precision", summary, applies, _cast(dtype))
+
+
 def _decode_catalogue() -> tuple[Pass, ...]:
     return tuple(
         Pass(
@@ -549,15 +551,7 @@ CATALOGUE: tuple[Pass, ...] = (
         _cpu_bf16,
         _autocast(torch.bfloat16),
     ),
-    Pass(
-        "cpu_bf16_cast",
-        "cpu",
-        "precision",
-        "precision",
-        "weights and float inputs cast to bfloat16",
-        _cpu_bf16,
-        _cast(torch.bfloat16),
-    ),
+    _cast_pass("cpu_bf16_cast", "cpu", torch.bfloat16, _cpu_bf16),
     Pass(
         "cpu_int8_dynamic",
         "cpu",
@@ -578,24 +572,8 @@ CATALOGUE: tuple[Pass, ...] = (
     ),
     Pass("cpu_compile", "cpu", "compile", "compile", "torch.compile (inductor)", _always, _compile(backend="inductor")),
     # CUDA
-    Pass(
-        "cuda_fp16",
-        "cuda",
-        "precision",
-        "precision",
-        "weights and float inputs cast to float16",
-        _fp32_baseline,
-        _cast(torch.float16),
-    ),
-    Pass(
-        "cuda_bf16",
-        "cuda",
-        "precision",
-        "precision",
-        "weights and float inputs cast to bfloat16",
-        _fp32_baseline,
-        _cast(torch.bfloat16),
-    ),
+    _cast_pass("cuda_fp16", "cuda", torch.float16, _fp32_baseline),
+    _cast_pass("cuda_bf16", "cuda", torch.bfloat16, _fp32_baseline),
     Pass("cuda_tf32", "cuda", "environment", "tf32", "TF32 matmul and cuDNN convolutions", _fp32_baseline, _apply_tf32),
     Pass(
         "cuda_sdpa",
@@ -635,24 +613,8 @@ CATALOGUE: tuple[Pass, ...] = (
         _always,
         _apply_npu_jit_off,
     ),
-    Pass(
-        "npu_fp16",
-        "npu",
-        "precision",
-        "precision",
-        "weights and float inputs cast to float16",
-        _fp32_baseline,
-        _cast(torch.float16),
-    ),
-    Pass(
-        "npu_bf16",
-        "npu",
-        "precision",
-        "precision",
-        "weights and float inputs cast to bfloat16",
-        _fp32_baseline,
-        _cast(torch.bfloat16),
-    ),
+    _cast_pass("npu_fp16", "npu", torch.float16, _fp32_baseline),
+    _cast_pass("npu_bf16", "npu", torch.bfloat16, _fp32_baseline),
     Pass(
         "npu_rms_norm",
         "npu",

@@ -20,7 +20,6 @@ the run passes accuracy only when the forward outputs and the greedy tokens both
 from __future__ import annotations
 
 import argparse
-import datetime
 from pathlib import Path
 from typing import Any
 
@@ -139,11 +138,7 @@ def evidence(args: argparse.Namespace, chosen_names: list[str]) -> tuple[dict[st
         session.workload.name, session.spec.recipe.batch_size
     )
     metrics = {
-        "schema": METRICS_SCHEMA,
-        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model_id": session.spec.model_id,
-        "adaptation": session.spec.name,
-        "task_family": session.spec.task_family,
+        **harness.record_header(METRICS_SCHEMA, session.spec),
         "run": {
             "device": session.choice.kind,
             "device_requested": args.device,

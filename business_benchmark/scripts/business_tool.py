@@ -28,6 +28,15 @@ def _fmt(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else ("-" if value is None else str(value))
 
 
+# The compare table: each row's figures after its set and metric, and every column's format (header alike).
+COMPARED_FIGURES = ("a", "b", "a_items_per_s", "b_items_per_s")
+COMPARE_COLUMNS = ("18s", "32s", ">10s", ">10s", ">10s", ">10s")
+
+
+def _compare_line(cells: tuple[str, ...]) -> str:
+    return " ".join(f"{cell:{spec}}" for cell, spec in zip(cells, COMPARE_COLUMNS, strict=True))
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     result = compare(read_metrics(Path(args.a)), read_metrics(Path(args.b)))
     if args.json:
@@ -38,12 +47,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(
             f"{label.upper()}: {s['device']} ({s['device_name']}) {s['dtype']}, {s['weights']} weights, verdict {s['verdict']}"
         )
-    print(f"{'set':18s} {'metric':32s} {'A':>10s} {'B':>10s} {'A items/s':>10s} {'B items/s':>10s}")
+    print(_compare_line(("set", "metric", "A", "B", "A items/s", "B items/s")))
     for row in result["rows"]:
-        print(
-            f"{row['set']:18s} {row['metric']:32s} {_fmt(row['a']):>10s} {_fmt(row['b']):>10s} "
-            f"{_fmt(row['a_items_per_s']):>10s} {_fmt(row['b_items_per_s']):>10s}"
-        )
+        print(_compare_line((row["set"], row["metric"], *(_fmt(row[k]) for k in COMPARED_FIGURES))))
     for note in result["notes"]:
         print(f"note: {note}")
     return 0
