@@ -133,23 +133,10 @@ def run_team_lead(args: argparse.Namespace, run_dir: Path, dtypes: str) -> int:
     if args.python:
         env[SYSTEM_PYTHON_VAR] = str(args.python.expanduser().absolute())
     sets = {"device": args.device, "iters": args.iters, "warmup": args.warmup, "dtypes": dtypes}
-    argv = [
-        sys.executable,
-        "-m",
-        "ascendbridge.teamlead",
-        "--once",
-        "--plain",
-        "--board",
-        str(run_dir / "revalidation.db"),
-        "--stages",
-        STAGE_SLOT,
-        "--workers",
-        str(args.workers),
-        "--attempts",
-        "1",
-        "--set",
-        f"revalidation.optimize={'true' if args.optimize else 'false'}",
-    ]
+    board = run_dir / "revalidation.db"
+    argv = [sys.executable, "-m", "ascendbridge.teamlead", "--once", "--plain", "--board", str(board)]
+    argv += ["--stages", STAGE_SLOT, "--workers", str(args.workers), "--attempts", "1"]
+    argv += ["--set", f"revalidation.optimize={'true' if args.optimize else 'false'}"]
     for key, value in sets.items():
         argv += ["--set", f"{STAGE_SLOT}.{key}={value}"]
     with (run_dir / "team_lead.out").open("w") as out:
