@@ -20,15 +20,17 @@ from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from ascendbridge.settings import section
 from ascendbridge.task_families import TASK_FAMILIES
 
-# What each family feeds the model (the runtime derives the exact set from forward()).
+# What each family feeds the model (the runtime derives the exact set from forward()); a text model's
+# tokenizer gives TEXT_INPUTS.
+TEXT_INPUTS = ("input_ids", "attention_mask")
 FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
-    "causal_lm": ("input_ids", "attention_mask"),
-    "masked_lm": ("input_ids", "attention_mask"),
-    "feature_extraction": ("input_ids", "attention_mask"),
-    "sequence_classification": ("input_ids", "attention_mask"),
-    "question_answering": ("input_ids", "attention_mask"),
-    "token_classification": ("input_ids", "attention_mask"),
-    "seq2seq": ("input_ids", "attention_mask", "decoder_input_ids"),
+    "causal_lm": TEXT_INPUTS,
+    "masked_lm": TEXT_INPUTS,
+    "feature_extraction": TEXT_INPUTS,
+    "sequence_classification": TEXT_INPUTS,
+    "question_answering": TEXT_INPUTS,
+    "token_classification": TEXT_INPUTS,
+    "seq2seq": (*TEXT_INPUTS, "decoder_input_ids"),
     "image_classification": ("pixel_values",),
     "speech_seq2seq": ("input_features", "decoder_input_ids"),
     "vision_seq2seq": ("pixel_values", "decoder_input_ids"),
@@ -36,11 +38,11 @@ FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
     "ctc_speech_recognition": ("input_values",),
     "audio_classification": ("input_values",),
     "time_series_forecasting": ("past_values",),
-    "llm_embedding": ("input_ids", "attention_mask"),
-    "reranker": ("input_ids", "attention_mask"),
+    "llm_embedding": TEXT_INPUTS,
+    "reranker": TEXT_INPUTS,
     # --- vision families (issue 13) ---
-    "image_text_to_text": ("input_ids", "attention_mask", "pixel_values"),  # + image grid / token types per model
-    "zero_shot_image_classification": ("input_ids", "attention_mask", "pixel_values"),
+    "image_text_to_text": (*TEXT_INPUTS, "pixel_values"),  # + image grid / token types per model
+    "zero_shot_image_classification": (*TEXT_INPUTS, "pixel_values"),
     "object_detection": ("pixel_values",),
     "semantic_segmentation": ("pixel_values",),
     "depth_estimation": ("pixel_values",),

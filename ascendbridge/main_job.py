@@ -23,19 +23,11 @@ from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
 from ascendbridge.run_summary import model_results, results_table, served_table, trained_table
 from ascendbridge.stacks import describe
+from ascendbridge.stages import STAGES
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
-PIPELINE = (
-    "discovery",
-    "adaptation",
-    "healing",
-    "training",
-    "benchmark",
-    "optimization",
-    "business_benchmark",
-    "serving",
-)
+PIPELINE = STAGES  # the main job runs every stage (serving only where it is ready)
 RESULTS_WIDTH = 120
 
 

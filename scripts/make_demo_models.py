@@ -30,25 +30,32 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<s>assistant: {% endif %}"
 )
 
+# The sizes the demos share (hidden 64, 2 layers of 4 heads, vocab 512, 256 positions) as each kind
+# of model spells them: a BERT encoder, a Llama-style decoder (tiny-llama, tiny-qwen2), a BART-style
+# encoder-decoder (tiny-bart, tiny-whisper).
+ENCODER: dict[str, Any] = dict(
+    vocab_size=512,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    max_position_embeddings=256,
+)
+DECODER: dict[str, Any] = dict(ENCODER, num_key_value_heads=2, bos_token_id=1, eos_token_id=2)
+
+
+def _both_halves(**sizes: int) -> dict[str, int]:
+    """An encoder-decoder whose halves are alike: each size as encoder_<key> and decoder_<key>."""
+    return {f"{half}_{key}": n for half in ("encoder", "decoder") for key, n in sizes.items()}
+
+
+ENCODER_DECODER: dict[str, Any] = dict(
+    vocab_size=512, d_model=64, **_both_halves(layers=2, attention_heads=4, ffn_dim=128)
+)
+
 # name -> (config class, architecture, task family, description, config kwargs)
 DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
-    "tiny-llama": (
-        "LlamaConfig",
-        "LlamaForCausalLM",
-        "causal_lm",
-        "Llama decoder (GQA, RoPE, SwiGLU)",
-        dict(
-            vocab_size=512,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=256,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
-    ),
+    "tiny-llama": ("LlamaConfig", "LlamaForCausalLM", "causal_lm", "Llama decoder (GQA, RoPE, SwiGLU)", DECODER),
     # Head size 32 (vLLM's CPU attention has no 16) and a byte-level tokenizer with a chat template:
     # the demo the serving stage serves on a CPU host (its vocabulary is the tokenizer's 259 ids).
     "tiny-llama32": (
@@ -70,23 +77,7 @@ DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
             eos_token_id=2,
         ),
     ),
-    "tiny-qwen2": (
-        "Qwen2Config",
-        "Qwen2ForCausalLM",
-        "causal_lm",
-        "Qwen2 decoder (GQA, RoPE, qkv bias)",
-        dict(
-            vocab_size=512,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=256,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
-    ),
+    "tiny-qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "causal_lm", "Qwen2 decoder (GQA, RoPE, qkv bias)", DECODER),
     "tiny-gpt2": (
         "GPT2Config",
         "GPT2LMHeadModel",
@@ -94,34 +85,13 @@ DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
         "GPT-2 decoder (learned positions, no pad token)",
         dict(vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0),
     ),
-    "tiny-bert": (
-        "BertConfig",
-        "BertForMaskedLM",
-        "masked_lm",
-        "BERT encoder with MLM head",
-        dict(
-            vocab_size=512,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=128,
-            max_position_embeddings=256,
-        ),
-    ),
+    "tiny-bert": ("BertConfig", "BertForMaskedLM", "masked_lm", "BERT encoder with MLM head", ENCODER),
     "tiny-bert-classifier": (
         "BertConfig",
         "BertForSequenceClassification",
         "sequence_classification",
         "BERT encoder with a 3-way classification head",
-        dict(
-            vocab_size=512,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=128,
-            max_position_embeddings=256,
-            num_labels=3,
-        ),
+        dict(ENCODER, num_labels=3),
     ),
     "tiny-t5": (
         "T5Config",
@@ -146,17 +116,7 @@ DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
         "BartForConditionalGeneration",
         "seq2seq",
         "BART encoder-decoder",
-        dict(
-            vocab_size=512,
-            d_model=64,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=128,
-            decoder_ffn_dim=128,
-            max_position_embeddings=256,
-        ),
+        dict(ENCODER_DECODER, max_position_embeddings=256),
     ),
     "tiny-vit": (
         "ViTConfig",
@@ -180,15 +140,8 @@ DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
         "speech_seq2seq",
         "Whisper speech encoder-decoder, 80 mel bins, 128 frames",
         dict(
-            vocab_size=512,
+            ENCODER_DECODER,
             num_mel_bins=80,
-            d_model=64,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=128,
-            decoder_ffn_dim=128,
             max_source_positions=64,
             max_target_positions=64,
             pad_token_id=1,

@@ -32,24 +32,9 @@ PYPI_FILES = "https://pypi.org/project/torch-npu/{version}/#files"
 
 def download_wheel(version: str, into: Path) -> Path:
     """torch_npu==VERSION for CPython 3.11 manylinux x86_64, no dependencies (pip download)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--platform",
-        "manylinux_2_28_x86_64",
-        "--platform",
-        "manylinux2014_x86_64",
-        "--python-version",
-        "3.11",
-        f"torch_npu=={version}",
-        "-d",
-        str(into),
-    ]
+    platforms = ["--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64"]
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", *platforms]
+    cmd += ["--python-version", "3.11", f"torch_npu=={version}", "-d", str(into)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     wheels = sorted(into.glob("torch_npu-*.whl"))
     if proc.returncode != 0 or not wheels:
@@ -97,14 +82,11 @@ def _gaps(args: argparse.Namespace) -> int:
         return 0
     print(f"{report['model_id']} on torch_npu {report['release']}: {report['ops']} ops, covered {report['covered']}")
     for gap in report["gaps"]:
-        print(
-            f"  {gap['op']}: {gap['remedy']['class']} ({gap['calls']} calls, {gap['cpu_share']:.2%} CPU, "
-            f"in {gap['module']}; dtypes {', '.join(gap['dtypes'] or [])})"
-        )
+        where = f"in {gap['module']}; dtypes {', '.join(gap['dtypes'] or [])}"
+        print(f"  {gap['op']}: {gap['remedy']['class']} ({gap['calls']} calls, {gap['cpu_share']:.2%} CPU, {where})")
     for gap in report["dtype_gaps"]:
-        print(
-            f"  {gap['op']}: refuses {', '.join(gap['dtypes'])} (takes {', '.join(gap['takes'])}), in {gap['module']}"
-        )
+        refused, taken = ", ".join(gap["dtypes"]), ", ".join(gap["takes"])
+        print(f"  {gap['op']}: refuses {refused} (takes {taken}), in {gap['module']}")
     print(f"{len(report['gaps'])} gap(s), {len(report['dtype_gaps'])} dtype gap(s)")
     for op, record in profile["ops"].items():  # the release's own dtype checks, as text (table.dtype_checks)
         for message in table.dtype_checks.get(op.partition(".")[0], []):

@@ -41,6 +41,9 @@ EVENT_KIND = "revalidation"
 STAGE_SLOT = "benchmark"  # the re-validation board runs REVALIDATION_STAGE in this slot
 STAGE_TARGET = "ascendbridge.revalidation.stage:REVALIDATION_STAGE"
 TEAM_LEAD_TIMEOUT_S = 6 * 3600.0
+# What the re-validation board keeps of each model's registration: where it comes from and whether
+# its remote code is allowed (its priority, description and training job do not matter here).
+REGISTERED_AS_BEFORE = {"model_id", "source", "url", "path", "revision", "allow_remote_code"}
 
 
 def _default_device() -> str:
@@ -106,18 +109,7 @@ def prepare(models: list[ModelRecord], packages: Path, run_dir: Path) -> BoardSt
     run_dir.mkdir(parents=True, exist_ok=True)
     board = BoardStore.init(run_dir / "revalidation.db")
     skip = [s for s in STAGES if s != STAGE_SLOT]
-    regs = [
-        Registration(
-            model_id=m.model_id,
-            source=m.source,
-            url=m.url,
-            path=m.path,
-            revision=m.revision,
-            allow_remote_code=m.allow_remote_code,
-            skip_stages=skip,
-        )
-        for m in models
-    ]
+    regs = [Registration(skip_stages=skip, **m.model_dump(include=REGISTERED_AS_BEFORE)) for m in models]
     for (record, _), model in zip(board.register_models(regs, origin=EVENT_KIND), models):
         board.skip(record.model_id, STAGES[0], origin=EVENT_KIND)  # the first stage is always pending
         if model.env_mode:
@@ -141,23 +133,10 @@ def run_team_lead(args: argparse.Namespace, run_dir: Path, dtypes: str) -> int:
     if args.python:
         env[SYSTEM_PYTHON_VAR] = str(args.python.expanduser().absolute())
     sets = {"device": args.device, "iters": args.iters, "warmup": args.warmup, "dtypes": dtypes}
-    argv = [
-        sys.executable,
-        "-m",
-        "ascendbridge.teamlead",
-        "--once",
-        "--plain",
-        "--board",
-        str(run_dir / "revalidation.db"),
-        "--stages",
-        STAGE_SLOT,
-        "--workers",
-        str(args.workers),
-        "--attempts",
-        "1",
-        "--set",
-        f"revalidation.optimize={'true' if args.optimize else 'false'}",
-    ]
+    board = run_dir / "revalidation.db"
+    argv = [sys.executable, "-m", "ascendbridge.teamlead", "--once", "--plain", "--board", str(board)]
+    argv += ["--stages", STAGE_SLOT, "--workers", str(args.workers), "--attempts", "1"]
+    argv += ["--set", f"revalidation.optimize={'true' if args.optimize else 'false'}"]
     for key, value in sets.items():
         argv += ["--set", f"{STAGE_SLOT}.{key}={value}"]
     with (run_dir / "team_lead.out").open("w") as out:

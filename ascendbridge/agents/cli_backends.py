@@ -55,21 +55,9 @@ class ClaudeBackend:
 
     def run(self, request: BackendRequest) -> BackendReply:
         config = _config()
-        argv = [
-            *shlex.split(config.claude_bin),
-            "-p",
-            request.prompt,
-            "--output-format",
-            "json",
-            "--permission-mode",
-            "acceptEdits",
-            "--allowedTools",
-            "Read Edit Write Glob Grep",
-            "--append-system-prompt",
-            request.role_contract,
-            "--max-turns",
-            str(MAX_TURNS),
-        ]
+        argv = [*shlex.split(config.claude_bin), "-p", request.prompt, "--output-format", "json"]
+        argv += ["--permission-mode", "acceptEdits", "--allowedTools", "Read Edit Write Glob Grep"]
+        argv += ["--append-system-prompt", request.role_contract, "--max-turns", str(MAX_TURNS)]
         if config.claude_model:
             argv += ["--model", config.claude_model]
         return _run(argv, request, "claude", "ASCENDBRIDGE_CLAUDE_BIN")
@@ -80,17 +68,8 @@ class CodexBackend:
 
     def run(self, request: BackendRequest) -> BackendReply:
         config = _config()
-        argv = [
-            *shlex.split(config.codex_bin),
-            "exec",
-            "--sandbox",
-            "workspace-write",
-            "--skip-git-repo-check",
-            "--ephemeral",
-            "--json",
-            "-C",
-            str(request.workspace),
-        ]
+        argv = [*shlex.split(config.codex_bin), "exec", "--sandbox", "workspace-write", "--skip-git-repo-check"]
+        argv += ["--ephemeral", "--json", "-C", str(request.workspace)]
         if config.codex_model:
             argv += ["-m", config.codex_model]
         argv.append(f"{request.role_contract}\n\n---\n\n{request.prompt}")

@@ -16,6 +16,7 @@ import jinja2
 
 from ascendbridge.agents.redact import redact, redact_value
 from ascendbridge.config import REPO_ROOT
+from ascendbridge.templating import strict_environment
 
 PROMPTS_DIR = REPO_ROOT / "prompts"
 ROLES_DIR = REPO_ROOT / ".claude" / "agents"
@@ -23,12 +24,7 @@ TASK_KINDS = ("heal", "adapt_unknown_family")
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    env = strict_environment(PROMPTS_DIR)
     env.filters["tojson"] = lambda value: json.dumps(value, indent=2, sort_keys=True, default=str)
     return env
 

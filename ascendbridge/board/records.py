@@ -104,16 +104,13 @@ class TaskRecord(TaskColumns):
 
     @classmethod
     def of(cls, task: Task, model: Model) -> TaskRecord:
-        data = task.model_dump(exclude={"result_json", "diagnosis_json", "stage_order", "model_pk", "id"})
+        data = task.model_dump(exclude={"result_json", "diagnosis_json", "stage_order", "model_pk"})
         return cls(
-            id=task.id,
             model_pk=model.id,
-            model_id=model.model_id,
-            adaptation_name=model.adaptation_name,
-            priority=model.priority,
             result=loads(task.result_json),
             diagnosis=loads(task.diagnosis_json),
             **data,
+            **model.model_dump(include={"model_id", "adaptation_name", "priority"}),
         )
 
 

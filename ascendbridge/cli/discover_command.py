@@ -86,15 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _query_and_policy(args: argparse.Namespace) -> tuple[BatchQuery, BatchPolicy]:
     try:
-        query = BatchQuery(
-            task=args.task,
-            library=args.library,
-            author=args.author,
-            search=args.search,
-            language=args.language,
-            sort=args.sort,
-            limit=args.limit,
-        )
+        query = BatchQuery.model_validate(args, from_attributes=True)  # the flags are named like its fields
     except ValidationError as exc:
         raise CliError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
     if args.memory_gb is not None and not args.memory_gb > 0:

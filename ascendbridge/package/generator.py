@@ -28,6 +28,7 @@ from ascendbridge.config import torch_source as configured_torch_source
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.package.uv_env import PROFILES, lock
 from ascendbridge.runtime.process import CommandResult
+from ascendbridge.templating import strict_environment
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
@@ -74,14 +75,7 @@ def _toml(value: str) -> str:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    env = strict_environment(TEMPLATES_DIR, trim_blocks=True)
     env.filters["toml"] = _toml
     return env
 

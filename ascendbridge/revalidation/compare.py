@@ -8,7 +8,7 @@ Pure functions on board metrics, so the verdicts can be re-derived from the repo
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 DEFAULT_TOLERANCE = 0.05
@@ -55,17 +55,9 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         worst = self.worst
-        return {
-            "model_id": self.model_id,
-            "adaptation": self.adaptation,
-            "verdict": self.verdict,
-            "summary": self.summary,
-            "failure": self.failure,
-            "baseline_stack": self.baseline_stack,
-            "current_stack": self.current_stack,
-            "worst_worse_by": round(worst.worse_by(), 4) if worst else None,
-            "changes": [c.as_dict() for c in self.changes],
-        }
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "changes"}
+        worst_worse_by = round(worst.worse_by(), 4) if worst else None
+        return {**own, "worst_worse_by": worst_worse_by, "changes": [c.as_dict() for c in self.changes]}
 
 
 def latest_figures(metrics: Iterable[Any]) -> dict[str, dict[str, Any]]:

@@ -502,7 +502,6 @@ class TeamLead:
         log_path: Path | None = None,
         placement: Placement | None = None,
     ) -> Job:
-        s = self.settings
         return Job(
             task=task,
             model=model,
@@ -511,11 +510,7 @@ class TeamLead:
             adaptation_dir=adaptations_dir() / task.adaptation_name,
             board_path=self.store.path.resolve(),
             log_path=log_path or logs_dir() / task.adaptation_name / task.stage / f"attempt-{task.attempts}.log",
-            timeout_s=s.timeout(task.stage),
-            gate_timeout_s=s.gate_timeout_s,
-            lease_s=s.lease_s,
-            heartbeat_s=s.heartbeat_s,
-            output_cap=s.output_cap,
+            **self.settings.attempt_limits(task.stage),
             settings=self.worker_settings,
             extra_stages=self.extra_stages,
             placement=placement,

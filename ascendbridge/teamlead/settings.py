@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -85,6 +85,17 @@ class RunSettings(StageSettings):
         return self
 
 
+class AttemptLimits(TypedDict):
+    """The bounds one attempt runs under (its run's and gate's time, lease, heartbeat, kept output),
+    as the team lead's settings give them and `runtime.executor.Job` carries them."""
+
+    timeout_s: float
+    gate_timeout_s: float
+    lease_s: float
+    heartbeat_s: float
+    output_cap: int
+
+
 def _default(name: str) -> Any:
     """TeamLeadSettings' defaults are RunSettings' (one place states them)."""
     return RunSettings.model_fields[name].default
@@ -124,6 +135,15 @@ class TeamLeadSettings:
 
     def timeout(self, stage: str) -> float:
         return self.stage_timeout_s.get(stage, 3600.0)
+
+    def attempt_limits(self, stage: str) -> AttemptLimits:
+        return AttemptLimits(
+            timeout_s=self.timeout(stage),
+            gate_timeout_s=self.gate_timeout_s,
+            lease_s=self.lease_s,
+            heartbeat_s=self.heartbeat_s,
+            output_cap=self.output_cap,
+        )
 
 
 def stages_for(mode: str | None, explicit: str | None) -> tuple[str, ...]:
