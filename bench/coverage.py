@@ -35,6 +35,7 @@ from ascendbridge.task_families import TASK_FAMILIES
 from ascendbridge.unsupported_families import needed_family, remaining
 
 sys.path.insert(0, str(REPO_ROOT))
+from tests.adaptation.helpers import TINY_BERT_CONFIG
 
 # Where the tests keep their tiny models: (module, attribute); each entry is either
 # {"config": ..., "family": ...} or a tuple (config, family, ...). A module that is missing is skipped.
@@ -44,22 +45,15 @@ TEST_FAMILY_SOURCES = (
     ("tests.coverage.coverage_support", "COVERAGE_MODELS"),  # audio, time series, embedders, MoE, SSM
 )
 
-_BERT = {
-    "model_type": "bert",
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "intermediate_size": 64,
-    "vocab_size": 128,
-    "max_position_embeddings": 64,
-    "type_vocab_size": 2,
-}
 # Tiny configs (family, config.json) for registry families that no demo model or test model covers.
 EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
-    "coverage/tiny-bert-qa": ("question_answering", {"architectures": ["BertForQuestionAnswering"], **_BERT}),
+    "coverage/tiny-bert-qa": (
+        "question_answering",
+        {**TINY_BERT_CONFIG, "architectures": ["BertForQuestionAnswering"]},
+    ),
     "coverage/tiny-bert-ner": (
         "token_classification",
-        {"architectures": ["BertForTokenClassification"], **_BERT, "num_labels": 5},
+        {**TINY_BERT_CONFIG, "architectures": ["BertForTokenClassification"], "num_labels": 5},
     ),
     "coverage/tiny-vit-gpt2": (
         "vision_seq2seq",
