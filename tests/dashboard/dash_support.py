@@ -160,6 +160,13 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
     return board_path, logs, adaptations
 
 
+def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = ()) -> None:
+    """Claim and complete one stage, as the team lead does once its gate passed."""
+    task = store.claim_next(owner="test-worker", lease_s=60, stages=[stage])
+    assert task is not None and task.model_id == model_id
+    store.complete_task(task.id, task.fencing_token, {"ok": True}, figures=figures)
+
+
 def _start_server(
     root: Path, board_path: Path, logs: Path, adaptations: Path, wait_s: float = HEALTHZ_WAIT_S
 ) -> tuple[subprocess.Popen[bytes], str]:
