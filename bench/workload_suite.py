@@ -72,7 +72,10 @@ print("WORKLOADS " + json.dumps(out))
 """
 
 
-def render(root: Path, name: str, info: dict[str, Any], python: Path, workload: WorkloadSpec) -> Path:
+def render(
+    root: Path, name: str, info: dict[str, Any], python: Path, inputs: InputRecipe, workload: WorkloadSpec
+) -> Path:
+    """A demo model's float32 adaptation under root/name, run by the given torch interpreter."""
     config = json.loads((DEMO / name / "config.json").read_text())
     spec = AdaptationSpec(
         name=name,
@@ -80,7 +83,7 @@ def render(root: Path, name: str, info: dict[str, Any], python: Path, workload: 
         task_family=info["task_family"],
         model_class=info["architecture"],
         model_type=config["model_type"],
-        inputs=InputRecipe(seq_len=16),
+        inputs=inputs,
         dtype=DtypePolicy(target="float32"),
         workload=workload,
     )
@@ -176,7 +179,7 @@ def each_model(
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            directory = render(Path(tmp), name, manifest[name], python, workload)
+            directory = render(Path(tmp), name, manifest[name], python, InputRecipe(seq_len=16), workload)
             entry: dict[str, Any] = {"model": name}
             try:
                 fill(directory, entry)
