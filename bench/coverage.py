@@ -36,6 +36,7 @@ from ascendbridge.unsupported_families import needed_family, remaining
 
 sys.path.insert(0, str(REPO_ROOT))
 from tests.adaptation.helpers import TINY_BERT_CONFIG
+from tests.benchmark.bench_support import TINY_MODELS
 
 # Where the tests keep their tiny models: (module, attribute); each entry is either
 # {"config": ..., "family": ...} or a tuple (config, family, ...). A module that is missing is skipped.
@@ -44,6 +45,12 @@ TEST_FAMILY_SOURCES = (
     ("tests.benchmark.test_benchmark_vision", "MODELS"),
     ("tests.coverage.coverage_support", "COVERAGE_MODELS"),  # audio, time series, embedders, MoE, SSM
 )
+
+
+def _without(config: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """A test model's config.json less the keys that make it a whole model, to nest it in another."""
+    return {k: v for k, v in config.items() if k not in keys}
+
 
 # Tiny configs (family, config.json) for registry families that no demo model or test model covers.
 EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -62,23 +69,11 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
             "model_type": "vision-encoder-decoder",
             "decoder_start_token_id": 0,
             "pad_token_id": 0,
-            "encoder": {
-                "model_type": "vit",
-                "hidden_size": 32,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 2,
-                "intermediate_size": 64,
-                "image_size": 32,
-                "patch_size": 8,
-                "num_channels": 3,
-            },
+            "encoder": _without(
+                TINY_MODELS["tiny-vit"]["config"], "architectures", "num_labels", "id2label", "label2id"
+            ),
             "decoder": {
-                "model_type": "gpt2",
-                "n_embd": 32,
-                "n_layer": 2,
-                "n_head": 2,
-                "vocab_size": 128,
-                "n_positions": 64,
+                **_without(TINY_MODELS["tiny-gpt2"]["config"], "architectures"),
                 "add_cross_attention": True,
                 "is_decoder": True,
             },
