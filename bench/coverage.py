@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -194,21 +195,8 @@ def registrations(
 def run_team_lead(board: Path, out: Path, stages: str, workers: int) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ASCENDBRIDGE_EXTRA_STAGES", "PROMPT_MODE")}
     env.update(ASCENDBRIDGE_ADAPTATIONS=str(out / "adaptations"), ASCENDBRIDGE_LOGS=str(out / "logs"))
-    argv = [
-        sys.executable,
-        "-m",
-        "ascendbridge.teamlead",
-        "--board",
-        str(board),
-        "--stages",
-        stages,
-        "--workers",
-        str(workers),
-        "--attempts",
-        "3",
-        "--plain",
-        "--once",
-    ]
+    flags = {"--board": str(board), "--stages": stages, "--workers": str(workers), "--attempts": "3"}
+    argv = [sys.executable, "-m", "ascendbridge.teamlead", *chain.from_iterable(flags.items()), "--plain", "--once"]
     return subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO_ROOT)
 
 
