@@ -55,9 +55,12 @@ def tiny_model(tmp_path: Path, name: str, **config: object) -> Path:
     return directory
 
 
-def classifier(tmp_path: Path, name: str, labels: int) -> Path:
-    """The demo BERT classifier's config with 2 heads of 32 (its own 4 x 16 the CPU attention lacks) and
-    `labels` outputs (1: a cross-encoder), with the demo Llama's byte-level tokenizer (no chat template)."""
+def classifier(
+    board: BoardStore, board_path: Path, tmp_path: Path, name: str, labels: int, family: str
+) -> StageContext:
+    """The serving context of the demo BERT classifier's config with 2 heads of 32 (its own 4 x 16 the CPU
+    attention lacks) and `labels` outputs (1: a cross-encoder), with the demo Llama's byte-level tokenizer
+    (no chat template), registered as `family`."""
     config = json.loads((REPO / "demo_models" / "tiny-bert-classifier" / "config.json").read_text())
     config.update(
         num_attention_heads=2,
@@ -69,7 +72,7 @@ def classifier(tmp_path: Path, name: str, labels: int) -> Path:
     (directory / "config.json").write_text(json.dumps(config))
     for file in ("tokenizer.json", "tokenizer_config.json"):
         (directory / file).write_bytes((REPO / "demo_models" / "tiny-llama32" / file).read_bytes())
-    return directory
+    return context(board, board_path, directory, name, "BertForSequenceClassification", family)
 
 
 def context(
@@ -217,14 +220,7 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
 def test_a_classifier_is_served_through_classify_with_the_reference_probabilities_and_gated(
     board: BoardStore, board_path: Path, tmp_path: Path
 ) -> None:
-    ctx = context(
-        board,
-        board_path,
-        classifier(tmp_path, "tiny-bert-classifier32", 3),
-        "tiny-bert-classifier32",
-        "BertForSequenceClassification",
-        "sequence_classification",
-    )
+    ctx = classifier(board, board_path, tmp_path, "tiny-bert-classifier32", 3, "sequence_classification")
     outcome = SERVING_STAGE.run(ctx)
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     figures = outcome.metrics[0].values
@@ -253,14 +249,7 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
 def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(
     board: BoardStore, board_path: Path, tmp_path: Path
 ) -> None:
-    ctx = context(
-        board,
-        board_path,
-        classifier(tmp_path, "tiny-bert-reranker32", 1),
-        "tiny-bert-reranker32",
-        "BertForSequenceClassification",
-        "reranker",
-    )
+    ctx = classifier(board, board_path, tmp_path, "tiny-bert-reranker32", 1, "reranker")
     outcome = SERVING_STAGE.run(ctx)  # the gate's path for /score is the classifier's (tests above)
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     figures = outcome.metrics[0].values
