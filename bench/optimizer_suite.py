@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ascendbridge.package.spec import RESULT_MARKER, InputRecipe, WorkloadSpec  # noqa: E402
-from bench.workload_suite import render  # noqa: E402
+from bench.workload_suite import optimize_argv, render  # noqa: E402
 from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"
@@ -61,23 +61,8 @@ COLUMNS = (
 def search(directory: Path, pairs: int, iters: int, timeout: float) -> dict[str, Any]:
     start = time.perf_counter()
     try:
-        proc = subprocess.run(
-            [
-                str(directory / ".venv" / "bin" / "python"),
-                "-m",
-                "ab_runtime.optimize",
-                "--device",
-                "cpu",
-                "--pairs",
-                str(pairs),
-                "--iters",
-                str(iters),
-            ],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        argv = optimize_argv(directory, pairs, iters)
+        proc = subprocess.run(argv, cwd=directory, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {
             "result": {"ok": False, "error": f"search timed out after {timeout:.0f} s"},
