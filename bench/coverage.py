@@ -53,6 +53,11 @@ def _without(config: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k not in keys}
 
 
+def _both_sides(**sizes: int) -> dict[str, int]:
+    """The same sizes under an encoder-decoder's encoder_* and decoder_* keys."""
+    return {f"{side}_{key}": value for side in ("encoder", "decoder") for key, value in sizes.items()}
+
+
 # Tiny configs (family, config.json) for registry families that no demo model or test model covers.
 EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
     "coverage/tiny-bert-qa": (
@@ -96,12 +101,7 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
                 "out_features": ["stage2"],
             },
             "d_model": 32,
-            "encoder_layers": 1,
-            "decoder_layers": 1,
-            "encoder_attention_heads": 2,
-            "decoder_attention_heads": 2,
-            "encoder_ffn_dim": 64,
-            "decoder_ffn_dim": 64,
+            **_both_sides(layers=1, attention_heads=2, ffn_dim=64),
             "num_queries": 8,
             "id2label": {"0": "cat", "1": "dog", "2": "car"},
             "label2id": {"cat": 0, "dog": 1, "car": 2},

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -55,24 +56,31 @@ def tiny_model(tmp_path: Path, name: str, **config: object) -> Path:
     return directory
 
 
-def classifier(
-    board: BoardStore, board_path: Path, tmp_path: Path, name: str, labels: int, family: str
-) -> StageContext:
-    """The serving context of the demo BERT classifier's config with 2 heads of 32 (its own 4 x 16 the CPU
-    attention lacks) and `labels` outputs (1: a cross-encoder), with the demo Llama's byte-level tokenizer
-    (no chat template), registered as `family`."""
-    config = json.loads((REPO / "demo_models" / "tiny-bert-classifier" / "config.json").read_text())
-    config.update(
-        num_attention_heads=2,
-        id2label={str(i): f"LABEL_{i}" for i in range(labels)},
-        label2id={f"LABEL_{i}": i for i in range(labels)},
-    )
-    directory = tmp_path / "models" / name
-    directory.mkdir(parents=True)
-    (directory / "config.json").write_text(json.dumps(config))
-    for file in ("tokenizer.json", "tokenizer_config.json"):
-        (directory / file).write_bytes((REPO / "demo_models" / "tiny-llama32" / file).read_bytes())
-    return context(board, board_path, directory, name, "BertForSequenceClassification", family)
+# (name, labels, family) -> the serving context of a classifier made for the test
+Classifier = Callable[[str, int, str], StageContext]
+
+
+@pytest.fixture()
+def classifier(board: BoardStore, board_path: Path, tmp_path: Path) -> Classifier:
+    """Makes the serving context of the demo BERT classifier's config with 2 heads of 32 (its own 4 x 16
+    the CPU attention lacks) and `labels` outputs (1: a cross-encoder), with the demo Llama's byte-level
+    tokenizer (no chat template), registered as `family`."""
+
+    def make(name: str, labels: int, family: str) -> StageContext:
+        config = json.loads((REPO / "demo_models" / "tiny-bert-classifier" / "config.json").read_text())
+        config.update(
+            num_attention_heads=2,
+            id2label={str(i): f"LABEL_{i}" for i in range(labels)},
+            label2id={f"LABEL_{i}": i for i in range(labels)},
+        )
+        directory = tmp_path / "models" / name
+        directory.mkdir(parents=True)
+        (directory / "config.json").write_text(json.dumps(config))
+        for file in ("tokenizer.json", "tokenizer_config.json"):
+            (directory / file).write_bytes((REPO / "demo_models" / "tiny-llama32" / file).read_bytes())
+        return context(board, board_path, directory, name, "BertForSequenceClassification", family)
+
+    return make
 
 
 def context(
@@ -222,9 +230,9 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
 @pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
 @pytest.mark.timeout(1800)
 def test_a_classifier_is_served_through_classify_with_the_reference_probabilities_and_gated(
-    board: BoardStore, board_path: Path, tmp_path: Path
+    classifier: Classifier,
 ) -> None:
-    ctx = classifier(board, board_path, tmp_path, "tiny-bert-classifier32", 3, "sequence_classification")
+    ctx = classifier("tiny-bert-classifier32", 3, "sequence_classification")
     figures = served_metric(ctx).values
     assert figures["classify_max_abs_diff"] <= 1e-4 and figures["classify_labels_equal"] == 1.0
     assert figures["concurrent_equal"] == 1.0 and 400 <= figures["overlength_status"] < 500
@@ -248,10 +256,8 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
 
 @pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
 @pytest.mark.timeout(1200)
-def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(
-    board: BoardStore, board_path: Path, tmp_path: Path
-) -> None:
-    ctx = classifier(board, board_path, tmp_path, "tiny-bert-reranker32", 1, "reranker")
+def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(classifier: Classifier) -> None:
+    ctx = classifier("tiny-bert-reranker32", 1, "reranker")
     figures = served_metric(ctx).values  # the gate's path for /score is the classifier's (tests above)
     assert figures["score_max_abs_diff"] <= 1e-4 and figures["concurrent_equal"] == 1.0
     assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
