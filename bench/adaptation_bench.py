@@ -31,6 +31,7 @@ from ascendbridge.config import REPO_ROOT
 from ascendbridge.discovery.discover import discover
 from ascendbridge.package import uv_env
 from ascendbridge.stage_api import StageContext
+from discovery.stage import model_fields
 
 DEMO = REPO_ROOT / "demo_models"
 
@@ -62,13 +63,7 @@ def bench_model(board: BoardStore, folder: str, adaptations: Path, found: dict[s
     cpu_start = child_cpu_s()
     info = timed("discover", timings, discover, model_id, "local", str(DEMO / folder))
     board.register_models([Registration(model_id=model_id, source="local", path=str(DEMO / folder))])
-    fields = {
-        "architecture": (info.architectures or [None])[0],
-        "model_type": info.model_type,
-        "task_family": info.task_family,
-        "parameter_count": info.parameter_count,
-    }
-    model = board.update_model_metadata(model_id, fields, info.model_dump(mode="json"))
+    model = board.update_model_metadata(model_id, model_fields(info), info.model_dump(mode="json"))  # as discovery does
     row: dict[str, Any] = {"model": folder, "family": info.task_family}
     for name in ("adaptation", "healing"):
         if name not in found:

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ from ascendbridge.task_families import TASK_FAMILIES
 from ascendbridge.unsupported_families import needed_family, remaining
 
 sys.path.insert(0, str(REPO_ROOT))
+from tests.adaptation.helpers import TINY_BERT_CONFIG
+from tests.benchmark.bench_support import TINY_MODELS
 
 # Where the tests keep their tiny models: (module, attribute); each entry is either
 # {"config": ..., "family": ...} or a tuple (config, family, ...). A module that is missing is skipped.
@@ -44,22 +47,26 @@ TEST_FAMILY_SOURCES = (
     ("tests.coverage.coverage_support", "COVERAGE_MODELS"),  # audio, time series, embedders, MoE, SSM
 )
 
-_BERT = {
-    "model_type": "bert",
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "intermediate_size": 64,
-    "vocab_size": 128,
-    "max_position_embeddings": 64,
-    "type_vocab_size": 2,
-}
+
+def _without(config: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """A test model's config.json less the keys that make it a whole model, to nest it in another."""
+    return {k: v for k, v in config.items() if k not in keys}
+
+
+def _both_sides(**sizes: int) -> dict[str, int]:
+    """The same sizes under an encoder-decoder's encoder_* and decoder_* keys."""
+    return {f"{side}_{key}": value for side in ("encoder", "decoder") for key, value in sizes.items()}
+
+
 # Tiny configs (family, config.json) for registry families that no demo model or test model covers.
 EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
-    "coverage/tiny-bert-qa": ("question_answering", {"architectures": ["BertForQuestionAnswering"], **_BERT}),
+    "coverage/tiny-bert-qa": (
+        "question_answering",
+        {**TINY_BERT_CONFIG, "architectures": ["BertForQuestionAnswering"]},
+    ),
     "coverage/tiny-bert-ner": (
         "token_classification",
-        {"architectures": ["BertForTokenClassification"], **_BERT, "num_labels": 5},
+        {**TINY_BERT_CONFIG, "architectures": ["BertForTokenClassification"], "num_labels": 5},
     ),
     "coverage/tiny-vit-gpt2": (
         "vision_seq2seq",
@@ -68,23 +75,11 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
             "model_type": "vision-encoder-decoder",
             "decoder_start_token_id": 0,
             "pad_token_id": 0,
-            "encoder": {
-                "model_type": "vit",
-                "hidden_size": 32,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 2,
-                "intermediate_size": 64,
-                "image_size": 32,
-                "patch_size": 8,
-                "num_channels": 3,
-            },
+            "encoder": _without(
+                TINY_MODELS["tiny-vit"]["config"], "architectures", "num_labels", "id2label", "label2id"
+            ),
             "decoder": {
-                "model_type": "gpt2",
-                "n_embd": 32,
-                "n_layer": 2,
-                "n_head": 2,
-                "vocab_size": 128,
-                "n_positions": 64,
+                **_without(TINY_MODELS["tiny-gpt2"]["config"], "architectures"),
                 "add_cross_attention": True,
                 "is_decoder": True,
             },
@@ -106,12 +101,7 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
                 "out_features": ["stage2"],
             },
             "d_model": 32,
-            "encoder_layers": 1,
-            "decoder_layers": 1,
-            "encoder_attention_heads": 2,
-            "decoder_attention_heads": 2,
-            "encoder_ffn_dim": 64,
-            "decoder_ffn_dim": 64,
+            **_both_sides(layers=1, attention_heads=2, ffn_dim=64),
             "num_queries": 8,
             "id2label": {"0": "cat", "1": "dog", "2": "car"},
             "label2id": {"cat": 0, "dog": 1, "car": 2},
@@ -205,21 +195,8 @@ def registrations(
 def run_team_lead(board: Path, out: Path, stages: str, workers: int) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ASCENDBRIDGE_EXTRA_STAGES", "PROMPT_MODE")}
     env.update(ASCENDBRIDGE_ADAPTATIONS=str(out / "adaptations"), ASCENDBRIDGE_LOGS=str(out / "logs"))
-    argv = [
-        sys.executable,
-        "-m",
-        "ascendbridge.teamlead",
-        "--board",
-        str(board),
-        "--stages",
-        stages,
-        "--workers",
-        str(workers),
-        "--attempts",
-        "3",
-        "--plain",
-        "--once",
-    ]
+    flags = {"--board": str(board), "--stages": stages, "--workers": str(workers), "--attempts": "3"}
+    argv = [sys.executable, "-m", "ascendbridge.teamlead", *chain.from_iterable(flags.items()), "--plain", "--once"]
     return subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO_ROOT)
 
 

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -114,20 +115,9 @@ def free_port() -> int:
 def start_dashboard(board: Path, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "ASCENDBRIDGE_DASHBOARD_TOKEN": TOKEN}
+    flags = {"--board": board, "--port": port, "--logs": workdir / "logs", "--adaptations": workdir / "adaptations"}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dashboard",
-            "--board",
-            str(board),
-            "--port",
-            str(port),
-            "--logs",
-            str(workdir / "logs"),
-            "--adaptations",
-            str(workdir / "adaptations"),
-        ],
+        [sys.executable, "-m", "dashboard", *(str(arg) for arg in chain.from_iterable(flags.items()))],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -42,8 +42,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ascendbridge.package.generator import render_adaptation  # noqa: E402
-from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource  # noqa: E402
+from ascendbridge.package.spec import RESULT_MARKER, InputRecipe, WorkloadSpec  # noqa: E402
+from bench.workload_suite import optimize_argv, render  # noqa: E402
 from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"
@@ -58,43 +58,11 @@ COLUMNS = (
 )
 
 
-def render(root: Path, name: str, info: dict[str, Any], python: Path, batch: int, seq_len: int) -> Path:
-    config = json.loads((DEMO / name / "config.json").read_text())
-    spec = AdaptationSpec(
-        name=name,
-        model=ModelSource(model_id=info["model_id"], source="local", path=str(DEMO / name), has_weights=False),
-        task_family=info["task_family"],
-        model_class=info["architecture"],
-        model_type=config["model_type"],
-        inputs=InputRecipe(batch_size=batch, seq_len=seq_len),
-        dtype=DtypePolicy(target="float32"),
-    )
-    directory = root / name
-    render_adaptation(spec, directory)
-    (directory / ".venv").symlink_to(python.absolute().parent.parent, target_is_directory=True)
-    return directory
-
-
 def search(directory: Path, pairs: int, iters: int, timeout: float) -> dict[str, Any]:
     start = time.perf_counter()
     try:
-        proc = subprocess.run(
-            [
-                str(directory / ".venv" / "bin" / "python"),
-                "-m",
-                "ab_runtime.optimize",
-                "--device",
-                "cpu",
-                "--pairs",
-                str(pairs),
-                "--iters",
-                str(iters),
-            ],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        argv = optimize_argv(directory, pairs, iters)
+        proc = subprocess.run(argv, cwd=directory, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {
             "result": {"ok": False, "error": f"search timed out after {timeout:.0f} s"},
@@ -199,9 +167,10 @@ def main(argv: list[str]) -> int:
         f"{args.iters} iters, {args.jobs} at once; load average {load_before[0]:.1f} on {os.cpu_count()} CPUs",
         flush=True,
     )
+    inputs = InputRecipe(batch_size=args.batch, seq_len=args.seq_len)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="optimizer-suite-") as tmp:
-        dirs = {n: render(Path(tmp), n, manifest[n], python, args.batch, args.seq_len) for n in names}
+        dirs = {n: render(Path(tmp), n, manifest[n], python, inputs, WorkloadSpec()) for n in names}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = {n: pool.submit(search, dirs[n], args.pairs, args.iters, args.timeout) for n in names}
             rows = []

@@ -46,6 +46,11 @@ from tests.support.torch_env import torch_env_python  # noqa: E402
 DEMO = REPO / "demo_models"
 print = functools.partial(print, flush=True)  # progress shows while a long run goes on
 
+PACKAGE_THREADS_HELP = (
+    "OMP_NUM_THREADS of the package's generate (0: torch's default; on a loaded host a "
+    "thread the scheduler parks stalls every parallel op)"
+)
+
 
 def spread(values: list[float]) -> dict[str, float]:
     """Median and stdev in ms of values in seconds."""
@@ -107,14 +112,8 @@ def serve_and_bench(directory: Path, name: str, family: str, args: argparse.Name
     if isinstance(local, Refusal):
         raise RuntimeError(local.reason)
     port = free_port()
-    with served(
-        server_argv(python, local, directory.name, port),
-        directory,
-        local.env,
-        port,
-        settings.start_timeout_s,
-        directory / "serve" / "server.log",
-    ) as server:
+    argv, server_log = server_argv(python, local, directory.name, port), directory / "serve" / "server.log"
+    with served(argv, directory, local.env, port, settings.start_timeout_s, server_log) as server:
         bench = bench_args(
             server.url,
             directory.name,
@@ -147,13 +146,7 @@ def main() -> int:
     p.add_argument("--new-tokens", type=int, default=8)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iters", type=int, default=3)
-    p.add_argument(
-        "--package-threads",
-        type=int,
-        default=0,
-        help="OMP_NUM_THREADS of the package's generate (0: torch's default; on a loaded host a "
-        "thread the scheduler parks stalls every parallel op)",
-    )
+    p.add_argument("--package-threads", type=int, default=0, help=PACKAGE_THREADS_HELP)
     p.add_argument("--out", default="bench_serving.json")
     args = p.parse_args()
     names = [n for n in args.models.split(",") if n]

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,10 @@ print("WORKLOADS " + json.dumps(out))
 """
 
 
-def render(root: Path, name: str, info: dict[str, Any], python: Path, workload: WorkloadSpec) -> Path:
+def render(
+    root: Path, name: str, info: dict[str, Any], python: Path, inputs: InputRecipe, workload: WorkloadSpec
+) -> Path:
+    """A demo model's float32 adaptation under root/name, run by the given torch interpreter."""
     config = json.loads((DEMO / name / "config.json").read_text())
     spec = AdaptationSpec(
         name=name,
@@ -80,7 +84,7 @@ def render(root: Path, name: str, info: dict[str, Any], python: Path, workload: 
         task_family=info["task_family"],
         model_class=info["architecture"],
         model_type=config["model_type"],
-        inputs=InputRecipe(seq_len=16),
+        inputs=inputs,
         dtype=DtypePolicy(target="float32"),
         workload=workload,
     )
@@ -102,26 +106,17 @@ def probe_bandwidth(python: Path) -> float:
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["peaks"]["bandwidth_gbs"])
 
 
+def optimize_argv(directory: Path, pairs: int, iters: int, *extra: str) -> list[str]:
+    """The rendered adaptation's own optimizer search on CPU (run it in `directory`)."""
+    flags = {"--device": "cpu", "--pairs": str(pairs), "--iters": str(iters)}
+    python = directory / ".venv" / "bin" / "python"
+    return [str(python), "-m", "ab_runtime.optimize", *chain.from_iterable(flags.items()), *extra]
+
+
 def optimize(directory: Path, pass_names: str, timeout: float) -> dict[str, Any]:
     """The search's RESULT plus each decode pass's verdict from its notes (name -> kept / reason)."""
-    proc = run(
-        [
-            str(directory / ".venv" / "bin" / "python"),
-            "-m",
-            "ab_runtime.optimize",
-            "--device",
-            "cpu",
-            "--pairs",
-            "5",
-            "--iters",
-            "1",
-            "--warmup",
-            "1",
-            *(["--passes", pass_names] if pass_names else []),
-        ],
-        directory,
-        timeout,
-    )
+    passes = ["--passes", pass_names] if pass_names else []
+    proc = run(optimize_argv(directory, 5, 1, "--warmup", "1", *passes), directory, timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {"ok": False, "error": proc.stderr[-300:]}
     notes = directory / "optimization_notes.json"
@@ -176,7 +171,7 @@ def each_model(
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            directory = render(Path(tmp), name, manifest[name], python, workload)
+            directory = render(Path(tmp), name, manifest[name], python, InputRecipe(seq_len=16), workload)
             entry: dict[str, Any] = {"model": name}
             try:
                 fill(directory, entry)

@@ -240,14 +240,8 @@ def test_agents_cleanup_events_export(filled_board: Path, tmp_path: Path) -> Non
 
 def test_events_follow_prints_new_events_and_exits_0_on_ctrl_c(filled_board: Path, tmp_path: Path) -> None:
     env = dict(os.environ, ASCENDBRIDGE_BOARD=str(filled_board))
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "events", "--follow", "--json", "--interval", "0.1"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    argv = [sys.executable, str(SCRIPT), "events", "--follow", "--json", "--interval", "0.1"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = json.loads(proc.stdout.readline())  # the backlog arrives first
         assert first["kind"] == "registered"

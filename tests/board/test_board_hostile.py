@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardCorruptError, BoardFullError, BoardStore, Registration
+from tests.board.board_support import small_tmpfs
 from tests.board.test_board_cli import SCRIPT, assert_one_line_error, cli, ok, ok_json
 from tests.support.read_only import read_only_view
 
@@ -101,13 +102,7 @@ def test_writing_commands_refuse_a_read_only_board_in_one_line(read_only_board: 
 
 # ---------------------------------------------------------------------- full disk
 def test_a_full_disk_is_one_board_error_and_nothing_half_written(tmp_path: Path) -> None:
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot mount a small tmpfs here: {getattr(exc, 'stderr', b'') or exc}")
-    try:
+    with small_tmpfs(tmp_path / "small", "2m") as mnt:
         board = mnt / "board.db"
         with BoardStore.init(board) as store:
             store.register_models([Registration(model_id="org/first")])
@@ -126,8 +121,6 @@ def test_a_full_disk_is_one_board_error_and_nothing_half_written(tmp_path: Path)
         filler.unlink()
         with BoardStore(board) as store:  # the refused writes left nothing behind
             assert [m.model_id for m in store.list_models()] == ["org/first"]
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 # ---------------------------------------------------------------------- --path and files

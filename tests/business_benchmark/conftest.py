@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.demo_models import ensure_minilm
+from ascendbridge.demo_models import ensure_minilm, list_demo_models
 from tests.business_benchmark.business_support import demo_dir, make_adaptation, run_business
 from tests.support.torch_env import torch_env_python
 
 # One intra-op thread per run: on a shared 2-core machine two threads per process thrash (30x slower).
 THREADS = ("--threads", "1")
+_DEMOS = {demo.name: demo for demo in list_demo_models()}
+# name -> (family, class): config-only demo models, as their manifest records them, and a tiny Qwen2.5-VL
 TINY = {
-    "tiny-gpt2": ("causal_lm", "GPT2LMHeadModel"),
-    "tiny-t5": ("seq2seq", "T5ForConditionalGeneration"),
-    "tiny-bert-classifier": ("sequence_classification", "BertForSequenceClassification"),
-    "tiny-vit": ("image_classification", "ViTForImageClassification"),
-    "tiny-whisper": ("speech_seq2seq", "WhisperForConditionalGeneration"),
+    **{
+        name: (_DEMOS[name].task_family, _DEMOS[name].architecture)
+        for name in ("tiny-gpt2", "tiny-t5", "tiny-bert-classifier", "tiny-vit", "tiny-whisper")
+    },
     "tiny-qwen-vl": ("image_text_to_text", "Qwen2_5_VLForConditionalGeneration"),
 }
 

@@ -54,6 +54,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def measured_pass(name: str, kept: bool, reason: str, speedup: float, interval: list[float]) -> dict[str, object]:
+    """One measured pass of optimization_notes.json, its accuracy check passed."""
+    paired = {"speedup": speedup, "interval": interval}
+    return {
+        "name": name,
+        "measured": True,
+        "kept": kept,
+        "reason": reason,
+        "paired": paired,
+        "accuracy": {"verdict": "pass"},
+    }
+
+
 def seed_board(root: Path) -> tuple[Path, Path, Path]:
     """A board with models in several states, attempts with logs, metrics and evidence files."""
     board_path, logs, adaptations = root / "board.db", root / "logs", root / "adaptations"
@@ -130,22 +143,8 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
                 "runtime_only": True,
                 "chosen": ["bf16_autocast"],
                 "passes": [
-                    {
-                        "name": "bf16_autocast",
-                        "measured": True,
-                        "kept": True,
-                        "reason": "faster beyond the noise",
-                        "paired": {"speedup": 2.5, "interval": [2.2, 2.8]},
-                        "accuracy": {"verdict": "pass"},
-                    },
-                    {
-                        "name": "torch_compile",
-                        "measured": True,
-                        "kept": False,
-                        "reason": "inside the noise",
-                        "paired": {"speedup": 1.01, "interval": [0.95, 1.07]},
-                        "accuracy": {"verdict": "pass"},
-                    },
+                    measured_pass("bf16_autocast", True, "faster beyond the noise", 2.5, [2.2, 2.8]),
+                    measured_pass("torch_compile", False, "inside the noise", 1.01, [0.95, 1.07]),
                 ],
                 "combination": [],
                 "final": {"passes": ["bf16_autocast"], "outcome": "gain", "speedup": 2.5, "interval": [2.2, 2.8]},
@@ -158,6 +157,13 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
     (adapt / ".venv" / "big.bin").write_bytes(b"\0" * 1024)
     (adapt / "leak.txt").symlink_to(board_path)
     return board_path, logs, adaptations
+
+
+def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = ()) -> None:
+    """Claim and complete one stage, as the team lead does once its gate passed."""
+    task = store.claim_next(owner="test-worker", lease_s=60, stages=[stage])
+    assert task is not None and task.model_id == model_id
+    store.complete_task(task.id, task.fencing_token, {"ok": True}, figures=figures)
 
 
 def _start_server(

@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from itertools import chain
 from pathlib import Path
 
 import pytest
@@ -183,22 +184,15 @@ def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         "ASCENDBRIDGE_OPTIMIZATION_ITERS": "1",
         "ASCENDBRIDGE_OPTIMIZATION_WARMUP": "0",
     }
+    flags = {
+        "--board": str(board_path),
+        "--stages": "discovery,adaptation,healing,benchmark,optimization",
+        # cpu_threads_1 applies only to a run with more than one core: on a 2-core machine
+        # the default split pins a timed run to one, so give timed runs every core here
+        "--timed-cores": str(len(os.sched_getaffinity(0))),
+    }
     lead = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ascendbridge.teamlead",
-            "--once",
-            "--plain",
-            "--board",
-            str(board_path),
-            "--stages",
-            "discovery,adaptation,healing,benchmark,optimization",
-            # cpu_threads_1 applies only to a run with more than one core: on a 2-core machine
-            # the default split pins a timed run to one, so give timed runs every core here
-            "--timed-cores",
-            str(len(os.sched_getaffinity(0))),
-        ],
+        [sys.executable, "-m", "ascendbridge.teamlead", "--once", "--plain", *chain.from_iterable(flags.items())],
         cwd=REPO,
         env=env,
         capture_output=True,

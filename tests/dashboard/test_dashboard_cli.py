@@ -70,14 +70,8 @@ def test_generated_token_is_printed_and_works(board: BoardStore) -> None:
     board.register_models([Registration(model_id="cli/model")])
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "ASCENDBRIDGE_DASHBOARD_TOKEN"}
-    proc = subprocess.Popen(
-        [sys.executable, "scripts/dashboard.py", "--board", str(board.path), "--port", str(port)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    argv = [sys.executable, "scripts/dashboard.py", "--board", str(board.path), "--port", str(port)]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url_line = proc.stdout.readline()
         token_line = proc.stdout.readline()

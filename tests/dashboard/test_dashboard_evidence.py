@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dashboard import evidence
+from tests.dashboard.dash_support import measured_pass
 
 
 def test_benchmark_runs_read_timing_and_per_output_accuracy(tmp_path: Path) -> None:
@@ -63,14 +64,7 @@ def test_optimization_notes_passes_final_choice_and_speedups(tmp_path: Path) -> 
         json.dumps(
             {
                 "passes": [
-                    {
-                        "name": "bf16",
-                        "measured": True,
-                        "kept": True,
-                        "reason": "faster",
-                        "paired": {"speedup": 2.0, "interval": [1.8, 2.2]},
-                        "accuracy": {"verdict": "pass"},
-                    },
+                    measured_pass("bf16", True, "faster", 2.0, [1.8, 2.2]),
                     {"name": "int8", "measured": False, "kept": False, "reason": "not applicable: no Linear"},
                 ],
                 "combination": [

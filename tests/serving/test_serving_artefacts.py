@@ -13,16 +13,8 @@ import yaml
 
 from serving.plan import DeviceProfile, ModelFacts, ServePlan, plan_serving
 from serving.render import ARTEFACTS, PLAN_FILE, render_serve_dir, render_texts, rendered_differences
+from tests.serving.serving_support import CONFIG, GiB
 
-GiB = 1024**3
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "max_position_embeddings": 256,
-}
 # A stand-in for python / docker: prints its argv and the environment keys the script exported.
 ECHO = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'kv': os.environ.get('VLLM_CPU_KVCACHE_SPACE')}))"
 

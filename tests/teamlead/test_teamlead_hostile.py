@@ -14,6 +14,7 @@ import pytest
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.runtime import attempt_dir
+from tests.board.board_support import small_tmpfs
 from tests.teamlead.tl_support import add_models, runs_logged, tl_argv, tl_env, wait_for
 
 EXIT_BOARD = 3
@@ -46,16 +47,8 @@ def test_a_corrupt_board_exits_3_before_claiming_anything(tmp_path: Path) -> Non
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 48 MiB tmpfs of the test's own: board, logs and adaptations all live on it."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot mount a small tmpfs here: {getattr(exc, 'stderr', b'') or exc}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "48m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def fill(disk: Path, leave: int) -> Path:

@@ -6,12 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+from itertools import chain
 from pathlib import Path
 
 import pytest
 
 from ascendbridge.board import BoardStore
-from tests.teamlead.tl_support import alive, tl_env, wait_for
+from tests.teamlead.tl_support import FAST, alive, tl_env, wait_for
 
 pytestmark = pytest.mark.slow  # a real watchdog restarting a real team lead
 
@@ -24,29 +25,9 @@ def _lead_pid(board: BoardStore) -> int:
 
 
 def test_watchdog_restarts_on_exit_and_stale_heartbeat_then_stops(board: BoardStore, tmp_path: Path) -> None:
-    argv = [
-        sys.executable,
-        "-m",
-        "ascendbridge.teamlead.watchdog",
-        "--board",
-        str(board.path),
-        "--stale-after",
-        "8",
-        "--check-every",
-        "0.5",
-        "--max-backoff",
-        "1",
-        "--",
-        "--plain",
-        "--heartbeat",
-        "1",
-        "--lease",
-        "10",
-        "--poll",
-        "0.2",
-        "--stages",
-        "discovery",
-    ]
+    watch = {"--board": str(board.path), "--stale-after": "8", "--check-every": "0.5", "--max-backoff": "1"}
+    lead = [*FAST, "--stages", "discovery"]  # after "--": the team lead's own flags
+    argv = [sys.executable, "-m", "ascendbridge.teamlead.watchdog", *chain.from_iterable(watch.items()), "--", *lead]
     out = tmp_path / "watchdog.out"
     dog = subprocess.Popen(
         argv, env=tl_env(tmp_path), stdout=out.open("w"), stderr=subprocess.STDOUT, start_new_session=True

@@ -26,8 +26,7 @@ from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.settings import Settings, SettingsError
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
-from tests.teamlead.tl_support import FAST
-from tests.training.train_support import CORPUS, DEMO, run_env
+from tests.training.train_support import CORPUS, DEMO, QUICK_TRAINING, run_env, training_lead_argv
 from training.figures import EVENTS_DIR, event_scalars, read_events, step_log
 from training.hub_data import source_record
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, render_package
@@ -111,17 +110,7 @@ def test_a_bad_bf16_weights_above_setting_is_refused_in_one_line(value: object) 
 def test_a_bad_bf16_weights_above_stops_the_team_lead_before_anything_runs(tmp_path: Path) -> None:
     board = tmp_path / "board.db"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ascendbridge.teamlead",
-            "--board",
-            str(board),
-            "--stages",
-            "training",
-            "--set",
-            "training.bf16_weights_above=-0.5",
-        ],
+        training_lead_argv(board, sets=["training.bf16_weights_above=-0.5"]),
         capture_output=True,
         text=True,
         timeout=120,
@@ -256,28 +245,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory, torch_python: Path) -> Ite
             for model_id, (model, method) in JOBS.items()
         }
         lead = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ascendbridge.teamlead",
-                "--board",
-                str(board.path),
-                *FAST,
-                "--stages",
-                "training",
+            training_lead_argv(
+                board.path,
                 "--workers",
                 "2",
                 "--attempts",
                 "1",
-                "--set",
-                "training.threads=1",
-                "--set",
-                "training.checkpoint_every=2",
-                "--set",
-                "training.contract_steps=2",
-                "--set",
-                f"training.accumulation={ACCUMULATION}",
-            ],
+                sets=[*QUICK_TRAINING, f"training.accumulation={ACCUMULATION}"],
+            ),
             capture_output=True,
             text=True,
             timeout=1500,

@@ -17,9 +17,8 @@ from ab_runtime.train.supervise import MIN_HANG_S, supervise
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.stage_api import StageContext
-from tests.teamlead.tl_support import FAST
 from tests.training.test_training_stage import _package
-from tests.training.train_support import CORPUS
+from tests.training.train_support import CORPUS, QUICK_TRAINING, training_lead_argv
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, configs, contract_config
 from training.settings import TrainingSettings
 from training.stage import TRAINING_STAGE
@@ -32,28 +31,13 @@ def test_a_hang_is_resumed_and_an_injected_nan_stops_the_task_with_its_diagnosis
     package = _package(board, "demo/llama-nan", "full", torch_python)
     fault = {"hang_at_step": 3, "nan_at_step": 5}  # the harness's test-only injector (train.json "fault")
     lead = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ascendbridge.teamlead",
-            "--board",
-            str(board.path),
-            *FAST,
-            "--stages",
-            "training",
+        training_lead_argv(
+            board.path,
             "--attempts",
             "2",
-            "--set",
-            "training.threads=1",
-            "--set",
-            "training.checkpoint_every=2",
-            "--set",
-            "training.contract_steps=2",
-            "--set",
-            "training.hang_k=2",  # 5 s: MIN_HANG_S
-            "--set",
-            f"training.fault={json.dumps(fault)}",
-        ],
+            # hang_k=2: 5 s, MIN_HANG_S
+            sets=[*QUICK_TRAINING, "training.hang_k=2", f"training.fault={json.dumps(fault)}"],
+        ),
         capture_output=True,
         text=True,
         timeout=1100,

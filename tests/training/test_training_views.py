@@ -12,7 +12,7 @@ import httpx
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.stages import STAGES
-from tests.dashboard.dash_support import served
+from tests.dashboard.dash_support import complete, served
 from tests.training.train_support import CORPUS
 
 FIGURES = {
@@ -26,12 +26,6 @@ FIGURES = {
     "micro_batch": 2.0,
     "oom_fallbacks": 1.0,
 }
-
-
-def complete(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = ()) -> None:
-    task = store.claim_next(owner="test-worker", lease_s=60, stages=[stage])
-    assert task is not None and task.model_id == model_id
-    store.complete_task(task.id, task.fencing_token, {"ok": True}, figures=figures)
 
 
 def test_the_model_page_and_the_reports_show_a_training_run_once_gated(tmp_path: Path) -> None:

@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ascendbridge.config import REPO_ROOT
+from tests.teamlead.tl_support import tl_argv
 
 CORPUS = REPO_ROOT / "training" / "corpus" / "tiny_stories.jsonl"
 DEMO = REPO_ROOT / "demo_models"
+# The settings of a quick training pass: one thread, a checkpoint every 2 steps, a 2-step contract.
+QUICK_TRAINING = ("training.threads=1", "training.checkpoint_every=2", "training.contract_steps=2")
+
+
+def training_lead_argv(board: Path, *args: str, sets: Sequence[str] = ()) -> list[str]:
+    """A team-lead pass over the training stage (the team-lead tests' quick lease and poll), each of sets a --set."""
+    return tl_argv(board, "--stages", "training", *args, *(arg for value in sets for arg in ("--set", value)))
 
 
 def write_config(path: Path, **settings: Any) -> Path:
