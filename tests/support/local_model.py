@@ -9,7 +9,9 @@ from typing import Any
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import ModelRecord, Registration, TaskRecord
 from ascendbridge.config import adaptations_dir
+from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
+from discovery.stage import model_fields
 
 
 def register_local(
@@ -35,3 +37,13 @@ def register_local(
         **spec_fields,
     )
     return record, task, adaptations_dir() / record.adaptation_name, spec
+
+
+def put_discovered(board: BoardStore, info: ModelInfo, allow_remote_code: bool = False) -> ModelRecord:
+    """Register `info`'s model and write what discovery found on it, the columns and metadata the
+    Discovery stage leaves on the board: the record the later stages start from."""
+    registration = Registration(
+        model_id=info.model_id, source=info.source, path=info.local_dir, allow_remote_code=allow_remote_code
+    )
+    board.register_models([registration])
+    return board.update_model_metadata(info.model_id, model_fields(info), info.model_dump(mode="json"))
