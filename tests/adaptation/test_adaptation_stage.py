@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -10,13 +9,13 @@ import pytest
 
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
-from ascendbridge.config import REPO_ROOT, adaptations_dir
+from ascendbridge.config import REPO_ROOT
 from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from ascendbridge.stage_api import Stage, StageContext
 from tests.adaptation.helpers import REMOTE_CODE, UNKNOWN_FAMILY
-from tests.support.local_model import put_discovered
+from tests.support.local_model import put_discovered, stage_context
 
 pytestmark = pytest.mark.slow  # renders and uv-locks real packages
 
@@ -25,15 +24,8 @@ DEMO = REPO_ROOT / "demo_models"
 
 def discovered(board: BoardStore, info: ModelInfo) -> StageContext:
     """The adaptation task's context once discovery has put `info` on the board."""
-    model = put_discovered(board, info)
-    task = board.list_tasks(stage="adaptation", model_id=model.model_id)[0]
-    return StageContext(
-        model=model,
-        task=task,
-        adaptation_dir=adaptations_dir() / model.adaptation_name,
-        board_path=board.path,
-        log=io.StringIO(),
-    )
+    put_discovered(board, info)
+    return stage_context(board, info.model_id, "adaptation")
 
 
 def demo_context(board: BoardStore, name: str) -> StageContext:

@@ -28,8 +28,9 @@ from benchmark.gate import recompute
 from benchmark.render import render_accuracy_run
 from healing.stage import HEALING_STAGE
 from tests.benchmark.bench_support import run_accuracy
-from tests.coverage.coverage_support import HERE, prepare, register, stage_context, write_models
+from tests.coverage.coverage_support import HERE, prepare, register, write_models
 from tests.runtime.rt_support import RUNTIME_PARENT, run_batch
+from tests.support.local_model import fresh_board, stage_context
 from tests.support.torch_env import torch_env_python
 
 pytestmark = pytest.mark.slow  # fast tier: every family through the preparation stages
@@ -54,16 +55,9 @@ class Pipeline:
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
     root = tmp_path_factory.mktemp("coverage")
     with pytest.MonkeyPatch.context() as env:
-        for key, value in (
-            ("ASCENDBRIDGE_BOARD", root / "board.db"),
-            ("ASCENDBRIDGE_LOGS", root / "logs"),
-            ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations"),
-        ):
-            env.setenv(key, str(value))
-        (root / "adaptations").mkdir()
+        board = fresh_board(env, root)
         python = torch_env_python()
         models = write_models(root / "models")
-        board = BoardStore.init(root / "board.db")
         contexts = {name: register(board, name, entry["path"]) for name, entry in models.items()}
         for name, ctx in contexts.items():
             if name != HEALED:

@@ -3,14 +3,18 @@ that runs a stage on a tiny model starts from."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import ModelRecord, Registration, TaskRecord
 from ascendbridge.config import adaptations_dir
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
+from ascendbridge.stage_api import StageContext
 from discovery.stage import model_fields
 
 
@@ -47,3 +51,31 @@ def put_discovered(board: BoardStore, info: ModelInfo, allow_remote_code: bool =
     )
     board.register_models([registration])
     return board.update_model_metadata(info.model_id, model_fields(info), info.model_dump(mode="json"))
+
+
+def stage_context(board: BoardStore, model_id: str, stage: str, **settings: Any) -> StageContext:
+    """The context the team lead hands a stage for the model's task of that stage (on the CPU
+    unless `settings` say otherwise)."""
+    model = board.get_model(model_id)
+    task = board.list_tasks(stage=stage, model_id=model_id)[0]
+    return StageContext(
+        model=model,
+        task=task,
+        adaptation_dir=adaptations_dir() / model.adaptation_name,
+        board_path=board.path,
+        log=io.StringIO(),
+        settings={"device": "cpu", **settings},
+    )
+
+
+def fresh_board(env: pytest.MonkeyPatch, root: Path) -> BoardStore:
+    """A new board under `root`, with the board, log and adaptation paths of ASCENDBRIDGE_* pointed
+    there so that nothing touches the repository (the board_path fixture, for wider scopes)."""
+    for key, value in (
+        ("ASCENDBRIDGE_BOARD", root / "board.db"),
+        ("ASCENDBRIDGE_LOGS", root / "logs"),
+        ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations"),
+    ):
+        env.setenv(key, str(value))
+    (root / "adaptations").mkdir()
+    return BoardStore.init(root / "board.db")
