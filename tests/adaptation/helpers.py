@@ -9,18 +9,7 @@ from typing import Any, Literal
 
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
-
-TINY_BERT_CONFIG = {
-    "architectures": ["BertModel"],
-    "model_type": "bert",
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "intermediate_size": 64,
-    "vocab_size": 128,
-    "max_position_embeddings": 64,
-    "type_vocab_size": 2,
-}
+from tests.support.local_model import TINY_BERT_CONFIG
 
 
 def tiny_bert_dir(root: Path) -> Path:

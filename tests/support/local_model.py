@@ -1,5 +1,6 @@
-"""A local model registered on a real board, with its adaptation spec: the setup every stage test
-that runs a stage on a tiny model starts from."""
+"""A local model registered on a real board, with its adaptation spec, its discovered record and its
+stage context: the setup every stage test that runs a stage on a tiny model starts from; and the
+pieces of the tiny config.json files those tests write."""
 
 from __future__ import annotations
 
@@ -16,6 +17,19 @@ from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.stage_api import StageContext
 from discovery.stage import model_fields
+
+# the transformer body of the tiny configs written as config.json (hidden 32, two layers of two heads)
+TINY_LAYERS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+TINY_IMAGE = {"image_size": 32, "patch_size": 8, "num_channels": 3}  # a ViT's 4 x 4 patches of RGB
+TINY_GPT2_LAYERS = {"n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": 128, "n_positions": 64}  # GPT-2's names
+TINY_BERT_CONFIG = {
+    "architectures": ["BertModel"],
+    "model_type": "bert",
+    **TINY_LAYERS,
+    "vocab_size": 128,
+    "max_position_embeddings": 64,
+    "type_vocab_size": 2,
+}
 
 
 def register_local(
