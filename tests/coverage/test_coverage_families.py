@@ -154,6 +154,13 @@ def test_ctc_model_with_audio_input_passes_adaptation_and_healing(pipeline: Pipe
 
 
 def test_every_family_runs_with_its_inputs_outputs_and_summary(pipeline: Pipeline) -> None:
+    routing = {  # two MoE layers of four experts, two routed a token (Qwen3-MoE and Jamba alike)
+        "router_logits.0": [2, 32, 4],
+        "routing.0": [2, 32, 2],
+        "router_logits.1": [2, 32, 4],
+        "routing.1": [2, 32, 2],
+    }
+    moe = ({"input_ids": [2, 32]}, {"logits": [2, 32, 128], **routing}, "experts of the first token")
     expected = {  # name -> (inputs, outputs, words of the readable summary)
         "wav2vec2-ctc": ({"input_values": [2, 16000]}, {"logits": [2, 798, 12]}, "characters '"),
         "hubert-ctc": ({"input_values": [2, 1600]}, {"logits": [2, 78, 12]}, "greedy CTC transcript"),
@@ -170,29 +177,9 @@ def test_every_family_runs_with_its_inputs_outputs_and_summary(pipeline: Pipelin
         ),
         "qwen3-embed": ({"input_ids": [2, 32]}, {"sentence_embedding": [2, 32]}, "last-token embedding dim 32"),
         "bert-reranker": ({"input_ids": [2, 32]}, {"logits": [2, 1]}, "relevance scores"),
-        "qwen3-moe": (
-            {"input_ids": [2, 32]},
-            {
-                "logits": [2, 32, 128],
-                "router_logits.0": [2, 32, 4],
-                "routing.0": [2, 32, 2],
-                "router_logits.1": [2, 32, 4],
-                "routing.1": [2, 32, 2],
-            },
-            "experts of the first token",
-        ),
+        "qwen3-moe": moe,
         "mamba": ({"input_ids": [2, 32]}, {"logits": [2, 32, 128]}, "top token ids"),
-        "jamba": (
-            {"input_ids": [2, 32]},
-            {
-                "logits": [2, 32, 128],
-                "router_logits.0": [2, 32, 4],
-                "routing.0": [2, 32, 2],
-                "router_logits.1": [2, 32, 4],
-                "routing.1": [2, 32, 2],
-            },
-            "experts of the first token",
-        ),
+        "jamba": moe,
     }
     for name, (inputs, outputs, words) in expected.items():
         run = pipeline.demos[name]
