@@ -6,7 +6,6 @@ rendered accuracy_run.py; they run with the shared torch test environment's inte
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -21,7 +20,7 @@ from ascendbridge.package.generator import generate, render_adaptation
 from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
 from ascendbridge.stage_api import StageContext
 from benchmark.render import render_accuracy_run
-from tests.support.local_model import TINY_BERT_CONFIG, TINY_GPT2_LAYERS, TINY_IMAGE, TINY_LAYERS
+from tests.support.local_model import TINY_BERT_CONFIG, TINY_GPT2_LAYERS, TINY_IMAGE, TINY_LAYERS, local_context
 
 TINY_MODELS: dict[str, dict[str, Any]] = {
     "tiny-bert": {"family": "feature_extraction", "class": "BertModel", "dtype": "float32", "config": TINY_BERT_CONFIG},
@@ -160,9 +159,7 @@ def stage_context(
         inputs=InputRecipe(batch_size=2, seq_len=16),
     )
     assert generate(spec, directory).ok
-    return StageContext(
-        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=settings
-    )
+    return local_context(record, task, directory, board_path, **settings)
 
 
 def forge_latency(metrics_path: Path, factor: float) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
@@ -67,19 +67,24 @@ def put_discovered(board: BoardStore, info: ModelInfo, allow_remote_code: bool =
     return board.update_model_metadata(info.model_id, model_fields(info), info.model_dump(mode="json"))
 
 
+def local_context(
+    record: ModelRecord, task: TaskRecord, directory: Path, board_path: Path, log: TextIO | None = None, **settings: Any
+) -> StageContext:
+    """The context a stage runs `task` of `record` in, with `settings`; it logs to `log` (a string
+    buffer unless given)."""
+    buffer = io.StringIO() if log is None else log
+    return StageContext(
+        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=buffer, settings=settings
+    )
+
+
 def stage_context(board: BoardStore, model_id: str, stage: str, **settings: Any) -> StageContext:
     """The context the team lead hands a stage for the model's task of that stage (on the CPU
     unless `settings` say otherwise)."""
     model = board.get_model(model_id)
     task = board.list_tasks(stage=stage, model_id=model_id)[0]
-    return StageContext(
-        model=model,
-        task=task,
-        adaptation_dir=adaptations_dir() / model.adaptation_name,
-        board_path=board.path,
-        log=io.StringIO(),
-        settings={"device": "cpu", **settings},
-    )
+    directory = adaptations_dir() / model.adaptation_name
+    return local_context(model, task, directory, board.path, **{"device": "cpu", **settings})
 
 
 def fresh_board(env: pytest.MonkeyPatch, root: Path) -> BoardStore:
