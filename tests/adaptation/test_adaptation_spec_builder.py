@@ -8,41 +8,20 @@ import pytest
 
 from adaptation.spec_builder import AdaptationRefused, build_spec, dry_run_max_layers
 from ascendbridge.board import BoardStore
-from ascendbridge.board.records import ModelRecord, Registration
+from ascendbridge.board.records import Registration
 from ascendbridge.discovery.model_info import ModelInfo
-
-
-def record(
-    board: BoardStore, model_id: str, info: ModelInfo, allow_remote_code: bool = False, **fields: Any
-) -> ModelRecord:
-    board.register_models(
-        [Registration(model_id=model_id, source=info.source, path=info.local_dir, allow_remote_code=allow_remote_code)]
-    )
-    columns = {
-        "architecture": (info.architectures or [None])[0],
-        "model_type": info.model_type,
-        "task_family": info.task_family,
-        "parameter_count": info.parameter_count,
-        **fields,
-    }
-    return board.update_model_metadata(model_id, columns, info.model_dump(mode="json"))
+from tests.adaptation.helpers import REMOTE_CODE, UNKNOWN_FAMILY, discovered_info
+from tests.support.local_model import put_discovered
 
 
 def test_encoder_with_sentence_transformers_pooling(board: BoardStore) -> None:
-    info = ModelInfo(
-        model_id="sentence-transformers/all-MiniLM-L6-v2",
-        source="local",
-        local_dir="/models/minilm",
-        config={"model_type": "bert", "max_position_embeddings": 512, "num_hidden_layers": 6},
-        architectures=["BertModel"],
-        model_type="bert",
-        task_family="feature_extraction",
-        model_class="BertModel",
-        parameter_count=22_713_216,
-        has_weights=True,
-        sentence_transformers_pooling="mean",
+    config = {"model_type": "bert", "max_position_embeddings": 512, "num_hidden_layers": 6}
+    found = dict(parameter_count=22_713_216, has_weights=True, sentence_transformers_pooling="mean")
+    model_id = "sentence-transformers/all-MiniLM-L6-v2"
+    info = discovered_info(
+        model_id, "BertModel", "feature_extraction", config, "local", local_dir="/models/minilm", **found
     )
-    spec = build_spec(record(board, info.model_id, info))
+    spec = build_spec(put_discovered(board, info))
     assert spec.name == "sentence-transformers__all-minilm-l6-v2"
     assert (spec.task_family, spec.model_class, spec.architecture) == ("feature_extraction", "BertModel", "BertModel")
     assert spec.model.source == "local" and spec.model.path == "/models/minilm" and spec.model.has_weights
@@ -52,18 +31,10 @@ def test_encoder_with_sentence_transformers_pooling(board: BoardStore) -> None:
 
 
 def test_a_70b_config_gets_a_reduced_dry_run_depth(board: BoardStore) -> None:
-    info = ModelInfo(
-        model_id="meta-llama/Llama-3.1-70B",
-        source="huggingface",
-        config={"model_type": "llama", "num_hidden_layers": 80, "max_position_embeddings": 131072},
-        architectures=["LlamaForCausalLM"],
-        model_type="llama",
-        task_family="causal_lm",
-        model_class="LlamaForCausalLM",
-        parameter_count=70_553_706_496,
-        num_layers=80,
-    )
-    spec = build_spec(record(board, info.model_id, info))
+    config = {"model_type": "llama", "num_hidden_layers": 80, "max_position_embeddings": 131072}
+    counts = dict(parameter_count=70_553_706_496, num_layers=80)
+    info = discovered_info("meta-llama/Llama-3.1-70B", "LlamaForCausalLM", "causal_lm", config, **counts)
+    spec = build_spec(put_discovered(board, info))
     assert spec.task_family == "causal_lm" and spec.model_class == "LlamaForCausalLM"
     assert spec.dry_run_max_layers is not None and 1 <= spec.dry_run_max_layers <= 2
     assert not spec.model.has_weights  # discovery did not see weights (config only)
@@ -78,17 +49,9 @@ def test_dry_run_depth_arithmetic(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_budget_comes_from_the_environment(board: BoardStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    info = ModelInfo(
-        model_id="org/gpt2-ish",
-        source="huggingface",
-        config={"n_layer": 12, "n_positions": 16},
-        architectures=["GPT2LMHeadModel"],
-        model_type="gpt2",
-        task_family="causal_lm",
-        model_class="GPT2LMHeadModel",
-        parameter_count=124_000_000,
-    )
-    rec = record(board, info.model_id, info)
+    config = {"model_type": "gpt2", "n_layer": 12, "n_positions": 16}
+    info = discovered_info("org/gpt2-ish", "GPT2LMHeadModel", "causal_lm", config, parameter_count=124_000_000)
+    rec = put_discovered(board, info)
     monkeypatch.setenv("ASCENDBRIDGE_DRY_RUN_MAX_BYTES", str(100 * 1024**2))
     spec = build_spec(rec)
     assert spec.dry_run_max_layers == 2 and spec.inputs.seq_len == 16
@@ -98,63 +61,30 @@ def test_budget_comes_from_the_environment(board: BoardStore, monkeypatch: pytes
 
 
 def test_speech_and_vision_inputs_come_from_the_config(board: BoardStore) -> None:
-    whisper = ModelInfo(
-        model_id="openai/whisper-tiny",
-        source="huggingface",
-        config={"model_type": "whisper", "num_mel_bins": 80, "max_source_positions": 1500},
-        architectures=["WhisperForConditionalGeneration"],
-        model_type="whisper",
-        task_family="speech_seq2seq",
-        model_class="WhisperForConditionalGeneration",
-    )
-    spec = build_spec(record(board, whisper.model_id, whisper))
+    config = {"model_type": "whisper", "num_mel_bins": 80, "max_source_positions": 1500}
+    whisper = discovered_info("openai/whisper-tiny", "WhisperForConditionalGeneration", "speech_seq2seq", config)
+    spec = build_spec(put_discovered(board, whisper))
     assert spec.inputs.input_names == ["input_features", "decoder_input_ids"]
     assert (spec.inputs.num_mel_bins, spec.inputs.audio_frames) == (80, 3000)
-    vit = ModelInfo(
-        model_id="google/vit-tiny",
-        source="huggingface",
-        config={"model_type": "vit", "image_size": 224},
-        architectures=["ViTForImageClassification"],
-        model_type="vit",
-        task_family="image_classification",
-        model_class="ViTForImageClassification",
-    )
-    spec = build_spec(record(board, vit.model_id, vit))
+    config = {"model_type": "vit", "image_size": 224}
+    vit = discovered_info("google/vit-tiny", "ViTForImageClassification", "image_classification", config)
+    spec = build_spec(put_discovered(board, vit))
     assert spec.inputs.input_names == ["pixel_values"] and spec.inputs.image_size == 224
 
 
 def test_unknown_family_is_refused_with_discoverys_reason(board: BoardStore) -> None:
-    info = ModelInfo(
-        model_id="org/odd",
-        source="huggingface",
-        config={"model_type": "odd"},
-        architectures=["OddForSomething"],
-        model_type="odd",
-        task_family=None,
-        task_family_reason="architecture OddForSomething has no supported task family",
-    )
     with pytest.raises(AdaptationRefused) as refused:
-        build_spec(record(board, info.model_id, info))
+        build_spec(put_discovered(board, UNKNOWN_FAMILY))
     assert refused.value.diagnosis["rule"] == "unknown_task_family"
     assert "OddForSomething has no supported task family" in refused.value.diagnosis["summary"]
 
 
 def test_remote_code_needs_the_boards_permission(board: BoardStore) -> None:
-    info = ModelInfo(
-        model_id="org/custom",
-        source="huggingface",
-        config={"model_type": "custom"},
-        architectures=["CustomForCausalLM"],
-        model_type="custom",
-        task_family="causal_lm",
-        model_class="CustomForCausalLM",
-        needs_remote_code=True,
-    )
     with pytest.raises(AdaptationRefused) as refused:
-        build_spec(record(board, info.model_id, info))
+        build_spec(put_discovered(board, REMOTE_CODE))
     assert refused.value.diagnosis["rule"] == "remote_code_not_allowed"
-    allowed = info.model_copy(update={"model_id": "org/custom2"})
-    assert build_spec(record(board, allowed.model_id, allowed, allow_remote_code=True)).trust_remote_code
+    allowed = REMOTE_CODE.model_copy(update={"model_id": "org/custom2"})
+    assert build_spec(put_discovered(board, allowed, allow_remote_code=True)).trust_remote_code
 
 
 def test_model_without_metadata_falls_back_to_the_family_auto_class(board: BoardStore) -> None:
@@ -218,16 +148,8 @@ def test_hf_cache_models_point_at_the_cache_not_the_snapshot(board: BoardStore) 
 def test_vision_families_size_their_images_from_the_vision_config(
     board: BoardStore, config: dict, family: str, inputs: list, image_size: Any
 ) -> None:
-    info = ModelInfo(
-        model_id=f"org/{config['model_type']}",
-        source="huggingface",
-        config=config,
-        architectures=["X"],
-        model_type=config["model_type"],
-        task_family=family,
-        model_class="X",
-    )
-    spec = build_spec(record(board, info.model_id, info))
+    info = discovered_info(f"org/{config['model_type']}", "X", family, config)
+    spec = build_spec(put_discovered(board, info))
     assert (spec.task_family, spec.inputs.input_names, spec.inputs.image_size) == (family, inputs, image_size)
     assert spec.dependencies == {"pillow": ">=10"}  # image processors need PIL; transformers does not install it
 

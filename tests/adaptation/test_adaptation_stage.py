@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -10,42 +9,28 @@ import pytest
 
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
-from ascendbridge.board.records import Registration
-from ascendbridge.config import REPO_ROOT, adaptations_dir
+from ascendbridge.config import REPO_ROOT
 from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from ascendbridge.stage_api import Stage, StageContext
+from tests.adaptation.helpers import REMOTE_CODE, UNKNOWN_FAMILY
+from tests.support.local_model import put_discovered, stage_context
 
 pytestmark = pytest.mark.slow  # renders and uv-locks real packages
 
 DEMO = REPO_ROOT / "demo_models"
 
 
-def discovered(board: BoardStore, model_id: str, info: ModelInfo, allow_remote_code: bool = False) -> StageContext:
-    board.register_models(
-        [Registration(model_id=model_id, source=info.source, path=info.local_dir, allow_remote_code=allow_remote_code)]
-    )
-    fields = {
-        "architecture": (info.architectures or [None])[0],
-        "model_type": info.model_type,
-        "task_family": info.task_family,
-        "parameter_count": info.parameter_count,
-    }
-    model = board.update_model_metadata(model_id, fields, info.model_dump(mode="json"))
-    task = board.list_tasks(stage="adaptation", model_id=model_id)[0]
-    return StageContext(
-        model=model,
-        task=task,
-        adaptation_dir=adaptations_dir() / model.adaptation_name,
-        board_path=board.path,
-        log=io.StringIO(),
-    )
+def discovered(board: BoardStore, info: ModelInfo) -> StageContext:
+    """The adaptation task's context once discovery has put `info` on the board."""
+    put_discovered(board, info)
+    return stage_context(board, info.model_id, "adaptation")
 
 
 def demo_context(board: BoardStore, name: str) -> StageContext:
     model_id = f"demo/{name}"
-    return discovered(board, model_id, discover(model_id, "local", str(DEMO / name)))
+    return discovered(board, discover(model_id, "local", str(DEMO / name)))
 
 
 def test_stage_is_registered_under_its_entry_point() -> None:
@@ -85,15 +70,7 @@ def test_rerun_keeps_the_healers_fixes(board: BoardStore) -> None:
 
 
 def test_unknown_family_fails_with_a_diagnosis_and_writes_nothing(board: BoardStore, tmp_path: Path) -> None:
-    info = ModelInfo(
-        model_id="org/odd",
-        source="huggingface",
-        config={"model_type": "odd"},
-        architectures=["OddForSomething"],
-        model_type="odd",
-        task_family_reason="architecture OddForSomething has no supported task family",
-    )
-    ctx = discovered(board, "org/odd", info)
+    ctx = discovered(board, UNKNOWN_FAMILY)
     outcome = ADAPTATION_STAGE.run(ctx)
     assert outcome.status == "failed"
     assert outcome.diagnosis["rule"] == "unknown_task_family" and "OddForSomething" in outcome.summary
@@ -101,17 +78,7 @@ def test_unknown_family_fails_with_a_diagnosis_and_writes_nothing(board: BoardSt
 
 
 def test_remote_code_without_permission_is_blocked(board: BoardStore) -> None:
-    info = ModelInfo(
-        model_id="org/custom",
-        source="huggingface",
-        config={"model_type": "custom"},
-        architectures=["CustomForCausalLM"],
-        model_type="custom",
-        task_family="causal_lm",
-        model_class="CustomForCausalLM",
-        needs_remote_code=True,
-    )
-    outcome = ADAPTATION_STAGE.run(discovered(board, "org/custom", info))
+    outcome = ADAPTATION_STAGE.run(discovered(board, REMOTE_CODE))
     assert outcome.status == "blocked" and outcome.diagnosis["rule"] == "remote_code_not_allowed"
 
 

@@ -18,6 +18,11 @@ from ascendbridge.package.spec import AdaptationSpec, ModelSource
 FAKE_CLI = Path(__file__).resolve().parent / "fake_agent_cli.py"
 
 
+def dry_run_diagnosis(error: str) -> dict[str, Any]:
+    """What a heal task carries of a dry run that exited 1 with `error` under no known rule."""
+    return dict(rule="unclassified", summary="s", phase="dry_run", exit_code=1, timed_out=False, error=error)
+
+
 def record_history(board: BoardStore) -> None:
     """Play the team lead for stages run in this process: write the agent-history events they kept
     (a worker puts them in its outcome; the team lead writes them with the attempt's verdict)."""

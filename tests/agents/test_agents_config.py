@@ -18,7 +18,7 @@ from ascendbridge.agents.settings import ROLES, AgentSettings
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import REPO_ROOT
-from tests.agents.agent_support import record_history
+from tests.agents.agent_support import dry_run_diagnosis, record_history
 
 
 @pytest.fixture(autouse=True)
@@ -108,14 +108,7 @@ def test_every_task_kind_renders_and_every_role_has_a_contract() -> None:
             "model": model,
             "spec": spec,
             "failing_command": "uv run python demo.py --dry-run",
-            "diagnosis": {
-                "rule": "unclassified",
-                "summary": "s",
-                "phase": "dry_run",
-                "exit_code": 1,
-                "timed_out": False,
-                "error": "E",
-            },
+            "diagnosis": dry_run_diagnosis("E"),
             "log_tail": "tail",
             "checker_report": "none",
         },
@@ -176,34 +169,18 @@ def test_board_ops_show_lists_agent_runs(board: BoardStore, board_path: Path, tm
     )
     record_history(board)
     script = REPO_ROOT / "scripts" / "board_ops.py"
-    text = subprocess.run(
-        [sys.executable, str(script), "--board", str(board_path), "show", "org/m"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert text.returncode == 0, text.stderr
-    section = text.stdout[text.stdout.index("agent runs") :]
-    for value in ("healer", "openai", "rejected_gate"):  # 100 columns: the detail columns wait for --wide
-        assert value in section
-    wide = subprocess.run(
-        [sys.executable, str(script), "--board", str(board_path), "--wide", "show", "org/m"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert wide.returncode == 0, wide.stderr
-    section = wide.stdout[wide.stdout.index("agent runs") :]
-    for value in ("healer", "openai", "rejected_gate", "2100", "adaptation.json", "abcd1234abcd1234"):
-        assert value in section
-    shown = subprocess.run(
-        [sys.executable, str(script), "--board", str(board_path), "--json", "show", "org/m"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    (run,) = json.loads(shown.stdout)["agent_runs"]
+
+    def show(*flags: str) -> str:
+        argv = [sys.executable, str(script), "--board", str(board_path), *flags, "show", "org/m"]
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    narrow = ("healer", "openai", "rejected_gate")  # 100 columns: the detail columns wait for --wide
+    for flags, values in (((), narrow), (("--wide",), (*narrow, "2100", "adaptation.json", "abcd1234abcd1234"))):
+        text = show(*flags)
+        section = text[text.index("agent runs") :]
+        for value in values:
+            assert value in section, (flags, value)
+    (run,) = json.loads(show("--json"))["agent_runs"]
     assert (run["backend"], run["outcome"], run["tokens"], run["duration_s"]) == ("openai", "rejected_gate", 2100, 4.2)

@@ -23,7 +23,7 @@ from ascendbridge.package.spec import AdaptationSpec, InputRecipe
 from ascendbridge.stage_api import StageContext
 from healing.stage import HEALING_STAGE
 from tests.agents.agent_support import AgentScript, record_history
-from tests.support.local_model import register_local
+from tests.support.local_model import local_context, register_local
 
 pytestmark = pytest.mark.slow  # fast tier: heals a real adaptation in a real uv environment
 
@@ -44,14 +44,7 @@ def broken_adaptation(board: BoardStore, board_path: Path, model_id: str) -> tup
     )
     render_adaptation(spec, directory)
     log = io.StringIO()
-    return StageContext(
-        model=record,
-        task=task,
-        adaptation_dir=directory,
-        board_path=board_path,
-        log=log,
-        settings={"healing_max_attempts": 3, "device": "cpu"},
-    ), log
+    return local_context(record, task, directory, board_path, log, healing_max_attempts=3, device="cpu"), log
 
 
 @pytest.mark.timeout(900)

@@ -16,7 +16,7 @@ from ascendbridge.agents.history import RUN_EVENT, memory_dir
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.board import BoardStore
 from ascendbridge.package.spec import AdaptationSpec
-from tests.agents.agent_support import AgentScript, make_adaptation, record_history, tree
+from tests.agents.agent_support import AgentScript, dry_run_diagnosis, make_adaptation, record_history, tree
 from tests.agents.chat_server import FakeChatCompletionsServer
 
 SECRET = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
@@ -52,14 +52,7 @@ def heal_task(directory: Path, model_id: str, **settings: object) -> AgentTask:
             "model": {"model_id": model_id, "architecture": "GPT2LMHeadModel", "model_type": "gpt2"},
             "spec": json.loads((directory / "adaptation.json").read_text()),
             "failing_command": "uv run python demo.py --dry-run --device cpu",
-            "diagnosis": {
-                "rule": "unclassified",
-                "summary": "s",
-                "phase": "dry_run",
-                "exit_code": 1,
-                "timed_out": False,
-                "error": "ValueError: x",
-            },
+            "diagnosis": dry_run_diagnosis("ValueError: x"),
             "log_tail": "Traceback ...\nValueError: x",
             "checker_report": "not run",
         },

@@ -6,7 +6,6 @@ rendered accuracy_run.py; they run with the shared torch test environment's inte
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -21,37 +20,15 @@ from ascendbridge.package.generator import generate, render_adaptation
 from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
 from ascendbridge.stage_api import StageContext
 from benchmark.render import render_accuracy_run
+from tests.support.local_model import TINY_BERT_CONFIG, TINY_GPT2_LAYERS, TINY_IMAGE, TINY_LAYERS, local_context
 
 TINY_MODELS: dict[str, dict[str, Any]] = {
-    "tiny-bert": {
-        "family": "feature_extraction",
-        "class": "BertModel",
-        "dtype": "float32",
-        "config": {
-            "architectures": ["BertModel"],
-            "model_type": "bert",
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 64,
-            "vocab_size": 128,
-            "max_position_embeddings": 64,
-            "type_vocab_size": 2,
-        },
-    },
+    "tiny-bert": {"family": "feature_extraction", "class": "BertModel", "dtype": "float32", "config": TINY_BERT_CONFIG},
     "tiny-gpt2": {
         "family": "causal_lm",
         "class": "GPT2LMHeadModel",
         "dtype": "bfloat16",
-        "config": {
-            "architectures": ["GPT2LMHeadModel"],
-            "model_type": "gpt2",
-            "n_embd": 32,
-            "n_layer": 2,
-            "n_head": 2,
-            "vocab_size": 128,
-            "n_positions": 64,
-        },
+        "config": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", **TINY_GPT2_LAYERS},
     },
     "tiny-vit": {
         "family": "image_classification",
@@ -60,13 +37,8 @@ TINY_MODELS: dict[str, dict[str, Any]] = {
         "config": {
             "architectures": ["ViTForImageClassification"],
             "model_type": "vit",
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 64,
-            "image_size": 32,
-            "patch_size": 8,
-            "num_channels": 3,
+            **TINY_LAYERS,
+            **TINY_IMAGE,
             "num_labels": 3,
             "id2label": {"0": "a", "1": "b", "2": "c"},
             "label2id": {"a": 0, "b": 1, "c": 2},
@@ -187,9 +159,7 @@ def stage_context(
         inputs=InputRecipe(batch_size=2, seq_len=16),
     )
     assert generate(spec, directory).ok
-    return StageContext(
-        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=settings
-    )
+    return local_context(record, task, directory, board_path, **settings)
 
 
 def forge_latency(metrics_path: Path, factor: float) -> None:

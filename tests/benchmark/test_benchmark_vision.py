@@ -20,8 +20,6 @@ import pytest
 
 from adaptation.spec_builder import build_spec
 from adaptation.stage import ADAPTATION_STAGE
-from ascendbridge.board import BoardStore
-from ascendbridge.board.records import Registration
 from ascendbridge.discovery.directory import info_from_directory
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import AdaptationSpec
@@ -29,7 +27,7 @@ from benchmark.gate import check_adaptation
 from benchmark.render import render_accuracy_run
 from healing.stage import HEALING_STAGE
 from tests.benchmark.bench_support import run_accuracy
-from tests.coverage.coverage_support import stage_context
+from tests.support.local_model import fresh_board, put_discovered, stage_context
 
 TEXT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 128}
 VISION = {
@@ -119,28 +117,14 @@ def prepared(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str
     out: dict[str, Any] = {}
     accuracy_args = ("--device", "cpu", "--num-samples", "1", "--profile-steps", "1")
     with pytest.MonkeyPatch.context() as env:
-        for key, value in (
-            ("ASCENDBRIDGE_BOARD", root / "board.db"),
-            ("ASCENDBRIDGE_LOGS", root / "logs"),
-            ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations"),
-        ):
-            env.setenv(key, str(value))
-        (root / "adaptations").mkdir()
-        board = BoardStore.init(root / "board.db")
+        board = fresh_board(env, root)
         try:
             for name, (config, _, _) in MODELS.items():
                 model_dir = root / "models" / name
                 model_dir.mkdir(parents=True)
                 (model_dir / "config.json").write_text(json.dumps(config))
                 info = info_from_directory(model_dir, f"tiny/{name}", "local")
-                board.register_models([Registration(model_id=info.model_id, source="local", path=str(model_dir))])
-                columns = {
-                    "architecture": info.architectures[0],
-                    "model_type": info.model_type,
-                    "task_family": info.task_family,
-                    "parameter_count": info.parameter_count,
-                }
-                record = board.update_model_metadata(info.model_id, columns, info.model_dump(mode="json"))
+                record = put_discovered(board, info)
                 if name == HEALED:  # the real stage: spec, render, uv lock; then its gate
                     ctx = stage_context(board, info.model_id, "adaptation")
                     adapted = ADAPTATION_STAGE.run(ctx)

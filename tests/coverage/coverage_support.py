@@ -8,20 +8,18 @@ Bert's num_labels comes from id2label, as in real checkpoints (one label: a rera
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 from adaptation.spec_builder import build_spec
 from ascendbridge.board import BoardStore
-from ascendbridge.board.records import Registration
-from ascendbridge.config import adaptations_dir
 from ascendbridge.discovery.discover import discover
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
 from benchmark.render import render_accuracy_run
+from tests.support.local_model import put_discovered, stage_context
 
 HERE = Path(__file__).resolve().parent
 TEXT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=128)
@@ -174,30 +172,8 @@ def write_models(out: Path) -> dict[str, dict[str, Any]]:
 def register(board: BoardStore, name: str, path: str) -> StageContext:
     """Discover a local model directory and put it on the board, as the Discovery stage does."""
     model_id = f"tiny/{name}"
-    info = discover(model_id, "local", path)
-    board.register_models([Registration(model_id=model_id, source="local", path=path)])
-    fields = {
-        "architecture": (info.architectures or [None])[0],
-        "model_type": info.model_type,
-        "task_family": info.task_family,
-        "parameter_count": info.parameter_count,
-    }
-    board.update_model_metadata(model_id, fields, info.model_dump(mode="json"))
+    put_discovered(board, discover(model_id, "local", path))
     return stage_context(board, model_id, "adaptation")
-
-
-def stage_context(board: BoardStore, model_id: str, stage: str, **settings: Any) -> StageContext:
-    """The context the team lead hands a stage for the model's task of that stage."""
-    model = board.get_model(model_id)
-    task = board.list_tasks(stage=stage, model_id=model_id)[0]
-    return StageContext(
-        model=model,
-        task=task,
-        adaptation_dir=adaptations_dir() / model.adaptation_name,
-        board_path=board.path,
-        log=io.StringIO(),
-        settings={"device": "cpu", **settings},
-    )
 
 
 def prepare(ctx: StageContext, dtype: str | None = None) -> AdaptationSpec:

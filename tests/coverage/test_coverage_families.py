@@ -28,8 +28,9 @@ from benchmark.gate import recompute
 from benchmark.render import render_accuracy_run
 from healing.stage import HEALING_STAGE
 from tests.benchmark.bench_support import run_accuracy
-from tests.coverage.coverage_support import HERE, prepare, register, stage_context, write_models
+from tests.coverage.coverage_support import HERE, prepare, register, write_models
 from tests.runtime.rt_support import RUNTIME_PARENT, run_batch
+from tests.support.local_model import fresh_board, stage_context
 from tests.support.torch_env import torch_env_python
 
 pytestmark = pytest.mark.slow  # fast tier: every family through the preparation stages
@@ -54,16 +55,9 @@ class Pipeline:
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
     root = tmp_path_factory.mktemp("coverage")
     with pytest.MonkeyPatch.context() as env:
-        for key, value in (
-            ("ASCENDBRIDGE_BOARD", root / "board.db"),
-            ("ASCENDBRIDGE_LOGS", root / "logs"),
-            ("ASCENDBRIDGE_ADAPTATIONS", root / "adaptations"),
-        ):
-            env.setenv(key, str(value))
-        (root / "adaptations").mkdir()
+        board = fresh_board(env, root)
         python = torch_env_python()
         models = write_models(root / "models")
-        board = BoardStore.init(root / "board.db")
         contexts = {name: register(board, name, entry["path"]) for name, entry in models.items()}
         for name, ctx in contexts.items():
             if name != HEALED:
@@ -160,6 +154,13 @@ def test_ctc_model_with_audio_input_passes_adaptation_and_healing(pipeline: Pipe
 
 
 def test_every_family_runs_with_its_inputs_outputs_and_summary(pipeline: Pipeline) -> None:
+    routing = {  # two MoE layers of four experts, two routed a token (Qwen3-MoE and Jamba alike)
+        "router_logits.0": [2, 32, 4],
+        "routing.0": [2, 32, 2],
+        "router_logits.1": [2, 32, 4],
+        "routing.1": [2, 32, 2],
+    }
+    moe = ({"input_ids": [2, 32]}, {"logits": [2, 32, 128], **routing}, "experts of the first token")
     expected = {  # name -> (inputs, outputs, words of the readable summary)
         "wav2vec2-ctc": ({"input_values": [2, 16000]}, {"logits": [2, 798, 12]}, "characters '"),
         "hubert-ctc": ({"input_values": [2, 1600]}, {"logits": [2, 78, 12]}, "greedy CTC transcript"),
@@ -176,29 +177,9 @@ def test_every_family_runs_with_its_inputs_outputs_and_summary(pipeline: Pipelin
         ),
         "qwen3-embed": ({"input_ids": [2, 32]}, {"sentence_embedding": [2, 32]}, "last-token embedding dim 32"),
         "bert-reranker": ({"input_ids": [2, 32]}, {"logits": [2, 1]}, "relevance scores"),
-        "qwen3-moe": (
-            {"input_ids": [2, 32]},
-            {
-                "logits": [2, 32, 128],
-                "router_logits.0": [2, 32, 4],
-                "routing.0": [2, 32, 2],
-                "router_logits.1": [2, 32, 4],
-                "routing.1": [2, 32, 2],
-            },
-            "experts of the first token",
-        ),
+        "qwen3-moe": moe,
         "mamba": ({"input_ids": [2, 32]}, {"logits": [2, 32, 128]}, "top token ids"),
-        "jamba": (
-            {"input_ids": [2, 32]},
-            {
-                "logits": [2, 32, 128],
-                "router_logits.0": [2, 32, 4],
-                "routing.0": [2, 32, 2],
-                "router_logits.1": [2, 32, 4],
-                "routing.1": [2, 32, 2],
-            },
-            "experts of the first token",
-        ),
+        "jamba": moe,
     }
     for name, (inputs, outputs, words) in expected.items():
         run = pipeline.demos[name]

@@ -4,6 +4,7 @@ and the real all-MiniLM-L6-v2 (from the PyPI wheel, cached across runs)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -17,8 +18,10 @@ from typing import Any
 
 import pytest
 
+from ascendbridge.board import BoardStore
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.demo_models import ensure_minilm
+from ascendbridge.stage_api import StageContext
 
 BITS = {"F32": 32, "F16": 16, "BF16": 16, "I64": 64, "F64": 64, "I8": 8}
 CLI = REPO_ROOT / "scripts" / "get_model_info.py"
@@ -96,6 +99,24 @@ def model_writer() -> Callable[..., Path]:
 @pytest.fixture()
 def hf_cache_builder() -> Callable[..., Path]:
     return make_hf_cache
+
+
+@pytest.fixture()
+def claim_discovery(board: BoardStore, tmp_path: Path) -> Callable[[str], StageContext]:
+    """Claims the next discovery task as a worker does (it must be `model_id`'s) and gives its context."""
+
+    def claim(model_id: str) -> StageContext:
+        task = board.claim_next("test-worker", lease_s=60, stages=["discovery"])
+        assert task is not None and task.model_id == model_id
+        return StageContext(
+            model=board.get_model(model_id),
+            task=task,
+            adaptation_dir=tmp_path / "adaptations" / "x",
+            board_path=board.path,
+            log=io.StringIO(),
+        )
+
+    return claim
 
 
 @pytest.fixture()

@@ -69,6 +69,10 @@ def hub_batch(fake_hub, tmp_path: Path, safetensors_writer, model_writer, monkey
         )
         return directory
 
+    def quantized(repo_id: str, downloads: int, base_model: str, tensors: dict[str, Any], method: str) -> Path:
+        """An Apache-licensed quantization of `base_model` by `method` (its Hub tag)."""
+        return add(repo_id, downloads, {"license": "apache-2.0", "base_model": base_model}, tensors, tags=[method])
+
     base = add("org/base-7b", 1000, {"license": "apache-2.0"}, {"w": ("F32", [64, 64])})
     fork = shutil.copytree(base, root / "fork")
     fake_hub.add("fork/base-7b-copy", fork, COMMIT, downloads=100, tags=["license:apache-2.0"], **gen)
@@ -80,13 +84,7 @@ def hub_batch(fake_hub, tmp_path: Path, safetensors_writer, model_writer, monkey
         tags=["gguf", "base_model:quantized:org/base-7b"],
         files={"base-7b.Q4_K_M.gguf": "GGUF"},
     )
-    add(
-        "someone/base-7b-AWQ",
-        800,
-        {"license": "apache-2.0", "base_model": "org/base-7b"},
-        {"qweight": ("I8", [64, 16]), "scales": ("F16", [64])},
-        tags=["awq"],
-    )
+    quantized("someone/base-7b-AWQ", 800, "org/base-7b", {"qweight": ("I8", [64, 16]), "scales": ("F16", [64])}, "awq")
     add("meta/gated-lm", 700, {"license": "llama3"}, {"g": ("F32", [32, 32])}, gated=True)
     add(
         "custom/remote-lm",
@@ -100,13 +98,7 @@ def hub_batch(fake_hub, tmp_path: Path, safetensors_writer, model_writer, monkey
     huge = add("big/huge-lm", 500, {"license": "apache-2.0"}, {})
     _header_only(huge / "model.safetensors", "BF16", [200_000, 200_000])  # 40B params, 74.5 GiB
     add("misc/nc-lm", 400, {"license": "cc-by-nc-4.0"}, {"n": ("F32", [8, 8])})
-    add(
-        "q/other-GPTQ",
-        300,
-        {"license": "apache-2.0", "base_model": "absent/other"},
-        {"q": ("I8", [32, 8]), "s": ("F16", [32])},
-        tags=["gptq"],
-    )
+    quantized("q/other-GPTQ", 300, "absent/other", {"q": ("I8", [32, 8]), "s": ("F16", [32])}, "gptq")
     add("mlx-community/base-7b-4bit", 50, {"license": "apache-2.0"}, {"m": ("F16", [64, 8])}, tags=["mlx"])
     embed = _repo(
         root,

@@ -4,7 +4,6 @@ is refused on the first attempt, in one line, without being read whole (the CLI 
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -20,7 +19,6 @@ from ascendbridge.config import REPO_ROOT
 from ascendbridge.discovery.batch_sources import read_id_list
 from ascendbridge.discovery.errors import DiscoveryError
 from ascendbridge.refusals import is_refusal
-from ascendbridge.stage_api import StageContext
 from discovery.stage import DISCOVERY_STAGE
 
 CLI = REPO_ROOT / "scripts" / "get_model_info.py"
@@ -56,24 +54,21 @@ def test_get_model_info_refuses_a_huge_config_in_one_line(tmp_path: Path, size: 
     assert "limit for this file" in proc.stderr and "MemoryError" not in proc.stderr
 
 
-def test_the_discovery_stage_refuses_it_on_the_first_attempt(board: BoardStore, tmp_path: Path) -> None:
+def test_the_discovery_stage_refuses_it_on_the_first_attempt(
+    claim_discovery, board: BoardStore, tmp_path: Path
+) -> None:
     model = model_with_config(tmp_path / "m", 8 * 1024**3)
     board.register_models([Registration(model_id="org/x", source="local", path=str(model))])
-    task = board.claim_next("test-worker", lease_s=60, stages=["discovery"])
-    ctx = StageContext(
-        model=board.get_model("org/x"),
-        task=task,
-        adaptation_dir=tmp_path / "a",
-        board_path=board.path,
-        log=io.StringIO(),
-    )
+    ctx = claim_discovery("org/x")
     outcome = DISCOVERY_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == "corrupt_config"
     assert is_refusal(outcome.diagnosis)  # not retried as a crash
     assert "limit for this file" in outcome.summary
 
 
-def test_a_huge_tokenizer_file_is_refused_on_the_first_attempt(board: BoardStore, tmp_path: Path) -> None:
+def test_a_huge_tokenizer_file_is_refused_on_the_first_attempt(
+    claim_discovery, board: BoardStore, tmp_path: Path
+) -> None:
     """transformers would read tokenizer.json whole inside the package's runs: discovery refuses it
     from its size, before any run, and a model whose tokenizer is in bounds still passes."""
     model = tmp_path / "m"
@@ -81,14 +76,7 @@ def test_a_huge_tokenizer_file_is_refused_on_the_first_attempt(board: BoardStore
     (model / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
     huge_sparse(model / "tokenizer.json", capped_read.TOKENIZER_MAX_BYTES + 1)
     board.register_models([Registration(model_id="org/tok", source="local", path=str(model))])
-    task = board.claim_next("test-worker", lease_s=60, stages=["discovery"])
-    ctx = StageContext(
-        model=board.get_model("org/tok"),
-        task=task,
-        adaptation_dir=tmp_path / "a",
-        board_path=board.path,
-        log=io.StringIO(),
-    )
+    ctx = claim_discovery("org/tok")
     outcome = DISCOVERY_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == "corrupt_config", outcome.summary
     assert is_refusal(outcome.diagnosis) and "tokenizer.json is" in outcome.summary

@@ -3,7 +3,6 @@ itself is unreachable here): config and headers only, never the weights; gated r
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.discovery.discover import discover
-from ascendbridge.stage_api import StageContext
 from discovery.stage import DISCOVERY_STAGE
 
 COMMIT = "a" * 40
@@ -74,18 +72,11 @@ def test_gated_repo_without_token_is_blocked_with_token_proceeds(fake_hub, minil
     assert "hf_test_token" not in proc.stdout + proc.stderr
 
 
-def test_stage_and_gate_online(fake_hub, board: BoardStore, minilm_dir: Path, tmp_path: Path) -> None:
+def test_stage_and_gate_online(claim_discovery, fake_hub, board: BoardStore, minilm_dir: Path, tmp_path: Path) -> None:
     repo = shutil.copytree(minilm_dir, tmp_path / "repo")
     fake_hub.add(MINILM, repo, COMMIT)
     board.register_models([Registration(model_id=MINILM, source="huggingface")])
-    task = board.claim_next("w", 60, stages=["discovery"])
-    ctx = StageContext(
-        model=board.get_model(MINILM),
-        task=task,
-        adaptation_dir=tmp_path / "a",
-        board_path=board.path,
-        log=io.StringIO(),
-    )
+    ctx = claim_discovery(MINILM)
     assert DISCOVERY_STAGE.run(ctx).status == "done"
     verdict = DISCOVERY_STAGE.gate(ctx)
     assert verdict.passed, verdict.summary
@@ -96,21 +87,14 @@ def test_stage_and_gate_online(fake_hub, board: BoardStore, minilm_dir: Path, tm
 
 
 def test_token_without_access_blocks_the_stage(
-    fake_hub, board: BoardStore, minilm_dir: Path, tmp_path: Path, monkeypatch
+    claim_discovery, fake_hub, board: BoardStore, minilm_dir: Path, monkeypatch
 ) -> None:
     """A token is set but the Hub refuses the files (no access granted): blocked, not retried."""
     fake_hub.add("meta-llama/gated-minilm", minilm_dir, COMMIT, gated=True)
     monkeypatch.setenv("HF_TOKEN", "hf_token_without_access")
     fake_hub.refuse_tokens = True
     board.register_models([Registration(model_id="meta-llama/gated-minilm", source="huggingface")])
-    task = board.claim_next("w", 60, stages=["discovery"])
-    ctx = StageContext(
-        model=board.get_model("meta-llama/gated-minilm"),
-        task=task,
-        adaptation_dir=tmp_path / "a",
-        board_path=board.path,
-        log=io.StringIO(),
-    )
+    ctx = claim_discovery("meta-llama/gated-minilm")
     outcome = DISCOVERY_STAGE.run(ctx)
     assert outcome.status == "blocked" and outcome.diagnosis["rule"] == "gated_no_token"
     assert "hf_token_without_access" not in outcome.summary + ctx.log.getvalue()

@@ -25,7 +25,7 @@ from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe
 from ascendbridge.stage_api import StageContext
 from healing.evidence import EVIDENCE_FILE
 from healing.stage import HEALING_STAGE
-from tests.support.local_model import register_local
+from tests.support.local_model import local_context, register_local
 
 pytestmark = pytest.mark.slow  # real heals: uv environments and demo.py runs
 
@@ -53,15 +53,7 @@ def make_context(
     spec = AdaptationSpec.model_validate({**spec.model_dump(), **spec_updates})
     render_adaptation(spec, directory)
     log = io.StringIO()
-    ctx = StageContext(
-        model=record,
-        task=task,
-        adaptation_dir=directory,
-        board_path=board_path,
-        log=log,
-        settings={"healing_max_attempts": 4, "device": "cpu"},
-    )
-    return ctx, log
+    return local_context(record, task, directory, board_path, log, healing_max_attempts=4, device="cpu"), log
 
 
 @pytest.mark.timeout(900)

@@ -138,9 +138,13 @@ def test_the_worklist_ranks_the_ops_blocking_most_models(recorded: tuple[Path, d
         report = gaps.gap_report(profile, without(pinned, *missing))
         (root / name / op_coverage.REPORT).write_text(json.dumps({"reports": {"2.7.1.post2": report}}))
     env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(root))
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "worklist", "--json"], capture_output=True, text=True, timeout=120, env=env
-    )
+
+    def tool(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120, env=env
+        )
+
+    proc = tool("worklist", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert [(r["op"], r["models"], r["blocking"]) for r in rows] == [
@@ -148,42 +152,16 @@ def test_the_worklist_ranks_the_ops_blocking_most_models(recorded: tuple[Path, d
         ("argmax", ["model-a"], False),
     ]
     assert rows[0]["spec"]["signature"].startswith("aten::scaled_dot_product_attention(")
-    text = subprocess.run(
-        [sys.executable, str(SCRIPT), "worklist"], capture_output=True, text=True, timeout=120, env=env
-    ).stdout
+    text = tool("worklist").stdout
     assert "3 model(s) with operator reports, 2 missing op(s)" in text
-    missing = subprocess.run(
-        [sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    missing = tool("gaps", "--adapt", "model-c")
     assert missing.returncode == 1 and missing.stderr.startswith("error: model-c: no op_profile.json")
     (root / "model-c" / op_coverage.PROFILE).write_text(json.dumps(profile))
-    shown = subprocess.run(
-        [sys.executable, str(SCRIPT), "gaps", "--adapt", "model-c"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    shown = tool("gaps", "--adapt", "model-c")
     assert shown.returncode == 0 and "\n0 gap(s), 0 dtype gap(s)\n" in shown.stdout, shown.stderr
     checked = [op for op in profile["ops"] if op.partition(".")[0] in pinned.dtype_checks]  # shown as text, no gap
     assert checked and all(f"  torch_npu checks {op} (used in " in shown.stdout for op in checked)
-    compared = subprocess.run(
-        [sys.executable, str(SCRIPT), "compare", "--adapt", "model-c", "2.7.1.post2", "2.13.0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    compared = tool("compare", "--adapt", "model-c", "2.7.1.post2", "2.13.0")
     assert json.loads(compared.stdout)["closed"] == [] and json.loads(compared.stdout)["new"] == "2.13.0"
-    unknown = subprocess.run(
-        [sys.executable, str(SCRIPT), "compare", "--adapt", "model-c", "2.7.1.post2", "0.0.1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    unknown = tool("compare", "--adapt", "model-c", "2.7.1.post2", "0.0.1")
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: no operator table for torch_npu 0.0.1")

@@ -222,30 +222,19 @@ def test_optimization_tool_aggregate_and_compare(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "optimization_notes.json").write_text("[]")
     env = dict(os.environ, ASCENDBRIDGE_ADAPTATIONS=str(tmp_path))
-    agg = subprocess.run(
-        [
-            sys.executable,
-            str(tool),
-            "aggregate",
-            "--out-dir",
-            str(tmp_path / "r"),
-            "--figures-dir",
-            str(tmp_path / "f"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+
+    def run_tool(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(tool), *args], capture_output=True, text=True, env=env)
+
+    agg = run_tool("aggregate", "--out-dir", str(tmp_path / "r"), "--figures-dir", str(tmp_path / "f"))
     assert agg.returncode == 0, agg.stderr
     assert "2 optimized model(s)" in agg.stdout and "1 skipped" in agg.stdout
     summary = json.loads((tmp_path / "r" / "optimization_summary.json").read_text())
     assert [m["chosen"] for m in summary["models"]] == ["cpu_bf16_cast", "cpu_bf16_cast"]
     assert (tmp_path / "f" / "optimization_speedup.png").stat().st_size > 1000
-    cmp_ = subprocess.run(
-        [sys.executable, str(tool), "compare", "a", "b", "--json"], capture_output=True, text=True, env=env
-    )
+    cmp_ = run_tool("compare", "a", "b", "--json")
     assert cmp_.returncode == 0 and json.loads(cmp_.stdout)["passes"]["cpu_bf16_cast"]["a"]["kept"] is True
-    bad = subprocess.run([sys.executable, str(tool), "compare", "a", "c"], capture_output=True, text=True, env=env)
+    bad = run_tool("compare", "a", "c")
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
 
 

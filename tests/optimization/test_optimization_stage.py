@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from ascendbridge.package.spec import InputRecipe, WorkloadSpec
 from ascendbridge.stage_api import StageContext
 from optimization.stage import OPTIMIZATION_STAGE, OptimizationSettings
 from tests.optimization.opt_support import demo_config
-from tests.support.local_model import register_local
+from tests.support.local_model import local_context, register_local
 
 KNOWN_COST = Path(__file__).resolve().parent / "inner" / "known_cost_passes.py"
 
@@ -35,9 +34,7 @@ def make_context(board: BoardStore, board_path: Path, tmp_path: Path, settings: 
         workload=WorkloadSpec(name="forward"),  # the test-only passes act on one forward's outputs
     )
     assert generate(spec, directory).ok
-    return StageContext(
-        model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO(), settings=settings
-    )
+    return local_context(record, task, directory, board_path, **settings)
 
 
 @pytest.mark.timeout(1200)

@@ -70,9 +70,9 @@ def word_tokenizer(vocab: dict[str, int], **special: str) -> T.PreTrainedTokeniz
 def tiny_config(name: str) -> T.PretrainedConfig:
     """A config of tests/runtime/tiny_models.py's catalogue (one definition of each tiny model)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-    from tiny_models import CATALOGUE
+    from tiny_models import CONFIGS
 
-    return CATALOGUE[name][3]()
+    return CONFIGS[name]()
 
 
 def test_image(out: Path) -> Path:

@@ -39,15 +39,8 @@ class OffsetRMSNorm(torch.nn.Module):
 
 
 def tiny(dtype: torch.dtype, offset_norms: str = "") -> torch.nn.Module:
-    cfg = LlamaConfig(
-        hidden_size=256,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        vocab_size=64,
-        max_position_embeddings=32,
-    )
+    heads = dict(hidden_size=256, num_attention_heads=2, num_key_value_heads=1)  # head dim 128, grouped 2:1
+    cfg = LlamaConfig(intermediate_size=64, num_hidden_layers=2, vocab_size=64, max_position_embeddings=32, **heads)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
     if offset_norms == "final":

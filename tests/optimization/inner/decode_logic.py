@@ -15,6 +15,7 @@ that runs the captured FX graph as it is, so graph capture of the static-cache d
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import types
@@ -36,48 +37,26 @@ class FakeDecodeTorchNpu(types.ModuleType):
         self.log: list[int] = []
         self.count = count  # off under graph capture: dynamo guards on the log and would recompile per call
         self.keyword = keyword
-        if keyword == "scale":  # 7.0.0 signature (the keyword-only part the swap uses)
-
-            def op(
-                query,
-                key,
-                value,
-                *,
-                atten_mask=None,
-                num_heads=1,
-                scale=1.0,
-                input_layout="BSH",
-                num_key_value_heads=0,
-                **kw,
-            ):
-                return self._attention(
-                    query, key, value, atten_mask, num_heads, scale, input_layout, num_key_value_heads
-                )
-        elif keyword == "scale_value":  # 6.0.0 / 6.0.RC3 signature
-
-            def op(
-                query,
-                key,
-                value,
-                *,
-                atten_mask=None,
-                num_heads=1,
-                scale_value=1.0,
-                input_layout="BSH",
-                num_key_value_heads=0,
-                **kw,
-            ):
-                return self._attention(
-                    query, key, value, atten_mask, num_heads, scale_value, input_layout, num_key_value_heads
-                )
-        else:  # an operator that names neither
+        if keyword is None:  # an operator that names neither
 
             def op(query, key, value, *, atten_mask=None, num_heads=1, input_layout="BSH", **kw):
                 raise AssertionError("must not be called")
+        else:  # `scale`: the 7.0.0 signature, `scale_value`: 6.0.0 / 6.0.RC3 (the keyword-only part the swap uses)
+            defaults = dict(atten_mask=None, num_heads=1, input_layout="BSH", num_key_value_heads=0, **{keyword: 1.0})
 
+            def op(query, key, value, **kw):
+                return self._attention(query, key, value, {**defaults, **kw})
+
+            op.__signature__ = inspect.Signature(  # what the swap reads the keyword from
+                [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("query", "key", "value")]
+                + [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d) for n, d in defaults.items()]
+                + [inspect.Parameter("kw", inspect.Parameter.VAR_KEYWORD)]
+            )
         self.npu_fused_infer_attention_score = op
 
-    def _attention(self, q, k, v, mask, num_heads, scale, layout, kv_heads):
+    def _attention(self, q, k, v, given: dict[str, Any]):
+        mask, num_heads, scale = given["atten_mask"], given["num_heads"], given[self.keyword]
+        layout, kv_heads = given["input_layout"], given["num_key_value_heads"]
         if self.count:
             self.log.append(1)
         assert layout == "BNSD" and q.shape[2] == 1 and q.shape[1] == num_heads and k.shape[1] == kv_heads
@@ -143,15 +122,7 @@ def generate(model: torch.nn.Module, kwargs: dict[str, Any]) -> torch.Tensor:
 def choice(kind: str, name: str = "test"):
     from ab_runtime.device import DeviceChoice
 
-    return DeviceChoice(
-        requested=kind,
-        kind=kind,
-        torch_device=kind,
-        name=name,
-        fallback=False,
-        fallback_reason=None,
-        torch_npu_version=None,
-    )
+    return DeviceChoice(kind, kind, kind, name, False, None, None)  # requested = kind = device, no fallback
 
 
 def main() -> None:

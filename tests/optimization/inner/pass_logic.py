@@ -93,15 +93,8 @@ class FakeNpuModule(types.ModuleType):
 
 def tiny_llama(dtype=torch.float32):
     """Head dim 128 (inside npu_rotary_mul's documented limits), grouped-query attention 4:2."""
-    cfg = LlamaConfig(
-        hidden_size=512,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=64,
-    )
+    heads = dict(hidden_size=512, num_attention_heads=4, num_key_value_heads=2)
+    cfg = LlamaConfig(intermediate_size=128, num_hidden_layers=2, vocab_size=128, max_position_embeddings=64, **heads)
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(dtype)
 
