@@ -36,7 +36,7 @@ from ascendbridge.task_families import TASK_FAMILIES
 from ascendbridge.unsupported_families import needed_family, remaining
 
 sys.path.insert(0, str(REPO_ROOT))
-from tests.adaptation.helpers import TINY_BERT_CONFIG
+from tests.support.local_model import TINY_BERT_CONFIG
 from tests.benchmark.bench_support import TINY_MODELS
 
 # Where the tests keep their tiny models: (module, attribute); each entry is either
