@@ -36,8 +36,8 @@ from ascendbridge.task_families import TASK_FAMILIES
 from ascendbridge.unsupported_families import needed_family, remaining
 
 sys.path.insert(0, str(REPO_ROOT))
-from tests.support.local_model import TINY_BERT_CONFIG
 from tests.benchmark.bench_support import TINY_MODELS
+from tests.support.local_model import TINY_BERT_CONFIG
 
 # Where the tests keep their tiny models: (module, attribute); each entry is either
 # {"config": ..., "family": ...} or a tuple (config, family, ...). A module that is missing is skipped.

@@ -13,6 +13,8 @@ import pytest
 
 from ascendbridge.config import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # every case runs a real CLI process (24 of them)
+
 # (command after the interpreter, bad arguments): a flag nobody has, a file that is not there, a
 # name that is not an adaptation, a value outside its range.
 CASES: list[tuple[list[str], list[str]]] = [

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.package.generator import generate
 from ascendbridge.package.uv_env import lock
 from tests.adaptation.helpers import tiny_bert_dir, tiny_bert_spec
 
 
+@pytest.mark.slow  # real `uv lock` runs of a generated package
 def test_lock_follows_pyproject_and_a_failed_lock_is_not_left_behind(tmp_path: Path) -> None:
     spec = tiny_bert_spec(tiny_bert_dir(tmp_path))
     target = tmp_path / "adaptations" / spec.name

@@ -104,6 +104,7 @@ def test_pass_rule_relative_tolerance_floors_and_no_loosening() -> None:
     assert effective.relative_tolerance == 0.05 and effective.bounds["label_agreement"] == ("min", 0.99)
 
 
+@pytest.mark.slow  # real processes: the download script run twice against an unreachable Hub
 def test_download_datasets_lists_cache_and_unreachable_hub_is_one_line_exit_2(tmp_path: Path) -> None:
     env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "http://127.0.0.1:9", "PATH": "/usr/bin:/bin"}
     script = REPO / "business_benchmark" / "scripts" / "download_datasets.py"

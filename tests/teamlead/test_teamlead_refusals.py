@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.refusals import is_refusal, remedy
 from healing.classifier import classify
@@ -20,6 +22,7 @@ def _model_dir(root: Path, name: str, config: object) -> str:
     return str(directory)
 
 
+@pytest.mark.slow  # a real team-lead run over refused models
 def test_refusals_end_on_the_first_attempt_with_reason_and_remedy(board: BoardStore, tmp_path: Path) -> None:
     models = tmp_path / "models"
     video = {

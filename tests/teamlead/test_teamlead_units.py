@@ -264,6 +264,7 @@ def _pt(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a dozen real progress_table.py processes
 def test_progress_table_phases_percent_notes_and_totals(tmp_path: Path) -> None:
     state = tmp_path / "run.json"
     assert _pt(state, "add", "envs", "--estimate", "20m").returncode == 0

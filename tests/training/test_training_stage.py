@@ -43,6 +43,7 @@ def board_ops(board: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # real board_ops.py processes, one per bad input
 def test_bad_training_input_is_refused_in_one_line_and_leaves_the_board_unchanged(
     board: BoardStore, tmp_path: Path
 ) -> None:

@@ -118,6 +118,7 @@ sys.exit(1)
 """
 
 
+@pytest.mark.slow  # real supervised processes that wait out the hang clock
 @pytest.mark.parametrize("stop", [True, False])
 def test_a_run_a_guard_stopped_is_left_to_exit_not_taken_for_a_hang(tmp_path: Path, stop: bool) -> None:
     """Under load a stopped run's exit (torch's teardown) can outlast the step clock; killing and
