@@ -98,9 +98,15 @@ class ParentWatch(threading.Thread):
 def _context(job: WorkerJob) -> StageContext:
     job.adaptation_dir.mkdir(parents=True, exist_ok=True)
     settings = (installed() or Settings.resolve()).for_stage(job.stage)
-    # StageContext's fields in order: the job's records, its directory and board, this process's log.
     return StageContext(
-        job.model, job.task, job.adaptation_dir, job.board, sys.stdout, job.attempt, settings, job.directives
+        model=job.model,
+        task=job.task,
+        adaptation_dir=job.adaptation_dir,
+        board_path=job.board,
+        log=sys.stdout,
+        attempt=job.attempt,
+        settings=settings,
+        directives=job.directives,
     )
 
 
