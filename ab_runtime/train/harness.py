@@ -19,13 +19,14 @@ import os
 import random
 import shutil
 import statistics
+import sys
 import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -214,10 +215,15 @@ def rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
+def under_torchrun() -> bool:
+    """Whether this process is one rank of a torchrun job of several (torchrun sets WORLD_SIZE)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
 def init_distributed(choice: DeviceChoice) -> None:
     """Join the torchrun job (HCCL on an NPU, NCCL on CUDA, gloo on CPU) when WORLD_SIZE > 1; each rank's
     card is its LOCAL_RANK-th of the claim (ab_runtime.device.rank_device)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+    if under_torchrun() and not dist.is_initialized():
         dist.init_process_group(DIST_BACKENDS[choice.kind])  # after select_device made the rank's card current
 
 
@@ -235,6 +241,17 @@ def close_distributed(finished: bool) -> None:
         if finished:
             dist.barrier()
         dist.destroy_process_group()
+
+
+def exit_rank(code: int) -> NoReturn:
+    """End a torchrun rank with `code` without interpreter finalization. destroy_process_group
+    drops only c10d's references to the gloo group: FSDP2's device mesh and the sharded modules
+    keep theirs, and its worker threads could still abort the process while Python tears down
+    (SIGABRT, "terminate called without an active exception"; once in the CI runs of an FSDP2
+    resume, after the results were written). Every file is closed by then; the streams are flushed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def all_sum(value: torch.Tensor) -> torch.Tensor:

@@ -40,8 +40,10 @@ from .harness import (
     TrainingStopped,
     close_distributed,
     digest_parameters,
+    exit_rank,
     latest_good_checkpoint,
     metrics_log,
+    under_torchrun,
 )
 
 EVAL_BEFORE = "evaluation_before.json"
@@ -259,4 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if under_torchrun():
+        exit_rank(status)
+    sys.exit(status)
