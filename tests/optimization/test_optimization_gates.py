@@ -191,16 +191,19 @@ def forged(honest: Path, python: Path, directory: Path, name: str, base_ms: floa
 
 @pytest.mark.slow  # three paired re-measurements, two of them beside busy loops
 def test_load_never_flips_the_perf_gate(honest: Path, python: Path, tmp_path: Path, known_cost: None) -> None:
-    """A forged x2 speedup (a pass of no gain claimed at 20 -> 10 ms) fails idle and beside two CPU
-    and two memory-copy loops; honest evidence of a real gain beside the same loops is passed or
-    inconclusive, never failed."""
+    """A forged x2 speedup (a pass of no gain claimed at 20 -> 10 ms) never passes, on the host as it
+    is and beside two CPU and two memory-copy loops: failed, or inconclusive where the pairs spread
+    too wide to decide (CI measured 0.076..15.288 beside the loops, and 0.881..1.798 without them on
+    a host loaded by other jobs); honest evidence of a real gain beside the same loops is passed or
+    inconclusive, never failed. That a forged claim fails is `test_a_slower_configuration_fails_the_perf_gate`
+    and the rule's own test (test_optimization_stats.py)."""
     fake = forged(honest, python, tmp_path / "forged", "test_same", 20.0, 10.0)
     assert json.loads((fake / NOTES_FILE).read_text())["final"]["speedup"] == pytest.approx(2.0)
     idle = check_perf_gate(fake)
     with busy_loops(2, 2):
         loaded = check_perf_gate(fake)
     for report in (idle, loaded):
-        assert report.verdict == "failed" and "not a figure of this configuration" in report.summary, report.as_dict()
+        assert report.verdict in ("failed", "inconclusive"), report.as_dict()
 
     directory = tmp_path / "honest-gain"
     shutil.copytree(honest, directory, symlinks=True)
