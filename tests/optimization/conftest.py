@@ -34,14 +34,6 @@ STRICT = {"optimization": {"cosine_min": 0.999999, "max_abs_err_scaled_max": 1e-
 # the fixture timed out and its 21 tests errored). Its tests get this limit instead.
 SEARCHES_TIMEOUT_S = 1800
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that uses `searches` and sets no limit of its own gets SEARCHES_TIMEOUT_S."""
-    for item in items:
-        if "searches" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(SEARCHES_TIMEOUT_S))
-
-
 KNOWN_COST = Path(__file__).resolve().parent / "inner" / "known_cost_passes.py"
 # The real CPU decode pass, the test-only one of known cost, and one NPU and one CUDA decode pass
 # (listed with the reason they do not apply on this CPU); a test-only module swap the operator
@@ -51,6 +43,13 @@ DECODE_PASSES = (
     "cuda_static_cache_cudagraphs,test_refused_swap"
 )
 TINY_GENERATION = WorkloadSpec(name="generation", prompt_len=8, new_tokens=4, batch=2)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses `searches` and sets no limit of its own gets SEARCHES_TIMEOUT_S."""
+    for item in items:
+        if "searches" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SEARCHES_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")
