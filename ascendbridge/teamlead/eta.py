@@ -269,14 +269,14 @@ def estimate(
 def layout(chains: Sequence[Sequence[_Step]], lanes: Lanes) -> float:
     """When the work of `chains` (one per model, in claim order; a chain's steps one after another)
     ends, run by the scheduling rule: at every moment each free worker takes a ready step, a timed
-    one while a timed slot is free, else an untimed one, the model furthest along first; at most
+    one while a timed slot is free, else an untimed one, the earliest chain (claim order) first; at most
     `lanes.workers` steps at once, `lanes.timed_slots` timed ones, and a stage's cap of its own.
     While no untimed step runs or is ready, one more timed step may take the lent preparation
     cores (`lanes.lendable`), and no untimed step starts until it ends."""
     workers, slots = max(1, lanes.workers), max(1, lanes.timed_slots)
     pos = [0] * len(chains)
     busy: Counter[str] = Counter()
-    ready: dict[bool, list[tuple[int, int]]] = {True: [], False: []}  # timed? -> heap of (rank, chain)
+    ready: dict[bool, list[int]] = {True: [], False: []}  # timed? -> heap of chain indexes (claim order)
     ends: list[tuple[float, int]] = []  # heap of (end, chain)
     now = 0.0
 
@@ -288,7 +288,7 @@ def layout(chains: Sequence[Sequence[_Step]], lanes: Lanes) -> float:
 
     def queue(i: int) -> None:
         step = chains[i][pos[i]]
-        heapq.heappush(ready[is_timed(step.stage)], (-STAGES.index(step.stage) * len(chains) + i, i))
+        heapq.heappush(ready[is_timed(step.stage)], i)
 
     def take(timed: bool) -> int | None:
         """The first ready chain of this kind whose stage is under its cap."""
@@ -296,9 +296,9 @@ def layout(chains: Sequence[Sequence[_Step]], lanes: Lanes) -> float:
         heap = ready[timed]
         while heap:
             item = heapq.heappop(heap)
-            stage = chains[item[1]][pos[item[1]]].stage
+            stage = chains[item][pos[item]].stage
             if busy[stage] < lanes.limits.get(stage, workers):
-                found = item[1]
+                found = item
                 break
             skipped.append(item)
         for item in skipped:

@@ -15,7 +15,8 @@ ending without an outcome fails after `max_interruptions`. A busy board is retri
 
 Dispatch (ascendbridge.teamlead.selection): by readiness and resources, not by stage order. A
 free timed slot takes a ready timed task first; untimed work runs beside it on the cores no
-timed slot owns; a model's later stages go before other models' earlier ones.
+timed slot owns; first come first served by model (an earlier model's next stage before a later
+model's), so no stage of any model is starved.
 
 A gate that could not decide (`inconclusive`: its timing check too noisy under the host's load)
 spends no attempt and does not re-run the stage: the attempt is recorded `inconclusive`, its

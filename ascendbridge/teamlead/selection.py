@@ -4,11 +4,13 @@ A pure function of what is ready and what is free, so the policy is tested witho
 - Timed work first: a free timed slot (a device, or a core group on a CPU-only host) never idles
   while a timed task is ready; untimed work (discovery, adaptation, healing) takes the workers
   left, and runs on the cores no timed slot owns (ascendbridge.runtime.placement).
-- Finish models, not stages: among tasks of the same kind, a higher model priority first, then
-  the later stage (a business benchmark before another model's benchmark, healing before another
-  model's discovery), so a model's later stages are never starved behind every model's earlier
-  ones; then registration order. A waiting gate re-check (its stage already ran) goes before a
-  fresh task of its priority.
+- Finish models, not stages, first come first served: among tasks of the same kind, a higher
+  model priority first, then registration order (the earlier model's next stage, whichever it
+  is). A model's later stages are not starved behind every model's earlier ones (its business
+  benchmark goes before a later model's optimization), and neither is a chain's head: ranking
+  the later stage first once left a model's training, its first timed stage, waiting until every
+  other model's timed stages had run. A waiting gate re-check (its stage already ran) goes before
+  a fresh task of its priority.
 - One task per model at a time; per-stage caps (--stage-workers) hold.
 - A worker stays free for each timed slot a waiting gate re-check will want (`reserved`): its
   backoff ends on a clock, not when another task ends, so untimed work must not hold every worker.
@@ -55,8 +57,9 @@ class Resources:
 
 
 def urgency(c: Candidate) -> tuple[int, int, int, int, int]:
-    """Sort key, most urgent first: timed, priority, re-check, later stage, registration."""
-    return (0 if is_timed(c.stage) else 1, -c.priority, 0 if c.recheck else 1, -STAGES.index(c.stage), c.model_pk)
+    """Sort key, most urgent first: timed, priority, re-check, registration (then the later stage,
+    for one model's re-check beside its next task)."""
+    return (0 if is_timed(c.stage) else 1, -c.priority, 0 if c.recheck else 1, c.model_pk, -STAGES.index(c.stage))
 
 
 def select(candidates: Iterable[Candidate], free: Resources) -> list[Candidate]:

@@ -16,22 +16,27 @@ def _picked(cands: list[Candidate], free: Resources) -> list[tuple[int, str]]:
 def test_a_free_timed_slot_takes_a_ready_timed_task_before_any_preparation() -> None:
     ready = [Candidate(1, 1, "discovery"), Candidate(2, 2, "healing"), Candidate(3, 3, "benchmark")]
     # Stage order would start discovery and healing and leave the timed slot idle.
-    assert _picked(ready, _free()) == [(3, "benchmark"), (2, "healing")]
-    # No timed slot free: preparation takes every worker, the later stage first.
-    assert _picked(ready, _free(timed=0)) == [(2, "healing"), (1, "discovery")]
+    assert _picked(ready, _free()) == [(3, "benchmark"), (1, "discovery")]
+    # No timed slot free: preparation takes every worker, the earlier model first.
+    assert _picked(ready, _free(timed=0)) == [(1, "discovery"), (2, "healing")]
 
 
-def test_later_stages_first_so_business_benchmarks_are_not_starved() -> None:
-    ready = [Candidate(1, 1, "benchmark"), Candidate(2, 2, "optimization"), Candidate(3, 3, "business_benchmark")]
+def test_first_come_first_served_by_model_so_no_stage_is_starved() -> None:
+    # A model's business benchmark goes before a later model's optimization...
+    ready = [Candidate(1, 1, "business_benchmark"), Candidate(2, 2, "optimization"), Candidate(3, 3, "benchmark")]
     assert _picked(ready, _free(workers=4, timed=3, capacity=3)) == [
-        (3, "business_benchmark"),
+        (1, "business_benchmark"),
         (2, "optimization"),
-        (1, "benchmark"),
+        (3, "benchmark"),
     ]
-    assert _picked(ready, _free()) == [(3, "business_benchmark")]
+    assert _picked(ready, _free()) == [(1, "business_benchmark")]
+    # ...and a chain's head (training, the first timed stage) is not starved behind the later
+    # stages of models registered after it (ranking the later stage first did exactly that).
+    late_head = [Candidate(4, 4, "serving"), Candidate(5, 2, "training"), Candidate(6, 3, "business_benchmark")]
+    assert _picked(late_head, _free()) == [(2, "training")]
 
 
-def test_priority_before_stage_and_registration_breaks_ties() -> None:
+def test_priority_before_registration() -> None:
     ready = [
         Candidate(1, 5, "benchmark"),
         Candidate(2, 4, "business_benchmark"),
@@ -43,6 +48,12 @@ def test_priority_before_stage_and_registration_breaks_ties() -> None:
     assert _picked(ready, _free(workers=3, timed=2, capacity=2)) == [
         (9, "benchmark"),
         (4, "business_benchmark"),
+        (1, "discovery"),
+    ]
+    assert _picked(ready, _free(workers=4, timed=3, capacity=3)) == [
+        (9, "benchmark"),
+        (4, "business_benchmark"),
+        (5, "benchmark"),
         (1, "discovery"),
     ]
 
@@ -71,9 +82,9 @@ def test_a_due_gate_recheck_goes_first_and_a_waiting_one_keeps_a_worker() -> Non
     assert _picked(ready, _free()) == [(2, "benchmark")]
     prep = [Candidate(1, 1, "discovery"), Candidate(2, 2, "adaptation")]
     # A re-check waiting for its backoff keeps one worker (and its timed slot) from preparation...
-    assert _picked(prep, _free(reserved=1)) == [(2, "adaptation")]
+    assert _picked(prep, _free(reserved=1)) == [(1, "discovery")]
     # ...but not when no timed slot is free for it anyway.
-    assert _picked(prep, _free(timed=0, reserved=1)) == [(2, "adaptation"), (1, "discovery")]
+    assert _picked(prep, _free(timed=0, reserved=1)) == [(1, "discovery"), (2, "adaptation")]
 
 
 def test_idle_preparation_cores_are_lent_to_a_timed_task_only_when_nothing_prepares() -> None:
