@@ -2,7 +2,8 @@
 
 CPU loops spin in pure Python; memory loops copy a buffer larger than the last-level cache over
 and over (they take memory bandwidth, which a CPU loop does not). Each loop is a real process in
-its own process group, stopped (SIGKILL, whole group) when the context ends, also on an error.
+its own process group, stopped (SIGKILL, whole group) when the context ends, also on an error
+or, run as a program, on SIGTERM.
 
 Used by the tests and benches that show a verdict does not depend on the host's load, and by
 people to run anything under that load:
@@ -62,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give a command after -- or --seconds")
     if min(args.cpu, args.memory) < 0:
         parser.error("--cpu and --memory must be >= 0")
+    # A SIGTERM (a `kill`, a CI timeout) unwinds through the context, so the loops are stopped
+    # too: by default it ended this process at once and left them spinning.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     with busy_loops(args.cpu, args.memory):
         print(f"busy loops: {args.cpu} CPU, {args.memory} memory-copy", file=sys.stderr, flush=True)
         if not command:
