@@ -26,7 +26,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ascendbridge.runtime.placement import is_timed
-from ascendbridge.stages import STAGES
 
 
 @dataclass(frozen=True)
@@ -56,10 +55,10 @@ class Resources:
     preparing: bool = True  # untimed tasks may start (the preparation cores are not lent)
 
 
-def urgency(c: Candidate) -> tuple[int, int, int, int, int]:
-    """Sort key, most urgent first: timed, priority, re-check, registration (then the later stage,
-    for one model's re-check beside its next task)."""
-    return (0 if is_timed(c.stage) else 1, -c.priority, 0 if c.recheck else 1, c.model_pk, -STAGES.index(c.stage))
+def urgency(c: Candidate) -> tuple[int, int, int, int]:
+    """Sort key, most urgent first: timed, priority, re-check, registration (one task per model
+    runs at a time, so the model decides; its stage never needs to)."""
+    return (0 if is_timed(c.stage) else 1, -c.priority, 0 if c.recheck else 1, c.model_pk)
 
 
 def select(candidates: Iterable[Candidate], free: Resources) -> list[Candidate]:

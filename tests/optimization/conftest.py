@@ -30,11 +30,9 @@ NATIVE, NO_BF16 = {"ASCENDBRIDGE_CPU_BF16": "native"}, {"ASCENDBRIDGE_CPU_BF16":
 # int8 miss it, so they are rejected on accuracy whatever the machine.
 STRICT = {"optimization": {"cosine_min": 0.999999, "max_abs_err_scaled_max": 1e-6}}
 # The test that first asks for `searches` pays for all six at once: 150 s in CI on an idle 2-core
-# host, over the suite's 600 s per test beside two CPU and two memory-copy busy loops (2026-12-03:
-# the fixture timed out and its 21 tests errored). Its tests get this limit instead, and each
-# search process the limit less a margin, so a hang is reported by the search it is in (beside
-# those loops the decode search alone wrote its notes after 885 s: run_py's default 900 s, which
-# these searches once had, killed it in its confirmation and errored the same 21 tests).
+# host; beside two CPU and two memory-copy busy loops the decode search alone took over 885 s
+# (2026-12-03). Its tests get this limit, and each search the limit less a margin, so a hang is
+# reported by the search it is in.
 SEARCHES_TIMEOUT_S = 1800
 SEARCH_PROCESS_TIMEOUT_S = SEARCHES_TIMEOUT_S - 120
 
