@@ -303,10 +303,12 @@ def rotary_contract(
 def rotary_verdict(
     modeling: Any, original: Callable[..., Any], dtype: str, device: torch.device, heads: int
 ) -> dict[str, Any]:
-    """rotary_contract once per modeling module, dtype and device per process (the pass's check)."""
+    """rotary_contract once per modeling module, dtype and device per process (the pass's check).
+    Cached under the modeling module's name: since transformers 5.25 `original` may be a kernels
+    wrapper (an nn.Module instance, no `__qualname__`) rather than a function."""
     return cached_verdict(
         "npu_rotary_mul",
-        qualified(original),
+        f"{modeling.__name__}.apply_rotary_pos_emb",
         dtype,
         device,
         lambda: rotary_contract(
