@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from sqlalchemy import bindparam, func, text
 from sqlmodel import Session, col, select
 
-from ascendbridge.board.base import StaleTokenError, StoreBase, _pk
+from ascendbridge.board.base import StaleTokenError, StoreBase, _json_list, _pk
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import (
     AgentRecord,
@@ -48,6 +48,8 @@ class ReadyTask:
     plan_devices: object  # the model's discovery plan's device count as stored (None without a plan)
     plan_tensor_parallel: object = None  # its tensor-parallel degree as stored (what a serving engine claims)
     train_processes: object = None  # its training job's world size as stored (what the training stage claims)
+    task_family: str | None = None  # the model's task family (None until discovery): what its stages cost
+    skip_stages: tuple[str, ...] = ()  # the stages its policy skips (they cost nothing)
 
 
 @runtime_checkable
@@ -193,11 +195,12 @@ class LeaseStore(StoreBase):
         if not stage_list or per_stage < 1:
             return []
         query = text(
-            "SELECT task_id, model_pk, stage, priority, plan_devices, plan_tp, train_processes FROM ("
+            "SELECT task_id, model_pk, stage, priority, plan_devices, plan_tp, train_processes, family, skips FROM ("
             " SELECT t.id AS task_id, t.model_pk AS model_pk, t.stage AS stage, m.priority AS priority,"
             "  json_extract(m.metadata_json, '$.decision.plan.devices') AS plan_devices,"
             "  json_extract(m.metadata_json, '$.decision.plan.tensor_parallel_degree') AS plan_tp,"
             "  json_extract(m.training_json, '$.processes') AS train_processes,"
+            "  m.task_family AS family, m.skip_stages_json AS skips,"
             "  row_number() OVER (PARTITION BY t.stage ORDER BY m.priority DESC, m.id) AS rank"
             " FROM tasks t JOIN models m ON m.id = t.model_pk"
             " WHERE t.status = 'pending' AND m.paused = 0 AND t.stage IN :stages"
@@ -205,7 +208,10 @@ class LeaseStore(StoreBase):
         ).bindparams(bindparam("stages", expanding=True))
         with self._read() as s:
             rows = s.connection().execute(query, {"stages": stage_list, "per_stage": per_stage}).all()
-        return [ReadyTask(int(r[0]), int(r[1]), str(r[2]), int(r[3]), r[4], r[5], r[6]) for r in rows]
+        return [
+            ReadyTask(int(r[0]), int(r[1]), str(r[2]), int(r[3]), r[4], r[5], r[6], r[7], tuple(_json_list(r[8])))
+            for r in rows
+        ]
 
     def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord:
         """Take one specific pending task, or raise if someone else has it."""

@@ -327,6 +327,7 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
                 on_tick=progress,
                 pool=pool,
                 steering=BoardSteering(store, log.info),
+                costs=progress.costs,
             )
 
             def on_signal(signum: int, _frame: object) -> None:

@@ -14,7 +14,7 @@ The layout follows the scheduling rule (docs/teamlead.md, "Output"), not the ord
 a model's stages run one after another; every free worker (--workers in all, and a stage's own cap)
 takes the ready task the scheduler claims: a timed one (benchmark, optimization,
 business_benchmark) while a timed slot (a device, or a core group on a CPU-only host) is free, else
-an untimed one, the model nearest to done first. The ETA is when that layout ends: the longer of the
+an untimed one, the model the scheduler ranks first (selection.model_rank). The ETA is when that layout ends: the longer of the
 timed lane and the untimed lanes beside it (with each model's order kept), not the sum of the stages.
 """
 
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +35,7 @@ from typing import Any, NamedTuple
 from ascendbridge.board import ModelRecord, TaskRecord
 from ascendbridge.runtime.placement import is_timed
 from ascendbridge.stages import DONE_STATUSES, STAGES, TERMINAL_STATUSES
+from ascendbridge.teamlead.selection import model_rank
 
 COSTS_FILE = Path(__file__).with_name("stage_costs.json")
 ALL_FAMILIES = "*"  # a stage's entry in the cost model for a family it has no figure for
@@ -60,6 +63,15 @@ class CostModel:
         per = self.stages.get(stage, {})
         return per.get(family or "", per.get(ALL_FAMILIES))
 
+    def model_work_s(self, family: str | None, skips: Iterable[str]) -> float:
+        """Seconds all the stages a model runs (those its policy skips left out) cost as shipped: the
+        scheduler serves the longest model first (selection.model_rank). An undiscovered model is
+        infinite: its discovery costs seconds and tells its family, hence its true figure."""
+        if family is None:
+            return math.inf
+        skipped = set(skips)
+        return sum(self.base(stage, family) or 0.0 for stage in STAGES if stage not in skipped)
+
     @classmethod
     def load(cls, path: Path = COSTS_FILE) -> CostModel:
         """The cost model in `path`; ValueError (one line) when it is unreadable or malformed."""
@@ -73,6 +85,16 @@ class CostModel:
         if any(s <= 0 for per in stages.values() for s in per.values()):
             raise ValueError(f"cost model {path}: every figure must be positive seconds")
         return cls(stages, data.get("derived_from", {}))
+
+    @classmethod
+    def shipped(cls, log: logging.Logger) -> CostModel:
+        """The shipped cost model; a broken one is a warning, not a stopped run (no priors then, and
+        every discovered model ranks alike)."""
+        try:
+            return cls.load()
+        except ValueError as exc:
+            log.warning("cost model: %s; no shipped priors in this run", exc)
+            return cls({})
 
 
 def derive_costs(samples: Iterable[Sample]) -> dict[str, dict[str, float]]:
@@ -217,8 +239,9 @@ def estimate(
 ) -> Eta:
     """The time left for the unfinished tasks of `stages` (the ones this run runs, in stage order).
 
-    `models` in the board's order (priority, then registration: the claim order); `board`: the
-    completed attempts on this board; `host`: those on earlier boards of this host. A model's
+    `models`: the board's models, laid out in the order the scheduler serves them
+    (selection.model_rank, with `costs` as shipped); `board`: the completed attempts on this
+    board; `host`: those on earlier boards of this host. A model's
     tasks after a failed or blocked one, or after one of a stage this run does not run, are not
     counted: this run never reaches them, nor a paused model's. Stages the model's policy skips are
     passed over."""
@@ -226,7 +249,10 @@ def estimate(
     scales = _scales(stages, board, host, costs)
     family = {m.pk: m.task_family for m in models}
     skips = {m.pk: set(m.skip_stages) for m in models}  # the board passes over them (never run)
-    order = {m.pk: i for i, m in enumerate(models)}
+    ranked = sorted(
+        models, key=lambda m: model_rank(m.priority, costs.model_work_s(m.task_family, m.skip_stages), m.pk)
+    )
+    order = {m.pk: i for i, m in enumerate(ranked)}
     paused = {m.pk for m in models if m.paused}  # never claimed while paused
     by_model: dict[int, list[TaskRecord]] = defaultdict(list)
     for task in tasks:

@@ -68,20 +68,12 @@ class Progress:
         self.console, self.log = console, log
         self.read_attempts = read_attempts  # the board's reporting part: not the scheduler's lease interface
         self.history = history
-        self.costs = costs or self._shipped_costs()
+        self.costs = costs or CostModel.shipped(log)
         self.live: Live | None = Live(console=console, auto_refresh=False) if live else None
         self._last = 0.0
         self.samples: list[Sample] = []  # the board's completed attempts, as last read
         self._finished_seen = -1  # attempts finished when the board's attempts were last read
         self._host: list[Sample] | None = None  # the host's priors, read once per run
-
-    def _shipped_costs(self) -> CostModel:
-        """The shipped cost model; a broken one is a warning, not a stopped run (no priors then)."""
-        try:
-            return CostModel.load()
-        except ValueError as exc:
-            self.log.warning("ETA: %s; no shipped priors in this run", exc)
-            return CostModel({})
 
     def summary_line(self, lead: TeamLead) -> str:
         done, total, eta = overall(lead, self.samples, self.host_priors(), self.costs)

@@ -15,8 +15,9 @@ ending without an outcome fails after `max_interruptions`. A busy board is retri
 
 Dispatch (ascendbridge.teamlead.selection): by readiness and resources, not by stage order. A
 free timed slot takes a ready timed task first; untimed work runs beside it on the cores no
-timed slot owns; first come first served by model (an earlier model's next stage before a later
-model's), so no stage of any model is starved.
+timed slot owns; finish models, the longest first (a model's next stage before a shorter
+model's; its rank is the model's, whatever the stage), so no stage of any model is starved and
+the longest chains do not end the run alone.
 
 A gate that could not decide (`inconclusive`: its timing check too noisy under the host's load)
 spends no attempt and does not re-run the stage: the attempt is recorded `inconclusive`, its
@@ -52,11 +53,15 @@ from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed
 from ascendbridge.settings import Settings
 from ascendbridge.stage_api import GateResult, StageOutcome
 from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
+from ascendbridge.teamlead.eta import CostModel
 from ascendbridge.teamlead.registry import STAGE_ROLES, StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.selection import Candidate, Resources, select
 from ascendbridge.teamlead.settings import TeamLeadSettings
 
 RECLAIM_EVERY_S = 1.0
+# Pending tasks each stage offers the selection, at least: the longest model can only be served
+# first if it is among them (the board ranks by priority and registration).
+READY_WINDOW = 64
 GUIDANCE_EVERY_S = 0.5  # people type guidance; half a second is invisible, a query per task is not
 
 
@@ -105,8 +110,10 @@ class TeamLead:
         on_tick: Callable[[TeamLead], None] | None = None,
         pool: DevicePool | None = None,
         steering: Steering | None = None,
+        costs: CostModel | None = None,
     ) -> None:
         self.store, self.settings, self.executor, self.refs, self.log = store, settings, executor, refs, log
+        self.costs = costs or CostModel.shipped(log)  # what each model's stages cost: the longest first
         self.on_tick = on_tick
         # People's guidance and the healer's directives (ascendbridge.teamlead.guidance) steer the
         # board through their own interface; the loop only says when.
@@ -372,11 +379,13 @@ class TeamLead:
         return acted
 
     def _select(self) -> list[Candidate]:
-        """What to start now (ascendbridge.teamlead.selection). Each stage offers its most urgent
-        pending tasks, a few more than there are free workers and timed slots (room for the ones a
-        busy model or a sharded plan makes wait)."""
+        """What to start now (ascendbridge.teamlead.selection). Each stage offers its first pending
+        tasks by priority and registration: READY_WINDOW of them, or more where more workers and
+        timed slots are free and busy (room for the ones a busy model or a sharded plan makes wait);
+        the selection ranks those by the work their models have."""
         now = time.monotonic()
-        ready = self.store.ready_tasks(self.runnable, len(self.free_slots) + len(self.jobs) + self.pool.capacity)
+        window = max(READY_WINDOW, len(self.free_slots) + len(self.jobs) + self.pool.capacity)
+        ready = self.store.ready_tasks(self.runnable, window)
         candidates = [
             Candidate(
                 t.task_id,
@@ -386,6 +395,7 @@ class TeamLead:
                 stage_devices(t.stage, t.plan_devices, t.plan_tensor_parallel, t.train_processes)
                 if is_timed(t.stage)
                 else 1,
+                work_s=self.costs.model_work_s(t.task_family, t.skip_stages),
             )
             for t in ready
         ]
@@ -398,6 +408,7 @@ class TeamLead:
                 r.job.task.priority,
                 self._devices(r.job.stage, r.job.model),
                 recheck=True,
+                work_s=self.costs.model_work_s(r.job.model.task_family, r.job.model.skip_stages),
             )
             for r in due
         ]

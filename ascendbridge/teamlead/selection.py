@@ -4,13 +4,17 @@ A pure function of what is ready and what is free, so the policy is tested witho
 - Timed work first: a free timed slot (a device, or a core group on a CPU-only host) never idles
   while a timed task is ready; untimed work (discovery, adaptation, healing) takes the workers
   left, and runs on the cores no timed slot owns (ascendbridge.runtime.placement).
-- Finish models, not stages, first come first served: among tasks of the same kind, a higher
-  model priority first, then registration order (the earlier model's next stage, whichever it
-  is). A model's later stages are not starved behind every model's earlier ones (its business
-  benchmark goes before a later model's optimization), and neither is a chain's head: ranking
-  the later stage first once left a model's training, its first timed stage, waiting until every
-  other model's timed stages had run. A waiting gate re-check (its stage already ran) goes before
-  a fresh task of its priority.
+- Finish models, not stages, the longest first: among tasks of the same kind, a higher model
+  priority first, then the model whose stages cost the most in all (`work_s`, the shipped cost
+  model's seconds for its task family over the stages it runs; an undiscovered model first, since
+  its few seconds of discovery tell its family), then registration order. The rank is the model's,
+  whichever stage is next, so a model's later stages are not starved behind every model's earlier
+  ones (its business benchmark goes before a shorter model's optimization), and neither is a
+  chain's head: ranking the later stage first once left a model's training, its first timed stage,
+  waiting until every other model's timed stages had run. Longest first keeps both lanes busy to
+  the end: registered last, a served model's five minutes once ran alone after every other model
+  had finished (the main job's last five minutes). A waiting gate re-check (its stage already ran)
+  goes before a fresh task of its priority.
 - One task per model at a time; per-stage caps (--stage-workers) hold.
 - A worker stays free for each timed slot a waiting gate re-check will want (`reserved`): its
   backoff ends on a clock, not when another task ends, so untimed work must not hold every worker.
@@ -38,6 +42,7 @@ class Candidate:
     priority: int = 0
     devices: int = 1  # timed slots it needs at once (a sharded model's plan)
     recheck: bool = False
+    work_s: float = 0.0  # what all of its model's stages cost (model_work_s): the longer model first
 
 
 @dataclass(frozen=True)
@@ -55,10 +60,16 @@ class Resources:
     preparing: bool = True  # untimed tasks may start (the preparation cores are not lent)
 
 
-def urgency(c: Candidate) -> tuple[int, int, int, int]:
-    """Sort key, most urgent first: timed, priority, re-check, registration (one task per model
-    runs at a time, so the model decides; its stage never needs to)."""
-    return (0 if is_timed(c.stage) else 1, -c.priority, 0 if c.recheck else 1, c.model_pk)
+def model_rank(priority: int, work_s: float, model_pk: int) -> tuple[int, float, int]:
+    """The order models are served in, first first: priority, the longer work, registration (what
+    urgency ranks by after a task's kind); the ETA lays out the remaining work in this order."""
+    return (-priority, -work_s, model_pk)
+
+
+def urgency(c: Candidate) -> tuple[int, int, int, float, int]:
+    """Sort key, most urgent first: timed, priority, re-check, then the model's rank as in
+    model_rank (one task per model runs at a time, so the model decides; its stage never needs to)."""
+    return (0 if is_timed(c.stage) else 1, -c.priority, 0 if c.recheck else 1, -c.work_s, c.model_pk)
 
 
 def select(candidates: Iterable[Candidate], free: Resources) -> list[Candidate]:

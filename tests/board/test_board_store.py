@@ -374,5 +374,8 @@ def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: Board
     assert (ready[1].plan_devices, ready[1].plan_tensor_parallel) == (3, 4) and ready[2].plan_devices is None
     assert (ready[1].train_processes, ready[2].train_processes) == (None, 2)  # org/m1's training job: 2 processes
     assert ready[1].task_id == board.list_tasks("discovery", model_id="org/m2")[0].id
+    # What the scheduler ranks models by: their family (unknown before discovery) and skipped stages.
+    assert (ready[1].task_family, ready[1].skip_stages) == (None, ("training",))
+    assert ready[2].skip_stages == ()  # org/m1 has a training job
     assert pk["org/m5"] not in {t.model_pk for t in board.ready_tasks(["discovery"], 10)}  # paused
     assert board.ready_tasks(["benchmark"], 5) == [] and board.ready_tasks([], 5) == []

@@ -160,6 +160,21 @@ def test_timed_work_runs_on_its_slot_beside_untimed_work_the_eta_is_the_longer_l
     assert paused.seconds == 50.0 + 3 * 50.0  # a paused model is never claimed
 
 
+def test_the_eta_lays_models_out_in_the_schedulers_order_the_longest_first() -> None:
+    """Two timed slots; m1 and m2 a benchmark each (50 s), m3 registered last with a benchmark and an
+    optimization (200 s): served first, as the scheduler serves it, the run ends at 50 + 200 s,
+    not at 100 + 200 s as registration order would lay it out."""
+    tasks = [task("benchmark", "pending", 1), task("benchmark", "pending", 2), task("benchmark", "pending", 3)]
+    tasks.append(task("optimization", "waiting", 3))
+    short = {"skip_stages": ["optimization"]}
+    models = [model(1, "causal_lm").model_copy(update=short), model(2, "causal_lm").model_copy(update=short)]
+    models.append(model(3, "causal_lm"))
+    eta = estimate(tasks, models, ["benchmark", "optimization"], [], [], COSTS, Lanes(2, 2), NOW)
+    assert eta.seconds == 50.0 + 200.0
+    assert COSTS.model_work_s("causal_lm", ["optimization"]) == 10.0 + 50.0 + 50.0  # discovery, healing, benchmark
+    assert COSTS.model_work_s(None, []) == math.inf  # undiscovered: discovered first, its family tells its cost
+
+
 def test_the_eta_counts_down_while_a_task_runs() -> None:
     board = [Sample("healing", None, 60.0)]
     fresh = run([task("healing", "in_progress", 1, started_s_ago=10)], ["healing"], board=board)

@@ -105,6 +105,33 @@ def test_the_timed_slot_never_idles_while_a_timed_task_is_ready_and_models_finis
     assert max(r["end"] for r in rows) - min(r["start"] for r in rows) < sum(r["end"] - r["start"] for r in rows)
 
 
+def test_the_model_with_the_most_work_is_served_first_whatever_its_registration(
+    board: BoardStore, tmp_path: Path
+) -> None:
+    """Registered last, the model that also runs optimization (the shipped cost model's causal_lm
+    optimization is minutes) is healed and benchmarked before the two registered earlier; every
+    model is discovered first (its family is what it costs), and equals keep registration order."""
+    fast = {"discovery": "family:causal_lm", "healing": "sleep:0.2", "benchmark": "sleep:0.2"}
+    _register(board, {"org/a": fast, "org/b": fast}, ["adaptation", "optimization", "business_benchmark"])
+    _register(board, {"org/long": fast}, ["adaptation", "business_benchmark"])
+    one_worker = ["--devices", "cpu:0,1", "--timed-cores", "1", "--workers", "1"]  # one task at a time
+    run = run_tl(board.path, tmp_path, "--stages", "discovery,healing,benchmark,optimization", *one_worker)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = sorted(_intervals(board, ["org/a", "org/b", "org/long"]), key=lambda r: r["start"])
+    assert [(r["model"], r["stage"]) for r in rows] == [
+        ("org/a", "discovery"),
+        ("org/b", "discovery"),
+        ("org/long", "discovery"),
+        ("org/long", "healing"),
+        ("org/long", "benchmark"),
+        ("org/long", "optimization"),
+        ("org/a", "healing"),
+        ("org/a", "benchmark"),
+        ("org/b", "healing"),
+        ("org/b", "benchmark"),
+    ]
+
+
 def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_task(
     board: BoardStore, tmp_path: Path
 ) -> None:

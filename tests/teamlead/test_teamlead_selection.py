@@ -58,6 +58,25 @@ def test_priority_before_registration() -> None:
     ]
 
 
+def test_the_model_with_the_most_work_first_after_priority() -> None:
+    """The longest model first (its rank is the model's, so a shorter model's later stage still
+    waits), an undiscovered model (infinite: its discovery tells its family) before any, registration
+    between equals, and priority before all of it."""
+    ready = [
+        Candidate(1, 1, "business_benchmark", work_s=300.0),
+        Candidate(2, 2, "benchmark", work_s=900.0),
+        Candidate(3, 3, "benchmark", work_s=300.0),
+    ]
+    assert _picked(ready, _free(workers=3, timed=3, capacity=3)) == [
+        (2, "benchmark"),
+        (1, "business_benchmark"),
+        (3, "benchmark"),
+    ]
+    assert _picked([*ready, Candidate(4, 4, "benchmark", priority=1, work_s=10.0)], _free()) == [(4, "benchmark")]
+    preparing = [Candidate(5, 5, "healing", work_s=900.0), Candidate(6, 6, "discovery", work_s=float("inf"))]
+    assert _picked(preparing, _free(workers=1)) == [(6, "discovery")]
+
+
 def test_busy_models_stage_caps_and_free_workers_hold() -> None:
     ready = [Candidate(1, 1, "healing"), Candidate(2, 2, "healing"), Candidate(3, 3, "discovery")]
     assert _picked(ready, _free(workers=3, busy_models=frozenset({1}))) == [(2, "healing"), (3, "discovery")]

@@ -98,13 +98,15 @@ class ToyStage:
             if how.startswith("figures")
             else []
         )
-        fields = {"architecture": "ToyForCausalLM", "model_type": "toy"} if how == "meta" else {}
+        fields: dict[str, str] = {"architecture": "ToyForCausalLM", "model_type": "toy"} if how == "meta" else {}
+        if how.startswith("family:"):  # what discovery learns: the task family the cost model ranks by
+            fields = {"task_family": how.split(":", 1)[1]}
         return StageOutcome(
             "done",
             f"toy {self.name} done",
             result={"stage": self.name},
             model_fields=fields,
-            model_metadata={"toy": True} if fields else None,
+            model_metadata={"toy": True} if how == "meta" else None,
             fix_applied="toy-fix" if how == "meta" else None,
             metrics=proposed,
         )
