@@ -14,8 +14,9 @@ The layout follows the scheduling rule (docs/teamlead.md, "Output"), not the ord
 a model's stages run one after another; every free worker (--workers in all, and a stage's own cap)
 takes the ready task the scheduler claims: a timed one (benchmark, optimization,
 business_benchmark) while a timed slot (a device, or a core group on a CPU-only host) is free, else
-an untimed one, the model the scheduler ranks first (selection.model_rank). The ETA is when that layout ends: the longer of the
-timed lane and the untimed lanes beside it (with each model's order kept), not the sum of the stages.
+an untimed one, the model the scheduler ranks first (selection.model_rank). The ETA is when that
+layout ends: the longer of the timed lane and the untimed lanes beside it (with each model's order
+kept), not the sum of the stages.
 """
 
 from __future__ import annotations

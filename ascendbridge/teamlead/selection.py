@@ -66,10 +66,15 @@ def model_rank(priority: int, work_s: float, model_pk: int) -> tuple[int, float,
     return (-priority, -work_s, model_pk)
 
 
-def urgency(c: Candidate) -> tuple[int, int, int, float, int]:
-    """Sort key, most urgent first: timed, priority, re-check, then the model's rank as in
-    model_rank (one task per model runs at a time, so the model decides; its stage never needs to)."""
-    return (0 if is_timed(c.stage) else 1, -c.priority, 0 if c.recheck else 1, -c.work_s, c.model_pk)
+def urgency(c: Candidate) -> tuple[int, int, int, tuple[int, float, int]]:
+    """Sort key, most urgent first: timed, priority, re-check, then the model's rank (one task per
+    model runs at a time, so the model decides; its stage never needs to)."""
+    return (
+        0 if is_timed(c.stage) else 1,
+        -c.priority,
+        0 if c.recheck else 1,
+        model_rank(c.priority, c.work_s, c.model_pk),
+    )
 
 
 def select(candidates: Iterable[Candidate], free: Resources) -> list[Candidate]:
