@@ -5,14 +5,19 @@
 Renders a few bundled demo models, makes each package's environment in system mode on THIS
 interpreter (nothing is installed: torch and transformers must already be there), checks the
 stack against the compatibility table, runs the demo's dry run, the benchmark (accuracy_run.py)
-and the optimization's pass search (ab_runtime.optimize) on --device, and writes one report
-(accelerator_check.json + .md). Needs from the interpreter: torch, transformers, pydantic, jinja2,
-packaging. bench/accelerator_check.sh is the entry point with the 10-minute limit.
+and the optimization's pass search (ab_runtime.optimize) on --device; then trains the causal LMs
+among them as the training stage does (train.py rendered by training.render: the baseline contract
+against CPU float32, a full and a LoRA run with checkpoints, and ab_runtime.train.verify, which
+re-runs a step from a checkpoint bit for bit); and says whether this interpreter has the serving
+engine (vLLM), which the check does not install. Writes one report (accelerator_check.json + .md).
+Needs from the interpreter: torch, transformers, pydantic, pydantic-settings, sqlmodel, jinja2,
+packaging, psutil. bench/accelerator_check.sh is the entry point with the 10-minute limit.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -22,6 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from ascendbridge.board.records import TrainingJob  # noqa: E402
 from ascendbridge.config import TorchSource, torch_source  # noqa: E402
 from ascendbridge.envmode import EnvChoice  # noqa: E402
 from ascendbridge.package import uv_env  # noqa: E402
@@ -29,8 +35,14 @@ from ascendbridge.package.generator import render_adaptation  # noqa: E402
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource  # noqa: E402
 from ascendbridge.stacks import describe  # noqa: E402
 from benchmark.render import render_accuracy_run  # noqa: E402
+from training.figures import step_log, training_figures  # noqa: E402
+from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, render_package  # noqa: E402
+from training.settings import TrainingSettings  # noqa: E402
 
 DEFAULT_MODELS = ("tiny-bert", "tiny-llama", "tiny-vit")
+TRAINED_FAMILY = "causal_lm"  # the models of this family among --models are also trained
+TRAIN_STEPS = 20
+CORPUS = REPO / "training" / "corpus" / "tiny_stories.jsonl"
 RUN_TIMEOUT_S = 400.0
 REPORT_RESERVE_S = 20.0  # kept back from --limit-s so the report is always written
 
@@ -113,6 +125,45 @@ def check_one(name: str, root: Path, device: str, source: TorchSource, deadline:
     return {**row, "ok": True, "duration_s": round(time.monotonic() - started, 1)}
 
 
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def train_one(name: str, directory: Path, method: str, device: str, deadline: Deadline) -> dict[str, Any]:
+    """One training run of a rendered, synced package as the training stage runs it (one process):
+    the baseline contract, the run with checkpoints, then the framework's verification."""
+    row: dict[str, Any] = {"model": name, "method": method, "device": device, "ok": False}
+    # the section's own class: the settings layer's entry points need the project installed, which it is not here
+    settings = TrainingSettings(ascendbridge_device=device, checkpoint_every=TRAIN_STEPS // 2)
+    job = TrainingJob(data=str(CORPUS), method=method, steps=TRAIN_STEPS)
+    render_package(directory, name, str(REPO / "demo_models" / name), job, settings)
+    out = f"train/{method}"
+    steps = [
+        ("contract", [TRAIN_PY, "contract", "--config", CONTRACT_CONFIG, "--out", out]),
+        ("train", [TRAIN_PY, "train", "--config", TRAIN_CONFIG, "--out", out]),
+        ("verify", ["-m", "ab_runtime.train.verify", "--config", TRAIN_CONFIG, "--out", out]),
+    ]
+    for step, argv in steps:
+        command = uv_env.run_in_env(directory, argv, timeout_s=deadline.left())
+        result = uv_env.parse_result(command.output)
+        if not command.ok or not result or not result.get("ok"):
+            failing = [c["name"] for c in (result or {}).get("checks", []) if not c["passed"]]
+            return {
+                **row,
+                "error": f"{step}: {_why(command, result)}" + (f" ({', '.join(failing)})" if failing else ""),
+            }
+    run = directory / out
+    result = _json(run / "train_result.json")
+    figures = training_figures(result, step_log(run), _json(run / "contract.json"), {})
+    return {**row, "ok": True, "precision": result.get("precision"), "figures": figures}
+
+
+def serving_row() -> dict[str, Any]:
+    """The serving engine is not installed by the check (no network there): say whether it is here."""
+    spec = importlib.util.find_spec("vllm")
+    return {"engine": "vllm", "installed": spec is not None, "ran": False}
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Accelerator check ({report['device']})",
@@ -131,6 +182,30 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {r['model']} | {b['median_ms']:.3f} | {b['samples_per_s']:.1f} | {b['verdict']} | "
             f"{', '.join(o['chosen']) or 'none'} | {o['speedup'] or 0:.2f}x ({o['outcome']}) | {r['duration_s']} s |"
         )
+    if report["training"]:
+        lines += [
+            "",
+            "| trained | method | precision | contract | loss first -> last | held-out | tokens/s | step ms | peak MB |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+    for r in report["training"]:
+        if not r["ok"]:
+            lines.append(f"| {r['model']} | {r['method']} | failed: {r.get('error', '').replace('|', '/')} |||||||")
+            continue
+        f = r["figures"]
+        verdict = {1.0: "improved", 0.0: "flat", -1.0: "worse"}[f["eval_verdict"]]
+        lines.append(
+            f"| {r['model']} | {r['method']} | {r['precision']} | {'passed' if f['contract_passed'] else 'FAILED'} | "
+            f"{f['loss_first']:.4f} -> {f['loss_last']:.4f} | {verdict} ({f['eval_loss_before']:.4f} -> "
+            f"{f['eval_loss_after']:.4f}) | {f['tokens_per_s']:.0f} | {f['step_time_s'] * 1000:.1f} | "
+            f"{f['peak_memory_bytes'] / 2**20:.0f} |"
+        )
+    serving = report["serving"]
+    lines += [
+        "",
+        f"Serving: {serving['engine']} is {'installed' if serving['installed'] else 'not installed'} in this "
+        "interpreter; the check does not start a server.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -150,6 +225,15 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"model": name, "device": args.device, "ok": False, "error": "not run: time limit reached"})
             continue
         rows.append(check_one(name, args.out / "packages", args.device, source, deadline))
+    trained = []
+    for row in rows:
+        if not row["ok"] or demo_spec(row["model"]).task_family != TRAINED_FAMILY:
+            continue
+        for method in ("full", "lora"):
+            if deadline.spent():
+                trained.append({"model": row["model"], "method": method, "ok": False, "error": "not run: time limit"})
+                continue
+            trained.append(train_one(row["model"], args.out / "packages" / row["model"], method, args.device, deadline))
     stack = next((r["stack"] for r in rows if r.get("stack")), None)
     report = {
         "device": args.device,
@@ -158,13 +242,15 @@ def main(argv: list[str] | None = None) -> int:
         "stack_detail": stack,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "models": rows,
+        "training": trained,
+        "serving": serving_row(),
     }
     (args.out / "accelerator_check.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     (args.out / "accelerator_check.md").write_text(markdown(report))
     print(markdown(report))
-    failed = [r for r in rows if not r["ok"]]
+    failed = [r for r in rows + trained if not r["ok"]]
     for r in failed:
-        print(f"error: {r['model']}: {r.get('error')}", file=sys.stderr)
+        print(f"error: {r['model']}{' ' + r['method'] if 'method' in r else ''}: {r.get('error')}", file=sys.stderr)
     return 1 if failed or not rows else 0
 
 

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Accelerator check: demo models in system mode on a preinstalled Python with torch (no uv, no network).
 #   bench/accelerator_check.sh [--device cuda|cpu] [--out DIR] [--models a,b,c]
-# PYTHON (default python3) must have torch, transformers, pydantic, jinja2 and packaging.
+# PYTHON (default python3) must have torch, transformers, pydantic, pydantic-settings, sqlmodel, jinja2,
+# packaging and psutil.
 # Renders the packages, makes each environment in system mode on that interpreter, runs the dry run,
-# the benchmark and the optimization search, and writes accelerator_check.{json,md}; 10-minute limit.
+# the benchmark, the optimization search and (causal LMs) training, and writes accelerator_check.{json,md}; 10-minute limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 LIMIT_S="${ACCELERATOR_CHECK_LIMIT_S:-600}"
 missing=$("$PYTHON" - <<'PY'
 import importlib.util
-print(" ".join(m for m in ("torch", "transformers", "pydantic", "jinja2", "packaging") if importlib.util.find_spec(m) is None))
+print(" ".join(m for m in ("torch", "transformers", "pydantic", "pydantic_settings", "sqlmodel", "jinja2", "packaging", "psutil") if importlib.util.find_spec(m) is None))
 PY
 )
 if [ -n "$missing" ]; then
