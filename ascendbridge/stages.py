@@ -27,6 +27,10 @@ STATUSES: tuple[str, ...] = ("waiting", "pending", "in_progress", "completed", "
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "blocked", "skipped"})
 # Statuses that let the next stage become pending.
 DONE_STATUSES: frozenset[str] = frozenset({"completed", "skipped"})
+# Attempt outcomes that ran their stage to its own end, so their time is what the stage costs a model
+# of that family (the ETA's samples, the shipped cost model): a verdict (completed, or inconclusive:
+# the whole stage ran) or the stage's own decision to skip (serving refusing a family, seconds).
+COSTED_OUTCOMES: frozenset[str] = frozenset({"completed", "inconclusive", "skipped"})
 
 
 class UnknownNameError(ValueError):

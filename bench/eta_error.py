@@ -14,7 +14,7 @@ never from the host's stage history. When the shipped cost model was derived fro
 then in-sample, and --prior-scale (one stage's priors multiplied, e.g. optimization=0.33 for a
 search three times quicker than the shipped figures) shows how the ETA fares when they are off.
 Scaling every stage alike changes nothing once a stage has completed: the estimator scales the
-priors by how this board's completed attempts ran against them.
+priors by how this board's costed attempts ran against them.
 The true remaining time is from that moment to the board's last finished task; the error is
 (ETA - true) / true. --workers and --timed-slots describe the run being replayed (the main job on
 2 cores: 2 workers, one timed core); the layout is the documented scheduling rule, not what the
@@ -41,7 +41,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from ascendbridge.board import AttemptRecord, BoardError, BoardStore, ModelRecord, TaskRecord  # noqa: E402
-from ascendbridge.stages import DONE_STATUSES, STAGES, TERMINAL_STATUSES  # noqa: E402
+from ascendbridge.stages import COSTED_OUTCOMES, DONE_STATUSES, STAGES, TERMINAL_STATUSES  # noqa: E402
 from ascendbridge.teamlead.eta import (  # noqa: E402
     COSTS_FILE,
     CostModel,
@@ -78,13 +78,15 @@ class Replay:
         return max(a.finished_at or a.started_at for rows in self.attempts.values() for a in rows)
 
     def samples(self, before: datetime | None = None) -> list[Sample]:
-        """The completed attempts (finished before `before`, if given), oldest first."""
+        """The costed attempts (COSTED_OUTCOMES, no gate re-check; finished before `before`, if given),
+        oldest first: what the team lead's ETA reads (BoardStore.costed_attempts)."""
         family = {m.pk: m.task_family for m in self.models}
         out = []
         for task in self.tasks:
             for a in self.attempts.get(task.id, []):
                 if (
-                    a.outcome == "completed"
+                    a.outcome in COSTED_OUTCOMES
+                    and not a.recheck
                     and a.duration_s is not None
                     and a.finished_at
                     and (before is None or _t(a.finished_at) <= before)

@@ -14,7 +14,7 @@ from sqlmodel import col, select
 from ascendbridge.board.base import StoreBase, UnknownModelError, _chunks
 from ascendbridge.board.records import AttemptRecord, EventRecord, MetricRecord, TaskRecord, loads, now_iso
 from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
-from ascendbridge.stages import STAGES, check_stage, check_status
+from ascendbridge.stages import COSTED_OUTCOMES, STAGES, check_stage, check_status
 
 if TYPE_CHECKING:
     from ascendbridge.board.records import AgentRecord, GuidanceRecord, HostDeviceRecord, ModelRecord
@@ -94,18 +94,18 @@ class ReportingStore(StoreBase):
                 q = q.where(Task.stage == check_stage(stage))
             return [(st, AttemptRecord.of(a)) for st, a in s.exec(q).all()]
 
-    def completed_attempts(self) -> list[tuple[str, str | None, float]]:
-        """(stage, the model's task family, duration s) of every attempt that ran its stage to a
-        verdict (completed, or inconclusive: the whole stage ran), oldest first: the basis of the team
-        lead's ETA and of the host's stage history (ascendbridge/teamlead/eta.py). A gate re-check
-        (`recheck` > 0) ran the gate alone: not what the stage costs."""
+    def costed_attempts(self) -> list[tuple[str, str | None, float]]:
+        """(stage, the model's task family, duration s) of every attempt that ran its stage to its own
+        end (COSTED_OUTCOMES), oldest first: the basis of the team lead's ETA and of the host's stage
+        history (ascendbridge/teamlead/eta.py). A gate re-check (`recheck` > 0) ran the gate alone:
+        not what the stage costs."""
         with self._read() as s:
             q = (
                 select(Task.stage, Model.task_family, Attempt.duration_s)
                 .join(Task, col(Attempt.task_id) == col(Task.id))
                 .join(Model, col(Task.model_pk) == col(Model.id))
                 .where(
-                    col(Attempt.outcome).in_(("completed", "inconclusive")),
+                    col(Attempt.outcome).in_(sorted(COSTED_OUTCOMES)),
                     Attempt.recheck == 0,
                     col(Attempt.duration_s).is_not(None),
                 )

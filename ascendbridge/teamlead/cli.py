@@ -316,7 +316,7 @@ def serve(args: argparse.Namespace, settings: TeamLeadSettings, refs: dict[str, 
     received: list[int] = []
     try:
         with Progress(
-            console, log, live, store.completed_attempts, HostHistory(stage_history_path(), store.path)
+            console, log, live, store.costed_attempts, HostHistory(stage_history_path(), store.path)
         ) as progress:
             lead = TeamLead(
                 store,

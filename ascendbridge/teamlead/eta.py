@@ -4,7 +4,8 @@ Today's failure it answers: a stage with no completed attempt counted as zero, s
 stages left read `ETA >=1m19s`. Here every task has a cost. One task of stage s for a model of task
 family f costs the shipped cost model's figure for (s, f) (`stage_costs.json`: medians of a real
 main job; a family it has not seen gets the stage's median over all), scaled by how fast stage s
-runs here: the median of actual / cost-model over the stage's completed attempts on this board;
+runs here: the median of actual / cost-model over the stage's costed attempts on this board
+(stages.COSTED_OUTCOMES: completed, inconclusive, or skipped by the stage itself);
 with none yet, over its attempts on earlier boards of this host (teamlead/history.py); with none
 there either, the cost model as shipped. Only the first is measured in this run: the others are
 priors, and the ETA line says which one each stage rests on. A running task costs what is left of
@@ -46,7 +47,7 @@ BOARD, HOST, SHIPPED, NONE = "board", "host", "shipped", "none"
 
 
 class Sample(NamedTuple):
-    """One completed attempt: what the estimate learns from."""
+    """One costed attempt (stages.COSTED_OUTCOMES): what the estimate learns from."""
 
     stage: str
     family: str | None
@@ -99,7 +100,7 @@ class CostModel:
 
 
 def derive_costs(samples: Iterable[Sample]) -> dict[str, dict[str, float]]:
-    """A cost model's figures: per stage, the median duration of each family's completed attempts,
+    """A cost model's figures: per stage, the median duration of each family's costed attempts,
     and over all of them (ALL_FAMILIES), rounded to 0.1 s."""
     by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for sample in samples:
@@ -241,7 +242,7 @@ def estimate(
     """The time left for the unfinished tasks of `stages` (the ones this run runs, in stage order).
 
     `models`: the board's models, laid out in the order the scheduler serves them
-    (selection.model_rank, with `costs` as shipped); `board`: the completed attempts on this
+    (selection.model_rank, with `costs` as shipped); `board`: the costed attempts on this
     board; `host`: those on earlier boards of this host. A model's
     tasks after a failed or blocked one, or after one of a stage this run does not run, are not
     counted: this run never reaches them, nor a paused model's. Stages the model's policy skips are

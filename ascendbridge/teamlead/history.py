@@ -1,9 +1,9 @@
 """Stage durations from earlier boards on this host: the ETA's prior for a stage that has no
-completed attempt on the current board yet (teamlead/eta.py).
+costed attempt on the current board yet (teamlead/eta.py).
 
 One JSON file per user (ascendbridge.config.stage_history_path: the setting `paths.stage_history`,
 default `$XDG_CACHE_HOME/ascendbridge/stage_history.json`). It keeps,
-per board (its resolved path) and host name, the durations of the board's completed attempts per
+per board (its resolved path) and host name, the durations of the board's costed attempts per
 stage and task family (the latest MAX_PER_KEY of each), for the MAX_BOARDS boards updated last. The
 team lead rewrites its own board's entry whenever an attempt has finished, for the product's own
 stages only: a test's or a plugin's stand-in under a stage's name would teach the host wrong costs.
@@ -90,7 +90,7 @@ class HostHistory:
         return out
 
     def record(self, samples: Iterable[Sample]) -> None:
-        """Replace this board's entry with `samples` (its completed attempts, oldest first). An
+        """Replace this board's entry with `samples` (its costed attempts, oldest first). An
         unusable file is replaced; OSError when the file cannot be written."""
         try:
             boards = _read(self.path)

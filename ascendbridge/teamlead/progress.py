@@ -3,7 +3,7 @@
 With a terminal the table redraws in place (overall percent and ETA on top); without one
 (CI, a log file, the watchdog) a progress line is logged every PLAIN_EVERY_S seconds instead.
 Every line recomputes the ETA (teamlead/eta.py) and shows what it rests on. After every finished
-attempt the board's completed attempts are re-read and, for the product's own stages, written to
+attempt the board's costed attempts are re-read and, for the product's own stages, written to
 the host's stage history (teamlead/history.py), the prior of later boards.
 """
 
@@ -43,7 +43,7 @@ STYLE = {
 
 def overall(lead: TeamLead, board: list[Sample], host: list[Sample], costs: CostModel) -> tuple[int, int, Eta]:
     """(terminal tasks, all tasks) over the selected stages, and the ETA of the rest: `board` the
-    completed attempts on this board, `host` those on earlier boards of this host."""
+    costed attempts on this board, `host` those on earlier boards of this host."""
     tasks = lead.store.list_tasks()
     selected = [t for t in tasks if t.stage in lead.settings.stages]
     done = sum(1 for t in selected if t.status in TERMINAL_STATUSES)
@@ -71,7 +71,7 @@ class Progress:
         self.costs = costs or CostModel.shipped(log)
         self.live: Live | None = Live(console=console, auto_refresh=False) if live else None
         self._last = 0.0
-        self.samples: list[Sample] = []  # the board's completed attempts, as last read
+        self.samples: list[Sample] = []  # the board's costed attempts, as last read
         self._finished_seen = -1  # attempts finished when the board's attempts were last read
         self._host: list[Sample] | None = None  # the host's priors, read once per run
 
@@ -96,7 +96,7 @@ class Progress:
         return self._host
 
     def refresh(self, lead: TeamLead) -> None:
-        """After an attempt finished: re-read the board's completed attempts, and record those of the
+        """After an attempt finished: re-read the board's costed attempts, and record those of the
         product's own stages (entry points, not a test's stand-ins) as this board's history entry."""
         finished = sum(n for k, n in lead.stats.outcomes.items() if k != "dispatched")
         if finished == self._finished_seen:

@@ -356,7 +356,7 @@ def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
     assert [(r["finished"], r["tasks"]) for r in rows] == [(math.ceil(tasks * q / 4), tasks) for q in (1, 2, 3)]
     replay = eta_error.load(board)
     with BoardStore(board, read_only=True) as store:  # what the team lead's ETA reads: the same attempts
-        assert [Sample(*row) for row in store.completed_attempts()] == replay.samples()
+        assert [Sample(*row) for row in store.costed_attempts()] == replay.samples()
     end = max(replay.finished.values())
     for r in rows:
         assert r["true_s"] == pytest.approx((end - datetime.fromisoformat(r["moment"])).total_seconds())
@@ -373,6 +373,47 @@ def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
     out = capsys.readouterr().out
     quarter, three = math.ceil(tasks / 4), math.ceil(tasks * 3 / 4)
     assert f"25% ({quarter}/{tasks})" in out and f"75% ({three}/{tasks})" in out and "in-sample" not in out
+
+
+def test_a_stage_that_skips_a_family_costs_what_the_skip_took_and_a_failure_or_recheck_costs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Serving refusing a family at run time is an attempt that took seconds: that is what the stage
+    costs a model of that family (the ETA and the shipped cost model learn it). A failed attempt or a
+    gate re-check is not what the stage costs. The team lead and the bench read the same attempts."""
+    board = tmp_path / "board.db"
+    store = BoardStore.init(board)
+    job = TrainingJob(data=str(REPO_ROOT / "training" / "corpus" / "tiny_stories.jsonl"))  # every stage runs
+    families = {"org/served": "causal_lm", "org/refused": "seq2seq"}
+    store.register_models([Registration(model_id=m, training=job) for m in families])
+
+    def attempt(model_id: str, stage: str, seconds: float, outcome: str, recheck: int = 0) -> None:
+        (task,) = store.list_tasks(stage=stage, model_id=model_id)
+        if not recheck:
+            task = store.claim_task(task.id, "test", 60)
+        attempt_id = store.start_attempt(task.id, task.fencing_token, "run", "log", recheck=recheck)
+        if outcome == "completed":
+            fields = {"task_family": families[model_id]} if stage == "discovery" else None
+            store.complete_task(task.id, task.fencing_token, {"summary": "ok"}, model_fields=fields)
+        elif outcome != "inconclusive":  # an inconclusive gate keeps the task for its re-check
+            status = "pending" if outcome == "failed" else outcome
+            store.fail_task(task.id, task.fencing_token, {"rule": f"serving_{outcome}", "summary": "-"}, status=status)
+        store.finish_attempt(attempt_id, 0, seconds, outcome)
+
+    for model_id in families:
+        for stage in STAGES[: STAGES.index("serving")]:
+            attempt(model_id, stage, 1.0, "completed")
+    attempt("org/served", "serving", 70.0, "failed")
+    attempt("org/served", "serving", 250.0, "inconclusive")
+    attempt("org/served", "serving", 5.0, "completed", recheck=1)
+    attempt("org/refused", "serving", 4.0, "skipped")
+    samples = [Sample(*row) for row in store.costed_attempts() if row[0] == "serving"]
+    replayed = [s for s in eta_error.load(board).samples() if s.stage == "serving"]
+    store.close()
+    assert samples == replayed == [Sample("serving", "causal_lm", 250.0), Sample("serving", "seq2seq", 4.0)]
+    assert eta_error.main([str(board), "--derive-costs"]) == 0
+    derived = json.loads(capsys.readouterr().out)["stages"]["serving"]
+    assert derived == {"*": 127.0, "causal_lm": 250.0, "seq2seq": 4.0}
 
 
 def test_the_bench_says_when_its_priors_are_in_sample_and_refuses_bad_input(
