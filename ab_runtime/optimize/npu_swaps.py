@@ -339,50 +339,73 @@ def fused_attention_supported(query: torch.Tensor, key: torch.Tensor, mask: torc
     )
 
 
-def fusion_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    """transformers attention-interface function (BNSD inputs) backed by npu_fusion_attention.
+# The NPU operator behind an attention-interface function: (query, key, value, mask as the operators
+# take it (True = masked out) or None, scale, causal without a mask) -> the output in BNSD.
+AttentionKernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, float, bool], torch.Tensor]
+AttentionFunction = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
+
+
+def npu_attention(
+    supported: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, bool], bool], kernel: AttentionKernel
+) -> AttentionFunction:
+    """A transformers attention-interface function (BNSD inputs) that runs `kernel` on the calls
+    `supported` accepts (its last argument: plain_attention_call) and the model's original attention
+    on every other call: one fallback, mask conversion and default scale for every NPU attention swap.
 
     Causal default as transformers' sdpa path: causal when no mask is given, the query is longer
-    than one token and the module does not say is_causal=False; torch's is_causal is top-left
-    aligned, which is sparse_mode 2 (leftUpCausal).
-    """
-    if not fused_attention_supported(query, key, attention_mask, plain_attention_call(module, dropout, kwargs)):
-        return original_attention(module)(
-            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
-        )
-    heads, q_len, k_len, head_dim = query.shape[1], query.shape[2], key.shape[2], query.shape[3]
-    is_causal = kwargs.get("is_causal")
-    is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
-    sparse_mode = 0
-    if attention_mask is not None:
-        mask = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < -1.0
-        mask = mask[..., :k_len]
-    elif is_causal and q_len > 1:
-        mask, sparse_mode = _causal_mask(query.device), SPARSE_LEFT_UP_CAUSAL
-    else:
+    than one token and the module does not say is_causal=False."""
+
+    def attention(
+        module: torch.nn.Module,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        scaling: float | None = None,
+        dropout: float = 0.0,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if not supported(query, key, attention_mask, plain_attention_call(module, dropout, kwargs)):
+            return original_attention(module)(
+                module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+            )
+        is_causal = kwargs.get("is_causal")
+        is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
         mask = None
-    scale = float(scaling) if scaling is not None else head_dim**-0.5
-    out = _npu().npu_fusion_attention(
+        if attention_mask is not None:  # transformers: bool True = attend, or additive float; the ops: True = masked
+            mask = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < -1.0
+            mask = mask[..., : key.shape[2]]
+        causal = mask is None and bool(is_causal) and query.shape[2] > 1
+        scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
+        out = kernel(query, key, value, mask, scale, causal)
+        return out.transpose(1, 2).contiguous(), None
+
+    return attention
+
+
+def _fusion_kernel(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float, causal: bool
+) -> torch.Tensor:
+    """npu_fusion_attention; a causal call takes the compressed causal mask of sparse_mode 2
+    (leftUpCausal), as torch's is_causal is top-left aligned."""
+    sparse_mode = 0
+    if causal:
+        mask, sparse_mode = _causal_mask(query.device), SPARSE_LEFT_UP_CAUSAL
+    return _npu().npu_fusion_attention(
         query.contiguous(),
         key.contiguous(),
         value.contiguous(),
-        heads,
+        query.shape[1],
         "BNSD",
         atten_mask=mask,
         scale=scale,
         keep_prob=1.0,
         sparse_mode=sparse_mode,
     )[0]
-    return out.transpose(1, 2).contiguous(), None
+
+
+# The transformers attention-interface function backed by npu_fusion_attention.
+fusion_attention = npu_attention(fused_attention_supported, _fusion_kernel)
 
 
 def op_argument_names(op: Any) -> tuple[str, ...]:
@@ -430,43 +453,34 @@ def fused_infer_supported(query: torch.Tensor, key: torch.Tensor, mask: torch.Te
     )
 
 
-def fused_infer_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    *,
-    scale_keyword: str = "scale",
-    **kwargs: Any,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+def fused_infer_attention(scale_keyword: str = "scale") -> AttentionFunction:
     """transformers attention-interface function: decode steps through npu_fused_infer_attention_score
     (BNSD), prefill and everything outside the documented limits through the original attention.
 
     `scale_keyword` is resolved once when the swap is installed (swap_decode_attention), never per
     call, so a graph capture of the decode step (torchair) has nothing to inspect at run time."""
-    if not fused_infer_supported(query, key, attention_mask, plain_attention_call(module, dropout, kwargs)):
-        return original_attention(module)(
-            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
-        )
-    mask = None
-    if attention_mask is not None:  # transformers: bool True = attend, or additive float; the op: True = masked
-        mask = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < -1.0
-        mask = mask[..., : key.shape[2]].contiguous()
-    scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
-    out = _npu().npu_fused_infer_attention_score(
-        query.contiguous(),
-        key.contiguous(),
-        value.contiguous(),
-        atten_mask=mask,
-        num_heads=query.shape[1],
-        num_key_value_heads=key.shape[1],
-        input_layout="BNSD",
-        **{scale_keyword: scale},
-    )[0]
-    return out.transpose(1, 2).contiguous(), None
+
+    def kernel(
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None,
+        scale: float,
+        causal: bool,
+    ) -> torch.Tensor:
+        """`causal` is never set here: fused_infer_supported takes one-token queries only."""
+        return _npu().npu_fused_infer_attention_score(
+            query.contiguous(),
+            key.contiguous(),
+            value.contiguous(),
+            atten_mask=None if mask is None else mask.contiguous(),
+            num_heads=query.shape[1],
+            num_key_value_heads=key.shape[1],
+            input_layout="BNSD",
+            **{scale_keyword: scale},
+        )[0]
+
+    return npu_attention(fused_infer_supported, kernel)
 
 
 def swap_attention(
@@ -495,9 +509,7 @@ def swap_attention(
 def swap_decode_attention(model: torch.nn.Module) -> bool:
     """Select fused_infer_attention (decode steps on npu_fused_infer_attention_score) for this model,
     with the scale keyword of the installed release; False (nothing changed) when it names neither."""
-    import functools
-
     keyword = fused_infer_scale_keyword()
     if keyword is None:
         return False
-    return swap_attention(model, FUSED_INFER_NAME, functools.partial(fused_infer_attention, scale_keyword=keyword))
+    return swap_attention(model, FUSED_INFER_NAME, fused_infer_attention(keyword))
