@@ -180,23 +180,10 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
     """The one settings model, resolved once: the flags and `--set`, then ASCENDBRIDGE_*, then the
     defaults (ascendbridge.settings). Workers get it as typed settings, not through the environment."""
     given: dict[str, dict[str, object]] = parse_stage_settings(args.set)
-    given["run"] = {
-        k: v
-        for k, v in {
-            "workers": args.workers,
-            "max_interruptions": args.max_interruptions,
-            "gate_timeout_s": args.gate_timeout,
-            "lease_s": args.lease,
-            "heartbeat_s": args.heartbeat,
-            "poll_s": args.poll,
-            "executor": args.executor,
-            "ray_address": args.ray_address,
-            "devices": args.devices,
-            "timed_cores": args.timed_cores,
-            "gate_rechecks": args.gate_rechecks,
-            "gate_recheck_s": args.gate_recheck_delay,
-        }.items()
-        if v is not None
+    given["run"] = {  # each run setting's flag is named once, in RunSettings.FLAGS (argparse's dest rule)
+        name: value
+        for name, flag in RunSettings.FLAGS.items()
+        if (value := getattr(args, flag.removeprefix("--").replace("-", "_"))) is not None
     }
     envs = {"env": args.env, "system_python": str(args.python.expanduser().absolute()) if args.python else None}
     given["envs"] = {**given.get("envs", {}), **{k: v for k, v in envs.items() if v is not None}}
