@@ -35,7 +35,7 @@ from ascendbridge.package.generator import render_adaptation  # noqa: E402
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource  # noqa: E402
 from ascendbridge.stacks import describe  # noqa: E402
 from benchmark.render import render_accuracy_run  # noqa: E402
-from training.figures import step_log, training_figures  # noqa: E402
+from training.figures import VERDICT_VALUE, step_log, training_figures  # noqa: E402
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, render_package  # noqa: E402
 from training.settings import TrainingSettings  # noqa: E402
 
@@ -164,42 +164,58 @@ def serving_row() -> dict[str, Any]:
     return {"engine": "vllm", "installed": spec is not None, "ran": False}
 
 
-def markdown(report: dict[str, Any]) -> str:
-    lines = [
-        f"# Accelerator check ({report['device']})",
-        "",
-        f"{report['stack']}; {report['finished_at']}",
-        "",
-        "| model | median ms | samples/s | accuracy | chosen passes | speedup | time |",
-        "|---|---|---|---|---|---|---|",
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table; a row shorter than the header (a failure's) is padded with empty cells."""
+    padded = [row + [""] * (len(header) - len(row)) for row in rows]
+    return ["", *("| " + " | ".join(cells) + " |" for cells in (header, ["---"] * len(header), *padded))]
+
+
+def _failed(r: dict[str, Any]) -> str:
+    return f"failed: {r.get('error', '').replace('|', '/')}"
+
+
+def _model_cells(r: dict[str, Any]) -> list[str]:
+    if not r["ok"]:
+        return [r["model"], _failed(r)]
+    b, o = r["benchmark"], r["optimization"]
+    return [
+        r["model"],
+        f"{b['median_ms']:.3f}",
+        f"{b['samples_per_s']:.1f}",
+        str(b["verdict"]),
+        ", ".join(o["chosen"]) or "none",
+        f"{o['speedup'] or 0:.2f}x ({o['outcome']})",
+        f"{r['duration_s']} s",
     ]
-    for r in report["models"]:
-        if not r["ok"]:
-            lines.append(f"| {r['model']} | failed: {r.get('error', '').replace('|', '/')} | | | | | |")
-            continue
-        b, o = r["benchmark"], r["optimization"]
-        lines.append(
-            f"| {r['model']} | {b['median_ms']:.3f} | {b['samples_per_s']:.1f} | {b['verdict']} | "
-            f"{', '.join(o['chosen']) or 'none'} | {o['speedup'] or 0:.2f}x ({o['outcome']}) | {r['duration_s']} s |"
-        )
+
+
+def _training_cells(r: dict[str, Any]) -> list[str]:
+    if not r["ok"]:
+        return [r["model"], r["method"], _failed(r)]
+    f = r["figures"]
+    verdict = {value: name for name, value in VERDICT_VALUE.items()}[f["eval_verdict"]]
+    return [
+        r["model"],
+        r["method"],
+        str(r["precision"]),
+        "passed" if f["contract_passed"] else "FAILED",
+        f"{f['loss_first']:.4f} -> {f['loss_last']:.4f}",
+        f"{verdict} ({f['eval_loss_before']:.4f} -> {f['eval_loss_after']:.4f})",
+        f"{f['tokens_per_s']:.0f}",
+        f"{f['step_time_s'] * 1000:.1f}",
+        f"{f['peak_memory_bytes'] / 2**20:.0f}",
+    ]
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Accelerator check ({report['device']})", "", f"{report['stack']}; {report['finished_at']}"]
+    lines += _table(
+        ["model", "median ms", "samples/s", "accuracy", "chosen passes", "speedup", "time"],
+        [_model_cells(r) for r in report["models"]],
+    )
     if report["training"]:
-        lines += [
-            "",
-            "| trained | method | precision | contract | loss first -> last | held-out | tokens/s | step ms | peak MB |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-    for r in report["training"]:
-        if not r["ok"]:
-            lines.append(f"| {r['model']} | {r['method']} | failed: {r.get('error', '').replace('|', '/')} |||||||")
-            continue
-        f = r["figures"]
-        verdict = {1.0: "improved", 0.0: "flat", -1.0: "worse"}[f["eval_verdict"]]
-        lines.append(
-            f"| {r['model']} | {r['method']} | {r['precision']} | {'passed' if f['contract_passed'] else 'FAILED'} | "
-            f"{f['loss_first']:.4f} -> {f['loss_last']:.4f} | {verdict} ({f['eval_loss_before']:.4f} -> "
-            f"{f['eval_loss_after']:.4f}) | {f['tokens_per_s']:.0f} | {f['step_time_s'] * 1000:.1f} | "
-            f"{f['peak_memory_bytes'] / 2**20:.0f} |"
-        )
+        header = ["trained", "method", "precision", "contract", "loss first -> last", "held-out", "tokens/s"]
+        lines += _table([*header, "step ms", "peak MB"], [_training_cells(r) for r in report["training"]])
     serving = report["serving"]
     lines += [
         "",
