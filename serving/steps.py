@@ -16,7 +16,9 @@ from typing import IO, Any
 
 import psutil
 
+from ab_runtime.tools import run_tool
 from ascendbridge.package.uv_env import parse_result
+from ascendbridge.runtime.devices import DeviceSpecError, Runner, parse_index_list, probe
 from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
 from ascendbridge.runtime.process import run_command
 from serving.plan import ASCEND_STACKS, SERVER_MODULE, DeviceProfile, ModelFacts, Refusal, ServePlan, plan_serving
@@ -101,21 +103,40 @@ def ascend_cards(settings: ServingSettings, env: Mapping[str, str]) -> tuple[int
     return (claimed, VISIBLE_ENV["npu"]) if claimed else (settings.ascend_cards, "serving.ascend_cards")
 
 
+def cuda_device(env: Mapping[str, str], runner: Runner = run_tool) -> DeviceProfile:
+    """The GPUs the acceptance runs on, as nvidia-smi reports them: the task's claimed cards (the team
+    lead's CUDA_VISIBLE_DEVICES mask, physical indices as nvidia-smi numbers them), else every card;
+    the smallest one's memory. StepError when nvidia-smi does not report them all."""
+    found, _ = probe("cuda", runner)
+    raw = env.get(VISIBLE_ENV["cuda"], "").strip()
+    try:
+        wanted = set(parse_index_list(raw, VISIBLE_ENV["cuda"])) if raw else None
+    except DeviceSpecError as exc:
+        raise StepError("serving_no_gpu", str(exc)) from None
+    cards = [d for d in found or [] if wanted is None or d.index in wanted]
+    if not cards or (wanted is not None and len(cards) < len(wanted)) or any(d.memory_gb is None for d in cards):
+        seen = ", ".join(f"{d.label} {d.memory_gb} GiB" for d in found or []) or "none"
+        raise StepError(
+            "serving_no_gpu",
+            f"serving on cuda needs its GPUs ({VISIBLE_ENV['cuda']}={raw or 'all'}), but nvidia-smi reports: {seen}",
+        )
+    return DeviceProfile("cuda", int(min(d.memory_gb or 0.0 for d in cards) * GiB), len(cards), bf16=True)
+
+
 def local_device(settings: ServingSettings, env: Mapping[str, str]) -> DeviceProfile:
-    """The device the acceptance runs on: this host's memory on CPU, the claimed cards on an
-    accelerator (the setting when none were claimed)."""
-    memory = int(settings.ascend_card_memory_gb * GiB)
+    """The device the acceptance runs on: this host's memory on CPU; on Ascend the claimed cards
+    (the setting when none were claimed) at the setting's card memory; on CUDA the GPUs themselves."""
     if settings.profile == "cpu":
         return DeviceProfile("cpu", int(psutil.virtual_memory().total))
     if settings.profile == "ascend":
         return DeviceProfile(
             "ascend",
-            memory,
+            int(settings.ascend_card_memory_gb * GiB),
             ascend_cards(settings, env)[0],
             bf16=settings.ascend_generation != "310P",
             generation=settings.ascend_generation,
         )
-    return DeviceProfile("cuda", memory, claimed_cards(env, "cuda") or settings.ascend_cards, bf16=True)
+    return cuda_device(env)
 
 
 def plan_inputs(

@@ -135,6 +135,28 @@ def test_the_ascend_deployment_is_sized_from_the_claimed_cards_and_the_setting_o
     assert isinstance(plan_serving(model, DeviceProfile(**unclaimed), None), ServePlan)
 
 
+def test_a_cuda_host_is_planned_on_the_gpus_nvidia_smi_reports_never_on_the_ascend_setting() -> None:
+    """The local plan on CUDA sizes from the task's claimed GPUs (all of them without a claim) and the
+    smallest card's memory; a claim nvidia-smi cannot back, or no GPU at all, stops the run with why."""
+    from serving.steps import StepError, cuda_device
+    from tests.support.fake_devices import fake_runner
+
+    host = fake_runner(nvidia="0, NVIDIA H200, 143771\n1, NVIDIA A10, 23028\n2, NVIDIA H200, 143771\n")
+    assert cuda_device({}, host) == DeviceProfile("cuda", int(22.5 * GiB), 3, bf16=True)
+    assert cuda_device({"CUDA_VISIBLE_DEVICES": "0,2"}, host) == DeviceProfile("cuda", int(140.4 * GiB), 2, bf16=True)
+    model = llama(heads=32, params=70_000_000_000, positions=4096)  # 130 GiB of bf16 weights
+    assert isinstance(plan_serving(model, cuda_device({"CUDA_VISIBLE_DEVICES": "0,2"}, host), None), ServePlan)
+    assert isinstance(plan_serving(model, cuda_device({"CUDA_VISIBLE_DEVICES": "1"}, host), None), Refusal)
+    for env, runner, why in (
+        ({"CUDA_VISIBLE_DEVICES": "0,5"}, host, "nvidia-smi reports: cuda:0 140.4 GiB"),
+        ({}, fake_runner(nvidia=None), "nvidia-smi reports: none"),
+        ({"CUDA_VISIBLE_DEVICES": "x"}, host, "'x' is not an index"),
+    ):
+        with pytest.raises(StepError, match=why) as caught:
+            cuda_device(env, runner)
+        assert caught.value.rule == "serving_no_gpu"
+
+
 @pytest.mark.parametrize("head", [16, 48, 8])
 def test_a_head_size_the_cpu_attention_lacks_is_a_refusal_on_the_first_attempt(head: int) -> None:
     refusal = plan_serving(llama(head=head), DeviceProfile("cpu", 16 * GiB), LLAMA_ARCHS)
