@@ -11,7 +11,8 @@ against CPU float32, a full and a LoRA run with checkpoints, and ab_runtime.trai
 re-runs a step from a checkpoint bit for bit); and says whether this interpreter has the serving
 engine (vLLM), which the check does not install. Writes one report (accelerator_check.json + .md).
 Needs from the interpreter: torch, transformers, pydantic, pydantic-settings, sqlmodel, jinja2,
-packaging, psutil. bench/accelerator_check.sh is the entry point with the 10-minute limit.
+packaging, psutil, and the packages' own dependencies (safetensors, huggingface_hub, peft: system
+mode names any that is missing). bench/accelerator_check.sh is the entry point with the 10-minute limit.
 """
 
 from __future__ import annotations
@@ -161,7 +162,11 @@ def train_one(name: str, directory: Path, method: str, device: str, deadline: De
 def serving_row() -> dict[str, Any]:
     """The serving engine is not installed by the check (no network there): say whether it is here."""
     spec = importlib.util.find_spec("vllm")
-    return {"engine": "vllm", "installed": spec is not None, "ran": False}
+    return {"engine": "vllm", "installed": spec is not None}
+
+
+MODEL_COLUMNS = "model|median ms|samples/s|accuracy|chosen passes|speedup|time".split("|")
+TRAINING_COLUMNS = "trained|method|precision|contract|loss first -> last|held-out|tokens/s|step ms|peak MB".split("|")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -209,13 +214,9 @@ def _training_cells(r: dict[str, Any]) -> list[str]:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# Accelerator check ({report['device']})", "", f"{report['stack']}; {report['finished_at']}"]
-    lines += _table(
-        ["model", "median ms", "samples/s", "accuracy", "chosen passes", "speedup", "time"],
-        [_model_cells(r) for r in report["models"]],
-    )
+    lines += _table(MODEL_COLUMNS, [_model_cells(r) for r in report["models"]])
     if report["training"]:
-        header = ["trained", "method", "precision", "contract", "loss first -> last", "held-out", "tokens/s"]
-        lines += _table([*header, "step ms", "peak MB"], [_training_cells(r) for r in report["training"]])
+        lines += _table(TRAINING_COLUMNS, [_training_cells(r) for r in report["training"]])
     serving = report["serving"]
     lines += [
         "",
