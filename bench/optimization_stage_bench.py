@@ -74,7 +74,7 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
     render_adaptation(spec, directory)
     (directory / ".venv").symlink_to(torch_env_python().absolute().parent.parent, target_is_directory=True)
     # the shared env stands in for the synced one
-    uv_env.sync = lambda *a, **k: SimpleNamespace(ok=True)  # type: ignore[assignment]
+    uv_env.sync = lambda *a, **k: SimpleNamespace(ok=True)  # type: ignore[assignment]  # a stand-in, not a sync
     log = io.StringIO()
     ctx = StageContext(
         model=record,

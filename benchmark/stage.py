@@ -208,7 +208,8 @@ class BenchmarkStage:
                         spec_change=change,
                     )
                 remedy = "no remedy left: the module is already kept in float32"
-                findings.append(dtype_finding(result, remedy, kept=False))  # type: ignore[arg-type]
+                assert result is not None  # a finding comes in a run's result
+                findings.append(dtype_finding(result, remedy, kept=False))
                 ctx.say(f"finding: {findings[-1]['summary']}")
                 continue
             assert result is not None

@@ -286,7 +286,7 @@ def install_rotary(model: torch.nn.Module) -> bool:
         npu = _npu()
         return npu.npu_rotary_mul(q, c, s), npu.npu_rotary_mul(k, c, s)
 
-    apply_rotary_pos_emb._ab_npu_rotary = True  # type: ignore[attr-defined]
+    apply_rotary_pos_emb._ab_npu_rotary = True  # type: ignore[attr-defined]  # a mark on the function object
     apply_rotary_pos_emb._ab_original = original  # type: ignore[attr-defined]  # what the contract compares with
     module.apply_rotary_pos_emb = apply_rotary_pos_emb  # type: ignore[attr-defined]  # a transformers modeling module, typed as a bare ModuleType
     return True

@@ -35,7 +35,9 @@ def render_prompt(kind: str, context: dict[str, Any]) -> str:
         raise ValueError(f"unknown prompt kind '{kind}' (kinds: {', '.join(TASK_KINDS)})")
     try:
         template = _environment().get_template(f"{kind}.md.j2")
-        return redact(template.render(**redact_value(context)))  # type: ignore[arg-type]
+        redacted = redact_value(context)
+        assert isinstance(redacted, dict)  # redact_value keeps a value's shape
+        return redact(template.render(**redacted))
     except jinja2.UndefinedError as exc:
         raise ValueError(f"prompt '{kind}' needs a value the caller did not give: {exc.message}") from None
 

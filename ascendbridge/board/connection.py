@@ -172,6 +172,7 @@ def open_engines(path: Path, create: bool = False) -> tuple[Engine, Engine]:
     write_engine = _make_engine(path, immediate=True)
     try:
         with write_engine.connect() as conn:
+            # SQLAlchemy types the raw connection as its DBAPI protocol; on this engine it is sqlite3's
             _quick_check(conn.connection.dbapi_connection, path)  # type: ignore[arg-type]
         with write_engine.begin() as conn:
             version = _read_version(conn)

@@ -152,8 +152,8 @@ def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
     run = st.resolved.of(RunSettings)
     for name in RunSettings.model_fields:
         setattr(st, name, getattr(run, name))
-    st.stage_limits = parse_stage_map(args.stage_workers, "--stage-workers", int)  # type: ignore[assignment]
-    st.attempt_budget = parse_stage_map(args.stage_attempts, "--stage-attempts", int)  # type: ignore[assignment]
+    st.stage_limits = parse_stage_map(args.stage_workers, "--stage-workers", int)
+    st.attempt_budget = parse_stage_map(args.stage_attempts, "--stage-attempts", int)
     if args.attempts is not None:
         if args.attempts < 1:
             raise SettingsError("--attempts must be at least 1")
@@ -162,7 +162,7 @@ def settings_from(args: argparse.Namespace) -> TeamLeadSettings:
         if args.timeout <= 0:
             raise SettingsError("--timeout must be positive")
         st.stage_timeout_s = {stage: args.timeout for stage in st.stage_timeout_s}
-    st.stage_timeout_s.update(parse_stage_map(args.stage_timeout, "--stage-timeout", float))  # type: ignore[arg-type]
+    st.stage_timeout_s.update(parse_stage_map(args.stage_timeout, "--stage-timeout", float))
     if args.output_cap is not None:
         if args.output_cap < 1024:
             raise SettingsError("--output-cap must be at least 1024 bytes")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import Any, ClassVar, Literal, TypedDict, TypeVar
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -164,9 +164,12 @@ def stages_for(mode: str | None, explicit: str | None) -> tuple[str, ...]:
     return PROMPT_MODES[mode]
 
 
-def parse_stage_map(raw: str | None, what: str, kind: type) -> dict[str, object]:
+Number = TypeVar("Number", int, float)
+
+
+def parse_stage_map(raw: str | None, what: str, kind: type[Number]) -> dict[str, Number]:
     """`stage=value,stage=value` (for --stage-workers, --stage-timeout, --attempts)."""
-    out: dict[str, object] = {}
+    out: dict[str, Number] = {}
     for item in filter(None, (p.strip() for p in (raw or "").split(","))):
         name, sep, value = item.partition("=")
         try:

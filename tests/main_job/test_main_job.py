@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.board import BoardStore
 from ascendbridge.demo_models import list_demo_models
 from ascendbridge.main_job import PIPELINE
@@ -52,7 +54,7 @@ def test_unusable_board_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert fake.read_text() == "not a database\n"
 
 
-def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_results_and_next_steps_are_actionable_and_never_wrap(board: BoardStore, tmp_path: Path) -> None:
     """Per model: how far it got (or why it stopped), latency, speedup, evidence; commands go
     through ./ab and stay on one line at 80 columns when output is not a terminal."""
     import io
@@ -116,7 +118,7 @@ def test_results_and_next_steps_are_actionable_and_never_wrap(board, tmp_path: P
     assert not any(line.strip() in ("run demo.py --dry-run", "--dry-run") for line in text.splitlines())
 
 
-def test_the_summary_says_what_was_served_and_why_not(board, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_summary_says_what_was_served_and_why_not(board: BoardStore, tmp_path: Path) -> None:
     """The served table: the gated serving figures and serve command of a served model, the reason
     of one the stage skipped."""
     import io
@@ -162,7 +164,9 @@ def test_the_summary_says_what_was_served_and_why_not(board, tmp_path: Path) -> 
     assert "skipped: vLLM serves no image_classification models" in vit
 
 
-def test_serving_is_left_out_saying_why_when_its_environment_cannot_be_had(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_serving_is_left_out_saying_why_when_its_environment_cannot_be_had(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import io
 
     from rich.console import Console
@@ -176,7 +180,7 @@ def test_serving_is_left_out_saying_why_when_its_environment_cannot_be_had(monke
     assert PIPELINE[-1] == "serving"
 
 
-def test_the_summary_says_what_was_trained_and_the_main_job_trains_one_demo(board) -> None:  # type: ignore[no-untyped-def]
+def test_the_summary_says_what_was_trained_and_the_main_job_trains_one_demo(board: BoardStore) -> None:
     """The trained table: the gated training figures of the model registered with a job, the
     reason of one that did not train; models without a job are not listed."""
     import io

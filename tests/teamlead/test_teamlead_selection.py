@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ascendbridge.teamlead.selection import Candidate, Resources, select
 
 
-def _free(workers: int = 2, timed: int = 1, capacity: int = 1, **kw: object) -> Resources:
-    return Resources(workers=workers, timed=timed, timed_capacity=capacity, **kw)  # type: ignore[arg-type]
+def _free(workers: int = 2, timed: int = 1, capacity: int = 1, **kw: Any) -> Resources:
+    return Resources(workers=workers, timed=timed, timed_capacity=capacity, **kw)
 
 
 def _picked(cands: list[Candidate], free: Resources) -> list[tuple[int, str]]:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,9 @@ def procs_in(folder: Path) -> list[int]:
     return out
 
 
-def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+def wait_for(
+    predicate: Callable[[], object], timeout: float = 60.0, interval: float = 0.2, what: str = "condition"
+) -> None:
     import time
 
     deadline = time.monotonic() + timeout

@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from ascendbridge.agents import history
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
@@ -34,7 +35,7 @@ class ToyStage:
         except ValueError:
             return "ok"
 
-    def _evidence(self, ctx: StageContext):  # type: ignore[no-untyped-def]
+    def _evidence(self, ctx: StageContext) -> Path:
         return ctx.adaptation_dir / f"{self.name}.evidence"
 
     def run(self, ctx: StageContext) -> StageOutcome:
