@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ from ascendbridge.package.generator import render_adaptation  # noqa: E402
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource  # noqa: E402
 from ascendbridge.stacks import describe  # noqa: E402
 from benchmark.render import render_accuracy_run  # noqa: E402
+from serving.steps import StepError, cuda_device  # noqa: E402
 from training.figures import VERDICT_VALUE, step_log, training_figures  # noqa: E402
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_PY, render_package  # noqa: E402
 from training.settings import TrainingSettings  # noqa: E402
@@ -159,10 +161,17 @@ def train_one(name: str, directory: Path, method: str, device: str, deadline: De
     return {**row, "ok": True, "precision": result.get("precision"), "figures": figures}
 
 
-def serving_row() -> dict[str, Any]:
-    """The serving engine is not installed by the check (no network there): say whether it is here."""
-    spec = importlib.util.find_spec("vllm")
-    return {"engine": "vllm", "installed": spec is not None}
+def serving_row(device: str) -> dict[str, Any]:
+    """The serving engine is not installed by the check (no network there): say whether it is here,
+    and on CUDA the device profile the serving stage would plan on (serving.steps.cuda_device)."""
+    row: dict[str, Any] = {"engine": "vllm", "installed": importlib.util.find_spec("vllm") is not None}
+    if device == "cuda":
+        try:
+            profile = cuda_device(os.environ)
+            row["plan_device"] = f"{profile.devices} x {profile.memory_bytes / 2**30:.1f} GiB"
+        except StepError as exc:
+            row["plan_device"] = f"error: {exc}"
+    return row
 
 
 MODEL_COLUMNS = "model|median ms|samples/s|accuracy|chosen passes|speedup|time".split("|")
@@ -221,7 +230,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines += [
         "",
         f"Serving: {serving['engine']} is {'installed' if serving['installed'] else 'not installed'} in this "
-        "interpreter; the check does not start a server.",
+        "interpreter; the check does not start a server."
+        + (f" The stage would plan on: {serving['plan_device']}." if "plan_device" in serving else ""),
     ]
     return "\n".join(lines) + "\n"
 
@@ -260,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "models": rows,
         "training": trained,
-        "serving": serving_row(),
+        "serving": serving_row(args.device),
     }
     (args.out / "accelerator_check.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     (args.out / "accelerator_check.md").write_text(markdown(report))
