@@ -128,10 +128,6 @@ def check_one(name: str, root: Path, device: str, source: TorchSource, deadline:
     return {**row, "ok": True, "duration_s": round(time.monotonic() - started, 1)}
 
 
-def _json(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
 def train_one(name: str, directory: Path, method: str, device: str, deadline: Deadline) -> dict[str, Any]:
     """One training run of a rendered, synced package as the training stage runs it (one process):
     the baseline contract, the run with checkpoints, then the framework's verification."""
@@ -156,8 +152,8 @@ def train_one(name: str, directory: Path, method: str, device: str, deadline: De
                 "error": f"{step}: {_why(command, result)}" + (f" ({', '.join(failing)})" if failing else ""),
             }
     run = directory / out
-    result = _json(run / "train_result.json")
-    figures = training_figures(result, step_log(run), _json(run / "contract.json"), {})
+    result = json.loads((run / "train_result.json").read_text())  # both written by the runs that passed above
+    figures = training_figures(result, step_log(run), json.loads((run / "contract.json").read_text()), {})
     return {**row, "ok": True, "precision": result.get("precision"), "figures": figures}
 
 

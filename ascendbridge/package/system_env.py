@@ -133,14 +133,13 @@ def sync_system(directory: Path, choice: EnvChoice, device: str, log: IO[str] | 
     started = time.monotonic()
     try:
         base = choice.python
-        if base is None:
-            raise StackError("system mode needs a base interpreter (envs.system_python / --python)")
+        assert base is not None  # envmode.env_choice refuses system mode without an interpreter
         spec = AdaptationSpec.load(directory)
         stack = probe_stack(base)
         check_stack(stack, spec.transformers_requirement, device)
         current = marker(directory)
         python = directory / ".venv" / "bin" / "python"
-        if current is None or current.get("base") != str(choice.python) or not python.is_file():
+        if current is None or current.get("base") != str(base) or not python.is_file():
             python = _make_venv(directory, base, log)
         installed = {canonicalize_name(k): v for k, v in _json_of(python, _INSTALLED).items()}
         missing = [req for req in pinned_requirements(directory, log) if canonicalize_name(req.name) not in installed]
