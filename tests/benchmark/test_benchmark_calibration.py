@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ab_runtime.calibration import HARD_BAND, Round, judge
+from ab_runtime.calibration import HARD_BAND, Round, confirm, judge
 
 BAND = 1.5
 
@@ -78,3 +78,30 @@ def test_evidence_without_calibration_is_judged_without_the_ratio() -> None:
     assert judge("forward call", 1.0, None, [*busy[:2], Round(25.0, None, 30, 16.0)], BAND).verdict == "failed"
     # No band (the optimization gate's call): nothing is judged beyond passing.
     assert judge("forward call", 10.0, None, [Round(1e6)], float("inf")).verdict == "passed"
+
+
+def test_a_round_with_a_voluntary_switch_is_not_quiet() -> None:
+    """A worker thread that slept and was woken late behind the load left no involuntary switch,
+    yet the calls waited for it: such a round proves nothing uninterrupted (as a call counted
+    with quiet_calls)."""
+    slept = [Round(50.0, 1.2, 0, None, 3), Round(70.0, 1.2, 0, None, 2), Round(60.0, 1.2, 0, None, 4)]
+    judged = judge("decode step", 10.0, 1.0, slept, BAND)  # x5 at best, no preemption, a thread slept
+    assert judged.figures["quiet_x"] is None and judged.figures["voluntary_switches"] == [3, 2, 4]
+    assert judged.verdict == "inconclusive" and "no re-timed call ran without a context switch" in judged.reason
+    undisturbed = [Round(r.model_min_ms, r.probe_min_ms, 0) for r in slept]
+    judged = judge("decode step", 10.0, 1.0, undisturbed, BAND)
+    assert judged.verdict == "failed" and judged.figures["quiet_x"] == 5.0, judged.reason
+
+
+def test_a_failure_stands_only_when_a_second_series_fails_too() -> None:
+    """The CI case (2026-12-04): an honest decode step x4.32 slower in a round the host did not
+    preempt, its ratio beyond x4 too; a second series decides."""
+    burst = judge("decode step", 1.0, 1.0, [Round(4.32, 1.0, 0), Round(5.0, 1.0, 9), Round(4.6, 1.0, 12)], BAND)
+    assert burst.verdict == "failed"
+    again = confirm(burst, judge("decode step", 1.0, 1.0, [Round(4.4, 1.0, 0)] * 3, BAND))
+    assert again.verdict == "failed" and "second series" in again.reason and again.figures["series"] == 2
+    passed = confirm(burst, judge("decode step", 1.0, 1.0, [Round(1.1, 1.0, 5)], BAND))
+    assert passed.verdict == "passed" and "second series" in passed.reason
+    undecided = confirm(burst, judge("decode step", 1.0, 1.0, [Round(2.0, 1.0, 30)] * 3, BAND))
+    assert undecided.verdict == "inconclusive" and "did not reproduce" in undecided.reason
+    assert undecided.figures["first_series"]["quiet_x"] == burst.figures["quiet_x"]
