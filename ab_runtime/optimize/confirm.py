@@ -51,6 +51,15 @@ def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pa
     }
 
 
+def load_note(figures: dict[str, Any]) -> str:
+    """What the host's load cost this paired measurement (harness.paired's re-timed blocks), or ""."""
+    retaken, loaded = figures.get("retaken_blocks", 0), figures.get("loaded_blocks", 0)
+    if not retaken:
+        return ""
+    kept = f", {loaded} kept interrupted" if loaded else ""
+    return f"; {retaken} block(s) re-timed, a side interrupted on every call{kept}"
+
+
 def perf_argv(
     notes_path: Path, spec_path: Path, device: str, use_pretrained: bool, pairs: int, iters: int
 ) -> list[str]:
@@ -111,7 +120,7 @@ def confirm(
         harness.say(
             f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "
             f"(interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f}); the search said "
-            f"x{notes['selection']['speedup']:.3f}"
+            f"x{notes['selection']['speedup']:.3f}{load_note(figures)}"
         )
     notes = apply_confirmation(notes, figures, pairs)
     if perf_result is not None and notes["chosen"] == chosen:

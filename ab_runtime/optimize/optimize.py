@@ -123,16 +123,19 @@ def sequential_paired(
     decided: Callable[[list[float]], bool],
 ) -> dict[str, Any]:
     """harness.paired one block pair at a time (warmup before the first), stopped as soon as
-    `decided(pair speedups)`, at most `max_pairs`: the figures of the pairs taken (pairstats)."""
+    `decided(pair speedups)`, at most `max_pairs`: the figures of the pairs taken (pairstats), with
+    the blocks harness.paired re-timed or kept loaded, summed."""
     base_blocks: list[list[float]] = []
     cand_blocks: list[list[float]] = []
+    retaken = loaded = 0
     while True:
         block = harness.paired(session, base, cand, 1, 0 if base_blocks else warmup, iters)
         base_blocks.append(block["baseline_samples_ms"])
         cand_blocks.append(block["candidate_samples_ms"])
+        retaken, loaded = retaken + block["retaken_blocks"], loaded + block["loaded_blocks"]
         figures = pairstats.summarize_pairs(base_blocks, cand_blocks, warmup)
         if len(base_blocks) >= max_pairs or decided(figures.pair_speedups):
-            return figures.as_dict()
+            return {**figures.as_dict(), "retaken_blocks": retaken, "loaded_blocks": loaded}
 
 
 def search(

@@ -1,10 +1,17 @@
-"""Paired statistics and the keep rule (pure Python: the same file the runtime and the gate use)."""
+"""Paired statistics and the keep rule (pure Python: the same file the runtime and the gate use), and
+the harness's paired timing that feeds them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from ascendbridge.config import REPO_ROOT
 from optimization.notes_check import pairstats
+from tests.support.torch_env import run_inner_json
+
+INNER = Path(__file__).resolve().parent / "inner"
 
 stats = pairstats()
 
@@ -121,3 +128,23 @@ def test_passes_are_tried_by_expected_gain() -> None:
         "cpu_bf16_autocast",
     ]
     assert PRIORS["cpu_compile"] > PRIORS["cpu_bf16_autocast"]
+
+
+def test_a_cpu_block_interrupted_on_every_call_of_one_side_is_timed_again(python: Path) -> None:
+    """harness.paired: a block whose baseline side never ran uninterrupted (here: it slept on every
+    call, as a call longer than the scheduler's slice is preempted beside busy loops) is re-timed,
+    so a load-inflated block figure cannot make a claim; still interrupted after RETAKES, it is
+    kept and counted as loaded. One interrupted call among uninterrupted ones is no reason (the
+    block figure is the fastest call), and an accelerator's timing is never re-timed."""
+    cases = run_inner_json(INNER / "paired_retakes.py", str(REPO_ROOT), python=python)
+    first = cases["first_block_interrupted"]
+    assert (first["retaken_blocks"], first["loaded_blocks"], first["pairs"]) == (1, 0, 5)
+    assert max(first["baseline_samples_ms"]) < 4.0  # the slept block is not in the figures
+    assert first["speedup"] == pytest.approx(1.0, abs=0.3)
+    always = cases["always_interrupted"]
+    assert (always["retaken_blocks"], always["loaded_blocks"]) == (2 * 5, 5)
+    assert min(always["baseline_samples_ms"]) >= 4.0  # kept, and counted as such
+    one = cases["one_call_interrupted"]
+    assert (one["retaken_blocks"], one["loaded_blocks"]) == (0, 0)
+    accelerator = cases["accelerator"]
+    assert (accelerator["retaken_blocks"], accelerator["loaded_blocks"]) == (0, 1)
