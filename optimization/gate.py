@@ -13,7 +13,9 @@ harness, interleaved so both sides see the same load) decides, pair by pair, 5 t
 1 + min_gain, exactly as the optimizer's confirmation had to, and the claim is within x1.4 of the
 pairs' median; failed when its high end is below that, or when the claimed speedup is more than
 x1.4 above its high end (a forged figure fails under any load: a claim the median doubts is
-measured on until the interval drops a stalled pair); inconclusive (exit 3, GateReport.inconclusive) when after 15 pairs the interval
+measured on until the interval drops a stalled pair). The claim is judged by the low end of its
+own interval (the notes' `final.interval`, recomputed from the recorded samples by the notes
+gate): a confirmation the host's load left no uninterrupted call reads wide, and says so; inconclusive (exit 3, GateReport.inconclusive) when after 15 pairs the interval
 still straddles the bar and the claim is plausible: the host is too noisy now, nothing failed.
 There is no tolerance that lets a slowdown pass as an optimization.
 For a generation or sweep workload the perf evidence must carry the workload the optimizer
@@ -106,12 +108,14 @@ def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, i
     verdict by quick.gate_verdict on the notes' claimed speedup."""
     mode = str((notes.get("baseline") or {}).get("mode", "dry_run"))
     workload = notes["settings"].get("workload")
+    interval = notes["final"].get("interval")
     argv = [
         str(python),
         "-E",
         "-s",
         str(INNER),
         *([f"--workload={workload}"] if workload else []),
+        *([f"--claimed-low={float(interval[0])!r}"] if isinstance(interval, list) and interval else []),
         str(RUNTIME_DIR.parent),
         str(Path(directory) / SPEC_FILE),
         str(notes["device"]),

@@ -53,11 +53,11 @@ def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pa
 
 def load_note(figures: dict[str, Any]) -> str:
     """What the host's load cost this paired measurement (harness.paired's re-timed blocks), or ""."""
-    retaken, loaded = figures.get("retaken_blocks", 0), figures.get("loaded_blocks", 0)
-    if not retaken:
+    if not figures.get("retaken_blocks"):
         return ""
-    kept = f", {loaded} kept interrupted" if loaded else ""
-    return f"; {retaken} block(s) re-timed, a side interrupted on every call{kept}"
+    unclean, uneven = figures.get("unclean_blocks", 0), figures.get("uneven_blocks", 0)
+    kept = f", {unclean} kept without a clean call on both sides ({uneven} uneven)" if unclean else ""
+    return f"; {figures['retaken_blocks']} block(s) re-timed for a call the scheduler interrupted{kept}"
 
 
 def perf_argv(

@@ -124,18 +124,18 @@ def sequential_paired(
 ) -> dict[str, Any]:
     """harness.paired one block pair at a time (warmup before the first), stopped as soon as
     `decided(pair speedups)`, at most `max_pairs`: the figures of the pairs taken (pairstats), with
-    the blocks harness.paired re-timed or kept loaded, summed."""
+    the blocks harness.paired re-timed or kept unclean, summed."""
     base_blocks: list[list[float]] = []
     cand_blocks: list[list[float]] = []
-    retaken = loaded = 0
+    counts = {"retaken_blocks": 0, "unclean_blocks": 0, "uneven_blocks": 0}
     while True:
         block = harness.paired(session, base, cand, 1, 0 if base_blocks else warmup, iters)
         base_blocks.append(block["baseline_samples_ms"])
         cand_blocks.append(block["candidate_samples_ms"])
-        retaken, loaded = retaken + block["retaken_blocks"], loaded + block["loaded_blocks"]
+        counts = {key: n + block[key] for key, n in counts.items()}
         figures = pairstats.summarize_pairs(base_blocks, cand_blocks, warmup)
         if len(base_blocks) >= max_pairs or decided(figures.pair_speedups):
-            return {**figures.as_dict(), "retaken_blocks": retaken, "loaded_blocks": loaded}
+            return {**figures.as_dict(), **counts}
 
 
 def search(

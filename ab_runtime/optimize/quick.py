@@ -101,7 +101,11 @@ def saved_share(speedup: float) -> float:
 
 
 def gate_verdict(
-    pair_speedups: Sequence[float], claimed: float, min_gain: float, max_pairs: int = GATE_MAX_PAIRS
+    pair_speedups: Sequence[float],
+    claimed: float,
+    min_gain: float,
+    max_pairs: int = GATE_MAX_PAIRS,
+    claimed_low: float | None = None,
 ) -> tuple[GateVerdict, str]:
     """The perf gate's verdict on its own paired re-measurement of a claimed speedup, and why.
 
@@ -113,7 +117,16 @@ def gate_verdict(
     The median check matters on few pairs under load: with 5 pairs the interval is [min, max], and
     one block stalled by the scheduler (x117 on a no-gain pass beside busy loops) lifts high above
     any claim. A claim the median contradicts is measured on until the interval, which then drops
-    the extreme pairs, decides it. See `implausible` for the rule itself."""
+    the extreme pairs, decides it. See `implausible` for the rule itself.
+
+    `claimed_low`: the low end of the claim's own interval (the notes' `final.interval`, which the
+    notes gate recomputes from the recorded samples). Plausibility is judged on the least the
+    claim's own pairs say: a confirmation timed where the load left no call uninterrupted
+    (harness.paired) reads x2.3 (1.10..4.56) for a x1.4 gain, an honest figure of a loaded host
+    whose interval says so. A forged figure must forge its samples to match, which narrows its
+    interval around the forgery (a forged x2 of consistent samples: 2.0..2.0), so it still fails."""
+    least = claimed if claimed_low is None else min(claimed, claimed_low)
+    said = f"claimed x{claimed:.3f}" + (f" (its own interval from x{least:.3f})" if least < claimed else "")
     n = len(pair_speedups)
     if n < MIN_PAIRS:
         return "continue", f"{n} of at least {MIN_PAIRS} pairs"
@@ -122,18 +135,17 @@ def gate_verdict(
     low, high, bar = ranked[k - 1], ranked[n - k], 1.0 + min_gain
     median = statistics.median(ranked)
     span = f"the gate's own paired re-measurement gives {low:.3f}..{high:.3f} (median {median:.3f}) over {n} pairs"
-    if implausible(claimed, high):
+    if implausible(least, high):
         return "failed", (
-            f"claimed x{claimed:.3f} is more than x{PLAUSIBLE_FACTOR:g} above what {span} "
-            "allows: not a figure of this configuration"
+            f"{said} is more than x{PLAUSIBLE_FACTOR:g} above what {span} allows: not a figure of this configuration"
         )
     if high < bar:
-        return "failed", f"speedup does not reproduce: claimed x{claimed:.3f}, {span}, all below 1 + min_gain = {bar:g}"
-    if low > bar and not implausible(claimed, median):
+        return "failed", f"speedup does not reproduce: {said}, {span}, all below 1 + min_gain = {bar:g}"
+    if low > bar and not implausible(least, median):
         return "passed", f"reproduced: {span}, low end above 1 + min_gain = {bar:g}"
     if n >= max_pairs:
         doubt = (
-            f"claimed x{claimed:.3f} is more than x{PLAUSIBLE_FACTOR:g} above the median"
+            f"{said} is more than x{PLAUSIBLE_FACTOR:g} above the median"
             if low > bar
             else f"the interval straddles 1 + min_gain = {bar:g}"
         )

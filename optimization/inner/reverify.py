@@ -2,12 +2,13 @@
 framework's copy of the runtime and its one harness (not the adaptation's), in the adaptation's
 interpreter, until the gate's rule decides (ab_runtime/optimize/quick.py gate_verdict).
 
-    python reverify.py [--workload=NAME] RUNTIME_PARENT SPEC_JSON DEVICE MODE MAX_PAIRS ITERS WARMUP CLAIMED
-        MIN_GAIN PASS...
+    python reverify.py [--workload=NAME] [--claimed-low=X] RUNTIME_PARENT SPEC_JSON DEVICE MODE MAX_PAIRS ITERS
+        WARMUP CLAIMED MIN_GAIN PASS...
 
 (--workload: the workload whose headline call the optimizer timed, from the notes' settings;
-CLAIMED: the notes' confirmed speedup; pairs are taken one at a time, at least 5, at most MAX_PAIRS,
-until passed / failed is decided, else inconclusive at MAX_PAIRS.)
+CLAIMED: the notes' confirmed speedup, --claimed-low the low end of its interval; pairs are taken
+one at a time, at least 5, at most MAX_PAIRS, until passed / failed is decided, else inconclusive
+at MAX_PAIRS.)
 
 Prints one JSON object: speedup, interval, medians, pair speedups, verdict and why (or {"error": ...}).
 """
@@ -20,9 +21,12 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    workload = None
-    if argv and argv[0].startswith("--workload="):
-        workload, argv = argv[0].split("=", 1)[1] or None, argv[1:]
+    options: dict[str, str] = {}
+    while argv and argv[0].startswith("--") and "=" in argv[0]:
+        key, value = argv[0][2:].split("=", 1)
+        options[key], argv = value, argv[1:]
+    workload = options.get("workload") or None
+    claimed_low = float(options["claimed-low"]) if options.get("claimed-low") else None
     if len(argv) < 9:
         print(
             json.dumps(
@@ -43,7 +47,7 @@ def main(argv: list[str]) -> int:
     claimed, min_gain = float(argv[7]), float(argv[8])
 
     def decided(speedups: list[float]) -> bool:
-        return quick.gate_verdict(speedups, claimed, min_gain, pairs)[0] != "continue"
+        return quick.gate_verdict(speedups, claimed, min_gain, pairs, claimed_low)[0] != "continue"
 
     try:
         session = harness.open_session(
@@ -63,7 +67,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # reported as one line; the gate fails on it
         print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}))
         return 1
-    verdict, why = quick.gate_verdict(figures["pair_speedups"], claimed, min_gain, pairs)
+    verdict, why = quick.gate_verdict(figures["pair_speedups"], claimed, min_gain, pairs, claimed_low)
     print(
         json.dumps(
             {**{k: v for k, v in figures.items() if not k.endswith("_samples_ms")}, "verdict": verdict, "why": why}

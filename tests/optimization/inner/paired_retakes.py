@@ -1,5 +1,5 @@
-"""Inner script (torch environment): harness.paired re-times a CPU block one side of which was
-interrupted on every call. A call that sleeps (time.sleep: a voluntary context switch, the kind
+"""Inner script (torch environment): harness.paired re-times a CPU block until both sides ran a call
+uninterrupted. A call that sleeps (time.sleep: a voluntary context switch, the kind
 of interruption a test can cause for certain) stands in for a call the host's scheduler preempted.
 
     python paired_retakes.py REPO_ROOT
@@ -48,12 +48,15 @@ def main() -> None:
         while time.perf_counter() < end:
             pass
 
-    keys = ("baseline_samples_ms", "candidate_samples_ms", "retaken_blocks", "loaded_blocks", "pairs", "speedup")
+    keys = ("baseline_samples_ms", "candidate_samples_ms", "retaken_blocks", "unclean_blocks", "uneven_blocks", "pairs")
     cases = {
         # warmup 1 takes the first call; the next 3 (one whole block's baseline side) sleep
         "first_block_interrupted": harness.paired(session("cpu"), interrupted_for(4), spin, 5, 1, 3),
         "always_interrupted": harness.paired(session("cpu"), interrupted_for(10**6), spin, 5, 1, 3),
         "one_call_interrupted": harness.paired(session("cpu"), interrupted_for(2), spin, 5, 1, 3),
+        "both_always_interrupted": harness.paired(
+            session("cpu"), interrupted_for(10**6), interrupted_for(10**6), 5, 1, 3
+        ),
         "accelerator": harness.paired(session("cuda"), interrupted_for(4), spin, 5, 1, 3),
     }
     print(json.dumps({name: {k: figures[k] for k in keys} for name, figures in cases.items()}))
