@@ -42,6 +42,8 @@ from .spec import RunSpec, load_spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 RETAKES = 4  # re-timings of a CPU block without a clean call on both sides (paired); tens of ms a block
+LOAD_COUNTS = ("retaken_blocks", "unclean_blocks", "uneven_blocks")  # what the load cost a paired measurement
+UNEVEN, EVEN, CLEAN = 0, 1, 2  # a block's rank (paired): clean on one side only, on neither, on both
 FP64_REFERENCE_MAX_BYTES = 4 * 1024**3  # a float64 copy larger than this is skipped (recorded)
 CONFIG_KEYS = (
     "model_type",
@@ -321,7 +323,7 @@ def paired(
         return (time.perf_counter_ns() - start) / 1e6
 
     def block(i: int) -> tuple[list[float], list[float], int]:
-        """One block of `iters` interleaved call pairs, ranked: 2 clean, 1 even, 0 uneven (above)."""
+        """One block of `iters` interleaved call pairs, and its rank (UNEVEN, EVEN or CLEAN)."""
         base_switches.clear()
         cand_switches.clear()
         base_ms: list[float] = []
@@ -334,7 +336,7 @@ def paired(
                 cand_ms.append(timed(counted_cand))
                 base_ms.append(timed(counted_base))
         sides = (0 in base_switches, 0 in cand_switches)
-        return base_ms, cand_ms, 2 if all(sides) else 1 if not any(sides) else 0
+        return base_ms, cand_ms, CLEAN if all(sides) else EVEN if not any(sides) else UNEVEN
 
     base_blocks: list[list[float]] = []
     cand_blocks: list[list[float]] = []
@@ -347,17 +349,18 @@ def paired(
         for i in range(pairs):
             kept = block(i)
             for _ in range(retakes):
-                if kept[2] == 2:
+                if kept[2] == CLEAN:
                     break
                 retaken += 1
                 again = block(i)
-                kept = again if again[2] > kept[2] or (again[2] == kept[2] == 0) else kept
-            unclean += kept[2] < 2
-            uneven += kept[2] == 0
+                if again[2] > kept[2] or again[2] == kept[2] == UNEVEN:  # a better rank, or the last uneven try
+                    kept = again
+            unclean += kept[2] != CLEAN
+            uneven += kept[2] == UNEVEN
             base_blocks.append(kept[0])
             cand_blocks.append(kept[1])
     figures = pairstats.summarize_pairs(base_blocks, cand_blocks, warmup).as_dict()
-    return {**figures, "retaken_blocks": retaken, "unclean_blocks": unclean, "uneven_blocks": uneven}
+    return {**figures, **dict(zip(LOAD_COUNTS, (retaken, unclean, uneven)))}
 
 
 def paired_against_baseline(

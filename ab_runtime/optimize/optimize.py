@@ -127,7 +127,7 @@ def sequential_paired(
     the blocks harness.paired re-timed or kept unclean, summed."""
     base_blocks: list[list[float]] = []
     cand_blocks: list[list[float]] = []
-    counts = {"retaken_blocks": 0, "unclean_blocks": 0, "uneven_blocks": 0}
+    counts = dict.fromkeys(harness.LOAD_COUNTS, 0)
     while True:
         block = harness.paired(session, base, cand, 1, 0 if base_blocks else warmup, iters)
         base_blocks.append(block["baseline_samples_ms"])
