@@ -80,9 +80,10 @@ def _direct_requirements(directory: Path) -> list[Requirement]:
 
 def pinned_requirements(directory: Path, log: IO[str] | None = None) -> list[Requirement]:
     """The lock's pins of the base dependencies (no device extra), for this platform; without
-    uv, the package's direct dependencies."""
+    uv or without a lock (a package rendered but never locked, as bench/accelerator_check makes
+    them), the package's direct dependencies."""
     uv = _uv()
-    if uv is None:
+    if uv is None or not (directory / "uv.lock").exists():
         return [r for r in _direct_requirements(directory) if canonicalize_name(r.name) not in NEVER_INSTALLED]
     res = run_command(
         [uv, "export", "--frozen", "--no-hashes", "--no-header", "--no-emit-project", "--no-dev", "--no-annotate"],

@@ -16,11 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import Registration
+from ascendbridge.config import uv_binary
 from ascendbridge.envmode import EnvChoice
-from ascendbridge.package import uv_env
+from ascendbridge.package import system_env, uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import StackMismatch, check_stack
 from ascendbridge.revalidation.compare import compare
@@ -86,6 +88,19 @@ def test_system_mode_refuses_a_mismatched_stack_in_one_line(tmp_path: Path) -> N
         and "outside the spec's 'transformers<4'" in lines[0]
     )
     assert not (directory / ".venv").exists()  # refused before anything was made or installed
+
+
+def test_an_unlocked_package_is_checked_against_its_own_dependencies_on_a_host_with_uv(tmp_path: Path) -> None:
+    """bench/accelerator_check renders packages without locking them; the CUDA image has uv, and
+    `uv export --frozen` of a package with no lock failed there before any model ran."""
+    directory = make_adaptation(tmp_path, "tiny-bert")
+    assert uv_binary() and not (directory / "uv.lock").exists()
+    declared = tomllib.loads((directory / "pyproject.toml").read_text())["project"]["dependencies"]
+    unlocked = system_env.pinned_requirements(directory)
+    assert unlocked and {str(r) for r in unlocked} <= set(declared)
+    assert uv_env.lock(directory).ok
+    locked = system_env.pinned_requirements(directory)
+    assert locked and all(str(r.specifier).startswith("==") for r in locked)  # the lock's pins once there is one
 
 
 def _completed_through_benchmark(store: BoardStore, model_id: str, benchmark_figures: list[dict]) -> None:
