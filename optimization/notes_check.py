@@ -70,7 +70,9 @@ def pairstats() -> ModuleType:
 
 def check_paired(label: str, figures: Any, settings: dict[str, Any], sequential: bool = False) -> list[str]:
     """Recompute one paired result from its samples; every reported figure must match. A search
-    row (`sequential`) may have stopped early, only where quick.decide decided (re-derived here)."""
+    row (`sequential`) may have stopped early, only where quick.decide decided (re-derived here), and
+    may have set aside at most quick.SET_ASIDE pairs the load left without a clean call (not in its
+    samples: the stop is re-derived from the pairs that count)."""
     if not isinstance(figures, dict):
         return [f"{label}.paired: missing"]
     missing = [k for k in (*FIGURES, "baseline_samples_ms", "candidate_samples_ms") if k not in figures]
@@ -111,6 +113,15 @@ def check_paired(label: str, figures: Any, settings: dict[str, Any], sequential:
             problems.append(
                 f"{label}.paired.{key}: reported {figures[key]!r}, recomputed from the samples {recomputed[key]!r}"
             )
+    aside = figures.get("set_aside_pair_speedups", [])
+    if sequential and (
+        not isinstance(aside, list)
+        or len(aside) > quick.SET_ASIDE
+        or not all(isinstance(x, (int, float)) and x > 0 for x in aside)
+    ):
+        problems.append(
+            f"{label}: set_aside_pair_speedups is not a list of at most {quick.SET_ASIDE} positive speedups"
+        )
     if sequential and not problems:
         try:
             early = quick.stopped_where_decided(

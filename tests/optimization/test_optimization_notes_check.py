@@ -179,6 +179,14 @@ def test_a_search_row_must_stop_where_the_stopping_rule_decides() -> None:
     assert any("not the search's stopping rule: decided after 1 pair(s) but measured 5" in p for p in check_notes(doc))
 
 
+def test_a_search_row_sets_aside_at_most_two_unclean_pairs() -> None:
+    doc = notes()
+    doc["passes"][1]["paired"]["set_aside_pair_speedups"] = [0.6, 0.7]
+    assert check_notes(doc) == []  # two pairs the load left unclean, not counted: allowed
+    doc["passes"][1]["paired"]["set_aside_pair_speedups"] = [0.6, 0.7, 0.5]
+    assert any("set_aside_pair_speedups is not a list of at most 2" in p for p in check_notes(doc))
+
+
 def test_hidden_gain_fails() -> None:
     doc = notes()
     doc["selection"] = {"passes": [], "outcome": "no_gain", "speedup": 1.0}
