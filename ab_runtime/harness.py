@@ -286,6 +286,12 @@ def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[d
         del exact
 
 
+def load_retimed(session: Session) -> bool:
+    """Whether a timing the load interrupted is taken again (paired's retakes, the search's set-aside
+    pairs): on a CPU only, since an accelerator's synchronisation may sleep, a switch on every call."""
+    return session.choice.kind == "cpu"
+
+
 def paired(
     session: Session, base: Callable[[], Any], cand: Callable[[], Any], pairs: int, warmup: int, iters: int
 ) -> dict[str, Any]:
@@ -306,7 +312,7 @@ def paired(
     if profiler_active():
         raise HarnessError("a profiler is active: timing with the profiler on is not allowed")
     seed = session.spec.recipe.seed
-    retakes = RETAKES if session.choice.kind == "cpu" else 0  # an accelerator's sync may sleep: every call switches
+    retakes = RETAKES if load_retimed(session) else 0
     base_switches: list[int] = []
     cand_switches: list[int] = []
     counted_base, counted_cand = (

@@ -132,7 +132,7 @@ def sequential_paired(
     cand_blocks: list[list[float]] = []
     set_aside: list[float] = []
     counts = dict.fromkeys(harness.LOAD_COUNTS, 0)
-    may_set_aside = session.choice.kind == "cpu"  # as harness.paired: an accelerator's calls all switch
+    may_set_aside = harness.load_retimed(session)
     warm = warmup
     while True:
         block = harness.paired(session, base, cand, 1, warm, iters)
