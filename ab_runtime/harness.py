@@ -293,10 +293,19 @@ def load_retimed(session: Session) -> bool:
 
 
 def paired(
-    session: Session, base: Callable[[], Any], cand: Callable[[], Any], pairs: int, warmup: int, iters: int
+    session: Session,
+    base: Callable[[], Any],
+    cand: Callable[[], Any],
+    pairs: int,
+    warmup: int,
+    iters: int,
+    first_block: int = 0,
 ) -> dict[str, Any]:
     """`pairs` blocks of `iters` A/B call pairs, interleaved A B B A A B ... so both sides see the
     same load; the same warmup for both, the RNG re-seeded before every call, the profiler off.
+    The interleaving runs on across blocks (with odd `iters` each block opens with the other
+    side); `first_block` is the index of the first one, so a caller that times one block at a
+    time (optimize.sequential_paired) keeps the sides taking turns at opening a block.
 
     On a CPU a block is timed again (at most RETAKES times) until both sides ran at least one call
     no context switch interrupted (calibration.quiet_calls): a block figure is its side's fastest
@@ -352,7 +361,7 @@ def paired(
             for _ in range(warmup):
                 fn()
         session.sync()
-        for i in range(pairs):
+        for i in range(first_block, first_block + pairs):
             kept = block(i)
             for _ in range(retakes):
                 if kept[2] == CLEAN:

@@ -133,10 +133,10 @@ def sequential_paired(
     set_aside: list[float] = []
     counts = dict.fromkeys(harness.LOAD_COUNTS, 0)
     may_set_aside = harness.load_retimed(session)
-    warm = warmup
+    warm, taken = warmup, 0
     while True:
-        block = harness.paired(session, base, cand, 1, warm, iters)
-        warm = 0
+        block = harness.paired(session, base, cand, 1, warm, iters, first_block=taken)
+        warm, taken = 0, taken + 1
         counts = {key: n + block[key] for key, n in counts.items()}
         if may_set_aside and block["unclean_blocks"] and len(set_aside) < quick.SET_ASIDE:
             set_aside += block["pair_speedups"]

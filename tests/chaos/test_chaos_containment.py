@@ -53,6 +53,28 @@ def survivors(marker: str) -> list[int]:
     return [pid for pid, m in marked().items() if m == marker]
 
 
+def described(pid: int) -> str:
+    """pid, state, parent and command line of a live process, for a failure message."""
+    try:
+        state, parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} {state} parent {parent}: {command[:120]}"
+
+
+def wait_gone(markers: set[str], timeout: float, what: str) -> None:
+    """Wait until no live process carries one of `markers`; past `timeout`, fail naming the survivors
+    (a containment leak reads differently from a host too slow to finish the kill)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not set(marked().values()) & markers:
+            return
+        time.sleep(0.2)
+    left = [described(pid) for pid, m in marked().items() if m in markers]
+    raise AssertionError(f"{what}: still alive after {timeout:.0f} s: {left}")
+
+
 def loop_pids(tmp: Path) -> list[int]:
     folder = tmp / "pids"
     return [int(p.name.split(".")[0]) for p in folder.glob("*.loop")] if folder.is_dir() else []
@@ -136,7 +158,7 @@ def test_sigkilled_team_lead_leaves_no_process_and_the_watchdog_finishes_the_wor
         time.sleep(rng.uniform(0.2, 1.5))  # somewhere in the timed loop
         lead_pid = int(lock_path_for(board.path).read_text())
         os.kill(lead_pid, signal.SIGKILL)
-        wait_for(lambda: not survivors(marker), 15, what=f"every process of attempt {marker} to die")
+        wait_gone({marker}, 30, f"every process of attempt {marker} to die")
         name = base_adaptation_name("org/a")
         assert_gated_or_previous(tmp_path, "org/a", None)
         assert_gated_or_previous(tmp_path, "org/b", None)
@@ -169,7 +191,7 @@ def test_killed_worker_during_uv_sync_and_killed_grandchild_leave_nothing_behind
         uv_marker = marked()[worker]
         time.sleep(rng.uniform(0.0, 0.2))  # during uv sync (or just after it)
         os.kill(worker, signal.SIGKILL)
-        wait_for(lambda: not survivors(uv_marker), 15, what="uv sync and its children to die with their worker")
+        wait_gone({uv_marker}, 30, "uv sync and its children to die with their worker")
         # A grandchild of the other model: kill its timed loop; its escaped child must not outlive it.
         grand = base_adaptation_name("org/grand")
 
@@ -190,7 +212,7 @@ def test_killed_worker_during_uv_sync_and_killed_grandchild_leave_nothing_behind
         time.sleep(rng.uniform(0.0, 0.5))
         os.kill(loop, signal.SIGKILL)
         wait_for(lambda: not alive(escaped), 15, what="the escaped great-grandchild to die with its command")
-        wait_for(lambda: not survivors(grand_marker), 30, what="the failed attempt of org/grand to end")
+        wait_gone({grand_marker}, 30, "the failed attempt of org/grand to end")
         lead.wait(timeout=240)
     finally:
         lead.kill()
@@ -214,7 +236,7 @@ def test_a_task_whose_team_lead_keeps_dying_fails_after_three_interruptions(boar
         time.sleep(rng.uniform(0.0, 0.5))
         lead.kill()
         lead.wait()
-        wait_for(lambda markers=markers: not (set(marked().values()) & markers), 15, what="the orphaned attempt to die")
+        wait_gone(markers, 30, "the orphaned attempt to die")
         for pid in loop_pids(tmp_path):
             (tmp_path / "pids" / f"{pid}.loop").unlink()
     lead = start_lead(board.path, tmp_path)

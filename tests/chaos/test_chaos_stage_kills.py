@@ -27,7 +27,14 @@ from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
 from tests.agents.agent_support import FAKE_CLI
 from tests.benchmark.bench_support import TINY_MODELS
 from tests.chaos.chaos_stages import AGENT_STAGES, PARTS
-from tests.chaos.test_chaos_containment import assert_no_loss_no_duplicates, marked, register, start_lead, survivors
+from tests.chaos.test_chaos_containment import (
+    assert_no_loss_no_duplicates,
+    marked,
+    register,
+    start_lead,
+    survivors,
+    wait_gone,
+)
 from tests.teamlead.tl_support import alive, statuses, wait_for
 
 pytestmark = pytest.mark.slow  # fast tier: kills real stage runs
@@ -116,9 +123,7 @@ def test_kill_mid_gate_of_its_worker_or_its_subprocess_keeps_the_previous_state(
             time.sleep(rng.uniform(0.1, 1.0))
             os.kill(parent_of(probe) if victim == "worker" else probe, signal.SIGKILL)
             wait_for(lambda escaped=escaped: not alive(escaped), 15, what=f"the gate's escaped child ({model})")
-            wait_for(
-                lambda marker=marker: not survivors(marker), 15, what=f"every process of the killed gate of {model}"
-            )
+            wait_gone({marker}, 30, f"every process of the killed gate of {model}")
             assert state_of(tmp_path, model) == previous
         lead.wait(timeout=180)
     finally:
@@ -287,7 +292,7 @@ def test_team_lead_killed_in_the_real_benchmarks_timed_loop(board: BoardStore, t
         assert _in_timed_loop(tmp_path, marker), "the timed loop ended before the kill: raise the iterations"
         lead.kill()
         lead.wait()
-        wait_for(lambda: not survivors(marker), 15, what="accuracy_run.py and uv to die with the team lead")
+        wait_gone({marker}, 30, "accuracy_run.py and uv to die with the team lead")
         assert _snapshot(directory) == before  # the killed run wrote only into its staging copy
         env["ASCENDBRIDGE_BENCHMARK_ITERS"] = "3"
         lead = start_lead(board.path, tmp_path, **env)

@@ -179,3 +179,5 @@ def test_a_cpu_block_is_timed_again_until_both_sides_ran_a_clean_call(python: Pa
     assert min(always["baseline_samples_ms"]) >= slept and always["unclean_blocks"] == 5
     accelerator = cases["sequential_accelerator"]
     assert accelerator["set_aside_pair_speedups"] == [] and accelerator["pairs"] == 3
+    # one block at a time, the sides still take turns at opening a block (3 calls a side a block)
+    assert cases["sequential_call_order"] == "BCCBBC" + "CBBCCB"

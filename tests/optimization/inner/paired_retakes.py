@@ -9,7 +9,8 @@ call counts as switched out exactly when it slept. So the cases do not depend on
 
     python paired_retakes.py REPO_ROOT
 
-Prints one JSON object: per case, the figures harness.paired returned (samples and counts).
+Prints one JSON object: per case, the figures harness.paired returned (samples and counts), and
+`sequential_call_order`: which side (B, C) each call of two sequential one-block pairs timed.
 """
 
 from __future__ import annotations
@@ -109,7 +110,12 @@ def main() -> None:
         "sequential_always_unclean": sequential("cpu", interrupted_for(10**6)),
         "sequential_accelerator": sequential("cuda", interrupted_for(4)),
     }
-    print(json.dumps({name: {k: figures.get(k) for k in keys} for name, figures in cases.items()}))
+    order: list[str] = []
+    sequential_paired(
+        session("cpu"), lambda: order.append("B"), lambda: order.append("C"), 2, 0, 3, lambda speedups: False
+    )
+    report: dict[str, Any] = {name: {k: figures.get(k) for k in keys} for name, figures in cases.items()}
+    print(json.dumps({**report, "sequential_call_order": "".join(order)}))
 
 
 if __name__ == "__main__":
