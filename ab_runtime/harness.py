@@ -378,18 +378,6 @@ def paired(
     return {**figures, **dict(zip(LOAD_COUNTS, (retaken, unclean, uneven)))}
 
 
-def paired_against_baseline(
-    session: Session, chosen: list[passes.Pass], pairs: int, warmup: int, iters: int
-) -> dict[str, Any]:
-    """A fresh baseline and a fresh `chosen` variant, timed paired and interleaved on the session
-    workload's headline call (workloads.headline_call)."""
-    base_build, base_run, _ = session.make([])
-    build, run, _ = session.make(chosen)
-    return paired(
-        session, session.headline_call(base_build, base_run), session.headline_call(build, run), pairs, warmup, iters
-    )
-
-
 def first_call_ms(session: Session, fn: Callable[[], Any]) -> float:
     with torch.inference_mode():
         session.sync()

@@ -122,7 +122,7 @@ def timed_pairs(directory: Path, notes: dict[str, Any], gate_report: dict[str, A
     return {
         "search": sum(r["paired"]["pairs"] for r in rows),
         "search_rows": len(rows),
-        "confirmation": int((notes.get("confirmation") or {}).get("pairs") or 0),
+        "confirmation": int(((notes.get("confirmation") or {}).get("paired") or {}).get("pairs") or 0),
         "perf_run": int(json.loads(metrics.read_text())["optimization"]["paired"]["pairs"]) if separate else 0,
         "gate": sum(int(r.get("pairs") or 0) for r in reproduced),
     }

@@ -4,7 +4,8 @@ Every paired row is recomputed from its raw samples with the runtime's own stati
 (loaded by path from THIS repository, never the adaptation's copy): medians, the speedup as the
 ratio of the medians, the per-pair speedups, the interval and the noise; a search row's length
 must follow the quick search's stopping rule (ab_runtime/optimize/quick.py: stopped at the first
-pair that decides, or at settings.pairs). The keep decision is re-derived from the figures and
+pair that decides, or at settings.pairs), and so must the confirmation's (at most its
+`max_pairs`, itself at most quick.CONFIRM_MAX_PAIRS). The keep decision is re-derived from the figures and
 the accuracy verdict; the search's selection must be one of the
 measured rows (same passes, same figures) against the baseline; the final result must be what
 the fresh confirmation run's figures give (recomputed with pairstats.confirmed_final: kept only
@@ -68,11 +69,14 @@ def pairstats() -> ModuleType:
     return sys.modules[key]
 
 
-def check_paired(label: str, figures: Any, settings: dict[str, Any], sequential: bool = False) -> list[str]:
+def check_paired(
+    label: str, figures: Any, settings: dict[str, Any], sequential: bool = False, max_pairs: int | None = None
+) -> list[str]:
     """Recompute one paired result from its samples; every reported figure must match. A search
-    row (`sequential`) may have stopped early, only where quick.decide decided (re-derived here), and
-    may have set aside at most quick.SET_ASIDE pairs the load left without a clean call (not in its
-    samples: the stop is re-derived from the pairs that count)."""
+    row or the confirmation (`sequential`) may have stopped early, only where quick.decide decided
+    with `max_pairs` (default settings.pairs; re-derived here), and may have set aside at most
+    quick.SET_ASIDE pairs the load left without a clean call (not in its samples: the stop is
+    re-derived from the pairs that count)."""
     if not isinstance(figures, dict):
         return [f"{label}.paired: missing"]
     missing = [k for k in (*FIGURES, "baseline_samples_ms", "candidate_samples_ms") if k not in figures]
@@ -124,8 +128,9 @@ def check_paired(label: str, figures: Any, settings: dict[str, Any], sequential:
         )
     if sequential and not problems:
         try:
+            bound = int(settings.get("pairs", 0)) if max_pairs is None else max_pairs
             early = quick.stopped_where_decided(
-                recomputed["pair_speedups"], float(settings.get("min_gain", 0.0)), int(settings.get("pairs", 0))
+                recomputed["pair_speedups"], float(settings.get("min_gain", 0.0)), bound
             )
         except (TypeError, ValueError) as exc:
             early = str(exc)
@@ -213,7 +218,10 @@ def check_final(notes: dict[str, Any]) -> list[str]:
     if selection.get("passes"):
         if not confirmation.get("measured") or sorted(confirmation.get("passes") or []) != sorted(selection["passes"]):
             return ["the selection was not confirmed by a fresh measurement of the same passes"]
-        problems = check_paired("confirmation", confirmation.get("paired"), notes["settings"])
+        bound = confirmation.get("max_pairs")
+        if not isinstance(bound, int) or not quick.MIN_PAIRS <= bound <= quick.CONFIRM_MAX_PAIRS:
+            return [f"confirmation.max_pairs {bound!r} is not {quick.MIN_PAIRS}..{quick.CONFIRM_MAX_PAIRS}"]
+        problems = check_paired("confirmation", confirmation.get("paired"), notes["settings"], True, bound)
         if problems:
             return problems
         figures = confirmation["paired"]

@@ -1,13 +1,16 @@
 """The confirmation run: a fresh process re-measures baseline vs the search's selection.
 
-    python -m ab_runtime.optimize.confirm --device cpu [--notes optimization_notes.json] [--pairs 5] ...
+    python -m ab_runtime.optimize.confirm --device cpu [--notes optimization_notes.json] [--pairs 15] ...
 
 The search measures every candidate and keeps the best-looking one, so the selection's own
 figure is the maximum of noisy measurements (winner's curse: on a loaded machine the search
 once reported x32 for a configuration that re-measured at x0.64). This run builds the baseline
-and the selected configuration anew in a new process, times them paired and interleaved, and
-writes the result into the notes: `confirmation` (the figures), `final` (pairstats.confirmed_final:
-the confirmed speedup and interval, or `no_gain` with the baseline kept) and `chosen`.
+and the selected configuration anew in a new process, times them paired and interleaved one
+block pair at a time until quick.decide decides (the search's rule, at most
+quick.CONFIRM_MAX_PAIRS pairs: one pair the host's load made at or below the bar does not reject a
+real gain on its own), and writes the result into the notes: `confirmation` (the figures),
+`final` (pairstats.confirmed_final: the confirmed speedup and interval, or `no_gain` with the
+baseline kept) and `chosen`.
 The search (ab_runtime.optimize) starts this run itself when it finishes (optimize.run_fresh).
 """
 
@@ -23,10 +26,11 @@ from typing import Any
 from .. import RESULT_MARKER, harness, pairstats
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
-from . import passes, perf_run
+from . import passes, perf_run, quick
+from .optimize import sequential_paired
 
 
-def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pairs: int) -> dict[str, Any]:
+def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, max_pairs: int) -> dict[str, Any]:
     """Notes with `confirmation`, `final`, `chosen` and `runtime_only` set from `figures`."""
     selection = notes["selection"]
     kinds = {r["name"]: r.get("kind", "") for r in notes["passes"] if isinstance(r, dict) and "name" in r}
@@ -37,7 +41,7 @@ def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, pa
             "measured": True,
             "passes": list(selection["passes"]),
             "process": "fresh",
-            "pairs": pairs,
+            "max_pairs": max_pairs,
             "paired": figures,
         }
     final = pairstats.confirmed_final(selection, figures, kinds, float(notes["settings"]["min_gain"]))
@@ -104,18 +108,26 @@ def confirm(
     are removed when it is not: the stage then runs the baseline's perf evidence)."""
     notes = json.loads(Path(notes_path).read_text())
     settings = notes["settings"]
-    pairs = pairs or int(settings["pairs"])
+    pairs = pairs or quick.CONFIRM_MAX_PAIRS
     iters = iters or int(settings["iters_per_block"])
     chosen = list(notes["selection"]["passes"])
+    min_gain = float(settings["min_gain"])
+
+    def decided(speedups: list[float]) -> bool:
+        return quick.decide(speedups, min_gain, pairs) != "continue"
+
     figures = perf_result = None
     if chosen and perf_evidence:
         argv = perf_argv(notes_path, spec_path, device, use_pretrained, pairs, iters)
-        perf_result, figures = perf_run.evidence(perf_run.parse_args(argv), chosen)
+        perf_result, figures = perf_run.evidence(perf_run.parse_args(argv), chosen, decided)
     elif chosen:
         session = harness.open_session(
             spec_path, device, use_pretrained, num_samples=1, workload=settings.get("workload")
         )
-        figures = harness.paired_against_baseline(session, passes.get(chosen), pairs, int(settings["warmup"]), iters)
+        base_build, base_run, _ = session.make([])
+        build, run, _ = session.make(passes.get(chosen))
+        base, cand = session.headline_call(base_build, base_run), session.headline_call(build, run)
+        figures = sequential_paired(session, base, cand, pairs, int(settings["warmup"]), iters, decided)
     if figures is not None:
         harness.say(
             f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "
@@ -144,7 +156,12 @@ def confirm(
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Confirm the search's selection in a fresh paired run.")
     p.add_argument("--device", default="cpu", choices=ab_device.DEVICE_CHOICES)
-    p.add_argument("--pairs", type=int, default=None, help="default: the search's")
+    p.add_argument(
+        "--pairs",
+        type=int,
+        default=None,
+        help=f"the most pairs, taken until the search's rule decides (default {quick.CONFIRM_MAX_PAIRS})",
+    )
     p.add_argument("--iters", type=int, default=None, help="default: the search's")
     p.add_argument("--use-pretrained", action="store_true")
     p.add_argument(

@@ -20,6 +20,7 @@ the run passes accuracy only when the forward outputs and the greedy tokens both
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from ..measure import profile_forward, summarize, throughput
 from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
 from ..result import run_main
 from . import passes
-from .optimize import environment, generation_accuracy
+from .optimize import environment, generation_accuracy, sequential_paired
 
 PERF_PREFIX = "perf_"
 
@@ -62,9 +63,12 @@ def run(args: argparse.Namespace, chosen_names: list[str]) -> dict[str, Any]:
     return evidence(args, chosen_names)[0]
 
 
-def evidence(args: argparse.Namespace, chosen_names: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def evidence(
+    args: argparse.Namespace, chosen_names: list[str], decided: Callable[[list[float]], bool] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write the perf evidence; (the RESULT, the paired figures with their raw samples). The
-    confirmation run (confirm.py) calls this too: its pairs are then the confirmation's."""
+    confirmation run (confirm.py) calls this too: its pairs are then the confirmation's, taken one
+    at a time until `decided` (at most `--pairs`); without it, a fixed `--pairs`."""
     chosen = passes.get(chosen_names)
     passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before any evidence is written
     session = harness.open_session(
@@ -97,7 +101,11 @@ def evidence(args: argparse.Namespace, chosen_names: list[str]) -> tuple[dict[st
             f"greedy tokens vs the float32 reference: match {generation['match_rate']:.3f}, first divergence "
             f"{generation['first_divergence']}: {generation['verdict']}"
         )
-    figures = harness.paired(session, base_fn, opt_fn, args.pairs, args.warmup, args.iters)
+    figures = (
+        harness.paired(session, base_fn, opt_fn, args.pairs, args.warmup, args.iters)
+        if decided is None
+        else sequential_paired(session, base_fn, opt_fn, args.pairs, args.warmup, args.iters, decided)
+    )
     timing = summarize(figures["candidate_samples_ms"], args.warmup).as_dict()
     reference_timing = summarize(figures["baseline_samples_ms"], args.warmup).as_dict()
     harness.say(

@@ -156,7 +156,7 @@ def test_a_slower_configuration_fails_the_perf_gate(
         "measured": True,
         "passes": ["test_twice"],
         "process": "fresh",
-        "pairs": 5,
+        "max_pairs": 5,
         "paired": fresh,
     }
     notes["final"] = pairstats().confirmed_final(notes["selection"], fresh, {"test_twice": "compile"}, 0.02)
@@ -180,7 +180,7 @@ def forged(honest: Path, python: Path, directory: Path, name: str, base_ms: floa
     shutil.copytree(honest, directory, symlinks=True)
     notes = select(json.loads((directory / NOTES_FILE).read_text()), name, "compile", base_ms, cand_ms)
     fresh = dict(notes["passes"][-1]["paired"])
-    notes["confirmation"] = {"measured": True, "passes": [name], "process": "fresh", "pairs": 5, "paired": fresh}
+    notes["confirmation"] = {"measured": True, "passes": [name], "process": "fresh", "max_pairs": 5, "paired": fresh}
     notes["final"] = pairstats().confirmed_final(notes["selection"], fresh, {name: "compile"}, 0.02)
     notes["chosen"] = notes["final"]["passes"]
     (directory / NOTES_FILE).write_text(json.dumps(notes))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ab_runtime.optimize.quick import decide
+from ab_runtime.optimize.quick import CONFIRM_MAX_PAIRS, decide
 from ascendbridge.package.spec import AdaptationSpec
 from optimization.notes_check import NOTES_SCHEMA, check_notes, pairstats
 from optimization.render import render_accuracy_run_perf
@@ -23,14 +23,7 @@ SETTINGS = {"pairs": 5, "iters_per_block": 2, "warmup": 2, "min_gain": 0.02, "pr
 
 def row(name: str, base: float, cand: float, verdict: str = "pass", changes_code: bool = False) -> dict[str, Any]:
     """A search row measured as the quick search does: stopped at the first pair that decides."""
-    blocks_b = [[base + i * 0.1, base + 1.0] for i in range(5)]
-    blocks_c = [[cand + i * 0.05, cand + 1.0] for i in range(5)]
-    n = next(
-        i
-        for i in range(1, 6)
-        if decide([min(b) / min(c) for b, c in zip(blocks_b[:i], blocks_c[:i])], 0.02, 5) != "continue"
-    )
-    figures = pairstats().summarize_pairs(blocks_b[:n], blocks_c[:n], warmup=2).as_dict()
+    figures = as_decided(base, cand, 5)
     keep, reason = pairstats().gain_decision(figures, verdict, 0.02)
     return {
         "name": name,
@@ -48,8 +41,19 @@ def row(name: str, base: float, cand: float, verdict: str = "pass", changes_code
     }
 
 
-def blocks(base: float, cand: float) -> tuple[list[list[float]], list[list[float]]]:
-    return [[base + i * 0.1, base + 1.0] for i in range(5)], [[cand + i * 0.05, cand + 1.0] for i in range(5)]
+def blocks(base: float, cand: float, n: int = 5) -> tuple[list[list[float]], list[list[float]]]:
+    return [[base + i % 5 * 0.1, base + 1.0] for i in range(n)], [[cand + i % 5 * 0.05, cand + 1.0] for i in range(n)]
+
+
+def as_decided(base: float, cand: float, max_pairs: int) -> dict[str, Any]:
+    """Paired figures of `blocks`, taken one pair at a time until quick.decide decides (at most `max_pairs`)."""
+    blocks_b, blocks_c = blocks(base, cand, max_pairs)
+    n = next(
+        i
+        for i in range(1, max_pairs + 1)
+        if decide([min(b) / min(c) for b, c in zip(blocks_b[:i], blocks_c[:i])], 0.02, max_pairs) != "continue"
+    )
+    return pairstats().summarize_pairs(blocks_b[:n], blocks_c[:n], warmup=2).as_dict()
 
 
 def notes(confirmed_ms: float = 5.0) -> dict[str, Any]:
@@ -66,7 +70,7 @@ def notes(confirmed_ms: float = 5.0) -> dict[str, Any]:
         "accuracy": fast["accuracy"],
         "cold_start": fast["cold_start"],
     }
-    fresh = pairstats().summarize_pairs(*blocks(10.0, confirmed_ms), warmup=2).as_dict()
+    fresh = as_decided(10.0, confirmed_ms, CONFIRM_MAX_PAIRS)
     final = pairstats().confirmed_final(selection, fresh, {"cpu_bf16_cast": "precision"}, 0.02)
     return {
         "schema": NOTES_SCHEMA,
@@ -94,7 +98,7 @@ def notes(confirmed_ms: float = 5.0) -> dict[str, Any]:
             "measured": True,
             "passes": ["cpu_bf16_cast"],
             "process": "fresh",
-            "pairs": 5,
+            "max_pairs": CONFIRM_MAX_PAIRS,
             "paired": fresh,
         },
         "chosen": final["passes"],
@@ -159,7 +163,8 @@ def tamper(path: str, value: Any) -> dict[str, Any]:
         ("passes.0.paired.warmup", 0, "warmup must be symmetric"),
         ("passes.1.kept", True, "kept=True but the figures"),
         ("passes.2.kept", True, "kept without being measured"),
-        ("confirmation.paired.pairs", 3, "at least 5"),
+        ("confirmation.paired.pairs", 3, "samples are not 3 pairs"),
+        ("confirmation.max_pairs", 40, "confirmation.max_pairs 40 is not 5..15"),
         ("runtime_only", False, "runtime_only"),
         ("chosen", [], "chosen"),
         ("settings.profiler_during_timing", True, "profiler_during_timing"),
@@ -177,6 +182,16 @@ def test_a_search_row_must_stop_where_the_stopping_rule_decides() -> None:
     assert slow["paired"]["pairs"] == 1 and not slow["kept"]  # x1.0: the first pair rules a keep out
     slow["paired"] = pairstats().summarize_pairs(*blocks(10.0, 10.0), warmup=2).as_dict()  # measured on to 5
     assert any("not the search's stopping rule: decided after 1 pair(s) but measured 5" in p for p in check_notes(doc))
+
+
+def test_the_confirmation_must_stop_where_the_stopping_rule_decides() -> None:
+    """Up to quick.CONFIRM_MAX_PAIRS pairs: a no-gain confirmation stops once four pairs sit at or
+    below the bar (not at the first, as five fixed pairs would), a gain once its interval clears."""
+    doc = notes(confirmed_ms=10.0)
+    assert doc["confirmation"]["paired"]["pairs"] == 4 and check_notes(doc) == []
+    doc["confirmation"]["paired"] = pairstats().summarize_pairs(*blocks(10.0, 10.0, 6), warmup=2).as_dict()
+    assert any("confirmation: not the search's stopping rule: decided after 4" in p for p in check_notes(doc))
+    assert notes()["confirmation"]["paired"]["pairs"] == 5  # x2 in every pair: kept at the fifth
 
 
 def test_a_search_row_sets_aside_at_most_two_unclean_pairs() -> None:
