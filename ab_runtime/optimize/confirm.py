@@ -27,7 +27,7 @@ from .. import RESULT_MARKER, harness, pairstats
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
 from . import passes, perf_run, quick
-from .optimize import sequential_paired
+from .optimize import sequential_against_baseline
 
 
 def apply_confirmation(notes: dict[str, Any], figures: dict[str, Any] | None, max_pairs: int) -> dict[str, Any]:
@@ -124,10 +124,8 @@ def confirm(
         session = harness.open_session(
             spec_path, device, use_pretrained, num_samples=1, workload=settings.get("workload")
         )
-        base_build, base_run, _ = session.make([])
-        build, run, _ = session.make(passes.get(chosen))
-        base, cand = session.headline_call(base_build, base_run), session.headline_call(build, run)
-        figures = sequential_paired(session, base, cand, pairs, int(settings["warmup"]), iters, decided)
+        warmup = int(settings["warmup"])
+        figures = sequential_against_baseline(session, passes.get(chosen), pairs, warmup, iters, decided)
     if figures is not None:
         harness.say(
             f"confirmation {'+'.join(chosen)} vs baseline (fresh process): x{figures['speedup']:.3f} "

@@ -148,6 +148,22 @@ def sequential_paired(
             return {**figures.as_dict(), **counts, "set_aside_pair_speedups": set_aside}
 
 
+def sequential_against_baseline(
+    session: harness.Session,
+    chosen: list[passes.Pass],
+    max_pairs: int,
+    warmup: int,
+    iters: int,
+    decided: Callable[[list[float]], bool],
+) -> dict[str, Any]:
+    """A fresh baseline and a fresh `chosen` variant, timed on the session workload's headline
+    call by `sequential_paired`: what the confirmation and the perf gate's re-measurement time."""
+    base_build, base_run, _ = session.make([])
+    build, run, _ = session.make(chosen)
+    base, cand = session.headline_call(base_build, base_run), session.headline_call(build, run)
+    return sequential_paired(session, base, cand, max_pairs, warmup, iters, decided)
+
+
 def search(
     session: harness.Session,
     candidates: list[passes.Pass],

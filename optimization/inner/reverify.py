@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, argv[0])
     from ab_runtime import harness
     from ab_runtime.optimize import passes, quick
-    from ab_runtime.optimize.optimize import sequential_paired
+    from ab_runtime.optimize.optimize import sequential_against_baseline
 
     spec, device, mode = argv[1], argv[2], argv[3]
     pairs, iters, warmup, names = int(argv[4]), int(argv[5]), int(argv[6]), argv[9:]
@@ -53,17 +53,7 @@ def main(argv: list[str]) -> int:
         session = harness.open_session(
             Path(spec), device, use_pretrained=mode == "pretrained", num_samples=1, workload=workload
         )
-        base_build, base_run, _ = session.make([])
-        build, run, _ = session.make(passes.get(names))
-        figures = sequential_paired(
-            session,
-            session.headline_call(base_build, base_run),
-            session.headline_call(build, run),
-            pairs,
-            warmup,
-            iters,
-            decided,
-        )
+        figures = sequential_against_baseline(session, passes.get(names), pairs, warmup, iters, decided)
     except Exception as exc:  # reported as one line; the gate fails on it
         print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}))
         return 1
