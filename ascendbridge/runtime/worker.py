@@ -51,6 +51,9 @@ from ascendbridge.teamlead.registry import load_stage, stage_refs
 EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_PARENT_GONE, EXIT_UNSUCCESSFUL = 0, 1, 2, 3, 4
 
 
+_stopping = False
+
+
 def _kill_descendants() -> None:
     """Kill every other process of this attempt: by marker (any depth, in or out of our group),
     then our group (we lead it when the executor started us)."""
@@ -61,19 +64,26 @@ def _kill_descendants() -> None:
         os.killpg(os.getpgrp(), signal.SIGKILL)  # what the marker missed (a scrubbed environment), and us
 
 
-def _stop_group(message: str) -> None:
-    """Stop this worker and everything it started."""
-    print(f"[worker] {message}", flush=True)
+def _stop(message: str, code: int) -> None:
+    """Say why, kill everything this attempt started, exit. Once: the parent-death signal comes once
+    per thread of the dying team lead, and a nested call must not cut the first one's sweep short.
+    The saying may fail: our stdout is a pipe to the team lead, closed when it died."""
+    global _stopping
+    if _stopping:
+        return
+    _stopping = True
+    try:
+        print(f"[worker] {message}", flush=True)
+    except OSError:
+        pass
     _kill_descendants()
-    os._exit(EXIT_PARENT_GONE)
+    os._exit(code)
 
 
 def _on_sigterm(signum: int, _frame: object) -> None:
     """Timeout, shutdown, a lost lease or the team lead's death: nothing this attempt started may
     survive it. The task itself is the team lead's (or, when it died, its successor's) to release."""
-    print("[worker] SIGTERM: stopping everything this attempt started", flush=True)
-    _kill_descendants()
-    os._exit(128 + signum)
+    _stop("SIGTERM: stopping everything this attempt started", 128 + signum)
 
 
 def _team_lead_pid() -> int:
@@ -92,7 +102,7 @@ class ParentWatch(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(1.0):
             if os.getppid() != self.parent:
-                _stop_group("the process that started this worker is gone, stopping")
+                _stop("the process that started this worker is gone, stopping", EXIT_PARENT_GONE)
 
 
 def _context(job: WorkerJob) -> StageContext:

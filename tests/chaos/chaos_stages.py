@@ -8,7 +8,9 @@ would). The grandchild writes `<its pid>.loop` (holding the escaped pid) into $C
 Its gate checks that every part holds the same generation: a mix is never gated. With behaviour
 "slow_gate": "<stage>", the first attempt's gate of that stage first runs a probe through
 run_command that writes `<its pid>.gate` (holding its own escaped child's pid) and waits
-"gate_hold" seconds, so a kill can land mid-gate.
+"gate_hold" seconds, so a kill can land mid-gate. With behaviour "escape_here", `run` itself
+(not a command under run_command) starts a child that leaves its group, writes `<worker pid>.here`
+(holding the child's pid) and sleeps: only the worker's own stop can reach that child.
 
 AGENT_ADAPTATION's run hands the work to an agent through the real escalation runner
 (ascendbridge.agents.runner) with the claude backend, which the tests point at the scripted
@@ -20,8 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
@@ -81,6 +85,13 @@ class WriterStage:
 
     def run(self, ctx: StageContext) -> StageOutcome:
         behaviour = json.loads(ctx.model.description or "{}")
+        if behaviour.get("escape_here"):
+            pids = Path(os.environ["CHAOS_PIDS"])
+            pids.mkdir(parents=True, exist_ok=True)
+            escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+            (pids / f"{os.getpid()}.here").write_text(str(escaped.pid))
+            time.sleep(float(behaviour["escape_here"]))
+            escaped.kill()
         if behaviour.get("uv"):
             (ctx.adaptation_dir / "pyproject.toml").write_text(PYPROJECT)
             pids = Path(os.environ["CHAOS_PIDS"])

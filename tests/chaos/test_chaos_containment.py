@@ -24,6 +24,8 @@ import pytest
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.naming import base_adaptation_name
 from ascendbridge.runtime.attempt_dir import discard, staging_dir
+from ascendbridge.runtime.containment import marker_for
+from ascendbridge.runtime.payload import WorkerJob, write
 from ascendbridge.teamlead.lock import lock_path_for
 from tests.chaos.chaos_stages import PARTS, STAGES
 from tests.teamlead.tl_support import FAST, alive, check_event_log, statuses, tl_env, wait_for
@@ -245,6 +247,51 @@ def test_a_task_whose_team_lead_keeps_dying_fails_after_three_interruptions(boar
     assert task.status == "failed" and task.diagnosis["rule"] == "interrupted_too_often", task.diagnosis
     assert loop_pids(tmp_path) == []  # no fourth attempt was started
     assert_no_loss_no_duplicates(board)
+
+
+def test_a_worker_stops_what_its_stage_started_itself_after_its_stdout_closed_and_two_sigterms(
+    board: BoardStore, tmp_path: Path
+) -> None:
+    """What a SIGKILLed team lead leaves its worker: the pipe it logs to has no reader, and the
+    parent-death signal comes once per dying thread. The stop must still reach a child the stage
+    started directly (no run_command to clean up after it) that left the group."""
+    register(board, {"org/here": {"escape_here": 120}})
+    task = board.claim_task(board.list_tasks(model_id="org/here")[0].id, "test-owner", lease_s=60)
+    job = WorkerJob(
+        phase="run",
+        stage="discovery",
+        task=task,
+        model=board.get_model("org/here"),
+        worker_id="test.w1",
+        adaptation_dir=tmp_path / "work" / task.adaptation_name,
+        result=tmp_path / "run.json",
+        board=board.path,
+    )
+    write(tmp_path / "run.job.json", job)
+    marker = str(marker_for(board.path, task.id, task.fencing_token))
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "run.job.json")],
+        env=env_for(tmp_path, **{ATTEMPT_ENV: marker}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    here = tmp_path / "pids"
+    escaped = 0
+    try:
+        wait_for(lambda: any(here.glob("*.here")), 90, what="the stage's own escaped child")
+        escaped = int(next(here.glob("*.here")).read_text())
+        assert marked().get(escaped) == marker
+        assert worker.stdout is not None
+        worker.stdout.close()  # as the team lead's death closes it
+        worker.send_signal(signal.SIGTERM)
+        worker.send_signal(signal.SIGTERM)
+        wait_gone({marker}, 30, "the escaped child of the stopped worker to die")
+    finally:
+        worker.kill()
+        worker.wait()
+        if escaped and alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
 
 
 RESTORER = textwrap.dedent("""\
