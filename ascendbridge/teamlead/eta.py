@@ -4,12 +4,15 @@ Today's failure it answers: a stage with no completed attempt counted as zero, s
 stages left read `ETA >=1m19s`. Here every task has a cost. One task of stage s for a model of task
 family f costs the shipped cost model's figure for (s, f) (`stage_costs.json`: medians of a real
 main job; a family it has not seen gets the stage's median over all), scaled by how fast stage s
-runs here: the median of actual / cost-model over the stage's costed attempts on this board
-(stages.COSTED_OUTCOMES: completed, inconclusive, or skipped by the stage itself);
-with none yet, over its attempts on earlier boards of this host (teamlead/history.py); with none
-there either, the cost model as shipped. Only the first is measured in this run: the others are
-priors, and the ETA line says which one each stage rests on. A running task costs what is left of
-its estimate.
+runs here. Its prior: the median of actual / cost-model over its attempts on earlier boards of
+this host (teamlead/history.py); with none, the cost model scaled as this board's other stages run
+against it (a busy or a faster host slows or speeds every stage). Once the stage has costed attempts
+on this board (stages.COSTED_OUTCOMES: completed, inconclusive, or skipped by the stage itself), its
+factor is the median of their ratios with the prior counted as one more (in log space, so one
+attempt and the prior meet at their geometric mean): one cold or odd first attempt (the first
+optimization builds the host's kernels) moves the estimate half-way, two agreeing attempts decide
+it. The ETA line says which one each stage rests on. A running task costs what is left of its
+estimate.
 
 The layout follows the scheduling rule (docs/teamlead.md, "Output"), not the order of the stages:
 a model's stages run one after another; every free worker (--workers in all, and a stage's own cap)
@@ -133,13 +136,15 @@ class StageBasis:
     left: int  # unfinished tasks of this stage that this run can still reach
     task_s: float | None  # a full task's estimate (mean over those tasks); None: no estimate
     factor: float | None = None  # how fast it runs here against the cost model
+    with_prior: bool = False  # BOARD: the stage's prior counted as one attempt among them
 
     def text(self) -> str:
         if self.source == NONE:
             return f"{self.stage} ? x{self.left} (no sample, no prior)"
         assert self.task_s is not None  # every other source has one
         if self.source == BOARD:
-            return f"{self.stage} {fmt_s(self.task_s)} x{self.left} (median of {self.samples} here)"
+            prior = " and its prior" if self.with_prior else ""
+            return f"{self.stage} {fmt_s(self.task_s)} x{self.left} (median of {self.samples} here{prior})"
         if self.source == HOST:
             prior = f"{self.samples} attempt(s) on earlier boards of this host"
         else:
@@ -198,28 +203,48 @@ def _running_for(task: TaskRecord, now: datetime) -> float:
     return max(0.0, (now - started).total_seconds())
 
 
-def _ratio(samples: Sequence[Sample], costs: CostModel) -> float:
-    """The median of actual / cost-model over `samples` (a stage the model lacks: actual / 1 s)."""
-    return statistics.median(s.duration_s / (costs.base(s.stage, s.family) or 1.0) for s in samples)
+def _ratios(samples: Sequence[Sample], costs: CostModel) -> list[float]:
+    """actual / cost-model of each sample (a stage the model lacks: actual / 1 s)."""
+    return [s.duration_s / (costs.base(s.stage, s.family) or 1.0) for s in samples]
+
+
+def _log_median(values: Sequence[float]) -> float:
+    """The median in log space: an even count meets at the geometric mean of the middle two."""
+    if len(values) == 1:
+        return values[0]
+    return math.exp(statistics.median(math.log(v) for v in values))
+
+
+class _Scale(NamedTuple):
+    source: str
+    samples: int
+    factor: float | None
+    with_prior: bool = False
 
 
 def _scales(
     stages: Iterable[str], board: Sequence[Sample], host: Sequence[Sample], costs: CostModel
-) -> dict[str, tuple[str, int, float | None]]:
-    """stage -> (source, samples, factor): how fast the stage runs here against the cost model.
-    A stage with no attempt here or on the host takes the shipped figure scaled as this board's
-    other stages run (a busy or a faster host slows or speeds every stage), 1 before any."""
+) -> dict[str, _Scale]:
+    """stage -> how fast it runs here against the cost model, and what that rests on: this board's
+    attempts of the stage with its prior as one more, else the prior (the host's earlier boards, else
+    the cost model scaled as this board's other stages run, 1 before any), else nothing."""
     modelled = [s for s in board if s.stage in costs.stages]
-    host_speed = _ratio(modelled, costs) if modelled else 1.0
-    out: dict[str, tuple[str, int, float | None]] = {}
+    out: dict[str, _Scale] = {}
     for stage in stages:
-        for source, pool in ((BOARD, board), (HOST, host)):
-            mine = [s for s in pool if s.stage == stage]
-            if mine:
-                out[stage] = (source, len(mine), _ratio(mine, costs))
-                break
+        on_host = [s for s in host if s.stage == stage]
+        others = [s for s in modelled if s.stage != stage]
+        if on_host:
+            prior: _Scale | None = _Scale(HOST, len(on_host), _log_median(_ratios(on_host, costs)))
+        elif stage in costs.stages:
+            prior = _Scale(SHIPPED, len(others), _log_median(_ratios(others, costs)) if others else 1.0)
         else:
-            out[stage] = (SHIPPED, len(modelled), host_speed) if stage in costs.stages else (NONE, 0, None)
+            prior = None
+        mine = [s for s in board if s.stage == stage]
+        if mine:
+            ratios = _ratios(mine, costs) + ([prior.factor] if prior and prior.factor else [])
+            out[stage] = _Scale(BOARD, len(mine), _log_median(ratios), prior is not None)
+        else:
+            out[stage] = prior or _Scale(NONE, 0, None)
     return out
 
 
@@ -270,7 +295,7 @@ def estimate(
                 continue
             if task.status in TERMINAL_STATUSES or task.stage not in selected:
                 break
-            factor = scales[task.stage][2]
+            factor = scales[task.stage].factor
             base = costs.base(task.stage, family.get(pk)) or 1.0
             cost = None if factor is None else base * factor
             running = task.status == "in_progress"
@@ -283,7 +308,13 @@ def estimate(
             chains.append(chain)
     basis = [
         StageBasis(
-            st, scales[st][0], scales[st][1], left[st], statistics.fmean(full[st]) if full[st] else None, scales[st][2]
+            st,
+            scales[st].source,
+            scales[st].samples,
+            left[st],
+            statistics.fmean(full[st]) if full[st] else None,
+            scales[st].factor,
+            scales[st].with_prior,
         )
         for st in stages
     ]
