@@ -209,10 +209,11 @@ def _ratios(samples: Sequence[Sample], costs: CostModel) -> list[float]:
 
 
 def _log_median(values: Sequence[float]) -> float:
-    """The median in log space: an even count meets at the geometric mean of the middle two."""
-    if len(values) == 1:
-        return values[0]
-    return math.exp(statistics.median(math.log(v) for v in values))
+    """The median in log space: an even count meets at the geometric mean of the middle two (no
+    logarithm taken: a stage skipped in no measurable time has a ratio of 0)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else math.sqrt(ordered[mid - 1] * ordered[mid])
 
 
 class _Scale(NamedTuple):
