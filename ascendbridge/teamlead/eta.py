@@ -242,8 +242,9 @@ def _scales(
             prior = None
         mine = [s for s in board if s.stage == stage]
         if mine:
-            ratios = _ratios(mine, costs) + ([prior.factor] if prior and prior.factor else [])
-            out[stage] = _Scale(BOARD, len(mine), _log_median(ratios), prior is not None)
+            known = prior.factor if prior is not None else None
+            ratios = _ratios(mine, costs) + ([known] if known is not None else [])
+            out[stage] = _Scale(BOARD, len(mine), _log_median(ratios), known is not None)
         else:
             out[stage] = prior or _Scale(NONE, 0, None)
     return out
