@@ -25,10 +25,10 @@ from ascendbridge.board import BoardStore, Registration
 from ascendbridge.naming import base_adaptation_name
 from ascendbridge.runtime.attempt_dir import discard, staging_dir
 from ascendbridge.runtime.containment import marker_for
-from ascendbridge.runtime.payload import WorkerJob, write
+from ascendbridge.runtime.payload import write
 from ascendbridge.teamlead.lock import lock_path_for
 from tests.chaos.chaos_stages import PARTS, STAGES
-from tests.teamlead.tl_support import FAST, alive, check_event_log, statuses, tl_env, wait_for
+from tests.teamlead.tl_support import FAST, alive, check_event_log, claimed_job, statuses, tl_env, wait_for
 
 pytestmark = pytest.mark.slow  # fast tier: kills real team-lead runs
 
@@ -256,19 +256,9 @@ def test_a_worker_stops_what_its_stage_started_itself_after_its_stdout_closed_an
     parent-death signal comes once per dying thread. The stop must still reach a child the stage
     started directly (no run_command to clean up after it) that left the group."""
     register(board, {"org/here": {"escape_here": 120}})
-    task = board.claim_task(board.list_tasks(model_id="org/here")[0].id, "test-owner", lease_s=60)
-    job = WorkerJob(
-        phase="run",
-        stage="discovery",
-        task=task,
-        model=board.get_model("org/here"),
-        worker_id="test.w1",
-        adaptation_dir=tmp_path / "work" / task.adaptation_name,
-        result=tmp_path / "run.json",
-        board=board.path,
-    )
+    job = claimed_job(board, "org/here", "discovery", tmp_path / "work", tmp_path / "run.json")
     write(tmp_path / "run.job.json", job)
-    marker = str(marker_for(board.path, task.id, task.fencing_token))
+    marker = str(marker_for(board.path, job.task.id, job.token))
     worker = subprocess.Popen(
         [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "run.job.json")],
         env=env_for(tmp_path, **{ATTEMPT_ENV: marker}),

@@ -17,7 +17,7 @@ import pytest
 from ascendbridge.board import BoardStore
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.refusals import is_refusal
-from ascendbridge.runtime.payload import WorkerJob, write
+from ascendbridge.runtime.payload import write
 from ascendbridge.settings import (
     PathSettings,
     Settings,
@@ -37,7 +37,7 @@ from ascendbridge.teamlead.settings import RunSettings
 from benchmark.settings import BenchmarkSettings
 from business_benchmark.settings import BusinessSettings
 from healing.settings import HealingSettings
-from tests.teamlead.tl_support import add_models
+from tests.teamlead.tl_support import add_models, claimed_job
 
 DOC = (REPO_ROOT / "docs" / "settings.md").read_text()
 
@@ -125,15 +125,12 @@ def test_a_worker_gets_the_team_leads_values_not_its_own_environment(monkeypatch
 
 def test_a_worker_refuses_a_bad_payload_in_one_line(board: BoardStore, tmp_path: Any) -> None:
     add_models(board, {"org/bad-settings": {}})
-    task = board.claim_task(board.list_tasks(model_id="org/bad-settings")[0].id, "test-owner", lease_s=60)
-    job = WorkerJob(
-        phase="run",
-        stage="benchmark",
-        task=task,
-        model=board.get_model("org/bad-settings"),
-        worker_id="w",
-        adaptation_dir=tmp_path / "work",
-        result=tmp_path / "r.json",
+    job = claimed_job(
+        board,
+        "org/bad-settings",
+        "benchmark",
+        tmp_path / "work",
+        tmp_path / "r.json",
         board=tmp_path / "b.db",
         settings={"benchmark": {"iters": 0}},
     )

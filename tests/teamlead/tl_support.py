@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.board import BoardStore, Registration
+from ascendbridge.runtime.payload import WorkerJob
 from ascendbridge.stages import TERMINAL_STATUSES
 from tests.teamlead.toy_stages import ALL
 
@@ -211,3 +212,19 @@ def max_in_flight(store: BoardStore, stage: str | None = None) -> int:
         elif ev.kind in TASK_EVENT_KINDS:
             running.discard(key)
     return most
+
+
+def claimed_job(store: BoardStore, model_id: str, stage: str, work: Path, result: Path, **fields: Any) -> WorkerJob:
+    """A run-phase WorkerJob for the first task of `model_id`, claimed as the team lead would."""
+    task = store.claim_task(store.list_tasks(model_id=model_id)[0].id, "test-owner", lease_s=60)
+    fields.setdefault("board", store.path)
+    return WorkerJob(
+        phase="run",
+        stage=stage,
+        task=task,
+        model=store.get_model(model_id),
+        worker_id="test.w1",
+        adaptation_dir=work,
+        result=result,
+        **fields,
+    )
