@@ -159,6 +159,7 @@ class Eta:
     known_s: float = 0.0  # the layout's end with unestimated tasks counted as zero (seconds when all known)
     timed_s: float = 0.0  # timed work left (task-seconds), for the basis
     untimed_s: float = 0.0  # untimed work left (task-seconds)
+    error: str | None = None  # the estimate itself failed: the line says so, the run goes on
 
     def basis(self) -> str:
         """Per stage with work left: its estimate per task, how many, and what it rests on."""
@@ -167,6 +168,8 @@ class Eta:
     def text(self) -> str:
         """'ETA 47m10s [...]'. With a stage that has neither a sample nor a prior there is no estimate,
         and the line says so: the rest's figure is labelled a lower bound, never shown as the ETA."""
+        if self.error is not None:
+            return f"ETA unavailable ({self.error})"
         if not any(b.left for b in self.stages):
             return "ETA 0s"
         if self.seconds is None:

@@ -2,7 +2,8 @@
 
 With a terminal the table redraws in place (overall percent and ETA on top); without one
 (CI, a log file, the watchdog) a progress line is logged every PLAIN_EVERY_S seconds instead.
-Every line recomputes the ETA (teamlead/eta.py) and shows what it rests on. After every finished
+Every line recomputes the ETA (teamlead/eta.py) and shows what it rests on; a fault in that
+estimate is one warning and `ETA unavailable (...)`, never the end of the run. After every finished
 attempt the board's costed attempts are re-read and, for the product's own stages, written to
 the host's stage history (teamlead/history.py), the prior of later boards.
 """
@@ -49,7 +50,11 @@ def overall(lead: TeamLead, board: list[Sample], host: list[Sample], costs: Cost
     done = sum(1 for t in selected if t.status in TERMINAL_STATUSES)
     runnable = [s for s in lead.settings.stages if s not in lead.stats.not_runnable]
     lanes = Lanes(lead.settings.workers, lead.pool.capacity, lead.settings.stage_limits, int(bool(lead.pool.lent_slot)))
-    eta = estimate(tasks, lead.store.list_models(), runnable, board, host, costs, lanes, utcnow())
+    models = lead.store.list_models()
+    try:
+        eta = estimate(tasks, models, runnable, board, host, costs, lanes, utcnow())
+    except Exception as exc:  # the ETA is advisory: a fault in it must not stop the run it describes
+        eta = Eta(seconds=None, error=f"{type(exc).__name__}: {exc}")
     return done, len(selected), eta
 
 
@@ -74,9 +79,13 @@ class Progress:
         self.samples: list[Sample] = []  # the board's costed attempts, as last read
         self._finished_seen = -1  # attempts finished when the board's attempts were last read
         self._host: list[Sample] | None = None  # the host's priors, read once per run
+        self._eta_error: str | None = None  # the estimate's last fault, already warned about
 
     def summary_line(self, lead: TeamLead) -> str:
         done, total, eta = overall(lead, self.samples, self.host_priors(), self.costs)
+        if eta.error is not None and eta.error != self._eta_error:  # each new fault once, not every line
+            self.log.warning("ETA: the estimate failed (%s); the run goes on without one", eta.error)
+        self._eta_error = eta.error
         pct = 100.0 * done / total if total else 100.0
         return (
             f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "

@@ -228,6 +228,38 @@ def test_timed_slots_come_from_the_pool_not_the_workers(tmp_path: Path) -> None:
     }
 
 
+def test_a_fault_in_the_estimate_is_one_warning_and_the_line_says_eta_unavailable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ETA is advisory: a bug in it (CI once met `math.log(0)` there) must not stop the team lead."""
+    store = BoardStore.init(tmp_path / "board.db")
+    store.register_models([Registration(model_id="m0")])
+    pool = DevicePool(detect(None, fake_runner(), cpus=(0, 1), host="h"))
+    lead = SimpleNamespace(store=store, settings=TeamLeadSettings(stages=("discovery",)), pool=pool, stats=RunStats())
+    lead.jobs = {}
+
+    def broken(*args: object) -> Eta:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr("ascendbridge.teamlead.progress.estimate", broken)
+    progress = Progress(Console(), logging.getLogger("test-eta"), False, lambda: [], costs=COSTS)
+    with caplog.at_level(logging.WARNING, logger="test-eta"):
+        lines = [progress.summary_line(lead) for _ in range(3)]  # type: ignore[arg-type]  # what the line reads
+    store.close()
+    assert (
+        lines
+        == [
+            "progress: 0/1 stage tasks finished (0%), 0 running, ETA unavailable "
+            "(ZeroDivisionError: float division by zero)"
+        ]
+        * 3
+    )
+    (warning,) = [r.getMessage() for r in caplog.records]  # once, not on every line
+    assert (
+        warning == "ETA: the estimate failed (ZeroDivisionError: float division by zero); the run goes on without one"
+    )
+
+
 def test_the_shipped_cost_model_covers_every_stage_and_says_where_it_came_from() -> None:
     costs = CostModel.load()
     assert set(costs.stages) == set(STAGES) and all("*" in per for per in costs.stages.values())
