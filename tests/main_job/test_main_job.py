@@ -38,6 +38,32 @@ def test_register_only_is_idempotent(board_path: Path) -> None:
         assert all(t.status == "pending" for t in store.list_tasks(stage="discovery"))
 
 
+def test_a_registration_file_replaces_the_demo_set(board_path: Path) -> None:
+    """`--models FILE` registers that file's models (the architecture batch: paths relative to the file)."""
+    batch = REPO / "bench" / "architecture_batch"
+    proc = run_main_job("--register-only", "--models", str(batch / "models.jsonl"), board=board_path)
+    assert proc.returncode == 0, proc.stderr
+    with BoardStore(board_path) as store:
+        models = store.list_models()
+    assert len(models) == 14 and all(m.model_id.startswith("batch/tiny-") for m in models)
+    assert {Path(m.path or "").parent for m in models} == {batch}
+    again = run_main_job("--register-only", "--models", str(batch / "models.jsonl"), board=board_path)
+    assert again.returncode == 0 and again.stdout.count("already registered") == 14
+
+
+def test_a_bad_registration_file_is_one_line_and_exit_2_before_the_board_is_made(
+    board_path: Path, tmp_path: Path
+) -> None:
+    models = tmp_path / "models.jsonl"
+    models.write_text('{"model_id": "org/a", "source": "local", "path": "missing"}\n')
+    proc = run_main_job("--register-only", "--models", str(models), board=board_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and proc.stderr.startswith(
+        f"error: {models} line 1: path "
+    )
+    assert not board_path.exists()
+
+
 def test_bad_argument_is_one_line_and_exit_2(board_path: Path) -> None:
     proc = run_main_job("--workers", "lots", board=board_path)
     assert proc.returncode == 2
