@@ -25,8 +25,10 @@ pytestmark = pytest.mark.slow  # every test drives real board_ops.py processes (
 SCRIPT = REPO_ROOT / "scripts" / "board_ops.py"
 
 
-def cli(*args: str, cwd: Path, board: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run board_ops.py from `cwd` (never the repo root: it must not depend on the cwd)."""
+def cli(*args: str, cwd: Path, board: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """Run board_ops.py from `cwd` (never the repo root: it must not depend on the cwd). The limit only
+    guards against a hang: its imports (SQLAlchemy) take ~1 s idle, 18 s beside busy loops, and four
+    concurrent calls once passed 60 s there."""
     env = dict(os.environ)
     if board is not None:
         env["ASCENDBRIDGE_BOARD"] = str(board)

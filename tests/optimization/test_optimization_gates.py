@@ -130,7 +130,12 @@ def test_a_claimed_gain_the_confirmation_run_does_not_reproduce_ends_no_gain(
     final = notes["final"]
     assert final["outcome"] == "no_gain" and notes["chosen"] == [] and final["speedup"] == 1.0
     assert final["selection_speedup"] == pytest.approx(notes["selection"]["speedup"])
-    assert final["confirmed_speedup"] < 0.9 and "did not reproduce" in final["reason"]
+    # The decision rests on the interval's low end, which the load cannot lift over the bar; the
+    # median can: beside busy loops plus the whole suite it once read x32.96 for this doubled
+    # forward (most blocks' baseline calls preempted), and the pairs at or under the bar still
+    # rejected the pass, as they should. Idle and beside the loops alone it reads about x0.5.
+    assert final["confirmed_interval"][0] <= 1.0 + notes["settings"]["min_gain"], final
+    assert "did not reproduce" in final["reason"]
     assert notes["confirmation"]["measured"] and notes["confirmation"]["passes"] == ["test_twice"]
     assert check_notes(notes) == []
 

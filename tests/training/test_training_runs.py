@@ -372,6 +372,9 @@ def failed_checks(proc: subprocess.CompletedProcess[str]) -> list[str]:
     return [c["name"] for c in read_result(proc.stdout)["checks"] if not c["passed"]]
 
 
+# Five real runs (train, contract, three verifications): about 1 min on an idle CI, over the suite's 600 s limit
+# once beside busy loops; the limit guards against a hang, it is not a verdict.
+@pytest.mark.timeout(1800)
 def test_the_evidence_verifies_and_an_edited_log_fails(tmp_path: Path, torch_python: Path) -> None:
     out = tmp_path / "out"
     config = write_config(tmp_path / "train.json", steps=10, checkpoint_every=5)
