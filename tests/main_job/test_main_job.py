@@ -64,6 +64,16 @@ def test_a_bad_registration_file_is_one_line_and_exit_2_before_the_board_is_made
     assert not board_path.exists()
 
 
+def test_no_minilm_beside_a_registration_file_is_one_line_and_exit_2(board_path: Path, tmp_path: Path) -> None:
+    models = tmp_path / "models.txt"
+    models.write_text("org/a\n")
+    proc = run_main_job("--register-only", "--models", str(models), "--no-minilm", board=board_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "error: --no-minilm applies to the demo set only; a registration file (--models) lists its own models"
+    )
+    assert not board_path.exists()
+
+
 def test_bad_argument_is_one_line_and_exit_2(board_path: Path) -> None:
     proc = run_main_job("--workers", "lots", board=board_path)
     assert proc.returncode == 2
