@@ -22,7 +22,7 @@ import torch
 from .errors import SpecError, UnsupportedModel
 from .inputs import Signature
 from .loading import source_kwargs
-from .spec import RunSpec
+from .spec import TOKENIZER_FILES, RunSpec
 from .vision_tasks import sigmoid_scores
 
 TEXT_FAMILIES = frozenset(
@@ -71,14 +71,19 @@ def _load(kind: str, spec: RunSpec) -> Any:
 
 
 def load_tokenizer(spec: RunSpec) -> Any:
-    """The tokenizer the model ships; UnsupportedModel (one line) when it ships none. transformers 5
-    builds an empty tokenizer (vocabulary 0) for a directory without tokenizer files instead of
-    raising: that is no tokenizer either."""
+    """The tokenizer the model ships; UnsupportedModel (one line) when it ships none. For a directory
+    without tokenizer files transformers 5 builds one instead of raising, with an empty vocabulary
+    (GPT-2) or only its special tokens (Qwen2 one, Gemma five): that is no tokenizer either (vLLM's
+    random prompts, drawn from the ordinary tokens, found none)."""
+    ident, _, origin = source_kwargs(spec)
+    if ident == spec.path and not any((Path(ident) / name).is_file() for name in TOKENIZER_FILES):
+        raise UnsupportedModel(f"the model ships no usable Tokenizer ({origin}): no tokenizer files")
     tokenizer = _load("AutoTokenizer", spec)
-    if getattr(tokenizer, "vocab_size", None) == 0:
-        _, _, origin = source_kwargs(spec)
+    size = getattr(tokenizer, "vocab_size", None)
+    special = set(getattr(tokenizer, "all_special_ids", None) or ())
+    if isinstance(size, int) and not any(i not in special for i in range(size)):
         raise UnsupportedModel(
-            f"the model ships no usable Tokenizer ({origin}): no tokenizer files, the vocabulary is empty"
+            f"the model ships no usable Tokenizer ({origin}): its vocabulary of {size} holds no ordinary token"
         )
     return tokenizer
 

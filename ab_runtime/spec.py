@@ -14,6 +14,23 @@ from typing import Any
 
 from .errors import SpecError
 
+# The files a model directory ships its tokenizer in: discovery reports them, and the runtime takes a
+# local directory without any of them as a model without a tokenizer (transformers 5 would invent one).
+TOKENIZER_FILES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+        "vocab.json",
+        "merges.txt",
+        "spiece.model",
+        "tokenizer.model",
+        "sentencepiece.bpe.model",
+        "source.spm",
+        "target.spm",
+    }
+)
+
 
 @dataclass(frozen=True)
 class InputRecipe:

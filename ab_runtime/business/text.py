@@ -7,7 +7,6 @@ demo models) still gets agreement figures, on byte ids recorded as `byte-fallbac
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..errors import UnsupportedModel
@@ -15,14 +14,6 @@ from ..inputs import TEXT_POSITION_LIMITS, TEXT_SUBCONFIGS, find_attr
 from ..preprocess import load_tokenizer as model_tokenizer
 
 MAX_TOKENS = 128  # text is truncated to this many tokens (or the model's position limit)
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "vocab.json",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-)
 PROBE = "The quick brown fox."
 
 
@@ -69,8 +60,6 @@ Tokenizer = ByteTokenizer | ModelTokenizer
 def load_tokenizer(spec: Any, config: Any) -> Tokenizer:
     """The model's tokenizer when it has one that encodes into the model's vocabulary, else bytes."""
     vocab = find_attr(config, ("vocab_size",), TEXT_SUBCONFIGS) or 256
-    if spec.path and not any((Path(spec.path) / name).is_file() for name in TOKENIZER_FILES):
-        return ByteTokenizer(vocab)  # a local model without tokenizer files (transformers may invent one)
     try:
         tok = ModelTokenizer(model_tokenizer(spec))
         probe = tok.encode(PROBE)

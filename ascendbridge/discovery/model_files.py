@@ -12,25 +12,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.spec import TOKENIZER_FILES
 from ascendbridge import capped_read
 from ascendbridge.discovery.errors import DiscoveryError
 
 CONFIG_FILE = "config.json"
 MODULES_FILE = "modules.json"
-TOKENIZER_FILES = frozenset(
-    {
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "vocab.txt",
-        "vocab.json",
-        "merges.txt",
-        "spiece.model",
-        "tokenizer.model",
-        "sentencepiece.bpe.model",
-        "source.spm",
-        "target.spm",
-    }
-)
 
 
 def check_tokenizer_sizes(files: dict[str, int | None]) -> None:

@@ -1,0 +1,63 @@
+"""Which tokenizer the runtime takes: the one a model ships, never one transformers 5 invents for a
+directory without tokenizer files (an empty vocabulary, or only its special tokens). A served
+config-only Gemma 2 once got Gemma's five special tokens as its "tokenizer", and vLLM's benchmark,
+drawing prompts from the ordinary tokens, found none (IndexError) on every attempt."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.runtime.rt_support import RUNTIME_PARENT
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ab_runtime.errors import UnsupportedModel
+from ab_runtime.preprocess import load_tokenizer
+from ab_runtime.spec import RunSpec
+out = {}
+for label, path in json.loads(sys.argv[2]).items():
+    spec = RunSpec(name=label, model_id="org/" + label, source="local", path=path, revision=None,
+                   has_weights=False, task_family="causal_lm", model_class="AutoModelForCausalLM")
+    try:
+        tok = load_tokenizer(spec)
+        out[label] = {"vocab": tok.vocab_size, "ids": tok("hello world")["input_ids"]}
+    except UnsupportedModel as exc:
+        out[label] = {"refused": str(exc)}
+print(json.dumps(out))
+"""
+
+
+def test_only_a_shipped_tokenizer_with_ordinary_tokens_is_taken(torch_python: Path, tmp_path: Path) -> None:
+    special_only = tmp_path / "special-only-gemma2"  # a tokenizer file that names a class and nothing else
+    special_only.mkdir()
+    shutil.copy(REPO / "bench" / "architecture_batch" / "tiny-gemma2" / "config.json", special_only)
+    (special_only / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "GemmaTokenizer"}))
+    dirs = {
+        "shipped": str(REPO / "demo_models" / "tiny-llama32"),
+        "config_only_gemma2": str(REPO / "bench" / "architecture_batch" / "tiny-gemma2"),
+        "config_only_qwen2": str(REPO / "demo_models" / "tiny-qwen2"),
+        "special_only": str(special_only),
+    }
+    proc = subprocess.run(
+        [str(torch_python), "-c", PROBE, str(RUNTIME_PARENT), json.dumps(dirs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["shipped"]["vocab"] > 200 and len(out["shipped"]["ids"]) >= 2, out["shipped"]
+    for label in ("config_only_gemma2", "config_only_qwen2"):
+        assert out[label]["refused"] == (
+            f"the model ships no usable Tokenizer (local directory {dirs[label]}): no tokenizer files"
+        ), out[label]
+    refused = out["special_only"]["refused"]
+    assert refused.startswith(f"the model ships no usable Tokenizer (local directory {special_only}): ") and (
+        refused.endswith("holds no ordinary token")
+    ), refused
