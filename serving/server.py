@@ -10,6 +10,7 @@ and the worker's death takes the server). Nothing is left running when `served` 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -91,12 +92,26 @@ def healthy(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
+# An exception line, bare or behind vLLM's log prefix: `(Worker pid=7) ERROR 12-05 08:44:34 [file.py:953] KeyError: 'factor'`.
+_EXCEPTION_LINE = re.compile(
+    r"^(?:\(\w+ pid=\d+\) )?(?:ERROR \S+ \S+ \[[^]]+\] )?((?:\w+\.)*\w*(?:Error|Exception)\b.*)$"
+)
+
+
 def _tail(path: Path, lines: int = 5) -> str:
+    """The log's last lines; led by the root cause when the log names one above them. vLLM's server
+    ends on `RuntimeError: Engine core initialization failed. See root cause above.`: the cause (a
+    worker's exception, e.g. a config key its model code needs) is a hundred lines up."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    return " | ".join([line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:])
+    kept = [line.strip()[:300] for line in text.splitlines() if line.strip()]
+    causes = [m.group(1) for line in kept if (m := _EXCEPTION_LINE.match(line)) and "root cause above" not in line]
+    tail = kept[-lines:]
+    if causes and not any(causes[-1] in line for line in tail):
+        return " | ".join([f"root cause: {causes[-1]}", *tail[-2:]])
+    return " | ".join(tail)
 
 
 def _preexec() -> None:

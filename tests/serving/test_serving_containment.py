@@ -69,6 +69,30 @@ def test_a_server_that_never_gets_healthy_is_stopped_at_the_start_timeout(tmp_pa
     assert gone(int((tmp_path / "child.pid").read_text()))
 
 
+CRASHING = """
+import sys
+print("(APIServer pid=1) WARNING 12-05 08:44:02 [system_utils.py:255] fd limit errors like `OSError: [Errno 24]`")
+print("(Worker pid=2) ERROR 12-05 08:44:34 [multiproc_executor.py:953] Traceback (most recent call last):")
+print("(Worker pid=2) ERROR 12-05 08:44:34 [multiproc_executor.py:953] KeyError: 'factor'")
+for i in range(40):
+    print(f'  File "engine.py", line {i}, in launch')
+print("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+sys.exit(1)
+"""
+
+
+def test_a_server_that_dies_names_the_root_cause_its_log_gives_above_the_last_lines(tmp_path: Path) -> None:
+    """vLLM ends on "See root cause above": the one-line error carries the worker's exception."""
+    script = tmp_path / "crashing.py"
+    script.write_text(CRASHING)
+    with pytest.raises(ServerError) as raised:
+        with served([sys.executable, str(script)], tmp_path, {}, free_port(), 60, tmp_path / "server.log"):
+            pass
+    message = str(raised.value)
+    assert message.startswith("the server exited (1) before /health answered: root cause: KeyError: 'factor' | ")
+    assert message.endswith("See root cause above. Failed core proc(s): {}") and "OSError" not in message
+
+
 WORKER = """
 import sys, time
 from pathlib import Path
