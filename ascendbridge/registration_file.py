@@ -47,7 +47,10 @@ def _from_json(raw: str, base_dir: Path) -> Registration:
     if reg.path:  # relative paths are relative to the file, so a file can travel with its models
         reg.path = model_path(reg.path, base_dir, reg.source)
     if reg.training is not None and not reg.training.data.startswith(HUB_PREFIX):  # so is a training job's corpus file
-        reg.training = reg.training.model_copy(update={"data": str(base_dir / reg.training.data)})
+        data = (base_dir / reg.training.data).resolve()
+        if not data.is_file():
+            raise ValueError(f"training data {data} is not a file")
+        reg.training = reg.training.model_copy(update={"data": str(data)})
     return reg
 
 

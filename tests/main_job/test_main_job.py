@@ -47,6 +47,9 @@ def test_a_registration_file_replaces_the_demo_set(board_path: Path) -> None:
         models = store.list_models()
     assert len(models) == 14 and all(m.model_id.startswith("batch/tiny-") for m in models)
     assert {Path(m.path or "").parent for m in models} == {batch}
+    trained = {m.model_id: m.training for m in models if m.training}  # two of them train (LoRA, full)
+    assert {k: v.method for k, v in trained.items()} == {"batch/tiny-mistral": "lora", "batch/tiny-qwen3": "full"}
+    assert all(Path(job.data) == REPO / "training" / "corpus" / "tiny_stories.jsonl" for job in trained.values())
     again = run_main_job("--register-only", "--models", str(batch / "models.jsonl"), board=board_path)
     assert again.returncode == 0 and again.stdout.count("already registered") == 14
 

@@ -265,3 +265,21 @@ def test_a_hub_dataset_job_is_registered_as_given_and_bad_references_exit_2(boar
     (tmp_path / "models.jsonl").write_text(json.dumps({"model_id": "org/n", "training": {"data": "hf:org/s"}}) + "\n")
     assert _board_ops(board.path, "register_many", str(tmp_path / "models.jsonl")).returncode == 0
     assert board.get_model("org/n").training == TrainingJob(data="hf:org/s")
+
+
+def test_a_registration_files_corpus_is_resolved_against_the_file_and_a_missing_one_exits_2(
+    board: BoardStore, tmp_path: Path
+) -> None:
+    (tmp_path / "data").mkdir()
+    corpus = tmp_path / "data" / "corpus.jsonl"
+    corpus.write_text('{"text": "once upon a time"}\n')
+    listing = tmp_path / "lists" / "models.jsonl"
+    listing.parent.mkdir()
+    listing.write_text(json.dumps({"model_id": "org/gone", "training": {"data": "../data/missing.jsonl"}}) + "\n")
+    proc = _board_ops(board.path, "register_many", str(listing))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"training data {tmp_path / 'data' / 'missing.jsonl'} is not a file" in proc.stderr
+    assert board.list_models() == []
+    listing.write_text(json.dumps({"model_id": "org/kept", "training": {"data": "../data/corpus.jsonl"}}) + "\n")
+    assert _board_ops(board.path, "register_many", str(listing)).returncode == 0
+    assert board.get_model("org/kept").training == TrainingJob(data=str(corpus))
