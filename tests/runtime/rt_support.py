@@ -60,6 +60,15 @@ def parse_result(stdout: str) -> dict[str, Any] | None:
     return json.loads(lines[-1][len(RESULT_MARKER) :])
 
 
+def run_probe(python: Path, code: str, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> Any:
+    """`python -c code RUNTIME_PARENT *args` in the torch env: the JSON of its last stdout line."""
+    proc = subprocess.run(
+        [str(python), "-c", code, str(RUNTIME_PARENT), *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def run_batch(python: Path, argvs: list[Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """ab_runtime.demo.main once per argv list (ab_runtime.parity's for {"module": "parity", "argv"}),
     all in one torch process (imports cost ~7 s)."""

@@ -8,12 +8,11 @@ process's peak memory is measured.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.runtime.rt_support import RUNTIME_PARENT, make_adaptation, parse_result, run_demo
+from tests.runtime.rt_support import make_adaptation, parse_result, run_demo, run_probe
 
 GiB = 1024**3
 LLAMA_3_70B = dict(
@@ -75,11 +74,7 @@ print(json.dumps({
 
 
 def test_depth_planning_on_real_configs(torch_python: Path) -> None:
-    proc = subprocess.run(
-        [str(torch_python), "-c", CASES, str(RUNTIME_PARENT)], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.splitlines()[-1])
+    out = run_probe(torch_python, CASES)
     assert out["full"] == [8, 8, False, False]
     built, total, param_bytes, over, config_layers = out["tight"]
     assert 1 < built < total == 8 and param_bytes <= 800_000 and not over and config_layers == built

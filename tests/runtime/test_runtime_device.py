@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.rt_support import RUNTIME_PARENT, make_adaptation, parse_result, run_demo, spec_for
+from tests.runtime.rt_support import RUNTIME_PARENT, make_adaptation, parse_result, run_demo, run_probe, spec_for
 
 FAKE_TORCH_NPU = '''"""FakeTorchNpu: a test double for Huawei's torch_npu, which cannot exist on this machine."""
 import types
@@ -168,14 +168,7 @@ def test_a_plan_over_n_devices_builds_a_balanced_device_map_over_the_claimed_car
 ) -> None:
     """The map sharding would load with, for fake 2-card (ASCENDBRIDGE_NPU_INDEX=4,5) and 8-card
     plans on a 16-layer skeleton (meta device: nothing allocated, no accelerator needed)."""
-    proc = subprocess.run(
-        [str(torch_python), "-c", SHARD_PROBE, str(RUNTIME_PARENT), tiny_models["llama"]["path"]],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout.splitlines()[-1])
+    out = run_probe(torch_python, SHARD_PROBE, tiny_models["llama"]["path"])
     layers = [f"model.layers.{i}" for i in range(16)]
     for n, kind, cards in (("2", "npu", [4, 5]), ("8", "cuda", list(range(8)))):
         plan, devices = out[n], [f"{kind}:{i}" for i in cards]
@@ -258,14 +251,7 @@ def test_each_torchrun_rank_takes_its_own_card_of_the_claim_and_its_backend(torc
         ("cuda", {**TORCHRUN, "LOCAL_RANK": "x"}, 2),
     ]
     cases = [case for case, _ in RANK_CASES] + refused
-    proc = subprocess.run(
-        [str(torch_python), "-c", RANK_PROBE, str(RUNTIME_PARENT), json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout.splitlines()[-1])
+    out = run_probe(torch_python, RANK_PROBE, json.dumps(cases), timeout=180)
     assert out[: len(RANK_CASES)] == [want for _, want in RANK_CASES]
     too_few, one_physical, bad_rank = out[len(RANK_CASES) :]
     assert too_few.startswith("4 cuda processes need a card each but this job sees 2 (CUDA_VISIBLE_DEVICES='2,3')")
@@ -300,15 +286,7 @@ def test_select_device_makes_the_ranks_own_npu_current_and_refuses_a_claim_too_s
     """Through FakeTorchNpu: rank 1 of 2 is made current on npu:1 (torch.npu.set_device(1)), and three
     ranks on two visible cards are refused, not silently sent to the CPU or to a shared card."""
     env = {**os.environ, "PYTHONPATH": str(_fake(tmp_path, FAKE_TORCH_NPU.format(available=True)))}
-    proc = subprocess.run(
-        [str(torch_python), "-c", SELECT_RANK_PROBE, str(RUNTIME_PARENT)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout.splitlines()[-1])
+    out = run_probe(torch_python, SELECT_RANK_PROBE, timeout=180, env=env)
     assert (out["rank1"], out["made_current"]) == ("npu:1", [1])
     assert out["refused"].startswith(
         "3 npu processes need a card each but this job sees 2 (ASCEND_RT_VISIBLE_DEVICES='4,5')"

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
-from tests.runtime.rt_support import RUNTIME_PARENT
+from tests.runtime.rt_support import run_probe
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,14 +43,7 @@ def test_only_a_shipped_tokenizer_with_ordinary_tokens_is_taken(torch_python: Pa
         "config_only_qwen2": str(REPO / "demo_models" / "tiny-qwen2"),
         "special_only": str(special_only),
     }
-    proc = subprocess.run(
-        [str(torch_python), "-c", PROBE, str(RUNTIME_PARENT), json.dumps(dirs)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.splitlines()[-1])
+    out = run_probe(torch_python, PROBE, json.dumps(dirs))
     assert out["shipped"]["vocab"] > 200 and len(out["shipped"]["ids"]) >= 2, out["shipped"]
     for label in ("config_only_gemma2", "config_only_qwen2"):
         assert out[label]["refused"] == (
