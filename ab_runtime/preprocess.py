@@ -73,19 +73,22 @@ def _load(kind: str, spec: RunSpec) -> Any:
 def load_tokenizer(spec: RunSpec) -> Any:
     """The tokenizer the model ships; UnsupportedModel (one line) when it ships none. For a directory
     without tokenizer files transformers 5 builds one instead of raising, with an empty vocabulary
-    (GPT-2) or only its special tokens (Qwen2 one, Gemma five): that is no tokenizer either (vLLM's
-    random prompts, drawn from the ordinary tokens, found none)."""
+    (GPT-2) or only its special tokens (GPT-NeoX two, Gemma five): that is no tokenizer either."""
     ident, _, origin = source_kwargs(spec)
     if ident == spec.path and not any((Path(ident) / name).is_file() for name in TOKENIZER_FILES):
         raise UnsupportedModel(f"the model ships no usable Tokenizer ({origin}): no tokenizer files")
     tokenizer = _load("AutoTokenizer", spec)
+    if getattr(tokenizer, "vocab_size", None) == 0:
+        raise UnsupportedModel(f"the model ships no usable Tokenizer ({origin}): the vocabulary is empty")
+    return tokenizer
+
+
+def has_ordinary_tokens(tokenizer: Any) -> bool:
+    """Whether any token id below vocab_size is not a special token: vLLM's random benchmark prompts
+    are drawn from those (a tokenizer of special tokens only left it none: IndexError)."""
     size = getattr(tokenizer, "vocab_size", None)
     special = set(getattr(tokenizer, "all_special_ids", None) or ())
-    if isinstance(size, int) and not any(i not in special for i in range(size)):
-        raise UnsupportedModel(
-            f"the model ships no usable Tokenizer ({origin}): its vocabulary of {size} holds no ordinary token"
-        )
-    return tokenizer
+    return not isinstance(size, int) or any(i not in special for i in range(size))
 
 
 def tokenize(spec: RunSpec, texts: Sequence[str]) -> dict[str, torch.Tensor]:

@@ -32,7 +32,7 @@ from ..families import get_family
 from ..fileops import write_text_atomic
 from ..harness import load_reference
 from ..inputs import Signature, forward_flags
-from ..preprocess import load_tokenizer, tokenize
+from ..preprocess import has_ordinary_tokens, load_tokenizer, tokenize
 from ..result import Result, run_main
 from ..spec import load_spec
 
@@ -132,6 +132,8 @@ def export(args: argparse.Namespace) -> Result:
     model.save_pretrained(out, safe_serialization=True)
     try:
         tokenizer = load_tokenizer(spec)
+        if not has_ordinary_tokens(tokenizer):
+            raise UnsupportedModel("a tokenizer of special tokens only: nothing to draw benchmark prompts from")
         tokenizer.save_pretrained(out)
     except (UnsupportedModel, OSError, ValueError):
         tokenizer = None  # served on token ids (--skip-tokenizer-init)
