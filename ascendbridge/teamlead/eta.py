@@ -6,7 +6,9 @@ family f costs the shipped cost model's figure for (s, f) (`stage_costs.json`: m
 main job; a family it has not seen gets the stage's median over all), scaled by how fast stage s
 runs here. Its prior: the median of actual / cost-model over its attempts on earlier boards of
 this host (teamlead/history.py); with none, the cost model scaled as this board's other stages run
-against it (a busy or a faster host slows or speeds every stage). Once the stage has costed attempts
+against it (a busy or a faster host slows or speeds every stage), those of its own kind where one
+has run: a timed stage holds its own core and compiles, and beside busy loops it slowed x7 where
+the untimed stages slowed x2.4. Once the stage has costed attempts
 on this board (stages.COSTED_OUTCOMES: completed, inconclusive, or skipped by the stage itself), its
 factor is the median of their ratios with the prior counted as one more (in log space, so one
 attempt and the prior meet at their geometric mean): one cold or odd first attempt (the first
@@ -231,12 +233,15 @@ def _scales(
 ) -> dict[str, _Scale]:
     """stage -> how fast it runs here against the cost model, and what that rests on: this board's
     attempts of the stage with its prior as one more, else the prior (the host's earlier boards, else
-    the cost model scaled as this board's other stages run, 1 before any), else nothing."""
+    the cost model scaled as this board's other stages run, timed by timed and untimed by untimed
+    where it can, 1 before any), else nothing."""
     modelled = [s for s in board if s.stage in costs.stages]
     out: dict[str, _Scale] = {}
     for stage in stages:
         on_host = [s for s in host if s.stage == stage]
         others = [s for s in modelled if s.stage != stage]
+        alike = [s for s in others if is_timed(s.stage) == is_timed(stage)]
+        others = alike or others
         if on_host:
             prior: _Scale | None = _Scale(HOST, len(on_host), _log_median(_ratios(on_host, costs)))
         elif stage in costs.stages:

@@ -103,6 +103,23 @@ def test_a_stage_with_no_completed_attempt_costs_its_prior_and_says_so() -> None
     assert ">=" not in eta.text() + fresh.text()
 
 
+def test_a_prior_is_scaled_by_the_stages_of_its_own_kind_that_ran_here() -> None:
+    """Beside busy loops a timed stage (own pinned core, compilation) slowed x7 where the untimed ones
+    slowed x2.4: scaling optimization by the untimed stages under-priced it. Timed by timed when one
+    has run; by whatever ran when none has."""
+    tasks = [task("optimization", "waiting", 1)]
+    untimed = [Sample("discovery", None, 20.0), Sample("healing", None, 100.0)]  # x2 here
+    before_any_timed = run(tasks, ["optimization"], board=untimed)
+    assert before_any_timed.seconds == pytest.approx(400.0)  # 200 s x2
+    timed_too = run(tasks, ["optimization"], board=[*untimed, Sample("benchmark", None, 300.0)])  # x6
+    assert timed_too.seconds == pytest.approx(1200.0)  # 200 s x6: the benchmark's pace, not healing's
+    assert "optimization ~20m00s x1 (prior: cost model x6.00, as other stages ran here)" in timed_too.text()
+    untimed_left = run(
+        [task("healing", "pending", 2)], ["healing"], board=[*untimed[:1], Sample("benchmark", None, 300.0)]
+    )
+    assert untimed_left.seconds == pytest.approx(100.0)  # healing by discovery's x2, not the benchmark's x6
+
+
 def test_priors_are_per_family_and_host_history_comes_before_the_cost_model() -> None:
     tasks = [task("healing", "pending", 1), task("healing", "pending", 2)]
     shipped = run(tasks, ["healing"], families={1: "seq2seq", 2: "causal_lm"}, lanes=Lanes(1, 1))
