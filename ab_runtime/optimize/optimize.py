@@ -33,6 +33,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,7 @@ def search(
         p for p in candidates if reasons[p.name] is not None
     ]:
         why_not = reasons[p.name]
+        started = time.monotonic()
         row: dict[str, Any] = {
             "name": p.name,
             "passes": [p.name],
@@ -269,6 +271,7 @@ def search(
         harness.say(
             f"pass {p.name}: {'KEPT' if row['kept'] else 'rejected'} - {row['reason']}"
             + (f" ({aside} pair(s) set aside: no clean call on both sides)" if aside else "")
+            + (f" [{time.monotonic() - started:.0f} s]" if row["measured"] else "")
         )
 
     kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["paired"]["speedup"])
