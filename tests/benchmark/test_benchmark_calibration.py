@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
+import pytest
+
 from ab_runtime.calibration import HARD_BAND, Round, confirm, judge
+from ascendbridge.config import REPO_ROOT
 
 BAND = 1.5
 
@@ -105,3 +111,29 @@ def test_a_failure_stands_only_when_a_second_series_fails_too() -> None:
     undecided = confirm(burst, judge("decode step", 1.0, 1.0, [Round(2.0, 1.0, 30)] * 3, BAND))
     assert undecided.verdict == "inconclusive" and "did not reproduce" in undecided.reason
     assert undecided.figures["first_series"]["quiet_x"] == burst.figures["quiet_x"]
+
+
+def test_a_failure_must_reproduce_in_every_series_over_the_longer_horizon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CI case (2026-12-05): an honest call x12 slower without a context switch, the probe at
+    the run's speed, in two series 2 s apart; it ran at its speed again later. The gate looks again
+    (reexecute.CONFIRM_PAUSES_S): one series that passes passes, a forged figure fails all four."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "ascendbridge" / "gatekit" / "inner"))
+    reexecute = importlib.import_module("reexecute")
+    monkeypatch.setattr(reexecute, "CONFIRM_PAUSES_S", (0.0, 0.0, 0.0))
+
+    def host(slow_series: int) -> Callable[[], tuple[list[float], list[float], list[int]]]:
+        """A model of 1 ms recorded, x12 slow (uninterrupted) for the first `slow_series` series of 3 rounds."""
+        rounds = iter(range(100))
+
+        def one_round() -> tuple[list[float], list[float], list[int]]:
+            slow = next(rounds) < 3 * slow_series
+            return [12.0 if slow else 1.1] * 4, [1.0] * 4, [0] * 4
+
+        return one_round
+
+    calibration = {"min_ms": 1.0}
+    recovered = reexecute.retimed(host(2), "forward call", 1.0, calibration, BAND)
+    assert recovered.verdict == "passed" and "series 3 of rounds" in recovered.reason, recovered.reason
+    forged = reexecute.retimed(host(100), "forward call", 1.0, calibration, BAND)
+    assert forged.verdict == "failed" and forged.figures["series"] == 4, forged.reason
+    assert "does not reproduce" in forged.reason
