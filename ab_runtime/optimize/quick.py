@@ -120,14 +120,21 @@ def gate_verdict(
     """The perf gate's verdict on its own paired re-measurement of a claimed speedup, and why.
 
     From MIN_PAIRS pairs on, with [low, high] the sign-test interval of the pair speedups:
-    failed when the claim is implausible against high (a forged or inflated figure: a claimed x2
-    against a measured x1.1), or when high < 1 + min_gain (clearly no gain); passed when
-    low > 1 + min_gain and the claim is plausible against the pairs' median too; otherwise
-    continue, and at `max_pairs` inconclusive (never passed, never failed: too noisy now).
-    The median check matters on few pairs under load: with 5 pairs the interval is [min, max], and
-    one block stalled by the scheduler (x117 on a no-gain pass beside busy loops) lifts high above
-    any claim. A claim the median contradicts is measured on until the interval, which then drops
-    the extreme pairs, decides it. See `implausible` for the rule itself.
+    failed when the claim is implausible against high (the whole interval rules it out: a forged
+    or inflated figure, a claimed x2 against a measured x1.1), or when high < 1 + min_gain (clearly
+    no gain); passed when low > 1 + min_gain and the claim is plausible against low (the whole
+    interval supports it); otherwise continue, and at `max_pairs` inconclusive (never passed,
+    never failed: too noisy now). See `implausible` for the rule itself.
+
+    Why against low, not the pairs' median: the interval is re-judged after every pair from the
+    fifth on, so noise gets up to eleven chances to lift it above the bar. Beside busy loops and
+    another test worker, CI (2026-12-05) re-measured a no-gain pass claimed at x2 as
+    0.48..4.42 over 11 pairs, low 1.024, median 1.450: within x1.4 of the claim, so the median
+    rule passed the forgery. Simulated on log-normal noise around x1.0 (spread sigma 0.6 / 1.0),
+    that rule passes a forged x2 in 3.9 % / 6.6 % of gates, this one in 0.1 % / 1.1 %
+    (bench/perf_gate_noise.py). Honest claims pass as often under both (x1.1 and x1.4 from their
+    confirmations' low ends, sigma 0.05-0.4), but for a x3 claimed from 2.8 at sigma 0.4: 95.9 %
+    instead of 100 %, the rest inconclusive (re-checked later), never failed.
 
     `claimed_low`: the low end of the claim's own interval (the notes' `final.interval`, which the
     notes gate recomputes from the recorded samples). Plausibility is judged on the least the
@@ -151,11 +158,14 @@ def gate_verdict(
         )
     if high < bar:
         return "failed", f"speedup does not reproduce: {said}, {span}, all below 1 + min_gain = {bar:g}"
-    if low > bar and not implausible(least, median):
-        return "passed", f"reproduced: {span}, low end above 1 + min_gain = {bar:g}"
+    if low > bar and not implausible(least, low):
+        return (
+            "passed",
+            f"reproduced: {span}, low end above 1 + min_gain = {bar:g} and within x{PLAUSIBLE_FACTOR:g} of {said}",
+        )
     if n >= max_pairs:
         doubt = (
-            f"{said} is more than x{PLAUSIBLE_FACTOR:g} above the median"
+            f"{said} is more than x{PLAUSIBLE_FACTOR:g} above the low end"
             if low > bar
             else f"the interval straddles 1 + min_gain = {bar:g}"
         )

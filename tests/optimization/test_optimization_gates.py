@@ -200,7 +200,7 @@ def measured(report: OptimizationGateReport) -> str:
     pairs = [round(x, 3) for x in again.get("pair_speedups", [])]
     aside = [round(x, 3) for x in again.get("set_aside_pair_speedups", [])]
     counts = {k: again.get(k) for k in ("retaken_blocks", "unclean_blocks", "uneven_blocks")}
-    return f"{report.verdict}: pairs {pairs}, set aside {aside}, {counts}; {report.summary[-160:]}"
+    return f"{report.verdict}: pairs {pairs}, set aside {aside}, {counts}; {report.summary[-240:]}"
 
 
 @pytest.mark.slow  # three paired re-measurements, two of them beside busy loops
@@ -217,6 +217,7 @@ def test_load_never_flips_the_perf_gate(honest: Path, python: Path, tmp_path: Pa
     with busy_loops(2, 2):
         loaded = check_perf_gate(fake)
     for condition, report in (("idle", idle), ("beside the loops", loaded)):
+        print(condition, measured(report))  # shown whole when the test fails (an assertion message is cut)
         assert report.verdict in ("failed", "inconclusive"), (condition, measured(report))
 
     directory = tmp_path / "honest-gain"
@@ -230,6 +231,7 @@ def test_load_never_flips_the_perf_gate(honest: Path, python: Path, tmp_path: Pa
     (directory / NOTES_FILE).write_text(json.dumps(notes))
     with busy_loops(2, 2):
         report = check_perf_gate(directory)
+    print("honest gain beside the loops", measured(report))
     assert report.verdict in ("passed", "inconclusive"), measured(report)
 
 
