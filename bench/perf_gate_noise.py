@@ -24,7 +24,6 @@ Exit 0; 2 on bad input.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import random
@@ -36,7 +35,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from ab_runtime.optimize import quick  # noqa: E402  (after the repository is on the path)
+from ab_runtime import pairstats  # noqa: E402  (after the repository is on the path)
+from ab_runtime.optimize import quick  # noqa: E402
+from ascendbridge.cli.errors import EXIT_USAGE, OneLineParser, emit_error  # noqa: E402
 
 # (name, true speedup, claimed, the claim's own interval low end, noise spreads)
 SCENARIOS: tuple[tuple[str, float, float, float, tuple[float, ...]], ...] = (
@@ -52,7 +53,7 @@ def one_gate(rng: random.Random, true: float, claimed: float, low: float, sigma:
     pairs: list[float] = []
     while True:
         pairs.append(true * math.exp(rng.gauss(0.0, sigma)))
-        verdict, _ = quick.gate_verdict(pairs, claimed, quick.pairstats.DEFAULT_MIN_GAIN, claimed_low=low)
+        verdict, _ = quick.gate_verdict(pairs, claimed, pairstats.DEFAULT_MIN_GAIN, claimed_low=low)
         if verdict != "continue":
             return verdict, len(pairs)
 
@@ -69,14 +70,14 @@ def rates(trials: int, seed: int, true: float, claimed: float, low: float, sigma
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.trials < 1:
-        print("error: --trials must be >= 1", file=sys.stderr)
-        return 2
+        emit_error("--trials must be >= 1")
+        return EXIT_USAGE
     rows = [
         {"scenario": name, "sigma": sigma, **rates(args.trials, args.seed, true, claimed, low, sigma)}
         for name, true, claimed, low, sigmas in SCENARIOS
