@@ -37,6 +37,9 @@ REFUSALS: dict[str, str] = {
     "ab_runtime/families.py (docs/adaptation.md lists what each missing family needs), "
     "or an adapter agent (docs/agents.md)",
     "corrupt_metadata": "re-run discovery for the model (`board_ops.py retry MODEL --stage discovery`)",
+    # every stage after adaptation: the package it works on is not there
+    "missing_adaptation": "run the team lead with the adaptations folder the board's packages were made in "
+    "(ASCENDBRIDGE_ADAPTATIONS), or make the package again: `board_ops.py rollback MODEL --to adaptation`",
     # healing: the runtime itself refuses the model (ab_runtime.errors.UnsupportedModel / SpecError)
     "unsupported_model": "a task family or input recipe the runtime can drive for this model "
     '(docs/adaptation.md, "Families not supported yet"), or an adapter agent (docs/agents.md)',

@@ -1,6 +1,7 @@
 """What a stage's run reads first, the same way in every stage: the model's environment mode, the
 stage's settings section and the adaptation spec. A bad setting is the refusal every stage gives
-(`SettingsError.diagnosis`); an unreadable spec fails with the stage's own rule."""
+(`SettingsError.diagnosis`); a missing package is the refusal `missing_adaptation`; an unreadable
+spec fails with the stage's own rule."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, NamedTuple
 
 from ascendbridge.envmode import use_model_env
 from ascendbridge.package import uv_env
-from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.spec import AdaptationSpec, MissingSpecError
 from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.package.weights import weights_available
 from ascendbridge.settings import S, SettingsError
@@ -30,6 +31,8 @@ def run_with_inputs(
         spec = AdaptationSpec.load(ctx.adaptation_dir)
     except SettingsError as exc:
         return StageOutcome("failed", str(exc), diagnosis=exc.diagnosis())
+    except MissingSpecError as exc:
+        return failed(f"{exc}: the model's package is not in this adaptations folder", "missing_adaptation")
     except ValueError as exc:
         return failed(str(exc), rule)
     return run(ctx, settings, spec)

@@ -186,7 +186,12 @@ class AdaptationSpec(BaseModel):
         try:
             return cls.model_validate_json(path.read_text())
         except FileNotFoundError:
-            raise ValueError(f"no {SPEC_FILE} in {directory}") from None
+            raise MissingSpecError(f"no {SPEC_FILE} in {directory}") from None
+
+
+class MissingSpecError(ValueError):
+    """The directory holds no adaptation.json: no package there (never made, deleted, or made
+    under another adaptations folder), which no retry changes."""
 
 
 def apply_changes(spec: AdaptationSpec, changes: dict[str, Any]) -> AdaptationSpec:

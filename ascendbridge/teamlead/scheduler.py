@@ -693,7 +693,7 @@ class TeamLead:
                 return self._send_back(job, diag, out.spec_change, events), diag, fix
             if out.status in ("blocked", "skipped"):  # the program's decision: its metadata says why
                 figures_only = StageOutcome(out.status, out.summary, metrics=out.metrics)
-                diag = _with_unverified(diag, figures_only)  # figures never stored
+                diag = _live_paths(job, _with_unverified(diag, figures_only))  # figures never stored
                 self._fail(
                     job.task,
                     diag,
@@ -769,6 +769,7 @@ class TeamLead:
         """A failed attempt: retry while the stage's budget lasts, then mark failed. A refusal
         (ascendbridge/refusals.py: a retry cannot change it) fails on its first attempt, and so does
         the error the previous attempt ended with too. Returns the outcome and the diagnosis."""
+        diag = _live_paths(job, diag)
         if not is_refusal(diag):
             diag = self._same_error_twice(job, diag)
         final = is_refusal(diag) or job.attempt >= self.settings.budget(job.stage)
@@ -960,6 +961,13 @@ class TeamLead:
             self.store.stop_agent(self.settings.agent_id)
         except BoardBusyError as exc:  # the rows go stale; cleanup_stale_agents handles them
             self.log.warning("board busy at shutdown, agent rows not marked stopped: %s", exc)
+
+
+def _live_paths(job: Job, diag: dict[str, Any]) -> dict[str, Any]:
+    """A diagnosis naming the adaptation directory, not the attempt's staging copy (discarded with
+    the attempt, and named after its token): what a person can open, and the same words on every
+    attempt, so the same error twice is seen as such."""
+    return attempt_dir.relocate(diag, job.work_dir, job.adaptation_dir)
 
 
 def _error_key(diag: dict[str, Any]) -> tuple[object, object, object]:

@@ -141,6 +141,7 @@ def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_
             "org/noisy": {"benchmark": "inconclusive:2"},
             "org/undecided": {"benchmark": "inconclusive:9"},
             "org/crash": {"discovery": "crash"},
+            "org/here": {"discovery": "fail_here"},
         },
         ["adaptation", "healing", "optimization", "business_benchmark"],
     )
@@ -155,7 +156,7 @@ def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_
         "--gate-recheck-delay",
         "0.3",
     )
-    assert run.returncode == 1, run.stderr[-3000:]  # two tasks failed
+    assert run.returncode == 1, run.stderr[-3000:]  # three tasks failed
     tasks = {(t.model_id, t.stage): t for t in board.list_tasks()}
 
     noisy = tasks[("org/noisy", "benchmark")]
@@ -196,6 +197,15 @@ def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_
     assert crash.diagnosis["rule"] == "same_error_twice" and crash.diagnosis["error_rule"] == "stage_crashed"
     assert crash.diagnosis["summary"] == "the same error twice: stage crashed: RuntimeError: toy stage crashed"
     assert [a.outcome for a in attempts(board, "org/crash", "discovery")] == ["retry", "failed"]
+
+    # a failure naming its attempt's staging copy names the adaptation directory instead (the
+    # copy is discarded), on every attempt alike: the same error twice, not a third try
+    here = tasks[("org/here", "discovery")]
+    live_here = tmp_path / "adaptations" / base_adaptation_name("org/here")
+    assert here.status == "failed" and here.attempts == 2 and here.diagnosis["rule"] == "same_error_twice"
+    assert here.diagnosis["summary"] == f"the same error twice: no usable package in {live_here}"
+    first = attempts(board, "org/here", "discovery")[0]
+    assert first.outcome == "retry" and first.diagnosis["summary"] == f"no usable package in {live_here}"
 
     assert not list((tmp_path / "adaptations" / ".attempts").glob("*/*"))  # no staging copy left
     assert all(n <= 1 for n in check_event_log(board).values())

@@ -2,7 +2,8 @@
 
 What a stage does for a model comes from the model's description, a JSON object mapping stage
 name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, writes nothing),
-blocked, skipped, crash, hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam,
+blocked, skipped, crash, fail_here (fails naming the directory it works in),
+hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam,
 figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence),
 spec_change_once (fails with a spec change until a stage logged the directives it was given:
 every stage writes the open directives of its context to runs.log),
@@ -59,6 +60,9 @@ class ToyStage:
             )
         if how == "fail" or (how == "fail_once" and ctx.attempt == 1):
             return StageOutcome("failed", "toy failure", diagnosis={"rule": "toy_failure", "summary": "toy failure"})
+        if how == "fail_here":  # every attempt's staging copy has its own path
+            summary = f"no usable package in {ctx.adaptation_dir}"
+            return StageOutcome("failed", summary, diagnosis={"rule": "toy_failure", "summary": summary})
         if how == "blocked":
             return StageOutcome("blocked", "needs a human", diagnosis={"rule": "needs_token", "summary": "gated model"})
         if how == "skipped":
