@@ -258,22 +258,24 @@ def test_gate_re_measures_a_consistently_doctored_latency(
     assert forward["verdict"] == "failed" and forward["quiet_x"] > 4  # an uninterrupted call, not the ratio
 
 
-# Four stand-alone gates beside the test's own busy loops: with the suite itself run beside busy loops
-# (eight loops on two cores) they took 462 s, after 138 s building the shared runs, past the default 600 s.
+# Three stand-alone gates beside the test's own busy loops: with the suite itself run beside busy loops
+# (eight loops on two cores) four of them took 462 s, after 138 s building the shared runs, past the
+# default 600 s. tiny-bert is re-checked as the stage records it (pinned, its placement recorded);
+# tiny-gpt2's evidence, from a plain accuracy run, covers evidence without a recorded pinning.
 @pytest.mark.timeout(1500)
 def test_gate_verdicts_do_not_depend_on_the_hosts_load(
     runs: dict, stage_run: Path, python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Beside two CPU loops and two memory-copy loops (both cores oversubscribed), the stand-alone
     gate re-times with the run's placement and says so; honest evidence is passed or
-    inconclusive (exit 3), never failed; tiny-bert's evidence recorded as the stage records it,
-    with its latency forged 10x, is failed for that reason, and as it was is not. The workload's
-    re-timing (tiny-gpt2: decode steps) is judged the same way."""
+    inconclusive (exit 3), never failed: tiny-bert's evidence recorded as the stage records it, and
+    tiny-gpt2's, whose workload re-timing (decode steps) is judged the same way; tiny-bert's with
+    its latency forged 10x is failed for that reason."""
     monkeypatch.delenv(LATENCY_BAND_ENV, raising=False)
     forged = shutil.copytree(stage_run, tmp_path / "forged")
     forge_latency(forged / "benchmark_metrics_cpu_float32_dry_run_synthetic.json", 10.0)
     with busy_loops(2, 2):
-        verdicts = {name: _gate(runs[name][0], python) for name in ("tiny-bert", "tiny-gpt2")}
+        verdicts = {"tiny-gpt2": _gate(runs["tiny-gpt2"][0], python)}
         verdicts["tiny-bert as the stage records it"] = _gate(stage_run, python)
         code, report = _gate(forged, python)
     for name, (honest_code, honest) in verdicts.items():
