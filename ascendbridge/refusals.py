@@ -43,10 +43,25 @@ REFUSALS: dict[str, str] = {
     # healing: the runtime itself refuses the model (ab_runtime.errors.UnsupportedModel / SpecError)
     "unsupported_model": "a task family or input recipe the runtime can drive for this model "
     '(docs/adaptation.md, "Families not supported yet"), or an adapter agent (docs/agents.md)',
+    # training (the stage marks these not retryable itself; the table says what unlocks them)
+    "training_cards_short": "run the job through the team lead on a host with a card per process "
+    "(`--devices`), or register it with fewer processes (`--train-processes N`)",
+    "training_batch_split": "set a batch that splits evenly over processes x micro-batches "
+    "(`--set training.batch=N`, `--set training.accumulation=N`), then `board_ops.py retry MODEL --stage training`",
+    "training_data_load": "check the dataset's name, split and revision (`hf:ORG/NAME[:SPLIT][@REV]`, "
+    'docs/training.md "Data"), then `board_ops.py retry MODEL --stage training`',
+    "training_data_missing": "put the registered training data back at its path, then "
+    "`board_ops.py retry MODEL --stage training`",
+    "training_refused": 'fix what the reason names (a corpus format docs/training.md "Data" lists, or a model '
+    "of a paradigm it trains: causal LM, masked LM, seq2seq), then `board_ops.py retry MODEL --stage training`",
     # every stage's own settings
     "bad_input": "fix the setting or the adaptation.json named in the reason, then retry",
     "benchmark_setup": "fix the setting or the adaptation.json named in the reason, then retry",
 }
+
+
+# A stage's own refusal of a rule the table does not list: never an empty remedy.
+UNLISTED_REMEDY = "fix what the reason names (a retry alone meets the same answer), then `board_ops.py retry MODEL`"
 
 
 def is_refusal(diagnosis: dict[str, Any] | None) -> bool:
@@ -69,7 +84,7 @@ def remedy(diagnosis: dict[str, Any]) -> str:
         need = needed_family(str(diagnosis.get("architecture") or ""))
         if need is not None:
             return f"needs the {need.family} task family ({need.needs}); {text}"
-    return text
+    return text or UNLISTED_REMEDY
 
 
 def as_refusal(diagnosis: dict[str, Any]) -> dict[str, Any]:

@@ -3,13 +3,15 @@ attempt budget of 3, end deterministic refusals on their first attempt with reas
 
 from __future__ import annotations
 
+import ast
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ascendbridge.board import BoardStore, Registration
-from ascendbridge.refusals import is_refusal, remedy
+from ascendbridge.refusals import REFUSALS, UNLISTED_REMEDY, as_refusal, is_refusal, remedy
 from healing.classifier import classify
 from healing.failure import Failure
 from tests.teamlead.tl_support import attempts, check_event_log, run_tl, statuses
@@ -96,3 +98,52 @@ def test_the_runtimes_own_refusal_is_a_healing_refusal() -> None:
     diagnosis = classify(failure).diagnosis()
     assert diagnosis["rule"] == "unsupported_model" and is_refusal(diagnosis)
     assert "task family" in remedy(diagnosis)
+
+
+STAGE_PACKAGES = (
+    "ascendbridge",
+    "adaptation",
+    "benchmark",
+    "business_benchmark",
+    "healing",
+    "optimization",
+    "serving",
+    "training",
+)
+
+
+def _refused_rules(path: Path) -> Iterator[tuple[str, bool]]:
+    """(rule, has its own remedy) of every `failed(summary, "rule", retryable=False, ...)` in a file."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "failed"):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        retryable = keywords.get("retryable")
+        if isinstance(retryable, ast.Constant) and retryable.value is False and len(node.args) > 1:
+            rule = node.args[1]
+            assert isinstance(rule, ast.Constant), f"{path}:{node.lineno}: a refusal's rule is a literal"
+            yield str(rule.value), "remedy" in keywords
+
+
+def test_every_refusal_a_stage_gives_says_what_unlocks_it() -> None:
+    """A stage that marks its own failure not retryable names its remedy there or in the table: the
+    log line and the board never read `remedy: ` with nothing after it."""
+    repo = Path(__file__).resolve().parents[2]
+    found = {
+        (str(path.relative_to(repo)), rule)
+        for package in STAGE_PACKAGES
+        for path in (repo / package).rglob("*.py")
+        for rule, own in _refused_rules(path)
+        if not own
+    }
+    assert found, "the scan found no stage refusal: it no longer reads the stages"
+    missing = sorted((where, rule) for where, rule in found if rule not in REFUSALS)
+    assert not missing, missing
+    assert remedy({"rule": "no_such_rule", "retryable": False}) == UNLISTED_REMEDY
+
+
+def test_a_training_corpus_it_cannot_read_is_refused_with_a_remedy() -> None:
+    refusal = as_refusal(
+        {"rule": "training_refused", "summary": "training refused: a JSON corpus is a list of records"}
+    )
+    assert refusal["retryable"] is False and "retry MODEL --stage training" in refusal["remedy"]
