@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import insert
 from sqlmodel import col, select
 
-from ab_runtime.train.corpus import FORMATS, CorpusError, hub_dataset
+from ab_runtime.train.corpus import FORMATS, CorpusError, hub_dataset, load_documents
 from ascendbridge.board.base import InvalidRegistrationError, StoreBase, _chunks
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import ModelRecord, Registration, TrainingJob, dumps, loads, now_iso
@@ -25,6 +25,10 @@ _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 MAX_PRIORITY = 1_000_000_000  # well inside SQLite's 64-bit integers
 MAX_TRAIN_STEPS = 1_000_000
 MAX_TRAIN_PROCESSES = 64  # torchrun processes of one job: the devices it claims at once
+# A local corpus up to this size is read at registration, as the harness reads it, so a file it cannot
+# read is refused there and then, not minutes later by the training stage; a larger one, or Parquet
+# (whose reader may live only in the package's environment), is left to the stage's own refusal.
+CORPUS_READ_AT_REGISTRATION = 64 * 1024 * 1024
 
 
 def validate_registration(reg: Registration) -> None:
@@ -78,6 +82,11 @@ def _validate_training(model_id: str, job: TrainingJob) -> None:
         )
     elif not data.is_file() or data.stat().st_size == 0:
         raise InvalidRegistrationError(f"model '{model_id}': training data '{job.data}' is not a non-empty file")
+    elif FORMATS[data.suffix.lower()] != "parquet" and data.stat().st_size <= CORPUS_READ_AT_REGISTRATION:
+        try:
+            load_documents(data)
+        except (CorpusError, UnicodeDecodeError) as exc:
+            raise InvalidRegistrationError(f"model '{model_id}': training data {exc}") from None
     if not 2 <= job.steps <= MAX_TRAIN_STEPS:  # 2: the gate re-runs a logged step from a checkpoint before the last
         raise InvalidRegistrationError(
             f"model '{model_id}': training steps {job.steps} out of range (2..{MAX_TRAIN_STEPS})"

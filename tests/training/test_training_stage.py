@@ -49,10 +49,15 @@ def test_bad_training_input_is_refused_in_one_line_and_leaves_the_board_unchange
 ) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
+    no_text = tmp_path / "titles.jsonl"
+    no_text.write_text('{"title": "no text"}\n')
     for bad, says in (
         (["--train-data", str(tmp_path / "none.jsonl")], "is not a non-empty file"),
         (["--train-data", str(empty)], "is not a non-empty file"),
         (["--train-data", str(REPO_ROOT / "pyproject.toml")], "is not a corpus file"),
+        # read as the harness reads it: a JSON object, not a list of records; records without text
+        (["--train-data", str(REPO_ROOT / "demo_models" / "tiny-llama" / "config.json")], "a list of records"),
+        (["--train-data", str(no_text)], "needs 'text', 'messages'"),
         (["--train-data", str(CORPUS), "--train-steps", "1"], "out of range (2.."),
         (["--train-data", str(CORPUS), "--train-method", "qlora"], "invalid choice"),
         (["--train-data", str(CORPUS), "--train-processes", "65"], "out of range (1..64)"),
