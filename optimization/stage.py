@@ -22,6 +22,7 @@ from typing import Any
 
 from ab_runtime.accuracy_standard import accuracy_summary
 from ab_runtime.fileops import write_text_atomic
+from ab_runtime.result import EXIT_BAD_INPUT
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
@@ -40,10 +41,12 @@ PERF_RUN_KEPT = ("metrics", "outputs", "trace", "speedup", "interval")
 
 
 def _failed(summary: str, rule: str, command: Any = None, result: dict[str, Any] | None = None) -> StageOutcome:
+    """The failed outcome; a model run's own one-line error goes into the summary (what the log line
+    and the board show first), its output's tail beside it."""
     if command is None:
         return failed(summary, rule)
     error = command.why_failed(result)
-    return failed(summary, rule, error=error, log_tail=command.tail(30))
+    return failed(f"{summary}: {error}", rule, error=error, log_tail=command.tail(30))
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -114,6 +117,8 @@ class OptimizationStage:
             argv += ["--passes", settings.passes]
         search = uv_env.run_in_env(ctx.adaptation_dir, argv, timeout_s=settings.timeout_s, log=ctx.log)
         found = uv_env.parse_result(search.output)
+        if search.exit_code == EXIT_BAD_INPUT:  # the passes asked for: a setting no retry changes
+            return _failed("optimization.passes", "bad_setting", search, found)
         if search.exit_code != 0 or not found or not found.get("ok"):
             return _failed("the pass search failed", "optimization_search_failed", search, found)
         notes_path = ctx.adaptation_dir / NOTES_FILE

@@ -392,11 +392,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         candidates = passes.get(names) if names else passes.search_candidates(session.choice.kind)
     except ValueError as exc:
-        raise harness.HarnessError(str(exc)) from None
+        raise PassSelectionError(str(exc)) from None
     # decode passes of another device are listed with their reason; forward passes are refused
     wrong = [p.name for p in candidates if p.device != session.choice.kind and p.kind != "decode"]
     if wrong:
-        raise harness.HarnessError(f"pass(es) {', '.join(wrong)} are for another device than {session.choice.kind}")
+        raise PassSelectionError(f"pass(es) {', '.join(wrong)} are for another device than {session.choice.kind}")
     speed = passes.cpu_bf16_gemm_speedup() if session.choice.kind == "cpu" else None
     traits = passes.model_traits(
         session.reference,
@@ -500,8 +500,16 @@ def run_fresh(
     return result
 
 
+class PassSelectionError(harness.HarnessError):
+    """`--passes` names a pass the catalogue lacks or one of another device: bad input (exit 2)."""
+
+
 def main(argv: list[str]) -> int:
-    return run_main(lambda: run(parse_args(argv)), failures=(harness.HarnessError, RuntimeDiagnosis))
+    return run_main(
+        lambda: run(parse_args(argv)),
+        failures=(harness.HarnessError, RuntimeDiagnosis),
+        bad_input=(PassSelectionError,),
+    )
 
 
 if __name__ == "__main__":

@@ -95,7 +95,9 @@ def test_bad_arguments_are_one_line_errors(python: Path, searches: dict) -> None
 
     directory = searches["strict"][0]
     code, result, output = run_py(python, directory, "-m", "ab_runtime.optimize", "--passes", "npu_rms_norm")
-    assert code == 1 and "for another device" in output and "Traceback" not in output
+    assert code == 2 and "for another device" in output and "Traceback" not in output  # bad input
+    code, result, output = run_py(python, directory, "-m", "ab_runtime.optimize", "--passes", "no_such_pass")
+    assert code == 2 and "unknown pass(es): no_such_pass (known: " in result["error"] and "Traceback" not in output
     code, result, output = run_py(python, directory, "-m", "ab_runtime.optimize", "--pairs", "3")
     assert code == 1 and "--pairs must be >= 5" in output and result["ok"] is False
     before = sorted(p.name for p in directory.iterdir())

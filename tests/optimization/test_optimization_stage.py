@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from ascendbridge.board import BoardStore
 from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe, WorkloadSpec
+from ascendbridge.refusals import is_refusal
 from ascendbridge.stage_api import StageContext
 from optimization.stage import OPTIMIZATION_STAGE, OptimizationSettings
 from tests.optimization.opt_support import demo_config
@@ -79,6 +81,13 @@ def test_stage_searches_runs_perf_records_and_passes_its_gates(
     (directory / "optimization_notes.json").write_text(json.dumps(notes))
     gate = OPTIMIZATION_STAGE.gate(ctx)
     assert not gate.passed and "check_optimization_notes.py" in gate.summary
+
+    # a pass name the catalogue lacks is a bad setting: refused on the first attempt, saying which
+    bad = replace(ctx, settings={**ctx.settings, "optimization_passes": "no_such_pass"})
+    outcome = OPTIMIZATION_STAGE.run(bad)
+    assert outcome.status == "failed" and outcome.diagnosis is not None and is_refusal(outcome.diagnosis)
+    assert outcome.diagnosis["rule"] == "bad_setting"
+    assert outcome.summary.startswith("optimization.passes: unknown pass(es): no_such_pass (known: "), outcome.summary
 
 
 def test_bad_settings_fail_cleanly(board: BoardStore, board_path: Path, tmp_path: Path) -> None:
