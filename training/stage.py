@@ -31,6 +31,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.result import EXIT_BAD_INPUT
 from ab_runtime.train.corpus import hub_dataset
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.envmode import use_model_env
@@ -265,7 +266,7 @@ class TrainingStage:
         result = uv_env.parse_result(contract.output) or {}
         if contract.ok and result.get("ok"):
             return None
-        if contract.exit_code == 2:  # bad input: an architecture outside the paradigms, a corpus it cannot read
+        if contract.exit_code == EXIT_BAD_INPUT:  # an architecture outside the paradigms, a corpus it cannot read
             return failed(
                 f"training refused: {result.get('error') or contract.tail(1)}", "training_refused", retryable=False
             )

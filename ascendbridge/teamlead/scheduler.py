@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from ascendbridge.board import BoardBusyError, BoardError, ModelRecord, StaleTokenError, TaskRecord
 from ascendbridge.board.leases import LeaseBoard
 from ascendbridge.config import adaptations_dir, logs_dir
-from ascendbridge.refusals import as_refusal, is_refusal
+from ascendbridge.refusals import UNLISTED_REMEDY, as_refusal, is_refusal
 from ascendbridge.runtime import attempt_dir, payload
 from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.containment import kill_board_attempts
@@ -802,7 +802,7 @@ class TeamLead:
             "error_rule": diag.get("rule"),
             "summary": f"the same error twice: {diag.get('summary', '')}",
             "retryable": False,
-            "remedy": "fix what the error names (a retry meets it again), then `board_ops.py retry MODEL`",
+            "remedy": UNLISTED_REMEDY,
         }
 
     def _inconclusive(
