@@ -407,8 +407,9 @@ def _shown_default(value: Any) -> str:
 
 
 def settings_table(meanings: Mapping[str, str]) -> str:
-    """docs/settings.md's table: a row per field of the one model, section by section. `meanings`
-    (environment variable -> the doc's last column) are carried over; a new field's is empty."""
+    """docs/settings.md's table: a row per field of the one model, section by section. A field's
+    description (a flag's help) is its meaning; otherwise `meanings` (environment variable -> the
+    doc's last column) are carried over, and a new field's is empty."""
     rows = [DOC_BEGIN, "", "| setting | environment variable | default | meaning |", "| --- | --- | --- | --- |"]
     for name, cls in section_classes().items():
         how = (
@@ -423,7 +424,8 @@ def settings_table(meanings: Mapping[str, str]) -> str:
         for key, env, default in setting_keys(cls):
             short = key.removeprefix(cls.key_prefix)
             setting = f"`{flags[key]}`" if key in flags else f"`{name}.{short}`"
-            rows.append(f"| {setting} | `{env}` | {_shown_default(default)} | {meanings.get(env, '')} |")
+            meaning = cls.model_fields[cls.keys()[key]].description or meanings.get(env, "")  # a flag's help
+            rows.append(f"| {setting} | `{env}` | {_shown_default(default)} | {meaning} |")
     return "\n".join(rows + ["", DOC_END])
 
 

@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Literal, get_args, get_origin
 
 from rich import box
 from rich.console import Console
@@ -69,46 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--board", type=Path, help="board file (default: ASCENDBRIDGE_BOARD or ./board.db)")
     p.add_argument("--stages", help="explicit stage list, e.g. discovery,adaptation (overrides PROMPT_MODE)")
     p.add_argument("--mode", help="PROMPT_MODE (default: $PROMPT_MODE or all)")
-    p.add_argument("--workers", type=int, help="total concurrent tasks (default: $ASCENDBRIDGE_WORKERS or 2)")
+    add_run_flags(p)
     p.add_argument("--stage-workers", help="per-stage caps, e.g. adaptation=1,benchmark=1")
     p.add_argument("--attempts", type=int, help="attempt budget per stage (default 3)")
     p.add_argument("--stage-attempts", help="per-stage budgets, e.g. healing=5")
-    p.add_argument(
-        "--max-interruptions",
-        type=int,
-        help="attempts ended without an outcome (killed, lease lost, shutdown) before a task "
-        "fails (default: $ASCENDBRIDGE_MAX_INTERRUPTIONS or 3)",
-    )
     p.add_argument("--timeout", type=float, help="wall-clock limit (s) of every stage run")
     p.add_argument("--stage-timeout", help="per-stage limits in seconds, e.g. benchmark=7200")
-    p.add_argument("--gate-timeout", type=float, help="wall-clock limit (s) of a gate (default 1800)")
-    p.add_argument("--lease", type=float, help="task lease in seconds (default 60)")
-    p.add_argument("--heartbeat", type=float, help="heartbeat interval in seconds (default 10)")
-    p.add_argument("--poll", type=float, help="idle poll interval in seconds (default 1)")
-    p.add_argument(
-        "--devices",
-        help="devices for timed stages: npu:0-7, cuda:0,1 or cpu[:CORES] (default: "
-        "$ASCENDBRIDGE_DEVICES, else found with npu-smi / nvidia-smi, else this process's CPU cores)",
-    )
-    p.add_argument(
-        "--timed-cores",
-        type=int,
-        help="CPU-only host: cores each timed run gets to itself (default: "
-        "$ASCENDBRIDGE_TIMED_CORES or a quarter of the cores)",
-    )
-    p.add_argument(
-        "--gate-rechecks",
-        type=int,
-        help="re-checks of a gate that could not decide (inconclusive: "
-        "the host too loaded to time), each without re-running the stage or spending an attempt, "
-        "before the task fails (default: $ASCENDBRIDGE_GATE_RECHECKS or 3)",
-    )
-    p.add_argument(
-        "--gate-recheck-delay",
-        type=float,
-        help="seconds before the first gate re-check; doubles for "
-        "each next one (default: $ASCENDBRIDGE_GATE_RECHECK_S or 60)",
-    )
     p.add_argument("--output-cap", type=int, help="bytes of output kept per attempt log (default 4 MiB)")
     p.add_argument(
         "--set",
@@ -129,20 +96,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="system-mode interpreter with torch (/torch_npu) preinstalled; $ASCENDBRIDGE_SYSTEM_PYTHON",
     )
-    p.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        help="where stage runs execute: local subprocesses (default) or Ray tasks on a cluster "
-        "(needs `uv sync --extra ray`); $ASCENDBRIDGE_EXECUTOR",
-    )
-    p.add_argument(
-        "--ray-address",
-        help="Ray cluster to join, e.g. 10.0.0.1:6379 (default: $ASCENDBRIDGE_RAY_ADDRESS, "
-        "then RAY_ADDRESS, else a new single-host Ray instance)",
-    )
     p.add_argument("--agent-id", default="team-lead", help="agent id on the board (default team-lead)")
     p.add_argument("--plain", action="store_true", help="plain log lines even on a terminal")
     return p
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """A flag per RunSettings.FLAGS entry, its help the field's description with its variable and
+    default: both stated once, in RunSettings. pydantic checks the value (Settings.resolve)."""
+    variables = RunSettings.env_names()
+    for name, flag in RunSettings.FLAGS.items():
+        field = RunSettings.model_fields[name]
+        variable, default = f"${variables[name]}", field.default
+        value = f"{default:g}" if isinstance(default, float) else default
+        shown = variable if default is None else f"{variable}, default {value}"
+        choices = get_args(field.annotation) if get_origin(field.annotation) is Literal else None
+        p.add_argument(flag, choices=choices, help=f"{field.description} [{shown}]")
 
 
 def settings_from(args: argparse.Namespace) -> TeamLeadSettings:

@@ -61,18 +61,39 @@ class RunSettings(StageSettings):
         "gate_recheck_s": "--gate-recheck-delay",
     }
 
-    workers: int = Field(2, ge=1, le=256)  # total concurrent tasks
-    max_interruptions: int = Field(3, ge=1)  # attempts ended without an outcome before `failed`
-    gate_timeout_s: float = Field(1800.0, gt=0)
-    lease_s: float = Field(60.0, gt=0)
-    heartbeat_s: float = Field(10.0, gt=0)
-    poll_s: float = Field(1.0, gt=0)
-    executor: Literal["local", "ray"] = "local"  # where stage runs execute: this host, or a Ray cluster
-    ray_address: str | None = None  # the Ray cluster to join (host:port); unset: RAY_ADDRESS or a new local one
-    devices: str | None = None  # npu:0-7 | cuda:0,1 | cpu[:LIST]; None: found on the host
-    timed_cores: int | None = Field(None, ge=1)  # cores per timed run on a CPU-only host (default: a quarter)
-    gate_rechecks: int = Field(3, ge=0)  # re-checks of an inconclusive gate (no attempt spent) before `failed`
-    gate_recheck_s: float = Field(60.0, gt=0)  # wait before the first re-check; doubles for each next one
+    # Each field's description is its flag's help; the flag's help adds the variable and the default.
+    workers: int = Field(2, ge=1, le=256, description="total concurrent tasks (1..256)")
+    max_interruptions: int = Field(
+        3, ge=1, description="attempts ended without an outcome (killed, lease lost, shutdown) before a task fails"
+    )
+    gate_timeout_s: float = Field(1800.0, gt=0, description="wall-clock limit (s) of a gate")
+    lease_s: float = Field(60.0, gt=0, description="task lease in seconds")
+    heartbeat_s: float = Field(10.0, gt=0, description="heartbeat interval in seconds (at most half the lease)")
+    poll_s: float = Field(1.0, gt=0, description="idle poll interval in seconds")
+    executor: Literal["local", "ray"] = Field(
+        "local",
+        description="where stage runs execute: local subprocesses, or Ray tasks on a cluster (needs `uv sync --extra ray`)",
+    )
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join, e.g. 10.0.0.1:6379 (unset: RAY_ADDRESS, else a new single-host one)"
+    )
+    devices: str | None = Field(
+        None,
+        description="devices for timed stages: npu:0-7, cuda:0,1 or cpu[:CORES] (unset: found with npu-smi / "
+        "nvidia-smi, else this process's CPU cores)",
+    )
+    timed_cores: int | None = Field(
+        None, ge=1, description="CPU-only host: cores each timed run gets to itself (unset: a quarter of the cores)"
+    )
+    gate_rechecks: int = Field(
+        3,
+        ge=0,
+        description="re-checks of a gate that could not decide (inconclusive: the host too loaded to time), each "
+        "without re-running the stage or spending an attempt, before the task fails",
+    )
+    gate_recheck_s: float = Field(
+        60.0, gt=0, description="seconds before the first gate re-check; doubles for each next one"
+    )
 
     @classmethod
     def shown(cls, key: str) -> str:

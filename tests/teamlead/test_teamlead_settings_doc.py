@@ -33,6 +33,8 @@ from ascendbridge.settings import (
 from ascendbridge.settings import main as settings_doc_main
 from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import STAGES
+from ascendbridge.teamlead.cli import build_parser
+from ascendbridge.teamlead.cli import main as teamlead_main
 from ascendbridge.teamlead.settings import RunSettings
 from benchmark.settings import BenchmarkSettings
 from business_benchmark.settings import BusinessSettings
@@ -207,3 +209,29 @@ def test_a_bad_setting_is_the_same_refusal_in_every_stage(target: str, bad: dict
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == "bad_setting" and is_refusal(outcome.diagnosis)
     assert outcome.summary.startswith("bad ") and " setting " in outcome.summary and "\n" not in outcome.summary
     assert list(tmp_path.iterdir()) == []  # nothing rendered, synced or written
+
+
+def test_a_run_flags_help_states_what_its_setting_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The help is built from RunSettings, so the variable and default it states are the ones that
+    act: set the variable a flag's help names and the setting changes; a bad flag value is one line."""
+    helps = {a.option_strings[0]: a.help or "" for a in build_parser()._actions if a.option_strings}
+    assert helps["--workers"] == "total concurrent tasks (1..256) [$ASCENDBRIDGE_WORKERS, default 2]"
+    assert helps["--gate-recheck-delay"].endswith("[$ASCENDBRIDGE_GATE_RECHECK_S, default 60]")
+    assert helps["--ray-address"].endswith("[$ASCENDBRIDGE_RAY_ADDRESS]")
+    samples = {"executor": "ray", "ray_address": "10.0.0.1:6379", "devices": "cpu:0", "heartbeat_s": "20"}
+    for name, flag in RunSettings.FLAGS.items():
+        variable = helps[flag].rsplit("[$", 1)[1].split(",")[0].rstrip("]")
+        value = samples.get(name, "120")  # a number every numeric run setting accepts
+        monkeypatch.setenv(variable, value)
+        assert str(getattr(RunSettings.from_sources(), name)).removesuffix(".0") == value, flag
+        monkeypatch.delenv(variable)
+    assert teamlead_main(["--once", "--workers", "abc"]) == 2
+    assert teamlead_main(["--once", "--lease", "-1"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "error: bad team-lead setting workers (--workers): Input should be a valid integer, unable to parse string "
+        "as an integer",
+        "error: bad team-lead setting lease_s (--lease): Input should be greater than 0",
+    ]
