@@ -28,6 +28,7 @@ from ascendbridge.board.schema import (
     MetricColumns,
     Model,
     ModelColumns,
+    RegisteredColumns,
     Task,
     TaskColumns,
 )
@@ -174,16 +175,8 @@ class MetricRecord(MetricColumns):
         return cls(model_id=model_id, **row.model_dump(exclude={"id", "model_pk"}))
 
 
-class Registration(BaseModel):
+class Registration(RegisteredColumns):
     """What a user asks to register; validated before anything touches the board."""
 
-    model_id: str
-    source: str = "huggingface"
-    url: str | None = None
-    path: str | None = None
-    revision: str | None = None
-    description: str = ""
-    priority: int = 0
-    allow_remote_code: bool = False
     skip_stages: list[str] = Field(default_factory=list)
     training: TrainingJob | None = None

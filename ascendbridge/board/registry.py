@@ -15,7 +15,7 @@ from ab_runtime.train.corpus import FORMATS, CorpusError, hub_dataset, load_docu
 from ascendbridge.board.base import InvalidRegistrationError, StoreBase, _chunks
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import ModelRecord, Registration, TrainingJob, dumps, loads, now_iso
-from ascendbridge.board.schema import Event, Model, Task
+from ascendbridge.board.schema import Event, Model, RegisteredColumns, Task
 from ascendbridge.naming import base_adaptation_name, hashed_adaptation_name, validate_model_id
 from ascendbridge.stages import OPTIONAL_STAGES, STAGES, check_stage
 
@@ -129,15 +129,8 @@ class RegistryStore(StoreBase):
                 # no training job: the training stage is skipped by policy (it has nothing to run)
                 skip = sorted(set(reg.skip_stages) | set(OPTIONAL_STAGES) | (set() if reg.training else {"training"}))
                 seen[reg.model_id] = {
-                    "model_id": reg.model_id,
-                    "source": reg.source,
-                    "url": reg.url,
-                    "path": reg.path,
-                    "revision": reg.revision,
-                    "description": reg.description,
+                    **reg.model_dump(include=set(RegisteredColumns.model_fields)),
                     "adaptation_name": name,
-                    "priority": reg.priority,
-                    "allow_remote_code": reg.allow_remote_code,
                     "skip_stages_json": dumps(skip),
                     "paused": False,
                     "env_mode": "",

@@ -22,16 +22,21 @@ class SchemaInfo(SQLModel, table=True):
     value: str
 
 
-class ModelColumns(SQLModel):
+class RegisteredColumns(SQLModel):
+    """The columns a registration sets (records.Registration is these plus what is stored as JSON)."""
+
     model_id: str = Field(unique=True, index=True)
     source: str = "huggingface"  # huggingface | local | hf-cache
     url: str | None = None
     path: str | None = None
     revision: str | None = None
     description: str = ""
-    adaptation_name: str = Field(unique=True)
     priority: int = 0
     allow_remote_code: bool = False
+
+
+class ModelColumns(RegisteredColumns):
+    adaptation_name: str = Field(unique=True)
     paused: bool = False
     # Environment mode of this model's runs: "" = the team-lead run's, "locked" or "system".
     env_mode: str = ""
