@@ -33,7 +33,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ascendbridge.board import BoardStore, Registration  # noqa: E402
+from ascendbridge.board import BoardStore, NewEvent, Registration  # noqa: E402
 from ascendbridge.stages import STAGES  # noqa: E402
 
 TARGET_P95_MS = 150.0
@@ -97,8 +97,8 @@ def build_board(path: Path, models: int, events: int) -> None:
         while have < events:
             batch = min(20_000, events - have)
             store.add_events(
-                [("note", f"synthetic event {have + i}", rng.choice(ids), rng.choice(STAGES)) for i in range(batch)],
-                origin="bench",
+                NewEvent("note", f"synthetic event {have + i}", rng.choice(ids), rng.choice(STAGES), origin="bench")
+                for i in range(batch)
             )
             have += batch
             log(f"  events {have}/{events}")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.board.reader import BoardReader
+from ascendbridge.board.records import NewEvent
 from ascendbridge.board.store import BoardStore
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import run_inner
@@ -45,7 +46,7 @@ def summary_line(probe: dict[str, Any]) -> str:
 
 
 def store_probe(store: BoardStore, probe: dict[str, Any], origin: str = "env_probe") -> None:
-    store.add_event(EVENT_KIND, summary_line(probe), data=probe, origin=origin)
+    store.add_event(NewEvent(EVENT_KIND, summary_line(probe), data=probe, origin=origin))
 
 
 def latest_probe(store: BoardReader, device_kind: str | None = None) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.board import BoardError, BoardStore
-from ascendbridge.board.records import ModelRecord, Registration, now_iso
+from ascendbridge.board.records import ModelRecord, NewEvent, Registration, now_iso
 from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import adaptations_dir, board_path, logs_dir
 from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
@@ -207,13 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     paths = write_report(results, run_dir, meta)
     for v in results:  # recorded on the main board: the dashboard's Regressions page reads these
+        data = {**v.as_dict(), "report": str(paths["json"]), "stack_detail": stacks.get(v.current_stack or "")}
         main_board.add_event(
-            EVENT_KIND,
-            f"{v.verdict}: {v.summary}"[:200],
-            v.model_id,
-            STAGE_SLOT,
-            {**v.as_dict(), "report": str(paths["json"]), "stack_detail": stacks.get(v.current_stack or "")},
-            origin=EVENT_KIND,
+            NewEvent(EVENT_KIND, f"{v.verdict}: {v.summary}"[:200], v.model_id, STAGE_SLOT, data, origin=EVENT_KIND)
         )
     board.close()
     main_board.close()

@@ -15,6 +15,7 @@ from ascendbridge.board.records import (
     GuidanceRecord,
     MetricRecord,
     ModelRecord,
+    NewEvent,
     Registration,
     TaskRecord,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "InvalidRegistrationError",
     "MetricRecord",
     "ModelRecord",
+    "NewEvent",
     "Registration",
     "StaleTokenError",
     "TaskRecord",

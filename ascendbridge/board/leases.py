@@ -27,6 +27,7 @@ from ascendbridge.board.records import (
     AttemptRecord,
     HostDeviceRecord,
     ModelRecord,
+    NewEvent,
     TaskRecord,
     dumps,
     iso,
@@ -147,15 +148,7 @@ class LeaseBoard(Protocol):
 
     def status_counts(self) -> dict[str, dict[str, int]]: ...
 
-    def add_event(
-        self,
-        kind: str,
-        message: str,
-        model_id: str | None = None,
-        stage: str | None = None,
-        data: dict[str, Any] | None = None,
-        origin: str = "system",
-    ) -> None: ...
+    def add_event(self, event: NewEvent) -> None: ...
 
 
 class LeaseStore(StoreBase):

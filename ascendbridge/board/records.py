@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -173,6 +174,19 @@ class MetricRecord(MetricColumns):
     @classmethod
     def of(cls, row: Metric, model_id: str) -> MetricRecord:
         return cls(model_id=model_id, **row.model_dump(exclude={"id", "model_pk"}))
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append (BoardStore.add_event / add_events): what happened, to which model and
+    stage (None: the board as a whole), its data and who says so."""
+
+    kind: str
+    message: str
+    model_id: str | None = None
+    stage: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    origin: str = "system"
 
 
 class Registration(RegisteredColumns):

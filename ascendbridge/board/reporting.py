@@ -12,7 +12,16 @@ from sqlalchemy import func, insert
 from sqlmodel import col, select
 
 from ascendbridge.board.base import StoreBase, UnknownModelError, _chunks
-from ascendbridge.board.records import AttemptRecord, EventRecord, MetricRecord, TaskRecord, loads, now_iso
+from ascendbridge.board.records import (
+    AttemptRecord,
+    EventRecord,
+    MetricRecord,
+    NewEvent,
+    TaskRecord,
+    dumps,
+    loads,
+    now_iso,
+)
 from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import COSTED_OUTCOMES, STAGES, check_stage, check_status
 
@@ -114,49 +123,39 @@ class ReportingStore(StoreBase):
             return [(stage, family, float(seconds)) for stage, family, seconds in s.exec(q).all()]
 
     # ------------------------------------------------------------------ events
-    def add_event(
-        self,
-        kind: str,
-        message: str,
-        model_id: str | None = None,
-        stage: str | None = None,
-        data: dict[str, Any] | None = None,
-        origin: str = "system",
-    ) -> None:
-        with self._write() as s:
-            pk = self._model_row(s, model_id).id if model_id else None
-            self._event(s, kind, message, pk, stage, data, origin)
+    def add_event(self, event: NewEvent) -> None:
+        self.add_events([event])
 
-    def add_events(self, events: Iterable[tuple[str, str, str | None, str | None]], origin: str = "system") -> int:
-        """Append many (kind, message, model_id, stage) events in one transaction, all or none:
-        imports and benchmarks need a long history without one transaction per event."""
+    def add_events(self, events: Iterable[NewEvent]) -> int:
+        """Append events in one transaction, all or none (an unknown model or stage refuses them
+        all): imports and benchmarks need a long history without one transaction per event."""
         rows = list(events)
         with self._write() as s:
-            wanted = sorted({mid for _, _, mid, _ in rows if mid})
+            wanted = sorted({e.model_id for e in rows if e.model_id})
             pks: dict[str, int] = {}
             for chunk in _chunks(wanted, 500):
                 pks.update(s.exec(select(Model.model_id, Model.id).where(col(Model.model_id).in_(chunk))).all())
             missing = [mid for mid in wanted if mid not in pks]
             if missing:
                 raise UnknownModelError(f"unknown model '{missing[0]}' (see: board_ops.py list_models)")
-            for _, _, _, stage in rows:
-                if stage is not None:
-                    check_stage(stage)
+            for e in rows:
+                if e.stage is not None:
+                    check_stage(e.stage)
             now = now_iso()
             if rows:
                 s.execute(
                     insert(Event),
                     [
                         {
-                            "model_pk": pks[mid] if mid else None,
-                            "stage": stage,
-                            "kind": kind,
-                            "message": message,
-                            "data_json": "{}",
-                            "origin": origin,
+                            "model_pk": pks[e.model_id] if e.model_id else None,
+                            "stage": e.stage,
+                            "kind": e.kind,
+                            "message": e.message,
+                            "data_json": dumps(e.data),
+                            "origin": e.origin,
                             "ts": now,
                         }
-                        for kind, message, mid, stage in rows
+                        for e in rows
                     ],
                 )
         return len(rows)

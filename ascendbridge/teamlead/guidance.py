@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ascendbridge.board import BoardError, BoardStore, GuidanceRecord, TaskRecord
+from ascendbridge.board import BoardError, BoardStore, GuidanceRecord, NewEvent, TaskRecord
 from ascendbridge.stages import STAGES
 
 ORIGIN = "team-lead"
@@ -136,14 +136,8 @@ def send_back(
     """A stage found what only a spec change can fix: record it as a directive for the healer, then
     roll the model back to healing (the finding stage and those after it wait again). The directive
     comes first: a rollback without it would only find the same thing again."""
-    store.add_event(
-        DIRECTIVE_EVENT,
-        f"{HEALER}: {change.get('summary', '')} (found by {from_stage})",
-        model_id,
-        HEALER,
-        {**change, "from_stage": from_stage},
-        origin,
-    )
+    summary = f"{HEALER}: {change.get('summary', '')} (found by {from_stage})"
+    store.add_event(NewEvent(DIRECTIVE_EVENT, summary, model_id, HEALER, {**change, "from_stage": from_stage}, origin))
     return store.rollback(model_id, HEALER, origin=origin)
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ascendbridge.board import BoardBusyError, BoardError, ModelRecord, StaleTokenError, TaskRecord
+from ascendbridge.board import BoardBusyError, BoardError, ModelRecord, NewEvent, StaleTokenError, TaskRecord
 from ascendbridge.board.leases import LeaseBoard
 from ascendbridge.config import adaptations_dir, logs_dir
 from ascendbridge.refusals import UNLISTED_REMEDY, as_refusal, is_refusal
@@ -637,13 +637,11 @@ class TeamLead:
         where = result.placement
         devices = ",".join(f"{kind}:{'+'.join(ids)}" for kind, ids in sorted(where.get("devices", {}).items()))
         try:
-            self.store.add_event(
+            self._job_event(
+                job,
                 "attempt_placement",
                 f"{job.stage} attempt {job.attempt} ran on {where.get('host', '?')} {devices or 'CPU'}",
-                job.task.model_id,
-                job.stage,
-                {**where, "token": job.token, "attempt": job.attempt},
-                self.settings.agent_id,
+                {**where, "attempt": job.attempt},
             )
         except BoardError as exc:  # the verdict is recorded; a lost placement line is only logged
             self.log.warning("%s/%s: placement not recorded: %s", job.task.model_id, job.stage, exc)
@@ -707,13 +705,10 @@ class TeamLead:
             return (*self._failure(job, diag, events), fix)
         except StaleTokenError as exc:
             self.log.warning("%s: result discarded, the lease was lost: %s", name, exc)
-            self.store.add_event(
+            self._job_event(
+                job,
                 "stale_result_discarded",
                 f"{job.stage}: result of attempt {job.attempt} (token {job.token}) discarded, its lease was lost",
-                job.task.model_id,
-                job.stage,
-                {"token": job.token},
-                self.settings.agent_id,
             )
             return "stale", {"rule": "lease_lost", "summary": str(exc)}, fix
 
@@ -842,23 +837,19 @@ class TeamLead:
             f"{job.stage} attempt {job.attempt}: the gate could not decide ({reason}); gate re-check "
             f"{done + 1} of {limit} in {delay:.0f} s, no attempt spent"
         )
-        self.store.add_event(
+        self._job_event(
+            job,
             "gate_inconclusive",
             message,
-            job.task.model_id,
-            job.stage,
-            {
-                "token": job.token,
-                "attempt": job.attempt,
-                "recheck": done + 1,
-                "rechecks": limit,
-                "delay_s": delay,
-                "reason": reason,
-            },
-            self.settings.agent_id,
+            {"attempt": job.attempt, "recheck": done + 1, "rechecks": limit, "delay_s": delay, "reason": reason},
         )
         self.log.warning("%s/%s: %s", job.task.model_id, job.stage, message.split(": ", 1)[1])
         return "inconclusive", diag
+
+    def _job_event(self, job: Job, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+        """An event of the team lead's about one attempt: under its model and stage, with its token."""
+        data = {**(data or {}), "token": job.token}
+        self.store.add_event(NewEvent(kind, message, job.task.model_id, job.stage, data, self.settings.agent_id))
 
     def _apply_guidance(self) -> int:
         """People's open guidance, applied; how many items."""

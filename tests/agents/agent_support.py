@@ -12,7 +12,7 @@ import pytest
 
 from ascendbridge.agents import history
 from ascendbridge.board import BoardStore, UnknownModelError
-from ascendbridge.board.records import Registration
+from ascendbridge.board.records import NewEvent, Registration
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
 
 FAKE_CLI = Path(__file__).resolve().parent / "fake_agent_cli.py"
@@ -29,9 +29,9 @@ def record_history(board: BoardStore) -> None:
     for event in history.take_events():
         model_id = event.data.get("model_id")
         try:
-            board.add_event(event.kind, event.message, model_id, data=event.data, origin=event.origin)
+            board.add_event(NewEvent(event.kind, event.message, model_id, data=event.data, origin=event.origin))
         except UnknownModelError:
-            board.add_event(event.kind, event.message, data=event.data, origin=event.origin)
+            board.add_event(NewEvent(event.kind, event.message, data=event.data, origin=event.origin))
 
 
 class AgentScript:

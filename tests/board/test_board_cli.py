@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ascendbridge.board import BoardStore, Registration
+from ascendbridge.board import BoardStore, NewEvent, Registration
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.config import REPO_ROOT
 
@@ -248,7 +248,7 @@ def test_events_follow_prints_new_events_and_exits_0_on_ctrl_c(filled_board: Pat
         first = json.loads(proc.stdout.readline())  # the backlog arrives first
         assert first["kind"] == "registered"
         with BoardStore(filled_board) as store:
-            store.add_event("note", "hello from the test", model_id="beta")
+            store.add_event(NewEvent("note", "hello from the test", model_id="beta"))
         while True:
             event = json.loads(proc.stdout.readline())
             if event["kind"] == "note":

@@ -331,8 +331,8 @@ def test_export_is_one_snapshot_while_another_process_writes(board: BoardStore) 
             sys.executable,
             "-c",
             (
-                "import sys, time\nfrom ascendbridge.board import BoardStore\nstore = BoardStore(sys.argv[1])\n"
-                "end = time.time() + 8\nwhile time.time() < end:\n    store.add_event('note', 'busy writer')\n"
+                "import sys, time\nfrom ascendbridge.board import BoardStore, NewEvent\nstore = BoardStore(sys.argv[1])\n"
+                "end = time.time() + 8\nwhile time.time() < end:\n    store.add_event(NewEvent('note', 'busy writer'))\n"
             ),
             str(board.path),
         ]

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from ascendbridge.board import BoardMissingError, BoardStore, Registration
+from ascendbridge.board import BoardMissingError, BoardStore, NewEvent, Registration
 from ascendbridge.board.queries import BoardQueries, QueryError, success_rate
 from ascendbridge.stages import UnknownNameError
 
@@ -130,19 +130,26 @@ def test_missing_board_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_bulk_events_are_all_or_nothing(board: BoardStore) -> None:
-    """BoardStore.add_events (added for the dashboard bench's 100,000-event board)."""
+    """BoardStore.add_events (added for the dashboard bench's 100,000-event board); add_event is one of them."""
     board.register_models([Registration(model_id="e/one")])
     before = len(board.list_events(limit=10**6))
-    assert (
-        board.add_events([("note", "hello", "e/one", "benchmark"), ("note", "global", None, None)], origin="bench") == 2
-    )
+    hello = NewEvent("note", "hello", "e/one", "benchmark", {"n": 1}, origin="bench")
+    assert board.add_events([hello, NewEvent("note", "global")]) == 2
     events = board.list_events(limit=10**6)
     assert len(events) == before + 2
-    assert (events[-2].model_id, events[-2].stage, events[-2].origin) == ("e/one", "benchmark", "bench")
+    assert (events[-2].model_id, events[-2].stage, events[-2].origin, events[-2].data) == (
+        "e/one",
+        "benchmark",
+        "bench",
+        {"n": 1},
+    )
+    assert (events[-1].model_id, events[-1].origin) == (None, "system")
     with pytest.raises(Exception, match="unknown model 'e/none'"):
-        board.add_events([("note", "ok", "e/one", None), ("note", "bad", "e/none", None)])
+        board.add_events([NewEvent("note", "ok", "e/one"), NewEvent("note", "bad", "e/none")])
     with pytest.raises(UnknownNameError):
-        board.add_events([("note", "ok", "e/one", None), ("note", "bad", "e/one", "deploy")])
+        board.add_events([NewEvent("note", "ok", "e/one"), NewEvent("note", "bad", "e/one", "deploy")])
+    with pytest.raises(UnknownNameError):  # one event is checked as many are
+        board.add_event(NewEvent("note", "bad", "e/one", "deploy"))
     assert len(board.list_events(limit=10**6)) == before + 2
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ascendbridge.board import NewEvent
 from tests.dashboard.dash_support import Site
 
 STACK = {"stack_id": "5tack0000001", "data": {"python": "3.11.7", "torch": "2.13.0+cpu", "transformers": "5.24.0"}}
@@ -21,23 +22,19 @@ def test_regressions_page_lists_latest_verdicts_and_stacks(site: Site) -> None:
             ("unchanged", "within 5% (largest change 1.0%)"),
             ("regressed", "float32 median_ms +42.0% worse (10 -> 14.2) <b>x</b>"),
         ):
+            data = {
+                "model_id": "acme/llama-tiny",
+                "adaptation": "acme__llama-tiny",
+                "verdict": verdict,
+                "summary": summary,
+                "worst_worse_by": 0.42 if verdict == "regressed" else 0.01,
+                "baseline_stack": "0ld000000000",
+                "current_stack": STACK["stack_id"],
+                "stack_detail": STACK["data"],
+                "changes": [],
+            }
             store.add_event(
-                "revalidation",
-                f"{verdict}: {summary}",
-                "acme/llama-tiny",
-                "benchmark",
-                {
-                    "model_id": "acme/llama-tiny",
-                    "adaptation": "acme__llama-tiny",
-                    "verdict": verdict,
-                    "summary": summary,
-                    "worst_worse_by": 0.42 if verdict == "regressed" else 0.01,
-                    "baseline_stack": "0ld000000000",
-                    "current_stack": STACK["stack_id"],
-                    "stack_detail": STACK["data"],
-                    "changes": [],
-                },
-                origin="revalidation",
+                NewEvent("revalidation", f"{verdict}: {summary}", "acme/llama-tiny", "benchmark", data, "revalidation")
             )
     with site.client() as client:
         page = client.get("/regressions")

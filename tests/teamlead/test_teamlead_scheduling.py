@@ -4,7 +4,6 @@ spending an attempt, and the same error twice ends a task."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from datetime import datetime
@@ -13,22 +12,15 @@ from typing import Any
 
 import pytest
 
-from ascendbridge.board import BoardStore, Registration
+from ascendbridge.board import BoardStore
 from ascendbridge.naming import base_adaptation_name
 from ascendbridge.runtime.placement import is_timed
-from tests.teamlead.tl_support import attempts, check_event_log, run_tl, start_tl, statuses, wait_for
+from tests.teamlead.tl_support import add_models, attempts, check_event_log, run_tl, start_tl, statuses, wait_for
 from tests.teamlead.toy_stages import WITH_BUSINESS
 
 pytestmark = pytest.mark.slow  # fast tier: real team-lead runs
 CPU_SLOTS = ["--devices", "cpu:0,1", "--timed-cores", "1", "--workers", "2"]  # one timed core, one for preparation
 TOLERANCE_S = 2.0  # dispatch latency allowed between a task becoming ready and its start
-
-
-def _register(board: BoardStore, models: dict[str, dict[str, str]], skip: list[str]) -> None:
-    board.register_models(
-        Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(b), skip_stages=skip)
-        for m, b in models.items()
-    )
 
 
 def _t(stamp: str | None) -> float:
@@ -68,7 +60,7 @@ def test_the_timed_slot_never_idles_while_a_timed_task_is_ready_and_models_finis
         "benchmark": "sleep:1.0",
         "business_benchmark": "sleep:0.5",
     }
-    _register(board, dict.fromkeys(models, behaviour), ["adaptation", "optimization", "serving"])
+    add_models(board, dict.fromkeys(models, behaviour), skip=["adaptation", "optimization", "serving"])
     run = run_tl(
         board.path,
         tmp_path,
@@ -112,8 +104,8 @@ def test_the_model_with_the_most_work_is_served_first_whatever_its_registration(
     optimization is minutes) is healed and benchmarked before the two registered earlier; every
     model is discovered first (its family is what it costs), and equals keep registration order."""
     fast = {"discovery": "family:causal_lm", "healing": "sleep:0.2", "benchmark": "sleep:0.2"}
-    _register(board, {"org/a": fast, "org/b": fast}, ["adaptation", "optimization", "business_benchmark"])
-    _register(board, {"org/long": fast}, ["adaptation", "business_benchmark"])
+    add_models(board, {"org/a": fast, "org/b": fast}, skip=["adaptation", "optimization", "business_benchmark"])
+    add_models(board, {"org/long": fast}, skip=["adaptation", "business_benchmark"])
     one_worker = ["--devices", "cpu:0,1", "--timed-cores", "1", "--workers", "1"]  # one task at a time
     run = run_tl(board.path, tmp_path, "--stages", "discovery,healing,benchmark,optimization", *one_worker)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -135,7 +127,7 @@ def test_the_model_with_the_most_work_is_served_first_whatever_its_registration(
 def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_task(
     board: BoardStore, tmp_path: Path
 ) -> None:
-    _register(
+    add_models(
         board,
         {
             "org/noisy": {"benchmark": "inconclusive:2"},
@@ -143,7 +135,7 @@ def test_inconclusive_gates_are_rechecked_alone_and_the_same_error_twice_ends_a_
             "org/crash": {"discovery": "crash"},
             "org/here": {"discovery": "fail_here"},
         },
-        ["adaptation", "healing", "optimization", "business_benchmark"],
+        skip=["adaptation", "healing", "optimization", "business_benchmark"],
     )
     run = run_tl(
         board.path,
@@ -218,10 +210,10 @@ def test_a_waiting_gate_recheck_survives_stops_and_kills_as_a_stage_run_again(
 ) -> None:
     """Stopped (SIGTERM) or killed (SIGKILL) while a re-check waits: the task goes back to pending, the
     stage runs again in the next pass, and nothing is ever half-promoted."""
-    _register(
+    add_models(
         board,
         {"org/restart": {"benchmark": "inconclusive:1"}},
-        ["adaptation", "healing", "optimization", "business_benchmark"],
+        skip=["adaptation", "healing", "optimization", "business_benchmark"],
     )
     live = tmp_path / "adaptations" / base_adaptation_name("org/restart")
     staged = tmp_path / "adaptations" / ".attempts"

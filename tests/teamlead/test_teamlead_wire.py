@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ascendbridge.board import BoardError, BoardStore
+from ascendbridge.board import BoardError, BoardStore, NewEvent
 from ascendbridge.board.reader import open_reader
 from ascendbridge.runtime.payload import PayloadError, Phase, WorkerJob, parse, read_result, to_json, write
 from ascendbridge.stage_api import AgentEvent, FigureSet, GateResult, StageOutcome
@@ -123,7 +123,7 @@ def test_a_worker_never_writes_the_board_its_agent_history_travels_in_the_outcom
     reader = open_reader(board.path)  # what stages get: reads only
     assert reader is not None
     with pytest.raises(BoardError, match="read-only"):
-        reader.add_event("x", "a stage writing")  # type: ignore[attr-defined]  # not in BoardReader, refused anyway
+        reader.add_event(NewEvent("x", "a stage writing"))  # type: ignore[attr-defined]  # not in BoardReader, refused anyway
     reader.close()
 
 

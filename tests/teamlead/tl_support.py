@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,19 @@ from tests.teamlead.toy_stages import ALL
 FAST = ["--lease", "10", "--heartbeat", "1", "--poll", "0.2", "--plain"]
 
 
-def add_models(store: BoardStore, behaviours: dict[str, dict[str, str]], priority: int = 0) -> None:
+def add_models(
+    store: BoardStore, behaviours: dict[str, dict[str, str]], priority: int = 0, skip: Sequence[str] = ()
+) -> None:
+    """Register toy models: each one's description is its behaviour per stage (toy_stages.py)."""
     store.register_models(
-        Registration(model_id=mid, source="local", path="/nonexistent", description=json.dumps(b), priority=priority)
+        Registration(
+            model_id=mid,
+            source="local",
+            path="/nonexistent",
+            description=json.dumps(b),
+            priority=priority,
+            skip_stages=list(skip),
+        )
         for mid, b in behaviours.items()
     )
 
