@@ -97,7 +97,7 @@ class RunSettings(StageSettings):
 
     @classmethod
     def shown(cls, key: str) -> str:
-        return f"{key} ({cls.FLAGS[key]})" if key in cls.FLAGS else key
+        return f"{key} ({cls.FLAGS[key]} or ${cls.env_names()[key]})" if key in cls.FLAGS else key
 
     @model_validator(mode="after")
     def _heartbeat_within_lease(self) -> RunSettings:

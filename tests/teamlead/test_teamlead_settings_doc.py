@@ -82,7 +82,9 @@ def test_a_bad_environment_value_is_the_same_refusal_in_every_section(
 ) -> None:
     monkeypatch.setenv(env, "not-a-number")
     label = section_classes()[name].label or section_classes()[name].key_prefix.rstrip("_")
-    with pytest.raises(SettingsError, match=rf"^bad {label} setting [a-z0-9_]+( \(--[a-z-]+\))?: ") as caught:
+    with pytest.raises(
+        SettingsError, match=rf"^bad {label} setting [a-z0-9_]+( \(--[a-z-]+ or \${env}\))?: "
+    ) as caught:
         Settings.resolve()
     assert "\n" not in str(caught.value)
 
@@ -166,7 +168,10 @@ def test_team_lead_and_business_settings_share_the_mechanism(monkeypatch: pytest
     monkeypatch.setenv("ASCENDBRIDGE_LEASE_S", "30")
     assert RunSettings.from_sources({"workers": 7}).workers == 7  # the flag wins
     assert (RunSettings.from_sources().workers, RunSettings.from_sources().lease_s) == (5, 30.0)
-    with pytest.raises(ValueError, match=r"bad team-lead setting workers \(--workers\): .*less than or equal to 256"):
+    with pytest.raises(
+        ValueError,
+        match=r"bad team-lead setting workers \(--workers or \$ASCENDBRIDGE_WORKERS\): .*less than or equal to 256",
+    ):
         RunSettings.from_sources({"workers": 300})
     with pytest.raises(ValueError, match="heartbeat .* must be at most half the lease"):
         RunSettings.from_sources({"heartbeat_s": 20})
@@ -231,7 +236,7 @@ def test_a_run_flags_help_states_what_its_setting_does(
     assert teamlead_main(["--once", "--lease", "-1"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "error: bad team-lead setting workers (--workers): Input should be a valid integer, unable to parse string "
+        "error: bad team-lead setting workers (--workers or $ASCENDBRIDGE_WORKERS): Input should be a valid integer, unable to parse string "
         "as an integer",
-        "error: bad team-lead setting lease_s (--lease): Input should be greater than 0",
+        "error: bad team-lead setting lease_s (--lease or $ASCENDBRIDGE_LEASE_S): Input should be greater than 0",
     ]
