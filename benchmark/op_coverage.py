@@ -102,5 +102,11 @@ def evidence_check(adaptation_dir: Path) -> EvidenceCheck | None:
                     problems.append(f"{REPORT}: torch_npu {release} report does not recompute ({diff[0]})")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, op_table.TableError) as exc:
         problems.append(f"{REPORT}: unreadable ({exc})")
-    notes = [] if problems else [f"operator gaps recomputed for {', '.join(sorted(saved['reports']))}"]
-    return EvidenceCheck(REPORT, not problems, None, problems, notes, "operator coverage")
+    if problems:
+        return EvidenceCheck(REPORT, False, None, problems, [], "operator coverage")
+    pinned = saved["reports"][op_table.PINNED_RELEASE]
+    gap_count, blocking = len(pinned.get("gaps") or []), len(pinned.get("blocking") or [])
+    found = f"{gap_count} gap(s)" + (f" ({blocking} blocking)" if blocking else "") if gap_count else "no gaps"
+    verdict = f"{pinned.get('ops')} ops, {found} in torch_npu {op_table.PINNED_RELEASE}"
+    notes = [f"operator gaps recomputed for {', '.join(sorted(saved['reports']))}"]
+    return EvidenceCheck(REPORT, True, verdict, problems, notes, "operator coverage")

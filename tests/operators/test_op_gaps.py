@@ -123,6 +123,8 @@ def test_the_gate_recomputes_the_report(recorded: tuple[Path, dict[str, Any]], t
     (directory / op_coverage.REPORT).write_text(json.dumps(saved))
     check = op_coverage.evidence_check(directory)
     assert check is not None and check.consistent, check
+    ops = saved["reports"]["2.7.1.post2"]["ops"]
+    assert check.verdict == f"{ops} ops, no gaps in torch_npu 2.7.1.post2", check.verdict  # the gate summary's word
     saved["reports"]["2.7.1.post2"]["gaps"] = []
     saved["reports"]["2.9.0"]["covered"] = {}
     (directory / op_coverage.REPORT).write_text(json.dumps(saved))
