@@ -166,7 +166,7 @@ class BoardQueries:
 
             def compute() -> dict[str, dict[str, int]]:
                 counts = {stage: {status: 0 for status in STATUSES} for stage in STAGES}
-                rows = conn.execute(text("SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status")).tuples()
+                rows = _rows(conn, "SELECT stage, status, COUNT(*) FROM tasks GROUP BY stage, status")
                 for stage, status, n in rows:
                     counts.setdefault(stage, {})[status] = int(n)
                 return counts
@@ -355,25 +355,15 @@ class BoardQueries:
         """
         out = Reports()
         with self._read() as conn:
-            rows = (
-                conn.execute(
-                    text(
-                        "SELECT COALESCE(m.task_family, 'unknown'), t.stage, t.status, COUNT(*) "
-                        "FROM tasks t JOIN models m ON m.id = t.model_pk GROUP BY 1, 2, 3"
-                    )
-                )
-                .tuples()
-                .all()
+            rows = _rows(
+                conn,
+                "SELECT COALESCE(m.task_family, 'unknown'), t.stage, t.status, COUNT(*) "
+                "FROM tasks t JOIN models m ON m.id = t.model_pk GROUP BY 1, 2, 3",
             )
-            durations = (
-                conn.execute(
-                    text(
-                        "SELECT t.stage, a.duration_s FROM attempts a JOIN tasks t ON t.id = a.task_id "
-                        "WHERE a.duration_s IS NOT NULL"
-                    )
-                )
-                .tuples()
-                .all()
+            durations = _rows(
+                conn,
+                "SELECT t.stage, a.duration_s FROM attempts a JOIN tasks t ON t.id = a.task_id "
+                "WHERE a.duration_s IS NOT NULL",
             )
             speedups = _latest_speedups(conn)
         for stage in STAGES:
@@ -416,7 +406,7 @@ class BoardQueries:
             sql += f" AND m.model_id IN ({', '.join(':' + n for n in names)})"
             params.update(zip(names, model_ids))
         with self._read() as conn:
-            return list(conn.execute(text(sql + " ORDER BY m.model_id, x.name"), params).tuples())
+            return _rows(conn, sql + " ORDER BY m.model_id, x.name", params)
 
     def business_results(self, model_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """The latest business_benchmark figures per model: {model_id: {"verdict", "weights",
@@ -457,7 +447,7 @@ class BoardQueries:
         )
         rows: dict[tuple[str, str, str], dict[str, float]] = {}
         with self._read() as conn:
-            for model_id, device, dtype, name, value in conn.execute(text(sql)).tuples():
+            for model_id, device, dtype, name, value in _rows(conn, sql):
                 rows.setdefault((model_id, device, dtype), {})[name] = float(value)
             speedups = dict(_latest_speedups(conn))
         return [
@@ -468,14 +458,18 @@ class BoardQueries:
 
 def _latest_speedups(conn: Connection) -> list[tuple[str, float]]:
     """(model id, latest `speedup` metric) per model, slowest first."""
-    rows = conn.execute(
-        text(
-            "SELECT m.model_id, x.value FROM metrics x JOIN models m ON m.id = x.model_pk "
-            "WHERE x.name = 'speedup' AND x.id = (SELECT MAX(y.id) FROM metrics y "
-            "WHERE y.model_pk = x.model_pk AND y.name = 'speedup') ORDER BY x.value"
-        )
-    ).all()
-    return [(r[0], float(r[1])) for r in rows]
+    rows = _rows(
+        conn,
+        "SELECT m.model_id, x.value FROM metrics x JOIN models m ON m.id = x.model_pk "
+        "WHERE x.name = 'speedup' AND x.id = (SELECT MAX(y.id) FROM metrics y "
+        "WHERE y.model_pk = x.model_pk AND y.name = 'speedup') ORDER BY x.value",
+    )
+    return [(model_id, float(value)) for model_id, value in rows]
+
+
+def _rows(conn: Connection, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    """The rows of one SQL read as plain tuples (the columns are the statement's, so typed Any)."""
+    return [tuple(row) for row in conn.execute(text(sql), params or {})]
 
 
 def success_rate(status_counts: dict[str, int]) -> float | None:
