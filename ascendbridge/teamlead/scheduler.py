@@ -443,13 +443,12 @@ class TeamLead:
         if self._crash_looping(task):
             return 1
         if task.attempts > self.settings.budget(task.stage):
-            self._fail(
+            self._end_unstarted(
                 task,
                 {
                     "rule": "attempt_budget_exhausted",
                     "summary": f"{task.attempts - 1} attempts were interrupted or failed",
                 },
-                final=True,
             )
             return 1
         model = self.store.get_model(task.model_id)
@@ -467,7 +466,7 @@ class TeamLead:
         if placement is not None:
             return placement
         if need > self.pool.capacity:
-            self._fail(
+            self._end_unstarted(
                 task,
                 {
                     "rule": "not_enough_devices",
@@ -490,7 +489,7 @@ class TeamLead:
         count = self.store.interruptions(task.id)
         if count < self.settings.max_interruptions:
             return False
-        self._fail(
+        self._end_unstarted(
             task,
             {
                 "rule": "interrupted_too_often",
@@ -499,7 +498,6 @@ class TeamLead:
                 "interruptions": count,
                 "max_interruptions": self.settings.max_interruptions,
             },
-            final=True,
         )
         return True
 
@@ -876,6 +874,12 @@ class TeamLead:
             return "failed"
         self.log.info("%s: sent back to healing: %s", name, change.get("summary", ""))
         return "sent_back"  # not a failure of this run: the stage waits for the healer's fix
+
+    def _end_unstarted(self, task: TaskRecord, diag: dict[str, Any], status: str = "failed") -> None:
+        """Fail or block a claimed task before any attempt of it starts, counted in this run's outcomes
+        as a judged attempt is (the exit code says a task failed or was blocked in this run)."""
+        self._fail(task, diag, final=True, status=status)
+        self.stats.outcomes[status] += 1
 
     def _fail(
         self,

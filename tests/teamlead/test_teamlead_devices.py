@@ -28,8 +28,15 @@ SKIP = [
 
 
 def _run(
-    board: BoardStore, tmp: Path, models: dict[str, dict[str, Any]], *args: str, path: str | None = None
+    board: BoardStore,
+    tmp: Path,
+    models: dict[str, dict[str, Any]],
+    *args: str,
+    path: str | None = None,
+    returncode: int = 0,
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """A real team lead over `models` on the fleet `path`'s tools show; every task done unless a
+    non-zero `returncode` is expected. The jobs' own records of what they were given."""
     board.register_models(
         Registration(model_id=m, source="local", path="/nonexistent", description=json.dumps(d), skip_stages=SKIP)
         for m, d in models.items()
@@ -47,8 +54,8 @@ def _run(
         text=True,
         timeout=240,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert all(st in ("completed", "skipped") for st in statuses(board).values())
+    assert proc.returncode == returncode, proc.stderr[-3000:]
+    assert returncode or all(st in ("completed", "skipped") for st in statuses(board).values())
     assert all(n == 1 for n in check_event_log(board).values())
     return proc, [json.loads(line) for line in record.read_text().splitlines()]
 
@@ -117,6 +124,24 @@ def test_two_gpus_each_timed_job_sees_only_its_card(board: BoardStore, tmp_path:
     for p in timed:
         assert jobs[(p["model"], p["stage"])]["env"]["CUDA_VISIBLE_DEVICES"] == p["devices"][0].split(":")[1]
     assert {d.label for d in board.list_host_devices()} == {"cuda:0", "cuda:1"}
+
+
+@pytest.mark.slow  # fast tier: a real team-lead run of a device fleet
+def test_a_model_needing_more_cards_than_the_host_has_is_blocked_and_the_run_exits_1(
+    board: BoardStore, tmp_path: Path
+) -> None:
+    """Blocked before any attempt starts (no device could ever hold it), and the exit code says a
+    task was blocked in this run (it said 0 when the block came before an attempt)."""
+    path = install_fake_tools(tmp_path / "bin", nvidia_smi=FAKE_NVIDIA_SMI_2X)
+    models = {"org/fits": {}, "org/huge": {"plan_devices": 3}}
+    proc, runs = _run(board, tmp_path, models, "--workers", "2", path=path, returncode=1)
+    assert statuses(board)[("org/fits", "business_benchmark")] == "completed"
+    assert statuses(board)[("org/huge", "benchmark")] == "blocked"
+    [task] = [t for t in board.list_tasks(model_id="org/huge") if t.stage == "benchmark"]
+    assert task.diagnosis["rule"] == "not_enough_devices", task.diagnosis
+    assert (task.diagnosis["devices_needed"], task.diagnosis["host_slots"]) == (3, 2)
+    assert "needs 3 cuda device(s) at once; this host has 2 timed slot(s)" in proc.stderr, proc.stderr[-3000:]
+    assert [(r["model"], r["stage"]) for r in runs if r["model"] == "org/huge"] == [("org/huge", "discovery")]
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="isolating timed runs needs two cores")
