@@ -54,6 +54,10 @@ REFUSALS: dict[str, str] = {
     "`board_ops.py retry MODEL --stage training`",
     "training_refused": 'fix what the reason names (a corpus format docs/training.md "Data" lists, or a model '
     "of a paradigm it trains: causal LM, masked LM, seq2seq), then `board_ops.py retry MODEL --stage training`",
+    # the team lead, before an attempt starts: a timed stage's claim is larger than the host
+    "not_enough_devices": "run it on a host with that many timed slots (`--devices npu:LIST` / `cuda:LIST`; on a "
+    "CPU-only host more cores, or a smaller `--timed-cores`), or register it needing fewer (a training job: "
+    "`--train-processes N`), then `board_ops.py retry MODEL --stage STAGE`",
     # every stage's own settings
     "bad_input": "fix the setting or the adaptation.json named in the reason, then retry",
     "benchmark_setup": "fix the setting or the adaptation.json named in the reason, then retry",

@@ -465,18 +465,15 @@ class TeamLead:
         placement = self.pool.acquire(task.stage, need, lend=True)  # selection lent only what is idle
         if placement is not None:
             return placement
-        if need > self.pool.capacity:
-            self._end_unstarted(
-                task,
-                {
-                    "rule": "not_enough_devices",
-                    "summary": f"its plan needs {need} {self.pool.kind} device(s) at once; "
-                    f"this host has {self.pool.capacity} timed slot(s)",
-                    "devices_needed": need,
-                    "host_slots": self.pool.capacity,
-                },
-                status="blocked",
-            )
+        if need > self.pool.capacity:  # a refusal: no retry on this host can change it
+            diag = {
+                "rule": "not_enough_devices",
+                "summary": f"its plan needs {need} {self.pool.kind} device(s) at once; "
+                f"this host has {self.pool.capacity} timed slot(s)",
+                "devices_needed": need,
+                "host_slots": self.pool.capacity,
+            }
+            self._end_unstarted(task, as_refusal(diag), status="blocked")
             return None
         try:  # raced: the devices were taken between the check and the claim (cannot happen single-threaded)
             self.store.release_task(task.id, task.fencing_token, "no free device", origin=self.settings.agent_id)

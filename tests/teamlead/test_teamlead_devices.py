@@ -141,6 +141,8 @@ def test_a_model_needing_more_cards_than_the_host_has_is_blocked_and_the_run_exi
     assert task.diagnosis["rule"] == "not_enough_devices", task.diagnosis
     assert (task.diagnosis["devices_needed"], task.diagnosis["host_slots"]) == (3, 2)
     assert "needs 3 cuda device(s) at once; this host has 2 timed slot(s)" in proc.stderr, proc.stderr[-3000:]
+    assert task.diagnosis["retryable"] is False and "--devices" in task.diagnosis["remedy"]
+    assert "(refusal, not retried; remedy: run it on a host with that many timed slots" in proc.stderr
     assert [(r["model"], r["stage"]) for r in runs if r["model"] == "org/huge"] == [("org/huge", "discovery")]
 
 
