@@ -168,6 +168,17 @@ def main(argv: list[str] | None = None) -> int:
     except RegistrationFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from ascendbridge.teamlead.cli import main as team_lead_main  # imported late: heavier
+    from ascendbridge.teamlead.cli import prepare
+
+    def team_lead_argv(stages: str) -> list[str]:
+        devices = ["--devices", args.devices] if args.devices else []
+        return ["--once", "--board", str(path), "--workers", str(args.workers), "--stages", stages, *devices]
+
+    # The team lead's own check of its arguments first: a bad --workers, --stages or --devices is one
+    # line before anything is registered or installed (it came after both, the serving install ~7 min).
+    if isinstance(checked := prepare(team_lead_argv(args.stages or ",".join(PIPELINE))), int):
+        return checked
     try:
         store = _open_board(path, console)
         if regs is None:
@@ -182,18 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.register_only:
         store.close()
         return 0
-    from ascendbridge.teamlead.cli import main as team_lead_main  # imported late: heavier
-
     # One pass: the team lead's device pool keeps timed runs apart (one device or core group each),
     # so preparation and measurement overlap without two timed runs measuring each other.
     stages = args.stages or ",".join(
         s for s in PIPELINE if s != "serving" or (not args.no_serving and _serving_ready(console))
     )
     console.print(f"\nteam lead: stages {stages} with {args.workers} worker(s)")
-    code = team_lead_main(
-        ["--once", "--board", str(path), "--workers", str(args.workers), "--stages", stages]
-        + (["--devices", args.devices] if args.devices else [])
-    )
+    code = team_lead_main(team_lead_argv(stages))
     console.print(results_table(model_results(store, stages.split(","), adaptations_dir()), REPO_ROOT))
     if "training" in stages.split(","):
         console.print(trained_table(store))

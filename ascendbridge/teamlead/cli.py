@@ -213,7 +213,12 @@ def print_summary(console: Console, store: BoardStore, lead: TeamLead, stats: Ru
         console.print(f"not runnable: {stage}: {why}")
 
 
-def main(argv: list[str] | None = None) -> int:
+Prepared = tuple[argparse.Namespace, TeamLeadSettings, dict[str, StageRef], DevicePool]
+
+
+def prepare(argv: list[str] | None) -> Prepared | int:
+    """The run's arguments, settings, stages and device pool, all checked before anything starts;
+    or the exit code once a usage error is printed in one line (0 for --help)."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already printed as one line
@@ -229,6 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return args, settings, refs, pool
+
+
+def main(argv: list[str] | None = None) -> int:
+    prepared = prepare(argv)
+    if isinstance(prepared, int):
+        return prepared
+    args, settings, refs, pool = prepared
     settings.resolved = with_pool(settings.resolved, pool)
     install(settings.resolved)  # this process reads the settings its workers get
     try:

@@ -84,6 +84,25 @@ def test_bad_argument_is_one_line_and_exit_2(board_path: Path) -> None:
     assert not board_path.exists()
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--workers", "0"), "error: bad team-lead setting workers (--workers or $ASCENDBRIDGE_WORKERS): "),
+        (("--stages", "discovery,deploy"), "error: unknown stage 'deploy'"),
+        (("--devices", "tpu:0"), "error: --devices"),
+    ],
+)
+def test_a_value_the_team_lead_refuses_is_refused_before_anything_is_registered(
+    board_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    """The team lead checks its arguments first, so nothing is registered or installed (without
+    --stages the serving environment, ~7 min) for a run that could not start."""
+    proc = run_main_job(*args, "--no-minilm", board=board_path)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(message), proc.stderr
+    assert not board_path.exists() and "serving" not in proc.stdout
+
+
 def test_unusable_board_is_one_line_and_exit_3(tmp_path: Path) -> None:
     fake = tmp_path / "board.db"
     fake.write_text("not a database\n")
