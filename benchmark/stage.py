@@ -70,6 +70,7 @@ def board_figures(
     units: dict[str, str] = {}
     for key, unit in (
         ("median_ms", "ms"),
+        ("min_ms", "ms"),
         ("p90_ms", "ms"),
         ("reference_median_ms", "ms"),
         ("samples_per_s", "samples/s"),

@@ -203,6 +203,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "mode": mode,
         "dataset": args.dataset,
         "median_ms": timing["median_ms"],
+        "min_ms": timing["min_ms"],
         "p90_ms": timing["p90_ms"],
         "reference_median_ms": reference_timing["median_ms"],
         "samples_per_s": metrics["throughput"]["samples_per_s"],

@@ -74,6 +74,20 @@ def test_compare_rule_tolerance_and_accuracy() -> None:
     assert "accuracy no longer passes" in wrong.summary
 
 
+def test_compare_judges_the_fastest_call_where_both_runs_recorded_it() -> None:
+    """Load only adds time: a median a loaded re-run moved is no regression while its fastest call
+    holds; a fastest call slower than the tolerance is one, whatever the median says."""
+    base = {"float32": {"median_ms": 2.157, "min_ms": 2.071, "samples_per_s": 927.0, "accuracy_pass": 1.0}}
+    noisy = {"float32": {"median_ms": 2.334, "min_ms": 2.104, "samples_per_s": 856.8, "accuracy_pass": 1.0}}
+    slower = {"float32": {"median_ms": 2.16, "min_ms": 2.4, "samples_per_s": 926.0, "accuracy_pass": 1.0}}
+    held, lost = compare("m", "m", base, noisy), compare("m", "m", base, slower)
+    assert (held.verdict, [c.name for c in held.changes]) == ("unchanged", ["min_ms"]), held.summary
+    assert held.summary == "within 5% (largest change 1.6%)"
+    assert lost.verdict == "regressed" and lost.summary == "float32 min_ms +15.9% worse (2.071 -> 2.4)"
+    older = {"float32": {k: v for k, v in base["float32"].items() if k != "min_ms"}}  # recorded before min_ms
+    assert compare("m", "m", older, noisy).verdict == "regressed"  # by its median, as before
+
+
 def test_system_mode_refuses_a_mismatched_stack_in_one_line(tmp_path: Path) -> None:
     directory = make_adaptation(tmp_path, "tiny-bert")
     spec = AdaptationSpec.load(directory)
