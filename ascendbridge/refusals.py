@@ -40,6 +40,9 @@ REFUSALS: dict[str, str] = {
     # every stage after adaptation: the package it works on is not there
     "missing_adaptation": "run the team lead with the adaptations folder the board's packages were made in "
     "(ASCENDBRIDGE_ADAPTATIONS), or make the package again: `board_ops.py rollback MODEL --to adaptation`",
+    # every stage after adaptation: the package's ab_runtime/ is not this framework's (an update since)
+    "outdated_runtime": "render the package again with this framework: `board_ops.py rollback MODEL --to adaptation` "
+    "(healing and the later stages then run again on it)",
     # healing: the runtime itself refuses the model (ab_runtime.errors.UnsupportedModel / SpecError)
     "unsupported_model": "a task family or input recipe the runtime can drive for this model "
     '(docs/adaptation.md, "Families not supported yet"), or an adapter agent (docs/agents.md)',

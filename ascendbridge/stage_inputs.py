@@ -1,7 +1,8 @@
 """What a stage's run reads first, the same way in every stage: the model's environment mode, the
 stage's settings section and the adaptation spec. A bad setting is the refusal every stage gives
-(`SettingsError.diagnosis`); a missing package is the refusal `missing_adaptation`; an unreadable
-spec fails with the stage's own rule."""
+(`SettingsError.diagnosis`); a missing package is the refusal `missing_adaptation`, a package whose
+runtime is not this framework's the refusal `outdated_runtime` (every gate would fail it after the
+run); an unreadable spec fails with the stage's own rule."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ascendbridge.envmode import use_model_env
+from ascendbridge.gatekit.integrity import runtime_problems
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec, MissingSpecError
 from ascendbridge.package.stack import StackError, env_stack
@@ -35,6 +37,9 @@ def run_with_inputs(
         return failed(f"{exc}: the model's package is not in this adaptations folder", "missing_adaptation")
     except ValueError as exc:
         return failed(str(exc), rule)
+    stale = runtime_problems(ctx.adaptation_dir)
+    if stale:  # an AscendBridge update since the package was rendered (or an edit): no run can pass its gate
+        return failed(f"the package's runtime is not this framework's: {stale[0]}", "outdated_runtime")
     return run(ctx, settings, spec)
 
 

@@ -1,6 +1,7 @@
 """Every stage that works on a model's package refuses, on its first attempt, when the package is
-not there (deleted, or made under another adaptations folder than this team lead's): a retry
-cannot make it appear, so the diagnosis is a refusal with the remedy, never three retries."""
+not there (deleted, or made under another adaptations folder than this team lead's), or when its
+runtime is not this framework's (rendered before an update): a retry cannot change either, so the
+diagnosis is a refusal with the remedy, never three retries (nor a run its gate must fail)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.refusals import is_refusal, remedy
 from ascendbridge.stage_api import Stage, StageContext
+from tests.benchmark.bench_support import make_adaptation
 
 AFTER_ADAPTATION = ("healing", "benchmark", "optimization", "business_benchmark", "serving")
 
@@ -37,4 +39,24 @@ def test_a_stage_refuses_a_package_that_is_not_there(name: str, board: BoardStor
         outcome.summary == f"no adaptation.json in {directory}: the model's package is not in this adaptations folder"
     )
     assert "ASCENDBRIDGE_ADAPTATIONS" in remedy(outcome.diagnosis)
+    assert "rollback MODEL --to adaptation" in remedy(outcome.diagnosis)
+
+
+@pytest.mark.parametrize("name", AFTER_ADAPTATION)
+def test_a_stage_refuses_a_package_rendered_with_another_runtime(
+    name: str, board: BoardStore, board_path: Path
+) -> None:
+    directory = make_adaptation(board_path.parent, "tiny-bert")
+    older = directory / "ab_runtime" / "harness.py"
+    older.write_text(older.read_text() + "# as an earlier AscendBridge rendered it\n")
+    ((record, _),) = board.register_models([Registration(model_id="demo/tiny-bert", source="local", path="/x")])
+    (task,) = board.list_tasks(stage=name, model_id=record.model_id)
+    ctx = StageContext(model=record, task=task, adaptation_dir=directory, board_path=board_path, log=io.StringIO())
+    outcome = _stage(name).run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis is not None, outcome
+    assert outcome.diagnosis["rule"] == "outdated_runtime" and is_refusal(outcome.diagnosis), outcome.diagnosis
+    assert outcome.summary == (
+        "the package's runtime is not this framework's: ab_runtime/harness.py differs from the framework's copy "
+        "(rendered by another version, or edited since)"
+    )
     assert "rollback MODEL --to adaptation" in remedy(outcome.diagnosis)

@@ -30,7 +30,7 @@ def runtime_problems(adaptation_dir: Path, framework_runtime: Path = RUNTIME_DIR
         return [f"{RUNTIME_NAME}/ missing: the adaptation was not rendered by the generator"]
     want, have = _files(Path(framework_runtime)), _files(copy)
     problems = [
-        f"{RUNTIME_NAME}/{rel} differs from the framework's copy (edited after rendering)"
+        f"{RUNTIME_NAME}/{rel} differs from the framework's copy (rendered by another version, or edited since)"
         for rel in sorted(set(want) & set(have))
         if want[rel].read_bytes() != have[rel].read_bytes()
     ]

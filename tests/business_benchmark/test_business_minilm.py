@@ -64,7 +64,8 @@ def test_gate_rejects_edited_runtime_or_wrapper_code(minilm: tuple[Path, Path], 
     tasks.write_text(tasks.read_text() + "\n# tuned\n")
     report = check_adaptation(directory, str(python))
     assert not report.passed and report.summary == (
-        "code not as generated: ab_runtime/business/tasks.py differs from the framework's copy (edited after rendering)"
+        "code not as generated: ab_runtime/business/tasks.py differs from the framework's copy (rendered by another "
+        "version, or edited since)"
     )
     directory = _copy(minilm[0], tmp_path / "wrapper")
     (directory / "business_run.py").write_text("print('ASCENDBRIDGE_RESULT {}')\n")
