@@ -6,6 +6,8 @@ diagnosis is a refusal with the remedy, never three retries (nor a run its gate 
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -60,3 +62,19 @@ def test_a_stage_refuses_a_package_rendered_with_another_runtime(
         "(rendered by another version, or edited since)"
     )
     assert "rollback MODEL --to adaptation" in remedy(outcome.diagnosis)
+
+
+def test_a_worker_in_the_package_compares_with_the_frameworks_runtime(board_path: Path) -> None:
+    """A worker runs in the package's directory, where `import ab_runtime` finds the package's own
+    copy: the framework's runtime is named from the checkout, so an outdated copy is still seen."""
+    directory = make_adaptation(board_path.parent, "tiny-bert")
+    older = directory / "ab_runtime" / "harness.py"
+    older.write_text(older.read_text() + "# as an earlier AscendBridge rendered it\n")
+    code = (
+        "import ab_runtime; from ascendbridge.gatekit.integrity import runtime_problems; "
+        "print(ab_runtime.__file__); print(runtime_problems('.'))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=directory, capture_output=True, text=True, timeout=120)
+    imported, problems = proc.stdout.splitlines()
+    assert Path(imported).resolve().is_relative_to(directory.resolve()), imported  # the package's copy
+    assert "ab_runtime/harness.py differs from the framework's copy" in problems, proc.stdout + proc.stderr
