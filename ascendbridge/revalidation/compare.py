@@ -19,8 +19,7 @@ DEFAULT_TOLERANCE = 0.05
 VERDICTS: tuple[str, ...] = ("unchanged", "improved", "regressed", "broken")
 # figure -> True when a higher value is better
 FIGURES: dict[str, bool] = {"min_ms": False, "median_ms": False, "samples_per_s": True}
-FASTEST = ("min_ms",)  # compared alone where both runs have it
-BY_MEDIAN = ("median_ms", "samples_per_s")  # else these
+FASTEST = "min_ms"  # compared alone where both runs have it, else the others
 
 
 @dataclass
@@ -95,7 +94,7 @@ def compare(
     failed = [d for d in baseline if current[d].get("accuracy_pass") != 1.0]
     for dtype, row in baseline.items():
         both = [n for n in FIGURES if isinstance(row.get(n), float) and isinstance(current[dtype].get(n), float)]
-        for name in [n for n in FASTEST if n in both] or [n for n in BY_MEDIAN if n in both]:
+        for name in [FASTEST] if FASTEST in both else [n for n in both if n != FASTEST]:
             if row[name] > 0:
                 verdict.changes.append(FigureChange(dtype, name, row[name], current[dtype][name]))
     worst = verdict.worst
