@@ -33,7 +33,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ascendbridge.board import BoardStore, NewEvent, Registration  # noqa: E402
+from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, NewEvent, Registration  # noqa: E402
 from ascendbridge.stages import STAGES  # noqa: E402
 
 TARGET_P95_MS = 150.0
@@ -51,7 +51,7 @@ def walk(store: BoardStore, model_id: str, rng: random.Random) -> None:
     for stage in STAGES[: rng.randint(1, 5)]:
         task = store.list_tasks(stage, model_id=model_id)[0]
         claimed = store.claim_task(task.id, "bench-agent", 600)
-        attempt = store.start_attempt(claimed.id, claimed.fencing_token, f"run {stage}", "")
+        attempt = store.start_attempt(claimed.id, claimed.fencing_token, AttemptStart(f"run {stage}", ""))
         if rng.random() < 0.2:
             reason = rng.choice(
                 [
@@ -61,10 +61,10 @@ def walk(store: BoardStore, model_id: str, rng: random.Random) -> None:
                     "accuracy below threshold (cosine 0.97)",
                 ]
             )
-            store.finish_attempt(attempt, 1, rng.uniform(5, 300), "failed", {"summary": reason})
+            store.finish_attempt(attempt, AttemptEnd("failed", 1, rng.uniform(5, 300), {"summary": reason}))
             store.fail_task(claimed.id, claimed.fencing_token, {"summary": reason})
             return
-        store.finish_attempt(attempt, 0, rng.uniform(5, 300), "passed")
+        store.finish_attempt(attempt, AttemptEnd("passed", 0, rng.uniform(5, 300)))
         figures = [{"values": {"speedup": round(rng.lognormvariate(0.5, 0.4), 3)}}] if stage == "optimization" else []
         store.complete_task(claimed.id, claimed.fencing_token, {"bench": True}, figures=figures)
 

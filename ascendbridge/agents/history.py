@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,13 @@ def record_run(run: AgentRun) -> None:
     """Keep the run for the stage's outcome; the team lead writes it to the board."""
     data = {k: v for k, v in asdict(run).items() if k != "stage"}
     _pending.append(AgentEvent(RUN_EVENT, run.message(), data, f"agent:{run.backend}"))
+
+
+def backends_used(events: Iterable[AgentEvent]) -> str:
+    """The agent backends that ran in an attempt (its `agent_run` events), comma-separated, or
+    "builtin" when none did: the attempt's `agent_backend` on the board."""
+    names = {str(e.data.get("backend")) for e in events if e.kind == RUN_EVENT and e.data.get("backend")}
+    return ",".join(sorted(names)) or "builtin"
 
 
 def _runs(board_path: Path | None, model_id: str | None = None) -> list[dict[str, Any]]:

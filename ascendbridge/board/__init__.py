@@ -10,7 +10,9 @@ from ascendbridge.board.connection import (
 )
 from ascendbridge.board.records import (
     AgentRecord,
+    AttemptEnd,
     AttemptRecord,
+    AttemptStart,
     EventRecord,
     GuidanceRecord,
     MetricRecord,
@@ -29,7 +31,9 @@ from ascendbridge.board.store import (
 
 __all__ = [
     "AgentRecord",
+    "AttemptEnd",
     "AttemptRecord",
+    "AttemptStart",
     "BoardBusyError",
     "BoardCorruptError",
     "BoardError",

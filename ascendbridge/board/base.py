@@ -142,6 +142,18 @@ class StoreBase:
             )
         )
 
+    def _task_event(
+        self,
+        s: Session,
+        task: Task,
+        kind: str,
+        message: str,
+        data: dict[str, Any] | None = None,
+        origin: str = "system",
+    ) -> None:
+        """An event about one task: under its model and stage."""
+        self._event(s, kind, message, task.model_pk, task.stage, data, origin)
+
     @staticmethod
     def _model_row(session: Session, model_id: str) -> Model:
         row = session.exec(select(Model).where(Model.model_id == model_id)).first()
@@ -176,9 +188,7 @@ class StoreBase:
         task.lease_expires_at = None
         task.updated_at = now
         s.add(task)
-        self._event(
-            s, "lease_expired", f"{task.stage}: {detail}, back to pending", task.model_pk, task.stage, data, origin
-        )
+        self._task_event(s, task, "lease_expired", f"{task.stage}: {detail}, back to pending", data, origin)
 
     def _owned(self, s: Session, task_id: int, token: int) -> Task:
         task = s.get(Task, task_id)

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sqlalchemy import bindparam, func, text
 from sqlmodel import Session, col, select
@@ -24,7 +24,11 @@ from ascendbridge.board.base import StaleTokenError, StoreBase, _json_list, _pk
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import (
     AgentRecord,
+    AttemptEnd,
     AttemptRecord,
+    AttemptStart,
+    CompletionWrites,
+    EndWrites,
     HostDeviceRecord,
     ModelRecord,
     NewEvent,
@@ -36,6 +40,9 @@ from ascendbridge.board.records import (
 )
 from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import STAGES, check_stage
+
+if TYPE_CHECKING:  # typing.Unpack needs Python 3.11; annotations only
+    from typing_extensions import Unpack
 
 
 @dataclass(frozen=True)
@@ -70,27 +77,11 @@ class LeaseBoard(Protocol):
     def heartbeat_task(self, task_id: int, token: int, lease_s: float) -> str: ...
 
     def complete_task(
-        self,
-        task_id: int,
-        token: int,
-        result: dict[str, Any],
-        origin: str = "team-lead",
-        figures: Iterable[dict[str, Any]] = (),
-        model_fields: dict[str, Any] | None = None,
-        model_metadata: dict[str, Any] | None = None,
-        events: Iterable[dict[str, Any]] = (),
+        self, task_id: int, token: int, result: dict[str, Any], **writes: Unpack[CompletionWrites]
     ) -> TaskRecord: ...
 
     def fail_task(
-        self,
-        task_id: int,
-        token: int,
-        diagnosis: dict[str, Any],
-        status: str = "failed",
-        origin: str = "team-lead",
-        model_fields: dict[str, Any] | None = None,
-        model_metadata: dict[str, Any] | None = None,
-        events: Iterable[dict[str, Any]] = (),
+        self, task_id: int, token: int, diagnosis: dict[str, Any], status: str = "failed", **writes: Unpack[EndWrites]
     ) -> TaskRecord: ...
 
     def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None: ...
@@ -101,26 +92,9 @@ class LeaseBoard(Protocol):
 
     def interruptions(self, task_id: int) -> int: ...
 
-    def start_attempt(
-        self,
-        task_id: int,
-        token: int,
-        command: str,
-        log_path: str,
-        agent_backend: str = "builtin",
-        placement: dict[str, Any] | None = None,
-        recheck: int = 0,
-    ) -> int: ...
+    def start_attempt(self, task_id: int, token: int, start: AttemptStart) -> int: ...
 
-    def finish_attempt(
-        self,
-        attempt_id: int,
-        exit_code: int | None,
-        duration_s: float,
-        outcome: str,
-        diagnosis: dict[str, Any] | None = None,
-        fix_applied: str | None = None,
-    ) -> None: ...
+    def finish_attempt(self, attempt_id: int, end: AttemptEnd) -> None: ...
 
     # The team lead's and its workers' agent rows (AgentStore).
     def register_agent(self, agent_id: str, role: str, pid: int | None = None) -> AgentRecord: ...
@@ -226,14 +200,8 @@ class LeaseStore(StoreBase):
         task.finished_at = None
         task.updated_at = iso(now)
         s.add(task)
-        self._event(
-            s,
-            "claimed",
-            f"attempt {task.attempts} claimed by {owner}",
-            task.model_pk,
-            task.stage,
-            {"owner": owner, "token": task.fencing_token, "attempt": task.attempts},
-        )
+        data = {"owner": owner, "token": task.fencing_token, "attempt": task.attempts}
+        self._task_event(s, task, "claimed", f"attempt {task.attempts} claimed by {owner}", data)
 
     def heartbeat_task(self, task_id: int, token: int, lease_s: float) -> str:
         """Extend the lease; returns the new expiry. Raises StaleTokenError if ownership is lost."""
@@ -244,27 +212,18 @@ class LeaseStore(StoreBase):
             return task.lease_expires_at
 
     def complete_task(
-        self,
-        task_id: int,
-        token: int,
-        result: dict[str, Any],
-        origin: str = "team-lead",
-        figures: Iterable[dict[str, Any]] = (),
-        model_fields: dict[str, Any] | None = None,
-        model_metadata: dict[str, Any] | None = None,
-        events: Iterable[dict[str, Any]] = (),
+        self, task_id: int, token: int, result: dict[str, Any], **writes: Unpack[CompletionWrites]
     ) -> TaskRecord:
         """Mark completed (the gate has passed), make the next stage pending, and write the stage's
-        figures ({"values", "device", "dtype", "units", "stack"} each), model metadata and the
-        attempt's agent-history events ({"kind", "message", "data", "origin"}): all in one
-        transaction under the fencing token, so only gated numbers ever reach the board."""
-        figures = [dict(f) for f in figures]
+        figures, model metadata and the attempt's agent-history events (records.CompletionWrites):
+        all in one transaction under the fencing token, so only gated numbers ever reach the board."""
+        figures = [dict(f) for f in writes.get("figures", ())]
         for figure in figures:
             _check_figure(figure)
+        origin = writes.get("origin", "team-lead")
         with self._write() as s:
             task = self._owned(s, task_id, token)
-            if model_fields or model_metadata is not None:
-                self._set_metadata(s, s.get_one(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
+            self._write_alongside(s, task, writes)
             now = now_iso()
             for figure in figures:
                 stack = figure.get("stack") or {}
@@ -294,22 +253,13 @@ class LeaseStore(StoreBase):
             task.result_json = dumps(result)
             task.diagnosis_json = None
             s.add(task)
-            self._attempt_events(s, task, events)
-            self._event(s, "completed", f"{task.stage} completed", task.model_pk, task.stage, {"token": token}, origin)
+            self._task_event(s, task, "completed", f"{task.stage} completed", {"token": token}, origin)
             self._advance(s, task.model_pk, task.stage)
             model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
     def fail_task(
-        self,
-        task_id: int,
-        token: int,
-        diagnosis: dict[str, Any],
-        status: str = "failed",
-        origin: str = "team-lead",
-        model_fields: dict[str, Any] | None = None,
-        model_metadata: dict[str, Any] | None = None,
-        events: Iterable[dict[str, Any]] = (),
+        self, task_id: int, token: int, diagnosis: dict[str, Any], status: str = "failed", **writes: Unpack[EndWrites]
     ) -> TaskRecord:
         """End an attempt without success. 'pending' retries; 'failed'/'blocked' are terminal for
         the stage; 'skipped' means the model leaves the pipeline here (e.g. too large), so every
@@ -318,10 +268,10 @@ class LeaseStore(StoreBase):
         same fenced transaction."""
         if status not in ("pending", "failed", "blocked", "skipped"):
             raise BoardError(f"cannot fail a task into status '{status}'")
+        origin = writes.get("origin", "team-lead")
         with self._write() as s:
             task = self._owned(s, task_id, token)
-            if model_fields or model_metadata is not None:
-                self._set_metadata(s, s.get_one(Model, task.model_pk), dict(model_fields or {}), model_metadata, origin)
+            self._write_alongside(s, task, writes)
             now = now_iso()
             task.status = status
             task.owner = None
@@ -330,18 +280,10 @@ class LeaseStore(StoreBase):
             task.updated_at = now
             task.diagnosis_json = dumps(diagnosis)
             s.add(task)
-            self._attempt_events(s, task, events)
             kind = {"pending": "retry", "failed": "failed", "blocked": "blocked", "skipped": "skipped"}[status]
             summary = diagnosis.get("summary") or diagnosis.get("reason") or ""
-            self._event(
-                s,
-                kind,
-                f"{task.stage} {kind}: {summary}".rstrip(": "),
-                task.model_pk,
-                task.stage,
-                {"token": token, "diagnosis": diagnosis},
-                origin,
-            )
+            message = f"{task.stage} {kind}: {summary}".rstrip(": ")
+            self._task_event(s, task, kind, message, {"token": token, "diagnosis": diagnosis}, origin)
             if status == "skipped":
                 later = s.exec(
                     select(Task).where(Task.model_pk == task.model_pk, Task.stage_order > task.stage_order)
@@ -353,30 +295,21 @@ class LeaseStore(StoreBase):
                         other.updated_at = now
                         other.diagnosis_json = dumps(diagnosis)
                         s.add(other)
-                        self._event(
-                            s,
-                            "skipped",
-                            f"{other.stage} skipped: model left the pipeline at {task.stage}",
-                            task.model_pk,
-                            other.stage,
-                            {},
-                            origin,
-                        )
+                        message = f"{other.stage} skipped: model left the pipeline at {task.stage}"
+                        self._task_event(s, other, "skipped", message, origin=origin)
             model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
-    def _attempt_events(self, s: Session, task: Task, events: Iterable[dict[str, Any]]) -> None:
-        """What an attempt's agents did (ascendbridge/agents/history.py), under the task's model and stage."""
-        for e in events:
-            self._event(
-                s,
-                str(e["kind"]),
-                str(e.get("message", "")),
-                task.model_pk,
-                task.stage,
-                dict(e.get("data") or {}),
-                str(e.get("origin") or "system"),
-            )
+    def _write_alongside(self, s: Session, task: Task, writes: EndWrites) -> None:
+        """The model metadata and agent-history events (ascendbridge/agents/history.py) an ending
+        attempt brings, under the task's model and stage."""
+        fields, metadata = writes.get("model_fields") or {}, writes.get("model_metadata")
+        if fields or metadata is not None:
+            model = s.get_one(Model, task.model_pk)
+            self._set_metadata(s, model, dict(fields), metadata, writes.get("origin", "team-lead"))
+        for e in writes.get("events", ()):
+            kind, message, data = str(e["kind"]), str(e.get("message", "")), dict(e.get("data") or {})
+            self._task_event(s, task, kind, message, data, str(e.get("origin") or "system"))
 
     def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None:
         """Give a task back untouched (shutdown): pending again, the attempt not counted."""
@@ -388,14 +321,8 @@ class LeaseStore(StoreBase):
             task.attempts = max(0, task.attempts - 1)
             task.updated_at = now_iso()
             s.add(task)
-            self._event(
-                s,
-                "released",
-                f"{task.stage} returned to pending: {reason}",
-                task.model_pk,
-                task.stage,
-                {"token": token},
-                origin,
+            self._task_event(
+                s, task, "released", f"{task.stage} returned to pending: {reason}", {"token": token}, origin
             )
 
     def reclaim_expired(self, origin: str = "team-lead") -> list[TaskRecord]:
@@ -450,32 +377,22 @@ class LeaseStore(StoreBase):
             ).one()
 
     # ------------------------------------------------------------------ attempts
-    def start_attempt(
-        self,
-        task_id: int,
-        token: int,
-        command: str,
-        log_path: str,
-        agent_backend: str = "builtin",
-        placement: dict[str, Any] | None = None,
-        recheck: int = 0,
-    ) -> int:
-        """Record an attempt; with a placement ({"host", "devices", "cpus", "env", "exclusive"}) also
-        where it runs, and a `placed` event (the event log then shows which device ran what).
-        `recheck` N > 0: the N-th re-check of the gate alone for the current attempt (same number,
-        same token; the task's attempt count is not spent)."""
+    def start_attempt(self, task_id: int, token: int, start: AttemptStart) -> int:
+        """Record an attempt; with a placement also where it runs, and a `placed` event (the event
+        log then shows which device ran what). A gate re-check does not spend the task's attempts."""
+        placement, recheck = start.placement, start.recheck
+        where_to = placement or {}
         with self._write() as s:
             task = self._owned(s, task_id, token)
             row = Attempt(
                 task_id=task_id,
                 number=task.attempts,
                 fencing_token=token,
-                command=command,
-                log_path=log_path,
-                agent_backend=agent_backend,
+                command=start.command,
+                log_path=start.log_path,
                 started_at=now_iso(),
-                host=(placement or {}).get("host"),
-                devices=" ".join((placement or {}).get("devices") or []) if (placement or {}).get("exclusive") else "",
+                host=where_to.get("host"),
+                devices=" ".join(where_to.get("devices") or []) if where_to.get("exclusive") else "",
                 recheck=recheck,
             )
             s.add(row)
@@ -483,34 +400,22 @@ class LeaseStore(StoreBase):
             if placement is not None:
                 where = row.devices or "cores " + (",".join(map(str, placement.get("cpus") or [])) or "any")
                 what = f"gate re-check {recheck} of attempt {task.attempts}" if recheck else f"attempt {task.attempts}"
-                self._event(
-                    s,
-                    "placed",
-                    f"{task.stage}: {what} on {row.host} {where}",
-                    task.model_pk,
-                    task.stage,
-                    {**placement, "attempt_id": row.id, "token": token, "recheck": recheck},
-                    origin=task.owner or "team-lead",
-                )
+                data = {**placement, "attempt_id": row.id, "token": token, "recheck": recheck}
+                message = f"{task.stage}: {what} on {row.host} {where}"
+                self._task_event(s, task, "placed", message, data, origin=task.owner or "team-lead")
             return _pk(row)
 
-    def finish_attempt(
-        self,
-        attempt_id: int,
-        exit_code: int | None,
-        duration_s: float,
-        outcome: str,
-        diagnosis: dict[str, Any] | None = None,
-        fix_applied: str | None = None,
-    ) -> None:
+    def finish_attempt(self, attempt_id: int, end: AttemptEnd) -> None:
         """Record how an attempt ended. Allowed after the lease is gone: it is history, not state."""
+        outcome = end.outcome
         with self._write() as s:
             row = self._row(s, Attempt, attempt_id, "attempt")
-            row.exit_code = exit_code
-            row.duration_s = duration_s
+            row.exit_code = end.exit_code
+            row.duration_s = end.duration_s
             row.outcome = outcome
-            row.diagnosis_json = dumps(diagnosis) if diagnosis is not None else None
-            row.fix_applied = fix_applied
+            row.diagnosis_json = dumps(end.diagnosis) if end.diagnosis is not None else None
+            row.fix_applied = end.fix_applied
+            row.agent_backend = end.agent_backend
             row.finished_at = now_iso()
             s.add(row)
             if row.devices:  # the devices it held are free again: the event log pairs this with `placed`

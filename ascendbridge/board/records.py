@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -187,6 +188,50 @@ class NewEvent:
     stage: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
     origin: str = "system"
+
+
+class EndWrites(TypedDict, total=False):
+    """What ending a leased task (complete_task, fail_task) writes besides its status, in the same
+    fenced transaction: who says so (default team-lead), the model's columns and metadata the
+    stage found, and the attempt's agent-history events ({"kind", "message", "data", "origin"})."""
+
+    origin: str
+    model_fields: dict[str, Any] | None
+    model_metadata: dict[str, Any] | None
+    events: Iterable[dict[str, Any]]
+
+
+class CompletionWrites(EndWrites, total=False):
+    """A completion also writes the stage's gated figures ({"values", "device", "dtype", "units",
+    "stack"} each)."""
+
+    figures: Iterable[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class AttemptStart:
+    """An attempt being started (start_attempt): the worker's command line and log, where it runs
+    ({"host", "devices", "cpus", "env", "exclusive"}; None: not placed), and `recheck` N > 0 for the
+    N-th re-check of the gate alone of the current attempt (same number, same token)."""
+
+    command: str
+    log_path: str
+    placement: dict[str, Any] | None = None
+    recheck: int = 0
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How an attempt ended (finish_attempt): its outcome, the exit code of the phase that decided
+    it and the attempt's time, the diagnosis, the fix applied, and the agent backends that acted in
+    it ("builtin": the stage's own rules alone)."""
+
+    outcome: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    diagnosis: dict[str, Any] | None = None
+    fix_applied: str | None = None
+    agent_backend: str = "builtin"
 
 
 class Registration(RegisteredColumns):

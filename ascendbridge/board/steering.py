@@ -116,14 +116,8 @@ class SteeringStore(StoreBase):
             target.finished_at = None
             target.updated_at = now_iso()
             s.add(target)
-            self._event(
-                s,
-                "retry",
-                f"{target.stage} {old} -> pending (retry requested)",
-                model.id,
-                target.stage,
-                {"from": old},
-                origin,
+            self._task_event(
+                s, target, "retry", f"{target.stage} {old} -> pending (retry requested)", {"from": old}, origin
             )
             self._unskip_after(s, model, target, tasks)
             return TaskRecord.of(target, model)
@@ -165,7 +159,7 @@ class SteeringStore(StoreBase):
             skips = set(_json_list(model.skip_stages_json)) | {stage}
             model.skip_stages_json = dumps(sorted(skips))
             s.add(model)
-            self._event(s, "skipped", f"{stage} {old} -> skipped (requested)", model.id, stage, {"from": old}, origin)
+            self._task_event(s, task, "skipped", f"{stage} {old} -> skipped (requested)", {"from": old}, origin)
             prev = self._prev_done(s, _pk(model), stage)
             if prev:
                 self._advance(s, _pk(model), stage)
@@ -206,15 +200,8 @@ class SteeringStore(StoreBase):
                 task.updated_at = now
                 s.add(task)
                 changed.append(TaskRecord.of(task, model))
-                self._event(
-                    s,
-                    "rollback",
-                    f"{task.stage} {old} -> {task.status} (rollback to {to_stage})",
-                    model.id,
-                    task.stage,
-                    {"from": old, "to_stage": to_stage},
-                    origin,
-                )
+                message = f"{task.stage} {old} -> {task.status} (rollback to {to_stage})"
+                self._task_event(s, task, "rollback", message, {"from": old, "to_stage": to_stage}, origin)
             skips.discard(to_stage)
             model.skip_stages_json = dumps(sorted(skips))
             s.add(model)

@@ -40,7 +40,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ascendbridge.board import BoardBusyError, BoardError, ModelRecord, NewEvent, StaleTokenError, TaskRecord
+from ascendbridge.agents.history import backends_used
+from ascendbridge.board import (
+    AttemptEnd,
+    AttemptStart,
+    BoardBusyError,
+    BoardError,
+    ModelRecord,
+    NewEvent,
+    StaleTokenError,
+    TaskRecord,
+)
 from ascendbridge.board.leases import LeaseBoard
 from ascendbridge.config import adaptations_dir, logs_dir
 from ascendbridge.refusals import UNLISTED_REMEDY, as_refusal, is_refusal
@@ -243,16 +253,11 @@ class TeamLead:
         full disk, SIGKILL) as released, so no attempt stays without an outcome."""
         for _, row in self.store.list_attempts(task.model_id, task.stage):
             if row.fencing_token == task.fencing_token and row.outcome is None:
-                self.store.finish_attempt(
-                    row.id,
-                    None,
-                    0.0,
-                    "released",
-                    {
-                        "rule": "team_lead_restarted",
-                        "summary": "its team lead died before recording it; killed at restart",
-                    },
-                )
+                killed = {
+                    "rule": "team_lead_restarted",
+                    "summary": "its team lead died before recording it; killed at restart",
+                }
+                self.store.finish_attempt(row.id, AttemptEnd("released", diagnosis=killed))
 
     def _adopt(self, task: TaskRecord) -> bool:
         """Record a result a killed team lead's worker had finished (its result files are complete:
@@ -281,7 +286,7 @@ class TeamLead:
             gate=PhaseResult(None, 0.0, False, gate) if isinstance(gate, GateResult) else None,
         )
         outcome, diagnosis, fix = self._judge(job, result)
-        self.store.finish_attempt(rows[-1].id, None, 0.0, outcome, diagnosis, fix)
+        self.store.finish_attempt(rows[-1].id, AttemptEnd(outcome, None, 0.0, diagnosis, fix, _agent_backends(result)))
         attempt_dir.discard(job.work_dir)
         self.log.info(
             "%s/%s: recorded the finished result of a previous team lead's attempt: %s",
@@ -555,10 +560,12 @@ class TeamLead:
             attempt = self.store.start_attempt(
                 task.id,
                 task.fencing_token,
-                job.command(),
-                str(log_path),
-                placement=placement.as_dict() if placement else None,
-                recheck=job.recheck,
+                AttemptStart(
+                    job.command(),
+                    str(log_path),
+                    placement=placement.as_dict() if placement else None,
+                    recheck=job.recheck,
+                ),
             )
             self.store.register_agent(job.worker_id, STAGE_ROLES.get(task.stage, task.stage))
             self.store.agent_heartbeat(job.worker_id, task.id)
@@ -609,9 +616,10 @@ class TeamLead:
         # The phase that decided the outcome: the gate when it ran, else the stage's run.
         decisive = result.gate or result.run
         exit_code = decisive.exit_code if decisive else None
+        end = AttemptEnd(outcome, exit_code, result.duration_s, diagnosis, fix, _agent_backends(result))
         try:
             retry_busy(
-                lambda: self.store.finish_attempt(attempt_id, exit_code, result.duration_s, outcome, diagnosis, fix),
+                lambda: self.store.finish_attempt(attempt_id, end),
                 f"recording the attempt of {name}",
                 self.log.warning,
                 give_up_after_s=60.0,
@@ -965,6 +973,12 @@ def _live_paths(job: Job, diag: dict[str, Any]) -> dict[str, Any]:
 def _error_key(diag: dict[str, Any]) -> tuple[object, object, object]:
     """What makes two failures the same error: its rule, exception class and message."""
     return diag.get("rule"), diag.get("exception"), diag.get("summary")
+
+
+def _agent_backends(result: JobResult) -> str:
+    """Which agent backends acted in the attempt, from the agent runs its stage's outcome reports."""
+    out = result.run.data if result.run else None
+    return backends_used(out.events if isinstance(out, StageOutcome) else ())
 
 
 def _with_unverified(diag: dict[str, Any], out: StageOutcome) -> dict[str, Any]:

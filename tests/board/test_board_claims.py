@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.board import BoardStore, Registration, StaleTokenError
+from ascendbridge.board import AttemptStart, BoardStore, Registration, StaleTokenError
 from ascendbridge.stages import STAGES
 
 WORKER = Path(__file__).with_name("claim_worker.py")
@@ -62,7 +62,7 @@ def test_expired_lease_is_reclaimed_and_old_token_refused(board: BoardStore) -> 
         lambda: board.complete_task(first.id, first.fencing_token, {}),
         lambda: board.fail_task(first.id, first.fencing_token, {"summary": "late"}),
         lambda: board.heartbeat_task(first.id, first.fencing_token, 60),
-        lambda: board.start_attempt(first.id, first.fencing_token, "python demo.py", "log"),
+        lambda: board.start_attempt(first.id, first.fencing_token, AttemptStart("python demo.py", "log")),
     ):
         with pytest.raises(StaleTokenError, match="stale"):
             stale_write()

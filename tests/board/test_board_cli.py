@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ascendbridge.board import BoardStore, NewEvent, Registration
+from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, NewEvent, Registration
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.config import REPO_ROOT
 
@@ -166,8 +166,8 @@ def test_steering_commands(filled_board: Path, tmp_path: Path) -> None:
     b = filled_board
     with BoardStore(b) as store:  # a worker fails beta's discovery, with an attempt on record
         task = store.claim_next("adapter-1", 60)
-        attempt = store.start_attempt(task.id, task.fencing_token, "python demo.py", "/logs/beta.log")
-        store.finish_attempt(attempt, 3, 1.25, "failed", fix_applied="none")
+        attempt = store.start_attempt(task.id, task.fencing_token, AttemptStart("python demo.py", "/logs/beta.log"))
+        store.finish_attempt(attempt, AttemptEnd("failed", 3, 1.25, fix_applied="none"))
         store.fail_task(task.id, task.fencing_token, {"summary": "config.json missing"})
     shown_json, shown, priority, rolled, everyone = cli_many(
         [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.board import BoardError, BoardMissingError, BoardStore
+from ascendbridge.board import AttemptEnd, AttemptStart, BoardError, BoardMissingError, BoardStore
 from ascendbridge.board.migrations import V1_DDL
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.stages import STAGES
@@ -93,8 +93,10 @@ def test_v1_board_upgrades_in_place_with_data_intact(tmp_path: Path) -> None:
             "env": {"ASCENDBRIDGE_NPU_INDEX": "3,4"},
             "exclusive": True,
         }
-        attempt = store.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed)  # v4 columns
-        store.finish_attempt(attempt, 0, 1.0, "completed")
+        attempt = store.start_attempt(
+            task.id, task.fencing_token, AttemptStart("cmd", "/log", placement=placed)
+        )  # v4 columns
+        store.finish_attempt(attempt, AttemptEnd("completed", 0, 1.0))
         assert [(a.host, a.devices) for _, a in store.list_attempts("org/old-model")] == [("h1", "npu:3 npu:4")]
         events = [e for e in store.list_events() if e.kind in ("placed", "devices_released")]
         assert [(e.kind, e.data["devices"]) for e in events] == [

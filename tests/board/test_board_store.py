@@ -7,6 +7,8 @@ import json
 import pytest
 
 from ascendbridge.board import (
+    AttemptEnd,
+    AttemptStart,
     BoardError,
     BoardStore,
     InvalidRegistrationError,
@@ -281,9 +283,8 @@ def test_export_carries_the_hosts_devices_and_where_each_attempt_ran(board: Boar
         "exclusive": True,
         "env": {"ASCEND_RT_VISIBLE_DEVICES": "6,7"},
     }
-    board.finish_attempt(
-        board.start_attempt(task.id, task.fencing_token, "cmd", "/log", placement=placed), 0, 1.0, "completed"
-    )
+    attempt = board.start_attempt(task.id, task.fencing_token, AttemptStart("cmd", "/log", placement=placed))
+    board.finish_attempt(attempt, AttemptEnd("completed", 0, 1.0))
     board.record_host_devices(
         "h1", [{"kind": "npu", "index": i, "name": "910B3", "memory_gb": 64.0} for i in (6, 7)], "torch_npu"
     )

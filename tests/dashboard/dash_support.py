@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from ascendbridge.board import BoardStore, Registration
+from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, Registration
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
@@ -94,18 +94,22 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
         task = store.claim_task(store.list_tasks("discovery", model_id="acme/llama-tiny")[0].id, "team-lead-test", 60)
         log = logs / "llama-discovery-1.log"
         log.write_text("loading config\n<b>not bold</b>\nall good\n")
-        attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/llama-tiny", str(log))
-        store.finish_attempt(attempt, 0, 2.5, "passed")
+        attempt = store.start_attempt(
+            task.id, task.fencing_token, AttemptStart("get_model_info.py acme/llama-tiny", str(log))
+        )
+        store.finish_attempt(attempt, AttemptEnd("passed", 0, 2.5))
         store.complete_task(task.id, task.fencing_token, {"files": 3}, figures=[{"values": {"speedup": 2.5}}])
         # bert: discovery failed; its attempt's log_path points outside the logs dir.
         task = store.claim_task(store.list_tasks("discovery", model_id="acme/bert-mini")[0].id, "team-lead-test", 60)
-        attempt = store.start_attempt(task.id, task.fencing_token, "get_model_info.py acme/bert-mini", "/etc/passwd")
+        attempt = store.start_attempt(
+            task.id, task.fencing_token, AttemptStart("get_model_info.py acme/bert-mini", "/etc/passwd")
+        )
         # Its run proposed a speedup the gate never passed: kept in the attempt, labelled unverified.
         failed = {
             "summary": "corrupt config.json: unterminated string",
             "unverified": {"metrics": [{"values": {"speedup": 1.2}}]},
         }
-        store.finish_attempt(attempt, 1, 0.7, "failed", failed)
+        store.finish_attempt(attempt, AttemptEnd("failed", 1, 0.7, failed))
         store.fail_task(task.id, task.fencing_token, failed)
     finally:
         store.close()

@@ -11,6 +11,7 @@ import zipfile
 import httpx
 import pytest
 
+from ascendbridge.board import AttemptEnd, AttemptStart
 from tests.dashboard.dash_support import XSS_DESCRIPTION, XSS_ID, Site
 
 
@@ -367,26 +368,25 @@ def test_an_inconclusive_gate_and_its_waiting_recheck_are_shown(site: Site) -> N
     model = "bulk/model-011"
     with site.store() as store:
         task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
-        first = store.start_attempt(task.id, task.fencing_token, "worker --job run", str(site.logs / "m11.log"))
-        store.finish_attempt(
-            first,
-            3,
-            1.5,
-            "inconclusive",
-            {
-                "rule": "gate_inconclusive",
-                "summary": "gate inconclusive: re-timing spread x3.1 too wide",
-                "recheck": 1,
-                "rechecks": 3,
-                "recheck_in_s": 60.0,
-            },
+        first = store.start_attempt(
+            task.id, task.fencing_token, AttemptStart("worker --job run", str(site.logs / "m11.log"))
         )
+        waiting = {
+            "rule": "gate_inconclusive",
+            "summary": "gate inconclusive: re-timing spread x3.1 too wide",
+            "recheck": 1,
+            "rechecks": 3,
+            "recheck_in_s": 60.0,
+        }
+        store.finish_attempt(first, AttemptEnd("inconclusive", 3, 1.5, waiting))
     page = httpx.get(f"{site.url}/models/{model}").text
     assert "gate re-check 1 of 3 waiting" in page and "re-timing spread x3.1 too wide" in page
     timeline = httpx.get(f"{site.url}/api/models/{model}").json()["timeline"]
     assert timeline[0]["recheck_waiting"]["rule"] == "gate_inconclusive"
     with site.store() as store:
-        store.start_attempt(task.id, task.fencing_token, "worker --job gate", str(site.logs / "m11.log"), recheck=1)
+        store.start_attempt(
+            task.id, task.fencing_token, AttemptStart("worker --job gate", str(site.logs / "m11.log"), recheck=1)
+        )
     page = httpx.get(f"{site.url}/models/{model}").text
     assert "waiting</strong>" not in page and "1 · gate re-check 1</td><td>running" in page
     rows = httpx.get(f"{site.url}/api/models/{model}").json()["timeline"][0]["attempt_rows"]

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from ascendbridge.board import BoardMissingError, BoardStore, NewEvent, Registration
+from ascendbridge.board import AttemptEnd, AttemptStart, BoardMissingError, BoardStore, NewEvent, Registration
 from ascendbridge.board.queries import BoardQueries, QueryError, success_rate
 from ascendbridge.stages import UnknownNameError
 
@@ -24,8 +24,8 @@ def finish(
 ) -> None:
     task = next(t for t in store.list_tasks(stage, model_id=model_id))
     claimed = store.claim_task(task.id, "agent-x", 60)
-    attempt = store.start_attempt(claimed.id, claimed.fencing_token, "cmd", "")
-    store.finish_attempt(attempt, 0 if ok else 1, seconds, "passed" if ok else "failed")
+    attempt = store.start_attempt(claimed.id, claimed.fencing_token, AttemptStart("cmd", ""))
+    store.finish_attempt(attempt, AttemptEnd("passed" if ok else "failed", 0 if ok else 1, seconds))
     if ok:
         store.complete_task(claimed.id, claimed.fencing_token, {}, figures=figures)
     else:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ascendbridge.board import BoardStore, Registration
+from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, Registration
 from ascendbridge.board.queries import BoardQueries
 from tests.dashboard.dash_support import served
 
@@ -65,13 +65,13 @@ class TableCells(HTMLParser):
 def _finish(store: BoardStore, model_id: str, stage: str, figures: tuple[dict, ...] = (), ok: bool = True) -> None:
     task = store.list_tasks(stage, model_id=model_id)[0]
     claimed = store.claim_task(task.id, "team-lead-test", 60)
-    attempt = store.start_attempt(claimed.id, claimed.fencing_token, f"{stage} run", "")
+    attempt = store.start_attempt(claimed.id, claimed.fencing_token, AttemptStart(f"{stage} run", ""))
     if ok:
-        store.finish_attempt(attempt, 0, 1.0, "passed")
+        store.finish_attempt(attempt, AttemptEnd("passed", 0, 1.0))
         store.complete_task(claimed.id, claimed.fencing_token, {}, figures=figures)
     else:  # proposed figures of a run whose gate failed stay in the attempt, never on the board
         failed = {"summary": "gate: re-timed x3 slower", "unverified": {"metrics": list(figures)}}
-        store.finish_attempt(attempt, 1, 1.0, "failed", failed)
+        store.finish_attempt(attempt, AttemptEnd("failed", 1, 1.0, failed))
         store.fail_task(claimed.id, claimed.fencing_token, failed)
 
 

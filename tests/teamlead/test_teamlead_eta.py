@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from ascendbridge.board import BoardStore, ModelRecord, Registration, TaskRecord
+from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, ModelRecord, Registration, TaskRecord
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.runtime.devices import detect
@@ -397,11 +397,13 @@ def _finished_board(path: Path, models: int) -> None:
         for stage in STAGES:
             (row,) = store.list_tasks(stage=stage, model_id=f"org/m{i}")
             claimed = store.claim_task(row.id, "bench-test", 60)
-            attempt = store.start_attempt(claimed.id, claimed.fencing_token, "run", str(path.parent / "log"))
+            attempt = store.start_attempt(
+                claimed.id, claimed.fencing_token, AttemptStart("run", str(path.parent / "log"))
+            )
             start = time.monotonic()
             time.sleep(STAGE_S[stage])
             store.complete_task(claimed.id, claimed.fencing_token, {"summary": "ok"})
-            store.finish_attempt(attempt, 0, time.monotonic() - start, "completed")
+            store.finish_attempt(attempt, AttemptEnd("completed", 0, time.monotonic() - start))
     store.close()
 
 
@@ -458,14 +460,14 @@ def test_a_stage_that_skips_a_family_costs_what_the_skip_took_and_a_failure_or_r
         (task,) = store.list_tasks(stage=stage, model_id=model_id)
         if not recheck:
             task = store.claim_task(task.id, "test", 60)
-        attempt_id = store.start_attempt(task.id, task.fencing_token, "run", "log", recheck=recheck)
+        attempt_id = store.start_attempt(task.id, task.fencing_token, AttemptStart("run", "log", recheck=recheck))
         if outcome == "completed":
             fields = {"task_family": families[model_id]} if stage == "discovery" else None
             store.complete_task(task.id, task.fencing_token, {"summary": "ok"}, model_fields=fields)
         elif outcome != "inconclusive":  # an inconclusive gate keeps the task for its re-check
             status = "pending" if outcome == "failed" else outcome
             store.fail_task(task.id, task.fencing_token, {"rule": f"serving_{outcome}", "summary": "-"}, status=status)
-        store.finish_attempt(attempt_id, 0, seconds, outcome)
+        store.finish_attempt(attempt_id, AttemptEnd(outcome, 0, seconds))
 
     for model_id in families:
         for stage in STAGES[: STAGES.index("serving")]:

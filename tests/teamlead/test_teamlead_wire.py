@@ -128,7 +128,7 @@ def test_a_worker_never_writes_the_board_its_agent_history_travels_in_the_outcom
 
 
 def test_the_team_lead_writes_agent_history_in_the_completion_transaction(board: BoardStore, tmp_path: Path) -> None:
-    add_models(board, {"org/agent": {"discovery": "agent"}})
+    add_models(board, {"org/agent": {"discovery": "agent"}, "org/plain": {"discovery": "ok"}})
     done = run_tl(board.path, tmp_path, "--stages", "discovery")
     assert done.returncode == 0, done.stderr[-3000:]
     events = [e for e in board.list_events(model_id="org/agent", limit=10**6)]
@@ -136,3 +136,8 @@ def test_the_team_lead_writes_agent_history_in_the_completion_transaction(board:
     run, completed = events[at], events[at + 1]
     assert (run.stage, run.origin, run.data["outcome"]) == ("discovery", "agent:toy", "no_change")
     assert (completed.kind, completed.origin, completed.id) == ("completed", "team-lead", run.id + 1)  # one transaction
+    # Each attempt names the agent backends that acted in it (its outcome's agent runs), not a default.
+    backends = {
+        m: [a.agent_backend for _, a in board.list_attempts(m, "discovery")] for m in ("org/agent", "org/plain")
+    }
+    assert backends == {"org/agent": ["toy"], "org/plain": ["builtin"]}
