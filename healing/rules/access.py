@@ -66,9 +66,7 @@ class WeightsUnreachableRule(Rule):
 
     pattern = _UNREACHABLE
     found = "model files unreachable"
-
-    def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
-        return Block(
-            "the model files cannot be fetched from here (offline or the hub is unreachable); "
-            "provide a local copy or an HF cache, or set HF_ENDPOINT to a reachable mirror"
-        )
+    answer = Block(
+        "the model files cannot be fetched from here (offline or the hub is unreachable); "
+        "provide a local copy or an HF cache, or set HF_ENDPOINT to a reachable mirror"
+    )

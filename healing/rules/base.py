@@ -64,14 +64,15 @@ class FixContext:
 
 
 class Rule:
-    """Base class: subclasses set `name` and `description` and implement remedy, and match, or set
-    `pattern` and `found` for the common case (the first hit of `pattern` in the failure's text
-    matches, described as `found (hit)`)."""
+    """Base class: subclasses set `name` and `description`, implement match or set `pattern` and
+    `found` for the common case (the first hit of `pattern` in the failure's text matches, described
+    as `found (hit)`), and implement remedy or set `answer` where it is always the same."""
 
     name: str = ""
     description: str = ""
     pattern: re.Pattern[str] | None = None
     found: str = ""
+    answer: Remedy | None = None
 
     def match(self, failure: Failure) -> Match | None:
         if self.pattern is None:
@@ -80,7 +81,9 @@ class Rule:
         return Match(f"{self.found} ({hit.group(0)})") if hit else None
 
     def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
-        raise NotImplementedError
+        if self.answer is None:
+            raise NotImplementedError
+        return self.answer
 
 
 def layer_count(spec: AdaptationSpec, ctx: FixContext) -> int | None:

@@ -101,8 +101,7 @@ class UnsupportedModelRule(Rule):
             return Match(f"the runtime refuses the model: {failure.error}", {"error_kind": kind})
         return None
 
-    def remedy(self, spec: AdaptationSpec, match: Match, ctx: FixContext) -> Remedy:
-        return GiveUp(
-            "the runtime cannot drive this model as specified (a task family or input recipe for it "
-            'is needed: docs/adaptation.md, "Families not supported yet")'
-        )
+    answer = GiveUp(
+        "the runtime cannot drive this model as specified (a task family or input recipe for it "
+        'is needed: docs/adaptation.md, "Families not supported yet")'
+    )

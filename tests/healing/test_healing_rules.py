@@ -16,7 +16,7 @@ from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.runtime.process import run_command
 from healing.classifier import UNCLASSIFIED, classify
 from healing.failure import Failure
-from healing.rules import RULES, Block, Fix, FixContext, GiveUp, apply_changes, rule_named
+from healing.rules import RULES, Block, Fix, FixContext, GiveUp, Match, Rule, apply_changes, rule_named
 from tests.support.torch_env import torch_env_python
 
 CASES_SCRIPT = Path(__file__).with_name("failing_cases.py")
@@ -128,6 +128,10 @@ def test_catalogue_has_at_least_twelve_named_unique_rules() -> None:
     assert len(names) >= 12 and len(set(names)) == len(names)
     assert all(r.description for r in RULES)
     assert rule_named("missing_module").name == "missing_module"
+    # Each rule answers: its own remedy, or the fixed `answer` the base's remedy returns.
+    assert [r.name for r in RULES if type(r).remedy is Rule.remedy and r.answer is None] == []
+    unreachable = rule_named("weights_unreachable")
+    assert unreachable.remedy(make_spec(), Match("x"), FixContext()) is unreachable.answer
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
