@@ -286,7 +286,8 @@ class TeamLead:
             gate=PhaseResult(None, 0.0, False, gate) if isinstance(gate, GateResult) else None,
         )
         outcome, diagnosis, fix = self._judge(job, result)
-        self.store.finish_attempt(rows[-1].id, AttemptEnd(outcome, None, 0.0, diagnosis, fix, _agent_backends(result)))
+        end = AttemptEnd(outcome, diagnosis=diagnosis, fix_applied=fix, agent_backend=_agent_backends(result))
+        self.store.finish_attempt(rows[-1].id, end)
         attempt_dir.discard(job.work_dir)
         self.log.info(
             "%s/%s: recorded the finished result of a previous team lead's attempt: %s",
@@ -616,7 +617,7 @@ class TeamLead:
         # The phase that decided the outcome: the gate when it ran, else the stage's run.
         decisive = result.gate or result.run
         exit_code = decisive.exit_code if decisive else None
-        end = AttemptEnd(outcome, exit_code, result.duration_s, diagnosis, fix, _agent_backends(result))
+        end = AttemptEnd(outcome, exit_code, result.duration_s, diagnosis, fix, agent_backend=_agent_backends(result))
         try:
             retry_busy(
                 lambda: self.store.finish_attempt(attempt_id, end),

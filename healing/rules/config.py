@@ -95,13 +95,13 @@ class UnsupportedModelRule(Rule):
         "spec): no spec edit of the catalogue helps, and a retry gives the same answer."
     )
 
+    answer = GiveUp(
+        "the runtime cannot drive this model as specified (a task family or input recipe for it "
+        'is needed: docs/adaptation.md, "Families not supported yet")'
+    )
+
     def match(self, failure: Failure) -> Match | None:
         kind = (failure.result or {}).get("error_kind")
         if kind in ("unsupported_model", "spec_error"):
             return Match(f"the runtime refuses the model: {failure.error}", {"error_kind": kind})
         return None
-
-    answer = GiveUp(
-        "the runtime cannot drive this model as specified (a task family or input recipe for it "
-        'is needed: docs/adaptation.md, "Families not supported yet")'
-    )
