@@ -48,6 +48,14 @@ class _Parser(argparse.ArgumentParser):
         raise SpecError(f"bad arguments: {message}")
 
 
+def _given(text: str) -> str:
+    """A --text / --image / --audio given empty (an unset shell variable) is a mistake, not a request
+    for the default input: refused, so the run never answers for an input nobody asked about."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a non-empty value, got {text!r}")
+    return text
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
@@ -65,16 +73,19 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--spec", default="adaptation.json", help="adaptation spec (default ./adaptation.json)")
     parser.add_argument(
         "--text",
+        type=_given,
         help="run on this text, through the model's own tokenizer (text families; a VLM's prompt with --image)",
     )
-    parser.add_argument("--image", metavar="PATH", help="run on this image, through the model's image processor")
+    parser.add_argument(
+        "--image", type=_given, metavar="PATH", help="run on this image, through the model's image processor"
+    )
     parser.add_argument(
         "--labels",
         metavar="TEXTS",
         help='zero-shot image classification: candidate texts, comma-separated ("a cat,a dog"), with --image',
     )
     parser.add_argument(
-        "--audio", metavar="WAV", help="run on this 16-bit PCM WAV, through the model's feature extractor"
+        "--audio", type=_given, metavar="WAV", help="run on this 16-bit PCM WAV, through the model's feature extractor"
     )
     parser.add_argument(
         "--max-new-tokens", type=_positive_int, default=8, help="tokens a causal LM generates for its answer"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ascendbridge.package.spec import RESULT_MARKER
 from tests.runtime.rt_support import RUNTIME_PARENT
 
@@ -48,6 +50,21 @@ def test_spec_errors_need_no_torch(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"error: spec file not found: {tmp_path / 'missing.json'}"
+    assert proc.stdout.strip().splitlines()[-1].startswith(RESULT_MARKER)
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--text", ""), ("--image", ""), ("--audio", "  ")])
+def test_an_input_given_empty_is_refused_not_replaced_by_the_default(flag: str, value: str) -> None:
+    """`demo.py --text "$UNSET"` must not answer for the default text as if it were the user's."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from ab_runtime.demo import main; "
+        "rc = main(sys.argv[2:]); assert 'torch' not in sys.modules; raise SystemExit(rc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(RUNTIME_PARENT), flag, value], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: bad arguments: argument {flag}: expected a non-empty value, got {value!r}"
     assert proc.stdout.strip().splitlines()[-1].startswith(RESULT_MARKER)
 
 
