@@ -44,6 +44,12 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
+def _effect(side: dict[str, Any] | None) -> str:
+    """A pass's speedup alone against the baseline, `*` when the search kept it."""
+    side = side or {}
+    return f"{_fmt(side.get('speedup'))}{'*' if side.get('kept') else ' '}"
+
+
 def cmd_aggregate(args: argparse.Namespace) -> int:
     rows, skipped = collect(adaptations_dir())
     files = write_reports(rows, skipped, Path(args.out_dir)) + write_figure(rows, Path(args.figures_dir))
@@ -75,18 +81,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     a, b = result["a"], result["b"]
-    print(f"{'':24s} {a['adaptation'][:20]:>20s} {b['adaptation'][:20]:>20s}")
-    for key in ("device", "outcome", "chosen", "speedup", "baseline_median_ms", "optimized_median_ms", "accuracy"):
-        print(
-            f"{key:24s} {_fmt(a[key]) if isinstance(a[key], float) else str(a[key]):>20s} "
-            f"{_fmt(b[key]) if isinstance(b[key], float) else str(b[key]):>20s}"
-        )
+    keys = ("device", "outcome", "chosen", "speedup", "baseline_median_ms", "optimized_median_ms", "accuracy")
+    rows: list[tuple[str, ...]] = [("", a["adaptation"], b["adaptation"])]
+    rows += [(key, *(_fmt(x[key]) if isinstance(x[key], float) else str(x[key]) for x in (a, b))) for key in keys]
+    effects = [(f"  {name}", _effect(sides["a"]), _effect(sides["b"])) for name, sides in result["passes"].items()]
+    label = max(len(row[0]) for row in rows + effects)  # every name and value whole, the columns aligned
+    width = max(len(cell) for row in rows + effects for cell in row[1:])
+    for row in rows:
+        print(f"{row[0]:{label}s} {row[1]:>{width}s} {row[2]:>{width}s}")
     print("pass effects (speedup alone vs baseline; * = kept):")
-    for name, sides in result["passes"].items():
-        cells = [
-            f"{_fmt((s or {}).get('speedup'))}{'*' if (s or {}).get('kept') else ' '}" for s in (sides["a"], sides["b"])
-        ]
-        print(f"  {name:22s} {cells[0]:>20s} {cells[1]:>20s}")
+    for row in effects:
+        print(f"{row[0]:{label}s} {row[1]:>{width}s} {row[2]:>{width}s}")
     return 0
 
 

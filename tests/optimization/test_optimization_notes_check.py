@@ -257,6 +257,15 @@ def test_optimization_tool_aggregate_and_compare(tmp_path: Path) -> None:
     assert (tmp_path / "f" / "optimization_speedup.png").stat().st_size > 1000
     cmp_ = run_tool("compare", "a", "b", "--json")
     assert cmp_.returncode == 0 and json.loads(cmp_.stdout)["passes"]["cpu_bf16_cast"]["a"]["kept"] is True
+    (tmp_path / "b-with-a-name-longer-than-twenty").mkdir()
+    renamed = json.loads((tmp_path / "b" / "optimization_notes.json").read_text())
+    renamed["adaptation"] = "b-with-a-name-longer-than-twenty"
+    (tmp_path / "b-with-a-name-longer-than-twenty" / "optimization_notes.json").write_text(json.dumps(renamed))
+    text = run_tool("compare", "a", "b-with-a-name-longer-than-twenty")
+    assert text.returncode == 0, text.stderr
+    table = [line for line in text.stdout.splitlines() if not line.startswith("pass effects")]
+    assert "b-with-a-name-longer-than-twenty" in table[0]  # whole, not cut at 20 characters
+    assert len({len(line) for line in table}) == 1, text.stdout  # every row's columns aligned
     bad = run_tool("compare", "a", "c")
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
 
