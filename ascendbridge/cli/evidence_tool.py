@@ -5,7 +5,7 @@ adds its own subcommands and arguments to what these return. Run it with `errors
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +38,14 @@ def add_compare(sub: Any, compare: Command, help_text: str) -> argparse.Argument
     cmp_.add_argument("--json", action="store_true")
     cmp_.set_defaults(run=compare)
     return cmp_
+
+
+def aligned(rows: Sequence[Sequence[str]], left: int = 1) -> list[str]:
+    """`compare`'s text table, a line a row: each column as wide as its widest cell, the first
+    `left` columns (names) left-aligned and the figures right-aligned, so no name is cut and no
+    row drifts out of its column."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        " ".join(f"{cell:<{w}}" if i < left else f"{cell:>{w}}" for i, (cell, w) in enumerate(zip(row, widths)))
+        for row in rows
+    ]

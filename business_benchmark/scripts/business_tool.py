@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ascendbridge.cli.errors import run_cli
-from ascendbridge.cli.evidence_tool import add_compare, tool_parser
+from ascendbridge.cli.evidence_tool import add_compare, aligned, tool_parser
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import read_metrics
@@ -28,13 +28,8 @@ def _fmt(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else ("-" if value is None else str(value))
 
 
-# The compare table: each row's figures after its set and metric, and every column's format (header alike).
+# The compare table: each row's figures after its set and metric.
 COMPARED_FIGURES = ("a", "b", "a_items_per_s", "b_items_per_s")
-COMPARE_COLUMNS = ("18s", "32s", ">10s", ">10s", ">10s", ">10s")
-
-
-def _compare_line(cells: tuple[str, ...]) -> str:
-    return " ".join(f"{cell:{spec}}" for cell, spec in zip(cells, COMPARE_COLUMNS, strict=True))
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -47,9 +42,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(
             f"{label.upper()}: {s['device']} ({s['device_name']}) {s['dtype']}, {s['weights']} weights, verdict {s['verdict']}"
         )
-    print(_compare_line(("set", "metric", "A", "B", "A items/s", "B items/s")))
-    for row in result["rows"]:
-        print(_compare_line((row["set"], row["metric"], *(_fmt(row[k]) for k in COMPARED_FIGURES))))
+    rows = [("set", "metric", "A", "B", "A items/s", "B items/s")]
+    rows += [(r["set"], r["metric"], *(_fmt(r[k]) for k in COMPARED_FIGURES)) for r in result["rows"]]
+    print("\n".join(aligned(rows, left=2)))
     for note in result["notes"]:
         print(f"note: {note}")
     return 0

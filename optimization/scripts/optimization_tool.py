@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.cli.errors import run_cli
-from ascendbridge.cli.evidence_tool import add_compare, tool_parser
+from ascendbridge.cli.evidence_tool import add_compare, aligned, tool_parser
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from optimization.aggregate import collect, compare, write_figure, write_reports
@@ -85,13 +85,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rows: list[tuple[str, ...]] = [("", a["adaptation"], b["adaptation"])]
     rows += [(key, *(_fmt(x[key]) if isinstance(x[key], float) else str(x[key]) for x in (a, b))) for key in keys]
     effects = [(f"  {name}", _effect(sides["a"]), _effect(sides["b"])) for name, sides in result["passes"].items()]
-    label = max(len(row[0]) for row in rows + effects)  # every name and value whole, the columns aligned
-    width = max(len(cell) for row in rows + effects for cell in row[1:])
-    for row in rows:
-        print(f"{row[0]:{label}s} {row[1]:>{width}s} {row[2]:>{width}s}")
+    lines = aligned([*rows, *effects])  # one table: the pass effects share the figures' columns
+    print("\n".join(lines[: len(rows)]))
     print("pass effects (speedup alone vs baseline; * = kept):")
-    for row in effects:
-        print(f"{row[0]:{label}s} {row[1]:>{width}s} {row[2]:>{width}s}")
+    print("\n".join(lines[len(rows) :]))
     return 0
 
 
