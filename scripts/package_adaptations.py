@@ -28,13 +28,27 @@ from ascendbridge.config import adaptations_dir, board_path
 from ascendbridge.export import check_package
 from ascendbridge.stacks import describe
 
-CHECK_ALL = '''"""Re-verify every package of this export (each folder's own check_package.py)."""
+CHECK_ALL = '''"""Re-verify every package of this export (each folder's own check_package.py).
+
+    python3 check_all.py [--run]
+
+--run also syncs each package's cpu profile and runs its demo's dry run. Exit 0: all verified;
+1: a check failed; 2: bad input.
+"""
 import subprocess, sys
 from pathlib import Path
 
-root = Path(__file__).resolve().parent
-codes = [subprocess.run([sys.executable, str(p), *sys.argv[1:]]).returncode for p in sorted(root.glob("*/check_package.py"))]
-sys.exit(max(codes, default=2))
+if {"-h", "--help"} & set(sys.argv[1:]):
+    print(__doc__)
+    sys.exit(0)
+if set(sys.argv[1:]) - {"--run"}:
+    print(f"error: unknown argument(s) {' '.join(sys.argv[1:])}: check_all.py takes only --run", file=sys.stderr)
+    sys.exit(2)
+packages = sorted(Path(__file__).resolve().parent.glob("*/check_package.py"))
+if not packages:
+    print("error: no package folder with a check_package.py beside check_all.py", file=sys.stderr)
+    sys.exit(2)
+sys.exit(max(subprocess.run([sys.executable, str(p), *sys.argv[1:]]).returncode for p in packages))
 '''
 
 

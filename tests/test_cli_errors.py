@@ -47,6 +47,7 @@ CASES: list[tuple[list[str], list[str]]] = [
     (["optimization/scripts/check_accuracy_run_perf.py"], ["--adaptation-dir", ".", "--pairs", "1"]),
     (["optimization/scripts/check_optimization_notes.py"], ["--adapt", "no-such-adaptation"]),
     (["optimization/scripts/optimization_tool.py"], ["compare", "/no/such/a", "/no/such/b"]),
+    (["ascendbridge/export/check_package.py"], ["--no-such-flag"]),  # an exported package's own check
 ]
 
 
@@ -93,3 +94,16 @@ def test_business_compare_refuses_empty_objects(tmp_path: Path) -> None:
     assert "not a business metrics file" in proc.stderr
     literal = run_cli(["business_benchmark/scripts/business_tool.py"], ["compare", "{}", "{}"], tmp_path)
     assert_one_line_input_error(literal)
+
+
+def test_an_exports_check_all_answers_help_and_refuses_what_it_does_not_take(tmp_path: Path) -> None:
+    """check_all.py sits at the top of an export (scripts/package_adaptations.py): `--help` is its
+    usage, not a package path; an unknown argument, or a folder with no package, is one line."""
+    from scripts.package_adaptations import CHECK_ALL
+
+    script = tmp_path / "check_all.py"
+    script.write_text(CHECK_ALL)
+    helped = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0 and "python3 check_all.py [--run]" in helped.stdout
+    assert_one_line_input_error(run_cli([str(script)], ["--bogus"], tmp_path))
+    assert_one_line_input_error(run_cli([str(script)], [], tmp_path))  # no package beside it

@@ -12,12 +12,13 @@ This file is copied verbatim into every exported package.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 MANIFEST = "manifest.json"
 SELF = "check_package.py"
@@ -101,9 +102,18 @@ def run_demo(root: Path) -> list[str]:
     return []
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line and exit 2, like every AscendBridge command
+        print(f"error: {message} (see: check_package.py --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str]) -> int:
-    args = [a for a in argv if a != "--run"]
-    root = Path(args[0] if args else Path(__file__).resolve().parent).resolve()
+    parser = _Parser(prog="check_package.py", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("package", nargs="?", help="the package folder (default: this file's)")
+    parser.add_argument("--run", action="store_true", help="also sync the cpu profile and run the demo's dry run")
+    args = parser.parse_args(argv)
+    root = Path(args.package or Path(__file__).resolve().parent).resolve()
     if not (root / MANIFEST).is_file():
         print(f"error: {root} has no {MANIFEST}", file=sys.stderr)
         return 2
@@ -112,7 +122,7 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: unreadable package {root.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    if not problems and "--run" in argv:
+    if not problems and args.run:
         problems = run_demo(root)
     for problem in problems:
         print(f"FAIL {root.name}: {problem}")
