@@ -223,7 +223,7 @@ class LeaseStore(StoreBase):
         origin = writes.get("origin", "team-lead")
         with self._write() as s:
             task = self._owned(s, task_id, token)
-            self._write_alongside(s, task, writes)
+            self._write_alongside(s, task, writes, origin)
             now = now_iso()
             for figure in figures:
                 stack = figure.get("stack") or {}
@@ -271,7 +271,7 @@ class LeaseStore(StoreBase):
         origin = writes.get("origin", "team-lead")
         with self._write() as s:
             task = self._owned(s, task_id, token)
-            self._write_alongside(s, task, writes)
+            self._write_alongside(s, task, writes, origin)
             now = now_iso()
             task.status = status
             task.owner = None
@@ -300,13 +300,13 @@ class LeaseStore(StoreBase):
             model = s.get_one(Model, task.model_pk)
             return TaskRecord.of(task, model)
 
-    def _write_alongside(self, s: Session, task: Task, writes: EndWrites) -> None:
+    def _write_alongside(self, s: Session, task: Task, writes: EndWrites, origin: str) -> None:
         """The model metadata and agent-history events (ascendbridge/agents/history.py) an ending
         attempt brings, under the task's model and stage."""
         fields, metadata = writes.get("model_fields") or {}, writes.get("model_metadata")
         if fields or metadata is not None:
             model = s.get_one(Model, task.model_pk)
-            self._set_metadata(s, model, dict(fields), metadata, writes.get("origin", "team-lead"))
+            self._set_metadata(s, model, dict(fields), metadata, origin)
         for e in writes.get("events", ()):
             kind, message, data = str(e["kind"]), str(e.get("message", "")), dict(e.get("data") or {})
             self._task_event(s, task, kind, message, data, str(e.get("origin") or "system"))
@@ -380,8 +380,7 @@ class LeaseStore(StoreBase):
     def start_attempt(self, task_id: int, token: int, start: AttemptStart) -> int:
         """Record an attempt; with a placement also where it runs, and a `placed` event (the event
         log then shows which device ran what). A gate re-check does not spend the task's attempts."""
-        placement, recheck = start.placement, start.recheck
-        where_to = placement or {}
+        placement, recheck = start.placement or {}, start.recheck
         with self._write() as s:
             task = self._owned(s, task_id, token)
             row = Attempt(
@@ -391,13 +390,13 @@ class LeaseStore(StoreBase):
                 command=start.command,
                 log_path=start.log_path,
                 started_at=now_iso(),
-                host=where_to.get("host"),
-                devices=" ".join(where_to.get("devices") or []) if where_to.get("exclusive") else "",
+                host=placement.get("host"),
+                devices=" ".join(placement.get("devices") or []) if placement.get("exclusive") else "",
                 recheck=recheck,
             )
             s.add(row)
             s.flush()
-            if placement is not None:
+            if start.placement is not None:
                 where = row.devices or "cores " + (",".join(map(str, placement.get("cpus") or [])) or "any")
                 what = f"gate re-check {recheck} of attempt {task.attempts}" if recheck else f"attempt {task.attempts}"
                 data = {**placement, "attempt_id": row.id, "token": token, "recheck": recheck}
