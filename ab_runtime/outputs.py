@@ -12,8 +12,6 @@ from typing import Any
 
 import torch
 
-# The evidence files of every measured run (benchmark_run, optimize/perf_run); the gates check both.
-METRICS_SCHEMA = "ascendbridge.benchmark_metrics/1"
 OUTPUTS_FORMAT = "ascendbridge.outputs/1"
 SKIPPED_KEYS = ("past_key_values", "cache")  # substrings of skipped output names
 SKIPPED_NAMES = ("mems", "past_buckets_states")  # exact names of other recurrent state

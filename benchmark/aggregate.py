@@ -9,9 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
+from ab_runtime.metrics_file import EvidenceError, MetricsFile, metrics_glob, read_metrics
 from ascendbridge.gatekit.summary import collect_rows, pyplot, save_figure, write_summary
-from benchmark.evidence import EvidenceSet
 
 WORKLOAD_COLUMNS = (
     "workload",
@@ -83,12 +82,10 @@ def workload_columns(body: Any) -> dict[str, Any]:
     }
 
 
-def row(evidence: EvidenceSet) -> dict[str, Any]:
-    """One evidence set's figures; `evidence_set` tells the benchmark's run from the optimization's
-    `_perf` run of the same device, dtype, mode and dataset."""
-    metrics = evidence.metrics
-    run, timing, ref = metrics["run"], metrics["timing"], metrics["reference_timing"]
-    outputs = metrics["accuracy"]["outputs"].values()
+def row(evidence: MetricsFile) -> dict[str, Any]:
+    """One metrics file's figures; `evidence_set` names its run (device/dtype/mode/dataset)."""
+    metrics, run, timing = evidence.data, evidence.run, evidence.data["timing"]
+    outputs = evidence.outputs.values()
     floats = [o["metrics"] for o in outputs if o.get("kind") == "float" and "cosine" in o.get("metrics", {})]
     model = metrics.get("model") or {}
     return {
@@ -96,21 +93,21 @@ def row(evidence: EvidenceSet) -> dict[str, Any]:
         "evidence_set": evidence.label,
         "model_id": metrics.get("model_id"),
         "task_family": metrics.get("task_family"),
-        "device": run["device"],
-        "device_name": run.get("device_name"),
-        "dtype": run["dtype"],
-        "mode": run["mode"],
-        "dataset": run["dataset"],
-        "median_ms": timing["median_ms"],
-        "p90_ms": timing["p90_ms"],
-        "min_ms": timing["min_ms"],
+        "device": run.device,
+        "device_name": run.device_name,
+        "dtype": run.dtype,
+        "mode": run.mode,
+        "dataset": run.dataset,
+        "median_ms": evidence.median_ms,
+        "p90_ms": evidence.p90_ms,
+        "min_ms": evidence.min_ms,
         "iterations": timing["iterations"],
         "warmup": timing["warmup"],
-        "reference_median_ms": ref["median_ms"],
-        "speedup_vs_reference": ref["median_ms"] / timing["median_ms"],
-        "samples_per_s": metrics["throughput"]["samples_per_s"],
+        "reference_median_ms": evidence.reference_median_ms,
+        "speedup_vs_reference": evidence.reference_median_ms / evidence.median_ms,
+        "samples_per_s": evidence.samples_per_s,
         "peak_memory_bytes": metrics.get("peak_memory_bytes"),
-        "accuracy": metrics["accuracy"]["verdict"],
+        "accuracy": evidence.verdict,
         "min_cosine": min((f["cosine"] for f in floats), default=None),
         "max_abs_err_scaled": max((f["max_abs_err_scaled"] for f in floats), default=None),
         "parameters": model.get("parameters"),
@@ -127,8 +124,8 @@ def row(evidence: EvidenceSet) -> dict[str, Any]:
 def collect(adaptations_root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     return collect_rows(
         adaptations_root,
-        "*/benchmark_metrics_*.json",
-        lambda path: [row(EvidenceSet(path, load_metrics(path)))],
+        f"*/{metrics_glob('benchmark')}",
+        lambda path: [row(read_metrics(path))],
         (EvidenceError, KeyError, TypeError, ZeroDivisionError),
     )
 

@@ -35,6 +35,7 @@ from pydantic.dataclasses import dataclass
 
 from ab_runtime import accuracy_standard
 from ab_runtime.fileops import sha256_file
+from ab_runtime.metrics_file import MetricsFile, find_metrics
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError
@@ -45,7 +46,6 @@ from ascendbridge.gatekit.report import EvidenceCheck, GateReport, untrusted_sum
 from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.settings import section
-from benchmark.evidence import EvidenceSet, find_evidence
 from benchmark.op_coverage import evidence_check
 from benchmark.render import ACCURACY_RUN, render_accuracy_run_text
 from benchmark.settings import BenchmarkSettings
@@ -86,9 +86,9 @@ class AccuracyGateReport(GateReport):
         return self.runs
 
 
-def static_problems(ev: EvidenceSet) -> list[str]:
+def static_problems(ev: MetricsFile) -> list[str]:
     """Everything that can be checked without torch: figures, trace, outputs file and its hash."""
-    problems = check_metrics(ev.metrics)
+    problems = check_metrics(ev.data)
     trace = ev.named("trace")
     if trace is None:
         problems.append("evidence.trace: not named")
@@ -100,7 +100,7 @@ def static_problems(ev: EvidenceSet) -> list[str]:
     outputs = ev.named("outputs")
     if outputs is None or not outputs.is_file():
         problems.append(f"outputs file {outputs.name if outputs else '(unnamed)'} not found")
-    elif sha256_file(outputs) != (ev.metrics.get("evidence") or {}).get("outputs_sha256"):
+    elif sha256_file(outputs) != (ev.data.get("evidence") or {}).get("outputs_sha256"):
         problems.append(
             f"{outputs.name}: sha256 does not match the metrics file (outputs changed or truncated after the run)"
         )
@@ -108,7 +108,7 @@ def static_problems(ev: EvidenceSet) -> list[str]:
 
 
 def recompute(
-    evidence: list[EvidenceSet], spec_path: Path, python: Path, band: float = LATENCY_BAND
+    evidence: list[MetricsFile], spec_path: Path, python: Path, band: float = LATENCY_BAND
 ) -> dict[str, dict[str, list[Any]]]:
     """{"problems", "notes", "undecided", "timings"} per metrics file from recomputing accuracy, re-executing
     sample 0 and re-timing it beside the calibration probe in the adaptation's interpreter (one
@@ -116,22 +116,20 @@ def recompute(
     left inconclusive (ab_runtime/calibration.py)."""
     if not evidence:
         return {}
-    argv = ["--latency-band", str(band), str(spec_path), *(str(ev.metrics_path) for ev in evidence)]
+    argv = ["--latency-band", str(band), str(spec_path), *(str(ev.path) for ev in evidence)]
     result = run_inner(python, "recompute_accuracy.py", argv, cwd=spec_path.parent, timeout_s=RECOMPUTE_TIMEOUT_S)
     parsed = json_report(result.output)
     if parsed is None:
         tail = result.tail(3).replace("\n", " | ")
         why = f"accuracy recomputation did not run (exit {result.exit_code}): {tail}"
-        return {
-            ev.metrics_path.name: {"problems": [why], "notes": [], "undecided": [], "timings": []} for ev in evidence
-        }
+        return {ev.path.name: {"problems": [why], "notes": [], "undecided": [], "timings": []} for ev in evidence}
     out: dict[str, dict[str, list[Any]]] = {}
     for ev in evidence:
-        entry = parsed.get(ev.metrics_path.name) or {"problems": ["no recomputation result"]}
-        out[ev.metrics_path.name] = {
+        entry = parsed.get(ev.path.name) or {"problems": ["no recomputation result"]}
+        out[ev.path.name] = {
             key: [str(line) for line in entry.get(key, [])] for key in ("problems", "notes", "undecided")
         }
-        out[ev.metrics_path.name]["timings"] = [t for t in entry.get("timings", []) if isinstance(t, dict)]
+        out[ev.path.name]["timings"] = [t for t in entry.get("timings", []) if isinstance(t, dict)]
     return out
 
 
@@ -139,10 +137,10 @@ def apply_placement(adaptation_dir: Path) -> str:
     """Give this gate process (and the re-execution it starts) the placement the benchmark run
     recorded in its evidence, and say which (ascendbridge.gatekit.placement)."""
     try:
-        evidence = find_evidence(adaptation_dir)
+        evidence = find_metrics(adaptation_dir)
     except EvidenceError:
         return ""  # the gate itself reports the evidence problem
-    return apply_recorded_placement(ev.metrics for ev in evidence)
+    return apply_recorded_placement(ev.data for ev in evidence)
 
 
 def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -> AccuracyGateReport:
@@ -164,7 +162,7 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
     if untrusted:
         return AccuracyGateReport(name, False, untrusted_summary(untrusted))
     try:
-        evidence = find_evidence(adaptation_dir)
+        evidence = find_metrics(adaptation_dir)
     except EvidenceError as exc:
         return AccuracyGateReport(name, False, str(exc))
     if not evidence:
@@ -173,24 +171,24 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
         python = adaptation_python(adaptation_dir, python_override)
     except EnvError as exc:
         return AccuracyGateReport(name, False, str(exc))
-    static = {ev.metrics_path.name: static_problems(ev) for ev in evidence}
+    static = {ev.path.name: static_problems(ev) for ev in evidence}
     # Tensors are loaded only for sets whose static checks pass: a bad set already fails.
-    recomputed = recompute([ev for ev in evidence if not static[ev.metrics_path.name]], spec_path, python, band)
+    recomputed = recompute([ev for ev in evidence if not static[ev.path.name]], spec_path, python, band)
     standard = accuracy_standard.resolve(target_dtype, spec.get("tolerances"), str(spec.get("task_family") or "*"))
     decided = "".join(f"; {line}" for line in accuracy_standard.human_decisions(standard["decisions"]))
     runs = []
     undecided: list[str] = []
     timings: dict[str, list[dict[str, Any]]] = {}
     for ev in evidence:
-        rerun = recomputed.get(ev.metrics_path.name, {"problems": [], "notes": [], "undecided": [], "timings": []})
-        timings[ev.metrics_path.name] = rerun["timings"]
-        problems = static[ev.metrics_path.name] + rerun["problems"]
-        verdict = (ev.metrics.get("accuracy") or {}).get("verdict") if not problems else None
+        rerun = recomputed.get(ev.path.name, {"problems": [], "notes": [], "undecided": [], "timings": []})
+        timings[ev.path.name] = rerun["timings"]
+        problems = static[ev.path.name] + rerun["problems"]
+        verdict = ev.verdict if not problems else None
         left = [] if problems else rerun["undecided"]  # a failed set is failed, whatever else is open
-        undecided += [f"{ev.metrics_path.name}: {line}" for line in left]
+        undecided += [f"{ev.path.name}: {line}" for line in left]
         runs.append(
             EvidenceCheck(
-                ev.metrics_path.name,
+                ev.path.name,
                 not problems,
                 verdict,
                 problems,
@@ -200,7 +198,7 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
         )
     runs += [check for check in [evidence_check(adaptation_dir)] if check is not None]  # operator gaps
     bad = [r for r in runs if not r.consistent]
-    primary = [r for ev, r in zip(evidence, runs) if ev.run.get("dtype") == target_dtype]
+    primary = [r for ev, r in zip(evidence, runs) if ev.run.dtype == target_dtype]
     if bad:
         first = bad[0]
         summary = f"{len(bad)} of {len(runs)} evidence set(s) failed: {first.metrics_file}: {first.problems[0]}"

@@ -1,9 +1,9 @@
 """Stage evidence read from disk: benchmark metrics, optimization notes, traces, logs, zips.
 
-The stage packages own the evidence formats (benchmark_metrics_*.json: `timing`,
-`reference_timing`, `accuracy.outputs`; optimization_notes.json: `passes`, `combination`, `final`)
-and they evolve, so this reader is tolerant: it shows what it recognises, skips what it does not,
-and says "no evidence yet" for what does not exist. Every path it opens is resolved and
+The metrics files (benchmark_metrics_*.json, perf_metrics_*.json) are read through their one
+reader, `ab_runtime/metrics_file.py`: a file it refuses is shown as unreadable. The other formats
+(optimization_notes.json: `passes`, `combination`, `final`) are read tolerantly: what this reader
+recognises is shown, the rest skipped, and "no evidence yet" said for what does not exist. Every path it opens is resolved and
 checked to lie inside its root (the adaptations or the logs directory): a board row pointing at
 /etc/passwd, or a symlink planted in an adaptation, shows nothing.
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeGuard
 
+from ab_runtime import metrics_file
 from ascendbridge import capped_read
 
 MAX_JSON_BYTES = 4 * 1024 * 1024
@@ -183,18 +184,18 @@ def benchmark_runs(adapt_dir: Path | None) -> list[BenchmarkRun]:
     if adapt_dir is None:
         return []
     runs = []
-    paths = sorted(adapt_dir.glob("benchmark_metrics_*.json")) + sorted(adapt_dir.glob("perf_metrics_*.json"))
+    paths = [path for kind in metrics_file.PREFIXES for path in sorted(adapt_dir.glob(metrics_file.metrics_glob(kind)))]
     for path in paths:
         match = _METRICS_NAME.match(path.name)
         if not match or inside(path, adapt_dir) is None:
             continue
         label = match["label"] + ("_perf" if match["kind"] == "perf" else "")
-        data = _load_json(path)
-        if data is None:
+        try:  # the format's one reader (ab_runtime/metrics_file.py), on a size-capped read
+            metrics = metrics_file.parse_metrics(_load_json(path), path)
+        except metrics_file.EvidenceError:
             runs.append(BenchmarkRun(path.name, label, {}, {}, None, [], {}, readable=False))
             continue
-        accuracy = data.get("accuracy")
-        verdict = accuracy.get("verdict") if isinstance(accuracy, dict) else None
+        data = metrics.data
         rest = {k: v for k, v in data.items() if k not in ("accuracy", "timing", "reference_timing", "workload")}
         workload, sweep = workload_summary(data.get("workload"))
         runs.append(
@@ -203,8 +204,8 @@ def benchmark_runs(adapt_dir: Path | None) -> list[BenchmarkRun]:
                 label=label,
                 latency=_timing(data.get("timing")),
                 reference_latency=_timing(data.get("reference_timing")),
-                verdict=str(verdict) if verdict is not None else None,
-                outputs=output_accuracy(accuracy),
+                verdict=metrics.verdict,
+                outputs=output_accuracy(data["accuracy"]),
                 figures=flatten(rest),
                 workload=workload,
                 sweep=sweep,

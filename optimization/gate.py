@@ -34,11 +34,12 @@ from typing import Any
 from pydantic.dataclasses import dataclass
 
 from ab_runtime import accuracy_standard
+from ab_runtime.metrics_file import read_metrics
 from ab_runtime.optimize import quick
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.compare import recorded_matches
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
-from ascendbridge.gatekit.evidence import EvidenceError, load_metrics
+from ascendbridge.gatekit.evidence import EvidenceError
 from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.metrics_check import check_metrics
 from ascendbridge.gatekit.placement import apply_recorded_placement
@@ -140,7 +141,7 @@ def apply_placement(directory: Path) -> str:
     (the gate itself reports that)."""
     try:
         path, _ = _perf_metrics(directory, load_notes(directory))
-        return apply_recorded_placement([load_metrics(path)]) if path is not None else ""
+        return apply_recorded_placement([read_metrics(path).data]) if path is not None else ""
     except (ValueError, EvidenceError, TypeError, KeyError):
         return ""
 
@@ -211,7 +212,7 @@ def check_perf_gate(
     if path is None:
         return OptimizationGateReport(name, False, problems[0], problems)
     try:
-        metrics = load_metrics(path)
+        metrics = read_metrics(path).data
         python = adaptation_python(directory, python_override)
     except (EvidenceError, EnvError) as exc:
         return OptimizationGateReport(name, False, str(exc))

@@ -8,11 +8,12 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ab_runtime.fileops import write_text_atomic
+from ab_runtime.metrics_file import PREFIXES
 from ascendbridge.package.spec import AdaptationSpec
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ACCURACY_RUN_PERF = "accuracy_run_perf.py"
-PERF_METRICS_PREFIX = "perf_metrics_"  # ab_runtime.optimize.perf_run's evidence; never benchmark_metrics_*
+PERF_METRICS_PREFIX = PREFIXES["perf"][1]  # ab_runtime.optimize.perf_run's evidence; never benchmark_metrics_*
 
 
 def render_text(spec: AdaptationSpec, passes: list[str], device: str) -> str:

@@ -29,8 +29,9 @@ from .. import calibration, harness, precision, workloads
 from .. import device as ab_device
 from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
+from ..metrics_file import METRICS_SCHEMA, evidence_names
 from ..ops.record import record_target
-from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
+from ..outputs import OUTPUTS_FORMAT
 from ..result import run_main
 
 DATASETS = ("synthetic",)
@@ -66,11 +67,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def names(device: str, dtype: str, mode: str, dataset: str) -> dict[str, str]:
-    stem = f"{device}_{dtype}_{mode}_{dataset}"
-    return {"outputs": f"outputs_{stem}.pt", "trace": f"trace_{stem}.json", "metrics": f"benchmark_metrics_{stem}.json"}
-
-
 def target_outputs(session: harness.Session, target: ab_build.Build, target_run: Any) -> dict[str, Any]:
     """The target's outputs; a lower-precision run that fails is probed module by module, and an
     operator refusing the dtype becomes a DtypeRefused finding instead of a bare traceback."""
@@ -99,7 +95,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     spec, choice, dtype_name, mode = session.spec, session.choice, session.baseline_dtype_name, session.mode
     out_dir = Path(args.out_dir)
-    files = names(choice.kind, dtype_name, mode, args.dataset)
+    files = evidence_names("benchmark", choice.kind, dtype_name, mode, args.dataset)
     summary = harness.model_summary(session)
     harness.say(f"model {spec.model_id} ({spec.task_family}), target {choice.kind} ({choice.name}) {dtype_name}")
     harness.say(

@@ -30,12 +30,11 @@ from .. import device as ab_device
 from .. import harness, workloads
 from ..errors import RuntimeDiagnosis
 from ..measure import profile_forward, summarize, throughput
-from ..outputs import METRICS_SCHEMA, OUTPUTS_FORMAT
+from ..metrics_file import METRICS_SCHEMA, evidence_names
+from ..outputs import OUTPUTS_FORMAT
 from ..result import run_main
 from . import passes
 from .optimize import environment, generation_accuracy, sequential_paired
-
-PERF_PREFIX = "perf_"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -113,13 +112,8 @@ def evidence(
         f"x{figures['speedup']:.3f} (interval {figures['interval'][0]:.3f}..{figures['interval'][1]:.3f})"
     )
 
-    stem = f"{session.choice.kind}_{b.accuracy_dtype}_{session.mode}_{args.dataset}"
     out_dir = Path(args.out_dir)
-    files = {
-        "outputs": f"{PERF_PREFIX}outputs_{stem}.pt",
-        "trace": f"{PERF_PREFIX}trace_{stem}.json",
-        "metrics": f"{PERF_PREFIX}metrics_{stem}.json",
-    }
+    files = evidence_names("perf", session.choice.kind, b.accuracy_dtype, session.mode, args.dataset)
     outputs_sha = harness.save_outputs(
         out_dir / files["outputs"],
         {

@@ -43,22 +43,25 @@ def package_files(root: Path) -> list[str]:
 
 
 def results_from_evidence(root: Path) -> list[dict[str, Any]]:
-    """One row per benchmark run found in the evidence (benchmark_metrics_*.json), sorted."""
-    rows = []
-    for path in sorted(root.glob("benchmark_metrics_*.json")):
-        data = json.loads(path.read_text())
-        rows.append(
-            {
-                "evidence": path.name,
-                "device": data["run"]["device"],
-                "dtype": data["run"]["dtype"],
-                "mode": data["run"]["mode"],
-                "median_ms": data["timing"]["median_ms"],
-                "samples_per_s": data["throughput"]["samples_per_s"],
-                "accuracy": data["accuracy"]["verdict"],
-            }
-        )
-    return rows
+    """One row per benchmark run found in the evidence (benchmark_metrics_*.json), sorted.
+
+    Read with the format's one reader, `ab_runtime/metrics_file.py` (standard library only): in an
+    export the package's own copy (its folder is put first on the path when this file runs as a
+    script), imported only here, after `verify` found every file as the manifest lists it."""
+    from ab_runtime.metrics_file import find_metrics
+
+    return [
+        {
+            "evidence": m.path.name,
+            "device": m.run.device,
+            "dtype": m.run.dtype,
+            "mode": m.run.mode,
+            "median_ms": m.median_ms,
+            "samples_per_s": m.samples_per_s,
+            "accuracy": m.verdict,
+        }
+        for m in find_metrics(root)
+    ]
 
 
 def optimization_from_evidence(root: Path) -> dict[str, Any] | None:
@@ -119,7 +122,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         problems = verify(root)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
         print(f"error: unreadable package {root.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     if not problems and args.run:
@@ -133,4 +136,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # the package's ab_runtime, also under `python -I`
     sys.exit(main(sys.argv[1:]))

@@ -1,19 +1,14 @@
-"""Evidence basics every gate shares: the one evidence error, resolving an adaptation by name, and
-the metrics file's schema, which benchmark_run and the optimizer's perf_run both write."""
+"""Evidence basics every gate shares: resolving an adaptation by name, refused with the one evidence
+error (`ab_runtime.metrics_file.EvidenceError`, which the metrics file's reader raises too)."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
 
-METRICS_SCHEMA = "ascendbridge.benchmark_metrics/1"  # ab_runtime/outputs.py writes the same string
+from ab_runtime.metrics_file import EvidenceError as EvidenceError
+
 _ADAPTATION_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-
-
-class EvidenceError(ValueError):
-    """Evidence that is missing, unreadable or not what a benchmark run writes."""
 
 
 def resolve_adaptation(name: str, root: Path) -> Path:
@@ -24,15 +19,3 @@ def resolve_adaptation(name: str, root: Path) -> Path:
     if not path.is_dir():
         raise EvidenceError(f"no adaptation '{name}' in {root}")
     return path
-
-
-def load_metrics(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise EvidenceError(f"{path.name}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EvidenceError(f"{path.name}: not valid JSON ({exc.__class__.__name__})") from None
-    if not isinstance(data, dict) or data.get("schema") != METRICS_SCHEMA:
-        raise EvidenceError(f"{path.name}: not a benchmark metrics file (schema != {METRICS_SCHEMA})")
-    return data

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.metrics_file import find_metrics
 from ascendbridge.board.store import BoardStore
 from ascendbridge.cli.errors import EXIT_FAILURE, CliError, run_guarded
 from ascendbridge.cli.evidence_tool import add_compare, tool_parser
@@ -23,7 +24,6 @@ from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from ascendbridge.gatekit.trace import TraceError, load_trace
 from benchmark.aggregate import collect, write_figures, write_reports
-from benchmark.evidence import find_evidence
 from benchmark.hotspots import analyse, format_report
 from benchmark.probe import latest_probe
 from benchmark.roofline import RooflineError, format_roofline, roofline
@@ -103,7 +103,7 @@ def cmd_hotspots(args: argparse.Namespace) -> int:
 
 def _pick_metrics(name: str, dtype: str | None) -> dict[str, Any]:
     directory = resolve_adaptation(name, adaptations_dir())
-    sets = find_evidence(directory)
+    sets = find_metrics(directory)
     if not sets:
         raise ToolError(f"{name} has no benchmark evidence yet (run the benchmark stage or accuracy_run.py)")
     if dtype is None:
@@ -111,11 +111,11 @@ def _pick_metrics(name: str, dtype: str | None) -> dict[str, Any]:
             json.loads((directory / "adaptation.json").read_text()) if (directory / "adaptation.json").is_file() else {}
         )
         dtype = (spec.get("dtype") or {}).get("target", "float32")
-    chosen = [s for s in sets if s.run.get("dtype") == dtype]
+    chosen = [s for s in sets if s.run.dtype == dtype]
     if not chosen:
-        have = ", ".join(sorted({str(s.run.get("dtype")) for s in sets}))
+        have = ", ".join(sorted({s.run.dtype for s in sets}))
         raise ToolError(f"{name} has no {dtype} run (have: {have}); pass --dtype")
-    return max(chosen, key=lambda s: str(s.metrics.get("created_at"))).metrics
+    return max(chosen, key=lambda s: str(s.data.get("created_at"))).data
 
 
 def cmd_roofline(args: argparse.Namespace) -> int:

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from ab_runtime.metrics_file import find_metrics
 from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.board import BoardStore
 from ascendbridge.discovery.task_family import classify
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
-from benchmark.evidence import find_evidence
 from benchmark.gate import recompute
 from benchmark.render import render_accuracy_run
 from healing.stage import HEALING_STAGE
@@ -218,7 +218,7 @@ def test_one_benchmark_run_per_family_group(pipeline: Pipeline) -> None:
     applied = metrics["accuracy"]["outputs"]["prediction_outputs"]["applied"]
     assert applied["max_abs_err_scaled_max"] == 0.125  # the forecasting row: twice the bfloat16 standard
     # The gate's accuracy recomputation (not its timing re-measurement) applies the same family row.
-    recomputed = recompute(find_evidence(directory), directory / "adaptation.json", pipeline.python)
+    recomputed = recompute(find_metrics(directory), directory / "adaptation.json", pipeline.python)
     assert recomputed and all(not r["problems"] for r in recomputed.values()), recomputed
     jamba = json.loads(
         (pipeline.contexts["jamba"].adaptation_dir / pipeline.benchmarks["jamba"][1]["metrics"]).read_text()

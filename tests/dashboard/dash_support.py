@@ -120,6 +120,7 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
         json.dumps(
             {
                 "schema": "ascendbridge.benchmark_metrics/1",
+                "run": {"device": "cpu", "dtype": "bf16", "mode": "random", "dataset": "synthetic"},
                 "timing": {"median_ms": 12.5, "p90_ms": 14.1, "min_ms": 11.8, "samples_ms": [12.5, 11.8, 14.1]},
                 "reference_timing": {"median_ms": 20.0, "p90_ms": 21.0, "min_ms": 19.5},
                 "throughput": {"samples_per_s": 320.0},

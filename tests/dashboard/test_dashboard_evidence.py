@@ -1,4 +1,4 @@
-"""Evidence reading: tolerant of unknown shapes, strict about paths."""
+"""Evidence reading: metrics files through their one reader, other files tolerantly, strict about paths."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ab_runtime.metrics_file import METRICS_SCHEMA
 from dashboard import evidence
 from tests.dashboard.dash_support import measured_pass
 
@@ -16,7 +17,16 @@ def test_benchmark_runs_read_timing_and_per_output_accuracy(tmp_path: Path) -> N
     (tmp_path / "benchmark_metrics_npu_float16_pretrained_wikitext.json").write_text(
         json.dumps(
             {
-                "timing": {"median_ms": 3.0, "p90_ms": 4.0, "samples_ms": [3.0, 4.0], "profiler_during_timing": False},
+                "schema": METRICS_SCHEMA,
+                "run": {"device": "npu", "dtype": "float16", "mode": "pretrained", "dataset": "wikitext"},
+                "timing": {
+                    "median_ms": 3.0,
+                    "p90_ms": 4.0,
+                    "min_ms": 3.0,
+                    "samples_ms": [3.0, 4.0],
+                    "profiler_during_timing": False,
+                },
+                "throughput": {"batch_size": 1, "samples_per_s": 333.3},
                 "reference_timing": {"median_ms": 9.0},
                 "accuracy": {
                     "verdict": "fail",
@@ -42,12 +52,17 @@ def test_benchmark_runs_read_timing_and_per_output_accuracy(tmp_path: Path) -> N
         )
     )
     (tmp_path / "benchmark_metrics_cpu_fp32_random_synthetic.json").write_text("{truncated")
+    (tmp_path / "benchmark_metrics_cpu_fp32_random_other.json").write_text(json.dumps({"schema": METRICS_SCHEMA}))
     (tmp_path / "benchmark_metrics_bad name.json").write_text("{}")
     runs = evidence.benchmark_runs(tmp_path)
-    assert [r.label for r in runs] == ["cpu_fp32_random_synthetic", "npu_float16_pretrained_wikitext"]
-    assert runs[0].readable is False
-    npu = runs[1]
-    assert npu.latency == {"median_ms": 3.0, "p90_ms": 4.0}  # samples stay in the file, booleans are no figure
+    assert [r.label for r in runs] == [
+        "cpu_fp32_random_other",
+        "cpu_fp32_random_synthetic",
+        "npu_float16_pretrained_wikitext",
+    ]
+    assert runs[0].readable is False and runs[1].readable is False  # refused by the format's reader
+    npu = runs[2]
+    assert npu.latency == {"median_ms": 3.0, "p90_ms": 4.0, "min_ms": 3.0}  # samples stay in the file
     assert npu.reference_latency == {"median_ms": 9.0} and npu.verdict == "fail"
     hidden, pooler = npu.outputs
     assert (hidden.name, hidden.verdict, hidden.reasons) == ("last_hidden_state", "fail", ["cosine 0.98 < 0.99"])
@@ -155,7 +170,14 @@ def test_workload_headline_and_sweep_chart(tmp_path: Path) -> None:
     """TTFT / TPOT / tokens/s of a generation run and the batch-sweep chart of an encoder run."""
     from dashboard.views import _charts
 
-    base = {"timing": {"median_ms": 2.0}, "reference_timing": {}, "accuracy": {"verdict": "pass", "outputs": {}}}
+    base = {
+        "schema": METRICS_SCHEMA,
+        "run": {"device": "cpu", "dtype": "float32", "mode": "dry_run", "dataset": "synthetic"},
+        "timing": {"median_ms": 2.0, "p90_ms": 2.0, "min_ms": 2.0},
+        "reference_timing": {"median_ms": 4.0},
+        "throughput": {"samples_per_s": 500.0},
+        "accuracy": {"verdict": "pass", "outputs": {}},
+    }
     (tmp_path / "benchmark_metrics_cpu_float32_dry_run_synthetic.json").write_text(
         json.dumps(
             {

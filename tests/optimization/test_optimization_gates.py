@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from ab_runtime.metrics_file import find_metrics
 from bench.busy_loops import busy_loops
-from benchmark.evidence import find_evidence
 from optimization.gate import OptimizationGateReport, check_notes_gate, check_perf_gate
 from optimization.notes_check import NOTES_FILE, check_notes, pairstats
 from tests.optimization.opt_support import finish, run_py
@@ -258,7 +258,7 @@ def test_an_int8_winner_passes_the_perf_gate_by_re_execution(
     assert report.passed, report.as_dict()
     assert report.details["reproduced"]["interval"][0] > 1.02
     assert result["metrics"].startswith("perf_metrics_")  # never taken by the benchmark gate's glob
-    assert all(not ev.metrics.get("optimization") for ev in find_evidence(directory))
+    assert all(not ev.data.get("optimization") for ev in find_metrics(directory))
 
 
 def test_perf_gate_usage_errors() -> None:

@@ -271,13 +271,11 @@ def test_optimization_tool_aggregate_and_compare(tmp_path: Path) -> None:
 
 
 def test_perf_evidence_has_its_own_name_the_benchmark_gate_never_takes(tmp_path: Path) -> None:
-    from ascendbridge.gatekit.evidence import METRICS_SCHEMA
-    from benchmark.evidence import find_evidence
+    from ab_runtime.metrics_file import METRICS_SCHEMA, evidence_names, find_metrics
     from optimization.render import PERF_METRICS_PREFIX
 
-    runtime = (Path(__file__).resolve().parents[2] / "ab_runtime" / "optimize" / "perf_run.py").read_text()
-    assert 'PERF_PREFIX = "perf_"' in runtime and PERF_METRICS_PREFIX == "perf_metrics_"  # what perf_run writes
-    (tmp_path / f"{PERF_METRICS_PREFIX}cpu_float32_dry_run_synthetic.json").write_text(
-        json.dumps({"schema": METRICS_SCHEMA})
-    )
-    assert find_evidence(tmp_path) == []
+    perf = evidence_names("perf", "cpu", "float32", "dry_run", "synthetic")  # what perf_run writes
+    assert perf["metrics"] == "perf_metrics_cpu_float32_dry_run_synthetic.json"
+    assert perf["metrics"].startswith(PERF_METRICS_PREFIX)
+    (tmp_path / perf["metrics"]).write_text(json.dumps({"schema": METRICS_SCHEMA}))
+    assert find_metrics(tmp_path) == []

@@ -1,0 +1,76 @@
+"""The metrics file's one reader (ab_runtime/metrics_file.py): a typed record, one-line refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ab_runtime.metrics_file import METRICS_SCHEMA, EvidenceError, evidence_names, find_metrics, read_metrics
+
+
+def metrics_body(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "schema": METRICS_SCHEMA,
+        "run": {"device": "cpu", "dtype": "float32", "mode": "dry_run", "dataset": "synthetic", "device_name": "x86"},
+        "timing": {"median_ms": 2.0, "p90_ms": 3, "min_ms": 1.5},
+        "reference_timing": {"median_ms": 4.0},
+        "throughput": {"samples_per_s": 500.0},
+        "accuracy": {"verdict": "pass", "outputs": {"logits": {"kind": "float"}}},
+        "evidence": {"trace": "trace_cpu_float32_dry_run_synthetic.json", "outputs": "../escape.pt"},
+    }
+    body.update(changes)
+    return body
+
+
+def test_a_metrics_file_reads_as_a_typed_record(tmp_path: Path) -> None:
+    names = evidence_names("benchmark", "cpu", "float32", "dry_run", "synthetic")
+    path = tmp_path / names["metrics"]
+    path.write_text(json.dumps(metrics_body()))
+    (found,) = find_metrics(tmp_path)
+    assert found == read_metrics(path)
+    assert (found.run.device, found.run.device_name, found.label) == ("cpu", "x86", "cpu/float32/dry_run/synthetic")
+    assert (found.median_ms, found.p90_ms, found.reference_median_ms, found.verdict) == (2.0, 3.0, 4.0, "pass")
+    assert isinstance(found.p90_ms, float) and found.outputs == {"logits": {"kind": "float"}}
+    assert found.named("trace") == tmp_path / names["trace"] and found.named("outputs") is None  # not a plain name
+
+
+def test_the_benchmark_and_the_perf_run_have_their_own_names(tmp_path: Path) -> None:
+    bench = evidence_names("benchmark", "npu", "bfloat16", "pretrained", "synthetic")
+    perf = evidence_names("perf", "npu", "bfloat16", "pretrained", "synthetic")
+    assert bench == {
+        "outputs": "outputs_npu_bfloat16_pretrained_synthetic.pt",
+        "trace": "trace_npu_bfloat16_pretrained_synthetic.json",
+        "metrics": "benchmark_metrics_npu_bfloat16_pretrained_synthetic.json",
+    }
+    assert perf["metrics"] == "perf_metrics_npu_bfloat16_pretrained_synthetic.json"
+    (tmp_path / perf["metrics"]).write_text(json.dumps(metrics_body()))
+    assert find_metrics(tmp_path) == [] and len(find_metrics(tmp_path, "perf")) == 1
+    with pytest.raises(EvidenceError, match="not a valid evidence name part"):
+        evidence_names("benchmark", "../cpu", "float32", "dry_run", "synthetic")
+    with pytest.raises(EvidenceError, match="unknown run kind"):
+        evidence_names("serving", "cpu", "float32", "dry_run", "synthetic")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{truncated", "m.json: not valid JSON (JSONDecodeError)"),
+        (json.dumps({"schema": "other/1"}), f"m.json: not a metrics file (schema != {METRICS_SCHEMA})"),
+        (json.dumps(metrics_body(run={"device": "cpu"})), "m.json: run.dtype is missing or not a str"),
+        (json.dumps(metrics_body(timing={"median_ms": True})), "m.json: timing.median_ms is missing or not a float"),
+        (json.dumps(metrics_body(accuracy={"verdict": "pass"})), "m.json: accuracy.outputs is missing or not a dict"),
+    ],
+)
+def test_a_malformed_file_is_one_line_naming_the_field(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "m.json").write_text(text)
+    with pytest.raises(EvidenceError) as refused:
+        read_metrics(tmp_path / "m.json")
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(EvidenceError, match=r"^gone.json: file not found$"):
+        read_metrics(tmp_path / "gone.json")
