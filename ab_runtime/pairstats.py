@@ -23,14 +23,25 @@ CONFIDENCE = 0.90  # two-sided coverage of the sign-test interval (at least this
 DEFAULT_MIN_GAIN = 0.02  # a kept pass must be faster by more than 2 % at the interval's low end
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100), same definition as numpy's default."""
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), same definition as numpy's default and vLLM's.
+    No values have no percentile: ValueError, so a caller decides what an empty list shows."""
     if not values:
-        raise ValueError("no values")
+        raise ValueError("percentile of no values")
     data = sorted(values)
     pos = (len(data) - 1) * q / 100.0
     lo, hi = math.floor(pos), math.ceil(pos)
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    """Geometric mean of ratios (speedups); None for no values, ValueError for one that is not > 0
+    (a ratio of zero or below is a broken figure, not one to average away)."""
+    if not values:
+        return None
+    if any(not v > 0 for v in values):
+        raise ValueError(f"geometric mean of a value that is not > 0: {min(values)}")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def sign_interval_rank(n: int, confidence: float = CONFIDENCE) -> int:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ab_runtime.pairstats import geomean  # noqa: E402
 from ascendbridge.package.spec import RESULT_MARKER, InputRecipe, WorkloadSpec  # noqa: E402
 from bench.workload_suite import optimize_argv, render  # noqa: E402
 from tests.support.torch_env import torch_env_python  # noqa: E402
@@ -135,11 +135,6 @@ def fmt(c: dict[str, Any]) -> str:
     return text + (" acc-fail" if c["accuracy"] != "pass" else "")
 
 
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     manifest = json.loads((DEMO / "manifest.json").read_text())["models"]
@@ -219,8 +214,8 @@ def main(argv: list[str]) -> int:
         )
         for c in COLUMNS
     }
-    geo_choice = geomean([r["choice"]["speedup"] for r in ok_rows])
-    geo_selection = geomean([r["choice"]["selection_speedup"] for r in ok_rows])
+    geo_choice = geomean([s for r in ok_rows if (s := r["choice"]["speedup"] or 0) > 0])  # a failed choice: none
+    geo_selection = geomean([s for r in ok_rows if (s := r["choice"]["selection_speedup"] or 0) > 0])
     print(
         "geomean (accuracy-passing measured rows): "
         + ", ".join(f"{c.replace('cpu_', '')} {g:.2f}" for c, g in geo.items() if g)

@@ -28,6 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from ab_runtime.pairstats import percentile  # noqa: E402
 from ascendbridge.board import BoardStore, Registration  # noqa: E402
 from ascendbridge.runtime.executor import Executor, LocalProcessExecutor  # noqa: E402
 from ascendbridge.teamlead.registry import StageRef, stage_refs  # noqa: E402
@@ -71,11 +72,6 @@ def run_once(executor: Executor, stage: str, tasks: int, slots: int) -> dict[str
 
 def _spread(values: list[float], fmt: str) -> str:
     return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[int(q * (len(ordered) - 1))]
 
 
 def make_executor(kind: str, address: str | None) -> Executor:
@@ -125,8 +121,8 @@ def main() -> int:
                         per_task = [1000 * t for r in runs for t in r["per_task"]]
                         print(
                             f"{kind:8s} {stage:9s} {n:5d}  {_spread([r['per_min'] for r in runs], '{:.0f}'):>28s}  "
-                            f"{statistics.median(per_task):>12.0f} [{_pct(per_task, 0.1):.0f}-"
-                            f"{_pct(per_task, 0.9):.0f}]",
+                            f"{statistics.median(per_task):>12.0f} [{percentile(per_task, 10):.0f}-"
+                            f"{percentile(per_task, 90):.0f}]",
                             flush=True,
                         )
             finally:

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
+from ab_runtime.pairstats import geomean
 from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
 from ascendbridge.board.records import AgentRecord
 from ascendbridge.operators import worklist
@@ -320,7 +321,7 @@ def reports(d: Dashboard) -> dict[str, Any]:
         "durations": [asdict(x) for x in rep.durations],
         "speedups": [{"model_id": m, "speedup": v} for m, v in rep.speedups],
         "speedup_histogram": _histogram(speedups),
-        "speedup_geomean": _geomean(speedups),
+        "speedup_geomean": geomean([v for v in speedups if v > 0]),
         "stages": list(STAGES),
         "business": d.queries.business_results(),
         "training": d.queries.training_results(),
@@ -355,13 +356,3 @@ def regressions(d: Dashboard) -> dict[str, Any]:
         "counts": {v: sum(1 for r in rows if r.get("verdict") == v) for v in order},
         "last_event_id": d.queries.last_event_id(),
     }
-
-
-def _geomean(values: list[float]) -> float | None:
-    positive = [v for v in values if v > 0]
-    if not positive:
-        return None
-    product = 1.0
-    for v in positive:
-        product *= v ** (1 / len(positive))
-    return product

@@ -16,11 +16,11 @@ the gate re-derives them from the saved output the same way.
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from ab_runtime.pairstats import percentile
 from ascendbridge.runtime.process import run_command
 
 # One process runs every rate (vLLM imports once): argv[1] is the comma-separated rates, argv[2] the
@@ -118,15 +118,10 @@ def run_bench(
     return runs
 
 
-def percentile(values: list[float], q: float) -> float:
-    """numpy's default (linear) percentile, as vLLM reports it; 0 for no values."""
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def percentile_ms(values: list[float], q: float) -> float:
+    """The q-th percentile of seconds, in ms (numpy's linear definition, as vLLM reports it); 0 when no
+    request succeeded at that rate, which bench_problems reports."""
+    return 1000 * percentile(values, q) if values else 0.0
 
 
 def bench_figures(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
@@ -142,7 +137,7 @@ def bench_figures(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
         latencies = [run["latencies"][i] for i in ok]
         if "ttfts" not in run:  # pooling: one forward pass per request
             for q in PERCENTILES:
-                figures[f"{prefix}e2el_p{q}_ms"] = 1000 * percentile(latencies, q)
+                figures[f"{prefix}e2el_p{q}_ms"] = percentile_ms(latencies, q)
             continue
         ttfts = [run["ttfts"][i] for i in ok]
         lengths = [run["output_lens"][i] for i in ok]
@@ -150,7 +145,7 @@ def bench_figures(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
         itls = [gap for i in ok for gap in run["itls"][i]]
         for metric, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls)):
             for q in PERCENTILES:
-                figures[f"{prefix}{metric}_p{q}_ms"] = 1000 * percentile(values, q)
+                figures[f"{prefix}{metric}_p{q}_ms"] = percentile_ms(values, q)
         figures[prefix + "output_tokens_per_s"] = sum(lengths) / duration if duration else 0.0
     return figures
 

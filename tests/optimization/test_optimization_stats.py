@@ -24,6 +24,18 @@ def test_sign_interval_rank_widens_with_few_pairs() -> None:
     assert stats.sign_interval_rank(20) == 6
 
 
+def test_percentile_and_geomean_are_defined_on_every_input() -> None:
+    """The one percentile and geometric mean every caller uses (serving, dashboard, benches, gates)."""
+    assert stats.percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5  # numpy's linear definition
+    assert stats.percentile([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 90) == pytest.approx(9.1)
+    assert stats.percentile([7.0], 99) == 7.0 and stats.percentile([1.0, 9.0], 0) == 1.0
+    with pytest.raises(ValueError, match="percentile of no values"):
+        stats.percentile([], 50)
+    assert stats.geomean([2.0, 8.0]) == pytest.approx(4.0) and stats.geomean([]) is None
+    with pytest.raises(ValueError, match="not > 0"):
+        stats.geomean([2.0, 0.0])
+
+
 def test_speedup_is_the_ratio_of_the_reported_medians() -> None:
     base = [[10.0, 11.0, 30.0], [10.5, 12.0, 10.2], [9.8, 50.0, 10.0], [10.1, 10.1, 10.1], [10.0, 10.3, 99.0]]
     cand = [[5.0, 5.2, 7.0], [5.1, 5.0, 5.5], [4.9, 5.0, 60.0], [5.3, 5.0, 5.0], [5.0, 5.0, 5.0]]

@@ -207,6 +207,12 @@ def test_bench_figures_are_derived_from_the_saved_per_request_lists() -> None:
     assert acceptance_problems(figures, "float32", bench) == [
         "vllm bench serve: 1 of 2 requests answered at request rate inf"
     ]
+    runs["none"] = bench_run([0.1], [0.5], [5], ["timeout"])  # no request answered: 0, never a raise
+    bench["rates"].append("none")
+    figures = serving_figures(answered(REFERENCE), REFERENCE, "float32", 1.0, bench)
+    assert figures["bench_none_completed"] == 0.0 and figures["bench_none_ttft_p50_ms"] == 0.0
+    del runs["none"]
+    bench["rates"].remove("none")
     runs["1"]["ttfts"][1] = 0.25  # an edited saved output gives other figures (the gate recomputes them)
     assert serving_figures(answered(REFERENCE), REFERENCE, "float32", 1.0, bench)[
         "bench_1_ttft_p50_ms"
