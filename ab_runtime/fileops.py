@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,21 +26,32 @@ def sha256_file(path: Path) -> str:
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path next to `path` to write; it replaces `path` only when the block succeeds,
-    so a reader sees the old file or the new one, never half of one."""
+    """A fresh temporary path beside `path` to write (any way: text, bytes, torch.save); when the
+    block succeeds it is flushed to disk, renamed over `path` and the directory synced, so a reader,
+    a concurrent writer or a crash leaves the old file or the whole new one, never half of one. The
+    temporary name is unique (two writers of one path never share it) and removed on failure."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # created by the block: the umask's mode
     try:
         yield tmp
+        _fsync(tmp, os.O_RDONLY)
         os.replace(tmp, path)
+        _fsync(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))  # the rename itself survives a crash
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.fileops import write_text_atomic
 from business_benchmark import metrics as task_metrics
 from business_benchmark.datasets import DatasetError, load_card, load_items, sha256_file
 from business_benchmark.lm_eval_path import derive_lm_eval
@@ -160,9 +161,7 @@ def build_evidence(predictions_path: Path, rule: PassRule, notes: list[str] | No
     }
     name = predictions_path.name.replace(PREDICTIONS_PREFIX, METRICS_PREFIX, 1)
     out = predictions_path.with_name(name)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(evidence, indent=2, sort_keys=True) + "\n")
-    tmp.replace(out)
+    write_text_atomic(out, json.dumps(evidence, indent=2, sort_keys=True) + "\n")
     return out
 
 

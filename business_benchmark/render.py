@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from ab_runtime.fileops import atomic_path, write_text_atomic
 from business_benchmark.datasets import DATA_DIR, load_card, verify_file
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -28,9 +29,7 @@ def render_business_run_text(model_id: str, task_family: str) -> str:
 
 def write_if_changed(path: Path, text: str) -> Path:
     if not path.is_file() or path.read_text() != text:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_text_atomic(path, text)
     return path
 
 
@@ -50,7 +49,6 @@ def copy_sets(names: list[str], directory: Path) -> Path:
         if problem:
             raise ValueError(problem)
         if verify_file(card, target / card.file) is not None:
-            tmp = target / f".{card.file}.tmp"
-            shutil.copyfile(DATA_DIR / card.file, tmp)
-            tmp.replace(target / card.file)
+            with atomic_path(target / card.file) as tmp:
+                shutil.copyfile(DATA_DIR / card.file, tmp)
     return target

@@ -8,11 +8,10 @@ file left by an earlier attempt.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.fileops import write_text_atomic
 from ascendbridge import capped_read
 from ascendbridge.config import logs_dir
 
@@ -24,14 +23,7 @@ def evidence_path(adaptation_name: str, token: int) -> Path:
 def write_evidence(path: Path, data: dict[str, Any]) -> None:
     """Atomic: a reader sees the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def read_evidence(path: Path) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.fileops import write_text_atomic
 from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.teamlead.eta import fmt_s
 
@@ -86,9 +87,7 @@ def state_file(path: Path, write: bool) -> Iterator[dict[str, Any]]:
                 raise ProgressError(f"{path} is not a progress file (invalid JSON)") from None
         yield state
         if write:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps(state, indent=1))
-            os.replace(tmp, path)
+            write_text_atomic(path, json.dumps(state, indent=1))
     finally:
         os.close(lock)
 

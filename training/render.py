@@ -14,7 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from ab_runtime.fileops import sha256_file, write_text_atomic
+from ab_runtime.fileops import atomic_path, sha256_file, write_text_atomic
 from ascendbridge.board.records import TrainingJob
 from training.settings import TrainingSettings
 
@@ -96,6 +96,6 @@ def render_package(
     source, copy = Path(job.data), directory / written[TRAIN_CONFIG]["corpus"]
     if not copy.is_file() or sha256_file(copy) != sha256_file(source):
         copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, copy.with_name(copy.name + ".tmp"))
-        copy.with_name(copy.name + ".tmp").replace(copy)
+        with atomic_path(copy) as tmp:
+            shutil.copyfile(source, tmp)
     return written

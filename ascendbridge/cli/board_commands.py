@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.fileops import write_text_atomic
 from ab_runtime.train.corpus import HUB_PREFIX
 from ascendbridge.agents.history import list_runs as list_agent_runs
 from ascendbridge.board import BoardStore, EventRecord, ModelRecord, Registration, TaskRecord, validate_registration
@@ -457,19 +456,10 @@ def cmd_export(args: argparse.Namespace, out: Output) -> int:
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise CliError(f"cannot write {target}: directory {directory} does not exist", EXIT_FAILURE)
-    # Write beside the target and rename, so a reader never sees a half-written export.
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    try:  # a reader never sees a half-written export
+        write_text_atomic(target, json.dumps(data, indent=2, default=str) + "\n")
     except OSError as exc:
         raise CliError(f"cannot write {target}: directory {directory}: {exc.strerror}", EXIT_FAILURE) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, default=str)
-            fh.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     counts = f"{len(data['models'])} models, {len(data['tasks'])} tasks, {len(data['events'])} events"
     _done(out, f"exported {counts} to {target}", {"output": str(target), "models": len(data["models"])})
     return EXIT_OK

@@ -26,6 +26,7 @@ else:  # Python 3.10
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ab_runtime.fileops import write_text_atomic
 from ascendbridge.config import torch_source, uv_binary
 from ascendbridge.envmode import EnvChoice
 from ascendbridge.package.spec import AdaptationSpec
@@ -166,9 +167,7 @@ def sync_system(directory: Path, choice: EnvChoice, device: str, log: IO[str] | 
         }
         # Replace, never write into: a staging copy's .venv files are hard links to the live ones.
         marker_path = directory / ".venv" / MARKER
-        tmp = marker_path.with_name(MARKER + ".tmp")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        tmp.replace(marker_path)
+        write_text_atomic(marker_path, json.dumps(record, indent=1, sort_keys=True) + "\n")
     except (StackError, ValueError, OSError) as exc:
         return _failed(argv, str(exc), started)
     message = (

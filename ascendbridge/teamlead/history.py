@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
-import tempfile
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.fileops import write_text_atomic
 from ascendbridge.teamlead.eta import Sample
 
 VERSION = 1
@@ -107,11 +106,4 @@ class HostHistory:
         }
         kept = sorted(boards.items(), key=lambda kv: str(kv[1].get("updated", "")), reverse=True)[:MAX_BOARDS]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".stage_history.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": VERSION, "boards": dict(kept)}, fh, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(self.path, json.dumps({"version": VERSION, "boards": dict(kept)}, indent=1, sort_keys=True))
