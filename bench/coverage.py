@@ -36,13 +36,13 @@ from ascendbridge.task_families import TASK_FAMILIES
 from ascendbridge.unsupported_families import needed_family, remaining
 
 sys.path.insert(0, str(REPO_ROOT))
-from tests.benchmark.bench_support import TINY_MODELS
-from tests.support.local_model import TINY_BERT_CONFIG
+from bench.support.local_model import TINY_BERT_CONFIG
+from bench.support.tiny_adaptations import TINY_MODELS
 
 # Where the tests keep their tiny models: (module, attribute); each entry is either
 # {"config": ..., "family": ...} or a tuple (config, family, ...). A module that is missing is skipped.
 TEST_FAMILY_SOURCES = (
-    ("tests.benchmark.bench_support", "TINY_MODELS"),
+    ("bench.support.tiny_adaptations", "TINY_MODELS"),
     ("tests.benchmark.test_benchmark_vision", "MODELS"),
     ("tests.coverage.coverage_support", "COVERAGE_MODELS"),  # audio, time series, embedders, MoE, SSM
 )

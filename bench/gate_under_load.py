@@ -4,7 +4,7 @@
     uv run --locked --extra ray python bench/gate_under_load.py [--model tiny-bert] [-n 5] [--cores 1]
         [--threads 1] [--json FILE]
 
-Renders one real package (tests/benchmark/bench_support.py, run with the shared CPU torch test
+Renders one real package (bench/support/tiny_adaptations.py, run with the shared CPU torch test
 environment), runs its accuracy_run.py once on an idle host as the benchmark stage does (pinned to
 `--cores` with `--threads`: the team lead's timed core on a 2-core host, one thread; stage warmup
 3, iters 10), copies it with every forward timing figure forged 10x faster (consistently: stats,
@@ -34,8 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.busy_loops import busy_loops  # noqa: E402
-from tests.benchmark.bench_support import TINY_MODELS, forge_latency, make_adaptation, record_as_the_stage  # noqa: E402
-from tests.support.torch_env import torch_env_python  # noqa: E402
+from bench.support.tiny_adaptations import (  # noqa: E402
+    TINY_MODELS,
+    forge_latency,
+    make_adaptation,
+    record_as_the_stage,
+)
+from bench.support.torch_env import torch_env_python  # noqa: E402
 
 CHECKER = REPO / "benchmark" / "scripts" / "check_accuracy_run.py"
 FORGED = 10.0

@@ -55,9 +55,9 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
     from ascendbridge.package import uv_env
     from ascendbridge.package.generator import render_adaptation
     from ascendbridge.stage_api import StageContext
+    from bench.support.local_model import register_local
+    from bench.support.torch_env import torch_env_python
     from optimization.stage import OPTIMIZATION_STAGE
-    from tests.support.local_model import register_local
-    from tests.support.torch_env import torch_env_python
 
     info = json.loads((tree / "demo_models" / "manifest.json").read_text())["models"][name]
     config = json.loads((tree / "demo_models" / name / "config.json").read_text())

@@ -43,8 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from ab_runtime.pairstats import geomean  # noqa: E402
 from ascendbridge.package.spec import RESULT_MARKER, InputRecipe, WorkloadSpec  # noqa: E402
+from bench.support.torch_env import torch_env_python  # noqa: E402
 from bench.workload_suite import optimize_argv, render  # noqa: E402
-from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"
 COLUMNS = (

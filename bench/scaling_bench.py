@@ -96,7 +96,7 @@ def main() -> int:
     cluster = None
     address = args.ray_address
     if "ray" in args.executors.split(",") and not address:
-        from tests.support.ray_cluster import LocalRayCluster
+        from bench.support.ray_cluster import LocalRayCluster
 
         t = time.perf_counter()
         cluster = LocalRayCluster(npus_per_node=0, cpus_per_node=max(slots)).start(nodes=1)

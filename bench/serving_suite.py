@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ascendbridge.package.spec import WorkloadSpec  # noqa: E402
+from bench.support.torch_env import torch_env_python  # noqa: E402
 from bench.workload_suite import each_model, finish, measure  # noqa: E402
 from serving.bench import bench_args, run_bench  # noqa: E402
 from serving.env import serve_python  # noqa: E402
@@ -41,7 +42,6 @@ from serving.plan import Refusal  # noqa: E402
 from serving.server import free_port, served  # noqa: E402
 from serving.settings import ServingSettings  # noqa: E402
 from serving.steps import export, plan_inputs, plans, server_argv  # noqa: E402
-from tests.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"
 print = functools.partial(print, flush=True)  # progress shows while a long run goes on

@@ -29,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support.torch_env import torch_env_python  # noqa: E402
+from bench.support.torch_env import torch_env_python  # noqa: E402
 
 CORPUS = REPO / "training" / "corpus" / "tiny_stories.jsonl"
 STRATEGIES = (("single", 1), ("ddp", 2), ("fsdp2", 2))

@@ -50,7 +50,7 @@ from ascendbridge.package.spec import (  # noqa: E402
     ModelSource,
     WorkloadSpec,
 )
-from tests.support.torch_env import torch_env_python  # noqa: E402
+from bench.support.torch_env import torch_env_python  # noqa: E402
 
 DEMO = REPO / "demo_models"
 print = functools.partial(print, flush=True)  # progress shows while a long run goes on

@@ -5,7 +5,7 @@ Each demo is a config.json (a truly tiny model: hidden 64, 2 layers, vocab 512; 
 ships a byte-level tokenizer with a chat template), built by the config class of its architecture, then instantiated once to prove the config builds and to record
 the exact parameter count in demo_models/manifest.json (tests check discovery's config estimate
 against it). Needs torch + transformers: started with the framework python, it re-runs itself in
-the shared test torch environment (tests/support/torch_env.py).
+the shared test torch environment (bench/support/torch_env.py).
 
     uv run scripts/make_demo_models.py [--out demo_models]
 """
@@ -167,7 +167,7 @@ def in_torch_env() -> bool:
 def relaunch() -> int:
     """Re-run this script with the shared torch environment's interpreter."""
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.support.torch_env import torch_env_python
+    from bench.support.torch_env import torch_env_python
 
     print("starting in the shared torch environment (created on first use) ...", flush=True)
     python = str(torch_env_python())

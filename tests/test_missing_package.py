@@ -16,7 +16,7 @@ import pytest
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.refusals import is_refusal, remedy
 from ascendbridge.stage_api import Stage, StageContext
-from tests.benchmark.bench_support import make_adaptation
+from bench.support.tiny_adaptations import make_adaptation
 
 AFTER_ADAPTATION = ("healing", "benchmark", "optimization", "business_benchmark", "serving")
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
-from tests.support.local_model import TINY_BERT_CONFIG
+from bench.support.local_model import TINY_BERT_CONFIG
 
 
 def tiny_bert_dir(root: Path) -> Path:

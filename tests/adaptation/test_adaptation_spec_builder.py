@@ -10,8 +10,8 @@ from adaptation.spec_builder import AdaptationRefused, build_spec, dry_run_max_l
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.discovery.model_info import ModelInfo
+from bench.support.local_model import put_discovered
 from tests.adaptation.helpers import REMOTE_CODE, UNKNOWN_FAMILY, discovered_info
-from tests.support.local_model import put_discovered
 
 
 def test_encoder_with_sentence_transformers_pooling(board: BoardStore) -> None:

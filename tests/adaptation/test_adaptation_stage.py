@@ -14,8 +14,8 @@ from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, AppliedFix
 from ascendbridge.stage_api import Stage, StageContext
+from bench.support.local_model import put_discovered, stage_context
 from tests.adaptation.helpers import REMOTE_CODE, UNKNOWN_FAMILY
-from tests.support.local_model import put_discovered, stage_context
 
 pytestmark = pytest.mark.slow  # renders and uv-locks real packages
 

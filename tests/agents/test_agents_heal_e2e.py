@@ -21,9 +21,9 @@ from ascendbridge.config import REPO_ROOT
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe
 from ascendbridge.stage_api import StageContext
+from bench.support.local_model import local_context, register_local
 from healing.stage import HEALING_STAGE
 from tests.agents.agent_support import AgentScript, record_history
-from tests.support.local_model import local_context, register_local
 
 pytestmark = pytest.mark.slow  # fast tier: heals a real adaptation in a real uv environment
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmark.bench_support import make_adaptation, record_as_the_stage, run_accuracy
-from tests.support.torch_env import torch_env_python
+from bench.support.tiny_adaptations import make_adaptation, record_as_the_stage, run_accuracy
+from bench.support.torch_env import torch_env_python
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +32,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, python: Path) -> dict[str, tu
 @pytest.fixture(scope="session")
 def stage_run(tmp_path_factory: pytest.TempPathFactory, python: Path) -> Path:
     """tiny-bert's evidence recorded alone on one core, as the stage records it
-    (bench_support.record_as_the_stage): a figure forged 10x from it is 10x below the real one."""
+    (tiny_adaptations.record_as_the_stage): a figure forged 10x from it is 10x below the real one."""
     directory = make_adaptation(tmp_path_factory.mktemp("stage-run"), "tiny-bert")
     code, result, stdout, stderr = record_as_the_stage(python, directory, [max(os.sched_getaffinity(0))])
     assert code == 0 and result.get("ok"), stdout + stderr

@@ -13,8 +13,8 @@ import pytest
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.gatekit.metrics_check import check_metrics
 from bench.busy_loops import busy_loops
+from bench.support.tiny_adaptations import forge_latency, make_adaptation, run_accuracy
 from benchmark.gate import LATENCY_BAND, LATENCY_BAND_ENV, check_adaptation, latency_band
-from tests.benchmark.bench_support import forge_latency, make_adaptation, run_accuracy
 
 CHECKER = REPO_ROOT / "benchmark" / "scripts" / "check_accuracy_run.py"
 

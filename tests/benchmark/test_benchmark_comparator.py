@@ -8,7 +8,7 @@ import pytest
 
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.gatekit.compare import recorded_matches
-from tests.support.torch_env import run_inner_json
+from bench.support.torch_env import run_inner_json
 
 CASES = r"""
 import json, sys, importlib.util

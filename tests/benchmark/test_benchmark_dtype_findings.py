@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.tiny_adaptations import make_adaptation, run_accuracy
 from benchmark.stage import dtype_finding
-from tests.benchmark.bench_support import make_adaptation, run_accuracy
 
 FAST = ("--device", "cpu", "--num-samples", "1")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.config import REPO_ROOT
-from tests.support.torch_env import run_inner_json
+from bench.support.torch_env import run_inner_json
 
 SCRIPT = r"""
 import json, sys

@@ -12,9 +12,9 @@ import pytest
 from ascendbridge.board import BoardStore
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.teamlead.guidance import open_directives, send_back
+from bench.support.tiny_adaptations import stage_context as make_context
 from benchmark.stage import BENCHMARK_STAGE, board_figures, spec_change
 from healing.stage import HEALING_STAGE
-from tests.benchmark.bench_support import stage_context as make_context
 
 
 @pytest.mark.timeout(900)

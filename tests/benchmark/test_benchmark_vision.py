@@ -23,11 +23,11 @@ from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.discovery.directory import info_from_directory
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import AdaptationSpec
+from bench.support.local_model import fresh_board, put_discovered, stage_context
+from bench.support.tiny_adaptations import run_accuracy
 from benchmark.gate import check_adaptation
 from benchmark.render import render_accuracy_run
 from healing.stage import HEALING_STAGE
-from tests.benchmark.bench_support import run_accuracy
-from tests.support.local_model import fresh_board, put_discovered, stage_context
 
 TEXT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 128}
 VISION = {

@@ -13,10 +13,10 @@ import pytest
 from ab_runtime import workload_figures as wf
 from ab_runtime.errors import SpecError
 from ascendbridge.gatekit.metrics_check import check_metrics
+from bench.support.tiny_adaptations import TINY_MODELS, TINY_WORKLOAD
 from benchmark.gate import check_adaptation
 from benchmark.settings import BenchmarkSettings
 from benchmark.stage import board_figures
-from tests.benchmark.bench_support import TINY_MODELS, TINY_WORKLOAD
 
 
 def _metrics(directory: Path) -> tuple[Path, dict]:

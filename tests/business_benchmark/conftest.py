@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.demo_models import ensure_minilm, list_demo_models
+from bench.support.torch_env import torch_env_python
 from tests.business_benchmark.business_support import demo_dir, make_adaptation, run_business
-from tests.support.torch_env import torch_env_python
 
 # One intra-op thread per run: on a shared 2-core machine two threads per process thrash (30x slower).
 THREADS = ("--threads", "1")

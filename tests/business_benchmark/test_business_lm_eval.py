@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.torch_env import torch_env_python
 from business_benchmark.datasets import DATA_DIR
 from business_benchmark.gate import check_adaptation
 from business_benchmark.lm_eval_path import (
@@ -25,7 +26,6 @@ from business_benchmark.lm_eval_path import (
 from business_benchmark.render import copy_sets
 from tests.business_benchmark.business_support import demo_dir, load, make_adaptation, run_business
 from tests.business_benchmark.conftest import THREADS
-from tests.support.torch_env import torch_env_python
 
 pytestmark = pytest.mark.lm_eval
 

@@ -3,7 +3,7 @@
 The classification, generation / perplexity, seq2seq and embedding paths each write their
 predictions and timing; the greedy decoder is the runtime's (cached), equal to a full re-run per
 token; a bad set or task is one `error:` line and exit 2. All in one process of the shared torch
-env (tests/support/torch_env.py), on the framework's copy of the runtime.
+env (bench/support/torch_env.py), on the framework's copy of the runtime.
 """
 
 from __future__ import annotations

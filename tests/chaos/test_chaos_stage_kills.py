@@ -24,8 +24,8 @@ from ascendbridge.board.records import Registration
 from ascendbridge.naming import base_adaptation_name
 from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
+from bench.support.tiny_adaptations import TINY_MODELS
 from tests.agents.agent_support import FAKE_CLI
-from tests.benchmark.bench_support import TINY_MODELS
 from tests.chaos.chaos_stages import AGENT_STAGES, PARTS
 from tests.chaos.test_chaos_containment import (
     assert_no_loss_no_duplicates,

@@ -1,7 +1,7 @@
 """The families of issue 13 on tiny configs, prepared as the pipeline prepares them: real discovery
 of each config directory, a board record, the built-in adapter's spec, the rendered package.
 
-Model code runs in the shared torch test environment (tests/support/torch_env.py); packages are
+Model code runs in the shared torch test environment (bench/support/torch_env.py); packages are
 real generator output with accuracy_run.py, so the benchmark's run and gate work on them as is.
 Bert's num_labels comes from id2label, as in real checkpoints (one label: a reranker).
 """
@@ -18,8 +18,8 @@ from ascendbridge.discovery.discover import discover
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
+from bench.support.local_model import put_discovered, stage_context
 from benchmark.render import render_accuracy_run
-from tests.support.local_model import put_discovered, stage_context
 
 HERE = Path(__file__).resolve().parent
 TEXT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=128)

@@ -24,14 +24,14 @@ from ascendbridge.board import BoardStore
 from ascendbridge.discovery.task_family import classify
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import StageContext
+from bench.support.local_model import fresh_board, stage_context
+from bench.support.tiny_adaptations import run_accuracy
+from bench.support.torch_env import torch_env_python
 from benchmark.gate import recompute
 from benchmark.render import render_accuracy_run
 from healing.stage import HEALING_STAGE
-from tests.benchmark.bench_support import run_accuracy
 from tests.coverage.coverage_support import HERE, prepare, register, write_models
 from tests.runtime.rt_support import RUNTIME_PARENT, run_batch
-from tests.support.local_model import fresh_board, stage_context
-from tests.support.torch_env import torch_env_python
 
 pytestmark = pytest.mark.slow  # fast tier: every family through the preparation stages
 

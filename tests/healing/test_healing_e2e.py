@@ -23,9 +23,9 @@ from ascendbridge.demo_models import ensure_minilm
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import AdaptationSpec, DtypePolicy, InputRecipe
 from ascendbridge.stage_api import StageContext
+from bench.support.local_model import local_context, register_local
 from healing.evidence import EVIDENCE_FILE
 from healing.stage import HEALING_STAGE
-from tests.support.local_model import local_context, register_local
 
 pytestmark = pytest.mark.slow  # real heals: uv environments and demo.py runs
 

@@ -14,10 +14,10 @@ import pytest
 
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.runtime.process import run_command
+from bench.support.torch_env import torch_env_python
 from healing.classifier import UNCLASSIFIED, classify
 from healing.failure import Failure
 from healing.rules import RULES, Block, Fix, FixContext, GiveUp, Match, Rule, apply_changes, rule_named
-from tests.support.torch_env import torch_env_python
 
 CASES_SCRIPT = Path(__file__).with_name("failing_cases.py")
 

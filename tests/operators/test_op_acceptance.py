@@ -12,7 +12,7 @@ import pytest
 
 from ab_runtime.ops import standard
 from ascendbridge.config import REPO_ROOT
-from tests.support.torch_env import run_inner_json
+from bench.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner" / "acceptance_logic.py"
 

@@ -15,8 +15,8 @@ import pytest
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.operators import gaps
 from ascendbridge.operators import table as op_table
-from tests.benchmark.bench_support import make_adaptation
-from tests.support.torch_env import run_inner_json, torch_env_python
+from bench.support.tiny_adaptations import make_adaptation
+from bench.support.torch_env import run_inner_json, torch_env_python
 
 INNER = Path(__file__).resolve().parent / "inner" / "record_backward_logic.py"
 

@@ -16,9 +16,9 @@ import pytest
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.operators import gaps
 from ascendbridge.operators import table as op_table
+from bench.support.tiny_adaptations import make_adaptation
+from bench.support.torch_env import torch_env_python
 from benchmark import op_coverage
-from tests.benchmark.bench_support import make_adaptation
-from tests.support.torch_env import torch_env_python
 
 SCRIPT = REPO_ROOT / "scripts" / "op_coverage.py"
 

@@ -20,8 +20,8 @@ import pytest
 
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.package.spec import WorkloadSpec
+from bench.support.torch_env import torch_env_python
 from tests.optimization.opt_support import demo_config, make_adaptation, run_py
-from tests.support.torch_env import torch_env_python
 
 CPU_PASSES = "cpu_threads_1,cpu_bf16_cast,cpu_bf16_autocast,cpu_int8_dynamic"
 BF16_PASSES = "cpu_bf16_cast,cpu_bf16_autocast"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ascendbridge.config import REPO_ROOT
-from tests.support.torch_env import run_inner_json
+from bench.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner" / "decode_logic.py"
 DEMO_LLAMA = REPO_ROOT / "demo_models" / "tiny-llama" / "config.json"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ascendbridge.config import REPO_ROOT
-from tests.support.torch_env import run_inner_json
+from bench.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner" / "pass_logic.py"
 

@@ -13,9 +13,9 @@ from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe, WorkloadSpec
 from ascendbridge.refusals import is_refusal
 from ascendbridge.stage_api import StageContext
+from bench.support.local_model import local_context, register_local
 from optimization.stage import OPTIMIZATION_STAGE, OptimizationSettings
 from tests.optimization.opt_support import demo_config
-from tests.support.local_model import local_context, register_local
 
 KNOWN_COST = Path(__file__).resolve().parent / "inner" / "known_cost_passes.py"
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ascendbridge.config import REPO_ROOT
+from bench.support.torch_env import run_inner_json
 from optimization.notes_check import pairstats
-from tests.support.torch_env import run_inner_json
 
 INNER = Path(__file__).resolve().parent / "inner"
 

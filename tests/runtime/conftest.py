@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.torch_env import torch_env_python
+from bench.support.torch_env import torch_env_python
 
 HERE = Path(__file__).resolve().parent
 

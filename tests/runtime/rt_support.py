@@ -1,7 +1,7 @@
 """Helpers for runtime tests: adaptation-like directories and demo runners.
 
 Runtime code only runs inside a torch environment, so every check is a real subprocess of the
-shared test env (tests/support/torch_env.py) on configs made by transformers' real classes.
+shared test env (bench/support/torch_env.py) on configs made by transformers' real classes.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
 from ascendbridge.runtime.payload import PayloadError, WorkerJob, load
 from ascendbridge.runtime.placement import TIMED_STAGES
 from ascendbridge.runtime.ray_executor import RAY_MISSING
-from tests.support.ray_cluster import LocalRayCluster, _free_port
+from bench.support.ray_cluster import LocalRayCluster, _free_port
 from tests.teamlead.tl_support import add_models, check_event_log, run_tl, start_tl, statuses, wait_for
 
 STAGES = "discovery,adaptation,healing,benchmark,optimization"  # the toy stages (tests/teamlead/toy_stages.py)

@@ -28,11 +28,11 @@ from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe
 from ascendbridge.refusals import is_refusal
 from ascendbridge.stage_api import FigureSet, StageContext
+from bench.support.local_model import register_local
 from serving.env import serve_python
 from serving.gate import check_adaptation
 from serving.stage import SERVING_STAGE
 from serving.steps import EVIDENCE_FILE, SERVER_LOG
-from tests.support.local_model import register_local
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE_PYTHON = serve_python(os.environ.get("ASCENDBRIDGE_SERVING_PYTHON", ""))

@@ -27,9 +27,9 @@ from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import StackMismatch, check_stack
 from ascendbridge.revalidation.compare import compare
 from ascendbridge.stages import STAGES
-from tests.benchmark.bench_support import make_adaptation
+from bench.support.tiny_adaptations import make_adaptation
+from bench.support.torch_env import torch_env_python
 from tests.stacks.stack_support import slowed_stack
-from tests.support.torch_env import torch_env_python
 
 pytestmark = pytest.mark.slow  # fast tier: builds real stack environments
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.config import REPO_ROOT
-from tests.support.torch_env import torch_env_python
+from bench.support.torch_env import torch_env_python
 
 BUILDER = Path(__file__).resolve().parent / "build_weighted_models.py"
 REQUEST = {

@@ -1,4 +1,4 @@
-"""The training tests' torch environment: the shared cached one (tests/support/torch_env.py)."""
+"""The training tests' torch environment: the shared cached one (bench/support/torch_env.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.torch_env import torch_env_python
+from bench.support.torch_env import torch_env_python
 
 
 @pytest.fixture(scope="session")

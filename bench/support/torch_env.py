@@ -1,4 +1,4 @@
-"""A shared, cached uv environment with CPU torch + transformers for tests that run model code.
+"""A shared, cached uv environment with CPU torch + transformers for tests and benches that run model code.
 
 Tests of generated adaptations build their own environments through the product; this one is
 for unit tests of code that runs *inside* adaptation environments (runtime, comparator, ...).
@@ -67,8 +67,8 @@ def torch_env_python(extra: tuple[str, ...] = ()) -> Path:
 def run_inner_json(
     script: Path, *args: str, python: Path | None = None, timeout: int = 600, env: dict[str, str] | None = None
 ) -> Any:
-    """Run a test's inner script in the torch environment (or `python`) and return the JSON of its
-    last output line; a non-zero exit fails the test with the script's stderr."""
+    """Run an inner script in the torch environment (or `python`) and return the JSON of its last
+    output line; a non-zero exit raises with the script's stderr (a test fails on it)."""
     proc = subprocess.run(
         [str(python or torch_env_python()), str(script), *args],
         capture_output=True,
@@ -76,5 +76,6 @@ def run_inner_json(
         timeout=timeout,
         env=env,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    if proc.returncode != 0:
+        raise RuntimeError(f"{Path(script).name} exited {proc.returncode}: {proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

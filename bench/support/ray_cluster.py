@@ -141,9 +141,9 @@ class LocalRayCluster:
             except subprocess.TimeoutExpired:
                 pass
         for tree in trees:
-            for proc in tree:
+            for member in tree:
                 try:
-                    proc.kill()
+                    member.kill()
                 except psutil.NoSuchProcess:
                     pass
         subprocess.run(["rm", "-rf", str(self.root)], check=False)

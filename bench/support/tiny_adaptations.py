@@ -19,8 +19,8 @@ from ascendbridge.config import adaptations_dir
 from ascendbridge.package.generator import generate, render_adaptation
 from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
 from ascendbridge.stage_api import StageContext
+from bench.support.local_model import TINY_BERT_CONFIG, TINY_GPT2_LAYERS, TINY_IMAGE, TINY_LAYERS, local_context
 from benchmark.render import render_accuracy_run
-from tests.support.local_model import TINY_BERT_CONFIG, TINY_GPT2_LAYERS, TINY_IMAGE, TINY_LAYERS, local_context
 
 TINY_MODELS: dict[str, dict[str, Any]] = {
     "tiny-bert": {"family": "feature_extraction", "class": "BertModel", "dtype": "float32", "config": TINY_BERT_CONFIG},

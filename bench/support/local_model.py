@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any, TextIO
-
-import pytest
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import ModelRecord, Registration, TaskRecord
@@ -17,6 +15,9 @@ from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.stage_api import StageContext
 from discovery.stage import model_fields
+
+if TYPE_CHECKING:  # only a test passes its monkeypatch; the benches run without pytest
+    import pytest
 
 # the transformer body of the tiny configs written as config.json (hidden 32, two layers of two heads)
 TINY_LAYERS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
