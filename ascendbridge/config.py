@@ -14,7 +14,23 @@ from pathlib import Path
 
 from ascendbridge.settings import REPO_ROOT, EnvsSettings, PathSettings, section
 
-__all__ = ["REPO_ROOT", "adaptations_dir", "board_path", "logs_dir", "stage_history_path", "torch_source", "uv_binary"]
+__all__ = [
+    "REPO_ROOT",
+    "RUNTIME_DIR",
+    "RUNTIME_NAME",
+    "adaptations_dir",
+    "board_path",
+    "logs_dir",
+    "stage_history_path",
+    "torch_source",
+    "uv_binary",
+]
+
+RUNTIME_NAME = "ab_runtime"
+# The framework's runtime package, shipped verbatim into every package by the generator and checked
+# against by the gates: named from the checkout, not from where `import ab_runtime` resolves (a
+# worker runs in an adaptation's directory, where that is the package's own copy).
+RUNTIME_DIR = REPO_ROOT / RUNTIME_NAME
 
 
 def board_path() -> Path:

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import Registration
-from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
 from ascendbridge.registration_file import RegistrationFileError, parse_registration_file

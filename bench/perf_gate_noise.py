@@ -37,7 +37,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from ab_runtime import pairstats  # noqa: E402  (after the repository is on the path)
 from ab_runtime.optimize import quick  # noqa: E402
-from ascendbridge.cli.errors import EXIT_USAGE, OneLineParser, emit_error  # noqa: E402
+from ascendbridge.cli_errors import EXIT_USAGE, OneLineParser, emit_error  # noqa: E402
 
 # (name, true speedup, claimed, the claim's own interval low end, noise spreads)
 SCENARIOS: tuple[tuple[str, float, float, float, tuple[float, ...]], ...] = (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ascendbridge import config
 from ascendbridge.board import BoardError
-from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from dashboard.security import HOSTS_ENV, TOKEN_ENV, allowed_hosts, check_token_strength, new_token
 
 DEFAULT_PORT = 8765

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import adaptations_dir
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.uv_env import parse_result
@@ -161,7 +161,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit codes of ascendbridge/cli/errors.py: 2 for bad input (one `error:` line)."""
+    """Exit codes of ascendbridge/cli_errors.py: 2 for bad input (one `error:` line)."""
     return run_guarded(lambda: _run(argv))
 
 

@@ -23,10 +23,10 @@ from typing import Any
 from ab_runtime.accuracy_standard import accuracy_summary
 from ab_runtime.fileops import write_text_atomic
 from ab_runtime.result import EXIT_BAD_INPUT
+from ascendbridge.config import RUNTIME_DIR
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
-from ascendbridge.package.generator import RUNTIME_DIR
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs, synced_env

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ascendbridge.board.store import BoardStore
-from ascendbridge.cli.errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
+from ascendbridge.cli_errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
 from ascendbridge.config import adaptations_dir, board_path
 from ascendbridge.gatekit.envs import EnvError, adaptation_python
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation

@@ -7,4 +7,4 @@ Runs from any working directory, as `uv run scripts/get_model_info.py ...`; see 
 from _launch import launch
 
 if __name__ == "__main__":
-    launch("ascendbridge.discovery.cli")
+    launch("ascendbridge.cli.model_info_command")

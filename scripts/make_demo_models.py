@@ -232,7 +232,7 @@ def build(out: Path) -> dict[str, Any]:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """A usage mistake is one `error:` line and exit 2, as in every CLI (ascendbridge/cli/errors.py,
+    """A usage mistake is one `error:` line and exit 2, as in every CLI (ascendbridge/cli_errors.py,
     which this script cannot import: it also runs in the torch environment, without the framework)."""
 
     def error(self, message: str) -> NoReturn:

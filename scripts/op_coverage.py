@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ascendbridge.cli.errors import EXIT_FAILURE, CliError, OneLineParser, run_cli
+from ascendbridge.cli_errors import EXIT_FAILURE, CliError, OneLineParser, run_cli
 from ascendbridge.config import adaptations_dir
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from ascendbridge.operators import gaps as op_gaps

@@ -23,7 +23,7 @@ from typing import Any
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import ModelRecord, now_iso
-from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import adaptations_dir, board_path
 from ascendbridge.export import check_package
 from ascendbridge.stacks import describe

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ab_runtime.fileops import write_text_atomic
-from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.teamlead.eta import fmt_s
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -27,7 +27,7 @@ from typing import Any
 
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.board.records import ModelRecord, NewEvent, Registration, now_iso
-from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import adaptations_dir, board_path, logs_dir
 from ascendbridge.envmode import ENV_MODE_VAR, SYSTEM_PYTHON_VAR
 from ascendbridge.revalidation.compare import DEFAULT_TOLERANCE, Verdict, broken, compare, latest_figures

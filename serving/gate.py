@@ -19,10 +19,10 @@ from typing import Any
 from pydantic.dataclasses import dataclass
 
 from ab_runtime.fileops import sha256_file
+from ascendbridge.config import RUNTIME_DIR
 from ascendbridge.gatekit.compare import recorded_differences
 from ascendbridge.gatekit.integrity import runtime_problems
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
-from ascendbridge.package.generator import RUNTIME_DIR
 from ascendbridge.package.spec import AdaptationSpec
 from serving.accept import send
 from serving.env import serve_python

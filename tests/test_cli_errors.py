@@ -1,4 +1,4 @@
-"""Every CLI answers an input error the same way (ascendbridge/cli/errors.py): exit 2 and exactly
+"""Every CLI answers an input error the same way (ascendbridge/cli_errors.py): exit 2 and exactly
 one `error:` line on stderr, never a traceback. Each CLI runs as a real process on a bad input."""
 
 from __future__ import annotations

@@ -24,11 +24,11 @@ from typing import Any
 from pydantic.dataclasses import dataclass
 
 from ab_runtime.result import read_result
+from ascendbridge.config import RUNTIME_DIR
 from ascendbridge.gatekit.compare import recorded_differences
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, model_run_env
 from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
-from ascendbridge.package.generator import RUNTIME_DIR
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.process import run_command

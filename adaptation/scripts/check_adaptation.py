@@ -36,7 +36,7 @@ from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
 from ab_runtime.result import read_result
-from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import adaptations_dir, uv_binary
 from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.runtime.process import CommandResult, run_command

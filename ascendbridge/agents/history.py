@@ -7,8 +7,8 @@ run with a matching failure signature. Each remembered fix is also appended, hum
 `.claude/agent-memory/<role>/MEMORY.md` (ASCENDBRIDGE_AGENT_MEMORY moves that directory).
 
 Agents run inside a stage's worker, which never writes the board: `record_run` / `record_reuse`
-keep the event in this process, the worker puts what `take_events` returns into the stage's
-outcome, and the team lead writes it with the attempt's verdict, under the fencing token. The
+keep the event in this process (`ascendbridge.stage_events`), the worker puts what `take_events`
+returns into the stage's outcome, and the team lead writes it with the attempt's verdict, under the fencing token. The
 budget and the memory read the board through the read-only BoardReader and count this process's
 own runs too, so a second agent run in the same attempt sees the first.
 """
@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ascendbridge import stage_events
 from ascendbridge.agents.settings import AgentConfig
 from ascendbridge.board import BoardStore, UnknownModelError
 from ascendbridge.board.reader import open_reader
@@ -73,20 +74,10 @@ def failure_signature(role: str, *parts: str) -> str:
     return hashlib.sha256(f"{role}|{text}".encode()).hexdigest()[:16]
 
 
-_pending: list[AgentEvent] = []  # this process's events, until the worker puts them in the outcome
-
-
-def take_events() -> list[AgentEvent]:
-    """The events recorded in this process since the last call (the worker's outcome carries them)."""
-    out = list(_pending)
-    _pending.clear()
-    return out
-
-
 def record_run(run: AgentRun) -> None:
     """Keep the run for the stage's outcome; the team lead writes it to the board."""
     data = {k: v for k, v in asdict(run).items() if k != "stage"}
-    _pending.append(AgentEvent(RUN_EVENT, run.message(), data, f"agent:{run.backend}"))
+    stage_events.record(AgentEvent(RUN_EVENT, run.message(), data, f"agent:{run.backend}"))
 
 
 def backends_used(events: Iterable[AgentEvent]) -> str:
@@ -98,7 +89,7 @@ def backends_used(events: Iterable[AgentEvent]) -> str:
 
 def _runs(board_path: Path | None, model_id: str | None = None) -> list[dict[str, Any]]:
     """Agent runs newest first: this process's own (not on the board yet), then the board's."""
-    own = [e.data for e in reversed(_pending) if e.kind == RUN_EVENT]
+    own = [e.data for e in reversed(stage_events.recorded()) if e.kind == RUN_EVENT]
     reader = open_reader(board_path)
     if reader is None:
         return own
@@ -154,7 +145,7 @@ def recall(board_path: Path | None, role: str, signature: str) -> AgentRun | Non
 def record_reuse(role: str, signature: str, model_id: str | None, description: str) -> None:
     """Keep a reuse of a remembered fix for the stage's outcome, like record_run."""
     message = f"{role}: reused the recorded fix for failure {signature}: {description}"[:500]
-    _pending.append(
+    stage_events.record(
         AgentEvent(REUSE_EVENT, message, {"role": role, "signature": signature, "model_id": model_id}, "agent:memory")
     )
 

@@ -20,8 +20,8 @@ from ascendbridge.board.records import TrainingJob
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.board.store import MAX_PRIORITY
 from ascendbridge.cli.board_views import MODEL_FIELDS, diagnosis_summary, event_line, model_table, task_table
-from ascendbridge.cli.errors import EXIT_FAILURE, EXIT_OK, CliError
 from ascendbridge.cli.output import Output, progress
+from ascendbridge.cli_errors import EXIT_FAILURE, EXIT_OK, CliError
 from ascendbridge.config import adaptations_dir
 from ascendbridge.package.serve_files import serve_command
 from ascendbridge.registration_file import model_path, parse_registration_file

@@ -16,8 +16,8 @@ from ascendbridge import config
 from ascendbridge.board.store import SOURCES
 from ascendbridge.cli import board_commands as cmds
 from ascendbridge.cli import discover_command
-from ascendbridge.cli.errors import OneLineParser, run_guarded
 from ascendbridge.cli.output import Output
+from ascendbridge.cli_errors import OneLineParser, run_guarded
 from ascendbridge.stages import STAGES, STATUSES
 
 Handler = Callable[[argparse.Namespace, Output], int]

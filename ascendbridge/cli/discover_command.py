@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ascendbridge.board import BoardStore
-from ascendbridge.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from ascendbridge.cli.output import Output
+from ascendbridge.cli_errors import EXIT_OK, EXIT_USAGE, CliError
 from ascendbridge.discovery.batch import BatchResult, find_batch, registrations
 from ascendbridge.discovery.batch_model import MAX_LIMIT, SORT_KEYS, BatchPolicy, BatchQuery
 from ascendbridge.discovery.batch_select import short_count

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.cli_errors import OneLineParser
 
 Command = Callable[[argparse.Namespace], int]
 

@@ -5,7 +5,7 @@ framework's code (`run_checker`) and reads its `--json` report (`json_report`); 
 marked line is read with `marked_json`. Every checker's `main` is `checker_main`: the shared
 arguments (--adapt NAME | --adaptation-dir DIR, --json, --python, plus the checker's own), the
 report printed for people or as JSON, exit 0 pass / 1 fail / 2 bad input / 3 inconclusive (one `error:` line,
-through ascendbridge/cli/errors.py).
+through ascendbridge/cli_errors.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from ascendbridge.gatekit.report import EXIT_INCONCLUSIVE, EXIT_PASSED, GateReport
 from ascendbridge.runtime.process import CommandResult, run_command

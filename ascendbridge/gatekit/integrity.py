@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ascendbridge.package.generator import RUNTIME_DIR, RUNTIME_NAME
+from ascendbridge.config import RUNTIME_DIR, RUNTIME_NAME
 
 
 def _files(root: Path) -> dict[str, Path]:

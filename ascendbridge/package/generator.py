@@ -22,7 +22,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from ab_runtime import accuracy_standard
 from ab_runtime.fileops import write_bytes_atomic
-from ascendbridge.config import REPO_ROOT, TorchSource
+from ascendbridge.config import RUNTIME_DIR, RUNTIME_NAME, TorchSource
 from ascendbridge.config import torch_source as configured_torch_source
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.package.uv_env import PROFILES, lock
@@ -31,10 +31,6 @@ from ascendbridge.templating import strict_environment
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
-RUNTIME_NAME = "ab_runtime"
-# The framework's runtime package, shipped verbatim: named from the checkout, not from where `import
-# ab_runtime` resolves (a worker runs in an adaptation's directory, where that is the package's own copy).
-RUNTIME_DIR = REPO_ROOT / RUNTIME_NAME
 
 # Every adaptation needs these besides transformers (spec.transformers_requirement) and torch; peft
 # for LoRA training (ab_runtime/train/lora.py): the training stage syncs the package's own lock.

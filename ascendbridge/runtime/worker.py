@@ -12,7 +12,7 @@ everything it started: its process group and every process carrying its attempt 
 a parent check every second is the fallback for a parent that died before the signal was armed.
 It writes what happened to the job's result file as a `StageOutcome` / `GateResult` (JSON,
 validated before it is written); the team lead gates every transition. Agent-history events a
-stage records (ascendbridge.agents.history) travel in the outcome.
+stage records (ascendbridge.stage_events) travel in the outcome.
 
 Exit codes: 0 result written and the phase succeeded (run: done or skipped; gate: passed),
 1 the stage (or its import) crashed (result written with the traceback summary), 2 usage error
@@ -34,7 +34,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.agents import history
+from ascendbridge import stage_events
 from ascendbridge.runtime.containment import (
     ATTEMPT_ENV,
     TEAM_LEAD_PID_ENV,
@@ -163,7 +163,7 @@ def execute(job: WorkerJob) -> int:
                 rule = "stage_crashed" if job.phase == "run" else "gate_crashed"
                 code, payload = EXIT_CRASHED, _failure(job.phase, _crash(rule, exc))
         if isinstance(payload, StageOutcome):  # what the agents did, even in a crashed run
-            payload.events = [*payload.events, *history.take_events()]
+            payload.events = [*payload.events, *stage_events.take_events()]
         write(job.result, payload)
         if code == EXIT_OK and not payload.succeeded:
             code = EXIT_UNSUCCESSFUL

@@ -29,7 +29,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from ascendbridge.board import BoardError, BoardStore
-from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import board_path, logs_dir, stage_history_path
 from ascendbridge.envmode import ENV_MODES, EnvModeError, env_choice
 from ascendbridge.runtime.devices import detect

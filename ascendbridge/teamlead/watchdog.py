@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ascendbridge.board import BoardError, BoardStore
-from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import board_path
 from ascendbridge.runtime.containment import kill_board_attempts
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from ab_runtime.metrics_file import find_metrics
 from ascendbridge.board.store import BoardStore
-from ascendbridge.cli.errors import EXIT_FAILURE, CliError, run_guarded
 from ascendbridge.cli.evidence_tool import add_compare, tool_parser
+from ascendbridge.cli_errors import EXIT_FAILURE, CliError, run_guarded
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner

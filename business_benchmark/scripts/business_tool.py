@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from ascendbridge.cli.errors import run_cli
 from ascendbridge.cli.evidence_tool import add_compare, aligned, tool_parser
+from ascendbridge.cli_errors import run_cli
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from business_benchmark.datasets import DatasetError
 from business_benchmark.evidence import read_metrics

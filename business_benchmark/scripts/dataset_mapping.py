@@ -14,7 +14,7 @@ import json
 import sys
 
 from ascendbridge.board import BoardError, BoardStore
-from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import board_path
 from business_benchmark.datasets import DatasetError
 from business_benchmark.mapping import evaluations_for

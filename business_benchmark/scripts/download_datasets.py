@@ -17,7 +17,7 @@ import importlib.util
 import os
 import sys
 
-from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from business_benchmark.datasets import list_sets, load_card
 from business_benchmark.mapping import HUB_SETS
 

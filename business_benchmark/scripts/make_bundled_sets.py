@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.cli.errors import OneLineParser, run_guarded
+from ascendbridge.cli_errors import OneLineParser, run_guarded
 from business_benchmark.datasets import DATA_DIR, sha256_file
 
 LICENCE = "Apache-2.0 (written for this repository)"

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from ab_runtime.optimize import quick
-from ascendbridge.cli.errors import CliError
+from ascendbridge.cli_errors import CliError
 from ascendbridge.gatekit.checker import checker_main
 from optimization.gate import OptimizationGateReport, apply_placement, check_perf_gate
 

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.cli.errors import run_cli
 from ascendbridge.cli.evidence_tool import add_compare, aligned, tool_parser
+from ascendbridge.cli_errors import run_cli
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from optimization.aggregate import collect, compare, write_figure, write_reports

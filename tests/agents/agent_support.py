@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ascendbridge.agents import history
+from ascendbridge import stage_events
 from ascendbridge.board import BoardStore, UnknownModelError
 from ascendbridge.board.records import NewEvent, Registration
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
@@ -26,7 +26,7 @@ def dry_run_diagnosis(error: str) -> dict[str, Any]:
 def record_history(board: BoardStore) -> None:
     """Play the team lead for stages run in this process: write the agent-history events they kept
     (a worker puts them in its outcome; the team lead writes them with the attempt's verdict)."""
-    for event in history.take_events():
+    for event in stage_events.take_events():
         model_id = event.data.get("model_id")
         try:
             board.add_event(NewEvent(event.kind, event.message, model_id, data=event.data, origin=event.origin))

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from ascendbridge.agents import history
+from ascendbridge import stage_events
 
 
 @pytest.fixture(autouse=True)
 def no_kept_history() -> Iterator[None]:
-    history.take_events()
+    stage_events.take_events()
     yield
-    history.take_events()
+    stage_events.take_events()

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ascendbridge.cli.errors import OneLineParser
+from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.discovery.decisions import decide
 from ascendbridge.discovery.discover import SOURCES, discover
 from ascendbridge.discovery.errors import DiscoveryError, HubUnreachableError
