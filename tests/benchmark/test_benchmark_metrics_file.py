@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +77,34 @@ def test_a_malformed_file_is_one_line_naming_the_field(tmp_path: Path, text: str
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(EvidenceError, match=r"^gone.json: file not found$"):
         read_metrics(tmp_path / "gone.json")
+
+
+def _export(root: Path, body: dict[str, Any]) -> Path:
+    """A package folder as scripts/package_adaptations.py exports it: its runtime, one metrics file,
+    check_package.py and a manifest of every file."""
+    from ascendbridge.config import RUNTIME_DIR
+    from ascendbridge.export import check_package
+
+    shutil.copytree(RUNTIME_DIR, root / "ab_runtime", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / evidence_names("benchmark", "cpu", "float32", "dry_run", "synthetic")["metrics"]).write_text(
+        json.dumps(body)
+    )
+    shutil.copyfile(check_package.__file__, root / check_package.SELF)
+    files = {rel: check_package.sha256(root / rel) for rel in check_package.package_files(root)}
+    results = check_package.results_from_evidence(root) if body.get("accuracy") else []
+    stack = {"stack_id": "s1", "data": {"torch": "2.13.0"}}
+    (root / check_package.MANIFEST).write_text(
+        json.dumps({"results": results, "optimization": None, "stack": stack, "files": files})
+    )
+    return root / check_package.SELF
+
+
+def test_an_exported_package_reads_its_evidence_with_its_own_copy_of_the_reader(tmp_path: Path) -> None:
+    bare = [sys.base_prefix + "/bin/python3", "-I"]  # isolated: the standard library and the export only
+    ok = subprocess.run([*bare, str(_export(tmp_path / "good", metrics_body()))], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("PASS good:"), ok.stdout + ok.stderr
+    bad = subprocess.run(
+        [*bare, str(_export(tmp_path / "bad", metrics_body(accuracy=None)))], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "accuracy.verdict is missing" in bad.stderr and "Traceback" not in bad.stderr
