@@ -34,12 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.busy_loops import busy_loops  # noqa: E402
-from bench.support.tiny_adaptations import (  # noqa: E402
-    TINY_MODELS,
-    forge_latency,
-    make_adaptation,
-    record_as_the_stage,
-)
+from bench.support import tiny_adaptations as tiny  # noqa: E402
 from bench.support.torch_env import torch_env_python  # noqa: E402
 
 CHECKER = REPO / "benchmark" / "scripts" / "check_accuracy_run.py"
@@ -74,7 +69,7 @@ def gate(directory: Path, python: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="tiny-bert", choices=sorted(TINY_MODELS))
+    parser.add_argument("--model", default="tiny-bert", choices=sorted(tiny.TINY_MODELS))
     parser.add_argument("-n", type=int, default=5, help="gate runs per package and condition")
     parser.add_argument("--cores", default="1", help="cores the benchmark run is pinned to (default 1)")
     parser.add_argument("--threads", type=int, default=1, help="its torch threads (default 1)")
@@ -83,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     python = torch_env_python()
     root = Path(tempfile.mkdtemp(prefix="gate-under-load-"))
     try:
-        honest = make_adaptation(root, args.model)
-        code, result, _, err = record_as_the_stage(
+        honest = tiny.make_adaptation(root, args.model)
+        code, result, _, err = tiny.record_as_the_stage(
             python, honest, [int(c) for c in args.cores.split(",")], args.threads
         )
         if code not in (0, 2):
@@ -92,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         forged = root / "forged"
         shutil.copytree(honest, forged)
-        forge_latency(forged / result["metrics"], FORGED)
+        tiny.forge_latency(forged / result["metrics"], FORGED)
         print(
             f"{args.model}: run on cores {args.cores}, {args.threads} thread(s), median {result['median_ms']:.3f} ms; "
             f"load average {os.getloadavg()[0]:.2f}",
