@@ -232,13 +232,19 @@ class StoreBase:
             now = now_iso()
             task.updated_at = now
             if stage in skip:
+                # The reason is the task's diagnosis, as for a stage's own skip: the summary
+                # tables, the dashboard and `board_ops show` read it there, not in the event log.
+                no_job = stage == "training" and model.training_json in ("", "{}")
+                why = (
+                    "by policy ("
+                    + ("no training job registered" if no_job else f"registered with {stage} skipped")
+                    + ")"
+                )
                 task.status = "skipped"
                 task.finished_at = now
+                task.diagnosis_json = dumps({"rule": "skip_policy", "summary": why})
                 s.add(task)
-                why = (
-                    " (no training job registered)" if stage == "training" and model.training_json in ("", "{}") else ""
-                )
-                self._event(s, "skipped", f"{stage} skipped by policy{why}", model_pk, stage, {})
+                self._event(s, "skipped", f"{stage} skipped {why}", model_pk, stage, {})
                 stage = next_stage(stage)
                 continue
             task.status = "pending"
