@@ -185,6 +185,19 @@ class Eta:
             f"untimed {fmt_s(self.untimed_s)}]"
         )
 
+    def short(self) -> str:
+        """The figure alone, for a progress line: 'ETA 47m10s'; without an estimate for a stage with
+        work left, 'ETA unknown (no estimate for STAGE; the rest: 4m10s)', never a lower bound as the
+        ETA. What it rests on is text()'s, for the log file and the live view."""
+        if self.error is not None:
+            return f"ETA unavailable ({self.error})"
+        if not any(b.left for b in self.stages):
+            return "ETA 0s"
+        if self.seconds is None:
+            missing = ", ".join(b.stage for b in self.stages if b.left and b.source == NONE)
+            return f"ETA unknown (no estimate for {missing}; the rest: {fmt_s(self.known_s)})"
+        return f"ETA {fmt_s(self.seconds)}"
+
 
 def fmt_s(seconds: float | None, unknown: str = "?") -> str:
     """A duration in the largest units that matter (1h05m, 4m07s, 9s); `unknown` where there is none."""

@@ -163,9 +163,11 @@ def test_no_sample_and_no_prior_is_unknown_never_a_lower_bound_shown_as_the_eta(
         "ETA unknown: no sample or prior for business_benchmark (the rest alone: 10s) "
         "[discovery ~10s x1 (prior: cost model), business_benchmark ? x1 (no sample, no prior)]"
     )
+    assert eta.short() == "ETA unknown (no estimate for business_benchmark; the rest: 10s)"  # the progress line's
     measured = run(tasks, ["discovery", "business_benchmark"], board=[Sample("business_benchmark", None, 30.0)])
     assert measured.seconds == 30.0  # beside discovery (the other worker); its median (no prior to meet)
     assert run([task("discovery", "completed")], ["discovery"]).text() == "ETA 0s"
+    assert measured.short() == "ETA 30s" and run([task("discovery", "completed")], ["discovery"]).short() == "ETA 0s"
 
 
 def test_timed_work_runs_on_its_slot_beside_untimed_work_the_eta_is_the_longer_lane() -> None:
@@ -266,7 +268,7 @@ def test_a_fault_in_the_estimate_is_one_warning_and_the_line_says_eta_unavailabl
     assert (
         lines
         == [
-            "progress: 0/1 stage tasks finished (0%), 0 running, ETA unavailable "
+            "progress: 0/1 stage tasks done (0%), 0 running, ETA unavailable "
             "(ZeroDivisionError: float division by zero)"
         ]
         * 3
