@@ -21,11 +21,11 @@ from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.placement import DevicePool
+from ascendbridge.stage_registry import StageRef
 from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.eta import COSTS_FILE, CostModel, Eta, Lanes, Sample, estimate
 from ascendbridge.teamlead.history import HistoryError, HostHistory
 from ascendbridge.teamlead.progress import Progress, overall
-from ascendbridge.teamlead.registry import StageRef
 from ascendbridge.teamlead.scheduler import RunStats
 from ascendbridge.teamlead.settings import TeamLeadSettings
 from bench import eta_error
