@@ -16,6 +16,9 @@ OPTIONAL_STAGES: frozenset[str] = frozenset(row.name for row in stage_table() if
 # Stages that run only for a model registered with a training job (`runs = "with_training_job"`):
 # without one they are skipped by policy, having nothing to run.
 TRAINING_JOB_STAGES: frozenset[str] = frozenset(row.name for row in stage_table() if row.runs == "with_training_job")
+# The stage that changes specs (`changes_spec`): a later stage's spec change goes back through it, and
+# once it completed the package's demo runs.
+SPEC_STAGE: str = next((row.name for row in stage_table() if row.changes_spec), "")
 
 # waiting: its predecessor has not completed yet (not runnable). The transitions between them:
 # docs/architecture.md, "Board states".
