@@ -15,12 +15,11 @@ of the top-level package only, so no stage code runs in the team lead. Imports n
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import sys
 from functools import lru_cache
 from importlib.metadata import entry_points
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -58,12 +57,12 @@ class Placement(BaseModel):
 
 
 class Column(BaseModel):
-    """One figure of the stage shown as a column of the dashboard and the main job's summary."""
+    """One figure of the stage people read per model (the main job's summary, the docs table)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     figure: str = Field(min_length=1)  # the metric name the stage's gated FigureSet records
-    header: str = Field(min_length=1)
+    header: str = Field(min_length=1)  # what people read; the summary finds the figure by it
 
 
 class StageDescription(BaseModel):
@@ -167,8 +166,13 @@ def load_table() -> tuple[StageDescription, ...]:
 
 @lru_cache(maxsize=1)
 def stage_table() -> tuple[StageDescription, ...]:
-    """The stage table of this process (read once; the packages installed do not change under it)."""
-    return load_table()
+    """The stage table of this process (read once; the packages installed do not change under it).
+    A broken description stops the process with its one line (exit 1): nothing can be scheduled,
+    shown or registered without the table, and every command reads it on import."""
+    try:
+        return load_table()
+    except StageTableError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def describe(name: str) -> StageDescription:
@@ -179,6 +183,12 @@ def describe(name: str) -> StageDescription:
     raise KeyError(name)
 
 
+def column_sources() -> dict[str, tuple[str, str]]:
+    """Column header -> (stage, figure), over every stage's `columns`: what the main job's summary
+    reads a header's figure from."""
+    return {c.header: (row.name, c.figure) for row in stage_table() for c in row.columns}
+
+
 def markdown(rows: tuple[StageDescription, ...]) -> str:
     """The docs table: one line per stage, every field a person plans with."""
     lines = [
@@ -187,7 +197,7 @@ def markdown(rows: tuple[StageDescription, ...]) -> str:
     ]
     for i, r in enumerate(rows):
         timed = f"yes ({r.placement.claim}{', profiling' if r.placement.profiling else ''})"
-        gates = ", ".join(f"`{r.package.name}/{c}`" for c in r.checkers)
+        gates = ", ".join(f"`{PurePosixPath(r.package.name, c)}`" for c in r.checkers)
         columns = ", ".join(f"{c.header} (`{c.figure}`)" for c in r.columns) or "—"
         lines.append(
             f"| {i} | `{r.name}` | {r.summary} | {r.role} | {timed if r.placement.timed else 'no'} | "
@@ -206,15 +216,18 @@ def with_table(doc: str, table: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"regenerate the table in {DOC.name}")
-    args = parser.parse_args(argv)
+    """Print the table, or with `--write` regenerate it in docs/architecture.md. Parses its one flag
+    itself: the CLI kit (ascendbridge/cli/errors.py) imports the stage vocabulary, which imports this."""
+    args = sys.argv[1:] if argv is None else argv
+    if args not in ([], ["--write"]):
+        print("error: usage: python -m ascendbridge.stage_table [--write]", file=sys.stderr)
+        return 2
+    table = markdown(stage_table())
+    if not args:
+        print(table)
+        return 0
     try:
-        table = markdown(stage_table())
-        if args.write:
-            DOC.write_text(with_table(DOC.read_text(encoding="utf-8"), table), encoding="utf-8")
-        else:
-            print(table)
+        DOC.write_text(with_table(DOC.read_text(encoding="utf-8"), table), encoding="utf-8")
     except StageTableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
