@@ -82,6 +82,8 @@ class StageDescription(BaseModel):
     runs: Literal["always", "optional", "with_training_job"] = "always"
     # The one stage that changes a package's spec: a later stage's `spec_change` goes back through it.
     changes_spec: bool = False
+    # Its first checker accepts a whole package: the healer's escalation and gate run it by path.
+    checks_packages: bool = False
     checkers: tuple[str, ...] = Field(min_length=1)  # its gate's code, relative to the package
     placement: Placement = Placement()
     columns: tuple[Column, ...] = ()  # its figures people see per model
@@ -149,9 +151,9 @@ def order(rows: list[StageDescription]) -> tuple[StageDescription, ...]:
     while current in by_after:
         chain.append(by_after[current][0])
         current = chain[-1].name
-    if len([r for r in rows if r.changes_spec]) > 1:
-        names = ", ".join(r.name for r in rows if r.changes_spec)
-        raise StageTableError(f"stages {names} all set `changes_spec`: only one stage may change the spec")
+    for flag in ("changes_spec", "checks_packages"):
+        if len(flagged := [r.name for r in rows if getattr(r, flag)]) > 1:
+            raise StageTableError(f"stages {', '.join(flagged)} all set `{flag}`: only one stage may")
     if len(chain) != len(rows):
         lost = ", ".join(sorted({r.name for r in rows} - {r.name for r in chain}))
         raise StageTableError(f"stages {lost} follow no stage of the chain: set their `after` to an existing stage")

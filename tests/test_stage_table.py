@@ -41,7 +41,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ascendbridge/discovery/settings.py", "discovery"): "the discovery library's own settings section",
     ("ascendbridge/export/check_package.py", "optimization"): "a key of the export manifest",
     ("ascendbridge/gatekit/inner/recompute_accuracy.py", "optimization"): "a key of the evidence's metrics file",
-    ("ascendbridge/package/checker.py", "adaptation"): "left: the package checker is the adaptation stage's script",
     ("ascendbridge/revalidation/stage.py", "benchmark"): "left: re-validation re-runs these two stages by name",
     ("ascendbridge/revalidation/stage.py", "optimization"): "left: re-validation re-runs these two stages by name",
     ("ascendbridge/main_job.py", "serving"): "left: the main job installs the serve environment first",
