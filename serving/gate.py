@@ -66,6 +66,8 @@ def _reference_problems(saved: dict[str, Any], fresh: dict[str, Any]) -> list[st
 def _replay_problems(exchange: dict[str, Any], reference: dict[str, Any], dtype: str) -> list[str]:
     """A replayed exchange's answer checked against the reference (as the acceptance did)."""
     where = f"replayed {exchange['kind']} request {exchange['index']}"
+    if exchange.get("error"):
+        return [f"{where}: no answer: {exchange['error']}"]
     if exchange.get("status") != 200:
         return [f"{where}: status {exchange.get('status')}"]
     if "tokens" in reference:
