@@ -130,11 +130,13 @@ def servers_of(directory: Path) -> list[psutil.Process]:
 def test_the_demo_llama_is_served_accepted_benchmarked_and_gated(
     board: BoardStore, board_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in PROXY_VARS:  # a corporate host's proxy (dead here) and no no_proxy: loopback must not use it
+    ctx = context(board, board_path, REPO / "demo_models" / "tiny-llama32", "tiny-llama32", "LlamaForCausalLM")
+    # Then a corporate host's proxy, dead here, and no no_proxy: the package's uv lock above would go
+    # to it (registry traffic honours the proxy), serving's loopback traffic must not.
+    for name in PROXY_VARS:
         monkeypatch.setenv(name, f"http://127.0.0.1:{free_port()}")
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
-    ctx = context(board, board_path, REPO / "demo_models" / "tiny-llama32", "tiny-llama32", "LlamaForCausalLM")
     metric = served_metric(ctx)
     figures = metric.values
     assert figures["greedy_exact_match"] == 1.0 and figures["first_divergence"] == -1
