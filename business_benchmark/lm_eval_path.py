@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Any
 
+import yaml
+
 from ascendbridge.config import uv_binary
 from ascendbridge.package.uv_env import uv_environment
 from ascendbridge.runtime.process import run_command
@@ -20,21 +22,23 @@ from ascendbridge.runtime.process import run_command
 LM_EVAL_REQUIREMENT = "lm-eval[hf]==0.4.13"  # the hf extra brings accelerate, which HFLM needs
 LOCAL_TASK = "ab_choice_en"  # the bundled multiple-choice task over data/ab-choice-en.jsonl
 LOCAL_SET = "ab-choice-en"
-LOCAL_TASK_YAML = """task: {task}
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data_file}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "Question: {{{{question}}}}\nAnswer:"
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: answer
-metric_list:
-  - metric: acc
-    aggregation: mean
-    higher_is_better: true
-"""
+
+
+def local_task(data_file: Path) -> dict[str, Any]:
+    """The bundled task's definition, reading `data_file` (written as YAML by PyYAML, so any path reads back)."""
+    return {
+        "task": LOCAL_TASK,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(data_file)}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "Question: {{question}}\nAnswer:",
+        "doc_to_choice": "{{choices}}",
+        "doc_to_target": "answer",
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+    }
+
+
 INSTALL_TIMEOUT_S = 900.0
 # lm-eval's per-sample metrics that are means over samples (what the gate can recompute)
 MEAN_METRICS = ("acc", "acc_norm", "exact_match")
@@ -63,7 +67,8 @@ def write_local_task(adaptation_dir: Path) -> Path:
     folder = Path(adaptation_dir) / "business_data" / "lm_eval"
     folder.mkdir(parents=True, exist_ok=True)
     data_file = (Path(adaptation_dir) / "business_data" / f"{LOCAL_SET}.jsonl").resolve()
-    (folder / f"{LOCAL_TASK}.yaml").write_text(LOCAL_TASK_YAML.format(task=LOCAL_TASK, data_file=data_file))
+    text = yaml.safe_dump(local_task(data_file), sort_keys=False, allow_unicode=True)
+    (folder / f"{LOCAL_TASK}.yaml").write_text(text, encoding="utf-8")
     return folder
 
 

@@ -9,59 +9,105 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import httpx
+
+from serving.server import loopback_client
 
 Exchange = dict[str, Any]
 STREAMED = ("stream", "chat_stream")  # the kinds sent with `stream: true`, answered as server-sent events
 
 
+class ExchangeError(RuntimeError):
+    """A request that got no usable answer: the connection failed, timed out or was reset, or the
+    body of a 200 is not JSON. Saved with its exchange as `error`, an acceptance problem."""
+
+
+def _network_error(exc: httpx.HTTPError, timeout_s: float) -> ExchangeError:
+    """One line naming what happened to the request, for its exchange's `error`."""
+    if isinstance(exc, httpx.TimeoutException):
+        return ExchangeError(f"no answer within {timeout_s:g} s ({type(exc).__name__})")
+    if isinstance(exc, httpx.ConnectError):
+        return ExchangeError(f"connection refused or failed: {exc}")
+    return ExchangeError(f"{type(exc).__name__}: {exc or 'the connection was closed mid-response'}")
+
+
 def post(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple[int, Any, float]:
-    """(status, parsed JSON body or its text, seconds) of one POST; an HTTP error is a status, not an exception."""
-    request = urllib.request.Request(
-        f"{url}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
+    """(status, parsed JSON body or its text, seconds) of one POST; an HTTP error is a status, not an
+    exception; ExchangeError when no answer came, or a 200's body is not JSON."""
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
+        with loopback_client(timeout_s) as client:
+            response = client.post(f"{url}{path}", json=body)
+    except httpx.HTTPError as exc:
+        raise _network_error(exc, timeout_s) from None
     elapsed = time.monotonic() - started
     try:
-        return status, json.loads(raw), elapsed
-    except json.JSONDecodeError:
-        return status, raw.decode("utf-8", "replace"), elapsed
+        parsed = response.json()
+    except ValueError:  # json.JSONDecodeError, or a body that is not UTF-8
+        parsed = None
+    if response.status_code != 200:
+        return response.status_code, response.text if parsed is None else parsed, elapsed
+    if not isinstance(parsed, dict):
+        raise ExchangeError(f"status 200 with a body that is not a JSON object: {response.text[:200]!r}")
+    return response.status_code, parsed, elapsed
 
 
 def stream(url: str, path: str, body: dict[str, Any], timeout_s: float) -> tuple[int, list[dict[str, Any]], float]:
-    """(status, [{"t", "data"}] per server-sent event, seconds) of one streamed POST."""
-    request = urllib.request.Request(
-        f"{url}{path}", data=json.dumps({**body, "stream": True}).encode(), headers={"Content-Type": "application/json"}
-    )
+    """(status, [{"t", "data"}] per server-sent event, seconds) of one streamed POST; ExchangeError
+    as `post`, or for an event that is not JSON."""
     started = time.monotonic()
     chunks: list[dict[str, Any]] = []
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            status = response.status
-            for line in response:
-                text = line.decode("utf-8", "replace").strip()
+        with (
+            loopback_client(timeout_s) as client,
+            client.stream("POST", f"{url}{path}", json={**body, "stream": True}) as response,
+        ):
+            status = response.status_code
+            if status != 200:
+                response.read()
+                return status, chunks, time.monotonic() - started
+            kind = response.headers.get("content-type", "")
+            if not kind.startswith("text/event-stream"):
+                raise ExchangeError(f"status 200 with a {kind or 'untyped'} body, not server-sent events")
+            for line in response.iter_lines():
+                text = line.strip()
                 if text.startswith("data:") and text[5:].strip() != "[DONE]":
-                    chunks.append({"t": time.monotonic() - started, "data": json.loads(text[5:])})
-    except urllib.error.HTTPError as exc:
-        status = exc.code
+                    try:
+                        data = json.loads(text[5:])
+                    except ValueError:
+                        data = None
+                    if not isinstance(data, dict):
+                        raise ExchangeError(f"streamed event {len(chunks)} is not a JSON object: {text[:200]!r}")
+                    chunks.append({"t": time.monotonic() - started, "data": data})
+    except httpx.HTTPError as exc:
+        raise _network_error(exc, timeout_s) from None
     return status, chunks, time.monotonic() - started
 
 
 def send(url: str, exchange: Exchange, timeout_s: float) -> Exchange:
-    """Send a saved exchange's request again; the exchange with the new response."""
-    if exchange["kind"] in STREAMED:
-        status, chunks, elapsed = stream(url, exchange["path"], exchange["request"], timeout_s)
-        return {**exchange, "status": status, "chunks": chunks, "elapsed_s": elapsed}
-    status, body, elapsed = post(url, exchange["path"], exchange["request"], timeout_s)
-    return {**exchange, "status": status, "response": body, "elapsed_s": elapsed}
+    """Send a saved exchange's request again; the exchange with the new response, or with status 0
+    and the `error` that kept it from one (the acceptance goes on: a failed request is a finding)."""
+    started = time.monotonic()
+    try:
+        if exchange["kind"] in STREAMED:
+            status, chunks, elapsed = stream(url, exchange["path"], exchange["request"], timeout_s)
+            return {**exchange, "status": status, "chunks": chunks, "elapsed_s": elapsed}
+        status, body, elapsed = post(url, exchange["path"], exchange["request"], timeout_s)
+        return {**exchange, "status": status, "response": body, "elapsed_s": elapsed}
+    except ExchangeError as exc:
+        return {**exchange, "status": 0, "error": str(exc), "elapsed_s": time.monotonic() - started}
+
+
+def exchange_errors(exchanges: list[Exchange]) -> list[str]:
+    """The requests that got no usable answer, each with what happened (acceptance problems)."""
+    return [
+        f"{e['kind']} request {e['index']} ({e['path']}) got no answer: {e['error']}"
+        for e in exchanges
+        if e.get("error")
+    ]
 
 
 def completion_request(name: str, prompt: list[int], new_tokens: int) -> dict[str, Any]:

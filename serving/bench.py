@@ -16,12 +16,14 @@ the gate re-derives them from the saved output the same way.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from ab_runtime.pairstats import percentile
 from ascendbridge.runtime.process import run_command
+from serving.server import loopback_env
 
 # One process runs every rate (vLLM imports once): argv[1] is the comma-separated rates, argv[2] the
 # result directory, the rest `vllm bench serve`'s arguments.
@@ -107,7 +109,12 @@ def run_bench(
 ) -> dict[str, dict[str, Any]]:
     """{rate: vLLM's saved result JSON} for each rate, run in the serve environment."""
     with tempfile.TemporaryDirectory(prefix="serving-bench-") as tmp:
-        result = run_command([str(python), "-c", _RUNNER, ",".join(rates), tmp, *args], timeout_s=timeout_s, log=log)
+        result = run_command(
+            [str(python), "-c", _RUNNER, ",".join(rates), tmp, *args],
+            env=loopback_env(os.environ),  # its aiohttp client reads the proxy variables
+            timeout_s=timeout_s,
+            log=log,
+        )
         runs = {}
         for rate in rates:
             path = Path(tmp) / f"rate-{rate}.json"

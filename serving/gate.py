@@ -24,7 +24,7 @@ from ascendbridge.gatekit.compare import recorded_differences
 from ascendbridge.gatekit.integrity import runtime_problems
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.package.spec import AdaptationSpec
-from serving.accept import send
+from serving.accept import exchange_errors, send
 from serving.env import serve_python
 from serving.figures import (
     POOLED,
@@ -66,6 +66,8 @@ def _reference_problems(saved: dict[str, Any], fresh: dict[str, Any]) -> list[st
 def _replay_problems(exchange: dict[str, Any], reference: dict[str, Any], dtype: str) -> list[str]:
     """A replayed exchange's answer checked against the reference (as the acceptance did)."""
     where = f"replayed {exchange['kind']} request {exchange['index']}"
+    if exchange.get("error"):
+        return [f"{where}: no answer: {exchange['error']}"]
     if exchange.get("status") != 200:
         return [f"{where}: status {exchange.get('status')}"]
     if "tokens" in reference:
@@ -126,7 +128,9 @@ def check_adaptation(
     problems: list[str] = []
     serve = serve_python(python or settings.python)
     if execute and not serve.is_file():
-        raise ValueError(f"no serve environment at {serve} (install it: uv run python -m serving.env)")
+        raise ValueError(
+            f"no serve environment at {serve} (install it, once per checkout: uv run python -m serving.env)"
+        )
     if execute:
         try:
             problems += _reexport_problems(serve, directory, settings, reference)
@@ -152,7 +156,7 @@ def check_adaptation(
         int(evidence["server"].get("peak_rss_bytes") or 0),
     )
     problems += [f"figure {d}" for d in recorded_differences(evidence["figures"], figures)]
-    accepted = acceptance_problems(figures, local.dtype, bench)
+    accepted = exchange_errors(exchanges) + acceptance_problems(figures, local.dtype, bench)
     if accepted != evidence["problems"]:
         problems.append("the recorded acceptance problems are not what the saved exchanges give")
     verdict = "fail" if accepted else "pass"

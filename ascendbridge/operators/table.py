@@ -3,8 +3,8 @@
 Two sources, both read from the wheel's zip:
 - `torch_npu/csrc/aten/npu_native_functions_by_codegen.yaml`: the signatures the release's codegen
   registers for the NPU backend (sections `supported`, `symint`, `autograd`, `quant`: ATen ops;
-  `custom`: the release's own `npu_*` operators). Read line by line (the file is flat YAML: a
-  section name, then `- name` or `- func: signature` items), so the framework needs no YAML library.
+  `custom`: the release's own `npu_*` operators), read with PyYAML: each top-level list a section,
+  its items `- name` or `- func: signature` mappings.
 - `torch_npu/lib/libtorch_npu.so`: what the library really registers. Its read-only data (`.rodata`
   and the `.rodata.str*` sections newer toolchains split strings into, found through the ELF
   section headers) holds the dispatcher's registration literals (`topk.values`) and
@@ -34,6 +34,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 YAML_PATH = "torch_npu/csrc/aten/npu_native_functions_by_codegen.yaml"
 LIBRARY_PATH = "torch_npu/lib/libtorch_npu.so"
@@ -106,27 +108,23 @@ class OpTable:
 
 
 def yaml_ops(text: str) -> dict[str, list[str]]:
-    """Op name -> [section] from the codegen YAML (flat: `section:` then `- item` / `func:` lines)."""
+    """Op name -> [section] from the codegen YAML: each top-level list is a section, its items an op
+    name or a mapping whose `func` is a signature. TableError when the file is not such YAML."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TableError(f"{YAML_PATH} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(document, dict):
+        raise TableError(f"{YAML_PATH} is not a mapping of sections")
     found: dict[str, list[str]] = {}
-    section = None
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
+    for section, items in document.items():
+        if not isinstance(items, list):  # `backend: NPU`, `cpp_namespace: ...`
             continue
-        if not line[0].isspace() and not line.startswith("-"):
-            key, _, value = line.partition(":")
-            section = key.strip() if not value.strip() else None
-            continue
-        item = line.strip()
-        starts = item.startswith("- ")
-        item = item[2:].strip() if starts else item
-        if item.startswith("func:"):
-            name = item[len("func:") :].strip().split("(")[0].strip()
-        elif starts and ":" not in item:
-            name = item
-        else:
-            continue
-        if section and _OP_NAME.match(name):
-            found.setdefault(name, []).append(section)
+        for item in items:
+            entry = item.get("func") if isinstance(item, dict) else item
+            name = str(entry).split("(")[0].strip() if entry is not None else ""
+            if _OP_NAME.match(name):
+                found.setdefault(name, []).append(str(section))
     return found
 
 

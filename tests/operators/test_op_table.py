@@ -108,3 +108,30 @@ def test_the_pinned_release_is_stored_with_its_source() -> None:
     )
     assert not table.has("_scaled_dot_product_flash_attention_for_cpu") and len(table.ops) > 1000
     assert table.dtype_checks["bmm"] == ["bmm is not support int8 dtype", "bmm_out is not support int8 dtype"]
+
+
+def test_the_codegen_yaml_is_read_as_yaml_not_line_by_line() -> None:
+    """Quoted names, flow-style items, comments after a value and a signature over two lines: lines
+    a line reader does not recognise, all read; a file that is not YAML is a clear error."""
+    text = (
+        "backend: NPU  # the dispatch key\n"
+        "supported:\n"
+        '  - "add.Scalar"\n'
+        "  - {func: 'div.Tensor(Tensor self, Tensor other) -> Tensor', op_api: True}\n"
+        "  - func: >-\n"
+        "      mul.Tensor(Tensor self,\n"
+        "      Tensor other) -> Tensor\n"
+        "autograd: [relu, gelu]\n"
+        "custom:\n"
+        "  - func: npu_bar(Tensor self) -> Tensor\n"
+    )
+    assert op_table.yaml_ops(text) == {
+        "add.Scalar": ["supported"],
+        "div.Tensor": ["supported"],
+        "mul.Tensor": ["supported"],
+        "relu": ["autograd"],
+        "gelu": ["autograd"],
+        "npu_bar": ["custom"],
+    }
+    with pytest.raises(op_table.TableError, match="not valid YAML"):
+        op_table.yaml_ops("supported:\n  - add\n bad: [\n")

@@ -124,3 +124,25 @@ def test_rerendering_is_byte_identical_and_an_edit_is_found(tmp_path: Path) -> N
         "serve/serve.sh is missing",
         "serve/k8s.yaml differs from what the plan renders",
     ]
+
+
+# Quotes, a colon and space, a newline, `%`, `#`, a YAML indicator and unicode beyond the BMP.
+AWKWARD = 'we\'ird "name": 100%\n# not a comment - é 中 😀'
+
+
+def test_awkward_values_round_trip_through_the_yaml_files(tmp_path: Path) -> None:
+    local, ascend = plans()
+    texts = render_texts(AWKWARD, f"org/{AWKWARD}", local, ascend, "A3")
+    compose = yaml.safe_load(texts["compose.yaml"])
+    container = AWKWARD.replace("_", "-") + "-vllm"
+    service = compose["services"][container]
+    assert f"./weights:/models/{AWKWARD}:ro" in service["volumes"]
+    assert service["command"][:3] == ["vllm", "serve", f"/models/{AWKWARD}"]
+    assert service["command"][service["command"].index("--served-model-name") + 1] == AWKWARD
+    deployment, k8s_service = yaml.safe_load_all(texts["k8s.yaml"])
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["containers"][0]["command"] == service["command"]
+    assert pod["volumes"][0]["hostPath"]["path"] == f"/data/models/{AWKWARD}"
+    assert deployment["metadata"]["name"] == k8s_service["metadata"]["name"] == container
+    # the model id in the header comments stays one comment line each: nothing of it leaks into the document
+    assert set(compose) == {"services"} and set(deployment) == {"apiVersion", "kind", "metadata", "spec"}

@@ -7,15 +7,24 @@ benchmarked through vLLM's vllm-pooling (/pooling) and vllm-rerank (/rerank) bac
 the first attempt for a head size the CPU attention lacks and an architecture the installed vLLM
 lacks.
 
-Needs the serve environment (`uv run python -m serving.env`, once per host; CI installs it before
-the tests). Without it these tests skip, saying so.
+The demo Llama is served with every proxy variable pointing at a closed port and no `no_proxy`, as
+on a corporate host: the health check, the acceptance, the benchmark and the gate's replay reach
+the loopback server all the same. A server that fails requests mid-run (a loopback stand-in: a real
+engine cannot be made to) is an acceptance failure; a config-only embedding model without tokenizer
+files a refusal on the first attempt.
+
+Needs the serve environment, installed (`uv run python -m serving.env`, once per checkout; CI
+installs it before the tests; the stage installs it on first need, which these tests do not wait
+for). Without it these tests skip, saying so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,10 +38,13 @@ from ascendbridge.package.spec import InputRecipe
 from ascendbridge.refusals import is_refusal
 from ascendbridge.stage_api import FigureSet, StageContext
 from bench.support.local_model import register_local
-from serving.env import serve_python
+from serving import stage as serving_stage
+from serving.env import ready, serve_python
 from serving.gate import check_adaptation
+from serving.server import free_port
 from serving.stage import SERVING_STAGE
 from serving.steps import EVIDENCE_FILE, SERVER_LOG
+from tests.serving.test_serving_loopback import PROXY_VARS
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE_PYTHON = serve_python(os.environ.get("ASCENDBRIDGE_SERVING_PYTHON", ""))
@@ -40,8 +52,8 @@ ONE_RATE = {"serving_bench_rates": "1"}  # the real runs' 1, 4 and inf cost a mi
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not SERVE_PYTHON.is_file(),
-        reason=f"no serve environment at {SERVE_PYTHON}: install it with "
+        not ready(SERVE_PYTHON.parent.parent),
+        reason=f"no installed serve environment at {SERVE_PYTHON}: install it with "
         "`uv run python -m serving.env` (CI does, before the tests)",
     ),
 ]
@@ -115,8 +127,16 @@ def servers_of(directory: Path) -> list[psutil.Process]:
 
 
 @pytest.mark.timeout(1800)  # export, archs, server, requests, bench, then the gate's re-export and fresh server
-def test_the_demo_llama_is_served_accepted_benchmarked_and_gated(board: BoardStore, board_path: Path) -> None:
+def test_the_demo_llama_is_served_accepted_benchmarked_and_gated(
+    board: BoardStore, board_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ctx = context(board, board_path, REPO / "demo_models" / "tiny-llama32", "tiny-llama32", "LlamaForCausalLM")
+    # Then a corporate host's proxy, dead here, and no no_proxy: the package's uv lock above would go
+    # to it (registry traffic honours the proxy), serving's loopback traffic must not.
+    for name in PROXY_VARS:
+        monkeypatch.setenv(name, f"http://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
     metric = served_metric(ctx)
     figures = metric.values
     assert figures["greedy_exact_match"] == 1.0 and figures["first_divergence"] == -1
@@ -195,6 +215,57 @@ def test_an_architecture_the_installed_vllm_lacks_is_refused_with_the_transforme
     assert "CodeGenForCausalLM" in outcome.summary and "--model-impl transformers" in outcome.diagnosis["remedy"]
 
 
+def test_a_server_failing_requests_mid_run_is_an_acceptance_failure(
+    board: BoardStore, board_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real export and plan, then a loopback stand-in as the server (the engine cannot be made
+    to fail on demand): it resets one request, answers one with a proxy's page, stalls one past the
+    timeout, then dies (the rest refused). A failed outcome with every request's diagnosis, the
+    benchmark skipped for it, and evidence the gate re-derives to the same verdict."""
+    script = str(REPO / "tests" / "serving" / "stand_in_server.py")
+    faults = ["reset", "not_json", "ok", "stall", "exit"]  # greedy 0, 1, 2, the chat, the streamed chat
+    monkeypatch.setattr(
+        serving_stage, "server_argv", lambda python, plan, name, port: [sys.executable, script, str(port), *faults]
+    )
+    ctx = context(board, board_path, REPO / "demo_models" / "tiny-llama32", "tiny-llama32", "LlamaForCausalLM")
+    ctx = dataclasses.replace(ctx, settings={**ONE_RATE, "serving_request_timeout_s": 2})
+    outcome = SERVING_STAGE.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis is not None, outcome.summary
+    assert outcome.diagnosis["rule"] == "serving_acceptance_failed" and not is_refusal(outcome.diagnosis)
+    problems = outcome.diagnosis["problems"]
+    assert outcome.summary == f"acceptance failed: {problems[0]}"
+    assert problems[0].startswith("greedy request 0 (/v1/completions) got no answer: ")
+    assert "status 200 with a body that is not a JSON object" in problems[1]
+    assert problems[2].startswith("chat request 0 (/v1/chat/completions) got no answer: no answer within 2 s")
+    assert problems[3].startswith("chat_stream request 0 (/v1/chat/completions) got no answer: ")  # it died on this one
+    assert problems[4].startswith("stream request 0 (/v1/completions) got no answer: connection refused")
+    evidence = json.loads((ctx.adaptation_dir / EVIDENCE_FILE).read_text())
+    assert evidence["verdict"] == "fail" and evidence["bench"]["skipped"].startswith("the acceptance failed first")
+    saved = check_adaptation(ctx.adaptation_dir, execute=False)
+    assert not saved.passed and saved.summary == outcome.summary, saved.problems
+
+
+def test_an_embedding_model_without_tokenizer_files_is_refused_on_the_first_attempt(
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
+    config = json.loads((REPO / "demo_models" / "tiny-bert" / "config.json").read_text())
+    directory = tmp_path / "models" / "tiny-bert-embed"
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps({**config, "architectures": ["BertModel"]}))
+    record, task, adaptation, spec = register_local(
+        board, "demo/tiny-bert-embed", directory, "serving", "feature_extraction", "AutoModel", "bert"
+    )
+    assert generate(spec, adaptation).ok
+    ctx = StageContext(
+        model=record, task=task, adaptation_dir=adaptation, board_path=board_path, log=io.StringIO(), settings=ONE_RATE
+    )
+    outcome = SERVING_STAGE.run(ctx)
+    assert outcome.status == "failed" and outcome.diagnosis is not None, outcome.summary
+    assert outcome.diagnosis["rule"] == "serving_export_refused" and is_refusal(outcome.diagnosis)
+    assert "no tokenizer files" in outcome.summary and "tokenizer files" in outcome.diagnosis["remedy"]
+    assert not servers_of(adaptation)
+
+
 @pytest.mark.timeout(1800)
 def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStore, board_path: Path) -> None:
     log = io.StringIO()
@@ -227,7 +298,7 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
     assert gate.passed, gate.report
 
 
-@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
+@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; docs/testing.md, "Tiers"
 @pytest.mark.timeout(1800)
 def test_a_classifier_is_served_through_classify_with_the_reference_probabilities_and_gated(
     classifier: Classifier,
@@ -254,7 +325,7 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
     assert gate.passed and gate.report["replayed"] == 1, gate.report
 
 
-@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
+@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; docs/testing.md, "Tiers"
 @pytest.mark.timeout(1200)
 def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(classifier: Classifier) -> None:
     ctx = classifier("tiny-bert-reranker32", 1, "reranker")

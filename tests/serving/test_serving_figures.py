@@ -336,3 +336,7 @@ def test_the_gate_checks_a_replayed_answer_against_the_reference_as_the_acceptan
     assert _replay_problems(streamed, chat, "float32") == [
         "replayed chat_stream request 0: served tokens differ from the reference"
     ]
+    unanswered = {**streamed, "status": 0, "chunks": [], "error": "connection refused or failed: [Errno 111]"}
+    assert _replay_problems(unanswered, chat, "float32") == [
+        "replayed chat_stream request 0: no answer: connection refused or failed: [Errno 111]"
+    ]
