@@ -77,23 +77,10 @@ class ServingStage:
         return run_with_inputs(ctx, ServingSettings, "serving_setup", self._run)
 
     def _run(self, ctx: StageContext, settings: ServingSettings, spec: AdaptationSpec) -> StageOutcome:
-        if spec.task_family not in SERVED_FAMILIES:
-            return StageOutcome("skipped", f"vLLM serves no {spec.task_family} models: nothing to serve")
-        endpoint = SERVED_FAMILIES[spec.task_family][1]
-        if endpoint not in ACCEPTED_ENDPOINTS:
-            return StageOutcome(
-                "skipped",
-                f"no acceptance for vLLM's {endpoint} endpoint yet ({spec.task_family}); "
-                'docs/serving.md, "Not done yet"',
-            )
         python = serve_python(settings.python)
-        if not python.is_file():
-            return failed(
-                f"no serve environment at {python}",
-                "serving_env_missing",
-                retryable=False,
-                remedy="install it once per host: `uv run python -m serving.env` (docs/serving.md)",
-            )
+        unservable = _unservable(spec, python)
+        if unservable is not None:
+            return unservable
         directory = ctx.adaptation_dir
         (directory / EVIDENCE_FILE).unlink(missing_ok=True)  # a previous run's evidence is never checked next to this
         try:
@@ -242,6 +229,27 @@ def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
         f"concurrent answered; over-length -> {figures['overlength_status']:.0f}; {speed}; "
         f"ready in {figures['cold_start_s']:.1f} s{memory}"
     )
+
+
+def _unservable(spec: AdaptationSpec, python: Path) -> StageOutcome | None:
+    """Why this model is not served here (a family vLLM does not serve, an endpoint without an
+    acceptance, no serve environment on this host); None when it can be."""
+    if spec.task_family not in SERVED_FAMILIES:
+        return StageOutcome("skipped", f"vLLM serves no {spec.task_family} models: nothing to serve")
+    endpoint = SERVED_FAMILIES[spec.task_family][1]
+    if endpoint not in ACCEPTED_ENDPOINTS:
+        return StageOutcome(
+            "skipped",
+            f'no acceptance for vLLM\'s {endpoint} endpoint yet ({spec.task_family}); docs/serving.md, "Not done yet"',
+        )
+    if not python.is_file():
+        return failed(
+            f"no serve environment at {python}",
+            "serving_env_missing",
+            retryable=False,
+            remedy="install it once per host: `uv run python -m serving.env` (docs/serving.md)",
+        )
+    return None
 
 
 SERVING_STAGE = ServingStage()
