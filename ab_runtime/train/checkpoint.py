@@ -24,8 +24,8 @@ from .distributed import barrier
 from .guards import TrainingStopped, heartbeat
 
 if TYPE_CHECKING:
+    from .config import TrainConfig
     from .data import Data
-    from .harness import TrainConfig
 
 MANIFEST = "MANIFEST.json"
 META = "meta.json"

@@ -13,7 +13,7 @@ from . import corpus
 from .paradigm import Paradigm
 
 if TYPE_CHECKING:
-    from .harness import TrainConfig
+    from .config import TrainConfig
 
 
 def tokenizer_for(config_dir: Path, vocab_size: int) -> Any:

@@ -20,7 +20,7 @@ from ..errors import RuntimeDiagnosis
 from ..fileops import write_text_atomic
 
 if TYPE_CHECKING:
-    from .harness import TrainConfig
+    from .config import TrainConfig
 
 SPIKE_WINDOW = 10
 # torch_npu reports an exhausted device as a plain RuntimeError "NPU out of memory. Tried to
