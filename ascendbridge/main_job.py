@@ -24,9 +24,9 @@ from ascendbridge.cli.errors import OneLineParser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
 from ascendbridge.registration_file import RegistrationFileError, parse_registration_file
-from ascendbridge.run_summary import model_results, results_table, served_table, trained_table
+from ascendbridge.run_summary import print_summary
 from ascendbridge.stacks import describe
-from ascendbridge.stages import STAGES
+from ascendbridge.stages import SPEC_STAGE, STAGES
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
@@ -121,7 +121,7 @@ def _next_steps(store: BoardStore, console: Console) -> None:
     are printed unwrapped, whatever the width (a command broken over two lines does not paste)."""
     ab = ab_command()
     lines = []
-    done = [t for t in store.list_tasks(stage="healing", status="completed")]
+    done = [t for t in store.list_tasks(stage=SPEC_STAGE, status="completed")]
     if done:
         package = adaptations_dir() / done[0].adaptation_name
         relative = ab == "./ab" and package.is_relative_to(REPO_ROOT)
@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    # Wide enough for the results table in a log file; a terminal keeps its own width.
+    # A log file gets a fixed width (the tables fold their prose into it; paths and commands are
+    # printed on lines of their own); a terminal keeps its own width.
     console = Console(width=None if sys.stdout.isatty() else RESULTS_WIDTH)
     path = (args.board or board_path()).expanduser().resolve()
     try:  # the whole file is checked before the board is opened: a bad line registers nothing
@@ -200,11 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     console.print(f"\nteam lead: stages {stages} with {args.workers} worker(s)")
     code = team_lead_main(team_lead_argv(stages))
-    console.print(results_table(model_results(store, stages.split(","), adaptations_dir()), REPO_ROOT))
-    if "training" in stages.split(","):
-        console.print(trained_table(store))
-    if "serving" in stages.split(","):
-        console.print(served_table(store, adaptations_dir(), REPO_ROOT))
+    print_summary(console, store, stages.split(","), adaptations_dir(), REPO_ROOT)
     _print_stacks(store, console)
     _next_steps(store, console)
     store.close()

@@ -3,7 +3,9 @@ and speedup, its evidence.
 
 Read only through the board (tasks and the metrics the gated stages recorded), so it shows what
 the gates accepted, wherever the stages wrote their files. A person reads one line per model and
-knows what to open or retry next.
+knows what to open or retry next. Paths and commands are printed on lines of their own after each
+table, never in a cell: a cell folds its text to the console's width, and a path broken in two
+cannot be copied (a log file is laid out at a fixed width).
 """
 
 from __future__ import annotations
@@ -12,10 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
 from rich.table import Table
 
 from ascendbridge.board import BoardStore, MetricRecord, TaskRecord
+from ascendbridge.stage_table import column_sources
 from ascendbridge.stages import DONE_STATUSES
+
+COLUMNS = column_sources()  # header -> (stage, figure), from each stage's stage.toml
 
 
 @dataclass(frozen=True)
@@ -31,16 +37,24 @@ class ModelResult:
 
 
 def _outcome(tasks: Sequence[TaskRecord]) -> str:
+    """How far the model got; every skipped stage with its reason (a bare "skipped" leaves a person
+    guessing whether it was the policy, a request or the stage's own decision)."""
     stuck = next((t for t in tasks if t.status not in DONE_STATUSES), None)
     if stuck is None:
-        skipped = [t.stage for t in tasks if t.status == "skipped"]
-        return f"all {len(tasks)} stages done" + (f" (skipped: {', '.join(skipped)})" if skipped else "")
+        skipped = [f"{t.stage}: {_reason(t) or NO_REASON}" for t in tasks if t.status == "skipped"]
+        return f"all {len(tasks)} stages done" + (f"; skipped {'; '.join(skipped)}" if skipped else "")
     return f"{stuck.stage} {_not_done(stuck)}"
 
 
 def _latest(metrics: Sequence[MetricRecord], stage: str, name: str) -> MetricRecord | None:
     found = [m for m in metrics if m.stage == stage and m.name == name]
     return max(found, key=lambda m: m.ts) if found else None
+
+
+def _column(metrics: Sequence[MetricRecord], header: str) -> MetricRecord | None:
+    """The latest gated figure of the stage.toml column `header` (latency: the benchmark's median_ms)."""
+    stage, figure = COLUMNS.get(header, ("", ""))
+    return _latest(metrics, stage, figure)
 
 
 def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -> list[ModelResult]:
@@ -56,9 +70,8 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
     for model in store.list_models():
         tasks = sorted(by_model.get(model.model_id, []), key=lambda t: stages.index(t.stage))
         mine = metrics.get(model.model_id, [])
-        latency = _latest(mine, "benchmark", "median_ms")
-        speedup = _latest(mine, "optimization", "speedup")
-        tpot, tokens = _latest(mine, "benchmark", "tpot_ms"), _latest(mine, "benchmark", "tokens_per_s")
+        latency, speedup = _column(mine, "latency"), _column(mine, "speedup")
+        tpot, tokens = _column(mine, "TPOT"), _column(mine, "tokens/s")
         out.append(
             ModelResult(
                 model_id=model.model_id,
@@ -74,21 +87,52 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
     return out
 
 
-def results_table(results: Sequence[ModelResult], root: Path) -> Table:
-    """The table; evidence paths relative to `root` when they lie under it."""
-    table = Table(title="results per model", title_justify="left")
+def print_summary(console: Console, store: BoardStore, stages: Sequence[str], adaptations: Path, root: Path) -> None:
+    """The main job's closing summary: results per model and their evidence, what was trained and
+    what was served (for the stages run), each table followed by its paths, one per line."""
+    results = model_results(store, stages, adaptations)
+    console.print(results_table(results))
+    evidence = [(r.model_id, f"{_shown(r.evidence, root)}/") for r in results if r.evidence.is_dir()]
+    _print_paths(console, "evidence per model", evidence)
+    if "training" in stages and (trained := trained_table(store)).row_count:
+        console.print(trained)
+    if "serving" in stages:
+        console.print(served_table(store))
+        _print_paths(console, "serve commands", serve_commands(store, adaptations, root))
+
+
+def _print_paths(console: Console, title: str, rows: Sequence[tuple[str, str]]) -> None:
+    """`title:` then `  model  path` per row, never wrapped (soft_wrap) and free of markup and
+    highlighting: the path is copied as printed, whatever the console's width."""
+    if not rows:
+        return
+    console.print(f"{title}:", highlight=False)
+    width = max(len(model) for model, _ in rows)
+    for model, path in rows:
+        console.print(f"  {model:<{width}}  {path}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _shown(path: Path, root: Path) -> Path:
+    """`path` relative to `root` when it lies under it (shorter, and what a person in the repo types)."""
+    return path.relative_to(root) if path.is_relative_to(root) else path
+
+
+FIGURE_WIDTH = 13  # "(cpu float32)": a figure folds under its value, leaving the outcome room
+
+
+def results_table(results: Sequence[ModelResult]) -> Table:
+    """One row per model; every cell may fold (no path or command is in one: print_summary prints them)."""
+    table = Table(title="results per model", title_justify="left", show_lines=True)  # rows apart: cells fold
     table.add_column("model", overflow="fold")
     table.add_column("outcome", overflow="fold")
-    table.add_column("latency", justify="right", no_wrap=True)
-    table.add_column("TPOT", justify="right", no_wrap=True)
+    table.add_column("latency", justify="right", overflow="fold", max_width=FIGURE_WIDTH)
+    table.add_column("TPOT", justify="right", overflow="fold", max_width=FIGURE_WIDTH)
     table.add_column("speedup", justify="right", no_wrap=True)
-    table.add_column("evidence", overflow="fold")
     for r in results:
         latency = f"{r.latency_ms:.2f} ms ({r.latency_basis})" if r.latency_ms is not None else "—"
         speedup = f"{r.speedup:.2f}x" if r.speedup is not None else "—"
         tpot = f"{r.tpot_ms:.2f} ms ({r.tokens_per_s:.0f} tok/s)" if r.tpot_ms is not None and r.tokens_per_s else "—"
-        evidence = r.evidence.relative_to(root) if r.evidence.is_relative_to(root) else r.evidence
-        table.add_row(r.model_id, r.outcome, latency, tpot, speedup, f"{evidence}/" if r.evidence.is_dir() else "—")
+        table.add_row(r.model_id, r.outcome, latency, tpot, speedup)
     return table
 
 
@@ -123,11 +167,11 @@ def _served_figures(values: dict[str, float]) -> str:
     return "; ".join(parts)
 
 
-def served_table(store: BoardStore, adaptations: Path, root: Path) -> Table:
-    """What the serving stage served on vLLM, per model with a serving task: the gated figures and
-    the serve command, or why it was not served."""
-    table = Table(title="served on vLLM", title_justify="left")
-    for column in ("model", "served", "serve command"):
+def served_table(store: BoardStore) -> Table:
+    """What the serving stage served on vLLM, per model with a serving task: the gated figures, or
+    why it was not served (its serve command: serve_commands)."""
+    table = Table(title="served on vLLM", title_justify="left", show_lines=True)
+    for column in ("model", "served"):
         table.add_column(column, overflow="fold")
     latest = _latest_figures(store, "serving")
     for task in store.list_tasks(stage="serving"):
@@ -135,12 +179,20 @@ def served_table(store: BoardStore, adaptations: Path, root: Path) -> Table:
         if task.status == "completed" and mine:
             first = next(iter(mine.values()))
             served = f"{first.device} {first.dtype}: " + _served_figures({k: m.value for k, m in mine.items()})
-            script = adaptations / task.adaptation_name / "serve" / "serve.sh"
-            command = str(script.relative_to(root) if script.is_relative_to(root) else script)
         else:
-            served, command = _not_done(task), "—"
-        table.add_row(task.model_id, served, command)
+            served = _not_done(task)
+        table.add_row(task.model_id, served)
     return table
+
+
+def serve_commands(store: BoardStore, adaptations: Path, root: Path) -> list[tuple[str, str]]:
+    """(model, the serve script of its served package) for every model the serving stage served."""
+    served = _latest_figures(store, "serving")
+    return [
+        (task.model_id, str(_shown(adaptations / task.adaptation_name / "serve" / "serve.sh", root)))
+        for task in store.list_tasks(stage="serving", status="completed")
+        if task.model_id in served
+    ]
 
 
 def trained_table(store: BoardStore) -> Table:
@@ -179,6 +231,13 @@ def _latest_figures(store: BoardStore, stage: str) -> dict[str, dict[str, Metric
     return latest
 
 
+NO_REASON = "no reason recorded"  # a skip written before the board kept every skip's reason
+
+
+def _reason(task: TaskRecord) -> str:
+    return str((task.diagnosis or {}).get("summary") or (task.diagnosis or {}).get("reason") or "")
+
+
 def _not_done(task: TaskRecord) -> str:
-    reason = str((task.diagnosis or {}).get("summary") or (task.diagnosis or {}).get("reason") or "")
+    reason = _reason(task) or (NO_REASON if task.status == "skipped" else "")
     return task.status.replace("_", " ") + (f": {reason}" if reason else "")

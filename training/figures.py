@@ -15,6 +15,7 @@ from statistics import median
 from typing import Any
 
 from ascendbridge.gatekit.summary import pyplot, save_figure
+from training.events import read_scalars, write_scalars
 
 LOSS_CURVE = "loss_curve.png"
 EVENTS_DIR = "tensorboard"  # in the run directory: `tensorboard --logdir adaptations/NAME/train/run/tensorboard`
@@ -54,34 +55,26 @@ def event_scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
 
 def write_events(run: Path) -> Path:
     """The run's TensorBoard event file, written afresh into run/EVENTS_DIR from the saved logs
-    (framework side: the package's environment needs no tensorboard); step wall times are the log's."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
+    (training/events.py: no tensorboard library on either side); step wall times are the log's."""
     directory = run / EVENTS_DIR
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     times = {int(s["step"]): float(s.get("time") or 0.0) for s in step_log(run)}
-    writer = EventFileWriter(str(directory))
-    for tag, points in event_scalars(run).items():
-        for step, value in points:
-            summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
-            writer.add_event(event_pb2.Event(wall_time=times.get(step, 0.0), step=step, summary=summary))
-    writer.close()
+    write_scalars(
+        directory,
+        (
+            (tag, step, value, times.get(step, 0.0))
+            for tag, points in event_scalars(run).items()
+            for step, value in points
+        ),
+    )
     return directory
 
 
 def read_events(directory: Path) -> dict[str, list[tuple[int, float]]]:
-    """{tag: [(step, value)]} of the scalars in an event directory, read back with TensorBoard's own
-    reader; empty when there is no such directory."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    if not directory.is_dir():
-        return {}
-
-    accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0})  # 0: every event, no sampling
-    accumulator.Reload()
-    return {tag: [(e.step, e.value) for e in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+    """{tag: [(step, value)]} of the scalars in an event directory (ValueError for a malformed
+    file); empty when there is no such directory."""
+    return read_scalars(directory) if directory.is_dir() else {}
 
 
 def training_figures(

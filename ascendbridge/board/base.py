@@ -29,7 +29,7 @@ from ascendbridge.board.connection import (
 )
 from ascendbridge.board.records import dumps, loads, now_iso
 from ascendbridge.board.schema import Attempt, Event, Model, Task
-from ascendbridge.stages import next_stage
+from ascendbridge.stages import TRAINING_JOB_STAGES, next_stage
 
 
 class UnknownModelError(BoardError):
@@ -202,8 +202,15 @@ class StoreBase:
         return task
 
     def _set_metadata(
-        self, s: Session, row: Model, fields: dict[str, Any], metadata: dict[str, Any] | None, origin: str
+        self,
+        s: Session,
+        row: Model,
+        fields: dict[str, Any],
+        metadata: dict[str, Any] | None,
+        origin: str,
+        stage: str | None = None,
     ) -> None:
+        """Store discovered metadata; its event names the stage that brought it (None: outside any)."""
         bad = set(fields) - METADATA_FIELDS
         if bad:
             raise BoardError(f"cannot set model fields: {', '.join(sorted(bad))}")
@@ -213,7 +220,7 @@ class StoreBase:
             row.metadata_json = dumps(metadata)
         s.add(row)
         self._event(
-            s, "metadata", "discovered metadata stored", row.id, "discovery", {k: v for k, v in fields.items()}, origin
+            s, "metadata", "discovered metadata stored", row.id, stage, {k: v for k, v in fields.items()}, origin
         )
 
     def _advance(self, s: Session, model_pk: int, done_stage: str) -> None:
@@ -232,13 +239,19 @@ class StoreBase:
             now = now_iso()
             task.updated_at = now
             if stage in skip:
+                # The reason is the task's diagnosis, as for a stage's own skip: the summary
+                # tables, the dashboard and `board_ops show` read it there, not in the event log.
+                no_job = stage in TRAINING_JOB_STAGES and model.training_json in ("", "{}")
+                why = (
+                    "by policy ("
+                    + ("no training job registered" if no_job else f"registered with {stage} skipped")
+                    + ")"
+                )
                 task.status = "skipped"
                 task.finished_at = now
+                task.diagnosis_json = dumps({"rule": "skip_policy", "summary": why})
                 s.add(task)
-                why = (
-                    " (no training job registered)" if stage == "training" and model.training_json in ("", "{}") else ""
-                )
-                self._event(s, "skipped", f"{stage} skipped by policy{why}", model_pk, stage, {})
+                self._event(s, "skipped", f"{stage} skipped {why}", model_pk, stage, {})
                 stage = next_stage(stage)
                 continue
             task.status = "pending"

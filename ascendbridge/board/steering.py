@@ -12,7 +12,7 @@ from sqlmodel import Session, col, select
 
 from ascendbridge.board.base import StoreBase, _json_list, _pk
 from ascendbridge.board.connection import BoardError
-from ascendbridge.board.records import GuidanceRecord, ModelRecord, TaskRecord, dumps, now_iso
+from ascendbridge.board.records import GuidanceRecord, ModelRecord, TaskRecord, dumps, loads, now_iso
 from ascendbridge.board.schema import Guidance, Model, Task
 from ascendbridge.stages import DONE_STATUSES, STAGES, check_stage, stage_index
 
@@ -155,6 +155,9 @@ class SteeringStore(StoreBase):
             task.status = "skipped"
             task.finished_at = now
             task.updated_at = now
+            before = str(loads(task.diagnosis_json, {}).get("summary") or "")  # a failure's reason stays
+            was = f"{old}: {before}" if before else old
+            task.diagnosis_json = dumps({"rule": "skip_requested", "summary": f"on request (it was {was})"})
             s.add(task)
             skips = set(_json_list(model.skip_stages_json)) | {stage}
             model.skip_stages_json = dumps(sorted(skips))

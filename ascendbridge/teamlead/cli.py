@@ -37,13 +37,13 @@ from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
 from ascendbridge.runtime.placement import DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, install
+from ascendbridge.stage_registry import StageRef, stage_refs
 from ascendbridge.stages import STATUSES
 from ascendbridge.teamlead.diskspace import min_free_bytes
 from ascendbridge.teamlead.guidance import BoardSteering
 from ascendbridge.teamlead.history import HostHistory
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
-from ascendbridge.teamlead.progress import Progress
-from ascendbridge.teamlead.registry import StageRef, stage_refs
+from ascendbridge.teamlead.progress import FILE_ONLY, Progress
 from ascendbridge.teamlead.scheduler import RunStats, TeamLead
 from ascendbridge.teamlead.settings import (
     RunSettings,
@@ -171,9 +171,6 @@ def make_executor(settings: TeamLeadSettings) -> Executor:
     if settings.executor == "ray":
         return RayExecutor(settings.ray_address)
     return LocalProcessExecutor()
-
-
-FILE_ONLY = "file_only"  # a log record's extra: for the log file, not the terminal (a traceback)
 
 
 def setup_logging(console: Console, live: bool) -> logging.Logger:

@@ -20,7 +20,7 @@ from ascendbridge.config import adaptations_dir, logs_dir
 from ascendbridge.refusals import as_refusal
 from ascendbridge.runtime.executor import Job
 from ascendbridge.runtime.placement import Placement, devices_needed, is_timed, stage_devices
-from ascendbridge.teamlead.registry import extra_stages_env
+from ascendbridge.stage_registry import extra_stages_env
 from ascendbridge.teamlead.selection import Candidate, Resources, select
 from ascendbridge.teamlead.state import Part, Recheck, RunState
 from ascendbridge.teamlead.transitions import Transitions

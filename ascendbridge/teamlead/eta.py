@@ -41,10 +41,13 @@ from typing import Any, NamedTuple
 
 from ascendbridge.board import ModelRecord, TaskRecord
 from ascendbridge.runtime.placement import is_timed
+from ascendbridge.stage_table import stage_table
 from ascendbridge.stages import DONE_STATUSES, STAGES, TERMINAL_STATUSES
 from ascendbridge.teamlead.selection import model_rank
 
 COSTS_FILE = Path(__file__).with_name("stage_costs.json")
+# An attempt's seconds for a stage with no figure in the cost model (stage.toml `cost_s`).
+PRIORS: dict[str, float] = {row.name: row.cost_s for row in stage_table()}
 ALL_FAMILIES = "*"  # a stage's entry in the cost model for a family it has no figure for
 
 # What a stage's estimate rests on (StageBasis.source), best first.
@@ -67,7 +70,9 @@ class CostModel:
     source: dict[str, Any] = field(default_factory=dict)
 
     def base(self, stage: str, family: str | None) -> float | None:
-        per = self.stages.get(stage, {})
+        per = self.stages.get(stage)
+        if per is None:  # a stage this cost model has never measured: its stage.toml's prior
+            return PRIORS.get(stage)
         return per.get(family or "", per.get(ALL_FAMILIES))
 
     def model_work_s(self, family: str | None, skips: Iterable[str]) -> float:
@@ -184,6 +189,19 @@ class Eta:
             f"ETA {fmt_s(self.seconds)} [{self.basis()}; work left: timed {fmt_s(self.timed_s)}, "
             f"untimed {fmt_s(self.untimed_s)}]"
         )
+
+    def short(self) -> str:
+        """The figure alone, for a progress line: 'ETA 47m10s'; without an estimate for a stage with
+        work left, 'ETA unknown (no estimate for STAGE; the rest: 4m10s)', never a lower bound as the
+        ETA. What it rests on is text()'s, for the log file and the live view."""
+        if self.error is not None:
+            return f"ETA unavailable ({self.error})"
+        if not any(b.left for b in self.stages):
+            return "ETA 0s"
+        if self.seconds is None:
+            missing = ", ".join(b.stage for b in self.stages if b.left and b.source == NONE)
+            return f"ETA unknown (no estimate for {missing}; the rest: {fmt_s(self.known_s)})"
+        return f"ETA {fmt_s(self.seconds)}"
 
 
 def fmt_s(seconds: float | None, unknown: str = "?") -> str:

@@ -1,11 +1,14 @@
-"""What people watching a team-lead run see: a live models x stages table, or plain lines.
+"""What people watching a team-lead run see: a live progress bar and models x stages table, or
+short plain lines.
 
-With a terminal the table redraws in place (overall percent and ETA on top); without one
-(CI, a log file, the watchdog) a progress line is logged every PLAIN_EVERY_S seconds instead.
-Every line recomputes the ETA (teamlead/eta.py) and shows what it rests on; a fault in that
-estimate is one warning and `ETA unavailable (...)`, never the end of the run. After every finished
-attempt the board's costed attempts are re-read and, for the product's own stages, written to
-the host's stage history (teamlead/history.py), the prior of later boards.
+With a terminal the view redraws in place: a bar with the tasks done, the running count and the
+ETA, what the ETA rests on, then the table. Without one (CI, a log file, the watchdog) one short
+line is logged every PLAIN_EVERY_S seconds (`progress: 12/64 stage tasks done (19%), 2 running,
+ETA 47m10s`), and what the ETA rests on goes to the log file only. Every line recomputes the ETA
+(teamlead/eta.py); a fault in that estimate is one warning and `ETA unavailable (...)`, never the
+end of the run. After every finished attempt the board's costed attempts are re-read and, for the
+product's own stages, written to the host's stage history (teamlead/history.py), the prior of
+later boards.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
@@ -31,6 +35,8 @@ if TYPE_CHECKING:
 PLAIN_EVERY_S = 30.0
 LIVE_EVERY_S = 1.0
 MAX_ROWS = 25
+BAR_WIDTH = 40
+FILE_ONLY = "file_only"  # a log record's extra: for the log file, not the screen (cli.setup_logging)
 STYLE = {
     "completed": "green",
     "failed": "red",
@@ -81,16 +87,23 @@ class Progress:
         self._host: list[Sample] | None = None  # the host's priors, read once per run
         self._eta_error: str | None = None  # the estimate's last fault, already warned about
 
-    def summary_line(self, lead: TeamLead) -> str:
+    def state(self, lead: TeamLead) -> tuple[int, int, Eta]:
+        """(tasks done, all tasks, the ETA) now; a new fault of the estimate is warned about once."""
         done, total, eta = overall(lead, self.samples, self.host_priors(), self.costs)
         if eta.error is not None and eta.error != self._eta_error:  # each new fault once, not every line
             self.log.warning("ETA: the estimate failed (%s); the run goes on without one", eta.error)
         self._eta_error = eta.error
+        return done, total, eta
+
+    @staticmethod
+    def counts(done: int, total: int, running: int, eta: Eta) -> str:
         pct = 100.0 * done / total if total else 100.0
-        return (
-            f"progress: {done}/{total} stage tasks finished ({pct:.0f}%), {len(lead.jobs)} running, "
-            f"{eta.text() if done < total else 'ETA 0s'}"
-        )
+        return f"{done}/{total} stage tasks done ({pct:.0f}%), {running} running, {eta.short() if done < total else 'ETA 0s'}"
+
+    def summary_line(self, lead: TeamLead) -> str:
+        """The short line logged off a terminal (what the ETA rests on is logged to the file alone)."""
+        done, total, eta = self.state(lead)
+        return "progress: " + self.counts(done, total, len(lead.jobs), eta)
 
     def host_priors(self) -> list[Sample]:
         """Earlier boards' attempts on this host; a history file that cannot be used is ignored
@@ -144,8 +157,11 @@ class Progress:
         self._last = now
         if self.live:
             self.live.update(self.render(lead), refresh=True)
-        else:
-            self.log.info(self.summary_line(lead))
+            return
+        done, total, eta = self.state(lead)
+        self.log.info("progress: %s", self.counts(done, total, len(lead.jobs), eta))
+        if done < total and eta.error is None:
+            self.log.info("%s", eta.text(), extra={FILE_ONLY: True})  # "ETA 47m10s [what it rests on]"
 
     def render(self, lead: TeamLead) -> Group:
         stages = lead.settings.stages
@@ -169,4 +185,11 @@ class Progress:
                 model_id, *(Text(per_stage.get(st, "-"), style=STYLE.get(per_stage.get(st, ""), "")) for st in stages)
             )
         more = f" (+{len(rows) - MAX_ROWS} more models)" if len(rows) > MAX_ROWS else ""
-        return Group(Text(self.summary_line(lead) + more, style="bold"), table)
+        done, total, eta = self.state(lead)
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(
+            ProgressBar(total=total or 1, completed=done if total else 1, width=BAR_WIDTH),
+            Text(self.counts(done, total, len(lead.jobs), eta) + more, style="bold"),
+        )
+        basis = eta.basis() if done < total and eta.error is None else ""
+        return Group(bar, Text(f"ETA basis: {basis}", style="dim"), table) if basis else Group(bar, table)

@@ -49,11 +49,11 @@ from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.executor import Executor, Job, JobResult
 from ascendbridge.runtime.placement import DevicePool
 from ascendbridge.settings import Settings
+from ascendbridge.stage_registry import STAGE_ROLES, StageRef, check_loadable
 from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
 from ascendbridge.teamlead.dispatch import Dispatch
 from ascendbridge.teamlead.eta import CostModel
 from ascendbridge.teamlead.recovery import Recovery
-from ascendbridge.teamlead.registry import STAGE_ROLES, StageRef, check_loadable
 from ascendbridge.teamlead.settings import TeamLeadSettings
 from ascendbridge.teamlead.shutdown import Shutdown
 from ascendbridge.teamlead.state import Recheck, RunState, RunStats, Steering

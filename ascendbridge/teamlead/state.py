@@ -18,8 +18,8 @@ from ascendbridge.board.leases import LeaseBoard
 from ascendbridge.runtime.executor import Executor, Job, JobResult
 from ascendbridge.runtime.placement import DevicePool
 from ascendbridge.stage_api import StageOutcome
+from ascendbridge.stage_registry import StageRef
 from ascendbridge.teamlead.eta import CostModel
-from ascendbridge.teamlead.registry import StageRef
 from ascendbridge.teamlead.settings import TeamLeadSettings
 
 

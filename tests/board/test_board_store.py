@@ -129,6 +129,8 @@ def test_skip_after_failure_moves_the_pipeline_on(board: BoardStore) -> None:
     board.skip("m", "adaptation")
     assert statuses(board, "m")["adaptation"] == "skipped"
     assert statuses(board, "m")["healing"] == "pending"
+    (skipped,) = board.list_tasks("adaptation", model_id="m")  # the reason stays, the failure's with it
+    assert skipped.diagnosis == {"rule": "skip_requested", "summary": "on request (it was failed: no rule)"}
     with pytest.raises(BoardError, match="completed"):
         board.skip("m", "discovery")
 

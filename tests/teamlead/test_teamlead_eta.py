@@ -21,11 +21,11 @@ from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.placement import DevicePool
+from ascendbridge.stage_registry import StageRef
 from ascendbridge.stages import STAGES
-from ascendbridge.teamlead.eta import COSTS_FILE, CostModel, Eta, Lanes, Sample, estimate
+from ascendbridge.teamlead.eta import COSTS_FILE, PRIORS, CostModel, Eta, Lanes, Sample, estimate
 from ascendbridge.teamlead.history import HistoryError, HostHistory
 from ascendbridge.teamlead.progress import Progress, overall
-from ascendbridge.teamlead.registry import StageRef
 from ascendbridge.teamlead.scheduler import RunStats
 from ascendbridge.teamlead.settings import TeamLeadSettings
 from bench import eta_error
@@ -163,9 +163,11 @@ def test_no_sample_and_no_prior_is_unknown_never_a_lower_bound_shown_as_the_eta(
         "ETA unknown: no sample or prior for business_benchmark (the rest alone: 10s) "
         "[discovery ~10s x1 (prior: cost model), business_benchmark ? x1 (no sample, no prior)]"
     )
+    assert eta.short() == "ETA unknown (no estimate for business_benchmark; the rest: 10s)"  # the progress line's
     measured = run(tasks, ["discovery", "business_benchmark"], board=[Sample("business_benchmark", None, 30.0)])
     assert measured.seconds == 30.0  # beside discovery (the other worker); its median (no prior to meet)
     assert run([task("discovery", "completed")], ["discovery"]).text() == "ETA 0s"
+    assert measured.short() == "ETA 30s" and run([task("discovery", "completed")], ["discovery"]).short() == "ETA 0s"
 
 
 def test_timed_work_runs_on_its_slot_beside_untimed_work_the_eta_is_the_longer_lane() -> None:
@@ -205,7 +207,10 @@ def test_the_eta_lays_models_out_in_the_schedulers_order_the_longest_first() -> 
     models.append(model(3, "causal_lm"))
     eta = estimate(tasks, models, ["benchmark", "optimization"], [], [], COSTS, Lanes(2, 2), NOW)
     assert eta.seconds == 50.0 + 200.0
-    assert COSTS.model_work_s("causal_lm", ["optimization"]) == 10.0 + 50.0 + 50.0  # discovery, healing, benchmark
+    # discovery, healing, benchmark; the stages this cost model never measured cost their stage.toml prior
+    unmeasured = sum(PRIORS[s] for s in STAGES if s not in COSTS.stages)
+    assert COSTS.model_work_s("causal_lm", ["optimization"]) == 10.0 + 50.0 + 50.0 + unmeasured
+    assert COSTS.base("serving", "causal_lm") == PRIORS["serving"] and COSTS.base("healing", "seq2seq") == 100.0
     assert COSTS.model_work_s(None, []) == math.inf  # undiscovered: discovered first, its family tells its cost
 
 
@@ -266,7 +271,7 @@ def test_a_fault_in_the_estimate_is_one_warning_and_the_line_says_eta_unavailabl
     assert (
         lines
         == [
-            "progress: 0/1 stage tasks finished (0%), 0 running, ETA unavailable "
+            "progress: 0/1 stage tasks done (0%), 0 running, ETA unavailable "
             "(ZeroDivisionError: float division by zero)"
         ]
         * 3

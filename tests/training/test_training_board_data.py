@@ -77,6 +77,27 @@ def test_the_event_file_read_back_holds_the_step_logs_figures(tmp_path: Path) ->
     assert read_events(tmp_path / "none") == {}  # no event directory: nothing read back (the gate: a mismatch)
 
 
+def test_tensorboard_reads_the_event_file_as_written_and_a_damaged_one_is_refused(tmp_path: Path) -> None:
+    """training/events.py writes the file without the tensorboard library; TensorBoard's own reader
+    (a dev dependency, the `tensorboard` extra for users) must read exactly the same scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = _run_dir(tmp_path)
+    directory = write_events(run)
+    accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0})  # 0: every event
+    accumulator.Reload()
+    theirs = {tag: [(e.step, e.value) for e in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+    assert theirs == read_events(directory) == event_scalars(run)
+    wall = {e.step: e.wall_time for e in accumulator.Scalars("train/loss")}
+    assert wall == {i: 1_796_000_000.0 + i for i in range(1, 7)}  # the step log's times
+    (path,) = directory.glob("events.out.tfevents.*")
+    raw = bytearray(path.read_bytes())
+    raw[-6] ^= 0xFF  # one byte of the last record
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="fails its checksum"):
+        read_events(directory)
+
+
 def test_hub_references_parse_and_bad_ones_are_refused() -> None:
     assert hub_dataset("/data/corpus.jsonl") is None
     assert hub_dataset("hf:org/stories") == HubDataset("org/stories", "train", None)

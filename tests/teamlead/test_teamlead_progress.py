@@ -1,0 +1,75 @@
+"""What a person watching the team lead sees: a bar with the ETA on a terminal, one short line off it."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from ascendbridge.board import BoardStore, Registration
+from ascendbridge.runtime.devices import detect
+from ascendbridge.runtime.placement import DevicePool
+from ascendbridge.teamlead.eta import CostModel
+from ascendbridge.teamlead.progress import BAR_WIDTH, FILE_ONLY, Progress
+from ascendbridge.teamlead.scheduler import RunStats
+from ascendbridge.teamlead.settings import TeamLeadSettings
+from tests.support.fake_devices import fake_runner
+
+COSTS = CostModel({"discovery": {"*": 10.0}, "adaptation": {"*": 20.0}})
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+LINE = "1/6 stage tasks done (17%), 0 running, ETA "
+
+
+@pytest.fixture()
+def lead(tmp_path: Path) -> SimpleNamespace:
+    """The parts of a team lead Progress reads, over a real board: 3 models, one discovered."""
+    store = BoardStore.init(tmp_path / "board.db")
+    store.register_models([Registration(model_id=f"acme/m{i}") for i in range(3)])
+    task = store.claim_task(store.list_tasks("discovery", model_id="acme/m0")[0].id, "w", 60)
+    store.complete_task(task.id, task.fencing_token, {})
+    pool = DevicePool(detect(None, fake_runner(), cpus=(0, 1), host="h"))
+    settings = TeamLeadSettings(stages=("discovery", "adaptation"))
+    yield SimpleNamespace(store=store, settings=settings, pool=pool, stats=RunStats(), jobs={}, refs={})
+    store.close()
+
+
+def board_attempts() -> list[tuple[str, str | None, float]]:
+    return [("discovery", None, 12.0)]
+
+
+def test_a_terminal_shows_a_bar_with_the_eta(lead: SimpleNamespace) -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    with Progress(console, logging.getLogger("test-progress"), True, board_attempts, costs=COSTS) as progress:
+        progress(lead, force=True)  # type: ignore[arg-type]  # the parts Progress reads
+    lines = ANSI.sub("", out.getvalue()).splitlines()
+    bar = next(line for line in lines if LINE in line)
+    assert re.fullmatch(f"[━╸╺]{{{BAR_WIDTH}}} " + re.escape(LINE) + r"\d+s", bar.rstrip()), bar
+    basis = next(line for line in lines if line.startswith("ETA basis: "))  # what the ETA rests on, under the bar
+    assert "discovery 11s x2 (median of 1 here and its prior)" in basis and "adaptation ~24s x3" in basis
+    assert any("acme/m0" in line and "completed" in line for line in lines)  # the models x stages table
+
+
+def test_off_a_terminal_one_short_line_and_the_eta_basis_for_the_log_file_only(
+    lead: SimpleNamespace, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = io.StringIO()
+    progress = Progress(
+        Console(file=out, force_terminal=False), logging.getLogger("test-progress"), False, board_attempts, costs=COSTS
+    )
+    with caplog.at_level(logging.INFO, logger="test-progress"):
+        progress(lead)  # type: ignore[arg-type]  # the parts Progress reads
+        progress(lead)  # type: ignore[arg-type]  # within PLAIN_EVERY_S: nothing more
+    screen = [r.getMessage() for r in caplog.records if not getattr(r, FILE_ONLY, False)]
+    file_only = [r.getMessage() for r in caplog.records if getattr(r, FILE_ONLY, False)]
+    assert len(screen) == 1 and re.fullmatch(r"progress: " + re.escape(LINE) + r"\d+s", screen[0]), screen
+    assert len(screen[0]) < 80
+    assert (
+        len(file_only) == 1 and file_only[0].startswith("ETA ") and "discovery 11s x2 (median of 1 here" in file_only[0]
+    )
+    assert out.getvalue() == ""  # no bar, no live view
