@@ -1,7 +1,7 @@
 """The Adaptation stage: build the spec from the board record, render the package, `uv lock`.
 
-Its gate is `adaptation/scripts/check_adaptation.py --no-run` run as a separate process: files, spec,
-runtime copy, demo wrapper, pyproject extras/conflicts and `uv lock --check`. Running the demo
+Its gate is `adaptation/scripts/check_adaptation.py --no-run` (the checks are adaptation/gate.py) run as
+a separate process: files, spec, runtime copy, demo wrapper, pyproject extras/conflicts and `uv lock --check`. Running the demo
 is the Healing stage's job (its gate runs the full check), because a demo that fails here is
 exactly what the healer exists to fix; failing Adaptation for it would stop the pipeline before
 the healer could try.

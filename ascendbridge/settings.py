@@ -388,6 +388,16 @@ def section(cls: type[S]) -> S:
     return cls.from_sources()
 
 
+def named_section(name: str) -> StageSettings | None:
+    """A stage's section by its registered name, for kernel code that reads a stage's setting without
+    importing the stage (the layout forbids it): the installed model's, else from the environment;
+    None when no such section is registered."""
+    if _installed is not None:
+        return _installed.section(name) if name in type(_installed).model_fields else None
+    cls = section_classes().get(name)
+    return cls.from_sources() if cls is not None else None
+
+
 DOC_BEGIN = (
     "<!-- settings table: generated from ascendbridge.settings by `uv run python -m ascendbridge.settings --write` -->"
 )

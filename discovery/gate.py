@@ -10,20 +10,26 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import dataclasses as pydantic_dataclasses
+
 from ascendbridge import capped_read
+from ascendbridge.board.reader import ReadOnlyBoard
 from ascendbridge.discovery.config_estimate import estimate_parameters
 from ascendbridge.discovery.decisions import decide
 from ascendbridge.discovery.errors import DiscoveryError
 from ascendbridge.discovery.hub import cache_dir, cached_snapshot, hub_offline, hub_token
 from ascendbridge.discovery.model_info import ModelInfo
 from ascendbridge.discovery.safetensors_header import MAX_HEADER_BYTES
+from ascendbridge.gatekit.report import GateReport
 from ascendbridge.task_families import TASK_FAMILIES
+from discovery.evidence import evidence_path, read_evidence
 
 if TYPE_CHECKING:
     from ascendbridge.board.records import ModelRecord
@@ -42,6 +48,14 @@ class Checks:
     @property
     def failed(self) -> list[dict[str, Any]]:
         return [c for c in self.items if not c["ok"]]
+
+    @property
+    def summary(self) -> str:
+        """How many checks passed, else the first three that failed."""
+        failed = self.failed
+        if not failed:
+            return f"{len(self.items)} checks passed"
+        return "; ".join(f"{c['check']}: {c['detail']}" for c in failed[:3])
 
 
 def count_float_elements(path: Path) -> tuple[int, int]:
@@ -150,3 +164,50 @@ def verify(info: ModelInfo, model: ModelRecord, has_token: bool | None = None) -
     except DiscoveryError as exc:
         checks.add("decision", False, str(exc))
     return checks
+
+
+@pydantic_dataclasses.dataclass
+class DiscoveryReport(GateReport):
+    """The discovery gate's answer as its checker prints it: the evidence it read and every check."""
+
+    evidence: str = ""
+    checks_run: list[dict[str, Any]] = field(default_factory=list)  # {check, ok, detail}, in order
+
+    def problem_lines(self) -> list[str]:
+        return [f"{c['check']}: {c['detail']}" for c in self.checks_run if not c["ok"]]
+
+
+def latest_evidence(adaptation_name: str) -> Path | None:
+    """The newest run's evidence file of a model (highest fencing token: the last attempt's), or None."""
+    folder = evidence_path(adaptation_name, 0).parent
+    tokens = {}
+    for path in folder.glob("model_info-token*.json"):
+        found = re.fullmatch(r"model_info-token(\d+)\.json", path.name)
+        if found:
+            tokens[int(found.group(1))] = path
+    return tokens[max(tokens)] if tokens else None
+
+
+def check_model(adaptation_name: str, board: Path, evidence: Path | None = None) -> DiscoveryReport:
+    """Re-verify one model's discovery evidence (`evidence`, else its newest run's) against its board
+    record. ValueError (the checker's exit 2) when there is no board, no such model or no evidence."""
+    if not board.is_file():
+        raise ValueError(f"no board at {board} (--board PATH)")
+    reader = ReadOnlyBoard(board)
+    try:
+        model = next((m for m in reader.list_models() if m.adaptation_name == adaptation_name), None)
+    finally:
+        reader.close()
+    if model is None:
+        raise ValueError(f"no model with adaptation name '{adaptation_name}' on {board}")
+    path = evidence or latest_evidence(adaptation_name)
+    if path is None:
+        raise ValueError(f"no discovery evidence for {adaptation_name} in {evidence_path(adaptation_name, 0).parent}")
+    try:
+        info = ModelInfo.model_validate(read_evidence(path))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"no readable discovery evidence at {path} ({type(exc).__name__})") from None
+    checks = verify(info, model)
+    return DiscoveryReport(
+        adaptation_name, not checks.failed, checks.summary, evidence=str(path), checks_run=checks.items
+    )

@@ -81,15 +81,9 @@ class DiscoveryStage:
                 False, f"no readable discovery evidence at {path} ({type(exc).__name__})", {"evidence": str(path)}
             )
         checks = verify(info, ctx.model)
-        failed = checks.failed
         for c in checks.items:
             ctx.say(f"gate {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}")
-        summary = (
-            f"{len(checks.items)} checks passed"
-            if not failed
-            else "; ".join(f"{c['check']}: {c['detail']}" for c in failed[:3])
-        )
-        return GateResult(not failed, summary, {"evidence": str(path), "checks": checks.items})
+        return GateResult(not checks.failed, checks.summary, {"evidence": str(path), "checks": checks.items})
 
 
 DISCOVERY_STAGE = DiscoveryStage()

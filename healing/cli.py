@@ -24,7 +24,7 @@ from healing.agent_escalation import install as install_agent_escalators
 from healing.classifier import classify
 from healing.context import fix_context
 from healing.failure import Failure
-from healing.gate import healing_gate
+from healing.gate import check_adaptation
 from healing.loop import heal
 from healing.redact import redact
 from healing.rules import RULES
@@ -122,14 +122,9 @@ def cmd_heal(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     directory = _directory(args.adapt, args.adaptations_dir)
     settings = _settings(args)
-    passed, summary, report = healing_gate(directory, args.adapt, settings.device, settings.demo_timeout_s)
-    if args.json:
-        print(json.dumps({"passed": passed, "summary": summary, "checks": report["checks"]}))
-    else:
-        for check in report["checks"]:
-            print(f"{'PASS' if check['passed'] else 'FAIL'}  {check['name']}: {check['detail']}")
-        print(("passed: " if passed else "failed: ") + summary)
-    return 0 if passed else 1
+    report = check_adaptation(directory, settings.device, settings.demo_timeout_s)  # as the checker script
+    print(json.dumps(report.as_dict()) if args.json else report.text())
+    return report.exit_code()
 
 
 def parser() -> argparse.ArgumentParser:

@@ -12,12 +12,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from pydantic.dataclasses import dataclass
 
 from ab_runtime.result import read_result
 from ascendbridge.config import uv_binary
 from ascendbridge.gatekit.envs import model_run_env
+from ascendbridge.gatekit.report import GateReport
 from ascendbridge.package.checker import run_package_checker
 from ascendbridge.runtime.process import run_command
 from healing.evidence import read_evidence, spec_digest
@@ -127,3 +131,30 @@ def healing_gate(directory: Path, name: str, device: str, timeout_s: float) -> t
         else "; ".join(failed)
     )
     return passed_all, summary, report
+
+
+@dataclass
+class HealingReport(GateReport):
+    """The healing gate's answer as the checker prints it: the device it checked and every check."""
+
+    device: str = ""
+    checks_run: list[dict[str, Any]] = field(default_factory=list)  # {name, passed, detail}, in order
+    check_adaptation: dict[str, Any] | None = None  # the package checker's own report
+    real_run: dict[str, Any] | None = None  # the real-weights re-run, when one was claimed
+
+    def problem_lines(self) -> list[str]:
+        return [f"{c['name']}: {c['detail']}" for c in self.checks_run if not c["passed"]]
+
+
+def check_adaptation(directory: Path, device: str, timeout_s: float) -> HealingReport:
+    """healing_gate as a GateReport, for the checker script (healing/scripts/check_healing.py)."""
+    passed, summary, report = healing_gate(directory, directory.name, device, timeout_s)
+    return HealingReport(
+        directory.name,
+        passed,
+        summary,
+        device=device,
+        checks_run=report["checks"],
+        check_adaptation=report.get("check_adaptation"),
+        real_run=report.get("real_run"),
+    )

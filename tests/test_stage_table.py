@@ -38,7 +38,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ascendbridge/cli/board_views.py", "training"): "the model's training-job column, not the stage",
     ("ascendbridge/main_job.py", "adaptation"): "the adaptation-name column of the models table",
     ("ascendbridge/demo_models.py", "training"): "a path into the bundled corpus the demo's training job reads",
-    ("ascendbridge/discovery/settings.py", "discovery"): "the discovery library's own settings section",
+    ("ascendbridge/discovery/hub.py", "discovery"): "the Hub client reads the discovery stage's hub_timeout by "
+    "its section name (discovery/settings.py); the library is shared with `board_ops discover`",
     ("ascendbridge/export/check_package.py", "optimization"): "a key of the export manifest",
     ("ascendbridge/gatekit/inner/recompute_accuracy.py", "optimization"): "a key of the evidence's metrics file",
     ("ascendbridge/revalidation/stage.py", "benchmark"): "left: re-validation re-runs these two stages by name",

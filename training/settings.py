@@ -14,7 +14,7 @@ from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
 from ascendbridge.settings import one_of
 
-PRECISIONS = ("fp32", "bf16-autocast")  # ab_runtime/train/harness.py PRECISIONS
+PRECISIONS = ("fp32", "bf16-autocast")  # ab_runtime/train/config.py PRECISIONS
 
 
 class TrainingSettings(DeviceSettings):
@@ -41,7 +41,7 @@ class TrainingSettings(DeviceSettings):
     threads: int = Field(0, ge=0)  # torch intra-op threads (OMP_NUM_THREADS; 0: torch's default)
     run_timeout_s: float = Field(7200.0, gt=0)
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
-    # test-only: the harness's injected faults (ab_runtime/train/harness.py TrainConfig.fault, e.g.
+    # test-only: the harness's injected faults (ab_runtime/train/config.py TrainConfig.fault, e.g.
     # {"nan_at_step": 5}) in the training run's config; never in the contract's, dropped by the gate's re-run
     fault: Annotated[dict[str, int], NoDecode] = {}  # JSON (--set or the variable); pydantic copies the default
 

@@ -94,6 +94,60 @@ def _prepare_run_dir(directory: Path, train_config: dict[str, Any]) -> bool:
     return False
 
 
+def _unfit(settings: TrainingSettings, job: TrainingJob) -> StageOutcome | None:
+    """A job this host or these settings cannot run, refused before anything is prepared."""
+    short = _cards_short(settings.device, job.processes)
+    if short:
+        return failed(short, "training_cards_short", retryable=False)
+    if settings.batch % (job.processes * settings.accumulation):
+        return failed(
+            f"training batch {settings.batch} does not split over {job.processes} process(es) x "
+            f"{settings.accumulation} micro-batch(es)",
+            "training_batch_split",
+            retryable=False,
+        )
+    return None
+
+
+def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> StageOutcome:
+    """A finished run's outcome: its figures (written for the gate to recompute), loss curve, events and summary."""
+    steps = step_log(run)
+    contract = _read(run / "contract.json") or {}
+    draw(run, run / LOSS_CURVE)
+    write_events(run)
+    figures = training_figures(result, steps, contract, supervision)
+    (run / FIGURES_FILE).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")  # the gate recomputes it
+    evaluation = result["evaluation"]["verdict"]
+    summary = (
+        f"{result['method']} {result['paradigm']} on {result['device']['kind']} {result['precision']}, "
+        f"{result['strategy']} x{result['world']}: loss {figures['loss_first']:.4f} -> "
+        f"{figures['loss_last']:.4f} in {result['steps']} steps; held-out {evaluation['verdict']} "
+        f"({result['evaluation']['before']['loss']:.4f} -> {result['evaluation']['after']['loss']:.4f}); "
+        f"contract {'passed' if contract.get('verdict', {}).get('passed') else 'FAILED'}; "
+        f"{figures['tokens_per_s']:.0f} tokens/s at micro-batch {figures['micro_batch']:.0f} "
+        f"({figures['oom_fallbacks']:.0f} out-of-memory fallback(s)); {supervision.get('hangs', 0)} hang(s), "
+        f"{supervision.get('restarts', 0)} restart(s)"
+    )
+    outcome_result = {
+        "run_dir": RUN_DIR,
+        "method": result["method"],
+        "paradigm": result["paradigm"],
+        "strategy": result["strategy"],
+        "evaluation": evaluation["verdict"],
+        "checkpoint": result["checkpoint"],
+        "loss_curve": f"{RUN_DIR}/{LOSS_CURVE}",
+    }
+    metrics = [
+        FigureSet(
+            figures,
+            device=result["device"]["kind"],
+            dtype=result["precision"],
+            units={"tokens_per_s": "tokens/s", "step_time_s": "s", "peak_memory_bytes": "B"},
+        )
+    ]
+    return StageOutcome("done", summary, result=outcome_result, metrics=metrics)
+
+
 def _cards_short(device: str, processes: int) -> str | None:
     """Why this task's claim (the team lead's visible-device mask) cannot give each of `processes`
     ranks a card of its own on `device`; None when it can, or when nothing is masked (the run's
@@ -136,16 +190,9 @@ class TrainingStage:
     def _run(
         self, ctx: StageContext, settings: TrainingSettings, spec: AdaptationSpec, job: TrainingJob
     ) -> StageOutcome:
-        short = _cards_short(settings.device, job.processes)
-        if short:
-            return failed(short, "training_cards_short", retryable=False)
-        if settings.batch % (job.processes * settings.accumulation):
-            return failed(
-                f"training batch {settings.batch} does not split over {job.processes} process(es) x "
-                f"{settings.accumulation} micro-batch(es)",
-                "training_batch_split",
-                retryable=False,
-            )
+        unfit = _unfit(settings, job)
+        if unfit is not None:
+            return unfit
         directory = ctx.adaptation_dir
         hub = hub_dataset(job.data)
         if hub is not None:
@@ -224,41 +271,7 @@ class TrainingStage:
             return failed(
                 f"training failed: {error}", "training_run_failed", log_tail=command.tail(30), supervision=supervision
             )
-        steps = step_log(run)
-        contract = _read(run / "contract.json") or {}
-        draw(run, run / LOSS_CURVE)
-        write_events(run)
-        figures = training_figures(result, steps, contract, supervision)
-        (run / FIGURES_FILE).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")  # the gate recomputes it
-        evaluation = result["evaluation"]["verdict"]
-        summary = (
-            f"{result['method']} {result['paradigm']} on {result['device']['kind']} {result['precision']}, "
-            f"{result['strategy']} x{result['world']}: loss {figures['loss_first']:.4f} -> "
-            f"{figures['loss_last']:.4f} in {result['steps']} steps; held-out {evaluation['verdict']} "
-            f"({result['evaluation']['before']['loss']:.4f} -> {result['evaluation']['after']['loss']:.4f}); "
-            f"contract {'passed' if contract.get('verdict', {}).get('passed') else 'FAILED'}; "
-            f"{figures['tokens_per_s']:.0f} tokens/s at micro-batch {figures['micro_batch']:.0f} "
-            f"({figures['oom_fallbacks']:.0f} out-of-memory fallback(s)); {supervision.get('hangs', 0)} hang(s), "
-            f"{supervision.get('restarts', 0)} restart(s)"
-        )
-        outcome_result = {
-            "run_dir": RUN_DIR,
-            "method": result["method"],
-            "paradigm": result["paradigm"],
-            "strategy": result["strategy"],
-            "evaluation": evaluation["verdict"],
-            "checkpoint": result["checkpoint"],
-            "loss_curve": f"{RUN_DIR}/{LOSS_CURVE}",
-        }
-        metrics = [
-            FigureSet(
-                figures,
-                device=result["device"]["kind"],
-                dtype=result["precision"],
-                units={"tokens_per_s": "tokens/s", "step_time_s": "s", "peak_memory_bytes": "B"},
-            )
-        ]
-        return StageOutcome("done", summary, result=outcome_result, metrics=metrics)
+        return _trained(run, result, supervision)
 
     @staticmethod
     def _contract_problem(contract: CommandResult) -> StageOutcome | None:

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,142 @@ def sequential_against_baseline(
     return sequential_paired(session, base, cand, max_pairs, warmup, iters, decided)
 
 
+@dataclass
+class _Search:
+    """One search's fixed inputs and its baseline: what every phase measures a candidate against."""
+
+    session: harness.Session
+    pairs: int
+    warmup: int
+    iters: int
+    min_gain: float
+    reference: list[int] | None  # a generation workload's reference tokens (greedy decode), else None
+    base_fn: Callable[[], Any]
+    base_first: float  # the baseline's first call, ms
+
+    def timed(self, base: Callable[[], Any], cand: Callable[[], Any]) -> dict[str, Any]:
+        return sequential_paired(
+            self.session,
+            base,
+            cand,
+            self.pairs,
+            self.warmup,
+            self.iters,
+            lambda speedups: quick.decide(speedups, self.min_gain, self.pairs) != "continue",
+        )
+
+    def outcome(self, figures: dict[str, Any], acc: dict[str, Any], cold_start: dict[str, float]) -> dict[str, Any]:
+        """A measured candidate's fields, alike for one pass and a combination step: kept or not, and why."""
+        keep, reason = pairstats.gain_decision(figures, acc["verdict"], self.min_gain)
+        evidence = {"accuracy": acc, "paired": figures, "cold_start": cold_start}
+        return {"measured": True, "kept": keep, "reason": reason, **evidence}
+
+    def single(self, p: passes.Pass, why_not: str | None) -> tuple[dict[str, Any], Callable[[], Any] | None]:
+        """One pass alone against the baseline: its row, and its built call when it is kept."""
+        session = self.session
+        started = time.monotonic()
+        row: dict[str, Any] = {
+            "name": p.name,
+            "passes": [p.name],
+            "kind": p.kind,
+            "group": p.group,
+            "changes_code": p.changes_code,
+            "applicable": why_not is None,
+        }
+        kept_fn: Callable[[], Any] | None = None
+        if why_not is not None:
+            row.update(measured=False, kept=False, reason=f"not applicable: {why_not}")
+        elif p.needs_restart:
+            row.update(
+                measured=False,
+                kept=False,
+                reason="needs a fresh process (environment read at import): not measured in-process",
+            )
+        else:
+            try:
+                b, run, build_s = session.make([p])
+                fn = session.headline_call(b, run)
+                first = harness.first_call_ms(session, fn)
+                acc = judge(session, b, run, fn, self.reference)
+                figures = self.timed(self.base_fn, fn)
+            except harness.HarnessError:
+                raise
+            except acceptance.ReplacementRefused as exc:  # the contract refused every replacement: not applied
+                row.update(measured=False, kept=False, reason=f"not applied: {exc}")
+                harness.say(f"pass {p.name}: {row['reason']}")
+                return row, None
+            except Exception as exc:  # a pass that cannot run on this model is rejected, not fatal
+                first_line = str(exc).splitlines()[0] if str(exc) else ""
+                row.update(
+                    measured=False, kept=False, reason=f"failed to apply or run: {type(exc).__name__}: {first_line}"
+                )
+                harness.say(f"pass {p.name}: {row['reason']}")
+                return row, None
+            row.update(
+                self.outcome(
+                    figures,
+                    acc,
+                    {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": self.base_first},
+                )
+            )
+            if b.acceptance:
+                row["acceptance"] = b.acceptance
+            if row["kept"]:
+                kept_fn = fn
+        aside = len(row.get("paired", {}).get("set_aside_pair_speedups", []))
+        harness.say(
+            f"pass {p.name}: {'KEPT' if row['kept'] else 'rejected'} - {row['reason']}"
+            + (f" ({aside} pair(s) set aside: no clean call on both sides)" if aside else "")
+            + (f" [{time.monotonic() - started:.0f} s]" if row["measured"] else "")
+        )
+        return row, kept_fn
+
+    def combine(
+        self, kept: list[dict[str, Any]], built: dict[str, Callable[[], Any]]
+    ) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
+        """The kept passes added one by one, each step against the configuration before it, then the
+        combination verified against the baseline itself: the steps, the passes chosen and their row."""
+        session = self.session
+        combination: list[dict[str, Any]] = []
+        chosen = [kept[0]["name"]]
+        final_row = kept[0]
+        current_fn = built[kept[0]["name"]]
+        current: dict[str, Any] = kept[0]
+        for r in kept[1:]:
+            cand = passes.get(chosen + [r["name"]])
+            step: dict[str, Any] = {"passes": chosen + [r["name"]], "against": list(chosen)}
+            clash = passes.conflicts(passes.get(chosen), passes.BY_NAME[r["name"]])
+            if clash:
+                step.update(measured=False, kept=False, reason=f"not combined: {clash}")
+            else:
+                b, run, build_s = session.make(cand)
+                fn = session.headline_call(b, run)
+                first = harness.first_call_ms(session, fn)
+                acc = judge(session, b, run, fn, self.reference)
+                figures = self.timed(current_fn, fn)
+                step.update(self.outcome(figures, acc, {"build_s": build_s, "first_call_ms": first}))
+                if step["kept"]:
+                    chosen, current_fn, current = step["passes"], fn, step
+            combination.append(step)
+            harness.say(
+                f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}"
+            )
+        if len(chosen) > 1:  # verify the combination against the baseline itself
+            # the last kept step built exactly this configuration: re-timed, not rebuilt (no second compile)
+            acc = current["accuracy"]
+            figures = self.timed(self.base_fn, current_fn)
+            cold_start = {**current["cold_start"], "baseline_first_call_ms": self.base_first}
+            verify = {"passes": list(chosen), "against": [], **self.outcome(figures, acc, cold_start)}
+            combination.append(verify)
+            if verify["kept"] and figures["speedup"] >= kept[0]["paired"]["speedup"] / (1 + self.min_gain):
+                final_row = verify
+            else:
+                chosen, final_row = [kept[0]["name"]], kept[0]
+                verify["reason"] += "; the best single pass is kept instead"
+            harness.say(f"verify {'+'.join(verify['passes'])} vs baseline: x{figures['speedup']:.3f}")
+        return combination, chosen, final_row
+
+
 def search(
     session: harness.Session,
     candidates: list[passes.Pass],
@@ -174,26 +311,9 @@ def search(
     iters: int,
     min_gain: float,
 ) -> dict[str, Any]:
-    """The whole search; returns the notes body (without file-level metadata)."""
+    """The whole search: the baseline, each pass alone, the kept ones combined, the selection.
+    Returns the notes body (without file-level metadata)."""
     _compile_room()
-
-    def timed(base: Callable[[], Any], cand: Callable[[], Any]) -> dict[str, Any]:
-        return sequential_paired(
-            session,
-            base,
-            cand,
-            pairs,
-            warmup,
-            iters,
-            lambda speedups: quick.decide(speedups, min_gain, pairs) != "continue",
-        )
-
-    def outcome(figures: dict[str, Any], acc: dict[str, Any], cold_start: dict[str, float]) -> dict[str, Any]:
-        """A measured candidate's fields, alike for one pass and a combination step: kept or not, and why."""
-        keep, reason = pairstats.gain_decision(figures, acc["verdict"], min_gain)
-        evidence = {"accuracy": acc, "paired": figures, "cold_start": cold_start}
-        return {"measured": True, "kept": keep, "reason": reason, **evidence}
-
     base_build, base_run, base_build_s = session.make([])
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
@@ -210,6 +330,7 @@ def search(
         f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
         f"{base_acc['verdict']}; first call {base_first:.1f} ms"
     )
+    phase = _Search(session, pairs, warmup, iters, min_gain, reference, base_fn, base_first)
     rows: list[dict[str, Any]] = []
     built: dict[str, Callable[[], Any]] = {}
     # applicability is read before anything is built; measured in order of expected gain (quick.PRIORS)
@@ -217,105 +338,30 @@ def search(
     for p in quick.ordered([p for p in candidates if reasons[p.name] is None]) + [
         p for p in candidates if reasons[p.name] is not None
     ]:
-        why_not = reasons[p.name]
-        started = time.monotonic()
-        row: dict[str, Any] = {
-            "name": p.name,
-            "passes": [p.name],
-            "kind": p.kind,
-            "group": p.group,
-            "changes_code": p.changes_code,
-            "applicable": why_not is None,
-        }
-        if why_not is not None:
-            row.update(measured=False, kept=False, reason=f"not applicable: {why_not}")
-        elif p.needs_restart:
-            row.update(
-                measured=False,
-                kept=False,
-                reason="needs a fresh process (environment read at import): not measured in-process",
-            )
-        else:
-            try:
-                b, run, build_s = session.make([p])
-                fn = session.headline_call(b, run)
-                first = harness.first_call_ms(session, fn)
-                acc = judge(session, b, run, fn, reference)
-                figures = timed(base_fn, fn)
-            except harness.HarnessError:
-                raise
-            except acceptance.ReplacementRefused as exc:  # the contract refused every replacement: not applied
-                row.update(measured=False, kept=False, reason=f"not applied: {exc}")
-                rows.append(row)
-                harness.say(f"pass {p.name}: {row['reason']}")
-                continue
-            except Exception as exc:  # a pass that cannot run on this model is rejected, not fatal
-                first_line = str(exc).splitlines()[0] if str(exc) else ""
-                row.update(
-                    measured=False, kept=False, reason=f"failed to apply or run: {type(exc).__name__}: {first_line}"
-                )
-                rows.append(row)
-                harness.say(f"pass {p.name}: {row['reason']}")
-                continue
-            row.update(
-                outcome(
-                    figures, acc, {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": base_first}
-                )
-            )
-            if b.acceptance:
-                row["acceptance"] = b.acceptance
-            if row["kept"]:
-                built[p.name] = fn
+        row, fn = phase.single(p, reasons[p.name])
         rows.append(row)
-        aside = len(row.get("paired", {}).get("set_aside_pair_speedups", []))
-        harness.say(
-            f"pass {p.name}: {'KEPT' if row['kept'] else 'rejected'} - {row['reason']}"
-            + (f" ({aside} pair(s) set aside: no clean call on both sides)" if aside else "")
-            + (f" [{time.monotonic() - started:.0f} s]" if row["measured"] else "")
-        )
-
+        if fn is not None:
+            built[p.name] = fn
     kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["paired"]["speedup"])
-    combination: list[dict[str, Any]] = []
-    chosen: list[str] = []
-    final_row: dict[str, Any] | None = None
-    if kept:
-        chosen = [kept[0]["name"]]
-        final_row = kept[0]
-        current_fn = built[kept[0]["name"]]
-        current: dict[str, Any] = kept[0]
-        for r in kept[1:]:
-            cand = passes.get(chosen + [r["name"]])
-            step: dict[str, Any] = {"passes": chosen + [r["name"]], "against": list(chosen)}
-            clash = passes.conflicts(passes.get(chosen), passes.BY_NAME[r["name"]])
-            if clash:
-                step.update(measured=False, kept=False, reason=f"not combined: {clash}")
-            else:
-                b, run, build_s = session.make(cand)
-                fn = session.headline_call(b, run)
-                first = harness.first_call_ms(session, fn)
-                acc = judge(session, b, run, fn, reference)
-                figures = timed(current_fn, fn)
-                step.update(outcome(figures, acc, {"build_s": build_s, "first_call_ms": first}))
-                if step["kept"]:
-                    chosen, current_fn, current = step["passes"], fn, step
-            combination.append(step)
-            harness.say(
-                f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}"
-            )
-        if len(chosen) > 1:  # verify the combination against the baseline itself
-            # the last kept step built exactly this configuration: re-timed, not rebuilt (no second compile)
-            acc = current["accuracy"]
-            figures = timed(base_fn, current_fn)
-            cold_start = {**current["cold_start"], "baseline_first_call_ms": base_first}
-            verify = {"passes": list(chosen), "against": [], **outcome(figures, acc, cold_start)}
-            combination.append(verify)
-            if verify["kept"] and figures["speedup"] >= kept[0]["paired"]["speedup"] / (1 + min_gain):
-                final_row = verify
-            else:
-                chosen, final_row = [kept[0]["name"]], kept[0]
-                verify["reason"] += "; the best single pass is kept instead"
-            harness.say(f"verify {'+'.join(verify['passes'])} vs baseline: x{figures['speedup']:.3f}")
+    combination, chosen, final_row = phase.combine(kept, built) if kept else ([], [], None)
+    return {
+        "baseline": {
+            "device": session.choice.kind,
+            "dtype": session.baseline_dtype_name,
+            "mode": session.mode,
+            "description": "eager model in the spec's target dtype (the benchmark harness's target)",
+            "accuracy_vs_float32_reference": base_acc,
+            "cold_start": {"build_s": base_build_s, "first_call_ms": base_first},
+        },
+        "passes": rows,
+        "combination": combination,
+        "selection": _selection(chosen, final_row),
+        **({"reference_tokens": reference} if reference is not None else {}),
+    }
 
+
+def _selection(chosen: list[str], final_row: dict[str, Any] | None) -> dict[str, Any]:
+    """What the search chose, with the paired figures and accuracy that chose it (or why nothing)."""
     selection: dict[str, Any] = {"passes": list(chosen), "outcome": "gain" if chosen else "no_gain"}
     if final_row is not None:
         pf = final_row["paired"]
@@ -331,20 +377,7 @@ def search(
         )
     else:
         selection.update(speedup=1.0, reason="no pass was faster beyond the measured noise with accuracy intact")
-    return {
-        "baseline": {
-            "device": session.choice.kind,
-            "dtype": session.baseline_dtype_name,
-            "mode": session.mode,
-            "description": "eager model in the spec's target dtype (the benchmark harness's target)",
-            "accuracy_vs_float32_reference": base_acc,
-            "cold_start": {"build_s": base_build_s, "first_call_ms": base_first},
-        },
-        "passes": rows,
-        "combination": combination,
-        "selection": selection,
-        **({"reference_tokens": reference} if reference is not None else {}),
-    }
+    return selection
 
 
 def environment(session: harness.Session, traits: passes.Traits) -> dict[str, Any]:

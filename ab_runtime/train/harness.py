@@ -9,6 +9,11 @@ into accumulated micro-batches trains like one process), an out-of-memory ladder
 micro-batch and retry the step), heartbeats, guards (non-finite loss, loss spike, free disk) and
 checkpoints through torch.distributed.checkpoint: model, optimizer, every rank's RNG states, the
 step and the data position, written to a temporary directory, digested, then renamed.
+
+The Trainer is composed of parts, each its own module: the data (data.py), the torchrun job and the
+model's wrapping (distributed.py), the guards, the out-of-memory ladder and the injected faults
+(guards.py), the checkpoints (checkpoint.py). This module keeps the config, the precision and
+strategy rules, the model build and the step loop.
 """
 
 from __future__ import annotations
@@ -17,124 +22,38 @@ import json
 import math
 import os
 import random
-import shutil
-import statistics
-import sys
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from ..device import (
-    DIST_BACKENDS,
     DeviceChoice,
     accelerator_indices,
     adamw_class,
     device_total_memory,
-    empty_cache,
     host_available_memory,
     host_peak_rss,
     peak_memory,
     select_device,
     synchronize,
 )
-from ..errors import RuntimeDiagnosis, SpecError
-from ..fileops import sha256_file, write_text_atomic
+from ..errors import SpecError
+from ..fileops import write_text_atomic
 from ..sharding import ShardPlan, place
 from . import corpus
+from .checkpoint import CheckpointPart, rng_state, set_rng_state
+from .config import BF16_WEIGHTS, TrainConfig
+from .data import prepare_data
+from .distributed import DistributedPart, all_sum, full, init_distributed, rank_and_world
+from .guards import GuardsPart, heartbeat, is_out_of_memory
 from .lora import ADAPTER_MARK, apply_lora
 from .paradigm import IGNORE, Paradigm, correct_predictions, make_batch, paradigm_of, predicted_labels, token_loss_sum
 
-STRATEGIES = ("auto", "single", "ddp", "fsdp2", "device_map")
-PRECISIONS = ("fp32", "bf16-autocast")  # asked; the size rule may hold the weights in bf16 instead
-BF16_WEIGHTS = "bf16-weights"  # the precision choose_precision gives above its threshold
-METHODS = ("full", "lora")
-MANIFEST = "MANIFEST.json"
-META = "meta.json"
-
-
-class TrainingStopped(RuntimeDiagnosis):
-    """A guard stopped the run; `diagnosis` says which rule, at which step, with its figures."""
-
-    kind = "training_stopped"
-
-    def __init__(self, diagnosis: dict[str, Any]) -> None:
-        super().__init__(diagnosis["summary"])
-        self.diagnosis = diagnosis
-
-
-@dataclass
-class TrainConfig:
-    """One training job (train.json). Defaults suit the tiny demo models on a CPU."""
-
-    model_dir: str
-    corpus: str
-    steps: int = 30
-    method: str = "full"
-    seq_len: int = 64
-    batch: int = 8  # global batch: split over the ranks
-    accumulation: int = 1  # micro-batches per rank per step (each of batch / ranks / accumulation blocks)
-    lr: float = 1e-3
-    warmup: int = 0
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    seed: int = 0
-    precision: str = "fp32"
-    device: str = "cpu"
-    strategy: str = "single"  # auto: choose_strategy from the parameter count, device memory and process count
-    # bf16 weights when the float32 training state is above this fraction of the job's device memory (None: never)
-    bf16_weights_above: float | None = 1.0
-    checkpoint_every: int = 10
-    keep_last: int = 2
-    lora_rank: int = 8
-    lora_alpha: float = 16.0
-    lora_targets: list[str] = field(default_factory=list)
-    spike_factor: float = 5.0  # a loss above spike_factor x the median of the last SPIKE_WINDOW losses stops the run
-    config_overrides: dict[str, Any] = field(default_factory=dict)  # set on the model config (e.g. dropout)
-    # injected faults for tests and gates: nan_at_step, spike_at_step, hang_at_step, and
-    # oom_above_micro_batch (from oom_at_step, default 1, a micro-batch above it raises an out-of-memory error)
-    fault: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise SpecError(f"unknown training setting(s): {', '.join(unknown)}")
-        try:
-            config = cls(**data)
-        except TypeError as exc:
-            raise SpecError(f"training config: {exc}") from None
-        for name, allowed in (("strategy", STRATEGIES), ("precision", PRECISIONS), ("method", METHODS)):
-            if getattr(config, name) not in allowed:
-                raise SpecError(f"training {name} {getattr(config, name)!r} is not one of {', '.join(allowed)}")
-        if config.bf16_weights_above is not None and not (
-            isinstance(config.bf16_weights_above, (int, float)) and config.bf16_weights_above >= 0
-        ):
-            raise SpecError(f"training bf16_weights_above {config.bf16_weights_above!r} is not a fraction >= 0 or null")
-        if config.steps < 1 or config.batch < 1 or config.seq_len < 2 or config.accumulation < 1:
-            raise SpecError("training needs steps >= 1, batch >= 1, seq_len >= 2 and accumulation >= 1")
-        return config
-
-    @classmethod
-    def load(cls, path: Path) -> TrainConfig:
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise SpecError(f"{path}: cannot read the training config ({exc})") from None
-
-
-SPIKE_WINDOW = 10
-# torch_npu reports an exhausted device as a plain RuntimeError "NPU out of memory. Tried to
-# allocate ..." (as quoted in vllm-project/vllm-ascend#19); CUDA raises torch.OutOfMemoryError.
-OOM_MESSAGES = ("NPU out of memory",)
 # Training memory per parameter: weight, gradient and two AdamW moments (4 copies) when it trains,
 # the weight alone when frozen (LoRA's base); x1.25 for activations and workspace.
 TRAINED_COPIES, HEADROOM = 4, 1.25
@@ -202,90 +121,12 @@ def choose_strategy(
     )
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """An error the out-of-memory ladder answers (CUDA's class, or torch_npu's RuntimeError text)."""
-    return isinstance(exc, torch.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and any(text in str(exc) for text in OOM_MESSAGES)
-    )
-
-
-def rank_and_world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def under_torchrun() -> bool:
-    """Whether this process is one rank of a torchrun job of several (torchrun sets WORLD_SIZE)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
-def init_distributed(choice: DeviceChoice) -> None:
-    """Join the torchrun job (HCCL on an NPU, NCCL on CUDA, gloo on CPU) when WORLD_SIZE > 1; each rank's
-    card is its LOCAL_RANK-th of the claim (ab_runtime.device.rank_device)."""
-    if under_torchrun() and not dist.is_initialized():
-        dist.init_process_group(DIST_BACKENDS[choice.kind])  # after select_device made the rank's card current
-
-
-def barrier() -> None:
-    if dist.is_initialized():
-        dist.barrier()
-
-
-def close_distributed(finished: bool) -> None:
-    """Leave the torchrun job before the interpreter shuts down. A process that exits with its gloo
-    group alive can abort (SIGABRT) when gloo's worker threads release Python-held tensors during
-    interpreter finalization (pytorch/pytorch#179291); a finished run first waits for its peers so
-    none tears down a connection another still reads."""
-    if dist.is_initialized():
-        if finished:
-            dist.barrier()
-        dist.destroy_process_group()
-
-
-def exit_rank(code: int) -> NoReturn:
-    """End a torchrun rank with `code` without interpreter finalization. destroy_process_group
-    drops only c10d's references to the gloo group: FSDP2's device mesh and the sharded modules
-    keep theirs, and its worker threads could still abort the process while Python tears down
-    (SIGABRT, "terminate called without an active exception"; once in the CI runs of an FSDP2
-    resume, after the results were written). Every file is closed by then; the streams are flushed."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def all_sum(value: torch.Tensor) -> torch.Tensor:
-    """The sum over the ranks (the value itself in one process)."""
-    if dist.is_initialized():
-        value = value.clone()
-        dist.all_reduce(value)
-    return value
-
-
 def deterministic(seed: int) -> None:
     """Seed every generator and ask torch for deterministic kernels (the contract's premise)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     random.seed(seed)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
-
-
-def rng_state() -> dict[str, Any]:
-    """Every random state of this rank: Python's, torch's CPU generator, and the accelerator's."""
-    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    for kind in ("cuda", "npu"):
-        backend = getattr(torch, kind, None)
-        if backend is not None and backend.is_available():
-            state[kind] = backend.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    torch.set_rng_state(state["torch"])
-    for kind in ("cuda", "npu"):
-        if kind in state:
-            getattr(torch, kind).set_rng_state_all(state[kind])
 
 
 def build_model(config_dir: Path, seed: int, overrides: dict[str, Any]) -> tuple[nn.Module, Paradigm, Any]:
@@ -309,94 +150,6 @@ def build_model(config_dir: Path, seed: int, overrides: dict[str, Any]) -> tuple
     return model, paradigm, config
 
 
-def tokenizer_for(config_dir: Path, vocab_size: int) -> Any:
-    """The model's own tokenizer when its directory has one, else the byte tokenizer."""
-    if (config_dir / "tokenizer.json").exists() or (config_dir / "tokenizer_config.json").exists():
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(config_dir)
-    return corpus.ByteTokenizer(vocab_size)
-
-
-def encode(tokenizer: Any, text: str) -> list[int]:
-    if isinstance(tokenizer, corpus.ByteTokenizer):
-        return tokenizer.encode(text)
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-@dataclass
-class Data:
-    """Packed blocks of the train and held-out splits and the ids the objectives need."""
-
-    train: list[Any]
-    held_out: list[Any]
-    pad_id: int
-    eos_id: int
-    mask_id: int
-    special: tuple[int, ...]
-    digest: str
-
-
-def prepare_data(cfg: TrainConfig, paradigm: Paradigm, model_config: Any) -> Data:
-    tok = tokenizer_for(Path(cfg.model_dir), int(model_config.vocab_size))
-    if isinstance(tok, corpus.ByteTokenizer):
-        pad, eos, mask = tok.pad_id, tok.eos_id, tok.mask_id
-    else:
-        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-        eos = tok.eos_token_id if tok.eos_token_id is not None else (tok.sep_token_id or pad)
-        mask = tok.mask_token_id if tok.mask_token_id is not None else pad
-    train_docs, held_docs = corpus.split(corpus.load_documents(Path(cfg.corpus)))
-
-    def blocks(docs: list[corpus.Document]) -> list[Any]:
-        if paradigm.name != "seq2seq":
-            if any(doc.target is not None for doc in docs):
-                raise corpus.CorpusError(
-                    f"{cfg.corpus}: source/target records train a seq2seq model, not a {paradigm.name}"
-                )
-            return corpus.pack((encode(tok, doc.text) for doc in docs), cfg.seq_len, eos)
-        if any(doc.target is None for doc in docs):
-            raise corpus.CorpusError(
-                f"{cfg.corpus}: seq2seq training needs source/target records (the target is the labels)"
-            )
-
-        def fit(ids: list[int]) -> list[int]:
-            ids = (ids + [eos])[: cfg.seq_len]
-            return ids + [pad] * (cfg.seq_len - len(ids))
-
-        return [(fit(encode(tok, doc.text)), fit(encode(tok, doc.target or ""))) for doc in docs]
-
-    train, held = blocks(train_docs), blocks(held_docs)
-    return Data(
-        train,
-        held,
-        pad,
-        eos,
-        mask,
-        tuple({pad, eos, mask}),
-        corpus.digest_blocks([list(b) if paradigm.name != "seq2seq" else b[0] + b[1] for b in train]),
-    )
-
-
-def transformer_blocks(model: nn.Module) -> list[nn.Module]:
-    """The repeated layers FSDP2 shards one by one: the items of each outermost ModuleList."""
-    found: list[nn.Module] = []
-    taken: list[str] = []
-    for name, module in model.named_modules():
-        if isinstance(module, nn.ModuleList) and not any(name.startswith(t + ".") for t in taken):
-            taken.append(name)
-            found.extend(module)
-    return found
-
-
-def tensor_bytes(value: Any) -> int:
-    return int(value.numel() * value.element_size()) if isinstance(value, torch.Tensor) else 0
-
-
-def full(value: torch.Tensor) -> torch.Tensor:
-    """A DTensor's full value (FSDP2), any other tensor as is."""
-    return value.full_tensor() if hasattr(value, "full_tensor") else value
-
-
 def digest_parameters(model: nn.Module, rounded_to: torch.dtype | None = None) -> str:
     """sha256 over every parameter's bytes in name order (two runs' weights bit-identical or not);
     `rounded_to`: of the weights as that dtype holds them (float32 weights against bfloat16 ones)."""
@@ -410,37 +163,10 @@ def digest_parameters(model: nn.Module, rounded_to: torch.dtype | None = None) -
     return digest.hexdigest()
 
 
-def checkpoint_dirs(out: Path) -> list[Path]:
-    """The finished checkpoints under out/checkpoints, oldest first."""
-    root = out / "checkpoints"
-    return sorted(root.glob("step-*")) if root.is_dir() else []
-
-
-def verify_checkpoint(path: Path) -> str | None:
-    """None when every file matches the manifest's sha256, else what is wrong (one line)."""
-    manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
-        return f"{path.name}: no {MANIFEST}"
-    manifest = json.loads(manifest_path.read_text())
-    present = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file() and p.name != MANIFEST)
-    if present != sorted(manifest["files"]):
-        return f"{path.name}: files differ from the manifest"
-    for name, digest in manifest["files"].items():
-        if sha256_file(path / name) != digest:
-            return f"{path.name}: {name} does not match its digest"
-    return None
-
-
-def latest_good_checkpoint(out: Path) -> Path | None:
-    """The newest checkpoint whose digests verify (a damaged newer one is passed over)."""
-    for path in reversed(checkpoint_dirs(out)):
-        if verify_checkpoint(path) is None:
-            return path
-    return None
-
-
-class Trainer:
-    """One run's model, optimizer, data and position; `step()` trains one global batch."""
+class Trainer(DistributedPart, GuardsPart, CheckpointPart):
+    """One run's model, optimizer, data and position; `step()` trains one global batch. Its parts:
+    the distributed wrapping (distributed.py), the guards and injected faults (guards.py), the
+    checkpoints (checkpoint.py); the data it trains on is data.py's."""
 
     def __init__(
         self, cfg: TrainConfig, out: Path, device: DeviceChoice | None = None, precision: str | None = None
@@ -517,24 +243,6 @@ class Trainer:
         mode = model.training
         model, device_map = place(model, self.device, shard, dtype)
         return model.train(mode), device_map or {"": str(self.device.torch_device)}
-
-    def _wrap(self, model: nn.Module) -> nn.Module:
-        if self.strategy == "ddp" and self.world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            return DistributedDataParallel(model)
-        if self.strategy == "fsdp2" and self.world > 1:
-            from torch.distributed.fsdp import fully_shard
-
-            for block in transformer_blocks(model):
-                fully_shard(block)
-            fully_shard(model)
-        return model
-
-    @property
-    def core(self) -> nn.Module:
-        """The model without its DDP wrapper."""
-        return getattr(self.model, "module", self.model)
 
     def autocast(self) -> Any:
         if self.precision == "bf16-autocast":
@@ -660,87 +368,6 @@ class Trainer:
             error = error or ("another rank ran out of memory" if float(failed) else "")
         return error or (loss_total, total)
 
-    @contextmanager
-    def _sync_gradients(self, last: bool) -> Iterator[None]:
-        """DDP all-reduces the gradients in the last micro-batch's backward only (the others
-        accumulate locally); FSDP2 reduce-scatters in every backward, which sums the same."""
-        with nullcontext() if last or not hasattr(self.model, "no_sync") else self.model.no_sync():
-            yield
-
-    def _maybe_oom(self, step: int, micro_batch: int) -> None:
-        """The injected out-of-memory error (fault.oom_above_micro_batch, from fault.oom_at_step):
-        a CPU cannot run out of memory safely, so the ladder's tests raise what CUDA would, after
-        the micro-batch's forward and backward (a retry must undo their random draws and gradients)."""
-        limit = self.cfg.fault.get("oom_above_micro_batch")
-        if limit is not None and step >= self.cfg.fault.get("oom_at_step", 1) and micro_batch > limit:
-            raise torch.OutOfMemoryError(
-                f"injected: out of memory at micro-batch {micro_batch} (fault.oom_above_micro_batch {limit})"
-            )
-
-    def _fall_back(self, step: int, error: str) -> None:
-        """The ladder's rung: drop the partial gradients, free the cache, halve the micro-batch;
-        at micro-batch 1 there is no rung left and the run stops with the diagnosis."""
-        self.optimizer.zero_grad(set_to_none=True)
-        empty_cache(self.device)
-        if self.micro_batch == 1:
-            raise TrainingStopped(
-                {
-                    "rule": "out_of_memory",
-                    "step": step,
-                    "micro_batch": 1,
-                    "error": error,
-                    "oom_fallbacks": self.oom_fallbacks,
-                    "summary": f"step {step}: out of memory at micro-batch 1 ({error}); the update was "
-                    "not applied (a shorter seq_len, bf16-autocast, LoRA or FSDP2 over more "
-                    "devices needs less memory)",
-                }
-            )
-        self.oom_fallbacks.append({"step": step, "from": self.micro_batch, "to": self.micro_batch // 2, "error": error})
-        self.micro_batch //= 2
-
-    def beat(self, phase: str) -> None:
-        """The heartbeat the supervisor watches (rank 0): the step clock applies in phase "train" only."""
-        if self.rank == 0:
-            write_text_atomic(
-                self.out / "heartbeat.json",
-                json.dumps({"step": self.step_index, "time": time.time(), "pid": os.getpid(), "phase": phase}),
-            )
-
-    def _maybe_hang(self, step: int) -> None:
-        """The injected hang (fault.hang_at_step): once per output directory, so a resumed run passes it."""
-        marker = self.out / "fault-hang-done"
-        if self.cfg.fault.get("hang_at_step") == step and not marker.exists():
-            if self.rank == 0:
-                marker.write_text(f"hung at step {step}\n")
-            time.sleep(3600)
-
-    def _guard(self, step: int, loss: float, grad_norm: float) -> None:
-        """Stop on a non-finite loss or gradient norm, or a loss spike, before the update is applied."""
-        if not math.isfinite(loss) or not math.isfinite(grad_norm):
-            raise TrainingStopped(
-                {
-                    "rule": "non_finite",
-                    "step": step,
-                    "loss": loss,
-                    "grad_norm": grad_norm,
-                    "summary": f"step {step}: loss {loss} / gradient norm {grad_norm} is not finite; "
-                    "the update was not applied (check the learning rate, precision and data)",
-                }
-            )
-        recent = self.losses[-SPIKE_WINDOW:]
-        if len(recent) >= 3 and loss > self.cfg.spike_factor * statistics.median(recent):
-            median = statistics.median(recent)
-            raise TrainingStopped(
-                {
-                    "rule": "loss_spike",
-                    "step": step,
-                    "loss": loss,
-                    "median": median,
-                    "summary": f"step {step}: loss {loss:.4g} is above {self.cfg.spike_factor:g} x the median "
-                    f"{median:.4g} of the last {len(recent)} steps; the update was not applied",
-                }
-            )
-
     def evaluate(self) -> dict[str, Any]:
         """Held-out loss (and perplexity for causal LM, masked accuracy for MLM), deterministic.
         Every rank evaluates every held-out block (FSDP2 needs all ranks in each forward), so the
@@ -766,107 +393,6 @@ class Trainer:
             result["masked_accuracy"] = correct / count if count else math.nan
         return result
 
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def _state(self) -> dict[str, Any]:
-        from torch.distributed.checkpoint.state_dict import get_state_dict
-
-        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
-        return {"model": model_sd, "optim": optim_sd}
-
-    def check_disk(self, root: Path) -> None:
-        """Refuse to write a checkpoint the disk cannot hold (twice the last one, or an estimate
-        of weights + two AdamW moments before the first)."""
-        need = 2 * self.checkpoint_bytes or 3 * sum(tensor_bytes(p) for p in self.model.parameters()) * self.world
-        free = shutil.disk_usage(root).free
-        floor = int(os.environ.get("ASCENDBRIDGE_TRAIN_MIN_FREE_BYTES", "0"))
-        if free < need + floor:
-            raise TrainingStopped(
-                {
-                    "rule": "disk_full",
-                    "step": self.step_index,
-                    "free_bytes": free,
-                    "needed_bytes": need + floor,
-                    "summary": f"step {self.step_index}: {free} bytes free under {root}, a checkpoint needs "
-                    f"about {need + floor}; the run stopped before writing it",
-                }
-            )
-
-    def save_checkpoint(self) -> Path:
-        """Write step-NNNNNN atomically: DCP shards + per-rank RNG + meta, a manifest of sha256
-        digests, then one rename; keep the last `keep_last`."""
-        import torch.distributed.checkpoint as dcp
-
-        root = self.out / "checkpoints"
-        root.mkdir(parents=True, exist_ok=True)
-        self.check_disk(root)
-        self.beat("checkpoint")
-        final = root / f"step-{self.step_index:06d}"
-        tmp = root / f".{final.name}.tmp"
-        if self.rank == 0 and tmp.exists():
-            shutil.rmtree(tmp)
-        barrier()
-        with warnings.catch_warnings():  # one process: DCP says it saves without a process group, as meant
-            warnings.simplefilter("ignore", UserWarning)
-            dcp.save(self._state(), checkpoint_id=str(tmp))
-        torch.save(rng_state(), tmp / f"rng-rank{self.rank}.pt")
-        barrier()
-        if self.rank == 0:
-            meta = {
-                "step": self.step_index,
-                "position": asdict(self.position),
-                "world": self.world,
-                "strategy": self.strategy,
-                "precision": self.precision,
-                "data_digest": self.data.digest,
-                "losses": self.losses,
-                "micro_batch": self.micro_batch,
-                "oom_fallbacks": self.oom_fallbacks,
-            }
-            (tmp / META).write_text(json.dumps(meta, sort_keys=True))
-            files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
-            (tmp / MANIFEST).write_text(json.dumps({"files": files}, sort_keys=True, indent=1))
-            self.checkpoint_bytes = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
-            if final.exists():
-                shutil.rmtree(final)
-            os.rename(tmp, final)
-            for old in checkpoint_dirs(self.out)[: -self.cfg.keep_last]:
-                shutil.rmtree(old)
-        barrier()
-        self.beat("train")
-        return final
-
-    def load_checkpoint(self, path: Path) -> None:
-        """Restore model, optimizer, this rank's RNG states, the step, the data position and the
-        micro-batch the out-of-memory ladder had reached (a checkpoint before the ladder: the config's)."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import set_state_dict
-
-        problem = verify_checkpoint(path)
-        if problem:
-            raise SpecError(f"checkpoint {problem}")
-        meta = json.loads((path / META).read_text())
-        if meta["world"] != self.world or meta["data_digest"] != self.data.digest:
-            raise SpecError(
-                f"checkpoint {path.name} was written by {meta['world']} rank(s) on other data; it cannot resume this run"
-            )
-        if meta.get("precision", self.precision) != self.precision:  # the size rule saw other memory figures
-            raise SpecError(
-                f"checkpoint {path.name} holds {meta['precision']} weights, this run chose {self.precision} "
-                f"({self.precision_reason}); set bf16_weights_above to resume it"
-            )
-        state = self._state()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            dcp.load(state, checkpoint_id=str(path))
-        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        set_rng_state(torch.load(path / f"rng-rank{self.rank}.pt", weights_only=False))  # our own file, digest checked
-        self.step_index = int(meta["step"])
-        self.position = corpus.Position(**meta["position"])
-        self.losses = [float(v) for v in meta["losses"]]
-        self.micro_batch = int(meta.get("micro_batch", self.micro_batch))
-        self.oom_fallbacks = list(meta.get("oom_fallbacks", []))
-
     def optimizer_has_state(self) -> bool:
         return any(bool(state) for state in self.optimizer.state.values())
 
@@ -879,6 +405,10 @@ class Trainer:
             "adapters": [n for n in changed if ADAPTER_MARK in n],
             "other": [n for n in changed if ADAPTER_MARK not in n],
         }
+
+    def beat(self, phase: str) -> None:
+        """The heartbeat the supervisor watches (guards.heartbeat)."""
+        heartbeat(self.out, self.rank, self.step_index, phase)
 
     def snapshot(self) -> dict[str, torch.Tensor]:
         return {name: full(p.detach()).cpu().clone() for name, p in self.core.named_parameters()}

@@ -32,19 +32,12 @@ from ..errors import RuntimeDiagnosis, SpecError, UnsupportedModel
 from ..fileops import write_text_atomic
 from ..result import Result, run_main
 from . import contract as contract_table
+from .checkpoint import latest_good_checkpoint
+from .config import BF16_WEIGHTS, TrainConfig
 from .corpus import CorpusError
-from .harness import (
-    BF16_WEIGHTS,
-    TrainConfig,
-    Trainer,
-    TrainingStopped,
-    close_distributed,
-    digest_parameters,
-    exit_rank,
-    latest_good_checkpoint,
-    metrics_log,
-    under_torchrun,
-)
+from .distributed import close_distributed, exit_rank, under_torchrun
+from .guards import TrainingStopped
+from .harness import Trainer, digest_parameters, metrics_log
 
 EVAL_BEFORE = "evaluation_before.json"
 TRAIN_LOSS_TAIL = 5  # the train loss the held-out gap is measured against: mean of the last steps

@@ -25,8 +25,10 @@ from typing import Any
 from ..errors import RuntimeDiagnosis, SpecError
 from ..result import Result, run_main
 from . import contract as contract_table
+from .checkpoint import checkpoint_dirs, verify_checkpoint
+from .config import TrainConfig
 from .corpus import CorpusError
-from .harness import TrainConfig, Trainer, checkpoint_dirs, digest_parameters, verify_checkpoint
+from .harness import Trainer, digest_parameters
 from .run import EVAL_BEFORE, TRAIN_LOSS_TAIL, quiet_followers
 
 

@@ -21,6 +21,8 @@ from ascendbridge.cli_errors import OneLineParser, run_guarded
 from ascendbridge.stages import STAGES, STATUSES
 
 Handler = Callable[[argparse.Namespace, Output], int]
+# Adds one subcommand (name, handler, help) and returns its parser for the command's own arguments.
+Add = Callable[[str, Handler, str], argparse.ArgumentParser]
 
 
 def ascii_int(raw: str) -> int:
@@ -64,6 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("init", cmds.cmd_init, "create the board (or upgrade an existing one in place)")
 
+    _registration_commands(add)
+    _reading_commands(add)
+    _steering_commands(add)
+    _agent_and_export_commands(add)
+
+    parser.set_defaults(handlers=handlers)
+    return parser
+
+
+def _registration_commands(add: Add) -> None:
+    """Putting models on the board: one, a file of them, or what discovery finds."""
     p = add("register_model", cmds.cmd_register_model, "register one model (idempotent)")
     p.add_argument("--model_id", "--model-id", dest="model_id", required=True, help="e.g. org/name")
     p.add_argument("--source", choices=SOURCES, default="huggingface")
@@ -128,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     discover_command.add_arguments(p)
 
+
+def _reading_commands(add: Add) -> None:
+    """Reading the board: models, one stage's tasks, one model in full."""
     add("list_models", cmds.cmd_list_models, "list models with their current stage")
     for name, stage in cmds.LIST_TASK_COMMANDS.items():
         p = add(name, cmds.make_list_tasks(stage), f"list {stage} tasks")
@@ -137,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--events", type=ascii_int, default=20, help="how many recent events (default 20)")
 
+
+def _steering_commands(add: Add) -> None:
+    """A person's steering: priority, retry, skip, rollback, pause, permissions, environment, guidance."""
     p = add("set_priority", cmds.cmd_set_priority, "set a model's priority (higher runs first)")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("priority", metavar="N", type=ascii_int)
@@ -170,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="guidance for every model")
     p.add_argument("words", nargs="+", metavar="MODEL|TEXT")
 
+
+def _agent_and_export_commands(add: Add) -> None:
+    """Agents' heartbeats and cleanup, the event stream, the whole board as JSON."""
     p = add("heartbeat", cmds.cmd_heartbeat, "register or refresh an agent")
     p.add_argument("--agent-id", "--agent_id", dest="agent_id", required=True)
     p.add_argument("--role", help="needed when the agent is new")
@@ -199,9 +221,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("export", cmds.cmd_export, "dump the whole board as JSON")
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
-
-    parser.set_defaults(handlers=handlers)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

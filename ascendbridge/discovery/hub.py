@@ -36,11 +36,12 @@ def hub_endpoint() -> str:
 
 
 def hub_timeout() -> float:
-    """ASCENDBRIDGE_HUB_TIMEOUT (the discovery section of ascendbridge.settings)."""
-    from ascendbridge.discovery.settings import DiscoverySettings
-    from ascendbridge.settings import section
+    """ASCENDBRIDGE_HUB_TIMEOUT: the discovery stage's section (discovery/settings.py), read by name;
+    DEFAULT_TIMEOUT_S where no discovery stage is installed."""
+    from ascendbridge.settings import named_section
 
-    return section(DiscoverySettings).hub_timeout
+    found = named_section("discovery")
+    return float(getattr(found, "hub_timeout", DEFAULT_TIMEOUT_S))
 
 
 def hub_token() -> str | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
-from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
+from ascendbridge.gatekit.evidence import EvidenceError, adaptation_path, resolve_adaptation
 from ascendbridge.gatekit.report import EXIT_INCONCLUSIVE, EXIT_PASSED, GateReport
 from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.stage_api import GateResult
@@ -79,10 +79,12 @@ def checker_arguments(
     argv: Sequence[str],
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
     python: bool = True,
+    must_exist: bool = True,
 ) -> tuple[argparse.Namespace, Path]:
     """The command line every evidence checker shares (--adapt NAME | --adaptation-dir DIR, --json,
     --python unless `python` is False, and what `extra` adds): (arguments, adaptation directory).
-    A bad argument or place is a CliError (exit 2, one line)."""
+    The directory must exist unless `must_exist` is False (a stage before the package, discovery,
+    uses only its name). A bad argument or place is a CliError (exit 2, one line)."""
     parser = OneLineParser(description=description)
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--adapt", help="adaptation name (under ASCENDBRIDGE_ADAPTATIONS)")
@@ -97,11 +99,12 @@ def checker_arguments(
         if args.adapt:
             from ascendbridge.config import adaptations_dir
 
-            return args, resolve_adaptation(args.adapt, adaptations_dir())
+            find = resolve_adaptation if must_exist else adaptation_path
+            return args, find(args.adapt, adaptations_dir())
     except EvidenceError as exc:
         raise CliError(str(exc)) from None
     directory = Path(args.adaptation_dir)
-    if not directory.is_dir():
+    if must_exist and not directory.is_dir():
         raise CliError(f"no adaptation directory {directory}")
     return args, directory
 
@@ -112,13 +115,14 @@ def checker_main(
     check: Callable[[argparse.Namespace, Path], GateReport],
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
     python: bool = True,
+    must_exist: bool = True,
 ) -> int:
     """A checker's whole `main`: parse the shared command line (plus `extra`), run `check`
     (which raises CliError or ValueError for an input it refuses before checking anything), print
     the report (text, or JSON with --json) and return 0 pass / 1 fail / 2 bad input / 3 inconclusive."""
 
     def command() -> int:
-        args, directory = checker_arguments(description, argv, extra, python)
+        args, directory = checker_arguments(description, argv, extra, python, must_exist)
         try:
             report = check(args, directory)
         except ValueError as exc:  # a bad setting or option value, refused before the gate ran

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,11 @@ def test_heals_a_broken_pin_and_an_fp16_overflow(board: BoardStore, board_path: 
 
     gate = HEALING_STAGE.gate(ctx)
     assert gate.passed, gate.summary
+    # The checker script gives the same verdict to a person (healing/scripts/check_healing.py).
+    checker = REPO_ROOT / "healing" / "scripts" / "check_healing.py"
+    argv = [sys.executable, str(checker), "--adaptation-dir", str(ctx.adaptation_dir), "--device", "cpu", "--json"]
+    checked = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["passed"] is True, checked.stdout + checked.stderr
 
     # Evidence bound to the spec: editing the spec after the heal makes the gate fail.
     spec.inputs.seq_len = 12

@@ -271,7 +271,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory, torch_python: Path) -> Ite
 LORA_PROBE = """
 import json, sys
 from pathlib import Path
-from ab_runtime.train.harness import TrainConfig, Trainer, latest_good_checkpoint
+from ab_runtime.train.checkpoint import latest_good_checkpoint
+from ab_runtime.train.harness import TrainConfig, Trainer
 cfg = TrainConfig.load(Path(sys.argv[1]))
 trainer = Trainer(cfg, Path(sys.argv[3]))
 before = trainer.snapshot()

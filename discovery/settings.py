@@ -1,5 +1,10 @@
 """Discovery settings (ascendbridge.settings): `--set discovery.KEY`, then ASCENDBRIDGE_*, then defaults.
-What discovery sizes models against is the kernel's `devices` section (DeviceSettings)."""
+
+The stage's own section, registered under the `ascendbridge.settings` entry points like every
+stage's. The kernel's Hub client (ascendbridge/discovery/hub.py) reads it by its section name, so the
+kernel never imports this package. What discovery sizes models against is the kernel's `devices`
+section (DeviceSettings).
+"""
 
 from __future__ import annotations
 
