@@ -32,18 +32,29 @@ def test_watchdog_restarts_on_exit_and_stale_heartbeat_then_stops(board: BoardSt
     dog = subprocess.Popen(
         argv, env=tl_env(tmp_path), stdout=out.open("w"), stderr=subprocess.STDOUT, start_new_session=True
     )
+    leads: list[int] = []  # every team lead seen: killed if the test fails midway
     try:
         wait_for(lambda: _lead_pid(board) > 0, 60, what="the first team lead")
         first = _lead_pid(board)
+        leads.append(first)
         os.kill(first, signal.SIGKILL)  # exits: restarted
         wait_for(lambda: _lead_pid(board) not in (0, first), 60, what="a restart after exit")
         second = _lead_pid(board)
+        leads.append(second)
         os.kill(second, signal.SIGSTOP)  # hangs: its heartbeat goes stale, restarted
         wait_for(lambda: _lead_pid(board) not in (0, first, second), 90, what="a restart after a stale heartbeat")
         third = _lead_pid(board)
+        leads.append(third)
         wait_for(lambda: not alive(second), 30, what="the hung team lead to be stopped")
         dog.send_signal(signal.SIGTERM)
         assert dog.wait(timeout=60) == 0
+    except BaseException:
+        # The team leads run in sessions of their own (`--forever`): a failed wait above would leave
+        # them running after the test.
+        for pid in {*leads, _lead_pid(board)} - {0}:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        raise
     finally:
         if dog.poll() is None:
             os.killpg(dog.pid, signal.SIGKILL)
