@@ -5,7 +5,7 @@ run: exports the package's model (real weights, or config-initialised from the r
 the tool environment, copies the recorded calibration sample into the package, and for each
 scheme of `quantization.schemes` writes msModelSlim's default practice with that sample as its
 dataset, runs `msmodelslim quant` on the CPU, digests the checkpoint and evaluates it
-(ab_runtime.quant.evaluate). Every scheme is recorded in quantization/quant_evidence.json,
+(ab_runtime.quant.evaluate). Every scheme is recorded in the package's quant_evidence.json,
 accepted or refused with its figures; the stage completes when that evidence is whole. Other
 families are skipped on the first attempt. The checkpoints are not served here.
 gate: quantization/scripts/check_quantization.py, a separate process that recomputes the digests,

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.board import BoardStore
+from ascendbridge.board import BoardStore, Registration
 from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe
 from ascendbridge.stage_api import StageContext, StageOutcome
+from ascendbridge.stages import STAGES
 from quantization.evidence import weight_bytes
 from quantization.gate import check_adaptation
 from quantization.stage import QUANTIZATION_STAGE
@@ -54,6 +55,20 @@ def test_an_encoder_is_skipped_with_its_reason_before_any_tool(board: BoardStore
     assert outcome.status == "skipped", outcome.summary
     assert "causal LMs only" in outcome.summary and "feature_extraction" in outcome.summary
     assert not (ctx.adaptation_dir / WORK_DIR).exists()
+
+
+def test_the_stage_is_opt_in_skipped_by_policy_until_retried(board: BoardStore) -> None:
+    """runs = "optional": every model registers with it skipped by policy; a person's retry, once
+    the stage before it is done, makes it pending and takes it off the model's skip list."""
+    ((record, _),) = board.register_models([Registration(model_id="org/m", training=None)])
+    assert "quantization" in record.skip_stages
+    while (task := board.claim_next("w", 60)) is not None:
+        board.complete_task(task.id, task.fencing_token, {"ok": True})
+    status = {t.stage: t.status for t in board.list_tasks(model_id="org/m")}
+    assert status["quantization"] == "skipped" and status["serving"] == "completed"
+    assert STAGES.index("business_benchmark") + 1 == STAGES.index("quantization") == STAGES.index("serving") - 1
+    assert board.retry("org/m", "quantization").status == "pending"
+    assert "quantization" not in board.get_model("org/m").skip_stages
 
 
 @pytest.fixture(scope="module")
