@@ -101,6 +101,8 @@ def test_the_demo_llama_is_quantized_evaluated_and_gated(staged: tuple[StageCont
     assert outcome.status == "done", (outcome.summary, ctx.log.getvalue()[-3000:])
     evidence = json.loads((ctx.adaptation_dir / EVIDENCE_FILE).read_text())
     assert evidence["usable"] == list(SCHEMES)
+    calibration = (ctx.adaptation_dir / evidence["calibration"]["path"]).resolve()
+    assert f"prepare dataset from {calibration} success" in ctx.log.getvalue()  # the tool calibrated with it
     assert evidence["calibration"]["n"] == 8 and evidence["model"]["mode"]
     for scheme in SCHEMES:
         record = evidence["schemes"][scheme]
