@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One team-lead run over the board (see docs/teamlead.md for flags and exit codes).
-#   PROMPT_MODE=adaptation|benchmark|optimization|business|serving|all (default all), or --stages a,b
+#   PROMPT_MODE=adaptation|benchmark|optimization|business|quantization|serving|all (default all), or --stages a,b
 #   --once (default) | --forever, --workers N, --stage-workers stage=N,...
 # Works without uv on PATH (bootstraps it like run_main_job.sh). Single instance per board
 # (exit 4 if another team lead runs); loads ./.env when present.

@@ -18,7 +18,7 @@ from ascendbridge.refusals import is_refusal, remedy
 from ascendbridge.stage_api import Stage, StageContext
 from bench.support.tiny_adaptations import make_adaptation
 
-AFTER_ADAPTATION = ("healing", "benchmark", "optimization", "business_benchmark", "serving")
+AFTER_ADAPTATION = ("healing", "benchmark", "optimization", "business_benchmark", "quantization", "serving")
 
 
 def _stage(name: str) -> Stage:

@@ -34,6 +34,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ascendbridge/board/migrations.py", "optimization"): "frozen history (V6_STAGE_ORDER)",
     ("ascendbridge/board/migrations.py", "business_benchmark"): "frozen history (V6_STAGE_ORDER)",
     ("ascendbridge/board/migrations.py", "serving"): "frozen history (V6_STAGE_ORDER)",
+    ("ascendbridge/board/migrations.py", "quantization"): "frozen history: version 7 added the quantization stage",
     ("ascendbridge/board/registry.py", "training"): "the registration's training-job field, not the stage",
     ("ascendbridge/cli/board_views.py", "training"): "the model's training-job column, not the stage",
     ("ascendbridge/main_job.py", "adaptation"): "the adaptation-name column of the models table",

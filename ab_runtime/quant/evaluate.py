@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from pathlib import Path
@@ -84,6 +85,8 @@ def evaluate(
         "figures": figures,
         "verdict": judge(ckpt.quant_type, figures),
         "seconds": time.perf_counter() - started,
+        # this process's peak resident memory (Linux: ru_maxrss in KiB): both models and the batch
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 

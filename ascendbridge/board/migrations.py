@@ -138,10 +138,39 @@ def _v5_to_v6(conn: Connection) -> None:
         )
 
 
+# The pipeline order version 7 introduced (quantization after business_benchmark); frozen like V6_STAGE_ORDER.
+V7_STAGE_ORDER = (*V6_STAGE_ORDER[:-1], "quantization", V6_STAGE_ORDER[-1])
+
+
+def _v6_to_v7(conn: Connection) -> None:
+    """Version 7 adds the quantization stage, optional (opt-in per model): every existing model gets
+    its quantization task, skipped by policy, so the pipeline advances over it as over any skipped
+    stage, and serving's order moves one down (rollback's `stage_order >=`)."""
+    for order, stage in enumerate(V7_STAGE_ORDER):
+        conn.execute(
+            text("UPDATE tasks SET stage_order = :order WHERE stage = :stage"), {"order": order, "stage": stage}
+        )
+    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    for pk, skips in conn.execute(text("SELECT id, skip_stages_json FROM models")).all():
+        conn.execute(
+            text("UPDATE models SET skip_stages_json = :skips WHERE id = :pk"),
+            {"skips": json.dumps(sorted(set(json.loads(str(skips or "[]"))) | {"quantization"})), "pk": pk},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, "
+                "finished_at, updated_at) SELECT :pk, 'quantization', :order, 'skipped', 0, 0, :now, :now "
+                "WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE model_pk = :pk AND stage = 'quantization')"
+            ),
+            {"pk": pk, "now": now, "order": V7_STAGE_ORDER.index("quantization")},
+        )
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class SchemaInfo(SQLModel, table=True):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import AttemptStart, BoardStore, Registration, StaleTokenError
-from ascendbridge.stages import STAGES
+from ascendbridge.stages import OPTIONAL_STAGES, STAGES, TRAINING_JOB_STAGES
 
 WORKER = Path(__file__).with_name("claim_worker.py")
 
@@ -39,13 +39,15 @@ def test_concurrent_processes_claim_every_task_exactly_once(
         claimed += report["claimed"]
         errors += report["errors"]
     assert errors == []  # in particular no "database is locked"
-    # every stage runs by default, business_benchmark included; training only for a model with a job
-    tasks = [t for t in board.list_tasks() if t.stage != "training"]
+    # every stage runs by default, business_benchmark included; training only for a model with a job,
+    # an optional stage only when a person enables it
+    policy_skipped = TRAINING_JOB_STAGES | OPTIONAL_STAGES
+    tasks = [t for t in board.list_tasks() if t.stage not in policy_skipped]
     assert Counter(claimed) == Counter(t.id for t in tasks)  # each exactly once
     assert all(t.status == "completed" and t.attempts == 1 for t in tasks)
-    assert {t.status for t in board.list_tasks(stage="training")} == {"skipped"}
+    assert {t.status for t in board.list_tasks() if t.stage in policy_skipped} == {"skipped"}
     per_worker = [len(json.loads(out.read_text())["claimed"]) for _, out in procs]
-    assert sum(per_worker) == models * (len(STAGES) - 1)
+    assert sum(per_worker) == models * (len(STAGES) - len(policy_skipped))
 
 
 def test_expired_lease_is_reclaimed_and_old_token_refused(board: BoardStore) -> None:

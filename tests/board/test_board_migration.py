@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import AttemptEnd, AttemptStart, BoardError, BoardMissingError, BoardStore
-from ascendbridge.board.migrations import V1_DDL
+from ascendbridge.board.migrations import V1_DDL, V6_STAGE_ORDER
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.stages import STAGES
 
@@ -29,7 +29,8 @@ def make_v1_board(path: Path) -> None:
         " '[\"business_benchmark\"]', 'BertModel', '{\"layers\": 2}', ?)",
         (TS,),
     )
-    for i, stage in enumerate(s for s in STAGES if s != "training"):  # training came with version 6
+    # training came with version 6, quantization with version 7
+    for i, stage in enumerate(s for s in V6_STAGE_ORDER if s != "training"):
         status = {0: "completed", 1: "pending"}.get(i, "waiting")
         con.execute(
             "INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, updated_at)"
@@ -78,12 +79,14 @@ def test_v1_board_upgrades_in_place_with_data_intact(tmp_path: Path) -> None:
         assert [g.text for g in store.list_guidance()] == ["keep fp32"]
         assert [e.message for e in store.list_events()] == ["registered in v1"]
         # v6: a training task, skipped by policy (no job), and the pipeline order with it after healing
-        assert model.training is None and model.skip_stages == ["business_benchmark", "training"]
+        # v7: a quantization task, skipped by policy (optional), before serving
+        assert model.training is None and model.skip_stages == ["business_benchmark", "quantization", "training"]
         con = sqlite3.connect(path)
         orders = dict(con.execute("SELECT stage, stage_order FROM tasks").fetchall())
         con.close()
         assert orders == {stage: i for i, stage in enumerate(STAGES)}
         assert {t.stage: t.status for t in store.list_tasks()}["training"] == "skipped"
+        assert {t.stage: t.status for t in store.list_tasks()}["quantization"] == "skipped"
         task = store.claim_next("worker", 60)
         assert task.stage == "adaptation"
         placed = {

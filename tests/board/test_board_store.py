@@ -19,14 +19,15 @@ from ascendbridge.board import (
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.naming import hashed_adaptation_name
-from ascendbridge.stages import STAGES, UnknownNameError
+from ascendbridge.stages import OPTIONAL_STAGES, STAGES, TRAINING_JOB_STAGES, UnknownNameError
 
 
 def statuses(board: BoardStore, model_id: str) -> dict[str, str]:
     return {t.stage: t.status for t in board.list_tasks(model_id=model_id)}
 
 
-UNTRAINED = [s for s in STAGES if s != "training"]  # the stages a model without a training job runs
+# the stages a model without a training job runs unless a person enables an optional one
+UNTRAINED = [s for s in STAGES if s not in TRAINING_JOB_STAGES | OPTIONAL_STAGES]
 
 
 def event_kinds(board: BoardStore, model_id: str) -> list[str]:
@@ -52,10 +53,12 @@ def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
         "benchmark": "waiting",
         "optimization": "waiting",
         "business_benchmark": "waiting",
+        "quantization": "waiting",
         "serving": "waiting",
     }
-    # every stage runs by default, business_benchmark included; training only with a training job
-    assert record.skip_stages == ["training"]
+    # every stage runs by default, business_benchmark included; training only with a training job,
+    # an optional stage (quantization) only when enabled
+    assert record.skip_stages == ["quantization", "training"]
     assert event_kinds(board, "org/Model-A") == ["registered"]
 
 
@@ -107,6 +110,7 @@ def test_completion_advances_and_policy_skips_a_stage(board: BoardStore) -> None
         run_stage(board, "m", stage)
     assert statuses(board, "m") == {s: "completed" for s in UNTRAINED[:-1]} | {
         "training": "skipped",
+        "quantization": "skipped",
         "serving": "skipped",
     }
     kinds = event_kinds(board, "m")
@@ -174,10 +178,11 @@ def test_rollback_makes_stage_pending_and_later_stages_wait(board: BoardStore) -
         ("benchmark", "waiting"),
         ("optimization", "waiting"),
         ("business_benchmark", "waiting"),
+        ("quantization", "waiting"),
         ("serving", "waiting"),
     ]
     assert statuses(board, "m")["discovery"] == "completed"
-    assert event_kinds(board, "m")[-7:] == ["rollback"] * 7
+    assert event_kinds(board, "m")[-8:] == ["rollback"] * 8
     run_stage(board, "m", "adaptation")
     assert statuses(board, "m")["healing"] == "pending"
 
@@ -378,7 +383,7 @@ def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: Board
     assert (ready[1].train_processes, ready[2].train_processes) == (None, 2)  # org/m1's training job: 2 processes
     assert ready[1].task_id == board.list_tasks("discovery", model_id="org/m2")[0].id
     # What the scheduler ranks models by: their family (unknown before discovery) and skipped stages.
-    assert (ready[1].task_family, ready[1].skip_stages) == (None, ("training",))
-    assert ready[2].skip_stages == ()  # org/m1 has a training job
+    assert (ready[1].task_family, ready[1].skip_stages) == (None, ("quantization", "training"))
+    assert ready[2].skip_stages == ("quantization",)  # org/m1 has a training job; quantization is opt-in
     assert pk["org/m5"] not in {t.model_pk for t in board.ready_tasks(["discovery"], 10)}  # paused
     assert board.ready_tasks(["benchmark"], 5) == [] and board.ready_tasks([], 5) == []

@@ -107,6 +107,7 @@ STAGE_PACKAGES = (
     "business_benchmark",
     "healing",
     "optimization",
+    "quantization",
     "serving",
     "training",
 )

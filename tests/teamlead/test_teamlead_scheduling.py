@@ -73,7 +73,7 @@ def test_the_timed_slot_never_idles_while_a_timed_task_is_ready_and_models_finis
     assert {
         s
         for (_, stage), s in statuses(board).items()
-        if stage not in ("adaptation", "training", "optimization", "serving")
+        if stage not in ("adaptation", "training", "optimization", "quantization", "serving")
     } == {"completed"}  # no training job
     assert all(n == 1 for n in check_event_log(board).values())
     rows = _intervals(board, models)
