@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
+from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, torch_source, uv_binary
 from ascendbridge.runtime.process import run_command
 

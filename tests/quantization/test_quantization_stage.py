@@ -21,12 +21,12 @@ from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe
 from ascendbridge.stage_api import StageContext, StageOutcome
 from ascendbridge.stages import STAGES
+from bench.support.local_model import register_local
+from bench.support.torch_env import torch_env_python
 from quantization.evidence import weight_bytes
 from quantization.gate import check_adaptation
 from quantization.stage import QUANTIZATION_STAGE
 from quantization.steps import EVIDENCE_FILE, WORK_DIR, checkpoint_digest
-from tests.support.local_model import register_local
-from tests.support.torch_env import torch_env_python
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
