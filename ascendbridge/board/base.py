@@ -29,7 +29,7 @@ from ascendbridge.board.connection import (
 )
 from ascendbridge.board.records import dumps, loads, now_iso
 from ascendbridge.board.schema import Attempt, Event, Model, Task
-from ascendbridge.stages import TRAINING_JOB_STAGES, next_stage
+from ascendbridge.stages import OPTIONAL_STAGES, TRAINING_JOB_STAGES, next_stage
 
 
 class UnknownModelError(BoardError):
@@ -242,11 +242,12 @@ class StoreBase:
                 # The reason is the task's diagnosis, as for a stage's own skip: the summary
                 # tables, the dashboard and `board_ops show` read it there, not in the event log.
                 no_job = stage in TRAINING_JOB_STAGES and model.training_json in ("", "{}")
-                why = (
-                    "by policy ("
-                    + ("no training job registered" if no_job else f"registered with {stage} skipped")
-                    + ")"
-                )
+                if no_job:
+                    why = "by policy (no training job registered)"
+                elif stage in OPTIONAL_STAGES:
+                    why = "opt-in, not enabled"
+                else:
+                    why = f"by policy (registered with {stage} skipped)"
                 task.status = "skipped"
                 task.finished_at = now
                 task.diagnosis_json = dumps({"rule": "skip_policy", "summary": why})

@@ -12,6 +12,7 @@ from ascendbridge.board import BoardStore
 from ascendbridge.config import adaptations_dir
 from ascendbridge.demo_models import list_demo_models
 from ascendbridge.main_job import PIPELINE
+from ascendbridge.stages import OPTIONAL_STAGES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,6 +115,8 @@ def test_unusable_board_is_one_line_and_exit_3(tmp_path: Path) -> None:
 
 
 LONG = "org/fast-model-with-a-rather-long-name-that-fills-a-column"
+# How an opt-in stage nobody enabled reads in a model's outcome (after training, in pipeline order).
+OPT_IN = "".join(f"; {stage}: opt-in, not enabled" for stage in PIPELINE if stage in OPTIONAL_STAGES)
 SERVED_FIGURES = {
     "greedy_exact_match": 1.0,
     "chat_equal": 1.0,
@@ -148,7 +151,7 @@ def _summary_board(board: BoardStore) -> None:
         "optimization": {"speedup": 1.42},
         "serving": SERVED_FIGURES,
     }
-    for stage in (s for s in PIPELINE if s != "training"):  # no training job: skipped by policy
+    for stage in (s for s in PIPELINE if s != "training" and s not in OPTIONAL_STAGES):  # skipped by policy
         _pass(board, LONG, stage, figures.get(stage))
         if stage != "serving":
             _pass(board, "demo/tiny-gpt2", stage)
@@ -165,14 +168,14 @@ def test_results_say_how_far_each_model_got_and_every_skip_with_its_reason(board
     results = {r.model_id: r for r in model_results(board, list(PIPELINE), adaptations_dir())}
     fast, gpt2, broken = results[LONG], results["demo/tiny-gpt2"], results["org/broken"]
     assert (fast.outcome, fast.latency_ms, fast.latency_basis, fast.speedup, fast.tpot_ms) == (
-        f"all {len(PIPELINE)} stages done; skipped training: by policy (no training job registered)",
+        f"all {len(PIPELINE)} stages done; skipped training: by policy (no training job registered){OPT_IN}",
         12.345,
         "cpu float32",
         1.42,
         3.21,
     )
     assert gpt2.outcome == (
-        f"all {len(PIPELINE)} stages done; skipped training: by policy (no training job registered); "
+        f"all {len(PIPELINE)} stages done; skipped training: by policy (no training job registered){OPT_IN}; "
         "serving: by policy (registered with serving skipped)"
     )
     assert (broken.outcome, broken.latency_ms, broken.speedup) == (
@@ -209,7 +212,7 @@ def test_the_summary_off_a_terminal_keeps_every_path_and_command_on_one_line(
     assert not any("adaptations/" in line and "│" in line for line in lines)  # no path inside a cell
     results = "\n".join(_rows(lines, "results per model"))
     done = f"all {len(PIPELINE)} stages done; skipped training: by policy"
-    assert _squeezed(f"{LONG} {done} (no training job registered)") in results
+    assert _squeezed(f"{LONG} {done} (no training job registered){OPT_IN}") in results
     assert _squeezed("12.35 ms (cpu float32) 3.21 ms (312 tok/s) 1.42x") in results
     assert _squeezed(f"demo/tiny-gpt2 {done}") in results
     assert _squeezed("serving: by policy (registered with serving skipped)") in results
@@ -251,7 +254,7 @@ def test_the_served_table_says_what_was_served_and_why_not(board: BoardStore, tm
     from ascendbridge.run_summary import served_table
 
     board.register_models([Registration(model_id="demo/tiny-llama32"), Registration(model_id="demo/tiny-vit")])
-    for stage in (s for s in PIPELINE if s != "training"):  # neither has a training job: skipped by policy
+    for stage in (s for s in PIPELINE if s != "training" and s not in OPTIONAL_STAGES):  # skipped by policy
         _pass(board, "demo/tiny-llama32", stage, SERVED_FIGURES if stage == "serving" else None)
         if stage != "serving":
             _pass(board, "demo/tiny-vit", stage)
