@@ -35,8 +35,8 @@ CPU time the host gave OTHER processes (and a hypervisor's steal) during each ro
   The median is the load's measure because the model's fastest call spans several probe calls'
   time and needs that long a quiet moment, where the probe's fastest call finds the load's
   shortest gap (in the case above it ran x1.2 slower while the model ran x9);
-- failed, on an idle host only (the other processes used at most IDLE_OTHERS_CPUS during the
-  rounds, so nothing else can have slowed the probe): the probe itself more than HARD_BAND slower
+- failed, on an idle host only (the other processes used at most IDLE_OTHERS_CPUS over the
+  series of rounds, so nothing else can have slowed the probe): the probe itself more than HARD_BAND slower
   than the run's (a calibration forged along with the figure); or, outside the band, the rounds
   agree (spread <= SPREAD), the host preempted no round (at most QUIET_PREEMPTIONS involuntary
   context switches a round) and the run's probe reproduces within SPREAD either way (the run and
@@ -69,9 +69,9 @@ CALIBRATION_SCHEMA = "ascendbridge.calibration/1"
 HARD_BAND = 4.0  # a ratio (or probe) this much better than the gate's best fails under any load
 SPREAD = 1.25  # rounds whose ratios agree within this are steady enough to fail a claim
 QUIET_PREEMPTIONS = 2  # involuntary context switches in a round for the host to count as quiet
-# Other processes' CPU use (CPUs' worth, a hypervisor's steal included) during the rounds below
-# which the host counts as idle: /proc/stat counts in 10 ms ticks, a round of a tiny model lasts
-# tens of ms, so an idle host reads 0 to about 0.3 and the lightest load the bench applies ~1.5.
+# Other processes' CPU use (CPUs' worth, a hypervisor's steal included) over a series of rounds
+# below which the host counts as idle: /proc/stat counts in 10 ms ticks and a tiny model's series
+# lasts a tenth of a second or more, so an idle host reads about 0-0.3; one CPU loop alone ~1.
 IDLE_OTHERS_CPUS = 0.5
 
 
@@ -164,8 +164,9 @@ class Round:
     suffered in the round (the host taking it off a CPU), its voluntary ones (a thread put to
     sleep, which the load may wake late), the fastest model call that no switch interrupted
     (`quiet_model_ms`; None when every call was, or when switches were not counted per call), and
-    the CPUs' worth of time the host gave other processes during the round (`others_cpus`; None
-    where it cannot be read)."""
+    the CPUs' worth of time the host gave other processes from the series' first round to this
+    round's end (`others_cpus`, the whole series so the 10 ms ticks of /proc/stat average out
+    over a tiny model's short rounds; None where it cannot be read)."""
 
     model_min_ms: float
     probe_min_ms: float | None = None
@@ -268,7 +269,8 @@ def judge(
     quiet_model = [q for q in (r.quiet_ms for r in rounds) if q is not None]
     quiet_x = min(quiet_model) / reported_min_ms if quiet_model else None
     others = [r.others_cpus for r in rounds]
-    idle = all(o is not None and o <= IDLE_OTHERS_CPUS for o in others)
+    host_load = others[-1]  # over the whole series (Round.others_cpus)
+    idle = host_load is not None and host_load <= IDLE_OTHERS_CPUS
     figures: dict[str, Any] = {
         "what": what,
         "reported_min_ms": reported_min_ms,
@@ -329,8 +331,8 @@ def judge(
         return Judgement("inconclusive", said, figures)
     host = (
         "the host's load could not be read"
-        if None in others
-        else f"the host's other processes used {max(o or 0.0 for o in others):.2f} CPUs in a round"
+        if host_load is None
+        else f"the host's other processes used {host_load:.2f} CPUs during the rounds"
     )
     # The load rule (module doc): beyond the hard bound, uninterrupted, and not explained by what the
     # load did to the probe beside it; without a probe, only an idle host can tell.

@@ -37,7 +37,7 @@ def test_a_forged_figure_fails_on_an_uninterrupted_call_beyond_the_hard_bound_wh
     judged = judge("forward call", 4.0, 0.1, [Round(10.0, 1.0, 0, others_cpus=0.1)] * 3, BAND)
     assert judged.verdict == "failed" and "calibration does not reproduce" in judged.reason
     judged = judge("forward call", 4.0, 0.1, [Round(10.0, 1.0, 0, others_cpus=1.5)] * 3, BAND)
-    assert judged.verdict == "inconclusive" and "other processes used 1.50 CPUs" in judged.reason
+    assert judged.verdict == "inconclusive" and "other processes used 1.50 CPUs during the rounds" in judged.reason
 
 
 def loaded(model_ms: float, probe_ms: float, probe_median_ms: float, others: float = 1.8) -> list[Round]:

@@ -182,9 +182,9 @@ def _series(
     from ab_runtime import calibration as cal
 
     rounds: list[Any] = []
+    others = cal.others_cpus()  # over the whole series (calibration.Round.others_cpus)
     while True:
         before = resource.getrusage(resource.RUSAGE_SELF)
-        others = cal.others_cpus()
         model_ms, probe_ms, per_call = one_round()
         others_cpus = others()
         after = resource.getrusage(resource.RUSAGE_SELF)
