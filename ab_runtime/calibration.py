@@ -9,13 +9,14 @@ roughly, to the probe beside it, so the ratio of the fastest model call to the f
 (per block of calls, as in ab_runtime/pairstats.py: load only adds time, the fastest call is the
 stable estimate) is mostly a property of the model on that device: enough to pass a figure the
 load slowed, never enough to fail one (below). What fails a figure under any load is a call the
-host did not interrupt: the process's involuntary context switches are counted around it.
+host did not interrupt (the process's context switches are counted around it) that slowed far
+more than the probe beside it (the load rule below).
 
 The run records the probe's samples in a `calibration` block next to the samples it was paired
 with (`calibration_block`); the gate recomputes it from the samples (`check_block`). The gate then
 re-times model and probe interleaved in rounds, counting the context switches of its process
 (involuntary and voluntary) per round and, where it can, per model call (`quiet_calls`), and the
-CPU time the host gave OTHER processes (and a hypervisor's steal) during each round
+CPU time the host gave OTHER processes (and a hypervisor's steal) over the rounds
 (`others_cpus`, from /proc/stat), and judges (`judge`):
 - passed: the gate's fastest call (load only adds time) is within the band (x1.5) of the reported
   one; or one round's model/probe ratio is within the band of the reported ratio while the
@@ -34,7 +35,8 @@ CPU time the host gave OTHER processes (and a hypervisor's steal) during each ro
   and fails; an honest one whose probe slowed with it reads about x1 and is left inconclusive.
   The median is the load's measure because the model's fastest call spans several probe calls'
   time and needs that long a quiet moment, where the probe's fastest call finds the load's
-  shortest gap (in the case above it ran x1.2 slower while the model ran x9);
+  shortest gap (in the case above it ran about x1.2 slower, x8.93 over the ratio's x7.37, while
+  the model ran x9);
 - failed, on an idle host only (the other processes used at most IDLE_OTHERS_CPUS over the
   series of rounds, so nothing else can have slowed the probe): the probe itself more than HARD_BAND slower
   than the run's (a calibration forged along with the figure); or, outside the band, the rounds
