@@ -222,3 +222,21 @@ def test_a_failure_must_reproduce_in_every_series_over_the_longer_horizon(monkey
     forged = reexecute.retimed(host(100), "forward call", 1.0, calibration, BAND)
     assert forged.verdict == "failed" and forged.figures["series"] == 4, forged.reason
     assert "does not reproduce" in forged.reason
+
+
+def test_the_gate_measures_the_probes_median_and_the_other_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """reexecute's rounds carry what the load rule needs: each round's median probe call against the
+    run's recorded median, and the host's other processes read from /proc/stat over the series."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "ascendbridge" / "gatekit" / "inner"))
+    reexecute = importlib.import_module("reexecute")
+    monkeypatch.setattr(reexecute, "CONFIRM_PAUSES_S", (0.0, 0.0, 0.0))  # an idle host confirms a failure
+
+    def one_round() -> tuple[list[float], list[float], list[int]]:  # figure x9, probe x7 fastest, x9 median
+        return [9.0] * 4, [7.0, 8.0, 10.0, 12.0], [0] * 4
+
+    judged = reexecute.retimed(one_round, "forward call", 1.0, {"min_ms": 1.0, "median_ms": 1.0}, BAND)
+    assert judged.figures["load_x"] == [9.0, 9.0, 9.0] and judged.figures["unexplained"] == 1.0
+    assert all(isinstance(o, float) and o >= 0 for o in judged.figures["others_cpus"])
+    # Never failed for the figure: only an idle host may fail the probe itself (a forged calibration).
+    assert "no load excuses" not in judged.reason
+    assert judged.verdict == "inconclusive" or "calibration does not reproduce" in judged.reason, judged.reason
