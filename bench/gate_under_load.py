@@ -2,27 +2,33 @@
 """The benchmark gate's verdicts idle and beside busy loops: honest evidence and a forged 10x latency.
 
     uv run --locked --extra ray python bench/gate_under_load.py [--model tiny-bert] [-n 5] [--cores 1]
-        [--threads 1] [--json FILE]
+        [--threads 1] [--cpu-loops 2] [--memory-loops 2] [--memory-mib 128] [--model-loop] [--no-idle]
+        [--json FILE]
 
 Renders one real package (bench/support/tiny_adaptations.py, run with the shared CPU torch test
 environment), runs its accuracy_run.py once on an idle host as the benchmark stage does (pinned to
 `--cores` with `--threads`: the team lead's timed core on a 2-core host, one thread; stage warmup
 3, iters 10), copies it with every forward timing figure forged 10x faster (consistently: stats,
 throughput, calibration ratio), then runs the stand-alone gate (benchmark/scripts/check_accuracy_run.py, which applies the recorded
-placement) N times on each package idle and N times beside bench/busy_loops.py (2 CPU loops, 2
-memory-copy loops). Prints a table of verdict counts and, for the forward call, the gate's
-fastest uninterrupted call and model/probe ratio relative to the reported ones (x: 1 = as
-reported) and its rounds' spread. Not a
-test: it prints measurements (the load average with them: "idle" is whatever else the host runs).
+placement) N times on each package idle (unless --no-idle) and N times beside bench/busy_loops.py
+(2 CPU loops and 2 memory-copy loops of 128 MiB by default; issue 55's build host: --cpu-loops 4
+--memory-mib 300 --model-loop, the model loop a memory-bound 0.2 B-parameter forward in the torch
+environment). Prints a table of verdict counts and, for the forward call, the gate's fastest
+uninterrupted call and model/probe ratio relative to the reported ones (x: 1 = as reported), the
+probe's slowdown (the load's measure, calibration.load_x), the figure's slowdown over it
+(`unexplained`: beyond x4 fails), the other processes' CPUs and the rounds' spread. Not a test: it
+prints measurements (the load average with them: "idle" is whatever else the host runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,8 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=5, help="gate runs per package and condition")
     parser.add_argument("--cores", default="1", help="cores the benchmark run is pinned to (default 1)")
     parser.add_argument("--threads", type=int, default=1, help="its torch threads (default 1)")
+    parser.add_argument("--cpu-loops", type=int, default=2, help="CPU loops beside the gate (default 2)")
+    parser.add_argument("--memory-loops", type=int, default=2, help="memory-copy loops beside it (default 2)")
+    parser.add_argument("--memory-mib", type=int, default=128, help="each memory loop's footprint (default 128)")
+    parser.add_argument("--model-loop", action="store_true", help="also a memory-bound model's forward loop")
+    parser.add_argument("--no-idle", action="store_true", help="only the loaded condition")
+    parser.add_argument("--budget-s", type=float, help="start no gate run after this many seconds")
     parser.add_argument("--json", type=Path, help="also write every gate run here")
     args = parser.parse_args(argv)
+    # A SIGTERM (a `kill`, a timeout) unwinds through busy_loops' context, which stops the loops.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    start = time.monotonic()
     python = torch_env_python()
     root = Path(tempfile.mkdtemp(prefix="gate-under-load-"))
     try:
@@ -94,23 +109,28 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         rows: list[dict[str, Any]] = []
-        for condition in ("idle", "busy_loops(2,2)"):
-            with busy_loops(2, 2) if condition != "idle" else contextlib.nullcontext():
-                for label, directory in (("honest", honest), (f"forged x{FORGED:g}", forged)):
-                    for _ in range(args.n):
-                        run = {
-                            "condition": condition,
-                            "evidence": label,
-                            "load": os.getloadavg()[0],
-                            **gate(directory, python),
-                        }
-                        rows.append(run)
-                        print(
-                            f"  {condition:15s} {label:10s} {run['verdict']:12s} {run['seconds']:5.1f} s "
-                            f"{_figures(run)}",
-                            flush=True,
-                        )
-        print(f"placement: {rows[0].get('placement')}")
+        loaded = f"busy_loops({args.cpu_loops},{args.memory_loops}x{args.memory_mib}MiB{',model' if args.model_loop else ''})"
+        load = (args.cpu_loops, args.memory_loops, args.memory_mib, python if args.model_loop else None)
+        for condition in ([] if args.no_idle else ["idle"]) + [loaded]:
+            with busy_loops(*load) if condition != "idle" else contextlib.nullcontext():
+                for _, (label, directory) in itertools.product(
+                    range(args.n), (("honest", honest), (f"forged x{FORGED:g}", forged))
+                ):  # alternating, so a run cut short by --budget-s still has both
+                    if args.budget_s is not None and time.monotonic() - start > args.budget_s:
+                        print(f"  budget of {args.budget_s:g} s spent: no more gate runs", flush=True)
+                        break
+                    run = {
+                        "condition": condition,
+                        "evidence": label,
+                        "load": os.getloadavg()[0],
+                        **gate(directory, python),
+                    }
+                    rows.append(run)
+                    print(
+                        f"  {condition:30s} {label:10s} {run['verdict']:12s} {run['seconds']:5.1f} s {_figures(run)}",
+                        flush=True,
+                    )
+        print(f"placement: {rows[0].get('placement') if rows else None}")
         print(table(rows))
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
@@ -124,19 +144,22 @@ def _figures(run: dict[str, Any]) -> str:
     if "relative" not in f:
         return ""
     quiet = "-" if f.get("quiet_x") is None else f"x{f['quiet_x']:.2f}"
+    others = ",".join("-" if o is None else f"{o:.2f}" for o in f.get("others_cpus", []))
     return (
-        f"fastest call x{f['absolute']:.2f}, uninterrupted {quiet}, ratio x{f['relative']:.2f} "
-        f"spread x{f['spread']:.2f}, rounds {f['rounds']}, preemptions {f['preemptions']}"
+        f"fastest call x{f['absolute']:.2f}, uninterrupted {quiet}, ratio x{f['relative']:.2f}, "
+        f"probe slowed {_range(f.get('load_x', []))}, unexplained x{f['unexplained']:.2f}, "
+        f"spread x{f['spread']:.2f}, rounds {f['rounds']}, series {f.get('series', 1)}, "
+        f"preemptions {f['preemptions']}, other CPUs {others}"
     )
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """Verdict counts, the forward call's uninterrupted-call and ratio ranges (x: re-timed over
-    reported) and spread range, per condition and evidence."""
+    """Verdict counts, the forward call's uninterrupted-call, ratio, probe-slowdown and unexplained
+    ranges (x: re-timed over reported) and spread range, per condition and evidence."""
     lines = [
-        f"{'condition':16s} {'evidence':10s} {'passed':>6s} {'inconcl.':>8s} {'failed':>6s} "
-        f"{'uninterrupted x':>16s} {'ratio x (min..max)':>20s} {'spread (max)':>12s} {'load avg':>8s} "
-        f"{'s/run':>6s}"
+        f"{'condition':30s} {'evidence':10s} {'passed':>6s} {'inconcl.':>8s} {'failed':>6s} "
+        f"{'uninterrupted x':>16s} {'ratio x (min..max)':>20s} {'probe slowed x':>16s} {'unexplained x':>16s} "
+        f"{'spread (max)':>12s} {'load avg':>8s} {'s/run':>6s}"
     ]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
@@ -146,9 +169,12 @@ def table(rows: list[dict[str, Any]]) -> str:
         rel = [r["forward"]["relative"] for r in runs if "relative" in r.get("forward", {})]
         spread = [r["forward"]["spread"] for r in runs if "spread" in r.get("forward", {})]
         quiet = [r["forward"]["quiet_x"] for r in runs if r.get("forward", {}).get("quiet_x") is not None]
+        probe = [x for r in runs for x in r.get("forward", {}).get("load_x", [])]
+        unexplained = [r["forward"]["unexplained"] for r in runs if "unexplained" in r.get("forward", {})]
         lines.append(
-            f"{condition:16s} {evidence:10s} {count['passed']:6d} {count['inconclusive']:8d} "
-            f"{count['failed']:6d} {_range(quiet):>16s} {_range(rel):>20s} {(f'x{max(spread):.2f}' if spread else '-'):>12s} "
+            f"{condition:30s} {evidence:10s} {count['passed']:6d} {count['inconclusive']:8d} "
+            f"{count['failed']:6d} {_range(quiet):>16s} {_range(rel):>20s} {_range(probe):>16s} "
+            f"{_range(unexplained):>16s} {(f'x{max(spread):.2f}' if spread else '-'):>12s} "
             f"{sum(r['load'] for r in runs) / len(runs):8.2f} "
             f"{sum(r['seconds'] for r in runs) / len(runs):6.1f}"
         )

@@ -15,10 +15,12 @@ Then, for every evidence set (one metrics file and the outputs and trace it name
    calibration probe the run also timed (ab_runtime/calibration.py): passed when the gate's
    fastest call or its model/probe ratio is within the latency band (x1.5,
    `ASCENDBRIDGE_LATENCY_BAND`) of the reported one; failed when a call no context switch
-   interrupted and the ratio are beyond the hard bound x4 (or the probe, in a round without any), or outside
-   the band on a quiet host with steady rounds and the run's probe reproduced; otherwise
-   inconclusive (exit 3): the host's load left it undecided, and the team lead re-runs the gate.
-   Evidence without a calibration block is judged the same way without the ratio.
+   interrupted is beyond the hard bound x4 and so is its slowdown over the probe's beside it (the
+   load rule: a figure the host's load explains is never failed), or, on an idle host (other
+   processes' CPU use read from /proc/stat), when the probe is beyond x4 or the figure outside the
+   band in steady, unpreempted rounds with the run's probe reproduced; otherwise inconclusive
+   (exit 3): the host's load left it undecided, and the team lead re-runs the gate. Evidence
+   without a calibration block is judged the same way without the probe (beyond x4: idle host only).
 The gate passes when every set is consistent and the run in the spec's target dtype exists and
 passed accuracy; it is inconclusive when that holds except for timing checks left undecided.
 Other dtypes' accuracy verdicts are reported, not required.

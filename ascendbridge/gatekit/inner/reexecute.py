@@ -142,35 +142,51 @@ def retimed(one_round: Any, what: str, reported_min_ms: float, calibration: Any,
     """The gate's judgement of a reported fastest call (ab_runtime/calibration.py): a series of
     rounds of calls interleaved with the probe (`one_round` returns the model's and the probe's
     samples, and each model call's context switches or None), up to RETIME_ROUNDS, stopping at the
-    first that passes; each round's involuntary and voluntary switches are counted too
-    (calibration.Round). A failure stands only when every further series, CONFIRM_PAUSES_S apart,
-    fails too; the first that does not decides (calibration.confirm)."""
+    first that passes; each round's involuntary and voluntary switches are counted too, and the
+    CPU time the host gave other processes (calibration.Round). A failure stands only when every
+    further series, CONFIRM_PAUSES_S apart, fails too; the first that does not decides
+    (calibration.confirm)."""
     import time
 
     from ab_runtime import calibration as cal
 
-    reported_probe = float(calibration["min_ms"]) if isinstance(calibration, dict) else None
-    first = _series(one_round, what, reported_min_ms, reported_probe, band)
+    probe = (
+        (float(calibration["min_ms"]), _positive(calibration.get("median_ms")))
+        if isinstance(calibration, dict)
+        else None
+    )
+    first = _series(one_round, what, reported_min_ms, probe, band)
     if first.verdict != "failed":
         return first
     for number, pause in enumerate(CONFIRM_PAUSES_S, start=2):
         time.sleep(pause)
-        later = cal.confirm(first, _series(one_round, what, reported_min_ms, reported_probe, band), number)
+        later = cal.confirm(first, _series(one_round, what, reported_min_ms, probe, band), number)
         if later.verdict != "failed":
             break
     return later
 
 
-def _series(one_round: Any, what: str, reported_min_ms: float, reported_probe: float | None, band: float) -> Any:
-    """One series of up to RETIME_ROUNDS rounds, judged after each (a pass ends it)."""
+def _positive(value: Any) -> float | None:
+    """A recorded figure as a float where it is a positive number (older evidence may lack it)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _series(
+    one_round: Any, what: str, reported_min_ms: float, probe: tuple[float, float | None] | None, band: float
+) -> Any:
+    """One series of up to RETIME_ROUNDS rounds, judged after each (a pass ends it); `probe`: the
+    run's fastest and median probe call."""
     import resource
+    import statistics
 
     from ab_runtime import calibration as cal
 
     rounds: list[Any] = []
+    others = cal.others_cpus()  # over the whole series (calibration.Round.others_cpus)
     while True:
         before = resource.getrusage(resource.RUSAGE_SELF)
         model_ms, probe_ms, per_call = one_round()
+        others_cpus = others()
         after = resource.getrusage(resource.RUSAGE_SELF)
         quiet = [ms for ms, n in zip(model_ms, per_call or []) if n == 0]
         rounds.append(
@@ -180,10 +196,20 @@ def _series(one_round: Any, what: str, reported_min_ms: float, reported_probe: f
                 after.ru_nivcsw - before.ru_nivcsw,
                 min(quiet) if quiet else None,
                 after.ru_nvcsw - before.ru_nvcsw,
+                statistics.median(probe_ms) if probe_ms else None,
+                others_cpus,
             )
         )
         last = len(rounds) == RETIME_ROUNDS
-        judged = cal.judge(what, reported_min_ms, reported_probe, rounds, band, final=last)
+        judged = cal.judge(
+            what,
+            reported_min_ms,
+            probe[0] if probe else None,
+            rounds,
+            band,
+            final=last,
+            reported_probe_median_ms=probe[1] if probe else None,
+        )
         if last or judged.verdict == "passed":
             return judged
 
