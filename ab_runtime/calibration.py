@@ -253,6 +253,44 @@ class Judgement:
         return self.verdict != "inconclusive"
 
 
+@dataclass(frozen=True)
+class Undecided:
+    """What left a figure outside the band undecided: the host's state in the rounds and what excuses
+    the figure (its uninterrupted call within the hard bound, or the probe slowed about as much)."""
+
+    spread: float
+    preempted: int
+    probe_x: float
+    idle: bool
+    host: str
+    quiet_x: float | None
+    unexplained: float | None  # None: no calibration recorded
+
+    def reason(self, hard: float) -> str:
+        why = [
+            f"rounds spread x{self.spread:.2f} > x{SPREAD:g}" if self.spread > SPREAD else "",
+            f"the host preempted the re-check ({self.preempted} involuntary context switches in a round)"
+            if self.preempted > QUIET_PREEMPTIONS
+            else "",
+            f"the host ran the probe x{self.probe_x:.2f} slower than the run did" if self.probe_x > SPREAD else "",
+            f"the run's probe was x{1 / self.probe_x:.2f} slower than this host's (timed under load)"
+            if self.probe_x < 1 / SPREAD
+            else "",
+            "" if self.idle else f"{self.host}, more than the {IDLE_OTHERS_CPUS:g} of an idle host",
+        ]
+        excuse = (
+            "no re-timed call ran without a context switch"
+            if self.quiet_x is None
+            else f"its fastest uninterrupted call (x{self.quiet_x:.2f}) is within the hard bound x{hard:g}"
+            if self.quiet_x <= hard
+            else f"the probe beside it slowed about as much (the figure x{self.unexplained:.2f} more, within x{hard:g})"
+            if self.unexplained is not None
+            else f"without a calibration only an idle host can tell ({self.host})"
+        )
+        steadiness = "; ".join(w for w in why if w) or "one round shows no steadiness"
+        return f"{excuse}, and {steadiness}: the host's load leaves it undecided"
+
+
 def judge(
     what: str,
     reported_min_ms: float,
@@ -366,32 +404,8 @@ def judge(
             f"{said}: outside the band x{band:g} on an idle host with steady rounds; the latency does not reproduce",
             figures,
         )
-    why = [
-        f"rounds spread x{spread:.2f} > x{SPREAD:g}" if spread > SPREAD else "",
-        f"the host preempted the re-check ({preempted} involuntary context switches in a round)"
-        if preempted > QUIET_PREEMPTIONS
-        else "",
-        f"the host ran the probe x{probe_x:.2f} slower than the run did" if probe_x > SPREAD else "",
-        f"the run's probe was x{1 / probe_x:.2f} slower than this host's (timed under load)"
-        if probe_x < 1 / SPREAD
-        else "",
-        "" if idle else f"{host}, more than the {IDLE_OTHERS_CPUS:g} of an idle host",
-    ]
-    excuse = (
-        "no re-timed call ran without a context switch"
-        if quiet_x is None
-        else f"its fastest uninterrupted call (x{quiet_x:.2f}) is within the hard bound x{hard:g}"
-        if quiet_x <= hard
-        else f"the probe beside it slowed about as much (the figure x{unexplained:.2f} more, within x{hard:g})"
-        if calibrated
-        else f"without a calibration only an idle host can tell ({host})"
-    )
-    return Judgement(
-        "inconclusive",
-        f"{said}: outside the band x{band:g}, but {excuse}, and {'; '.join(w for w in why if w) or 'one round shows no steadiness'}: "
-        "the host's load leaves it undecided",
-        figures,
-    )
+    undecided = Undecided(spread, preempted, probe_x, idle, host, quiet_x, unexplained if calibrated else None)
+    return Judgement("inconclusive", f"{said}: outside the band x{band:g}, but {undecided.reason(hard)}", figures)
 
 
 def load_x(r: Round, reported_probe_min_ms: float, reported_probe_median_ms: float | None) -> float:
