@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ascendbridge.cli.errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, torch_source, uv_binary
+from ascendbridge.pip_site import with_site
 from ascendbridge.runtime.process import run_command
 from serving.plan import CPU_ENGINE
 
@@ -48,7 +49,7 @@ def install(directory: Path = DEFAULT_ENV) -> Path:
         [uv, "pip", "uninstall", "--python", str(python), *BROKEN_BESIDE_CPU_TORCH],
     ]
     for argv in steps:
-        result = run_command(argv, timeout_s=INSTALL_TIMEOUT_S, log=sys.stdout)
+        result = run_command(argv, env=with_site(), timeout_s=INSTALL_TIMEOUT_S, log=sys.stdout)
         if not result.ok:
             raise CliError(f"{' '.join(argv[:3])} failed: {result.tail_line()}", code=1)
     return python
