@@ -18,7 +18,7 @@ USER = "builder"
 PASSWORD = "s3cr@t!"  # `@` must be sent as %40 in the URL: the case a pip.conf reader used to trip on
 QUOTED_PASSWORD = "s3cr%40t!"
 
-SERVER = r'''
+SERVER = r"""
 import base64, functools, http.server, sys
 want = sys.argv[3]
 class Handler(http.server.SimpleHTTPRequestHandler):
@@ -36,7 +36,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=sys.argv[1]))
 print(server.server_address[1], flush=True)
 server.serve_forever()
-'''
+"""
 
 
 def build_wheel(out: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:

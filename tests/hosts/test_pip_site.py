@@ -98,7 +98,16 @@ def test_malformed_pip_conf_through_the_entry_point_is_one_stderr_line(tmp_path:
     env = {k: v for k, v in env.items() if not k.startswith("UV_") and k != "PIP_INDEX_URL"}
     script = "import os; print(os.environ.get('UV_DEFAULT_INDEX', 'unset'))"
     res = subprocess.run(
-        [sys.executable, "-I", str(REPO_ROOT / "ascendbridge" / "pip_site.py"), "exec", "--", sys.executable, "-c", script],
+        [
+            sys.executable,
+            "-I",
+            str(REPO_ROOT / "ascendbridge" / "pip_site.py"),
+            "exec",
+            "--",
+            sys.executable,
+            "-c",
+            script,
+        ],
         env=env,
         capture_output=True,
         text=True,

@@ -94,7 +94,9 @@ def test_a_package_missing_from_the_mirror_is_one_line_naming_it(site: tuple[Pat
     res = uv_env.sync(project, "cpu", env=EnvChoice("locked"))
     assert not res.ok
     assert res.output.count("\n") == 1
-    assert res.output.startswith("error: abhost-cpu==1.0 is not in the site's package index http://builder:***@127.0.0.1")
+    assert res.output.startswith(
+        "error: abhost-cpu==1.0 is not in the site's package index http://builder:***@127.0.0.1"
+    )
     assert QUOTED_PASSWORD not in res.output
 
 
