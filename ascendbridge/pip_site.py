@@ -158,26 +158,47 @@ def uv_site_env(environ: Mapping[str, str] | None = None, site: PipSite | None =
     return {k: v for k, v in out.items() if not environ.get(k)}
 
 
+def _wheelhouse_setting() -> str:
+    """envs.wheelhouse (ASCENDBRIDGE_WHEELHOUSE, or `--set envs.wheelhouse=DIR`) through the
+    settings model; the plain variable when this file runs on its own (shell entry points)."""
+    try:
+        from ascendbridge.settings import EnvsSettings, section
+    except ImportError:
+        return os.environ.get(WHEELHOUSE_ENV, "").strip()
+    return (section(EnvsSettings).wheelhouse or "").strip()
+
+
 @lru_cache(maxsize=1)
-def site_env() -> dict[str, str]:
-    """`uv_site_env()` of this process, read once; its warnings printed once, one line each."""
-    site = read_pip_site()
-    if site.no_index and not os.environ.get(WHEELHOUSE_ENV):
+def _site() -> tuple[dict[str, str], bool]:
+    """(`uv_site_env()` of this process, whether a wheelhouse is the source), read once; pip
+    config warnings printed once, one line each."""
+    environ = {k: v for k, v in os.environ.items() if k != WHEELHOUSE_ENV}
+    wheelhouse = _wheelhouse_setting()
+    if wheelhouse:
+        return uv_site_env({**environ, WHEELHOUSE_ENV: wheelhouse}), True
+    site = read_pip_site(environ)
+    if site.no_index:
         site.warnings.append(
             f"warning: pip's no-index is not carried to uv (uv has no variable for it): set {WHEELHOUSE_ENV}"
         )
     for line in site.warnings:
         print(line, file=sys.stderr)
-    return uv_site_env(site=site)
+    return uv_site_env(environ, site), False
+
+
+def site_env() -> dict[str, str]:
+    """The site's uv variables for this process (ascendbridge.pip_site.uv_site_env)."""
+    return dict(_site()[0])
 
 
 def with_site(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """`env` (default: this process's environment) plus the site's uv variables: what every
     uv subprocess of the framework runs with. A wheelhouse replaces any index `env` names."""
+    site, wheelhouse = _site()
     base = dict(os.environ if env is None else env)
-    if os.environ.get(WHEELHOUSE_ENV):
+    if wheelhouse:
         base = {k: v for k, v in base.items() if k not in UV_INDEX_VARS}
-    return {**site_env(), **base}
+    return {**site, **base}
 
 
 def _bare(url: str) -> str:

@@ -49,9 +49,9 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path
         conf.write_text(f"[global]\nindex-url = http://{USER}:{QUOTED_PASSWORD}@127.0.0.1:{port}/simple\n")
         monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
         monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "site-cache"))
-        pip_site.site_env.cache_clear()
+        pip_site._site.cache_clear()
         yield project, index, requests
-    pip_site.site_env.cache_clear()
+    pip_site._site.cache_clear()
 
 
 def assert_no_secret(*roots: Path) -> None:

@@ -64,11 +64,11 @@ def test_wheelhouse_for_cpu_then_an_offline_sync_from_it(tmp_path: Path, monkeyp
     # the site: no server, the wheelhouse as its only package source, a fresh cache
     monkeypatch.setenv(pip_site.WHEELHOUSE_ENV, str(out))
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "site-cache"))
-    pip_site.site_env.cache_clear()
+    pip_site._site.cache_clear()
     try:
         res = uv_env.sync(project, "cpu", env=EnvChoice("locked"))
     finally:
-        pip_site.site_env.cache_clear()
+        pip_site._site.cache_clear()
     assert res.ok, res.output
     assert (project / ".venv" / "bin" / "python").is_file()
 
