@@ -249,10 +249,12 @@ def locked_sync_steps(directory: Path, uv: str, args: Sequence[str], requirement
     steps = [[uv, "export", "--frozen", "--quiet", "--no-emit-project", *chosen, "-o", str(requirements)]]
     if not (venv / "bin" / "python").is_file():
         steps.append([uv, "venv", "--quiet", str(venv)])
+    # --no-config: the project's own sources (a find-links directory of the host that generated it)
+    # are not the site's; the exported list already pins every package.
     if "--inexact" in args:
-        steps.append([uv, "pip", "install", "--python", python, "-r", str(requirements)])
+        steps.append([uv, "pip", "install", "--no-config", "--python", python, "-r", str(requirements)])
     else:
-        steps.append([uv, "pip", "sync", "--python", python, str(requirements)])
+        steps.append([uv, "pip", "sync", "--no-config", "--python", python, str(requirements)])
     return steps
 
 

@@ -4,9 +4,9 @@
         [--python 3.11] [--arch x86_64|aarch64]
 
 Takes every package the locks pin for that target (the framework's uv.lock, each generated
-package's uv.lock under the adaptations directory, and any `--lock` given), plus the target's torch
-pins (ascendbridge.config.torch_source) from pip's find-links directories, and writes one wheel per
-package, each checked against the lock's sha256, with a PEP 503 `simple/` index beside them. On the
+package's uv.lock under the adaptations directory, a reference stack locked here the way a generated
+package is, with the target's torch, and any `--lock` given; `--no-default-locks`: only those) and
+writes one wheel per package, checked against the lock's sha256, with a PEP 503 `simple/` index. On the
 site: `ASCENDBRIDGE_WHEELHOUSE=DIR` (docs/hosts.md); nothing else is then contacted. A package with
 no wheel for the target is one `error:` line naming it (exit 1); already present files are kept.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import shutil
 import sys
 import tempfile
@@ -30,8 +31,11 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from ascendbridge.cli.errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, adaptations_dir, torch_source, uv_binary
-from ascendbridge.pip_site import read_pip_site, redact
+from ascendbridge.package.generator import BASE_DEPENDENCIES, SHARDING_DEPENDENCY
+from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.pip_site import read_pip_site, redact, with_site
 from ascendbridge.runtime.process import run_command
+from business_benchmark.lm_eval_path import LM_EVAL_REQUIREMENT
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,6 +54,7 @@ class Wheel:
     filename: str
     source: str  # an http(s) URL or a local path
     sha256: str | None
+    sdist: bool = False  # no wheel fits the site: its source distribution, built into one here
 
 
 def target_tags(python: str, arch: str) -> list[Tag]:
@@ -115,10 +120,14 @@ def lock_wheel(entry: dict[str, Any], tags: list[Tag], lock: Path) -> Wheel:
         fits = [rank[t] for t in parse_wheel_filename(name)[3] if t in rank]
         if fits and (best is None or min(fits) < best[0]):
             best = (min(fits), {**wheel, "filename": name})
+    sdist = entry.get("sdist", {})
+    if best is None and sdist.get("url"):
+        digest = (sdist.get("hash") or "").removeprefix("sha256:") or None
+        return Wheel(sdist["url"].rsplit("/", 1)[-1], sdist["url"], digest, sdist=True)
     if best is None:
         raise CliError(
             f"no wheel of {entry['name']}=={entry['version']} for {tags[0]} in {lock} "
-            f"({'sdist only' if not entry.get('wheels') else 'other platforms only'}): "
+            f"({'no sdist either' if not entry.get('wheels') else 'other platforms only'}): "
             f"build one on a {tags[0].platform} machine and pass its directory as a pip find-links",
             code=EXIT_FAILURE,
         )
@@ -129,52 +138,56 @@ def lock_wheel(entry: dict[str, Any], tags: list[Tag], lock: Path) -> Wheel:
     return Wheel(wheel["filename"], source, digest)
 
 
-def local_wheel(req: Requirement, tags: list[Tag], dirs: list[str]) -> Wheel:
-    """A torch pin (no lock names it until a package is generated) from pip's find-links dirs."""
-    rank = {tag: i for i, tag in enumerate(tags)}
-    found: list[tuple[int, Path]] = []
-    for directory in dirs:
-        for path in Path(directory).glob("*.whl") if Path(directory).is_dir() else []:
-            name, version, _, wheel_tags = parse_wheel_filename(path.name)
-            fits = [rank[t] for t in wheel_tags if t in rank]
-            if name == canonicalize_name(req.name) and fits and req.specifier.contains(version, prereleases=True):
-                found.append((min(fits), path))
-    if not found:
-        raise CliError(
-            f"no wheel of {req} for {tags[0]} in pip's find-links ({', '.join(dirs) or 'none configured'}): "
-            f"put it in one of them (pip download --no-deps --only-binary :all: '{req}')",
-            code=EXIT_FAILURE,
-        )
-    path = min(found)[1]
-    return Wheel(path.name, str(path), None)
-
-
-def fetch(wheel: Wheel, out: Path, client: httpx.Client) -> None:
-    """Copy or download one wheel into `out` (kept when already there), checking its sha256."""
-    target = out / wheel.filename
-    if target.is_file() and (wheel.sha256 is None or _sha256(target) == wheel.sha256):
-        return
-    with tempfile.NamedTemporaryFile(dir=out, suffix=".part", delete=False) as part:
-        if wheel.source.startswith(("http://", "https://")):
+def _download(source: str, sha256: str | None, target: Path, client: httpx.Client) -> None:
+    """Copy or download `source` to `target` (replaced only when complete), checking its sha256."""
+    with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".part", delete=False) as part:
+        if source.startswith(("http://", "https://")):
             try:
-                with client.stream("GET", wheel.source) as response:
+                with client.stream("GET", source) as response:
                     response.raise_for_status()
                     for chunk in response.iter_bytes():
                         part.write(chunk)
             except httpx.HTTPError as exc:
                 Path(part.name).unlink()
-                raise CliError(f"{wheel.filename}: {redact(wheel.source)}: {exc}", code=EXIT_FAILURE) from None
+                raise CliError(f"{target.name}: {redact(source)}: {exc}", code=EXIT_FAILURE) from None
         else:
-            if not Path(wheel.source).is_file():
-                raise CliError(
-                    f"{wheel.filename}: {wheel.source} is not there (the lock's find-links)", code=EXIT_FAILURE
-                )
-            with open(wheel.source, "rb") as src:
+            if not Path(source).is_file():
+                Path(part.name).unlink()
+                raise CliError(f"{target.name}: {source} is not there (the lock's find-links)", code=EXIT_FAILURE)
+            with open(source, "rb") as src:
                 shutil.copyfileobj(src, part)
-    if wheel.sha256 and _sha256(Path(part.name)) != wheel.sha256:
+    if sha256 and _sha256(Path(part.name)) != sha256:
         Path(part.name).unlink()
-        raise CliError(f"{wheel.filename}: sha256 differs from the lock's", code=EXIT_FAILURE)
+        raise CliError(f"{target.name}: sha256 differs from the lock's", code=EXIT_FAILURE)
     Path(part.name).replace(target)
+
+
+def fetch(wheel: Wheel, out: Path, client: httpx.Client, tags: list[Tag]) -> None:
+    """Put one wheel into `out` (kept when already there); an sdist is built into a wheel here,
+    which must fit the site (a pure-Python one does; a compiled one only for this machine's kind)."""
+    target = out / wheel.filename
+    if not wheel.sdist:
+        if not (target.is_file() and (wheel.sha256 is None or _sha256(target) == wheel.sha256)):
+            _download(wheel.source, wheel.sha256, target, client)
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        sdist = Path(scratch) / wheel.filename
+        _download(wheel.source, wheel.sha256, sdist, client)
+        res = run_command(
+            [uv_binary(), "build", "--wheel", "--out-dir", str(Path(scratch) / "built"), str(sdist)],
+            env=with_site(),
+            timeout_s=DOWNLOAD_TIMEOUT_S,
+        )
+        built = sorted((Path(scratch) / "built").glob("*.whl"))
+        if not res.ok or not built:
+            raise CliError(f"{wheel.filename} has no wheel and did not build: {res.tail_line()}", code=EXIT_FAILURE)
+        if not set(parse_wheel_filename(built[0].name)[3]) & set(tags):
+            raise CliError(
+                f"no wheel of {built[0].name.split('-')[0]} for {tags[0]}: its sdist builds {built[0].name} here; "
+                f"build it on a {tags[0].platform} machine and pass its directory as a pip find-links",
+                code=EXIT_FAILURE,
+            )
+        shutil.copy(built[0], out / built[0].name)
 
 
 def _sha256(path: Path) -> str:
@@ -204,9 +217,43 @@ def write_index(out: Path) -> int:
     return len(by_project)
 
 
-def default_locks() -> list[Path]:
-    """The framework's lock and every generated package's lock."""
-    return [REPO_ROOT / "uv.lock", *sorted(adaptations_dir().glob("*/uv.lock"))]
+def reference_lock(target: str, python: str, directory: Path) -> Path:
+    """The stack a generated package uses, locked here: transformers, the base set, accelerate,
+    pillow, lm-eval (the business benchmark installs it) and the target's torch, from pip's
+    find-links as the generator takes it (ascendbridge.package.generator), else the index."""
+    profile = torch_source().profile(target)
+    requirements = [
+        AdaptationSpec.model_fields["transformers_requirement"].default,
+        *BASE_DEPENDENCIES,
+        SHARDING_DEPENDENCY,
+        "pillow",
+        LM_EVAL_REQUIREMENT,
+        *profile.requirements,
+    ]
+    lines = [
+        "[project]",
+        'name = "ascendbridge-reference-stack"',
+        'version = "0"',
+        f'requires-python = "=={python}.*"',
+        f"dependencies = {json.dumps(requirements)}",
+        "[tool.uv]",
+        "package = false",
+        f"find-links = {json.dumps([d for d in read_pip_site().find_links if Path(d).is_dir()])}",
+    ]
+    if profile.index_url:
+        lines += ["[tool.uv.sources]", 'torch = { index = "torch" }', "[[tool.uv.index]]", 'name = "torch"']
+        lines += [f"url = {json.dumps(profile.index_url)}", "explicit = true"]
+    (directory / "pyproject.toml").write_text("\n".join(lines) + "\n")
+    res = run_command([uv_binary(), "lock"], cwd=directory, env=with_site(), timeout_s=600)
+    if not res.ok:
+        raise CliError(f"locking the {target} reference stack failed: {res.tail_line()}", code=EXIT_FAILURE)
+    return directory / "uv.lock"
+
+
+def default_locks(target: str, python: str, scratch: Path) -> list[Path]:
+    """The framework's lock, every generated package's lock, and the target's reference stack."""
+    found = [REPO_ROOT / "uv.lock", *sorted(adaptations_dir().glob("*/uv.lock"))]
+    return [*found, reference_lock(target, python, scratch)]
 
 
 def plan(target: str, locks: list[Path], python: str, arch: str) -> dict[str, Wheel]:
@@ -224,10 +271,6 @@ def plan(target: str, locks: list[Path], python: str, arch: str) -> dict[str, Wh
                 raise CliError(f"{req} is exported from {lock} but not in it: run `uv lock` there", code=EXIT_FAILURE)
             wheel = lock_wheel(entry, tags, lock)
             wheels[wheel.filename] = wheel
-    dirs = read_pip_site().find_links
-    for text in torch_source().profile(target).requirements:
-        wheel = local_wheel(Requirement(text), tags, dirs)
-        wheels[wheel.filename] = wheel
     return wheels
 
 
@@ -242,12 +285,15 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     def command() -> int:
-        locks = ([] if args.no_default_locks else default_locks()) + [p.absolute() for p in args.lock]
-        wheels = plan(args.target, locks, args.python, args.arch or DEFAULT_ARCH[args.target])
+        arch = args.arch or DEFAULT_ARCH[args.target]
+        with tempfile.TemporaryDirectory() as scratch:
+            locks = [] if args.no_default_locks else default_locks(args.target, args.python, Path(scratch))
+            locks += [p.absolute() for p in args.lock]
+            wheels = plan(args.target, locks, args.python, arch)
         args.out.mkdir(parents=True, exist_ok=True)
         with httpx.Client(timeout=DOWNLOAD_TIMEOUT_S, follow_redirects=True) as client:
             for wheel in wheels.values():
-                fetch(wheel, args.out, client)
+                fetch(wheel, args.out, client, target_tags(args.python, arch))
         projects = write_index(args.out)
         print(f"wheelhouse {args.out}: {len(wheels)} wheels, {projects} projects; on the site: ASCENDBRIDGE_WHEELHOUSE")
         return 0
