@@ -301,8 +301,9 @@ def _sync(argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """`exec -- CMD...`: run CMD with the site's uv variables; `sync [ARGS]`: sync the project in
-    the current directory from its lock through the site's sources (shell entry points)."""
+    """`exec -- CMD...`: run CMD with the site's uv variables (and UV_FROZEN when the current
+    directory's lock names another index); `sync [ARGS]`: sync the project in the current
+    directory from its lock through the site's sources (shell entry points)."""
     if argv[:1] == ["sync"]:
         return _sync(argv[1:])
     if len(argv) < 3 or argv[:2] != ["exec", "--"]:
@@ -313,6 +314,8 @@ def main(argv: list[str]) -> int:
     except SiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not lock_matches_site(Path.cwd(), env):  # never re-lock uv.lock against the site's index
+        env.setdefault("UV_FROZEN", "1")
     os.execvpe(argv[2], argv[2:], env)
     return 0  # not reached
 

@@ -115,3 +115,28 @@ def test_the_shell_entry_points_sync_goes_through_the_mirror(site: tuple[Path, P
     assert (project / ".venv" / "bin" / "python").is_file()
     assert "abhost_base-1.0-py3-none-any.whl" in requests.read_text()
     assert QUOTED_PASSWORD not in res.stdout + res.stderr
+
+
+def test_exec_hands_uv_the_mirror_and_freezes_a_lock_made_elsewhere(site: tuple[Path, Path, Path]) -> None:
+    """`./ab ARGS`: uv gets the mirror, and UV_FROZEN so it never re-locks a lock made against PyPI."""
+    project, _, _ = site
+    show = "import os; print(os.environ.get('UV_FROZEN'), os.environ['UV_DEFAULT_INDEX'])"
+    script = str(REPO_ROOT / "ascendbridge" / "pip_site.py")
+    res = subprocess.run(
+        [sys.executable, "-I", script, "exec", "--", sys.executable, "-c", show],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    frozen, index = res.stdout.split()
+    assert (frozen, index.startswith(f"http://{USER}:{QUOTED_PASSWORD}@127.0.0.1:")) == ("1", True)
+    uv_env.lock(project)  # locked on the site: nothing to freeze
+    res = subprocess.run(
+        [sys.executable, "-I", script, "exec", "--", sys.executable, "-c", show],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.stdout.split()[0] == "None"
