@@ -26,7 +26,7 @@ from ascendbridge.demo_models import demo_registrations
 from ascendbridge.registration_file import RegistrationFileError, parse_registration_file
 from ascendbridge.run_summary import model_results, results_table, served_table, trained_table
 from ascendbridge.stacks import describe
-from ascendbridge.stages import STAGES
+from ascendbridge.stages import SPEC_STAGE, STAGES
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
@@ -121,7 +121,7 @@ def _next_steps(store: BoardStore, console: Console) -> None:
     are printed unwrapped, whatever the width (a command broken over two lines does not paste)."""
     ab = ab_command()
     lines = []
-    done = [t for t in store.list_tasks(stage="healing", status="completed")]
+    done = [t for t in store.list_tasks(stage=SPEC_STAGE, status="completed")]
     if done:
         package = adaptations_dir() / done[0].adaptation_name
         relative = ab == "./ab" and package.is_relative_to(REPO_ROOT)

@@ -15,7 +15,10 @@ from pathlib import Path
 from rich.table import Table
 
 from ascendbridge.board import BoardStore, MetricRecord, TaskRecord
+from ascendbridge.stage_table import column_sources
 from ascendbridge.stages import DONE_STATUSES
+
+COLUMNS = column_sources()  # header -> (stage, figure), from each stage's stage.toml
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,12 @@ def _latest(metrics: Sequence[MetricRecord], stage: str, name: str) -> MetricRec
     return max(found, key=lambda m: m.ts) if found else None
 
 
+def _column(metrics: Sequence[MetricRecord], header: str) -> MetricRecord | None:
+    """The latest gated figure of the stage.toml column `header` (latency: the benchmark's median_ms)."""
+    stage, figure = COLUMNS.get(header, ("", ""))
+    return _latest(metrics, stage, figure)
+
+
 def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -> list[ModelResult]:
     """One result per registered model over `stages`, in registration order."""
     by_model: dict[str, list[TaskRecord]] = {}
@@ -56,9 +65,8 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
     for model in store.list_models():
         tasks = sorted(by_model.get(model.model_id, []), key=lambda t: stages.index(t.stage))
         mine = metrics.get(model.model_id, [])
-        latency = _latest(mine, "benchmark", "median_ms")
-        speedup = _latest(mine, "optimization", "speedup")
-        tpot, tokens = _latest(mine, "benchmark", "tpot_ms"), _latest(mine, "benchmark", "tokens_per_s")
+        latency, speedup = _column(mine, "latency"), _column(mine, "speedup")
+        tpot, tokens = _column(mine, "TPOT"), _column(mine, "tokens/s")
         out.append(
             ModelResult(
                 model_id=model.model_id,

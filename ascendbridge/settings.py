@@ -21,7 +21,7 @@ ASCENDBRIDGE_* names read outside this model, on purpose:
 - placement and containment markers the executor sets per job on the worker's and model runs'
   environment (ASCENDBRIDGE_CPU_AFFINITY, _NPU_INDEX, _ATTEMPT, _COMMAND, _TEAM_LEAD_PID): they
   say which process is which, and which cores or card it has, not how the run is configured;
-- ASCENDBRIDGE_EXTRA_STAGES (teamlead/registry.py): the stage registry, read before any settings
+- ASCENDBRIDGE_EXTRA_STAGES (ascendbridge/stage_registry.py): the stage registry, read before any settings
   section can be found, and handed to workers the same way;
 - credentials (ASCENDBRIDGE_OPENAI_API_KEY, ASCENDBRIDGE_DASHBOARD_TOKEN): never part of a
   payload that is written to the board and shown on command lines.

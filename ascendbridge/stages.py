@@ -1,24 +1,24 @@
 """Stage and status vocabulary shared by the board, the team lead, the CLIs and the dashboard.
 
-Kept free of imports so every layer can depend on it without cycles.
+The stages are the stage table's (ascendbridge/stage_table.py: each stage package's stage.toml);
+it imports nothing of `ascendbridge`, so every layer can depend on this module without cycles.
 """
 
 from __future__ import annotations
 
-STAGES: tuple[str, ...] = (
-    "discovery",
-    "adaptation",
-    "healing",
-    "training",  # skipped by policy unless the model was registered with a training job
-    "benchmark",
-    "optimization",
-    "business_benchmark",
-    "serving",
-)
+from ascendbridge.stage_table import stage_table
 
-# Stages that are skipped by policy unless a model (or the team lead) enables them. Empty: every
-# stage, business_benchmark included, runs by default; a model's skip policy can still skip one.
-OPTIONAL_STAGES: frozenset[str] = frozenset()
+STAGES: tuple[str, ...] = tuple(row.name for row in stage_table())
+
+# Stages that are skipped by policy unless a model (or the team lead) enables them (`runs =
+# "optional"`); a model's skip policy can still skip any stage.
+OPTIONAL_STAGES: frozenset[str] = frozenset(row.name for row in stage_table() if row.runs == "optional")
+# Stages that run only for a model registered with a training job (`runs = "with_training_job"`):
+# without one they are skipped by policy, having nothing to run.
+TRAINING_JOB_STAGES: frozenset[str] = frozenset(row.name for row in stage_table() if row.runs == "with_training_job")
+# The stage that changes specs (`changes_spec`): a later stage's spec change goes back through it, and
+# once it completed the package's demo runs.
+SPEC_STAGE: str = next((row.name for row in stage_table() if row.changes_spec), "")
 
 # waiting: its predecessor has not completed yet (not runnable). The transitions between them:
 # docs/architecture.md, "Board states".

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from ascendbridge.board import BoardStore, Registration  # noqa: E402
 from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult  # noqa: E402
 from ascendbridge.stage_api import StageContext  # noqa: E402
-from ascendbridge.teamlead.registry import StageRef, load_stage  # noqa: E402
+from ascendbridge.stage_registry import StageRef, load_stage  # noqa: E402
 from ascendbridge.teamlead.scheduler import TeamLead  # noqa: E402
 from ascendbridge.teamlead.settings import TeamLeadSettings  # noqa: E402
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from ascendbridge.board import BoardStore, Registration  # noqa: E402
 from ascendbridge.runtime.executor import Executor, LocalProcessExecutor  # noqa: E402
-from ascendbridge.teamlead.registry import StageRef, stage_refs  # noqa: E402
+from ascendbridge.stage_registry import StageRef, stage_refs  # noqa: E402
 from ascendbridge.teamlead.settings import TeamLeadSettings  # noqa: E402
 from bench.orchestration_bench import TimedLead  # noqa: E402
 

@@ -9,7 +9,7 @@ ab_bootstrap_uv() {
   export PATH UV_BIN
 }
 
-# Exports the variables of <repo>/.env when it exists (the README's configuration file).
+# Exports the variables of <repo>/.env when it exists (docs/settings.md).
 ab_load_env() {
   if [[ -f "$1/.env" ]]; then
     set -a

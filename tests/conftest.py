@@ -49,7 +49,7 @@ def xdist_group_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
-# The fast tier (`./run_tests.sh -m "not slow"`, README) leaves out what makes a test slow: a
+# The fast tier (`./run_tests.sh -m "not slow"`, README and docs/testing.md) leaves out what makes a test slow: a
 # fixture that builds or uses the shared torch environment (`python`, `torch_python`: real model
 # runs), the shared evidence built with it (SHARED_SESSION_FIXTURES), a real Ray cluster, a real
 # browser, or a real pipeline run behind the browser. Tests slow for another reason (a real

@@ -158,6 +158,18 @@ def test_the_dashboard_imports_only_the_kernel() -> None:
     assert not bad, "the dashboard imports beyond the kernel:\n" + "\n".join(bad)
 
 
+def test_the_runtime_folder_does_not_import_the_team_lead() -> None:
+    """Workers and executors find stages through ascendbridge/stage_registry.py, never teamlead/."""
+    bad = [
+        _where(name, line, target)
+        for name in modules()
+        if name.startswith("ascendbridge.runtime")
+        for target, line, _ in imports(name)
+        if target.startswith("ascendbridge.teamlead")
+    ]
+    assert not bad, "ascendbridge/runtime imports ascendbridge/teamlead:\n" + "\n".join(bad)
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str]:
     """One cycle of `graph` as [a, b, ..., a], or [] when it has none."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done

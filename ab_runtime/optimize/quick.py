@@ -17,7 +17,7 @@ confirmation re-measures whatever the search keeps by the same rule, at most `CO
 pairs, so it rejects only once four pairs sit at or below the bar.
 
 **In which order the catalogue is tried** (`ordered`). By `PRIORS`: the speedup each pass is
-expected to give on its device, from the measured catalogue (docs/optimization.md "Measured") for
+expected to give on its device, from the measured catalogue (docs/measurements/optimization.md, "Measured") for
 CPU, from the vendors' documented gains for CUDA and Ascend; unknown passes 1.0. The likely winners
 are measured first (their rows lead the notes) and ties keep the catalogue's order. The search
 reads every pass's applicability rule before it builds anything: a pass that does not apply is a
@@ -50,7 +50,7 @@ CONFIRM_MAX_PAIRS = 15
 PLAUSIBLE_FACTOR = 1.4
 
 # Expected speedup over the eager baseline per pass and device (the name carries the device).
-# CPU: geomeans of bench/optimizer_suite.py on the demo models (docs/optimization.md, "Measured");
+# CPU: geomeans of bench/optimizer_suite.py on the demo models (docs/measurements/optimization.md, "Measured");
 # CUDA / Ascend: the vendors' documented typical gains for inference of small transformer models.
 PRIORS: dict[str, float] = {
     "cpu_compile": 1.5,

@@ -29,7 +29,7 @@ from ascendbridge.board.connection import (
 )
 from ascendbridge.board.records import dumps, loads, now_iso
 from ascendbridge.board.schema import Attempt, Event, Model, Task
-from ascendbridge.stages import next_stage
+from ascendbridge.stages import TRAINING_JOB_STAGES, next_stage
 
 
 class UnknownModelError(BoardError):
@@ -202,8 +202,15 @@ class StoreBase:
         return task
 
     def _set_metadata(
-        self, s: Session, row: Model, fields: dict[str, Any], metadata: dict[str, Any] | None, origin: str
+        self,
+        s: Session,
+        row: Model,
+        fields: dict[str, Any],
+        metadata: dict[str, Any] | None,
+        origin: str,
+        stage: str | None = None,
     ) -> None:
+        """Store discovered metadata; its event names the stage that brought it (None: outside any)."""
         bad = set(fields) - METADATA_FIELDS
         if bad:
             raise BoardError(f"cannot set model fields: {', '.join(sorted(bad))}")
@@ -213,7 +220,7 @@ class StoreBase:
             row.metadata_json = dumps(metadata)
         s.add(row)
         self._event(
-            s, "metadata", "discovered metadata stored", row.id, "discovery", {k: v for k, v in fields.items()}, origin
+            s, "metadata", "discovered metadata stored", row.id, stage, {k: v for k, v in fields.items()}, origin
         )
 
     def _advance(self, s: Session, model_pk: int, done_stage: str) -> None:
@@ -235,9 +242,8 @@ class StoreBase:
                 task.status = "skipped"
                 task.finished_at = now
                 s.add(task)
-                why = (
-                    " (no training job registered)" if stage == "training" and model.training_json in ("", "{}") else ""
-                )
+                no_job = stage in TRAINING_JOB_STAGES and model.training_json in ("", "{}")
+                why = " (no training job registered)" if no_job else ""
                 self._event(s, "skipped", f"{stage} skipped by policy{why}", model_pk, stage, {})
                 stage = next_stage(stage)
                 continue

@@ -306,7 +306,7 @@ class LeaseStore(StoreBase):
         fields, metadata = writes.get("model_fields") or {}, writes.get("model_metadata")
         if fields or metadata is not None:
             model = s.get_one(Model, task.model_pk)
-            self._set_metadata(s, model, dict(fields), metadata, origin)
+            self._set_metadata(s, model, dict(fields), metadata, origin, task.stage)
         for e in writes.get("events", ()):
             kind, message, data = str(e["kind"]), str(e.get("message", "")), dict(e.get("data") or {})
             self._task_event(s, task, kind, message, data, str(e.get("origin") or "system"))

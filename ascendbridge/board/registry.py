@@ -17,7 +17,7 @@ from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import ModelRecord, Registration, TrainingJob, dumps, loads, now_iso
 from ascendbridge.board.schema import Event, Model, RegisteredColumns, Task
 from ascendbridge.naming import base_adaptation_name, hashed_adaptation_name, validate_model_id
-from ascendbridge.stages import OPTIONAL_STAGES, STAGES, check_stage
+from ascendbridge.stages import OPTIONAL_STAGES, STAGES, TRAINING_JOB_STAGES, check_stage
 
 SOURCES = ("huggingface", "local", "hf-cache")
 
@@ -126,8 +126,8 @@ class RegistryStore(StoreBase):
                     if name in taken:
                         raise BoardError(f"adaptation name collision for '{reg.model_id}'")
                 taken.add(name)
-                # no training job: the training stage is skipped by policy (it has nothing to run)
-                skip = sorted(set(reg.skip_stages) | set(OPTIONAL_STAGES) | (set() if reg.training else {"training"}))
+                # no training job: the stages that need one are skipped by policy (nothing to run)
+                skip = sorted(set(reg.skip_stages) | OPTIONAL_STAGES | (set() if reg.training else TRAINING_JOB_STAGES))
                 seen[reg.model_id] = {
                     **reg.model_dump(include=set(RegisteredColumns.model_fields)),
                     "adaptation_name": name,
@@ -204,7 +204,7 @@ class RegistryStore(StoreBase):
             return [ModelRecord.of(r) for r in rows]
 
     def update_model_metadata(
-        self, model_id: str, fields: dict[str, Any], metadata: dict[str, Any], origin: str = "discovery"
+        self, model_id: str, fields: dict[str, Any], metadata: dict[str, Any], origin: str = "cli"
     ) -> ModelRecord:
         """Set metadata columns outside any stage (imports, tools, tests). A stage's metadata
         reaches the board only with its gated completion (complete_task)."""

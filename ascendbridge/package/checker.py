@@ -1,6 +1,7 @@
-"""The package checker (adaptation/scripts/check_adaptation.py), run as a separate process: the
-adaptation stage's agent escalation, the healer's agent escalation and the healing gate all accept
-a package only through it. It is run by path, never imported, so no stage imports another."""
+"""The package checker (adaptation/scripts/check_adaptation.py: the first checker of the stage whose
+stage.toml sets `checks_packages`), run as a separate process: the adaptation stage's agent
+escalation, the healer's agent escalation and the healing gate all accept a package only through it.
+It is run by path, never imported, so no stage imports another."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pydantic_settings import SettingsConfigDict
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
+from ascendbridge.stage_table import stage_table
 
-CHECKER = Path(__file__).resolve().parents[2] / "adaptation" / "scripts" / "check_adaptation.py"
+CHECKER = next((row.package / row.checkers[0] for row in stage_table() if row.checks_packages), None)
 
 
 class CheckSettings(DeviceSettings):
@@ -29,6 +31,8 @@ class CheckSettings(DeviceSettings):
 
 def run_package_checker(name: str, root: Path, device: str, timeout_s: float) -> tuple[bool, str, dict[str, Any]]:
     """(passed, summary, report) of the package checker's full run (the demo included)."""
+    if CHECKER is None:
+        raise RuntimeError("no stage's stage.toml sets `checks_packages`: nothing can check a package")
     result = checker_gate(
         CHECKER,
         ["--adapt", name, "--adaptations-dir", str(root), "--device", device, "--timeout", str(timeout_s)],

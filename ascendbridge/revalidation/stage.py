@@ -24,7 +24,7 @@ from ascendbridge.revalidation.settings import RevalidationSettings
 from ascendbridge.settings import section
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
-from ascendbridge.teamlead.registry import entry_point_stage
+from ascendbridge.stage_registry import entry_point_stage
 
 
 class BenchmarkSlotSettings(DeviceSettings):

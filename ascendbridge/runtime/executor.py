@@ -28,7 +28,7 @@ from ascendbridge.runtime.containment import ATTEMPT_ENV, TEAM_LEAD_PID_ENV, Att
 from ascendbridge.runtime.placement import CPU_AFFINITY_ENV, NPU_INDEX_ENV, Placement
 from ascendbridge.runtime.process import kill_group, run_command
 from ascendbridge.stage_api import GateResult, StageOutcome
-from ascendbridge.teamlead.registry import EXTRA_STAGES_ENV, StageRef
+from ascendbridge.stage_registry import EXTRA_STAGES_ENV, StageRef
 
 
 @dataclass

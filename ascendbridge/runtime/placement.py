@@ -1,14 +1,14 @@
 """What each stage needs, and which devices or cores one job gets.
 
-Preparation stages (discovery, adaptation, healing: healing's demo runs use `--device cpu`) need a
-CPU. Timed stages (benchmark, optimization, business_benchmark) need devices exclusively: two
-timed runs on one card, or on one set of cores, measure each other rather than the model.
+Preparation stages (the untimed ones: discovery, adaptation, healing) need a CPU. Timed stages (a
+stage.toml's `[placement] timed = true`) need devices exclusively: two timed runs on one card, or
+on one set of cores, measure each other rather than the model.
 
 A job's placement reaches it through its environment:
 - CUDA: CUDA_VISIBLE_DEVICES=<its cards>, so its cuda:0 is its own card.
 - Ascend: ASCEND_RT_VISIBLE_DEVICES=<its cards>, so its npu:0 is its own card, except for the
-  stages whose run includes the profiled run (benchmark, optimization: accuracy_run.py and
-  accuracy_run_perf.py profile in the same process that times). CANN's environment variable
+  stages whose run includes the profiled run (`profiling = true`: benchmark and optimization
+  profile in the same process that times). CANN's environment variable
   reference (8.3.RC1, envref_07_0028) says the mask is not supported while profiling, so those
   jobs get no mask and ASCENDBRIDGE_NPU_INDEX=<the
   physical index>; the device layer (ab_runtime/device.py) then calls torch.npu.set_device(index).
@@ -31,11 +31,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendbridge.runtime.devices import HostInventory, parse_index_list
+from ascendbridge.stage_table import stage_table
 
-TIMED_STAGES = frozenset({"training", "benchmark", "optimization", "business_benchmark", "serving"})
-PROFILING_STAGES = frozenset({"benchmark", "optimization"})  # their run includes the profiled run
-TENSOR_PARALLEL_STAGES = frozenset({"serving"})  # claim the plan's tensor-parallel degree of devices
-WORLD_SIZE_STAGES = frozenset({"training"})  # claim the training job's world size (torchrun processes) of devices
+# From the stage table (each stage's stage.toml, [placement]).
+TIMED_STAGES = frozenset(row.name for row in stage_table() if row.placement.timed)
+PROFILING_STAGES = frozenset(
+    row.name for row in stage_table() if row.placement.profiling
+)  # run includes the profiled run
+TENSOR_PARALLEL_STAGES = frozenset(  # claim the plan's tensor-parallel degree of devices
+    row.name for row in stage_table() if row.placement.claim == "tensor_parallel"
+)
+WORLD_SIZE_STAGES = frozenset(  # claim the training job's world size (torchrun processes) of devices
+    row.name for row in stage_table() if row.placement.claim == "world_size"
+)
 CPU_AFFINITY_ENV = "ASCENDBRIDGE_CPU_AFFINITY"
 NPU_INDEX_ENV = "ASCENDBRIDGE_NPU_INDEX"
 VISIBLE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
@@ -192,7 +200,7 @@ def _cpu_list(cpus: tuple[int, ...]) -> str:
     return ",".join(map(str, cpus))
 
 
-def devices_needed(metadata: dict[str, Any] | None, stage: str = "benchmark", world: object = None) -> int:
+def devices_needed(metadata: dict[str, Any] | None, stage: str, world: object = None) -> int:
     """Devices one job of a timed `stage` claims at once for a model: its discovery plan's count
     (1 without a plan), for serving its tensor-parallel degree, for training its job's world size
     `world` (`stage_devices`)."""

@@ -46,7 +46,7 @@ from ascendbridge.runtime.payload import PayloadError, Phase, PhaseData, WorkerJ
 from ascendbridge.runtime.placement import apply_cpu_affinity
 from ascendbridge.settings import PathSettings, Settings, SettingsError, install, installed
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
-from ascendbridge.teamlead.registry import load_stage, stage_refs
+from ascendbridge.stage_registry import load_stage, stage_refs
 
 EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_PARENT_GONE, EXIT_UNSUCCESSFUL = 0, 1, 2, 3, 4
 

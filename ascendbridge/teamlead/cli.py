@@ -37,13 +37,13 @@ from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
 from ascendbridge.runtime.placement import DevicePool, pool_entry
 from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, install
+from ascendbridge.stage_registry import StageRef, stage_refs
 from ascendbridge.stages import STATUSES
 from ascendbridge.teamlead.diskspace import min_free_bytes
 from ascendbridge.teamlead.guidance import BoardSteering
 from ascendbridge.teamlead.history import HostHistory
 from ascendbridge.teamlead.lock import InstanceLock, LockHeld
 from ascendbridge.teamlead.progress import Progress
-from ascendbridge.teamlead.registry import StageRef, stage_refs
 from ascendbridge.teamlead.scheduler import RunStats, TeamLead
 from ascendbridge.teamlead.settings import (
     RunSettings,

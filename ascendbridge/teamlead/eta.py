@@ -41,10 +41,13 @@ from typing import Any, NamedTuple
 
 from ascendbridge.board import ModelRecord, TaskRecord
 from ascendbridge.runtime.placement import is_timed
+from ascendbridge.stage_table import stage_table
 from ascendbridge.stages import DONE_STATUSES, STAGES, TERMINAL_STATUSES
 from ascendbridge.teamlead.selection import model_rank
 
 COSTS_FILE = Path(__file__).with_name("stage_costs.json")
+# An attempt's seconds for a stage with no figure in the cost model (stage.toml `cost_s`).
+PRIORS: dict[str, float] = {row.name: row.cost_s for row in stage_table()}
 ALL_FAMILIES = "*"  # a stage's entry in the cost model for a family it has no figure for
 
 # What a stage's estimate rests on (StageBasis.source), best first.
@@ -67,7 +70,9 @@ class CostModel:
     source: dict[str, Any] = field(default_factory=dict)
 
     def base(self, stage: str, family: str | None) -> float | None:
-        per = self.stages.get(stage, {})
+        per = self.stages.get(stage)
+        if per is None:  # a stage this cost model has never measured: its stage.toml's prior
+            return PRIORS.get(stage)
         return per.get(family or "", per.get(ALL_FAMILIES))
 
     def model_work_s(self, family: str | None, skips: Iterable[str]) -> float:

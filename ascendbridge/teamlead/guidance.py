@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendbridge.board import BoardError, BoardStore, GuidanceRecord, NewEvent, TaskRecord
-from ascendbridge.stages import STAGES
+from ascendbridge.stages import SPEC_STAGE, STAGES
 
 ORIGIN = "team-lead"
-HEALER = "healing"  # the stage that changes specs: a spec change goes back through it
+HEALER = SPEC_STAGE  # the stage that changes specs: a spec change goes back through it
 DIRECTIVE_EVENT = "directive"
 
 

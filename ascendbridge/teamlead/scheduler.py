@@ -62,9 +62,9 @@ from ascendbridge.runtime.executor import Executor, Job, JobResult, PhaseResult
 from ascendbridge.runtime.placement import DevicePool, Placement, devices_needed, is_timed, stage_devices
 from ascendbridge.settings import Settings
 from ascendbridge.stage_api import GateResult, StageOutcome
+from ascendbridge.stage_registry import STAGE_ROLES, StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
 from ascendbridge.teamlead.eta import CostModel
-from ascendbridge.teamlead.registry import STAGE_ROLES, StageRef, check_loadable, extra_stages_env
 from ascendbridge.teamlead.selection import Candidate, Resources, select
 from ascendbridge.teamlead.settings import TeamLeadSettings
 

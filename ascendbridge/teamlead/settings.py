@@ -16,29 +16,23 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ascendbridge.settings import FLAG_SECTIONS, HOST_SECTIONS, Settings, SettingsError, StageSettings
+from ascendbridge.stage_table import stage_table
 from ascendbridge.stages import STAGES, check_stage
 
-# PROMPT_MODE -> stages the team lead schedules.
-PROMPT_MODES: dict[str, tuple[str, ...]] = {
-    "adaptation": ("discovery", "adaptation", "healing"),
-    "training": ("training",),
-    "benchmark": ("benchmark",),
-    "optimization": ("optimization",),
-    "business": ("business_benchmark",),
-    "serving": ("serving",),
-    "all": STAGES,
-}
 
-DEFAULT_STAGE_TIMEOUT_S: dict[str, float] = {
-    "discovery": 600.0,
-    "adaptation": 1800.0,
-    "healing": 3600.0,
-    "training": 7200.0,
-    "benchmark": 3600.0,
-    "optimization": 7200.0,
-    "business_benchmark": 7200.0,
-    "serving": 3600.0,
-}
+def _prompt_modes() -> dict[str, tuple[str, ...]]:
+    """Each stage's `prompt_mode` group, in pipeline order, then `all`."""
+    modes: dict[str, tuple[str, ...]] = {}
+    for row in stage_table():
+        modes[row.prompt_mode] = (*modes.get(row.prompt_mode, ()), row.name)
+    return {**modes, "all": STAGES}
+
+
+# PROMPT_MODE -> stages the team lead schedules (the stage table's `prompt_mode`).
+PROMPT_MODES: dict[str, tuple[str, ...]] = _prompt_modes()
+# A stage's default run limit and attempt budget (its stage.toml's `timeout_s`, `attempts`).
+DEFAULT_STAGE_TIMEOUT_S: dict[str, float] = {row.name: row.timeout_s for row in stage_table()}
+DEFAULT_STAGE_ATTEMPTS: dict[str, int] = {row.name: row.attempts for row in stage_table()}
 
 
 class RunSettings(StageSettings):
@@ -127,8 +121,8 @@ class TeamLeadSettings:
     stages: tuple[str, ...] = STAGES
     workers: int = _default("workers")
     stage_limits: dict[str, int] = field(default_factory=dict)  # per-stage concurrency caps
-    attempt_budget: dict[str, int] = field(default_factory=dict)
-    default_attempts: int = 3
+    attempt_budget: dict[str, int] = field(default_factory=dict)  # --stage-attempts
+    default_attempts: int | None = None  # --attempts: every stage's budget; unset: each stage's own
     max_interruptions: int = _default(
         "max_interruptions"
     )  # attempts ended without an outcome (killed, lease lost) before `failed`
@@ -149,7 +143,9 @@ class TeamLeadSettings:
     resolved: Settings | None = None  # the one settings model (env + flags + --set); None: from the environment
 
     def budget(self, stage: str) -> int:
-        return self.attempt_budget.get(stage, self.default_attempts)
+        if stage in self.attempt_budget:
+            return self.attempt_budget[stage]
+        return self.default_attempts or DEFAULT_STAGE_ATTEMPTS[stage]
 
     def limit(self, stage: str) -> int:
         return self.stage_limits.get(stage, self.workers)

@@ -16,8 +16,8 @@ from ascendbridge.package.generator import generate
 from ascendbridge.package.spec import InputRecipe
 from ascendbridge.package.stack import MARKER, system_marker
 from ascendbridge.stage_api import StageContext
+from ascendbridge.stage_registry import check_loadable, stage_refs
 from ascendbridge.stages import STAGES
-from ascendbridge.teamlead.registry import check_loadable, stage_refs
 from business_benchmark.stage import BUSINESS_BENCHMARK_STAGE
 from tests.business_benchmark.business_support import demo_dir
 from tests.support.local_model import register_local

@@ -248,7 +248,7 @@ def _in_timed_loop(tmp: Path, marker: str) -> bool:
     return running and "accuracy vs reference:" in text and "latency cpu" not in text
 
 
-@pytest.mark.scenario  # the kills in the scripted stages above run in the suite; README, "Tests and benchmarks"
+@pytest.mark.scenario  # the kills in the scripted stages above run in the suite; docs/testing.md, "Tiers"
 @pytest.mark.timeout(900)
 def test_team_lead_killed_in_the_real_benchmarks_timed_loop(board: BoardStore, tmp_path: Path) -> None:
     """The real BENCHMARK_STAGE (uv sync with torch, accuracy_run.py) on the smallest demo model;

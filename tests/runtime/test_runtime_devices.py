@@ -128,7 +128,10 @@ def test_pool_hands_out_devices_exclusively_with_the_right_variable() -> None:
     }
     assert stage_resources("business_benchmark", "cpu", 4) == {"CPU": 4.0}
     assert pool_entry(npu) == {"host": "h1", "kind": "npu", "count": 8, "memory_gb": 64.0}
-    assert devices_needed({"decision": {"plan": {"devices": 3}}}) == 3 and devices_needed({}) == 1
+    assert (
+        devices_needed({"decision": {"plan": {"devices": 3}}}, "benchmark") == 3
+        and devices_needed({}, "benchmark") == 1
+    )
     # Serving claims the plan's tensor-parallel degree: 3 cards of weights serve on 4; other stages hold 3.
     sharded = {"decision": {"plan": {"devices": 3, "tensor_parallel_degree": 4}}}
     assert devices_needed(sharded, "serving") == 4 and devices_needed(sharded, "benchmark") == 3

@@ -227,7 +227,7 @@ def test_minilm_embeddings_are_served_with_the_reference_cosine(board: BoardStor
     assert gate.passed, gate.report
 
 
-@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
+@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; docs/testing.md, "Tiers"
 @pytest.mark.timeout(1800)
 def test_a_classifier_is_served_through_classify_with_the_reference_probabilities_and_gated(
     classifier: Classifier,
@@ -254,7 +254,7 @@ def test_a_classifier_is_served_through_classify_with_the_reference_probabilitie
     assert gate.passed and gate.report["replayed"] == 1, gate.report
 
 
-@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; README, "Tests and benchmarks"
+@pytest.mark.scenario  # the pooling path runs in the suite with MiniLM; docs/testing.md, "Tiers"
 @pytest.mark.timeout(1200)
 def test_a_cross_encoder_is_served_through_score_with_the_reference_scores(classifier: Classifier) -> None:
     ctx = classifier("tiny-bert-reranker32", 1, "reranker")

@@ -21,11 +21,11 @@ from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.placement import DevicePool
+from ascendbridge.stage_registry import StageRef
 from ascendbridge.stages import STAGES
-from ascendbridge.teamlead.eta import COSTS_FILE, CostModel, Eta, Lanes, Sample, estimate
+from ascendbridge.teamlead.eta import COSTS_FILE, PRIORS, CostModel, Eta, Lanes, Sample, estimate
 from ascendbridge.teamlead.history import HistoryError, HostHistory
 from ascendbridge.teamlead.progress import Progress, overall
-from ascendbridge.teamlead.registry import StageRef
 from ascendbridge.teamlead.scheduler import RunStats
 from ascendbridge.teamlead.settings import TeamLeadSettings
 from bench import eta_error
@@ -205,7 +205,10 @@ def test_the_eta_lays_models_out_in_the_schedulers_order_the_longest_first() -> 
     models.append(model(3, "causal_lm"))
     eta = estimate(tasks, models, ["benchmark", "optimization"], [], [], COSTS, Lanes(2, 2), NOW)
     assert eta.seconds == 50.0 + 200.0
-    assert COSTS.model_work_s("causal_lm", ["optimization"]) == 10.0 + 50.0 + 50.0  # discovery, healing, benchmark
+    # discovery, healing, benchmark; the stages this cost model never measured cost their stage.toml prior
+    unmeasured = sum(PRIORS[s] for s in STAGES if s not in COSTS.stages)
+    assert COSTS.model_work_s("causal_lm", ["optimization"]) == 10.0 + 50.0 + 50.0 + unmeasured
+    assert COSTS.base("serving", "causal_lm") == PRIORS["serving"] and COSTS.base("healing", "seq2seq") == 100.0
     assert COSTS.model_work_s(None, []) == math.inf  # undiscovered: discovered first, its family tells its cost
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ascendbridge import stage_registry as registry
 from ascendbridge.board import BoardStore, Registration
-from ascendbridge.teamlead import registry
 from ascendbridge.teamlead.cli import EXIT_BOARD, EXIT_USAGE, main
 from ascendbridge.teamlead.guidance import DirectiveError, apply_open_guidance, parse_directives
 from ascendbridge.teamlead.lock import InstanceLock

@@ -14,22 +14,13 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from ascendbridge.stage_table import ENTRY_POINT_GROUP, stage_table
 from ascendbridge.stages import STAGES, check_stage
 
-ENTRY_POINT_GROUP = "ascendbridge.stages"
 EXTRA_STAGES_ENV = "ASCENDBRIDGE_EXTRA_STAGES"
 
-# Agent role of the worker that runs each stage (docs/agents.md, "Roles and backends").
-STAGE_ROLES: dict[str, str] = {
-    "discovery": "discoverer",
-    "adaptation": "adapter",
-    "healing": "healer",
-    "training": "benchmark-runner",
-    "benchmark": "benchmark-runner",
-    "optimization": "npu-optimizer",
-    "business_benchmark": "benchmark-runner",
-    "serving": "benchmark-runner",
-}
+# Agent role of the worker that runs each stage (its stage.toml's `role`; docs/agents.md).
+STAGE_ROLES: dict[str, str] = {row.name: row.role for row in stage_table()}
 
 
 class StageLoadError(Exception):
