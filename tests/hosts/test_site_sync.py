@@ -13,12 +13,16 @@ from pathlib import Path
 import pytest
 
 from ascendbridge import pip_site
+from ascendbridge.board import BoardStore, Registration
 from ascendbridge.config import REPO_ROOT, uv_binary
 from ascendbridge.envmode import EnvChoice
 from ascendbridge.package import uv_env
 from tests.hosts.site_index import PASSWORD, PYPROJECT, QUOTED_PASSWORD, USER, index_tree, probe_wheels, serve
+from tests.teamlead.tl_support import tl_argv
 
 pytestmark = pytest.mark.slow  # real uv syncs against HTTP servers
+
+DEMO = REPO_ROOT / "demo_models"
 
 
 @pytest.fixture
@@ -140,3 +144,32 @@ def test_exec_hands_uv_the_mirror_and_freezes_a_lock_made_elsewhere(site: tuple[
         timeout=60,
     )
     assert res.stdout.split()[0] == "None"
+
+
+def test_a_team_lead_run_leaves_the_password_in_no_board_log_or_package(board: BoardStore, tmp_path: Path) -> None:
+    """Discovery and Adaptation of a demo model by the real team lead (lock, sync, gate), with an
+    extra index behind Basic auth in pip.conf: uv asks it for every package (it has none of them, so
+    the host's usual sources serve them), and afterwards no file of the run holds the password."""
+    index = index_tree(tmp_path / "mirror", probe_wheels(tmp_path / "built"))
+    board.register_models([Registration(model_id="demo/tiny-gpt2", source="local", path=str(DEMO / "tiny-gpt2"))])
+    with serve(index, auth=True) as (port, requests):
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nextra-index-url = http://{USER}:{QUOTED_PASSWORD}@127.0.0.1:{port}/simple\n")
+        env = {
+            **{k: v for k, v in os.environ.items() if k not in ("PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL")},
+            "PIP_CONFIG_FILE": str(conf),
+            "ASCENDBRIDGE_LOGS": str(tmp_path / "logs"),
+            "ASCENDBRIDGE_ADAPTATIONS": str(tmp_path / "adaptations"),
+        }
+        res = subprocess.run(
+            tl_argv(board.path, "--stages", "discovery,adaptation", "--attempts", "1"),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert board.stage_statuses()["demo/tiny-gpt2"]["adaptation"] == "completed"
+    assert "/simple/transformers/" in requests.read_text()  # the credentialed index was asked
+    assert QUOTED_PASSWORD not in res.stdout + res.stderr
+    assert_no_secret(*board.path.parent.glob(board.path.name + "*"), tmp_path / "logs", tmp_path / "adaptations")
