@@ -186,11 +186,6 @@ def _site() -> tuple[dict[str, str], bool]:
     return uv_site_env(environ, site), False
 
 
-def site_env() -> dict[str, str]:
-    """The site's uv variables for this process (ascendbridge.pip_site.uv_site_env)."""
-    return dict(_site()[0])
-
-
 def with_site(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """`env` (default: this process's environment) plus the site's uv variables: what every
     uv subprocess of the framework runs with. A wheelhouse replaces any index `env` names."""
