@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge import pip_site
-from ascendbridge.config import REPO_ROOT
+from ascendbridge.config import REPO_ROOT, torch_source
 from ascendbridge.pip_site import (
     SiteError,
     lock_matches_site,
@@ -147,3 +147,16 @@ def test_missing_package_error_names_it_without_the_password() -> None:
     assert "p%40ss" not in message
     assert missing_package_error("error: something else\n", {}) is None
     assert redact("https://mirror.example.com/simple") == "https://mirror.example.com/simple"
+
+
+def test_torch_source_reads_find_links_beside_a_percent_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old reader (an interpolating ConfigParser) raised on a `%` in the value it read."""
+    wheels = tmp_path / "wheels%40site"
+    wheels.mkdir()
+    conf = write(tmp_path / "pip.conf", f"[global]\nindex-url = {MIRROR}\nfind-links = {wheels}\n")
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    monkeypatch.setenv("ASCENDBRIDGE_WHEEL_DIR", "auto")
+    assert torch_source().wheel_dir == str(wheels)
