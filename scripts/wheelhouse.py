@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 from packaging.markers import Marker
@@ -116,14 +117,14 @@ def lock_wheel(entry: dict[str, Any], tags: list[Tag], lock: Path) -> Wheel:
     rank = {tag: i for i, tag in enumerate(tags)}
     best: tuple[int, dict[str, Any]] | None = None
     for wheel in entry.get("wheels", []):
-        name = (wheel.get("url") or wheel.get("path") or wheel.get("filename", "")).rsplit("/", 1)[-1]
+        name = unquote((wheel.get("url") or wheel.get("path") or wheel.get("filename", "")).rsplit("/", 1)[-1])
         fits = [rank[t] for t in parse_wheel_filename(name)[3] if t in rank]
         if fits and (best is None or min(fits) < best[0]):
             best = (min(fits), {**wheel, "filename": name})
     sdist = entry.get("sdist", {})
     if best is None and sdist.get("url"):
         digest = (sdist.get("hash") or "").removeprefix("sha256:") or None
-        return Wheel(sdist["url"].rsplit("/", 1)[-1], sdist["url"], digest, sdist=True)
+        return Wheel(unquote(sdist["url"].rsplit("/", 1)[-1]), sdist["url"], digest, sdist=True)
     if best is None:
         raise CliError(
             f"no wheel of {entry['name']}=={entry['version']} for {tags[0]} in {lock} "
