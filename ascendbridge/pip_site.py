@@ -237,7 +237,8 @@ def locked_sync_steps(directory: Path, uv: str, args: Sequence[str], requirement
     """The commands that install exactly the lock's packages (`uv sync --locked ARGS`) from the
     site's index when the lock names another one: the lock exported with its hashes, then
     `uv pip sync` of that list into the project's `.venv` (`uv pip install` with `--inexact`,
-    which keeps what else is installed); the lock's own URLs are never used."""
+    which keeps what else is installed), then a packaged project itself, editable as `uv sync`
+    installs it (its entry points are its stages); the lock's own URLs are never used."""
     venv = directory / ".venv"
     python = str(venv / "bin" / "python")
     chosen = [a for a in args if a not in ("--inexact", "--quiet")]
@@ -250,14 +251,11 @@ def locked_sync_steps(directory: Path, uv: str, args: Sequence[str], requirement
         steps.append([uv, "pip", "install", "--no-config", "--python", python, "-r", str(requirements)])
     else:
         steps.append([uv, "pip", "sync", "--no-config", "--python", python, str(requirements)])
+    lock = directory / "uv.lock"
+    if lock.is_file() and re.search(r'source = \{ editable = "\." \}', lock.read_text()):
+        # built by its build backend from the site's index (scripts/wheelhouse.py includes it)
+        steps.append([uv, "pip", "install", "--no-config", "--no-deps", "--python", python, "-e", str(directory)])
     return steps
-
-
-def link_project(directory: Path) -> None:
-    """Make a packaged project importable from its own `.venv` (what `uv sync`'s editable install
-    does) with a path file, so no build backend has to come from the site's index."""
-    for site_packages in (directory / ".venv" / "lib").glob("python*/site-packages"):
-        (site_packages / "_site_sync_project.pth").write_text(str(directory.absolute()) + "\n")
 
 
 def missing_package_error(output: str, env: Mapping[str, str]) -> str | None:
@@ -291,7 +289,6 @@ def _sync(argv: list[str]) -> int:
                 message = missing_package_error(res.stdout, env)
                 print(message or res.stdout.rstrip(), file=sys.stderr)
                 return res.returncode
-    link_project(directory)
     return 0
 
 

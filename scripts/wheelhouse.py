@@ -221,9 +221,12 @@ def write_index(out: Path) -> int:
 def reference_lock(target: str, python: str, directory: Path) -> Path:
     """The stack a generated package uses, locked here: transformers, the base set, accelerate,
     pillow, lm-eval (the business benchmark installs it) and the target's torch, from pip's
-    find-links as the generator takes it (ascendbridge.package.generator), else the index."""
+    find-links as the generator takes it (ascendbridge.package.generator), else the index; plus
+    the framework's build backend, which installs the framework itself on the site."""
     profile = torch_source().profile(target)
+    framework = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     requirements = [
+        *framework["build-system"]["requires"],  # the framework's editable install on the site
         AdaptationSpec.model_fields["transformers_requirement"].default,
         *BASE_DEPENDENCIES,
         SHARDING_DEPENDENCY,

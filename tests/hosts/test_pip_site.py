@@ -160,3 +160,22 @@ def test_torch_source_reads_find_links_beside_a_percent_password(
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
     monkeypatch.setenv("ASCENDBRIDGE_WHEEL_DIR", "auto")
     assert torch_source().wheel_dir == str(wheels)
+
+
+def test_a_packaged_project_is_installed_itself_after_its_locked_pins(tmp_path: Path) -> None:
+    """The framework's stages are entry points of its own distribution: without it, none is found."""
+    write(tmp_path / "uv.lock", '[[package]]\nname = "ascendbridge"\nsource = { editable = "." }\n')
+    steps = pip_site.locked_sync_steps(tmp_path, "uv", ["--quiet"], tmp_path / "req.txt")
+    assert steps[-1] == [
+        "uv",
+        "pip",
+        "install",
+        "--no-config",
+        "--no-deps",
+        "--python",
+        str(tmp_path / ".venv" / "bin" / "python"),
+        "-e",
+        str(tmp_path),
+    ]
+    write(tmp_path / "uv.lock", '[[package]]\nname = "probe"\nsource = { virtual = "." }\n')
+    assert pip_site.locked_sync_steps(tmp_path, "uv", [], tmp_path / "req.txt")[-1][:3] == ["uv", "pip", "sync"]
