@@ -226,7 +226,8 @@ def reference_lock(target: str, python: str, directory: Path) -> Path:
     profile = torch_source().profile(target)
     framework = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     requirements = [
-        *framework["build-system"]["requires"],  # the framework's editable install on the site
+        *framework["build-system"]["requires"],  # the framework's editable install on the site,
+        "editables",  # which hatchling asks for (get_requires_for_build_editable)
         AdaptationSpec.model_fields["transformers_requirement"].default,
         *BASE_DEPENDENCIES,
         SHARDING_DEPENDENCY,
