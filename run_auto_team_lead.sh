@@ -9,4 +9,5 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=scripts/bootstrap_uv.sh
 source "$ROOT/scripts/bootstrap_uv.sh"
 ab_entry_point "$ROOT"
-exec "$UV_BIN" run --quiet python -m ascendbridge.teamlead "$@"
+ab_sync_framework "$ROOT" --inexact --quiet  # keeps the extras a test run installed
+exec "$UV_BIN" run --no-sync --quiet python -m ascendbridge.teamlead "$@"

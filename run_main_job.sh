@@ -7,5 +7,5 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=scripts/bootstrap_uv.sh
 source "$ROOT/scripts/bootstrap_uv.sh"
 ab_entry_point "$ROOT"
-"$UV_BIN" sync --locked --quiet
-exec "$UV_BIN" run --locked python -m ascendbridge.main_job "$@"
+ab_sync_framework "$ROOT" --quiet
+exec "$UV_BIN" run --no-sync python -m ascendbridge.main_job "$@"

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from ab_runtime.result import read_result
 from ascendbridge.config import uv_binary
 from ascendbridge.gatekit.envs import model_run_env
+from ascendbridge.pip_site import with_site
 from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.task_families import TASK_FAMILIES
 
@@ -240,8 +241,7 @@ def check_pyproject(report: Report, directory: Path) -> None:
 
 
 def uv(directory: Path, args: list[str], timeout_s: float, extra_env: dict[str, str] | None = None) -> CommandResult:
-    env = model_run_env()
-    env.update(extra_env or {})
+    env = with_site(model_run_env(extra_env))  # the site's mirror or wheelhouse, as every sync
     return run_command([uv_binary(), *args], cwd=directory, env=env, timeout_s=timeout_s)
 
 

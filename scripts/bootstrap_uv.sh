@@ -27,6 +27,19 @@ ab_entry_point() {
   ab_load_env "$1"
 }
 
+# Syncs the framework environment from uv.lock through the site's package sources (pip's mirror
+# configuration or ASCENDBRIDGE_WHEELHOUSE: ascendbridge/pip_site.py, standard library only).
+# Arguments go to `uv sync --locked`. Entry points then start with `uv run --no-sync`.
+ab_sync_framework() {
+  local root="$1"
+  shift
+  if command -v python3 >/dev/null 2>&1; then
+    UV_BIN="$UV_BIN" python3 -I "$root/ascendbridge/pip_site.py" sync "$@"
+  else
+    "$UV_BIN" sync --locked "$@"
+  fi
+}
+
 _ab_find_uv() {
   local root="$1"
   if command -v uv >/dev/null 2>&1; then

@@ -19,6 +19,7 @@ from typing import IO
 
 from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, torch_source, uv_binary
+from ascendbridge.pip_site import SiteError, with_site
 from ascendbridge.runtime.process import run_command
 from serving.plan import CPU_ENGINE
 
@@ -64,10 +65,14 @@ def install(directory: Path = DEFAULT_ENV, log: IO[str] | None = None) -> Path:
         ],
         [uv, "pip", "uninstall", "--python", str(python), *BROKEN_BESIDE_CPU_TORCH],
     ]
+    try:
+        site = with_site()  # the site's mirror or wheelhouse
+    except SiteError as exc:
+        raise EnvError(str(exc)) from None
     directory.mkdir(parents=True, exist_ok=True)
     (directory / INSTALLING_MARKER).touch()
     for argv in steps:
-        result = run_command(argv, timeout_s=INSTALL_TIMEOUT_S, log=log or sys.stdout)
+        result = run_command(argv, env=site, timeout_s=INSTALL_TIMEOUT_S, log=log or sys.stdout)
         if not result.ok:
             why = f"timed out after {INSTALL_TIMEOUT_S:.0f} s" if result.timed_out else result.tail_line()
             raise EnvError(f"{' '.join(argv[:3])} failed: {why}")

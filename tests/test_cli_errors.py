@@ -27,6 +27,7 @@ CASES: list[tuple[list[str], list[str]]] = [
     (["scripts/package_adaptations.py"], ["--no-such-flag"]),
     (["scripts/progress_table.py"], ["--no-such-flag"]),
     (["scripts/run_completed_adaptations.py"], ["--no-such-flag"]),
+    (["scripts/wheelhouse.py"], ["--for", "tpu"]),
     (["scripts/op_coverage.py"], ["build-table", "--wheel", "/no/such/torch_npu.whl"]),
     (["scripts/dashboard.py"], ["--port", "0"]),
     (["-m", "dashboard"], ["--port", "99999"]),

@@ -32,6 +32,7 @@ from ascendbridge.envmode import EnvChoice
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import MARKER, StackError, check_stack, probe_stack, stack_id
 from ascendbridge.package.stack import system_marker as marker
+from ascendbridge.pip_site import SiteError, with_site
 from ascendbridge.runtime.process import CommandResult, run_command
 
 PTH_FILE = "_ascendbridge_system_stack.pth"
@@ -155,7 +156,7 @@ def sync_system(directory: Path, choice: EnvChoice, device: str, log: IO[str] | 
             wheel_dir = torch_source().wheel_dir
             if wheel_dir:
                 cmd += ["--find-links", wheel_dir]
-            res = run_command(cmd, cwd=directory, timeout_s=STEP_TIMEOUT_S, log=log)
+            res = run_command(cmd, cwd=directory, env=with_site(), timeout_s=STEP_TIMEOUT_S, log=log)
             if not res.ok:
                 raise StackError(f"installing {len(missing)} missing package(s) failed: {res.tail(1)}")
         record = {
@@ -168,7 +169,7 @@ def sync_system(directory: Path, choice: EnvChoice, device: str, log: IO[str] | 
         # Replace, never write into: a staging copy's .venv files are hard links to the live ones.
         marker_path = directory / ".venv" / MARKER
         write_text_atomic(marker_path, json.dumps(record, indent=1, sort_keys=True) + "\n")
-    except (StackError, ValueError, OSError) as exc:
+    except (StackError, SiteError, ValueError, OSError) as exc:
         return _failed(argv, str(exc), started)
     message = (
         f"system environment on {choice.python}: stack {record['stack_id']}; installed "

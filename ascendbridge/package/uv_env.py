@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,6 +23,7 @@ from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
 from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.package import system_env
 from ascendbridge.package.system_env import sync_system
+from ascendbridge.pip_site import SiteError, lock_matches_site, locked_sync_steps, missing_package_error, with_site
 from ascendbridge.runtime.process import CommandResult, run_command
 
 # demo.py --device value -> the pyproject extra that installs the matching torch
@@ -35,8 +37,9 @@ DEMO_TIMEOUT_S = 600.0
 
 
 def uv_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The process environment for uv and model runs: ours minus foreign venv pointers."""
-    return model_run_env({"UV_NO_PROGRESS": os.environ.get("UV_NO_PROGRESS", "1"), **(extra or {})})
+    """The process environment for uv and model runs: ours minus foreign venv pointers, plus the
+    site's package sources (ascendbridge.pip_site: its mirror or wheelhouse, never the public index)."""
+    return with_site(model_run_env({"UV_NO_PROGRESS": os.environ.get("UV_NO_PROGRESS", "1"), **(extra or {})}))
 
 
 def profile_for_device(device: str) -> str:
@@ -52,7 +55,30 @@ def _uv(
     directory = Path(directory)
     if not (directory / "pyproject.toml").is_file():
         raise FileNotFoundError(f"no pyproject.toml in {directory}")
-    return run_command([uv_binary(), *args], cwd=directory, env=uv_environment(env), timeout_s=timeout_s, log=log)
+    try:
+        environment = uv_environment(env)
+    except SiteError as exc:
+        return CommandResult([uv_binary(), *args], 2, 0.0, False, f"error: {exc}\n", False)
+    return run_command([uv_binary(), *args], cwd=directory, env=environment, timeout_s=timeout_s, log=log)
+
+
+def _locked_sync(directory: Path, args: Sequence[str], timeout_s: float, log: IO[str] | None) -> CommandResult:
+    """`uv sync --locked ARGS`, or, when the site's index is not the one the lock names (a lock
+    made against PyPI on a mirrored or air-gapped host), the lock's exact pins and hashes
+    installed from the site's index (ascendbridge.pip_site.locked_sync_steps)."""
+    try:
+        environment = uv_environment()
+    except SiteError as exc:
+        return CommandResult(["sync", str(directory)], 2, 0.0, False, f"error: {exc}\n", False)
+    if lock_matches_site(Path(directory), environment):
+        return _uv(directory, ["sync", "--locked", *args], timeout_s, log)
+    with tempfile.TemporaryDirectory() as tmp:
+        for step in locked_sync_steps(Path(directory), uv_binary(), args, Path(tmp) / "requirements.txt"):
+            res = run_command(step, cwd=directory, env=environment, timeout_s=timeout_s, log=log)
+            if not res.ok:
+                message = missing_package_error(res.output, environment)
+                return replace(res, output=f"{message}\n") if message else res
+    return res
 
 
 def lock(
@@ -85,7 +111,7 @@ def sync(
         return sync_system(Path(directory), env, DEVICE_OF_PROFILE[profile], log)
     if system_env.marker(directory) is not None:  # a system-mode venv must not receive the lock's torch
         shutil.rmtree(Path(directory) / ".venv")
-    return _uv(directory, ["sync", "--locked", "--extra", profile], timeout_s, log)
+    return _locked_sync(directory, ["--extra", profile], timeout_s, log)
 
 
 def run_in_env(
