@@ -13,7 +13,6 @@ no wheel for the target is one `error:` line naming it (exit 1); already present
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import shutil
@@ -30,6 +29,7 @@ from packaging.requirements import Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from ab_runtime.fileops import sha256_file
 from ascendbridge.cli_errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, adaptations_dir, torch_source, uv_binary
 from ascendbridge.package.generator import BASE_DEPENDENCIES, SHARDING_DEPENDENCY
@@ -157,7 +157,7 @@ def _download(source: str, sha256: str | None, target: Path, client: httpx.Clien
                 raise CliError(f"{target.name}: {source} is not there (the lock's find-links)", code=EXIT_FAILURE)
             with open(source, "rb") as src:
                 shutil.copyfileobj(src, part)
-    if sha256 and _sha256(Path(part.name)) != sha256:
+    if sha256 and sha256_file(Path(part.name)) != sha256:
         Path(part.name).unlink()
         raise CliError(f"{target.name}: sha256 differs from the lock's", code=EXIT_FAILURE)
     Path(part.name).replace(target)
@@ -168,7 +168,7 @@ def fetch(wheel: Wheel, out: Path, client: httpx.Client, tags: list[Tag]) -> Non
     which must fit the site (a pure-Python one does; a compiled one only for this machine's kind)."""
     target = out / wheel.filename
     if not wheel.sdist:
-        if not (target.is_file() and (wheel.sha256 is None or _sha256(target) == wheel.sha256)):
+        if not (target.is_file() and (wheel.sha256 is None or sha256_file(target) == wheel.sha256)):
             _download(wheel.source, wheel.sha256, target, client)
         return
     with tempfile.TemporaryDirectory() as scratch:
@@ -191,14 +191,6 @@ def fetch(wheel: Wheel, out: Path, client: httpx.Client, tags: list[Tag]) -> Non
         shutil.copy(built[0], out / built[0].name)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_index(out: Path) -> int:
     """The PEP 503 `simple/` tree over every wheel in `out` (what uv reads as the site's index)."""
     by_project: dict[str, list[Path]] = {}
@@ -209,7 +201,7 @@ def write_index(out: Path) -> int:
     for project, paths in by_project.items():
         (simple / project).mkdir(parents=True)
         links = "".join(
-            f'<a href="../../{html.escape(p.name)}#sha256={_sha256(p)}">{html.escape(p.name)}</a>\n' for p in paths
+            f'<a href="../../{html.escape(p.name)}#sha256={sha256_file(p)}">{html.escape(p.name)}</a>\n' for p in paths
         )
         (simple / project / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
     root = "".join(f'<a href="{p}/">{p}</a>\n' for p in by_project)

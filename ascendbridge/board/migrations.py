@@ -113,29 +113,35 @@ V6_STAGE_ORDER = (
 )
 
 
-def _v5_to_v6(conn: Connection) -> None:
-    """Version 6 adds training jobs (models.training_json) and the training stage after healing:
-    every existing model (none has a job) gets its training task, skipped by policy, and the later
-    stages' order moves one down so rollback's `stage_order >=` still means "this stage and later"."""
-    conn.execute(text("ALTER TABLE models ADD COLUMN training_json VARCHAR NOT NULL DEFAULT '{}'"))
-    for order, stage in enumerate(V6_STAGE_ORDER):
+def _insert_skipped_stage(conn: Connection, stage: str, order: tuple[str, ...]) -> None:
+    """A stage added to the pipeline: the tasks' order renumbered to `order` (so rollback's
+    `stage_order >=` still means "this stage and later"), and every existing model given the new
+    stage's task, skipped by policy (in its skip list), so the pipeline advances over it."""
+    for index, name in enumerate(order):
         conn.execute(
-            text("UPDATE tasks SET stage_order = :order WHERE stage = :stage"), {"order": order, "stage": stage}
+            text("UPDATE tasks SET stage_order = :order WHERE stage = :stage"), {"order": index, "stage": name}
         )
     now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     for pk, skips in conn.execute(text("SELECT id, skip_stages_json FROM models")).all():
         conn.execute(
             text("UPDATE models SET skip_stages_json = :skips WHERE id = :pk"),
-            {"skips": json.dumps(sorted(set(json.loads(str(skips or "[]"))) | {"training"})), "pk": pk},
+            {"skips": json.dumps(sorted(set(json.loads(str(skips or "[]"))) | {stage})), "pk": pk},
         )
         conn.execute(
             text(
                 "INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, "
-                "finished_at, updated_at) SELECT :pk, 'training', 3, 'skipped', 0, 0, :now, :now "
-                "WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE model_pk = :pk AND stage = 'training')"
+                "finished_at, updated_at) SELECT :pk, :stage, :order, 'skipped', 0, 0, :now, :now "
+                "WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE model_pk = :pk AND stage = :stage)"
             ),
-            {"pk": pk, "now": now},
+            {"pk": pk, "stage": stage, "order": order.index(stage), "now": now},
         )
+
+
+def _v5_to_v6(conn: Connection) -> None:
+    """Version 6 adds training jobs (models.training_json) and the training stage after healing
+    (no existing model has a job)."""
+    conn.execute(text("ALTER TABLE models ADD COLUMN training_json VARCHAR NOT NULL DEFAULT '{}'"))
+    _insert_skipped_stage(conn, "training", V6_STAGE_ORDER)
 
 
 # The pipeline order version 7 introduced (quantization after business_benchmark); frozen like V6_STAGE_ORDER.
@@ -143,27 +149,8 @@ V7_STAGE_ORDER = (*V6_STAGE_ORDER[:-1], "quantization", V6_STAGE_ORDER[-1])
 
 
 def _v6_to_v7(conn: Connection) -> None:
-    """Version 7 adds the quantization stage, optional (opt-in per model): every existing model gets
-    its quantization task, skipped by policy, so the pipeline advances over it as over any skipped
-    stage, and serving's order moves one down (rollback's `stage_order >=`)."""
-    for order, stage in enumerate(V7_STAGE_ORDER):
-        conn.execute(
-            text("UPDATE tasks SET stage_order = :order WHERE stage = :stage"), {"order": order, "stage": stage}
-        )
-    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
-    for pk, skips in conn.execute(text("SELECT id, skip_stages_json FROM models")).all():
-        conn.execute(
-            text("UPDATE models SET skip_stages_json = :skips WHERE id = :pk"),
-            {"skips": json.dumps(sorted(set(json.loads(str(skips or "[]"))) | {"quantization"})), "pk": pk},
-        )
-        conn.execute(
-            text(
-                "INSERT INTO tasks (model_pk, stage, stage_order, status, attempts, fencing_token, "
-                "finished_at, updated_at) SELECT :pk, 'quantization', :order, 'skipped', 0, 0, :now, :now "
-                "WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE model_pk = :pk AND stage = 'quantization')"
-            ),
-            {"pk": pk, "now": now, "order": V7_STAGE_ORDER.index("quantization")},
-        )
+    """Version 7 adds the quantization stage, optional (opt-in per model)."""
+    _insert_skipped_stage(conn, "quantization", V7_STAGE_ORDER)
 
 
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
