@@ -51,19 +51,25 @@ def install(directory: Path = DEFAULT_ENV, log: IO[str] | None = None) -> Path:
     when None); its interpreter. EnvError when a step fails."""
     uv = uv_binary()
     python = directory / "bin" / "python"
-    steps = [] if python.is_file() else [[uv, "venv", "--python", "3.11", str(directory)]]
     wheels = torch_source().wheel_dir
+    # venv --allow-existing: the directory already holds the install marker when uv creates the venv.
+    steps = (
+        [] if python.is_file() else [("uv venv", [uv, "venv", "--allow-existing", "--python", "3.11", str(directory)])]
+    )
     steps += [
-        [
-            uv,
-            "pip",
-            "install",
-            "--python",
-            str(python),
-            *(["--find-links", wheels] if wheels else []),
-            *CPU_REQUIREMENTS,
-        ],
-        [uv, "pip", "uninstall", "--python", str(python), *BROKEN_BESIDE_CPU_TORCH],
+        (
+            "uv pip install",
+            [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                str(python),
+                *(["--find-links", wheels] if wheels else []),
+                *CPU_REQUIREMENTS,
+            ],
+        ),
+        ("uv pip uninstall", [uv, "pip", "uninstall", "--python", str(python), *BROKEN_BESIDE_CPU_TORCH]),
     ]
     try:
         site = with_site()  # the site's mirror or wheelhouse
@@ -71,11 +77,11 @@ def install(directory: Path = DEFAULT_ENV, log: IO[str] | None = None) -> Path:
         raise EnvError(str(exc)) from None
     directory.mkdir(parents=True, exist_ok=True)
     (directory / INSTALLING_MARKER).touch()
-    for argv in steps:
+    for name, argv in steps:
         result = run_command(argv, env=site, timeout_s=INSTALL_TIMEOUT_S, log=log or sys.stdout)
         if not result.ok:
             why = f"timed out after {INSTALL_TIMEOUT_S:.0f} s" if result.timed_out else result.tail_line()
-            raise EnvError(f"{' '.join(argv[:3])} failed: {why}")
+            raise EnvError(f"{name} failed: {why}")
     (directory / INSTALLING_MARKER).unlink()
     return python
 

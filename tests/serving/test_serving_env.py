@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import IO
 import pytest
 
 from ascendbridge.board import BoardStore
-from ascendbridge.config import REPO_ROOT
+from ascendbridge.config import REPO_ROOT, uv_binary
 from ascendbridge.refusals import is_refusal
 from serving import env as serve_env
 from serving import stage as serving_stage
@@ -70,9 +71,25 @@ def test_a_failed_install_step_is_one_line_and_leaves_it_not_ready(
     uv.chmod(0o755)
     monkeypatch.setattr(serve_env, "uv_binary", lambda: str(uv))
     target = tmp_path / "serve-env"
-    with pytest.raises(serve_env.EnvError, match=r"uv venv --python failed: error: Failed to fetch"):
+    with pytest.raises(serve_env.EnvError, match=r"uv venv failed: error: Failed to fetch"):
         serve_env.install(target, log=io.StringIO())
     assert (target / serve_env.INSTALLING_MARKER).exists() and not serve_env.ready(target)
+
+
+def test_a_fresh_install_makes_its_venv_beside_the_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real uv makes the venv in a directory that already holds the install marker (a uv that
+    refuses an existing directory failed CI here); only the package steps, which need the network
+    and ~3.4 GB, are stood in for."""
+    uv = tmp_path / "uv"
+    uv.write_text(f'#!/bin/sh\nif [ "$1" = venv ]; then exec {uv_binary()} "$@"; fi\nexit 0\n')
+    uv.chmod(0o755)
+    monkeypatch.setattr(serve_env, "uv_binary", lambda: str(uv))
+    target = tmp_path / ".cache" / "serve-env"
+    python = serve_env.install(target, log=io.StringIO())
+    assert python == target / "bin" / "python" and serve_env.ready(target)
+    assert subprocess.run(
+        [str(python), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True
+    ).stdout.strip() == str(target)
 
 
 def test_the_stage_installs_on_first_need_saying_so_and_a_failed_install_is_retryable(
