@@ -56,6 +56,7 @@ class DemoModel:
     description: str
     parameters: int
     skip_stages: tuple[str, ...] = ()  # e.g. serving for a head size vLLM's CPU attention lacks
+    enable_stages: tuple[str, ...] = ()  # opt-in stages it runs (the quantized demo)
 
 
 def list_demo_models(demo_dir: Path = DEMO_DIR) -> list[DemoModel]:
@@ -71,6 +72,7 @@ def list_demo_models(demo_dir: Path = DEMO_DIR) -> list[DemoModel]:
             description=entry["description"],
             parameters=entry["parameters"],
             skip_stages=tuple(entry.get("skip_stages", ())),
+            enable_stages=tuple(entry.get("enable_stages", ())),
         )
         for name, entry in sorted(manifest["models"].items())
     ]
@@ -222,6 +224,7 @@ def demo_registrations(
             source="local",
             path=str(demo.path),
             skip_stages=list(demo.skip_stages),
+            enable_stages=list(demo.enable_stages),
             description=f"demo: tiny {demo.description} (no weights, {demo.parameters:,} parameters)",
             training=DEMO_TRAINING if demo.model_id == TRAINED_DEMO else None,
         )

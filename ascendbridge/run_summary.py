@@ -96,6 +96,8 @@ def print_summary(console: Console, store: BoardStore, stages: Sequence[str], ad
     _print_paths(console, "evidence per model", evidence)
     if "training" in stages and (trained := trained_table(store)).row_count:
         console.print(trained)
+    if "quantization" in stages and (quantized := quantized_table(store)).row_count:
+        console.print(quantized)
     if "serving" in stages:
         console.print(served_table(store))
         _print_paths(console, "serve commands", serve_commands(store, adaptations, root))
@@ -219,6 +221,32 @@ def trained_table(store: BoardStore) -> Table:
         else:
             trained = _not_done(task)
         table.add_row(task.model_id, f"{job.method}, {job.steps} steps on {Path(job.data).name}", trained)
+    return table
+
+
+def quantized_table(store: BoardStore) -> Table:
+    """What the quantization stage made, per model that runs it (an opt-in stage): per scheme its
+    gated verdict, logits cosine, top-1 agreement and weight size, or why it did not quantize."""
+    table = Table(title="quantized", title_justify="left")
+    for column in ("model", "quantized"):
+        table.add_column(column, overflow="fold")
+    latest = _latest_figures(store, "quantization")
+    opted_out = {m.model_id for m in store.list_models() if "quantization" in m.skip_stages}
+    for task in store.list_tasks(stage="quantization"):
+        if task.model_id in opted_out and task.status != "completed":
+            continue
+        mine = {k: m.value for k, m in latest.get(task.model_id, {}).items()}
+        schemes = [name.removesuffix("_accepted") for name in mine if name.endswith("_accepted")]
+        if task.status == "completed" and schemes:
+            quantized = "; ".join(
+                f"{s.upper()} {'accepted' if mine[f'{s}_accepted'] == 1.0 else 'refused'}: cosine min "
+                f"{mine.get(f'{s}_cosine_min', float('nan')):.5f}, top-1 {mine.get(f'{s}_top1_agreement', float('nan')):.3f}, "
+                f"weights {mine.get(f'{s}_size_ratio', float('nan')):.2f}x"
+                for s in sorted(schemes)
+            )
+        else:
+            quantized = _not_done(task)
+        table.add_row(task.model_id, quantized)
     return table
 
 

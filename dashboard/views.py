@@ -14,7 +14,8 @@ from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
 from ascendbridge.board.records import AgentRecord
 from ascendbridge.operators import worklist
 from ascendbridge.operators.table import PINNED_RELEASE
-from ascendbridge.package.serve_files import serve_command, serve_plan
+from ascendbridge.package.quant_files import accepted_checkpoints, quant_evidence
+from ascendbridge.package.serve_files import SERVE_DIR, serve_command, serve_plan
 from ascendbridge.package.train_files import evaluation as train_evaluation
 from ascendbridge.package.train_files import loss_curve
 from ascendbridge.stacks import describe
@@ -227,6 +228,7 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         },
         "business": d.queries.business_results([model_id]).get(model_id),
         "serving": _serving(adapt_dir, tasks, metrics),
+        "quantization": _quantization(adapt_dir, tasks),
         "training": (training := _training(adapt_dir, tasks, metrics, record.training)),
         "stacks": {sid: describe(data) for sid, data in d.store.list_stacks().items()},
         "adaptation_present": adapt_dir is not None,
@@ -274,6 +276,36 @@ def _serving(adapt_dir: Any, tasks: list[Any], metrics: list[Any]) -> dict[str, 
         "figures": [m.model_dump() for m in mine if not m.name.startswith("bench_")],
         "bench": {"columns": columns, "rows": [(rate, rates[rate]) for rate in order]},
     }
+
+
+def _quantization(adapt_dir: Any, tasks: list[Any]) -> list[dict[str, Any]] | None:
+    """The Quantization section, one row per scheme of the stage's evidence (accepted or refused,
+    with its figures against the standard), once the quantization gate passed (it re-derived them)."""
+    if adapt_dir is None or not any(t.stage == "quantization" and t.status == "completed" for t in tasks):
+        return None
+    evidence = quant_evidence(adapt_dir) or {}
+    schemes = evidence.get("schemes")
+    if not isinstance(schemes, dict):
+        schemes = {}
+    deployed = {scheme for scheme, _ in accepted_checkpoints(adapt_dir)}
+    rows = []
+    for scheme, record in schemes.items():
+        if not isinstance(record, dict):
+            continue
+        rendered = scheme in deployed and (adapt_dir / SERVE_DIR / scheme.lower() / "docker-run.sh").is_file()
+        rows.append(
+            {
+                "scheme": scheme,
+                "tool": record.get("tool") or {},
+                "practice": (record.get("practice") or {}).get("id", ""),
+                "verdict": record.get("verdict", ""),
+                "reason": record.get("reason", ""),
+                "figures": record.get("figures") or {},
+                "size_ratio": record.get("size_ratio"),
+                "served": f"{SERVE_DIR}/{scheme.lower()}/ rendered for vLLM-Ascend, not run here" if rendered else "no",
+            }
+        )
+    return rows
 
 
 def _training(adapt_dir: Any, tasks: list[Any], metrics: list[Any], job: Any) -> dict[str, Any] | None:

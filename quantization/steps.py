@@ -17,11 +17,12 @@ from typing import IO, Any
 from ab_runtime.fileops import sha256_file
 from ab_runtime.result import read_result
 from ascendbridge.gatekit.checker import marked_json
+from ascendbridge.package.quant_files import QUANT_DIR, QUANT_EVIDENCE
 from ascendbridge.runtime.process import run_command
 from quantization.env import tool_binary
 
-WORK_DIR = "quantization"  # in the adaptation directory
-EVIDENCE_FILE = f"{WORK_DIR}/quant_evidence.json"
+WORK_DIR = QUANT_DIR  # in the adaptation directory
+EVIDENCE_FILE = QUANT_EVIDENCE  # read by the dashboard and the serving stage (ascendbridge/package/quant_files.py)
 MODEL_DIR = f"{WORK_DIR}/model"  # the float model msModelSlim reads (exported weights)
 EXPORT_REFERENCE = f"{WORK_DIR}/export.json"
 SCHEMA = "ascendbridge.quantization/1"

@@ -25,6 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # byte symbols; no merges), with the chat template the serving stage's chat acceptance uses.
 TOKENIZER_SPECIALS = ("<pad>", "<s>", "</s>")
 WITH_TOKENIZER = ("tiny-llama32",)
+QUANTIZED_DEMO = "tiny-llama32"  # a Llama msModelSlim knows, with a head size vLLM's CPU attention serves
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<s>assistant: {% endif %}"
@@ -225,6 +226,8 @@ def build(out: Path) -> dict[str, Any]:
             "parameters": params,
             # registered with the serving stage skipped (docs/serving.md: the CPU attention refuses the head)
             **({"skip_stages": ["serving"]} if not_served_on_cpu(family, config) else {}),
+            # the main job's quantized causal LM (docs/quantization.md: msModelSlim knows its type)
+            **({"enable_stages": ["quantization"]} if name == QUANTIZED_DEMO else {}),
         }
         print(f"{name:22s} {arch:34s} {params:>9,d} parameters", flush=True)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

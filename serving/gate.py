@@ -23,6 +23,7 @@ from ascendbridge.config import RUNTIME_DIR
 from ascendbridge.gatekit.compare import recorded_differences
 from ascendbridge.gatekit.integrity import runtime_problems
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
+from ascendbridge.package.quant_files import accepted_checkpoints
 from ascendbridge.package.spec import AdaptationSpec
 from serving.accept import exchange_errors, send
 from serving.env import serve_python
@@ -142,7 +143,12 @@ def check_adaptation(
     if local.as_dict() != evidence["plan"]:
         problems.append("the recorded plan is not what the plan rule gives for the recorded inputs")
     texts = render_texts(
-        spec.name, spec.model.model_id, local, ascend, evidence["plan_inputs"]["ascend_device"]["generation"]
+        spec.name,
+        spec.model.model_id,
+        local,
+        ascend,
+        evidence["plan_inputs"]["ascend_device"]["generation"],
+        accepted_checkpoints(directory),
     )
     problems += rendered_differences(directory, texts)
     exchanges = evidence["exchanges"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,23 +59,18 @@ def _environment() -> Environment:
     return env
 
 
-def render_texts(name: str, model_id: str, local: ServePlan, ascend: ServePlan, generation: str) -> dict[str, str]:
-    """{file name: text} of serve/: plan.json, serve.sh (the local plan), the Ascend deployment files."""
+def render_texts(
+    name: str,
+    model_id: str,
+    local: ServePlan,
+    ascend: ServePlan,
+    generation: str,
+    quantized: Sequence[tuple[str, str]] = (),
+) -> dict[str, str]:
+    """{file name: text} of serve/: plan.json, serve.sh (the local plan), the Ascend deployment files
+    of the float model, and those of each accepted quantized checkpoint (`quantized`: (scheme, its
+    directory in the package)) in `<scheme>/`, served with `--quantization ascend`."""
     env = _environment()
-    container = f"{name.replace('.', '-').replace('_', '-')}-vllm"
-    model_path = f"/models/{name}"
-    ascend_args = engine_args(ascend, name, model_path, None)[2:]  # vllm serve takes the model as its argument
-    cards = ascend.tensor_parallel_size
-    common: dict[str, Any] = {
-        "model_id": model_id,
-        "name": name,
-        "generation": generation,
-        "image": ascend.image,
-        "cards": cards,
-        "container": container,
-        "model_path": model_path,
-        "mounts": ASCEND_MOUNTS,
-    }
     texts = {
         PLAN_FILE: json.dumps(
             {"local": local.as_dict(), "ascend": {**ascend.as_dict(), "generation": generation}},
@@ -89,25 +86,79 @@ def render_texts(name: str, model_id: str, local: ServePlan, ascend: ServePlan, 
             module=SERVER_MODULE,
             args=shlex.join(engine_args(local, name, WEIGHTS_DIR, "127.0.0.1")),
         ),
+    }
+    float_model = AscendLayout(name, WEIGHTS_DIR, "..", "./weights", "")
+    texts.update(_ascend_texts(env, model_id, ascend, generation, float_model))
+    for scheme, checkpoint in quantized:
+        slug = scheme.lower()
+        layout = AscendLayout(
+            f"{name}-{slug}",
+            checkpoint,
+            "../..",
+            f"../../{checkpoint}",
+            f"{scheme} weights by msModelSlim ({checkpoint}, accepted by the quantization stage), served with "
+            "--quantization ascend: vLLM-Ascend only, rendered here and not run on this host.",
+            ["--quantization", "ascend"],
+        )
+        texts.update({f"{slug}/{f}": t for f, t in _ascend_texts(env, model_id, ascend, generation, layout).items()})
+    return texts
+
+
+@dataclass(frozen=True)
+class AscendLayout:
+    """Where one deployment's weights lie and what it is called: the float model's serve/weights,
+    or a quantized checkpoint's folder, whose files live one level deeper (serve/<scheme>/)."""
+
+    name: str  # the served model name and the container's
+    weights: str  # the weights folder, relative to the package
+    up: str  # from the script's folder to the package
+    compose_weights: str  # the weights folder, relative to the compose file
+    note: str  # one comment line; "" for the float model
+    extra_args: Sequence[str] = ()
+
+
+def _ascend_texts(
+    env: Environment, model_id: str, ascend: ServePlan, generation: str, at: AscendLayout
+) -> dict[str, str]:
+    """docker-run.sh, compose.yaml and k8s.yaml of one deployment through vllm-ascend's image."""
+    container = f"{at.name.replace('.', '-').replace('_', '-')}-vllm"
+    model_path = f"/models/{at.name}"
+    ascend_args = [
+        *engine_args(ascend, at.name, model_path, None)[2:],
+        *at.extra_args,
+    ]  # the model is vllm serve's argument
+    cards = ascend.tensor_parallel_size
+    common: dict[str, Any] = {
+        "model_id": model_id,
+        "name": at.name,
+        "generation": generation,
+        "image": ascend.image,
+        "cards": cards,
+        "container": container,
+        "model_path": model_path,
+        "mounts": ASCEND_MOUNTS,
+        "weights": at.weights,
+        "quantized": at.note,
+    }
+    command = ["vllm", "serve", model_path, *ascend_args, "--port", "8000"]
+    return {
         "docker-run.sh": env.get_template("docker-run.sh.j2").render(
             **common,
+            up=at.up,
             default_devices=",".join(str(i) for i in range(cards)),
             nodes=ASCEND_NODES,
             args=shlex.join(ascend_args),
         ),
         "compose.yaml": env.get_template("compose.yaml.j2").render(
             **common,
+            compose_weights=at.compose_weights,
             devices=[*(f"/dev/davinci{i}" for i in range(cards)), *ASCEND_NODES],
-            command=["vllm", "serve", model_path, *ascend_args, "--port", "8000"],
+            command=command,
         ),
         "k8s.yaml": env.get_template("k8s.yaml.j2").render(
-            **common,
-            resource=NPU_RESOURCE[generation],
-            host_weights=f"/data/models/{name}",
-            command=["vllm", "serve", model_path, *ascend_args, "--port", "8000"],
+            **common, resource=NPU_RESOURCE[generation], host_weights=f"/data/models/{at.name}", command=command
         ),
     }
-    return texts
 
 
 def render_serve_dir(directory: Path, texts: dict[str, str]) -> Path:
@@ -116,6 +167,7 @@ def render_serve_dir(directory: Path, texts: dict[str, str]) -> Path:
     target.mkdir(exist_ok=True)
     for file_name, text in texts.items():
         path = target / file_name
+        path.parent.mkdir(exist_ok=True)
         if not path.is_file() or path.read_text() != text:
             write_text_atomic(path, text)
         if file_name.endswith(".sh"):

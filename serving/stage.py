@@ -19,6 +19,7 @@ from typing import Any
 
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.package.quant_files import accepted_checkpoints
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
@@ -109,7 +110,14 @@ class ServingStage:
         assert not isinstance(local, Refusal) and not isinstance(ascend, Refusal)
         render_serve_dir(
             directory,
-            render_texts(spec.name, spec.model.model_id, local, ascend, inputs["ascend_device"]["generation"]),
+            render_texts(
+                spec.name,
+                spec.model.model_id,
+                local,
+                ascend,
+                inputs["ascend_device"]["generation"],
+                accepted_checkpoints(directory),
+            ),
         )
         ctx.say(
             f"plan: {local.engine}, {local.dtype}, tensor parallel {local.tensor_parallel_size}, max model len "

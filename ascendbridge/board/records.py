@@ -238,4 +238,6 @@ class Registration(RegisteredColumns):
     """What a user asks to register; validated before anything touches the board."""
 
     skip_stages: list[str] = Field(default_factory=list)
+    # Opt-in stages (stage.toml `runs = "optional"`) this model runs; the others it skips.
+    enable_stages: list[str] = Field(default_factory=list)
     training: TrainingJob | None = None

@@ -36,10 +36,15 @@ def validate_registration(reg: Registration) -> None:
     register_models share it so every entry point refuses the same things."""
     try:
         validate_model_id(reg.model_id)
-        for stage in reg.skip_stages:
+        for stage in (*reg.skip_stages, *reg.enable_stages):
             check_stage(stage)
     except ValueError as exc:
         raise InvalidRegistrationError(str(exc)) from exc
+    if not_optional := sorted(set(reg.enable_stages) - OPTIONAL_STAGES):
+        raise InvalidRegistrationError(
+            f"model '{reg.model_id}': {', '.join(not_optional)} always run (only opt-in stages are enabled: "
+            f"{', '.join(sorted(OPTIONAL_STAGES)) or 'none'})"
+        )
     if reg.source not in SOURCES:
         raise InvalidRegistrationError(f"unknown source '{reg.source}' (expected one of: {', '.join(SOURCES)})")
     if reg.source == "local" and not reg.path:
@@ -127,7 +132,8 @@ class RegistryStore(StoreBase):
                         raise BoardError(f"adaptation name collision for '{reg.model_id}'")
                 taken.add(name)
                 # no training job: the stages that need one are skipped by policy (nothing to run)
-                skip = sorted(set(reg.skip_stages) | OPTIONAL_STAGES | (set() if reg.training else TRAINING_JOB_STAGES))
+                opted_out = OPTIONAL_STAGES - set(reg.enable_stages)
+                skip = sorted(set(reg.skip_stages) | opted_out | (set() if reg.training else TRAINING_JOB_STAGES))
                 seen[reg.model_id] = {
                     **reg.model_dump(include=set(RegisteredColumns.model_fields)),
                     "adaptation_name": name,

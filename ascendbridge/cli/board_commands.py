@@ -102,6 +102,7 @@ def cmd_register_model(args: argparse.Namespace, out: Output) -> int:
         description=args.description or "",
         priority=args.priority,
         allow_remote_code=args.allow_remote_code,
+        enable_stages=args.enable_stages,
         training=_training_job(args),
     )
     validate_registration(reg)  # before opening: a bad id must not even create WAL files

@@ -93,6 +93,15 @@ def _registration_commands(add: Add) -> None:
         help="allow trust_remote_code for this model",
     )
     p.add_argument(
+        "--enable-stage",
+        "--enable_stage",
+        dest="enable_stages",
+        action="append",
+        default=[],
+        metavar="STAGE",
+        help="run this opt-in stage for the model (repeatable; e.g. quantization, docs/quantization.md)",
+    )
+    p.add_argument(
         "--train-data",
         "--train_data",
         dest="train_data",

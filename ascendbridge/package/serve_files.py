@@ -8,8 +8,9 @@ from typing import Any
 
 from ascendbridge import capped_read
 
-SERVE_SCRIPT = "serve/serve.sh"
-SERVE_PLAN = "serve/plan.json"
+SERVE_DIR = "serve"  # in the adaptation directory
+SERVE_SCRIPT = f"{SERVE_DIR}/serve.sh"
+SERVE_PLAN = f"{SERVE_DIR}/plan.json"
 MAX_BYTES = 256 * 1024
 
 

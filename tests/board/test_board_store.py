@@ -62,6 +62,18 @@ def test_registration_creates_one_task_per_stage(board: BoardStore) -> None:
     assert event_kinds(board, "org/Model-A") == ["registered"]
 
 
+def test_an_opt_in_stage_enabled_at_registration_runs(board: BoardStore) -> None:
+    """`enable_stages` (register_model --enable-stage) leaves an optional stage off the skip list:
+    its task becomes pending in its turn instead of skipped 'opt-in, not enabled'."""
+    [(record, _)] = board.register_models([Registration(model_id="org/q", enable_stages=sorted(OPTIONAL_STAGES))])
+    assert record.skip_stages == ["training"]
+    for stage in UNTRAINED:
+        run_stage(board, "org/q", stage)
+        if stage == "business_benchmark":
+            assert all(statuses(board, "org/q")[s] == "pending" for s in OPTIONAL_STAGES)
+            break
+
+
 def test_registration_is_idempotent(board: BoardStore) -> None:
     board.register_models([Registration(model_id="gpt2", priority=5)])
     again = board.register_models([Registration(model_id="gpt2", priority=9), Registration(model_id="gpt2")])
@@ -94,6 +106,8 @@ def test_name_collision_gets_a_stable_hashed_name(board: BoardStore) -> None:
         (Registration(model_id="ok", revision="main; ls"), "revision"),
         (Registration(model_id="ok", url="javascript:alert(1)"), "url"),
         (Registration(model_id="ok", skip_stages=["nope"]), "unknown stage"),
+        (Registration(model_id="ok", enable_stages=["nope"]), "unknown stage"),
+        (Registration(model_id="ok", enable_stages=["serving"]), "serving always run"),
         (Registration(model_id="ok", priority=2**63), "out of range"),
     ],
 )

@@ -341,3 +341,45 @@ def test_the_summary_says_what_was_trained_and_the_main_job_trains_one_demo(boar
     assert "5,120 tokens/s" in trained
     assert "failed: non-finite loss at step 7" in next(line for line in text.splitlines() if "org/diverged" in line)
     assert "org/plain" not in text
+
+
+def test_the_summary_says_what_was_quantized_and_the_main_job_quantizes_one_demo(board: BoardStore) -> None:
+    """The quantized table: per scheme the gated verdict and figures of a model that runs the opt-in
+    stage; a model that does not run it is not listed; the demo set enables it for one causal LM."""
+    import io
+
+    from rich.console import Console
+
+    from ascendbridge.board import Registration
+    from ascendbridge.demo_models import demo_registrations
+    from ascendbridge.run_summary import quantized_table
+
+    regs = demo_registrations(include_minilm=False)
+    assert [r.model_id for r in regs if "quantization" in r.enable_stages] == ["demo/tiny-llama32"]
+    board.register_models(
+        [Registration(model_id="org/quantized", enable_stages=["quantization"]), Registration(model_id="org/plain")]
+    )
+    for stage in PIPELINE[: PIPELINE.index("quantization")]:
+        if stage != "training":  # no training job: skipped by policy
+            task = board.claim_task(board.list_tasks(stage, model_id="org/quantized")[0].id, "t", 60)
+            board.complete_task(task.id, task.fencing_token, {})
+    figures = {
+        "w8a8_dynamic_cosine_min": 0.99986,
+        "w8a8_dynamic_top1_agreement": 0.984,
+        "w8a8_dynamic_size_ratio": 0.52,
+        "w8a8_dynamic_accepted": 1.0,
+        "w8a16_cosine_min": 0.97,
+        "w8a16_top1_agreement": 0.9,
+        "w8a16_size_ratio": 0.55,
+        "w8a16_accepted": 0.0,
+    }
+    task = board.claim_task(board.list_tasks("quantization", model_id="org/quantized")[0].id, "t", 60)
+    board.complete_task(
+        task.id, task.fencing_token, {}, figures=[{"values": figures, "device": "cpu", "dtype": "int8"}]
+    )
+    out = io.StringIO()
+    Console(file=out, width=400, force_terminal=False).print(quantized_table(board))
+    line = next(line for line in out.getvalue().splitlines() if "org/quantized" in line)
+    assert "W8A16 refused: cosine min 0.97000, top-1 0.900, weights 0.55x" in line
+    assert "W8A8_DYNAMIC accepted: cosine min 0.99986, top-1 0.984, weights 0.52x" in line
+    assert "org/plain" not in out.getvalue()

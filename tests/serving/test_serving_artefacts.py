@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from ascendbridge.package.quant_files import QUANT_EVIDENCE, accepted_checkpoints
 from serving.plan import DeviceProfile, ModelFacts, ServePlan, plan_serving
 from serving.render import ARTEFACTS, PLAN_FILE, render_serve_dir, render_texts, rendered_differences
 from tests.serving.serving_support import CONFIG, GiB
@@ -146,3 +147,52 @@ def test_awkward_values_round_trip_through_the_yaml_files(tmp_path: Path) -> Non
     assert deployment["metadata"]["name"] == k8s_service["metadata"]["name"] == container
     # the model id in the header comments stays one comment line each: nothing of it leaks into the document
     assert set(compose) == {"services"} and set(deployment) == {"apiVersion", "kind", "metadata", "spec"}
+
+
+def quant_evidence(directory: Path, verdicts: dict[str, str], checkpoint: str = "quantization/{scheme}") -> None:
+    """A quantization stage's evidence file: each scheme with its verdict, `usable` the accepted."""
+    schemes = {s: {"checkpoint": checkpoint.format(scheme=s), "verdict": v} for s, v in verdicts.items()}
+    usable = [s for s, v in verdicts.items() if v == "accepted"]
+    (directory / "quantization").mkdir(exist_ok=True)
+    (directory / QUANT_EVIDENCE).write_text(json.dumps({"schemes": schemes, "usable": usable}))
+
+
+def test_accepted_checkpoints_are_the_usable_schemes_inside_the_package(tmp_path: Path) -> None:
+    assert accepted_checkpoints(tmp_path) == []  # no quantization stage ran
+    quant_evidence(tmp_path, {"W8A8_DYNAMIC": "accepted", "W8A16": "refused"})
+    assert accepted_checkpoints(tmp_path) == [("W8A8_DYNAMIC", "quantization/W8A8_DYNAMIC")]
+    quant_evidence(tmp_path, {"W8A8_DYNAMIC": "accepted"}, checkpoint="quantization/../../elsewhere")
+    assert accepted_checkpoints(tmp_path) == []  # a checkpoint outside quantization/ is never deployed
+
+
+def test_an_accepted_checkpoint_gets_ascend_artefacts_with_the_ascend_quantization(tmp_path: Path) -> None:
+    """Each accepted scheme's docker run, compose and Kubernetes files in serve/<scheme>/, mounting
+    its checkpoint and adding --quantization ascend, marked as rendered and not run here; the float
+    model's files are the same as without it."""
+    local, ascend = plans()
+    plain = render_texts("tiny-llama32", "demo/tiny-llama32", local, ascend, "A3")
+    quantized = [("W8A8_DYNAMIC", "quantization/W8A8_DYNAMIC")]
+    texts = render_texts("tiny-llama32", "demo/tiny-llama32", local, ascend, "A3", quantized)
+    assert {k: v for k, v in texts.items() if k in plain} == plain
+    assert sorted(set(texts) - set(plain)) == [
+        "w8a8_dynamic/compose.yaml",
+        "w8a8_dynamic/docker-run.sh",
+        "w8a8_dynamic/k8s.yaml",
+    ]
+    serve = render_serve_dir(tmp_path, texts)
+    stand_in(tmp_path, "docker")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    script = serve / "w8a8_dynamic" / "docker-run.sh"
+    argv = json.loads(subprocess.run([script], env=env, capture_output=True, text=True, check=True).stdout)["argv"]
+    mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
+    assert f"{tmp_path}/quantization/W8A8_DYNAMIC:/models/tiny-llama32-w8a8_dynamic:ro" in mounts
+    command = argv[argv.index("quay.io/ascend/vllm-ascend:v0.23.0-a3") + 1 :]
+    assert command[:3] == ["vllm", "serve", "/models/tiny-llama32-w8a8_dynamic"]
+    assert command[command.index("--quantization") + 1] == "ascend" and command[-2:] == ["--port", "8000"]
+    assert "not run on this host" in script.read_text()
+    service = yaml.safe_load((serve / "w8a8_dynamic" / "compose.yaml").read_text())["services"]
+    (volume,) = [v for v in service["tiny-llama32-w8a8-dynamic-vllm"]["volumes"] if v.endswith(":ro")]
+    assert (serve / "w8a8_dynamic" / volume.split(":")[0]).resolve() == tmp_path / "quantization" / "W8A8_DYNAMIC"
+    deployment, _ = yaml.safe_load_all((serve / "w8a8_dynamic" / "k8s.yaml").read_text())
+    assert "--quantization" in deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert rendered_differences(tmp_path, texts) == []

@@ -1,0 +1,40 @@
+"""What people and the serving stage see of a package's quantized checkpoints (quantization/,
+written by the quantization stage): its evidence file and the checkpoints it accepted, read from
+the files, for the dashboard and for the serving stage's Ascend artefacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ascendbridge import capped_read
+
+QUANT_DIR = "quantization"  # in the adaptation directory
+QUANT_EVIDENCE = f"{QUANT_DIR}/quant_evidence.json"
+
+
+def quant_evidence(adaptation_dir: Path) -> dict[str, Any] | None:
+    """quantization/quant_evidence.json, or None without one (or an unreadable one)."""
+    return capped_read.json_object(Path(adaptation_dir) / QUANT_EVIDENCE, capped_read.EVIDENCE_MAX_BYTES)
+
+
+def accepted_checkpoints(adaptation_dir: Path) -> list[tuple[str, str]]:
+    """(scheme, checkpoint directory relative to the package) of every accepted scheme whose
+    checkpoint lies inside the package's quantization/ folder, in the evidence's order."""
+    evidence = quant_evidence(adaptation_dir) or {}
+    schemes = evidence.get("schemes")
+    usable = evidence.get("usable")
+    if not isinstance(schemes, dict) or not isinstance(usable, list):
+        return []
+    root = (Path(adaptation_dir) / QUANT_DIR).resolve()
+    accepted = []
+    for scheme in usable:
+        record = schemes.get(scheme) if isinstance(scheme, str) else None
+        if not isinstance(record, dict) or record.get("verdict") != "accepted":
+            continue
+        checkpoint = record.get("checkpoint")
+        if not isinstance(checkpoint, str):
+            continue
+        if (Path(adaptation_dir) / checkpoint).resolve().is_relative_to(root):
+            accepted.append((scheme, checkpoint))
+    return accepted
