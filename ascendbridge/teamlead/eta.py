@@ -175,15 +175,12 @@ class Eta:
     def text(self) -> str:
         """'ETA 47m10s [...]'. With a stage that has neither a sample nor a prior there is no estimate,
         and the line says so: the rest's figure is labelled a lower bound, never shown as the ETA."""
-        if self.error is not None:
-            return f"ETA unavailable ({self.error})"
-        if not any(b.left for b in self.stages):
-            return "ETA 0s"
+        if (settled := self._settled()) is not None:
+            return settled
         if self.seconds is None:
-            missing = ", ".join(b.stage for b in self.stages if b.left and b.source == NONE)
             return (
-                f"ETA unknown: no sample or prior for {missing} (the rest alone: {fmt_s(self.known_s)}) "
-                f"[{self.basis()}]"
+                f"ETA unknown: no sample or prior for {self._unestimated()} (the rest alone: "
+                f"{fmt_s(self.known_s)}) [{self.basis()}]"
             )
         return (
             f"ETA {fmt_s(self.seconds)} [{self.basis()}; work left: timed {fmt_s(self.timed_s)}, "
@@ -194,14 +191,23 @@ class Eta:
         """The figure alone, for a progress line: 'ETA 47m10s'; without an estimate for a stage with
         work left, 'ETA unknown (no estimate for STAGE; the rest: 4m10s)', never a lower bound as the
         ETA. What it rests on is text()'s, for the log file and the live view."""
+        if (settled := self._settled()) is not None:
+            return settled
+        if self.seconds is None:
+            return f"ETA unknown (no estimate for {self._unestimated()}; the rest: {fmt_s(self.known_s)})"
+        return f"ETA {fmt_s(self.seconds)}"
+
+    def _settled(self) -> str | None:
+        """The line when there is no figure to give: the estimate failed, or no work is left."""
         if self.error is not None:
             return f"ETA unavailable ({self.error})"
         if not any(b.left for b in self.stages):
             return "ETA 0s"
-        if self.seconds is None:
-            missing = ", ".join(b.stage for b in self.stages if b.left and b.source == NONE)
-            return f"ETA unknown (no estimate for {missing}; the rest: {fmt_s(self.known_s)})"
-        return f"ETA {fmt_s(self.seconds)}"
+        return None
+
+    def _unestimated(self) -> str:
+        """The stages with work left and neither a sample nor a prior."""
+        return ", ".join(b.stage for b in self.stages if b.left and b.source == NONE)
 
 
 def fmt_s(seconds: float | None, unknown: str = "?") -> str:

@@ -126,23 +126,16 @@ def test_exec_hands_uv_the_mirror_and_freezes_a_lock_made_elsewhere(site: tuple[
     project, _, _ = site
     show = "import os; print(os.environ.get('UV_FROZEN'), os.environ['UV_DEFAULT_INDEX'])"
     script = str(REPO_ROOT / "ascendbridge" / "pip_site.py")
-    res = subprocess.run(
-        [sys.executable, "-I", script, "exec", "--", sys.executable, "-c", show],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+
+    def site_exec() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-I", script, "exec", "--", sys.executable, "-c", show]
+        return subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=60)
+
+    res = site_exec()
     frozen, index = res.stdout.split()
     assert (frozen, index.startswith(f"http://{USER}:{QUOTED_PASSWORD}@127.0.0.1:")) == ("1", True)
     uv_env.lock(project)  # locked on the site: nothing to freeze
-    res = subprocess.run(
-        [sys.executable, "-I", script, "exec", "--", sys.executable, "-c", show],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = site_exec()
     assert res.stdout.split()[0] == "None"
 
 
