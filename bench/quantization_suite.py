@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,9 @@ model = transformers.AutoModelForCausalLM.from_config(config)
 model.save_pretrained(target)
 print(sum(p.numel() for p in model.parameters()))
 """
+# msModelSlim loads a tokenizer with the model: every model gets the byte-level one tiny-llama32 ships
+TOKENIZER_SOURCE = REPO / "demo_models" / "tiny-llama32"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 SERVED = "not on this host: --quantization ascend needs vLLM-Ascend (artefacts rendered by the serving stage)"
 TIMEOUT_S = 1800.0
 
@@ -75,6 +79,8 @@ def build_model(python: Path, name: str, target: Path) -> int:
     """The model directory with seeded random weights; its parameter count."""
     source = json.dumps(HELD_OUT) if name == "held-out-llama-h256" else str(REPO / "demo_models" / name)
     out = subprocess.run([str(python), "-c", BUILD, source, str(target)], capture_output=True, text=True, check=True)
+    for name in TOKENIZER_FILES:
+        shutil.copyfile(TOKENIZER_SOURCE / name, target / name)
     return int(out.stdout.strip().splitlines()[-1])
 
 
@@ -119,7 +125,9 @@ def run_suite(models: list[str], schemes: list[str], root: Path) -> list[dict[st
             try:
                 row = one_scheme(python, model_dir, scheme, work)
             except Exception as exc:  # the tool failed on this model: the suite records it and goes on
-                row = {"verdict": "not made", "reason": str(exc), "figures": None, "served": "no"}
+                log = work / f"{scheme}.log"
+                tail = " | ".join(log.read_text().splitlines()[-6:]) if log.is_file() else ""
+                row = {"verdict": "not made", "reason": f"{exc} [log: {tail}]", "figures": None, "served": "no"}
             rows.append({"model": name, "parameters": parameters, "scheme": scheme, **row})
     return rows
 

@@ -18,6 +18,7 @@ from ascendbridge.package.quant_files import accepted_checkpoints, quant_evidenc
 from ascendbridge.package.serve_files import SERVE_DIR, serve_command, serve_plan
 from ascendbridge.package.train_files import evaluation as train_evaluation
 from ascendbridge.package.train_files import loss_curve
+from ascendbridge.package.train_files import profile as train_profile
 from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES, STATUSES
 from dashboard import evidence
@@ -318,6 +319,7 @@ def _training(adapt_dir: Any, tasks: list[Any], metrics: list[Any], job: Any) ->
         "evaluation": train_evaluation(adapt_dir),
         "figures": [m.model_dump() for m in metrics if m.stage == "training"],
         "curve": loss_curve(adapt_dir),
+        "profile": train_profile(adapt_dir),
     }
 
 

@@ -108,17 +108,8 @@ class ServingStage:
                     return StageOutcome("skipped", plan.reason)
                 return StageOutcome("failed", plan.reason, diagnosis=plan.diagnosis())
         assert not isinstance(local, Refusal) and not isinstance(ascend, Refusal)
-        render_serve_dir(
-            directory,
-            render_texts(
-                spec.name,
-                spec.model.model_id,
-                local,
-                ascend,
-                inputs["ascend_device"]["generation"],
-                accepted_checkpoints(directory),
-            ),
-        )
+        generation, quantized = inputs["ascend_device"]["generation"], accepted_checkpoints(directory)
+        render_serve_dir(directory, render_texts(spec.name, spec.model.model_id, local, ascend, generation, quantized))
         ctx.say(
             f"plan: {local.engine}, {local.dtype}, tensor parallel {local.tensor_parallel_size}, max model len "
             f"{local.max_model_len}; Ascend: {ascend.image}, tensor parallel {ascend.tensor_parallel_size}"

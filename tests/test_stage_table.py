@@ -48,6 +48,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ascendbridge/main_job.py", "serving"): "left: the main job installs the serve environment first",
     ("ascendbridge/run_summary.py", "serving"): "left: the summary's served table",
     ("ascendbridge/run_summary.py", "training"): "left: the summary's trained table",
+    ("ascendbridge/run_summary.py", "quantization"): "left: the summary's quantized table",
+    ("ascendbridge/package/quant_files.py", "quantization"): "the package's folder the quantization stage writes "
+    "(as serve/ for serving), read by the dashboard and the serving stage",
     ("ascendbridge/board/queries.py", "business_benchmark"): "left: the dashboard's business results",
     ("ascendbridge/board/queries.py", "training"): "left: the dashboard's training results",
     ("ascendbridge/board/queries.py", "benchmark"): "left: the dashboard's workload figures",

@@ -14,6 +14,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from ab_runtime.train.profile_table import reduce_trace
 from ascendbridge.gatekit.summary import pyplot, save_figure
 from training.events import read_scalars, write_scalars
 
@@ -22,6 +23,7 @@ EVENTS_DIR = "tensorboard"  # in the run directory: `tensorboard --logdir adapta
 STEP_SCALARS = ("loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "peak_memory_bytes")
 EVAL_SCALARS = ("loss", "perplexity", "masked_accuracy")
 FIGURES_FILE = "figures.json"  # in the run directory: the figures the stage proposed
+PROFILE_FILE = "profile.json"  # in the run directory: the profiled window (ab_runtime/train/profile.py)
 VERDICT_VALUE = {"improved": 1.0, "flat": 0.0, "worse": -1.0}
 
 
@@ -77,8 +79,44 @@ def read_events(directory: Path) -> dict[str, list[tuple[int, float]]]:
     return read_scalars(directory) if directory.is_dir() else {}
 
 
+def read_profile(run: Path) -> dict[str, Any] | None:
+    """The run's profile.json, or None when the profile did not run (it is optional evidence)."""
+    path = run / PROFILE_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def profile_problems(run: Path, profile: dict[str, Any] | None) -> list[str]:
+    """The gate's check of the profile: its table is what its trace reduces to."""
+    if profile is None:
+        return []
+    trace = json.loads((run / str(profile["trace"])).read_text())
+    return (
+        []
+        if reduce_trace(trace) == profile["table"]
+        else [f"{PROFILE_FILE}: the table is not what its trace reduces to"]
+    )
+
+
+def profile_figures(profile: dict[str, Any] | None, tokens_per_s: float) -> dict[str, float]:
+    """The profiled window's figures: the model FLOPs per token, the model TFLOP/s the run's median
+    tokens/s means, and the shares of the step (compute, optimizer, data, communication, host)."""
+    if not profile:
+        return {}
+    table = profile["table"]
+    figures = {
+        "flops_per_token": float(profile["flops_per_token"]),
+        "model_tflops": float(profile["flops_per_token"]) * tokens_per_s / 1e12,
+    }
+    figures.update({f"profile_{part}_share": float(share) for part, share in table["shares"].items()})
+    return figures
+
+
 def training_figures(
-    result: dict[str, Any], steps: list[dict[str, Any]], contract: dict[str, Any], supervision: dict[str, Any]
+    result: dict[str, Any],
+    steps: list[dict[str, Any]],
+    contract: dict[str, Any],
+    supervision: dict[str, Any],
+    profile: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     evaluation = result["evaluation"]
     rates = [float(s["tokens_per_s"]) for s in steps if s.get("tokens_per_s")]
@@ -104,7 +142,7 @@ def training_figures(
         if key in evaluation["after"]:
             figures[f"eval_{key}_before"] = float(evaluation["before"][key])
             figures[f"eval_{key}_after"] = float(evaluation["after"][key])
-    return figures
+    return {**figures, **profile_figures(profile, figures["tokens_per_s"])}
 
 
 def ladder_problems(result: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:

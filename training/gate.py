@@ -37,7 +37,9 @@ from training.figures import (
     FIGURES_FILE,
     event_scalars,
     ladder_problems,
+    profile_problems,
     read_events,
+    read_profile,
     step_log,
     training_figures,
 )
@@ -110,7 +112,9 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
         result, contract = _json(run / "train_result.json"), _json(run / "contract.json")
         supervision = _json(run / "supervision.json") if (run / "supervision.json").is_file() else {}
         steps = step_log(run)
-        figures = training_figures(result, steps, contract, supervision)
+        profile = read_profile(run)
+        problems += profile_problems(run, profile)
+        figures = training_figures(result, steps, contract, supervision, profile)
         problems += [f"figure {d}" for d in recorded_differences(_json(run / FIGURES_FILE), figures)]
         problems += ladder_problems(result, steps)
         if read_events(run / EVENTS_DIR) != event_scalars(run):

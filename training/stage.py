@@ -44,7 +44,7 @@ from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
 from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
-from training.figures import FIGURES_FILE, LOSS_CURVE, draw, step_log, training_figures, write_events
+from training.figures import FIGURES_FILE, LOSS_CURVE, draw, read_profile, step_log, training_figures, write_events
 from training.hub_data import cache_dataset
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_DIR, TRAIN_PY, config_text, render_package
 from training.settings import TrainingSettings
@@ -115,7 +115,8 @@ def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> 
     contract = _read(run / "contract.json") or {}
     draw(run, run / LOSS_CURVE)
     write_events(run)
-    figures = training_figures(result, steps, contract, supervision)
+    profile = read_profile(run)
+    figures = training_figures(result, steps, contract, supervision, profile)
     (run / FIGURES_FILE).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")  # the gate recomputes it
     evaluation = result["evaluation"]["verdict"]
     summary = (
@@ -127,6 +128,12 @@ def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> 
         f"{figures['tokens_per_s']:.0f} tokens/s at micro-batch {figures['micro_batch']:.0f} "
         f"({figures['oom_fallbacks']:.0f} out-of-memory fallback(s)); {supervision.get('hangs', 0)} hang(s), "
         f"{supervision.get('restarts', 0)} restart(s)"
+        + (
+            f"; {figures['model_tflops'] * 1e3:.2f} model GFLOP/s, step {figures['profile_compute_share']:.0%} "
+            f"compute (top: {profile['table']['operators'][0]['name']})"
+            if profile and profile["table"]["operators"]
+            else ""
+        )
     )
     outcome_result = {
         "run_dir": RUN_DIR,
@@ -271,6 +278,16 @@ class TrainingStage:
             return failed(
                 f"training failed: {error}", "training_run_failed", log_tail=command.tail(30), supervision=supervision
             )
+        ctx.say("profiling a window of steady-state steps (where a step's time goes)")
+        profiled = uv_env.run_in_env(
+            directory,
+            [TRAIN_PY, "profile", "--config", TRAIN_CONFIG, "--out", RUN_DIR],
+            timeout_s=settings.run_timeout_s,
+            log=ctx.log,
+            env=env,
+        )
+        if not profiled.ok:  # optional evidence: the run's figures stand without it, and the log says why
+            ctx.say(f"the profile did not run: {profiled.tail_line()}")
         return _trained(run, result, supervision)
 
     @staticmethod

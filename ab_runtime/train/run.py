@@ -2,13 +2,15 @@
 
     python -m ab_runtime.train.run train --config train.json --out DIR [--resume]
     python -m ab_runtime.train.run contract --config train.json --out DIR
+    python -m ab_runtime.train.run profile --config train.json --out DIR
 
 `train` trains cfg.steps global steps (resuming from the newest good checkpoint with --resume),
 evaluates the held-out split before and after, and writes metrics.jsonl (one line per step),
 evaluation.json and train_result.json. `contract` trains the target and the CPU float32 reference
 K = cfg.steps steps from the same weights, data order and seeds and writes contract.json: both
 logs, the per-parameter gradient cosines of the first step, the checkpoint round trip and the
-verdict of the framework's table (contract.py). Both end with the RESULT line; a guard's stop is
+verdict of the framework's table (contract.py). `profile` writes profile.json and its trace
+(profile.py: where a steady-state step's time goes, FLOPs per token). All end with the RESULT line; a guard's stop is
 exit 1 with its diagnosis (stopped.json).
 """
 
@@ -38,6 +40,7 @@ from .corpus import CorpusError
 from .distributed import close_distributed, exit_rank, under_torchrun
 from .guards import TrainingStopped
 from .harness import Trainer, digest_parameters, metrics_log
+from .profile import run_profile
 
 EVAL_BEFORE = "evaluation_before.json"
 TRAIN_LOSS_TAIL = 5  # the train loss the held-out gap is measured against: mean of the last steps
@@ -208,7 +211,7 @@ def run_contract(cfg: TrainConfig, out: Path) -> Result:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("train", "contract"))
+    parser.add_argument("command", choices=("train", "contract", "profile"))
     parser.add_argument("--config", type=Path, required=True, help="train.json")
     parser.add_argument("--out", type=Path, required=True, help="the run's output directory")
     parser.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint under --out")
@@ -235,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = TrainConfig.load(args.config)
         if args.command == "contract":
             return run_contract(cfg, args.out)
+        if args.command == "profile":
+            return run_profile(cfg, args.out)
         try:
             return train(cfg, args.out, args.resume)
         except TrainingStopped as exc:

@@ -12,6 +12,7 @@ from ascendbridge import capped_read
 RUN_DIR = "train/run"  # relative to the adaptation directory
 STEP_LOG = f"{RUN_DIR}/metrics.jsonl"
 EVALUATION = f"{RUN_DIR}/evaluation.json"
+PROFILE = f"{RUN_DIR}/profile.json"  # the profiled window (ab_runtime/train/profile.py)
 MAX_BYTES = 32 * 1024 * 1024
 MAX_POINTS = 500  # a longer run's curve is thinned to about this many steps (the last one always kept)
 
@@ -31,6 +32,11 @@ def loss_curve(adaptation_dir: Path) -> dict[str, list[float]] | None:
     every = max(1, -(-len(rows) // MAX_POINTS))
     kept = rows[::every] + ([rows[-1]] if (len(rows) - 1) % every else [])
     return {key: [float(r.get(key) or 0.0) for r in kept] for key in ("step", "loss", "grad_norm")}
+
+
+def profile(adaptation_dir: Path) -> dict[str, Any] | None:
+    """profile.json (the step's time by part, the ranked operators, FLOPs per token), or None."""
+    return capped_read.json_object(Path(adaptation_dir) / PROFILE, MAX_BYTES)
 
 
 def evaluation(adaptation_dir: Path) -> dict[str, Any] | None:

@@ -308,6 +308,12 @@ def test_a_causal_lm_trains_full_and_lora_through_the_team_lead(
         assert figures["eval_perplexity_after"] > 0 and "eval_masked_accuracy_after" not in figures
     full, lora = trained.packages["demo/llama-full"], trained.packages["demo/llama-lora"]
     assert (full / "train/run/loss_curve.png").is_file()
+    # the profiled window: a trace, a table whose operators are ranked, FLOPs per token (LoRA trains fewer)
+    profile = json.loads((full / "train/run/profile.json").read_text())
+    assert (full / "train/run" / profile["trace"]).is_file() and profile["table"]["steps"] == 3
+    assert profile["table"]["operators"][0]["ms"] >= profile["table"]["operators"][-1]["ms"] > 0
+    full_flops, lora_flops = (trained.figures(m)["flops_per_token"] for m in ("demo/llama-full", "demo/llama-lora"))
+    assert 0 < lora_flops < full_flops and trained.figures("demo/llama-full")["model_tflops"] > 0
     events = read_events(full / "train/run" / EVENTS_DIR)
     assert events == event_scalars(full / "train/run") and len(events["train/loss"]) == 6
     cached = lora / "train/data/stories.train.jsonl"  # the dataset, cached into the package as the corpus

@@ -47,6 +47,19 @@ def test_the_model_page_and_the_reports_show_a_training_run_once_gated(tmp_path:
     run.joinpath("evaluation.json").write_text(
         json.dumps({"before": {"loss": 5.6}, "after": {"loss": 2.4}, "verdict": {"verdict": "improved", "gap": 0.15}})
     )
+    table = {
+        "steps": 3,
+        "shares": {"compute": 0.8, "optimizer": 0.05, "host_overhead_and_idle": 0.15},
+        "operators": [{"name": "aten::mm", "ms": 12.5, "share": 0.7}, {"name": "aten::sum", "ms": 3.25, "share": 0.2}],
+    }
+    profile = {
+        "table": table,
+        "device": "cpu",
+        "precision": "fp32",
+        "flops_per_token": 739200.0,
+        "trace": "profile_trace.json",
+    }
+    run.joinpath("profile.json").write_text(json.dumps(profile))
     for stage in STAGES[: STAGES.index("training")]:
         complete(store, record.model_id, stage)
     with served(tmp_path, board_path, logs, adaptations) as url:
@@ -66,6 +79,9 @@ def test_the_model_page_and_the_reports_show_a_training_run_once_gated(tmp_path:
     section = section[: section.index("</section>")]
     assert "lora" in section and "improved" in section and 'id="loss-chart"' in section and "tokens_per_s" in section
     assert "2 processes" in section and "oom_fallbacks" in section
+    profiled = section[section.index('id="training-profile"') :]  # the profiled window's table, largest part first
+    assert profiled.index("compute") < profiled.index("host overhead and idle") < profiled.index("optimizer")
+    assert "<code>aten::mm</code>" in profiled and "12.50" in profiled and "739,200 model FLOPs per token" in profiled
     assert data["charts"]["loss"] == {"step": [1.0, 2.0, 3.0], "loss": [5.0, 4.0, 3.0], "grad_norm": [0.5, 0.5, 0.5]}
     row = reports[reports.index('id="training-results"') :]
     row = row[: row.index("</section>")]
