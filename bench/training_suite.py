@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Training suite: tokens/s of one process vs DDP(2) vs FSDP2(2) on CPU, with the baseline contract.
 
+Per strategy: tokens/s of the job, its scaling efficiency (tokens/s at N processes over N times one
+process's) and the largest loss difference from the single process (the loss agreement).
+
 Trains one demo model (tiny-llama unless told) on the bundled corpus three ways with the same
 global batch, through the real launcher (`torchrun --standalone --nproc_per_node 2`, gloo), in the
 shared CPU torch test environment: per strategy the median tokens/s and step time (first step
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                     "max_loss_diff_vs_single": max(abs(a - b) for a, b in zip(losses, single_losses, strict=True)),
                 }
             )
+            # scaling efficiency: the job's tokens/s per process over one process's (1.0: linear)
+            rows[-1]["scaling_efficiency"] = rows[-1]["tokens_per_s"] / (nproc * rows[0]["tokens_per_s"])
         out, wall = run(
             python, root, "contract", "contract", 1, {**base, "precision": "bf16-autocast", "steps": min(args.steps, 8)}
         )
@@ -115,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.model}: global batch {args.batch} x {args.seq_len} tokens, {args.steps} steps, load {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'strategy':<8} {'procs':>5} {'tok/s':>9} {'step ms':>8} {'loss first->final':>18} {'max |dloss|':>12}")
+    print(
+        f"{'strategy':<8} {'procs':>5} {'tok/s':>9} {'scaling':>8} {'step ms':>8} {'loss first->final':>18} "
+        f"{'max |dloss|':>12}"
+    )
     for row in rows:
         print(
-            f"{row['strategy']:<8} {row['processes']:>5} {row['tokens_per_s']:>9.0f} {row['step_time_s'] * 1e3:>8.1f} "
-            f"{row['first_loss']:>8.4f}->{row['final_loss']:<8.4f} {row['max_loss_diff_vs_single']:>12.2e}"
+            f"{row['strategy']:<8} {row['processes']:>5} {row['tokens_per_s']:>9.0f} {row['scaling_efficiency']:>8.2f} "
+            f"{row['step_time_s'] * 1e3:>8.1f} {row['first_loss']:>8.4f}->{row['final_loss']:<8.4f} "
+            f"{row['max_loss_diff_vs_single']:>12.2e}"
         )
     verdict = contract["verdict"]
     print(
