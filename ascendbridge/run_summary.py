@@ -216,7 +216,7 @@ def trained_table(store: BoardStore) -> Table:
                 f"loss {mine.get('loss_first', 0.0):.2f} -> {mine.get('loss_last', 0.0):.2f}; held-out loss "
                 f"{mine.get('eval_loss_before', 0.0):.2f} -> {mine.get('eval_loss_after', 0.0):.2f} ({verdict}); "
                 f"baseline contract {'passed' if mine.get('contract_passed') == 1.0 else 'failed'}; "
-                f"{mine.get('tokens_per_s', 0.0):,.0f} tokens/s"
+                f"{mine.get('tokens_per_s', 0.0):,.0f} tokens/s" + _passes_text(mine)
             )
         else:
             trained = _not_done(task)
@@ -248,6 +248,18 @@ def quantized_table(store: BoardStore) -> Table:
             quantized = _not_done(task)
         table.add_row(task.model_id, quantized)
     return table
+
+
+def _passes_text(figures: dict[str, float]) -> str:
+    """'; pass fused_adamw x1.06' per confirmed training pass, or '; no pass of 2 helped'."""
+    if "passes_tried" not in figures:
+        return ""
+    confirmed = {
+        k.removeprefix("pass_").removesuffix("_speedup"): v for k, v in figures.items() if k.startswith("pass_")
+    }
+    if not confirmed:
+        return f"; no pass of {figures['passes_tried']:.0f} helped"
+    return "".join(f"; pass {name} x{speedup:.2f}" for name, speedup in sorted(confirmed.items()))
 
 
 def _latest_figures(store: BoardStore, stage: str) -> dict[str, dict[str, MetricRecord]]:

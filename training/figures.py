@@ -14,6 +14,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from ab_runtime import pairstats
+from ab_runtime.train.contract import loss_verdict
 from ab_runtime.train.profile_table import reduce_trace
 from ascendbridge.gatekit.summary import pyplot, save_figure
 from training.events import read_scalars, write_scalars
@@ -24,6 +26,8 @@ STEP_SCALARS = ("loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "peak_
 EVAL_SCALARS = ("loss", "perplexity", "masked_accuracy")
 FIGURES_FILE = "figures.json"  # in the run directory: the figures the stage proposed
 PROFILE_FILE = "profile.json"  # in the run directory: the profiled window (ab_runtime/train/profile.py)
+PASSES_FILE = "passes.json"  # in the run directory: the training-pass search (ab_runtime/train/passes.py)
+CONFIRM_FILE = "passes_confirm.json"  # its fresh-process confirmation of the kept passes
 VERDICT_VALUE = {"improved": 1.0, "flat": 0.0, "worse": -1.0}
 
 
@@ -97,6 +101,60 @@ def profile_problems(run: Path, profile: dict[str, Any] | None) -> list[str]:
     )
 
 
+def read_passes(run: Path) -> list[dict[str, Any]]:
+    """The pass search's records, search then confirmation, as far as they ran."""
+    return [json.loads((run / name).read_text()) for name in (PASSES_FILE, CONFIRM_FILE) if (run / name).is_file()]
+
+
+def confirmed_passes(records: list[dict[str, Any]]) -> list[str]:
+    """The passes both the search and its confirmation kept (none without a confirmation)."""
+    if len(records) < 2:
+        return []
+    return [name for name in records[0]["kept"] if name in records[1]["kept"]]
+
+
+def _decided(record: dict[str, Any]) -> str:
+    """A candidate's verdict re-derived from its saved losses and timings."""
+    losses = record["losses"]
+    if not loss_verdict(losses["candidate"], losses["baseline"])["passed"]:
+        return "refused"
+    timing = record["timing"]
+    width = timing["iters_per_block"]
+    blocks = [
+        [samples[i : i + width] for i in range(0, len(samples), width)]
+        for samples in (timing["baseline_samples_ms"], timing["candidate_samples_ms"])
+    ]
+    again = pairstats.summarize_pairs(blocks[0], blocks[1], timing["warmup"]).as_dict()
+    return "kept" if pairstats.gain_decision(again, "pass")[0] else "no_gain"
+
+
+def passes_problems(records: list[dict[str, Any]], train: dict[str, Any]) -> list[str]:
+    """The gate's check of the pass search: every verdict re-derived from its saved losses and
+    pairs, and the run trained with exactly the passes both runs kept."""
+    problems = [
+        f"training pass {name}: recorded {record['verdict']}, its figures give {_decided(record)}"
+        for search in records
+        for name, record in search["candidates"].items()
+        if _decided(record) != record["verdict"]
+    ]
+    if train.get("passes", []) != confirmed_passes(records):
+        problems.append(
+            f"the run trains with passes {train.get('passes', [])}, the search confirmed {confirmed_passes(records)}"
+        )
+    return problems
+
+
+def passes_figures(records: list[dict[str, Any]]) -> dict[str, float]:
+    """How many passes were tried and confirmed; each confirmed pass's speedup in its fresh run."""
+    if not records:
+        return {}
+    confirmed = confirmed_passes(records)
+    figures = {"passes_tried": float(len(records[0]["candidates"])), "passes_confirmed": float(len(confirmed))}
+    for name in confirmed:
+        figures[f"pass_{name}_speedup"] = float(records[1]["candidates"][name]["timing"]["speedup"])
+    return figures
+
+
 def profile_figures(profile: dict[str, Any] | None, tokens_per_s: float) -> dict[str, float]:
     """The profiled window's figures: the model FLOPs per token, the model TFLOP/s the run's median
     tokens/s means, and the shares of the step (compute, optimizer, data, communication, host)."""
@@ -117,6 +175,7 @@ def training_figures(
     contract: dict[str, Any],
     supervision: dict[str, Any],
     profile: dict[str, Any] | None = None,
+    passes: list[dict[str, Any]] | None = None,
 ) -> dict[str, float]:
     evaluation = result["evaluation"]
     rates = [float(s["tokens_per_s"]) for s in steps if s.get("tokens_per_s")]
@@ -142,7 +201,7 @@ def training_figures(
         if key in evaluation["after"]:
             figures[f"eval_{key}_before"] = float(evaluation["before"][key])
             figures[f"eval_{key}_after"] = float(evaluation["after"][key])
-    return {**figures, **profile_figures(profile, figures["tokens_per_s"])}
+    return {**figures, **profile_figures(profile, figures["tokens_per_s"]), **passes_figures(passes or [])}
 
 
 def ladder_problems(result: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:

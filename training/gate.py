@@ -37,8 +37,10 @@ from training.figures import (
     FIGURES_FILE,
     event_scalars,
     ladder_problems,
+    passes_problems,
     profile_problems,
     read_events,
+    read_passes,
     read_profile,
     step_log,
     training_figures,
@@ -112,9 +114,9 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
         result, contract = _json(run / "train_result.json"), _json(run / "contract.json")
         supervision = _json(run / "supervision.json") if (run / "supervision.json").is_file() else {}
         steps = step_log(run)
-        profile = read_profile(run)
-        problems += profile_problems(run, profile)
-        figures = training_figures(result, steps, contract, supervision, profile)
+        profile, passes = read_profile(run), read_passes(run)
+        problems += profile_problems(run, profile) + passes_problems(passes, train)
+        figures = training_figures(result, steps, contract, supervision, profile, passes)
         problems += [f"figure {d}" for d in recorded_differences(_json(run / FIGURES_FILE), figures)]
         problems += ladder_problems(result, steps)
         if read_events(run / EVENTS_DIR) != event_scalars(run):

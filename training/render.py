@@ -65,9 +65,10 @@ def configs(model_dir: str, job: TrainingJob, settings: TrainingSettings) -> dic
 
 def contract_config(train: dict[str, Any], steps: int) -> dict[str, Any]:
     """The baseline contract's config: the training config's K-step, one-process twin (no checkpoints,
-    no injected fault: the contract must judge the model, not the test's fault)."""
+    no injected fault: the contract must judge the model, not the test's fault; no training pass: the
+    pass search judges those against the contract's loss bounds itself)."""
     return {
-        **{k: v for k, v in train.items() if k != "fault"},
+        **{k: v for k, v in train.items() if k not in ("fault", "passes")},
         "steps": steps,
         "strategy": "single",
         "checkpoint_every": 0,

@@ -15,6 +15,7 @@ from ascendbridge.package.device_settings import DeviceSettings
 from ascendbridge.settings import one_of
 
 PRECISIONS = ("fp32", "bf16-autocast")  # ab_runtime/train/config.py PRECISIONS
+TRAINING_PASSES = ("fused_adamw", "compile")  # ab_runtime/train/config.py TRAINING_PASSES
 
 
 class TrainingSettings(DeviceSettings):
@@ -32,6 +33,10 @@ class TrainingSettings(DeviceSettings):
     # (ab_runtime/train/harness.py choose_precision); "off" turns the size rule off (null in train.json:
     # the settings layer reads None as unset, so it cannot carry the harness's null)
     bf16_weights_above: float | Literal["off"] = 1.0
+    # training optimization passes the stage tries after the contract (ab_runtime/train/passes.py),
+    # comma-separated; "" tries none. compile (torch.compile) is left out by default: its compile
+    # costs more than a short job can win back on a CPU
+    passes: str = "fused_adamw"
     contract_steps: int = Field(4, ge=1)  # K: steps of the baseline contract (target vs CPU float32 reference)
     checkpoint_every: int = Field(10, ge=1)  # at most half the steps (the gate re-runs a step after one)
     keep_last: int = Field(2, ge=2)  # the final checkpoint and at least one before it
@@ -44,6 +49,16 @@ class TrainingSettings(DeviceSettings):
     # test-only: the harness's injected faults (ab_runtime/train/config.py TrainConfig.fault, e.g.
     # {"nan_at_step": 5}) in the training run's config; never in the contract's, dropped by the gate's re-run
     fault: Annotated[dict[str, int], NoDecode] = {}  # JSON (--set or the variable); pydantic copies the default
+
+    @field_validator("passes")
+    @classmethod
+    def _passes(cls, value: str) -> str:
+        for name in (p for p in value.split(",") if p):
+            one_of("training pass", name, TRAINING_PASSES)
+        return value
+
+    def pass_list(self) -> list[str]:
+        return [p for p in self.passes.split(",") if p]
 
     @field_validator("precision")
     @classmethod

@@ -44,7 +44,18 @@ from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
 from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
-from training.figures import FIGURES_FILE, LOSS_CURVE, draw, read_profile, step_log, training_figures, write_events
+from training.figures import (
+    CONFIRM_FILE,
+    FIGURES_FILE,
+    LOSS_CURVE,
+    PASSES_FILE,
+    draw,
+    read_passes,
+    read_profile,
+    step_log,
+    training_figures,
+    write_events,
+)
 from training.hub_data import cache_dataset
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_DIR, TRAIN_PY, config_text, render_package
 from training.settings import TrainingSettings
@@ -116,7 +127,7 @@ def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> 
     draw(run, run / LOSS_CURVE)
     write_events(run)
     profile = read_profile(run)
-    figures = training_figures(result, steps, contract, supervision, profile)
+    figures = training_figures(result, steps, contract, supervision, profile, read_passes(run))
     (run / FIGURES_FILE).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")  # the gate recomputes it
     evaluation = result["evaluation"]["verdict"]
     summary = (
@@ -132,6 +143,11 @@ def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> 
             f"; {figures['model_tflops'] * 1e3:.2f} model GFLOP/s, step {figures['profile_compute_share']:.0%} "
             f"compute (top: {profile['table']['operators'][0]['name']})"
             if profile and profile["table"]["operators"]
+            else ""
+        )
+        + (
+            f"; training passes confirmed: {', '.join(result.get('passes') or []) or 'none'}"
+            if "passes_tried" in figures
             else ""
         )
     )
@@ -242,6 +258,8 @@ class TrainingStage:
             problem = self._contract_problem(baseline)
             if problem is not None:
                 return problem
+            if settings.pass_list() and job.processes == 1:
+                self._search_passes(ctx, directory, settings, env, written[TRAIN_CONFIG])
         else:
             ctx.say("resuming the unfinished run from its last good checkpoint")
         watch = [
@@ -289,6 +307,38 @@ class TrainingStage:
         if not profiled.ok:  # optional evidence: the run's figures stand without it, and the log says why
             ctx.say(f"the profile did not run: {profiled.tail_line()}")
         return _trained(run, result, supervision)
+
+    @staticmethod
+    def _search_passes(
+        ctx: StageContext, directory: Path, settings: TrainingSettings, env: dict[str, str], train: dict[str, Any]
+    ) -> None:
+        """Try the training passes (judged by the contract's loss bounds, timed in pairs), then the
+        kept ones again in a fresh process; the passes both runs keep go into the run's config.
+        The search is optional: when it cannot run, the job trains as configured and the log says why."""
+        candidates = settings.pass_list()
+        for file_name in (PASSES_FILE, CONFIRM_FILE):
+            ctx.say(f"training passes: trying {', '.join(candidates)} ({file_name})")
+            argv = [
+                TRAIN_PY,
+                "passes",
+                "--config",
+                TRAIN_CONFIG,
+                "--out",
+                RUN_DIR,
+                "--candidates",
+                ",".join(candidates),
+            ]
+            argv += ["--file", file_name, "--judge-steps", str(settings.contract_steps)]
+            search = uv_env.run_in_env(directory, argv, timeout_s=settings.run_timeout_s, log=ctx.log, env=env)
+            candidates = (uv_env.parse_result(search.output) or {}).get("kept") or [] if search.ok else []
+            if not search.ok:
+                ctx.say(f"the pass search did not run: {search.tail_line()}")
+            if not candidates:
+                return
+        ctx.say(f"training with the confirmed pass(es): {', '.join(candidates)}")
+        train = {**train, "passes": candidates}
+        (directory / TRAIN_CONFIG).write_text(config_text(train))
+        (directory / RUN_DIR / "config.json").write_text(config_text(train))
 
     @staticmethod
     def _contract_problem(contract: CommandResult) -> StageOutcome | None:

@@ -17,6 +17,9 @@ STRATEGIES = ("auto", "single", "ddp", "fsdp2", "device_map")
 PRECISIONS = ("fp32", "bf16-autocast")  # asked; the size rule may hold the weights in bf16 instead
 BF16_WEIGHTS = "bf16-weights"  # the precision choose_precision gives above its threshold
 METHODS = ("full", "lora")
+# fused_adamw: torch.optim.AdamW(fused=True) (where torch_npu's NpuFusedAdamW is not already used);
+# compile: torch.compile of the model's forward (nn.Module.compile: parameter names unchanged)
+TRAINING_PASSES = ("fused_adamw", "compile")
 
 
 @dataclass
@@ -50,6 +53,9 @@ class TrainConfig:
     # injected faults for tests and gates: nan_at_step, spike_at_step, hang_at_step, and
     # oom_above_micro_batch (from oom_at_step, default 1, a micro-batch above it raises an out-of-memory error)
     fault: dict[str, int] = field(default_factory=dict)
+    # training optimization passes the run applies (passes.py: kept only when the search measured a
+    # confirmed gain and the losses held the contract's loss bounds)
+    passes: list[str] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -68,6 +74,10 @@ class TrainConfig:
             isinstance(config.bf16_weights_above, (int, float)) and config.bf16_weights_above >= 0
         ):
             raise SpecError(f"training bf16_weights_above {config.bf16_weights_above!r} is not a fraction >= 0 or null")
+        if unknown_passes := sorted(set(config.passes) - set(TRAINING_PASSES)):
+            raise SpecError(
+                f"unknown training pass(es) {', '.join(unknown_passes)} (known: {', '.join(TRAINING_PASSES)})"
+            )
         if config.steps < 1 or config.batch < 1 or config.seq_len < 2 or config.accumulation < 1:
             raise SpecError("training needs steps >= 1, batch >= 1, seq_len >= 2 and accumulation >= 1")
         return config

@@ -97,6 +97,16 @@ def verdict(target: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str
     return {"passed": all(c["passed"] for c in checks), "checks": checks, "table": TABLE}
 
 
+LOSS_CHECKS = ("steps", "finite", "first_loss", "mean_loss", "grad_norm_mean")  # the checks on losses alone
+
+
+def loss_verdict(candidate: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, Any]:
+    """The contract's loss checks of a training pass's K steps ({"losses", "grad_norms"}) against
+    the same steps without it (ab_runtime/train/passes.py): a pass may not change what is learnt."""
+    checks = [c for c in verdict(candidate, baseline)["checks"] if c["name"] in LOSS_CHECKS]
+    return {"passed": all(c["passed"] for c in checks), "checks": checks}
+
+
 # Evaluation before / after: the held-out loss must fall by more than this fraction to count as
 # improved, rise by more than it to count as worse.
 EVAL_FLAT_REL = 0.01

@@ -221,7 +221,9 @@ class Trainer(DistributedPart, GuardsPart, CheckpointPart):
         self.model = self._wrap(model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         optimizer_cls, self.optimizer_reason = adamw_class(self.device, sharded=self.strategy == "fsdp2")
-        self.optimizer = optimizer_cls(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = optimizer_cls(self.params, **self._optimizer_options(optimizer_cls))
+        if "compile" in cfg.passes:
+            self.core.compile()  # in place: the parameters keep their names (checkpoints, digests)
         self.data = prepare_data(cfg, self.paradigm, self.model_config)
         self.step_index = 0
         self.position = corpus.Position(0, 0)
@@ -230,6 +232,18 @@ class Trainer(DistributedPart, GuardsPart, CheckpointPart):
         self.last_grads: dict[str, torch.Tensor] = {}
         self.micro_batch = cfg.batch // self.world // cfg.accumulation  # halved by the out-of-memory ladder
         self.oom_fallbacks: list[dict[str, Any]] = []
+
+    def _optimizer_options(self, optimizer_cls: Any) -> dict[str, Any]:
+        """AdamW's arguments; the fused_adamw pass asks torch's AdamW for its fused kernel. The
+        injected fault `wrong_fused_adamw` makes that pass wrong (it climbs the loss): the pass
+        search must refuse it by its losses (tests)."""
+        options: dict[str, Any] = {"lr": self.cfg.lr, "weight_decay": self.cfg.weight_decay}
+        if "fused_adamw" in self.cfg.passes and optimizer_cls is torch.optim.AdamW:
+            options["fused"] = True
+            self.optimizer_reason += "; fused kernel (the fused_adamw pass)"
+            if self.cfg.fault.get("wrong_fused_adamw"):
+                options["maximize"] = True
+        return options
 
     def _spread(self, model: nn.Module, memory: int | None, devices: int) -> tuple[nn.Module, dict[str, str]]:
         """(the model, its device map) over this process's accelerators through accelerate

@@ -3,6 +3,7 @@
     python -m ab_runtime.train.run train --config train.json --out DIR [--resume]
     python -m ab_runtime.train.run contract --config train.json --out DIR
     python -m ab_runtime.train.run profile --config train.json --out DIR
+    python -m ab_runtime.train.run passes --config contract.json --out DIR [--candidates compile,fused_adamw]
 
 `train` trains cfg.steps global steps (resuming from the newest good checkpoint with --resume),
 evaluates the held-out split before and after, and writes metrics.jsonl (one line per step),
@@ -10,7 +11,8 @@ evaluation.json and train_result.json. `contract` trains the target and the CPU 
 K = cfg.steps steps from the same weights, data order and seeds and writes contract.json: both
 logs, the per-parameter gradient cosines of the first step, the checkpoint round trip and the
 verdict of the framework's table (contract.py). `profile` writes profile.json and its trace
-(profile.py: where a steady-state step's time goes, FLOPs per token). All end with the RESULT line; a guard's stop is
+(profile.py: where a steady-state step's time goes, FLOPs per token); `passes` tries training
+optimization passes (passes.py) and writes passes.json. All end with the RESULT line; a guard's stop is
 exit 1 with its diagnosis (stopped.json).
 """
 
@@ -35,11 +37,12 @@ from ..fileops import write_text_atomic
 from ..result import Result, run_main
 from . import contract as contract_table
 from .checkpoint import latest_good_checkpoint
-from .config import BF16_WEIGHTS, TrainConfig
+from .config import BF16_WEIGHTS, TRAINING_PASSES, TrainConfig
 from .corpus import CorpusError
 from .distributed import close_distributed, exit_rank, under_torchrun
 from .guards import TrainingStopped
 from .harness import Trainer, digest_parameters, metrics_log
+from .passes import PASSES_FILE, run_passes
 from .profile import run_profile
 
 EVAL_BEFORE = "evaluation_before.json"
@@ -114,6 +117,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
         "optimizer": trainer.optimizer_reason,
         "adapted": trainer.adapted,
         "adapted_reason": trainer.adapted_reason,
+        "passes": list(cfg.passes),
         "resumed_from": resumed_from,
         "micro_batch": trainer.micro_batch,
         "oom_fallbacks": trainer.oom_fallbacks,
@@ -211,10 +215,17 @@ def run_contract(cfg: TrainConfig, out: Path) -> Result:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("train", "contract", "profile"))
+    parser.add_argument("command", choices=("train", "contract", "profile", "passes"))
     parser.add_argument("--config", type=Path, required=True, help="train.json")
     parser.add_argument("--out", type=Path, required=True, help="the run's output directory")
     parser.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint under --out")
+    parser.add_argument(
+        "--candidates", default=",".join(TRAINING_PASSES), help="passes: the passes to try, comma-separated"
+    )
+    parser.add_argument("--file", default=PASSES_FILE, help="passes: the record's file name in --out")
+    parser.add_argument(
+        "--judge-steps", type=int, default=0, help="passes: steps judged in lockstep (default: the config's)"
+    )
     return parser.parse_args(argv)
 
 
@@ -240,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             return run_contract(cfg, args.out)
         if args.command == "profile":
             return run_profile(cfg, args.out)
+        if args.command == "passes":
+            candidates = [c for c in args.candidates.split(",") if c]
+            if unknown := sorted(set(candidates) - set(TRAINING_PASSES)):
+                raise SpecError(f"unknown training pass(es) {', '.join(unknown)} (known: {', '.join(TRAINING_PASSES)})")
+            judged = replace(cfg, steps=args.judge_steps) if args.judge_steps > 0 else cfg
+            return run_passes(judged, args.out, candidates, args.file)
         try:
             return train(cfg, args.out, args.resume)
         except TrainingStopped as exc:
