@@ -38,6 +38,7 @@ from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.stack import env_stack
 from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.devices import DeviceSpecError
 from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
@@ -46,6 +47,7 @@ from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOut
 from ascendbridge.stage_inputs import run_with_inputs
 from training.figures import FIGURES_FILE, LOSS_CURVE, draw, step_log, training_figures, write_events
 from training.hub_data import cache_dataset
+from training.preflight import package_measure, preflight, with_events
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_DIR, TRAIN_PY, config_text, render_package
 from training.settings import TrainingSettings
 
@@ -220,6 +222,17 @@ class TrainingStage:
         if not sync.ok:
             return failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
         env = {"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {}
+        stack = lambda: str(env_stack(directory)["stack_id"])  # noqa: E731  (probed only when not cached)
+        pre = preflight(ctx, settings, job.steps, stack, package_measure(directory, settings, job.processes, env))
+        if pre.refusal is not None:
+            return pre.refusal
+        return with_events(self._train(ctx, settings, job, resumed, env), pre.events)
+
+    def _train(
+        self, ctx: StageContext, settings: TrainingSettings, job: TrainingJob, resumed: bool, env: dict[str, str]
+    ) -> StageOutcome:
+        """The baseline contract (unless a run is resumed), then the training under the hang watch."""
+        directory = ctx.adaptation_dir
         if not resumed:
             ctx.say(
                 f"baseline contract: {settings.contract_steps} steps, {settings.device} {settings.precision} "
