@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from ab_runtime.result import read_result
@@ -24,6 +25,7 @@ from ascendbridge.hostcheck.expectations import expectation_for, table
 from ascendbridge.hostcheck.judge import ACCEPTED, BELOW, judge, ratio
 from ascendbridge.runtime import payload
 from ascendbridge.stage_api import StageContext
+from tests.dashboard.dash_support import served
 from tests.training.train_support import CORPUS
 from training.preflight import REFUSAL_RULE, preflight
 from training.settings import TrainingSettings
@@ -145,6 +147,25 @@ def test_the_second_preflight_on_the_same_host_and_stack_reads_the_board_instead
     assert measure.calls == 2 and [e.kind for e in other.events] == [ACCEPTANCE_EVENT]
 
 
+def test_the_hosts_page_shows_each_hosts_acceptance_table(board: BoardStore, tmp_path: Path) -> None:
+    first = measurement(gemm_float32=0.8)
+    slow = measurement(gemm_float32=0.2)
+    board.record_host_acceptance(
+        {"host": "box-a", "stack_id": "s1", "measurement": first, "judged": judge(first, None, None)}, "box-a first"
+    )
+    judged = judge(slow, None, first)
+    board.record_host_acceptance({"host": "box-a", "stack_id": "s2", "measurement": slow, "judged": judged}, "slow")
+    assert [e.kind for e in board.list_events(limit=3, newest_first=True)][:2] == [WARNING_EVENT, ACCEPTANCE_EVENT]
+    (tmp_path / "logs").mkdir()
+    with served(tmp_path, Path(board.path), tmp_path / "logs", tmp_path / "adaptations") as url:
+        page = httpx.get(f"{url}/agents", timeout=30).text
+    section = page[page.index('id="host-acceptance"') :]
+    assert section.count("GEMM float32") == 2 and "stack s1" in section and "stack s2" in section
+    assert "0.25 <strong>below</strong>" in section and "this host&#39;s first acceptance" in section
+    assert section.index("stack s2") < section.index("stack s1")  # newest first
+    assert "n/a, host is the device" in section
+
+
 def test_a_measurement_that_fails_is_a_warning_and_never_stops_the_job(board: BoardStore, tmp_path: Path) -> None:
     def broken() -> dict[str, Any]:
         raise RuntimeError("no device")
@@ -184,3 +205,19 @@ def test_this_cpu_measured_for_real_and_accepted_by_hand_then_read_back(torch_py
     assert shown.returncode == 0 and "the board record" in shown.stderr and "GEMM float32" in shown.stdout
     (record,) = board.host_acceptances(HOST)
     assert record.device_kind == "cpu" and record.data["measurement"]["figures"]["gemm_float32"]["value"] > 0
+
+
+@pytest.mark.parametrize("device", ["npu", "cuda"])
+def test_an_accelerator_this_host_lacks_is_refused_by_the_device_layer_never_measured_on_cpu(
+    torch_python: Path, device: str
+) -> None:
+    proc = subprocess.run(
+        [str(torch_python), "-m", "ab_runtime.host_acceptance", "--device", device],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    result = read_result(proc.stdout)
+    assert proc.returncode == 1 and result is not None and result["ok"] is False, proc.stdout + proc.stderr
+    assert f"device '{device}' requested but not available" in result["error"] and "figures" not in result
