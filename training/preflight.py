@@ -51,6 +51,7 @@ class Preflight:
 
 
 def measure_command(device: str, budget_s: float, allreduce: bool) -> list[str]:
+    """The interpreter's arguments of the measurement (the stage and the command by hand run the same)."""
     return [
         "-m",
         "ab_runtime.host_acceptance",
