@@ -90,11 +90,15 @@ def cached_records(ctx: StageContext, host: str) -> list[HostAcceptanceRecord]:
 
 
 def baseline_of(records: list[HostAcceptanceRecord], device_name: str) -> dict[str, Any] | None:
-    """The measurement of this host's first acceptance on a device of this name (None: none yet)."""
-    for record in records:
-        if record.device_name == device_name:
-            return dict(record.data.get("measurement") or {})
-    return None
+    """This host's first acceptance on a device of this name, {"measured_at", "measurement"} (None: none
+    yet). Each record keeps the baseline it was judged against, so measuring a stack again (`--fresh`,
+    which replaces its record) never loses the host's first figures."""
+    kept = [
+        r.data.get("baseline") or {"measured_at": r.measured_at, "measurement": r.data.get("measurement") or {}}
+        for r in records
+        if r.device_name == device_name
+    ]
+    return min(kept, key=lambda b: str(b["measured_at"])) if kept else None
 
 
 def accept(
@@ -111,15 +115,18 @@ def accept(
     measurement = dict(cached.data.get("measurement") or {}) if cached else measure()
     device = measurement.get("device") or {}
     row = expectation_for(str(device.get("kind") or ""), str(device.get("name") or ""))
-    judged = judge(measurement, row, baseline_of(records, str(device.get("name") or "")), min_ratio)
+    now = now_iso()
+    baseline = baseline_of(records, str(device.get("name") or "")) or {"measured_at": now, "measurement": measurement}
+    judged = judge(measurement, row, baseline["measurement"], min_ratio)
     if cached is not None:
         return judged, None
     record = {
         "host": host,
         "stack_id": stack_id,
-        "measured_at": now_iso(),
+        "measured_at": now,
         "measurement": measurement,
         "judged": judged,
+        "baseline": baseline,
     }
     return judged, record
 

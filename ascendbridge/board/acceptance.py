@@ -33,7 +33,7 @@ def put_acceptance(s: Session, data: dict[str, Any]) -> HostAcceptance:
     row.verdict = str(judged.get("verdict") or "")
     row.worst_ratio = judged.get("worst_ratio")
     row.measured_at = str(data.get("measured_at") or now_iso())
-    row.data_json = dumps({"measurement": data.get("measurement") or {}, "judged": judged})
+    row.data_json = dumps({key: data.get(key) or {} for key in ("measurement", "judged", "baseline")})
     s.add(row)
     return row
 

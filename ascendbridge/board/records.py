@@ -172,7 +172,7 @@ class HostDeviceRecord(HostDeviceColumns):
 
 
 class HostAcceptanceRecord(HostAcceptanceColumns):
-    data: dict[str, Any] = Field(default_factory=dict)  # {"measurement", "judged"}
+    data: dict[str, Any] = Field(default_factory=dict)  # {"measurement", "judged", "baseline"}
 
     @classmethod
     def of(cls, row: HostAcceptance) -> HostAcceptanceRecord:

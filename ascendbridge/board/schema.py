@@ -223,4 +223,6 @@ class HostAcceptance(HostAcceptanceColumns, table=True):
 
     __tablename__ = "host_acceptance"
 
-    data_json: str = "{}"  # {"measurement": ..., "judged": {"rows", "verdict", ...}}
+    data_json: str = (
+        "{}"  # {"measurement", "judged": {"rows", "verdict", ...}, "baseline": {"measured_at", "measurement"}}
+    )

@@ -27,7 +27,7 @@ from ascendbridge.runtime import payload
 from ascendbridge.stage_api import StageContext
 from tests.dashboard.dash_support import served
 from tests.training.train_support import CORPUS
-from training.preflight import REFUSAL_RULE, preflight
+from training.preflight import REFUSAL_RULE, accept, preflight
 from training.settings import TrainingSettings
 
 HOST = socket.gethostname()
@@ -145,6 +145,20 @@ def test_the_second_preflight_on_the_same_host_and_stack_reads_the_board_instead
     assert "from the board" in ctx.log.getvalue()
     other = preflight(ctx, settings, 30, lambda: "stack-b", measure)  # another stack: measured
     assert measure.calls == 2 and [e.kind for e in other.events] == [ACCEPTANCE_EVENT]
+
+
+def test_measuring_a_stack_again_keeps_the_hosts_first_acceptance_as_its_baseline(board: BoardStore) -> None:
+    """`--fresh` replaces the stack's record; the host's first figures stay the CPU's expectation."""
+    for value in (1.0, 0.9, 0.3):
+        judged, record = accept(
+            board.host_acceptances(HOST), HOST, "s", lambda v=value: measurement(gemm_float32=v), 0.5, fresh=True
+        )
+        assert record is not None
+        board.record_host_acceptance(record, "measured again")
+    (only,) = board.host_acceptances(HOST)
+    assert only.data["baseline"]["measurement"]["figures"]["gemm_float32"]["value"] == 1.0
+    row = judged["rows"][0]
+    assert (row["expected"], row["ratio"], judged["verdict"]) == (1.0, 0.3, BELOW)
 
 
 def test_the_hosts_page_shows_each_hosts_acceptance_table(board: BoardStore, tmp_path: Path) -> None:
