@@ -18,6 +18,7 @@ Ends with the RESULT line (ab_runtime/result.py): {"ok", "device", "figures", ..
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -129,6 +130,9 @@ def measure(requested: str = "auto", budget_s: float = 1.0, allreduce: bool = Fa
         "ok": True,
         "device": {"kind": choice.kind, "name": choice.name, "torch_device": choice.torch_device},
         "threads": torch.get_num_threads(),
+        # what else ran: on a shared host the figures follow the load (docs/training.md, "Host acceptance")
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
         "torch": torch.__version__,
         "torch_npu": choice.torch_npu_version,
         "machine": platform.machine(),

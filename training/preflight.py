@@ -132,8 +132,13 @@ def accept(
 
 
 def table_lines(judged: dict[str, Any]) -> list[str]:
-    """The table people read, one figure a line: measured (median, slowest), expected, source, ratio."""
-    lines = [f"host acceptance ({judged['device']}), warning below {judged['min_ratio']:g} x expected:"]
+    """The table people read, one figure a line: measured (median, slowest), expected, source, ratio;
+    headed by the host's load while it was measured (what a low figure on a shared host first means)."""
+    load = judged.get("load_average") or ["?"]
+    lines = [
+        f"host acceptance ({judged['device']}, load {load[0]} on {judged.get('cpus') or '?'} cores), "
+        f"warning below {judged['min_ratio']:g} x expected:"
+    ]
     for r in judged["rows"]:
         if r["measured"] is None:
             lines.append(f"  {r['label']:<36} {r['note']}")

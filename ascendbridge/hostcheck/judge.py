@@ -110,6 +110,8 @@ def judge(
         "worst_ratio": min(ratios) if ratios else None,
         "min_ratio": min_ratio,
         "device": row.name if row is not None else "unlisted device",
+        "load_average": measurement.get("load_average"),  # the host's load while measured, and its cores
+        "cpus": measurement.get("cpus"),
         "rows": rows,
     }
 
