@@ -157,6 +157,8 @@ def test_measuring_a_stack_again_keeps_the_hosts_first_acceptance_as_its_baselin
         board.record_host_acceptance(record, "measured again")
     (only,) = board.host_acceptances(HOST)
     assert only.data["baseline"]["measurement"]["figures"]["gemm_float32"]["value"] == 1.0
+    (exported,) = json.loads(json.dumps(board.export()))["host_acceptance"]  # what `board_ops.py export` writes
+    assert (exported["host"], exported["stack_id"], exported["verdict"]) == (HOST, "s", BELOW)
     row = judged["rows"][0]
     assert (row["expected"], row["ratio"], judged["verdict"]) == (1.0, 0.3, BELOW)
 
