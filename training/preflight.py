@@ -150,6 +150,8 @@ def table_lines(judged: dict[str, Any]) -> list[str]:
             f"  {r['label']:<36} {r['measured']:>10g} {r['unit']:<8} {spread}"
             f"  expected {expected}  ratio {ratio}{'  BELOW' if r['below'] else ''}  [{r['source']}]"
         )
+    if judged.get("source_url"):
+        lines.append(f"  datasheet: {judged['source_url']}")
     lines.append(summary(judged))
     return lines
 

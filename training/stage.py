@@ -222,8 +222,8 @@ class TrainingStage:
         if not sync.ok:
             return failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
         env = {"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {}
-        stack = lambda: str(env_stack(directory)["stack_id"])  # noqa: E731  (probed only when not cached)
-        pre = preflight(ctx, settings, job.steps, stack, package_measure(directory, settings, job.processes, env))
+        measure = package_measure(directory, settings, job.processes, env)
+        pre = preflight(ctx, settings, job.steps, lambda: str(env_stack(directory)["stack_id"]), measure)
         if pre.refusal is not None:
             return pre.refusal
         return with_events(self._train(ctx, settings, job, resumed, env), pre.events)

@@ -67,7 +67,7 @@ def _expected(
 ) -> tuple[float | None, str]:
     """The figure's expectation and where it comes from."""
     if row is not None and name in row.figures:
-        return row.figures[name], f"{row.name} datasheet ({row.source_url})"
+        return row.figures[name], f"{row.name} datasheet"
     value = (baseline or {}).get(name, {}).get("value")
     return (float(value), "this host's first acceptance") if value is not None else (None, "none")
 
@@ -110,6 +110,7 @@ def judge(
         "worst_ratio": min(ratios) if ratios else None,
         "min_ratio": min_ratio,
         "device": row.name if row is not None else "unlisted device",
+        "source_url": row.source_url if row is not None else "",  # the datasheet the table's row cites
         "load_average": measurement.get("load_average"),  # the host's load while measured, and its cores
         "cpus": measurement.get("cpus"),
         "rows": rows,

@@ -78,6 +78,8 @@ def test_a_listed_device_is_judged_against_its_datasheet_and_a_cpu_against_its_f
     assert rows["gemm_float32"]["ratio"] == round(20.0 / 67.0, 4) and rows["gemm_float32"]["below"]
     assert judged["verdict"] == BELOW and judged["below"] == ["gemm_float32"]
     assert rows["host_to_device"]["ratio"] is None and rows["host_to_device"]["note"].startswith("n/a")
+    assert rows["gemm_bfloat16"]["source"] == "NVIDIA H100 SXM5 80GB datasheet"
+    assert judged["source_url"] == "https://www.nvidia.com/en-us/data-center/h100/"
 
     cpu = expectation_for("cpu", "AMD EPYC")
     first = measurement(gemm_float32=0.2)
