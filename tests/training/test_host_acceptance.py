@@ -23,12 +23,15 @@ from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.hostcheck.expectations import expectation_for, table
 from ascendbridge.hostcheck.judge import ACCEPTED, BELOW, judge, ratio
+from ascendbridge.package.generator import generate
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.runtime import payload
 from ascendbridge.stage_api import StageContext
 from tests.dashboard.dash_support import served
 from tests.training.train_support import CORPUS
 from training.preflight import REFUSAL_RULE, accept, preflight
 from training.settings import TrainingSettings
+from training.stage import TRAINING_STAGE
 
 HOST = socket.gethostname()
 
@@ -239,3 +242,64 @@ def test_an_accelerator_this_host_lacks_is_refused_by_the_device_layer_never_mea
     result = read_result(proc.stdout)
     assert proc.returncode == 1 and result is not None and result["ok"] is False, proc.stdout + proc.stderr
     assert f"device '{device}' requested but not available" in result["error"] and "figures" not in result
+
+
+def _cpu_name() -> str:
+    """The CPU's name as the device layer reports it (ab_runtime/device.py reads the same line)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    pytest.skip("no /proc/cpuinfo model name here")
+
+
+@pytest.mark.timeout(600)
+def test_the_stage_refuses_a_long_job_on_a_host_whose_first_acceptance_it_no_longer_reaches(
+    board: BoardStore, torch_python: Path
+) -> None:
+    """Through the stage's run: the board's first acceptance of this host (its baseline) is set a
+    million times above anything it measures, so the stage measures, judges and refuses the job
+    before its baseline contract, with the figures; nothing is trained."""
+    ((record, _),) = board.register_models(
+        [
+            Registration(
+                model_id="demo/llama",
+                source="local",
+                path=str(REPO_ROOT / "demo_models" / "tiny-llama"),
+                training=TrainingJob(data=str(CORPUS), steps=4),
+            )
+        ]
+    )
+    task = board.list_tasks(stage="training", model_id=record.model_id)[0]
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        task_family="causal_lm",
+        model_class="LlamaForCausalLM",
+        model_type="llama",
+        model=ModelSource(model_id=record.model_id, source="local", path=str(REPO_ROOT / "demo_models" / "tiny-llama")),
+    )
+    directory = Path(board.path).parent / "adaptations" / record.adaptation_name
+    assert generate(spec, directory).ok
+    record = board.set_env_mode(record.model_id, "system", str(torch_python))
+    fast = measurement(name=_cpu_name(), gemm_float32=1e6, gemm_bfloat16=1e6, copy_bandwidth=1e9)
+    board.record_host_acceptance(
+        {"host": HOST, "stack_id": "an-older-stack", "measurement": fast, "judged": judge(fast, None, None)}, "first"
+    )
+    settings = {"training_threads": 1, "training_host_acceptance": "refuse", "training_acceptance_long_steps": 4}
+    ctx = StageContext(
+        model=record,
+        task=task,
+        adaptation_dir=directory,
+        board_path=Path(board.path),
+        log=io.StringIO(),
+        settings=settings,
+    )
+    outcome = TRAINING_STAGE.run(ctx)
+    diagnosis = outcome.diagnosis or {}
+    assert outcome.status == "failed" and diagnosis["rule"] == REFUSAL_RULE, (outcome, ctx.log.getvalue())
+    assert diagnosis["retryable"] is False
+    below = {r["figure"]: r for r in diagnosis["below"]}
+    assert {"gemm_float32", "gemm_bfloat16", "copy_bandwidth"} <= set(below)
+    assert below["gemm_float32"]["expected"] == 1e6 and 0 < below["gemm_float32"]["measured"] < 1e6
+    assert [e.kind for e in outcome.events] == [ACCEPTANCE_EVENT, WARNING_EVENT]
+    assert outcome.events[0].data["stack_id"] != "an-older-stack"  # the package's own stack, measured now
+    assert not (directory / "train/run/contract.json").exists() and not (directory / "train/run/metrics.jsonl").exists()
