@@ -32,7 +32,6 @@ from ascendbridge.stage_api import AgentEvent, StageContext, StageOutcome, faile
 from training.settings import TrainingSettings
 
 MEASURE_TIMEOUT_S = 600.0
-REFUSAL_RULE = "host_below_expectation"
 
 Measure = Callable[[], dict[str, Any]]  # the measurement's RESULT (ab_runtime.host_acceptance), or raises
 
@@ -181,7 +180,8 @@ def preflight(
     events.append(AgentEvent(WARNING_EVENT, f"{host}: {summary(judged)}", data))
     if settings.host_acceptance != "refuse" or steps < settings.acceptance_long_steps:
         return Preflight(events, judged=judged)
-    refusal = failed(f"{host} refused for a {steps}-step job: {summary(judged)}", REFUSAL_RULE, retryable=False, **data)
+    summary_line = f"{host} refused for a {steps}-step job: {summary(judged)}"
+    refusal = failed(summary_line, "host_below_expectation", retryable=False, **data)
     return Preflight(events, with_events(refusal, events), judged)
 
 

@@ -29,7 +29,7 @@ from ascendbridge.runtime import payload
 from ascendbridge.stage_api import StageContext
 from tests.dashboard.dash_support import served
 from tests.training.train_support import CORPUS
-from training.preflight import REFUSAL_RULE, accept, preflight
+from training.preflight import accept, preflight
 from training.settings import TrainingSettings
 from training.stage import TRAINING_STAGE
 
@@ -114,7 +114,7 @@ def test_a_long_job_on_a_host_far_under_its_expectation_is_refused_with_the_figu
     out = preflight(ctx, refuse, 500, lambda: "new-stack", slow)
     assert out.refusal is not None and out.refusal.status == "failed", ctx.log.getvalue()
     diagnosis = out.refusal.diagnosis or {}
-    assert diagnosis["rule"] == REFUSAL_RULE and diagnosis["retryable"] is False
+    assert diagnosis["rule"] == "host_below_expectation" and diagnosis["retryable"] is False
     (below,) = diagnosis["below"]
     assert (below["figure"], below["measured"], below["expected"], below["ratio"]) == ("gemm_float32", 0.1, 1.0, 0.1)
     assert "GEMM float32 0.1 TFLOP/s vs 1 expected (ratio 0.10)" in out.refusal.summary
@@ -295,7 +295,7 @@ def test_the_stage_refuses_a_long_job_on_a_host_whose_first_acceptance_it_no_lon
     )
     outcome = TRAINING_STAGE.run(ctx)
     diagnosis = outcome.diagnosis or {}
-    assert outcome.status == "failed" and diagnosis["rule"] == REFUSAL_RULE, (outcome, ctx.log.getvalue())
+    assert outcome.status == "failed" and diagnosis["rule"] == "host_below_expectation", (outcome, ctx.log.getvalue())
     assert diagnosis["retryable"] is False
     below = {r["figure"]: r for r in diagnosis["below"]}
     assert {"gemm_float32", "gemm_bfloat16", "copy_bandwidth"} <= set(below)
