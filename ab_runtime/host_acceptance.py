@@ -66,15 +66,21 @@ def _rate(work: float, samples: list[float], scale: float) -> dict[str, float]:
     only ever adds time, so the fastest is what the device delivers (the project's rule, ab_runtime/pairstats.py);
     the median and the slowest repeat are its spread, so a loaded host shows as a wide one."""
     return {
-        "value": round(work / min(samples) / scale, 4),
-        "median": round(work / statistics.median(samples) / scale, 4),
-        "low": round(work / max(samples) / scale, 4),
+        "value": _four(work / min(samples) / scale),
+        "median": _four(work / statistics.median(samples) / scale),
+        "low": _four(work / max(samples) / scale),
         "repeats": len(samples),
     }
 
 
-def gemm(choice: DeviceChoice, name: str, budget_s: float) -> dict[str, Any] | None:
-    """TFLOP/s of a square matmul in dtype `name`; None when this device's matmul refuses the dtype."""
+def _four(value: float) -> float:
+    """Four significant digits: a CPU's float16 GEMM (0.0012 TFLOP/s) keeps as many as an H100's."""
+    return float(f"{value:.4g}")
+
+
+def gemm(choice: DeviceChoice, name: str, budget_s: float) -> dict[str, Any]:
+    """TFLOP/s of a square matmul in dtype `name`, or {"unsupported": why} where this device's matmul
+    refuses the dtype."""
     dtype = getattr(torch, name)
     side = GEMM_N[choice.kind][name]
     try:
