@@ -57,6 +57,10 @@ REFUSALS: dict[str, str] = {
     "`board_ops.py retry MODEL --stage training`",
     "training_refused": 'fix what the reason names (a corpus format docs/training.md "Data" lists, or a model '
     "of a paradigm it trains: causal LM, masked LM, seq2seq), then `board_ops.py retry MODEL --stage training`",
+    "host_below_expectation": "find why the host is slow (a throttled or hot card: `npu-smi info` / "
+    "`nvidia-smi -q -d PERFORMANCE`; a link down; other jobs on it), measure it again "
+    "(`uv run python -m training.host_acceptance --adapt NAME --fresh`), or run the job with "
+    "`--set training.host_acceptance=warn`; then `board_ops.py retry MODEL --stage training`",
     # the team lead, before an attempt starts: a timed stage's claim is larger than the host
     "not_enough_devices": "run it on a host with that many timed slots (`--devices npu:LIST` / `cuda:LIST`; on a "
     "CPU-only host more cores, or a smaller `--timed-cores`), or register it needing fewer (a training job: "

@@ -83,6 +83,7 @@ def agents_page(request: Request, d: Dashboard = Depends(dashboard)) -> HTMLResp
             "page": "agents",
             "agents": agents,
             "hosts": views.host_rows(d, agents),
+            "acceptance": views.acceptance_rows(d),
             "fresh_s": d.heartbeat_fresh_s,
             "last_event_id": d.queries.last_event_id(),
         },

@@ -85,6 +85,16 @@ def host_rows(d: Dashboard, agents: list[dict[str, Any]]) -> list[dict[str, Any]
     return rows
 
 
+def acceptance_rows(d: Dashboard) -> list[dict[str, Any]]:
+    """Each host's acceptance per stack, newest first: the verdict and the judged table the training
+    preflight recorded (measured, expected, source, ratio per figure; ascendbridge/hostcheck/judge.py)."""
+    rows = []
+    for record in reversed(d.store.host_acceptances()):
+        judged = record.data.get("judged") or {}
+        rows.append({**record.model_dump(exclude={"data"}), "judged": judged, "table": judged.get("rows") or []})
+    return rows
+
+
 def funnel(counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
     """Per stage: every status count plus how many models got through it (completed or skipped)."""
     total = sum(counts.get(STAGES[0], {}).values())

@@ -44,6 +44,7 @@ CASES: list[tuple[list[str], list[str]]] = [
     (["serving/scripts/check_serving.py"], ["--adapt", "no-such-adaptation"]),
     (["training/scripts/check_training.py"], ["--adapt", "no-such-adaptation"]),
     (["training/scripts/loss_curve.py"], ["--out", "/no/such/run"]),
+    (["training/scripts/host_acceptance.py"], ["--adapt", "no-such-adaptation"]),
     (["-m", "serving.env"], ["--no-such-flag"]),
     (["optimization/scripts/check_accuracy_run_perf.py"], ["--adaptation-dir", ".", "--pairs", "1"]),
     (["optimization/scripts/check_optimization_notes.py"], ["--adapt", "no-such-adaptation"]),

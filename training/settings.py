@@ -46,6 +46,11 @@ class TrainingSettings(DeviceSettings):
     threads: int = Field(0, ge=0)  # torch intra-op threads (OMP_NUM_THREADS; 0: torch's default)
     run_timeout_s: float = Field(7200.0, gt=0)
     sync_timeout_s: float = Field(uv_env.SYNC_TIMEOUT_S, gt=0)
+    # host acceptance before the job (training/preflight.py; docs/training.md "Host acceptance"): off | warn | refuse
+    host_acceptance: Literal["off", "warn", "refuse"] = "warn"
+    acceptance_min_ratio: float = Field(0.5, gt=0, le=1)  # a figure under this x its expectation is a warning
+    acceptance_long_steps: int = Field(200, ge=1)  # "refuse" refuses jobs of at least this many steps
+    acceptance_budget_s: float = Field(1.0, gt=0, le=30)  # timed seconds per measured figure
     # test-only: the harness's injected faults (ab_runtime/train/config.py TrainConfig.fault, e.g.
     # {"nan_at_step": 5}) in the training run's config; never in the contract's, dropped by the gate's re-run
     fault: Annotated[dict[str, int], NoDecode] = {}  # JSON (--set or the variable); pydantic copies the default

@@ -38,6 +38,7 @@ from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.stack import env_stack
 from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.devices import DeviceSpecError
 from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
@@ -57,6 +58,7 @@ from training.figures import (
     write_events,
 )
 from training.hub_data import cache_dataset
+from training.preflight import package_measure, preflight, with_events
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_DIR, TRAIN_PY, config_text, render_package
 from training.settings import TrainingSettings
 
@@ -243,6 +245,17 @@ class TrainingStage:
         if not sync.ok:
             return failed(f"uv sync --extra {settings.profile} failed", "sync_failed", log_tail=sync.tail(20))
         env = {"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {}
+        measure = package_measure(directory, settings, job.processes, env)
+        pre = preflight(ctx, settings, job.steps, lambda: str(env_stack(directory)["stack_id"]), measure)
+        if pre.refusal is not None:
+            return pre.refusal
+        return with_events(self._train(ctx, settings, job, resumed, env), pre.events)
+
+    def _train(
+        self, ctx: StageContext, settings: TrainingSettings, job: TrainingJob, resumed: bool, env: dict[str, str]
+    ) -> StageOutcome:
+        """The baseline contract (unless a run is resumed), then the training under the hang watch."""
+        directory = ctx.adaptation_dir
         if not resumed:
             ctx.say(
                 f"baseline contract: {settings.contract_steps} steps, {settings.device} {settings.precision} "
@@ -259,7 +272,7 @@ class TrainingStage:
             if problem is not None:
                 return problem
             if settings.pass_list() and job.processes == 1:
-                self._search_passes(ctx, directory, settings, env, written[TRAIN_CONFIG])
+                self._search_passes(ctx, directory, settings, env)
         else:
             ctx.say("resuming the unfinished run from its last good checkpoint")
         watch = [
@@ -309,9 +322,7 @@ class TrainingStage:
         return _trained(run, result, supervision)
 
     @staticmethod
-    def _search_passes(
-        ctx: StageContext, directory: Path, settings: TrainingSettings, env: dict[str, str], train: dict[str, Any]
-    ) -> None:
+    def _search_passes(ctx: StageContext, directory: Path, settings: TrainingSettings, env: dict[str, str]) -> None:
         """Try the training passes (judged by the contract's loss bounds, timed in pairs), then the
         kept ones again in a fresh process; the passes both runs keep go into the run's config.
         The search is optional: when it cannot run, the job trains as configured and the log says why."""
@@ -336,7 +347,7 @@ class TrainingStage:
             if not candidates:
                 return
         ctx.say(f"training with the confirmed pass(es): {', '.join(candidates)}")
-        train = {**train, "passes": candidates}
+        train = {**json.loads((directory / TRAIN_CONFIG).read_text()), "passes": candidates}
         (directory / TRAIN_CONFIG).write_text(config_text(train))
         (directory / RUN_DIR / "config.json").write_text(config_text(train))
 

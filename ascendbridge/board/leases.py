@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from sqlalchemy import bindparam, func, text
 from sqlmodel import Session, col, select
 
+from ascendbridge.board.acceptance import keep_acceptance
 from ascendbridge.board.base import StaleTokenError, StoreBase, _json_list, _pk
 from ascendbridge.board.connection import BoardError
 from ascendbridge.board.records import (
@@ -305,11 +306,11 @@ class LeaseStore(StoreBase):
         attempt brings, under the task's model and stage."""
         fields, metadata = writes.get("model_fields") or {}, writes.get("model_metadata")
         if fields or metadata is not None:
-            model = s.get_one(Model, task.model_pk)
-            self._set_metadata(s, model, dict(fields), metadata, origin, task.stage)
+            self._set_metadata(s, s.get_one(Model, task.model_pk), dict(fields), metadata, origin, task.stage)
         for e in writes.get("events", ()):
             kind, message, data = str(e["kind"]), str(e.get("message", "")), dict(e.get("data") or {})
             self._task_event(s, task, kind, message, data, str(e.get("origin") or "system"))
+            keep_acceptance(s, kind, data)  # a host acceptance event is also the host's record
 
     def release_task(self, task_id: int, token: int, reason: str, origin: str = "team-lead") -> None:
         """Give a task back untouched (shutdown): pending again, the attempt not counted."""

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Connection, text
 
-from ascendbridge.board.schema import HostDevice, Stack
+from ascendbridge.board.schema import HostAcceptance, HostDevice, Stack
 
 V1_DDL: tuple[str, ...] = (
     "CREATE TABLE schema_info (key VARCHAR NOT NULL PRIMARY KEY, value VARCHAR NOT NULL)",
@@ -153,6 +153,11 @@ def _v6_to_v7(conn: Connection) -> None:
     _insert_skipped_stage(conn, "quantization", V7_STAGE_ORDER)
 
 
+def _v7_to_v8_host_acceptance(conn: Connection) -> None:
+    """Version 8 adds host acceptance: each host's measured figures per stack (the training preflight's cache)."""
+    HostAcceptance.__table__.create(conn)  # type: ignore[attr-defined]  # SQLModel sets __table__ on table models; its stubs omit it
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -160,4 +165,5 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8_host_acceptance,
 }

@@ -18,14 +18,16 @@ from urllib.parse import quote
 from sqlalchemy import create_engine
 from sqlmodel import Session
 
+from ascendbridge.board.acceptance import AcceptanceStore
 from ascendbridge.board.connection import BoardError, busy_timeout_ms
-from ascendbridge.board.records import EventRecord, ModelRecord
+from ascendbridge.board.records import EventRecord, HostAcceptanceRecord, ModelRecord
 from ascendbridge.board.registry import RegistryStore
 from ascendbridge.board.reporting import ReportingStore
 
 
 class BoardReader(Protocol):
-    """What a stage may read: a model's record and the events (agent runs, environment probes)."""
+    """What a stage may read: a model's record, the events (agent runs, environment probes) and the
+    hosts' acceptance records (the training preflight's cache)."""
 
     path: Path
 
@@ -35,10 +37,12 @@ class BoardReader(Protocol):
 
     def events_of_kind(self, kind: str, model_id: str | None = None, limit: int = 1000) -> list[EventRecord]: ...
 
+    def host_acceptances(self, host: str | None = None) -> list[HostAcceptanceRecord]: ...
+
     def close(self) -> None: ...
 
 
-class ReadOnlyBoard(RegistryStore, ReportingStore):
+class ReadOnlyBoard(RegistryStore, ReportingStore, AcceptanceStore):
     """BoardReader over `mode=ro`: no write engine at all; a write attempt is a BoardError."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:  # no StoreBase.__init__: it opens for writing

@@ -24,6 +24,8 @@ from ascendbridge.board.schema import (
     EventColumns,
     Guidance,
     GuidanceColumns,
+    HostAcceptance,
+    HostAcceptanceColumns,
     HostDevice,
     HostDeviceColumns,
     Metric,
@@ -167,6 +169,14 @@ class HostDeviceRecord(HostDeviceColumns):
     @classmethod
     def of(cls, row: HostDevice) -> HostDeviceRecord:
         return cls(cpus=loads(row.cpus_json) or [], **row.model_dump(exclude={"cpus_json"}))
+
+
+class HostAcceptanceRecord(HostAcceptanceColumns):
+    data: dict[str, Any] = Field(default_factory=dict)  # {"measurement", "judged", "baseline"}
+
+    @classmethod
+    def of(cls, row: HostAcceptance) -> HostAcceptanceRecord:
+        return cls(data=loads(row.data_json, {}), **row.model_dump(exclude={"data_json"}))
 
 
 class MetricRecord(MetricColumns):

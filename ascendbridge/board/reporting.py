@@ -26,12 +26,18 @@ from ascendbridge.board.schema import Attempt, Event, Metric, Model, Stack, Task
 from ascendbridge.stages import COSTED_OUTCOMES, STAGES, check_stage, check_status
 
 if TYPE_CHECKING:
-    from ascendbridge.board.records import AgentRecord, GuidanceRecord, HostDeviceRecord, ModelRecord
+    from ascendbridge.board.records import (
+        AgentRecord,
+        GuidanceRecord,
+        HostAcceptanceRecord,
+        HostDeviceRecord,
+        ModelRecord,
+    )
 
 
 class ReportingStore(StoreBase):
-    """What the dashboard, the CLI and export read. `export` also calls list_models, list_agents
-    and list_guidance, which BoardStore gets from its other parts."""
+    """What the dashboard, the CLI and export read. `export` also calls list_models, list_agents,
+    list_host_devices, host_acceptances and list_guidance, which BoardStore gets from its other parts."""
 
     if TYPE_CHECKING:  # those parts' methods, declared for the type checker only (no second definition)
 
@@ -40,6 +46,8 @@ class ReportingStore(StoreBase):
         def list_agents(self) -> list[AgentRecord]: ...
 
         def list_host_devices(self) -> list[HostDeviceRecord]: ...
+
+        def host_acceptances(self, host: str | None = None) -> list[HostAcceptanceRecord]: ...
 
         def list_guidance(self, model_id: str | None = None, state: str | None = None) -> list[GuidanceRecord]: ...
 
@@ -240,6 +248,7 @@ class ReportingStore(StoreBase):
             },
             "agents": [a.model_dump() for a in self.list_agents()],
             "host_devices": [d.model_dump() for d in self.list_host_devices()],  # attempts carry host/devices
+            "host_acceptance": [r.model_dump() for r in self.host_acceptances()],
             "guidance": [g.model_dump() for g in self.list_guidance()],
             "metrics": [x.model_dump() for x in self.list_metrics()],
             "stacks": self.list_stacks(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class SchemaInfo(SQLModel, table=True):
@@ -205,3 +205,24 @@ class HostDevice(HostDeviceColumns, table=True):
     __tablename__ = "host_devices"
 
     cpus_json: str = "[]"  # the cores this host's team lead may use
+
+
+class HostAcceptanceColumns(SQLModel):
+    host: str = Field(primary_key=True)
+    stack_id: str = Field(primary_key=True)  # the software stack it was measured with (stacks.stack_id)
+    device_kind: str = ""  # npu | cuda | cpu
+    device_name: str = ""  # as torch names it
+    verdict: str = ""  # accepted | below (ascendbridge/hostcheck/judge.py)
+    worst_ratio: float | None = None
+    measured_at: str
+
+
+class HostAcceptance(HostAcceptanceColumns, table=True):
+    """One host's acceptance on one stack (ab_runtime/host_acceptance.py measured, hostcheck judged): the
+    training preflight's cache, so a host and stack is measured once."""
+
+    __tablename__ = "host_acceptance"
+
+    data_json: str = (
+        "{}"  # {"measurement", "judged": {"rows", "verdict", ...}, "baseline": {"measured_at", "measurement"}}
+    )

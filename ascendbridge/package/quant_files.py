@@ -14,7 +14,7 @@ QUANT_EVIDENCE = f"{QUANT_DIR}/quant_evidence.json"
 
 
 def quant_evidence(adaptation_dir: Path) -> dict[str, Any] | None:
-    """quantization/quant_evidence.json, or None without one (or an unreadable one)."""
+    """The quantization stage's evidence file (QUANT_EVIDENCE), or None without one (or an unreadable one)."""
     return capped_read.json_object(Path(adaptation_dir) / QUANT_EVIDENCE, capped_read.EVIDENCE_MAX_BYTES)
 
 

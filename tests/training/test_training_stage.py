@@ -9,6 +9,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -294,6 +295,18 @@ def _adapters_only_changed(package: Path, python: Path, tmp_path: Path) -> None:
     assert probe.returncode == 0, probe.stderr[-3000:]
     changed = json.loads(probe.stdout.splitlines()[-1])
     assert changed["adapters"] and changed["other"] == []
+
+
+@pytest.mark.timeout(1800)
+def test_the_host_is_accepted_before_the_jobs_once_per_host_and_stack(trained: Trained) -> None:
+    """The preflight's record reaches the board with the attempt (training/preflight.py); a job after it
+    on the same host and stack reads it back (on a host with several timed slots, jobs that start
+    together may each measure before the first record lands)."""
+    (record,) = trained.board.host_acceptances()
+    assert record.host == socket.gethostname() and record.device_kind == "cpu", record
+    assert record.data["measurement"]["figures"]["gemm_float32"]["value"] > 0
+    measured = trained.board.events_of_kind("host_acceptance")
+    assert 1 <= len(measured) <= len(JOBS) and {e.data["stack_id"] for e in measured} == {record.stack_id}
 
 
 @pytest.mark.timeout(1800)
