@@ -216,7 +216,9 @@ def trained_table(store: BoardStore) -> Table:
                 f"loss {mine.get('loss_first', 0.0):.2f} -> {mine.get('loss_last', 0.0):.2f}; held-out loss "
                 f"{mine.get('eval_loss_before', 0.0):.2f} -> {mine.get('eval_loss_after', 0.0):.2f} ({verdict}); "
                 f"baseline contract {'passed' if mine.get('contract_passed') == 1.0 else 'failed'}; "
-                f"{mine.get('tokens_per_s', 0.0):,.0f} tokens/s" + _passes_text(mine)
+                f"{mine.get('tokens_per_s', 0.0):,.0f} tokens/s"
+                + (f" (MFU {mine['mfu']:.1%})" if "mfu" in mine else "")
+                + _passes_text(mine)
             )
         else:
             trained = _not_done(task)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ab_runtime import pairstats
 from ab_runtime.train.contract import loss_verdict
+from ab_runtime.train.flops import mfu
 from ab_runtime.train.profile_table import reduce_trace
 from ascendbridge.gatekit.summary import pyplot, save_figure
 from training.events import read_scalars, write_scalars
@@ -28,6 +29,7 @@ FIGURES_FILE = "figures.json"  # in the run directory: the figures the stage pro
 PROFILE_FILE = "profile.json"  # in the run directory: the profiled window (ab_runtime/train/profile.py)
 PASSES_FILE = "passes.json"  # in the run directory: the training-pass search (ab_runtime/train/passes.py)
 CONFIRM_FILE = "passes_confirm.json"  # its fresh-process confirmation of the kept passes
+PEAK_FILE = "peak.json"  # in the run directory: the host acceptance's measured GEMM TFLOP/s per dtype
 VERDICT_VALUE = {"improved": 1.0, "flat": 0.0, "worse": -1.0}
 
 
@@ -155,6 +157,25 @@ def passes_figures(records: list[dict[str, Any]]) -> dict[str, float]:
     return figures
 
 
+def write_peak(run: Path, judged: dict[str, Any]) -> None:
+    """The host acceptance's measured GEMM figures (TFLOP/s per dtype), MFU's denominators."""
+    gemm = {r["figure"]: r["measured"] for r in judged["rows"] if r["figure"].startswith("gemm_") and r["measured"]}
+    (run / PEAK_FILE).write_text(json.dumps(gemm, indent=1, sort_keys=True) + "\n")
+
+
+def read_peak(run: Path) -> dict[str, float]:
+    path = run / PEAK_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def mfu_figures(peak: dict[str, float], precision: str, model_tflops: float | None) -> dict[str, float]:
+    """MFU: the model TFLOP/s over the host's measured GEMM peak of the dtype the run computes in."""
+    dtype = "gemm_float32" if precision == "fp32" else "gemm_bfloat16"
+    if model_tflops is None or not peak.get(dtype):
+        return {}
+    return {"mfu": mfu(model_tflops * 1e12, 1.0, peak[dtype] * 1e12) or 0.0, "peak_tflops": peak[dtype]}
+
+
 def profile_figures(profile: dict[str, Any] | None, tokens_per_s: float) -> dict[str, float]:
     """The profiled window's figures: the model FLOPs per token, the model TFLOP/s the run's median
     tokens/s means, and the shares of the step (compute, optimizer, data, communication, host)."""
@@ -176,6 +197,7 @@ def training_figures(
     supervision: dict[str, Any],
     profile: dict[str, Any] | None = None,
     passes: list[dict[str, Any]] | None = None,
+    peak: dict[str, float] | None = None,
 ) -> dict[str, float]:
     evaluation = result["evaluation"]
     rates = [float(s["tokens_per_s"]) for s in steps if s.get("tokens_per_s")]
@@ -201,7 +223,9 @@ def training_figures(
         if key in evaluation["after"]:
             figures[f"eval_{key}_before"] = float(evaluation["before"][key])
             figures[f"eval_{key}_after"] = float(evaluation["after"][key])
-    return {**figures, **profile_figures(profile, figures["tokens_per_s"]), **passes_figures(passes or [])}
+    figures.update(profile_figures(profile, figures["tokens_per_s"]))
+    figures.update(mfu_figures(peak or {}, str(result["precision"]), figures.get("model_tflops")))
+    return {**figures, **passes_figures(passes or [])}
 
 
 def ladder_problems(result: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:

@@ -41,6 +41,7 @@ from training.figures import (
     profile_problems,
     read_events,
     read_passes,
+    read_peak,
     read_profile,
     step_log,
     training_figures,
@@ -116,7 +117,7 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
         steps = step_log(run)
         profile, passes = read_profile(run), read_passes(run)
         problems += profile_problems(run, profile) + passes_problems(passes, train)
-        figures = training_figures(result, steps, contract, supervision, profile, passes)
+        figures = training_figures(result, steps, contract, supervision, profile, passes, read_peak(run))
         problems += [f"figure {d}" for d in recorded_differences(_json(run / FIGURES_FILE), figures)]
         problems += ladder_problems(result, steps)
         if read_events(run / EVENTS_DIR) != event_scalars(run):

@@ -52,10 +52,12 @@ from training.figures import (
     PASSES_FILE,
     draw,
     read_passes,
+    read_peak,
     read_profile,
     step_log,
     training_figures,
     write_events,
+    write_peak,
 )
 from training.hub_data import cache_dataset
 from training.preflight import package_measure, preflight, with_events
@@ -129,7 +131,7 @@ def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> 
     draw(run, run / LOSS_CURVE)
     write_events(run)
     profile = read_profile(run)
-    figures = training_figures(result, steps, contract, supervision, profile, read_passes(run))
+    figures = training_figures(result, steps, contract, supervision, profile, read_passes(run), read_peak(run))
     (run / FIGURES_FILE).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")  # the gate recomputes it
     evaluation = result["evaluation"]["verdict"]
     summary = (
@@ -249,6 +251,8 @@ class TrainingStage:
         pre = preflight(ctx, settings, job.steps, lambda: str(env_stack(directory)["stack_id"]), measure)
         if pre.refusal is not None:
             return pre.refusal
+        if pre.judged is not None:
+            write_peak(directory / RUN_DIR, pre.judged)  # MFU's denominator
         return with_events(self._train(ctx, settings, job, resumed, env), pre.events)
 
     def _train(

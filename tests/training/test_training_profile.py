@@ -11,7 +11,7 @@ import pytest
 
 from ab_runtime.train.flops import mfu, training_flops_per_token
 from ab_runtime.train.profile_table import reduce_trace
-from training.figures import PROFILE_FILE, profile_figures, profile_problems
+from training.figures import PROFILE_FILE, mfu_figures, profile_figures, profile_problems, read_peak, write_peak
 
 
 def op(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: int = 1) -> dict[str, Any]:
@@ -73,3 +73,20 @@ def test_the_gate_refuses_a_table_its_trace_does_not_give(tmp_path: Path) -> Non
     assert profile_problems(tmp_path, profile) == [] and profile_problems(tmp_path, None) == []
     profile["table"]["shares"]["compute"] = 0.9  # a flattering edit
     assert profile_problems(tmp_path, profile) == [f"{PROFILE_FILE}: the table is not what its trace reduces to"]
+
+
+def test_mfu_is_the_model_tflops_over_the_measured_gemm_of_the_runs_dtype(tmp_path: Path) -> None:
+    judged = {
+        "rows": [
+            {"figure": "gemm_float32", "measured": 0.0673},
+            {"figure": "gemm_bfloat16", "measured": 0.851},
+            {"figure": "gemm_float16", "measured": None},  # not supported: no peak
+            {"figure": "copy", "measured": 25.9},
+        ]
+    }
+    write_peak(tmp_path, judged)
+    peak = read_peak(tmp_path)
+    assert peak == {"gemm_float32": 0.0673, "gemm_bfloat16": 0.851}
+    assert mfu_figures(peak, "fp32", 0.0100) == {"mfu": pytest.approx(0.0100 / 0.0673), "peak_tflops": 0.0673}
+    assert mfu_figures(peak, "bf16-autocast", 0.0100)["mfu"] == pytest.approx(0.0100 / 0.851)
+    assert mfu_figures({}, "fp32", 0.01) == {} and mfu_figures(peak, "fp32", None) == {}
