@@ -61,6 +61,9 @@ REFUSALS: dict[str, str] = {
     "not_enough_devices": "run it on a host with that many timed slots (`--devices npu:LIST` / `cuda:LIST`; on a "
     "CPU-only host more cores, or a smaller `--timed-cores`), or register it needing fewer (a training job: "
     "`--train-processes N`), then `board_ops.py retry MODEL --stage STAGE`",
+    # a timed stage, before it loads anything: its memory plan finds no way to fit (docs/memory.md)
+    "memory_plan_refused": "a host with more memory, the target on an accelerator (`--devices`), or a smaller or "
+    "depth-reduced model (the reason names the figures; docs/memory.md), then `board_ops.py retry MODEL --stage STAGE`",
     # every stage's own settings
     "bad_input": "fix the setting or the adaptation.json named in the reason, then retry",
     "benchmark_setup": "fix the setting or the adaptation.json named in the reason, then retry",

@@ -36,6 +36,7 @@ from ab_runtime.train.corpus import hub_dataset
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.memory_plan import MemoryPlan, Room, training_plan
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.train_files import RUN_DIR
@@ -43,7 +44,7 @@ from ascendbridge.runtime.devices import DeviceSpecError
 from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
 from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
-from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.stage_inputs import memory_planned, run_with_inputs
 from training.figures import FIGURES_FILE, LOSS_CURVE, draw, step_log, training_figures, write_events
 from training.hub_data import cache_dataset
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_DIR, TRAIN_PY, config_text, render_package
@@ -52,6 +53,11 @@ from training.settings import TrainingSettings
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_training.py"
 GATE_TIMEOUT_S = 3600.0
 VENV_PYTHON = ".venv/bin/python"  # the package's environment, locked or system mode alike
+MEMORY_REMEDY = (
+    "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
+    "ASCENDBRIDGE_MEMORY_FRACTION), training on an accelerator (`--devices`), a LoRA job instead of a full one "
+    "(`--train-method lora`), or a smaller variant of the model, then `board_ops.py retry MODEL --stage training`"
+)
 
 
 def model_dir(spec: AdaptationSpec) -> str:
@@ -109,7 +115,7 @@ def _unfit(settings: TrainingSettings, job: TrainingJob) -> StageOutcome | None:
     return None
 
 
-def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> StageOutcome:
+def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any], memory: MemoryPlan | None) -> StageOutcome:
     """A finished run's outcome: its figures (written for the gate to recompute), loss curve, events and summary."""
     steps = step_log(run)
     contract = _read(run / "contract.json") or {}
@@ -136,6 +142,7 @@ def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> 
         "evaluation": evaluation["verdict"],
         "checkpoint": result["checkpoint"],
         "loss_curve": f"{RUN_DIR}/{LOSS_CURVE}",
+        "memory_plan": memory.evidence() if memory else None,
     }
     metrics = [
         FigureSet(
@@ -193,6 +200,13 @@ class TrainingStage:
         unfit = _unfit(settings, job)
         if unfit is not None:
             return unfit
+
+        def plan(parameters: int, room: Room) -> MemoryPlan:
+            return training_plan(self.name, parameters, job.method, settings.precision, room, MEMORY_REMEDY)
+
+        memory = memory_planned(ctx, settings.device, plan)
+        if isinstance(memory, StageOutcome):
+            return memory
         directory = ctx.adaptation_dir
         hub = hub_dataset(job.data)
         if hub is not None:
@@ -271,7 +285,7 @@ class TrainingStage:
             return failed(
                 f"training failed: {error}", "training_run_failed", log_tail=command.tail(30), supervision=supervision
             )
-        return _trained(run, result, supervision)
+        return _trained(run, result, supervision, memory)
 
     @staticmethod
     def _contract_problem(contract: CommandResult) -> StageOutcome | None:
