@@ -15,7 +15,8 @@ The bytes-per-parameter model (P: the parameters the run builds), and where each
   (harness.place_target): a float32 copy on the host before the cast, 4 P, then the dtype's bytes on
   a card. "Reference beside target" peaks at the larger of 4 P + 8 P (float64 phase) and 4 P + 4 P
   (target copy); "stored reference" (reference outputs stored, then the target loaded alone) at the
-  larger of 4 P + 8 P and 4 P.
+  larger of 4 P + 8 P and 4 P. The optimization search holds a finished baseline beside the
+  candidate it builds (one more target at the dtype's bytes).
 - training: ab_runtime.memory.training_bytes (the harness's own estimate: weight, gradient and two
   AdamW moments per trained parameter, the weight alone per frozen one, x1.25) per trainer; the
   baseline contract (ab_runtime/train/run.py run_contract) holds three trainers at its peak (the
@@ -130,21 +131,34 @@ def _fp64_bytes(parameters: int) -> int:
     return copy if copy <= FP64_REFERENCE_MAX_BYTES else 0
 
 
+def accuracy_remedy(stage: str) -> str:
+    """What unlocks a refused benchmark-like plan: more memory, a card, or a proxy of the same architecture."""
+    return (
+        "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
+        "ASCENDBRIDGE_MEMORY_FRACTION), the target on an accelerator (`--devices`), or a depth-reduced, "
+        f"config-initialised proxy of the same architecture (`--set {stage}.real_weights=false`; "
+        f"ASCENDBRIDGE_DRY_RUN_MAX_GB bounds it), then `board_ops.py retry MODEL --stage {stage}`"
+    )
+
+
 def accuracy_plan(
-    stage: str, parameters: int, dtypes: list[str], room: Room, can_store_reference: bool, remedy: str
+    stage: str, parameters: int, dtypes: list[str], room: Room, can_store_reference: bool, targets: int = 1
 ) -> MemoryPlan:
     """Benchmark / optimization: the float32 reference beside the target when it fits; else the
-    reference computed once and stored, when the stage `can_store_reference` and it fits; else refused."""
+    reference computed once and stored, when the stage `can_store_reference` and it fits; else refused.
+    `targets`: target builds alive at once (the optimization search times a baseline and a candidate
+    paired, ab_runtime/optimize/optimize.py), the last one still its float32 copy."""
     reference, fp64 = FP32_BYTES * parameters, _fp64_bytes(parameters)
     copy = FP32_BYTES * parameters
-    card = int(max(BYTES_PER_ELEMENT.get(d, FP32_BYTES) for d in dtypes) * parameters)
-    parts = {"reference_fp32": reference, "reference_fp64": fp64, "target_copy": copy}
+    built = int(max(BYTES_PER_ELEMENT.get(d, FP32_BYTES) for d in dtypes) * parameters)  # one finished target
     on_card = room.card_total is not None
-    beside = {"host": _peak(max(reference + fp64, reference + copy))}
-    stored = {"host": _peak(max(reference + fp64, copy))}
+    others = 0 if on_card else (targets - 1) * built  # finished targets beside the copy, on the host
+    parts = {"reference_fp32": reference, "reference_fp64": fp64, "target_copy": copy, "other_targets": others}
+    beside = {"host": _peak(max(reference + fp64, reference + others + copy))}
+    stored = {"host": _peak(max(reference + fp64, others + copy))}
     if on_card:
-        parts["target_on_card"] = card
-        beside["card"] = stored["card"] = _peak(card)
+        parts["targets_on_card"] = targets * built
+        beside["card"] = stored["card"] = _peak(targets * built)
     budgets = {pool: room.budget(pool) for pool in beside}
 
     def fits(needs: dict[str, int]) -> bool:
@@ -163,7 +177,7 @@ def accuracy_plan(
         )
     else:
         why = f"even a stored reference needs {gib(stored['host'])} (the reference beside the target {gib(beside['host'])})"
-    return MemoryPlan(stage, "refused", parameters, beside, budgets, why, parts, remedy)
+    return MemoryPlan(stage, "refused", parameters, beside, budgets, why, parts, accuracy_remedy(stage))
 
 
 def training_plan(stage: str, parameters: int, method: str, precision: str, room: Room, remedy: str) -> MemoryPlan:

@@ -30,12 +30,6 @@ from benchmark.settings import BenchmarkSettings
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_accuracy_run.py"
 GATE_TIMEOUT_S = 900.0
 DTYPE_RULE = "dtype_unsupported"  # the healer's rule that keeps a refusing module in float32
-MEMORY_REMEDY = (
-    "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
-    "ASCENDBRIDGE_MEMORY_FRACTION), the target on an accelerator (`--devices`), or a depth-reduced, "
-    "config-initialised proxy of the same architecture (`--set benchmark.real_weights=false`; "
-    "ASCENDBRIDGE_DRY_RUN_MAX_GB bounds it), then `board_ops.py retry MODEL --stage benchmark`"
-)
 
 
 def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool, op_profile: bool = False) -> list[str]:
@@ -192,7 +186,7 @@ class BenchmarkStage:
         def plan(parameters: int, room: Room) -> MemoryPlan:  # the harness keeps its reference in memory
             built = built_parameters(parameters, pretrained)
             dtypes = settings.dtypes_for(spec.dtype.target)
-            return accuracy_plan(self.name, built, dtypes, room, can_store_reference=False, remedy=MEMORY_REMEDY)
+            return accuracy_plan(self.name, built, dtypes, room, can_store_reference=False)
 
         memory = memory_planned(ctx, settings.device, plan)
         if isinstance(memory, StageOutcome):

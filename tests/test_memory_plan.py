@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ascendbridge.memory_plan import GIB, REFUSED_RULE, Room, accuracy_plan, training_plan
+from ascendbridge.memory_plan import GIB, REFUSED_RULE, Room, accuracy_plan, accuracy_remedy, training_plan
 from ascendbridge.refusals import is_refusal
 
 M = 10**6
@@ -16,7 +16,7 @@ def host(gib: float, fraction: float = 0.8) -> Room:
 
 
 def test_a_model_that_fits_runs_its_reference_beside_the_target() -> None:
-    plan = accuracy_plan("benchmark", 100 * M, ["float32", "bfloat16"], host(24), True, "remedy")
+    plan = accuracy_plan("benchmark", 100 * M, ["float32", "bfloat16"], host(24), True)
     assert plan.name == "reference beside target" and plan.fits
     assert plan.needs["host"] <= plan.budgets["host"] == int(0.8 * 24 * GIB)
     assert plan.line().startswith("memory plan: reference beside target (needs ")
@@ -32,29 +32,33 @@ def test_the_budget_is_the_fraction_of_the_host_and_never_more_than_is_available
 def test_as_the_host_grows_the_plan_goes_refused_then_stored_then_beside() -> None:
     parameters = 2000 * M  # above the float64 reference's size: a stored reference lowers the peak
     sizes = [quarter / 4 for quarter in range(4, 4 * 64)]
-    names = [accuracy_plan("benchmark", parameters, ["bfloat16"], host(s), True, "r").name for s in sizes]
+    names = [accuracy_plan("benchmark", parameters, ["bfloat16"], host(s), True).name for s in sizes]
     order = list(dict.fromkeys(names))
     assert order == ["refused", "stored reference", "reference beside target"]
     stored = sizes[names.index("stored reference")]
-    plan = accuracy_plan("benchmark", parameters, ["bfloat16"], host(stored), True, "r")
-    beside = accuracy_plan("benchmark", parameters, ["bfloat16"], host(1024), True, "r")
+    plan = accuracy_plan("benchmark", parameters, ["bfloat16"], host(stored), True)
+    beside = accuracy_plan("benchmark", parameters, ["bfloat16"], host(1024), True)
     assert plan.fits and plan.needs["host"] <= plan.budgets["host"] < beside.needs["host"]
 
 
 def test_a_stage_that_cannot_store_its_reference_refuses_where_only_that_would_fit() -> None:
     parameters = 2000 * M
     sizes = [quarter / 4 for quarter in range(4, 4 * 64)]
-    stored = next(s for s in sizes if accuracy_plan("benchmark", parameters, ["bfloat16"], host(s), True, "r").fits)
-    refused = accuracy_plan("benchmark", parameters, ["bfloat16"], host(stored), False, "the remedy")
-    assert refused.name == "refused" and not refused.fits and refused.remedy == "the remedy"
+    stored = next(s for s in sizes if accuracy_plan("benchmark", parameters, ["bfloat16"], host(s), True).fits)
+    refused = accuracy_plan("benchmark", parameters, ["bfloat16"], host(stored), False)
+    assert refused.name == "refused" and not refused.fits and refused.remedy == accuracy_remedy("benchmark")
     assert "a stored reference would need" in refused.why and "cannot store its reference" in refused.why
 
 
 def test_a_model_too_large_for_any_plan_is_refused_with_the_figures_and_the_remedy() -> None:
-    plan = accuracy_plan("benchmark", 7000 * M, ["bfloat16"], host(24), True, "a larger host")
+    plan = accuracy_plan("benchmark", 7000 * M, ["bfloat16"], host(24), True)
     assert plan.name == "refused"
     diagnosis = plan.diagnosis()
-    assert diagnosis["rule"] == REFUSED_RULE and is_refusal(diagnosis) and diagnosis["remedy"] == "a larger host"
+    assert (
+        diagnosis["rule"] == REFUSED_RULE
+        and is_refusal(diagnosis)
+        and diagnosis["remedy"] == accuracy_remedy("benchmark")
+    )
     summary = str(diagnosis["summary"])
     assert f"needs {plan.needs['host'] / GIB:.1f} GiB of {0.8 * 24:.1f} GiB available" in summary
     assert "\n" not in summary
@@ -63,7 +67,7 @@ def test_a_model_too_large_for_any_plan_is_refused_with_the_figures_and_the_reme
 def test_a_target_on_a_card_is_planned_against_the_card_too() -> None:
     size = 64 * GIB
     room = Room(size, size, 0.8, "a test host", card_total=2 * GIB)
-    plan = accuracy_plan("benchmark", 1000 * M, ["bfloat16"], room, True, "more cards")
+    plan = accuracy_plan("benchmark", 1000 * M, ["bfloat16"], room, True)
     assert plan.name == "refused" and plan.binding == "card"
     assert "on the card" in plan.line()
     assert plan.needs["card"] > plan.budgets["card"] == int(0.8 * 2 * GIB)
@@ -86,3 +90,12 @@ def test_a_full_job_needs_more_than_a_lora_job_of_the_same_model() -> None:
     full = training_plan("training", 600 * M, "full", "fp32", host(1024), "remedy")
     lora = training_plan("training", 600 * M, "lora", "fp32", host(1024), "remedy")
     assert full.needs["host"] > 3 * lora.needs["host"] / 2
+
+
+def test_the_optimization_search_plans_its_baseline_beside_the_candidate() -> None:
+    # above the float64 reference's size, so the targets, not the float64 phase, set the peak
+    one = accuracy_plan("optimization", 1000 * M, ["float32"], host(1024), False)
+    two = accuracy_plan("optimization", 1000 * M, ["float32"], host(1024), False, targets=2)
+    assert two.parts["other_targets"] > 0 == one.parts["other_targets"]
+    assert two.needs["host"] > one.needs["host"]
+    assert "optimization.real_weights=false" in accuracy_remedy("optimization")

@@ -1,4 +1,4 @@
-"""A timed stage on a host forced small (ASCENDBRIDGE_HOST_MEMORY_BYTES) refuses before it renders,
+"""A timed stage (benchmark, optimization, training) on a host forced small (ASCENDBRIDGE_HOST_MEMORY_BYTES) refuses before it renders,
 syncs or loads anything, with the plan's figures in its one line: a refusal, never retried."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ascendbridge.refusals import is_refusal
 from ascendbridge.stage_api import StageContext, StageOutcome
 from bench.support.tiny_adaptations import stage_context
 from benchmark.stage import BENCHMARK_STAGE
+from optimization.stage import OPTIMIZATION_STAGE
 from tests.training.train_support import CORPUS, DEMO
 from training.stage import TRAINING_STAGE
 
@@ -52,6 +53,19 @@ def test_the_benchmark_refuses_on_a_small_host_before_it_renders_anything(
     log = ctx.log.getvalue() if isinstance(ctx.log, io.StringIO) else ""
     refused_with_figures(outcome, log)
     assert not (ctx.adaptation_dir / "accuracy_run.py").exists() and "syncing" not in log
+
+
+@pytest.mark.usefixtures("small_host")
+def test_the_optimization_refuses_on_a_small_host_before_it_syncs_anything(
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
+    ctx = stage_context(board, board_path, tmp_path, {})
+    ctx.task = board.list_tasks(stage="optimization", model_id=ctx.model.model_id)[0]
+    ctx.model = ctx.model.model_copy(update={"parameter_count": PARAMETERS, "dtype": "bfloat16"})
+    outcome = OPTIMIZATION_STAGE.run(ctx)
+    log = ctx.log.getvalue() if isinstance(ctx.log, io.StringIO) else ""
+    refused_with_figures(outcome, log)
+    assert "optimization.real_weights=false" in outcome.diagnosis["remedy"] and "syncing" not in log
 
 
 @pytest.mark.usefixtures("small_host")
