@@ -180,24 +180,28 @@ def accuracy_plan(
     return MemoryPlan(stage, "refused", parameters, beside, budgets, why, parts, accuracy_remedy(stage))
 
 
-def training_plan(stage: str, parameters: int, method: str, precision: str, room: Room, remedy: str) -> MemoryPlan:
-    """Training: the baseline contract's three trainers (its peak; the run holds one) within the room,
-    else refused. On a card the reference trainer stays on the host, the target's two on the card."""
+def training_plan(
+    stage: str, parameters: int, method: str, precision: str, processes: int, room: Room, remedy: str
+) -> MemoryPlan:
+    """Training: the baseline contract's three trainers, and the run's one trainer per process (DDP
+    replicates the model; FSDP2 would shard it, so this over-counts it), within the room, else
+    refused. On cards the contract's reference trainer stays on the host, the target's two and
+    each rank's one on its card."""
     trained = parameters if method == "full" else int(parameters * LORA_TRAINED_SHARE)
     state = training_bytes(trained, parameters - trained)
     casts = BF16_BYTES * parameters if precision == "bf16-autocast" else 0
     gradients = KEPT_GRADIENTS * FP32_BYTES * trained
     parts = {"trainer_state": state, "autocast_casts": casts, "kept_gradients": gradients}
     if room.card_total is None:
-        needs = {"host": _peak(CONTRACT_TRAINERS * state + casts + gradients)}
+        contract = _peak(CONTRACT_TRAINERS * state + casts + gradients)
+        needs = {"host": max(contract, processes * _peak(state + casts))}  # a rank is a process of its own
     else:
         needs = {"host": _peak(state + gradients // 2), "card": _peak(2 * state + casts + gradients // 2)}
     budgets = {pool: room.budget(pool) for pool in needs}
+    held = f"the baseline contract's {CONTRACT_TRAINERS} {method} training states of {gib(state)} each"
+    if processes > 1 and room.card_total is None:
+        held += f", then {processes} processes of one each"
     if all(needs[pool] <= budgets[pool] for pool in needs):
-        why = (
-            f"{CONTRACT_TRAINERS} {method} training states of {gib(state)} (the contract's reference, target and "
-            f"reloaded target) fit within {room.fraction:.0%} of {room.source}"
-        )
+        why = f"{held} fit within {room.fraction:.0%} of {room.source}"
         return MemoryPlan(stage, "training contract", parameters, needs, budgets, why, parts)
-    why = f"the baseline contract holds {CONTRACT_TRAINERS} {method} training states of {gib(state)} each"
-    return MemoryPlan(stage, "refused", parameters, needs, budgets, why, parts, remedy)
+    return MemoryPlan(stage, "refused", parameters, needs, budgets, f"{held} do not fit", parts, remedy)

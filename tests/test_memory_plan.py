@@ -76,19 +76,19 @@ def test_a_target_on_a_card_is_planned_against_the_card_too() -> None:
 @pytest.mark.parametrize("method", ["full", "lora"])
 def test_training_fits_or_is_refused_from_the_contracts_three_states(method: str) -> None:
     parameters = 600 * M
-    fits = training_plan("training", parameters, method, "bf16-autocast", host(1024), "remedy")
+    fits = training_plan("training", parameters, method, "bf16-autocast", 1, host(1024), "remedy")
     assert fits.name == "training contract" and fits.fits
     per_state = fits.parts["trainer_state"]
     assert fits.needs["host"] > 3 * per_state  # the reference, the target and the reloaded target
     refused = training_plan(
-        "training", parameters, method, "bf16-autocast", host(fits.needs["host"] / GIB / 0.8 * 0.9), "remedy"
+        "training", parameters, method, "bf16-autocast", 1, host(fits.needs["host"] / GIB / 0.8 * 0.9), "remedy"
     )
-    assert refused.name == "refused" and "3 " + method in refused.why
+    assert refused.name == "refused" and f"3 {method} training states" in refused.why
 
 
 def test_a_full_job_needs_more_than_a_lora_job_of_the_same_model() -> None:
-    full = training_plan("training", 600 * M, "full", "fp32", host(1024), "remedy")
-    lora = training_plan("training", 600 * M, "lora", "fp32", host(1024), "remedy")
+    full = training_plan("training", 600 * M, "full", "fp32", 1, host(1024), "remedy")
+    lora = training_plan("training", 600 * M, "lora", "fp32", 1, host(1024), "remedy")
     assert full.needs["host"] > 3 * lora.needs["host"] / 2
 
 
@@ -99,3 +99,9 @@ def test_the_optimization_search_plans_its_baseline_beside_the_candidate() -> No
     assert two.parts["other_targets"] > 0 == one.parts["other_targets"]
     assert two.needs["host"] > one.needs["host"]
     assert "optimization.real_weights=false" in accuracy_remedy("optimization")
+
+
+def test_a_job_of_many_processes_on_a_cpu_holds_a_training_state_each() -> None:
+    one = training_plan("training", 600 * M, "full", "fp32", 1, host(1024), "remedy")
+    eight = training_plan("training", 600 * M, "full", "fp32", 8, host(1024), "remedy")
+    assert eight.needs["host"] > one.needs["host"] and "then 8 processes of one each" in eight.why

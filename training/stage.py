@@ -202,7 +202,9 @@ class TrainingStage:
             return unfit
 
         def plan(parameters: int, room: Room) -> MemoryPlan:
-            return training_plan(self.name, parameters, job.method, settings.precision, room, MEMORY_REMEDY)
+            return training_plan(
+                self.name, parameters, job.method, settings.precision, job.processes, room, MEMORY_REMEDY
+            )
 
         memory = memory_planned(ctx, settings.device, plan)
         if isinstance(memory, StageOutcome):
