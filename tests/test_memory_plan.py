@@ -6,6 +6,7 @@ import pytest
 
 from ascendbridge.memory_plan import GIB, REFUSED_RULE, Room, accuracy_plan, accuracy_remedy, training_plan
 from ascendbridge.refusals import is_refusal
+from ascendbridge.runtime.host_memory import OVERRIDE, built_parameters, room
 
 M = 10**6
 
@@ -105,3 +106,21 @@ def test_a_job_of_many_processes_on_a_cpu_holds_a_training_state_each() -> None:
     one = training_plan("training", 600 * M, "full", "fp32", 1, host(1024), "remedy")
     eight = training_plan("training", 600 * M, "full", "fp32", 8, host(1024), "remedy")
     assert eight.needs["host"] > one.needs["host"] and "then 8 processes of one each" in eight.why
+
+
+def test_the_room_is_the_override_when_set_else_this_hosts_meminfo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASCENDBRIDGE_HOST_MEMORY_BYTES", str(3 * GIB))
+    monkeypatch.setenv("ASCENDBRIDGE_MEMORY_FRACTION", "0.5")
+    forced = room("cpu")
+    assert forced is not None and forced.source == OVERRIDE and forced.budget("host") == int(1.5 * GIB)
+    monkeypatch.delenv("ASCENDBRIDGE_HOST_MEMORY_BYTES")
+    here = room("cpu")
+    assert here is not None and here.source == "/proc/meminfo" and here.card_total is None
+    assert 0 < here.budget("host") <= here.host_available
+
+
+def test_a_dry_run_is_planned_at_its_proxys_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASCENDBRIDGE_DRY_RUN_MAX_GB", "1")
+    assert built_parameters(7000 * M, pretrained=True) == 7000 * M
+    assert built_parameters(7000 * M, pretrained=False) == GIB // 4  # a float32 proxy within 1 GiB
+    assert built_parameters(10 * M, pretrained=False) == 10 * M
