@@ -1,6 +1,7 @@
 """An attempt killed for memory is diagnosed as such and not retried blind: the evidence rule on its
 own, a real process killed by SIGKILL while the OOM-kill counter (a stand-in) rises or not, the team
-lead's verdict on a worker killed so, and a real team-lead run whose stage's command died that way."""
+lead's verdict on a worker killed so, and a real team-lead run whose stage's command died that way
+(or whose stage raised MemoryError)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,14 @@ def test_a_worker_killed_for_memory_is_a_refusal_with_the_evidence(
 
 @pytest.mark.slow  # a real team-lead run
 def test_a_stage_whose_command_died_for_memory_fails_on_its_first_attempt(board: BoardStore, tmp_path: Path) -> None:
-    add_models(board, {"org/oom": {"discovery": "memory_killed"}, "org/killed": {"discovery": "killed"}})
+    add_models(
+        board,
+        {
+            "org/oom": {"discovery": "memory_killed"},
+            "org/killed": {"discovery": "killed"},
+            "org/memory_error": {"discovery": "memory_error"},
+        },
+    )
     run = run_tl(board.path, tmp_path, "--stages", "discovery", "--attempts", "3", "--workers", "2")
     assert run.returncode == 1, run.stderr[-3000:]
     oom_task = next(t for t in board.list_tasks(model_id="org/oom") if t.stage == "discovery")
@@ -91,6 +99,10 @@ def test_a_stage_whose_command_died_for_memory_fails_on_its_first_attempt(board:
     diagnosis = oom_task.diagnosis
     assert diagnosis["rule"] == "out_of_memory" and diagnosis["error_rule"] == "toy_failure", diagnosis
     assert diagnosis["retryable"] is False and diagnosis["remedy"] and "OOM killer" in diagnosis["summary"]
+    # A MemoryError in the stage's own process: the same diagnosis, the crash's rule kept.
+    error_task = next(t for t in board.list_tasks(model_id="org/memory_error") if t.stage == "discovery")
+    assert error_task.status == "failed" and error_task.attempts == 1, error_task
+    assert (error_task.diagnosis["rule"], error_task.diagnosis["error_rule"]) == ("out_of_memory", "stage_crashed")
     # SIGKILL with the counter still is no memory death: retried (until the same error came twice).
     killed = [a.outcome for a in attempts(board, "org/killed", "discovery")]
     assert killed == ["retry", "failed"], killed

@@ -11,7 +11,8 @@ agent (done, after an agent run recorded in the agent history, which counts the 
 inconclusive:N (done; its gate cannot decide the first N times it looks at the attempt's copy, then
 passes; every gate look appends "gate" to gate.looks there),
 memory_killed / killed (fails after a contained command of its run died by SIGKILL, while the OOM
-killer's counter rose, or did not: a stand-in, since the kernel's cannot be made to fire on a shared host).
+killer's counter rose, or did not: a stand-in, since the kernel's cannot be made to fire on a shared host),
+memory_error (raises MemoryError).
 Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
 the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
@@ -79,6 +80,8 @@ class ToyStage:
             )
         if how == "crash":
             raise RuntimeError("toy stage crashed")
+        if how == "memory_error":
+            raise MemoryError("toy allocation refused")
         if how in ("memory_killed", "killed"):
             return self._killed(rises=how == "memory_killed")
         if how == "hang_once" and ctx.attempt == 1:
