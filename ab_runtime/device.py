@@ -283,18 +283,6 @@ def device_total_memory(choice: DeviceChoice) -> int | None:
     return int(backend.get_device_properties(int(choice.torch_device.partition(":")[2] or 0)).total_memory)
 
 
-def host_available_memory() -> int | None:
-    """MemAvailable from /proc/meminfo in bytes (None where there is no such file)."""
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def adamw_class(choice: DeviceChoice, sharded: bool) -> tuple[Any, str]:
     """The AdamW the training harness uses and why: torch_npu's fused kernel on an NPU
     (`torch_npu.optim.NpuFusedAdamW`), except under FSDP2 (`sharded`), where torch_npu documents

@@ -37,6 +37,7 @@ from .errors import SpecError
 from .fileops import atomic_path, sha256_file, write_text_atomic
 from .inputs import forward_flags
 from .measure import Timing, profiler_active, time_calibrated, time_forward
+from .memory import FP64_REFERENCE_MAX_BYTES
 from .optimize import passes
 from .spec import RunSpec, load_spec
 
@@ -44,7 +45,6 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 RETAKES = 4  # re-timings of a CPU block without a clean call on both sides (paired); tens of ms a block
 LOAD_COUNTS = ("retaken_blocks", "unclean_blocks", "uneven_blocks")  # what the load cost a paired measurement
 UNEVEN, EVEN, CLEAN = 0, 1, 2  # a block's rank (paired): clean on one side only, on neither, on both
-FP64_REFERENCE_MAX_BYTES = 4 * 1024**3  # a float64 copy larger than this is skipped (recorded)
 CONFIG_KEYS = (
     "model_type",
     "hidden_size",

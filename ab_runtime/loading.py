@@ -18,14 +18,14 @@ from typing import Any
 import torch
 
 from .depth import DepthPlan, find_stacks, plan_depth
-from .device import DeviceChoice, device_total_memory, host_available_memory
-from .errors import DryRunTooLarge, RuntimeDiagnosis, SpecError, UnsupportedModel
+from .device import DeviceChoice, device_total_memory
+from .errors import DryRunTooLarge, SpecError, UnsupportedModel
 from .fastinit import fast_random_init
+from .memory import dry_run_budget, host_available_memory
 from .sharding import build_device_map, empty_weights, place, plan_for
 from .spec import RunSpec
 from .ssm import kernel_notes
 
-DEFAULT_DRY_RUN_MAX_GB = 2.0
 # A dry run may exceed its budget at minimal depth, but never this share of the device's memory.
 HARD_MEMORY_SHARE = 0.8
 GiB = 1024**3
@@ -130,17 +130,6 @@ def _builder(cls: Any, spec: RunSpec, dtype: torch.dtype) -> Callable[[Any], tor
     if cls.__name__.startswith("Auto"):
         return lambda config: cls.from_config(config, trust_remote_code=spec.trust_remote_code, **kwargs)
     return lambda config: cls._from_config(config, **kwargs)
-
-
-def dry_run_budget() -> int:
-    raw = os.environ.get("ASCENDBRIDGE_DRY_RUN_MAX_GB")
-    try:
-        value = float(raw) if raw else DEFAULT_DRY_RUN_MAX_GB
-    except ValueError:
-        raise RuntimeDiagnosis(f"ASCENDBRIDGE_DRY_RUN_MAX_GB must be a number of GB, got '{raw}'") from None
-    if value <= 0:
-        raise RuntimeDiagnosis("ASCENDBRIDGE_DRY_RUN_MAX_GB must be positive")
-    return int(value * GiB)
 
 
 def _check_fits(plan: DepthPlan, device: DeviceChoice) -> None:

@@ -220,6 +220,10 @@ class DeviceSettings(StageSettings):
 
     device_memory_gb: float | None = Field(None, gt=0)
     device_pool: str | None = None
+    # The memory plan (ascendbridge/memory_plan.py, docs/memory.md): the host memory a stage may plan
+    # with (unset: /proc/meminfo's MemAvailable) and the share of it (and of a card's) a plan may fill.
+    host_memory_bytes: int | None = Field(None, gt=0)
+    memory_fraction: float = Field(0.8, gt=0, le=1)
 
     def memory_gb(self) -> float:
         return self.device_memory_gb if self.device_memory_gb is not None else self.DEFAULT_MEMORY_GB

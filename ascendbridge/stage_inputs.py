@@ -11,10 +11,12 @@ from typing import Any, NamedTuple
 
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.integrity import runtime_problems
+from ascendbridge.memory_plan import MemoryPlan, Room
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec, MissingSpecError
 from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.package.weights import weights_available
+from ascendbridge.runtime.host_memory import room
 from ascendbridge.settings import S, SettingsError
 from ascendbridge.stacks import describe
 from ascendbridge.stage_api import StageContext, StageOutcome, failed
@@ -69,3 +71,22 @@ def synced_env(
     pretrained = real_weights and available
     ctx.say(f"weights: {'real' if pretrained else 'config-initialised'} ({why})")
     return ModelEnv(stack, pretrained)
+
+
+def memory_planned(
+    ctx: StageContext, device: str, plan: Callable[[int, Room], MemoryPlan]
+) -> MemoryPlan | StageOutcome | None:
+    """The stage's memory plan from discovery's parameter count and this host's room, said in its
+    log before anything is loaded; the refusal (figures and remedy, not retried) when nothing fits;
+    None, said, when the model's size or the host's memory is unknown (the run goes on unplanned)."""
+    parameters, where = ctx.model.parameter_count, room(device)
+    if not parameters or where is None:
+        unknown = "discovery recorded no parameter count" if not parameters else "the host's memory is unknown"
+        ctx.say(f"memory plan: not computed ({unknown})")
+        return None
+    chosen = plan(parameters, where)
+    ctx.say(chosen.line())
+    if not chosen.fits:
+        diagnosis = chosen.diagnosis()
+        return StageOutcome("failed", str(diagnosis["summary"]), diagnosis=diagnosis)
+    return chosen

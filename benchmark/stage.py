@@ -13,11 +13,14 @@ from typing import Any
 
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.memory_plan import MemoryPlan, Room, accuracy_plan
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import GeneratorError, update_readme_results
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.weights import weights_available
+from ascendbridge.runtime.host_memory import built_parameters
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
-from ascendbridge.stage_inputs import run_with_inputs, synced_env
+from ascendbridge.stage_inputs import memory_planned, run_with_inputs, synced_env
 from benchmark.op_coverage import PROFILE as OP_PROFILE
 from benchmark.op_coverage import record_and_report
 from benchmark.readme import results_markdown
@@ -178,6 +181,16 @@ class BenchmarkStage:
         return run_with_inputs(ctx, BenchmarkSettings, "benchmark_setup", self._run)
 
     def _run(self, ctx: StageContext, settings: BenchmarkSettings, spec: AdaptationSpec) -> StageOutcome:
+        pretrained = settings.real_weights and weights_available(spec)[0]
+
+        def plan(parameters: int, room: Room) -> MemoryPlan:  # the harness keeps its reference in memory
+            built = built_parameters(parameters, pretrained)
+            dtypes = settings.dtypes_for(spec.dtype.target)
+            return accuracy_plan(self.name, built, dtypes, room, can_store_reference=False)
+
+        memory = memory_planned(ctx, settings.device, plan)
+        if isinstance(memory, StageOutcome):
+            return memory
         render_accuracy_run(spec, ctx.adaptation_dir)
         ctx.say("accuracy_run.py rendered")
         env = synced_env(ctx, spec, settings.profile, settings.real_weights, settings.sync_timeout_s)
@@ -240,6 +253,7 @@ class BenchmarkStage:
                 "dtype_findings": findings,
                 "op_coverage": coverage,
                 "reference_fp64": {r["dtype"]: r.get("reference_fp64") for r in runs},
+                "memory_plan": memory.evidence() if memory else None,
             },
             metrics=figures,
         )

@@ -26,10 +26,13 @@ from ab_runtime.result import EXIT_BAD_INPUT
 from ascendbridge.config import RUNTIME_DIR
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.memory_plan import MemoryPlan, Room, accuracy_plan
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.package.weights import weights_available
+from ascendbridge.runtime.host_memory import built_parameters
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
-from ascendbridge.stage_inputs import run_with_inputs, synced_env
+from ascendbridge.stage_inputs import memory_planned, run_with_inputs, synced_env
 from optimization.notes_check import NOTES_FILE
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings
@@ -98,6 +101,15 @@ class OptimizationStage:
         return run_with_inputs(ctx, OptimizationSettings, "optimization_setup", self._run)
 
     def _run(self, ctx: StageContext, settings: OptimizationSettings, spec: AdaptationSpec) -> StageOutcome:
+        pretrained = settings.real_weights and weights_available(spec)[0]
+
+        def plan(parameters: int, room: Room) -> MemoryPlan:  # a baseline and a candidate, paired
+            built = built_parameters(parameters, pretrained)
+            return accuracy_plan(self.name, built, [spec.dtype.target], room, False, targets=2)
+
+        memory = memory_planned(ctx, settings.device, plan)
+        if isinstance(memory, StageOutcome):
+            return memory
         profile = uv_env.profile_for_device(settings.device)
         env = synced_env(ctx, spec, profile, settings.real_weights)
         if isinstance(env, StageOutcome):
@@ -178,6 +190,7 @@ class OptimizationStage:
                 "model_changes": final.get("model_changes", []),
                 "perf_run": notes["perf_run"],
                 "stack": stack,
+                "memory_plan": memory.evidence() if memory else None,
             },
             metrics=figures,
         )

@@ -39,6 +39,7 @@ RUNTIME_LEAVES = frozenset(
         "errors",
         "figures",
         "fileops",
+        "memory",
         "metrics_file",
         "ops.standard",
         "pairstats",

@@ -36,6 +36,7 @@ from ab_runtime.train.corpus import hub_dataset
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.memory_plan import MemoryPlan, Room, training_plan
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import env_stack
@@ -44,7 +45,7 @@ from ascendbridge.runtime.devices import DeviceSpecError
 from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
 from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
-from ascendbridge.stage_inputs import run_with_inputs
+from ascendbridge.stage_inputs import memory_planned, run_with_inputs
 from training.figures import (
     CONFIRM_FILE,
     FIGURES_FILE,
@@ -67,6 +68,11 @@ from training.settings import TrainingSettings
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_training.py"
 GATE_TIMEOUT_S = 3600.0
 VENV_PYTHON = ".venv/bin/python"  # the package's environment, locked or system mode alike
+MEMORY_REMEDY = (
+    "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
+    "ASCENDBRIDGE_MEMORY_FRACTION), training on an accelerator (`--devices`), a LoRA job instead of a full one "
+    "(`--train-method lora`), or a smaller variant of the model, then `board_ops.py retry MODEL --stage training`"
+)
 
 
 def model_dir(spec: AdaptationSpec) -> str:
@@ -124,7 +130,7 @@ def _unfit(settings: TrainingSettings, job: TrainingJob) -> StageOutcome | None:
     return None
 
 
-def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> StageOutcome:
+def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any], memory: MemoryPlan | None) -> StageOutcome:
     """A finished run's outcome: its figures (written for the gate to recompute), loss curve, events and summary."""
     steps = step_log(run)
     contract = _read(run / "contract.json") or {}
@@ -163,6 +169,7 @@ def _trained(run: Path, result: dict[str, Any], supervision: dict[str, Any]) -> 
         "evaluation": evaluation["verdict"],
         "checkpoint": result["checkpoint"],
         "loss_curve": f"{RUN_DIR}/{LOSS_CURVE}",
+        "memory_plan": memory.evidence() if memory else None,
     }
     metrics = [
         FigureSet(
@@ -220,6 +227,15 @@ class TrainingStage:
         unfit = _unfit(settings, job)
         if unfit is not None:
             return unfit
+
+        def plan(parameters: int, room: Room) -> MemoryPlan:
+            return training_plan(
+                self.name, parameters, job.method, settings.precision, job.processes, room, MEMORY_REMEDY
+            )
+
+        memory = memory_planned(ctx, settings.device, plan)
+        if isinstance(memory, StageOutcome):
+            return memory
         directory = ctx.adaptation_dir
         hub = hub_dataset(job.data)
         if hub is not None:
@@ -253,12 +269,18 @@ class TrainingStage:
             return pre.refusal
         if pre.judged is not None:
             write_peak(directory / RUN_DIR, pre.judged)  # MFU's denominator
-        return with_events(self._train(ctx, settings, job, resumed, env), pre.events)
+        return with_events(self._train(ctx, settings, job, (resumed, env, memory)), pre.events)
 
     def _train(
-        self, ctx: StageContext, settings: TrainingSettings, job: TrainingJob, resumed: bool, env: dict[str, str]
+        self,
+        ctx: StageContext,
+        settings: TrainingSettings,
+        job: TrainingJob,
+        run_setup: tuple[bool, dict[str, str], MemoryPlan | None],
     ) -> StageOutcome:
-        """The baseline contract (unless a run is resumed), then the training under the hang watch."""
+        """The baseline contract (unless a run is resumed), then the training under the hang watch.
+        `run_setup`: whether a run is resumed, the run's environment, the memory plan it was given."""
+        resumed, env, memory = run_setup
         directory = ctx.adaptation_dir
         if not resumed:
             ctx.say(
@@ -323,7 +345,7 @@ class TrainingStage:
         )
         if not profiled.ok:  # optional evidence: the run's figures stand without it, and the log says why
             ctx.say(f"the profile did not run: {profiled.tail_line()}")
-        return _trained(run, result, supervision)
+        return _trained(run, result, supervision, memory)
 
     @staticmethod
     def _search_passes(ctx: StageContext, directory: Path, settings: TrainingSettings, env: dict[str, str]) -> None:

@@ -36,7 +36,6 @@ from ..device import (
     accelerator_indices,
     adamw_class,
     device_total_memory,
-    host_available_memory,
     host_peak_rss,
     peak_memory,
     select_device,
@@ -44,6 +43,7 @@ from ..device import (
 )
 from ..errors import SpecError
 from ..fileops import write_text_atomic
+from ..memory import BF16_BYTES, FP32_BYTES, HEADROOM, TRAINED_COPIES, host_available_memory, training_bytes
 from ..sharding import ShardPlan, place
 from . import corpus
 from .checkpoint import CheckpointPart, rng_state, set_rng_state
@@ -54,16 +54,7 @@ from .guards import GuardsPart, heartbeat, is_out_of_memory
 from .lora import ADAPTER_MARK, apply_lora
 from .paradigm import IGNORE, Paradigm, correct_predictions, make_batch, paradigm_of, predicted_labels, token_loss_sum
 
-# Training memory per parameter: weight, gradient and two AdamW moments (4 copies) when it trains,
-# the weight alone when frozen (LoRA's base); x1.25 for activations and workspace.
-TRAINED_COPIES, HEADROOM = 4, 1.25
-FP32_BYTES, BF16_BYTES = 4, 2
 GIB = 2.0**30
-
-
-def training_bytes(trainable: int, frozen: int, weight_bytes: int = FP32_BYTES) -> int:
-    """The training state's estimated bytes with `weight_bytes` per weight (optimizer moments alike)."""
-    return int((trainable * TRAINED_COPIES + frozen) * weight_bytes * HEADROOM)
 
 
 def choose_precision(

@@ -122,6 +122,7 @@ class PhaseResult(Generic[PhaseData]):
     data: PhaseData | None
     log_tail: str = ""
     refused: str = ""
+    memory: str | None = None  # why the worker itself is judged to have died for memory (runtime/oom.py)
 
 
 @dataclass
@@ -248,13 +249,15 @@ class LocalProcessExecutor(Executor):
         )
         with self._lock:
             self._procs.pop(job.task.id, None)
+            stopped = self._stopping.is_set() or (job.task.id, job.token) in self._cancelled
         # The worker is gone. One that was SIGKILLed cleaned up nothing: what its nested commands
         # started outside its group carries their command ids, not its own, but still the marker.
         kill_attempt(job.marker)
         data, refused = payload.read_result(result_path, phase)
         if refused:
             log.write(f"---- {refused}\n")
-        return PhaseResult(res.exit_code, res.duration_s, res.timed_out, data, res.tail(30), refused)
+        memory = None if stopped else res.memory_death()  # our own stop's SIGKILL is no memory death
+        return PhaseResult(res.exit_code, res.duration_s, res.timed_out, data, res.tail(30), refused, memory)
 
     def _drive(self, job: Job) -> None:
         start = time.monotonic()

@@ -11,6 +11,7 @@ the command ends (or times out) is killed, even a process that left the group.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ascendbridge.runtime import oom
 from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, terminate, tree
 
 DEFAULT_OUTPUT_CAP = 4 * 1024 * 1024  # bytes kept in the log per command
@@ -35,6 +37,7 @@ class CommandResult:
     timed_out: bool
     output: str  # combined stdout+stderr, capped (the tail is kept when truncated)
     truncated: bool
+    oom_kills: int | None = None  # how far the OOM killer's counter rose while it ran (None: no counter)
 
     @property
     def ok(self) -> bool:
@@ -46,6 +49,10 @@ class CommandResult:
     def why_failed(self, result: dict[str, Any] | None = None) -> str:
         """Why a model run failed, in one phrase: its RESULT's own `error`, else the timeout or the exit code."""
         return (result or {}).get("error") or ("timed out" if self.timed_out else f"exit {self.exit_code}")
+
+    def memory_death(self) -> str | None:
+        """Why it is judged to have died for memory (ascendbridge/runtime/oom.py); None when not."""
+        return oom.evidence(self.exit_code, self.timed_out, self.oom_kills, self.tail(oom.TAIL_LINES))
 
     def tail_line(self, lines: int = 2) -> str:
         """The last non-empty output lines as ONE line, for errors that must stay one line."""
@@ -89,10 +96,13 @@ def run_command(
 ) -> CommandResult:
     """Run `argv`; stream output to `log` up to `output_cap`; kill all it started when it ends.
 
-    `new_session` makes the command a containment unit of its own (the executor's worker only).
-    `on_start` receives the live process (e.g. so a scheduler can stop its group on shutdown).
+    `new_session` makes the command a containment unit of its own (the executor's worker only,
+    which judges its worker's death itself); a nested command's memory death is noted for the
+    worker's diagnosis (oom.note). `on_start` receives the live process (e.g. so a scheduler
+    can stop its group on shutdown).
     """
     start = time.monotonic()
+    oom_before = oom.oom_kill_count()
     command_id = uuid.uuid4().hex
     child_env = dict(os.environ if env is None else env)
     child_env[COMMAND_ENV] = command_id
@@ -155,11 +165,16 @@ def run_command(
     output = b"".join(chunks).decode("utf-8", "replace")
     if timed_out and log is not None:
         log.write(f"[killed after {timeout_s:.0f} s timeout]\n")
-    return CommandResult(
+    oom_after = oom.oom_kill_count()
+    result = CommandResult(
         argv=list(argv),
         exit_code=None if timed_out else proc.returncode,
         duration_s=time.monotonic() - start,
         timed_out=timed_out,
         output=output,
         truncated=truncated,
+        oom_kills=None if oom_before is None or oom_after is None else oom_after - oom_before,
     )
+    if not new_session:
+        oom.note(shlex.join(list(argv))[:200], result.memory_death())
+    return result

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge import stage_events
+from ascendbridge.runtime import oom
 from ascendbridge.runtime.containment import (
     ATTEMPT_ENV,
     TEAM_LEAD_PID_ENV,
@@ -123,12 +124,22 @@ def _context(job: WorkerJob) -> StageContext:
 def _crash(kind: str, exc: BaseException) -> dict[str, Any]:
     traceback.print_exc(file=sys.stdout)
     sys.stdout.flush()
-    return {
+    crashed = {
         "rule": kind,
         "summary": f"{kind.replace('_', ' ')}: {type(exc).__name__}: {exc}",
         "exception": type(exc).__name__,
         "traceback_tail": traceback.format_exc()[-2000:],
     }
+    if isinstance(exc, MemoryError):  # Python's allocator gave up in the stage's own process
+        return oom.diagnosis(crashed, {"command": "the stage's worker", "evidence": "MemoryError"})
+    return crashed
+
+
+def _memory_death(outcome: StageOutcome) -> None:
+    """A failed run whose last contained command died for memory fails as `out_of_memory` (oom.py)."""
+    death = oom.take_last()
+    if death is not None and outcome.status == "failed":
+        outcome.diagnosis = oom.diagnosis(outcome.diagnosis or {"summary": outcome.summary}, death)
 
 
 def _failure(phase: Phase, diagnosis: dict[str, Any]) -> PhaseData:
@@ -164,6 +175,7 @@ def execute(job: WorkerJob) -> int:
                 code, payload = EXIT_CRASHED, _failure(job.phase, _crash(rule, exc))
         if isinstance(payload, StageOutcome):  # what the agents did, even in a crashed run
             payload.events = [*payload.events, *stage_events.take_events()]
+            _memory_death(payload)
         write(job.result, payload)
         if code == EXIT_OK and not payload.succeeded:
             code = EXIT_UNSUCCESSFUL

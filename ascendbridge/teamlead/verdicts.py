@@ -14,7 +14,7 @@ from typing import Any
 from ascendbridge.agents.history import backends_used
 from ascendbridge.board import AttemptEnd, BoardBusyError, BoardError, StaleTokenError
 from ascendbridge.refusals import as_refusal, is_refusal
-from ascendbridge.runtime import attempt_dir, payload
+from ascendbridge.runtime import attempt_dir, oom, payload
 from ascendbridge.runtime.busy import retry_busy
 from ascendbridge.runtime.executor import Job, JobResult, PhaseResult
 from ascendbridge.stage_api import StageOutcome
@@ -37,7 +37,15 @@ class Verdicts(Part):
         if job.gate_only:  # judged with the run it re-checks (some executors report an early crash as the run's)
             early = result.run
             gate = result.gate or (
-                PhaseResult(early.exit_code, early.duration_s, early.timed_out, None, early.log_tail, early.refused)
+                PhaseResult(
+                    early.exit_code,
+                    early.duration_s,
+                    early.timed_out,
+                    None,
+                    early.log_tail,
+                    early.refused,
+                    early.memory,
+                )
                 if early is not None
                 else None
             )
@@ -176,7 +184,8 @@ def agent_backends(result: JobResult) -> str:
 
 
 def _crash_diagnosis(phase: str, res: PhaseResult[Any], job: Job) -> dict[str, Any]:
-    """Why a phase ended without a result: its timeout, a result that broke the schema, or a crash."""
+    """Why a phase ended without a result: its timeout, a result that broke the schema, or a crash
+    (for memory, when the executor judged it so)."""
     if res.timed_out:
         limit = job.timeout_s if phase == "run" else job.gate_timeout_s
         return {
@@ -191,13 +200,16 @@ def _crash_diagnosis(phase: str, res: PhaseResult[Any], job: Job) -> dict[str, A
             "exit_code": res.exit_code,
             "log_path": str(job.log_path),
         }
-    return {
+    crashed = {
         "rule": f"{phase}_crashed",
         "summary": f"{phase} worker exited with code {res.exit_code} without a result",
         "exit_code": res.exit_code,
         "log_tail": res.log_tail[-2000:],
         "log_path": str(job.log_path),
     }
+    if res.memory:  # killed for memory, not stopped by the team lead: a retry with the same plan meets it again
+        return oom.diagnosis(crashed, {"command": f"the {phase} worker", "evidence": res.memory})
+    return crashed
 
 
 def _append(path: Path, text: str) -> None:

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.runtime.oom import OUT_OF_MEMORY_TEXT, SIGKILL_EXITS
 from healing.failure import Failure
 from healing.rules.base import FixContext, Match, Remedy, Rule, shrink_workload
-
-_OOM = re.compile(
-    r"DefaultCPUAllocator: can't allocate memory|CUDA out of memory|NPU out of memory|"
-    r"OutOfMemoryError|\bMemoryError\b|out of memory|Cannot allocate memory"
-)
-_KILLED_SIGNALS = (-9, 137)  # SIGKILL: what the kernel's OOM killer sends
 
 
 class OutOfMemoryRule(Rule):
@@ -20,12 +13,12 @@ class OutOfMemoryRule(Rule):
     description = "Out of memory (host, CUDA or NPU): smaller batch, then shorter sequence, then fewer dry-run layers."
 
     def match(self, failure: Failure) -> Match | None:
-        found = _OOM.search(failure.text)
+        found = OUT_OF_MEMORY_TEXT.search(failure.text)
         if (failure.result or {}).get("error_kind") == "dry_run_too_large":
             return Match(f"the dry run does not fit memory: {failure.error}", {"phase": failure.phase})
         if found:
             return Match(f"out of memory ({found.group(0)})", {"phase": failure.phase})
-        if failure.exit_code in _KILLED_SIGNALS and not failure.timed_out:
+        if failure.exit_code in SIGKILL_EXITS and not failure.timed_out:
             return Match("killed by SIGKILL without a timeout (the kernel's OOM killer?)", {"phase": failure.phase})
         return None
 

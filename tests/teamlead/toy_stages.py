@@ -9,13 +9,17 @@ spec_change_once (fails with a spec change until a stage logged the directives i
 every stage writes the open directives of its context to runs.log),
 agent (done, after an agent run recorded in the agent history, which counts the runs before it),
 inconclusive:N (done; its gate cannot decide the first N times it looks at the attempt's copy, then
-passes; every gate look appends "gate" to gate.looks there).
+passes; every gate look appends "gate" to gate.looks there),
+memory_killed / killed (fails after a contained command of its run died by SIGKILL, while the OOM
+killer's counter rose, or did not: a stand-in, since the kernel's cannot be made to fire on a shared host),
+memory_error (raises MemoryError).
 Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
 the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -23,6 +27,8 @@ import time
 from pathlib import Path
 
 from ascendbridge.agents import history
+from ascendbridge.runtime import oom
+from ascendbridge.runtime.process import run_command
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 
 
@@ -74,6 +80,10 @@ class ToyStage:
             )
         if how == "crash":
             raise RuntimeError("toy stage crashed")
+        if how == "memory_error":
+            raise MemoryError("toy allocation refused")
+        if how in ("memory_killed", "killed"):
+            return self._killed(rises=how == "memory_killed")
         if how == "hang_once" and ctx.attempt == 1:
             # A child in the worker's group too: a timeout must take both down.
             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -115,6 +125,16 @@ class ToyStage:
             fix_applied="toy-fix" if how == "meta" else None,
             metrics=proposed,
         )
+
+    @staticmethod
+    def _killed(rises: bool) -> StageOutcome:
+        """A contained command killed by SIGKILL; the OOM-kill counter (this worker's stand-in) rises
+        by one at each look when `rises`, else stays put."""
+        counts = itertools.count()
+        oom.oom_kill_count = (lambda: next(counts)) if rises else (lambda: 0)  # type: ignore[assignment]  # the stand-in
+        died = run_command([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+        summary = f"toy run died: exit {died.exit_code}"
+        return StageOutcome("failed", summary, diagnosis={"rule": "toy_failure", "summary": summary})
 
     def gate(self, ctx: StageContext) -> GateResult:
         how = self._behaviour(ctx)

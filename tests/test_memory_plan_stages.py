@@ -1,0 +1,107 @@
+"""A timed stage (benchmark, optimization, training) on a host forced small (ASCENDBRIDGE_HOST_MEMORY_BYTES) refuses before it renders,
+syncs or loads anything, with the plan's figures in its one line: a refusal, never retried."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from ascendbridge.board import BoardStore, Registration
+from ascendbridge.board.records import TrainingJob
+from ascendbridge.memory_plan import GIB, REFUSED_RULE
+from ascendbridge.package.generator import generate
+from ascendbridge.package.spec import AdaptationSpec, ModelSource
+from ascendbridge.refusals import is_refusal
+from ascendbridge.stage_api import StageContext, StageOutcome
+from bench.support.tiny_adaptations import stage_context
+from benchmark.stage import BENCHMARK_STAGE
+from optimization.stage import OPTIMIZATION_STAGE
+from tests.training.train_support import CORPUS, DEMO
+from training.stage import TRAINING_STAGE
+
+SMALL_HOST = 256 * 1024**2
+PARAMETERS = 1_500_000_000  # discovery's count of a 1.5 B model (the stage reads it from the board's row)
+
+
+def refused_with_figures(outcome: StageOutcome, log: str) -> None:
+    diagnosis = outcome.diagnosis
+    assert outcome.status == "failed" and diagnosis["rule"] == REFUSED_RULE, (outcome, log)
+    assert is_refusal(diagnosis) and diagnosis["remedy"]
+    plan = diagnosis["memory_plan"]
+    assert plan["plan"] == "refused" and plan["parameters"] <= PARAMETERS
+    needs, budget = plan["needs_bytes"]["host"], plan["budget_bytes"]["host"]
+    assert budget == int(0.8 * SMALL_HOST) < needs
+    figures = f"needs {needs / GIB:.1f} GiB of {budget / GIB:.1f} GiB available"
+    assert figures in outcome.summary and "\n" not in outcome.summary
+    assert f"memory plan: refused ({figures})" in log
+
+
+@pytest.fixture
+def small_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASCENDBRIDGE_HOST_MEMORY_BYTES", str(SMALL_HOST))
+
+
+@pytest.mark.usefixtures("small_host")
+def test_the_benchmark_refuses_on_a_small_host_before_it_renders_anything(
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
+    ctx = stage_context(board, board_path, tmp_path, {})
+    ctx.model = ctx.model.model_copy(update={"parameter_count": PARAMETERS, "dtype": "bfloat16"})
+    outcome = BENCHMARK_STAGE.run(ctx)
+    log = ctx.log.getvalue() if isinstance(ctx.log, io.StringIO) else ""
+    refused_with_figures(outcome, log)
+    assert not (ctx.adaptation_dir / "accuracy_run.py").exists() and "syncing" not in log
+
+
+@pytest.mark.usefixtures("small_host")
+def test_the_optimization_refuses_on_a_small_host_before_it_syncs_anything(
+    board: BoardStore, board_path: Path, tmp_path: Path
+) -> None:
+    ctx = stage_context(board, board_path, tmp_path, {})
+    ctx.task = board.list_tasks(stage="optimization", model_id=ctx.model.model_id)[0]
+    ctx.model = ctx.model.model_copy(update={"parameter_count": PARAMETERS, "dtype": "bfloat16"})
+    outcome = OPTIMIZATION_STAGE.run(ctx)
+    log = ctx.log.getvalue() if isinstance(ctx.log, io.StringIO) else ""
+    refused_with_figures(outcome, log)
+    assert "optimization.real_weights=false" in outcome.diagnosis["remedy"] and "syncing" not in log
+
+
+@pytest.mark.usefixtures("small_host")
+def test_training_refuses_on_a_small_host_before_it_prepares_the_job(board: BoardStore) -> None:
+    model_dir = DEMO / "tiny-llama"
+    ((record, task),) = [
+        (r, board.list_tasks(stage="training", model_id=r.model_id)[0])
+        for r, _ in board.register_models(
+            [
+                Registration(
+                    model_id="demo/llama",
+                    source="local",
+                    path=str(model_dir),
+                    training=TrainingJob(data=str(CORPUS), method="lora", steps=4),
+                )
+            ]
+        )
+    ]
+    spec = AdaptationSpec(
+        name=record.adaptation_name,
+        task_family="causal_lm",
+        model_class="LlamaForCausalLM",
+        model_type="llama",
+        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
+    )
+    directory = Path(board.path).parent / "adaptations" / record.adaptation_name
+    assert generate(spec, directory).ok
+    log = io.StringIO()
+    ctx = StageContext(
+        model=record.model_copy(update={"parameter_count": PARAMETERS, "dtype": "float32"}),
+        task=task,
+        adaptation_dir=directory,
+        board_path=Path(board.path),
+        log=log,
+    )
+    outcome = TRAINING_STAGE.run(ctx)
+    refused_with_figures(outcome, log.getvalue())
+    assert "3 lora training states" in outcome.summary
+    assert not (directory / "train").exists()
