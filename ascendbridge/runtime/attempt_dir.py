@@ -8,9 +8,10 @@ the run and the gate work. When the gate passes, the team lead swaps the copy in
 half-copied. An orphaned process of a stale attempt can only write into its own copy, which is
 deleted with the attempt.
 
-The `.venv` inside is a build output: its files are hard-linked, not copied (uv itself installs
-by hard-linking from its cache and replaces files instead of writing into them), so a staging
-copy costs directory entries, not gigabytes.
+A package's own `.venv` (a person's `uv run` in `adaptations/<name>/`) is left out of the copy:
+an attempt runs in the stable environment of the package's lock (ascendbridge/stable_envs.py),
+whose path is the same for every attempt, so inductor's kernel cache, keyed by compile commands
+that name the environment, stays warm. Promotion hands that `.venv` back to the live directory.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 STAGING_ROOT = ".attempts"
-LINKED = ".venv"  # hard-linked, not copied
+LINKED = ".venv"  # a package's own environment: never part of an attempt (nor of a Ray artefact)
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -44,19 +45,12 @@ def attempt_scratch(directory: Path) -> Path | None:
 
 
 def copy_tree(source: Path, target: Path) -> None:
-    """Copy `source` to the new directory `target`, hard-linking the files of its `.venv`."""
-    venv = source / LINKED
+    """Copy `source` to the new directory `target`, without its own top-level `.venv`."""
 
-    def copy(src: str, dst: str) -> Any:
-        if Path(src).is_relative_to(venv):
-            try:
-                os.link(src, dst, follow_symlinks=False)
-                return dst
-            except OSError:
-                pass
-        return shutil.copy2(src, dst, follow_symlinks=False)
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        return [LINKED] if Path(directory) == source and LINKED in names else []
 
-    shutil.copytree(source, target, symlinks=True, copy_function=copy)
+    shutil.copytree(source, target, symlinks=True, ignore=ignore)
 
 
 def prepare(live: Path, stage: str, token: int) -> Path:
@@ -108,6 +102,9 @@ def promote(staging: Path, live: Path) -> None:
     if not live.exists() and not any(staging.iterdir()):
         discard(staging)
         return
+    own = live / LINKED
+    if (own.exists() or own.is_symlink()) and not (staging / LINKED).exists():
+        os.rename(own, staging / LINKED)  # the person's environment stays with the package
     live.parent.mkdir(parents=True, exist_ok=True)
     replace_dir(staging, live)
     discard(staging)
