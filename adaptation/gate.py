@@ -38,7 +38,7 @@ from ascendbridge.config import uv_binary
 from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.pip_site import with_site
 from ascendbridge.runtime.process import CommandResult, run_command
-from ascendbridge.stable_envs import ensure, env_dir, stable_env
+from ascendbridge.stable_envs import ensure, env_dir, project_env
 from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parents[1] / "ab_runtime"
@@ -410,9 +410,8 @@ def check_parity(report: Report, directory: Path, spec: AdaptationSpec, timeout_
         report.add("library_parity", True, "not checked: no local weights (parity compares real weights only)")
         return
     progress("python -m ab_runtime.parity")
-    stable = stable_env(directory)  # the environment the demo ran in: its own .venv, else its lock's
-    target = {"UV_PROJECT_ENVIRONMENT": str(stable)} if stable else {}
-    res = uv(directory, ["run", "--no-sync", "python", "-m", "ab_runtime.parity"], timeout_s, target)
+    # the environment the demo ran in: its own .venv, else its lock's stable one
+    res = uv(directory, ["run", "--no-sync", "python", "-m", "ab_runtime.parity"], timeout_s, project_env(directory))
     parity = read_result(res.output)
     if parity is None:
         report.add(

@@ -145,6 +145,13 @@ def stable_env(directory: Path) -> Path | None:
     return max(found, key=lambda env: _used(env), default=None)
 
 
+def project_env(directory: Path) -> dict[str, str]:
+    """What a `uv run --no-sync` in the package needs to run in its stable environment (nothing when
+    it has its own `.venv` or none is ready): uv's UV_PROJECT_ENVIRONMENT."""
+    env = stable_env(directory)
+    return {"UV_PROJECT_ENVIRONMENT": str(env)} if env is not None else {}
+
+
 def _used(env: Path) -> float:
     stamp = _beside(env, USED_SUFFIX)
     return stamp.stat().st_mtime if stamp.exists() else 0.0

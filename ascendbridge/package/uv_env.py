@@ -25,7 +25,7 @@ from ascendbridge.package import system_env
 from ascendbridge.package.system_env import sync_system
 from ascendbridge.pip_site import SiteError, lock_matches_site, locked_sync_steps, missing_package_error, with_site
 from ascendbridge.runtime.process import CommandResult, run_command
-from ascendbridge.stable_envs import ensure, env_dir, kernel_cache_env, stable_env
+from ascendbridge.stable_envs import ensure, env_dir, kernel_cache_env, project_env
 
 # demo.py --device value -> the pyproject extra that installs the matching torch
 DEVICE_PROFILES: dict[str, str] = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
@@ -153,8 +153,7 @@ def run_in_env(
         return run_command(
             [str(python), *argv], cwd=Path(directory), env=uv_environment(extra), timeout_s=timeout_s, log=log
         )
-    stable = stable_env(directory)
-    target = {"UV_PROJECT_ENVIRONMENT": str(stable)} if stable is not None else {}
+    target = project_env(directory)
     return _uv(directory, ["run", "--no-sync", "python", *argv], timeout_s, log, {**target, **(env or {})})
 
 

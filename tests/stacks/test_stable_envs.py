@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from ascendbridge import stable_envs
+from ascendbridge.cli import board_ops
 from ascendbridge.package import uv_env
 from ascendbridge.runtime import attempt_dir
 
@@ -142,7 +143,9 @@ def test_a_staging_copy_has_no_venv_and_promotion_keeps_the_packages_own(tmp_pat
     assert (live / ".venv" / "bin" / "python").read_text() == "a person's interpreter"
 
 
-def test_prune_removes_envs_unused_for_the_given_days(tmp_path: Path, envs: Path) -> None:
+def test_prune_removes_envs_unused_for_the_given_days(
+    tmp_path: Path, envs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     old = stable_envs.env_dir(package(tmp_path, "ab-old", torch="2.7.1"), "cpu")
     new = stable_envs.env_dir(package(tmp_path, "ab-new"), "cpu")
     assert old is not None and new is not None
@@ -151,8 +154,10 @@ def test_prune_removes_envs_unused_for_the_given_days(tmp_path: Path, envs: Path
     stamp = old.with_name(old.name + stable_envs.USED_SUFFIX)
     os.utime(stamp, (time.time() - 10 * 86400,) * 2)
     assert stable_envs.prune(7, dry_run=True) == [old] and old.is_dir()
-    assert stable_envs.prune(7) == [old]
+    assert board_ops.main(["--json", "prune_envs", "--days", "7"]) == 0
+    assert json.loads(capsys.readouterr().out)["removed"] == [str(old)]
     assert not old.exists() and stable_envs.ready(new)
+    assert stable_envs.prune(7) == []
 
 
 def test_model_runs_get_the_kernel_caches_unless_already_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
