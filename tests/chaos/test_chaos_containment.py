@@ -26,7 +26,6 @@ from ascendbridge.naming import base_adaptation_name
 from ascendbridge.runtime.attempt_dir import discard, staging_dir
 from ascendbridge.runtime.containment import marker_for
 from ascendbridge.runtime.payload import write
-from ascendbridge.stable_envs import python as package_python
 from ascendbridge.teamlead.lock import lock_path_for
 from tests.chaos.chaos_stages import PARTS, STAGES
 from tests.teamlead.tl_support import FAST, alive, check_event_log, claimed_job, statuses, tl_env, wait_for
@@ -221,7 +220,7 @@ def test_killed_worker_during_uv_sync_and_killed_grandchild_leave_nothing_behind
         lead.kill()
     assert lead.returncode == 0, (tmp_path / "lead.out").read_text()[-3000:]
     assert statuses(board)[("org/uv", "discovery")] == "completed"
-    assert package_python(tmp_path / "adaptations" / base_adaptation_name("org/uv")).is_file()
+    assert (tmp_path / "adaptations" / base_adaptation_name("org/uv") / ".venv" / "pyvenv.cfg").exists()
     for model in ("org/uv", "org/grand"):
         assert_gated_or_previous(tmp_path, model, None)
     assert not [p for p, m in marked().items() if m.endswith("@" + str(board.path.resolve()))]
