@@ -14,14 +14,14 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
+from ascendbridge.envmode import SYSTEM_MARKER, EnvChoice, EnvModeError, env_choice
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import run_inner
 from ascendbridge.stable_envs import python as package_python
 from ascendbridge.stacks import stack_id
 
 PROBE_TIMEOUT_S = 120.0
-MARKER = "ascendbridge-env.json"  # in a system-mode .venv: mode, base interpreter, stack, installed
+MARKER = SYSTEM_MARKER
 
 # torch_npu release -> the torch release it is built for (Ascend's published pairs). A torch_npu
 # whose release is not listed must match torch's release exactly (X.Y.Z, local tags ignored).

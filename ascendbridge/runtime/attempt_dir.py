@@ -12,6 +12,7 @@ A package's own `.venv` (a person's `uv run` in `adaptations/<name>/`) is left o
 an attempt runs in the stable environment of the package's lock (ascendbridge/stable_envs.py),
 whose path is the same for every attempt, so inductor's kernel cache, keyed by compile commands
 that name the environment, stays warm. Promotion hands that `.venv` back to the live directory.
+A system-mode `.venv` (one interpreter's layer, the package's own by design) is hard-linked in.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ascendbridge.envmode import SYSTEM_MARKER
+
 STAGING_ROOT = ".attempts"
-LINKED = ".venv"  # a package's own environment: never part of an attempt (nor of a Ray artefact)
+LINKED = ".venv"  # a package's own environment: part of an attempt only in system mode (never of a Ray artefact)
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -45,12 +48,26 @@ def attempt_scratch(directory: Path) -> Path | None:
 
 
 def copy_tree(source: Path, target: Path) -> None:
-    """Copy `source` to the new directory `target`, without its own top-level `.venv`."""
+    """Copy `source` to the new directory `target`, without its own top-level `.venv`, except a
+    system-mode one: that is the package's environment by design (layered on one interpreter,
+    ascendbridge/package/system_env.py), and its files are hard-linked, not copied (its writers
+    replace files instead of writing into them), so it costs directory entries, not a re-make."""
+    venv = source / LINKED
+    system = (venv / SYSTEM_MARKER).is_file()
 
     def ignore(directory: str, names: list[str]) -> list[str]:
-        return [LINKED] if Path(directory) == source and LINKED in names else []
+        return [LINKED] if Path(directory) == source and LINKED in names and not system else []
 
-    shutil.copytree(source, target, symlinks=True, ignore=ignore)
+    def copy(src: str, dst: str) -> Any:
+        if Path(src).is_relative_to(venv):
+            try:
+                os.link(src, dst, follow_symlinks=False)
+                return dst
+            except OSError:
+                pass
+        return shutil.copy2(src, dst, follow_symlinks=False)
+
+    shutil.copytree(source, target, symlinks=True, ignore=ignore, copy_function=copy)
 
 
 def prepare(live: Path, stage: str, token: int) -> Path:

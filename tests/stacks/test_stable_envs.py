@@ -14,6 +14,7 @@ import pytest
 
 from ascendbridge import stable_envs
 from ascendbridge.cli import board_ops
+from ascendbridge.envmode import SYSTEM_MARKER
 from ascendbridge.package import uv_env
 from ascendbridge.runtime import attempt_dir
 
@@ -141,6 +142,17 @@ def test_a_staging_copy_has_no_venv_and_promotion_keeps_the_packages_own(tmp_pat
     attempt_dir.promote(staging, live)
     assert (live / "demo.py").read_text() == "new"
     assert (live / ".venv" / "bin" / "python").read_text() == "a person's interpreter"
+
+
+def test_a_system_mode_venv_is_hard_linked_into_the_staging_copy(tmp_path: Path) -> None:
+    """System mode's `.venv` is one interpreter's layer, the package's own by design: an attempt
+    keeps it (hard links, no re-make), as before stable environments."""
+    live = tmp_path / "adaptations" / "tiny"
+    (live / ".venv" / "bin").mkdir(parents=True)
+    (live / ".venv" / SYSTEM_MARKER).write_text(json.dumps({"mode": "system"}))
+    staging = attempt_dir.prepare(live, "healing", 8)
+    copied = staging / ".venv" / SYSTEM_MARKER
+    assert copied.is_file() and copied.stat().st_ino == (live / ".venv" / SYSTEM_MARKER).stat().st_ino
 
 
 def test_prune_removes_envs_unused_for_the_given_days(
