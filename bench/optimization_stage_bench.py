@@ -2,7 +2,7 @@
 """The optimization stage's cost per demo model, two source trees side by side in one run.
 
     uv run python bench/optimization_stage_bench.py [--models tiny-bart,tiny-bert] [--before DIR]
-        [--repeats 1] [--out bench_optimization_stage.json]
+        [--repeats 1] [--real-envs] [--out bench_optimization_stage.json]
 
 For every demo model (demo_models/) and every tree (`--before DIR`: another checkout of this
 repository, e.g. `git archive <rev> | tar -x -C DIR`; `after`: this one), a child process imports
@@ -14,7 +14,10 @@ is the only step skipped: it is the same in both trees), pinned to one core (`--
 last) as the team lead pins a timed stage to its slot on a CPU-only host. Trees alternate per model (before, after;
 then after, before) so both see the same load. Printed per model: wall seconds of run and gate
 for each tree, the chosen passes and the confirmed figure with its interval, and the gate's
-verdict; then the mean per model and the load average before and after.
+verdict; then the mean per model and the load average before and after. `--real-envs`: each package
+is `uv lock`ed and the stage's own sync makes its environment (each package its own `.venv` in a
+tree before stable environments, the lock's stable one after), with one fresh environment root and
+inductor cache for the whole bench; each row then also counts the C++ kernels its run built.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -192,6 +196,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
     trees = {**({"before": args.before.resolve()} if args.before else {}), **({} if args.no_after else {"after": REPO})}
+    caches = None
     if args.real_envs:  # one fresh environment root and kernel cache for every run of both trees
         caches = Path(tempfile.mkdtemp(prefix="stage-bench-caches-"))
         os.environ.update(
@@ -242,6 +247,8 @@ def main(argv: list[str]) -> int:
     Path(args.out).write_text(
         json.dumps({"models": rows, "load_average": [load_before, load_after]}, indent=2, default=str) + "\n"
     )
+    if caches is not None:
+        shutil.rmtree(caches, ignore_errors=True)
     return 0 if all("error" not in x for n in rows.values() for t in n.values() for x in t) else 1
 
 
