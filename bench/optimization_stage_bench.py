@@ -2,7 +2,7 @@
 """The optimization stage's cost per demo model, two source trees side by side in one run.
 
     uv run python bench/optimization_stage_bench.py [--models tiny-bart,tiny-bert] [--before DIR]
-        [--repeats 1] [--out bench_optimization_stage.json]
+        [--repeats 1] [--real-envs] [--out bench_optimization_stage.json]
 
 For every demo model (demo_models/) and every tree (`--before DIR`: another checkout of this
 repository, e.g. `git archive <rev> | tar -x -C DIR`; `after`: this one), a child process imports
@@ -14,7 +14,10 @@ is the only step skipped: it is the same in both trees), pinned to one core (`--
 last) as the team lead pins a timed stage to its slot on a CPU-only host. Trees alternate per model (before, after;
 then after, before) so both see the same load. Printed per model: wall seconds of run and gate
 for each tree, the chosen passes and the confirmed figure with its interval, and the gate's
-verdict; then the mean per model and the load average before and after.
+verdict; then the mean per model and the load average before and after. `--real-envs`: each package
+is `uv lock`ed and the stage's own sync makes its environment (each package its own `.venv` in a
+tree before stable environments, the lock's stable one after), with one fresh environment root and
+inductor cache for the whole bench; each row then also counts the C++ kernels its run built.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 MARK = "STAGE_BENCH "
 
 
-def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
+def one(name: str, tree: Path, cpu: int | None, tmp: Path, real_envs: bool = False) -> dict[str, Any]:
     """Child: run the stage and its gate from `tree` on demo model `name` (board and adaptation in
     `tmp`); figures as a dict.
     `cpu`: pinned there (inherited by every process it starts), as the team lead pins a timed stage
@@ -53,7 +57,7 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
     (tmp / "adaptations").mkdir()
     from ascendbridge.board import BoardStore
     from ascendbridge.package import uv_env
-    from ascendbridge.package.generator import render_adaptation
+    from ascendbridge.package.generator import generate, render_adaptation
     from ascendbridge.stage_api import StageContext
     from bench.support.local_model import register_local
     from bench.support.torch_env import torch_env_python
@@ -71,10 +75,13 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
         info["architecture"],
         config["model_type"],
     )
-    render_adaptation(spec, directory)
-    (directory / ".venv").symlink_to(torch_env_python().absolute().parent.parent, target_is_directory=True)
-    # the shared env stands in for the synced one
-    uv_env.sync = lambda *a, **k: SimpleNamespace(ok=True)  # type: ignore[assignment]  # a stand-in, not a sync
+    if real_envs:  # the stage's own `uv sync`: a package .venv in the tree before, the lock's stable env after
+        assert generate(spec, directory).ok, f"uv lock of {name} failed"
+    else:
+        render_adaptation(spec, directory)
+        (directory / ".venv").symlink_to(torch_env_python().absolute().parent.parent, target_is_directory=True)
+        # the shared env stands in for the synced one
+        uv_env.sync = lambda *a, **k: SimpleNamespace(ok=True)  # type: ignore[assignment]  # a stand-in, not a sync
     log = io.StringIO()
     ctx = StageContext(
         model=record,
@@ -84,6 +91,7 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
         log=log,
         settings={"device": "cpu"},
     )
+    built_before = kernel_builds()
     start = time.perf_counter()
     outcome = OPTIMIZATION_STAGE.run(ctx)
     run_s = time.perf_counter() - start
@@ -107,8 +115,16 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path) -> dict[str, Any]:
         else ("passed" if gate.passed else "inconclusive" if getattr(gate, "inconclusive", False) else "failed"),
         "gate_summary": None if gate is None else gate.summary,
         "log": log.getvalue(),
+        "kernel_builds": kernel_builds() - built_before,
         "timed_pairs": timed_pairs(directory, notes, gate.report if gate is not None else {}),
     }
+
+
+def kernel_builds() -> int:
+    """C++ kernels in inductor's cache (`*.so`): the environment's TORCHINDUCTOR_CACHE_DIR, which the
+    bench sets for both trees, so a run adds what it built."""
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/nonexistent"))
+    return sum(1 for _ in cache.rglob("*.so")) if cache.is_dir() else 0
 
 
 def timed_pairs(directory: Path, notes: dict[str, Any], gate_report: dict[str, Any]) -> dict[str, int]:
@@ -128,8 +144,9 @@ def timed_pairs(directory: Path, notes: dict[str, Any], gate_report: dict[str, A
     }
 
 
-def child(name: str, tree: Path, cpu: int | None, timeout: float) -> dict[str, Any]:
+def child(name: str, tree: Path, cpu: int | None, timeout: float, real_envs: bool = False) -> dict[str, Any]:
     argv = [sys.executable, str(Path(__file__).resolve()), "--one", name, "--tree", str(tree)]
+    argv += ["--real-envs"] if real_envs else []
     proc = subprocess.run(
         argv + ([] if cpu is None else ["--cpu", str(cpu)]), cwd=tree, capture_output=True, text=True, timeout=timeout
     )
@@ -154,12 +171,18 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--out", default="bench_optimization_stage.json")
+    parser.add_argument(
+        "--real-envs",
+        action="store_true",
+        help="lock each package and let the stage sync it (stable environments and kernel caches in a "
+        "fresh directory for the whole bench), instead of the shared test environment",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         with tempfile.TemporaryDirectory(prefix="stage-bench-") as tmp:
-            row = one(args.one, args.tree.resolve(), None if args.cpu < 0 else args.cpu, Path(tmp))
+            row = one(args.one, args.tree.resolve(), None if args.cpu < 0 else args.cpu, Path(tmp), args.real_envs)
         print(MARK + json.dumps(row, default=str), flush=True)
         return 0
     names = [n for n in args.models.split(",") if n]
@@ -173,6 +196,14 @@ def main(argv: list[str]) -> int:
         )
         return 2
     trees = {**({"before": args.before.resolve()} if args.before else {}), **({} if args.no_after else {"after": REPO})}
+    caches = None
+    if args.real_envs:  # one fresh environment root and kernel cache for every run of both trees
+        caches = Path(tempfile.mkdtemp(prefix="stage-bench-caches-"))
+        os.environ.update(
+            ASCENDBRIDGE_STABLE_ENVS=str(caches / "envs"),
+            TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"),
+            TRITON_CACHE_DIR=str(caches / "triton"),
+        )
     load_before = os.getloadavg()
     print(
         f"optimization stage bench: {len(names)} models x {args.repeats}, trees {', '.join(trees)}, pinned to "
@@ -185,7 +216,7 @@ def main(argv: list[str]) -> int:
         for r in range(args.repeats):
             order = list(trees) if (i + r) % 2 else list(reversed(trees))
             for t in order:
-                row = child(name, trees[t], None if args.cpu < 0 else args.cpu, args.timeout)
+                row = child(name, trees[t], None if args.cpu < 0 else args.cpu, args.timeout, args.real_envs)
                 rows[name][t].append(row)
                 if "error" in row:
                     print(f"  {name} [{t}]: ERROR {row['error'][-300:]}", flush=True)
@@ -194,7 +225,8 @@ def main(argv: list[str]) -> int:
                     print(
                         f"  {name} [{t}]: run {row['run_s']:.0f} s + gate {row['gate_s']:.0f} s; "
                         f"{'+'.join(row['chosen'] or []) or 'no gain'} x{row['speedup'] or 1:.2f} "
-                        f"[{interval[0]:.2f},{interval[1]:.2f}]; gate {row['gate']}",
+                        f"[{interval[0]:.2f},{interval[1]:.2f}]; gate {row['gate']}; "
+                        f"{row['kernel_builds']} C++ kernel builds",
                         flush=True,
                     )
     print(f"\n{'model':22s} " + " ".join(f"{t + ' s (min..max)':>26s}" for t in trees))
@@ -215,6 +247,8 @@ def main(argv: list[str]) -> int:
     Path(args.out).write_text(
         json.dumps({"models": rows, "load_average": [load_before, load_after]}, indent=2, default=str) + "\n"
     )
+    if caches is not None:
+        shutil.rmtree(caches, ignore_errors=True)
     return 0 if all("error" not in x for n in rows.values() for t in n.values() for x in t) else 1
 
 

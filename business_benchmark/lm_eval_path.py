@@ -18,6 +18,7 @@ import yaml
 from ascendbridge.config import uv_binary
 from ascendbridge.package.uv_env import uv_environment
 from ascendbridge.runtime.process import run_command
+from ascendbridge.stable_envs import python as package_python
 
 LM_EVAL_REQUIREMENT = "lm-eval[hf]==0.4.13"  # the hf extra brings accelerate, which HFLM needs
 LOCAL_TASK = "ab_choice_en"  # the bundled multiple-choice task over data/ab-choice-en.jsonl
@@ -45,14 +46,15 @@ MEAN_METRICS = ("acc", "acc_norm", "exact_match")
 
 
 def install_argv(adaptation_dir: Path) -> list[str]:
-    """The uv command that installs lm-eval into the adaptation's own .venv (never the framework's)."""
-    python = Path(adaptation_dir) / ".venv" / "bin" / "python"
+    """The uv command that installs lm-eval into the adaptation's environment (its own .venv or
+    its lock's stable one, never the framework's)."""
+    python = package_python(Path(adaptation_dir))
     return [uv_binary(), "pip", "install", "--quiet", "--python", str(python), LM_EVAL_REQUIREMENT]
 
 
 def prepare_lm_eval(adaptation_dir: Path, log: IO[str] | None = None) -> str | None:
-    """Install lm-eval into the adaptation's .venv; None on success, else one line."""
-    if not (Path(adaptation_dir) / ".venv" / "bin" / "python").is_file():
+    """Install lm-eval into the adaptation's environment; None on success, else one line."""
+    if not package_python(Path(adaptation_dir)).is_file():
         return f"{adaptation_dir} has no synced .venv for lm-eval"
     res = run_command(
         install_argv(adaptation_dir), cwd=adaptation_dir, env=uv_environment(), timeout_s=INSTALL_TIMEOUT_S, log=log

@@ -24,6 +24,7 @@ from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.gatekit.report import GateReport
 from ascendbridge.package.checker import run_package_checker
 from ascendbridge.runtime.process import run_command
+from ascendbridge.stable_envs import project_env
 from healing.evidence import read_evidence, spec_digest
 
 
@@ -50,7 +51,7 @@ def verify_real_run(
     res = run_command(
         [uv_binary(), "run", "--no-sync", "python", "demo.py", "--device", device],
         cwd=directory,
-        env=model_run_env(drop=("DRY_RUN",)),
+        env=model_run_env(project_env(directory), drop=("DRY_RUN",)),  # its own .venv, else its lock's
         timeout_s=timeout_s,
     )
     result = read_result(res.output)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardStore
+from ascendbridge.settings import REPO_ROOT
 from tests.support.fake_hub import FakeHubServer, serving
 
 # The team lead records its board's stage durations in the host's stage history, the ETA's prior on
@@ -18,12 +19,20 @@ from tests.support.fake_hub import FakeHubServer, serving
 # so the suite (and every process it starts) gets a history of its own, removed at the end.
 STAGE_HISTORY_ENV = "ASCENDBRIDGE_STAGE_HISTORY"
 _own_history: list[Path] = []
+# Packages the suite syncs share stable environments (ascendbridge/stable_envs.py) and compiled
+# kernels with each other and with the next run, in the checkout's .cache, not the user's.
+SUITE_CACHES = {
+    "ASCENDBRIDGE_STABLE_ENVS": REPO_ROOT / ".cache" / "stable-envs",
+    "ASCENDBRIDGE_KERNEL_CACHE": REPO_ROOT / ".cache" / "kernels",
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if STAGE_HISTORY_ENV not in os.environ:
         _own_history.append(Path(tempfile.mkdtemp(prefix="ab-test-stage-history-")))
         os.environ[STAGE_HISTORY_ENV] = str(_own_history[0] / "stage_history.json")
+    for name, path in SUITE_CACHES.items():
+        os.environ.setdefault(name, str(path))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

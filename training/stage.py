@@ -44,6 +44,7 @@ from ascendbridge.package.train_files import RUN_DIR
 from ascendbridge.runtime.devices import DeviceSpecError
 from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
 from ascendbridge.runtime.process import CommandResult
+from ascendbridge.stable_envs import python as package_python
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import memory_planned, run_with_inputs
 from training.figures import (
@@ -67,7 +68,6 @@ from training.settings import TrainingSettings
 
 CHECKER = Path(__file__).resolve().parent / "scripts" / "check_training.py"
 GATE_TIMEOUT_S = 3600.0
-VENV_PYTHON = ".venv/bin/python"  # the package's environment, locked or system mode alike
 MEMORY_REMEDY = (
     "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
     "ASCENDBRIDGE_MEMORY_FRACTION), training on an accelerator (`--devices`), a LoRA job instead of a full one "
@@ -91,12 +91,13 @@ def model_dir(spec: AdaptationSpec) -> str:
     )
 
 
-def train_command(processes: int) -> list[str]:
-    """The training command the hang watch runs (and restarts with --resume)."""
+def train_command(processes: int, python: Path) -> list[str]:
+    """The training command the hang watch runs (and restarts with --resume), in the package's
+    environment (`python`: its own `.venv` or its lock's stable one, locked or system mode alike)."""
     launcher = (
-        [VENV_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+        [str(python), "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
         if processes > 1
-        else [VENV_PYTHON]
+        else [str(python)]
     )
     return [*launcher, TRAIN_PY, "train", "--config", TRAIN_CONFIG, "--out", RUN_DIR]
 
@@ -313,7 +314,7 @@ class TrainingStage:
             "--startup-s",
             str(settings.startup_s),
             "--",
-            *train_command(job.processes),
+            *train_command(job.processes, package_python(directory)),
             *(["--resume"] if resumed else []),
         ]
         command = uv_env.run_in_env(directory, watch, timeout_s=settings.run_timeout_s, log=ctx.log, env=env)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ab_runtime.fileops import write_text_atomic
 from ab_runtime.train.corpus import HUB_PREFIX
+from ascendbridge import stable_envs
 from ascendbridge.agents.history import list_runs as list_agent_runs
 from ascendbridge.board import BoardStore, EventRecord, ModelRecord, Registration, TaskRecord, validate_registration
 from ascendbridge.board.records import TrainingJob
@@ -405,6 +406,21 @@ def cmd_cleanup(args: argparse.Namespace, out: Output) -> int:
     for task in reclaimed:
         out.line(f"{task.model_id}: {task.stage} lease expired, back to pending")
     out.line(f"{len(stale)} stale agent(s) marked, {len(reclaimed)} expired lease(s) returned to pending")
+    return EXIT_OK
+
+
+def cmd_prune_envs(args: argparse.Namespace, out: Output) -> int:
+    """Stable environments accumulate, one per lock (ascendbridge/stable_envs.py): disk is the only
+    cost of keeping one, a sync the only cost of removing one still wanted."""
+    if args.days < 0:
+        raise CliError("--days must be zero or more")
+    removed = stable_envs.prune(args.days, dry_run=args.dry_run)
+    if out.json_mode:
+        out.json({"root": str(stable_envs.root()), "removed": [str(p) for p in removed], "dry_run": args.dry_run})
+        return EXIT_OK
+    for env in removed:
+        out.line(f"{'would remove' if args.dry_run else 'removed'} {env}")
+    out.line(f"{len(removed)} environment(s) unused for {args.days:g} day(s) under {stable_envs.root()}")
     return EXIT_OK
 
 

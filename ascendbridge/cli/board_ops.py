@@ -222,6 +222,10 @@ def _agent_and_export_commands(add: Add) -> None:
         help="silence after which an agent is stale (default 300)",
     )
 
+    p = add("prune_envs", cmds.cmd_prune_envs, "remove stable environments no stage synced or reused for --days")
+    p.add_argument("--days", type=float, default=14.0, help="unused for this many days (default 14)")
+    p.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true", help="only list them")
+
     p = add("events", cmds.cmd_events, "recent events; --follow keeps printing new ones until Ctrl-C")
     p.add_argument("--model", help="only this model's events")
     p.add_argument("--follow", "-f", action="store_true")

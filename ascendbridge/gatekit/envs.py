@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ascendbridge.runtime.process import CommandResult, run_command
+from ascendbridge.stable_envs import python as package_python
 
 INNER_DIR = Path(__file__).resolve().parent / "inner"
 # The one list of variables stripped from every model run's environment: each would point the run
@@ -32,13 +33,14 @@ class EnvError(RuntimeError):
 
 
 def adaptation_python(adaptation_dir: Path, override: str | None = None) -> Path:
-    """`override` if given, else the adaptation's synced `.venv/bin/python`."""
+    """`override` if given, else the adaptation's synced environment's (its own `.venv`, else the
+    stable environment of its lock: ascendbridge.stable_envs)."""
     if override:
         path = Path(override).absolute()  # not resolve(): a venv's python is a symlink to keep
         if not path.is_file():
             raise EnvError(f"--python {override}: no such interpreter")
         return path
-    python = Path(adaptation_dir) / ".venv" / "bin" / "python"
+    python = package_python(Path(adaptation_dir))
     if not python.is_file():
         raise EnvError(
             f"{adaptation_dir} has no synced environment (.venv); run "

@@ -14,13 +14,14 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
+from ascendbridge.envmode import SYSTEM_MARKER, EnvChoice, EnvModeError, env_choice
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import run_inner
+from ascendbridge.stable_envs import python as package_python
 from ascendbridge.stacks import stack_id
 
 PROBE_TIMEOUT_S = 120.0
-MARKER = "ascendbridge-env.json"  # in a system-mode .venv: mode, base interpreter, stack, installed
+MARKER = SYSTEM_MARKER
 
 # torch_npu release -> the torch release it is built for (Ascend's published pairs). A torch_npu
 # whose release is not listed must match torch's release exactly (X.Y.Z, local tags ignored).
@@ -112,12 +113,13 @@ def check_stack(stack: dict[str, Any], transformers_requirement: str, device: st
 
 
 def env_stack(directory: Path) -> dict[str, Any]:
-    """The stack of an adaptation's synced `.venv`, as stored with results: {"stack_id", "data"}.
+    """The stack of an adaptation's synced environment (its `.venv` or its lock's stable one), as
+    stored with results: {"stack_id", "data"}.
 
     A system-mode venv that installed nothing runs exactly the stack its sync just probed and
     checked (recorded in its marker), so that probe is reused instead of importing torch again."""
     marker = system_marker(directory)
     if marker is not None and not marker.get("installed") and marker.get("stack"):
         return {"stack_id": stack_id(marker["stack"]), "data": marker["stack"]}
-    data = probe_stack(Path(directory) / ".venv" / "bin" / "python")
+    data = probe_stack(package_python(Path(directory)))
     return {"stack_id": stack_id(data), "data": data}

@@ -25,6 +25,7 @@ from ascendbridge.package import system_env
 from ascendbridge.package.system_env import sync_system
 from ascendbridge.pip_site import SiteError, lock_matches_site, locked_sync_steps, missing_package_error, with_site
 from ascendbridge.runtime.process import CommandResult, run_command
+from ascendbridge.stable_envs import ensure, env_dir, kernel_cache_env, project_env
 
 # demo.py --device value -> the pyproject extra that installs the matching torch
 DEVICE_PROFILES: dict[str, str] = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}
@@ -38,8 +39,10 @@ DEMO_TIMEOUT_S = 600.0
 
 def uv_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The process environment for uv and model runs: ours minus foreign venv pointers, plus the
-    site's package sources (ascendbridge.pip_site: its mirror or wheelhouse, never the public index)."""
-    return with_site(model_run_env({"UV_NO_PROGRESS": os.environ.get("UV_NO_PROGRESS", "1"), **(extra or {})}))
+    site's package sources (ascendbridge.pip_site: its mirror or wheelhouse, never the public index)
+    and the per-host kernel caches (ascendbridge.stable_envs), so compiled kernels are reused."""
+    base = {"UV_NO_PROGRESS": os.environ.get("UV_NO_PROGRESS", "1"), **kernel_cache_env()}
+    return with_site(model_run_env({**base, **(extra or {})}))
 
 
 def profile_for_device(device: str) -> str:
@@ -62,18 +65,22 @@ def _uv(
     return run_command([uv_binary(), *args], cwd=directory, env=environment, timeout_s=timeout_s, log=log)
 
 
-def _locked_sync(directory: Path, args: Sequence[str], timeout_s: float, log: IO[str] | None) -> CommandResult:
-    """`uv sync --locked ARGS`, or, when the site's index is not the one the lock names (a lock
-    made against PyPI on a mirrored or air-gapped host), the lock's exact pins and hashes
-    installed from the site's index (ascendbridge.pip_site.locked_sync_steps)."""
+def _locked_sync(
+    directory: Path, args: Sequence[str], timeout_s: float, log: IO[str] | None, venv: Path | None = None
+) -> CommandResult:
+    """`uv sync --locked ARGS` into `venv` (default: the project's `.venv`), or, when the site's
+    index is not the one the lock names (a lock made against PyPI on a mirrored or air-gapped
+    host), the lock's exact pins and hashes installed from the site's index
+    (ascendbridge.pip_site.locked_sync_steps)."""
+    target = {"UV_PROJECT_ENVIRONMENT": str(venv)} if venv else {}
     try:
-        environment = uv_environment()
+        environment = uv_environment(target)
     except SiteError as exc:
         return CommandResult(["sync", str(directory)], 2, 0.0, False, f"error: {exc}\n", False)
     if lock_matches_site(Path(directory), environment):
-        return _uv(directory, ["sync", "--locked", *args], timeout_s, log)
+        return _uv(directory, ["sync", "--locked", *args], timeout_s, log, target)
     with tempfile.TemporaryDirectory() as tmp:
-        for step in locked_sync_steps(Path(directory), uv_binary(), args, Path(tmp) / "requirements.txt"):
+        for step in locked_sync_steps(Path(directory), uv_binary(), args, Path(tmp) / "requirements.txt", venv):
             res = run_command(step, cwd=directory, env=environment, timeout_s=timeout_s, log=log)
             if not res.ok:
                 message = missing_package_error(res.output, environment)
@@ -96,9 +103,11 @@ def sync(
     log: IO[str] | None = None,
     env: EnvChoice | None = None,
 ) -> CommandResult:
-    """Make the adaptation's `.venv` for one profile, in the environment mode of `env` (default:
+    """Make the adaptation's environment for one profile, in the environment mode of `env` (default:
     the run's, ASCENDBRIDGE_ENV): `locked` = `uv sync --locked --extra PROFILE` (exactly the
-    lock's packages); `system` = layered on the given interpreter's torch (ascendbridge.package.system_env).
+    lock's packages) into the stable environment of its lock (ascendbridge.stable_envs; reused
+    without a sync when one is ready) unless the package has its own `.venv` or stable
+    environments are off; `system` = layered on the given interpreter's torch (ascendbridge.package.system_env).
     A bad mode or a mismatched stack comes back as a failed result with one `error:` line."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile '{profile}' (expected one of: {', '.join(PROFILES)})")
@@ -111,7 +120,16 @@ def sync(
         return sync_system(Path(directory), env, DEVICE_OF_PROFILE[profile], log)
     if system_env.marker(directory) is not None:  # a system-mode venv must not receive the lock's torch
         shutil.rmtree(Path(directory) / ".venv")
-    return _locked_sync(directory, ["--extra", profile], timeout_s, log)
+    stable = None if (Path(directory) / ".venv").exists() else env_dir(directory, profile)
+    if stable is None:
+        return _locked_sync(directory, ["--extra", profile], timeout_s, log)
+    synced = ensure(stable, lambda: _locked_sync(directory, ["--extra", profile], timeout_s, log, stable))
+    if synced is not None:
+        return synced
+    message = f"environment for this lock reused: {stable}\n"
+    if log:
+        log.write(message)
+    return CommandResult(["sync", str(directory)], 0, 0.0, False, message, False)
 
 
 def run_in_env(
@@ -126,7 +144,8 @@ def run_in_env(
 
     `--no-sync`: a run never changes the environment (a plain `uv run` would re-sync it
     without the profile's extra and could remove torch).
-    A system-mode environment runs with its own interpreter directly (no uv on such hosts).
+    A system-mode environment runs with its own interpreter directly (no uv on such hosts); a
+    package without its own `.venv` runs in the stable environment of its lock.
     """
     if system_env.marker(directory) is not None:
         python = Path(directory) / ".venv" / "bin" / "python"
@@ -134,7 +153,8 @@ def run_in_env(
         return run_command(
             [str(python), *argv], cwd=Path(directory), env=uv_environment(extra), timeout_s=timeout_s, log=log
         )
-    return _uv(directory, ["run", "--no-sync", "python", *argv], timeout_s, log, env)
+    target = project_env(directory)
+    return _uv(directory, ["run", "--no-sync", "python", *argv], timeout_s, log, {**target, **(env or {})})
 
 
 @dataclass

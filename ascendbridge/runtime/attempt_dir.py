@@ -8,9 +8,11 @@ the run and the gate work. When the gate passes, the team lead swaps the copy in
 half-copied. An orphaned process of a stale attempt can only write into its own copy, which is
 deleted with the attempt.
 
-The `.venv` inside is a build output: its files are hard-linked, not copied (uv itself installs
-by hard-linking from its cache and replaces files instead of writing into them), so a staging
-copy costs directory entries, not gigabytes.
+A package's own `.venv` (a person's `uv run` in `adaptations/<name>/`) is left out of the copy:
+an attempt runs in the stable environment of the package's lock (ascendbridge/stable_envs.py),
+whose path is the same for every attempt, so inductor's kernel cache, keyed by compile commands
+that name the environment, stays warm. Promotion hands that `.venv` back to the live directory.
+A system-mode `.venv` (one interpreter's layer, the package's own by design) is hard-linked in.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ascendbridge.envmode import SYSTEM_MARKER
+
 STAGING_ROOT = ".attempts"
-LINKED = ".venv"  # hard-linked, not copied
+LINKED = ".venv"  # a package's own environment: part of an attempt only in system mode (never of a Ray artefact)
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -44,8 +48,15 @@ def attempt_scratch(directory: Path) -> Path | None:
 
 
 def copy_tree(source: Path, target: Path) -> None:
-    """Copy `source` to the new directory `target`, hard-linking the files of its `.venv`."""
+    """Copy `source` to the new directory `target`, without its own top-level `.venv`, except a
+    system-mode one: that is the package's environment by design (layered on one interpreter,
+    ascendbridge/package/system_env.py), and its files are hard-linked, not copied (its writers
+    replace files instead of writing into them), so it costs directory entries, not a re-make."""
     venv = source / LINKED
+    system = (venv / SYSTEM_MARKER).is_file()
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        return [LINKED] if Path(directory) == source and LINKED in names and not system else []
 
     def copy(src: str, dst: str) -> Any:
         if Path(src).is_relative_to(venv):
@@ -56,7 +67,7 @@ def copy_tree(source: Path, target: Path) -> None:
                 pass
         return shutil.copy2(src, dst, follow_symlinks=False)
 
-    shutil.copytree(source, target, symlinks=True, copy_function=copy)
+    shutil.copytree(source, target, symlinks=True, ignore=ignore, copy_function=copy)
 
 
 def prepare(live: Path, stage: str, token: int) -> Path:
@@ -108,6 +119,9 @@ def promote(staging: Path, live: Path) -> None:
     if not live.exists() and not any(staging.iterdir()):
         discard(staging)
         return
+    own = live / LINKED
+    if (own.exists() or own.is_symlink()) and not (staging / LINKED).exists():
+        os.rename(own, staging / LINKED)  # the person's environment stays with the package
     live.parent.mkdir(parents=True, exist_ok=True)
     replace_dir(staging, live)
     discard(staging)

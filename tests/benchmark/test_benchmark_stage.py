@@ -11,6 +11,7 @@ import pytest
 
 from ascendbridge.board import BoardStore
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.stable_envs import python as package_python
 from ascendbridge.teamlead.guidance import open_directives, send_back
 from bench.support.tiny_adaptations import stage_context as make_context
 from benchmark.stage import BENCHMARK_STAGE, board_figures, spec_change
@@ -75,7 +76,7 @@ def test_a_dtype_finding_goes_back_through_the_healer_then_both_dtypes_pass_and_
     outcome = BENCHMARK_STAGE.run(ctx)
     assert outcome.status == "done" and outcome.spec_change is None, (outcome.summary, ctx.log.getvalue()[-3000:])
     assert [(r["dtype"], r["verdict"]) for r in outcome.result["runs"]] == [("float32", "pass"), ("bfloat16", "pass")]
-    assert (ctx.adaptation_dir / "accuracy_run.py").is_file() and (ctx.adaptation_dir / ".venv").is_dir()
+    assert (ctx.adaptation_dir / "accuracy_run.py").is_file() and package_python(ctx.adaptation_dir).is_file()
     readme = (ctx.adaptation_dir / "README.md").read_text()
     assert "| cpu (" in readme and "check_accuracy_run.py" in readme
     # The figures travel in the outcome; the team lead writes them with the gate's completion.

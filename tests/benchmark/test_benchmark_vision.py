@@ -23,6 +23,7 @@ from adaptation.stage import ADAPTATION_STAGE
 from ascendbridge.discovery.directory import info_from_directory
 from ascendbridge.package.generator import render_adaptation
 from ascendbridge.package.spec import AdaptationSpec
+from ascendbridge.stable_envs import python as package_python
 from bench.support.local_model import fresh_board, put_discovered, stage_context
 from bench.support.tiny_adaptations import run_accuracy
 from benchmark.gate import check_adaptation
@@ -169,7 +170,7 @@ def test_the_vlm_passes_adaptation_and_healing_in_its_own_environment(prepared: 
     assert "image_grid_thw" in log and "pixel_values" in log, log[-3000:]
     directory = prepared[HEALED]["dir"]
     assert "pillow>=10" in (directory / "pyproject.toml").read_text()
-    assert list((directory / ".venv").glob("lib/python*/site-packages/PIL/Image.py"))
+    assert list(package_python(directory).parent.parent.glob("lib/python*/site-packages/PIL/Image.py"))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

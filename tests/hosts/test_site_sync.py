@@ -17,6 +17,7 @@ from ascendbridge.board import BoardStore, Registration
 from ascendbridge.config import REPO_ROOT, uv_binary
 from ascendbridge.envmode import EnvChoice
 from ascendbridge.package import uv_env
+from ascendbridge.stable_envs import python as package_python
 from tests.hosts.site_index import PASSWORD, PYPROJECT, QUOTED_PASSWORD, USER, index_tree, probe_wheels, serve
 from tests.teamlead.tl_support import tl_argv
 
@@ -36,6 +37,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path
     for key in [k for k in os.environ if k.startswith(("UV_", "PIP_"))]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("ASCENDBRIDGE_STABLE_ENVS", str(tmp_path / "envs"))  # a fresh one: every sync runs
     monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "xdg"))
     with serve(index, auth=False) as (public, _):  # the registry the lock was made against
         lock = subprocess.run(
@@ -72,7 +74,7 @@ def test_locked_sync_installs_the_locks_pins_from_the_mirror(site: tuple[Path, P
     with open(log_path, "w") as log:
         res = uv_env.sync(project, "cpu", log=log, env=EnvChoice("locked"))
     assert res.ok, res.output
-    python = project / ".venv" / "bin" / "python"
+    python = package_python(project)
     shown = subprocess.run([str(python), "-c", "import abhost_cpu, abhost_base; print('ok')"], capture_output=True)
     assert shown.stdout.strip() == b"ok"
     assert "/simple/abhost-cpu/abhost_cpu-1.0-py3-none-any.whl" in requests.read_text()  # from the mirror

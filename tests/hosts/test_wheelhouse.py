@@ -16,6 +16,7 @@ from ascendbridge import pip_site
 from ascendbridge.config import REPO_ROOT, uv_binary
 from ascendbridge.envmode import EnvChoice
 from ascendbridge.package import uv_env
+from ascendbridge.stable_envs import python as package_python
 from tests.hosts.site_index import PYPROJECT, build_wheel, index_tree, probe_wheels, serve
 
 pytestmark = pytest.mark.slow  # real uv locks and syncs, a real HTTP server
@@ -63,6 +64,7 @@ def test_wheelhouse_for_cpu_then_an_offline_sync_from_it(tmp_path: Path, monkeyp
     # the site: no server, no find-links directory, the wheelhouse as its only source, a fresh cache
     shutil.rmtree(find_links)
     monkeypatch.setenv(pip_site.WHEELHOUSE_ENV, str(out))
+    monkeypatch.setenv("ASCENDBRIDGE_STABLE_ENVS", str(tmp_path / "envs"))  # a fresh one: the sync runs
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "site-cache"))
     pip_site._site.cache_clear()
     try:
@@ -70,7 +72,7 @@ def test_wheelhouse_for_cpu_then_an_offline_sync_from_it(tmp_path: Path, monkeyp
     finally:
         pip_site._site.cache_clear()
     assert res.ok, res.output
-    assert (project / ".venv" / "bin" / "python").is_file()
+    assert package_python(project).is_file()
 
 
 def test_a_lock_entry_with_no_wheel_for_the_site_is_named(tmp_path: Path) -> None:
