@@ -42,6 +42,7 @@ RUNTIME_LEAVES = frozenset(
         "metrics_file",
         "ops.standard",
         "pairstats",
+        "phases",
         "result",
         "spec",
         "tools",

@@ -153,6 +153,13 @@ def _v6_to_v7(conn: Connection) -> None:
     _insert_skipped_stage(conn, "quantization", V7_STAGE_ORDER)
 
 
+def _v7_to_v8(conn: Connection) -> None:
+    """Version 8 adds each attempt's cost: where its time went (attempts.cost_profile_json, phase ->
+    seconds) and its peak resident memory (attempts.peak_rss_bytes); NULL for older attempts."""
+    conn.execute(text("ALTER TABLE attempts ADD COLUMN cost_profile_json VARCHAR"))
+    conn.execute(text("ALTER TABLE attempts ADD COLUMN peak_rss_bytes INTEGER"))
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -160,4 +167,5 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }

@@ -34,6 +34,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ab_runtime import phases
 from ascendbridge import stage_events
 from ascendbridge.runtime.containment import (
     ATTEMPT_ENV,
@@ -42,6 +43,7 @@ from ascendbridge.runtime.containment import (
     die_with_parent,
     kill_attempt,
 )
+from ascendbridge.runtime.cost import process_cost
 from ascendbridge.runtime.payload import PayloadError, Phase, PhaseData, WorkerJob, checked, load, result_model, write
 from ascendbridge.runtime.placement import apply_cpu_affinity
 from ascendbridge.settings import PathSettings, Settings, SettingsError, install, installed
@@ -138,7 +140,9 @@ def _failure(phase: Phase, diagnosis: dict[str, Any]) -> PhaseData:
 
 
 def execute(job: WorkerJob) -> int:
-    """Run the job's phase while the parent watch runs; write the result file."""
+    """Run the job's phase while the parent watch runs; write the result file with the process's
+    cost (its phases and peak memory, ascendbridge/runtime/cost.py)."""
+    phases.process_started()
     keeper = ParentWatch()
     keeper.start()
     print(
@@ -164,6 +168,7 @@ def execute(job: WorkerJob) -> int:
                 code, payload = EXIT_CRASHED, _failure(job.phase, _crash(rule, exc))
         if isinstance(payload, StageOutcome):  # what the agents did, even in a crashed run
             payload.events = [*payload.events, *stage_events.take_events()]
+        payload.cost = process_cost()
         write(job.result, payload)
         if code == EXIT_OK and not payload.succeeded:
             code = EXIT_UNSUCCESSFUL
