@@ -76,14 +76,12 @@ def stage_profiles(costs: Iterable[AttemptCost]) -> dict[str, dict[str, float]]:
     }
 
 
-def summary_line(costs: list[AttemptCost], board_path: str) -> str:
+def summary_line(costs: list[AttemptCost], board: str) -> str | None:
     """One line for the main job's summary: the work done, its largest stages, and the bench that
-    shows where the time went."""
+    shows where the time went; None without attempts."""
     stages = slot_seconds(costs, lambda c: c.stage)
-    total = sum(stages.values())
+    if not stages:
+        return None
     top = ", ".join(f"{stage} {s / 60:.1f}" for stage, s in list(stages.items())[:3])
-    return (
-        f"work: {total / 60:.1f} slot-minutes ({top}); where it went: uv run bench/evidence_cost.py {board_path}"
-        if stages
-        else "work: no attempts recorded"
-    )
+    total = sum(stages.values()) / 60
+    return f"work: {total:.1f} slot-minutes ({top}); where it went: uv run bench/evidence_cost.py {board}"
