@@ -76,6 +76,24 @@ def stage_profiles(costs: Iterable[AttemptCost]) -> dict[str, dict[str, float]]:
     }
 
 
+@dataclass(frozen=True)
+class Share:
+    """One phase of a profile: its seconds and its percent of the profile's whole."""
+
+    phase: str
+    seconds: float
+    percent: float
+
+
+def shares(profile: dict[str, float]) -> list[Share]:
+    """A profile's phases, largest first, each with its share of the total."""
+    total = sum(profile.values())
+    return [
+        Share(name, s, 100 * s / total if total else 0.0)
+        for name, s in sorted(profile.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
 def summary_line(costs: list[AttemptCost], board: str) -> str | None:
     """One line for the main job's summary: the work done, its largest stages, and the bench that
     shows where the time went; None without attempts."""

@@ -40,6 +40,7 @@ from ascendbridge.attempt_costs import (  # noqa: E402
     attempt_costs,
     by_stage,
     median_per_model,
+    shares,
     slot_seconds,
     stage_profiles,
 )
@@ -134,25 +135,19 @@ def model_table(boards: Sequence[dict[str, Any]]) -> Table:
 def profile_table(boards: Sequence[dict[str, Any]]) -> Table:
     """Per stage, each phase's minutes and its share of the stage's profiled time."""
     two = len(boards) == 2
-    cols = (
+    table = _table(
+        "cost profile: phases summed per stage",
         ["stage", "phase", "before (min)", "%", "after (min)", "%", "after / before"]
         if two
-        else ["stage", "phase", "min", "% of stage"]
+        else ["stage", "phase", "min", "% of stage"],
     )
-    table = _table("cost profile: phases summed per stage", cols)
-    stages = list(dict.fromkeys(s for b in boards for s in b["profiles"]))
-    for stage in stages:
-        phases = list(dict.fromkeys(p for b in boards for p in b["profiles"].get(stage, {})))
-        for phase in phases:
-            cells: list[str] = []
-            got = []
-            for b in boards:
-                spent = b["profiles"].get(stage, {})
-                seconds = spent.get(phase)
-                got.append(seconds)
-                total = sum(spent.values())
-                cells += [_minutes(seconds), f"{100 * seconds / total:.0f}" if seconds is not None and total else ""]
-            table.add_row(stage, phase, *cells, *([_ratio(got[0], got[1])] if two else []))
+    for stage in dict.fromkeys(s for b in boards for s in b["profiles"]):
+        per_board = [{share.phase: share for share in shares(b["profiles"].get(stage, {}))} for b in boards]
+        for phase in dict.fromkeys(p for got in per_board for p in got):
+            found = [got.get(phase) for got in per_board]
+            cells = [c for f in found for c in ((_minutes(f.seconds), f"{f.percent:.0f}") if f else ("", ""))]
+            ratio = [_ratio(*(f.seconds if f else None for f in found))] if two else []
+            table.add_row(stage, phase, *cells, *ratio)
         table.add_section()
     return table
 
