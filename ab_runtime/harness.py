@@ -122,9 +122,10 @@ class Session:
         return b, run, time.perf_counter() - start
 
     def outputs(self, b: ab_build.Build, run: Callable[[dict[str, Any]], Any]) -> dict[str, torch.Tensor]:
-        """Every sample forwarded; each named output stacked over samples (dim 0), on CPU."""
+        """Every sample forwarded; each named output stacked over samples (dim 0), on CPU (the
+        `accuracy` phase: what these outputs are for)."""
         per_name: dict[str, list[torch.Tensor]] = {}
-        with torch.inference_mode():
+        with torch.inference_mode(), phase("accuracy"):
             for inputs in self.samples:
                 moved = ab_build.prepare_inputs(inputs, self.choice.torch_device, b)
                 named = self.family.named_outputs(

@@ -30,6 +30,7 @@ PhaseName = Literal[
     "export",  # serving: the weights and the CPU reference exported for the engine
     "server_start",  # serving: the engine's start until it answers (its cold start)
     "compile",  # building a pass's variant and its first call (where torch.compile compiles)
+    "accuracy",  # every sample forwarded for the comparison with the reference; a generation's greedy tokens
     "warmup",  # the untimed calls before a measurement
     "measurement",  # timed calls, paired blocks, acceptance requests and `vllm bench serve`
     "gate",  # the stage's gate, a process of its own
