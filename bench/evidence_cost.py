@@ -11,8 +11,8 @@ whatever the wall time with several slots busy. The cost profile is each attempt
 (attempts.cost_profile_json, board version 8: env_sync, process_start, model_load, compile,
 warmup, measurement, gate, ...; "other" is what no phase claims) summed per stage, with each
 phase's share of the stage's profiled time. A board older than version 8 has durations but no
-profiles; it is read from a temporary upgraded copy, never changed (docs/evidence.md, "Where an
-attempt's time went").
+profiles. Every board is read from a temporary copy (upgraded there when older), never changed
+(docs/evidence.md, "Where an attempt's time went").
 
 Exit 0; 2 on bad input (no such file, not a board).
 """
@@ -48,25 +48,22 @@ from ascendbridge.board import BoardError, BoardStore  # noqa: E402
 
 
 def load(path: Path) -> list[AttemptCost]:
-    """The board's attempts, read-only; an older board through an upgraded temporary copy."""
+    """The board's attempts, read from a copy (upgraded there when the board is older), so the board
+    itself is never changed, even while a team lead writes it."""
     if not path.is_file():
         raise BoardError(f"no board at {path}")
-    try:
-        with BoardStore(path, read_only=True) as store:
-            return attempt_costs(store)
-    except BoardError as exc:
-        if "upgrade it" not in str(exc):
-            raise
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / path.name
         source = sqlite3.connect(f"file:{path.absolute()}?mode=ro", uri=True)
         target = sqlite3.connect(copy)
         try:
-            source.backup(target)  # a consistent copy, its write-ahead log included
+            source.backup(target)  # a consistent snapshot, its write-ahead log included
+        except sqlite3.DatabaseError as exc:
+            raise BoardError(f"{path} is not a SQLite database: {exc}") from exc
         finally:
             target.close()
             source.close()
-        with BoardStore(copy) as store:  # opening for writing upgrades the copy
+        with BoardStore(copy) as store:
             return attempt_costs(store)
 
 
