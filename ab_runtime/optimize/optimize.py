@@ -527,6 +527,7 @@ def run_fresh(
     sys.stdout.write("".join(f"{ln}\n" for ln in proc.stdout.splitlines() if not ln.startswith(RESULT_MARKER)))
     sys.stderr.write(proc.stderr)
     result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {}
+    phases.add_reported(result.get("phases"))  # the confirmation's time, in this run's profile
     if proc.returncode != 0 or not result.get("ok"):
         raise harness.HarnessError(
             f"the confirmation run failed (exit {proc.returncode}): {result.get('error') or proc.stderr.strip()[-200:]}"
