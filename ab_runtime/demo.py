@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .errors import RuntimeDiagnosis, SpecError
+from .phases import process_started
 from .result import emit_result
 
 TRUE_VALUES = ("1", "true", "yes", "on")
@@ -336,6 +337,7 @@ def _summarised(text: str, spec: Any, loaded: Any, family: Any, device: Any, sum
 
 
 def main(argv: Sequence[str]) -> int:
+    process_started()
     started = time.monotonic()
     result: dict[str, Any] = {
         "ok": False,

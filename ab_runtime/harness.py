@@ -39,6 +39,7 @@ from .inputs import forward_flags
 from .measure import Timing, profiler_active, time_calibrated, time_forward
 from .memory import FP64_REFERENCE_MAX_BYTES
 from .optimize import passes
+from .phases import phase
 from .spec import RunSpec, load_spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -108,18 +109,23 @@ class Session:
         ab_device.synchronize(self.choice)
 
     def make(self, chosen: list[passes.Pass]) -> tuple[ab_build.Build, Callable[[dict[str, Any]], Any], float]:
-        """A fresh variant from the reference weights: (build, run, seconds to build it)."""
+        """A fresh variant from the reference weights: (build, run, seconds to build it; the run's
+        `compile` phase)."""
         start = time.perf_counter()
-        model, self.device_map = place_target(self.reference, self.spec, self.choice, self.shard, self.baseline_dtype)
-        flags = forward_flags(model)
-        b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
-        run = ab_build.finalize(b, flags)
+        with phase("compile"):
+            model, self.device_map = place_target(
+                self.reference, self.spec, self.choice, self.shard, self.baseline_dtype
+            )
+            flags = forward_flags(model)
+            b = passes.build(model, chosen, self.choice.kind, self.baseline_dtype)
+            run = ab_build.finalize(b, flags)
         return b, run, time.perf_counter() - start
 
     def outputs(self, b: ab_build.Build, run: Callable[[dict[str, Any]], Any]) -> dict[str, torch.Tensor]:
-        """Every sample forwarded; each named output stacked over samples (dim 0), on CPU."""
+        """Every sample forwarded; each named output stacked over samples (dim 0), on CPU (the
+        `accuracy` phase: what these outputs are for)."""
         per_name: dict[str, list[torch.Tensor]] = {}
-        with torch.inference_mode():
+        with torch.inference_mode(), phase("accuracy"):
             for inputs in self.samples:
                 moved = ab_build.prepare_inputs(inputs, self.choice.torch_device, b)
                 named = self.family.named_outputs(
@@ -356,11 +362,12 @@ def paired(
     base_blocks: list[list[float]] = []
     cand_blocks: list[list[float]] = []
     retaken = unclean = uneven = 0
-    with torch.inference_mode():
+    with torch.inference_mode(), phase("warmup"):
         for fn in (base, cand):
             for _ in range(warmup):
                 fn()
         session.sync()
+    with torch.inference_mode(), phase("measurement"):
         for i in range(first_block, first_block + pairs):
             kept = block(i)
             for _ in range(retakes):
@@ -379,7 +386,8 @@ def paired(
 
 
 def first_call_ms(session: Session, fn: Callable[[], Any]) -> float:
-    with torch.inference_mode():
+    """A variant's first call (its cold start: where torch.compile compiles), in the `compile` phase."""
+    with torch.inference_mode(), phase("compile"):
         session.sync()
         start = time.perf_counter_ns()
         fn()

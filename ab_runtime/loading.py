@@ -22,6 +22,7 @@ from .device import DeviceChoice, device_total_memory
 from .errors import DryRunTooLarge, SpecError, UnsupportedModel
 from .fastinit import fast_random_init
 from .memory import dry_run_budget, host_available_memory
+from .phases import phase
 from .sharding import build_device_map, empty_weights, place, plan_for
 from .spec import RunSpec
 from .ssm import kernel_notes
@@ -144,7 +145,13 @@ def _check_fits(plan: DepthPlan, device: DeviceChoice) -> None:
 
 
 def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.dtype) -> LoadedModel:
-    """Build or load the model in eval mode on the device, in the requested dtype."""
+    """Build or load the model in eval mode on the device, in the requested dtype (the time is the
+    run's `model_load` phase)."""
+    with phase("model_load"):
+        return _load_model(spec, dry_run, device, dtype)
+
+
+def _load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.dtype) -> LoadedModel:
     if spec.set_default_device:
         # Model code that creates tensors without a device (masks, position ids) then lands on
         # the run device too; set for the whole process, as the forward pass needs it as well.

@@ -20,6 +20,7 @@ import torch
 
 from .fileops import atomic_path
 from .pairstats import percentile
+from .phases import phase
 
 Sync = Callable[[], None]
 
@@ -86,20 +87,22 @@ def time_calibrated(
         raise RuntimeError("a profiler is active: timing with the profiler on is not allowed")
     probe_ms: list[float] = []
     with torch.inference_mode():
-        for _ in range(warmup):
-            fn()
-        sync()
+        with phase("warmup"):
+            for _ in range(warmup):
+                fn()
+            sync()
         if seed is not None:
             torch.manual_seed(seed)
         samples: list[float] = []
-        for _ in range(iterations):
-            sync()
-            start = time.perf_counter_ns()
-            fn()
-            sync()
-            samples.append((time.perf_counter_ns() - start) / 1e6)
-            if probe is not None:
-                probe_ms.append(probe())
+        with phase("measurement"):
+            for _ in range(iterations):
+                sync()
+                start = time.perf_counter_ns()
+                fn()
+                sync()
+                samples.append((time.perf_counter_ns() - start) / 1e6)
+                if probe is not None:
+                    probe_ms.append(probe())
     return summarize(samples, warmup), probe_ms
 
 

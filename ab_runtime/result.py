@@ -16,6 +16,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from . import phases
+
 RESULT_MARKER = "ASCENDBRIDGE_RESULT "
 EXIT_FAILED = 1  # the run failed (expected diagnosis, or the model code raised)
 EXIT_BAD_INPUT = 2  # a bad flag, set or value: nothing a retry of the same input changes
@@ -30,7 +32,11 @@ def first_line(exc: BaseException) -> str:
 
 
 def emit_result(result: Result) -> None:
-    """Print the RESULT line (always the script's last line)."""
+    """Print the RESULT line (always the script's last line), with the process's `phases`
+    (ab_runtime/phases.py) when it recorded any: how its caller learns where the run's time went."""
+    spent = phases.snapshot()
+    if spent and "phases" not in result:
+        result = {**result, "phases": spent}
     print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
 
 
@@ -60,6 +66,7 @@ def run_main(
     exception is the model code's failure: its traceback is printed for the healer, exit 1.
     argparse's own exit (bad flags, exit 2) passes through.
     """
+    phases.process_started()
     result: Result = {"ok": False, "error": None}
     try:
         result = run()

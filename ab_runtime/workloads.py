@@ -39,6 +39,7 @@ from . import build as ab_build
 from . import calibration
 from .inputs import Signature
 from .measure import clocked, profiler_active
+from .phases import phase
 from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
     ENCODER_DECODER_FAMILIES,
     GENERATION_PAIRED_WITH,
@@ -444,9 +445,13 @@ def measure(
     workload = session.workload
     body: dict[str, Any] = {"schema": WORKLOAD_SCHEMA, "workload": workload.as_dict(), "profiler_during_timing": False}
     if workload.name in ("generation", "encoder_generation"):
-        body.update(measure_generation(session, build, workload, warmup, iters, reference_tokens(session, workload)))
+        with phase("accuracy"):
+            reference = reference_tokens(session, workload)
+        with phase("measurement"):
+            body.update(measure_generation(session, build, workload, warmup, iters, reference))
     elif workload.name == "batch_sweep":
-        body.update(measure_sweep(session, build, run, workload, warmup, iters))
+        with phase("measurement"):
+            body.update(measure_sweep(session, build, run, workload, warmup, iters))
     else:
         return None
     return body

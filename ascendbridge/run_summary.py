@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ascendbridge.attempt_costs import attempt_costs, summary_line
 from ascendbridge.board import BoardStore, MetricRecord, TaskRecord
 from ascendbridge.stage_table import column_sources
 from ascendbridge.stages import DONE_STATUSES
@@ -89,7 +90,8 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
 
 def print_summary(console: Console, store: BoardStore, stages: Sequence[str], adaptations: Path, root: Path) -> None:
     """The main job's closing summary: results per model and their evidence, what was trained and
-    what was served (for the stages run), each table followed by its paths, one per line."""
+    what was served (for the stages run), each table followed by its paths, one per line; then the
+    work it took in slot-minutes, with the bench that shows where it went."""
     results = model_results(store, stages, adaptations)
     console.print(results_table(results))
     evidence = [(r.model_id, f"{_shown(r.evidence, root)}/") for r in results if r.evidence.is_dir()]
@@ -101,6 +103,9 @@ def print_summary(console: Console, store: BoardStore, stages: Sequence[str], ad
     if "serving" in stages:
         console.print(served_table(store))
         _print_paths(console, "serve commands", serve_commands(store, adaptations, root))
+    work = summary_line(attempt_costs(store), str(_shown(store.path.resolve(), root)))
+    if work:  # a command in it: never broken over two lines
+        console.print(work, soft_wrap=True, markup=False, highlight=False)
 
 
 def _print_paths(console: Console, title: str, rows: Sequence[tuple[str, str]]) -> None:

@@ -78,6 +78,16 @@ class AgentEvent:
 
 
 @pydantic_dataclass(config=WIRE)
+class ProcessCost:
+    """Where one worker process's time and memory went: its phases in seconds (ab_runtime/phases.py)
+    and the peak resident memory of its largest process. The worker fills it in, never the stage;
+    the team lead folds the run's and the gate's into the attempt's cost profile."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+    peak_rss_bytes: int | None = None
+
+
+@pydantic_dataclass(config=WIRE)
 class StageOutcome:
     """What a stage's run proposes. `done` still has to pass the gate.
 
@@ -100,6 +110,7 @@ class StageOutcome:
     # found it runs again after the healer's fix (teamlead/guidance.py send_back).
     spec_change: dict[str, Any] | None = None
     events: list[AgentEvent] = field(default_factory=list)
+    cost: ProcessCost | None = None  # set by the worker (ascendbridge/runtime/worker.py)
 
     @property
     def succeeded(self) -> bool:
@@ -120,6 +131,7 @@ class GateResult:
     # Nothing failed, but a timing check could not decide under the host's load now (passed is
     # False): the team lead re-runs only the gate later, without spending an attempt.
     inconclusive: bool = False
+    cost: ProcessCost | None = None  # set by the worker (ascendbridge/runtime/worker.py)
 
     @property
     def succeeded(self) -> bool:

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ab_runtime.pairstats import geomean
+from ascendbridge.attempt_costs import shares
 from ascendbridge.board.queries import MAX_PER_PAGE, SORTS, success_rate
 from ascendbridge.board.records import AgentRecord
 from ascendbridge.operators import worklist
@@ -213,7 +214,13 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
                 continue
             tail = evidence.log_tail(attempt.log_path, d.logs_dir)
             rows.append(
-                {**attempt.model_dump(), "log_tail": tail.text, "log_note": tail.note, "log_truncated": tail.truncated}
+                {
+                    **attempt.model_dump(),
+                    "log_tail": tail.text,
+                    "log_note": tail.note,
+                    "log_truncated": tail.truncated,
+                    "cost_shares": [asdict(s) for s in shares(attempt.cost_profile or {})],
+                }
             )
         # A gate that could not decide: the task keeps its lease while only its gate waits to run again.
         waiting = (

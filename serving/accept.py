@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from ab_runtime.phases import phase
 from serving.server import loopback_client
 
 Exchange = dict[str, Any]
@@ -197,13 +198,15 @@ def acceptance_requests(
 
 
 def run_acceptance(url: str, requests: list[Exchange], timeout_s: float) -> list[Exchange]:
-    """Send the requests: the concurrent ones at once, every other one alone and in order."""
+    """Send the requests: the concurrent ones at once, every other one alone and in order (the
+    `measurement` phase)."""
     done: list[Exchange] = []
     group = [r for r in requests if r["kind"] == "concurrent"]
-    for request in requests:
-        if request["kind"] != "concurrent":
-            done.append(send(url, request, timeout_s))
-        elif request is group[0]:
-            with ThreadPoolExecutor(len(group)) as pool:
-                done += list(pool.map(lambda r: send(url, r, timeout_s), group))
+    with phase("measurement"):
+        for request in requests:
+            if request["kind"] != "concurrent":
+                done.append(send(url, request, timeout_s))
+            elif request is group[0]:
+                with ThreadPoolExecutor(len(group)) as pool:
+                    done += list(pool.map(lambda r: send(url, r, timeout_s), group))
     return done

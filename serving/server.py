@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from ab_runtime.phases import add
 from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, die_with_parent, terminate
 from ascendbridge.runtime.process import kill_group
 
@@ -166,7 +167,9 @@ def served(
             if time.monotonic() - started > start_timeout_s:
                 raise ServerError(f"no /health within {start_timeout_s:.0f} s: {_tail(log)}")
             time.sleep(HEALTH_POLL_S)
-        yield Server(url, proc.pid, command_id, time.monotonic() - started, log, memory)
+        cold_start_s = time.monotonic() - started
+        add("server_start", cold_start_s)
+        yield Server(url, proc.pid, command_id, cold_start_s, log, memory)
     finally:
         memory.stop()
         kill_group(proc.pid, leader=proc)

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ab_runtime import phases
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package.quant_files import accepted_checkpoints
@@ -93,8 +94,8 @@ class ServingStage:
                 f"exporting the {'real' if pretrained else 'config-initialised'} weights and the CPU float32 "
                 f"reference with {python}, and reading the installed vLLM's architectures beside it"
             )
-            with ThreadPoolExecutor(1) as pool:  # two independent processes: the registry's import of vLLM
-                architectures = pool.submit(supported_architectures, python)  # overlaps the export
+            with phases.phase("export"), ThreadPoolExecutor(1) as pool:  # two processes: the registry's
+                architectures = pool.submit(supported_architectures, python)  # import of vLLM overlaps the export
                 export(python, directory, settings, pretrained, ctx.log)
                 reference = json.loads((directory / REFERENCE_FILE).read_text())
                 architecture = (reference["config"].get("architectures") or [""])[0]
@@ -205,7 +206,12 @@ class ServingStage:
             settings.bench_output_len,
         )
         ctx.say(f"vllm bench serve: {settings.bench_prompts} requests at request rates {', '.join(rates)}")
-        return {"args": args, "rates": rates, "runs": run_bench(python, rates, args, settings.bench_timeout_s, ctx.log)}
+        with phases.phase("measurement"):
+            return {
+                "args": args,
+                "rates": rates,
+                "runs": run_bench(python, rates, args, settings.bench_timeout_s, ctx.log),
+            }
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
@@ -255,7 +261,7 @@ def _unservable(spec: AdaptationSpec) -> StageOutcome | None:
 def _serve_environment(ctx: StageContext, settings: ServingSettings, python: Path) -> StageOutcome | None:
     """The serve environment ready: a configured interpreter must exist (a refusal otherwise: the stage
     never installs into a path someone chose); the default one is installed on first need, once per
-    checkout. None when ready."""
+    checkout (the `env_sync` phase). None when ready."""
     if settings.python and not python.is_file():
         return failed(
             f"serving.python {python} does not exist",
@@ -270,7 +276,8 @@ def _serve_environment(ctx: StageContext, settings: ServingSettings, python: Pat
             "~3.4 GB the first time; its progress goes to this attempt's log"
         )
         try:
-            ensure(DEFAULT_ENV, ctx.log)
+            with phases.phase("env_sync"):
+                ensure(DEFAULT_ENV, ctx.log)
         except EnvError as exc:
             return failed(f"installing the serve environment failed: {exc}", "serving_env_install_failed")
     return None

@@ -43,6 +43,7 @@ RUNTIME_LEAVES = frozenset(
         "metrics_file",
         "ops.standard",
         "pairstats",
+        "phases",
         "result",
         "spec",
         "tools",

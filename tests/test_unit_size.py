@@ -24,7 +24,6 @@ CEILINGS = {
     "ab_runtime/bench/benchmark_run.py:run": 126,
     "ab_runtime/calibration.py:judge": 115,
     "ab_runtime/optimize/perf_run.py:evidence": 144,
-    "ascendbridge/board/leases.py:LeaseStore": 302,
     "ascendbridge/board/queries.py:BoardQueries": 334,
 }
 

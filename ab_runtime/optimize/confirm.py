@@ -23,9 +23,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .. import RESULT_MARKER, harness, pairstats
 from .. import device as ab_device
+from .. import harness, pairstats, phases
 from ..errors import RuntimeDiagnosis
+from ..result import emit_result
 from . import passes, perf_run, quick
 from .optimize import sequential_against_baseline
 
@@ -176,6 +177,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
+    phases.process_started()
     result: dict[str, Any] = {"ok": False, "error": None}
     try:
         args = parse_args(argv)
@@ -200,7 +202,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # model code failed: keep the traceback
         traceback.print_exc()
         result["error"], code = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
-    print(RESULT_MARKER + json.dumps(result, sort_keys=True, default=str), flush=True)
+    emit_result(result)  # with this process's phases, which the search adds to its own (optimize.run_fresh)
     return code
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from .. import RESULT_MARKER, accuracy_standard, harness, pairstats, workloads
+from .. import RESULT_MARKER, accuracy_standard, harness, pairstats, phases, workloads
 from .. import build as ab_build
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
@@ -84,7 +84,7 @@ def judge(
     summary = accuracy_standard.accuracy_summary(session.judge_optimized(b, session.outputs(b, run)))
     if reference is None:
         return summary
-    with torch.inference_mode():
+    with torch.inference_mode(), phases.phase("accuracy"):
         generation = generation_accuracy(session, fn(), reference)
     summary["generation"] = generation
     if generation["verdict"] != "pass":
@@ -318,14 +318,15 @@ def search(
     base_fn = session.headline_call(base_build, base_run)
     base_first = harness.first_call_ms(session, base_fn)
     base_acc = accuracy_standard.accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
-    reference = (
-        workloads.reference_tokens(session, session.workload)
-        if session.workload.name in passes.GENERATION_WORKLOADS
-        else None
-    )
-    if reference is not None:
-        with torch.inference_mode():
-            base_acc["generation"] = generation_accuracy(session, base_fn(), reference)
+    with phases.phase("accuracy"):
+        reference = (
+            workloads.reference_tokens(session, session.workload)
+            if session.workload.name in passes.GENERATION_WORKLOADS
+            else None
+        )
+        if reference is not None:
+            with torch.inference_mode():
+                base_acc["generation"] = generation_accuracy(session, base_fn(), reference)
     harness.say(
         f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
         f"{base_acc['verdict']}; first call {base_first:.1f} ms"
@@ -526,6 +527,7 @@ def run_fresh(
     sys.stdout.write("".join(f"{ln}\n" for ln in proc.stdout.splitlines() if not ln.startswith(RESULT_MARKER)))
     sys.stderr.write(proc.stderr)
     result = json.loads(lines[-1][len(RESULT_MARKER) :]) if lines else {}
+    phases.add_reported(result.get("phases"))  # the confirmation's time, in this run's profile
     if proc.returncode != 0 or not result.get("ok"):
         raise harness.HarnessError(
             f"the confirmation run failed (exit {proc.returncode}): {result.get('error') or proc.stderr.strip()[-200:]}"

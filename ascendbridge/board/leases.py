@@ -410,12 +410,8 @@ class LeaseStore(StoreBase):
         outcome = end.outcome
         with self._write() as s:
             row = self._row(s, Attempt, attempt_id, "attempt")
-            row.exit_code = end.exit_code
-            row.duration_s = end.duration_s
-            row.outcome = outcome
-            row.diagnosis_json = dumps(end.diagnosis) if end.diagnosis is not None else None
-            row.fix_applied = end.fix_applied
-            row.agent_backend = end.agent_backend
+            for column, value in end.columns().items():
+                setattr(row, column, value)
             row.finished_at = now_iso()
             s.add(row)
             if row.devices:  # the devices it held are free again: the event log pairs this with `placed`

@@ -158,6 +158,13 @@ def _v7_to_v8_host_acceptance(conn: Connection) -> None:
     HostAcceptance.__table__.create(conn)  # type: ignore[attr-defined]  # SQLModel sets __table__ on table models; its stubs omit it
 
 
+def _v8_to_v9(conn: Connection) -> None:
+    """Version 9 adds each attempt's cost: where its time went (attempts.cost_profile_json, phase ->
+    seconds) and its peak resident memory (attempts.peak_rss_bytes); NULL for older attempts."""
+    conn.execute(text("ALTER TABLE attempts ADD COLUMN cost_profile_json VARCHAR"))
+    conn.execute(text("ALTER TABLE attempts ADD COLUMN peak_rss_bytes INTEGER"))
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -166,4 +173,5 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8_host_acceptance,
+    8: _v8_to_v9,
 }

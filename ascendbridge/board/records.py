@@ -123,10 +123,15 @@ class AttemptRecord(AttemptColumns):
     id: int
     task_id: int
     diagnosis: dict[str, Any] | None = None
+    cost_profile: dict[str, float] | None = None  # where its time went: phase -> seconds (docs/evidence.md)
 
     @classmethod
     def of(cls, row: Attempt) -> AttemptRecord:
-        return cls(diagnosis=loads(row.diagnosis_json), **row.model_dump(exclude={"diagnosis_json"}))
+        return cls(
+            diagnosis=loads(row.diagnosis_json),
+            cost_profile=loads(row.cost_profile_json),
+            **row.model_dump(exclude={"diagnosis_json", "cost_profile_json"}),
+        )
 
 
 class EventRecord(EventColumns):
@@ -233,8 +238,9 @@ class AttemptStart:
 @dataclass(frozen=True)
 class AttemptEnd:
     """How an attempt ended (finish_attempt): its outcome, the exit code of the phase that decided
-    it and the attempt's time, the diagnosis, the fix applied, and the agent backends that acted in
-    it ("builtin": the stage's own rules alone)."""
+    it and the attempt's time, the diagnosis, the fix applied, the agent backends that acted in
+    it ("builtin": the stage's own rules alone), and its cost: where its time went (phase ->
+    seconds) and its peak resident memory (ascendbridge/runtime/cost.py)."""
 
     outcome: str
     exit_code: int | None = None
@@ -242,6 +248,21 @@ class AttemptEnd:
     diagnosis: dict[str, Any] | None = None
     fix_applied: str | None = None
     agent_backend: str = "builtin"
+    cost_profile: dict[str, float] | None = None
+    peak_rss_bytes: int | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The attempt row's columns it sets (all but `finished_at`)."""
+        return {
+            "exit_code": self.exit_code,
+            "duration_s": self.duration_s,
+            "outcome": self.outcome,
+            "diagnosis_json": dumps(self.diagnosis) if self.diagnosis is not None else None,
+            "fix_applied": self.fix_applied,
+            "agent_backend": self.agent_backend,
+            "cost_profile_json": dumps(self.cost_profile) if self.cost_profile is not None else None,
+            "peak_rss_bytes": self.peak_rss_bytes,
+        }
 
 
 class Registration(RegisteredColumns):

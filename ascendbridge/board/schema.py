@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class SchemaInfo(SQLModel, table=True):
@@ -102,6 +102,9 @@ class AttemptColumns(SQLModel):
     # 0: the stage's run and its gate. N > 0: the N-th re-check of the gate alone, on the staging
     # copy of the attempt with the same number whose gate was `inconclusive` (no attempt spent).
     recheck: int = 0
+    # The peak resident memory of the attempt's largest process (run or gate worker, or a process
+    # they waited for: ascendbridge/runtime/cost.py); None: not measured (an older board, Ray).
+    peak_rss_bytes: int | None = None
 
 
 class Attempt(AttemptColumns, table=True):
@@ -110,6 +113,7 @@ class Attempt(AttemptColumns, table=True):
     id: int | None = Field(default=None, primary_key=True)
     task_id: int = Field(foreign_key="tasks.id", index=True, ondelete="CASCADE")
     diagnosis_json: str | None = None
+    cost_profile_json: str | None = None  # {phase: seconds}, with "other": they sum to duration_s
 
 
 class AgentColumns(SQLModel):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 # A run's RESULT line is read with the runtime's own reader (the same marker the run printed).
+from ab_runtime import phases
 from ab_runtime.result import read_result as parse_result
 from ascendbridge.config import uv_binary
 from ascendbridge.envmode import EnvChoice, EnvModeError, env_choice
@@ -92,7 +93,8 @@ def lock(
     directory: Path, *, check: bool = False, timeout_s: float = LOCK_TIMEOUT_S, log: IO[str] | None = None
 ) -> CommandResult:
     """`uv lock` (or `uv lock --check`: fail when uv.lock does not match pyproject.toml)."""
-    return _uv(directory, ["lock", "--check"] if check else ["lock"], timeout_s, log)
+    with phases.phase("env_sync"):
+        return _uv(directory, ["lock", "--check"] if check else ["lock"], timeout_s, log)
 
 
 def sync(
@@ -111,13 +113,18 @@ def sync(
     A bad mode or a mismatched stack comes back as a failed result with one `error:` line."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile '{profile}' (expected one of: {', '.join(PROFILES)})")
+    with phases.phase("env_sync"):
+        return _sync(Path(directory), profile, timeout_s, log, env)
+
+
+def _sync(directory: Path, profile: str, timeout_s: float, log: IO[str] | None, env: EnvChoice | None) -> CommandResult:
     if env is None:
         try:
             env = env_choice()
         except EnvModeError as exc:
             return CommandResult(["sync", str(directory)], 2, 0.0, False, f"error: {exc}\n", False)
     if env.system:
-        return sync_system(Path(directory), env, DEVICE_OF_PROFILE[profile], log)
+        return sync_system(directory, env, DEVICE_OF_PROFILE[profile], log)
     if system_env.marker(directory) is not None:  # a system-mode venv must not receive the lock's torch
         shutil.rmtree(Path(directory) / ".venv")
     stable = None if (Path(directory) / ".venv").exists() else env_dir(directory, profile)
@@ -140,7 +147,8 @@ def run_in_env(
     log: IO[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> CommandResult:
-    """Run `python ARGV...` in the adaptation's synced environment, cwd = the adaptation.
+    """Run `python ARGV...` in the adaptation's synced environment, cwd = the adaptation; the phases
+    its RESULT line reports are added to this process's (ab_runtime/phases.py).
 
     `--no-sync`: a run never changes the environment (a plain `uv run` would re-sync it
     without the profile's extra and could remove torch).
@@ -150,11 +158,14 @@ def run_in_env(
     if system_env.marker(directory) is not None:
         python = Path(directory) / ".venv" / "bin" / "python"
         extra = {"VIRTUAL_ENV": str(python.parent.parent), **(env or {})}
-        return run_command(
+        res = run_command(
             [str(python), *argv], cwd=Path(directory), env=uv_environment(extra), timeout_s=timeout_s, log=log
         )
-    target = project_env(directory)
-    return _uv(directory, ["run", "--no-sync", "python", *argv], timeout_s, log, {**target, **(env or {})})
+    else:
+        target = project_env(directory)
+        res = _uv(directory, ["run", "--no-sync", "python", *argv], timeout_s, log, {**target, **(env or {})})
+    phases.add_reported((parse_result(res.output) or {}).get("phases"))
+    return res
 
 
 @dataclass

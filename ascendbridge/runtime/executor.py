@@ -134,6 +134,7 @@ class JobResult:
     duration_s: float = 0.0
     lost: str = ""  # why the host running it went away mid-job (Ray): the task goes back to pending
     placement: dict[str, Any] = field(default_factory=dict)  # where it ran (host, devices), for the event log
+    phases: dict[str, float] = field(default_factory=dict)  # the executor's own (staging), seconds
 
 
 class Executor(ABC):
@@ -265,7 +266,9 @@ class LocalProcessExecutor(Executor):
         try:
             job.log_path.parent.mkdir(parents=True, exist_ok=True)
             if not job.gate_only:
+                staging = time.monotonic()
                 attempt_dir.prepare(job.adaptation_dir, job.stage, job.token)
+                result.phases["staging"] = time.monotonic() - staging
             elif not job.work_dir.is_dir():  # never gate a fresh copy in its place
                 raise FileNotFoundError(f"the staging copy {job.work_dir} of the attempt is gone")
             with job.log_path.open("a", encoding="utf-8") as log:

@@ -111,6 +111,7 @@ class NodeReport:
     artefact: Artefact | None  # the staging copy after the run and gate
     log_text: str
     placement: dict[str, Any]
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # the node executor's own (staging)
 
 
 def run_on_node(job: Job, artefact: Artefact) -> NodeReport:
@@ -160,6 +161,7 @@ def run_on_node(job: Job, artefact: Artefact) -> NodeReport:
             packed,
             log_text,
             placement,
+            result.phases,
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -256,7 +258,11 @@ class RayExecutor(Executor):
             return JobResult(job, lost=f"{type(exc).__name__}: {_first_line(exc)}")
         _append(job.log_path, report.log_text)
         result = JobResult(
-            job, stopped=report.stopped or self._stopping, duration_s=report.duration_s, placement=report.placement
+            job,
+            stopped=report.stopped or self._stopping,
+            duration_s=report.duration_s,
+            placement=report.placement,
+            phases=report.phases,
         )
         try:
             if report.artefact is not None:

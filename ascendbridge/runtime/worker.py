@@ -34,6 +34,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ab_runtime import phases
 from ascendbridge import stage_events
 from ascendbridge.runtime import oom
 from ascendbridge.runtime.containment import (
@@ -43,6 +44,7 @@ from ascendbridge.runtime.containment import (
     die_with_parent,
     kill_attempt,
 )
+from ascendbridge.runtime.cost import process_cost
 from ascendbridge.runtime.payload import PayloadError, Phase, PhaseData, WorkerJob, checked, load, result_model, write
 from ascendbridge.runtime.placement import apply_cpu_affinity
 from ascendbridge.settings import PathSettings, Settings, SettingsError, install, installed
@@ -149,7 +151,9 @@ def _failure(phase: Phase, diagnosis: dict[str, Any]) -> PhaseData:
 
 
 def execute(job: WorkerJob) -> int:
-    """Run the job's phase while the parent watch runs; write the result file."""
+    """Run the job's phase while the parent watch runs; write the result file with the process's
+    cost (its phases and peak memory, ascendbridge/runtime/cost.py)."""
+    phases.process_started()
     keeper = ParentWatch()
     keeper.start()
     print(
@@ -176,6 +180,7 @@ def execute(job: WorkerJob) -> int:
         if isinstance(payload, StageOutcome):  # what the agents did, even in a crashed run
             payload.events = [*payload.events, *stage_events.take_events()]
             _memory_death(payload)
+        payload.cost = process_cost()
         write(job.result, payload)
         if code == EXIT_OK and not payload.succeeded:
             code = EXIT_UNSUCCESSFUL

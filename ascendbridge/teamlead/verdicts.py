@@ -16,6 +16,7 @@ from ascendbridge.board import AttemptEnd, BoardBusyError, BoardError, StaleToke
 from ascendbridge.refusals import as_refusal, is_refusal
 from ascendbridge.runtime import attempt_dir, oom, payload
 from ascendbridge.runtime.busy import retry_busy
+from ascendbridge.runtime.cost import attempt_profile
 from ascendbridge.runtime.executor import Job, JobResult, PhaseResult
 from ascendbridge.stage_api import StageOutcome
 from ascendbridge.teamlead.state import Part, RunState
@@ -34,6 +35,7 @@ class Verdicts(Part):
         state = self.state
         job, attempt_id, slot = state.jobs[result.job.task.id]
         name = f"{job.task.model_id}/{job.stage}"
+        profile, peak_rss = attempt_profile(result)  # before a re-check borrows its attempt's run
         if job.gate_only:  # judged with the run it re-checks (some executors report an early crash as the run's)
             early = result.run
             gate = result.gate or (
@@ -69,7 +71,16 @@ class Verdicts(Part):
         # The phase that decided the outcome: the gate when it ran, else the stage's run.
         decisive = result.gate or result.run
         exit_code = decisive.exit_code if decisive else None
-        end = AttemptEnd(outcome, exit_code, result.duration_s, diagnosis, fix, agent_backend=agent_backends(result))
+        end = AttemptEnd(
+            outcome,
+            exit_code,
+            result.duration_s,
+            diagnosis,
+            fix,
+            agent_backend=agent_backends(result),
+            cost_profile=profile,
+            peak_rss_bytes=peak_rss,
+        )
         try:
             retry_busy(
                 lambda: self.store.finish_attempt(attempt_id, end),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.board import AttemptEnd, AttemptStart, BoardError, BoardMissingError, BoardStore
+from ascendbridge.board import AttemptEnd, AttemptStart, BoardError, BoardMissingError, BoardStore, Registration
 from ascendbridge.board.migrations import V1_DDL, V6_STAGE_ORDER
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.stages import STAGES
@@ -152,3 +152,34 @@ def test_missing_board_says_how_to_create_it(tmp_path: Path) -> None:
     with pytest.raises(BoardMissingError, match="board_ops.py init"):
         BoardStore(tmp_path / "absent.db")
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_v8_board_gains_the_attempts_cost_columns(tmp_path: Path) -> None:
+    """A v8 board (today's less the two columns v9 added) upgrades; its old attempts read as not
+    measured, a new one keeps its cost profile and peak memory."""
+    path = tmp_path / "v8.db"
+    with BoardStore.init(path) as store:
+        store.register_models([Registration(model_id="org/m", source="local", path="/m")])
+        task = store.claim_next("worker", 60)
+        old = store.start_attempt(task.id, task.fencing_token, AttemptStart("cmd", "/log"))
+        store.finish_attempt(old, AttemptEnd("retry", 1, 2.0))
+    con = sqlite3.connect(path)
+    for column in ("cost_profile_json", "peak_rss_bytes"):
+        con.execute(f"ALTER TABLE attempts DROP COLUMN {column}")
+    con.execute("UPDATE schema_info SET value = '8' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with BoardStore(path) as store:
+        assert schema_version(path) == SCHEMA_VERSION
+        [(_, before)] = store.list_attempts("org/m")
+        assert (before.cost_profile, before.peak_rss_bytes, before.duration_s) == (None, None, 2.0)
+        [task] = store.list_tasks(status="in_progress")
+        new = store.start_attempt(task.id, task.fencing_token, AttemptStart("cmd", "/log"))
+        spent = {"model_load": 1.25, "gate": 0.5, "other": 0.25}
+        store.finish_attempt(new, AttemptEnd("completed", 0, 2.0, cost_profile=spent, peak_rss_bytes=123456789))
+        after = [a for _, a in store.list_attempts("org/m") if a.id == new]
+        assert [(a.cost_profile, a.peak_rss_bytes) for a in after] == [(spent, 123456789)]
+    con = sqlite3.connect(path)
+    columns = {row[1] for row in con.execute("PRAGMA table_info(attempts)")}
+    con.close()
+    assert {"cost_profile_json", "peak_rss_bytes"} <= columns

@@ -97,7 +97,8 @@ def seed_board(root: Path) -> tuple[Path, Path, Path]:
         attempt = store.start_attempt(
             task.id, task.fencing_token, AttemptStart("get_model_info.py acme/llama-tiny", str(log))
         )
-        store.finish_attempt(attempt, AttemptEnd("passed", 0, 2.5))
+        spent = {"model_load": 1.5, "gate": 0.75, "other": 0.25}  # where its 2.5 s went
+        store.finish_attempt(attempt, AttemptEnd("passed", 0, 2.5, cost_profile=spent, peak_rss_bytes=300 * 2**20))
         store.complete_task(task.id, task.fencing_token, {"files": 3}, figures=[{"values": {"speedup": 2.5}}])
         # bert: discovery failed; its attempt's log_path points outside the logs dir.
         task = store.claim_task(store.list_tasks("discovery", model_id="acme/bert-mini")[0].id, "team-lead-test", 60)

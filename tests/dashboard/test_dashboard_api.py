@@ -95,6 +95,9 @@ def test_model_api_has_timeline_evidence_and_safe_logs(site: Site) -> None:
 def test_model_page_escapes_log_and_shows_no_evidence_yet(site: Site) -> None:
     html = httpx.get(site.url + "/models/acme/llama-tiny").text
     assert "&lt;b&gt;not bold&lt;/b&gt;" in html and "<b>not bold</b>" not in html
+    # the attempt's cost profile, largest phase first, and its largest process
+    assert "time went to:</span> model load 1.5 s (60 %) · gate 750 ms (30 %) · other 250 ms (10 %)" in html
+    assert "300 MiB" in html
     assert "0.99931" in html and "bf16_autocast" in html
     bert = httpx.get(site.url + "/models/acme/bert-mini").text
     assert "No benchmark evidence yet." in bert and "No optimization notes yet." in bert

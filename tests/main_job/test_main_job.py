@@ -383,3 +383,27 @@ def test_the_summary_says_what_was_quantized_and_the_main_job_quantizes_one_demo
     assert "W8A16 refused: cosine min 0.97000, top-1 0.900, weights 0.55x" in line
     assert "W8A8_DYNAMIC accepted: cosine min 0.99986, top-1 0.984, weights 0.52x" in line
     assert "org/plain" not in out.getvalue()
+
+
+def test_the_summary_ends_with_the_work_done_and_the_bench_that_breaks_it_down(
+    board: BoardStore, tmp_path: Path
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from ascendbridge.board import AttemptEnd, AttemptStart, Registration
+    from ascendbridge.run_summary import print_summary
+
+    board.register_models([Registration(model_id="org/m")])
+    task = board.claim_next("w", 60)
+    for seconds in (90.0, 30.0):  # a retried attempt's time is work too
+        attempt = board.start_attempt(task.id, task.fencing_token, AttemptStart("cmd", "/log"))
+        board.finish_attempt(attempt, AttemptEnd("retry", 1, seconds, cost_profile={"other": seconds}))
+    out = io.StringIO()
+    root = board.path.resolve().parent  # the board as a person in the checkout names it
+    print_summary(Console(file=out, width=80, force_terminal=False), board, list(PIPELINE), adaptations_dir(), root)
+    [line] = [line for line in out.getvalue().splitlines() if line.startswith("work:")]
+    assert line == (  # whole, on one line
+        f"work: 2.0 slot-minutes ({task.stage} 2.0); where it went: uv run bench/evidence_cost.py {board.path.name}"
+    )

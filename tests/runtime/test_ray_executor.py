@@ -169,6 +169,8 @@ def test_pipeline_on_two_ray_nodes_survives_losing_one(
         if where["pid"] in node2_pids:
             assert where["ended"] < killed_at
     assert sum(len(v) for v in slots.values()) == len(MODELS) * 2  # every timed attempt held one NPU
+    done = [a for m in MODELS for _, a in board.list_attempts(m) if a.outcome == "completed"]
+    assert all(a.cost_profile and {"staging", "process_start", "gate"} <= set(a.cost_profile) for a in done)
     for slot, spans in slots.items():
         spans.sort()
         for (_, end), (start, _) in zip(spans, spans[1:]):

@@ -3,7 +3,8 @@
 What a stage does for a model comes from the model's description, a JSON object mapping stage
 name to a behaviour ("ok" when absent): ok, fail_once, fail, lie (claims done, writes nothing),
 blocked, skipped, crash, fail_here (fails naming the directory it works in),
-hang_once (sleeps forever on attempt 1), sleep:SECONDS, meta, spam,
+hang_once (sleeps forever on attempt 1), sleep:SECONDS, phase:NAME:SECONDS (sleeps in that cost
+phase, ab_runtime/phases.py), meta, spam,
 figures:X (done, proposes speedup X), figures_lie:X (proposes speedup X, writes no evidence),
 spec_change_once (fails with a spec change until a stage logged the directives it was given:
 every stage writes the open directives of its context to runs.log),
@@ -25,7 +26,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
+from ab_runtime.phases import PhaseName, phase
 from ascendbridge.agents import history
 from ascendbridge.runtime import oom
 from ascendbridge.runtime.process import run_command
@@ -103,6 +106,10 @@ class ToyStage:
             )
         if how.startswith("sleep:"):
             time.sleep(float(how.split(":", 1)[1]))
+        if how.startswith("phase:"):
+            _, name, seconds = how.split(":")
+            with phase(cast(PhaseName, name)):
+                time.sleep(float(seconds))
         if how == "spam":
             for i in range(20000):
                 print(f"spam line {i} " + "x" * 80)
