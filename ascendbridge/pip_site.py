@@ -262,7 +262,7 @@ def locked_sync_steps(
 
 def missing_package_error(output: str, env: Mapping[str, str]) -> str | None:
     """uv's "not found" resolution failure as one line naming the missing package and the index."""
-    found = re.search(r"you require ([A-Za-z0-9_.\-]+(?:\[[^\]]*\])?[=<>!~]=?[^\s,]+)", output)
+    found = re.search(r"you require\s+([A-Za-z0-9_.\-]+(?:\[[^\]]*\])?[=<>!~]=?[^\s,]+)", output)
     if not found or "not found in the package registry" not in output and "no version of" not in output:
         return None
     index = redact(env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL") or PYPI_SIMPLE)

@@ -10,6 +10,7 @@ The reference and the target each run every task; the pass rule compares their t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,7 +62,18 @@ def prepare_lm_eval(adaptation_dir: Path, log: IO[str] | None = None) -> str | N
     )
     if res.timed_out:
         return f"installing {LM_EVAL_REQUIREMENT} timed out after {INSTALL_TIMEOUT_S:.0f} s"
-    return None if res.ok else f"installing {LM_EVAL_REQUIREMENT} failed: {res.tail_line(2)}"
+    return (
+        None
+        if res.ok
+        else f"installing {LM_EVAL_REQUIREMENT} failed: {resolution_reason(res.output) or res.tail_line(2)}"
+    )
+
+
+def resolution_reason(output: str) -> str | None:
+    """uv's reason a resolution failed ("Because lm-eval[hf] was not found in the cache and you require
+    ... unsatisfiable."), its wrapping undone; None when the output has none."""
+    found = re.search(r"Because .*?unsatisfiable\.", " ".join(output.split()))
+    return found.group(0) if found else None
 
 
 def write_local_task(adaptation_dir: Path) -> Path:
