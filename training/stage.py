@@ -203,6 +203,13 @@ def _cards_short(device: str, processes: int) -> str | None:
     )
 
 
+def _train_py(ctx: StageContext, settings: TrainingSettings, env: dict[str, str], *args: str) -> CommandResult:
+    """`python train.py ARGS` in the package's environment, its output to the attempt's log."""
+    return uv_env.run_in_env(
+        ctx.adaptation_dir, [TRAIN_PY, *args], timeout_s=settings.run_timeout_s, log=ctx.log, env=env
+    )
+
+
 def _read(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
@@ -288,13 +295,7 @@ class TrainingStage:
                 f"baseline contract: {settings.contract_steps} steps, {settings.device} {settings.precision} "
                 "vs CPU float32"
             )
-            baseline = uv_env.run_in_env(
-                directory,
-                [TRAIN_PY, "contract", "--config", CONTRACT_CONFIG, "--out", RUN_DIR],
-                timeout_s=settings.run_timeout_s,
-                log=ctx.log,
-                env=env,
-            )
+            baseline = _train_py(ctx, settings, env, "contract", "--config", CONTRACT_CONFIG, "--out", RUN_DIR)
             problem = self._contract_problem(baseline)
             if problem is not None:
                 return problem
@@ -337,13 +338,7 @@ class TrainingStage:
                 f"training failed: {error}", "training_run_failed", log_tail=command.tail(30), supervision=supervision
             )
         ctx.say("profiling a window of steady-state steps (where a step's time goes)")
-        profiled = uv_env.run_in_env(
-            directory,
-            [TRAIN_PY, "profile", "--config", TRAIN_CONFIG, "--out", RUN_DIR],
-            timeout_s=settings.run_timeout_s,
-            log=ctx.log,
-            env=env,
-        )
+        profiled = _train_py(ctx, settings, env, "profile", "--config", TRAIN_CONFIG, "--out", RUN_DIR)
         if not profiled.ok:  # optional evidence: the run's figures stand without it, and the log says why
             ctx.say(f"the profile did not run: {profiled.tail_line()}")
         return _trained(run, result, supervision, memory)
@@ -356,18 +351,17 @@ class TrainingStage:
         candidates = settings.pass_list()
         for file_name in (PASSES_FILE, CONFIRM_FILE):
             ctx.say(f"training passes: trying {', '.join(candidates)} ({file_name})")
-            argv = [
-                TRAIN_PY,
-                "passes",
+            args = [
                 "--config",
                 TRAIN_CONFIG,
                 "--out",
                 RUN_DIR,
                 "--candidates",
                 ",".join(candidates),
+                "--file",
+                file_name,
             ]
-            argv += ["--file", file_name, "--judge-steps", str(settings.contract_steps)]
-            search = uv_env.run_in_env(directory, argv, timeout_s=settings.run_timeout_s, log=ctx.log, env=env)
+            search = _train_py(ctx, settings, env, "passes", *args, "--judge-steps", str(settings.contract_steps))
             candidates = (uv_env.parse_result(search.output) or {}).get("kept") or [] if search.ok else []
             if not search.ok:
                 ctx.say(f"the pass search did not run: {search.tail_line()}")
