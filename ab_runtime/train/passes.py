@@ -37,6 +37,7 @@ from .harness import Trainer
 PAIRS = 6
 BLOCK = 2
 PASSES_FILE = "passes.json"
+PASS_FAULTS = ("wrong_fused_adamw",)  # injected faults that concern the passes (harness.py), for tests
 
 
 def _lockstep(base: Trainer, cand: Trainer, steps: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
@@ -64,9 +65,10 @@ def _timed(base: Trainer, cand: Trainer) -> pairstats.PairedResult:
 
 def try_pass(cfg: TrainConfig, name: str, scratch: Path) -> dict[str, Any]:
     """One candidate pass against the config as it is: judged, then (if it holds) timed."""
-    single = replace(
-        cfg, strategy="single", checkpoint_every=0, keep_last=1, passes=[p for p in cfg.passes if p != name]
-    )
+    # the run's injected faults (a hang, a NaN) are the run's: only the one that breaks a pass applies here
+    faults = {k: v for k, v in cfg.fault.items() if k in PASS_FAULTS}
+    others = [p for p in cfg.passes if p != name]
+    single = replace(cfg, strategy="single", checkpoint_every=0, keep_last=1, passes=others, fault=faults)
     base = Trainer(single, scratch / f"{name}-baseline")
     cand = Trainer(replace(single, passes=[*single.passes, name]), scratch / name)
     base_log, cand_log = _lockstep(base, cand, cfg.steps)

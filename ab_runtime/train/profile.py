@@ -63,7 +63,9 @@ def embedding_parameters(model: torch.nn.Module) -> int:
 def run_profile(cfg: TrainConfig, out: Path) -> Result:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="profile-run-") as scratch:  # no checkpoint is kept
-        trainer = Trainer(replace(cfg, strategy="single", checkpoint_every=0, keep_last=1), Path(scratch))
+        # no injected fault (a hang, a NaN): those are the run's, not the profile's
+        window = replace(cfg, strategy="single", checkpoint_every=0, keep_last=1, fault={})
+        trainer = Trainer(window, Path(scratch))
         warm = [trainer.step() for _ in range(WARMUP)]
         trace = out / TRACE_FILE
         started = time.perf_counter()
