@@ -10,12 +10,12 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from ab_runtime.train.config import TRAINING_PASSES
 from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
 from ascendbridge.settings import one_of
 
 PRECISIONS = ("fp32", "bf16-autocast")  # ab_runtime/train/config.py PRECISIONS
-TRAINING_PASSES = ("fused_adamw", "compile")  # ab_runtime/train/config.py TRAINING_PASSES
 
 
 class TrainingSettings(DeviceSettings):
