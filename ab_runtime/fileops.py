@@ -25,18 +25,22 @@ def sha256_file(path: Path) -> str:
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Path, durable: bool = True) -> Iterator[Path]:
     """A fresh temporary path beside `path` to write (any way: text, bytes, torch.save); when the
     block succeeds it is flushed to disk, renamed over `path` and the directory synced, so a reader,
     a concurrent writer or a crash leaves the old file or the whole new one, never half of one. The
-    temporary name is unique (two writers of one path never share it) and removed on failure."""
+    temporary name is unique (two writers of one path never share it) and removed on failure.
+    `durable=False` skips the syncs (a reader still never sees half a file; a crash may lose it):
+    for files rewritten often that nothing needs after a crash, like a progress heartbeat."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # created by the block: the umask's mode
     try:
         yield tmp
-        _fsync(tmp, os.O_RDONLY)
+        if durable:
+            _fsync(tmp, os.O_RDONLY)
         os.replace(tmp, path)
-        _fsync(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))  # the rename itself survives a crash
+        if durable:
+            _fsync(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))  # the rename itself survives a crash
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -49,8 +53,8 @@ def _fsync(path: Path, flags: int) -> None:
         os.close(fd)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    with atomic_path(path) as tmp:
+def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
+    with atomic_path(path, durable) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 

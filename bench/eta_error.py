@@ -40,18 +40,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from ab_runtime.progress import fmt_s  # noqa: E402
 from ascendbridge.board import AttemptRecord, BoardError, BoardStore, ModelRecord, TaskRecord  # noqa: E402
 from ascendbridge.stages import COSTED_OUTCOMES, DONE_STATUSES, STAGES, TERMINAL_STATUSES  # noqa: E402
-from ascendbridge.teamlead.eta import (  # noqa: E402
-    COSTS_FILE,
-    CostModel,
-    Eta,
-    Lanes,
-    Sample,
-    derive_costs,
-    estimate,
-    fmt_s,
-)
+from ascendbridge.teamlead.eta import COSTS_FILE, CostModel, Eta, Lanes, Sample, derive_costs, estimate  # noqa: E402
 
 FRACTIONS = (0.25, 0.50, 0.75)
 

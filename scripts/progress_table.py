@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ab_runtime.fileops import write_text_atomic
+from ab_runtime.progress import fmt_s
 from ascendbridge.cli_errors import OneLineParser
-from ascendbridge.teamlead.eta import fmt_s
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")

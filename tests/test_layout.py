@@ -44,6 +44,7 @@ RUNTIME_LEAVES = frozenset(
         "ops.standard",
         "pairstats",
         "phases",
+        "progress",
         "result",
         "spec",
         "tools",

@@ -39,6 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ab_runtime.progress import fmt_s
 from ascendbridge.board import ModelRecord, TaskRecord
 from ascendbridge.runtime.placement import is_timed
 from ascendbridge.stage_table import stage_table
@@ -208,16 +209,6 @@ class Eta:
     def _unestimated(self) -> str:
         """The stages with work left and neither a sample nor a prior."""
         return ", ".join(b.stage for b in self.stages if b.left and b.source == NONE)
-
-
-def fmt_s(seconds: float | None, unknown: str = "?") -> str:
-    """A duration in the largest units that matter (1h05m, 4m07s, 9s); `unknown` where there is none."""
-    if seconds is None:
-        return unknown
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
 def _running_for(task: TaskRecord, now: datetime) -> float:
