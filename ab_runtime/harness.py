@@ -40,6 +40,7 @@ from .measure import Timing, profiler_active, time_calibrated, time_forward
 from .memory import FP64_REFERENCE_MAX_BYTES
 from .optimize import passes
 from .phases import phase
+from .progress import Progress, track
 from .spec import RunSpec, load_spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -112,7 +113,7 @@ class Session:
         """A fresh variant from the reference weights: (build, run, seconds to build it; the run's
         `compile` phase)."""
         start = time.perf_counter()
-        with phase("compile"):
+        with phase("compile"), Progress(f"building a variant ({', '.join(p.name for p in chosen) or 'no passes'})"):
             model, self.device_map = place_target(
                 self.reference, self.spec, self.choice, self.shard, self.baseline_dtype
             )
@@ -125,8 +126,9 @@ class Session:
         """Every sample forwarded; each named output stacked over samples (dim 0), on CPU (the
         `accuracy` phase: what these outputs are for)."""
         per_name: dict[str, list[torch.Tensor]] = {}
+        what = f"accuracy samples ({b.device_kind} {b.accuracy_dtype})"
         with torch.inference_mode(), phase("accuracy"):
-            for inputs in self.samples:
+            for inputs in track(self.samples, what, unit="sample"):
                 moved = ab_build.prepare_inputs(inputs, self.choice.torch_device, b)
                 named = self.family.named_outputs(
                     run(moved),
@@ -362,6 +364,7 @@ def paired(
     base_blocks: list[list[float]] = []
     cand_blocks: list[list[float]] = []
     retaken = unclean = uneven = 0
+    progress = Progress(f"paired measurement ({iters} call pairs a block)", total=pairs, unit="block").start()
     with torch.inference_mode(), phase("warmup"):
         for fn in (base, cand):
             for _ in range(warmup):
@@ -381,13 +384,15 @@ def paired(
             uneven += kept[2] == UNEVEN
             base_blocks.append(kept[0])
             cand_blocks.append(kept[1])
+            progress.advance()
+    progress.finish()
     figures = pairstats.summarize_pairs(base_blocks, cand_blocks, warmup).as_dict()
     return {**figures, **dict(zip(LOAD_COUNTS, (retaken, unclean, uneven)))}
 
 
 def first_call_ms(session: Session, fn: Callable[[], Any]) -> float:
     """A variant's first call (its cold start: where torch.compile compiles), in the `compile` phase."""
-    with torch.inference_mode(), phase("compile"):
+    with torch.inference_mode(), phase("compile"), Progress("first call (where torch.compile compiles)"):
         session.sync()
         start = time.perf_counter_ns()
         fn()

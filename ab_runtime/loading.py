@@ -23,6 +23,7 @@ from .errors import DryRunTooLarge, SpecError, UnsupportedModel
 from .fastinit import fast_random_init
 from .memory import dry_run_budget, host_available_memory
 from .phases import phase
+from .progress import Progress
 from .sharding import build_device_map, empty_weights, place, plan_for
 from .spec import RunSpec
 from .ssm import kernel_notes
@@ -147,7 +148,8 @@ def _check_fits(plan: DepthPlan, device: DeviceChoice) -> None:
 def load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch.dtype) -> LoadedModel:
     """Build or load the model in eval mode on the device, in the requested dtype (the time is the
     run's `model_load` phase)."""
-    with phase("model_load"):
+    what = f"{'building' if dry_run else 'loading'} the model ({str(dtype).replace('torch.', '')}, {device.kind})"
+    with phase("model_load"), Progress(what):
         return _load_model(spec, dry_run, device, dtype)
 
 

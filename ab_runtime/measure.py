@@ -21,6 +21,7 @@ import torch
 from .fileops import atomic_path
 from .pairstats import percentile
 from .phases import phase
+from .progress import Progress
 
 Sync = Callable[[], None]
 
@@ -86,10 +87,12 @@ def time_calibrated(
     if profiler_active():
         raise RuntimeError("a profiler is active: timing with the profiler on is not allowed")
     probe_ms: list[float] = []
-    with torch.inference_mode():
+    what = f"timed calls ({warmup} warmup, {iterations} timed)"
+    with torch.inference_mode(), Progress(what, total=warmup + iterations, unit="call") as progress:
         with phase("warmup"):
             for _ in range(warmup):
                 fn()
+                progress.advance()
             sync()
         if seed is not None:
             torch.manual_seed(seed)
@@ -103,6 +106,7 @@ def time_calibrated(
                 samples.append((time.perf_counter_ns() - start) / 1e6)
                 if probe is not None:
                     probe_ms.append(probe())
+                progress.advance()  # outside the clock: a line is written at most every few seconds
     return summarize(samples, warmup), probe_ms
 
 

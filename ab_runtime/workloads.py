@@ -40,6 +40,7 @@ from . import calibration
 from .inputs import Signature
 from .measure import clocked, profiler_active
 from .phases import phase
+from .progress import Progress, track
 from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
     ENCODER_DECODER_FAMILIES,
     GENERATION_PAIRED_WITH,
@@ -306,9 +307,11 @@ def measure_generation(
             session.workload_inputs(batch, workload.prompt_len), session.choice.torch_device, build
         )
         decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
-        with torch.inference_mode():
+        what = f"generations (batch {batch}, {workload.new_tokens} new tokens; {warmup} warmup, {iters} timed)"
+        with torch.inference_mode(), Progress(what, total=warmup + iters, unit="generation") as progress:
             for _ in range(warmup):
                 generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec)
+                progress.advance()
             probe = session.calibration_probe()
             torch.manual_seed(session.spec.recipe.seed)
             ab_device.reset_peak_memory(session.choice)
@@ -316,6 +319,7 @@ def measure_generation(
             for _ in range(iters):  # each generation followed by one calibration probe call
                 runs.append(generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec))
                 probe_ms.append(probe())
+                progress.advance()
         peak = ab_device.peak_memory(session.choice)
         last = runs[-1]
         kv_read = (last.cache_after_prefill + last.cache_final) // 2
@@ -389,7 +393,7 @@ def measure_sweep(
 
     points: list[dict[str, Any]] = []
     stopped = None
-    for batch in workload.sweep:
+    for batch in track(workload.sweep, "batch sweep", unit="batch"):
         inputs = ab_build.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
         ab_device.reset_peak_memory(session.choice)
         try:
@@ -445,7 +449,7 @@ def measure(
     workload = session.workload
     body: dict[str, Any] = {"schema": WORKLOAD_SCHEMA, "workload": workload.as_dict(), "profiler_during_timing": False}
     if workload.name in ("generation", "encoder_generation"):
-        with phase("accuracy"):
+        with phase("accuracy"), Progress("greedy tokens of the CPU float32 reference"):
             reference = reference_tokens(session, workload)
         with phase("measurement"):
             body.update(measure_generation(session, build, workload, warmup, iters, reference))

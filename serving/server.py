@@ -26,6 +26,7 @@ import httpx
 import psutil
 
 from ab_runtime.phases import add
+from ab_runtime.progress import Progress
 from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, die_with_parent, terminate
 from ascendbridge.runtime.process import kill_group
 
@@ -161,12 +162,14 @@ def served(
         )
     memory = MemoryWatch(proc.pid)
     try:
-        while not healthy(url):
-            if proc.poll() is not None:
-                raise ServerError(f"the server exited ({proc.returncode}) before /health answered: {_tail(log)}")
-            if time.monotonic() - started > start_timeout_s:
-                raise ServerError(f"no /health within {start_timeout_s:.0f} s: {_tail(log)}")
-            time.sleep(HEALTH_POLL_S)
+        with Progress(f"engine start (until /health answers, at most {start_timeout_s:.0f} s)", unit="") as progress:
+            while not healthy(url):
+                if proc.poll() is not None:
+                    raise ServerError(f"the server exited ({proc.returncode}) before /health answered: {_tail(log)}")
+                if time.monotonic() - started > start_timeout_s:
+                    raise ServerError(f"no /health within {start_timeout_s:.0f} s: {_tail(log)}")
+                time.sleep(HEALTH_POLL_S)
+                progress.advance(0, note=f"server log: {_tail(log, 1)}" if progress.due() else "")
         cold_start_s = time.monotonic() - started
         add("server_start", cold_start_s)
         yield Server(url, proc.pid, command_id, cold_start_s, log, memory)

@@ -29,6 +29,7 @@ from .. import harness, sharding
 from ..errors import RuntimeDiagnosis
 from ..fileops import write_text_atomic
 from ..harness import HarnessError, say
+from ..progress import track
 from ..result import run_main
 from ..spec import load_spec
 from .lm_eval_run import run_lm_eval
@@ -93,7 +94,7 @@ def evaluate(
     """One evaluation: both sides' predictions per item and the seconds each side spent."""
     pair.seconds = {which: 0.0 for which in SIDES}
     rows = []
-    for item in items:
+    for item in track(items, f"evaluation {name} ({task}; reference and target)", unit="item"):
         row: dict[str, Any] = {"id": item["id"]}
         for which in SIDES:
             torch.manual_seed(spec.recipe.seed)

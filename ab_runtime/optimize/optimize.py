@@ -46,6 +46,7 @@ from .. import build as ab_build
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
 from ..ops import acceptance
+from ..progress import Progress, track
 from ..result import run_main
 from ..workload_figures import divergence
 from . import decode_passes, passes, quick
@@ -136,18 +137,20 @@ def sequential_paired(
     counts = dict.fromkeys(harness.LOAD_COUNTS, 0)
     may_set_aside = harness.load_retimed(session)
     warm, taken = warmup, 0
-    while True:
-        block = harness.paired(session, base, cand, 1, warm, iters, first_block=taken)
-        warm, taken = 0, taken + 1
-        counts = {key: n + block[key] for key, n in counts.items()}
-        if may_set_aside and block["unclean_blocks"] and len(set_aside) < quick.SET_ASIDE:
-            set_aside += block["pair_speedups"]
-            continue
-        base_blocks.append(block["baseline_samples_ms"])
-        cand_blocks.append(block["candidate_samples_ms"])
-        figures = pairstats.summarize_pairs(base_blocks, cand_blocks, warmup)
-        if len(base_blocks) >= max_pairs or decided(figures.pair_speedups):
-            return {**figures.as_dict(), **counts, "set_aside_pair_speedups": set_aside}
+    with Progress(f"paired measurement (until decided, at most {max_pairs} blocks)", unit="block") as progress:
+        while True:
+            block = harness.paired(session, base, cand, 1, warm, iters, first_block=taken)
+            warm, taken = 0, taken + 1
+            progress.advance()
+            counts = {key: n + block[key] for key, n in counts.items()}
+            if may_set_aside and block["unclean_blocks"] and len(set_aside) < quick.SET_ASIDE:
+                set_aside += block["pair_speedups"]
+                continue
+            base_blocks.append(block["baseline_samples_ms"])
+            cand_blocks.append(block["candidate_samples_ms"])
+            figures = pairstats.summarize_pairs(base_blocks, cand_blocks, warmup)
+            if len(base_blocks) >= max_pairs or decided(figures.pair_speedups):
+                return {**figures.as_dict(), **counts, "set_aside_pair_speedups": set_aside}
 
 
 def sequential_against_baseline(
@@ -267,7 +270,7 @@ class _Search:
         final_row = kept[0]
         current_fn = built[kept[0]["name"]]
         current: dict[str, Any] = kept[0]
-        for r in kept[1:]:
+        for r in track(kept[1:], "combining the kept passes", unit="pass"):
             cand = passes.get(chosen + [r["name"]])
             step: dict[str, Any] = {"passes": chosen + [r["name"]], "against": list(chosen)}
             clash = passes.conflicts(passes.get(chosen), passes.BY_NAME[r["name"]])
@@ -314,19 +317,22 @@ def search(
     """The whole search: the baseline, each pass alone, the kept ones combined, the selection.
     Returns the notes body (without file-level metadata)."""
     _compile_room()
-    base_build, base_run, base_build_s = session.make([])
-    base_fn = session.headline_call(base_build, base_run)
-    base_first = harness.first_call_ms(session, base_fn)
-    base_acc = accuracy_standard.accuracy_summary(session.accuracy(base_build, session.outputs(base_build, base_run)))
-    with phases.phase("accuracy"):
-        reference = (
-            workloads.reference_tokens(session, session.workload)
-            if session.workload.name in passes.GENERATION_WORKLOADS
-            else None
+    with Progress("optimization baseline (build, first call, accuracy)"):
+        base_build, base_run, base_build_s = session.make([])
+        base_fn = session.headline_call(base_build, base_run)
+        base_first = harness.first_call_ms(session, base_fn)
+        base_acc = accuracy_standard.accuracy_summary(
+            session.accuracy(base_build, session.outputs(base_build, base_run))
         )
-        if reference is not None:
-            with torch.inference_mode():
-                base_acc["generation"] = generation_accuracy(session, base_fn(), reference)
+        with phases.phase("accuracy"):
+            reference = (
+                workloads.reference_tokens(session, session.workload)
+                if session.workload.name in passes.GENERATION_WORKLOADS
+                else None
+            )
+            if reference is not None:
+                with torch.inference_mode():
+                    base_acc["generation"] = generation_accuracy(session, base_fn(), reference)
     harness.say(
         f"baseline {session.choice.kind} {session.baseline_dtype_name}: accuracy vs float32 reference "
         f"{base_acc['verdict']}; first call {base_first:.1f} ms"
@@ -336,13 +342,15 @@ def search(
     built: dict[str, Callable[[], Any]] = {}
     # applicability is read before anything is built; measured in order of expected gain (quick.PRIORS)
     reasons = {p.name: p.applies(traits) for p in candidates}
-    for p in quick.ordered([p for p in candidates if reasons[p.name] is None]) + [
-        p for p in candidates if reasons[p.name] is not None
-    ]:
-        row, fn = phase.single(p, reasons[p.name])
-        rows.append(row)
-        if fn is not None:
-            built[p.name] = fn
+    order = quick.ordered([p for p in candidates if reasons[p.name] is None])
+    with Progress("optimization search", total=len(order), unit="pass") as progress:
+        for p in order + [p for p in candidates if reasons[p.name] is not None]:
+            row, fn = phase.single(p, reasons[p.name])
+            rows.append(row)
+            if fn is not None:
+                built[p.name] = fn
+            if reasons[p.name] is None:  # the passes not applicable cost nothing: not counted
+                progress.advance(note=f"last: {p.name} {'kept' if row['kept'] else 'rejected'}")
     kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["paired"]["speedup"])
     combination, chosen, final_row = phase.combine(kept, built) if kept else ([], [], None)
     return {

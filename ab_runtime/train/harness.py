@@ -44,6 +44,7 @@ from ..device import (
 from ..errors import SpecError
 from ..fileops import write_text_atomic
 from ..memory import BF16_BYTES, FP32_BYTES, HEADROOM, TRAINED_COPIES, host_available_memory, training_bytes
+from ..progress import Progress, track
 from ..sharding import ShardPlan, place
 from . import corpus
 from .checkpoint import CheckpointPart, rng_state, set_rng_state
@@ -133,11 +134,12 @@ def build_model(config_dir: Path, seed: int, overrides: dict[str, Any]) -> tuple
     auto = getattr(transformers, paradigm.auto_class)
     torch.manual_seed(seed)
     has_weights = any(config_dir.glob("*.safetensors")) or any(config_dir.glob("pytorch_model*.bin"))
-    model = (
-        auto.from_pretrained(config_dir, config=config, dtype=torch.float32)
-        if has_weights
-        else auto.from_config(config, dtype=torch.float32)
-    )
+    with Progress("loading the model" if has_weights else "building the model (seeded random weights)"):
+        model = (
+            auto.from_pretrained(config_dir, config=config, dtype=torch.float32)
+            if has_weights
+            else auto.from_config(config, dtype=torch.float32)
+        )
     return model, paradigm, config
 
 
@@ -381,7 +383,7 @@ class Trainer(DistributedPart, GuardsPart, CheckpointPart):
         loss_sum, count, correct = 0.0, 0.0, 0
         blocks = self.data.held_out
         with torch.no_grad():
-            for start in range(0, len(blocks), self.cfg.batch):
+            for start in track(range(0, len(blocks), self.cfg.batch), "held-out evaluation", unit="batch"):
                 keys = list(range(start, min(start + self.cfg.batch, len(blocks))))
                 part_sum, part_count, logits, labels = self._forward_loss(
                     [blocks[k] for k in keys], keys, self.cfg.seed - 1

@@ -34,6 +34,7 @@ import torch
 from ..device import select_device
 from ..errors import RuntimeDiagnosis, SpecError, UnsupportedModel
 from ..fileops import write_text_atomic
+from ..progress import Progress
 from ..result import Result, run_main
 from . import contract as contract_table
 from .checkpoint import latest_good_checkpoint
@@ -81,9 +82,14 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
         if lead:
             _write_json(before_path, before)
     first_step, started = trainer.step_index, time.monotonic()
-    with metrics_log(out / "metrics.jsonl", trainer.step_index) if lead else nullcontext() as log:
+    what = f"training (resumed after step {first_step})" if first_step else "training"
+    with (
+        metrics_log(out / "metrics.jsonl", trainer.step_index) if lead else nullcontext() as log,
+        Progress(what, total=cfg.steps - first_step) as progress,
+    ):
         while trainer.step_index < cfg.steps:
             figures = trainer.step()
+            progress.advance(note=f"loss {figures['loss']:.4f}")
             if log is not None:
                 log.write(json.dumps(figures, sort_keys=True) + "\n")
                 log.flush()
@@ -135,10 +141,14 @@ def train(cfg: TrainConfig, out: Path, resume: bool) -> Result:
     return result
 
 
-def _run_log(trainer: Trainer, steps: int, keep_first_grads: bool) -> dict[str, Any]:
+def _run_log(trainer: Trainer, steps: int, keep_first_grads: bool, what: str) -> dict[str, Any]:
     """Train `steps` steps and return the contract's log of the run."""
     start = digest_parameters(trainer.model)
-    figures = [trainer.step(keep_grads=keep_first_grads and index == 0) for index in range(steps)]
+    figures: list[dict[str, Any]] = []
+    with Progress(what, total=steps) as progress:
+        for index in range(steps):
+            figures.append(trainer.step(keep_grads=keep_first_grads and index == 0))
+            progress.advance(note=f"loss {figures[-1]['loss']:.4f}")
     return {
         "losses": [f["loss"] for f in figures],
         "grad_norms": [f["grad_norm"] for f in figures],
@@ -175,21 +185,26 @@ def run_contract(cfg: TrainConfig, out: Path) -> Result:
         device=select_device("cpu"),
     )
     reference_start_bf16 = digest_parameters(reference.model, torch.bfloat16)
-    reference_log = _run_log(reference, cfg.steps, keep_first_grads=True)
+    reference_log = _run_log(reference, cfg.steps, True, "baseline contract (reference, CPU float32)")
     target = Trainer(single, out / "target")
-    target_log = _run_log(target, cfg.steps, keep_first_grads=True)
+    target_log = _run_log(
+        target, cfg.steps, True, f"baseline contract (target, {target.device.kind} {target.precision})"
+    )
     # bfloat16 weights (the size rule) start from the reference's initial weights rounded to bfloat16
     target_log["same_initial_weights"] = target_log["initial_digest"] == (
         reference_start_bf16 if target.precision == BF16_WEIGHTS else reference_log["initial_digest"]
     )
     target_log["grad_cosines"] = grad_cosines(target.last_grads, reference.last_grads)
     # Checkpoint round trip: the step after a save, once straight on and once from the reloaded checkpoint.
-    checkpoint = target.save_checkpoint()
-    straight = target.step()
-    straight_digest = digest_parameters(target.model)
-    reloaded = Trainer(single, out / "target")
-    reloaded.load_checkpoint(checkpoint)
-    again = reloaded.step()
+    with Progress("baseline contract (checkpoint round trip)", total=2) as progress:
+        checkpoint = target.save_checkpoint()
+        straight = target.step()
+        progress.advance()
+        straight_digest = digest_parameters(target.model)
+        reloaded = Trainer(single, out / "target")
+        reloaded.load_checkpoint(checkpoint)
+        again = reloaded.step()
+        progress.advance()
     target_log["resume_identical"] = straight["loss"] == again["loss"] and straight_digest == digest_parameters(
         reloaded.model
     )
