@@ -19,8 +19,9 @@ ASCENDBRIDGE_* names read outside this model, on purpose:
   package's own environment, without the framework (ASCENDBRIDGE_DRY_RUN_MAX_GB, _CPU_BF16,
   _NPU_INDEX, RESULT / DTYPE_FINDING markers);
 - placement and containment markers the executor sets per job on the worker's and model runs'
-  environment (ASCENDBRIDGE_CPU_AFFINITY, _NPU_INDEX, _ATTEMPT, _COMMAND, _TEAM_LEAD_PID): they
-  say which process is which, and which cores or card it has, not how the run is configured;
+  environment (ASCENDBRIDGE_CPU_AFFINITY, _NPU_INDEX, _ATTEMPT, _COMMAND, _TEAM_LEAD_PID,
+  _PROGRESS_FILE): they say which process is which, which cores or card it has and where it
+  reports its progress, not how the run is configured;
 - ASCENDBRIDGE_EXTRA_STAGES (ascendbridge/stage_registry.py): the stage registry, read before any settings
   section can be found, and handed to workers the same way;
 - credentials (ASCENDBRIDGE_OPENAI_API_KEY, ASCENDBRIDGE_DASHBOARD_TOKEN): never part of a

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from ab_runtime.progress import PROGRESS_FILE_ENV
 from ascendbridge.board.records import ModelRecord, TaskRecord
 from ascendbridge.runtime import attempt_dir, payload
 from ascendbridge.runtime.containment import ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt, marker_for
+from ascendbridge.runtime.heartbeat import heartbeat_path
 from ascendbridge.runtime.placement import CPU_AFFINITY_ENV, NPU_INDEX_ENV, Placement
 from ascendbridge.runtime.process import kill_group, run_command
 from ascendbridge.stage_api import GateResult, StageOutcome
@@ -106,6 +108,11 @@ class Job(payload.OnTask):
 
     def result_path(self, phase: str) -> Path:
         return self.log_path.with_name(f"{self.log_path.stem}.{phase}.json")
+
+    @property
+    def progress_path(self) -> Path:
+        """Where its model code writes its last progress line (ascendbridge/runtime/heartbeat.py)."""
+        return heartbeat_path(self.log_path)
 
 
 PhaseData = TypeVar("PhaseData", StageOutcome, GateResult)
@@ -217,8 +224,9 @@ class LocalProcessExecutor(Executor):
     def _phase(self, job: Job, phase: payload.Phase, timeout_s: float, log: Any) -> PhaseResult[Any]:
         result_path = job.result_path(phase)
         result_path.unlink(missing_ok=True)
-        if phase == "run":  # a gate verdict left by an earlier attempt of the same number is not ours
+        if phase == "run":  # a gate verdict or a heartbeat left by an earlier try of the same number is not ours
             job.result_path("gate").unlink(missing_ok=True)
+            job.progress_path.unlink(missing_ok=True)
         payload.write(job.job_path(phase), job.worker_job(phase))
         env = dict(os.environ, PYTHONUNBUFFERED="1", **job.env)
         for name in (CPU_AFFINITY_ENV, NPU_INDEX_ENV):  # only this job's placement decides these
@@ -226,6 +234,7 @@ class LocalProcessExecutor(Executor):
         if job.placement is not None:
             env.update(job.placement.env)
         env[ATTEMPT_ENV] = str(job.marker)
+        env[PROGRESS_FILE_ENV] = str(job.progress_path)
         env[TEAM_LEAD_PID_ENV] = str(os.getpid())
         if job.extra_stages:
             env[EXTRA_STAGES_ENV] = job.extra_stages

@@ -4,7 +4,11 @@ short plain lines.
 With a terminal the view redraws in place: a bar with the tasks done, the running count and the
 ETA, what the ETA rests on, then the table. Without one (CI, a log file, the watchdog) one short
 line is logged every PLAIN_EVERY_S seconds (`progress: 12/64 stage tasks done (19%), 2 running,
-ETA 47m10s`), and what the ETA rests on goes to the log file only. Every line recomputes the ETA
+ETA 47m10s`), then one line per running attempt with its last progress line and that line's age
+(`running: acme/m0 benchmark attempt 1: accuracy (reference): sample 40/64, elapsed 3m10s,
+4.8s/sample (12s ago)`, from the attempt's heartbeat: ascendbridge/runtime/heartbeat.py), and what
+the ETA rests on goes to the log file only. The live view shows the same running lines under the
+bar. Every line recomputes the ETA
 (teamlead/eta.py); a fault in that estimate is one warning and `ETA unavailable (...)`, never the
 end of the run. After every finished attempt the board's costed attempts are re-read and, for the
 product's own stages, written to the host's stage history (teamlead/history.py), the prior of
@@ -25,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ascendbridge.board.records import utcnow
+from ascendbridge.runtime.heartbeat import progress_text
 from ascendbridge.stages import TERMINAL_STATUSES
 from ascendbridge.teamlead.eta import CostModel, Eta, Lanes, Sample, estimate
 from ascendbridge.teamlead.history import HistoryError, HostHistory
@@ -62,6 +67,12 @@ def overall(lead: TeamLead, board: list[Sample], host: list[Sample], costs: Cost
     except Exception as exc:  # the ETA is advisory: a fault in it must not stop the run it describes
         eta = Eta(seconds=None, error=f"{type(exc).__name__}: {exc}")
     return done, len(selected), eta
+
+
+def running_lines(lead: TeamLead) -> list[str]:
+    """One line per running attempt: the model, the stage, which attempt, its last progress line."""
+    jobs = sorted((job for job, _, _ in lead.jobs.values()), key=lambda job: job.task.id)
+    return [f"running: {job.task.model_id} {job.stage} {job.what}: {progress_text(job.log_path)}" for job in jobs]
 
 
 class Progress:
@@ -160,6 +171,8 @@ class Progress:
             return
         done, total, eta = self.state(lead)
         self.log.info("progress: %s", self.counts(done, total, len(lead.jobs), eta))
+        for line in running_lines(lead):
+            self.log.info("%s", line)
         if done < total and eta.error is None:
             self.log.info("%s", eta.text(), extra={FILE_ONLY: True})  # "ETA 47m10s [what it rests on]"
 
@@ -192,4 +205,6 @@ class Progress:
             Text(self.counts(done, total, len(lead.jobs), eta) + more, style="bold"),
         )
         basis = eta.basis() if done < total and eta.error is None else ""
-        return Group(bar, Text(f"ETA basis: {basis}", style="dim"), table) if basis else Group(bar, table)
+        above = [Text(f"ETA basis: {basis}", style="dim")] if basis else []
+        above += [Text(line, style="yellow") for line in running_lines(lead)]
+        return Group(bar, *above, table)

@@ -1,4 +1,5 @@
-"""What a person watching the team lead sees: a bar with the ETA on a terminal, one short line off it."""
+"""What a person watching the team lead sees: a bar with the ETA on a terminal, one short line off it,
+and each running attempt's last progress line."""
 
 from __future__ import annotations
 
@@ -13,16 +14,21 @@ from rich.console import Console
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.runtime.devices import detect
+from ascendbridge.runtime.executor import Job, LocalProcessExecutor
+from ascendbridge.runtime.heartbeat import last_progress
 from ascendbridge.runtime.placement import DevicePool
+from ascendbridge.stage_registry import StageRef
 from ascendbridge.teamlead.eta import CostModel
 from ascendbridge.teamlead.progress import BAR_WIDTH, FILE_ONLY, Progress
 from ascendbridge.teamlead.scheduler import RunStats
 from ascendbridge.teamlead.settings import TeamLeadSettings
 from tests.support.fake_devices import fake_runner
+from tests.teamlead.tl_support import add_models, wait_for
 
 COSTS = CostModel({"discovery": {"*": 10.0}, "adaptation": {"*": 20.0}})
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 LINE = "1/6 stage tasks done (17%), 0 running, ETA "
+TOY_DISCOVERY = "tests.teamlead.toy_stages:DISCOVERY"
 
 
 @pytest.fixture()
@@ -73,3 +79,57 @@ def test_off_a_terminal_one_short_line_and_the_eta_basis_for_the_log_file_only(
         len(file_only) == 1 and file_only[0].startswith("ETA ") and "discovery 11s x2 (median of 1 here" in file_only[0]
     )
     assert out.getvalue() == ""  # no bar, no live view
+
+
+def test_a_running_attempts_last_progress_line_is_in_the_progress_output(
+    lead: SimpleNamespace, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real worker runs a toy stage that reports three steps and then waits in its fourth: its
+    heartbeat (the last progress line, beside the attempt log) is what the team lead shows for the
+    running task, on a terminal and off one; its attempt log holds the lines themselves."""
+    add_models(lead.store, {"acme/slow": {"discovery": "progress:3"}})
+    task = lead.store.claim_task(lead.store.list_tasks("discovery", model_id="acme/slow")[0].id, "test-owner", 60)
+    job = Job(
+        task=task,
+        model=lead.store.get_model("acme/slow"),
+        ref=StageRef("discovery", TOY_DISCOVERY, "env"),
+        worker_id="test.w1",
+        adaptation_dir=tmp_path / "adaptations" / task.adaptation_name,
+        board_path=lead.store.path,
+        log_path=tmp_path / "logs" / task.adaptation_name / "discovery" / "attempt-1.log",
+        timeout_s=120,
+        gate_timeout_s=60,
+        lease_s=60,
+        heartbeat_s=5,
+        output_cap=1 << 20,
+        extra_stages=f"discovery={TOY_DISCOVERY}",
+    )
+    executor = LocalProcessExecutor()
+    executor.submit(job)
+    try:
+        wait_for(lambda: "step 3/4" in str(last_progress(job.log_path)), 120, what="the toy's third step")
+        lead.jobs[task.id] = (job, 0, 0)
+        plain = Progress(
+            Console(file=io.StringIO()), logging.getLogger("test-progress"), False, board_attempts, costs=COSTS
+        )
+        with caplog.at_level(logging.INFO, logger="test-progress"):
+            plain(lead)  # type: ignore[arg-type]  # the parts Progress reads
+        running = [r.getMessage() for r in caplog.records if r.getMessage().startswith("running: ")]
+        assert len(running) == 1 and re.fullmatch(
+            r"running: acme/slow discovery attempt 1: toy work: step 3/4, elapsed \d+s, [^()]+ \(working\) \(\d+s ago\)",
+            running[0],
+        ), running
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=200)
+        with Progress(console, logging.getLogger("test-progress"), True, board_attempts, costs=COSTS) as live:
+            live(lead, force=True)  # type: ignore[arg-type]  # the parts Progress reads
+        assert "running: acme/slow discovery attempt 1: toy work: step 3/4, elapsed" in ANSI.sub("", out.getvalue())
+    finally:
+        (job.work_dir / "release").touch()
+        [result] = executor.collect(120)
+    assert result.run is not None and result.run.data is not None and result.run.data.status == "done"
+    log = job.log_path.read_text()
+    assert "progress: toy work: step 0/4, started\n" in log
+    assert re.search(r"progress: toy work: step 4/4, elapsed \d+s, [^\n]+, done\n", log), log
+    beat = last_progress(job.log_path)
+    assert beat is not None and beat.line.startswith("toy work: step 4/4") and ", done" in beat.line

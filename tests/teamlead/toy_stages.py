@@ -13,7 +13,9 @@ inconclusive:N (done; its gate cannot decide the first N times it looks at the a
 passes; every gate look appends "gate" to gate.looks there),
 memory_killed / killed (fails after a contained command of its run died by SIGKILL, while the OOM
 killer's counter rose, or did not: a stand-in, since the kernel's cannot be made to fire on a shared host),
-memory_error (raises MemoryError).
+memory_error (raises MemoryError), progress:N (N steps reported through ab_runtime/progress.py, a
+line each, then one more step that waits, at most a minute, for a file `release` in the
+attempt's directory).
 Every run appends "<stage> attempt=<n> token=<t> settings=<json>" to <adaptation>/runs.log (in
 the attempt's staging copy: it reaches adaptations/<name>/ with a passing gate).
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import cast
 
 from ab_runtime.phases import PhaseName, phase
+from ab_runtime.progress import Progress
 from ascendbridge.agents import history
 from ascendbridge.runtime import oom
 from ascendbridge.runtime.process import run_command
@@ -110,6 +113,8 @@ class ToyStage:
             _, name, seconds = how.split(":")
             with phase(cast(PhaseName, name)):
                 time.sleep(float(seconds))
+        if how.startswith("progress:"):
+            self._progress(ctx.adaptation_dir, int(how.split(":", 1)[1]))
         if how == "spam":
             for i in range(20000):
                 print(f"spam line {i} " + "x" * 80)
@@ -132,6 +137,17 @@ class ToyStage:
             fix_applied="toy-fix" if how == "meta" else None,
             metrics=proposed,
         )
+
+    @staticmethod
+    def _progress(directory: Path, steps: int) -> None:
+        """`steps` steps of a phase, a line each (no rate limit), then a last step that waits for `release`."""
+        with Progress("toy work", total=steps + 1, every_s=0.0) as progress:
+            for _ in range(steps):
+                progress.advance(note="working")
+            deadline = time.monotonic() + 60
+            while not (directory / "release").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            progress.advance()
 
     @staticmethod
     def _killed(rises: bool) -> StageOutcome:
