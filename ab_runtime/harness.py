@@ -40,7 +40,7 @@ from .measure import Timing, profiler_active, time_calibrated, time_forward
 from .memory import FP64_REFERENCE_MAX_BYTES
 from .optimize import passes
 from .phases import phase
-from .progress import Progress, track
+from .progress import Progress
 from .spec import RunSpec, load_spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -127,8 +127,9 @@ class Session:
         `accuracy` phase: what these outputs are for)."""
         per_name: dict[str, list[torch.Tensor]] = {}
         what = f"accuracy samples ({b.device_kind} {b.accuracy_dtype})"
-        with torch.inference_mode(), phase("accuracy"):
-            for inputs in track(self.samples, what, unit="sample"):
+        progress = Progress(what, total=len(self.samples), unit="sample")
+        with torch.inference_mode(), phase("accuracy"), progress:
+            for inputs in progress.over(self.samples):
                 moved = ab_build.prepare_inputs(inputs, self.choice.torch_device, b)
                 named = self.family.named_outputs(
                     run(moved),
@@ -364,28 +365,28 @@ def paired(
     base_blocks: list[list[float]] = []
     cand_blocks: list[list[float]] = []
     retaken = unclean = uneven = 0
-    progress = Progress(f"paired measurement ({iters} call pairs a block)", total=pairs, unit="block").start()
-    with torch.inference_mode(), phase("warmup"):
-        for fn in (base, cand):
-            for _ in range(warmup):
-                fn()
-        session.sync()
-    with torch.inference_mode(), phase("measurement"):
-        for i in range(first_block, first_block + pairs):
-            kept = block(i)
-            for _ in range(retakes):
-                if kept[2] == CLEAN:
-                    break
-                retaken += 1
-                again = block(i)
-                if again[2] > kept[2] or again[2] == kept[2] == UNEVEN:  # a better rank, or the last uneven try
-                    kept = again
-            unclean += kept[2] != CLEAN
-            uneven += kept[2] == UNEVEN
-            base_blocks.append(kept[0])
-            cand_blocks.append(kept[1])
-            progress.advance()
-    progress.finish()
+    what = f"paired measurement ({iters} call pairs a block)"
+    with torch.inference_mode(), Progress(what, total=pairs, unit="block") as progress:
+        with phase("warmup"):
+            for fn in (base, cand):
+                for _ in range(warmup):
+                    fn()
+            session.sync()
+        with phase("measurement"):
+            for i in range(first_block, first_block + pairs):
+                kept = block(i)
+                for _ in range(retakes):
+                    if kept[2] == CLEAN:
+                        break
+                    retaken += 1
+                    again = block(i)
+                    if again[2] > kept[2] or again[2] == kept[2] == UNEVEN:  # a better rank, or the last uneven try
+                        kept = again
+                unclean += kept[2] != CLEAN
+                uneven += kept[2] == UNEVEN
+                base_blocks.append(kept[0])
+                cand_blocks.append(kept[1])
+                progress.advance()
     figures = pairstats.summarize_pairs(base_blocks, cand_blocks, warmup).as_dict()
     return {**figures, **dict(zip(LOAD_COUNTS, (retaken, unclean, uneven)))}
 

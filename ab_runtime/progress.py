@@ -6,6 +6,10 @@ heartbeat (the last line and its time), so a person can tell a slow step from a 
             trainer.step()
             progress.advance()
 
+    with Progress("accuracy samples", total=len(samples), unit="sample") as progress:
+        for inputs in progress.over(samples):
+            ...
+
 prints, to stderr (the attempt log holds a run's stdout and stderr, in order; stdout stays
 for what programs read, like the RESULT line):
 
@@ -140,6 +144,13 @@ class Progress:
             self._emit("started")
         return self
 
+    def over(self, items: Iterable[T]) -> Iterator[T]:
+        """`items`, one unit each (advanced as the next one is taken); the phase itself ends with
+        its `with` block, so a loop left by an exception or a `break` ends it there and then."""
+        for item in items:
+            yield item
+            self.advance()
+
     def due(self) -> bool:
         """Whether the next `advance` prints a line: EVERY_S has passed since the last one (a phase
         started inside another: since its start). A note that costs something is made only then."""
@@ -184,19 +195,3 @@ class Progress:
         out.write(PREFIX + line + "\n")
         out.flush()
         _beat(line)
-
-
-def track(items: Iterable[T], what: str, total: int | None = None, unit: str = "step") -> Iterator[T]:
-    """`items`, one unit of a Progress each (`total`: len(items) when it has one). A loop left
-    early ends the phase as `stopped`."""
-    if total is None and hasattr(items, "__len__"):
-        total = len(items)  # type: ignore[arg-type]  # Sized, checked just above
-    progress = Progress(what, total, unit).start()
-    how = "stopped"
-    try:
-        for item in items:
-            yield item
-            progress.advance()
-        how = "done"
-    finally:
-        progress.finish(how)

@@ -40,7 +40,7 @@ from . import calibration
 from .inputs import Signature
 from .measure import clocked, profiler_active
 from .phases import phase
-from .progress import Progress, track
+from .progress import Progress
 from .workload_figures import (  # noqa: F401  (WORKLOADS, Workload, resolve: this module's public names too)
     ENCODER_DECODER_FAMILIES,
     GENERATION_PAIRED_WITH,
@@ -393,34 +393,36 @@ def measure_sweep(
 
     points: list[dict[str, Any]] = []
     stopped = None
-    for batch in track(workload.sweep, "batch sweep", unit="batch"):
-        inputs = ab_build.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
-        ab_device.reset_peak_memory(session.choice)
-        try:
-            measured, probe_ms = session.time_calibrated(functools.partial(run, inputs), warmup, iters)
-            timing = measured.as_dict()
-        except RuntimeError as exc:
-            if not is_out_of_memory(exc):
-                raise
-            ab_device.empty_cache(session.choice)
-            stopped = f"batch {batch}: out of memory"
-            break
-        peak = ab_device.peak_memory(session.choice)
-        points.append(
-            {
-                "batch": batch,
-                "samples_ms": timing["samples_ms"],
-                "warmup": warmup,
-                "median_ms": timing["median_ms"],
-                "p90_ms": timing["p90_ms"],
-                "min_ms": timing["min_ms"],
-                "stdev_ms": timing["stdev_ms"],
-                "samples_per_s": batch * 1000.0 / timing["median_ms"],
-                "peak_memory_bytes": peak if peak is not None else ab_device.host_peak_rss(),
-                "peak_memory_source": "device_allocator" if peak is not None else "host_peak_rss",
-                "calibration": calibration.calibration_block(timing["samples_ms"], probe_ms, warmup, "samples_ms"),
-            }
-        )
+    with Progress("batch sweep", total=len(workload.sweep), unit="batch") as progress:
+        for batch in progress.over(workload.sweep):
+            inputs = ab_build.prepare_inputs(session.workload_inputs(batch, None), session.choice.torch_device, build)
+            ab_device.reset_peak_memory(session.choice)
+            try:
+                measured, probe_ms = session.time_calibrated(functools.partial(run, inputs), warmup, iters)
+                timing = measured.as_dict()
+            except RuntimeError as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                ab_device.empty_cache(session.choice)
+                stopped = f"batch {batch}: out of memory"
+                progress.finish(f"stopped at {stopped}")
+                break
+            peak = ab_device.peak_memory(session.choice)
+            points.append(
+                {
+                    "batch": batch,
+                    "samples_ms": timing["samples_ms"],
+                    "warmup": warmup,
+                    "median_ms": timing["median_ms"],
+                    "p90_ms": timing["p90_ms"],
+                    "min_ms": timing["min_ms"],
+                    "stdev_ms": timing["stdev_ms"],
+                    "samples_per_s": batch * 1000.0 / timing["median_ms"],
+                    "peak_memory_bytes": peak if peak is not None else ab_device.host_peak_rss(),
+                    "peak_memory_source": "device_allocator" if peak is not None else "host_peak_rss",
+                    "calibration": calibration.calibration_block(timing["samples_ms"], probe_ms, warmup, "samples_ms"),
+                }
+            )
     if not points:
         raise RuntimeError(f"the batch sweep ran out of memory at its first batch ({stopped})")
     best = knee(points)

@@ -29,7 +29,7 @@ from .. import harness, sharding
 from ..errors import RuntimeDiagnosis
 from ..fileops import write_text_atomic
 from ..harness import HarnessError, say
-from ..progress import track
+from ..progress import Progress
 from ..result import run_main
 from ..spec import load_spec
 from .lm_eval_run import run_lm_eval
@@ -94,12 +94,13 @@ def evaluate(
     """One evaluation: both sides' predictions per item and the seconds each side spent."""
     pair.seconds = {which: 0.0 for which in SIDES}
     rows = []
-    for item in track(items, f"evaluation {name} ({task}; reference and target)", unit="item"):
-        row: dict[str, Any] = {"id": item["id"]}
-        for which in SIDES:
-            torch.manual_seed(spec.recipe.seed)
-            row[which] = predict(pair, task, item, which, tok=tok, spec=spec, pooling=pooling)
-        rows.append(row)
+    with Progress(f"evaluation {name} ({task}; reference and target)", total=len(items), unit="item") as progress:
+        for item in progress.over(items):
+            row: dict[str, Any] = {"id": item["id"]}
+            for which in SIDES:
+                torch.manual_seed(spec.recipe.seed)
+                row[which] = predict(pair, task, item, which, tok=tok, spec=spec, pooling=pooling)
+            rows.append(row)
     generated = sum(len(r["target"].get("tokens", [])) for r in rows) if task in GENERATING_TASKS else 0
     say(
         f"{name}:{task}: {len(rows)} item(s), target {pair.seconds['target']:.2f} s, "

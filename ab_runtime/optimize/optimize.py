@@ -46,7 +46,7 @@ from .. import build as ab_build
 from .. import device as ab_device
 from ..errors import RuntimeDiagnosis
 from ..ops import acceptance
-from ..progress import Progress, track
+from ..progress import Progress
 from ..result import run_main
 from ..workload_figures import divergence
 from . import decode_passes, passes, quick
@@ -270,25 +270,26 @@ class _Search:
         final_row = kept[0]
         current_fn = built[kept[0]["name"]]
         current: dict[str, Any] = kept[0]
-        for r in track(kept[1:], "combining the kept passes", unit="pass"):
-            cand = passes.get(chosen + [r["name"]])
-            step: dict[str, Any] = {"passes": chosen + [r["name"]], "against": list(chosen)}
-            clash = passes.conflicts(passes.get(chosen), passes.BY_NAME[r["name"]])
-            if clash:
-                step.update(measured=False, kept=False, reason=f"not combined: {clash}")
-            else:
-                b, run, build_s = session.make(cand)
-                fn = session.headline_call(b, run)
-                first = harness.first_call_ms(session, fn)
-                acc = judge(session, b, run, fn, self.reference)
-                figures = self.timed(current_fn, fn)
-                step.update(self.outcome(figures, acc, {"build_s": build_s, "first_call_ms": first}))
-                if step["kept"]:
-                    chosen, current_fn, current = step["passes"], fn, step
-            combination.append(step)
-            harness.say(
-                f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}"
-            )
+        with Progress("combining the kept passes", total=len(kept) - 1, unit="pass") as combining:
+            for r in combining.over(kept[1:]):
+                cand = passes.get(chosen + [r["name"]])
+                step: dict[str, Any] = {"passes": chosen + [r["name"]], "against": list(chosen)}
+                clash = passes.conflicts(passes.get(chosen), passes.BY_NAME[r["name"]])
+                if clash:
+                    step.update(measured=False, kept=False, reason=f"not combined: {clash}")
+                else:
+                    b, run, build_s = session.make(cand)
+                    fn = session.headline_call(b, run)
+                    first = harness.first_call_ms(session, fn)
+                    acc = judge(session, b, run, fn, self.reference)
+                    figures = self.timed(current_fn, fn)
+                    step.update(self.outcome(figures, acc, {"build_s": build_s, "first_call_ms": first}))
+                    if step["kept"]:
+                        chosen, current_fn, current = step["passes"], fn, step
+                combination.append(step)
+                harness.say(
+                    f"combine {'+'.join(step['passes'])}: {'KEPT' if step['kept'] else 'rejected'} - {step['reason']}"
+                )
         if len(chosen) > 1:  # verify the combination against the baseline itself
             # the last kept step built exactly this configuration: re-timed, not rebuilt (no second compile)
             acc = current["accuracy"]

@@ -44,7 +44,7 @@ from ..device import (
 from ..errors import SpecError
 from ..fileops import write_text_atomic
 from ..memory import BF16_BYTES, FP32_BYTES, HEADROOM, TRAINED_COPIES, host_available_memory, training_bytes
-from ..progress import Progress, track
+from ..progress import Progress
 from ..sharding import ShardPlan, place
 from . import corpus
 from .checkpoint import CheckpointPart, rng_state, set_rng_state
@@ -382,8 +382,9 @@ class Trainer(DistributedPart, GuardsPart, CheckpointPart):
         self.model.eval()
         loss_sum, count, correct = 0.0, 0.0, 0
         blocks = self.data.held_out
-        with torch.no_grad():
-            for start in track(range(0, len(blocks), self.cfg.batch), "held-out evaluation", unit="batch"):
+        starts = range(0, len(blocks), self.cfg.batch)
+        with torch.no_grad(), Progress("held-out evaluation", total=len(starts), unit="batch") as progress:
+            for start in progress.over(starts):
                 keys = list(range(start, min(start + self.cfg.batch, len(blocks))))
                 part_sum, part_count, logits, labels = self._forward_loss(
                     [blocks[k] for k in keys], keys, self.cfg.seed - 1

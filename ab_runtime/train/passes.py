@@ -29,7 +29,7 @@ from typing import Any
 
 from .. import pairstats
 from ..fileops import write_text_atomic
-from ..progress import track
+from ..progress import Progress
 from ..result import Result
 from . import contract as contract_table
 from .config import TrainConfig
@@ -46,21 +46,23 @@ def _lockstep(base: Trainer, cand: Trainer, steps: int) -> tuple[dict[str, list[
         {"losses": [], "grad_norms": []},
         {"losses": [], "grad_norms": []},
     )
-    for _ in track(range(steps), "training pass judged in lockstep (baseline and candidate)"):
-        for trainer, log in zip((base, cand), logs):
-            figures = trainer.step()
-            log["losses"].append(figures["loss"])
-            log["grad_norms"].append(figures["grad_norm"])
+    with Progress("training pass judged in lockstep (baseline and candidate)", total=steps) as progress:
+        for _ in progress.over(range(steps)):
+            for trainer, log in zip((base, cand), logs):
+                figures = trainer.step()
+                log["losses"].append(figures["loss"])
+                log["grad_norms"].append(figures["grad_norm"])
     return logs
 
 
 def _timed(base: Trainer, cand: Trainer) -> pairstats.PairedResult:
     """PAIRS pairs of BLOCK steps each, alternating which trainer goes first."""
     blocks: tuple[list[list[float]], list[list[float]]] = ([], [])
-    for pair in track(range(PAIRS), f"training pass timed ({BLOCK} steps a block)", unit="pair"):
-        order = ((base, 0), (cand, 1)) if pair % 2 == 0 else ((cand, 1), (base, 0))
-        for trainer, side in order:
-            blocks[side].append([trainer.step()["step_time_s"] * 1e3 for _ in range(BLOCK)])
+    with Progress(f"training pass timed ({BLOCK} steps a block)", total=PAIRS, unit="pair") as progress:
+        for pair in progress.over(range(PAIRS)):
+            order = ((base, 0), (cand, 1)) if pair % 2 == 0 else ((cand, 1), (base, 0))
+            for trainer, side in order:
+                blocks[side].append([trainer.step()["step_time_s"] * 1e3 for _ in range(BLOCK)])
     return pairstats.summarize_pairs(blocks[0], blocks[1], warmup=0)
 
 
@@ -86,7 +88,8 @@ def try_pass(cfg: TrainConfig, name: str, scratch: Path) -> dict[str, Any]:
 def run_passes(cfg: TrainConfig, out: Path, candidates: list[str], file_name: str = PASSES_FILE) -> Result:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="passes-") as scratch:
-        tried = {name: try_pass(cfg, name, Path(scratch)) for name in track(candidates, "training passes", unit="pass")}
+        with Progress("training passes", total=len(candidates), unit="pass") as progress:
+            tried = {name: try_pass(cfg, name, Path(scratch)) for name in progress.over(candidates)}
     for name, record in tried.items():
         print(f"pass {name}: {record['verdict']} ({record['reason']})", flush=True)
     kept = [name for name, record in tried.items() if record["verdict"] == "kept"]

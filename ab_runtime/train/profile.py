@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ..fileops import write_text_atomic
-from ..progress import track
+from ..progress import Progress
 from ..result import Result
 from .config import TrainConfig
 from .flops import training_flops_per_token
@@ -67,11 +67,15 @@ def run_profile(cfg: TrainConfig, out: Path) -> Result:
         # no injected fault (a hang, a NaN): those are the run's, not the profile's
         window = replace(cfg, strategy="single", checkpoint_every=0, keep_last=1, fault={})
         trainer = Trainer(window, Path(scratch))
-        warm = [trainer.step() for _ in track(range(WARMUP), "profile warm-up")]
+        with Progress("profile warm-up", total=WARMUP) as progress:
+            warm = [trainer.step() for _ in progress.over(range(WARMUP))]
         trace = out / TRACE_FILE
         started = time.perf_counter()
-        with profiler_for(trainer.device.kind, PROFILED, trace) as profiler:
-            for _ in track(range(PROFILED + 1), "profiled steps"):  # the schedule's first step is its warm-up
+        with (
+            profiler_for(trainer.device.kind, PROFILED, trace) as profiler,
+            Progress("profiled steps", PROFILED + 1) as p,
+        ):
+            for _ in p.over(range(PROFILED + 1)):  # the schedule's first step is its warm-up
                 trainer.step()
                 profiler.step()
         profiled_s = time.perf_counter() - started

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ab_runtime.progress import PREFIX, PROGRESS_FILE_ENV, Progress, fmt_s, rate, read_heartbeat, track
+from ab_runtime.progress import PREFIX, PROGRESS_FILE_ENV, Progress, fmt_s, rate, read_heartbeat
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,13 +85,22 @@ def test_waiting_work_prints_its_elapsed_time_and_note_not_a_count() -> None:
     ]
 
 
-def test_a_loop_left_early_ends_as_stopped(capsys: pytest.CaptureFixture[str]) -> None:
-    for batch in track([1, 8, 32], "batch sweep", unit="batch"):
-        if batch == 8:
-            break  # out of memory at batch 8: the phase says it stopped there
-    err = capsys.readouterr().err.splitlines()
-    assert err[0] == PREFIX + "batch sweep: batch 0/3, started"
-    assert re.fullmatch(re.escape(PREFIX) + r"batch sweep: batch 1/3, elapsed 0s, [\d.]+ batch/s, stopped", err[-1])
+def test_a_loop_left_by_an_error_ends_as_stopped_before_the_error_is_reported() -> None:
+    """The phase ends with its `with` block, not when the loop's iterator is collected: its last
+    line comes before the run's one-line error (which must stay the last line of stderr)."""
+    out = io.StringIO()
+    with pytest.raises(MemoryError), Progress("batch sweep", total=3, unit="batch", out=out) as progress:
+        for batch in progress.over([1, 8, 32]):
+            if batch == 8:
+                raise MemoryError("out of memory at batch 8")
+        out.write("error: never reached\n")
+    out.write("error: out of memory at batch 8\n")
+    got = lines(out)
+    assert got[0] == PREFIX + "batch sweep: batch 0/3, started"
+    assert re.fullmatch(
+        re.escape(PREFIX) + r"batch sweep: batch 1/3, elapsed 0s, [\d.]+ batch/s, stopped \(MemoryError\)", got[1]
+    )
+    assert got[2:] == ["error: out of memory at batch 8"]
 
 
 def test_a_missing_or_torn_heartbeat_reads_as_none(tmp_path: Path) -> None:
@@ -104,9 +113,10 @@ def test_a_process_reports_to_the_file_its_environment_names_and_only_rank_0_rep
     """A real process, as a model run: its lines on stderr (stdout stays for the RESULT line), its
     heartbeat in the file; a torchrun follower (RANK 1) adds nothing."""
     code = (
-        "from ab_runtime.progress import track\n"
-        "for _ in track(range(3), 'held-out evaluation', unit='batch'):\n"
-        "    pass\n"
+        "from ab_runtime.progress import Progress\n"
+        "with Progress('held-out evaluation', total=3, unit='batch') as progress:\n"
+        "    for _ in progress.over(range(3)):\n"
+        "        pass\n"
         "print('RESULT-LIKE LINE')\n"
     )
     for rank in ("0", "1"):
