@@ -20,6 +20,7 @@ from typing import IO, Any, TypeGuard
 
 from ab_runtime import metrics_file
 from ascendbridge import capped_read
+from ascendbridge.runtime.heartbeat import heartbeat_path, progress_text
 
 MAX_JSON_BYTES = 4 * 1024 * 1024
 LOG_TAIL_BYTES = 8 * 1024
@@ -313,14 +314,26 @@ class LogTail:
     truncated: bool = False
 
 
+def _log_file(log_path: str, logs_root: Path) -> Path | None:
+    """An attempt's recorded log path, resolved, only if it lies inside the logs directory."""
+    path = Path(log_path)
+    return inside(path if path.is_absolute() else logs_root / path, logs_root)
+
+
+def running_progress(log_path: str | None, logs_root: Path) -> str | None:
+    """A running attempt's last progress line and its age, from the heartbeat beside its log
+    (ascendbridge/runtime/heartbeat.py); None for a log outside the logs directory."""
+    found = _log_file(log_path, logs_root) if log_path else None
+    if found is None or inside(heartbeat_path(found), logs_root) is None:
+        return None
+    return progress_text(found)
+
+
 def log_tail(log_path: str | None, logs_root: Path, max_bytes: int = LOG_TAIL_BYTES) -> LogTail:
     """The end of an attempt's log, only if the file lies inside the logs directory."""
     if not log_path:
         return LogTail(None, "no log recorded")
-    path = Path(log_path)
-    if not path.is_absolute():
-        path = logs_root / path
-    found = inside(path, logs_root)
+    found = _log_file(log_path, logs_root)
     if found is None:
         return LogTail(None, "log is outside the logs directory; not shown")
     if not found.is_file():

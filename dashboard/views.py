@@ -220,6 +220,10 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
                     "log_note": tail.note,
                     "log_truncated": tail.truncated,
                     "cost_shares": [asdict(s) for s in shares(attempt.cost_profile or {})],
+                    # the running attempt's last progress line (docs/dashboard.md): a slow step or a hang
+                    "progress": evidence.running_progress(attempt.log_path, d.logs_dir)
+                    if attempt.outcome is None and task.status == "in_progress"
+                    else None,
                 }
             )
         # A gate that could not decide: the task keeps its lease while only its gate waits to run again.

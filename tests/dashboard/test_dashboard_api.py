@@ -11,7 +11,9 @@ import zipfile
 import httpx
 import pytest
 
+from ab_runtime.progress import PROGRESS_FILE_ENV, Progress
 from ascendbridge.board import AttemptEnd, AttemptStart
+from ascendbridge.runtime.heartbeat import heartbeat_path
 from tests.dashboard.dash_support import XSS_DESCRIPTION, XSS_ID, Site
 
 
@@ -394,3 +396,33 @@ def test_an_inconclusive_gate_and_its_waiting_recheck_are_shown(site: Site) -> N
     assert "waiting</strong>" not in page and "1 · gate re-check 1</td><td>running" in page
     rows = httpx.get(f"{site.url}/api/models/{model}").json()["timeline"][0]["attempt_rows"]
     assert [(r["number"], r["recheck"], r["outcome"]) for r in rows] == [(1, 0, "inconclusive"), (1, 1, None)]
+
+
+def test_a_running_attempt_shows_its_last_progress_line(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heartbeat beside the running attempt's log (written as a model run writes it) is on the
+    model page and in its API row, with its age; once the attempt ended, it is not."""
+    model = "bulk/model-012"
+    log = site.logs / "m12" / "discovery" / "attempt-1.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("==== discovery attempt 1\n")
+    with site.store() as store:
+        task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
+        attempt = store.start_attempt(task.id, task.fencing_token, AttemptStart("worker --job run", str(log)))
+    monkeypatch.setenv(PROGRESS_FILE_ENV, str(heartbeat_path(log)))
+    progress = Progress("accuracy samples (cpu bfloat16)", total=64, unit="sample", every_s=0.0, out=io.StringIO())
+    progress.start()
+    progress.advance(40)
+    progress.finish()  # the heartbeat keeps the line after it: "sample 40/64, ..., done"
+    page = httpx.get(f"{site.url}/models/{model}").text
+    shown = re.search(r'<span class="muted">progress:</span> ([^<]*)</td>', page)
+    assert shown is not None, page
+    assert re.fullmatch(
+        r"accuracy samples \(cpu bfloat16\): sample 40/64, elapsed 0s, [\d.]+ sample/s, done \(\d+s ago\)", shown[1]
+    )
+    row = httpx.get(f"{site.url}/api/models/{model}").json()["timeline"][0]["attempt_rows"][-1]
+    assert row["outcome"] is None and row["progress"] == shown[1].replace("&#39;", "'")
+    with site.store() as store:
+        store.finish_attempt(attempt, AttemptEnd("failed", 1, 2.0, {"summary": "toy failure"}))
+        store.fail_task(task.id, task.fencing_token, {"summary": "toy failure"})
+    assert 'muted">progress:</span>' not in httpx.get(f"{site.url}/models/{model}").text
+    assert httpx.get(f"{site.url}/api/models/{model}").json()["timeline"][0]["attempt_rows"][-1]["progress"] is None
