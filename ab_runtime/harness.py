@@ -122,11 +122,13 @@ class Session:
             run = ab_build.finalize(b, flags)
         return b, run, time.perf_counter() - start
 
-    def outputs(self, b: ab_build.Build, run: Callable[[dict[str, Any]], Any]) -> dict[str, torch.Tensor]:
+    def outputs(
+        self, b: ab_build.Build, run: Callable[[dict[str, Any]], Any], role: str = "target"
+    ) -> dict[str, torch.Tensor]:
         """Every sample forwarded; each named output stacked over samples (dim 0), on CPU (the
-        `accuracy` phase: what these outputs are for)."""
+        `accuracy` phase: what these outputs are for); `role` names the run in its progress lines."""
         per_name: dict[str, list[torch.Tensor]] = {}
-        what = f"accuracy samples ({b.device_kind} {b.accuracy_dtype})"
+        what = f"accuracy samples ({role}, {b.device_kind} {b.accuracy_dtype})"
         progress = Progress(what, total=len(self.samples), unit="sample")
         with torch.inference_mode(), phase("accuracy"), progress:
             for inputs in progress.over(self.samples):
@@ -264,7 +266,9 @@ def open_session(
     cpu_session = copy.copy(session)
     cpu_session.choice = cpu
     ref_build = ab_build.Build(reference, "cpu", torch.float32, "float32")
-    session.reference_out = cpu_session.outputs(ref_build, ab_build.finalize(ref_build, forward_flags(reference)))
+    session.reference_out = cpu_session.outputs(
+        ref_build, ab_build.finalize(ref_build, forward_flags(reference)), "reference"
+    )
     if sum(p.numel() for p in reference.parameters()) * 8 <= FP64_REFERENCE_MAX_BYTES:
         session.fp64_out, session.fp64_note = _fp64_reference(cpu_session, reference)
     else:
@@ -281,7 +285,7 @@ def _fp64_reference(cpu_session: Session, reference: torch.nn.Module) -> tuple[d
     b64 = ab_build.Build(exact, "cpu", torch.float64, "float64")
     try:
         return cpu_session.outputs(
-            b64, ab_build.finalize(b64, forward_flags(exact))
+            b64, ab_build.finalize(b64, forward_flags(exact)), "exact reference"
         ), f"built ({eager})" if eager else "built"
     except (RuntimeError, TypeError, ValueError) as exc:  # the model's own code refusing float64
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,12 @@ def test_accuracy_run_writes_complete_evidence(runs: dict, name: str, dtype: str
     trace = json.loads((directory / f"trace_{stem}.json").read_text())
     assert any(e.get("ph") == "X" for e in trace["traceEvents"])
     assert stdout.rstrip().splitlines()[-1].startswith("ASCENDBRIDGE_RESULT ")
+    # Progress on stderr: each outermost phase's first and last line, and no more on a tiny model
+    progress = [line for line in stderr.splitlines() if line.startswith("progress: ")]
+    assert "progress: accuracy samples (reference, cpu float32): sample 0/2, started" in progress
+    timed = r"progress: timed calls \(1 warmup, 3 timed\): call 4/4, elapsed \d+s, [\d.]+ call/s, done"
+    assert sum(bool(re.fullmatch(timed, line)) for line in progress) == 2, progress  # the reference, the target
+    assert len(progress) <= 24, progress  # 16 to 20 lines measured on these models
 
 
 def test_gate_passes_on_real_evidence(runs: dict, python: Path) -> None:

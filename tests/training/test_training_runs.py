@@ -4,6 +4,7 @@ contract, LoRA, DDP / FSDP2 under real torchrun, SIGKILL and resume, the guards.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ab_runtime.progress import PROGRESS_FILE_ENV, read_heartbeat
 from ab_runtime.result import read_result
 from ab_runtime.train.supervise import descendants, kill_group
 from tests.training.train_support import DEMO, metrics, run, run_env, train_cmd, write_config
@@ -39,7 +41,8 @@ def test_the_baseline_contract_passes_for_causal_and_masked_lm(
     tmp_path: Path, torch_python: Path, model: str, size_rule: float, precision: str
 ) -> None:
     """bf16 autocast over float32 master weights, and (the size rule forced: `bf16_weights_above` 0)
-    bfloat16 weights, each against the CPU float32 reference."""
+    bfloat16 weights, each against the CPU float32 reference. Each of its runs reports its steps
+    (ab_runtime/progress.py) and the last line is the heartbeat the team lead shows."""
     config = write_config(
         tmp_path / "train.json",
         model_dir=str(DEMO / model),
@@ -47,8 +50,17 @@ def test_the_baseline_contract_passes_for_causal_and_masked_lm(
         precision="bf16-autocast",
         bf16_weights_above=size_rule,
     )
-    proc = run(train_cmd(torch_python, config, tmp_path / "out", command="contract"))
+    beat = tmp_path / "attempt-1.progress.json"
+    proc = run(
+        train_cmd(torch_python, config, tmp_path / "out", command="contract"), env={PROGRESS_FILE_ENV: str(beat)}
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reference = "progress: baseline contract (reference, CPU float32): step "
+    assert f"{reference}0/4, started\n" in proc.stderr
+    assert re.search(re.escape(reference) + r"4/4, elapsed \d+s, [^\n]+, done \(loss [\d.]+\)\n", proc.stderr)
+    assert re.search(r"progress: baseline contract \(target, cpu [^)]+\): step 4/4, [^\n]+, done", proc.stderr)
+    heartbeat = read_heartbeat(beat)
+    assert heartbeat is not None and heartbeat.line.startswith("baseline contract (checkpoint round trip): step 2/2")
     record = json.loads((tmp_path / "out" / "contract.json").read_text())
     assert record["verdict"]["passed"] and record["target"]["same_initial_weights"]
     assert (record["target"]["precision"], record["reference"]["precision"]) == (precision, "fp32")
