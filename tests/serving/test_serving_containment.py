@@ -5,6 +5,7 @@ a SIGKILL of the process that started it."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,7 +60,10 @@ def test_the_server_and_its_children_are_gone_after_the_block(tmp_path: Path) ->
     assert gone(server.pid) and gone(child)
 
 
-def test_a_server_that_never_gets_healthy_is_stopped_at_the_start_timeout(tmp_path: Path) -> None:
+def test_a_server_that_never_gets_healthy_is_stopped_at_the_start_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """... and its start, waited on, said so: started, then stopped by the timeout's error."""
     port = free_port()
     started = time.monotonic()
     with pytest.raises(ServerError, match="no /health within 3 s"):
@@ -67,6 +71,9 @@ def test_a_server_that_never_gets_healthy_is_stopped_at_the_start_timeout(tmp_pa
             pass
     assert time.monotonic() - started < 30
     assert gone(int((tmp_path / "child.pid").read_text()))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("progress: engine start")]
+    assert lines[0] == "progress: engine start (until /health answers, at most 3 s): started"
+    assert re.fullmatch(r"progress: engine start \(.*\): elapsed \d+s, stopped \(ServerError\)( \(.*\))?", lines[-1])
 
 
 CRASHING = """
