@@ -26,6 +26,7 @@ from ascendbridge.cli_errors import EXIT_FAILURE, EXIT_OK, CliError
 from ascendbridge.config import adaptations_dir
 from ascendbridge.package.serve_files import serve_command
 from ascendbridge.registration_file import model_path, parse_registration_file
+from ascendbridge.runtime.heartbeat import progress_text
 from ascendbridge.stages import STAGES, check_stage
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
@@ -170,6 +171,10 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         figures = store.list_metrics(model_id=args.model)  # gated figures only (complete_task writes them)
     served = any(t.stage == "serving" and t.status == "completed" for t in tasks)  # the gate passed
     command = serve_command(adaptations_dir() / model.adaptation_name) if served else None
+    running = {t.stage for t in tasks if t.status == "in_progress"}
+    progress_lines = {  # each running attempt's last progress line (docs/teamlead.md, "Progress on long work")
+        st: progress_text(Path(a.log_path)) for st, a in attempts if st in running and a.outcome is None and a.log_path
+    }
     if out.json_mode:
         out.json(
             {
@@ -181,6 +186,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
                 "agent_runs": agent_runs,
                 "figures": [f.model_dump() for f in figures],
                 "serve_command": command,
+                "progress": progress_lines,
             }
         )
         return EXIT_OK
@@ -233,6 +239,8 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         ),
         detail=("backend",),
     )
+    if progress_lines:
+        out.fields("running: last progress line", sorted(progress_lines.items()))
     out.table("recent events", ("ts", "stage", "kind", "message"), ((e.ts, e.stage, e.kind, e.message) for e in events))
     out.table("open guidance", ("id", "created", "text"), ((g.id, g.created_at, g.text) for g in guidance))
     out.table(

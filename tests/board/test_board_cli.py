@@ -3,8 +3,10 @@ answered with one `error:` line, the documented exit code and an unchanged board
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -16,9 +18,11 @@ from typing import Any
 
 import pytest
 
+from ab_runtime.progress import PROGRESS_FILE_ENV, Progress
 from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, NewEvent, Registration
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.config import REPO_ROOT
+from ascendbridge.runtime.heartbeat import heartbeat_path
 
 pytestmark = pytest.mark.slow  # every test drives real board_ops.py processes (seconds each)
 
@@ -160,6 +164,32 @@ def test_register_many_text_and_jsonl(tmp_path: Path, board: BoardStore, board_p
     assert board.get_model("local/tiny").path == str(tmp_path / "models" / "tiny")  # relative to the file
     again = ok_json(cli("register_many", str(regfile), "--json", cwd=tmp_path, board=board_path))
     assert [r["created"] for r in again] == [False] * 4
+
+
+def test_show_gives_a_running_attempts_last_progress_line(
+    tmp_path: Path, board: BoardStore, board_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeat beside the running attempt's log, as a model run writes it, in `show` and `show --json`."""
+    board.register_models([Registration(model_id="org/slow")])
+    task = board.claim_task(board.list_tasks("discovery", model_id="org/slow")[0].id, "team-lead.w1", 60)
+    log = tmp_path / "logs" / "org__slow" / "discovery" / "attempt-1.log"
+    log.parent.mkdir(parents=True)
+    board.start_attempt(task.id, task.fencing_token, AttemptStart("worker --job run", str(log)))
+    os.environ[PROGRESS_FILE_ENV] = str(heartbeat_path(log))
+    try:
+        with Progress("baseline contract (reference, CPU float32)", total=4, every_s=0.0, out=io.StringIO()) as p:
+            p.advance(note="loss 5.7818")
+            text, shown = cli_many(
+                [("show", "org/slow", "--wide"), ("show", "org/slow", "--json")], tmp_path, board_path
+            )
+    finally:
+        del os.environ[PROGRESS_FILE_ENV]
+    line = ok_json(shown)["progress"]["discovery"]
+    assert re.fullmatch(
+        r"baseline contract \(reference, CPU float32\): step 1/4, elapsed 0s, [\d.]+ step/s \(loss 5.7818\) \(\d+s ago\)",
+        line,
+    ), line
+    assert "running: last progress line" in ok(text) and "step 1/4" in ok(text)
 
 
 def test_steering_commands(filled_board: Path, tmp_path: Path) -> None:
