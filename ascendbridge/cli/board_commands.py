@@ -16,7 +16,15 @@ from ab_runtime.fileops import write_text_atomic
 from ab_runtime.train.corpus import HUB_PREFIX
 from ascendbridge import stable_envs
 from ascendbridge.agents.history import list_runs as list_agent_runs
-from ascendbridge.board import BoardStore, EventRecord, ModelRecord, Registration, TaskRecord, validate_registration
+from ascendbridge.board import (
+    AttemptRecord,
+    BoardStore,
+    EventRecord,
+    ModelRecord,
+    Registration,
+    TaskRecord,
+    validate_registration,
+)
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.board.store import MAX_PRIORITY
@@ -160,6 +168,14 @@ def make_list_tasks(stage: str) -> Callable[[argparse.Namespace, Output], int]:
     return cmd
 
 
+def running_progress(tasks: list[TaskRecord], attempts: list[tuple[str, AttemptRecord]]) -> dict[str, str]:
+    """Stage -> its running attempt's last progress line and age (docs/teamlead.md, "Progress on long work")."""
+    running = {t.stage for t in tasks if t.status == "in_progress"}
+    return {
+        st: progress_text(Path(a.log_path)) for st, a in attempts if st in running and a.outcome is None and a.log_path
+    }
+
+
 def cmd_show(args: argparse.Namespace, out: Output) -> int:
     with open_store(args, read_only=True) as store:
         model = store.get_model(args.model)
@@ -171,10 +187,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         figures = store.list_metrics(model_id=args.model)  # gated figures only (complete_task writes them)
     served = any(t.stage == "serving" and t.status == "completed" for t in tasks)  # the gate passed
     command = serve_command(adaptations_dir() / model.adaptation_name) if served else None
-    running = {t.stage for t in tasks if t.status == "in_progress"}
-    progress_lines = {  # each running attempt's last progress line (docs/teamlead.md, "Progress on long work")
-        st: progress_text(Path(a.log_path)) for st, a in attempts if st in running and a.outcome is None and a.log_path
-    }
+    progress_lines = running_progress(tasks, attempts)
     if out.json_mode:
         out.json(
             {
