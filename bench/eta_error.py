@@ -81,6 +81,7 @@ class Replay:
         """The costed attempts (COSTED_OUTCOMES, no gate re-check; finished before `before`, if given),
         oldest first: what the team lead's ETA reads (BoardStore.costed_attempts)."""
         family = {m.pk: m.task_family for m in self.models}
+        size = {m.pk: m.parameter_count for m in self.models}
         out = []
         for task in self.tasks:
             for a in self.attempts.get(task.id, []):
@@ -91,7 +92,8 @@ class Replay:
                     and a.finished_at
                     and (before is None or _t(a.finished_at) <= before)
                 ):
-                    out.append((a.finished_at, Sample(task.stage, family.get(task.model_pk), a.duration_s)))
+                    sample = Sample(task.stage, family.get(task.model_pk), a.duration_s, size.get(task.model_pk))
+                    out.append((a.finished_at, sample))
         return [s for _, s in sorted(out, key=lambda pair: pair[0])]
 
     def at(self, moment: datetime) -> list[TaskRecord]:

@@ -23,7 +23,7 @@ from ascendbridge.runtime.devices import detect
 from ascendbridge.runtime.placement import DevicePool
 from ascendbridge.stage_registry import StageRef
 from ascendbridge.stages import OPTIONAL_STAGES, STAGES
-from ascendbridge.teamlead.eta import COSTS_FILE, PRIORS, CostModel, Eta, Lanes, Sample, estimate
+from ascendbridge.teamlead.eta import COSTS_FILE, PRIORS, CostModel, Eta, Lanes, Sample, estimate, fmt_s
 from ascendbridge.teamlead.history import HistoryError, HostHistory
 from ascendbridge.teamlead.progress import Progress, overall
 from ascendbridge.teamlead.scheduler import RunStats
@@ -155,7 +155,19 @@ def test_an_attempt_of_no_measurable_time_is_a_ratio_of_zero_not_a_crash() -> No
     assert three.seconds == pytest.approx(50.0)  # the median of 0, x1 (the prior) and x2
 
 
-def test_no_sample_and_no_prior_is_unknown_never_a_lower_bound_shown_as_the_eta() -> None:
+def test_a_stage_the_cost_model_lacks_costs_its_stage_toml_prior() -> None:
+    """The main job's `ETA unknown (no estimate for quantization; ...)`: a stage new to the cost
+    model has its stage.toml `cost_s`, scaled like any prior and named as such."""
+    tasks = [task("discovery", "pending", 1), task("business_benchmark", "pending", 2)]
+    eta = run(tasks, ["discovery", "business_benchmark"])  # COSTS has no business_benchmark
+    assert eta.seconds == PRIORS["business_benchmark"]
+    assert f"business_benchmark ~{fmt_s(PRIORS['business_benchmark'])} x1 (prior: stage.toml cost_s)" in eta.text()
+
+
+def test_no_sample_and_no_prior_is_unknown_never_a_lower_bound_shown_as_the_eta(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(PRIORS, "business_benchmark")  # a stage with no figure anywhere
     tasks = [task("discovery", "pending", 1), task("business_benchmark", "pending", 2)]
     eta = run(tasks, ["discovery", "business_benchmark"])  # COSTS has no business_benchmark
     assert eta.seconds is None and eta.known_s == 10.0
@@ -345,7 +357,7 @@ def test_a_history_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
     (tmp_path / "a-file").write_text("")
     path = tmp_path / "a-file" / "stage_history.json"  # its directory cannot be made
     refs = {"discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point")}
-    rows = [("discovery", None, 9.0)]
+    rows: list[tuple[str, str | None, float, int | None]] = [("discovery", None, 9.0, None)]
     progress = Progress(
         Console(), logging.getLogger("test-eta"), False, lambda: rows, HostHistory(path, tmp_path / "board.db", "h1")
     )
@@ -363,7 +375,10 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
     """A stand-in registered under a stage's name (a test's toy stage, a plugin) must not teach the
     host what that stage costs."""
     path = tmp_path / "stage_history.json"
-    rows = [("discovery", "causal_lm", 9.0), ("healing", "causal_lm", 0.1)]
+    rows: list[tuple[str, str | None, float, int | None]] = [
+        ("discovery", "causal_lm", 9.0, None),
+        ("healing", "causal_lm", 0.1, None),
+    ]
     refs = {
         "discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point"),
         "healing": StageRef("healing", "tests.teamlead.toy_stages:HEALING", "env"),
