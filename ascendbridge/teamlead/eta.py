@@ -14,7 +14,12 @@ factor is the median of their ratios with the prior counted as one more (in log 
 attempt and the prior meet at their geometric mean): one cold or odd first attempt (the first
 optimization builds the host's kernels) moves the estimate half-way, two agreeing attempts decide
 it. The ETA line says which one each stage rests on. A running task costs what is left of its
-estimate.
+estimate. A stage the cost model lacks has its stage.toml `cost_s` instead.
+
+Every figure is at the model's size (teamlead/size_prior.py): the cost model's seconds plus what
+the model's parameters add over the tiny models it was measured on, by a size term fitted from
+this host's attempts of known size or the shipped default; a model of unknown size (before
+discovery) keeps a tiny model's figure, and the line says the ETA is then a lower bound.
 
 The layout follows the scheduling rule (docs/teamlead.md, "Output"), not the order of the stages:
 a model's stages run one after another; every free worker (--workers in all, and a stage's own cap)
@@ -49,6 +54,8 @@ from ascendbridge.teamlead.size_prior import DEFAULT, FLAT, MATTERS_S, SizedPoin
 COSTS_FILE = Path(__file__).with_name("stage_costs.json")
 # An attempt's seconds for a stage with no figure in the cost model (stage.toml `cost_s`).
 PRIORS: dict[str, float] = {row.name: row.cost_s for row in stage_table()}
+# What a billion parameters add to a stage's attempt (stage.toml `size_s_per_b`; size_prior.py).
+SIZE_RATES: dict[str, float] = {row.name: row.size_s_per_b for row in stage_table()}
 ALL_FAMILIES = "*"  # a stage's entry in the cost model for a family it has no figure for
 
 # What a stage's estimate rests on (StageBasis.source), best first.
@@ -70,7 +77,7 @@ class CostModel:
 
     stages: dict[str, dict[str, float]]  # stage -> family (or ALL_FAMILIES) -> seconds
     source: dict[str, Any] = field(default_factory=dict)
-    size_s: dict[str, float] = field(default_factory=dict)  # stage -> seconds 1e9 parameters add (size_prior)
+    size_s: dict[str, float] = field(default_factory=dict)  # stage -> seconds 1e9 parameters add (SIZE_RATES)
     params: dict[str, int] = field(default_factory=dict)  # family (or ALL_FAMILIES) -> the size it measured
     terms: dict[str, SizeTerm] = field(default_factory=dict)  # stage -> the size term fitted here (fitted())
 
@@ -126,16 +133,14 @@ class CostModel:
             stages = {
                 str(stage): {str(fam): float(s) for fam, s in per.items()} for stage, per in data["stages"].items()
             }
-            size = data.get("size", {})
-            size_s = {str(stage): float(s) for stage, s in size.get("seconds_at_1b", {}).items()}
-            params = {str(fam): int(n) for fam, n in size.get("params", {}).items()}
+            params = {str(fam): int(n) for fam, n in data.get("size", {}).get("params", {}).items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"cost model {path}: {type(exc).__name__}: {exc}") from None
         if any(s <= 0 for per in stages.values() for s in per.values()):
             raise ValueError(f"cost model {path}: every figure must be positive seconds")
-        if any(s < 0 for s in size_s.values()) or any(n <= 0 for n in params.values()):
-            raise ValueError(f"cost model {path}: size.seconds_at_1b must be >= 0 and size.params > 0")
-        return cls(stages, data.get("derived_from", {}), size_s, params)
+        if any(n <= 0 for n in params.values()):
+            raise ValueError(f"cost model {path}: every size.params must be a positive parameter count")
+        return cls(stages, data.get("derived_from", {}), dict(SIZE_RATES), params)
 
     @classmethod
     def shipped(cls, log: logging.Logger) -> CostModel:

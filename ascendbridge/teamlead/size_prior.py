@@ -9,7 +9,8 @@ stage s for a model of family f with P parameters costs, in the cost model's sec
     base(s, f) + c_s * (P / 1e9) ** k_s - c_s * (P_f / 1e9) ** k_s   (never below base(s, f))
 
 where base(s, f) is the cost model's figure, P_f the median size of the models it was measured on
-(the term they already paid is not counted twice), c_s the seconds a billion parameters add and k_s
+(stage_costs.json `size.params`: the term they already paid is not counted twice), c_s the seconds
+a billion parameters add and k_s
 the exponent. The ETA multiplies the whole by how fast the stage runs here, as before.
 
 c_s and k_s come from, best first (SizeTerm.source):
@@ -18,8 +19,9 @@ c_s and k_s come from, best first (SizeTerm.source):
   term dominates (the attempt took more than twice its overhead): a least-squares line through
   log(excess seconds) against log(parameters), k clamped to EXPONENT_RANGE;
 - ONE_SIZE: attempts at one size only: the default exponent, c_s from their excess seconds;
-- DEFAULT: no such attempt: the shipped `size.seconds_at_1b` with DEFAULT_EXPONENT (rough figures,
-  see stage_costs.json); a stage without one (FLAT) does not scale (discovery reads headers only).
+- DEFAULT: no such attempt: the stage's `size_s_per_b` (its stage.toml: rough figures, each says
+  what it rests on) with DEFAULT_EXPONENT; a stage whose rate is 0 (FLAT) does not scale
+  (discovery reads headers only).
 
 A model whose size is not known yet (before discovery, or weights that discovery could not count)
 gets no size term: its figure is a tiny model's, and the ETA line says so.
