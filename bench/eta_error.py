@@ -36,8 +36,10 @@ Opens the board read-only. Exit 0; 1 with --max-error when an error exceeds it; 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import statistics
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -175,8 +177,8 @@ def replay(
 ) -> list[dict[str, Any]]:
     """One row per fraction: the moment, the ETA then, the true remaining time and the error."""
     scale = prior_scale or {}
-    scaled = CostModel(
-        {st: {fam: s * scale.get(st, 1.0) for fam, s in per.items()} for st, per in costs.stages.items()}, costs.source
+    scaled = dataclasses.replace(
+        costs, stages={st: {fam: s * scale.get(st, 1.0) for fam, s in per.items()} for st, per in costs.stages.items()}
     )
     ends = sorted(board.finished.values())
     end = ends[-1]
@@ -221,7 +223,7 @@ def per_model(board: Replay, costs: CostModel, host: list[Sample]) -> list[dict[
         if not pairs:
             continue
         prior, actual = sum(p for _, p, _ in pairs), sum(a for _, _, a in pairs)
-        errors = sorted(100.0 * (p - a) / a for _, p, a in pairs if a > 0)
+        errors = [100.0 * (p - a) / a for _, p, a in pairs if a > 0]
         rows.append(
             {
                 "model": m.model_id,
@@ -231,7 +233,7 @@ def per_model(board: Replay, costs: CostModel, host: list[Sample]) -> list[dict[
                 "prior_s": prior,
                 "actual_s": actual,
                 "error_pct": 100.0 * (prior - actual) / actual if actual > 0 else None,
-                "median_stage_error_pct": errors[len(errors) // 2] if errors else None,
+                "median_stage_error_pct": statistics.median(errors) if errors else None,
             }
         )
     return rows

@@ -15,6 +15,7 @@ from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.eta import COSTS_FILE, NONE, CostModel, Eta, Lanes, Sample, estimate
 from ascendbridge.teamlead.history import HostHistory
 from ascendbridge.teamlead.size_prior import FITTED, SizedPoint, SizeTerm, fit
+from bench import eta_error
 from tests.teamlead.test_teamlead_eta import NOW, model, task
 
 TINY = 100_000  # the size the cost model below was measured at
@@ -133,3 +134,38 @@ def test_a_history_entry_written_before_sizes_were_kept_reads_as_unknown_sizes(t
     old = {"host": "h1", "updated": "2026-12-01T00:00:00+00:00", "samples": {"benchmark": {"causal_lm": [60.0]}}}
     path.write_text(json.dumps({"version": 1, "boards": {"/old/board.db": old}}))
     assert HostHistory(path, tmp_path / "board.db", "h1").priors() == [Sample("benchmark", "causal_lm", 60.0, None)]
+
+
+def test_the_bench_reports_each_models_prior_error_by_size_and_the_hosts_fit_closes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench/eta_error.py --per-size: a 1B model's benchmark priced by the stage.toml default rate
+    is far off on a host whose law is another; with that host's history the fit prices it."""
+    law = {p: 2 * (50.0 + 3000.0 * (p / 1e9) ** 0.7) for p in (100_000_000, 300_000_000, 1_000_000_000)}
+    history = tmp_path / "stage_history.json"
+    earlier = _earlier_board(tmp_path / "earlier.db", [(TINY, 100.0), (TINY, 100.0), *law.items()])
+    HostHistory(history, tmp_path / "earlier.db").record(earlier)  # this host's name, as the bench reads it
+    board = tmp_path / "board.db"
+    _earlier_board(board, [(TINY, 100.0), (1_000_000_000, law[1_000_000_000])])
+    costs = tmp_path / "costs.json"
+    costs.write_text(
+        json.dumps({"stages": {"discovery": {"*": 10.0}, "benchmark": {"*": 50.0}}, "size": {"params": {"*": TINY}}})
+    )
+    argv = [str(board), "--per-size", "--costs", str(costs), "--json"]
+    assert eta_error.main(argv) == 0
+    default = {r["params"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert eta_error.main([*argv, "--history", str(history)]) == 0
+    fitted = {r["params"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert set(default) == set(fitted) == {TINY, 1_000_000_000} and default[TINY]["stages"] == 2
+    assert default[1_000_000_000]["error_pct"] > 20  # benchmark 50 + 8000 s priced against 6,100 s taken
+    assert abs(fitted[1_000_000_000]["error_pct"]) < 2 and abs(fitted[TINY]["error_pct"]) < 2
+    assert eta_error.main([str(board), "--per-size", "--costs", str(costs)]) == 0
+    assert "no model of real size" not in capsys.readouterr().out
+    tiny = tmp_path / "tiny.db"
+    _earlier_board(tiny, [(TINY, 100.0)])
+    assert eta_error.main([str(tiny), str(board), "--per-size", "--costs", str(costs)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 board(s)") and "org/m1" in out
+    assert eta_error.main([str(tiny), "--per-size", "--costs", str(costs)]) == 0
+    assert "no model of real size (100.0M parameters or more)" in capsys.readouterr().out
+    assert eta_error.main([str(tiny), str(board)]) == 2  # the replay takes one board
