@@ -15,9 +15,12 @@ the exponent. The ETA multiplies the whole by how fast the stage runs here, as b
 
 c_s and k_s come from, best first (SizeTerm.source):
 
-- FITTED: the host's attempts of the stage at two or more sizes at least MIN_SPREAD apart whose size
-  term dominates (the attempt took more than twice its overhead): a least-squares line through
-  log(excess seconds) against log(parameters), k clamped to EXPONENT_RANGE;
+- FITTED: the host's attempts of the stage at two or more sizes at least MIN_SPREAD apart, each of a
+  model large enough that the default says its size dominates (it adds at least the overhead: at
+  tiny sizes a slow attempt is noise, not size): a least-squares line through log(excess seconds)
+  against log(parameters), k clamped to EXPONENT_RANGE; the excess is what the attempt took over its
+  overhead at this host's speed (read from its attempts of overhead-only size), at least
+  FLOOR_SHARE of the overhead;
 - ONE_SIZE: attempts at one size only: the default exponent, c_s from their excess seconds;
 - DEFAULT: no such attempt: the stage's `size_s_per_b` (its stage.toml: rough figures, each says
   what it rests on) with DEFAULT_EXPONENT; a stage whose rate is 0 (FLAT) does not scale
@@ -41,7 +44,8 @@ BILLION = 1e9
 DEFAULT_EXPONENT = 1.0  # compute-bound work: linear in parameters at a fixed sequence length
 EXPONENT_RANGE = (0.3, 2.0)  # a fit outside it is noise, not a law
 MIN_SPREAD = 2.0  # the largest fitted size at least this many times the smallest
-DOMINATES = 1.0  # an attempt informs the size term when its excess exceeds this many times its overhead
+DOMINATES = 1.0  # an attempt informs the fit when the default size term is at least this many overheads
+FLOOR_SHARE = 0.05  # an excess never below this share of the overhead (a log needs it positive)
 SMALL_SHARE = 0.1  # a default size term under this share of the overhead: an overhead-only attempt
 MATTERS_S = 1.0  # a model whose size adds less than this (cost-model seconds) is not named as scaled
 
@@ -92,8 +96,11 @@ def fit(points: Sequence[SizedPoint], default: SizeTerm) -> SizeTerm:
     when none of them is large enough for its size to show."""
     small = [p.duration_s / p.base_s for p in points if default.extra(p.params, p.reference) < SMALL_SHARE * p.base_s]
     speed = math.exp(statistics.median(math.log(r) for r in small if r > 0)) if any(r > 0 for r in small) else 1.0
-    excess = [(p.params, p.duration_s / speed - p.base_s, p.base_s) for p in points]
-    big = [(params, extra) for params, extra, base in excess if extra > DOMINATES * base]
+    big = [
+        (p.params, max(p.duration_s / speed - p.base_s, FLOOR_SHARE * p.base_s))
+        for p in points
+        if default.extra(p.params, p.reference) >= DOMINATES * p.base_s
+    ]
     if not big:
         return default
     sizes = sorted({params for params, _ in big})

@@ -108,8 +108,13 @@ def test_one_size_fits_the_rate_with_the_default_exponent_and_noise_is_no_fit() 
     one = fit([SizedPoint(500_000_000, 50.0 + 1000.0, 50.0, TINY)] * 2, default)
     assert (one.exponent, one.seconds_at_1b, one.sizes) == (1.0, pytest.approx(2000.0), 1)
     assert one.text() == "fitted here at 1 size, default exponent 1"
-    overhead_only = [SizedPoint(p, 60.0, 50.0, TINY) for p in (TINY, 20_000_000)]  # size does not show yet
-    assert fit(overhead_only, default) == default
+    # A slow attempt of a model too small for its size to matter is noise, not a size term (replayed
+    # on a main job's board, a slow healing of a 0.15M model once fitted a rate from it).
+    noise = [SizedPoint(p, 200.0, 50.0, TINY) for p in (150_000, 2_000_000)]
+    assert fit(noise, default) == default
+    # A model large enough to matter that took no longer than a tiny one: its size adds little.
+    quick = fit([SizedPoint(TINY, 60.0, 50.0, TINY), SizedPoint(20_000_000, 60.0, 50.0, TINY)], default)
+    assert quick.seconds_at_1b == pytest.approx(0.05 * 50.0 / 0.02) and quick.seconds_at_1b < default.seconds_at_1b / 50
 
 
 def test_every_stage_of_the_stage_table_has_a_prior_and_a_size_figure() -> None:
