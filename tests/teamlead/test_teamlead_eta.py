@@ -459,7 +459,7 @@ def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
     assert rows[0]["error_pct"] > 30, rows[0]
     assert abs(rows[1]["error_pct"]) < rows[0]["error_pct"] and abs(rows[2]["error_pct"]) < rows[0]["error_pct"], rows
     assert "optimization ~" in rows[0]["eta_line"] and "(prior: cost model" in rows[0]["eta_line"]
-    assert "(median of 1 here and its prior)" in rows[1]["eta_line"].split("optimization ", 1)[1]
+    assert "(median of 1 here and its prior;" in rows[1]["eta_line"].split("optimization ", 1)[1]  # then its size note
     assert eta_error.main([str(board), "--costs", str(good)]) == 0  # the table
     out = capsys.readouterr().out
     quarter, three = math.ceil(tasks / 4), math.ceil(tasks * 3 / 4)
