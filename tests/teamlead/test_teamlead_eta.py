@@ -376,7 +376,7 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
     host what that stage costs."""
     path = tmp_path / "stage_history.json"
     rows: list[tuple[str, str | None, float, int | None]] = [
-        ("discovery", "causal_lm", 9.0, None),
+        ("discovery", "causal_lm", 9.0, 596_000_000),  # the model's size travels to later boards
         ("healing", "causal_lm", 0.1, None),
     ]
     refs = {
@@ -389,7 +389,9 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
     stats = RunStats()
     stats.outcomes["completed"] = 2
     progress.refresh(SimpleNamespace(stats=stats, refs=refs))  # type: ignore[arg-type]  # what refresh() reads
-    assert HostHistory(path, tmp_path / "next.db", "h1").priors() == [Sample("discovery", "causal_lm", 9.0)]
+    assert HostHistory(path, tmp_path / "next.db", "h1").priors() == [
+        Sample("discovery", "causal_lm", 9.0, 596_000_000)
+    ]
     toys = Progress(
         Console(), logging.getLogger("test-eta"), False, lambda: rows[1:], HostHistory(path, tmp_path / "toys.db", "h1")
     )
