@@ -181,6 +181,9 @@ def _reuse(store: BoardStore, path: Path, prepared: Prepared, fresh: bool, conso
     try:
         decisions = plan(store, payload, adaptations_dir(), fresh=fresh)
         problems = apply(store, decisions)
+    except BoardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BOARD
     finally:
         lock.release()
     if decisions:

@@ -124,8 +124,9 @@ def apply(store: BoardStore, decisions: Sequence[Decision], origin: str = "main-
             store.add_event(NewEvent("reused", message, d.model_id, d.stage, data, origin))
             continue
         try:
-            store.add_event(NewEvent("rerun", f"{d.stage} runs again: {d.reason}", d.model_id, d.stage, {}, origin))
             store.rollback(d.model_id, d.stage, origin=origin)
         except BoardError as exc:
             problems.append(f"{d.model_id}: not re-run from {d.stage}: {exc}")
+            continue
+        store.add_event(NewEvent("rerun", f"{d.stage} runs again: {d.reason}", d.model_id, d.stage, {}, origin))
     return problems

@@ -124,3 +124,20 @@ def test_fresh_reruns_every_model_that_ran_anything(board: BoardStore, tmp_path:
     _complete(board, "org/ran", "discovery", {})
     decisions = plan(board, {}, tmp_path / "adaptations", fresh=True)
     assert [(d.model_id, d.stage, d.action, d.reason) for d in decisions] == [("org/ran", "discovery", "rerun", FRESH)]
+
+
+def test_an_input_modified_after_the_attempt_started_makes_its_record_unstable(
+    board: BoardStore, tmp_path: Path
+) -> None:
+    """The stage may have read either version of the file: its completion can never be reused."""
+    from ascendbridge.reuse.inputs import UNSTABLE
+    from ascendbridge.reuse.record import completion_record
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(REPO / "demo_models" / "tiny-bert", model_dir)
+    board.register_models([Registration(model_id="org/m", source="local", path=str(model_dir))])
+    model = board.get_model("org/m")
+    before = completion_record(model, "discovery", [], {}, tmp_path / "none", "2000-01-01T00:00:00+00:00")
+    after = completion_record(model, "discovery", [], {}, tmp_path / "none", "2999-01-01T00:00:00+00:00")
+    assert "changed while the attempt ran" in before["parts"][UNSTABLE]
+    assert UNSTABLE not in after["parts"] and after["package"] == {}
