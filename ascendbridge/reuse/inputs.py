@@ -111,8 +111,8 @@ class Hasher:
 
 def registration(model: ModelRecord) -> str:
     own = {name: getattr(model, name) for name in REGISTERED}
-    training = model.training.model_dump() if model.training else None
-    return digest({**own, "skip_stages": sorted(model.skip_stages), "training": training})
+    job = model.training.model_dump() if model.training else None
+    return digest({**own, "skip_stages": sorted(model.skip_stages), "training_job": job})
 
 
 def model_files(model: ModelRecord, hasher: Hasher) -> str:
