@@ -206,6 +206,7 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
     record = d.store.get_model(model_id)
     tasks = d.store.list_tasks(model_id=model_id)
     attempts = d.store.list_attempts(model_id)
+    reuses = d.store.events_of_kind("reused", model_id)  # newest first: the main job's reuse check
     timeline = []
     for task in tasks:
         rows = []
@@ -228,7 +229,11 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
             if task.status == "in_progress" and rows and rows[-1]["outcome"] == "inconclusive"
             else None
         )
-        timeline.append({**task.model_dump(), "attempt_rows": rows, "recheck_waiting": waiting})
+        # Reused by a later main job: its completion stands (a reuse event newer than the completion).
+        reused = next(
+            (e.data for e in reuses if e.stage == task.stage and task.finished_at and e.ts >= task.finished_at), None
+        )
+        timeline.append({**task.model_dump(), "attempt_rows": rows, "recheck_waiting": waiting, "reused": reused})
     adapt_dir = evidence.adaptation_dir(d.adaptations_dir, record.adaptation_name)
     runs = evidence.benchmark_runs(adapt_dir)
     notes = evidence.optimization_notes(adapt_dir)

@@ -11,7 +11,7 @@ import zipfile
 import httpx
 import pytest
 
-from ascendbridge.board import AttemptEnd, AttemptStart
+from ascendbridge.board import AttemptEnd, AttemptStart, NewEvent
 from tests.dashboard.dash_support import XSS_DESCRIPTION, XSS_ID, Site
 
 
@@ -394,3 +394,25 @@ def test_an_inconclusive_gate_and_its_waiting_recheck_are_shown(site: Site) -> N
     assert "waiting</strong>" not in page and "1 · gate re-check 1</td><td>running" in page
     rows = httpx.get(f"{site.url}/api/models/{model}").json()["timeline"][0]["attempt_rows"]
     assert [(r["number"], r["recheck"], r["outcome"]) for r in rows] == [(1, 0, "inconclusive"), (1, 1, None)]
+
+
+def test_a_stage_a_later_main_job_reused_is_marked_with_its_earlier_attempt(site: Site) -> None:
+    """The main job's reuse check leaves a `reused` event; the timeline marks the stage while that
+    completion stands, and no longer once the stage has completed again."""
+    model = "bulk/model-012"
+    with site.store() as store:
+        task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
+        store.complete_task(task.id, task.fencing_token, {})
+        reused = {"attempt": 1, "finished_at": "", "fingerprint": "f"}
+        store.add_event(
+            NewEvent("reused", "discovery reused: inputs and evidence unchanged", model, "discovery", reused)
+        )
+    timeline = httpx.get(f"{site.url}/api/models/{model}").json()["timeline"]
+    assert timeline[0]["reused"]["attempt"] == 1 and timeline[1]["reused"] is None
+    page = httpx.get(f"{site.url}/models/{model}").text
+    assert 'class="badge reused"' in page and "result of attempt 1, reused by a later main job" in page
+    with site.store() as store:
+        store.rollback(model, "discovery")
+        task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
+        store.complete_task(task.id, task.fencing_token, {})
+    assert httpx.get(f"{site.url}/api/models/{model}").json()["timeline"][0]["reused"] is None
