@@ -402,7 +402,8 @@ def test_a_stage_a_later_main_job_reused_is_marked_with_its_earlier_attempt(site
     model = "bulk/model-012"
     with site.store() as store:
         task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
-        store.complete_task(task.id, task.fencing_token, {})
+        manifest = {"demo.py": "a" * 64, "adaptation.json": "b" * 64}
+        store.complete_task(task.id, task.fencing_token, {"inputs": {"fingerprint": "f", "package": manifest}})
         reused = {"attempt": 1, "finished_at": "", "fingerprint": "f"}
         store.add_event(
             NewEvent("reused", "discovery reused: inputs and evidence unchanged", model, "discovery", reused)
@@ -411,6 +412,7 @@ def test_a_stage_a_later_main_job_reused_is_marked_with_its_earlier_attempt(site
     assert timeline[0]["reused"]["attempt"] == 1 and timeline[1]["reused"] is None
     page = httpx.get(f"{site.url}/models/{model}").text
     assert 'class="badge reused"' in page and "result of attempt 1, reused by a later main job" in page
+    assert "2 file(s) digested" in page and "a" * 64 not in page  # the manifest folded, not 80 lines of digests
     with site.store() as store:
         store.rollback(model, "discovery")
         task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
