@@ -40,7 +40,7 @@ from serving.plan import Refusal
 from serving.render import WEIGHTS_DIR, render_texts, rendered_differences
 from serving.server import ServerError, free_port, served
 from serving.settings import ServingSettings
-from serving.steps import EVIDENCE_FILE, REFERENCE_FILE, SCHEMA, StepError, export, plans, server_argv
+from serving.steps import EVIDENCE_FILE, REFERENCE_FILE, SCHEMA, StepError, export, plans, read_reference, server_argv
 
 REPLAY_LOG = "serve/replay.log"
 
@@ -120,7 +120,7 @@ def check_adaptation(
         return ServingReport(name, False, untrusted_summary(code), problems=code)
     try:
         evidence = json.loads((directory / EVIDENCE_FILE).read_text())
-        reference = json.loads((directory / REFERENCE_FILE).read_text())
+        reference = read_reference(directory)
     except (OSError, json.JSONDecodeError) as exc:
         return ServingReport(name, False, f"no readable serving evidence: {exc}")
     if evidence.get("schema") != SCHEMA:
