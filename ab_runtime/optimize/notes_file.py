@@ -9,11 +9,10 @@ refused the same way everywhere, with one line that names the file and what is w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from ..metrics_file import EvidenceError
+from ..metrics_file import EvidenceError, load_json
 
 NOTES_FILE = "optimization_notes.json"
 NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
@@ -49,12 +48,7 @@ def read_notes(path: Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / NOTES_FILE
-    try:
-        notes = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise EvidenceError(f"{path.name} not found in {path.parent}; run the optimization stage") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EvidenceError(f"{path.name}: not valid JSON ({exc.__class__.__name__})") from None
+    notes = load_json(path, missing=f"not found in {path.parent}; run the optimization stage")
     problem = notes_problem(notes)
     if problem:
         raise EvidenceError(f"{path.name}: {problem}")
