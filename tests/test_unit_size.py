@@ -21,7 +21,6 @@ FUNCTION_LINES = 100
 CLASS_LINES = 300
 # Known long units, "path:qualified name" -> their lines today. Split one, then lower or drop its row.
 CEILINGS = {
-    "ab_runtime/calibration.py:judge": 115,
     "ascendbridge/board/queries.py:BoardQueries": 334,
 }
 
