@@ -60,7 +60,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .figures import recorded_matches
@@ -295,17 +295,22 @@ class Undecided:
 class Probed:
     """The gate's rounds seen through the probe the run recorded beside its model: the model/probe
     ratios against the reported one, how much the load slowed the probe in each round, and how much
-    of the model's slowdown that leaves unexplained (the load rule, module doc)."""
+    of the model's slowdown that leaves unexplained (the load rule, module doc). Its fields are the
+    figures a judgement records of the calibration."""
 
     reported_ratio: float
     ratios: list[float]
-    best: float
     spread: float
     relative: float
     probe_fastest_ms: float
     probe_x: float
-    loads: list[float]
+    load_x: list[float]  # per round, how much the load slowed the probe (`load_x`)
     unexplained: float
+
+    @property
+    def best(self) -> float:
+        """The gate's best round: its lowest model/probe ratio."""
+        return min(self.ratios)
 
     @classmethod
     def of(
@@ -323,32 +328,18 @@ class Probed:
         return cls(
             reported_ratio=reported_ratio,
             ratios=ratios,
-            best=best,
             spread=max(ratios) / best,
             relative=best / reported_ratio,
             probe_fastest_ms=probe_fastest,
             probe_x=probe_fastest / reported_probe_min_ms,
-            loads=loads,
+            load_x=loads,
             unexplained=min(r.model_min_ms / reported_min_ms / x for r, x in zip(rounds, loads)),
         )
-
-    def figures(self) -> dict[str, Any]:
-        """What the judgement's figures record of the calibration."""
-        return {
-            "reported_ratio": self.reported_ratio,
-            "ratios": self.ratios,
-            "spread": self.spread,
-            "relative": self.relative,
-            "probe_fastest_ms": self.probe_fastest_ms,
-            "probe_x": self.probe_x,
-            "load_x": self.loads,
-            "unexplained": self.unexplained,
-        }
 
     def said(self) -> str:
         return (
             f"{self.reported_ratio:.2f} probe calls reported, the gate's best round {self.best:.2f}: "
-            f"x{self.relative:.2f}, the probe slowed x{min(self.loads):.2f}..x{max(self.loads):.2f}, "
+            f"x{self.relative:.2f}, the probe slowed x{min(self.load_x):.2f}..x{max(self.load_x):.2f}, "
             f"rounds spread x{self.spread:.2f}"
         )
 
@@ -404,7 +395,7 @@ def judge(
         assert reported_probe_min_ms is not None
         probed = Probed.of(rounds, ratios, reported_min_ms, reported_probe_min_ms, reported_probe_median_ms)
         spread, probe_x, unexplained = probed.spread, probed.probe_x, probed.unexplained
-        figures.update(probed.figures())
+        figures.update(asdict(probed))
         said += f"; {probed.said()})"
     else:
         said += "; no calibration recorded)"
