@@ -28,7 +28,10 @@ def _notes(ref: str) -> dict[str, Any]:
     path = Path(ref)
     if not path.is_file():
         path = resolve_adaptation(ref, adaptations_dir()) / NOTES_FILE
-    return read_notes(path)
+    try:
+        return read_notes(path)
+    except EvidenceError as exc:
+        raise EvidenceError(f"{ref}: {exc}") from None  # which of the two compared
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
