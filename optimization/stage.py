@@ -95,6 +95,23 @@ def outcome_summary(final: dict[str, Any]) -> str:
     )
 
 
+def _figures(notes: dict[str, Any], result: dict[str, Any], stack: dict[str, Any]) -> list[FigureSet]:
+    """The board's figures of the confirmed choice and its perf run, written by the team lead only
+    when the gates pass (StageOutcome.metrics); every figure names the stack it was measured on."""
+    final = notes["final"]
+    values = {
+        "speedup": float(final["speedup"]),
+        "perf_speedup": float(result["speedup"]),
+        "accuracy_pass": 1.0 if result["verdict"] == "pass" else 0.0,
+        "passes_chosen": float(len(notes["chosen"])),
+    }
+    units = {"speedup": "x", "perf_speedup": "x", "accuracy_pass": "bool", "passes_chosen": "count"}
+    for key in ("baseline_median_ms", "optimized_median_ms"):
+        if isinstance(final.get(key), (int, float)):
+            values[key], units[key] = float(final[key]), "ms"
+    return [FigureSet(values, device=result["device"], dtype=result["dtype"], units=units, stack=stack)]
+
+
 class OptimizationStage:
     name = "optimization"
 
@@ -169,19 +186,7 @@ class OptimizationStage:
         }
         _write_json(notes_path, notes)
         final = notes["final"]
-        values = {
-            "speedup": float(final["speedup"]),
-            "perf_speedup": float(result["speedup"]),
-            "accuracy_pass": 1.0 if result["verdict"] == "pass" else 0.0,
-            "passes_chosen": float(len(notes["chosen"])),
-        }
-        units = {"speedup": "x", "perf_speedup": "x", "accuracy_pass": "bool", "passes_chosen": "count"}
-        for key in ("baseline_median_ms", "optimized_median_ms"):
-            if isinstance(final.get(key), (int, float)):
-                values[key], units[key] = float(final[key]), "ms"
-        # Written by the team lead only when the gates pass (StageOutcome.metrics).
-        # Stack id: every figure names the stack it was measured on (stacks.stack_id).
-        figures = [FigureSet(values, device=result["device"], dtype=result["dtype"], units=units, stack=stack)]
+        figures = _figures(notes, result, stack)
         if result["verdict"] != "pass":
             return _failed("the optimized run failed accuracy", "optimization_accuracy")
         return StageOutcome(
