@@ -20,9 +20,7 @@ KERNEL = ("ascendbridge", "ab_runtime")
 FUNCTION_LINES = 100
 CLASS_LINES = 300
 # Known long units, "path:qualified name" -> their lines today. Split one, then lower or drop its row.
-CEILINGS = {
-    "ascendbridge/board/queries.py:BoardQueries": 334,
-}
+CEILINGS = {"ascendbridge/board/queries.py:BoardQueries": 334}
 
 
 def _packages() -> list[str]:
