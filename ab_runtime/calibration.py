@@ -60,7 +60,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .figures import recorded_matches
@@ -291,6 +291,76 @@ class Undecided:
         return f"{excuse}, and {steadiness}: the host's load leaves it undecided"
 
 
+@dataclass(frozen=True)
+class Probed:
+    """The gate's rounds seen through the probe the run recorded beside its model: the model/probe
+    ratios against the reported one, how much the load slowed the probe in each round, and how much
+    of the model's slowdown that leaves unexplained (the load rule, module doc). Its fields are the
+    figures a judgement records of the calibration."""
+
+    reported_ratio: float
+    ratios: list[float]
+    spread: float
+    relative: float
+    probe_fastest_ms: float
+    probe_x: float
+    load_x: list[float]  # per round, how much the load slowed the probe (`load_x`)
+    unexplained: float
+
+    @property
+    def best(self) -> float:
+        """The gate's best round: its lowest model/probe ratio."""
+        return min(self.ratios)
+
+    @classmethod
+    def of(
+        cls,
+        rounds: list[Round],
+        ratios: list[float],
+        reported_min_ms: float,
+        reported_probe_min_ms: float,
+        reported_probe_median_ms: float | None,
+    ) -> Probed:
+        reported_ratio = reported_min_ms / reported_probe_min_ms
+        best = min(ratios)
+        probe_fastest = min(float(r.probe_min_ms) for r in rounds if r.probe_min_ms is not None)
+        loads = [load_x(r, reported_probe_min_ms, reported_probe_median_ms) for r in rounds]
+        return cls(
+            reported_ratio=reported_ratio,
+            ratios=ratios,
+            spread=max(ratios) / best,
+            relative=best / reported_ratio,
+            probe_fastest_ms=probe_fastest,
+            probe_x=probe_fastest / reported_probe_min_ms,
+            load_x=loads,
+            unexplained=min(r.model_min_ms / reported_min_ms / x for r, x in zip(rounds, loads)),
+        )
+
+    def said(self) -> str:
+        return (
+            f"{self.reported_ratio:.2f} probe calls reported, the gate's best round {self.best:.2f}: "
+            f"x{self.relative:.2f}, the probe slowed x{min(self.load_x):.2f}..x{max(self.load_x):.2f}, "
+            f"rounds spread x{self.spread:.2f}"
+        )
+
+
+def _rounds_figures(what: str, reported_min_ms: float, rounds: list[Round], quiet_x: float | None) -> dict[str, Any]:
+    """What a judgement records of the gate's rounds: the fastest call against the reported one, and
+    per round the host's interruptions and the CPUs its other processes used."""
+    fastest = min(r.model_min_ms for r in rounds)
+    return {
+        "what": what,
+        "reported_min_ms": reported_min_ms,
+        "fastest_ms": fastest,
+        "absolute": fastest / reported_min_ms,
+        "quiet_x": quiet_x,
+        "rounds": len(rounds),
+        "preemptions": [r.preemptions for r in rounds],
+        "voluntary_switches": [r.voluntary for r in rounds],
+        "others_cpus": [r.others_cpus for r in rounds],
+    }
+
+
 def judge(
     what: str,
     reported_min_ms: float,
@@ -308,20 +378,9 @@ def judge(
     absolute = fastest / reported_min_ms
     quiet_model = [q for q in (r.quiet_ms for r in rounds) if q is not None]
     quiet_x = min(quiet_model) / reported_min_ms if quiet_model else None
-    others = [r.others_cpus for r in rounds]
-    host_load = others[-1]  # over the whole series (Round.others_cpus)
+    host_load = rounds[-1].others_cpus  # over the whole series (Round.others_cpus)
     idle = host_load is not None and host_load <= IDLE_OTHERS_CPUS
-    figures: dict[str, Any] = {
-        "what": what,
-        "reported_min_ms": reported_min_ms,
-        "fastest_ms": fastest,
-        "absolute": absolute,
-        "quiet_x": quiet_x,
-        "rounds": len(rounds),
-        "preemptions": [r.preemptions for r in rounds],
-        "voluntary_switches": [r.voluntary for r in rounds],
-        "others_cpus": others,
-    }
+    figures = _rounds_figures(what, reported_min_ms, rounds, quiet_x)
     hard = max(HARD_BAND, band)
     ratios = [float(r.ratio) for r in rounds if r.ratio is not None]
     calibrated = reported_probe_min_ms is not None and len(ratios) == len(rounds)
@@ -331,28 +390,13 @@ def judge(
         f"reported fastest {what} {reported_min_ms:.3f} ms is x{absolute:.2f} faster than the gate's fastest "
         f"re-measured call ({fastest:.3f} ms; allowed band x{band:g}"
     )
+    probed = None
     if calibrated:
         assert reported_probe_min_ms is not None
-        reported_ratio = reported_min_ms / reported_probe_min_ms
-        best, spread = min(ratios), max(ratios) / min(ratios)
-        probe_fastest = min(float(r.probe_min_ms) for r in rounds if r.probe_min_ms is not None)
-        relative, probe_x = best / reported_ratio, probe_fastest / reported_probe_min_ms
-        loads = [load_x(r, reported_probe_min_ms, reported_probe_median_ms) for r in rounds]
-        unexplained = min(r.model_min_ms / reported_min_ms / x for r, x in zip(rounds, loads))
-        figures.update(
-            reported_ratio=reported_ratio,
-            ratios=ratios,
-            spread=spread,
-            relative=relative,
-            probe_fastest_ms=probe_fastest,
-            probe_x=probe_x,
-            load_x=loads,
-            unexplained=unexplained,
-        )
-        said += (
-            f"; {reported_ratio:.2f} probe calls reported, the gate's best round {best:.2f}: x{relative:.2f}, "
-            f"the probe slowed x{min(loads):.2f}..x{max(loads):.2f}, rounds spread x{spread:.2f})"
-        )
+        probed = Probed.of(rounds, ratios, reported_min_ms, reported_probe_min_ms, reported_probe_median_ms)
+        spread, probe_x, unexplained = probed.spread, probed.probe_x, probed.unexplained
+        figures.update(asdict(probed))
+        said += f"; {probed.said()})"
     else:
         said += "; no calibration recorded)"
     if absolute <= band:
@@ -361,10 +405,10 @@ def judge(
             f"{what}: fastest re-timed call {fastest:.3f} ms within x{band:g} of the reported {reported_min_ms:.3f} ms",
             figures,
         )
-    if calibrated and relative <= band and absolute <= hard and probe_x <= hard:
+    if probed is not None and probed.relative <= band and absolute <= hard and probe_x <= hard:
         return Judgement(
             "passed",
-            f"{what}: model/probe ratio {best:.2f} within x{band:g} of the reported {reported_ratio:.2f}",
+            f"{what}: model/probe ratio {probed.best:.2f} within x{band:g} of the reported {probed.reported_ratio:.2f}",
             figures,
         )
     if not final:

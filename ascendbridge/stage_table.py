@@ -88,6 +88,9 @@ class StageDescription(BaseModel):
     placement: Placement = Placement()
     columns: tuple[Column, ...] = ()  # its figures people see per model
     cost_s: float = Field(60.0, gt=0)  # an attempt's seconds where the shipped cost model has none (the ETA's prior)
+    # What a billion parameters add to an attempt's seconds (the ETA's size term, teamlead/size_prior.py);
+    # 0: the stage does not grow with the model.
+    size_s_per_b: float = Field(0.0, ge=0)
     package: Path = Field(exclude=True)  # where the description was found (not part of the file)
 
     @field_validator("checkers")

@@ -3,6 +3,7 @@
 
     uv run bench/eta_error.py BOARD [--workers 2] [--timed-slots 1] [--prior-scale STAGE=X,...] [--json]
     uv run bench/eta_error.py BOARD --derive-costs    # a cost model (stage_costs.json) from BOARD
+    uv run bench/eta_error.py BOARD... --per-size [--history FILE]   # each model's prior against its truth, by size
 
 At the moments when 25 %, 50 % and 75 % of the board's tasks had finished, it rebuilds the board as
 the team lead saw it then (a task finished, running since its attempt's start, or not started yet)
@@ -20,6 +21,14 @@ The true remaining time is from that moment to the board's last finished task; t
 2 cores: 2 workers, one timed core); the layout is the documented scheduling rule, not what the
 replayed run did, so a board run under an older scheduler shows that difference too.
 
+--per-size answers "does the prior scale with the model?": for every model of each board (several
+boards: one table, sorted by parameters), the prior the team lead gives each of its costed stages
+before the board has run anything (the shipped cost model's figure at the model's size, with the
+size terms and host speed fitted from --history, a stage_history.json, when given: the host's other
+boards, whenever they ran) against what the attempt took; per model the sum of its stages and the
+error of that sum, and the median per-stage error. It says when no model of real size
+(REAL_SIZE parameters or more) is among them: the size term is then not exercised.
+
 Opens the board read-only. Exit 0; 1 with --max-error when an error exceeds it; 2 on bad input
 (no such board, a board with unfinished tasks or none).
 """
@@ -27,8 +36,10 @@ Opens the board read-only. Exit 0; 1 with --max-error when an error exceeds it; 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import statistics
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -42,10 +53,13 @@ if str(REPO_ROOT) not in sys.path:
 
 from ab_runtime.progress import fmt_s  # noqa: E402
 from ascendbridge.board import AttemptRecord, BoardError, BoardStore, ModelRecord, TaskRecord  # noqa: E402
+from ascendbridge.discovery.batch_select import short_count  # noqa: E402
 from ascendbridge.stages import COSTED_OUTCOMES, DONE_STATUSES, STAGES, TERMINAL_STATUSES  # noqa: E402
 from ascendbridge.teamlead.eta import COSTS_FILE, CostModel, Eta, Lanes, Sample, derive_costs, estimate  # noqa: E402
+from ascendbridge.teamlead.history import HostHistory  # noqa: E402
 
 FRACTIONS = (0.25, 0.50, 0.75)
+REAL_SIZE = 100_000_000  # parameters: a model at the size teams port starts about here
 
 
 class InputError(Exception):
@@ -73,6 +87,7 @@ class Replay:
         """The costed attempts (COSTED_OUTCOMES, no gate re-check; finished before `before`, if given),
         oldest first: what the team lead's ETA reads (BoardStore.costed_attempts)."""
         family = {m.pk: m.task_family for m in self.models}
+        size = {m.pk: m.parameter_count for m in self.models}
         out = []
         for task in self.tasks:
             for a in self.attempts.get(task.id, []):
@@ -83,7 +98,8 @@ class Replay:
                     and a.finished_at
                     and (before is None or _t(a.finished_at) <= before)
                 ):
-                    out.append((a.finished_at, Sample(task.stage, family.get(task.model_pk), a.duration_s)))
+                    sample = Sample(task.stage, family.get(task.model_pk), a.duration_s, size.get(task.model_pk))
+                    out.append((a.finished_at, sample))
         return [s for _, s in sorted(out, key=lambda pair: pair[0])]
 
     def at(self, moment: datetime) -> list[TaskRecord]:
@@ -153,8 +169,8 @@ def replay(
 ) -> list[dict[str, Any]]:
     """One row per fraction: the moment, the ETA then, the true remaining time and the error."""
     scale = prior_scale or {}
-    scaled = CostModel(
-        {st: {fam: s * scale.get(st, 1.0) for fam, s in per.items()} for st, per in costs.stages.items()}, costs.source
+    scaled = dataclasses.replace(
+        costs, stages={st: {fam: s * scale.get(st, 1.0) for fam, s in per.items()} for st, per in costs.stages.items()}
     )
     ends = sorted(board.finished.values())
     end = ends[-1]
@@ -179,6 +195,62 @@ def replay(
             }
         )
     return rows
+
+
+def per_model(board: Replay, costs: CostModel, host: list[Sample]) -> list[dict[str, Any]]:
+    """One row per model with costed attempts: its size, the prior of each of its costed stages (the
+    team lead's estimate of that task alone, nothing of this board known) against what it took."""
+    first = _t(board.first_attempt)
+    rows: list[dict[str, Any]] = []
+    for m in board.models:
+        pairs = []
+        for task in (t for t in board.tasks if t.model_pk == m.pk):
+            took = _costed(board, task.id)
+            if not took:
+                continue
+            alone = task.model_copy(update={"status": "pending", "started_at": None})
+            eta = estimate([alone], [m], [task.stage], [], host, costs, Lanes(1, 1), first)
+            if eta.seconds is not None:
+                pairs.append((task.stage, eta.seconds, took[-1]))
+        if not pairs:
+            continue
+        prior, actual = sum(p for _, p, _ in pairs), sum(a for _, _, a in pairs)
+        errors = [100.0 * (p - a) / a for _, p, a in pairs if a > 0]
+        rows.append(
+            {
+                "model": m.model_id,
+                "params": m.parameter_count,
+                "family": m.task_family,
+                "stages": len(pairs),
+                "prior_s": prior,
+                "actual_s": actual,
+                "error_pct": 100.0 * (prior - actual) / actual if actual > 0 else None,
+                "median_stage_error_pct": statistics.median(errors) if errors else None,
+            }
+        )
+    return rows
+
+
+def _costed(board: Replay, task_id: int) -> list[float]:
+    """The durations of a task's costed attempts (what the ETA learns from), oldest first."""
+    return [
+        a.duration_s
+        for a in board.attempts.get(task_id, [])
+        if a.outcome in COSTED_OUTCOMES and not a.recheck and a.duration_s is not None
+    ]
+
+
+def print_per_model(rows: list[dict[str, Any]]) -> None:
+    print(f"{'model':<44} {'params':>7} {'stages':>6} {'prior':>8} {'took':>8} {'error':>8} {'stage med.':>10}")
+    for r in sorted(rows, key=lambda r: (r["params"] or 0, r["model"])):
+        err = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.0f}%"
+        med = "n/a" if r["median_stage_error_pct"] is None else f"{r['median_stage_error_pct']:+.0f}%"
+        print(
+            f"{r['model'][:44]:<44} {short_count(r['params']):>7} {r['stages']:>6} {fmt_s(r['prior_s']):>8} "
+            f"{fmt_s(r['actual_s']):>8} {err:>8} {med:>10}"
+        )
+    if not any((r["params"] or 0) >= REAL_SIZE for r in rows):
+        print(f"no model of real size ({short_count(REAL_SIZE)} parameters or more): the size term is not exercised")
 
 
 def in_sample(board: Replay, costs: CostModel) -> bool:
@@ -206,7 +278,9 @@ def parse_scale(raw: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("board", type=Path, help="a finished board.db (a copy: it is opened read-only anyway)")
+    p.add_argument(
+        "board", type=Path, nargs="+", help="a finished board.db (opened read-only); --per-size takes several"
+    )
     p.add_argument("--workers", type=int, default=2, help="the replayed run's --workers (default 2)")
     p.add_argument("--timed-slots", type=int, default=1, help="its timed slots: devices, or core groups (default 1)")
     p.add_argument(
@@ -221,11 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prior-scale", default="", help="STAGE=X,...: multiply a stage's priors by X (sensitivity)")
     p.add_argument("--max-error", type=float, help="exit 1 when an |error| in percent exceeds this")
     p.add_argument("--derive-costs", action="store_true", help="print a cost model derived from BOARD and exit")
+    p.add_argument("--per-size", action="store_true", help="each model's prior against its truth, by size")
+    p.add_argument("--history", type=Path, help="--per-size: a stage_history.json to fit the host's priors from")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.per_size:
+        return main_per_size(args.board, args.costs, args.history, args.json)
     try:
         if args.workers < 1 or args.timed_slots < 1:
             raise InputError("--workers and --timed-slots must be >= 1")
+        if len(args.board) != 1:
+            raise InputError("one board, except with --per-size")
+        args.board = args.board[0]
         prior_scale = parse_scale(args.prior_scale)
         board = load(args.board)
         if args.derive_costs:
@@ -282,6 +363,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  at {r['fraction']:.0%}: {r['eta_line']}")
     worst = max((abs(r["error_pct"]) if r["error_pct"] is not None else math.inf) for r in rows)
     return 1 if args.max_error is not None and worst > args.max_error else 0
+
+
+def main_per_size(paths: list[Path], costs_path: Path, history: Path | None, as_json: bool) -> int:
+    """--per-size over `paths`: one table of every model, sorted by size."""
+    try:
+        costs = CostModel.load(costs_path)
+        rows: list[dict[str, Any]] = []
+        for path in paths:
+            host = HostHistory(history, path).priors() if history is not None else []
+            rows += [{"board": str(path), **row} for row in per_model(load(path), costs, host)]
+    except (InputError, ValueError) as exc:  # HistoryError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(
+            json.dumps({"costs": str(costs_path), "history": str(history) if history else None, "rows": rows}, indent=1)
+        )
+    else:
+        print(f"{len(paths)} board(s); priors: {costs_path.name}" + (f" fitted with {history}" if history else ""))
+        print_per_model(rows)
+    return 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ framework's copy (ascendbridge.gatekit.integrity). Then, for every business_metr
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import field
 from pathlib import Path
@@ -31,7 +30,7 @@ from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.report import EvidenceCheck, GateReport, untrusted_summary
 from ascendbridge.package.spec import AdaptationSpec
 from business_benchmark.datasets import DATA_DIR, DatasetError, load_card, sha256_file, verify_file
-from business_benchmark.evidence import derive, find_metrics, read_json
+from business_benchmark.evidence import derive, find_metrics, read_json, read_metrics
 from business_benchmark.pass_rule import PassRule
 from business_benchmark.render import BUSINESS_RUN, DATA_SUBDIR, render_business_run_text
 
@@ -229,7 +228,7 @@ def check_adaptation(adaptation_dir: Path, python_override: str | None = None) -
         )
     failed = [c for c in checked if c.verdict != "pass"]
     if failed:
-        evidence = json.loads((adaptation_dir / failed[0].metrics_file).read_text())
+        evidence = read_metrics(adaptation_dir / failed[0].metrics_file)
         first = next(
             (f"{ev['set']} {c['metric']}" for ev in evidence["evaluations"] for c in ev["checks"] if not c["passed"]),
             "no checks",

@@ -20,6 +20,7 @@ from ascendbridge.package.serve_files import SERVE_DIR, serve_command, serve_pla
 from ascendbridge.package.train_files import evaluation as train_evaluation
 from ascendbridge.package.train_files import loss_curve
 from ascendbridge.package.train_files import profile as train_profile
+from ascendbridge.reuse.record import INPUTS_KEY
 from ascendbridge.stacks import describe
 from ascendbridge.stages import STAGES, STATUSES
 from dashboard import evidence
@@ -202,10 +203,22 @@ def parameter_counts(record: Any, runs: list[evidence.BenchmarkRun]) -> list[dic
     return counts
 
 
+def _shown_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A task's result as a person reads it: the reuse record's package manifest (a digest per file)
+    folded into its file count, its fingerprint kept."""
+    record = (result or {}).get(INPUTS_KEY)
+    if not isinstance(record, dict):
+        return result
+    files = record.get("package") or {}
+    shown = {k: v for k, v in record.items() if k != "package"}
+    return {**(result or {}), INPUTS_KEY: {**shown, "package": f"{len(files)} file(s) digested"}}
+
+
 def model(d: Dashboard, model_id: str) -> dict[str, Any]:
     record = d.store.get_model(model_id)
     tasks = d.store.list_tasks(model_id=model_id)
     attempts = d.store.list_attempts(model_id)
+    reuses = d.store.events_of_kind("reused", model_id)  # newest first: the main job's reuse check
     timeline = []
     for task in tasks:
         rows = []
@@ -232,7 +245,13 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
             if task.status == "in_progress" and rows and rows[-1]["outcome"] == "inconclusive"
             else None
         )
-        timeline.append({**task.model_dump(), "attempt_rows": rows, "recheck_waiting": waiting})
+        # Reused by a later main job: its completion stands (a reuse event newer than the completion).
+        reused = next(
+            (e.data for e in reuses if e.stage == task.stage and task.finished_at and e.ts >= task.finished_at), None
+        )
+        row = task.model_dump()
+        row["result"] = _shown_result(task.result)
+        timeline.append({**row, "attempt_rows": rows, "recheck_waiting": waiting, "reused": reused})
     adapt_dir = evidence.adaptation_dir(d.adaptations_dir, record.adaptation_name)
     runs = evidence.benchmark_runs(adapt_dir)
     notes = evidence.optimization_notes(adapt_dir)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.optimize.notes_file import NOTES_FILE, read_notes
 from ascendbridge.gatekit.summary import collect_rows, pyplot, save_figure, write_summary
-from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA
 
 COLUMNS = (
     "adaptation",
@@ -59,10 +58,7 @@ def collect(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
-    notes = json.loads(path.read_text())
-    if notes.get("schema") != NOTES_SCHEMA:
-        raise ValueError(f"schema != {NOTES_SCHEMA}")
-    return [row(notes)]
+    return [row(read_notes(path))]
 
 
 def write_reports(rows: list[dict[str, Any]], skipped: list[dict[str, str]], out_dir: Path) -> list[Path]:

@@ -36,6 +36,7 @@ from pydantic.dataclasses import dataclass
 from ab_runtime import accuracy_standard
 from ab_runtime.metrics_file import read_metrics
 from ab_runtime.optimize import quick
+from ab_runtime.optimize.notes_file import read_notes
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.compare import recorded_matches
 from ascendbridge.gatekit.envs import EnvError, adaptation_python, run_inner
@@ -47,7 +48,7 @@ from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.runtime.process import run_command
-from optimization.notes_check import RUNTIME_DIR, check_notes, load_notes
+from optimization.notes_check import RUNTIME_DIR, check_notes
 from optimization.render import ACCURACY_RUN_PERF, PERF_METRICS_PREFIX, render_text
 
 INNER = Path(__file__).resolve().parent / "inner" / "reverify.py"
@@ -78,8 +79,8 @@ def untrusted_code(directory: Path, notes: dict[str, Any]) -> list[str]:
 def check_notes_gate(directory: Path) -> OptimizationGateReport:
     name = Path(directory).name
     try:
-        notes = load_notes(directory)
-    except ValueError as exc:
+        notes = read_notes(directory)
+    except EvidenceError as exc:
         return OptimizationGateReport(name, False, str(exc))
     problems = check_notes(notes)
     if not problems:
@@ -140,7 +141,7 @@ def apply_placement(directory: Path) -> str:
     recorded, and say which (ascendbridge.gatekit.placement); "" when its evidence is unreadable
     (the gate itself reports that)."""
     try:
-        path, _ = _perf_metrics(directory, load_notes(directory))
+        path, _ = _perf_metrics(directory, read_notes(directory))
         return apply_recorded_placement([read_metrics(path).data]) if path is not None else ""
     except (ValueError, EvidenceError, TypeError, KeyError):
         return ""
@@ -194,8 +195,8 @@ def check_perf_gate(
     directory = Path(directory)
     name = directory.name
     try:
-        notes = load_notes(directory)
-    except ValueError as exc:
+        notes = read_notes(directory)
+    except EvidenceError as exc:
         return OptimizationGateReport(name, False, str(exc))
     if (
         not isinstance(notes, dict)

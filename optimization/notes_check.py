@@ -16,34 +16,16 @@ sides and equal to the settings'.
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ab_runtime.optimize import quick
+from ab_runtime.optimize.notes_file import notes_problem
 from ascendbridge.gatekit.compare import recorded_matches
 
-NOTES_FILE = "optimization_notes.json"
-NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
 RUNTIME_DIR = Path(__file__).resolve().parents[1] / "ab_runtime"
-TOP_KEYS = (
-    "model_id",
-    "adaptation",
-    "device",
-    "settings",
-    "baseline",
-    "passes",
-    "combination",
-    "selection",
-    "confirmation",
-    "chosen",
-    "final",
-    "runtime_only",
-    "environment",
-    "traits",
-)
 FIGURES = (
     "pairs",
     "warmup",
@@ -237,11 +219,9 @@ def check_final(notes: dict[str, Any]) -> list[str]:
 
 def check_notes(notes: Any) -> list[str]:
     """All problems in one notes document (the wrapper is checked by ascendbridge.gatekit.integrity)."""
-    if not isinstance(notes, dict) or notes.get("schema") != NOTES_SCHEMA:
-        return [f"not an optimization notes document (schema != {NOTES_SCHEMA})"]
-    missing = [k for k in TOP_KEYS if k not in notes]
-    if missing:
-        return [f"missing: {', '.join(missing)}"]
+    problem = notes_problem(notes)
+    if problem:
+        return [problem]
     settings = notes["settings"]
     if not isinstance(settings, dict) or settings.get("profiler_during_timing") is not False:
         return ["settings: profiler_during_timing must be recorded as false"]
@@ -261,14 +241,3 @@ def check_notes(notes: Any) -> list[str]:
     if not isinstance(env, dict) or not all(k in env for k in ("torch", "python", "device_name")):
         problems.append("environment: torch, python and device_name are required")
     return problems
-
-
-def load_notes(directory: Path) -> dict[str, Any]:
-    """The notes document; ValueError with one line when missing or not JSON."""
-    path = Path(directory) / NOTES_FILE
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{NOTES_FILE} not found in {directory}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{NOTES_FILE}: not valid JSON ({exc.__class__.__name__})") from None

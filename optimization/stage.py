@@ -22,6 +22,8 @@ from typing import Any
 
 from ab_runtime.accuracy_standard import accuracy_summary
 from ab_runtime.fileops import write_text_atomic
+from ab_runtime.metrics_file import EvidenceError, read_metrics
+from ab_runtime.optimize.notes_file import NOTES_FILE, read_notes
 from ab_runtime.result import EXIT_BAD_INPUT
 from ascendbridge.config import RUNTIME_DIR
 from ascendbridge.envmode import use_model_env
@@ -33,7 +35,6 @@ from ascendbridge.package.weights import weights_available
 from ascendbridge.runtime.host_memory import built_parameters
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import memory_planned, run_with_inputs, synced_env
-from optimization.notes_check import NOTES_FILE
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings
 
@@ -94,6 +95,23 @@ def outcome_summary(final: dict[str, Any]) -> str:
     )
 
 
+def _figures(notes: dict[str, Any], result: dict[str, Any], stack: dict[str, Any]) -> list[FigureSet]:
+    """The board's figures of the confirmed choice and its perf run, written by the team lead only
+    when the gates pass (StageOutcome.metrics); every figure names the stack it was measured on."""
+    final = notes["final"]
+    values = {
+        "speedup": float(final["speedup"]),
+        "perf_speedup": float(result["speedup"]),
+        "accuracy_pass": 1.0 if result["verdict"] == "pass" else 0.0,
+        "passes_chosen": float(len(notes["chosen"])),
+    }
+    units = {"speedup": "x", "perf_speedup": "x", "accuracy_pass": "bool", "passes_chosen": "count"}
+    for key in ("baseline_median_ms", "optimized_median_ms"):
+        if isinstance(final.get(key), (int, float)):
+            values[key], units[key] = float(final[key]), "ms"
+    return [FigureSet(values, device=result["device"], dtype=result["dtype"], units=units, stack=stack)]
+
+
 class OptimizationStage:
     name = "optimization"
 
@@ -134,7 +152,12 @@ class OptimizationStage:
         if search.exit_code != 0 or not found or not found.get("ok"):
             return _failed("the pass search failed", "optimization_search_failed", search, found)
         notes_path = ctx.adaptation_dir / NOTES_FILE
-        notes = json.loads(notes_path.read_text())
+        try:
+            notes = read_notes(notes_path)
+        except EvidenceError as exc:
+            return _failed(
+                f"the pass search left no readable notes: {exc}", "optimization_search_failed", search, found
+            )
         render_accuracy_run_perf(spec, ctx.adaptation_dir, notes["chosen"], notes["device"])
         _model_files(ctx.adaptation_dir, notes)
         result = notes["confirmation"].get("perf_result")
@@ -155,7 +178,7 @@ class OptimizationStage:
             result = uv_env.parse_result(perf.output)
             if perf.exit_code not in (0, 2) or not result or not result.get("ok"):
                 return _failed("accuracy_run_perf.py failed", "optimization_perf_failed", perf, result)
-        metrics = json.loads((ctx.adaptation_dir / result["metrics"]).read_text())
+        metrics = read_metrics(ctx.adaptation_dir / result["metrics"]).data
         notes["perf_run"] = {
             **{key: result[key] for key in PERF_RUN_KEPT},
             "accuracy": accuracy_summary(metrics["accuracy"]),
@@ -163,19 +186,7 @@ class OptimizationStage:
         }
         _write_json(notes_path, notes)
         final = notes["final"]
-        values = {
-            "speedup": float(final["speedup"]),
-            "perf_speedup": float(result["speedup"]),
-            "accuracy_pass": 1.0 if result["verdict"] == "pass" else 0.0,
-            "passes_chosen": float(len(notes["chosen"])),
-        }
-        units = {"speedup": "x", "perf_speedup": "x", "accuracy_pass": "bool", "passes_chosen": "count"}
-        for key in ("baseline_median_ms", "optimized_median_ms"):
-            if isinstance(final.get(key), (int, float)):
-                values[key], units[key] = float(final[key]), "ms"
-        # Written by the team lead only when the gates pass (StageOutcome.metrics).
-        # Stack id: every figure names the stack it was measured on (stacks.stack_id).
-        figures = [FigureSet(values, device=result["device"], dtype=result["dtype"], units=units, stack=stack)]
+        figures = _figures(notes, result, stack)
         if result["verdict"] != "pass":
             return _failed("the optimized run failed accuracy", "optimization_accuracy")
         return StageOutcome(

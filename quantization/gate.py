@@ -10,7 +10,6 @@ every figure must reproduce.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import field
 from pathlib import Path
@@ -19,8 +18,8 @@ from typing import Any
 from pydantic.dataclasses import dataclass
 
 from ascendbridge.gatekit.compare import recorded_differences
-from ascendbridge.gatekit.integrity import runtime_problems
-from ascendbridge.gatekit.report import GateReport, untrusted_summary
+from ascendbridge.gatekit.evidence import trusted_evidence
+from ascendbridge.gatekit.report import GateReport
 from ascendbridge.package.generator import RUNTIME_DIR
 from quantization.env import tool_binary, tool_python
 from quantization.evidence import verdict_of, weight_bytes
@@ -123,15 +122,9 @@ def check_adaptation(
     directory = Path(directory)
     settings = settings or QuantizationSettings()
     name = directory.name
-    code = runtime_problems(directory)
-    if code:
-        return QuantizationReport(name, False, untrusted_summary(code), problems=code)
-    try:
-        evidence = json.loads((directory / EVIDENCE_FILE).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        return QuantizationReport(name, False, f"no readable quantization evidence: {exc}")
-    if evidence.get("schema") != SCHEMA:
-        return QuantizationReport(name, False, f"{EVIDENCE_FILE}: not quantization evidence (schema != {SCHEMA})")
+    evidence, why, code = trusted_evidence(directory, EVIDENCE_FILE, SCHEMA, "quantization")
+    if evidence is None:
+        return QuantizationReport(name, False, why, problems=code)
     interpreter = tool_python(python or settings.python)
     if execute and not tool_binary(interpreter).is_file():
         raise ValueError(

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from ascendbridge.board.store import BoardStore
+from ascendbridge.cli.interpreter import add_interpreter, chosen_interpreter
 from ascendbridge.cli_errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
-from ascendbridge.config import adaptations_dir, board_path
-from ascendbridge.gatekit.envs import EnvError, adaptation_python
-from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
+from ascendbridge.config import board_path
 from benchmark.probe import ProbeError, latest_probe, run_probe, store_probe, summary_line
 
 
@@ -29,22 +27,13 @@ def main(argv: list[str]) -> int:
 
 def _run(argv: list[str]) -> int:
     parser = OneLineParser(description=__doc__.splitlines()[0])
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--adapt", help="use this adaptation's synced environment")
-    where.add_argument("--python", help="use this interpreter (must have torch)")
+    where = add_interpreter(parser)
     where.add_argument("--show", action="store_true", help="print the last stored probe")
-    parser.add_argument("--device", default="auto", choices=("auto", "npu", "cuda", "cpu"))
     parser.add_argument("--budget-s", type=float, default=0.4, help="seconds per microbenchmark")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    python = None
-    try:  # the input first: a bad --adapt or --python is refused before the board is opened
-        if args.python:
-            python = adaptation_python(Path("."), args.python)
-        elif args.adapt:
-            python = adaptation_python(resolve_adaptation(args.adapt, adaptations_dir()))
-    except (EnvError, EvidenceError) as exc:
-        raise CliError(str(exc)) from None
+    chosen = chosen_interpreter(args)  # the input first: a bad --adapt or --python is refused before the board
+    python = chosen[0] if chosen else None
     store = BoardStore(board_path())
     try:
         if python is None:

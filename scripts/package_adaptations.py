@@ -76,8 +76,8 @@ def package_stack(store: BoardStore, model: ModelRecord) -> dict[str, Any]:
 def export_package(store: BoardStore, model: ModelRecord, source: Path, target: Path) -> dict[str, Any]:
     if not (source / "adaptation.json").is_file():
         raise ValueError(f"package {source} is missing (no adaptation.json)")
-    if not (source / "ab_runtime" / "metrics_file.py").is_file():
-        raise ValueError(f"{model.model_id}: its ab_runtime predates the evidence reader; re-run its adaptation stage")
+    if not all((source / "ab_runtime" / reader).is_file() for reader in ("metrics_file.py", "optimize/notes_file.py")):
+        raise ValueError(f"{model.model_id}: its ab_runtime predates the evidence readers; re-run its adaptation stage")
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(".venv", "__pycache__", "*.pyc"))
     shutil.copyfile(check_package.__file__, target / check_package.SELF)
     results = check_package.results_from_evidence(target)

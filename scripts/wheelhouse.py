@@ -29,7 +29,7 @@ from packaging.requirements import Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from ab_runtime.fileops import sha256_file
+from ab_runtime.fileops import atomic_path, sha256_file
 from ascendbridge.cli_errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, adaptations_dir, torch_source, uv_binary
 from ascendbridge.package.generator import BASE_DEPENDENCIES, SHARDING_DEPENDENCY
@@ -140,27 +140,23 @@ def lock_wheel(entry: dict[str, Any], tags: list[Tag], lock: Path) -> Wheel:
 
 
 def _download(source: str, sha256: str | None, target: Path, client: httpx.Client) -> None:
-    """Copy or download `source` to `target` (replaced only when complete), checking its sha256."""
-    with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".part", delete=False) as part:
+    """Copy or download `source` to `target` (replaced only when complete: the one atomic write,
+    ab_runtime.fileops.atomic_path), checking its sha256."""
+    with atomic_path(target) as part:
         if source.startswith(("http://", "https://")):
             try:
-                with client.stream("GET", source) as response:
+                with client.stream("GET", source) as response, part.open("wb") as out:
                     response.raise_for_status()
                     for chunk in response.iter_bytes():
-                        part.write(chunk)
+                        out.write(chunk)
             except httpx.HTTPError as exc:
-                Path(part.name).unlink()
                 raise CliError(f"{target.name}: {redact(source)}: {exc}", code=EXIT_FAILURE) from None
+        elif not Path(source).is_file():
+            raise CliError(f"{target.name}: {source} is not there (the lock's find-links)", code=EXIT_FAILURE)
         else:
-            if not Path(source).is_file():
-                Path(part.name).unlink()
-                raise CliError(f"{target.name}: {source} is not there (the lock's find-links)", code=EXIT_FAILURE)
-            with open(source, "rb") as src:
-                shutil.copyfileobj(src, part)
-    if sha256 and sha256_file(Path(part.name)) != sha256:
-        Path(part.name).unlink()
-        raise CliError(f"{target.name}: sha256 differs from the lock's", code=EXIT_FAILURE)
-    Path(part.name).replace(target)
+            shutil.copyfile(source, part)
+        if sha256 and sha256_file(part) != sha256:
+            raise CliError(f"{target.name}: sha256 differs from the lock's", code=EXIT_FAILURE)
 
 
 def fetch(wheel: Wheel, out: Path, client: httpx.Client, tags: list[Tag]) -> None:

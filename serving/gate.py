@@ -21,8 +21,8 @@ from pydantic.dataclasses import dataclass
 from ab_runtime.fileops import sha256_file
 from ascendbridge.config import RUNTIME_DIR
 from ascendbridge.gatekit.compare import recorded_differences
-from ascendbridge.gatekit.integrity import runtime_problems
-from ascendbridge.gatekit.report import GateReport, untrusted_summary
+from ascendbridge.gatekit.evidence import trusted_evidence
+from ascendbridge.gatekit.report import GateReport
 from ascendbridge.package.quant_files import accepted_checkpoints
 from ascendbridge.package.spec import AdaptationSpec
 from serving.accept import exchange_errors, send
@@ -40,7 +40,7 @@ from serving.plan import Refusal
 from serving.render import WEIGHTS_DIR, render_texts, rendered_differences
 from serving.server import ServerError, free_port, served
 from serving.settings import ServingSettings
-from serving.steps import EVIDENCE_FILE, REFERENCE_FILE, SCHEMA, StepError, export, plans, server_argv
+from serving.steps import EVIDENCE_FILE, REFERENCE_FILE, SCHEMA, StepError, export, plans, read_reference, server_argv
 
 REPLAY_LOG = "serve/replay.log"
 
@@ -115,16 +115,13 @@ def check_adaptation(
     directory = Path(directory)
     settings = settings or ServingSettings()
     name = directory.name
-    code = runtime_problems(directory)
-    if code:
-        return ServingReport(name, False, untrusted_summary(code), problems=code)
+    evidence, why, code = trusted_evidence(directory, EVIDENCE_FILE, SCHEMA, "serving")
+    if evidence is None:
+        return ServingReport(name, False, why, problems=code)
     try:
-        evidence = json.loads((directory / EVIDENCE_FILE).read_text())
-        reference = json.loads((directory / REFERENCE_FILE).read_text())
+        reference = read_reference(directory)
     except (OSError, json.JSONDecodeError) as exc:
         return ServingReport(name, False, f"no readable serving evidence: {exc}")
-    if evidence.get("schema") != SCHEMA:
-        return ServingReport(name, False, f"{EVIDENCE_FILE}: not serving evidence (schema != {SCHEMA})")
     spec = AdaptationSpec.load(directory)
     problems: list[str] = []
     serve = serve_python(python or settings.python)

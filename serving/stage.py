@@ -35,13 +35,13 @@ from serving.server import ServerError, free_port, served
 from serving.settings import ServingSettings
 from serving.steps import (
     EVIDENCE_FILE,
-    REFERENCE_FILE,
     SCHEMA,
     SERVER_LOG,
     StepError,
     export,
     plan_inputs,
     plans,
+    read_reference,
     server_argv,
     supported_architectures,
 )
@@ -97,7 +97,7 @@ class ServingStage:
             with phases.phase("export"), ThreadPoolExecutor(1) as pool:  # two processes: the registry's
                 architectures = pool.submit(supported_architectures, python)  # import of vLLM overlaps the export
                 export(python, directory, settings, pretrained, ctx.log)
-                reference = json.loads((directory / REFERENCE_FILE).read_text())
+                reference = read_reference(directory)
                 architecture = (reference["config"].get("architectures") or [""])[0]
                 inputs = plan_inputs(settings, architectures.result(), architecture)
         except StepError as exc:

@@ -181,9 +181,15 @@ def plan_inputs(
     }
 
 
+def read_reference(directory: Path) -> dict[str, Any]:
+    """The exported CPU float32 reference (`serve/reference.json`: the model's config, its parameter count,
+    the reference outputs), as the stage, the plans and the gate read it; OSError / JSONDecodeError raised."""
+    return json.loads((Path(directory) / REFERENCE_FILE).read_text())
+
+
 def plans(directory: Path, family: str, inputs: dict[str, Any]) -> tuple[ServePlan | Refusal, ServePlan | Refusal]:
     """(local plan, Ascend deployment plan) from the exported model and the recorded inputs."""
-    reference = json.loads((Path(directory) / REFERENCE_FILE).read_text())
+    reference = read_reference(directory)
     facts = ModelFacts.from_config(reference["config"], family, int(reference["parameters"]))
     if reference.get("max_seq_length"):  # vLLM derives the limit from sentence_bert_config.json too
         facts = replace(facts, max_positions=min(facts.max_positions, int(reference["max_seq_length"])))

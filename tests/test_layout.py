@@ -41,6 +41,7 @@ RUNTIME_LEAVES = frozenset(
         "fileops",
         "memory",
         "metrics_file",
+        "optimize.notes_file",
         "ops.standard",
         "pairstats",
         "phases",

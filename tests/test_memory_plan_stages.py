@@ -8,17 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from ascendbridge.board import BoardStore, Registration
+from ascendbridge.board import BoardStore
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.memory_plan import GIB, REFUSED_RULE
-from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.refusals import is_refusal
-from ascendbridge.stage_api import StageContext, StageOutcome
+from ascendbridge.stage_api import StageOutcome
 from bench.support.tiny_adaptations import stage_context
 from benchmark.stage import BENCHMARK_STAGE
 from optimization.stage import OPTIMIZATION_STAGE
-from tests.training.train_support import CORPUS, DEMO
+from tests.training.train_support import CORPUS, training_context, training_package
 from training.stage import TRAINING_STAGE
 
 SMALL_HOST = 256 * 1024**2
@@ -70,38 +68,11 @@ def test_the_optimization_refuses_on_a_small_host_before_it_syncs_anything(
 
 @pytest.mark.usefixtures("small_host")
 def test_training_refuses_on_a_small_host_before_it_prepares_the_job(board: BoardStore) -> None:
-    model_dir = DEMO / "tiny-llama"
-    ((record, task),) = [
-        (r, board.list_tasks(stage="training", model_id=r.model_id)[0])
-        for r, _ in board.register_models(
-            [
-                Registration(
-                    model_id="demo/llama",
-                    source="local",
-                    path=str(model_dir),
-                    training=TrainingJob(data=str(CORPUS), method="lora", steps=4),
-                )
-            ]
-        )
-    ]
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        task_family="causal_lm",
-        model_class="LlamaForCausalLM",
-        model_type="llama",
-        model=ModelSource(model_id=record.model_id, source="local", path=str(model_dir), has_weights=False),
-    )
-    directory = Path(board.path).parent / "adaptations" / record.adaptation_name
-    assert generate(spec, directory).ok
-    log = io.StringIO()
-    ctx = StageContext(
-        model=record.model_copy(update={"parameter_count": PARAMETERS, "dtype": "float32"}),
-        task=task,
-        adaptation_dir=directory,
-        board_path=Path(board.path),
-        log=log,
+    record, directory = training_package(board, "demo/llama", TrainingJob(data=str(CORPUS), method="lora", steps=4))
+    ctx = training_context(
+        board, record.model_copy(update={"parameter_count": PARAMETERS, "dtype": "float32"}), directory
     )
     outcome = TRAINING_STAGE.run(ctx)
-    refused_with_figures(outcome, log.getvalue())
+    refused_with_figures(outcome, ctx.log.getvalue() if isinstance(ctx.log, io.StringIO) else "")
     assert "3 lora training states" in outcome.summary
     assert not (directory / "train").exists()

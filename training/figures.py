@@ -29,12 +29,19 @@ FIGURES_FILE = "figures.json"  # in the run directory: the figures the stage pro
 PROFILE_FILE = "profile.json"  # in the run directory: the profiled window (ab_runtime/train/profile.py)
 PASSES_FILE = "passes.json"  # in the run directory: the training-pass search (ab_runtime/train/passes.py)
 CONFIRM_FILE = "passes_confirm.json"  # its fresh-process confirmation of the kept passes
+EVALUATION_FILE = "evaluation.json"  # in the run directory: the held-out loss before and after
 PEAK_FILE = "peak.json"  # in the run directory: the host acceptance's measured GEMM TFLOP/s per dtype
 VERDICT_VALUE = {"improved": 1.0, "flat": 0.0, "worse": -1.0}
 
 
 def step_log(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def read_evaluation(run: Path) -> dict[str, Any]:
+    """The run's held-out losses before and after training (evaluation.json); {} when it has none."""
+    path = run / EVALUATION_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _float32(value: Any) -> float:
@@ -50,8 +57,8 @@ def event_scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
         f"train/{key}": [(int(s["step"]), _float32(s[key])) for s in steps if s.get(key) is not None]
         for key in STEP_SCALARS
     }
-    if (run / "evaluation.json").is_file() and steps:
-        evaluation = json.loads((run / "evaluation.json").read_text())
+    evaluation = read_evaluation(run)
+    if evaluation and steps:
         for key in EVAL_SCALARS:
             if key in evaluation["before"] and key in evaluation["after"]:
                 scalars[f"eval/{key}"] = [
@@ -250,9 +257,7 @@ def ladder_problems(result: dict[str, Any], steps: list[dict[str, Any]]) -> list
 def draw(run_dir: Path, png: Path) -> Path:
     """Loss and gradient norm per step, with the held-out loss before and after."""
     steps = step_log(run_dir)
-    evaluation: dict[str, Any] = {}
-    if (run_dir / "evaluation.json").is_file():
-        evaluation = json.loads((run_dir / "evaluation.json").read_text())
+    evaluation = read_evaluation(run_dir)
     fig, (loss_ax, grad_ax) = pyplot().subplots(1, 2, figsize=(10, 3.6))
     x = [s["step"] for s in steps]
     loss_ax.plot(x, [s["loss"] for s in steps], label="train loss")

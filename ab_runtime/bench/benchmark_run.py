@@ -31,7 +31,6 @@ from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
 from ..metrics_file import METRICS_SCHEMA, evidence_names
 from ..ops.record import record_target
-from ..outputs import OUTPUTS_FORMAT
 from ..result import run_main
 
 DATASETS = ("synthetic",)
@@ -96,16 +95,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     spec, choice, dtype_name, mode = session.spec, session.choice, session.baseline_dtype_name, session.mode
     out_dir = Path(args.out_dir)
     files = evidence_names("benchmark", choice.kind, dtype_name, mode, args.dataset)
-    summary = harness.model_summary(session)
-    harness.say(f"model {spec.model_id} ({spec.task_family}), target {choice.kind} ({choice.name}) {dtype_name}")
-    harness.say(
-        f"built {summary['class']} ({session.loaded.origin}, mode {mode}): {summary['parameters']:,} parameters, "
-        f"layers {summary['layers_built']}/{summary['layers_total']}"
-        f"{' (depth reduced)' if summary['depth_reduced'] else ''}"
-    )
-    for note in session.loaded.notes:
-        harness.say(f"note: {note}")
-    harness.say(f"reference: CPU float32; float64 reference {session.fp64_note}")
+    summary = _say_built(session)
 
     target, target_run, _ = session.make([])
     target_out = target_outputs(session, target, target_run)
@@ -132,47 +122,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if workload is not None:
         harness.say(f"workload {session.workload.name}: {headline_text(workload)}")
 
-    outputs_sha = harness.save_outputs(
-        out_dir / files["outputs"],
-        {
-            "format": OUTPUTS_FORMAT,
-            "device": choice.kind,
-            "dtype": dtype_name,
-            "mode": mode,
-            "dataset": args.dataset,
-            "target": target_out,
-            "reference": session.reference_out,
-            "reference_fp64": session.fp64_out,
-            "passes": [],
-            "inputs": harness.saved_inputs(session),
-        },
+    outputs_sha = harness.save_run_outputs(
+        session, out_dir / files["outputs"], dtype_name, args.dataset, target_out, []
     )
     profile = profile_forward(target_fn, session.sync, choice.kind, out_dir / files["trace"], steps=args.profile_steps)
     harness.say(f"profiled run: {profile['events']} trace events -> {files['trace']}")
     if args.op_profile:  # docs/operators.md: one untimed pass, after every timed one
         harness.write_json(out_dir / args.op_profile, record_target(session, target))
 
+    run = harness.run_record(session, args.device, dtype_name, args.dataset, args.num_samples)
+    run["reference"]["float64_note"] = session.fp64_note
     batch = spec.recipe.batch_size
     metrics = {
         **harness.record_header(METRICS_SCHEMA, spec),
-        "run": {
-            "device": choice.kind,
-            "device_requested": args.device,
-            "torch_device": choice.torch_device,
-            "device_name": choice.name,
-            "fallback": choice.fallback,
-            "dtype": dtype_name,
-            "mode": mode,
-            "dataset": args.dataset,
-            "num_samples": args.num_samples,
-            "seed": spec.recipe.seed,
-            "reference": {
-                "device": "cpu",
-                "dtype": "float32",
-                "float64": session.fp64_out is not None,
-                "float64_note": session.fp64_note,
-            },
-        },
+        "run": run,
         "model": summary,
         "inputs": harness.input_shapes(session),
         "timing": timing,
@@ -215,6 +178,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "op_profile": args.op_profile,
         "error": None,
     }
+
+
+def _say_built(session: harness.Session) -> dict[str, Any]:
+    """Say what was built against what (the model, its target, the references); the model's summary."""
+    spec, choice, mode = session.spec, session.choice, session.mode
+    summary = harness.model_summary(session)
+    harness.say(
+        f"model {spec.model_id} ({spec.task_family}), target {choice.kind} ({choice.name}) {session.baseline_dtype_name}"
+    )
+    harness.say(
+        f"built {summary['class']} ({session.loaded.origin}, mode {mode}): {summary['parameters']:,} parameters, "
+        f"layers {summary['layers_built']}/{summary['layers_total']}"
+        f"{' (depth reduced)' if summary['depth_reduced'] else ''}"
+    )
+    for note in session.loaded.notes:
+        harness.say(f"note: {note}")
+    harness.say(f"reference: CPU float32; float64 reference {session.fp64_note}")
+    return summary
 
 
 def headline_text(workload: dict[str, Any]) -> str:

@@ -50,10 +50,9 @@ from ..progress import Progress
 from ..result import run_main
 from ..workload_figures import divergence
 from . import decode_passes, passes, quick
+from .notes_file import NOTES_FILE, NOTES_SCHEMA
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding ab_runtime/
-NOTES_FILE = "optimization_notes.json"
-NOTES_SCHEMA = "ascendbridge.optimization_notes/1"
 HEADLINES = {
     "generation": "greedy generation of workload.new_tokens tokens at batch 1 and at workload.batch "
     "(decode-dominated: TPOT and batch tokens/s)",

@@ -31,7 +31,6 @@ from .. import harness, workloads
 from ..errors import RuntimeDiagnosis
 from ..measure import profile_forward, summarize, throughput
 from ..metrics_file import METRICS_SCHEMA, evidence_names
-from ..outputs import OUTPUTS_FORMAT
 from ..result import run_main
 from . import passes
 from .optimize import environment, generation_accuracy, sequential_paired
@@ -69,18 +68,7 @@ def evidence(
     confirmation run (confirm.py) calls this too: its pairs are then the confirmation's, taken one
     at a time until `decided` (at most `--pairs`); without it, a fixed `--pairs`."""
     chosen = passes.get(chosen_names)
-    passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before any evidence is written
-    session = harness.open_session(
-        Path(args.spec), args.device, args.use_pretrained, args.num_samples, workload=args.workload
-    )
-    wrong = [p.name for p in chosen if p.device != session.choice.kind]
-    if wrong:
-        raise harness.HarnessError(
-            f"pass(es) {', '.join(wrong)} were chosen for another device than {session.choice.kind}"
-        )
-    harness.say(
-        f"model {session.spec.model_id}: passes {', '.join(chosen_names) or '(none: baseline)'} on {session.choice.kind}"
-    )
+    session = _session_for(args, chosen)
     base_build, base_run, _ = session.make([])
     b, run_opt, build_s = session.make(chosen)
     for key, value in b.env.items():
@@ -92,14 +80,7 @@ def evidence(
     )
     base_fn, opt_fn = session.headline_call(base_build, base_run), session.headline_call(b, run_opt)
     workload = workloads.measure(session, b, run_opt, args.warmup, args.iters)
-    generation = None
-    if workload is not None and workload.get("reference_tokens") is not None:
-        with torch.inference_mode():
-            generation = generation_accuracy(session, opt_fn(), workload["reference_tokens"])
-        harness.say(
-            f"greedy tokens vs the float32 reference: match {generation['match_rate']:.3f}, first divergence "
-            f"{generation['first_divergence']}: {generation['verdict']}"
-        )
+    generation = _greedy_tokens(session, opt_fn, workload)
     figures = (
         harness.paired(session, base_fn, opt_fn, args.pairs, args.warmup, args.iters)
         if decided is None
@@ -114,21 +95,14 @@ def evidence(
 
     out_dir = Path(args.out_dir)
     files = evidence_names("perf", session.choice.kind, b.accuracy_dtype, session.mode, args.dataset)
-    outputs_sha = harness.save_outputs(
+    outputs_sha = harness.save_run_outputs(
+        session,
         out_dir / files["outputs"],
-        {
-            "format": OUTPUTS_FORMAT,
-            "device": session.choice.kind,
-            "dtype": b.accuracy_dtype,
-            "mode": session.mode,
-            "dataset": args.dataset,
-            "target": opt_out,
-            "reference": session.reference_out,
-            "reference_fp64": session.fp64_out,
-            "passes": list(chosen_names),
-            "baseline_dtype": session.baseline_dtype_name,
-            "inputs": harness.saved_inputs(session),
-        },
+        b.accuracy_dtype,
+        args.dataset,
+        opt_out,
+        chosen_names,
+        baseline_dtype=session.baseline_dtype_name,
     )
     profile = profile_forward(
         opt_fn, session.sync, session.choice.kind, out_dir / files["trace"], steps=args.profile_steps
@@ -142,18 +116,8 @@ def evidence(
     metrics = {
         **harness.record_header(METRICS_SCHEMA, session.spec),
         "run": {
-            "device": session.choice.kind,
-            "device_requested": args.device,
-            "torch_device": session.choice.torch_device,
-            "device_name": session.choice.name,
-            "fallback": session.choice.fallback,
-            "dtype": b.accuracy_dtype,
-            "mode": session.mode,
-            "dataset": args.dataset,
-            "num_samples": args.num_samples,
-            "seed": session.spec.recipe.seed,
+            **harness.run_record(session, args.device, b.accuracy_dtype, args.dataset, args.num_samples),
             "optimized": True,
-            "reference": {"device": "cpu", "dtype": "float32", "float64": session.fp64_out is not None},
         },
         "optimization": {
             "passes": list(chosen_names),
@@ -185,27 +149,69 @@ def evidence(
     verdict = (
         "pass" if accuracy["verdict"] == "pass" and (generation is None or generation["verdict"] == "pass") else "fail"
     )
-    return (
-        {
-            "ok": True,
-            "verdict": verdict,
-            "device": session.choice.kind,
-            "dtype": b.accuracy_dtype,
-            "mode": session.mode,
-            "passes": list(chosen_names),
-            "speedup": figures["speedup"],
-            "baseline_median_ms": figures["baseline_median_ms"],
-            "optimized_median_ms": figures["candidate_median_ms"],
-            "interval": figures["interval"],
-            "metrics": files["metrics"],
-            "outputs": files["outputs"],
-            "trace": files["trace"],
-            "workload": session.workload.name,
-            "workload_figures": workload["headline"] if workload else None,
-            "error": None,
-        },
-        figures,
+    return _result(session, b.accuracy_dtype, chosen_names, verdict, figures, files, workload), figures
+
+
+def _session_for(args: argparse.Namespace, chosen: list[passes.Pass]) -> harness.Session:
+    """The session the chosen passes run in; HarnessError when one was chosen for another device."""
+    passes.cpu_bf16_override()  # a bad ASCENDBRIDGE_CPU_BF16 fails before any evidence is written
+    session = harness.open_session(
+        Path(args.spec), args.device, args.use_pretrained, args.num_samples, workload=args.workload
     )
+    wrong = [p.name for p in chosen if p.device != session.choice.kind]
+    if wrong:
+        raise harness.HarnessError(
+            f"pass(es) {', '.join(wrong)} were chosen for another device than {session.choice.kind}"
+        )
+    names = ", ".join(p.name for p in chosen) or "(none: baseline)"
+    harness.say(f"model {session.spec.model_id}: passes {names} on {session.choice.kind}")
+    return session
+
+
+def _greedy_tokens(
+    session: harness.Session, opt_fn: Callable[[], Any], workload: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The optimized model's greedy tokens against the float32 reference's (a generation workload's
+    match rate, first divergence and verdict); None for a workload that generates nothing."""
+    if workload is None or workload.get("reference_tokens") is None:
+        return None
+    with torch.inference_mode():
+        generation = generation_accuracy(session, opt_fn(), workload["reference_tokens"])
+    harness.say(
+        f"greedy tokens vs the float32 reference: match {generation['match_rate']:.3f}, first divergence "
+        f"{generation['first_divergence']}: {generation['verdict']}"
+    )
+    return generation
+
+
+def _result(
+    session: harness.Session,
+    dtype: str,
+    chosen_names: list[str],
+    verdict: str,
+    figures: dict[str, Any],
+    files: dict[str, str],
+    workload: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The perf run's RESULT: the verdict, the paired speedup and where its evidence is."""
+    return {
+        "ok": True,
+        "verdict": verdict,
+        "device": session.choice.kind,
+        "dtype": dtype,
+        "mode": session.mode,
+        "passes": list(chosen_names),
+        "speedup": figures["speedup"],
+        "baseline_median_ms": figures["baseline_median_ms"],
+        "optimized_median_ms": figures["candidate_median_ms"],
+        "interval": figures["interval"],
+        "metrics": files["metrics"],
+        "outputs": files["outputs"],
+        "trace": files["trace"],
+        "workload": session.workload.name,
+        "workload_figures": workload["headline"] if workload else None,
+        "error": None,
+    }
 
 
 def main(argv: list[str], chosen_names: list[str]) -> int:

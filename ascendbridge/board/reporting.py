@@ -111,14 +111,14 @@ class ReportingStore(StoreBase):
                 q = q.where(Task.stage == check_stage(stage))
             return [(st, AttemptRecord.of(a)) for st, a in s.exec(q).all()]
 
-    def costed_attempts(self) -> list[tuple[str, str | None, float]]:
-        """(stage, the model's task family, duration s) of every attempt that ran its stage to its own
+    def costed_attempts(self) -> list[tuple[str, str | None, float, int | None]]:
+        """(stage, the model's task family, duration s, the model's parameter count) of every attempt that ran its stage to its own
         end (COSTED_OUTCOMES), oldest first: the basis of the team lead's ETA and of the host's stage
         history (ascendbridge/teamlead/eta.py). A gate re-check (`recheck` > 0) ran the gate alone:
         not what the stage costs."""
         with self._read() as s:
             q = (
-                select(Task.stage, Model.task_family, Attempt.duration_s)
+                select(Task.stage, Model.task_family, Attempt.duration_s, Model.parameter_count)
                 .join(Task, col(Attempt.task_id) == col(Task.id))
                 .join(Model, col(Task.model_pk) == col(Model.id))
                 .where(
@@ -128,7 +128,7 @@ class ReportingStore(StoreBase):
                 )
                 .order_by(Attempt.id)
             )
-            return [(stage, family, float(seconds)) for stage, family, seconds in s.exec(q).all()]
+            return [(stage, family, float(seconds), params) for stage, family, seconds, params in s.exec(q).all()]
 
     # ------------------------------------------------------------------ events
     def add_event(self, event: NewEvent) -> None:

@@ -65,10 +65,13 @@ def results_from_evidence(root: Path) -> list[dict[str, Any]]:
 
 
 def optimization_from_evidence(root: Path) -> dict[str, Any] | None:
-    notes = root / "optimization_notes.json"
-    if not notes.is_file():
+    """The optimization's confirmed result from `optimization_notes.json` (None without one), read with
+    the format's one reader, `ab_runtime/optimize/notes_file.py`, imported as `results_from_evidence` says."""
+    from ab_runtime.optimize.notes_file import NOTES_FILE, read_notes
+
+    if not (root / NOTES_FILE).is_file():
         return None
-    final = json.loads(notes.read_text()).get("final") or {}
+    final = read_notes(root / NOTES_FILE)["final"] or {}
     return {"speedup": final.get("speedup"), "outcome": final.get("outcome")}
 
 

@@ -6,9 +6,10 @@ usable trace has at least one complete ("X") event with a name, a timestamp and 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from ab_runtime.metrics_file import load_json
 
 
 class TraceError(ValueError):
@@ -17,16 +18,10 @@ class TraceError(ValueError):
 
 def load_trace(path: Path) -> list[dict[str, Any]]:
     """The trace's events; raises TraceError with a one-line reason."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise TraceError(f"{path.name}: trace file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceError(f"{path.name}: not valid JSON ({exc.__class__.__name__})") from None
+    data = load_json(path, TraceError, "trace file not found")
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
-        raise TraceError(f"{path.name}: no traceEvents list")
+        raise TraceError(f"{Path(path).name}: no traceEvents list")
     return [e for e in events if isinstance(e, dict)]
 
 

@@ -14,7 +14,12 @@ factor is the median of their ratios with the prior counted as one more (in log 
 attempt and the prior meet at their geometric mean): one cold or odd first attempt (the first
 optimization builds the host's kernels) moves the estimate half-way, two agreeing attempts decide
 it. The ETA line says which one each stage rests on. A running task costs what is left of its
-estimate.
+estimate. A stage the cost model lacks has its stage.toml `cost_s` instead.
+
+Every figure is at the model's size (teamlead/size_prior.py): the cost model's seconds plus what
+the model's parameters add over the tiny models it was measured on, by a size term fitted from
+this host's attempts of known size or the shipped default; a model of unknown size (before
+discovery) keeps a tiny model's figure, and the line says the ETA is then a lower bound.
 
 The layout follows the scheduling rule (docs/teamlead.md, "Output"), not the order of the stages:
 a model's stages run one after another; every free worker (--workers in all, and a stage's own cap)
@@ -45,10 +50,13 @@ from ascendbridge.runtime.placement import is_timed
 from ascendbridge.stage_table import stage_table
 from ascendbridge.stages import DONE_STATUSES, STAGES, TERMINAL_STATUSES
 from ascendbridge.teamlead.selection import model_rank
+from ascendbridge.teamlead.size_prior import DEFAULT, FLAT, MATTERS_S, SizedPoint, SizeTerm, fit, scaled_text
 
 COSTS_FILE = Path(__file__).with_name("stage_costs.json")
 # An attempt's seconds for a stage with no figure in the cost model (stage.toml `cost_s`).
 PRIORS: dict[str, float] = {row.name: row.cost_s for row in stage_table()}
+# What a billion parameters add to a stage's attempt (stage.toml `size_s_per_b`; size_prior.py).
+SIZE_RATES: dict[str, float] = {row.name: row.size_s_per_b for row in stage_table()}
 ALL_FAMILIES = "*"  # a stage's entry in the cost model for a family it has no figure for
 
 # What a stage's estimate rests on (StageBasis.source), best first.
@@ -61,6 +69,7 @@ class Sample(NamedTuple):
     stage: str
     family: str | None
     duration_s: float
+    params: int | None = None  # the model's parameter count, where discovery found it
 
 
 @dataclass(frozen=True)
@@ -69,12 +78,44 @@ class CostModel:
 
     stages: dict[str, dict[str, float]]  # stage -> family (or ALL_FAMILIES) -> seconds
     source: dict[str, Any] = field(default_factory=dict)
+    size_s: dict[str, float] = field(default_factory=dict)  # stage -> seconds 1e9 parameters add (SIZE_RATES)
+    params: dict[str, int] = field(default_factory=dict)  # family (or ALL_FAMILIES) -> the size it measured
+    terms: dict[str, SizeTerm] = field(default_factory=dict)  # stage -> the size term fitted here (fitted())
 
     def base(self, stage: str, family: str | None) -> float | None:
         per = self.stages.get(stage)
         if per is None:  # a stage this cost model has never measured: its stage.toml's prior
             return PRIORS.get(stage)
         return per.get(family or "", per.get(ALL_FAMILIES))
+
+    def reference_params(self, family: str | None) -> int | None:
+        """The size of the models the figures of `family` were measured on."""
+        return self.params.get(family or "", self.params.get(ALL_FAMILIES))
+
+    def term(self, stage: str) -> SizeTerm:
+        """How the stage grows with parameters: fitted here, else the shipped default."""
+        if stage in self.terms:
+            return self.terms[stage]
+        rate = self.size_s.get(stage, 0.0)
+        return SizeTerm(rate, source=DEFAULT if rate > 0 else FLAT)
+
+    def unit(self, stage: str, family: str | None, params: int | None) -> float | None:
+        """One attempt's cost-model seconds for a model of `family` with `params` parameters (size_prior)."""
+        base = self.base(stage, family)
+        if base is None:
+            return None
+        return base + self.term(stage).extra(params, self.reference_params(family))
+
+    def fitted(self, samples: Iterable[Sample]) -> CostModel:
+        """This cost model with each stage's size term fitted from `samples` (the host's and this
+        board's attempts; those of models of known size count)."""
+        points: dict[str, list[SizedPoint]] = defaultdict(list)
+        for s in samples:
+            base = self.base(s.stage, s.family)
+            if s.params and base:
+                points[s.stage].append(SizedPoint(s.params, s.duration_s, base, self.reference_params(s.family)))
+        terms = {stage: fit(pts, self.term(stage)) for stage, pts in points.items()}
+        return CostModel(self.stages, self.source, self.size_s, self.params, terms)
 
     def model_work_s(self, family: str | None, skips: Iterable[str]) -> float:
         """Seconds all the stages a model runs (those its policy skips left out) cost as shipped: the
@@ -93,11 +134,14 @@ class CostModel:
             stages = {
                 str(stage): {str(fam): float(s) for fam, s in per.items()} for stage, per in data["stages"].items()
             }
+            params = {str(fam): int(n) for fam, n in data.get("size", {}).get("params", {}).items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"cost model {path}: {type(exc).__name__}: {exc}") from None
         if any(s <= 0 for per in stages.values() for s in per.values()):
             raise ValueError(f"cost model {path}: every figure must be positive seconds")
-        return cls(stages, data.get("derived_from", {}))
+        if any(n <= 0 for n in params.values()):
+            raise ValueError(f"cost model {path}: every size.params must be a positive parameter count")
+        return cls(stages, data.get("derived_from", {}), dict(SIZE_RATES), params)
 
     @classmethod
     def shipped(cls, log: logging.Logger) -> CostModel:
@@ -145,19 +189,22 @@ class StageBasis:
     task_s: float | None  # a full task's estimate (mean over those tasks); None: no estimate
     factor: float | None = None  # how fast it runs here against the cost model
     with_prior: bool = False  # BOARD: the stage's prior counted as one attempt among them
+    size: str = ""  # how its tasks were scaled to their models' sizes (size_prior.scaled_text)
+    shipped: str = "cost model"  # SHIPPED: the cost model, or the stage.toml cost_s of a stage it lacks
 
     def text(self) -> str:
         if self.source == NONE:
             return f"{self.stage} ? x{self.left} (no sample, no prior)"
         assert self.task_s is not None  # every other source has one
+        size = f"; {self.size}" if self.size else ""
         if self.source == BOARD:
             prior = " and its prior" if self.with_prior else ""
-            return f"{self.stage} {fmt_s(self.task_s)} x{self.left} (median of {self.samples} here{prior})"
+            return f"{self.stage} {fmt_s(self.task_s)} x{self.left} (median of {self.samples} here{prior}{size})"
         if self.source == HOST:
             prior = f"{self.samples} attempt(s) on earlier boards of this host"
         else:
-            prior = f"cost model x{self.factor:.2f}, as other stages ran here" if self.samples else "cost model"
-        return f"{self.stage} ~{fmt_s(self.task_s)} x{self.left} (prior: {prior})"
+            prior = f"{self.shipped} x{self.factor:.2f}, as other stages ran here" if self.samples else self.shipped
+        return f"{self.stage} ~{fmt_s(self.task_s)} x{self.left} (prior: {prior}{size})"
 
 
 @dataclass(frozen=True)
@@ -168,6 +215,13 @@ class Eta:
     timed_s: float = 0.0  # timed work left (task-seconds), for the basis
     untimed_s: float = 0.0  # untimed work left (task-seconds)
     error: str | None = None  # the estimate itself failed: the line says so, the run goes on
+    unsized: int = 0  # models with work left whose size is unknown: their figures are a tiny model's
+
+    def _figure(self, seconds: float) -> str:
+        """'47m10s', or '>=8m53s (3 models of unknown size)' while sizes are unknown (size_prior)."""
+        if not self.unsized:
+            return fmt_s(seconds)
+        return f">={fmt_s(seconds)} ({self.unsized} model{'s' if self.unsized > 1 else ''} of unknown size)"
 
     def basis(self) -> str:
         """Per stage with work left: its estimate per task, how many, and what it rests on."""
@@ -184,7 +238,7 @@ class Eta:
                 f"{fmt_s(self.known_s)}) [{self.basis()}]"
             )
         return (
-            f"ETA {fmt_s(self.seconds)} [{self.basis()}; work left: timed {fmt_s(self.timed_s)}, "
+            f"ETA {self._figure(self.seconds)} [{self.basis()}; work left: timed {fmt_s(self.timed_s)}, "
             f"untimed {fmt_s(self.untimed_s)}]"
         )
 
@@ -196,7 +250,7 @@ class Eta:
             return settled
         if self.seconds is None:
             return f"ETA unknown (no estimate for {self._unestimated()}; the rest: {fmt_s(self.known_s)})"
-        return f"ETA {fmt_s(self.seconds)}"
+        return f"ETA {self._figure(self.seconds)}"
 
     def _settled(self) -> str | None:
         """The line when there is no figure to give: the estimate failed, or no work is left."""
@@ -224,8 +278,8 @@ def _running_for(task: TaskRecord, now: datetime) -> float:
 
 
 def _ratios(samples: Sequence[Sample], costs: CostModel) -> list[float]:
-    """actual / cost-model of each sample (a stage the model lacks: actual / 1 s)."""
-    return [s.duration_s / (costs.base(s.stage, s.family) or 1.0) for s in samples]
+    """actual / cost-model of each sample, at its model's size (a stage the model lacks: actual / 1 s)."""
+    return [s.duration_s / (costs.unit(s.stage, s.family, s.params) or 1.0) for s in samples]
 
 
 def _log_median(values: Sequence[float]) -> float:
@@ -259,7 +313,7 @@ def _scales(
         others = alike or others
         if on_host:
             prior: _Scale | None = _Scale(HOST, len(on_host), _log_median(_ratios(on_host, costs)))
-        elif stage in costs.stages:
+        elif costs.base(stage, None) is not None:  # the cost model's figure, else its stage.toml cost_s
             prior = _Scale(SHIPPED, len(others), _log_median(_ratios(others, costs)) if others else 1.0)
         else:
             prior = None
@@ -296,10 +350,16 @@ def estimate(
     board; `host`: those on earlier boards of this host. A model's
     tasks after a failed or blocked one, or after one of a stage this run does not run, are not
     counted: this run never reaches them, nor a paused model's. Stages the model's policy skips are
-    passed over."""
+    passed over. Each task is costed at its model's size (size_prior), the size terms fitted from
+    `host` and `board`."""
     selected = set(stages)
+    costs = costs.fitted([*host, *board])
     scales = _scales(stages, board, host, costs)
     family = {m.pk: m.task_family for m in models}
+    size = {m.pk: m.parameter_count for m in models}
+    scaled: dict[str, list[int]] = defaultdict(list)  # stage -> the sizes its tasks were scaled to
+    unsized: Counter[str] = Counter()  # stage -> its tasks of models of unknown size
+    unsized_models: set[int] = set()
     skips = {m.pk: set(m.skip_stages) for m in models}  # the board passes over them (never run)
     ranked = sorted(
         models, key=lambda m: model_rank(m.priority, costs.model_work_s(m.task_family, m.skip_stages), m.pk)
@@ -321,7 +381,9 @@ def estimate(
             if task.status in TERMINAL_STATUSES or task.stage not in selected:
                 break
             factor = scales[task.stage].factor
-            base = costs.base(task.stage, family.get(pk)) or 1.0
+            base = costs.unit(task.stage, family.get(pk), size.get(pk)) or 1.0
+            if _note_size(costs, task.stage, family.get(pk), size.get(pk), scaled, unsized):
+                unsized_models.add(pk)
             cost = None if factor is None else base * factor
             running = task.status == "in_progress"
             rest = 0.0 if cost is None else (max(0.0, cost - _running_for(task, now)) if running else cost)
@@ -340,6 +402,8 @@ def estimate(
             statistics.fmean(full[st]) if full[st] else None,
             scales[st].factor,
             scales[st].with_prior,
+            scaled_text(costs.term(st), scaled[st], unsized[st]),
+            "cost model" if st in costs.stages else "stage.toml cost_s",
         )
         for st in stages
     ]
@@ -347,7 +411,28 @@ def estimate(
     unknown = any(b.left and b.source == NONE for b in basis)
     timed = sum(step.seconds for chain in chains for step in chain if is_timed(step.stage))
     untimed = sum(step.seconds for chain in chains for step in chain if not is_timed(step.stage))
-    return Eta(None if unknown else end, basis, end, timed, untimed)
+    return Eta(None if unknown else end, basis, end, timed, untimed, unsized=len(unsized_models))
+
+
+def _note_size(
+    costs: CostModel,
+    stage: str,
+    family: str | None,
+    params: int | None,
+    scaled: dict[str, list[int]],
+    unsized: Counter[str],
+) -> bool:
+    """Note how a task of `stage` was sized for the basis; True when its model's size is unknown
+    and would matter (the stage grows with size): its figure is then a tiny model's."""
+    term = costs.term(stage)
+    if term.seconds_at_1b <= 0:
+        return False
+    if not params:
+        unsized[stage] += 1
+        return True
+    if term.extra(params, costs.reference_params(family)) >= MATTERS_S:
+        scaled[stage].append(params)
+    return False
 
 
 def layout(chains: Sequence[Sequence[_Step]], lanes: Lanes) -> float:

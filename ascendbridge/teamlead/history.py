@@ -4,7 +4,9 @@ costed attempt on the current board yet (teamlead/eta.py).
 One JSON file per user (ascendbridge.config.stage_history_path: the setting `paths.stage_history`,
 default `$XDG_CACHE_HOME/ascendbridge/stage_history.json`). It keeps,
 per board (its resolved path) and host name, the durations of the board's costed attempts per
-stage and task family (the latest MAX_PER_KEY of each), for the MAX_BOARDS boards updated last. The
+stage and task family (the latest MAX_PER_KEY of each) and, in `params` beside them, each attempt's
+model size (null where unknown; an entry written before sizes were kept has none: unknown sizes),
+for the MAX_BOARDS boards updated last. The
 team lead rewrites its own board's entry whenever an attempt has finished, for the product's own
 stages only: a test's or a plugin's stand-in under a stage's name would teach the host wrong costs.
 The file is a cache, never a source of truth: unreadable, malformed or of another version, it is
@@ -65,6 +67,16 @@ def _read(path: Path) -> dict[str, Any]:
     return dict(data["boards"])
 
 
+def _sizes(entry: dict[str, Any], stage: str, family: str, count: int) -> list[int | None]:
+    """The model sizes beside an entry's `count` durations of (stage, family); None where unknown
+    (an entry written before sizes were kept, or one whose sizes do not line up)."""
+    raw = entry.get("params", {})
+    values = raw.get(stage, {}).get(family) if isinstance(raw, dict) and isinstance(raw.get(stage), dict) else None
+    if not isinstance(values, list) or len(values) != count:
+        return [None] * count
+    return [v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None for v in values]
+
+
 def _is_duration(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
@@ -85,7 +97,9 @@ class HostHistory:
             if key == self.board or entry["host"] != self.host:
                 continue
             for stage, per in entry["samples"].items():
-                out += [Sample(stage, family or None, float(s)) for family, values in per.items() for s in values]
+                for family, values in per.items():
+                    sizes = _sizes(entry, stage, family, len(values))
+                    out += [Sample(stage, family or None, float(s), n) for s, n in zip(values, sizes)]
         return out
 
     def record(self, samples: Iterable[Sample]) -> None:
@@ -96,13 +110,16 @@ class HostHistory:
         except HistoryError:
             boards = {}
         per: dict[str, dict[str, list[float]]] = {}
+        sizes: dict[str, dict[str, list[int | None]]] = {}
         for sample in samples:
             per.setdefault(sample.stage, {}).setdefault(sample.family or "", []).append(round(sample.duration_s, 3))
+            sizes.setdefault(sample.stage, {}).setdefault(sample.family or "", []).append(sample.params)
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         boards[self.board] = {
             "host": self.host,
             "updated": now,
             "samples": {st: {fam: v[-MAX_PER_KEY:] for fam, v in fams.items()} for st, fams in per.items()},
+            "params": {st: {fam: v[-MAX_PER_KEY:] for fam, v in fams.items()} for st, fams in sizes.items()},
         }
         kept = sorted(boards.items(), key=lambda kv: str(kv[1].get("updated", "")), reverse=True)[:MAX_BOARDS]
         self.path.parent.mkdir(parents=True, exist_ok=True)

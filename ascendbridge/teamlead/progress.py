@@ -83,7 +83,7 @@ class Progress:
         console: Console,
         log: logging.Logger,
         live: bool,
-        read_attempts: Callable[[], list[tuple[str, str | None, float]]],
+        read_attempts: Callable[[], list[tuple[str, str | None, float, int | None]]],
         history: HostHistory | None = None,
         costs: CostModel | None = None,
     ) -> None:

@@ -16,9 +16,11 @@ from typing import Any
 
 from ascendbridge.board import BoardBusyError, BoardError, NewEvent, StaleTokenError, TaskRecord
 from ascendbridge.refusals import UNLISTED_REMEDY, is_refusal
+from ascendbridge.reuse.record import INPUTS_KEY, completion_record
 from ascendbridge.runtime import attempt_dir, payload
 from ascendbridge.runtime.executor import Job
 from ascendbridge.stage_api import GateResult, StageOutcome
+from ascendbridge.stage_table import StageTableError
 from ascendbridge.teamlead.state import Part, Recheck
 
 Verdict = tuple[str, dict[str, Any] | None, str | None]  # attempt outcome, diagnosis, fix applied
@@ -43,6 +45,7 @@ class Transitions(Part):
         events = [payload.to_data(e) for e in out.events]
         try:
             self._promote(job)
+            result[INPUTS_KEY] = self._inputs(job)
             self.store.complete_task(
                 job.task.id,
                 job.token,
@@ -62,6 +65,16 @@ class Transitions(Part):
             return (*self.failure(job, diag, events), fix)
         self.log.info("%s: completed (gate passed: %s)", name, verdict.summary)
         return "completed", None, fix
+
+    def _inputs(self, job: Job) -> dict[str, Any]:
+        """What the stage read and the package its gate passed, for the next main job's reuse check
+        (ascendbridge/reuse/); an input that cannot be read is recorded as such: the stage re-runs."""
+        tasks = self.store.list_tasks(model_id=job.task.model_id)
+        try:
+            return completion_record(job.model, job.stage, tasks, job.settings, job.adaptation_dir, job.task.started_at)
+        except (OSError, ValueError, StageTableError) as exc:
+            self.log.warning("%s/%s: inputs not recorded (it re-runs next time): %s", job.task.model_id, job.stage, exc)
+            return {"error": str(exc)}
 
     def _promote(self, job: Job) -> None:
         """Swap the gated staging copy in, holding the board's write lock with the token checked

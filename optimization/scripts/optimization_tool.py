@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ab_runtime.optimize.notes_file import NOTES_FILE, read_notes
 from ascendbridge.cli.evidence_tool import add_compare, aligned, tool_parser
 from ascendbridge.cli_errors import run_cli
 from ascendbridge.config import REPO_ROOT, adaptations_dir
 from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
 from optimization.aggregate import collect, compare, write_figure, write_reports
-from optimization.notes_check import NOTES_FILE, NOTES_SCHEMA, TOP_KEYS
 
 
 def _notes(ref: str) -> dict[str, Any]:
@@ -29,15 +29,9 @@ def _notes(ref: str) -> dict[str, Any]:
     if not path.is_file():
         path = resolve_adaptation(ref, adaptations_dir()) / NOTES_FILE
     try:
-        notes = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise EvidenceError(f"{path}: cannot be read ({type(exc).__name__})") from None
-    if not isinstance(notes, dict) or notes.get("schema") != NOTES_SCHEMA:
-        raise EvidenceError(f"{path}: not an optimization notes file")
-    missing = [key for key in TOP_KEYS if key not in notes]
-    if missing:
-        raise EvidenceError(f"{path}: not a complete optimization notes file (no {', '.join(missing)})")
-    return notes
+        return read_notes(path)
+    except EvidenceError as exc:
+        raise EvidenceError(f"{ref}: {exc}") from None  # which of the two compared
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:

@@ -108,3 +108,29 @@ def test_an_exported_package_reads_its_evidence_with_its_own_copy_of_the_reader(
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
     assert "accuracy.verdict is missing" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_an_exported_packages_optimization_result_is_read_with_its_own_notes_reader(tmp_path: Path) -> None:
+    """The export's optimization result comes from optimization_notes.json through the package's copy
+    of the notes' one reader (ab_runtime/optimize/notes_file.py); a file that is not a notes document
+    is refused in one line."""
+    from ab_runtime.optimize.notes_file import NOTES_FILE, NOTES_SCHEMA, TOP_KEYS
+    from ascendbridge.export import check_package
+
+    root = tmp_path / "optimized"
+    root.mkdir()
+    final = {"speedup": 1.5, "outcome": "gain", "passes": ["cpu_bf16_cast"]}
+    (root / NOTES_FILE).write_text(json.dumps({"schema": NOTES_SCHEMA, **dict.fromkeys(TOP_KEYS), "final": final}))
+    script = _export(root, metrics_body())
+    manifest = json.loads((root / check_package.MANIFEST).read_text())
+    manifest["optimization"] = {"speedup": 1.5, "outcome": "gain"}
+    (root / check_package.MANIFEST).write_text(json.dumps(manifest))
+    bare = [sys.base_prefix + "/bin/python3", "-I"]
+    ok = subprocess.run([*bare, str(script)], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("PASS optimized:"), ok.stdout + ok.stderr
+    (root / NOTES_FILE).write_text("[]")
+    manifest["files"][NOTES_FILE] = check_package.sha256(root / NOTES_FILE)
+    (root / check_package.MANIFEST).write_text(json.dumps(manifest))
+    bad = subprocess.run([*bare, str(script)], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr, bad.stderr
+    assert f"{NOTES_FILE}: not an optimization notes document" in bad.stderr

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from ab_runtime.progress import PROGRESS_FILE_ENV, Progress
-from ascendbridge.board import AttemptEnd, AttemptStart
+from ascendbridge.board import AttemptEnd, AttemptStart, NewEvent
 from ascendbridge.runtime.heartbeat import heartbeat_path
 from tests.dashboard.dash_support import XSS_DESCRIPTION, XSS_ID, Site
 
@@ -398,11 +398,35 @@ def test_an_inconclusive_gate_and_its_waiting_recheck_are_shown(site: Site) -> N
     assert [(r["number"], r["recheck"], r["outcome"]) for r in rows] == [(1, 0, "inconclusive"), (1, 1, None)]
 
 
+def test_a_stage_a_later_main_job_reused_is_marked_with_its_earlier_attempt(site: Site) -> None:
+    """The main job's reuse check leaves a `reused` event; the timeline marks the stage while that
+    completion stands, and no longer once the stage has completed again."""
+    model = "bulk/model-012"
+    with site.store() as store:
+        task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
+        manifest = {"demo.py": "a" * 64, "adaptation.json": "b" * 64}
+        store.complete_task(task.id, task.fencing_token, {"inputs": {"fingerprint": "f", "package": manifest}})
+        reused = {"attempt": 1, "finished_at": "", "fingerprint": "f"}
+        store.add_event(
+            NewEvent("reused", "discovery reused: inputs and evidence unchanged", model, "discovery", reused)
+        )
+    timeline = httpx.get(f"{site.url}/api/models/{model}").json()["timeline"]
+    assert timeline[0]["reused"]["attempt"] == 1 and timeline[1]["reused"] is None
+    page = httpx.get(f"{site.url}/models/{model}").text
+    assert 'class="badge reused"' in page and "result of attempt 1, reused by a later main job" in page
+    assert "2 file(s) digested" in page and "a" * 64 not in page  # the manifest folded, not 80 lines of digests
+    with site.store() as store:
+        store.rollback(model, "discovery")
+        task = store.claim_task(store.list_tasks("discovery", model_id=model)[0].id, "team-lead.w1", 60)
+        store.complete_task(task.id, task.fencing_token, {})
+    assert httpx.get(f"{site.url}/api/models/{model}").json()["timeline"][0]["reused"] is None
+
+
 def test_a_running_attempt_shows_its_last_progress_line(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     """The heartbeat beside the running attempt's log (written as a model run writes it) is on the
     model page and in its API row, with its age; once the attempt ended, it is not."""
-    model = "bulk/model-012"
-    log = site.logs / "m12" / "discovery" / "attempt-1.log"
+    model = "bulk/model-013"
+    log = site.logs / "m13" / "discovery" / "attempt-1.log"
     log.parent.mkdir(parents=True)
     log.write_text("==== discovery attempt 1\n")
     with site.store() as store:

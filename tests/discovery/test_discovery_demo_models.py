@@ -9,7 +9,6 @@ import json
 import runpy
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
 from functools import partial
@@ -29,6 +28,7 @@ from ascendbridge.demo_models import (
     list_demo_models,
 )
 from ascendbridge.task_families import TASK_FAMILIES
+from tests.support.threaded import served_in_thread
 
 
 def test_manifest_matches_the_folders() -> None:
@@ -63,12 +63,8 @@ def pypi(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A directory served over HTTP on localhost, laid out like PyPI's JSON API."""
     root = tmp_path / "pypi"
     root.mkdir()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", root
-    server.shutdown()
-    server.server_close()
+    with served_in_thread(ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(root)))) as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}", root
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

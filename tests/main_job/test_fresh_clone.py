@@ -17,6 +17,9 @@ import pytest
 
 from ascendbridge.config import uv_binary
 
+# Where the suite keeps its host files (tests/conftest.py sets them for every run).
+HOST_FILES = ("ASCENDBRIDGE_STAGE_HISTORY", "ASCENDBRIDGE_STABLE_ENVS", "ASCENDBRIDGE_KERNEL_CACHE")
+
 pytestmark = pytest.mark.slow  # fast tier: clones the repository and runs its commands from scratch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +46,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run(clone: Path, command: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     """One README line through bash, in the clone, with a PATH that has no uv."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCENDBRIDGE_", "VIRTUAL_ENV", "UV_"))}
+    # A new user's settings, but the suite's own host files: its runs must not feed the user's ETA
+    # history, environments or kernel cache.
+    env.update({name: os.environ[name] for name in HOST_FILES if name in os.environ})
     env.update(PATH=_path_without_uv(), HOME=os.environ.get("HOME", "/root"), COLUMNS="200")
     return subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=timeout)
 

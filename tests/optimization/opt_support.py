@@ -83,7 +83,7 @@ def finish(python: Path, directory: Path, chosen: list[str], *extra: str) -> dic
     """What the optimization stage does after the search: render accuracy_run_perf.py with `chosen`,
     run it (`extra`: more arguments, e.g. the workload), record the perf run in the notes."""
     from ab_runtime.accuracy_standard import accuracy_summary
-    from optimization.notes_check import NOTES_FILE
+    from ab_runtime.optimize.notes_file import NOTES_FILE
     from optimization.render import render_accuracy_run_perf
 
     render_accuracy_run_perf(AdaptationSpec.load(directory), directory, chosen, "cpu")

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from ab_runtime.optimize.notes_file import NOTES_FILE
 from optimization.gate import check_notes_gate, check_perf_gate, workload_problems
-from optimization.notes_check import NOTES_FILE
 from tests.optimization.conftest import KNOWN_COST, TINY_GENERATION, notes_of
 from tests.optimization.opt_support import finish
 

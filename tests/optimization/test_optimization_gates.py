@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from ab_runtime.metrics_file import find_metrics
+from ab_runtime.optimize.notes_file import NOTES_FILE
 from bench.busy_loops import busy_loops
 from optimization.gate import OptimizationGateReport, check_notes_gate, check_perf_gate
-from optimization.notes_check import NOTES_FILE, check_notes, pairstats
+from optimization.notes_check import check_notes, pairstats
 from tests.optimization.opt_support import finish, run_py
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "optimization" / "scripts"

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from ab_runtime.metrics_file import EvidenceError
+from ab_runtime.optimize.notes_file import NOTES_FILE, NOTES_SCHEMA, read_notes
 from ab_runtime.optimize.quick import CONFIRM_MAX_PAIRS, decide
 from ascendbridge.package.spec import AdaptationSpec
-from optimization.notes_check import NOTES_SCHEMA, check_notes, pairstats
+from optimization.notes_check import check_notes, pairstats
 from optimization.render import render_accuracy_run_perf
 from tests.optimization.opt_support import demo_config, make_adaptation
 
@@ -279,3 +281,25 @@ def test_perf_evidence_has_its_own_name_the_benchmark_gate_never_takes(tmp_path:
     assert perf["metrics"].startswith(PERF_METRICS_PREFIX)
     (tmp_path / perf["metrics"]).write_text(json.dumps({"schema": METRICS_SCHEMA}))
     assert find_metrics(tmp_path) == []
+
+
+def test_the_one_notes_reader_takes_a_whole_document_and_refuses_the_rest_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / NOTES_FILE
+    path.write_text(json.dumps(notes()))
+    assert read_notes(tmp_path) == read_notes(path) == notes()  # the adaptation directory or the file
+    partial = {k: v for k, v in notes().items() if k != "final"}
+    for text, said in (
+        ("{not json", "not valid JSON (JSONDecodeError)"),
+        (
+            json.dumps({**notes(), "schema": "other/1"}),
+            f"not an optimization notes document (schema != {NOTES_SCHEMA})",
+        ),
+        (json.dumps(partial), "missing: final"),
+    ):
+        path.write_text(text)
+        with pytest.raises(EvidenceError) as refused:
+            read_notes(path)
+        assert str(refused.value) == f"{NOTES_FILE}: {said}"
+    path.unlink()
+    with pytest.raises(EvidenceError, match="not found in .*; run the optimization stage"):
+        read_notes(tmp_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -20,27 +21,31 @@ from tests.serving.serving_support import CONFIG, GiB
 FIGURES = {"cosine_min": 0.99986, "max_abs_err_scaled": 0.0124, "perplexity_rel_delta": 6e-05, "top1_agreement": 0.984}
 
 
+def scheme(
+    name: str, practice: str, verdict: str, reason: str, figures: dict[str, float], size_ratio: float
+) -> dict[str, Any]:
+    """One scheme's record as msModelSlim's run leaves it: its checkpoint under quantization/<name>."""
+    return {
+        "tool": {"name": "msmodelslim", "version": "26.1.0"},
+        "practice": {"id": practice},
+        "checkpoint": f"quantization/{name}",
+        "verdict": verdict,
+        "reason": reason,
+        "figures": figures,
+        "size_ratio": size_ratio,
+    }
+
+
 def quant_evidence(directory: Path) -> None:
     """What the quantization stage leaves: W8A8 accepted with its figures, W8A16 refused with its."""
+    refused = {**FIGURES, "cosine_min": 0.97}
     schemes = {
-        "W8A8_DYNAMIC": {
-            "tool": {"name": "msmodelslim", "version": "26.1.0"},
-            "practice": {"id": "default-w8a8"},
-            "checkpoint": "quantization/W8A8_DYNAMIC",
-            "verdict": "accepted",
-            "reason": "within ascendbridge-quantization/1",
-            "figures": FIGURES,
-            "size_ratio": 0.52,
-        },
-        "W8A16": {
-            "tool": {"name": "msmodelslim", "version": "26.1.0"},
-            "practice": {"id": "default-w8a16"},
-            "checkpoint": "quantization/W8A16",
-            "verdict": "refused",
-            "reason": "outside ascendbridge-quantization/1: cosine_min",
-            "figures": {**FIGURES, "cosine_min": 0.97},
-            "size_ratio": 0.55,
-        },
+        "W8A8_DYNAMIC": scheme(
+            "W8A8_DYNAMIC", "default-w8a8", "accepted", "within ascendbridge-quantization/1", FIGURES, 0.52
+        ),
+        "W8A16": scheme(
+            "W8A16", "default-w8a16", "refused", "outside ascendbridge-quantization/1: cosine_min", refused, 0.55
+        ),
     }
     (directory / "quantization").mkdir(parents=True)
     (directory / QUANT_EVIDENCE).write_text(json.dumps({"schemes": schemes, "usable": ["W8A8_DYNAMIC"]}))

@@ -87,14 +87,10 @@ class Handler(BaseHTTPRequestHandler):
 @contextmanager
 def standing(faults: list[str] | None = None) -> Iterator[StandInServer]:
     """The stand-in on a free loopback port in a thread of this process, for the block."""
-    server = StandInServer(0, faults or [])
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    from tests.support.threaded import served_in_thread  # here: the script alone runs without the checkout's tests
+
+    with served_in_thread(StandInServer(0, faults or [])) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 if __name__ == "__main__":

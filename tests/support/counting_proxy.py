@@ -4,12 +4,13 @@ loopback (the serving client's). It relays each request (absolute-form target) t
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+
+from tests.support.threaded import served_in_thread
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "transfer-encoding", "te"}
 
@@ -54,11 +55,5 @@ class _Relay(BaseHTTPRequestHandler):
 
 @contextmanager
 def counting_proxy() -> Iterator[CountingProxy]:
-    proxy = CountingProxy()
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with served_in_thread(CountingProxy()) as proxy:
         yield proxy
-    finally:
-        proxy.shutdown()
-        proxy.server_close()

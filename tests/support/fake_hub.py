@@ -12,7 +12,6 @@ import json
 import math
 import re
 import struct
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.support.threaded import served_in_thread
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".gguf", ".parquet", ".arrow")  # stored in LFS: the Hub serves their sha256
 API_RE = re.compile(r"^/api/(models|datasets)/([^/]+/[^/]+)(?:/(revision|tree)/([^/]+)(?:/(.*))?)?$")
@@ -290,9 +291,5 @@ class FakeHubServer(ThreadingHTTPServer):
 @contextmanager
 def serving() -> Iterator[FakeHubServer]:
     """A FakeHubServer answering on a thread of its own until the block ends."""
-    server = FakeHubServer()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with served_in_thread(FakeHubServer()) as server:
         yield server
-    finally:
-        server.stop()

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
+from ab_runtime.progress import fmt_s
 from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, ModelRecord, Registration, TaskRecord
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
@@ -155,7 +156,19 @@ def test_an_attempt_of_no_measurable_time_is_a_ratio_of_zero_not_a_crash() -> No
     assert three.seconds == pytest.approx(50.0)  # the median of 0, x1 (the prior) and x2
 
 
-def test_no_sample_and_no_prior_is_unknown_never_a_lower_bound_shown_as_the_eta() -> None:
+def test_a_stage_the_cost_model_lacks_costs_its_stage_toml_prior() -> None:
+    """The main job's `ETA unknown (no estimate for quantization; ...)`: a stage new to the cost
+    model has its stage.toml `cost_s`, scaled like any prior and named as such."""
+    tasks = [task("discovery", "pending", 1), task("business_benchmark", "pending", 2)]
+    eta = run(tasks, ["discovery", "business_benchmark"])  # COSTS has no business_benchmark
+    assert eta.seconds == PRIORS["business_benchmark"]
+    assert f"business_benchmark ~{fmt_s(PRIORS['business_benchmark'])} x1 (prior: stage.toml cost_s)" in eta.text()
+
+
+def test_no_sample_and_no_prior_is_unknown_never_a_lower_bound_shown_as_the_eta(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(PRIORS, "business_benchmark")  # a stage with no figure anywhere
     tasks = [task("discovery", "pending", 1), task("business_benchmark", "pending", 2)]
     eta = run(tasks, ["discovery", "business_benchmark"])  # COSTS has no business_benchmark
     assert eta.seconds is None and eta.known_s == 10.0
@@ -345,7 +358,7 @@ def test_a_history_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
     (tmp_path / "a-file").write_text("")
     path = tmp_path / "a-file" / "stage_history.json"  # its directory cannot be made
     refs = {"discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point")}
-    rows = [("discovery", None, 9.0)]
+    rows: list[tuple[str, str | None, float, int | None]] = [("discovery", None, 9.0, None)]
     progress = Progress(
         Console(), logging.getLogger("test-eta"), False, lambda: rows, HostHistory(path, tmp_path / "board.db", "h1")
     )
@@ -363,7 +376,10 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
     """A stand-in registered under a stage's name (a test's toy stage, a plugin) must not teach the
     host what that stage costs."""
     path = tmp_path / "stage_history.json"
-    rows = [("discovery", "causal_lm", 9.0), ("healing", "causal_lm", 0.1)]
+    rows: list[tuple[str, str | None, float, int | None]] = [
+        ("discovery", "causal_lm", 9.0, 596_000_000),  # the model's size travels to later boards
+        ("healing", "causal_lm", 0.1, None),
+    ]
     refs = {
         "discovery": StageRef("discovery", "discovery.stage:DISCOVERY_STAGE", "entry-point"),
         "healing": StageRef("healing", "tests.teamlead.toy_stages:HEALING", "env"),
@@ -374,7 +390,9 @@ def test_the_team_lead_records_only_the_products_own_stages(tmp_path: Path) -> N
     stats = RunStats()
     stats.outcomes["completed"] = 2
     progress.refresh(SimpleNamespace(stats=stats, refs=refs))  # type: ignore[arg-type]  # what refresh() reads
-    assert HostHistory(path, tmp_path / "next.db", "h1").priors() == [Sample("discovery", "causal_lm", 9.0)]
+    assert HostHistory(path, tmp_path / "next.db", "h1").priors() == [
+        Sample("discovery", "causal_lm", 9.0, 596_000_000)
+    ]
     toys = Progress(
         Console(), logging.getLogger("test-eta"), False, lambda: rows[1:], HostHistory(path, tmp_path / "toys.db", "h1")
     )
@@ -444,7 +462,7 @@ def test_the_bench_replays_a_finished_board_knowing_only_what_was_known_then(
     assert rows[0]["error_pct"] > 30, rows[0]
     assert abs(rows[1]["error_pct"]) < rows[0]["error_pct"] and abs(rows[2]["error_pct"]) < rows[0]["error_pct"], rows
     assert "optimization ~" in rows[0]["eta_line"] and "(prior: cost model" in rows[0]["eta_line"]
-    assert "(median of 1 here and its prior)" in rows[1]["eta_line"].split("optimization ", 1)[1]
+    assert "(median of 1 here and its prior;" in rows[1]["eta_line"].split("optimization ", 1)[1]  # then its size note
     assert eta_error.main([str(board), "--costs", str(good)]) == 0  # the table
     out = capsys.readouterr().out
     quarter, three = math.ceil(tasks / 4), math.ceil(tasks * 3 / 4)

@@ -44,8 +44,8 @@ def lead(tmp_path: Path) -> SimpleNamespace:
     store.close()
 
 
-def board_attempts() -> list[tuple[str, str | None, float]]:
-    return [("discovery", None, 12.0)]
+def board_attempts() -> list[tuple[str, str | None, float, int | None]]:
+    return [("discovery", None, 12.0, None)]
 
 
 def test_a_terminal_shows_a_bar_with_the_eta(lead: SimpleNamespace) -> None:

@@ -23,12 +23,10 @@ from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.hostcheck.expectations import expectation_for, table
 from ascendbridge.hostcheck.judge import ACCEPTED, BELOW, judge, ratio
-from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.runtime import payload
 from ascendbridge.stage_api import StageContext
 from tests.dashboard.dash_support import served
-from tests.training.train_support import CORPUS
+from tests.training.train_support import CORPUS, training_context, training_package
 from training.preflight import accept, preflight
 from training.settings import TrainingSettings
 from training.stage import TRAINING_STAGE
@@ -261,40 +259,14 @@ def test_the_stage_refuses_a_long_job_on_a_host_whose_first_acceptance_it_no_lon
     """Through the stage's run: the board's first acceptance of this host (its baseline) is set a
     million times above anything it measures, so the stage measures, judges and refuses the job
     before its baseline contract, with the figures; nothing is trained."""
-    ((record, _),) = board.register_models(
-        [
-            Registration(
-                model_id="demo/llama",
-                source="local",
-                path=str(REPO_ROOT / "demo_models" / "tiny-llama"),
-                training=TrainingJob(data=str(CORPUS), steps=4),
-            )
-        ]
-    )
-    task = board.list_tasks(stage="training", model_id=record.model_id)[0]
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        task_family="causal_lm",
-        model_class="LlamaForCausalLM",
-        model_type="llama",
-        model=ModelSource(model_id=record.model_id, source="local", path=str(REPO_ROOT / "demo_models" / "tiny-llama")),
-    )
-    directory = Path(board.path).parent / "adaptations" / record.adaptation_name
-    assert generate(spec, directory).ok
-    record = board.set_env_mode(record.model_id, "system", str(torch_python))
+    job = TrainingJob(data=str(CORPUS), steps=4)
+    record, directory = training_package(board, "demo/llama", job, python=torch_python, has_weights=True)
     fast = measurement(name=_cpu_name(), gemm_float32=1e6, gemm_bfloat16=1e6, copy_bandwidth=1e9)
     board.record_host_acceptance(
         {"host": HOST, "stack_id": "an-older-stack", "measurement": fast, "judged": judge(fast, None, None)}, "first"
     )
     settings = {"training_threads": 1, "training_host_acceptance": "refuse", "training_acceptance_long_steps": 4}
-    ctx = StageContext(
-        model=record,
-        task=task,
-        adaptation_dir=directory,
-        board_path=Path(board.path),
-        log=io.StringIO(),
-        settings=settings,
-    )
+    ctx = training_context(board, record, directory, settings)
     outcome = TRAINING_STAGE.run(ctx)
     diagnosis = outcome.diagnosis or {}
     assert outcome.status == "failed" and diagnosis["rule"] == "host_below_expectation", (outcome, ctx.log.getvalue())

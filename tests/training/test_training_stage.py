@@ -5,7 +5,6 @@ gate, and an edited log failing the gate."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -22,12 +21,16 @@ from ab_runtime.train.corpus import load_documents
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.board.records import TaskRecord, TrainingJob
 from ascendbridge.config import REPO_ROOT
-from ascendbridge.package.generator import generate
-from ascendbridge.package.spec import AdaptationSpec, ModelSource
 from ascendbridge.settings import Settings, SettingsError
-from ascendbridge.stage_api import StageContext
 from ascendbridge.stages import OPTIONAL_STAGES, STAGES
-from tests.training.train_support import CORPUS, DEMO, QUICK_TRAINING, run_env, training_lead_argv
+from tests.training.train_support import (
+    CORPUS,
+    QUICK_TRAINING,
+    run_env,
+    training_context,
+    training_lead_argv,
+    training_package,
+)
 from training.figures import EVENTS_DIR, event_scalars, read_events, step_log
 from training.hub_data import source_record
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, render_package
@@ -165,34 +168,13 @@ def _package(
 ) -> Path:
     """A demo model registered with a job, its package generated, the stages before training
     skipped and its environment the shared torch environment (system mode: no `uv sync` of torch)."""
-    path = str(DEMO / model)
-    ((record, _),) = board.register_models(
-        [
-            Registration(
-                model_id=model_id,
-                source="local",
-                path=path,
-                training=TrainingJob(data=data, method=method, steps=6, processes=processes),
-            )
-        ]
-    )
-    architecture = json.loads((DEMO / model / "config.json").read_text())["architectures"][0]
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        task_family=FAMILY[architecture],
-        model_class=architecture,
-        model_type=json.loads((DEMO / model / "config.json").read_text())["model_type"],
-        model=ModelSource(model_id=model_id, source="local", path=path, has_weights=False),
-    )
-    directory = Path(board.path).parent / "adaptations" / record.adaptation_name
-    assert generate(spec, directory).ok
-    board.set_env_mode(model_id, "system", str(python))
+    job = TrainingJob(data=data, method=method, steps=6, processes=processes)
+    _, directory = training_package(board, model_id, job, model, python)
     for stage in STAGES[: STAGES.index("training")]:
         board.skip(model_id, stage)
     return directory
 
 
-FAMILY = {"LlamaForCausalLM": "causal_lm", "BertForMaskedLM": "masked_lm"}
 JOBS = {
     "demo/llama-full": ("tiny-llama", "full"),
     "demo/llama-lora": ("tiny-llama", "lora"),
@@ -401,39 +383,9 @@ def test_an_edited_loss_log_or_ladder_figure_fails_the_gate(trained: Trained) ->
 def test_a_paradigm_the_harness_refuses_fails_on_the_first_attempt_with_the_reason(
     board: BoardStore, torch_python: Path
 ) -> None:
-    ((record, task),) = [
-        (r, board.list_tasks(stage="training", model_id=r.model_id)[0])
-        for r, _ in board.register_models(
-            [
-                Registration(
-                    model_id="demo/classifier",
-                    source="local",
-                    path=str(DEMO / "tiny-bert-classifier"),
-                    training=TrainingJob(data=str(CORPUS), steps=4),
-                )
-            ]
-        )
-    ]
-    spec = AdaptationSpec(
-        name=record.adaptation_name,
-        task_family="sequence_classification",
-        model_class="BertForSequenceClassification",
-        model_type="bert",
-        model=ModelSource(
-            model_id=record.model_id, source="local", path=str(DEMO / "tiny-bert-classifier"), has_weights=False
-        ),
-    )
-    directory = Path(board.path).parent / "adaptations" / record.adaptation_name
-    assert generate(spec, directory).ok
-    record = board.set_env_mode(record.model_id, "system", str(torch_python))
-    ctx = StageContext(
-        model=record,
-        task=task,
-        adaptation_dir=directory,
-        board_path=Path(board.path),
-        log=io.StringIO(),
-        settings={"training_threads": 1},
-    )
+    job = TrainingJob(data=str(CORPUS), steps=4)
+    record, directory = training_package(board, "demo/classifier", job, "tiny-bert-classifier", torch_python)
+    ctx = training_context(board, record, directory, {"training_threads": 1})
     outcome = TRAINING_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == "training_refused", (outcome, ctx.log.getvalue())
     assert outcome.diagnosis["retryable"] is False and "BertForSequenceClassification" in outcome.summary

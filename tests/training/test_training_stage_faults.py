@@ -5,7 +5,6 @@ run is merged into the package)."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -16,9 +15,8 @@ import pytest
 from ab_runtime.train.supervise import MIN_HANG_S, supervise
 from ascendbridge.board import BoardStore
 from ascendbridge.board.records import TrainingJob
-from ascendbridge.stage_api import StageContext
 from tests.training.test_training_stage import _package
-from tests.training.train_support import CORPUS, QUICK_TRAINING, training_lead_argv
+from tests.training.train_support import CORPUS, QUICK_TRAINING, training_context, training_lead_argv
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, configs, contract_config
 from training.settings import TrainingSettings
 from training.stage import TRAINING_STAGE
@@ -89,15 +87,7 @@ def test_a_job_its_processes_cannot_run_is_refused_before_anything_is_written(
     if mask is not None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", mask)
     package = _package(board, "demo/llama-three", "full", torch_python, processes=3)
-    record = board.get_model("demo/llama-three")
-    ctx = StageContext(
-        model=record,
-        task=board.list_tasks(stage="training", model_id=record.model_id)[0],
-        adaptation_dir=package,
-        board_path=Path(board.path),
-        log=io.StringIO(),
-        settings=settings,
-    )
+    ctx = training_context(board, board.get_model("demo/llama-three"), package, settings)
     outcome = TRAINING_STAGE.run(ctx)
     assert outcome.status == "failed" and outcome.diagnosis["rule"] == rule and outcome.diagnosis["retryable"] is False
     if mask is not None:

@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import socket
 import sys
-from pathlib import Path
 
 from ascendbridge.board.store import BoardStore
+from ascendbridge.cli.interpreter import add_interpreter, chosen_interpreter
 from ascendbridge.cli_errors import EXIT_FAILURE, CliError, OneLineParser, run_guarded
-from ascendbridge.config import REPO_ROOT, adaptations_dir, board_path
-from ascendbridge.gatekit.envs import EnvError, adaptation_python, model_run_env
-from ascendbridge.gatekit.evidence import EvidenceError, resolve_adaptation
+from ascendbridge.config import board_path
+from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.hostcheck.judge import BELOW, DEFAULT_MIN_RATIO, summary
 from ascendbridge.package.stack import StackError, probe_stack
 from ascendbridge.runtime.process import run_command
@@ -35,24 +34,16 @@ def main(argv: list[str]) -> int:
 
 def _run(argv: list[str]) -> int:
     parser = OneLineParser(description=__doc__.splitlines()[0])
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--adapt", help="measure with this adaptation's synced environment")
-    where.add_argument("--python", help="measure with this interpreter (must have torch)")
-    parser.add_argument("--device", default="auto", choices=("auto", "npu", "cuda", "cpu"))
+    add_interpreter(parser)
     parser.add_argument("--budget-s", type=float, default=1.0, help="timed seconds per figure")
     parser.add_argument("--allreduce", action="store_true", help="also all-reduce bus bandwidth over the devices")
     parser.add_argument("--min-ratio", type=float, default=DEFAULT_MIN_RATIO, help="warning below this x expected")
     parser.add_argument("--fresh", action="store_true", help="measure again even if the board has this host and stack")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    try:  # the input first: a bad --adapt or --python is refused before anything runs
-        if args.python:
-            python, cwd = adaptation_python(Path("."), args.python), REPO_ROOT
-        else:
-            cwd = resolve_adaptation(args.adapt, adaptations_dir())
-            python = adaptation_python(cwd)
-    except (EnvError, EvidenceError) as exc:
-        raise CliError(str(exc)) from None
+    chosen = chosen_interpreter(args)  # the input first: a bad --adapt or --python is refused before anything runs
+    assert chosen is not None  # the parser requires one of them
+    python, cwd = chosen
     try:
         sid = stack_id(probe_stack(python))
     except StackError as exc:
