@@ -192,15 +192,24 @@ def count_sized(out: Path) -> dict[str, Any]:
             model = getattr(transformers, arch)(config)
         params = sum(p.numel() for p in model.parameters())
         layers = config.num_hidden_layers
-        manifest["models"][name] = {
-            "model_id": model_id,
-            "architecture": arch,
-            "task_family": family,
-            "description": description,
-            "parameters": params,
-            "layers": layers,
-        }
+        manifest["models"][name] = entry(model_id, arch, family, description, params, layers=layers)
         print(f"{name:22s} {arch:34s} {params:>13,d} parameters, {layers} layers", flush=True)
+    return write_manifest(out, manifest)
+
+
+def entry(model_id: str, arch: str, family: str, description: str, params: int, **extra: Any) -> dict[str, Any]:
+    """One model's row of a manifest (demo_models/ or sized_models/)."""
+    return {
+        "model_id": model_id,
+        "architecture": arch,
+        "task_family": family,
+        "description": description,
+        "parameters": params,
+        **extra,
+    }
+
+
+def write_manifest(out: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
@@ -267,20 +276,19 @@ def build(out: Path) -> dict[str, Any]:
         config.save_pretrained(target)
         if name in WITH_TOKENIZER:
             save_tokenizer(target)
-        manifest["models"][name] = {
-            "model_id": f"demo/{name}",
-            "architecture": arch,
-            "task_family": family,
-            "description": description,
-            "parameters": params,
+        manifest["models"][name] = entry(
+            f"demo/{name}",
+            arch,
+            family,
+            description,
+            params,
             # registered with the serving stage skipped (docs/serving.md: the CPU attention refuses the head)
             **({"skip_stages": ["serving"]} if not_served_on_cpu(family, config) else {}),
             # the main job's quantized causal LM (docs/quantization.md: msModelSlim knows its type)
             **({"enable_stages": ["quantization"]} if name == QUANTIZED_DEMO else {}),
-        }
+        )
         print(f"{name:22s} {arch:34s} {params:>9,d} parameters", flush=True)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return manifest
+    return write_manifest(out, manifest)
 
 
 class OneLineParser(argparse.ArgumentParser):
