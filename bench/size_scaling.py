@@ -7,7 +7,7 @@ stages the iterations their measurement chose (warm-up + timed calls, from the m
 Not a test: each size builds the model in every stage and syncs (or reuses) its package environment.
 
     uv run python bench/size_scaling.py [--depths 1 4] [--stages discovery,adaptation,healing,benchmark]
-        [--timeout 3600] [--json out.json]
+        [--timeout 3600] [--json out.json] [--keep DIR]
 
 Prints a Markdown table per run (docs/measurements/size_scaling.md keeps the dated ones).
 """
@@ -119,14 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stages", default=DEFAULT_STAGES, help=f"the stages of each pass (default {DEFAULT_STAGES})")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds one size's pass may take (default 3600)")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--keep", type=Path, help="keep each size's board, logs and packages under this folder")
     args = p.parse_args(argv)
     if bad := [d for d in args.depths if not 1 <= d <= LAYERS]:
         p.error(f"--depths {bad[0]} is not within Qwen3-0.6B's {LAYERS} layers (1 to {LAYERS})")
     results = []
     for depth in sorted(args.depths):
         with tempfile.TemporaryDirectory(prefix=f"size-scaling-d{depth}-") as tmp:
-            print(f"depth {depth}: one main-job pass over {args.stages} ...", flush=True)
-            results.append(run_size(depth, args.stages, args.timeout, Path(tmp)))
+            root = Path(tmp) if args.keep is None else args.keep.resolve() / f"d{depth}"
+            root.mkdir(parents=True, exist_ok=True)
+            print(f"depth {depth}: one main-job pass over {args.stages} in {root} ...", flush=True)
+            results.append(run_size(depth, args.stages, args.timeout, root))
             print(table(results[-1:]), flush=True)
     print(f"\n{table(results)}")
     if args.json:
