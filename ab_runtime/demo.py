@@ -354,6 +354,7 @@ def main(argv: Sequence[str]) -> int:
         "layers_total": None,
         "depth_reduced": False,
         "sharding": None,
+        "proxy": None,
         "outputs": {},
         "duration_s": None,
         "versions": _versions(),

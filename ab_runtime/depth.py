@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from .errors import SpecError
+
 GENERIC_ATTRS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 ENCODER_ATTRS = ("encoder_layers", "num_encoder_layers")
 SPECIFIC_ATTRS = ENCODER_ATTRS + ("decoder_layers", "num_decoder_layers")
@@ -276,3 +278,19 @@ def plan_depth(config: Any, build: BuildFn, dtype: torch.dtype, budget_bytes: in
         stacks={s.label: [d, s.total] for s, d in zip(stacks, depths)},
         sized_by=sized_by,
     )
+
+
+def proxy_config(config: Any, layers: int) -> tuple[Any, dict[str, Any]]:
+    """A registered reduced-depth proxy (`register_model --depth N`): the config with every layer stack
+    cut to `layers` (a stack with fewer keeps its own; one layer of each kind is kept, as a dry run
+    keeps them), and the evidence every run records: {"layers", "of" (the deepest stack's count),
+    "stacks": {label: [built, total]}}."""
+    stacks = find_stacks(config)
+    if not stacks:
+        raise SpecError(f"depth {layers}: the model's config names no layer stack to reduce")
+    of = max(s.total for s in stacks)
+    if layers > of:
+        raise SpecError(f"depth {layers} is not within the model's {of} layers (a proxy builds 1 to {of})")
+    depths = [min(s.total, max(layers, s.minimum)) for s in stacks]
+    evidence = {"layers": layers, "of": of, "stacks": {s.label: [d, s.total] for s, d in zip(stacks, depths)}}
+    return apply_depths(config, stacks, depths), evidence

@@ -423,6 +423,7 @@ def model_summary(session: Session) -> dict[str, Any]:
         "layers_built": loaded.layers_built,
         "layers_total": loaded.layers_total,
         "depth_reduced": bool(loaded.depth_reduced),
+        "proxy": loaded.proxy,
         "origin": loaded.origin,
         "notes": list(loaded.notes),
         "config": cfg,

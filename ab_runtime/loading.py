@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .depth import DepthPlan, find_stacks, plan_depth
+from .depth import DepthPlan, find_stacks, plan_depth, proxy_config
 from .device import DeviceChoice, device_total_memory
 from .errors import DryRunTooLarge, SpecError, UnsupportedModel
 from .fastinit import fast_random_init
@@ -25,7 +25,7 @@ from .memory import dry_run_budget, host_available_memory
 from .phases import phase
 from .progress import Progress
 from .sharding import build_device_map, empty_weights, place, plan_for
-from .spec import RunSpec
+from .spec import RunSpec, proxy_label
 from .ssm import kernel_notes
 
 # A dry run may exceed its budget at minimal depth, but never this share of the device's memory.
@@ -36,7 +36,7 @@ FAST_INIT_BYTES = 256 * 1024**2
 
 
 # The LoadedModel fields a run's result records (LoadedModel.evidence).
-LOAD_EVIDENCE = ("mode", "layers_built", "layers_total", "depth_reduced", "param_bytes", "sharding")
+LOAD_EVIDENCE = ("mode", "layers_built", "layers_total", "depth_reduced", "param_bytes", "sharding", "proxy")
 
 
 @dataclass
@@ -54,6 +54,8 @@ class LoadedModel:
     stacks: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     sharding: dict[str, Any] | None = None  # ShardPlan.evidence(map) when spread over several cards
+    # A registered reduced-depth proxy (depth.proxy_config's evidence: layers, of, stacks); None: full depth.
+    proxy: dict[str, Any] | None = None
 
     def evidence(self) -> dict[str, Any]:
         """What a run's result records of the load, so a gate can tell a dry run or a reduced depth."""
@@ -162,6 +164,11 @@ def _load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch
     config, origin = load_config(spec)
     build = _builder(cls, spec, dtype)
     notes: list[str] = []
+    proxy: dict[str, Any] | None = None
+    if spec.proxy_depth:  # every stage builds the registered proxy, weights or not: the depth is cut first
+        config, proxy = proxy_config(config, spec.proxy_depth)
+        proxy["of"] = spec.proxy_of or proxy["of"]  # the model's layer count as discovery counted it
+        notes.append(f"{proxy_label(spec.proxy_depth, proxy['of'])} (a registered reduced-depth proxy)")
     shard = plan_for(spec.device_plan, device)  # None: one device or CPU, loaded as a whole
     device_map: dict[str, str] | None = None
     if not dry_run and not spec.has_weights:
@@ -210,6 +217,7 @@ def _load_model(spec: RunSpec, dry_run: bool, device: DeviceChoice, dtype: torch
         layers = sum(s.total for s in find_stacks(config)) or None
         loaded = LoadedModel(model, config, "pretrained", f"weights from {origin}", dtype, layers, layers, notes=notes)
         loaded.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    loaded.proxy = proxy
     loaded.notes.extend(kernel_notes(config))
     if device_map is None:  # not already on its cards through from_pretrained(device_map=...)
         loaded.model, device_map = place(loaded.model, device, shard, dtype)

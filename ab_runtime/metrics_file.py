@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .spec import proxy_label
+
 METRICS_SCHEMA = "ascendbridge.benchmark_metrics/1"
 # The benchmark's run and the optimization's perf run: the prefix of each file, of the metrics file.
 PREFIXES = {"benchmark": ("", "benchmark_metrics_"), "perf": ("perf_", "perf_metrics_")}
@@ -82,6 +84,15 @@ class MetricsFile:
     @property
     def label(self) -> str:
         return self.run.label
+
+    @property
+    def proxy(self) -> str | None:
+        """`proxy: N of M layers` when the run built a registered reduced-depth proxy (`model.proxy`), else None."""
+        proxy = (self.data.get("model") or {}).get("proxy")
+        if not isinstance(proxy, dict) or not isinstance(layers := proxy.get("layers"), int):
+            return None
+        of = proxy.get("of")
+        return proxy_label(layers, of if isinstance(of, int) else None)
 
     def named(self, key: str) -> Path | None:
         """The evidence file the metrics name under `evidence.<key>`, beside it; None unless a plain name."""

@@ -65,6 +65,28 @@ class RunSpec:
     set_default_device: bool = False  # healer fix for "tensors on different devices"
     workload: dict[str, Any] = field(default_factory=dict)  # name + sizes (ab_runtime.workloads.resolve)
     device_plan: dict[str, Any] | None = None  # discovery's size plan; N > 1 devices: ab_runtime.sharding
+    proxy_depth: int | None = None  # a reduced-depth proxy: layers per stack every run builds (None: full)
+    proxy_of: int | None = None  # the model's own layer count, for the label
+
+
+def proxy_label(layers: int, of: int | None) -> str:
+    """How every figure of a reduced-depth proxy is labelled: `proxy: 1 of 28 layers`."""
+    return f"proxy: {layers} of {of} layers" if of else f"proxy: {layers} layer{'' if layers == 1 else 's'}"
+
+
+def _proxy(model: dict[str, Any]) -> tuple[int | None, int | None]:
+    proxy = model.get("proxy")
+    if proxy is None:
+        return None, None
+    layers = proxy.get("layers") if isinstance(proxy, dict) else None
+    of = proxy.get("of") if isinstance(proxy, dict) else None
+    if not _positive(layers) or not (of is None or _positive(of)):
+        raise SpecError('spec field \'model.proxy\' must be {"layers": N, "of": M} with positive integers')
+    return layers, of
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -111,6 +133,7 @@ def parse_spec(data: Any) -> RunSpec:
     device_plan = data.get("device_plan")
     if device_plan is not None and not isinstance(device_plan, dict):
         raise SpecError("spec field 'device_plan' must be an object or null")
+    proxy_depth, proxy_of = _proxy(model)
     overrides = data.get("config_overrides") or {}
     if not isinstance(overrides, dict):
         raise SpecError("spec field 'config_overrides' must be an object")
@@ -135,6 +158,8 @@ def parse_spec(data: Any) -> RunSpec:
         set_default_device=bool(data.get("set_default_device", False)),
         workload={k: v for k, v in workload.items() if v is not None},
         device_plan=device_plan,
+        proxy_depth=proxy_depth,
+        proxy_of=proxy_of,
     )
 
 

@@ -290,6 +290,29 @@ def check_result(report: Report, spec: AdaptationSpec, device: str, result: dict
             and (not result.get("depth_reduced") or (isinstance(total, int) and built < total))
         )
         report.add("depth", fine, f"built {built} of {total} layers (spec limit {limit})")
+    check_proxy(report, spec, result.get("proxy"))
+
+
+def check_proxy(report: Report, spec: AdaptationSpec, proxy: Any) -> None:
+    """A registered reduced-depth proxy ran as one: the load recorded its depth and built a stack at most
+    that deep (a package that ran the full model under a proxy's label fails here; a stack may keep one
+    layer of each kind above it); a model without one ran at full depth."""
+    wanted = spec.model.proxy
+    if wanted is None:
+        report.add("proxy", proxy is None, "full depth" if proxy is None else f"ran a proxy the spec has not: {proxy}")
+        return
+    stacks = proxy.get("stacks") if isinstance(proxy, dict) else None
+    built = [pair[0] for pair in stacks.values()] if isinstance(stacks, dict) else []
+    fine = (
+        isinstance(proxy, dict)
+        and proxy.get("layers") == wanted.layers
+        and bool(built)
+        and all(isinstance(n, int) and n >= 1 for n in built)
+        and min(built) <= wanted.layers
+    )
+    report.add(
+        "proxy", fine, f"{wanted.label()}: built {stacks}" if fine else f"expected {wanted.label()}, ran {proxy}"
+    )
 
 
 def check_outputs(report: Report, spec: AdaptationSpec, outputs: Any) -> None:

@@ -16,7 +16,7 @@ from adaptation.agent_adapter import ask_adapter_agent
 from adaptation.settings import AdaptationSettings
 from ascendbridge.board.records import ModelRecord
 from ascendbridge.discovery.model_info import ModelInfo
-from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource
+from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource, ProxyDepth
 from ascendbridge.settings import section
 from ascendbridge.task_families import TASK_FAMILIES
 
@@ -180,6 +180,10 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
     # local: the model directory; hf-cache: the cache directory the model was registered with
     # (None = the default cache), as the spec's ModelSource.path documents.
     path = record.path if record.source != "local" else (info.local_dir if info else None) or record.path
+    max_layers = dry_run_max_layers(parameter_count, num_layers, _dry_run_budget())
+    proxy = ProxyDepth(layers=record.proxy_depth, of=num_layers) if record.proxy_depth else None
+    if proxy is not None and max_layers is not None and max_layers >= proxy.layers:
+        max_layers = None  # the proxy's layers fit the dry-run budget already
     return AdaptationSpec(
         name=record.adaptation_name,
         model=ModelSource(
@@ -188,6 +192,7 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
             path=path,
             revision=record.revision,
             has_weights=has_weights,
+            proxy=proxy,
         ),
         task_family=family,
         model_class=model_class,
@@ -195,7 +200,7 @@ def build_spec(record: ModelRecord) -> AdaptationSpec:
         model_type=record.model_type or (info.model_type if info else None),
         trust_remote_code=needs_remote and record.allow_remote_code,
         inputs=_inputs(family, cfg),
-        dry_run_max_layers=dry_run_max_layers(parameter_count, num_layers, _dry_run_budget()),
+        dry_run_max_layers=max_layers,
         sentence_transformers_pooling=(info.sentence_transformers_pooling if info else None)
         or DEFAULT_POOLING.get(family),
         sentence_transformers_normalize=bool(info.sentence_transformers_normalize) if info else False,

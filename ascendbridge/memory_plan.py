@@ -140,7 +140,9 @@ def accuracy_remedy(stage: str) -> str:
         "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
         "ASCENDBRIDGE_MEMORY_FRACTION), the target on an accelerator (`--devices`), or a depth-reduced, "
         f"config-initialised proxy of the same architecture (`--set {stage}.real_weights=false`; "
-        f"ASCENDBRIDGE_DRY_RUN_MAX_GB bounds it), then `board_ops.py retry MODEL --stage {stage}`"
+        f"ASCENDBRIDGE_DRY_RUN_MAX_GB bounds it), then `board_ops.py retry MODEL --stage {stage}`; or a "
+        "registered reduced-depth proxy for every stage (`board_ops.py set_depth MODEL N`, then "
+        "`board_ops.py rollback MODEL --to discovery`)"
     )
 
 

@@ -32,6 +32,8 @@ REFUSALS: dict[str, str] = {
     "corrupt_config": "repair config.json, then retry",
     "corrupt_safetensors": "re-download the weights, then retry",
     "bad_setting": "fix the setting named in the reason, then retry",
+    "proxy_depth_invalid": "`board_ops.py set_depth MODEL N` with N between 1 and the layer count the reason names "
+    "(or `--full`), then `board_ops.py retry MODEL --stage discovery`",
     # adaptation
     "unknown_task_family": "a task family for this architecture in ascendbridge/task_families.py and "
     "ab_runtime/families.py (docs/adaptation.md lists what each missing family needs), "

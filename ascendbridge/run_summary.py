@@ -35,6 +35,7 @@ class ModelResult:
     evidence: Path
     tpot_ms: float | None = None  # generation workload (causal LMs, encoder-decoders): time per output token
     tokens_per_s: float | None = None  # batch-1 decode throughput
+    proxy: str | None = None  # `proxy: N of M layers`: the figures are a reduced-depth proxy's
 
 
 def _outcome(tasks: Sequence[TaskRecord]) -> str:
@@ -45,6 +46,16 @@ def _outcome(tasks: Sequence[TaskRecord]) -> str:
         skipped = [f"{t.stage}: {_reason(t) or NO_REASON}" for t in tasks if t.status == "skipped"]
         return f"all {len(tasks)} stages done" + (f"; skipped {'; '.join(skipped)}" if skipped else "")
     return f"{stuck.stage} {_not_done(stuck)}"
+
+
+def _named(store: BoardStore) -> dict[str, str]:
+    """model id -> its cell in every table: the id, and under it `proxy: N of M layers` for a
+    reduced-depth proxy, so no figure of a proxy reads as the full model's."""
+    return {m.model_id: _model_cell(m.model_id, m.proxy_label()) for m in store.list_models()}
+
+
+def _model_cell(model_id: str, proxy: str | None) -> str:
+    return model_id + (f"\n({proxy})" if proxy else "")
 
 
 def _latest(metrics: Sequence[MetricRecord], stage: str, name: str) -> MetricRecord | None:
@@ -83,6 +94,7 @@ def model_results(store: BoardStore, stages: Sequence[str], adaptations: Path) -
                 evidence=adaptations / model.adaptation_name,
                 tpot_ms=tpot.value if tpot else None,
                 tokens_per_s=tokens.value if tokens else None,
+                proxy=model.proxy_label(),
             )
         )
     return out
@@ -139,7 +151,7 @@ def results_table(results: Sequence[ModelResult]) -> Table:
         latency = f"{r.latency_ms:.2f} ms ({r.latency_basis})" if r.latency_ms is not None else "—"
         speedup = f"{r.speedup:.2f}x" if r.speedup is not None else "—"
         tpot = f"{r.tpot_ms:.2f} ms ({r.tokens_per_s:.0f} tok/s)" if r.tpot_ms is not None and r.tokens_per_s else "—"
-        table.add_row(r.model_id, r.outcome, latency, tpot, speedup)
+        table.add_row(_model_cell(r.model_id, r.proxy), r.outcome, latency, tpot, speedup)
     return table
 
 
@@ -180,7 +192,7 @@ def served_table(store: BoardStore) -> Table:
     table = Table(title="served on vLLM", title_justify="left", show_lines=True)
     for column in ("model", "served"):
         table.add_column(column, overflow="fold")
-    latest = _latest_figures(store, "serving")
+    latest, named = _latest_figures(store, "serving"), _named(store)
     for task in store.list_tasks(stage="serving"):
         mine = latest.get(task.model_id, {})
         if task.status == "completed" and mine:
@@ -188,7 +200,7 @@ def served_table(store: BoardStore) -> Table:
             served = f"{first.device} {first.dtype}: " + _served_figures({k: m.value for k, m in mine.items()})
         else:
             served = _not_done(task)
-        table.add_row(task.model_id, served)
+        table.add_row(named.get(task.model_id, task.model_id), served)
     return table
 
 
@@ -208,7 +220,7 @@ def trained_table(store: BoardStore) -> Table:
     table = Table(title="trained", title_justify="left")
     for column in ("model", "job", "trained"):
         table.add_column(column, overflow="fold")
-    latest = _latest_figures(store, "training")
+    latest, named = _latest_figures(store, "training"), _named(store)
     jobs = {m.model_id: m.training for m in store.list_models() if m.training is not None}
     for task in store.list_tasks(stage="training"):
         job = jobs.get(task.model_id)
@@ -227,7 +239,8 @@ def trained_table(store: BoardStore) -> Table:
             )
         else:
             trained = _not_done(task)
-        table.add_row(task.model_id, f"{job.method}, {job.steps} steps on {Path(job.data).name}", trained)
+        job_text = f"{job.method}, {job.steps} steps on {Path(job.data).name}"
+        table.add_row(named.get(task.model_id, task.model_id), job_text, trained)
     return table
 
 
@@ -237,7 +250,7 @@ def quantized_table(store: BoardStore) -> Table:
     table = Table(title="quantized", title_justify="left")
     for column in ("model", "quantized"):
         table.add_column(column, overflow="fold")
-    latest = _latest_figures(store, "quantization")
+    latest, named = _latest_figures(store, "quantization"), _named(store)
     opted_out = {m.model_id for m in store.list_models() if "quantization" in m.skip_stages}
     for task in store.list_tasks(stage="quantization"):
         if task.model_id in opted_out and task.status != "completed":
@@ -253,7 +266,7 @@ def quantized_table(store: BoardStore) -> Table:
             )
         else:
             quantized = _not_done(task)
-        table.add_row(task.model_id, quantized)
+        table.add_row(named.get(task.model_id, task.model_id), quantized)
     return table
 
 

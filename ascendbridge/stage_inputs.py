@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ascendbridge.discovery.config_estimate import proxy_parameters
 from ascendbridge.envmode import use_model_env
 from ascendbridge.gatekit.integrity import runtime_problems
 from ascendbridge.memory_plan import MemoryPlan, Room
@@ -84,6 +85,9 @@ def memory_planned(
         unknown = "discovery recorded no parameter count" if not parameters else "the host's memory is unknown"
         ctx.say(f"memory plan: not computed ({unknown})")
         return None
+    if ctx.model.proxy_depth:  # the run builds the registered proxy, not the full model
+        parameters = proxy_parameters(parameters, ctx.model.metadata.get("config") or {}, ctx.model.proxy_depth)
+        ctx.say(f"memory plan for the {ctx.model.proxy_label()}: about {parameters:,} parameters")
     chosen = plan(parameters, where)
     ctx.say(chosen.line())
     if not chosen.fits:

@@ -52,6 +52,7 @@ COLUMNS = (
     "layers_built",
     "layers_total",
     "depth_reduced",
+    "proxy",
     *WORKLOAD_COLUMNS,
     "torch",
     "torch_npu",
@@ -114,6 +115,7 @@ def row(evidence: MetricsFile) -> dict[str, Any]:
         "layers_built": model.get("layers_built"),
         "layers_total": model.get("layers_total"),
         "depth_reduced": model.get("depth_reduced"),
+        "proxy": evidence.proxy,  # `proxy: N of M layers`: a registered reduced-depth proxy's figures
         **workload_columns(metrics.get("workload")),
         "torch": metrics["environment"].get("torch"),
         "torch_npu": metrics["environment"].get("torch_npu"),

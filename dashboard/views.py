@@ -279,6 +279,7 @@ def model(d: Dashboard, model_id: str) -> dict[str, Any]:
         "op_gaps": worklist.model_report(adapt_dir),  # docs/operators.md; verified with the benchmark gate
         "charts": {**_charts(runs, notes), "loss": training["curve"] if training else None},
         "parameter_counts": parameter_counts(record, runs),
+        "proxy": record.proxy_label(),  # every figure on the page is the proxy's
         "last_event_id": d.queries.last_event_id(),
     }
 

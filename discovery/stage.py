@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ascendbridge.discovery.config_estimate import proxy_depth_problem
 from ascendbridge.discovery.decisions import decide, weight_bytes
 from ascendbridge.discovery.discover import discover
 from ascendbridge.discovery.errors import DiscoveryError
@@ -21,6 +22,7 @@ from discovery.gate import verify
 STATUS_OF_ACTION: dict[str, OutcomeStatus] = {"proceed": "done", "skip": "skipped", "block": "blocked"}
 # Errors only a person can resolve (retrying would fail the same way): blocked, not failed.
 BLOCKING_RULES = frozenset({"gated_no_token"})
+PROXY_RULE = "proxy_depth_invalid"  # a registered --depth the model's layers cannot give (ascendbridge/refusals.py)
 
 
 def model_fields(info: ModelInfo) -> dict[str, Any]:
@@ -50,6 +52,10 @@ class DiscoveryStage:
             ctx.say(f"error: {exc}")
             status: OutcomeStatus = "blocked" if exc.rule in BLOCKING_RULES else "failed"
             return StageOutcome(status=status, summary=str(exc), diagnosis={"rule": exc.rule, "summary": str(exc)})
+        if problem := proxy_depth_problem(m.proxy_depth, info.config):
+            summary = f"{m.model_id}: {problem}"
+            ctx.say(f"error: {summary}")
+            return StageOutcome(status="failed", summary=summary, diagnosis={"rule": PROXY_RULE, "summary": summary})
         for line in summary_lines(info) + [f"warning: {w}" for w in info.warnings]:
             ctx.say(line)
         decision = info.decision

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate the bundled demo models under demo_models/ with transformers' REAL config classes.
+"""Regenerate the bundled demo models under demo_models/ with transformers' REAL config classes
+(`--sized`: count the parameters of the real-size configs under sized_models/ instead).
 
 Each demo is a config.json (a truly tiny model: hidden 64, 2 layers, vocab 512; tiny-llama32 also
 ships a byte-level tokenizer with a chat template), built by the config class of its architecture, then instantiated once to prove the config builds and to record
@@ -8,6 +9,7 @@ against it). Needs torch + transformers: started with the framework python, it r
 the shared test torch environment (bench/support/torch_env.py).
 
     uv run scripts/make_demo_models.py [--out demo_models]
+    uv run scripts/make_demo_models.py --sized   # sized_models/manifest.json from the committed configs
 """
 
 from __future__ import annotations
@@ -156,6 +158,62 @@ DEMOS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
 }
 
 
+SIZED_DIR = REPO_ROOT / "sized_models"
+# The real-size configs (sized_models/<name>/config.json, the published config's values; where each
+# came from: sized_models/README.md): name -> (board id, task family, description). Config only: every
+# stage builds them with random weights.
+SIZED: dict[str, tuple[str, str, str]] = {
+    "qwen3-0.6b": ("sized/qwen3-0.6b", "causal_lm", "Qwen/Qwen3-0.6B's config: 28 layers, hidden 1024, vocab 151936"),
+    "bert-base-uncased": ("sized/bert-base-uncased", "masked_lm", "bert-base-uncased's config: 12 layers, hidden 768"),
+    "vit-base-patch16-224": (
+        "sized/vit-base-patch16-224",
+        "image_classification",
+        "google/vit-base-patch16-224's config: 12 layers, hidden 768, 224x224 images, 1000 classes",
+    ),
+    "whisper-small": (
+        "sized/whisper-small",
+        "speech_seq2seq",
+        "openai/whisper-small's config: 12 + 12 layers, d_model 768, 80 mel bins",
+    ),
+}
+
+
+def count_sized(out: Path) -> dict[str, Any]:
+    """sized_models/manifest.json: each config's architecture and exact parameter count, from the model
+    built on the meta device (nothing allocated, so a 0.6 B model counts in seconds)."""
+    import torch
+    import transformers
+
+    manifest: dict[str, Any] = {"transformers_version": transformers.__version__, "models": {}}
+    for name, (model_id, family, description) in SIZED.items():
+        config = transformers.AutoConfig.from_pretrained(out / name)
+        arch = config.architectures[0]
+        with torch.device("meta"):
+            model = getattr(transformers, arch)(config)
+        params = sum(p.numel() for p in model.parameters())
+        layers = config.num_hidden_layers
+        manifest["models"][name] = entry(model_id, arch, family, description, params, layers=layers)
+        print(f"{name:22s} {arch:34s} {params:>13,d} parameters, {layers} layers", flush=True)
+    return write_manifest(out, manifest)
+
+
+def entry(model_id: str, arch: str, family: str, description: str, params: int, **extra: Any) -> dict[str, Any]:
+    """One model's row of a manifest (demo_models/ or sized_models/)."""
+    return {
+        "model_id": model_id,
+        "architecture": arch,
+        "task_family": family,
+        "description": description,
+        "parameters": params,
+        **extra,
+    }
+
+
+def write_manifest(out: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
 def in_torch_env() -> bool:
     try:
         import torch  # noqa: F401
@@ -218,20 +276,19 @@ def build(out: Path) -> dict[str, Any]:
         config.save_pretrained(target)
         if name in WITH_TOKENIZER:
             save_tokenizer(target)
-        manifest["models"][name] = {
-            "model_id": f"demo/{name}",
-            "architecture": arch,
-            "task_family": family,
-            "description": description,
-            "parameters": params,
+        manifest["models"][name] = entry(
+            f"demo/{name}",
+            arch,
+            family,
+            description,
+            params,
             # registered with the serving stage skipped (docs/serving.md: the CPU attention refuses the head)
             **({"skip_stages": ["serving"]} if not_served_on_cpu(family, config) else {}),
             # the main job's quantized causal LM (docs/quantization.md: msModelSlim knows its type)
             **({"enable_stages": ["quantization"]} if name == QUANTIZED_DEMO else {}),
-        }
+        )
         print(f"{name:22s} {arch:34s} {params:>9,d} parameters", flush=True)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return manifest
+    return write_manifest(out, manifest)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -245,11 +302,15 @@ class OneLineParser(argparse.ArgumentParser):
 
 def main() -> int:
     parser = OneLineParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(REPO_ROOT / "demo_models"), help="output directory")
+    parser.add_argument("--out", default=None, help="output directory (default demo_models/, or sized_models/)")
+    parser.add_argument("--sized", action="store_true", help="count the real-size configs' parameters instead")
     args = parser.parse_args()
     if not in_torch_env():
         return relaunch()
-    out = Path(args.out)
+    if args.sized:
+        count_sized(Path(args.out or SIZED_DIR))
+        return 0
+    out = Path(args.out or REPO_ROOT / "demo_models")
     out.mkdir(parents=True, exist_ok=True)
     build(out)
     print(f"wrote {len(DEMOS)} demo configs and manifest.json to {out}")

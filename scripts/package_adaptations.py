@@ -113,7 +113,9 @@ def readme(manifests: list[dict[str, Any]]) -> str:
         speed = f"{opt['speedup']:.2f}x ({opt['outcome']})" if opt and opt.get("speedup") else "-"
         for r in m["results"]:
             lines.append(
-                f"| [{m['adaptation']}]({m['adaptation']}/) | `{m['model_id']}` | {r['device']} | {r['dtype']} | "
+                f"| [{m['adaptation']}]({m['adaptation']}/) | `{m['model_id']}`"
+                + (f" ({r['proxy']})" if r.get("proxy") else "")
+                + f" | {r['device']} | {r['dtype']} | "
                 f"{r['median_ms']:.3f} | {r['samples_per_s']:.1f} | {r['accuracy']} | {speed} | "
                 f"`{m['stack']['stack_id']}` |"
             )

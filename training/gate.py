@@ -110,6 +110,9 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
     problems: list[str] = []
     if contract_cfg != contract_config(train, contract_cfg.get("steps")):
         problems.append(f"{CONTRACT_CONFIG} is not the training config's baseline-contract twin")
+    if (trained := train.get("proxy_depth")) != (spec.model.proxy.layers if spec.model.proxy else None):
+        wanted = spec.model.proxy.label() if spec.model.proxy else "the full depth"
+        problems.append(f"{TRAIN_CONFIG} trains depth {trained or 'full'}; the registered model is {wanted}")
     run = directory / RUN_DIR
     try:
         result, contract = _json(run / "train_result.json"), _json(run / "contract.json")
@@ -123,7 +126,7 @@ def check_adaptation(directory: Path, python: str | None = None, execute: bool =
         if read_events(run / EVENTS_DIR) != event_scalars(run):
             problems.append(f"the TensorBoard events in {RUN_DIR}/{EVENTS_DIR} are not the step log's figures")
     except (OSError, ValueError, KeyError, IndexError) as exc:
-        return TrainingReport(name, False, f"no readable training evidence: {exc}", problems=[str(exc)])
+        return TrainingReport(name, False, f"no readable training evidence: {exc}", problems=[*problems, str(exc)])
     verified: list[dict[str, Any]] = []
     if execute:
         try:

@@ -38,8 +38,11 @@ def render_train_py_text(model_id: str, train_config: dict[str, Any]) -> str:
     )
 
 
-def configs(model_dir: str, job: TrainingJob, settings: TrainingSettings) -> dict[str, dict[str, Any]]:
-    """{relative path: config} of the training run and of the baseline contract (K steps, no checkpoints)."""
+def configs(
+    model_dir: str, job: TrainingJob, settings: TrainingSettings, proxy_depth: int | None = None
+) -> dict[str, dict[str, Any]]:
+    """{relative path: config} of the training run and of the baseline contract (K steps, no checkpoints);
+    `proxy_depth`: the model's registered reduced-depth proxy, which the harness builds."""
     train: dict[str, Any] = {
         "model_dir": model_dir,
         "corpus": f"{TRAIN_DIR}/data/{Path(job.data).name}",
@@ -58,6 +61,7 @@ def configs(model_dir: str, job: TrainingJob, settings: TrainingSettings) -> dic
         "lora_rank": settings.lora_rank,
         "bf16_weights_above": None if settings.bf16_weights_above == "off" else settings.bf16_weights_above,
         **({"fault": settings.fault} if settings.fault else {}),
+        **({"proxy_depth": proxy_depth} if proxy_depth else {}),
     }
     contract = contract_config(train, settings.contract_steps)
     return {TRAIN_CONFIG: train, CONTRACT_CONFIG: contract}
@@ -87,10 +91,15 @@ def write_if_changed(path: Path, text: str) -> Path:
 
 
 def render_package(
-    directory: Path, model_id: str, model_dir: str, job: TrainingJob, settings: TrainingSettings
+    directory: Path,
+    model_id: str,
+    model_dir: str,
+    job: TrainingJob,
+    settings: TrainingSettings,
+    proxy_depth: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Write train.py, the configs and the corpus copy into `directory`; returns the configs."""
-    written = configs(model_dir, job, settings)
+    written = configs(model_dir, job, settings, proxy_depth)
     write_if_changed(directory / TRAIN_PY, render_train_py_text(model_id, written[TRAIN_CONFIG]))
     for relative, config in written.items():
         write_if_changed(directory / relative, config_text(config))

@@ -259,7 +259,8 @@ class TrainingStage:
         if not Path(job.data).is_file():
             return failed(f"training data {job.data} is gone", "training_data_missing", retryable=False)
         try:
-            written = render_package(directory, spec.model.model_id, model_dir(spec), job, settings)
+            proxy = spec.model.proxy.layers if spec.model.proxy else None
+            written = render_package(directory, spec.model.model_id, model_dir(spec), job, settings, proxy)
         except Exception as exc:  # the Hub, the disk: any failure to prepare is this one rule
             return failed(f"preparing the training package failed: {exc}", "training_setup")
         resumed = _prepare_run_dir(directory, written[TRAIN_CONFIG])

@@ -50,6 +50,7 @@ class TrainConfig:
     lora_targets: list[str] = field(default_factory=list)
     spike_factor: float = 5.0  # a loss above spike_factor x the median of the last SPIKE_WINDOW losses stops the run
     config_overrides: dict[str, Any] = field(default_factory=dict)  # set on the model config (e.g. dropout)
+    proxy_depth: int | None = None  # a registered reduced-depth proxy: layers per stack (ab_runtime.depth.proxy_config)
     # injected faults for tests and gates: nan_at_step, spike_at_step, hang_at_step, and
     # oom_above_micro_batch (from oom_at_step, default 1, a micro-batch above it raises an out-of-memory error)
     fault: dict[str, int] = field(default_factory=dict)

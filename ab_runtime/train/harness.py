@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..depth import proxy_config
 from ..device import (
     DeviceChoice,
     accelerator_indices,
@@ -121,8 +122,11 @@ def deterministic(seed: int) -> None:
     torch.use_deterministic_algorithms(True)
 
 
-def build_model(config_dir: Path, seed: int, overrides: dict[str, Any]) -> tuple[nn.Module, Paradigm, Any]:
-    """The model from its directory (weights when it has them, else a seeded random init)."""
+def build_model(
+    config_dir: Path, seed: int, overrides: dict[str, Any], proxy_depth: int | None = None
+) -> tuple[nn.Module, Paradigm, Any]:
+    """The model from its directory (weights when it has them, else a seeded random init); with
+    `proxy_depth`, the registered reduced-depth proxy of it (the first layers' weights)."""
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(config_dir)
@@ -130,6 +134,8 @@ def build_model(config_dir: Path, seed: int, overrides: dict[str, Any]) -> tuple
         if not hasattr(config, key):
             raise SpecError(f"config_overrides: the model config has no {key!r}")
         setattr(config, key, value)
+    if proxy_depth:
+        config, _ = proxy_config(config, proxy_depth)
     paradigm = paradigm_of(config)
     auto = getattr(transformers, paradigm.auto_class)
     torch.manual_seed(seed)
@@ -176,7 +182,9 @@ class Trainer(DistributedPart, GuardsPart, CheckpointPart):
                 f"x {cfg.accumulation} micro-batch(es)"
             )
         deterministic(cfg.seed)
-        model, self.paradigm, self.model_config = build_model(Path(cfg.model_dir), cfg.seed, cfg.config_overrides)
+        model, self.paradigm, self.model_config = build_model(
+            Path(cfg.model_dir), cfg.seed, cfg.config_overrides, cfg.proxy_depth
+        )
         self.adapted: list[str] = []
         self.adapted_reason = ""
         if cfg.method == "lora":

@@ -165,6 +165,12 @@ def _v8_to_v9(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE attempts ADD COLUMN peak_rss_bytes INTEGER"))
 
 
+def _v9_to_v10(conn: Connection) -> None:
+    """Version 10 adds reduced-depth proxies: the layers every stage builds (models.proxy_depth; NULL:
+    the full depth, as every older model)."""
+    conn.execute(text("ALTER TABLE models ADD COLUMN proxy_depth INTEGER"))
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -174,4 +180,5 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _v6_to_v7,
     7: _v7_to_v8_host_acceptance,
     8: _v8_to_v9,
+    9: _v9_to_v10,
 }

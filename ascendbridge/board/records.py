@@ -15,6 +15,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ab_runtime.spec import proxy_label
 from ascendbridge.board.schema import (
     Agent,
     AgentColumns,
@@ -85,6 +86,14 @@ with warnings.catch_warnings():
         # a record is no table: SQLModel's class-level MetaData means nothing here
         metadata: dict[str, Any] = Field(default_factory=dict)  # type: ignore[assignment,misc]
         training: TrainingJob | None = None
+
+        def proxy_label(self) -> str | None:
+            """`proxy: 1 of 28 layers` for a registered reduced-depth proxy (of discovery's layer count),
+            the label its figures carry wherever they appear; None at the full depth."""
+            if not self.proxy_depth:
+                return None
+            layers = self.metadata.get("num_layers")
+            return proxy_label(self.proxy_depth, layers if isinstance(layers, int) else None)
 
         @classmethod
         def of(cls, row: Model) -> ModelRecord:

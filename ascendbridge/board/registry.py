@@ -61,6 +61,10 @@ def validate_registration(reg: Registration) -> None:
         raise InvalidRegistrationError(
             f"model '{reg.model_id}': priority {reg.priority} is out of range (-{MAX_PRIORITY}..{MAX_PRIORITY})"
         )
+    if reg.proxy_depth is not None and reg.proxy_depth < 1:
+        raise InvalidRegistrationError(
+            f"model '{reg.model_id}': depth {reg.proxy_depth} is not a layer count (a proxy builds 1 layer or more)"
+        )
     if reg.training is not None:
         _validate_training(reg.model_id, reg.training)
 
@@ -181,6 +185,7 @@ class RegistryStore(StoreBase):
                                     "source": row["source"],
                                     "priority": row["priority"],
                                     "training": loads(row["training_json"], {}) or None,
+                                    "proxy_depth": row["proxy_depth"],
                                 }
                             ),
                             "origin": origin,

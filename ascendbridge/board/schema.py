@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 class SchemaInfo(SQLModel, table=True):
@@ -33,6 +33,9 @@ class RegisteredColumns(SQLModel):
     description: str = ""
     priority: int = 0
     allow_remote_code: bool = False
+    # Run as a reduced-depth proxy: every stage builds the same architecture with this many layers
+    # (per layer stack); None: the full depth. Its figures are labelled "proxy: N of M layers".
+    proxy_depth: int | None = None
 
 
 class ModelColumns(RegisteredColumns):

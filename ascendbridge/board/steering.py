@@ -56,6 +56,16 @@ class SteeringStore(StoreBase):
             origin,
         )
 
+    def set_proxy_depth(self, model_id: str, depth: int | None, origin: str = "cli") -> ModelRecord:
+        """Build the model as a reduced-depth proxy of `depth` layers (None: the full depth) from the
+        next discovery on; the stages already run keep their figures until rolled back."""
+        if depth is not None and depth < 1:
+            raise BoardError(f"depth {depth} is not a layer count (a proxy builds 1 layer or more)")
+        what = f"a proxy of {depth} layer(s)" if depth else "the full depth"
+        return self._set_model_field(
+            model_id, "proxy_depth", depth, "policy", f"proxy_depth = {depth}: {what}", {"proxy_depth": depth}, origin
+        )
+
     def _set_model_field(
         self, model_id: str, field: str, value: Any, kind: str, message: str, data: dict[str, Any], origin: str
     ) -> ModelRecord:

@@ -32,6 +32,7 @@ from ascendbridge.cli.board_views import MODEL_FIELDS, diagnosis_summary, event_
 from ascendbridge.cli.output import Output, progress
 from ascendbridge.cli_errors import EXIT_FAILURE, EXIT_OK, CliError
 from ascendbridge.config import adaptations_dir
+from ascendbridge.discovery.config_estimate import proxy_depth_problem
 from ascendbridge.package.serve_files import serve_command
 from ascendbridge.registration_file import model_path, parse_registration_file
 from ascendbridge.runtime.heartbeat import progress_text
@@ -98,6 +99,21 @@ def _training_job(args: argparse.Namespace) -> TrainingJob | None:
     )
 
 
+def _check_local_depths(regs: list[Registration]) -> None:
+    """A local model's proxy depth against its config.json now, not at discovery (which checks every
+    source: a Hub model's config is read there)."""
+    for reg in regs:
+        config = Path(reg.path or "") / "config.json"
+        if reg.proxy_depth is None or reg.source != "local" or not config.is_file():
+            continue
+        try:
+            cfg = json.loads(config.read_text())
+        except (OSError, ValueError):
+            continue  # discovery names what is wrong with the config
+        if problem := proxy_depth_problem(reg.proxy_depth, cfg if isinstance(cfg, dict) else {}):
+            raise CliError(f"model '{reg.model_id}': {problem}")
+
+
 def cmd_register_model(args: argparse.Namespace, out: Output) -> int:
     try:
         path = model_path(args.path, Path.cwd(), args.source) if args.path else None
@@ -114,8 +130,10 @@ def cmd_register_model(args: argparse.Namespace, out: Output) -> int:
         allow_remote_code=args.allow_remote_code,
         enable_stages=args.enable_stages,
         training=_training_job(args),
+        proxy_depth=args.proxy_depth,
     )
     validate_registration(reg)  # before opening: a bad id must not even create WAL files
+    _check_local_depths([reg])
     with open_store(args) as store:
         _report_registrations(out, store.register_models([reg]))
     return EXIT_OK
@@ -126,6 +144,7 @@ def cmd_register_many(args: argparse.Namespace, out: Output) -> int:
         regs = parse_registration_file(Path(args.file))
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    _check_local_depths(regs)
     with open_store(args) as store:
         if len(regs) >= 1000:
             progress(f"registering {len(regs)} models from {args.file} ...")
@@ -205,6 +224,8 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         return EXIT_OK
     data = model.model_dump()
     pairs: list[tuple[str, Any]] = [(k, data[k]) for k in MODEL_FIELDS]
+    if label := model.proxy_label():  # every figure below is the proxy's
+        pairs.insert(MODEL_FIELDS.index("proxy_depth") + 1, ("proxy", label))
     pairs += [(f"metadata.{k}", v) for k, v in sorted(model.metadata.items())]
     out.fields(f"model {model.model_id}", pairs)
     out.table(
@@ -226,7 +247,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
         detail=("owner", "lease expires", "started"),
     )
     out.table(
-        "figures (gated)",
+        f"figures (gated; {label})" if label else "figures (gated)",
         ("stage", "name", "value", "unit", "device", "dtype", "ts"),
         ((f.stage, f.name, f.value, f.unit, f.device, f.dtype, f.ts) for f in figures),
     )
@@ -331,6 +352,25 @@ def cmd_allow_remote_code(args: argparse.Namespace, out: Output) -> int:
         record = store.set_allow_remote_code(args.model, not args.revoke)
     state = "allowed" if record.allow_remote_code else "not allowed"
     _done(out, f"{record.model_id}: remote code {state}", record.model_dump())
+    return EXIT_OK
+
+
+def cmd_set_depth(args: argparse.Namespace, out: Output) -> int:
+    """A reduced-depth proxy (or the full depth again) for the model's next runs."""
+    if (args.depth is None) == (not args.full):
+        raise CliError("give a depth N or --full")
+    with open_store(args) as store:
+        model = store.get_model(args.model)
+        _check_local_depths(
+            [Registration(model_id=model.model_id, source=model.source, path=model.path, proxy_depth=args.depth)]
+        )
+        record = store.set_proxy_depth(args.model, args.depth)
+    state = f"a proxy of {record.proxy_depth} layer(s)" if record.proxy_depth else "the full depth"
+    _done(
+        out,
+        f"{record.model_id}: {state} from its next discovery (`board_ops.py rollback {record.model_id} --to discovery`)",
+        record.model_dump(),
+    )
     return EXIT_OK
 
 

@@ -102,6 +102,15 @@ def _registration_commands(add: Add) -> None:
         help="run this opt-in stage for the model (repeatable; e.g. quantization, docs/quantization.md)",
     )
     p.add_argument(
+        "--depth",
+        "--proxy-depth",
+        dest="proxy_depth",
+        type=ascii_int,
+        metavar="N",
+        help="a reduced-depth proxy: every stage builds the same architecture with N layers (per layer "
+        "stack; 1 to the model's layer count), its figures labelled 'proxy: N of M layers' (docs/usage.md)",
+    )
+    p.add_argument(
         "--train-data",
         "--train_data",
         dest="train_data",
@@ -188,6 +197,11 @@ def _steering_commands(add: Add) -> None:
     p = add("allow_remote_code", cmds.cmd_allow_remote_code, "allow trust_remote_code for a model")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--revoke", action="store_true", help="forbid it again")
+
+    p = add("set_depth", cmds.cmd_set_depth, "build a model as a reduced-depth proxy of N layers, or --full depth")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("depth", metavar="N", type=ascii_int, nargs="?", help="layers per layer stack (1 to the model's)")
+    p.add_argument("--full", action="store_true", help="the full depth again")
 
     p = add("set_env", cmds.cmd_set_env, "environment mode of a model's runs: locked, system (--python) or default")
     p.add_argument("model", metavar="MODEL")

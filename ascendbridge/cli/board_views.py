@@ -22,6 +22,7 @@ MODEL_FIELDS = (
     "allow_remote_code",
     "skip_stages",
     "training",
+    "proxy_depth",
     "architecture",
     "model_type",
     "task_family",

@@ -84,3 +84,50 @@ def estimate_parameters(cfg: dict[str, Any]) -> int | None:
         embed += channels * patch * patch * h + ((first_int(cfg, "image_size") or 224) // patch) ** 2 * h
     head = vocab * h if vocab and cfg.get("tie_word_embeddings") is False else 0
     return body + embed + head
+
+
+def proxy_depth_problem(depth: int | None, cfg: dict[str, Any]) -> str | None:
+    """Why a reduced-depth proxy of `depth` layers cannot be built from this config (one line), or
+    None: no depth was asked, or it is between 1 and the model's layer count."""
+    if depth is None:
+        return None
+    layers = num_layers(cfg)
+    if layers is None:
+        return f"depth {depth}: the config names no layer count, so no reduced-depth proxy can be built"
+    if not 1 <= depth <= layers:
+        return f"depth {depth} is not within the model's {layers} layers (a proxy builds 1 to {layers})"
+    return None
+
+
+DEPTH_KEYS = (
+    "num_hidden_layers",
+    "n_layer",
+    "num_layers",
+    "n_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_decoder_layers",
+)
+
+
+def _with_depth(cfg: dict[str, Any], depth: int) -> dict[str, Any]:
+    """The config with every layer count (nested text / encoder / decoder configs too) at most `depth`."""
+    cut: dict[str, Any] = {}
+    for key, value in cfg.items():
+        if key in DEPTH_KEYS and isinstance(value, int) and not isinstance(value, bool):
+            cut[key] = min(value, depth)
+        elif isinstance(value, dict):
+            cut[key] = _with_depth(value, depth)
+        else:
+            cut[key] = value
+    return cut
+
+
+def proxy_parameters(parameters: int, cfg: dict[str, Any], depth: int) -> int:
+    """The parameters of a reduced-depth proxy of `depth` layers per stack: the full count times the
+    share the config estimate keeps (embeddings and heads stay, the cut layers go); the full count
+    when the config gives no estimate."""
+    full, cut = estimate_parameters(cfg), estimate_parameters(_with_depth(cfg, depth))
+    if not full or cut is None:
+        return parameters
+    return max(1, round(parameters * cut / full))

@@ -59,6 +59,7 @@ def results_from_evidence(root: Path) -> list[dict[str, Any]]:
             "median_ms": m.median_ms,
             "samples_per_s": m.samples_per_s,
             "accuracy": m.verdict,
+            "proxy": m.proxy,  # `proxy: N of M layers` for a reduced-depth proxy's figures, else None
         }
         for m in find_metrics(root)
     ]

@@ -18,6 +18,7 @@ from ab_runtime.fileops import write_text_atomic
 # object (ab_runtime/result.py writes and reads it); gates parse that line, never free text.
 from ab_runtime.result import RESULT_MARKER  # noqa: F401
 from ab_runtime.spec import InputRecipe as RuntimeRecipe
+from ab_runtime.spec import proxy_label
 
 SPEC_FILE = "adaptation.json"
 SPEC_VERSION = 1
@@ -59,6 +60,19 @@ def load_proposal(original: AdaptationSpec, copy: Path, changed: list[str], role
     return forbidden_change([k for k in set(before) | set(after) if before.get(k) != after.get(k)], role) or proposed
 
 
+class ProxyDepth(BaseModel):
+    """A reduced-depth proxy a person registered (`register_model --depth N`): every stage builds the
+    same architecture with `layers` layers per layer stack; `of` is the model's own count."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    layers: int = Field(ge=1)
+    of: int | None = Field(None, ge=1)
+
+    def label(self) -> str:
+        return proxy_label(self.layers, self.of)
+
+
 class ModelSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -67,6 +81,7 @@ class ModelSource(BaseModel):
     path: str | None = None  # local directory (source=local) or cache dir (hf-cache)
     revision: str | None = None
     has_weights: bool = True  # False: config-only model, always config-initialised
+    proxy: ProxyDepth | None = None  # None: the full depth
 
 
 _RECIPE = RuntimeRecipe()  # the defaults, once: the runtime reads a spec without them the same way

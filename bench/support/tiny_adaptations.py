@@ -17,7 +17,15 @@ from ascendbridge.board import BoardStore
 from ascendbridge.board.records import Registration
 from ascendbridge.config import adaptations_dir
 from ascendbridge.package.generator import generate, render_adaptation
-from ascendbridge.package.spec import RESULT_MARKER, AdaptationSpec, DtypePolicy, InputRecipe, ModelSource, WorkloadSpec
+from ascendbridge.package.spec import (
+    RESULT_MARKER,
+    AdaptationSpec,
+    DtypePolicy,
+    InputRecipe,
+    ModelSource,
+    ProxyDepth,
+    WorkloadSpec,
+)
 from ascendbridge.stage_api import StageContext
 from bench.support.local_model import TINY_BERT_CONFIG, TINY_GPT2_LAYERS, TINY_IMAGE, TINY_LAYERS, local_context
 from benchmark.render import render_accuracy_run
@@ -82,15 +90,16 @@ TINY_MODELS: dict[str, dict[str, Any]] = {
 TINY_WORKLOAD = WorkloadSpec(prompt_len=8, new_tokens=4, batch=2, sweep=[1, 4], headline_batch=4)
 
 
-def make_adaptation(root: Path, name: str) -> Path:
-    """Render adaptation `name` (config-only local model) with accuracy_run.py under root."""
+def make_adaptation(root: Path, name: str, proxy: ProxyDepth | None = None) -> Path:
+    """Render adaptation `name` (config-only local model) with accuracy_run.py under root; `proxy`:
+    registered as a reduced-depth proxy (`register_model --depth N`)."""
     info = TINY_MODELS[name]
     model_dir = root / "models" / name
     model_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "config.json").write_text(json.dumps(info["config"]))
     spec = AdaptationSpec(
         name=name,
-        model=ModelSource(model_id=f"demo/{name}", source="local", path=str(model_dir), has_weights=False),
+        model=ModelSource(model_id=f"demo/{name}", source="local", path=str(model_dir), has_weights=False, proxy=proxy),
         task_family=info["family"],
         model_class=info["class"],
         model_type=info["config"]["model_type"],

@@ -155,3 +155,33 @@ def test_vision_families_size_their_images_from_the_vision_config(
 
 
 # --- end vision families ---
+
+
+def test_a_registered_proxy_goes_into_the_spec_and_its_gate_checks_it_ran(board: BoardStore) -> None:
+    """`register_model --depth 4` of a 28-layer model: the spec names the proxy (the package's README
+    says it), the dry-run budget is left to the proxy's 4 layers, and the adaptation gate passes a demo
+    that built it, fails one that ran the full model, and one that ran a proxy the spec has not."""
+    from adaptation.gate import Report, check_proxy
+    from ascendbridge.package.spec import ProxyDepth
+
+    board.register_models([Registration(model_id="Qwen/Qwen3-0.6B", proxy_depth=4)])
+    config = {"model_type": "qwen3", "num_hidden_layers": 28, "max_position_embeddings": 40960}
+    info = discovered_info("Qwen/Qwen3-0.6B", "Qwen3ForCausalLM", "causal_lm", config, parameter_count=596_049_920)
+    spec = build_spec(put_discovered(board, info))
+    assert spec.model.proxy == ProxyDepth(layers=4, of=28) and spec.model.proxy.label() == "proxy: 4 of 28 layers"
+    assert spec.dry_run_max_layers is None  # all 28 layers exceed the 2 GiB dry-run budget; the proxy's 4 fit it
+
+    def checked(proxy: Any) -> tuple[bool, str]:
+        report = Report("a", "cpu")
+        check_proxy(report, spec, proxy)
+        (check,) = report.checks
+        return check.passed, check.detail
+
+    built = {"layers": 4, "of": 28, "stacks": {"num_hidden_layers": [4, 28]}}
+    assert checked(built) == (True, "proxy: 4 of 28 layers: built {'num_hidden_layers': [4, 28]}")
+    assert checked(None) == (False, "expected proxy: 4 of 28 layers, ran None")
+    assert not checked({**built, "stacks": {"num_hidden_layers": [28, 28]}})[0]
+    full = spec.model_copy(update={"model": spec.model.model_copy(update={"proxy": None})})
+    report = Report("a", "cpu")
+    check_proxy(report, full, built)
+    assert not report.checks[0].passed and "ran a proxy the spec has not" in report.checks[0].detail

@@ -155,8 +155,8 @@ def test_missing_board_says_how_to_create_it(tmp_path: Path) -> None:
 
 
 def test_v8_board_gains_the_attempts_cost_columns(tmp_path: Path) -> None:
-    """A v8 board (today's less the two columns v9 added) upgrades; its old attempts read as not
-    measured, a new one keeps its cost profile and peak memory."""
+    """A v8 board (today's less the two columns v9 added and the one v10 added) upgrades; its old
+    attempts read as not measured, a new one keeps its cost profile and peak memory."""
     path = tmp_path / "v8.db"
     with BoardStore.init(path) as store:
         store.register_models([Registration(model_id="org/m", source="local", path="/m")])
@@ -166,6 +166,7 @@ def test_v8_board_gains_the_attempts_cost_columns(tmp_path: Path) -> None:
     con = sqlite3.connect(path)
     for column in ("cost_profile_json", "peak_rss_bytes"):
         con.execute(f"ALTER TABLE attempts DROP COLUMN {column}")
+    con.execute("ALTER TABLE models DROP COLUMN proxy_depth")
     con.execute("UPDATE schema_info SET value = '8' WHERE key = 'schema_version'")
     con.commit()
     con.close()

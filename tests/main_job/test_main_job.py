@@ -244,6 +244,26 @@ def _squeezed(text: str) -> str:
     return "".join(text.split())
 
 
+def test_a_proxys_row_says_it_is_one(board: BoardStore, tmp_path: Path) -> None:
+    """A model registered with `--depth 1`: its row in the results (and in every table it is in) reads
+    `proxy: 1 of 28 layers` under its id, so its figures never pass for the full model's."""
+    import io
+
+    from rich.console import Console
+
+    from ascendbridge.board import Registration
+    from ascendbridge.run_summary import model_results, print_summary
+
+    board.register_models([Registration(model_id="sized/q", source="local", path="/m", proxy_depth=1)])
+    board.update_model_metadata("sized/q", {}, {"num_layers": 28})  # what discovery leaves: the model's own depth
+    (result,) = model_results(board, list(PIPELINE), adaptations_dir())
+    assert result.proxy == "proxy: 1 of 28 layers"
+    out = io.StringIO()
+    print_summary(Console(file=out, width=80, force_terminal=False), board, list(PIPELINE), adaptations_dir(), tmp_path)
+    (row,) = _rows(out.getvalue().splitlines(), "results per model")
+    assert row.startswith(_squeezed("sized/q (proxy: 1 of 28 layers)")), row
+
+
 def test_the_served_table_says_what_was_served_and_why_not(board: BoardStore, tmp_path: Path) -> None:
     """The gated serving figures of a served model, the reason of one the stage skipped."""
     import io

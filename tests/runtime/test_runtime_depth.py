@@ -116,3 +116,49 @@ def test_llama_3_70b_config_dry_run_fits_in_a_few_gib(torch_python: Path, tmp_pa
     assert result["param_bytes"] < 6 * GiB
     assert result["host_peak_rss_bytes"] < 8 * GiB
     assert "layers: 1 of 80 built" in proc.stdout
+
+
+PROXY = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import transformers as T
+from pathlib import Path
+from ab_runtime.depth import proxy_config
+from ab_runtime.errors import SpecError
+from ab_runtime.train.harness import build_model
+
+whisper, whisper_proxy = proxy_config(T.WhisperConfig(encoder_layers=4, decoder_layers=2), 3)
+gemma, gemma_proxy = proxy_config(T.Gemma3TextConfig(num_hidden_layers=12), 1)
+try:
+    proxy_config(T.BertConfig(num_hidden_layers=2), 3)
+    refused = None
+except SpecError as exc:
+    refused = str(exc)
+model, _, config = build_model(Path(sys.argv[2]), 0, {}, proxy_depth=1)
+print(json.dumps({
+    "whisper": [whisper.encoder_layers, whisper.decoder_layers, whisper_proxy],
+    "gemma": [gemma.num_hidden_layers, sorted(set(gemma.layer_types)), gemma_proxy["stacks"]],
+    "refused": refused,
+    "trained": [config.num_hidden_layers, len(model.model.layers)],
+}))
+"""
+
+
+def test_a_proxy_cuts_every_stack_and_the_training_harness_builds_it(torch_python: Path) -> None:
+    """`--depth N` in the runtime: each stack at most N (a shorter one whole, one layer of each kind
+    kept), N past the model's layers refused in one line, and the training harness's model built at N."""
+    tiny_llama = Path(__file__).resolve().parents[2] / "demo_models" / "tiny-llama"  # 2 layers
+    out = run_probe(torch_python, PROXY, str(tiny_llama))
+    assert out["whisper"] == [
+        3,
+        2,
+        {"layers": 3, "of": 4, "stacks": {"encoder_layers": [3, 4], "decoder_layers": [2, 2]}},
+    ]
+    gemma_layers, kinds, stacks = out["gemma"]
+    assert (
+        gemma_layers == 2
+        and kinds == ["full_attention", "sliding_attention"]
+        and stacks == {"num_hidden_layers": [2, 12]}
+    )
+    assert out["refused"] == "depth 3 is not within the model's 2 layers (a proxy builds 1 to 2)"
+    assert out["trained"] == [1, 1]

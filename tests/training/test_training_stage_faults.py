@@ -121,3 +121,30 @@ def test_a_run_a_guard_stopped_is_left_to_exit_not_taken_for_a_hang(tmp_path: Pa
         startup_s=60,
     )
     assert (summary["hangs"], summary["exit_code"]) == ((0, 1) if stop else (1, -9)), summary  # -9: killed
+
+
+def test_a_proxys_depth_reaches_the_training_configs_and_the_gate_holds_them_to_it(tmp_path: Path) -> None:
+    """A model registered with `--depth 1`: train.json and contract.json carry `proxy_depth` (the harness
+    builds that depth); a training config that trains another depth than the spec's model fails the gate."""
+    from ascendbridge.package.generator import render_adaptation
+    from ascendbridge.package.spec import AdaptationSpec, ModelSource, ProxyDepth
+    from training.gate import check_adaptation
+    from training.render import render_package
+
+    proxy = ProxyDepth(layers=1, of=2)
+    model = ModelSource(model_id="demo/m", source="local", path="/models/tiny", has_weights=False, proxy=proxy)
+    directory = tmp_path / "demo__m"
+    render_adaptation(
+        AdaptationSpec(name="demo__m", model=model, task_family="causal_lm", model_class="LlamaForCausalLM"), directory
+    )
+    job = TrainingJob(data=str(CORPUS), steps=6)
+    render_package(directory, "demo/m", "/models/tiny", job, TrainingSettings(), proxy_depth=1)
+    for config in (TRAIN_CONFIG, CONTRACT_CONFIG):
+        assert json.loads((directory / config).read_text())["proxy_depth"] == 1
+    held = check_adaptation(directory, execute=False)  # no run yet: its evidence is missing, its config is right
+    assert not held.passed and not any("trains depth" in p for p in held.problems), held.problems
+    render_package(
+        directory, "demo/m", "/models/tiny", job, TrainingSettings()
+    )  # the full model under the proxy's spec
+    report = check_adaptation(directory, execute=False)
+    assert f"{TRAIN_CONFIG} trains depth full; the registered model is proxy: 1 of 2 layers" in report.problems
