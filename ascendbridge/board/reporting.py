@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, insert
+from sqlalchemy import case, func, insert
 from sqlmodel import col, select
 
 from ascendbridge.board.base import StoreBase, UnknownModelError, _chunks
@@ -116,9 +116,11 @@ class ReportingStore(StoreBase):
         end (COSTED_OUTCOMES), oldest first: the basis of the team lead's ETA and of the host's stage
         history (ascendbridge/teamlead/eta.py). A gate re-check (`recheck` > 0) ran the gate alone:
         not what the stage costs."""
+        # A proxy's attempts built fewer parameters than the model's count: their size is unknown here.
+        built = case((col(Model.proxy_depth).is_(None), col(Model.parameter_count)), else_=None)
         with self._read() as s:
             q = (
-                select(Task.stage, Model.task_family, Attempt.duration_s, Model.parameter_count)
+                select(Task.stage, Model.task_family, Attempt.duration_s, built)
                 .join(Task, col(Attempt.task_id) == col(Task.id))
                 .join(Model, col(Task.model_pk) == col(Model.id))
                 .where(

@@ -131,3 +131,9 @@ def proxy_parameters(parameters: int, cfg: dict[str, Any], depth: int) -> int:
     if not full or cut is None:
         return parameters
     return max(1, round(parameters * cut / full))
+
+
+def built_parameters(parameters: int | None, cfg: dict[str, Any], depth: int | None) -> int | None:
+    """The parameters the stages build: the registered proxy's when the model has one, else the
+    full count (None: discovery recorded none)."""
+    return proxy_parameters(parameters, cfg, depth) if parameters and depth else parameters

@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 
 from ab_runtime.progress import fmt_s
 from ascendbridge.board import ModelRecord, TaskRecord
+from ascendbridge.discovery.config_estimate import built_parameters
 from ascendbridge.runtime.placement import is_timed
 from ascendbridge.stage_table import stage_table
 from ascendbridge.stages import DONE_STATUSES, STAGES, TERMINAL_STATUSES
@@ -356,7 +357,7 @@ def estimate(
     costs = costs.fitted([*host, *board])
     scales = _scales(stages, board, host, costs)
     family = {m.pk: m.task_family for m in models}
-    size = {m.pk: m.parameter_count for m in models}
+    size = {m.pk: built_parameters(m.parameter_count, m.metadata.get("config") or {}, m.proxy_depth) for m in models}
     scaled: dict[str, list[int]] = defaultdict(list)  # stage -> the sizes its tasks were scaled to
     unsized: Counter[str] = Counter()  # stage -> its tasks of models of unknown size
     unsized_models: set[int] = set()

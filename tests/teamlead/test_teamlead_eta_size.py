@@ -174,3 +174,21 @@ def test_the_bench_reports_each_models_prior_error_by_size_and_the_hosts_fit_clo
     assert eta_error.main([str(tiny), "--per-size", "--costs", str(costs)]) == 0
     assert "no model of real size (100.0M parameters or more)" in capsys.readouterr().out
     assert eta_error.main([str(tiny), str(board)]) == 2  # the replay takes one board
+
+
+def test_a_reduced_depth_proxy_is_costed_at_the_parameters_it_builds_and_its_attempts_teach_no_size(
+    tmp_path: Path,
+) -> None:
+    """`--depth 1` of a 0.6 B model builds ~171 M parameters: the ETA scales to those, and the proxy's
+    attempts (a 171 M run under a 596 M label) never feed the host's size fit."""
+    config = json.loads((Path(__file__).parents[2] / "sized_models" / "qwen3-0.6b" / "config.json").read_text())
+    full = 596_049_920
+    proxy = sized(1, full).model_copy(update={"proxy_depth": 1, "metadata": {"config": config}})
+    eta = estimate([task("benchmark", "pending", 1)], [proxy], ["benchmark"], [], [], COSTS, Lanes(1, 1), NOW)
+    assert eta.seconds < benchmark_eta(full).seconds / 2
+    assert "scaled to 17" in eta.text() and "scaled to 596" not in eta.text()
+    samples = _earlier_board(tmp_path / "board.db", [(full, 900.0)])
+    with BoardStore(tmp_path / "board.db") as store:
+        store.set_proxy_depth("org/m0", 1)
+        assert [s.params for s in (Sample(*row) for row in store.costed_attempts())] == [None, None]
+    assert [s.params for s in samples] == [full, full]  # the same attempts, as the full model's
