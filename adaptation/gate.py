@@ -37,9 +37,9 @@ from ab_runtime.result import read_result
 from ascendbridge.config import uv_binary
 from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.pip_site import with_site
-from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.stable_envs import ensure, env_dir, project_env
 from ascendbridge.task_families import TASK_FAMILIES
+from ascendbridge.workers.process import CommandResult, run_command
 
 REFERENCE_RUNTIME = Path(__file__).resolve().parents[1] / "ab_runtime"
 SYSTEM_MARKER = "ascendbridge-env.json"  # written by system mode (ascendbridge/package/system_env.py)

@@ -5,7 +5,7 @@ minutes (or hours) of work, and a retry meets the same end. The plan predicts th
 discovery's parameter count with the bytes-per-parameter model below, compares it with the memory
 the stage may fill (a safety fraction of the host's, and of a card's when the target runs on one),
 and names how the stage runs, or why it cannot: a refusal with the figures and the remedy, on the
-first attempt. A pure function of its inputs: the stages gather them (ascendbridge/runtime/host_memory.py).
+first attempt. A pure function of its inputs: the stages gather them (ascendbridge/workers/host_memory.py).
 
 The bytes-per-parameter model (P: the parameters the run builds), and where each number comes from:
 

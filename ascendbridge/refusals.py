@@ -70,7 +70,7 @@ REFUSALS: dict[str, str] = {
     # a timed stage, before it loads anything: its memory plan finds no way to fit (docs/memory.md)
     "memory_plan_refused": "a host with more memory, the target on an accelerator (`--devices`), or a smaller or "
     "depth-reduced model (the reason names the figures; docs/memory.md), then `board_ops.py retry MODEL --stage STAGE`",
-    # any stage: the attempt died for memory (the OOM killer, MemoryError; ascendbridge/runtime/oom.py)
+    # any stage: the attempt died for memory (the OOM killer, MemoryError; ascendbridge/workers/oom.py)
     "out_of_memory": "free memory on the host (other jobs) or set what a stage may use (ASCENDBRIDGE_HOST_MEMORY_BYTES, "
     "ASCENDBRIDGE_MEMORY_FRACTION) so its memory plan refuses or picks a smaller one; or a host with more memory, "
     "the target on an accelerator, a smaller or depth-reduced model (docs/memory.md); then `board_ops.py retry MODEL`",

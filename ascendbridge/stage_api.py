@@ -49,7 +49,7 @@ class StageContext:
 
 
 # What crosses the process boundary is a pydantic dataclass: validated when a stage builds it and
-# again when the other side reads its JSON (ascendbridge/runtime/payload.py, one TypeAdapter per
+# again when the other side reads its JSON (ascendbridge/workers/payload.py, one TypeAdapter per
 # type), unknown keys refused; a dataclass keeps the positional constructor stages use
 # (`GateResult(False, "why")`) visible to type checkers.
 WIRE = ConfigDict(extra="forbid")
@@ -110,7 +110,7 @@ class StageOutcome:
     # found it runs again after the healer's fix (teamlead/guidance.py send_back).
     spec_change: dict[str, Any] | None = None
     events: list[AgentEvent] = field(default_factory=list)
-    cost: ProcessCost | None = None  # set by the worker (ascendbridge/runtime/worker.py)
+    cost: ProcessCost | None = None  # set by the worker (ascendbridge/workers/worker.py)
 
     @property
     def succeeded(self) -> bool:
@@ -131,7 +131,7 @@ class GateResult:
     # Nothing failed, but a timing check could not decide under the host's load now (passed is
     # False): the team lead re-runs only the gate later, without spending an attempt.
     inconclusive: bool = False
-    cost: ProcessCost | None = None  # set by the worker (ascendbridge/runtime/worker.py)
+    cost: ProcessCost | None = None  # set by the worker (ascendbridge/workers/worker.py)
 
     @property
     def succeeded(self) -> bool:

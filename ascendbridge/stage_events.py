@@ -2,7 +2,7 @@
 until the worker puts them in the stage's outcome, which the team lead writes with the attempt.
 
 A module of its own, below both of its users: `ascendbridge/agents/` records into it and
-`ascendbridge/runtime/worker.py` takes from it, so neither folder imports the other.
+`ascendbridge/workers/worker.py` takes from it, so neither folder imports the other.
 """
 
 from __future__ import annotations

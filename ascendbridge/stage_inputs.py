@@ -17,10 +17,10 @@ from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec, MissingSpecError
 from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.package.weights import weights_available
-from ascendbridge.runtime.host_memory import room
 from ascendbridge.settings import S, SettingsError
 from ascendbridge.stacks import describe
 from ascendbridge.stage_api import StageContext, StageOutcome, failed
+from ascendbridge.workers.host_memory import room
 
 
 def run_with_inputs(

@@ -42,7 +42,7 @@ class StageTableError(Exception):
 
 
 class Placement(BaseModel):
-    """What one task of the stage claims from the device pool (ascendbridge/runtime/placement.py)."""
+    """What one task of the stage claims from the device pool (ascendbridge/workers/placement.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -163,7 +163,7 @@ def kill_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             if not procs:
                 continue
             kind = rng.choice(["team-lead", "worker", "grandchild"])
-            workers = [p for p in procs if b"ascendbridge.runtime.worker" in cmdline(p)]
+            workers = [p for p in procs if b"ascendbridge.workers.worker" in cmdline(p)]
             others = [p for p in procs if p not in workers]
             if kind == "team-lead":
                 try:

@@ -44,7 +44,7 @@ def one(name: str, tree: Path, cpu: int | None, tmp: Path, real_envs: bool = Fal
     """Child: run the stage and its gate from `tree` on demo model `name` (board and adaptation in
     `tmp`); figures as a dict.
     `cpu`: pinned there (inherited by every process it starts), as the team lead pins a timed stage
-    to its slot's core on a CPU-only host (ascendbridge/runtime/placement.py)."""
+    to its slot's core on a CPU-only host (ascendbridge/workers/placement.py)."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     sys.path.insert(0, str(tree))

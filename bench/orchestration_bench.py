@@ -34,11 +34,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from ascendbridge.board import BoardStore, Registration  # noqa: E402
-from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult  # noqa: E402
 from ascendbridge.stage_api import StageContext  # noqa: E402
 from ascendbridge.stage_registry import StageRef, load_stage  # noqa: E402
 from ascendbridge.teamlead.scheduler import TeamLead  # noqa: E402
 from ascendbridge.teamlead.settings import TeamLeadSettings  # noqa: E402
+from ascendbridge.workers.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult  # noqa: E402
 
 TRIVIAL = StageRef("discovery", "bench.trivial_stage:TRIVIAL", "register")
 
@@ -150,7 +150,7 @@ def worker_startup_s(samples: int = 3) -> float:
     times = []
     for _ in range(samples):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import ascendbridge.runtime.worker"], check=True)
+        subprocess.run([sys.executable, "-c", "import ascendbridge.workers.worker"], check=True)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 

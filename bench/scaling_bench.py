@@ -30,9 +30,9 @@ sys.path.insert(0, str(REPO))
 
 from ab_runtime.pairstats import percentile  # noqa: E402
 from ascendbridge.board import BoardStore, Registration  # noqa: E402
-from ascendbridge.runtime.executor import Executor, LocalProcessExecutor  # noqa: E402
 from ascendbridge.stage_registry import StageRef, stage_refs  # noqa: E402
 from ascendbridge.teamlead.settings import TeamLeadSettings  # noqa: E402
+from ascendbridge.workers.executor import Executor, LocalProcessExecutor  # noqa: E402
 from bench.orchestration_bench import TimedLead  # noqa: E402
 
 STAGES = {"trivial": StageRef("discovery", "bench.trivial_stage:TRIVIAL", "env"), "discovery": None}
@@ -77,7 +77,7 @@ def _spread(values: list[float], fmt: str) -> str:
 def make_executor(kind: str, address: str | None) -> Executor:
     if kind == "local":
         return LocalProcessExecutor()
-    from ascendbridge.runtime.ray_executor import RayExecutor
+    from ascendbridge.workers.ray_executor import RayExecutor
 
     return RayExecutor(address)
 

@@ -18,9 +18,9 @@ from ascendbridge.package import uv_env
 from ascendbridge.package.generator import GeneratorError, update_readme_results
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
-from ascendbridge.runtime.host_memory import built_parameters
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
 from ascendbridge.stage_inputs import memory_planned, run_with_inputs, synced_env
+from ascendbridge.workers.host_memory import built_parameters
 from benchmark.op_coverage import PROFILE as OP_PROFILE
 from benchmark.op_coverage import record_and_report
 from benchmark.readme import results_markdown

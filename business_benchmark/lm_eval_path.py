@@ -18,8 +18,8 @@ import yaml
 
 from ascendbridge.config import uv_binary
 from ascendbridge.package.uv_env import uv_environment
-from ascendbridge.runtime.process import run_command
 from ascendbridge.stable_envs import python as package_python
+from ascendbridge.workers.process import run_command
 
 LM_EVAL_REQUIREMENT = "lm-eval[hf]==0.4.13"  # the hf extra brings accelerate, which HFLM needs
 LOCAL_TASK = "ab_choice_en"  # the bundled multiple-choice task over data/ab-choice-en.jsonl

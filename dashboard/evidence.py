@@ -20,7 +20,7 @@ from typing import IO, Any, TypeGuard
 
 from ab_runtime import metrics_file
 from ascendbridge import capped_read
-from ascendbridge.runtime.heartbeat import heartbeat_path, progress_text
+from ascendbridge.workers.heartbeat import heartbeat_path, progress_text
 
 MAX_JSON_BYTES = 4 * 1024 * 1024
 LOG_TAIL_BYTES = 8 * 1024
@@ -322,7 +322,7 @@ def _log_file(log_path: str, logs_root: Path) -> Path | None:
 
 def running_progress(log_path: str | None, logs_root: Path) -> str | None:
     """A running attempt's last progress line and its age, from the heartbeat beside its log
-    (ascendbridge/runtime/heartbeat.py); None for a log outside the logs directory."""
+    (ascendbridge/workers/heartbeat.py); None for a log outside the logs directory."""
     found = _log_file(log_path, logs_root) if log_path else None
     if found is None or inside(heartbeat_path(found), logs_root) is None:
         return None

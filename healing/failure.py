@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ascendbridge.package.uv_env import parse_result
-from ascendbridge.runtime.process import CommandResult
+from ascendbridge.workers.process import CommandResult
 from healing.redact import redact
 
 Phase = Literal["render", "lock", "sync", "dry_run", "real_run", "benchmark"]

@@ -23,8 +23,8 @@ from ascendbridge.config import uv_binary
 from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.gatekit.report import GateReport
 from ascendbridge.package.checker import run_package_checker
-from ascendbridge.runtime.process import run_command
 from ascendbridge.stable_envs import project_env
+from ascendbridge.workers.process import run_command
 from healing.evidence import read_evidence, spec_digest
 
 

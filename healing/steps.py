@@ -14,7 +14,7 @@ from typing import IO, Any
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import GeneratorError, generate
 from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.runtime.process import CommandResult
+from ascendbridge.workers.process import CommandResult
 from healing.failure import Failure, Phase
 from healing.settings import HealingSettings
 

@@ -47,7 +47,7 @@ from ascendbridge.gatekit.placement import apply_recorded_placement
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.gatekit.trace import TraceError, validate_trace
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 from optimization.notes_check import RUNTIME_DIR, check_notes
 from optimization.render import ACCURACY_RUN_PERF, PERF_METRICS_PREFIX, render_text
 

@@ -32,9 +32,9 @@ from ascendbridge.memory_plan import MemoryPlan, Room, accuracy_plan
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
-from ascendbridge.runtime.host_memory import built_parameters
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import memory_planned, run_with_inputs, synced_env
+from ascendbridge.workers.host_memory import built_parameters
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings
 

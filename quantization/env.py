@@ -16,7 +16,7 @@ from typing import TextIO
 
 from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, torch_source, uv_binary
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 
 DEFAULT_ENV = REPO_ROOT / ".cache" / "quant-env"
 TOOL = "msmodelslim"

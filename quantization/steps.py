@@ -18,7 +18,7 @@ from ab_runtime.fileops import sha256_file
 from ab_runtime.result import read_result
 from ascendbridge.gatekit.checker import marked_json
 from ascendbridge.package.quant_files import QUANT_DIR, QUANT_EVIDENCE
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 from quantization.env import tool_binary
 
 WORK_DIR = QUANT_DIR  # in the adaptation directory

@@ -35,7 +35,7 @@ from ascendbridge.config import REPO_ROOT, adaptations_dir, torch_source, uv_bin
 from ascendbridge.package.generator import BASE_DEPENDENCIES, SHARDING_DEPENDENCY
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.pip_site import read_pip_site, redact, with_site
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 from business_benchmark.lm_eval_path import LM_EVAL_REQUIREMENT
 
 if sys.version_info >= (3, 11):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from ab_runtime.pairstats import percentile
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 from serving.server import loopback_env
 
 # One process runs every rate (vLLM imports once): argv[1] is the comma-separated rates, argv[2] the

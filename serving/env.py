@@ -20,7 +20,7 @@ from typing import IO
 from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.config import REPO_ROOT, torch_source, uv_binary
 from ascendbridge.pip_site import SiteError, with_site
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 from serving.plan import CPU_ENGINE
 
 DEFAULT_ENV = REPO_ROOT / ".cache" / "serve-env"

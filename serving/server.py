@@ -27,8 +27,8 @@ import psutil
 
 from ab_runtime.phases import add
 from ab_runtime.progress import Progress
-from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, die_with_parent, terminate
-from ascendbridge.runtime.process import kill_group
+from ascendbridge.workers.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, die_with_parent, terminate
+from ascendbridge.workers.process import kill_group
 
 HEALTH_POLL_S = 0.5
 MEMORY_POLL_S = 0.25

@@ -19,9 +19,9 @@ import psutil
 from ab_runtime.result import EXIT_BAD_INPUT
 from ab_runtime.tools import run_tool
 from ascendbridge.package.uv_env import parse_result
-from ascendbridge.runtime.devices import DeviceSpecError, Runner, parse_index_list, probe
-from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.devices import DeviceSpecError, Runner, parse_index_list, probe
+from ascendbridge.workers.placement import VISIBLE_ENV, claimed_cards
+from ascendbridge.workers.process import run_command
 from serving.plan import ASCEND_STACKS, SERVER_MODULE, DeviceProfile, ModelFacts, Refusal, ServePlan, plan_serving
 from serving.render import WEIGHTS_DIR, engine_args
 from serving.settings import ServingSettings

@@ -56,7 +56,7 @@ RUNTIME_LEAVES = frozenset(
 IN_PACKAGE_INTERPRETER = "ascendbridge.gatekit.inner"
 # Folder cycles of the kernel a change in flight removes, as (folder, folder it imports): such an
 # edge is left out of the cycle check until the change lands, then taken out of here. Empty:
-# runtime -> teamlead went when the stage registry moved to ascendbridge/stage_registry.py.
+# workers -> teamlead went when the stage registry moved to ascendbridge/stage_registry.py.
 _CYCLES_BEING_REMOVED: set[tuple[str, str]] = set()
 # Code that is not a test: the shipped packages and these folders.
 NOT_TESTS = ("bench", "scripts")
@@ -246,16 +246,16 @@ def test_the_dashboard_imports_only_the_kernel() -> None:
     assert not bad, "the dashboard imports beyond the kernel:\n" + "\n".join(bad)
 
 
-def test_the_runtime_folder_does_not_import_the_team_lead() -> None:
+def test_the_workers_folder_does_not_import_the_team_lead() -> None:
     """Workers and executors find stages through ascendbridge/stage_registry.py, never teamlead/."""
     bad = [
         _where(name, line, target)
         for name in modules()
-        if name.startswith("ascendbridge.runtime")
+        if name.startswith("ascendbridge.workers")
         for target, line, _ in imports(name)
         if target.startswith("ascendbridge.teamlead")
     ]
-    assert not bad, "ascendbridge/runtime imports ascendbridge/teamlead:\n" + "\n".join(bad)
+    assert not bad, "ascendbridge/workers imports ascendbridge/teamlead:\n" + "\n".join(bad)
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str]:
@@ -320,6 +320,6 @@ def test_the_checks_see_a_violation() -> None:
     assert any(t == "ab_runtime.errors" for t, _, _ in imports("ab_runtime.optimize.confirm"))  # `from ..errors`
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) == []
-    assert "ascendbridge.runtime" in folder_graph()["ascendbridge.teamlead"]  # folders are nodes
+    assert "ascendbridge.workers" in folder_graph()["ascendbridge.teamlead"]  # folders are nodes
     assert find_cycle({"ascendbridge.a": {"ascendbridge.b"}, "ascendbridge.b": {"ascendbridge.a"}})
     assert _stdlib_only_at_import("ab_runtime.harness")  # a part that needs torch is seen as one

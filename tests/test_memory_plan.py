@@ -6,7 +6,7 @@ import pytest
 
 from ascendbridge.memory_plan import GIB, REFUSED_RULE, Room, accuracy_plan, accuracy_remedy, training_plan
 from ascendbridge.refusals import is_refusal
-from ascendbridge.runtime.host_memory import OVERRIDE, built_parameters, room
+from ascendbridge.workers.host_memory import OVERRIDE, built_parameters, room
 
 M = 10**6
 

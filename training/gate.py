@@ -31,7 +31,7 @@ from ascendbridge.gatekit.integrity import code_problems
 from ascendbridge.gatekit.report import GateReport, untrusted_summary
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.train_files import RUN_DIR
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 from training.figures import (
     EVENTS_DIR,
     FIGURES_FILE,

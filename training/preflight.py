@@ -27,8 +27,8 @@ from ascendbridge.board.records import HostAcceptanceRecord, now_iso
 from ascendbridge.hostcheck.expectations import expectation_for
 from ascendbridge.hostcheck.judge import BELOW, judge, summary
 from ascendbridge.package import uv_env
-from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stage_api import AgentEvent, StageContext, StageOutcome, failed
+from ascendbridge.workers.process import CommandResult
 from training.settings import TrainingSettings
 
 MEASURE_TIMEOUT_S = 600.0

@@ -15,7 +15,7 @@ way) except a full disk.
 gate: training/scripts/check_training.py, a separate process that recomputes the verdicts from
 the saved logs with the framework's code and re-runs a step from the last checkpoint.
 
-It is a timed stage (ascendbridge/runtime/placement.py TIMED_STAGES): the device pool gives it
+It is a timed stage (ascendbridge/workers/placement.py TIMED_STAGES): the device pool gives it
 devices (or a CPU-only host's core slots) to itself, because a training run fills a card's memory
 and its tokens/s is a measurement: as many as the job's world size (`TrainingJob.processes`,
 placement.stage_devices). Each torchrun rank takes its own card of the claim, the LOCAL_RANK-th
@@ -41,12 +41,12 @@ from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import env_stack
 from ascendbridge.package.train_files import RUN_DIR
-from ascendbridge.runtime.devices import DeviceSpecError
-from ascendbridge.runtime.placement import VISIBLE_ENV, claimed_cards
-from ascendbridge.runtime.process import CommandResult
 from ascendbridge.stable_envs import python as package_python
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import memory_planned, run_with_inputs
+from ascendbridge.workers.devices import DeviceSpecError
+from ascendbridge.workers.placement import VISIBLE_ENV, claimed_cards
+from ascendbridge.workers.process import CommandResult
 from training.figures import (
     CONFIRM_FILE,
     FIGURES_FILE,

@@ -1,7 +1,7 @@
 """Agent CLIs as backends: Claude Code in print mode and Codex in exec mode.
 
 Both run in the workspace copy (cwd), in their own process group with a hard timeout
-(ascendbridge.runtime.process.run_command), stdin closed, and without Hugging Face credentials.
+(ascendbridge.workers.process.run_command), stdin closed, and without Hugging Face credentials.
 Flags (from each tool's CLI reference):
 
 - claude -p PROMPT --output-format json --permission-mode acceptEdits
@@ -28,8 +28,8 @@ from ascendbridge.agents.backend import (
     reported_tokens,
 )
 from ascendbridge.agents.settings import AgentConfig
-from ascendbridge.runtime.process import run_command
 from ascendbridge.settings import section
+from ascendbridge.workers.process import run_command
 
 MAX_TURNS = 30
 _OUTPUT_CAP = 2_000_000

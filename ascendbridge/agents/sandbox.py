@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ab_runtime.fileops import sha256_file
-from ascendbridge.runtime.attempt_dir import attempt_scratch, replace_dir
+from ascendbridge.workers.attempt_dir import attempt_scratch, replace_dir
 
 IGNORED = frozenset({".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
 

@@ -249,7 +249,7 @@ class AttemptEnd:
     """How an attempt ended (finish_attempt): its outcome, the exit code of the phase that decided
     it and the attempt's time, the diagnosis, the fix applied, the agent backends that acted in
     it ("builtin": the stage's own rules alone), and its cost: where its time went (phase ->
-    seconds) and its peak resident memory (ascendbridge/runtime/cost.py)."""
+    seconds) and its peak resident memory (ascendbridge/workers/cost.py)."""
 
     outcome: str
     exit_code: int | None = None

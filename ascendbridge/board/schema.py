@@ -106,7 +106,7 @@ class AttemptColumns(SQLModel):
     # copy of the attempt with the same number whose gate was `inconclusive` (no attempt spent).
     recheck: int = 0
     # The peak resident memory of the attempt's largest process (run or gate worker, or a process
-    # they waited for: ascendbridge/runtime/cost.py); None: not measured (an older board, Ray).
+    # they waited for: ascendbridge/workers/cost.py); None: not measured (an older board, Ray).
     peak_rss_bytes: int | None = None
 
 

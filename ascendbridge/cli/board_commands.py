@@ -35,8 +35,8 @@ from ascendbridge.config import adaptations_dir
 from ascendbridge.discovery.config_estimate import proxy_depth_problem
 from ascendbridge.package.serve_files import serve_command
 from ascendbridge.registration_file import model_path, parse_registration_file
-from ascendbridge.runtime.heartbeat import progress_text
 from ascendbridge.stages import STAGES, check_stage
+from ascendbridge.workers.heartbeat import progress_text
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 
@@ -195,6 +195,15 @@ def running_progress(tasks: list[TaskRecord], attempts: list[tuple[str, AttemptR
     }
 
 
+def _model_fields(model: ModelRecord) -> list[tuple[str, Any]]:
+    """The model's board fields, its proxy label beside its depth, then its discovered metadata."""
+    data = model.model_dump()
+    pairs: list[tuple[str, Any]] = [(k, data[k]) for k in MODEL_FIELDS]
+    if label := model.proxy_label():
+        pairs.insert(MODEL_FIELDS.index("proxy_depth") + 1, ("proxy", label))
+    return pairs + [(f"metadata.{k}", v) for k, v in sorted(model.metadata.items())]
+
+
 def cmd_show(args: argparse.Namespace, out: Output) -> int:
     with open_store(args, read_only=True) as store:
         model = store.get_model(args.model)
@@ -222,12 +231,8 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
             }
         )
         return EXIT_OK
-    data = model.model_dump()
-    pairs: list[tuple[str, Any]] = [(k, data[k]) for k in MODEL_FIELDS]
-    if label := model.proxy_label():  # every figure below is the proxy's
-        pairs.insert(MODEL_FIELDS.index("proxy_depth") + 1, ("proxy", label))
-    pairs += [(f"metadata.{k}", v) for k, v in sorted(model.metadata.items())]
-    out.fields(f"model {model.model_id}", pairs)
+    out.fields(f"model {model.model_id}", _model_fields(model))
+    label = model.proxy_label()  # every figure below is the proxy's
     out.table(
         "stages",
         ("stage", "status", "attempts", "owner", "lease expires", "started", "finished", "diagnosis"),

@@ -20,8 +20,8 @@ from typing import Any
 from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.gatekit.evidence import EvidenceError, adaptation_path, resolve_adaptation
 from ascendbridge.gatekit.report import EXIT_INCONCLUSIVE, EXIT_PASSED, GateReport
-from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.stage_api import GateResult
+from ascendbridge.workers.process import CommandResult, run_command
 
 
 def _as_object(text: str) -> dict[str, Any] | None:

@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.stable_envs import python as package_python
+from ascendbridge.workers.process import CommandResult, run_command
 
 INNER_DIR = Path(__file__).resolve().parent / "inner"
 # The one list of variables stripped from every model run's environment: each would point the run

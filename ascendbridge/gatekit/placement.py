@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ascendbridge.runtime.placement import CPU_AFFINITY_ENV
+from ascendbridge.workers.placement import CPU_AFFINITY_ENV
 
 
 def recorded_placement(metrics: Iterable[dict[str, Any]]) -> tuple[list[int], int | None]:

@@ -26,8 +26,8 @@ from ascendbridge.config import RUNTIME_DIR, RUNTIME_NAME, TorchSource
 from ascendbridge.config import torch_source as configured_torch_source
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.package.uv_env import PROFILES, lock
-from ascendbridge.runtime.process import CommandResult
 from ascendbridge.templating import strict_environment
+from ascendbridge.workers.process import CommandResult
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"

@@ -33,7 +33,7 @@ from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.stack import MARKER, StackError, check_stack, probe_stack, stack_id
 from ascendbridge.package.stack import system_marker as marker
 from ascendbridge.pip_site import SiteError, with_site
-from ascendbridge.runtime.process import CommandResult, run_command
+from ascendbridge.workers.process import CommandResult, run_command
 
 PTH_FILE = "_ascendbridge_system_stack.pth"
 NEVER_INSTALLED = frozenset({"torch", "torch-npu"})

@@ -2,7 +2,7 @@
 
 The generator, the healer and the benchmark stage all drive adaptation environments through
 these few functions so every uv call gets the same clean environment, timeout and output cap
-(`ascendbridge.runtime.process.run_command`). The gate (`adaptation/scripts/check_adaptation.py`) does NOT
+(`ascendbridge.workers.process.run_command`). The gate (`adaptation/scripts/check_adaptation.py`) does NOT
 use this module: it calls uv itself, so a bug here cannot make it pass.
 """
 
@@ -25,8 +25,8 @@ from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.package import system_env
 from ascendbridge.package.system_env import sync_system
 from ascendbridge.pip_site import SiteError, lock_matches_site, locked_sync_steps, missing_package_error, with_site
-from ascendbridge.runtime.process import CommandResult, run_command
 from ascendbridge.stable_envs import ensure, env_dir, kernel_cache_env, project_env
+from ascendbridge.workers.process import CommandResult, run_command
 
 # demo.py --device value -> the pyproject extra that installs the matching torch
 DEVICE_PROFILES: dict[str, str] = {"npu": "ascend", "cuda": "cuda", "cpu": "cpu"}

@@ -32,10 +32,6 @@ from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import board_path, logs_dir, stage_history_path
 from ascendbridge.envmode import ENV_MODES, EnvModeError, env_choice
-from ascendbridge.runtime.devices import detect
-from ascendbridge.runtime.executor import Executor, LocalProcessExecutor
-from ascendbridge.runtime.placement import DevicePool, pool_entry
-from ascendbridge.runtime.ray_executor import RayExecutor, RayUnavailable
 from ascendbridge.settings import DeviceSettings, EnvsSettings, Settings, install
 from ascendbridge.stage_registry import StageRef, stage_refs
 from ascendbridge.stages import STATUSES
@@ -53,6 +49,10 @@ from ascendbridge.teamlead.settings import (
     parse_stage_settings,
     stages_for,
 )
+from ascendbridge.workers.devices import detect
+from ascendbridge.workers.executor import Executor, LocalProcessExecutor
+from ascendbridge.workers.placement import DevicePool, pool_entry
+from ascendbridge.workers.ray_executor import RayExecutor, RayUnavailable
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_BOARD, EXIT_LOCKED, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
 LOG_BACKUPS = 14  # daily files kept

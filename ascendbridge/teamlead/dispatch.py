@@ -18,12 +18,12 @@ from typing import Any
 from ascendbridge.board import BoardBusyError, ModelRecord, StaleTokenError, TaskRecord
 from ascendbridge.config import adaptations_dir, logs_dir
 from ascendbridge.refusals import as_refusal
-from ascendbridge.runtime.executor import Job
-from ascendbridge.runtime.placement import Placement, devices_needed, is_timed, stage_devices
 from ascendbridge.stage_registry import extra_stages_env
 from ascendbridge.teamlead.selection import Candidate, Resources, select
 from ascendbridge.teamlead.state import Part, Recheck, RunState
 from ascendbridge.teamlead.transitions import Transitions
+from ascendbridge.workers.executor import Job
+from ascendbridge.workers.placement import Placement, devices_needed, is_timed, stage_devices
 
 # Pending tasks each stage offers the selection, at least: the longest model can only be served
 # first if it is among them (the board ranks by priority and registration).

@@ -47,11 +47,11 @@ from typing import Any, NamedTuple
 from ab_runtime.progress import fmt_s
 from ascendbridge.board import ModelRecord, TaskRecord
 from ascendbridge.discovery.config_estimate import built_parameters
-from ascendbridge.runtime.placement import is_timed
 from ascendbridge.stage_table import stage_table
 from ascendbridge.stages import DONE_STATUSES, STAGES, TERMINAL_STATUSES
 from ascendbridge.teamlead.selection import model_rank
 from ascendbridge.teamlead.size_prior import DEFAULT, FLAT, MATTERS_S, SizedPoint, SizeTerm, fit, scaled_text
+from ascendbridge.workers.placement import is_timed
 
 COSTS_FILE = Path(__file__).with_name("stage_costs.json")
 # An attempt's seconds for a stage with no figure in the cost model (stage.toml `cost_s`).

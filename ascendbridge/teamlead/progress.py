@@ -6,7 +6,7 @@ ETA, what the ETA rests on, then the table. Without one (CI, a log file, the wat
 line is logged every PLAIN_EVERY_S seconds (`progress: 12/64 stage tasks done (19%), 2 running,
 ETA 47m10s`), then one line per running attempt with its last progress line and that line's age
 (`running: acme/m0 benchmark attempt 1: accuracy (reference): sample 40/64, elapsed 3m10s,
-4.8s/sample (12s ago)`, from the attempt's heartbeat: ascendbridge/runtime/heartbeat.py), and what
+4.8s/sample (12s ago)`, from the attempt's heartbeat: ascendbridge/workers/heartbeat.py), and what
 the ETA rests on goes to the log file only. The live view shows the same running lines under the
 bar. Every line recomputes the ETA
 (teamlead/eta.py); a fault in that estimate is one warning and `ETA unavailable (...)`, never the
@@ -29,10 +29,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ascendbridge.board.records import utcnow
-from ascendbridge.runtime.heartbeat import progress_text
 from ascendbridge.stages import TERMINAL_STATUSES
 from ascendbridge.teamlead.eta import CostModel, Eta, Lanes, Sample, estimate
 from ascendbridge.teamlead.history import HistoryError, HostHistory
+from ascendbridge.workers.heartbeat import progress_text
 
 if TYPE_CHECKING:
     from ascendbridge.teamlead.scheduler import TeamLead

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from ascendbridge.board import AttemptEnd, StaleTokenError, TaskRecord
 from ascendbridge.config import adaptations_dir
-from ascendbridge.runtime import attempt_dir, payload
-from ascendbridge.runtime.containment import kill_board_attempts
-from ascendbridge.runtime.executor import JobResult, PhaseResult
 from ascendbridge.stage_api import GateResult, StageOutcome
 from ascendbridge.teamlead.dispatch import Dispatch
 from ascendbridge.teamlead.state import Part, RunState
 from ascendbridge.teamlead.verdicts import Verdicts, agent_backends
+from ascendbridge.workers import attempt_dir, payload
+from ascendbridge.workers.containment import kill_board_attempts
+from ascendbridge.workers.executor import JobResult, PhaseResult
 
 
 class Recovery(Part):

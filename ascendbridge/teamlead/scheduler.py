@@ -8,7 +8,7 @@ never open the board); when one is lost it cancels that job. A result that arriv
 lease was reclaimed is discarded, so a task can never be completed twice.
 
 Containment: each attempt works in a staging copy of its adaptation directory, promoted in one
-rename only when its gate passed and its token is still current (ascendbridge.runtime.attempt_dir).
+rename only when its gate passed and its token is still current (ascendbridge.workers.attempt_dir).
 A team lead that starts kills whatever attempt processes a previous one left on its board,
 records the results its workers had finished, and releases the rest. A task whose attempts keep
 ending without an outcome fails after `max_interruptions`. A busy board is retried, never fatal.
@@ -44,10 +44,6 @@ from typing import Any
 from ascendbridge.board import AttemptStart
 from ascendbridge.board.leases import LeaseBoard
 from ascendbridge.config import adaptations_dir, logs_dir
-from ascendbridge.runtime.busy import retry_busy
-from ascendbridge.runtime.devices import detect
-from ascendbridge.runtime.executor import Executor, Job, JobResult
-from ascendbridge.runtime.placement import DevicePool
 from ascendbridge.settings import Settings
 from ascendbridge.stage_registry import STAGE_ROLES, StageRef, check_loadable
 from ascendbridge.teamlead.diskspace import min_free_bytes, shortage
@@ -60,6 +56,10 @@ from ascendbridge.teamlead.state import Recheck, RunState, RunStats, Steering
 from ascendbridge.teamlead.transitions import Transitions
 from ascendbridge.teamlead.upkeep import Upkeep
 from ascendbridge.teamlead.verdicts import Verdicts
+from ascendbridge.workers.busy import retry_busy
+from ascendbridge.workers.devices import detect
+from ascendbridge.workers.executor import Executor, Job, JobResult
+from ascendbridge.workers.placement import DevicePool
 
 __all__ = ["Recheck", "RunStats", "Steering", "TeamLead"]
 

@@ -3,7 +3,7 @@
 A pure function of what is ready and what is free, so the policy is tested without a board:
 - Timed work first: a free timed slot (a device, or a core group on a CPU-only host) never idles
   while a timed task is ready; untimed work (discovery, adaptation, healing) takes the workers
-  left, and runs on the cores no timed slot owns (ascendbridge.runtime.placement).
+  left, and runs on the cores no timed slot owns (ascendbridge.workers.placement).
 - Finish models, not stages, the longest first: among tasks of the same kind, a higher model
   priority first, then the model whose stages cost the most in all (`work_s`, the shipped cost
   model's seconds for its task family over the stages it runs; an undiscovered model first, since
@@ -18,7 +18,7 @@ A pure function of what is ready and what is free, so the policy is tested witho
 - One task per model at a time; per-stage caps (--stage-workers) hold.
 - A worker stays free for each timed slot a waiting gate re-check will want (`reserved`): its
   backoff ends on a clock, not when another task ends, so untimed work must not hold every worker.
-- Idle preparation cores are lent (CPU-only host, ascendbridge.runtime.placement): a timed task
+- Idle preparation cores are lent (CPU-only host, ascendbridge.workers.placement): a timed task
   may take them only when no untimed task is ready to start and none runs (`lendable`); while
   they are lent, untimed tasks wait (`preparing` false).
 """
@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ascendbridge.runtime.placement import is_timed
+from ascendbridge.workers.placement import is_timed
 
 
 @dataclass(frozen=True)

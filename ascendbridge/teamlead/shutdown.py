@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 
 from ascendbridge.board import BoardBusyError, BoardError
-from ascendbridge.runtime import attempt_dir
-from ascendbridge.runtime.executor import JobResult
 from ascendbridge.teamlead.state import Part, RunState
+from ascendbridge.workers import attempt_dir
+from ascendbridge.workers.executor import JobResult
 
 STOP_WAIT_S = 30.0  # how long stopped workers get to report before the team lead exits anyway
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ascendbridge.board.leases import LeaseBoard
-from ascendbridge.runtime.executor import Executor, Job, JobResult
-from ascendbridge.runtime.placement import DevicePool
 from ascendbridge.stage_api import StageOutcome
 from ascendbridge.stage_registry import StageRef
 from ascendbridge.teamlead.eta import CostModel
 from ascendbridge.teamlead.settings import TeamLeadSettings
+from ascendbridge.workers.executor import Executor, Job, JobResult
+from ascendbridge.workers.placement import DevicePool
 
 
 @dataclass

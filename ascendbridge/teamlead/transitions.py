@@ -17,11 +17,11 @@ from typing import Any
 from ascendbridge.board import BoardBusyError, BoardError, NewEvent, StaleTokenError, TaskRecord
 from ascendbridge.refusals import UNLISTED_REMEDY, is_refusal
 from ascendbridge.reuse.record import INPUTS_KEY, completion_record
-from ascendbridge.runtime import attempt_dir, payload
-from ascendbridge.runtime.executor import Job
 from ascendbridge.stage_api import GateResult, StageOutcome
 from ascendbridge.stage_table import StageTableError
 from ascendbridge.teamlead.state import Part, Recheck
+from ascendbridge.workers import attempt_dir, payload
+from ascendbridge.workers.executor import Job
 
 Verdict = tuple[str, dict[str, Any] | None, str | None]  # attempt outcome, diagnosis, fix applied
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 from ascendbridge.board import BoardBusyError, BoardError, StaleTokenError
-from ascendbridge.runtime import attempt_dir
 from ascendbridge.teamlead.state import Part, RunState
+from ascendbridge.workers import attempt_dir
 
 RECLAIM_EVERY_S = 1.0
 GUIDANCE_EVERY_S = 0.5  # people type guidance; half a second is invisible, a query per task is not

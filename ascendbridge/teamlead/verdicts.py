@@ -14,13 +14,13 @@ from typing import Any
 from ascendbridge.agents.history import backends_used
 from ascendbridge.board import AttemptEnd, BoardBusyError, BoardError, StaleTokenError
 from ascendbridge.refusals import as_refusal, is_refusal
-from ascendbridge.runtime import attempt_dir, oom, payload
-from ascendbridge.runtime.busy import retry_busy
-from ascendbridge.runtime.cost import attempt_profile
-from ascendbridge.runtime.executor import Job, JobResult, PhaseResult
 from ascendbridge.stage_api import StageOutcome
 from ascendbridge.teamlead.state import Part, RunState
 from ascendbridge.teamlead.transitions import Transitions, Verdict, live_paths, with_unverified
+from ascendbridge.workers import attempt_dir, oom, payload
+from ascendbridge.workers.busy import retry_busy
+from ascendbridge.workers.cost import attempt_profile
+from ascendbridge.workers.executor import Job, JobResult, PhaseResult
 
 
 class Verdicts(Part):

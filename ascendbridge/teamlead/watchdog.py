@@ -3,7 +3,7 @@
 The watchdog starts the team lead in a new process group and only ever signals that group
 (never processes found by name). After a team lead ends, however it ended, the watchdog kills
 every process still carrying an attempt marker of its board (workers lead their own groups, so a
-group kill of the team lead does not reach them; see ascendbridge.runtime.containment). Restarts back off exponentially (reset after a run that lasted
+group kill of the team lead does not reach them; see ascendbridge.workers.containment). Restarts back off exponentially (reset after a run that lasted
 --healthy-after seconds). A usage error (exit 2) is not retried: it would fail the same way.
 
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error (its own or the team lead's),
@@ -25,7 +25,7 @@ from pathlib import Path
 from ascendbridge.board import BoardError, BoardStore
 from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import board_path
-from ascendbridge.runtime.containment import kill_board_attempts
+from ascendbridge.workers.containment import kill_board_attempts
 
 EXIT_STOPPED, EXIT_USAGE, EXIT_GAVE_UP = 0, 2, 6
 TEAM_LEAD_USAGE_EXIT = 2

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ascendbridge.package.spec import AdaptationSpec
-from ascendbridge.runtime.oom import OUT_OF_MEMORY_TEXT, SIGKILL_EXITS
+from ascendbridge.workers.oom import OUT_OF_MEMORY_TEXT, SIGKILL_EXITS
 from healing.failure import Failure
 from healing.rules.base import FixContext, Match, Remedy, Rule, shrink_workload
 

@@ -22,7 +22,7 @@ from ab_runtime.progress import PROGRESS_FILE_ENV, Progress
 from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, NewEvent, Registration
 from ascendbridge.board.schema import SCHEMA_VERSION
 from ascendbridge.config import REPO_ROOT
-from ascendbridge.runtime.heartbeat import heartbeat_path
+from ascendbridge.workers.heartbeat import heartbeat_path
 
 pytestmark = pytest.mark.slow  # every test drives real board_ops.py processes (seconds each)
 

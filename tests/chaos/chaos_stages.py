@@ -30,8 +30,8 @@ from pathlib import Path
 
 from ascendbridge.agents.runner import AgentTask, Verdict, run_agent
 from ascendbridge.config import uv_binary
-from ascendbridge.runtime.process import run_command
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.workers.process import run_command
 
 PARTS = 6
 PYPROJECT = textwrap.dedent("""\

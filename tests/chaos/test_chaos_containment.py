@@ -23,10 +23,10 @@ import pytest
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.naming import base_adaptation_name
-from ascendbridge.runtime.attempt_dir import discard, staging_dir
-from ascendbridge.runtime.containment import marker_for
-from ascendbridge.runtime.payload import write
 from ascendbridge.teamlead.lock import lock_path_for
+from ascendbridge.workers.attempt_dir import discard, staging_dir
+from ascendbridge.workers.containment import marker_for
+from ascendbridge.workers.payload import write
 from tests.chaos.chaos_stages import PARTS, STAGES
 from tests.teamlead.tl_support import FAST, alive, check_event_log, claimed_job, statuses, tl_env, wait_for
 
@@ -260,7 +260,7 @@ def test_a_worker_stops_what_its_stage_started_itself_after_its_stdout_closed_an
     write(tmp_path / "run.job.json", job)
     marker = str(marker_for(board.path, job.task.id, job.token))
     worker = subprocess.Popen(
-        [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "run.job.json")],
+        [sys.executable, "-m", "ascendbridge.workers.worker", "--job", str(tmp_path / "run.job.json")],
         env=env_for(tmp_path, **{ATTEMPT_ENV: marker}),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -13,7 +13,7 @@ import pytest
 
 from ab_runtime.progress import PROGRESS_FILE_ENV, Progress
 from ascendbridge.board import AttemptEnd, AttemptStart, NewEvent
-from ascendbridge.runtime.heartbeat import heartbeat_path
+from ascendbridge.workers.heartbeat import heartbeat_path
 from tests.dashboard.dash_support import XSS_DESCRIPTION, XSS_ID, Site
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 from healing import escalation
 from healing.classifier import classify
 from healing.failure import Failure

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ascendbridge.package.spec import AdaptationSpec, ModelSource
-from ascendbridge.runtime.process import run_command
+from ascendbridge.workers.process import run_command
 from bench.support.torch_env import torch_env_python
 from healing.classifier import UNCLASSIFIED, classify
 from healing.failure import Failure

@@ -20,10 +20,10 @@ import psutil
 import pytest
 
 from ascendbridge.board import BoardStore
-from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
-from ascendbridge.runtime.payload import PayloadError, WorkerJob, load
-from ascendbridge.runtime.placement import TIMED_STAGES
-from ascendbridge.runtime.ray_executor import RAY_MISSING
+from ascendbridge.workers.artefact import Artefact, ArtefactError, pack, unpack
+from ascendbridge.workers.payload import PayloadError, WorkerJob, load
+from ascendbridge.workers.placement import TIMED_STAGES
+from ascendbridge.workers.ray_executor import RAY_MISSING
 from bench.support.ray_cluster import LocalRayCluster, _free_port
 from tests.teamlead.tl_support import add_models, check_event_log, run_tl, start_tl, statuses, wait_for
 
@@ -113,7 +113,7 @@ def _worker_pids(cluster: LocalRayCluster, node: int, stages: set[str]) -> list[
             argv = proc.cmdline()
         except psutil.Error:
             continue
-        if "ascendbridge.runtime.worker" in argv and _job_stage(Path(argv[argv.index("--job") + 1])) in stages:
+        if "ascendbridge.workers.worker" in argv and _job_stage(Path(argv[argv.index("--job") + 1])) in stages:
             out.append(proc.pid)
     return out
 

@@ -12,8 +12,8 @@ import pytest
 
 from ascendbridge.discovery.decisions import GIB, decide, device_plan, host_pool
 from ascendbridge.discovery.model_info import ModelInfo
-from ascendbridge.runtime.devices import DeviceSpecError, detect, parse_npu_smi, parse_spec, run_tool
-from ascendbridge.runtime.placement import DevicePool, devices_needed, pool_entry, stage_devices, stage_resources
+from ascendbridge.workers.devices import DeviceSpecError, detect, parse_npu_smi, parse_spec, run_tool
+from ascendbridge.workers.placement import DevicePool, devices_needed, pool_entry, stage_devices, stage_resources
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ascendbridge.runtime.containment import ATTEMPT_ENV, AttemptMarker, attempt_processes, kill_attempt
+from ascendbridge.workers.containment import ATTEMPT_ENV, AttemptMarker, attempt_processes, kill_attempt
 from serving.server import ServerError, free_port, served
 
 REPO = Path(__file__).resolve().parents[2]

@@ -115,7 +115,7 @@ def test_more_cards_than_the_host_has_is_a_refusal_that_plans_ray() -> None:
 
 
 def test_the_ascend_deployment_is_sized_from_the_claimed_cards_and_the_setting_only_without_a_claim() -> None:
-    from ascendbridge.runtime.placement import claimed_cards
+    from ascendbridge.workers.placement import claimed_cards
     from serving.settings import ServingSettings
     from serving.steps import ascend_cards, plan_inputs
 

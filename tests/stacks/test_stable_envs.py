@@ -16,7 +16,7 @@ from ascendbridge import stable_envs
 from ascendbridge.cli import board_ops
 from ascendbridge.envmode import SYSTEM_MARKER
 from ascendbridge.package import uv_env
-from ascendbridge.runtime import attempt_dir
+from ascendbridge.workers import attempt_dir
 
 LOCK = """version = 1
 requires-python = ">=3.10"

@@ -47,6 +47,6 @@ def install_fake_tools(folder: Path, npu_smi: str | None = None, nvidia_smi: str
 
 
 def fake_runner(npu: str | None = None, nvidia: str | None = None) -> Callable[[list[str]], str | None]:
-    """A probe runner (ascendbridge.runtime.devices.Runner) that answers like a host with these
+    """A probe runner (ascendbridge.workers.devices.Runner) that answers like a host with these
     tools' output (None: the tool is not installed), without running anything."""
     return lambda argv: {"npu-smi": npu, "nvidia-smi": nvidia}[argv[0]]

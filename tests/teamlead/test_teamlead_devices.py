@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from ascendbridge.board import BoardStore, Registration
-from ascendbridge.runtime.placement import TIMED_STAGES
 from ascendbridge.teamlead.cli import main as team_lead_main
+from ascendbridge.workers.placement import TIMED_STAGES
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, install_fake_tools
 from tests.teamlead.tl_support import check_event_log, statuses, tl_argv, tl_env
 from tests.teamlead.toy_device_stages import RECORD_ENV, STAGES

@@ -20,8 +20,6 @@ from ab_runtime.progress import fmt_s
 from ascendbridge.board import AttemptEnd, AttemptStart, BoardStore, ModelRecord, Registration, TaskRecord
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
-from ascendbridge.runtime.devices import detect
-from ascendbridge.runtime.placement import DevicePool
 from ascendbridge.stage_registry import StageRef
 from ascendbridge.stages import OPTIONAL_STAGES, STAGES
 from ascendbridge.teamlead.eta import COSTS_FILE, PRIORS, CostModel, Eta, Lanes, Sample, estimate
@@ -29,6 +27,8 @@ from ascendbridge.teamlead.history import HistoryError, HostHistory
 from ascendbridge.teamlead.progress import Progress, overall
 from ascendbridge.teamlead.scheduler import RunStats
 from ascendbridge.teamlead.settings import TeamLeadSettings
+from ascendbridge.workers.devices import detect
+from ascendbridge.workers.placement import DevicePool
 from bench import eta_error
 from tests.support.fake_devices import FAKE_NPU_SMI_8X64, FAKE_NVIDIA_SMI_2X, fake_runner
 

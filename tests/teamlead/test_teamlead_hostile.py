@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ascendbridge.board import BoardStore, Registration
-from ascendbridge.runtime import attempt_dir
+from ascendbridge.workers import attempt_dir
 from tests.board.board_support import small_tmpfs
 from tests.teamlead.tl_support import add_models, runs_logged, tl_argv, tl_env, wait_for
 

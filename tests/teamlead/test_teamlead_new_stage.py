@@ -91,7 +91,7 @@ def test_a_stage_from_its_own_package_runs_through_the_kernel_unedited(
         _python(
             """
             import json
-            from ascendbridge.runtime.placement import TIMED_STAGES
+            from ascendbridge.workers.placement import TIMED_STAGES
             from ascendbridge.stage_registry import STAGE_ROLES
             from ascendbridge.stages import STAGES
             from ascendbridge.teamlead.settings import DEFAULT_STAGE_TIMEOUT_S, PROMPT_MODES

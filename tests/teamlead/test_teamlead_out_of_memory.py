@@ -13,10 +13,10 @@ import pytest
 
 from ascendbridge.board import BoardStore
 from ascendbridge.refusals import is_refusal, remedy
-from ascendbridge.runtime import oom
-from ascendbridge.runtime.executor import PhaseResult
-from ascendbridge.runtime.process import run_command
 from ascendbridge.teamlead.verdicts import _crash_diagnosis
+from ascendbridge.workers import oom
+from ascendbridge.workers.executor import PhaseResult
+from ascendbridge.workers.process import run_command
 from tests.teamlead.tl_support import add_models, attempts, run_tl
 
 SELF_KILL = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]

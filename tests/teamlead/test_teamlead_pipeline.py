@@ -72,7 +72,7 @@ def test_gated_pipeline_retries_budgets_outcomes_and_evidence(board: BoardStore,
     assert crash[0].diagnosis["rule"] == "stage_crashed" and crash[-1].diagnosis["error_rule"] == "stage_crashed"
     log = Path(crash[0].log_path).read_text()
     assert "Traceback" in log and "RuntimeError: toy stage crashed" in log
-    assert crash[0].command.split()[1:3] == ["-m", "ascendbridge.runtime.worker"] and crash[0].duration_s > 0
+    assert crash[0].command.split()[1:3] == ["-m", "ascendbridge.workers.worker"] and crash[0].duration_s > 0
     # Priority (set by guidance before the first dispatch) put org/crash first.
     claims = [e.model_id for e in board.list_events(limit=10**6) if e.kind == "claimed"]
     assert claims[0] == "org/crash"

@@ -13,15 +13,15 @@ import pytest
 from rich.console import Console
 
 from ascendbridge.board import BoardStore, Registration
-from ascendbridge.runtime.devices import detect
-from ascendbridge.runtime.executor import Job, LocalProcessExecutor
-from ascendbridge.runtime.heartbeat import last_progress
-from ascendbridge.runtime.placement import DevicePool
 from ascendbridge.stage_registry import StageRef
 from ascendbridge.teamlead.eta import CostModel
 from ascendbridge.teamlead.progress import BAR_WIDTH, FILE_ONLY, Progress
 from ascendbridge.teamlead.scheduler import RunStats
 from ascendbridge.teamlead.settings import TeamLeadSettings
+from ascendbridge.workers.devices import detect
+from ascendbridge.workers.executor import Job, LocalProcessExecutor
+from ascendbridge.workers.heartbeat import last_progress
+from ascendbridge.workers.placement import DevicePool
 from tests.support.fake_devices import fake_runner
 from tests.teamlead.tl_support import add_models, wait_for
 

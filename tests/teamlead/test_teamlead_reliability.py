@@ -33,7 +33,7 @@ def _worker_pid(board: BoardStore, model_id: str, stage: str) -> int:
             argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
         except OSError:
             continue
-        if b"ascendbridge.runtime.worker" in argv and any(arg.decode().endswith(where) for arg in argv):
+        if b"ascendbridge.workers.worker" in argv and any(arg.decode().endswith(where) for arg in argv):
             return int(entry.name)
     return 0
 

@@ -14,7 +14,7 @@ import pytest
 
 from ascendbridge.board import BoardStore
 from ascendbridge.naming import base_adaptation_name
-from ascendbridge.runtime.placement import is_timed
+from ascendbridge.workers.placement import is_timed
 from tests.teamlead.tl_support import add_models, attempts, check_event_log, run_tl, start_tl, statuses, wait_for
 from tests.teamlead.toy_stages import WITH_BUSINESS
 

@@ -17,7 +17,6 @@ import pytest
 from ascendbridge.board import BoardStore
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.refusals import is_refusal
-from ascendbridge.runtime.payload import write
 from ascendbridge.settings import (
     PathSettings,
     Settings,
@@ -36,6 +35,7 @@ from ascendbridge.stages import STAGES
 from ascendbridge.teamlead.cli import build_parser
 from ascendbridge.teamlead.cli import main as teamlead_main
 from ascendbridge.teamlead.settings import RunSettings
+from ascendbridge.workers.payload import write
 from benchmark.settings import BenchmarkSettings
 from business_benchmark.settings import BusinessSettings
 from healing.settings import HealingSettings
@@ -140,7 +140,7 @@ def test_a_worker_refuses_a_bad_payload_in_one_line(board: BoardStore, tmp_path:
     )
     write(tmp_path / "job.json", job)
     proc = subprocess.run(
-        [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "job.json")],
+        [sys.executable, "-m", "ascendbridge.workers.worker", "--job", str(tmp_path / "job.json")],
         capture_output=True,
         text=True,
         timeout=120,

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from ascendbridge.board import BoardError, BoardStore, NewEvent
 from ascendbridge.board.reader import open_reader
-from ascendbridge.runtime.payload import PayloadError, Phase, WorkerJob, parse, read_result, to_json, write
 from ascendbridge.stage_api import AgentEvent, FigureSet, GateResult, StageOutcome
+from ascendbridge.workers.payload import PayloadError, Phase, WorkerJob, parse, read_result, to_json, write
 from tests.teamlead.tl_support import add_models, run_tl, tl_env
 
 
@@ -40,7 +40,7 @@ def _work(job: WorkerJob, tmp: Path) -> subprocess.CompletedProcess[str]:
     path = tmp / f"{job.phase}.job.json"
     write(path, job)
     return subprocess.run(
-        [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(path)],
+        [sys.executable, "-m", "ascendbridge.workers.worker", "--job", str(path)],
         env=tl_env(tmp),
         capture_output=True,
         text=True,
@@ -82,7 +82,7 @@ def test_malformed_payloads_are_refused_with_one_line(board: BoardStore, tmp_pat
     assert read_result(tmp_path / "absent.json", "run") == (None, "")
     (tmp_path / "job.json").write_text('{"phase": "run"}')
     worker = subprocess.run(
-        [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(tmp_path / "job.json")],
+        [sys.executable, "-m", "ascendbridge.workers.worker", "--job", str(tmp_path / "job.json")],
         env=tl_env(tmp_path),
         capture_output=True,
         text=True,

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.board import BoardStore, Registration
-from ascendbridge.runtime.payload import WorkerJob
 from ascendbridge.stages import TERMINAL_STATUSES
+from ascendbridge.workers.payload import WorkerJob
 from tests.teamlead.toy_stages import ALL
 
 FAST = ["--lease", "10", "--heartbeat", "1", "--poll", "0.2", "--plain"]

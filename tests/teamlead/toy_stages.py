@@ -33,9 +33,9 @@ from typing import cast
 from ab_runtime.phases import PhaseName, phase
 from ab_runtime.progress import Progress
 from ascendbridge.agents import history
-from ascendbridge.runtime import oom
-from ascendbridge.runtime.process import run_command
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome
+from ascendbridge.workers import oom
+from ascendbridge.workers.process import run_command
 
 
 class ToyStage:

@@ -23,8 +23,8 @@ from ascendbridge.board.records import TrainingJob
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.hostcheck.expectations import expectation_for, table
 from ascendbridge.hostcheck.judge import ACCEPTED, BELOW, judge, ratio
-from ascendbridge.runtime import payload
 from ascendbridge.stage_api import StageContext
+from ascendbridge.workers import payload
 from tests.dashboard.dash_support import served
 from tests.training.train_support import CORPUS, training_context, training_package
 from training.preflight import accept, preflight

@@ -1,9 +1,9 @@
 """The Ray executor: each claimed task's run and gate as one Ray task, on any host of a Ray cluster.
 
-Same interface as the local executor (ascendbridge.runtime.executor); the team lead is unchanged
+Same interface as the local executor (ascendbridge.workers.executor); the team lead is unchanged
 and stays the single writer of the board. What crosses to a node: the Job (with the task and
 model records the team lead claimed) and the attempt's staging copy packed with its sha256
-(ascendbridge.runtime.artefact). On the node a LocalProcessExecutor runs the usual worker
+(ascendbridge.workers.artefact). On the node a LocalProcessExecutor runs the usual worker
 subprocesses in a scratch folder; workers never open the board anywhere, and the team lead keeps
 the lease. What comes back: the run's outcome, the gate's verdict (validated models), the attempt
 log and the packed result directory, which the head checks and unpacks into its staging copy
@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ascendbridge.runtime import attempt_dir, payload
-from ascendbridge.runtime.artefact import Artefact, ArtefactError, pack, unpack
-from ascendbridge.runtime.devices import Device, HostInventory
-from ascendbridge.runtime.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult
-from ascendbridge.runtime.placement import stage_resources
+from ascendbridge.workers import attempt_dir, payload
+from ascendbridge.workers.artefact import Artefact, ArtefactError, pack, unpack
+from ascendbridge.workers.devices import Device, HostInventory
+from ascendbridge.workers.executor import Executor, Job, JobResult, LocalProcessExecutor, PhaseResult
+from ascendbridge.workers.placement import stage_resources
 
 RAY_MISSING = "the Ray executor needs the ray extra: run `uv sync --extra ray` (or pip install 'ray>=2.60')"
 

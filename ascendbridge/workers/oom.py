@@ -8,9 +8,9 @@ as one for memory only without a timeout and when the OOM killer's counter (this
 the host's) rose while the command ran; on a host that exposes no counter it is reported as
 suspected. The team lead's stop and the timeout are ruled out by their callers, which know them.
 
-Every contained command (ascendbridge/runtime/process.py) samples the counter around it; a
+Every contained command (ascendbridge/workers/process.py) samples the counter around it; a
 command nested in an attempt that was the attempt's last and died for memory is noted here for its
-worker, which puts it in the attempt's failed diagnosis (ascendbridge/runtime/worker.py); a worker that died itself is judged by
+worker, which puts it in the attempt's failed diagnosis (ascendbridge/workers/worker.py); a worker that died itself is judged by
 the team lead (ascendbridge/teamlead/verdicts.py).
 """
 

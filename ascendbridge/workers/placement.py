@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendbridge.runtime.devices import HostInventory, parse_index_list
 from ascendbridge.stage_table import stage_table
+from ascendbridge.workers.devices import HostInventory, parse_index_list
 
 # From the stage table (each stage's stage.toml, [placement]).
 TIMED_STAGES = frozenset(row.name for row in stage_table() if row.placement.timed)

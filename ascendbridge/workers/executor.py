@@ -3,7 +3,7 @@
 The team lead hands an executor a `Job` (the task and model records it claimed plus the adaptation
 directory) and gets back a `JobResult` (what the run proposed, what the gate found, as validated
 `StageOutcome` / `GateResult` models). A worker process gets its part of the job as a `WorkerJob`
-file (ascendbridge.runtime.payload) and never reads the board. Nothing else crosses the boundary,
+file (ascendbridge.workers.payload) and never reads the board. Nothing else crosses the boundary,
 so a distributed executor (Ray, a cluster queue) can replace the local one without changing
 stages or the scheduler.
 """
@@ -24,13 +24,13 @@ from typing import Any, Generic, TypeVar
 
 from ab_runtime.progress import PROGRESS_FILE_ENV
 from ascendbridge.board.records import ModelRecord, TaskRecord
-from ascendbridge.runtime import attempt_dir, payload
-from ascendbridge.runtime.containment import ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt, marker_for
-from ascendbridge.runtime.heartbeat import heartbeat_path
-from ascendbridge.runtime.placement import CPU_AFFINITY_ENV, NPU_INDEX_ENV, Placement
-from ascendbridge.runtime.process import kill_group, run_command
 from ascendbridge.stage_api import GateResult, StageOutcome
 from ascendbridge.stage_registry import EXTRA_STAGES_ENV, StageRef
+from ascendbridge.workers import attempt_dir, payload
+from ascendbridge.workers.containment import ATTEMPT_ENV, TEAM_LEAD_PID_ENV, AttemptMarker, kill_attempt, marker_for
+from ascendbridge.workers.heartbeat import heartbeat_path
+from ascendbridge.workers.placement import CPU_AFFINITY_ENV, NPU_INDEX_ENV, Placement
+from ascendbridge.workers.process import kill_group, run_command
 
 
 @dataclass
@@ -98,7 +98,7 @@ class Job(payload.OnTask):
         )
 
     def worker_argv(self, phase: str) -> list[str]:
-        return [sys.executable, "-m", "ascendbridge.runtime.worker", "--job", str(self.job_path(phase))]
+        return [sys.executable, "-m", "ascendbridge.workers.worker", "--job", str(self.job_path(phase))]
 
     def command(self) -> str:
         return shlex.join(self.worker_argv("gate" if self.gate_only else "run"))
@@ -111,7 +111,7 @@ class Job(payload.OnTask):
 
     @property
     def progress_path(self) -> Path:
-        """Where its model code writes its last progress line (ascendbridge/runtime/heartbeat.py)."""
+        """Where its model code writes its last progress line (ascendbridge/workers/heartbeat.py)."""
         return heartbeat_path(self.log_path)
 
 
@@ -129,7 +129,7 @@ class PhaseResult(Generic[PhaseData]):
     data: PhaseData | None
     log_tail: str = ""
     refused: str = ""
-    memory: str | None = None  # why the worker itself is judged to have died for memory (runtime/oom.py)
+    memory: str | None = None  # why the worker itself is judged to have died for memory (workers/oom.py)
 
 
 @dataclass

@@ -4,7 +4,7 @@ Model code never runs in the team lead; everything goes through here so a crash,
 of output in a model run is contained and reported the same way everywhere. Only the executor
 starts a new session (one per attempt: the containment unit); a nested command stays in its
 caller's process group, so a group kill of the attempt reaches it. Each command carries its own
-marker in its environment (ascendbridge.runtime.containment), and whatever still carries it when
+marker in its environment (ascendbridge.workers.containment), and whatever still carries it when
 the command ends (or times out) is killed, even a process that left the group.
 """
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ascendbridge.runtime import oom
-from ascendbridge.runtime.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, terminate, tree
+from ascendbridge.workers import oom
+from ascendbridge.workers.containment import ATTEMPT_ENV, COMMAND_ENV, command_processes, terminate, tree
 
 DEFAULT_OUTPUT_CAP = 4 * 1024 * 1024  # bytes kept in the log per command
 KILL_GRACE_S = 5.0
@@ -51,7 +51,7 @@ class CommandResult:
         return (result or {}).get("error") or ("timed out" if self.timed_out else f"exit {self.exit_code}")
 
     def memory_death(self) -> str | None:
-        """Why it is judged to have died for memory (ascendbridge/runtime/oom.py); None when not."""
+        """Why it is judged to have died for memory (ascendbridge/workers/oom.py); None when not."""
         return oom.evidence(self.exit_code, self.timed_out, self.oom_kills, self.tail(oom.TAIL_LINES))
 
     def tail_line(self, lines: int = 2) -> str:

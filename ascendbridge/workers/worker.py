@@ -1,14 +1,14 @@
-"""One stage phase for one task, in its own process: `python -m ascendbridge.runtime.worker --job FILE`.
+"""One stage phase for one task, in its own process: `python -m ascendbridge.workers.worker --job FILE`.
 
 The team lead starts this once for the stage's `run` and once more for its `gate`, so the
 checker never shares a process (or monkey-patches) with the code it checks. The job file is a
-`WorkerJob` (ascendbridge.runtime.payload): the task and model records the team lead claimed,
+`WorkerJob` (ascendbridge.workers.payload): the task and model records the team lead claimed,
 the stage, the attempt's staging copy and the settings; the worker never opens the board to
 learn them, and never writes it. The team lead alone keeps the lease: it heartbeats it, and
 when the lease is lost it stops the attempt (the executor's `cancel`). When the process that
 started this worker is gone (the team lead, or the Ray task on a node) the worker stops
 everything it started: its process group and every process carrying its attempt marker
-(ascendbridge.runtime.containment). The kernel tells it at once (parent-death signal, SIGTERM);
+(ascendbridge.workers.containment). The kernel tells it at once (parent-death signal, SIGTERM);
 a parent check every second is the fallback for a parent that died before the signal was armed.
 It writes what happened to the job's result file as a `StageOutcome` / `GateResult` (JSON,
 validated before it is written); the team lead gates every transition. Agent-history events a
@@ -36,20 +36,20 @@ from typing import Any
 
 from ab_runtime import phases
 from ascendbridge import stage_events
-from ascendbridge.runtime import oom
-from ascendbridge.runtime.containment import (
+from ascendbridge.settings import PathSettings, Settings, SettingsError, install, installed
+from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
+from ascendbridge.stage_registry import load_stage, stage_refs
+from ascendbridge.workers import oom
+from ascendbridge.workers.containment import (
     ATTEMPT_ENV,
     TEAM_LEAD_PID_ENV,
     AttemptMarker,
     die_with_parent,
     kill_attempt,
 )
-from ascendbridge.runtime.cost import process_cost
-from ascendbridge.runtime.payload import PayloadError, Phase, PhaseData, WorkerJob, checked, load, result_model, write
-from ascendbridge.runtime.placement import apply_cpu_affinity
-from ascendbridge.settings import PathSettings, Settings, SettingsError, install, installed
-from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
-from ascendbridge.stage_registry import load_stage, stage_refs
+from ascendbridge.workers.cost import process_cost
+from ascendbridge.workers.payload import PayloadError, Phase, PhaseData, WorkerJob, checked, load, result_model, write
+from ascendbridge.workers.placement import apply_cpu_affinity
 
 EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_PARENT_GONE, EXIT_UNSUCCESSFUL = 0, 1, 2, 3, 4
 
@@ -152,7 +152,7 @@ def _failure(phase: Phase, diagnosis: dict[str, Any]) -> PhaseData:
 
 def execute(job: WorkerJob) -> int:
     """Run the job's phase while the parent watch runs; write the result file with the process's
-    cost (its phases and peak memory, ascendbridge/runtime/cost.py)."""
+    cost (its phases and peak memory, ascendbridge/workers/cost.py)."""
     phases.process_started()
     keeper = ParentWatch()
     keeper.start()
@@ -191,7 +191,7 @@ def execute(job: WorkerJob) -> int:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m ascendbridge.runtime.worker", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m ascendbridge.workers.worker", description=__doc__.splitlines()[0])
     p.add_argument("--job", required=True, type=Path, help="the WorkerJob JSON file the team lead wrote")
     return p.parse_args(argv)
 

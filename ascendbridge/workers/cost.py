@@ -17,7 +17,7 @@ from ab_runtime.phases import take
 from ascendbridge.stage_api import ProcessCost
 
 if TYPE_CHECKING:
-    from ascendbridge.runtime.executor import JobResult
+    from ascendbridge.workers.executor import JobResult
 
 OTHER = "other"
 

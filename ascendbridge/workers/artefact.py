@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ab_runtime.fileops import sha256_file
-from ascendbridge.runtime.attempt_dir import LINKED
+from ascendbridge.workers.attempt_dir import LINKED
 
 
 class ArtefactError(Exception):

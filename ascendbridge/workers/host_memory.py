@@ -4,15 +4,15 @@ parameters its run builds (ascendbridge/memory_plan.py is the pure rule; this re
 The host's memory is /proc/meminfo's MemTotal and MemAvailable, or `devices.host_memory_bytes`
 (ASCENDBRIDGE_HOST_MEMORY_BYTES) where a person says how much a stage may use (a host shared with
 other work, or a test forcing a small host); a card's is `devices.device_memory_gb`, else the
-smallest card the device tools report (ascendbridge/runtime/devices.py).
+smallest card the device tools report (ascendbridge/workers/devices.py).
 """
 
 from __future__ import annotations
 
 from ab_runtime.memory import FP32_BYTES, GiB, dry_run_budget, meminfo
 from ascendbridge.memory_plan import Room
-from ascendbridge.runtime.devices import probe
 from ascendbridge.settings import DeviceSettings, section
+from ascendbridge.workers.devices import probe
 
 OVERRIDE = "ASCENDBRIDGE_HOST_MEMORY_BYTES"
 
