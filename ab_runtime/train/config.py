@@ -19,7 +19,9 @@ BF16_WEIGHTS = "bf16-weights"  # the precision choose_precision gives above its 
 METHODS = ("full", "lora")
 # fused_adamw: torch.optim.AdamW(fused=True) (where torch_npu's NpuFusedAdamW is not already used);
 # compile: torch.compile of the model's forward (nn.Module.compile: parameter names unchanged)
-TRAINING_PASSES = ("fused_adamw", "compile")
+# no_uninit_fill: deterministic mode without filling every new tensor with NaN first
+# (torch.utils.deterministic.fill_uninitialized_memory, a debugging aid: the same kernels run)
+TRAINING_PASSES = ("fused_adamw", "compile", "no_uninit_fill")
 
 
 @dataclass

@@ -98,3 +98,48 @@ def test_a_wrong_fused_optimizer_is_refused_by_its_losses(tmp_path: Path) -> Non
     assert record["kept"] == [] and fused["verdict"] == "refused" and "timing" not in fused
     assert "mean_loss" in fused["reason"]
     assert passes_problems([record], {"passes": []}) == []  # the gate re-derives the refusal
+
+
+NO_FILL_SCRIPT = """
+import json, sys
+from dataclasses import replace
+from pathlib import Path
+import torch
+from ab_runtime.train.config import TrainConfig
+from ab_runtime.train.harness import Trainer
+cfg, out = TrainConfig.load(Path(sys.argv[1])), Path(sys.argv[2])
+seen = []
+real = Trainer._step
+def spy(self, keep_grads):
+    seen.append(torch.utils.deterministic.fill_uninitialized_memory)
+    return real(self, keep_grads)
+Trainer._step = spy
+base = Trainer(cfg, out / "base")
+cand = Trainer(replace(cfg, passes=["no_uninit_fill"]), out / "cand")
+losses = {"base": [], "cand": []}
+for _ in range(3):
+    losses["base"].append(base.step()["loss"])
+    losses["cand"].append(cand.step()["loss"])
+print(json.dumps({"losses": losses, "seen": seen, "after": torch.utils.deterministic.fill_uninitialized_memory}))
+"""
+
+
+def test_the_no_fill_pass_trains_bit_identically_and_only_during_its_own_steps(tmp_path: Path) -> None:
+    """no_uninit_fill runs the same deterministic kernels without the NaN fill of new tensors: the
+    same losses to the bit, the fill off only inside the candidate's steps (a pass search steps both
+    trainers in one process), and torch's flag as it was afterwards."""
+    config = {
+        "model_dir": str(REPO_ROOT / "demo_models" / "tiny-llama"),
+        "corpus": str(REPO_ROOT / "training" / "corpus" / "tiny_stories.jsonl"),
+        "steps": 3,
+        "checkpoint_every": 0,
+    }
+    (tmp_path / "train.json").write_text(json.dumps(config))
+    argv = [str(torch_env_python()), "-c", NO_FILL_SCRIPT, str(tmp_path / "train.json"), str(tmp_path / "run")]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["losses"]["base"] == result["losses"]["cand"]
+    assert result["seen"] == [True, False] * 3 and result["after"] is True
