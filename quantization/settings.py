@@ -23,7 +23,7 @@ class QuantizationSettings(StageSettings):
     schemes: str = "W8A8_DYNAMIC,W8A16,CT_W8A8"  # tried in this order, comma-separated
     python: str = ""  # the tool environment's interpreter ("": .cache/quant-env, installed on first need)
     real_weights: bool = True  # quantize the model's real weights when they are available
-    tool_timeout_s: float = Field(1800.0, gt=0)  # one `msmodelslim quant` run
+    tool_timeout_s: float = Field(1800.0, gt=0)  # one `msmodelslim quant` or LLM-Compressor oneshot run
     eval_timeout_s: float = Field(900.0, gt=0)  # one reference evaluation (run and gate)
     export_timeout_s: float = Field(900.0, gt=0)
 
