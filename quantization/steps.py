@@ -17,13 +17,13 @@ from typing import IO, Any
 from ab_runtime.fileops import sha256_file
 from ab_runtime.result import read_result
 from ascendbridge.gatekit.checker import marked_json
-from ascendbridge.package.quant_files import QUANT_DIR, QUANT_EVIDENCE
+from ascendbridge.package.quant_files import QUANT_DIR, QUANT_EVIDENCE, QUANT_MODEL_DIR
 from ascendbridge.runtime.process import run_command
 from quantization.env import tool_binary
 
 WORK_DIR = QUANT_DIR  # in the adaptation directory
 EVIDENCE_FILE = QUANT_EVIDENCE  # read by the dashboard and the serving stage (ascendbridge/package/quant_files.py)
-MODEL_DIR = f"{WORK_DIR}/model"  # the float model msModelSlim reads (exported weights)
+MODEL_DIR = QUANT_MODEL_DIR  # the float model the tools read (exported weights); the serving stage reads it too
 EXPORT_REFERENCE = f"{WORK_DIR}/export.json"
 SCHEMA = "ascendbridge.quantization/1"
 CALIBRATION = Path(__file__).resolve().parent / "data" / "calibration-en.jsonl"

@@ -11,6 +11,7 @@ from ascendbridge import capped_read
 
 QUANT_DIR = "quantization"  # in the adaptation directory
 QUANT_EVIDENCE = f"{QUANT_DIR}/quant_evidence.json"
+QUANT_MODEL_DIR = f"{QUANT_DIR}/model"  # the float model the checkpoints were made from
 
 
 def quant_evidence(adaptation_dir: Path) -> dict[str, Any] | None:
