@@ -106,7 +106,7 @@ def serve_quantized(
     log: Path,
 ) -> dict[str, dict[str, Any]]:
     """Every accepted compressed-tensors checkpoint served with the float model's plan: its record."""
-    records = {}
+    records: dict[str, dict[str, Any]] = {}
     for scheme, checkpoint in accepted_checkpoints(directory, CT_FORMAT):
         expected = reference_tokens(python, directory, checkpoint, reference)
         model = served_name(name, scheme)
@@ -161,7 +161,7 @@ def figure_sets(records: dict[str, dict[str, Any]], engine: str) -> list[FigureS
 
 def board_figures(records: dict[str, dict[str, Any]]) -> dict[str, float]:
     """`<scheme>_served_greedy_exact_match`, `_served_output_tokens_per_s`, `_served_throughput_ratio`, `_served`."""
-    values = {}
+    values: dict[str, float] = {}
     for scheme, record in records.items():
         slug, figures = scheme.lower(), record.get("figures") or {}
         if "greedy_exact_match" in figures:
@@ -183,7 +183,7 @@ def record_problems(
 ) -> list[str]:
     """The gate's check of the records: one per accepted compressed-tensors checkpoint, each figure
     and verdict recomputed from its exchanges; with `python`, the reference tokens computed again."""
-    problems = []
+    problems: list[str] = []
     expected = {scheme for scheme, _ in accepted_checkpoints(directory, CT_FORMAT)}
     if set(records) != expected:
         problems.append(

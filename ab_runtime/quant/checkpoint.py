@@ -32,8 +32,13 @@ class QuantLinear:
 
 
 class QuantCheckpoint(Protocol):
-    directory: Path
-    quant_type: str  # the scheme the checkpoint declares, the row of ab_runtime/quant/standard.py
+    @property
+    def directory(self) -> Path: ...
+
+    @property
+    def quant_type(self) -> str:
+        """The scheme the checkpoint declares: its row of ab_runtime/quant/standard.py."""
+        ...
 
     def problems(self) -> list[str]: ...
 

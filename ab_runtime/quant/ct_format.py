@@ -94,7 +94,7 @@ def read_ct_checkpoint(directory: Path) -> CtCheckpoint:
 
 def config_problems(quantization: dict[str, Any]) -> list[str]:
     """How the quantization config departs from the scheme executed here (empty: it is CT_W8A8)."""
-    problems = []
+    problems: list[str] = []
     if quantization.get("format") != FORMAT:
         problems.append(f"quantization_config format {quantization.get('format')!r}, executed here: {FORMAT!r}")
     groups = quantization.get("config_groups")
@@ -114,7 +114,7 @@ def _check_linear(tensors: dict[str, torch.Tensor], module: str) -> list[str]:
     scale = tensors[f"{module}.weight_scale"]
     if weight is None:
         return [f"{module}: weight_scale saved without its weight"]
-    problems = []
+    problems: list[str] = []
     if weight.dtype != torch.int8:
         problems.append(f"{module}.weight: {weight.dtype}, expected torch.int8 (format {FORMAT})")
     if weight.dim() != 2 or tuple(scale.shape) != (weight.shape[0], 1):
