@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
-from .checkpoint import CheckpointError, QuantLinear, read_json
+from .checkpoint import CheckpointError, QuantLinear, linear_of, load_shards, read_json
 
 DESCRIPTION_FILE = "quant_model_description.json"
 # Top-level description keys that describe the checkpoint, not a tensor.
@@ -59,12 +58,7 @@ class AscendCheckpoint:
 
     def linears(self) -> dict[str, QuantLinear]:
         return {
-            m: QuantLinear(
-                self.tensors[f"{m}.weight"],
-                self.tensors[f"{m}.weight_scale"],
-                self.tensors.get(f"{m}.bias"),
-                quantize_input=self.kinds[f"{m}.weight"] == "W8A8_DYNAMIC",
-            )
+            m: linear_of(self.tensors, m, quantize_input=self.kinds[f"{m}.weight"] == "W8A8_DYNAMIC")
             for m in self.quantized_linears()
         }
 
@@ -74,12 +68,7 @@ def read_checkpoint(directory: Path) -> AscendCheckpoint:
     if not description_path.is_file():
         raise CheckpointError(f"{directory}: no {DESCRIPTION_FILE} (not an msModelSlim ascendv1 checkpoint)")
     description = read_json(description_path)
-    shards = sorted(directory.glob("quant_model_weights*.safetensors"))
-    if not shards:
-        raise CheckpointError(f"{directory}: no quant_model_weights*.safetensors beside {DESCRIPTION_FILE}")
-    tensors: dict[str, torch.Tensor] = {}
-    for shard in shards:
-        tensors.update(load_file(str(shard)))
+    tensors = load_shards(directory, "quant_model_weights*.safetensors", DESCRIPTION_FILE)
     kinds = {k: str(v) for k, v in description.items() if k not in HEADER_KEYS}
     return AscendCheckpoint(directory, str(description.get("model_quant_type", "")), kinds, tensors)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
+from safetensors.torch import load_file
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,21 @@ def read_json(path: Path) -> dict[str, object]:
     if not isinstance(value, dict):
         raise CheckpointError(f"{path}: not a JSON object")
     return value
+
+
+def load_shards(directory: Path, pattern: str, beside: str) -> dict[str, torch.Tensor]:
+    """Every tensor of the shards matching `pattern`; CheckpointError when there is none beside `beside`."""
+    shards = sorted(directory.glob(pattern))
+    if not shards:
+        raise CheckpointError(f"{directory}: no {pattern} beside {beside}")
+    tensors: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        tensors.update(load_file(str(shard)))
+    return tensors
+
+
+def linear_of(tensors: dict[str, torch.Tensor], module: str, quantize_input: bool) -> QuantLinear:
+    """The quantized linear `module` as saved: `.weight`, `.weight_scale` and `.bias` when there is one."""
+    return QuantLinear(
+        tensors[f"{module}.weight"], tensors[f"{module}.weight_scale"], tensors.get(f"{module}.bias"), quantize_input
+    )

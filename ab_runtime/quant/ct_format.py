@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
-from .checkpoint import CheckpointError, QuantLinear, read_json
+from .checkpoint import CheckpointError, QuantLinear, linear_of, load_shards, read_json
 
 CONFIG_FILE = "config.json"
 QUANT_METHOD = "compressed-tensors"
@@ -64,15 +63,7 @@ class CtCheckpoint:
         return {k: v for k, v in self.tensors.items() if k not in quantized}
 
     def linears(self) -> dict[str, QuantLinear]:
-        return {
-            m: QuantLinear(
-                self.tensors[f"{m}.weight"],
-                self.tensors[f"{m}.weight_scale"],
-                self.tensors.get(f"{m}.bias"),
-                quantize_input=True,
-            )
-            for m in self.quantized_modules()
-        }
+        return {m: linear_of(self.tensors, m, quantize_input=True) for m in self.quantized_modules()}
 
     def weight_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
@@ -83,12 +74,7 @@ def read_ct_checkpoint(directory: Path) -> CtCheckpoint:
     quantization = config.get("quantization_config")
     if not isinstance(quantization, dict) or quantization.get("quant_method") != QUANT_METHOD:
         raise CheckpointError(f"{directory / CONFIG_FILE}: no quantization_config with quant_method {QUANT_METHOD}")
-    shards = sorted(directory.glob("model*.safetensors"))
-    if not shards:
-        raise CheckpointError(f"{directory}: no model*.safetensors beside {CONFIG_FILE}")
-    tensors: dict[str, torch.Tensor] = {}
-    for shard in shards:
-        tensors.update(load_file(str(shard)))
+    tensors = load_shards(directory, "model*.safetensors", CONFIG_FILE)
     return CtCheckpoint(directory, CT_W8A8, tuple(config_problems(quantization)), tensors)
 
 

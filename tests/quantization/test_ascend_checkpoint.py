@@ -11,21 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.quantization.quant_support import HERE, evaluate, make_tiny_llama, quant_env_python, run
+from tests.quantization.quant_support import HERE, evaluate, run
 
 SCHEMES = {"W8A8_DYNAMIC": "default-w8a8.yaml", "W8A16": "default-w8a16.yaml"}
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def quant_python() -> Path:
-    return quant_env_python()
-
-
-@pytest.fixture(scope="module")
-def model_dir(quant_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_llama(quant_python, tmp_path_factory.mktemp("model") / "tiny-llama32")
 
 
 @pytest.fixture(scope="module")

@@ -12,19 +12,9 @@ from pathlib import Path
 import pytest
 
 from quantization.steps import CALIBRATION, LLMCOMPRESSOR_SCRIPT
-from tests.quantization.quant_support import HERE, evaluate, make_tiny_llama, quant_env_python, run, with_runtime
+from tests.quantization.quant_support import HERE, evaluate, run, with_runtime
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def quant_python() -> Path:
-    return quant_env_python()
-
-
-@pytest.fixture(scope="module")
-def model_dir(quant_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_llama(quant_python, tmp_path_factory.mktemp("model") / "tiny-llama32")
 
 
 @pytest.fixture(scope="module")

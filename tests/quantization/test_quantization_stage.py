@@ -26,7 +26,6 @@ from quantization.evidence import weight_bytes
 from quantization.gate import check_adaptation
 from quantization.stage import QUANTIZATION_STAGE
 from quantization.steps import EVIDENCE_FILE, WORK_DIR, checkpoint_digest
-from tests.quantization.quant_support import quant_env_python
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -70,11 +69,6 @@ def test_the_stage_is_opt_in_skipped_by_policy_until_retried(board: BoardStore) 
     assert STAGES.index("business_benchmark") + 1 == STAGES.index("quantization") == STAGES.index("serving") - 1
     assert board.retry("org/m", "quantization").status == "pending"
     assert "quantization" not in board.get_model("org/m").skip_stages
-
-
-@pytest.fixture(scope="module")
-def quant_python() -> Path:
-    return quant_env_python()
 
 
 @pytest.fixture(scope="module")

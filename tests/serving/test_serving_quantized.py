@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -23,22 +22,14 @@ from ascendbridge.package.spec import InputRecipe
 from ascendbridge.stage_api import StageContext
 from bench.support.local_model import register_local
 from quantization.stage import QUANTIZATION_STAGE
-from serving.env import ready, serve_python
 from serving.gate import check_adaptation
 from serving.stage import SERVING_STAGE
 from serving.steps import EVIDENCE_FILE
 from tests.quantization.quant_support import quant_env_python
+from tests.serving.serving_support import NEEDS_ENGINE
 
 REPO = Path(__file__).resolve().parents[2]
-SERVE_PYTHON = serve_python(os.environ.get("ASCENDBRIDGE_SERVING_PYTHON", ""))
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not ready(SERVE_PYTHON.parent.parent),
-        reason=f"no installed serve environment at {SERVE_PYTHON}: install it with "
-        "`uv run python -m serving.env` (CI does, before the tests)",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_ENGINE]
 
 
 @pytest.mark.timeout(2400)  # quantize, then two servers with their benchmarks, then the gate's fresh server
