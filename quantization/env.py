@@ -1,11 +1,13 @@
 """The quantization tool's own uv environment (never the framework's: the framework has no torch).
 
-It holds msModelSlim with CPU torch (the framework's pin, from the local wheel directory when pip is
-configured with one), transformers and safetensors; the export and the reference evaluation
-(ab_runtime.serve.export, ab_runtime.quant.evaluate) run in it too. The stage installs it on first
-need; to install it ahead (CI, a host without network later):
+It holds the two quantization tools, msModelSlim and LLM-Compressor (with compressed-tensors), with
+CPU torch (the framework's pin, from the local wheel directory when pip is configured with one),
+transformers and safetensors; the export and the reference evaluation (ab_runtime.serve.export,
+ab_runtime.quant.evaluate) run in it too. Never in the serve environment: vLLM's guide keeps
+LLM-Compressor in an environment of its own. The stage installs it on first need, and completes an
+environment made for other pins; to install it ahead (CI, a host without network later):
 
-    uv run python -m quantization.env            # 4 s from a warm uv cache (53 packages)
+    uv run python -m quantization.env            # 2 s from a warm uv cache
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from ascendbridge.workers.process import run_command
 DEFAULT_ENV = REPO_ROOT / ".cache" / "quant-env"
 TOOL = "msmodelslim"
 TOOL_VERSION = "26.1.0"
-# msModelSlim's own requirements come with it (accelerate, easydict, einops, pydantic, scipy, ...).
-REQUIREMENTS = (f"{TOOL}=={TOOL_VERSION}", "transformers>=4.46", "safetensors>=0.4", "numpy>=1.26")
+CT_TOOL = "llmcompressor"
+CT_TOOL_VERSION = "0.14.0.1"  # brings compressed-tensors 0.19.0 and caps transformers at 5.17.0
+# The tools' own requirements come with them (accelerate, datasets, easydict, pydantic, scipy, ...).
+TOOL_PINS = (f"{TOOL}=={TOOL_VERSION}", f"{CT_TOOL}=={CT_TOOL_VERSION}")
+REQUIREMENTS = (*TOOL_PINS, "transformers>=4.46", "safetensors>=0.4", "numpy>=1.26")
 INSTALL_TIMEOUT_S = 1800.0
-COMPLETE = ".complete"  # written last: a half-made environment is completed, never used
+COMPLETE = ".complete"  # written last, naming the requirements: a half-made or older environment is completed
 
 
 class ToolEnvError(RuntimeError):
@@ -43,15 +48,21 @@ def tool_binary(python: Path) -> Path:
 
 def ready(configured: str = "", log: TextIO | None = sys.stdout) -> Path:
     """The tool environment's interpreter, installing the default one first (progress to `log`)
-    when it is missing or incomplete; ToolEnvError for a configured interpreter without the tool."""
+    when it is missing, incomplete or made for other requirements; ToolEnvError for a configured
+    interpreter without the tools."""
     python = tool_python(configured)
     if configured:
         if not tool_binary(python).is_file():
             raise ToolEnvError(f"quantization.python {configured} has no {TOOL} beside it")
         return python
-    if not (DEFAULT_ENV / COMPLETE).is_file():
+    marker = DEFAULT_ENV / COMPLETE
+    if not marker.is_file() or marker.read_text() != _marker_text():
         install(DEFAULT_ENV, log)
     return python
+
+
+def _marker_text() -> str:
+    return " ".join(REQUIREMENTS) + "\n"
 
 
 def install(directory: Path = DEFAULT_ENV, log: TextIO | None = sys.stdout) -> Path:
@@ -72,12 +83,14 @@ def install(directory: Path = DEFAULT_ENV, log: TextIO | None = sys.stdout) -> P
         result = run_command(argv, timeout_s=INSTALL_TIMEOUT_S, log=log)
         if not result.ok:
             raise ToolEnvError(f"{' '.join(argv[:3])} failed: {result.tail_line()}")
-    (directory / COMPLETE).write_text(" ".join(REQUIREMENTS) + "\n")
+    (directory / COMPLETE).write_text(_marker_text())
     return python
 
 
 def main(argv: list[str]) -> int:
-    parser = OneLineParser(description="Install the quantization stage's tool environment (msModelSlim).")
+    parser = OneLineParser(
+        description="Install the quantization stage's tool environment (msModelSlim, LLM-Compressor)."
+    )
     parser.add_argument("--dir", type=Path, default=DEFAULT_ENV, help=f"where (default {DEFAULT_ENV})")
     args = parser.parse_args(argv)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ab_runtime.quant.standard import STANDARD_NAME, judge
-from quantization.steps import MODEL_DIR, WORK_DIR, checkpoint_digest, checkpoint_files, file_bytes
+from quantization.steps import MODEL_DIR, WORK_DIR, checkpoint_digest, checkpoint_files, checkpoint_format, file_bytes
 
 EVALUATION_REFUSED = 2  # ab_runtime.quant.evaluate: the checkpoint disagrees with its description
 BOARD_FIGURES = ("cosine_min", "max_abs_err_scaled", "perplexity_rel_delta", "top1_agreement")
@@ -53,6 +53,7 @@ def scheme_record(
         "argv": argv,
         "quantize_s": quantize_s,
         "checkpoint": f"{WORK_DIR}/{scheme}",
+        "format": checkpoint_format(directory / WORK_DIR / scheme),
         "digest": checkpoint_digest(directory / WORK_DIR / scheme),
         "weight_bytes_before": before,
         "weight_bytes_after": after,

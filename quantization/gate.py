@@ -33,6 +33,7 @@ from quantization.steps import (
     WORK_DIR,
     calibration_record,
     checkpoint_digest,
+    checkpoint_format,
     evaluate,
     model_digest,
 )
@@ -72,6 +73,10 @@ def _evidence_problems(directory: Path, evidence: dict[str, Any]) -> list[str]:
         if record.get("checkpoint") != f"{WORK_DIR}/{scheme}" or not checkpoint.is_dir():
             problems.append(f"{scheme}: no checkpoint at {WORK_DIR}/{scheme}")
             continue
+        if record.get("format", "ascendv1") != checkpoint_format(checkpoint):
+            problems.append(
+                f"{scheme}: recorded format {record.get('format')}, the files are {checkpoint_format(checkpoint)}"
+            )
         if checkpoint_digest(checkpoint) != record.get("digest"):
             problems.append(f"{scheme}: the checkpoint's files differ from the recorded digest")
         if list(weight_bytes(directory, scheme)) != [

@@ -1,11 +1,12 @@
-"""The quantization stage: quantize a causal LM with Huawei's msModelSlim and accept each scheme's
-checkpoint by executing it by reference against the float model.
+"""The quantization stage: quantize a causal LM with Huawei's msModelSlim and with LLM-Compressor,
+and accept each scheme's checkpoint by executing it by reference against the float model.
 
 run: exports the package's model (real weights, or config-initialised from the recipe's seed) in
 the tool environment, copies the recorded calibration sample into the package, and for each
-scheme of `quantization.schemes` writes msModelSlim's default practice with that sample as its
-dataset, runs `msmodelslim quant` on the CPU, digests the checkpoint and evaluates it
-(ab_runtime.quant.evaluate). Every scheme is recorded in the package's quant_evidence.json,
+scheme of `quantization.schemes` either writes msModelSlim's default practice with that sample as
+its dataset and runs `msmodelslim quant` on the CPU (W8A8_DYNAMIC, W8A16: ascendv1 checkpoints),
+or runs LLM-Compressor's oneshot with that sample (CT_W8A8: a compressed-tensors checkpoint);
+then digests the checkpoint and evaluates it (ab_runtime.quant.evaluate). Every scheme is recorded in the package's quant_evidence.json,
 accepted or refused with its figures; the stage completes when that evidence is whole. Other
 families are skipped on the first attempt. The checkpoints are not served here.
 gate: quantization/scripts/check_quantization.py, a separate process that recomputes the digests,
@@ -26,7 +27,7 @@ from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import run_with_inputs
-from quantization.env import TOOL, ToolEnvError, ready
+from quantization.env import CT_TOOL, TOOL, ToolEnvError, ready
 from quantization.evidence import board_figures, scheme_record
 from quantization.settings import PRACTICES, QuantizationSettings
 from quantization.steps import (
@@ -38,6 +39,7 @@ from quantization.steps import (
     WORK_DIR,
     StepError,
     calibration_record,
+    compress,
     evaluate,
     export,
     model_digest,
@@ -124,28 +126,38 @@ class QuantizationStage:
     ) -> dict[str, Any]:
         """One scheme quantized, digested and evaluated: its evidence record."""
         work = directory / WORK_DIR
-        practice_file = work / f"practice-{scheme}.yaml"
-        practice = write_practice(python, PRACTICES[scheme], practice_file, calibration)
         checkpoint = work / scheme
-        ctx.say(f"{scheme}: msmodelslim quant with practice {practice['id']} (CPU)")
         started = time.monotonic()
-        argv = quantize(
-            python,
-            directory / MODEL_DIR,
-            checkpoint,
-            practice_file,
-            tool_model_type(config),
-            settings.tool_timeout_s,
-            ctx.log,
-        )
+        if scheme in PRACTICES:
+            practice_file = work / f"practice-{scheme}.yaml"
+            practice = write_practice(python, PRACTICES[scheme], practice_file, calibration)
+            ctx.say(f"{scheme}: msmodelslim quant with practice {practice['id']} (CPU)")
+            started = time.monotonic()
+            model_type = tool_model_type(config)
+            argv = quantize(
+                python, directory / MODEL_DIR, checkpoint, practice_file, model_type, settings.tool_timeout_s, ctx.log
+            )
+            tool = {"name": TOOL, "version": practice["tool_version"]}
+            recipe = {"id": practice["id"], "source": practice["source"], "file": practice_file.name}
+        else:
+            ctx.say(f"{scheme}: llmcompressor oneshot W8A8 with the calibration sample (CPU)")
+            argv, made = compress(
+                python, directory / MODEL_DIR, checkpoint, calibration, settings.tool_timeout_s, ctx.log
+            )
+            tool = {
+                "name": CT_TOOL,
+                "version": made["tool_version"],
+                "compressed_tensors": made["compressed_tensors_version"],
+            }
+            recipe = {"id": "llmcompressor-w8a8", "source": made["recipe"], "file": f"{scheme}/recipe.yaml"}
         quantize_s = time.monotonic() - started
         ctx.say(f"{scheme}: evaluating the checkpoint by reference")
         code, report, tail = evaluate(python, directory / MODEL_DIR, checkpoint, settings.eval_timeout_s, directory)
         return scheme_record(
             directory,
             scheme,
-            tool={"name": TOOL, "version": practice["tool_version"]},
-            practice={"id": practice["id"], "source": practice["source"], "file": practice_file.name},
+            tool=tool,
+            practice=recipe,
             argv=argv,
             quantize_s=quantize_s,
             evaluation=(code, report, tail),

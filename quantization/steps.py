@@ -1,5 +1,5 @@
 """The steps the stage's run and its gate share: export the model to quantize, write the practice,
-run msModelSlim, evaluate a checkpoint by reference, digest a checkpoint.
+run msModelSlim or LLM-Compressor, evaluate a checkpoint by reference, digest a checkpoint.
 
 Everything with torch runs in the tool environment (quantization/env.py); the framework side only
 hashes files and reads JSON. The evaluation's thread count is pinned and recorded, so the gate's
@@ -17,17 +17,19 @@ from typing import IO, Any
 from ab_runtime.fileops import sha256_file
 from ab_runtime.result import read_result
 from ascendbridge.gatekit.checker import marked_json
-from ascendbridge.package.quant_files import QUANT_DIR, QUANT_EVIDENCE
+from ascendbridge.package.quant_files import QUANT_DIR, QUANT_EVIDENCE, QUANT_MODEL_DIR
 from ascendbridge.workers.process import run_command
 from quantization.env import tool_binary
 
 WORK_DIR = QUANT_DIR  # in the adaptation directory
 EVIDENCE_FILE = QUANT_EVIDENCE  # read by the dashboard and the serving stage (ascendbridge/package/quant_files.py)
-MODEL_DIR = f"{WORK_DIR}/model"  # the float model msModelSlim reads (exported weights)
+MODEL_DIR = QUANT_MODEL_DIR  # the float model the tools read (exported weights); the serving stage reads it too
 EXPORT_REFERENCE = f"{WORK_DIR}/export.json"
 SCHEMA = "ascendbridge.quantization/1"
 CALIBRATION = Path(__file__).resolve().parent / "data" / "calibration-en.jsonl"
 PRACTICE_SCRIPT = Path(__file__).resolve().parent / "inner" / "practice.py"
+LLMCOMPRESSOR_SCRIPT = Path(__file__).resolve().parent / "inner" / "llmcompressor_w8a8.py"
+ASCEND_DESCRIPTION = "quant_model_description.json"  # msModelSlim's ascendv1 format
 EVAL_THREADS = 2
 # msModelSlim's model adapters by HF model_type; any other type uses its default adapter.
 TOOL_MODEL_TYPES = {"llama": "Llama", "qwen2": "Qwen2.5", "qwen3": "Qwen3"}
@@ -41,9 +43,17 @@ class StepError(RuntimeError):
         self.rule = rule
 
 
+def checkpoint_format(checkpoint: Path) -> str:
+    """`ascendv1` (msModelSlim's description beside the weights) or `compressed-tensors` (LLM-Compressor's)."""
+    return "ascendv1" if (checkpoint / ASCEND_DESCRIPTION).is_file() else "compressed-tensors"
+
+
 def checkpoint_files(checkpoint: Path) -> list[Path]:
-    """What the checkpoint is: its description and its weight shards (what vLLM-Ascend loads)."""
-    return [checkpoint / "quant_model_description.json", *sorted(checkpoint.glob("quant_model_weights*.safetensors"))]
+    """What the checkpoint is: its description and its weight shards (what vLLM-Ascend loads), or
+    for compressed-tensors the config.json holding its quantization_config and its shards."""
+    if checkpoint_format(checkpoint) == "ascendv1":
+        return [checkpoint / ASCEND_DESCRIPTION, *sorted(checkpoint.glob("quant_model_weights*.safetensors"))]
+    return [checkpoint / "config.json", *sorted(checkpoint.glob("model*.safetensors"))]
 
 
 def checkpoint_digest(checkpoint: Path) -> str:
@@ -107,6 +117,20 @@ def quantize(
         why = "timed out" if result.timed_out else result.tail_line()
         raise StepError("quantization_tool_failed", f"msmodelslim quant ({out.name}) failed: {why}")
     return argv[1:]
+
+
+def compress(
+    python: Path, model_dir: Path, out: Path, calibration: Path, timeout_s: float, log: IO[str] | None
+) -> tuple[list[str], dict[str, Any]]:
+    """LLM-Compressor's oneshot W8A8 (quantization/inner/llmcompressor_w8a8.py) in the tool
+    environment: (its argv, its record: tool and compressed-tensors versions, recipe, sample size)."""
+    argv = [str(python), str(LLMCOMPRESSOR_SCRIPT), str(model_dir), str(calibration), str(out)]
+    result = run_command(argv, timeout_s=timeout_s, log=log, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    record = marked_json(result.output, "LLMCOMPRESSOR=")
+    if not result.ok or record is None:
+        why = "timed out" if result.timed_out else result.tail_line()
+        raise StepError("quantization_tool_failed", f"llmcompressor oneshot ({out.name}) failed: {why}")
+    return [LLMCOMPRESSOR_SCRIPT.name, *argv[2:]], record
 
 
 def evaluate(

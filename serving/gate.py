@@ -4,8 +4,9 @@ In order: the package's runtime is the framework's (ab_runtime/ byte-identical);
 re-exported with the framework's runtime copy and must equal the saved one (tokens exactly,
 embeddings to the recorded-figure tolerance, the same safetensors bytes); the plans are recomputed
 from the recorded inputs and serve/ is re-rendered byte for byte; every figure is recomputed from
-the saved exchanges; then a fresh server is started exactly as serve.sh starts it and a sample of
-the acceptance requests is replayed, its answers checked against the reference again.
+the saved exchanges, those of each quantized checkpoint served beside it too (with its reference
+tokens computed again); then a fresh server is started exactly as serve.sh starts it and a sample
+of the acceptance requests is replayed, its answers checked against the reference again.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from serving.figures import (
     serving_figures,
 )
 from serving.plan import Refusal
+from serving.quantized import record_problems as quantized_problems
 from serving.render import WEIGHTS_DIR, render_texts, rendered_differences
 from serving.server import ServerError, free_port, served
 from serving.settings import ServingSettings
@@ -165,6 +167,10 @@ def check_adaptation(
     verdict = "fail" if accepted else "pass"
     if verdict != evidence.get("verdict"):
         problems.append(f"recorded verdict {evidence.get('verdict')} but the exchanges give {verdict}")
+    if verdict == "pass" and settings.quantized and local.endpoint == "completions":
+        problems += quantized_problems(
+            serve if execute else None, directory, evidence.get("quantized") or {}, reference, figures
+        )
     replayed = 0
     if execute and not problems:
         sample = [e for e in exchanges if e["kind"] in ("greedy", *POOLED)][: settings.replay] + [

@@ -28,6 +28,7 @@ class ServingSettings(DeviceSettings):
     bench_output_len: int = Field(8, ge=2)
     bench_timeout_s: float = Field(900.0, gt=0)  # all rates together
     replay: int = Field(2, ge=1)  # acceptance requests the gate replays on a fresh server
+    quantized: bool = True  # also serve each compressed-tensors checkpoint the quantization stage accepted
     ascend_generation: str = "A2"  # the Ascend generation the deployment artefacts target
     ascend_cards: int = Field(8, ge=1)  # Ascend cards of the plan when the task was given none (its claim wins)
     ascend_card_memory_gb: float = Field(64.0, gt=0)

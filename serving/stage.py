@@ -29,7 +29,9 @@ from serving.accept import acceptance_requests, exchange_errors, run_acceptance
 from serving.bench import BenchError, bench_args, run_bench
 from serving.env import DEFAULT_ENV, EnvError, ensure, ready, serve_python
 from serving.figures import acceptance_problems, serving_figures
-from serving.plan import SERVED_FAMILIES, Refusal
+from serving.plan import SERVED_FAMILIES, Refusal, ServePlan
+from serving.quantized import Bench, QuantizedServingError, serve_quantized
+from serving.quantized import figure_sets as quantized_figure_sets
 from serving.render import WEIGHTS_DIR, render_serve_dir, render_texts
 from serving.server import ServerError, free_port, served
 from serving.settings import ServingSettings
@@ -115,6 +117,10 @@ class ServingStage:
             f"plan: {local.engine}, {local.dtype}, tensor parallel {local.tensor_parallel_size}, max model len "
             f"{local.max_model_len}; Ascend: {ascend.image}, tensor parallel {ascend.tensor_parallel_size}"
         )
+
+        def bench_at(url: str, model: str, weights: Path) -> dict[str, Any]:
+            return self._bench(ctx, settings, python, url, model, weights, local.endpoint, bool(reference["tokenizer"]))
+
         port = free_port()
         argv = server_argv(python, local, spec.name, port)
         requests = acceptance_requests(spec.name, local.endpoint, reference, local.max_model_len, settings.concurrency)
@@ -123,20 +129,8 @@ class ServingStage:
                 ctx.say(f"server healthy after {server.cold_start_s:.1f} s; sending {len(requests)} requests")
                 exchanges = run_acceptance(server.url, requests, settings.request_timeout_s)
                 unanswered = exchange_errors(exchanges)
-                bench = (
-                    {"skipped": f"the acceptance failed first: {unanswered[0]}"}
-                    if unanswered
-                    else self._bench(
-                        ctx,
-                        settings,
-                        python,
-                        server.url,
-                        spec.name,
-                        directory,
-                        local.endpoint,
-                        bool(reference["tokenizer"]),
-                    )
-                )
+                skipped = {"skipped": f"the acceptance failed first: {unanswered[0]}"} if unanswered else None
+                bench = skipped or bench_at(server.url, spec.name, directory / WEIGHTS_DIR)
                 peak = server.memory.peak_bytes if server.memory else 0
         except ServerError as exc:
             return failed(f"the server did not start: {exc}", "serving_start_failed")
@@ -144,6 +138,14 @@ class ServingStage:
             return failed(str(exc), "serving_bench_failed")
         figures = serving_figures(exchanges, reference, local.dtype, server.cold_start_s, bench, peak)
         problems = unanswered + acceptance_problems(figures, local.dtype, bench)
+        try:
+            more = (
+                {}
+                if problems
+                else self._quantized(ctx, settings, python, spec.name, local, reference, figures, bench_at)
+            )
+        except (QuantizedServingError, BenchError) as exc:
+            return failed(f"serving the quantized checkpoint failed: {exc}", "serving_quantized_failed")
         evidence = {
             "schema": SCHEMA,
             "model_id": spec.model.model_id,
@@ -155,18 +157,20 @@ class ServingStage:
             "figures": figures,
             "problems": problems,
             "verdict": "fail" if problems else "pass",
+            "quantized": more,
         }
         (directory / EVIDENCE_FILE).write_text(json.dumps(evidence, indent=1) + "\n")
         metrics = [
             FigureSet(figures, device=local.engine, dtype=local.dtype, units={k: u for k in figures if (u := unit(k))})
         ]
+        metrics += quantized_figure_sets(more, local.engine)
         result = {
             "verdict": evidence["verdict"],
             "plan": local.as_dict(),
             "serve_command": "serve/serve.sh",
             "evidence": EVIDENCE_FILE,
         }
-        summary = _summary(figures, local.engine, local.dtype)
+        summary = _summary(figures, local.engine, local.dtype, more)
         if problems:
             return StageOutcome(
                 "failed",
@@ -184,7 +188,7 @@ class ServingStage:
         python: Path,
         url: str,
         name: str,
-        directory: Path,
+        weights: Path,
         endpoint: str,
         tokenizer: bool,
     ) -> dict[str, Any]:
@@ -199,7 +203,7 @@ class ServingStage:
         args = bench_args(
             url,
             name,
-            str((directory / WEIGHTS_DIR).resolve()),
+            str(weights.resolve()),
             endpoint,
             settings.bench_prompts,
             settings.bench_input_len,
@@ -213,12 +217,32 @@ class ServingStage:
                 "runs": run_bench(python, rates, args, settings.bench_timeout_s, ctx.log),
             }
 
+    @staticmethod
+    def _quantized(
+        ctx: StageContext,
+        settings: ServingSettings,
+        python: Path,
+        name: str,
+        local: ServePlan,
+        reference: dict[str, Any],
+        figures: dict[str, float],
+        bench: Bench,
+    ) -> dict[str, dict[str, Any]]:
+        """Each compressed-tensors checkpoint the quantization stage accepted, served beside the float
+        model with its plan and benchmarked alike (serving/quantized.py): its record."""
+        if not settings.quantized or local.endpoint != "completions":
+            return {}
+        directory = ctx.adaptation_dir
+        return serve_quantized(
+            python, directory, name, local, reference, settings, figures, bench, directory / SERVER_LOG
+        )
+
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
         return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
 
 
-def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
+def _summary(figures: dict[str, float], engine: str, dtype: str, quantized: dict[str, dict[str, Any]]) -> str:
     if "greedy_exact_match" in figures:
         quality = f"greedy tokens {figures['greedy_exact_match']:.0%} equal to the CPU fp32 reference"
         speed = f"TTFT {figures['ttft_ms']:.0f} ms, TPOT {figures['tpot_ms']:.1f} ms"
@@ -241,7 +265,7 @@ def _summary(figures: dict[str, float], engine: str, dtype: str) -> str:
         f"{engine} {dtype}: {quality}; {figures['concurrent_answered']:.0f}/{figures['concurrent_requests']:.0f} "
         f"concurrent answered; over-length -> {figures['overlength_status']:.0f}; {speed}; "
         f"ready in {figures['cold_start_s']:.1f} s{memory}"
-    )
+    ) + "".join(f"; {scheme} {r['verdict']}: {r['reason']}" for scheme, r in quantized.items())
 
 
 def _unservable(spec: AdaptationSpec) -> StageOutcome | None:

@@ -18,6 +18,7 @@ import psutil
 
 from ab_runtime.result import EXIT_BAD_INPUT
 from ab_runtime.tools import run_tool
+from ascendbridge.package.serve_files import SERVE_EVIDENCE
 from ascendbridge.package.uv_env import parse_result
 from ascendbridge.workers.devices import DeviceSpecError, Runner, parse_index_list, probe
 from ascendbridge.workers.placement import VISIBLE_ENV, claimed_cards
@@ -27,7 +28,7 @@ from serving.render import WEIGHTS_DIR, engine_args
 from serving.settings import ServingSettings
 
 REFERENCE_FILE = "serve/reference.json"
-EVIDENCE_FILE = "serve/acceptance.json"
+EVIDENCE_FILE = SERVE_EVIDENCE
 SERVER_LOG = "serve/server.log"
 SCHEMA = "ascendbridge.serving/1"
 GiB = 1024**3

@@ -12,12 +12,12 @@ checkpoint before any figure is computed from it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
+
+from .checkpoint import CheckpointError, QuantLinear, linear_of, load_shards, read_json
 
 DESCRIPTION_FILE = "quant_model_description.json"
 # Top-level description keys that describe the checkpoint, not a tensor.
@@ -49,25 +49,26 @@ class AscendCheckpoint:
     def weight_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
 
+    def problems(self) -> list[str]:
+        return check_checkpoint(self)
 
-class CheckpointError(ValueError):
-    """The directory is not a readable ascendv1 checkpoint (missing files, unreadable JSON)."""
+    def float_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors saved as they are (the tool may have folded smoothing factors into norms)."""
+        return {k: v for k, v in self.tensors.items() if self.kinds.get(k) == FLOAT_KIND}
+
+    def linears(self) -> dict[str, QuantLinear]:
+        return {
+            m: linear_of(self.tensors, m, quantize_input=self.kinds[f"{m}.weight"] == "W8A8_DYNAMIC")
+            for m in self.quantized_linears()
+        }
 
 
 def read_checkpoint(directory: Path) -> AscendCheckpoint:
     description_path = directory / DESCRIPTION_FILE
     if not description_path.is_file():
         raise CheckpointError(f"{directory}: no {DESCRIPTION_FILE} (not an msModelSlim ascendv1 checkpoint)")
-    try:
-        description = json.loads(description_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{description_path}: not JSON ({exc})") from exc
-    shards = sorted(directory.glob("quant_model_weights*.safetensors"))
-    if not shards:
-        raise CheckpointError(f"{directory}: no quant_model_weights*.safetensors beside {DESCRIPTION_FILE}")
-    tensors: dict[str, torch.Tensor] = {}
-    for shard in shards:
-        tensors.update(load_file(str(shard)))
+    description = read_json(description_path)
+    tensors = load_shards(directory, "quant_model_weights*.safetensors", DESCRIPTION_FILE)
     kinds = {k: str(v) for k, v in description.items() if k not in HEADER_KEYS}
     return AscendCheckpoint(directory, str(description.get("model_quant_type", "")), kinds, tensors)
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from .ascend_format import CheckpointError, check_checkpoint, read_checkpoint
+from .checkpoint import CheckpointError
+from .formats import read_quantized
 from .reference import build_reference_model
 from .standard import judge
 
@@ -58,7 +59,7 @@ def evaluate(
 ) -> dict[str, Any]:
     import transformers
 
-    ckpt = read_checkpoint(quant_dir)
+    ckpt = read_quantized(quant_dir)
     started = time.perf_counter()
     reference = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
     quantized = build_reference_model(model_dir, ckpt)
@@ -93,11 +94,16 @@ def evaluate(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True, help="the float model's directory")
-    parser.add_argument("--quantized", type=Path, required=True, help="the ascendv1 checkpoint's directory")
+    parser.add_argument(
+        "--quantized",
+        type=Path,
+        required=True,
+        help="the checkpoint's directory (msModelSlim ascendv1 or compressed-tensors)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
-        problems = check_checkpoint(read_checkpoint(args.quantized))
+        problems = read_quantized(args.quantized).problems()
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .ascend_format import AscendCheckpoint, check_checkpoint
+from .checkpoint import QuantCheckpoint
 
 INT8_MAX = 127.0
 
@@ -41,37 +41,30 @@ class ReferenceQuantLinear(nn.Module):
         return nn.functional.linear(x32, self.weight, self.bias).to(x.dtype)
 
 
-def build_reference_model(model_dir: Path, ckpt: AscendCheckpoint) -> nn.Module:
+def build_reference_model(model_dir: Path, ckpt: QuantCheckpoint) -> nn.Module:
     """The float model's architecture, loaded from the checkpoint only: float tensors as saved (the
     tool may have folded smoothing factors into norms), quantized linears by reference."""
-    problems = check_checkpoint(ckpt)
+    problems = ckpt.problems()
     if problems:
         raise ValueError(f"{ckpt.directory}: inconsistent checkpoint: {problems[0]} (+{len(problems) - 1} more)")
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(str(model_dir))
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    quantized = ckpt.quantized_linears()
-    float_state = {k: v for k, v in ckpt.tensors.items() if ckpt.kinds.get(k) == "FLOAT"}
-    missing, _ = model.load_state_dict(float_state, strict=False)
-    covered = {f"{m}.weight" for m in quantized} | {f"{m}.bias" for m in quantized}
+    linears = ckpt.linears()
+    missing, _ = model.load_state_dict(ckpt.float_tensors(), strict=False)
+    covered = {f"{m}.weight" for m in linears} | {f"{m}.bias" for m in linears}
     uncovered = [k for k in missing if k not in covered]
     if uncovered:
         raise ValueError(
             f"{ckpt.directory}: the checkpoint has no tensor for {uncovered[0]} (+{len(uncovered) - 1} more)"
         )
-    for module_name in quantized:
+    for module_name, linear in linears.items():
         parent_name, _, child = module_name.rpartition(".")
         parent = model.get_submodule(parent_name)
-        kind = ckpt.kinds[f"{module_name}.weight"]
         setattr(
             parent,
             child,
-            ReferenceQuantLinear(
-                ckpt.tensors[f"{module_name}.weight"],
-                ckpt.tensors[f"{module_name}.weight_scale"],
-                ckpt.tensors.get(f"{module_name}.bias"),
-                quantize_input=kind == "W8A8_DYNAMIC",
-            ),
+            ReferenceQuantLinear(linear.weight, linear.scale, linear.bias, quantize_input=linear.quantize_input),
         )
     return model

@@ -34,9 +34,13 @@ class QuantRow:
     top1_agreement_min: float
 
 
+W8A8 = QuantRow(0.99, ACCUMULATION_FACTOR * INT8_STEP, 0.05, 0.9)
 STANDARD: dict[str, QuantRow] = {
-    "W8A8_DYNAMIC": QuantRow(0.99, ACCUMULATION_FACTOR * INT8_STEP, 0.05, 0.9),
+    "W8A8_DYNAMIC": W8A8,
     "W8A16": QuantRow(0.999, ACCUMULATION_FACTOR * INT8_STEP / 2, 0.03, 0.95),
+    # compressed-tensors' W8A8 (LLM-Compressor): the same numerics (int8 weights per channel, int8
+    # activations per token at run time, symmetric), so the same row.
+    "CT_W8A8": W8A8,
 }
 
 

@@ -11,6 +11,7 @@ from ascendbridge import capped_read
 
 QUANT_DIR = "quantization"  # in the adaptation directory
 QUANT_EVIDENCE = f"{QUANT_DIR}/quant_evidence.json"
+QUANT_MODEL_DIR = f"{QUANT_DIR}/model"  # the float model the checkpoints were made from
 
 
 def quant_evidence(adaptation_dir: Path) -> dict[str, Any] | None:
@@ -18,8 +19,13 @@ def quant_evidence(adaptation_dir: Path) -> dict[str, Any] | None:
     return capped_read.json_object(Path(adaptation_dir) / QUANT_EVIDENCE, capped_read.EVIDENCE_MAX_BYTES)
 
 
-def accepted_checkpoints(adaptation_dir: Path) -> list[tuple[str, str]]:
-    """(scheme, checkpoint directory relative to the package) of every accepted scheme whose
+ASCEND_FORMAT = "ascendv1"  # msModelSlim's, loaded by vLLM-Ascend with --quantization ascend
+CT_FORMAT = "compressed-tensors"  # LLM-Compressor's, loaded by vLLM (the CPU engine included)
+
+
+def accepted_checkpoints(adaptation_dir: Path, fmt: str = ASCEND_FORMAT) -> list[tuple[str, str]]:
+    """(scheme, checkpoint directory relative to the package) of every accepted scheme of format
+    `fmt` (a record without one is ascendv1, as every record was before compressed-tensors) whose
     checkpoint lies inside the package's quantization/ folder, in the evidence's order."""
     evidence = quant_evidence(adaptation_dir) or {}
     schemes = evidence.get("schemes")
@@ -31,6 +37,8 @@ def accepted_checkpoints(adaptation_dir: Path) -> list[tuple[str, str]]:
     for scheme in usable:
         record = schemes.get(scheme) if isinstance(scheme, str) else None
         if not isinstance(record, dict) or record.get("verdict") != "accepted":
+            continue
+        if record.get("format", ASCEND_FORMAT) != fmt:
             continue
         checkpoint = record.get("checkpoint")
         if not isinstance(checkpoint, str):

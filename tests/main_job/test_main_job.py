@@ -392,16 +392,28 @@ def test_the_summary_says_what_was_quantized_and_the_main_job_quantizes_one_demo
         "w8a16_top1_agreement": 0.9,
         "w8a16_size_ratio": 0.55,
         "w8a16_accepted": 0.0,
+        "ct_w8a8_cosine_min": 0.9999,
+        "ct_w8a8_top1_agreement": 0.992,
+        "ct_w8a8_size_ratio": 0.5,
+        "ct_w8a8_accepted": 1.0,
     }
     task = board.claim_task(board.list_tasks("quantization", model_id="org/quantized")[0].id, "t", 60)
     board.complete_task(
         task.id, task.fencing_token, {}, figures=[{"values": figures, "device": "cpu", "dtype": "int8"}]
     )
+    served = {"ct_w8a8_served": 1.0, "ct_w8a8_served_greedy_exact_match": 1.0, "ct_w8a8_served_throughput_ratio": 0.87}
+    task = board.claim_task(board.list_tasks("serving", model_id="org/quantized")[0].id, "t", 60)
+    board.complete_task(task.id, task.fencing_token, {}, figures=[{"values": served, "device": "cpu", "dtype": "int8"}])
     out = io.StringIO()
     Console(file=out, width=400, force_terminal=False).print(quantized_table(board))
     line = next(line for line in out.getvalue().splitlines() if "org/quantized" in line)
     assert "W8A16 refused: cosine min 0.97000, top-1 0.900, weights 0.55x" in line
     assert "W8A8_DYNAMIC accepted: cosine min 0.99986, top-1 0.984, weights 0.52x" in line
+    assert "0.52x, served" not in line  # an ascendv1 checkpoint is not served here
+    assert (
+        "CT_W8A8 accepted: cosine min 0.99990, top-1 0.992, weights 0.50x, served here: greedy 100% of its "
+        "reference, 0.87x the float's tokens/s" in line
+    )
     assert "org/plain" not in out.getvalue()
 
 

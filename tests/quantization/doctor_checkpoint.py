@@ -1,7 +1,9 @@
-"""Runs in the torch environment: a copy of an ascendv1 checkpoint with one tensor edited the way a
-careless hand or a wrong tool would: a scale multiplied, two same-shaped weights swapped, a
-quantized weight saved as float."""
+"""Runs in the torch environment: a copy of an ascendv1 or compressed-tensors checkpoint with one
+tensor edited the way a careless hand or a wrong tool would: a scale multiplied, two same-shaped
+weights swapped, a quantized weight saved as float; or (compressed-tensors) its config claiming
+static per-tensor activations its files do not have."""
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ from safetensors.torch import load_file, save_file
 
 source, target, how = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 shutil.copytree(source, target)
-shard = next(target.glob("quant_model_weights*.safetensors"))
+shard = next(p for p in sorted(target.glob("*.safetensors")) if p.name.startswith(("quant_model_weights", "model")))
 tensors = load_file(str(shard))
 layer = "model.layers.0.self_attn"
 if how == "scale":
@@ -22,4 +24,10 @@ elif how == "swap":
     )
 elif how == "float":
     tensors[f"{layer}.q_proj.weight"] = tensors[f"{layer}.q_proj.weight"].float()
+elif how == "static":
+    config = json.loads((target / "config.json").read_text())
+    config["quantization_config"]["config_groups"]["group_0"]["input_activations"].update(
+        dynamic=False, strategy="tensor"
+    )
+    (target / "config.json").write_text(json.dumps(config))
 save_file(tensors, str(shard), metadata={"format": "pt"})

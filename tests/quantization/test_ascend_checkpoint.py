@@ -5,34 +5,17 @@ honest checkpoint, refused or failed for a doctored one."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ascendbridge.config import REPO_ROOT
-from bench.support.torch_env import torch_env_python
+from tests.quantization.quant_support import HERE, evaluate, run
 
-MSMODELSLIM = "msmodelslim==26.1.0"
-HERE = Path(__file__).resolve().parent
 SCHEMES = {"W8A8_DYNAMIC": "default-w8a8.yaml", "W8A16": "default-w8a16.yaml"}
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def quant_python() -> Path:
-    return torch_env_python(extra=(MSMODELSLIM,))
-
-
-@pytest.fixture(scope="module")
-def model_dir(quant_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("model") / "tiny-llama32"
-    run([quant_python, HERE / "make_tiny_causal.py", REPO_ROOT / "demo_models" / "tiny-llama32", target])
-    return target
 
 
 @pytest.fixture(scope="module")
@@ -52,36 +35,6 @@ def checkpoints(quant_python: Path, model_dir: Path, tmp_path_factory: pytest.Te
         )  # fmt: skip
         made[scheme] = save
     return made
-
-
-def run(argv: list[Any], timeout: int = 300) -> str:
-    proc = subprocess.run(
-        [str(a) for a in argv], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    return proc.stdout
-
-
-def evaluate(python: Path, model: Path, quantized: Path) -> tuple[int, dict[str, Any] | None, str]:
-    proc = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "ab_runtime.quant.evaluate",
-            "--model",
-            str(model),
-            "--quantized",
-            str(quantized),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
-    report = json.loads(proc.stdout) if proc.returncode in (0, 1) else None
-    return proc.returncode, report, proc.stderr
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The quantization stage on a real generated package: demo/tiny-llama32 (config-only, so its
 weights are config-initialised from the recipe's seed and exported) quantized by the real
-`msmodelslim quant` for both default schemes, evaluated by reference, proposed with its figures and
+`msmodelslim quant` (W8A8_DYNAMIC, W8A16) and LLM-Compressor's oneshot (CT_W8A8), evaluated by reference, proposed with its figures and
 gated in a fresh process; the gate refuses a swapped tensor (digest) and a doctored scale whose
 digest was re-recorded (the fresh evaluation does not reproduce the figures). An encoder is skipped
 with its reason before any tool runs."""
@@ -22,7 +22,6 @@ from ascendbridge.package.spec import InputRecipe
 from ascendbridge.stage_api import StageContext, StageOutcome
 from ascendbridge.stages import STAGES
 from bench.support.local_model import register_local
-from bench.support.torch_env import torch_env_python
 from quantization.evidence import weight_bytes
 from quantization.gate import check_adaptation
 from quantization.stage import QUANTIZATION_STAGE
@@ -30,7 +29,8 @@ from quantization.steps import EVIDENCE_FILE, WORK_DIR, checkpoint_digest
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-SCHEMES = ("W8A8_DYNAMIC", "W8A16")
+SCHEMES = ("W8A8_DYNAMIC", "W8A16", "CT_W8A8")
+PRACTICES = {"W8A8_DYNAMIC": "default-w8a8", "W8A16": "default-w8a16"}
 
 
 def context(
@@ -72,11 +72,6 @@ def test_the_stage_is_opt_in_skipped_by_policy_until_retried(board: BoardStore) 
 
 
 @pytest.fixture(scope="module")
-def quant_python() -> Path:
-    return torch_env_python(extra=("msmodelslim==26.1.0",))
-
-
-@pytest.fixture(scope="module")
 def staged(quant_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StageContext, StageOutcome]]:
     """The stage run once on the demo Llama with the test's tool environment (its outcome, its context)."""
     root = tmp_path_factory.mktemp("quant-stage")
@@ -104,25 +99,33 @@ def test_the_demo_llama_is_quantized_evaluated_and_gated(staged: tuple[StageCont
     calibration = (ctx.adaptation_dir / evidence["calibration"]["path"]).resolve()
     assert f"prepare dataset from {calibration} success" in ctx.log.getvalue()  # the tool calibrated with it
     assert evidence["calibration"]["n"] == 8 and evidence["model"]["mode"]
-    for scheme in SCHEMES:
+    for scheme in PRACTICES:
         record = evidence["schemes"][scheme]
         assert record["tool"]["name"] == "msmodelslim" and record["tool"]["version"] == "26.1.0"
-        assert record["practice"]["id"] == {"W8A8_DYNAMIC": "default-w8a8", "W8A16": "default-w8a16"}[scheme]
+        assert record["practice"]["id"] == PRACTICES[scheme] and record["format"] == "ascendv1"
         practice = (ctx.adaptation_dir / WORK_DIR / record["practice"]["file"]).read_text()
         assert str((ctx.adaptation_dir / evidence["calibration"]["path"]).resolve()) in practice
         description = json.loads(
             (ctx.adaptation_dir / record["checkpoint"] / "quant_model_description.json").read_text()
         )
         assert description["model_quant_type"] == scheme
+    ct = evidence["schemes"]["CT_W8A8"]
+    assert ct["tool"] == {"name": "llmcompressor", "version": "0.14.0.1", "compressed_tensors": "0.19.0"}
+    assert ct["format"] == "compressed-tensors" and "SmoothQuantModifier" in ct["practice"]["source"]
+    assert ct["argv"][2].endswith(evidence["calibration"]["path"])  # it calibrated with the recorded sample
+    config = json.loads((ctx.adaptation_dir / ct["checkpoint"] / "config.json").read_text())
+    assert config["quantization_config"]["quant_method"] == "compressed-tensors"
+    for scheme in SCHEMES:
+        record = evidence["schemes"][scheme]
         assert record["weight_bytes_after"] < record["weight_bytes_before"]
         assert 0.9 < record["figures"]["cosine_min"] < 1.0  # executed: the quantization changed the forward
     values = outcome.metrics[0].values
     assert values["w8a16_cosine_min"] > values["w8a8_dynamic_cosine_min"]
-    assert values["w8a8_dynamic_accepted"] == values["w8a16_accepted"] == 1.0
+    assert values["w8a8_dynamic_accepted"] == values["w8a16_accepted"] == values["ct_w8a8_accepted"] == 1.0
     assert 0 < values["w8a8_dynamic_size_ratio"] < 1
     gate = QUANTIZATION_STAGE.gate(ctx)
     assert gate.passed, gate.summary
-    assert gate.report["reevaluated"] == 2
+    assert gate.report["reevaluated"] == 3
 
 
 def doctored(ctx: StageContext, python: Path, tmp_path: Path, how: str) -> Path:
@@ -160,6 +163,6 @@ def test_the_gate_refuses_a_doctored_scale_even_with_its_digest_re_recorded(
     evidence_path.write_text(json.dumps(evidence))
     report = check_adaptation(copy, str(quant_python))
     assert not report.passed
-    assert report.reevaluated == 2
+    assert report.reevaluated == 3
     assert any(p.startswith("W8A8_DYNAMIC: ") for p in report.problems), report.problems
     assert not any(p.startswith("W8A16: ") for p in report.problems), report.problems

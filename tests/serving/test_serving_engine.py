@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -39,24 +38,16 @@ from ascendbridge.refusals import is_refusal
 from ascendbridge.stage_api import FigureSet, StageContext
 from bench.support.local_model import register_local
 from serving import stage as serving_stage
-from serving.env import ready, serve_python
 from serving.gate import check_adaptation
 from serving.server import free_port
 from serving.stage import SERVING_STAGE
 from serving.steps import EVIDENCE_FILE, SERVER_LOG
+from tests.serving.serving_support import NEEDS_ENGINE
 from tests.serving.test_serving_loopback import PROXY_VARS
 
 REPO = Path(__file__).resolve().parents[2]
-SERVE_PYTHON = serve_python(os.environ.get("ASCENDBRIDGE_SERVING_PYTHON", ""))
 ONE_RATE = {"serving_bench_rates": "1"}  # the real runs' 1, 4 and inf cost a minute more each test
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not ready(SERVE_PYTHON.parent.parent),
-        reason=f"no installed serve environment at {SERVE_PYTHON}: install it with "
-        "`uv run python -m serving.env` (CI does, before the tests)",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_ENGINE]
 
 
 def tiny_model(tmp_path: Path, name: str, **config: object) -> Path:
