@@ -11,7 +11,8 @@ applicable pass alone is built from the same float32 reference weights, its outp
 with the float32 baseline outputs by the shared comparator (dtype-aware thresholds, float64
 reference where it fits), then timed against the baseline PAIRED and INTERLEAVED (same warmup,
 RNG re-seeded before each block, profiler off), one block pair at a time until its keep verdict
-is decided (quick.decide: a clear loss stops after its first pair; at most --pairs). Passes that
+is decided (quick.decide: a clear loss stops after its first pair; at most --pairs); one whose
+accuracy already failed is not timed at all (it could not be kept). Passes that
 do not apply cost nothing (their rule is read first); the others are tried in order of expected
 gain (quick.PRIORS), and one that a kept pass of its group already outranks is listed, never built
 (quick.outranked; --measure-all builds it). Kept passes are combined greedily, each step
@@ -229,7 +230,8 @@ class _Search:
                 fn = session.headline_call(b, run)
                 first = harness.first_call_ms(session, fn)
                 acc = judge(session, b, run, fn, self.reference)
-                figures = self.timed(self.base_fn, fn)
+                # a pass that fails accuracy is never kept (pairstats.gain_decision): timing it decides nothing
+                figures = self.timed(self.base_fn, fn) if acc["verdict"] == "pass" else None
             except harness.HarnessError:
                 raise
             except acceptance.ReplacementRefused as exc:  # the contract refused every replacement: not applied
@@ -243,13 +245,13 @@ class _Search:
                 )
                 harness.say(f"pass {p.name}: {row['reason']}")
                 return row, None
-            row.update(
-                self.outcome(
-                    figures,
-                    acc,
-                    {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": self.base_first},
+            cold_start = {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": self.base_first}
+            if figures is None:
+                row.update(
+                    measured=False, kept=False, reason=quick.ACCURACY_NOT_TIMED, accuracy=acc, cold_start=cold_start
                 )
-            )
+            else:
+                row.update(self.outcome(figures, acc, cold_start))
             if b.acceptance:
                 row["acceptance"] = b.acceptance
             if row["kept"]:
@@ -258,7 +260,7 @@ class _Search:
         harness.say(
             f"pass {p.name}: {'KEPT' if row['kept'] else 'rejected'} - {row['reason']}"
             + (f" ({aside} pair(s) set aside: no clean call on both sides)" if aside else "")
-            + (f" [{time.monotonic() - started:.0f} s]" if row["measured"] else "")
+            + (f" [{time.monotonic() - started:.0f} s]" if "cold_start" in row else "")
         )
         return row, kept_fn
 

@@ -94,6 +94,12 @@ PRIORS: dict[str, float] = {
 }
 
 
+# The reason of a pass built and judged but never timed: its accuracy failed, and pairstats.gain_decision
+# keeps no pass whose accuracy failed, so no number of pairs could change its verdict.
+ACCURACY_NOT_TIMED = (
+    "accuracy failed against the baseline outputs; not timed (a pass that fails accuracy is never kept)"
+)
+
 # The passes whose PRIORS entry is this project's own measurement on a CPU (bench/optimizer_suite.py,
 # docs/measurements/optimization.md): the only expectations `outranked` lets stand in for a build.
 MEASURED_PRIORS = frozenset(name for name in PRIORS if name.startswith("cpu_"))
