@@ -6,7 +6,8 @@ ratio of the medians, the per-pair speedups, the interval and the noise; a searc
 must follow the quick search's stopping rule (ab_runtime/optimize/quick.py: stopped at the first
 pair that decides, or at settings.pairs), and so must the confirmation's (at most its
 `max_pairs`, itself at most quick.CONFIRM_MAX_PAIRS). The keep decision is re-derived from the figures and
-the accuracy verdict; the search's selection must be one of the
+the accuracy verdict; a pass left unbuilt as outranked must be one quick.outranked rules out
+from the rows before it; the search's selection must be one of the
 measured rows (same passes, same figures) against the baseline; the final result must be what
 the fresh confirmation run's figures give (recomputed with pairstats.confirmed_final: kept only
 when the confirmed interval clears 1 + min_gain); warmup is a single figure applied to both
@@ -145,6 +146,33 @@ def check_row(label: str, row: Any, settings: dict[str, Any]) -> list[str]:
     return problems
 
 
+def check_outranked(rows: list[Any], settings: dict[str, Any]) -> list[str]:
+    """A pass the search left unbuilt as outranked (quick.outranked) must be one the rule rules out,
+    from the rows measured before it (their figures already recomputed), with the figures it recorded;
+    and none with settings.measure_all."""
+    problems = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or "outranked_by" not in row:
+            continue
+        label = _row_label("passes", i, row)
+        if settings.get("measure_all"):
+            problems.append(f"{label}: left unbuilt although settings.measure_all is set")
+            continue
+        try:
+            why = quick.outranked(str(row.get("name")), row.get("group"), [r for r in rows[:i] if isinstance(r, dict)])
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            problems.append(f"{label}: the rows before it cannot be read for the outranking rule ({exc})")
+            continue
+        recorded = {key: row.get(key) for key in ("outranked_by", "expected_gain", "kept_low", "kept_cost_s")}
+        if why is None:
+            problems.append(
+                f"{label}: left unbuilt as outranked by {row['outranked_by']}, but no kept pass before it outranks it"
+            )
+        elif not recorded_matches(why, recorded):
+            problems.append(f"{label}: outranked figures {recorded} differ from the rule's {why}")
+    return problems
+
+
 def check_selection(notes: dict[str, Any]) -> list[str]:
     """The search's selection is one of its measured rows against the baseline (or nothing, honestly)."""
     selection = notes["selection"]
@@ -231,6 +259,8 @@ def check_notes(notes: Any) -> list[str]:
     for kind in ("passes", "combination"):
         for i, row in enumerate(notes[kind]):
             problems += check_row(_row_label(kind, i, row if isinstance(row, dict) else {}), row, settings)
+    if not problems:
+        problems += check_outranked(notes["passes"], settings)
     selection_problems = check_selection(notes)
     problems += selection_problems or check_final(notes)
     changes = {r.get("name"): r.get("changes_code") for r in notes["passes"] if isinstance(r, dict)}

@@ -11,9 +11,11 @@ applicable pass alone is built from the same float32 reference weights, its outp
 with the float32 baseline outputs by the shared comparator (dtype-aware thresholds, float64
 reference where it fits), then timed against the baseline PAIRED and INTERLEAVED (same warmup,
 RNG re-seeded before each block, profiler off), one block pair at a time until its keep verdict
-is decided (quick.decide: a clear loss stops after its first pair; at most --pairs). Passes that
+is decided (quick.decide: a clear loss stops after its first pair; at most --pairs); one whose
+accuracy already failed is not timed at all (it could not be kept). Passes that
 do not apply cost nothing (their rule is read first); the others are tried in order of expected
-gain (quick.PRIORS). Kept passes are combined greedily, each step
+gain (quick.PRIORS), and one that a kept pass of its group already outranks is listed, never built
+(quick.outranked; --measure-all builds it). Kept passes are combined greedily, each step
 measured against the current best the same way, and the combination verified against the
 baseline: that is the `selection`. Its own figure is the best of many noisy measurements, so it
 is not reported: a fresh process (ab_runtime.optimize.confirm) re-measures baseline vs the selection and
@@ -198,8 +200,11 @@ class _Search:
         evidence = {"accuracy": acc, "paired": figures, "cold_start": cold_start}
         return {"measured": True, "kept": keep, "reason": reason, **evidence}
 
-    def single(self, p: passes.Pass, why_not: str | None) -> tuple[dict[str, Any], Callable[[], Any] | None]:
-        """One pass alone against the baseline: its row, and its built call when it is kept."""
+    def single(
+        self, p: passes.Pass, why_not: str | None, outranked: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], Callable[[], Any] | None]:
+        """One pass alone against the baseline: its row, and its built call when it is kept
+        (`outranked`: quick.outranked's figures, the pass is then listed, never built)."""
         session = self.session
         started = time.monotonic()
         row: dict[str, Any] = {
@@ -213,6 +218,8 @@ class _Search:
         kept_fn: Callable[[], Any] | None = None
         if why_not is not None:
             row.update(measured=False, kept=False, reason=f"not applicable: {why_not}")
+        elif outranked is not None:
+            row.update(measured=False, kept=False, reason=quick.outranked_reason(outranked), **outranked)
         elif p.needs_restart:
             row.update(
                 measured=False,
@@ -225,7 +232,8 @@ class _Search:
                 fn = session.headline_call(b, run)
                 first = harness.first_call_ms(session, fn)
                 acc = judge(session, b, run, fn, self.reference)
-                figures = self.timed(self.base_fn, fn)
+                # a pass that fails accuracy is never kept (pairstats.gain_decision): timing it decides nothing
+                figures = self.timed(self.base_fn, fn) if acc["verdict"] == "pass" else None
             except harness.HarnessError:
                 raise
             except acceptance.ReplacementRefused as exc:  # the contract refused every replacement: not applied
@@ -239,13 +247,13 @@ class _Search:
                 )
                 harness.say(f"pass {p.name}: {row['reason']}")
                 return row, None
-            row.update(
-                self.outcome(
-                    figures,
-                    acc,
-                    {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": self.base_first},
+            cold_start = {"build_s": build_s, "first_call_ms": first, "baseline_first_call_ms": self.base_first}
+            if figures is None:
+                row.update(
+                    measured=False, kept=False, reason=quick.ACCURACY_NOT_TIMED, accuracy=acc, cold_start=cold_start
                 )
-            )
+            else:
+                row.update(self.outcome(figures, acc, cold_start))
             if b.acceptance:
                 row["acceptance"] = b.acceptance
             if row["kept"]:
@@ -254,7 +262,7 @@ class _Search:
         harness.say(
             f"pass {p.name}: {'KEPT' if row['kept'] else 'rejected'} - {row['reason']}"
             + (f" ({aside} pair(s) set aside: no clean call on both sides)" if aside else "")
-            + (f" [{time.monotonic() - started:.0f} s]" if row["measured"] else "")
+            + (f" [{time.monotonic() - started:.0f} s]" if "cold_start" in row else "")
         )
         return row, kept_fn
 
@@ -313,8 +321,10 @@ def search(
     warmup: int,
     iters: int,
     min_gain: float,
+    budgeted: bool = True,
 ) -> dict[str, Any]:
-    """The whole search: the baseline, each pass alone, the kept ones combined, the selection.
+    """The whole search: the baseline, each pass alone, the kept ones combined, the selection
+    (`budgeted`: a pass quick.outranked rules out is not built; False measures every applicable one).
     Returns the notes body (without file-level metadata)."""
     _compile_room()
     with Progress("optimization baseline (build, first call, accuracy)"):
@@ -340,17 +350,20 @@ def search(
     phase = _Search(session, pairs, warmup, iters, min_gain, reference, base_fn, base_first)
     rows: list[dict[str, Any]] = []
     built: dict[str, Callable[[], Any]] = {}
-    # applicability is read before anything is built; measured in order of expected gain (quick.PRIORS)
+    # applicability is read before anything is built; measured in order of expected gain (quick.PRIORS),
+    # a pass its group's kept pass already outranks is listed, not built (quick.outranked)
     reasons = {p.name: p.applies(traits) for p in candidates}
     order = quick.ordered([p for p in candidates if reasons[p.name] is None])
     with Progress("optimization search", total=len(order), unit="pass") as progress:
         for p in order + [p for p in candidates if reasons[p.name] is not None]:
-            row, fn = phase.single(p, reasons[p.name])
+            outranked = quick.outranked(p.name, p.group, rows) if reasons[p.name] is None and budgeted else None
+            row, fn = phase.single(p, reasons[p.name], outranked)
             rows.append(row)
             if fn is not None:
                 built[p.name] = fn
             if reasons[p.name] is None:  # the passes not applicable cost nothing: not counted
-                progress.advance(note=f"last: {p.name} {'kept' if row['kept'] else 'rejected'}")
+                verdict = "outranked" if outranked else "kept" if row["kept"] else "rejected"
+                progress.advance(note=f"last: {p.name} {verdict}")
     kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["paired"]["speedup"])
     combination, chosen, final_row = phase.combine(kept, built) if kept else ([], [], None)
     return {
@@ -408,6 +421,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--num-samples", type=int, default=2, help="seeded input batches compared for accuracy")
     p.add_argument("--min-gain", type=float, default=pairstats.DEFAULT_MIN_GAIN)
     p.add_argument("--passes", default="", help="comma-separated subset of the catalogue (default: all for the device)")
+    p.add_argument(
+        "--measure-all",
+        action="store_true",
+        help="build and measure every applicable pass, also one its group's kept pass outranks (quick.outranked)",
+    )
     p.add_argument("--use-pretrained", action="store_true")
     p.add_argument("--workload", default=None, help="workload whose headline figure is optimized (default: the spec's)")
     p.add_argument("--spec", default="adaptation.json")
@@ -453,7 +471,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"optimizing {session.spec.model_id} on {session.choice.kind} ({session.choice.name}); "
         f"{len(candidates)} catalogue pass(es); {args.pairs} pairs x {args.iters} iters, warmup {args.warmup}"
     )
-    body = search(session, candidates, traits, args.pairs, args.warmup, args.iters, args.min_gain)
+    body = search(session, candidates, traits, args.pairs, args.warmup, args.iters, args.min_gain, not args.measure_all)
     notes = {
         **harness.record_header(NOTES_SCHEMA, session.spec),
         "device": session.choice.kind,
@@ -464,6 +482,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "warmup": args.warmup,
             "num_samples": args.num_samples,
             "min_gain": args.min_gain,
+            "measure_all": args.measure_all,
             "confidence": pairstats.CONFIDENCE,
             "seed": session.spec.recipe.seed,
             "profiler_during_timing": False,

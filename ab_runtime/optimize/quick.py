@@ -22,13 +22,24 @@ CPU, from the vendors' documented gains for CUDA and Ascend; unknown passes 1.0.
 are measured first (their rows lead the notes) and ties keep the catalogue's order. The search
 reads every pass's applicability rule before it builds anything: a pass that does not apply is a
 row with its reason, listed after the measured ones, and costs no build and no call.
+
+**Which pass is never built** (`outranked`). Two passes of one exclusive group never combine, so
+once one of them is kept, another counts only if it beats it. A pass whose expected gain was
+measured on this kind of device (`MEASURED_PRIORS`) is not built when a pass of its group is
+already kept whose own paired interval starts at or above that gain (the kept pass is, at 90 %,
+already as fast as the candidate is expected to be) and whose build and first call cost at least
+`COSTLY_BUILD_S` (a compile: building the candidate is expected to cost as much). Its row says
+so (`outranked_by`, with the figures the rule read), and the notes gate re-derives it. The CPU's
+compile group is the case: `cpu_compile` kept at x1.8 leaves `cpu_static_cache_compile`
+(expected x1.3; 26 s of compiling and measuring on tiny-llama32) unbuilt. Passes whose gain is
+only a vendor's figure (CUDA, Ascend) or unknown are always measured.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
-from typing import Literal, Protocol, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeVar
 
 from .. import pairstats
 
@@ -81,6 +92,21 @@ PRIORS: dict[str, float] = {
     "npu_rotary_mul": 1.1,
     "npu_jit_compile_off": 1.1,
 }
+
+
+# The reason of a pass built and judged but never timed: its accuracy failed, and pairstats.gain_decision
+# keeps no pass whose accuracy failed, so no number of pairs could change its verdict.
+ACCURACY_NOT_TIMED = (
+    "accuracy failed against the baseline outputs; not timed (a pass that fails accuracy is never kept)"
+)
+
+# The passes whose PRIORS entry is this project's own measurement on a CPU (bench/optimizer_suite.py,
+# docs/measurements/optimization.md): the only expectations `outranked` lets stand in for a build.
+MEASURED_PRIORS = frozenset(name for name in PRIORS if name.startswith("cpu_"))
+# A build (its variant made and first called, less the baseline's first call) at least this dear is
+# a compile, not a cast: the cost `outranked` saves. A cast or a thread switch builds in milliseconds;
+# a compile took 12-88 s per pass in the main job of 2026-12-07 (cold kernel cache).
+COSTLY_BUILD_S = 5.0
 
 
 class Named(Protocol):
@@ -198,3 +224,36 @@ def stopped_where_decided(pair_speedups: Sequence[float], min_gain: float, max_p
 def ordered(candidates: Sequence[P]) -> list[P]:
     """Candidates by expected gain (PRIORS, highest first); ties keep their order."""
     return sorted(candidates, key=lambda p: -PRIORS.get(p.name, 1.0))
+
+
+def build_cost_s(cold_start: Mapping[str, Any]) -> float:
+    """What building a measured row's variant cost: its build and its first call (where torch.compile
+    compiles), less the baseline's first call, in seconds."""
+    first_ms = float(cold_start.get("first_call_ms") or 0.0) - float(cold_start.get("baseline_first_call_ms") or 0.0)
+    return float(cold_start.get("build_s") or 0.0) + max(0.0, first_ms) / 1000.0
+
+
+def outranked(name: str, group: str | None, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Why pass `name` (of exclusive `group`) is not built after the search rows `rows`: the kept pass
+    of its group that outranks it and the figures that say so ({outranked_by, expected_gain,
+    kept_low, kept_cost_s}); None when it must be built and measured (see the module's docstring)."""
+    if group is None or name not in MEASURED_PRIORS:
+        return None
+    expected = PRIORS[name]
+    best: dict[str, Any] | None = None
+    for row in rows:
+        if row.get("group") != group or not row.get("measured") or not row.get("kept") or row.get("name") == name:
+            continue
+        low, cost = float(row["paired"]["interval"][0]), build_cost_s(row.get("cold_start") or {})
+        if low >= expected and cost >= COSTLY_BUILD_S and (best is None or low > best["kept_low"]):
+            best = {"outranked_by": row["name"], "expected_gain": expected, "kept_low": low, "kept_cost_s": cost}
+    return best
+
+
+def outranked_reason(why: Mapping[str, Any]) -> str:
+    """The row's reason for a pass `outranked` left unbuilt."""
+    return (
+        f"not built: {why['outranked_by']} of the same group is kept at x{why['kept_low']:.3f} or more "
+        f"(its interval's low end), at or above this pass's expected x{why['expected_gain']:g}, and building it "
+        f"cost {why['kept_cost_s']:.1f} s"
+    )

@@ -5,6 +5,7 @@ known cost (tests/optimization/inner/known_cost_passes.py) make the speed outcom
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import subprocess
@@ -86,12 +87,17 @@ def test_honest_no_gain_passes_both_gates(honest: Path) -> None:
     assert perf.stdout.startswith("placement: pinned to cores ") and "as the run recorded" in perf.stdout, perf.stdout
 
 
-def test_tampered_notes_fail_the_notes_gate(honest: Path, tmp_path: Path) -> None:
+def test_tampered_notes_fail_the_notes_gate(honest: Path, searches: dict, tmp_path: Path) -> None:
+    """A flattering latency in a timed row. The strict search times none (each pass fails accuracy,
+    so none is timed): the row comes from the llama search's notes, whose cpu_threads_1 is always timed."""
     directory = tmp_path / "t"
     shutil.copytree(honest, directory, symlinks=True)
     notes = json.loads((directory / NOTES_FILE).read_text())
-    measured = next(r for r in notes["passes"] if r.get("paired"))  # the first measured pass, whatever the CPU
+    timed = json.loads((searches["llama"][0] / NOTES_FILE).read_text())
+    measured = copy.deepcopy(next(r for r in timed["passes"] if r.get("paired") and not r["kept"]))
+    assert check_notes({**notes, "passes": [*notes["passes"], measured]}) == []  # honest as it stands
     measured["paired"]["candidate_median_ms"] /= 3  # a flattering latency
+    notes["passes"].append(measured)
     (directory / NOTES_FILE).write_text(json.dumps(notes))
     run = subprocess.run(
         [sys.executable, str(SCRIPTS / "check_optimization_notes.py"), "--adaptation-dir", str(directory)],

@@ -216,3 +216,34 @@ def test_the_perf_gate_noise_bench_reports_each_verdicts_rate(capsys: pytest.Cap
     assert rows[("forged x2 on no gain", 0.4)]["passed"] == 0.0 and rows[("forged x2 on no gain", 0.2)]["failed"] > 0.9
     assert rows[("honest x1.4 (claim 1.4, from 1.1)", 0.1)]["passed"] == 1.0
     assert perf_gate_noise.main(["--trials", "0"]) == 2 and capsys.readouterr().err.startswith("error: ")
+
+
+def test_a_pass_is_outranked_only_by_a_kept_costly_pass_of_its_group_at_or_above_its_expected_gain() -> None:
+    """tiny-llama32 on 2026-12-07: cpu_compile kept at 1.796..1.909 after 72 s; the static-cache
+    compile it outranks (expected x1.3) then cost 26 s to be kept at x1.718 and not chosen."""
+    from ab_runtime.optimize.quick import COSTLY_BUILD_S, PRIORS, build_cost_s, outranked
+
+    def kept(name: str, low: float, build_s: float, first_call_ms: float, **row: Any) -> dict[str, Any]:
+        cold = {"build_s": build_s, "first_call_ms": first_call_ms, "baseline_first_call_ms": 16.5}
+        base = {"name": name, "group": "compile", "measured": True, "kept": True, "paired": {"interval": [low, 2.0]}}
+        return {**base, "cold_start": cold, **row}
+
+    compile_row = kept("cpu_compile", 1.796, 1.2, 60_016.5)
+    assert build_cost_s(compile_row["cold_start"]) == pytest.approx(61.2)
+    why = outranked("cpu_static_cache_compile", "compile", [compile_row])
+    assert why == {
+        "outranked_by": "cpu_compile",
+        "expected_gain": PRIORS["cpu_static_cache_compile"],
+        "kept_low": 1.796,
+        "kept_cost_s": pytest.approx(61.2),
+    }
+    # each condition alone keeps it measured: a low end under its expected gain, a cheap build, not
+    # kept, another group, a pass without a measured expectation (CUDA's are a vendor's figure)
+    assert outranked("cpu_static_cache_compile", "compile", [kept("cpu_compile", 1.29, 1.2, 60_016.5)]) is None
+    cheap = kept("cpu_compile", 1.796, COSTLY_BUILD_S / 4, 20.0)
+    assert outranked("cpu_static_cache_compile", "compile", [cheap]) is None
+    assert outranked("cpu_static_cache_compile", "compile", [compile_row | {"kept": False}]) is None
+    assert outranked("cpu_static_cache_compile", "compile", [compile_row | {"group": "precision"}]) is None
+    assert outranked("cuda_static_cache_compile", "compile", [compile_row]) is None
+    assert outranked("test_unknown", "compile", [compile_row]) is None
+    assert outranked("cpu_static_cache_compile", None, [compile_row]) is None

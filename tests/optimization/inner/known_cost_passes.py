@@ -18,6 +18,10 @@ of machine luck:
   turns it into a measured gain; three copies once measured x1.33 under load). Greedy tokens
   unchanged; a certain win at batch 1 and a certain, larger loss at the workload's larger batch,
   so a headline that times both batches must not keep it.
+- test_slow_cached / test_slow_twice: test_cached_outputs / test_twice in the exclusive group
+  `precision`, each built as slowly as a compile (a sleep of quick.COSTLY_BUILD_S): a kept
+  test_slow_cached outranks the CPU bf16 passes of its group (quick.outranked), so they are never
+  built; a test_slow_twice that loses outranks nothing.
 - test_refused_swap: a module swap held to the operator acceptance contract (passes.contracted_swap)
   whose replacement is wrong (every RMSNorm scaled by 1 + weight): the contract refuses it before
   it takes effect, so the search lists it as not applied, with the contract's reason.
@@ -159,6 +163,20 @@ def _apply_cache(build: Any) -> None:
     build.model = _Cached(build.model)
 
 
+def _slow(apply: Callable[[Any], None]) -> Callable[[Any], None]:
+    """`apply`, after a build as dear as a compile (quick.COSTLY_BUILD_S seconds)."""
+
+    def slowly(build: Any) -> None:
+        import time
+
+        from ab_runtime.optimize.quick import COSTLY_BUILD_S
+
+        time.sleep(COSTLY_BUILD_S)
+        apply(build)
+
+    return slowly
+
+
 def _always(_: Any) -> str | None:
     return None
 
@@ -226,6 +244,24 @@ def extra_passes(Pass: Any) -> tuple[Any, ...]:  # the catalogue's Pass class
             f"TEST ONLY: replayed at batch 1, decoded {SLOW_COPIES} times over at a larger batch",
             _always,
             _apply_batch1,
+        ),
+        Pass(
+            "test_slow_cached",
+            "cpu",
+            "precision",
+            "precision",
+            "TEST ONLY: outputs cached per input objects, built as slowly as a compile",
+            _always,
+            _slow(_apply_cache),
+        ),
+        Pass(
+            "test_slow_twice",
+            "cpu",
+            "precision",
+            "precision",
+            "TEST ONLY: the forward pass twice per call, built as slowly as a compile",
+            _always,
+            _slow(_apply_twice),
         ),
         Pass(
             "test_refused_swap",
