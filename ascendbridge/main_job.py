@@ -31,7 +31,7 @@ from ascendbridge.registration_file import RegistrationFileError, parse_registra
 from ascendbridge.reuse.check import Decision, apply, plan
 from ascendbridge.reuse.report import decisions_table, summary_line
 from ascendbridge.run_summary import print_summary
-from ascendbridge.stacks import describe
+from ascendbridge.stack_identity import describe
 from ascendbridge.stages import SPEC_STAGE, STAGES
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from ascendbridge.package.spec import AdaptationSpec, MissingSpecError
 from ascendbridge.package.stack import StackError, env_stack
 from ascendbridge.package.weights import weights_available
 from ascendbridge.settings import S, SettingsError
-from ascendbridge.stacks import describe
+from ascendbridge.stack_identity import describe
 from ascendbridge.stage_api import StageContext, StageOutcome, failed
 from ascendbridge.workers.host_memory import room
 

@@ -35,7 +35,7 @@ from ascendbridge.envmode import EnvChoice  # noqa: E402
 from ascendbridge.package import uv_env  # noqa: E402
 from ascendbridge.package.generator import render_adaptation  # noqa: E402
 from ascendbridge.package.spec import AdaptationSpec, InputRecipe, ModelSource  # noqa: E402
-from ascendbridge.stacks import describe  # noqa: E402
+from ascendbridge.stack_identity import describe  # noqa: E402
 from benchmark.render import render_accuracy_run  # noqa: E402
 from serving.steps import StepError, cuda_device  # noqa: E402
 from training.figures import VERDICT_VALUE, step_log, training_figures  # noqa: E402

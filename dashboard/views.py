@@ -21,7 +21,7 @@ from ascendbridge.package.train_files import evaluation as train_evaluation
 from ascendbridge.package.train_files import loss_curve
 from ascendbridge.package.train_files import profile as train_profile
 from ascendbridge.reuse.record import INPUTS_KEY
-from ascendbridge.stacks import describe
+from ascendbridge.stack_identity import describe
 from ascendbridge.stages import STAGES, STATUSES
 from dashboard import evidence
 from dashboard.context import Dashboard

@@ -26,7 +26,7 @@ from ascendbridge.board.records import ModelRecord, now_iso
 from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import adaptations_dir, board_path
 from ascendbridge.export import check_package
-from ascendbridge.stacks import describe
+from ascendbridge.stack_identity import describe
 
 CHECK_ALL = '''"""Re-verify every package of this export (each folder's own check_package.py).
 

@@ -34,7 +34,7 @@ from ascendbridge.revalidation.compare import DEFAULT_TOLERANCE, Verdict, broken
 from ascendbridge.revalidation.report import write_report
 from ascendbridge.revalidation.stage import BenchmarkSlotSettings
 from ascendbridge.settings import EnvsSettings, section
-from ascendbridge.stacks import describe
+from ascendbridge.stack_identity import describe
 from ascendbridge.stages import STAGES
 
 EVENT_KIND = "revalidation"

@@ -18,7 +18,7 @@ from ascendbridge.envmode import SYSTEM_MARKER, EnvChoice, EnvModeError, env_cho
 from ascendbridge.gatekit.checker import json_report
 from ascendbridge.gatekit.envs import run_inner
 from ascendbridge.stable_envs import python as package_python
-from ascendbridge.stacks import stack_id
+from ascendbridge.stack_identity import stack_id
 
 PROBE_TIMEOUT_S = 120.0
 MARKER = SYSTEM_MARKER

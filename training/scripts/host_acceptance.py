@@ -23,7 +23,7 @@ from ascendbridge.config import board_path
 from ascendbridge.gatekit.envs import model_run_env
 from ascendbridge.hostcheck.judge import BELOW, DEFAULT_MIN_RATIO, summary
 from ascendbridge.package.stack import StackError, probe_stack
-from ascendbridge.stacks import stack_id
+from ascendbridge.stack_identity import stack_id
 from ascendbridge.workers.process import run_command
 from training.preflight import MEASURE_TIMEOUT_S, MeasureError, accept, measure_command, measurement_of, table_lines
 
