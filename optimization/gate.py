@@ -10,13 +10,15 @@ is re-executed WITH the chosen passes applied, the notes' record of the perf run
 fresh paired measurement of baseline vs the chosen passes (the gate's own, with the framework's
 harness, interleaved so both sides see the same load) decides, pair by pair, 5 to 15 pairs
 (ab_runtime/optimize/quick.py gate_verdict): passed when its interval's low end clears
-1 + min_gain, exactly as the optimizer's confirmation had to, and the claim is within x1.4 of the
-pairs' median; failed when its high end is below that, or when the claimed speedup is more than
-x1.4 above its high end (a forged figure fails under any load: a claim the median doubts is
-measured on until the interval drops a stalled pair). The claim is judged by the low end of its
+1 + min_gain, exactly as the optimizer's confirmation had to, and the claim is within x1.4 of
+that low end; failed when its high end is below that, or when the claimed speedup is more than
+x1.4 above its high end (a forged figure fails once the interval drops the stalled pairs: a claim
+the low end doubts is measured on). The claim is judged by the low end of its
 own interval (the notes' `final.interval`, recomputed from the recorded samples by the notes
-gate): a confirmation the host's load left no uninterrupted call reads wide, and says so; inconclusive (exit 3, GateReport.inconclusive) when after 15 pairs the interval
-still straddles the bar and the claim is plausible: the host is too noisy now, nothing failed.
+gate): a confirmation the host's load left no uninterrupted call reads wide, and says so. Pairs
+that measure the load rather than the configuration pass nothing: an interval wider than x2.5.
+Inconclusive (exit 3, GateReport.inconclusive) when after 15 pairs the interval still straddles
+the bar, or only so wide an interval supports the claim: the host is too noisy now, nothing failed.
 There is no tolerance that lets a slowdown pass as an optimization.
 For a generation or sweep workload the perf evidence must carry the workload the optimizer
 optimized (its figures are re-derived by the metrics checks and re-run, decoder rebuilt from the

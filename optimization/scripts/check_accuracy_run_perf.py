@@ -8,9 +8,10 @@ evidence (benchmark metrics schema, trace, accuracy recomputed from the saved ou
 re-executed with the chosen passes, the notes' record of it), then re-runs a paired,
 interleaved measurement of baseline vs the chosen passes with the framework's runtime, pair by
 pair (at least 5, at most --pairs): passed when its interval's low end clears 1 + min_gain, as
-the optimizer's confirmation had to, and the claim is within x1.4 of the pairs' median; failed when its high end is below that or the claimed
-speedup is more than x1.4 above it (the claim taken at the low end of its own interval, the notes'
-`final.interval`); inconclusive when still undecided at --pairs. It measures
+the optimizer's confirmation had to, the claim is within x1.4 of that low end and the interval is
+no wider than x2.5; failed when its high end is below the bar or the claimed speedup is more than
+x1.4 above it (the claim taken at the low end of its own interval, the notes' `final.interval`);
+inconclusive when still undecided at --pairs. It measures
 where the perf run timed: pinned to the cores and torch threads its evidence recorded (as the
 team lead's gate runs on the job's cores), and says so on its first line.
 Exit 0 pass, 1 fail, 2 bad usage, 3 inconclusive (too noisy now: re-run the gate later).
