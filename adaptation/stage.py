@@ -9,16 +9,12 @@ the healer could try.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from adaptation.spec_builder import AdaptationRefused, ask_llm_adapter, build_spec
 from ascendbridge.gatekit.checker import checker_gate
 from ascendbridge.package.generator import GeneratorError, generate
 from ascendbridge.package.spec import SPEC_FILE, AdaptationSpec
 from ascendbridge.stage_api import GateResult, StageContext, StageOutcome
-
-CHECKER = Path(__file__).resolve().parent / "scripts" / "check_adaptation.py"
-GATE_TIMEOUT_S = 600.0
+from ascendbridge.stage_table import describe
 
 
 def _healed_spec(ctx: StageContext) -> AdaptationSpec | None:
@@ -91,10 +87,11 @@ class AdaptationStage:
         )
 
     def gate(self, ctx: StageContext) -> GateResult:
+        row = describe(self.name)  # its checker and limit, as stage.toml declares them
         return checker_gate(
-            CHECKER,
+            row.package / row.checkers[0],
             ["--adapt", ctx.model.adaptation_name, "--adaptations-dir", str(ctx.adaptation_dir.parent), "--no-run"],
-            GATE_TIMEOUT_S,
+            row.gate_timeout_s,
         )
 
 

@@ -85,6 +85,7 @@ class StageDescription(BaseModel):
     # Its first checker accepts a whole package: the healer's escalation and gate run it by path.
     checks_packages: bool = False
     checkers: tuple[str, ...] = Field(min_length=1)  # its gate's code, relative to the package
+    gate_timeout_s: float = Field(600.0, gt=0)  # wall-clock limit of its gate's checker process
     placement: Placement = Placement()
     columns: tuple[Column, ...] = ()  # its figures people see per model
     cost_s: float = Field(60.0, gt=0)  # an attempt's seconds where the shipped cost model has none (the ETA's prior)

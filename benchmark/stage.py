@@ -8,11 +8,10 @@ as a separate process, which re-derives the figures from the saved outputs.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ascendbridge.envmode import use_model_env
-from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.gatekit.checker import package_gate
 from ascendbridge.memory_plan import MemoryPlan, Room, accuracy_plan
 from ascendbridge.package import uv_env
 from ascendbridge.package.generator import GeneratorError, update_readme_results
@@ -27,8 +26,6 @@ from benchmark.readme import results_markdown
 from benchmark.render import render_accuracy_run
 from benchmark.settings import BenchmarkSettings
 
-CHECKER = Path(__file__).resolve().parent / "scripts" / "check_accuracy_run.py"
-GATE_TIMEOUT_S = 900.0
 DTYPE_RULE = "dtype_unsupported"  # the healer's rule that keeps a refusing module in float32
 
 
@@ -277,7 +274,7 @@ class BenchmarkStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
-        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+        return package_gate(self.name, ctx.adaptation_dir)
 
 
 BENCHMARK_STAGE = BenchmarkStage()

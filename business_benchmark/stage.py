@@ -12,11 +12,10 @@ everything and re-runs a sample.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from ascendbridge.envmode import use_model_env
-from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.gatekit.checker import package_gate
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
@@ -28,9 +27,6 @@ from business_benchmark.lm_eval_path import LOCAL_SET, lm_eval_argv, prepare_lm_
 from business_benchmark.mapping import evaluations_for_model
 from business_benchmark.render import BUSINESS_RUN, copy_sets, render_business_run
 from business_benchmark.settings import BusinessSettings
-
-CHECKER = Path(__file__).resolve().parent / "scripts" / "check_business_benchmark.py"
-GATE_TIMEOUT_S = 1800.0
 
 
 def business_figures(evidence: dict[str, Any]) -> list[FigureSet]:
@@ -128,7 +124,7 @@ class BusinessBenchmarkStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
-        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+        return package_gate(self.name, ctx.adaptation_dir)
 
 
 BUSINESS_BENCHMARK_STAGE = BusinessBenchmarkStage()

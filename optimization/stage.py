@@ -34,12 +34,11 @@ from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
 from ascendbridge.stage_inputs import memory_planned, run_with_inputs, synced_env
+from ascendbridge.stage_table import describe
 from ascendbridge.workers.host_memory import built_parameters
 from optimization.render import render_accuracy_run_perf
 from optimization.settings import OptimizationSettings
 
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
-GATE_TIMEOUT_S = 1200.0
 # The perf run's result fields the notes keep as they are (accuracy_run_perf.py's result line).
 PERF_RUN_KEPT = ("metrics", "outputs", "trace", "speedup", "interval")
 
@@ -209,14 +208,20 @@ class OptimizationStage:
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
         reports = []
-        for script in ("check_optimization_notes.py", "check_accuracy_run_perf.py"):
-            result = checker_gate(SCRIPTS / script, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+        row = describe(self.name)
+        for script in row.checkers:  # in stage.toml's order: the notes first
+            result = checker_gate(
+                row.package / script, ["--adaptation-dir", str(ctx.adaptation_dir)], row.gate_timeout_s
+            )
             if "output_tail" in result.report:  # no report at all
                 return result
             reports.append(result.report)
             if not result.passed:  # inconclusive (a timing check the host's load left undecided) is kept as such
                 return GateResult(
-                    False, f"{script}: {result.summary}", {"reports": reports}, inconclusive=result.inconclusive
+                    False,
+                    f"{Path(script).name}: {result.summary}",
+                    {"reports": reports},
+                    inconclusive=result.inconclusive,
                 )
         return GateResult(True, "; ".join(str(r.get("summary", "")) for r in reports), {"reports": reports})
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendbridge.envmode import use_model_env
-from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.gatekit.checker import package_gate
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
 from ascendbridge.stage_api import FigureSet, GateResult, StageContext, StageOutcome, failed
@@ -48,8 +48,6 @@ from quantization.steps import (
     write_practice,
 )
 
-CHECKER = Path(__file__).resolve().parent / "scripts" / "check_quantization.py"
-GATE_TIMEOUT_S = 3600.0
 QUANTIZED_FAMILIES = ("causal_lm",)  # msModelSlim's LLM path; ab_runtime.quant's reference is a causal LM
 
 
@@ -165,7 +163,7 @@ class QuantizationStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
-        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+        return package_gate(self.name, ctx.adaptation_dir)
 
 
 def _scheme_line(scheme: str, record: dict[str, Any]) -> str:

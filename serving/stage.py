@@ -19,7 +19,7 @@ from typing import Any
 
 from ab_runtime import phases
 from ascendbridge.envmode import use_model_env
-from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.gatekit.checker import package_gate
 from ascendbridge.package.quant_files import accepted_checkpoints
 from ascendbridge.package.spec import AdaptationSpec
 from ascendbridge.package.weights import weights_available
@@ -48,8 +48,6 @@ from serving.steps import (
     supported_architectures,
 )
 
-CHECKER = Path(__file__).resolve().parent / "scripts" / "check_serving.py"
-GATE_TIMEOUT_S = 1800.0
 ACCEPTED_ENDPOINTS = ("completions", "embeddings", "classify", "score")  # what serving/accept.py sends and checks
 UNITS = {
     "cold_start_s": "s",
@@ -239,7 +237,7 @@ class ServingStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
-        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+        return package_gate(self.name, ctx.adaptation_dir)
 
 
 def _summary(figures: dict[str, float], engine: str, dtype: str, quantized: dict[str, dict[str, Any]]) -> str:

@@ -35,7 +35,7 @@ from ab_runtime.result import EXIT_BAD_INPUT
 from ab_runtime.train.corpus import hub_dataset
 from ascendbridge.board.records import TrainingJob
 from ascendbridge.envmode import use_model_env
-from ascendbridge.gatekit.checker import checker_gate
+from ascendbridge.gatekit.checker import package_gate
 from ascendbridge.memory_plan import MemoryPlan, Room, training_plan
 from ascendbridge.package import uv_env
 from ascendbridge.package.spec import AdaptationSpec
@@ -66,8 +66,6 @@ from training.preflight import package_measure, preflight, with_events
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_DIR, TRAIN_PY, config_text, render_package
 from training.settings import TrainingSettings
 
-CHECKER = Path(__file__).resolve().parent / "scripts" / "check_training.py"
-GATE_TIMEOUT_S = 3600.0
 MEMORY_REMEDY = (
     "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
     "ASCENDBRIDGE_MEMORY_FRACTION), training on an accelerator (`--devices`), a LoRA job instead of a full one "
@@ -397,7 +395,7 @@ class TrainingStage:
 
     def gate(self, ctx: StageContext) -> GateResult:
         use_model_env(ctx.model)
-        return checker_gate(CHECKER, ["--adaptation-dir", str(ctx.adaptation_dir)], GATE_TIMEOUT_S)
+        return package_gate(self.name, ctx.adaptation_dir)
 
 
 TRAINING_STAGE = TrainingStage()

@@ -21,6 +21,7 @@ from ascendbridge.cli_errors import CliError, OneLineParser, run_guarded
 from ascendbridge.gatekit.evidence import EvidenceError, adaptation_path, resolve_adaptation
 from ascendbridge.gatekit.report import EXIT_INCONCLUSIVE, EXIT_PASSED, GateReport
 from ascendbridge.stage_api import GateResult
+from ascendbridge.stage_table import describe
 from ascendbridge.workers.process import CommandResult, run_command
 
 
@@ -72,6 +73,13 @@ def checker_gate(script: Path, args: Sequence[str], timeout_s: float) -> GateRes
     passed = res.exit_code == EXIT_PASSED and report.get("passed") is True
     inconclusive = res.exit_code == EXIT_INCONCLUSIVE and report.get("inconclusive") is True
     return GateResult(passed, str(report.get("summary", "")), report, inconclusive=inconclusive)
+
+
+def package_gate(stage: str, adaptation_dir: Path) -> GateResult:
+    """Stage `stage`'s gate as its row declares it (stage.toml): its first checker run on the
+    package at `adaptation_dir`, within the row's `gate_timeout_s`."""
+    row = describe(stage)
+    return checker_gate(row.package / row.checkers[0], ["--adaptation-dir", str(adaptation_dir)], row.gate_timeout_s)
 
 
 def checker_arguments(
