@@ -107,9 +107,13 @@ def _perf_metrics(directory: Path, notes: dict[str, Any]) -> tuple[Path | None, 
     return (path, []) if path.is_file() else (None, [f"{named} not found"])
 
 
-def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, iters: int) -> dict[str, Any]:
+def reverify(
+    python: Path, directory: Path, notes: dict[str, Any], pairs: int, iters: int, recompute: Path | None = None
+) -> dict[str, Any]:
     """The gate's own paired re-measurement (inner/reverify.py), at most `pairs` pairs, with its
-    verdict by quick.gate_verdict on the notes' claimed speedup."""
+    verdict by quick.gate_verdict on the notes' claimed speedup; with `recompute` (the perf
+    evidence), the same process first recomputes that evidence (its "recompute" part) and measures
+    only when it holds."""
     mode = str((notes.get("baseline") or {}).get("mode", "dry_run"))
     workload = notes["settings"].get("workload")
     interval = notes["final"].get("interval")
@@ -120,6 +124,7 @@ def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, i
         str(INNER),
         *([f"--workload={workload}"] if workload else []),
         *([f"--claimed-low={float(interval[0])!r}"] if isinstance(interval, list) and interval else []),
+        *([f"--recompute={recompute}"] if recompute else []),
         str(RUNTIME_DIR.parent),
         str(Path(directory) / SPEC_FILE),
         str(notes["device"]),
@@ -136,6 +141,28 @@ def reverify(python: Path, directory: Path, notes: dict[str, Any], pairs: int, i
     if parsed is None:
         return {"error": f"re-measurement did not run (exit {result.exit_code}): {result.tail(2)}"}
     return parsed
+
+
+def recorded_problems(accuracy: dict[str, Any], notes: dict[str, Any]) -> list[str]:
+    """What the perf evidence's own accuracy record says against the claim (no execution)."""
+    problems = []
+    if not recorded_matches(
+        accuracy_standard.accuracy_summary(accuracy), (notes.get("perf_run") or {}).get("accuracy")
+    ):
+        problems.append("notes.perf_run.accuracy does not match the accuracy recomputed from the saved outputs")
+    if accuracy.get("verdict") != "pass":
+        problems.append("the optimized run failed accuracy")
+    return problems
+
+
+def recomputation_problems(report: dict[str, Any], metrics_name: str) -> list[str]:
+    """The recomputation's problems from an inner report's "recompute" part (recompute_accuracy.py's
+    output); one problem when it did not run at all."""
+    recomputed = report.get("recompute")
+    if not isinstance(recomputed, dict):
+        error = report.get("error")
+        return [f"accuracy recomputation did not run{f': {error}' if error else ''}"]
+    return [str(p) for p in (recomputed.get(metrics_name) or {}).get("problems", ["no recomputation result"])]
 
 
 def apply_placement(directory: Path) -> str:
@@ -229,30 +256,29 @@ def check_perf_gate(
     if sorted(applied or []) != sorted(notes["chosen"]):
         problems.append(f"the perf run applied {applied}, the notes chose {notes['chosen']}")
     problems += workload_problems(directory, notes, metrics)
-    recomputed = run_inner(python, "recompute_accuracy.py", [str(directory / SPEC_FILE), str(path)], cwd=directory)
-    parsed = json_report(recomputed.output)
-    if parsed is None:
-        problems.append(f"accuracy recomputation did not run (exit {recomputed.exit_code})")
-    else:
-        problems += [str(p) for p in (parsed.get(path.name) or {}).get("problems", ["no recomputation result"])]
     acc = metrics.get("accuracy") or {}
-    if not problems:
-        if not recorded_matches(accuracy_standard.accuracy_summary(acc), (notes.get("perf_run") or {}).get("accuracy")):
-            problems.append("notes.perf_run.accuracy does not match the accuracy recomputed from the saved outputs")
-        if acc.get("verdict") != "pass":
-            problems.append("the optimized run failed accuracy")
+    recorded = recorded_problems(acc, notes)
     details: dict[str, Any] = {"metrics": path.name}
-    if not problems and notes["chosen"]:
-        again = reverify(python, directory, notes, pairs, iters)
-        details["reproduced"] = again
-        if "error" in again:
-            problems.append(f"re-measurement failed: {again['error']}")
-        elif again.get("verdict") == "failed":
-            problems.append(str(again["why"]))
-        elif again.get("verdict") == "inconclusive":
-            return OptimizationGateReport(
-                name, False, f"{', '.join(notes['chosen'])}: {again['why']}", [], details, inconclusive=True
-            )
+    if problems or recorded or not notes["chosen"]:  # nothing to re-measure: the recomputation alone
+        result = run_inner(python, "recompute_accuracy.py", [str(directory / SPEC_FILE), str(path)], cwd=directory)
+        parsed = json_report(result.output)
+        problems += recomputation_problems(
+            {"recompute": parsed} if parsed else {"error": f"exit {result.exit_code}"}, path.name
+        )
+        problems += [] if problems else recorded
+    else:  # one process: the recomputation, then (when it holds) the paired re-measurement
+        again = reverify(python, directory, notes, pairs, iters, recompute=path)
+        problems += recomputation_problems(again, path.name)
+        if not problems:  # the recomputation held, so the pairs were taken: they decide
+            details["reproduced"] = {k: v for k, v in again.items() if k != "recompute"}
+            if "error" in again:
+                problems.append(f"re-measurement failed: {again['error']}")
+            elif again.get("verdict") == "failed":
+                problems.append(str(again["why"]))
+            elif again.get("verdict") == "inconclusive":
+                return OptimizationGateReport(
+                    name, False, f"{', '.join(notes['chosen'])}: {again['why']}", [], details, inconclusive=True
+                )
     if problems:
         return OptimizationGateReport(name, False, f"{len(problems)} problem(s): {problems[0]}", problems, details)
     if notes["chosen"]:

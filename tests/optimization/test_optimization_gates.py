@@ -201,6 +201,22 @@ def forged(honest: Path, python: Path, directory: Path, name: str, base_ms: floa
     return directory
 
 
+def test_evidence_that_does_not_recompute_is_never_re_measured(
+    honest: Path, python: Path, tmp_path: Path, known_cost: None
+) -> None:
+    """The perf gate recomputes the perf evidence and re-measures in one process (one compile of
+    the chosen configuration); outputs changed after the run fail there, and no pair is taken."""
+    directory = forged(honest, python, tmp_path / "changed", "test_same", 20.0, 10.0)
+    notes = json.loads((directory / NOTES_FILE).read_text())
+    assert notes["chosen"] == ["test_same"]  # a claim, so the one-process path
+    metrics = json.loads((directory / notes["perf_run"]["metrics"]).read_text())
+    outputs = directory / metrics["evidence"]["outputs"]
+    outputs.write_bytes(outputs.read_bytes() + b"\0")
+    report = check_perf_gate(directory)
+    assert not report.passed and "sha256 does not match the metrics file" in report.summary, report.as_dict()
+    assert "reproduced" not in report.details  # the pairs were never taken
+
+
 def measured(report: OptimizationGateReport) -> str:
     """A perf gate report in one short line: its verdict and its re-measurement's pairs and load counts."""
     again = report.details.get("reproduced") or {}
