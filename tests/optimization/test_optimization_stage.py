@@ -118,7 +118,9 @@ def test_an_inconclusive_perf_gate_is_the_stage_gate_s_inconclusive(
     }
     for name, (code, report) in reports.items():
         (tmp_path / name).write_text(f"import json, sys\nprint(json.dumps({report!r}))\nsys.exit({code})\n")
-    monkeypatch.setattr(stage, "SCRIPTS", tmp_path)
+    # The stage's row names these two checkers, in this order, in tmp_path (the notes first).
+    row = stage.describe("optimization").model_copy(update={"package": tmp_path, "checkers": tuple(reports)})
+    monkeypatch.setattr(stage, "describe", lambda name: row)
     ctx = make_context(board, board_path, tmp_path, {})
     result = OPTIMIZATION_STAGE.gate(ctx)
     assert not result.passed and result.inconclusive and "too noisy" in result.summary
