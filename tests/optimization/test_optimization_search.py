@@ -38,7 +38,9 @@ def test_every_cpu_pass_is_measured_where_it_applies(searches: dict) -> None:
     assert notes["final"]["outcome"] in ("gain", "no_gain") and notes["runtime_only"] is True
     if notes["chosen"]:
         assert all(measured[n]["kept"] for n in notes["chosen"])
-        assert notes["final"]["speedup"] > 1.0
+        # What the keep rule guarantees: the confirmation's interval clears 1 + min_gain (its medians'
+        # ratio, `final.speedup`, is the host's load's to set: such a figure failed two CI runs' tests).
+        assert notes["final"]["interval"][0] > 1.0 + notes["settings"]["min_gain"]
 
 
 @pytest.mark.parametrize("branch", ["native", "none"])
