@@ -16,7 +16,8 @@ x1.4 above its high end (a forged figure fails once the interval drops the stall
 the low end doubts is measured on). The claim is judged by the low end of its
 own interval (the notes' `final.interval`, recomputed from the recorded samples by the notes
 gate): a confirmation the host's load left no uninterrupted call reads wide, and says so. Pairs
-that measure the load rather than the configuration pass nothing: an interval wider than x2.5.
+that measure the load rather than the configuration pass nothing: an interval wider than x2.5
+whose ends differ in the share of time saved (quick.load_doubt).
 Inconclusive (exit 3, GateReport.inconclusive) when after 15 pairs the interval still straddles
 the bar, or only so wide an interval supports the claim: the host is too noisy now, nothing failed.
 There is no tolerance that lets a slowdown pass as an optimization.

@@ -208,9 +208,9 @@ def load_doubt(low: float, high: float) -> str:
     is more than x PLAUSIBLE_FACTOR the low end's (as `implausible` judges a claim), so they measure
     the host's load rather than the configuration. The share keeps a huge real gain passing: an
     int8 pass with cached outputs re-measured beside busy loops at x159..x16,627 (median 3,480)
-    saves over 99 % of the time at both ends. Beside busy loops CI (2026-12-07) re-measured a no-gain pass claimed at x2
-    (2.0..2.0) as 0.11..13.5 over 13 pairs, interval 2.205..6.913 (x3.1), median 5.253, and the rule
-    without this doubt passed the forgery. bench/perf_gate_noise.py (20,000 gates a row): a forged x2
+    saves over 99 % of the time at both ends. Beside busy loops CI (2026-12-07) re-measured a
+    no-gain pass claimed at x2 (2.0..2.0) as 0.11..13.5 over 13 pairs, interval 2.205..6.913
+    (x3.1), median 5.253, and the rule without this doubt passed the forgery. bench/perf_gate_noise.py (20,000 gates a row): a forged x2
     passes in 0.6 / 0.6 / 0.5 % of gates at sigma 1.0 / 1.5 / 2.0 instead of 1.1 / 2.5 / 3.3 %;
     honest claims pass within 0.6 points of before (the rest inconclusive, never failed)."""
     if high > MAX_PASS_SPREAD * low and saved_share(high) > PLAUSIBLE_FACTOR * saved_share(low):
