@@ -36,7 +36,7 @@ from .comparator import Thresholds, compare_outputs, judge_optimized
 from .errors import SpecError
 from .fileops import atomic_path, sha256_file, write_text_atomic
 from .inputs import forward_flags
-from .measure import Timing, profiler_active, time_calibrated, time_forward
+from .measure import Timing, profiler_active, time_calibrated
 from .memory import FP64_REFERENCE_MAX_BYTES
 from .optimize import passes
 from .outputs import OUTPUTS_FORMAT
@@ -102,6 +102,7 @@ class Session:
     shard: sharding.ShardPlan | None = None  # the claimed cards of a model larger than one device
     device_map: dict[str, str] | None = None  # where make() placed the last variant's modules
     probe: Callable[[], float] | None = None  # the calibration probe on this device (calibration_probe)
+    budget_s: float | None = None  # seconds one timing may spend (ab_runtime/sizing.py); None: the counts asked
 
     @property
     def baseline_dtype_name(self) -> str:
@@ -181,10 +182,12 @@ class Session:
         return lambda: self.reference(**inputs, **flags)
 
     def time(self, fn: Callable[[], Any], warmup: int, iters: int, on_device: bool = True) -> Timing:
-        """Same seed, warmup and iterations for every timed run (the RNG is re-seeded after warmup)."""
+        """Same seed, warmup and iterations for every timed run (the RNG is re-seeded after warmup);
+        the timed calls sized to the session's budget, if it has one."""
         seed = self.spec.recipe.seed
         torch.manual_seed(seed)
-        return time_forward(fn, self.sync if on_device else (lambda: None), warmup, iters, seed=seed)
+        sync = self.sync if on_device else (lambda: None)
+        return time_calibrated(fn, None, sync, warmup, iters, seed=seed, budget_s=self.budget_s)[0]
 
     def calibration_probe(self) -> Callable[[], float]:
         """The fixed calibration probe on the target's device (ab_runtime/calibration.py), built once."""
@@ -197,7 +200,9 @@ class Session:
         (timing, probe samples), so a gate can judge the timing relative to the probe."""
         seed = self.spec.recipe.seed
         torch.manual_seed(seed)
-        return time_calibrated(fn, self.calibration_probe(), self.sync, warmup, iters, seed=seed)
+        return time_calibrated(
+            fn, self.calibration_probe(), self.sync, warmup, iters, seed=seed, budget_s=self.budget_s
+        )
 
 
 def load_reference(spec: Any, choice: Any, use_pretrained: bool) -> loading.LoadedModel:

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from . import sizing
 from .fileops import atomic_path
 from .pairstats import percentile
 from .phases import phase
@@ -39,9 +40,13 @@ class Timing:
     stdev_ms: float
     samples_ms: list[float]
     profiler_during_timing: bool = False
+    sizing: dict[str, Any] | None = None  # the counts' record when a budget sized them (ab_runtime/sizing.py)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        record = asdict(self)
+        if self.sizing is None:  # an unsized timing's block is what it always was
+            del record["sizing"]
+        return record
 
 
 def summarize(samples_ms: list[float], warmup: int) -> Timing:
@@ -77,9 +82,11 @@ def time_calibrated(
     warmup: int,
     iterations: int,
     seed: int | None = None,
+    budget_s: float | None = None,
 ) -> tuple[Timing, list[float]]:
     """`time_forward`, with one call of the calibration `probe` (ab_runtime/calibration.py, it
-    returns its own milliseconds) after every timed call: (timing, probe samples; empty without)."""
+    returns its own milliseconds) after every timed call: (timing, probe samples; empty without).
+    With `budget_s` (and a warm-up call to clock) the timed calls are sized to it (ab_runtime/sizing.py)."""
     if iterations < 1:
         raise ValueError("iterations must be >= 1")
     if warmup < 0:
@@ -87,11 +94,17 @@ def time_calibrated(
     if profiler_active():
         raise RuntimeError("a profiler is active: timing with the profiler on is not allowed")
     probe_ms: list[float] = []
+    sized = None
     what = f"timed calls ({warmup} warmup, {iterations} timed)"
     with torch.inference_mode(), Progress(what, total=warmup + iterations, unit="call") as progress:
         with phase("warmup"):
-            for _ in range(warmup):
-                fn()
+            for done in range(warmup):
+                if done == 0 and budget_s is not None:
+                    sized = sizing.size(clocked(fn, sync)[1] / 1000, warmup, iterations, budget_s)
+                    iterations = sized.iterations
+                    progress.total = warmup + iterations
+                else:
+                    fn()
                 progress.advance()
             sync()
         if seed is not None:
@@ -107,7 +120,9 @@ def time_calibrated(
                 if probe is not None:
                     probe_ms.append(probe())
                 progress.advance()  # outside the clock: a line is written at most every few seconds
-    return summarize(samples, warmup), probe_ms
+    timing = summarize(samples, warmup)
+    timing.sizing = sized.record() if sized is not None else None
+    return timing, probe_ms
 
 
 def clocked(fn: Callable[[], Any], sync: Sync) -> tuple[Any, float]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,7 +37,7 @@ from typing import Any, Protocol
 import torch
 
 from . import build as ab_build
-from . import calibration
+from . import calibration, sizing
 from .inputs import Signature
 from .measure import clocked, profiler_active
 from .phases import phase
@@ -307,16 +308,22 @@ def measure_generation(
             session.workload_inputs(batch, workload.prompt_len), session.choice.torch_device, build
         )
         decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
+        timed, sized = iters, None
         what = f"generations (batch {batch}, {workload.new_tokens} new tokens; {warmup} warmup, {iters} timed)"
         with torch.inference_mode(), Progress(what, total=warmup + iters, unit="generation") as progress:
-            for _ in range(warmup):
+            for done in range(warmup):
+                start = time.perf_counter()
                 generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec)
+                if done == 0 and session.budget_s is not None:  # the calibration call (ab_runtime/sizing.py)
+                    sized = sizing.size(time.perf_counter() - start, warmup, iters, session.budget_s)
+                    timed = sized.iterations
+                    progress.total = warmup + timed
                 progress.advance()
             probe = session.calibration_probe()
             torch.manual_seed(session.spec.recipe.seed)
             ab_device.reset_peak_memory(session.choice)
             runs, probe_ms = [], []
-            for _ in range(iters):  # each generation followed by one calibration probe call
+            for _ in range(timed):  # each generation followed by one calibration probe call
                 runs.append(generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec))
                 probe_ms.append(probe())
                 progress.advance()
@@ -329,7 +336,8 @@ def measure_generation(
             "prompt_len": workload.prompt_len,
             "new_tokens": workload.new_tokens,
             "warmup": warmup,
-            "iterations": iters,
+            "iterations": timed,
+            **({"sizing": sized.record()} if sized is not None else {}),
             "ttft_samples_ms": [r.ttft_ms for r in runs],
             "decode_steps_ms": [r.steps_ms for r in runs],
             **figures,
@@ -421,6 +429,7 @@ def measure_sweep(
                     "peak_memory_bytes": peak if peak is not None else ab_device.host_peak_rss(),
                     "peak_memory_source": "device_allocator" if peak is not None else "host_peak_rss",
                     "calibration": calibration.calibration_block(timing["samples_ms"], probe_ms, warmup, "samples_ms"),
+                    **({"sizing": timing["sizing"]} if "sizing" in timing else {}),
                 }
             )
     if not points:

@@ -7,7 +7,7 @@ stages the iterations their measurement chose (warm-up + timed calls, from the m
 Not a test: each size builds the model in every stage and syncs (or reuses) its package environment.
 
     uv run python bench/size_scaling.py [--depths 1 4] [--stages discovery,adaptation,healing,benchmark]
-        [--timeout 3600] [--json out.json] [--keep DIR]
+        [--timeout 3600] [--json out.json] [--plot out.png] [--keep DIR]
 
 Prints a Markdown table per run (docs/measurements/size_scaling.md keeps the dated ones).
 """
@@ -30,6 +30,7 @@ from ascendbridge.board import BoardStore
 from ascendbridge.cli_errors import OneLineParser
 from ascendbridge.config import REPO_ROOT
 from ascendbridge.discovery.config_estimate import proxy_parameters
+from ascendbridge.gatekit.summary import pyplot, save_figure
 
 SIZED = REPO_ROOT / "sized_models" / "qwen3-0.6b"
 LAYERS = 28
@@ -90,13 +91,16 @@ def run_size(depth: int, stages: str, timeout_s: float, root: Path) -> dict[str,
 
 
 def _iterations(adaptation: Path, stage: str) -> list[str]:
-    """`dtype: warm-up + timed` per measured run the stage left (the benchmark's metrics files)."""
+    """`dtype: warm-up + timed` per measured run the stage left (the benchmark's metrics files), with
+    `of N asked (budget)` where the budget, not the evidence, ended the timing (ab_runtime/sizing.py)."""
     if stage != "benchmark" or not adaptation.is_dir():
         return []
     out = []
     for metrics in find_metrics(adaptation):
         timing = metrics.data.get("timing") or {}
-        out.append(f"{metrics.run.dtype}: {timing.get('warmup')} + {timing.get('iterations')}")
+        sized = timing.get("sizing") or {}
+        cut = f" of {sized['asked_iterations']} asked (budget)" if sized.get("budget_ended") else ""
+        out.append(f"{metrics.run.dtype}: {timing.get('warmup')} + {timing.get('iterations')}{cut}")
     return out
 
 
@@ -113,12 +117,43 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def plot(results: list[dict[str, Any]], path: Path) -> Path:
+    """Wall time and peak resident memory against parameters, log-log, one line per stage."""
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+    fig, (time_ax, memory_ax) = pyplot().subplots(1, 2, figsize=(10, 3.8))
+    stages = dict.fromkeys(s["stage"] for r in results for s in r["stages"])
+    for stage in stages:
+        points = [(r["parameters"], s) for r in results for s in r["stages"] if s["stage"] == stage]
+        timed = [(n, s["wall_s"]) for n, s in points if s["wall_s"]]
+        held = [(n, s["peak_rss_bytes"] / 1024**3) for n, s in points if s["peak_rss_bytes"]]
+        if timed:
+            time_ax.plot(*zip(*timed, strict=True), marker="o", label=stage)
+        if held:
+            memory_ax.plot(*zip(*held, strict=True), marker="o", label=stage)
+    sizes = sorted({r["parameters"] for r in results})
+    for ax, what in ((time_ax, "wall time (s)"), (memory_ax, "peak resident memory (GiB)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(sizes, [f"{n / 1e6:.0f} M" for n in sizes])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("parameters (proxies of Qwen3-0.6B)")
+        ax.set_ylabel(what)
+        ax.grid(True, which="both", alpha=0.3)
+    time_ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="size_scaling.py", description=__doc__.splitlines()[0])
     p.add_argument("--depths", type=int, nargs="+", default=[1, 4, 14, LAYERS], help="layers of each size (28: full)")
     p.add_argument("--stages", default=DEFAULT_STAGES, help=f"the stages of each pass (default {DEFAULT_STAGES})")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds one size's pass may take (default 3600)")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--plot", type=Path, help="also draw time and memory against parameters (log-log PNG) here")
     p.add_argument("--keep", type=Path, help="keep each size's board, logs and packages under this folder")
     args = p.parse_args(argv)
     if bad := [d for d in args.depths if not 1 <= d <= LAYERS]:
@@ -134,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{table(results)}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
+    if args.plot:
+        print(f"plot: {plot(results, args.plot)}")
     return 0
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from ab_runtime import sizing
 from ascendbridge.package import uv_env
 from ascendbridge.package.device_settings import DeviceSettings
 
@@ -19,7 +20,10 @@ class BenchmarkSettings(DeviceSettings):
 
     dtypes: Annotated[tuple[str, ...], NoDecode] = ()  # empty: the spec's target dtype, then bfloat16
     warmup: int = Field(3, ge=0)
-    iters: int = Field(10, ge=1)
+    iters: int = Field(10, ge=1)  # at most: fewer when one call says they would not fit budget_s
+    # Seconds one timing (reference, target, each workload batch) may spend, warm-up included:
+    # ab_runtime/sizing.py cuts the timed calls to fit, never under its floor of 5.
+    budget_s: float = Field(sizing.BUDGET_S, gt=0)
     num_samples: int = Field(2, ge=1)
     real_weights: bool = True  # --use-pretrained when weights are available
     # Workload profile (ab_runtime/workloads.py); None: the spec's, else the task family's default.

@@ -40,6 +40,8 @@ def _accuracy_argv(settings: BenchmarkSettings, dtype: str, pretrained: bool, op
         str(settings.warmup),
         "--iters",
         str(settings.iters),
+        "--budget-s",
+        str(settings.budget_s),
         "--num-samples",
         str(settings.num_samples),
     ]
@@ -228,6 +230,8 @@ class BenchmarkStage:
             # Stack id: every figure names the stack it was measured on (stacks.stack_id).
             figures.append(FigureSet(values, device=result["device"], dtype=dtype, units=units, stack=stack))
             runs.append(result)
+            for line in result.get("budget_ended") or []:  # said, and kept in the run's result
+                ctx.say(f"{dtype}: {line}")
         for kept in island_findings(spec, runs):
             findings.append(kept)
             ctx.say(f"finding: {kept['summary']}")

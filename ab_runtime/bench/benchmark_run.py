@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import build as ab_build
-from .. import calibration, harness, precision, workloads
+from .. import calibration, harness, precision, sizing, workloads
 from .. import device as ab_device
 from ..errors import DtypeRefused, RuntimeDiagnosis
 from ..measure import profile_forward, throughput
@@ -43,7 +43,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--use-pretrained", action="store_true", help="real weights (default: config-initialised)")
     p.add_argument("--num-samples", type=int, default=2, help="seeded input batches compared")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls before timing (same for both runs)")
-    p.add_argument("--iters", type=int, default=10, help="timed calls")
+    p.add_argument("--iters", type=int, default=10, help="timed calls (at most: see --budget-s)")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=sizing.BUDGET_S,
+        help=f"seconds one timing may spend: fewer timed calls (never under {sizing.FLOOR}) when one call says "
+        "--iters would not fit",
+    )
     p.add_argument("--dataset", default="synthetic", help="input source (only 'synthetic' here)")
     p.add_argument("--profile-steps", type=int, default=2, help="forward calls in the profiled run")
     p.add_argument(
@@ -56,8 +63,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out-dir", default=".", help="where the evidence files go")
     p.add_argument("--op-profile", default=None, help="also record the target's ATen ops (untimed) into this file")
     args = p.parse_args(argv)
-    if args.num_samples < 1 or args.iters < 1 or args.warmup < 0 or args.profile_steps < 1:
-        raise harness.HarnessError("--num-samples, --iters and --profile-steps must be >= 1, --warmup >= 0")
+    if args.num_samples < 1 or args.iters < 1 or args.warmup < 0 or args.profile_steps < 1 or not args.budget_s > 0:
+        raise harness.HarnessError(
+            "--num-samples, --iters and --profile-steps must be >= 1, --warmup >= 0, --budget-s > 0"
+        )
     if args.dataset not in DATASETS:
         raise harness.HarnessError(
             f"dataset '{args.dataset}' is not available here (choices: {', '.join(DATASETS)}); "
@@ -92,6 +101,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     session = harness.open_session(
         Path(args.spec), args.device, args.use_pretrained, args.num_samples, args.dtype, args.workload
     )
+    session.budget_s = args.budget_s
     spec, choice, dtype_name, mode = session.spec, session.choice, session.baseline_dtype_name, session.mode
     out_dir = Path(args.out_dir)
     files = evidence_names("benchmark", choice.kind, dtype_name, mode, args.dataset)
@@ -115,12 +125,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     harness.say(
         f"latency {choice.kind} {dtype_name}: median {timing['median_ms']:.3f} ms, p90 {timing['p90_ms']:.3f} ms "
         f"(reference CPU float32 median {reference_timing['median_ms']:.3f} ms; warmup {args.warmup}, "
-        f"iters {args.iters})"
+        f"iters {timing['iterations']}, reference iters {reference_timing['iterations']})"
     )
 
     workload = workloads.measure(session, target, target_run, args.warmup, args.iters)
     if workload is not None:
         harness.say(f"workload {session.workload.name}: {headline_text(workload)}")
+    budget_ended = budget_lines(reference_timing, timing, workload)
+    for line in budget_ended:
+        harness.say(line)
 
     outputs_sha = harness.save_run_outputs(
         session, out_dir / files["outputs"], dtype_name, args.dataset, target_out, []
@@ -176,6 +189,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "workload": session.workload.name,
         "workload_figures": workload["headline"] if workload else None,
         "op_profile": args.op_profile,
+        "budget_ended": budget_ended,
         "error": None,
     }
 
@@ -196,6 +210,16 @@ def _say_built(session: harness.Session) -> dict[str, Any]:
         harness.say(f"note: {note}")
     harness.say(f"reference: CPU float32; float64 reference {session.fp64_note}")
     return summary
+
+
+def budget_lines(
+    reference_timing: dict[str, Any], timing: dict[str, Any], workload: dict[str, Any] | None
+) -> list[str]:
+    """One line per measurement a budget, not the evidence, ended (ab_runtime/sizing.py)."""
+    records = [("reference timing", reference_timing.get("sizing")), ("target timing", timing.get("sizing"))]
+    for key in ("runs", "points"):
+        records += [(f"workload at batch {e.get('batch')}", e.get("sizing")) for e in (workload or {}).get(key) or []]
+    return [line for where, record in records if (line := sizing.budget_line(where, record))]
 
 
 def headline_text(workload: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Completeness and internal consistency of one benchmark metrics file (no torch).
 
 These are the checks that need no tensors: every required figure present, latencies positive and
-ordered, iteration and warmup counts recorded and matching the raw samples, the profiler off
+ordered, iteration and warmup counts recorded and matching the raw samples (and a sized timing's
+record, never under its floor: ab_runtime/sizing.py), the profiler off
 while timing, the calibration probe's block (ab_runtime/calibration.py) re-derived from its samples
 and paired one call for one with the timed calls. Recomputing the accuracy figures from the saved outputs is the other half of the
 gate (ascendbridge/gatekit/inner/recompute_accuracy.py, run in the adaptation's interpreter).
@@ -15,6 +16,7 @@ from typing import Any
 
 from ab_runtime.calibration import check_block
 from ab_runtime.pairstats import percentile
+from ab_runtime.sizing import check_record
 from ascendbridge.gatekit.compare import recorded_matches
 from ascendbridge.gatekit.workload_check import check_workload
 
@@ -61,6 +63,8 @@ def check_timing(name: str, timing: Any) -> list[str]:
         problems.append(f"{name}.min_ms does not match its samples")
     if timing.get("profiler_during_timing") is not False:
         problems.append(f"{name}: profiler_during_timing must be recorded as false")
+    if "sizing" in timing:
+        problems += check_record(f"{name}.sizing", timing["sizing"], timing["iterations"], timing["warmup"])
     return problems
 
 

@@ -3,7 +3,8 @@
 Every TTFT / TPOT / encoder / sweep statistic, tokens/s, decode bandwidth, the knee of the batch
 sweep, the greedy match rate and first divergence, the calibration blocks (ab_runtime/calibration.py)
 and the headline figures are recomputed with the runtime's own pure functions
-(ab_runtime/workload_figures.py) and must equal the recorded ones. The re-execution half (the
+(ab_runtime/workload_figures.py) and must equal the recorded ones; a sized run's counts must match
+its record and keep their floor (ab_runtime/sizing.py). The re-execution half (the
 reference's greedy tokens regenerated, TPOT re-timed against the probe) runs in the adaptation's
 interpreter (ascendbridge/gatekit/inner/reexecute.py).
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 from ab_runtime import workload_figures as wf
 from ab_runtime.calibration import check_block
+from ab_runtime.sizing import check_record
 from ascendbridge.gatekit.compare import recorded_matches
 
 GENERATION = ("generation", "encoder_generation")
@@ -59,6 +61,8 @@ def check_generation(body: dict[str, Any]) -> list[str]:
             )
         if any(len(s) != run.get("new_tokens", 0) - 1 for s in steps):
             problems.append(f"{where}: every run must time new_tokens - 1 decode steps")
+        if "sizing" in run:
+            problems += check_record(f"{where}.sizing", run["sizing"], run.get("iterations"), run.get("warmup"))
         if "calibration" in run:
             problems += check_block(
                 f"{where}.calibration", run["calibration"], wf.fastest_steps(steps), run.get("warmup")
@@ -126,6 +130,8 @@ def check_sweep(body: dict[str, Any]) -> list[str]:
         problems += _same(where, p, wf.stats(p["samples_ms"]))
         if "calibration" in p:
             problems += check_block(f"{where}.calibration", p["calibration"], p["samples_ms"], p.get("warmup"))
+        if "sizing" in p:
+            problems += check_record(f"{where}.sizing", p["sizing"], len(p["samples_ms"]), p.get("warmup"))
         if not recorded_matches(p.get("samples_per_s"), p["batch"] * 1000.0 / wf.stats(p["samples_ms"])["median_ms"]):
             problems.append(f"{where}.samples_per_s does not equal batch / median latency")
     if problems:
