@@ -164,6 +164,11 @@ SIZED_DIR = REPO_ROOT / "sized_models"
 # stage builds them with random weights.
 SIZED: dict[str, tuple[str, str, str]] = {
     "qwen3-0.6b": ("sized/qwen3-0.6b", "causal_lm", "Qwen/Qwen3-0.6B's config: 28 layers, hidden 1024, vocab 151936"),
+    "qwen2.5-1.5b": (
+        "sized/qwen2.5-1.5b",
+        "causal_lm",
+        "Qwen/Qwen2.5-1.5B's shapes: 28 layers, hidden 1536, vocab 151936",
+    ),
     "bert-base-uncased": ("sized/bert-base-uncased", "masked_lm", "bert-base-uncased's config: 12 layers, hidden 768"),
     "vit-base-patch16-224": (
         "sized/vit-base-patch16-224",

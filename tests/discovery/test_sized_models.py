@@ -19,6 +19,7 @@ MANIFEST = json.loads((SIZED / "manifest.json").read_text())["models"]
 # The published sizes the configs must keep (issue 51): layers, hidden size, vocabulary.
 PUBLISHED = {
     "qwen3-0.6b": (28, 1024, 151936),
+    "qwen2.5-1.5b": (28, 1536, 151936),
     "bert-base-uncased": (12, 768, 30522),
     "vit-base-patch16-224": (12, 768, None),
     "whisper-small": (12, 768, 51865),
@@ -36,6 +37,7 @@ def test_manifest_matches_the_folders_and_the_published_sizes() -> None:
         assert config.get("vocab_size") == vocab
         assert not any(p.suffix in (".safetensors", ".bin") for p in (SIZED / name).iterdir())  # config only
     assert MANIFEST["qwen3-0.6b"]["parameters"] == 596_049_920  # Qwen3-0.6B's own count
+    assert MANIFEST["qwen2.5-1.5b"]["parameters"] == 1_543_714_304  # Qwen2.5-1.5B's published 1.54 B
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -48,7 +50,7 @@ def test_discovery_reads_each_as_the_model_it_is(name: str) -> None:
     assert info.parameter_count == pytest.approx(entry["parameters"], rel=0.02)  # the estimate the plans use
 
 
-def test_the_registration_file_registers_all_four_from_anywhere() -> None:
+def test_the_registration_file_registers_every_config_from_anywhere() -> None:
     regs = parse_registration_file(SIZED / "models.jsonl")
     assert sorted(r.model_id for r in regs) == sorted(m["model_id"] for m in MANIFEST.values())
     assert all(r.source == "local" and Path(r.path or "").parent == SIZED for r in regs)
