@@ -47,6 +47,7 @@ RUNTIME_LEAVES = frozenset(
         "phases",
         "progress",
         "result",
+        "sizing",
         "spec",
         "tools",
         "train.corpus",
