@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ab_runtime.memory import DEFAULT_DRY_RUN_MAX_GB, GiB
 from adaptation.agent_adapter import ask_adapter_agent
 from adaptation.settings import AdaptationSettings
 from ascendbridge.board.records import ModelRecord
@@ -65,8 +66,9 @@ PIL_FAMILIES = (*IMAGE_FAMILIES, "image_text_to_text")
 PIL_REQUIREMENT = {"pillow": ">=10"}
 
 # A config-initialised dry run holds the fp32 weights in memory; above this budget the depth is
-# reduced (ASCENDBRIDGE_DRY_RUN_MAX_BYTES overrides it).
-DEFAULT_DRY_RUN_MAX_BYTES = 2 * 1024**3
+# reduced (ASCENDBRIDGE_DRY_RUN_MAX_BYTES overrides it): the runtime's own default, so the spec and the
+# run agree.
+DEFAULT_DRY_RUN_MAX_BYTES = int(DEFAULT_DRY_RUN_MAX_GB * GiB)
 BYTES_PER_PARAM_FP32 = 4
 DEFAULT_SEQ_LEN = 32
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
