@@ -9,6 +9,7 @@ planning reads come from the store's other parts.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -59,6 +60,9 @@ class ReadyTask:
     train_processes: object = None  # its training job's world size as stored (what the training stage claims)
     task_family: str | None = None  # the model's task family (None until discovery): what its stages cost
     skip_stages: tuple[str, ...] = ()  # the stages its policy skips (they cost nothing)
+    parameter_count: int | None = None  # discovery's count of the model (None until discovery)
+    proxy_depth: int | None = None  # the layers of its registered reduced-depth proxy, if any
+    config: dict[str, Any] | None = None  # its config as discovery read it (a proxy's size needs it)
 
 
 @runtime_checkable
@@ -163,12 +167,14 @@ class LeaseStore(StoreBase):
         if not stage_list or per_stage < 1:
             return []
         query = text(
-            "SELECT task_id, model_pk, stage, priority, plan_devices, plan_tp, train_processes, family, skips FROM ("
+            "SELECT task_id, model_pk, stage, priority, plan_devices, plan_tp, train_processes, family, skips,"
+            " params, depth, config FROM ("
             " SELECT t.id AS task_id, t.model_pk AS model_pk, t.stage AS stage, m.priority AS priority,"
             "  json_extract(m.metadata_json, '$.decision.plan.devices') AS plan_devices,"
             "  json_extract(m.metadata_json, '$.decision.plan.tensor_parallel_degree') AS plan_tp,"
             "  json_extract(m.training_json, '$.processes') AS train_processes,"
             "  m.task_family AS family, m.skip_stages_json AS skips,"
+            "  m.parameter_count AS params, m.proxy_depth AS depth, json_extract(m.metadata_json, '$.config') AS config,"
             "  row_number() OVER (PARTITION BY t.stage ORDER BY m.priority DESC, m.id) AS rank"
             " FROM tasks t JOIN models m ON m.id = t.model_pk"
             " WHERE t.status = 'pending' AND m.paused = 0 AND t.stage IN :stages"
@@ -177,7 +183,20 @@ class LeaseStore(StoreBase):
         with self._read() as s:
             rows = s.connection().execute(query, {"stages": stage_list, "per_stage": per_stage}).all()
         return [
-            ReadyTask(int(r[0]), int(r[1]), str(r[2]), int(r[3]), r[4], r[5], r[6], r[7], tuple(_json_list(r[8])))
+            ReadyTask(
+                int(r[0]),
+                int(r[1]),
+                str(r[2]),
+                int(r[3]),
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                tuple(_json_list(r[8])),
+                r[9],
+                r[10],
+                json.loads(r[11]) if r[11] else None,
+            )
             for r in rows
         ]
 

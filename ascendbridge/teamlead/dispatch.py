@@ -17,8 +17,10 @@ from typing import Any
 
 from ascendbridge.board import BoardBusyError, ModelRecord, StaleTokenError, TaskRecord
 from ascendbridge.config import adaptations_dir, logs_dir
+from ascendbridge.discovery.config_estimate import built_parameters
 from ascendbridge.refusals import as_refusal
 from ascendbridge.stage_registry import extra_stages_env
+from ascendbridge.teamlead.eta import model_size
 from ascendbridge.teamlead.selection import Candidate, Resources, select
 from ascendbridge.teamlead.state import Part, Recheck, RunState
 from ascendbridge.teamlead.transitions import Transitions
@@ -82,7 +84,9 @@ class Dispatch(Part):
                 stage_devices(t.stage, t.plan_devices, t.plan_tensor_parallel, t.train_processes)
                 if is_timed(t.stage)
                 else 1,
-                work_s=costs.model_work_s(t.task_family, t.skip_stages),
+                work_s=costs.model_work_s(
+                    t.task_family, t.skip_stages, built_parameters(t.parameter_count, t.config or {}, t.proxy_depth)
+                ),
             )
             for t in ready
         ]
@@ -95,7 +99,7 @@ class Dispatch(Part):
                 r.job.task.priority,
                 self._devices(r.job.stage, r.job.model),
                 recheck=True,
-                work_s=costs.model_work_s(r.job.model.task_family, r.job.model.skip_stages),
+                work_s=costs.model_work_s(r.job.model.task_family, r.job.model.skip_stages, model_size(r.job.model)),
             )
             for r in due
         ]

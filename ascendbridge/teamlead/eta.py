@@ -118,14 +118,16 @@ class CostModel:
         terms = {stage: fit(pts, self.term(stage)) for stage, pts in points.items()}
         return CostModel(self.stages, self.source, self.size_s, self.params, terms)
 
-    def model_work_s(self, family: str | None, skips: Iterable[str]) -> float:
-        """Seconds all the stages a model runs (those its policy skips left out) cost as shipped: the
-        scheduler serves the longest model first (selection.model_rank). An undiscovered model is
-        infinite: its discovery costs seconds and tells its family, hence its true figure."""
+    def model_work_s(self, family: str | None, skips: Iterable[str], params: int | None = None) -> float:
+        """Seconds all the stages a model runs (those its policy skips left out) cost, its size term
+        included (`params`: what its stages build; None: a tiny model's figure): the scheduler serves
+        the longest model first (selection.model_rank), so a 0.6 B model of a batch of tiny ones starts
+        first. An undiscovered model is infinite: its discovery costs seconds and tells its family
+        and size, hence its true figure."""
         if family is None:
             return math.inf
         skipped = set(skips)
-        return sum(self.base(stage, family) or 0.0 for stage in STAGES if stage not in skipped)
+        return sum(self.unit(stage, family, params) or 0.0 for stage in STAGES if stage not in skipped)
 
     @classmethod
     def load(cls, path: Path = COSTS_FILE) -> CostModel:
@@ -153,6 +155,11 @@ class CostModel:
         except ValueError as exc:
             log.warning("cost model: %s; no shipped priors in this run", exc)
             return cls({})
+
+
+def model_size(model: ModelRecord) -> int | None:
+    """The parameters a model's stages build: discovery's count, a registered proxy's (None: not counted yet)."""
+    return built_parameters(model.parameter_count, model.metadata.get("config") or {}, model.proxy_depth)
 
 
 def derive_costs(samples: Iterable[Sample]) -> dict[str, dict[str, float]]:
@@ -357,13 +364,13 @@ def estimate(
     costs = costs.fitted([*host, *board])
     scales = _scales(stages, board, host, costs)
     family = {m.pk: m.task_family for m in models}
-    size = {m.pk: built_parameters(m.parameter_count, m.metadata.get("config") or {}, m.proxy_depth) for m in models}
+    size = {m.pk: model_size(m) for m in models}
     scaled: dict[str, list[int]] = defaultdict(list)  # stage -> the sizes its tasks were scaled to
     unsized: Counter[str] = Counter()  # stage -> its tasks of models of unknown size
     unsized_models: set[int] = set()
     skips = {m.pk: set(m.skip_stages) for m in models}  # the board passes over them (never run)
     ranked = sorted(
-        models, key=lambda m: model_rank(m.priority, costs.model_work_s(m.task_family, m.skip_stages), m.pk)
+        models, key=lambda m: model_rank(m.priority, costs.model_work_s(m.task_family, m.skip_stages, size[m.pk]), m.pk)
     )
     order = {m.pk: i for i, m in enumerate(ranked)}
     paused = {m.pk for m in models if m.paused}  # never claimed while paused

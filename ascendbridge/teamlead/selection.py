@@ -6,8 +6,9 @@ A pure function of what is ready and what is free, so the policy is tested witho
   left, and runs on the cores no timed slot owns (ascendbridge.workers.placement).
 - Finish models, not stages, the longest first: among tasks of the same kind, a higher model
   priority first, then the model whose stages cost the most in all (`work_s`, the shipped cost
-  model's seconds for its task family over the stages it runs; an undiscovered model first, since
-  its few seconds of discovery tell its family), then registration order. The rank is the model's,
+  model's seconds for its task family over the stages it runs, with their size terms at its size;
+  an undiscovered model first, since its few seconds of discovery tell its family and size), then
+  registration order. The rank is the model's,
   whichever stage is next, so a model's later stages are not starved behind every model's earlier
   ones (its business benchmark goes before a shorter model's optimization), and neither is a
   chain's head: ranking the later stage first once left a model's training, its first timed stage,

@@ -385,7 +385,8 @@ def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: Board
     first = board.claim_task(board.list_tasks("discovery", model_id="org/m0")[0].id, "w", 60)
     board.complete_task(first.id, first.fencing_token, {})  # org/m0 now waits in adaptation
     board.set_paused("org/m5", True)
-    board.update_model_metadata("org/m2", {}, {"decision": {"plan": {"devices": 3, "tensor_parallel_degree": 4}}})
+    decision = {"decision": {"plan": {"devices": 3, "tensor_parallel_degree": 4}}, "config": {"num_hidden_layers": 28}}
+    board.update_model_metadata("org/m2", {"parameter_count": 596_049_920}, decision)
     pk = {m.model_id: m.pk for m in board.list_models()}
     ready = board.ready_tasks(["discovery", "adaptation"], 2)
     assert [(t.stage, t.model_pk, t.priority) for t in ready] == [
@@ -399,5 +400,12 @@ def test_ready_tasks_offer_each_stage_its_most_urgent_pending_tasks(board: Board
     # What the scheduler ranks models by: their family (unknown before discovery) and skipped stages.
     assert (ready[1].task_family, ready[1].skip_stages) == (None, ("quantization", "training"))
     assert ready[2].skip_stages == ("quantization",)  # org/m1 has a training job; quantization is opt-in
+    # ... and their size: discovery's count, with what a registered proxy's size is computed from.
+    assert (ready[1].parameter_count, ready[1].proxy_depth, ready[1].config) == (
+        596_049_920,
+        None,
+        {"num_hidden_layers": 28},
+    )
+    assert (ready[2].parameter_count, ready[2].config) == (None, None)
     assert pk["org/m5"] not in {t.model_pk for t in board.ready_tasks(["discovery"], 10)}  # paused
     assert board.ready_tasks(["benchmark"], 5) == [] and board.ready_tasks([], 5) == []

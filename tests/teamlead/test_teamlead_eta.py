@@ -227,6 +227,23 @@ def test_the_eta_lays_models_out_in_the_schedulers_order_the_longest_first() -> 
     assert COSTS.model_work_s(None, []) == math.inf  # undiscovered: discovered first, its family tells its cost
 
 
+def test_a_larger_model_of_the_same_family_is_laid_out_first() -> None:
+    """Two timed slots, a benchmark each: m1 and m2 tiny (50 s), m3 registered last but 0.2 B
+    parameters (its size term adds 200 s): served first, as the scheduler serves it (its work is the
+    longest once its size counts), the run ends at 250 s, not at 50 + 250 s as registration order
+    (equal work without the size) would lay it out."""
+    sized = CostModel(COSTS.stages, size_s={"benchmark": 1000.0})
+    assert sized.model_work_s("causal_lm", ["optimization"], 200_000_000) == (
+        sized.model_work_s("causal_lm", ["optimization"]) + 200.0
+    )
+    tasks = [task("benchmark", "pending", n) for n in (1, 2, 3)]
+    short = {"skip_stages": ["optimization"]}
+    models = [model(n, "causal_lm").model_copy(update={**short, "parameter_count": 100_000}) for n in (1, 2)]
+    models.append(model(3, "causal_lm").model_copy(update={**short, "parameter_count": 200_000_000}))
+    eta = estimate(tasks, models, ["benchmark"], [], [], sized, Lanes(2, 2), NOW)
+    assert eta.seconds == 250.0
+
+
 def test_the_eta_counts_down_while_a_task_runs() -> None:
     board = [Sample("healing", None, 60.0)] * 2
     fresh = run([task("healing", "in_progress", 1, started_s_ago=10)], ["healing"], board=board)
