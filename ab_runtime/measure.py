@@ -95,7 +95,7 @@ def time_calibrated(
         raise RuntimeError("a profiler is active: timing with the profiler on is not allowed")
     probe_ms: list[float] = []
     sized = None
-    what = f"timed calls ({warmup} warmup, {iterations} timed)"
+    what = f"timed calls ({warmup} warmup, {'up to ' if budget_s is not None else ''}{iterations} timed)"
     with torch.inference_mode(), Progress(what, total=warmup + iterations, unit="call") as progress:
         with phase("warmup"):
             for done in range(warmup):

@@ -309,7 +309,10 @@ def measure_generation(
         )
         decoder = decoder_for(build, build.model, enc_dec, workload.new_tokens)
         timed, sized = iters, None
-        what = f"generations (batch {batch}, {workload.new_tokens} new tokens; {warmup} warmup, {iters} timed)"
+        sized_note = "up to " if session.budget_s is not None else ""
+        what = (
+            f"generations (batch {batch}, {workload.new_tokens} new tokens; {warmup} warmup, {sized_note}{iters} timed)"
+        )
         with torch.inference_mode(), Progress(what, total=warmup + iters, unit="generation") as progress:
             for done in range(warmup):
                 start = time.perf_counter()

@@ -55,7 +55,7 @@ def test_accuracy_run_writes_complete_evidence(runs: dict, name: str, dtype: str
     # Progress on stderr: each outermost phase's first and last line, and no more on a tiny model
     progress = [line for line in stderr.splitlines() if line.startswith("progress: ")]
     assert "progress: accuracy samples (reference, cpu float32): sample 0/2, started" in progress
-    timed = r"progress: timed calls \(1 warmup, 3 timed\): call 4/4, elapsed \d+s, [\d.]+ call/s, done"
+    timed = r"progress: timed calls \(1 warmup, up to 3 timed\): call 4/4, elapsed \d+s, [\d.]+ call/s, done"
     assert sum(bool(re.fullmatch(timed, line)) for line in progress) == 2, progress  # the reference, the target
     assert len(progress) <= 24, progress  # 16 to 20 lines measured on these models
 
