@@ -33,6 +33,10 @@ PhaseName = Literal[
     "accuracy",  # every sample forwarded for the comparison with the reference; a generation's greedy tokens
     "warmup",  # the untimed calls before a measurement
     "measurement",  # timed calls, paired blocks, acceptance requests and `vllm bench serve`
+    "contract",  # training: the baseline contract's steps (reference, target, checkpoint round trip)
+    "pass_search",  # training: the training passes judged by the contract and timed in pairs
+    "training",  # training: the job's own steps and its held-out evaluation
+    "profile",  # training: the profiled window of steady-state steps
     "gate",  # the stage's gate, a process of its own
 ]
 PHASE_NAMES: tuple[str, ...] = get_args(PhaseName)

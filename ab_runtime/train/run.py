@@ -34,6 +34,7 @@ import torch
 from ..device import select_device
 from ..errors import RuntimeDiagnosis, SpecError, UnsupportedModel
 from ..fileops import write_text_atomic
+from ..phases import phase
 from ..progress import Progress
 from ..result import Result, run_main
 from . import contract as contract_table
@@ -263,17 +264,21 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> Result:
         cfg = TrainConfig.load(args.config)
         if args.command == "contract":
-            return run_contract(cfg, args.out)
+            with phase("contract"):
+                return run_contract(cfg, args.out)
         if args.command == "profile":
-            return run_profile(cfg, args.out)
+            with phase("profile"):
+                return run_profile(cfg, args.out)
         if args.command == "passes":
             candidates = [c for c in args.candidates.split(",") if c]
             if unknown := sorted(set(candidates) - set(TRAINING_PASSES)):
                 raise SpecError(f"unknown training pass(es) {', '.join(unknown)} (known: {', '.join(TRAINING_PASSES)})")
             judged = replace(cfg, steps=args.judge_steps) if args.judge_steps > 0 else cfg
-            return run_passes(judged, args.out, candidates, args.file)
+            with phase("pass_search"):
+                return run_passes(judged, args.out, candidates, args.file)
         try:
-            return train(cfg, args.out, args.resume)
+            with phase("training"):
+                return train(cfg, args.out, args.resume)
         except TrainingStopped as exc:
             args.out.mkdir(parents=True, exist_ok=True)
             _write_json(args.out / "stopped.json", exc.diagnosis)

@@ -303,6 +303,9 @@ def test_a_causal_lm_trains_full_and_lora_through_the_team_lead(
         assert figures["eval_perplexity_after"] > 0 and "eval_masked_accuracy_after" not in figures
     full, lora = trained.packages["demo/llama-full"], trained.packages["demo/llama-lora"]
     assert (full / "train/run/loss_curve.png").is_file()
+    # where the attempt's time went: each train.py command its own phase (docs/evidence.md)
+    (_, attempt), *_ = trained.board.list_attempts("demo/llama-full", "training")
+    assert {"contract", "pass_search", "training", "profile"} <= set(attempt.cost_profile or {}), attempt.cost_profile
     # the profiled window: a trace, a table whose operators are ranked, FLOPs per token (LoRA trains fewer)
     profile = json.loads((full / "train/run/profile.json").read_text())
     assert (full / "train/run" / profile["trace"]).is_file() and profile["table"]["steps"] == 3
