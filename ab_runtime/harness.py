@@ -46,6 +46,11 @@ from .spec import RunSpec, load_spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 RETAKES = 4  # re-timings of a CPU block without a clean call on both sides (paired); tens of ms a block
+# A block whose every call on both sides takes this long is not re-timed for a context switch (paired):
+# one preemption (a scheduler slice, a few ms) is about 1 % of such a call, while a call of seconds (a
+# 0.6 B model's forward, a generation) almost never runs without one, so every block was re-timed
+# RETAKES times and a search's pair took minutes (Qwen3-0.6B: a generation pair ~5 min).
+LONG_CALL_MS = 500.0
 LOAD_COUNTS = ("retaken_blocks", "unclean_blocks", "uneven_blocks")  # what the load cost a paired measurement
 UNEVEN, EVEN, CLEAN = 0, 1, 2  # a block's rank (paired): clean on one side only, on neither, on both
 CONFIG_KEYS = (
@@ -334,7 +339,9 @@ def paired(
     pairs beside 3 CPU + 2 memory-copy loops), and blocks with none on either side anything from
     x0.4 to x3.5 (each side's figure is its call plus a random wait). A confirmation once claimed
     x4.1 that way and the perf gate, re-measuring x1.8, failed it. Of the tries the first clean one
-    is kept, else the first even one (both sides interrupted throughout), else the last.
+    is kept, else the first even one (both sides interrupted throughout), else the last. A block
+    whose calls all take LONG_CALL_MS or more counts as clean: at that length a preemption is noise,
+    and a clean call of seconds almost never happens.
     `retaken_blocks` counts the re-timings; `unclean_blocks` and `uneven_blocks` the blocks kept
     without a clean call on both sides, and of those the uneven ones."""
     if profiler_active():
@@ -369,6 +376,8 @@ def paired(
             else:
                 cand_ms.append(timed(counted_cand))
                 base_ms.append(timed(counted_base))
+        if min(base_ms) >= LONG_CALL_MS and min(cand_ms) >= LONG_CALL_MS:  # a slice is noise at this length
+            return base_ms, cand_ms, CLEAN
         sides = (0 in base_switches, 0 in cand_switches)
         return base_ms, cand_ms, CLEAN if all(sides) else EVEN if not any(sides) else UNEVEN
 

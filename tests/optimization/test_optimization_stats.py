@@ -183,7 +183,8 @@ def test_a_cpu_block_is_timed_again_until_both_sides_ran_a_clean_call(python: Pa
     longer than the scheduler's slice is preempted beside busy loops) is re-timed, so a
     load-inflated block cannot make a claim; still unclean after RETAKES it is kept and counted.
     One interrupted call among clean ones is no reason (the block figure is the fastest call), and
-    an accelerator's timing is never re-timed (its synchronisation may sleep). The search's
+    an accelerator's timing is never re-timed (its synchronisation may sleep), nor a block of calls
+    each LONG_CALL_MS or longer (a real-size model's: a preemption is noise there). The search's
     one-pair-at-a-time measurement sets such a pair aside (at most quick.SET_ASIDE), so one
     load-made pair cannot reject a gain on its own."""
     cases = run_inner_json(INNER / "paired_retakes.py", str(REPO_ROOT), python=python)
@@ -205,6 +206,7 @@ def test_a_cpu_block_is_timed_again_until_both_sides_ran_a_clean_call(python: Pa
     assert counts("both_always_interrupted") == (4 * 5, 5, 0)  # even: both sides carry the wait
     assert counts("one_call_in_each_block_interrupted") == (0, 0, 0)  # 4 x 5 retakes if it were a reason
     assert counts("accelerator") == (0, 1, 1)
+    assert counts("long_calls_always_interrupted") == (0, 0, 0)  # calls of LONG_CALL_MS: never re-timed
 
     # the search's sequential measurement sets a pair still unclean aside (at most quick.SET_ASIDE)
     once = cases["sequential_first_pair_unclean"]

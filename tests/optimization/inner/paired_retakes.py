@@ -110,6 +110,12 @@ def main() -> None:
         "sequential_always_unclean": sequential("cpu", interrupted_for(10**6)),
         "sequential_accelerator": sequential("cuda", interrupted_for(4)),
     }
+    # calls at least LONG_CALL_MS long on both sides (lowered under the slept calls' 20 ms): a
+    # preemption is noise at that length, so the same always-interrupted blocks are not re-timed
+    harness.LONG_CALL_MS = SLEEP_S * 1000 * 0.75
+    cases["long_calls_always_interrupted"] = harness.paired(
+        session("cpu"), interrupted_for(10**6), interrupted_for(10**6), 5, 1, 3
+    )
     order: list[str] = []
     sequential_paired(
         session("cpu"), lambda: order.append("B"), lambda: order.append("C"), 2, 0, 3, lambda speedups: False
