@@ -17,7 +17,7 @@ from bench.support.tiny_adaptations import stage_context
 from benchmark.stage import BENCHMARK_STAGE
 from optimization.stage import OPTIMIZATION_STAGE
 from tests.training.train_support import CORPUS, training_context, training_package
-from training.stage import TRAINING_STAGE
+from training.stage import TRAINING_STAGE, memory_remedy
 
 SMALL_HOST = 256 * 1024**2
 PARAMETERS = 1_500_000_000  # discovery's count of a 1.5 B model (the stage reads it from the board's row)
@@ -75,4 +75,6 @@ def test_training_refuses_on_a_small_host_before_it_prepares_the_job(board: Boar
     outcome = TRAINING_STAGE.run(ctx)
     refused_with_figures(outcome, ctx.log.getvalue() if isinstance(ctx.log, io.StringIO) else "")
     assert "3 lora training states" in outcome.summary
+    assert "LoRA job instead" not in outcome.diagnosis["remedy"]  # it is one: a full job is offered LoRA
+    assert "a LoRA job instead of a full one" in memory_remedy("full")
     assert not (directory / "train").exists()

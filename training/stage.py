@@ -66,11 +66,15 @@ from training.preflight import package_measure, preflight, with_events
 from training.render import CONTRACT_CONFIG, TRAIN_CONFIG, TRAIN_DIR, TRAIN_PY, config_text, render_package
 from training.settings import TrainingSettings
 
-MEMORY_REMEDY = (
-    "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
-    "ASCENDBRIDGE_MEMORY_FRACTION), training on an accelerator (`--devices`), a LoRA job instead of a full one "
-    "(`--train-method lora`), or a smaller variant of the model, then `board_ops.py retry MODEL --stage training`"
-)
+
+def memory_remedy(method: str) -> str:
+    """What unlocks a refused training plan (a LoRA job is offered only to a full one)."""
+    lora = "a LoRA job instead of a full one (`--train-method lora`), " if method == "full" else ""
+    return (
+        "a host with more memory (or, where this one has more to give, a larger ASCENDBRIDGE_HOST_MEMORY_BYTES / "
+        f"ASCENDBRIDGE_MEMORY_FRACTION), training on an accelerator (`--devices`), {lora}or a smaller variant of "
+        "the model, then `board_ops.py retry MODEL --stage training`"
+    )
 
 
 def model_dir(spec: AdaptationSpec) -> str:
@@ -236,7 +240,7 @@ class TrainingStage:
 
         def plan(parameters: int, room: Room) -> MemoryPlan:
             return training_plan(
-                self.name, parameters, job.method, settings.precision, job.processes, room, MEMORY_REMEDY
+                self.name, parameters, job.method, settings.precision, job.processes, room, memory_remedy(job.method)
             )
 
         memory = memory_planned(ctx, settings.device, plan)
