@@ -65,6 +65,25 @@ class ReadyTask:
     config: dict[str, Any] | None = None  # its config as discovery read it (a proxy's size needs it)
 
 
+def _ready_task(row: tuple[Any, ...]) -> ReadyTask:
+    """A row of `ready_tasks`' query as the scheduler reads it (the config's JSON parsed)."""
+    task_id, model_pk, stage, priority, devices, tp, processes, family, skips, params, depth, config = row
+    return ReadyTask(
+        int(task_id),
+        int(model_pk),
+        str(stage),
+        int(priority),
+        devices,
+        tp,
+        processes,
+        family,
+        tuple(_json_list(skips)),
+        params,
+        depth,
+        json.loads(config) if config else None,
+    )
+
+
 @runtime_checkable
 class LeaseBoard(Protocol):
     """Claim (the task the scheduler's selection picked), heartbeat, complete, fail, release,
@@ -182,23 +201,7 @@ class LeaseStore(StoreBase):
         ).bindparams(bindparam("stages", expanding=True))
         with self._read() as s:
             rows = s.connection().execute(query, {"stages": stage_list, "per_stage": per_stage}).all()
-        return [
-            ReadyTask(
-                int(r[0]),
-                int(r[1]),
-                str(r[2]),
-                int(r[3]),
-                r[4],
-                r[5],
-                r[6],
-                r[7],
-                tuple(_json_list(r[8])),
-                r[9],
-                r[10],
-                json.loads(r[11]) if r[11] else None,
-            )
-            for r in rows
-        ]
+        return [_ready_task(tuple(r)) for r in rows]
 
     def claim_task(self, task_id: int, owner: str, lease_s: float) -> TaskRecord:
         """Take one specific pending task, or raise if someone else has it."""
