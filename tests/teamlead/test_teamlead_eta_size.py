@@ -162,7 +162,8 @@ def test_the_bench_reports_each_models_prior_error_by_size_and_the_hosts_fit_clo
     assert eta_error.main([*argv, "--history", str(history)]) == 0
     fitted = {r["params"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
     assert set(default) == set(fitted) == {TINY, 1_000_000_000} and default[TINY]["stages"] == 2
-    assert default[1_000_000_000]["error_pct"] > 20  # benchmark 50 + 8000 s priced against 6,100 s taken
+    # the stage.toml rate (benchmark/stage.toml) is another host's law: far off here, either way
+    assert abs(default[1_000_000_000]["error_pct"]) > 20  # 6,100 s taken
     assert abs(fitted[1_000_000_000]["error_pct"]) < 2 and abs(fitted[TINY]["error_pct"]) < 2
     assert eta_error.main([str(board), "--per-size", "--costs", str(costs)]) == 0
     assert "no model of real size" not in capsys.readouterr().out
