@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -315,10 +314,10 @@ def measure_generation(
         )
         with torch.inference_mode(), Progress(what, total=warmup + iters, unit="generation") as progress:
             for done in range(warmup):
-                start = time.perf_counter()
-                generate(decoder, inputs, workload.new_tokens, session.sync, enc_dec)
+                one = functools.partial(generate, decoder, inputs, workload.new_tokens, session.sync, enc_dec)
+                _, call_ms = clocked(one, session.sync)
                 if done == 0 and session.budget_s is not None:  # the calibration call (ab_runtime/sizing.py)
-                    sized = sizing.size(time.perf_counter() - start, warmup, iters, session.budget_s)
+                    sized = sizing.size(call_ms / 1000, warmup, iters, session.budget_s)
                     timed = sized.iterations
                     progress.total = warmup + timed
                 progress.advance()
